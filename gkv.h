@@ -1,0 +1,6 @@
+/* gkv.h - umbrella header: include this to use all of gkv. */
+#ifndef GKV_H
+#define GKV_H
+#include "gkv_err.h"
+#include "gkv_kv.h"
+#endif

@@ -1,0 +1,309 @@
+/* gkv_kv.h - the embedded tensor store.
+ *
+ * A store is one directory holding one LMDB environment. It holds named
+ * tensors: 2-D (and up to 5-D) arrays whose first axis is a global row ID in
+ * [lo, hi) and whose trailing "row shape" has up to 4 dims. Rows live in
+ * fixed-size chunks; reads are zero-copy from the memory map.
+ *
+ * Concurrency: a gkv_store may be shared by all threads of a process, and
+ * many processes may open the same directory. Readers never block; writers
+ * (create, push, delete, rename, import) are serialised by LMDB's write lock.
+ * Every call that changes the store is one transaction: it has all its
+ * effect or none, also after kill -9 at any moment.
+ *
+ * Errors: every call returns GKV_OK or a gkv_err. On error the store holds
+ * exactly what it held before the call, and gkv_store_errmsg() gives the
+ * detail for the calling thread ("tensor 'feat': row width 64, expected 128").
+ */
+#ifndef GKV_KV_H
+#define GKV_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gkv_err.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GKV_VERSION_MAJOR 0
+#define GKV_VERSION_MINOR 1
+#define GKV_VERSION_PATCH 0
+#define GKV_VERSION_STRING "0.1.0"
+
+#define GKV_NAME_MAX  255   /* bytes in a tensor name, excluding the NUL */
+#define GKV_MAX_DIMS  4     /* dims of a row (the trailing shape) */
+
+typedef struct gkv_store gkv_store;  /* opaque; one per open directory */
+typedef struct gkv_txn   gkv_txn;    /* opaque; a read snapshot */
+
+/* ---- dtypes ---------------------------------------------------------- */
+
+typedef enum gkv_dtype {
+    GKV_F32 = 1, GKV_F16 = 2, GKV_BF16 = 3, GKV_F64 = 4,
+    GKV_I8 = 5,  GKV_U8 = 6,  GKV_I32 = 7,  GKV_I64 = 8
+} gkv_dtype;
+
+/* Bytes per element of 'dt'; 0 for an unknown dtype. */
+GKV_API size_t      gkv_dtype_size(gkv_dtype dt);
+/* "f32", "bf16", ...; "?" for an unknown dtype. Constant string. */
+GKV_API const char *gkv_dtype_name(gkv_dtype dt);
+/* Parses "f32", "float32", "int64", ...; GKV_EINVAL if unknown. */
+GKV_API gkv_err     gkv_dtype_parse(const char *s, gkv_dtype *out);
+
+/* Half-precision helpers (round to nearest even), used by the store for
+ * initializers and optimizers; exported for tools and tests. */
+GKV_API float    gkv_f16_to_f32(uint16_t h);
+GKV_API uint16_t gkv_f32_to_f16(float f);
+GKV_API float    gkv_bf16_to_f32(uint16_t h);
+GKV_API uint16_t gkv_f32_to_bf16(float f);
+
+/* ---- the store ------------------------------------------------------- */
+
+#define GKV_CREATE  0x01u  /* create the directory and store if missing */
+#define GKV_RDONLY  0x02u  /* no writes; any number of processes may share */
+#define GKV_NOSYNC  0x04u  /* skip fsync at commit: a process crash (kill -9)
+                            * still loses nothing committed, an OS crash or
+                            * power loss may lose the last commits */
+
+typedef struct gkv_open_opts {
+    uint64_t map_size;    /* initial map size in bytes; 0 = 64 MiB. The map
+                           * grows by itself while the disk has room. */
+    unsigned max_readers; /* concurrent read snapshots; 0 = 512 */
+} gkv_open_opts;
+
+/* Opens the store in directory 'path'. With GKV_CREATE the directory and
+ * the store are created if missing. 'opts' may be NULL. On GKV_OK, *out is
+ * yours until gkv_store_close(); on any error *out is NULL and nothing needs
+ * freeing. Thread-safe: yes.
+ * Errors: GKV_ENOENT (no store there and no GKV_CREATE), GKV_EVERSION (a
+ * newer on-disk format), GKV_EPERM, GKV_EIO, GKV_ENOMEM. */
+GKV_API gkv_err gkv_store_open(gkv_store **out, const char *path,
+                               unsigned flags, const gkv_open_opts *opts);
+
+/* Closes the store. Every gkv_txn of it must have ended. NULL is fine. */
+GKV_API void    gkv_store_close(gkv_store *s);
+
+/* Flushes committed data to disk (useful with GKV_NOSYNC). */
+GKV_API gkv_err gkv_store_sync(gkv_store *s);
+
+/* Touches every page of the map so later reads do not pay first-touch page
+ * faults (a fresh map is 3-9x slower on first touch). Servers call it at
+ * start. */
+GKV_API gkv_err gkv_store_prefault(gkv_store *s);
+
+/* The detail of the last error this thread got from a call on 's', or ""
+ * when there is none. Valid until this thread's next call on 's'. */
+GKV_API const char *gkv_store_errmsg(const gkv_store *s);
+
+/* The store's directory, as given to gkv_store_open(). Valid until close. */
+GKV_API const char *gkv_store_path(const gkv_store *s);
+
+typedef struct gkv_store_stat {
+    uint32_t format;       /* on-disk format version */
+    uint64_t map_size;     /* bytes the map may use now */
+    uint64_t used_bytes;   /* bytes of pages in use (last page number x page size) */
+    uint64_t page_size;
+    uint64_t ntensors;     /* user tensors, not counting optimizer state */
+    uint64_t nchunks;      /* all chunks of all tensors */
+    uint64_t data_bytes;   /* row bytes stored, all tensors */
+    unsigned readers;      /* reader slots in use */
+    unsigned max_readers;
+} gkv_store_stat;
+
+/* Fills *st. Thread-safe: yes. */
+GKV_API gkv_err gkv_store_stat_get(gkv_store *s, gkv_store_stat *st);
+
+/* ---- read snapshots -------------------------------------------------- */
+
+/* Begins a read snapshot: every read through it sees the store as of this
+ * moment, and borrowed row pointers stay valid until gkv_txn_end(). A txn is
+ * used by one thread at a time (any thread). Keep it short: an open snapshot
+ * pins old pages, and the map cannot grow while one is open in this process.
+ * On error *out is NULL. */
+GKV_API gkv_err gkv_txn_begin(gkv_store *s, gkv_txn **out);
+/* Ends the snapshot; borrowed pointers die with it. NULL is fine. */
+GKV_API void    gkv_txn_end(gkv_txn *tx);
+
+/* ---- tensors --------------------------------------------------------- */
+
+typedef enum gkv_init {
+    GKV_INIT_ZEROS = 0,
+    GKV_INIT_CONST,     /* every element = a */
+    GKV_INIT_UNIFORM,   /* uniform in [a, b) */
+    GKV_INIT_NORMAL     /* normal, mean a, standard deviation b */
+} gkv_init;
+
+/* What gkv_tensor_create() needs. Zero-initialise it, then set the fields.
+ * The initializer draws element (row, col) from a counter-based generator
+ * keyed by (seed, global row ID, col): the same spec gives the same values
+ * whatever the chunk size or partitioning. Integer dtypes round toward 0. */
+typedef struct gkv_tensor_spec {
+    gkv_dtype dtype;
+    unsigned  ndim;                  /* 0..GKV_MAX_DIMS; 0 = one scalar per row */
+    uint64_t  shape[GKV_MAX_DIMS];   /* row shape; every used dim >= 1 */
+    uint64_t  lo, hi;                /* global ID range [lo, hi), hi > lo */
+    uint32_t  chunk_rows;            /* rows per chunk; 0 = choose (see below) */
+    unsigned  flags;                 /* GKV_TENSOR_* */
+    gkv_init  init;
+    double    a, b;                  /* initializer parameters */
+    uint64_t  seed;
+} gkv_tensor_spec;
+
+/* Chunking: a pull costs one lookup per distinct chunk touched, and a push
+ * rewrites every chunk it touches (LMDB never writes in place). By default a
+ * chunk holds about 256 KiB of rows (fast pulls); GKV_TENSOR_HOT asks for
+ * chunks that fit one 4 KiB page, for embeddings pushed every step. */
+#define GKV_TENSOR_HOT  0x01u
+
+/* What gkv_tensor_info() tells. */
+typedef struct gkv_tensor_desc {
+    char      name[GKV_NAME_MAX + 1];
+    gkv_dtype dtype;
+    unsigned  ndim;
+    uint64_t  shape[GKV_MAX_DIMS];
+    uint64_t  lo, hi;
+    uint64_t  row_elems;     /* product of the row shape (1 when ndim = 0) */
+    size_t    row_bytes;     /* bytes per row, row_elems x dtype size */
+    uint32_t  chunk_rows;
+    uint64_t  nchunks;
+    unsigned  flags;         /* GKV_TENSOR_* */
+    uint32_t  id;            /* internal tensor id; never reused */
+    int       is_state;      /* 1 for an optimizer-state companion */
+} gkv_tensor_desc;
+
+/* Names: 1..GKV_NAME_MAX bytes of printable ASCII without spaces or '#'
+ * ('#' marks optimizer-state companions, "feat#adam_m"). Slashes are plain
+ * characters: "node/paper/feat". */
+
+/* Creates tensor 'name' and writes all its rows with the initializer.
+ * Errors: GKV_EEXIST, GKV_EINVAL (bad name or spec, with the reason in
+ * gkv_store_errmsg), GKV_ERDONLY, GKV_EMAPFULL, GKV_ENOMEM, GKV_EIO. */
+GKV_API gkv_err gkv_tensor_create(gkv_store *s, const char *name,
+                                  const gkv_tensor_spec *spec);
+
+/* Describes tensor 'name'. 'tx' may be NULL (a fresh snapshot).
+ * Errors: GKV_ENOTFOUND. */
+GKV_API gkv_err gkv_tensor_info(gkv_store *s, gkv_txn *tx, const char *name,
+                                gkv_tensor_desc *out);
+
+/* Lists tensors in name order. On GKV_OK *out is an array of *n descs that
+ * the caller frees with gkv_free(). State companions are listed only when
+ * 'with_state' is non-zero. 'tx' may be NULL. */
+GKV_API gkv_err gkv_tensor_list(gkv_store *s, gkv_txn *tx, int with_state,
+                                gkv_tensor_desc **out, size_t *n);
+
+/* Deletes tensor 'name', its optimizer state and all their rows; the pages
+ * are reused by later writes. Errors: GKV_ENOTFOUND, GKV_ERDONLY. */
+GKV_API gkv_err gkv_tensor_delete(gkv_store *s, const char *name);
+
+/* Renames 'from' to 'to' (and its optimizer state with it).
+ * Errors: GKV_ENOTFOUND, GKV_EEXIST, GKV_EINVAL, GKV_ERDONLY. */
+GKV_API gkv_err gkv_tensor_rename(gkv_store *s, const char *from,
+                                  const char *to);
+
+/* ---- reads ----------------------------------------------------------- */
+
+/* Gathers the rows with global IDs ids[0..n) into dst, row i at
+ * dst + i * row_bytes. IDs in any order, duplicates allowed. 'dst_len' must
+ * be exactly n * row_bytes. 'tx' may be NULL (a fresh snapshot). Reads are
+ * grouped by chunk: one lookup per distinct chunk, then one memcpy per row
+ * straight from the map. Thread-safe: yes (one txn per thread).
+ * Errors: GKV_ENOTFOUND, GKV_ERANGE (names the first bad ID), GKV_ESHAPE
+ * (dst_len), GKV_ENOMEM. On error dst may be partly written. */
+GKV_API gkv_err gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
+                                const uint64_t *ids, size_t n,
+                                void *dst, size_t dst_len);
+
+/* Reads rows [a, b) into dst (dst_len = (b - a) x row_bytes). */
+GKV_API gkv_err gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
+                                uint64_t a, uint64_t b,
+                                void *dst, size_t dst_len);
+
+/* Borrowed view of row 'id': *row points into the map and stays valid until
+ * gkv_txn_end(tx); never write through it or free it. 'tx' is required.
+ * *row is aligned to 16 bytes when the tensor's chunks are 2 KiB or more
+ * (the default); otherwise copy before casting. */
+GKV_API gkv_err gkv_row_view(gkv_txn *tx, const char *name, uint64_t id,
+                             const void **row);
+
+/* ---- writes ---------------------------------------------------------- */
+
+/* A push handler updates one stored row from one incoming row. 'row' is the
+ * stored row (writable, desc->row_bytes), 'in' the incoming one. It runs
+ * inside the write transaction, once per incoming row, in request order for
+ * one ID; it must not call into the same store. A non-GKV_OK return aborts
+ * the whole push, which then has no effect. */
+typedef gkv_err (*gkv_push_fn)(void *ctx, const gkv_tensor_desc *desc,
+                               uint64_t id, void *row, const void *in);
+
+/* Registers handler 'name' (1..63 chars, not a built-in name) on this
+ * store handle, for pushes by this process. Registering a name again
+ * replaces it. Errors: GKV_EINVAL, GKV_ENOMEM. */
+GKV_API gkv_err gkv_handler_register(gkv_store *s, const char *name,
+                                     gkv_push_fn fn, void *ctx);
+
+/* How a push combines incoming rows with stored ones.
+ *   "assign"  row = in; duplicate IDs in one push: the last one wins.
+ *   "add"     row += in; duplicates are summed.
+ *   "sgd"     row -= lr * g
+ *   "adagrad" s += g*g; row -= lr * g / (sqrt(s) + eps)
+ *   "adam"    t += 1; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g*g;
+ *             row -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+ * For the optimizers, 'in' is the gradient g, duplicate IDs have their
+ * gradients summed first, and the step is taken once per distinct ID (as
+ * DGL's sparse optimizers and PyTorch's sparse Adam do). Optimizers need a
+ * floating dtype (f32, f64, f16, bf16; math in f32 or f64). Their state lives
+ * in companion tensors NAME#adagrad_s, NAME#adam_m, NAME#adam_v and
+ * NAME#adam_t (f32, per-row step count), created on first use and updated in
+ * the same transaction as the rows. Defaults when 0: lr 0.01, eps 1e-10
+ * (adagrad) or 1e-8 (adam), beta1 0.9, beta2 0.999. */
+typedef struct gkv_push_args {
+    const char *handler;  /* NULL = "assign" */
+    double lr, eps, beta1, beta2;
+} gkv_push_args;
+
+/* Scatters rows[i] (row_bytes each) to global IDs ids[i] with the handler.
+ * 'rows_len' must be exactly n * row_bytes. 'args' may be NULL (assign).
+ * IDs are checked before anything is written: one bad ID fails the call
+ * and nothing changes. Errors: GKV_ENOTFOUND, GKV_ERANGE, GKV_ESHAPE,
+ * GKV_EHANDLER, GKV_EINVAL (optimizer on an integer dtype), GKV_ERDONLY,
+ * GKV_EMAPFULL, GKV_ENOMEM, GKV_EIO. */
+GKV_API gkv_err gkv_tensor_push(gkv_store *s, const char *name,
+                                const uint64_t *ids, size_t n,
+                                const void *rows, size_t rows_len,
+                                const gkv_push_args *args);
+
+/* Overwrites rows [a, b) with 'rows' ((b - a) x row_bytes) in one
+ * transaction: the bulk path of import. */
+GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
+                                 uint64_t a, uint64_t b,
+                                 const void *rows, size_t rows_len);
+
+/* ---- integrity ------------------------------------------------------- */
+
+typedef struct gkv_verify_report {
+    uint64_t chunks_checked;
+    uint64_t bytes_checked;
+    uint64_t bad_chunks;
+    char     first_bad[GKV_NAME_MAX + 1];  /* tensor of the first bad chunk */
+    uint64_t first_bad_chunk;              /* its chunk index */
+    uint64_t first_bad_row;                /* global ID of its first row */
+} gkv_verify_report;
+
+/* Recomputes the XXH3 checksum of every chunk of tensor 'name' (NULL: all
+ * tensors) and checks every chunk is present with the right size. Returns
+ * GKV_ECORRUPT when any chunk is bad; the first is named in *rep and in
+ * gkv_store_errmsg(). 'rep' may be NULL. */
+GKV_API gkv_err gkv_store_verify(gkv_store *s, const char *name,
+                                 gkv_verify_report *rep);
+
+/* ---- memory ---------------------------------------------------------- */
+
+/* Frees memory that a gkv call returned to the caller. NULL is fine. */
+GKV_API void gkv_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GKV_KV_H */

@@ -1,0 +1,185 @@
+/* kv_int.h - private declarations shared by the files of kv/ (and by the
+ * tests, which link the static library). Not installed. */
+#ifndef KV_INT_H
+#define KV_INT_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "gkv_kv.h"
+
+/* ---- allocation: every gkv allocation goes through these, so tests can
+ * fail the n-th one and count what is still live. ---------------------- */
+void *gkv__malloc(size_t n);
+void *gkv__calloc(size_t n, size_t size);
+void *gkv__realloc(void *p, size_t n);
+void  gkv__free(void *p);
+char *gkv__strdup(const char *s);
+
+/* Test hooks: fail the n-th allocation from now (-1: never); live count. */
+void  kv__alloc_fail_at(long n);
+long  kv__alloc_live(void);
+
+/* ---- per-thread error detail ------------------------------------------ */
+
+/* Records 'fmt' as this thread's message for store 's' and returns 'rc',
+ * so a call can say: return kv__fail(s, GKV_ERANGE, "tensor '%s': ...", ..). */
+gkv_err kv__fail(const gkv_store *s, gkv_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Clears this thread's message for 's' (called at the start of each call). */
+void    kv__clear(const gkv_store *s);
+
+/* ---- the counter-based generator used by initializers ----------------- */
+
+/* A 64-bit hash of (seed, row, col): the same anywhere it is computed. */
+uint64_t kv__mix3(uint64_t seed, uint64_t row, uint64_t col);
+/* Uniform double in [0, 1) from a 64-bit value. */
+static inline double kv__u01(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; }
+
+/* ---- the store and its transactions ----------------------------------- */
+
+#include <lmdb.h>
+#include <pthread.h>
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "gkv's on-disk records are little-endian; port kv/ encode helpers first"
+#endif
+
+#define KV_FORMAT        1u       /* on-disk format version (doc/FORMAT.md) */
+#define KV_CHUNK_HDR     16u      /* bytes before the rows of a chunk value */
+#define KV_KEY_LEN       12u      /* data key: tid (u32 BE) + chunk (u64 BE) */
+#define KV_CHUNK_MAGIC   0x31434b47u  /* "GKC1", last 4 bytes of a chunk header */
+#define KV_ZERO_LEN      (64ull << 20) /* read-only zeros: rows of unwritten chunks */
+
+struct handler {
+    struct handler *next;
+    char name[64];
+    gkv_push_fn fn;
+    void *ctx;
+};
+
+struct gkv_store {
+    MDB_env *st_env;
+    MDB_dbi st_meta, st_cat, st_data;
+    unsigned st_flags;            /* GKV_* open flags */
+    char *st_path;
+    size_t st_psize;              /* LMDB page size, bytes */
+    /* Map growth needs no live transaction in this process: every txn
+     * counts itself in st_users; a grower waits for zero, with st_growing
+     * set so no new txn starts meanwhile. */
+    pthread_mutex_t st_mu;
+    pthread_cond_t st_cv;
+    unsigned st_users;
+    int st_growing;
+    struct handler *st_handlers;  /* under st_mu */
+    void *st_zero;                /* KV_ZERO_LEN read-only zero bytes (an
+                                   * anonymous mapping: costs no memory), the
+                                   * row of every unwritten zeros chunk */
+};
+
+struct gkv_txn {
+    gkv_store *tx_store;
+    MDB_txn *tx_txn;
+};
+
+/* A tensor as the catalog records it. */
+typedef struct kv_rec {
+    uint32_t tid;
+    gkv_dtype dtype;
+    unsigned ndim;
+    unsigned flags;               /* GKV_TENSOR_* */
+    uint32_t chunk_rows;
+    uint64_t shape[GKV_MAX_DIMS];
+    uint64_t lo, hi;
+    gkv_init init;
+    double a, b;
+    uint64_t seed;
+    /* derived, not stored */
+    uint64_t row_elems;
+    size_t row_bytes;
+    uint64_t nchunks;
+} kv_rec;
+
+extern unsigned kv__grow_wait_ms;   /* see store.c */
+
+/* Counts a txn user in; fails with GKV_EBUSY if a grow takes too long. */
+gkv_err kv__enter(gkv_store *s);
+void    kv__leave(gkv_store *s);
+
+/* Begins an LMDB txn (read-only when 'rdonly'), adopting a map that another
+ * process grew. The caller has done kv__enter(). */
+gkv_err kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out);
+
+/* A read snapshot for one call: 'tx' if given, else a fresh one that
+ * kv__snap_end() ends. */
+typedef struct kv_snap { gkv_store *s; MDB_txn *txn; int own; } kv_snap;
+gkv_err kv__snap_begin(gkv_store *s, gkv_txn *tx, kv_snap *sn);
+void    kv__snap_end(kv_snap *sn);
+
+/* Runs fn inside one write transaction and commits it; when the map fills,
+ * aborts, grows the map (while the disk has room) and runs fn again, so fn
+ * must be restartable. On any error the store is unchanged. */
+typedef gkv_err (*kv_write_fn)(gkv_store *s, MDB_txn *txn, void *arg);
+gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
+
+/* Translates an LMDB or errno code (once, at the boundary). */
+gkv_err kv__from_mdb(int rc);
+
+/* ---- catalog (tensor.c) ------------------------------------------------ */
+
+/* Checks a user-visible name; fills the message and returns GKV_EINVAL. */
+gkv_err kv__name_check(gkv_store *s, const char *name, int allow_state);
+/* Reads the record of 'name'. GKV_ENOTFOUND (with message) if absent. */
+gkv_err kv__rec_get(gkv_store *s, MDB_txn *txn, const char *name, kv_rec *r);
+/* Creates 'name' in 'txn' (no commit). */
+gkv_err kv__rec_create(gkv_store *s, MDB_txn *txn, const char *name,
+                       const gkv_tensor_spec *spec, kv_rec *out);
+void    kv__rec_derive(kv_rec *r);
+
+/* ---- chunks (rows.c) --------------------------------------------------- */
+
+static inline void
+kv__key(unsigned char k[KV_KEY_LEN], uint32_t tid, uint64_t chunk)
+{
+    for (int i = 0; i < 4; i++)
+        k[i] = (unsigned char)(tid >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        k[4 + i] = (unsigned char)(chunk >> (56 - 8 * i));
+}
+
+static inline uint32_t
+kv__key_tid(const unsigned char *k)
+{
+    return ((uint32_t)k[0] << 24) | ((uint32_t)k[1] << 16) |
+           ((uint32_t)k[2] << 8) | k[3];
+}
+
+static inline uint64_t
+kv__key_chunk(const unsigned char *k)
+{
+    uint64_t c = 0;
+    for (int i = 0; i < 8; i++)
+        c = (c << 8) | k[4 + i];
+    return c;
+}
+
+/* Rows in chunk c of r, and the bytes of its value. */
+static inline uint64_t
+kv__chunk_nrows(const kv_rec *r, uint64_t c)
+{
+    uint64_t first = c * r->chunk_rows, n = r->hi - r->lo - first;
+    return n < r->chunk_rows ? n : r->chunk_rows;
+}
+
+/* The checksum of a chunk: XXH3 of its rows, seeded by where it belongs,
+ * so a chunk copied to the wrong key fails too. */
+uint64_t kv__chunk_sum(uint32_t tid, uint64_t c, const void *rows, size_t len);
+/* Fills n rows starting at global row 'first' with r's initializer. */
+void     kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst);
+/* Writes every chunk of r with its initializer (not for zeros, which stay
+ * unwritten: an absent chunk reads as zeros). */
+gkv_err  kv__materialize(gkv_store *s, MDB_txn *txn, const kv_rec *r);
+/* Deletes every chunk of tensor 'tid'. */
+gkv_err  kv__chunks_delete(gkv_store *s, MDB_txn *txn, uint32_t tid);
+
+#endif /* KV_INT_H */

@@ -1,0 +1,917 @@
+/* rows.c - reading and writing rows: initializers, pull, range read, row
+ * views, push with handlers and sparse optimizers, range write. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kv_int.h"
+
+/* ---- element access by dtype ------------------------------------------- */
+
+static inline double
+elem_load(gkv_dtype dt, const void *p, uint64_t i)
+{
+    switch (dt) {
+    case GKV_F32:  return ((const float *)p)[i];
+    case GKV_F64:  return ((const double *)p)[i];
+    case GKV_F16:  return gkv_f16_to_f32(((const uint16_t *)p)[i]);
+    case GKV_BF16: return gkv_bf16_to_f32(((const uint16_t *)p)[i]);
+    case GKV_I8:   return ((const int8_t *)p)[i];
+    case GKV_U8:   return ((const uint8_t *)p)[i];
+    case GKV_I32:  return ((const int32_t *)p)[i];
+    case GKV_I64:  return (double)((const int64_t *)p)[i];
+    }
+    return 0;
+}
+
+static inline double
+clampd(double v, double lo, double hi)
+{
+    if (isnan(v))
+        return 0;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static inline void
+elem_store(gkv_dtype dt, void *p, uint64_t i, double v)
+{
+    switch (dt) {
+    case GKV_F32:  ((float *)p)[i] = (float)v; break;
+    case GKV_F64:  ((double *)p)[i] = v; break;
+    case GKV_F16:  ((uint16_t *)p)[i] = gkv_f32_to_f16((float)v); break;
+    case GKV_BF16: ((uint16_t *)p)[i] = gkv_f32_to_bf16((float)v); break;
+    case GKV_I8:   ((int8_t *)p)[i] = (int8_t)clampd(trunc(v), -128, 127); break;
+    case GKV_U8:   ((uint8_t *)p)[i] = (uint8_t)clampd(trunc(v), 0, 255); break;
+    case GKV_I32:  ((int32_t *)p)[i] = (int32_t)clampd(trunc(v), -2147483648.0,
+                                                         2147483647.0); break;
+    case GKV_I64:  ((int64_t *)p)[i] = (int64_t)clampd(trunc(v), -9.2233720368547758e18,
+                                                         9.2233720368547748e18); break;
+    }
+}
+
+static inline int
+dtype_is_float(gkv_dtype dt)
+{
+    return dt == GKV_F32 || dt == GKV_F64 || dt == GKV_F16 || dt == GKV_BF16;
+}
+
+/* ---- initializers -------------------------------------------------------- */
+
+void
+kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst)
+{
+    uint64_t E = r->row_elems;
+
+    if (r->init == GKV_INIT_ZEROS) {
+        memset(dst, 0, n * r->row_bytes);
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t row = first + i;
+        void *p = (unsigned char *)dst + i * r->row_bytes;
+
+        for (uint64_t j = 0; j < E; j++) {
+            double v = r->a;
+
+            if (r->init == GKV_INIT_UNIFORM) {
+                v = r->a + (r->b - r->a) * kv__u01(kv__mix3(r->seed, row, j));
+                if (v >= r->b)       /* rounding can reach b; keep [a, b) */
+                    v = nextafter(r->b, r->a);
+            } else if (r->init == GKV_INIT_NORMAL) {
+                double u1 = kv__u01(kv__mix3(r->seed, row, 2 * j));
+                double u2 = kv__u01(kv__mix3(r->seed, row, 2 * j + 1));
+                v = r->a + r->b * sqrt(-2.0 * log1p(-u1)) * cos(2 * M_PI * u2);
+            }
+            elem_store(r->dtype, p, j, v);
+        }
+    }
+}
+
+/* Writes the header of a chunk whose rows are in place. */
+static void
+chunk_seal(const kv_rec *r, uint64_t c, unsigned char *val)
+{
+    uint32_t nrows = (uint32_t)kv__chunk_nrows(r, c), magic = KV_CHUNK_MAGIC;
+    uint64_t sum = kv__chunk_sum(r->tid, c, val + KV_CHUNK_HDR,
+                                 nrows * r->row_bytes);
+
+    memcpy(val, &sum, 8);
+    memcpy(val + 8, &nrows, 4);
+    memcpy(val + 12, &magic, 4);
+}
+
+static inline size_t
+chunk_size(const kv_rec *r, uint64_t c)
+{
+    return KV_CHUNK_HDR + kv__chunk_nrows(r, c) * r->row_bytes;
+}
+
+gkv_err
+kv__materialize(gkv_store *s, MDB_txn *txn, const kv_rec *r)
+{
+    unsigned char kb[KV_KEY_LEN];
+
+    for (uint64_t c = 0; c < r->nchunks; c++) {
+        MDB_val k = {KV_KEY_LEN, kb}, d = {chunk_size(r, c), NULL};
+        int mrc;
+
+        kv__key(kb, r->tid, c);
+        /* a new tensor has the largest id: its keys sort after all others */
+        if ((mrc = mdb_put(txn, s->st_data, &k, &d, MDB_RESERVE | MDB_APPEND)) != 0)
+            return kv__fail(s, kv__from_mdb(mrc), "writing chunk %llu of tensor "
+                            "id %u: %s", (unsigned long long)c, r->tid,
+                            mdb_strerror(mrc));
+        kv__init_rows(r, r->lo + c * r->chunk_rows, kv__chunk_nrows(r, c),
+                      (unsigned char *)d.mv_data + KV_CHUNK_HDR);
+        chunk_seal(r, c, d.mv_data);
+    }
+    return GKV_OK;
+}
+
+/* ---- chunk lookup for reads ---------------------------------------------- */
+
+/* Row r (0-based inside the tensor) -> chunk index, without a division when
+ * chunk_rows is a power of two. */
+typedef struct chunk_div { uint64_t cr; int shift; } chunk_div;
+
+static inline chunk_div
+div_make(uint32_t cr)
+{
+    chunk_div d = {cr, -1};
+    if ((cr & (cr - 1)) == 0)
+        d.shift = __builtin_ctz(cr);
+    return d;
+}
+
+static inline uint64_t
+div_chunk(chunk_div d, uint64_t r)
+{
+    return d.shift >= 0 ? r >> d.shift : r / d.cr;
+}
+
+/* Looks up chunk c of r. *val is the chunk value in the map, or NULL for an
+ * unwritten chunk of a zeros-initialised tensor. */
+static gkv_err
+chunk_get(gkv_store *s, MDB_txn *txn, const kv_rec *r, const char *name,
+          uint64_t c, const unsigned char **val)
+{
+    unsigned char kb[KV_KEY_LEN];
+    MDB_val k = {KV_KEY_LEN, kb}, d;
+    int mrc;
+
+    kv__key(kb, r->tid, c);
+    mrc = mdb_get(txn, s->st_data, &k, &d);
+    if (mrc == MDB_NOTFOUND && r->init == GKV_INIT_ZEROS) {
+        *val = NULL;
+        return GKV_OK;
+    }
+    if (mrc == MDB_NOTFOUND)
+        return kv__fail(s, GKV_ECORRUPT, "tensor '%s': chunk %llu is missing",
+                        name, (unsigned long long)c);
+    if (mrc != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': chunk %llu: %s",
+                        name, (unsigned long long)c, mdb_strerror(mrc));
+    if (d.mv_size != chunk_size(r, c))
+        return kv__fail(s, GKV_ECORRUPT, "tensor '%s': chunk %llu has %zu "
+                        "bytes, expected %zu", name, (unsigned long long)c,
+                        d.mv_size, chunk_size(r, c));
+    *val = d.mv_data;
+    return GKV_OK;
+}
+
+/* Open-addressing table chunk index -> chunk value, for one pull. Sized to a
+ * power of two >= 2 x the chunks it can meet, so with index & mask as the
+ * hash a dense tensor has no collisions at all. */
+typedef struct ptab {
+    uint64_t *keys;
+    const unsigned char **vals;
+    size_t mask;
+} ptab;
+
+#define PT_EMPTY UINT64_MAX
+#define PT_ZERO ((const unsigned char *)1)   /* an unwritten zeros chunk */
+
+static gkv_err
+ptab_init(ptab *t, uint64_t want)
+{
+    size_t sz = 16;
+
+    while (sz < 2 * want && sz < ((size_t)1 << 40))
+        sz *= 2;
+    t->mask = sz - 1;
+    t->keys = gkv__malloc(sz * sizeof *t->keys);
+    t->vals = gkv__malloc(sz * sizeof *t->vals);
+    if (t->keys == NULL || t->vals == NULL) {
+        gkv__free(t->keys);
+        gkv__free(t->vals);
+        t->keys = NULL;
+        t->vals = NULL;
+        return GKV_ENOMEM;
+    }
+    memset(t->keys, 0xff, sz * sizeof *t->keys);
+    return GKV_OK;
+}
+
+static void
+ptab_free(ptab *t)
+{
+    gkv__free(t->keys);
+    gkv__free(t->vals);
+}
+
+/* ---- pull ------------------------------------------------------------ */
+
+#define PULL_BATCH 16
+
+static gkv_err
+range_error(gkv_store *s, const char *name, const kv_rec *r, uint64_t id, size_t i)
+{
+    return kv__fail(s, GKV_ERANGE, "tensor '%s': ID %llu (index %zu) is outside "
+                    "[%llu, %llu)", name, (unsigned long long)id, i,
+                    (unsigned long long)r->lo, (unsigned long long)r->hi);
+}
+
+static gkv_err
+len_error(gkv_store *s, const char *name, const kv_rec *r, size_t n, size_t len)
+{
+    return kv__fail(s, GKV_ESHAPE, "tensor '%s': %zu bytes for %zu rows; rows "
+                    "are %zu bytes (%llu x %s), so expected %zu", name, len, n,
+                    r->row_bytes, (unsigned long long)r->row_elems,
+                    gkv_dtype_name(r->dtype), n * r->row_bytes);
+}
+
+gkv_err
+gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
+                const uint64_t *ids, size_t n, void *dst, size_t dst_len)
+{
+    const unsigned char *src[PULL_BATCH];
+    unsigned char *out = dst;
+    ptab pt = {0};
+    kv_snap sn;
+    kv_rec r;
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
+        return rc;
+    if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
+        return rc;
+    if ((rc = kv__rec_get(s, sn.txn, name, &r)) != GKV_OK)
+        goto out;
+    if (n > SIZE_MAX / (r.row_bytes ? r.row_bytes : 1) || dst_len != n * r.row_bytes) {
+        rc = len_error(s, name, &r, n, dst_len);
+        goto out;
+    }
+    if (n == 0)
+        goto out;
+    if ((rc = ptab_init(&pt, n < r.nchunks ? n : r.nchunks)) != GKV_OK) {
+        rc = kv__fail(s, rc, "tensor '%s': out of memory for a pull of %zu "
+                      "rows", name, n);
+        goto out;
+    }
+    {
+        const size_t rb = r.row_bytes;
+        const chunk_div dv = div_make(r.chunk_rows);
+        const unsigned char *zero = s->st_zero;
+
+        for (size_t i = 0; i < n; i += PULL_BATCH) {
+            size_t m = n - i < PULL_BATCH ? n - i : PULL_BATCH;
+
+            /* resolve and prefetch a batch, then copy it: the copies'
+             * cache misses overlap instead of queueing behind lookups */
+            for (size_t j = 0; j < m; j++) {
+                uint64_t id = ids[i + j], row, c;
+                size_t h;
+
+                if (id < r.lo || id >= r.hi) {
+                    rc = range_error(s, name, &r, id, i + j);
+                    goto out;
+                }
+                row = id - r.lo;
+                c = div_chunk(dv, row);
+                for (h = c & pt.mask; pt.keys[h] != c && pt.keys[h] != PT_EMPTY;
+                     h = (h + 1) & pt.mask)
+                    ;
+                if (pt.keys[h] == PT_EMPTY) {
+                    const unsigned char *v;
+                    if ((rc = chunk_get(s, sn.txn, &r, name, c, &v)) != GKV_OK)
+                        goto out;
+                    pt.keys[h] = c;
+                    pt.vals[h] = v ? v : PT_ZERO;
+                }
+                if (pt.vals[h] == PT_ZERO) {
+                    src[j] = zero;
+                } else {
+                    src[j] = pt.vals[h] + KV_CHUNK_HDR + (row - c * r.chunk_rows) * rb;
+                    __builtin_prefetch(src[j]);
+                }
+            }
+            for (size_t j = 0; j < m; j++)
+                memcpy(out + (i + j) * rb, src[j], rb);
+        }
+    }
+out:
+    ptab_free(&pt);
+    kv__snap_end(&sn);
+    return rc;
+}
+
+gkv_err
+gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
+                uint64_t a, uint64_t b, void *dst, size_t dst_len)
+{
+    unsigned char *out = dst;
+    kv_snap sn;
+    kv_rec r;
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
+        return rc;
+    if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
+        return rc;
+    if ((rc = kv__rec_get(s, sn.txn, name, &r)) != GKV_OK)
+        goto out;
+    if (a > b || a < r.lo || b > r.hi) {
+        rc = kv__fail(s, GKV_ERANGE, "tensor '%s': rows [%llu, %llu) are not "
+                      "inside [%llu, %llu)", name, (unsigned long long)a,
+                      (unsigned long long)b, (unsigned long long)r.lo,
+                      (unsigned long long)r.hi);
+        goto out;
+    }
+    if (dst_len != (b - a) * r.row_bytes) {
+        rc = len_error(s, name, &r, (size_t)(b - a), dst_len);
+        goto out;
+    }
+    for (uint64_t row = a - r.lo; row < b - r.lo;) {
+        uint64_t c = row / r.chunk_rows, off = row - c * r.chunk_rows;
+        uint64_t take = kv__chunk_nrows(&r, c) - off;
+        const unsigned char *v;
+
+        if (take > b - r.lo - row)
+            take = b - r.lo - row;
+        if ((rc = chunk_get(s, sn.txn, &r, name, c, &v)) != GKV_OK)
+            goto out;
+        if (v == NULL)
+            memset(out, 0, take * r.row_bytes);
+        else
+            memcpy(out, v + KV_CHUNK_HDR + off * r.row_bytes, take * r.row_bytes);
+        out += take * r.row_bytes;
+        row += take;
+    }
+out:
+    kv__snap_end(&sn);
+    return rc;
+}
+
+gkv_err
+gkv_row_view(gkv_txn *tx, const char *name, uint64_t id, const void **row)
+{
+    gkv_store *s;
+    const unsigned char *v;
+    kv_rec r;
+    gkv_err rc;
+    uint64_t c;
+
+    *row = NULL;
+    if (tx == NULL)
+        return GKV_EINVAL;
+    s = tx->tx_store;
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
+        return rc;
+    if ((rc = kv__rec_get(s, tx->tx_txn, name, &r)) != GKV_OK)
+        return rc;
+    if (id < r.lo || id >= r.hi)
+        return range_error(s, name, &r, id, 0);
+    c = (id - r.lo) / r.chunk_rows;
+    if ((rc = chunk_get(s, tx->tx_txn, &r, name, c, &v)) != GKV_OK)
+        return rc;
+    *row = v == NULL ? s->st_zero
+                     : v + KV_CHUNK_HDR + (id - r.lo - c * r.chunk_rows) * r.row_bytes;
+    return GKV_OK;
+}
+
+/* ---- writable chunks ----------------------------------------------------- */
+
+/* Makes chunk c of r writable in 'txn' and returns its value in *val, with
+ * the current rows in place (zeros for an unwritten chunk). LMDB copies
+ * on write: the rows are copied once from the old pages; pointers into the
+ * map obtained earlier in this txn stay valid until commit. */
+static gkv_err
+chunk_cow(gkv_store *s, MDB_cursor *cur, const kv_rec *r, const char *name,
+          uint64_t c, unsigned char **val)
+{
+    unsigned char kb[KV_KEY_LEN];
+    size_t size = chunk_size(r, c);
+    MDB_val k = {KV_KEY_LEN, kb}, d, nd = {size, NULL};
+    int mrc;
+
+    kv__key(kb, r->tid, c);
+    mrc = mdb_cursor_get(cur, &k, &d, MDB_SET_KEY);
+    if (mrc == 0) {
+        const void *old = d.mv_data;
+
+        if (d.mv_size != size)
+            return kv__fail(s, GKV_ECORRUPT, "tensor '%s': chunk %llu has %zu "
+                            "bytes, expected %zu", name, (unsigned long long)c,
+                            d.mv_size, size);
+        /* put with our own key bytes: after MDB_SET_KEY, k points into the
+         * page, and replacing an overflow value deletes and re-adds the
+         * node, moving those bytes under LMDB's feet */
+        k.mv_size = KV_KEY_LEN;
+        k.mv_data = kb;
+        if ((mrc = mdb_cursor_put(cur, &k, &nd, MDB_CURRENT | MDB_RESERVE)) != 0)
+            goto fail;
+        if (nd.mv_data != old)
+            memcpy(nd.mv_data, old, size);
+    } else if (mrc == MDB_NOTFOUND) {
+        if (r->init != GKV_INIT_ZEROS)
+            return kv__fail(s, GKV_ECORRUPT, "tensor '%s': chunk %llu is "
+                            "missing", name, (unsigned long long)c);
+        if ((mrc = mdb_cursor_put(cur, &k, &nd, MDB_RESERVE)) != 0)
+            goto fail;
+        memset(nd.mv_data, 0, size);
+    } else {
+        goto fail;
+    }
+    *val = nd.mv_data;
+    return GKV_OK;
+fail:
+    return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': writing chunk %llu: %s",
+                    name, (unsigned long long)c, mdb_strerror(mrc));
+}
+
+/* ---- push ------------------------------------------------------------ */
+
+enum hkind { H_ASSIGN, H_ADD, H_SGD, H_ADAGRAD, H_ADAM, H_CUSTOM };
+
+static const char *const builtin_names[] = {
+    "assign", "add", "sgd", "adagrad", "adam"
+};
+
+/* State companions per optimizer: suffix, and whether it is the per-row
+ * step count (i64, one per row) rather than a row-shaped tensor. */
+static const struct { const char *suffix; int is_step; } adagrad_state[] = {
+    {"#adagrad_s", 0}
+}, adam_state[] = {
+    {"#adam_m", 0}, {"#adam_v", 0}, {"#adam_t", 1}
+};
+
+struct push_arg {
+    const char *name;
+    const uint64_t *ids;
+    size_t n;
+    const unsigned char *rows;
+    size_t rows_len;
+    enum hkind kind;
+    double lr, eps, b1, b2;
+    gkv_push_fn fn;
+    void *ctx;
+};
+
+/* Stable order of ids by value: LSD radix sort on (id - lo) with 11-bit
+ * digits, or insertion sort for small n. *out is gkv__malloc'd. */
+static gkv_err
+sort_order(const uint64_t *ids, size_t n, uint64_t lo, uint64_t range,
+           uint32_t **out)
+{
+    uint32_t *a, *b = NULL, *t;
+    int bits = range > 1 ? 64 - __builtin_clzll(range - 1) : 1;
+    size_t *cnt = NULL;
+    int sorted = 1;
+
+    *out = NULL;
+    if ((a = gkv__malloc(n * sizeof *a)) == NULL)
+        return GKV_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (uint32_t)i;
+        if (i > 0 && ids[i] < ids[i - 1])
+            sorted = 0;
+    }
+    if (sorted) {
+        *out = a;
+        return GKV_OK;
+    }
+    if (n < 64) {
+        for (size_t i = 1; i < n; i++) {
+            uint32_t x = a[i];
+            size_t j = i;
+            while (j > 0 && ids[a[j - 1]] > ids[x]) {
+                a[j] = a[j - 1];
+                j--;
+            }
+            a[j] = x;
+        }
+        *out = a;
+        return GKV_OK;
+    }
+    if ((b = gkv__malloc(n * sizeof *b)) == NULL ||
+        (cnt = gkv__malloc(2048 * sizeof *cnt)) == NULL) {
+        gkv__free(a);
+        gkv__free(b);
+        return GKV_ENOMEM;
+    }
+    for (int sh = 0; sh < bits; sh += 11) {
+        size_t sum = 0;
+
+        memset(cnt, 0, 2048 * sizeof *cnt);
+        for (size_t i = 0; i < n; i++)
+            cnt[((ids[a[i]] - lo) >> sh) & 2047]++;
+        for (size_t d = 0; d < 2048; d++) {
+            size_t c = cnt[d];
+            cnt[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            b[cnt[((ids[a[i]] - lo) >> sh) & 2047]++] = a[i];
+        t = a; a = b; b = t;
+    }
+    gkv__free(b);
+    gkv__free(cnt);
+    *out = a;
+    return GKV_OK;
+}
+
+/* Gets (creating zero-filled if missing) the state companion of 'r'. */
+static gkv_err
+state_get(gkv_store *s, MDB_txn *txn, const char *name, const kv_rec *r,
+          const char *suffix, int is_step, kv_rec *st)
+{
+    char sname[GKV_NAME_MAX + 32];
+    gkv_tensor_spec sp;
+    gkv_err rc;
+
+    snprintf(sname, sizeof sname, "%s%s", name, suffix);
+    if (strlen(sname) > GKV_NAME_MAX)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': name too long for its "
+                        "optimizer state '%s'", name, sname);
+    rc = kv__rec_get(s, txn, sname, st);
+    if (rc != GKV_ENOTFOUND)
+        return rc;
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = is_step ? GKV_I64 : (r->dtype == GKV_F64 ? GKV_F64 : GKV_F32);
+    sp.ndim = is_step ? 0 : r->ndim;
+    memcpy(sp.shape, r->shape, sizeof sp.shape);
+    sp.lo = r->lo;
+    sp.hi = r->hi;
+    sp.chunk_rows = r->chunk_rows;    /* same chunk index for the same ID */
+    sp.flags = r->flags;
+    sp.init = GKV_INIT_ZEROS;
+    kv__clear(s);
+    return kv__rec_create(s, txn, sname, &sp, st);
+}
+
+static void
+optim_step(const struct push_arg *a, const kv_rec *r, unsigned char *w,
+           unsigned char *const st[3], gkv_dtype sdt, uint64_t E,
+           const double *g)
+{
+    switch (a->kind) {
+    case H_SGD:
+        for (uint64_t j = 0; j < E; j++)
+            elem_store(r->dtype, w, j, elem_load(r->dtype, w, j) - a->lr * g[j]);
+        break;
+    case H_ADAGRAD:
+        for (uint64_t j = 0; j < E; j++) {
+            double ss = elem_load(sdt, st[0], j) + g[j] * g[j];
+            elem_store(sdt, st[0], j, ss);
+            ss = elem_load(sdt, st[0], j);  /* the stored value, as rounded */
+            elem_store(r->dtype, w, j, elem_load(r->dtype, w, j) -
+                       a->lr * g[j] / (sqrt(ss) + a->eps));
+        }
+        break;
+    case H_ADAM: {
+        int64_t t;
+        double bc1, bc2;
+
+        memcpy(&t, st[2], 8);
+        t++;
+        memcpy(st[2], &t, 8);
+        bc1 = 1 - pow(a->b1, (double)t);
+        bc2 = 1 - pow(a->b2, (double)t);
+        for (uint64_t j = 0; j < E; j++) {
+            double m = a->b1 * elem_load(sdt, st[0], j) + (1 - a->b1) * g[j];
+            double v = a->b2 * elem_load(sdt, st[1], j) + (1 - a->b2) * g[j] * g[j];
+            elem_store(sdt, st[0], j, m);
+            elem_store(sdt, st[1], j, v);
+            m = elem_load(sdt, st[0], j);
+            v = elem_load(sdt, st[1], j);
+            elem_store(r->dtype, w, j, elem_load(r->dtype, w, j) -
+                       a->lr * (m / bc1) / (sqrt(v / bc2) + a->eps));
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void
+row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
+{
+    if (dt == GKV_F32) {
+        float *w = row;
+        const float *x = in;
+        for (uint64_t j = 0; j < E; j++)
+            w[j] += x[j];
+    } else if (dt == GKV_I64) {
+        int64_t *w = row, x;
+        for (uint64_t j = 0; j < E; j++) {
+            memcpy(&x, (const unsigned char *)in + 8 * j, 8);
+            w[j] = (int64_t)((uint64_t)w[j] + (uint64_t)x);   /* wraps, no UB */
+        }
+    } else if (dt == GKV_I32) {
+        int32_t *w = row, x;
+        for (uint64_t j = 0; j < E; j++) {
+            memcpy(&x, (const unsigned char *)in + 4 * j, 4);
+            w[j] = (int32_t)((uint32_t)w[j] + (uint32_t)x);
+        }
+    } else {
+        for (uint64_t j = 0; j < E; j++)
+            elem_store(dt, row, j, elem_load(dt, row, j) + elem_load(dt, in, j));
+    }
+}
+
+static gkv_err
+push_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct push_arg *a = arg;
+    kv_rec r, st[3];
+    size_t nst = 0;
+    uint32_t *order = NULL;
+    double *g = NULL;
+    MDB_cursor *cur = NULL;
+    gkv_tensor_desc desc;
+    gkv_err rc;
+    int mrc;
+
+    if ((rc = kv__rec_get(s, txn, a->name, &r)) != GKV_OK)
+        return rc;
+    if (a->n > SIZE_MAX / r.row_bytes || a->rows_len != a->n * r.row_bytes)
+        return len_error(s, a->name, &r, a->n, a->rows_len);
+    if (a->n > UINT32_MAX)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': push of %zu rows; at most "
+                        "%u per call", a->name, a->n, UINT32_MAX);
+    for (size_t i = 0; i < a->n; i++)
+        if (a->ids[i] < r.lo || a->ids[i] >= r.hi)
+            return range_error(s, a->name, &r, a->ids[i], i);
+    if (a->kind >= H_SGD && a->kind <= H_ADAM && !dtype_is_float(r.dtype))
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': optimizer '%s' needs a "
+                        "floating dtype, not %s", a->name,
+                        builtin_names[a->kind], gkv_dtype_name(r.dtype));
+    if (a->n == 0)
+        return GKV_OK;
+    if (a->kind == H_ADAGRAD || a->kind == H_ADAM) {
+        size_t k = a->kind == H_ADAGRAD ? 1 : 3;
+        for (size_t i = 0; i < k; i++) {
+            const char *suf = a->kind == H_ADAGRAD ? adagrad_state[i].suffix
+                                                   : adam_state[i].suffix;
+            int step = a->kind == H_ADAGRAD ? 0 : adam_state[i].is_step;
+            if ((rc = state_get(s, txn, a->name, &r, suf, step, &st[nst])) != GKV_OK)
+                return rc;
+            nst++;
+        }
+    }
+    if ((rc = sort_order(a->ids, a->n, r.lo, r.hi - r.lo, &order)) != GKV_OK)
+        return kv__fail(s, rc, "tensor '%s': out of memory sorting %zu IDs",
+                        a->name, a->n);
+    if (a->kind >= H_SGD && a->kind <= H_ADAM &&
+        (g = gkv__malloc(r.row_elems * sizeof *g)) == NULL) {
+        rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory", a->name);
+        goto out;
+    }
+    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0) {
+        rc = kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", a->name,
+                      mdb_strerror(mrc));
+        goto out;
+    }
+    if (a->kind == H_CUSTOM) {
+        memset(&desc, 0, sizeof desc);
+        gkv_tensor_info(s, &(gkv_txn){s, txn}, a->name, &desc);
+    }
+    for (size_t i = 0; i < a->n;) {
+        uint64_t c = (a->ids[order[i]] - r.lo) / r.chunk_rows;
+        uint64_t c0 = r.lo + c * r.chunk_rows;   /* first ID of the chunk */
+        unsigned char *val, *sval[3] = {NULL, NULL, NULL};
+        size_t e;
+
+        if ((rc = chunk_cow(s, cur, &r, a->name, c, &val)) != GKV_OK)
+            goto out;
+        for (size_t k = 0; k < nst; k++)
+            if ((rc = chunk_cow(s, cur, &st[k], a->name, c, &sval[k])) != GKV_OK)
+                goto out;
+        for (e = i; e < a->n && a->ids[order[e]] - c0 < r.chunk_rows &&
+                    a->ids[order[e]] >= c0; e++) {
+            uint64_t id = a->ids[order[e]];
+            unsigned char *row = val + KV_CHUNK_HDR + (id - c0) * r.row_bytes;
+            const unsigned char *in = a->rows + (size_t)order[e] * r.row_bytes;
+
+            switch (a->kind) {
+            case H_ASSIGN:
+                memcpy(row, in, r.row_bytes);
+                break;
+            case H_ADD:
+                row_add(r.dtype, row, in, r.row_elems);
+                break;
+            case H_CUSTOM:
+                if ((rc = a->fn(a->ctx, &desc, id, row, in)) != GKV_OK) {
+                    rc = kv__fail(s, GKV_EHANDLER, "tensor '%s': push handler "
+                                  "failed at ID %llu: %s", a->name,
+                                  (unsigned long long)id, gkv_strerror(rc));
+                    goto out;
+                }
+                break;
+            default: {
+                /* sum the gradients of every copy of this ID, step once */
+                unsigned char *sp[3];
+                size_t f = e;
+
+                for (uint64_t j = 0; j < r.row_elems; j++)
+                    g[j] = 0;
+                for (; f < a->n && a->ids[order[f]] == id; f++) {
+                    const unsigned char *gi = a->rows + (size_t)order[f] * r.row_bytes;
+                    for (uint64_t j = 0; j < r.row_elems; j++)
+                        g[j] += elem_load(r.dtype, gi, j);
+                }
+                for (size_t k = 0; k < nst; k++)
+                    sp[k] = sval[k] + KV_CHUNK_HDR + (id - c0) * st[k].row_bytes;
+                optim_step(a, &r, row, sp, nst ? st[0].dtype : GKV_F32,
+                           r.row_elems, g);
+                e = f - 1;
+                break;
+            }
+            }
+        }
+        chunk_seal(&r, c, val);
+        for (size_t k = 0; k < nst; k++)
+            chunk_seal(&st[k], c, sval[k]);
+        i = e;
+    }
+out:
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    gkv__free(order);
+    gkv__free(g);
+    return rc;
+}
+
+gkv_err
+gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
+                const void *rows, size_t rows_len, const gkv_push_args *args)
+{
+    struct push_arg a;
+    const char *h = args && args->handler ? args->handler : "assign";
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
+        return rc;
+    if (n > 0 && (ids == NULL || rows == NULL))
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': NULL ids or rows", name);
+    memset(&a, 0, sizeof a);
+    a.name = name;
+    a.ids = ids;
+    a.n = n;
+    a.rows = rows;
+    a.rows_len = rows_len;
+    a.kind = H_CUSTOM;
+    for (int k = 0; k < (int)(sizeof builtin_names / sizeof *builtin_names); k++)
+        if (strcmp(h, builtin_names[k]) == 0)
+            a.kind = (enum hkind)k;
+    if (a.kind == H_CUSTOM) {
+        struct handler *hd;
+
+        pthread_mutex_lock(&s->st_mu);
+        for (hd = s->st_handlers; hd != NULL; hd = hd->next)
+            if (strcmp(hd->name, h) == 0) {
+                a.fn = hd->fn;
+                a.ctx = hd->ctx;
+                break;
+            }
+        pthread_mutex_unlock(&s->st_mu);
+        if (a.fn == NULL)
+            return kv__fail(s, GKV_EHANDLER, "tensor '%s': no push handler "
+                            "'%.64s' (built in: assign, add, sgd, adagrad, "
+                            "adam; others need gkv_handler_register)", name, h);
+    }
+    a.lr = args && args->lr != 0 ? args->lr : 0.01;
+    a.eps = args && args->eps != 0 ? args->eps : (a.kind == H_ADAM ? 1e-8 : 1e-10);
+    a.b1 = args && args->beta1 != 0 ? args->beta1 : 0.9;
+    a.b2 = args && args->beta2 != 0 ? args->beta2 : 0.999;
+    if (!(a.lr > 0 && isfinite(a.lr)) || !(a.eps > 0) || !(a.b1 > 0 && a.b1 < 1) ||
+        !(a.b2 > 0 && a.b2 < 1))
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': bad optimizer parameters "
+                        "(lr %g, eps %g, beta1 %g, beta2 %g)", name, a.lr, a.eps,
+                        a.b1, a.b2);
+    return kv__write(s, push_fn, &a);
+}
+
+gkv_err
+gkv_handler_register(gkv_store *s, const char *name, gkv_push_fn fn, void *ctx)
+{
+    struct handler *h;
+
+    kv__clear(s);
+    if (name == NULL || *name == '\0' || strlen(name) > 63 || fn == NULL)
+        return kv__fail(s, GKV_EINVAL, "handler name must be 1..63 characters "
+                        "and the function non-NULL");
+    for (size_t k = 0; k < sizeof builtin_names / sizeof *builtin_names; k++)
+        if (strcmp(name, builtin_names[k]) == 0)
+            return kv__fail(s, GKV_EINVAL, "'%s' is a built-in handler", name);
+    pthread_mutex_lock(&s->st_mu);
+    for (h = s->st_handlers; h != NULL; h = h->next)
+        if (strcmp(h->name, name) == 0)
+            break;
+    if (h == NULL) {
+        if ((h = gkv__calloc(1, sizeof *h)) == NULL) {
+            pthread_mutex_unlock(&s->st_mu);
+            return kv__fail(s, GKV_ENOMEM, "out of memory registering '%s'", name);
+        }
+        snprintf(h->name, sizeof h->name, "%s", name);
+        h->next = s->st_handlers;
+        s->st_handlers = h;
+    }
+    h->fn = fn;
+    h->ctx = ctx;
+    pthread_mutex_unlock(&s->st_mu);
+    return GKV_OK;
+}
+
+/* ---- range write --------------------------------------------------------- */
+
+struct write_arg {
+    const char *name;
+    uint64_t a, b;
+    const unsigned char *rows;
+    size_t rows_len;
+};
+
+static gkv_err
+write_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct write_arg *w = arg;
+    const unsigned char *in = w->rows;
+    MDB_cursor *cur = NULL;
+    kv_rec r;
+    gkv_err rc;
+    int mrc;
+
+    if ((rc = kv__rec_get(s, txn, w->name, &r)) != GKV_OK)
+        return rc;
+    if (w->a > w->b || w->a < r.lo || w->b > r.hi)
+        return kv__fail(s, GKV_ERANGE, "tensor '%s': rows [%llu, %llu) are not "
+                        "inside [%llu, %llu)", w->name, (unsigned long long)w->a,
+                        (unsigned long long)w->b, (unsigned long long)r.lo,
+                        (unsigned long long)r.hi);
+    if (w->rows_len != (w->b - w->a) * r.row_bytes)
+        return len_error(s, w->name, &r, (size_t)(w->b - w->a), w->rows_len);
+    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", w->name,
+                        mdb_strerror(mrc));
+    for (uint64_t row = w->a - r.lo; row < w->b - r.lo;) {
+        uint64_t c = row / r.chunk_rows, off = row - c * r.chunk_rows;
+        uint64_t nr = kv__chunk_nrows(&r, c), take = nr - off;
+        unsigned char *val;
+
+        if (take > w->b - r.lo - row)
+            take = w->b - r.lo - row;
+        if (off == 0 && take == nr) {
+            /* the whole chunk is new: no need to read the old one */
+            unsigned char kb[KV_KEY_LEN];
+            MDB_val k = {KV_KEY_LEN, kb}, d = {chunk_size(&r, c), NULL};
+
+            kv__key(kb, r.tid, c);
+            if ((mrc = mdb_cursor_put(cur, &k, &d, MDB_RESERVE)) != 0) {
+                rc = kv__fail(s, kv__from_mdb(mrc), "tensor '%s': writing chunk "
+                              "%llu: %s", w->name, (unsigned long long)c,
+                              mdb_strerror(mrc));
+                break;
+            }
+            val = d.mv_data;
+        } else if ((rc = chunk_cow(s, cur, &r, w->name, c, &val)) != GKV_OK) {
+            break;
+        }
+        memcpy(val + KV_CHUNK_HDR + off * r.row_bytes, in, take * r.row_bytes);
+        chunk_seal(&r, c, val);
+        in += take * r.row_bytes;
+        row += take;
+    }
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+gkv_err
+gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
+                 const void *rows, size_t rows_len)
+{
+    struct write_arg w = {name, a, b, rows, rows_len};
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
+        return rc;
+    if (a < b && rows == NULL)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': NULL rows", name);
+    return kv__write(s, write_fn, &w);
+}

@@ -1,0 +1,573 @@
+/* store.c - opening a store, snapshots, write transactions, map growth. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+#include "kv_int.h"
+
+#define DEFAULT_MAP   (1ull << 30)   /* virtual: the file grows as pages are used */
+#define DEFAULT_READERS 512u
+
+/* How long a map resize waits for this process's transactions to end, and
+ * a new transaction waits for a resize; tests shorten it. */
+unsigned kv__grow_wait_ms = 10000;
+
+static void
+deadline(struct timespec *dl)
+{
+    clock_gettime(CLOCK_REALTIME, dl);
+    dl->tv_sec += kv__grow_wait_ms / 1000;
+    dl->tv_nsec += (long)(kv__grow_wait_ms % 1000) * 1000000L;
+    if (dl->tv_nsec >= 1000000000L) {
+        dl->tv_sec++;
+        dl->tv_nsec -= 1000000000L;
+    }
+}
+
+gkv_err
+kv__from_mdb(int rc)
+{
+    switch (rc) {
+    case MDB_SUCCESS:          return GKV_OK;
+    case MDB_NOTFOUND:         return GKV_ENOTFOUND;
+    case MDB_MAP_FULL:         return GKV_EMAPFULL;
+    case ENOSPC:               return GKV_EMAPFULL;
+    case ENOMEM:               return GKV_ENOMEM;
+    case ENOENT:               return GKV_ENOENT;
+    case EACCES: case EPERM:
+    case EROFS:                return GKV_EPERM;
+    case MDB_INVALID:
+    case MDB_VERSION_MISMATCH: return GKV_EVERSION;
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:    return GKV_ECORRUPT;
+    case MDB_READERS_FULL:     return GKV_EBUSY;
+    case EINVAL:               return GKV_EINVAL;
+    default:                   return GKV_EIO;
+    }
+}
+
+/* ---- txn users and map growth ------------------------------------------ */
+
+gkv_err
+kv__enter(gkv_store *s)
+{
+    struct timespec dl;
+    gkv_err rc = GKV_OK;
+
+    deadline(&dl);
+    pthread_mutex_lock(&s->st_mu);
+    while (s->st_growing && rc == GKV_OK)
+        if (pthread_cond_timedwait(&s->st_cv, &s->st_mu, &dl) == ETIMEDOUT)
+            rc = GKV_EBUSY;
+    if (rc == GKV_OK)
+        s->st_users++;
+    pthread_mutex_unlock(&s->st_mu);
+    return rc;
+}
+
+void
+kv__leave(gkv_store *s)
+{
+    pthread_mutex_lock(&s->st_mu);
+    if (--s->st_users == 0)
+        pthread_cond_broadcast(&s->st_cv);
+    pthread_mutex_unlock(&s->st_mu);
+}
+
+/* Waits until no txn of this process is live, then runs mdb_env_set_mapsize
+ * with 'size' (0: adopt the size another process set). */
+static gkv_err
+map_resize(gkv_store *s, size_t size)
+{
+    struct timespec dl;
+    gkv_err rc = GKV_OK;
+    int mrc;
+
+    deadline(&dl);
+    pthread_mutex_lock(&s->st_mu);
+    while (s->st_growing && rc == GKV_OK)
+        if (pthread_cond_timedwait(&s->st_cv, &s->st_mu, &dl) == ETIMEDOUT)
+            rc = GKV_EBUSY;
+    if (rc != GKV_OK) {
+        pthread_mutex_unlock(&s->st_mu);
+        return rc;
+    }
+    s->st_growing = 1;
+    while (s->st_users > 0 && rc == GKV_OK)
+        if (pthread_cond_timedwait(&s->st_cv, &s->st_mu, &dl) == ETIMEDOUT)
+            rc = GKV_EBUSY;
+    if (rc == GKV_OK && (mrc = mdb_env_set_mapsize(s->st_env, size)) != 0)
+        rc = kv__from_mdb(mrc);
+    s->st_growing = 0;
+    pthread_cond_broadcast(&s->st_cv);
+    pthread_mutex_unlock(&s->st_mu);
+    return rc;
+}
+
+/* Grows the map after MDB_MAP_FULL: doubles it (at least +64 MiB) while the
+ * filesystem has room for the pages the new size could hold. */
+static gkv_err
+map_grow(gkv_store *s)
+{
+    MDB_envinfo ei;
+    struct statvfs vf;
+    uint64_t used, want, room;
+    gkv_err rc;
+
+    mdb_env_info(s->st_env, &ei);
+    used = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+    want = ei.me_mapsize * 2;
+    if (want < ei.me_mapsize + (64ull << 20))
+        want = ei.me_mapsize + (64ull << 20);
+    if (statvfs(s->st_path, &vf) == 0) {
+        room = (uint64_t)vf.f_bavail * vf.f_frsize;
+        /* the file can reach used + room bytes at most; keep 1 % spare */
+        if (want > used + room - room / 100)
+            want = used + room - room / 100;
+    }
+    want -= want % s->st_psize;
+    if (want <= ei.me_mapsize)
+        return kv__fail(s, GKV_EMAPFULL, "store '%s' is full (%llu MiB) and the "
+                        "disk has no room to grow it", s->st_path,
+                        (unsigned long long)(ei.me_mapsize >> 20));
+    if ((rc = map_resize(s, (size_t)want)) == GKV_EBUSY)
+        return kv__fail(s, GKV_EMAPFULL, "store '%s' is full (%llu MiB): could "
+                        "not grow it while read snapshots stay open in this "
+                        "process", s->st_path,
+                        (unsigned long long)(ei.me_mapsize >> 20));
+    return rc;
+}
+
+gkv_err
+kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
+{
+    int mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, out);
+
+    if (mrc == MDB_MAP_RESIZED) {
+        /* Another process grew the map: adopt its size, then retry. The
+         * caller holds one use; step out while resizing, then take it back
+         * unconditionally so the caller's kv__leave() stays balanced. */
+        kv__leave(s);
+        gkv_err rc = map_resize(s, 0);
+        pthread_mutex_lock(&s->st_mu);
+        s->st_users++;
+        pthread_mutex_unlock(&s->st_mu);
+        if (rc != GKV_OK) {
+            *out = NULL;
+            return kv__fail(s, rc, "store '%s': cannot adopt the map size "
+                            "another process set", s->st_path);
+        }
+        mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, out);
+    }
+    if (mrc != 0) {
+        *out = NULL;
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
+                        "transaction: %s", s->st_path, mdb_strerror(mrc));
+    }
+    return GKV_OK;
+}
+
+gkv_err
+kv__write(gkv_store *s, kv_write_fn fn, void *arg)
+{
+    gkv_err rc;
+
+    if (s->st_flags & GKV_RDONLY)
+        return kv__fail(s, GKV_ERDONLY, "store '%s' is open read-only",
+                        s->st_path);
+    for (int attempt = 0;; attempt++) {
+        MDB_txn *txn = NULL;
+        int mrc;
+
+        if ((rc = kv__enter(s)) != GKV_OK)
+            return kv__fail(s, rc, "store '%s': map resize in progress",
+                            s->st_path);
+        if ((rc = kv__txn_begin(s, 0, &txn)) == GKV_OK) {
+            rc = fn(s, txn, arg);
+            if (rc == GKV_OK) {
+                mrc = mdb_txn_commit(txn);   /* frees txn either way */
+                if (mrc != 0)
+                    rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': commit "
+                                  "failed: %s", s->st_path, mdb_strerror(mrc));
+            } else {
+                mdb_txn_abort(txn);
+            }
+        }
+        kv__leave(s);
+        if (rc != GKV_EMAPFULL || attempt >= 40)
+            return rc;
+        if ((rc = map_grow(s)) != GKV_OK)
+            return rc;
+        kv__clear(s);
+    }
+}
+
+/* ---- snapshots ------------------------------------------------------- */
+
+gkv_err
+kv__snap_begin(gkv_store *s, gkv_txn *tx, kv_snap *sn)
+{
+    gkv_err rc;
+
+    sn->s = s;
+    if (tx != NULL) {
+        if (tx->tx_store != s)
+            return kv__fail(s, GKV_EINVAL, "transaction belongs to another store");
+        sn->txn = tx->tx_txn;
+        sn->own = 0;
+        return GKV_OK;
+    }
+    sn->own = 1;
+    if ((rc = kv__enter(s)) != GKV_OK)
+        return kv__fail(s, rc, "store '%s': map resize in progress", s->st_path);
+    if ((rc = kv__txn_begin(s, 1, &sn->txn)) != GKV_OK)
+        kv__leave(s);
+    return rc;
+}
+
+void
+kv__snap_end(kv_snap *sn)
+{
+    if (sn->own && sn->txn != NULL) {
+        mdb_txn_abort(sn->txn);
+        kv__leave(sn->s);
+    }
+    sn->txn = NULL;
+}
+
+gkv_err
+gkv_txn_begin(gkv_store *s, gkv_txn **out)
+{
+    gkv_txn *tx;
+    gkv_err rc;
+
+    *out = NULL;
+    kv__clear(s);
+    if ((tx = gkv__calloc(1, sizeof *tx)) == NULL)
+        return kv__fail(s, GKV_ENOMEM, "out of memory for a transaction");
+    tx->tx_store = s;
+    if ((rc = kv__enter(s)) != GKV_OK) {
+        gkv__free(tx);
+        return kv__fail(s, rc, "store '%s': map resize in progress", s->st_path);
+    }
+    if ((rc = kv__txn_begin(s, 1, &tx->tx_txn)) != GKV_OK) {
+        kv__leave(s);
+        gkv__free(tx);
+        return rc;
+    }
+    *out = tx;
+    return GKV_OK;
+}
+
+void
+gkv_txn_end(gkv_txn *tx)
+{
+    if (tx == NULL)
+        return;
+    mdb_txn_abort(tx->tx_txn);
+    kv__leave(tx->tx_store);
+    gkv__free(tx);
+}
+
+/* ---- open and close ---------------------------------------------------- */
+
+static void
+store_destroy(gkv_store *s)
+{
+    struct handler *h, *next;
+
+    if (s == NULL)
+        return;
+    if (s->st_env != NULL)
+        mdb_env_close(s->st_env);
+    for (h = s->st_handlers; h != NULL; h = next) {
+        next = h->next;
+        gkv__free(h);
+    }
+    pthread_cond_destroy(&s->st_cv);
+    pthread_mutex_destroy(&s->st_mu);
+    if (s->st_zero != NULL)
+        munmap(s->st_zero, KV_ZERO_LEN);
+    gkv__free(s->st_path);
+    gkv__free(s);
+}
+
+static gkv_err
+meta_get_u32(MDB_txn *txn, MDB_dbi dbi, const char *key, uint32_t *v)
+{
+    MDB_val k = {strlen(key), (void *)key}, d;
+    int mrc = mdb_get(txn, dbi, &k, &d);
+
+    if (mrc != 0)
+        return kv__from_mdb(mrc);
+    if (d.mv_size != 4)
+        return GKV_ECORRUPT;
+    memcpy(v, d.mv_data, 4);
+    return GKV_OK;
+}
+
+static int
+meta_put_u32(MDB_txn *txn, MDB_dbi dbi, const char *key, uint32_t v)
+{
+    MDB_val k = {strlen(key), (void *)key}, d = {4, &v};
+    return mdb_put(txn, dbi, &k, &d, 0);
+}
+
+/* Opens the three databases, creating them and the format record in a new
+ * store; checks the format of an existing one. */
+static gkv_err
+store_init(gkv_store *s)
+{
+    int rdonly = (s->st_flags & GKV_RDONLY) != 0, mrc;
+    unsigned cf = rdonly ? 0 : MDB_CREATE;
+    MDB_txn *txn = NULL;
+    uint32_t fmt = 0;
+    gkv_err rc;
+
+    if ((mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, &txn)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                        mdb_strerror(mrc));
+    if ((mrc = mdb_dbi_open(txn, "meta", cf, &s->st_meta)) != 0) {
+        rc = mrc == MDB_NOTFOUND
+             ? kv__fail(s, GKV_ENOENT, "'%s' holds no gkv store", s->st_path)
+             : kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                        mdb_strerror(mrc));
+        goto out;
+    }
+    rc = meta_get_u32(txn, s->st_meta, "format", &fmt);
+    if (rc == GKV_ENOTFOUND && !rdonly) {
+        fmt = KV_FORMAT;
+        if ((mrc = meta_put_u32(txn, s->st_meta, "format", KV_FORMAT)) != 0 ||
+            (mrc = meta_put_u32(txn, s->st_meta, "next_tid", 1)) != 0) {
+            rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot initialise: "
+                          "%s", s->st_path, mdb_strerror(mrc));
+            goto out;
+        }
+    } else if (rc == GKV_ENOTFOUND) {
+        rc = kv__fail(s, GKV_ENOENT, "'%s' holds no gkv store", s->st_path);
+        goto out;
+    } else if (rc != GKV_OK) {
+        rc = kv__fail(s, rc, "store '%s': bad format record", s->st_path);
+        goto out;
+    }
+    if (fmt > KV_FORMAT) {
+        rc = kv__fail(s, GKV_EVERSION, "store '%s' has on-disk format %u; this "
+                      "gkv (%s) reads format %u and older", s->st_path, fmt,
+                      GKV_VERSION_STRING, KV_FORMAT);
+        goto out;
+    }
+    if ((mrc = mdb_dbi_open(txn, "catalog", cf, &s->st_cat)) != 0 ||
+        (mrc = mdb_dbi_open(txn, "data", cf, &s->st_data)) != 0) {
+        rc = kv__fail(s, mrc == MDB_NOTFOUND ? GKV_ECORRUPT : kv__from_mdb(mrc),
+                      "store '%s': missing database: %s", s->st_path,
+                      mdb_strerror(mrc));
+        goto out;
+    }
+    mrc = mdb_txn_commit(txn);
+    txn = NULL;
+    rc = mrc ? kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                        mdb_strerror(mrc)) : GKV_OK;
+out:
+    if (txn != NULL)
+        mdb_txn_abort(txn);
+    return rc;
+}
+
+gkv_err
+gkv_store_open(gkv_store **out, const char *path, unsigned flags,
+               const gkv_open_opts *opts)
+{
+    gkv_store *s = NULL;
+    struct stat sb;
+    char *data = NULL;
+    unsigned ef = MDB_NOTLS | MDB_NORDAHEAD;
+    gkv_err rc;
+    int mrc;
+
+    *out = NULL;
+    kv__clear(NULL);
+    if (path == NULL || *path == '\0')
+        return kv__fail(NULL, GKV_EINVAL, "empty store path");
+    if ((flags & GKV_CREATE) && (flags & GKV_RDONLY))
+        return kv__fail(NULL, GKV_EINVAL, "GKV_CREATE and GKV_RDONLY together");
+    if ((s = gkv__calloc(1, sizeof *s)) == NULL)
+        return GKV_ENOMEM;
+    pthread_mutex_init(&s->st_mu, NULL);
+    pthread_cond_init(&s->st_cv, NULL);
+    s->st_flags = flags;
+    s->st_zero = mmap(NULL, KV_ZERO_LEN, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+    if (s->st_zero == MAP_FAILED) {
+        s->st_zero = NULL;
+        rc = GKV_ENOMEM;
+        goto fail;
+    }
+    if ((s->st_path = gkv__strdup(path)) == NULL) {
+        rc = GKV_ENOMEM;
+        goto fail;
+    }
+    if (stat(path, &sb) != 0) {
+        if (errno != ENOENT || !(flags & GKV_CREATE)) {
+            rc = kv__fail(NULL, errno == ENOENT ? GKV_ENOENT : kv__from_mdb(errno),
+                          "store '%s': %s", path, strerror(errno));
+            goto fail;
+        }
+        if (mkdir(path, 0755) != 0) {
+            rc = kv__fail(NULL, kv__from_mdb(errno), "cannot create store "
+                          "directory '%s': %s", path, strerror(errno));
+            goto fail;
+        }
+    } else if (!S_ISDIR(sb.st_mode)) {
+        rc = kv__fail(NULL, GKV_ENOENT, "store '%s' is not a directory", path);
+        goto fail;
+    }
+    if (asprintf(&data, "%s/data.mdb", path) < 0) {
+        data = NULL;
+        rc = GKV_ENOMEM;
+        goto fail;
+    }
+    if (stat(data, &sb) != 0 && !(flags & GKV_CREATE)) {
+        rc = kv__fail(NULL, GKV_ENOENT, "'%s' holds no gkv store (no data.mdb)",
+                      path);
+        goto fail;
+    }
+    if (flags & GKV_RDONLY)
+        ef |= MDB_RDONLY;
+    if (flags & GKV_NOSYNC)
+        ef |= MDB_NOSYNC;
+    if ((mrc = mdb_env_create(&s->st_env)) != 0 ||
+        (mrc = mdb_env_set_maxdbs(s->st_env, 4)) != 0 ||
+        (mrc = mdb_env_set_maxreaders(s->st_env, opts && opts->max_readers
+                                      ? opts->max_readers : DEFAULT_READERS)) != 0 ||
+        (mrc = mdb_env_set_mapsize(s->st_env, opts && opts->map_size
+                                   ? opts->map_size : DEFAULT_MAP)) != 0 ||
+        (mrc = mdb_env_open(s->st_env, path, ef, 0644)) != 0) {
+        rc = kv__fail(NULL, kv__from_mdb(mrc), "cannot open store '%s': %s",
+                      path, mdb_strerror(mrc));
+        goto fail;
+    }
+    {
+        MDB_stat ms;
+        mdb_env_stat(s->st_env, &ms);
+        s->st_psize = ms.ms_psize;
+    }
+    if ((rc = store_init(s)) != GKV_OK) {
+        /* move the message from the store handle to the NULL handle */
+        kv__fail(NULL, rc, "%s", gkv_store_errmsg(s));
+        goto fail;
+    }
+    free(data);
+    *out = s;
+    return GKV_OK;
+fail:
+    free(data);
+    store_destroy(s);
+    return rc;
+}
+
+void
+gkv_store_close(gkv_store *s)
+{
+    store_destroy(s);
+}
+
+gkv_err
+gkv_store_sync(gkv_store *s)
+{
+    int mrc;
+
+    kv__clear(s);
+    if (s->st_flags & GKV_RDONLY)
+        return GKV_OK;
+    if ((mrc = mdb_env_sync(s->st_env, 1)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': sync failed: %s",
+                        s->st_path, mdb_strerror(mrc));
+    return GKV_OK;
+}
+
+const char *
+gkv_store_path(const gkv_store *s)
+{
+    return s->st_path;
+}
+
+gkv_err
+gkv_store_prefault(gkv_store *s)
+{
+    kv_snap sn;
+    MDB_envinfo ei;
+    gkv_err rc;
+    volatile unsigned char sink = 0;
+
+    kv__clear(s);
+    if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+        return rc;
+    mdb_env_info(s->st_env, &ei);
+    {
+        unsigned char *base = ei.me_mapaddr;
+        size_t len = (size_t)(ei.me_last_pgno + 1) * s->st_psize;
+#ifdef MADV_POPULATE_READ
+        if (madvise(base, len, MADV_POPULATE_READ) != 0)
+#endif
+            for (size_t off = 0; off < len; off += s->st_psize)
+                sink ^= base[off];
+    }
+    (void)sink;
+    kv__snap_end(&sn);
+    return GKV_OK;
+}
+
+gkv_err
+gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
+{
+    MDB_envinfo ei;
+    MDB_stat ms;
+    MDB_cursor *cur = NULL;
+    MDB_val k, d;
+    kv_snap sn;
+    gkv_err rc;
+    int mrc;
+
+    kv__clear(s);
+    memset(st, 0, sizeof *st);
+    if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+        return rc;
+    mdb_env_info(s->st_env, &ei);
+    st->format = KV_FORMAT;
+    meta_get_u32(sn.txn, s->st_meta, "format", &st->format);
+    st->map_size = ei.me_mapsize;
+    st->page_size = s->st_psize;
+    st->used_bytes = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+    st->readers = ei.me_numreaders;
+    st->max_readers = ei.me_maxreaders;
+    if (mdb_stat(sn.txn, s->st_data, &ms) == 0)
+        st->nchunks = ms.ms_entries;
+    if ((mrc = mdb_cursor_open(sn.txn, s->st_cat, &cur)) != 0) {
+        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                      mdb_strerror(mrc));
+        goto out;
+    }
+    while ((mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) == 0) {
+        char name[GKV_NAME_MAX + 1];
+        kv_rec r;
+        size_t kl = k.mv_size < GKV_NAME_MAX ? k.mv_size : GKV_NAME_MAX;
+
+        memcpy(name, k.mv_data, kl);
+        name[kl] = '\0';
+        if (kv__rec_get(s, sn.txn, name, &r) != GKV_OK)
+            continue;
+        if (strchr(name, '#') == NULL)
+            st->ntensors++;
+        st->data_bytes += (r.hi - r.lo) * r.row_bytes;
+    }
+    kv__clear(s);
+out:
+    mdb_cursor_close(cur);
+    kv__snap_end(&sn);
+    return rc;
+}

@@ -1,0 +1,667 @@
+/* tensor.c - the catalog: tensor records, create, describe, list, delete,
+ * rename, and checksum verification. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+#include "kv_int.h"
+
+#define REC_MAGIC   0x54564b47u    /* "GKVT" */
+#define REC_VERSION 1u
+#define REC_LEN     104u
+#define MAX_CHUNK_BYTES (256ull << 20)
+#define MAX_ROW_BYTES   (64ull << 20)
+#define READ_CHUNK_TARGET (256u << 10)
+
+/* ---- names ------------------------------------------------------------- */
+
+gkv_err
+kv__name_check(gkv_store *s, const char *name, int allow_state)
+{
+    size_t n;
+
+    if (name == NULL || *name == '\0')
+        return kv__fail(s, GKV_EINVAL, "empty tensor name");
+    n = strlen(name);
+    if (n > GKV_NAME_MAX)
+        return kv__fail(s, GKV_EINVAL, "tensor name of %zu bytes is too long "
+                        "(at most %d)", n, GKV_NAME_MAX);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (c < 0x21 || c > 0x7e)
+            return kv__fail(s, GKV_EINVAL, "tensor name '%.64s': byte %zu is "
+                            "not printable ASCII (spaces are not allowed)",
+                            name, i);
+        if (c == '#' && !allow_state)
+            return kv__fail(s, GKV_EINVAL, "tensor name '%.64s': '#' is "
+                            "reserved for optimizer state", name);
+    }
+    return GKV_OK;
+}
+
+/* ---- records ----------------------------------------------------------- */
+
+void
+kv__rec_derive(kv_rec *r)
+{
+    r->row_elems = 1;
+    for (unsigned i = 0; i < r->ndim; i++)
+        r->row_elems *= r->shape[i];
+    r->row_bytes = (size_t)(r->row_elems * gkv_dtype_size(r->dtype));
+    r->nchunks = (r->hi - r->lo + r->chunk_rows - 1) / r->chunk_rows;
+}
+
+static void
+rec_encode(const kv_rec *r, unsigned char b[REC_LEN])
+{
+    uint32_t w[8] = {REC_MAGIC, REC_VERSION, r->tid, (uint32_t)r->dtype,
+                     r->ndim, r->flags, r->chunk_rows, (uint32_t)r->init};
+
+    memcpy(b, w, 32);
+    memcpy(b + 32, r->shape, 32);
+    memcpy(b + 64, &r->lo, 8);
+    memcpy(b + 72, &r->hi, 8);
+    memcpy(b + 80, &r->a, 8);
+    memcpy(b + 88, &r->b, 8);
+    memcpy(b + 96, &r->seed, 8);
+}
+
+static int
+rec_decode(const void *data, size_t len, kv_rec *r)
+{
+    const unsigned char *b = data;
+    uint32_t w[8];
+
+    if (len < REC_LEN)
+        return -1;
+    memcpy(w, b, 32);
+    if (w[0] != REC_MAGIC || w[1] > REC_VERSION)
+        return -1;
+    memset(r, 0, sizeof *r);
+    r->tid = w[2];
+    r->dtype = (gkv_dtype)w[3];
+    r->ndim = w[4];
+    r->flags = w[5];
+    r->chunk_rows = w[6];
+    r->init = (gkv_init)w[7];
+    memcpy(r->shape, b + 32, 32);
+    memcpy(&r->lo, b + 64, 8);
+    memcpy(&r->hi, b + 72, 8);
+    memcpy(&r->a, b + 80, 8);
+    memcpy(&r->b, b + 88, 8);
+    memcpy(&r->seed, b + 96, 8);
+    if (gkv_dtype_size(r->dtype) == 0 || r->ndim > GKV_MAX_DIMS ||
+        r->chunk_rows == 0 || r->hi <= r->lo)
+        return -1;
+    for (unsigned i = 0; i < r->ndim; i++)
+        if (r->shape[i] == 0)
+            return -1;
+    kv__rec_derive(r);
+    return 0;
+}
+
+gkv_err
+kv__rec_get(gkv_store *s, MDB_txn *txn, const char *name, kv_rec *r)
+{
+    MDB_val k = {strlen(name), (void *)name}, d;
+    int mrc = mdb_get(txn, s->st_cat, &k, &d);
+
+    if (mrc == MDB_NOTFOUND)
+        return kv__fail(s, GKV_ENOTFOUND, "no tensor '%s' in store '%s'",
+                        name, s->st_path);
+    if (mrc != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", name,
+                        mdb_strerror(mrc));
+    if (rec_decode(d.mv_data, d.mv_size, r) != 0)
+        return kv__fail(s, GKV_ECORRUPT, "tensor '%s': catalog record is "
+                        "corrupt or from a newer gkv", name);
+    return GKV_OK;
+}
+
+static void
+rec_to_desc(const char *name, const kv_rec *r, gkv_tensor_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->dtype = r->dtype;
+    d->ndim = r->ndim;
+    memcpy(d->shape, r->shape, sizeof d->shape);
+    d->lo = r->lo;
+    d->hi = r->hi;
+    d->row_elems = r->row_elems;
+    d->row_bytes = r->row_bytes;
+    d->chunk_rows = r->chunk_rows;
+    d->nchunks = r->nchunks;
+    d->flags = r->flags;
+    d->id = r->tid;
+    d->is_state = strchr(name, '#') != NULL;
+}
+
+/* Validates a spec and fills r (without tid). */
+static gkv_err
+spec_check(gkv_store *s, const char *name, const gkv_tensor_spec *sp, kv_rec *r)
+{
+    size_t es = gkv_dtype_size(sp->dtype);
+    uint64_t elems = 1;
+
+    memset(r, 0, sizeof *r);
+    if (es == 0)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': unknown dtype %d", name,
+                        (int)sp->dtype);
+    if (sp->ndim > GKV_MAX_DIMS)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': %u row dims, at most %d",
+                        name, sp->ndim, GKV_MAX_DIMS);
+    for (unsigned i = 0; i < sp->ndim; i++) {
+        if (sp->shape[i] == 0)
+            return kv__fail(s, GKV_EINVAL, "tensor '%s': row dim %u is 0", name, i);
+        if (sp->shape[i] > MAX_ROW_BYTES || elems * sp->shape[i] * es > MAX_ROW_BYTES)
+            return kv__fail(s, GKV_EINVAL, "tensor '%s': rows over %llu MiB",
+                            name, (unsigned long long)(MAX_ROW_BYTES >> 20));
+        elems *= sp->shape[i];
+    }
+    if (sp->hi <= sp->lo)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': empty ID range [%llu, %llu)",
+                        name, (unsigned long long)sp->lo,
+                        (unsigned long long)sp->hi);
+    if (sp->flags & ~GKV_TENSOR_HOT)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': unknown flags 0x%x", name,
+                        sp->flags & ~GKV_TENSOR_HOT);
+    switch (sp->init) {
+    case GKV_INIT_ZEROS:
+        break;
+    case GKV_INIT_CONST:
+        if (isnan(sp->a))
+            return kv__fail(s, GKV_EINVAL, "tensor '%s': constant is NaN", name);
+        break;
+    case GKV_INIT_UNIFORM:
+        if (!(isfinite(sp->a) && isfinite(sp->b) && sp->a < sp->b))
+            return kv__fail(s, GKV_EINVAL, "tensor '%s': uniform needs finite "
+                            "a < b, got [%g, %g)", name, sp->a, sp->b);
+        break;
+    case GKV_INIT_NORMAL:
+        if (!(isfinite(sp->a) && isfinite(sp->b) && sp->b >= 0))
+            return kv__fail(s, GKV_EINVAL, "tensor '%s': normal needs a finite "
+                            "mean and std >= 0, got (%g, %g)", name, sp->a, sp->b);
+        break;
+    default:
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': unknown initializer %d",
+                        name, (int)sp->init);
+    }
+    r->dtype = sp->dtype;
+    r->ndim = sp->ndim;
+    memcpy(r->shape, sp->shape, sizeof r->shape);
+    for (unsigned i = sp->ndim; i < GKV_MAX_DIMS; i++)
+        r->shape[i] = 0;
+    r->lo = sp->lo;
+    r->hi = sp->hi;
+    r->flags = sp->flags;
+    r->init = sp->init;
+    r->a = sp->a;
+    r->b = sp->b;
+    r->seed = sp->seed;
+    r->chunk_rows = 1;
+    kv__rec_derive(r);
+    if (sp->chunk_rows != 0) {
+        if ((uint64_t)sp->chunk_rows * r->row_bytes > MAX_CHUNK_BYTES)
+            return kv__fail(s, GKV_EINVAL, "tensor '%s': chunks of %u rows "
+                            "exceed %llu MiB", name, sp->chunk_rows,
+                            (unsigned long long)(MAX_CHUNK_BYTES >> 20));
+        r->chunk_rows = sp->chunk_rows;
+    } else if (sp->flags & GKV_TENSOR_HOT) {
+        /* one page: value + LMDB's overflow header + ours fit 4 KiB */
+        size_t room = s->st_psize - 16 - KV_CHUNK_HDR;
+        r->chunk_rows = r->row_bytes <= room ? (uint32_t)(room / r->row_bytes) : 1;
+    } else {
+        uint32_t cr = 1;
+        while ((uint64_t)cr * 2 * r->row_bytes <= READ_CHUNK_TARGET)
+            cr *= 2;
+        r->chunk_rows = cr;
+    }
+    kv__rec_derive(r);
+    return GKV_OK;
+}
+
+gkv_err
+kv__rec_create(gkv_store *s, MDB_txn *txn, const char *name,
+               const gkv_tensor_spec *spec, kv_rec *out)
+{
+    unsigned char buf[REC_LEN];
+    MDB_val k = {strlen(name), (void *)name}, d, mk = {8, "next_tid"};
+    uint32_t tid;
+    kv_rec r;
+    gkv_err rc;
+    int mrc;
+
+    if ((rc = spec_check(s, name, spec, &r)) != GKV_OK)
+        return rc;
+    if ((mrc = mdb_get(txn, s->st_cat, &k, &d)) == 0)
+        return kv__fail(s, GKV_EEXIST, "tensor '%s' already exists", name);
+    if (mrc != MDB_NOTFOUND)
+        return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", name,
+                        mdb_strerror(mrc));
+    if ((mrc = mdb_get(txn, s->st_meta, &mk, &d)) != 0 || d.mv_size != 4)
+        return kv__fail(s, GKV_ECORRUPT, "store '%s': no tensor id counter",
+                        s->st_path);
+    memcpy(&tid, d.mv_data, 4);
+    if (tid == UINT32_MAX)
+        return kv__fail(s, GKV_EINVAL, "store '%s': tensor ids exhausted",
+                        s->st_path);
+    r.tid = tid++;
+    d.mv_size = 4;
+    d.mv_data = &tid;
+    if ((mrc = mdb_put(txn, s->st_meta, &mk, &d, 0)) != 0)
+        goto mdb_fail;
+    rec_encode(&r, buf);
+    d.mv_size = REC_LEN;
+    d.mv_data = buf;
+    if ((mrc = mdb_put(txn, s->st_cat, &k, &d, MDB_NOOVERWRITE)) != 0)
+        goto mdb_fail;
+    if (r.init != GKV_INIT_ZEROS && (rc = kv__materialize(s, txn, &r)) != GKV_OK)
+        return rc;
+    if (out != NULL)
+        *out = r;
+    return GKV_OK;
+mdb_fail:
+    return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", name,
+                    mdb_strerror(mrc));
+}
+
+/* ---- create, info, list ------------------------------------------------ */
+
+struct create_arg { const char *name; const gkv_tensor_spec *spec; };
+
+static gkv_err
+create_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct create_arg *a = arg;
+    return kv__rec_create(s, txn, a->name, a->spec, NULL);
+}
+
+gkv_err
+gkv_tensor_create(gkv_store *s, const char *name, const gkv_tensor_spec *spec)
+{
+    struct create_arg a = {name, spec};
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
+        return rc;
+    if (spec == NULL)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': no spec", name);
+    return kv__write(s, create_fn, &a);
+}
+
+gkv_err
+gkv_tensor_info(gkv_store *s, gkv_txn *tx, const char *name, gkv_tensor_desc *out)
+{
+    kv_snap sn;
+    kv_rec r;
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
+        return rc;
+    if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
+        return rc;
+    if ((rc = kv__rec_get(s, sn.txn, name, &r)) == GKV_OK)
+        rec_to_desc(name, &r, out);
+    kv__snap_end(&sn);
+    return rc;
+}
+
+gkv_err
+gkv_tensor_list(gkv_store *s, gkv_txn *tx, int with_state,
+                gkv_tensor_desc **out, size_t *n)
+{
+    gkv_tensor_desc *v = NULL, *nv;
+    size_t cnt = 0, cap = 0;
+    MDB_cursor *cur = NULL;
+    MDB_val k, d;
+    kv_snap sn;
+    gkv_err rc;
+    int mrc;
+
+    kv__clear(s);
+    *out = NULL;
+    *n = 0;
+    if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
+        return rc;
+    if ((mrc = mdb_cursor_open(sn.txn, s->st_cat, &cur)) != 0) {
+        rc = kv__fail(s, kv__from_mdb(mrc), "catalog: %s", mdb_strerror(mrc));
+        goto out;
+    }
+    while ((mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) == 0) {
+        char name[GKV_NAME_MAX + 1];
+        kv_rec r;
+
+        if (k.mv_size == 0 || k.mv_size > GKV_NAME_MAX)
+            continue;
+        memcpy(name, k.mv_data, k.mv_size);
+        name[k.mv_size] = '\0';
+        if (!with_state && strchr(name, '#') != NULL)
+            continue;
+        if (rec_decode(d.mv_data, d.mv_size, &r) != 0) {
+            rc = kv__fail(s, GKV_ECORRUPT, "tensor '%s': catalog record is "
+                          "corrupt or from a newer gkv", name);
+            goto out;
+        }
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 16;
+            if ((nv = gkv__realloc(v, cap * sizeof *v)) == NULL) {
+                rc = kv__fail(s, GKV_ENOMEM, "out of memory listing tensors");
+                goto out;
+            }
+            v = nv;
+        }
+        rec_to_desc(name, &r, &v[cnt++]);
+    }
+    if (mrc != MDB_NOTFOUND) {
+        rc = kv__fail(s, kv__from_mdb(mrc), "catalog: %s", mdb_strerror(mrc));
+        goto out;
+    }
+    if (cnt == 0 && v == NULL && (v = gkv__malloc(sizeof *v)) == NULL) {
+        rc = kv__fail(s, GKV_ENOMEM, "out of memory listing tensors");
+        goto out;
+    }
+    *out = v;
+    *n = cnt;
+    v = NULL;
+out:
+    gkv__free(v);
+    if (cur != NULL)
+        mdb_cursor_close(cur);
+    kv__snap_end(&sn);
+    return rc;
+}
+
+/* ---- delete and rename ------------------------------------------------- */
+
+gkv_err
+kv__chunks_delete(gkv_store *s, MDB_txn *txn, uint32_t tid)
+{
+    unsigned char kb[KV_KEY_LEN];
+    MDB_cursor *cur;
+    MDB_val k, d;
+    int mrc;
+
+    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
+        goto fail;
+    for (;;) {
+        kv__key(kb, tid, 0);
+        k.mv_size = KV_KEY_LEN;
+        k.mv_data = kb;
+        mrc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+        if (mrc == MDB_NOTFOUND || (mrc == 0 && (k.mv_size != KV_KEY_LEN ||
+                                    kv__key_tid(k.mv_data) != tid))) {
+            mrc = 0;
+            break;
+        }
+        if (mrc != 0 || (mrc = mdb_cursor_del(cur, 0)) != 0)
+            break;
+    }
+    mdb_cursor_close(cur);
+    if (mrc == 0)
+        return GKV_OK;
+fail:
+    return kv__fail(s, kv__from_mdb(mrc), "deleting rows of tensor id %u: %s",
+                    tid, mdb_strerror(mrc));
+}
+
+/* Collects the names of tensor 'name' and its state companions
+ * ("name#..."), at most 'max'. */
+static gkv_err
+family(gkv_store *s, MDB_txn *txn, const char *name,
+       char names[][GKV_NAME_MAX + 1], size_t max, size_t *n)
+{
+    char prefix[GKV_NAME_MAX + 2];
+    size_t pl;
+    MDB_cursor *cur;
+    MDB_val k, d;
+    int mrc;
+
+    *n = 0;
+    pl = (size_t)snprintf(prefix, sizeof prefix, "%s#", name);
+    if ((mrc = mdb_cursor_open(txn, s->st_cat, &cur)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "catalog: %s", mdb_strerror(mrc));
+    snprintf(names[(*n)++], GKV_NAME_MAX + 1, "%s", name);
+    k.mv_size = pl;
+    k.mv_data = prefix;
+    for (mrc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+         mrc == 0 && *n < max; mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+        if (k.mv_size < pl || k.mv_size > GKV_NAME_MAX ||
+            memcmp(k.mv_data, prefix, pl) != 0)
+            break;
+        memcpy(names[*n], k.mv_data, k.mv_size);
+        names[(*n)++][k.mv_size] = '\0';
+    }
+    mdb_cursor_close(cur);
+    return GKV_OK;
+}
+
+#define FAMILY_MAX 8
+
+static gkv_err
+delete_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    const char *name = arg;
+    char names[FAMILY_MAX][GKV_NAME_MAX + 1];
+    size_t n;
+    kv_rec r;
+    gkv_err rc;
+    int mrc;
+
+    if ((rc = kv__rec_get(s, txn, name, &r)) != GKV_OK)
+        return rc;
+    if ((rc = family(s, txn, name, names, FAMILY_MAX, &n)) != GKV_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        MDB_val k = {strlen(names[i]), names[i]};
+
+        if ((rc = kv__rec_get(s, txn, names[i], &r)) != GKV_OK ||
+            (rc = kv__chunks_delete(s, txn, r.tid)) != GKV_OK)
+            return rc;
+        if ((mrc = mdb_del(txn, s->st_cat, &k, NULL)) != 0)
+            return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", names[i],
+                            mdb_strerror(mrc));
+    }
+    return GKV_OK;
+}
+
+gkv_err
+gkv_tensor_delete(gkv_store *s, const char *name)
+{
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
+        return rc;
+    return kv__write(s, delete_fn, (void *)name);
+}
+
+struct rename_arg { const char *from, *to; };
+
+static gkv_err
+rename_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct rename_arg *a = arg;
+    char names[FAMILY_MAX][GKV_NAME_MAX + 1];
+    size_t n, fl = strlen(a->from);
+    kv_rec r;
+    gkv_err rc;
+    int mrc;
+
+    if ((rc = kv__rec_get(s, txn, a->from, &r)) != GKV_OK)
+        return rc;
+    if ((rc = family(s, txn, a->from, names, FAMILY_MAX, &n)) != GKV_OK)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        char to[GKV_NAME_MAX + 2];
+        MDB_val ko = {strlen(names[i]), names[i]}, kn, d;
+
+        if ((size_t)snprintf(to, sizeof to, "%s%s", a->to, names[i] + fl) >
+            GKV_NAME_MAX)
+            return kv__fail(s, GKV_EINVAL, "renaming '%s' to '%s': name of its "
+                            "state '%s' would be too long", a->from, a->to,
+                            names[i]);
+        kn.mv_size = strlen(to);
+        kn.mv_data = to;
+        if ((mrc = mdb_get(txn, s->st_cat, &ko, &d)) != 0)
+            goto fail;
+        if ((mrc = mdb_put(txn, s->st_cat, &kn, &d, MDB_NOOVERWRITE)) != 0) {
+            if (mrc == MDB_KEYEXIST)
+                return kv__fail(s, GKV_EEXIST, "cannot rename '%s': tensor '%s' "
+                                "already exists", a->from, to);
+            goto fail;
+        }
+        if ((mrc = mdb_del(txn, s->st_cat, &ko, NULL)) != 0)
+            goto fail;
+    }
+    return GKV_OK;
+fail:
+    return kv__fail(s, kv__from_mdb(mrc), "renaming '%s': %s", a->from,
+                    mdb_strerror(mrc));
+}
+
+gkv_err
+gkv_tensor_rename(gkv_store *s, const char *from, const char *to)
+{
+    struct rename_arg a = {from, to};
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, from, 0)) != GKV_OK ||
+        (rc = kv__name_check(s, to, 0)) != GKV_OK)
+        return rc;
+    if (strcmp(from, to) == 0)
+        return kv__fail(s, GKV_EEXIST, "cannot rename '%s' to itself", from);
+    return kv__write(s, rename_fn, &a);
+}
+
+/* ---- checksums and verify --------------------------------------------- */
+
+uint64_t
+kv__chunk_sum(uint32_t tid, uint64_t c, const void *rows, size_t len)
+{
+    return XXH3_64bits_withSeed(rows, len, ((uint64_t)tid << 40) ^ c);
+}
+
+/* Checks one stored chunk value; 0 when good. */
+static int
+chunk_bad(const kv_rec *r, uint64_t c, const MDB_val *d, const char **why)
+{
+    const unsigned char *p = d->mv_data;
+    uint64_t sum;
+    uint32_t nrows, magic;
+
+    if (c >= r->nchunks) {
+        *why = "chunk index past the end of the tensor";
+        return 1;
+    }
+    if (d->mv_size != KV_CHUNK_HDR + kv__chunk_nrows(r, c) * r->row_bytes) {
+        *why = "wrong chunk size";
+        return 1;
+    }
+    memcpy(&sum, p, 8);
+    memcpy(&nrows, p + 8, 4);
+    memcpy(&magic, p + 12, 4);
+    if (magic != KV_CHUNK_MAGIC || nrows != kv__chunk_nrows(r, c)) {
+        *why = "bad chunk header";
+        return 1;
+    }
+    if (sum != kv__chunk_sum(r->tid, c, p + KV_CHUNK_HDR, d->mv_size - KV_CHUNK_HDR)) {
+        *why = "checksum mismatch";
+        return 1;
+    }
+    return 0;
+}
+
+static gkv_err
+verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep)
+{
+    unsigned char kb[KV_KEY_LEN];
+    MDB_cursor *cur;
+    MDB_val k, d;
+    kv_rec r;
+    gkv_err rc;
+    int mrc;
+
+    if ((rc = kv__rec_get(s, txn, name, &r)) != GKV_OK)
+        return rc;
+    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "data: %s", mdb_strerror(mrc));
+    kv__key(kb, r.tid, 0);
+    k.mv_size = KV_KEY_LEN;
+    k.mv_data = kb;
+    for (mrc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE); mrc == 0;
+         mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+        const char *why;
+        uint64_t c;
+
+        if (k.mv_size != KV_KEY_LEN || kv__key_tid(k.mv_data) != r.tid)
+            break;
+        c = kv__key_chunk(k.mv_data);
+        rep->chunks_checked++;
+        rep->bytes_checked += d.mv_size;
+        if (chunk_bad(&r, c, &d, &why)) {
+            if (rep->bad_chunks++ == 0) {
+                snprintf(rep->first_bad, sizeof rep->first_bad, "%s", name);
+                rep->first_bad_chunk = c;
+                rep->first_bad_row = r.lo + c * r.chunk_rows;
+                kv__fail(s, GKV_ECORRUPT, "tensor '%s': chunk %llu (rows "
+                         "%llu..%llu): %s", name, (unsigned long long)c,
+                         (unsigned long long)(r.lo + c * r.chunk_rows),
+                         (unsigned long long)(r.lo + c * r.chunk_rows +
+                                              kv__chunk_nrows(&r, c < r.nchunks ? c : 0) - 1),
+                         why);
+            }
+        }
+    }
+    mdb_cursor_close(cur);
+    if (mrc != 0 && mrc != MDB_NOTFOUND)
+        return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", name,
+                        mdb_strerror(mrc));
+    return GKV_OK;
+}
+
+gkv_err
+gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
+{
+    gkv_verify_report local;
+    gkv_tensor_desc *v = NULL;
+    size_t n = 0;
+    kv_snap sn;
+    gkv_err rc;
+
+    kv__clear(s);
+    if (rep == NULL)
+        rep = &local;
+    memset(rep, 0, sizeof *rep);
+    if (name != NULL && (rc = kv__name_check(s, name, 1)) != GKV_OK)
+        return rc;
+    if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+        return rc;
+    if (name != NULL) {
+        rc = verify_one(s, sn.txn, name, rep);
+    } else {
+        gkv_txn tx = {s, sn.txn};
+        if ((rc = gkv_tensor_list(s, &tx, 1, &v, &n)) == GKV_OK)
+            for (size_t i = 0; i < n && rc == GKV_OK; i++)
+                rc = verify_one(s, sn.txn, v[i].name, rep);
+    }
+    gkv__free(v);
+    kv__snap_end(&sn);
+    if (rc == GKV_OK && rep->bad_chunks > 0) {
+        /* the message about the first bad chunk was recorded by verify_one;
+         * keep it, only the count is added here when there are several */
+        if (rep->bad_chunks > 1) {
+            char first[640];
+            snprintf(first, sizeof first, "%s", gkv_store_errmsg(s));
+            kv__fail(s, GKV_ECORRUPT, "%s (and %llu more bad chunks)", first,
+                     (unsigned long long)(rep->bad_chunks - 1));
+        }
+        return GKV_ECORRUPT;
+    }
+    return rc;
+}
+

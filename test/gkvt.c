@@ -1,0 +1,195 @@
+/* gkvt.c - helpers shared by gkv's cmocka tests. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "gkvt.h"
+#include "kv_int.h"
+
+char *
+gkvt_mkdtemp(const char *tag)
+{
+    const char *base = getenv("TMPDIR");
+    char *p;
+
+    if (base == NULL || *base == '\0')
+        base = "/tmp";
+    if (asprintf(&p, "%s/gkvt-%s-XXXXXX", base, tag) < 0)
+        return NULL;
+    if (mkdtemp(p) == NULL) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int
+rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb; (void)flag; (void)ftw;
+    return remove(path);
+}
+
+void
+gkvt_rmtree(char *dir)
+{
+    if (dir == NULL)
+        return;
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
+}
+
+uint64_t
+gkvt_seed(void)
+{
+    static int done;
+    static uint64_t seed;
+    const char *e;
+
+    if (done)
+        return seed;
+    e = getenv("GKVT_SEED");
+    if (e != NULL && *e != '\0')
+        seed = strtoull(e, NULL, 0);
+    else
+        seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    fprintf(stderr, "gkvt: GKVT_SEED=%llu\n", (unsigned long long)seed);
+    done = 1;
+    return seed;
+}
+
+uint64_t
+gkvt_rand(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+const char *
+gkvt_prog(const char *name)
+{
+    static __thread char buf[4096];
+    const char *b = getenv("GKVT_BUILD");
+
+    snprintf(buf, sizeof buf, "%s/%s", b && *b ? b : "build", name);
+    return buf;
+}
+
+struct sink { char *buf; size_t len, cap; int fd; };
+
+static void
+sink_read(struct sink *k)
+{
+    char tmp[65536];
+    ssize_t r = read(k->fd, tmp, sizeof tmp);
+
+    if (r <= 0) {
+        close(k->fd);
+        k->fd = -1;
+        return;
+    }
+    if (k->len + (size_t)r > (1u << 20))
+        r = (ssize_t)((1u << 20) - k->len);
+    if (r > 0 && k->len + (size_t)r + 1 > k->cap) {
+        k->cap = (k->len + (size_t)r + 1) * 2;
+        k->buf = realloc(k->buf, k->cap);
+    }
+    if (r > 0) {
+        memcpy(k->buf + k->len, tmp, (size_t)r);
+        k->len += (size_t)r;
+    }
+}
+
+int
+gkvt_run(char *const argv[], const char *in, size_t in_len,
+         char **out, char **err, int timeout_s)
+{
+    int po[2], pe[2], pi[2], status = 0;
+    struct sink so = {0}, se = {0};
+    size_t in_off = 0;
+    pid_t pid;
+    time_t deadline = time(NULL) + timeout_s;
+
+    if (pipe(po) || pipe(pe) || pipe(pi))
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(pi[0], 0); dup2(po[1], 1); dup2(pe[1], 2);
+        close(pi[0]); close(pi[1]); close(po[0]); close(po[1]);
+        close(pe[0]); close(pe[1]);
+        execv(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(pi[0]); close(po[1]); close(pe[1]);
+    so.fd = po[0]; se.fd = pe[0];
+    if (in == NULL || in_len == 0) {
+        close(pi[1]);
+        pi[1] = -1;
+    } else {
+        fcntl(pi[1], F_SETFL, O_NONBLOCK);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    while (so.fd >= 0 || se.fd >= 0 || pi[1] >= 0) {
+        struct pollfd pf[3];
+        int np = 0, left = (int)(deadline - time(NULL));
+
+        if (left <= 0) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (so.fd >= 0) pf[np++] = (struct pollfd){so.fd, POLLIN, 0};
+        if (se.fd >= 0) pf[np++] = (struct pollfd){se.fd, POLLIN, 0};
+        if (pi[1] >= 0) pf[np++] = (struct pollfd){pi[1], POLLOUT, 0};
+        if (poll(pf, (nfds_t)np, 1000) < 0 && errno != EINTR)
+            break;
+        for (int i = 0; i < np; i++) {
+            if (!pf[i].revents)
+                continue;
+            if (pf[i].fd == so.fd) sink_read(&so);
+            else if (pf[i].fd == se.fd) sink_read(&se);
+            else {
+                ssize_t w = write(pi[1], in + in_off, in_len - in_off);
+                if (w > 0) in_off += (size_t)w;
+                if (w < 0 || in_off == in_len) {
+                    close(pi[1]);
+                    pi[1] = -1;
+                }
+            }
+        }
+    }
+    if (so.fd >= 0) close(so.fd);
+    if (se.fd >= 0) close(se.fd);
+    if (pi[1] >= 0) close(pi[1]);
+    waitpid(pid, &status, 0);
+    if (so.buf == NULL) so.buf = calloc(1, 1); else so.buf[so.len] = '\0';
+    if (se.buf == NULL) se.buf = calloc(1, 1); else se.buf[se.len] = '\0';
+    if (out) *out = so.buf; else free(so.buf);
+    if (err) *err = se.buf; else free(se.buf);
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+}
+
+void
+gkvt_alloc_fail_at(long n)
+{
+    kv__alloc_fail_at(n);
+}
+
+long
+gkvt_alloc_live(void)
+{
+    return kv__alloc_live();
+}

@@ -1,0 +1,41 @@
+/* gkvt.h - helpers shared by gkv's cmocka tests. */
+#ifndef GKVT_H
+#define GKVT_H
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "gkv.h"
+
+/* Makes a fresh directory under $TMPDIR (or /tmp); returns a malloc'd path. */
+char *gkvt_mkdtemp(const char *tag);
+/* Removes a directory tree made by gkvt_mkdtemp(); frees 'dir'. NULL is fine. */
+void  gkvt_rmtree(char *dir);
+
+/* The run's random seed: GKVT_SEED if set, else time-based. Printed once to
+ * stderr so a failing run can be repeated. */
+uint64_t gkvt_seed(void);
+/* splitmix64 step: a small deterministic generator for tests. */
+uint64_t gkvt_rand(uint64_t *state);
+
+/* Runs argv[0] (a path) with argv; stdin from 'in' (NULL: /dev/null).
+ * Captures stdout and stderr (each truncated to 1 MiB) into malloc'd
+ * strings the caller frees (pass NULL to discard). Returns the exit status,
+ * or 128 + signal. Waits at most 'timeout_s' seconds, then kills by PID. */
+int gkvt_run(char *const argv[], const char *in, size_t in_len,
+             char **out, char **err, int timeout_s);
+
+/* Path of a built program, e.g. gkvt_prog("kvctl") -> "build/kvctl";
+ * honours GKVT_BUILD. Returned string is static per call site use. */
+const char *gkvt_prog(const char *name);
+
+/* Allocation fault injection (see kv/kv_int.h): fail the n-th gkv__malloc
+ * from now (0 = the next one); -1 turns it off. */
+void   gkvt_alloc_fail_at(long n);
+/* Number of gkv__malloc'd blocks not yet freed. */
+long   gkvt_alloc_live(void);
+
+#define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
+
+#endif

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs gkv's Debian build and test dependencies when any is missing:
+# with apt-get when run as root, otherwise prints the exact command.
+# Usage: tools/deps.sh [--bench]   (--bench adds what `make bench` needs)
+set -u
+pkgs=(build-essential pkg-config liblmdb-dev lmdb-utils libnanomsg-dev
+      libxxhash-dev libjansson-dev libcmocka-dev libmetis-dev libsodium-dev)
+[ "${1:-}" = "--bench" ] && pkgs+=(redis-server libhiredis-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+        missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+cmd="apt-get install -y --no-install-recommends ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "gkv: missing packages: ${missing[*]}" >&2
+    echo "gkv: run as root:  apt-get update && $cmd" >&2
+    exit 1
+fi
+echo "gkv: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || {
+    echo "gkv: apt-get failed; install by hand: $cmd" >&2
+    exit 1
+}
