@@ -458,7 +458,9 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     }
     if ((rc = store_init(s)) != GKV_OK) {
         /* move the message from the store handle to the NULL handle */
-        kv__fail(NULL, rc, "%s", gkv_store_errmsg(s));
+        char msg[640];
+        snprintf(msg, sizeof msg, "%s", gkv_store_errmsg(s));
+        kv__fail(NULL, rc, "%s", msg);
         goto fail;
     }
     free(data);
@@ -496,30 +498,56 @@ gkv_store_path(const gkv_store *s)
     return s->st_path;
 }
 
+/* Touches the pages of [p, p + len): one madvise for large ranges, a read
+ * per page for small ones (cheaper than the system call). */
+static void
+touch(const unsigned char *p, size_t len, size_t psize)
+{
+    volatile unsigned char sink = 0;
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)(psize - 1);
+
+#ifdef MADV_POPULATE_READ
+    if (len >= 16 * psize &&
+        madvise((void *)a, (size_t)((uintptr_t)p + len - a), MADV_POPULATE_READ) == 0)
+        return;
+#endif
+    for (size_t off = 0; off < len; off += psize)
+        sink ^= p[off];
+    sink ^= p[len - 1];
+    (void)sink;
+}
+
 gkv_err
 gkv_store_prefault(gkv_store *s)
 {
+    MDB_cursor *cur = NULL;
+    MDB_val k, d;
     kv_snap sn;
-    MDB_envinfo ei;
     gkv_err rc;
-    volatile unsigned char sink = 0;
+    int mrc;
 
+    /* LMDB does not tell where the map is (me_mapaddr is only set with
+     * MDB_FIXEDMAP), so walk every value: this touches the B-tree pages and
+     * every chunk's pages, which is what later pulls read. */
     kv__clear(s);
     if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
         return rc;
-    mdb_env_info(s->st_env, &ei);
-    {
-        unsigned char *base = ei.me_mapaddr;
-        size_t len = (size_t)(ei.me_last_pgno + 1) * s->st_psize;
-#ifdef MADV_POPULATE_READ
-        if (madvise(base, len, MADV_POPULATE_READ) != 0)
-#endif
-            for (size_t off = 0; off < len; off += s->st_psize)
-                sink ^= base[off];
+    if ((mrc = mdb_cursor_open(sn.txn, s->st_data, &cur)) != 0) {
+        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                      mdb_strerror(mrc));
+        goto out;
     }
-    (void)sink;
+    while ((mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) == 0)
+        if (d.mv_size > 0)
+            touch(d.mv_data, d.mv_size, s->st_psize);
+    if (mrc != MDB_NOTFOUND)
+        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                      mdb_strerror(mrc));
+out:
+    if (cur != NULL)
+        mdb_cursor_close(cur);
     kv__snap_end(&sn);
-    return GKV_OK;
+    return rc;
 }
 
 gkv_err

@@ -1,0 +1,1023 @@
+/* kv_store_test.c - the store API: open, tensors, pull, push, handlers,
+ * optimizers, verify, and every bad input the issue names. */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <lmdb.h>
+#include "gkvt.h"
+#include "kv_int.h"
+
+struct fx {
+    char *dir;
+    gkv_store *s;
+};
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+
+    f->dir = gkvt_mkdtemp("store");
+    if (f->dir == NULL || gkv_store_open(&f->s, f->dir, GKV_CREATE, NULL) != GKV_OK)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    gkv_store_close(f->s);
+    gkvt_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+static gkv_tensor_spec
+spec2(gkv_dtype dt, uint64_t width, uint64_t lo, uint64_t hi)
+{
+    gkv_tensor_spec sp;
+
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = dt;
+    sp.ndim = 1;
+    sp.shape[0] = width;
+    sp.lo = lo;
+    sp.hi = hi;
+    return sp;
+}
+
+/* Reads a whole tensor into a malloc'd buffer. */
+static unsigned char *
+dump(gkv_store *s, const char *name, size_t *len)
+{
+    gkv_tensor_desc d;
+    unsigned char *b;
+
+    GKVT_OK(gkv_tensor_info(s, NULL, name, &d));
+    *len = (d.hi - d.lo) * d.row_bytes;
+    b = malloc(*len ? *len : 1);
+    GKVT_OK(gkv_tensor_read(s, NULL, name, d.lo, d.hi, b, *len));
+    return b;
+}
+
+/* Fills a tensor of f32 rows with value(row, col) = row * 1000 + col. */
+static void
+fill_f32(gkv_store *s, const char *name, uint64_t lo, uint64_t hi, uint64_t w)
+{
+    size_t n = hi - lo;
+    float *v = malloc(n * w * sizeof *v);
+
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < w; j++)
+            v[i * w + j] = (float)((lo + i) * 1000 + j);
+    GKVT_OK(gkv_tensor_write(s, name, lo, hi, v, n * w * sizeof *v));
+    free(v);
+}
+
+/* ---- error list, dtypes, halves ---------------------------------------- */
+
+static void
+test_error_list_is_complete(void **state)
+{
+    int codes[] = {
+#define X(name, val, text) val,
+        GKV_ERRORS(X)
+#undef X
+    };
+    size_t n = sizeof codes / sizeof *codes;
+
+    (void)state;
+    for (size_t i = 0; i < n; i++) {
+        assert_string_not_equal(gkv_strerror(codes[i]), "unknown error");
+        assert_memory_equal(gkv_err_name(codes[i]), "GKV_", 4);
+        for (size_t j = 0; j < i; j++) {
+            assert_int_not_equal(codes[i], codes[j]);
+            assert_string_not_equal(gkv_err_name(codes[i]), gkv_err_name(codes[j]));
+        }
+    }
+    assert_string_equal(gkv_err_name(GKV_ESHAPE), "GKV_ESHAPE");
+    assert_string_equal(gkv_strerror(12345), "unknown error");
+    assert_string_equal(gkv_err_name(-999), "GKV_E?");
+}
+
+static void
+test_dtypes_and_halves(void **state)
+{
+    gkv_dtype dt;
+
+    (void)state;
+    assert_int_equal(gkv_dtype_size(GKV_BF16), 2);
+    assert_int_equal(gkv_dtype_size(GKV_I64), 8);
+    assert_int_equal(gkv_dtype_size((gkv_dtype)99), 0);
+    GKVT_OK(gkv_dtype_parse("float32", &dt));
+    assert_int_equal(dt, GKV_F32);
+    GKVT_OK(gkv_dtype_parse("bf16", &dt));
+    assert_int_equal(dt, GKV_BF16);
+    assert_int_equal(gkv_dtype_parse("complex64", &dt), GKV_EINVAL);
+    assert_string_equal(gkv_dtype_name(GKV_U8), "u8");
+    /* f16: exact values, rounding to even, overflow, subnormals */
+    assert_int_equal(gkv_f32_to_f16(1.0f), 0x3c00);
+    assert_int_equal(gkv_f32_to_f16(-2.0f), 0xc000);
+    assert_int_equal(gkv_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(gkv_f32_to_f16(65520.0f), 0x7c00);
+    assert_int_equal(gkv_f32_to_f16(0x1.0p-24f), 0x0001);
+    assert_int_equal(gkv_f32_to_f16(1.0f + 0x1.0p-11f), 0x3c00);   /* tie: even */
+    assert_int_equal(gkv_f32_to_f16(1.0f + 0x1.8p-11f), 0x3c01);
+    assert_true(isnan(gkv_f16_to_f32(gkv_f32_to_f16(NAN))));
+    for (uint32_t h = 0; h < 0x7c00; h++)          /* every finite positive */
+        assert_int_equal(gkv_f32_to_f16(gkv_f16_to_f32((uint16_t)h)), h);
+    /* bf16 */
+    assert_int_equal(gkv_f32_to_bf16(1.0f), 0x3f80);
+    assert_true(gkv_bf16_to_f32(0x4049) == 3.140625f);
+    assert_int_equal(gkv_f32_to_bf16(1.0f + 0x1.0p-8f), 0x3f80);    /* tie: even */
+}
+
+/* ---- open ------------------------------------------------------------ */
+
+static void
+test_open_missing_and_not_a_store(void **state)
+{
+    char *dir = gkvt_mkdtemp("open");
+    char path[4096], file[4096];
+    gkv_store *s = (gkv_store *)1;
+    int fd;
+
+    (void)state;
+    snprintf(path, sizeof path, "%s/nope", dir);
+    assert_int_equal(gkv_store_open(&s, path, 0, NULL), GKV_ENOENT);
+    assert_null(s);
+    assert_non_null(strstr(gkv_store_errmsg(NULL), "nope"));
+    assert_int_equal(gkv_store_open(&s, path, GKV_RDONLY, NULL), GKV_ENOENT);
+    /* an empty directory without GKV_CREATE holds no store */
+    assert_int_equal(gkv_store_open(&s, dir, 0, NULL), GKV_ENOENT);
+    /* a plain file is not a store */
+    snprintf(file, sizeof file, "%s/file", dir);
+    fd = open(file, O_CREAT | O_WRONLY, 0644);
+    close(fd);
+    assert_int_equal(gkv_store_open(&s, file, GKV_CREATE, NULL), GKV_ENOENT);
+    assert_int_equal(gkv_store_open(&s, "", 0, NULL), GKV_EINVAL);
+    assert_int_equal(gkv_store_open(&s, dir, GKV_CREATE | GKV_RDONLY, NULL), GKV_EINVAL);
+    /* create, close, reopen read-only */
+    GKVT_OK(gkv_store_open(&s, path, GKV_CREATE, NULL));
+    gkv_store_close(s);
+    GKVT_OK(gkv_store_open(&s, path, GKV_RDONLY, NULL));
+    assert_string_equal(gkv_store_path(s), path);
+    gkv_store_close(s);
+    gkv_store_close(NULL);
+    gkvt_rmtree(dir);
+}
+
+static void
+test_newer_format_is_eversion(void **state)
+{
+    char *dir = gkvt_mkdtemp("fmt");
+    gkv_store *s;
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    uint32_t v = KV_FORMAT + 1;
+    MDB_val k = {6, "format"}, d = {4, &v};
+    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 10);
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    gkv_store_close(s);
+    /* write a newer format number with raw LMDB, as a newer gkv would */
+    assert_int_equal(mdb_env_create(&env), 0);
+    mdb_env_set_maxdbs(env, 4);
+    assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "meta", 0, &dbi), 0);
+    assert_int_equal(mdb_put(txn, dbi, &k, &d, 0), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    assert_int_equal(gkv_store_open(&s, dir, 0, NULL), GKV_EVERSION);
+    assert_non_null(strstr(gkv_store_errmsg(NULL), "format 2"));
+    assert_int_equal(gkv_store_open(&s, dir, GKV_RDONLY, NULL), GKV_EVERSION);
+    gkvt_rmtree(dir);
+}
+
+/* ---- create, names, specs --------------------------------------------- */
+
+static void
+test_create_info_list(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 128, 100, 2100);
+    gkv_tensor_desc d, *v;
+    size_t n;
+
+    sp.ndim = 2;
+    sp.shape[0] = 4;
+    sp.shape[1] = 32;
+    GKVT_OK(gkv_tensor_create(f->s, "node/paper/feat", &sp));
+    sp = spec2(GKV_I64, 1, 0, 10);
+    sp.ndim = 0;
+    GKVT_OK(gkv_tensor_create(f->s, "label", &sp));
+    GKVT_OK(gkv_tensor_info(f->s, NULL, "node/paper/feat", &d));
+    assert_string_equal(d.name, "node/paper/feat");
+    assert_int_equal(d.dtype, GKV_F32);
+    assert_int_equal(d.ndim, 2);
+    assert_int_equal(d.row_elems, 128);
+    assert_int_equal(d.row_bytes, 512);
+    assert_int_equal(d.lo, 100);
+    assert_int_equal(d.hi, 2100);
+    assert_int_equal(d.chunk_rows, 512);       /* 256 KiB of 512 B rows */
+    assert_int_equal(d.nchunks, 4);
+    GKVT_OK(gkv_tensor_info(f->s, NULL, "label", &d));
+    assert_int_equal(d.row_bytes, 8);
+    GKVT_OK(gkv_tensor_list(f->s, NULL, 0, &v, &n));
+    assert_int_equal(n, 2);
+    assert_string_equal(v[0].name, "label");    /* name order */
+    assert_string_equal(v[1].name, "node/paper/feat");
+    gkv_free(v);
+    assert_int_equal(gkv_tensor_create(f->s, "label", &sp), GKV_EEXIST);
+    assert_int_equal(gkv_tensor_info(f->s, NULL, "nope", &d), GKV_ENOTFOUND);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "nope"));
+}
+
+static void
+test_bad_names_and_specs(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 10), bad;
+    char longname[GKV_NAME_MAX + 2];
+    gkv_tensor_desc *v;
+    size_t n;
+
+    memset(longname, 'a', sizeof longname);
+    longname[GKV_NAME_MAX + 1] = '\0';
+    assert_int_equal(gkv_tensor_create(f->s, "", &sp), GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "empty"));
+    assert_int_equal(gkv_tensor_create(f->s, NULL, &sp), GKV_EINVAL);
+    assert_int_equal(gkv_tensor_create(f->s, longname, &sp), GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "too long"));
+    longname[GKV_NAME_MAX] = '\0';                     /* exactly the max: fine */
+    GKVT_OK(gkv_tensor_create(f->s, longname, &sp));
+    assert_int_equal(gkv_tensor_create(f->s, "a b", &sp), GKV_EINVAL);
+    assert_int_equal(gkv_tensor_create(f->s, "a#b", &sp), GKV_EINVAL);
+    assert_int_equal(gkv_tensor_create(f->s, "t", NULL), GKV_EINVAL);
+    bad = sp; bad.dtype = (gkv_dtype)42;
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "dtype"));
+    bad = sp; bad.ndim = 5;
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    bad = sp; bad.shape[0] = 0;
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    bad = sp; bad.hi = bad.lo;
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "empty ID range"));
+    bad = sp; bad.init = GKV_INIT_UNIFORM; bad.a = 1; bad.b = 1;
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    bad = sp; bad.init = GKV_INIT_NORMAL; bad.a = 0; bad.b = -1;
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    bad = sp; bad.init = (gkv_init)9;
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    bad = sp; bad.flags = 0x80;
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    bad = spec2(GKV_F64, 1u << 20, 0, 10); bad.chunk_rows = 1000;   /* 8 GiB chunks */
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    bad = spec2(GKV_F64, 1ull << 40, 0, 10);
+    assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
+    /* nothing but the one good tensor was created */
+    GKVT_OK(gkv_tensor_list(f->s, NULL, 1, &v, &n));
+    assert_int_equal(n, 1);
+    gkv_free(v);
+}
+
+/* ---- initializers ------------------------------------------------------ */
+
+static void
+test_initializers(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 16, 1000, 21000);
+    size_t len, len2;
+    float *v, *w;
+    double sum = 0, sq = 0;
+    size_t n;
+
+    sp.init = GKV_INIT_CONST;
+    sp.a = 2.5;
+    GKVT_OK(gkv_tensor_create(f->s, "c", &sp));
+    v = (float *)dump(f->s, "c", &len);
+    for (size_t i = 0; i < len / 4; i++)
+        assert_true(v[i] == 2.5f);
+    free(v);
+
+    sp.init = GKV_INIT_UNIFORM;
+    sp.a = -1;
+    sp.b = 3;
+    sp.seed = 42;
+    GKVT_OK(gkv_tensor_create(f->s, "u", &sp));
+    sp.chunk_rows = 7;                 /* other chunking, same values */
+    GKVT_OK(gkv_tensor_create(f->s, "u7", &sp));
+    v = (float *)dump(f->s, "u", &len);
+    w = (float *)dump(f->s, "u7", &len2);
+    assert_int_equal(len, len2);
+    assert_memory_equal(v, w, len);
+    n = len / 4;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(v[i] >= -1.0f && v[i] < 3.0f);
+        sum += v[i];
+    }
+    assert_true(fabs(sum / n - 1.0) < 0.02);   /* mean 1, sd 1.15, n = 320,000 */
+    free(v);
+    free(w);
+
+    sp.chunk_rows = 0;
+    sp.init = GKV_INIT_NORMAL;
+    sp.a = 5;
+    sp.b = 2;
+    GKVT_OK(gkv_tensor_create(f->s, "n", &sp));
+    v = (float *)dump(f->s, "n", &len);
+    sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        sum += v[i];
+        sq += (double)v[i] * v[i];
+    }
+    assert_true(fabs(sum / n - 5.0) < 0.02);
+    assert_true(fabs(sqrt(sq / n - (sum / n) * (sum / n)) - 2.0) < 0.02);
+    free(v);
+
+    /* integer dtype: constant rounds toward zero */
+    sp = spec2(GKV_I32, 3, 0, 5);
+    sp.init = GKV_INIT_CONST;
+    sp.a = -7.9;
+    GKVT_OK(gkv_tensor_create(f->s, "i", &sp));
+    {
+        int32_t *iv = (int32_t *)dump(f->s, "i", &len);
+        for (size_t i = 0; i < len / 4; i++)
+            assert_int_equal(iv[i], -7);
+        free(iv);
+    }
+}
+
+/* ---- pull, read, view ------------------------------------------------ */
+
+static void
+check_pull_random(gkv_store *s, const char *name, uint64_t lo, uint64_t hi,
+                  uint64_t w, uint64_t *seed)
+{
+    size_t n = 5000;
+    uint64_t *ids = malloc(n * sizeof *ids);
+    float *out = malloc(n * w * sizeof *out);
+
+    for (size_t i = 0; i < n; i++)
+        ids[i] = lo + gkvt_rand(seed) % (hi - lo);
+    ids[1] = ids[0];                     /* duplicates allowed */
+    ids[n - 1] = hi - 1;
+    ids[n - 2] = lo;
+    GKVT_OK(gkv_tensor_pull(s, NULL, name, ids, n, out, n * w * sizeof *out));
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < w; j++)
+            assert_true(out[i * w + j] == (float)(ids[i] * 1000 + j));
+    free(ids);
+    free(out);
+}
+
+static void
+test_pull_matches_reference(void **state)
+{
+    struct fx *f = *state;
+    uint64_t seed = gkvt_seed();
+    const uint32_t chunkings[] = {0, 1, 7, 64, 100000};
+
+    for (size_t k = 0; k < sizeof chunkings / sizeof *chunkings; k++) {
+        char name[32];
+        gkv_tensor_spec sp = spec2(GKV_F32, 24, 5000, 25000);
+
+        sp.chunk_rows = chunkings[k];
+        snprintf(name, sizeof name, "t%zu", k);
+        GKVT_OK(gkv_tensor_create(f->s, name, &sp));
+        fill_f32(f->s, name, 5000, 25000, 24);
+        check_pull_random(f->s, name, 5000, 25000, 24, &seed);
+    }
+    {
+        gkv_tensor_spec sp = spec2(GKV_F32, 24, 0, 20000);
+        sp.flags = GKV_TENSOR_HOT;
+        GKVT_OK(gkv_tensor_create(f->s, "hot", &sp));
+        fill_f32(f->s, "hot", 0, 20000, 24);
+        check_pull_random(f->s, "hot", 0, 20000, 24, &seed);
+    }
+}
+
+static void
+test_pull_bad_input(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 4, 10, 20);
+    uint64_t ids[3] = {10, 25, 11};
+    float out[12];
+
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
+    assert_int_equal(gkv_tensor_pull(f->s, NULL, "t", ids, 3, out, sizeof out),
+                     GKV_ERANGE);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "ID 25 (index 1)"));
+    ids[1] = 9;
+    assert_int_equal(gkv_tensor_pull(f->s, NULL, "t", ids, 3, out, sizeof out),
+                     GKV_ERANGE);
+    ids[1] = 12;
+    assert_int_equal(gkv_tensor_pull(f->s, NULL, "t", ids, 3, out, sizeof out - 1),
+                     GKV_ESHAPE);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "expected 48"));
+    assert_int_equal(gkv_tensor_pull(f->s, NULL, "u", ids, 3, out, sizeof out),
+                     GKV_ENOTFOUND);
+    GKVT_OK(gkv_tensor_pull(f->s, NULL, "t", ids, 0, out, 0));
+    assert_int_equal(gkv_tensor_read(f->s, NULL, "t", 5, 12, out, 7 * 16), GKV_ERANGE);
+    assert_int_equal(gkv_tensor_read(f->s, NULL, "t", 12, 11, out, 0), GKV_ERANGE);
+    assert_int_equal(gkv_tensor_read(f->s, NULL, "t", 10, 12, out, 16), GKV_ESHAPE);
+    /* unwritten rows of a zeros tensor read as zeros */
+    GKVT_OK(gkv_tensor_pull(f->s, NULL, "t", ids, 3, out, sizeof out));
+    for (int i = 0; i < 12; i++)
+        assert_true(out[i] == 0.0f);
+}
+
+static void
+test_snapshot_and_row_view(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 8, 0, 3000);
+    gkv_txn *tx;
+    const void *row;
+    float v[8], newrow[8];
+    uint64_t id = 1234;
+
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
+    GKVT_OK(gkv_txn_begin(f->s, &tx));
+    GKVT_OK(gkv_row_view(tx, "t", 5, &row));
+    assert_true(((const float *)row)[3] == 0.0f);   /* unwritten: zeros */
+    gkv_txn_end(tx);
+    fill_f32(f->s, "t", 0, 3000, 8);
+    GKVT_OK(gkv_txn_begin(f->s, &tx));
+    GKVT_OK(gkv_row_view(tx, "t", id, &row));
+    assert_int_equal((uintptr_t)row % 4, 0);
+    memcpy(v, row, sizeof v);
+    assert_true(v[7] == 1234007.0f);
+    /* a push after the snapshot began is invisible to it */
+    for (int j = 0; j < 8; j++)
+        newrow[j] = -1.0f;
+    GKVT_OK(gkv_tensor_push(f->s, "t", &id, 1, newrow, sizeof newrow, NULL));
+    assert_memory_equal(row, v, sizeof v);
+    GKVT_OK(gkv_tensor_pull(f->s, tx, "t", &id, 1, v, sizeof v));
+    assert_true(v[0] == 1234000.0f);
+    assert_int_equal(gkv_row_view(tx, "t", 3000, &row), GKV_ERANGE);
+    assert_int_equal(gkv_row_view(NULL, "t", 1, &row), GKV_EINVAL);
+    gkv_txn_end(tx);
+    GKVT_OK(gkv_tensor_pull(f->s, NULL, "t", &id, 1, v, sizeof v));
+    assert_true(v[0] == -1.0f);
+}
+
+static void
+test_read_and_write_ranges(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_I32, 3, 50, 1050);
+    int32_t ref[1000 * 3], got[1000 * 3], in[1000 * 3];
+    uint64_t seed = gkvt_seed() ^ 7;
+
+    sp.chunk_rows = 37;
+    sp.init = GKV_INIT_CONST;
+    sp.a = 9;
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
+    for (int i = 0; i < 3000; i++)
+        ref[i] = 9;
+    for (int round = 0; round < 50; round++) {
+        uint64_t a = gkvt_rand(&seed) % 1000, b = gkvt_rand(&seed) % 1000;
+        if (a > b) { uint64_t t = a; a = b; b = t; }
+        for (uint64_t i = a; i < b; i++)
+            for (int j = 0; j < 3; j++)
+                in[(i - a) * 3 + j] = ref[i * 3 + j] = (int32_t)(round * 10000 + i * 3 + j);
+        GKVT_OK(gkv_tensor_write(f->s, "t", 50 + a, 50 + b, in, (b - a) * 12));
+        a = gkvt_rand(&seed) % 1000;
+        b = a + gkvt_rand(&seed) % (1000 - a);
+        GKVT_OK(gkv_tensor_read(f->s, NULL, "t", 50 + a, 50 + b, got, (b - a) * 12));
+        assert_memory_equal(got, ref + a * 3, (b - a) * 12);
+    }
+    assert_int_equal(gkv_tensor_write(f->s, "t", 40, 60, in, 20 * 12), GKV_ERANGE);
+    assert_int_equal(gkv_tensor_write(f->s, "t", 50, 60, in, 10 * 12 + 1), GKV_ESHAPE);
+    GKVT_OK(gkv_tensor_read(f->s, NULL, "t", 50, 1050, got, sizeof got));
+    assert_memory_equal(got, ref, sizeof ref);
+    GKVT_OK(gkv_store_verify(f->s, "t", NULL));
+}
+
+/* ---- push ------------------------------------------------------------ */
+
+static void
+test_push_assign_last_wins_add_sums(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 3000, W = 5, P = 4000 };
+    gkv_tensor_spec sp = spec2(GKV_I64, W, 100, 100 + N);
+    static int64_t ref[N * W], in[P * W], got[N * W];
+    static uint64_t ids[P];
+    uint64_t seed = gkvt_seed() ^ 11;
+    gkv_push_args add = {"add", 0, 0, 0, 0};
+
+    sp.chunk_rows = 13;
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
+    memset(ref, 0, sizeof ref);
+    for (int round = 0; round < 6; round++) {
+        int is_add = round % 2;
+        for (int i = 0; i < P; i++) {
+            ids[i] = 100 + gkvt_rand(&seed) % (N / 4);   /* many duplicates */
+            for (int j = 0; j < W; j++) {
+                in[i * W + j] = (int64_t)(gkvt_rand(&seed) % 1000) - 500;
+                if (is_add)
+                    ref[(ids[i] - 100) * W + j] += in[i * W + j];
+                else
+                    ref[(ids[i] - 100) * W + j] = in[i * W + j];  /* in order: last wins */
+            }
+        }
+        GKVT_OK(gkv_tensor_push(f->s, "t", ids, P, in, sizeof in, is_add ? &add : NULL));
+        GKVT_OK(gkv_tensor_read(f->s, NULL, "t", 100, 100 + N, got, sizeof got));
+        assert_memory_equal(got, ref, sizeof ref);
+    }
+    GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
+}
+
+static void
+test_push_add_halves_and_bytes(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F16, 2, 0, 4);
+    uint16_t in[4] = {gkv_f32_to_f16(1.5f), gkv_f32_to_f16(-2.0f),
+                      gkv_f32_to_f16(0.25f), gkv_f32_to_f16(4.0f)};
+    uint16_t out[2];
+    uint64_t ids[2] = {3, 3};
+    gkv_push_args add = {"add", 0, 0, 0, 0};
+    uint8_t b[2] = {250, 10};
+
+    GKVT_OK(gkv_tensor_create(f->s, "h", &sp));
+    GKVT_OK(gkv_tensor_push(f->s, "h", ids, 2, in, sizeof in, &add));
+    GKVT_OK(gkv_tensor_pull(f->s, NULL, "h", ids, 1, out, sizeof out));
+    assert_true(gkv_f16_to_f32(out[0]) == 1.75f);
+    assert_true(gkv_f16_to_f32(out[1]) == 2.0f);
+    sp = spec2(GKV_U8, 1, 0, 4);
+    GKVT_OK(gkv_tensor_create(f->s, "b", &sp));
+    GKVT_OK(gkv_tensor_push(f->s, "b", ids, 2, b, 2, &add));
+    GKVT_OK(gkv_tensor_pull(f->s, NULL, "b", ids, 1, b, 1));
+    assert_int_equal(b[0], 255);                  /* saturates, no wrap */
+}
+
+/* Reference optimizer in double precision, with f32 state as stored. */
+static void
+ref_step(const char *opt, float *w, float *s1, float *s2, int64_t *t,
+         const double *g, int E, double lr, double eps, double b1, double b2)
+{
+    for (int j = 0; j < E; j++) {
+        if (strcmp(opt, "sgd") == 0) {
+            w[j] = (float)(w[j] - lr * g[j]);
+        } else if (strcmp(opt, "adagrad") == 0) {
+            s1[j] = (float)(s1[j] + g[j] * g[j]);
+            w[j] = (float)(w[j] - lr * g[j] / (sqrt(s1[j]) + eps));
+        }
+    }
+    if (strcmp(opt, "adam") == 0) {
+        ++*t;
+        for (int j = 0; j < E; j++) {
+            s1[j] = (float)(b1 * s1[j] + (1 - b1) * g[j]);
+            s2[j] = (float)(b2 * s2[j] + (1 - b2) * g[j] * g[j]);
+            w[j] = (float)(w[j] - lr * (s1[j] / (1 - pow(b1, *t))) /
+                           (sqrt(s2[j] / (1 - pow(b2, *t))) + eps));
+        }
+    }
+}
+
+static void
+test_optimizers_match_reference(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 500, E = 6, P = 800 };
+    const char *opts[] = {"sgd", "adagrad", "adam"};
+    uint64_t seed = gkvt_seed() ^ 23;
+
+    for (int o = 0; o < 3; o++) {
+        static float w[N * E], s1[N * E], s2[N * E], in[P * E], got[N * E];
+        static int64_t t[N];
+        static uint64_t ids[P];
+        gkv_tensor_spec sp = spec2(GKV_F32, E, 0, N);
+        gkv_push_args pa = {opts[o], 0.05, 0, 0, 0};
+        double eps = o == 2 ? 1e-8 : 1e-10;
+
+        sp.init = GKV_INIT_UNIFORM;
+        sp.a = -1;
+        sp.b = 1;
+        sp.seed = 3;
+        sp.flags = GKV_TENSOR_HOT;
+        GKVT_OK(gkv_tensor_create(f->s, opts[o], &sp));
+        GKVT_OK(gkv_tensor_read(f->s, NULL, opts[o], 0, N, w, sizeof w));
+        memset(s1, 0, sizeof s1);
+        memset(s2, 0, sizeof s2);
+        memset(t, 0, sizeof t);
+        for (int round = 0; round < 4; round++) {
+            static double gsum[N * E];
+            static int seen[N];
+
+            memset(gsum, 0, sizeof gsum);
+            memset(seen, 0, sizeof seen);
+            for (int i = 0; i < P; i++) {
+                ids[i] = gkvt_rand(&seed) % N;
+                seen[ids[i]] = 1;
+                for (int j = 0; j < E; j++) {
+                    in[i * E + j] = (float)((double)(gkvt_rand(&seed) % 2001) / 1000.0 - 1.0);
+                    gsum[ids[i] * E + j] += in[i * E + j];
+                }
+            }
+            /* duplicates: gradients summed, one step per distinct ID */
+            for (int r = 0; r < N; r++)
+                if (seen[r])
+                    ref_step(opts[o], w + r * E, s1 + r * E, s2 + r * E, t + r,
+                             gsum + r * E, E, 0.05, eps, 0.9, 0.999);
+            GKVT_OK(gkv_tensor_push(f->s, opts[o], ids, P, in, sizeof in, &pa));
+            GKVT_OK(gkv_tensor_read(f->s, NULL, opts[o], 0, N, got, sizeof got));
+            for (int i = 0; i < N * E; i++)
+                assert_true(fabsf(got[i] - w[i]) <= 1e-5f * (1 + fabsf(w[i])));
+        }
+        if (o == 2) {
+            int64_t tt[N];
+            GKVT_OK(gkv_tensor_read(f->s, NULL, "adam#adam_t", 0, N, tt, sizeof tt));
+            assert_memory_equal(tt, t, sizeof tt);
+        }
+    }
+    {
+        gkv_tensor_desc *v;
+        size_t n, nstate = 0;
+        GKVT_OK(gkv_tensor_list(f->s, NULL, 1, &v, &n));
+        for (size_t i = 0; i < n; i++)
+            nstate += v[i].is_state;
+        assert_int_equal(nstate, 4);    /* adagrad_s, adam_m, adam_v, adam_t */
+        gkv_free(v);
+        GKVT_OK(gkv_tensor_list(f->s, NULL, 0, &v, &n));
+        assert_int_equal(n, 3);
+        gkv_free(v);
+    }
+    GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
+}
+
+static gkv_err
+max_handler(void *ctx, const gkv_tensor_desc *d, uint64_t id, void *row, const void *in)
+{
+    float *w = row;
+    const float *x = in;
+
+    (*(int *)ctx)++;
+    if (x[0] < -1000)
+        return GKV_EINVAL;          /* refuses: the whole push must roll back */
+    for (uint64_t j = 0; j < d->row_elems; j++)
+        if (x[j] > w[j])
+            w[j] = x[j];
+    (void)id;
+    return GKV_OK;
+}
+
+static void
+test_custom_handler_and_rollback(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 2, 0, 100);
+    float in[6] = {5, -5, 7, 1, 3, 9}, out[4], before[200], after[200];
+    uint64_t ids[3] = {4, 4, 50};
+    gkv_push_args pa = {"max", 0, 0, 0, 0};
+    int calls = 0;
+
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
+    assert_int_equal(gkv_tensor_push(f->s, "t", ids, 3, in, sizeof in, &pa),
+                     GKV_EHANDLER);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "max"));
+    assert_int_equal(gkv_handler_register(f->s, "add", max_handler, &calls), GKV_EINVAL);
+    assert_int_equal(gkv_handler_register(f->s, "", max_handler, &calls), GKV_EINVAL);
+    GKVT_OK(gkv_handler_register(f->s, "max", max_handler, &calls));
+    GKVT_OK(gkv_tensor_push(f->s, "t", ids, 3, in, sizeof in, &pa));
+    assert_int_equal(calls, 3);
+    GKVT_OK(gkv_tensor_pull(f->s, NULL, "t", ids + 1, 2, out, sizeof out));
+    assert_true(out[0] == 7 && out[1] == 1 && out[2] == 3 && out[3] == 9);
+    /* a handler error on the last row undoes the rows before it */
+    GKVT_OK(gkv_tensor_read(f->s, NULL, "t", 0, 100, before, sizeof before));
+    in[0] = 100;
+    in[4] = -5000;
+    assert_int_equal(gkv_tensor_push(f->s, "t", ids, 3, in, sizeof in, &pa), GKV_EHANDLER);
+    GKVT_OK(gkv_tensor_read(f->s, NULL, "t", 0, 100, after, sizeof after));
+    assert_memory_equal(before, after, sizeof before);
+}
+
+static void
+test_push_bad_input_changes_nothing(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 1000);
+    gkv_push_args adam = {"adam", 0, 0, 0, 0}, bad = {"add", 0, 0, 0, 0};
+    static float in[100 * 4];
+    uint64_t ids[100];
+    size_t len, len2;
+    unsigned char *b0, *b1;
+
+    sp.init = GKV_INIT_NORMAL;
+    sp.b = 1;
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
+    sp = spec2(GKV_I32, 4, 0, 1000);
+    GKVT_OK(gkv_tensor_create(f->s, "i", &sp));
+    for (int i = 0; i < 100; i++) {
+        ids[i] = (uint64_t)i * 7;
+        in[i * 4] = 1;
+    }
+    b0 = dump(f->s, "t", &len);
+    ids[57] = 1000;                               /* one bad ID in the middle */
+    assert_int_equal(gkv_tensor_push(f->s, "t", ids, 100, in, sizeof in, NULL), GKV_ERANGE);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "ID 1000 (index 57)"));
+    assert_int_equal(gkv_tensor_push(f->s, "t", ids, 100, in, sizeof in, &adam), GKV_ERANGE);
+    ids[57] = 3;
+    assert_int_equal(gkv_tensor_push(f->s, "t", ids, 100, in, sizeof in - 4, NULL), GKV_ESHAPE);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "tensor 't'"));
+    assert_int_equal(gkv_tensor_push(f->s, "nope", ids, 100, in, sizeof in, NULL), GKV_ENOTFOUND);
+    assert_int_equal(gkv_tensor_push(f->s, "i", ids, 100, in, sizeof in, &adam), GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "floating"));
+    bad.lr = -1;
+    bad.handler = "sgd";
+    assert_int_equal(gkv_tensor_push(f->s, "t", ids, 100, in, sizeof in, &bad), GKV_EINVAL);
+    b1 = dump(f->s, "t", &len2);
+    assert_memory_equal(b0, b1, len);
+    free(b0);
+    free(b1);
+    {   /* the failed adam push created no state */
+        gkv_tensor_desc d;
+        assert_int_equal(gkv_tensor_info(f->s, NULL, "t#adam_m", &d), GKV_ENOTFOUND);
+    }
+}
+
+/* ---- delete, rename ------------------------------------------------------ */
+
+static void
+test_delete_reuses_space_and_rename(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 64, 0, 20000);
+    gkv_store_stat st;
+    gkv_push_args ag = {"adagrad", 0, 0, 0, 0};
+    uint64_t used_after_first = 0, id = 7;
+    float row[64] = {1}, got[64];
+    gkv_tensor_desc d;
+
+    sp.init = GKV_INIT_CONST;
+    sp.a = 1;
+    for (int i = 0; i < 8; i++) {
+        GKVT_OK(gkv_tensor_create(f->s, "big", &sp));
+        GKVT_OK(gkv_tensor_push(f->s, "big", &id, 1, row, sizeof row, &ag));
+        GKVT_OK(gkv_tensor_delete(f->s, "big"));
+        GKVT_OK(gkv_store_stat_get(f->s, &st));
+        assert_int_equal(st.ntensors, 0);
+        if (i == 0)
+            used_after_first = st.used_bytes;
+    }
+    /* 8 rounds of 5 MiB: the pages freed by each delete are reused */
+    assert_true(st.used_bytes <= 2 * used_after_first + (1u << 20));
+    assert_int_equal(gkv_tensor_delete(f->s, "big"), GKV_ENOTFOUND);
+    assert_int_equal(gkv_tensor_info(f->s, NULL, "big#adagrad_s", &d), GKV_ENOTFOUND);
+
+    GKVT_OK(gkv_tensor_create(f->s, "a", &sp));
+    GKVT_OK(gkv_tensor_create(f->s, "b", &sp));
+    GKVT_OK(gkv_tensor_push(f->s, "a", &id, 1, row, sizeof row, &ag));
+    assert_int_equal(gkv_tensor_rename(f->s, "a", "b"), GKV_EEXIST);
+    assert_int_equal(gkv_tensor_rename(f->s, "zz", "c"), GKV_ENOTFOUND);
+    assert_int_equal(gkv_tensor_rename(f->s, "a", "c d"), GKV_EINVAL);
+    GKVT_OK(gkv_tensor_rename(f->s, "a", "c"));
+    assert_int_equal(gkv_tensor_info(f->s, NULL, "a", &d), GKV_ENOTFOUND);
+    GKVT_OK(gkv_tensor_info(f->s, NULL, "c#adagrad_s", &d));
+    GKVT_OK(gkv_tensor_pull(f->s, NULL, "c", &id, 1, got, sizeof got));
+    assert_true(got[0] < 1.0f && got[1] == 1.0f);   /* stepped row followed */
+    GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
+}
+
+/* ---- read-only, map growth, corruption -------------------------------- */
+
+static void
+test_read_only_store_refuses_writes(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 10);
+    gkv_store *ro;
+    uint64_t id = 1;
+    float row[4] = {1, 2, 3, 4}, got[4];
+
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
+    GKVT_OK(gkv_tensor_push(f->s, "t", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_store_open(&ro, f->dir, GKV_RDONLY, NULL));
+    assert_int_equal(gkv_tensor_create(ro, "u", &sp), GKV_ERDONLY);
+    assert_non_null(strstr(gkv_store_errmsg(ro), "read-only"));
+    assert_int_equal(gkv_tensor_push(ro, "t", &id, 1, row, sizeof row, NULL), GKV_ERDONLY);
+    assert_int_equal(gkv_tensor_write(ro, "t", 0, 1, row, sizeof row), GKV_ERDONLY);
+    assert_int_equal(gkv_tensor_delete(ro, "t"), GKV_ERDONLY);
+    assert_int_equal(gkv_tensor_rename(ro, "t", "u"), GKV_ERDONLY);
+    GKVT_OK(gkv_tensor_pull(ro, NULL, "t", &id, 1, got, sizeof got));
+    assert_memory_equal(got, row, sizeof row);
+    GKVT_OK(gkv_store_verify(ro, NULL, NULL));
+    gkv_store_close(ro);
+}
+
+static void
+test_tiny_map_grows(void **state)
+{
+    char *dir = gkvt_mkdtemp("grow");
+    gkv_open_opts o = {1u << 20, 0};              /* 1 MiB map */
+    gkv_tensor_spec sp = spec2(GKV_F32, 128, 0, 40000);   /* 20 MB */
+    gkv_store *s, *s2;
+    gkv_store_stat st;
+    gkv_txn *tx;
+    uint64_t id = 39999;
+    float got[128];
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, &o));
+    GKVT_OK(gkv_store_stat_get(s, &st));
+    assert_true(st.map_size <= (2u << 20));
+    sp.init = GKV_INIT_CONST;
+    sp.a = 3;
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_store_stat_get(s, &st));
+    assert_true(st.map_size >= 20u << 20);
+    GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got));
+    assert_true(got[127] == 3.0f);
+    /* a second handle (as another process would) adopts the grown map */
+    GKVT_OK(gkv_store_open(&s2, dir, 0, &o));
+    GKVT_OK(gkv_tensor_create(s2, "u", &sp));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "u", &id, 1, got, sizeof got));
+    assert_true(got[0] == 3.0f);
+    /* while a snapshot of this handle stays open, the map cannot grow:
+     * the write fails cleanly and changes nothing */
+    kv__grow_wait_ms = 200;
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    sp.hi = 400000;
+    assert_int_equal(gkv_tensor_create(s, "v", &sp), GKV_EMAPFULL);
+    assert_non_null(strstr(gkv_store_errmsg(s), "snapshots"));
+    gkv_txn_end(tx);
+    kv__grow_wait_ms = 10000;
+    assert_int_equal(gkv_tensor_info(s, NULL, "v", &(gkv_tensor_desc){0}), GKV_ENOTFOUND);
+    GKVT_OK(gkv_tensor_create(s, "v", &sp));
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s2);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
+static void
+test_disk_full_is_emapfull(void **state)
+{
+    char *dir = gkvt_mkdtemp("tmpfs");
+    gkv_tensor_spec sp = spec2(GKV_F32, 128, 0, 4000);   /* 2 MB */
+    gkv_store *s;
+    size_t len, len2;
+    unsigned char *b0, *b1;
+
+    (void)state;
+    if (mount("gkvt", dir, "tmpfs", 0, "size=12m") != 0) {
+        gkvt_rmtree(dir);
+        skip();            /* needs CAP_SYS_ADMIN; runs as root in CI */
+    }
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, &(gkv_open_opts){1u << 20, 0}));
+    sp.init = GKV_INIT_CONST;
+    sp.a = 1;
+    GKVT_OK(gkv_tensor_create(s, "small", &sp));
+    b0 = dump(s, "small", &len);
+    sp.hi = 40000;                                        /* 20 MB > 12 MB disk */
+    assert_int_equal(gkv_tensor_create(s, "huge", &sp), GKV_EMAPFULL);
+    assert_non_null(strstr(gkv_store_errmsg(s), "disk"));
+    b1 = dump(s, "small", &len2);
+    assert_memory_equal(b0, b1, len);
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    /* and it reopens with exactly the committed data */
+    GKVT_OK(gkv_store_open(&s, dir, 0, NULL));
+    free(b1);
+    b1 = dump(s, "small", &len2);
+    assert_memory_equal(b0, b1, len);
+    gkv_store_close(s);
+    free(b0);
+    free(b1);
+    umount(dir);
+    gkvt_rmtree(dir);
+}
+
+/* Flips one byte of the stored row 'id' in data.mdb, found by its bytes. */
+static void
+flip_row_byte(const char *dir, const void *pattern, size_t plen)
+{
+    char path[4096];
+    struct stat sb;
+    unsigned char *buf, c;
+    int fd;
+
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    fstat(fd, &sb);
+    buf = malloc((size_t)sb.st_size);
+    assert_int_equal(pread(fd, buf, (size_t)sb.st_size, 0), sb.st_size);
+    for (off_t off = 0; off + (off_t)plen <= sb.st_size; off++)
+        if (memcmp(buf + off, pattern, plen) == 0) {
+            c = buf[off + 3] ^ 0x40;
+            assert_int_equal(pwrite(fd, &c, 1, off + 3), 1);
+            close(fd);
+            free(buf);
+            return;
+        }
+    fail_msg("pattern not found in %s", path);
+}
+
+static void
+test_verify_finds_flipped_byte(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_U8, 64, 0, 10000);
+    gkv_verify_report rep;
+    unsigned char row[64];
+    uint64_t id = 5555;
+
+    GKVT_OK(gkv_tensor_create(f->s, "a", &sp));
+    GKVT_OK(gkv_tensor_create(f->s, "b", &sp));
+    for (int i = 0; i < 64; i++)
+        row[i] = (unsigned char)(0xA5 ^ (i * 37));
+    GKVT_OK(gkv_tensor_push(f->s, "b", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_store_verify(f->s, NULL, &rep));
+    assert_int_equal(rep.bad_chunks, 0);
+    assert_true(rep.chunks_checked >= 1);
+    gkv_store_close(f->s);
+    f->s = NULL;
+    flip_row_byte(f->dir, row, sizeof row);
+    GKVT_OK(gkv_store_open(&f->s, f->dir, 0, NULL));
+    assert_int_equal(gkv_store_verify(f->s, NULL, &rep), GKV_ECORRUPT);
+    assert_int_equal(rep.bad_chunks, 1);
+    assert_string_equal(rep.first_bad, "b");
+    assert_int_equal(rep.first_bad_chunk, id / 4096);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "tensor 'b': chunk 1"));
+    GKVT_OK(gkv_store_verify(f->s, "a", NULL));
+    assert_int_equal(gkv_store_verify(f->s, "b", NULL), GKV_ECORRUPT);
+}
+
+static void
+test_stat_prefault_sync(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F64, 8, 0, 1000);
+    gkv_store_stat st;
+    gkv_push_args ad = {"adagrad", 0, 0, 0, 0};
+    uint64_t id = 3;
+    double row[8] = {1};
+
+    GKVT_OK(gkv_tensor_create(f->s, "d", &sp));
+    GKVT_OK(gkv_tensor_push(f->s, "d", &id, 1, row, sizeof row, &ad));
+    GKVT_OK(gkv_store_prefault(f->s));
+    GKVT_OK(gkv_store_sync(f->s));
+    GKVT_OK(gkv_store_stat_get(f->s, &st));
+    assert_int_equal(st.format, KV_FORMAT);
+    assert_int_equal(st.ntensors, 1);
+    assert_int_equal(st.data_bytes, 2 * 1000 * 64);  /* the row and its state */
+    assert_int_equal(st.nchunks, 2);
+    assert_int_equal(st.page_size, 4096);
+    assert_true(st.used_bytes > 0 && st.used_bytes <= st.map_size);
+    {   /* f64 tensors keep f64 optimizer state */
+        gkv_tensor_desc d;
+        GKVT_OK(gkv_tensor_info(f->s, NULL, "d#adagrad_s", &d));
+        assert_int_equal(d.dtype, GKV_F64);
+        assert_true(d.is_state);
+    }
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_list_is_complete),
+        cmocka_unit_test(test_dtypes_and_halves),
+        cmocka_unit_test(test_open_missing_and_not_a_store),
+        cmocka_unit_test(test_newer_format_is_eversion),
+        cmocka_unit_test_setup_teardown(test_create_info_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_names_and_specs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_initializers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pull_matches_reference, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pull_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_snapshot_and_row_view, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_and_write_ranges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_assign_last_wins_add_sums, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_add_halves_and_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_optimizers_match_reference, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_custom_handler_and_rollback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_bad_input_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_delete_reuses_space_and_rename, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_only_store_refuses_writes, setup, teardown),
+        cmocka_unit_test(test_tiny_map_grows),
+        cmocka_unit_test(test_disk_full_is_emapfull),
+        cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stat_prefault_sync, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
