@@ -280,6 +280,45 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
                                  uint64_t a, uint64_t b,
                                  const void *rows, size_t rows_len);
 
+/* ---- write-back mode ------------------------------------------------- */
+
+/* Write-back mode is for embeddings pushed every step, where a durable
+ * transaction per push costs too much (LMDB rewrites every page a push
+ * touches: a 512 B row costs a 4 KiB page at least). It is opt-in, per
+ * tensor and per handle.
+ *
+ * gkv_writeback_start() copies tensor 'name' and its optimizer state into
+ * RAM (it needs that much memory). From then on, on this handle:
+ *   - pushes and gkv_tensor_write() change the RAM copy (memory speed) and
+ *     mark its chunks dirty;
+ *   - pulls and range reads without a snapshot (tx NULL) read the RAM copy,
+ *     so they see every push; reads through a gkv_txn see the store as
+ *     last flushed;
+ *   - a background thread writes the dirty chunks every 'interval_ms'
+ *     (0 = 10 ms) in one transaction, copied out between two pushes, so
+ *     the store always holds the state after some whole push.
+ * Loss window: a crash (kill -9) loses the pushes since the last flush that
+ * committed: about interval_ms plus the time of one flush. With GKV_NOSYNC
+ * an OS crash may also lose committed flushes, as for any write.
+ * While the tensor is in write-back mode on a handle, other handles and
+ * processes see flushed data and must not write it (their writes would be
+ * overwritten by the next flush); delete and rename on this handle fail
+ * with GKV_EBUSY. gkv_store_close() flushes (stop first to see errors).
+ * Errors: GKV_ENOTFOUND, GKV_EEXIST (already on), GKV_ERDONLY, GKV_ENOMEM. */
+GKV_API gkv_err gkv_writeback_start(gkv_store *s, const char *name,
+                                    unsigned interval_ms);
+
+/* Writes every pending change of this handle's write-back tensors now, in
+ * one transaction, and syncs it (unless GKV_NOSYNC). When a flush fails (in
+ * the background or here) the changes stay in RAM and the next one retries
+ * them; this call is how to learn that writing works. */
+GKV_API gkv_err gkv_writeback_flush(gkv_store *s);
+
+/* Flushes 'name' and leaves write-back mode; its RAM copy is freed.
+ * Errors: GKV_ENOTFOUND (not in write-back mode), and flush errors (then it
+ * stays in write-back mode). */
+GKV_API gkv_err gkv_writeback_stop(gkv_store *s, const char *name);
+
 /* ---- integrity ------------------------------------------------------- */
 
 typedef struct gkv_verify_report {

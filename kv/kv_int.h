@@ -72,6 +72,18 @@ struct gkv_store {
     unsigned st_users;
     int st_growing;
     struct handler *st_handlers;  /* under st_mu */
+    /* Write-back mode (wb.c). st_wb_lock guards the list and the mirrors:
+     * pulls and the flusher's copy take it shared, pushes exclusive. Plain
+     * pushes take it shared too, so write-back cannot start under them. */
+    pthread_rwlock_t st_wb_lock;
+    struct kv_wb *st_wb;
+    pthread_mutex_t st_wb_flush_mu;   /* one flush at a time; guards: */
+    unsigned char *st_wb_stage;       /* the flush's copy of dirty chunks */
+    size_t st_wb_stage_len;
+    pthread_mutex_t st_wb_mu;         /* flusher thread state: */
+    pthread_cond_t st_wb_cv;
+    pthread_t st_wb_thread;
+    int st_wb_running, st_wb_stop;
     void *st_zero;                /* KV_ZERO_LEN read-only zero bytes (an
                                    * anonymous mapping: costs no memory), the
                                    * row of every unwritten zeros chunk */
@@ -181,5 +193,94 @@ void     kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst);
 gkv_err  kv__materialize(gkv_store *s, MDB_txn *txn, const kv_rec *r);
 /* Deletes every chunk of tensor 'tid'. */
 gkv_err  kv__chunks_delete(gkv_store *s, MDB_txn *txn, uint32_t tid);
+
+/* Bytes of the value of chunk c of r. */
+static inline size_t
+kv__chunk_size(const kv_rec *r, uint64_t c)
+{
+    return KV_CHUNK_HDR + kv__chunk_nrows(r, c) * r->row_bytes;
+}
+/* Writes the header (checksum, nrows, magic) of a chunk whose rows are in
+ * place after it. */
+void     kv__chunk_seal(const kv_rec *r, uint64_t c, unsigned char *val);
+
+/* ---- push (rows.c), shared with write-back (wb.c) ---------------------- */
+
+enum kv_hkind { KV_H_ASSIGN, KV_H_ADD, KV_H_SGD, KV_H_ADAGRAD, KV_H_ADAM,
+                KV_H_CUSTOM };
+
+typedef struct kv_push {
+    const char *name;
+    const uint64_t *ids;
+    size_t n;
+    const unsigned char *rows;
+    size_t rows_len;
+    enum kv_hkind kind;
+    double lr, eps, b1, b2;
+    gkv_push_fn fn;
+    void *ctx;
+} kv_push;
+
+/* Optimizer state companions of handler k: how many, and the i-th suffix
+ * ("#adagrad_s", ...). */
+size_t      kv__state_n(enum kv_hkind k);
+const char *kv__state_suffix(enum kv_hkind k, size_t i);
+/* Gets, creating zero-filled in 'txn' if missing, state companion 'suffix'
+ * of tensor 'name' (record r). */
+gkv_err kv__state_get(gkv_store *s, MDB_txn *txn, const char *name,
+                      const kv_rec *r, const char *suffix, int is_step,
+                      kv_rec *st);
+/* The same in a write transaction of its own (for write-back mode). */
+gkv_err kv__state_create(gkv_store *s, const char *name, const char *suffix,
+                         int is_step);
+/* Stable order of ids by value (*out gkv__malloc'd). */
+gkv_err kv__sort_order(const uint64_t *ids, size_t n, uint64_t lo,
+                       uint64_t range, uint32_t **out);
+/* Checks a push against r (lengths, ID range, dtype): the error it would
+ * fail with, or GKV_OK. */
+gkv_err kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r);
+/* Applies the handler to the IDs a->ids[order[i..e)] (sorted). The row of
+ * ID x is at base + (x - base_id) x row bytes; its state in companion k at
+ * sbase[k] + (x - base_id) x st[k].row_bytes. 'g' has row_elems doubles
+ * (optimizers); 'desc' describes the tensor (custom handlers). */
+gkv_err kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
+                      const gkv_tensor_desc *desc, const kv_rec *st,
+                      size_t nst, const uint32_t *order, size_t i, size_t e,
+                      uint64_t base_id, unsigned char *base,
+                      unsigned char *const sbase[3], double *g);
+
+/* ---- write-back mode (wb.c) ------------------------------------------- */
+
+/* One RAM copy of a tensor or of one of its state companions. */
+typedef struct kv_mirror {
+    char name[GKV_NAME_MAX + 1];
+    kv_rec r;
+    unsigned char *rows;   /* (hi - lo) x row_bytes */
+    uint8_t *dirty;        /* one byte per chunk: changed since last flush */
+} kv_mirror;
+
+/* A tensor in write-back mode: m[0] is the tensor, m[1..4] its state
+ * companions #adagrad_s, #adam_m, #adam_v, #adam_t (rows NULL until used). */
+typedef struct kv_wb {
+    struct kv_wb *next;
+    kv_mirror m[5];
+    unsigned interval_ms;
+} kv_wb;
+
+/* The write-back entry of 'name' or NULL. Caller holds st_wb_lock. */
+kv_wb  *kv__wb_find(gkv_store *s, const char *name);
+/* Mirror of state companion 'suffix' of w, or NULL if not loaded. */
+kv_mirror *kv__wb_state(kv_wb *w, const char *suffix);
+/* Loads (creating in the store if missing) the state companions that
+ * handler k needs for write-back tensor 'name'. Takes st_wb_lock itself. */
+gkv_err kv__wb_state_load(gkv_store *s, const char *name, enum kv_hkind k);
+/* Stops the flusher, flushes and frees everything (store close). */
+gkv_err kv__wb_close(gkv_store *s);
+/* Whether any tensor of s is in write-back mode (a lock-free hint). */
+static inline int
+kv__wb_any(gkv_store *s)
+{
+    return __atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) != NULL;
+}
 
 #endif /* KV_INT_H */

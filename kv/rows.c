@@ -88,8 +88,8 @@ kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst)
 }
 
 /* Writes the header of a chunk whose rows are in place. */
-static void
-chunk_seal(const kv_rec *r, uint64_t c, unsigned char *val)
+void
+kv__chunk_seal(const kv_rec *r, uint64_t c, unsigned char *val)
 {
     uint32_t nrows = (uint32_t)kv__chunk_nrows(r, c), magic = KV_CHUNK_MAGIC;
     uint64_t sum = kv__chunk_sum(r->tid, c, val + KV_CHUNK_HDR,
@@ -100,11 +100,6 @@ chunk_seal(const kv_rec *r, uint64_t c, unsigned char *val)
     memcpy(val + 12, &magic, 4);
 }
 
-static inline size_t
-chunk_size(const kv_rec *r, uint64_t c)
-{
-    return KV_CHUNK_HDR + kv__chunk_nrows(r, c) * r->row_bytes;
-}
 
 gkv_err
 kv__materialize(gkv_store *s, MDB_txn *txn, const kv_rec *r)
@@ -112,7 +107,7 @@ kv__materialize(gkv_store *s, MDB_txn *txn, const kv_rec *r)
     unsigned char kb[KV_KEY_LEN];
 
     for (uint64_t c = 0; c < r->nchunks; c++) {
-        MDB_val k = {KV_KEY_LEN, kb}, d = {chunk_size(r, c), NULL};
+        MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(r, c), NULL};
         int mrc;
 
         kv__key(kb, r->tid, c);
@@ -123,7 +118,7 @@ kv__materialize(gkv_store *s, MDB_txn *txn, const kv_rec *r)
                             mdb_strerror(mrc));
         kv__init_rows(r, r->lo + c * r->chunk_rows, kv__chunk_nrows(r, c),
                       (unsigned char *)d.mv_data + KV_CHUNK_HDR);
-        chunk_seal(r, c, d.mv_data);
+        kv__chunk_seal(r, c, d.mv_data);
     }
     return GKV_OK;
 }
@@ -171,10 +166,10 @@ chunk_get(gkv_store *s, MDB_txn *txn, const kv_rec *r, const char *name,
     if (mrc != 0)
         return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': chunk %llu: %s",
                         name, (unsigned long long)c, mdb_strerror(mrc));
-    if (d.mv_size != chunk_size(r, c))
+    if (d.mv_size != kv__chunk_size(r, c))
         return kv__fail(s, GKV_ECORRUPT, "tensor '%s': chunk %llu has %zu "
                         "bytes, expected %zu", name, (unsigned long long)c,
-                        d.mv_size, chunk_size(r, c));
+                        d.mv_size, kv__chunk_size(r, c));
     *val = d.mv_data;
     return GKV_OK;
 }
@@ -240,6 +235,10 @@ len_error(gkv_store *s, const char *name, const kv_rec *r, size_t n, size_t len)
                     gkv_dtype_name(r->dtype), n * r->row_bytes);
 }
 
+static gkv_err wb_read(gkv_store *s, const char *name, int range,
+                       const uint64_t *ids, size_t n, uint64_t a, uint64_t b,
+                       void *dst, size_t len, int *done);
+
 gkv_err
 gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
                 const uint64_t *ids, size_t n, void *dst, size_t dst_len)
@@ -254,6 +253,12 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
     kv__clear(s);
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
         return rc;
+    if (tx == NULL && kv__wb_any(s)) {
+        int done;
+        if ((rc = wb_read(s, name, 0, ids, n, 0, 0, dst, dst_len, &done)) != GKV_OK ||
+            done)
+            return rc;
+    }
     if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
     if ((rc = kv__rec_get(s, sn.txn, name, &r)) != GKV_OK)
@@ -328,6 +333,12 @@ gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
     kv__clear(s);
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
         return rc;
+    if (tx == NULL && kv__wb_any(s)) {
+        int done;
+        if ((rc = wb_read(s, name, 1, NULL, 0, a, b, dst, dst_len, &done)) != GKV_OK ||
+            done)
+            return rc;
+    }
     if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
     if ((rc = kv__rec_get(s, sn.txn, name, &r)) != GKV_OK)
@@ -403,7 +414,7 @@ chunk_cow(gkv_store *s, MDB_cursor *cur, const kv_rec *r, const char *name,
           uint64_t c, unsigned char **val)
 {
     unsigned char kb[KV_KEY_LEN];
-    size_t size = chunk_size(r, c);
+    size_t size = kv__chunk_size(r, c);
     MDB_val k = {KV_KEY_LEN, kb}, d, nd = {size, NULL};
     int mrc;
 
@@ -442,9 +453,52 @@ fail:
                     name, (unsigned long long)c, mdb_strerror(mrc));
 }
 
-/* ---- push ------------------------------------------------------------ */
+/* Copies chunk c of r into buf (zeros for an unwritten chunk of a zeros
+ * tensor), checking its size. */
+static gkv_err
+state_load(gkv_store *s, MDB_cursor *cur, const kv_rec *r, const char *name,
+           uint64_t c, unsigned char *buf)
+{
+    unsigned char kb[KV_KEY_LEN];
+    size_t size = kv__chunk_size(r, c);
+    MDB_val k = {KV_KEY_LEN, kb}, d;
+    int mrc;
 
-enum hkind { H_ASSIGN, H_ADD, H_SGD, H_ADAGRAD, H_ADAM, H_CUSTOM };
+    kv__key(kb, r->tid, c);
+    mrc = mdb_cursor_get(cur, &k, &d, MDB_SET_KEY);
+    if (mrc == MDB_NOTFOUND && r->init == GKV_INIT_ZEROS) {
+        memset(buf, 0, size);
+        return GKV_OK;
+    }
+    if (mrc != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': reading "
+                        "optimizer state chunk %llu: %s", name,
+                        (unsigned long long)c, mdb_strerror(mrc));
+    if (d.mv_size != size)
+        return kv__fail(s, GKV_ECORRUPT, "tensor '%s': optimizer state "
+                        "chunk %llu has %zu bytes, expected %zu", name,
+                        (unsigned long long)c, d.mv_size, size);
+    memcpy(buf, d.mv_data, size);
+    return GKV_OK;
+}
+
+/* Writes the sealed chunk 'buf' as chunk c of r (LMDB copies it). */
+static gkv_err
+chunk_put(gkv_store *s, MDB_cursor *cur, const kv_rec *r, const char *name,
+          uint64_t c, const unsigned char *buf)
+{
+    unsigned char kb[KV_KEY_LEN];
+    MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(r, c), (void *)buf};
+    int mrc;
+
+    kv__key(kb, r->tid, c);
+    if ((mrc = mdb_cursor_put(cur, &k, &d, 0)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': writing chunk "
+                        "%llu: %s", name, (unsigned long long)c, mdb_strerror(mrc));
+    return GKV_OK;
+}
+
+/* ---- push ------------------------------------------------------------ */
 
 static const char *const builtin_names[] = {
     "assign", "add", "sgd", "adagrad", "adam"
@@ -458,22 +512,22 @@ static const struct { const char *suffix; int is_step; } adagrad_state[] = {
     {"#adam_m", 0}, {"#adam_v", 0}, {"#adam_t", 1}
 };
 
-struct push_arg {
-    const char *name;
-    const uint64_t *ids;
-    size_t n;
-    const unsigned char *rows;
-    size_t rows_len;
-    enum hkind kind;
-    double lr, eps, b1, b2;
-    gkv_push_fn fn;
-    void *ctx;
-};
+size_t
+kv__state_n(enum kv_hkind k)
+{
+    return k == KV_H_ADAGRAD ? 1 : k == KV_H_ADAM ? 3 : 0;
+}
+
+const char *
+kv__state_suffix(enum kv_hkind k, size_t i)
+{
+    return k == KV_H_ADAGRAD ? adagrad_state[i].suffix : adam_state[i].suffix;
+}
 
 /* Stable order of ids by value: LSD radix sort on (id - lo) with 11-bit
  * digits, or insertion sort for small n. *out is gkv__malloc'd. */
-static gkv_err
-sort_order(const uint64_t *ids, size_t n, uint64_t lo, uint64_t range,
+gkv_err
+kv__sort_order(const uint64_t *ids, size_t n, uint64_t lo, uint64_t range,
            uint32_t **out)
 {
     uint32_t *a, *b = NULL, *t;
@@ -534,8 +588,8 @@ sort_order(const uint64_t *ids, size_t n, uint64_t lo, uint64_t range,
 }
 
 /* Gets (creating zero-filled if missing) the state companion of 'r'. */
-static gkv_err
-state_get(gkv_store *s, MDB_txn *txn, const char *name, const kv_rec *r,
+gkv_err
+kv__state_get(gkv_store *s, MDB_txn *txn, const char *name, const kv_rec *r,
           const char *suffix, int is_step, kv_rec *st)
 {
     char sname[GKV_NAME_MAX + 32];
@@ -563,16 +617,16 @@ state_get(gkv_store *s, MDB_txn *txn, const char *name, const kv_rec *r,
 }
 
 static void
-optim_step(const struct push_arg *a, const kv_rec *r, unsigned char *w,
+optim_step(const kv_push *a, const kv_rec *r, unsigned char *w,
            unsigned char *const st[3], gkv_dtype sdt, uint64_t E,
            const double *g)
 {
     switch (a->kind) {
-    case H_SGD:
+    case KV_H_SGD:
         for (uint64_t j = 0; j < E; j++)
             elem_store(r->dtype, w, j, elem_load(r->dtype, w, j) - a->lr * g[j]);
         break;
-    case H_ADAGRAD:
+    case KV_H_ADAGRAD:
         for (uint64_t j = 0; j < E; j++) {
             double ss = elem_load(sdt, st[0], j) + g[j] * g[j];
             elem_store(sdt, st[0], j, ss);
@@ -581,7 +635,7 @@ optim_step(const struct push_arg *a, const kv_rec *r, unsigned char *w,
                        a->lr * g[j] / (sqrt(ss) + a->eps));
         }
         break;
-    case H_ADAM: {
+    case KV_H_ADAM: {
         int64_t t;
         double bc1, bc2;
 
@@ -633,51 +687,105 @@ row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
     }
 }
 
+gkv_err
+kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r)
+{
+    if (a->n > SIZE_MAX / r->row_bytes || a->rows_len != a->n * r->row_bytes)
+        return len_error(s, a->name, r, a->n, a->rows_len);
+    if (a->n > UINT32_MAX)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': push of %zu rows; at most "
+                        "%u per call", a->name, a->n, UINT32_MAX);
+    for (size_t i = 0; i < a->n; i++)
+        if (a->ids[i] < r->lo || a->ids[i] >= r->hi)
+            return range_error(s, a->name, r, a->ids[i], i);
+    if (a->kind >= KV_H_SGD && a->kind <= KV_H_ADAM && !dtype_is_float(r->dtype))
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': optimizer '%s' needs a "
+                        "floating dtype, not %s", a->name,
+                        builtin_names[a->kind], gkv_dtype_name(r->dtype));
+    return GKV_OK;
+}
+
+gkv_err
+kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
+              const gkv_tensor_desc *desc, const kv_rec *st, size_t nst,
+              const uint32_t *order, size_t i, size_t e, uint64_t base_id,
+              unsigned char *base, unsigned char *const sbase[3], double *g)
+{
+    for (; i < e; i++) {
+        uint64_t id = a->ids[order[i]];
+        unsigned char *row = base + (id - base_id) * r->row_bytes;
+        const unsigned char *in = a->rows + (size_t)order[i] * r->row_bytes;
+        gkv_err rc;
+
+        switch (a->kind) {
+        case KV_H_ASSIGN:
+            memcpy(row, in, r->row_bytes);
+            break;
+        case KV_H_ADD:
+            row_add(r->dtype, row, in, r->row_elems);
+            break;
+        case KV_H_CUSTOM:
+            if ((rc = a->fn(a->ctx, desc, id, row, in)) != GKV_OK)
+                return kv__fail(s, GKV_EHANDLER, "tensor '%s': push handler "
+                                "failed at ID %llu: %s", a->name,
+                                (unsigned long long)id, gkv_strerror(rc));
+            break;
+        default: {
+            /* sum the gradients of every copy of this ID, step once */
+            unsigned char *sp[3];
+            size_t f = i;
+
+            for (uint64_t j = 0; j < r->row_elems; j++)
+                g[j] = 0;
+            for (; f < e && a->ids[order[f]] == id; f++) {
+                const unsigned char *gi = a->rows + (size_t)order[f] * r->row_bytes;
+                for (uint64_t j = 0; j < r->row_elems; j++)
+                    g[j] += elem_load(r->dtype, gi, j);
+            }
+            for (size_t k = 0; k < nst; k++)
+                sp[k] = sbase[k] + (id - base_id) * st[k].row_bytes;
+            optim_step(a, r, row, sp, nst ? st[0].dtype : GKV_F32,
+                       r->row_elems, g);
+            i = f - 1;
+            break;
+        }
+        }
+    }
+    return GKV_OK;
+}
+
 static gkv_err
 push_fn(gkv_store *s, MDB_txn *txn, void *arg)
 {
-    struct push_arg *a = arg;
+    kv_push *a = arg;
     kv_rec r, st[3];
-    size_t nst = 0;
+    size_t nst = kv__state_n(a->kind);
     uint32_t *order = NULL;
     double *g = NULL;
+    unsigned char *sbuf = NULL;   /* nst state chunks, sbuf_one bytes each */
+    size_t sbuf_one = 0;
     MDB_cursor *cur = NULL;
     gkv_tensor_desc desc;
     gkv_err rc;
     int mrc;
 
-    if ((rc = kv__rec_get(s, txn, a->name, &r)) != GKV_OK)
+    if ((rc = kv__rec_get(s, txn, a->name, &r)) != GKV_OK ||
+        (rc = kv__push_check(s, a, &r)) != GKV_OK || a->n == 0)
         return rc;
-    if (a->n > SIZE_MAX / r.row_bytes || a->rows_len != a->n * r.row_bytes)
-        return len_error(s, a->name, &r, a->n, a->rows_len);
-    if (a->n > UINT32_MAX)
-        return kv__fail(s, GKV_EINVAL, "tensor '%s': push of %zu rows; at most "
-                        "%u per call", a->name, a->n, UINT32_MAX);
-    for (size_t i = 0; i < a->n; i++)
-        if (a->ids[i] < r.lo || a->ids[i] >= r.hi)
-            return range_error(s, a->name, &r, a->ids[i], i);
-    if (a->kind >= H_SGD && a->kind <= H_ADAM && !dtype_is_float(r.dtype))
-        return kv__fail(s, GKV_EINVAL, "tensor '%s': optimizer '%s' needs a "
-                        "floating dtype, not %s", a->name,
-                        builtin_names[a->kind], gkv_dtype_name(r.dtype));
-    if (a->n == 0)
-        return GKV_OK;
-    if (a->kind == H_ADAGRAD || a->kind == H_ADAM) {
-        size_t k = a->kind == H_ADAGRAD ? 1 : 3;
-        for (size_t i = 0; i < k; i++) {
-            const char *suf = a->kind == H_ADAGRAD ? adagrad_state[i].suffix
-                                                   : adam_state[i].suffix;
-            int step = a->kind == H_ADAGRAD ? 0 : adam_state[i].is_step;
-            if ((rc = state_get(s, txn, a->name, &r, suf, step, &st[nst])) != GKV_OK)
-                return rc;
-            nst++;
-        }
+    for (size_t k = 0; k < nst; k++) {
+        const char *suf = kv__state_suffix(a->kind, k);
+        int step = a->kind == KV_H_ADAM && k == 2;
+        if ((rc = kv__state_get(s, txn, a->name, &r, suf, step, &st[k])) != GKV_OK)
+            return rc;
+        if (kv__chunk_size(&st[k], 0) > sbuf_one)
+            sbuf_one = kv__chunk_size(&st[k], 0);
     }
-    if ((rc = sort_order(a->ids, a->n, r.lo, r.hi - r.lo, &order)) != GKV_OK)
+    if ((rc = kv__sort_order(a->ids, a->n, r.lo, r.hi - r.lo, &order)) != GKV_OK)
         return kv__fail(s, rc, "tensor '%s': out of memory sorting %zu IDs",
                         a->name, a->n);
-    if (a->kind >= H_SGD && a->kind <= H_ADAM &&
-        (g = gkv__malloc(r.row_elems * sizeof *g)) == NULL) {
+    if ((a->kind >= KV_H_SGD && a->kind <= KV_H_ADAM &&
+         (g = gkv__malloc(r.row_elems * sizeof *g)) == NULL) ||
+        (nst > 0 && (sbuf = gkv__malloc(nst * sbuf_one)) == NULL)) {
         rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory", a->name);
         goto out;
     }
@@ -686,7 +794,7 @@ push_fn(gkv_store *s, MDB_txn *txn, void *arg)
                       mdb_strerror(mrc));
         goto out;
     }
-    if (a->kind == H_CUSTOM) {
+    if (a->kind == KV_H_CUSTOM) {
         memset(&desc, 0, sizeof desc);
         gkv_tensor_info(s, &(gkv_txn){s, txn}, a->name, &desc);
     }
@@ -696,56 +804,30 @@ push_fn(gkv_store *s, MDB_txn *txn, void *arg)
         unsigned char *val, *sval[3] = {NULL, NULL, NULL};
         size_t e;
 
+        for (e = i; e < a->n && a->ids[order[e]] - c0 < r.chunk_rows; e++)
+            ;
+        /* A pointer LMDB hands out for writing dies at the next write
+         * call (it may spill dirty pages or move nodes in a leaf), so the
+         * state chunks are copied out first, the row chunk is changed in
+         * place and sealed, and only then are the state chunks put back. */
+        for (size_t k = 0; k < nst; k++) {
+            sval[k] = sbuf + k * sbuf_one;
+            if ((rc = state_load(s, cur, &st[k], a->name, c, sval[k])) != GKV_OK)
+                goto out;
+            sval[k] += KV_CHUNK_HDR;
+        }
         if ((rc = chunk_cow(s, cur, &r, a->name, c, &val)) != GKV_OK)
             goto out;
-        for (size_t k = 0; k < nst; k++)
-            if ((rc = chunk_cow(s, cur, &st[k], a->name, c, &sval[k])) != GKV_OK)
+        if ((rc = kv__apply_run(s, a, &r, &desc, st, nst, order, i, e, c0,
+                                val + KV_CHUNK_HDR, sval, g)) != GKV_OK)
+            goto out;
+        kv__chunk_seal(&r, c, val);
+        for (size_t k = 0; k < nst; k++) {
+            sval[k] -= KV_CHUNK_HDR;
+            kv__chunk_seal(&st[k], c, sval[k]);
+            if ((rc = chunk_put(s, cur, &st[k], a->name, c, sval[k])) != GKV_OK)
                 goto out;
-        for (e = i; e < a->n && a->ids[order[e]] - c0 < r.chunk_rows &&
-                    a->ids[order[e]] >= c0; e++) {
-            uint64_t id = a->ids[order[e]];
-            unsigned char *row = val + KV_CHUNK_HDR + (id - c0) * r.row_bytes;
-            const unsigned char *in = a->rows + (size_t)order[e] * r.row_bytes;
-
-            switch (a->kind) {
-            case H_ASSIGN:
-                memcpy(row, in, r.row_bytes);
-                break;
-            case H_ADD:
-                row_add(r.dtype, row, in, r.row_elems);
-                break;
-            case H_CUSTOM:
-                if ((rc = a->fn(a->ctx, &desc, id, row, in)) != GKV_OK) {
-                    rc = kv__fail(s, GKV_EHANDLER, "tensor '%s': push handler "
-                                  "failed at ID %llu: %s", a->name,
-                                  (unsigned long long)id, gkv_strerror(rc));
-                    goto out;
-                }
-                break;
-            default: {
-                /* sum the gradients of every copy of this ID, step once */
-                unsigned char *sp[3];
-                size_t f = e;
-
-                for (uint64_t j = 0; j < r.row_elems; j++)
-                    g[j] = 0;
-                for (; f < a->n && a->ids[order[f]] == id; f++) {
-                    const unsigned char *gi = a->rows + (size_t)order[f] * r.row_bytes;
-                    for (uint64_t j = 0; j < r.row_elems; j++)
-                        g[j] += elem_load(r.dtype, gi, j);
-                }
-                for (size_t k = 0; k < nst; k++)
-                    sp[k] = sval[k] + KV_CHUNK_HDR + (id - c0) * st[k].row_bytes;
-                optim_step(a, &r, row, sp, nst ? st[0].dtype : GKV_F32,
-                           r.row_elems, g);
-                e = f - 1;
-                break;
-            }
-            }
         }
-        chunk_seal(&r, c, val);
-        for (size_t k = 0; k < nst; k++)
-            chunk_seal(&st[k], c, sval[k]);
         i = e;
     }
 out:
@@ -753,6 +835,189 @@ out:
         mdb_cursor_close(cur);
     gkv__free(order);
     gkv__free(g);
+    gkv__free(sbuf);
+    return rc;
+}
+
+/* ---- write-back mode: the RAM side (the flushing is in wb.c) ------------- */
+
+struct state_arg { const char *name, *suffix; int is_step; };
+
+static gkv_err
+state_create_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct state_arg *a = arg;
+    kv_rec r, st;
+    gkv_err rc;
+
+    if ((rc = kv__rec_get(s, txn, a->name, &r)) != GKV_OK)
+        return rc;
+    return kv__state_get(s, txn, a->name, &r, a->suffix, a->is_step, &st);
+}
+
+gkv_err
+kv__state_create(gkv_store *s, const char *name, const char *suffix, int is_step)
+{
+    struct state_arg a = {name, suffix, is_step};
+    return kv__write(s, state_create_fn, &a);
+}
+
+static void
+mirror_dirty(kv_mirror *m, const uint64_t *ids, size_t n)
+{
+    const chunk_div dv = div_make(m->r.chunk_rows);
+    for (size_t i = 0; i < n; i++)
+        m->dirty[div_chunk(dv, ids[i] - m->r.lo)] = 1;
+}
+
+/* Push into a write-back tensor's mirrors. *done = 0 when 'name' is not
+ * (or no longer) in write-back mode: then nothing was done. */
+static gkv_err
+wb_push(gkv_store *s, const kv_push *a, int *done)
+{
+    size_t nst = kv__state_n(a->kind);
+    uint32_t *order = NULL;
+    double *g = NULL;
+    unsigned char *undo = NULL;
+    gkv_tensor_desc desc;
+    kv_rec st[3];
+    unsigned char *sbase[3] = {NULL, NULL, NULL};
+    kv_mirror *sm[3] = {NULL, NULL, NULL};
+    kv_wb *w;
+    gkv_err rc;
+
+    *done = 1;
+    if (nst > 0 && (rc = kv__wb_state_load(s, a->name, a->kind)) != GKV_OK)
+        return rc;
+    if (a->kind == KV_H_CUSTOM &&
+        (rc = gkv_tensor_info(s, NULL, a->name, &desc)) != GKV_OK)
+        return rc;
+    pthread_rwlock_wrlock(&s->st_wb_lock);
+    if ((w = kv__wb_find(s, a->name)) == NULL) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        *done = 0;
+        return GKV_OK;
+    }
+    const kv_rec *r = &w->m[0].r;
+    if ((rc = kv__push_check(s, a, r)) != GKV_OK || a->n == 0)
+        goto out;
+    for (size_t k = 0; k < nst; k++) {
+        if ((sm[k] = kv__wb_state(w, kv__state_suffix(a->kind, k))) == NULL) {
+            rc = kv__fail(s, GKV_EBUSY, "tensor '%s': optimizer state not "
+                          "loaded", a->name);   /* stop/start raced us */
+            goto out;
+        }
+        st[k] = sm[k]->r;
+        sbase[k] = sm[k]->rows;
+    }
+    if ((rc = kv__sort_order(a->ids, a->n, r->lo, r->hi - r->lo, &order)) != GKV_OK ||
+        (a->kind >= KV_H_SGD && a->kind <= KV_H_ADAM &&
+         (g = gkv__malloc(r->row_elems * sizeof *g)) == NULL) ||
+        (a->kind == KV_H_CUSTOM &&
+         (undo = gkv__malloc(a->n * r->row_bytes)) == NULL)) {
+        rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory for a push "
+                      "of %zu rows", a->name, a->n);
+        goto out;
+    }
+    /* a custom handler may fail half way: keep the old rows to put back */
+    for (size_t i = 0; undo != NULL && i < a->n; i++)
+        memcpy(undo + i * r->row_bytes,
+               w->m[0].rows + (a->ids[i] - r->lo) * r->row_bytes, r->row_bytes);
+    rc = kv__apply_run(s, a, r, &desc, st, nst, order, 0, a->n, r->lo,
+                       w->m[0].rows, sbase, g);
+    if (rc != GKV_OK) {
+        for (size_t i = 0; undo != NULL && i < a->n; i++)
+            memcpy(w->m[0].rows + (a->ids[i] - r->lo) * r->row_bytes,
+                   undo + i * r->row_bytes, r->row_bytes);
+        goto out;
+    }
+    mirror_dirty(&w->m[0], a->ids, a->n);
+    for (size_t k = 0; k < nst; k++)
+        mirror_dirty(sm[k], a->ids, a->n);
+out:
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    gkv__free(order);
+    gkv__free(g);
+    gkv__free(undo);
+    return rc;
+}
+
+/* Pull (ids != NULL) or range read [a, b) from a write-back mirror.
+ * *done = 0 when 'name' is not in write-back mode. */
+static gkv_err
+wb_read(gkv_store *s, const char *name, int range, const uint64_t *ids,
+        size_t n, uint64_t a, uint64_t b, void *dst, size_t len, int *done)
+{
+    const kv_rec *r;
+    kv_wb *w;
+    gkv_err rc = GKV_OK;
+
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    if ((w = kv__wb_find(s, name)) == NULL) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        *done = 0;
+        return GKV_OK;
+    }
+    *done = 1;
+    r = &w->m[0].r;
+    if (range) {
+        if (a > b || a < r->lo || b > r->hi)
+            rc = kv__fail(s, GKV_ERANGE, "tensor '%s': rows [%llu, %llu) are "
+                          "not inside [%llu, %llu)", name, (unsigned long long)a,
+                          (unsigned long long)b, (unsigned long long)r->lo,
+                          (unsigned long long)r->hi);
+        else if (len != (b - a) * r->row_bytes)
+            rc = len_error(s, name, r, (size_t)(b - a), len);
+        else
+            memcpy(dst, w->m[0].rows + (a - r->lo) * r->row_bytes, len);
+    } else if (n > SIZE_MAX / r->row_bytes || len != n * r->row_bytes) {
+        rc = len_error(s, name, r, n, len);
+    } else {
+        const size_t rb = r->row_bytes;
+        for (size_t i = 0; i < n; i++) {
+            if (ids[i] < r->lo || ids[i] >= r->hi) {
+                rc = range_error(s, name, r, ids[i], i);
+                break;
+            }
+            memcpy((unsigned char *)dst + i * rb,
+                   w->m[0].rows + (ids[i] - r->lo) * rb, rb);
+        }
+    }
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return rc;
+}
+
+/* Range write into a write-back mirror; *done as above. */
+static gkv_err
+wb_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
+         const void *rows, size_t len, int *done)
+{
+    kv_mirror *m;
+    kv_wb *w;
+    gkv_err rc = GKV_OK;
+
+    pthread_rwlock_wrlock(&s->st_wb_lock);
+    if ((w = kv__wb_find(s, name)) == NULL) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        *done = 0;
+        return GKV_OK;
+    }
+    *done = 1;
+    m = &w->m[0];
+    if (a > b || a < m->r.lo || b > m->r.hi) {
+        rc = kv__fail(s, GKV_ERANGE, "tensor '%s': rows [%llu, %llu) are not "
+                      "inside [%llu, %llu)", name, (unsigned long long)a,
+                      (unsigned long long)b, (unsigned long long)m->r.lo,
+                      (unsigned long long)m->r.hi);
+    } else if (len != (b - a) * m->r.row_bytes) {
+        rc = len_error(s, name, &m->r, (size_t)(b - a), len);
+    } else if (a < b) {
+        memcpy(m->rows + (a - m->r.lo) * m->r.row_bytes, rows, len);
+        for (uint64_t c = (a - m->r.lo) / m->r.chunk_rows;
+             c <= (b - 1 - m->r.lo) / m->r.chunk_rows; c++)
+            m->dirty[c] = 1;
+    }
+    pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
 }
 
@@ -760,7 +1025,7 @@ gkv_err
 gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
                 const void *rows, size_t rows_len, const gkv_push_args *args)
 {
-    struct push_arg a;
+    kv_push a;
     const char *h = args && args->handler ? args->handler : "assign";
     gkv_err rc;
 
@@ -775,11 +1040,11 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
     a.n = n;
     a.rows = rows;
     a.rows_len = rows_len;
-    a.kind = H_CUSTOM;
+    a.kind = KV_H_CUSTOM;
     for (int k = 0; k < (int)(sizeof builtin_names / sizeof *builtin_names); k++)
         if (strcmp(h, builtin_names[k]) == 0)
-            a.kind = (enum hkind)k;
-    if (a.kind == H_CUSTOM) {
+            a.kind = (enum kv_hkind)k;
+    if (a.kind == KV_H_CUSTOM) {
         struct handler *hd;
 
         pthread_mutex_lock(&s->st_mu);
@@ -796,7 +1061,7 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
                             "adam; others need gkv_handler_register)", name, h);
     }
     a.lr = args && args->lr != 0 ? args->lr : 0.01;
-    a.eps = args && args->eps != 0 ? args->eps : (a.kind == H_ADAM ? 1e-8 : 1e-10);
+    a.eps = args && args->eps != 0 ? args->eps : (a.kind == KV_H_ADAM ? 1e-8 : 1e-10);
     a.b1 = args && args->beta1 != 0 ? args->beta1 : 0.9;
     a.b2 = args && args->beta2 != 0 ? args->beta2 : 0.999;
     if (!(a.lr > 0 && isfinite(a.lr)) || !(a.eps > 0) || !(a.b1 > 0 && a.b1 < 1) ||
@@ -804,7 +1069,16 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
         return kv__fail(s, GKV_EINVAL, "tensor '%s': bad optimizer parameters "
                         "(lr %g, eps %g, beta1 %g, beta2 %g)", name, a.lr, a.eps,
                         a.b1, a.b2);
-    return kv__write(s, push_fn, &a);
+    if (kv__wb_any(s)) {
+        int done;
+        if ((rc = wb_push(s, &a, &done)) != GKV_OK || done)
+            return rc;
+    }
+    /* shared: write-back cannot start on this tensor while we write it */
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    rc = kv__write(s, push_fn, &a);
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return rc;
 }
 
 gkv_err
@@ -879,7 +1153,7 @@ write_fn(gkv_store *s, MDB_txn *txn, void *arg)
         if (off == 0 && take == nr) {
             /* the whole chunk is new: no need to read the old one */
             unsigned char kb[KV_KEY_LEN];
-            MDB_val k = {KV_KEY_LEN, kb}, d = {chunk_size(&r, c), NULL};
+            MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(&r, c), NULL};
 
             kv__key(kb, r.tid, c);
             if ((mrc = mdb_cursor_put(cur, &k, &d, MDB_RESERVE)) != 0) {
@@ -893,7 +1167,7 @@ write_fn(gkv_store *s, MDB_txn *txn, void *arg)
             break;
         }
         memcpy(val + KV_CHUNK_HDR + off * r.row_bytes, in, take * r.row_bytes);
-        chunk_seal(&r, c, val);
+        kv__chunk_seal(&r, c, val);
         in += take * r.row_bytes;
         row += take;
     }
@@ -913,5 +1187,13 @@ gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
         return rc;
     if (a < b && rows == NULL)
         return kv__fail(s, GKV_EINVAL, "tensor '%s': NULL rows", name);
-    return kv__write(s, write_fn, &w);
+    if (kv__wb_any(s)) {
+        int done;
+        if ((rc = wb_write(s, name, a, b, rows, rows_len, &done)) != GKV_OK || done)
+            return rc;
+    }
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    rc = kv__write(s, write_fn, &w);
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return rc;
 }

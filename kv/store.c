@@ -283,6 +283,7 @@ store_destroy(gkv_store *s)
 
     if (s == NULL)
         return;
+    kv__wb_close(s);   /* flushes write-back tensors */
     if (s->st_env != NULL)
         mdb_env_close(s->st_env);
     for (h = s->st_handlers; h != NULL; h = next) {
@@ -291,6 +292,10 @@ store_destroy(gkv_store *s)
     }
     pthread_cond_destroy(&s->st_cv);
     pthread_mutex_destroy(&s->st_mu);
+    pthread_rwlock_destroy(&s->st_wb_lock);
+    pthread_mutex_destroy(&s->st_wb_flush_mu);
+    pthread_mutex_destroy(&s->st_wb_mu);
+    pthread_cond_destroy(&s->st_wb_cv);
     if (s->st_zero != NULL)
         munmap(s->st_zero, KV_ZERO_LEN);
     gkv__free(s->st_path);
@@ -399,6 +404,10 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         return GKV_ENOMEM;
     pthread_mutex_init(&s->st_mu, NULL);
     pthread_cond_init(&s->st_cv, NULL);
+    pthread_rwlock_init(&s->st_wb_lock, NULL);
+    pthread_mutex_init(&s->st_wb_flush_mu, NULL);
+    pthread_mutex_init(&s->st_wb_mu, NULL);
+    pthread_cond_init(&s->st_wb_cv, NULL);
     s->st_flags = flags;
     s->st_zero = mmap(NULL, KV_ZERO_LEN, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
                       -1, 0);
@@ -486,6 +495,11 @@ gkv_store_sync(gkv_store *s)
     kv__clear(s);
     if (s->st_flags & GKV_RDONLY)
         return GKV_OK;
+    if (kv__wb_any(s)) {
+        gkv_err rc = gkv_writeback_flush(s);   /* syncs unless NOSYNC */
+        if (rc != GKV_OK || !(s->st_flags & GKV_NOSYNC))
+            return rc;
+    }
     if ((mrc = mdb_env_sync(s->st_env, 1)) != 0)
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': sync failed: %s",
                         s->st_path, mdb_strerror(mrc));

@@ -468,6 +468,13 @@ delete_fn(gkv_store *s, MDB_txn *txn, void *arg)
     return GKV_OK;
 }
 
+static gkv_err
+wb_busy(gkv_store *s, const char *name)
+{
+    return kv__fail(s, GKV_EBUSY, "tensor '%s' is in write-back mode on this "
+                    "handle; gkv_writeback_stop() it first", name);
+}
+
 gkv_err
 gkv_tensor_delete(gkv_store *s, const char *name)
 {
@@ -476,7 +483,11 @@ gkv_tensor_delete(gkv_store *s, const char *name)
     kv__clear(s);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
-    return kv__write(s, delete_fn, (void *)name);
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    rc = kv__wb_find(s, name) != NULL ? wb_busy(s, name)
+                                      : kv__write(s, delete_fn, (void *)name);
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return rc;
 }
 
 struct rename_arg { const char *from, *to; };
@@ -535,7 +546,12 @@ gkv_tensor_rename(gkv_store *s, const char *from, const char *to)
         return rc;
     if (strcmp(from, to) == 0)
         return kv__fail(s, GKV_EEXIST, "cannot rename '%s' to itself", from);
-    return kv__write(s, rename_fn, &a);
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    rc = kv__wb_find(s, from) != NULL ? wb_busy(s, from)
+       : kv__wb_find(s, to) != NULL   ? wb_busy(s, to)
+                                      : kv__write(s, rename_fn, &a);
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return rc;
 }
 
 /* ---- checksums and verify --------------------------------------------- */

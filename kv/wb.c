@@ -1,0 +1,492 @@
+/* wb.c - write-back mode: a tensor kept in RAM, flushed in the background.
+ *
+ * gkv_writeback_start() loads a tensor (and any optimizer state it has)
+ * into RAM mirrors. Pushes through this handle change the mirrors and mark
+ * their chunks dirty; pulls without a snapshot read the mirrors. A flusher
+ * thread, every interval, copies the dirty chunks out under the shared
+ * lock (so the copy is at a push boundary, for all write-back tensors at
+ * once) and writes them in one LMDB transaction. A crash loses at most the
+ * pushes since the last flush that committed; the store always holds the
+ * state after some whole push. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "kv_int.h"
+
+#define WB_DEFAULT_MS 10u
+
+static const char *const wb_suffix[5] = {
+    "", "#adagrad_s", "#adam_m", "#adam_v", "#adam_t"
+};
+
+kv_wb *
+kv__wb_find(gkv_store *s, const char *name)
+{
+    for (kv_wb *w = s->st_wb; w != NULL; w = w->next)
+        if (strcmp(w->m[0].name, name) == 0)
+            return w;
+    return NULL;
+}
+
+kv_mirror *
+kv__wb_state(kv_wb *w, const char *suffix)
+{
+    for (int i = 1; i < 5; i++)
+        if (strcmp(wb_suffix[i], suffix) == 0)
+            return w->m[i].rows != NULL ? &w->m[i] : NULL;
+    return NULL;
+}
+
+/* Big buffers (mirrors, the flush staging area) are mapped directly and
+ * asked for huge pages: first touch of fresh memory is what a flush of a
+ * freshly malloc'd gigabyte spent most of its time on (page faults). */
+static void *
+big_alloc(size_t len)
+{
+    void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (p == MAP_FAILED)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, len ? len : 1, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+static void
+big_free(void *p, size_t len)
+{
+    if (p != NULL)
+        munmap(p, len ? len : 1);
+}
+
+static size_t
+mirror_bytes(const kv_mirror *m)
+{
+    return (size_t)(m->r.hi - m->r.lo) * m->r.row_bytes;
+}
+
+static void
+mirror_free(kv_mirror *m)
+{
+    big_free(m->rows, mirror_bytes(m));
+    gkv__free(m->dirty);
+    m->rows = NULL;
+    m->dirty = NULL;
+}
+
+static void
+wb_free(kv_wb *w)
+{
+    for (int i = 0; i < 5; i++)
+        mirror_free(&w->m[i]);
+    gkv__free(w);
+}
+
+/* Reads tensor 'name' from the store into a new mirror m (no lock needed:
+ * m is not reachable yet). */
+static gkv_err
+mirror_load(gkv_store *s, const char *name, kv_mirror *m)
+{
+    kv_snap sn;
+    size_t bytes;
+    gkv_err rc;
+
+    /* an explicit snapshot: reads through it do not look at write-back
+     * mirrors (whose lock the caller may hold) */
+    if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+        return rc;
+    if ((rc = kv__rec_get(s, sn.txn, name, &m->r)) != GKV_OK)
+        goto out;
+    bytes = (size_t)(m->r.hi - m->r.lo) * m->r.row_bytes;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    if ((m->rows = big_alloc(bytes)) == NULL ||
+        (m->dirty = gkv__calloc(m->r.nchunks ? m->r.nchunks : 1, 1)) == NULL) {
+        rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory for a %zu "
+                      "byte write-back copy", name, bytes);
+        goto out;
+    }
+    rc = gkv_tensor_read(s, &(gkv_txn){s, sn.txn}, name, m->r.lo, m->r.hi,
+                         m->rows, bytes);
+out:
+    kv__snap_end(&sn);
+    if (rc != GKV_OK)
+        mirror_free(m);
+    return rc;
+}
+
+/* ---- flushing --------------------------------------------------------- */
+
+typedef struct wb_piece {       /* one dirty chunk, copied out */
+    const kv_mirror *m;         /* for its name only (the list is stable
+                                 * while st_wb_flush_mu is held) */
+    kv_rec r;
+    uint64_t c;
+    size_t off;                 /* in the staging buffer */
+} wb_piece;
+
+typedef struct wb_stage {
+    wb_piece *p;
+    size_t np;
+    unsigned char *buf;
+} wb_stage;
+
+static gkv_err
+flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    wb_stage *st = arg;
+    MDB_cursor *cur;
+    int mrc;
+
+    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "write-back flush: %s",
+                        mdb_strerror(mrc));
+    for (size_t i = 0; i < st->np; i++) {
+        const wb_piece *p = &st->p[i];
+        unsigned char kb[KV_KEY_LEN];
+        MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(&p->r, p->c), NULL};
+        gkv_err rc;
+
+        /* the tensor must still be the one we loaded (another process
+         * could have deleted or replaced it) */
+        if (i == 0 || p->m != st->p[i - 1].m) {
+            kv_rec now;
+            if ((rc = kv__rec_get(s, txn, p->m->name, &now)) != GKV_OK ||
+                now.tid != p->r.tid) {
+                mdb_cursor_close(cur);
+                return kv__fail(s, GKV_ENOTFOUND, "write-back flush: tensor "
+                                "'%s' was deleted or replaced by another "
+                                "handle", p->m->name);
+            }
+        }
+        kv__key(kb, p->r.tid, p->c);
+        if ((mrc = mdb_cursor_put(cur, &k, &d, MDB_RESERVE)) != 0) {
+            mdb_cursor_close(cur);
+            return kv__fail(s, kv__from_mdb(mrc), "write-back flush: tensor "
+                            "'%s' chunk %llu: %s", p->m->name,
+                            (unsigned long long)p->c, mdb_strerror(mrc));
+        }
+        memcpy((unsigned char *)d.mv_data + KV_CHUNK_HDR, st->buf + p->off,
+               d.mv_size - KV_CHUNK_HDR);
+        kv__chunk_seal(&p->r, p->c, d.mv_data);
+    }
+    mdb_cursor_close(cur);
+    return GKV_OK;
+}
+
+/* Marks the staged chunks dirty again (after a failed write). */
+static void
+stage_redirty(gkv_store *s, const wb_stage *st)
+{
+    pthread_rwlock_wrlock(&s->st_wb_lock);
+    for (size_t i = 0; i < st->np; i++)
+        ((kv_mirror *)st->p[i].m)->dirty[st->p[i].c] = 1;
+    pthread_rwlock_unlock(&s->st_wb_lock);
+}
+
+/* Writes every dirty chunk of every write-back tensor in one transaction. */
+static gkv_err
+wb_flush(gkv_store *s)
+{
+    wb_stage st = {NULL, 0, NULL};
+    size_t np = 0, bytes = 0;
+    gkv_err rc = GKV_OK;
+
+    pthread_mutex_lock(&s->st_wb_flush_mu);
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    for (kv_wb *w = s->st_wb; w != NULL; w = w->next)
+        for (int i = 0; i < 5; i++) {
+            const kv_mirror *m = &w->m[i];
+            for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++)
+                if (m->dirty[c]) {
+                    np++;
+                    bytes += kv__chunk_nrows(&m->r, c) * m->r.row_bytes;
+                }
+        }
+    if (np == 0) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        goto out;
+    }
+    if (bytes > s->st_wb_stage_len) {
+        /* kept between flushes: fresh memory costs a fault per page */
+        big_free(s->st_wb_stage, s->st_wb_stage_len);
+        s->st_wb_stage_len = 0;
+        if ((s->st_wb_stage = big_alloc(bytes)) != NULL)
+            s->st_wb_stage_len = bytes;
+    }
+    st.buf = s->st_wb_stage;
+    if ((st.p = gkv__malloc(np * sizeof *st.p)) == NULL || st.buf == NULL) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        rc = kv__fail(s, GKV_ENOMEM, "write-back flush: out of memory for "
+                      "%zu bytes of %zu chunks", bytes, np);
+        goto out;
+    }
+    bytes = 0;
+    for (kv_wb *w = s->st_wb; w != NULL; w = w->next)
+        for (int i = 0; i < 5; i++) {
+            kv_mirror *m = &w->m[i];
+            for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++) {
+                size_t len;
+                if (!m->dirty[c])
+                    continue;
+                len = kv__chunk_nrows(&m->r, c) * m->r.row_bytes;
+                st.p[st.np] = (wb_piece){m, m->r, c, bytes};
+                memcpy(st.buf + bytes, m->rows + c * m->r.chunk_rows *
+                       m->r.row_bytes, len);
+                m->dirty[c] = 0;   /* only pushes set it, and they wait */
+                bytes += len;
+                st.np++;
+            }
+        }
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    if ((rc = kv__write(s, flush_fn, &st)) != GKV_OK)
+        stage_redirty(s, &st);
+out:
+    pthread_mutex_unlock(&s->st_wb_flush_mu);
+    gkv__free(st.p);
+    return rc;
+}
+
+static unsigned
+wb_interval(gkv_store *s)
+{
+    unsigned ms = 0;
+
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    for (kv_wb *w = s->st_wb; w != NULL; w = w->next)
+        if (ms == 0 || w->interval_ms < ms)
+            ms = w->interval_ms;
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return ms ? ms : WB_DEFAULT_MS;
+}
+
+static void *
+flusher(void *arg)
+{
+    gkv_store *s = arg;
+
+    pthread_mutex_lock(&s->st_wb_mu);
+    while (!s->st_wb_stop) {
+        struct timespec dl;
+        unsigned ms;
+
+        pthread_mutex_unlock(&s->st_wb_mu);
+        ms = wb_interval(s);
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += ms / 1000;
+        dl.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&s->st_wb_mu);
+        while (!s->st_wb_stop &&
+               pthread_cond_timedwait(&s->st_wb_cv, &s->st_wb_mu, &dl) != ETIMEDOUT)
+            ;
+        if (s->st_wb_stop)
+            break;
+        pthread_mutex_unlock(&s->st_wb_mu);
+        kv__clear(s);
+        wb_flush(s);   /* on error the chunks stay dirty: retried */
+        pthread_mutex_lock(&s->st_wb_mu);
+    }
+    pthread_mutex_unlock(&s->st_wb_mu);
+    return NULL;
+}
+
+static void
+flusher_stop(gkv_store *s)
+{
+    pthread_mutex_lock(&s->st_wb_mu);
+    if (!s->st_wb_running) {
+        pthread_mutex_unlock(&s->st_wb_mu);
+        return;
+    }
+    s->st_wb_stop = 1;
+    pthread_cond_broadcast(&s->st_wb_cv);
+    pthread_mutex_unlock(&s->st_wb_mu);
+    pthread_join(s->st_wb_thread, NULL);
+    pthread_mutex_lock(&s->st_wb_mu);
+    s->st_wb_running = 0;
+    s->st_wb_stop = 0;
+    pthread_mutex_unlock(&s->st_wb_mu);
+}
+
+/* ---- the API ---------------------------------------------------------- */
+
+gkv_err
+gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
+{
+    kv_wb *w;
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
+        return rc;
+    if (s->st_flags & GKV_RDONLY)
+        return kv__fail(s, GKV_ERDONLY, "store '%s' is open read-only",
+                        s->st_path);
+    if ((w = gkv__calloc(1, sizeof *w)) == NULL)
+        return kv__fail(s, GKV_ENOMEM, "out of memory");
+    w->interval_ms = interval_ms ? interval_ms : WB_DEFAULT_MS;
+    /* exclusive: no push of this tensor may run between the load and the
+     * moment the mirror is visible */
+    pthread_rwlock_wrlock(&s->st_wb_lock);
+    if (kv__wb_find(s, name) != NULL) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        gkv__free(w);
+        return kv__fail(s, GKV_EEXIST, "tensor '%s' is already in write-back "
+                        "mode", name);
+    }
+    rc = mirror_load(s, name, &w->m[0]);
+    for (int i = 1; i < 5 && rc == GKV_OK; i++) {
+        char sname[GKV_NAME_MAX + 32];
+        gkv_tensor_desc d;
+
+        snprintf(sname, sizeof sname, "%s%s", name, wb_suffix[i]);
+        if (strlen(sname) <= GKV_NAME_MAX &&
+            gkv_tensor_info(s, NULL, sname, &d) == GKV_OK)
+            rc = mirror_load(s, sname, &w->m[i]);
+        kv__clear(s);
+    }
+    if (rc != GKV_OK) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        wb_free(w);
+        return rc;
+    }
+    w->next = s->st_wb;
+    __atomic_store_n(&s->st_wb, w, __ATOMIC_RELEASE);
+    pthread_rwlock_unlock(&s->st_wb_lock);
+
+    pthread_mutex_lock(&s->st_wb_mu);
+    if (!s->st_wb_running) {
+        if (pthread_create(&s->st_wb_thread, NULL, flusher, s) != 0) {
+            pthread_mutex_unlock(&s->st_wb_mu);
+            gkv_writeback_stop(s, name);
+            return kv__fail(s, GKV_ENOMEM, "tensor '%s': cannot start the "
+                            "write-back thread", name);
+        }
+        s->st_wb_running = 1;
+    }
+    pthread_cond_broadcast(&s->st_wb_cv);   /* a shorter interval applies now */
+    pthread_mutex_unlock(&s->st_wb_mu);
+    return GKV_OK;
+}
+
+gkv_err
+gkv_writeback_flush(gkv_store *s)
+{
+    gkv_err rc;
+
+    kv__clear(s);
+    if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) == NULL)
+        return GKV_OK;
+    if ((rc = wb_flush(s)) != GKV_OK)
+        return rc;
+    return (s->st_flags & GKV_NOSYNC) ? GKV_OK : gkv_store_sync(s);
+}
+
+gkv_err
+gkv_writeback_stop(gkv_store *s, const char *name)
+{
+    kv_wb **pp, *w;
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
+        return rc;
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    w = kv__wb_find(s, name);
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    if (w == NULL)
+        return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
+                        "mode", name);
+    /* flush and unlink under the flush lock, so no flush still holds w */
+    if ((rc = wb_flush(s)) != GKV_OK)
+        return rc;
+    pthread_mutex_lock(&s->st_wb_flush_mu);
+    pthread_rwlock_wrlock(&s->st_wb_lock);
+    for (pp = &s->st_wb; *pp != NULL && *pp != w; pp = &(*pp)->next)
+        ;
+    if (*pp == w) {
+        /* a push after the flush above is not lost: flush it too */
+        for (int i = 0; i < 5; i++)
+            for (uint64_t c = 0; w->m[i].rows && c < w->m[i].r.nchunks; c++)
+                if (w->m[i].dirty[c])
+                    rc = GKV_EBUSY;
+        if (rc == GKV_OK)
+            *pp = w->next;
+    }
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    pthread_mutex_unlock(&s->st_wb_flush_mu);
+    if (rc == GKV_EBUSY)   /* pushes raced with the stop: try again */
+        return gkv_writeback_stop(s, name);
+    wb_free(w);
+    if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) == NULL)
+        flusher_stop(s);
+    return (s->st_flags & GKV_NOSYNC) ? GKV_OK : gkv_store_sync(s);
+}
+
+gkv_err
+kv__wb_state_load(gkv_store *s, const char *name, enum kv_hkind k)
+{
+    for (size_t i = 0; i < kv__state_n(k); i++) {
+        const char *suf = kv__state_suffix(k, i);
+        char sname[GKV_NAME_MAX + 32];
+        kv_mirror m;
+        kv_wb *w;
+        int have;
+        gkv_err rc;
+
+        pthread_rwlock_rdlock(&s->st_wb_lock);
+        w = kv__wb_find(s, name);
+        have = w == NULL || kv__wb_state(w, suf) != NULL;
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        if (have)
+            continue;
+        /* create it in the store (zeros) if missing, then load it; only
+         * pushes change state, and they wait for this */
+        if ((rc = kv__state_create(s, name, suf, k == KV_H_ADAM && i == 2))
+            != GKV_OK)
+            return rc;
+        memset(&m, 0, sizeof m);
+        snprintf(sname, sizeof sname, "%s%s", name, suf);
+        if ((rc = mirror_load(s, sname, &m)) != GKV_OK)
+            return rc;
+        pthread_rwlock_wrlock(&s->st_wb_lock);
+        w = kv__wb_find(s, name);
+        for (int j = 1; j < 5 && w != NULL; j++)
+            if (strcmp(wb_suffix[j], suf) == 0 && w->m[j].rows == NULL) {
+                w->m[j] = m;
+                m.rows = NULL;
+                m.dirty = NULL;
+            }
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        mirror_free(&m);
+    }
+    return GKV_OK;
+}
+
+gkv_err
+kv__wb_close(gkv_store *s)
+{
+    gkv_err rc = GKV_OK;
+
+    if (s->st_wb == NULL)
+        return GKV_OK;
+    flusher_stop(s);
+    rc = wb_flush(s);
+    while (s->st_wb != NULL) {
+        kv_wb *w = s->st_wb;
+        s->st_wb = w->next;
+        wb_free(w);
+    }
+    big_free(s->st_wb_stage, s->st_wb_stage_len);
+    s->st_wb_stage = NULL;
+    s->st_wb_stage_len = 0;
+    return rc;
+}
