@@ -255,7 +255,8 @@ GKV_API gkv_err gkv_handler_register(gkv_store *s, const char *name,
  * DGL's sparse optimizers and PyTorch's sparse Adam do). Optimizers need a
  * floating dtype (f32, f64, f16, bf16; math in f32 or f64). Their state lives
  * in companion tensors NAME#adagrad_s, NAME#adam_m, NAME#adam_v and
- * NAME#adam_t (f32, per-row step count), created on first use and updated in
+ * NAME#adam_t (i64, the per-row step count; the others are f32, or f64 for
+ * an f64 tensor), created on first use and updated in
  * the same transaction as the rows. Defaults when 0: lr 0.01, eps 1e-10
  * (adagrad) or 1e-8 (adam), beta1 0.9, beta2 0.999. */
 typedef struct gkv_push_args {

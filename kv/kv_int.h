@@ -134,6 +134,9 @@ void    kv__snap_end(kv_snap *sn);
 typedef gkv_err (*kv_write_fn)(gkv_store *s, MDB_txn *txn, void *arg);
 gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
 
+/* mdb_env_sync, with the message (no write-back flush first). */
+gkv_err kv__env_sync(gkv_store *s);
+
 /* Translates an LMDB or errno code (once, at the boundary). */
 gkv_err kv__from_mdb(int rc);
 

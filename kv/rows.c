@@ -8,21 +8,31 @@
 
 /* ---- element access by dtype ------------------------------------------- */
 
+/* Rows inside an LMDB value are only as aligned as LMDB places the value
+ * (2 bytes for a small one): elements are moved with memcpy, which the
+ * compiler turns into plain loads and stores. */
+#define LD(T) do { T x_; memcpy(&x_, (const unsigned char *)p + i * sizeof x_, \
+                               sizeof x_); return (double)x_; } while (0)
 static inline double
 elem_load(gkv_dtype dt, const void *p, uint64_t i)
 {
+    uint16_t h;
+
     switch (dt) {
-    case GKV_F32:  return ((const float *)p)[i];
-    case GKV_F64:  return ((const double *)p)[i];
-    case GKV_F16:  return gkv_f16_to_f32(((const uint16_t *)p)[i]);
-    case GKV_BF16: return gkv_bf16_to_f32(((const uint16_t *)p)[i]);
-    case GKV_I8:   return ((const int8_t *)p)[i];
-    case GKV_U8:   return ((const uint8_t *)p)[i];
-    case GKV_I32:  return ((const int32_t *)p)[i];
-    case GKV_I64:  return (double)((const int64_t *)p)[i];
+    case GKV_F32:  LD(float);
+    case GKV_F64:  LD(double);
+    case GKV_F16:  memcpy(&h, (const unsigned char *)p + 2 * i, 2);
+                   return gkv_f16_to_f32(h);
+    case GKV_BF16: memcpy(&h, (const unsigned char *)p + 2 * i, 2);
+                   return gkv_bf16_to_f32(h);
+    case GKV_I8:   LD(int8_t);
+    case GKV_U8:   LD(uint8_t);
+    case GKV_I32:  LD(int32_t);
+    case GKV_I64:  LD(int64_t);
     }
     return 0;
 }
+#undef LD
 
 static inline double
 clampd(double v, double lo, double hi)
@@ -32,21 +42,30 @@ clampd(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+#define ST(T, v) do { T x_ = (v); memcpy((unsigned char *)p + i * sizeof x_, \
+                                      &x_, sizeof x_); } while (0)
 static inline void
 elem_store(gkv_dtype dt, void *p, uint64_t i, double v)
 {
     switch (dt) {
-    case GKV_F32:  ((float *)p)[i] = (float)v; break;
-    case GKV_F64:  ((double *)p)[i] = v; break;
-    case GKV_F16:  ((uint16_t *)p)[i] = gkv_f32_to_f16((float)v); break;
-    case GKV_BF16: ((uint16_t *)p)[i] = gkv_f32_to_bf16((float)v); break;
-    case GKV_I8:   ((int8_t *)p)[i] = (int8_t)clampd(trunc(v), -128, 127); break;
-    case GKV_U8:   ((uint8_t *)p)[i] = (uint8_t)clampd(trunc(v), 0, 255); break;
-    case GKV_I32:  ((int32_t *)p)[i] = (int32_t)clampd(trunc(v), -2147483648.0,
-                                                         2147483647.0); break;
-    case GKV_I64:  ((int64_t *)p)[i] = (int64_t)clampd(trunc(v), -9.2233720368547758e18,
-                                                         9.2233720368547748e18); break;
+    case GKV_F32:  ST(float, (float)v); break;
+    case GKV_F64:  ST(double, v); break;
+    case GKV_F16:  ST(uint16_t, gkv_f32_to_f16((float)v)); break;
+    case GKV_BF16: ST(uint16_t, gkv_f32_to_bf16((float)v)); break;
+    case GKV_I8:   ST(int8_t, (int8_t)clampd(trunc(v), -128, 127)); break;
+    case GKV_U8:   ST(uint8_t, (uint8_t)clampd(trunc(v), 0, 255)); break;
+    case GKV_I32:  ST(int32_t, (int32_t)clampd(trunc(v), -2147483648.0,
+                                                2147483647.0)); break;
+    case GKV_I64:  ST(int64_t, (int64_t)clampd(trunc(v), -9.2233720368547758e18,
+                                                9.2233720368547748e18)); break;
     }
+}
+#undef ST
+
+static inline int
+aligned(const void *a, const void *b, size_t n)
+{
+    return (((uintptr_t)a | (uintptr_t)b) & (n - 1)) == 0;
 }
 
 static inline int
@@ -627,6 +646,18 @@ optim_step(const kv_push *a, const kv_rec *r, unsigned char *w,
             elem_store(r->dtype, w, j, elem_load(r->dtype, w, j) - a->lr * g[j]);
         break;
     case KV_H_ADAGRAD:
+        if (r->dtype == GKV_F32 && sdt == GKV_F32 && aligned(w, st[0], 4)) {
+            /* the common case, in a loop the compiler can vectorise; the
+             * same operations, so the same bits, as the general one */
+            float *wv = (float *)w, *sv = (float *)st[0];
+            const double lr = a->lr, eps = a->eps;
+            for (uint64_t j = 0; j < E; j++) {
+                float ss = (float)((double)sv[j] + g[j] * g[j]);
+                sv[j] = ss;
+                wv[j] = (float)((double)wv[j] - lr * g[j] / (sqrt((double)ss) + eps));
+            }
+            break;
+        }
         for (uint64_t j = 0; j < E; j++) {
             double ss = elem_load(sdt, st[0], j) + g[j] * g[j];
             elem_store(sdt, st[0], j, ss);
@@ -664,18 +695,19 @@ optim_step(const kv_push *a, const kv_rec *r, unsigned char *w,
 static void
 row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
 {
-    if (dt == GKV_F32) {
+    /* typed loops only on aligned rows (see elem_load) */
+    if (dt == GKV_F32 && aligned(row, in, 4)) {
         float *w = row;
         const float *x = in;
         for (uint64_t j = 0; j < E; j++)
             w[j] += x[j];
-    } else if (dt == GKV_I64) {
+    } else if (dt == GKV_I64 && aligned(row, row, 8)) {
         int64_t *w = row, x;
         for (uint64_t j = 0; j < E; j++) {
             memcpy(&x, (const unsigned char *)in + 8 * j, 8);
             w[j] = (int64_t)((uint64_t)w[j] + (uint64_t)x);   /* wraps, no UB */
         }
-    } else if (dt == GKV_I32) {
+    } else if (dt == GKV_I32 && aligned(row, row, 4)) {
         int32_t *w = row, x;
         for (uint64_t j = 0; j < E; j++) {
             memcpy(&x, (const unsigned char *)in + 4 * j, 4);
@@ -739,8 +771,14 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                 g[j] = 0;
             for (; f < e && a->ids[order[f]] == id; f++) {
                 const unsigned char *gi = a->rows + (size_t)order[f] * r->row_bytes;
-                for (uint64_t j = 0; j < r->row_elems; j++)
-                    g[j] += elem_load(r->dtype, gi, j);
+                if (r->dtype == GKV_F32 && aligned(gi, gi, 4)) {
+                    const float *gf = (const float *)gi;
+                    for (uint64_t j = 0; j < r->row_elems; j++)
+                        g[j] += gf[j];
+                } else {
+                    for (uint64_t j = 0; j < r->row_elems; j++)
+                        g[j] += elem_load(r->dtype, gi, j);
+                }
             }
             for (size_t k = 0; k < nst; k++)
                 sp[k] = sbase[k] + (id - base_id) * st[k].row_bytes;

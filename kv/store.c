@@ -143,26 +143,66 @@ map_grow(gkv_store *s)
     return rc;
 }
 
+/* Adopts a map another process grew. The caller holds one use; step out
+ * while resizing, then take it back unconditionally so the caller's
+ * kv__leave() stays balanced. */
+static gkv_err
+adopt_map(gkv_store *s)
+{
+    gkv_err rc;
+
+    kv__leave(s);
+    rc = map_resize(s, 0);
+    pthread_mutex_lock(&s->st_mu);
+    s->st_users++;
+    pthread_mutex_unlock(&s->st_mu);
+    if (rc != GKV_OK)
+        return kv__fail(s, rc, "store '%s': cannot adopt the map size "
+                        "another process set", s->st_path);
+    return GKV_OK;
+}
+
+/* Whether a fresh read snapshot is older than the newest meta page.
+ * LMDB 0.9 writes a commit's meta page before it publishes the new txn id
+ * to other processes' snapshots; a writer killed between the two leaves
+ * every later snapshot one commit behind the disk until the next write
+ * (the commit shows up "late"). A write txn brings the published id up to
+ * date. A read-only handle cannot write, and may lag so until a writer
+ * comes. */
+static int
+snapshot_lags(gkv_store *s, MDB_txn *txn)
+{
+    MDB_envinfo ei;
+
+    return !(s->st_flags & GKV_RDONLY) && mdb_env_info(s->st_env, &ei) == 0 &&
+           ei.me_last_txnid > mdb_txn_id(txn);
+}
+
 gkv_err
 kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
 {
-    int mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, out);
+    int mrc = 0, repaired = 0;
+    gkv_err rc;
 
-    if (mrc == MDB_MAP_RESIZED) {
-        /* Another process grew the map: adopt its size, then retry. The
-         * caller holds one use; step out while resizing, then take it back
-         * unconditionally so the caller's kv__leave() stays balanced. */
-        kv__leave(s);
-        gkv_err rc = map_resize(s, 0);
-        pthread_mutex_lock(&s->st_mu);
-        s->st_users++;
-        pthread_mutex_unlock(&s->st_mu);
-        if (rc != GKV_OK) {
-            *out = NULL;
-            return kv__fail(s, rc, "store '%s': cannot adopt the map size "
-                            "another process set", s->st_path);
-        }
+    *out = NULL;
+    for (int attempt = 0; attempt < 8; attempt++) {
         mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, out);
+        if (mrc == 0 && rdonly && !repaired && snapshot_lags(s, *out)) {
+            MDB_txn *w;
+
+            mdb_txn_abort(*out);
+            *out = NULL;
+            repaired = 1;
+            if ((mrc = mdb_txn_begin(s->st_env, NULL, 0, &w)) == 0) {
+                mdb_txn_abort(w);
+                continue;
+            }
+        }
+        if (mrc != MDB_MAP_RESIZED)
+            break;
+        *out = NULL;
+        if ((rc = adopt_map(s)) != GKV_OK)
+            return rc;
     }
     if (mrc != 0) {
         *out = NULL;
@@ -334,7 +374,14 @@ store_init(gkv_store *s)
     uint32_t fmt = 0;
     gkv_err rc;
 
-    if ((mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, &txn)) != 0)
+    mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, &txn);
+    if (mrc == MDB_MAP_RESIZED) {
+        /* another process grew the map since ours was set: adopt its size
+         * (no other thread can use this handle yet) */
+        if ((mrc = mdb_env_set_mapsize(s->st_env, 0)) == 0)
+            mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, &txn);
+    }
+    if (mrc != 0)
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
                         mdb_strerror(mrc));
     if ((mrc = mdb_dbi_open(txn, "meta", cf, &s->st_meta)) != 0) {
@@ -488,22 +535,30 @@ gkv_store_close(gkv_store *s)
 }
 
 gkv_err
-gkv_store_sync(gkv_store *s)
+kv__env_sync(gkv_store *s)
 {
     int mrc;
 
-    kv__clear(s);
     if (s->st_flags & GKV_RDONLY)
         return GKV_OK;
-    if (kv__wb_any(s)) {
-        gkv_err rc = gkv_writeback_flush(s);   /* syncs unless NOSYNC */
-        if (rc != GKV_OK || !(s->st_flags & GKV_NOSYNC))
-            return rc;
-    }
     if ((mrc = mdb_env_sync(s->st_env, 1)) != 0)
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': sync failed: %s",
                         s->st_path, mdb_strerror(mrc));
     return GKV_OK;
+}
+
+gkv_err
+gkv_store_sync(gkv_store *s)
+{
+    kv__clear(s);
+    if (s->st_flags & GKV_RDONLY)
+        return GKV_OK;
+    if (kv__wb_any(s)) {
+        gkv_err rc = gkv_writeback_flush(s);
+        if (rc != GKV_OK)
+            return rc;
+    }
+    return kv__env_sync(s);
 }
 
 const char *

@@ -387,7 +387,7 @@ gkv_writeback_flush(gkv_store *s)
         return GKV_OK;
     if ((rc = wb_flush(s)) != GKV_OK)
         return rc;
-    return (s->st_flags & GKV_NOSYNC) ? GKV_OK : gkv_store_sync(s);
+    return (s->st_flags & GKV_NOSYNC) ? GKV_OK : kv__env_sync(s);
 }
 
 gkv_err
@@ -428,7 +428,7 @@ gkv_writeback_stop(gkv_store *s, const char *name)
     wb_free(w);
     if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) == NULL)
         flusher_stop(s);
-    return (s->st_flags & GKV_NOSYNC) ? GKV_OK : gkv_store_sync(s);
+    return (s->st_flags & GKV_NOSYNC) ? GKV_OK : kv__env_sync(s);
 }
 
 gkv_err

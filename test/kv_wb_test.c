@@ -223,9 +223,12 @@ test_wb_background(void **state)
     (void)state;
     for (int j = 0; j < W; j++)
         row[j] = 42.0f + (float)j;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    /* durable: flush and sync also fsync (they once recursed forever) */
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
     GKVT_OK(gkv_writeback_start(s, "t", 5));
+    GKVT_OK(gkv_writeback_flush(s));
+    GKVT_OK(gkv_store_sync(s));
     GKVT_OK(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL));
     for (int i = 0; i < 400 && !seen; i++) {
         gkv_txn *tx;
