@@ -107,6 +107,7 @@ $(BUILD)/%: tools/%.c $(TCOMMON_OBJ) $(BUILD)/libgkv.a
 # The benchmark also drives a Redis server through hiredis (the reference
 # a user would pick instead).
 $(BUILD)/gkv-bench: LIBS += -lhiredis
+$(BUILD)/kvctl $(BUILD)/test/kvctl_test: LIBS += -ljansson
 
 $(BUILD)/tools/common/%.o: tools/common/%.c
 	@mkdir -p $(dir $@)
@@ -176,3 +177,6 @@ clean:
 .PHONY: all deps test build-tests bench soak fuzz demo install uninstall clean
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# tools/common objects are kept (not intermediate files)
+.SECONDARY: $(TCOMMON_OBJ) $(THELP_OBJ)

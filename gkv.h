@@ -3,4 +3,5 @@
 #define GKV_H
 #include "gkv_err.h"
 #include "gkv_kv.h"
+#include "gkv_npy.h"
 #endif

@@ -1,0 +1,1371 @@
+/* kvctl_test.c - build/kvctl run as a process on real temporary stores:
+ * every command, each ID syntax, --json read back with jansson, exit
+ * statuses, bad input files, corruption found by verify, and imports and
+ * exports stopped by signals that must leave the store and the directory
+ * exactly as they were. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/select.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <jansson.h>
+#include "gkvt.h"
+#include "idlist.h"
+
+#define W 16            /* row width of the f32 test tensor */
+#define N 3000          /* its rows */
+
+struct fx {
+    char *dir;
+    char st[4096];      /* the store: DIR/st */
+    char *out, *err;    /* of the last run */
+};
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+
+    if (f == NULL || (f->dir = gkvt_mkdtemp("kvctl")) == NULL)
+        return -1;
+    snprintf(f->st, sizeof f->st, "%s/st", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    free(f->out);
+    free(f->err);
+    gkvt_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Runs kvctl with the given arguments (NULL-terminated); keeps stdout and
+ * stderr in f->out and f->err; returns the exit status. */
+static int
+kv(struct fx *f, ...)
+{
+    char *argv[64];
+    int n = 0, rc;
+    va_list ap;
+
+    argv[n++] = (char *)gkvt_prog("kvctl");
+    va_start(ap, f);
+    while (n < 63 && (argv[n] = va_arg(ap, char *)) != NULL)
+        n++;
+    va_end(ap);
+    argv[n] = NULL;
+    free(f->out);
+    free(f->err);
+    rc = gkvt_run(argv, NULL, 0, &f->out, &f->err, 60);
+    return rc;
+}
+
+static char *
+path(struct fx *f, const char *name)
+{
+    static __thread char buf[8][4096];
+    static __thread int k;
+    char *p = buf[k++ % 8];
+
+    snprintf(p, 4096, "%s/%s", f->dir, name);
+    return p;
+}
+
+static void
+write_file(const char *p, const void *b, size_t len)
+{
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const unsigned char *c = b;
+
+    assert_true(fd >= 0);
+    while (len > 0) {
+        ssize_t w = write(fd, c, len);
+        assert_true(w > 0);
+        c += w;
+        len -= (size_t)w;
+    }
+    close(fd);
+}
+
+static unsigned char *
+read_file(const char *p, size_t *len)
+{
+    struct stat sb;
+    unsigned char *b;
+    int fd = open(p, O_RDONLY);
+
+    assert_true(fd >= 0);
+    assert_int_equal(fstat(fd, &sb), 0);
+    b = malloc((size_t)sb.st_size + 1);
+    *len = 0;
+    while (*len < (size_t)sb.st_size) {
+        ssize_t r = read(fd, b + *len, (size_t)sb.st_size - *len);
+        assert_true(r > 0);
+        *len += (size_t)r;
+    }
+    close(fd);
+    return b;
+}
+
+static int
+exists(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+
+/* The header np.save writes, built here by hand the way numpy's format.py
+ * does: the dict, spaces, '\n', 128 bytes in all for these shapes. */
+static size_t
+npy_header(unsigned char *b, const char *descr, const char *shape)
+{
+    char dict[128];
+    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': "
+                     "False, 'shape': %s, }", descr, shape);
+
+    assert_true(n > 0 && n < 117);
+    memcpy(b, "\x93NUMPY\x01\x00\x76\x00", 10);
+    memcpy(b + 10, dict, (size_t)n);
+    memset(b + 10 + n, ' ', (size_t)(117 - n));
+    b[127] = '\n';
+    return 128;
+}
+
+static float
+val(uint64_t r, uint64_t c)
+{
+    return (float)(r * 1000 + c) + 0.25f - (float)((r + c) % 3);
+}
+
+/* Writes an n x w f32 .npy of val(row + seed, col); returns its rows. */
+static float *
+write_npy_f32(const char *p, uint64_t n, uint64_t w, uint64_t seed)
+{
+    size_t hl, len = n * w * sizeof(float);
+    unsigned char *b = malloc(128 + len);
+    float *v = malloc(len);
+    char shape[64];
+
+    snprintf(shape, sizeof shape, "(%llu, %llu)", (unsigned long long)n,
+             (unsigned long long)w);
+    hl = npy_header(b, "<f4", shape);
+    for (uint64_t i = 0; i < n; i++)
+        for (uint64_t j = 0; j < w; j++)
+            v[i * w + j] = val(i + seed, j);
+    memcpy(b + hl, v, len);
+    write_file(p, b, hl + len);
+    free(b);
+    return v;
+}
+
+/* All rows of tensor 'name' through the C API. */
+static unsigned char *
+dump(const char *st, const char *name, gkv_tensor_desc *d, size_t *len)
+{
+    gkv_store *s;
+    unsigned char *b;
+
+    GKVT_OK(gkv_store_open(&s, st, GKV_RDONLY, NULL));
+    GKVT_OK(gkv_tensor_info(s, NULL, name, d));
+    *len = (d->hi - d->lo) * d->row_bytes;
+    b = malloc(*len ? *len : 1);
+    GKVT_OK(gkv_tensor_read(s, NULL, name, d->lo, d->hi, b, *len));
+    gkv_store_close(s);
+    return b;
+}
+
+static json_t *
+parse_json(const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+
+    if (j == NULL)
+        fail_msg("bad JSON (%s at line %d): %s", e.text, e.line, text);
+    return j;
+}
+
+/* The f32 test tensor 'feat' (N x W, val(row, col)) in f->st. */
+static float *
+make_feat(struct fx *f)
+{
+    float *v = write_npy_f32(path(f, "feat.npy"), N, W, 0);
+
+    assert_int_equal(kv(f, f->st, "import", "feat", path(f, "feat.npy"), NULL), 0);
+    return v;
+}
+
+/* Checks one "ID: v0 v1 ..." line against val(). */
+static const char *
+check_line(const char *line, uint64_t id)
+{
+    char *end;
+    uint64_t got = strtoull(line, &end, 10);
+
+    assert_int_equal(got, id);
+    assert_int_equal(*end, ':');
+    line = end + 1;
+    for (uint64_t c = 0; c < W; c++) {
+        float x = strtof(line, &end);
+        assert_true(end != line);
+        if (x != val(id, c))
+            fail_msg("row %llu col %llu: got %.9g, want %.9g",
+                     (unsigned long long)id, (unsigned long long)c, x, val(id, c));
+        line = end;
+    }
+    assert_int_equal(*line, '\n');
+    return line + 1;
+}
+
+static void
+check_get(struct fx *f, const uint64_t *ids, size_t n)
+{
+    const char *p = f->out;
+
+    for (size_t i = 0; i < n; i++)
+        p = check_line(p, ids[i]);
+    assert_int_equal(*p, '\0');
+    assert_string_equal(f->err, "");
+}
+
+/* ---- help, usage, exit statuses --------------------------------------- */
+
+static void
+test_help_and_version(void **state)
+{
+    static const char *cmds[] = {"ls", "info", "get", "put", "create", "import",
+                                 "export", "rm", "rename", "verify", "stat"};
+    struct fx *f = *state;
+    char want[64];
+
+    assert_int_equal(kv(f, "--help", NULL), 0);
+    assert_non_null(strstr(f->out, "Usage: kvctl [-h|--help] [-V|--version]"));
+    assert_string_equal(f->err, "");
+    assert_int_equal(kv(f, "-h", NULL), 0);
+    assert_non_null(strstr(f->out, "Commands:"));
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        snprintf(want, sizeof want, "STORE %s", cmds[i]);
+        /* `kvctl CMD --help` and `kvctl STORE CMD --help` */
+        assert_int_equal(kv(f, cmds[i], "--help", NULL), 0);
+        assert_non_null(strstr(f->out, want));
+        assert_string_equal(f->err, "");
+        assert_int_equal(kv(f, f->st, cmds[i], "--help", NULL), 0);
+        assert_non_null(strstr(f->out, want));
+    }
+    assert_int_equal(kv(f, f->st, "import", "-h", NULL), 0);
+    assert_non_null(strstr(f->out, "--replace"));
+    assert_int_equal(kv(f, "-V", NULL), 0);
+    assert_string_equal(f->out, "kvctl (gkv) " GKV_VERSION_STRING "\n");
+    assert_int_equal(kv(f, "--version", NULL), 0);
+    /* help never touches the store */
+    assert_false(exists(f->st));
+}
+
+static void
+test_usage_errors_exit_2(void **state)
+{
+    struct fx *f = *state;
+    char at_empty[4200];
+    float *v = make_feat(f);
+    struct {
+        const char *a[10];
+        const char *msg;
+    } t[] = {
+        {{NULL}, "missing STORE and COMMAND"},
+        {{"ls", NULL}, "missing STORE"},
+        {{f->st, NULL}, "missing COMMAND"},
+        {{f->st, "frobnicate", NULL}, "unknown command 'frobnicate'"},
+        {{"ls", f->st, NULL}, "the store comes first"},
+        {{f->st, "ls", "--bogus", NULL}, "unknown option '--bogus'"},
+        {{f->st, "ls", "extra", NULL}, "unexpected argument 'extra'"},
+        {{f->st, "ls", "--raw", NULL}, "option --raw does not apply"},
+        {{f->st, "ls", "--all=1", NULL}, "unknown option '--all=1'"},
+        {{f->st, "info", NULL}, "missing arguments"},
+        {{f->st, "get", "feat", NULL}, "missing arguments"},
+        {{f->st, "get", "feat", "1,,2", NULL}, "empty item"},
+        {{f->st, "get", "feat", "1,2,", NULL}, "empty item"},
+        {{f->st, "get", "feat", "5:3", NULL}, "'5:3' is not a range"},
+        {{f->st, "get", "feat", "5:5", NULL}, "not a range"},
+        {{f->st, "get", "feat", "abc", NULL}, "'abc' is not an ID"},
+        {{f->st, "get", "feat", "-1", NULL}, "'-1' is not an ID"},
+        {{f->st, "get", "feat", "1.5", NULL}, "not an ID"},
+        {{f->st, "get", "feat", "99999999999999999999", NULL}, "not an ID"},
+        {{f->st, "get", "feat", at_empty, NULL}, "holds no IDs"},
+        {{f->st, "put", "feat", "x", "1", NULL}, "'x' is not an ID"},
+        {{f->st, "put", "feat", "1", "1,zz", NULL}, "'zz' is not a number"},
+        {{f->st, "put", "feat", "1", "1,2,3", NULL}, "rows hold 16 values, got 3"},
+        {{f->st, "put", "feat", "1", "1", "--lr", "fast", NULL}, "--lr"},
+        {{f->st, "create", "x", "--range", "0:10", NULL}, "--dtype is required"},
+        {{f->st, "create", "x", "--dtype", "f32", NULL}, "--range LO:HI is required"},
+        {{f->st, "create", "x", "--dtype", "f33", "--range", "0:1", NULL}, "unknown dtype 'f33'"},
+        {{f->st, "create", "x", "--dtype", "f32", "--range", "9:1", NULL}, "not LO:HI"},
+        {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--shape", "4,0", NULL}, "--shape"},
+        {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--shape", "1,2,3,4,5", NULL}, "--shape"},
+        {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--init", "gauss", NULL}, "--init"},
+        {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--init", "uniform:1", NULL}, "--init"},
+        {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--chunk-rows", "0", NULL}, "--chunk-rows"},
+        {{f->st, "create", "x", "--dtype", NULL}, "option --dtype needs a value"},
+        {{f->st, "import", "x", "f.bin", "--dtype", "f32", NULL}, "both --dtype and --dim"},
+        {{f->st, "import", "x", "f.bin", "--dtype", "f32", "--dim", "a", NULL}, "--dim"},
+        {{f->st, "import", "x", "f.bin", "--lo", "-3", NULL}, "--lo"},
+        {{f->st, "import", "x", "f.bin", "--dtype", "f32", "--dim", "2", "--raw", NULL}, "--raw does not apply"},
+        {{f->st, "export", "feat", "o.npy", "--range", "x", NULL}, "--range 'x'"},
+        {{f->st, "rename", "feat", NULL}, "missing arguments"},
+        {{f->st, "verify", "a", "b", NULL}, "unexpected argument 'b'"},
+    };
+
+    snprintf(at_empty, sizeof at_empty, "@%s", path(f, "empty.ids"));
+    write_file(at_empty + 1, " \n\t\n", 4);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char *argv[12];
+        int n = 0, rc;
+
+        argv[n++] = (char *)gkvt_prog("kvctl");
+        for (int k = 0; t[i].a[k] != NULL; k++)
+            argv[n++] = (char *)t[i].a[k];
+        argv[n] = NULL;
+        free(f->out);
+        free(f->err);
+        rc = gkvt_run(argv, NULL, 0, &f->out, &f->err, 30);
+        if (rc != 2 || strstr(f->err, t[i].msg) == NULL)
+            fail_msg("case %zu: exit %d, stderr '%s', wanted 2 and '%s'", i, rc,
+                     f->err, t[i].msg);
+        assert_string_equal(f->out, "");
+        assert_memory_equal(f->err, "kvctl: ", 7);
+        assert_non_null(strstr(f->err, "--help"));
+    }
+    /* none of that changed the store: a bad put wrote nothing */
+    assert_int_equal(kv(f, f->st, "get", "feat", "1", NULL), 0);
+    check_get(f, (uint64_t[]){1}, 1);
+    free(v);
+}
+
+static void
+test_missing_store_is_an_error(void **state)
+{
+    struct fx *f = *state;
+    const char *cmds[][4] = {
+        {"ls", NULL}, {"info", "x", NULL}, {"get", "x", "1", NULL},
+        {"export", "x", "o.npy", NULL}, {"verify", NULL}, {"stat", NULL},
+        {"put", "x", "1", "2"}, {"rm", "x", NULL}, {"rename", "x", "y"},
+    };
+
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        assert_int_equal(kv(f, f->st, cmds[i][0], cmds[i][1], cmds[i][2],
+                            cmds[i][3], NULL), 1);
+        assert_non_null(strstr(f->err, "kvctl: store '"));
+        assert_non_null(strstr(f->err, f->st));
+        assert_non_null(strstr(f->err, "no store at that path"));
+        assert_string_equal(f->out, "");
+        /* nothing was created */
+        assert_false(exists(f->st));
+    }
+}
+
+/* ---- import, export ------------------------------------------------------ */
+
+static void
+test_import_npy_rows_match(void **state)
+{
+    struct fx *f = *state;
+    float *v = write_npy_f32(path(f, "feat.npy"), N, W, 0);
+    gkv_tensor_desc d;
+    unsigned char *got;
+    size_t len;
+
+    /* into a store that does not exist yet */
+    assert_int_equal(kv(f, f->st, "import", "feat", path(f, "feat.npy"), NULL), 0);
+    assert_string_equal(f->out, "");
+    assert_string_equal(f->err, "");        /* no progress bar off a tty */
+    got = dump(f->st, "feat", &d, &len);
+    assert_int_equal(d.dtype, GKV_F32);
+    assert_int_equal(d.ndim, 1);
+    assert_int_equal(d.shape[0], W);
+    assert_int_equal(d.lo, 0);
+    assert_int_equal(d.hi, N);
+    assert_int_equal(len, N * W * sizeof(float));
+    for (uint64_t r = 0; r < N; r++)
+        assert_memory_equal(got + r * W * 4, v + r * W, W * 4);
+    free(got);
+    /* --lo and chunking options; the name may hold slashes */
+    assert_int_equal(kv(f, f->st, "import", "node/feat", path(f, "feat.npy"),
+                        "--lo", "500", "--chunk-rows", "7", NULL), 0);
+    got = dump(f->st, "node/feat", &d, &len);
+    assert_int_equal(d.lo, 500);
+    assert_int_equal(d.hi, 500 + N);
+    assert_int_equal(d.chunk_rows, 7);
+    assert_memory_equal(got, v, len);
+    free(got);
+    assert_int_equal(kv(f, f->st, "import", "hot", path(f, "feat.npy"), "--hot", NULL), 0);
+    got = dump(f->st, "hot", &d, &len);
+    assert_true(d.flags & GKV_TENSOR_HOT);
+    assert_memory_equal(got, v, len);
+    free(got);
+    /* no temporary tensor is left */
+    assert_int_equal(kv(f, f->st, "ls", NULL), 0);
+    assert_null(strstr(f->out, "kvctl-import"));
+    free(v);
+}
+
+static void
+test_import_other_dtypes(void **state)
+{
+    struct fx *f = *state;
+    unsigned char b[128 + 64];
+    gkv_tensor_desc d;
+    unsigned char *got;
+    size_t hl, len;
+    int64_t i64[6] = {-5, 0, 7, INT64_MAX, INT64_MIN, 42};
+    double f64[3] = {0.1, -1e300, 3.0};
+    uint16_t f16[4] = {0x3c00, 0xb800, 0x3555, 0x7bff};   /* 1 -0.5 0.333 65504 */
+    int8_t i8[4] = {-128, -1, 0, 127};
+
+    hl = npy_header(b, "<i8", "(3, 2)");
+    memcpy(b + hl, i64, sizeof i64);
+    write_file(path(f, "i.npy"), b, hl + sizeof i64);
+    assert_int_equal(kv(f, f->st, "import", "ints", path(f, "i.npy"), NULL), 0);
+    got = dump(f->st, "ints", &d, &len);
+    assert_int_equal(d.dtype, GKV_I64);
+    assert_memory_equal(got, i64, sizeof i64);
+    free(got);
+    assert_int_equal(kv(f, f->st, "get", "ints", "0:3", NULL), 0);
+    assert_string_equal(f->out, "0: -5 0\n1: 7 9223372036854775807\n"
+                                "2: -9223372036854775808 42\n");
+
+    hl = npy_header(b, "<f8", "(3,)");
+    memcpy(b + hl, f64, sizeof f64);
+    write_file(path(f, "d.npy"), b, hl + sizeof f64);
+    assert_int_equal(kv(f, f->st, "import", "dbl", path(f, "d.npy"), NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "dbl", "0,1,2", NULL), 0);
+    assert_string_equal(f->out, "0: 0.10000000000000001\n1: -1.0000000000000001e+300\n2: 3\n");
+
+    hl = npy_header(b, "<f2", "(1, 4)");
+    memcpy(b + hl, f16, sizeof f16);
+    write_file(path(f, "h.npy"), b, hl + sizeof f16);
+    assert_int_equal(kv(f, f->st, "import", "half", path(f, "h.npy"), NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "half", "0", NULL), 0);
+    assert_string_equal(f->out, "0: 1 -0.5 0.333251953 65504\n");
+
+    hl = npy_header(b, "|i1", "(2, 2)");
+    memcpy(b + hl, i8, sizeof i8);
+    write_file(path(f, "b.npy"), b, hl + sizeof i8);
+    assert_int_equal(kv(f, f->st, "import", "bytes", path(f, "b.npy"), NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "bytes", "1,0", NULL), 0);
+    assert_string_equal(f->out, "1: 0 127\n0: -128 -1\n");
+}
+
+static void
+test_export_round_trip(void **state)
+{
+    struct fx *f = *state;
+    float *v = make_feat(f);
+    unsigned char *a, *b;
+    size_t la, lb;
+    DIR *dp;
+    struct dirent *de;
+
+    /* byte-identical to the .npy it came from */
+    assert_int_equal(kv(f, f->st, "export", "feat", path(f, "out.npy"), NULL), 0);
+    assert_string_equal(f->out, "");
+    assert_string_equal(f->err, "");
+    a = read_file(path(f, "feat.npy"), &la);
+    b = read_file(path(f, "out.npy"), &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(a, b, la);
+    free(b);
+    /* --raw: the rows alone */
+    assert_int_equal(kv(f, f->st, "export", "feat", path(f, "out.raw"), "--raw", NULL), 0);
+    b = read_file(path(f, "out.raw"), &lb);
+    assert_int_equal(lb, la - 128);
+    assert_memory_equal(b, a + 128, lb);
+    free(b);
+    free(a);
+    /* --range: a header of the right shape and those rows */
+    assert_int_equal(kv(f, f->st, "export", "feat", path(f, "part.npy"),
+                        "--range", "10:20", NULL), 0);
+    {
+        gkv_npy_header h;
+        b = read_file(path(f, "part.npy"), &lb);
+        GKVT_OK(gkv_npy_parse(b, lb, lb, &h, NULL, 0));
+        assert_int_equal(h.shape[0], 10);
+        assert_int_equal(h.shape[1], W);
+        assert_int_equal(lb, h.data_offset + 10 * W * 4);
+        assert_memory_equal(b + h.data_offset, v + 10 * W, 10 * W * 4);
+        free(b);
+    }
+    /* failures leave an existing FILE untouched and no temporary file */
+    assert_int_equal(kv(f, f->st, "export", "feat", path(f, "part.npy"),
+                        "--range", "2990:3010", NULL), 1);
+    assert_non_null(strstr(f->err, "not inside [0, 3000)"));
+    assert_int_equal(kv(f, f->st, "export", "nope", path(f, "part.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "tensor 'nope'"));
+    b = read_file(path(f, "part.npy"), &lb);
+    assert_int_equal(lb, 128 + 10 * W * 4);
+    free(b);
+    assert_int_equal(kv(f, f->st, "export", "feat", path(f, "no/such/dir.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "cannot create"));
+    dp = opendir(f->dir);
+    while ((de = readdir(dp)) != NULL)
+        assert_null(strstr(de->d_name, ".tmp-"));
+    closedir(dp);
+    free(v);
+}
+
+static void
+test_raw_import_export(void **state)
+{
+    struct fx *f = *state;
+    double rows[10][2][3];
+    uint16_t bf[8];
+    gkv_tensor_desc d;
+    unsigned char *got;
+    size_t len;
+
+    for (int i = 0; i < 10; i++)
+        for (int j = 0; j < 6; j++)
+            rows[i][j / 3][j % 3] = i * 10 + j + 0.125;
+    write_file(path(f, "rows.f64"), rows, sizeof rows);
+    assert_int_equal(kv(f, f->st, "import", "cube", path(f, "rows.f64"),
+                        "--dtype", "f64", "--dim", "2,3", "--lo", "40", NULL), 0);
+    got = dump(f->st, "cube", &d, &len);
+    assert_int_equal(d.dtype, GKV_F64);
+    assert_int_equal(d.ndim, 2);
+    assert_int_equal(d.shape[0], 2);
+    assert_int_equal(d.shape[1], 3);
+    assert_int_equal(d.lo, 40);
+    assert_int_equal(d.hi, 50);
+    assert_int_equal(len, sizeof rows);
+    assert_memory_equal(got, rows, len);
+    free(got);
+    assert_int_equal(kv(f, f->st, "export", "cube", path(f, "back.f64"), "--raw", NULL), 0);
+    got = read_file(path(f, "back.f64"), &len);
+    assert_int_equal(len, sizeof rows);
+    assert_memory_equal(got, rows, len);
+    free(got);
+    /* a row of several dims prints flat */
+    assert_int_equal(kv(f, f->st, "get", "cube", "41", NULL), 0);
+    assert_string_equal(f->out, "41: 10.125 11.125 12.125 13.125 14.125 15.125\n");
+    /* and as .npy with its 3-D shape */
+    assert_int_equal(kv(f, f->st, "export", "cube", path(f, "cube.npy"), NULL), 0);
+    {
+        gkv_npy_header h;
+        got = read_file(path(f, "cube.npy"), &len);
+        GKVT_OK(gkv_npy_parse(got, len, len, &h, NULL, 0));
+        assert_int_equal(h.ndim, 3);
+        assert_int_equal(h.shape[0], 10);
+        assert_int_equal(h.shape[2], 3);
+        free(got);
+    }
+
+    /* bf16 exists only raw */
+    for (int i = 0; i < 8; i++)
+        bf[i] = gkv_f32_to_bf16((float)i * 0.5f - 1.0f);
+    write_file(path(f, "e.bf16"), bf, sizeof bf);
+    assert_int_equal(kv(f, f->st, "import", "emb", path(f, "e.bf16"),
+                        "--dtype", "bf16", "--dim", "4", NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "emb", "0:2", NULL), 0);
+    assert_string_equal(f->out, "0: -1 -0.5 0 0.5\n1: 1 1.5 2 2.5\n");
+    assert_int_equal(kv(f, f->st, "export", "emb", path(f, "e.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "bf16"));
+    assert_non_null(strstr(f->err, "--raw"));
+    assert_false(exists(path(f, "e.npy")));
+    assert_int_equal(kv(f, f->st, "export", "emb", path(f, "e2.bf16"), "--raw", NULL), 0);
+    got = read_file(path(f, "e2.bf16"), &len);
+    assert_int_equal(len, sizeof bf);
+    assert_memory_equal(got, bf, len);
+    free(got);
+
+    /* 16 bytes are not whole rows of 3 bf16; the store is unchanged */
+    assert_int_equal(kv(f, f->st, "import", "odd", path(f, "e.bf16"),
+                        "--dtype", "bf16", "--dim", "3", NULL), 1);
+    assert_non_null(strstr(f->err, "whole number"));
+    assert_int_equal(kv(f, f->st, "info", "odd", NULL), 1);
+    /* raw options on a .npy file are a usage error */
+    assert_int_equal(kv(f, f->st, "import", "x", path(f, "cube.npy"),
+                        "--dtype", "f64", "--dim", "2,3", NULL), 2);
+    assert_non_null(strstr(f->err, "is a .npy file"));
+}
+
+/* ---- get, put -------------------------------------------------------------- */
+
+static void
+test_get_each_id_syntax(void **state)
+{
+    struct fx *f = *state;
+    float *v = make_feat(f);
+    char at[4200];
+
+    assert_int_equal(kv(f, f->st, "get", "feat", "5", NULL), 0);
+    check_get(f, (uint64_t[]){5}, 1);
+    assert_int_equal(kv(f, f->st, "get", "feat", "1,5,9", NULL), 0);
+    check_get(f, (uint64_t[]){1, 5, 9}, 3);
+    assert_int_equal(kv(f, f->st, "get", "feat", "10:13", NULL), 0);
+    check_get(f, (uint64_t[]){10, 11, 12}, 3);
+    assert_int_equal(kv(f, f->st, "get", "feat", "2999,1,5,10:12,4,4,0x10", NULL), 0);
+    check_get(f, (uint64_t[]){2999, 1, 5, 10, 11, 4, 4, 16}, 8);
+    {
+        const char *ids = "3\n 7\t8\r\n\n100:103,2\n";
+        write_file(path(f, "ids.txt"), ids, strlen(ids));
+    }
+    snprintf(at, sizeof at, "@%s", path(f, "ids.txt"));
+    assert_int_equal(kv(f, f->st, "get", "feat", at, NULL), 0);
+    check_get(f, (uint64_t[]){3, 7, 8, 100, 101, 102, 2}, 7);
+    /* a long range in one batch after another */
+    assert_int_equal(kv(f, f->st, "get", "feat", "0:3000", NULL), 0);
+    {
+        const char *p = f->out;
+        for (uint64_t r = 0; r < N; r++)
+            p = check_line(p, r);
+        assert_int_equal(*p, '\0');
+    }
+    /* IDs outside [0, 3000): exit 1 and nothing printed */
+    assert_int_equal(kv(f, f->st, "get", "feat", "1,3000", NULL), 1);
+    assert_string_equal(f->out, "");
+    assert_non_null(strstr(f->err, "tensor 'feat'"));
+    assert_non_null(strstr(f->err, "ID 3000 is outside its range [0, 3000)"));
+    assert_int_equal(kv(f, f->st, "get", "feat", "2990:3001", NULL), 1);
+    assert_non_null(strstr(f->err, "ID 3000"));
+    /* unknown tensor: exit 1, named */
+    assert_int_equal(kv(f, f->st, "get", "nope", "1", NULL), 1);
+    assert_string_equal(f->out, "");
+    assert_non_null(strstr(f->err, "kvctl: tensor 'nope': no such tensor"));
+    assert_int_equal(kv(f, f->st, "info", "nope", NULL), 1);
+    assert_non_null(strstr(f->err, "tensor 'nope'"));
+    /* an unreadable ID file is a failure, not a usage error */
+    snprintf(at, sizeof at, "@%s", path(f, "missing.txt"));
+    assert_int_equal(kv(f, f->st, "get", "feat", at, NULL), 1);
+    assert_non_null(strstr(f->err, "cannot read ID file"));
+    free(v);
+}
+
+static void
+test_put_then_get(void **state)
+{
+    struct fx *f = *state;
+    float *v = make_feat(f);
+    const char *want = "7: -1.5 2 3 4 5 6 7 8 9 10 11 12 13 14 15 0.25\n";
+    gkv_tensor_desc d;
+    unsigned char *got;
+    size_t len;
+
+    assert_int_equal(kv(f, f->st, "put", "feat", "7",
+                        "-1.5,2,3,4,5,6,7,8,9,10,11,12,13,14,15,0.25", NULL), 0);
+    assert_string_equal(f->out, "");
+    assert_int_equal(kv(f, f->st, "get", "feat", "7", NULL), 0);
+    assert_string_equal(f->out, want);
+    /* several arguments, spaces inside one, and the add handler */
+    assert_int_equal(kv(f, f->st, "put", "feat", "7", "1", "1 1", "1,1,1,1,1",
+                        "1", "1", "1", "1", "1", "1", "1", "0", "--handler", "add",
+                        NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "feat", "7", NULL), 0);
+    assert_string_equal(f->out, "7: -0.5 3 4 5 6 7 8 9 10 11 12 13 14 15 16 0.25\n");
+    /* other rows are untouched */
+    got = dump(f->st, "feat", &d, &len);
+    assert_memory_equal(got, v, 7 * W * 4);
+    assert_memory_equal(got + 8 * W * 4, v + 8 * W, (N - 8) * W * 4);
+    free(got);
+    /* failures: ID out of range, unknown handler, missing tensor */
+    assert_int_equal(kv(f, f->st, "put", "feat", "3000", "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1",
+                        NULL), 1);
+    assert_non_null(strstr(f->err, "tensor 'feat'"));
+    assert_int_equal(kv(f, f->st, "put", "feat", "1", "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1",
+                        "--handler", "nosuch", NULL), 1);
+    assert_int_equal(kv(f, f->st, "put", "nope", "1", "1", NULL), 1);
+    assert_non_null(strstr(f->err, "tensor 'nope'"));
+
+    /* integer rows take whole numbers within their range */
+    assert_int_equal(kv(f, f->st, "create", "cnt", "--dtype", "i32", "--shape", "3",
+                        "--range", "0:10", NULL), 0);
+    assert_int_equal(kv(f, f->st, "put", "cnt", "4", "-2147483648,2147483647,1e3", NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "cnt", "4", NULL), 0);
+    assert_string_equal(f->out, "4: -2147483648 2147483647 1000\n");
+    assert_int_equal(kv(f, f->st, "put", "cnt", "4", "1.5,0,0", NULL), 2);
+    assert_non_null(strstr(f->err, "'1.5' is not a i32 value"));
+    assert_int_equal(kv(f, f->st, "put", "cnt", "4", "2147483648,0,0", NULL), 2);
+    assert_int_equal(kv(f, f->st, "create", "u", "--dtype", "u8", "--range", "0:2", NULL), 0);
+    assert_int_equal(kv(f, f->st, "put", "u", "1", "-1", NULL), 2);
+    assert_int_equal(kv(f, f->st, "put", "u", "1", "255", NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "u", "0:2", NULL), 0);
+    assert_string_equal(f->out, "0: 0\n1: 255\n");
+    /* floats: too large for the dtype is refused, infinity is not */
+    assert_int_equal(kv(f, f->st, "create", "h", "--dtype", "f16", "--range", "0:1", NULL), 0);
+    assert_int_equal(kv(f, f->st, "put", "h", "0", "70000", NULL), 2);
+    assert_non_null(strstr(f->err, "not a f16 value"));
+    assert_int_equal(kv(f, f->st, "put", "h", "0", "1e400", NULL), 2);
+    assert_int_equal(kv(f, f->st, "put", "h", "0", "-inf", NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "h", "0", NULL), 0);
+    assert_string_equal(f->out, "0: -inf\n");
+    assert_int_equal(kv(f, f->st, "get", "h", "0", "--json", NULL), 0);
+    {
+        json_t *j = parse_json(f->out);
+        assert_true(json_is_null(json_array_get(json_array_get(
+            json_object_get(j, "rows"), 0), 0)));
+        json_decref(j);
+    }
+    free(v);
+}
+
+/* ---- create, ls, info, stat, verify, JSON ---------------------------------- */
+
+static void
+test_create_and_json(void **state)
+{
+    struct fx *f = *state;
+    json_t *j, *a;
+
+    assert_int_equal(kv(f, f->st, "create", "emb", "--dtype", "f16", "--shape", "2x3",
+                        "--range", "100:200", "--init", "const:0.5", "--hot", NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "emb", "150", NULL), 0);
+    assert_string_equal(f->out, "150: 0.5 0.5 0.5 0.5 0.5 0.5\n");
+    assert_int_equal(kv(f, f->st, "create", "w", "--dtype=f32", "--range=0:4",
+                        "--init", "uniform:-1,1", "--seed", "9", NULL), 0);
+    assert_int_equal(kv(f, f->st, "create", "n", "--dtype", "f64", "--range", "0:4",
+                        "--init", "normal:0,1", NULL), 0);
+    /* again: exists */
+    assert_int_equal(kv(f, f->st, "create", "emb", "--dtype", "f32", "--range", "0:1", NULL), 1);
+    assert_non_null(strstr(f->err, "already exists"));
+
+    /* info --json (the option after the command) */
+    assert_int_equal(kv(f, f->st, "info", "emb", "--json", NULL), 0);
+    j = parse_json(f->out);
+    assert_string_equal(json_string_value(json_object_get(j, "name")), "emb");
+    assert_string_equal(json_string_value(json_object_get(j, "dtype")), "f16");
+    a = json_object_get(j, "shape");
+    assert_int_equal(json_array_size(a), 3);
+    assert_int_equal(json_integer_value(json_array_get(a, 0)), 100);
+    assert_int_equal(json_integer_value(json_array_get(a, 1)), 2);
+    assert_int_equal(json_integer_value(json_array_get(a, 2)), 3);
+    assert_int_equal(json_integer_value(json_object_get(j, "lo")), 100);
+    assert_int_equal(json_integer_value(json_object_get(j, "hi")), 200);
+    assert_int_equal(json_integer_value(json_object_get(j, "row_bytes")), 12);
+    assert_true(json_is_true(json_object_get(j, "hot")));
+    assert_int_equal(json_array_size(json_object_get(j, "state_tensors")), 0);
+    json_decref(j);
+
+    /* ls --json (the option first) */
+    assert_int_equal(kv(f, "--json", f->st, "ls", NULL), 0);
+    j = parse_json(f->out);
+    a = json_object_get(j, "tensors");
+    assert_int_equal(json_array_size(a), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "name")), "emb");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(a, 1), "name")), "n");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(a, 2), "name")), "w");
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(a, 2), "bytes")), 16);
+    json_decref(j);
+
+    /* get --json: ids and rows as numbers */
+    assert_int_equal(kv(f, f->st, "--json", "get", "emb", "199,100", NULL), 0);
+    j = parse_json(f->out);
+    assert_string_equal(json_string_value(json_object_get(j, "name")), "emb");
+    a = json_object_get(j, "ids");
+    assert_int_equal(json_array_size(a), 2);
+    assert_int_equal(json_integer_value(json_array_get(a, 0)), 199);
+    assert_int_equal(json_integer_value(json_array_get(a, 1)), 100);
+    a = json_object_get(j, "rows");
+    assert_int_equal(json_array_size(a), 2);
+    assert_int_equal(json_array_size(json_array_get(a, 1)), 6);
+    assert_true(json_number_value(json_array_get(json_array_get(a, 1), 5)) == 0.5);
+    json_decref(j);
+
+    /* get --json of f32: values read back to the same floats */
+    {
+        gkv_store *s;
+        float row[1];
+        uint64_t id = 3;
+
+        assert_int_equal(kv(f, f->st, "get", "w", "3", "--json", NULL), 0);
+        j = parse_json(f->out);
+        GKVT_OK(gkv_store_open(&s, f->st, GKV_RDONLY, NULL));
+        GKVT_OK(gkv_tensor_pull(s, NULL, "w", &id, 1, row, sizeof row));
+        gkv_store_close(s);
+        assert_true((float)json_number_value(json_array_get(
+            json_array_get(json_object_get(j, "rows"), 0), 0)) == row[0]);
+        assert_true(row[0] >= -1 && row[0] < 1);
+        json_decref(j);
+    }
+
+    /* stat --json */
+    assert_int_equal(kv(f, f->st, "stat", "--json", NULL), 0);
+    j = parse_json(f->out);
+    assert_int_equal(json_integer_value(json_object_get(j, "ntensors")), 3);
+    assert_int_equal(json_integer_value(json_object_get(j, "format")), 1);
+    assert_true(json_integer_value(json_object_get(j, "page_size")) > 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "data_bytes")),
+                     100 * 12 + 4 * 4 + 4 * 8);
+    json_decref(j);
+    assert_int_equal(kv(f, f->st, "stat", NULL), 0);
+    assert_non_null(strstr(f->out, "tensors:      3\n"));
+
+    /* verify --json on a clean store */
+    assert_int_equal(kv(f, f->st, "verify", "--json", NULL), 0);
+    j = parse_json(f->out);
+    assert_true(json_is_true(json_object_get(j, "ok")));
+    assert_int_equal(json_integer_value(json_object_get(j, "bad_chunks")), 0);
+    assert_true(json_integer_value(json_object_get(j, "chunks_checked")) > 0);
+    json_decref(j);
+
+    /* a bad name is refused by the store; a store made for it is removed */
+    snprintf(f->st, sizeof f->st, "%s/st2", f->dir);
+    assert_int_equal(kv(f, f->st, "create", "a b", "--dtype", "f32", "--range", "0:1", NULL), 1);
+    assert_non_null(strstr(f->err, "not printable ASCII"));
+    assert_false(exists(f->st));
+}
+
+static void
+test_rm_rename_ls(void **state)
+{
+    struct fx *f = *state;
+    float *v = make_feat(f);
+    gkv_tensor_desc d;
+    unsigned char *got;
+    size_t len;
+
+    assert_int_equal(kv(f, f->st, "ls", NULL), 0);
+    assert_string_equal(f->out, "NAME\tDTYPE\tSHAPE\tRANGE\tCHUNK_ROWS\tBYTES\n"
+                                "feat\tf32\t3000x16\t[0,3000)\t4096\t192000\n");
+    assert_int_equal(kv(f, f->st, "rename", "feat", "node/x", NULL), 0);
+    assert_int_equal(kv(f, f->st, "ls", NULL), 0);
+    assert_non_null(strstr(f->out, "\nnode/x\tf32\t3000x16\t"));
+    assert_null(strstr(f->out, "feat"));
+    got = dump(f->st, "node/x", &d, &len);
+    assert_memory_equal(got, v, len);
+    free(got);
+    /* errors name the tensor */
+    assert_int_equal(kv(f, f->st, "rename", "feat", "y", NULL), 1);
+    assert_non_null(strstr(f->err, "'feat'"));
+    assert_int_equal(kv(f, f->st, "create", "y", "--dtype", "u8", "--range", "0:1", NULL), 0);
+    assert_int_equal(kv(f, f->st, "rename", "node/x", "y", NULL), 1);
+    assert_non_null(strstr(f->err, "already exists"));
+    assert_int_equal(kv(f, f->st, "rm", "node/x", NULL), 0);
+    assert_int_equal(kv(f, f->st, "rm", "node/x", NULL), 1);
+    assert_non_null(strstr(f->err, "tensor 'node/x'"));
+    assert_int_equal(kv(f, f->st, "rm", "y", NULL), 0);
+    assert_int_equal(kv(f, f->st, "ls", NULL), 0);
+    assert_string_equal(f->out, "NAME\tDTYPE\tSHAPE\tRANGE\tCHUNK_ROWS\tBYTES\n");
+    assert_int_equal(kv(f, f->st, "ls", "--json", NULL), 0);
+    {
+        json_t *j = parse_json(f->out);
+        assert_int_equal(json_array_size(json_object_get(j, "tensors")), 0);
+        json_decref(j);
+    }
+    /* optimizer state shows with --all and goes with its tensor */
+    assert_int_equal(kv(f, f->st, "create", "e", "--dtype", "f32", "--shape", "2",
+                        "--range", "0:4", NULL), 0);
+    assert_int_equal(kv(f, f->st, "put", "e", "1", "1,1", "--handler", "adam", NULL), 0);
+    assert_int_equal(kv(f, f->st, "ls", NULL), 0);
+    assert_null(strstr(f->out, "e#adam_m"));
+    assert_int_equal(kv(f, f->st, "ls", "--all", NULL), 0);
+    assert_non_null(strstr(f->out, "e#adam_m\t"));
+    assert_int_equal(kv(f, f->st, "info", "e", NULL), 0);
+    assert_non_null(strstr(f->out, "e#adam_m"));
+    assert_int_equal(kv(f, f->st, "rm", "e", NULL), 0);
+    assert_int_equal(kv(f, f->st, "ls", "--all", NULL), 0);
+    assert_string_equal(f->out, "NAME\tDTYPE\tSHAPE\tRANGE\tCHUNK_ROWS\tBYTES\n");
+    free(v);
+}
+
+static void
+test_verify_finds_flipped_byte(void **state)
+{
+    struct fx *f = *state;
+    float *v = make_feat(f);
+    unsigned char *db;
+    size_t len, hits = 0;
+    char data[4200];
+    json_t *j;
+    int fd;
+
+    assert_int_equal(kv(f, f->st, "create", "other", "--dtype", "i64",
+                        "--range", "0:100", "--init", "const:3", NULL), 0);
+    assert_int_equal(kv(f, f->st, "verify", NULL), 0);
+    assert_memory_equal(f->out, "ok: ", 4);
+    assert_string_equal(f->err, "");
+    /* flip one byte of row 77 where it lies in data.mdb */
+    snprintf(data, sizeof data, "%s/data.mdb", f->st);
+    db = read_file(data, &len);
+    fd = open(data, O_WRONLY);
+    for (size_t i = 0; i + W * 4 <= len; i++)
+        if (memcmp(db + i, v + 77 * W, W * 4) == 0) {
+            unsigned char c = db[i + 21] ^ 0x10;
+            assert_int_equal(pwrite(fd, &c, 1, (off_t)(i + 21)), 1);
+            hits++;
+        }
+    close(fd);
+    free(db);
+    assert_true(hits >= 1);
+    assert_int_equal(kv(f, f->st, "verify", NULL), 1);
+    assert_non_null(strstr(f->out, "CORRUPT"));
+    assert_non_null(strstr(f->err, "tensor 'feat'"));
+    assert_non_null(strstr(f->err, "chunk 0"));
+    assert_non_null(strstr(f->err, "checksum"));
+    assert_int_equal(kv(f, f->st, "verify", "feat", NULL), 1);
+    assert_non_null(strstr(f->err, "tensor 'feat'"));
+    assert_int_equal(kv(f, f->st, "verify", "other", NULL), 0);
+    assert_int_equal(kv(f, f->st, "verify", "nope", NULL), 1);
+    assert_non_null(strstr(f->err, "'nope'"));
+    assert_int_equal(kv(f, "--json", f->st, "verify", NULL), 1);
+    j = parse_json(f->out);
+    assert_true(json_is_false(json_object_get(j, "ok")));
+    assert_int_equal(json_integer_value(json_object_get(j, "bad_chunks")), 1);
+    assert_string_equal(json_string_value(json_object_get(
+        json_object_get(j, "first_bad"), "tensor")), "feat");
+    assert_int_equal(json_integer_value(json_object_get(
+        json_object_get(j, "first_bad"), "chunk")), 0);
+    json_decref(j);
+    free(v);
+}
+
+/* ---- failed imports leave the store as it was ------------------------------ */
+
+/* ls output and every row of 'keep', to compare before and after. */
+struct snap {
+    char *ls;
+    unsigned char *rows;
+    size_t len;
+};
+
+static void
+snap_take(struct fx *f, struct snap *s)
+{
+    gkv_tensor_desc d;
+
+    assert_int_equal(kv(f, f->st, "ls", "--all", NULL), 0);
+    s->ls = strdup(f->out);
+    s->rows = dump(f->st, "keep", &d, &s->len);
+}
+
+static void
+snap_check(struct fx *f, const struct snap *s)
+{
+    struct snap now;
+
+    snap_take(f, &now);
+    assert_string_equal(now.ls, s->ls);
+    assert_int_equal(now.len, s->len);
+    assert_memory_equal(now.rows, s->rows, s->len);
+    free(now.ls);
+    free(now.rows);
+}
+
+static void
+test_bad_import_changes_nothing(void **state)
+{
+    struct fx *f = *state;
+    const char *good = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }";
+    static const struct {
+        const char *name, *dict;
+        size_t data;                    /* bytes after the header */
+        const char *why;
+    } t[] = {
+        {"trunc_data", "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }", 31,
+         "truncated data"},
+        {"fortran", "{'descr': '<f4', 'fortran_order': True, 'shape': (4, 2), }", 32,
+         "Fortran"},
+        {"bigend", "{'descr': '>f4', 'fortran_order': False, 'shape': (4, 2), }", 32,
+         "big-endian"},
+        {"object", "{'descr': '|O', 'fortran_order': False, 'shape': (4,), }", 32,
+         "object arrays"},
+        {"i2", "{'descr': '<i2', 'fortran_order': False, 'shape': (4, 2), }", 32,
+         "unsupported dtype"},
+        {"sixd", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 2), }",
+         32, "more than 5 dims"},
+        {"zerod", "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4, "0-d"},
+        {"norows", "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 2), }", 0,
+         "no rows"},
+    };
+    unsigned char b[512];
+    struct snap s0;
+    size_t hl;
+
+    hl = npy_header(b, "<f4", "(5, 3)");
+    for (int i = 0; i < 15; i++) {
+        float x = (float)i;
+        memcpy(b + hl + 4 * i, &x, 4);
+    }
+    write_file(path(f, "keep.npy"), b, hl + 60);
+    assert_int_equal(kv(f, f->st, "import", "keep", path(f, "keep.npy"), NULL), 0);
+    snap_take(f, &s0);
+
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        size_t dl = strlen(t[i].dict);
+
+        memcpy(b, "\x93NUMPY\x01\x00", 8);
+        b[8] = (unsigned char)(dl + 1);
+        b[9] = 0;
+        memcpy(b + 10, t[i].dict, dl);
+        b[10 + dl] = '\n';
+        memset(b + 11 + dl, 0x3f, t[i].data);
+        write_file(path(f, t[i].name), b, 11 + dl + t[i].data);
+        /* as a new name and as a replacement of 'keep' */
+        assert_int_equal(kv(f, f->st, "import", "new", path(f, t[i].name), NULL), 1);
+        if (strstr(f->err, t[i].why) == NULL)
+            fail_msg("%s: stderr '%s' lacks '%s'", t[i].name, f->err, t[i].why);
+        assert_non_null(strstr(f->err, t[i].name));
+        assert_int_equal(kv(f, f->st, "import", "keep", path(f, t[i].name),
+                            "--replace", NULL), 1);
+        snap_check(f, &s0);
+    }
+    /* a truncated header, a bad magic, an empty file, a directory, no file */
+    write_file(path(f, "trunc_hdr"), "\x93NUMPY\x01\x00\x76\x00{'descr'", 19);
+    assert_int_equal(kv(f, f->st, "import", "keep", path(f, "trunc_hdr"), "--replace", NULL), 1);
+    assert_non_null(strstr(f->err, "truncated header"));
+    memcpy(b, good, strlen(good));
+    write_file(path(f, "magic"), b, strlen(good));
+    assert_int_equal(kv(f, f->st, "import", "new", path(f, "magic"), NULL), 1);
+    assert_non_null(strstr(f->err, "bad magic"));
+    assert_non_null(strstr(f->err, "--dtype and --dim"));
+    write_file(path(f, "empty"), "", 0);
+    assert_int_equal(kv(f, f->st, "import", "new", path(f, "empty"), NULL), 1);
+    assert_int_equal(kv(f, f->st, "import", "new", f->dir, NULL), 1);
+    assert_int_equal(kv(f, f->st, "import", "new", path(f, "none.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "none.npy"));
+    /* a name the store cannot hold */
+    assert_int_equal(kv(f, f->st, "import", "a#b", path(f, "keep.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "'#' is reserved"));
+    snap_check(f, &s0);
+
+    /* the same into a store that did not exist: it still does not */
+    snprintf(f->st, sizeof f->st, "%s/fresh", f->dir);
+    assert_int_equal(kv(f, f->st, "import", "x", path(f, "trunc_data"), NULL), 1);
+    assert_false(exists(f->st));
+    assert_int_equal(kv(f, f->st, "import", "x", path(f, "norows"), NULL), 1);
+    assert_false(exists(f->st));
+    /* a failure after the store was made: the tensor spec is refused */
+    assert_int_equal(kv(f, f->st, "import", "x", path(f, "keep.npy"),
+                        "--chunk-rows", "4294967295", NULL), 1);
+    assert_non_null(strstr(f->err, "chunks of"));
+    assert_false(exists(f->st));
+    free(s0.ls);
+    free(s0.rows);
+}
+
+static void
+test_import_existing_name(void **state)
+{
+    struct fx *f = *state;
+    float *v = make_feat(f), *w;
+    gkv_tensor_desc d;
+    unsigned char *got;
+    size_t len;
+
+    w = write_npy_f32(path(f, "other.npy"), 50, 4, 7);
+    assert_int_equal(kv(f, f->st, "import", "feat", path(f, "other.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "tensor 'feat'"));
+    assert_non_null(strstr(f->err, "already exists"));
+    assert_non_null(strstr(f->err, "--replace"));
+    got = dump(f->st, "feat", &d, &len);
+    assert_int_equal(d.hi, N);
+    assert_memory_equal(got, v, len);
+    free(got);
+    /* --replace swaps in the new rows, shape and all */
+    assert_int_equal(kv(f, f->st, "import", "feat", path(f, "other.npy"), "--replace",
+                        "--lo", "10", NULL), 0);
+    got = dump(f->st, "feat", &d, &len);
+    assert_int_equal(d.lo, 10);
+    assert_int_equal(d.hi, 60);
+    assert_int_equal(d.shape[0], 4);
+    assert_memory_equal(got, w, len);
+    free(got);
+    assert_int_equal(kv(f, f->st, "ls", NULL), 0);
+    assert_null(strstr(f->out, "kvctl-import"));
+    free(v);
+    free(w);
+}
+
+/* ---- signals ------------------------------------------------------------------ */
+
+/* Starts kvctl with argv in the background, stdout to /dev/null and
+ * stderr to 'errpath'. */
+static pid_t
+spawn(char *const argv[], const char *errpath)
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int dn = open("/dev/null", O_RDWR), fe = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits (at most 20 s) until tensor 'name' appears in store 'st'. */
+static int
+wait_tensor(const char *st, const char *name)
+{
+    for (int i = 0; i < 20000; i++) {
+        gkv_store *s;
+        gkv_tensor_desc d;
+        int ok = 0;
+
+        if (gkv_store_open(&s, st, GKV_RDONLY, NULL) == GKV_OK) {
+            ok = gkv_tensor_info(s, NULL, name, &d) == GKV_OK;
+            gkv_store_close(s);
+        }
+        if (ok)
+            return 1;
+        sleep_ms(1);
+    }
+    return 0;
+}
+
+static int
+wait_status(pid_t pid)
+{
+    int st;
+
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return st;
+}
+
+/* A 192 MiB import is three 64 MiB slices, each its own transaction: a
+ * signal caught after the temporary tensor appears lands mid-import. */
+static void
+test_signals_during_import(void **state)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGKILL};
+    struct fx *f = *state;
+    char tmpname[128], *errtxt;
+    size_t elen;
+    float *v;
+    struct snap s0;
+    pid_t pid;
+    int st;
+
+    v = write_npy_f32(path(f, "big.npy"), 3 << 17, 128, 1);
+    free(v);
+    v = write_npy_f32(path(f, "keep.npy"), 64, 4, 3);
+    assert_int_equal(kv(f, f->st, "import", "keep", path(f, "keep.npy"), NULL), 0);
+    snap_take(f, &s0);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        char *argv[] = {(char *)gkvt_prog("kvctl"), f->st, "import", "keep",
+                        path(f, "big.npy"), "--replace", NULL};
+
+        pid = spawn(argv, path(f, "err.txt"));
+        snprintf(tmpname, sizeof tmpname, "keep.kvctl-import-%ld", (long)pid);
+        assert_true(wait_tensor(f->st, tmpname));
+        kill(pid, sigs[i]);
+        st = wait_status(pid);
+        if (!WIFSIGNALED(st))
+            fail_msg("kvctl import ended with status %d before signal %d landed",
+                     WEXITSTATUS(st), sigs[i]);
+        assert_int_equal(WTERMSIG(st), sigs[i]);
+        errtxt = (char *)read_file(path(f, "err.txt"), &elen);
+        errtxt[elen] = '\0';
+        if (sigs[i] != SIGKILL) {
+            assert_non_null(strstr(errtxt, "interrupted"));
+            assert_non_null(strstr(errtxt, "unchanged"));
+            snap_check(f, &s0);
+        } else {
+            /* kill -9 leaves the temporary tensor, listed with a note;
+             * rm removes it and the store is as before */
+            assert_int_equal(kv(f, f->st, "ls", NULL), 0);
+            assert_non_null(strstr(f->out, tmpname));
+            assert_non_null(strstr(f->err, "interrupted import"));
+            assert_non_null(strstr(f->err, "rm"));
+            assert_int_equal(kv(f, f->st, "rm", tmpname, NULL), 0);
+            snap_check(f, &s0);
+        }
+        free(errtxt);
+    }
+    free(s0.ls);
+    free(s0.rows);
+    free(v);
+}
+
+static void
+test_signal_during_export(void **state)
+{
+    struct fx *f = *state;
+    float *v = write_npy_f32(path(f, "big.npy"), 3 << 17, 128, 1);
+    char tmp[4200];
+    pid_t pid;
+    int st;
+    DIR *dp;
+    struct dirent *de;
+    char *argv[] = {(char *)gkvt_prog("kvctl"), f->st, "export", "big",
+                    path(f, "out.npy"), NULL};
+
+    free(v);
+    assert_int_equal(kv(f, f->st, "import", "big", path(f, "big.npy"), NULL), 0);
+    unlink(path(f, "big.npy"));
+    pid = spawn(argv, path(f, "err.txt"));
+    snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path(f, "out.npy"), (long)pid);
+    for (int i = 0; i < 20000 && !exists(tmp); i++)
+        sleep_ms(1);
+    assert_true(exists(tmp));
+    kill(pid, SIGTERM);
+    st = wait_status(pid);
+    if (!WIFSIGNALED(st))
+        fail_msg("kvctl export ended with status %d before SIGTERM landed",
+                 WEXITSTATUS(st));
+    assert_int_equal(WTERMSIG(st), SIGTERM);
+    assert_false(exists(tmp));
+    assert_false(exists(path(f, "out.npy")));
+    dp = opendir(f->dir);
+    while ((de = readdir(dp)) != NULL)
+        assert_null(strstr(de->d_name, "out.npy"));
+    closedir(dp);
+}
+
+/* The progress bar is drawn when stderr is a terminal (and only then: the
+ * other tests check stderr stays empty through a pipe). */
+static void
+test_progress_bar_on_a_tty(void **state)
+{
+    struct fx *f = *state;
+    float *v = write_npy_f32(path(f, "feat.npy"), 100, 4, 0);
+    char *argv[] = {(char *)gkvt_prog("kvctl"), f->st, "import", "feat",
+                    path(f, "feat.npy"), NULL};
+    char buf[8192];
+    size_t got = 0;
+    int m, st;
+    pid_t pid;
+
+    free(v);
+    m = posix_openpt(O_RDWR | O_NOCTTY);
+    assert_true(m >= 0);
+    assert_int_equal(grantpt(m), 0);
+    assert_int_equal(unlockpt(m), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int s = open(ptsname(m), O_RDWR | O_NOCTTY), dn = open("/dev/null", O_RDWR);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        dup2(s, 2);
+        close(m);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    st = wait_status(pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    for (;;) {
+        ssize_t r;
+        fd_set rs;
+        struct timeval tv = {0, 200000};
+
+        FD_ZERO(&rs);
+        FD_SET(m, &rs);
+        if (select(m + 1, &rs, NULL, NULL, &tv) <= 0)
+            break;
+        r = read(m, buf + got, sizeof buf - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    close(m);
+    assert_non_null(strstr(buf, "import feat ["));
+    assert_non_null(strstr(buf, "100%"));
+}
+
+/* ---- the ID-list helper (tools/common) directly ----------------------------- */
+
+static void
+test_idlist_parser(void **state)
+{
+    tools_idlist l = {0};
+    tools_idcur c = {0};
+    uint64_t out[16], a, b, dims[4];
+    char err[256];
+
+    (void)state;
+    assert_int_equal(tools__idlist_parse(&l, "4,5,6,1,0:3,7", err, sizeof err), 0);
+    /* 4,5,6 is one run; 0:3 stays a range */
+    assert_int_equal(l.nseg, 4);
+    assert_int_equal(l.count, 8);
+    assert_int_equal(tools__idlist_next(&l, &c, out, 3), 3);
+    assert_int_equal(out[0], 4);
+    assert_int_equal(out[2], 6);
+    assert_int_equal(tools__idlist_next(&l, &c, out, 16), 5);
+    assert_int_equal(out[0], 1);
+    assert_int_equal(out[1], 0);
+    assert_int_equal(out[3], 2);
+    assert_int_equal(out[4], 7);
+    assert_int_equal(tools__idlist_next(&l, &c, out, 16), 0);
+    tools__idlist_free(&l);
+    /* a huge range costs one segment */
+    assert_int_equal(tools__idlist_parse(&l, "0:18446744073709551615", err, sizeof err), 0);
+    assert_int_equal(l.nseg, 1);
+    assert_int_equal(l.count, UINT64_MAX);
+    tools__idlist_free(&l);
+    assert_int_equal(tools__idlist_parse(&l, "", err, sizeof err), 2);
+    tools__idlist_free(&l);
+    assert_int_equal(tools__idlist_parse(&l, ",1", err, sizeof err), 2);
+    tools__idlist_free(&l);
+    assert_int_equal(tools__idlist_parse(&l, "1:2:3", err, sizeof err), 2);
+    tools__idlist_free(&l);
+    assert_int_equal(tools__idlist_parse(&l, "+1", err, sizeof err), 2);
+    tools__idlist_free(&l);
+    assert_int_equal(tools__idlist_parse(&l, "@/nonexistent/ids", err, sizeof err), 1);
+    tools__idlist_free(&l);
+    assert_int_equal(tools__parse_range("3:9", &a, &b), 0);
+    assert_int_equal(a, 3);
+    assert_int_equal(b, 9);
+    assert_int_equal(tools__parse_range(":9", &a, &b), -1);
+    assert_int_equal(tools__parse_range("3:", &a, &b), -1);
+    assert_int_equal(tools__parse_dims("4x8,2", dims, 4), 3);
+    assert_int_equal(dims[1], 8);
+    assert_int_equal(tools__parse_dims("1,2,3,4,5", dims, 4), -1);
+    assert_int_equal(tools__parse_dims("4,", dims, 4), -1);
+    assert_int_equal(tools__parse_dims("-4", dims, 4), -1);
+    assert_int_equal(tools__parse_u64("010", &a), 0);
+    assert_int_equal(a, 10);
+    assert_int_equal(tools__parse_u64("0x1f", &a), 0);
+    assert_int_equal(a, 31);
+    assert_int_equal(tools__parse_u64("1 ", &a), -1);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idlist_parser),
+        cmocka_unit_test_setup_teardown(test_help_and_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_errors_exit_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_store_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_import_npy_rows_match, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_import_other_dtypes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_export_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_raw_import_export, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_each_id_syntax, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_then_get, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_and_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rm_rename_ls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_import_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_import_existing_name, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_signals_during_import, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_signal_during_export, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_bar_on_a_tty, setup, teardown),
+    };
+
+    return cmocka_run_group_tests_name("kvctl", tests, NULL, NULL);
+}

@@ -1,0 +1,1663 @@
+/* kvctl - inspect and administer a gkv store directory.
+ *
+ *   kvctl [-h|--help] [-V|--version] [--json] STORE COMMAND [ARGS]
+ *
+ * Commands: ls, info, get, put, create, import, export, rm, rename, verify,
+ * stat (see usage() below and doc/man/kvctl.1). kvctl uses only the public
+ * API (gkv.h), so it doubles as an example of it.
+ *
+ * Exit status: 0 ok; 1 the operation failed (the reason on stderr, as
+ * "kvctl: WHAT: gkv_strerror: detail"); 2 bad usage. --help prints to
+ * stdout and exits 0.
+ *
+ * Import is all-or-nothing: rows go into a temporary tensor
+ * NAME.kvctl-import-PID, slice by slice, and only a complete one is renamed
+ * to NAME. A failure, SIGINT or SIGTERM deletes the temporary tensor; only
+ * kill -9 (or a crash) can leave it behind, and `kvctl STORE rm` removes it.
+ * Export writes FILE.tmp-PID and renames it over FILE at the end.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "gkv.h"
+#include "idlist.h"
+#include "progress.h"
+
+#define PROG "kvctl"
+#define SLICE_BYTES (64u << 20)          /* import/export step: one txn each */
+#define IMPORT_TAG ".kvctl-import-"
+
+enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2 };
+
+/* ---- options ------------------------------------------------------------- */
+
+enum opt {
+    O_ALL, O_DTYPE, O_SHAPE, O_RANGE, O_INIT, O_SEED, O_HOT, O_CHUNK_ROWS,
+    O_DIM, O_LO, O_REPLACE, O_RAW, O_HANDLER, O_LR, NOPT
+};
+
+static const struct {
+    const char *name;
+    int has_arg;
+} optdefs[NOPT] = {
+    [O_ALL] = {"--all", 0},          [O_DTYPE] = {"--dtype", 1},
+    [O_SHAPE] = {"--shape", 1},      [O_RANGE] = {"--range", 1},
+    [O_INIT] = {"--init", 1},        [O_SEED] = {"--seed", 1},
+    [O_HOT] = {"--hot", 0},          [O_CHUNK_ROWS] = {"--chunk-rows", 1},
+    [O_DIM] = {"--dim", 1},          [O_LO] = {"--lo", 1},
+    [O_REPLACE] = {"--replace", 0},  [O_RAW] = {"--raw", 0},
+    [O_HANDLER] = {"--handler", 1},  [O_LR] = {"--lr", 1},
+};
+
+#define BIT(o) (1u << (o))
+
+struct ctx {
+    const char *path;            /* STORE */
+    const struct cmd *cmd;
+    char **args;                 /* positionals after COMMAND */
+    int nargs;
+    int json;
+    const char *opt[NOPT];       /* value, or "" for a flag; NULL if unset */
+    gkv_store *s;
+    int made_dir, made_files;    /* this run created the store (undo on failure) */
+};
+
+struct cmd {
+    const char *name;
+    int (*fn)(struct ctx *);
+    int min_args, max_args;
+    unsigned opts;               /* BIT(O_*) it accepts */
+    const char *synopsis;        /* after "kvctl STORE " */
+    const char *help;            /* what it does, then its options */
+};
+
+static int cmd_ls(struct ctx *), cmd_info(struct ctx *), cmd_get(struct ctx *),
+    cmd_put(struct ctx *), cmd_create(struct ctx *), cmd_import(struct ctx *),
+    cmd_export(struct ctx *), cmd_rm(struct ctx *), cmd_rename(struct ctx *),
+    cmd_verify(struct ctx *), cmd_stat(struct ctx *);
+
+static const struct cmd cmds[] = {
+    {"ls", cmd_ls, 0, 0, BIT(O_ALL), "ls [--all]",
+     "Lists the tensors: name, dtype, shape (rows x row shape), ID range\n"
+     "[lo, hi), rows per chunk and bytes of rows. Tab-separated when stdout\n"
+     "is not a terminal.\n\n"
+     "  --all    also list optimizer-state companions (NAME#adam_m, ...)\n"},
+    {"info", cmd_info, 1, 1, 0, "info NAME",
+     "Describes tensor NAME: dtype, shapes, range, chunking, flags and its\n"
+     "optimizer-state companions.\n"},
+    {"get", cmd_get, 2, 2, 0, "get NAME IDS",
+     "Prints the rows with the given global IDs, one per line:\n"
+     "\"ID: v0 v1 ...\" (f32 as %.9g, f64 as %.17g, f16 and bf16 widened to\n"
+     "f32, integers as integers). Every ID is checked against the tensor's\n"
+     "range before anything is printed.\n\n"
+     "IDS: 1,5,9 | 10:20 (half-open: 10..19) | 1,5,10:20 | @FILE (IDs or\n"
+     "ranges separated by whitespace, newlines or commas)\n"},
+    {"put", cmd_put, 3, -1, BIT(O_HANDLER) | BIT(O_LR), "put NAME ID VALUES...",
+     "Writes one row: VALUES are exactly as many numbers as a row holds,\n"
+     "separated by commas or spaces (one argument or several).\n\n"
+     "  --handler H  how to combine with the stored row: assign (default),\n"
+     "               add, or an optimizer (sgd, adagrad, adam; VALUES is\n"
+     "               then the gradient)\n"
+     "  --lr X       learning rate for the optimizers (default 0.01)\n"},
+    {"create", cmd_create, 1, 1,
+     BIT(O_DTYPE) | BIT(O_SHAPE) | BIT(O_RANGE) | BIT(O_INIT) | BIT(O_SEED) |
+     BIT(O_HOT) | BIT(O_CHUNK_ROWS),
+     "create NAME --dtype DT --range LO:HI [--shape D1[,D2..]] [--init SPEC]\n"
+     "                     [--seed N] [--hot] [--chunk-rows N]",
+     "Creates tensor NAME (and the store, if missing) and fills every row.\n\n"
+     "  --dtype DT       f32 f16 bf16 f64 i8 u8 i32 i64 (required)\n"
+     "  --range LO:HI    global row IDs [LO, HI) (required)\n"
+     "  --shape D1,..    row shape, up to 4 dims (default: one scalar per row)\n"
+     "  --init SPEC      zeros (default), const:A, uniform:A,B, normal:MEAN,STD\n"
+     "  --seed N         initializer seed (default 0)\n"
+     "  --hot            small chunks, for rows pushed every step\n"
+     "  --chunk-rows N   rows per chunk (default: chosen from the row size)\n"},
+    {"import", cmd_import, 2, 2,
+     BIT(O_DTYPE) | BIT(O_DIM) | BIT(O_LO) | BIT(O_REPLACE) | BIT(O_HOT) |
+     BIT(O_CHUNK_ROWS),
+     "import NAME FILE [--dtype DT --dim D1[,D2..]] [--lo N] [--replace]\n"
+     "                     [--hot] [--chunk-rows N]",
+     "Loads FILE as tensor NAME, creating the store if missing. FILE is a\n"
+     ".npy file (found by its magic; C order, little-endian, dtypes <f4 <f2\n"
+     "<f8 |i1 |u1 <i4 <i8) whose first dim is the rows, or raw rows when\n"
+     "--dtype and --dim are given. All or nothing: on any failure, SIGINT or\n"
+     "SIGTERM the store is left as it was.\n\n"
+     "  --dtype DT       raw input: element type (also bf16)\n"
+     "  --dim D1,..      raw input: row shape; the row count is the file\n"
+     "                   size / row bytes\n"
+     "  --lo N           global ID of the first row (default 0)\n"
+     "  --replace        replace an existing tensor NAME (else it is an error)\n"
+     "  --hot, --chunk-rows N   chunking, as for create\n"},
+    {"export", cmd_export, 2, 2, BIT(O_RAW) | BIT(O_RANGE),
+     "export NAME FILE [--raw] [--range A:B]",
+     "Writes tensor NAME to FILE as .npy (a bf16 tensor needs --raw). FILE\n"
+     "appears only when complete: rows go to FILE.tmp-PID, renamed at the end.\n\n"
+     "  --raw          write the rows only, no header\n"
+     "  --range A:B    only rows [A, B)\n"},
+    {"rm", cmd_rm, 1, 1, 0, "rm NAME",
+     "Deletes tensor NAME with its optimizer state (also a tensor left by an\n"
+     "interrupted import, NAME.kvctl-import-PID).\n"},
+    {"rename", cmd_rename, 2, 2, 0, "rename FROM TO",
+     "Renames tensor FROM (and its optimizer state) to TO.\n"},
+    {"verify", cmd_verify, 0, 1, 0, "verify [NAME]",
+     "Recomputes the checksum of every chunk of NAME (default: all tensors).\n"
+     "Exit status 1 when any chunk is corrupt; the first bad one is named.\n"},
+    {"stat", cmd_stat, 0, 0, 0, "stat",
+     "Prints store statistics: format, map size, bytes in use, page size,\n"
+     "tensors, chunks, row bytes and reader slots.\n"},
+};
+#define NCMDS (sizeof cmds / sizeof cmds[0])
+
+static const struct cmd *
+cmd_find(const char *name)
+{
+    for (size_t i = 0; name != NULL && i < NCMDS; i++)
+        if (strcmp(cmds[i].name, name) == 0)
+            return &cmds[i];
+    return NULL;
+}
+
+static void
+usage(FILE *f)
+{
+    fputs(
+"Usage: kvctl [-h|--help] [-V|--version] [--json] STORE COMMAND [ARGS]\n"
+"\n"
+"Inspects and administers the gkv tensor store in directory STORE.\n"
+"\n"
+"Commands:\n"
+"  ls [--all]              list tensors (--all: with optimizer state)\n"
+"  info NAME               describe a tensor\n"
+"  get NAME IDS            print rows, one per line: \"ID: v0 v1 ...\"\n"
+"  put NAME ID VALUES...   write one row [--handler H] [--lr X]\n"
+"  create NAME --dtype DT --range LO:HI [--shape D1[,D2..]]\n"
+"         [--init zeros|const:A|uniform:A,B|normal:MEAN,STD] [--seed N]\n"
+"         [--hot] [--chunk-rows N]\n"
+"                          make a tensor filled by an initializer\n"
+"  import NAME FILE        load a .npy file, or raw rows with --dtype DT\n"
+"         --dim D1[,D2..]; [--lo N] [--replace] [--hot] [--chunk-rows N]\n"
+"  export NAME FILE        write a .npy file [--raw] [--range A:B]\n"
+"  rm NAME                 delete a tensor and its optimizer state\n"
+"  rename FROM TO          rename a tensor\n"
+"  verify [NAME]           check the checksum of every chunk\n"
+"  stat                    store statistics\n"
+"\n"
+"Options:\n"
+"  --json         ls, info, get, verify and stat print one JSON object\n"
+"                 (before or after the command)\n"
+"  -h, --help     show this help; `kvctl COMMAND --help` shows a command's\n"
+"  -V, --version  show the version\n"
+"\n"
+"IDS: 1,5,9 | 10:20 (half-open) | 1,5,10:20 | @FILE\n"
+"Read-only commands (ls, info, get, export, verify, stat) never create or\n"
+"change the store; create and import create it when missing.\n"
+"Exit status: 0 ok, 1 the operation failed, 2 usage error. See kvctl(1).\n",
+          f);
+}
+
+static void
+cmd_usage(const struct cmd *c, FILE *f)
+{
+    fprintf(f, "Usage: kvctl [--json] STORE %s\n\n%s", c->synopsis, c->help);
+}
+
+/* ---- messages -------------------------------------------------------------- */
+
+static const char *usage_cmd;    /* for "Try 'kvctl CMD --help'" */
+
+static int
+usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs(PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (usage_cmd != NULL)
+        fprintf(stderr, "\nTry 'kvctl %s --help'.\n", usage_cmd);
+    else
+        fputs("\nTry 'kvctl --help'.\n", stderr);
+    return EX_USAGE;
+}
+
+static int
+fail(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs(PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return EX_FAIL;
+}
+
+/* "kvctl: WHAT: strerror(rc): detail" with the store's message for this
+ * thread (or the open message when s is NULL). */
+static int
+fail_gkv(const gkv_store *s, gkv_err rc, const char *fmt, ...)
+{
+    const char *detail = gkv_store_errmsg(s);
+    va_list ap;
+
+    fputs(PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, ": %s", gkv_strerror(rc));
+    if (detail != NULL && *detail != '\0')
+        fprintf(stderr, " (%s)", detail);
+    fputc('\n', stderr);
+    return EX_FAIL;
+}
+
+/* Flushes stdout; a failed write (disk full, closed pipe) is a failure. */
+static int
+out_done(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fail("writing output: %s", strerror(errno));
+        return EX_FAIL;
+    }
+    return rc;
+}
+
+static int
+json_print(json_t *o, size_t flags)
+{
+    int rc;
+
+    if (o == NULL)
+        return fail("out of memory building JSON");
+    rc = json_dumpf(o, stdout, JSON_INDENT(2) | flags);
+    json_decref(o);
+    if (rc != 0)
+        return fail("writing JSON: %s", strerror(errno));
+    fputc('\n', stdout);
+    return out_done(EX_OK);
+}
+
+/* ---- signals ------------------------------------------------------------- */
+
+static volatile sig_atomic_t got_signal;
+
+static void
+on_signal(int sig)
+{
+    got_signal = sig;
+}
+
+/* Catches SIGINT and SIGTERM into got_signal (SA_RESTART: LMDB's system
+ * calls are not cut short; the work loop polls the flag). */
+static void
+catch_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static void
+block_signals(int block)
+{
+    sigset_t set;
+
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
+}
+
+/* After cleaning up for a caught signal, dies of it, so a calling shell
+ * sees the interrupt (exit status 128 + signal). */
+static int
+die_of_signal(int sig)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, NULL);
+    block_signals(0);
+    raise(sig);
+    return 128 + sig;
+}
+
+/* ---- the store ------------------------------------------------------------- */
+
+static int
+store_open(struct ctx *c, unsigned flags)
+{
+    struct stat sb;
+    gkv_err rc;
+
+    if (flags & GKV_CREATE) {
+        char data[4096];
+
+        if (stat(c->path, &sb) != 0 && errno == ENOENT) {
+            c->made_dir = 1;
+        } else if ((size_t)snprintf(data, sizeof data, "%s/data.mdb", c->path)
+                   < sizeof data && stat(data, &sb) != 0 && errno == ENOENT) {
+            c->made_files = 1;
+        }
+    }
+    if ((rc = gkv_store_open(&c->s, c->path, flags, NULL)) != GKV_OK) {
+        c->made_dir = c->made_files = 0;
+        return fail_gkv(NULL, rc, "store '%s'", c->path);
+    }
+    return EX_OK;
+}
+
+/* Closes the store; when this run created it and 'undo' is set, removes
+ * what the creation made, so a failed create or import leaves no store
+ * behind where there was none. */
+static void
+store_close(struct ctx *c, int undo)
+{
+    char p[4096];
+
+    gkv_store_close(c->s);
+    c->s = NULL;
+    if (!undo || !(c->made_dir || c->made_files))
+        return;
+    snprintf(p, sizeof p, "%s/data.mdb", c->path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/lock.mdb", c->path);
+    unlink(p);
+    if (c->made_dir)
+        rmdir(c->path);
+}
+
+/* ---- formatting ------------------------------------------------------------ */
+
+/* "1000x128" (rows, then the row shape) or "1000" for scalar rows. */
+static void
+shape_str(const gkv_tensor_desc *d, char *buf, size_t len)
+{
+    size_t o = (size_t)snprintf(buf, len, "%" PRIu64, d->hi - d->lo);
+
+    for (unsigned i = 0; i < d->ndim && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "x%" PRIu64, d->shape[i]);
+}
+
+static void
+row_shape_str(const gkv_tensor_desc *d, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    if (d->ndim == 0)
+        snprintf(buf, len, "scalar");
+    for (unsigned i = 0; i < d->ndim && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%" PRIu64, i ? "x" : "",
+                              d->shape[i]);
+}
+
+static json_t *
+json_u64(uint64_t v)
+{
+    return json_integer((json_int_t)v);
+}
+
+static json_t *
+json_shape(const gkv_tensor_desc *d, int with_rows)
+{
+    json_t *a = json_array();
+
+    if (with_rows)
+        json_array_append_new(a, json_u64(d->hi - d->lo));
+    for (unsigned i = 0; i < d->ndim; i++)
+        json_array_append_new(a, json_u64(d->shape[i]));
+    return a;
+}
+
+static json_t *
+json_desc(const gkv_tensor_desc *d)
+{
+    json_t *o = json_object();
+
+    json_object_set_new(o, "name", json_string(d->name));
+    json_object_set_new(o, "dtype", json_string(gkv_dtype_name(d->dtype)));
+    json_object_set_new(o, "shape", json_shape(d, 1));
+    json_object_set_new(o, "row_shape", json_shape(d, 0));
+    json_object_set_new(o, "lo", json_u64(d->lo));
+    json_object_set_new(o, "hi", json_u64(d->hi));
+    json_object_set_new(o, "rows", json_u64(d->hi - d->lo));
+    json_object_set_new(o, "row_elems", json_u64(d->row_elems));
+    json_object_set_new(o, "row_bytes", json_u64(d->row_bytes));
+    json_object_set_new(o, "chunk_rows", json_u64(d->chunk_rows));
+    json_object_set_new(o, "nchunks", json_u64(d->nchunks));
+    json_object_set_new(o, "bytes", json_u64((d->hi - d->lo) * d->row_bytes));
+    json_object_set_new(o, "hot", json_boolean(d->flags & GKV_TENSOR_HOT));
+    json_object_set_new(o, "state", json_boolean(d->is_state));
+    json_object_set_new(o, "id", json_u64(d->id));
+    return o;
+}
+
+/* Element i of a row of dtype dt, as text. */
+static int
+elem_str(gkv_dtype dt, const void *row, uint64_t i, char *buf, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)row + i * gkv_dtype_size(dt);
+
+    switch (dt) {
+    case GKV_F32: { float v; memcpy(&v, p, 4); return snprintf(buf, len, "%.9g", v); }
+    case GKV_F64: { double v; memcpy(&v, p, 8); return snprintf(buf, len, "%.17g", v); }
+    case GKV_F16: { uint16_t h; memcpy(&h, p, 2);
+                    return snprintf(buf, len, "%.9g", gkv_f16_to_f32(h)); }
+    case GKV_BF16: { uint16_t h; memcpy(&h, p, 2);
+                     return snprintf(buf, len, "%.9g", gkv_bf16_to_f32(h)); }
+    case GKV_I8:  return snprintf(buf, len, "%d", (int)(int8_t)p[0]);
+    case GKV_U8:  return snprintf(buf, len, "%u", (unsigned)p[0]);
+    case GKV_I32: { int32_t v; memcpy(&v, p, 4); return snprintf(buf, len, "%" PRId32, v); }
+    case GKV_I64: { int64_t v; memcpy(&v, p, 8); return snprintf(buf, len, "%" PRId64, v); }
+    }
+    return snprintf(buf, len, "?");
+}
+
+static json_t *
+elem_json(gkv_dtype dt, const void *row, uint64_t i)
+{
+    const unsigned char *p = (const unsigned char *)row + i * gkv_dtype_size(dt);
+    double d;
+
+    switch (dt) {
+    case GKV_F32: { float v; memcpy(&v, p, 4); d = v; break; }
+    case GKV_F64: memcpy(&d, p, 8); break;
+    case GKV_F16: { uint16_t h; memcpy(&h, p, 2); d = gkv_f16_to_f32(h); break; }
+    case GKV_BF16: { uint16_t h; memcpy(&h, p, 2); d = gkv_bf16_to_f32(h); break; }
+    case GKV_I8:  return json_integer((int8_t)p[0]);
+    case GKV_U8:  return json_integer(p[0]);
+    case GKV_I32: { int32_t v; memcpy(&v, p, 4); return json_integer(v); }
+    case GKV_I64: { int64_t v; memcpy(&v, p, 8); return json_integer(v); }
+    default:      return json_null();
+    }
+    /* JSON has no NaN or infinity */
+    return isfinite(d) ? json_real(d) : json_null();
+}
+
+/* A small table: aligned columns on a terminal, tab-separated otherwise. */
+struct table {
+    char **cell;
+    size_t ncol, n, cap;
+};
+
+static int
+table_add(struct table *t, const char *s)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        char **p = realloc(t->cell, cap * sizeof *p);
+        if (p == NULL)
+            return -1;
+        t->cell = p;
+        t->cap = cap;
+    }
+    if ((t->cell[t->n] = strdup(s)) == NULL)
+        return -1;
+    t->n++;
+    return 0;
+}
+
+static void
+table_print(struct table *t)
+{
+    int tty = isatty(STDOUT_FILENO);
+    size_t w[16] = {0};
+
+    for (size_t i = 0; i < t->n; i++)
+        if (strlen(t->cell[i]) > w[i % t->ncol])
+            w[i % t->ncol] = strlen(t->cell[i]);
+    for (size_t i = 0; i < t->n; i++) {
+        size_t col = i % t->ncol;
+        int last = col == t->ncol - 1;
+
+        if (tty && !last)
+            printf("%-*s  ", (int)w[col], t->cell[i]);
+        else
+            printf("%s%s", t->cell[i], last ? "\n" : "\t");
+    }
+}
+
+static void
+table_free(struct table *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        free(t->cell[i]);
+    free(t->cell);
+}
+
+/* ---- names ------------------------------------------------------------- */
+
+/* Checks a tensor name the way the store does, with room for 'reserve'
+ * more bytes (the import suffix). 0 when good, else -1 with 'why'. */
+static int
+name_check(const char *name, size_t reserve, char *why, size_t len)
+{
+    size_t n = strlen(name);
+
+    if (n == 0)
+        return snprintf(why, len, "empty tensor name"), -1;
+    if (n + reserve > GKV_NAME_MAX)
+        return snprintf(why, len, "tensor name of %zu bytes is too long (at most "
+                        "%zu here)", n, GKV_NAME_MAX - reserve), -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch < 0x21 || ch > 0x7e)
+            return snprintf(why, len, "tensor name '%.64s': byte %zu is not "
+                            "printable ASCII (spaces are not allowed)", name, i), -1;
+        if (ch == '#')
+            return snprintf(why, len, "tensor name '%.64s': '#' is reserved for "
+                            "optimizer state", name), -1;
+    }
+    return 0;
+}
+
+/* ---- ls, info, stat -------------------------------------------------------- */
+
+/* A NAME.kvctl-import-PID tensor whose process is gone was left by an
+ * import killed with -9: say how to remove it. */
+static void
+note_leftover(const struct ctx *c, const char *name)
+{
+    const char *tag = strstr(name, IMPORT_TAG);
+    uint64_t pid;
+
+    if (tag == NULL || tools__parse_u64(tag + strlen(IMPORT_TAG), &pid) != 0 ||
+        pid == 0 || pid > INT32_MAX)
+        return;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        return;                         /* that import may still be running */
+    fprintf(stderr, PROG ": note: '%s' is left from an interrupted import; "
+            "remove it with: kvctl %s rm '%s'\n", name, c->path, name);
+}
+
+static int
+cmd_ls(struct ctx *c)
+{
+    gkv_tensor_desc *v = NULL;
+    size_t n = 0;
+    gkv_err rc;
+    int ex;
+
+    if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
+        return ex;
+    if ((rc = gkv_tensor_list(c->s, NULL, c->opt[O_ALL] != NULL, &v, &n)) != GKV_OK)
+        return fail_gkv(c->s, rc, "listing tensors of '%s'", c->path);
+    if (c->json) {
+        json_t *o = json_object(), *a = json_array();
+
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(a, json_desc(&v[i]));
+        json_object_set_new(o, "store", json_string(c->path));
+        json_object_set_new(o, "tensors", a);
+        ex = json_print(o, 0);
+    } else {
+        struct table t = {.ncol = 6};
+        static const char *head[] = {"NAME", "DTYPE", "SHAPE", "RANGE",
+                                     "CHUNK_ROWS", "BYTES"};
+        int bad = 0;
+
+        for (size_t i = 0; i < 6; i++)
+            bad |= table_add(&t, head[i]);
+        for (size_t i = 0; i < n && !bad; i++) {
+            char b[4][96];
+            shape_str(&v[i], b[0], sizeof b[0]);
+            snprintf(b[1], sizeof b[1], "[%" PRIu64 ",%" PRIu64 ")", v[i].lo, v[i].hi);
+            snprintf(b[2], sizeof b[2], "%" PRIu32, v[i].chunk_rows);
+            snprintf(b[3], sizeof b[3], "%" PRIu64, (v[i].hi - v[i].lo) * v[i].row_bytes);
+            bad |= table_add(&t, v[i].name);
+            bad |= table_add(&t, gkv_dtype_name(v[i].dtype));
+            for (int k = 0; k < 4; k++)
+                bad |= table_add(&t, b[k]);
+        }
+        if (bad) {
+            table_free(&t);
+            gkv_free(v);
+            return fail("out of memory");
+        }
+        table_print(&t);
+        table_free(&t);
+        ex = out_done(EX_OK);
+    }
+    for (size_t i = 0; i < n; i++)
+        note_leftover(c, v[i].name);
+    gkv_free(v);
+    return ex;
+}
+
+static int
+cmd_info(struct ctx *c)
+{
+    const char *name = c->args[0];
+    gkv_tensor_desc d, *v = NULL;
+    size_t n = 0, pl = strlen(name);
+    gkv_txn *tx = NULL;
+    gkv_err rc;
+    json_t *state;
+    char shp[128], rshp[128];
+    int ex;
+
+    if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
+        return ex;
+    if ((rc = gkv_txn_begin(c->s, &tx)) != GKV_OK)
+        return fail_gkv(c->s, rc, "store '%s'", c->path);
+    if ((rc = gkv_tensor_info(c->s, tx, name, &d)) != GKV_OK) {
+        ex = fail_gkv(c->s, rc, "tensor '%s'", name);
+        gkv_txn_end(tx);
+        return ex;
+    }
+    if ((rc = gkv_tensor_list(c->s, tx, 1, &v, &n)) != GKV_OK) {
+        ex = fail_gkv(c->s, rc, "tensor '%s'", name);
+        gkv_txn_end(tx);
+        return ex;
+    }
+    gkv_txn_end(tx);
+    state = json_array();
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(v[i].name, name, pl) == 0 && v[i].name[pl] == '#')
+            json_array_append_new(state, json_string(v[i].name));
+    gkv_free(v);
+    if (c->json) {
+        json_t *o = json_desc(&d);
+        json_object_set_new(o, "state_tensors", state);
+        return json_print(o, 0);
+    }
+    shape_str(&d, shp, sizeof shp);
+    row_shape_str(&d, rshp, sizeof rshp);
+    printf("name:        %s\n", d.name);
+    printf("dtype:       %s\n", gkv_dtype_name(d.dtype));
+    printf("shape:       %s\n", shp);
+    printf("row shape:   %s\n", rshp);
+    printf("range:       [%" PRIu64 ", %" PRIu64 ")\n", d.lo, d.hi);
+    printf("rows:        %" PRIu64 "\n", d.hi - d.lo);
+    printf("row elems:   %" PRIu64 "\n", d.row_elems);
+    printf("row bytes:   %zu\n", d.row_bytes);
+    printf("chunk rows:  %" PRIu32 "\n", d.chunk_rows);
+    printf("chunks:      %" PRIu64 "\n", d.nchunks);
+    printf("bytes:       %" PRIu64 "\n", (d.hi - d.lo) * d.row_bytes);
+    printf("flags:       %s\n", d.flags & GKV_TENSOR_HOT ? "hot" : "-");
+    printf("id:          %" PRIu32 "\n", d.id);
+    printf("state:       ");
+    if (json_array_size(state) == 0)
+        printf("-");
+    for (size_t i = 0; i < json_array_size(state); i++)
+        printf("%s%s", i ? " " : "", json_string_value(json_array_get(state, i)));
+    printf("\n");
+    json_decref(state);
+    return out_done(EX_OK);
+}
+
+static int
+cmd_stat(struct ctx *c)
+{
+    gkv_store_stat st;
+    gkv_err rc;
+    int ex;
+
+    if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
+        return ex;
+    if ((rc = gkv_store_stat_get(c->s, &st)) != GKV_OK)
+        return fail_gkv(c->s, rc, "store '%s'", c->path);
+    if (c->json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "store", json_string(c->path));
+        json_object_set_new(o, "format", json_u64(st.format));
+        json_object_set_new(o, "map_size", json_u64(st.map_size));
+        json_object_set_new(o, "used_bytes", json_u64(st.used_bytes));
+        json_object_set_new(o, "page_size", json_u64(st.page_size));
+        json_object_set_new(o, "ntensors", json_u64(st.ntensors));
+        json_object_set_new(o, "nchunks", json_u64(st.nchunks));
+        json_object_set_new(o, "data_bytes", json_u64(st.data_bytes));
+        json_object_set_new(o, "readers", json_u64(st.readers));
+        json_object_set_new(o, "max_readers", json_u64(st.max_readers));
+        return json_print(o, 0);
+    }
+    printf("store:        %s\n", c->path);
+    printf("format:       %" PRIu32 "\n", st.format);
+    printf("map size:     %" PRIu64 "\n", st.map_size);
+    printf("used bytes:   %" PRIu64 "\n", st.used_bytes);
+    printf("page size:    %" PRIu64 "\n", st.page_size);
+    printf("tensors:      %" PRIu64 "\n", st.ntensors);
+    printf("chunks:       %" PRIu64 "\n", st.nchunks);
+    printf("data bytes:   %" PRIu64 "\n", st.data_bytes);
+    printf("readers:      %u of %u\n", st.readers, st.max_readers);
+    return out_done(EX_OK);
+}
+
+/* ---- get, put ---------------------------------------------------------------- */
+
+static int
+cmd_get(struct ctx *c)
+{
+    const char *name = c->args[0];
+    tools_idlist ids = {0};
+    tools_idcur cur = {0};
+    gkv_tensor_desc d;
+    gkv_txn *tx = NULL;
+    json_t *root = NULL, *jids = NULL, *jrows = NULL;
+    uint64_t *idbuf = NULL;
+    unsigned char *rows = NULL;
+    size_t batch, k;
+    char err[512];
+    gkv_err rc;
+    int ex;
+
+    if ((ex = tools__idlist_parse(&ids, c->args[1], err, sizeof err)) != 0) {
+        tools__idlist_free(&ids);
+        return ex == 2 ? usage_error("%s", err) : fail("%s", err);
+    }
+    if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
+        goto out;
+    if ((rc = gkv_txn_begin(c->s, &tx)) != GKV_OK) {
+        ex = fail_gkv(c->s, rc, "store '%s'", c->path);
+        goto out;
+    }
+    if ((rc = gkv_tensor_info(c->s, tx, name, &d)) != GKV_OK) {
+        ex = fail_gkv(c->s, rc, "tensor '%s'", name);
+        goto out;
+    }
+    /* every ID is checked before a row is printed */
+    for (size_t i = 0; i < ids.nseg; i++) {
+        const tools_idseg *sg = &ids.seg[i];
+        if (sg->a < d.lo || sg->b > d.hi) {
+            ex = fail("tensor '%s': %s: ID %" PRIu64 " is outside its range "
+                      "[%" PRIu64 ", %" PRIu64 ")", name, gkv_strerror(GKV_ERANGE),
+                      sg->a < d.lo || sg->a > d.hi ? sg->a : d.hi,
+                      d.lo, d.hi);
+            goto out;
+        }
+    }
+    batch = d.row_bytes >= (4u << 20) ? 1 : (4u << 20) / d.row_bytes;
+    if (batch > 65536)
+        batch = 65536;
+    if ((idbuf = malloc(batch * sizeof *idbuf)) == NULL ||
+        (rows = malloc(batch * d.row_bytes)) == NULL) {
+        ex = fail("out of memory");
+        goto out;
+    }
+    if (c->json) {
+        root = json_object();
+        jids = json_array();
+        jrows = json_array();
+        json_object_set_new(root, "name", json_string(name));
+        json_object_set_new(root, "dtype", json_string(gkv_dtype_name(d.dtype)));
+        json_object_set(root, "ids", jids);
+        json_object_set(root, "rows", jrows);
+    }
+    while ((k = tools__idlist_next(&ids, &cur, idbuf, batch)) > 0) {
+        if ((rc = gkv_tensor_pull(c->s, tx, name, idbuf, k, rows,
+                                  k * d.row_bytes)) != GKV_OK) {
+            ex = fail_gkv(c->s, rc, "tensor '%s'", name);
+            goto out;
+        }
+        for (size_t i = 0; i < k; i++) {
+            const unsigned char *row = rows + i * d.row_bytes;
+
+            if (c->json) {
+                json_t *r = json_array();
+                json_array_append_new(jids, json_u64(idbuf[i]));
+                for (uint64_t e = 0; e < d.row_elems; e++)
+                    json_array_append_new(r, elem_json(d.dtype, row, e));
+                json_array_append_new(jrows, r);
+            } else {
+                char b[64];
+                printf("%" PRIu64 ":", idbuf[i]);
+                for (uint64_t e = 0; e < d.row_elems; e++) {
+                    elem_str(d.dtype, row, e, b, sizeof b);
+                    printf(" %s", b);
+                }
+                putchar('\n');
+            }
+        }
+    }
+    gkv_txn_end(tx);
+    tx = NULL;
+    if (c->json) {
+        int prec = d.dtype == GKV_F64 ? 17 : 9;
+        ex = json_print(root, JSON_REAL_PRECISION(prec));
+        root = NULL;
+    } else {
+        ex = out_done(EX_OK);
+    }
+out:
+    gkv_txn_end(tx);
+    json_decref(root);
+    json_decref(jids);
+    json_decref(jrows);
+    free(idbuf);
+    free(rows);
+    tools__idlist_free(&ids);
+    return ex;
+}
+
+/* One number of a put, checked against dtype dt and stored at out. */
+static int
+value_parse(const char *tok, gkv_dtype dt, void *out)
+{
+    static const struct { gkv_dtype dt; double lo, hi; } lim[] = {
+        {GKV_I8, -128, 127}, {GKV_U8, 0, 255},
+        {GKV_I32, -2147483648.0, 2147483647.0},
+    };
+    char *end;
+    double v, back;
+
+    if (dt == GKV_I64 || dt == GKV_I32 || dt == GKV_I8 || dt == GKV_U8) {
+        long long iv;
+
+        errno = 0;
+        iv = strtoll(tok, &end, 10);
+        if (errno != 0 || *end != '\0' || end == tok) {
+            /* "1e3" is an integer too, if it is a whole number */
+            errno = 0;
+            v = strtod(tok, &end);
+            if (errno != 0 || *end != '\0' || end == tok || v != floor(v) ||
+                !(v >= -9223372036854775808.0 && v < 9223372036854775808.0))
+                return -1;
+            iv = (long long)v;
+        }
+        if (dt == GKV_I64) {
+            int64_t x = iv;
+            memcpy(out, &x, 8);
+            return 0;
+        }
+        for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
+            if (lim[i].dt == dt && ((double)iv < lim[i].lo || (double)iv > lim[i].hi))
+                return -1;
+        if (dt == GKV_I32) {
+            int32_t x = (int32_t)iv;
+            memcpy(out, &x, 4);
+        } else if (dt == GKV_I8) {
+            int8_t x = (int8_t)iv;
+            memcpy(out, &x, 1);
+        } else {
+            *(unsigned char *)out = (unsigned char)iv;
+        }
+        return 0;
+    }
+    errno = 0;
+    v = strtod(tok, &end);
+    if (end == tok || *end != '\0' || (errno == ERANGE && isinf(v)))
+        return -1;
+    switch (dt) {
+    case GKV_F64: memcpy(out, &v, 8); back = v; break;
+    case GKV_F32: { float x = (float)v; memcpy(out, &x, 4); back = x; break; }
+    case GKV_F16: { uint16_t h = gkv_f32_to_f16((float)v); memcpy(out, &h, 2);
+                    back = gkv_f16_to_f32(h); break; }
+    case GKV_BF16: { uint16_t h = gkv_f32_to_bf16((float)v); memcpy(out, &h, 2);
+                     back = gkv_bf16_to_f32(h); break; }
+    default: return -1;
+    }
+    /* a finite number too large for the dtype is refused, not stored as
+     * infinity ("inf" itself is fine) */
+    return isinf(back) && !isinf(v) ? -1 : 0;
+}
+
+/* Splits args into tokens at commas and whitespace: a malloc'd array of
+ * pointers into a malloc'd copy (*store). */
+static char **
+split_values(char **args, int n, size_t *count, char **store)
+{
+    size_t len = 1, m = 0;
+    char *buf, **tok;
+
+    for (int i = 0; i < n; i++)
+        len += strlen(args[i]) + 1;
+    if ((buf = malloc(len)) == NULL || (tok = malloc(len * sizeof *tok)) == NULL) {
+        free(buf);
+        return NULL;
+    }
+    buf[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        strcat(buf, args[i]);
+        strcat(buf, " ");
+    }
+    for (char *p = strtok(buf, ", \t\n"); p != NULL; p = strtok(NULL, ", \t\n"))
+        tok[m++] = p;
+    *count = m;
+    *store = buf;
+    return tok;
+}
+
+static int
+cmd_put(struct ctx *c)
+{
+    const char *name = c->args[0];
+    gkv_push_args pa;
+    gkv_tensor_desc d;
+    uint64_t id;
+    unsigned char *row = NULL;
+    char **tok = NULL, *tokbuf = NULL, *end;
+    size_t ntok = 0;
+    gkv_err rc;
+    int ex;
+
+    memset(&pa, 0, sizeof pa);
+    if (tools__parse_u64(c->args[1], &id) != 0)
+        return usage_error("put: '%s' is not an ID (a non-negative integer)",
+                           c->args[1]);
+    if (c->opt[O_LR] != NULL) {
+        errno = 0;
+        pa.lr = strtod(c->opt[O_LR], &end);
+        if (errno != 0 || *end != '\0' || end == c->opt[O_LR] || !(pa.lr > 0))
+            return usage_error("--lr '%s' is not a positive number", c->opt[O_LR]);
+    }
+    pa.handler = c->opt[O_HANDLER];
+    if ((tok = split_values(c->args + 2, c->nargs - 2, &ntok, &tokbuf)) == NULL)
+        return fail("out of memory");
+    /* syntax first, so that bad values are a usage error whatever the store */
+    for (size_t i = 0; i < ntok; i++) {
+        strtod(tok[i], &end);
+        if (end == tok[i] || *end != '\0') {
+            ex = usage_error("put: '%s' is not a number", tok[i]);
+            goto out;
+        }
+    }
+    if (ntok == 0) {
+        ex = usage_error("put: no VALUES");
+        goto out;
+    }
+    if ((ex = store_open(c, 0)) != EX_OK)
+        goto out;
+    if ((rc = gkv_tensor_info(c->s, NULL, name, &d)) != GKV_OK) {
+        ex = fail_gkv(c->s, rc, "tensor '%s'", name);
+        goto out;
+    }
+    if (ntok != d.row_elems) {
+        ex = usage_error("put: tensor '%s' rows hold %" PRIu64 " values, got %zu",
+                         name, d.row_elems, ntok);
+        goto out;
+    }
+    if ((row = malloc(d.row_bytes)) == NULL) {
+        ex = fail("out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < ntok; i++)
+        if (value_parse(tok[i], d.dtype, row + i * gkv_dtype_size(d.dtype)) != 0) {
+            ex = usage_error("put: '%s' is not a %s value", tok[i],
+                             gkv_dtype_name(d.dtype));
+            goto out;
+        }
+    if ((rc = gkv_tensor_push(c->s, name, &id, 1, row, d.row_bytes, &pa)) != GKV_OK)
+        ex = fail_gkv(c->s, rc, "tensor '%s': put row %" PRIu64, name, id);
+out:
+    free(row);
+    free(tok);
+    free(tokbuf);
+    return ex;
+}
+
+/* ---- create ------------------------------------------------------------------- */
+
+/* "A" or "A,B" of finite numbers after the initializer's colon. */
+static int
+init_nums(const char *s, int want, double *a, double *b)
+{
+    char *end;
+
+    errno = 0;
+    *a = strtod(s, &end);
+    if (end == s || errno != 0 || !isfinite(*a))
+        return -1;
+    if (want == 1)
+        return *end == '\0' ? 0 : -1;
+    if (*end != ',')
+        return -1;
+    s = end + 1;
+    *b = strtod(s, &end);
+    if (end == s || errno != 0 || !isfinite(*b) || *end != '\0')
+        return -1;
+    return 0;
+}
+
+static int
+init_parse(const char *s, gkv_tensor_spec *sp)
+{
+    if (strcmp(s, "zeros") == 0) {
+        sp->init = GKV_INIT_ZEROS;
+        return 0;
+    }
+    if (strncmp(s, "const:", 6) == 0) {
+        sp->init = GKV_INIT_CONST;
+        return init_nums(s + 6, 1, &sp->a, &sp->b);
+    }
+    if (strncmp(s, "uniform:", 8) == 0) {
+        sp->init = GKV_INIT_UNIFORM;
+        return init_nums(s + 8, 2, &sp->a, &sp->b);
+    }
+    if (strncmp(s, "normal:", 7) == 0) {
+        sp->init = GKV_INIT_NORMAL;
+        return init_nums(s + 7, 2, &sp->a, &sp->b);
+    }
+    return -1;
+}
+
+/* --hot and --chunk-rows, shared by create and import. */
+static int
+chunk_opts(struct ctx *c, gkv_tensor_spec *sp)
+{
+    uint64_t v;
+
+    if (c->opt[O_HOT] != NULL)
+        sp->flags |= GKV_TENSOR_HOT;
+    if (c->opt[O_CHUNK_ROWS] != NULL) {
+        if (tools__parse_u64(c->opt[O_CHUNK_ROWS], &v) != 0 || v == 0 ||
+            v > UINT32_MAX)
+            return usage_error("--chunk-rows '%s' is not a count from 1 to %u",
+                               c->opt[O_CHUNK_ROWS], UINT32_MAX);
+        sp->chunk_rows = (uint32_t)v;
+    }
+    return EX_OK;
+}
+
+static int
+cmd_create(struct ctx *c)
+{
+    const char *name = c->args[0];
+    gkv_tensor_spec sp;
+    gkv_err rc;
+    int nd, ex;
+
+    memset(&sp, 0, sizeof sp);
+    if (c->opt[O_DTYPE] == NULL)
+        return usage_error("create: --dtype is required");
+    if (gkv_dtype_parse(c->opt[O_DTYPE], &sp.dtype) != GKV_OK)
+        return usage_error("create: unknown dtype '%s' (f32 f16 bf16 f64 i8 "
+                           "u8 i32 i64)", c->opt[O_DTYPE]);
+    if (c->opt[O_RANGE] == NULL)
+        return usage_error("create: --range LO:HI is required");
+    if (tools__parse_range(c->opt[O_RANGE], &sp.lo, &sp.hi) != 0)
+        return usage_error("create: --range '%s' is not LO:HI with LO < HI",
+                           c->opt[O_RANGE]);
+    if (c->opt[O_SHAPE] != NULL) {
+        if ((nd = tools__parse_dims(c->opt[O_SHAPE], sp.shape, GKV_MAX_DIMS)) < 0)
+            return usage_error("create: --shape '%s' is not 1 to %d dims "
+                               "D1[,D2..], each >= 1", c->opt[O_SHAPE],
+                               GKV_MAX_DIMS);
+        sp.ndim = (unsigned)nd;
+    }
+    if (c->opt[O_INIT] != NULL && init_parse(c->opt[O_INIT], &sp) != 0)
+        return usage_error("create: --init '%s' is not zeros, const:A, "
+                           "uniform:A,B or normal:MEAN,STD", c->opt[O_INIT]);
+    if (c->opt[O_SEED] != NULL && tools__parse_u64(c->opt[O_SEED], &sp.seed) != 0)
+        return usage_error("create: --seed '%s' is not a non-negative integer",
+                           c->opt[O_SEED]);
+    if ((ex = chunk_opts(c, &sp)) != EX_OK)
+        return ex;
+    if ((ex = store_open(c, GKV_CREATE)) != EX_OK)
+        return ex;
+    if ((rc = gkv_tensor_create(c->s, name, &sp)) != GKV_OK) {
+        ex = fail_gkv(c->s, rc, "create tensor '%s'", name);
+        store_close(c, 1);
+        return ex;
+    }
+    return EX_OK;
+}
+
+/* ---- import ------------------------------------------------------------------- */
+
+static int
+cmd_import(struct ctx *c)
+{
+    const char *name = c->args[0], *file = c->args[1];
+    char tmp[GKV_NAME_MAX + 1], why[512], msg[512];
+    uint64_t dims[GKV_MAX_DIMS], rows, step, done_rows = 0;
+    int raw = c->opt[O_DTYPE] != NULL || c->opt[O_DIM] != NULL;
+    int nd = 0, ex = EX_FAIL, have_tmp = 0, existed = 0;
+    const unsigned char *data;
+    gkv_npy_map m = {0};
+    gkv_tensor_spec sp;
+    gkv_tensor_desc d;
+    tools_progress bar = {0};
+    gkv_dtype dt = GKV_F32;
+    gkv_err rc;
+
+    memset(&sp, 0, sizeof sp);
+    /* ---- arguments: usage errors before any file or store is touched */
+    if (raw) {
+        if (c->opt[O_DTYPE] == NULL || c->opt[O_DIM] == NULL)
+            return usage_error("import: raw input needs both --dtype and --dim");
+        if (gkv_dtype_parse(c->opt[O_DTYPE], &dt) != GKV_OK)
+            return usage_error("import: unknown dtype '%s' (f32 f16 bf16 f64 "
+                               "i8 u8 i32 i64)", c->opt[O_DTYPE]);
+        if ((nd = tools__parse_dims(c->opt[O_DIM], dims, GKV_MAX_DIMS)) < 0)
+            return usage_error("import: --dim '%s' is not 1 to %d dims "
+                               "D1[,D2..], each >= 1", c->opt[O_DIM], GKV_MAX_DIMS);
+    }
+    if (c->opt[O_LO] != NULL && tools__parse_u64(c->opt[O_LO], &sp.lo) != 0)
+        return usage_error("import: --lo '%s' is not a non-negative integer",
+                           c->opt[O_LO]);
+    if ((ex = chunk_opts(c, &sp)) != EX_OK)
+        return ex;
+    if (name_check(name, strlen(IMPORT_TAG) + 10, why, sizeof why) != 0)
+        return fail("import: %s", why);
+
+    catch_signals();
+
+    /* ---- the input, mapped and checked before the store is opened */
+    if (raw) {
+        unsigned char head[8];
+        ssize_t r = -1;
+        int fd = open(file, O_RDONLY | O_CLOEXEC);
+
+        if (fd >= 0) {
+            r = pread(fd, head, sizeof head, 0);
+            close(fd);
+        }
+        if (r > 0 && gkv_npy_is_npy(head, (size_t)r))
+            return usage_error("import: '%s' is a .npy file; --dtype and --dim "
+                               "are for raw files", file);
+        rc = gkv_npy_map_raw(&m, file, dt, (unsigned)nd, dims, msg, sizeof msg);
+    } else {
+        rc = gkv_npy_map_open(&m, file, msg, sizeof msg);
+        if (rc == GKV_EFORMAT && strstr(msg, "bad magic") != NULL)
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg),
+                     "; for raw rows give --dtype and --dim");
+    }
+    if (rc == GKV_EFORMAT)
+        return fail("import '%s': %s: %s", file, gkv_strerror(rc), msg);
+    if (rc != GKV_OK)
+        return fail("import '%s': %s", file, msg);
+    rows = m.hdr.shape[0];
+    if (rows == 0) {
+        ex = fail("import '%s': the file holds no rows", file);
+        goto out;
+    }
+    for (unsigned i = 1; i < m.hdr.ndim; i++)
+        if (m.hdr.shape[i] == 0) {
+            ex = fail("import '%s': row dim %u is 0: rows would hold nothing",
+                      file, i - 1);
+            goto out;
+        }
+    if (rows > UINT64_MAX - sp.lo) {
+        ex = fail("import '%s': --lo %" PRIu64 " + %" PRIu64 " rows is past 2^64",
+                  file, sp.lo, rows);
+        goto out;
+    }
+    sp.dtype = m.hdr.dtype;
+    sp.ndim = m.hdr.ndim - 1;
+    for (unsigned i = 0; i < sp.ndim; i++)
+        sp.shape[i] = m.hdr.shape[i + 1];
+    sp.hi = sp.lo + rows;
+    sp.init = GKV_INIT_ZEROS;           /* unwritten zeros cost nothing */
+    data = m.data;
+
+    /* ---- the store */
+    if ((ex = store_open(c, GKV_CREATE)) != EX_OK)
+        goto out;
+    ex = EX_FAIL;
+    rc = gkv_tensor_info(c->s, NULL, name, &d);
+    if (rc == GKV_OK && c->opt[O_REPLACE] == NULL) {
+        fail("import: tensor '%s': %s (give --replace to replace it)", name,
+             gkv_strerror(GKV_EEXIST));
+        goto out;
+    }
+    if (rc != GKV_OK && rc != GKV_ENOTFOUND) {
+        fail_gkv(c->s, rc, "import: tensor '%s'", name);
+        goto out;
+    }
+    existed = rc == GKV_OK;
+    snprintf(tmp, sizeof tmp, "%s" IMPORT_TAG "%ld", name, (long)getpid());
+    rc = gkv_tensor_create(c->s, tmp, &sp);
+    if (rc == GKV_EEXIST) {
+        /* left by a killed process that had our PID: no one else can use it */
+        if ((rc = gkv_tensor_delete(c->s, tmp)) == GKV_OK)
+            rc = gkv_tensor_create(c->s, tmp, &sp);
+    }
+    if (rc != GKV_OK) {
+        fail_gkv(c->s, rc, "import: creating tensor '%s'", name);
+        goto out;
+    }
+    have_tmp = 1;
+    if ((rc = gkv_tensor_info(c->s, NULL, tmp, &d)) != GKV_OK) {
+        fail_gkv(c->s, rc, "import: tensor '%s'", tmp);
+        goto out;
+    }
+    /* slices of whole chunks: no chunk is written twice */
+    step = SLICE_BYTES / d.row_bytes / d.chunk_rows * d.chunk_rows;
+    if (step == 0)
+        step = d.chunk_rows;
+    snprintf(why, sizeof why, "import %s", name);
+    tools__progress_start(&bar, why, m.hdr.data_bytes);
+    while (done_rows < rows && !got_signal) {
+        uint64_t n = rows - done_rows < step ? rows - done_rows : step;
+
+        rc = gkv_tensor_write(c->s, tmp, sp.lo + done_rows, sp.lo + done_rows + n,
+                              data + done_rows * d.row_bytes, n * d.row_bytes);
+        if (rc != GKV_OK) {
+            tools__progress_end(&bar, 0);
+            fail_gkv(c->s, rc, "import: writing rows [%" PRIu64 ", %" PRIu64
+                     ") of '%s'", sp.lo + done_rows, sp.lo + done_rows + n, name);
+            goto out;
+        }
+        done_rows += n;
+        tools__progress_update(&bar, done_rows * d.row_bytes);
+    }
+    /* the swap runs with SIGINT and SIGTERM held: it finishes or does not
+     * start; a signal caught before it cancels the import */
+    block_signals(1);
+    if (got_signal) {
+        tools__progress_end(&bar, 0);
+        goto out;
+    }
+    tools__progress_end(&bar, 1);
+    if (existed && (rc = gkv_tensor_delete(c->s, name)) != GKV_OK &&
+        rc != GKV_ENOTFOUND) {
+        fail_gkv(c->s, rc, "import: replacing tensor '%s'", name);
+        goto out;
+    }
+    if ((rc = gkv_tensor_rename(c->s, tmp, name)) != GKV_OK) {
+        fail_gkv(c->s, rc, "import: tensor '%s'", name);
+        goto out;
+    }
+    have_tmp = 0;
+    ex = EX_OK;
+out:
+    if (have_tmp && (rc = gkv_tensor_delete(c->s, tmp)) != GKV_OK)
+        fail_gkv(c->s, rc, "import: could not remove temporary tensor '%s'; "
+                 "remove it with: kvctl %s rm '%s'", tmp, c->path, tmp);
+    gkv_npy_map_close(&m);
+    if (c->s != NULL)
+        store_close(c, ex != EX_OK);
+    if (got_signal && ex != EX_OK) {
+        fail("import of '%s' interrupted by %s; the store is unchanged", name,
+             got_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        return die_of_signal(got_signal);
+    }
+    block_signals(0);
+    return ex;
+}
+
+/* ---- export ------------------------------------------------------------------- */
+
+static int
+write_all(int fd, const void *buf, size_t len)
+{
+    const unsigned char *p = buf;
+
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static int
+cmd_export(struct ctx *c)
+{
+    const char *name = c->args[0], *file = c->args[1];
+    int raw = c->opt[O_RAW] != NULL, fd = -1, ex = EX_FAIL;
+    uint64_t a = 0, b = 0, shape[GKV_NPY_MAX_DIMS], step, at;
+    unsigned char *buf = NULL;
+    char *tmp = NULL, msg[512];
+    tools_progress bar = {0};
+    gkv_tensor_desc d;
+    gkv_txn *tx = NULL;
+    gkv_err rc;
+
+    if (c->opt[O_RANGE] != NULL && tools__parse_range(c->opt[O_RANGE], &a, &b) != 0)
+        return usage_error("export: --range '%s' is not A:B with A < B",
+                           c->opt[O_RANGE]);
+    if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
+        return ex;
+    ex = EX_FAIL;
+    /* one snapshot: the file is the tensor as of one moment */
+    if ((rc = gkv_txn_begin(c->s, &tx)) != GKV_OK) {
+        fail_gkv(c->s, rc, "store '%s'", c->path);
+        goto out;
+    }
+    if ((rc = gkv_tensor_info(c->s, tx, name, &d)) != GKV_OK) {
+        fail_gkv(c->s, rc, "tensor '%s'", name);
+        goto out;
+    }
+    if (c->opt[O_RANGE] == NULL) {
+        a = d.lo;
+        b = d.hi;
+    } else if (a < d.lo || b > d.hi) {
+        fail("export: tensor '%s': %s: rows [%" PRIu64 ", %" PRIu64 ") are not "
+             "inside [%" PRIu64 ", %" PRIu64 ")", name, gkv_strerror(GKV_ERANGE),
+             a, b, d.lo, d.hi);
+        goto out;
+    }
+    if (!raw && gkv_npy_descr(d.dtype) == NULL) {
+        fail("export: tensor '%s' is %s, which .npy cannot hold; use --raw",
+             name, gkv_dtype_name(d.dtype));
+        goto out;
+    }
+    if (asprintf(&tmp, "%s.tmp-%ld", file, (long)getpid()) < 0) {
+        tmp = NULL;
+        fail("out of memory");
+        goto out;
+    }
+    step = SLICE_BYTES / d.row_bytes;
+    if (step == 0)
+        step = 1;
+    if ((buf = malloc(step * d.row_bytes)) == NULL) {
+        fail("out of memory");
+        goto out;
+    }
+    catch_signals();
+    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        fail("export: cannot create '%s': %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (!raw) {
+        shape[0] = b - a;
+        for (unsigned i = 0; i < d.ndim; i++)
+            shape[i + 1] = d.shape[i];
+        if ((rc = gkv_npy_write_header(fd, d.dtype, d.ndim + 1, shape, NULL, msg,
+                                       sizeof msg)) != GKV_OK) {
+            fail("export: '%s': %s: %s", tmp, gkv_strerror(rc), msg);
+            goto out;
+        }
+    }
+    snprintf(msg, sizeof msg, "export %s", name);
+    tools__progress_start(&bar, msg, (b - a) * d.row_bytes);
+    for (at = a; at < b && !got_signal; ) {
+        uint64_t n = b - at < step ? b - at : step;
+
+        if ((rc = gkv_tensor_read(c->s, tx, name, at, at + n, buf,
+                                  n * d.row_bytes)) != GKV_OK) {
+            tools__progress_end(&bar, 0);
+            fail_gkv(c->s, rc, "export: tensor '%s'", name);
+            goto out;
+        }
+        if (write_all(fd, buf, n * d.row_bytes) != 0) {
+            tools__progress_end(&bar, 0);
+            fail("export: writing '%s': %s", tmp, strerror(errno));
+            goto out;
+        }
+        at += n;
+        tools__progress_update(&bar, (at - a) * d.row_bytes);
+    }
+    block_signals(1);
+    if (got_signal) {
+        tools__progress_end(&bar, 0);
+        goto out;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        fd = -1;
+        tools__progress_end(&bar, 0);
+        fail("export: writing '%s': %s", tmp, strerror(errno));
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, file) != 0) {
+        tools__progress_end(&bar, 0);
+        fail("export: cannot rename '%s' to '%s': %s", tmp, file, strerror(errno));
+        goto out;
+    }
+    tools__progress_end(&bar, 1);
+    free(tmp);
+    tmp = NULL;
+    ex = EX_OK;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (tmp != NULL)
+        unlink(tmp);             /* harmless when it was never made */
+    free(tmp);
+    free(buf);
+    gkv_txn_end(tx);
+    if (got_signal && ex != EX_OK) {
+        fail("export of '%s' interrupted by %s; no file written", name,
+             got_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        return die_of_signal(got_signal);
+    }
+    block_signals(0);
+    return ex;
+}
+
+/* ---- rm, rename, verify ------------------------------------------------------- */
+
+static int
+cmd_rm(struct ctx *c)
+{
+    gkv_err rc;
+    int ex;
+
+    if ((ex = store_open(c, 0)) != EX_OK)
+        return ex;
+    if ((rc = gkv_tensor_delete(c->s, c->args[0])) != GKV_OK)
+        return fail_gkv(c->s, rc, "tensor '%s'", c->args[0]);
+    return EX_OK;
+}
+
+static int
+cmd_rename(struct ctx *c)
+{
+    gkv_err rc;
+    int ex;
+
+    if ((ex = store_open(c, 0)) != EX_OK)
+        return ex;
+    if ((rc = gkv_tensor_rename(c->s, c->args[0], c->args[1])) != GKV_OK)
+        return fail_gkv(c->s, rc, "rename '%s' to '%s'", c->args[0], c->args[1]);
+    return EX_OK;
+}
+
+static int
+cmd_verify(struct ctx *c)
+{
+    const char *name = c->nargs > 0 ? c->args[0] : NULL;
+    gkv_verify_report rep;
+    char detail[640];
+    gkv_err rc;
+    int ex;
+
+    if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
+        return ex;
+    rc = gkv_store_verify(c->s, name, &rep);
+    snprintf(detail, sizeof detail, "%s", gkv_store_errmsg(c->s));
+    if (rc != GKV_OK && rc != GKV_ECORRUPT)
+        return fail_gkv(c->s, rc, name ? "verify tensor '%s'" : "verify store '%s'",
+                        name ? name : c->path);
+    if (c->json) {
+        json_t *o = json_object();
+
+        json_object_set_new(o, "store", json_string(c->path));
+        json_object_set_new(o, "tensor", name ? json_string(name) : json_null());
+        json_object_set_new(o, "ok", json_boolean(rc == GKV_OK));
+        json_object_set_new(o, "chunks_checked", json_u64(rep.chunks_checked));
+        json_object_set_new(o, "bytes_checked", json_u64(rep.bytes_checked));
+        json_object_set_new(o, "bad_chunks", json_u64(rep.bad_chunks));
+        if (rc == GKV_ECORRUPT) {
+            json_t *f = json_object();
+            json_object_set_new(f, "tensor", json_string(rep.first_bad));
+            json_object_set_new(f, "chunk", json_u64(rep.first_bad_chunk));
+            json_object_set_new(f, "row", json_u64(rep.first_bad_row));
+            json_object_set_new(o, "first_bad", f);
+            json_object_set_new(o, "message", json_string(detail));
+        }
+        ex = json_print(o, 0);
+    } else {
+        if (rc == GKV_OK)
+            printf("ok: %" PRIu64 " chunks, %" PRIu64 " bytes checked\n",
+                   rep.chunks_checked, rep.bytes_checked);
+        else
+            printf("CORRUPT: %" PRIu64 " of %" PRIu64 " chunks bad; first: "
+                   "tensor '%s' chunk %" PRIu64 " (from row %" PRIu64 ")\n",
+                   rep.bad_chunks, rep.chunks_checked, rep.first_bad,
+                   rep.first_bad_chunk, rep.first_bad_row);
+        ex = out_done(EX_OK);
+    }
+    if (rc == GKV_ECORRUPT) {
+        fprintf(stderr, PROG ": verify: %s (%s)\n", gkv_strerror(rc), detail);
+        return EX_FAIL;
+    }
+    return ex;
+}
+
+/* ---- main ------------------------------------------------------------------- */
+
+/* "-1.5", "-.5", "-inf", "-nan": a value, not an option. */
+static int
+looks_negative_number(const char *a)
+{
+    return a[0] == '-' && (isdigit((unsigned char)a[1]) ||
+                           (a[1] == '.' && isdigit((unsigned char)a[2])) ||
+                           strncasecmp(a + 1, "inf", 3) == 0 ||
+                           strncasecmp(a + 1, "nan", 3) == 0);
+}
+
+int
+main(int argc, char **argv)
+{
+    struct ctx c;
+    char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    const char *bad = NULL, *needs = NULL;
+    int npos = 0, help = 0, version = 0, rest = 0, ex;
+    unsigned seen = 0;
+
+    memset(&c, 0, sizeof c);
+    if (pos == NULL)
+        return fail("out of memory");
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        const char *eq;
+        size_t nl;
+        int o;
+
+        if (rest || a[0] != '-' || a[1] == '\0' || looks_negative_number(a)) {
+            pos[npos++] = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            rest = 1;
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            help = 1;
+        } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+            version = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            c.json = 1;
+        } else {
+            eq = strchr(a, '=');
+            nl = eq && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
+            for (o = 0; o < NOPT; o++)
+                if (strlen(optdefs[o].name) == nl && strncmp(optdefs[o].name, a, nl) == 0)
+                    break;
+            if (o == NOPT) {
+                if (bad == NULL)
+                    bad = a;
+                continue;
+            }
+            seen |= BIT(o);
+            if (!optdefs[o].has_arg) {
+                if (eq != NULL && a[1] == '-' && bad == NULL)
+                    bad = a;
+                c.opt[o] = "";
+            } else if (eq != NULL && a[1] == '-') {
+                c.opt[o] = eq + 1;
+            } else if (i + 1 < argc) {
+                c.opt[o] = argv[++i];
+            } else if (needs == NULL) {
+                needs = optdefs[o].name;
+            }
+        }
+    }
+    if (help) {
+        /* `kvctl ls --help`, `kvctl STORE ls --help` */
+        const struct cmd *hc = npos > 0 ? cmd_find(pos[0]) : NULL;
+        if (hc == NULL && npos > 1)
+            hc = cmd_find(pos[1]);
+        if (hc != NULL)
+            cmd_usage(hc, stdout);
+        else
+            usage(stdout);
+        free(pos);
+        return out_done(EX_OK);
+    }
+    if (version) {
+        printf("kvctl (gkv) %s\n", GKV_VERSION_STRING);
+        free(pos);
+        return out_done(EX_OK);
+    }
+    if (npos >= 2 && (c.cmd = cmd_find(pos[1])) != NULL)
+        usage_cmd = c.cmd->name;
+    if (bad != NULL) {
+        ex = usage_error("unknown option '%s'", bad);
+        goto done;
+    }
+    if (needs != NULL) {
+        ex = usage_error("option %s needs a value", needs);
+        goto done;
+    }
+    if (npos == 0) {
+        ex = usage_error("missing STORE and COMMAND");
+        goto done;
+    }
+    if (c.cmd == NULL) {
+        const char *first = pos[0];
+        struct stat sb;
+
+        if (npos == 1 && cmd_find(first) != NULL)
+            ex = usage_error("missing STORE: it comes before the command "
+                             "(kvctl STORE %s ...)", first);
+        else if (npos == 1)
+            ex = usage_error("missing COMMAND after STORE '%s'", first);
+        else if (cmd_find(first) != NULL && stat(first, &sb) != 0)
+            ex = usage_error("unknown command '%s'; the store comes first: "
+                             "kvctl STORE %s ...", pos[1], first);
+        else
+            ex = usage_error("unknown command '%s'", pos[1]);
+        goto done;
+    }
+    for (int o = 0; o < NOPT; o++)
+        if ((seen & BIT(o)) && !(c.cmd->opts & BIT(o))) {
+            ex = usage_error("%s: option %s does not apply", c.cmd->name,
+                             optdefs[o].name);
+            goto done;
+        }
+    c.path = pos[0];
+    c.args = pos + 2;
+    c.nargs = npos - 2;
+    if (c.nargs < c.cmd->min_args) {
+        ex = usage_error("%s: missing arguments (kvctl STORE %s)", c.cmd->name,
+                         c.cmd->synopsis);
+        goto done;
+    }
+    if (c.cmd->max_args >= 0 && c.nargs > c.cmd->max_args) {
+        ex = usage_error("%s: unexpected argument '%s'", c.cmd->name,
+                         c.args[c.cmd->max_args]);
+        goto done;
+    }
+    if (c.path[0] == '\0') {
+        ex = usage_error("empty STORE path");
+        goto done;
+    }
+    {
+        static char obuf[1 << 16];
+        setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
+    }
+    ex = c.cmd->fn(&c);
+    if (c.s != NULL)
+        store_close(&c, 0);
+done:
+    free(pos);
+    return ex;
+}
