@@ -4,6 +4,8 @@
 # GKVT_TIMEOUT (seconds per program, default 300) and GKVT_SEED pass through.
 set -u
 limit=${GKVT_TIMEOUT:-300}
+# SAN= builds: known leaks in the libraries we link (see the file)
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(cd "$(dirname "$0")" && pwd)/lsan.supp:print_suppressions=0}
 pass=0 fail=0 skip=0 bad_progs=()
 for t in "$@"; do
     name=$(basename "$t")
