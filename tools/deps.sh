@@ -4,8 +4,9 @@
 # Usage: tools/deps.sh [--bench]   (--bench adds what `make bench` needs)
 set -u
 pkgs=(build-essential pkg-config liblmdb-dev lmdb-utils libnanomsg-dev
-      libxxhash-dev libjansson-dev libcmocka-dev libmetis-dev libsodium-dev)
-[ "${1:-}" = "--bench" ] && pkgs+=(redis-server libhiredis-dev)
+      libxxhash-dev libjansson-dev libcmocka-dev libmetis-dev libsodium-dev
+      libhiredis-dev)
+[ "${1:-}" = "--bench" ] && pkgs+=(redis-server)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
