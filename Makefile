@@ -25,7 +25,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -llmdb -lxxh
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 GKV_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-              -fPIC -fvisibility=hidden -MMD -MP -Ikv -I. $(PKG_CFLAGS)
+              -fPIC -fvisibility=hidden -MMD -MP -Ikv -Igraph -I. $(PKG_CFLAGS)
 ifneq ($(SAN),)
 GKV_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS    += -fsanitize=$(SAN)
@@ -89,7 +89,7 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
-	$(Q)$(NVCC) -O2 -Xcompiler -fPIC,-fvisibility=hidden -Ikv -I. -c -o $@ $<
+	$(Q)$(NVCC) -O2 -Xcompiler -fPIC,-fvisibility=hidden -Ikv -Igraph -I. -c -o $@ $<
 
 $(BUILD)/libgkv.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")

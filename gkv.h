@@ -4,4 +4,5 @@
 #include "gkv_err.h"
 #include "gkv_kv.h"
 #include "gkv_npy.h"
+#include "gkv_graph.h"
 #endif
