@@ -312,6 +312,24 @@ GKV_API gkv_err gkv_graph_csr(const gkv_graph *g, int etype, int nthreads,
 /* Frees the arrays of 'a' and zeroes it. NULL and a zeroed struct are fine. */
 GKV_API void gkv_csc_free(gkv_csc *a);
 
+/* One edge type's adjacency over a range of columns, borrowed: how the
+ * sampler and the partition queries read a CSC (or CSR) whether it was built
+ * in memory from a whole graph or loaded from one partition's store.
+ *   CSC: columns are destination nodes, indices hold source nodes.
+ *   CSR: columns are source nodes, indices hold destination nodes.
+ * Column c (col_lo <= c < col_hi, a type-wise node ID) owns positions
+ * indptr[c - col_lo] .. indptr[c - col_lo + 1] - 1. All IDs are global
+ * (type-wise) IDs. 'eids' NULL means position k holds edge eid_lo + k (a
+ * partition's CSC, whose edges are numbered in CSC order). */
+typedef struct gkv_adj {
+    int64_t        col_lo, col_hi;  /* columns covered: [col_lo, col_hi) */
+    const int64_t *indptr;          /* col_hi - col_lo + 1 offsets, [0] = 0 */
+    const int64_t *indices;         /* indptr[col_hi - col_lo] other ends */
+    const int64_t *eids;            /* edge ID per position, or NULL */
+    int64_t        eid_lo;          /* with eids NULL: ID of position 0 */
+    const float   *w;               /* weight per position, or NULL */
+} gkv_adj;
+
 /* ---- the small fixed graphs ------------------------------------------ */
 
 /* Two graphs with hand-checked answers, for tests and examples. Each call
