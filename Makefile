@@ -19,9 +19,9 @@ LDFLAGS ?=
 NVCC    ?= nvcc
 
 BUILD   := build
-PKGS    := lmdb libxxhash
+PKGS    := lmdb libxxhash jansson
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -llmdb -lxxhash)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -llmdb -lxxhash -ljansson)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 GKV_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
@@ -30,7 +30,7 @@ ifneq ($(SAN),)
 GKV_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS    += -fsanitize=$(SAN)
 endif
-LIBS := $(PKG_LIBS) -lm -lpthread
+LIBS := $(PKG_LIBS) -lmetis -lm -lpthread
 
 ifeq ($(V),1)
 Q :=
@@ -107,7 +107,6 @@ $(BUILD)/%: tools/%.c $(TCOMMON_OBJ) $(BUILD)/libgkv.a
 # The benchmark also drives a Redis server through hiredis (the reference
 # a user would pick instead).
 $(BUILD)/gkv-bench: LIBS += -lhiredis
-$(BUILD)/kvctl $(BUILD)/test/kvctl_test: LIBS += -ljansson
 
 $(BUILD)/tools/common/%.o: tools/common/%.c
 	@mkdir -p $(dir $@)
@@ -121,7 +120,7 @@ $(BUILD)/test/%_test: test/%_test.c $(THELP_OBJ) $(TCOMMON_OBJ) $(BUILD)/libgkv.
 
 $(BUILD)/gkv.pc: Makefile
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash\nLibs: -L$${libdir} -lgkv\nLibs.private: -lm -lpthread\nCflags: -I$${includedir}/gkv\n' \
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread\nCflags: -I$${includedir}/gkv\n' \
 	  '$(PREFIX)' "$$(sed -n 's/^#define GKV_VERSION_STRING "\(.*\)"/\1/p' kv/gkv_kv.h)" > $@
 
 # ---- set-up, tests, benchmarks ------------------------------------------------
