@@ -67,8 +67,9 @@ GKV_API uint16_t gkv_f32_to_bf16(float f);
                             * power loss may lose the last commits */
 
 typedef struct gkv_open_opts {
-    uint64_t map_size;    /* initial map size in bytes; 0 = 64 MiB. The map
-                           * grows by itself while the disk has room. */
+    uint64_t map_size;    /* initial map size in bytes; 0 = 1 GiB (address
+                           * space only: the file grows as pages are used).
+                           * The map grows by itself while the disk has room. */
     unsigned max_readers; /* concurrent read snapshots; 0 = 512 */
 } gkv_open_opts;
 
@@ -233,7 +234,10 @@ GKV_API gkv_err gkv_row_view(gkv_txn *tx, const char *name, uint64_t id,
  * stored row (writable, desc->row_bytes), 'in' the incoming one. It runs
  * inside the write transaction, once per incoming row, in request order for
  * one ID; it must not call into the same store. A non-GKV_OK return aborts
- * the whole push, which then has no effect. */
+ * the whole push, which then has no effect. When the map fills mid-push, the
+ * map grows and the transaction is retried from the start: the handler then
+ * sees the same rows again (their effect on the store still happens once,
+ * but side effects on 'ctx' repeat, so keep them idempotent). */
 typedef gkv_err (*gkv_push_fn)(void *ctx, const gkv_tensor_desc *desc,
                                uint64_t id, void *row, const void *in);
 

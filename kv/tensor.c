@@ -592,6 +592,36 @@ chunk_bad(const kv_rec *r, uint64_t c, const MDB_val *d, const char **why)
     return 0;
 }
 
+/* Counts a bad chunk; the first one is named in *rep and in the message. */
+static void
+verify_bad(gkv_store *s, const kv_rec *r, const char *name, uint64_t c,
+           const char *why, gkv_verify_report *rep)
+{
+    uint64_t first = r->lo + c * r->chunk_rows;
+
+    if (rep->bad_chunks++ != 0)
+        return;
+    snprintf(rep->first_bad, sizeof rep->first_bad, "%s", name);
+    rep->first_bad_chunk = c;
+    rep->first_bad_row = first;
+    kv__fail(s, GKV_ECORRUPT, "tensor '%s': chunk %llu (rows %llu..%llu): %s",
+             name, (unsigned long long)c, (unsigned long long)first,
+             (unsigned long long)(first + kv__chunk_nrows(r, c < r->nchunks ? c : 0) - 1),
+             why);
+}
+
+/* Chunks [from, to) are absent: damage unless the tensor is all zeros
+ * until written (FORMAT.md, "Missing chunks and zeros"). */
+static void
+verify_gap(gkv_store *s, const kv_rec *r, const char *name, uint64_t from,
+           uint64_t to, gkv_verify_report *rep)
+{
+    if (r->init == GKV_INIT_ZEROS || from >= to)
+        return;
+    verify_bad(s, r, name, from, "chunk is missing", rep);
+    rep->bad_chunks += to - from - 1;
+}
+
 static gkv_err
 verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep)
 {
@@ -600,6 +630,7 @@ verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep)
     MDB_val k, d;
     kv_rec r;
     gkv_err rc;
+    uint64_t next = 0;   /* the chunk index expected next */
     int mrc;
 
     if ((rc = kv__rec_get(s, txn, name, &r)) != GKV_OK)
@@ -617,26 +648,20 @@ verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep)
         if (k.mv_size != KV_KEY_LEN || kv__key_tid(k.mv_data) != r.tid)
             break;
         c = kv__key_chunk(k.mv_data);
+        if (c < r.nchunks) {
+            verify_gap(s, &r, name, next, c, rep);
+            next = c + 1;
+        }
         rep->chunks_checked++;
         rep->bytes_checked += d.mv_size;
-        if (chunk_bad(&r, c, &d, &why)) {
-            if (rep->bad_chunks++ == 0) {
-                snprintf(rep->first_bad, sizeof rep->first_bad, "%s", name);
-                rep->first_bad_chunk = c;
-                rep->first_bad_row = r.lo + c * r.chunk_rows;
-                kv__fail(s, GKV_ECORRUPT, "tensor '%s': chunk %llu (rows "
-                         "%llu..%llu): %s", name, (unsigned long long)c,
-                         (unsigned long long)(r.lo + c * r.chunk_rows),
-                         (unsigned long long)(r.lo + c * r.chunk_rows +
-                                              kv__chunk_nrows(&r, c < r.nchunks ? c : 0) - 1),
-                         why);
-            }
-        }
+        if (chunk_bad(&r, c, &d, &why))
+            verify_bad(s, &r, name, c, why, rep);
     }
     mdb_cursor_close(cur);
     if (mrc != 0 && mrc != MDB_NOTFOUND)
         return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", name,
                         mdb_strerror(mrc));
+    verify_gap(s, &r, name, next, r.nchunks, rep);
     return GKV_OK;
 }
 

@@ -963,6 +963,68 @@ test_verify_finds_flipped_byte(void **state)
     assert_int_equal(gkv_store_verify(f->s, "b", NULL), GKV_ECORRUPT);
 }
 
+/* Deletes data keys number 'a' and 'b' (in key order) with plain LMDB. */
+static void
+drop_chunks(const char *dir, int a, int b)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_cursor *cur;
+    MDB_val k, d;
+    int i = 0, rc;
+
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "data", 0, &dbi), 0);
+    assert_int_equal(mdb_cursor_open(txn, dbi, &cur), 0);
+    for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); rc == 0;
+         rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT), i++)
+        if (i == a || i == b)
+            assert_int_equal(mdb_cursor_del(cur, 0), 0);
+    mdb_cursor_close(cur);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+static void
+test_verify_finds_missing_chunks(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 100);   /* 10 chunks of 10 */
+    gkv_tensor_spec zs = spec2(GKV_F32, 4, 0, 100);
+    gkv_verify_report rep;
+    float row[4];
+    uint64_t id = 25;
+
+    sp.chunk_rows = zs.chunk_rows = 10;
+    sp.init = GKV_INIT_CONST;
+    sp.a = 1.5;
+    GKVT_OK(gkv_tensor_create(f->s, "c", &sp));
+    GKVT_OK(gkv_store_verify(f->s, NULL, &rep));
+    assert_int_equal(rep.chunks_checked, 10);
+    gkv_store_close(f->s);
+    f->s = NULL;
+    drop_chunks(f->dir, 2, 9);         /* chunk 2 and the last chunk */
+    GKVT_OK(gkv_store_open(&f->s, f->dir, 0, NULL));
+    assert_int_equal(gkv_store_verify(f->s, "c", &rep), GKV_ECORRUPT);
+    assert_int_equal(rep.bad_chunks, 2);
+    assert_int_equal(rep.chunks_checked, 8);
+    assert_int_equal(rep.first_bad_chunk, 2);
+    assert_int_equal(rep.first_bad_row, 20);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "chunk 2 (rows 20..29): chunk is missing"));
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "and 1 more"));
+    assert_int_equal(gkv_tensor_pull(f->s, NULL, "c", &id, 1, row, sizeof row),
+                     GKV_ECORRUPT);
+    /* a zeros tensor has no chunks until written: that is not damage */
+    GKVT_OK(gkv_tensor_create(f->s, "z", &zs));
+    GKVT_OK(gkv_tensor_push(f->s, "z", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_store_verify(f->s, "z", &rep));
+    assert_int_equal(rep.chunks_checked, 1);
+}
+
 static void
 test_stat_prefault_sync(void **state)
 {
@@ -1017,6 +1079,7 @@ main(void)
         cmocka_unit_test(test_tiny_map_grows),
         cmocka_unit_test(test_disk_full_is_emapfull),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify_finds_missing_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stat_prefault_sync, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
