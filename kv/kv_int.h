@@ -137,7 +137,8 @@ gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
 /* mdb_env_sync, with the message (no write-back flush first). */
 gkv_err kv__env_sync(gkv_store *s);
 
-/* Translates an LMDB or errno code (once, at the boundary). */
+/* Translates an LMDB or errno code (once, at the boundary); also used for
+ * the errno of plain file I/O (npy.c, graph/read.c). */
 gkv_err kv__from_mdb(int rc);
 
 /* ---- catalog (tensor.c) ------------------------------------------------ */

@@ -49,17 +49,6 @@ fail(char *msg, size_t msg_len, gkv_err rc, const char *fmt, ...)
     return rc;
 }
 
-static gkv_err
-from_errno(int e)
-{
-    switch (e) {
-    case ENOENT: case ENOTDIR: return GKV_ENOENT;
-    case EACCES: case EPERM:   return GKV_EPERM;
-    case ENOMEM:               return GKV_ENOMEM;
-    default:                   return GKV_EIO;
-    }
-}
-
 int
 gkv_npy_is_npy(const void *buf, size_t len)
 {
@@ -401,7 +390,7 @@ gkv_npy_read_header_fd(int fd, gkv_npy_header *out, char *msg, size_t msg_len)
     if (out == NULL)
         return fail(msg, msg_len, GKV_EINVAL, "no header to fill");
     if (fstat(fd, &sb) != 0)
-        return fail(msg, msg_len, from_errno(errno), "fstat: %s", strerror(errno));
+        return fail(msg, msg_len, kv__from_mdb(errno), "fstat: %s", strerror(errno));
     if (!S_ISREG(sb.st_mode))
         return fail(msg, msg_len, GKV_EFORMAT, "not a regular file");
     if ((uint64_t)sb.st_size < cap)
@@ -413,7 +402,7 @@ gkv_npy_read_header_fd(int fd, gkv_npy_header *out, char *msg, size_t msg_len)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            rc = fail(msg, msg_len, from_errno(errno), "read: %s", strerror(errno));
+            rc = fail(msg, msg_len, kv__from_mdb(errno), "read: %s", strerror(errno));
             gkv__free(buf);
             return rc;
         }
@@ -439,7 +428,7 @@ gkv_npy_read_header(const char *path, gkv_npy_header *out, char *msg,
     if (path == NULL)
         return fail(msg, msg_len, GKV_EINVAL, "no path");
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return fail(msg, msg_len, from_errno(errno), "%s", strerror(errno));
+        return fail(msg, msg_len, kv__from_mdb(errno), "%s", strerror(errno));
     rc = gkv_npy_read_header_fd(fd, out, msg, msg_len);
     close(fd);
     return rc;
@@ -563,7 +552,7 @@ map_fd(gkv_npy_map *m, int fd, uint64_t off, uint64_t len, char *msg,
         return fail(msg, msg_len, GKV_ENOMEM, "file too large to map");
     p = mmap(NULL, (size_t)(off + len), PROT_READ, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED)
-        return fail(msg, msg_len, from_errno(errno), "mmap: %s", strerror(errno));
+        return fail(msg, msg_len, kv__from_mdb(errno), "mmap: %s", strerror(errno));
     madvise(p, (size_t)(off + len), MADV_SEQUENTIAL);
     m->map_base = p;
     m->map_len = (size_t)(off + len);
@@ -582,7 +571,7 @@ gkv_npy_map_open(gkv_npy_map *m, const char *path, char *msg, size_t msg_len)
         return fail(msg, msg_len, GKV_EINVAL, "no map or no path");
     memset(m, 0, sizeof *m);
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return fail(msg, msg_len, from_errno(errno), "%s", strerror(errno));
+        return fail(msg, msg_len, kv__from_mdb(errno), "%s", strerror(errno));
     if ((rc = gkv_npy_read_header_fd(fd, &h, msg, msg_len)) == GKV_OK &&
         (rc = map_fd(m, fd, h.data_offset, h.data_bytes, msg, msg_len)) == GKV_OK)
         m->hdr = h;
@@ -618,9 +607,9 @@ gkv_npy_map_raw(gkv_npy_map *m, const char *path, gkv_dtype dt,
         row_bytes *= row_shape[i];
     }
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return fail(msg, msg_len, from_errno(errno), "%s", strerror(errno));
+        return fail(msg, msg_len, kv__from_mdb(errno), "%s", strerror(errno));
     if (fstat(fd, &sb) != 0) {
-        rc = fail(msg, msg_len, from_errno(errno), "fstat: %s", strerror(errno));
+        rc = fail(msg, msg_len, kv__from_mdb(errno), "fstat: %s", strerror(errno));
     } else if (!S_ISREG(sb.st_mode)) {
         rc = fail(msg, msg_len, GKV_EFORMAT, "not a regular file");
     } else if (sb.st_size == 0 || (uint64_t)sb.st_size % row_bytes != 0) {

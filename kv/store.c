@@ -38,7 +38,7 @@ kv__from_mdb(int rc)
     case MDB_MAP_FULL:         return GKV_EMAPFULL;
     case ENOSPC:               return GKV_EMAPFULL;
     case ENOMEM:               return GKV_ENOMEM;
-    case ENOENT:               return GKV_ENOENT;
+    case ENOENT: case ENOTDIR: return GKV_ENOENT;
     case EACCES: case EPERM:
     case EROFS:                return GKV_EPERM;
     case MDB_INVALID:
