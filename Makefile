@@ -19,13 +19,13 @@ LDFLAGS ?=
 NVCC    ?= nvcc
 
 BUILD   := build
-PKGS    := lmdb libxxhash jansson
+PKGS    := lmdb libxxhash jansson nanomsg libsodium
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -llmdb -lxxhash -ljansson)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -llmdb -lxxhash -ljansson -lnanomsg -lsodium)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 GKV_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-              -fPIC -fvisibility=hidden -MMD -MP -Ikv -Igraph -I. $(PKG_CFLAGS)
+              -fPIC -fvisibility=hidden -MMD -MP -Ikv -Igraph -Inet -I. $(PKG_CFLAGS)
 ifneq ($(SAN),)
 GKV_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS    += -fsanitize=$(SAN)
@@ -120,7 +120,7 @@ $(BUILD)/test/%_test: test/%_test.c $(THELP_OBJ) $(TCOMMON_OBJ) $(BUILD)/libgkv.
 
 $(BUILD)/gkv.pc: Makefile
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread\nCflags: -I$${includedir}/gkv\n' \
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson nanomsg libsodium\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread\nCflags: -I$${includedir}/gkv\n' \
 	  '$(PREFIX)' "$$(sed -n 's/^#define GKV_VERSION_STRING "\(.*\)"/\1/p' kv/gkv_kv.h)" > $@
 
 # ---- set-up, tests, benchmarks ------------------------------------------------
