@@ -89,7 +89,7 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
-	$(Q)$(NVCC) -O2 -Xcompiler -fPIC,-fvisibility=hidden -Ikv -Igraph -I. -c -o $@ $<
+	$(Q)$(NVCC) -O2 -Xcompiler -fPIC,-fvisibility=hidden -Ikv -Igraph -Inet -I. -c -o $@ $<
 
 $(BUILD)/libgkv.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
