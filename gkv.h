@@ -5,4 +5,5 @@
 #include "gkv_kv.h"
 #include "gkv_npy.h"
 #include "gkv_graph.h"
+#include "gkv_part.h"
 #endif

@@ -40,7 +40,8 @@ extern "C" {
     X(EBUSY,     -16, "resource busy")                                       \
     X(ETIMEDOUT, -17, "operation timed out")                                 \
     X(EINTR,     -18, "interrupted")                                         \
-    X(EPERM,     -19, "permission denied")
+    X(EPERM,     -19, "permission denied")                                   \
+    X(ENOTSUP,   -20, "not supported")
 
 typedef enum gkv_err {
 #define GKV_X_ENUM(name, val, text) GKV_##name = val,
