@@ -6,4 +6,5 @@
 #include "gkv_npy.h"
 #include "gkv_graph.h"
 #include "gkv_part.h"
+#include "gkv_partition.h"
 #endif

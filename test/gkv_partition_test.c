@@ -1,0 +1,919 @@
+/* gkv_partition_test.c - the gkv-partition tool run as a process on real
+ * files: --help and --version, every usage error (exit 2), homogeneous and
+ * heterogeneous edge lists in text (each line form), binary with weights,
+ * R-MAT with --stats, features, --csr, --force, and every bad input (exit
+ * 1, the message naming what was wrong, nothing new in the directory and an
+ * existing partition untouched). Each result is read back with the kv API
+ * and jansson and checked edge by edge against the same graph built in
+ * memory. The tool is taken from the build directory of this test binary
+ * (BUILD/test/gkv_partition_test -> BUILD/gkv-partition), or GKVT_BUILD. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <jansson.h>
+#include "gkvt.h"
+#include "graph/gkv_graph.h"
+
+struct fx {
+    char *dir;
+    char out[4096];
+    char *sout, *serr;      /* of the last run */
+};
+
+static char tool[PATH_MAX + 32];
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+
+    if (f == NULL || (f->dir = gkvt_mkdtemp("gkvpart")) == NULL)
+        return -1;
+    snprintf(f->out, sizeof f->out, "%s/out", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    free(f->sout);
+    free(f->serr);
+    gkvt_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+/* BUILD/gkv-partition for this binary's BUILD/test/. */
+static void
+find_tool(void)
+{
+    const char *b = getenv("GKVT_BUILD");
+    char exe[PATH_MAX];
+    ssize_t n;
+
+    if (b != NULL && *b != '\0') {
+        snprintf(tool, sizeof tool, "%s/gkv-partition", b);
+        return;
+    }
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        char *s;
+        exe[n] = '\0';
+        for (int k = 0; k < 2 && (s = strrchr(exe, '/')) != NULL; k++)
+            *s = '\0';
+        snprintf(tool, sizeof tool, "%s/gkv-partition", exe);
+    } else {
+        snprintf(tool, sizeof tool, "build/gkv-partition");
+    }
+}
+
+/* Runs the tool with the arguments (NULL-terminated). */
+static int
+run(struct fx *f, ...)
+{
+    char *argv[64];
+    int n = 0;
+    va_list ap;
+
+    argv[n++] = tool;
+    va_start(ap, f);
+    while (n < 63 && (argv[n] = va_arg(ap, char *)) != NULL)
+        n++;
+    va_end(ap);
+    argv[n] = NULL;
+    free(f->sout);
+    free(f->serr);
+    return gkvt_run(argv, NULL, 0, &f->sout, &f->serr, 120);
+}
+
+static char *
+path(struct fx *f, const char *name)
+{
+    static char buf[8][4096];
+    static int k;
+    char *p = buf[k++ % 8];
+
+    snprintf(p, 4096, "%s/%s", f->dir, name);
+    return p;
+}
+
+static void
+put(struct fx *f, const char *name, const void *b, size_t len)
+{
+    FILE *fp = fopen(path(f, name), "wb");
+
+    assert_non_null(fp);
+    if (len > 0)
+        assert_int_equal(fwrite(b, 1, len, fp), len);
+    fclose(fp);
+}
+
+static void
+put_npy(struct fx *f, const char *name, gkv_dtype dt, uint64_t rows,
+        uint64_t cols, const void *data)
+{
+    uint64_t shape[2] = {rows, cols};
+    int fd = open(path(f, name), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    size_t len = rows * cols * gkv_dtype_size(dt);
+
+    assert_true(fd >= 0);
+    GKVT_OK(gkv_npy_write_header(fd, dt, 2, shape, NULL, NULL, 0));
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    close(fd);
+}
+
+static char *
+listing(const char *dir)
+{
+    struct dirent **ents;
+    int n = scandir(dir, &ents, NULL, alphasort);
+    size_t len = 0;
+    char *s = calloc(1, 1);
+
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(ents[i]->d_name);
+        s = realloc(s, len + k + 2);
+        memcpy(s + len, ents[i]->d_name, k);
+        len += k;
+        s[len++] = '\n';
+        s[len] = '\0';
+        free(ents[i]);
+    }
+    free(ents);
+    return s;
+}
+
+static void
+expect_text(const char *what, const char *text, const char *needle)
+{
+    if (strstr(text, needle) == NULL)
+        fail_msg("%s does not mention '%s':\n%s", what, needle, text);
+}
+
+/* ---- checking a result against the graph built in memory ------------------- */
+
+static int64_t *
+npy_i64(const char *p, int64_t n)
+{
+    gkv_npy_map m;
+    int64_t *v = malloc((size_t)n * 8 + 8);
+
+    if (gkv_npy_map_open(&m, p, NULL, 0) != GKV_OK)
+        fail_msg("cannot open '%s'", p);
+    assert_int_equal(m.hdr.shape[0], (uint64_t)n);
+    memcpy(v, m.data, (size_t)n * 8);
+    gkv_npy_map_close(&m);
+    return v;
+}
+
+/* Every edge of g at the CSC position its mappings claim, in the partition
+ * of its destination, with its new source and weight; returns the JSON. */
+static json_t *
+check(const char *out, const char *name, const gkv_graph *g, int P)
+{
+    char p[8192], tn[512];
+    json_t *j;
+    json_error_t je;
+    int nnt = gkv_graph_num_ntypes(g), net = gkv_graph_num_etypes(g);
+    int64_t **nmap = calloc((size_t)nnt, sizeof *nmap);
+    int64_t *nst = calloc((size_t)nnt * (size_t)(P + 1), sizeof *nst);
+    gkv_store **st = calloc((size_t)P, sizeof *st);
+
+    snprintf(p, sizeof p, "%s/%s.json", out, name);
+    if ((j = json_load_file(p, 0, &je)) == NULL)
+        fail_msg("%s: %s", p, je.text);
+    assert_int_equal(json_integer_value(json_object_get(j, "num_parts")), P);
+    for (int t = 0; t < nnt; t++) {
+        json_t *r = json_object_get(json_object_get(j, "node_map"),
+                                    gkv_graph_ntype_name(g, t));
+        assert_int_equal(json_array_size(r), P);
+        for (int q = 0; q < P; q++) {
+            json_t *a = json_array_get(r, (size_t)q);
+            nst[t * (P + 1) + q + 1] = nst[t * (P + 1) + q] +
+                json_integer_value(json_array_get(a, 1)) -
+                json_integer_value(json_array_get(a, 0));
+        }
+        assert_int_equal(nst[t * (P + 1) + P], gkv_graph_num_nodes(g, t));
+        snprintf(p, sizeof p, "%s/mapping/node-%s.npy", out,
+                 gkv_graph_ntype_name(g, t));
+        nmap[t] = npy_i64(p, gkv_graph_num_nodes(g, t));
+    }
+    for (int q = 0; q < P; q++) {
+        snprintf(p, sizeof p, "%s/part-%d", out, q);
+        GKVT_OK(gkv_store_open(&st[q], p, GKV_RDONLY, NULL));
+    }
+    for (int e = 0; e < net; e++) {
+        gkv_etype_info ei;
+        gkv_coo c;
+        int64_t *emap, elo = 0;
+        int64_t *est = calloc((size_t)P + 1, sizeof *est);
+        json_t *r;
+
+        GKVT_OK(gkv_graph_etype_info(g, e, &ei));
+        GKVT_OK(gkv_graph_edges(g, e, &c));
+        r = json_object_get(json_object_get(j, "edge_map"), ei.canonical);
+        for (int q = 0; q < P; q++) {
+            json_t *a = json_array_get(r, (size_t)q);
+            est[q + 1] = est[q] + json_integer_value(json_array_get(a, 1)) -
+                         json_integer_value(json_array_get(a, 0));
+        }
+        assert_int_equal(est[P], c.n);
+        snprintf(p, sizeof p, "%s/mapping/edge-%s.npy", out, ei.canonical);
+        emap = npy_i64(p, c.n);
+        for (int64_t i = 0; i < c.n; i++) {
+            int64_t ns = nmap[ei.src_ntype][c.src[i]];
+            int64_t nd = nmap[ei.dst_ntype][c.dst[i]], ptr[2], got;
+            const int64_t *ds = nst + ei.dst_ntype * (P + 1);
+            int q = 0;
+            while (!(nd >= ds[q] && nd < ds[q + 1]))
+                q++;
+            elo = est[q];
+            assert_true(emap[i] >= elo && emap[i] < est[q + 1]);
+            snprintf(tn, sizeof tn, "csc/%s/indptr", ei.canonical);
+            GKVT_OK(gkv_tensor_read(st[q], NULL, tn, (uint64_t)(nd - ds[q]),
+                                    (uint64_t)(nd - ds[q] + 2), ptr, sizeof ptr));
+            assert_true(ptr[0] <= emap[i] - elo && emap[i] - elo < ptr[1]);
+            snprintf(tn, sizeof tn, "csc/%s/indices", ei.canonical);
+            GKVT_OK(gkv_tensor_read(st[q], NULL, tn, (uint64_t)emap[i],
+                                    (uint64_t)emap[i] + 1, &got, 8));
+            assert_int_equal(got, ns);
+            if (c.w != NULL) {
+                float w;
+                snprintf(tn, sizeof tn, "csc/%s/weight", ei.canonical);
+                GKVT_OK(gkv_tensor_read(st[q], NULL, tn, (uint64_t)emap[i],
+                                        (uint64_t)emap[i] + 1, &w, 4));
+                assert_true(w == c.w[i]);
+            }
+        }
+        free(emap);
+        free(est);
+    }
+    for (int q = 0; q < P; q++)
+        gkv_store_close(st[q]);
+    for (int t = 0; t < nnt; t++)
+        free(nmap[t]);
+    free(nmap);
+    free(nst);
+    free(st);
+    return j;
+}
+
+/* Node feature 'tensor' of ntype 0 at every new ID equals row v of 'rows'. */
+static void
+check_node_feat(const char *out, json_t *j, const char *ntype,
+                const char *tensor, const float *rows, int64_t n, size_t cols)
+{
+    char p[8192];
+    int64_t *nmap, lo = 0;
+    json_t *r = json_object_get(json_object_get(j, "node_map"), ntype);
+    float *got = malloc(cols * sizeof *got);
+
+    snprintf(p, sizeof p, "%s/mapping/node-%s.npy", out, ntype);
+    nmap = npy_i64(p, n);
+    for (size_t q = 0; q < json_array_size(r); q++) {
+        json_t *a = json_array_get(r, q);
+        int64_t cnt = json_integer_value(json_array_get(a, 1)) -
+                      json_integer_value(json_array_get(a, 0));
+        gkv_store *s;
+        snprintf(p, sizeof p, "%s/part-%zu", out, q);
+        GKVT_OK(gkv_store_open(&s, p, GKV_RDONLY, NULL));
+        for (int64_t v = 0; v < n; v++)
+            if (nmap[v] >= lo && nmap[v] < lo + cnt) {
+                GKVT_OK(gkv_tensor_read(s, NULL, tensor, (uint64_t)nmap[v],
+                                        (uint64_t)nmap[v] + 1, got,
+                                        cols * sizeof *got));
+                assert_memory_equal(got, rows + (size_t)v * cols,
+                                    cols * sizeof *got);
+            }
+        gkv_store_close(s);
+        lo += cnt;
+    }
+    free(got);
+    free(nmap);
+}
+
+/* ---- tests -------------------------------------------------------------------- */
+
+static void
+test_help_and_version(void **state)
+{
+    struct fx *f = *state;
+
+    assert_int_equal(run(f, "--help", NULL), 0);
+    expect_text("--help", f->sout, "Usage: gkv-partition [options] OUTDIR");
+    expect_text("--help", f->sout, "--parts N");
+    expect_text("--help", f->sout, "--method M");
+    assert_string_equal(f->serr, "");
+    assert_int_equal(run(f, "-h", "--parts", "0", NULL), 0);
+    expect_text("-h", f->sout, "Usage:");
+    assert_int_equal(run(f, "-V", NULL), 0);
+    expect_text("-V", f->sout, "gkv-partition (gkv) " GKV_VERSION_STRING);
+}
+
+static void
+test_usage_errors_exit_2(void **state)
+{
+    struct fx *f = *state;
+    char *before;
+    static const char edges[] = "0 1\n1 2\n";
+    struct { const char *args[12]; const char *says; } cases[] = {
+        {{NULL}, "no output directory"},
+        {{"--input", "E", "OUT", NULL}, "--parts N is required"},
+        {{"--parts", "0", "--input", "E", "OUT", NULL}, "--parts '0'"},
+        {{"--parts", "-3", "--input", "E", "OUT", NULL}, "--parts '-3'"},
+        {{"--parts", "abc", "--input", "E", "OUT", NULL}, "--parts 'abc'"},
+        {{"--parts", "2x", "--input", "E", "OUT", NULL}, "--parts '2x'"},
+        {{"--parts", "70000", "--input", "E", "OUT", NULL}, "1 to 65535"},
+        {{"--input", "E", "OUT", "--parts", NULL}, "--parts needs a value"},
+        {{"--parts=2", "--method", "kway", "--input", "E", "OUT", NULL},
+         "--method 'kway'"},
+        {{"--parts", "2", "--bogus", "--input", "E", "OUT", NULL},
+         "unknown option '--bogus'"},
+        {{"--parts", "2", "--csr=1", "--input", "E", "OUT", NULL},
+         "unknown option '--csr=1'"},
+        {{"--parts", "2", "--rmat", "x", "OUT", NULL}, "--rmat 'x'"},
+        {{"--parts", "2", "--rmat", "9:0", "OUT", NULL}, "--rmat '9:0'"},
+        {{"--parts", "2", "--rmat", "9", "--input", "E", "OUT", NULL},
+         "--rmat makes the whole graph"},
+        {{"--parts", "2", "OUT", NULL}, "no input"},
+        {{"--parts", "2", "--input", "E", "OUT", "OTHER", NULL},
+         "unexpected argument 'OTHER'"},
+        {{"--parts", "2", "--method", "range", "--balance-edges", "--input",
+          "E", "OUT", NULL}, "--balance-edges is for --method metis"},
+        {{"--parts", "2", "--seed", "-1", "--input", "E", "OUT", NULL},
+         "--seed '-1'"},
+        {{"--parts", "2", "--num-nodes", "many", "--input", "E", "OUT", NULL},
+         "--num-nodes 'many'"},
+        {{"--parts", "2", "--ntype", "user=abc", "--etype", "user:f:user=E",
+          "OUT", NULL}, "count is not a number"},
+        {{"--parts", "2", "--ntype", "user=4", "--etype", "user:f", "OUT",
+          NULL}, "expected SRC:REL:DST"},
+        {{"--parts", "2", "--ntype", "user=4", "--etype", "user:buys:item=E",
+          "OUT", NULL}, "unknown node type"},
+        {{"--parts", "2", "--ntype", "u=4", "--etype", "u:a:u", "--etype",
+          "u:b:u", "--input", "E", "OUT", NULL}, "name the type"},
+        {{"--parts", "2", "--ntype", "u=4", "--etype", "u:a:u", "--input",
+          "u:zz:u=E", "OUT", NULL}, "unknown edge type 'u:zz:u'"},
+        {{"--parts", "2", "--ntype", "u=4", "--input", "E", "OUT", NULL},
+         "--ntype without --etype"},
+        {{"--parts", "2", "--node-feat", "feat", "--input", "E", "OUT", NULL},
+         "expected [TYPE/]NAME=FILE.npy"},
+        {{"--parts", "2", "--threads", "0", "--input", "E", "OUT", NULL},
+         "--threads '0'"},
+        {{"--parts", "2", "--weights", "W", "--input", "E", "OUT", NULL},
+         "goes with no --binary file"},
+    };
+
+    put(f, "E", edges, sizeof edges - 1);
+    assert_int_equal(chdir(f->dir), 0);
+    before = listing(f->dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[16], *after;
+        int n = 0, rc;
+        argv[n++] = tool;
+        for (int k = 0; cases[i].args[k] != NULL; k++)
+            argv[n++] = (char *)cases[i].args[k];
+        argv[n] = NULL;
+        free(f->sout);
+        free(f->serr);
+        rc = gkvt_run(argv, NULL, 0, &f->sout, &f->serr, 60);
+        if (rc != 2)
+            fail_msg("case %zu: exit %d, expected 2: %s", i, rc, f->serr);
+        expect_text("stderr", f->serr, cases[i].says);
+        expect_text("stderr", f->serr, "Try 'gkv-partition --help'");
+        assert_string_equal(f->sout, "");
+        after = listing(f->dir);
+        assert_string_equal(before, after);
+        free(after);
+    }
+    free(before);
+    assert_int_equal(chdir("/"), 0);      /* f->dir goes at teardown */
+}
+
+/* The fixed homogeneous graph as a text file in every line form. */
+static const char homo_txt[] =
+    "# the fixed homogeneous graph, src dst weight\n"
+    "0 1 1.0\n"
+    "0,2,2\n"
+    "\n"
+    "1, 2 , 1   # a comment\n"
+    "2\t3\t0.5\r\n"
+    "3 0 1\n"
+    "2 3 0.5\n"
+    "4 3 3\n"
+    "5 5 1\n"
+    "6 0 2\n"
+    "1 4 1\n"
+    "3 4 1\n"
+    "6 5 4\n"
+    "4 1 0\n"
+    "0 3 2";
+
+static void
+test_text_every_method(void **state)
+{
+    struct fx *f = *state;
+    gkv_graph *g;
+    float feat[8 * 3];
+    static const char *methods[] = {"random", "range", "metis"};
+
+    GKVT_OK(gkv_graph_fixed_homo(&g));
+    put(f, "e.txt", homo_txt, sizeof homo_txt - 1);
+    for (int i = 0; i < 24; i++)
+        feat[i] = (float)i * 0.5f - 3;
+    put_npy(f, "feat.npy", GKV_F32, 8, 3, feat);
+    for (int m = 0; m < 3; m++) {
+        json_t *j;
+        char *l;
+        int rc;
+        {
+            char nf[4200];
+            snprintf(nf, sizeof nf, "feat=%s", path(f, "feat.npy"));
+            rc = run(f, "--parts", "3", "--method", methods[m],
+                     "--text-weights", "--input", path(f, "e.txt"),
+                     "--num-nodes", "8", "--csr", "--node-feat", nf,
+                     "--name", "homo", f->out, NULL);
+        }
+        if (rc != 0)
+            fail_msg("%s: exit %d: %s", methods[m], rc, f->serr);
+        assert_string_equal(f->serr, "");      /* no progress when piped */
+        assert_string_equal(f->sout, "");
+        j = check(f->out, "homo", g, 3);
+        assert_string_equal(json_string_value(json_object_get(j, "part_method")),
+                            methods[m]);
+        assert_true(json_is_true(json_object_get(j, "csr")));
+        assert_string_equal(json_string_value(json_array_get(json_object_get(
+            json_object_get(j, "node_feats"), "_N"), 0)), "feat");
+        check_node_feat(f->out, j, "_N", "node/_N/feat", feat, 8, 3);
+        json_decref(j);
+        l = listing(f->dir);
+        assert_null(strstr(l, ".tmp-"));
+        free(l);
+        gkvt_rmtree(strdup(f->out));
+    }
+    gkv_graph_free(g);
+}
+
+/* fixed_hetero's schema and edges, unweighted; buys only 'with_buys'. */
+static gkv_graph *
+hetero_ref(int with_buys)
+{
+    gkv_graph *g, *h;
+    gkv_coo c;
+
+    GKVT_OK(gkv_graph_fixed_hetero(&g));
+    GKVT_OK(gkv_graph_new(&h));
+    GKVT_OK(gkv_graph_add_ntype(h, "user", 4, NULL));
+    GKVT_OK(gkv_graph_add_ntype(h, "item", 5, NULL));
+    GKVT_OK(gkv_graph_add_etype(h, "user", "follows", "user", NULL));
+    GKVT_OK(gkv_graph_add_etype(h, "user", "buys", "item", NULL));
+    GKVT_OK(gkv_graph_add_etype(h, "item", "similar", "item", NULL));
+    for (int e = 0; e < 3; e++) {
+        GKVT_OK(gkv_graph_edges(g, e, &c));
+        if (e != 1 || with_buys)
+            GKVT_OK(gkv_graph_add_edges(h, e, c.src, c.dst, NULL, (size_t)c.n));
+    }
+    gkv_graph_free(g);
+    return h;
+}
+
+static void
+test_hetero_files(void **state)
+{
+    struct fx *f = *state;
+    gkv_graph *g;
+    static const char follows[] = "0 1\n0 2\n1 2\n2 0\n3 0\n3 2\n";
+    static const char buys[] = "src,dst\n0,0\n0,1\n1,1\n1,3\n2,1\n2,4\n3,1\n";
+    static const char similar[] = "0 1 similar\n1 0 item:similar:item\n"
+                                  "1 2 similar\n3 4 similar\n4 3 similar\n";
+    char a1[4200], a2[4200], a3[4200], nf[4200];
+    float ufeat[4 * 2] = {1, 2, 3, 4, 5, 6, 7, 8};
+    json_t *j;
+    int rc;
+
+    /* the fixed heterogeneous graph without weights (the files have none);
+     * first without the buys edges */
+    g = hetero_ref(0);
+    put(f, "follows.txt", follows, sizeof follows - 1);
+    put(f, "buys.csv", buys, sizeof buys - 1);
+    put(f, "similar.txt", similar, sizeof similar - 1);
+    put_npy(f, "u.npy", GKV_F32, 4, 2, ufeat);
+    snprintf(a1, sizeof a1, "user:follows:user=%s", path(f, "follows.txt"));
+    snprintf(a2, sizeof a2, "user:buys:item=%s", path(f, "buys.csv"));
+    snprintf(a3, sizeof a3, "item:similar:item");
+    snprintf(nf, sizeof nf, "user/feat=%s", path(f, "u.npy"));
+    /* the header flag applies to every text file: the buys file alone has
+     * one, so give it through --input with its own run below */
+    rc = run(f, "--parts", "2", "--method", "random", "--seed", "11",
+             "--ntype", "user=4", "--ntype", "item=5", "--etype", a1,
+             "--etype", "user:buys:item", "--etype", a3, "--etype-column",
+             "--input", path(f, "similar.txt"), "--node-feat", nf, f->out,
+             NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    j = check(f->out, "graph", g, 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "num_edges")), 11);
+    json_decref(j);
+    gkv_graph_free(g);
+    g = hetero_ref(1);
+    gkvt_rmtree(strdup(f->out));
+    /* now with buys: its header line is an error without --header */
+    rc = run(f, "--parts", "2", "--ntype", "user=4", "--ntype", "item=5",
+             "--etype", a1, "--etype", a2, "--etype", a3, "--etype-column",
+             "--input", path(f, "similar.txt"), f->out, NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "buys.csv:1:");
+    assert_int_equal(access(f->out, F_OK), -1);
+    /* headers only in buys.csv: pass it alone with --header? --header is
+     * global, so give every file one */
+    {
+        static const char fh[] = "src dst\n0 1\n0 2\n1 2\n2 0\n3 0\n3 2\n";
+        static const char sh[] = "src dst etype\n0 1 similar\n"
+                                 "1 0 item:similar:item\n1 2 similar\n"
+                                 "3 4 similar\n4 3 similar\n";
+        put(f, "follows.txt", fh, sizeof fh - 1);
+        put(f, "similar.txt", sh, sizeof sh - 1);
+    }
+    rc = run(f, "--parts", "2", "--method", "metis", "--header", "--ntype",
+             "user=4", "--ntype", "item=5", "--etype", a1, "--etype", a2,
+             "--etype", a3, "--etype-column", "--input",
+             path(f, "similar.txt"), "--node-feat", nf, "--csr", f->out, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    j = check(f->out, "graph", g, 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "num_nodes")), 9);
+    assert_int_equal(json_integer_value(json_object_get(j, "num_edges")), 18);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j,
+                     "ntypes"), "item")), 1);
+    check_node_feat(f->out, j, "user", "node/user/feat", ufeat, 4, 2);
+    json_decref(j);
+    gkv_graph_free(g);
+}
+
+static void
+test_binary_with_weights(void **state)
+{
+    struct fx *f = *state;
+    gkv_graph *g;
+    gkv_coo c;
+    int64_t pairs[28];
+    char *before;
+    json_t *j;
+    int rc;
+
+    GKVT_OK(gkv_graph_fixed_homo(&g));
+    GKVT_OK(gkv_graph_edges(g, 0, &c));
+    for (int64_t i = 0; i < c.n; i++) {
+        pairs[2 * i] = c.src[i];
+        pairs[2 * i + 1] = c.dst[i];
+    }
+    put(f, "e.bin", pairs, sizeof pairs);
+    put(f, "w.bin", c.w, (size_t)c.n * sizeof(float));
+    rc = run(f, "--parts", "4", "--method", "range", "--num-nodes", "8",
+             "--binary", path(f, "e.bin"), "--weights", path(f, "w.bin"),
+             f->out, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    j = check(f->out, "graph", g, 4);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(j,
+                        "weighted"), 0)), "_N:_E:_N");
+    json_decref(j);
+    /* a weight file of the wrong size: the reader's message, no OUT2 */
+    put(f, "w3.bin", c.w, 3 * sizeof(float));
+    before = listing(f->dir);
+    rc = run(f, "--parts", "2", "--binary", path(f, "e.bin"), "--weights",
+             path(f, "w3.bin"), path(f, "out2"), NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "w3.bin");
+    {
+        char *after = listing(f->dir);
+        assert_string_equal(before, after);
+        free(after);
+    }
+    free(before);
+    gkv_graph_free(g);
+}
+
+static void
+test_rmat_stats(void **state)
+{
+    struct fx *f = *state;
+    gkv_rmat_spec rs = {.scale = 8, .seed = 5};
+    gkv_graph *g;
+    double secs = 0, eps = 0, rss = 0;
+    long long edges = 0;
+    const char *s;
+    json_t *j;
+    int rc;
+
+    rc = run(f, "--rmat", "8", "--parts", "2", "--method", "random", "--seed",
+             "5", "--stats", f->out, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    s = strstr(f->sout, "stats: ");
+    assert_non_null(s);
+    assert_non_null(strstr(s, "edges="));
+    sscanf(strstr(s, " edges=") + 7, "%lld", &edges);
+    sscanf(strstr(s, " seconds=") + 9, "%lf", &secs);
+    sscanf(strstr(s, " edges_per_s=") + 13, "%lf", &eps);
+    sscanf(strstr(s, " peak_rss_bytes=") + 16, "%lf", &rss);
+    assert_int_equal(edges, 16 * 256);
+    assert_true(secs > 0 && eps > 0 && rss > 1e6);
+    assert_non_null(strstr(s, "method=random parts=2"));
+    GKVT_OK(gkv_rmat_graph(&g, &rs, 1));
+    j = check(f->out, "graph", g, 2);
+    json_decref(j);
+    gkv_graph_free(g);
+    /* 2:4 = edge factor 4 */
+    rc = run(f, "--rmat", "2:4", "--parts", "1", "--method", "range",
+             path(f, "small"), NULL);
+    assert_int_equal(rc, 0);
+    rs.scale = 2;
+    rs.edge_factor = 4;
+    rs.seed = 0;
+    GKVT_OK(gkv_rmat_graph(&g, &rs, 1));
+    j = check(path(f, "small"), "graph", g, 1);
+    assert_int_equal(json_integer_value(json_object_get(j, "num_edges")), 16);
+    json_decref(j);
+    gkv_graph_free(g);
+}
+
+/* Every bad input: exit 1, the message, and nothing new in the directory. */
+static void
+test_bad_inputs(void **state)
+{
+    struct fx *f = *state;
+    static const char bad_line[] = "0 1\n1 2\n1 x\n";
+    static const char big_id[] = "0 1\n1 7\n";
+    static const char bad_type[] = "0 1 follows\n1 0 likes\n";
+    static const char ok[] = "0 1\n1 2\n2 0\n";
+    float three[3 * 2] = {0};
+    char nf[4200], *before, *after;
+    struct { const char *args[14]; const char *says[3]; } cases[] = {
+        {{"--parts", "2", "--input", "BADLINE", "OUT", NULL},
+         {"bad_line.txt:3:", NULL}},
+        {{"--parts", "2", "--num-nodes", "5", "--input", "BIGID", "OUT", NULL},
+         {"big_id.txt:2:", "7", "not below 5"}},
+        {{"--parts", "2", "--ntype", "u=3", "--etype", "u:follows:u",
+          "--etype-column", "--input", "BADTYPE", "OUT", NULL},
+         {"bad_type.txt:2:", "unknown edge type 'likes'", NULL}},
+        {{"--parts", "2", "--input", "OK", "--node-feat", "NF3", "OUT", NULL},
+         {"node/_N/feat", "has 2 rows", "3 nodes"}},
+        {{"--parts", "2", "--input", "OK", "--node-feat", "NFGARBAGE", "OUT",
+          NULL}, {"garbage.npy", NULL}},
+        {{"--parts", "2", "--input", "OK", "--node-feat", "NFMISSING", "OUT",
+          NULL}, {"missing.npy", NULL}},
+        {{"--parts", "4", "--input", "OK", "OUT", NULL},
+         {"4 partitions", "only 3 nodes", NULL}},
+        {{"--parts", "2", "--input", "NOSUCH", "OUT", NULL},
+         {"nosuch.txt", NULL}},
+        {{"--parts", "2", "--binary", "ODD", "OUT", NULL}, {"odd.bin", NULL}},
+        {{"--parts", "2", "--input", "OK", "--node-feat", "u/x=/dev/null",
+          "OUT", NULL}, {"unknown node type 'u'", NULL}},
+        {{"--parts", "2", "--input", "OK", "--train-mask", "MASK3", "OUT",
+          NULL}, {"training mask", "2 rows", "3 nodes"}},
+    };
+
+    put(f, "bad_line.txt", bad_line, sizeof bad_line - 1);
+    put(f, "big_id.txt", big_id, sizeof big_id - 1);
+    put(f, "bad_type.txt", bad_type, sizeof bad_type - 1);
+    put(f, "ok.txt", ok, sizeof ok - 1);
+    put(f, "odd.bin", "0123456789ab", 12);
+    put(f, "garbage.npy", "\x93NUMPY garbage", 14);
+    put_npy(f, "three.npy", GKV_F32, 2, 3, three);
+    put_npy(f, "mask3.npy", GKV_F32, 2, 1, three);
+    before = listing(f->dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[20];
+        int n = 0, rc;
+        argv[n++] = tool;
+        for (int k = 0; cases[i].args[k] != NULL; k++) {
+            const char *a = cases[i].args[k];
+            static char buf[16][4200];
+            char *b = buf[k];
+            if (strcmp(a, "BADLINE") == 0) a = path(f, "bad_line.txt");
+            else if (strcmp(a, "BIGID") == 0) a = path(f, "big_id.txt");
+            else if (strcmp(a, "BADTYPE") == 0) a = path(f, "bad_type.txt");
+            else if (strcmp(a, "OK") == 0) a = path(f, "ok.txt");
+            else if (strcmp(a, "ODD") == 0) a = path(f, "odd.bin");
+            else if (strcmp(a, "NOSUCH") == 0) a = path(f, "nosuch.txt");
+            else if (strcmp(a, "OUT") == 0) a = f->out;
+            else if (strcmp(a, "MASK3") == 0) a = path(f, "mask3.npy");
+            else if (strcmp(a, "NF3") == 0) {
+                snprintf(b, 4200, "feat=%s", path(f, "three.npy"));
+                a = b;
+            } else if (strcmp(a, "NFGARBAGE") == 0) {
+                snprintf(b, 4200, "feat=%s", path(f, "garbage.npy"));
+                a = b;
+            } else if (strcmp(a, "NFMISSING") == 0) {
+                snprintf(b, 4200, "feat=%s", path(f, "missing.npy"));
+                a = b;
+            }
+            argv[n++] = (char *)a;
+        }
+        argv[n] = NULL;
+        free(f->sout);
+        free(f->serr);
+        rc = gkvt_run(argv, NULL, 0, &f->sout, &f->serr, 60);
+        if (rc != 1)
+            fail_msg("case %zu: exit %d, expected 1: %s", i, rc, f->serr);
+        expect_text("stderr", f->serr, "gkv-partition: ");
+        for (int k = 0; k < 3 && cases[i].says[k] != NULL; k++)
+            expect_text("stderr", f->serr, cases[i].says[k]);
+        after = listing(f->dir);
+        assert_string_equal(before, after);
+        free(after);
+    }
+    free(before);
+    (void)nf;
+}
+
+static void
+test_existing_partition_and_force(void **state)
+{
+    struct fx *f = *state;
+    static const char ok[] = "0 1\n1 2\n2 3\n3 0\n";
+    char j1p[8300], *l1, *l2;
+    FILE *fp;
+    char j1[4096], j2[4096];
+    size_t n1, n2;
+    int rc;
+
+    put(f, "e.txt", ok, sizeof ok - 1);
+    rc = run(f, "--parts", "2", "--method", "range", "--input",
+             path(f, "e.txt"), f->out, NULL);
+    assert_int_equal(rc, 0);
+    snprintf(j1p, sizeof j1p, "%s/graph.json", f->out);
+    fp = fopen(j1p, "rb");
+    n1 = fread(j1, 1, sizeof j1, fp);
+    fclose(fp);
+    l1 = listing(f->out);
+    rc = run(f, "--parts", "4", "--method", "range", "--input",
+             path(f, "e.txt"), f->out, NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "already holds a partition");
+    expect_text("stderr", f->serr, "--force");
+    fp = fopen(j1p, "rb");
+    n2 = fread(j2, 1, sizeof j2, fp);
+    fclose(fp);
+    l2 = listing(f->out);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(j1, j2, n1);
+    assert_string_equal(l1, l2);
+    free(l2);
+    l2 = listing(f->dir);
+    assert_null(strstr(l2, ".tmp-"));
+    free(l2);
+    rc = run(f, "--parts", "4", "--method", "range", "--force", "--input",
+             path(f, "e.txt"), f->out, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    {
+        gkv_graph *g;
+        json_t *j;
+        GKVT_OK(gkv_graph_new_homo(&g, 4));
+        {
+            int64_t s[4] = {0, 1, 2, 3}, d[4] = {1, 2, 3, 0};
+            GKVT_OK(gkv_graph_add_edges(g, 0, s, d, NULL, 4));
+        }
+        j = check(f->out, "graph", g, 4);
+        json_decref(j);
+        gkv_graph_free(g);
+    }
+    l2 = listing(f->dir);
+    assert_null(strstr(l2, ".old-"));
+    free(l2);
+    free(l1);
+}
+
+/* On a terminal the bar is drawn on stderr (never otherwise: the other
+ * tests check that stderr stays empty). */
+static void
+test_progress_on_a_tty(void **state)
+{
+    struct fx *f = *state;
+    char *argv[] = {tool, "--rmat", "12", "--parts", "2", "--method", "range",
+                    f->out, NULL};
+    char buf[16384];
+    size_t got = 0;
+    int m, st;
+    pid_t pid;
+
+    m = posix_openpt(O_RDWR | O_NOCTTY);
+    assert_true(m >= 0);
+    assert_int_equal(grantpt(m), 0);
+    assert_int_equal(unlockpt(m), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int s = open(ptsname(m), O_RDWR | O_NOCTTY), dn = open("/dev/null", O_RDWR);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        dup2(s, 2);
+        close(m);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    for (;;) {
+        ssize_t r;
+        fd_set rs;
+        struct timeval tv = {0, 200000};
+
+        FD_ZERO(&rs);
+        FD_SET(m, &rs);
+        if (select(m + 1, &rs, NULL, NULL, &tv) <= 0)
+            break;
+        r = read(m, buf + got, sizeof buf - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    close(m);
+    expect_text("the terminal", buf, "assigning nodes (range)");
+    expect_text("the terminal", buf, "writing [");
+    expect_text("the terminal", buf, "100%");
+    expect_text("the terminal", buf, "syncing");
+}
+
+/* SIGINT while the partition is being written: the temporary directory is
+ * removed and the tool dies of the signal. */
+static void
+test_sigint_leaves_nothing(void **state)
+{
+    struct fx *f = *state;
+    char *argv[] = {tool, "--rmat", "19", "--parts", "4", "--method", "range",
+                    "--threads", "1", f->out, NULL};
+    char *before = listing(f->dir), *after;
+    int st, seen = 0;
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int dn = open("/dev/null", O_RDWR);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        dup2(dn, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    /* wait until OUT.tmp-PID exists, then interrupt */
+    for (int i = 0; i < 20000 && !seen; i++) {
+        char tmp[4200];
+        struct timespec ts = {0, 1000000};
+        snprintf(tmp, sizeof tmp, "%s.tmp-%ld", f->out, (long)pid);
+        seen = access(tmp, F_OK) == 0;
+        if (!seen)
+            nanosleep(&ts, NULL);
+    }
+    if (!seen) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        fail_msg("the temporary directory never appeared");
+    }
+    kill(pid, SIGINT);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGINT)
+        fail_msg("status 0x%x: expected death by SIGINT", st);
+    after = listing(f->dir);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_help_and_version, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_errors_exit_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_every_method, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hetero_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binary_with_weights, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rmat_stats, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_existing_partition_and_force, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_on_a_tty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigint_leaves_nothing, setup, teardown),
+    };
+
+    find_tool();
+    return cmocka_run_group_tests_name("gkv-partition", tests, NULL, NULL);
+}

@@ -1,0 +1,934 @@
+/* gkv-partition - split a graph into partitions on disk, one gkv store per
+ * partition plus a JSON config with DGL's field names (the job of DGL's
+ * dgl.distributed.partition_graph).
+ *
+ *   gkv-partition [options] OUTDIR
+ *
+ * The graph comes from edge lists (text or binary) or from the R-MAT
+ * generator; features from .npy files. All the work is the library's
+ * gkv_partition_write() (graph/gkv_partition.h); this tool builds the graph
+ * and the spec from the command line, so it doubles as an example of both.
+ *
+ * Exit status: 0 ok; 1 the operation failed (the reason on stderr, as
+ * "gkv-partition: WHAT: detail (GKV_EXXX)"); 2 bad usage. --help prints
+ * to stdout and exits 0. SIGINT and SIGTERM stop a run cleanly: nothing is
+ * left behind, then the tool dies of the signal.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gkv.h"
+#include "gkv_partition.h"
+#include "idlist.h"
+#include "progress.h"
+
+#define PROG "gkv-partition"
+
+enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2 };
+
+static void
+usage(FILE *f)
+{
+    fputs(
+"Usage: gkv-partition [options] OUTDIR\n"
+"\n"
+"Splits a graph into partitions: OUTDIR/<name>.json (the partition config,\n"
+"with DGL's field names), OUTDIR/part-<p>/ (one gkv store per partition:\n"
+"the CSC of the in-edges of the nodes it owns, their features) and\n"
+"OUTDIR/mapping/*.npy (original ID -> new ID per node and edge type).\n"
+"OUTDIR appears only when complete.\n"
+"\n"
+"Partitioning (as dgl.distributed.partition_graph):\n"
+"  --name NAME          graph name: the config is NAME.json (default graph)\n"
+"  --parts N            number of partitions (required)\n"
+"  --method M           metis (default), random or range\n"
+"  --seed N             seed of random, of METIS and of --rmat (default 0)\n"
+"  --balance-edges      metis: also balance the in-edges per partition\n"
+"  --train-mask [NTYPE=]FILE.npy\n"
+"                       metis: also balance training nodes (non-zero = train)\n"
+"  --csr                also store the CSR of out-edges in each partition\n"
+"  --force              replace a partition already in OUTDIR\n"
+"\n"
+"The graph, homogeneous:\n"
+"  --num-nodes N        number of nodes (default: largest ID + 1)\n"
+"  --input FILE         text edge list: 'src dst' per line (blanks or a\n"
+"                       comma between fields, '#' comments)\n"
+"  --binary FILE        binary edge list: little-endian int64 pairs\n"
+"  --weights FILE       float32 per edge of the --binary file\n"
+"  --text-weights       text lines end with a weight: 'src dst w'\n"
+"  --header             skip the first line of each text file ('src,dst')\n"
+"  --rmat SCALE[:EF]    an R-MAT graph: 2^SCALE nodes, EF x 2^SCALE edges\n"
+"                       (default EF 16; Graph500 parameters; --seed)\n"
+"\n"
+"The graph, heterogeneous:\n"
+"  --ntype NAME[=N]     a node type with N nodes (default: largest ID + 1);\n"
+"                       repeat for each type, in type order\n"
+"  --etype SRC:REL:DST[=FILE]\n"
+"                       an edge type, with FILE: its text edge list\n"
+"  --input [SRC:REL:DST=]FILE, --binary [SRC:REL:DST=]FILE,\n"
+"  --weights [SRC:REL:DST=]FILE\n"
+"                       edges of the named type (needed when there are\n"
+"                       several types, unless --etype-column)\n"
+"  --etype-column       text lines are 'src dst etype' (canonical or a\n"
+"                       unique relation)\n"
+"\n"
+"Features (rows in original ID order; stored at the new IDs):\n"
+"  --node-feat [NTYPE/]NAME=FILE.npy   as node/<ntype>/<name>\n"
+"  --edge-feat [SRC:REL:DST/]NAME=FILE.npy   as edge/<canonical>/<name>\n"
+"\n"
+"Other:\n"
+"  --threads N          worker threads (default: CPUs, at most 8)\n"
+"  --stats              print one line to stdout: seconds, edges/s, peak RSS\n"
+"  -h, --help           show this help\n"
+"  -V, --version        show the version\n"
+"\n"
+"Options take their value as the next argument or after '='.\n"
+"Exit status: 0 ok, 1 failed, 2 usage error. See gkv-partition(1).\n",
+          f);
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+static int
+usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs(PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'gkv-partition --help'.\n", stderr);
+    return EX_USAGE;
+}
+
+/* "gkv-partition: WHAT: detail (GKV_EXXX)", or "WHAT: strerror" when the
+ * library gave no detail. The detail names the file, line, type or count;
+ * gkv_strerror's store-minded texts would only blur it. */
+static int
+fail_rc(gkv_err rc, const char *detail, const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs(PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    if (detail != NULL && *detail != '\0')
+        fprintf(stderr, ": %s (%s)\n", detail, gkv_err_name(rc));
+    else
+        fprintf(stderr, ": %s\n", gkv_strerror(rc));
+    return EX_FAIL;
+}
+
+/* ---- signals -------------------------------------------------------------- */
+
+static volatile sig_atomic_t got_signal;
+
+static void
+on_signal(int sig)
+{
+    got_signal = sig;
+}
+
+static void
+catch_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static int
+die_of_signal(int sig)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, NULL);
+    raise(sig);
+    return 128 + sig;
+}
+
+/* ---- progress ------------------------------------------------------------- */
+
+struct prog {
+    int tty;
+    tools_progress bar;
+    int bar_on;
+    const char *method;
+};
+
+static int
+on_progress(void *ctx, const char *stage, uint64_t done, uint64_t total)
+{
+    struct prog *p = ctx;
+
+    if (got_signal)
+        return 1;
+    if (!p->tty)
+        return 0;
+    if (strcmp(stage, "write") == 0) {
+        if (!p->bar_on) {
+            tools__progress_start(&p->bar, "writing", total);
+            p->bar_on = 1;
+        }
+        tools__progress_update(&p->bar, done);
+    } else if (strcmp(stage, "assign") == 0 && total == 0) {
+        fprintf(stderr, PROG ": assigning nodes (%s)...\n", p->method);
+    } else if (strcmp(stage, "sync") == 0 && total == 0) {
+        if (p->bar_on)
+            tools__progress_end(&p->bar, 1);
+        p->bar_on = 0;
+        fputs(PROG ": syncing to disk...\n", stderr);
+    }
+    return 0;
+}
+
+/* ---- the command line ----------------------------------------------------- */
+
+struct input {
+    int binary;
+    char *etype;          /* canonical name, or NULL: the only type/column */
+    const char *path;
+};
+
+struct named {            /* "[KEY=]VALUE" or "[TYPE/]NAME=FILE" options */
+    char *key;            /* may be NULL */
+    const char *val;
+    char *name;           /* features: the feature name */
+};
+
+struct opts {
+    const char *out, *name, *method, *parts, *seed, *num_nodes, *rmat,
+               *threads;
+    int csr, force, stats, balance_edges, etype_column, text_weights, header;
+    struct named *ntypes, *etypes, *weights, *nfeat, *efeat, *masks;
+    size_t n_ntypes, n_etypes, n_weights, n_nfeat, n_efeat, n_masks;
+    struct input *inputs;
+    size_t n_inputs;
+};
+
+static double
+now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int
+push(void **arr, size_t *n, size_t size, const void *item)
+{
+    void *p = realloc(*arr, (*n + 1) * size);
+
+    if (p == NULL)
+        return -1;
+    memcpy((char *)p + *n * size, item, size);
+    *arr = p;
+    (*n)++;
+    return 0;
+}
+
+/* Does s (n bytes) look like a canonical edge type "a:b:c"? */
+static int
+is_canonical(const char *s, size_t n)
+{
+    size_t colons = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '/' || s[i] == '=')
+            return 0;
+        colons += s[i] == ':';
+    }
+    return colons == 2 && n >= 5;
+}
+
+static char *
+dupn(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+
+    if (p != NULL) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+/* "[SRC:REL:DST=]FILE" -> key (or NULL), val. */
+static int
+split_canon_file(const char *a, struct named *nm)
+{
+    const char *eq = strchr(a, '=');
+
+    memset(nm, 0, sizeof *nm);
+    if (eq != NULL && is_canonical(a, (size_t)(eq - a))) {
+        if ((nm->key = dupn(a, (size_t)(eq - a))) == NULL)
+            return -1;
+        nm->val = eq + 1;
+    } else {
+        nm->val = a;
+    }
+    return 0;
+}
+
+/* "[TYPE/]NAME=FILE": the type is before the last '/' ahead of the '='. */
+static int
+split_feat(const char *a, struct named *nm)
+{
+    const char *eq = strchr(a, '='), *sl = NULL;
+
+    memset(nm, 0, sizeof *nm);
+    if (eq == NULL || eq == a || eq[1] == '\0')
+        return 1;
+    for (const char *c = a; c < eq; c++)
+        if (*c == '/')
+            sl = c;
+    if (sl != NULL) {
+        if (sl == a || (nm->key = dupn(a, (size_t)(sl - a))) == NULL)
+            return sl == a ? 1 : -1;
+        a = sl + 1;
+    }
+    if (a == eq || (nm->name = dupn(a, (size_t)(eq - a))) == NULL)
+        return a == eq ? 1 : -1;
+    nm->val = eq + 1;
+    return 0;
+}
+
+/* "NAME[=N]" / "[NTYPE=]FILE": split at the last '='. */
+static int
+split_last_eq(const char *a, struct named *nm)
+{
+    const char *eq = strrchr(a, '=');
+
+    memset(nm, 0, sizeof *nm);
+    if (eq == NULL) {
+        nm->val = NULL;
+        if ((nm->key = strdup(a)) == NULL)
+            return -1;
+        return 0;
+    }
+    if ((nm->key = dupn(a, (size_t)(eq - a))) == NULL)
+        return -1;
+    nm->val = eq + 1;
+    return 0;
+}
+
+static void
+free_named(struct named *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(v[i].key);
+        free(v[i].name);
+    }
+    free(v);
+}
+
+static void
+opts_free(struct opts *o)
+{
+    free_named(o->ntypes, o->n_ntypes);
+    free_named(o->etypes, o->n_etypes);
+    free_named(o->weights, o->n_weights);
+    free_named(o->nfeat, o->n_nfeat);
+    free_named(o->efeat, o->n_efeat);
+    free_named(o->masks, o->n_masks);
+    for (size_t i = 0; i < o->n_inputs; i++)
+        free(o->inputs[i].etype);
+    free(o->inputs);
+}
+
+/* Parses a positive int; -1 when s is not one. */
+static long long
+parse_count(const char *s, long long max)
+{
+    uint64_t v;
+
+    if (s == NULL || *s == '-' || *s == '+' || tools__parse_u64(s, &v) != 0 ||
+        v > (uint64_t)max)
+        return -1;
+    return (long long)v;
+}
+
+enum {
+    O_NAME, O_PARTS, O_METHOD, O_SEED, O_BALANCE, O_MASK, O_CSR, O_FORCE,
+    O_NUM_NODES, O_INPUT, O_BINARY, O_WEIGHTS, O_TEXT_WEIGHTS, O_HEADER,
+    O_RMAT, O_NTYPE, O_ETYPE, O_ETYPE_COLUMN, O_NODE_FEAT, O_EDGE_FEAT,
+    O_THREADS, O_STATS, NOPT
+};
+
+static const struct {
+    const char *name;
+    int has_arg;
+} optdefs[NOPT] = {
+    [O_NAME] = {"--name", 1},           [O_PARTS] = {"--parts", 1},
+    [O_METHOD] = {"--method", 1},       [O_SEED] = {"--seed", 1},
+    [O_BALANCE] = {"--balance-edges", 0}, [O_MASK] = {"--train-mask", 1},
+    [O_CSR] = {"--csr", 0},             [O_FORCE] = {"--force", 0},
+    [O_NUM_NODES] = {"--num-nodes", 1}, [O_INPUT] = {"--input", 1},
+    [O_BINARY] = {"--binary", 1},       [O_WEIGHTS] = {"--weights", 1},
+    [O_TEXT_WEIGHTS] = {"--text-weights", 0}, [O_HEADER] = {"--header", 0},
+    [O_RMAT] = {"--rmat", 1},           [O_NTYPE] = {"--ntype", 1},
+    [O_ETYPE] = {"--etype", 1},         [O_ETYPE_COLUMN] = {"--etype-column", 0},
+    [O_NODE_FEAT] = {"--node-feat", 1}, [O_EDGE_FEAT] = {"--edge-feat", 1},
+    [O_THREADS] = {"--threads", 1},     [O_STATS] = {"--stats", 0},
+};
+
+/* Fills *o from argv. Returns EX_OK, EX_USAGE (message printed), or -1 to
+ * print help / -2 version (exit 0). */
+static int
+parse_args(int argc, char **argv, struct opts *o)
+{
+    int help = 0, version = 0, rest = 0;
+    const char *bad = NULL, *needs = NULL, *extra = NULL;
+
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        const char *val = NULL, *eq;
+        size_t nl;
+        int k;
+        struct named nm;
+        struct input in;
+
+        if (rest || a[0] != '-' || a[1] == '\0') {
+            if (o->out == NULL)
+                o->out = a;
+            else if (extra == NULL)
+                extra = a;
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            rest = 1;
+            continue;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            help = 1;
+            continue;
+        }
+        if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+            version = 1;
+            continue;
+        }
+        eq = strchr(a, '=');
+        nl = eq != NULL && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
+        for (k = 0; k < NOPT; k++)
+            if (strlen(optdefs[k].name) == nl &&
+                strncmp(optdefs[k].name, a, nl) == 0)
+                break;
+        if (k == NOPT) {
+            if (bad == NULL)
+                bad = a;
+            continue;
+        }
+        if (optdefs[k].has_arg) {
+            if (eq != NULL && a[1] == '-')
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
+            else {
+                if (needs == NULL)
+                    needs = optdefs[k].name;
+                continue;
+            }
+        } else if (eq != NULL) {
+            if (bad == NULL)
+                bad = a;
+            continue;
+        }
+        switch (k) {
+        case O_NAME:      o->name = val; break;
+        case O_PARTS:     o->parts = val; break;
+        case O_METHOD:    o->method = val; break;
+        case O_SEED:      o->seed = val; break;
+        case O_NUM_NODES: o->num_nodes = val; break;
+        case O_RMAT:      o->rmat = val; break;
+        case O_THREADS:   o->threads = val; break;
+        case O_BALANCE:   o->balance_edges = 1; break;
+        case O_CSR:       o->csr = 1; break;
+        case O_FORCE:     o->force = 1; break;
+        case O_TEXT_WEIGHTS: o->text_weights = 1; break;
+        case O_HEADER:    o->header = 1; break;
+        case O_ETYPE_COLUMN: o->etype_column = 1; break;
+        case O_STATS:     o->stats = 1; break;
+        case O_INPUT:
+        case O_BINARY:
+            if (split_canon_file(val, &nm) != 0)
+                return usage_error("out of memory");
+            in.binary = k == O_BINARY;
+            in.etype = nm.key;
+            in.path = nm.val;
+            if (*in.path == '\0') {
+                free(nm.key);
+                return usage_error("%s: empty file name", optdefs[k].name);
+            }
+            if (push((void **)&o->inputs, &o->n_inputs, sizeof in, &in) != 0)
+                return usage_error("out of memory");
+            break;
+        case O_WEIGHTS:
+            if (split_canon_file(val, &nm) != 0 ||
+                push((void **)&o->weights, &o->n_weights, sizeof nm, &nm) != 0)
+                return usage_error("out of memory");
+            break;
+        case O_ETYPE: {
+            const char *e2 = strchr(val, '=');
+            size_t cl = e2 != NULL ? (size_t)(e2 - val) : strlen(val);
+            if (!is_canonical(val, cl))
+                return usage_error("--etype '%s': expected SRC:REL:DST or "
+                                   "SRC:REL:DST=FILE", val);
+            memset(&nm, 0, sizeof nm);
+            if ((nm.key = dupn(val, cl)) == NULL)
+                return usage_error("out of memory");
+            nm.val = e2 != NULL ? e2 + 1 : NULL;
+            if (nm.val != NULL && *nm.val == '\0') {
+                free(nm.key);
+                return usage_error("--etype '%s': empty file name", val);
+            }
+            if (push((void **)&o->etypes, &o->n_etypes, sizeof nm, &nm) != 0)
+                return usage_error("out of memory");
+            break;
+        }
+        case O_NTYPE:
+            if (split_last_eq(val, &nm) != 0 ||
+                push((void **)&o->ntypes, &o->n_ntypes, sizeof nm, &nm) != 0)
+                return usage_error("out of memory");
+            break;
+        case O_MASK:
+            if (strchr(val, '=') != NULL) {
+                if (split_last_eq(val, &nm) != 0)
+                    return usage_error("out of memory");
+            } else {
+                memset(&nm, 0, sizeof nm);
+                nm.val = val;
+            }
+            if (push((void **)&o->masks, &o->n_masks, sizeof nm, &nm) != 0)
+                return usage_error("out of memory");
+            break;
+        case O_NODE_FEAT:
+        case O_EDGE_FEAT: {
+            int r = split_feat(val, &nm);
+            if (r > 0)
+                return usage_error("%s '%s': expected [TYPE/]NAME=FILE.npy",
+                                   optdefs[k].name, val);
+            if (r < 0 || push(k == O_NODE_FEAT ? (void **)&o->nfeat :
+                              (void **)&o->efeat,
+                              k == O_NODE_FEAT ? &o->n_nfeat : &o->n_efeat,
+                              sizeof nm, &nm) != 0)
+                return usage_error("out of memory");
+            break;
+        }
+        }
+    }
+    if (help)
+        return -1;
+    if (version)
+        return -2;
+    if (bad != NULL)
+        return usage_error("unknown option '%s'", bad);
+    if (needs != NULL)
+        return usage_error("option %s needs a value", needs);
+    if (o->out == NULL)
+        return usage_error("no output directory (OUTDIR)");
+    if (extra != NULL)
+        return usage_error("unexpected argument '%s' (one OUTDIR only)", extra);
+    return EX_OK;
+}
+
+/* ---- building the graph ---------------------------------------------------- */
+
+/* Resolves an input's edge type; -2 (usage error printed) when it cannot. */
+static int
+input_etype(const gkv_graph *g, const struct opts *o, const char *canon,
+            int text, const char *path)
+{
+    int et;
+
+    if (canon != NULL) {
+        if (gkv_graph_etype_find(g, canon, &et) != GKV_OK) {
+            usage_error("'%s': unknown edge type '%s' (declare it with "
+                        "--etype)", path, canon);
+            return -2;
+        }
+        return et;
+    }
+    if (text && o->etype_column)
+        return GKV_ETYPE_COLUMN;
+    if (gkv_graph_num_etypes(g) == 1)
+        return 0;
+    usage_error("'%s': the graph has %d edge types; name the type "
+                "(SRC:REL:DST=FILE)%s", path, gkv_graph_num_etypes(g),
+                text ? " or use --etype-column" : "");
+    return -2;
+}
+
+static int
+build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
+{
+    gkv_graph *g = NULL;
+    unsigned tflags = (o->text_weights ? GKV_TEXT_WEIGHT : 0) |
+                      (o->header ? GKV_TEXT_HEADER : 0);
+    gkv_err rc;
+    int ex = EX_OK;
+
+    *out = NULL;
+    if (o->rmat != NULL) {
+        gkv_rmat_spec rs;
+        long long scale, ef = 16;
+        char *colon;
+        char buf[64];
+
+        if (o->n_ntypes || o->n_etypes || o->n_inputs || o->num_nodes ||
+            o->n_weights)
+            return usage_error("--rmat makes the whole graph: no --ntype, "
+                               "--etype, --input, --binary, --weights or "
+                               "--num-nodes with it");
+        snprintf(buf, sizeof buf, "%s", o->rmat);
+        if ((colon = strchr(buf, ':')) != NULL)
+            *colon = '\0';
+        if ((scale = parse_count(buf, GKV_RMAT_SCALE_MAX)) < 0 ||
+            (colon != NULL && (ef = parse_count(colon + 1, INT32_MAX)) < 1))
+            return usage_error("--rmat '%s': expected SCALE[:EDGE_FACTOR], "
+                               "SCALE 0..%d", o->rmat, GKV_RMAT_SCALE_MAX);
+        memset(&rs, 0, sizeof rs);
+        rs.scale = (int)scale;
+        rs.edge_factor = ef;
+        rs.seed = seed;
+        if ((rc = gkv_rmat_graph(&g, &rs, threads)) != GKV_OK)
+            return fail_rc(rc, NULL, "R-MAT scale %lld, edge factor %lld",
+                           scale, ef);
+        *out = g;
+        return EX_OK;
+    }
+    if (o->n_inputs == 0 && o->n_etypes == 0)
+        return usage_error("no input: give --input, --binary, --etype "
+                           "SRC:REL:DST=FILE or --rmat");
+    if (o->n_ntypes > 0) {
+        if (o->num_nodes != NULL)
+            return usage_error("--num-nodes is for homogeneous graphs; give "
+                               "counts as --ntype NAME=N");
+        if (o->n_etypes == 0)
+            return usage_error("--ntype without --etype: declare the edge "
+                               "types (--etype SRC:REL:DST[=FILE])");
+        if ((rc = gkv_graph_new(&g)) != GKV_OK)
+            return fail_rc(rc, NULL, "making the graph");
+        for (size_t i = 0; i < o->n_ntypes; i++) {
+            long long n = GKV_GRAPH_GROW;
+            if (o->ntypes[i].val != NULL &&
+                (n = parse_count(o->ntypes[i].val, INT64_MAX)) < 0) {
+                ex = usage_error("--ntype '%s=%s': the count is not a "
+                                 "number", o->ntypes[i].key, o->ntypes[i].val);
+                goto out;
+            }
+            if ((rc = gkv_graph_add_ntype(g, o->ntypes[i].key, n, NULL)) != GKV_OK) {
+                ex = usage_error("--ntype '%s': %s", o->ntypes[i].key,
+                                 gkv_graph_errmsg(g));
+                goto out;
+            }
+        }
+    } else {
+        long long n = GKV_GRAPH_GROW;
+        if (o->num_nodes != NULL &&
+            (n = parse_count(o->num_nodes, INT64_MAX)) < 0)
+            return usage_error("--num-nodes '%s' is not a number",
+                               o->num_nodes);
+        if ((rc = gkv_graph_new(&g)) != GKV_OK ||
+            (rc = gkv_graph_add_ntype(g, "_N", n, NULL)) != GKV_OK) {
+            gkv_graph_free(g);
+            return fail_rc(rc, NULL, "making the graph");
+        }
+        if (o->n_etypes == 0 && gkv_graph_add_etype(g, "_N", "_E", "_N", NULL)
+            != GKV_OK) {
+            gkv_graph_free(g);
+            return fail_rc(GKV_ENOMEM, NULL, "making the graph");
+        }
+    }
+    for (size_t i = 0; i < o->n_etypes; i++) {
+        char *c = strdup(o->etypes[i].key), *c1, *c2;
+        if (c == NULL) {
+            ex = fail_rc(GKV_ENOMEM, NULL, "parsing --etype");
+            goto out;
+        }
+        c1 = strchr(c, ':');
+        *c1 = '\0';
+        c2 = strchr(c1 + 1, ':');
+        *c2 = '\0';
+        rc = gkv_graph_add_etype(g, c, c1 + 1, c2 + 1, NULL);
+        free(c);
+        if (rc != GKV_OK) {
+            ex = usage_error("--etype '%s': %s", o->etypes[i].key,
+                             rc == GKV_ENOTFOUND ? "unknown node type (declare "
+                             "it with --ntype)" : gkv_graph_errmsg(g));
+            goto out;
+        }
+    }
+    /* --etype CANON=FILE: text edges of that type */
+    for (size_t i = 0; i < o->n_etypes; i++) {
+        int et;
+        if (o->etypes[i].val == NULL)
+            continue;
+        gkv_graph_etype_find(g, o->etypes[i].key, &et);
+        if ((rc = gkv_graph_read_text(g, o->etypes[i].val, et, tflags)) != GKV_OK) {
+            ex = fail_rc(rc, gkv_graph_errmsg(g), "reading '%s'",
+                         o->etypes[i].val);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < o->n_inputs; i++) {
+        const struct input *in = &o->inputs[i];
+        const char *wpath = NULL;
+        int et = input_etype(g, o, in->etype, !in->binary, in->path);
+
+        if (et == -2) {
+            ex = EX_USAGE;
+            goto out;
+        }
+        if (!in->binary) {
+            rc = gkv_graph_read_text(g, in->path, et, tflags);
+        } else {
+            for (size_t k = 0; k < o->n_weights; k++) {
+                int wet = -1;
+                if (o->weights[k].key == NULL)
+                    wet = gkv_graph_num_etypes(g) == 1 ? 0 : -1;
+                else if (gkv_graph_etype_find(g, o->weights[k].key, &wet) != GKV_OK)
+                    wet = -1;
+                if (wet == et)
+                    wpath = o->weights[k].val;
+            }
+            rc = gkv_graph_read_binary(g, et, in->path, wpath);
+        }
+        if (rc != GKV_OK) {
+            ex = fail_rc(rc, gkv_graph_errmsg(g), "reading '%s'", in->path);
+            goto out;
+        }
+    }
+    for (size_t k = 0; k < o->n_weights; k++) {
+        int used = 0, wet = -1;
+        if (o->weights[k].key == NULL)
+            wet = gkv_graph_num_etypes(g) == 1 ? 0 : -1;
+        else
+            gkv_graph_etype_find(g, o->weights[k].key, &wet);
+        for (size_t i = 0; i < o->n_inputs; i++) {
+            int et = -1;
+            if (!o->inputs[i].binary)
+                continue;
+            if (o->inputs[i].etype == NULL)
+                et = gkv_graph_num_etypes(g) == 1 ? 0 : -1;
+            else
+                gkv_graph_etype_find(g, o->inputs[i].etype, &et);
+            used |= et == wet && et >= 0;
+        }
+        if (!used) {
+            ex = usage_error("--weights '%s' goes with no --binary file of "
+                             "its edge type", o->weights[k].val);
+            goto out;
+        }
+    }
+    /* growing counts are final now */
+    for (int t = 0; t < gkv_graph_num_ntypes(g); t++)
+        gkv_graph_set_num_nodes(g, t, gkv_graph_num_nodes(g, t));
+out:
+    if (ex != EX_OK) {
+        gkv_graph_free(g);
+        return ex;
+    }
+    *out = g;
+    return EX_OK;
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+int
+main(int argc, char **argv)
+{
+    struct opts o;
+    gkv_part_spec sp;
+    gkv_part_feat *feats = NULL;
+    gkv_part_mask *masks = NULL;
+    gkv_part_report rep;
+    gkv_graph *g = NULL;
+    struct prog pg;
+    struct rusage ru;
+    char msg[1024];
+    long long parts, threads;
+    uint64_t seed = 0;
+    double t0 = now(), t_load;
+    gkv_err rc;
+    int ex;
+
+    memset(&o, 0, sizeof o);
+    memset(&sp, 0, sizeof sp);
+    /* from the start: a signal while the graph loads cancels at the first
+     * progress call, so every run ends the same way */
+    catch_signals();
+    ex = parse_args(argc, argv, &o);
+    if (ex == -1 || ex == -2) {
+        if (ex == -1)
+            usage(stdout);
+        else
+            printf("gkv-partition (gkv) %s\n", GKV_VERSION_STRING);
+        opts_free(&o);
+        return fflush(stdout) == 0 && !ferror(stdout) ? EX_OK : EX_FAIL;
+    }
+    if (ex != EX_OK)
+        goto done;
+
+    if (o.parts == NULL) {
+        ex = usage_error("--parts N is required");
+        goto done;
+    }
+    if ((parts = parse_count(o.parts, GKV_PART_MAX)) < 1) {
+        ex = usage_error("--parts '%s': expected a whole number from 1 to %d",
+                         o.parts, GKV_PART_MAX);
+        goto done;
+    }
+    sp.num_parts = (int)parts;
+    if (gkv_part_method_parse(o.method != NULL ? o.method : "metis",
+                              &sp.method) != GKV_OK) {
+        ex = usage_error("--method '%s': expected metis, random or range",
+                         o.method);
+        goto done;
+    }
+    if (o.seed != NULL && (*o.seed == '-' || tools__parse_u64(o.seed, &seed) != 0)) {
+        ex = usage_error("--seed '%s' is not a number", o.seed);
+        goto done;
+    }
+    sp.seed = seed;
+    threads = sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1)
+        threads = 1;
+    if (threads > 8)
+        threads = 8;
+    if (o.threads != NULL && (threads = parse_count(o.threads, 64)) < 1) {
+        ex = usage_error("--threads '%s': expected 1 to 64", o.threads);
+        goto done;
+    }
+    sp.nthreads = (int)threads;
+    if (o.balance_edges && sp.method != GKV_PART_METIS) {
+        ex = usage_error("--balance-edges is for --method metis");
+        goto done;
+    }
+    sp.name = o.name;
+    sp.flags = (o.csr ? GKV_PART_CSR : 0) | (o.force ? GKV_PART_FORCE : 0) |
+               (o.balance_edges ? GKV_PART_BALANCE_EDGES : 0);
+
+    if ((ex = build_graph(&o, sp.nthreads, seed, &g)) != EX_OK)
+        goto done;
+    t_load = now() - t0;
+
+    /* features and masks: the type defaults to the only one */
+    feats = calloc(o.n_nfeat + o.n_efeat + 1, sizeof *feats);
+    masks = calloc(o.n_masks + 1, sizeof *masks);
+    if (feats == NULL || masks == NULL) {
+        ex = fail_rc(GKV_ENOMEM, NULL, "options");
+        goto done;
+    }
+    for (size_t i = 0; i < o.n_nfeat + o.n_efeat; i++) {
+        int edge = i >= o.n_nfeat;
+        const struct named *nm = edge ? &o.efeat[i - o.n_nfeat] : &o.nfeat[i];
+        gkv_part_feat *f = &feats[sp.nfeats++];
+        int n = edge ? gkv_graph_num_etypes(g) : gkv_graph_num_ntypes(g);
+
+        f->is_edge = edge;
+        f->name = nm->name;
+        f->path = nm->val;
+        if (nm->key != NULL) {
+            f->type = nm->key;
+        } else if (n == 1) {
+            gkv_etype_info ei;
+            if (edge && gkv_graph_etype_info(g, 0, &ei) == GKV_OK)
+                f->type = ei.canonical;
+            else
+                f->type = gkv_graph_ntype_name(g, 0);
+        } else {
+            ex = usage_error("%s '%s=%s': the graph has %d %s types; write "
+                             "TYPE/NAME=FILE", edge ? "--edge-feat" :
+                             "--node-feat", nm->name, nm->val, n,
+                             edge ? "edge" : "node");
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < o.n_masks; i++) {
+        gkv_part_mask *m = &masks[sp.nmasks++];
+        m->path = o.masks[i].val;
+        if (o.masks[i].key != NULL) {
+            m->ntype = o.masks[i].key;
+        } else if (gkv_graph_num_ntypes(g) == 1) {
+            m->ntype = gkv_graph_ntype_name(g, 0);
+        } else {
+            ex = usage_error("--train-mask '%s': the graph has %d node types; "
+                             "write NTYPE=FILE", o.masks[i].val,
+                             gkv_graph_num_ntypes(g));
+            goto done;
+        }
+    }
+    sp.feats = feats;
+    sp.masks = masks;
+
+    memset(&pg, 0, sizeof pg);
+    pg.tty = isatty(STDERR_FILENO);
+    pg.method = gkv_part_method_name(sp.method);
+    sp.progress = on_progress;
+    sp.progress_ctx = &pg;
+    if (got_signal) {
+        gkv_graph_free(g);
+        opts_free(&o);
+        free(feats);
+        free(masks);
+        return die_of_signal(got_signal);
+    }
+    rc = gkv_partition_write(g, &sp, o.out, &rep, msg, sizeof msg);
+    if (pg.bar_on)
+        tools__progress_end(&pg.bar, rc == GKV_OK);
+    if (rc == GKV_EINTR && got_signal) {
+        gkv_graph_free(g);
+        opts_free(&o);
+        free(feats);
+        free(masks);
+        return die_of_signal(got_signal);
+    }
+    if (rc != GKV_OK) {
+        ex = fail_rc(rc, msg, "partitioning into '%s'", o.out);
+        goto done;
+    }
+    if (o.stats) {
+        double secs = now() - t0;
+        getrusage(RUSAGE_SELF, &ru);
+        printf("stats: method=%s parts=%d nodes=%lld edges=%lld "
+               "edge_cut=%lld seconds=%.3f load_seconds=%.3f "
+               "partition_seconds=%.3f assign_seconds=%.3f edges_per_s=%.0f "
+               "bytes_written=%llu peak_rss_bytes=%llu\n",
+               gkv_part_method_name(sp.method), sp.num_parts,
+               (long long)rep.num_nodes, (long long)rep.num_edges,
+               (long long)rep.edge_cut, secs, t_load, rep.seconds,
+               rep.assign_seconds,
+               secs > 0 ? (double)rep.num_edges / secs : 0.0,
+               (unsigned long long)rep.bytes_written,
+               (unsigned long long)ru.ru_maxrss * 1024ull);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            ex = fail_rc(GKV_EIO, strerror(errno), "writing the statistics");
+            goto done;
+        }
+    }
+    ex = EX_OK;
+done:
+    gkv_graph_free(g);
+    opts_free(&o);
+    free(feats);
+    free(masks);
+    return ex;
+}
