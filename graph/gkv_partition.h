@@ -1,8 +1,8 @@
 /* gkv_partition.h - the partitioner: splits a gkv_graph into partitions and
  * writes them to disk, one gkv store per partition plus a JSON config that
  * uses DGL's field names (dgl.distributed.partition_graph writes the same
- * kind of directory). The bytes are specified in doc/FORMAT.md ("Partitions";
- * doc/PARTITION.md until merged); in brief:
+ * kind of directory). The bytes are specified in doc/FORMAT.md
+ * ("Partitions"); in brief:
  *
  *   OUT/<name>.json                the partition config
  *   OUT/part-<p>/                  the store of partition p

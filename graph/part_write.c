@@ -1,6 +1,6 @@
 /* part_write.c - the partitioner: assigns nodes, renumbers, and writes one
  * store per partition, the mapping files and the JSON config (see
- * gkv_partition.h and doc/PARTITION.md).
+ * gkv_partition.h and doc/FORMAT.md, "Partitions").
  *
  * The work, in order:
  *   1. check everything that can be checked before writing: the spec, the
