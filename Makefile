@@ -138,6 +138,7 @@ bench:
 	@tools/deps.sh --bench
 	@$(MAKE) --no-print-directory all
 	@$(BUILD)/gkv-bench $(BENCH_ARGS)
+	@$(BUILD)/gkv-bench-graph $(BENCH_GRAPH_ARGS)
 
 soak: deps
 	@$(MAKE) --no-print-directory build-tests

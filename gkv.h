@@ -7,4 +7,5 @@
 #include "gkv_graph.h"
 #include "gkv_part.h"
 #include "gkv_partition.h"
+#include "gkv_sample.h"
 #endif

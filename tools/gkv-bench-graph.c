@@ -1,0 +1,548 @@
+/* gkv-bench-graph - the graph-sampling benchmark.
+ *
+ * Builds a Graph500-style R-MAT graph (gkv_rmat_graph: 2^scale nodes, edge
+ * factor 16, a=.57 b=.19 c=.19, vertex labels permuted), its CSC through
+ * gkv_sgraph_from_graph (timed: CSC build edges/s on 1 and 2 threads), and
+ * samples DGL-style blocks with gkv_sample_blocks:
+ *
+ *   - batches of 1,024 distinct random seeds (consecutive slices of a random
+ *     permutation of the nodes), uniform, without replacement, in-edges;
+ *   - fanouts "15,10" and "15,10,5" counted from the seeds, as the anchor
+ *     ../shared/anchors/sample_csc counts them: the seed hop takes 15. In
+ *     gkv's (DGL's) order, fanouts[i] belongs to blocks[i] and blocks[0] is
+ *     the input layer, so they are passed as [10,15] and [5,10,15];
+ *   - sampled edges/s = edges emitted over all layers / time; each figure
+ *     is the median of 5 reps of 64 batches; 1 and 2 threads.
+ *
+ * Before timing, a few batches per configuration are verified: node lists
+ * unique with destination nodes first, every edge an edge of the graph with
+ * its edge ID, min(in-degree, fanout) edges per destination node, no edge
+ * twice per node, and the 2-thread blocks identical to the 1-thread ones.
+ * Any failure makes the exit status 1.
+ *
+ * When ../shared/anchors/sample_csc.c exists (or --anchor-src names it),
+ * it is built next to this program (cc -O2 -march=native) and run in the
+ * same run with the same scale, fanouts, batch size and reps; its
+ * sampled_edges_s and build_edges_s are printed beside ours with the
+ * ratios. Targets: >= 1.0x the anchor on 1 thread, >= 1.8x on 2 threads.
+ * The anchor works on a deduplicated uint32 CSC and returns no edge IDs;
+ * gkv keeps parallel edges, uses int64 IDs and returns edge IDs.
+ *
+ * usage: gkv-bench-graph [--scale N | --quick] [--reps N] [--batches N]
+ *                        [--anchor-src PATH | --no-anchor]
+ * stdout: one "RESULT ..." line per figure, then a table. Exit status 0,
+ * 1 when a check failed or something could not run, 2 on bad usage.
+ */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gkv.h"
+#include "gkv_sample.h"
+
+#define PROG  "gkv-bench-graph"
+#define BATCH 1024
+
+static int nfail;
+
+static void
+die(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, PROG ": ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(1);
+}
+
+static void
+note(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, PROG ": ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+static void
+bad(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, PROG ": CHECK FAILED: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    nfail++;
+}
+
+static void *
+xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+
+    if (p == NULL)
+        die("out of memory (%zu bytes)", n);
+    return p;
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int
+cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+static double
+median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t
+splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* ---- the graph and its checks ----------------------------------------- */
+
+static gkv_graph *graph;
+static gkv_coo coo;
+static gkv_adj csc;          /* the sgraph's CSC, borrowed */
+static int64_t nnodes;
+static int32_t *mark;        /* verification: node -> local ID, -1 */
+
+/* Checks one batch of blocks (see the header comment). */
+static void
+verify(const gkv_block *b, int nl, const int *fan, const int64_t *seeds,
+       const char *what)
+{
+    for (int l = nl - 1; l >= 0; l--) {
+        const gkv_block_nodes *bn = &b[l].nodes[0];
+        const gkv_sample_edges *be = &b[l].edges[0];
+        const int64_t *want = l == nl - 1 ? seeds : b[l + 1].nodes[0].ids;
+        size_t nwant = l == nl - 1 ? BATCH : b[l + 1].nodes[0].num_src, e = 0;
+        if (bn->num_dst != nwant) {
+            bad("%s layer %d: %zu destination nodes, want %zu", what, l,
+                bn->num_dst, nwant);
+            return;
+        }
+        for (size_t i = 0; i < bn->num_src; i++) {
+            int64_t v = bn->ids[i];
+            if (v < 0 || v >= nnodes || mark[v] >= 0) {
+                bad("%s layer %d: node %lld bad or listed twice", what, l,
+                    (long long)v);
+                goto reset;
+            }
+            if (i < nwant && v != want[i]) {
+                bad("%s layer %d: destination %zu is %lld, want %lld", what,
+                    l, i, (long long)v, (long long)want[i]);
+                goto reset;
+            }
+            mark[v] = (int32_t)i;
+        }
+        for (size_t i = 0; i < bn->num_dst; i++) {
+            int64_t v = bn->ids[i], deg = csc.indptr[v + 1] - csc.indptr[v];
+            int64_t k = fan[l], exp = deg < k ? deg : k;
+            size_t e0 = e;
+            while (e < be->n && be->dst[e] == (int64_t)i) {
+                int64_t ls = be->src[e], id = be->eid[e];
+                if (ls < 0 || (size_t)ls >= bn->num_src || id < 0 ||
+                    id >= coo.n || coo.dst[id] != v ||
+                    coo.src[id] != bn->ids[ls]) {
+                    bad("%s layer %d: edge %zu (local %lld -> %zu, eid "
+                        "%lld) is not an edge of the graph", what, l, e,
+                        (long long)ls, i, (long long)id);
+                    goto reset;
+                }
+                for (size_t q = e0; q < e; q++)
+                    if (be->eid[q] == id) {
+                        bad("%s layer %d: edge %lld twice", what, l,
+                            (long long)id);
+                        goto reset;
+                    }
+                e++;
+            }
+            if ((int64_t)(e - e0) != exp) {
+                bad("%s layer %d: node %lld (in-degree %lld) got %zu edges, "
+                    "want %lld", what, l, (long long)v, (long long)deg,
+                    e - e0, (long long)exp);
+                goto reset;
+            }
+        }
+        if (e != be->n)
+            bad("%s layer %d: %zu edges after the last destination", what, l,
+                be->n - e);
+reset:
+        for (size_t i = 0; i < bn->num_src; i++)
+            if (bn->ids[i] >= 0 && bn->ids[i] < nnodes)
+                mark[bn->ids[i]] = -1;
+    }
+}
+
+/* 1 if two batches of blocks are identical. */
+static int
+same_blocks(const gkv_block *a, const gkv_block *b, int nl)
+{
+    for (int l = 0; l < nl; l++) {
+        const gkv_block_nodes *x = &a[l].nodes[0], *y = &b[l].nodes[0];
+        const gkv_sample_edges *p = &a[l].edges[0], *q = &b[l].edges[0];
+        if (x->num_src != y->num_src || x->num_dst != y->num_dst ||
+            p->n != q->n ||
+            memcmp(x->ids, y->ids, x->num_src * 8) != 0 ||
+            memcmp(p->src, q->src, p->n * 8) != 0 ||
+            memcmp(p->dst, q->dst, p->n * 8) != 0 ||
+            memcmp(p->eid, q->eid, p->n * 8) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* The 1-minute load average (-1 when unknown): other processes on the
+ * cores make every figure here lower, the 2-thread ones most. */
+static double
+loadavg(void)
+{
+    FILE *fp = fopen("/proc/loadavg", "r");
+    double l = -1;
+
+    if (fp != NULL) {
+        if (fscanf(fp, "%lf", &l) != 1)
+            l = -1;
+        fclose(fp);
+    }
+    return l;
+}
+
+/* ---- the anchor --------------------------------------------------------- */
+
+static char anchor_bin[PATH_MAX];
+static int anchor_ok;
+
+static void
+anchor_build(const char *src)
+{
+    char self[PATH_MAX], dir[PATH_MAX], cmd[3 * PATH_MAX];
+    ssize_t n;
+    struct stat st;
+
+    if (src == NULL || stat(src, &st) != 0) {
+        note("anchor source %s not found: no anchor figures",
+             src ? src : "(none)");
+        return;
+    }
+    n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0)
+        die("readlink /proc/self/exe: %s", strerror(errno));
+    self[n] = '\0';
+    snprintf(dir, sizeof dir, "%s", self);
+    snprintf(anchor_bin, sizeof anchor_bin, "%s/sample_csc", dirname(dir));
+    snprintf(cmd, sizeof cmd, "cc -O2 -march=native -o '%s' '%s'", anchor_bin,
+             src);
+    note("building the anchor: %s", cmd);
+    if (system(cmd) != 0) {
+        bad("could not build the anchor (%s)", cmd);
+        return;
+    }
+    anchor_ok = 1;
+}
+
+/* Runs the anchor; fills its sampled and build edges/s (0 when missing). */
+static void
+anchor_run(int scale, const char *fans, int reps, int batches, double *sampled,
+           double *build)
+{
+    char cmd[PATH_MAX + 128], line[4096];
+    FILE *fp;
+    int got = 0;
+
+    *sampled = *build = 0;
+    if (!anchor_ok)
+        return;
+    snprintf(cmd, sizeof cmd, "'%s' %d %s %d %d %d", anchor_bin, scale, fans,
+             BATCH, reps, batches);
+    note("running the anchor: %s", cmd);
+    if ((fp = popen(cmd, "r")) == NULL) {
+        bad("could not run the anchor: %s", strerror(errno));
+        return;
+    }
+    while (fgets(line, sizeof line, fp) != NULL) {
+        char *p;
+        if (strncmp(line, "RESULT sample_csc", 17) != 0)
+            continue;
+        printf("%s", line);
+        if ((p = strstr(line, " sampled_edges_s=")) != NULL)
+            *sampled = strtod(p + 17, NULL);
+        if ((p = strstr(line, " build_edges_s=")) != NULL)
+            *build = strtod(p + 15, NULL);
+        got = 1;
+    }
+    if (pclose(fp) != 0 || !got || *sampled <= 0)
+        bad("the anchor failed or printed no sampled_edges_s");
+}
+
+/* ---- main --------------------------------------------------------------- */
+
+static void
+usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: " PROG " [--scale N | --quick] [--reps N] [--batches N]\n"
+            "                       [--anchor-src PATH | --no-anchor]\n"
+            "  --scale N       R-MAT scale (default 20; 22 for the large run)\n"
+            "  --quick         scale 16 (a smoke run)\n"
+            "  --reps N        timed repetitions per figure (default 5)\n"
+            "  --batches N     batches of 1024 seeds per rep (default 64)\n"
+            "  --anchor-src P  the anchor's source (default "
+            "../shared/anchors/sample_csc.c)\n"
+            "  --no-anchor     do not build or run the anchor\n");
+}
+
+struct result {
+    const char *fans;
+    int threads;
+    double eps, epb, anchor;
+};
+
+int
+main(int argc, char **argv)
+{
+    int scale = 20, reps = 5, batches = 64, use_anchor = 1;
+    const char *anchor_src = "../shared/anchors/sample_csc.c";
+    static const struct {
+        const char *name;        /* seed hop first, as the anchor */
+        int nl;
+        int fan[3];              /* DGL order: fan[i] for blocks[i] */
+    } cfg[2] = {{"15,10", 2, {10, 15}}, {"15,10,5", 3, {5, 10, 15}}};
+    struct result res[4];
+    int nres = 0;
+    gkv_rmat_spec sp;
+    gkv_sgraph *sg = NULL;
+    double t0, gen_s, build[2][5], build_med[2], a_build = 0, load0;
+    int64_t *perm;
+    int64_t nbatch;
+    uint64_t rs = 42;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quick")) {
+            scale = 16;
+        } else if (!strcmp(a, "--scale") && i + 1 < argc) {
+            scale = atoi(argv[++i]);
+        } else if (!strcmp(a, "--reps") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+        } else if (!strcmp(a, "--batches") && i + 1 < argc) {
+            batches = atoi(argv[++i]);
+        } else if (!strcmp(a, "--anchor-src") && i + 1 < argc) {
+            anchor_src = argv[++i];
+        } else if (!strcmp(a, "--no-anchor")) {
+            use_anchor = 0;
+        } else {
+            fprintf(stderr, PROG ": unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (scale < 11 || scale > 30 || reps < 1 || reps > 1000 || batches < 1 ||
+        batches > 100000) {
+        fprintf(stderr, PROG ": scale must be 11..30, reps 1..1000, batches "
+                "1..100000\n");
+        return 2;
+    }
+    if (use_anchor)
+        anchor_build(anchor_src);
+    load0 = loadavg();
+
+    memset(&sp, 0, sizeof sp);
+    sp.scale = scale;
+    sp.seed = 2026;
+    t0 = now_s();
+    if (gkv_rmat_graph(&graph, &sp, 2) != GKV_OK)
+        die("gkv_rmat_graph failed");
+    gen_s = now_s() - t0;
+    nnodes = gkv_graph_num_nodes(graph, 0);
+    gkv_graph_edges(graph, 0, &coo);
+    note("R-MAT scale %d: %lld nodes, %lld edges, generated in %.2f s (2 "
+         "threads)", scale, (long long)nnodes, (long long)coo.n, gen_s);
+
+    /* CSC build, 1 and 2 threads */
+    for (int t = 0; t < 2; t++) {
+        int nb = scale >= 22 ? 1 : 3;
+        for (int r = 0; r < nb; r++) {
+            gkv_sgraph *x;
+            t0 = now_s();
+            if (gkv_sgraph_from_graph(&x, graph, 0, t + 1) != GKV_OK)
+                die("gkv_sgraph_from_graph: %s", gkv_sgraph_errmsg(NULL));
+            build[t][r] = (double)coo.n / (now_s() - t0);
+            if (sg == NULL)
+                sg = x;
+            else
+                gkv_sgraph_free(x);
+        }
+        build_med[t] = median(build[t], nb);
+        printf("RESULT graph_csc_build scale=%d threads=%d edges=%lld "
+               "build_edges_s=%.4g\n", scale, t + 1, (long long)coo.n,
+               build_med[t]);
+    }
+    gkv_sgraph_adj(sg, 0, GKV_DIR_IN, &csc);
+    mark = xmalloc((size_t)nnodes * sizeof *mark);
+    memset(mark, 0xff, (size_t)nnodes * sizeof *mark);
+
+    /* seeds: a random permutation, cut into batches */
+    perm = xmalloc((size_t)nnodes * sizeof *perm);
+    for (int64_t i = 0; i < nnodes; i++)
+        perm[i] = i;
+    for (int64_t i = nnodes - 1; i > 0; i--) {
+        int64_t j = (int64_t)(splitmix(&rs) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    nbatch = nnodes / BATCH;
+
+    for (int c = 0; c < 2; c++) {
+        gkv_sampler *s[2];
+        double anchor_eps = 0, ab;
+        for (int t = 0; t < 2; t++)
+            if (gkv_sampler_new(&s[t], sg, t + 1) != GKV_OK)
+                die("gkv_sampler_new failed");
+        /* verify: 8 batches on 1 thread, and 2 threads give the same */
+        for (int v = 0; v < 8; v++) {
+            const int64_t *seeds = perm + (size_t)(v % nbatch) * BATCH;
+            size_t n = BATCH;
+            gkv_block b1[3], b2[3];
+            gkv_sample_opts o;
+            char what[64];
+            memset(&o, 0, sizeof o);
+            o.seed = (uint64_t)v;
+            if (gkv_sample_blocks(s[0], &seeds, &n, cfg[c].fan, 1, cfg[c].nl,
+                                  &o, b1) != GKV_OK ||
+                gkv_sample_blocks(s[1], &seeds, &n, cfg[c].fan, 1, cfg[c].nl,
+                                  &o, b2) != GKV_OK) {
+                bad("gkv_sample_blocks: %s", gkv_sampler_errmsg(s[0]));
+                continue;
+            }
+            snprintf(what, sizeof what, "fanouts %s batch %d", cfg[c].name,
+                     v);
+            verify(b1, cfg[c].nl, cfg[c].fan, seeds, what);
+            if (!same_blocks(b1, b2, cfg[c].nl))
+                bad("%s: 2 threads differ from 1", what);
+        }
+        for (int t = 0; t < 2; t++) {
+            double eps[1000], tot_e = 0;
+            int64_t bi = 0;
+            for (int r = 0; r < reps; r++) {
+                size_t edges = 0;
+                t0 = now_s();
+                for (int k = 0; k < batches; k++, bi++) {
+                    const int64_t *seeds = perm + (size_t)(bi % nbatch) *
+                                                  BATCH;
+                    size_t n = BATCH;
+                    gkv_block b[3];
+                    gkv_sample_opts o;
+                    memset(&o, 0, sizeof o);
+                    o.seed = (uint64_t)bi;
+                    if (gkv_sample_blocks(s[t], &seeds, &n, cfg[c].fan, 1,
+                                          cfg[c].nl, &o, b) != GKV_OK)
+                        die("gkv_sample_blocks: %s", gkv_sampler_errmsg(s[t]));
+                    for (int l = 0; l < cfg[c].nl; l++)
+                        edges += b[l].edges[0].n;
+                }
+                eps[r] = (double)edges / (now_s() - t0);
+                tot_e += (double)edges;
+            }
+            res[nres].fans = cfg[c].name;
+            res[nres].threads = t + 1;
+            res[nres].eps = median(eps, reps);
+            res[nres].epb = tot_e / ((double)reps * batches);
+            nres++;
+        }
+        for (int t = 0; t < 2; t++)
+            gkv_sampler_free(s[t]);
+        if (use_anchor) {
+            anchor_run(scale, cfg[c].name, reps, batches, &anchor_eps, &ab);
+            if (ab > 0)
+                a_build = ab;
+        }
+        for (int t = 0; t < 2; t++) {
+            struct result *x = &res[nres - 2 + t];
+            x->anchor = anchor_eps;
+            printf("RESULT graph_sample scale=%d fanouts=%s dgl_fanouts=%s "
+                   "batch=%d threads=%d edges_per_batch=%.0f "
+                   "sampled_edges_s=%.4g anchor_sampled_edges_s=%.4g "
+                   "ratio=%.3f\n", scale, cfg[c].name,
+                   c == 0 ? "10,15" : "5,10,15", BATCH, x->threads, x->epb,
+                   x->eps, anchor_eps, anchor_eps > 0 ? x->eps / anchor_eps
+                                                      : 0.0);
+        }
+    }
+
+    printf("\nR-MAT scale %d: %lld nodes, %lld edges; batches of %d distinct "
+           "seeds; median of %d reps x %d batches\n", scale,
+           (long long)nnodes, (long long)coo.n, BATCH, reps, batches);
+    printf("CSC build (gkv_sgraph_from_graph): 1 thread %.1f M edges/s, 2 "
+           "threads %.1f M edges/s", build_med[0] / 1e6, build_med[1] / 1e6);
+    if (a_build > 0)
+        printf("; anchor (counting sort, uint32) %.1f M edges/s",
+               a_build / 1e6);
+    printf("\n\n%-9s %-9s %7s %10s %11s %11s %7s %7s\n", "fanouts", "DGL",
+           "threads", "edges/bat", "M edges/s", "anchor 1T", "ratio",
+           "target");
+    for (int i = 0; i < nres; i++) {
+        const struct result *x = &res[i];
+        char ratio[16] = "-", an[16] = "-";
+        if (x->anchor > 0) {
+            snprintf(ratio, sizeof ratio, "%.2fx", x->eps / x->anchor);
+            snprintf(an, sizeof an, "%.1f", x->anchor / 1e6);
+        }
+        printf("%-9s %-9s %7d %10.0f %11.1f %11s %7s %7s\n", x->fans,
+               strcmp(x->fans, "15,10") == 0 ? "[10,15]" : "[5,10,15]",
+               x->threads, x->epb, x->eps / 1e6, an, ratio,
+               x->threads == 1 ? ">=1.0x" : ">=1.8x");
+    }
+    printf("(fanouts counted from the seeds: the seed hop takes 15; the DGL "
+           "column is what gkv_sample_blocks is given)\n");
+    printf("load average at the start %.2f, at the end %.2f (with %ld "
+           "cores; other work on them lowers every figure, the 2-thread "
+           "ones most)\n", load0, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
+    if (nfail > 0)
+        printf("\n%d CHECKS FAILED\n", nfail);
+    gkv_sgraph_free(sg);
+    gkv_graph_free(graph);
+    free(mark);
+    free(perm);
+    return nfail > 0 ? 1 : 0;
+}
