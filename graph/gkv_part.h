@@ -308,6 +308,15 @@ GKV_API gkv_err gkv_part_in_subgraph(const gkv_part *p, int etype,
                                      int64_t **src, int64_t **dst,
                                      int64_t **eid, size_t *m);
 
+/* The sgraph of this partition (gkv_sample.h): the book's schema and
+ * global node counts, per edge type the partition's CSC (and CSR when the
+ * config has one), borrowed. Sample the nodes this partition owns with a
+ * gkv_sampler over it; the partition must outlive the sgraph. On GKV_OK
+ * *out is yours until gkv_sgraph_free(); on error it is NULL.
+ * Errors: GKV_EINVAL (NULL), GKV_ENOMEM. */
+typedef struct gkv_sgraph gkv_sgraph;
+GKV_API gkv_err gkv_part_sgraph(const gkv_part *p, gkv_sgraph **out);
+
 #ifdef __cplusplus
 }
 #endif
