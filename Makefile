@@ -145,7 +145,15 @@ soak: deps
 	@GKVT_SOAK=1 test/run.sh $(TESTS)
 
 fuzz:
-	@echo "make fuzz: the wire decoder fuzzer arrives with net/ (issue 4); nothing to fuzz yet."
+	@d=$(or $(FUZZ_BUILD),build-fuzz); cc=$(or $(FUZZ_CC),clang); \
+	fl="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=all -Ikv -Inet $(PKG_CFLAGS)"; \
+	src="test/fuzz/wire_fuzz.c net/wire.c kv/util.c"; \
+	mkdir -p $$d/corpus && \
+	echo "  FUZZ    $$d/wire_fuzz ($(or $(FUZZ_SECONDS),600) s, ASan+UBSan; FUZZ_SECONDS, FUZZ_BUILD, FUZZ_CC)" && \
+	$$cc $$fl -fsanitize=fuzzer,address,undefined -o $$d/wire_fuzz $$src $(PKG_LIBS) -lm -lpthread && \
+	$$cc $$fl -fsanitize=address,undefined -DWIRE_FUZZ_SEEDS -o $$d/wire_seeds $$src $(PKG_LIBS) -lm -lpthread && \
+	$$d/wire_seeds $$d/corpus && \
+	$$d/wire_fuzz -max_total_time=$(or $(FUZZ_SECONDS),600) -print_final_stats=1 -artifact_prefix=$$d/ $$d/corpus
 
 demo: deps
 	@$(MAKE) --no-print-directory all

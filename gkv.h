@@ -8,4 +8,5 @@
 #include "gkv_part.h"
 #include "gkv_partition.h"
 #include "gkv_sample.h"
+#include "gkv_net.h"
 #endif

@@ -1,0 +1,2145 @@
+/* client.c - the gkv client: one REQ socket per server, requests routed by
+ * the ID ranges of each machine's schema, parts sent to all owners at once
+ * and merged in request order.
+ *
+ * A call builds "parts" (one message each), queues them per server, sends
+ * the head of every queue, then polls: each reply is consumed as it comes
+ * (pull rows are copied straight to their place in the caller's buffer) and
+ * the next part of that server goes out. A REQ socket holds one request at
+ * a time, so the parts of one server go in order, the servers in parallel.
+ *
+ * Failures: a server that does not answer before the call's deadline gets
+ * its socket closed (so nanomsg cannot re-send the request later) and is
+ * hand-shaken again by the next call that needs it. A reply saying the
+ * session is unknown (the server restarted) makes the client hand-shake on
+ * the spot and send that part once more: the server had not executed it.
+ *
+ * A heartbeat thread, with sockets of its own, tells every server the
+ * client is alive every heartbeat_ms, so an idle client keeps its lease.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <nanomsg/nn.h>
+#include <nanomsg/reqrep.h>
+#include <sodium.h>
+#include "kv_int.h"
+#include "gkv_net.h"
+#include "wire.h"
+
+#define SOCK_BUF     (4 << 20)   /* NN_SNDBUF / NN_RCVBUF (BENCH.md) */
+#define NLANES       1           /* requests in flight per server (lanes,
+                                  * a REQ socket each). 2 measured no faster
+                                  * on loopback: nanomsg moves all messages
+                                  * of a process on one I/O thread. The
+                                  * code runs any number. */
+#define SPLIT_ROWS   8192        /* rows per server before a machine's part
+                                  * is shared among its servers */
+#define PART_SLACK   (64u << 10) /* header and field bytes beside the rows */
+#define PULL_CAP     (2ull << 20) /* pull reply bytes per message: nanomsg
+                                    * moves 1-2 MiB messages fastest */
+#define PUSH_CAP     (64ull << 20) /* push bytes per message: each one is a
+                                    * commit, so fewer and larger */
+
+struct part;
+typedef void (*part_enc)(net_wr *w, const struct part *p);
+typedef gkv_err (*part_done)(gkv_client *c, struct part *p, net_rd *rd);
+
+/* One message of a call, to one server. */
+struct part {
+    struct conn *cn;
+    uint16_t type;
+    part_enc enc;
+    part_done done;                /* reads a successful reply's payload */
+    /* inputs (as the type needs) */
+    const char *name;
+    const uint64_t *ids;           /* with idx NULL: ids[0..n); else
+                                    * ids[idx[j]] */
+    const size_t *idx;
+    size_t n;
+    const unsigned char *rows;     /* push rows, same indexing as ids */
+    size_t row_bytes;
+    const char *handler;
+    double opt[4];
+    const void *arg;               /* other requests' fields */
+    unsigned char *dst;            /* pull: where rows go (same indexing) */
+    void *out;                     /* small replies: decoded here */
+    /* state */
+    struct part *next;             /* in its server's queue */
+    int retried;
+    uint32_t rflags;               /* reply flags */
+    gkv_err rc;
+};
+
+struct conn {
+    unsigned machine, server;
+    char addr[300];                /* "host:port" */
+    char url[320];
+    int v6;
+    int sock[NLANES];              /* REQ sockets, -1: closed; lane 0
+                                    * carries the handshake */
+    int ready;                     /* hand-shaken (the session is good) */
+    uint64_t session;              /* under c->hb_mu */
+    uint64_t next_req;
+    net_ident id;
+    int have_id;
+    atomic_int stale;              /* the heartbeat saw the session refused */
+    /* the call in progress */
+    struct part *head, *tail;
+    struct part *inflight[NLANES];
+    uint64_t inflight_req[NLANES];
+    /* the heartbeat thread's own */
+    int hb_sock;
+    uint64_t hb_req;
+    int hb_wait;
+};
+
+struct mach {
+    net_schema schema;             /* the latest any of its servers sent */
+    int have;
+    gkv_store *local;              /* GKV_CLIENT_LOCAL_READ: the store, when
+                                    * it is on this host */
+};
+
+struct span { uint64_t lo, hi; unsigned m; };
+
+struct route {
+    char name[GKV_NAME_MAX + 1];
+    net_tensor t;                  /* dtype, shape, row bytes */
+    struct span *sp;               /* sorted by lo, disjoint */
+    size_t nsp;
+};
+
+struct gkv_client {
+    pthread_mutex_t mu;            /* one call at a time */
+    gkv_ipconfig *cfg;
+    size_t nmach;
+    unsigned nserv;
+    struct conn *cn;               /* nmach x nserv, machine-major */
+    size_t ncn;
+    struct mach *mc;
+    char group[NET_GROUP_MAX + 1];
+    uint32_t rank;
+    int auth;
+    unsigned char key[NET_KEY_LEN];
+    int timeout_ms;
+    unsigned group_size, flags;
+    uint64_t max_msg;
+    unsigned rr;                   /* round robin over a machine's servers */
+    uint64_t barrier_seq;
+    struct route *rt;              /* cache, dropped when a schema changes */
+    size_t nrt;
+    char host[NET_HOST_MAX + 1];
+    /* the exchange in progress: the first failed part's message */
+    struct part *x_base;
+    size_t x_first;
+    char x_msg[1280];
+    /* heartbeat */
+    pthread_mutex_t hb_mu;
+    pthread_cond_t hb_cv;
+    pthread_t hb_thr;
+    int hb_running, hb_stop;
+    unsigned hb_ms;
+};
+
+/* ---- time -------------------------------------------------------------- */
+
+static uint64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int
+left_ms(uint64_t deadline)
+{
+    uint64_t now = mono_ms();
+
+    if (now >= deadline)
+        return 0;
+    return deadline - now > INT_MAX ? INT_MAX : (int)(deadline - now);
+}
+
+static gkv_err cfail(struct conn *cn, gkv_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The error of a call, naming the server. */
+static gkv_err
+cfail(struct conn *cn, gkv_err rc, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return net__fail(rc, "server %s (machine %u, server %u): %s", cn->addr,
+                     cn->machine, cn->server, msg);
+}
+
+/* ---- sockets ------------------------------------------------------------ */
+
+static int
+sockopt(int sock, int level, int opt, int v)
+{
+    return nn_setsockopt(sock, level, opt, &v, sizeof v);
+}
+
+static int
+req_socket(gkv_client *c, struct conn *cn)
+{
+    int s = nn_socket(AF_SP, NN_REQ);
+    uint64_t rmax = c->max_msg + NET_HDR_LEN + PART_SLACK;
+
+    if (s < 0)
+        return -1;
+    if (rmax > INT_MAX)
+        rmax = INT_MAX;
+    /* the REQ socket must never re-send by itself: a push would apply
+     * twice; a lost request is the call's timeout instead */
+    if (sockopt(s, NN_SOL_SOCKET, NN_RCVMAXSIZE, (int)rmax) < 0 ||
+        sockopt(s, NN_SOL_SOCKET, NN_SNDBUF, SOCK_BUF) < 0 ||
+        sockopt(s, NN_SOL_SOCKET, NN_RCVBUF, SOCK_BUF) < 0 ||
+        sockopt(s, NN_SOL_SOCKET, NN_RECONNECT_IVL_MAX, 1000) < 0 ||
+        sockopt(s, NN_REQ, NN_REQ_RESEND_IVL, INT_MAX) < 0 ||
+        (cn->v6 && sockopt(s, NN_SOL_SOCKET, NN_IPV4ONLY, 0) < 0) ||
+        nn_connect(s, cn->url) < 0) {
+        nn_close(s);
+        return -1;
+    }
+    return s;
+}
+
+/* Closes cn's sockets (so nanomsg cannot re-send what was in flight); the
+ * next request hand-shakes again. The session stays with the heartbeat
+ * thread: a server that is alive but was slow keeps our lease, and a
+ * restarted one answers the heartbeat with "unknown session". */
+static void
+conn_break(struct conn *cn)
+{
+    for (int l = 0; l < NLANES; l++) {
+        if (cn->sock[l] >= 0)
+            nn_close(cn->sock[l]);
+        cn->sock[l] = -1;
+    }
+    cn->ready = 0;
+}
+
+/* Makes message 'type' (header and payload from enc) in a buffer that
+ * nn_send(NN_MSG) takes over. */
+static void *
+msg_make(gkv_client *c, uint16_t type, uint64_t req_id,
+         uint64_t session, void (*enc)(net_wr *, const void *),
+         const void *arg, size_t *len)
+{
+    net_wr w = {0};
+    net_hdr h = {0};
+    void *m;
+
+    enc(&w, arg);
+    if ((m = nn_allocmsg(NET_HDR_LEN + w.off, 0)) == NULL)
+        return NULL;
+    h.len = w.off;
+    w.p = (unsigned char *)m + NET_HDR_LEN;
+    w.cap = w.off;
+    w.off = 0;
+    enc(&w, arg);
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    h.type = type;
+    h.req_id = req_id;
+    h.session = session;
+    if (c->flags & GKV_CLIENT_CHECKSUM) {
+        h.flags |= NET_F_SUM;
+        h.sum = net__sum(w.p, w.off);
+    }
+    net__hdr_put(m, &h);
+    *len = NET_HDR_LEN + w.off;
+    return m;
+}
+
+/* Checks a reply to request (type, req_id); on success *rd reads its
+ * payload, else the error is recorded (naming cn) and returned. */
+static gkv_err
+reply_check(struct conn *cn, const void *m, size_t len, uint16_t type,
+            uint64_t req_id, net_hdr *h, net_rd *rd)
+{
+    char why[256], msg[NET_ERRMSG_MAX + 1];
+    gkv_err rc;
+
+    if ((rc = net__hdr_check(m, len, h, why, sizeof why)) != GKV_OK) {
+        h->status = 0;        /* not the server's word: the stream is bad */
+        return cfail(cn, rc, "bad reply to %s: %s", net__type_name(type), why);
+    }
+    if (!(h->flags & NET_F_REPLY) || h->type != type || h->req_id != req_id)
+        return cfail(cn, GKV_EPROTO, "reply of type %u to request %llu does "
+                     "not match the request (%s, %llu)", h->type,
+                     (unsigned long long)h->req_id, net__type_name(type),
+                     (unsigned long long)req_id);
+    net__rd_init(rd, (const unsigned char *)m + NET_HDR_LEN, (size_t)h->len);
+    if (h->status != GKV_OK) {
+        if (net__dec_err(rd, msg, sizeof msg) != 0)
+            snprintf(msg, sizeof msg, "%s (malformed error reply: %s)",
+                     gkv_strerror(h->status), rd->why);
+        if (h->status > 0 || h->status < -64)
+            return cfail(cn, GKV_EPROTO, "reply status %d: %s", h->status, msg);
+        return cfail(cn, (gkv_err)h->status, "%s", msg);
+    }
+    return GKV_OK;
+}
+
+/* One blocking round trip on lane 0 (hello and handshake). On success
+ * *reply is an NN_MSG buffer the caller frees, and *rd reads its payload. */
+static gkv_err
+roundtrip(gkv_client *c, struct conn *cn, uint16_t type, uint64_t session,
+          void (*enc)(net_wr *, const void *), const void *arg,
+          uint64_t deadline, void **reply, net_rd *rd)
+{
+    size_t len;
+    uint64_t id = ++cn->next_req;
+    void *m = msg_make(c, type, id, session, enc, arg, &len);
+    net_hdr h;
+    int n, left;
+    gkv_err rc;
+
+    *reply = NULL;
+    if (m == NULL)
+        return cfail(cn, GKV_ENOMEM, "out of memory");
+    left = left_ms(deadline);
+    sockopt(cn->sock[0], NN_SOL_SOCKET, NN_SNDTIMEO, left > 0 ? left : 1);
+    if (nn_send(cn->sock[0], &m, NN_MSG, 0) < 0) {
+        int e = nn_errno();
+        nn_freemsg(m);
+        return cfail(cn, net__from_nn(e), "%s: send failed: %s",
+                     net__type_name(type), nn_strerror(e));
+    }
+    for (;;) {
+        left = left_ms(deadline);
+        if (left <= 0)
+            return cfail(cn, GKV_ETIMEDOUT, "no reply to %s within %d ms (is "
+                         "it running and reachable?)", net__type_name(type),
+                         c->timeout_ms);
+        sockopt(cn->sock[0], NN_SOL_SOCKET, NN_RCVTIMEO, left);
+        n = nn_recv(cn->sock[0], reply, NN_MSG, 0);
+        if (n >= 0)
+            break;
+        if (nn_errno() == EINTR)
+            continue;
+        if (nn_errno() == ETIMEDOUT || nn_errno() == EAGAIN)
+            continue;                    /* the loop head reports it */
+        return cfail(cn, net__from_nn(nn_errno()), "%s: receive failed: %s",
+                     net__type_name(type), nn_strerror(nn_errno()));
+    }
+    if ((rc = reply_check(cn, *reply, (size_t)n, type, id, &h, rd)) != GKV_OK) {
+        nn_freemsg(*reply);
+        *reply = NULL;
+    }
+    return rc;
+}
+
+static void enc_empty(net_wr *w, const void *a) { (void)w; (void)a; }
+static void enc_hs(net_wr *w, const void *a) { net__enc_hs_req(w, a); }
+
+static void route_drop(gkv_client *c);
+
+/* Stores a schema for cn's machine (taking it over). */
+static void
+schema_set(gkv_client *c, struct conn *cn, net_schema *sc)
+{
+    struct mach *mc = &c->mc[cn->machine];
+
+    net__schema_free(&mc->schema);
+    mc->schema = *sc;
+    mc->have = 1;
+    sc->t = NULL;
+    sc->n = 0;
+    route_drop(c);
+}
+
+/* Opens cn's socket if needed and hand-shakes: hello (a nonce), then the
+ * proof. Learns the identity and the machine's schema. */
+static gkv_err
+conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
+{
+    net_hello_rep hr;
+    net_hs_req hs;
+    net_hs_rep hp;
+    net_rd rd;
+    void *rep = NULL;
+    gkv_err rc;
+
+    if (cn->sock[0] < 0 && (cn->sock[0] = req_socket(c, cn)) < 0)
+        return cfail(cn, net__from_nn(nn_errno()), "cannot connect to %s: %s",
+                     cn->url, nn_strerror(nn_errno()));
+    cn->ready = 0;
+    if ((rc = roundtrip(c, cn, NET_HELLO, 0, enc_empty, NULL, deadline, &rep,
+                        &rd)) != GKV_OK)
+        goto fail;
+    if (net__dec_hello_rep(&rd, &hr) != 0) {
+        rc = cfail(cn, GKV_EPROTO, "malformed hello reply: %s", rd.why);
+        goto fail;
+    }
+    nn_freemsg(rep);
+    rep = NULL;
+    if (hr.id.proto != NET_VERSION) {
+        rc = cfail(cn, GKV_EVERSION, "it speaks protocol %u, this client %u",
+                   hr.id.proto, NET_VERSION);
+        goto fail;
+    }
+    if ((hr.id.flags & NET_ID_AUTH) && !c->auth) {
+        rc = cfail(cn, GKV_EPERM, "it requires a token and this client has "
+                   "none");
+        goto fail;
+    }
+    memset(&hs, 0, sizeof hs);
+    memcpy(hs.nonce, hr.nonce, NET_NONCE_LEN);
+    snprintf(hs.group, sizeof hs.group, "%s", c->group);
+    hs.rank = c->rank;
+    if (c->auth) {
+        hs.flags = NET_HS_PROOF;
+        net__proof(c->key, hs.nonce, hs.group, hs.rank, hs.mac);
+    }
+    if ((rc = roundtrip(c, cn, NET_HANDSHAKE, 0, enc_hs, &hs, deadline, &rep,
+                        &rd)) != GKV_OK)
+        goto fail;
+    if (net__dec_hs_rep(&rd, &hp) != 0) {
+        rc = cfail(cn, GKV_EPROTO, "malformed handshake reply: %s", rd.why);
+        goto fail;
+    }
+    nn_freemsg(rep);
+    rep = NULL;
+    if (hp.id.server_id != cn->server || hp.id.num_servers != c->nserv) {
+        rc = cfail(cn, GKV_EINVAL, "it says it is server %u of %u, this "
+                   "client expected server %u of %u (ip_config or "
+                   "--num-servers differ?)", hp.id.server_id,
+                   hp.id.num_servers, cn->server, c->nserv);
+        net__schema_free(&hp.schema);
+        goto fail;
+    }
+    cn->id = hp.id;
+    cn->have_id = 1;
+    schema_set(c, cn, &hp.schema);
+    pthread_mutex_lock(&c->hb_mu);
+    cn->session = hp.session;
+    pthread_mutex_unlock(&c->hb_mu);
+    atomic_store(&cn->stale, 0);
+    cn->ready = 1;
+    return GKV_OK;
+fail:
+    if (rep != NULL)
+        nn_freemsg(rep);
+    conn_break(cn);
+    return rc;
+}
+
+/* ---- the exchange engine ------------------------------------------------- */
+
+static void
+part_enc_thunk(net_wr *w, const void *a)
+{
+    const struct part *p = a;
+
+    p->enc(w, p);
+}
+
+/* Records a part's outcome; the message of the failure of the earliest
+ * part (in request order) is kept for the call's error. */
+static void
+part_finish(gkv_client *c, struct part *p, gkv_err rc)
+{
+    size_t i;
+
+    p->rc = rc;
+    if (rc == GKV_OK || c->x_base == NULL)
+        return;
+    i = (size_t)(p - c->x_base);
+    if (i < c->x_first) {
+        c->x_first = i;
+        snprintf(c->x_msg, sizeof c->x_msg, "%s", gkv_net_errmsg());
+    }
+}
+
+static int
+conn_busy(const struct conn *cn)
+{
+    for (int l = 0; l < NLANES; l++)
+        if (cn->inflight[l] != NULL)
+            return 1;
+    return 0;
+}
+
+/* Fails every part of cn, in flight or queued, with rc (its message is
+ * the current one) and closes its sockets. */
+static void
+conn_fail_all(gkv_client *c, struct conn *cn, gkv_err rc)
+{
+    struct part *p;
+
+    for (int l = 0; l < NLANES; l++)
+        if ((p = cn->inflight[l]) != NULL) {
+            cn->inflight[l] = NULL;
+            part_finish(c, p, rc);
+        }
+    while ((p = cn->head) != NULL) {
+        cn->head = p->next;
+        part_finish(c, p, rc);
+    }
+    cn->tail = NULL;
+    conn_break(cn);
+}
+
+/* Sends queued parts of cn on its free lanes, hand-shaking first when the
+ * session is not good (only once no lane has a request in flight: a new
+ * request on a REQ socket would cancel the one there). Parts that cannot
+ * be sent fail with the reason. */
+static void
+conn_kick(gkv_client *c, struct conn *cn, uint64_t deadline)
+{
+    while (cn->head != NULL) {
+        struct part *p;
+        void *m;
+        size_t len;
+        gkv_err rc = GKV_OK;
+        int left, l;
+
+        if (!cn->ready || atomic_load(&cn->stale)) {
+            if (conn_busy(cn))
+                return;                  /* its replies come first */
+            if ((rc = conn_open(c, cn, deadline)) != GKV_OK) {
+                /* the server is unreachable: its whole queue fails */
+                conn_fail_all(c, cn, rc);
+                return;
+            }
+        }
+        for (l = 0; l < NLANES && cn->inflight[l] != NULL; l++)
+            ;
+        if (l == NLANES)
+            return;                      /* every lane is busy */
+        if (cn->sock[l] < 0 && (cn->sock[l] = req_socket(c, cn)) < 0) {
+            rc = cfail(cn, net__from_nn(nn_errno()), "cannot connect to "
+                       "%s: %s", cn->url, nn_strerror(nn_errno()));
+            conn_fail_all(c, cn, rc);
+            return;
+        }
+        p = cn->head;
+        cn->head = p->next;
+        if (cn->head == NULL)
+            cn->tail = NULL;
+        cn->inflight_req[l] = ++cn->next_req;
+        m = msg_make(c, p->type, cn->inflight_req[l], cn->session,
+                     part_enc_thunk, p, &len);
+        if (m == NULL) {
+            part_finish(c, p, cfail(cn, GKV_ENOMEM, "out of memory for a "
+                                    "request"));
+            continue;
+        }
+        left = left_ms(deadline);
+        sockopt(cn->sock[l], NN_SOL_SOCKET, NN_SNDTIMEO, left > 0 ? left : 1);
+        if (nn_send(cn->sock[l], &m, NN_MSG, 0) < 0) {
+            int e = nn_errno();
+            nn_freemsg(m);
+            rc = cfail(cn, net__from_nn(e), "%s: send failed: %s",
+                       net__type_name(p->type), nn_strerror(e));
+            part_finish(c, p, rc);
+            conn_fail_all(c, cn, rc);
+            return;
+        }
+        cn->inflight[l] = p;
+    }
+}
+
+static void
+enqueue(struct part *p)
+{
+    struct conn *cn = p->cn;
+
+    p->next = NULL;
+    p->rc = GKV_OK;
+    if (cn->tail != NULL)
+        cn->tail->next = p;
+    else
+        cn->head = p;
+    cn->tail = p;
+}
+
+/* Runs parts[0..n) to completion or the deadline. Returns the failure of
+ * the earliest failed part (in request order), with its message. */
+static gkv_err
+exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
+{
+    size_t cap = c->ncn * NLANES;
+    struct nn_pollfd *pf = NULL;
+    struct conn **pc = NULL;
+    int *pl = NULL;
+    gkv_err first = GKV_OK;
+
+    if (n == 0)
+        return GKV_OK;
+    pf = gkv__malloc(cap * sizeof *pf);
+    pc = gkv__malloc(cap * sizeof *pc);
+    pl = gkv__malloc(cap * sizeof *pl);
+    if (pf == NULL || pc == NULL || pl == NULL) {
+        gkv__free(pf);
+        gkv__free(pc);
+        gkv__free(pl);
+        return net__fail(GKV_ENOMEM, "out of memory");
+    }
+    c->x_base = parts;
+    c->x_first = SIZE_MAX;
+    c->x_msg[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        enqueue(&parts[i]);
+    for (size_t i = 0; i < c->ncn; i++)
+        conn_kick(c, &c->cn[i], deadline);
+    for (;;) {
+        int np = 0, left, r;
+
+        for (size_t i = 0; i < c->ncn; i++)
+            for (int l = 0; l < NLANES; l++)
+                if (c->cn[i].inflight[l] != NULL) {
+                    pf[np].fd = c->cn[i].sock[l];
+                    pf[np].events = NN_POLLIN;
+                    pf[np].revents = 0;
+                    pc[np] = &c->cn[i];
+                    pl[np++] = l;
+                }
+        if (np == 0)
+            break;
+        left = left_ms(deadline);
+        if (left <= 0) {
+            for (int k = 0; k < np; k++) {
+                struct conn *cn = pc[k];
+                struct part *p = cn->inflight[pl[k]];
+                gkv_err rc;
+
+                if (p == NULL)
+                    continue;            /* failed with an earlier lane */
+                rc = cfail(cn, GKV_ETIMEDOUT, "no reply to %s within %d ms "
+                           "(is it running and reachable?)",
+                           net__type_name(p->type), c->timeout_ms);
+                conn_fail_all(c, cn, rc);
+            }
+            break;
+        }
+        r = nn_poll(pf, np, left);
+        if (r < 0 && nn_errno() != EINTR) {
+            gkv_err rc = net__fail(net__from_nn(nn_errno()), "nn_poll: %s",
+                                   nn_strerror(nn_errno()));
+            for (int k = 0; k < np; k++)
+                conn_fail_all(c, pc[k], rc);
+            break;
+        }
+        for (int k = 0; k < np && r > 0; k++) {
+            struct conn *cn = pc[k];
+            int l = pl[k];
+            struct part *p = cn->inflight[l];
+            void *rep = NULL;
+            net_hdr h;
+            net_rd rd;
+            gkv_err rc;
+            int got;
+
+            if (p == NULL || !(pf[k].revents & NN_POLLIN))
+                continue;
+            got = nn_recv(cn->sock[l], &rep, NN_MSG, NN_DONTWAIT);
+            if (got < 0) {
+                int e = nn_errno();
+                if (e == EAGAIN || e == EINTR || e == ETIMEDOUT)
+                    continue;
+                rc = cfail(cn, net__from_nn(e), "receive failed: %s",
+                           nn_strerror(e));
+                conn_fail_all(c, cn, rc);
+                continue;
+            }
+            cn->inflight[l] = NULL;
+            rc = reply_check(cn, rep, (size_t)got, p->type,
+                             cn->inflight_req[l], &h, &rd);
+            if (rc == GKV_EPERM && (h.flags & NET_F_SESSION) && !p->retried) {
+                /* the server does not know our session (it restarted or
+                 * our lease lapsed): it executed nothing; hand-shake and
+                 * send again */
+                nn_freemsg(rep);
+                p->retried = 1;
+                cn->ready = 0;
+                p->next = cn->head;
+                cn->head = p;
+                if (cn->tail == NULL)
+                    cn->tail = p;
+                conn_kick(c, cn, deadline);
+                continue;
+            }
+            p->rflags = h.flags;
+            if (rc == GKV_OK && p->done != NULL)
+                rc = p->done(c, p, &rd);
+            nn_freemsg(rep);
+            part_finish(c, p, rc);
+            if (rc != GKV_OK && h.status == 0) {
+                /* a garbled stream: start afresh */
+                conn_fail_all(c, cn, rc);
+                continue;
+            }
+            conn_kick(c, cn, deadline);
+        }
+    }
+    if (c->x_first != SIZE_MAX) {
+        first = parts[c->x_first].rc;
+        net__fail(first, "%s", c->x_msg);
+    }
+    c->x_base = NULL;
+    gkv__free(pf);
+    gkv__free(pc);
+    gkv__free(pl);
+    return first;
+}
+
+/* ---- routes: who holds which IDs of a tensor ------------------------------ */
+
+static void
+route_drop(gkv_client *c)
+{
+    for (size_t i = 0; i < c->nrt; i++)
+        gkv__free(c->rt[i].sp);
+    gkv__free(c->rt);
+    c->rt = NULL;
+    c->nrt = 0;
+}
+
+static const net_tensor *
+mach_tensor(const struct mach *mc, const char *name)
+{
+    for (uint32_t i = 0; i < mc->schema.n; i++)
+        if (strcmp(mc->schema.t[i].name, name) == 0)
+            return &mc->schema.t[i];
+    return NULL;
+}
+
+static int
+span_cmp(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int
+same_rows(const net_tensor *a, const net_tensor *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim || a->row_bytes != b->row_bytes)
+        return 0;
+    for (unsigned i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return 0;
+    return 1;
+}
+
+/* Builds (or finds) the route of 'name' from the machines' schemas.
+ * Errors: GKV_ENOTFOUND (no machine holds it), GKV_EINVAL (machines
+ * disagree on its rows, or their ranges overlap). */
+static gkv_err
+route_get(gkv_client *c, const char *name, const struct route **out)
+{
+    struct route r, *nr;
+    const net_tensor *first = NULL;
+
+    for (size_t i = 0; i < c->nrt; i++)
+        if (strcmp(c->rt[i].name, name) == 0) {
+            *out = &c->rt[i];
+            return GKV_OK;
+        }
+    memset(&r, 0, sizeof r);
+    snprintf(r.name, sizeof r.name, "%s", name);
+    if ((r.sp = gkv__calloc(c->nmach, sizeof *r.sp)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    for (size_t m = 0; m < c->nmach; m++) {
+        const net_tensor *t = mach_tensor(&c->mc[m], name);
+        if (t == NULL)
+            continue;
+        if (first == NULL) {
+            first = t;
+            r.t = *t;
+        } else if (!same_rows(first, t)) {
+            gkv__free(r.sp);
+            return net__fail(GKV_EINVAL, "tensor '%s': machine %u has rows "
+                             "of %llu bytes (%s), machine %zu of %llu bytes "
+                             "(%s); the job's servers disagree", name,
+                             r.sp[0].m, (unsigned long long)first->row_bytes,
+                             gkv_dtype_name((gkv_dtype)first->dtype), m,
+                             (unsigned long long)t->row_bytes,
+                             gkv_dtype_name((gkv_dtype)t->dtype));
+        }
+        r.sp[r.nsp].lo = t->lo;
+        r.sp[r.nsp].hi = t->hi;
+        r.sp[r.nsp].m = (unsigned)m;
+        r.nsp++;
+    }
+    if (r.nsp == 0) {
+        gkv__free(r.sp);
+        return net__fail(GKV_ENOTFOUND, "no server holds tensor '%s'", name);
+    }
+    qsort(r.sp, r.nsp, sizeof *r.sp, span_cmp);
+    for (size_t i = 1; i < r.nsp; i++)
+        if (r.sp[i].lo < r.sp[i - 1].hi) {
+            gkv_err rc = net__fail(GKV_EINVAL, "tensor '%s': machines %u "
+                                   "[%llu, %llu) and %u [%llu, %llu) hold "
+                                   "overlapping IDs; routing needs disjoint "
+                                   "ranges", name, r.sp[i - 1].m,
+                                   (unsigned long long)r.sp[i - 1].lo,
+                                   (unsigned long long)r.sp[i - 1].hi,
+                                   r.sp[i].m, (unsigned long long)r.sp[i].lo,
+                                   (unsigned long long)r.sp[i].hi);
+            gkv__free(r.sp);
+            return rc;
+        }
+    if ((nr = gkv__realloc(c->rt, (c->nrt + 1) * sizeof *nr)) == NULL) {
+        gkv__free(r.sp);
+        return net__fail(GKV_ENOMEM, "out of memory");
+    }
+    c->rt = nr;
+    c->rt[c->nrt] = r;
+    *out = &c->rt[c->nrt++];
+    return GKV_OK;
+}
+
+/* The span holding id, or NULL. */
+static const struct span *
+route_find(const struct route *r, uint64_t id)
+{
+    size_t lo = 0, hi = r->nsp;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (id < r->sp[mid].lo)
+            hi = mid;
+        else if (id >= r->sp[mid].hi)
+            lo = mid + 1;
+        else
+            return &r->sp[mid];
+    }
+    return NULL;
+}
+
+static gkv_err
+range_error(const struct route *r, size_t i, uint64_t id)
+{
+    return net__fail(GKV_ERANGE, "tensor '%s': ids[%zu] = %llu is held by no "
+                     "server (the job holds %llu ranges, [%llu, %llu) at the "
+                     "widest)", r->name, i, (unsigned long long)id,
+                     (unsigned long long)r->nsp,
+                     (unsigned long long)r->sp[0].lo,
+                     (unsigned long long)r->sp[r->nsp - 1].hi);
+}
+
+/* ---- small requests ------------------------------------------------------ */
+
+static gkv_err
+done_schema(gkv_client *c, struct part *p, net_rd *rd)
+{
+    net_schema sc;
+
+    if (net__dec_schema(rd, &sc) != 0)
+        return cfail(p->cn, GKV_EPROTO, "malformed schema: %s", rd->why);
+    schema_set(c, p->cn, &sc);
+    return GKV_OK;
+}
+
+/* A ready (or openable) server of machine m: the first one, else the next
+ * in round-robin order. */
+static struct conn *
+mach_conn(gkv_client *c, size_t m)
+{
+    for (unsigned k = 0; k < c->nserv; k++) {
+        struct conn *cn = &c->cn[m * c->nserv + (c->rr + k) % c->nserv];
+        if (cn->ready)
+            return cn;
+    }
+    return &c->cn[m * c->nserv + c->rr++ % c->nserv];
+}
+
+static void penc_empty(net_wr *w, const struct part *p) { (void)w; (void)p; }
+
+static gkv_err
+refresh(gkv_client *c, uint64_t deadline)
+{
+    struct part *parts = gkv__calloc(c->nmach, sizeof *parts);
+    gkv_err rc;
+
+    if (parts == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    for (size_t m = 0; m < c->nmach; m++) {
+        parts[m].cn = mach_conn(c, m);
+        parts[m].type = NET_SCHEMA;
+        parts[m].enc = penc_empty;
+        parts[m].done = done_schema;
+    }
+    rc = exchange(c, parts, c->nmach, deadline);
+    gkv__free(parts);
+    route_drop(c);
+    return rc;
+}
+
+/* The route of 'name', fetching the schemas again once when no server
+ * is known to hold it (another client may have created it). */
+static gkv_err
+route_fresh(gkv_client *c, const char *name, uint64_t deadline,
+            const struct route **out)
+{
+    gkv_err rc = route_get(c, name, out);
+
+    if (rc != GKV_ENOTFOUND)
+        return rc;
+    if ((rc = refresh(c, deadline)) != GKV_OK)
+        return rc;
+    return route_get(c, name, out);
+}
+
+/* ---- connect and close ------------------------------------------------------ */
+
+static void *heartbeat(void *arg);
+
+static void
+conn_init(gkv_client *c, struct conn *cn, size_t m, unsigned k)
+{
+    const gkv_machine *gm = gkv_ipconfig_machine(c->cfg, m);
+    int v6 = strchr(gm->host, ':') != NULL;
+
+    memset(cn, 0, sizeof *cn);
+    cn->machine = (unsigned)m;
+    cn->server = k;
+    for (int l = 0; l < NLANES; l++)
+        cn->sock[l] = -1;
+    cn->hb_sock = -1;
+    cn->v6 = v6;
+    snprintf(cn->addr, sizeof cn->addr, v6 ? "[%s]:%u" : "%s:%u", gm->host,
+             gm->port + k);
+    snprintf(cn->url, sizeof cn->url, "tcp://%s", cn->addr);
+    atomic_init(&cn->stale, 0);
+}
+
+/* Opens the store of machine m in-process when it is on this host. */
+static void
+local_open(gkv_client *c, size_t m)
+{
+    const struct conn *cn = &c->cn[m * c->nserv];
+    struct stat sb;
+
+    if (!(c->flags & GKV_CLIENT_LOCAL_READ) || !cn->have_id ||
+        strcmp(cn->id.host, c->host) != 0 || stat(cn->id.store, &sb) != 0 ||
+        !S_ISDIR(sb.st_mode))
+        return;
+    if (gkv_store_open(&c->mc[m].local, cn->id.store, GKV_RDONLY, NULL) != GKV_OK)
+        c->mc[m].local = NULL;   /* then machine m is read over the network */
+}
+
+static void
+client_free(gkv_client *c)
+{
+    if (c == NULL)
+        return;
+    if (c->hb_running) {
+        pthread_mutex_lock(&c->hb_mu);
+        c->hb_stop = 1;
+        pthread_cond_signal(&c->hb_cv);
+        pthread_mutex_unlock(&c->hb_mu);
+        pthread_join(c->hb_thr, NULL);
+    }
+    for (size_t i = 0; i < c->ncn; i++) {
+        for (int l = 0; l < NLANES; l++)
+            if (c->cn[i].sock[l] >= 0)
+                nn_close(c->cn[i].sock[l]);
+        if (c->cn[i].hb_sock >= 0)
+            nn_close(c->cn[i].hb_sock);
+    }
+    for (size_t m = 0; m < c->nmach && c->mc != NULL; m++) {
+        net__schema_free(&c->mc[m].schema);
+        gkv_store_close(c->mc[m].local);
+    }
+    route_drop(c);
+    gkv__free(c->mc);
+    gkv__free(c->cn);
+    gkv_ipconfig_free(c->cfg);
+    sodium_memzero(c->key, sizeof c->key);
+    pthread_mutex_destroy(&c->mu);
+    pthread_mutex_destroy(&c->hb_mu);
+    pthread_cond_destroy(&c->hb_cv);
+    gkv__free(c);
+}
+
+gkv_err
+gkv_client_connect(gkv_client **out, const char *ip_config, const char *token,
+                   const char *group, uint32_t rank, const gkv_client_opts *opts)
+{
+    gkv_client *c = NULL;
+    gkv_client_opts o = {0};
+    struct conn probe;
+    uint64_t deadline;
+    gkv_err rc;
+
+    net__clear();
+    if (out == NULL)
+        return net__fail(GKV_EINVAL, "gkv_client_connect: no out pointer");
+    *out = NULL;
+    if (opts != NULL)
+        o = *opts;
+    if (!net__group_ok(group))
+        return net__fail(GKV_EINVAL, "group name '%s' must be 1..%u printable "
+                         "characters without spaces", group ? group : "(null)",
+                         NET_GROUP_MAX);
+    if (token != NULL && (token[0] == '\0' || strlen(token) > GKV_TOKEN_MAX))
+        return net__fail(GKV_EINVAL, "token: empty or longer than %d bytes",
+                         GKV_TOKEN_MAX);
+    if (o.timeout_ms < 0)
+        return net__fail(GKV_EINVAL, "timeout %d ms", o.timeout_ms);
+    if (o.max_msg != 0 && (o.max_msg < 4096 ||
+                           o.max_msg > (uint64_t)INT_MAX - NET_HDR_LEN - PART_SLACK))
+        return net__fail(GKV_EINVAL, "max message size %llu: must be in "
+                         "4096..%d", (unsigned long long)o.max_msg,
+                         (int)(INT_MAX - NET_HDR_LEN - PART_SLACK));
+    if (sodium_init() < 0)
+        return net__fail(GKV_EIO, "libsodium failed to initialise");
+    if ((c = gkv__calloc(1, sizeof *c)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->hb_mu, NULL);
+    pthread_cond_init(&c->hb_cv, NULL);
+    snprintf(c->group, sizeof c->group, "%s", group);
+    c->rank = rank;
+    c->timeout_ms = o.timeout_ms ? o.timeout_ms : 10000;
+    c->group_size = o.group_size;
+    c->flags = o.flags;
+    c->max_msg = o.max_msg ? o.max_msg : GKV_NET_MAX_MSG;
+    c->x_first = SIZE_MAX;
+    if (gethostname(c->host, sizeof c->host - 1) != 0)
+        c->host[0] = '\0';
+    if (token != NULL) {
+        c->auth = 1;
+        net__token_key(token, strlen(token), c->key);
+    }
+    deadline = mono_ms() + (uint64_t)c->timeout_ms;
+    if ((rc = gkv_ipconfig_load(&c->cfg, ip_config)) != GKV_OK)
+        goto fail;
+    c->nmach = gkv_ipconfig_count(c->cfg);
+    c->nserv = o.num_servers;
+    if ((c->mc = gkv__calloc(c->nmach, sizeof *c->mc)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (c->nserv == 0) {
+        /* learn the number of servers per machine from server 0 of
+         * machine 0 */
+        void *rep = NULL;
+        net_rd rd;
+        net_hello_rep hr;
+
+        c->nserv = 1;
+        conn_init(c, &probe, 0, 0);
+        if ((probe.sock[0] = req_socket(c, &probe)) < 0) {
+            rc = cfail(&probe, net__from_nn(nn_errno()), "cannot connect: %s",
+                       nn_strerror(nn_errno()));
+            goto fail;
+        }
+        rc = roundtrip(c, &probe, NET_HELLO, 0, enc_empty, NULL, deadline,
+                       &rep, &rd);
+        if (rc == GKV_OK && net__dec_hello_rep(&rd, &hr) != 0)
+            rc = cfail(&probe, GKV_EPROTO, "malformed hello reply: %s", rd.why);
+        if (rep != NULL)
+            nn_freemsg(rep);
+        nn_close(probe.sock[0]);
+        if (rc != GKV_OK)
+            goto fail;
+        c->nserv = hr.id.num_servers;
+    }
+    if ((rc = gkv_ipconfig_check(c->cfg, c->nserv)) != GKV_OK)
+        goto fail;
+    c->ncn = c->nmach * c->nserv;
+    if ((c->cn = gkv__calloc(c->ncn, sizeof *c->cn)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (size_t m = 0; m < c->nmach; m++)
+        for (unsigned k = 0; k < c->nserv; k++)
+            conn_init(c, &c->cn[m * c->nserv + k], m, k);
+    for (size_t i = 0; i < c->ncn; i++)
+        if ((rc = conn_open(c, &c->cn[i], deadline)) != GKV_OK)
+            goto fail;
+    for (size_t m = 0; m < c->nmach; m++) {
+        for (unsigned k = 1; k < c->nserv; k++)
+            if (strcmp(c->cn[m * c->nserv + k].id.store,
+                       c->cn[m * c->nserv].id.store) != 0 ||
+                strcmp(c->cn[m * c->nserv + k].id.host,
+                       c->cn[m * c->nserv].id.host) != 0) {
+                rc = net__fail(GKV_EINVAL, "machine %zu: server %u serves "
+                               "%s:%s but server 0 serves %s:%s; the servers "
+                               "of a machine must share one store", m, k,
+                               c->cn[m * c->nserv + k].id.host,
+                               c->cn[m * c->nserv + k].id.store,
+                               c->cn[m * c->nserv].id.host,
+                               c->cn[m * c->nserv].id.store);
+                goto fail;
+            }
+        local_open(c, m);
+    }
+    if (!(c->flags & GKV_CLIENT_NO_HEARTBEAT)) {
+        unsigned lease = c->cn[0].id.lease_ms;
+        c->hb_ms = o.heartbeat_ms ? o.heartbeat_ms : lease / 3;
+        if (c->hb_ms == 0)
+            c->hb_ms = 1;
+        if (pthread_create(&c->hb_thr, NULL, heartbeat, c) != 0) {
+            rc = net__fail(GKV_EIO, "cannot start the heartbeat thread");
+            goto fail;
+        }
+        c->hb_running = 1;
+    }
+    *out = c;
+    return GKV_OK;
+fail:
+    client_free(c);
+    return rc;
+}
+
+gkv_err
+gkv_client_close(gkv_client *c)
+{
+    struct part *parts;
+    size_t np = 0;
+    gkv_err rc = GKV_OK;
+
+    net__clear();
+    if (c == NULL)
+        return GKV_OK;
+    pthread_mutex_lock(&c->mu);
+    if (c->hb_running) {
+        pthread_mutex_lock(&c->hb_mu);
+        c->hb_stop = 1;
+        pthread_cond_signal(&c->hb_cv);
+        pthread_mutex_unlock(&c->hb_mu);
+        pthread_join(c->hb_thr, NULL);
+        c->hb_running = 0;
+    }
+    /* leave where we are known; a server we lost forgets us when our
+     * lease expires */
+    if ((parts = gkv__calloc(c->ncn, sizeof *parts)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+    } else {
+        for (size_t i = 0; i < c->ncn; i++)
+            if (c->cn[i].ready) {
+                parts[np].cn = &c->cn[i];
+                parts[np].type = NET_LEAVE;
+                parts[np].enc = penc_empty;
+                parts[np].retried = 1;   /* no hand-shake just to leave */
+                np++;
+            }
+        rc = exchange(c, parts, np, mono_ms() + (uint64_t)c->timeout_ms);
+        gkv__free(parts);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc != GKV_OK) {
+        char msg[1280];
+        snprintf(msg, sizeof msg, "%s", gkv_net_errmsg());
+        client_free(c);
+        return net__fail(rc, "leave: %s", msg);
+    }
+    client_free(c);
+    return GKV_OK;
+}
+
+/* ---- heartbeat ------------------------------------------------------------ */
+
+/* Every hb_ms: a HEARTBEAT to every server we hold a session with, on the
+ * thread's own sockets. A refused session marks the connection stale, so
+ * the next call hand-shakes first. A silent server gets its heartbeat
+ * socket closed (and a fresh one next round). */
+static void *
+heartbeat(void *arg)
+{
+    gkv_client *c = arg;
+    struct nn_pollfd *pf = gkv__calloc(c->ncn, sizeof *pf);
+    struct conn **pc = gkv__calloc(c->ncn, sizeof *pc);
+
+    if (pf == NULL || pc == NULL) {
+        gkv__free(pf);
+        gkv__free(pc);
+        return NULL;
+    }
+    for (;;) {
+        struct timespec ts;
+        uint64_t deadline;
+        int np = 0, stop;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += c->hb_ms / 1000;
+        ts.tv_nsec += (long)(c->hb_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&c->hb_mu);
+        while (!c->hb_stop &&
+               pthread_cond_timedwait(&c->hb_cv, &c->hb_mu, &ts) != ETIMEDOUT)
+            ;
+        stop = c->hb_stop;
+        pthread_mutex_unlock(&c->hb_mu);
+        if (stop)
+            break;
+        for (size_t i = 0; i < c->ncn; i++) {
+            struct conn *cn = &c->cn[i];
+            uint64_t sess;
+            size_t len;
+            void *m;
+
+            pthread_mutex_lock(&c->hb_mu);
+            sess = cn->session;
+            pthread_mutex_unlock(&c->hb_mu);
+            cn->hb_wait = 0;
+            if (sess == 0)
+                continue;
+            if (cn->hb_sock < 0 && (cn->hb_sock = req_socket(c, cn)) < 0)
+                continue;
+            m = msg_make(c, NET_HEARTBEAT, ++cn->hb_req, sess, enc_empty,
+                         NULL, &len);
+            if (m == NULL)
+                continue;
+            sockopt(cn->hb_sock, NN_SOL_SOCKET, NN_SNDTIMEO, (int)c->hb_ms);
+            if (nn_send(cn->hb_sock, &m, NN_MSG, 0) < 0) {
+                nn_freemsg(m);
+                continue;
+            }
+            cn->hb_wait = 1;
+        }
+        deadline = mono_ms() + c->hb_ms;
+        for (;;) {
+            int left = left_ms(deadline), r;
+
+            np = 0;
+            for (size_t i = 0; i < c->ncn; i++)
+                if (c->cn[i].hb_wait) {
+                    pf[np].fd = c->cn[i].hb_sock;
+                    pf[np].events = NN_POLLIN;
+                    pf[np].revents = 0;
+                    pc[np++] = &c->cn[i];
+                }
+            if (np == 0 || left <= 0)
+                break;
+            r = nn_poll(pf, np, left);
+            if (r < 0 && nn_errno() != EINTR)
+                break;
+            for (int k = 0; k < np; k++) {
+                struct conn *cn = pc[k];
+                void *rep = NULL;
+                net_hdr h;
+                char why[160];
+                int got;
+
+                if (!(pf[k].revents & NN_POLLIN))
+                    continue;
+                got = nn_recv(cn->hb_sock, &rep, NN_MSG, NN_DONTWAIT);
+                if (got < 0)
+                    continue;
+                cn->hb_wait = 0;
+                if (net__hdr_check(rep, (size_t)got, &h, why, sizeof why) == GKV_OK &&
+                    h.status == GKV_EPERM && (h.flags & NET_F_SESSION))
+                    atomic_store(&cn->stale, 1);
+                nn_freemsg(rep);
+            }
+        }
+        for (size_t i = 0; i < c->ncn; i++)
+            if (c->cn[i].hb_wait) {
+                nn_close(c->cn[i].hb_sock);
+                c->cn[i].hb_sock = -1;
+                c->cn[i].hb_wait = 0;
+            }
+    }
+    gkv__free(pf);
+    gkv__free(pc);
+    return NULL;
+}
+
+/* ---- pull and push ------------------------------------------------------- */
+
+static void
+penc_pull(net_wr *w, const struct part *p)
+{
+    net__enc_pull_req(w, p->name, p->ids, p->idx, p->n);
+}
+
+static gkv_err
+done_pull(gkv_client *c, struct part *p, net_rd *rd)
+{
+    net_pull_rep pr;
+    size_t rb = p->row_bytes;
+
+    (void)c;
+    if (net__dec_pull_rep(rd, &pr) != 0)
+        return cfail(p->cn, GKV_EPROTO, "malformed pull reply: %s", rd->why);
+    if (pr.n != p->n || pr.row_bytes != rb)
+        return cfail(p->cn, GKV_EPROTO, "pull reply holds %llu rows of %llu "
+                     "bytes; asked for %zu rows of %zu bytes",
+                     (unsigned long long)pr.n, (unsigned long long)pr.row_bytes,
+                     p->n, rb);
+    if (p->idx == NULL)
+        memcpy(p->dst, pr.rows, p->n * rb);
+    else
+        for (size_t j = 0; j < p->n; j++)
+            memcpy(p->dst + p->idx[j] * rb, pr.rows + j * rb, rb);
+    return GKV_OK;
+}
+
+static void
+penc_push(net_wr *w, const struct part *p)
+{
+    net__enc_push_req(w, p->name, p->handler, p->opt, p->row_bytes, p->ids,
+                      p->rows, p->idx, p->n);
+}
+
+static gkv_err
+done_push(gkv_client *c, struct part *p, net_rd *rd)
+{
+    uint64_t n;
+
+    (void)c;
+    if (net__dec_u64(rd, &n, "push reply.n") != 0)
+        return cfail(p->cn, GKV_EPROTO, "malformed push reply: %s", rd->why);
+    if (n != p->n)
+        return cfail(p->cn, GKV_EPROTO, "push reply says %llu rows applied, "
+                     "%zu were sent", (unsigned long long)n, p->n);
+    return GKV_OK;
+}
+
+/* A growing array of parts. */
+struct plist {
+    struct part *p;
+    size_t n, cap;
+};
+
+static struct part *
+plist_add(struct plist *l)
+{
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 16;
+        struct part *np = gkv__realloc(l->p, nc * sizeof *np);
+        if (np == NULL)
+            return NULL;
+        l->p = np;
+        l->cap = nc;
+    }
+    memset(&l->p[l->n], 0, sizeof l->p[l->n]);
+    return &l->p[l->n++];
+}
+
+/* The payload bytes one message to machine m may carry (at most 'most'). */
+static size_t
+part_cap(gkv_client *c, size_t m, uint64_t most)
+{
+    uint64_t cap = c->max_msg, srv = c->cn[m * c->nserv].id.max_msg;
+
+    if (srv != 0 && srv < cap)
+        cap = srv;
+    if (cap > most)
+        cap = most;
+    return cap > 2 * PART_SLACK ? (size_t)(cap - PART_SLACK) : (size_t)cap / 2;
+}
+
+/* How many servers of a machine share 'cnt' rows. */
+static size_t
+share(gkv_client *c, size_t cnt)
+{
+    size_t k = cnt / SPLIT_ROWS;
+
+    if (c->nserv < 2 || cnt < 2 * SPLIT_ROWS)
+        return 1;
+    return k < c->nserv ? k : c->nserv;
+}
+
+/* Which machine holds each ID: with one span, a range check; else *mach
+ * (gkv__malloc'd) and the counts. */
+static gkv_err
+owners(gkv_client *c, const struct route *r, const uint64_t *ids, size_t n,
+       unsigned **mach, size_t *count)
+{
+    memset(count, 0, c->nmach * sizeof *count);
+    *mach = NULL;
+    if (r->nsp == 1) {
+        uint64_t lo = r->sp[0].lo, hi = r->sp[0].hi;
+        for (size_t i = 0; i < n; i++)
+            if (ids[i] < lo || ids[i] >= hi)
+                return range_error(r, i, ids[i]);
+        count[r->sp[0].m] = n;
+        return GKV_OK;
+    }
+    if ((*mach = gkv__malloc(n * sizeof **mach)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const struct span *sp = route_find(r, ids[i]);
+        if (sp == NULL) {
+            gkv__free(*mach);
+            *mach = NULL;
+            return range_error(r, i, ids[i]);
+        }
+        (*mach)[i] = sp->m;
+        count[sp->m]++;
+    }
+    return GKV_OK;
+}
+
+/* Positions of each machine's IDs, in request order: pos[start[m] ..
+ * start[m] + count[m]). */
+static size_t *
+positions(gkv_client *c, const unsigned *mach, size_t n, const size_t *count,
+          size_t *start)
+{
+    size_t *pos = gkv__malloc(n * sizeof *pos), *fill;
+
+    if (pos == NULL || (fill = gkv__malloc(c->nmach * sizeof *fill)) == NULL) {
+        gkv__free(pos);
+        return NULL;
+    }
+    for (size_t m = 0, a = 0; m < c->nmach; m++) {
+        start[m] = a;
+        fill[m] = a;
+        a += count[m];
+    }
+    for (size_t i = 0; i < n; i++)
+        pos[fill[mach[i]]++] = i;
+    gkv__free(fill);
+    return pos;
+}
+
+static gkv_err
+local_pull(gkv_client *c, size_t m, const char *name, const uint64_t *ids,
+           const size_t *idx, size_t cnt, unsigned char *dst, size_t rb)
+{
+    gkv_store *st = c->mc[m].local;
+    uint64_t *gid = NULL;
+    unsigned char *rows = NULL;
+    gkv_err rc;
+
+    if (idx == NULL) {
+        rc = gkv_tensor_pull(st, NULL, name, ids, cnt, dst, cnt * rb);
+    } else {
+        if ((gid = gkv__malloc(cnt * sizeof *gid)) == NULL ||
+            (rows = gkv__malloc(cnt * rb)) == NULL) {
+            gkv__free(gid);
+            return net__fail(GKV_ENOMEM, "out of memory");
+        }
+        for (size_t j = 0; j < cnt; j++)
+            gid[j] = ids[idx[j]];
+        rc = gkv_tensor_pull(st, NULL, name, gid, cnt, rows, cnt * rb);
+        if (rc == GKV_OK)
+            for (size_t j = 0; j < cnt; j++)
+                memcpy(dst + idx[j] * rb, rows + j * rb, rb);
+        gkv__free(gid);
+        gkv__free(rows);
+    }
+    if (rc != GKV_OK)
+        return net__fail(rc, "local store %s (machine %zu): %s",
+                         c->cn[m * c->nserv].id.store, m,
+                         gkv_store_errmsg(st));
+    return GKV_OK;
+}
+
+gkv_err
+gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
+                size_t n, void *dst, size_t dst_len)
+{
+    const struct route *r;
+    struct plist pl = {0};
+    unsigned *mach = NULL;
+    size_t *count = NULL, *start = NULL, *pos = NULL, rb;
+    uint64_t deadline;
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL || name == NULL || (n > 0 && (ids == NULL || dst == NULL)))
+        return net__fail(GKV_EINVAL, "pull: missing argument");
+    pthread_mutex_lock(&c->mu);
+    deadline = mono_ms() + (uint64_t)c->timeout_ms;
+    if ((rc = route_fresh(c, name, deadline, &r)) != GKV_OK)
+        goto out;
+    rb = (size_t)r->t.row_bytes;
+    if (rb == 0 || n > SIZE_MAX / rb || dst_len != n * rb) {
+        rc = net__fail(GKV_ESHAPE, "pull of %zu rows of tensor '%s' (%zu "
+                       "bytes each) into %zu bytes", n, name, rb, dst_len);
+        goto out;
+    }
+    if (n == 0)
+        goto out;
+    if ((count = gkv__calloc(c->nmach, sizeof *count)) == NULL ||
+        (start = gkv__calloc(c->nmach, sizeof *start)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = owners(c, r, ids, n, &mach, count)) != GKV_OK)
+        goto out;
+    if (mach != NULL && (pos = positions(c, mach, n, count, start)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t m = 0; m < c->nmach; m++) {
+        size_t cnt = count[m], per, k, pieces, base;
+        const size_t *mpos = pos != NULL ? pos + start[m] : NULL;
+
+        if (cnt == 0)
+            continue;
+        if (c->mc[m].local != NULL) {
+            if ((rc = local_pull(c, m, name, ids, mpos, cnt, dst, rb)) != GKV_OK)
+                goto out;
+            continue;
+        }
+        per = part_cap(c, m, PULL_CAP) / (rb > 8 ? rb : 8);
+        if (per == 0) {
+            /* rows wider than the preferred message: one per message, as
+             * long as the hard limit allows */
+            if (rb > part_cap(c, m, UINT64_MAX)) {
+                rc = net__fail(GKV_EINVAL, "tensor '%s': one row of %zu "
+                               "bytes is more than a message may carry", name,
+                               rb);
+                goto out;
+            }
+            per = 1;
+        }
+        k = share(c, cnt);
+        pieces = (cnt + per - 1) / per;
+        if (pieces < k)
+            pieces = k;
+        base = c->rr++;
+        for (size_t j = 0; j < pieces; j++) {
+            size_t a = cnt * j / pieces, b = cnt * (j + 1) / pieces;
+            struct part *p;
+
+            if (a == b)
+                continue;
+            if ((p = plist_add(&pl)) == NULL) {
+                rc = net__fail(GKV_ENOMEM, "out of memory");
+                goto out;
+            }
+            p->cn = &c->cn[m * c->nserv + (base + j) % c->nserv];
+            p->type = NET_PULL;
+            p->enc = penc_pull;
+            p->done = done_pull;
+            p->name = name;
+            p->n = b - a;
+            p->row_bytes = rb;
+            if (mpos == NULL) {
+                p->ids = ids + a;
+                p->dst = (unsigned char *)dst + a * rb;
+            } else {
+                p->ids = ids;
+                p->idx = mpos + a;
+                p->dst = dst;
+            }
+        }
+    }
+    rc = exchange(c, pl.p, pl.n, deadline);
+out:
+    gkv__free(pl.p);
+    gkv__free(mach);
+    gkv__free(count);
+    gkv__free(start);
+    gkv__free(pos);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+gkv_err
+gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
+                size_t n, const void *rows, size_t rows_len,
+                const gkv_push_args *args)
+{
+    const struct route *r;
+    struct plist pl = {0};
+    unsigned *mach = NULL;
+    size_t *count = NULL, *start = NULL, *pos = NULL, *bpos = NULL, rb;
+    size_t *bcnt = NULL;
+    const char *handler = args != NULL && args->handler != NULL ? args->handler : "";
+    uint64_t deadline;
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL || name == NULL || (n > 0 && (ids == NULL || rows == NULL)))
+        return net__fail(GKV_EINVAL, "push: missing argument");
+    if (strlen(handler) > 63)
+        return net__fail(GKV_EHANDLER, "push: handler name '%.80s' is longer "
+                         "than 63 bytes", handler);
+    pthread_mutex_lock(&c->mu);
+    deadline = mono_ms() + (uint64_t)c->timeout_ms;
+    if ((rc = route_fresh(c, name, deadline, &r)) != GKV_OK)
+        goto out;
+    rb = (size_t)r->t.row_bytes;
+    if (rb == 0 || n > SIZE_MAX / rb || rows_len != n * rb) {
+        rc = net__fail(GKV_ESHAPE, "push of %zu rows to tensor '%s' (%zu "
+                       "bytes each) from %zu bytes", n, name, rb, rows_len);
+        goto out;
+    }
+    if (n == 0)
+        goto out;
+    if ((count = gkv__calloc(c->nmach, sizeof *count)) == NULL ||
+        (start = gkv__calloc(c->nmach, sizeof *start)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = owners(c, r, ids, n, &mach, count)) != GKV_OK)
+        goto out;
+    if (mach != NULL && (pos = positions(c, mach, n, count, start)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t si = 0; si < r->nsp; si++) {
+        size_t m = r->sp[si].m, cnt = count[m], cap = part_cap(c, m, PUSH_CAP), pieces;
+        uint64_t lo = r->sp[si].lo, len = r->sp[si].hi - r->sp[si].lo;
+        const size_t *mpos = pos != NULL ? pos + start[m] : NULL;
+        size_t base = c->rr++, *bstart, *mb;
+
+        if (cnt == 0)
+            continue;
+        if (rb + 8 > cap)
+            cap = part_cap(c, m, UINT64_MAX);   /* wide rows: the hard limit */
+        /* pieces by ID range, so every occurrence of an ID is in one
+         * message (duplicates combine once, as in gkv_tensor_push) */
+        pieces = (cnt * (rb + 8) + cap - 1) / cap;
+        if (pieces < share(c, cnt))
+            pieces = share(c, cnt);
+        if (pieces > len)
+            pieces = (size_t)len;
+        if (pieces <= 1) {
+            struct part *p = plist_add(&pl);
+            if (p == NULL) {
+                rc = net__fail(GKV_ENOMEM, "out of memory");
+                goto out;
+            }
+            p->cn = &c->cn[m * c->nserv + base % c->nserv];
+            p->ids = ids;
+            p->rows = rows;
+            p->idx = mpos;
+            p->n = cnt;
+            continue;
+        }
+        /* machine m's positions sorted by piece go to bpos[start[m] ..),
+         * which the parts point into until the exchange ends */
+        if (bpos == NULL && (bpos = gkv__malloc(n * sizeof *bpos)) == NULL) {
+            rc = net__fail(GKV_ENOMEM, "out of memory");
+            goto out;
+        }
+        mb = bpos + start[m];
+        gkv__free(bcnt);
+        if ((bcnt = gkv__calloc(2 * pieces, sizeof *bcnt)) == NULL) {
+            rc = net__fail(GKV_ENOMEM, "out of memory");
+            goto out;
+        }
+        bstart = bcnt + pieces;
+        /* a stable counting sort of the positions by piece */
+        for (size_t j = 0; j < cnt; j++) {
+            size_t i = mpos ? mpos[j] : j;
+            bcnt[(size_t)((unsigned __int128)(ids[i] - lo) * pieces / len)]++;
+        }
+        for (size_t q = 0, a = 0; q < pieces; q++) {
+            bstart[q] = a;
+            a += bcnt[q];
+            bcnt[q] = bstart[q];
+        }
+        for (size_t j = 0; j < cnt; j++) {
+            size_t i = mpos ? mpos[j] : j;
+            mb[bcnt[(size_t)((unsigned __int128)(ids[i] - lo) * pieces / len)]++] = i;
+        }
+        for (size_t q = 0; q < pieces; q++) {
+            size_t a = bstart[q], e = bcnt[q];
+            struct part *p;
+
+            if (a == e)
+                continue;
+            if ((e - a) * (rb + 8) > cap) {
+                rc = net__fail(GKV_EINVAL, "push to tensor '%s': %zu rows "
+                               "fall in one ID range of machine %zu and make "
+                               "a message over the %zu-byte limit; push fewer "
+                               "rows per call", name, e - a, m, cap);
+                goto out;
+            }
+            if ((p = plist_add(&pl)) == NULL) {
+                rc = net__fail(GKV_ENOMEM, "out of memory");
+                goto out;
+            }
+            p->cn = &c->cn[m * c->nserv + (base + q) % c->nserv];
+            p->ids = ids;
+            p->rows = rows;
+            p->idx = mb + a;
+            p->n = e - a;
+        }
+    }
+    for (size_t i = 0; i < pl.n; i++) {
+        struct part *p = &pl.p[i];
+        p->type = NET_PUSH;
+        p->enc = penc_push;
+        p->done = done_push;
+        p->name = name;
+        p->row_bytes = rb;
+        p->handler = handler;
+        if (args != NULL) {
+            p->opt[0] = args->lr;
+            p->opt[1] = args->eps;
+            p->opt[2] = args->beta1;
+            p->opt[3] = args->beta2;
+        }
+    }
+    rc = exchange(c, pl.p, pl.n, deadline);
+out:
+    gkv__free(pl.p);
+    gkv__free(mach);
+    gkv__free(count);
+    gkv__free(start);
+    gkv__free(pos);
+    gkv__free(bpos);
+    gkv__free(bcnt);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* ---- create, delete, refresh, describe ------------------------------------ */
+
+static void
+penc_create(net_wr *w, const struct part *p)
+{
+    net__enc_create_req(w, p->arg);
+}
+
+static gkv_err
+done_create(gkv_client *c, struct part *p, net_rd *rd)
+{
+    net_create_rep cr;
+
+    (void)c;
+    if (net__dec_create_rep(rd, &cr) != 0)
+        return cfail(p->cn, GKV_EPROTO, "malformed create reply: %s", rd->why);
+    return GKV_OK;
+}
+
+gkv_err
+gkv_client_create(gkv_client *c, const char *name, const gkv_tensor_spec *spec,
+                  int machine)
+{
+    net_create_req *cq = NULL;
+    struct part *parts = NULL;
+    size_t np = 0;
+    uint64_t deadline;
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL || name == NULL || spec == NULL)
+        return net__fail(GKV_EINVAL, "create: missing argument");
+    if (strlen(name) == 0 || strlen(name) > GKV_NAME_MAX)
+        return net__fail(GKV_EINVAL, "create: tensor name of %zu bytes",
+                         strlen(name));
+    if (spec->ndim > GKV_MAX_DIMS || spec->hi <= spec->lo ||
+        gkv_dtype_size(spec->dtype) == 0 || spec->init > GKV_INIT_NORMAL)
+        return net__fail(GKV_EINVAL, "create '%s': bad spec (dtype %d, ndim "
+                         "%u, range [%llu, %llu))", name, (int)spec->dtype,
+                         spec->ndim, (unsigned long long)spec->lo,
+                         (unsigned long long)spec->hi);
+    pthread_mutex_lock(&c->mu);
+    if (machine >= 0 && (size_t)machine >= c->nmach) {
+        rc = net__fail(GKV_EINVAL, "create '%s': machine %d, the job has %zu",
+                       name, machine, c->nmach);
+        goto out;
+    }
+    deadline = mono_ms() + (uint64_t)c->timeout_ms;
+    cq = gkv__calloc(c->nmach, sizeof *cq);
+    parts = gkv__calloc(c->nmach, sizeof *parts);
+    if (cq == NULL || parts == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t m = 0; m < c->nmach; m++) {
+        uint64_t len = spec->hi - spec->lo, a, b;
+        net_create_req *q = &cq[np];
+
+        if (machine >= 0 && (size_t)machine != m)
+            continue;
+        if (machine >= 0) {
+            a = spec->lo;
+            b = spec->hi;
+        } else {
+            a = spec->lo + (uint64_t)((unsigned __int128)len * m / c->nmach);
+            b = spec->lo + (uint64_t)((unsigned __int128)len * (m + 1) / c->nmach);
+        }
+        if (a == b)
+            continue;
+        snprintf(q->t.name, sizeof q->t.name, "%s", name);
+        q->t.dtype = (uint8_t)spec->dtype;
+        q->t.ndim = (uint8_t)spec->ndim;
+        q->t.flags = (uint16_t)spec->flags;
+        for (unsigned i = 0; i < spec->ndim; i++)
+            q->t.shape[i] = spec->shape[i];
+        q->t.lo = a;
+        q->t.hi = b;
+        q->t.chunk_rows = spec->chunk_rows;
+        q->init = (uint8_t)spec->init;
+        q->a = spec->a;
+        q->b = spec->b;
+        q->seed = spec->seed;
+        parts[np].cn = mach_conn(c, m);
+        parts[np].type = NET_CREATE;
+        parts[np].enc = penc_create;
+        parts[np].done = done_create;
+        parts[np].arg = q;
+        np++;
+    }
+    rc = exchange(c, parts, np, deadline);
+    if (rc == GKV_OK)
+        rc = refresh(c, deadline);
+    else
+        route_drop(c);
+out:
+    gkv__free(cq);
+    gkv__free(parts);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static void
+penc_name(net_wr *w, const struct part *p)
+{
+    net__wr_str(w, p->name);
+}
+
+static gkv_err
+done_u8(gkv_client *c, struct part *p, net_rd *rd)
+{
+    uint8_t v;
+
+    (void)c;
+    if (net__dec_u8(rd, &v, "reply") != 0)
+        return cfail(p->cn, GKV_EPROTO, "malformed %s reply: %s",
+                     net__type_name(p->type), rd->why);
+    if (p->out != NULL)
+        *(uint8_t *)p->out = v;
+    return GKV_OK;
+}
+
+gkv_err
+gkv_client_delete(gkv_client *c, const char *name)
+{
+    struct part *parts;
+    uint64_t deadline;
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL || name == NULL || name[0] == '\0' ||
+        strlen(name) > GKV_NAME_MAX)
+        return net__fail(GKV_EINVAL, "delete: missing or bad tensor name");
+    pthread_mutex_lock(&c->mu);
+    deadline = mono_ms() + (uint64_t)c->timeout_ms;
+    if ((parts = gkv__calloc(c->nmach, sizeof *parts)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t m = 0; m < c->nmach; m++) {
+        parts[m].cn = mach_conn(c, m);
+        parts[m].type = NET_DELETE;
+        parts[m].enc = penc_name;
+        parts[m].done = done_u8;
+        parts[m].name = name;
+    }
+    rc = exchange(c, parts, c->nmach, deadline);
+    if (rc == GKV_OK)
+        rc = refresh(c, deadline);
+    else
+        route_drop(c);
+    gkv__free(parts);
+out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+gkv_err
+gkv_client_refresh(gkv_client *c)
+{
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL)
+        return net__fail(GKV_EINVAL, "refresh: no client");
+    pthread_mutex_lock(&c->mu);
+    rc = refresh(c, mono_ms() + (uint64_t)c->timeout_ms);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+size_t
+gkv_client_nservers(const gkv_client *c)
+{
+    return c != NULL ? c->ncn : 0;
+}
+
+gkv_err
+gkv_client_server_info(gkv_client *c, size_t i, gkv_server_info *out)
+{
+    struct conn *cn;
+
+    net__clear();
+    if (c == NULL || out == NULL || i >= c->ncn)
+        return net__fail(GKV_EINVAL, "server_info: no server %zu", i);
+    pthread_mutex_lock(&c->mu);
+    cn = &c->cn[i];
+    memset(out, 0, sizeof *out);
+    snprintf(out->addr, sizeof out->addr, "%s", cn->addr);
+    snprintf(out->host, sizeof out->host, "%s", cn->id.host);
+    snprintf(out->name, sizeof out->name, "%s", cn->id.name);
+    snprintf(out->store, sizeof out->store, "%s", cn->id.store);
+    snprintf(out->version, sizeof out->version, "%s", cn->id.version);
+    out->machine = cn->machine;
+    out->server_id = cn->server;
+    out->num_servers = c->nserv;
+    out->pid = cn->id.pid;
+    out->lease_ms = cn->id.lease_ms;
+    out->max_msg = cn->id.max_msg;
+    out->keep_alive = (cn->id.flags & NET_ID_KEEP_ALIVE) != 0;
+    out->auth = (cn->id.flags & NET_ID_AUTH) != 0;
+    out->connected = cn->ready;
+    pthread_mutex_unlock(&c->mu);
+    return GKV_OK;
+}
+
+static void
+desc_of(const struct route *r, gkv_tensor_desc *d)
+{
+    size_t es = gkv_dtype_size((gkv_dtype)r->t.dtype);
+
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", r->name);
+    d->dtype = (gkv_dtype)r->t.dtype;
+    d->ndim = r->t.ndim;
+    for (unsigned i = 0; i < r->t.ndim; i++)
+        d->shape[i] = r->t.shape[i];
+    d->lo = r->sp[0].lo;
+    d->hi = r->sp[r->nsp - 1].hi;
+    d->row_bytes = (size_t)r->t.row_bytes;
+    d->row_elems = es ? r->t.row_bytes / es : 0;
+    d->chunk_rows = r->t.chunk_rows;
+    d->flags = r->t.flags;
+}
+
+gkv_err
+gkv_client_tensor_info(gkv_client *c, const char *name, gkv_tensor_desc *out)
+{
+    const struct route *r;
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL || name == NULL || out == NULL)
+        return net__fail(GKV_EINVAL, "tensor_info: missing argument");
+    pthread_mutex_lock(&c->mu);
+    rc = route_fresh(c, name, mono_ms() + (uint64_t)c->timeout_ms, &r);
+    if (rc == GKV_OK)
+        desc_of(r, out);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+gkv_err
+gkv_client_tensor_list(gkv_client *c, gkv_tensor_desc **out, size_t *n)
+{
+    const char **names = NULL;
+    gkv_tensor_desc *d = NULL;
+    size_t total = 0, k = 0;
+    gkv_err rc = GKV_OK;
+
+    net__clear();
+    if (c == NULL || out == NULL || n == NULL)
+        return net__fail(GKV_EINVAL, "tensor_list: missing argument");
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t m = 0; m < c->nmach; m++)
+        total += c->mc[m].schema.n;
+    if ((names = gkv__malloc((total + 1) * sizeof *names)) == NULL ||
+        (d = gkv__malloc((total + 1) * sizeof *d)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    total = 0;
+    for (size_t m = 0; m < c->nmach; m++)
+        for (uint32_t i = 0; i < c->mc[m].schema.n; i++)
+            names[total++] = c->mc[m].schema.t[i].name;
+    qsort(names, total, sizeof *names, name_cmp);
+    for (size_t i = 0; i < total; i++) {
+        const struct route *r;
+        if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
+            continue;
+        if ((rc = route_get(c, names[i], &r)) != GKV_OK)
+            goto out;
+        desc_of(r, &d[k++]);
+    }
+    *out = d;
+    *n = k;
+    d = NULL;
+out:
+    gkv__free(names);
+    gkv__free(d);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* ---- barrier, stats, shutdown ------------------------------------------------ */
+
+static void
+penc_barrier(net_wr *w, const struct part *p)
+{
+    net__enc_barrier(w, p->arg);
+}
+
+static gkv_err
+done_barrier(gkv_client *c, struct part *p, net_rd *rd)
+{
+    const net_barrier *want = p->arg;
+    net_barrier got;
+
+    (void)c;
+    if (net__dec_barrier(rd, &got) != 0)
+        return cfail(p->cn, GKV_EPROTO, "malformed barrier reply: %s", rd->why);
+    if (got.seq != want->seq || got.group_size != want->group_size)
+        return cfail(p->cn, GKV_EPROTO, "barrier reply for barrier %llu of "
+                     "%u clients; this was barrier %llu of %u",
+                     (unsigned long long)got.seq, got.group_size,
+                     (unsigned long long)want->seq, want->group_size);
+    return GKV_OK;
+}
+
+gkv_err
+gkv_client_barrier(gkv_client *c, int timeout_ms)
+{
+    struct part p;
+    net_barrier b;
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL)
+        return net__fail(GKV_EINVAL, "barrier: no client");
+    if (c->group_size == 0)
+        return net__fail(GKV_EINVAL, "barrier: the group size is unknown "
+                         "(set gkv_client_opts.group_size)");
+    if (c->rank >= c->group_size)
+        return net__fail(GKV_EINVAL, "barrier: rank %u is not below the group "
+                         "size %u", c->rank, c->group_size);
+    pthread_mutex_lock(&c->mu);
+    b.group_size = c->group_size;
+    b.seq = c->barrier_seq + 1;     /* counted only once passed */
+    memset(&p, 0, sizeof p);
+    p.cn = &c->cn[0];
+    p.type = NET_BARRIER;
+    p.enc = penc_barrier;
+    p.done = done_barrier;
+    p.arg = &b;
+    rc = exchange(c, &p, 1, mono_ms() +
+                  (uint64_t)(timeout_ms > 0 ? timeout_ms : c->timeout_ms));
+    if (rc == GKV_OK)
+        c->barrier_seq = b.seq;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static gkv_err
+done_stats(gkv_client *c, struct part *p, net_rd *rd)
+{
+    static const struct { const char *k; size_t off; } keys[] = {
+#define K(f) {#f, offsetof(gkv_server_stats, f)}
+        K(uptime_ms), K(requests), K(errors), K(rejected), K(bytes_in),
+        K(bytes_out), K(pulls), K(pull_rows), K(pushes), K(push_rows),
+        K(sessions), K(groups), K(joined), K(tensors),
+        K(store_used_bytes), K(store_map_size),
+#undef K
+    };
+    net_stats *st = gkv__malloc(sizeof *st);
+    gkv_server_stats *out = p->out;
+
+    (void)c;
+    if (st == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    if (net__dec_stats(rd, st) != 0) {
+        gkv_err rc = cfail(p->cn, GKV_EPROTO, "malformed stats reply: %s",
+                           rd->why);
+        gkv__free(st);
+        return rc;
+    }
+    memset(out, 0, sizeof *out);
+    /* unknown keys are a newer server's: skipped */
+    for (uint32_t i = 0; i < st->n; i++)
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+            if (strcmp(st->kv[i].key, keys[k].k) == 0)
+                memcpy((char *)out + keys[k].off, &st->kv[i].val, 8);
+    gkv__free(st);
+    return GKV_OK;
+}
+
+gkv_err
+gkv_client_stats(gkv_client *c, size_t i, gkv_server_stats *out)
+{
+    struct part p;
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL || out == NULL || i >= c->ncn)
+        return net__fail(GKV_EINVAL, "stats: no server %zu", i);
+    pthread_mutex_lock(&c->mu);
+    memset(&p, 0, sizeof p);
+    p.cn = &c->cn[i];
+    p.type = NET_STATS;
+    p.enc = penc_empty;
+    p.done = done_stats;
+    p.out = out;
+    rc = exchange(c, &p, 1, mono_ms() + (uint64_t)c->timeout_ms);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static void
+penc_u8(net_wr *w, const struct part *p)
+{
+    net__wr_u8(w, *(const uint8_t *)p->arg);
+}
+
+gkv_err
+gkv_client_shutdown(gkv_client *c, int force)
+{
+    struct part *parts;
+    uint8_t f = force ? 1 : 0;
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL)
+        return net__fail(GKV_EINVAL, "shutdown: no client");
+    pthread_mutex_lock(&c->mu);
+    if ((parts = gkv__calloc(c->ncn, sizeof *parts)) == NULL) {
+        pthread_mutex_unlock(&c->mu);
+        return net__fail(GKV_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < c->ncn; i++) {
+        parts[i].cn = &c->cn[i];
+        parts[i].type = NET_SHUTDOWN;
+        parts[i].enc = penc_u8;
+        parts[i].done = done_u8;
+        parts[i].arg = &f;
+    }
+    rc = exchange(c, parts, c->ncn, mono_ms() + (uint64_t)c->timeout_ms);
+    /* a stopping server is not there to leave later */
+    for (size_t i = 0; i < c->ncn; i++)
+        if (parts[i].rc == GKV_OK && (parts[i].rflags & NET_F_STOPPING))
+            conn_break(&c->cn[i]);
+    gkv__free(parts);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}

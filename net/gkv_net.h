@@ -1,0 +1,278 @@
+/* gkv_net.h - gkv over the network: servers that serve a store to many
+ * clients, and the client library that talks to them (doc/PROTOCOL.md
+ * specifies the bytes).
+ *
+ * A job's machines are listed in an ip_config file, one line per machine
+ * ("IP [PORT]", default port 30050). Each machine runs num_servers server
+ * processes; server k listens on PORT + k, and all servers of a machine
+ * share one store directory (readers everywhere, writes serialised by the
+ * store). A client connects to every server, learns what each holds from
+ * its handshake (the schema: tensors with dtype, shape and ID range), and
+ * routes every pull and push by those ranges.
+ *
+ * Errors: every call returns GKV_OK or a gkv_err; gkv_net_errmsg() gives
+ * the detail of the calling thread's last failed call into net/, naming
+ * the server ("server 127.0.0.1:30051 (machine 0, server 1): tensor 'feat':
+ * ID 99 outside [0, 50)"), the file and line of a bad ip_config, etc.
+ */
+#ifndef GKV_NET_H
+#define GKV_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "gkv_err.h"
+#include "gkv_kv.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GKV_NET_PROTO       1          /* wire protocol version */
+#define GKV_NET_PORT        30050      /* ip_config's default port (DGL's) */
+#define GKV_NET_GROUP_MAX   63         /* bytes in a group name */
+#define GKV_NET_MAX_MSG     (1ull << 30) /* default payload bound: 1 GiB */
+
+/* The detail of this thread's last failed net/ call ("" after a success).
+ * Valid until this thread's next net/ call. */
+GKV_API const char *gkv_net_errmsg(void);
+
+/* ---- ip_config --------------------------------------------------------- */
+
+typedef struct gkv_ipconfig gkv_ipconfig;   /* opaque */
+
+typedef struct gkv_machine {
+    char     host[256];   /* as written: an IPv4/IPv6 address or a host name */
+    unsigned port;        /* base port: server k listens on port + k */
+    unsigned line;        /* line in the file, for messages */
+} gkv_machine;
+
+/* Reads an ip_config: one machine per line, "IP [PORT]"; blank lines and
+ * '#' comments (whole-line or trailing) are allowed. A bad line fails the
+ * whole file with GKV_EFORMAT and a message naming file:line; so does a
+ * machine listed twice or a file with no machine. On GKV_OK *out is yours
+ * until gkv_ipconfig_free(); on error *out is NULL.
+ * Errors: GKV_ENOENT, GKV_EPERM, GKV_EIO, GKV_EFORMAT, GKV_ENOMEM. */
+GKV_API gkv_err gkv_ipconfig_load(gkv_ipconfig **out, const char *path);
+GKV_API void    gkv_ipconfig_free(gkv_ipconfig *c);        /* NULL is fine */
+GKV_API size_t  gkv_ipconfig_count(const gkv_ipconfig *c);
+/* Machine i (0-based, file order); NULL when i is out of range. Borrowed:
+ * valid until gkv_ipconfig_free(). */
+GKV_API const gkv_machine *gkv_ipconfig_machine(const gkv_ipconfig *c,
+                                                size_t i);
+/* Checks that num_servers servers per machine fit: ports up to 65535, and
+ * no two machines on one host with overlapping port ranges.
+ * Errors: GKV_EINVAL (naming both lines). */
+GKV_API gkv_err gkv_ipconfig_check(const gkv_ipconfig *c, unsigned num_servers);
+/* The machine whose address is one of this host's (by getifaddrs and name
+ * resolution). Errors: GKV_ENOTFOUND (none), GKV_EINVAL (several: the
+ * caller must say which). */
+GKV_API gkv_err gkv_ipconfig_find_local(const gkv_ipconfig *c, size_t *machine);
+
+/* ---- tokens -------------------------------------------------------------- */
+
+#define GKV_TOKEN_MAX 4096   /* bytes of a token */
+
+/* Reads the job's secret token from 'path' into buf (cap bytes, at least
+ * 2), NUL-terminated, trailing whitespace (a final newline) removed. The
+ * file must be a regular file that neither group nor others may read or
+ * write (mode 0600 or 0400): otherwise GKV_EPERM with a message saying to
+ * chmod 600 it. An empty token is GKV_EINVAL. Errors also: GKV_ENOENT,
+ * GKV_EIO, GKV_EINVAL (longer than cap - 1 or GKV_TOKEN_MAX bytes). */
+GKV_API gkv_err gkv_token_load(const char *path, char *buf, size_t cap);
+
+/* ---- the server -------------------------------------------------------- */
+
+typedef struct gkv_server gkv_server;   /* opaque */
+
+#define GKV_SERVER_KEEP_ALIVE  0x01u  /* persistent: do not stop when the
+                                       * last client leaves */
+#define GKV_SERVER_BIND_ANY    0x02u  /* listen on every interface, not only
+                                       * the ip_config address */
+#define GKV_SERVER_CREATE      0x04u  /* create the store if missing */
+#define GKV_SERVER_NOSYNC      0x08u  /* open the store with GKV_NOSYNC:
+                                       * pushes survive a process crash,
+                                       * not an OS crash */
+#define GKV_SERVER_NO_PREFAULT 0x10u  /* skip gkv_store_prefault() at start */
+#define GKV_SERVER_QUIET       0x20u  /* no log lines */
+
+typedef struct gkv_server_opts {
+    const char *store;        /* store directory (required) */
+    const char *ip_config;    /* ip_config file (required) */
+    int      machine;         /* this machine's line, 0-based; -1: the line
+                               * whose address is this host's */
+    unsigned server_id;       /* which server of the machine: 0..num-1 */
+    unsigned num_servers;     /* servers per machine; 0 = 1 */
+    unsigned threads;         /* worker threads; 0 = 2 */
+    const char *token_file;   /* NULL: no authentication */
+    const char *server_name;  /* persistent server's name; NULL = "" */
+    unsigned flags;           /* GKV_SERVER_* */
+    unsigned lease_ms;        /* heartbeat timeout: a client silent this
+                               * long is gone; 0 = 30000 */
+    uint64_t max_msg;         /* largest request payload; 0 = 1 GiB */
+    FILE    *log;             /* log lines; NULL = stderr */
+} gkv_server_opts;
+
+/* Opens the store, pre-faults its map, reads the token and binds the
+ * listening socket; serves nothing until gkv_server_run(). On GKV_OK *out
+ * is yours until gkv_server_close(); on error *out is NULL.
+ * Errors: GKV_EINVAL (options, ip_config check), GKV_EFORMAT (ip_config),
+ * GKV_EPERM (token file mode), GKV_ENOENT (store or file missing),
+ * GKV_EBUSY (address in use), GKV_EIO, GKV_ENOMEM. */
+GKV_API gkv_err gkv_server_open(gkv_server **out, const gkv_server_opts *o);
+
+/* Serves on the calling thread (plus the worker threads) until the server
+ * stops: gkv_server_stop(), a SHUTDOWN request, or the last client leaving
+ * (explicitly or by lease expiry) without GKV_SERVER_KEEP_ALIVE. In-flight
+ * requests finish, the store is synced. Returns GKV_OK on a normal stop. */
+GKV_API gkv_err gkv_server_run(gkv_server *s);
+
+/* Asks a running server to stop. Async-signal-safe (only sets a flag): a
+ * SIGTERM handler may call it. */
+GKV_API void    gkv_server_stop(gkv_server *s);
+
+/* The served store, e.g. to register push handlers before run. Borrowed. */
+GKV_API gkv_store  *gkv_server_store(gkv_server *s);
+/* "tcp://127.0.0.1:30050": where it listens. Borrowed. */
+GKV_API const char *gkv_server_url(const gkv_server *s);
+
+/* Closes the socket and the store. NULL is fine. */
+GKV_API void    gkv_server_close(gkv_server *s);
+
+/* ---- the client -------------------------------------------------------- */
+
+typedef struct gkv_client gkv_client;   /* opaque */
+
+#define GKV_CLIENT_CHECKSUM     0x01u  /* XXH3 of every payload, checked by
+                                        * both ends */
+#define GKV_CLIENT_LOCAL_READ   0x02u  /* pull in-process from a store on
+                                        * this host (read-only) */
+#define GKV_CLIENT_NO_HEARTBEAT 0x04u  /* no heartbeat thread (the lease then
+                                        * lapses when the client is idle) */
+
+typedef struct gkv_client_opts {
+    int      timeout_ms;      /* deadline of every call; 0 = 10000 */
+    unsigned num_servers;     /* per machine; 0 = learn at handshake */
+    unsigned group_size;      /* clients in this group, for barriers;
+                               * 0 = barriers fail with GKV_EINVAL */
+    unsigned flags;           /* GKV_CLIENT_* */
+    unsigned heartbeat_ms;    /* 0 = a third of the server's lease */
+    uint64_t max_msg;         /* largest payload to send or accept;
+                               * 0 = 1 GiB; requests are split to fit */
+} gkv_client_opts;
+
+/* Connects to every server of 'ip_config' (machines x num_servers) and
+ * hand-shakes with each as member 'rank' of 'group' (1..63 printable
+ * characters), proving knowledge of 'token' (NULL: none). 'opts' may be
+ * NULL. On GKV_OK *out is yours until gkv_client_close(); on error *out is
+ * NULL and gkv_net_errmsg() names the server that failed.
+ * Errors: GKV_ETIMEDOUT (a server did not answer), GKV_EPERM (rejected),
+ * GKV_EVERSION, GKV_EPROTO, GKV_EFORMAT (ip_config), GKV_EINVAL,
+ * GKV_ENOMEM. */
+GKV_API gkv_err gkv_client_connect(gkv_client **out, const char *ip_config,
+                                   const char *token, const char *group,
+                                   uint32_t rank, const gkv_client_opts *opts);
+
+/* Leaves the group on every server it is connected to (a server it lost
+ * touch with forgets it when its lease expires), then frees the client.
+ * A server that does not keep alive stops when its last client is gone.
+ * Returns the first error of the leave; the client is freed either way.
+ * NULL is fine. */
+GKV_API gkv_err gkv_client_close(gkv_client *c);
+
+/* Thread-safety of the calls below: a client may be shared by threads;
+ * its calls are serialised (use one client per thread for parallelism).
+ * Every call finishes within the timeout: a dead or unreachable server is
+ * GKV_ETIMEDOUT naming it (host:port), and the next call hand-shakes with
+ * it again (a restarted server is picked up). */
+
+/* Servers known: machines x num_servers, machine-major. */
+GKV_API size_t  gkv_client_nservers(const gkv_client *c);
+
+typedef struct gkv_server_info {
+    char     addr[300];       /* "host:port" */
+    char     host[256];       /* the server's own host name */
+    char     name[256];       /* --server-name */
+    char     store[4096];     /* its store directory */
+    char     version[32];     /* gkv version */
+    unsigned machine, server_id, num_servers;
+    uint32_t pid;
+    unsigned lease_ms;
+    uint64_t max_msg;
+    int      keep_alive, auth, connected;
+} gkv_server_info;
+
+/* What server i said at its last handshake. Errors: GKV_EINVAL. */
+GKV_API gkv_err gkv_client_server_info(gkv_client *c, size_t i,
+                                       gkv_server_info *out);
+
+/* Tensor 'name' as the whole job sees it: lo/hi span every server's range,
+ * nchunks and id are 0. Errors: GKV_ENOTFOUND. */
+GKV_API gkv_err gkv_client_tensor_info(gkv_client *c, const char *name,
+                                       gkv_tensor_desc *out);
+/* All tensors of the job in name order; free *out with gkv_free(). */
+GKV_API gkv_err gkv_client_tensor_list(gkv_client *c, gkv_tensor_desc **out,
+                                       size_t *n);
+/* Fetches every server's schema again (after another client created or
+ * deleted tensors; pulls and pushes of an unknown name do it themselves). */
+GKV_API gkv_err gkv_client_refresh(gkv_client *c);
+
+/* Gathers rows ids[0..n) of tensor 'name' into dst (dst_len = n x
+ * row_bytes, row i at dst + i x row_bytes), from every server that holds
+ * some of them, in parallel; servers of one machine share the work.
+ * Errors: GKV_ENOTFOUND, GKV_ERANGE (an ID no server holds, named),
+ * GKV_ESHAPE (dst_len), GKV_ETIMEDOUT, GKV_EPROTO, server errors. */
+GKV_API gkv_err gkv_client_pull(gkv_client *c, const char *name,
+                                const uint64_t *ids, size_t n,
+                                void *dst, size_t dst_len);
+
+/* Scatters rows to their owners with the handler of 'args' (NULL: assign;
+ * see gkv_tensor_push); returns when every owner has committed. Each
+ * server applies its part in one transaction; all occurrences of one ID go
+ * to one server, so duplicates combine as in gkv_tensor_push. A failure
+ * may leave other servers' parts applied: the error names the server.
+ * Errors: as gkv_client_pull, and GKV_EHANDLER, GKV_EMAPFULL. */
+GKV_API gkv_err gkv_client_push(gkv_client *c, const char *name,
+                                const uint64_t *ids, size_t n,
+                                const void *rows, size_t rows_len,
+                                const gkv_push_args *args);
+
+/* Creates tensor 'name'. machine < 0: its range [lo, hi) is split into
+ * equal contiguous slices, one per machine (initial values are the same
+ * as one store would have, being keyed by global ID); machine >= 0: the
+ * whole tensor on that machine. Creating a tensor that exists with the
+ * same dtype, shape, range and flags succeeds (idempotent); a different
+ * one is GKV_EEXIST with a message saying what differs. */
+GKV_API gkv_err gkv_client_create(gkv_client *c, const char *name,
+                                  const gkv_tensor_spec *spec, int machine);
+
+/* Deletes tensor 'name' wherever it is. Deleting a tensor that no server
+ * holds succeeds (idempotent). */
+GKV_API gkv_err gkv_client_delete(gkv_client *c, const char *name);
+
+/* Waits until all opts.group_size clients of this group have called it
+ * (the barrier server is machine 0, server 0). 'timeout_ms' 0 = the
+ * client's timeout; a barrier may wait for slow peers, so give a long one.
+ * Errors: GKV_EINVAL (group_size unknown or mismatched), GKV_ETIMEDOUT. */
+GKV_API gkv_err gkv_client_barrier(gkv_client *c, int timeout_ms);
+
+typedef struct gkv_server_stats {
+    uint64_t uptime_ms, requests, errors, rejected;
+    uint64_t bytes_in, bytes_out;
+    uint64_t pulls, pull_rows, pushes, push_rows;
+    uint64_t sessions, groups, joined;
+    uint64_t tensors, store_used_bytes, store_map_size;
+} gkv_server_stats;
+
+/* Statistics of server i. */
+GKV_API gkv_err gkv_client_stats(gkv_client *c, size_t i,
+                                 gkv_server_stats *out);
+
+/* Asks every server to stop: force = 0 stops the servers that do not keep
+ * alive, force = 1 stops persistent ones too. */
+GKV_API gkv_err gkv_client_shutdown(gkv_client *c, int force);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GKV_NET_H */

@@ -1,0 +1,1667 @@
+/* server.c - the gkv server: one raw REP socket (AF_SP_RAW, NN_REP) and a
+ * few worker threads, each receiving a request with its nanomsg control
+ * header, answering it and sending the reply with that header. Because the
+ * socket is raw, a reply can also be sent later from any thread: barriers
+ * park their requests and the last arrival answers them all.
+ *
+ * Locking: s->mu guards sessions, groups (members and parked barrier
+ * requests), nonces and the stop reason. The store has its own locking
+ * (readers never block; writers are serialised by LMDB across processes).
+ * Handlers run on worker threads without s->mu, taking it only around the
+ * session and group tables; nothing blocks while holding it (nn_sendmsg on
+ * a raw REP socket never blocks: it drops a reply whose peer is gone).
+ *
+ * Request dispatch goes through ops[], indexed by message type: graph
+ * requests (types 32..63) plug in there when the server holds a partition.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <nanomsg/nn.h>
+#include <nanomsg/reqrep.h>
+#include <sodium.h>
+#include "kv_int.h"
+#include "gkv_net.h"
+#include "wire.h"
+
+#define NONCE_MAX      1024      /* outstanding nonces kept */
+#define NONCE_TTL_MS   30000     /* a nonce is good this long, once */
+#define SESS_MAX       65536     /* sessions at once */
+#define TICK_MS        50        /* housekeeping period */
+#define RECV_TICK_MS   100       /* workers look at the stop flag this often */
+#define FLUSH_MS       150       /* replies in flight get this long before
+                                  * the socket closes (nanomsg has no linger) */
+#define LOG_BURST      50        /* rejection lines per LOG_WINDOW_MS */
+#define LOG_WINDOW_MS  10000
+#define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (BENCH.md) */
+
+struct sess {
+    uint64_t id;
+    char group[NET_GROUP_MAX + 1];
+    uint32_t rank;
+    uint64_t last_ms;       /* monotonic ms of its last request */
+    uint64_t done_req;      /* last mutating request id it completed */
+    int32_t done_status;    /* and that request's status */
+    int has_done;
+};
+
+struct parked {             /* a barrier request waiting for its group */
+    void *ctl;              /* nanomsg control header (owned) */
+    uint64_t req_id, session, seq;
+    uint32_t rank, flags;   /* flags: the request's NET_F_SUM */
+};
+
+struct group {
+    char name[NET_GROUP_MAX + 1];
+    unsigned members;
+    uint32_t bsize;         /* group size the parked requests said */
+    struct parked *wait;
+    size_t nwait, capwait;
+};
+
+struct nonce {
+    unsigned char n[NET_NONCE_LEN];
+    uint64_t expires_ms;
+    int used;
+};
+
+struct gkv_server {
+    gkv_store *sv_store;
+    char *sv_store_path;             /* realpath */
+    int sv_sock;
+    char sv_url[320];
+    char sv_tag[32];                 /* "m0/s1" for log lines */
+    net_ident sv_id;
+    int sv_auth;
+    unsigned char sv_key[NET_KEY_LEN];
+    unsigned sv_flags;               /* GKV_SERVER_* */
+    unsigned sv_lease_ms;
+    uint64_t sv_max_msg;
+    unsigned sv_nthreads;
+    pthread_t *sv_thr;
+    FILE *sv_log;
+    uint64_t sv_start_mono;
+
+    pthread_mutex_t sv_mu;           /* guards everything below */
+    struct sess *sv_sess;
+    size_t sv_nsess, sv_capsess;
+    struct group *sv_grp;
+    size_t sv_ngrp, sv_capgrp;
+    struct nonce sv_nonce[NONCE_MAX];
+    size_t sv_nonce_next;            /* ring position */
+    uint64_t sv_joined;
+    char sv_stop_why[160];
+    uint64_t sv_log_window, sv_log_count, sv_log_dropped;
+
+    volatile sig_atomic_t sv_sig;    /* gkv_server_stop() */
+    atomic_int sv_stop;              /* a stop was decided */
+    atomic_int sv_halt;              /* workers must leave */
+    int sv_ran;
+
+    atomic_uint_fast64_t st_requests, st_errors, st_rejected, st_bytes_in,
+        st_bytes_out, st_pulls, st_pull_rows, st_pushes, st_push_rows;
+};
+
+/* One request being handled. */
+struct req {
+    net_hdr h;
+    const unsigned char *pl;         /* payload */
+    size_t plen;
+    void *ctl;                       /* control header; NULL once consumed */
+    char group[NET_GROUP_MAX + 1];   /* the session's, when it has one */
+    uint32_t rank;
+    /* the outcome */
+    gkv_err status;
+    char err[NET_ERRMSG_MAX];
+    uint32_t rflags;                 /* extra reply flags */
+    void *out;                       /* reply message (nn_allocmsg), header
+                                      * space included */
+    size_t out_len;                  /* its payload bytes */
+    int parked;                      /* the handler kept ctl */
+};
+
+/* ---- time and logs ---------------------------------------------------- */
+
+static uint64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t
+wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void slog(gkv_server *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* One line per event: "2026-11-23T09:10:11.123Z gkv-server[pid] m0/s1: ..." */
+static void
+slog(gkv_server *s, const char *fmt, ...)
+{
+    char line[1536], ts[40];
+    struct timespec now;
+    struct tm tm;
+    va_list ap;
+    int n;
+
+    if (s->sv_flags & GKV_SERVER_QUIET)
+        return;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    n = snprintf(line, sizeof line, "%s.%03ldZ gkv-server[%ld] %s: ", ts,
+                 now.tv_nsec / 1000000, (long)getpid(), s->sv_tag);
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    fprintf(s->sv_log, "%s\n", line);   /* one call: lines never interleave */
+    fflush(s->sv_log);
+}
+
+/* Rejections are logged at most LOG_BURST per window, so a flood of
+ * garbage cannot flood the log. Takes s->sv_mu. */
+static int
+log_allowed(gkv_server *s)
+{
+    uint64_t now = mono_ms(), dropped = 0;
+    int ok;
+
+    pthread_mutex_lock(&s->sv_mu);
+    if (now - s->sv_log_window >= LOG_WINDOW_MS) {
+        dropped = s->sv_log_dropped;
+        s->sv_log_window = now;
+        s->sv_log_count = 0;
+        s->sv_log_dropped = 0;
+    }
+    ok = s->sv_log_count++ < LOG_BURST;
+    if (!ok)
+        s->sv_log_dropped++;
+    pthread_mutex_unlock(&s->sv_mu);
+    if (dropped > 0)
+        slog(s, "%llu more rejections in the last %d s were not logged",
+             (unsigned long long)dropped, LOG_WINDOW_MS / 1000);
+    return ok;
+}
+
+static void
+hex16(const void *p, size_t len, char *out, size_t cap)
+{
+    const unsigned char *b = p;
+    size_t o = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < len && i < 16 && o + 4 < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s%02x", i ? " " : "", b[i]);
+}
+
+static void
+request_stop(gkv_server *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Records why the server stops (the first reason wins). Caller holds
+ * s->sv_mu. */
+static void
+request_stop(gkv_server *s, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (atomic_load(&s->sv_stop))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(s->sv_stop_why, sizeof s->sv_stop_why, fmt, ap);
+    va_end(ap);
+    atomic_store(&s->sv_stop, 1);
+}
+
+/* ---- replies ------------------------------------------------------------ */
+
+static gkv_err rfail(struct req *r, gkv_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static gkv_err
+rfail(struct req *r, gkv_err rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    r->status = rc;
+    return rc;
+}
+
+/* Sends message m (header space included, payload 'len') on the control
+ * header 'ctl', filling the header as the reply to 'rq'. Consumes m and
+ * ctl whatever happens. */
+static void
+send_reply(gkv_server *s, void *ctl, const net_hdr *rq, gkv_err status,
+           uint32_t rflags, void *m, size_t len)
+{
+    struct nn_iovec iov;
+    struct nn_msghdr mh;
+    net_hdr h = {0};
+
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    h.type = rq->type;
+    h.flags = NET_F_REPLY | rflags | (rq->flags & NET_F_SUM);
+    h.status = status;
+    h.req_id = rq->req_id;
+    h.session = rq->session;
+    h.len = len;
+    if (h.flags & NET_F_SUM)
+        h.sum = net__sum((unsigned char *)m + NET_HDR_LEN, len);
+    net__hdr_put(m, &h);
+    memset(&mh, 0, sizeof mh);
+    iov.iov_base = &m;
+    iov.iov_len = NN_MSG;
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = &ctl;
+    mh.msg_controllen = NN_MSG;
+    if (nn_sendmsg(s->sv_sock, &mh, 0) < 0) {
+        nn_freemsg(m);
+        nn_freemsg(ctl);
+        return;
+    }
+    atomic_fetch_add_explicit(&s->st_bytes_out, NET_HDR_LEN + len,
+                              memory_order_relaxed);
+}
+
+/* An error reply: the status and a message. Consumes ctl. */
+static void
+send_error(gkv_server *s, void *ctl, const net_hdr *rq, gkv_err status,
+           uint32_t rflags, const char *msg)
+{
+    net_wr w = {0};
+    void *m;
+
+    net__enc_err(&w, msg);
+    if ((m = nn_allocmsg(NET_HDR_LEN + w.off, 0)) == NULL) {
+        nn_freemsg(ctl);
+        return;
+    }
+    w.p = (unsigned char *)m + NET_HDR_LEN;
+    w.cap = w.off;
+    w.off = 0;
+    net__enc_err(&w, msg);
+    atomic_fetch_add_explicit(&s->st_errors, 1, memory_order_relaxed);
+    send_reply(s, ctl, rq, status, rflags, m, w.off);
+}
+
+typedef void (*enc_fn)(net_wr *w, const void *arg);
+
+/* Builds r->out with encoder 'enc' in two passes (count, then write). */
+static gkv_err
+build(struct req *r, enc_fn enc, const void *arg)
+{
+    net_wr w = {0};
+
+    enc(&w, arg);
+    if ((r->out = nn_allocmsg(NET_HDR_LEN + w.off, 0)) == NULL)
+        return rfail(r, GKV_ENOMEM, "out of memory for a reply of %zu bytes",
+                     w.off);
+    r->out_len = w.off;
+    w.p = (unsigned char *)r->out + NET_HDR_LEN;
+    w.cap = w.off;
+    w.off = 0;
+    enc(&w, arg);
+    return GKV_OK;
+}
+
+static void enc_hello(net_wr *w, const void *a) { net__enc_hello_rep(w, a); }
+static void enc_create(net_wr *w, const void *a) { net__enc_create_rep(w, a); }
+static void enc_u8(net_wr *w, const void *a) { net__wr_u8(w, *(const uint8_t *)a); }
+static void enc_u32(net_wr *w, const void *a) { net__wr_u32(w, *(const uint32_t *)a); }
+static void enc_u64(net_wr *w, const void *a) { net__wr_u64(w, *(const uint64_t *)a); }
+
+/* ---- sessions and groups (caller holds sv_mu) ---------------------------- */
+
+static struct sess *
+sess_find(gkv_server *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->sv_nsess; i++)
+        if (s->sv_sess[i].id == id)
+            return &s->sv_sess[i];
+    return NULL;
+}
+
+static struct group *
+group_find(gkv_server *s, const char *name, int create)
+{
+    struct group *g;
+
+    for (size_t i = 0; i < s->sv_ngrp; i++)
+        if (strcmp(s->sv_grp[i].name, name) == 0)
+            return &s->sv_grp[i];
+    if (!create)
+        return NULL;
+    if (s->sv_ngrp == s->sv_capgrp) {
+        size_t nc = s->sv_capgrp ? s->sv_capgrp * 2 : 8;
+        struct group *ng = gkv__realloc(s->sv_grp, nc * sizeof *ng);
+        if (ng == NULL)
+            return NULL;
+        s->sv_grp = ng;
+        s->sv_capgrp = nc;
+    }
+    g = &s->sv_grp[s->sv_ngrp++];
+    memset(g, 0, sizeof *g);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    return g;
+}
+
+/* Drops the parked barrier request of 'session' in g, if any. */
+static void
+unpark(struct group *g, uint64_t session)
+{
+    for (size_t i = 0; i < g->nwait; i++)
+        if (g->wait[i].session == session) {
+            nn_freemsg(g->wait[i].ctl);
+            g->wait[i] = g->wait[--g->nwait];
+            return;
+        }
+}
+
+/* Removes session i: its group loses a member (an emptied group is
+ * forgotten), and a parked barrier request of it is dropped. Then, when no
+ * client is left and the server does not keep alive, it stops. */
+static void
+sess_remove(gkv_server *s, size_t i, const char *how)
+{
+    struct sess old = s->sv_sess[i];
+    struct group *g = group_find(s, old.group, 0);
+    unsigned left = 0;
+
+    s->sv_sess[i] = s->sv_sess[--s->sv_nsess];
+    if (g != NULL) {
+        unpark(g, old.id);
+        if (g->members > 0)
+            g->members--;
+        left = g->members;
+        if (left == 0) {
+            for (size_t k = 0; k < g->nwait; k++)
+                nn_freemsg(g->wait[k].ctl);
+            gkv__free(g->wait);
+            *g = s->sv_grp[--s->sv_ngrp];
+        }
+    }
+    slog(s, "%s: group '%s' rank %u (%u left in the group, %zu clients in "
+         "all)", how, old.group, old.rank, left, s->sv_nsess);
+    if (s->sv_nsess == 0 && !(s->sv_flags & GKV_SERVER_KEEP_ALIVE))
+        request_stop(s, "the last client left (group '%s' rank %u)",
+                     old.group, old.rank);
+}
+
+/* ---- the schema ------------------------------------------------------------ */
+
+static void
+tensor_from_desc(net_tensor *t, const gkv_tensor_desc *d)
+{
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", d->name);
+    t->dtype = (uint8_t)d->dtype;
+    t->ndim = (uint8_t)d->ndim;
+    t->flags = (uint16_t)d->flags;
+    for (unsigned i = 0; i < d->ndim && i < GKV_MAX_DIMS; i++)
+        t->shape[i] = d->shape[i];
+    t->lo = d->lo;
+    t->hi = d->hi;
+    t->row_bytes = d->row_bytes;
+    t->chunk_rows = d->chunk_rows;
+}
+
+struct schema_arg {
+    const gkv_tensor_desc *d;
+    size_t n;
+    uint64_t session;               /* HANDSHAKE: written before the rest */
+    const net_ident *id;            /* HANDSHAKE */
+};
+
+static void
+enc_schema(net_wr *w, const void *a)
+{
+    const struct schema_arg *sa = a;
+    net_tensor t;
+
+    if (sa->id != NULL) {
+        net__wr_u64(w, sa->session);
+        net__enc_ident(w, sa->id);
+    }
+    net__wr_u32(w, (uint32_t)sa->n);
+    for (size_t i = 0; i < sa->n; i++) {
+        tensor_from_desc(&t, &sa->d[i]);
+        net__enc_tensor(w, &t);
+    }
+}
+
+/* Replies with the schema (and, for a handshake, session and identity). */
+static gkv_err
+reply_schema(gkv_server *s, struct req *r, uint64_t session, int with_id)
+{
+    struct schema_arg sa = {0};
+    gkv_tensor_desc *d = NULL;
+    size_t n = 0;
+    gkv_err rc;
+
+    if ((rc = gkv_tensor_list(s->sv_store, NULL, 0, &d, &n)) != GKV_OK)
+        return rfail(r, rc, "listing tensors: %s",
+                     gkv_store_errmsg(s->sv_store));
+    sa.d = d;
+    sa.n = n;
+    sa.session = session;
+    sa.id = with_id ? &s->sv_id : NULL;
+    rc = build(r, enc_schema, &sa);
+    gkv_free(d);
+    return rc;
+}
+
+/* ---- handlers ---------------------------------------------------------------- */
+
+static void
+op_hello(gkv_server *s, struct req *r)
+{
+    net_hello_rep hr;
+    net_rd rd;
+    struct nonce *nc;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_empty(&rd) != 0) {
+        rfail(r, GKV_EPROTO, "hello: %s", rd.why);
+        return;
+    }
+    memset(&hr, 0, sizeof hr);
+    randombytes_buf(hr.nonce, sizeof hr.nonce);
+    hr.id = s->sv_id;
+    pthread_mutex_lock(&s->sv_mu);
+    /* a ring: when full, the oldest nonce is the one forgotten */
+    nc = &s->sv_nonce[s->sv_nonce_next];
+    s->sv_nonce_next = (s->sv_nonce_next + 1) % NONCE_MAX;
+    memcpy(nc->n, hr.nonce, NET_NONCE_LEN);
+    nc->expires_ms = mono_ms() + NONCE_TTL_MS;
+    nc->used = 0;
+    pthread_mutex_unlock(&s->sv_mu);
+    build(r, enc_hello, &hr);
+}
+
+/* Takes nonce n out of the table: 1 when it was there, fresh and unused. */
+static int
+nonce_take(gkv_server *s, const unsigned char *n)
+{
+    uint64_t now = mono_ms();
+
+    for (size_t i = 0; i < NONCE_MAX; i++) {
+        struct nonce *nc = &s->sv_nonce[i];
+        if (nc->expires_ms != 0 && sodium_memcmp(nc->n, n, NET_NONCE_LEN) == 0) {
+            int ok = !nc->used && now < nc->expires_ms;
+            nc->used = 1;          /* single use, whatever the outcome */
+            nc->expires_ms = 0;
+            return ok;
+        }
+    }
+    return 0;
+}
+
+static void
+op_handshake(gkv_server *s, struct req *r)
+{
+    net_hs_req hs;
+    net_rd rd;
+    struct sess *old;
+    struct group *g;
+    uint64_t id;
+    int fresh;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_hs_req(&rd, &hs) != 0) {
+        rfail(r, GKV_EPROTO, "handshake: %s", rd.why);
+        return;
+    }
+    if (!net__group_ok(hs.group)) {
+        rfail(r, GKV_EINVAL, "handshake: group name '%s' must be 1..%u "
+              "printable characters without spaces", hs.group, NET_GROUP_MAX);
+        return;
+    }
+    pthread_mutex_lock(&s->sv_mu);
+    fresh = nonce_take(s, hs.nonce);
+    pthread_mutex_unlock(&s->sv_mu);
+    if (!fresh) {
+        rfail(r, GKV_EPERM, "handshake of group '%s' rank %u: nonce unknown, "
+              "expired or already used (a replayed handshake?)", hs.group,
+              hs.rank);
+        return;
+    }
+    if (s->sv_auth && !(hs.flags & NET_HS_PROOF)) {
+        rfail(r, GKV_EPERM, "handshake of group '%s' rank %u: this server "
+              "requires a token and none was given", hs.group, hs.rank);
+        return;
+    }
+    if (s->sv_auth && !net__proof_ok(s->sv_key, hs.nonce, hs.group, hs.rank,
+                                     hs.mac)) {
+        rfail(r, GKV_EPERM, "handshake of group '%s' rank %u: wrong token "
+              "(the proof does not match)", hs.group, hs.rank);
+        return;
+    }
+    do
+        randombytes_buf(&id, sizeof id);
+    while (id == 0);
+    pthread_mutex_lock(&s->sv_mu);
+    old = NULL;
+    for (size_t i = 0; i < s->sv_nsess; i++)
+        if (s->sv_sess[i].rank == hs.rank &&
+            strcmp(s->sv_sess[i].group, hs.group) == 0)
+            old = &s->sv_sess[i];
+    if (old != NULL) {
+        /* the same member again (it reconnected): its new session replaces
+         * the old one, and a barrier it had parked is dropped */
+        if ((g = group_find(s, hs.group, 0)) != NULL)
+            unpark(g, old->id);
+        old->id = id;
+        old->last_ms = mono_ms();
+        old->has_done = 0;
+        slog(s, "rejoin: group '%s' rank %u (new session)", hs.group, hs.rank);
+    } else if (s->sv_nsess >= SESS_MAX ||
+               (g = group_find(s, hs.group, 1)) == NULL) {
+        pthread_mutex_unlock(&s->sv_mu);
+        rfail(r, GKV_ENOMEM, "handshake: no room for another client");
+        return;
+    } else {
+        if (s->sv_nsess == s->sv_capsess) {
+            size_t nc = s->sv_capsess ? s->sv_capsess * 2 : 16;
+            struct sess *ns = gkv__realloc(s->sv_sess, nc * sizeof *ns);
+            if (ns == NULL) {
+                if (g->members == 0)
+                    *g = s->sv_grp[--s->sv_ngrp];
+                pthread_mutex_unlock(&s->sv_mu);
+                rfail(r, GKV_ENOMEM, "handshake: no room for another client");
+                return;
+            }
+            s->sv_sess = ns;
+            s->sv_capsess = nc;
+        }
+        old = &s->sv_sess[s->sv_nsess++];
+        memset(old, 0, sizeof *old);
+        old->id = id;
+        snprintf(old->group, sizeof old->group, "%s", hs.group);
+        old->rank = hs.rank;
+        old->last_ms = mono_ms();
+        g->members++;
+        s->sv_joined++;
+        slog(s, "join: group '%s' rank %u (%u in the group, %zu clients in "
+             "all)", hs.group, hs.rank, g->members, s->sv_nsess);
+    }
+    pthread_mutex_unlock(&s->sv_mu);
+    reply_schema(s, r, id, 1);
+}
+
+static void
+op_schema(gkv_server *s, struct req *r)
+{
+    net_rd rd;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_empty(&rd) != 0) {
+        rfail(r, GKV_EPROTO, "schema: %s", rd.why);
+        return;
+    }
+    reply_schema(s, r, 0, 0);
+}
+
+/* A pointer to n u64 IDs that is aligned: 'p' itself, or a copy in *tmp
+ * (payload arrays are 8-aligned within the message, but nanomsg does not
+ * promise where a received message starts). */
+static const uint64_t *
+ids_aligned(const unsigned char *p, size_t n, uint64_t **tmp)
+{
+    *tmp = NULL;
+    if (((uintptr_t)p & 7) == 0)
+        return (const uint64_t *)(const void *)p;
+    if ((*tmp = gkv__malloc(n * 8 + 1)) == NULL)
+        return NULL;
+    memcpy(*tmp, p, n * 8);
+    return *tmp;
+}
+
+static void
+op_pull(gkv_server *s, struct req *r)
+{
+    net_pull_req pq;
+    gkv_tensor_desc d;
+    gkv_txn *tx = NULL;
+    net_rd rd;
+    net_wr w;
+    uint64_t *tmp = NULL;
+    const uint64_t *ids;
+    unsigned char *rows;
+    size_t bytes;
+    gkv_err rc;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_pull_req(&rd, &pq) != 0) {
+        rfail(r, GKV_EPROTO, "pull: %s", rd.why);
+        return;
+    }
+    if ((rc = gkv_txn_begin(s->sv_store, &tx)) != GKV_OK) {
+        rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
+        return;
+    }
+    if ((rc = gkv_tensor_info(s->sv_store, tx, pq.name, &d)) != GKV_OK) {
+        rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
+        goto out;
+    }
+    /* bound the reply before allocating it */
+    if (d.row_bytes != 0 && pq.n > (s->sv_max_msg - 64) / d.row_bytes) {
+        rfail(r, GKV_EINVAL, "pull of %llu rows of tensor '%s' (%zu bytes "
+              "each) is more than this server's %llu-byte message limit; "
+              "split it", (unsigned long long)pq.n, pq.name, d.row_bytes,
+              (unsigned long long)s->sv_max_msg);
+        goto out;
+    }
+    bytes = (size_t)pq.n * d.row_bytes;
+    if ((ids = ids_aligned(pq.ids, (size_t)pq.n, &tmp)) == NULL) {
+        rfail(r, GKV_ENOMEM, "pull: out of memory");
+        goto out;
+    }
+    /* the rows are gathered straight into the reply message */
+    if ((r->out = nn_allocmsg(NET_HDR_LEN + 16 + bytes, 0)) == NULL) {
+        rfail(r, GKV_ENOMEM, "pull: out of memory for a %zu-byte reply", bytes);
+        goto out;
+    }
+    w.p = (unsigned char *)r->out + NET_HDR_LEN;
+    w.cap = 16 + bytes;
+    w.off = 0;
+    net__wr_u64(&w, pq.n);
+    net__wr_u64(&w, d.row_bytes);
+    rows = net__wr_arr(&w, bytes);
+    rc = gkv_tensor_pull(s->sv_store, tx, pq.name, ids, (size_t)pq.n, rows,
+                         bytes);
+    if (rc != GKV_OK) {
+        nn_freemsg(r->out);
+        r->out = NULL;
+        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        goto out;
+    }
+    r->out_len = w.off;
+    atomic_fetch_add_explicit(&s->st_pulls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->st_pull_rows, pq.n, memory_order_relaxed);
+out:
+    gkv_txn_end(tx);
+    gkv__free(tmp);
+}
+
+/* For a mutating request: whether this session already completed request
+ * r->h.req_id (a request nanomsg re-sent after a lost connection). Then
+ * the reply repeats its status without applying it again. */
+static int
+already_done(gkv_server *s, struct req *r)
+{
+    struct sess *ss;
+    int dup = 0;
+    int32_t st = 0;
+
+    pthread_mutex_lock(&s->sv_mu);
+    ss = sess_find(s, r->h.session);
+    if (ss != NULL && ss->has_done && ss->done_req == r->h.req_id) {
+        dup = 1;
+        st = ss->done_status;
+    }
+    pthread_mutex_unlock(&s->sv_mu);
+    if (dup) {
+        slog(s, "group '%s' rank %u: request %llu (%s) arrived again; not "
+             "applied twice", r->group, r->rank,
+             (unsigned long long)r->h.req_id, net__type_name(r->h.type));
+        if (st != GKV_OK)
+            rfail(r, (gkv_err)st, "request %llu was already answered with "
+                  "this error", (unsigned long long)r->h.req_id);
+    }
+    return dup;
+}
+
+static void
+mark_done(gkv_server *s, struct req *r, gkv_err st)
+{
+    struct sess *ss;
+
+    pthread_mutex_lock(&s->sv_mu);
+    if ((ss = sess_find(s, r->h.session)) != NULL) {
+        ss->has_done = 1;
+        ss->done_req = r->h.req_id;
+        ss->done_status = st;
+    }
+    pthread_mutex_unlock(&s->sv_mu);
+}
+
+static void
+op_push(gkv_server *s, struct req *r)
+{
+    net_push_req pq;
+    gkv_tensor_desc d;
+    gkv_push_args pa;
+    net_rd rd;
+    uint64_t *tmp = NULL, n;
+    unsigned char *rtmp = NULL;
+    const uint64_t *ids;
+    const void *rows;
+    gkv_err rc;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_push_req(&rd, &pq) != 0) {
+        rfail(r, GKV_EPROTO, "push: %s", rd.why);
+        return;
+    }
+    if (already_done(s, r)) {
+        if (r->status == GKV_OK)
+            build(r, enc_u64, &pq.n);
+        return;
+    }
+    if ((rc = gkv_tensor_info(s->sv_store, NULL, pq.name, &d)) != GKV_OK) {
+        rfail(r, rc, "push: %s", gkv_store_errmsg(s->sv_store));
+        goto out;
+    }
+    if (pq.row_bytes != d.row_bytes) {
+        rfail(r, GKV_ESHAPE, "push to tensor '%s': rows of %llu bytes, the "
+              "tensor's rows are %zu bytes (%llu x %s)", pq.name,
+              (unsigned long long)pq.row_bytes, d.row_bytes,
+              (unsigned long long)d.row_elems, gkv_dtype_name(d.dtype));
+        goto out;
+    }
+    if ((ids = ids_aligned(pq.ids, (size_t)pq.n, &tmp)) == NULL) {
+        rfail(r, GKV_ENOMEM, "push: out of memory");
+        goto out;
+    }
+    rows = pq.rows;
+    if (((uintptr_t)rows & 7) != 0) {
+        if ((rtmp = gkv__malloc((size_t)(pq.n * pq.row_bytes) + 1)) == NULL) {
+            rfail(r, GKV_ENOMEM, "push: out of memory");
+            goto out;
+        }
+        memcpy(rtmp, rows, (size_t)(pq.n * pq.row_bytes));
+        rows = rtmp;
+    }
+    memset(&pa, 0, sizeof pa);
+    pa.handler = pq.handler[0] ? pq.handler : NULL;
+    pa.lr = pq.lr;
+    pa.eps = pq.eps;
+    pa.beta1 = pq.beta1;
+    pa.beta2 = pq.beta2;
+    rc = gkv_tensor_push(s->sv_store, pq.name, ids, (size_t)pq.n, rows,
+                         (size_t)(pq.n * pq.row_bytes), &pa);
+    mark_done(s, r, rc);
+    if (rc != GKV_OK) {
+        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        goto out;
+    }
+    atomic_fetch_add_explicit(&s->st_pushes, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->st_push_rows, pq.n, memory_order_relaxed);
+    n = pq.n;
+    build(r, enc_u64, &n);
+out:
+    gkv__free(tmp);
+    gkv__free(rtmp);
+}
+
+/* Says how an existing tensor differs from a create request, or "" when it
+ * matches (dtype, row shape, range, flags, and chunk rows when asked). */
+static void
+spec_diff(const gkv_tensor_desc *d, const net_create_req *c, char *out,
+          size_t cap)
+{
+    int same = d->dtype == (gkv_dtype)c->t.dtype && d->ndim == c->t.ndim &&
+               d->lo == c->t.lo && d->hi == c->t.hi &&
+               d->flags == c->t.flags &&
+               (c->t.chunk_rows == 0 || c->t.chunk_rows == d->chunk_rows);
+    char a[160], b[160];
+    size_t oa, ob;
+
+    for (unsigned i = 0; same && i < d->ndim; i++)
+        same = d->shape[i] == c->t.shape[i];
+    out[0] = '\0';
+    if (same)
+        return;
+    oa = (size_t)snprintf(a, sizeof a, "%s [", gkv_dtype_name(d->dtype));
+    ob = (size_t)snprintf(b, sizeof b, "%s [",
+                          gkv_dtype_name((gkv_dtype)c->t.dtype));
+    for (unsigned i = 0; i < d->ndim && oa < sizeof a; i++)
+        oa += (size_t)snprintf(a + oa, sizeof a - oa, "%s%llu", i ? "," : "",
+                               (unsigned long long)d->shape[i]);
+    for (unsigned i = 0; i < c->t.ndim && ob < sizeof b; i++)
+        ob += (size_t)snprintf(b + ob, sizeof b - ob, "%s%llu", i ? "," : "",
+                               (unsigned long long)c->t.shape[i]);
+    if (oa < sizeof a)
+        snprintf(a + oa, sizeof a - oa, "] rows [%llu, %llu) flags %u chunk "
+                 "rows %u", (unsigned long long)d->lo,
+                 (unsigned long long)d->hi, d->flags, d->chunk_rows);
+    if (ob < sizeof b)
+        snprintf(b + ob, sizeof b - ob, "] rows [%llu, %llu) flags %u chunk "
+                 "rows %u", (unsigned long long)c->t.lo,
+                 (unsigned long long)c->t.hi, (unsigned)c->t.flags,
+                 c->t.chunk_rows);
+    snprintf(out, cap, "tensor '%s' exists as %s; asked for %s", d->name, a, b);
+}
+
+static void
+op_create(gkv_server *s, struct req *r)
+{
+    net_create_req cq;
+    net_create_rep cr;
+    gkv_tensor_spec sp;
+    gkv_tensor_desc d;
+    char diff[800];
+    net_rd rd;
+    gkv_err rc;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_create_req(&rd, &cq) != 0) {
+        rfail(r, GKV_EPROTO, "create: %s", rd.why);
+        return;
+    }
+    if (cq.t.policy[0] != '\0') {
+        rfail(r, GKV_EINVAL, "create '%s': policy '%s' is not one this "
+              "server knows", cq.t.name, cq.t.policy);
+        return;
+    }
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = (gkv_dtype)cq.t.dtype;
+    sp.ndim = cq.t.ndim;
+    for (unsigned i = 0; i < cq.t.ndim; i++)
+        sp.shape[i] = cq.t.shape[i];
+    sp.lo = cq.t.lo;
+    sp.hi = cq.t.hi;
+    sp.chunk_rows = cq.t.chunk_rows;
+    sp.flags = cq.t.flags;
+    sp.init = (gkv_init)cq.init;
+    sp.a = cq.a;
+    sp.b = cq.b;
+    sp.seed = cq.seed;
+    memset(&cr, 0, sizeof cr);
+    rc = gkv_tensor_create(s->sv_store, cq.t.name, &sp);
+    if (rc == GKV_OK) {
+        cr.created = 1;
+        slog(s, "group '%s' rank %u created tensor '%s' rows [%llu, %llu)",
+             r->group, r->rank, cq.t.name, (unsigned long long)cq.t.lo,
+             (unsigned long long)cq.t.hi);
+    } else if (rc != GKV_EEXIST) {
+        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        return;
+    }
+    /* created now or before (also by a racing client): describe it, and
+     * an old one must match */
+    if ((rc = gkv_tensor_info(s->sv_store, NULL, cq.t.name, &d)) != GKV_OK) {
+        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        return;
+    }
+    if (!cr.created) {
+        spec_diff(&d, &cq, diff, sizeof diff);
+        if (diff[0] != '\0') {
+            rfail(r, GKV_EEXIST, "%s", diff);
+            return;
+        }
+    }
+    tensor_from_desc(&cr.t, &d);
+    build(r, enc_create, &cr);
+}
+
+static void
+op_delete(gkv_server *s, struct req *r)
+{
+    char name[GKV_NAME_MAX + 1];
+    net_rd rd;
+    uint8_t existed = 1;
+    gkv_err rc;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_name(&rd, name) != 0) {
+        rfail(r, GKV_EPROTO, "delete: %s", rd.why);
+        return;
+    }
+    rc = gkv_tensor_delete(s->sv_store, name);
+    if (rc == GKV_ENOTFOUND)
+        existed = 0;
+    else if (rc != GKV_OK) {
+        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        return;
+    } else {
+        slog(s, "group '%s' rank %u deleted tensor '%s'", r->group, r->rank,
+             name);
+    }
+    build(r, enc_u8, &existed);
+}
+
+static void
+op_barrier(gkv_server *s, struct req *r)
+{
+    net_barrier b;
+    net_rd rd;
+    struct group *g;
+    struct parked *rel = NULL, *p;
+    size_t nrel = 0;
+    int bad = 0;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_barrier(&rd, &b) != 0) {
+        rfail(r, GKV_EPROTO, "barrier: %s", rd.why);
+        return;
+    }
+    if (r->rank >= b.group_size) {
+        rfail(r, GKV_EINVAL, "barrier of group '%s': rank %u is not below the "
+              "group size %u", r->group, r->rank, b.group_size);
+        return;
+    }
+    pthread_mutex_lock(&s->sv_mu);
+    if ((g = group_find(s, r->group, 0)) == NULL) {
+        pthread_mutex_unlock(&s->sv_mu);
+        rfail(r, GKV_EINVAL, "barrier: group '%s' has no members", r->group);
+        return;
+    }
+    unpark(g, r->h.session);            /* a retry replaces the earlier one */
+    for (size_t i = 0; i < g->nwait; i++)
+        if (g->wait[i].rank == r->rank) {
+            /* the same rank under another session: a restarted client */
+            nn_freemsg(g->wait[i].ctl);
+            g->wait[i] = g->wait[--g->nwait];
+            break;
+        }
+    if (g->nwait > 0 && g->bsize != b.group_size)
+        bad = rfail(r, GKV_EINVAL, "barrier of group '%s': rank %u says %u "
+                    "clients, ranks already waiting said %u", r->group,
+                    r->rank, b.group_size, g->bsize);
+    else if (g->nwait > 0 && g->wait[0].seq != b.seq)
+        bad = rfail(r, GKV_EINVAL, "barrier of group '%s': rank %u is at "
+                    "barrier %llu, ranks already waiting are at %llu",
+                    r->group, r->rank, (unsigned long long)b.seq,
+                    (unsigned long long)g->wait[0].seq);
+    if (bad) {
+        pthread_mutex_unlock(&s->sv_mu);
+        return;
+    }
+    if (g->nwait == g->capwait) {
+        size_t nc = g->capwait ? g->capwait * 2 : 8;
+        struct parked *nw = gkv__realloc(g->wait, nc * sizeof *nw);
+        if (nw == NULL) {
+            pthread_mutex_unlock(&s->sv_mu);
+            rfail(r, GKV_ENOMEM, "barrier: out of memory");
+            return;
+        }
+        g->wait = nw;
+        g->capwait = nc;
+    }
+    g->bsize = b.group_size;
+    p = &g->wait[g->nwait++];
+    p->ctl = r->ctl;
+    p->req_id = r->h.req_id;
+    p->session = r->h.session;
+    p->seq = b.seq;
+    p->rank = r->rank;
+    p->flags = r->h.flags & NET_F_SUM;
+    r->ctl = NULL;
+    r->parked = 1;
+    if (g->nwait == g->bsize) {
+        /* everyone is here: take the parked requests out, answer them
+         * after unlocking */
+        rel = g->wait;
+        nrel = g->nwait;
+        g->wait = NULL;
+        g->nwait = g->capwait = 0;
+    }
+    pthread_mutex_unlock(&s->sv_mu);
+    for (size_t i = 0; i < nrel; i++) {
+        net_hdr h = {0};
+        net_wr w = {0};
+        net_barrier rb = {b.group_size, b.seq};
+        void *m = nn_allocmsg(NET_HDR_LEN + 12, 0);
+
+        h.type = NET_BARRIER;
+        h.flags = rel[i].flags;
+        h.req_id = rel[i].req_id;
+        h.session = rel[i].session;
+        if (m == NULL) {
+            nn_freemsg(rel[i].ctl);
+            continue;
+        }
+        w.p = (unsigned char *)m + NET_HDR_LEN;
+        w.cap = 12;
+        net__enc_barrier(&w, &rb);
+        send_reply(s, rel[i].ctl, &h, GKV_OK, 0, m, w.off);
+    }
+    gkv__free(rel);
+}
+
+/* Parked barrier requests get an error when the server stops. */
+static void
+fail_parked(gkv_server *s)
+{
+    pthread_mutex_lock(&s->sv_mu);
+    for (size_t k = 0; k < s->sv_ngrp; k++) {
+        struct group *g = &s->sv_grp[k];
+        for (size_t i = 0; i < g->nwait; i++) {
+            net_hdr h = {0};
+            h.type = NET_BARRIER;
+            h.flags = g->wait[i].flags;
+            h.req_id = g->wait[i].req_id;
+            h.session = g->wait[i].session;
+            send_error(s, g->wait[i].ctl, &h, GKV_EINTR, NET_F_STOPPING,
+                       "barrier abandoned: the server is stopping");
+        }
+        g->nwait = 0;
+    }
+    pthread_mutex_unlock(&s->sv_mu);
+}
+
+struct stats_arg {
+    const char *key[32];
+    uint64_t val[32];
+    size_t n;
+};
+
+static void
+enc_stats(net_wr *w, const void *a)
+{
+    const struct stats_arg *sa = a;
+
+    net__wr_u32(w, (uint32_t)sa->n);
+    for (size_t i = 0; i < sa->n; i++) {
+        net__wr_str(w, sa->key[i]);
+        net__wr_u64(w, sa->val[i]);
+    }
+}
+
+static void
+stat_add(struct stats_arg *sa, const char *k, uint64_t v)
+{
+    if (sa->n < 32) {
+        sa->key[sa->n] = k;
+        sa->val[sa->n++] = v;
+    }
+}
+
+static void
+op_stats(gkv_server *s, struct req *r)
+{
+    struct stats_arg sa = {0};
+    gkv_store_stat st;
+    net_rd rd;
+    uint64_t nsess, ngrp, joined;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_empty(&rd) != 0) {
+        rfail(r, GKV_EPROTO, "stats: %s", rd.why);
+        return;
+    }
+    memset(&st, 0, sizeof st);
+    gkv_store_stat_get(s->sv_store, &st);
+    pthread_mutex_lock(&s->sv_mu);
+    nsess = s->sv_nsess;
+    ngrp = s->sv_ngrp;
+    joined = s->sv_joined;
+    pthread_mutex_unlock(&s->sv_mu);
+#define LD(x) atomic_load_explicit(&s->x, memory_order_relaxed)
+    stat_add(&sa, "uptime_ms", mono_ms() - s->sv_start_mono);
+    stat_add(&sa, "requests", LD(st_requests));
+    stat_add(&sa, "errors", LD(st_errors));
+    stat_add(&sa, "rejected", LD(st_rejected));
+    stat_add(&sa, "bytes_in", LD(st_bytes_in));
+    stat_add(&sa, "bytes_out", LD(st_bytes_out));
+    stat_add(&sa, "pulls", LD(st_pulls));
+    stat_add(&sa, "pull_rows", LD(st_pull_rows));
+    stat_add(&sa, "pushes", LD(st_pushes));
+    stat_add(&sa, "push_rows", LD(st_push_rows));
+#undef LD
+    stat_add(&sa, "sessions", nsess);
+    stat_add(&sa, "groups", ngrp);
+    stat_add(&sa, "joined", joined);
+    stat_add(&sa, "tensors", st.ntensors);
+    stat_add(&sa, "store_used_bytes", st.used_bytes);
+    stat_add(&sa, "store_map_size", st.map_size);
+    build(r, enc_stats, &sa);
+}
+
+static void
+op_shutdown(gkv_server *s, struct req *r)
+{
+    net_rd rd;
+    uint8_t force, stopping;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_u8(&rd, &force, "shutdown.force") != 0) {
+        rfail(r, GKV_EPROTO, "shutdown: %s", rd.why);
+        return;
+    }
+    stopping = force || !(s->sv_flags & GKV_SERVER_KEEP_ALIVE);
+    pthread_mutex_lock(&s->sv_mu);
+    if (stopping)
+        request_stop(s, "shutdown requested by group '%s' rank %u%s",
+                     r->group, r->rank, force ? " (forced)" : "");
+    pthread_mutex_unlock(&s->sv_mu);
+    if (!stopping)
+        slog(s, "shutdown request of group '%s' rank %u ignored: this server "
+             "keeps alive (a forced shutdown stops it)", r->group, r->rank);
+    else
+        r->rflags |= NET_F_STOPPING;
+    build(r, enc_u8, &stopping);
+}
+
+static void
+op_leave(gkv_server *s, struct req *r)
+{
+    net_rd rd;
+    uint8_t stopping = 0;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_empty(&rd) != 0) {
+        rfail(r, GKV_EPROTO, "leave: %s", rd.why);
+        return;
+    }
+    pthread_mutex_lock(&s->sv_mu);
+    for (size_t i = 0; i < s->sv_nsess; i++)
+        if (s->sv_sess[i].id == r->h.session) {
+            sess_remove(s, i, "leave");
+            break;
+        }
+    stopping = (uint8_t)atomic_load(&s->sv_stop);
+    pthread_mutex_unlock(&s->sv_mu);
+    if (stopping)
+        r->rflags |= NET_F_STOPPING;
+    build(r, enc_u8, &stopping);
+}
+
+static void
+op_heartbeat(gkv_server *s, struct req *r)
+{
+    net_rd rd;
+    uint32_t lease = s->sv_lease_ms;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_empty(&rd) != 0) {
+        rfail(r, GKV_EPROTO, "heartbeat: %s", rd.why);
+        return;
+    }
+    build(r, enc_u32, &lease);
+}
+
+typedef void (*op_fn)(gkv_server *s, struct req *r);
+
+#define NEED_SESSION 0x1u
+
+/* The dispatch table, by message type. Graph requests (NET_SAMPLE, ...)
+ * get their rows here when the server serves a partition. */
+static const struct op {
+    op_fn fn;
+    unsigned need;
+} ops[NET_TYPE_MAX + 1] = {
+    [NET_HELLO] = {op_hello, 0},
+    [NET_HANDSHAKE] = {op_handshake, 0},
+    [NET_SCHEMA] = {op_schema, NEED_SESSION},
+    [NET_PULL] = {op_pull, NEED_SESSION},
+    [NET_PUSH] = {op_push, NEED_SESSION},
+    [NET_CREATE] = {op_create, NEED_SESSION},
+    [NET_DELETE] = {op_delete, NEED_SESSION},
+    [NET_BARRIER] = {op_barrier, NEED_SESSION},
+    [NET_STATS] = {op_stats, NEED_SESSION},
+    [NET_SHUTDOWN] = {op_shutdown, NEED_SESSION},
+    [NET_LEAVE] = {op_leave, NEED_SESSION},
+    [NET_HEARTBEAT] = {op_heartbeat, NEED_SESSION},
+};
+
+/* ---- dispatch ------------------------------------------------------------- */
+
+static void
+reject(gkv_server *s, const char *what, const void *m, size_t len,
+       const char *why)
+{
+    char hex[64];
+
+    atomic_fetch_add_explicit(&s->st_rejected, 1, memory_order_relaxed);
+    if (!log_allowed(s))
+        return;
+    hex16(m, len, hex, sizeof hex);
+    slog(s, "rejected %s (%zu bytes, first: %s): %s", what, len, hex, why);
+}
+
+/* Handles one received message; consumes 'msg' and 'ctl'. */
+static void
+handle(gkv_server *s, void *msg, size_t len, void *ctl)
+{
+    struct req r;
+    const struct op *op;
+    char why[256];
+    gkv_err rc;
+
+    memset(&r, 0, sizeof r);
+    r.ctl = ctl;
+    atomic_fetch_add_explicit(&s->st_requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->st_bytes_in, len, memory_order_relaxed);
+    if ((rc = net__hdr_check(msg, len, &r.h, why, sizeof why)) != GKV_OK) {
+        /* answer in the client's terms (type, request id) where its
+         * header could be read; no checksum on this reply */
+        net_hdr h = r.h;
+        if (len < NET_HDR_LEN || h.magic != NET_MAGIC)
+            memset(&h, 0, sizeof h);
+        h.flags = 0;
+        reject(s, "malformed message", msg, len, why);
+        send_error(s, ctl, &h, rc, 0, why);
+        nn_freemsg(msg);
+        return;
+    }
+    r.pl = (const unsigned char *)msg + NET_HDR_LEN;
+    r.plen = (size_t)r.h.len;
+    if (r.h.flags & ~NET_F_SUM) {
+        reject(s, "message", msg, len, "a reply or reply-only flags sent to "
+               "a server");
+        r.h.flags &= NET_F_SUM;
+        send_error(s, ctl, &r.h, GKV_EPROTO, 0, "a reply or reply-only flags "
+                   "sent to a server");
+        nn_freemsg(msg);
+        return;
+    }
+    op = r.h.type <= NET_TYPE_MAX ? &ops[r.h.type] : NULL;
+    if (op == NULL || op->fn == NULL) {
+        const char *nm = net__type_name(r.h.type);
+        snprintf(why, sizeof why, nm != NULL ?
+                 "request type %u (%s) is not served by this server" :
+                 "unknown request type %u%s", r.h.type, nm != NULL ? nm : "");
+        reject(s, "request", msg, len, why);
+        send_error(s, ctl, &r.h, GKV_EPROTO, 0, why);
+        nn_freemsg(msg);
+        return;
+    }
+    if (op->need & NEED_SESSION) {
+        struct sess *ss;
+        int ok = 0;
+
+        pthread_mutex_lock(&s->sv_mu);
+        if (r.h.session != 0 && (ss = sess_find(s, r.h.session)) != NULL) {
+            ok = 1;
+            ss->last_ms = mono_ms();
+            snprintf(r.group, sizeof r.group, "%s", ss->group);
+            r.rank = ss->rank;
+        }
+        pthread_mutex_unlock(&s->sv_mu);
+        if (!ok) {
+            snprintf(why, sizeof why, "%s request with %s session 0x%016llx: "
+                     "hand-shake first (the server restarted, the lease "
+                     "expired, or it was never granted)",
+                     net__type_name(r.h.type),
+                     r.h.session ? "unknown" : "no",
+                     (unsigned long long)r.h.session);
+            reject(s, "request", msg, len, why);
+            send_error(s, ctl, &r.h, GKV_EPERM, NET_F_SESSION, why);
+            nn_freemsg(msg);
+            return;
+        }
+    }
+    op->fn(s, &r);
+    if (r.parked) {
+        nn_freemsg(msg);
+        return;
+    }
+    if (r.status != GKV_OK) {
+        if (r.status == GKV_EPERM || r.status == GKV_EPROTO)
+            reject(s, net__type_name(r.h.type), msg, len, r.err);
+        if (r.out != NULL)
+            nn_freemsg(r.out);
+        send_error(s, r.ctl, &r.h, r.status, r.rflags, r.err);
+    } else {
+        send_reply(s, r.ctl, &r.h, GKV_OK, r.rflags, r.out, r.out_len);
+    }
+    nn_freemsg(msg);
+}
+
+static void *
+worker(void *arg)
+{
+    gkv_server *s = arg;
+    sigset_t all;
+
+    /* signals go to the thread that runs gkv_server_run() */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    while (!atomic_load(&s->sv_halt)) {
+        void *body = NULL, *ctl = NULL;
+        struct nn_iovec iov = {&body, NN_MSG};
+        struct nn_msghdr mh;
+        int n;
+
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = &ctl;
+        mh.msg_controllen = NN_MSG;
+        n = nn_recvmsg(s->sv_sock, &mh, 0);
+        if (n < 0) {
+            int e = nn_errno();
+            if (e == ETIMEDOUT || e == EAGAIN || e == EINTR)
+                continue;
+            if (e == EBADF || e == ETERM)
+                break;
+            slog(s, "receive failed: %s", nn_strerror(e));
+            continue;
+        }
+        handle(s, body, (size_t)n, ctl);
+    }
+    return NULL;
+}
+
+/* ---- open, run, close --------------------------------------------------------- */
+
+static gkv_err
+bind_url(gkv_server *s, const gkv_machine *m, unsigned port, int any)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    struct addrinfo hints = {0}, *res = NULL;
+    char ip[INET6_ADDRSTRLEN];
+
+    if (any) {
+        snprintf(s->sv_url, sizeof s->sv_url, "tcp://*:%u", port);
+        return GKV_OK;
+    }
+    if (inet_pton(AF_INET, m->host, &a4) == 1) {
+        snprintf(s->sv_url, sizeof s->sv_url, "tcp://%s:%u", m->host, port);
+        return GKV_OK;
+    }
+    if (inet_pton(AF_INET6, m->host, &a6) == 1) {
+        snprintf(s->sv_url, sizeof s->sv_url, "tcp://[%s]:%u", m->host, port);
+        return GKV_OK;
+    }
+    /* nanomsg binds to addresses or interface names, not DNS names */
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(m->host, NULL, &hints, &res) != 0 || res == NULL)
+        return net__fail(GKV_EINVAL, "ip_config line %u: cannot resolve '%s' "
+                         "to an address to listen on", m->line, m->host);
+    inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip,
+              sizeof ip);
+    freeaddrinfo(res);
+    snprintf(s->sv_url, sizeof s->sv_url, "tcp://%s:%u", ip, port);
+    return GKV_OK;
+}
+
+static int
+sockopt(int sock, int opt, int v)
+{
+    return nn_setsockopt(sock, NN_SOL_SOCKET, opt, &v, sizeof v);
+}
+
+gkv_err
+gkv_server_open(gkv_server **out, const gkv_server_opts *o)
+{
+    gkv_server *s = NULL;
+    gkv_ipconfig *cfg = NULL;
+    const gkv_machine *m;
+    char token[GKV_TOKEN_MAX + 1], *rp = NULL;
+    gkv_tensor_desc *d = NULL;
+    size_t nt = 0, mi;
+    unsigned nserv;
+    uint64_t t0;
+    gkv_err rc;
+
+    net__clear();
+    if (out == NULL || o == NULL)
+        return net__fail(GKV_EINVAL, "gkv_server_open: no options");
+    *out = NULL;
+    if (o->store == NULL || o->ip_config == NULL)
+        return net__fail(GKV_EINVAL, "server: a store directory and an "
+                         "ip_config are required");
+    nserv = o->num_servers ? o->num_servers : 1;
+    if (o->server_id >= nserv)
+        return net__fail(GKV_EINVAL, "server id %u is not below the number "
+                         "of servers %u", o->server_id, nserv);
+    if (o->max_msg != 0 && (o->max_msg < 4096 ||
+                            o->max_msg > (uint64_t)INT_MAX - NET_HDR_LEN - 64))
+        return net__fail(GKV_EINVAL, "max message size %llu: must be in "
+                         "4096..%d", (unsigned long long)o->max_msg,
+                         INT_MAX - NET_HDR_LEN - 64);
+    if (o->server_name != NULL && strlen(o->server_name) > NET_HOST_MAX)
+        return net__fail(GKV_EINVAL, "server name longer than %u bytes",
+                         NET_HOST_MAX);
+    if (sodium_init() < 0)
+        return net__fail(GKV_EIO, "libsodium failed to initialise");
+    if ((rc = gkv_ipconfig_load(&cfg, o->ip_config)) != GKV_OK)
+        return rc;
+    if ((rc = gkv_ipconfig_check(cfg, nserv)) != GKV_OK)
+        goto fail;
+    if (o->machine >= 0) {
+        if ((size_t)o->machine >= gkv_ipconfig_count(cfg)) {
+            rc = net__fail(GKV_EINVAL, "machine %d: %s lists %zu machines",
+                           o->machine, o->ip_config, gkv_ipconfig_count(cfg));
+            goto fail;
+        }
+        mi = (size_t)o->machine;
+    } else if ((rc = gkv_ipconfig_find_local(cfg, &mi)) != GKV_OK) {
+        net__fail(rc, "%s: %s", o->ip_config, gkv_net_errmsg());
+        goto fail;
+    }
+    m = gkv_ipconfig_machine(cfg, mi);
+    if ((s = gkv__calloc(1, sizeof *s)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "server: out of memory");
+        goto fail;
+    }
+    s->sv_sock = -1;
+    s->sv_log = o->log != NULL ? o->log : stderr;
+    s->sv_flags = o->flags;
+    s->sv_lease_ms = o->lease_ms ? o->lease_ms : 30000;
+    s->sv_max_msg = o->max_msg ? o->max_msg : GKV_NET_MAX_MSG;
+    s->sv_nthreads = o->threads ? o->threads : 2;
+    s->sv_start_mono = mono_ms();
+    snprintf(s->sv_tag, sizeof s->sv_tag, "m%zu/s%u", mi, o->server_id);
+    pthread_mutex_init(&s->sv_mu, NULL);
+    if (o->token_file != NULL) {
+        if ((rc = gkv_token_load(o->token_file, token, sizeof token)) != GKV_OK)
+            goto fail;
+        net__token_key(token, strlen(token), s->sv_key);
+        sodium_memzero(token, sizeof token);
+        s->sv_auth = 1;
+    }
+    if ((rc = gkv_store_open(&s->sv_store, o->store,
+                             ((o->flags & GKV_SERVER_CREATE) ? GKV_CREATE : 0) |
+                             ((o->flags & GKV_SERVER_NOSYNC) ? GKV_NOSYNC : 0),
+                             NULL)) != GKV_OK) {
+        net__fail(rc, "%s", gkv_store_errmsg(NULL)[0] ?
+                  gkv_store_errmsg(NULL) : gkv_strerror(rc));
+        goto fail;
+    }
+    if ((rp = realpath(o->store, NULL)) == NULL ||
+        (s->sv_store_path = gkv__strdup(rp)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "store %s: cannot resolve its path",
+                       o->store);
+        free(rp);
+        goto fail;
+    }
+    free(rp);
+    t0 = mono_ms();
+    if (!(o->flags & GKV_SERVER_NO_PREFAULT) &&
+        (rc = gkv_store_prefault(s->sv_store)) != GKV_OK) {
+        net__fail(rc, "store %s: prefault: %s", o->store,
+                  gkv_store_errmsg(s->sv_store));
+        goto fail;
+    }
+    t0 = mono_ms() - t0;
+    if ((rc = bind_url(s, m, m->port + o->server_id,
+                       (o->flags & GKV_SERVER_BIND_ANY) != 0)) != GKV_OK)
+        goto fail;
+    if ((s->sv_sock = nn_socket(AF_SP_RAW, NN_REP)) < 0) {
+        rc = net__fail(net__from_nn(nn_errno()), "nn_socket: %s",
+                       nn_strerror(nn_errno()));
+        goto fail;
+    }
+    if (sockopt(s->sv_sock, NN_RCVMAXSIZE,
+                (int)(s->sv_max_msg + NET_HDR_LEN + 64)) < 0 ||
+        sockopt(s->sv_sock, NN_SNDBUF, SOCK_BUF) < 0 ||
+        sockopt(s->sv_sock, NN_RCVBUF, SOCK_BUF) < 0 ||
+        sockopt(s->sv_sock, NN_RCVTIMEO, RECV_TICK_MS) < 0 ||
+        (strchr(s->sv_url, '[') != NULL && sockopt(s->sv_sock, NN_IPV4ONLY, 0) < 0)) {
+        rc = net__fail(GKV_EIO, "socket options: %s", nn_strerror(nn_errno()));
+        goto fail;
+    }
+    if (nn_bind(s->sv_sock, s->sv_url) < 0) {
+        int e = nn_errno();
+        rc = net__fail(net__from_nn(e), "cannot listen on %s: %s%s", s->sv_url,
+                       nn_strerror(e), e == EADDRINUSE ?
+                       " (another server runs there?)" : "");
+        goto fail;
+    }
+    gkv_tensor_list(s->sv_store, NULL, 0, &d, &nt);
+    gkv_free(d);
+    s->sv_id.proto = NET_VERSION;
+    s->sv_id.server_id = o->server_id;
+    s->sv_id.num_servers = nserv;
+    s->sv_id.machine = (uint32_t)mi;
+    s->sv_id.pid = (uint32_t)getpid();
+    s->sv_id.lease_ms = s->sv_lease_ms;
+    s->sv_id.flags = ((o->flags & GKV_SERVER_KEEP_ALIVE) ? NET_ID_KEEP_ALIVE : 0) |
+                     (s->sv_auth ? NET_ID_AUTH : 0);
+    s->sv_id.max_msg = s->sv_max_msg;
+    s->sv_id.start_ms = wall_ms();
+    if (gethostname(s->sv_id.host, sizeof s->sv_id.host - 1) != 0)
+        snprintf(s->sv_id.host, sizeof s->sv_id.host, "unknown");
+    snprintf(s->sv_id.name, sizeof s->sv_id.name, "%s",
+             o->server_name ? o->server_name : "");
+    snprintf(s->sv_id.store, sizeof s->sv_id.store, "%s", s->sv_store_path);
+    snprintf(s->sv_id.version, sizeof s->sv_id.version, "%s",
+             GKV_VERSION_STRING);
+    slog(s, "start: gkv %s, store %s (%zu tensors, map pre-faulted in %llu "
+         "ms), machine %zu (%s line %u) server %u of %u%s%s%s, auth %s, "
+         "keep-alive %s, lease %u ms, %u threads, max message %llu bytes",
+         GKV_VERSION_STRING, s->sv_store_path, nt,
+         (unsigned long long)t0, mi, o->ip_config, m->line, o->server_id,
+         nserv, s->sv_id.name[0] ? ", name '" : "", s->sv_id.name,
+         s->sv_id.name[0] ? "'" : "", s->sv_auth ? "on" : "off",
+         (o->flags & GKV_SERVER_KEEP_ALIVE) ? "on" : "off", s->sv_lease_ms,
+         s->sv_nthreads, (unsigned long long)s->sv_max_msg);
+    slog(s, "listening on %s", s->sv_url);
+    gkv_ipconfig_free(cfg);
+    *out = s;
+    return GKV_OK;
+fail:
+    gkv_ipconfig_free(cfg);
+    gkv_server_close(s);
+    return rc;
+}
+
+gkv_err
+gkv_server_run(gkv_server *s)
+{
+    unsigned started = 0;
+    gkv_err rc = GKV_OK;
+
+    net__clear();
+    if (s == NULL || s->sv_ran || s->sv_sock < 0)
+        return net__fail(GKV_EINVAL, "server: not open, or already ran");
+    s->sv_ran = 1;
+    if ((s->sv_thr = gkv__calloc(s->sv_nthreads, sizeof *s->sv_thr)) == NULL)
+        return net__fail(GKV_ENOMEM, "server: out of memory");
+    for (; started < s->sv_nthreads; started++)
+        if (pthread_create(&s->sv_thr[started], NULL, worker, s) != 0) {
+            pthread_mutex_lock(&s->sv_mu);
+            request_stop(s, "cannot start worker thread %u", started);
+            pthread_mutex_unlock(&s->sv_mu);
+            rc = net__fail(GKV_EIO, "cannot start worker threads");
+            break;
+        }
+    while (!atomic_load(&s->sv_stop)) {
+        struct timespec ts = {0, TICK_MS * 1000000L};
+        uint64_t now;
+
+        nanosleep(&ts, NULL);
+        if (s->sv_sig) {
+            pthread_mutex_lock(&s->sv_mu);
+            request_stop(s, "stop requested (signal)");
+            pthread_mutex_unlock(&s->sv_mu);
+            break;
+        }
+        now = mono_ms();
+        pthread_mutex_lock(&s->sv_mu);
+        for (size_t i = 0; i < s->sv_nsess;) {
+            if (now - s->sv_sess[i].last_ms > s->sv_lease_ms) {
+                char how[96];
+                snprintf(how, sizeof how, "lease expired (nothing heard for "
+                         "%llu ms; killed?)",
+                         (unsigned long long)(now - s->sv_sess[i].last_ms));
+                sess_remove(s, i, how);
+            } else {
+                i++;
+            }
+        }
+        pthread_mutex_unlock(&s->sv_mu);
+    }
+    slog(s, "stopping: %s; finishing requests in flight", s->sv_stop_why);
+    atomic_store(&s->sv_halt, 1);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(s->sv_thr[i], NULL);
+    fail_parked(s);
+    {
+        /* replies already handed to nanomsg need a moment on the wire */
+        struct timespec ts = {0, FLUSH_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    nn_close(s->sv_sock);
+    s->sv_sock = -1;
+    if (gkv_store_sync(s->sv_store) != GKV_OK) {
+        slog(s, "store sync failed: %s", gkv_store_errmsg(s->sv_store));
+        if (rc == GKV_OK)
+            rc = net__fail(GKV_EIO, "store sync: %s",
+                           gkv_store_errmsg(s->sv_store));
+    }
+    slog(s, "stopped: store synced, %llu requests served",
+         (unsigned long long)atomic_load(&s->st_requests));
+    return rc;
+}
+
+void
+gkv_server_stop(gkv_server *s)
+{
+    if (s != NULL)
+        s->sv_sig = 1;
+}
+
+gkv_store *
+gkv_server_store(gkv_server *s)
+{
+    return s != NULL ? s->sv_store : NULL;
+}
+
+const char *
+gkv_server_url(const gkv_server *s)
+{
+    return s != NULL ? s->sv_url : "";
+}
+
+void
+gkv_server_close(gkv_server *s)
+{
+    if (s == NULL)
+        return;
+    if (s->sv_sock >= 0)
+        nn_close(s->sv_sock);
+    for (size_t k = 0; k < s->sv_ngrp; k++) {
+        for (size_t i = 0; i < s->sv_grp[k].nwait; i++)
+            nn_freemsg(s->sv_grp[k].wait[i].ctl);
+        gkv__free(s->sv_grp[k].wait);
+    }
+    gkv__free(s->sv_grp);
+    gkv__free(s->sv_sess);
+    gkv__free(s->sv_thr);
+    gkv_store_close(s->sv_store);
+    gkv__free(s->sv_store_path);
+    sodium_memzero(s->sv_key, sizeof s->sv_key);
+    pthread_mutex_destroy(&s->sv_mu);
+    gkv__free(s);
+}

@@ -1,0 +1,813 @@
+/* wire.c - the wire codec: header, primitives and every message's payload
+ * (doc/PROTOCOL.md). Pure functions of bytes: no sockets, no store, so the
+ * fuzzer (test/fuzz/wire_fuzz.c) links this file alone. */
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <xxhash.h>
+#include "kv_int.h"
+#include "wire.h"
+
+static const char *const type_names[NET_TYPE_MAX + 1] = {
+    [NET_HELLO] = "hello",           [NET_HANDSHAKE] = "handshake",
+    [NET_SCHEMA] = "schema",         [NET_PULL] = "pull",
+    [NET_PUSH] = "push",             [NET_CREATE] = "create",
+    [NET_DELETE] = "delete",         [NET_BARRIER] = "barrier",
+    [NET_STATS] = "stats",           [NET_SHUTDOWN] = "shutdown",
+    [NET_LEAVE] = "leave",           [NET_HEARTBEAT] = "heartbeat",
+    [NET_PBOOK] = "pbook",           [NET_SAMPLE] = "sample",
+    [NET_FIND_EDGES] = "find_edges", [NET_IN_DEGREES] = "in_degrees",
+    [NET_OUT_DEGREES] = "out_degrees", [NET_IN_SUBGRAPH] = "in_subgraph",
+    [NET_EDGE_BATCH] = "edge_batch",
+};
+
+const char *
+net__type_name(unsigned type)
+{
+    return type <= NET_TYPE_MAX ? type_names[type] : NULL;
+}
+
+/* ---- header -------------------------------------------------------------- */
+
+static void put16(unsigned char *b, uint16_t v) { memcpy(b, &v, 2); }
+static void put32(unsigned char *b, uint32_t v) { memcpy(b, &v, 4); }
+static void put64(unsigned char *b, uint64_t v) { memcpy(b, &v, 8); }
+static uint16_t get16(const unsigned char *b) { uint16_t v; memcpy(&v, b, 2); return v; }
+static uint32_t get32(const unsigned char *b) { uint32_t v; memcpy(&v, b, 4); return v; }
+static uint64_t get64(const unsigned char *b) { uint64_t v; memcpy(&v, b, 8); return v; }
+
+void
+net__hdr_put(unsigned char *b, const net_hdr *h)
+{
+    put32(b, h->magic);
+    put16(b + 4, h->version);
+    put16(b + 6, h->type);
+    put32(b + 8, h->flags);
+    put32(b + 12, (uint32_t)h->status);
+    put64(b + 16, h->req_id);
+    put64(b + 24, h->session);
+    put64(b + 32, h->len);
+    put64(b + 40, h->sum);
+}
+
+int
+net__hdr_get(const void *m, size_t len, net_hdr *h)
+{
+    const unsigned char *b = m;
+
+    memset(h, 0, sizeof *h);
+    if (len < NET_HDR_LEN)
+        return -1;
+    h->magic = get32(b);
+    h->version = get16(b + 4);
+    h->type = get16(b + 6);
+    h->flags = get32(b + 8);
+    h->status = (int32_t)get32(b + 12);
+    h->req_id = get64(b + 16);
+    h->session = get64(b + 24);
+    h->len = get64(b + 32);
+    h->sum = get64(b + 40);
+    return 0;
+}
+
+uint64_t
+net__sum(const void *p, size_t len)
+{
+    return XXH3_64bits(p, len);
+}
+
+gkv_err
+net__hdr_check(const void *m, size_t len, net_hdr *h, char *why, size_t whylen)
+{
+    if (net__hdr_get(m, len, h) != 0) {
+        snprintf(why, whylen, "message of %zu bytes is shorter than the "
+                 "%u-byte header", len, NET_HDR_LEN);
+        return GKV_EPROTO;
+    }
+    if (h->magic != NET_MAGIC) {
+        snprintf(why, whylen, "bad magic 0x%08x (expected 0x%08x, \"GKVN\")",
+                 h->magic, NET_MAGIC);
+        return GKV_EPROTO;
+    }
+    if (h->version != NET_VERSION) {
+        snprintf(why, whylen, "protocol version %u, this end speaks %u",
+                 h->version, NET_VERSION);
+        return GKV_EVERSION;
+    }
+    if (h->len != len - NET_HDR_LEN) {
+        snprintf(why, whylen, "header says %llu payload bytes, %zu arrived",
+                 (unsigned long long)h->len, len - NET_HDR_LEN);
+        return GKV_EPROTO;
+    }
+    if (h->flags & ~NET_F_KNOWN) {
+        snprintf(why, whylen, "unknown flags 0x%x", h->flags & ~NET_F_KNOWN);
+        return GKV_EPROTO;
+    }
+    if ((h->flags & NET_F_SUM) &&
+        net__sum((const unsigned char *)m + NET_HDR_LEN, (size_t)h->len) != h->sum) {
+        snprintf(why, whylen, "payload checksum mismatch (XXH3 of %llu bytes)",
+                 (unsigned long long)h->len);
+        return GKV_EPROTO;
+    }
+    if (!(h->flags & NET_F_SUM) && h->sum != 0) {
+        snprintf(why, whylen, "checksum field set without the checksum flag");
+        return GKV_EPROTO;
+    }
+    return GKV_OK;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+void
+net__rd_init(net_rd *r, const void *p, size_t len)
+{
+    r->p = p;
+    r->len = len;
+    r->off = 0;
+    r->err = 0;
+    r->why[0] = '\0';
+}
+
+static int rd_fail(net_rd *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int
+rd_fail(net_rd *r, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!r->err) {
+        r->err = 1;
+        va_start(ap, fmt);
+        vsnprintf(r->why, sizeof r->why, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* Whether n more bytes are there; records the failure otherwise. */
+static int
+rd_have(net_rd *r, size_t n, const char *what)
+{
+    if (r->err)
+        return 0;
+    if (n > r->len - r->off) {
+        rd_fail(r, "%s: needs %zu bytes, %zu left in the payload", what, n,
+                r->len - r->off);
+        return 0;
+    }
+    return 1;
+}
+
+uint8_t
+net__rd_u8(net_rd *r, const char *what)
+{
+    if (!rd_have(r, 1, what))
+        return 0;
+    return r->p[r->off++];
+}
+
+uint16_t
+net__rd_u16(net_rd *r, const char *what)
+{
+    uint16_t v;
+
+    if (!rd_have(r, 2, what))
+        return 0;
+    v = get16(r->p + r->off);
+    r->off += 2;
+    return v;
+}
+
+uint32_t
+net__rd_u32(net_rd *r, const char *what)
+{
+    uint32_t v;
+
+    if (!rd_have(r, 4, what))
+        return 0;
+    v = get32(r->p + r->off);
+    r->off += 4;
+    return v;
+}
+
+uint64_t
+net__rd_u64(net_rd *r, const char *what)
+{
+    uint64_t v;
+
+    if (!rd_have(r, 8, what))
+        return 0;
+    v = get64(r->p + r->off);
+    r->off += 8;
+    return v;
+}
+
+double
+net__rd_f64(net_rd *r, const char *what)
+{
+    uint64_t u = net__rd_u64(r, what);
+    double d;
+
+    memcpy(&d, &u, 8);
+    return d;
+}
+
+void
+net__rd_bytes(net_rd *r, void *dst, size_t n, const char *what)
+{
+    if (!rd_have(r, n, what)) {
+        memset(dst, 0, n);
+        return;
+    }
+    memcpy(dst, r->p + r->off, n);
+    r->off += n;
+}
+
+void
+net__rd_str(net_rd *r, char *dst, size_t cap, const char *what)
+{
+    size_t n = net__rd_u16(r, what);
+
+    dst[0] = '\0';
+    if (r->err)
+        return;
+    if (n >= cap) {
+        rd_fail(r, "%s: string of %zu bytes, at most %zu allowed", what, n,
+                cap - 1);
+        return;
+    }
+    if (!rd_have(r, n, what))
+        return;
+    if (memchr(r->p + r->off, '\0', n) != NULL) {
+        rd_fail(r, "%s: string of %zu bytes holds a NUL byte", what, n);
+        return;
+    }
+    memcpy(dst, r->p + r->off, n);
+    dst[n] = '\0';
+    r->off += n;
+}
+
+static size_t
+pad8(size_t off)
+{
+    return (8 - (off & 7)) & 7;
+}
+
+const unsigned char *
+net__rd_arr(net_rd *r, uint64_t count, size_t elem, const char *what)
+{
+    size_t pad;
+    const unsigned char *p;
+
+    if (r->err)
+        return NULL;
+    pad = pad8(r->off);
+    if (!rd_have(r, pad, what))
+        return NULL;
+    for (size_t i = 0; i < pad; i++)
+        if (r->p[r->off + i] != 0) {
+            rd_fail(r, "%s: padding byte %zu is not zero", what, i);
+            return NULL;
+        }
+    r->off += pad;
+    /* count x elem may overflow: compare by division first */
+    if (elem != 0 && count > (r->len - r->off) / elem) {
+        rd_fail(r, "%s: %llu elements do not fit the %zu bytes left", what,
+                (unsigned long long)count, r->len - r->off);
+        return NULL;
+    }
+    p = r->p + r->off;
+    r->off += (size_t)count * elem;
+    return p;
+}
+
+void
+net__rd_end(net_rd *r)
+{
+    if (!r->err && r->off != r->len)
+        rd_fail(r, "%s: %zu bytes left over after the last field "
+                "(payload of %zu bytes)", "payload", r->len - r->off, r->len);
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+static unsigned char *
+wr_take(net_wr *w, size_t n)
+{
+    unsigned char *p = NULL;
+
+    if (w->p != NULL) {
+        assert(w->off + n <= w->cap);
+        p = w->p + w->off;
+    }
+    w->off += n;
+    return p;
+}
+
+void net__wr_u8(net_wr *w, uint8_t v) { unsigned char *p = wr_take(w, 1); if (p) *p = v; }
+void net__wr_u16(net_wr *w, uint16_t v) { unsigned char *p = wr_take(w, 2); if (p) put16(p, v); }
+void net__wr_u32(net_wr *w, uint32_t v) { unsigned char *p = wr_take(w, 4); if (p) put32(p, v); }
+void net__wr_u64(net_wr *w, uint64_t v) { unsigned char *p = wr_take(w, 8); if (p) put64(p, v); }
+
+void
+net__wr_f64(net_wr *w, double v)
+{
+    uint64_t u;
+
+    memcpy(&u, &v, 8);
+    net__wr_u64(w, u);
+}
+
+void
+net__wr_bytes(net_wr *w, const void *b, size_t n)
+{
+    unsigned char *p = wr_take(w, n);
+
+    if (p != NULL && n > 0)
+        memcpy(p, b, n);
+}
+
+void
+net__wr_str(net_wr *w, const char *s)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+
+    if (n > 65535)
+        n = 65535;
+    net__wr_u16(w, (uint16_t)n);
+    net__wr_bytes(w, s, n);
+}
+
+void
+net__wr_pad(net_wr *w)
+{
+    size_t n = pad8(w->off);
+    unsigned char *p = wr_take(w, n);
+
+    if (p != NULL)
+        memset(p, 0, n);
+}
+
+unsigned char *
+net__wr_arr(net_wr *w, size_t n)
+{
+    net__wr_pad(w);
+    return wr_take(w, n);
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+static int
+done(net_rd *r)
+{
+    net__rd_end(r);
+    return r->err ? -1 : 0;
+}
+
+void
+net__enc_ident(net_wr *w, const net_ident *id)
+{
+    net__wr_u32(w, id->proto);
+    net__wr_u32(w, id->server_id);
+    net__wr_u32(w, id->num_servers);
+    net__wr_u32(w, id->machine);
+    net__wr_u32(w, id->pid);
+    net__wr_u32(w, id->lease_ms);
+    net__wr_u32(w, id->flags);
+    net__wr_u64(w, id->max_msg);
+    net__wr_u64(w, id->start_ms);
+    net__wr_str(w, id->host);
+    net__wr_str(w, id->name);
+    net__wr_str(w, id->store);
+    net__wr_str(w, id->version);
+}
+
+static void
+dec_ident(net_rd *r, net_ident *id)
+{
+    id->proto = net__rd_u32(r, "identity.proto");
+    id->server_id = net__rd_u32(r, "identity.server_id");
+    id->num_servers = net__rd_u32(r, "identity.num_servers");
+    id->machine = net__rd_u32(r, "identity.machine");
+    id->pid = net__rd_u32(r, "identity.pid");
+    id->lease_ms = net__rd_u32(r, "identity.lease_ms");
+    id->flags = net__rd_u32(r, "identity.flags");
+    id->max_msg = net__rd_u64(r, "identity.max_msg");
+    id->start_ms = net__rd_u64(r, "identity.start_ms");
+    net__rd_str(r, id->host, sizeof id->host, "identity.host");
+    net__rd_str(r, id->name, sizeof id->name, "identity.name");
+    net__rd_str(r, id->store, sizeof id->store, "identity.store");
+    net__rd_str(r, id->version, sizeof id->version, "identity.version");
+    if (!r->err && id->num_servers == 0)
+        rd_fail(r, "identity: num_servers is 0");
+    if (!r->err && id->server_id >= id->num_servers)
+        rd_fail(r, "identity: server_id %u not below num_servers %u",
+                id->server_id, id->num_servers);
+}
+
+void
+net__enc_tensor(net_wr *w, const net_tensor *t)
+{
+    net__wr_str(w, t->name);
+    net__wr_u8(w, t->dtype);
+    net__wr_u8(w, t->ndim);
+    net__wr_u16(w, t->flags);
+    for (unsigned i = 0; i < t->ndim && i < GKV_MAX_DIMS; i++)
+        net__wr_u64(w, t->shape[i]);
+    net__wr_u64(w, t->lo);
+    net__wr_u64(w, t->hi);
+    net__wr_u64(w, t->row_bytes);
+    net__wr_u32(w, t->chunk_rows);
+    net__wr_str(w, t->policy);
+}
+
+/* The smallest encoded tensor: a 1-byte name and no dims. */
+#define TENSOR_MIN_BYTES (2 + 1 + 4 + 8 * 3 + 4 + 2)
+
+static void
+dec_tensor(net_rd *r, net_tensor *t, int with_row_bytes)
+{
+    memset(t, 0, sizeof *t);
+    net__rd_str(r, t->name, sizeof t->name, "tensor.name");
+    t->dtype = net__rd_u8(r, "tensor.dtype");
+    t->ndim = net__rd_u8(r, "tensor.ndim");
+    t->flags = net__rd_u16(r, "tensor.flags");
+    if (r->err || t->ndim > GKV_MAX_DIMS) {
+        rd_fail(r, "tensor '%s': ndim %u, at most %d", t->name, t->ndim, GKV_MAX_DIMS);
+        return;
+    }
+    for (unsigned i = 0; i < t->ndim; i++)
+        t->shape[i] = net__rd_u64(r, "tensor.shape");
+    t->lo = net__rd_u64(r, "tensor.lo");
+    t->hi = net__rd_u64(r, "tensor.hi");
+    t->row_bytes = net__rd_u64(r, "tensor.row_bytes");
+    t->chunk_rows = net__rd_u32(r, "tensor.chunk_rows");
+    net__rd_str(r, t->policy, sizeof t->policy, "tensor.policy");
+    if (r->err)
+        return;
+    if (t->name[0] == '\0')
+        rd_fail(r, "tensor: empty name");
+    else if (gkv_dtype_size((gkv_dtype)t->dtype) == 0)
+        rd_fail(r, "tensor '%s': unknown dtype %u", t->name, t->dtype);
+    else if (t->hi <= t->lo)
+        rd_fail(r, "tensor '%s': empty ID range [%llu, %llu)", t->name,
+                (unsigned long long)t->lo, (unsigned long long)t->hi);
+    if (!r->err && with_row_bytes) {
+        /* row_bytes must be what dtype and shape say, without overflow */
+        uint64_t e = 1;
+        for (unsigned i = 0; i < t->ndim; i++) {
+            if (t->shape[i] == 0 || e > UINT64_MAX / t->shape[i]) {
+                rd_fail(r, "tensor '%s': bad row shape (dim %u is %llu)",
+                        t->name, i, (unsigned long long)t->shape[i]);
+                return;
+            }
+            e *= t->shape[i];
+        }
+        if (e > UINT64_MAX / 8 ||
+            e * gkv_dtype_size((gkv_dtype)t->dtype) != t->row_bytes)
+            rd_fail(r, "tensor '%s': row_bytes %llu does not match the shape "
+                    "(%llu elements)", t->name,
+                    (unsigned long long)t->row_bytes, (unsigned long long)e);
+    }
+}
+
+void
+net__enc_hello_rep(net_wr *w, const net_hello_rep *o)
+{
+    net__wr_bytes(w, o->nonce, NET_NONCE_LEN);
+    net__enc_ident(w, &o->id);
+}
+
+int
+net__dec_hello_rep(net_rd *r, net_hello_rep *o)
+{
+    memset(o, 0, sizeof *o);
+    net__rd_bytes(r, o->nonce, NET_NONCE_LEN, "hello.nonce");
+    dec_ident(r, &o->id);
+    return done(r);
+}
+
+void
+net__enc_hs_req(net_wr *w, const net_hs_req *o)
+{
+    net__wr_bytes(w, o->nonce, NET_NONCE_LEN);
+    net__wr_str(w, o->group);
+    net__wr_u32(w, o->rank);
+    net__wr_u32(w, o->flags);
+    net__wr_bytes(w, o->mac, NET_MAC_LEN);
+}
+
+int
+net__dec_hs_req(net_rd *r, net_hs_req *o)
+{
+    memset(o, 0, sizeof *o);
+    net__rd_bytes(r, o->nonce, NET_NONCE_LEN, "handshake.nonce");
+    net__rd_str(r, o->group, sizeof o->group, "handshake.group");
+    o->rank = net__rd_u32(r, "handshake.rank");
+    o->flags = net__rd_u32(r, "handshake.flags");
+    net__rd_bytes(r, o->mac, NET_MAC_LEN, "handshake.proof");
+    if (!r->err && (o->flags & ~NET_HS_PROOF))
+        rd_fail(r, "handshake: unknown flags 0x%x", o->flags);
+    return done(r);
+}
+
+void
+net__schema_free(net_schema *s)
+{
+    gkv__free(s->t);
+    s->t = NULL;
+    s->n = 0;
+}
+
+static int
+dec_schema(net_rd *r, net_schema *o)
+{
+    uint32_t n = net__rd_u32(r, "schema.count");
+
+    o->t = NULL;
+    o->n = 0;
+    if (r->err)
+        return -1;
+    /* bound the count by the bytes left before allocating */
+    if (n > (r->len - r->off) / TENSOR_MIN_BYTES)
+        return rd_fail(r, "schema.count: %u tensors cannot fit in %zu bytes",
+                       n, r->len - r->off);
+    if (n > 0 && (o->t = gkv__calloc(n, sizeof *o->t)) == NULL)
+        return rd_fail(r, "schema: out of memory for %u tensors", n);
+    for (uint32_t i = 0; i < n && !r->err; i++)
+        dec_tensor(r, &o->t[i], 1);
+    o->n = n;
+    if (r->err) {
+        net__schema_free(o);
+        return -1;
+    }
+    return 0;
+}
+
+int
+net__dec_schema(net_rd *r, net_schema *o)
+{
+    if (dec_schema(r, o) != 0)
+        return -1;
+    if (done(r) != 0) {
+        net__schema_free(o);
+        return -1;
+    }
+    return 0;
+}
+
+int
+net__dec_hs_rep(net_rd *r, net_hs_rep *o)
+{
+    memset(o, 0, sizeof *o);
+    o->session = net__rd_u64(r, "handshake.session");
+    dec_ident(r, &o->id);
+    if (!r->err && o->session == 0)
+        rd_fail(r, "handshake: session 0 granted");
+    if (r->err || dec_schema(r, &o->schema) != 0)
+        return -1;
+    if (done(r) != 0) {
+        net__schema_free(&o->schema);
+        return -1;
+    }
+    return 0;
+}
+
+void
+net__enc_pull_req(net_wr *w, const char *name, const uint64_t *ids,
+                  const size_t *idx, size_t n)
+{
+    unsigned char *p;
+
+    net__wr_str(w, name);
+    net__wr_u64(w, n);
+    p = net__wr_arr(w, n * 8);
+    if (p == NULL)
+        return;
+    if (idx == NULL)
+        memcpy(p, ids, n * 8);
+    else
+        for (size_t j = 0; j < n; j++)
+            memcpy(p + 8 * j, &ids[idx[j]], 8);
+}
+
+int
+net__dec_pull_req(net_rd *r, net_pull_req *o)
+{
+    memset(o, 0, sizeof *o);
+    net__rd_str(r, o->name, sizeof o->name, "pull.tensor");
+    o->n = net__rd_u64(r, "pull.n");
+    o->ids = net__rd_arr(r, o->n, 8, "pull.ids");
+    return done(r);
+}
+
+int
+net__dec_pull_rep(net_rd *r, net_pull_rep *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n = net__rd_u64(r, "pull reply.n");
+    o->row_bytes = net__rd_u64(r, "pull reply.row_bytes");
+    if (!r->err && o->row_bytes == 0 && o->n > 0)
+        rd_fail(r, "pull reply: rows of 0 bytes");
+    if (!r->err && o->row_bytes != 0 && o->n > UINT64_MAX / o->row_bytes)
+        rd_fail(r, "pull reply: %llu rows of %llu bytes overflow",
+                (unsigned long long)o->n, (unsigned long long)o->row_bytes);
+    if (!r->err)
+        o->rows = net__rd_arr(r, o->n * o->row_bytes, 1, "pull reply.rows");
+    return done(r);
+}
+
+void
+net__enc_push_req(net_wr *w, const char *name, const char *handler,
+                  const double opt[4], size_t row_bytes, const uint64_t *ids,
+                  const void *rows, const size_t *idx, size_t n)
+{
+    const unsigned char *rw = rows;
+    unsigned char *p;
+
+    net__wr_str(w, name);
+    net__wr_str(w, handler);
+    for (int i = 0; i < 4; i++)
+        net__wr_f64(w, opt[i]);
+    net__wr_u64(w, row_bytes);
+    net__wr_u64(w, n);
+    p = net__wr_arr(w, n * 8);
+    if (p != NULL) {
+        if (idx == NULL)
+            memcpy(p, ids, n * 8);
+        else
+            for (size_t j = 0; j < n; j++)
+                memcpy(p + 8 * j, &ids[idx[j]], 8);
+    }
+    p = net__wr_arr(w, n * row_bytes);
+    if (p != NULL) {
+        if (idx == NULL)
+            memcpy(p, rw, n * row_bytes);
+        else
+            for (size_t j = 0; j < n; j++)
+                memcpy(p + j * row_bytes, rw + idx[j] * row_bytes, row_bytes);
+    }
+}
+
+int
+net__dec_push_req(net_rd *r, net_push_req *o)
+{
+    memset(o, 0, sizeof *o);
+    net__rd_str(r, o->name, sizeof o->name, "push.tensor");
+    net__rd_str(r, o->handler, sizeof o->handler, "push.handler");
+    o->lr = net__rd_f64(r, "push.lr");
+    o->eps = net__rd_f64(r, "push.eps");
+    o->beta1 = net__rd_f64(r, "push.beta1");
+    o->beta2 = net__rd_f64(r, "push.beta2");
+    o->row_bytes = net__rd_u64(r, "push.row_bytes");
+    o->n = net__rd_u64(r, "push.n");
+    o->ids = net__rd_arr(r, o->n, 8, "push.ids");
+    if (!r->err && o->row_bytes != 0 && o->n > UINT64_MAX / o->row_bytes)
+        rd_fail(r, "push: %llu rows of %llu bytes overflow",
+                (unsigned long long)o->n, (unsigned long long)o->row_bytes);
+    if (!r->err && o->row_bytes == 0 && o->n > 0)
+        rd_fail(r, "push: rows of 0 bytes");
+    if (!r->err)
+        o->rows = net__rd_arr(r, o->n * o->row_bytes, 1, "push.rows");
+    return done(r);
+}
+
+void
+net__enc_create_req(net_wr *w, const net_create_req *o)
+{
+    net__enc_tensor(w, &o->t);
+    net__wr_u8(w, o->init);
+    net__wr_f64(w, o->a);
+    net__wr_f64(w, o->b);
+    net__wr_u64(w, o->seed);
+}
+
+int
+net__dec_create_req(net_rd *r, net_create_req *o)
+{
+    memset(o, 0, sizeof *o);
+    dec_tensor(r, &o->t, 0);
+    o->init = net__rd_u8(r, "create.init");
+    o->a = net__rd_f64(r, "create.a");
+    o->b = net__rd_f64(r, "create.b");
+    o->seed = net__rd_u64(r, "create.seed");
+    if (!r->err && o->init > GKV_INIT_NORMAL)
+        rd_fail(r, "create: unknown initializer %u", o->init);
+    return done(r);
+}
+
+void
+net__enc_create_rep(net_wr *w, const net_create_rep *o)
+{
+    net__wr_u8(w, o->created);
+    net__enc_tensor(w, &o->t);
+}
+
+int
+net__dec_create_rep(net_rd *r, net_create_rep *o)
+{
+    memset(o, 0, sizeof *o);
+    o->created = net__rd_u8(r, "create reply.created");
+    dec_tensor(r, &o->t, 1);
+    if (!r->err && o->created > 1)
+        rd_fail(r, "create reply: created is %u", o->created);
+    return done(r);
+}
+
+int
+net__dec_name(net_rd *r, char name[GKV_NAME_MAX + 1])
+{
+    net__rd_str(r, name, GKV_NAME_MAX + 1, "tensor name");
+    if (!r->err && name[0] == '\0')
+        rd_fail(r, "tensor name: empty");
+    return done(r);
+}
+
+void
+net__enc_barrier(net_wr *w, const net_barrier *o)
+{
+    net__wr_u32(w, o->group_size);
+    net__wr_u64(w, o->seq);
+}
+
+int
+net__dec_barrier(net_rd *r, net_barrier *o)
+{
+    o->group_size = net__rd_u32(r, "barrier.group_size");
+    o->seq = net__rd_u64(r, "barrier.seq");
+    if (!r->err && o->group_size == 0)
+        rd_fail(r, "barrier: group size 0");
+    return done(r);
+}
+
+int
+net__dec_stats(net_rd *r, net_stats *o)
+{
+    uint32_t n = net__rd_u32(r, "stats.count");
+
+    o->n = 0;
+    if (!r->err && n > NET_STATS_MAX)
+        return rd_fail(r, "stats: %u entries, at most %u", n,
+                       NET_STATS_MAX);
+    for (uint32_t i = 0; i < n && !r->err; i++) {
+        net__rd_str(r, o->kv[i].key, sizeof o->kv[i].key, "stats.key");
+        o->kv[i].val = net__rd_u64(r, "stats.value");
+    }
+    if (!r->err)
+        o->n = n;
+    return done(r);
+}
+
+int
+net__dec_u8(net_rd *r, uint8_t *o, const char *what)
+{
+    *o = net__rd_u8(r, what);
+    return done(r);
+}
+
+int
+net__dec_u32(net_rd *r, uint32_t *o, const char *what)
+{
+    *o = net__rd_u32(r, what);
+    return done(r);
+}
+
+int
+net__dec_u64(net_rd *r, uint64_t *o, const char *what)
+{
+    *o = net__rd_u64(r, what);
+    return done(r);
+}
+
+int
+net__dec_empty(net_rd *r)
+{
+    return done(r);
+}
+
+void
+net__enc_err(net_wr *w, const char *msg)
+{
+    char buf[NET_ERRMSG_MAX];
+
+    snprintf(buf, sizeof buf, "%s", msg != NULL ? msg : "");
+    net__wr_str(w, buf);
+}
+
+int
+net__dec_err(net_rd *r, char *msg, size_t cap)
+{
+    char buf[NET_ERRMSG_MAX + 1];
+
+    net__rd_str(r, buf, sizeof buf, "error message");
+    if (done(r) != 0)
+        return -1;
+    /* the peer's text goes into logs and messages: keep it printable */
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            *c = '?';
+    snprintf(msg, cap, "%s", buf);
+    return 0;
+}

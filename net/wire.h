@@ -1,0 +1,313 @@
+/* wire.h - the gkv wire format: message header, payload codec and the
+ * decoded form of every message (doc/PROTOCOL.md is the specification).
+ * Private to net/ (and to the tests and the fuzzer, which link it).
+ *
+ * Every message is a 48-byte little-endian header followed by a payload of
+ * exactly hdr.len bytes. Decoders never trust a length: each count is
+ * checked against the bytes that remain before anything is read or
+ * allocated, and the first failure sticks (net_rd.err) with a reason.
+ */
+#ifndef NET_WIRE_H
+#define NET_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gkv_kv.h"
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the wire codec assumes a little-endian host; add byte swaps first"
+#endif
+
+#define NET_MAGIC     0x4e564b47u   /* "GKVN" as little-endian bytes */
+#define NET_VERSION   1u            /* protocol version of this build */
+#define NET_HDR_LEN   48u
+#define NET_NONCE_LEN 32u
+#define NET_MAC_LEN   32u           /* crypto_auth_BYTES (HMAC-SHA512-256) */
+#define NET_GROUP_MAX 63u           /* bytes of a group name */
+#define NET_HOST_MAX  255u
+#define NET_PATH_MAX  4095u
+#define NET_POLICY_MAX 63u
+#define NET_ERRMSG_MAX 1024u        /* bytes of an error reply's message */
+
+/* Header flags. */
+#define NET_F_REPLY    0x01u   /* a reply (server to client) */
+#define NET_F_SUM      0x02u   /* hdr.sum is the XXH3-64 of the payload */
+#define NET_F_SESSION  0x04u   /* reply: the session was not accepted; the
+                                * client must hand-shake again */
+#define NET_F_STOPPING 0x08u   /* reply: the server is stopping */
+#define NET_F_KNOWN    0x0fu
+
+/* Message types. A reply carries the type of its request. 13..31 are
+ * reserved for kv requests, 32..63 for graph requests. */
+enum net_type {
+    NET_HELLO = 1,       /* no session: a fresh nonce and the identity */
+    NET_HANDSHAKE = 2,   /* group, rank, proof: a session and the schema */
+    NET_SCHEMA = 3,
+    NET_PULL = 4,
+    NET_PUSH = 5,
+    NET_CREATE = 6,
+    NET_DELETE = 7,
+    NET_BARRIER = 8,
+    NET_STATS = 9,
+    NET_SHUTDOWN = 10,
+    NET_LEAVE = 11,
+    NET_HEARTBEAT = 12,
+    /* graph requests (reserved; served once graph/ is on the server) */
+    NET_PBOOK = 32,
+    NET_SAMPLE = 33,
+    NET_FIND_EDGES = 34,
+    NET_IN_DEGREES = 35,
+    NET_OUT_DEGREES = 36,
+    NET_IN_SUBGRAPH = 37,
+    NET_EDGE_BATCH = 38,
+    NET_TYPE_MAX = 63
+};
+
+/* "pull", "sample", ...; NULL for a number no type has. */
+const char *net__type_name(unsigned type);
+
+typedef struct net_hdr {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t type;
+    uint32_t flags;      /* NET_F_* */
+    int32_t  status;     /* gkv_err; 0 in requests */
+    uint64_t req_id;     /* chosen by the client, echoed in the reply */
+    uint64_t session;    /* granted by HANDSHAKE; 0 before */
+    uint64_t len;        /* payload bytes after the header */
+    uint64_t sum;        /* XXH3-64 of the payload when NET_F_SUM, else 0 */
+} net_hdr;
+
+/* Writes h (magic and version as given) into b[0..NET_HDR_LEN). */
+void    net__hdr_put(unsigned char *b, const net_hdr *h);
+/* Reads the header of message m (len bytes) without judging it. Returns 0,
+ * or -1 when len < NET_HDR_LEN. */
+int     net__hdr_get(const void *m, size_t len, net_hdr *h);
+/* Reads and checks the header of message m: size, magic, version (the
+ * header layout is the same in every version, so a version mismatch is
+ * reported as GKV_EVERSION), payload length equal to what arrived, known
+ * flags, the checksum when flagged. On error 'why' says what was wrong. */
+gkv_err net__hdr_check(const void *m, size_t len, net_hdr *h,
+                       char *why, size_t whylen);
+/* The XXH3-64 of a payload. */
+uint64_t net__sum(const void *p, size_t len);
+
+/* ---- reading ----------------------------------------------------------- */
+
+typedef struct net_rd {
+    const unsigned char *p;   /* payload */
+    size_t len, off;
+    int err;                  /* sticky: 0, or set by the first failure */
+    char why[160];            /* the reason of the first failure */
+} net_rd;
+
+void     net__rd_init(net_rd *r, const void *p, size_t len);
+uint8_t  net__rd_u8(net_rd *r, const char *what);
+uint16_t net__rd_u16(net_rd *r, const char *what);
+uint32_t net__rd_u32(net_rd *r, const char *what);
+uint64_t net__rd_u64(net_rd *r, const char *what);
+double   net__rd_f64(net_rd *r, const char *what);
+/* Fixed bytes: copies n bytes into dst. */
+void     net__rd_bytes(net_rd *r, void *dst, size_t n, const char *what);
+/* A string (u16 length, bytes) copied into dst (cap bytes with the NUL);
+ * longer than cap - 1, or holding a NUL byte, is an error. */
+void     net__rd_str(net_rd *r, char *dst, size_t cap, const char *what);
+/* An array of 'count' elements of 'elem' bytes, after padding to 8 bytes:
+ * a pointer into the payload (not necessarily aligned in memory). The
+ * count is checked against what remains before the pointer is made. */
+const unsigned char *net__rd_arr(net_rd *r, uint64_t count, size_t elem,
+                                 const char *what);
+/* Fails unless every byte was read. */
+void     net__rd_end(net_rd *r);
+
+/* ---- writing ----------------------------------------------------------- */
+
+/* With p == NULL a writer only counts (the first pass of a message). */
+typedef struct net_wr {
+    unsigned char *p;
+    size_t cap, off;
+} net_wr;
+
+void net__wr_u8(net_wr *w, uint8_t v);
+void net__wr_u16(net_wr *w, uint16_t v);
+void net__wr_u32(net_wr *w, uint32_t v);
+void net__wr_u64(net_wr *w, uint64_t v);
+void net__wr_f64(net_wr *w, double v);
+void net__wr_bytes(net_wr *w, const void *b, size_t n);
+/* A string of at most 65535 bytes (longer ones are cut: callers check). */
+void net__wr_str(net_wr *w, const char *s);
+/* Zero padding up to the next multiple of 8. */
+void net__wr_pad(net_wr *w);
+/* Reserves n bytes (after padding) and returns where they go (NULL when
+ * only counting). */
+unsigned char *net__wr_arr(net_wr *w, size_t n);
+
+/* ---- decoded messages ---------------------------------------------------- */
+
+/* Who a server is (HELLO and HANDSHAKE replies). */
+#define NET_ID_KEEP_ALIVE 0x01u
+#define NET_ID_AUTH       0x02u   /* a token is required */
+#define NET_ID_GRAPH      0x04u   /* serves graph requests (a partition) */
+typedef struct net_ident {
+    uint32_t proto;                   /* NET_VERSION of the server */
+    uint32_t server_id, num_servers, machine;
+    uint32_t pid, lease_ms, flags;    /* NET_ID_* */
+    uint64_t max_msg;                 /* largest payload it accepts */
+    uint64_t start_ms;                /* start time, ms since the epoch */
+    char host[NET_HOST_MAX + 1];      /* gethostname() */
+    char name[NET_HOST_MAX + 1];      /* --server-name, may be "" */
+    char store[NET_PATH_MAX + 1];     /* the store directory (realpath) */
+    char version[32];                 /* GKV_VERSION_STRING */
+} net_ident;
+
+/* One tensor of a schema. */
+typedef struct net_tensor {
+    char name[GKV_NAME_MAX + 1];
+    uint8_t dtype, ndim;
+    uint16_t flags;                   /* GKV_TENSOR_* */
+    uint64_t shape[GKV_MAX_DIMS];
+    uint64_t lo, hi;                  /* the rows this server holds */
+    uint64_t row_bytes;
+    uint32_t chunk_rows;
+    char policy[NET_POLICY_MAX + 1];  /* "" for a plain store tensor */
+} net_tensor;
+
+typedef struct net_hello_rep {
+    unsigned char nonce[NET_NONCE_LEN];
+    net_ident id;
+} net_hello_rep;
+
+#define NET_HS_PROOF 0x01u            /* the request carries a proof */
+typedef struct net_hs_req {
+    unsigned char nonce[NET_NONCE_LEN];
+    char group[NET_GROUP_MAX + 1];
+    uint32_t rank, flags;             /* NET_HS_* */
+    unsigned char mac[NET_MAC_LEN];
+} net_hs_req;
+
+typedef struct net_schema {
+    net_tensor *t;                    /* gkv__malloc'd; net__schema_free */
+    uint32_t n;
+} net_schema;
+
+typedef struct net_hs_rep {
+    uint64_t session;
+    net_ident id;
+    net_schema schema;
+} net_hs_rep;
+
+typedef struct net_pull_req {
+    char name[GKV_NAME_MAX + 1];
+    uint64_t n;
+    const unsigned char *ids;         /* n x u64, into the payload */
+} net_pull_req;
+
+typedef struct net_pull_rep {
+    uint64_t n, row_bytes;
+    const unsigned char *rows;        /* n x row_bytes, into the payload */
+} net_pull_rep;
+
+typedef struct net_push_req {
+    char name[GKV_NAME_MAX + 1];
+    char handler[64];
+    double lr, eps, beta1, beta2;
+    uint64_t row_bytes, n;
+    const unsigned char *ids;         /* n x u64 */
+    const unsigned char *rows;        /* n x row_bytes */
+} net_push_req;
+
+typedef struct net_create_req {
+    net_tensor t;                     /* row_bytes not sent (0) */
+    uint8_t init;
+    double a, b;
+    uint64_t seed;
+} net_create_req;
+
+typedef struct net_create_rep {
+    uint8_t created;                  /* 1 new, 0 an identical one existed */
+    net_tensor t;
+} net_create_rep;
+
+typedef struct net_barrier {
+    uint32_t group_size;
+    uint64_t seq;                     /* the client's barrier count */
+} net_barrier;
+
+#define NET_STATS_MAX 256u
+typedef struct net_stats {
+    uint32_t n;
+    struct { char key[64]; uint64_t val; } kv[NET_STATS_MAX];
+} net_stats;
+
+/* Decoders: each reads a whole payload (nothing may be left over). 0 on
+ * success, -1 on malformed input with r->why saying what. Pointers in the
+ * results point into the payload. */
+int net__dec_hello_rep(net_rd *r, net_hello_rep *o);
+int net__dec_hs_req(net_rd *r, net_hs_req *o);
+int net__dec_hs_rep(net_rd *r, net_hs_rep *o);      /* frees on failure */
+int net__dec_schema(net_rd *r, net_schema *o);      /* frees on failure */
+int net__dec_pull_req(net_rd *r, net_pull_req *o);
+int net__dec_pull_rep(net_rd *r, net_pull_rep *o);
+int net__dec_push_req(net_rd *r, net_push_req *o);
+int net__dec_create_req(net_rd *r, net_create_req *o);
+int net__dec_create_rep(net_rd *r, net_create_rep *o);
+int net__dec_name(net_rd *r, char name[GKV_NAME_MAX + 1]);   /* DELETE */
+int net__dec_barrier(net_rd *r, net_barrier *o);   /* request and reply */
+int net__dec_stats(net_rd *r, net_stats *o);
+int net__dec_u8(net_rd *r, uint8_t *o, const char *what);   /* 1-byte payloads */
+int net__dec_u32(net_rd *r, uint32_t *o, const char *what);
+int net__dec_u64(net_rd *r, uint64_t *o, const char *what);
+int net__dec_empty(net_rd *r);
+/* An error reply's message (status != 0) into msg. */
+int net__dec_err(net_rd *r, char *msg, size_t cap);
+void net__schema_free(net_schema *s);
+
+/* Encoders (the same fields in the same order). Pull and push requests
+ * take an optional index list: element j is ids[idx[j]] (and its row),
+ * so a client can send its request's parts without gathering first. */
+void net__enc_ident(net_wr *w, const net_ident *id);
+void net__enc_tensor(net_wr *w, const net_tensor *t);
+void net__enc_hello_rep(net_wr *w, const net_hello_rep *o);
+void net__enc_hs_req(net_wr *w, const net_hs_req *o);
+void net__enc_pull_req(net_wr *w, const char *name, const uint64_t *ids,
+                       const size_t *idx, size_t n);
+void net__enc_push_req(net_wr *w, const char *name, const char *handler,
+                       const double opt[4], size_t row_bytes,
+                       const uint64_t *ids, const void *rows,
+                       const size_t *idx, size_t n);
+void net__enc_create_req(net_wr *w, const net_create_req *o);
+void net__enc_create_rep(net_wr *w, const net_create_rep *o);
+void net__enc_barrier(net_wr *w, const net_barrier *o);
+void net__enc_err(net_wr *w, const char *msg);
+
+/* ---- authentication ------------------------------------------------------ */
+
+#define NET_KEY_LEN 32u
+/* The HMAC key of a token: BLAKE2b-256 of its bytes (a token may have any
+ * length). */
+void net__token_key(const void *token, size_t len, unsigned char key[NET_KEY_LEN]);
+/* The proof of a handshake: crypto_auth (HMAC-SHA512-256) under 'key' of
+ * "gkv-auth-v1" || nonce || u16 group length || group || u32 rank. */
+void net__proof(const unsigned char key[NET_KEY_LEN],
+                const unsigned char nonce[NET_NONCE_LEN],
+                const char *group, uint32_t rank,
+                unsigned char mac[NET_MAC_LEN]);
+/* 1 when mac is the proof (constant-time compare), else 0. */
+int  net__proof_ok(const unsigned char key[NET_KEY_LEN],
+                   const unsigned char nonce[NET_NONCE_LEN],
+                   const char *group, uint32_t rank,
+                   const unsigned char mac[NET_MAC_LEN]);
+
+/* Group names: 1..NET_GROUP_MAX printable ASCII bytes without spaces. */
+int net__group_ok(const char *g);
+
+/* ---- per-thread error detail of net/ calls --------------------------------- */
+
+gkv_err net__fail(gkv_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void    net__clear(void);
+
+/* nn_errno() of a failed nanomsg call, translated once. */
+gkv_err net__from_nn(int e);
+
+#endif /* NET_WIRE_H */

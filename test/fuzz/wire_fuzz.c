@@ -1,0 +1,364 @@
+/* wire_fuzz.c - libFuzzer target for the wire decoder (net/wire.c), run
+ * by `make fuzz` with ASan and UBSan.
+ *
+ * Each input is tried two ways: as a whole message (header checks, then
+ * its payload through the decoders of its type, request and reply forms),
+ * and as a bare payload whose first byte picks the decoder, so the fuzzer
+ * reaches every field without forging a header. Every array a decoder
+ * returns is read to its end, so a count the decoder failed to bound is
+ * an ASan report, not a silent pass.
+ *
+ * Built with -DWIRE_FUZZ_SEEDS it is instead a program that writes a valid
+ * message of every type into the directory it is given: the seed corpus.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kv_int.h"
+#include "wire.h"
+
+static volatile unsigned char sink;
+
+static void
+touch(const unsigned char *p, size_t n)
+{
+    unsigned char x = 0;
+
+    for (size_t i = 0; i < n; i++)
+        x ^= p[i];
+    sink ^= x;
+}
+
+/* Runs decoder k (0..15) over payload p. */
+static void
+decode(unsigned k, const unsigned char *p, size_t n)
+{
+    net_rd rd;
+    char msg[NET_ERRMSG_MAX + 1], name[GKV_NAME_MAX + 1];
+    uint8_t u8;
+    uint32_t u32;
+    uint64_t u64;
+
+    net__rd_init(&rd, p, n);
+    switch (k % 16) {
+    case 0: {
+        net_hello_rep o;
+        net__dec_hello_rep(&rd, &o);
+        break;
+    }
+    case 1: {
+        net_hs_req o;
+        net__dec_hs_req(&rd, &o);
+        break;
+    }
+    case 2: {
+        net_hs_rep o;
+        if (net__dec_hs_rep(&rd, &o) == 0) {
+            for (uint32_t i = 0; i < o.schema.n; i++)
+                touch((const unsigned char *)&o.schema.t[i], sizeof o.schema.t[i]);
+            net__schema_free(&o.schema);
+        }
+        break;
+    }
+    case 3: {
+        net_schema o;
+        if (net__dec_schema(&rd, &o) == 0)
+            net__schema_free(&o);
+        break;
+    }
+    case 4: {
+        net_pull_req o;
+        if (net__dec_pull_req(&rd, &o) == 0)
+            touch(o.ids, (size_t)o.n * 8);
+        break;
+    }
+    case 5: {
+        net_pull_rep o;
+        if (net__dec_pull_rep(&rd, &o) == 0)
+            touch(o.rows, (size_t)(o.n * o.row_bytes));
+        break;
+    }
+    case 6: {
+        net_push_req o;
+        if (net__dec_push_req(&rd, &o) == 0) {
+            touch(o.ids, (size_t)o.n * 8);
+            touch(o.rows, (size_t)(o.n * o.row_bytes));
+        }
+        break;
+    }
+    case 7: {
+        net_create_req o;
+        net__dec_create_req(&rd, &o);
+        break;
+    }
+    case 8: {
+        net_create_rep o;
+        net__dec_create_rep(&rd, &o);
+        break;
+    }
+    case 9:
+        net__dec_name(&rd, name);
+        break;
+    case 10: {
+        net_barrier o;
+        net__dec_barrier(&rd, &o);
+        break;
+    }
+    case 11: {
+        net_stats *o = malloc(sizeof *o);
+        if (o != NULL)
+            net__dec_stats(&rd, o);
+        free(o);
+        break;
+    }
+    case 12:
+        net__dec_u8(&rd, &u8, "u8");
+        break;
+    case 13:
+        net__dec_u32(&rd, &u32, "u32");
+        break;
+    case 14:
+        net__dec_u64(&rd, &u64, "u64");
+        break;
+    default:
+        if (net__dec_err(&rd, msg, sizeof msg) == 0)
+            touch((const unsigned char *)msg, strlen(msg));
+        break;
+    }
+    /* a failure always says why */
+    if (rd.err && rd.why[0] == '\0')
+        abort();
+}
+
+/* The decoders a message of type t is read with (request, reply). */
+static void
+decode_message(const net_hdr *h, const unsigned char *p, size_t n)
+{
+    int reply = (h->flags & NET_F_REPLY) != 0;
+
+    if (reply && h->status != 0) {
+        decode(15, p, n);
+        return;
+    }
+    switch (h->type) {
+    case NET_HELLO:     decode(reply ? 0 : 12, p, n); break;
+    case NET_HANDSHAKE: decode(reply ? 2 : 1, p, n); break;
+    case NET_SCHEMA:    decode(3, p, n); break;
+    case NET_PULL:      decode(reply ? 5 : 4, p, n); break;
+    case NET_PUSH:      decode(reply ? 14 : 6, p, n); break;
+    case NET_CREATE:    decode(reply ? 8 : 7, p, n); break;
+    case NET_DELETE:    decode(reply ? 12 : 9, p, n); break;
+    case NET_BARRIER:   decode(10, p, n); break;
+    case NET_STATS:     decode(11, p, n); break;
+    case NET_SHUTDOWN:
+    case NET_LEAVE:     decode(12, p, n); break;
+    case NET_HEARTBEAT: decode(13, p, n); break;
+    default:            decode(15, p, n); break;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    net_hdr h;
+    char why[256];
+    unsigned char *copy;
+
+    if (net__hdr_check(data, size, &h, why, sizeof why) == GKV_OK)
+        decode_message(&h, data + NET_HDR_LEN, (size_t)h.len);
+    else if (why[0] == '\0')
+        abort();
+    if (size == 0)
+        return 0;
+    /* the bare payload, in a buffer of exactly its size (ASan sees any
+     * read past it) */
+    copy = malloc(size - 1 + 1);
+    if (copy == NULL)
+        return 0;
+    memcpy(copy, data + 1, size - 1);
+    decode(data[0], copy, size - 1);
+    free(copy);
+    return 0;
+}
+
+#ifdef WIRE_FUZZ_SEEDS
+/* ---- the seed corpus ---------------------------------------------------- */
+
+static const char *g_dir;
+static int g_n;
+
+typedef void (*enc_fn)(net_wr *w, const void *arg);
+
+/* Writes a whole message (header + payload) and the bare payload with its
+ * decoder byte in front. */
+static void
+seed(uint16_t type, uint32_t flags, int32_t status, unsigned dec, enc_fn enc,
+     const void *arg)
+{
+    net_wr w = {0};
+    net_hdr h = {0};
+    unsigned char *b;
+    char path[4096];
+    FILE *f;
+
+    enc(&w, arg);
+    b = calloc(1, NET_HDR_LEN + w.off + 1);
+    w.p = b + NET_HDR_LEN;
+    w.cap = w.off;
+    w.off = 0;
+    enc(&w, arg);
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    h.type = type;
+    h.flags = flags;
+    h.status = status;
+    h.req_id = 1;
+    h.len = w.off;
+    if (flags & NET_F_SUM)
+        h.sum = net__sum(w.p, w.off);
+    net__hdr_put(b, &h);
+    snprintf(path, sizeof path, "%s/msg-%02d", g_dir, g_n);
+    if ((f = fopen(path, "wb")) != NULL) {
+        fwrite(b, 1, NET_HDR_LEN + w.off, f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/payload-%02d", g_dir, g_n++);
+    b[NET_HDR_LEN - 1] = (unsigned char)dec;
+    if ((f = fopen(path, "wb")) != NULL) {
+        fwrite(b + NET_HDR_LEN - 1, 1, w.off + 1, f);
+        fclose(f);
+    }
+    free(b);
+}
+
+static void e_none(net_wr *w, const void *a) { (void)w; (void)a; }
+static void e_hello(net_wr *w, const void *a) { net__enc_hello_rep(w, a); }
+static void e_hs(net_wr *w, const void *a) { net__enc_hs_req(w, a); }
+static void e_create(net_wr *w, const void *a) { net__enc_create_req(w, a); }
+static void e_create_rep(net_wr *w, const void *a) { net__enc_create_rep(w, a); }
+static void e_barrier(net_wr *w, const void *a) { net__enc_barrier(w, a); }
+static void e_err(net_wr *w, const void *a) { net__enc_err(w, a); }
+static void e_u8(net_wr *w, const void *a) { net__wr_u8(w, *(const uint8_t *)a); }
+static void e_u64(net_wr *w, const void *a) { net__wr_u64(w, *(const uint64_t *)a); }
+
+static void
+e_schema(net_wr *w, const void *a)
+{
+    const net_tensor *t = a;
+
+    net__wr_u64(w, 0x1234);
+    {
+        net_ident id;
+        memset(&id, 0, sizeof id);
+        id.proto = 1;
+        id.num_servers = 2;
+        snprintf(id.host, sizeof id.host, "h");
+        snprintf(id.store, sizeof id.store, "/s");
+        net__enc_ident(w, &id);
+    }
+    net__wr_u32(w, 2);
+    net__enc_tensor(w, &t[0]);
+    net__enc_tensor(w, &t[1]);
+}
+
+static void
+e_pull(net_wr *w, const void *a)
+{
+    static const uint64_t ids[3] = {1, 5, 9};
+
+    (void)a;
+    net__enc_pull_req(w, "feat", ids, NULL, 3);
+}
+
+static void
+e_pull_rep(net_wr *w, const void *a)
+{
+    unsigned char *p;
+
+    (void)a;
+    net__wr_u64(w, 2);
+    net__wr_u64(w, 4);
+    if ((p = net__wr_arr(w, 8)) != NULL)
+        memset(p, 7, 8);
+}
+
+static void
+e_push(net_wr *w, const void *a)
+{
+    static const uint64_t ids[2] = {3, 4};
+    static const float rows[4] = {1, 2, 3, 4};
+    static const double opt[4] = {0.1, 0, 0, 0};
+
+    (void)a;
+    net__enc_push_req(w, "emb", "adam", opt, 8, ids, rows, NULL, 2);
+}
+
+static void
+e_stats(net_wr *w, const void *a)
+{
+    (void)a;
+    net__wr_u32(w, 1);
+    net__wr_str(w, "pulls");
+    net__wr_u64(w, 3);
+}
+
+int
+main(int argc, char **argv)
+{
+    net_hello_rep hr;
+    net_hs_req hs;
+    net_tensor t[2];
+    net_create_req cq;
+    net_create_rep cr;
+    net_barrier b = {4, 2};
+    uint8_t one = 1;
+    uint64_t n = 2;
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: wire_seeds DIR\n");
+        return 2;
+    }
+    g_dir = argv[1];
+    memset(&hr, 0, sizeof hr);
+    hr.id.proto = 1;
+    hr.id.num_servers = 1;
+    snprintf(hr.id.host, sizeof hr.id.host, "host");
+    memset(&hs, 0, sizeof hs);
+    snprintf(hs.group, sizeof hs.group, "job");
+    hs.flags = NET_HS_PROOF;
+    memset(t, 0, sizeof t);
+    snprintf(t[0].name, sizeof t[0].name, "feat");
+    t[0].dtype = GKV_F32;
+    t[0].ndim = 1;
+    t[0].shape[0] = 4;
+    t[0].hi = 10;
+    t[0].row_bytes = 16;
+    t[1] = t[0];
+    snprintf(t[1].name, sizeof t[1].name, "emb");
+    snprintf(t[1].policy, sizeof t[1].policy, "node:x");
+    memset(&cq, 0, sizeof cq);
+    cq.t = t[0];
+    cq.t.row_bytes = 0;
+    memset(&cr, 0, sizeof cr);
+    cr.created = 1;
+    cr.t = t[0];
+    seed(NET_HELLO, 0, 0, 12, e_none, NULL);
+    seed(NET_HELLO, NET_F_REPLY | NET_F_SUM, 0, 0, e_hello, &hr);
+    seed(NET_HANDSHAKE, 0, 0, 1, e_hs, &hs);
+    seed(NET_HANDSHAKE, NET_F_REPLY, 0, 2, e_schema, t);
+    seed(NET_PULL, NET_F_SUM, 0, 4, e_pull, NULL);
+    seed(NET_PULL, NET_F_REPLY, 0, 5, e_pull_rep, NULL);
+    seed(NET_PUSH, 0, 0, 6, e_push, NULL);
+    seed(NET_PUSH, NET_F_REPLY, 0, 14, e_u64, &n);
+    seed(NET_CREATE, 0, 0, 7, e_create, &cq);
+    seed(NET_CREATE, NET_F_REPLY, 0, 8, e_create_rep, &cr);
+    seed(NET_BARRIER, 0, 0, 10, e_barrier, &b);
+    seed(NET_STATS, NET_F_REPLY, 0, 11, e_stats, NULL);
+    seed(NET_SHUTDOWN, 0, 0, 12, e_u8, &one);
+    seed(NET_PULL, NET_F_REPLY, GKV_ERANGE, 15, e_err, "tensor 'feat': ID 99");
+    return 0;
+}
+#endif
