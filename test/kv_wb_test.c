@@ -321,8 +321,12 @@ test_wb_crash(void **state)
                         for (int j = 0; j < W; j++)
                             ref[(ids[b2] - 100) * W + j] = (float)(k - 1);
                 }
+                /* At least every push up to the last reported flush; at
+                 * most the reported pushes plus one: the background
+                 * flusher (1 ms) may commit a push that completed while
+                 * the child was killed before reporting it. */
                 if (memcmp(ref, got, N * W * sizeof *ref) == 0)
-                    ok = k >= flushed + 1 && k <= made + 1;
+                    ok = k >= flushed + 1 && k <= made + 2;
             }
         }
         if (!ok) {
