@@ -6,6 +6,8 @@
 #   CUDA                 auto | yes | no  (gpu/ is built when nvcc is there)
 #   SAN                  empty, or e.g. address,undefined
 #   V                    1 shows full compiler lines
+#   BENCH_ARGS, BENCH_GRAPH_ARGS, BENCH_GRAPH_SCALES, BENCH_PART_SCALE,
+#   BENCH_PART_METHODS   what make bench runs (see doc/BENCHMARKS.md)
 # (Comments sit on their own lines: a trailing "# ..." would leave spaces in
 # the value.)
 PREFIX  ?= /usr/local
@@ -19,6 +21,10 @@ LDFLAGS ?=
 NVCC    ?= nvcc
 
 BUILD   := build
+# make bench: sampling at these R-MAT scales, partitioning at this one
+BENCH_GRAPH_SCALES ?= 20 22
+BENCH_PART_SCALE   ?= 22
+BENCH_PART_METHODS ?= random range metis
 PKGS    := lmdb libxxhash jansson nanomsg libsodium
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -llmdb -lxxhash -ljansson -lnanomsg -lsodium)
@@ -138,7 +144,9 @@ bench:
 	@tools/deps.sh --bench
 	@$(MAKE) --no-print-directory all
 	@$(BUILD)/gkv-bench $(BENCH_ARGS)
-	@$(BUILD)/gkv-bench-graph $(BENCH_GRAPH_ARGS)
+	@for s in $(BENCH_GRAPH_SCALES); do \
+	  $(BUILD)/gkv-bench-graph --scale $$s $(BENCH_GRAPH_ARGS) || exit 1; done
+	@BUILD=$(BUILD) tools/bench-partition.sh $(BENCH_PART_SCALE) $(BENCH_PART_METHODS)
 
 soak: deps
 	@$(MAKE) --no-print-directory build-tests
