@@ -47,36 +47,12 @@
 
 #include "gkv.h"
 #include "gkv_sample.h"
+#include "util.h"
 
 #define PROG  "gkv-bench-graph"
 #define BATCH 1024
 
 static int nfail;
-
-static void
-die(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, PROG ": ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static void
-note(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, PROG ": ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
 
 static void
 bad(const char *fmt, ...)
@@ -89,40 +65,6 @@ bad(const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     nfail++;
-}
-
-static void *
-xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-
-    if (p == NULL)
-        die("out of memory (%zu bytes)", n);
-    return p;
-}
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int
-cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-static double
-median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 static uint64_t
@@ -258,19 +200,19 @@ anchor_build(const char *src)
     struct stat st;
 
     if (src == NULL || stat(src, &st) != 0) {
-        note("anchor source %s not found: no anchor figures",
+        tools__note("anchor source %s not found: no anchor figures",
              src ? src : "(none)");
         return;
     }
     n = readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0)
-        die("readlink /proc/self/exe: %s", strerror(errno));
+        tools__die("readlink /proc/self/exe: %s", strerror(errno));
     self[n] = '\0';
     snprintf(dir, sizeof dir, "%s", self);
     snprintf(anchor_bin, sizeof anchor_bin, "%s/sample_csc", dirname(dir));
     snprintf(cmd, sizeof cmd, "cc -O2 -march=native -o '%s' '%s'", anchor_bin,
              src);
-    note("building the anchor: %s", cmd);
+    tools__note("building the anchor: %s", cmd);
     if (system(cmd) != 0) {
         bad("could not build the anchor (%s)", cmd);
         return;
@@ -292,7 +234,7 @@ anchor_run(int scale, const char *fans, int reps, int batches, double *sampled,
         return;
     snprintf(cmd, sizeof cmd, "'%s' %d %s %d %d %d", anchor_bin, scale, fans,
              BATCH, reps, batches);
-    note("running the anchor: %s", cmd);
+    tools__note("running the anchor: %s", cmd);
     if ((fp = popen(cmd, "r")) == NULL) {
         bad("could not run the anchor: %s", strerror(errno));
         return;
@@ -354,6 +296,7 @@ main(int argc, char **argv)
     int64_t nbatch;
     uint64_t rs = 42;
 
+    tools__prog = PROG;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -390,13 +333,13 @@ main(int argc, char **argv)
     memset(&sp, 0, sizeof sp);
     sp.scale = scale;
     sp.seed = 2026;
-    t0 = now_s();
+    t0 = tools__now_s();
     if (gkv_rmat_graph(&graph, &sp, 2) != GKV_OK)
-        die("gkv_rmat_graph failed");
-    gen_s = now_s() - t0;
+        tools__die("gkv_rmat_graph failed");
+    gen_s = tools__now_s() - t0;
     nnodes = gkv_graph_num_nodes(graph, 0);
     gkv_graph_edges(graph, 0, &coo);
-    note("R-MAT scale %d: %lld nodes, %lld edges, generated in %.2f s (2 "
+    tools__note("R-MAT scale %d: %lld nodes, %lld edges, generated in %.2f s (2 "
          "threads)", scale, (long long)nnodes, (long long)coo.n, gen_s);
 
     /* CSC build, 1 and 2 threads */
@@ -404,26 +347,26 @@ main(int argc, char **argv)
         int nb = scale >= 22 ? 1 : 3;
         for (int r = 0; r < nb; r++) {
             gkv_sgraph *x;
-            t0 = now_s();
+            t0 = tools__now_s();
             if (gkv_sgraph_from_graph(&x, graph, 0, t + 1) != GKV_OK)
-                die("gkv_sgraph_from_graph: %s", gkv_sgraph_errmsg(NULL));
-            build[t][r] = (double)coo.n / (now_s() - t0);
+                tools__die("gkv_sgraph_from_graph: %s", gkv_sgraph_errmsg(NULL));
+            build[t][r] = (double)coo.n / (tools__now_s() - t0);
             if (sg == NULL)
                 sg = x;
             else
                 gkv_sgraph_free(x);
         }
-        build_med[t] = median(build[t], nb);
+        build_med[t] = tools__median(build[t], nb);
         printf("RESULT graph_csc_build scale=%d threads=%d edges=%lld "
                "build_edges_s=%.4g\n", scale, t + 1, (long long)coo.n,
                build_med[t]);
     }
     gkv_sgraph_adj(sg, 0, GKV_DIR_IN, &csc);
-    mark = xmalloc((size_t)nnodes * sizeof *mark);
+    mark = tools__xmalloc((size_t)nnodes * sizeof *mark);
     memset(mark, 0xff, (size_t)nnodes * sizeof *mark);
 
     /* seeds: a random permutation, cut into batches */
-    perm = xmalloc((size_t)nnodes * sizeof *perm);
+    perm = tools__xmalloc((size_t)nnodes * sizeof *perm);
     for (int64_t i = 0; i < nnodes; i++)
         perm[i] = i;
     for (int64_t i = nnodes - 1; i > 0; i--) {
@@ -438,7 +381,7 @@ main(int argc, char **argv)
         double anchor_eps = 0, ab;
         for (int t = 0; t < 2; t++)
             if (gkv_sampler_new(&s[t], sg, t + 1) != GKV_OK)
-                die("gkv_sampler_new failed");
+                tools__die("gkv_sampler_new failed");
         /* verify: 8 batches on 1 thread, and 2 threads give the same */
         for (int v = 0; v < 8; v++) {
             const int64_t *seeds = perm + (size_t)(v % nbatch) * BATCH;
@@ -466,7 +409,7 @@ main(int argc, char **argv)
             int64_t bi = 0;
             for (int r = 0; r < reps; r++) {
                 size_t edges = 0;
-                t0 = now_s();
+                t0 = tools__now_s();
                 for (int k = 0; k < batches; k++, bi++) {
                     const int64_t *seeds = perm + (size_t)(bi % nbatch) *
                                                   BATCH;
@@ -477,16 +420,16 @@ main(int argc, char **argv)
                     o.seed = (uint64_t)bi;
                     if (gkv_sample_blocks(s[t], &seeds, &n, cfg[c].fan, 1,
                                           cfg[c].nl, &o, b) != GKV_OK)
-                        die("gkv_sample_blocks: %s", gkv_sampler_errmsg(s[t]));
+                        tools__die("gkv_sample_blocks: %s", gkv_sampler_errmsg(s[t]));
                     for (int l = 0; l < cfg[c].nl; l++)
                         edges += b[l].edges[0].n;
                 }
-                eps[r] = (double)edges / (now_s() - t0);
+                eps[r] = (double)edges / (tools__now_s() - t0);
                 tot_e += (double)edges;
             }
             res[nres].fans = cfg[c].name;
             res[nres].threads = t + 1;
-            res[nres].eps = median(eps, reps);
+            res[nres].eps = tools__median(eps, reps);
             res[nres].epb = tot_e / ((double)reps * batches);
             nres++;
         }

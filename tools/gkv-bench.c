@@ -47,6 +47,7 @@
 #include <hiredis/hiredis.h>
 
 #include "gkv.h"
+#include "util.h"
 
 #define PROG "gkv-bench"
 
@@ -74,36 +75,11 @@ static volatile pid_t child_pid;    /* kvctl while it runs, or 0 */
 static int nfail;                   /* verification failures */
 
 static void
-die(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, PROG ": ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-static void
-note(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, PROG ": ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-}
-
-static void
 die_gkv(gkv_store *s, const char *what, gkv_err rc)
 {
     const char *detail = gkv_store_errmsg(s);
 
-    die("%s: %s%s%s", what, gkv_strerror(rc), *detail ? ": " : "", detail);
+    tools__die("%s: %s%s%s", what, gkv_strerror(rc), *detail ? ": " : "", detail);
 }
 
 #define GKV_CK(s, call)                                                      \
@@ -113,22 +89,12 @@ die_gkv(gkv_store *s, const char *what, gkv_err rc)
             die_gkv((s), #call, rc_);                                        \
     } while (0)
 
-static void *
-xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-
-    if (p == NULL)
-        die("out of memory (%zu bytes)", n);
-    return p;
-}
-
 static int
 rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb; (void)flag; (void)ftw;
     if (remove(path) != 0 && errno != ENOENT)
-        note("cannot remove %s: %s", path, strerror(errno));
+        tools__note("cannot remove %s: %s", path, strerror(errno));
     return 0;
 }
 
@@ -194,15 +160,6 @@ on_signal(int sig)
 }
 
 /* ---- time, random IDs, row values (as in ../shared/anchors/common.h) ------- */
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static inline uint64_t
 splitmix64(uint64_t *x)
@@ -277,34 +234,13 @@ fill_rows(float *dst, uint64_t first, uint64_t n, uint32_t d)
 static uint64_t *
 random_ids(size_t b, uint64_t n)
 {
-    uint64_t *ids = xmalloc(b * sizeof *ids);
+    uint64_t *ids = tools__xmalloc(b * sizeof *ids);
     rng_t rng;
 
     rng_seed(&rng, 42);
     for (size_t i = 0; i < b; i++)
         ids[i] = rng_below(&rng, (uint32_t)n);
     return ids;
-}
-
-static int
-cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
-/* Median of v[0..n) (sorts a copy). */
-static double
-median(const double *v, int n)
-{
-    double *t = xmalloc(n * sizeof *t), m;
-
-    memcpy(t, v, n * sizeof *t);
-    qsort(t, n, sizeof *t, cmp_dbl);
-    m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    free(t);
-    return m;
 }
 
 /* ---- the summary table ----------------------------------------------------- */
@@ -361,7 +297,7 @@ store_open(const char *path, unsigned flags, uint64_t data_bytes)
      * optimizer state: the map is address space, not disk */
     o.map_size = 4 * data_bytes + (256ull << 20);
     if ((rc = gkv_store_open(&s, path, flags, &o)) != GKV_OK)
-        die("cannot open store %s: %s: %s", path, gkv_strerror(rc),
+        tools__die("cannot open store %s: %s: %s", path, gkv_strerror(rc),
             gkv_store_errmsg(NULL));
     return s;
 }
@@ -387,12 +323,12 @@ tensor_load(gkv_store *s, const char *name, uint64_t n, uint32_t d,
     sp.flags = tflags;
     sp.init = GKV_INIT_ZEROS;
     GKV_CK(s, gkv_tensor_create(s, name, &sp));
-    t0 = now_s();
+    t0 = tools__now_s();
     for (uint64_t a = 0; a < n; a += step) {
         uint64_t b = n - a < step ? n : a + step;
         GKV_CK(s, gkv_tensor_write(s, name, a, b, m + a * d, (size_t)(b - a) * rb));
     }
-    return now_s() - t0;
+    return tools__now_s() - t0;
 }
 
 static gkv_tensor_desc
@@ -452,16 +388,16 @@ gather_timed(gkv_store *s, const char *name, const float *m, uint32_t d,
         g[t] = (struct gather){s, name, m, d, ids + lo, hi - lo, dst + lo * d,
                                GKV_OK, ""};
     }
-    t0 = now_s();
+    t0 = tools__now_s();
     if (nt > 1 && pthread_create(&th, NULL, gather_run, &g[1]) != 0)
-        die("pthread_create failed");
+        tools__die("pthread_create failed");
     gather_run(&g[0]);
     if (nt > 1)
         pthread_join(th, NULL);
-    t0 = now_s() - t0;
+    t0 = tools__now_s() - t0;
     for (int t = 0; t < nt; t++)
         if (g[t].rc != GKV_OK)
-            die("gkv_tensor_pull (thread %d): %s%s%s", t, gkv_strerror(g[t].rc),
+            tools__die("gkv_tensor_pull (thread %d): %s%s%s", t, gkv_strerror(g[t].rc),
                 *g[t].msg ? ": " : "", g[t].msg);
     return t0;
 }
@@ -481,36 +417,36 @@ bench_pull(uint32_t d)
     gkv_store *s;
     int bad = 0;
 
-    note("pull D=%u: filling %.2f GB in RAM and in the store", d, bytes / 1e9);
-    m = xmalloc(bytes);
+    tools__note("pull D=%u: filling %.2f GB in RAM and in the store", d, bytes / 1e9);
+    m = tools__xmalloc(bytes);
     fill_rows(m, 0, n, d);
     ids = random_ids(b, n);
-    out_gkv = xmalloc(b * rb);
-    out_ram = xmalloc(b * rb);
+    out_gkv = tools__xmalloc(b * rb);
+    out_ram = tools__xmalloc(b * rb);
 
     snprintf(path, sizeof path, "%s/pull-%u", scratch, d);
     s = store_open(path, GKV_CREATE | GKV_NOSYNC, bytes);
     load_s = tensor_load(s, "feat", n, d, 0, m);
     GKV_CK(s, gkv_store_sync(s));
     desc = tensor_desc(s, "feat");
-    pf_s = now_s();
+    pf_s = tools__now_s();
     GKV_CK(s, gkv_store_prefault(s));
-    pf_s = now_s() - pf_s;
+    pf_s = tools__now_s() - pf_s;
 
     /* the reference's own rows must be right before it judges gkv's */
     gather_timed(NULL, NULL, m, d, ids, b, out_ram, 1);
     for (size_t i = 0; i < b && !bad; i++)
         for (uint32_t c = 0; c < d; c++)
             if (out_ram[i * d + c] != feat_val(ids[i], c)) {
-                note("pull D=%u: RAM row %zu (ID %llu) is wrong", d, i,
+                tools__note("pull D=%u: RAM row %zu (ID %llu) is wrong", d, i,
                      (unsigned long long)ids[i]);
                 bad = 1;
                 break;
             }
 
     for (int q = 0; q < NCFG; q++)
-        t[q] = xmalloc(pull_reps * sizeof(double));
-    note("pull D=%u: %d reps of %zu random IDs (chunks of %u rows)", d,
+        t[q] = tools__xmalloc(pull_reps * sizeof(double));
+    tools__note("pull D=%u: %d reps of %zu random IDs (chunks of %u rows)", d,
          pull_reps, b, desc.chunk_rows);
     for (int r = -1; r < pull_reps; r++)        /* r = -1: warm-up */
         for (int q = 0; q < NCFG; q++) {
@@ -528,7 +464,7 @@ bench_pull(uint32_t d)
             if (gk && memcmp(out_gkv, out_ram, b * rb) != 0 && !bad) {
                 for (size_t i = 0; i < b; i++)
                     if (memcmp(out_gkv + i * d, out_ram + i * d, rb) != 0) {
-                        note("pull D=%u %s rep %d: row %zu (ID %llu) differs "
+                        tools__note("pull D=%u %s rep %d: row %zu (ID %llu) differs "
                              "from the RAM copy", d, cname[q], r, i,
                              (unsigned long long)ids[i]);
                         break;
@@ -537,7 +473,7 @@ bench_pull(uint32_t d)
             }
         }
     for (int q = 0; q < NCFG; q++)
-        med[q] = median(t[q], pull_reps);
+        med[q] = tools__median(t[q], pull_reps);
     nfail += bad;
 
     printf("RESULT pull D=%u N=%llu B=%zu reps=%d chunk_rows=%u "
@@ -628,7 +564,7 @@ redis_start(void)
     int port0 = env ? atoi(env) : 20000 + (int)(getpid() % 20000);
 
     if (!in_path("redis-server")) {
-        note("redis-server is not installed: the Redis reference is skipped "
+        tools__note("redis-server is not installed: the Redis reference is skipped "
              "(tools/deps.sh --bench installs it)");
         return NULL;
     }
@@ -640,7 +576,7 @@ redis_start(void)
 
         snprintf(port, sizeof port, "%d", port0 + attempt);
         if ((pid = fork()) < 0)
-            die("fork: %s", strerror(errno));
+            tools__die("fork: %s", strerror(errno));
         if (pid == 0) {
             int dn = open("/dev/null", O_WRONLY);
 
@@ -678,7 +614,7 @@ redis_start(void)
         }
         redis_stop();
     }
-    note("redis-server did not start: the Redis reference is skipped");
+    tools__note("redis-server did not start: the Redis reference is skipped");
     return NULL;
 }
 
@@ -689,7 +625,7 @@ static double
 redis_set_timed(redisContext *c, const uint64_t *ids, size_t b,
                 const float *rows, size_t rb, int *ok)
 {
-    double t0 = now_s();
+    double t0 = tools__now_s();
 
     for (size_t lo = 0; lo < b; lo += 1000) {
         size_t k = b - lo < 1000 ? b - lo : 1000;
@@ -702,13 +638,13 @@ redis_set_timed(redisContext *c, const uint64_t *ids, size_t b,
             redisReply *r;
 
             if (redisGetReply(c, (void **)&r) != REDIS_OK)
-                die("redis: %s", c->errstr);
+                tools__die("redis: %s", c->errstr);
             if (r->type != REDIS_REPLY_STATUS || strcmp(r->str, "OK") != 0)
                 *ok = 0;
             freeReplyObject(r);
         }
     }
-    return now_s() - t0;
+    return tools__now_s() - t0;
 }
 
 /* Reads back a sample of the rows SET stored. */
@@ -763,7 +699,7 @@ chunks_touched(const uint64_t *ids, size_t b, uint64_t n, uint32_t chunk_rows)
     unsigned char *seen = calloc(nch, 1);
 
     if (seen == NULL)
-        die("out of memory");
+        tools__die("out of memory");
     for (size_t i = 0; i < b; i++)
         if (!seen[ids[i] / chunk_rows]++)
             k++;
@@ -782,14 +718,14 @@ push_verify(gkv_store *s, const char *label, const uint64_t *ids, size_t b,
     const uint32_t d = PUSH_D;
     size_t rb = d * sizeof(float);
     uint32_t *cnt = calloc(n, sizeof *cnt);
-    float *got = xmalloc(b * rb), *row = xmalloc(rb);
-    uint64_t *other = xmalloc(1000 * sizeof *other);
+    float *got = tools__xmalloc(b * rb), *row = tools__xmalloc(rb);
+    uint64_t *other = tools__xmalloc(1000 * sizeof *other);
     size_t nother = 0, nbad = 0;
     int ok = 1;
     rng_t rng;
 
     if (cnt == NULL)
-        die("out of memory");
+        tools__die("out of memory");
     for (size_t i = 0; i < b; i++)
         cnt[ids[i]]++;
     GKV_CK(s, gkv_tensor_pull(s, NULL, "emb", ids, b, got, b * rb));
@@ -807,7 +743,7 @@ push_verify(gkv_store *s, const char *label, const uint64_t *ids, size_t b,
                            ADAGRAD_LR * g / (sqrt(ss) + ADAGRAD_EPS));
             if (!(fabsf(got[i * d + c] - want) <= 1e-6f * fmaxf(1.0f, fabsf(want)))) {
                 if (nbad++ < 5)
-                    note("push %s: row %zu (ID %llu, %u copies) col %u is %.9g, "
+                    tools__note("push %s: row %zu (ID %llu, %u copies) col %u is %.9g, "
                          "expected %.9g (assign then %d adagrad steps)", label, i,
                          (unsigned long long)ids[i], cnt[ids[i]], c,
                          got[i * d + c], want, k);
@@ -816,14 +752,14 @@ push_verify(gkv_store *s, const char *label, const uint64_t *ids, size_t b,
             }
         }
     if (nbad > 0)
-        note("push %s: %zu of %zu pushed rows are wrong", label, nbad, b);
+        tools__note("push %s: %zu of %zu pushed rows are wrong", label, nbad, b);
     /* and every chunk's checksum, the rows' and the optimizer state's */
     {
         gkv_verify_report rep;
         gkv_err rc = gkv_store_verify(s, NULL, &rep);
 
         if (rc != GKV_OK) {
-            note("push %s: gkv_store_verify: %s: %s", label, gkv_strerror(rc),
+            tools__note("push %s: gkv_store_verify: %s: %s", label, gkv_strerror(rc),
                  gkv_store_errmsg(s));
             ok = 0;
         }
@@ -838,7 +774,7 @@ push_verify(gkv_store *s, const char *label, const uint64_t *ids, size_t b,
         GKV_CK(s, gkv_tensor_pull(s, NULL, "emb", &other[i], 1, row, rb));
         for (uint32_t c = 0; c < d; c++)
             if (row[c] != feat_val(other[i], c)) {
-                note("push %s: row ID %llu was not pushed but changed", label,
+                tools__note("push %s: row ID %llu was not pushed but changed", label,
                      (unsigned long long)other[i]);
                 ok = 0;
                 break;
@@ -870,14 +806,14 @@ bench_push(void)
     const gkv_push_args assign = {"assign", 0, 0, 0, 0};
     const gkv_push_args adagrad = {"adagrad", ADAGRAD_LR, ADAGRAD_EPS, 0, 0};
 
-    note("push: filling %.2f GB in RAM and in two stores (default and HOT "
+    tools__note("push: filling %.2f GB in RAM and in two stores (default and HOT "
          "chunks)", bytes / 1e9);
-    m = xmalloc(bytes);
+    m = tools__xmalloc(bytes);
     fill_rows(m, 0, n, d);
     ids = random_ids(b, n);
-    rows = xmalloc(b * rb);
-    grads = xmalloc(b * rb);
-    out = xmalloc(b * rb);
+    rows = tools__xmalloc(b * rb);
+    grads = tools__xmalloc(b * rb);
+    out = tools__xmalloc(b * rb);
     for (size_t i = 0; i < b; i++)
         for (uint32_t c = 0; c < d; c++) {
             rows[i * d + c] = push_val(ids[i], c);
@@ -895,21 +831,21 @@ bench_push(void)
         gkv_store_close(s);
     }
     /* the RAM scatter writes into a copy, so m stays the loaded rows */
-    m2 = xmalloc(bytes);
+    m2 = tools__xmalloc(bytes);
     memcpy(m2, m, bytes);
 
     rc = redis_start();
     for (size_t q = 0; q < NPUSH_CFG; q++) {
-        tp[q][ASSIGN] = xmalloc(push_reps * sizeof(double));
-        tp[q][ADAGRAD] = xmalloc(push_reps * sizeof(double));
-        t_flush[q] = xmalloc(push_reps * sizeof(double));
+        tp[q][ASSIGN] = tools__xmalloc(push_reps * sizeof(double));
+        tp[q][ADAGRAD] = tools__xmalloc(push_reps * sizeof(double));
+        t_flush[q] = tools__xmalloc(push_reps * sizeof(double));
         ok[q] = 1;
     }
-    t_redis = xmalloc(push_reps * sizeof(double));
-    t_gath = xmalloc(push_reps * sizeof(double));
-    t_scat = xmalloc(push_reps * sizeof(double));
+    t_redis = tools__xmalloc(push_reps * sizeof(double));
+    t_gath = tools__xmalloc(push_reps * sizeof(double));
+    t_scat = tools__xmalloc(push_reps * sizeof(double));
 
-    note("push: %d reps of %zu random IDs; chunks of %u rows (default) and %u "
+    tools__note("push: %d reps of %zu random IDs; chunks of %u rows (default) and %u "
          "(HOT) touch %llu and %llu chunks per push", push_reps, b,
          chunk_rows[0], chunk_rows[1], (unsigned long long)touched[0],
          (unsigned long long)touched[1]);
@@ -924,20 +860,20 @@ bench_push(void)
             GKV_CK(s, gkv_store_prefault(s));
             if (pc->wb)   /* untimed: loads the tensor into RAM */
                 GKV_CK(s, gkv_writeback_start(s, "emb", 0));
-            t0 = now_s();
+            t0 = tools__now_s();
             GKV_CK(s, gkv_tensor_push(s, "emb", ids, b, rows, b * rb, &assign));
-            ta = now_s() - t0;
-            t0 = now_s();
+            ta = tools__now_s() - t0;
+            t0 = tools__now_s();
             GKV_CK(s, gkv_tensor_push(s, "emb", ids, b, grads, b * rb, &adagrad));
-            tg = now_s() - t0;
+            tg = tools__now_s() - t0;
             if (pc->wb) {
                 /* what the background thread has not written yet, written
                  * now: the cost the pushes deferred (NOSYNC, as the Redis
                  * reference runs without persistence) */
-                t0 = now_s();
+                t0 = tools__now_s();
                 GKV_CK(s, gkv_writeback_flush(s));
                 if (r >= 0)
-                    t_flush[q][r] = now_s() - t0;
+                    t_flush[q][r] = tools__now_s() - t0;
             }
             if (r >= 0) {
                 tp[q][ASSIGN][r] = ta;
@@ -969,17 +905,17 @@ bench_push(void)
                 t_redis[r] = sec;
         }
         {
-            double t0 = now_s(), sec;
+            double t0 = tools__now_s(), sec;
 
             for (size_t i = 0; i < b; i++)
                 memcpy(out + i * d, m + ids[i] * d, rb);
-            sec = now_s() - t0;
+            sec = tools__now_s() - t0;
             if (r >= 0)
                 t_gath[r] = sec;
-            t0 = now_s();
+            t0 = tools__now_s();
             for (size_t i = 0; i < b; i++)
                 memcpy(m2 + ids[i] * d, rows + i * d, rb);
-            sec = now_s() - t0;
+            sec = tools__now_s() - t0;
             if (r >= 0)
                 t_scat[r] = sec;
         }
@@ -988,18 +924,18 @@ bench_push(void)
         if (redis_ok && !redis_check(rc, ids, b, rows, rb))
             redis_ok = 0;
         if (!redis_ok) {
-            note("redis: a SET failed or a stored row differs");
+            tools__note("redis: a SET failed or a stored row differs");
             nfail++;
         }
-        redis_med = median(t_redis, push_reps);
+        redis_med = tools__median(t_redis, push_reps);
         redisFree(rc);
         redis_stop();
     }
-    gath_med = median(t_gath, push_reps);
-    scat_med = median(t_scat, push_reps);
+    gath_med = tools__median(t_gath, push_reps);
+    scat_med = tools__median(t_scat, push_reps);
     for (size_t i = 0; i < b; i++)
         if (memcmp(out + i * d, m + ids[i] * d, rb) != 0) {
-            note("push: the RAM gather reference is wrong at row %zu", i);
+            tools__note("push: the RAM gather reference is wrong at row %zu", i);
             nfail++;
             break;
         }
@@ -1021,7 +957,7 @@ bench_push(void)
         double cow = (double)touched[pc->store] * (16.0 + cr * rb);
 
         for (int h = 0; h < 2; h++) {
-            med[q][h] = median(tp[q][h], push_reps);
+            med[q][h] = tools__median(tp[q][h], push_reps);
             printf("RESULT push chunking=%s sync=%s handler=%s D=%u N=%llu "
                    "B=%zu reps=%d chunk_rows=%u chunks_touched=%llu "
                    "cow_MB=%.0f cow_GBs=%.2f rows_s=%.3g GBs=%.3f",
@@ -1037,7 +973,7 @@ bench_push(void)
                    b / gath_med, gath_med / med[q][h], ok[q] ? "ok" : "FAIL");
             if (pc->wb) {
                 /* sustained: both pushes of the rep and the flush after */
-                double fl = median(t_flush[q], push_reps);
+                double fl = tools__median(t_flush[q], push_reps);
                 double sus = 2.0 * b / (med[q][ASSIGN] + med[q][ADAGRAD] + fl);
                 printf(" flush_s=%.3f sustained_rows_s=%.3g", fl, sus);
                 if (rc != NULL)
@@ -1059,7 +995,7 @@ bench_push(void)
             }
         }
         if (pc->wb) {
-            double fl = median(t_flush[q], push_reps);
+            double fl = tools__median(t_flush[q], push_reps);
             double sus = 2.0 * b / (med[q][ASSIGN] + med[q][ADAGRAD] + fl);
 
             snprintf(what, sizeof what, "  sustained: assign+adagrad+flush (%.2f s)",
@@ -1126,27 +1062,27 @@ npy_write(const char *path, uint64_t n, uint32_t d)
     int len = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': "
                        "False, 'shape': (%llu, %u), }", (unsigned long long)n, d);
     uint64_t step = ((uint64_t)64 << 20) / (d * sizeof(float));
-    float *buf = xmalloc(step * d * sizeof(float));
+    float *buf = tools__xmalloc(step * d * sizeof(float));
     FILE *f = fopen(path, "wb");
 
     if (f == NULL)
-        die("cannot create %s: %s", path, strerror(errno));
+        tools__die("cannot create %s: %s", path, strerror(errno));
     while ((10 + len + 1) % 64 != 0)
         hdr[len++] = ' ';
     hdr[len++] = '\n';
     pre[8] = (unsigned char)(len & 0xff);
     pre[9] = (unsigned char)(len >> 8);
     if (fwrite(pre, 1, 10, f) != 10 || fwrite(hdr, 1, (size_t)len, f) != (size_t)len)
-        die("writing %s: %s", path, strerror(errno));
+        tools__die("writing %s: %s", path, strerror(errno));
     for (uint64_t a = 0; a < n; a += step) {
         uint64_t k = n - a < step ? n - a : step;
 
         fill_rows(buf, a, k, d);
         if (fwrite(buf, d * sizeof(float), k, f) != k)
-            die("writing %s: %s", path, strerror(errno));
+            tools__die("writing %s: %s", path, strerror(errno));
     }
     if (fclose(f) != 0)
-        die("writing %s: %s", path, strerror(errno));
+        tools__die("writing %s: %s", path, strerror(errno));
     free(buf);
 }
 
@@ -1155,23 +1091,23 @@ static double
 file_pass(const char *path, const char *copy_to)
 {
     size_t bs = (size_t)4 << 20;
-    char *buf = xmalloc(bs);
+    char *buf = tools__xmalloc(bs);
     int in = open(path, O_RDONLY), out = -1;
-    double t0 = now_s();
+    double t0 = tools__now_s();
     ssize_t k;
 
     if (in < 0)
-        die("cannot open %s: %s", path, strerror(errno));
+        tools__die("cannot open %s: %s", path, strerror(errno));
     if (copy_to && (out = open(copy_to, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0)
-        die("cannot create %s: %s", copy_to, strerror(errno));
+        tools__die("cannot create %s: %s", copy_to, strerror(errno));
     while ((k = read(in, buf, bs)) > 0)
         if (out >= 0 && write(out, buf, (size_t)k) != k)
-            die("writing %s: %s", copy_to, strerror(errno));
+            tools__die("writing %s: %s", copy_to, strerror(errno));
     if (k < 0)
-        die("reading %s: %s", path, strerror(errno));
+        tools__die("reading %s: %s", path, strerror(errno));
     if (out >= 0 && (fsync(out) != 0 || close(out) != 0))
-        die("writing %s: %s", copy_to, strerror(errno));
-    t0 = now_s() - t0;
+        tools__die("writing %s: %s", copy_to, strerror(errno));
+    t0 = tools__now_s() - t0;
     close(in);
     free(buf);
     return t0;
@@ -1218,12 +1154,12 @@ kvctl_import(const char *kvctl, struct kvctl_form f, const char *store,
     if (f.precreate) {
         gkv_store *s = NULL;
         if (gkv_store_open(&s, store, GKV_CREATE, NULL) != GKV_OK)
-            die("cannot create store %s: %s", store, gkv_store_errmsg(NULL));
+            tools__die("cannot create store %s: %s", store, gkv_store_errmsg(NULL));
         gkv_store_close(s);
     }
-    t0 = now_s();
+    t0 = tools__now_s();
     if ((pid = fork()) < 0)
-        die("fork: %s", strerror(errno));
+        tools__die("fork: %s", strerror(errno));
     if (pid == 0) {
         int dn = open("/dev/null", O_WRONLY);
 
@@ -1240,12 +1176,12 @@ kvctl_import(const char *kvctl, struct kvctl_form f, const char *store,
     }
     child_pid = pid;
     if (waitpid(pid, &st, 0) != pid)
-        die("waitpid: %s", strerror(errno));
+        tools__die("waitpid: %s", strerror(errno));
     child_pid = 0;
-    t0 = now_s() - t0;
+    t0 = tools__now_s() - t0;
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         if (!quiet)
-            note("`kvctl %s %s %s %s` failed (%s %d)",
+            tools__note("`kvctl %s %s %s %s` failed (%s %d)",
                  f.cmd_first ? "import" : store, f.cmd_first ? store : "import",
                  name, file, WIFEXITED(st) ? "exit" : "signal",
                  WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
@@ -1261,22 +1197,22 @@ import_verify(const char *store, uint64_t n, uint32_t d)
     gkv_store *s = NULL;
     gkv_tensor_desc desc;
     uint64_t step = 65536;
-    float *buf = xmalloc(step * d * sizeof(float));
+    float *buf = tools__xmalloc(step * d * sizeof(float));
     gkv_err rc;
     int ok = 1;
 
     if ((rc = gkv_store_open(&s, store, GKV_RDONLY, NULL)) != GKV_OK) {
-        note("import: cannot open %s: %s: %s", store, gkv_strerror(rc),
+        tools__note("import: cannot open %s: %s: %s", store, gkv_strerror(rc),
              gkv_store_errmsg(NULL));
         free(buf);
         return 0;
     }
     if ((rc = gkv_tensor_info(s, NULL, "feat", &desc)) != GKV_OK) {
-        note("import: tensor 'feat': %s: %s", gkv_strerror(rc), gkv_store_errmsg(s));
+        tools__note("import: tensor 'feat': %s: %s", gkv_strerror(rc), gkv_store_errmsg(s));
         ok = 0;
     } else if (desc.dtype != GKV_F32 || desc.ndim != 1 || desc.shape[0] != d ||
                desc.lo != 0 || desc.hi != n) {
-        note("import: tensor 'feat' is %s, %u dims, [%llu, %llu); expected "
+        tools__note("import: tensor 'feat' is %s, %u dims, [%llu, %llu); expected "
              "f32 (%u) rows [0, %llu)", gkv_dtype_name(desc.dtype), desc.ndim,
              (unsigned long long)desc.lo, (unsigned long long)desc.hi, d,
              (unsigned long long)n);
@@ -1287,7 +1223,7 @@ import_verify(const char *store, uint64_t n, uint32_t d)
 
         if ((rc = gkv_tensor_read(s, NULL, "feat", a, b, buf,
                                   (size_t)(b - a) * d * sizeof(float))) != GKV_OK) {
-            note("import: reading rows [%llu, %llu): %s: %s",
+            tools__note("import: reading rows [%llu, %llu): %s: %s",
                  (unsigned long long)a, (unsigned long long)b, gkv_strerror(rc),
                  gkv_store_errmsg(s));
             ok = 0;
@@ -1296,7 +1232,7 @@ import_verify(const char *store, uint64_t n, uint32_t d)
         for (uint64_t r = 0; r < b - a && ok; r++)
             for (uint32_t c = 0; c < d; c++)
                 if (buf[r * d + c] != feat_val(a + r, c)) {
-                    note("import: row %llu col %u is %g, expected %g",
+                    tools__note("import: row %llu col %u is %g, expected %g",
                          (unsigned long long)(a + r), c, buf[r * d + c],
                          feat_val(a + r, c));
                     ok = 0;
@@ -1321,7 +1257,7 @@ bench_import(void)
     int ok = 1;
 
     if (!kvctl_path(kvctl, sizeof kvctl)) {
-        note("kvctl is not built next to " PROG ": the import figure is skipped");
+        tools__note("kvctl is not built next to " PROG ": the import figure is skipped");
         printf("RESULT import skipped=kvctl-missing\n");
         table_add("import .npy via kvctl", "skipped", "-", "-", "-");
         return;
@@ -1329,19 +1265,19 @@ bench_import(void)
     snprintf(file, sizeof file, "%s/feat.npy", scratch);
     snprintf(copy, sizeof copy, "%s/feat-copy.npy", scratch);
     snprintf(store, sizeof store, "%s/import", scratch);
-    note("import: writing %.2f GB .npy (%llu x %u f32)",
+    tools__note("import: writing %.2f GB .npy (%llu x %u f32)",
          n * d * 4.0 / 1e9, (unsigned long long)n, d);
-    write_s = now_s();
+    write_s = tools__now_s();
     npy_write(file, n, d);
-    write_s = now_s() - write_s;
+    write_s = tools__now_s() - write_s;
     if (stat(file, &sb) != 0)
-        die("stat %s: %s", file, strerror(errno));
+        tools__die("stat %s: %s", file, strerror(errno));
     mb = sb.st_size / 1e6;
 
-    t_imp = xmalloc(import_reps * sizeof(double));
-    t_read = xmalloc(import_reps * sizeof(double));
-    t_copy = xmalloc(import_reps * sizeof(double));
-    note("import: %d reps of read, copy+fsync and `kvctl STORE import feat FILE`",
+    t_imp = tools__xmalloc(import_reps * sizeof(double));
+    t_read = tools__xmalloc(import_reps * sizeof(double));
+    t_copy = tools__xmalloc(import_reps * sizeof(double));
+    tools__note("import: %d reps of read, copy+fsync and `kvctl STORE import feat FILE`",
          import_reps);
     /* untimed warm-up: finds how this kvctl is called (the order the issue
      * gives, `kvctl STORE import NAME FILE`, first) */
@@ -1357,7 +1293,7 @@ bench_import(void)
             ok = 0;
         } else {
             form = tries[k];
-            note("import: calling `kvctl %s`%s", form.cmd_first
+            tools__note("import: calling `kvctl %s`%s", form.cmd_first
                  ? "import STORE NAME FILE" : "STORE import NAME FILE",
                  form.precreate ? " on an empty store made first" : "");
         }
@@ -1379,9 +1315,9 @@ bench_import(void)
                (unsigned long long)n, d, mb);
         table_add("import .npy via kvctl", "FAILED", "-", "-", "-");
     } else {
-        mi = median(t_imp, import_reps);
-        mr = median(t_read, import_reps);
-        mc = median(t_copy, import_reps);
+        mi = tools__median(t_imp, import_reps);
+        mr = tools__median(t_read, import_reps);
+        mc = tools__median(t_copy, import_reps);
         printf("RESULT import N=%llu D=%u file_MB=%.0f reps=%d import_MBs=%.0f "
                "import_rows_s=%.3g read_MBs=%.0f copy_fsync_MBs=%.0f "
                "x_read=%.3f x_copy=%.2f npy_write_MBs=%.0f verify=ok\n",
@@ -1467,8 +1403,9 @@ int
 main(int argc, char **argv)
 {
     struct sigaction sa;
-    double t0 = now_s();
+    double t0 = tools__now_s();
 
+    tools__prog = PROG;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 
@@ -1522,9 +1459,9 @@ main(int argc, char **argv)
         if (errno == EEXIST && opt.dir && stat(scratch, &sb) == 0 && S_ISDIR(sb.st_mode)) {
             snprintf(scratch, sizeof scratch, "%s/" PROG "-%d", opt.dir, (int)getpid());
             if (mkdir(scratch, 0755) != 0)
-                die("cannot create %s: %s", scratch, strerror(errno));
+                tools__die("cannot create %s: %s", scratch, strerror(errno));
         } else {
-            die("cannot create scratch directory %s: %s", scratch, strerror(errno));
+            tools__die("cannot create scratch directory %s: %s", scratch, strerror(errno));
         }
     }
     scratch_made = 1;
@@ -1538,7 +1475,7 @@ main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     machine_line();
-    note("scratch directory %s", scratch);
+    tools__note("scratch directory %s", scratch);
     if (!opt.only || !strcmp(opt.only, "pull")) {
         static const uint32_t widths[] = {32, 128, 512};
         for (size_t i = 0; i < sizeof widths / sizeof *widths; i++)
@@ -1550,6 +1487,6 @@ main(int argc, char **argv)
         bench_import();
     table_print();
     printf("\n%s in %.0f s; %d check(s) failed\n", nfail ? "FAILED" : "done",
-           now_s() - t0, nfail);
+           tools__now_s() - t0, nfail);
     return nfail ? 1 : 0;
 }

@@ -29,6 +29,7 @@
 #include "gkv_partition.h"
 #include "idlist.h"
 #include "progress.h"
+#include "util.h"
 
 #define PROG "gkv-partition"
 
@@ -129,41 +130,6 @@ fail_rc(gkv_err rc, const char *detail, const char *fmt, ...)
     return EX_FAIL;
 }
 
-/* ---- signals -------------------------------------------------------------- */
-
-static volatile sig_atomic_t got_signal;
-
-static void
-on_signal(int sig)
-{
-    got_signal = sig;
-}
-
-static void
-catch_signals(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-static int
-die_of_signal(int sig)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    sigaction(sig, &sa, NULL);
-    raise(sig);
-    return 128 + sig;
-}
-
 /* ---- progress ------------------------------------------------------------- */
 
 struct prog {
@@ -178,7 +144,7 @@ on_progress(void *ctx, const char *stage, uint64_t done, uint64_t total)
 {
     struct prog *p = ctx;
 
-    if (got_signal)
+    if (tools__got_signal)
         return 1;
     if (!p->tty)
         return 0;
@@ -774,7 +740,7 @@ main(int argc, char **argv)
     memset(&sp, 0, sizeof sp);
     /* from the start: a signal while the graph loads cancels at the first
      * progress call, so every run ends the same way */
-    catch_signals();
+    tools__catch_signals();
     ex = parse_args(argc, argv, &o);
     if (ex == -1 || ex == -2) {
         if (ex == -1)
@@ -884,22 +850,22 @@ main(int argc, char **argv)
     pg.method = gkv_part_method_name(sp.method);
     sp.progress = on_progress;
     sp.progress_ctx = &pg;
-    if (got_signal) {
+    if (tools__got_signal) {
         gkv_graph_free(g);
         opts_free(&o);
         free(feats);
         free(masks);
-        return die_of_signal(got_signal);
+        return tools__die_of_signal(tools__got_signal);
     }
     rc = gkv_partition_write(g, &sp, o.out, &rep, msg, sizeof msg);
     if (pg.bar_on)
         tools__progress_end(&pg.bar, rc == GKV_OK);
-    if (rc == GKV_EINTR && got_signal) {
+    if (rc == GKV_EINTR && tools__got_signal) {
         gkv_graph_free(g);
         opts_free(&o);
         free(feats);
         free(masks);
-        return die_of_signal(got_signal);
+        return tools__die_of_signal(tools__got_signal);
     }
     if (rc != GKV_OK) {
         ex = fail_rc(rc, msg, "partitioning into '%s'", o.out);

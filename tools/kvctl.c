@@ -35,6 +35,7 @@
 #include "gkv.h"
 #include "idlist.h"
 #include "progress.h"
+#include "util.h"
 
 #define PROG "kvctl"
 #define SLICE_BYTES (64u << 20)          /* import/export step: one txn each */
@@ -294,29 +295,6 @@ json_print(json_t *o, size_t flags)
 
 /* ---- signals ------------------------------------------------------------- */
 
-static volatile sig_atomic_t got_signal;
-
-static void
-on_signal(int sig)
-{
-    got_signal = sig;
-}
-
-/* Catches SIGINT and SIGTERM into got_signal (SA_RESTART: LMDB's system
- * calls are not cut short; the work loop polls the flag). */
-static void
-catch_signals(void)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 static void
 block_signals(int block)
 {
@@ -326,21 +304,6 @@ block_signals(int block)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigprocmask(block ? SIG_BLOCK : SIG_UNBLOCK, &set, NULL);
-}
-
-/* After cleaning up for a caught signal, dies of it, so a calling shell
- * sees the interrupt (exit status 128 + signal). */
-static int
-die_of_signal(int sig)
-{
-    struct sigaction sa;
-
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = SIG_DFL;
-    sigaction(sig, &sa, NULL);
-    block_signals(0);
-    raise(sig);
-    return 128 + sig;
 }
 
 /* ---- the store ------------------------------------------------------------- */
@@ -1152,7 +1115,7 @@ cmd_import(struct ctx *c)
     if (name_check(name, strlen(IMPORT_TAG) + 10, why, sizeof why) != 0)
         return fail("import: %s", why);
 
-    catch_signals();
+    tools__catch_signals();
 
     /* ---- the input, mapped and checked before the store is opened */
     if (raw) {
@@ -1239,7 +1202,7 @@ cmd_import(struct ctx *c)
         step = d.chunk_rows;
     snprintf(why, sizeof why, "import %s", name);
     tools__progress_start(&bar, why, m.hdr.data_bytes);
-    while (done_rows < rows && !got_signal) {
+    while (done_rows < rows && !tools__got_signal) {
         uint64_t n = rows - done_rows < step ? rows - done_rows : step;
 
         rc = gkv_tensor_write(c->s, tmp, sp.lo + done_rows, sp.lo + done_rows + n,
@@ -1256,7 +1219,7 @@ cmd_import(struct ctx *c)
     /* the swap runs with SIGINT and SIGTERM held: it finishes or does not
      * start; a signal caught before it cancels the import */
     block_signals(1);
-    if (got_signal) {
+    if (tools__got_signal) {
         tools__progress_end(&bar, 0);
         goto out;
     }
@@ -1279,10 +1242,10 @@ out:
     gkv_npy_map_close(&m);
     if (c->s != NULL)
         store_close(c, ex != EX_OK);
-    if (got_signal && ex != EX_OK) {
+    if (tools__got_signal && ex != EX_OK) {
         fail("import of '%s' interrupted by %s; the store is unchanged", name,
-             got_signal == SIGINT ? "SIGINT" : "SIGTERM");
-        return die_of_signal(got_signal);
+             tools__got_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        return tools__die_of_signal(tools__got_signal);
     }
     block_signals(0);
     return ex;
@@ -1361,7 +1324,7 @@ cmd_export(struct ctx *c)
         fail("out of memory");
         goto out;
     }
-    catch_signals();
+    tools__catch_signals();
     if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
         fail("export: cannot create '%s': %s", tmp, strerror(errno));
         goto out;
@@ -1378,7 +1341,7 @@ cmd_export(struct ctx *c)
     }
     snprintf(msg, sizeof msg, "export %s", name);
     tools__progress_start(&bar, msg, (b - a) * d.row_bytes);
-    for (at = a; at < b && !got_signal; ) {
+    for (at = a; at < b && !tools__got_signal; ) {
         uint64_t n = b - at < step ? b - at : step;
 
         if ((rc = gkv_tensor_read(c->s, tx, name, at, at + n, buf,
@@ -1396,7 +1359,7 @@ cmd_export(struct ctx *c)
         tools__progress_update(&bar, (at - a) * d.row_bytes);
     }
     block_signals(1);
-    if (got_signal) {
+    if (tools__got_signal) {
         tools__progress_end(&bar, 0);
         goto out;
     }
@@ -1424,10 +1387,10 @@ out:
     free(tmp);
     free(buf);
     gkv_txn_end(tx);
-    if (got_signal && ex != EX_OK) {
+    if (tools__got_signal && ex != EX_OK) {
         fail("export of '%s' interrupted by %s; no file written", name,
-             got_signal == SIGINT ? "SIGINT" : "SIGTERM");
-        return die_of_signal(got_signal);
+             tools__got_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        return tools__die_of_signal(tools__got_signal);
     }
     block_signals(0);
     return ex;

@@ -1,0 +1,114 @@
+/* util.c - see util.h. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "util.h"
+
+const char *tools__prog = "gkv";
+volatile sig_atomic_t tools__got_signal;
+
+static void
+vnote(const char *fmt, va_list ap)
+{
+    fprintf(stderr, "%s: ", tools__prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void
+tools__die(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vnote(fmt, ap);
+    va_end(ap);
+    exit(1);
+}
+
+void
+tools__note(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vnote(fmt, ap);
+    va_end(ap);
+}
+
+void *
+tools__xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+
+    if (p == NULL)
+        tools__die("out of memory (%zu bytes)", n);
+    return p;
+}
+
+double
+tools__now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int
+cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+double
+tools__median(const double *v, int n)
+{
+    double *t = tools__xmalloc((size_t)n * sizeof *t), m;
+
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_dbl);
+    m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
+static void
+on_signal(int sig)
+{
+    tools__got_signal = sig;
+}
+
+void
+tools__catch_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int
+tools__die_of_signal(int sig)
+{
+    struct sigaction sa;
+    sigset_t set;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigaction(sig, &sa, NULL);
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    return 128 + sig;
+}

@@ -1,0 +1,36 @@
+/* util.h - small things every gkv tool and benchmark needs: messages that
+ * start with the program's name, an allocator that dies on failure, a
+ * monotonic clock, a median, and SIGINT/SIGTERM into a flag. */
+#ifndef TOOLS_UTIL_H
+#define TOOLS_UTIL_H
+
+#include <signal.h>
+#include <stddef.h>
+
+/* The program's name, for messages: set it first thing in main(). */
+extern const char *tools__prog;
+
+/* "PROG: message\n" on stderr, then exit(1). */
+__attribute__((noreturn, format(printf, 1, 2)))
+void tools__die(const char *fmt, ...);
+/* "PROG: message\n" on stderr. */
+__attribute__((format(printf, 1, 2)))
+void tools__note(const char *fmt, ...);
+/* malloc that dies with a message naming the size; 0 bytes gives 1. */
+void *tools__xmalloc(size_t n);
+/* Seconds on the monotonic clock. */
+double tools__now_s(void);
+/* The median of v[0..n) (n >= 1); v is not changed. */
+double tools__median(const double *v, int n);
+
+/* The signal SIGINT or SIGTERM delivered since tools__catch_signals(), or
+ * 0. The handler only sets it (SA_RESTART: system calls are not cut
+ * short); work loops poll it. */
+extern volatile sig_atomic_t tools__got_signal;
+void tools__catch_signals(void);
+/* After cleaning up for a caught signal: restores its default action,
+ * unblocks SIGINT and SIGTERM and raises it, so a calling shell sees the
+ * interrupt; returns 128 + sig should the process survive. */
+int tools__die_of_signal(int sig);
+
+#endif
