@@ -473,7 +473,9 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
                           "store '%s': %s", path, strerror(errno));
             goto fail;
         }
-        if (mkdir(path, 0755) != 0) {
+        /* another process creating the same store may win the race */
+        if (mkdir(path, 0755) != 0 &&
+            !(errno == EEXIST && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
             rc = kv__fail(NULL, kv__from_mdb(errno), "cannot create store "
                           "directory '%s': %s", path, strerror(errno));
             goto fail;

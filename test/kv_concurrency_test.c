@@ -626,6 +626,78 @@ test_threads_share_one_handle(void **state)
     print_message("  %.1f s\n", (now_ms() - t0) / 1e3);
 }
 
+/* Several processes create the same new store at once (as the servers of
+ * one machine do when started with --create): every one succeeds, and
+ * they all see one store. Repeated so the race is really run. */
+static void
+test_processes_create_one_store(void **state)
+{
+    enum { KIDS = 6, ROUNDS = 20 };
+    char *base = gkvt_mkdtemp("create-race");
+
+    (void)state;
+    for (int r = 0; r < ROUNDS; r++) {
+        char path[4200];
+        pid_t kid[KIDS];
+        int go[2], bad = 0;
+        gkv_store *s;
+        gkv_tensor_desc *list;
+        size_t n;
+
+        snprintf(path, sizeof path, "%s/s%d", base, r);
+        assert_int_equal(pipe(go), 0);
+        for (int k = 0; k < KIDS; k++) {
+            kid[k] = fork();
+            assert_true(kid[k] >= 0);
+            if (kid[k] == 0) {
+                char b;
+                gkv_tensor_spec sp;
+                char name[32];
+                close(go[1]);
+                if (read(go[0], &b, 1) != 0)
+                    _exit(5);
+                if (gkv_store_open(&s, path, GKV_CREATE | GKV_NOSYNC, NULL) != GKV_OK) {
+                    fprintf(stderr, "kid %d: %s\n", k, gkv_store_errmsg(NULL));
+                    _exit(1);
+                }
+                memset(&sp, 0, sizeof sp);
+                sp.dtype = GKV_I32;
+                sp.lo = 0;
+                sp.hi = 10;
+                sp.init = GKV_INIT_CONST;
+                sp.a = k;
+                snprintf(name, sizeof name, "t%d", k);
+                if (gkv_tensor_create(s, name, &sp) != GKV_OK)
+                    _exit(2);
+                gkv_store_close(s);
+                _exit(0);
+            }
+        }
+        close(go[0]);
+        close(go[1]);                   /* all start together */
+        for (int k = 0; k < KIDS; k++) {
+            int st;
+            assert_int_equal(waitpid(kid[k], &st, 0), kid[k]);
+            bad += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        }
+        assert_int_equal(bad, 0);
+        GKVT_OK(gkv_store_open(&s, path, GKV_RDONLY, NULL));
+        GKVT_OK(gkv_tensor_list(s, NULL, 0, &list, &n));
+        assert_int_equal(n, KIDS);      /* one store holds every kid's tensor */
+        for (int k = 0; k < KIDS; k++) {
+            int32_t v;
+            uint64_t id = 3;
+            char name[32];
+            snprintf(name, sizeof name, "t%d", k);
+            GKVT_OK(gkv_tensor_pull(s, NULL, name, &id, 1, &v, sizeof v));
+            assert_int_equal(v, k);
+        }
+        gkv_free(list);
+        gkv_store_close(s);
+    }
+    gkvt_rmtree(base);
+}
+
 int
 main(void)
 {
@@ -636,6 +708,7 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_while_the_map_grows,
                                         setup, teardown),
+        cmocka_unit_test(test_processes_create_one_store),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
