@@ -1,0 +1,1163 @@
+/* launch_test.c - gkv-launch with real processes on loopback: the
+ * environment every role gets, failure and signal handling (nothing left
+ * running, no port held), persistent servers reused by a second launch,
+ * Slurm and MPI task layouts, the ssh path through a stand-in ssh that runs
+ * the remote command string with sh -c, and bad inputs.
+ *
+ * The trainer COMMAND is this program again ("launch_test --child MODE"):
+ * it writes its GKV_* environment, its arguments and its PID to files in
+ * $LT_DIR (or $GKV_WORKSPACE: the stand-in ssh clears the environment like
+ * a real remote login), checks the servers accept connections, then exits,
+ * fails or sleeps as MODE says.
+ *
+ * Ports: a PID-dependent range nobody listens on (GKVT_PORT_BASE fixes the
+ * start); a launch that finds a port taken is repeated on a fresh range.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "gkvt.h"
+#include "gkv_net.h"
+
+#define MAXPIDS 64
+
+struct fx {
+    char *dir;
+    char cfg[PATH_MAX];      /* ip_config */
+    char store[PATH_MAX];
+    char ws[PATH_MAX];       /* workspace of the launch */
+    char out[PATH_MAX], err[PATH_MAX]; /* the launcher's stdout, stderr */
+    int base;
+    pid_t launcher;
+    pid_t pids[MAXPIDS];     /* everything to kill in teardown */
+    int npids;
+    int lsock;               /* a listening socket a test holds, or -1 */
+};
+
+static char g_launch[PATH_MAX + 16], g_server[PATH_MAX + 16];
+static char g_self[PATH_MAX];
+
+/* ---- small helpers ------------------------------------------------------------ */
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* The whole file as a string ("" when it cannot be read); reads to the
+ * end, so /proc files (size 0) work too. */
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    size_t len = 0, cap = 4096, r;
+    char *b = calloc(1, cap);
+
+    if (f == NULL || b == NULL) {
+        if (f != NULL)
+            fclose(f);
+        return b;
+    }
+    while ((r = fread(b + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (cap - len < 2) {
+            char *nb = realloc(b, cap * 2);
+            if (nb == NULL)
+                break;
+            b = nb;
+            cap *= 2;
+        }
+    }
+    b[len] = '\0';
+    fclose(f);
+    return b;
+}
+
+static void
+write_text(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    chmod(path, mode);
+}
+
+/* The value of NAME in a file of "NAME=value" lines; "" when missing. */
+static const char *
+env_in(const char *text, const char *name, char *buf, size_t cap)
+{
+    size_t nl = strlen(name);
+
+    buf[0] = '\0';
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, name, nl) == 0 && l[nl] == '=') {
+            const char *e = strchr(l, '\n');
+            size_t n = e ? (size_t)(e - l - nl - 1) : strlen(l + nl + 1);
+            snprintf(buf, cap, "%.*s", (int)n, l + nl + 1);
+            break;
+        }
+    return buf;
+}
+
+#define ENV_EQ(text, name, want) do { char b_[PATH_MAX]; \
+    if (strcmp(env_in((text), (name), b_, sizeof b_), (want)) != 0) \
+        fail_msg("%s is '%s', expected '%s'", (name), b_, (want)); \
+} while (0)
+
+/* Whether pid is gone (no process, or a zombie nobody reaped yet). */
+static int
+pid_gone(pid_t pid)
+{
+    char path[64], *t, *p;
+    int gone;
+
+    if (kill(pid, 0) != 0)
+        return 1;
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    t = slurp(path);
+    p = strrchr(t, ')');
+    gone = t[0] == '\0' || (p != NULL && (p[2] == 'Z' || p[2] == 'X'));
+    free(t);
+    return gone;
+}
+
+static int
+wait_gone(pid_t pid, int ms)
+{
+    double end = now_s() + ms / 1000.0;
+
+    while (!pid_gone(pid)) {
+        if (now_s() > end)
+            return 0;
+        sleep_ms(10);
+    }
+    return 1;
+}
+
+static void
+track(struct fx *f, pid_t pid)
+{
+    if (pid > 0 && f->npids < MAXPIDS)
+        f->pids[f->npids++] = pid;
+}
+
+/* PID in file DIR/NAME (written by a child), or 0. */
+static pid_t
+pid_file(const char *dir, const char *name)
+{
+    char path[2 * PATH_MAX + 200], *t;
+    long v = 0;
+
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    t = slurp(path);
+    v = atol(t);
+    free(t);
+    return (pid_t)v;
+}
+
+static pid_t
+wait_pid_file(const char *dir, const char *name, int ms)
+{
+    double end = now_s() + ms / 1000.0;
+    pid_t p;
+
+    while ((p = pid_file(dir, name)) <= 0 && now_s() < end)
+        sleep_ms(10);
+    return p;
+}
+
+/* ---- ports ---------------------------------------------------------------------- */
+
+static int
+port_bindable(int port)
+{
+    struct sockaddr_in a;
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1, ok;
+
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+static int
+port_connects(int port)
+{
+    struct sockaddr_in a;
+    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = connect(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+static void
+pick_ports(struct fx *f)
+{
+    static unsigned seq;
+    const char *e = getenv("GKVT_PORT_BASE");
+
+    for (int attempt = 0; attempt < 500; attempt++) {
+        unsigned k = seq++;
+        int base, ok = 1;
+
+        if (e != NULL && *e != '\0')
+            base = atoi(e) + 1000 + (int)(k * 16);
+        else
+            base = 20000 + (int)(((unsigned)getpid() * 2654435761u + 77u +
+                                  k * 7919u) % 30000u) / 16 * 16;
+        if (base < 1024 || base + 16 > 65535)
+            continue;
+        for (int i = 0; i < 16 && ok; i++)
+            ok = port_bindable(base + i) && !port_connects(base + i);
+        if (ok) {
+            char text[128];
+            f->base = base;
+            snprintf(text, sizeof text, "# launch_test\n127.0.0.1 %d\n", base);
+            write_text(f->cfg, text, 0644);
+            return;
+        }
+    }
+    fail_msg("no free port range found");
+}
+
+/* ---- running the launcher --------------------------------------------------------- */
+
+/* Starts gkv-launch with the NULL-terminated arguments after argv[0],
+ * stdout and stderr to f->out and f->err; extra environment "N=V" strings
+ * in envs (NULL-terminated, may be NULL). */
+static pid_t
+launch_start(struct fx *f, const char *const *args, const char *const *envs)
+{
+    char *argv[96];
+    int n = 0;
+    pid_t pid;
+
+    argv[n++] = g_launch;
+    for (int i = 0; args[i] != NULL && n < 94; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int dn = open("/dev/null", O_RDONLY);
+        int fo = open(f->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(f->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+        for (int i = 0; envs != NULL && envs[i] != NULL; i++)
+            putenv((char *)envs[i]);
+        dup2(dn, 0);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    f->launcher = pid;
+    return pid;
+}
+
+/* Waits for the launcher; returns its exit code (or 128 + signal). Fails
+ * the test after timeout_s. *secs gets the time it took when not NULL. */
+static int
+launch_wait(struct fx *f, int timeout_s)
+{
+    double end = now_s() + timeout_s;
+    int st;
+
+    for (;;) {
+        pid_t r = waitpid(f->launcher, &st, WNOHANG);
+        if (r == f->launcher)
+            break;
+        if (now_s() > end) {
+            char *o = slurp(f->out), *e = slurp(f->err);
+            kill(f->launcher, SIGKILL);
+            waitpid(f->launcher, &st, 0);
+            f->launcher = 0;
+            fail_msg("gkv-launch did not finish in %d s\nstdout:\n%s\nstderr:\n%s",
+                     timeout_s, o, e);
+        }
+        sleep_ms(10);
+    }
+    f->launcher = 0;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int
+launch(struct fx *f, const char *const *args, const char *const *envs,
+       int timeout_s)
+{
+    launch_start(f, args, envs);
+    return launch_wait(f, timeout_s);
+}
+
+static int
+out_has(struct fx *f, const char *needle)
+{
+    char *o = slurp(f->out), *e = slurp(f->err);
+    int hit = strstr(o, needle) != NULL || strstr(e, needle) != NULL;
+
+    free(o);
+    free(e);
+    return hit;
+}
+
+static void
+dump_output(struct fx *f)
+{
+    char *o = slurp(f->out), *e = slurp(f->err);
+
+    fprintf(stderr, "gkv-launch stdout:\n%s\ngkv-launch stderr:\n%s\n", o, e);
+    free(o);
+    free(e);
+}
+
+/* PIDs of the "started server ... (local pid N)" lines, into pids. */
+static int
+server_pids(struct fx *f, pid_t *pids, int max)
+{
+    char *o = slurp(f->out), *p = o;
+    int n = 0;
+
+    while ((p = strstr(p, "started server")) != NULL && n < max) {
+        char *q = strstr(p, "pid ");
+        if (q == NULL)
+            break;
+        pids[n++] = (pid_t)atol(q + 4);
+        p = q;
+    }
+    free(o);
+    return n;
+}
+
+/* ---- fixture ----------------------------------------------------------------------- */
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+
+    if (f == NULL || (f->dir = gkvt_mkdtemp("launch")) == NULL)
+        return -1;
+    snprintf(f->cfg, sizeof f->cfg, "%s/ip.txt", f->dir);
+    snprintf(f->store, sizeof f->store, "%s/st", f->dir);
+    snprintf(f->ws, sizeof f->ws, "%s/ws", f->dir);
+    snprintf(f->out, sizeof f->out, "%s/launch.out", f->dir);
+    snprintf(f->err, sizeof f->err, "%s/launch.err", f->dir);
+    f->lsock = -1;
+    /* the store exists before the servers start: S servers each creating
+     * it at once would race */
+    {
+        gkv_store *st = NULL;
+        if (gkv_store_open(&st, f->store, GKV_CREATE, NULL) != GKV_OK)
+            return -1;
+        gkv_store_close(st);
+    }
+    setenv("LT_DIR", f->ws, 1);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+    int bad = 0;
+    char logs[PATH_MAX + 8], cmd[3 * PATH_MAX + 128];
+
+    if (f->launcher > 0) {
+        kill(f->launcher, SIGKILL);
+        waitpid(f->launcher, NULL, 0);
+    }
+    for (int i = 0; i < f->npids; i++)
+        if (f->pids[i] > 0 && !pid_gone(f->pids[i]))
+            kill(f->pids[i], SIGKILL);
+    if (f->lsock >= 0)
+        close(f->lsock);
+    /* sanitizer reports of the launcher or its processes (SAN= builds) */
+    snprintf(logs, sizeof logs, "%s/logs", f->ws);
+    snprintf(cmd, sizeof cmd, "grep -l -e Sanitizer -e 'runtime error' -r %s %s "
+             "%s >/dev/null 2>&1", logs, f->err, f->out);
+    if (system(cmd) == 0) {
+        fprintf(stderr, "sanitizer report in the logs of %s\n", f->dir);
+        bad = 1;
+    }
+    unsetenv("LT_DIR");
+    if (!bad)
+        gkvt_rmtree(f->dir);
+    else
+        free(f->dir);
+    free(f);
+    return bad ? -1 : 0;
+}
+
+/* ---- the child: what COMMAND runs -------------------------------------------------- */
+
+static const char *
+out_dir(void)
+{
+    const char *d = getenv("LT_DIR");
+
+    if (d == NULL || *d == '\0')
+        d = getenv("GKV_WORKSPACE");
+    return d;
+}
+
+/* Writes DIR/env-ROLE-RANK[-SAMPLER] (GKV_* lines), args-... (each
+ * argument then a NUL), pid-... and ports-... ("ok" when every server of
+ * the ip_config accepts connections). */
+static int
+child_main(int argc, char **argv)
+{
+    extern char **environ;
+    const char *dir = out_dir(), *mode = argc > 0 ? argv[0] : "env";
+    const char *role = getenv("GKV_ROLE"), *rank = getenv("GKV_RANK");
+    const char *sid = getenv("GKV_SAMPLER_ID");
+    char tag[128], path[PATH_MAX + 200];
+    FILE *fp;
+    gkv_ipconfig *ipc = NULL;
+    int ok = 1;
+
+    if (dir == NULL || role == NULL || rank == NULL)
+        return 90;
+    snprintf(tag, sizeof tag, "%s-%s%s%s", role, rank, sid ? "-" : "", sid ? sid : "");
+    snprintf(path, sizeof path, "%s/env-%s", dir, tag);
+    if ((fp = fopen(path, "w")) == NULL)
+        return 91;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "GKV_", 4) == 0)
+            fprintf(fp, "%s\n", *e);
+    fclose(fp);
+    snprintf(path, sizeof path, "%s/args-%s", dir, tag);
+    if ((fp = fopen(path, "w")) == NULL)
+        return 92;
+    for (int i = 1; i < argc; i++)
+        fwrite(argv[i], 1, strlen(argv[i]) + 1, fp);
+    fclose(fp);
+    if (gkv_ipconfig_load(&ipc, getenv("GKV_IP_CONFIG")) == GKV_OK) {
+        unsigned S = (unsigned)atoi(getenv("GKV_NUM_SERVERS"));
+        for (size_t m = 0; m < gkv_ipconfig_count(ipc); m++)
+            for (unsigned k = 0; k < S; k++)
+                ok &= port_connects((int)(gkv_ipconfig_machine(ipc, m)->port + k));
+        gkv_ipconfig_free(ipc);
+    } else {
+        ok = 0;
+    }
+    snprintf(path, sizeof path, "%s/ports-%s", dir, tag);
+    if ((fp = fopen(path, "w")) != NULL) {
+        fputs(ok ? "ok" : "refused", fp);
+        fclose(fp);
+    }
+    /* the PID last: a test waiting for it finds the other files complete */
+    snprintf(path, sizeof path, "%s/pid-%s.tmp", dir, tag);
+    if ((fp = fopen(path, "w")) != NULL) {
+        char fin[PATH_MAX + 200];
+
+        fprintf(fp, "%ld\n", (long)getpid());
+        fclose(fp);
+        snprintf(fin, sizeof fin, "%s/pid-%s", dir, tag);
+        rename(path, fin);
+    }
+    if (strcmp(mode, "fail") == 0) {
+        if (strcmp(role, "trainer") == 0 && strcmp(rank, "1") == 0) {
+            double end = now_s() + 5;
+            snprintf(path, sizeof path, "%s/pid-trainer-0", dir);
+            while (access(path, F_OK) != 0 && now_s() < end)
+                sleep_ms(10);
+            fprintf(stderr, "rank 1 failing on purpose\n");
+            return 3;
+        }
+        sleep(60);
+        return 0;
+    }
+    if (strcmp(mode, "sleep") == 0) {
+        sleep(60);
+        return 0;
+    }
+    return 0;
+}
+
+/* --server-bin stand-in for the Slurm test: records argv and env. */
+static int
+fake_server_main(int argc, char **argv)
+{
+    extern char **environ;
+    const char *dir = getenv("LT_DIR");
+    char path[PATH_MAX + 32];
+    FILE *fp;
+
+    if (dir == NULL)
+        return 90;
+    snprintf(path, sizeof path, "%s/fake-server", dir);
+    if ((fp = fopen(path, "w")) == NULL)
+        return 91;
+    for (int i = 0; i < argc; i++)
+        fprintf(fp, "arg %s\n", argv[i]);
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "GKV_", 4) == 0)
+            fprintf(fp, "%s\n", *e);
+    fclose(fp);
+    return 0;
+}
+
+static char *
+read_env(struct fx *f, const char *tag)
+{
+    char path[PATH_MAX + 64];
+
+    snprintf(path, sizeof path, "%s/env-%s", f->ws, tag);
+    return slurp(path);
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+/* Runs a launch, on a fresh port range again when a port was taken. */
+static int
+launch_retry(struct fx *f, const char *const *args, const char *const *envs,
+             int timeout_s)
+{
+    int rc = 0;
+
+    for (int attempt = 0; attempt < 5; attempt++) {
+        rc = launch(f, args, envs, timeout_s);
+        if (rc == 0 || !(out_has(f, "already in use") ||
+                         out_has(f, "Address already in use")))
+            return rc;
+        pick_ports(f);
+    }
+    return rc;
+}
+
+static void
+test_env(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "2", "--num-trainers", "2",
+        "--num-samplers", "1", "--workspace", f->ws, "--group", "g-env",
+        "--", g_self, "--child", "env", "x y", NULL};
+    pid_t sp[8];
+    int rc, ns;
+    char want[PATH_MAX + 64];
+
+    pick_ports(f);
+    rc = launch_retry(f, args, NULL, 20);
+    if (rc != 0)
+        dump_output(f);
+    assert_int_equal(rc, 0);
+    ns = server_pids(f, sp, 8);
+    assert_int_equal(ns, 2);
+    for (int i = 0; i < ns; i++) {
+        track(f, sp[i]);
+        assert_true(wait_gone(sp[i], 2000));          /* servers stopped */
+    }
+    for (int k = 0; k < 2; k++) {
+        assert_true(port_bindable(f->base + k));      /* and no port held */
+        assert_false(port_connects(f->base + k));
+    }
+    assert_true(out_has(f, "job done"));
+    for (int r = 0; r < 2; r++) {
+        char tag[32], num[16], *e, *pa, path[PATH_MAX + 64];
+        pid_t tp;
+
+        snprintf(tag, sizeof tag, "trainer-%d", r);
+        snprintf(num, sizeof num, "%d", r);
+        e = read_env(f, tag);
+        ENV_EQ(e, "GKV_ROLE", "trainer");
+        ENV_EQ(e, "GKV_RANK", num);
+        ENV_EQ(e, "GKV_LOCAL_RANK", num);
+        ENV_EQ(e, "GKV_SERVER_ID", num);             /* r mod 2 servers */
+        ENV_EQ(e, "GKV_MACHINE", "0");
+        ENV_EQ(e, "GKV_NUM_MACHINES", "1");
+        ENV_EQ(e, "GKV_WORLD_SIZE", "2");
+        ENV_EQ(e, "GKV_NUM_SERVERS", "2");
+        ENV_EQ(e, "GKV_NUM_TRAINERS", "2");
+        ENV_EQ(e, "GKV_NUM_SAMPLERS", "1");
+        ENV_EQ(e, "GKV_GROUP", "g-env");
+        ENV_EQ(e, "GKV_IP_CONFIG", f->cfg);
+        ENV_EQ(e, "GKV_STORE", f->store);
+        ENV_EQ(e, "GKV_PART_CONFIG", "");
+        ENV_EQ(e, "GKV_TOKEN_FILE", "");
+        ENV_EQ(e, "GKV_SERVER_NAME", "");
+        ENV_EQ(e, "GKV_WORKSPACE", f->ws);
+        free(e);
+        snprintf(path, sizeof path, "%s/ports-%s", f->ws, tag);
+        pa = slurp(path);
+        assert_string_equal(pa, "ok");               /* servers listened */
+        free(pa);
+        snprintf(path, sizeof path, "%s/args-%s", f->ws, tag);
+        pa = slurp(path);
+        assert_string_equal(pa, "x y");
+        free(pa);
+        snprintf(path, sizeof path, "pid-%s", tag);
+        tp = pid_file(f->ws, path);
+        assert_true(tp > 0 && pid_gone(tp));
+        snprintf(want, sizeof want, "started trainer rank %d", r);
+        assert_true(out_has(f, want));
+        snprintf(want, sizeof want, "trainer rank %d exited: exit status 0", r);
+        assert_true(out_has(f, want));
+        snprintf(want, sizeof want, "%s/logs/trainer-0-%d.log", f->ws, r);
+        assert_true(access(want, F_OK) == 0);
+
+        /* the sampler of this trainer */
+        snprintf(tag, sizeof tag, "sampler-%d-0", r);
+        e = read_env(f, tag);
+        ENV_EQ(e, "GKV_ROLE", "sampler");
+        ENV_EQ(e, "GKV_RANK", num);
+        ENV_EQ(e, "GKV_LOCAL_RANK", num);
+        ENV_EQ(e, "GKV_SAMPLER_ID", "0");
+        ENV_EQ(e, "GKV_GROUP", "g-env");
+        free(e);
+    }
+    for (int k = 0; k < 2; k++) {
+        char path[PATH_MAX + 64], *t;
+        snprintf(path, sizeof path, "%s/logs/server-0-%d.log", f->ws, k);
+        t = slurp(path);
+        assert_non_null(strstr(t, "listening on"));
+        assert_non_null(strstr(t, "stopped"));
+        free(t);
+    }
+}
+
+static void
+test_failure(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "2",
+        "--workspace", f->ws, "--", g_self, "--child", "fail", NULL};
+    double t0;
+    pid_t sp[4], r0;
+    int rc;
+    char *e;
+
+    pick_ports(f);
+    t0 = now_s();
+    rc = launch_retry(f, args, NULL, 20);
+    assert_int_equal(rc, 1);
+    assert_true(now_s() - t0 < 15);
+    e = slurp(f->err);
+    assert_non_null(strstr(e, "trainer rank 1 (machine 0) failed: exit status 3"));
+    assert_non_null(strstr(e, "rank 1 failing on purpose"));   /* log tail */
+    assert_non_null(strstr(e, "last 20 lines of"));
+    free(e);
+    r0 = pid_file(f->ws, "pid-trainer-0");
+    assert_true(r0 > 0);
+    track(f, r0);
+    assert_true(wait_gone(r0, 2000));
+    assert_int_equal(server_pids(f, sp, 4), 1);
+    track(f, sp[0]);
+    assert_true(wait_gone(sp[0], 2000));
+    assert_false(port_connects(f->base));
+}
+
+static void
+test_sigterm(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "2", "--num-trainers", "2",
+        "--workspace", f->ws, "--", g_self, "--child", "sleep", NULL};
+    pid_t sp[4], r0, r1;
+    int rc;
+
+    pick_ports(f);
+    launch_start(f, args, NULL);
+    r0 = wait_pid_file(f->ws, "pid-trainer-0", 10000);
+    r1 = wait_pid_file(f->ws, "pid-trainer-1", 10000);
+    track(f, r0);
+    track(f, r1);
+    if (r0 <= 0 || r1 <= 0) {
+        launch_wait(f, 1);
+        dump_output(f);
+        fail_msg("trainers did not start");
+    }
+    assert_int_equal(server_pids(f, sp, 4), 2);
+    track(f, sp[0]);
+    track(f, sp[1]);
+    kill(f->launcher, SIGTERM);
+    rc = launch_wait(f, 15);
+    assert_int_equal(rc, 1);
+    assert_true(out_has(f, "stopping every process"));
+    assert_true(wait_gone(r0, 2000));
+    assert_true(wait_gone(r1, 2000));
+    assert_true(wait_gone(sp[0], 2000));
+    assert_true(wait_gone(sp[1], 2000));
+    assert_false(port_connects(f->base));
+    assert_false(port_connects(f->base + 1));
+}
+
+static void
+test_keep_alive(void **state)
+{
+    struct fx *f = *state;
+    char ws2[PATH_MAX + 8], path[PATH_MAX + 64];
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "2", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "lt-persist", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "2",
+        "--shutdown", NULL};
+    pid_t sp[4];
+    gkv_client *c = NULL;
+    gkv_client_opts o;
+    gkv_err rc;
+    char *e;
+
+    pick_ports(f);
+    if (launch_retry(f, args, NULL, 20) != 0) {
+        dump_output(f);
+        fail_msg("first launch failed");
+    }
+    assert_int_equal(server_pids(f, sp, 4), 2);
+    track(f, sp[0]);
+    track(f, sp[1]);
+    assert_true(out_has(f, "--keep-alive: leaving the servers running"));
+    assert_false(pid_gone(sp[0]));
+    assert_false(pid_gone(sp[1]));
+    e = read_env(f, "trainer-0");
+    ENV_EQ(e, "GKV_SERVER_NAME", "lt-persist");
+    free(e);
+
+    /* they are the named persistent servers */
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 5000;
+    o.flags = GKV_CLIENT_NO_HEARTBEAT;
+    rc = gkv_client_connect(&c, f->cfg, NULL, "lt-check", 0, &o);
+    if (rc != GKV_OK)
+        fail_msg("connect: %s", gkv_net_errmsg());
+    assert_int_equal(gkv_client_nservers(c), 2);
+    for (size_t i = 0; i < 2; i++) {
+        gkv_server_info in;
+        GKVT_OK(gkv_client_server_info(c, i, &in));
+        assert_string_equal(in.name, "lt-persist");
+        assert_int_equal((pid_t)in.pid, sp[i]);
+    }
+    gkv_client_close(c);
+
+    /* a second launch reuses them */
+    snprintf(ws2, sizeof ws2, "%s2", f->ws);
+    args[12] = ws2;
+    setenv("LT_DIR", ws2, 1);
+    if (launch(f, args, NULL, 20) != 0) {
+        dump_output(f);
+        fail_msg("second launch failed");
+    }
+    assert_true(out_has(f, "reusing server 0/0"));
+    assert_true(out_has(f, "reusing server 0/1"));
+    assert_false(out_has(f, "started server"));
+    snprintf(path, sizeof path, "%s/ports-trainer-0", ws2);
+    e = slurp(path);
+    assert_string_equal(e, "ok");
+    free(e);
+    assert_false(pid_gone(sp[0]));
+    assert_false(pid_gone(sp[1]));
+
+    /* another name on these ports is a clear error */
+    args[10] = "other-name";
+    assert_int_equal(launch(f, args, NULL, 20), 1);
+    assert_true(out_has(f, "not persistent server 'other-name'"));
+    assert_true(out_has(f, "lt-persist"));
+    assert_false(pid_gone(sp[0]));
+
+    /* --shutdown stops them */
+    assert_int_equal(launch(f, stop, NULL, 20), 0);
+    assert_true(out_has(f, "stopping server 0/1"));
+    assert_true(wait_gone(sp[0], 5000));
+    assert_true(wait_gone(sp[1], 5000));
+    assert_false(port_connects(f->base));
+}
+
+/* A port held by something that is not a gkv server. */
+static void
+test_port_taken(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--workspace", f->ws, "--timeout", "5", "--", g_self, "--child", "env",
+        NULL};
+    const char *ka[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "n1", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    struct sockaddr_in a;
+    char want[64];
+    int one = 1;
+
+    pick_ports(f);
+    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)f->base);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->lsock, 16), 0);
+
+    assert_int_equal(launch(f, args, NULL, 20), 1);
+    snprintf(want, sizeof want, "port 127.0.0.1:%d of server 0/0 is already "
+             "in use", f->base);
+    assert_true(out_has(f, want));
+    assert_false(out_has(f, "started"));
+
+    assert_int_equal(launch(f, ka, NULL, 20), 1);
+    assert_true(out_has(f, "not a gkv server of this job"));
+    assert_false(out_has(f, "started trainer"));
+}
+
+static void
+test_slurm_mpi(void **state)
+{
+    struct fx *f = *state;
+    char fake[PATH_MAX + 64];
+    const char *srv[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "2", "--server-bin", g_self,
+        "--server-arg", "--fake-server", "--", g_self, "--child", "env", NULL};
+    const char *task_s[] = {"SLURM_PROCID=0", "SLURM_NTASKS=3", "SLURM_NODEID=0",
+        "SLURM_LOCALID=0", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1", NULL};
+    const char *task_t[] = {"SLURM_PROCID=2", "SLURM_NTASKS=3", "SLURM_NODEID=0",
+        "SLURM_LOCALID=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1", NULL};
+    const char *task_bad[] = {"SLURM_PROCID=2", "SLURM_NTASKS=4", "SLURM_NODEID=0",
+        "SLURM_LOCALID=2", NULL};
+    const char *mpi_t[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3",
+        "OMPI_COMM_WORLD_LOCAL_RANK=1", "PMIX_NAMESPACE=prte-x-1@1", NULL};
+    const char *mpi_bad[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3",
+        "OMPI_COMM_WORLD_LOCAL_RANK=0", NULL};
+    struct sockaddr_in a;
+    char *t;
+    int one = 1;
+
+    pick_ports(f);
+    assert_int_equal(mkdir(f->ws, 0755), 0);
+    /* server task: execs the (stand-in) server with the right arguments */
+    assert_int_equal(launch(f, srv, task_s, 20), 0);
+    snprintf(fake, sizeof fake, "%s/fake-server", f->ws);
+    t = slurp(fake);
+    assert_non_null(strstr(t, "arg --fake-server\n"));
+    assert_non_null(strstr(t, "arg --machine\narg 0\n"));
+    assert_non_null(strstr(t, "arg --server-id\narg 0\narg --num-servers\narg 1\n"));
+    snprintf(fake, sizeof fake, "arg --store\narg %s\n", f->store);
+    assert_non_null(strstr(t, fake));
+    ENV_EQ(t, "GKV_ROLE", "server");
+    ENV_EQ(t, "GKV_SERVER_ID", "0");
+    ENV_EQ(t, "GKV_GROUP", "slurm-77-1");
+    ENV_EQ(t, "GKV_WORLD_SIZE", "2");
+    free(t);
+
+    /* trainer task: waits for the server port (held here), then runs */
+    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)f->base);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->lsock, 16), 0);
+    assert_int_equal(launch(f, srv, task_t, 20), 0);
+    t = read_env(f, "trainer-1");
+    ENV_EQ(t, "GKV_ROLE", "trainer");
+    ENV_EQ(t, "GKV_RANK", "1");
+    ENV_EQ(t, "GKV_LOCAL_RANK", "1");
+    ENV_EQ(t, "GKV_MACHINE", "0");
+    ENV_EQ(t, "GKV_WORLD_SIZE", "2");
+    ENV_EQ(t, "GKV_GROUP", "slurm-77-1");
+    free(t);
+    assert_true(out_has(f, "slurm task 2 of 3: trainer rank 1 on machine 0"));
+
+    /* a layout that does not fit */
+    assert_int_equal(launch(f, srv, task_bad, 20), 2);
+    assert_true(out_has(f, "slurm layout does not match the job: 4 tasks"));
+    assert_true(out_has(f, "need 3 tasks, 3 per node"));
+
+    /* MPI: rank 1 of 3 is trainer 0 */
+    assert_int_equal(launch(f, srv, mpi_t, 20), 0);
+    t = read_env(f, "trainer-0");
+    ENV_EQ(t, "GKV_ROLE", "trainer");
+    ENV_EQ(t, "GKV_LOCAL_RANK", "0");
+    ENV_EQ(t, "GKV_GROUP", "mpi-prte-x-1@1");
+    free(t);
+    assert_int_equal(launch(f, srv, mpi_bad, 20), 2);
+    assert_true(out_has(f, "has local rank 0, but the layout needs ranks placed "
+                           "in blocks of 3 per node"));
+}
+
+/* Writes the ssh stand-in: logs its arguments (one per line, then "--"),
+ * then runs the remote command string like sshd with a POSIX login shell
+ * would: sh -c, with an environment of its own (not the launcher's). */
+static void
+write_fake_ssh(struct fx *f, char *path, size_t cap)
+{
+    char text[PATH_MAX * 2];
+
+    snprintf(path, cap, "%s/fake-ssh", f->dir);
+    snprintf(text, sizeof text,
+             "#!/bin/sh\n"
+             "for a; do printf '%%s\\n' \"$a\"; done >> '%s/ssh-args'\n"
+             "echo -- >> '%s/ssh-args'\n"
+             "for last; do :; done\n"
+             "exec env -i PATH=\"$PATH\" HOME=/nonexistent "
+             "${LSAN_OPTIONS:+LSAN_OPTIONS=\"$LSAN_OPTIONS\"} sh -c \"$last\"\n",
+             f->dir, f->dir);
+    write_text(path, text, 0755);
+}
+
+static void
+test_remote(void **state)
+{
+    struct fx *f = *state;
+    char ssh[PATH_MAX + 16], path[PATH_MAX + 64], *t, want[PATH_MAX + 64];
+    static const char nasty[] = "it's \"q\" $HOME `id` \\ *\nnew line";
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "2",
+        "--workspace", f->ws, "--ssh-cmd", ssh, "--force-ssh", "--ssh-user",
+        "alice", "--ssh-port", "2222", "--", g_self, "--child", "env", nasty,
+        "", "*", NULL};
+    const char *sl[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--workspace", f->ws, "--ssh-cmd", ssh, "--force-ssh", "--",
+        g_self, "--child", "sleep", NULL};
+    long spid = 0;
+    pid_t tp;
+    FILE *fp;
+
+    write_fake_ssh(f, ssh, sizeof ssh);
+    pick_ports(f);
+    /* the stand-in ssh clears LT_DIR: children write to GKV_WORKSPACE */
+    unsetenv("LT_DIR");
+    if (launch_retry(f, args, NULL, 20) != 0) {
+        dump_output(f);
+        fail_msg("remote launch failed");
+    }
+    assert_true(out_has(f, "(ssh pid"));
+    /* arguments survive the remote shell byte for byte */
+    snprintf(path, sizeof path, "%s/args-trainer-1", f->ws);
+    fp = fopen(path, "rb");
+    assert_non_null(fp);
+    {
+        char buf[512];
+        size_t n = fread(buf, 1, sizeof buf, fp);
+        size_t want_n = sizeof nasty + 1 + 2;
+        fclose(fp);
+        assert_int_equal(n, want_n);
+        assert_memory_equal(buf, nasty, sizeof nasty);
+        assert_memory_equal(buf + sizeof nasty, "\0*\0", 3);
+    }
+    t = read_env(f, "trainer-1");
+    ENV_EQ(t, "GKV_ROLE", "trainer");
+    ENV_EQ(t, "GKV_RANK", "1");
+    ENV_EQ(t, "GKV_IP_CONFIG", f->cfg);
+    free(t);
+    snprintf(path, sizeof path, "%s/ports-trainer-0", f->ws);
+    t = slurp(path);
+    assert_string_equal(t, "ok");
+    free(t);
+    /* ssh options */
+    snprintf(path, sizeof path, "%s/ssh-args", f->dir);
+    t = slurp(path);
+    assert_non_null(strstr(t, "-o\nBatchMode=yes\n-p\n2222\nalice@127.0.0.1\ncd '"));
+    free(t);
+    /* the server ran in a session of its own, whose id is its PID, and is
+     * gone */
+    snprintf(path, sizeof path, "%s/logs/server-0-0.log", f->ws);
+    t = slurp(path);
+    assert_int_equal(sscanf(t, "@gkv-pgid %ld", &spid), 1);
+    assert_non_null(strstr(t, "listening on"));
+    free(t);
+    track(f, (pid_t)spid);
+    assert_true(wait_gone((pid_t)spid, 2000));
+    assert_false(port_connects(f->base));
+
+    /* SIGTERM mid-job stops the "remote" trainer through ssh kill */
+    gkvt_rmtree(strdup(f->ws));
+    pick_ports(f);
+    launch_start(f, sl, NULL);
+    tp = wait_pid_file(f->ws, "pid-trainer-0", 10000);
+    track(f, tp);
+    if (tp <= 0) {
+        launch_wait(f, 1);
+        dump_output(f);
+        fail_msg("remote trainer did not start");
+    }
+    kill(f->launcher, SIGTERM);
+    assert_int_equal(launch_wait(f, 20), 1);
+    assert_true(wait_gone(tp, 3000));
+    snprintf(path, sizeof path, "%s/ssh-args", f->dir);
+    t = slurp(path);
+    snprintf(want, sizeof want, "kill -TERM -%ld", (long)tp);
+    assert_non_null(strstr(t, want));
+    free(t);
+    snprintf(path, sizeof path, "%s/logs/server-0-0.log", f->ws);
+    t = slurp(path);
+    spid = 0;
+    assert_int_equal(sscanf(t, "@gkv-pgid %ld", &spid), 1);
+    free(t);
+    track(f, (pid_t)spid);
+    assert_true(wait_gone((pid_t)spid, 3000));
+}
+
+static void
+test_bad_inputs(void **state)
+{
+    struct fx *f = *state;
+    char badcfg[PATH_MAX + 16], tok[PATH_MAX + 16], filews[PATH_MAX + 16];
+    const char *nocmd[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1", NULL};
+    const char *emptycmd[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1", "--", NULL};
+    const char *badline[] = {"--ip-config", badcfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1", "--", "true", NULL};
+    const char *s0[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "0", "--num-trainers", "1", "--", "true", NULL};
+    const char *t0[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "0", "--", "true", NULL};
+    const char *unknown[] = {"--ip-config", f->cfg, "--frobnicate", NULL};
+    const char *both[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--part-config", f->cfg, "--num-servers", "1", "--num-trainers", "1",
+        "--", "true", NULL};
+    const char *kan[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1", "--keep-alive", "--",
+        "true", NULL};
+    const char *badtok[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1", "--token-file", tok, "--",
+        "true", NULL};
+    const char *badws[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1", "--workspace", filews,
+        "--", "true", NULL};
+    const char *nofile[] = {"--ip-config", "/nonexistent/ip.txt", "--store",
+        f->store, "--num-servers", "1", "--num-trainers", "1", "--", "true", NULL};
+    const char *help[] = {"--help", NULL};
+
+    pick_ports(f);
+    snprintf(badcfg, sizeof badcfg, "%s/bad.txt", f->dir);
+    write_text(badcfg, "# two machines\n127.0.0.1 40000\n127.0.0.2 notaport\n", 0644);
+    snprintf(tok, sizeof tok, "%s/token", f->dir);
+    write_text(tok, "sekrit\n", 0644);
+    snprintf(filews, sizeof filews, "%s/ip.txt/ws", f->dir);
+
+    assert_int_equal(launch(f, nocmd, NULL, 10), 2);
+    assert_true(out_has(f, "no command: put the trainer command after '--'"));
+    assert_int_equal(launch(f, emptycmd, NULL, 10), 2);
+    assert_true(out_has(f, "no command after '--'"));
+    assert_int_equal(launch(f, badline, NULL, 10), 2);
+    {
+        char want[PATH_MAX + 64];
+        snprintf(want, sizeof want, "%s:3: port 'notaport'", badcfg);
+        assert_true(out_has(f, want));
+    }
+    assert_int_equal(launch(f, s0, NULL, 10), 2);
+    assert_true(out_has(f, "--num-servers: '0' is not a number in 1..1000"));
+    assert_int_equal(launch(f, t0, NULL, 10), 2);
+    assert_true(out_has(f, "--num-trainers: '0'"));
+    assert_int_equal(launch(f, unknown, NULL, 10), 2);
+    assert_true(out_has(f, "unknown option '--frobnicate'"));
+    assert_int_equal(launch(f, both, NULL, 10), 2);
+    assert_true(out_has(f, "exactly one of --part-config"));
+    assert_int_equal(launch(f, kan, NULL, 10), 2);
+    assert_true(out_has(f, "--keep-alive needs --server-name"));
+    assert_int_equal(launch(f, badtok, NULL, 10), 2);
+    assert_true(out_has(f, "chmod 600"));
+    assert_int_equal(launch(f, badws, NULL, 10), 2);
+    assert_true(out_has(f, "workspace"));
+    assert_true(out_has(f, "cannot create it"));
+    assert_int_equal(launch(f, nofile, NULL, 10), 2);
+    assert_true(out_has(f, "/nonexistent/ip.txt"));
+    assert_int_equal(launch(f, help, NULL, 10), 0);
+    {
+        char *o = slurp(f->out);
+        assert_non_null(strstr(o, "Usage: gkv-launch"));
+        free(o);
+    }
+    /* nothing was started: no port of the ip_config is held */
+    assert_false(port_connects(f->base));
+}
+
+static void
+find_programs(void)
+{
+    const char *b = getenv("GKVT_BUILD");
+    ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
+    char dir[PATH_MAX], *sl;
+
+    assert_true(n > 0);
+    g_self[n] = '\0';
+    if (b != NULL && *b != '\0') {
+        snprintf(dir, sizeof dir, "%s", b);
+    } else {
+        /* BUILD/test/launch_test -> BUILD */
+        snprintf(dir, sizeof dir, "%s", g_self);
+        for (int k = 0; k < 2 && (sl = strrchr(dir, '/')) != NULL; k++)
+            *sl = '\0';
+    }
+    snprintf(g_launch, sizeof g_launch, "%s/gkv-launch", dir);
+    snprintf(g_server, sizeof g_server, "%s/gkv-server", dir);
+}
+
+int
+main(int argc, char **argv)
+{
+    static const char *const cluster_vars[] = {
+        "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NODEID", "SLURM_LOCALID",
+        "SLURM_NNODES", "SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_COMM_WORLD_RANK",
+        "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
+        "PMI_SIZE", "MPI_LOCALRANKID", "PMIX_NAMESPACE",
+    };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep_alive, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_port_taken, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slurm_mpi, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remote, setup, teardown),
+    };
+
+    if (argc >= 2 && strcmp(argv[1], "--child") == 0)
+        return child_main(argc - 2, argv + 2);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--fake-server") == 0)
+            return fake_server_main(argc, argv);
+    for (size_t i = 0; i < sizeof cluster_vars / sizeof cluster_vars[0]; i++)
+        unsetenv(cluster_vars[i]);
+    signal(SIGPIPE, SIG_IGN);
+    find_programs();
+    if (access(g_launch, X_OK) != 0 || access(g_server, X_OK) != 0) {
+        fprintf(stderr, "launch_test: %s or %s not built\n", g_launch, g_server);
+        return 1;
+    }
+    return cmocka_run_group_tests_name("launch", tests, NULL, NULL);
+}
