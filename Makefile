@@ -59,18 +59,25 @@ USE_CUDA :=
 else
 $(error CUDA must be auto, yes or no, not '$(CUDA)')
 endif
+# Device code for Hopper (sm_90: the H100/H200 the GPU work is measured
+# on) plus PTX that newer GPUs compile at load time.
+NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75
 ifeq ($(USE_CUDA)$(if $(GPU_SRC),x,),1x)
 GKV_CFLAGS += -DGKV_HAVE_CUDA=1
 GPU_OBJ := $(GPU_SRC:%.cu=$(BUILD)/%.o)
-LIBS    += -L/usr/local/cuda/lib64 -lcudart
+CUDA_LIBS := -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart
+LIBS    += $(CUDA_LIBS)
+GPU_HEADERS := $(wildcard gpu/gkv_*.h)
 else
 GPU_OBJ :=
+CUDA_LIBS :=
+GPU_HEADERS :=
 endif
 
 # ---- library -----------------------------------------------------------------
 LIB_SRC := $(wildcard kv/*.c graph/*.c net/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GPU_OBJ)
-HEADERS := gkv.h $(wildcard kv/gkv_*.h graph/gkv_*.h net/gkv_*.h gpu/gkv_*.h)
+HEADERS := gkv.h $(wildcard kv/gkv_*.h graph/gkv_*.h net/gkv_*.h) $(GPU_HEADERS)
 
 # ---- tools: tools/NAME.c is a program; tools/common/*.c is shared by them ---
 TOOL_SRC    := $(wildcard tools/*.c)
@@ -95,7 +102,8 @@ $(BUILD)/%.o: %.c
 $(BUILD)/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
-	$(Q)$(NVCC) -O2 -Xcompiler -fPIC,-fvisibility=hidden -Ikv -Igraph -Inet -I. -c -o $@ $<
+	$(Q)$(NVCC) -O2 $(NVCC_ARCH) -MMD -MP -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Wshadow,-Wno-unused-parameter \
+	  -Ikv -Igraph -Inet -I. -c -o $@ $<
 
 $(BUILD)/libgkv.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
@@ -126,7 +134,7 @@ $(BUILD)/test/%_test: test/%_test.c $(THELP_OBJ) $(TCOMMON_OBJ) $(BUILD)/libgkv.
 
 $(BUILD)/gkv.pc: Makefile
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson nanomsg libsodium\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread\nCflags: -I$${includedir}/gkv\n' \
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson nanomsg libsodium\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread $(CUDA_LIBS)\nCflags: -I$${includedir}/gkv\n' \
 	  '$(PREFIX)' "$$(sed -n 's/^#define GKV_VERSION_STRING "\(.*\)"/\1/p' kv/gkv_kv.h)" > $@
 
 # ---- set-up, tests, benchmarks ------------------------------------------------
@@ -147,6 +155,7 @@ bench:
 	@for s in $(BENCH_GRAPH_SCALES); do \
 	  $(BUILD)/gkv-bench-graph --scale $$s $(BENCH_GRAPH_ARGS) || exit 1; done
 	@BUILD=$(BUILD) tools/bench-partition.sh $(BENCH_PART_SCALE) $(BENCH_PART_METHODS)
+	@if [ -x $(BUILD)/gkv-bench-gpu ]; then $(BUILD)/gkv-bench-gpu $(BENCH_GPU_ARGS); fi
 
 soak: deps
 	@$(MAKE) --no-print-directory build-tests

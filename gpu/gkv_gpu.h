@@ -1,0 +1,238 @@
+/* gkv_gpu.h - CUDA parts of gkv: a feature cache that gathers rows on the
+ * device (hot rows in device memory, the rest read zero-copy from pinned
+ * host memory) and a GPU neighbour sampler that returns the same blocks as
+ * gkv_sample_blocks() for the same seed. Plain C; no CUDA header needed.
+ *
+ * Built into libgkv when nvcc is present (make CUDA=auto or yes; C files
+ * then see GKV_HAVE_CUDA=1). With CUDA=no none of this exists.
+ *
+ * Pointers. Names ending in _dev are device pointers (cudaMalloc'd, or
+ * mapped pinned host memory, valid on the device); everything else is a
+ * host pointer. 'stream' is a cudaStream_t passed as void * (NULL: the
+ * legacy default stream).
+ *
+ * No device. When the library is built with CUDA but the process sees no
+ * CUDA device (no driver, no GPU, CUDA_VISIBLE_DEVICES empty), every call
+ * that needs one checks its arguments first (bad ones: GKV_EINVAL) and then
+ * returns GKV_ENOTSUP with the message "no CUDA device: ...". Host-only
+ * calls (gkv_gpu_hot_by_degree) work anyway.
+ *
+ * Errors. Every call returns GKV_OK or a gkv_err; gkv_gpu_errmsg() gives
+ * the detail of the calling thread's last failed gkv_gpu_* call. A CUDA
+ * failure is GKV_EIO (GKV_ENOMEM for an allocation) with the CUDA error's
+ * name in the message.
+ *
+ * Devices. A call given a device, or an object made on one, makes that
+ * device current on the calling thread (cudaSetDevice), as CUDA libraries
+ * commonly do; gkv_gpu_copy(), gkv_gpu_sync() and gkv_gpu_host_alloc()
+ * leave the current device alone.
+ *
+ * Threads. A feature cache may be gathered from by any number of threads
+ * and streams at once. A GPU sampler belongs to one thread at a time.
+ */
+#ifndef GKV_GPU_H
+#define GKV_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gkv_err.h"
+#include "gkv_kv.h"
+#include "gkv_graph.h"
+#include "gkv_sample.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The detail of the calling thread's last failed gkv_gpu_* call, or ""
+ * after a success. Valid until the thread's next gkv_gpu_* call. */
+GKV_API const char *gkv_gpu_errmsg(void);
+
+/* The number of CUDA devices into *ndev (may be NULL) and device 0's name
+ * into name[0 .. cap) (NUL-terminated, cut to fit; name may be NULL).
+ * Errors: GKV_ENOTSUP (no device: *ndev = 0, name ""). */
+GKV_API gkv_err gkv_gpu_available(int *ndev, char *name, size_t cap);
+
+/* ---- memory helpers (so C code needs no CUDA header) ------------------- */
+
+/* Device memory on 'device': *out_dev is yours until gkv_gpu_free().
+ * Errors: GKV_EINVAL (NULL out, bytes 0, bad device), GKV_ENOTSUP,
+ * GKV_ENOMEM. */
+GKV_API gkv_err gkv_gpu_alloc(int device, size_t bytes, void **out_dev);
+GKV_API void    gkv_gpu_free(void *p_dev);          /* NULL is fine */
+
+/* Pinned host memory, mapped into every device's address space: *out is
+ * yours until gkv_gpu_host_free(). Errors: as gkv_gpu_alloc(). */
+GKV_API gkv_err gkv_gpu_host_alloc(size_t bytes, void **out);
+GKV_API void    gkv_gpu_host_free(void *p);         /* NULL is fine */
+
+/* Copies 'bytes' from src to dst, each host or device memory (unified
+ * addressing tells which), ordered on 'stream'; returns once queued
+ * (pageable host memory: once copied). Errors: GKV_EINVAL, GKV_ENOTSUP,
+ * GKV_EIO. */
+GKV_API gkv_err gkv_gpu_copy(void *dst, const void *src, size_t bytes,
+                             void *stream);
+
+/* Waits for everything queued on 'stream'. Errors: GKV_ENOTSUP, GKV_EIO
+ * (a kernel failed). */
+GKV_API gkv_err gkv_gpu_sync(void *stream);
+
+/* ---- the hot set ------------------------------------------------------- */
+
+/* The rows worth keeping in device memory: the nodes of [lo, hi) (a
+ * tensor's rows) that are columns of 'a', ranked by in-degree (the column's
+ * length) from the highest, ties by smaller ID, as many as fit in
+ * budget_bytes at row_bytes each (and no more than the candidates). Nodes
+ * of [lo, hi) that 'a' does not cover rank last, as degree 0. *out_ids
+ * (ascending rank) is yours, freed with gkv_free(); *out_n its length
+ * (*out_ids NULL when 0). Host only: needs no device. Thread-safe: yes.
+ * Errors: GKV_EINVAL (NULL arguments, row_bytes 0, lo > hi, a bad
+ * adjacency range), GKV_ENOMEM. */
+GKV_API gkv_err gkv_gpu_hot_by_degree(const gkv_adj *a, int64_t lo,
+                                      int64_t hi, size_t row_bytes,
+                                      size_t budget_bytes, int64_t **out_ids,
+                                      size_t *out_n);
+
+/* ---- the feature cache --------------------------------------------------- */
+
+typedef struct gkv_gpu_feat gkv_gpu_feat;   /* opaque */
+
+/* How the feature cache is laid out. Zero-initialise, then set fields. */
+typedef struct gkv_gpu_feat_opts {
+    int            device;        /* CUDA device ordinal */
+    size_t         budget_bytes;  /* device memory for hot rows; 0: none */
+    /* The hot rows, at most budget_bytes / row_bytes of them, taken in
+     * this order of preference:
+     *   hot_ids: n_hot global IDs (duplicates kept once), or else
+     *   hot_adj: the top in-degree nodes (gkv_gpu_hot_by_degree), or else
+     *   the rows lo, lo + 1, ... */
+    const int64_t *hot_ids;
+    size_t         n_hot;
+    const gkv_adj *hot_adj;
+} gkv_gpu_feat_opts;
+
+/* What a cache holds. */
+typedef struct gkv_gpu_feat_info {
+    int      device;        /* the CUDA device it lives on */
+    int64_t  lo, hi;        /* global IDs of the rows */
+    size_t   row_bytes;     /* bytes per row */
+    int      dtype;         /* the tensor's gkv_dtype */
+    size_t   n_hot;         /* rows in device memory */
+    size_t   dev_bytes;     /* device memory used (rows and the ID map) */
+    size_t   host_bytes;    /* pinned host memory used */
+} gkv_gpu_feat_info;
+
+/* Loads tensor 'name' of store 's' (any dtype and row width; f32, f16 and
+ * bf16 features are the use) into a cache on opts->device: every row into
+ * pinned host memory, the hot rows also into device memory, with a device
+ * map from ID to slot. Reads the store in one snapshot; the cache is a
+ * copy and does not follow later pushes. On GKV_OK *out is yours until
+ * gkv_gpu_feat_close(); on error *out is NULL.
+ * Errors: GKV_EINVAL (NULL, a bad hot adjacency), GKV_ERANGE (a hot ID
+ * outside the tensor; the message names it), GKV_ENOTFOUND (no such
+ * tensor), GKV_ENOTSUP (no device), GKV_ENOMEM, GKV_EIO. */
+GKV_API gkv_err gkv_gpu_feat_open(gkv_gpu_feat **out, gkv_store *s,
+                                  const char *name,
+                                  const gkv_gpu_feat_opts *opts);
+
+/* Frees the cache (waits for the device first). NULL is fine. */
+GKV_API void    gkv_gpu_feat_close(gkv_gpu_feat *f);
+
+GKV_API gkv_err gkv_gpu_feat_info_get(const gkv_gpu_feat *f,
+                                      gkv_gpu_feat_info *out);
+
+/* Queues on 'stream' the gather of the rows with global IDs ids_dev[0..n)
+ * into out_dev (row i at out_dev + i * row_bytes), each read from device
+ * memory when hot, else zero-copy from pinned host memory: one kernel, a
+ * group of lanes per row, 16-byte loads when the row and the pointers
+ * allow. Returns once queued. An ID outside [lo, hi) gets a row of zeros
+ * and is reported by the next gkv_gpu_feat_sync() on the cache.
+ * Errors: GKV_EINVAL (NULL with n > 0), GKV_EIO (the launch failed). */
+GKV_API gkv_err gkv_gpu_feat_gather(gkv_gpu_feat *f, const int64_t *ids_dev,
+                                    size_t n, void *out_dev, void *stream);
+
+/* Waits for 'stream', then reports (and clears) a bad ID seen by the
+ * gathers since the last sync: GKV_ERANGE, naming the ID and its index.
+ * Errors: GKV_ERANGE, GKV_EIO. */
+GKV_API gkv_err gkv_gpu_feat_sync(gkv_gpu_feat *f, void *stream);
+
+/* ---- GPU sampling ------------------------------------------------------ */
+
+typedef struct gkv_gpu_sgraph  gkv_gpu_sgraph;    /* opaque */
+typedef struct gkv_gpu_sampler gkv_gpu_sampler;   /* opaque */
+
+/* Uploads the in-edge adjacency 'a' (a CSC, as gkv_sgraph_set_adj() takes
+ * it, weights optional) of a homogeneous graph of num_nodes nodes: into
+ * device memory when it fits budget_bytes (0: no limit), else into mapped
+ * pinned host memory that the kernels read zero-copy. The arrays are
+ * copied and checked as gkv_sgraph_set_adj() checks them, weights too
+ * (finite, >= 0). On GKV_OK *out is yours until gkv_gpu_sgraph_free().
+ * Errors: GKV_EINVAL (NULL, bad range or indptr, a bad weight: the message
+ * names the position), GKV_ERANGE (an index or eid out of range),
+ * GKV_ENOTSUP, GKV_ENOMEM, GKV_EIO. */
+GKV_API gkv_err gkv_gpu_sgraph_new(gkv_gpu_sgraph **out, const gkv_adj *a,
+                                   int64_t num_nodes, int device,
+                                   size_t budget_bytes);
+GKV_API void    gkv_gpu_sgraph_free(gkv_gpu_sgraph *g);   /* NULL is fine */
+/* 1 when the adjacency lives in device memory, 0 when mapped from host. */
+GKV_API int     gkv_gpu_sgraph_on_device(const gkv_gpu_sgraph *g);
+
+/* A sampler over 'g' (borrowed: it must outlive the sampler), with its
+ * device buffers, which grow to the largest batch and are kept.
+ * Errors: GKV_EINVAL, GKV_ENOTSUP, GKV_ENOMEM, GKV_EIO. */
+GKV_API gkv_err gkv_gpu_sampler_new(gkv_gpu_sampler **out,
+                                    const gkv_gpu_sgraph *g);
+GKV_API void    gkv_gpu_sampler_free(gkv_gpu_sampler *s); /* NULL is fine */
+
+/* One block in device memory: ids_dev[0 .. num_src) global node IDs, the
+ * first num_dst the destination nodes; num_edges edges (src_dev[i] ->
+ * dst_dev[i]) in local IDs with their global edge IDs eid_dev[i]. The
+ * same lists, in the same order, as gkv_sample_blocks() gives. */
+typedef struct gkv_gpu_block {
+    const int64_t *ids_dev;
+    size_t         num_src, num_dst;
+    const int64_t *src_dev, *dst_dev, *eid_dev;
+    size_t         num_edges;
+} gkv_gpu_block;
+
+/* gkv_sample_blocks() on the device for the homogeneous graph of the
+ * sampler, direction IN: seeds[0..nseeds) (host memory, distinct),
+ * fanouts[0..nlayers) in DGL's order (fanouts[i] belongs to blocks[i];
+ * blocks[nlayers - 1] holds the seeds and is sampled first, at RNG layer
+ * 0), opts->seed and opts->flags (GKV_SAMPLE_REPLACE, GKV_SAMPLE_WEIGHTED
+ * with the weights uploaded in the sgraph). edge_w and exclude are not
+ * supported here (GKV_ENOTSUP); opts->dir must be GKV_DIR_IN. The result
+ * equals gkv_sample_blocks() with nfan = 1 on the same graph. Relabelling
+ * runs on the device (an open-addressing hash table). Queued on 'stream';
+ * returns when the blocks are complete (it waits for the sizes). Block
+ * arrays are borrowed from the sampler until its next call.
+ * Errors: GKV_EINVAL (NULL, nlayers < 1 or > 16, a fanout < -1, bad opts,
+ * a seed given twice), GKV_ERANGE (a seed, or a later layer's node, outside
+ * the adjacency's columns), GKV_ENOTSUP, GKV_ENOMEM, GKV_EIO. */
+GKV_API gkv_err gkv_gpu_sample_blocks(gkv_gpu_sampler *s,
+                                      const int64_t *seeds, size_t nseeds,
+                                      const int *fanouts, int nlayers,
+                                      const gkv_sample_opts *opts,
+                                      gkv_gpu_block *blocks, void *stream);
+
+/* A trainer's mini-batch in one call: gkv_gpu_sample_blocks(), then the
+ * rows of blocks[0]'s source nodes (the input nodes) gathered from 'f'
+ * (a cache on the sampler's device whose rows cover them) into
+ * *feat_dev: num_src x row_bytes bytes of device memory borrowed from the
+ * sampler, like the blocks, until its next call. Returns when the features
+ * are complete. Errors: as gkv_gpu_sample_blocks(), GKV_EINVAL (NULL f or
+ * feat_dev, a cache on another device), GKV_ERANGE (an input node outside
+ * the cache's rows), GKV_ENOMEM. */
+GKV_API gkv_err gkv_gpu_sample_blocks_feat(gkv_gpu_sampler *s,
+                                           gkv_gpu_feat *f,
+                                           const int64_t *seeds,
+                                           size_t nseeds, const int *fanouts,
+                                           int nlayers,
+                                           const gkv_sample_opts *opts,
+                                           gkv_gpu_block *blocks,
+                                           void **feat_dev, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GKV_GPU_H */

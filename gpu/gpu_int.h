@@ -1,0 +1,52 @@
+/* gpu_int.h - private declarations shared by the files of gpu/ (CUDA C++
+ * translation units only). Not installed. */
+#ifndef GPU_INT_H
+#define GPU_INT_H
+
+/* The host code nvcc generates for each kernel launch keeps a function-
+ * local static with a dynamic initialiser (a thread-safe guard through
+ * __cxa_guard_acquire) and exception tables (__gxx_personality_v0): both
+ * from libstdc++, which a C program linking libgkv does not link. Neither
+ * is needed here (no exceptions; the guarded value is the same whichever
+ * thread sets it), so the host compiler is told to emit neither. */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__)
+#ifdef __NVCC_DIAG_PRAGMA_SUPPORT__
+#pragma nv_diag_suppress 1675     /* nvcc's front end: "unrecognized GCC pragma" */
+#endif
+#pragma GCC optimize ("no-threadsafe-statics")
+#pragma GCC optimize ("no-exceptions")
+#ifdef __NVCC_DIAG_PRAGMA_SUPPORT__
+#pragma nv_diag_default 1675
+#endif
+#endif
+
+#include <cuda_runtime.h>
+#include "gkv_gpu.h"
+/* kv_int.h is a C header without extern "C" of its own. */
+extern "C" {
+#include "kv_int.h"     /* gkv__malloc and friends */
+}
+
+#define GPU_MSG_MAX 512
+
+/* Records 'fmt' as the calling thread's gkv_gpu_errmsg() and returns rc. */
+gkv_err gpu__fail(gkv_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Clears the calling thread's message (at the start of every call). */
+void    gpu__clear(void);
+
+/* GKV_OK when 'device' is a usable CUDA device and made current; else
+ * GKV_ENOTSUP ("no CUDA device: 'what' needs one") or GKV_EINVAL (no such
+ * ordinal), with the message set. */
+gkv_err gpu__device(int device, const char *what);
+
+/* GKV_OK when any CUDA device is visible (the current device unchanged);
+ * else GKV_ENOTSUP with the message set. */
+gkv_err gpu__present(const char *what);
+
+/* Translates a CUDA error from 'what' (GKV_ENOMEM for an allocation
+ * failure, else GKV_EIO), naming the error; cudaSuccess is GKV_OK. Clears
+ * CUDA's sticky last error. */
+gkv_err gpu__cuda(cudaError_t e, const char *what);
+
+#endif /* GPU_INT_H */
