@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include "gkv_err.h"
 #include "gkv_kv.h"
+#include "gkv_part.h"
+#include "gkv_sample.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -97,7 +99,11 @@ typedef struct gkv_server gkv_server;   /* opaque */
 #define GKV_SERVER_QUIET       0x20u  /* no log lines */
 
 typedef struct gkv_server_opts {
-    const char *store;        /* store directory (required) */
+    const char *store;        /* store directory (required unless
+                               * part_config is given) */
+    const char *part_config;  /* serve a partition: the partition config
+                               * (gkv_part.h); NULL: a plain store */
+    int      part_id;         /* with part_config: the partition served */
     const char *ip_config;    /* ip_config file (required) */
     int      machine;         /* this machine's line, 0-based; -1: the line
                                * whose address is this host's */
@@ -149,6 +155,10 @@ typedef struct gkv_client gkv_client;   /* opaque */
                                         * this host (read-only) */
 #define GKV_CLIENT_NO_HEARTBEAT 0x04u  /* no heartbeat thread (the lease then
                                         * lapses when the client is idle) */
+#define GKV_CLIENT_OBSERVER     0x08u  /* join as an observer (a tool such
+                                        * as kvctl): its leaving never stops
+                                        * a server, and a server stops when
+                                        * its last non-observer leaves */
 
 typedef struct gkv_client_opts {
     int      timeout_ms;      /* deadline of every call; 0 = 10000 */
@@ -172,6 +182,18 @@ typedef struct gkv_client_opts {
 GKV_API gkv_err gkv_client_connect(gkv_client **out, const char *ip_config,
                                    const char *token, const char *group,
                                    uint32_t rank, const gkv_client_opts *opts);
+
+/* Connects to the one server at 'addr' ("HOST:PORT" or "[IPv6]:PORT"),
+ * whichever server of whichever machine it is, as gkv_client_connect()
+ * does with an ip_config (same token, group and rank rules). The client
+ * sees that server only: its tensors with the ID ranges it holds; graph
+ * calls are not routed (gkv_client_pbook() still gives the book). Used by
+ * tools (kvctl --server), usually with GKV_CLIENT_OBSERVER.
+ * Errors: as gkv_client_connect(), GKV_EINVAL (a bad address). */
+GKV_API gkv_err gkv_client_connect_addr(gkv_client **out, const char *addr,
+                                        const char *token, const char *group,
+                                        uint32_t rank,
+                                        const gkv_client_opts *opts);
 
 /* Leaves the group on every server it is connected to (a server it lost
  * touch with forgets it when its lease expires), then frees the client.
@@ -262,6 +284,8 @@ typedef struct gkv_server_stats {
     uint64_t pulls, pull_rows, pushes, push_rows;
     uint64_t sessions, groups, joined;
     uint64_t tensors, store_used_bytes, store_map_size;
+    uint64_t samples, sample_edges;   /* graph servers: SAMPLE requests
+                                       * answered and edges returned */
 } gkv_server_stats;
 
 /* Statistics of server i. */
@@ -271,6 +295,80 @@ GKV_API gkv_err gkv_client_stats(gkv_client *c, size_t i,
 /* Asks every server to stop: force = 0 stops the servers that do not keep
  * alive, force = 1 stops persistent ones too. */
 GKV_API gkv_err gkv_client_shutdown(gkv_client *c, int force);
+
+/* ---- graph requests: servers that serve partitions --------------------- *
+ *
+ * When the servers serve the partitions of a partitioned graph
+ * (gkv-server --part-config G.json --part-id P; machine m serves partition
+ * m), the client learns the partition config from the handshake and every
+ * call below takes global type-wise IDs (gkv_part.h), routes them to the
+ * partitions that own them (a machine's share spread over its servers),
+ * asks all of them in parallel and merges the answers in request order.
+ * Node features are pulled with gkv_client_pull() from the tensors
+ * "node/<ntype>/<feat>" (each partition holds its owned ID range).
+ * Against servers of a plain store these calls fail with GKV_ENOTSUP.
+ * Errors, as for pulls: GKV_ERANGE (an ID outside its type, named),
+ * GKV_EINVAL, GKV_ETIMEDOUT, GKV_EPROTO, and the servers' errors (their
+ * messages name the server and the partition). */
+
+/* The partition book (the config's schema, counts and ID ranges), or NULL
+ * when the servers serve a plain store. Borrowed until gkv_client_close().
+ * Paths in it (gkv_pbook_part_path, mappings) are meaningless on the
+ * client: the config was read from the servers' bytes. */
+GKV_API const gkv_pbook *gkv_client_pbook(const gkv_client *c);
+
+/* One hop, exactly as gkv_sample_neighbors() on the whole graph (same
+ * arguments, same result): each seed is sampled by the partition that owns
+ * it, and out[e] (num_etypes entries) lists the edges seed by seed in the
+ * order given. opts->edge_w is not supported (GKV_EINVAL): weighted
+ * sampling uses the weights stored with the partitions
+ * (GKV_SAMPLE_WEIGHTED). The arrays are borrowed from the client until its
+ * next sampling call or gkv_client_close(). */
+GKV_API gkv_err gkv_client_sample_neighbors(gkv_client *c,
+                                            const int64_t *const *seeds,
+                                            const size_t *nseeds,
+                                            const int *fanout, int nfan,
+                                            int layer,
+                                            const gkv_sample_opts *opts,
+                                            gkv_sample_edges *out);
+
+/* Multi-layer blocks, byte for byte what gkv_sample_blocks() returns on
+ * the whole graph for the same seeds, fanouts and opts (the same layer
+ * order, relabelling and node order rules): each hop goes through the
+ * servers, the relabelling is done here. blocks[0 .. nlayers) is the
+ * caller's array; the contents are borrowed from the client until its next
+ * sampling call or gkv_client_close(). Seeds must be distinct per type. */
+GKV_API gkv_err gkv_client_sample_blocks(gkv_client *c,
+                                         const int64_t *const *seeds,
+                                         const size_t *nseeds,
+                                         const int *fanouts, int nfan,
+                                         int nlayers,
+                                         const gkv_sample_opts *opts,
+                                         gkv_block *blocks);
+
+/* src[i], dst[i] of edge eids[i] of 'etype' (gkv_part_find_edges on the
+ * owning partition). */
+GKV_API gkv_err gkv_client_find_edges(gkv_client *c, int etype,
+                                      const int64_t *eids, size_t n,
+                                      int64_t *src, int64_t *dst);
+
+/* deg[i] = in-degree of destination-type node nodes[i] / out-degree of
+ * source-type node nodes[i] (out-degrees need a config with the CSR). */
+GKV_API gkv_err gkv_client_in_degrees(gkv_client *c, int etype,
+                                      const int64_t *nodes, size_t n,
+                                      int64_t *deg);
+GKV_API gkv_err gkv_client_out_degrees(gkv_client *c, int etype,
+                                       const int64_t *nodes, size_t n,
+                                       int64_t *deg);
+
+/* The in-edges of 'etype' into nodes[0..n), node by node in the given
+ * order, each node's in edge-ID order (as gkv_part_in_subgraph). On GKV_OK
+ * the three arrays of *m entries are the caller's to free with gkv_free()
+ * (NULL when *m is 0); on error they are NULL. */
+GKV_API gkv_err gkv_client_in_subgraph(gkv_client *c, int etype,
+                                       const int64_t *nodes, size_t n,
+                                       int64_t **src, int64_t **dst,
+                                       int64_t **eid, size_t *m);
 
 #ifdef __cplusplus
 }

@@ -240,3 +240,53 @@ gkv_ipconfig_find_local(const gkv_ipconfig *c, size_t *machine)
     *machine = first;
     return GKV_OK;
 }
+
+gkv_err
+net__ipconfig_addr(gkv_ipconfig **out, const char *addr)
+{
+    gkv_ipconfig *c;
+    const char *colon, *host = addr, *hend;
+    char *end;
+    unsigned long port;
+
+    *out = NULL;
+    if (addr == NULL)
+        return net__fail(GKV_EINVAL, "no server address");
+    if (addr[0] == '[') {                /* [IPv6]:PORT */
+        host = addr + 1;
+        if ((hend = strchr(host, ']')) == NULL || hend[1] != ':')
+            return net__fail(GKV_EINVAL, "server address '%s': expected "
+                             "HOST:PORT or [IPv6]:PORT", addr);
+        colon = hend + 1;
+    } else {
+        if ((colon = strrchr(addr, ':')) == NULL || colon == addr ||
+            memchr(addr, ':', (size_t)(colon - addr)) != NULL)
+            return net__fail(GKV_EINVAL, "server address '%s': expected "
+                             "HOST:PORT or [IPv6]:PORT", addr);
+        hend = colon;
+    }
+    errno = 0;
+    port = strtoul(colon + 1, &end, 10);
+    if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || errno != 0 ||
+        port == 0 || port > 65535)
+        return net__fail(GKV_EINVAL, "server address '%s': port '%s' is not "
+                         "in 1..65535", addr, colon + 1);
+    if ((c = gkv__calloc(1, sizeof *c)) == NULL ||
+        (c->m = gkv__calloc(1, sizeof *c->m)) == NULL) {
+        gkv__free(c);
+        return net__fail(GKV_ENOMEM, "out of memory");
+    }
+    c->n = 1;
+    snprintf(c->m[0].host, sizeof c->m[0].host, "%.*s", (int)(hend - host),
+             host);
+    c->m[0].port = (unsigned)port;
+    c->m[0].line = 1;
+    if (!host_ok(c->m[0].host)) {
+        gkv_err rc = net__fail(GKV_EINVAL, "server address '%s': '%s' is not "
+                               "a host name or address", addr, c->m[0].host);
+        gkv_ipconfig_free(c);
+        return rc;
+    }
+    *out = c;
+    return GKV_OK;
+}

@@ -32,6 +32,8 @@
 #include <sodium.h>
 #include "kv_int.h"
 #include "gkv_net.h"
+#include "gkv_part.h"
+#include "gkv_sample.h"
 #include "wire.h"
 
 #define NONCE_MAX      1024      /* outstanding nonces kept */
@@ -44,6 +46,10 @@
 #define LOG_BURST      50        /* rejection lines per LOG_WINDOW_MS */
 #define LOG_WINDOW_MS  10000
 #define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (BENCH.md) */
+#define BOOK_MAX       (64u << 20) /* bytes of a partition config */
+
+/* The worker thread's index (its sampler), -1 off the workers. */
+static _Thread_local int tl_worker = -1;
 
 struct sess {
     uint64_t id;
@@ -53,6 +59,7 @@ struct sess {
     uint64_t done_req;      /* last mutating request id it completed */
     int32_t done_status;    /* and that request's status */
     int has_done;
+    int observer;           /* joined with NET_HS_OBSERVER */
 };
 
 struct parked {             /* a barrier request waiting for its group */
@@ -76,7 +83,14 @@ struct nonce {
 };
 
 struct gkv_server {
-    gkv_store *sv_store;
+    gkv_store *sv_store;             /* a partition's store is the part's */
+    gkv_part *sv_part;               /* serving a partition, else NULL */
+    const gkv_pbook *sv_book;        /* the part's book */
+    gkv_sgraph *sv_sg;               /* the part's sgraph */
+    gkv_sampler **sv_samp;           /* one per worker thread */
+    unsigned char *sv_json;          /* the config file's bytes */
+    size_t sv_json_len;
+    atomic_uint sv_wnext;            /* worker indices handed out */
     char *sv_store_path;             /* realpath */
     int sv_sock;
     char sv_url[320];
@@ -109,7 +123,8 @@ struct gkv_server {
     int sv_ran;
 
     atomic_uint_fast64_t st_requests, st_errors, st_rejected, st_bytes_in,
-        st_bytes_out, st_pulls, st_pull_rows, st_pushes, st_push_rows;
+        st_bytes_out, st_pulls, st_pull_rows, st_pushes, st_push_rows,
+        st_samples, st_sample_edges;
 };
 
 /* One request being handled. */
@@ -404,11 +419,19 @@ sess_remove(gkv_server *s, size_t i, const char *how)
             *g = s->sv_grp[--s->sv_ngrp];
         }
     }
-    slog(s, "%s: group '%s' rank %u (%u left in the group, %zu clients in "
-         "all)", how, old.group, old.rank, left, s->sv_nsess);
-    if (s->sv_nsess == 0 && !(s->sv_flags & GKV_SERVER_KEEP_ALIVE))
-        request_stop(s, "the last client left (group '%s' rank %u)",
-                     old.group, old.rank);
+    slog(s, "%s: group '%s' rank %u%s (%u left in the group, %zu clients in "
+         "all)", how, old.group, old.rank, old.observer ? " (observer)" : "",
+         left, s->sv_nsess);
+    /* an observer (kvctl) leaving never stops the server; the last member
+     * leaving does, observers or not */
+    if (!old.observer && !(s->sv_flags & GKV_SERVER_KEEP_ALIVE)) {
+        size_t members = 0;
+        for (size_t k = 0; k < s->sv_nsess; k++)
+            members += !s->sv_sess[k].observer;
+        if (members == 0)
+            request_stop(s, "the last client left (group '%s' rank %u)",
+                         old.group, old.rank);
+    }
 }
 
 /* ---- the schema ------------------------------------------------------------ */
@@ -434,6 +457,7 @@ struct schema_arg {
     size_t n;
     uint64_t session;               /* HANDSHAKE: written before the rest */
     const net_ident *id;            /* HANDSHAKE */
+    const net_book *book;           /* HANDSHAKE of a graph server */
 };
 
 static void
@@ -451,6 +475,8 @@ enc_schema(net_wr *w, const void *a)
         tensor_from_desc(&t, &sa->d[i]);
         net__enc_tensor(w, &t);
     }
+    if (sa->book != NULL)
+        net__enc_book(w, sa->book);
 }
 
 /* Replies with the schema (and, for a handshake, session and identity). */
@@ -458,6 +484,7 @@ static gkv_err
 reply_schema(gkv_server *s, struct req *r, uint64_t session, int with_id)
 {
     struct schema_arg sa = {0};
+    net_book book;
     gkv_tensor_desc *d = NULL;
     size_t n = 0;
     gkv_err rc;
@@ -469,6 +496,12 @@ reply_schema(gkv_server *s, struct req *r, uint64_t session, int with_id)
     sa.n = n;
     sa.session = session;
     sa.id = with_id ? &s->sv_id : NULL;
+    if (with_id && s->sv_part != NULL) {
+        book.part_id = (uint32_t)gkv_part_id(s->sv_part);
+        book.len = s->sv_json_len;
+        book.json = s->sv_json;
+        sa.book = &book;
+    }
     rc = build(r, enc_schema, &sa);
     gkv_free(d);
     return rc;
@@ -577,6 +610,7 @@ op_handshake(gkv_server *s, struct req *r)
         old->id = id;
         old->last_ms = mono_ms();
         old->has_done = 0;
+        old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
         slog(s, "rejoin: group '%s' rank %u (new session)", hs.group, hs.rank);
     } else if (s->sv_nsess >= SESS_MAX ||
                (g = group_find(s, hs.group, 1)) == NULL) {
@@ -603,10 +637,12 @@ op_handshake(gkv_server *s, struct req *r)
         snprintf(old->group, sizeof old->group, "%s", hs.group);
         old->rank = hs.rank;
         old->last_ms = mono_ms();
+        old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
         g->members++;
         s->sv_joined++;
-        slog(s, "join: group '%s' rank %u (%u in the group, %zu clients in "
-             "all)", hs.group, hs.rank, g->members, s->sv_nsess);
+        slog(s, "join: group '%s' rank %u%s (%u in the group, %zu clients in "
+             "all)", hs.group, hs.rank, old->observer ? " (observer)" : "",
+             g->members, s->sv_nsess);
     }
     pthread_mutex_unlock(&s->sv_mu);
     reply_schema(s, r, id, 1);
@@ -1123,6 +1159,8 @@ op_stats(gkv_server *s, struct req *r)
     stat_add(&sa, "pull_rows", LD(st_pull_rows));
     stat_add(&sa, "pushes", LD(st_pushes));
     stat_add(&sa, "push_rows", LD(st_push_rows));
+    stat_add(&sa, "samples", LD(st_samples));
+    stat_add(&sa, "sample_edges", LD(st_sample_edges));
 #undef LD
     stat_add(&sa, "sessions", nsess);
     stat_add(&sa, "groups", ngrp);
@@ -1196,6 +1234,343 @@ op_heartbeat(gkv_server *s, struct req *r)
     build(r, enc_u32, &lease);
 }
 
+/* ---- graph requests (a server that serves a partition) -------------------- */
+
+static int
+need_part(gkv_server *s, struct req *r)
+{
+    if (s->sv_part != NULL)
+        return 1;
+    rfail(r, GKV_ENOTSUP, "%s: this server serves a store, not a graph "
+          "partition (start it with --part-config)", net__type_name(r->h.type));
+    return 0;
+}
+
+static void enc_book(net_wr *w, const void *a) { net__enc_book(w, a); }
+
+static void
+op_pbook(gkv_server *s, struct req *r)
+{
+    net_book b;
+    net_rd rd;
+
+    if (!need_part(s, r))
+        return;
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_empty(&rd) != 0) {
+        rfail(r, GKV_EPROTO, "pbook: %s", rd.why);
+        return;
+    }
+    b.part_id = (uint32_t)gkv_part_id(s->sv_part);
+    b.len = s->sv_json_len;
+    b.json = s->sv_json;
+    build(r, enc_book, &b);
+}
+
+struct cols_arg {
+    unsigned k;
+    const int64_t *const *cols;
+    size_t n;
+};
+
+static void
+enc_cols(net_wr *w, const void *a)
+{
+    const struct cols_arg *ca = a;
+
+    net__enc_cols(w, ca->k, ca->cols, ca->n);
+}
+
+/* Replies with k columns of n int64, unless that is more than a message
+ * may carry. */
+static void
+reply_cols(gkv_server *s, struct req *r, unsigned k,
+           const int64_t *const *cols, size_t n)
+{
+    struct cols_arg ca = {k, cols, n};
+
+    if (n > (s->sv_max_msg - 64) / (8 * k)) {
+        rfail(r, GKV_EINVAL, "%s: the reply would hold %zu x %u values, more "
+              "than this server's %llu-byte message limit; ask for fewer",
+              net__type_name(r->h.type), n, k,
+              (unsigned long long)s->sv_max_msg);
+        return;
+    }
+    build(r, enc_cols, &ca);
+}
+
+/* find_edges, in_degrees, out_degrees, in_subgraph: an edge type and IDs. */
+static void
+op_ids(gkv_server *s, struct req *r)
+{
+    const char *what = net__type_name(r->h.type);
+    int64_t *o[3] = {NULL, NULL, NULL};
+    const int64_t *ids;
+    uint64_t *tmp = NULL;
+    net_ids_req q;
+    net_rd rd;
+    size_t n, m = 0;
+    int net_;
+    gkv_err rc = GKV_OK;
+
+    if (!need_part(s, r))
+        return;
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_ids_req(&rd, &q) != 0) {
+        rfail(r, GKV_EPROTO, "%s: %s", what, rd.why);
+        return;
+    }
+    net_ = gkv_pbook_num_etypes(s->sv_book);
+    if (q.etype >= (uint32_t)net_) {
+        rfail(r, GKV_EINVAL, "%s: edge type %u: the graph has %d", what,
+              q.etype, net_);
+        return;
+    }
+    n = (size_t)q.n;
+    if ((ids = (const int64_t *)ids_aligned(q.ids, n, &tmp)) == NULL) {
+        rfail(r, GKV_ENOMEM, "%s: out of memory", what);
+        return;
+    }
+    switch (r->h.type) {
+    case NET_FIND_EDGES:
+        if ((o[0] = gkv__malloc(n * 8 + 8)) == NULL ||
+            (o[1] = gkv__malloc(n * 8 + 8)) == NULL) {
+            rc = GKV_ENOMEM;
+            break;
+        }
+        rc = gkv_part_find_edges(s->sv_part, (int)q.etype, ids, n, o[0], o[1]);
+        m = n;
+        break;
+    case NET_IN_DEGREES:
+    case NET_OUT_DEGREES:
+        if ((o[0] = gkv__malloc(n * 8 + 8)) == NULL) {
+            rc = GKV_ENOMEM;
+            break;
+        }
+        rc = r->h.type == NET_IN_DEGREES ?
+            gkv_part_in_degrees(s->sv_part, (int)q.etype, ids, n, o[0]) :
+            gkv_part_out_degrees(s->sv_part, (int)q.etype, ids, n, o[0]);
+        m = n;
+        break;
+    default:   /* NET_IN_SUBGRAPH */
+        rc = gkv_part_in_subgraph(s->sv_part, (int)q.etype, ids, n, &o[0],
+                                  &o[1], &o[2], &m);
+        break;
+    }
+    if (rc == GKV_ENOMEM && gkv_part_errmsg(s->sv_part)[0] == '\0')
+        rfail(r, rc, "%s: out of memory for %zu IDs", what, n);
+    else if (rc != GKV_OK)
+        rfail(r, rc, "%s on partition %d: %s", what, gkv_part_id(s->sv_part),
+              gkv_part_errmsg(s->sv_part));
+    else
+        reply_cols(s, r, r->h.type == NET_FIND_EDGES ? 2 :
+                   r->h.type == NET_IN_SUBGRAPH ? 3 : 1,
+                   (const int64_t *const *)o, m);
+    if (r->h.type == NET_IN_SUBGRAPH) {
+        for (int i = 0; i < 3; i++)
+            gkv_free(o[i]);
+    } else {
+        for (int i = 0; i < 3; i++)
+            gkv__free(o[i]);
+    }
+    gkv__free(tmp);
+}
+
+struct sample_arg {
+    const gkv_sample_edges *e;
+    int net;
+};
+
+static void
+enc_sample(net_wr *w, const void *a)
+{
+    const struct sample_arg *sa = a;
+
+    net__wr_u32(w, (uint32_t)sa->net);
+    for (int e = 0; e < sa->net; e++) {
+        const int64_t *cols[3] = {sa->e[e].src, sa->e[e].dst, sa->e[e].eid};
+        net__enc_cols(w, 3, cols, sa->e[e].n);
+    }
+}
+
+/* One hop of neighbour sampling on the partition's sgraph, with the
+ * worker's own sampler. Every seed must be a node this partition owns. */
+static void
+op_sample(gkv_server *s, struct req *r)
+{
+    net_sample_req q;
+    net_rd rd;
+    gkv_sample_opts o;
+    struct sample_arg sa;
+    gkv_sample_edges *out = NULL;
+    const int64_t **seeds = NULL, **ex = NULL;
+    uint64_t **tmp = NULL;
+    size_t *ns = NULL, *nex = NULL, total = 0, ntmp = 0;
+    int32_t *own = NULL;
+    int *fan = NULL, nnt, net_, part;
+    gkv_sampler *sp;
+    gkv_err rc;
+
+    if (!need_part(s, r))
+        return;
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_sample_req(&rd, &q) != 0) {
+        rfail(r, GKV_EPROTO, "sample: %s", rd.why);
+        return;
+    }
+    nnt = gkv_pbook_num_ntypes(s->sv_book);
+    net_ = gkv_pbook_num_etypes(s->sv_book);
+    part = gkv_part_id(s->sv_part);
+    if (q.nnt != (uint32_t)nnt || q.net != (uint32_t)net_) {
+        rfail(r, GKV_EINVAL, "sample: the request has %u node types and %u "
+              "edge types; the graph has %d and %d", q.nnt, q.net, nnt, net_);
+        goto out;
+    }
+    if (q.dir != GKV_DIR_IN && q.dir != GKV_DIR_OUT) {
+        rfail(r, GKV_EINVAL, "sample: direction %u is neither in (0) nor out "
+              "(1)", q.dir);
+        goto out;
+    }
+    if (q.flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED)) {
+        rfail(r, GKV_EINVAL, "sample: flags 0x%x have unknown bits", q.flags);
+        goto out;
+    }
+    if (q.layer > INT_MAX) {
+        rfail(r, GKV_EINVAL, "sample: layer %u", q.layer);
+        goto out;
+    }
+    if (q.nfan != 1 && q.nfan != (uint32_t)net_) {
+        rfail(r, GKV_EINVAL, "sample: %u fanouts; give 1 (for every edge "
+              "type) or one per edge type (%d)", q.nfan, net_);
+        goto out;
+    }
+    if (q.dir == GKV_DIR_OUT && !gkv_pbook_has_csr(s->sv_book)) {
+        rfail(r, GKV_ENOTSUP, "sample: out-edge sampling needs the CSR, and "
+              "this graph was partitioned without it (gkv-partition --csr)");
+        goto out;
+    }
+    /* (+ 1: never a request for 0 bytes) */
+    if ((fan = gkv__calloc(q.nfan + 1, sizeof *fan)) == NULL ||
+        (seeds = gkv__calloc((size_t)nnt + 1, sizeof *seeds)) == NULL ||
+        (ns = gkv__calloc((size_t)nnt + 1, sizeof *ns)) == NULL ||
+        (tmp = gkv__calloc((size_t)nnt + (size_t)net_ + 1, sizeof *tmp)) == NULL ||
+        (out = gkv__calloc((size_t)net_ + 1, sizeof *out)) == NULL ||
+        (q.has_ex && ((ex = gkv__calloc((size_t)net_ + 1, sizeof *ex)) == NULL ||
+                      (nex = gkv__calloc((size_t)net_ + 1, sizeof *nex)) == NULL))) {
+        rfail(r, GKV_ENOMEM, "sample: out of memory");
+        goto out;
+    }
+    ntmp = (size_t)nnt + (size_t)net_;
+    for (uint32_t i = 0; i < q.nfan; i++) {
+        int32_t v;
+        memcpy(&v, q.fanout + 4 * i, 4);
+        if (v < -1) {
+            rfail(r, GKV_EINVAL, "sample: fanout[%u] = %d: a fanout is -1 "
+                  "(all) or >= 0", i, v);
+            goto out;
+        }
+        fan[i] = v;
+    }
+    for (int t = 0; t < nnt; t++) {
+        ns[t] = (size_t)q.nseeds[t];
+        total += ns[t];
+        if ((seeds[t] = (const int64_t *)ids_aligned(q.seeds[t], ns[t],
+                                                    &tmp[t])) == NULL) {
+            rfail(r, GKV_ENOMEM, "sample: out of memory");
+            goto out;
+        }
+    }
+    /* every seed must be ours: name the owner of one that is not */
+    if ((own = gkv__malloc(total * sizeof *own + 4)) == NULL) {
+        rfail(r, GKV_ENOMEM, "sample: out of memory");
+        goto out;
+    }
+    for (int t = 0; t < nnt; t++) {
+        if (ns[t] == 0)
+            continue;
+        if ((rc = gkv_pbook_node_owner(s->sv_book, t, seeds[t], ns[t],
+                                       own)) != GKV_OK) {
+            rfail(r, rc, "sample: seeds of node type '%s': %s",
+                  gkv_pbook_ntype_name(s->sv_book, t),
+                  gkv_pbook_errmsg(s->sv_book));
+            goto out;
+        }
+        for (size_t i = 0; i < ns[t]; i++)
+            if (own[i] != part) {
+                rfail(r, GKV_ERANGE, "sample: seed %lld of node type '%s' "
+                      "(seeds[%d][%zu]) is owned by partition %d, not by "
+                      "partition %d (this server's)", (long long)seeds[t][i],
+                      gkv_pbook_ntype_name(s->sv_book, t), t, i, own[i], part);
+                goto out;
+            }
+    }
+    for (int e = 0; q.has_ex && e < net_; e++) {
+        nex[e] = (size_t)q.nex[e];
+        if ((ex[e] = (const int64_t *)ids_aligned(q.ex[e], nex[e],
+                                                 &tmp[nnt + e])) == NULL) {
+            rfail(r, GKV_ENOMEM, "sample: out of memory");
+            goto out;
+        }
+    }
+    memset(&o, 0, sizeof o);
+    o.seed = q.seed;
+    o.dir = (int)q.dir;
+    o.flags = q.flags;
+    o.exclude = ex;
+    o.exclude_n = nex;
+    if (tl_worker < 0 || (unsigned)tl_worker >= s->sv_nthreads) {
+        rfail(r, GKV_EINVAL, "sample: not on a worker thread");
+        goto out;
+    }
+    sp = s->sv_samp[tl_worker];
+    rc = gkv_sample_neighbors(sp, seeds, ns, fan, (int)q.nfan, (int)q.layer,
+                              &o, out);
+    if (rc != GKV_OK) {
+        rfail(r, rc, "sample on partition %d: %s", part,
+              gkv_sampler_errmsg(sp));
+        goto out;
+    }
+    total = 0;
+    for (int e = 0; e < net_; e++)
+        total += out[e].n;
+    if (total > (s->sv_max_msg - 64) / 24 - (size_t)net_) {
+        rfail(r, GKV_EINVAL, "sample: %zu edges are more than this server's "
+              "%llu-byte message limit; send fewer seeds", total,
+              (unsigned long long)s->sv_max_msg);
+        goto out;
+    }
+    sa.e = out;
+    sa.net = net_;
+    if (build(r, enc_sample, &sa) == GKV_OK) {
+        atomic_fetch_add_explicit(&s->st_samples, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->st_sample_edges, total,
+                                  memory_order_relaxed);
+    }
+out:
+    for (size_t i = 0; tmp != NULL && i < ntmp; i++)
+        gkv__free(tmp[i]);
+    gkv__free(tmp);
+    gkv__free(fan);
+    gkv__free(seeds);
+    gkv__free(ns);
+    gkv__free(ex);
+    gkv__free(nex);
+    gkv__free(out);
+    gkv__free(own);
+    net__sample_req_free(&q);
+}
+
+/* Reserved, not implemented: edge mini-batches are sampled in-process
+ * (gkv_sample_edge_batch) or built by the client from find_edges and
+ * sample_blocks. */
+static void
+op_edge_batch(gkv_server *s, struct req *r)
+{
+    (void)s;
+    rfail(r, GKV_ENOTSUP, "edge_batch (type %d) is reserved and not "
+          "implemented by this server", NET_EDGE_BATCH);
+}
+
 typedef void (*op_fn)(gkv_server *s, struct req *r);
 
 #define NEED_SESSION 0x1u
@@ -1218,6 +1593,13 @@ static const struct op {
     [NET_SHUTDOWN] = {op_shutdown, NEED_SESSION},
     [NET_LEAVE] = {op_leave, NEED_SESSION},
     [NET_HEARTBEAT] = {op_heartbeat, NEED_SESSION},
+    [NET_PBOOK] = {op_pbook, NEED_SESSION},
+    [NET_SAMPLE] = {op_sample, NEED_SESSION},
+    [NET_FIND_EDGES] = {op_ids, NEED_SESSION},
+    [NET_IN_DEGREES] = {op_ids, NEED_SESSION},
+    [NET_OUT_DEGREES] = {op_ids, NEED_SESSION},
+    [NET_IN_SUBGRAPH] = {op_ids, NEED_SESSION},
+    [NET_EDGE_BATCH] = {op_edge_batch, NEED_SESSION},
 };
 
 /* ---- dispatch ------------------------------------------------------------- */
@@ -1330,6 +1712,7 @@ worker(void *arg)
     gkv_server *s = arg;
     sigset_t all;
 
+    tl_worker = (int)atomic_fetch_add(&s->sv_wnext, 1);
     /* signals go to the thread that runs gkv_server_run() */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
@@ -1400,6 +1783,73 @@ sockopt(int sock, int opt, int v)
     return nn_setsockopt(sock, NN_SOL_SOCKET, opt, &v, sizeof v);
 }
 
+/* Opens partition o->part_id of o->part_config (its store writable, shared
+ * with the machine's other servers), its sgraph and one sampler per worker
+ * thread, and keeps the config's bytes for handshakes. */
+static gkv_err
+part_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg)
+{
+    FILE *fp;
+    long len;
+    gkv_err rc;
+
+    if ((rc = gkv_part_open(&s->sv_part, o->part_config, o->part_id,
+                            GKV_PART_WRITABLE |
+                            ((o->flags & GKV_SERVER_NOSYNC) ? GKV_NOSYNC : 0)))
+        != GKV_OK)
+        return net__fail(rc, "partition %d of %s: %s", o->part_id,
+                         o->part_config, gkv_part_errmsg(NULL));
+    s->sv_book = gkv_part_book(s->sv_part);
+    s->sv_store = gkv_part_store(s->sv_part);
+    if (gkv_ipconfig_count(cfg) != (size_t)gkv_pbook_num_parts(s->sv_book))
+        return net__fail(GKV_EINVAL, "%s lists %zu machines but %s has %d "
+                         "partitions: machine m serves partition m, so the "
+                         "counts must be equal", o->ip_config,
+                         gkv_ipconfig_count(cfg), o->part_config,
+                         gkv_pbook_num_parts(s->sv_book));
+    if (o->store != NULL) {
+        char *a = realpath(o->store, NULL);
+        char *b = realpath(gkv_pbook_part_path(s->sv_book, o->part_id), NULL);
+        int same = a != NULL && b != NULL && strcmp(a, b) == 0;
+        free(a);
+        free(b);
+        if (!same)
+            return net__fail(GKV_EINVAL, "--store %s is not partition %d's "
+                             "store %s (give only --part-config)", o->store,
+                             o->part_id,
+                             gkv_pbook_part_path(s->sv_book, o->part_id));
+    }
+    if ((rc = gkv_part_sgraph(s->sv_part, &s->sv_sg)) != GKV_OK)
+        return net__fail(rc, "partition %d: sgraph: %s", o->part_id,
+                         gkv_part_errmsg(s->sv_part));
+    if ((s->sv_samp = gkv__calloc(s->sv_nthreads, sizeof *s->sv_samp)) == NULL)
+        return net__fail(GKV_ENOMEM, "server: out of memory");
+    for (unsigned i = 0; i < s->sv_nthreads; i++)
+        if ((rc = gkv_sampler_new(&s->sv_samp[i], s->sv_sg, 1)) != GKV_OK)
+            return net__fail(rc, "partition %d: sampler: %s", o->part_id,
+                             gkv_strerror(rc));
+    /* the config's bytes, sent to every client at handshake */
+    if ((fp = fopen(o->part_config, "rb")) == NULL)
+        return net__fail(GKV_EIO, "%s: %s", o->part_config, strerror(errno));
+    if (fseek(fp, 0, SEEK_END) != 0 || (len = ftell(fp)) <= 0 ||
+        len > (long)BOOK_MAX || fseek(fp, 0, SEEK_SET) != 0) {
+        fclose(fp);
+        return net__fail(GKV_EIO, "%s: cannot read it (empty, or more than "
+                         "%u bytes?)", o->part_config, BOOK_MAX);
+    }
+    if ((s->sv_json = gkv__malloc((size_t)len)) == NULL) {
+        fclose(fp);
+        return net__fail(GKV_ENOMEM, "server: out of memory");
+    }
+    if (fread(s->sv_json, 1, (size_t)len, fp) != (size_t)len) {
+        fclose(fp);
+        return net__fail(GKV_EIO, "%s: short read", o->part_config);
+    }
+    fclose(fp);
+    s->sv_json_len = (size_t)len;
+    return GKV_OK;
+}
+
 gkv_err
 gkv_server_open(gkv_server **out, const gkv_server_opts *o)
 {
@@ -1417,9 +1867,11 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     if (out == NULL || o == NULL)
         return net__fail(GKV_EINVAL, "gkv_server_open: no options");
     *out = NULL;
-    if (o->store == NULL || o->ip_config == NULL)
-        return net__fail(GKV_EINVAL, "server: a store directory and an "
-                         "ip_config are required");
+    if ((o->store == NULL && o->part_config == NULL) || o->ip_config == NULL)
+        return net__fail(GKV_EINVAL, "server: a store directory (or a "
+                         "partition config) and an ip_config are required");
+    if (o->part_config != NULL && o->part_id < 0)
+        return net__fail(GKV_EINVAL, "server: partition id %d", o->part_id);
     nserv = o->num_servers ? o->num_servers : 1;
     if (o->server_id >= nserv)
         return net__fail(GKV_EINVAL, "server id %u is not below the number "
@@ -1438,7 +1890,21 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
         return rc;
     if ((rc = gkv_ipconfig_check(cfg, nserv)) != GKV_OK)
         goto fail;
-    if (o->machine >= 0) {
+    if (o->part_config != NULL && o->machine >= 0 && o->machine != o->part_id) {
+        rc = net__fail(GKV_EINVAL, "machine %d cannot serve partition %d: "
+                       "machine m of the ip_config serves partition m",
+                       o->machine, o->part_id);
+        goto fail;
+    }
+    if (o->part_config != NULL && o->machine < 0) {
+        if ((size_t)o->part_id >= gkv_ipconfig_count(cfg)) {
+            rc = net__fail(GKV_EINVAL, "partition %d: %s lists %zu machines "
+                           "(machine m serves partition m)", o->part_id,
+                           o->ip_config, gkv_ipconfig_count(cfg));
+            goto fail;
+        }
+        mi = (size_t)o->part_id;
+    } else if (o->machine >= 0) {
         if ((size_t)o->machine >= gkv_ipconfig_count(cfg)) {
             rc = net__fail(GKV_EINVAL, "machine %d: %s lists %zu machines",
                            o->machine, o->ip_config, gkv_ipconfig_count(cfg));
@@ -1470,7 +1936,10 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
         sodium_memzero(token, sizeof token);
         s->sv_auth = 1;
     }
-    if ((rc = gkv_store_open(&s->sv_store, o->store,
+    if (o->part_config != NULL) {
+        if ((rc = part_open(s, o, cfg)) != GKV_OK)
+            goto fail;
+    } else if ((rc = gkv_store_open(&s->sv_store, o->store,
                              ((o->flags & GKV_SERVER_CREATE) ? GKV_CREATE : 0) |
                              ((o->flags & GKV_SERVER_NOSYNC) ? GKV_NOSYNC : 0),
                              NULL)) != GKV_OK) {
@@ -1478,10 +1947,13 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
                   gkv_store_errmsg(NULL) : gkv_strerror(rc));
         goto fail;
     }
-    if ((rp = realpath(o->store, NULL)) == NULL ||
+    if ((rp = realpath(s->sv_part != NULL ?
+                       gkv_pbook_part_path(s->sv_book, o->part_id) :
+                       o->store, NULL)) == NULL ||
         (s->sv_store_path = gkv__strdup(rp)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "store %s: cannot resolve its path",
-                       o->store);
+                       s->sv_part != NULL ?
+                       gkv_pbook_part_path(s->sv_book, o->part_id) : o->store);
         free(rp);
         goto fail;
     }
@@ -1527,7 +1999,8 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     s->sv_id.pid = (uint32_t)getpid();
     s->sv_id.lease_ms = s->sv_lease_ms;
     s->sv_id.flags = ((o->flags & GKV_SERVER_KEEP_ALIVE) ? NET_ID_KEEP_ALIVE : 0) |
-                     (s->sv_auth ? NET_ID_AUTH : 0);
+                     (s->sv_auth ? NET_ID_AUTH : 0) |
+                     (s->sv_part != NULL ? NET_ID_GRAPH : 0);
     s->sv_id.max_msg = s->sv_max_msg;
     s->sv_id.start_ms = wall_ms();
     if (gethostname(s->sv_id.host, sizeof s->sv_id.host - 1) != 0)
@@ -1546,6 +2019,13 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
          s->sv_id.name[0] ? "'" : "", s->sv_auth ? "on" : "off",
          (o->flags & GKV_SERVER_KEEP_ALIVE) ? "on" : "off", s->sv_lease_ms,
          s->sv_nthreads, (unsigned long long)s->sv_max_msg);
+    if (s->sv_part != NULL)
+        slog(s, "serving partition %d of %d of graph '%s' (%s, %d node "
+             "types, %d edge types%s)", o->part_id,
+             gkv_pbook_num_parts(s->sv_book), gkv_pbook_graph_name(s->sv_book),
+             o->part_config, gkv_pbook_num_ntypes(s->sv_book),
+             gkv_pbook_num_etypes(s->sv_book),
+             gkv_pbook_has_csr(s->sv_book) ? ", CSR" : "");
     slog(s, "listening on %s", s->sv_url);
     gkv_ipconfig_free(cfg);
     *out = s;
@@ -1659,7 +2139,15 @@ gkv_server_close(gkv_server *s)
     gkv__free(s->sv_grp);
     gkv__free(s->sv_sess);
     gkv__free(s->sv_thr);
-    gkv_store_close(s->sv_store);
+    for (unsigned i = 0; s->sv_samp != NULL && i < s->sv_nthreads; i++)
+        gkv_sampler_free(s->sv_samp[i]);
+    gkv__free(s->sv_samp);
+    gkv_sgraph_free(s->sv_sg);
+    if (s->sv_part != NULL)
+        gkv_part_close(s->sv_part);      /* closes its store */
+    else
+        gkv_store_close(s->sv_store);
+    gkv__free(s->sv_json);
     gkv__free(s->sv_store_path);
     sodium_memzero(s->sv_key, sizeof s->sv_key);
     pthread_mutex_destroy(&s->sv_mu);

@@ -508,7 +508,7 @@ net__dec_hs_req(net_rd *r, net_hs_req *o)
     o->rank = net__rd_u32(r, "handshake.rank");
     o->flags = net__rd_u32(r, "handshake.flags");
     net__rd_bytes(r, o->mac, NET_MAC_LEN, "handshake.proof");
-    if (!r->err && (o->flags & ~NET_HS_PROOF))
+    if (!r->err && (o->flags & ~(NET_HS_PROOF | NET_HS_OBSERVER)))
         rd_fail(r, "handshake: unknown flags 0x%x", o->flags);
     return done(r);
 }
@@ -558,6 +558,17 @@ net__dec_schema(net_rd *r, net_schema *o)
     return 0;
 }
 
+/* The partition part of a graph server's handshake or PBOOK reply. */
+static void
+dec_book(net_rd *r, net_book *o)
+{
+    o->part_id = net__rd_u32(r, "book.part_id");
+    o->len = net__rd_u64(r, "book.len");
+    o->json = net__rd_arr(r, o->len, 1, "book.json");
+    if (!r->err && o->len == 0)
+        rd_fail(r, "book: an empty partition config");
+}
+
 int
 net__dec_hs_rep(net_rd *r, net_hs_rep *o)
 {
@@ -568,6 +579,8 @@ net__dec_hs_rep(net_rd *r, net_hs_rep *o)
         rd_fail(r, "handshake: session 0 granted");
     if (r->err || dec_schema(r, &o->schema) != 0)
         return -1;
+    if (o->id.flags & NET_ID_GRAPH)
+        dec_book(r, &o->book);
     if (done(r) != 0) {
         net__schema_free(&o->schema);
         return -1;
@@ -809,5 +822,206 @@ net__dec_err(net_rd *r, char *msg, size_t cap)
         if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
             *c = '?';
     snprintf(msg, cap, "%s", buf);
+    return 0;
+}
+
+/* ---- graph requests ------------------------------------------------------ */
+
+void
+net__enc_book(net_wr *w, const net_book *o)
+{
+    unsigned char *p;
+
+    net__wr_u32(w, o->part_id);
+    net__wr_u64(w, o->len);
+    if ((p = net__wr_arr(w, (size_t)o->len)) != NULL && o->len > 0)
+        memcpy(p, o->json, (size_t)o->len);
+}
+
+int
+net__dec_book(net_rd *r, net_book *o)
+{
+    memset(o, 0, sizeof *o);
+    dec_book(r, o);
+    return done(r);
+}
+
+void
+net__enc_ids_req(net_wr *w, uint32_t etype, const int64_t *ids,
+                 const size_t *idx, size_t n)
+{
+    unsigned char *p;
+
+    net__wr_u32(w, etype);
+    net__wr_u64(w, n);
+    if ((p = net__wr_arr(w, n * 8)) == NULL)
+        return;
+    if (idx == NULL) {
+        if (n > 0)
+            memcpy(p, ids, n * 8);
+    } else {
+        for (size_t j = 0; j < n; j++)
+            memcpy(p + 8 * j, &ids[idx[j]], 8);
+    }
+}
+
+int
+net__dec_ids_req(net_rd *r, net_ids_req *o)
+{
+    memset(o, 0, sizeof *o);
+    o->etype = net__rd_u32(r, "ids.etype");
+    o->n = net__rd_u64(r, "ids.n");
+    o->ids = net__rd_arr(r, o->n, 8, "ids.ids");
+    return done(r);
+}
+
+void
+net__enc_cols(net_wr *w, unsigned k, const int64_t *const *cols, size_t n)
+{
+    net__wr_u64(w, n);
+    for (unsigned i = 0; i < k; i++) {
+        unsigned char *p = net__wr_arr(w, n * 8);
+        if (p != NULL && n > 0)
+            memcpy(p, cols[i], n * 8);
+    }
+}
+
+static void
+dec_cols(net_rd *r, unsigned k, net_cols *o, const char *what)
+{
+    memset(o, 0, sizeof *o);
+    o->n = net__rd_u64(r, what);
+    for (unsigned i = 0; i < k && i < 3; i++)
+        o->c[i] = net__rd_arr(r, o->n, 8, what);
+}
+
+int
+net__dec_cols(net_rd *r, unsigned k, net_cols *o, const char *what)
+{
+    if (k < 1 || k > 3)
+        return rd_fail(r, "%s: %u columns", what, k);
+    dec_cols(r, k, o, what);
+    return done(r);
+}
+
+void
+net__enc_sample_req(net_wr *w, const net_sample_enc *o)
+{
+    unsigned char *p;
+
+    net__wr_u32(w, o->layer);
+    net__wr_u32(w, o->dir);
+    net__wr_u32(w, o->flags);
+    net__wr_u32(w, o->nnt);
+    net__wr_u32(w, o->net);
+    net__wr_u32(w, o->nfan);
+    net__wr_u64(w, o->seed);
+    if ((p = net__wr_arr(w, (size_t)o->nfan * 4)) != NULL)
+        for (uint32_t i = 0; i < o->nfan; i++)
+            put32(p + 4 * i, (uint32_t)o->fanout[i]);
+    for (uint32_t t = 0; t < o->nnt; t++) {
+        net__wr_u64(w, o->nseeds[t]);
+        if ((p = net__wr_arr(w, o->nseeds[t] * 8)) != NULL && o->nseeds[t] > 0)
+            memcpy(p, o->seeds[t], o->nseeds[t] * 8);
+    }
+    net__wr_u32(w, o->ex != NULL);
+    for (uint32_t e = 0; o->ex != NULL && e < o->net; e++) {
+        size_t n = o->ex[e] != NULL ? o->nex[e] : 0;
+        net__wr_u64(w, n);
+        if ((p = net__wr_arr(w, n * 8)) != NULL && n > 0)
+            memcpy(p, o->ex[e], n * 8);
+    }
+}
+
+void
+net__sample_req_free(net_sample_req *o)
+{
+    gkv__free(o->nseeds);
+    gkv__free(o->seeds);
+    gkv__free(o->nex);
+    gkv__free(o->ex);
+    o->nseeds = NULL;
+    o->seeds = NULL;
+    o->nex = NULL;
+    o->ex = NULL;
+}
+
+int
+net__dec_sample_req(net_rd *r, net_sample_req *o)
+{
+    memset(o, 0, sizeof *o);
+    o->layer = net__rd_u32(r, "sample.layer");
+    o->dir = net__rd_u32(r, "sample.dir");
+    o->flags = net__rd_u32(r, "sample.flags");
+    o->nnt = net__rd_u32(r, "sample.num_ntypes");
+    o->net = net__rd_u32(r, "sample.num_etypes");
+    o->nfan = net__rd_u32(r, "sample.nfan");
+    o->seed = net__rd_u64(r, "sample.seed");
+    o->fanout = net__rd_arr(r, o->nfan, 4, "sample.fanout");
+    if (r->err)
+        return -1;
+    /* every type takes at least 8 bytes (its count): bound before
+     * allocating */
+    if (o->nnt == 0 || o->nnt > (r->len - r->off) / 8)
+        return rd_fail(r, "sample.num_ntypes: %u node types cannot fit in "
+                       "%zu bytes", o->nnt, r->len - r->off);
+    if ((o->nseeds = gkv__calloc(o->nnt, sizeof *o->nseeds)) == NULL ||
+        (o->seeds = gkv__calloc(o->nnt, sizeof *o->seeds)) == NULL) {
+        net__sample_req_free(o);
+        return rd_fail(r, "sample: out of memory for %u node types", o->nnt);
+    }
+    for (uint32_t t = 0; t < o->nnt && !r->err; t++) {
+        o->nseeds[t] = net__rd_u64(r, "sample.nseeds");
+        o->seeds[t] = net__rd_arr(r, o->nseeds[t], 8, "sample.seeds");
+    }
+    o->has_ex = net__rd_u32(r, "sample.has_exclude");
+    if (!r->err && o->has_ex > 1)
+        rd_fail(r, "sample.has_exclude: %u is neither 0 nor 1", o->has_ex);
+    if (!r->err && o->has_ex) {
+        if (o->net == 0 || o->net > (r->len - r->off) / 8)
+            rd_fail(r, "sample.exclude: %u edge types cannot fit in %zu "
+                    "bytes", o->net, r->len - r->off);
+        else if ((o->nex = gkv__calloc(o->net, sizeof *o->nex)) == NULL ||
+                 (o->ex = gkv__calloc(o->net, sizeof *o->ex)) == NULL)
+            rd_fail(r, "sample: out of memory for %u edge types", o->net);
+        for (uint32_t e = 0; e < o->net && !r->err; e++) {
+            o->nex[e] = net__rd_u64(r, "sample.nexclude");
+            o->ex[e] = net__rd_arr(r, o->nex[e], 8, "sample.exclude");
+        }
+    }
+    if (done(r) != 0) {
+        net__sample_req_free(o);
+        return -1;
+    }
+    return 0;
+}
+
+void
+net__sample_rep_free(net_sample_rep *o)
+{
+    gkv__free(o->e);
+    o->e = NULL;
+    o->net = 0;
+}
+
+int
+net__dec_sample_rep(net_rd *r, net_sample_rep *o)
+{
+    memset(o, 0, sizeof *o);
+    o->net = net__rd_u32(r, "sample.num_etypes");
+    if (r->err)
+        return -1;
+    if (o->net == 0 || o->net > (r->len - r->off) / 8)
+        return rd_fail(r, "sample reply: %u edge types cannot fit in %zu "
+                       "bytes", o->net, r->len - r->off);
+    if ((o->e = gkv__calloc(o->net, sizeof *o->e)) == NULL)
+        return rd_fail(r, "sample reply: out of memory for %u edge types",
+                       o->net);
+    for (uint32_t e = 0; e < o->net && !r->err; e++)
+        dec_cols(r, 3, &o->e[e], "sample.edges");
+    if (done(r) != 0) {
+        net__sample_rep_free(o);
+        return -1;
+    }
     return 0;
 }

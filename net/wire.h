@@ -177,7 +177,9 @@ typedef struct net_hello_rep {
     net_ident id;
 } net_hello_rep;
 
-#define NET_HS_PROOF 0x01u            /* the request carries a proof */
+#define NET_HS_PROOF    0x01u         /* the request carries a proof */
+#define NET_HS_OBSERVER 0x02u         /* an observer (kvctl): its leaving
+                                       * never stops the server */
 typedef struct net_hs_req {
     unsigned char nonce[NET_NONCE_LEN];
     char group[NET_GROUP_MAX + 1];
@@ -190,10 +192,20 @@ typedef struct net_schema {
     uint32_t n;
 } net_schema;
 
+/* A graph server's partition: its number and the partition config (the
+ * JSON file's bytes). Sent after the schema in a HANDSHAKE reply when the
+ * identity has NET_ID_GRAPH, and as the PBOOK reply. */
+typedef struct net_book {
+    uint32_t part_id;
+    uint64_t len;
+    const unsigned char *json;        /* len bytes, into the payload */
+} net_book;
+
 typedef struct net_hs_rep {
     uint64_t session;
     net_ident id;
     net_schema schema;
+    net_book book;                    /* when id.flags has NET_ID_GRAPH */
 } net_hs_rep;
 
 typedef struct net_pull_req {
@@ -228,6 +240,55 @@ typedef struct net_create_rep {
     net_tensor t;
 } net_create_rep;
 
+/* Graph requests. IDs and results are arrays of little-endian int64. */
+
+/* FIND_EDGES, IN_DEGREES, OUT_DEGREES, IN_SUBGRAPH requests. */
+typedef struct net_ids_req {
+    uint32_t etype;
+    uint64_t n;
+    const unsigned char *ids;         /* n x i64 */
+} net_ids_req;
+
+/* k columns of n int64 each (replies: find_edges k = 2, degrees k = 1,
+ * in_subgraph k = 3, each edge type of a sample k = 3). */
+typedef struct net_cols {
+    uint64_t n;
+    const unsigned char *c[3];        /* n x i64 each, into the payload */
+} net_cols;
+
+/* SAMPLE request: one hop (gkv_sample_neighbors). Arrays of nnt / net
+ * entries are gkv__malloc'd by the decoder: net__sample_req_free(). */
+typedef struct net_sample_req {
+    uint32_t layer, dir, flags;       /* GKV_DIR_*, GKV_SAMPLE_* */
+    uint32_t nnt, net, nfan;
+    uint64_t seed;
+    const unsigned char *fanout;      /* nfan x i32 */
+    uint64_t *nseeds;                 /* [nnt] */
+    const unsigned char **seeds;      /* [nnt]: nseeds[t] x i64 */
+    uint32_t has_ex;
+    uint64_t *nex;                    /* [net] when has_ex */
+    const unsigned char **ex;         /* [net]: nex[e] x i64 */
+} net_sample_req;
+
+/* SAMPLE reply: per edge type, src, dst and eid columns. e is
+ * gkv__malloc'd: net__sample_rep_free(). */
+typedef struct net_sample_rep {
+    uint32_t net;
+    net_cols *e;                      /* [net] */
+} net_sample_rep;
+
+/* What the SAMPLE encoder sends (the client's view). */
+typedef struct net_sample_enc {
+    uint32_t layer, dir, flags, nnt, net, nfan;
+    uint64_t seed;
+    const int *fanout;                /* nfan */
+    const int64_t *const *seeds;      /* [nnt] */
+    const size_t *nseeds;             /* [nnt] */
+    const int64_t *const *ex;         /* NULL, or [net] (entries may be
+                                       * NULL when nex[e] is 0) */
+    const size_t *nex;
+} net_sample_enc;
+
 typedef struct net_barrier {
     uint32_t group_size;
     uint64_t seq;                     /* the client's barrier count */
@@ -261,6 +322,14 @@ int net__dec_empty(net_rd *r);
 /* An error reply's message (status != 0) into msg. */
 int net__dec_err(net_rd *r, char *msg, size_t cap);
 void net__schema_free(net_schema *s);
+int net__dec_book(net_rd *r, net_book *o);          /* PBOOK reply */
+int net__dec_ids_req(net_rd *r, net_ids_req *o);
+/* A whole payload of k columns (k = 1..3). */
+int net__dec_cols(net_rd *r, unsigned k, net_cols *o, const char *what);
+int net__dec_sample_req(net_rd *r, net_sample_req *o);   /* frees on failure */
+void net__sample_req_free(net_sample_req *o);
+int net__dec_sample_rep(net_rd *r, net_sample_rep *o);   /* frees on failure */
+void net__sample_rep_free(net_sample_rep *o);
 
 /* Encoders (the same fields in the same order). Pull and push requests
  * take an optional index list: element j is ids[idx[j]] (and its row),
@@ -279,6 +348,14 @@ void net__enc_create_req(net_wr *w, const net_create_req *o);
 void net__enc_create_rep(net_wr *w, const net_create_rep *o);
 void net__enc_barrier(net_wr *w, const net_barrier *o);
 void net__enc_err(net_wr *w, const char *msg);
+void net__enc_book(net_wr *w, const net_book *o);
+/* ids[idx[j]] for j < n when idx is given, else ids[0..n). */
+void net__enc_ids_req(net_wr *w, uint32_t etype, const int64_t *ids,
+                      const size_t *idx, size_t n);
+/* Columns cols[0..k) of n int64 each (the fields of one net_cols). */
+void net__enc_cols(net_wr *w, unsigned k, const int64_t *const *cols,
+                   size_t n);
+void net__enc_sample_req(net_wr *w, const net_sample_enc *o);
 
 /* ---- authentication ------------------------------------------------------ */
 
@@ -306,6 +383,12 @@ int net__group_ok(const char *g);
 gkv_err net__fail(gkv_err rc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void    net__clear(void);
+
+/* A one-machine ip_config for "HOST:PORT" or "[IPv6]:PORT" (the server
+ * at exactly that port). Errors: GKV_EINVAL (naming the address),
+ * GKV_ENOMEM. */
+typedef struct gkv_ipconfig gkv_ipconfig;
+gkv_err net__ipconfig_addr(gkv_ipconfig **out, const char *addr);
 
 /* nn_errno() of a failed nanomsg call, translated once. */
 gkv_err net__from_nn(int e);

@@ -904,6 +904,153 @@ test_proof(void **state)
     assert_false(net__group_ok("0123456789012345678901234567890123456789012345678901234567890123"));
 }
 
+/* ---- graph requests ------------------------------------------------------- */
+
+static void enc_book(net_wr *w, const void *a) { net__enc_book(w, a); }
+static void enc_sample(net_wr *w, const void *a) { net__enc_sample_req(w, a); }
+
+static void
+enc_ids(net_wr *w, const void *a)
+{
+    static const size_t idx[2] = {2, 0};
+
+    net__enc_ids_req(w, 5, a, idx, 2);
+}
+
+static void
+enc_cols3(net_wr *w, const void *a)
+{
+    const int64_t *const *cols = a;
+
+    net__enc_cols(w, 3, cols, 3);
+}
+
+static void
+enc_sample_rep(net_wr *w, const void *a)
+{
+    const int64_t *const *cols = a;
+
+    net__wr_u32(w, 2);
+    net__enc_cols(w, 3, cols, 3);
+    net__enc_cols(w, 3, cols, 1);
+}
+
+static void
+test_graph_codec(void **state)
+{
+    static const int64_t x[3] = {10, -1, 1ll << 40}, y[3] = {7, 8, 9};
+    static const int64_t ex0[2] = {99, 3};
+    static const int fan[2] = {15, -1};
+    const int64_t *cols[3] = {x, y, x}, *sv[2] = {x, NULL}, *ex[2] = {ex0, NULL};
+    size_t ns[2] = {3, 0}, nex[2] = {2, 0}, len;
+    net_book bk = {3, 5, (const unsigned char *)"{\"\":1}"}, bo;
+    net_sample_enc se = {0};
+    net_sample_req sq;
+    net_sample_rep sr;
+    net_ids_req iq;
+    net_cols co;
+    net_rd rd;
+    unsigned char *b;
+    int64_t v;
+    int32_t f32;
+
+    (void)state;
+    b = encode(enc_book, &bk, &len);
+    net__rd_init(&rd, b, len);
+    assert_int_equal(net__dec_book(&rd, &bo), 0);
+    assert_int_equal(bo.part_id, 3);
+    assert_int_equal(bo.len, 5);
+    assert_memory_equal(bo.json, "{\"\":1", 5);
+    net__rd_init(&rd, b, len - 1);
+    assert_int_equal(net__dec_book(&rd, &bo), -1);
+    assert_non_null(strstr(rd.why, "book.json"));
+    free(b);
+
+    b = encode(enc_ids, x, &len);
+    net__rd_init(&rd, b, len);
+    assert_int_equal(net__dec_ids_req(&rd, &iq), 0);
+    assert_int_equal(iq.etype, 5);
+    assert_int_equal(iq.n, 2);
+    memcpy(&v, iq.ids, 8);
+    assert_int_equal(v, 1ll << 40);            /* x[idx[0]] = x[2] */
+    memcpy(&v, iq.ids + 8, 8);
+    assert_int_equal(v, 10);
+    free(b);
+
+    b = encode(enc_cols3, cols, &len);
+    net__rd_init(&rd, b, len);
+    assert_int_equal(net__dec_cols(&rd, 3, &co, "c"), 0);
+    assert_int_equal(co.n, 3);
+    assert_memory_equal(co.c[0], x, 24);
+    assert_memory_equal(co.c[1], y, 24);
+    net__rd_init(&rd, b, len);                 /* two columns leave bytes */
+    assert_int_equal(net__dec_cols(&rd, 2, &co, "c"), -1);
+    net__rd_init(&rd, b, len);
+    assert_int_equal(net__dec_cols(&rd, 4, &co, "c"), -1);
+    free(b);
+
+    se.layer = 2;
+    se.dir = 1;
+    se.flags = 3;
+    se.nnt = 2;
+    se.net = 2;
+    se.nfan = 2;
+    se.seed = 0xabcdef;
+    se.fanout = fan;
+    se.seeds = sv;
+    se.nseeds = ns;
+    se.ex = ex;
+    se.nex = nex;
+    b = encode(enc_sample, &se, &len);
+    net__rd_init(&rd, b, len);
+    assert_int_equal(net__dec_sample_req(&rd, &sq), 0);
+    assert_int_equal(sq.layer, 2);
+    assert_int_equal(sq.dir, 1);
+    assert_int_equal(sq.flags, 3);
+    assert_int_equal(sq.seed, 0xabcdef);
+    assert_int_equal(sq.nfan, 2);
+    memcpy(&f32, sq.fanout + 4, 4);
+    assert_int_equal(f32, -1);
+    assert_int_equal(sq.nseeds[0], 3);
+    assert_int_equal(sq.nseeds[1], 0);
+    assert_memory_equal(sq.seeds[0], x, 24);
+    assert_int_equal(sq.has_ex, 1);
+    assert_int_equal(sq.nex[0], 2);
+    assert_int_equal(sq.nex[1], 0);
+    assert_memory_equal(sq.ex[0], ex0, 16);
+    net__sample_req_free(&sq);
+    /* every truncation fails with a reason and allocates nothing */
+    for (size_t cut = 0; cut < len; cut++) {
+        long live = gkvt_alloc_live();
+        net__rd_init(&rd, b, cut);
+        assert_int_equal(net__dec_sample_req(&rd, &sq), -1);
+        assert_true(rd.why[0] != '\0');
+        assert_int_equal(gkvt_alloc_live(), live);
+    }
+    /* a node-type count that cannot fit */
+    b[12] = 0xff;
+    b[13] = 0xff;
+    net__rd_init(&rd, b, len);
+    assert_int_equal(net__dec_sample_req(&rd, &sq), -1);
+    assert_non_null(strstr(rd.why, "num_ntypes"));
+    free(b);
+
+    b = encode(enc_sample_rep, cols, &len);
+    net__rd_init(&rd, b, len);
+    assert_int_equal(net__dec_sample_rep(&rd, &sr), 0);
+    assert_int_equal(sr.net, 2);
+    assert_int_equal(sr.e[0].n, 3);
+    assert_int_equal(sr.e[1].n, 1);
+    assert_memory_equal(sr.e[0].c[1], y, 24);
+    assert_memory_equal(sr.e[1].c[2], x, 8);
+    net__sample_rep_free(&sr);
+    for (size_t cut = 0; cut < len; cut++) {
+        net__rd_init(&rd, b, cut);
+        assert_int_equal(net__dec_sample_rep(&rd, &sr), -1);
+    }
+    free(b);
+}
+
 int
 main(void)
 {
@@ -916,6 +1063,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_ipconfig, setup, teardown),
         cmocka_unit_test_setup_teardown(test_token_file, setup, teardown),
         cmocka_unit_test(test_proof),
+        cmocka_unit_test(test_graph_codec),
     };
 
     return cmocka_run_group_tests_name("net_wire", tests, NULL, NULL);

@@ -1,6 +1,7 @@
 /* gkv-server - serves a gkv store to clients over TCP (nanomsg).
  *
  *   gkv-server --store DIR --ip-config FILE [--server-id K] [--num-servers N]
+ *   gkv-server --part-config G.json --part-id P --ip-config FILE ...
  *              [--keep-alive --server-name NAME] [--token-file F] ...
  *
  * All the work is in net/ (gkv_server_open / run / close); this file reads
@@ -37,14 +38,22 @@ usage(FILE *f)
 {
     fputs(
 "Usage: gkv-server --store DIR --ip-config FILE [options]\n"
+"       gkv-server --part-config G.json --part-id P --ip-config FILE [options]\n"
 "\n"
-"Serves the gkv tensor store in DIR to clients over TCP. Server K of a\n"
-"machine listens on the machine's ip_config port + K; the servers of one\n"
-"machine share its store. The server stops when the last client leaves\n"
+"Serves the gkv tensor store in DIR, or partition P of a partitioned graph\n"
+"(its store, and sampling, find_edges, degrees and in_subgraph on it), to\n"
+"clients over TCP. Server K of a machine listens on the machine's\n"
+"ip_config port + K; the servers of one machine share its store; machine\n"
+"M serves partition M. The server stops when the last client leaves\n"
 "(unless --keep-alive), on a shutdown request, or on SIGTERM/SIGINT.\n"
 "\n"
 "Options:\n"
-"  --store DIR              the store directory (required)\n"
+"  --store DIR              the store directory (required without\n"
+"                           --part-config)\n"
+"  --part-config FILE       serve a partition of this partition config\n"
+"                           (written by gkv-partition)\n"
+"  --part-id P              the partition served (required with\n"
+"                           --part-config); the machine is P's line\n"
 "  --create                 create the store if it is missing\n"
 "  --ip-config FILE         the job's machines, one \"IP [PORT]\" per line\n"
 "                           (default port 30050) (required)\n"
@@ -91,7 +100,7 @@ opt_kind(const char *name)
     static const char *const with[] = {
         "--store", "--ip-config", "--token-file", "--server-name",
         "--machine", "--server-id", "--num-servers", "--threads",
-        "--heartbeat-timeout", "--max-msg",
+        "--heartbeat-timeout", "--max-msg", "--part-config", "--part-id",
     };
     static const char *const flags[] = {
         "--create", "--keep-alive", "--bind-any", "--nosync", "--no-prefault",
@@ -133,6 +142,7 @@ main(int argc, char **argv)
 
     memset(&o, 0, sizeof o);
     o.machine = -1;
+    o.part_id = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL, *eq;
         char name[64];
@@ -172,6 +182,13 @@ main(int argc, char **argv)
             o.store = val;
         else if (strcmp(name, "--ip-config") == 0)
             o.ip_config = val;
+        else if (strcmp(name, "--part-config") == 0)
+            o.part_config = val;
+        else if (strcmp(name, "--part-id") == 0) {
+            if (parse_num(val, 0, 1u << 20, &v))
+                return bad_usage("--part-id: '%s' is not a partition number", val);
+            o.part_id = (int)v;
+        }
         else if (strcmp(name, "--token-file") == 0)
             o.token_file = val;
         else if (strcmp(name, "--server-name") == 0)
@@ -216,8 +233,12 @@ main(int argc, char **argv)
             return bad_usage("unknown option '%s'", name);
         }
     }
-    if (o.store == NULL)
-        return bad_usage("%s", "--store DIR is required");
+    if (o.store == NULL && o.part_config == NULL)
+        return bad_usage("%s", "--store DIR or --part-config FILE is required");
+    if (o.part_config != NULL && o.part_id < 0)
+        return bad_usage("%s", "--part-config needs --part-id P");
+    if (o.part_config == NULL && o.part_id >= 0)
+        return bad_usage("%s", "--part-id needs --part-config FILE");
     if (o.ip_config == NULL)
         return bad_usage("%s", "--ip-config FILE is required");
     if (o.server_id >= (o.num_servers ? o.num_servers : 1)) {

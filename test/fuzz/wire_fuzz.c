@@ -30,7 +30,9 @@ touch(const unsigned char *p, size_t n)
     sink ^= x;
 }
 
-/* Runs decoder k (0..15) over payload p. */
+#define NDEC 23   /* decoders */
+
+/* Runs decoder k (0..NDEC-1) over payload p. */
 static void
 decode(unsigned k, const unsigned char *p, size_t n)
 {
@@ -41,7 +43,7 @@ decode(unsigned k, const unsigned char *p, size_t n)
     uint64_t u64;
 
     net__rd_init(&rd, p, n);
-    switch (k % 16) {
+    switch (k % NDEC) {
     case 0: {
         net_hello_rep o;
         net__dec_hello_rep(&rd, &o);
@@ -121,6 +123,50 @@ decode(unsigned k, const unsigned char *p, size_t n)
     case 14:
         net__dec_u64(&rd, &u64, "u64");
         break;
+    case 16: {
+        net_book o;
+        if (net__dec_book(&rd, &o) == 0)
+            touch(o.json, (size_t)o.len);
+        break;
+    }
+    case 17: {
+        net_ids_req o;
+        if (net__dec_ids_req(&rd, &o) == 0)
+            touch(o.ids, (size_t)o.n * 8);
+        break;
+    }
+    case 18:
+    case 19:
+    case 20: {
+        net_cols o;
+        unsigned nc = k % NDEC - 17;
+        if (net__dec_cols(&rd, nc, &o, "cols") == 0)
+            for (unsigned i = 0; i < nc; i++)
+                touch(o.c[i], (size_t)o.n * 8);
+        break;
+    }
+    case 21: {
+        net_sample_req o;
+        if (net__dec_sample_req(&rd, &o) == 0) {
+            touch(o.fanout, (size_t)o.nfan * 4);
+            for (uint32_t t = 0; t < o.nnt; t++)
+                touch(o.seeds[t], (size_t)o.nseeds[t] * 8);
+            for (uint32_t e = 0; o.has_ex && e < o.net; e++)
+                touch(o.ex[e], (size_t)o.nex[e] * 8);
+            net__sample_req_free(&o);
+        }
+        break;
+    }
+    case 22: {
+        net_sample_rep o;
+        if (net__dec_sample_rep(&rd, &o) == 0) {
+            for (uint32_t e = 0; e < o.net; e++)
+                for (int i = 0; i < 3; i++)
+                    touch(o.e[e].c[i], (size_t)o.e[e].n * 8);
+            net__sample_rep_free(&o);
+        }
+        break;
+    }
     default:
         if (net__dec_err(&rd, msg, sizeof msg) == 0)
             touch((const unsigned char *)msg, strlen(msg));
@@ -154,6 +200,12 @@ decode_message(const net_hdr *h, const unsigned char *p, size_t n)
     case NET_SHUTDOWN:
     case NET_LEAVE:     decode(12, p, n); break;
     case NET_HEARTBEAT: decode(13, p, n); break;
+    case NET_PBOOK:     decode(reply ? 16 : 15, p, n); break;
+    case NET_SAMPLE:    decode(reply ? 22 : 21, p, n); break;
+    case NET_FIND_EDGES: decode(reply ? 19 : 17, p, n); break;
+    case NET_IN_DEGREES:
+    case NET_OUT_DEGREES: decode(reply ? 18 : 17, p, n); break;
+    case NET_IN_SUBGRAPH: decode(reply ? 20 : 17, p, n); break;
     default:            decode(15, p, n); break;
     }
 }
@@ -297,6 +349,68 @@ e_push(net_wr *w, const void *a)
 }
 
 static void
+e_book(net_wr *w, const void *a)
+{
+    net_book b = {1, 9, (const unsigned char *)"{\"a\": 1}"};
+
+    (void)a;
+    net__enc_book(w, &b);
+}
+
+static void
+e_ids(net_wr *w, const void *a)
+{
+    static const int64_t ids[3] = {4, 8, 15};
+
+    (void)a;
+    net__enc_ids_req(w, 0, ids, NULL, 3);
+}
+
+static void
+e_cols(net_wr *w, const void *a)
+{
+    static const int64_t x[2] = {16, 23}, y[2] = {42, 4}, z[2] = {8, 15};
+    const int64_t *cols[3] = {x, y, z};
+
+    net__enc_cols(w, *(const unsigned *)a, cols, 2);
+}
+
+static void
+e_sample(net_wr *w, const void *a)
+{
+    static const int64_t s0[2] = {1, 2}, x0[1] = {7};
+    static const int fan[2] = {5, -1};
+    const int64_t *seeds[1] = {s0}, *ex[2] = {x0, NULL};
+    size_t ns[1] = {2}, nex[2] = {1, 0};
+    net_sample_enc o = {0};
+
+    (void)a;
+    o.layer = 1;
+    o.nnt = 1;
+    o.net = 2;
+    o.nfan = 2;
+    o.seed = 42;
+    o.fanout = fan;
+    o.seeds = seeds;
+    o.nseeds = ns;
+    o.ex = ex;
+    o.nex = nex;
+    net__enc_sample_req(w, &o);
+}
+
+static void
+e_sample_rep(net_wr *w, const void *a)
+{
+    static const int64_t x[2] = {3, 4};
+    const int64_t *cols[3] = {x, x, x};
+
+    (void)a;
+    net__wr_u32(w, 2);
+    net__enc_cols(w, 3, cols, 2);
+    net__enc_cols(w, 3, cols, 0);
+}
+
+static void
 e_stats(net_wr *w, const void *a)
 {
     (void)a;
@@ -316,6 +430,7 @@ main(int argc, char **argv)
     net_barrier b = {4, 2};
     uint8_t one = 1;
     uint64_t n = 2;
+    unsigned k1 = 1, k2 = 2, k3 = 3;
 
     if (argc != 2) {
         fprintf(stderr, "usage: wire_seeds DIR\n");
@@ -359,6 +474,13 @@ main(int argc, char **argv)
     seed(NET_STATS, NET_F_REPLY, 0, 11, e_stats, NULL);
     seed(NET_SHUTDOWN, 0, 0, 12, e_u8, &one);
     seed(NET_PULL, NET_F_REPLY, GKV_ERANGE, 15, e_err, "tensor 'feat': ID 99");
+    seed(NET_PBOOK, NET_F_REPLY, 0, 16, e_book, NULL);
+    seed(NET_FIND_EDGES, 0, 0, 17, e_ids, NULL);
+    seed(NET_IN_DEGREES, NET_F_REPLY, 0, 18, e_cols, &k1);
+    seed(NET_FIND_EDGES, NET_F_REPLY, 0, 19, e_cols, &k2);
+    seed(NET_IN_SUBGRAPH, NET_F_REPLY, 0, 20, e_cols, &k3);
+    seed(NET_SAMPLE, NET_F_SUM, 0, 21, e_sample, NULL);
+    seed(NET_SAMPLE, NET_F_REPLY, 0, 22, e_sample_rep, NULL);
     return 0;
 }
 #endif

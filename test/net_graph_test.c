@@ -1,0 +1,1044 @@
+/* net_graph_test.c - graph servers on loopback: a weighted R-MAT graph with
+ * a node feature is partitioned (gkv_partition_write), one or two
+ * gkv-server processes per partition serve it (--part-config), and the
+ * client's distributed calls are compared with in-process references:
+ *   - sample_blocks (in, out, with replacement, weighted, excluded edges)
+ *     and sample_neighbors against gkv_sample_blocks / gkv_sample_neighbors
+ *     on the whole renumbered graph, every array compared;
+ *   - find_edges, in/out degrees and in_subgraph against gkv_part_* on the
+ *     owning partition;
+ *   - pulled node features against the feature rows through the mapping;
+ *   - bad inputs (IDs out of range, a seed another partition owns sent to
+ *     the wrong server, a missing tensor, a wrong fanout count, a bad
+ *     server start-up) give clear errors and the servers keep serving.
+ * Servers are started and killed by PID (teardown reaps all of them, also
+ * after a failed assertion); ports are picked per test as net_test does. */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <nanomsg/nn.h>
+#include <nanomsg/reqrep.h>
+#include "gkvt.h"
+#include "gkv.h"
+#include "wire.h"
+
+#define MAXPROC 12
+#define FEAT_W  4            /* floats per node feature row */
+
+struct proc {
+    pid_t pid;
+    int reaped, status;
+    char log[4200];
+};
+
+struct fx {
+    char *dir;
+    char json[4200];         /* the partition config */
+    char cfg[4200];          /* the ip_config */
+    int base, nmach, nserv;
+    struct proc p[MAXPROC];
+    int np;
+    /* the graph */
+    int64_t n, m;
+    float *feat;             /* n x FEAT_W, by original ID */
+    int64_t *nmap;           /* original node ID -> new */
+    gkv_graph *whole;        /* in new IDs */
+    gkv_sgraph *wsg;
+    gkv_sampler *ws;
+    gkv_part *part[4];       /* opened in-process, read-only */
+};
+
+static char g_server_path[PATH_MAX + 16];
+
+#define NET_OK(expr) do { gkv_err rc_ = (expr); \
+    if (rc_ != GKV_OK) fail_msg("%s: %s: %s", #expr, gkv_err_name(rc_), gkv_net_errmsg()); \
+} while (0)
+
+/* ---- processes and ports (as in net_test.c) ------------------------------ */
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *b;
+    long n;
+
+    if (f == NULL)
+        return strdup("");
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    b = calloc(1, (size_t)n + 1);
+    if (n > 0 && fread(b, 1, (size_t)n, f) != (size_t)n)
+        b[0] = '\0';
+    fclose(f);
+    return b;
+}
+
+static int
+file_has(const char *path, const char *needle)
+{
+    char *t = slurp(path);
+    int hit = strstr(t, needle) != NULL;
+
+    free(t);
+    return hit;
+}
+
+static int
+proc_alive(struct proc *p)
+{
+    int st;
+
+    if (p->pid <= 0 || p->reaped)
+        return 0;
+    if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+        p->reaped = 1;
+        p->status = st;
+        return 0;
+    }
+    return 1;
+}
+
+static int
+proc_wait(struct proc *p, int ms)
+{
+    double end = now_s() + ms / 1000.0;
+
+    while (proc_alive(p)) {
+        if (now_s() > end)
+            return 0;
+        sleep_ms(5);
+    }
+    return 1;
+}
+
+static void
+proc_kill(struct proc *p)
+{
+    if (p->pid > 0 && !p->reaped) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, &p->status, 0);
+        p->reaped = 1;
+    }
+}
+
+static struct proc *
+spawn(struct fx *f, char *const argv[], const char *logname)
+{
+    struct proc *p;
+    pid_t pid;
+
+    assert_true(f->np < MAXPROC);
+    p = &f->p[f->np++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->log, sizeof p->log, "%s/%d-%s", f->dir, f->np, logname);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int dn = open("/dev/null", O_RDWR);
+        int fe = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    p->pid = pid;
+    return p;
+}
+
+static int
+port_free(int port)
+{
+    struct sockaddr_in a = {0};
+    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+static int
+pick_base(int nmach)
+{
+    static unsigned seq;
+    const char *e = getenv("GKVT_PORT_BASE");
+
+    for (int attempt = 0; attempt < 500; attempt++) {
+        unsigned k = seq++;
+        int base, ok = 1;
+
+        if (e != NULL && *e != '\0')
+            base = atoi(e) + 512 + (int)(k * 32);
+        else
+            base = 20000 + (int)(((unsigned)getpid() * 2246822519u + k * 7919u) %
+                                 30000u) / 32 * 32;
+        if (base < 1024 || base + 8 * nmach > 65535)
+            continue;
+        for (int i = 0; i < 8 * nmach && ok; i++)
+            ok = port_free(base + i);
+        if (ok)
+            return base;
+    }
+    fail_msg("no free port range found");
+    return -1;
+}
+
+static void
+write_cfg(struct fx *f, int nmach)
+{
+    char text[512];
+    size_t o = 0;
+    FILE *fp;
+
+    for (int m = 0; m < nmach; m++)
+        o += (size_t)snprintf(text + o, sizeof text - o, "127.0.0.1 %d\n",
+                              f->base + 8 * m);
+    fp = fopen(f->cfg, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* Starts server k of machine m (partition m); NULL when its port was
+ * taken. Waits until it listens. */
+static struct proc *
+server_try(struct fx *f, int m, int k, const char *const *extra)
+{
+    char *argv[32], pid_[16], sid[16], ns[16], logname[64];
+    struct proc *p;
+    int n = 0;
+    double end;
+
+    snprintf(pid_, sizeof pid_, "%d", m);
+    snprintf(sid, sizeof sid, "%d", k);
+    snprintf(ns, sizeof ns, "%d", f->nserv);
+    snprintf(logname, sizeof logname, "server-m%d-s%d.log", m, k);
+    argv[n++] = g_server_path;
+    argv[n++] = "--part-config";
+    argv[n++] = f->json;
+    argv[n++] = "--part-id";
+    argv[n++] = pid_;
+    argv[n++] = "--ip-config";
+    argv[n++] = f->cfg;
+    argv[n++] = "--server-id";
+    argv[n++] = sid;
+    argv[n++] = "--num-servers";
+    argv[n++] = ns;
+    argv[n++] = "--nosync";
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    p = spawn(f, argv, logname);
+    end = now_s() + 20;
+    while (!file_has(p->log, "listening on")) {
+        if (!proc_alive(p)) {
+            char *t;
+            if (file_has(p->log, "Address already in use"))
+                return NULL;
+            t = slurp(p->log);
+            fail_msg("gkv-server exited before listening:\n%s", t);
+        }
+        if (now_s() > end)
+            fail_msg("gkv-server did not listen within 20 s");
+        sleep_ms(5);
+    }
+    return p;
+}
+
+static void
+serve(struct fx *f, int nserv)
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        int clash = 0;
+
+        f->nserv = nserv;
+        f->base = pick_base(f->nmach);
+        write_cfg(f, f->nmach);
+        for (int m = 0; m < f->nmach && !clash; m++)
+            for (int k = 0; k < nserv && !clash; k++)
+                if (server_try(f, m, k, NULL) == NULL)
+                    clash = 1;
+        if (!clash)
+            return;
+        for (int i = 0; i < f->np; i++)
+            proc_kill(&f->p[i]);
+        f->np = 0;
+    }
+    fail_msg("could not find free ports in 20 tries");
+}
+
+static gkv_client *
+client(struct fx *f, const char *group)
+{
+    gkv_client *c = NULL;
+    gkv_client_opts o = {0};
+    gkv_err rc;
+
+    o.timeout_ms = 20000;
+    rc = gkv_client_connect(&c, f->cfg, NULL, group, 0, &o);
+    if (rc != GKV_OK)
+        fail_msg("connect: %s: %s", gkv_err_name(rc), gkv_net_errmsg());
+    return c;
+}
+
+/* ---- the graph ------------------------------------------------------------ */
+
+static int64_t *
+read_map(const char *path, int64_t n)
+{
+    gkv_npy_map m;
+    char msg[256];
+    int64_t *v;
+
+    GKVT_OK(gkv_npy_map_open(&m, path, msg, sizeof msg));
+    assert_int_equal(m.hdr.data_bytes, (uint64_t)n * 8);
+    v = malloc((size_t)n * 8);
+    assert_non_null(v);
+    memcpy(v, m.data, (size_t)n * 8);
+    gkv_npy_map_close(&m);
+    return v;
+}
+
+/* Builds an R-MAT graph (2^scale nodes, weights, a feature), partitions it
+ * into nparts (with the CSR) and opens the references: the whole graph in
+ * the new IDs with its sampler, and every partition in-process. */
+static void
+graph_make(struct fx *f, int scale, int nparts)
+{
+    gkv_rmat_spec sp = {0};
+    gkv_part_spec spec = {0};
+    gkv_part_feat ft = {0};
+    gkv_graph *g;
+    gkv_coo coo;
+    const gkv_pbook *b;
+    char out[4000], msg[512];
+    int64_t *src, *dst, *emap, *S, *D;
+    float *w, *W;
+    uint64_t r = 99;
+
+    f->n = (int64_t)1 << scale;
+    f->m = f->n * 8;
+    f->nmach = nparts;
+    sp.scale = scale;
+    sp.edge_factor = 8;
+    sp.seed = 2026;
+    src = malloc((size_t)f->m * 8);
+    dst = malloc((size_t)f->m * 8);
+    w = malloc((size_t)f->m * 4);
+    f->feat = malloc((size_t)f->n * FEAT_W * 4);
+    assert_true(src != NULL && dst != NULL && w != NULL && f->feat != NULL);
+    GKVT_OK(gkv_rmat_edges(&sp, 0, f->m, src, dst));
+    GKVT_OK(gkv_graph_new_homo(&g, f->n));
+    for (int64_t e = 0; e < f->m; e++)   /* weights 0..3, a quarter zero */
+        w[e] = (float)(gkvt_rand(&r) % 4);
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, w, (size_t)f->m));
+    for (int64_t v = 0; v < f->n; v++)
+        for (int j = 0; j < FEAT_W; j++)
+            f->feat[v * FEAT_W + j] = (float)v + 0.125f * (float)j;
+    ft.type = "_N";
+    ft.name = "feat";
+    ft.data = f->feat;
+    ft.dtype = GKV_F32;
+    ft.ndim = 1;
+    ft.shape[0] = FEAT_W;
+    ft.nrows = (uint64_t)f->n;
+    snprintf(out, sizeof out, "%s/parts", f->dir);
+    spec.name = "g";
+    spec.method = GKV_PART_RANDOM;
+    spec.num_parts = nparts;
+    spec.seed = 7;
+    spec.flags = GKV_PART_CSR;
+    spec.feats = &ft;
+    spec.nfeats = 1;
+    if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
+        fail_msg("partition_write: %s", msg);
+    snprintf(f->json, sizeof f->json, "%s/g.json", out);
+    for (int q = 0; q < nparts; q++)
+        GKVT_OK(gkv_part_open(&f->part[q], f->json, q, 0));
+    b = gkv_part_book(f->part[0]);
+    f->nmap = read_map(gkv_pbook_node_mapping(b, 0), f->n);
+    emap = read_map(gkv_pbook_edge_mapping(b, 0), f->m);
+    GKVT_OK(gkv_graph_edges(g, 0, &coo));
+    S = malloc((size_t)f->m * 8);
+    D = malloc((size_t)f->m * 8);
+    W = malloc((size_t)f->m * 4);
+    assert_true(S != NULL && D != NULL && W != NULL);
+    for (int64_t e = 0; e < f->m; e++) {
+        S[emap[e]] = f->nmap[coo.src[e]];
+        D[emap[e]] = f->nmap[coo.dst[e]];
+        W[emap[e]] = coo.w[e];
+    }
+    GKVT_OK(gkv_graph_new_homo(&f->whole, f->n));
+    GKVT_OK(gkv_graph_add_edges(f->whole, 0, S, D, W, (size_t)f->m));
+    GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
+    GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
+    gkv_graph_free(g);
+    free(src);
+    free(dst);
+    free(w);
+    free(emap);
+    free(S);
+    free(D);
+    free(W);
+}
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+
+    if (f == NULL || (f->dir = gkvt_mkdtemp("netg")) == NULL)
+        return -1;
+    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+    int bad = 0;
+
+    for (int i = 0; i < f->np; i++) {
+        char *t;
+
+        proc_kill(&f->p[i]);
+        t = slurp(f->p[i].log);
+        if (strstr(t, "Sanitizer") != NULL || strstr(t, "runtime error") != NULL) {
+            fprintf(stderr, "sanitizer report in %s:\n%s\n", f->p[i].log, t);
+            bad = 1;
+        }
+        free(t);
+    }
+    gkv_sampler_free(f->ws);
+    gkv_sgraph_free(f->wsg);
+    gkv_graph_free(f->whole);
+    for (int q = 0; q < 4; q++)
+        gkv_part_close(f->part[q]);
+    free(f->feat);
+    free(f->nmap);
+    gkvt_rmtree(f->dir);
+    free(f);
+    return bad ? -1 : 0;
+}
+
+/* ---- comparisons ------------------------------------------------------------- */
+
+/* A deep copy of blocks (the sampler reuses its memory). */
+struct bcopy {
+    int nl;
+    size_t nsrc[8], ndst[8], ne[8];
+    int64_t *ids[8], *s[8], *d[8], *e[8];
+};
+
+static void
+bcopy_take(struct bcopy *bc, const gkv_block *b, int nl)
+{
+    memset(bc, 0, sizeof *bc);
+    bc->nl = nl;
+    for (int i = 0; i < nl; i++) {
+        size_t n = b[i].nodes[0].num_src, m = b[i].edges[0].n;
+
+        assert_int_equal(b[i].num_ntypes, 1);
+        assert_int_equal(b[i].num_etypes, 1);
+        bc->nsrc[i] = n;
+        bc->ndst[i] = b[i].nodes[0].num_dst;
+        bc->ne[i] = m;
+        bc->ids[i] = malloc(n * 8 + 8);
+        bc->s[i] = malloc(m * 8 + 8);
+        bc->d[i] = malloc(m * 8 + 8);
+        bc->e[i] = malloc(m * 8 + 8);
+        memcpy(bc->ids[i], b[i].nodes[0].ids, n * 8);
+        memcpy(bc->s[i], b[i].edges[0].src, m * 8);
+        memcpy(bc->d[i], b[i].edges[0].dst, m * 8);
+        memcpy(bc->e[i], b[i].edges[0].eid, m * 8);
+    }
+}
+
+static void
+bcopy_free(struct bcopy *bc)
+{
+    for (int i = 0; i < bc->nl; i++) {
+        free(bc->ids[i]);
+        free(bc->s[i]);
+        free(bc->d[i]);
+        free(bc->e[i]);
+    }
+}
+
+/* Distributed blocks == in-process blocks, array by array; returns the
+ * number of edges compared. */
+static size_t
+check_blocks(struct fx *f, gkv_client *c, const int64_t *seeds, size_t n,
+             const int *fan, int nl, const gkv_sample_opts *o)
+{
+    gkv_block wb[8], cb[8];
+    struct bcopy ref;
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {n}, edges = 0;
+
+    GKVT_OK(gkv_sample_blocks(f->ws, sv, sn, fan, 1, nl, o, wb));
+    bcopy_take(&ref, wb, nl);
+    NET_OK(gkv_client_sample_blocks(c, sv, sn, fan, 1, nl, o, cb));
+    for (int i = 0; i < nl; i++) {
+        assert_int_equal(cb[i].num_ntypes, 1);
+        assert_int_equal(cb[i].num_etypes, 1);
+        assert_int_equal(cb[i].nodes[0].num_src, ref.nsrc[i]);
+        assert_int_equal(cb[i].nodes[0].num_dst, ref.ndst[i]);
+        assert_int_equal(cb[i].edges[0].n, ref.ne[i]);
+        assert_memory_equal(cb[i].nodes[0].ids, ref.ids[i], ref.nsrc[i] * 8);
+        if (ref.ne[i] > 0) {
+            assert_memory_equal(cb[i].edges[0].src, ref.s[i], ref.ne[i] * 8);
+            assert_memory_equal(cb[i].edges[0].dst, ref.d[i], ref.ne[i] * 8);
+            assert_memory_equal(cb[i].edges[0].eid, ref.e[i], ref.ne[i] * 8);
+        }
+        edges += ref.ne[i];
+    }
+    /* blocks chain: destination nodes of block i are block i+1's sources */
+    for (int i = 0; i + 1 < nl; i++)
+        assert_int_equal(cb[i].nodes[0].num_dst, cb[i + 1].nodes[0].num_src);
+    bcopy_free(&ref);
+    return edges;
+}
+
+/* Distributed one hop == in-process one hop (seeds may repeat). */
+static void
+check_hop(struct fx *f, gkv_client *c, const int64_t *seeds, size_t n,
+          int fan, int layer, const gkv_sample_opts *o)
+{
+    gkv_sample_edges we, ce;
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {n};
+    int64_t *s, *d, *e;
+    size_t m;
+
+    GKVT_OK(gkv_sample_neighbors(f->ws, sv, sn, &fan, 1, layer, o, &we));
+    m = we.n;
+    s = malloc(m * 8 + 8);
+    d = malloc(m * 8 + 8);
+    e = malloc(m * 8 + 8);
+    memcpy(s, we.src, m * 8);
+    memcpy(d, we.dst, m * 8);
+    memcpy(e, we.eid, m * 8);
+    NET_OK(gkv_client_sample_neighbors(c, sv, sn, &fan, 1, layer, o, &ce));
+    assert_int_equal(ce.n, m);
+    assert_true(m > 0);
+    assert_memory_equal(ce.src, s, m * 8);
+    assert_memory_equal(ce.dst, d, m * 8);
+    assert_memory_equal(ce.eid, e, m * 8);
+    free(s);
+    free(d);
+    free(e);
+}
+
+/* The owner of node v. */
+static int
+owner_of(struct fx *f, int64_t v, int edge)
+{
+    int32_t q;
+    const gkv_pbook *b = gkv_part_book(f->part[0]);
+
+    if (edge)
+        GKVT_OK(gkv_pbook_edge_owner(b, 0, &v, 1, &q));
+    else
+        GKVT_OK(gkv_pbook_node_owner(b, 0, &v, 1, &q));
+    return q;
+}
+
+/* find_edges, degrees, in_subgraph == gkv_part_* on the owner. */
+static void
+check_queries(struct fx *f, gkv_client *c, const int64_t *nodes, size_t n,
+              const int64_t *eids, size_t ne)
+{
+    int64_t *a = malloc(ne * 8 + 8), *b = malloc(ne * 8 + 8);
+    int64_t *deg = malloc(n * 8 + 8), *src, *dst, *eid;
+    size_t m, at = 0;
+
+    NET_OK(gkv_client_find_edges(c, 0, eids, ne, a, b));
+    for (size_t i = 0; i < ne; i++) {
+        int64_t s1, d1;
+        GKVT_OK(gkv_part_find_edges(f->part[owner_of(f, eids[i], 1)], 0,
+                                    &eids[i], 1, &s1, &d1));
+        assert_int_equal(a[i], s1);
+        assert_int_equal(b[i], d1);
+    }
+    NET_OK(gkv_client_in_degrees(c, 0, nodes, n, deg));
+    for (size_t i = 0; i < n; i++) {
+        int64_t d1;
+        GKVT_OK(gkv_part_in_degrees(f->part[owner_of(f, nodes[i], 0)], 0,
+                                    &nodes[i], 1, &d1));
+        assert_int_equal(deg[i], d1);
+    }
+    NET_OK(gkv_client_out_degrees(c, 0, nodes, n, deg));
+    for (size_t i = 0; i < n; i++) {
+        int64_t d1;
+        GKVT_OK(gkv_part_out_degrees(f->part[owner_of(f, nodes[i], 0)], 0,
+                                     &nodes[i], 1, &d1));
+        assert_int_equal(deg[i], d1);
+    }
+    NET_OK(gkv_client_in_subgraph(c, 0, nodes, n, &src, &dst, &eid, &m));
+    for (size_t i = 0; i < n; i++) {
+        int64_t *s1, *d1, *e1;
+        size_t m1;
+        GKVT_OK(gkv_part_in_subgraph(f->part[owner_of(f, nodes[i], 0)], 0,
+                                     &nodes[i], 1, &s1, &d1, &e1, &m1));
+        assert_true(at + m1 <= m);
+        if (m1 > 0) {
+            assert_memory_equal(src + at, s1, m1 * 8);
+            assert_memory_equal(dst + at, d1, m1 * 8);
+            assert_memory_equal(eid + at, e1, m1 * 8);
+        }
+        at += m1;
+        gkv_free(s1);
+        gkv_free(d1);
+        gkv_free(e1);
+    }
+    assert_int_equal(at, m);
+    gkv_free(src);
+    gkv_free(dst);
+    gkv_free(eid);
+    free(a);
+    free(b);
+    free(deg);
+}
+
+/* Pulled feature rows == the original rows of the nodes' old IDs. */
+static void
+check_features(struct fx *f, gkv_client *c, const int64_t *nodes, size_t n)
+{
+    int64_t *inv = malloc((size_t)f->n * 8);
+    float *rows = malloc(n * FEAT_W * 4 + 4);
+
+    for (int64_t u = 0; u < f->n; u++)
+        inv[f->nmap[u]] = u;
+    NET_OK(gkv_client_pull(c, "node/_N/feat", (const uint64_t *)nodes, n,
+                           rows, n * FEAT_W * 4));
+    for (size_t i = 0; i < n; i++)
+        assert_memory_equal(rows + i * FEAT_W, f->feat + inv[nodes[i]] * FEAT_W,
+                            FEAT_W * 4);
+    free(inv);
+    free(rows);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void
+test_sampling_three_parts(void **state)
+{
+    struct fx *f = *state;
+    gkv_client *c;
+    gkv_sample_opts o = {0};
+    int64_t seeds[400], rep[64], eids[300], excl[200];
+    const int64_t *ex[1] = {excl};
+    size_t exn[1] = {200};
+    int fan3[3] = {3, 5, 10}, fan2[2] = {4, 6}, fan1[1] = {-1};
+    uint64_t r = 11;
+    const gkv_pbook *b;
+
+    graph_make(f, 11, 3);
+    serve(f, 1);
+    c = client(f, "job");
+    b = gkv_client_pbook(c);
+    assert_non_null(b);
+    assert_int_equal(gkv_pbook_num_parts(b), 3);
+    assert_int_equal(gkv_pbook_num_nodes(b, 0), f->n);
+    assert_int_equal(gkv_pbook_num_edges(b, 0), f->m);
+    for (size_t i = 0; i < 400; i++)        /* distinct, random order */
+        seeds[i] = (int64_t)((i * 1597 + 11) % (uint64_t)f->n);
+    for (size_t i = 0; i < 64; i++)         /* repeats, some in a row */
+        rep[i] = seeds[(i * 7) % 13];
+    rep[10] = rep[9];
+    rep[11] = rep[9];
+    for (size_t i = 0; i < 300; i++)
+        eids[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)f->m);
+    for (size_t i = 0; i < 200; i++)
+        excl[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)f->m);
+
+    o.seed = 42;
+    assert_true(check_blocks(f, c, seeds, 200, fan3, 3, &o) > 1000);
+    o.seed = 43;
+    check_blocks(f, c, seeds, 400, fan1, 1, &o);
+    o.dir = GKV_DIR_OUT;
+    check_blocks(f, c, seeds, 150, fan2, 2, &o);
+    o.dir = GKV_DIR_IN;
+    o.flags = GKV_SAMPLE_REPLACE;
+    check_blocks(f, c, seeds, 150, fan3, 3, &o);
+    o.flags = GKV_SAMPLE_WEIGHTED;
+    check_blocks(f, c, seeds, 150, fan2, 2, &o);
+    o.flags = GKV_SAMPLE_WEIGHTED | GKV_SAMPLE_REPLACE;
+    check_blocks(f, c, seeds, 150, fan2, 2, &o);
+    o.flags = 0;
+    o.exclude = ex;
+    o.exclude_n = exn;
+    check_blocks(f, c, seeds, 150, fan3, 3, &o);
+    o.dir = GKV_DIR_OUT;
+    check_blocks(f, c, seeds, 100, fan2, 2, &o);
+    o.dir = GKV_DIR_IN;
+    /* single hops, seeds repeated (also back to back) */
+    check_hop(f, c, seeds, 64, 5, 0, &o);
+    check_hop(f, c, rep, 64, 5, 0, &o);
+    o.exclude = NULL;
+    o.exclude_n = NULL;
+    check_hop(f, c, rep, 64, 4, 2, &o);
+    o.dir = GKV_DIR_OUT;
+    o.flags = GKV_SAMPLE_REPLACE;
+    check_hop(f, c, rep, 64, 3, 1, &o);
+
+    check_queries(f, c, seeds, 400, eids, 300);
+    check_queries(f, c, rep, 64, eids, 10);
+    check_features(f, c, seeds, 400);
+    NET_OK(gkv_client_close(c));
+}
+
+static void
+test_two_servers_per_machine(void **state)
+{
+    struct fx *f = *state;
+    gkv_client *c;
+    gkv_sample_opts o = {0};
+    gkv_server_stats st;
+    int64_t *all, *seeds;
+    int fan[3] = {2, 4, 8};
+    size_t n;
+
+    graph_make(f, 12, 2);
+    serve(f, 2);
+    c = client(f, "job2");
+    assert_int_equal(gkv_client_nservers(c), 4);
+    n = (size_t)f->n;
+    all = malloc(n * 8);
+    seeds = malloc(1500 * 8);
+    for (size_t i = 0; i < n; i++)
+        all[i] = (int64_t)((i * 2749 + 3) % n);
+    for (size_t i = 0; i < 1500; i++)
+        seeds[i] = all[i];
+    o.seed = 7;
+    /* 1500 seeds, then most of the graph: each machine's share is spread
+     * over both of its servers */
+    check_blocks(f, c, seeds, 1500, fan, 3, &o);
+    o.flags = GKV_SAMPLE_WEIGHTED;
+    check_blocks(f, c, seeds, 1500, fan, 2, &o);
+    for (size_t i = 0; i < 4; i++) {
+        NET_OK(gkv_client_stats(c, i, &st));
+        assert_true(st.samples > 0);
+        assert_true(st.sample_edges > 0);
+    }
+    check_queries(f, c, all, n, all, n);
+    check_features(f, c, all, n);
+    NET_OK(gkv_client_close(c));
+    free(all);
+    free(seeds);
+}
+
+/* A raw session with server (machine m, server 0). */
+static int
+raw_open(struct fx *f, int m, uint64_t *session)
+{
+    static unsigned char b[1 << 16];
+    int s = nn_socket(AF_SP, NN_REQ), v = -1, to = 5000;
+    char url[64], why[256];
+    net_hello_rep hr;
+    net_hs_req hs;
+    net_hs_rep hp;
+    net_hdr h = {0};
+    net_wr w = {0};
+    net_rd rd;
+    void *rep = NULL;
+    int n;
+
+    assert_true(s >= 0);
+    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVMAXSIZE, &v, sizeof v);
+    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVTIMEO, &to, sizeof to);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", f->base + 8 * m);
+    assert_true(nn_connect(s, url) >= 0);
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    h.type = NET_HELLO;
+    h.req_id = 1;
+    net__hdr_put(b, &h);
+    assert_int_equal(nn_send(s, b, NET_HDR_LEN, 0), NET_HDR_LEN);
+    assert_true((n = nn_recv(s, &rep, NN_MSG, 0)) > 0);
+    assert_int_equal(net__hdr_check(rep, (size_t)n, &h, why, sizeof why), GKV_OK);
+    net__rd_init(&rd, (unsigned char *)rep + NET_HDR_LEN, (size_t)h.len);
+    assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
+    assert_true(hr.id.flags & NET_ID_GRAPH);
+    nn_freemsg(rep);
+    memset(&hs, 0, sizeof hs);
+    memcpy(hs.nonce, hr.nonce, NET_NONCE_LEN);
+    snprintf(hs.group, sizeof hs.group, "raw");
+    w.p = b + NET_HDR_LEN;
+    w.cap = sizeof b - NET_HDR_LEN;
+    net__enc_hs_req(&w, &hs);
+    memset(&h, 0, sizeof h);
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    h.type = NET_HANDSHAKE;
+    h.req_id = 2;
+    h.len = w.off;
+    net__hdr_put(b, &h);
+    assert_int_equal(nn_send(s, b, NET_HDR_LEN + w.off, 0), (int)(NET_HDR_LEN + w.off));
+    assert_true((n = nn_recv(s, &rep, NN_MSG, 0)) > 0);
+    assert_int_equal(net__hdr_check(rep, (size_t)n, &h, why, sizeof why), GKV_OK);
+    assert_int_equal(h.status, 0);
+    net__rd_init(&rd, (unsigned char *)rep + NET_HDR_LEN, (size_t)h.len);
+    assert_int_equal(net__dec_hs_rep(&rd, &hp), 0);
+    assert_int_equal(hp.book.part_id, (uint32_t)m);
+    assert_true(hp.book.len > 0);
+    net__schema_free(&hp.schema);
+    nn_freemsg(rep);
+    *session = hp.session;
+    return s;
+}
+
+/* Sends request 'type' with the payload w wrote (b + NET_HDR_LEN); returns
+ * the status and the error message (or "" on success). */
+static gkv_err
+raw_req(int s, unsigned char *b, uint16_t type, uint64_t session, size_t plen,
+        char *msg, size_t cap)
+{
+    static uint64_t req = 100;
+    net_hdr h = {0};
+    char why[256];
+    void *rep = NULL;
+    net_rd rd;
+    int n;
+    gkv_err st;
+
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    h.type = type;
+    h.req_id = ++req;
+    h.session = session;
+    h.len = plen;
+    net__hdr_put(b, &h);
+    assert_int_equal(nn_send(s, b, NET_HDR_LEN + plen, 0), (int)(NET_HDR_LEN + plen));
+    assert_true((n = nn_recv(s, &rep, NN_MSG, 0)) > 0);
+    assert_int_equal(net__hdr_check(rep, (size_t)n, &h, why, sizeof why), GKV_OK);
+    st = (gkv_err)h.status;
+    msg[0] = '\0';
+    if (st != GKV_OK) {
+        net__rd_init(&rd, (unsigned char *)rep + NET_HDR_LEN, (size_t)h.len);
+        assert_int_equal(net__dec_err(&rd, msg, cap), 0);
+    }
+    nn_freemsg(rep);
+    return st;
+}
+
+static void
+test_bad_inputs(void **state)
+{
+    struct fx *f = *state;
+    static unsigned char b[1 << 16];
+    gkv_client *c;
+    gkv_sample_opts o = {0};
+    gkv_sample_edges se[1];
+    gkv_block blk[2];
+    int64_t seeds[40], bad[3], other = -1, deg[3], s1[3], d1[3];
+    const int64_t *sv[1] = {seeds}, *bv[1] = {bad};
+    size_t sn[1] = {40}, bn[1] = {3};
+    int fan2[2] = {3, 3}, fan[2] = {3, 3};
+    float row[FEAT_W];
+    uint64_t session, fid = 1;
+    char msg[NET_ERRMSG_MAX + 1], text[128];
+    int s;
+
+    graph_make(f, 11, 2);
+    serve(f, 1);
+    c = client(f, "bad");
+    for (size_t i = 0; i < 40; i++)
+        seeds[i] = (int64_t)(i * 37 % (uint64_t)f->n);
+    /* a seed out of range: named, nothing sent */
+    bad[0] = 1;
+    bad[1] = f->n + 5;
+    bad[2] = 2;
+    assert_int_equal(gkv_client_sample_neighbors(c, bv, bn, fan, 1, 0, &o, se),
+                     GKV_ERANGE);
+    snprintf(text, sizeof text, "%lld", (long long)(f->n + 5));
+    assert_non_null(strstr(gkv_net_errmsg(), text));
+    assert_int_equal(gkv_client_sample_blocks(c, bv, bn, fan2, 1, 2, &o, blk),
+                     GKV_ERANGE);
+    assert_int_equal(gkv_client_in_degrees(c, 0, bad, 3, deg), GKV_ERANGE);
+    assert_non_null(strstr(gkv_net_errmsg(), text));
+    bad[1] = -4;
+    assert_int_equal(gkv_client_find_edges(c, 0, bad, 3, s1, d1), GKV_ERANGE);
+    assert_non_null(strstr(gkv_net_errmsg(), "-4"));
+    bad[1] = f->m;
+    assert_int_equal(gkv_client_find_edges(c, 0, bad, 3, s1, d1), GKV_ERANGE);
+    /* a bad edge type, a wrong fanout count, a bad fanout */
+    assert_int_equal(gkv_client_in_degrees(c, 3, seeds, 3, deg), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "edge type 3"));
+    assert_int_equal(gkv_client_sample_neighbors(c, sv, sn, fan, 2, 0, &o, se),
+                     GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "nfan 2"));
+    fan[0] = -2;
+    assert_int_equal(gkv_client_sample_neighbors(c, sv, sn, fan, 1, 0, &o, se),
+                     GKV_EINVAL);
+    fan[0] = 3;
+    /* seeds given twice to sample_blocks */
+    seeds[5] = seeds[3];
+    assert_int_equal(gkv_client_sample_blocks(c, sv, sn, fan2, 1, 2, &o, blk),
+                     GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "given twice"));
+    seeds[5] = 5 * 37;
+    /* a tensor that does not exist; a feature ID out of range */
+    assert_int_equal(gkv_client_pull(c, "node/_N/nope", &fid, 1, row,
+                                     sizeof row), GKV_ENOTFOUND);
+    assert_non_null(strstr(gkv_net_errmsg(), "node/_N/nope"));
+    fid = (uint64_t)f->n;
+    assert_int_equal(gkv_client_pull(c, "node/_N/feat", &fid, 1, row,
+                                     sizeof row), GKV_ERANGE);
+
+    /* raw requests to partition 0's server: a seed partition 1 owns, a
+     * wrong fanout count, edge_batch, a garbled sample */
+    s = raw_open(f, 0, &session);
+    for (int64_t v = 0; v < f->n && other < 0; v++)
+        if (owner_of(f, v, 0) == 1)
+            other = v;
+    {
+        const int64_t *ov[1] = {&other};
+        size_t on[1] = {1};
+        int fo[2] = {3, 3};
+        net_sample_enc se1 = {0};
+        net_wr w = {0};
+
+        se1.nnt = 1;
+        se1.net = 1;
+        se1.nfan = 1;
+        se1.fanout = fo;
+        se1.seeds = ov;
+        se1.nseeds = on;
+        w.p = b + NET_HDR_LEN;
+        w.cap = sizeof b - NET_HDR_LEN;
+        net__enc_sample_req(&w, &se1);
+        assert_int_equal(raw_req(s, b, NET_SAMPLE, session, w.off, msg,
+                                 sizeof msg), GKV_ERANGE);
+        snprintf(text, sizeof text, "seed %lld", (long long)other);
+        assert_non_null(strstr(msg, text));
+        assert_non_null(strstr(msg, "owned by partition 1"));
+        se1.nfan = 2;
+        w.off = 0;
+        net__enc_sample_req(&w, &se1);
+        assert_int_equal(raw_req(s, b, NET_SAMPLE, session, w.off, msg,
+                                 sizeof msg), GKV_EINVAL);
+        assert_non_null(strstr(msg, "2 fanouts"));
+        /* truncated */
+        assert_int_equal(raw_req(s, b, NET_SAMPLE, session, w.off - 9, msg,
+                                 sizeof msg), GKV_EPROTO);
+        w.off = 0;
+        net__enc_ids_req(&w, 0, &other, NULL, 1);
+        assert_int_equal(raw_req(s, b, NET_IN_DEGREES, session, w.off, msg,
+                                 sizeof msg), GKV_ERANGE);
+        assert_non_null(strstr(msg, "partition 1"));
+        assert_int_equal(raw_req(s, b, NET_EDGE_BATCH, session, 0, msg,
+                                 sizeof msg), GKV_ENOTSUP);
+    }
+    nn_close(s);
+    /* and the servers still serve */
+    check_hop(f, c, seeds, 40, 3, 0, &o);
+    check_blocks(f, c, seeds, 40, fan2, 2, &o);
+    NET_OK(gkv_client_close(c));
+    for (int i = 0; i < f->np; i++)
+        assert_true(proc_alive(&f->p[i]) || proc_wait(&f->p[i], 5000));
+}
+
+/* Start-up errors: an ip_config whose machine count differs from the
+ * partition count, a part id beyond it, --machine not the part id. */
+static void
+test_server_startup(void **state)
+{
+    struct fx *f = *state;
+    char *out = NULL, *err = NULL;
+    char *noid[] = {g_server_path, "--part-config", f->json, "--ip-config",
+                    f->cfg, NULL};
+    char *three[] = {g_server_path, "--part-config", f->json, "--part-id", "0",
+                     "--ip-config", f->cfg, NULL};
+    char *mach[] = {g_server_path, "--part-config", f->json, "--part-id", "0",
+                    "--machine", "1", "--ip-config", f->cfg, NULL};
+    char *help[] = {g_server_path, "--help", NULL};
+
+    graph_make(f, 8, 2);
+    assert_int_equal(gkvt_run(help, NULL, 0, &out, &err, 30), 0);
+    assert_non_null(strstr(out, "--part-config"));
+    free(out);
+    free(err);
+    assert_int_equal(gkvt_run(noid, NULL, 0, NULL, &err, 30), 2);
+    assert_non_null(strstr(err, "--part-id"));
+    free(err);
+    f->base = pick_base(3);
+    write_cfg(f, 3);
+    assert_int_equal(gkvt_run(three, NULL, 0, NULL, &err, 30), 1);
+    assert_non_null(strstr(err, "lists 3 machines but"));
+    assert_non_null(strstr(err, "has 2 partitions"));
+    free(err);
+    write_cfg(f, 2);
+    assert_int_equal(gkvt_run(mach, NULL, 0, NULL, &err, 30), 1);
+    assert_non_null(strstr(err, "machine m of the ip_config serves partition m"));
+    free(err);
+}
+
+static void
+find_programs(void)
+{
+    const char *b = getenv("GKVT_BUILD");
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+
+    assert_true(n > 0);
+    self[n] = '\0';
+    if (b != NULL && *b != '\0') {
+        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", b);
+    } else {
+        char *sl;
+        for (int k = 0; k < 2 && (sl = strrchr(self, '/')) != NULL; k++)
+            *sl = '\0';
+        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", self);
+    }
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_server_startup, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sampling_three_parts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_two_servers_per_machine, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    find_programs();
+    return cmocka_run_group_tests_name("net_graph", tests, NULL, NULL);
+}
