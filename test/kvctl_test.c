@@ -2,7 +2,8 @@
  * every command, each ID syntax, --json read back with jansson, exit
  * statuses, bad input files, corruption found by verify, and imports and
  * exports stopped by signals that must leave the store and the directory
- * exactly as they were. */
+ * exactly as they were; and kvctl --server against a real gkv-server
+ * process, which kvctl (an observer) must never stop by leaving. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -16,8 +17,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <jansson.h>
 #include "gkvt.h"
+#include "gkv.h"
 #include "idlist.h"
 
 #define W 16            /* row width of the f32 test tensor */
@@ -27,6 +32,7 @@ struct fx {
     char *dir;
     char st[4096];      /* the store: DIR/st */
     char *out, *err;    /* of the last run */
+    pid_t srv;          /* a gkv-server this test started, or 0 */
 };
 
 static int
@@ -46,6 +52,10 @@ teardown(void **state)
 {
     struct fx *f = *state;
 
+    if (f->srv > 0) {
+        kill(f->srv, SIGKILL);
+        waitpid(f->srv, NULL, 0);
+    }
     free(f->out);
     free(f->err);
     gkvt_rmtree(f->dir);
@@ -1343,6 +1353,208 @@ test_idlist_parser(void **state)
     assert_int_equal(tools__parse_u64("1 ", &a), -1);
 }
 
+/* ---- kvctl --server -------------------------------------------------------- */
+
+static int
+port_free(int port)
+{
+    struct sockaddr_in a = {0};
+    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+/* Starts gkv-server on f->st (extra: NULL-terminated arguments), listening
+ * on a free port; returns the port. */
+static int
+server_start(struct fx *f, const char *const *extra)
+{
+    char cfg[4200], log[4200], text[64];
+    static unsigned seq;
+
+    snprintf(cfg, sizeof cfg, "%s/ip.cfg", f->dir);
+    snprintf(log, sizeof log, "%s/server.log", f->dir);
+    for (int attempt = 0; attempt < 50; attempt++) {
+        int port = 20000 + (int)(((unsigned)getpid() * 7919u + seq++ * 104729u) %
+                                 40000u);
+        char *argv[20];
+        int n = 0;
+        FILE *fp;
+        pid_t pid;
+
+        if (!port_free(port))
+            continue;
+        snprintf(text, sizeof text, "127.0.0.1 %d\n", port);
+        fp = fopen(cfg, "w");
+        assert_non_null(fp);
+        fputs(text, fp);
+        fclose(fp);
+        argv[n++] = (char *)gkvt_prog("gkv-server");
+        argv[n++] = "--store";
+        argv[n++] = f->st;
+        argv[n++] = "--ip-config";
+        argv[n++] = cfg;
+        argv[n++] = "--machine";
+        argv[n++] = "0";
+        for (int i = 0; extra != NULL && extra[i] != NULL; i++)
+            argv[n++] = (char *)extra[i];
+        argv[n] = NULL;
+        unlink(log);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            int fe = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+            dup2(fe, 2);
+            execv(argv[0], argv);
+            _exit(127);
+        }
+        f->srv = pid;
+        for (int i = 0; i < 2000; i++) {
+            char *t = NULL;
+            int st;
+            FILE *lf = fopen(log, "r");
+            if (lf != NULL) {
+                t = calloc(1, 1 << 16);
+                if (fread(t, 1, (1 << 16) - 1, lf) == 0)
+                    t[0] = '\0';
+                fclose(lf);
+            }
+            if (t != NULL && strstr(t, "listening on") != NULL) {
+                free(t);
+                return port;
+            }
+            free(t);
+            if (waitpid(pid, &st, WNOHANG) == pid) {
+                f->srv = 0;
+                break;              /* the port was taken: another one */
+            }
+            usleep(10000);
+        }
+        if (f->srv > 0)
+            fail_msg("gkv-server did not start");
+    }
+    fail_msg("no free port for gkv-server");
+    return -1;
+}
+
+/* Whether the server still runs after ms milliseconds. */
+static int
+server_alive_after(struct fx *f, int ms)
+{
+    int st;
+
+    for (int i = 0; i < ms / 10; i++) {
+        if (waitpid(f->srv, &st, WNOHANG) == f->srv) {
+            f->srv = 0;
+            return 0;
+        }
+        usleep(10000);
+    }
+    return 1;
+}
+
+static void
+test_server_commands(void **state)
+{
+    struct fx *f = *state;
+    char addr[64], cfg[4200], *local;
+    const char *none[] = {NULL};
+    gkv_client *member;
+    gkv_client_opts o = {0};
+    json_t *j;
+    json_error_t je;
+    int port, st;
+
+    assert_int_equal(kv(f, f->st, "create", "feat", "--dtype", "f32",
+                        "--range", "10:110", "--shape", "3", "--init",
+                        "uniform:0,1", NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "feat", "10,50:53,109", NULL), 0);
+    local = strdup(f->out);
+    port = server_start(f, none);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+
+    /* the same rows as from the store itself */
+    assert_int_equal(kv(f, "--server", addr, "get", "feat", "10,50:53,109", NULL), 0);
+    assert_string_equal(f->out, local);
+    free(local);
+    assert_int_equal(kv(f, "--server", addr, "ls", NULL), 0);
+    assert_non_null(strstr(f->out, "feat"));
+    assert_non_null(strstr(f->out, "[10,110)"));
+    assert_int_equal(kv(f, "--json", "--server", addr, "info", "feat", NULL), 0);
+    j = json_loads(f->out, 0, &je);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "lo")), 10);
+    assert_int_equal(json_integer_value(json_object_get(j, "hi")), 110);
+    json_decref(j);
+    assert_int_equal(kv(f, "--server", addr, "--group", "ops", "stat", NULL), 0);
+    assert_non_null(strstr(f->out, "keep-alive:   no"));
+    assert_non_null(strstr(f->out, "pulls:        1 (5 rows)"));
+    /* errors: an ID outside, a missing tensor, a command that writes */
+    assert_int_equal(kv(f, "--server", addr, "get", "feat", "5", NULL), 1);
+    assert_non_null(strstr(f->err, "ID 5"));
+    assert_int_equal(kv(f, "--server", addr, "info", "nope", NULL), 1);
+    assert_non_null(strstr(f->err, "nope"));
+    assert_int_equal(kv(f, "--server", addr, "put", "feat", "10", "1,2,3", NULL), 2);
+    assert_non_null(strstr(f->err, "not available with --server"));
+    assert_int_equal(kv(f, "--server", "nocolon", "ls", NULL), 1);
+    assert_non_null(strstr(f->err, "HOST:PORT"));
+    assert_int_equal(kv(f, f->st, "ls", "--group", "g", NULL), 2);
+    assert_non_null(strstr(f->err, "--group goes with --server"));
+
+    /* kvctl joined and left several times: a server without --keep-alive
+     * still runs (an observer never stops it) */
+    assert_true(server_alive_after(f, 300));
+    /* a job's member joins; kvctl comes and goes meanwhile; the member's
+     * leaving stops the server */
+    snprintf(cfg, sizeof cfg, "%s/ip.cfg", f->dir);
+    o.timeout_ms = 5000;
+    if (gkv_client_connect(&member, cfg, NULL, "job", 0, &o) != GKV_OK)
+        fail_msg("connect: %s", gkv_net_errmsg());
+    assert_int_equal(kv(f, "--server", addr, "stat", NULL), 0);
+    assert_non_null(strstr(f->out, "sessions:     2"));
+    assert_true(server_alive_after(f, 200));
+    assert_int_equal(gkv_client_close(member), GKV_OK);
+    for (int i = 0; i < 500 && f->srv > 0; i++) {
+        if (waitpid(f->srv, &st, WNOHANG) == f->srv) {
+            f->srv = 0;
+            assert_true(WIFEXITED(st));
+            assert_int_equal(WEXITSTATUS(st), 0);
+        }
+        usleep(10000);
+    }
+    assert_int_equal(f->srv, 0);
+}
+
+static void
+test_server_token(void **state)
+{
+    struct fx *f = *state;
+    char tok[4200], addr[64];
+    const char *extra[] = {"--token-file", tok, NULL};
+    int port, fd;
+
+    snprintf(tok, sizeof tok, "%s/token", f->dir);
+    fd = open(tok, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "s3cret\n", 7), 7);
+    close(fd);
+    assert_int_equal(kv(f, f->st, "create", "t", "--dtype", "i64", "--range",
+                        "0:4", "--init", "const:7", NULL), 0);
+    port = server_start(f, extra);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    assert_int_equal(kv(f, "--server", addr, "ls", NULL), 1);
+    assert_non_null(strstr(f->err, "requires a token"));
+    assert_int_equal(kv(f, "--server", addr, "--token-file", tok, "get", "t",
+                        "0:4", NULL), 0);
+    assert_string_equal(f->out, "0: 7\n1: 7\n2: 7\n3: 7\n");
+    assert_true(server_alive_after(f, 200));
+}
+
 int
 main(void)
 {
@@ -1365,6 +1577,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_signals_during_import, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signal_during_export, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress_bar_on_a_tty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_commands, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_token, setup, teardown),
     };
 
     return cmocka_run_group_tests_name("kvctl", tests, NULL, NULL);

@@ -1,6 +1,14 @@
 /* kvctl - inspect and administer a gkv store directory.
  *
  *   kvctl [-h|--help] [-V|--version] [--json] STORE COMMAND [ARGS]
+ *   kvctl [--json] --server HOST:PORT [--token-file F] [--group NAME]
+ *         ls|info|get|stat [ARGS]
+ *
+ * With --server, kvctl asks a running gkv-server instead of opening a
+ * store: it joins as an observer (GKV_CLIENT_OBSERVER), so its leaving
+ * never stops the server, even one without --keep-alive whose job has not
+ * started or is running (the server stops when its last non-observer
+ * client leaves, as before).
  *
  * Commands: ls, info, get, put, create, import, export, rm, rename, verify,
  * stat (see usage() below and doc/man/kvctl.1). kvctl uses only the public
@@ -47,7 +55,8 @@ enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2 };
 
 enum opt {
     O_ALL, O_DTYPE, O_SHAPE, O_RANGE, O_INIT, O_SEED, O_HOT, O_CHUNK_ROWS,
-    O_DIM, O_LO, O_REPLACE, O_RAW, O_HANDLER, O_LR, NOPT
+    O_DIM, O_LO, O_REPLACE, O_RAW, O_HANDLER, O_LR, O_SERVER, O_TOKEN_FILE,
+    O_GROUP, NOPT
 };
 
 static const struct {
@@ -61,9 +70,13 @@ static const struct {
     [O_DIM] = {"--dim", 1},          [O_LO] = {"--lo", 1},
     [O_REPLACE] = {"--replace", 0},  [O_RAW] = {"--raw", 0},
     [O_HANDLER] = {"--handler", 1},  [O_LR] = {"--lr", 1},
+    [O_SERVER] = {"--server", 1},    [O_TOKEN_FILE] = {"--token-file", 1},
+    [O_GROUP] = {"--group", 1},
 };
 
 #define BIT(o) (1u << (o))
+/* options of every command (that only a server connection uses) */
+#define GLOBAL_OPTS (BIT(O_SERVER) | BIT(O_TOKEN_FILE) | BIT(O_GROUP))
 
 struct ctx {
     const char *path;            /* STORE */
@@ -74,6 +87,8 @@ struct ctx {
     const char *opt[NOPT];       /* value, or "" for a flag; NULL if unset */
     gkv_store *s;
     int made_dir, made_files;    /* this run created the store (undo on failure) */
+    const char *server;          /* --server HOST:PORT, else NULL */
+    gkv_client *cl;              /* its connection */
 };
 
 struct cmd {
@@ -196,9 +211,17 @@ usage(FILE *f)
 "  verify [NAME]           check the checksum of every chunk\n"
 "  stat                    store statistics\n"
 "\n"
+"       kvctl [--json] --server HOST:PORT [--token-file F] [--group NAME]\n"
+"             ls|info|get|stat [ARGS]\n"
+"\n"
 "Options:\n"
 "  --json         ls, info, get, verify and stat print one JSON object\n"
 "                 (before or after the command)\n"
+"  --server HOST:PORT  ask a running gkv-server (ls, info, get, stat) instead\n"
+"                 of opening a store; kvctl joins as an observer: its\n"
+"                 leaving never stops the server\n"
+"  --token-file F the job's token, when the server requires one\n"
+"  --group NAME   the group kvctl joins (default kvctl)\n"
 "  -h, --help     show this help; `kvctl COMMAND --help` shows a command's\n"
 "  -V, --version  show the version\n"
 "\n"
@@ -536,6 +559,128 @@ name_check(const char *name, size_t reserve, char *why, size_t len)
     return 0;
 }
 
+
+/* ---- a running server (--server) ------------------------------------------ */
+
+/* "kvctl: WHAT: strerror(rc) (the client's detail)". */
+static int
+fail_net(gkv_err rc, const char *fmt, ...)
+{
+    const char *detail = gkv_net_errmsg();
+    va_list ap;
+
+    fputs(PROG ": ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, ": %s", gkv_strerror(rc));
+    if (detail != NULL && *detail != '\0')
+        fprintf(stderr, " (%s)", detail);
+    fputc('\n', stderr);
+    return EX_FAIL;
+}
+
+/* Connects to c->server as an observer of group --group (default "kvctl");
+ * the rank is the process ID, so two kvctl runs never share a session. */
+static int
+server_open(struct ctx *c)
+{
+    gkv_client_opts o = {0};
+    char token[GKV_TOKEN_MAX + 1];
+    const char *group = c->opt[O_GROUP] != NULL ? c->opt[O_GROUP] : "kvctl";
+    gkv_err rc;
+
+    if (c->opt[O_TOKEN_FILE] != NULL &&
+        (rc = gkv_token_load(c->opt[O_TOKEN_FILE], token, sizeof token)) != GKV_OK)
+        return fail_net(rc, "token file '%s'", c->opt[O_TOKEN_FILE]);
+    o.timeout_ms = 10000;
+    o.flags = GKV_CLIENT_OBSERVER | GKV_CLIENT_NO_HEARTBEAT;
+    rc = gkv_client_connect_addr(&c->cl, c->server,
+                                 c->opt[O_TOKEN_FILE] != NULL ? token : NULL,
+                                 group, (uint32_t)getpid(), &o);
+    memset(token, 0, sizeof token);
+    if (rc != GKV_OK)
+        return fail_net(rc, "server %s", c->server);
+    return EX_OK;
+}
+
+static void
+server_close(struct ctx *c)
+{
+    gkv_client_close(c->cl);
+    c->cl = NULL;
+}
+
+/* The server's identity and statistics (kvctl --server ADDR stat). */
+static int
+stat_server(struct ctx *c)
+{
+    gkv_server_info si;
+    gkv_server_stats st;
+    gkv_err rc;
+
+    if ((rc = gkv_client_server_info(c->cl, 0, &si)) != GKV_OK ||
+        (rc = gkv_client_stats(c->cl, 0, &st)) != GKV_OK)
+        return fail_net(rc, "server %s", c->server);
+    if (c->json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "server", json_string(si.addr));
+        json_object_set_new(o, "host", json_string(si.host));
+        json_object_set_new(o, "name", json_string(si.name));
+        json_object_set_new(o, "store", json_string(si.store));
+        json_object_set_new(o, "version", json_string(si.version));
+        json_object_set_new(o, "machine", json_u64(si.machine));
+        json_object_set_new(o, "server_id", json_u64(si.server_id));
+        json_object_set_new(o, "num_servers", json_u64(si.num_servers));
+        json_object_set_new(o, "pid", json_u64(si.pid));
+        json_object_set_new(o, "keep_alive", json_boolean(si.keep_alive));
+        json_object_set_new(o, "auth", json_boolean(si.auth));
+        json_object_set_new(o, "uptime_ms", json_u64(st.uptime_ms));
+        json_object_set_new(o, "requests", json_u64(st.requests));
+        json_object_set_new(o, "errors", json_u64(st.errors));
+        json_object_set_new(o, "rejected", json_u64(st.rejected));
+        json_object_set_new(o, "bytes_in", json_u64(st.bytes_in));
+        json_object_set_new(o, "bytes_out", json_u64(st.bytes_out));
+        json_object_set_new(o, "pulls", json_u64(st.pulls));
+        json_object_set_new(o, "pull_rows", json_u64(st.pull_rows));
+        json_object_set_new(o, "pushes", json_u64(st.pushes));
+        json_object_set_new(o, "push_rows", json_u64(st.push_rows));
+        json_object_set_new(o, "samples", json_u64(st.samples));
+        json_object_set_new(o, "sessions", json_u64(st.sessions));
+        json_object_set_new(o, "groups", json_u64(st.groups));
+        json_object_set_new(o, "joined", json_u64(st.joined));
+        json_object_set_new(o, "ntensors", json_u64(st.tensors));
+        json_object_set_new(o, "used_bytes", json_u64(st.store_used_bytes));
+        json_object_set_new(o, "map_size", json_u64(st.store_map_size));
+        return json_print(o, 0);
+    }
+    printf("server:       %s (machine %u, server %u of %u, pid %u)\n", si.addr,
+           si.machine, si.server_id, si.num_servers, si.pid);
+    printf("host:         %s\n", si.host);
+    printf("name:         %s\n", si.name[0] ? si.name : "-");
+    printf("store:        %s\n", si.store);
+    printf("version:      %s\n", si.version);
+    printf("keep-alive:   %s\n", si.keep_alive ? "yes" : "no");
+    printf("auth:         %s\n", si.auth ? "token" : "none");
+    printf("uptime ms:    %" PRIu64 "\n", st.uptime_ms);
+    printf("requests:     %" PRIu64 " (%" PRIu64 " errors, %" PRIu64
+           " rejected)\n", st.requests, st.errors, st.rejected);
+    printf("bytes:        %" PRIu64 " in, %" PRIu64 " out\n", st.bytes_in,
+           st.bytes_out);
+    printf("pulls:        %" PRIu64 " (%" PRIu64 " rows)\n", st.pulls,
+           st.pull_rows);
+    printf("pushes:       %" PRIu64 " (%" PRIu64 " rows)\n", st.pushes,
+           st.push_rows);
+    printf("samples:      %" PRIu64 " (%" PRIu64 " edges)\n", st.samples,
+           st.sample_edges);
+    printf("sessions:     %" PRIu64 " in %" PRIu64 " groups (%" PRIu64
+           " joined since start)\n", st.sessions, st.groups, st.joined);
+    printf("tensors:      %" PRIu64 "\n", st.tensors);
+    printf("used bytes:   %" PRIu64 "\n", st.store_used_bytes);
+    printf("map size:     %" PRIu64 "\n", st.store_map_size);
+    return out_done(EX_OK);
+}
+
 /* ---- ls, info, stat -------------------------------------------------------- */
 
 /* A NAME.kvctl-import-PID tensor whose process is gone was left by an
@@ -563,16 +708,23 @@ cmd_ls(struct ctx *c)
     gkv_err rc;
     int ex;
 
-    if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
-        return ex;
-    if ((rc = gkv_tensor_list(c->s, NULL, c->opt[O_ALL] != NULL, &v, &n)) != GKV_OK)
-        return fail_gkv(c->s, rc, "listing tensors of '%s'", c->path);
+    if (c->server != NULL) {
+        if ((rc = gkv_client_tensor_list(c->cl, &v, &n)) != GKV_OK)
+            return fail_net(rc, "listing tensors of server %s", c->server);
+    } else {
+        if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
+            return ex;
+        if ((rc = gkv_tensor_list(c->s, NULL, c->opt[O_ALL] != NULL, &v,
+                                  &n)) != GKV_OK)
+            return fail_gkv(c->s, rc, "listing tensors of '%s'", c->path);
+    }
     if (c->json) {
         json_t *o = json_object(), *a = json_array();
 
         for (size_t i = 0; i < n; i++)
             json_array_append_new(a, json_desc(&v[i]));
-        json_object_set_new(o, "store", json_string(c->path));
+        json_object_set_new(o, c->server != NULL ? "server" : "store",
+                            json_string(c->path));
         json_object_set_new(o, "tensors", a);
         ex = json_print(o, 0);
     } else {
@@ -603,7 +755,7 @@ cmd_ls(struct ctx *c)
         table_free(&t);
         ex = out_done(EX_OK);
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && c->server == NULL; i++)
         note_leftover(c, v[i].name);
     gkv_free(v);
     return ex;
@@ -621,6 +773,13 @@ cmd_info(struct ctx *c)
     char shp[128], rshp[128];
     int ex;
 
+    if (c->server != NULL) {
+        /* a server lists no optimizer state; the range is the one it holds */
+        if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK)
+            return fail_net(rc, "tensor '%s' on server %s", name, c->server);
+        state = json_array();
+        goto show;
+    }
     if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
         return ex;
     if ((rc = gkv_txn_begin(c->s, &tx)) != GKV_OK)
@@ -641,6 +800,7 @@ cmd_info(struct ctx *c)
         if (strncmp(v[i].name, name, pl) == 0 && v[i].name[pl] == '#')
             json_array_append_new(state, json_string(v[i].name));
     gkv_free(v);
+show:
     if (c->json) {
         json_t *o = json_desc(&d);
         json_object_set_new(o, "state_tensors", state);
@@ -678,6 +838,8 @@ cmd_stat(struct ctx *c)
     gkv_err rc;
     int ex;
 
+    if (c->server != NULL)
+        return stat_server(c);
     if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
         return ex;
     if ((rc = gkv_store_stat_get(c->s, &st)) != GKV_OK)
@@ -730,15 +892,22 @@ cmd_get(struct ctx *c)
         tools__idlist_free(&ids);
         return ex == 2 ? usage_error("%s", err) : fail("%s", err);
     }
-    if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
-        goto out;
-    if ((rc = gkv_txn_begin(c->s, &tx)) != GKV_OK) {
-        ex = fail_gkv(c->s, rc, "store '%s'", c->path);
-        goto out;
-    }
-    if ((rc = gkv_tensor_info(c->s, tx, name, &d)) != GKV_OK) {
-        ex = fail_gkv(c->s, rc, "tensor '%s'", name);
-        goto out;
+    if (c->server != NULL) {
+        if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK) {
+            ex = fail_net(rc, "tensor '%s' on server %s", name, c->server);
+            goto out;
+        }
+    } else {
+        if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
+            goto out;
+        if ((rc = gkv_txn_begin(c->s, &tx)) != GKV_OK) {
+            ex = fail_gkv(c->s, rc, "store '%s'", c->path);
+            goto out;
+        }
+        if ((rc = gkv_tensor_info(c->s, tx, name, &d)) != GKV_OK) {
+            ex = fail_gkv(c->s, rc, "tensor '%s'", name);
+            goto out;
+        }
     }
     /* every ID is checked before a row is printed */
     for (size_t i = 0; i < ids.nseg; i++) {
@@ -769,8 +938,14 @@ cmd_get(struct ctx *c)
         json_object_set(root, "rows", jrows);
     }
     while ((k = tools__idlist_next(&ids, &cur, idbuf, batch)) > 0) {
-        if ((rc = gkv_tensor_pull(c->s, tx, name, idbuf, k, rows,
-                                  k * d.row_bytes)) != GKV_OK) {
+        if (c->server != NULL) {
+            if ((rc = gkv_client_pull(c->cl, name, idbuf, k, rows,
+                                      k * d.row_bytes)) != GKV_OK) {
+                ex = fail_net(rc, "tensor '%s' on server %s", name, c->server);
+                goto out;
+            }
+        } else if ((rc = gkv_tensor_pull(c->s, tx, name, idbuf, k, rows,
+                                         k * d.row_bytes)) != GKV_OK) {
             ex = fail_gkv(c->s, rc, "tensor '%s'", name);
             goto out;
         }
@@ -1560,7 +1735,10 @@ main(int argc, char **argv)
         free(pos);
         return out_done(EX_OK);
     }
-    if (npos >= 2 && (c.cmd = cmd_find(pos[1])) != NULL)
+    c.server = c.opt[O_SERVER];
+    if (c.server != NULL && npos >= 1 && (c.cmd = cmd_find(pos[0])) != NULL)
+        usage_cmd = c.cmd->name;
+    else if (c.server == NULL && npos >= 2 && (c.cmd = cmd_find(pos[1])) != NULL)
         usage_cmd = c.cmd->name;
     if (bad != NULL) {
         ex = usage_error("unknown option '%s'", bad);
@@ -1569,6 +1747,37 @@ main(int argc, char **argv)
     if (needs != NULL) {
         ex = usage_error("option %s needs a value", needs);
         goto done;
+    }
+    if (c.server == NULL && (c.opt[O_TOKEN_FILE] != NULL ||
+                             c.opt[O_GROUP] != NULL)) {
+        ex = usage_error("%s goes with --server HOST:PORT",
+                         c.opt[O_TOKEN_FILE] != NULL ? "--token-file" : "--group");
+        goto done;
+    }
+    if (c.server != NULL) {
+        static const char *const remote[] = {"ls", "info", "get", "stat"};
+        int ok = 0;
+
+        if (npos == 0 || c.cmd == NULL) {
+            ex = usage_error(npos == 0 ? "missing COMMAND after --server %s" :
+                             "unknown command '%s'", npos == 0 ? c.server : pos[0]);
+            goto done;
+        }
+        for (size_t i = 0; i < sizeof remote / sizeof remote[0]; i++)
+            ok |= strcmp(c.cmd->name, remote[i]) == 0;
+        if (!ok) {
+            ex = usage_error("%s: not available with --server (ls, info, get "
+                             "and stat are)", c.cmd->name);
+            goto done;
+        }
+        if (c.opt[O_ALL] != NULL) {
+            ex = usage_error("ls --all: a server lists no optimizer state");
+            goto done;
+        }
+        /* no STORE: the command comes first */
+        memmove(pos + 1, pos, (size_t)npos * sizeof *pos);
+        pos[0] = (char *)c.server;
+        npos++;
     }
     if (npos == 0) {
         ex = usage_error("missing STORE and COMMAND");
@@ -1591,7 +1800,8 @@ main(int argc, char **argv)
         goto done;
     }
     for (int o = 0; o < NOPT; o++)
-        if ((seen & BIT(o)) && !(c.cmd->opts & BIT(o))) {
+        if ((seen & BIT(o)) && !(c.cmd->opts & BIT(o)) &&
+            !(GLOBAL_OPTS & BIT(o))) {
             ex = usage_error("%s: option %s does not apply", c.cmd->name,
                              optdefs[o].name);
             goto done;
@@ -1617,9 +1827,13 @@ main(int argc, char **argv)
         static char obuf[1 << 16];
         setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
     }
+    if (c.server != NULL && (ex = server_open(&c)) != EX_OK)
+        goto done;
     ex = c.cmd->fn(&c);
     if (c.s != NULL)
         store_close(&c, 0);
+    if (c.cl != NULL)
+        server_close(&c);
 done:
     free(pos);
     return ex;
