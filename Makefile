@@ -7,7 +7,8 @@
 #   SAN                  empty, or e.g. address,undefined
 #   V                    1 shows full compiler lines
 #   BENCH_ARGS, BENCH_GRAPH_ARGS, BENCH_GRAPH_SCALES, BENCH_PART_SCALE,
-#   BENCH_PART_METHODS   what make bench runs (see doc/BENCHMARKS.md)
+#   BENCH_PART_METHODS, BENCH_NET_ARGS, BENCH_GPU_ARGS
+#                        what make bench runs (see doc/BENCHMARKS.md)
 # (Comments sit on their own lines: a trailing "# ..." would leave spaces in
 # the value.)
 PREFIX  ?= /usr/local
@@ -142,9 +143,10 @@ deps:
 	@tools/deps.sh
 
 # The test run re-enters make so flags are read after deps are installed.
+# Tests find the programs they run (kvctl, gkv-server, ...) in GKVT_BUILD.
 test: deps
 	@$(MAKE) --no-print-directory build-tests
-	@test/run.sh $(TESTS)
+	@GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS)
 
 build-tests: all $(TESTS)
 
@@ -155,11 +157,12 @@ bench:
 	@for s in $(BENCH_GRAPH_SCALES); do \
 	  $(BUILD)/gkv-bench-graph --scale $$s $(BENCH_GRAPH_ARGS) || exit 1; done
 	@BUILD=$(BUILD) tools/bench-partition.sh $(BENCH_PART_SCALE) $(BENCH_PART_METHODS)
+	@$(BUILD)/gkv-bench-net $(BENCH_NET_ARGS)
 	@if [ -x $(BUILD)/gkv-bench-gpu ]; then $(BUILD)/gkv-bench-gpu $(BENCH_GPU_ARGS); fi
 
 soak: deps
 	@$(MAKE) --no-print-directory build-tests
-	@GKVT_SOAK=1 test/run.sh $(TESTS)
+	@GKVT_SOAK=1 GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS)
 
 fuzz:
 	@d=$(or $(FUZZ_BUILD),build-fuzz); cc=$(or $(FUZZ_CC),clang); \

@@ -1,0 +1,1088 @@
+/* gkv-bench-net - the network benchmark: gkv-server processes on loopback
+ * TCP, driven by the client library, against references measured in the
+ * same run.
+ *
+ *   (a) pull of 100,000 random 512-byte rows (f32 x 128) of a 200,000-row
+ *       tensor from one server, against a plain TCP stream of the same
+ *       bytes between two processes of this program (a 64-byte request,
+ *       then the bytes in 1 MiB writes, TCP_NODELAY: what
+ *       ../shared/anchors/tcp_raw.c "stream" measures); the two alternate
+ *       rep by rep, so both see the same machine. Target >= 0.8x.
+ *   (b) the same rows from Redis: a redis-server this program starts
+ *       (no persistence), loaded with pipelined SETs of "feat:<id>", read
+ *       with pipelined MGETs of 1,000 keys (as ../shared/anchors/redis_mget
+ *       does; RESP is written and parsed here, so no hiredis is needed).
+ *       Skipped with a note when redis-server is missing. Target >= 8x.
+ *   (c) the same pull from 2 servers (two machine lines on 127.0.0.1, each
+ *       holding half the rows).
+ *   (d) distributed sampling: an R-MAT graph (scale 20, edge factor 16) in
+ *       2 partitions (range: node IDs kept, so the blocks can be checked
+ *       against the in-process ones), one server each; batches of 1,024
+ *       seeds, fanouts 15,10 counted from the seeds (passed as [10, 15] in
+ *       DGL's block order), gkv_client_sample_blocks against in-process
+ *       gkv_sample_blocks (1 thread) on the whole graph. Sampled edges/s.
+ *       Target >= 0.5x.
+ * Every figure is the median of --reps (default 5) timed reps after one
+ * warm-up; every result is verified (rows against the store, blocks
+ * against in-process sampling). Servers and redis-server are child
+ * processes started and killed by PID on every exit path (normal, error,
+ * SIGINT/SIGTERM), which also remove the work directory in /tmp; they die
+ * with this program even when it is killed with -9 (PR_SET_PDEATHSIG).
+ *
+ * usage: gkv-bench-net [--quick] [--reps N] [--scale N] [--rows N]
+ *                      [--no-redis] [--no-sample]
+ * stdout: "RESULT name key=value ..." lines, then a table. Exit status 0,
+ * 1 when a check failed or something could not run, 2 on bad usage.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gkv.h"
+#include "util.h"
+
+#define PROG    "gkv-bench-net"
+#define D       128                 /* floats per row: 512 bytes */
+#define RB      (D * sizeof(float))
+#define BATCH   1024                /* seeds per sampling batch */
+#define MAXKIDS 8
+
+static pid_t kids[MAXKIDS];
+static int nkids;
+static char workdir[256];
+static pid_t owner;                 /* clean-up runs in this process only */
+static char server_path[PATH_MAX + 16];
+static int nfail;
+static int reps = 5;
+
+static void
+bad(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, PROG ": CHECK FAILED: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    nfail++;
+}
+
+/* ---- children and clean-up ------------------------------------------------ */
+
+static void
+kid_stop(pid_t pid)
+{
+    for (int i = 0; i < nkids; i++)
+        if (kids[i] == pid) {
+            int st;
+            kill(pid, SIGTERM);
+            for (int k = 0; k < 200 && waitpid(pid, &st, WNOHANG) == 0; k++)
+                usleep(10000);
+            if (waitpid(pid, &st, WNOHANG) == 0) {
+                kill(pid, SIGKILL);
+                waitpid(pid, &st, 0);
+            }
+            kids[i] = kids[--nkids];
+            return;
+        }
+}
+
+static void
+rmtree(const char *dir)
+{
+    char cmd[PATH_MAX + 32];
+
+    if (dir[0] == '\0' || strncmp(dir, "/tmp/", 5) != 0)
+        return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        tools__note("could not remove %s", dir);
+}
+
+static void
+cleanup(void)
+{
+    if (getpid() != owner)
+        return;
+    while (nkids > 0)
+        kid_stop(kids[nkids - 1]);
+    rmtree(workdir);
+    workdir[0] = '\0';
+}
+
+/* SIGINT, SIGTERM: kill the children, remove the work directory (rm in a
+ * child: fork, execv and waitpid are async-signal-safe), leave with
+ * 128 + sig. The children also die with this process whatever kills it
+ * (PR_SET_PDEATHSIG). */
+static char rm_arg[300];
+
+static void
+on_signal(int sig)
+{
+    pid_t pid = -1;
+
+    for (int i = 0; i < nkids; i++)
+        kill(kids[i], SIGKILL);
+    if (getpid() == owner && rm_arg[0] != '\0' && (pid = fork()) == 0) {
+        char *argv[] = {"/bin/rm", "-rf", rm_arg, NULL};
+        execv(argv[0], argv);
+        _exit(127);
+    } else if (pid > 0) {
+        waitpid(pid, NULL, 0);
+    }
+    _exit(128 + sig);
+}
+
+/* In a child: die with the benchmark. */
+static void
+die_with_parent(void)
+{
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != owner)
+        _exit(1);                       /* the parent is already gone */
+}
+
+static pid_t
+spawn(char *const argv[], const char *log)
+{
+    pid_t pid;
+
+    if (nkids == MAXKIDS)
+        tools__die("too many child processes");
+    if ((pid = fork()) < 0)
+        tools__die("fork: %s", strerror(errno));
+    if (pid == 0) {
+        int dn = open("/dev/null", O_RDWR);
+        int fe = log != NULL ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644) : dn;
+        die_with_parent();
+        dup2(dn, 0);
+        dup2(dn, 1);
+        dup2(fe, 2);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    kids[nkids++] = pid;
+    return pid;
+}
+
+static int
+port_free(int port)
+{
+    struct sockaddr_in a = {0};
+    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+/* A range of n ports nobody listens on now. */
+static int
+pick_ports(int n)
+{
+    static unsigned seq;
+
+    for (int attempt = 0; attempt < 200; attempt++) {
+        int base = 21000 + (int)(((unsigned)getpid() * 40503u + seq++ * 613u) %
+                                 28000u), ok = 1;
+        for (int i = 0; i < n && ok; i++)
+            ok = port_free(base + i);
+        if (ok)
+            return base;
+    }
+    tools__die("no free port range found");
+    return -1;
+}
+
+static int
+tcp_connect(int port)
+{
+    struct sockaddr_in a = {0};
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(s);
+        return -1;
+    }
+    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return s;
+}
+
+/* Waits until something listens on port (pid must stay alive). */
+static void
+wait_listen(pid_t pid, int port, const char *what, const char *log)
+{
+    for (int i = 0; i < 6000; i++) {
+        int s, st;
+
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            for (int k = 0; k < nkids; k++)
+                if (kids[k] == pid)
+                    kids[k] = kids[--nkids];
+            tools__die("%s exited before listening%s%s", what,
+                       log ? "; see " : "", log ? log : "");
+        }
+        if ((s = tcp_connect(port)) >= 0) {
+            close(s);
+            return;
+        }
+        usleep(10000);
+    }
+    tools__die("%s did not listen within 60 s", what);
+}
+
+/* Starts gkv-server for machine m of cfg with extra arguments. */
+static pid_t
+server_start(const char *cfg, int m, int port, const char *store,
+             const char *part_config)
+{
+    char mach[16], log[PATH_MAX + 32];
+    char *argv[16];
+    int n = 0;
+    pid_t pid;
+
+    snprintf(mach, sizeof mach, "%d", m);
+    snprintf(log, sizeof log, "%s/server-%d-%d.log", workdir, port, m);
+    argv[n++] = server_path;
+    if (part_config != NULL) {
+        argv[n++] = "--part-config";
+        argv[n++] = (char *)part_config;
+        argv[n++] = "--part-id";
+    } else {
+        argv[n++] = "--store";
+        argv[n++] = (char *)store;
+        argv[n++] = "--machine";
+    }
+    argv[n++] = mach;
+    argv[n++] = "--ip-config";
+    argv[n++] = (char *)cfg;
+    argv[n++] = "--threads";
+    argv[n++] = "2";
+    argv[n] = NULL;
+    pid = spawn(argv, log);
+    wait_listen(pid, port, "gkv-server", log);
+    return pid;
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0)
+        tools__die("%s: %s", path, strerror(errno));
+}
+
+static gkv_client *
+connect_job(const char *cfg)
+{
+    gkv_client_opts o = {0};
+    gkv_client *c;
+    gkv_err rc;
+
+    o.timeout_ms = 120000;
+    if ((rc = gkv_client_connect(&c, cfg, NULL, "bench", 0, &o)) != GKV_OK)
+        tools__die("connect: %s: %s", gkv_strerror(rc), gkv_net_errmsg());
+    return c;
+}
+
+/* ---- the rows ------------------------------------------------------------------- */
+
+static uint64_t
+splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* A store at path holding rows [lo, hi) of tensor "feat" (uniform). */
+static void
+make_store(const char *path, uint64_t lo, uint64_t hi)
+{
+    gkv_tensor_spec sp = {0};
+    gkv_store *s;
+    gkv_err rc;
+
+    sp.dtype = GKV_F32;
+    sp.ndim = 1;
+    sp.shape[0] = D;
+    sp.lo = lo;
+    sp.hi = hi;
+    sp.init = GKV_INIT_UNIFORM;
+    sp.a = -1;
+    sp.b = 1;
+    sp.seed = 5;
+    if ((rc = gkv_store_open(&s, path, GKV_CREATE | GKV_NOSYNC, NULL)) != GKV_OK ||
+        (rc = gkv_tensor_create(s, "feat", &sp)) != GKV_OK)
+        tools__die("store %s: %s", path, gkv_store_errmsg(s));
+    gkv_store_sync(s);
+    gkv_store_close(s);
+}
+
+/* The expected rows of ids from the stores (rows [lo_k, hi_k) in store k). */
+static void
+expect_rows(char st[][PATH_MAX], const uint64_t *split, int nst,
+            const uint64_t *ids, size_t n, float *out)
+{
+    for (int k = 0; k < nst; k++) {
+        gkv_store *s;
+        if (gkv_store_open(&s, st[k], GKV_RDONLY, NULL) != GKV_OK)
+            tools__die("store %s: %s", st[k], gkv_store_errmsg(NULL));
+        for (size_t i = 0; i < n; i++)
+            if (ids[i] >= split[k] && ids[i] < split[k + 1] &&
+                gkv_tensor_pull(s, NULL, "feat", &ids[i], 1, out + i * D,
+                                RB) != GKV_OK)
+                tools__die("read: %s", gkv_store_errmsg(s));
+        gkv_store_close(s);
+    }
+}
+
+struct tcpref;
+static double tcp_rep(struct tcpref *t, unsigned char *dst);
+
+/* Median seconds of reps pulls (after a warm-up), checked. With tr, each
+ * pull is preceded by a plain TCP transfer of the same bytes (*ttcp: their
+ * median), so both see the same conditions. */
+static double
+time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
+          const float *want, const char *what, struct tcpref *tr,
+          double *ttcp)
+{
+    double *t = tools__xmalloc(sizeof *t * (size_t)reps), med;
+    double *tt = tools__xmalloc(sizeof *tt * (size_t)reps);
+    gkv_err rc;
+
+    for (int r = -1; r < reps; r++) {
+        double t0;
+        if (tr != NULL) {
+            double x = tcp_rep(tr, (unsigned char *)dst);
+            if (r >= 0)
+                tt[r] = x;
+        }
+        memset(dst, 0, n * RB);
+        t0 = tools__now_s();
+        rc = gkv_client_pull(c, "feat", ids, n, dst, n * RB);
+        if (r >= 0)
+            t[r] = tools__now_s() - t0;
+        if (rc != GKV_OK)
+            tools__die("%s: pull: %s: %s", what, gkv_strerror(rc),
+                       gkv_net_errmsg());
+        if (memcmp(dst, want, n * RB) != 0)
+            bad("%s: pulled rows differ from the store's", what);
+    }
+    med = tools__median(t, reps);
+    if (tr != NULL)
+        *ttcp = tools__median(tt, reps);
+    free(t);
+    free(tt);
+    return med;
+}
+
+/* ---- the TCP reference ------------------------------------------------------------ */
+
+static void
+xfer(int fd, void *p, size_t n, int wr)
+{
+    char *c = p;
+
+    while (n > 0) {
+        ssize_t k = wr ? send(fd, c, n, MSG_NOSIGNAL) : recv(fd, c, n, 0);
+        if (k <= 0) {
+            if (k < 0 && errno == EINTR)
+                continue;
+            tools__die("tcp reference: %s failed", wr ? "send" : "recv");
+        }
+        c += k;
+        n -= (size_t)k;
+    }
+}
+
+/* The plain TCP reference: a child process that, per request (64 bytes),
+ * sends 'bytes' in 1 MiB writes over loopback TCP (TCP_NODELAY). */
+struct tcpref {
+    int fd;
+    pid_t pid;
+    size_t bytes;
+};
+
+static void
+tcp_open(struct tcpref *t, size_t bytes)
+{
+    struct sockaddr_in a = {0};
+    socklen_t al = sizeof a;
+    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 1) != 0 ||
+        getsockname(ls, (struct sockaddr *)&a, &al) != 0)
+        tools__die("tcp reference: bind: %s", strerror(errno));
+    if (nkids == MAXKIDS)
+        tools__die("too many child processes");
+    if ((t->pid = fork()) < 0)
+        tools__die("fork: %s", strerror(errno));
+    if (t->pid == 0) {
+        unsigned char *buf = malloc(1 << 20), req[64];
+        int c;
+
+        die_with_parent();
+        c = accept(ls, NULL, NULL);
+        if (buf == NULL || c < 0)
+            _exit(1);
+        setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        for (size_t i = 0; i < (1u << 20); i++)
+            buf[i] = (unsigned char)(i * 31 + 7);
+        for (;;) {
+            size_t left = bytes, got = 0;
+            ssize_t k;
+            while (got < 64 && (k = recv(c, req + got, 64 - got, 0)) > 0)
+                got += (size_t)k;
+            if (got < 64)
+                _exit(0);                 /* the parent closed: done */
+            while (left > 0) {
+                size_t m = left < (1u << 20) ? left : (1u << 20);
+                xfer(c, buf, m, 1);
+                left -= m;
+            }
+        }
+    }
+    kids[nkids++] = t->pid;
+    close(ls);
+    if ((t->fd = tcp_connect(ntohs(a.sin_port))) < 0)
+        tools__die("tcp reference: connect: %s", strerror(errno));
+    t->bytes = bytes;
+}
+
+/* Seconds of one transfer into dst. */
+static double
+tcp_rep(struct tcpref *t, unsigned char *dst)
+{
+    unsigned char req[64] = {0};
+    double t0 = tools__now_s();
+    size_t at = 12345 % t->bytes;
+
+    xfer(t->fd, req, 64, 1);
+    xfer(t->fd, dst, t->bytes, 0);
+    t0 = tools__now_s() - t0;
+    if (dst[at] != (unsigned char)((at % (1u << 20)) * 31 + 7))
+        bad("tcp reference: payload differs");
+    return t0;
+}
+
+static void
+tcp_close(struct tcpref *t)
+{
+    close(t->fd);
+    kid_stop(t->pid);
+}
+
+/* ---- Redis over RESP ------------------------------------------------------------------ */
+
+struct resp {
+    int fd;
+    unsigned char *b;
+    size_t cap, lo, hi;
+};
+
+static void
+resp_fill(struct resp *r)
+{
+    ssize_t k;
+
+    if (r->lo > 0 && r->lo == r->hi)
+        r->lo = r->hi = 0;
+    if (r->hi == r->cap) {
+        memmove(r->b, r->b + r->lo, r->hi - r->lo);
+        r->hi -= r->lo;
+        r->lo = 0;
+    }
+    do
+        k = recv(r->fd, r->b + r->hi, r->cap - r->hi, 0);
+    while (k < 0 && errno == EINTR);
+    if (k <= 0)
+        tools__die("redis: connection lost");
+    r->hi += (size_t)k;
+}
+
+/* A line ("+OK", "*1000", "$512") without its CRLF, into line. */
+static void
+resp_line(struct resp *r, char *line, size_t cap)
+{
+    for (;;) {
+        unsigned char *e = memchr(r->b + r->lo, '\n', r->hi - r->lo);
+        if (e != NULL) {
+            size_t n = (size_t)(e - (r->b + r->lo));
+            if (n == 0 || n > cap)
+                tools__die("redis: malformed reply");
+            memcpy(line, r->b + r->lo, n - 1);
+            line[n - 1] = '\0';
+            r->lo += n + 1;
+            return;
+        }
+        resp_fill(r);
+    }
+}
+
+static void
+resp_bytes(struct resp *r, void *dst, size_t n)
+{
+    unsigned char *d = dst;
+
+    while (n > 0) {
+        size_t k;
+        if (r->lo == r->hi)
+            resp_fill(r);
+        k = r->hi - r->lo < n ? r->hi - r->lo : n;
+        memcpy(d, r->b + r->lo, k);
+        r->lo += k;
+        d += k;
+        n -= k;
+    }
+}
+
+/* Appends one command (argc strings, lens) in RESP to buf. */
+static size_t
+resp_cmd(char *buf, int argc, const char *const *argv, const size_t *lens)
+{
+    char h[32];
+    size_t o = (size_t)snprintf(h, sizeof h, "*%d\r\n", argc);
+
+    memcpy(buf, h, o);
+    for (int i = 0; i < argc; i++) {
+        size_t k = (size_t)snprintf(h, sizeof h, "$%zu\r\n", lens[i]);
+        memcpy(buf + o, h, k);
+        o += k;
+        memcpy(buf + o, argv[i], lens[i]);
+        o += lens[i];
+        buf[o++] = '\r';
+        buf[o++] = '\n';
+    }
+    return o;
+}
+
+static int redis_port;
+static pid_t redis_pid;
+
+static int
+redis_start(void)
+{
+    char port[16];
+    char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--daemonize", "no",
+                    "--dir", workdir, NULL};
+
+    if (system("command -v redis-server >/dev/null 2>&1") != 0) {
+        tools__note("redis-server is not installed: the Redis reference is "
+                    "skipped (tools/deps.sh --bench installs it)");
+        return -1;
+    }
+    redis_port = pick_ports(1);
+    snprintf(port, sizeof port, "%d", redis_port);
+    redis_pid = spawn(argv, NULL);
+    wait_listen(redis_pid, redis_port, "redis-server", NULL);
+    return tcp_connect(redis_port);
+}
+
+/* Loads rows [0, nrows) as feat:<id> with pipelined SETs. */
+static void
+redis_load(struct resp *r, const float *rows, size_t nrows)
+{
+    char *buf = tools__xmalloc(1000 * (RB + 64));
+    char key[32], line[64];
+
+    for (size_t lo = 0; lo < nrows; lo += 1000) {
+        size_t k = nrows - lo < 1000 ? nrows - lo : 1000, o = 0;
+        for (size_t j = 0; j < k; j++) {
+            const char *av[3];
+            size_t ln[3];
+            av[0] = "SET";
+            ln[0] = 3;
+            ln[1] = (size_t)snprintf(key, sizeof key, "feat:%zu", lo + j);
+            av[1] = key;
+            av[2] = (const char *)(rows + (lo + j) * D);
+            ln[2] = RB;
+            o += resp_cmd(buf + o, 3, av, ln);
+        }
+        xfer(r->fd, buf, o, 1);
+        for (size_t j = 0; j < k; j++) {
+            resp_line(r, line, sizeof line);
+            if (strcmp(line, "+OK") != 0)
+                tools__die("redis: SET answered '%s'", line);
+        }
+    }
+    free(buf);
+}
+
+/* Median seconds to fetch rows ids[0..n) with pipelined MGETs of 1,000. */
+static double
+time_redis(struct resp *r, const uint64_t *ids, size_t n, float *dst,
+           const float *want)
+{
+    size_t nb = (n + 999) / 1000;
+    char *buf = tools__xmalloc(nb * 1000 * 40 + 64), (*keys)[32];
+    const char **av = tools__xmalloc(1001 * sizeof *av);
+    size_t *ln = tools__xmalloc(1001 * sizeof *ln), o = 0;
+    double *t = tools__xmalloc(sizeof *t * (size_t)reps), med;
+    char line[64];
+
+    keys = tools__xmalloc(1000 * sizeof *keys);
+    for (int rep = -1; rep < reps; rep++) {
+        double t0;
+        memset(dst, 0, n * RB);
+        t0 = tools__now_s();
+        o = 0;
+        for (size_t lo = 0; lo < n; lo += 1000) {
+            size_t k = n - lo < 1000 ? n - lo : 1000;
+            av[0] = "MGET";
+            ln[0] = 4;
+            for (size_t j = 0; j < k; j++) {
+                ln[j + 1] = (size_t)snprintf(keys[j], sizeof keys[j], "feat:%llu",
+                                             (unsigned long long)ids[lo + j]);
+                av[j + 1] = keys[j];
+            }
+            o += resp_cmd(buf + o, (int)k + 1, av, ln);
+        }
+        xfer(r->fd, buf, o, 1);
+        for (size_t lo = 0; lo < n; lo += 1000) {
+            size_t k = n - lo < 1000 ? n - lo : 1000;
+            resp_line(r, line, sizeof line);
+            if (line[0] != '*' || (size_t)atol(line + 1) != k)
+                tools__die("redis: MGET answered '%s'", line);
+            for (size_t j = 0; j < k; j++) {
+                char crlf[2];
+                resp_line(r, line, sizeof line);
+                if (line[0] != '$' || (size_t)atol(line + 1) != RB)
+                    tools__die("redis: value '%s'", line);
+                resp_bytes(r, dst + (lo + j) * D, RB);
+                resp_bytes(r, crlf, 2);
+            }
+        }
+        if (rep >= 0)
+            t[rep] = tools__now_s() - t0;
+        if (memcmp(dst, want, n * RB) != 0)
+            bad("redis: fetched rows differ");
+    }
+    med = tools__median(t, reps);
+    free(buf);
+    free(keys);
+    free(av);
+    free(ln);
+    free(t);
+    return med;
+}
+
+/* ---- sampling ---------------------------------------------------------------------- */
+
+struct sres {
+    double inproc_eps, net_eps, inproc_s, net_s;
+    size_t edges;
+    int ok;
+};
+
+/* Edges of blocks[0..nl). */
+static size_t
+block_edges(const gkv_block *b, int nl)
+{
+    size_t e = 0;
+
+    for (int i = 0; i < nl; i++)
+        for (int k = 0; k < b[i].num_etypes; k++)
+            e += b[i].edges[k].n;
+    return e;
+}
+
+static void
+bench_sample(int scale, int nbatch, struct sres *out)
+{
+    gkv_rmat_spec sp = {0};
+    gkv_part_spec ps = {0};
+    gkv_graph *g;
+    gkv_sgraph *sg;
+    gkv_sampler *sm;
+    gkv_client *c;
+    char dir[PATH_MAX + 16], json[PATH_MAX + 32], cfg[PATH_MAX + 16], msg[512];
+    char text[128];
+    int64_t n, *perm;
+    int fan[2] = {10, 15};
+    double *ti = tools__xmalloc(sizeof *ti * (size_t)reps);
+    double *tn = tools__xmalloc(sizeof *tn * (size_t)reps);
+    int base;
+    pid_t s0, s1;
+    uint64_t x = 77;
+    gkv_err rc;
+
+    memset(out, 0, sizeof *out);
+    sp.scale = scale;
+    sp.edge_factor = 16;
+    sp.seed = 1;
+    tools__note("sampling: R-MAT scale %d, edge factor 16; partitioning "
+                "into 2 ...", scale);
+    if ((rc = gkv_rmat_graph(&g, &sp, 2)) != GKV_OK)
+        tools__die("rmat: %s", gkv_strerror(rc));
+    snprintf(dir, sizeof dir, "%s/g", workdir);
+    ps.name = "g";
+    ps.method = GKV_PART_RANGE;
+    ps.num_parts = 2;
+    ps.nthreads = 2;
+    if ((rc = gkv_partition_write(g, &ps, dir, NULL, msg, sizeof msg)) != GKV_OK)
+        tools__die("partition: %s", msg);
+    if ((rc = gkv_sgraph_from_graph(&sg, g, 0, 2)) != GKV_OK ||
+        (rc = gkv_sampler_new(&sm, sg, 1)) != GKV_OK)
+        tools__die("sgraph: %s", gkv_strerror(rc));
+    n = gkv_sgraph_num_nodes(sg, 0);
+    gkv_graph_free(g);
+    snprintf(json, sizeof json, "%s/g.json", dir);
+    snprintf(cfg, sizeof cfg, "%s/ip-sample.cfg", workdir);
+    base = pick_ports(16);
+    snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
+    write_file(cfg, text);
+    s0 = server_start(cfg, 0, base, NULL, json);
+    s1 = server_start(cfg, 1, base + 8, NULL, json);
+    c = connect_job(cfg);
+    /* the batches: consecutive slices of a random permutation */
+    perm = tools__xmalloc((size_t)n * sizeof *perm);
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(splitmix(&x) % (uint64_t)(i + 1)), v = perm[i];
+        perm[i] = perm[j];
+        perm[j] = v;
+    }
+    if ((int64_t)nbatch * BATCH > n)
+        nbatch = (int)(n / BATCH);
+    out->ok = 1;
+    for (int r = -1; r < reps; r++) {
+        size_t ein = 0, enet = 0;
+        double t0;
+
+        t0 = tools__now_s();
+        for (int b = 0; b < nbatch; b++) {
+            const int64_t *sv[1] = {perm + (size_t)b * BATCH};
+            size_t sn[1] = {BATCH};
+            gkv_sample_opts o = {0};
+            gkv_block blk[2];
+            o.seed = (uint64_t)b;
+            if ((rc = gkv_sample_blocks(sm, sv, sn, fan, 1, 2, &o, blk)) != GKV_OK)
+                tools__die("sample_blocks: %s", gkv_sampler_errmsg(sm));
+            ein += block_edges(blk, 2);
+        }
+        if (r >= 0)
+            ti[r] = tools__now_s() - t0;
+        t0 = tools__now_s();
+        for (int b = 0; b < nbatch; b++) {
+            const int64_t *sv[1] = {perm + (size_t)b * BATCH};
+            size_t sn[1] = {BATCH};
+            gkv_sample_opts o = {0};
+            gkv_block blk[2];
+            o.seed = (uint64_t)b;
+            if ((rc = gkv_client_sample_blocks(c, sv, sn, fan, 1, 2, &o,
+                                               blk)) != GKV_OK)
+                tools__die("client sample_blocks: %s: %s", gkv_strerror(rc),
+                           gkv_net_errmsg());
+            enet += block_edges(blk, 2);
+        }
+        if (r >= 0)
+            tn[r] = tools__now_s() - t0;
+        if (ein != enet) {
+            bad("sampling: %zu edges in-process, %zu through the servers",
+                ein, enet);
+            out->ok = 0;
+        }
+        out->edges = ein;
+    }
+    /* one batch compared node list by node list (range partitioning keeps
+     * node IDs; edge IDs are renumbered) */
+    {
+        const int64_t *sv[1] = {perm};
+        size_t sn[1] = {BATCH};
+        gkv_sample_opts o = {0};
+        gkv_block wb[2], cb[2];
+        int64_t *keep[2];
+        size_t kn[2];
+
+        if (gkv_sample_blocks(sm, sv, sn, fan, 1, 2, &o, wb) != GKV_OK)
+            tools__die("sample_blocks: %s", gkv_sampler_errmsg(sm));
+        for (int i = 0; i < 2; i++) {
+            kn[i] = wb[i].nodes[0].num_src;
+            keep[i] = tools__xmalloc(kn[i] * 8 + 8);
+            memcpy(keep[i], wb[i].nodes[0].ids, kn[i] * 8);
+        }
+        if (gkv_client_sample_blocks(c, sv, sn, fan, 1, 2, &o, cb) != GKV_OK)
+            tools__die("client sample_blocks: %s", gkv_net_errmsg());
+        for (int i = 0; i < 2; i++) {
+            if (cb[i].nodes[0].num_src != kn[i] ||
+                memcmp(cb[i].nodes[0].ids, keep[i], kn[i] * 8) != 0) {
+                bad("sampling: block %d's nodes differ from in-process", i);
+                out->ok = 0;
+            }
+            free(keep[i]);
+        }
+    }
+    out->inproc_s = tools__median(ti, reps);
+    out->net_s = tools__median(tn, reps);
+    out->inproc_eps = (double)out->edges / out->inproc_s;
+    out->net_eps = (double)out->edges / out->net_s;
+    gkv_client_close(c);
+    kid_stop(s0);
+    kid_stop(s1);
+    gkv_sampler_free(sm);
+    gkv_sgraph_free(sg);
+    free(perm);
+    free(ti);
+    free(tn);
+}
+
+/* ---- main ------------------------------------------------------------------------------ */
+
+static void
+usage(FILE *f)
+{
+    fputs("usage: " PROG " [--quick] [--reps N] [--scale N] [--rows N] "
+          "[--no-redis] [--no-sample]\n"
+          "  --quick      20,000 rows, scale 16 (a smoke run)\n"
+          "  --reps N     timed reps per figure (median; default 5)\n"
+          "  --scale N    R-MAT scale of the sampling graph (default 20)\n"
+          "  --rows N     rows pulled (default 100000; the tensor has 2x)\n"
+          "stdout: RESULT lines and a table; stderr: progress.\n", f);
+}
+
+int
+main(int argc, char **argv)
+{
+    size_t n = 100000, nrows;
+    int scale = 20, nbatch = 64, no_redis = 0, no_sample = 0;
+    char st[2][PATH_MAX], cfg[PATH_MAX + 16], text[128];
+    uint64_t split1[2], split2[3], x = 12345;
+    uint64_t *ids;
+    float *dst, *want, *all;
+    double t1, t2, ttcp, tred = 0;
+    struct sres sr = {0};
+    struct tcpref tr;
+    gkv_client *c;
+    pid_t p0, p1;
+    int base, rfd;
+    char self[PATH_MAX], *sl;
+    ssize_t k;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) {
+            n = 20000;
+            scale = 16;
+            nbatch = 16;
+        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
+            scale = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
+            n = (size_t)atol(argv[++i]);
+        } else if (strcmp(argv[i], "--no-redis") == 0) {
+            no_redis = 1;
+        } else if (strcmp(argv[i], "--no-sample") == 0) {
+            no_sample = 1;
+        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (reps < 1 || n < 1000 || scale < 12 || scale > 26) {
+        usage(stderr);
+        return 2;
+    }
+    nrows = 2 * n;
+    tools__prog = PROG;
+    owner = getpid();
+    /* gkv-server sits next to this program */
+    if ((k = readlink("/proc/self/exe", self, sizeof self - 1)) <= 0)
+        tools__die("cannot find myself");
+    self[k] = '\0';
+    if ((sl = strrchr(self, '/')) != NULL)
+        *sl = '\0';
+    snprintf(server_path, sizeof server_path, "%s/gkv-server", self);
+    if (access(server_path, X_OK) != 0)
+        tools__die("%s: not found (build it first)", server_path);
+    /* mkdtemp's template: six X */
+    snprintf(workdir, sizeof workdir, "/tmp/gkv-bench-net-" "XX" "XX" "XX");
+    if (mkdtemp(workdir) == NULL)
+        tools__die("mkdtemp: %s", strerror(errno));
+    snprintf(rm_arg, sizeof rm_arg, "%s", workdir);
+    atexit(cleanup);
+    {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigfillset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+    }
+    signal(SIGPIPE, SIG_IGN);
+
+    /* the stores: one with every row, two with half each */
+    snprintf(st[0], sizeof st[0], "%s/one", workdir);
+    make_store(st[0], 0, nrows);
+    ids = tools__xmalloc(n * sizeof *ids);
+    {
+        uint64_t *perm = tools__xmalloc(nrows * sizeof *perm);
+        for (size_t i = 0; i < nrows; i++)
+            perm[i] = i;
+        for (size_t i = nrows - 1; i > 0; i--) {
+            size_t j = (size_t)(splitmix(&x) % (i + 1));
+            uint64_t v = perm[i];
+            perm[i] = perm[j];
+            perm[j] = v;
+        }
+        memcpy(ids, perm, n * sizeof *ids);
+        free(perm);
+    }
+    dst = tools__xmalloc(n * RB);
+    want = tools__xmalloc(n * RB);
+    split1[0] = 0;
+    split1[1] = nrows;
+    expect_rows(st, split1, 1, ids, n, want);
+
+    /* (a) one server */
+    tools__note("pull: %zu random rows of %zu bytes from one server ...", n,
+                (size_t)RB);
+    base = pick_ports(8);
+    snprintf(cfg, sizeof cfg, "%s/ip1.cfg", workdir);
+    snprintf(text, sizeof text, "127.0.0.1 %d\n", base);
+    write_file(cfg, text);
+    p0 = server_start(cfg, 0, base, st[0], NULL);
+    c = connect_job(cfg);
+    tcp_open(&tr, n * RB);
+    t1 = time_pull(c, ids, n, dst, want, "one server", &tr, &ttcp);
+    tcp_close(&tr);
+    gkv_client_close(c);
+    kid_stop(p0);
+
+    /* (b) Redis */
+    if (!no_redis && (rfd = redis_start()) >= 0) {
+        struct resp r = {rfd, tools__xmalloc(8u << 20), 8u << 20, 0, 0};
+        gkv_store *s;
+
+        tools__note("redis: loading %zu rows ...", nrows);
+        all = tools__xmalloc(nrows * RB);
+        if (gkv_store_open(&s, st[0], GKV_RDONLY, NULL) != GKV_OK)
+            tools__die("store: %s", gkv_store_errmsg(NULL));
+        for (uint64_t lo = 0; lo < nrows; lo += 10000) {
+            uint64_t rid[10000];
+            size_t kk = nrows - lo < 10000 ? nrows - lo : 10000;
+            for (size_t j = 0; j < kk; j++)
+                rid[j] = lo + j;
+            if (gkv_tensor_pull(s, NULL, "feat", rid, kk, all + lo * D,
+                                kk * RB) != GKV_OK)
+                tools__die("read: %s", gkv_store_errmsg(s));
+        }
+        gkv_store_close(s);
+        redis_load(&r, all, nrows);
+        free(all);
+        tred = time_redis(&r, ids, n, dst, want);
+        close(rfd);
+        free(r.b);
+        kid_stop(redis_pid);
+    }
+
+    /* (c) two servers, half the rows each */
+    tools__note("pull: the same rows from 2 servers ...");
+    snprintf(st[0], sizeof st[0], "%s/half0", workdir);
+    snprintf(st[1], sizeof st[1], "%s/half1", workdir);
+    make_store(st[0], 0, n);
+    make_store(st[1], n, nrows);
+    split2[0] = 0;
+    split2[1] = n;
+    split2[2] = nrows;
+    expect_rows(st, split2, 2, ids, n, want);
+    base = pick_ports(16);
+    snprintf(cfg, sizeof cfg, "%s/ip2.cfg", workdir);
+    snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
+    write_file(cfg, text);
+    p0 = server_start(cfg, 0, base, st[0], NULL);
+    p1 = server_start(cfg, 1, base + 8, st[1], NULL);
+    c = connect_job(cfg);
+    t2 = time_pull(c, ids, n, dst, want, "two servers", NULL, NULL);
+    gkv_client_close(c);
+    kid_stop(p0);
+    kid_stop(p1);
+
+    /* (d) sampling */
+    if (!no_sample)
+        bench_sample(scale, nbatch, &sr);
+
+    {
+        double bytes = (double)n * RB;
+        printf("RESULT net_pull servers=1 rows=%zu row_bytes=%zu reps=%d "
+               "GBs=%.3f rows_s=%.3g verify=%s\n", n, (size_t)RB, reps,
+               bytes / t1 / 1e9, (double)n / t1, nfail ? "FAIL" : "ok");
+        printf("RESULT tcp_stream bytes=%.0f reps=%d GBs=%.3f\n", bytes, reps,
+               bytes / ttcp / 1e9);
+        printf("RESULT net_pull_vs_tcp ratio=%.2f target=0.8\n", ttcp / t1);
+        if (tred > 0) {
+            printf("RESULT redis_mget rows=%zu batch=1000 pipelined=yes reps=%d "
+                   "GBs=%.3f rows_s=%.3g\n", n, reps, bytes / tred / 1e9,
+                   (double)n / tred);
+            printf("RESULT net_pull_vs_redis ratio=%.2f target=8\n", tred / t1);
+        } else {
+            printf("RESULT redis_mget skipped=%s\n", no_redis ? "--no-redis" :
+                   "redis-server-missing");
+        }
+        printf("RESULT net_pull servers=2 rows=%zu row_bytes=%zu reps=%d "
+               "GBs=%.3f rows_s=%.3g ratio_to_1=%.2f\n", n, (size_t)RB, reps,
+               bytes / t2 / 1e9, (double)n / t2, t1 / t2);
+        if (!no_sample)
+            printf("RESULT net_sample scale=%d parts=2 servers=2 batch=%d "
+                   "fanouts=15,10 batches=%d reps=%d edges=%zu "
+                   "inproc_edges_s=%.3g net_edges_s=%.3g ratio=%.2f "
+                   "target=0.5 verify=%s\n", scale, BATCH, nbatch, reps,
+                   sr.edges, sr.inproc_eps, sr.net_eps,
+                   sr.net_eps / sr.inproc_eps, sr.ok ? "ok" : "FAIL");
+        printf("\n%-40s %14s %10s\n", "figure", "value", "ratio");
+        printf("%-40s %11.3f GB/s %10s\n", "pull, 1 server", bytes / t1 / 1e9, "");
+        printf("%-40s %11.3f GB/s %9.2fx\n", "plain TCP stream (same bytes)",
+               bytes / ttcp / 1e9, ttcp / t1);
+        if (tred > 0)
+            printf("%-40s %11.3f GB/s %9.2fx\n", "Redis MGET (pipelined, 1000)",
+                   bytes / tred / 1e9, tred / t1);
+        printf("%-40s %11.3f GB/s %9.2fx\n", "pull, 2 servers", bytes / t2 / 1e9,
+               t1 / t2);
+        if (!no_sample) {
+            printf("%-40s %9.3g edges/s %10s\n", "sampling in-process (1 thread)",
+                   sr.inproc_eps, "");
+            printf("%-40s %9.3g edges/s %9.2fx\n", "sampling via 2 servers",
+                   sr.net_eps, sr.net_eps / sr.inproc_eps);
+        }
+        printf("(ratios: gkv over the reference for TCP and Redis, 2 servers "
+               "over 1, distributed over in-process)\n");
+    }
+    free(ids);
+    free(dst);
+    free(want);
+    return nfail ? 1 : 0;
+}
