@@ -1,48 +1,104 @@
 #!/usr/bin/env bash
-# make demo: what gkv can do today, end to end, on the embedded store.
-# (The graph job - partition, persistent server, sampling - joins this
-# script with the launcher issue.)
+# make demo: the main job end to end on this machine.
+#
+#   1. generate an R-MAT graph with node features and partition it in 2;
+#   2. launch a persistent pair of graph servers (one per partition, two
+#      "machines" on loopback) and 2 trainers running the example trainer
+#      (sample blocks, pull features, push Adagrad updates to an embedding);
+#   3. run a second job against the same running servers: it sees the
+#      embedding the first job left;
+#   4. show the running servers' tensors with kvctl --server;
+#   5. shut the servers down and print a summary.
+#
+# Everything lives under tmp/demo. DEMO_SCALE sets the graph
+# size (default 18), DEMO_PORT the first port (default: a free one from 31050 up).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-KVCTL=build/kvctl
-STORE=tmp/demo/store
-rm -rf tmp/demo
-mkdir -p tmp/demo
+B=build
+D=tmp/demo
+SCALE=${DEMO_SCALE:-18}
+t_start=$(date +%s)
 step() { printf '\n== %s\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
 
-step "create two tensors: node features (normal init) and HOT embeddings"
-run $KVCTL $STORE create node/feat --dtype f32 --shape 16 --range 0:200000 \
-    --init normal:0,1 --seed 1
-run $KVCTL $STORE create node/emb --dtype f32 --shape 8 --range 0:200000 \
-    --init uniform:-0.1,0.1 --seed 2 --hot
+port_busy() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+pick_port() {
+    local p=${DEMO_PORT:-31050}
+    while port_busy "$p" || port_busy $((p + 10)); do p=$((p + 20)); done
+    echo "$p"
+}
 
-step "pull rows by ID (any order, duplicates allowed, ranges)"
-run $KVCTL $STORE get node/emb 42,7,42,199998:200000
+rm -rf "$D"
+mkdir -p "$D"
+PORT=$(pick_port)
+IPC=$D/ip.txt
+TOKEN=$D/token
+printf '# the demo job: two machines, both on this host\n127.0.0.1 %d\n127.0.0.1 %d\n' \
+    "$PORT" $((PORT + 10)) > "$IPC"
+umask 077
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$TOKEN"
+umask 022
 
-step "push: assign a row, then an Adagrad step on it (state kept in the store)"
-run $KVCTL $STORE put node/emb 7 1,1,1,1,1,1,1,1
-run $KVCTL $STORE put node/emb 7 0.5,0.5,0.5,0.5,0.5,0.5,0.5,0.5 --handler adagrad --lr 0.1
-run $KVCTL $STORE get node/emb 7
-run $KVCTL $STORE ls --all
+servers_up=0
+stop_servers() {
+    if [ "$servers_up" = 1 ]; then
+        $B/gkv-launch --ip-config "$IPC" --num-servers 1 --token-file "$TOKEN" \
+            --shutdown >/dev/null 2>&1 || true
+        servers_up=0
+    fi
+}
+trap 'stop_servers' EXIT
+trap 'exit 130' INT TERM
 
-step "export to NumPy .npy, import it back under another name, compare"
-run $KVCTL $STORE export node/feat tmp/demo/feat.npy
-run $KVCTL $STORE import node/feat_copy tmp/demo/feat.npy
-run $KVCTL $STORE export node/feat_copy tmp/demo/feat_copy.npy
-run cmp tmp/demo/feat.npy tmp/demo/feat_copy.npy && echo "identical"
+step "1. an R-MAT graph (scale $SCALE) with 32-wide node features, in 2 partitions (METIS)"
+run $B/kvctl $D/featsrc create feat --dtype f32 --shape 32 \
+    --range 0:$((1 << SCALE)) --init normal:0,1 --seed 1 >/dev/null
+run $B/kvctl $D/featsrc export feat $D/feat.npy
+run $B/gkv-partition --rmat "$SCALE" --parts 2 --method metis --csr \
+    --node-feat feat=$D/feat.npy --name demo $D/graph
 
-step "bad input is refused and changes nothing"
-printf '$ %s\n' "$KVCTL $STORE get node/emb 200000"
-if $KVCTL $STORE get node/emb 200000; then
-    echo "demo: an out-of-range ID was accepted" >&2
+step "2. job 1: persistent servers 'demo' (one per partition) and 2 trainers"
+# --nosync: a push survives a crash of the server process, not of the OS
+# (an fsync per push would be most of each batch's time here)
+cat "$IPC"
+servers_up=1
+run $B/gkv-launch --ip-config "$IPC" --part-config $D/graph/demo.json \
+    --num-servers 1 --num-trainers 1 --keep-alive --server-name demo \
+    --server-arg --nosync --token-file "$TOKEN" --workspace $D/job1 \
+    -- $B/gkv-example-train --epochs 3
+for f in $D/job1/logs/trainer-*.log; do sed 's/^/  /' "$f"; done
+
+step "3. job 2: the same servers (still running), a new group, one epoch"
+run $B/gkv-launch --ip-config "$IPC" --part-config $D/graph/demo.json \
+    --num-servers 1 --num-trainers 1 --keep-alive --server-name demo \
+    --token-file "$TOKEN" --workspace $D/job2 \
+    -- $B/gkv-example-train --epochs 1
+for f in $D/job2/logs/trainer-*.log; do sed 's/^/  /' "$f"; done
+
+step "4. the running servers, seen with kvctl --server"
+K="$B/kvctl --server 127.0.0.1:$PORT --token-file $TOKEN"
+run $K ls
+run $K info node/_N/emb
+run $K get node/_N/emb 0:3
+run $K stat
+
+step "5. shut the servers down"
+run $B/gkv-launch --ip-config "$IPC" --num-servers 1 --token-file "$TOKEN" --shutdown
+servers_up=0
+
+step "summary"
+printf 'graph: R-MAT scale %s in 2 partitions (%s)\n' "$SCALE" "$D/graph"
+for j in job1 job2; do
+    grep -h "epoch" $D/$j/logs/trainer-*.log | sed "s/^/$j: /"
+done
+first=$(sed -n 's/.*mean |x| \([0-9.]*\) at the start/\1/p' $D/job1/logs/trainer-0-0.log)
+left=$(sed -n 's/.*mean |x| \([0-9.]*\) at the end/\1/p' $D/job1/logs/trainer-0-0.log)
+found=$(sed -n 's/.*mean |x| \([0-9.]*\) at the start/\1/p' $D/job2/logs/trainer-0-0.log)
+printf 'embedding (rank 0 sample): job 1 started at mean |x| %s and left %s; job 2 found %s\n' \
+    "$first" "$left" "$found"
+if [ "$left" != "$found" ]; then
+    echo "demo: job 2 did not find the embedding job 1 left" >&2
     exit 1
 fi
-
-step "verify every chunk's checksum, and show the store"
-run $KVCTL $STORE verify
-run $KVCTL $STORE info node/feat
-run $KVCTL $STORE stat
-run $KVCTL --json $STORE ls
-
-printf '\ndemo: done; the store is in %s (remove with: rm -rf tmp/demo)\n' "$STORE"
+printf 'demo: done in %d s; logs in %s/job1/logs and %s/job2/logs\n' \
+    $(( $(date +%s) - t_start )) "$D" "$D"

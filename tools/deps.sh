@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Installs gkv's Debian build and test dependencies when any is missing:
+# Installs gkv's Debian build and test dependencies when any is missing
+# (iproute2 and procps: the multi-host tests and the demo use ip, ss, pgrep):
 # with apt-get when run as root, otherwise prints the exact command.
 # Usage: tools/deps.sh [--bench]   (--bench adds what `make bench` needs)
 set -u
 pkgs=(build-essential pkg-config liblmdb-dev lmdb-utils libnanomsg-dev
       libxxhash-dev libjansson-dev libcmocka-dev libmetis-dev libsodium-dev
-      libhiredis-dev)
+      libhiredis-dev iproute2 procps)
 [ "${1:-}" = "--bench" ] && pkgs+=(redis-server)
 missing=()
 for p in "${pkgs[@]}"; do

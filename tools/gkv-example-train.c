@@ -1,0 +1,393 @@
+/* gkv-example-train - the example trainer: what a GNN training process
+ * does with gkv, minus the model.
+ *
+ * Started by gkv-launch (or by hand with the same environment), it
+ * connects to the job's graph servers, takes its share of the training
+ * nodes (node_split of a training mask over the partitions), and for each
+ * epoch and mini-batch of seeds:
+ *   - samples DGL-style blocks through the servers (gkv_client_sample_blocks),
+ *   - pulls the input nodes' features (gkv_client_pull of node/<ntype>/<feat>),
+ *   - pushes a gradient-like update for the input nodes to an embedding
+ *     table with Adagrad (gkv_client_push, handler "adagrad"),
+ * and reports batches/s, sampled edges/s and pulled MB/s per epoch.
+ *
+ * The "gradient" of input node v is 0.01 x its feature row (cycled to the
+ * embedding width): the point is the traffic, and that a second job sees
+ * the embedding the first one left (it prints the embedding's mean
+ * absolute value before and after).
+ *
+ * Environment (set by gkv-launch; doc/DEPLOY.md): GKV_IP_CONFIG (required),
+ * GKV_TOKEN_FILE, GKV_GROUP (default "example"), GKV_RANK (default 0),
+ * GKV_WORLD_SIZE (default 1).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gkv.h"
+#include "util.h"
+
+#define PROG "gkv-example-train"
+#define MAX_LAYERS 8
+
+struct opts {
+    int epochs, batch, nlayers, fan[MAX_LAYERS], emb_dim, timeout_ms;
+    int max_batches;
+    double lr, train_frac;
+    uint64_t seed;
+    const char *ntype, *feat, *emb;
+};
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+"Usage: " PROG " [options]\n"
+"\n"
+"The example trainer: samples blocks through the graph servers, pulls the\n"
+"input features, pushes Adagrad updates to an embedding, and reports\n"
+"batches/s, sampled edges/s and pulled MB/s. Run it under gkv-launch, or\n"
+"set GKV_IP_CONFIG (and GKV_TOKEN_FILE, GKV_GROUP, GKV_RANK,\n"
+"GKV_WORLD_SIZE) yourself.\n"
+"\n"
+"Options:\n"
+"  --epochs N         epochs (default 1)\n"
+"  --batch N          seeds per mini-batch (default 1024)\n"
+"  --fanouts A,B,..   fanouts in DGL's order, input layer first\n"
+"                     (default 10,15)\n"
+"  --max-batches N    stop an epoch after N batches (default: all)\n"
+"  --ntype NAME       node type of the seeds (default: the first)\n"
+"  --feat NAME        feature pulled: node/<ntype>/NAME (default feat)\n"
+"  --emb NAME         embedding pushed: node/<ntype>/NAME (default emb;\n"
+"                     created when missing)\n"
+"  --emb-dim N        its width (default 16)\n"
+"  --lr X             Adagrad learning rate (default 0.05)\n"
+"  --train-frac X     fraction of nodes in the training mask (default 0.6)\n"
+"  --seed N           sampling and shuffling seed (default 1)\n"
+"  --timeout-ms N     per-call timeout (default 30000)\n"
+"  -h, --help         this help\n"
+"\n"
+"Exit status: 0 done, 1 failed (the message names what), 2 bad usage.\n");
+}
+
+static int
+bad_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, PROG ": ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(see " PROG " --help)\n");
+    return 2;
+}
+
+static int
+parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v;
+
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int
+parse_args(int argc, char **argv, struct opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->epochs = 1;
+    o->batch = 1024;
+    o->nlayers = 2;
+    o->fan[0] = 10;
+    o->fan[1] = 15;
+    o->emb_dim = 16;
+    o->timeout_ms = 30000;
+    o->lr = 0.05;
+    o->train_frac = 0.6;
+    o->seed = 1;
+    o->feat = "feat";
+    o->emb = "emb";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (a[0] != '-' || a[1] != '-')
+            return bad_usage("unexpected argument '%s'", a);
+        if (v == NULL)
+            return bad_usage("option '%s' needs a value", a);
+        i++;
+        if (!strcmp(a, "--epochs") || !strcmp(a, "--batch") ||
+            !strcmp(a, "--emb-dim") || !strcmp(a, "--timeout-ms") ||
+            !strcmp(a, "--max-batches")) {
+            if (parse_int(v, 1, 1L << 30, &x) != 0)
+                return bad_usage("'%s' is not a positive integer", v);
+            if (!strcmp(a, "--epochs")) o->epochs = (int)x;
+            else if (!strcmp(a, "--batch")) o->batch = (int)x;
+            else if (!strcmp(a, "--emb-dim")) o->emb_dim = (int)x;
+            else if (!strcmp(a, "--timeout-ms")) o->timeout_ms = (int)x;
+            else o->max_batches = (int)x;
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_int(v, 0, 1L << 62, &x) != 0)
+                return bad_usage("seed '%s' is not a non-negative integer", v);
+            o->seed = (uint64_t)x;
+        } else if (!strcmp(a, "--fanouts")) {
+            char buf[256], *tok, *save;
+            snprintf(buf, sizeof buf, "%s", v);
+            o->nlayers = 0;
+            for (tok = strtok_r(buf, ",", &save); tok != NULL;
+                 tok = strtok_r(NULL, ",", &save)) {
+                if (o->nlayers == MAX_LAYERS)
+                    return bad_usage("fanouts '%s': at most 8 layers", v);
+                if (parse_int(tok, -1, 1 << 20, &x) != 0 || x == 0)
+                    return bad_usage("fanouts '%s': each must be -1 or a "
+                                     "positive integer", v);
+                o->fan[o->nlayers++] = (int)x;
+            }
+            if (o->nlayers == 0)
+                return bad_usage("fanouts '%s' is empty", v);
+        } else if (!strcmp(a, "--lr") || !strcmp(a, "--train-frac")) {
+            char *end;
+            double d = strtod(v, &end);
+            if (end == v || *end != '\0' || !(d > 0) ||
+                (!strcmp(a, "--train-frac") && d > 1))
+                return bad_usage("'%s' is out of range", v);
+            if (!strcmp(a, "--lr")) o->lr = d;
+            else o->train_frac = d;
+        } else if (!strcmp(a, "--ntype")) {
+            o->ntype = v;
+        } else if (!strcmp(a, "--feat")) {
+            o->feat = v;
+        } else if (!strcmp(a, "--emb")) {
+            o->emb = v;
+        } else {
+            return bad_usage("unknown option '%s'", a);
+        }
+    }
+    return 0;
+}
+
+static uint64_t
+mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static long
+env_long(const char *name, long dflt)
+{
+    const char *v = getenv(name);
+    long x;
+
+    if (v == NULL || *v == '\0')
+        return dflt;
+    if (parse_int(v, 0, 1L << 30, &x) != 0)
+        tools__die("%s='%s' is not a non-negative integer", name, v);
+    return x;
+}
+
+/* Mean |x| over rows ids[0..n) of the f32 embedding. */
+static double
+emb_mean_abs(gkv_client *c, const char *name, const uint64_t *ids, size_t n,
+             int dim)
+{
+    float *rows = tools__xmalloc(n * (size_t)dim * sizeof *rows);
+    double s = 0;
+    gkv_err rc;
+
+    rc = gkv_client_pull(c, name, ids, n, rows, n * (size_t)dim * sizeof *rows);
+    if (rc != GKV_OK)
+        tools__die("pull %s: %s: %s", name, gkv_strerror(rc), gkv_net_errmsg());
+    for (size_t i = 0; i < n * (size_t)dim; i++)
+        s += fabs((double)rows[i]);
+    free(rows);
+    return s / (double)(n * (size_t)dim);
+}
+
+#define CK(call, what)                                                       \
+    do {                                                                     \
+        gkv_err rc_ = (call);                                                \
+        if (rc_ != GKV_OK)                                                   \
+            tools__die("%s: %s: %s", (what), gkv_strerror(rc_),              \
+                       gkv_net_errmsg());                                    \
+    } while (0)
+
+int
+main(int argc, char **argv)
+{
+    struct opts o;
+    const char *ipc = getenv("GKV_IP_CONFIG"), *tokf = getenv("GKV_TOKEN_FILE");
+    const char *group = getenv("GKV_GROUP");
+    long rank = env_long("GKV_RANK", 0), world = env_long("GKV_WORLD_SIZE", 1);
+    char token[GKV_TOKEN_MAX + 1], feat[GKV_NAME_MAX + 1], emb[GKV_NAME_MAX + 1];
+    gkv_client_opts co;
+    gkv_client *c;
+    const gkv_pbook *b;
+    gkv_tensor_desc fd;
+    gkv_tensor_spec es;
+    int t, rc;
+    int64_t nnodes, *mine;
+    size_t nmine;
+    uint8_t *mask;
+    uint64_t probe[64];
+    double before, after;
+
+    tools__prog = PROG;
+    if ((rc = parse_args(argc, argv, &o)) != 0)
+        return rc;
+    if (ipc == NULL || *ipc == '\0')
+        tools__die("GKV_IP_CONFIG is not set: run under gkv-launch, or set "
+                   "it to the job's ip_config file");
+    if (group == NULL || *group == '\0')
+        group = "example";
+    if (world < 1 || rank >= world)
+        tools__die("GKV_RANK=%ld with GKV_WORLD_SIZE=%ld: the rank must be "
+                   "below the world size", rank, world);
+    if (tokf != NULL && *tokf != '\0' &&
+        gkv_token_load(tokf, token, sizeof token) != GKV_OK)
+        tools__die("token: %s", gkv_net_errmsg());
+
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = o.timeout_ms;
+    co.group_size = (unsigned)world;
+    CK(gkv_client_connect(&c, ipc, tokf != NULL && *tokf != '\0' ? token : NULL,
+                          group, (uint32_t)rank, &co), "connect");
+    if ((b = gkv_client_pbook(c)) == NULL)
+        tools__die("the servers of %s serve a plain store, not a partitioned "
+                   "graph (start them with --part-config)", ipc);
+    if (o.ntype == NULL) {
+        t = 0;
+    } else if (gkv_pbook_ntype_find(b, o.ntype, &t) != GKV_OK) {
+        tools__die("--ntype '%s': the graph has no such node type", o.ntype);
+    }
+    nnodes = gkv_pbook_num_nodes(b, t);
+    snprintf(feat, sizeof feat, "node/%s/%s", gkv_pbook_ntype_name(b, t), o.feat);
+    snprintf(emb, sizeof emb, "node/%s/%s", gkv_pbook_ntype_name(b, t), o.emb);
+    if (gkv_client_tensor_info(c, feat, &fd) != GKV_OK)
+        tools__die("the servers hold no feature tensor '%s' (--feat)", feat);
+    if (fd.dtype != GKV_F32)
+        tools__die("feature tensor '%s' is not f32", feat);
+
+    /* the embedding: every rank asks; creating an identical one succeeds */
+    memset(&es, 0, sizeof es);
+    es.dtype = GKV_F32;
+    es.ndim = 1;
+    es.shape[0] = (uint64_t)o.emb_dim;
+    es.lo = 0;
+    es.hi = (uint64_t)nnodes;
+    es.flags = GKV_TENSOR_HOT;
+    es.init = GKV_INIT_UNIFORM;
+    es.a = -0.1;
+    es.b = 0.1;
+    es.seed = 7;
+    CK(gkv_client_create(c, emb, &es, -1), "create the embedding");
+    CK(gkv_client_barrier(c, 10 * o.timeout_ms), "barrier");
+
+    /* the training mask and this trainer's share */
+    mask = tools__xmalloc((size_t)nnodes);
+    for (int64_t i = 0; i < nnodes; i++)
+        mask[i] = (double)(mix64((uint64_t)i ^ 0x5eed) >> 11) * 0x1p-53 <
+                  o.train_frac;
+    CK(gkv_pbook_node_split(b, t, mask, NULL, (size_t)nnodes, (int)world,
+                            (int)rank, &mine, &nmine), "node_split");
+    free(mask);
+    for (int i = 0; i < 64; i++)
+        probe[i] = nmine > 0 ? (uint64_t)mine[(size_t)i * nmine / 64]
+                             : (uint64_t)i % (uint64_t)nnodes;
+    before = emb_mean_abs(c, emb, probe, 64, o.emb_dim);
+    printf("rank %ld/%ld: %zu training nodes of %lld '%s' nodes, partition "
+           "%d; embedding '%s' mean |x| %.6f at the start\n", rank, world,
+           nmine, (long long)nnodes, gkv_pbook_ntype_name(b, t),
+           gkv_pbook_trainer_part(b, (int)world, (int)rank), emb, before);
+    fflush(stdout);
+
+    for (int ep = 0; ep < o.epochs; ep++) {
+        double t0 = tools__now_s(), dt;
+        uint64_t edges = 0, pulled = 0, pushed = 0;
+        int nb = 0;
+        uint64_t rs = mix64(o.seed ^ ((uint64_t)ep << 32) ^ (uint64_t)rank);
+
+        /* shuffle (Fisher-Yates, seeded by epoch and rank) */
+        for (size_t i = nmine; i > 1; i--) {
+            size_t j = (size_t)(mix64(rs + i) % i);
+            int64_t x = mine[i - 1];
+            mine[i - 1] = mine[j];
+            mine[j] = x;
+        }
+        for (size_t at = 0; at < nmine; at += (size_t)o.batch, nb++) {
+            size_t n = nmine - at < (size_t)o.batch ? nmine - at : (size_t)o.batch;
+            int nt = gkv_pbook_num_ntypes(b);
+            const int64_t **seeds = calloc((size_t)nt, sizeof *seeds);
+            size_t *nseeds = calloc((size_t)nt, sizeof *nseeds);
+            gkv_block blk[MAX_LAYERS];
+            gkv_sample_opts so;
+            const gkv_block_nodes *in;
+            uint64_t *ids;
+            float *rows, *grad;
+            size_t fw = fd.row_elems;
+            gkv_push_args pa = {.handler = "adagrad", .lr = o.lr};
+
+            if (seeds == NULL || nseeds == NULL)
+                tools__die("out of memory");
+            if (o.max_batches > 0 && nb == o.max_batches) {
+                free(seeds);
+                free(nseeds);
+                break;
+            }
+            seeds[t] = mine + at;
+            nseeds[t] = n;
+            memset(&so, 0, sizeof so);
+            so.seed = mix64(o.seed + (uint64_t)ep * 1000003u + (uint64_t)nb);
+            CK(gkv_client_sample_blocks(c, seeds, nseeds, o.fan, 1, o.nlayers,
+                                        &so, blk), "sample blocks");
+            free(seeds);
+            free(nseeds);
+            for (int l = 0; l < o.nlayers; l++)
+                for (int e = 0; e < blk[l].num_etypes; e++)
+                    edges += blk[l].edges[e].n;
+            in = &blk[0].nodes[t];      /* the input nodes of the seed type */
+            ids = tools__xmalloc(in->num_src * sizeof *ids);
+            rows = tools__xmalloc(in->num_src * fw * sizeof *rows);
+            grad = tools__xmalloc(in->num_src * (size_t)o.emb_dim * sizeof *grad);
+            for (size_t i = 0; i < in->num_src; i++)
+                ids[i] = (uint64_t)in->ids[i];
+            CK(gkv_client_pull(c, feat, ids, in->num_src, rows,
+                               in->num_src * fd.row_bytes), "pull features");
+            for (size_t i = 0; i < in->num_src; i++)
+                for (int j = 0; j < o.emb_dim; j++)
+                    grad[i * (size_t)o.emb_dim + (size_t)j] =
+                        0.01f * rows[i * fw + (size_t)j % fw];
+            CK(gkv_client_push(c, emb, ids, in->num_src, grad,
+                               in->num_src * (size_t)o.emb_dim * sizeof *grad,
+                               &pa), "push the embedding");
+            pulled += in->num_src * fd.row_bytes;
+            pushed += in->num_src;
+            free(ids);
+            free(rows);
+            free(grad);
+        }
+        dt = tools__now_s() - t0;
+        printf("rank %ld epoch %d: %d batches in %.2f s: %.1f batches/s, "
+               "%.2f M sampled edges/s, %.1f MB/s pulled, %llu rows pushed\n",
+               rank, ep, nb, dt, nb / dt, (double)edges / dt / 1e6,
+               (double)pulled / dt / 1e6, (unsigned long long)pushed);
+        fflush(stdout);
+        CK(gkv_client_barrier(c, 10 * o.timeout_ms), "barrier");
+    }
+    after = emb_mean_abs(c, emb, probe, 64, o.emb_dim);
+    printf("rank %ld: embedding '%s' mean |x| %.6f at the end\n", rank, emb,
+           after);
+    gkv_free(mine);
+    CK(gkv_client_close(c), "close");
+    return 0;
+}
