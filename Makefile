@@ -165,6 +165,7 @@ soak: deps
 	@GKVT_SOAK=1 GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS)
 
 fuzz:
+	@tools/deps.sh --fuzz
 	@d=$(or $(FUZZ_BUILD),build-fuzz); cc=$(or $(FUZZ_CC),clang); \
 	fl="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=all -Ikv -Inet $(PKG_CFLAGS)"; \
 	src="test/fuzz/wire_fuzz.c net/wire.c kv/util.c"; \

@@ -2,12 +2,14 @@
 # Installs gkv's Debian build and test dependencies when any is missing
 # (iproute2 and procps: the multi-host tests and the demo use ip, ss, pgrep):
 # with apt-get when run as root, otherwise prints the exact command.
-# Usage: tools/deps.sh [--bench]   (--bench adds what `make bench` needs)
+# Usage: tools/deps.sh [--bench | --fuzz]   (what `make bench` / `make fuzz`
+# need on top: redis-server; clang with libFuzzer)
 set -u
 pkgs=(build-essential pkg-config liblmdb-dev lmdb-utils libnanomsg-dev
       libxxhash-dev libjansson-dev libcmocka-dev libmetis-dev libsodium-dev
       libhiredis-dev iproute2 procps)
 [ "${1:-}" = "--bench" ] && pkgs+=(redis-server)
+[ "${1:-}" = "--fuzz" ] && pkgs+=(clang libclang-rt-14-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
