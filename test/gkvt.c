@@ -1,4 +1,5 @@
 /* gkvt.c - helpers shared by gkv's cmocka tests. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -7,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -192,4 +196,112 @@ long
 gkvt_alloc_live(void)
 {
     return kv__alloc_live();
+}
+
+/* ---- processes and servers -------------------------------------------------- */
+
+double
+gkvt_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void
+gkvt_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+char *
+gkvt_slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    size_t len = 0, cap = 4096, r;
+    char *b = calloc(1, cap);
+
+    assert_non_null(b);
+    if (f == NULL)
+        return b;
+    while ((r = fread(b + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (cap - len < 2) {
+            char *nb = realloc(b, cap * 2);
+            assert_non_null(nb);
+            b = nb;
+            cap *= 2;
+        }
+    }
+    b[len] = '\0';
+    fclose(f);
+    return b;
+}
+
+int
+gkvt_file_has(const char *path, const char *needle)
+{
+    char *t = gkvt_slurp(path);
+    int hit = strstr(t, needle) != NULL;
+
+    free(t);
+    return hit;
+}
+
+void
+gkvt_write_text(const char *path, const char *text, unsigned mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, (mode_t)mode);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    chmod(path, (mode_t)mode);
+}
+
+int
+gkvt_port_free(int port)
+{
+    struct sockaddr_in a;
+    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+
+    if (s < 0)
+        return 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
+    close(s);
+    return ok;
+}
+
+int
+gkvt_port_base(int n)
+{
+    static unsigned seq;
+    const char *e = getenv("GKVT_PORT_BASE");
+
+    for (int attempt = 0; attempt < 500; attempt++) {
+        unsigned k = seq++;
+        int base, ok = 1;
+
+        if (e != NULL && *e != '\0')
+            base = atoi(e) + (int)(k * 32);
+        else
+            base = 20000 + (int)(((unsigned)getpid() * 2654435761u + k * 7919u) %
+                                 30000u) / 32 * 32;
+        if (base < 1024 || base + n > 65535)
+            continue;
+        for (int i = 0; i < n && ok; i++)
+            ok = gkvt_port_free(base + i);
+        if (ok)
+            return base;
+    }
+    fail_msg("no free range of %d ports found", n);
+    return -1;
 }

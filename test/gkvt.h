@@ -36,6 +36,24 @@ void   gkvt_alloc_fail_at(long n);
 /* Number of gkv__malloc'd blocks not yet freed. */
 long   gkvt_alloc_live(void);
 
+/* ---- for tests that run processes and servers ---- */
+/* Seconds on the monotonic clock. */
+double gkvt_now_s(void);
+void   gkvt_sleep_ms(int ms);
+/* The whole file as a malloc'd string ("" when it cannot be read); reads
+ * to the end, so /proc files work too. */
+char  *gkvt_slurp(const char *path);
+/* Whether the file holds 'needle'. */
+int    gkvt_file_has(const char *path, const char *needle);
+/* Writes 'text' to 'path' with mode 'mode' (a cmocka failure if it
+ * cannot). */
+void   gkvt_write_text(const char *path, const char *text, unsigned mode);
+/* Whether TCP port 'port' on 127.0.0.1 can be bound now. */
+int    gkvt_port_free(int port);
+/* The first of n consecutive loopback ports nobody listens on now, spread
+ * by PID so parallel runs rarely meet (a server that still finds its port
+ * taken must make the caller pick again). GKVT_PORT_BASE fixes the start. */
+int    gkvt_port_base(int n);
 #define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
 
 #endif

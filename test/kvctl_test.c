@@ -1117,13 +1117,6 @@ spawn(char *const argv[], const char *errpath)
     return pid;
 }
 
-static void
-sleep_ms(int ms)
-{
-    struct timespec ts = {0, ms * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 /* Waits (at most 20 s) until tensor 'name' appears in store 'st'. */
 static int
 wait_tensor(const char *st, const char *name)
@@ -1139,7 +1132,7 @@ wait_tensor(const char *st, const char *name)
         }
         if (ok)
             return 1;
-        sleep_ms(1);
+        gkvt_sleep_ms(1);
     }
     return 0;
 }
@@ -1227,7 +1220,7 @@ test_signal_during_export(void **state)
     pid = spawn(argv, path(f, "err.txt"));
     snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path(f, "out.npy"), (long)pid);
     for (int i = 0; i < 20000 && !exists(tmp); i++)
-        sleep_ms(1);
+        gkvt_sleep_ms(1);
     assert_true(exists(tmp));
     kill(pid, SIGTERM);
     st = wait_status(pid);
@@ -1355,20 +1348,6 @@ test_idlist_parser(void **state)
 
 /* ---- kvctl --server -------------------------------------------------------- */
 
-static int
-port_free(int port)
-{
-    struct sockaddr_in a = {0};
-    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
-
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
-    close(s);
-    return ok;
-}
-
 /* Starts gkv-server on f->st (extra: NULL-terminated arguments), listening
  * on a free port; returns the port. */
 static int
@@ -1387,7 +1366,7 @@ server_start(struct fx *f, const char *const *extra)
         FILE *fp;
         pid_t pid;
 
-        if (!port_free(port))
+        if (!gkvt_port_free(port))
             continue;
         snprintf(text, sizeof text, "127.0.0.1 %d\n", port);
         fp = fopen(cfg, "w");

@@ -51,63 +51,6 @@ static char g_self[PATH_MAX];
 
 /* ---- small helpers ------------------------------------------------------------ */
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void
-sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
-/* The whole file as a string ("" when it cannot be read); reads to the
- * end, so /proc files (size 0) work too. */
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    size_t len = 0, cap = 4096, r;
-    char *b = calloc(1, cap);
-
-    if (f == NULL || b == NULL) {
-        if (f != NULL)
-            fclose(f);
-        return b;
-    }
-    while ((r = fread(b + len, 1, cap - len - 1, f)) > 0) {
-        len += r;
-        if (cap - len < 2) {
-            char *nb = realloc(b, cap * 2);
-            if (nb == NULL)
-                break;
-            b = nb;
-            cap *= 2;
-        }
-    }
-    b[len] = '\0';
-    fclose(f);
-    return b;
-}
-
-static void
-write_text(const char *path, const char *text, mode_t mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
-
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-    chmod(path, mode);
-}
-
 /* The value of NAME in a file of "NAME=value" lines; "" when missing. */
 static const char *
 env_in(const char *text, const char *name, char *buf, size_t cap)
@@ -140,7 +83,7 @@ pid_gone(pid_t pid)
     if (kill(pid, 0) != 0)
         return 1;
     snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    t = slurp(path);
+    t = gkvt_slurp(path);
     p = strrchr(t, ')');
     gone = t[0] == '\0' || (p != NULL && (p[2] == 'Z' || p[2] == 'X'));
     free(t);
@@ -150,12 +93,12 @@ pid_gone(pid_t pid)
 static int
 wait_gone(pid_t pid, int ms)
 {
-    double end = now_s() + ms / 1000.0;
+    double end = gkvt_now_s() + ms / 1000.0;
 
     while (!pid_gone(pid)) {
-        if (now_s() > end)
+        if (gkvt_now_s() > end)
             return 0;
-        sleep_ms(10);
+        gkvt_sleep_ms(10);
     }
     return 1;
 }
@@ -175,7 +118,7 @@ pid_file(const char *dir, const char *name)
     long v = 0;
 
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    t = slurp(path);
+    t = gkvt_slurp(path);
     v = atol(t);
     free(t);
     return (pid_t)v;
@@ -184,11 +127,11 @@ pid_file(const char *dir, const char *name)
 static pid_t
 wait_pid_file(const char *dir, const char *name, int ms)
 {
-    double end = now_s() + ms / 1000.0;
+    double end = gkvt_now_s() + ms / 1000.0;
     pid_t p;
 
-    while ((p = pid_file(dir, name)) <= 0 && now_s() < end)
-        sleep_ms(10);
+    while ((p = pid_file(dir, name)) <= 0 && gkvt_now_s() < end)
+        gkvt_sleep_ms(10);
     return p;
 }
 
@@ -248,7 +191,7 @@ pick_ports(struct fx *f)
             char text[128];
             f->base = base;
             snprintf(text, sizeof text, "# launch_test\n127.0.0.1 %d\n", base);
-            write_text(f->cfg, text, 0644);
+            gkvt_write_text(f->cfg, text, 0644);
             return;
         }
     }
@@ -295,22 +238,22 @@ launch_start(struct fx *f, const char *const *args, const char *const *envs)
 static int
 launch_wait(struct fx *f, int timeout_s)
 {
-    double end = now_s() + timeout_s;
+    double end = gkvt_now_s() + timeout_s;
     int st;
 
     for (;;) {
         pid_t r = waitpid(f->launcher, &st, WNOHANG);
         if (r == f->launcher)
             break;
-        if (now_s() > end) {
-            char *o = slurp(f->out), *e = slurp(f->err);
+        if (gkvt_now_s() > end) {
+            char *o = gkvt_slurp(f->out), *e = gkvt_slurp(f->err);
             kill(f->launcher, SIGKILL);
             waitpid(f->launcher, &st, 0);
             f->launcher = 0;
             fail_msg("gkv-launch did not finish in %d s\nstdout:\n%s\nstderr:\n%s",
                      timeout_s, o, e);
         }
-        sleep_ms(10);
+        gkvt_sleep_ms(10);
     }
     f->launcher = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -327,7 +270,7 @@ launch(struct fx *f, const char *const *args, const char *const *envs,
 static int
 out_has(struct fx *f, const char *needle)
 {
-    char *o = slurp(f->out), *e = slurp(f->err);
+    char *o = gkvt_slurp(f->out), *e = gkvt_slurp(f->err);
     int hit = strstr(o, needle) != NULL || strstr(e, needle) != NULL;
 
     free(o);
@@ -338,7 +281,7 @@ out_has(struct fx *f, const char *needle)
 static void
 dump_output(struct fx *f)
 {
-    char *o = slurp(f->out), *e = slurp(f->err);
+    char *o = gkvt_slurp(f->out), *e = gkvt_slurp(f->err);
 
     fprintf(stderr, "gkv-launch stdout:\n%s\ngkv-launch stderr:\n%s\n", o, e);
     free(o);
@@ -349,7 +292,7 @@ dump_output(struct fx *f)
 static int
 server_pids(struct fx *f, pid_t *pids, int max)
 {
-    char *o = slurp(f->out), *p = o;
+    char *o = gkvt_slurp(f->out), *p = o;
     int n = 0;
 
     while ((p = strstr(p, "started server")) != NULL && n < max) {
@@ -493,10 +436,10 @@ child_main(int argc, char **argv)
     }
     if (strcmp(mode, "fail") == 0) {
         if (strcmp(role, "trainer") == 0 && strcmp(rank, "1") == 0) {
-            double end = now_s() + 5;
+            double end = gkvt_now_s() + 5;
             snprintf(path, sizeof path, "%s/pid-trainer-0", dir);
-            while (access(path, F_OK) != 0 && now_s() < end)
-                sleep_ms(10);
+            while (access(path, F_OK) != 0 && gkvt_now_s() < end)
+                gkvt_sleep_ms(10);
             fprintf(stderr, "rank 1 failing on purpose\n");
             return 3;
         }
@@ -539,7 +482,7 @@ read_env(struct fx *f, const char *tag)
     char path[PATH_MAX + 64];
 
     snprintf(path, sizeof path, "%s/env-%s", f->ws, tag);
-    return slurp(path);
+    return gkvt_slurp(path);
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */
@@ -615,11 +558,11 @@ test_env(void **state)
         ENV_EQ(e, "GKV_WORKSPACE", f->ws);
         free(e);
         snprintf(path, sizeof path, "%s/ports-%s", f->ws, tag);
-        pa = slurp(path);
+        pa = gkvt_slurp(path);
         assert_string_equal(pa, "ok");               /* servers listened */
         free(pa);
         snprintf(path, sizeof path, "%s/args-%s", f->ws, tag);
-        pa = slurp(path);
+        pa = gkvt_slurp(path);
         assert_string_equal(pa, "x y");
         free(pa);
         snprintf(path, sizeof path, "pid-%s", tag);
@@ -645,7 +588,7 @@ test_env(void **state)
     for (int k = 0; k < 2; k++) {
         char path[PATH_MAX + 64], *t;
         snprintf(path, sizeof path, "%s/logs/server-0-%d.log", f->ws, k);
-        t = slurp(path);
+        t = gkvt_slurp(path);
         assert_non_null(strstr(t, "listening on"));
         assert_non_null(strstr(t, "stopped"));
         free(t);
@@ -665,11 +608,11 @@ test_failure(void **state)
     char *e;
 
     pick_ports(f);
-    t0 = now_s();
+    t0 = gkvt_now_s();
     rc = launch_retry(f, args, NULL, 20);
     assert_int_equal(rc, 1);
-    assert_true(now_s() - t0 < 15);
-    e = slurp(f->err);
+    assert_true(gkvt_now_s() - t0 < 15);
+    e = gkvt_slurp(f->err);
     assert_non_null(strstr(e, "trainer rank 1 (machine 0) failed: exit status 3"));
     assert_non_null(strstr(e, "rank 1 failing on purpose"));   /* log tail */
     assert_non_null(strstr(e, "last 20 lines of"));
@@ -780,7 +723,7 @@ test_keep_alive(void **state)
     assert_true(out_has(f, "reusing server 0/1"));
     assert_false(out_has(f, "started server"));
     snprintf(path, sizeof path, "%s/ports-trainer-0", ws2);
-    e = slurp(path);
+    e = gkvt_slurp(path);
     assert_string_equal(e, "ok");
     free(e);
     assert_false(pid_gone(sp[0]));
@@ -866,7 +809,7 @@ test_slurm_mpi(void **state)
     /* server task: execs the (stand-in) server with the right arguments */
     assert_int_equal(launch(f, srv, task_s, 20), 0);
     snprintf(fake, sizeof fake, "%s/fake-server", f->ws);
-    t = slurp(fake);
+    t = gkvt_slurp(fake);
     assert_non_null(strstr(t, "arg --fake-server\n"));
     assert_non_null(strstr(t, "arg --machine\narg 0\n"));
     assert_non_null(strstr(t, "arg --server-id\narg 0\narg --num-servers\narg 1\n"));
@@ -932,7 +875,7 @@ write_fake_ssh(struct fx *f, char *path, size_t cap)
              "exec env -i PATH=\"$PATH\" HOME=/nonexistent "
              "${LSAN_OPTIONS:+LSAN_OPTIONS=\"$LSAN_OPTIONS\"} sh -c \"$last\"\n",
              f->dir, f->dir);
-    write_text(path, text, 0755);
+    gkvt_write_text(path, text, 0755);
 }
 
 static void
@@ -982,18 +925,18 @@ test_remote(void **state)
     ENV_EQ(t, "GKV_IP_CONFIG", f->cfg);
     free(t);
     snprintf(path, sizeof path, "%s/ports-trainer-0", f->ws);
-    t = slurp(path);
+    t = gkvt_slurp(path);
     assert_string_equal(t, "ok");
     free(t);
     /* ssh options */
     snprintf(path, sizeof path, "%s/ssh-args", f->dir);
-    t = slurp(path);
+    t = gkvt_slurp(path);
     assert_non_null(strstr(t, "-o\nBatchMode=yes\n-p\n2222\nalice@127.0.0.1\ncd '"));
     free(t);
     /* the server ran in a session of its own, whose id is its PID, and is
      * gone */
     snprintf(path, sizeof path, "%s/logs/server-0-0.log", f->ws);
-    t = slurp(path);
+    t = gkvt_slurp(path);
     assert_int_equal(sscanf(t, "@gkv-pgid %ld", &spid), 1);
     assert_non_null(strstr(t, "listening on"));
     free(t);
@@ -1016,12 +959,12 @@ test_remote(void **state)
     assert_int_equal(launch_wait(f, 20), 1);
     assert_true(wait_gone(tp, 3000));
     snprintf(path, sizeof path, "%s/ssh-args", f->dir);
-    t = slurp(path);
+    t = gkvt_slurp(path);
     snprintf(want, sizeof want, "kill -TERM -%ld", (long)tp);
     assert_non_null(strstr(t, want));
     free(t);
     snprintf(path, sizeof path, "%s/logs/server-0-0.log", f->ws);
-    t = slurp(path);
+    t = gkvt_slurp(path);
     spid = 0;
     assert_int_equal(sscanf(t, "@gkv-pgid %ld", &spid), 1);
     free(t);
@@ -1063,9 +1006,9 @@ test_bad_inputs(void **state)
 
     pick_ports(f);
     snprintf(badcfg, sizeof badcfg, "%s/bad.txt", f->dir);
-    write_text(badcfg, "# two machines\n127.0.0.1 40000\n127.0.0.2 notaport\n", 0644);
+    gkvt_write_text(badcfg, "# two machines\n127.0.0.1 40000\n127.0.0.2 notaport\n", 0644);
     snprintf(tok, sizeof tok, "%s/token", f->dir);
-    write_text(tok, "sekrit\n", 0644);
+    gkvt_write_text(tok, "sekrit\n", 0644);
     snprintf(filews, sizeof filews, "%s/ip.txt/ws", f->dir);
 
     assert_int_equal(launch(f, nocmd, NULL, 10), 2);
@@ -1097,7 +1040,7 @@ test_bad_inputs(void **state)
     assert_true(out_has(f, "/nonexistent/ip.txt"));
     assert_int_equal(launch(f, help, NULL, 10), 0);
     {
-        char *o = slurp(f->out);
+        char *o = gkvt_slurp(f->out);
         assert_non_null(strstr(o, "Usage: gkv-launch"));
         free(o);
     }

@@ -70,35 +70,6 @@ static char g_skip_why[256];
 
 /* ---- small helpers ------------------------------------------------------------ */
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long n;
-
-    if (f == NULL)
-        return strdup("");
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    n = (long)fread(buf, 1, (size_t)n, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* Runs a command line through sh; returns its exit status. Output goes to
  * the test's stderr only when it fails. */
 static int
@@ -180,7 +151,7 @@ proc_kill(struct proc *p)
 static int
 proc_wait(struct proc *p, double secs)
 {
-    double end = now_s() + secs;
+    double end = gkvt_now_s() + secs;
 
     while (!p->reaped) {
         pid_t r = waitpid(p->pid, &p->status, WNOHANG);
@@ -188,7 +159,7 @@ proc_wait(struct proc *p, double secs)
             p->reaped = 1;
             break;
         }
-        if (now_s() > end)
+        if (gkvt_now_s() > end)
             return -1000;
         usleep(20000);
     }
@@ -198,7 +169,7 @@ proc_wait(struct proc *p, double secs)
 static int
 log_has(const struct proc *p, const char *needle)
 {
-    char *t = slurp(p->log);
+    char *t = gkvt_slurp(p->log);
     int yes = strstr(t, needle) != NULL;
 
     free(t);
@@ -296,7 +267,7 @@ server_start(struct fx *f, int m)
                     "--part-id", part, "--ip-config", f->cfg, "--machine",
                     mach, "--keep-alive", "--server-name", "netns", NULL};
     struct proc *p;
-    double end = now_s() + 30;
+    double end = gkvt_now_s() + 30;
 
     snprintf(mach, sizeof mach, "%d", m);
     snprintf(part, sizeof part, "%d", m);
@@ -304,10 +275,10 @@ server_start(struct fx *f, int m)
     p = spawn_in(f, f->ns[m + 1], argv, name);
     while (!log_has(p, "listening on")) {
         if (proc_wait(p, 0) != -1000) {
-            char *t = slurp(p->log);
+            char *t = gkvt_slurp(p->log);
             fail_msg("server in %s exited before listening:\n%s", f->ns[m + 1], t);
         }
-        if (now_s() > end)
+        if (gkvt_now_s() > end)
             fail_msg("server in %s did not listen within 30 s", f->ns[m + 1]);
         usleep(20000);
     }
@@ -499,9 +470,9 @@ check_cut(struct fx *f)
         if (read(0, &ack, 1) != 1)
             return 1;
     }
-    t0 = now_s();
+    t0 = gkvt_now_s();
     rc = gkv_client_pull(c, "node/_N/feat", ids, 2, rows, sizeof rows);
-    took = now_s() - t0;
+    took = gkvt_now_s() - t0;
     CHECK(rc == GKV_ETIMEDOUT, "pull after the cut: %s (%s)", gkv_err_name(rc),
           gkv_net_errmsg());
     snprintf(want, sizeof want, "10.77.0.2:%d", PORT);
@@ -535,7 +506,7 @@ test_serve_across_hosts(void **state)
     tr = spawn_in(f, f->ns[3], argv, "trainer-h3");
     {
         int code = proc_wait(tr, 60);
-        char *t = slurp(tr->log);
+        char *t = gkvt_slurp(tr->log);
         if (code != 0)
             fail_msg("the trainer in h3 exited %d:\n%s", code, t);
         assert_non_null(strstr(t, "epoch 0: 4 batches"));
@@ -602,7 +573,7 @@ test_cut_link(void **state)
         assert_int_equal(code, 1);
         snprintf(want, sizeof want, "10.77.0.2:%d", PORT);
         if (!log_has(tr, want)) {
-            char *t = slurp(tr->log);
+            char *t = gkvt_slurp(tr->log);
             fail_msg("trainer output does not name %s:\n%s", want, t);
         }
     }
@@ -669,7 +640,7 @@ test_launch_cut(void **state)
     la = spawn_in(f, f->ns[3], argv, "launch-h3");
     /* wait until both trainers are training */
     snprintf(logs, sizeof logs, "%s/logs", ws);
-    end = now_s() + 60;
+    end = gkvt_now_s() + 60;
     for (;;) {
         char p0[4200], p1[4200];
         struct proc t0 = {0}, t1 = {0};
@@ -680,18 +651,18 @@ test_launch_cut(void **state)
         if (log_has(&t0, "at the start") && log_has(&t1, "at the start"))
             break;
         if (proc_wait(la, 0) != -1000) {
-            t = slurp(la->log);
+            t = gkvt_slurp(la->log);
             fail_msg("the launcher exited before training:\n%s", t);
         }
-        if (now_s() > end) {
-            t = slurp(la->log);
+        if (gkvt_now_s() > end) {
+            t = gkvt_slurp(la->log);
             fail_msg("the trainers did not start within 60 s:\n%s", t);
         }
         usleep(50000);
     }
     SH_OK("ip -n %s link set eth0 down", f->ns[2]);
     code = proc_wait(la, 60);
-    t = slurp(la->log);
+    t = gkvt_slurp(la->log);
     if (code != 1)
         fail_msg("the launcher exited %d, expected 1:\n%s", code, t);
     /* it names the failed trainer, shows its log tail with the timeout
@@ -703,9 +674,9 @@ test_launch_cut(void **state)
         fail_msg("the launcher's output (above) does not name the failure");
     }
     free(t);
-    end = now_s() + 15;
+    end = gkvt_now_s() + 15;
     while (job_procs(f) > 0) {
-        if (now_s() > end) {
+        if (gkvt_now_s() > end) {
             sh("ps -ef | grep -- '%s/' | grep -v grep >&2", f->dir);
             fail_msg("processes of the job are left after the launcher exited");
         }
