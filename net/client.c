@@ -2840,14 +2840,31 @@ out:
 
 /* ---- sampling ---- */
 
+struct spet {                  /* one edge type of a SAMPLE reply (arena) */
+    size_t n;                  /* edges */
+    uint32_t wide;             /* NET_SAMPLE_WIDE_* */
+    const uint32_t *cnt;       /* per seed of the centre type, as sent */
+    const void *nbr, *eid;     /* n x (u32 or i64) */
+};
+
 struct spiece {                /* one SAMPLE message: seeds of one machine */
     net_sample_enc enc;
     int64_t **seeds;           /* [nnt] this slice's seeds (gathered) */
     size_t *nseeds;            /* [nnt] */
     const size_t **pos;        /* [nnt] their positions in the request */
-    size_t *n;                 /* [net] edges returned */
-    int64_t **edges;           /* [net] src, dst, eid: 3 x n[e] each */
+    size_t *ctr;               /* [net] the centre type's seed count */
+    struct spet *et;           /* [net] the reply */
     int net;
+};
+
+/* The relabelling of sample_blocks, done while merging a hop: the hop's
+ * seeds (distinct) are the block's destination nodes; every neighbour
+ * gets a local ID in order of first appearance. */
+struct relab {
+    int32_t **mk;              /* [nnt] markers: local ID + 1, 0 = none */
+    int64_t **ids;             /* [nnt] out: the block's node lists */
+    size_t *nsrc;              /* [nnt] out: their lengths (markers set) */
+    gkv_sample_edges *be;      /* [net] out: local src, dst and eid */
 };
 
 static void
@@ -2856,6 +2873,18 @@ penc_sample(net_wr *w, const struct part *p)
     const struct spiece *sp = p->arg;
 
     net__enc_sample_req(w, &sp->enc);
+}
+
+/* Copies one column of n IDs (u32 or i64 on the wire) into the arena. */
+static const void *
+col_copy(gkv_client *c, const unsigned char *p, size_t n, int wide)
+{
+    size_t b = n * (wide ? 8 : 4);
+    void *d = arena_alloc(c, b);
+
+    if (d != NULL && b > 0)
+        memcpy(d, p, b);
+    return d;
 }
 
 static gkv_err
@@ -2872,16 +2901,157 @@ done_sample(gkv_client *c, struct part *p, net_rd *rd)
                      "graph has %d", rep.net, sp->net);
     }
     for (int e = 0; e < sp->net; e++) {
-        size_t n = (size_t)rep.e[e].n;
-        if ((sp->edges[e] = arena_alloc(c, 3 * n * 8)) == NULL) {
+        const net_sample_et *x = &rep.e[e];
+        struct spet *o = &sp->et[e];
+        size_t n = (size_t)x->n;
+
+        if (x->nc != sp->ctr[e]) {
+            net__sample_rep_free(&rep);
+            return cfail(p->cn, GKV_EPROTO, "sample reply: %llu counts for "
+                         "edge type %d, and %zu seeds were sent",
+                         (unsigned long long)x->nc, e, sp->ctr[e]);
+        }
+        o->n = n;
+        o->wide = x->wide;
+        o->cnt = col_copy(c, x->cnt, (size_t)x->nc, 0);
+        o->nbr = col_copy(c, x->nbr, n, (x->wide & NET_SAMPLE_WIDE_NBR) != 0);
+        o->eid = col_copy(c, x->eid, n, (x->wide & NET_SAMPLE_WIDE_EID) != 0);
+        if (o->cnt == NULL || o->nbr == NULL || o->eid == NULL) {
             net__sample_rep_free(&rep);
             return net__fail(GKV_ENOMEM, "out of memory for %zu edges", n);
         }
-        for (int k = 0; k < 3; k++)
-            memcpy(sp->edges[e] + (size_t)k * n, rep.e[e].c[k], n * 8);
-        sp->n[e] = n;
     }
     net__sample_rep_free(&rep);
+    return GKV_OK;
+}
+
+/* dst[0 .. k) = column[at .. at + k) as int64. */
+static void
+col_widen(int64_t *dst, const void *col, int wide, size_t at, size_t k)
+{
+    if (wide) {
+        memcpy(dst, (const int64_t *)col + at, k * 8);
+    } else {
+        const uint32_t *s = (const uint32_t *)col + at;
+        for (size_t i = 0; i < k; i++)
+            dst[i] = (int64_t)s[i];
+    }
+}
+
+/* out's three columns for n edges, in the arena (*ap: src, then dst, then
+ * eid). */
+static gkv_err
+edges_alloc(gkv_client *c, gkv_sample_edges *out, size_t n, int64_t **ap)
+{
+    int64_t *a = arena_alloc(c, 3 * n * 8);
+
+    *ap = a;
+    if (a == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory for %zu edges", n);
+    out->src = a;
+    out->dst = a + n;
+    out->eid = a + 2 * n;
+    out->n = n;
+    return GKV_OK;
+}
+
+/* The block's node lists, room for every neighbour the replies hold;
+ * the destination nodes (the hop's seeds) first, marked. */
+static gkv_err
+relab_begin(gkv_client *c, struct relab *rl, const int64_t *const *seeds,
+            const size_t *nseeds, const struct spiece *sp, size_t np, int dir)
+{
+    int nnt = gkv_pbook_num_ntypes(c->book), net_ = gkv_pbook_num_etypes(c->book);
+
+    for (int t = 0; t < nnt; t++) {
+        size_t room = nseeds[t];
+        for (int e = 0; e < net_; e++) {
+            gkv_etype_info ei;
+            gkv_pbook_etype_info(c->book, e, &ei);
+            if ((dir == GKV_DIR_IN ? ei.src_ntype : ei.dst_ntype) == t)
+                for (size_t k = 0; k < np; k++)
+                    room += sp[k].et[e].n;
+        }
+        if (room > INT32_MAX - 1)
+            return net__fail(GKV_EINVAL, "sample_blocks: %zu nodes of type "
+                             "%d in one block: too many", room, t);
+        if ((rl->ids[t] = arena_alloc(c, room * 8)) == NULL)
+            return net__fail(GKV_ENOMEM, "out of memory");
+    }
+    for (int t = 0; t < nnt; t++) {
+        int32_t *mk = rl->mk[t];
+        for (size_t i = 0; i < nseeds[t]; i++) {
+            mk[seeds[t][i]] = (int32_t)i + 1;
+            rl->ids[t][i] = seeds[t][i];
+        }
+        rl->nsrc[t] = nseeds[t];
+    }
+    return GKV_OK;
+}
+
+#define RL_PF 16               /* marker prefetch distance, edges */
+
+/* Edge type e of the block: seed i (destination i) has cnt[i] edges at
+ * off[i] in piece which[i]; each neighbour gets its local ID, a new one
+ * in order of first appearance. */
+static gkv_err
+relab_etype(gkv_client *c, struct relab *rl, int e, int dir,
+            const struct spiece *sp, size_t ns, const uint32_t *which,
+            const size_t *off, const size_t *cnt)
+{
+    gkv_etype_info ei;
+    int nt;
+    int64_t nn, *a, *nids;
+    int32_t *mk;
+    size_t total = 0, k;
+
+    gkv_pbook_etype_info(c->book, e, &ei);
+    nt = dir == GKV_DIR_IN ? ei.src_ntype : ei.dst_ntype;
+    nn = gkv_pbook_num_nodes(c->book, nt);
+    for (size_t i = 0; i < ns; i++)
+        total += cnt[i];
+    if ((a = arena_alloc(c, 3 * total * 8)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory for %zu edges", total);
+    mk = rl->mk[nt];
+    nids = rl->ids[nt];
+    k = rl->nsrc[nt];
+    /* the neighbours and edge IDs in block order (neighbours checked),
+     * then their local IDs: the markers are random accesses, prefetched
+     * RL_PF edges ahead */
+    for (size_t i = 0, j = 0; i < ns; i++) {
+        const struct spet *x = &sp[which[i]].et[e];
+
+        col_widen(a + j, x->nbr, (x->wide & NET_SAMPLE_WIDE_NBR) != 0,
+                  off[i], cnt[i]);
+        col_widen(a + 2 * total + j, x->eid,
+                  (x->wide & NET_SAMPLE_WIDE_EID) != 0, off[i], cnt[i]);
+        for (size_t q = 0; q < cnt[i]; q++, j++) {
+            if (a[j] < 0 || a[j] >= nn)
+                return net__fail(GKV_EPROTO, "sample_blocks: a server sent "
+                                 "neighbour %lld for edge type %d, and node "
+                                 "type %d has %lld nodes", (long long)a[j], e,
+                                 nt, (long long)nn);
+            a[total + j] = (int64_t)i;
+        }
+    }
+    for (size_t j = 0; j < total; j++) {
+        int64_t v = a[j];
+        int32_t l;
+
+        if (j + RL_PF < total)
+            __builtin_prefetch(&mk[a[j + RL_PF]], 1);
+        if ((l = mk[v]) == 0) {
+            nids[k] = v;
+            l = (int32_t)++k;
+            mk[v] = l;
+        }
+        a[j] = l - 1;
+    }
+    rl->nsrc[nt] = k;
+    rl->be[e].src = a;
+    rl->be[e].dst = a + total;
+    rl->be[e].eid = a + 2 * total;
+    rl->be[e].n = total;
     return GKV_OK;
 }
 
@@ -2934,17 +3104,19 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
     return GKV_OK;
 }
 
-/* One hop through the servers into out[0 .. net) (arena memory). */
+/* One hop through the servers. Without rl: the edges into out[0 .. net)
+ * (arena memory), repeated seeds asked once. With rl (the seeds distinct,
+ * out unused): relabelled into rl's block. */
 static gkv_err
 sample_hop(gkv_client *c, const int64_t *const *seeds_in,
            const size_t *nseeds_in, const int *fan, int nfan, int layer,
-           const gkv_sample_opts *o, int distinct, gkv_sample_edges *out)
+           const gkv_sample_opts *o, struct relab *rl, gkv_sample_edges *out)
 {
     static const gkv_sample_opts zero;
     int nnt = gkv_pbook_num_ntypes(c->book), net_ = gkv_pbook_num_etypes(c->book);
     size_t nm = c->nmach, maxp = 0, np = 0, nall = 0;
     size_t *count = NULL, *start = NULL, **pos = NULL, *mtot = NULL;
-    size_t *cnt = NULL, *off = NULL, *pc = NULL;
+    size_t *cnt = NULL, *off = NULL;
     uint32_t *which = NULL;
     struct spiece *sp = NULL;
     struct part *parts = NULL;
@@ -2956,7 +3128,8 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
 
     if (o == NULL)
         o = &zero;
-    memset(out, 0, (size_t)net_ * sizeof *out);
+    if (rl == NULL)
+        memset(out, 0, (size_t)net_ * sizeof *out);
     /* each seed once (the answer is copied to its repeats), unless the
      * caller knows they are distinct (smap[t] NULL: the identity) */
     if ((seeds = gkv__calloc((size_t)nnt, sizeof *seeds)) == NULL ||
@@ -2967,7 +3140,7 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
         goto out;
     }
     for (int t = 0; t < nnt; t++) {
-        if (distinct || nseeds_in[t] == 0) {
+        if (rl != NULL || nseeds_in[t] == 0) {
             seeds[t] = seeds_in[t];
             nseeds[t] = nseeds_in[t];
         } else if ((rc = dedup(seeds_in[t], nseeds_in[t], &useeds[t],
@@ -3021,8 +3194,8 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
             if ((s->seeds = gkv__calloc((size_t)nnt, sizeof *s->seeds)) == NULL ||
                 (s->nseeds = gkv__calloc((size_t)nnt, sizeof *s->nseeds)) == NULL ||
                 (s->pos = gkv__calloc((size_t)nnt, sizeof *s->pos)) == NULL ||
-                (s->n = gkv__calloc((size_t)net_, sizeof *s->n)) == NULL ||
-                (s->edges = gkv__calloc((size_t)net_, sizeof *s->edges)) == NULL) {
+                (s->ctr = gkv__calloc((size_t)net_, sizeof *s->ctr)) == NULL ||
+                (s->et = gkv__calloc((size_t)net_, sizeof *s->et)) == NULL) {
                 np++;
                 rc = net__fail(GKV_ENOMEM, "out of memory");
                 goto out;
@@ -3053,10 +3226,16 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
                 gkv__free(s->seeds);
                 gkv__free(s->nseeds);
                 gkv__free((void *)s->pos);
-                gkv__free(s->n);
-                gkv__free(s->edges);
+                gkv__free(s->ctr);
+                gkv__free(s->et);
                 memset(s, 0, sizeof *s);
                 continue;
+            }
+            for (int e = 0; e < net_; e++) {
+                gkv_etype_info ei;
+                gkv_pbook_etype_info(c->book, e, &ei);
+                s->ctr[e] = s->nseeds[o->dir == GKV_DIR_IN ? ei.dst_ntype :
+                                      ei.src_ntype];
             }
             s->enc.layer = (uint32_t)layer;
             s->enc.dir = (uint32_t)o->dir;
@@ -3084,58 +3263,58 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
     /* merge: per edge type, seed by seed in the request's order */
     if ((cnt = gkv__malloc(nall * sizeof *cnt + 8)) == NULL ||
         (off = gkv__malloc(nall * sizeof *off + 8)) == NULL ||
-        (pc = gkv__malloc(nall * sizeof *pc + 8)) == NULL ||
         (which = gkv__malloc(nall * sizeof *which + 8)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "out of memory");
         goto out;
     }
+    if (rl != NULL && (rc = relab_begin(c, rl, seeds, nseeds, sp, np, o->dir))
+        != GKV_OK)
+        goto out;
     for (int e = 0; e < net_; e++) {
         gkv_etype_info ei;
         int ct;
         size_t total = 0, ns;
-        int64_t *a;
+        int64_t *ea;
 
         gkv_pbook_etype_info(c->book, e, &ei);
         ct = o->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
         ns = nseeds_in[ct];
         for (size_t k = 0; k < np; k++) {
             const struct spiece *s = &sp[k];
-            const int64_t *E = s->edges[e];
-            size_t n = s->n[e], at = 0;
+            size_t at = 0;
 
-            if (split_edges(s->seeds[ct], NULL, s->nseeds[ct],
-                           o->dir == GKV_DIR_IN ? E + n : E, n, pc) != 0) {
-                rc = cfail(parts[k].cn, GKV_EPROTO, "sample: the edges of "
-                           "edge type %d do not match the seeds sent", e);
-                goto out;
-            }
             for (size_t j = 0; j < s->nseeds[ct]; j++) {
                 size_t i = s->pos[ct][j];
                 which[i] = (uint32_t)k;
                 off[i] = at;
-                cnt[i] = pc[j];
-                at += pc[j];
+                cnt[i] = s->et[e].cnt[j];
+                at += cnt[i];
             }
+        }
+        if (rl != NULL) {
+            if ((rc = relab_etype(c, rl, e, o->dir, sp, ns, which, off,
+                                  cnt)) != GKV_OK)
+                goto out;
+            continue;
         }
         for (size_t i = 0; i < ns; i++)
             total += cnt[smap[ct] != NULL ? smap[ct][i] : i];
-        if ((a = arena_alloc(c, 3 * total * 8)) == NULL) {
-            rc = net__fail(GKV_ENOMEM, "out of memory for %zu edges", total);
+        if ((rc = edges_alloc(c, &out[e], total, &ea)) != GKV_OK)
             goto out;
-        }
         for (size_t i = 0, at = 0; i < ns; i++) {
             size_t u = smap[ct] != NULL ? smap[ct][i] : i;
-            const struct spiece *s = &sp[which[u]];
-            size_t n = s->n[e];
-            for (int k = 0; k < 3; k++)
-                memcpy(a + (size_t)k * total + at,
-                       s->edges[e] + (size_t)k * n + off[u], cnt[u] * 8);
+            const struct spet *x = &sp[which[u]].et[e];
+            int64_t *cc = o->dir == GKV_DIR_IN ? ea + total : ea;
+            int64_t *nb = o->dir == GKV_DIR_IN ? ea : ea + total;
+
+            for (size_t q = 0; q < cnt[u]; q++)
+                cc[at + q] = seeds_in[ct][i];
+            col_widen(nb + at, x->nbr, (x->wide & NET_SAMPLE_WIDE_NBR) != 0,
+                      off[u], cnt[u]);
+            col_widen(ea + 2 * total + at, x->eid,
+                      (x->wide & NET_SAMPLE_WIDE_EID) != 0, off[u], cnt[u]);
             at += cnt[u];
         }
-        out[e].src = a;
-        out[e].dst = a + total;
-        out[e].eid = a + 2 * total;
-        out[e].n = total;
     }
 out:
     for (size_t k = 0; sp != NULL && k < np; k++) {
@@ -3144,8 +3323,8 @@ out:
         gkv__free(sp[k].seeds);
         gkv__free(sp[k].nseeds);
         gkv__free((void *)sp[k].pos);
-        gkv__free(sp[k].n);
-        gkv__free(sp[k].edges);
+        gkv__free(sp[k].ctr);
+        gkv__free(sp[k].et);
     }
     for (int t = 0; pos != NULL && t < nnt; t++)
         gkv__free(pos[t]);
@@ -3165,9 +3344,8 @@ out:
     gkv__free(mtot);
     gkv__free(cnt);
     gkv__free(off);
-    gkv__free(pc);
     gkv__free(which);
-    if (rc != GKV_OK)
+    if (rc != GKV_OK && rl == NULL)
         memset(out, 0, (size_t)net_ * sizeof *out);
     return rc;
 }
@@ -3190,7 +3368,7 @@ gkv_client_sample_neighbors(gkv_client *c, const int64_t *const *seeds,
         if (layer < 0)
             rc = net__fail(GKV_EINVAL, "sample_neighbors: layer %d", layer);
         else
-            rc = sample_hop(c, seeds, nseeds, fanout, nfan, layer, opts, 0,
+            rc = sample_hop(c, seeds, nseeds, fanout, nfan, layer, opts, NULL,
                             out);
     }
     pthread_mutex_unlock(&c->mu);
@@ -3226,7 +3404,6 @@ gkv_client_sample_blocks(gkv_client *c, const int64_t *const *seeds,
 {
     static const gkv_sample_opts zero;
     const gkv_sample_opts *o = opts != NULL ? opts : &zero;
-    gkv_sample_edges *hop = NULL;
     const int64_t **dst = NULL;
     int64_t **ids = NULL;
     size_t *ndst = NULL, *nsrc = NULL;
@@ -3249,8 +3426,7 @@ gkv_client_sample_blocks(gkv_client *c, const int64_t *const *seeds,
     net_ = gkv_pbook_num_etypes(c->book);
     if ((rc = markers_get(c, nnt)) != GKV_OK)
         goto out;
-    if ((hop = gkv__calloc((size_t)net_, sizeof *hop)) == NULL ||
-        (dst = gkv__calloc((size_t)nnt, sizeof *dst)) == NULL ||
+    if ((dst = gkv__calloc((size_t)nnt, sizeof *dst)) == NULL ||
         (ndst = gkv__calloc((size_t)nnt, sizeof *ndst)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "out of memory");
         goto out;
@@ -3288,105 +3464,35 @@ gkv_client_sample_blocks(gkv_client *c, const int64_t *const *seeds,
     for (int hi = 0; hi < nlayers; hi++) {
         int bi = nlayers - 1 - hi;
         gkv_block_nodes *bn;
-        gkv_sample_edges *be;
+        struct relab rl;
 
-        /* the hop: the destination nodes' neighbours at layer hi */
-        if ((rc = sample_hop(c, dst, ndst, fanouts + (size_t)bi * (size_t)nfan,
-                             nfan, hi, o, 1, hop)) != GKV_OK)
-            goto out;
         bn = arena_alloc(c, (size_t)nnt * sizeof *bn);
-        be = arena_alloc(c, (size_t)net_ * sizeof *be);
+        rl.be = arena_alloc(c, (size_t)net_ * sizeof *rl.be);
         ids = arena_alloc(c, (size_t)nnt * sizeof *ids);
         nsrc = arena_alloc(c, (size_t)nnt * sizeof *nsrc);
-        if (bn == NULL || be == NULL || ids == NULL || nsrc == NULL) {
+        if (bn == NULL || rl.be == NULL || ids == NULL || nsrc == NULL) {
             rc = net__fail(GKV_ENOMEM, "out of memory");
             goto out;
         }
         memset(nsrc, 0, (size_t)nnt * sizeof *nsrc);
-        for (int t = 0; t < nnt; t++) {
-            size_t room = ndst[t];
-            for (int e = 0; e < net_; e++) {
-                gkv_etype_info ei;
-                gkv_pbook_etype_info(c->book, e, &ei);
-                if ((o->dir == GKV_DIR_IN ? ei.src_ntype : ei.dst_ntype) == t)
-                    room += hop[e].n;
-            }
-            if (room > INT32_MAX - 1) {
-                rc = net__fail(GKV_EINVAL, "sample_blocks: %zu nodes of type "
-                               "%d in one block: too many", room, t);
-                goto out;
-            }
-            if ((ids[t] = arena_alloc(c, room * 8)) == NULL) {
-                rc = net__fail(GKV_ENOMEM, "out of memory");
-                goto out;
-            }
-        }
-        /* destination nodes first, in order (distinct) */
-        for (int t = 0; t < nnt; t++) {
-            int32_t *mk = c->mk[t];
-            for (size_t i = 0; i < ndst[t]; i++) {
-                mk[dst[t][i]] = (int32_t)i + 1;
-                ids[t][i] = dst[t][i];
-            }
-            nsrc[t] = ndst[t];
-        }
-        /* then the new source nodes in order of first appearance */
-        for (int e = 0; e < net_; e++) {
-            gkv_etype_info ei;
-            int nt, ct;
-            size_t n = hop[e].n;
-            int64_t *a = arena_alloc(c, 3 * n * 8);
-            const int64_t *nb, *col;
-            int32_t *mk;
-            int64_t *nids;
-            size_t ns;
-
-            if (a == NULL) {
-                rc = net__fail(GKV_ENOMEM, "out of memory");
-                goto unmark;
-            }
-            gkv_pbook_etype_info(c->book, e, &ei);
-            nt = o->dir == GKV_DIR_IN ? ei.src_ntype : ei.dst_ntype;
-            ct = o->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
-            nb = o->dir == GKV_DIR_IN ? hop[e].src : hop[e].dst;
-            col = o->dir == GKV_DIR_IN ? hop[e].dst : hop[e].src;
-            mk = c->mk[nt];
-            nids = ids[nt];
-            ns = nsrc[nt];
-            /* the edges come grouped by destination node, in order: the
-             * destination's local ID is found by walking */
-            for (size_t j = 0, at = 0; j < n; j++) {
-                int64_t v = nb[j];
-                int32_t m = mk[v];
-                if (m == 0) {
-                    nids[ns] = v;
-                    m = (int32_t)++ns;
-                    mk[v] = m;
-                }
-                while (at < ndst[ct] && dst[ct][at] != col[j])
-                    at++;
-                if (at == ndst[ct]) {
-                    nsrc[nt] = ns;
-                    rc = net__fail(GKV_EPROTO, "sample_blocks: an edge of "
-                                   "edge type %d leads to node %lld, which "
-                                   "was not asked for (or out of order)", e,
-                                   (long long)col[j]);
-                    goto unmark;
-                }
-                a[j] = m - 1;
-                a[n + j] = (int64_t)at;
-                a[2 * n + j] = hop[e].eid[j];
-            }
-            nsrc[nt] = ns;
-            be[e].src = a;
-            be[e].dst = a + n;
-            be[e].eid = a + 2 * n;
-            be[e].n = n;
-        }
+        memset(ids, 0, (size_t)nnt * sizeof *ids);
+        memset(rl.be, 0, (size_t)net_ * sizeof *rl.be);
+        rl.mk = c->mk;
+        rl.ids = ids;
+        rl.nsrc = nsrc;
+        /* the hop: the destination nodes' neighbours at layer hi, each
+         * given its local ID as the replies are merged */
+        rc = sample_hop(c, dst, ndst, fanouts + (size_t)bi * (size_t)nfan,
+                        nfan, hi, o, &rl, NULL);
+        /* every marker set is on a node list */
         for (int t = 0; t < nnt; t++) {
             int32_t *mk = c->mk[t];
             for (size_t i = 0; i < nsrc[t]; i++)
                 mk[ids[t][i]] = 0;
+        }
+        if (rc != GKV_OK)
+            goto out;
+        for (int t = 0; t < nnt; t++) {
             bn[t].ids = ids[t];
             bn[t].num_dst = ndst[t];
             bn[t].num_src = nsrc[t];
@@ -3397,18 +3503,11 @@ gkv_client_sample_blocks(gkv_client *c, const int64_t *const *seeds,
         blocks[bi].num_ntypes = nnt;
         blocks[bi].num_etypes = net_;
         blocks[bi].nodes = bn;
-        blocks[bi].edges = be;
+        blocks[bi].edges = rl.be;
     }
-    goto out;
-unmark:
-    /* every marker set in this block is on its node list */
-    for (int t = 0; t < nnt; t++)
-        for (size_t i = 0; i < nsrc[t]; i++)
-            c->mk[t][ids[t][i]] = 0;
 out:
     if (rc != GKV_OK)
         memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
-    gkv__free(hop);
     gkv__free(dst);
     gkv__free(ndst);
     pthread_mutex_unlock(&c->mu);

@@ -102,6 +102,8 @@ struct gkv_server {
     unsigned sv_lease_ms;
     uint64_t sv_max_msg;
     unsigned sv_nthreads;
+    int sv_wide_ids;                 /* SAMPLE replies always send i64 IDs
+                                      * (GKV_SERVER_WIDE_IDS=1: tests) */
     pthread_t *sv_thr;
     FILE *sv_log;
     uint64_t sv_start_mono;
@@ -1377,7 +1379,7 @@ op_ids(gkv_server *s, struct req *r)
 }
 
 struct sample_arg {
-    const gkv_sample_edges *e;
+    const net_sample_renc_et *e;
     int net;
 };
 
@@ -1386,11 +1388,48 @@ enc_sample(net_wr *w, const void *a)
 {
     const struct sample_arg *sa = a;
 
-    net__wr_u32(w, (uint32_t)sa->net);
-    for (int e = 0; e < sa->net; e++) {
-        const int64_t *cols[3] = {sa->e[e].src, sa->e[e].dst, sa->e[e].eid};
-        net__enc_cols(w, 3, cols, sa->e[e].n);
+    net__enc_sample_rep(w, (uint32_t)sa->net, sa->e);
+}
+
+/* The wire form of one edge type of a hop: per-seed counts (the edges
+ * come grouped by centre node, in the seeds' order) and which columns
+ * need 64 bits. -1 when the edges do not follow the seeds. */
+static int
+sample_pack(const gkv_sample_edges *x, int dir, const int64_t *seeds,
+            size_t ns, int wide, uint32_t *cnt, net_sample_renc_et *o)
+{
+    const int64_t *ctr = dir == GKV_DIR_IN ? x->dst : x->src;
+    const int64_t *nbr = dir == GKV_DIR_IN ? x->src : x->dst;
+    uint64_t big = 0;
+    size_t e = 0;
+
+    for (size_t j = 0; j < ns; j++) {
+        size_t t = e;
+        while (t < x->n && ctr[t] == seeds[j])
+            t++;
+        if (t - e > UINT32_MAX)
+            return -1;
+        cnt[j] = (uint32_t)(t - e);
+        e = t;
     }
+    if (e != x->n)
+        return -1;
+    o->n = x->n;
+    o->nc = ns;
+    o->cnt = cnt;
+    o->nbr = nbr;
+    o->eid = x->eid;
+    o->wide = wide ? NET_SAMPLE_WIDE_NBR | NET_SAMPLE_WIDE_EID : 0;
+    for (size_t i = 0; i < x->n; i++)
+        big |= (uint64_t)nbr[i];
+    if (big > UINT32_MAX)
+        o->wide |= NET_SAMPLE_WIDE_NBR;
+    big = 0;
+    for (size_t i = 0; i < x->n; i++)
+        big |= (uint64_t)x->eid[i];
+    if (big > UINT32_MAX)
+        o->wide |= NET_SAMPLE_WIDE_EID;
+    return 0;
 }
 
 /* One hop of neighbour sampling on the partition's sgraph, with the
@@ -1403,6 +1442,9 @@ op_sample(gkv_server *s, struct req *r)
     gkv_sample_opts o;
     struct sample_arg sa;
     gkv_sample_edges *out = NULL;
+    net_sample_renc_et *pk = NULL;
+    uint32_t *cnt = NULL;
+    size_t ncnt = 0, need;
     const int64_t **seeds = NULL, **ex = NULL;
     uint64_t **tmp = NULL;
     size_t *ns = NULL, *nex = NULL, total = 0, ntmp = 0;
@@ -1531,15 +1573,42 @@ op_sample(gkv_server *s, struct req *r)
         goto out;
     }
     total = 0;
-    for (int e = 0; e < net_; e++)
+    for (int e = 0; e < net_; e++) {
+        gkv_etype_info ei;
+        gkv_pbook_etype_info(s->sv_book, e, &ei);
         total += out[e].n;
-    if (total > (s->sv_max_msg - 64) / 24 - (size_t)net_) {
+        ncnt += ns[q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype];
+    }
+    /* at most 16 bytes an edge, 4 a count, 48 an edge type (its fields
+     * and padding) */
+    need = 64 + 48 * (size_t)net_ + 4 * ncnt;
+    if (need > s->sv_max_msg || total > (s->sv_max_msg - need) / 16) {
         rfail(r, GKV_EINVAL, "sample: %zu edges are more than this server's "
               "%llu-byte message limit; send fewer seeds", total,
               (unsigned long long)s->sv_max_msg);
         goto out;
     }
-    sa.e = out;
+    if ((pk = gkv__calloc((size_t)net_ + 1, sizeof *pk)) == NULL ||
+        (cnt = gkv__malloc(ncnt * sizeof *cnt + 4)) == NULL) {
+        rfail(r, GKV_ENOMEM, "sample: out of memory");
+        goto out;
+    }
+    ncnt = 0;
+    for (int e = 0; e < net_; e++) {
+        gkv_etype_info ei;
+        int ct;
+        gkv_pbook_etype_info(s->sv_book, e, &ei);
+        ct = q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
+        if (sample_pack(&out[e], (int)q.dir, seeds[ct], ns[ct],
+                        s->sv_wide_ids, cnt + ncnt, &pk[e]) != 0) {
+            rfail(r, GKV_EINVAL, "sample on partition %d: the edges of edge "
+                  "type '%s' do not follow the seeds", part,
+                  gkv_pbook_etype_name(s->sv_book, e));
+            goto out;
+        }
+        ncnt += ns[ct];
+    }
+    sa.e = pk;
     sa.net = net_;
     if (build(r, enc_sample, &sa) == GKV_OK) {
         atomic_fetch_add_explicit(&s->st_samples, 1, memory_order_relaxed);
@@ -1557,6 +1626,8 @@ out:
     gkv__free(nex);
     gkv__free(out);
     gkv__free(own);
+    gkv__free(pk);
+    gkv__free(cnt);
     net__sample_req_free(&q);
 }
 
@@ -1926,6 +1997,10 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     s->sv_lease_ms = o->lease_ms ? o->lease_ms : 30000;
     s->sv_max_msg = o->max_msg ? o->max_msg : GKV_NET_MAX_MSG;
     s->sv_nthreads = o->threads ? o->threads : 2;
+    {
+        const char *w = getenv("GKV_SERVER_WIDE_IDS");
+        s->sv_wide_ids = w != NULL && strcmp(w, "1") == 0;
+    }
     s->sv_start_mono = mono_ms();
     snprintf(s->sv_tag, sizeof s->sv_tag, "m%zu/s%u", mi, o->server_id);
     pthread_mutex_init(&s->sv_mu, NULL);

@@ -1004,6 +1004,66 @@ net__sample_rep_free(net_sample_rep *o)
     o->net = 0;
 }
 
+/* One column of n IDs, narrowed to u32 unless wide. */
+static void
+enc_idcol(net_wr *w, const int64_t *v, size_t n, int wide)
+{
+    unsigned char *p = net__wr_arr(w, n * (wide ? 8 : 4));
+
+    if (p == NULL || n == 0)
+        return;
+    if (wide) {
+        memcpy(p, v, n * 8);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            put32(p + 4 * i, (uint32_t)v[i]);
+    }
+}
+
+void
+net__enc_sample_rep(net_wr *w, uint32_t net, const net_sample_renc_et *e)
+{
+    net__wr_u32(w, net);
+    for (uint32_t k = 0; k < net; k++) {
+        unsigned char *p;
+
+        net__wr_u64(w, e[k].n);
+        net__wr_u64(w, e[k].nc);
+        net__wr_u32(w, e[k].wide);
+        if ((p = net__wr_arr(w, e[k].nc * 4)) != NULL)
+            for (size_t i = 0; i < e[k].nc; i++)
+                put32(p + 4 * i, e[k].cnt[i]);
+        enc_idcol(w, e[k].nbr, e[k].n, (e[k].wide & NET_SAMPLE_WIDE_NBR) != 0);
+        enc_idcol(w, e[k].eid, e[k].n, (e[k].wide & NET_SAMPLE_WIDE_EID) != 0);
+    }
+}
+
+static void
+dec_sample_et(net_rd *r, net_sample_et *o)
+{
+    uint64_t sum = 0;
+
+    o->n = net__rd_u64(r, "sample.num_edges");
+    o->nc = net__rd_u64(r, "sample.num_counts");
+    o->wide = net__rd_u32(r, "sample.wide");
+    if (!r->err && (o->wide & ~(NET_SAMPLE_WIDE_NBR | NET_SAMPLE_WIDE_EID))) {
+        rd_fail(r, "sample.wide: flags 0x%x have unknown bits", o->wide);
+        return;
+    }
+    o->cnt = net__rd_arr(r, o->nc, 4, "sample.counts");
+    o->nbr = net__rd_arr(r, o->n, o->wide & NET_SAMPLE_WIDE_NBR ? 8 : 4,
+                         "sample.neighbours");
+    o->eid = net__rd_arr(r, o->n, o->wide & NET_SAMPLE_WIDE_EID ? 8 : 4,
+                         "sample.eids");
+    if (r->err)
+        return;
+    for (uint64_t i = 0; i < o->nc; i++)
+        sum += get32(o->cnt + 4 * i);
+    if (sum != o->n)
+        rd_fail(r, "sample.counts: they sum to %llu, and the reply has %llu "
+                "edges", (unsigned long long)sum, (unsigned long long)o->n);
+}
+
 int
 net__dec_sample_rep(net_rd *r, net_sample_rep *o)
 {
@@ -1018,7 +1078,7 @@ net__dec_sample_rep(net_rd *r, net_sample_rep *o)
         return rd_fail(r, "sample reply: out of memory for %u edge types",
                        o->net);
     for (uint32_t e = 0; e < o->net && !r->err; e++)
-        dec_cols(r, 3, &o->e[e], "sample.edges");
+        dec_sample_et(r, &o->e[e]);
     if (done(r) != 0) {
         net__sample_rep_free(o);
         return -1;

@@ -270,12 +270,35 @@ typedef struct net_sample_req {
     const unsigned char **ex;         /* [net]: nex[e] x i64 */
 } net_sample_req;
 
-/* SAMPLE reply: per edge type, src, dst and eid columns. e is
- * gkv__malloc'd: net__sample_rep_free(). */
+/* SAMPLE reply, per edge type: the number of edges each seed of the
+ * type the hop centres on got (in the order sent), then the neighbour and
+ * edge-ID columns, each u32 unless its flag says i64 (the centre column is
+ * implicit). e is gkv__malloc'd: net__sample_rep_free(). */
+#define NET_SAMPLE_WIDE_NBR 0x1u       /* neighbours are i64 */
+#define NET_SAMPLE_WIDE_EID 0x2u       /* edge IDs are i64 */
+typedef struct net_sample_et {
+    uint64_t n;                       /* edges */
+    uint64_t nc;                      /* seeds counted */
+    uint32_t wide;                    /* NET_SAMPLE_WIDE_* */
+    const unsigned char *cnt;         /* nc x u32, summing to n */
+    const unsigned char *nbr;         /* n x (u32 or i64) */
+    const unsigned char *eid;         /* n x (u32 or i64) */
+} net_sample_et;
+
 typedef struct net_sample_rep {
     uint32_t net;
-    net_cols *e;                      /* [net] */
+    net_sample_et *e;                 /* [net] */
 } net_sample_rep;
+
+/* What the SAMPLE reply encoder sends (the server's view): per edge type
+ * n edges, nc counts; a column is narrowed to u32 unless its wide flag is
+ * set (the caller sets it when a value is negative or above UINT32_MAX). */
+typedef struct net_sample_renc_et {
+    size_t n, nc;
+    uint32_t wide;
+    const uint32_t *cnt;
+    const int64_t *nbr, *eid;
+} net_sample_renc_et;
 
 /* What the SAMPLE encoder sends (the client's view). */
 typedef struct net_sample_enc {
@@ -356,6 +379,7 @@ void net__enc_ids_req(net_wr *w, uint32_t etype, const int64_t *ids,
 void net__enc_cols(net_wr *w, unsigned k, const int64_t *const *cols,
                    size_t n);
 void net__enc_sample_req(net_wr *w, const net_sample_enc *o);
+void net__enc_sample_rep(net_wr *w, uint32_t net, const net_sample_renc_et *e);
 
 /* ---- authentication ------------------------------------------------------ */
 

@@ -925,14 +925,22 @@ enc_cols3(net_wr *w, const void *a)
     net__enc_cols(w, 3, cols, 3);
 }
 
+/* Two edge types: 3 edges over 2 seeds (counts 2, 1; neighbours wide,
+ * edge IDs narrow), then 1 edge over 1 seed (both narrow). */
 static void
 enc_sample_rep(net_wr *w, const void *a)
 {
+    static const uint32_t c0[2] = {2, 1}, c1[1] = {1};
+    static const int64_t e0[3] = {7, 8, 0xffffffffll}, e1[1] = {5};
     const int64_t *const *cols = a;
+    net_sample_renc_et et[2] = {
+        {3, 2, NET_SAMPLE_WIDE_NBR, c0, NULL, e0},
+        {1, 1, 0, c1, NULL, e1},
+    };
 
-    net__wr_u32(w, 2);
-    net__enc_cols(w, 3, cols, 3);
-    net__enc_cols(w, 3, cols, 1);
+    et[0].nbr = cols[0];
+    et[1].nbr = cols[1];
+    net__enc_sample_rep(w, 2, et);
 }
 
 static void
@@ -1040,14 +1048,43 @@ test_graph_codec(void **state)
     assert_int_equal(net__dec_sample_rep(&rd, &sr), 0);
     assert_int_equal(sr.net, 2);
     assert_int_equal(sr.e[0].n, 3);
+    assert_int_equal(sr.e[0].nc, 2);
+    assert_int_equal(sr.e[0].wide, NET_SAMPLE_WIDE_NBR);
     assert_int_equal(sr.e[1].n, 1);
-    assert_memory_equal(sr.e[0].c[1], y, 24);
-    assert_memory_equal(sr.e[1].c[2], x, 8);
+    assert_int_equal(sr.e[1].nc, 1);
+    assert_int_equal(sr.e[1].wide, 0);
+    {
+        static const uint32_t want_c[2] = {2, 1}, want_e[3] = {7, 8,
+                                                               0xffffffffu};
+        uint32_t u;
+        assert_memory_equal(sr.e[0].cnt, want_c, 8);
+        assert_memory_equal(sr.e[0].nbr, x, 24);  /* 1 << 40 kept wide */
+        assert_memory_equal(sr.e[0].eid, want_e, 12);
+        memcpy(&u, sr.e[1].nbr, 4);
+        assert_int_equal(u, 7);                   /* y[0], narrowed */
+        memcpy(&u, sr.e[1].eid, 4);
+        assert_int_equal(u, 5);
+    }
     net__sample_rep_free(&sr);
     for (size_t cut = 0; cut < len; cut++) {
+        long live = gkvt_alloc_live();
         net__rd_init(&rd, b, cut);
         assert_int_equal(net__dec_sample_rep(&rd, &sr), -1);
+        assert_true(rd.why[0] != '\0');
+        assert_int_equal(gkvt_alloc_live(), live);
     }
+    /* counts that do not sum to the edges: the first count is at byte 24
+     * (num_etypes 4, n 8, nc 8, wide 4) */
+    b[24] = 3;
+    net__rd_init(&rd, b, len);
+    assert_int_equal(net__dec_sample_rep(&rd, &sr), -1);
+    assert_non_null(strstr(rd.why, "sample.counts"));
+    b[24] = 2;
+    /* an unknown width flag (wide is at byte 20) */
+    b[20] = 4;
+    net__rd_init(&rd, b, len);
+    assert_int_equal(net__dec_sample_rep(&rd, &sr), -1);
+    assert_non_null(strstr(rd.why, "sample.wide"));
     free(b);
 }
 

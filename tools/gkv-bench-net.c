@@ -30,7 +30,7 @@
  * with this program even when it is killed with -9 (PR_SET_PDEATHSIG).
  *
  * usage: gkv-bench-net [--quick] [--reps N] [--scale N] [--rows N]
- *                      [--no-redis] [--no-sample]
+ *                      [--no-redis] [--no-sample] [--no-pull]
  * stdout: "RESULT name key=value ..." lines, then a table. Exit status 0,
  * 1 when a check failed or something could not run, 2 on bad usage.
  */
@@ -858,17 +858,29 @@ bench_sample(int scale, int nbatch, struct sres *out)
     free(tn);
 }
 
+static void
+print_sample(const struct sres *sr, int scale, int nbatch)
+{
+    printf("RESULT net_sample scale=%d parts=2 servers=2 batch=%d "
+           "fanouts=15,10 batches=%d reps=%d edges=%zu "
+           "inproc_edges_s=%.3g net_edges_s=%.3g ratio=%.2f "
+           "target=0.5 verify=%s\n", scale, BATCH, nbatch, reps,
+           sr->edges, sr->inproc_eps, sr->net_eps,
+           sr->net_eps / sr->inproc_eps, sr->ok ? "ok" : "FAIL");
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 static void
 usage(FILE *f)
 {
     fputs("usage: " PROG " [--quick] [--reps N] [--scale N] [--rows N] "
-          "[--no-redis] [--no-sample]\n"
+          "[--no-redis] [--no-sample] [--no-pull]\n"
           "  --quick      20,000 rows, scale 16 (a smoke run)\n"
           "  --reps N     timed reps per figure (median; default 5)\n"
           "  --scale N    R-MAT scale of the sampling graph (default 20)\n"
           "  --rows N     rows pulled (default 100000; the tensor has 2x)\n"
+          "  --no-pull    only the sampling figure (part d)\n"
           "stdout: RESULT lines and a table; stderr: progress.\n", f);
 }
 
@@ -876,7 +888,7 @@ int
 main(int argc, char **argv)
 {
     size_t n = 100000, nrows;
-    int scale = 20, nbatch = 64, no_redis = 0, no_sample = 0;
+    int scale = 20, nbatch = 64, no_redis = 0, no_sample = 0, no_pull = 0;
     char st[2][PATH_MAX], cfg[PATH_MAX + 16], text[128];
     uint64_t split1[2], split2[3], x = 12345;
     uint64_t *ids;
@@ -905,6 +917,8 @@ main(int argc, char **argv)
             no_redis = 1;
         } else if (strcmp(argv[i], "--no-sample") == 0) {
             no_sample = 1;
+        } else if (strcmp(argv[i], "--no-pull") == 0) {
+            no_pull = 1;
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
@@ -913,7 +927,8 @@ main(int argc, char **argv)
             return 2;
         }
     }
-    if (reps < 1 || n < 1000 || scale < 12 || scale > 26) {
+    if (reps < 1 || n < 1000 || scale < 12 || scale > 26 ||
+        (no_pull && no_sample)) {
         usage(stderr);
         return 2;
     }
@@ -945,6 +960,11 @@ main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
 
+    if (no_pull) {
+        bench_sample(scale, nbatch, &sr);
+        print_sample(&sr, scale, nbatch);
+        return nfail ? 1 : 0;
+    }
     /* the stores: one with every row, two with half each */
     snprintf(st[0], sizeof st[0], "%s/one", workdir);
     make_store(st[0], 0, nrows);
@@ -1057,12 +1077,7 @@ main(int argc, char **argv)
                "GBs=%.3f rows_s=%.3g ratio_to_1=%.2f\n", n, (size_t)RB, reps,
                bytes / t2 / 1e9, (double)n / t2, t1 / t2);
         if (!no_sample)
-            printf("RESULT net_sample scale=%d parts=2 servers=2 batch=%d "
-                   "fanouts=15,10 batches=%d reps=%d edges=%zu "
-                   "inproc_edges_s=%.3g net_edges_s=%.3g ratio=%.2f "
-                   "target=0.5 verify=%s\n", scale, BATCH, nbatch, reps,
-                   sr.edges, sr.inproc_eps, sr.net_eps,
-                   sr.net_eps / sr.inproc_eps, sr.ok ? "ok" : "FAIL");
+            print_sample(&sr, scale, nbatch);
         printf("\n%-40s %14s %10s\n", "figure", "value", "ratio");
         printf("%-40s %11.3f GB/s %10s\n", "pull, 1 server", bytes / t1 / 1e9, "");
         printf("%-40s %11.3f GB/s %9.2fx\n", "plain TCP stream (same bytes)",

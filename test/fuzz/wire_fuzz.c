@@ -160,9 +160,13 @@ decode(unsigned k, const unsigned char *p, size_t n)
     case 22: {
         net_sample_rep o;
         if (net__dec_sample_rep(&rd, &o) == 0) {
-            for (uint32_t e = 0; e < o.net; e++)
-                for (int i = 0; i < 3; i++)
-                    touch(o.e[e].c[i], (size_t)o.e[e].n * 8);
+            for (uint32_t e = 0; e < o.net; e++) {
+                touch(o.e[e].cnt, (size_t)o.e[e].nc * 4);
+                touch(o.e[e].nbr, (size_t)o.e[e].n *
+                      (o.e[e].wide & NET_SAMPLE_WIDE_NBR ? 8 : 4));
+                touch(o.e[e].eid, (size_t)o.e[e].n *
+                      (o.e[e].wide & NET_SAMPLE_WIDE_EID ? 8 : 4));
+            }
             net__sample_rep_free(&o);
         }
         break;
@@ -401,13 +405,15 @@ e_sample(net_wr *w, const void *a)
 static void
 e_sample_rep(net_wr *w, const void *a)
 {
-    static const int64_t x[2] = {3, 4};
-    const int64_t *cols[3] = {x, x, x};
+    static const int64_t x[2] = {3, 1ll << 33};
+    static const uint32_t c[3] = {1, 1, 0};
+    const net_sample_renc_et et[2] = {
+        {2, 2, NET_SAMPLE_WIDE_EID, c, x, x},
+        {0, 1, 0, c + 2, x, x},
+    };
 
     (void)a;
-    net__wr_u32(w, 2);
-    net__enc_cols(w, 3, cols, 2);
-    net__enc_cols(w, 3, cols, 0);
+    net__enc_sample_rep(w, 2, et);
 }
 
 static void
