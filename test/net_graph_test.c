@@ -66,52 +66,6 @@ static char g_server_path[PATH_MAX + 16];
 
 /* ---- processes and ports (as in net_test.c) ------------------------------ */
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void
-sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *b;
-    long n;
-
-    if (f == NULL)
-        return strdup("");
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = calloc(1, (size_t)n + 1);
-    if (n > 0 && fread(b, 1, (size_t)n, f) != (size_t)n)
-        b[0] = '\0';
-    fclose(f);
-    return b;
-}
-
-static int
-file_has(const char *path, const char *needle)
-{
-    char *t = slurp(path);
-    int hit = strstr(t, needle) != NULL;
-
-    free(t);
-    return hit;
-}
-
 static int
 proc_alive(struct proc *p)
 {
@@ -130,12 +84,12 @@ proc_alive(struct proc *p)
 static int
 proc_wait(struct proc *p, int ms)
 {
-    double end = now_s() + ms / 1000.0;
+    double end = gkvt_now_s() + ms / 1000.0;
 
     while (proc_alive(p)) {
-        if (now_s() > end)
+        if (gkvt_now_s() > end)
             return 0;
-        sleep_ms(5);
+        gkvt_sleep_ms(5);
     }
     return 1;
 }
@@ -173,46 +127,6 @@ spawn(struct fx *f, char *const argv[], const char *logname)
     }
     p->pid = pid;
     return p;
-}
-
-static int
-port_free(int port)
-{
-    struct sockaddr_in a = {0};
-    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
-
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
-    close(s);
-    return ok;
-}
-
-static int
-pick_base(int nmach)
-{
-    static unsigned seq;
-    const char *e = getenv("GKVT_PORT_BASE");
-
-    for (int attempt = 0; attempt < 500; attempt++) {
-        unsigned k = seq++;
-        int base, ok = 1;
-
-        if (e != NULL && *e != '\0')
-            base = atoi(e) + 512 + (int)(k * 32);
-        else
-            base = 20000 + (int)(((unsigned)getpid() * 2246822519u + k * 7919u) %
-                                 30000u) / 32 * 32;
-        if (base < 1024 || base + 8 * nmach > 65535)
-            continue;
-        for (int i = 0; i < 8 * nmach && ok; i++)
-            ok = port_free(base + i);
-        if (ok)
-            return base;
-    }
-    fail_msg("no free port range found");
-    return -1;
 }
 
 static void
@@ -261,18 +175,18 @@ server_try(struct fx *f, int m, int k, const char *const *extra)
         argv[n++] = (char *)extra[i];
     argv[n] = NULL;
     p = spawn(f, argv, logname);
-    end = now_s() + 20;
-    while (!file_has(p->log, "listening on")) {
+    end = gkvt_now_s() + 20;
+    while (!gkvt_file_has(p->log, "listening on")) {
         if (!proc_alive(p)) {
             char *t;
-            if (file_has(p->log, "Address already in use"))
+            if (gkvt_file_has(p->log, "Address already in use"))
                 return NULL;
-            t = slurp(p->log);
+            t = gkvt_slurp(p->log);
             fail_msg("gkv-server exited before listening:\n%s", t);
         }
-        if (now_s() > end)
+        if (gkvt_now_s() > end)
             fail_msg("gkv-server did not listen within 20 s");
-        sleep_ms(5);
+        gkvt_sleep_ms(5);
     }
     return p;
 }
@@ -284,7 +198,7 @@ serve(struct fx *f, int nserv)
         int clash = 0;
 
         f->nserv = nserv;
-        f->base = pick_base(f->nmach);
+        f->base = gkvt_port_base(8 * f->nmach);
         write_cfg(f, f->nmach);
         for (int m = 0; m < f->nmach && !clash; m++)
             for (int k = 0; k < nserv && !clash; k++)
@@ -436,7 +350,7 @@ teardown(void **state)
         char *t;
 
         proc_kill(&f->p[i]);
-        t = slurp(f->p[i].log);
+        t = gkvt_slurp(f->p[i].log);
         if (strstr(t, "Sanitizer") != NULL || strstr(t, "runtime error") != NULL) {
             fprintf(stderr, "sanitizer report in %s:\n%s\n", f->p[i].log, t);
             bad = 1;
@@ -1001,7 +915,7 @@ test_server_startup(void **state)
     assert_int_equal(gkvt_run(noid, NULL, 0, NULL, &err, 30), 2);
     assert_non_null(strstr(err, "--part-id"));
     free(err);
-    f->base = pick_base(3);
+    f->base = gkvt_port_base(8 * 3);
     write_cfg(f, 3);
     assert_int_equal(gkvt_run(three, NULL, 0, NULL, &err, 30), 1);
     assert_non_null(strstr(err, "lists 3 machines but"));

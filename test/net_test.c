@@ -53,63 +53,6 @@ static char g_self[PATH_MAX];
 
 /* ---- time, files ------------------------------------------------------------ */
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void
-sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
-
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *b;
-    long n;
-
-    if (f == NULL)
-        return strdup("");
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = calloc(1, (size_t)n + 1);
-    if (n > 0 && fread(b, 1, (size_t)n, f) != (size_t)n)
-        b[0] = '\0';
-    fclose(f);
-    return b;
-}
-
-static int
-file_has(const char *path, const char *needle)
-{
-    char *t = slurp(path);
-    int hit = strstr(t, needle) != NULL;
-
-    free(t);
-    return hit;
-}
-
-static void
-write_text(const char *path, const char *text, mode_t mode)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
-
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
-    chmod(path, mode);
-}
-
 /* ---- processes ---------------------------------------------------------------- */
 
 static int
@@ -131,12 +74,12 @@ proc_alive(struct proc *p)
 static int
 proc_wait(struct proc *p, int ms)
 {
-    double end = now_s() + ms / 1000.0;
+    double end = gkvt_now_s() + ms / 1000.0;
 
     while (proc_alive(p)) {
-        if (now_s() > end)
+        if (gkvt_now_s() > end)
             return 0;
-        sleep_ms(5);
+        gkvt_sleep_ms(5);
     }
     return 1;
 }
@@ -188,47 +131,6 @@ spawn(struct fx *f, char *const argv[], const char *logname)
 
 /* ---- ports and servers ----------------------------------------------------------- */
 
-static int
-port_free(int port)
-{
-    struct sockaddr_in a = {0};
-    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
-
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
-    close(s);
-    return ok;
-}
-
-/* A range of 8 x nmach ports nobody listens on now. */
-static int
-pick_base(int nmach)
-{
-    static unsigned seq;
-    const char *e = getenv("GKVT_PORT_BASE");
-
-    for (int attempt = 0; attempt < 500; attempt++) {
-        unsigned k = seq++;
-        int base, ok = 1;
-
-        if (e != NULL && *e != '\0')
-            base = atoi(e) + (int)(k * 32);
-        else
-            base = 20000 + (int)(((unsigned)getpid() * 2654435761u + k * 7919u) %
-                                 30000u) / 32 * 32;
-        if (base < 1024 || base + 8 * nmach > 65535)
-            continue;
-        for (int i = 0; i < 8 * nmach && ok; i++)
-            ok = port_free(base + i);
-        if (ok)
-            return base;
-    }
-    fail_msg("no free port range found");
-    return -1;
-}
-
 static void
 write_cfg(struct fx *f)
 {
@@ -239,7 +141,7 @@ write_cfg(struct fx *f)
     for (int m = 0; m < f->nmach; m++)
         o += (size_t)snprintf(text + o, sizeof text - o, "127.0.0.1 %d\n",
                               f->base + 8 * m);
-    write_text(f->cfg, text, 0644);
+    gkvt_write_text(f->cfg, text, 0644);
 }
 
 /* Starts server k (of nserv) of machine m with extra arguments
@@ -272,20 +174,20 @@ server_try(struct fx *f, int m, int k, int nserv, const char *const *extra)
         argv[n++] = (char *)extra[i];
     argv[n] = NULL;
     p = spawn(f, argv, logname);
-    end = now_s() + 20;
-    while (!file_has(p->log, "listening on")) {
+    end = gkvt_now_s() + 20;
+    while (!gkvt_file_has(p->log, "listening on")) {
         if (!proc_alive(p)) {
-            if (file_has(p->log, "Address already in use"))
+            if (gkvt_file_has(p->log, "Address already in use"))
                 return NULL;
             {
-                char *t = slurp(p->log);
+                char *t = gkvt_slurp(p->log);
                 fail_msg("gkv-server exited with %d before listening:\n%s",
                          proc_code(p), t);
             }
         }
-        if (now_s() > end)
+        if (gkvt_now_s() > end)
             fail_msg("gkv-server did not listen within 20 s");
-        sleep_ms(5);
+        gkvt_sleep_ms(5);
     }
     return p;
 }
@@ -301,7 +203,7 @@ serve(struct fx *f, int nmach, int nserv, const char *const *extra,
         int clash = 0;
 
         f->nmach = nmach;
-        f->base = pick_base(nmach);
+        f->base = gkvt_port_base(8 * nmach);
         write_cfg(f);
         for (int m = 0; m < nmach && !clash; m++)
             for (int k = 0; k < nserv && !clash; k++)
@@ -380,7 +282,7 @@ teardown(void **state)
         char *t;
 
         proc_kill(&f->p[i]);
-        t = slurp(f->p[i].log);
+        t = gkvt_slurp(f->p[i].log);
         if (strstr(t, "Sanitizer") != NULL || strstr(t, "runtime error") != NULL) {
             fprintf(stderr, "sanitizer report in %s:\n%s\n", f->p[i].log, t);
             bad = 1;
@@ -441,17 +343,17 @@ test_server_usage(void **state)
     assert_int_equal(gkvt_run(sid, NULL, 0, NULL, &err, 30), 2);
     free(err);
     /* a missing store, a bad ip_config, a readable token file: exit 1 */
-    write_text(f->cfg, "127.0.0.1 30050\n", 0644);
+    gkvt_write_text(f->cfg, "127.0.0.1 30050\n", 0644);
     assert_int_equal(gkvt_run(nostore, NULL, 0, NULL, &err, 30), 1);
     assert_non_null(strstr(err, f->st[0]));
     free(err);
-    write_text(f->cfg, "127.0.0.1 30050 9\n", 0644);
+    gkvt_write_text(f->cfg, "127.0.0.1 30050 9\n", 0644);
     assert_int_equal(gkvt_run(nostore, NULL, 0, NULL, &err, 30), 1);
     assert_non_null(strstr(err, "ip.cfg:1: expected 'IP [PORT]'"));
     free(err);
-    write_text(f->cfg, "127.0.0.1 30050\n", 0644);
+    gkvt_write_text(f->cfg, "127.0.0.1 30050\n", 0644);
     snprintf(tok, sizeof tok, "%s/token", f->dir);
-    write_text(tok, "secret\n", 0644);
+    gkvt_write_text(tok, "secret\n", 0644);
     assert_int_equal(gkvt_run(badtok, NULL, 0, NULL, &err, 30), 1);
     assert_non_null(strstr(err, "chmod 600"));
     free(err);
@@ -620,8 +522,8 @@ test_kv_requests(void **state)
     /* the last client left: a server that does not keep alive stops */
     assert_true(proc_wait(srv[0], 5000));
     assert_int_equal(proc_code(srv[0]), 0);
-    assert_true(file_has(srv[0]->log, "the last client left"));
-    assert_true(file_has(srv[0]->log, "join: group 'job' rank 2"));
+    assert_true(gkvt_file_has(srv[0]->log, "the last client left"));
+    assert_true(gkvt_file_has(srv[0]->log, "join: group 'job' rank 2"));
     free(got);
     free(want);
 }
@@ -724,7 +626,7 @@ child_main(int argc, char **argv)
          * must see every rank's row */
         uint64_t id = rank, all[8];
         float row[4] = {(float)rank + 1, 0, 0, 0}, got[8 * 4];
-        sleep_ms((int)rank * 150);
+        gkvt_sleep_ms((int)rank * 150);
         if ((rc = gkv_client_push(c, "emb", &id, 1, row, sizeof row, NULL)) != GKV_OK)
             return child_fail("push", rc);
         if ((rc = gkv_client_barrier(c, 20000)) != GKV_OK)
@@ -742,7 +644,7 @@ child_main(int argc, char **argv)
     } else if (strcmp(role, "hold") == 0) {
         fprintf(stderr, "holding\n");
         for (;;)
-            sleep_ms(1000);
+            gkvt_sleep_ms(1000);
     } else if (strcmp(role, "bigpush") == 0) {
         /* 3 MB pushes and pulls of tensor "wide", over and over, until
          * killed in the middle of one */
@@ -767,12 +669,12 @@ static int
 wait_code(struct proc *p, int ms)
 {
     if (!proc_wait(p, ms)) {
-        char *t = slurp(p->log);
+        char *t = gkvt_slurp(p->log);
         fail_msg("process %ld did not exit within %d ms; its log:\n%s",
                  (long)p->pid, ms, t);
     }
     if (proc_code(p) != 0) {
-        char *t = slurp(p->log);
+        char *t = gkvt_slurp(p->log);
         fail_msg("process %ld exited with %d; its log:\n%s", (long)p->pid,
                  proc_code(p), t);
     }
@@ -797,8 +699,8 @@ test_persistent_two_jobs(void **state)
     /* job 1: another process pushes, then leaves */
     j1 = child(f, "job1.log", "job1", f->cfg, "job1", "0", "1", NULL);
     wait_code(j1, 20000);
-    assert_true(file_has(srv[0]->log, "leave: group 'job1' rank 0"));
-    sleep_ms(300);
+    assert_true(gkvt_file_has(srv[0]->log, "leave: group 'job1' rank 0"));
+    gkvt_sleep_ms(300);
     assert_true(proc_alive(srv[0]));      /* persistent: still serving */
     /* job 2, another group, sees what job 1 left */
     c = client(f, "job2", 0, NULL, 5000, 0);
@@ -813,13 +715,13 @@ test_persistent_two_jobs(void **state)
             assert_true(got[i * 4 + j] == fval(ids[i], j));
     /* a plain shutdown does not stop it; a forced one does */
     NET_OK(gkv_client_shutdown(c, 0));
-    sleep_ms(300);
+    gkvt_sleep_ms(300);
     assert_true(proc_alive(srv[0]));
-    assert_true(file_has(srv[0]->log, "ignored"));
+    assert_true(gkvt_file_has(srv[0]->log, "ignored"));
     NET_OK(gkv_client_shutdown(c, 1));
     assert_true(proc_wait(srv[0], 5000));
     assert_int_equal(proc_code(srv[0]), 0);
-    assert_true(file_has(srv[0]->log, "shutdown requested by group 'job2' rank 0 (forced)"));
+    assert_true(gkvt_file_has(srv[0]->log, "shutdown requested by group 'job2' rank 0 (forced)"));
     NET_OK(gkv_client_close(c));          /* nothing left to leave: quick */
 }
 
@@ -894,9 +796,9 @@ test_kill9_and_restart(void **state)
     NET_OK(gkv_client_push(c, "emb", ids, 3, rows, sizeof rows, NULL));
     /* kill -9: the next call fails within the timeout, naming the server */
     proc_kill(srv[0]);
-    t0 = now_s();
+    t0 = gkvt_now_s();
     rc = gkv_client_pull(c, "emb", ids, 3, got, sizeof got);
-    took = now_s() - t0;
+    took = gkvt_now_s() - t0;
     assert_int_equal(rc, GKV_ETIMEDOUT);
     snprintf(addr, sizeof addr, "server 127.0.0.1:%d", f->base);
     assert_non_null(strstr(gkv_net_errmsg(), addr));
@@ -915,7 +817,7 @@ test_kill9_and_restart(void **state)
     memset(got, 0, sizeof got);
     NET_OK(gkv_client_pull(c, "emb", ids, 3, got, sizeof got));
     assert_memory_equal(got, rows, sizeof rows);
-    assert_true(file_has(srv[0]->log, "unknown session"));
+    assert_true(gkvt_file_has(srv[0]->log, "unknown session"));
     NET_OK(gkv_client_close(c));
 }
 
@@ -936,8 +838,8 @@ test_sigterm_syncs(void **state)
     kill(srv[0]->pid, SIGTERM);
     assert_true(proc_wait(srv[0], 5000));
     assert_int_equal(proc_code(srv[0]), 0);
-    assert_true(file_has(srv[0]->log, "stopping: stop requested (signal)"));
-    assert_true(file_has(srv[0]->log, "stopped: store synced"));
+    assert_true(gkvt_file_has(srv[0]->log, "stopping: stop requested (signal)"));
+    assert_true(gkvt_file_has(srv[0]->log, "stopped: store synced"));
     got = read_rows(f->st[0], "emb", ids, 2, 16);
     assert_memory_equal(got, rows, sizeof rows);
     free(got);
@@ -960,27 +862,27 @@ test_barrier_and_lease(void **state)
     /* a client that stays: its heartbeats keep its lease for longer than
      * the lease */
     hold = child(f, "hold.log", "hold", f->cfg, "holders", "0", "1", NULL);
-    t0 = now_s();
-    while (!file_has(hold->log, "holding") && now_s() - t0 < 10)
-        sleep_ms(10);
+    t0 = gkvt_now_s();
+    while (!gkvt_file_has(hold->log, "holding") && gkvt_now_s() - t0 < 10)
+        gkvt_sleep_ms(10);
     for (int r = 0; r < 3; r++) {
         snprintf(rank[r], sizeof rank[r], "%d", r);
         kid[r] = child(f, "barrier.log", "barrier", f->cfg, "bar", rank[r], "3", NULL);
     }
     for (int r = 0; r < 3; r++)
         wait_code(kid[r], 20000);
-    sleep_ms(2500);                      /* longer than the lease */
+    gkvt_sleep_ms(2500);                      /* longer than the lease */
     assert_true(proc_alive(srv[0]));
-    assert_false(file_has(srv[0]->log, "lease expired"));
+    assert_false(gkvt_file_has(srv[0]->log, "lease expired"));
     /* killed, it stops heart-beating: the lease expires, and with it the
      * last client: the server stops */
     proc_kill(hold);
-    t0 = now_s();
+    t0 = gkvt_now_s();
     assert_true(proc_wait(srv[0], 8000));
-    assert_true(now_s() - t0 >= 1.0);
+    assert_true(gkvt_now_s() - t0 >= 1.0);
     assert_int_equal(proc_code(srv[0]), 0);
-    assert_true(file_has(srv[0]->log, "lease expired"));
-    assert_true(file_has(srv[0]->log, "group 'holders' rank 0"));
+    assert_true(gkvt_file_has(srv[0]->log, "lease expired"));
+    assert_true(gkvt_file_has(srv[0]->log, "group 'holders' rank 0"));
 }
 
 /* ---- authentication ---------------------------------------------------------------------- */
@@ -1119,7 +1021,7 @@ test_token(void **state)
     make_tensor(f->st[0], "emb", GKV_F32, 4, 0, 100, GKV_INIT_ZEROS, 0);
     snprintf(tok, sizeof tok, "%s/token", f->dir);
     snprintf(extra_tok, sizeof extra_tok, "%s", tok);
-    write_text(tok, "correct horse\n", 0600);
+    gkvt_write_text(tok, "correct horse\n", 0600);
     serve(f, 1, 1, extra, srv);
     o.timeout_ms = 3000;
     /* the right token */
@@ -1155,9 +1057,9 @@ test_token(void **state)
     assert_int_equal(raw_call(s, b, len, &h, pl, sizeof pl, &plen), 0);
     assert_int_equal(h.status, GKV_OK);
     nn_close(s);
-    assert_true(file_has(srv[0]->log, "wrong token"));
-    assert_true(file_has(srv[0]->log, "requires a token and none was given"));
-    assert_true(file_has(srv[0]->log, "nonce unknown, expired or already used"));
+    assert_true(gkvt_file_has(srv[0]->log, "wrong token"));
+    assert_true(gkvt_file_has(srv[0]->log, "requires a token and none was given"));
+    assert_true(gkvt_file_has(srv[0]->log, "nonce unknown, expired or already used"));
     assert_true(proc_alive(srv[0]));
 }
 
@@ -1298,10 +1200,10 @@ test_bad_inputs(void **state)
     /* a client killed in the middle of big requests */
     big = child(f, "big.log", "bigpush", f->cfg, "big", "0", "1", NULL);
     {
-        double t0 = now_s();
-        while (!file_has(big->log, "pushing") && now_s() - t0 < 10)
-            sleep_ms(10);
-        sleep_ms(200);
+        double t0 = gkvt_now_s();
+        while (!gkvt_file_has(big->log, "pushing") && gkvt_now_s() - t0 < 10)
+            gkvt_sleep_ms(10);
+        gkvt_sleep_ms(200);
     }
     proc_kill(big);
     still_serves(f);
@@ -1332,7 +1234,7 @@ test_bad_inputs(void **state)
     assert_true(ss.errors >= 11);
     NET_OK(gkv_client_close(c));
     assert_true(proc_alive(srv[0]));
-    assert_true(file_has(srv[0]->log, "rejected malformed message"));
+    assert_true(gkvt_file_has(srv[0]->log, "rejected malformed message"));
 }
 
 /* ---- two machines ------------------------------------------------------------------------------ */
