@@ -1655,6 +1655,29 @@ local_pull(gkv_client *c, size_t m, const char *name, const uint64_t *ids,
     return GKV_OK;
 }
 
+/* The IDs of a pull or push split by owning machine: count[m] IDs of
+ * machine m; with several machines also mach[i] and, for machine m, the
+ * positions pos[start[m] .. start[m] + count[m]) of its IDs (mach and pos
+ * stay NULL when one machine owns them all). The caller frees all four
+ * with gkv__free, also on error. */
+static gkv_err
+split_ids(gkv_client *c, const struct route *r, const uint64_t *ids,
+          size_t n, unsigned **mach, size_t **count, size_t **start,
+          size_t **pos)
+{
+    gkv_err rc;
+
+    if ((*count = gkv__calloc(c->nmach, sizeof **count)) == NULL ||
+        (*start = gkv__calloc(c->nmach, sizeof **start)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    if ((rc = owners(c, r, ids, n, mach, *count)) != GKV_OK)
+        return rc;
+    if (*mach != NULL &&
+        (*pos = positions(c, *mach, n, *count, *start)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    return GKV_OK;
+}
+
 gkv_err
 gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
                 size_t n, void *dst, size_t dst_len)
@@ -1681,17 +1704,8 @@ gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
     }
     if (n == 0)
         goto out;
-    if ((count = gkv__calloc(c->nmach, sizeof *count)) == NULL ||
-        (start = gkv__calloc(c->nmach, sizeof *start)) == NULL) {
-        rc = net__fail(GKV_ENOMEM, "out of memory");
+    if ((rc = split_ids(c, r, ids, n, &mach, &count, &start, &pos)) != GKV_OK)
         goto out;
-    }
-    if ((rc = owners(c, r, ids, n, &mach, count)) != GKV_OK)
-        goto out;
-    if (mach != NULL && (pos = positions(c, mach, n, count, start)) == NULL) {
-        rc = net__fail(GKV_ENOMEM, "out of memory");
-        goto out;
-    }
     for (size_t m = 0; m < c->nmach; m++) {
         size_t cnt = count[m], per, k, pieces, base;
         const size_t *mpos = pos != NULL ? pos + start[m] : NULL;
@@ -1790,17 +1804,8 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
     }
     if (n == 0)
         goto out;
-    if ((count = gkv__calloc(c->nmach, sizeof *count)) == NULL ||
-        (start = gkv__calloc(c->nmach, sizeof *start)) == NULL) {
-        rc = net__fail(GKV_ENOMEM, "out of memory");
+    if ((rc = split_ids(c, r, ids, n, &mach, &count, &start, &pos)) != GKV_OK)
         goto out;
-    }
-    if ((rc = owners(c, r, ids, n, &mach, count)) != GKV_OK)
-        goto out;
-    if (mach != NULL && (pos = positions(c, mach, n, count, start)) == NULL) {
-        rc = net__fail(GKV_ENOMEM, "out of memory");
-        goto out;
-    }
     for (size_t si = 0; si < r->nsp; si++) {
         size_t m = r->sp[si].m, cnt = count[m], cap = part_cap(c, m, PUSH_CAP), pieces;
         uint64_t lo = r->sp[si].lo, len = r->sp[si].hi - r->sp[si].lo;

@@ -305,3 +305,68 @@ gkvt_port_base(int n)
     fail_msg("no free range of %d ports found", n);
     return -1;
 }
+
+void
+gkvt_proc_start(struct gkvt_proc *p, char *const argv[])
+{
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int dn = open("/dev/null", O_RDWR);
+        int fe = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        dup2(fe, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    p->pid = pid;
+    p->reaped = 0;
+}
+
+int
+gkvt_proc_alive(struct gkvt_proc *p)
+{
+    int st;
+
+    if (p->pid <= 0 || p->reaped)
+        return 0;
+    if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+        p->reaped = 1;
+        p->status = st;
+        return 0;
+    }
+    return 1;
+}
+
+int
+gkvt_proc_wait(struct gkvt_proc *p, int ms)
+{
+    double end = gkvt_now_s() + ms / 1000.0;
+
+    while (gkvt_proc_alive(p)) {
+        if (gkvt_now_s() > end)
+            return 0;
+        gkvt_sleep_ms(5);
+    }
+    return 1;
+}
+
+void
+gkvt_proc_kill(struct gkvt_proc *p)
+{
+    if (p->pid > 0 && !p->reaped) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, &p->status, 0);
+        p->reaped = 1;
+    }
+}
+
+int
+gkvt_proc_code(const struct gkvt_proc *p)
+{
+    if (WIFEXITED(p->status))
+        return WEXITSTATUS(p->status);
+    return -WTERMSIG(p->status);
+}

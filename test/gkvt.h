@@ -54,6 +54,23 @@ int    gkvt_port_free(int port);
  * by PID so parallel runs rarely meet (a server that still finds its port
  * taken must make the caller pick again). GKVT_PORT_BASE fixes the start. */
 int    gkvt_port_base(int n);
+/* A child process the test started and must stop (by PID). */
+struct gkvt_proc {
+    int  pid;                /* pid_t */
+    int  reaped, status;     /* status: from waitpid */
+    char log[4200];          /* its stderr */
+};
+/* Starts argv[0] (a path) with argv: stdin and stdout /dev/null, stderr
+ * appended to p->log (set by the caller). */
+void gkvt_proc_start(struct gkvt_proc *p, char *const argv[]);
+/* Whether it still runs (reaps it when not). */
+int  gkvt_proc_alive(struct gkvt_proc *p);
+/* Waits up to ms for it to exit; 1 when it did. */
+int  gkvt_proc_wait(struct gkvt_proc *p, int ms);
+/* SIGKILL and reap; nothing when already reaped. */
+void gkvt_proc_kill(struct gkvt_proc *p);
+/* Its exit code once reaped, or -signal. */
+int  gkvt_proc_code(const struct gkvt_proc *p);
 #define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
 
 #endif

@@ -35,18 +35,12 @@
 #define MAXPROC 12
 #define FEAT_W  4            /* floats per node feature row */
 
-struct proc {
-    pid_t pid;
-    int reaped, status;
-    char log[4200];
-};
-
 struct fx {
     char *dir;
     char json[4200];         /* the partition config */
     char cfg[4200];          /* the ip_config */
     int base, nmach, nserv;
-    struct proc p[MAXPROC];
+    struct gkvt_proc p[MAXPROC];
     int np;
     /* the graph */
     int64_t n, m;
@@ -66,66 +60,16 @@ static char g_server_path[PATH_MAX + 16];
 
 /* ---- processes and ports (as in net_test.c) ------------------------------ */
 
-static int
-proc_alive(struct proc *p)
-{
-    int st;
-
-    if (p->pid <= 0 || p->reaped)
-        return 0;
-    if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
-        p->reaped = 1;
-        p->status = st;
-        return 0;
-    }
-    return 1;
-}
-
-static int
-proc_wait(struct proc *p, int ms)
-{
-    double end = gkvt_now_s() + ms / 1000.0;
-
-    while (proc_alive(p)) {
-        if (gkvt_now_s() > end)
-            return 0;
-        gkvt_sleep_ms(5);
-    }
-    return 1;
-}
-
-static void
-proc_kill(struct proc *p)
-{
-    if (p->pid > 0 && !p->reaped) {
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, &p->status, 0);
-        p->reaped = 1;
-    }
-}
-
-static struct proc *
+static struct gkvt_proc *
 spawn(struct fx *f, char *const argv[], const char *logname)
 {
-    struct proc *p;
-    pid_t pid;
+    struct gkvt_proc *p;
 
     assert_true(f->np < MAXPROC);
     p = &f->p[f->np++];
     memset(p, 0, sizeof *p);
     snprintf(p->log, sizeof p->log, "%s/%d-%s", f->dir, f->np, logname);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int dn = open("/dev/null", O_RDWR);
-        int fe = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(dn, 0);
-        dup2(dn, 1);
-        dup2(fe, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    p->pid = pid;
+    gkvt_proc_start(p, argv);
     return p;
 }
 
@@ -147,11 +91,11 @@ write_cfg(struct fx *f, int nmach)
 
 /* Starts server k of machine m (partition m); NULL when its port was
  * taken. Waits until it listens. */
-static struct proc *
+static struct gkvt_proc *
 server_try(struct fx *f, int m, int k, const char *const *extra)
 {
     char *argv[32], pid_[16], sid[16], ns[16], logname[64];
-    struct proc *p;
+    struct gkvt_proc *p;
     int n = 0;
     double end;
 
@@ -177,7 +121,7 @@ server_try(struct fx *f, int m, int k, const char *const *extra)
     p = spawn(f, argv, logname);
     end = gkvt_now_s() + 20;
     while (!gkvt_file_has(p->log, "listening on")) {
-        if (!proc_alive(p)) {
+        if (!gkvt_proc_alive(p)) {
             char *t;
             if (gkvt_file_has(p->log, "Address already in use"))
                 return NULL;
@@ -207,7 +151,7 @@ serve(struct fx *f, int nserv)
         if (!clash)
             return;
         for (int i = 0; i < f->np; i++)
-            proc_kill(&f->p[i]);
+            gkvt_proc_kill(&f->p[i]);
         f->np = 0;
     }
     fail_msg("could not find free ports in 20 tries");
@@ -349,7 +293,7 @@ teardown(void **state)
     for (int i = 0; i < f->np; i++) {
         char *t;
 
-        proc_kill(&f->p[i]);
+        gkvt_proc_kill(&f->p[i]);
         t = gkvt_slurp(f->p[i].log);
         if (strstr(t, "Sanitizer") != NULL || strstr(t, "runtime error") != NULL) {
             fprintf(stderr, "sanitizer report in %s:\n%s\n", f->p[i].log, t);
@@ -889,7 +833,7 @@ test_bad_inputs(void **state)
     check_blocks(f, c, seeds, 40, fan2, 2, &o);
     NET_OK(gkv_client_close(c));
     for (int i = 0; i < f->np; i++)
-        assert_true(proc_alive(&f->p[i]) || proc_wait(&f->p[i], 5000));
+        assert_true(gkvt_proc_alive(&f->p[i]) || gkvt_proc_wait(&f->p[i], 5000));
 }
 
 /* Start-up errors: an ip_config whose machine count differs from the

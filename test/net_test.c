@@ -32,19 +32,13 @@
 
 #define MAXPROC 16
 
-struct proc {
-    pid_t pid;
-    int reaped, status;
-    char log[4200];          /* its stderr */
-};
-
 struct fx {
     char *dir;
     char st[4][4200];        /* machine m's store */
     char cfg[4200];          /* the ip_config */
     int base;                /* machine m listens on base + 8m (+ k) */
     int nmach;
-    struct proc p[MAXPROC];
+    struct gkvt_proc p[MAXPROC];
     int np;
 };
 
@@ -55,77 +49,17 @@ static char g_self[PATH_MAX];
 
 /* ---- processes ---------------------------------------------------------------- */
 
-static int
-proc_alive(struct proc *p)
-{
-    int st;
-
-    if (p->pid <= 0 || p->reaped)
-        return 0;
-    if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
-        p->reaped = 1;
-        p->status = st;
-        return 0;
-    }
-    return 1;
-}
-
-/* Waits up to ms for p to exit; 1 when it did. */
-static int
-proc_wait(struct proc *p, int ms)
-{
-    double end = gkvt_now_s() + ms / 1000.0;
-
-    while (proc_alive(p)) {
-        if (gkvt_now_s() > end)
-            return 0;
-        gkvt_sleep_ms(5);
-    }
-    return 1;
-}
-
-static void
-proc_kill(struct proc *p)
-{
-    if (p->pid > 0 && !p->reaped) {
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, &p->status, 0);
-        p->reaped = 1;
-    }
-}
-
-/* The exit code of a process that exited, or -signal. */
-static int
-proc_code(const struct proc *p)
-{
-    if (WIFEXITED(p->status))
-        return WEXITSTATUS(p->status);
-    return -WTERMSIG(p->status);
-}
-
-static struct proc *
+static struct gkvt_proc *
 spawn(struct fx *f, char *const argv[], const char *logname)
 {
-    struct proc *p;
-    pid_t pid;
+    struct gkvt_proc *p;
 
     assert_true(f->np < MAXPROC);
     p = &f->p[f->np++];
     memset(p, 0, sizeof *p);
     /* a log of its own: a restarted server must not find the old lines */
     snprintf(p->log, sizeof p->log, "%s/%d-%s", f->dir, f->np, logname);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int dn = open("/dev/null", O_RDWR);
-        int fe = open(p->log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        dup2(dn, 0);
-        dup2(dn, 1);
-        dup2(fe, 2);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    p->pid = pid;
+    gkvt_proc_start(p, argv);
     return p;
 }
 
@@ -147,11 +81,11 @@ write_cfg(struct fx *f)
 /* Starts server k (of nserv) of machine m with extra arguments
  * (NULL-terminated) and waits until it listens. Returns the process, or
  * NULL when its port was taken (the caller picks new ports). */
-static struct proc *
+static struct gkvt_proc *
 server_try(struct fx *f, int m, int k, int nserv, const char *const *extra)
 {
     char *argv[48], mach[16], sid[16], ns[16], logname[64];
-    struct proc *p;
+    struct gkvt_proc *p;
     int n = 0;
     double end;
 
@@ -176,13 +110,13 @@ server_try(struct fx *f, int m, int k, int nserv, const char *const *extra)
     p = spawn(f, argv, logname);
     end = gkvt_now_s() + 20;
     while (!gkvt_file_has(p->log, "listening on")) {
-        if (!proc_alive(p)) {
+        if (!gkvt_proc_alive(p)) {
             if (gkvt_file_has(p->log, "Address already in use"))
                 return NULL;
             {
                 char *t = gkvt_slurp(p->log);
                 fail_msg("gkv-server exited with %d before listening:\n%s",
-                         proc_code(p), t);
+                         gkvt_proc_code(p), t);
             }
         }
         if (gkvt_now_s() > end)
@@ -197,7 +131,7 @@ server_try(struct fx *f, int m, int k, int nserv, const char *const *extra)
  * ports. srv[m * nserv + k] gets the processes. */
 static void
 serve(struct fx *f, int nmach, int nserv, const char *const *extra,
-      struct proc **srv)
+      struct gkvt_proc **srv)
 {
     for (int attempt = 0; attempt < 20; attempt++) {
         int clash = 0;
@@ -212,7 +146,7 @@ serve(struct fx *f, int nmach, int nserv, const char *const *extra,
         if (!clash)
             return;
         for (int i = 0; i < f->np; i++)
-            proc_kill(&f->p[i]);
+            gkvt_proc_kill(&f->p[i]);
     }
     fail_msg("could not find free ports in 20 tries");
 }
@@ -281,7 +215,7 @@ teardown(void **state)
     for (int i = 0; i < f->np; i++) {
         char *t;
 
-        proc_kill(&f->p[i]);
+        gkvt_proc_kill(&f->p[i]);
         t = gkvt_slurp(f->p[i].log);
         if (strstr(t, "Sanitizer") != NULL || strstr(t, "runtime error") != NULL) {
             fprintf(stderr, "sanitizer report in %s:\n%s\n", f->p[i].log, t);
@@ -371,7 +305,7 @@ static void
 test_kv_requests(void **state)
 {
     struct fx *f = *state;
-    struct proc *srv[1];
+    struct gkvt_proc *srv[1];
     const char *extra[] = {"--heartbeat-timeout", "20000", NULL};
     gkv_client *c, *c2, *c3;
     gkv_server_info si;
@@ -517,11 +451,11 @@ test_kv_requests(void **state)
     assert_int_equal(ss2.tensors, 2);
     NET_OK(gkv_client_close(c3));
     NET_OK(gkv_client_close(c2));
-    assert_true(proc_alive(srv[0]));
+    assert_true(gkvt_proc_alive(srv[0]));
     NET_OK(gkv_client_close(c));
     /* the last client left: a server that does not keep alive stops */
-    assert_true(proc_wait(srv[0], 5000));
-    assert_int_equal(proc_code(srv[0]), 0);
+    assert_true(gkvt_proc_wait(srv[0], 5000));
+    assert_int_equal(gkvt_proc_code(srv[0]), 0);
     assert_true(gkvt_file_has(srv[0]->log, "the last client left"));
     assert_true(gkvt_file_has(srv[0]->log, "join: group 'job' rank 2"));
     free(got);
@@ -531,7 +465,7 @@ test_kv_requests(void **state)
 /* ---- child processes ------------------------------------------------------------------- */
 
 /* Runs this program as "--child ROLE args..." in the background. */
-static struct proc *
+static struct gkvt_proc *
 child(struct fx *f, const char *logname, ...)
 {
     char *argv[32];
@@ -666,17 +600,17 @@ child_main(int argc, char **argv)
 }
 
 static int
-wait_code(struct proc *p, int ms)
+wait_code(struct gkvt_proc *p, int ms)
 {
-    if (!proc_wait(p, ms)) {
+    if (!gkvt_proc_wait(p, ms)) {
         char *t = gkvt_slurp(p->log);
         fail_msg("process %ld did not exit within %d ms; its log:\n%s",
                  (long)p->pid, ms, t);
     }
-    if (proc_code(p) != 0) {
+    if (gkvt_proc_code(p) != 0) {
         char *t = gkvt_slurp(p->log);
         fail_msg("process %ld exited with %d; its log:\n%s", (long)p->pid,
-                 proc_code(p), t);
+                 gkvt_proc_code(p), t);
     }
     return 0;
 }
@@ -687,7 +621,7 @@ static void
 test_persistent_two_jobs(void **state)
 {
     struct fx *f = *state;
-    struct proc *srv[1], *j1;
+    struct gkvt_proc *srv[1], *j1;
     const char *extra[] = {"--keep-alive", "--server-name", "persist", NULL};
     gkv_client *c;
     gkv_server_info si;
@@ -701,7 +635,7 @@ test_persistent_two_jobs(void **state)
     wait_code(j1, 20000);
     assert_true(gkvt_file_has(srv[0]->log, "leave: group 'job1' rank 0"));
     gkvt_sleep_ms(300);
-    assert_true(proc_alive(srv[0]));      /* persistent: still serving */
+    assert_true(gkvt_proc_alive(srv[0]));      /* persistent: still serving */
     /* job 2, another group, sees what job 1 left */
     c = client(f, "job2", 0, NULL, 5000, 0);
     NET_OK(gkv_client_server_info(c, 0, &si));
@@ -716,11 +650,11 @@ test_persistent_two_jobs(void **state)
     /* a plain shutdown does not stop it; a forced one does */
     NET_OK(gkv_client_shutdown(c, 0));
     gkvt_sleep_ms(300);
-    assert_true(proc_alive(srv[0]));
+    assert_true(gkvt_proc_alive(srv[0]));
     assert_true(gkvt_file_has(srv[0]->log, "ignored"));
     NET_OK(gkv_client_shutdown(c, 1));
-    assert_true(proc_wait(srv[0], 5000));
-    assert_int_equal(proc_code(srv[0]), 0);
+    assert_true(gkvt_proc_wait(srv[0], 5000));
+    assert_int_equal(gkvt_proc_code(srv[0]), 0);
     assert_true(gkvt_file_has(srv[0]->log, "shutdown requested by group 'job2' rank 0 (forced)"));
     NET_OK(gkv_client_close(c));          /* nothing left to leave: quick */
 }
@@ -731,7 +665,7 @@ static void
 test_concurrent_add(void **state)
 {
     struct fx *f = *state;
-    struct proc *srv[2], *kid[4];
+    struct gkvt_proc *srv[2], *kid[4];
     const char *extra[] = {"--threads", "2", "--nosync", NULL};
     gkv_client *c;
     uint64_t ids[512];
@@ -768,10 +702,10 @@ test_concurrent_add(void **state)
     assert_true(s0.pushes > 0 && s1.pushes > 0);
     assert_int_equal(s0.pushes + s1.pushes, 4 * 30);
     NET_OK(gkv_client_close(c));
-    assert_true(proc_wait(srv[0], 5000));
-    assert_true(proc_wait(srv[1], 5000));
-    assert_int_equal(proc_code(srv[0]), 0);
-    assert_int_equal(proc_code(srv[1]), 0);
+    assert_true(gkvt_proc_wait(srv[0], 5000));
+    assert_true(gkvt_proc_wait(srv[1], 5000));
+    assert_int_equal(gkvt_proc_code(srv[0]), 0);
+    assert_int_equal(gkvt_proc_code(srv[1]), 0);
     free(got);
 }
 
@@ -779,7 +713,7 @@ static void
 test_kill9_and_restart(void **state)
 {
     struct fx *f = *state;
-    struct proc *srv[1];
+    struct gkvt_proc *srv[1];
     const char *extra[] = {"--keep-alive", NULL};
     gkv_client *c;
     uint64_t ids[3] = {1, 2, 3};
@@ -795,7 +729,7 @@ test_kill9_and_restart(void **state)
         rows[i] = (float)i + 0.5f;
     NET_OK(gkv_client_push(c, "emb", ids, 3, rows, sizeof rows, NULL));
     /* kill -9: the next call fails within the timeout, naming the server */
-    proc_kill(srv[0]);
+    gkvt_proc_kill(srv[0]);
     t0 = gkvt_now_s();
     rc = gkv_client_pull(c, "emb", ids, 3, got, sizeof got);
     took = gkvt_now_s() - t0;
@@ -811,7 +745,7 @@ test_kill9_and_restart(void **state)
     /* killed and restarted between two calls: the old socket reconnects by
      * itself, the new server refuses the old session, the client
      * hand-shakes again and the call succeeds */
-    proc_kill(srv[0]);
+    gkvt_proc_kill(srv[0]);
     srv[0] = server_try(f, 0, 0, 1, extra);
     assert_non_null(srv[0]);
     memset(got, 0, sizeof got);
@@ -825,7 +759,7 @@ static void
 test_sigterm_syncs(void **state)
 {
     struct fx *f = *state;
-    struct proc *srv[1];
+    struct gkvt_proc *srv[1];
     gkv_client *c;
     uint64_t ids[2] = {5, 6};
     float rows[8] = {1, 2, 3, 4, 5, 6, 7, 8}, *got;
@@ -836,8 +770,8 @@ test_sigterm_syncs(void **state)
     c = client(f, "job", 0, NULL, 1000, 0);
     NET_OK(gkv_client_push(c, "emb", ids, 2, rows, sizeof rows, NULL));
     kill(srv[0]->pid, SIGTERM);
-    assert_true(proc_wait(srv[0], 5000));
-    assert_int_equal(proc_code(srv[0]), 0);
+    assert_true(gkvt_proc_wait(srv[0], 5000));
+    assert_int_equal(gkvt_proc_code(srv[0]), 0);
     assert_true(gkvt_file_has(srv[0]->log, "stopping: stop requested (signal)"));
     assert_true(gkvt_file_has(srv[0]->log, "stopped: store synced"));
     got = read_rows(f->st[0], "emb", ids, 2, 16);
@@ -852,7 +786,7 @@ static void
 test_barrier_and_lease(void **state)
 {
     struct fx *f = *state;
-    struct proc *srv[1], *kid[3], *hold;
+    struct gkvt_proc *srv[1], *kid[3], *hold;
     const char *extra[] = {"--heartbeat-timeout", "2000", NULL};
     char rank[3][8];
     double t0;
@@ -872,15 +806,15 @@ test_barrier_and_lease(void **state)
     for (int r = 0; r < 3; r++)
         wait_code(kid[r], 20000);
     gkvt_sleep_ms(2500);                      /* longer than the lease */
-    assert_true(proc_alive(srv[0]));
+    assert_true(gkvt_proc_alive(srv[0]));
     assert_false(gkvt_file_has(srv[0]->log, "lease expired"));
     /* killed, it stops heart-beating: the lease expires, and with it the
      * last client: the server stops */
-    proc_kill(hold);
+    gkvt_proc_kill(hold);
     t0 = gkvt_now_s();
-    assert_true(proc_wait(srv[0], 8000));
+    assert_true(gkvt_proc_wait(srv[0], 8000));
     assert_true(gkvt_now_s() - t0 >= 1.0);
-    assert_int_equal(proc_code(srv[0]), 0);
+    assert_int_equal(gkvt_proc_code(srv[0]), 0);
     assert_true(gkvt_file_has(srv[0]->log, "lease expired"));
     assert_true(gkvt_file_has(srv[0]->log, "group 'holders' rank 0"));
 }
@@ -1005,7 +939,7 @@ static void
 test_token(void **state)
 {
     struct fx *f = *state;
-    struct proc *srv[1];
+    struct gkvt_proc *srv[1];
     char tok[4300], extra_tok[4300];
     const char *extra[] = {"--token-file", extra_tok, "--keep-alive", NULL};
     gkv_client *c = NULL;
@@ -1060,7 +994,7 @@ test_token(void **state)
     assert_true(gkvt_file_has(srv[0]->log, "wrong token"));
     assert_true(gkvt_file_has(srv[0]->log, "requires a token and none was given"));
     assert_true(gkvt_file_has(srv[0]->log, "nonce unknown, expired or already used"));
-    assert_true(proc_alive(srv[0]));
+    assert_true(gkvt_proc_alive(srv[0]));
 }
 
 /* ---- bad input ------------------------------------------------------------------------------ */
@@ -1099,7 +1033,7 @@ static void
 test_bad_inputs(void **state)
 {
     struct fx *f = *state;
-    struct proc *srv[1], *big;
+    struct gkvt_proc *srv[1], *big;
     const char *extra[] = {"--keep-alive", "--max-msg", "4000000", NULL};
     static unsigned char b[1 << 20];
     uint64_t x = gkvt_seed() ^ 0x5151, sess;
@@ -1205,7 +1139,7 @@ test_bad_inputs(void **state)
             gkvt_sleep_ms(10);
         gkvt_sleep_ms(200);
     }
-    proc_kill(big);
+    gkvt_proc_kill(big);
     still_serves(f);
     /* rows wider than the client's preferred 2 MiB message go one per
      * message, under the server's 4 MB limit */
@@ -1233,7 +1167,7 @@ test_bad_inputs(void **state)
     assert_true(ss.rejected >= 8);
     assert_true(ss.errors >= 11);
     NET_OK(gkv_client_close(c));
-    assert_true(proc_alive(srv[0]));
+    assert_true(gkvt_proc_alive(srv[0]));
     assert_true(gkvt_file_has(srv[0]->log, "rejected malformed message"));
 }
 
@@ -1243,7 +1177,7 @@ static void
 test_two_machines(void **state)
 {
     struct fx *f = *state;
-    struct proc *srv[2];
+    struct gkvt_proc *srv[2];
     const char *extra[] = {"--create", NULL};
     gkv_client *c;
     gkv_tensor_spec sp;
@@ -1309,8 +1243,8 @@ test_two_machines(void **state)
     NET_OK(gkv_client_delete(c, "split"));
     assert_int_equal(gkv_client_tensor_info(c, "split", &d), GKV_ENOTFOUND);
     NET_OK(gkv_client_close(c));
-    assert_true(proc_wait(srv[0], 5000));
-    assert_true(proc_wait(srv[1], 5000));
+    assert_true(gkvt_proc_wait(srv[0], 5000));
+    assert_true(gkvt_proc_wait(srv[1], 5000));
 }
 
 static void
