@@ -1631,9 +1631,10 @@ out:
     net__sample_req_free(&q);
 }
 
-/* Reserved, not implemented: edge mini-batches are sampled in-process
- * (gkv_sample_edge_batch) or built by the client from find_edges and
- * sample_blocks. */
+/* Type 38 is reserved for edge mini-batches served whole; this protocol
+ * version answers GKV_ENOTSUP (doc/PROTOCOL.md). A trainer builds them
+ * from find_edges and sample_blocks, or in-process with
+ * gkv_sample_edge_batch on a partition. */
 static void
 op_edge_batch(gkv_server *s, struct req *r)
 {
