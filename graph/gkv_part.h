@@ -64,6 +64,12 @@ typedef struct gkv_part  gkv_part;    /* opaque: one open partition */
  * (not JSON, or a missing or malformed field); GKV_EVERSION (gkv_format
  * newer than GKV_PART_FORMAT); GKV_ENOMEM. */
 GKV_API gkv_err gkv_pbook_open(gkv_pbook **out, const char *json_path);
+/* The same from the config's bytes (e.g. as a server sent them). 'name'
+ * stands for the file in messages, and its directory part (if any)
+ * resolves relative paths; part store and mapping paths are meaningless
+ * when it has none. */
+GKV_API gkv_err gkv_pbook_open_mem(gkv_pbook **out, const void *text,
+                                   size_t len, const char *name);
 
 /* Frees the book; strings borrowed from it die. NULL is fine. */
 GKV_API void    gkv_pbook_close(gkv_pbook *b);

@@ -649,15 +649,51 @@ parse(struct pctx *c, json_t *root)
     return GKV_OK;
 }
 
+/* Builds the book from a parsed config; 'name' is the file (or what the
+ * bytes are) for messages, and its directory resolves relative paths. */
+static gkv_err
+book_from_json(gkv_pbook **out, json_t *root, const char *name)
+{
+    struct pctx c = {name, NULL, NULL};
+    const char *slash;
+    gkv_err rc;
+
+    if ((c.b = gkv__calloc(1, sizeof *c.b)) == NULL) {
+        rc = oom();
+        goto out;
+    }
+    c.b->pb_sp[PB_NODES].kind = "node";
+    c.b->pb_sp[PB_EDGES].kind = "edge";
+    slash = strrchr(name, '/');
+    if ((c.dir = gkv__malloc(slash ? (size_t)(slash - name) + 2 : 1)) ==
+            NULL ||
+        (c.b->pb_path = gkv__strdup(name)) == NULL) {
+        rc = oom();
+        goto out;
+    }
+    if (slash != NULL) {
+        memcpy(c.dir, name, (size_t)(slash - name) + 1);
+        c.dir[slash - name + 1] = '\0';
+    } else {
+        c.dir[0] = '\0';
+    }
+    if ((rc = parse(&c, root)) != GKV_OK)
+        goto out;
+    *out = c.b;
+    c.b = NULL;
+out:
+    gkv_pbook_close(c.b);
+    gkv__free(c.dir);
+    return rc;
+}
+
 gkv_err
 gkv_pbook_open(gkv_pbook **out, const char *json_path)
 {
-    struct pctx c = {json_path, NULL, NULL};
     json_error_t jerr;
-    json_t *root = NULL;
+    json_t *root;
     struct stat st;
-    const char *slash;
-    FILE *fp = NULL;
+    FILE *fp;
     gkv_err rc;
 
     pb_clear(NULL);
@@ -682,32 +718,29 @@ gkv_pbook_open(gkv_pbook **out, const char *json_path)
         return pb_fail(NULL, GKV_EFORMAT, "%s:%d:%d: not a valid JSON "
                        "partition config: %s", json_path, jerr.line,
                        jerr.column, jerr.text);
-    if ((c.b = gkv__calloc(1, sizeof *c.b)) == NULL) {
-        rc = oom();
-        goto out;
-    }
-    c.b->pb_sp[PB_NODES].kind = "node";
-    c.b->pb_sp[PB_EDGES].kind = "edge";
-    slash = strrchr(json_path, '/');
-    if ((c.dir = gkv__malloc(slash ? (size_t)(slash - json_path) + 2 : 1)) ==
-            NULL ||
-        (c.b->pb_path = gkv__strdup(json_path)) == NULL) {
-        rc = oom();
-        goto out;
-    }
-    if (slash != NULL) {
-        memcpy(c.dir, json_path, (size_t)(slash - json_path) + 1);
-        c.dir[slash - json_path + 1] = '\0';
-    } else {
-        c.dir[0] = '\0';
-    }
-    if ((rc = parse(&c, root)) != GKV_OK)
-        goto out;
-    *out = c.b;
-    c.b = NULL;
-out:
-    gkv_pbook_close(c.b);
-    gkv__free(c.dir);
+    rc = book_from_json(out, root, json_path);
+    json_decref(root);
+    return rc;
+}
+
+gkv_err
+gkv_pbook_open_mem(gkv_pbook **out, const void *text, size_t len,
+                   const char *name)
+{
+    json_error_t jerr;
+    json_t *root;
+    gkv_err rc;
+
+    pb_clear(NULL);
+    if (out == NULL || (text == NULL && len > 0) || name == NULL)
+        return pb_fail(NULL, GKV_EINVAL, "gkv_pbook_open_mem: NULL argument");
+    *out = NULL;
+    root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL)
+        return pb_fail(NULL, GKV_EFORMAT, "%s:%d:%d: not a valid JSON "
+                       "partition config: %s", name, jerr.line, jerr.column,
+                       jerr.text);
+    rc = book_from_json(out, root, name);
     json_decref(root);
     return rc;
 }

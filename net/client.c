@@ -1063,16 +1063,12 @@ arena_alloc(gkv_client *c, size_t bytes)
 }
 
 /* After every server hand-shook: when they serve partitions, reads the
- * book from the config's bytes (through a private temporary file, removed
- * at once) and checks it against the ip_config. */
+ * book from the config's bytes and checks it against the ip_config. */
 static gkv_err
 book_load(gkv_client *c)
 {
-    const char *tmp = getenv("TMPDIR");
-    char path[4200];
     size_t ngraph = 0;
     gkv_err rc;
-    int fd;
 
     for (size_t i = 0; i < c->ncn; i++)
         if (c->cn[i].id.flags & NET_ID_GRAPH)
@@ -1083,22 +1079,8 @@ book_load(gkv_client *c)
         if (!(c->cn[i].id.flags & NET_ID_GRAPH))
             return cfail(&c->cn[i], GKV_EINVAL, "it serves a plain store "
                          "while other servers of the job serve partitions");
-    /* mkstemps' template: six X before the suffix */
-    snprintf(path, sizeof path, "%s/gkv-pbook-" "XX" "XX" "XX" ".json",
-             tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
-    if ((fd = mkstemps(path, 5)) < 0)
-        return net__fail(GKV_EIO, "cannot make a temporary file %s for the "
-                         "partition config: %s", path, strerror(errno));
-    if (write(fd, c->book_json, (size_t)c->book_len) != (ssize_t)c->book_len) {
-        int e = errno;
-        close(fd);
-        unlink(path);
-        return net__fail(GKV_EIO, "cannot write the partition config to %s: "
-                         "%s", path, strerror(e));
-    }
-    close(fd);
-    rc = gkv_pbook_open(&c->book, path);
-    unlink(path);
+    rc = gkv_pbook_open_mem(&c->book, c->book_json, (size_t)c->book_len,
+                            "the servers' partition config");
     if (rc != GKV_OK)
         return net__fail(rc, "the partition config the servers sent: %s",
                          gkv_pbook_errmsg(NULL));

@@ -767,6 +767,49 @@ test_not_json(void **state)
     assert_int_equal(gkv_pbook_open(NULL, f->path), GKV_EINVAL);
 }
 
+/* From bytes: the same book as from the file, messages name the given
+ * name, bad bytes are refused like a bad file. */
+static void
+test_open_mem(void **state)
+{
+    struct fx *f = *state;
+    gkv_pbook *a, *b;
+    static const char *const bad[] = {"", "hello", "[1, 2]",
+        "{\"graph_name\": \"a\", \"graph_name\": \"b\"}"};
+
+    (void)f;
+    GKVT_OK(gkv_pbook_open_mem(&b, hetero_json, strlen(hetero_json),
+                               "/cfg/shop.json"));
+    put_text(f, hetero_json);
+    GKVT_OK(gkv_pbook_open(&a, f->path));
+    assert_string_equal(gkv_pbook_graph_name(b), gkv_pbook_graph_name(a));
+    assert_int_equal(gkv_pbook_num_parts(b), gkv_pbook_num_parts(a));
+    assert_int_equal(gkv_pbook_total_nodes(b), gkv_pbook_total_nodes(a));
+    assert_int_equal(gkv_pbook_total_edges(b), gkv_pbook_total_edges(a));
+    for (int t = 0; t < gkv_pbook_num_ntypes(a); t++)
+        for (int p = 0; p < 2; p++) {
+            int64_t l1, h1, l2, h2;
+            GKVT_OK(gkv_pbook_node_range(a, t, p, &l1, &h1));
+            GKVT_OK(gkv_pbook_node_range(b, t, p, &l2, &h2));
+            assert_int_equal(l1, l2);
+            assert_int_equal(h1, h2);
+        }
+    /* relative paths resolve against the name's directory */
+    assert_string_equal(gkv_pbook_part_path(b, 0), "/cfg/part-0");
+    gkv_pbook_close(a);
+    gkv_pbook_close(b);
+    for (size_t i = 0; i < N_OF(bad); i++) {
+        assert_int_equal(gkv_pbook_open_mem(&b, bad[i], strlen(bad[i]),
+                                            "the servers' config"),
+                         GKV_EFORMAT);
+        assert_null(b);
+        expect_msg(gkv_pbook_errmsg(NULL), "the servers' config");
+    }
+    assert_int_equal(gkv_pbook_open_mem(&b, NULL, 3, "x"), GKV_EINVAL);
+    assert_int_equal(gkv_pbook_open_mem(&b, "{}", 2, NULL), GKV_EINVAL);
+    assert_int_equal(gkv_pbook_open_mem(NULL, "{}", 2, "x"), GKV_EINVAL);
+}
+
 static void
 test_alloc_failures(void **state)
 {
@@ -1119,6 +1162,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_ambiguous_relation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_malformed_configs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_mem, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_split_hand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_split_random, setup, teardown),
