@@ -13,14 +13,9 @@
 #include "graph_int.h"
 #include "gkv_part.h"
 
-#define PT_MSG_MAX 640
-
 /* ---- messages ---------------------------------------------------------- */
 
-static __thread struct {
-    const gkv_part *p;
-    char msg[PT_MSG_MAX];
-} tl_err;
+static __thread kv_tlmsg tl_err;   /* as kv/ does for stores */
 
 static gkv_err pt_fail(const gkv_part *p, gkv_err rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -30,9 +25,8 @@ pt_fail(const gkv_part *p, gkv_err rc, const char *fmt, ...)
 {
     va_list ap;
 
-    tl_err.p = p;
     va_start(ap, fmt);
-    vsnprintf(tl_err.msg, sizeof tl_err.msg, fmt, ap);
+    kv__tlmsg_vset(&tl_err, p, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -40,14 +34,13 @@ pt_fail(const gkv_part *p, gkv_err rc, const char *fmt, ...)
 static void
 pt_clear(const gkv_part *p)
 {
-    tl_err.p = p;
-    tl_err.msg[0] = '\0';
+    kv__tlmsg_clear(&tl_err, p);
 }
 
 const char *
 gkv_part_errmsg(const gkv_part *p)
 {
-    return tl_err.p == p ? tl_err.msg : "";
+    return kv__tlmsg_get(&tl_err, p);
 }
 
 /* ---- the handle --------------------------------------------------------- */

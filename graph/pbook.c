@@ -25,12 +25,7 @@
 
 /* ---- messages ---------------------------------------------------------- */
 
-/* One message per thread, tagged with the book it is about (NULL: a failed
- * open), as kv/ does for stores. */
-static __thread struct {
-    const gkv_pbook *b;
-    char msg[PB_MSG_MAX];
-} tl_err;
+static __thread kv_tlmsg tl_err;   /* as kv/ does for stores */
 
 static gkv_err pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -40,9 +35,8 @@ pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
 {
     va_list ap;
 
-    tl_err.b = b;
     va_start(ap, fmt);
-    vsnprintf(tl_err.msg, sizeof tl_err.msg, fmt, ap);
+    kv__tlmsg_vset(&tl_err, b, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -50,14 +44,13 @@ pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
 static void
 pb_clear(const gkv_pbook *b)
 {
-    tl_err.b = b;
-    tl_err.msg[0] = '\0';
+    kv__tlmsg_clear(&tl_err, b);
 }
 
 const char *
 gkv_pbook_errmsg(const gkv_pbook *b)
 {
-    return tl_err.b == b ? tl_err.msg : "";
+    return kv__tlmsg_get(&tl_err, b);
 }
 
 /* ---- the book ---------------------------------------------------------- */

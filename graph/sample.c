@@ -145,6 +145,24 @@ grow(void *pp, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
+/* Three arrays that share one capacity *cap, grown together to hold
+ * 'need' entries; *cap is what all three hold. -1: out of memory (*cap
+ * unchanged). */
+static int
+grow3(void *a, size_t ea, void *b, size_t eb, void *c, size_t ec,
+      size_t *cap, size_t need)
+{
+    size_t c1 = *cap, c2 = *cap, c3 = *cap;
+
+    if (need <= *cap)
+        return 0;
+    if (grow(a, &c1, need, ea) || grow(b, &c2, need, eb) ||
+        grow(c, &c3, need, ec))
+        return -1;
+    *cap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
+    return 0;
+}
+
 /* Large arrays that are read at random (adjacency, markers) go on 2 MiB
  * pages where the kernel allows it (transparent huge pages in "madvise"
  * mode): a random access then costs a cache miss but rarely a TLB miss.
@@ -1173,16 +1191,8 @@ earr_free(struct earr *a)
 static int
 earr_grow(struct earr *a, size_t need)
 {
-    size_t c1 = a->cap, c2 = a->cap, c3 = a->cap;
-
-    if (need <= a->cap)
-        return 0;
-    if (grow(&a->s, &c1, need, sizeof *a->s) ||
-        grow(&a->d, &c2, need, sizeof *a->d) ||
-        grow(&a->e, &c3, need, sizeof *a->e))
-        return -1;
-    a->cap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
-    return 0;
+    return grow3(&a->s, sizeof *a->s, &a->d, sizeof *a->d, &a->e,
+                 sizeof *a->e, &a->cap, need);
 }
 
 static void
@@ -1470,16 +1480,8 @@ wsearch(const double *S, const float *wv, int64_t m, double t)
 static int
 ue_room(struct tbuf *tb, size_t need)
 {
-    size_t c1 = tb->ue_cap, c2 = tb->ue_cap, c3 = tb->ue_cap;
-
-    if (need <= tb->ue_cap)
-        return 0;
-    if (grow(&tb->u, &c1, need, sizeof *tb->u) ||
-        grow(&tb->e, &c2, need, sizeof *tb->e) ||
-        grow(&tb->rank, &c3, need, sizeof *tb->rank))
-        return -1;
-    tb->ue_cap = c1 < c2 ? (c1 < c3 ? c1 : c3) : (c2 < c3 ? c2 : c3);
-    return 0;
+    return grow3(&tb->u, sizeof *tb->u, &tb->e, sizeof *tb->e, &tb->rank,
+                 sizeof *tb->rank, &tb->ue_cap, need);
 }
 
 /* Makes room for 'need' more positions after the first np. */

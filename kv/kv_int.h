@@ -22,6 +22,22 @@ long  kv__alloc_live(void);
 
 /* ---- per-thread error detail ------------------------------------------ */
 
+/* A thread's last error detail, tagged with the handle it is about (NULL:
+ * a failed open), so that two threads or two handles never see each
+ * other's. Each module keeps one (static __thread) for its handles. */
+#define KV_MSG_MAX 640
+typedef struct kv_tlmsg {
+    const void *owner;
+    char msg[KV_MSG_MAX];
+} kv_tlmsg;
+/* Sets m's message for 'owner' from fmt and ap. */
+void kv__tlmsg_vset(kv_tlmsg *m, const void *owner, const char *fmt,
+                    va_list ap);
+/* Empties m's message and tags it with 'owner'. */
+void kv__tlmsg_clear(kv_tlmsg *m, const void *owner);
+/* m's message when it is about 'owner', else "". */
+const char *kv__tlmsg_get(const kv_tlmsg *m, const void *owner);
+
 /* Records 'fmt' as this thread's message for store 's' and returns 'rc',
  * so a call can say: return kv__fail(s, GKV_ERANGE, "tensor '%s': ...", ..). */
 gkv_err kv__fail(const gkv_store *s, gkv_err rc, const char *fmt, ...)

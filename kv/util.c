@@ -114,21 +114,35 @@ gkv_free(void *p)
 
 /* ---- per-thread error detail ------------------------------------------ */
 
-/* One message per thread, tagged with the store it is about, so that two
- * threads (or two stores) never see each other's detail. */
-static __thread struct {
-    const gkv_store *s;
-    char msg[640];
-} tl_err;
+void
+kv__tlmsg_vset(kv_tlmsg *m, const void *owner, const char *fmt, va_list ap)
+{
+    m->owner = owner;
+    vsnprintf(m->msg, sizeof m->msg, fmt, ap);
+}
+
+void
+kv__tlmsg_clear(kv_tlmsg *m, const void *owner)
+{
+    m->owner = owner;
+    m->msg[0] = '\0';
+}
+
+const char *
+kv__tlmsg_get(const kv_tlmsg *m, const void *owner)
+{
+    return m->owner == owner ? m->msg : "";
+}
+
+static __thread kv_tlmsg tl_err;
 
 gkv_err
 kv__fail(const gkv_store *s, gkv_err rc, const char *fmt, ...)
 {
     va_list ap;
 
-    tl_err.s = s;
     va_start(ap, fmt);
-    vsnprintf(tl_err.msg, sizeof tl_err.msg, fmt, ap);
+    kv__tlmsg_vset(&tl_err, s, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -136,14 +150,13 @@ kv__fail(const gkv_store *s, gkv_err rc, const char *fmt, ...)
 void
 kv__clear(const gkv_store *s)
 {
-    tl_err.s = s;
-    tl_err.msg[0] = '\0';
+    kv__tlmsg_clear(&tl_err, s);
 }
 
 const char *
 gkv_store_errmsg(const gkv_store *s)
 {
-    return tl_err.s == s ? tl_err.msg : "";
+    return kv__tlmsg_get(&tl_err, s);
 }
 
 /* ---- dtypes ---------------------------------------------------------- */
