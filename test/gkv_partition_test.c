@@ -809,44 +809,8 @@ test_progress_on_a_tty(void **state)
     char *argv[] = {tool, "--rmat", "12", "--parts", "2", "--method", "range",
                     f->out, NULL};
     char buf[16384];
-    size_t got = 0;
-    int m, st;
-    pid_t pid;
 
-    m = posix_openpt(O_RDWR | O_NOCTTY);
-    assert_true(m >= 0);
-    assert_int_equal(grantpt(m), 0);
-    assert_int_equal(unlockpt(m), 0);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int s = open(ptsname(m), O_RDWR | O_NOCTTY), dn = open("/dev/null", O_RDWR);
-        dup2(dn, 0);
-        dup2(dn, 1);
-        dup2(s, 2);
-        close(m);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
-    for (;;) {
-        ssize_t r;
-        fd_set rs;
-        struct timeval tv = {0, 200000};
-
-        FD_ZERO(&rs);
-        FD_SET(m, &rs);
-        if (select(m + 1, &rs, NULL, NULL, &tv) <= 0)
-            break;
-        r = read(m, buf + got, sizeof buf - 1 - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    buf[got] = '\0';
-    close(m);
+    assert_int_equal(gkvt_run_tty(argv, buf, sizeof buf), 0);
     expect_text("the terminal", buf, "assigning nodes (range)");
     expect_text("the terminal", buf, "writing [");
     expect_text("the terminal", buf, "100%");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -369,4 +370,66 @@ gkvt_proc_code(const struct gkvt_proc *p)
     if (WIFEXITED(p->status))
         return WEXITSTATUS(p->status);
     return -WTERMSIG(p->status);
+}
+
+int
+gkvt_proc_reap_all(struct gkvt_proc *procs, int n)
+{
+    int bad = 0;
+
+    for (int i = 0; i < n; i++) {
+        char *t;
+
+        gkvt_proc_kill(&procs[i]);
+        t = gkvt_slurp(procs[i].log);
+        if (strstr(t, "Sanitizer") != NULL || strstr(t, "runtime error") != NULL) {
+            fprintf(stderr, "sanitizer report in %s:\n%s\n", procs[i].log, t);
+            bad = 1;
+        }
+        free(t);
+    }
+    return bad;
+}
+
+int
+gkvt_run_tty(char *const argv[], char *buf, size_t cap)
+{
+    size_t got = 0;
+    int m, st;
+    pid_t pid;
+
+    assert_true(cap > 0);
+    m = posix_openpt(O_RDWR | O_NOCTTY);
+    assert_true(m >= 0);
+    assert_int_equal(grantpt(m), 0);
+    assert_int_equal(unlockpt(m), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int s = open(ptsname(m), O_RDWR | O_NOCTTY), dn = open("/dev/null", O_RDWR);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        dup2(s, 2);
+        close(m);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    for (;;) {
+        ssize_t r;
+        fd_set rs;
+        struct timeval tv = {0, 200000};
+
+        FD_ZERO(&rs);
+        FD_SET(m, &rs);
+        if (select(m + 1, &rs, NULL, NULL, &tv) <= 0)
+            break;
+        r = read(m, buf + got, cap - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    close(m);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

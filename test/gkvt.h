@@ -71,6 +71,13 @@ int  gkvt_proc_wait(struct gkvt_proc *p, int ms);
 void gkvt_proc_kill(struct gkvt_proc *p);
 /* Its exit code once reaped, or -signal. */
 int  gkvt_proc_code(const struct gkvt_proc *p);
+/* Kills and reaps procs[0..n); returns 1 when any of their logs holds a
+ * sanitizer report (printed to stderr), else 0. */
+int  gkvt_proc_reap_all(struct gkvt_proc *procs, int n);
+/* Runs argv[0] (a path) with argv, stdin and stdout /dev/null and stderr a
+ * pseudo-terminal; what it wrote there goes to buf (NUL-terminated, at
+ * most cap - 1 bytes). Returns the exit status, or 128 + signal. */
+int  gkvt_run_tty(char *const argv[], char *buf, size_t cap);
 #define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
 
 #endif

@@ -1246,45 +1246,9 @@ test_progress_bar_on_a_tty(void **state)
     char *argv[] = {(char *)gkvt_prog("kvctl"), f->st, "import", "feat",
                     path(f, "feat.npy"), NULL};
     char buf[8192];
-    size_t got = 0;
-    int m, st;
-    pid_t pid;
 
     free(v);
-    m = posix_openpt(O_RDWR | O_NOCTTY);
-    assert_true(m >= 0);
-    assert_int_equal(grantpt(m), 0);
-    assert_int_equal(unlockpt(m), 0);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        int s = open(ptsname(m), O_RDWR | O_NOCTTY), dn = open("/dev/null", O_RDWR);
-        dup2(dn, 0);
-        dup2(dn, 1);
-        dup2(s, 2);
-        close(m);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    st = wait_status(pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
-    for (;;) {
-        ssize_t r;
-        fd_set rs;
-        struct timeval tv = {0, 200000};
-
-        FD_ZERO(&rs);
-        FD_SET(m, &rs);
-        if (select(m + 1, &rs, NULL, NULL, &tv) <= 0)
-            break;
-        r = read(m, buf + got, sizeof buf - 1 - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
-    buf[got] = '\0';
-    close(m);
+    assert_int_equal(gkvt_run_tty(argv, buf, sizeof buf), 0);
     assert_non_null(strstr(buf, "import feat ["));
     assert_non_null(strstr(buf, "100%"));
 }

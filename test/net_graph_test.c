@@ -288,19 +288,8 @@ static int
 teardown(void **state)
 {
     struct fx *f = *state;
-    int bad = 0;
+    int bad = gkvt_proc_reap_all(f->p, f->np);
 
-    for (int i = 0; i < f->np; i++) {
-        char *t;
-
-        gkvt_proc_kill(&f->p[i]);
-        t = gkvt_slurp(f->p[i].log);
-        if (strstr(t, "Sanitizer") != NULL || strstr(t, "runtime error") != NULL) {
-            fprintf(stderr, "sanitizer report in %s:\n%s\n", f->p[i].log, t);
-            bad = 1;
-        }
-        free(t);
-    }
     gkv_sampler_free(f->ws);
     gkv_sgraph_free(f->wsg);
     gkv_graph_free(f->whole);

@@ -210,19 +210,8 @@ static int
 teardown(void **state)
 {
     struct fx *f = *state;
-    int bad = 0;
+    int bad = gkvt_proc_reap_all(f->p, f->np);
 
-    for (int i = 0; i < f->np; i++) {
-        char *t;
-
-        gkvt_proc_kill(&f->p[i]);
-        t = gkvt_slurp(f->p[i].log);
-        if (strstr(t, "Sanitizer") != NULL || strstr(t, "runtime error") != NULL) {
-            fprintf(stderr, "sanitizer report in %s:\n%s\n", f->p[i].log, t);
-            bad = 1;
-        }
-        free(t);
-    }
     gkvt_rmtree(f->dir);
     free(f);
     return bad ? -1 : 0;
