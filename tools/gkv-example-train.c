@@ -278,19 +278,27 @@ main(int argc, char **argv)
     if (fd.dtype != GKV_F32)
         tools__die("feature tensor '%s' is not f32", feat);
 
-    /* the embedding: every rank asks; creating an identical one succeeds */
+    /* the embedding, each partition's rows on its machine (as the
+     * features are); every rank asks, and creating an identical one
+     * succeeds */
     memset(&es, 0, sizeof es);
     es.dtype = GKV_F32;
     es.ndim = 1;
     es.shape[0] = (uint64_t)o.emb_dim;
-    es.lo = 0;
-    es.hi = (uint64_t)nnodes;
     es.flags = GKV_TENSOR_HOT;
     es.init = GKV_INIT_UNIFORM;
     es.a = -0.1;
     es.b = 0.1;
     es.seed = 7;
-    CK(gkv_client_create(c, emb, &es, -1), "create the embedding");
+    for (int p = 0; p < gkv_pbook_num_parts(b); p++) {
+        int64_t lo, hi;
+        CK(gkv_pbook_node_range(b, t, p, &lo, &hi), "node range");
+        if (lo == hi)
+            continue;
+        es.lo = (uint64_t)lo;
+        es.hi = (uint64_t)hi;
+        CK(gkv_client_create(c, emb, &es, p), "create the embedding");
+    }
     CK(gkv_client_barrier(c, 10 * o.timeout_ms), "barrier");
 
     /* the training mask and this trainer's share */
