@@ -48,6 +48,7 @@ endif
 # ---- CUDA switch: gpu/ sources are built only when nvcc is usable ----------
 HAVE_NVCC := $(shell command -v $(NVCC) >/dev/null 2>&1 && echo 1)
 GPU_SRC   := $(wildcard gpu/*.cu)
+GPU_CSRC  := $(wildcard gpu/*.c)
 ifeq ($(CUDA),yes)
 ifneq ($(HAVE_NVCC),1)
 $(error CUDA=yes but $(NVCC) was not found; install the CUDA Toolkit or use CUDA=no)
@@ -65,7 +66,7 @@ endif
 NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=compute_75
 ifeq ($(USE_CUDA)$(if $(GPU_SRC),x,),1x)
 GKV_CFLAGS += -DGKV_HAVE_CUDA=1
-GPU_OBJ := $(GPU_SRC:%.cu=$(BUILD)/%.o)
+GPU_OBJ := $(GPU_SRC:%.cu=$(BUILD)/%.o) $(GPU_CSRC:%.c=$(BUILD)/%.o)
 CUDA_LIBS := -L/usr/local/cuda/lib64 -Wl,-rpath,/usr/local/cuda/lib64 -lcudart
 LIBS    += $(CUDA_LIBS)
 GPU_HEADERS := $(wildcard gpu/gkv_*.h)

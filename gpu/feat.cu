@@ -46,7 +46,8 @@ copy_row(char *dst, const char *src, size_t nw, unsigned lane, unsigned tpr)
 
 __global__ static void
 gather_k(const int64_t *ids, size_t n, int64_t lo, int64_t nrows,
-         const int *slot, const char *hot, const char *host, size_t rb,
+         const int *slot, const char *hot, const char *host,
+         const int64_t *miss, const char *mrows, size_t rb,
          char *out, unsigned tpr, unsigned vec, struct gbad *bad)
 {
     size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -58,7 +59,9 @@ gather_k(const int64_t *ids, size_t n, int64_t lo, int64_t nrows,
         int64_t id = ids[row], r = id - lo;
         char *dst = out + row * rb;
         const char *src;
-        if (id < lo || r >= nrows) {
+        if (miss != NULL && miss[row] >= 0) {
+            src = mrows + (size_t)miss[row] * rb;
+        } else if (id < lo || r >= nrows) {
             for (size_t j = lane; j < rb; j += tpr)
                 dst[j] = 0;
             if (lane == 0 && atomicCAS(&bad->flag, 0u, 1u) == 0u) {
@@ -66,8 +69,7 @@ gather_k(const int64_t *ids, size_t n, int64_t lo, int64_t nrows,
                 bad->id = (long long)id;
             }
             continue;
-        }
-        {
+        } else {
             int s = slot != NULL ? slot[r] : -1;
             src = s >= 0 ? hot + (size_t)s * rb : host + (size_t)r * rb;
         }
@@ -293,9 +295,11 @@ gkv_gpu_feat_info_get(const gkv_gpu_feat *f, gkv_gpu_feat_info *out)
 }
 
 static unsigned
-word_for(size_t rb, const void *a, const void *b, const void *c)
+word_for(size_t rb, const void *a, const void *b, const void *c,
+         const void *d)
 {
-    uintptr_t m = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)rb;
+    uintptr_t m = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d |
+                  (uintptr_t)rb;
 
     if ((m & 15) == 0)
         return 16;
@@ -306,25 +310,20 @@ word_for(size_t rb, const void *a, const void *b, const void *c)
     return 1;
 }
 
-gkv_err
-gkv_gpu_feat_gather(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
-                    void *out_dev, void *stream)
+/* Launches the gather of rows ids[0..n) into out_dev; rows with
+ * miss[i] >= 0 come from mrows (device-visible) instead. */
+static gkv_err
+gather_launch(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
+              const int64_t *miss, const char *mrows, void *out_dev,
+              void *stream, const char *what)
 {
     unsigned vec, tpr = 1;
     size_t nw, blocks, maxb;
     gkv_err rc;
 
-    gpu__clear();
-    if (f == NULL)
-        return gpu__fail(GKV_EINVAL, "gkv_gpu_feat_gather: NULL cache");
-    if (n > 0 && (ids_dev == NULL || out_dev == NULL))
-        return gpu__fail(GKV_EINVAL, "gkv_gpu_feat_gather: NULL %s with n = "
-                         "%zu", ids_dev == NULL ? "ids_dev" : "out_dev", n);
-    if (n == 0)
-        return GKV_OK;
     if ((rc = gpu__cuda(cudaSetDevice(f->device), "cudaSetDevice")) != GKV_OK)
         return rc;
-    vec = word_for(f->row_bytes, out_dev, f->host_dev, f->hot_dev);
+    vec = word_for(f->row_bytes, out_dev, f->host_dev, f->hot_dev, mrows);
     nw = f->row_bytes / vec;
     while (tpr < 32 && tpr < nw)
         tpr *= 2;
@@ -334,8 +333,43 @@ gkv_gpu_feat_gather(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
         blocks = maxb;
     gather_k<<<(unsigned)blocks, GATHER_THREADS, 0, (cudaStream_t)stream>>>(
         ids_dev, n, f->lo, f->hi - f->lo, f->slot_dev, f->hot_dev,
-        f->host_dev, f->row_bytes, (char *)out_dev, tpr, vec, f->bad_dev);
-    return gpu__cuda(cudaGetLastError(), "gkv_gpu_feat_gather: launch");
+        f->host_dev, miss, mrows, f->row_bytes, (char *)out_dev, tpr, vec,
+        f->bad_dev);
+    return gpu__cuda(cudaGetLastError(), what);
+}
+
+gkv_err
+gkv_gpu_feat_gather(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
+                    void *out_dev, void *stream)
+{
+    gpu__clear();
+    if (f == NULL)
+        return gpu__fail(GKV_EINVAL, "gkv_gpu_feat_gather: NULL cache");
+    if (n > 0 && (ids_dev == NULL || out_dev == NULL))
+        return gpu__fail(GKV_EINVAL, "gkv_gpu_feat_gather: NULL %s with n = "
+                         "%zu", ids_dev == NULL ? "ids_dev" : "out_dev", n);
+    if (n == 0)
+        return GKV_OK;
+    return gather_launch(f, ids_dev, n, NULL, NULL, out_dev, stream,
+                         "gkv_gpu_feat_gather: launch");
+}
+
+gkv_err
+gpu__feat_gather_mixed(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
+                       const int64_t *miss_dev, const void *rows,
+                       void *out_dev, void *stream)
+{
+    void *rows_dev = NULL;
+    gkv_err rc;
+
+    if (n == 0)
+        return GKV_OK;
+    if (rows != NULL &&
+        (rc = gpu__cuda(cudaHostGetDevicePointer(&rows_dev, (void *)rows, 0),
+                        "cudaHostGetDevicePointer (pulled rows)")) != GKV_OK)
+        return rc;
+    return gather_launch(f, ids_dev, n, miss_dev, (const char *)rows_dev,
+                         out_dev, stream, "feature gather: launch");
 }
 
 gkv_err

@@ -39,6 +39,7 @@
 #include "gkv_kv.h"
 #include "gkv_graph.h"
 #include "gkv_sample.h"
+#include "gkv_net.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -231,6 +232,80 @@ GKV_API gkv_err gkv_gpu_sample_blocks_feat(gkv_gpu_sampler *s,
                                            const gkv_sample_opts *opts,
                                            gkv_gpu_block *blocks,
                                            void **feat_dev, void *stream);
+
+/* ---- mini-batches through graph servers ---------------------------------- *
+ *
+ * A trainer of a distributed job (gkv_net.h) asks for its blocks and input
+ * features on its GPU in one call, as DGL's DistNodeDataLoader followed by
+ * .to(device) or GraphLearn-for-PyTorch's server-mode loader give them:
+ * the blocks are sampled through the servers (gkv_client_sample_blocks()),
+ * the input rows are read on the device from a local feature cache where
+ * it holds them (typically this machine's partition: see below) and pulled
+ * from their owners (gkv_client_pull()) into pinned host memory that the
+ * same gather kernel reads zero-copy where it does not. */
+
+typedef struct gkv_gpu_loader gkv_gpu_loader;     /* opaque */
+
+/* Zero-initialise, then set fields. */
+typedef struct gkv_gpu_loader_opts {
+    int            device;    /* CUDA device ordinal */
+    /* The node feature to load: the rows of tensor "node/<ntype>/<feat>"
+     * of every node type that has one (at least one must); NULL: blocks
+     * only. */
+    const char    *feat;
+    /* NULL, or one entry per node type (NULL entries allowed): a cache on
+     * 'device' of that type's feature tensor with the same row width, e.g.
+     * gkv_gpu_feat_open() on this machine's partition store (its rows are
+     * the IDs the partition owns). Input nodes inside the cache's rows are
+     * read from it; the rest are pulled. Borrowed: the caches must outlive
+     * the loader. */
+    gkv_gpu_feat *const *cache;
+} gkv_gpu_loader_opts;
+
+/* One mini-batch on the device. */
+typedef struct gkv_gpu_batch {
+    int              nlayers;
+    /* [nlayers]: what gkv_client_sample_blocks() returns for the same
+     * arguments, array for array, except that every ids, src, dst and eid
+     * array is device memory (the gkv_block and its nodes/edges structs
+     * are host memory). */
+    const gkv_block *blocks;
+    /* [num_ntypes]: the input rows of each node type, row i of type t for
+     * blocks[0].nodes[t].ids[i], row_bytes[t] bytes each, in device
+     * memory; NULL for a type without the feature (or with no input
+     * nodes). */
+    void *const     *feat_dev;
+    const size_t    *row_bytes;
+    size_t           rows_cached;  /* input rows read from the caches */
+    size_t           rows_pulled;  /* input rows pulled from the servers */
+} gkv_gpu_batch;
+
+/* A loader over client 'c' (borrowed: it must outlive the loader; a client
+ * belongs to one thread at a time, and so does the loader). The servers
+ * must serve a partitioned graph. Its buffers (pinned host and device
+ * memory) grow to the largest batch and are kept.
+ * Errors: GKV_EINVAL (NULL, a cache on another device or of another row
+ * width), GKV_ENOTFOUND (no node type has the feature), GKV_ENOTSUP (no
+ * device; servers of a plain store), GKV_ENOMEM. */
+GKV_API gkv_err gkv_gpu_loader_new(gkv_gpu_loader **out, gkv_client *c,
+                                   const gkv_gpu_loader_opts *opts);
+GKV_API void    gkv_gpu_loader_free(gkv_gpu_loader *l);   /* NULL is fine */
+
+/* Samples blocks for seeds (per node type, as gkv_client_sample_blocks()
+ * takes them: seeds[t][0 .. nseeds[t]), distinct) with fanouts, nfan,
+ * nlayers (1 .. 16) and opts through the servers, then puts the blocks and
+ * the input rows of blocks[0] on the device, ordered on 'stream'; returns
+ * when they are complete. The batch's arrays are borrowed from the loader
+ * until its next call. A failed call leaves the loader usable.
+ * Errors: as gkv_client_sample_blocks() and gkv_client_pull() (the message
+ * says which step failed and carries the client's detail), GKV_EINVAL
+ * (NULL, nlayers out of range), GKV_ENOMEM, GKV_EIO (a CUDA failure). */
+GKV_API gkv_err gkv_gpu_loader_next(gkv_gpu_loader *l,
+                                    const int64_t *const *seeds,
+                                    const size_t *nseeds, const int *fanouts,
+                                    int nfan, int nlayers,
+                                    const gkv_sample_opts *opts,
+                                    gkv_gpu_batch *out, void *stream);
 
 #ifdef __cplusplus
 }

@@ -22,27 +22,13 @@
 
 #include <cuda_runtime.h>
 #include "gkv_gpu.h"
+#include "gpu_c.h"      /* gpu__fail() and the rest, with C linkage */
 /* kv_int.h is a C header without extern "C" of its own. */
 extern "C" {
 #include "kv_int.h"     /* gkv__malloc and friends */
 }
 
 #define GPU_MSG_MAX 512
-
-/* Records 'fmt' as the calling thread's gkv_gpu_errmsg() and returns rc. */
-gkv_err gpu__fail(gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* Clears the calling thread's message (at the start of every call). */
-void    gpu__clear(void);
-
-/* GKV_OK when 'device' is a usable CUDA device and made current; else
- * GKV_ENOTSUP ("no CUDA device: 'what' needs one") or GKV_EINVAL (no such
- * ordinal), with the message set. */
-gkv_err gpu__device(int device, const char *what);
-
-/* GKV_OK when any CUDA device is visible (the current device unchanged);
- * else GKV_ENOTSUP with the message set. */
-gkv_err gpu__present(const char *what);
 
 /* Translates a CUDA error from 'what' (GKV_ENOMEM for an allocation
  * failure, else GKV_EIO), naming the error; cudaSuccess is GKV_OK. Clears

@@ -11,6 +11,10 @@
  *   - bad inputs (IDs out of range, a seed another partition owns sent to
  *     the wrong server, a missing tensor, a wrong fanout count, a bad
  *     server start-up) give clear errors and the servers keep serving.
+ * With CUDA built in, the GPU loader (gpu/loader.c) too: its host half
+ * (blocks packed for the device, input nodes split between a cache range
+ * and the servers, the pulled rows) on any machine, the whole loader
+ * against the same references where a CUDA device is visible.
  * Servers are started and killed by PID (teardown reaps all of them, also
  * after a failed assertion); ports are picked per test as net_test does. */
 #include <arpa/inet.h>
@@ -31,6 +35,10 @@
 #include "gkvt.h"
 #include "gkv.h"
 #include "wire.h"
+#ifdef GKV_HAVE_CUDA
+#include "gpu/gkv_gpu.h"
+#include "gpu/loader_int.h"
+#endif
 
 #define MAXPROC 12
 #define FEAT_W  4            /* floats per node feature row */
@@ -346,37 +354,95 @@ bcopy_free(struct bcopy *bc)
     }
 }
 
+/* Array p[0..n) as host memory: p itself, or (dev: p is device memory)
+ * copied into tmp. */
+static const int64_t *
+host_view(const int64_t *p, size_t n, int dev, int64_t *tmp)
+{
+    if (!dev || n == 0)
+        return p;
+#ifdef GKV_HAVE_CUDA
+    GKVT_OK(gkv_gpu_copy(tmp, p, n * 8, NULL));
+    GKVT_OK(gkv_gpu_sync(NULL));
+    return tmp;
+#else
+    fail_msg("device arrays in a build without CUDA");
+    return NULL;
+#endif
+}
+
+/* Blocks cb[0 .. nl) == the copy ref, array by array (the arrays are host
+ * memory, or device memory when dev); returns the number of edges
+ * compared. */
+static size_t
+blocks_equal(const struct bcopy *ref, const gkv_block *cb, int nl, int dev)
+{
+    size_t edges = 0, cap = 0;
+    int64_t *tmp = NULL;
+
+    for (int i = 0; i < nl; i++) {
+        if (ref->nsrc[i] > cap)
+            cap = ref->nsrc[i];
+        if (ref->ne[i] > cap)
+            cap = ref->ne[i];
+    }
+    tmp = malloc(cap * 8 + 8);
+    assert_non_null(tmp);
+    for (int i = 0; i < nl; i++) {
+        const gkv_sample_edges *e = &cb[i].edges[0];
+        size_t m = ref->ne[i];
+
+        assert_int_equal(cb[i].num_ntypes, 1);
+        assert_int_equal(cb[i].num_etypes, 1);
+        assert_int_equal(cb[i].nodes[0].num_src, ref->nsrc[i]);
+        assert_int_equal(cb[i].nodes[0].num_dst, ref->ndst[i]);
+        assert_int_equal(e->n, m);
+        assert_memory_equal(host_view(cb[i].nodes[0].ids, ref->nsrc[i], dev,
+                                      tmp), ref->ids[i], ref->nsrc[i] * 8);
+        if (m > 0) {
+            assert_memory_equal(host_view(e->src, m, dev, tmp), ref->s[i],
+                                m * 8);
+            assert_memory_equal(host_view(e->dst, m, dev, tmp), ref->d[i],
+                                m * 8);
+            assert_memory_equal(host_view(e->eid, m, dev, tmp), ref->e[i],
+                                m * 8);
+        }
+        edges += m;
+    }
+    /* blocks chain: destination nodes of block i are block i+1's sources */
+    for (int i = 0; i + 1 < nl; i++)
+        assert_int_equal(cb[i].nodes[0].num_dst, cb[i + 1].nodes[0].num_src);
+    free(tmp);
+    return edges;
+}
+
+/* The in-process blocks on the whole graph, copied. */
+static void
+ref_blocks(struct fx *f, struct bcopy *ref, const int64_t *seeds, size_t n,
+           const int *fan, int nl, const gkv_sample_opts *o)
+{
+    gkv_block wb[8];
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {n};
+
+    GKVT_OK(gkv_sample_blocks(f->ws, sv, sn, fan, 1, nl, o, wb));
+    bcopy_take(ref, wb, nl);
+}
+
 /* Distributed blocks == in-process blocks, array by array; returns the
  * number of edges compared. */
 static size_t
 check_blocks(struct fx *f, gkv_client *c, const int64_t *seeds, size_t n,
              const int *fan, int nl, const gkv_sample_opts *o)
 {
-    gkv_block wb[8], cb[8];
+    gkv_block cb[8];
     struct bcopy ref;
     const int64_t *sv[1] = {seeds};
-    size_t sn[1] = {n}, edges = 0;
+    size_t sn[1] = {n}, edges;
 
-    GKVT_OK(gkv_sample_blocks(f->ws, sv, sn, fan, 1, nl, o, wb));
-    bcopy_take(&ref, wb, nl);
+    ref_blocks(f, &ref, seeds, n, fan, nl, o);
     NET_OK(gkv_client_sample_blocks(c, sv, sn, fan, 1, nl, o, cb));
-    for (int i = 0; i < nl; i++) {
-        assert_int_equal(cb[i].num_ntypes, 1);
-        assert_int_equal(cb[i].num_etypes, 1);
-        assert_int_equal(cb[i].nodes[0].num_src, ref.nsrc[i]);
-        assert_int_equal(cb[i].nodes[0].num_dst, ref.ndst[i]);
-        assert_int_equal(cb[i].edges[0].n, ref.ne[i]);
-        assert_memory_equal(cb[i].nodes[0].ids, ref.ids[i], ref.nsrc[i] * 8);
-        if (ref.ne[i] > 0) {
-            assert_memory_equal(cb[i].edges[0].src, ref.s[i], ref.ne[i] * 8);
-            assert_memory_equal(cb[i].edges[0].dst, ref.d[i], ref.ne[i] * 8);
-            assert_memory_equal(cb[i].edges[0].eid, ref.e[i], ref.ne[i] * 8);
-        }
-        edges += ref.ne[i];
-    }
-    /* blocks chain: destination nodes of block i are block i+1's sources */
-    for (int i = 0; i + 1 < nl; i++)
-        assert_int_equal(cb[i].nodes[0].num_dst, cb[i + 1].nodes[0].num_src);
+    edges = blocks_equal(&ref, cb, nl, 0);
     bcopy_free(&ref);
     return edges;
 }
@@ -482,15 +548,25 @@ check_queries(struct fx *f, gkv_client *c, const int64_t *nodes, size_t n,
     free(deg);
 }
 
+/* inv[v]: the original ID of new node v (malloc'd). */
+static int64_t *
+inverse_map(const struct fx *f)
+{
+    int64_t *inv = malloc((size_t)f->n * 8);
+
+    assert_non_null(inv);
+    for (int64_t u = 0; u < f->n; u++)
+        inv[f->nmap[u]] = u;
+    return inv;
+}
+
 /* Pulled feature rows == the original rows of the nodes' old IDs. */
 static void
 check_features(struct fx *f, gkv_client *c, const int64_t *nodes, size_t n)
 {
-    int64_t *inv = malloc((size_t)f->n * 8);
+    int64_t *inv = inverse_map(f);
     float *rows = malloc(n * FEAT_W * 4 + 4);
 
-    for (int64_t u = 0; u < f->n; u++)
-        inv[f->nmap[u]] = u;
     NET_OK(gkv_client_pull(c, "node/_N/feat", (const uint64_t *)nodes, n,
                            rows, n * FEAT_W * 4));
     for (size_t i = 0; i < n; i++)
@@ -860,6 +936,281 @@ test_server_startup(void **state)
     free(err);
 }
 
+#ifdef GKV_HAVE_CUDA
+/* ---- the GPU loader ---------------------------------------------------------- */
+
+#define GPU_OK(expr) do { gkv_err rc_ = (expr); \
+    if (rc_ != GKV_OK) fail_msg("%s: %s: %s", #expr, gkv_err_name(rc_), gkv_gpu_errmsg()); \
+} while (0)
+
+/* Input row i (node ids[i]) == the original feature row of its old ID. */
+static void
+row_check(const struct fx *f, const int64_t *inv, const void *row, int64_t id)
+{
+    assert_memory_equal(row, f->feat + inv[id] * FEAT_W, FEAT_W * 4);
+}
+
+/* The host half of a host-mode loader against references: the packed
+ * blocks equal the in-process blocks; each input node is marked cached
+ * exactly when it lies in [lo, hi); the pulled rows, in input order, are
+ * the nodes' feature rows. */
+static void
+ldr_check_host(struct fx *f, gkv_gpu_loader *l, const int64_t *inv,
+               const int64_t *seeds, size_t n, const int *fan, int nl,
+               const gkv_sample_opts *o, int64_t lo, int64_t hi)
+{
+    struct gpu_ldr_type *T = &l->t[0];
+    const int64_t *sv[1] = {seeds}, *ids, *mi;
+    size_t sn[1] = {n}, k = 0;
+    struct bcopy ref;
+
+    ref_blocks(f, &ref, seeds, n, fan, nl, o);
+    GPU_OK(gpu__ldr_stage(l, sv, sn, fan, 1, nl, o));
+    gpu__ldr_point(l, l->pack);
+    assert_true(blocks_equal(&ref, l->blocks, nl, 0) > 0);
+    if (T->rb == 0) {              /* blocks only */
+        assert_int_equal(T->n, 0);
+        assert_int_equal(l->rows_cached + l->rows_pulled, 0);
+        bcopy_free(&ref);
+        return;
+    }
+    assert_int_equal(T->n, ref.nsrc[0]);
+    ids = l->blocks[0].nodes[0].ids;
+    mi = hi > lo ? (const int64_t *)(l->pack + T->miss_off) : NULL;
+    for (size_t i = 0; i < T->n; i++) {
+        int cached = ids[i] >= lo && ids[i] < hi;
+        if (mi != NULL)
+            assert_int_equal(mi[i], cached ? -1 : (int64_t)k);
+        if (!cached)
+            row_check(f, inv, l->stage + T->stage_off + k++ * FEAT_W * 4,
+                      ids[i]);
+    }
+    assert_int_equal(T->nmiss, k);
+    assert_int_equal(l->rows_pulled, k);
+    assert_int_equal(l->rows_cached, T->n - k);
+    bcopy_free(&ref);
+}
+
+/* The example trainer with --device 0 --gpu-cache-mb 1 against these
+ * servers: three batches with some input rows from the GPU cache, or
+ * without a device a clean failure saying so. */
+static void
+trainer_on_gpu(struct fx *f)
+{
+    char *argv[] = {(char *)gkvt_prog("gkv-example-train"), "--device", "0",
+                    "--gpu-cache-mb", "1", "--batch", "256", "--max-batches",
+                    "3", NULL};
+    char *out = NULL, *err = NULL;
+    int code;
+
+    setenv("GKV_IP_CONFIG", f->cfg, 1);
+    setenv("GKV_PART_CONFIG", f->json, 1);
+    setenv("GKV_MACHINE", "0", 1);
+    setenv("GKV_GROUP", "gputrain", 1);
+    code = gkvt_run(argv, NULL, 0, &out, &err, 120);
+    unsetenv("GKV_IP_CONFIG");
+    unsetenv("GKV_PART_CONFIG");
+    unsetenv("GKV_MACHINE");
+    unsetenv("GKV_GROUP");
+    if (gkv_gpu_available(NULL, NULL, 0) != GKV_OK) {
+        if (code != 1 || strstr(err, "--device 0: no CUDA device") == NULL)
+            fail_msg("trainer without a GPU: exit %d\n%s%s", code, out, err);
+    } else if (code != 0 || strstr(out, "input rows from the GPU cache") ==
+               NULL || strstr(out, "in device memory") == NULL) {
+        fail_msg("trainer on GPU 0: exit %d\n%s%s", code, out, err);
+    }
+    free(out);
+    free(err);
+}
+
+static void
+test_gpu_loader_host(void **state)
+{
+    struct fx *f = *state;
+    gkv_client *c;
+    gkv_gpu_loader *l = NULL;
+    gkv_gpu_loader_opts lo = {0};
+    gkv_sample_opts o = {0};
+    gkv_gpu_batch bt;
+    int64_t rg[2], none[2] = {0, 0}, *inv, *seeds, bad = -1;
+    const int64_t *bv[1] = {&bad};
+    size_t bn[1] = {1};
+    int fan2[2] = {5, 10}, fan3[3] = {3, 4, 6}, fan1[1] = {-1};
+    gkv_err rc;
+
+    graph_make(f, 11, 2);
+    serve(f, 1);
+    c = client(f, "gpu");
+    inv = inverse_map(f);
+    seeds = malloc((size_t)f->n * 8);
+    for (int64_t i = 0; i < f->n; i++)
+        seeds[i] = (i * 1597 + 11) % f->n;
+    GKVT_OK(gkv_pbook_node_range(gkv_client_pbook(c), 0, 0, &rg[0], &rg[1]));
+    assert_true(rg[0] < rg[1]);
+
+    /* the cache holds partition 0's rows: the rest are pulled */
+    lo.feat = "feat";
+    GPU_OK(gpu__ldr_new(&l, c, &lo, rg));
+    assert_int_equal(l->t[0].rb, FEAT_W * 4);
+    o.seed = 5;
+    ldr_check_host(f, l, inv, seeds, 256, fan2, 2, &o, rg[0], rg[1]);
+    assert_true(l->rows_cached > 0);
+    assert_true(l->rows_pulled > 0);
+    /* bigger, then smaller batches: the buffers grow and are reused */
+    ldr_check_host(f, l, inv, seeds, 1500, fan3, 3, &o, rg[0], rg[1]);
+    ldr_check_host(f, l, inv, seeds + 7, 16, fan1, 1, &o, rg[0], rg[1]);
+    o.flags = GKV_SAMPLE_WEIGHTED | GKV_SAMPLE_REPLACE;
+    ldr_check_host(f, l, inv, seeds, 300, fan2, 2, &o, rg[0], rg[1]);
+    o.flags = 0;
+    /* bad calls fail with the step named and leave the loader usable */
+    assert_int_equal(gpu__ldr_stage(l, bv, bn, fan1, 1, 0, &o), GKV_EINVAL);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "0 layers"));
+    assert_int_equal(gpu__ldr_stage(l, bv, bn, fan1, 1, 17, &o), GKV_EINVAL);
+    bad = f->n;
+    assert_int_equal(gpu__ldr_stage(l, bv, bn, fan1, 1, 1, &o), GKV_ERANGE);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "sampling blocks through the "
+                           "servers"));
+    bad = -3;
+    assert_int_equal(gpu__ldr_stage(l, bv, bn, fan1, 1, 1, &o), GKV_ERANGE);
+    ldr_check_host(f, l, inv, seeds + 3, 200, fan2, 2, &o, rg[0], rg[1]);
+    /* a host-mode loader has no device half */
+    assert_int_equal(gkv_gpu_loader_next(l, bv, bn, fan1, 1, 1, &o, &bt,
+                                         NULL), GKV_EINVAL);
+    gkv_gpu_loader_free(l);
+
+    /* no cache: every input row is pulled */
+    GPU_OK(gpu__ldr_new(&l, c, &lo, none));
+    ldr_check_host(f, l, inv, seeds, 500, fan2, 2, &o, 0, 0);
+    assert_int_equal(l->rows_cached, 0);
+    gkv_gpu_loader_free(l);
+    /* no feature: blocks only */
+    lo.feat = NULL;
+    GPU_OK(gpu__ldr_new(&l, c, &lo, none));
+    ldr_check_host(f, l, inv, seeds, 100, fan3, 3, &o, 0, 0);
+    gkv_gpu_loader_free(l);
+
+    /* bad loaders */
+    lo.feat = "nosuch";
+    l = (gkv_gpu_loader *)&lo;
+    assert_int_equal(gpu__ldr_new(&l, c, &lo, rg), GKV_ENOTFOUND);
+    assert_null(l);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "node/<ntype>/nosuch"));
+    lo.feat = "node/_N/feat";
+    assert_int_equal(gpu__ldr_new(&l, c, &lo, rg), GKV_EINVAL);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "'node/_N/feat'"));
+    lo.feat = "";
+    assert_int_equal(gpu__ldr_new(&l, c, &lo, rg), GKV_EINVAL);
+    lo.feat = "feat";
+    lo.device = -1;
+    assert_int_equal(gkv_gpu_loader_new(&l, c, &lo), GKV_EINVAL);
+    lo.device = 0;
+    assert_int_equal(gkv_gpu_loader_new(NULL, c, &lo), GKV_EINVAL);
+    assert_int_equal(gkv_gpu_loader_new(&l, NULL, &lo), GKV_EINVAL);
+    assert_null(l);
+    assert_int_equal(gkv_gpu_loader_next(NULL, bv, bn, fan1, 1, 1, &o, &bt,
+                                         NULL), GKV_EINVAL);
+    rc = gkv_gpu_loader_new(&l, c, &lo);
+    if (gkv_gpu_available(NULL, NULL, 0) != GKV_OK) {
+        assert_int_equal(rc, GKV_ENOTSUP);
+        assert_null(l);
+        assert_non_null(strstr(gkv_gpu_errmsg(), "no CUDA device"));
+    } else {
+        GPU_OK(rc);
+        gkv_gpu_loader_free(l);
+    }
+    trainer_on_gpu(f);
+    NET_OK(gkv_client_close(c));
+    free(seeds);
+    free(inv);
+}
+
+/* One batch through a device loader against the references: the blocks
+ * array by array (copied back), every input row byte for byte. */
+static void
+ldr_check_dev(struct fx *f, gkv_gpu_loader *l, const int64_t *inv,
+              const int64_t *seeds, size_t n, const int *fan, int nl,
+              const gkv_sample_opts *o, int cached)
+{
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {n}, ni;
+    struct bcopy ref;
+    gkv_gpu_batch bt;
+    char *rows;
+
+    ref_blocks(f, &ref, seeds, n, fan, nl, o);
+    GPU_OK(gkv_gpu_loader_next(l, sv, sn, fan, 1, nl, o, &bt, NULL));
+    assert_int_equal(bt.nlayers, nl);
+    assert_true(blocks_equal(&ref, bt.blocks, nl, 1) > 0);
+    ni = ref.nsrc[0];
+    assert_int_equal(bt.row_bytes[0], FEAT_W * 4);
+    assert_non_null(bt.feat_dev[0]);
+    assert_int_equal(bt.rows_cached + bt.rows_pulled, ni);
+    if (cached)
+        assert_true(bt.rows_cached > 0 && bt.rows_pulled > 0);
+    else
+        assert_int_equal(bt.rows_cached, 0);
+    rows = malloc(ni * FEAT_W * 4);
+    GPU_OK(gkv_gpu_copy(rows, bt.feat_dev[0], ni * FEAT_W * 4, NULL));
+    GPU_OK(gkv_gpu_sync(NULL));
+    for (size_t i = 0; i < ni; i++)
+        row_check(f, inv, rows + i * FEAT_W * 4, ref.ids[0][i]);
+    free(rows);
+    bcopy_free(&ref);
+}
+
+static void
+test_gpu_loader_device(void **state)
+{
+    struct fx *f = *state;
+    gkv_client *c;
+    gkv_gpu_loader *l = NULL;
+    gkv_gpu_loader_opts lo = {0};
+    gkv_gpu_feat_opts fo = {0};
+    gkv_gpu_feat *fc = NULL;
+    gkv_gpu_feat *caches[1];
+    gkv_sample_opts o = {0};
+    int64_t *inv, *seeds, rg[2];
+    int fan2[2] = {10, 15}, fan3[3] = {5, 10, 15};
+
+    if (gkv_gpu_available(NULL, NULL, 0) != GKV_OK) {
+        print_message("no CUDA device: GPU loader test skipped\n");
+        skip();
+    }
+    graph_make(f, 12, 2);
+    serve(f, 1);
+    c = client(f, "gpu");
+    inv = inverse_map(f);
+    seeds = malloc((size_t)f->n * 8);
+    for (int64_t i = 0; i < f->n; i++)
+        seeds[i] = (i * 2749 + 3) % f->n;
+    GKVT_OK(gkv_pbook_node_range(gkv_client_pbook(c), 0, 0, &rg[0], &rg[1]));
+    /* partition 0's rows, half of them in device memory */
+    fo.budget_bytes = (size_t)(rg[1] - rg[0]) / 2 * FEAT_W * 4;
+    GPU_OK(gkv_gpu_feat_open(&fc, gkv_part_store(f->part[0]), "node/_N/feat",
+                             &fo));
+    caches[0] = fc;
+    lo.feat = "feat";
+    lo.cache = caches;
+    GPU_OK(gkv_gpu_loader_new(&l, c, &lo));
+    o.seed = 9;
+    ldr_check_dev(f, l, inv, seeds, 512, fan2, 2, &o, 1);
+    ldr_check_dev(f, l, inv, seeds + 100, 2000, fan3, 3, &o, 1);
+    ldr_check_dev(f, l, inv, seeds + 5, 64, fan2, 2, &o, 1);
+    o.flags = GKV_SAMPLE_WEIGHTED;
+    ldr_check_dev(f, l, inv, seeds, 700, fan2, 2, &o, 1);
+    gkv_gpu_loader_free(l);
+    /* without a cache */
+    lo.cache = NULL;
+    GPU_OK(gkv_gpu_loader_new(&l, c, &lo));
+    ldr_check_dev(f, l, inv, seeds, 900, fan2, 2, &o, 0);
+    gkv_gpu_loader_free(l);
+    gkv_gpu_feat_close(fc);
+    NET_OK(gkv_client_close(c));
+    free(seeds);
+    free(inv);
+}
+#endif /* GKV_HAVE_CUDA */
+
 static void
 find_programs(void)
 {
@@ -887,6 +1238,11 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sampling_three_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_servers_per_machine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+#ifdef GKV_HAVE_CUDA
+        cmocka_unit_test_setup_teardown(test_gpu_loader_host, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpu_loader_device, setup,
+                                        teardown),
+#endif
     };
 
     signal(SIGPIPE, SIG_IGN);

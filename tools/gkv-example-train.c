@@ -11,6 +11,12 @@
  *     table with Adagrad (gkv_client_push, handler "adagrad"),
  * and reports batches/s, sampled edges/s and pulled MB/s per epoch.
  *
+ * With --device N (a build with CUDA) the blocks and input features come
+ * to GPU N in one call (gkv_gpu_loader_next), optionally reading this
+ * machine's partition rows from a GPU feature cache (--gpu-cache-mb); the
+ * example has no model on the device, so it copies the input IDs and rows
+ * back for its host-side "gradient".
+ *
  * The "gradient" of input node v is 0.01 x its feature row (cycled to the
  * embedding width): the point is the traffic, and that a second job sees
  * the embedding the first one left (it prints the embedding's mean
@@ -34,7 +40,8 @@
 
 struct opts {
     int epochs, batch, nlayers, fan[MAX_LAYERS], emb_dim, timeout_ms;
-    int max_batches;
+    int max_batches, device;
+    long gpu_cache_mb;
     double lr, train_frac;
     uint64_t seed;
     const char *ntype, *feat, *emb;
@@ -67,6 +74,13 @@ usage(FILE *f)
 "  --train-frac X     fraction of nodes in the training mask (default 0.6)\n"
 "  --seed N           sampling and shuffling seed (default 1)\n"
 "  --timeout-ms N     per-call timeout (default 30000)\n"
+"  --device N         mini-batches (blocks and input features) on CUDA\n"
+"                     device N through gkv_gpu_loader (a build with CUDA)\n"
+"  --gpu-cache-mb M   with --device: keep this machine's partition rows of\n"
+"                     the feature in a GPU cache, M MiB of them in device\n"
+"                     memory (the rest zero-copy from pinned host memory);\n"
+"                     needs GKV_PART_CONFIG and GKV_MACHINE (gkv-launch sets\n"
+"                     them)\n"
 "  -h, --help         this help\n"
 "\n"
 "Exit status: 0 done, 1 failed (the message names what), 2 bad usage.\n");
@@ -111,6 +125,8 @@ parse_args(int argc, char **argv, struct opts *o)
     o->seed = 1;
     o->feat = "feat";
     o->emb = "emb";
+    o->device = -1;
+    o->gpu_cache_mb = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
@@ -161,6 +177,11 @@ parse_args(int argc, char **argv, struct opts *o)
                 return bad_usage("'%s' is out of range", v);
             if (!strcmp(a, "--lr")) o->lr = d;
             else o->train_frac = d;
+        } else if (!strcmp(a, "--device") || !strcmp(a, "--gpu-cache-mb")) {
+            if (parse_int(v, 0, 1L << 30, &x) != 0)
+                return bad_usage("'%s' is not a non-negative integer", v);
+            if (!strcmp(a, "--device")) o->device = (int)x;
+            else o->gpu_cache_mb = x;
         } else if (!strcmp(a, "--ntype")) {
             o->ntype = v;
         } else if (!strcmp(a, "--feat")) {
@@ -171,6 +192,13 @@ parse_args(int argc, char **argv, struct opts *o)
             return bad_usage("unknown option '%s'", a);
         }
     }
+    if (o->gpu_cache_mb >= 0 && o->device < 0)
+        return bad_usage("%s needs --device", "--gpu-cache-mb");
+#ifndef GKV_HAVE_CUDA
+    if (o->device >= 0)
+        return bad_usage("%s: this gkv was built without CUDA (make "
+                         "CUDA=yes)", "--device");
+#endif
     return 0;
 }
 
@@ -222,6 +250,146 @@ emb_mean_abs(gkv_client *c, const char *name, const uint64_t *ids, size_t n,
                        gkv_net_errmsg());                                    \
     } while (0)
 
+#ifdef GKV_HAVE_CUDA
+#include "gpu/gkv_gpu.h"
+#endif
+
+/* One mini-batch on the host: blocks through the servers, then the input
+ * nodes of type t and their pulled rows into ids/rows. */
+static void
+cpu_batch(gkv_client *c, const int64_t *const *seeds, const size_t *nseeds,
+          const struct opts *o, const gkv_sample_opts *so, int t,
+          const char *feat, size_t rb, uint64_t *edges, uint64_t **ids,
+          float **rows, size_t *n_in)
+{
+    gkv_block blk[MAX_LAYERS];
+    const gkv_block_nodes *in;
+
+    CK(gkv_client_sample_blocks(c, seeds, nseeds, o->fan, 1, o->nlayers, so,
+                                blk), "sample blocks");
+    for (int l = 0; l < o->nlayers; l++)
+        for (int e = 0; e < blk[l].num_etypes; e++)
+            *edges += blk[l].edges[e].n;
+    in = &blk[0].nodes[t];      /* the input nodes of the seed type */
+    *ids = tools__xmalloc(in->num_src * sizeof **ids + 1);
+    *rows = tools__xmalloc(in->num_src * rb + 1);
+    for (size_t i = 0; i < in->num_src; i++)
+        (*ids)[i] = (uint64_t)in->ids[i];
+    CK(gkv_client_pull(c, feat, *ids, in->num_src, *rows, in->num_src * rb),
+       "pull features");
+    *n_in = in->num_src;
+}
+
+#ifdef GKV_HAVE_CUDA
+
+/* --device: the loader, and with --gpu-cache-mb a cache of this machine's
+ * partition rows of the feature. */
+struct gpu {
+    gkv_gpu_loader *l;
+    gkv_gpu_feat   *cache;
+    gkv_part       *part;
+    gkv_gpu_feat  **caches;       /* [num_ntypes], only t's set */
+};
+
+#define GK(call, what)                                                       \
+    do {                                                                     \
+        gkv_err rc_ = (call);                                                \
+        if (rc_ != GKV_OK)                                                   \
+            tools__die("%s: %s: %s", (what), gkv_strerror(rc_),              \
+                       gkv_gpu_errmsg());                                    \
+    } while (0)
+
+static void
+gpu_open(struct gpu *g, gkv_client *c, const gkv_pbook *b,
+         const struct opts *o, int t, const char *feat)
+{
+    gkv_gpu_loader_opts lo;
+    gkv_gpu_feat_opts fo;
+    gkv_gpu_feat_info fi;
+    gkv_adj adj;
+    char name[64];
+
+    memset(g, 0, sizeof *g);
+    memset(&lo, 0, sizeof lo);
+    if (gkv_gpu_available(NULL, name, sizeof name) != GKV_OK)
+        tools__die("--device %d: %s", o->device, gkv_gpu_errmsg());
+    lo.device = o->device;
+    lo.feat = o->feat;
+    if (o->gpu_cache_mb >= 0) {
+        const char *pc = getenv("GKV_PART_CONFIG");
+        long m = env_long("GKV_MACHINE", -1);
+
+        if (pc == NULL || *pc == '\0' || m < 0)
+            tools__die("--gpu-cache-mb needs GKV_PART_CONFIG and GKV_MACHINE "
+                       "(the partition this machine serves); gkv-launch "
+                       "sets them");
+        if (gkv_part_open(&g->part, pc, (int)m, 0) != GKV_OK)
+            tools__die("--gpu-cache-mb: partition %ld of %s: %s", m, pc,
+                       gkv_part_errmsg(NULL));
+        memset(&fo, 0, sizeof fo);
+        fo.device = o->device;
+        fo.budget_bytes = (size_t)o->gpu_cache_mb << 20;
+        /* hot rows by in-degree on a graph of one edge type */
+        if (gkv_pbook_num_etypes(b) == 1 &&
+            gkv_part_csc(g->part, 0, &adj) == GKV_OK)
+            fo.hot_adj = &adj;
+        GK(gkv_gpu_feat_open(&g->cache, gkv_part_store(g->part), feat, &fo),
+           "GPU feature cache");
+        GK(gkv_gpu_feat_info_get(g->cache, &fi), "GPU feature cache");
+        g->caches = tools__xmalloc((size_t)gkv_pbook_num_ntypes(b) *
+                                   sizeof *g->caches);
+        memset(g->caches, 0, (size_t)gkv_pbook_num_ntypes(b) *
+               sizeof *g->caches);
+        g->caches[t] = g->cache;
+        lo.cache = g->caches;
+        printf("GPU %d (%s): cache of '%s' rows [%lld, %lld), %zu in device "
+               "memory (%.1f MiB)\n", o->device, name, feat,
+               (long long)fi.lo, (long long)fi.hi, fi.n_hot,
+               (double)fi.dev_bytes / 1048576.0);
+    }
+    GK(gkv_gpu_loader_new(&g->l, c, &lo), "GPU loader");
+}
+
+static void
+gpu_close(struct gpu *g)
+{
+    gkv_gpu_loader_free(g->l);
+    gkv_gpu_feat_close(g->cache);
+    gkv_part_close(g->part);
+    free(g->caches);
+}
+
+/* One mini-batch on the device; its input nodes of type t and their rows
+ * copied back into ids/rows (n_in x row_bytes). */
+static void
+gpu_batch(struct gpu *g, const int64_t *const *seeds, const size_t *nseeds,
+          const struct opts *o, const gkv_sample_opts *so, int t,
+          uint64_t *edges, uint64_t *cached, uint64_t **ids, float **rows,
+          size_t *n_in)
+{
+    gkv_gpu_batch bt;
+    size_t n, rb;
+
+    GK(gkv_gpu_loader_next(g->l, seeds, nseeds, o->fan, 1, o->nlayers, so,
+                           &bt, NULL), "GPU mini-batch");
+    for (int l = 0; l < bt.nlayers; l++)
+        for (int e = 0; e < bt.blocks[l].num_etypes; e++)
+            *edges += bt.blocks[l].edges[e].n;
+    *cached += bt.rows_cached;
+    n = bt.blocks[0].nodes[t].num_src;
+    rb = bt.row_bytes[t];
+    *ids = tools__xmalloc(n * sizeof **ids + 1);
+    *rows = tools__xmalloc(n * rb + 1);
+    if (n > 0) {
+        GK(gkv_gpu_copy(*ids, bt.blocks[0].nodes[t].ids, n * sizeof **ids,
+                        NULL), "copy the input IDs back");
+        GK(gkv_gpu_copy(*rows, bt.feat_dev[t], n * rb, NULL),
+           "copy the input rows back");
+    }
+    *n_in = n;
+}
+#endif /* GKV_HAVE_CUDA */
+
 int
 main(int argc, char **argv)
 {
@@ -241,6 +409,9 @@ main(int argc, char **argv)
     uint8_t *mask;
     uint64_t probe[64];
     double before, after;
+#ifdef GKV_HAVE_CUDA
+    struct gpu g;
+#endif
 
     tools__prog = PROG;
     if ((rc = parse_args(argc, argv, &o)) != 0)
@@ -277,6 +448,10 @@ main(int argc, char **argv)
         tools__die("the servers hold no feature tensor '%s' (--feat)", feat);
     if (fd.dtype != GKV_F32)
         tools__die("feature tensor '%s' is not f32", feat);
+#ifdef GKV_HAVE_CUDA
+    if (o.device >= 0)
+        gpu_open(&g, c, b, &o, t, feat);
+#endif
 
     /* the embedding, each partition's rows on its machine (as the
      * features are); every rank asks, and creating an identical one
@@ -321,7 +496,7 @@ main(int argc, char **argv)
 
     for (int ep = 0; ep < o.epochs; ep++) {
         double t0 = tools__now_s(), dt;
-        uint64_t edges = 0, pulled = 0, pushed = 0;
+        uint64_t edges = 0, pulled = 0, pushed = 0, cached = 0;
         int nb = 0;
         uint64_t rs = mix64(o.seed ^ ((uint64_t)ep << 32) ^ (uint64_t)rank);
 
@@ -337,12 +512,10 @@ main(int argc, char **argv)
             int nt = gkv_pbook_num_ntypes(b);
             const int64_t **seeds = calloc((size_t)nt, sizeof *seeds);
             size_t *nseeds = calloc((size_t)nt, sizeof *nseeds);
-            gkv_block blk[MAX_LAYERS];
             gkv_sample_opts so;
-            const gkv_block_nodes *in;
-            uint64_t *ids;
-            float *rows, *grad;
-            size_t fw = fd.row_elems;
+            uint64_t *ids = NULL;
+            float *rows = NULL, *grad;
+            size_t fw = fd.row_elems, n_in = 0;
             gkv_push_args pa = {.handler = "adagrad", .lr = o.lr};
 
             if (seeds == NULL || nseeds == NULL)
@@ -356,39 +529,39 @@ main(int argc, char **argv)
             nseeds[t] = n;
             memset(&so, 0, sizeof so);
             so.seed = mix64(o.seed + (uint64_t)ep * 1000003u + (uint64_t)nb);
-            CK(gkv_client_sample_blocks(c, seeds, nseeds, o.fan, 1, o.nlayers,
-                                        &so, blk), "sample blocks");
+#ifdef GKV_HAVE_CUDA
+            if (o.device >= 0)
+                gpu_batch(&g, seeds, nseeds, &o, &so, t, &edges, &cached,
+                          &ids, &rows, &n_in);
+            else
+#endif
+                cpu_batch(c, seeds, nseeds, &o, &so, t, feat, fd.row_bytes,
+                          &edges, &ids, &rows, &n_in);
             free(seeds);
             free(nseeds);
-            for (int l = 0; l < o.nlayers; l++)
-                for (int e = 0; e < blk[l].num_etypes; e++)
-                    edges += blk[l].edges[e].n;
-            in = &blk[0].nodes[t];      /* the input nodes of the seed type */
-            ids = tools__xmalloc(in->num_src * sizeof *ids);
-            rows = tools__xmalloc(in->num_src * fw * sizeof *rows);
-            grad = tools__xmalloc(in->num_src * (size_t)o.emb_dim * sizeof *grad);
-            for (size_t i = 0; i < in->num_src; i++)
-                ids[i] = (uint64_t)in->ids[i];
-            CK(gkv_client_pull(c, feat, ids, in->num_src, rows,
-                               in->num_src * fd.row_bytes), "pull features");
-            for (size_t i = 0; i < in->num_src; i++)
+            grad = tools__xmalloc(n_in * (size_t)o.emb_dim * sizeof *grad + 1);
+            for (size_t i = 0; i < n_in; i++)
                 for (int j = 0; j < o.emb_dim; j++)
                     grad[i * (size_t)o.emb_dim + (size_t)j] =
                         0.01f * rows[i * fw + (size_t)j % fw];
-            CK(gkv_client_push(c, emb, ids, in->num_src, grad,
-                               in->num_src * (size_t)o.emb_dim * sizeof *grad,
+            CK(gkv_client_push(c, emb, ids, n_in, grad,
+                               n_in * (size_t)o.emb_dim * sizeof *grad,
                                &pa), "push the embedding");
-            pulled += in->num_src * fd.row_bytes;
-            pushed += in->num_src;
+            pulled += n_in * fd.row_bytes;
+            pushed += n_in;
             free(ids);
             free(rows);
             free(grad);
         }
         dt = tools__now_s() - t0;
         printf("rank %ld epoch %d: %d batches in %.2f s: %.1f batches/s, "
-               "%.2f M sampled edges/s, %.1f MB/s pulled, %llu rows pushed\n",
-               rank, ep, nb, dt, nb / dt, (double)edges / dt / 1e6,
+               "%.2f M sampled edges/s, %.1f MB/s of input rows, %llu rows "
+               "pushed", rank, ep, nb, dt, nb / dt, (double)edges / dt / 1e6,
                (double)pulled / dt / 1e6, (unsigned long long)pushed);
+        if (o.device >= 0)
+            printf(", on GPU %d: %llu input rows from the GPU cache",
+                   o.device, (unsigned long long)cached);
+        printf("\n");
         fflush(stdout);
         CK(gkv_client_barrier(c, 10 * o.timeout_ms), "barrier");
     }
@@ -396,6 +569,10 @@ main(int argc, char **argv)
     printf("rank %ld: embedding '%s' mean |x| %.6f at the end\n", rank, emb,
            after);
     gkv_free(mine);
+#ifdef GKV_HAVE_CUDA
+    if (o.device >= 0)
+        gpu_close(&g);
+#endif
     CK(gkv_client_close(c), "close");
     return 0;
 }

@@ -1,0 +1,42 @@
+/* gpu_c.h - private declarations of gpu/ shared by its CUDA files and its
+ * C files (the loader), with C linkage. Not installed. */
+#ifndef GPU_C_H
+#define GPU_C_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gkv_gpu.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Records 'fmt' as the calling thread's gkv_gpu_errmsg() and returns rc. */
+gkv_err gpu__fail(gkv_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Clears the calling thread's message (at the start of every call). */
+void    gpu__clear(void);
+
+/* GKV_OK when 'device' is a usable CUDA device and made current; else
+ * GKV_ENOTSUP ("no CUDA device: 'what' needs one") or GKV_EINVAL (no such
+ * ordinal), with the message set. */
+gkv_err gpu__device(int device, const char *what);
+
+/* GKV_OK when any CUDA device is visible (the current device unchanged);
+ * else GKV_ENOTSUP with the message set. */
+gkv_err gpu__present(const char *what);
+
+/* gkv_gpu_feat_gather() with a second source: row i with miss_dev[i] >= 0
+ * is read from rows + miss_dev[i] x row_bytes (pinned host memory made
+ * with gkv_gpu_host_alloc(), read zero-copy) instead of the cache; the
+ * others come from the cache, an ID outside it reported by the next
+ * gkv_gpu_feat_sync(). */
+gkv_err gpu__feat_gather_mixed(gkv_gpu_feat *f, const int64_t *ids_dev,
+                               size_t n, const int64_t *miss_dev,
+                               const void *rows, void *out_dev,
+                               void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GPU_C_H */
