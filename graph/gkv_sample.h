@@ -395,6 +395,15 @@ typedef struct gkv_edge_batch {
  * with n > 0, num_neg < 0, unknown exclude bits, a reverse option without
  * what it needs), GKV_ERANGE (a positive edge the sgraph does not hold, an
  * ID beyond reverse_eids, a reverse edge that is negative). */
+/* Negative j of positive edge 'eid' (of edge type 'etype') in an edge
+ * mini-batch sampled with 'seed' (opts->seed): the destination
+ * below(r_j, num_dst_nodes) of the generator above, in [0, num_dst_nodes);
+ * what gkv_sample_edge_batch() draws, for code that assembles edge batches
+ * elsewhere (gkv_client_sample_edge_batch). 0 when num_dst_nodes <= 0.
+ * Pure; thread-safe. */
+GKV_API int64_t gkv_sample_negative(uint64_t seed, int etype, int64_t eid,
+                                    uint64_t j, int64_t num_dst_nodes);
+
 GKV_API gkv_err gkv_sample_edge_batch(gkv_sampler *s,
                                       const gkv_edge_batch_spec *spec,
                                       const int *fanouts, int nfan,

@@ -2754,7 +2754,6 @@ edge_batch_call(gkv_sampler *s, const gkv_edge_batch_spec *spec,
     size_t n, k, nneg;
     int et, st, dt;
     struct blay *L;
-    uint64_t kn;
     gkv_err rc;
 
     if (batch != NULL)
@@ -2852,11 +2851,10 @@ edge_batch_call(gkv_sampler *s, const gkv_edge_batch_spec *spec,
         s->pb[0][i] = label(s, L, st, s->pb[0][i]);
         s->pb[1][i] = label(s, L, dt, s->pb[1][i]);
     }
-    kn = absorb(absorb(absorb(DOM_NEG, s->R.seed), 0), (uint64_t)et);
     for (size_t i = 0; i < n; i++) {
-        uint64_t bv = absorb(kn, (uint64_t)spec->eids[i]);
         for (size_t j = 0; j < k; j++) {
-            int64_t v = (int64_t)below(draw(bv, j), (uint64_t)sg->nn[dt]);
+            int64_t v = gkv_sample_negative(s->R.seed, et, spec->eids[i], j,
+                                            sg->nn[dt]);
             s->pb[2][i * k + j] = s->pb[0][i];
             s->pb[3][i * k + j] = label(s, L, dt, v);
         }
@@ -2903,6 +2901,19 @@ gkv_sample_blocks(gkv_sampler *s, const int64_t *const *seeds,
     rc = blocks_call(s, seeds, nseeds, fanouts, nfan, nlayers, opts, blocks);
     call_end(s, rc);
     return rc;
+}
+
+int64_t
+gkv_sample_negative(uint64_t seed, int etype, int64_t eid, uint64_t j,
+                    int64_t num_dst_nodes)
+{
+    uint64_t bv;
+
+    if (num_dst_nodes <= 0)
+        return 0;
+    bv = absorb(absorb(absorb(absorb(DOM_NEG, seed), 0), (uint64_t)etype),
+                (uint64_t)eid);
+    return (int64_t)below(draw(bv, j), (uint64_t)num_dst_nodes);
 }
 
 gkv_err

@@ -346,6 +346,26 @@ GKV_API gkv_err gkv_client_sample_blocks(gkv_client *c,
                                          const gkv_sample_opts *opts,
                                          gkv_block *blocks);
 
+/* An edge mini-batch (DGL's EdgeDataLoader with uniform negatives), byte
+ * for byte what gkv_sample_edge_batch() returns on the whole graph for the
+ * same spec, fanouts and opts: the positive edges' endpoints come from
+ * their owners (gkv_client_find_edges), the negatives are drawn here with
+ * the same generator (gkv_sample_negative), and the blocks are sampled
+ * through the servers (gkv_client_sample_blocks) with the batch's edges
+ * (GKV_EXCLUDE_SELF) and their reverses (GKV_EXCLUDE_REVERSE) excluded at
+ * every layer. *batch and blocks are borrowed from the client until its
+ * next sampling call or gkv_client_close().
+ * Errors: as gkv_client_sample_blocks(); GKV_EINVAL (a bad spec, named as
+ * gkv_sample_edge_batch() names it), GKV_ERANGE (a positive edge no
+ * partition owns, an ID beyond reverse_eids, a negative reverse edge). */
+GKV_API gkv_err gkv_client_sample_edge_batch(gkv_client *c,
+                                             const gkv_edge_batch_spec *spec,
+                                             const int *fanouts, int nfan,
+                                             int nlayers,
+                                             const gkv_sample_opts *opts,
+                                             gkv_edge_batch *batch,
+                                             gkv_block *blocks);
+
 /* src[i], dst[i] of edge eids[i] of 'etype' (gkv_part_find_edges on the
  * owning partition). */
 GKV_API gkv_err gkv_client_find_edges(gkv_client *c, int etype,

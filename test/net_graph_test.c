@@ -8,6 +8,9 @@
  *   - find_edges, in/out degrees and in_subgraph against gkv_part_* on the
  *     owning partition;
  *   - pulled node features against the feature rows through the mapping;
+ *   - edge mini-batches (gkv_client_sample_edge_batch) against
+ *     gkv_sample_edge_batch on the whole graph: pairs and blocks, with
+ *     negatives, self and reverse exclusion, and the same errors;
  *   - bad inputs (IDs out of range, a seed another partition owns sent to
  *     the wrong server, a missing tensor, a wrong fanout count, a bad
  *     server start-up) give clear errors and the servers keep serving.
@@ -936,6 +939,150 @@ test_server_startup(void **state)
     free(err);
 }
 
+/* ---- edge mini-batches ------------------------------------------------------ */
+
+/* The distributed edge batch == gkv_sample_edge_batch() on the whole
+ * graph: the pairs and every block array. */
+static void
+check_edge_batch(struct fx *f, gkv_client *c, const gkv_edge_batch_spec *sp,
+                 const int *fan, int nl, const gkv_sample_opts *o)
+{
+    gkv_edge_batch wb, cb;
+    gkv_block wblk[8], cblk[8];
+    struct bcopy ref;
+    int64_t *pairs;
+    size_t np;
+
+    GKVT_OK(gkv_sample_edge_batch(f->ws, sp, fan, 1, nl, o, &wb, wblk));
+    np = 2 * wb.num_pos + 2 * wb.num_neg;
+    pairs = malloc(np * 8 + 8);
+    memcpy(pairs, wb.pos_src, wb.num_pos * 8);
+    memcpy(pairs + wb.num_pos, wb.pos_dst, wb.num_pos * 8);
+    memcpy(pairs + 2 * wb.num_pos, wb.neg_src, wb.num_neg * 8);
+    memcpy(pairs + 2 * wb.num_pos + wb.num_neg, wb.neg_dst, wb.num_neg * 8);
+    bcopy_take(&ref, wblk, nl);
+    NET_OK(gkv_client_sample_edge_batch(c, sp, fan, 1, nl, o, &cb, cblk));
+    assert_int_equal(cb.num_pos, wb.num_pos);
+    assert_int_equal(cb.num_neg, wb.num_neg);
+    assert_int_equal(cb.num_neg, sp->n * (size_t)sp->num_neg);
+    if (cb.num_pos > 0) {
+        assert_memory_equal(cb.pos_src, pairs, cb.num_pos * 8);
+        assert_memory_equal(cb.pos_dst, pairs + cb.num_pos, cb.num_pos * 8);
+    }
+    if (cb.num_neg > 0) {
+        assert_memory_equal(cb.neg_src, pairs + 2 * cb.num_pos,
+                            cb.num_neg * 8);
+        assert_memory_equal(cb.neg_dst, pairs + 2 * cb.num_pos + cb.num_neg,
+                            cb.num_neg * 8);
+    }
+    blocks_equal(&ref, cblk, nl, 0);
+    bcopy_free(&ref);
+    free(pairs);
+}
+
+/* A bad spec fails with the same code in-process and through the servers,
+ * the message naming the field. */
+static void
+check_edge_batch_bad(struct fx *f, gkv_client *c,
+                     const gkv_edge_batch_spec *sp, const int *fan,
+                     gkv_err want, const char *needle)
+{
+    gkv_edge_batch wb, cb;
+    gkv_block wblk[2], cblk[2];
+
+    assert_int_equal(gkv_sample_edge_batch(f->ws, sp, fan, 1, 2, NULL, &wb,
+                                           wblk), want);
+    assert_int_equal(gkv_client_sample_edge_batch(c, sp, fan, 1, 2, NULL, &cb,
+                                                  cblk), want);
+    if (strstr(gkv_net_errmsg(), needle) == NULL)
+        fail_msg("edge batch error '%s' does not name '%s'", gkv_net_errmsg(),
+                 needle);
+    assert_int_equal(cb.num_pos, 0);
+}
+
+static void
+test_edge_batches(void **state)
+{
+    struct fx *f = *state;
+    gkv_client *c;
+    gkv_sample_opts o = {0};
+    gkv_edge_batch_spec sp = {0};
+    int64_t eids[300], *rev, extra[50], bad[2];
+    const int64_t *ex[1] = {extra};
+    size_t exn[1] = {50};
+    int fan2[2] = {4, 8}, fan3[3] = {2, 3, 5};
+    uint64_t r = 5;
+
+    graph_make(f, 11, 2);
+    serve(f, 1);
+    c = client(f, "edges");
+    for (size_t i = 0; i < 300; i++)
+        eids[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)f->m);
+    for (size_t i = 0; i < 50; i++)
+        extra[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)f->m);
+    rev = malloc((size_t)f->m * 8);
+    for (int64_t e = 0; e < f->m; e++)       /* any map will do */
+        rev[e] = (e * 7 + 3) % f->m;
+
+    o.seed = 77;
+    sp.eids = eids;
+    sp.n = 200;
+    check_edge_batch(f, c, &sp, fan2, 2, &o);               /* positives only */
+    sp.num_neg = 3;
+    sp.exclude = GKV_EXCLUDE_SELF;
+    check_edge_batch(f, c, &sp, fan3, 3, &o);
+    sp.n = 300;
+    sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
+    sp.reverse_eids = rev;
+    sp.reverse_n = f->m;
+    o.exclude = ex;
+    o.exclude_n = exn;
+    o.flags = GKV_SAMPLE_WEIGHTED;
+    check_edge_batch(f, c, &sp, fan2, 2, &o);
+    o.flags = GKV_SAMPLE_REPLACE;
+    o.dir = GKV_DIR_OUT;
+    sp.num_neg = 1;
+    check_edge_batch(f, c, &sp, fan2, 2, &o);
+    o.dir = GKV_DIR_IN;
+    o.flags = 0;
+    o.exclude = NULL;
+    o.exclude_n = NULL;
+    sp.n = 0;                                          /* an empty batch */
+    check_edge_batch(f, c, &sp, fan2, 2, &o);
+
+    /* bad specs: the same codes as in-process, and the client goes on */
+    sp.n = 10;
+    sp.etype = 1;
+    check_edge_batch_bad(f, c, &sp, fan2, GKV_EINVAL, "etype 1");
+    sp.etype = 0;
+    sp.num_neg = -1;
+    check_edge_batch_bad(f, c, &sp, fan2, GKV_EINVAL, "num_neg -1");
+    sp.num_neg = 2;
+    sp.exclude = 0x10;
+    check_edge_batch_bad(f, c, &sp, fan2, GKV_EINVAL, "exclude 0x10");
+    sp.exclude = GKV_EXCLUDE_REVERSE;
+    sp.reverse_eids = NULL;
+    check_edge_batch_bad(f, c, &sp, fan2, GKV_EINVAL, "reverse_eids");
+    sp.reverse_eids = rev;
+    sp.reverse_n = 5;
+    bad[0] = 3;
+    bad[1] = 9;
+    sp.eids = bad;
+    sp.n = 2;
+    check_edge_batch_bad(f, c, &sp, fan2, GKV_ERANGE, "beyond reverse_eids");
+    sp.exclude = 0;
+    bad[1] = f->m;
+    check_edge_batch_bad(f, c, &sp, fan2, GKV_ERANGE, "");
+    sp.eids = NULL;
+    check_edge_batch_bad(f, c, &sp, fan2, GKV_EINVAL, "eids is NULL");
+    sp.eids = eids;
+    sp.n = 100;
+    sp.exclude = GKV_EXCLUDE_SELF;
+    check_edge_batch(f, c, &sp, fan2, 2, &o);
+    NET_OK(gkv_client_close(c));
+    free(rev);
+}
+
 #ifdef GKV_HAVE_CUDA
 /* ---- the GPU loader ---------------------------------------------------------- */
 
@@ -1238,6 +1385,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sampling_three_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_servers_per_machine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edge_batches, setup, teardown),
 #ifdef GKV_HAVE_CUDA
         cmocka_unit_test_setup_teardown(test_gpu_loader_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_loader_device, setup,
