@@ -18,7 +18,7 @@
  *      checked against the CPU's blocks.
  *
  * The tensor is created in a temporary store ($TMPDIR) and removed at the
- * end. Each figure is the best of --reps timed runs after one warm-up.
+ * end. Each figure is the median of --reps timed runs after one warm-up.
  *
  * usage: gkv-bench-gpu [--scale N] [--rows N] [--row-bytes N] [--n N]
  *                      [--batch N] [--batches N] [--reps N]
@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "gkv.h"
+#include "util.h"
 #ifdef GKV_HAVE_CUDA
 #include "gpu/gkv_gpu.h"
 #endif
@@ -51,7 +52,7 @@ usage(FILE *f)
             "  --n N          rows per gather (default 1048576)\n"
             "  --batch N      seeds per sampling batch (default 1024)\n"
             "  --batches N    batches per timed run (default 64)\n"
-            "  --reps N       timed runs per figure, best kept (default 5)\n",
+            "  --reps N       timed runs per figure, median kept (default 5)\n",
             PROG);
 }
 
@@ -125,22 +126,24 @@ arg_num(const char *opt, const char *v, long long min)
     return x;
 }
 
-/* Best of 'reps' timings of fn(ctx) (each synchronised), after a warm-up. */
+#define MAX_REPS 101
+
+/* The median of 'reps' timings of fn(ctx) (each synchronised), after a
+ * warm-up. */
 static double
-best_of(int reps, void (*fn)(void *), void *ctx)
+median_of(int reps, void (*fn)(void *), void *ctx)
 {
-    double best = 1e300;
+    double t[MAX_REPS];
 
     fn(ctx);
     GPU(gkv_gpu_sync(NULL), "sync");
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s(), t;
+        double t0 = now_s();
         fn(ctx);
         GPU(gkv_gpu_sync(NULL), "sync");
-        t = now_s() - t0;
-        best = t < best ? t : best;
+        t[r] = now_s() - t0;
     }
-    return best;
+    return tools__median(t, reps);
 }
 
 struct copy_ctx {
@@ -233,10 +236,10 @@ bench_gather(const char *dev, int64_t rows, size_t rb, size_t n, int reps)
         struct copy_ctx h2d = {copy_dev, pinned, n * rb};
         struct gather_ctx gd = {fd, ids_dev, n, out_dev};
         struct gather_ctx gh = {fh, ids_dev, n, out_dev};
-        t_copy = best_of(reps, run_copy, &d2d);
-        t_dev = best_of(reps, run_gather, &gd);
-        t_h2d = best_of(reps, run_copy, &h2d);
-        t_zc = best_of(reps, run_gather, &gh);
+        t_copy = median_of(reps, run_copy, &d2d);
+        t_dev = median_of(reps, run_gather, &gd);
+        t_h2d = median_of(reps, run_copy, &h2d);
+        t_zc = median_of(reps, run_gather, &gh);
     }
     GPU(gkv_gpu_feat_sync(fd, NULL), "gather check");
     GPU(gkv_gpu_feat_sync(fh, NULL), "gather check");
@@ -303,7 +306,7 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
     gkv_gpu_sampler *gs;
     int64_t N = (int64_t)1 << scale, *perm;
     uint64_t s = 7;
-    double best_gpu = 1e300, best_cpu[2] = {1e300, 1e300};
+    double t_gpu[MAX_REPS], t_cpu[2][MAX_REPS], med_gpu, med_cpu[2];
     size_t edges_gpu = 0, edges_cpu[2] = {0, 0};
     gkv_err rc;
 
@@ -350,7 +353,7 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
         }
     }
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s(), t;
+        double t0 = now_s();
         size_t e = 0;
         for (int b = 0; b < nbatch; b++) {
             gkv_gpu_block gb[2];
@@ -360,9 +363,7 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
             e += gb[0].num_edges + gb[1].num_edges;
         }
         GPU(gkv_gpu_sync(NULL), "sync");
-        t = now_s() - t0;
-        if (t < best_gpu)
-            best_gpu = t;
+        t_gpu[r] = now_s() - t0;
         edges_gpu = e;
         for (int th = 0; th < 2; th++) {
             t0 = now_s();
@@ -376,20 +377,21 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
                     die("gkv_sample_blocks", rc, gkv_sampler_errmsg(cs[th]));
                 e += cb[0].edges[0].n + cb[1].edges[0].n;
             }
-            t = now_s() - t0;
-            if (t < best_cpu[th])
-                best_cpu[th] = t;
+            t_cpu[th][r] = now_s() - t0;
             edges_cpu[th] = e;
         }
     }
+    med_gpu = tools__median(t_gpu, reps);
+    med_cpu[0] = tools__median(t_cpu[0], reps);
+    med_cpu[1] = tools__median(t_cpu[1], reps);
     printf("RESULT gpu_sample device=\"%s\" scale=%d fanouts=15,10 batch=%zu "
            "batches=%d gpu_edges_s=%.4g cpu1_edges_s=%.4g cpu2_edges_s=%.4g "
            "gpu_over_cpu1=%.2f target_edges_s=1e9\n", dev, scale, batch,
-           nbatch, (double)edges_gpu / best_gpu,
-           (double)edges_cpu[0] / best_cpu[0],
-           (double)edges_cpu[1] / best_cpu[1],
-           ((double)edges_gpu / best_gpu) /
-           ((double)edges_cpu[0] / best_cpu[0]));
+           nbatch, (double)edges_gpu / med_gpu,
+           (double)edges_cpu[0] / med_cpu[0],
+           (double)edges_cpu[1] / med_cpu[1],
+           ((double)edges_gpu / med_gpu) /
+           ((double)edges_cpu[0] / med_cpu[0]));
     /* the GPU alone with large batches */
     {
         size_t big = batch * 16;
@@ -397,10 +399,10 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
         if (nb > nbatch)
             nb = nbatch;
         if (nb >= 1) {
-            double best = 1e300;
+            double tb[MAX_REPS];
             size_t edges = 0;
             for (int r = 0; r < reps; r++) {
-                double t0 = now_s(), t;
+                double t0 = now_s();
                 size_t e = 0;
                 for (int b = 0; b < nb; b++) {
                     gkv_gpu_block gb[2];
@@ -410,15 +412,13 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
                     e += gb[0].num_edges + gb[1].num_edges;
                 }
                 GPU(gkv_gpu_sync(NULL), "sync");
-                t = now_s() - t0;
-                if (t < best)
-                    best = t;
+                tb[r] = now_s() - t0;
                 edges = e;
             }
             printf("RESULT gpu_sample device=\"%s\" scale=%d fanouts=15,10 "
                    "batch=%zu batches=%d gpu_edges_s=%.4g "
                    "target_edges_s=1e9\n", dev, scale, big, nb,
-                   (double)edges / best);
+                   (double)edges / tools__median(tb, reps));
         }
     }
     free(perm);
@@ -467,6 +467,10 @@ main(int argc, char **argv)
             usage(stderr);
             return 2;
         }
+    }
+    if (reps > MAX_REPS) {
+        fprintf(stderr, "%s: --reps %d: at most %d\n", PROG, reps, MAX_REPS);
+        return 2;
     }
     if (rb % 4 != 0 || scale > 30 || batch > (1LL << scale)) {
         fprintf(stderr, "%s: --row-bytes must be a multiple of 4, --scale at "

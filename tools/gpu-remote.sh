@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# gpu-remote.sh - the GPU checks (doc/GPU.md) on a lent GPU machine, whose
+# image has CUDA but none of gkv's Debian libraries and no network.
+#
+#   tools/gpu-remote.sh fetch        here (Debian 12, network): download the
+#                                    .deb files of the libraries into
+#                                    .gpu-deps/ (ignored by git; carry it)
+#   tools/gpu-remote.sh STEP.. [--out DIR]
+#                                    there, steps in order:
+#     build     unpack .gpu-deps/*.deb under .gpu-deps/root (never into /),
+#               build everything with CUDA=yes into build-gpu
+#     test      the GPU tests (gpu_test, net_graph_test), then every test
+#     sanitize  compute-sanitizer memcheck over the GPU tests
+#     bench     gkv-bench-gpu (BENCH_GPU_ARGS are passed on)
+#   Logs go to DIR (default: $OUT when set, else gpu-out), one per step,
+#   and DIR/summary.txt gets one line per check and the RESULT lines.
+#   A warm machine keeps build-gpu between calls, so the steps can be split
+#   over calls of at most 10 minutes each.
+#
+# Exit status: 0 every step passed, 1 a step failed (summary.txt says
+# which), 2 bad usage.
+set -u
+cd "$(dirname "$0")/.."
+deps=.gpu-deps
+pkgs=(liblmdb0 liblmdb-dev libnanomsg5 libnanomsg-dev libxxhash0
+      libxxhash-dev libjansson4 libjansson-dev libcmocka0 libcmocka-dev
+      libmetis5 libmetis-dev libsodium23 libsodium-dev libhiredis0.14
+      libhiredis-dev libgomp1)
+
+usage() {
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+if [ "${1:-}" = "fetch" ]; then
+    mkdir -p "$deps" && cd "$deps" || exit 1
+    rm -f ./*.deb
+    apt-get download "${pkgs[@]}" || {
+        echo "gpu-remote: apt-get download failed (apt-get update first?)" >&2
+        exit 1
+    }
+    echo "gpu-remote: $(ls ./*.deb | wc -l) packages in $deps ($(du -sh . | cut -f1))"
+    exit 0
+fi
+
+out=${OUT:-gpu-out}
+steps=()
+while [ $# -gt 0 ]; do
+    case $1 in
+    build|test|sanitize|bench) steps+=("$1") ;;
+    --out) out=${2:?--out needs a folder}; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "gpu-remote: unknown step '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+[ ${#steps[@]} -gt 0 ] || { usage >&2; exit 2; }
+mkdir -p "$out" || exit 1
+out=$(cd "$out" && pwd)
+sum=$out/summary.txt
+failed=0
+
+note() { echo "$*" | tee -a "$sum"; }
+# check NAME CMD..: runs CMD with its output in NAME.log, notes the status
+check() {
+    local name=$1 t0=$SECONDS rc
+    shift
+    "$@" >"$out/$name.log" 2>&1
+    rc=$?
+    note "$name: exit $rc ($((SECONDS - t0)) s)"
+    [ $rc -eq 0 ] || failed=1
+    return $rc
+}
+
+# The unpacked libraries, for the compiler, the linker and the programs.
+root=$PWD/$deps/root
+ma=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+export CPATH=$root/usr/include${CPATH:+:$CPATH}
+export LIBRARY_PATH=$root/usr/lib/$ma:$root/usr/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
+export LD_LIBRARY_PATH=$root/usr/lib/$ma:$root/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PKG_CONFIG_PATH=$root/usr/lib/$ma/pkgconfig:$root/usr/share/pkgconfig
+export GKVT_BUILD=$PWD/build-gpu
+jobs=$(nproc 2>/dev/null || echo 4)
+
+for step in "${steps[@]}"; do
+    case $step in
+    build)
+        if ! ls "$deps"/*.deb >/dev/null 2>&1; then
+            note "build: no .deb files in $deps (run 'tools/gpu-remote.sh fetch' here and carry $deps)"
+            failed=1
+            continue
+        fi
+        mkdir -p "$root"
+        for f in "$deps"/*.deb; do dpkg-deb -x "$f" "$root" || failed=1; done
+        nvidia-smi >"$out/nvidia-smi.txt" 2>&1
+        note "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+        note "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+        check build make -j"$jobs" CUDA=yes BUILD=build-gpu all build-tests || break
+        ;;
+    test)
+        check gpu_test build-gpu/test/gpu_test
+        check net_graph_test build-gpu/test/net_graph_test
+        grep -h "SKIPPED\|skipped" "$out/gpu_test.log" "$out/net_graph_test.log" |
+            sed 's/^/  /' | tee -a "$sum"
+        check all_tests test/run.sh build-gpu/test/*_test
+        tail -1 "$out/all_tests.log" | sed 's/^/  /' | tee -a "$sum"
+        ;;
+    sanitize)
+        for t in gpu_test net_graph_test; do
+            check "memcheck-$t" compute-sanitizer --tool memcheck \
+                --error-exitcode 99 "build-gpu/test/$t"
+            grep -h "ERROR SUMMARY" "$out/memcheck-$t.log" | sed 's/^/  /' |
+                tee -a "$sum"
+        done
+        ;;
+    bench)
+        # shellcheck disable=SC2086
+        check bench-gpu build-gpu/gkv-bench-gpu ${BENCH_GPU_ARGS:-}
+        grep -h "^RESULT" "$out/bench-gpu.log" | sed 's/^/  /' | tee -a "$sum"
+        ;;
+    esac
+done
+exit $failed
