@@ -1097,6 +1097,28 @@ row_check(const struct fx *f, const int64_t *inv, const void *row, int64_t id)
     assert_memory_equal(row, f->feat + inv[id] * FEAT_W, FEAT_W * 4);
 }
 
+/* The loader tests' set-up: an R-MAT graph of 'scale' in two partitions
+ * served by one server each, a client, the inverse node map, every node
+ * in a shuffled order (seeds), and partition 0's node range (rg). */
+static gkv_client *
+loader_fixture(struct fx *f, int scale, int64_t **inv, int64_t **seeds,
+               int64_t *rg)
+{
+    gkv_client *c;
+
+    graph_make(f, scale, 2);
+    serve(f, 1);
+    c = client(f, "gpu");
+    *inv = inverse_map(f);
+    *seeds = malloc((size_t)f->n * 8);
+    assert_non_null(*seeds);
+    for (int64_t i = 0; i < f->n; i++)
+        (*seeds)[i] = (i * 2749 + 3) % f->n;
+    GKVT_OK(gkv_pbook_node_range(gkv_client_pbook(c), 0, 0, &rg[0], &rg[1]));
+    assert_true(rg[0] < rg[1]);
+    return c;
+}
+
 /* The host half of a host-mode loader against references: the packed
  * blocks equal the in-process blocks; each input node is marked cached
  * exactly when it lies in [lo, hi); the pulled rows, in input order, are
@@ -1185,15 +1207,7 @@ test_gpu_loader_host(void **state)
     int fan2[2] = {5, 10}, fan3[3] = {3, 4, 6}, fan1[1] = {-1};
     gkv_err rc;
 
-    graph_make(f, 11, 2);
-    serve(f, 1);
-    c = client(f, "gpu");
-    inv = inverse_map(f);
-    seeds = malloc((size_t)f->n * 8);
-    for (int64_t i = 0; i < f->n; i++)
-        seeds[i] = (i * 1597 + 11) % f->n;
-    GKVT_OK(gkv_pbook_node_range(gkv_client_pbook(c), 0, 0, &rg[0], &rg[1]));
-    assert_true(rg[0] < rg[1]);
+    c = loader_fixture(f, 11, &inv, &seeds, rg);
 
     /* the cache holds partition 0's rows: the rest are pulled */
     lo.feat = "feat";
@@ -1323,14 +1337,7 @@ test_gpu_loader_device(void **state)
         print_message("no CUDA device: GPU loader test skipped\n");
         skip();
     }
-    graph_make(f, 12, 2);
-    serve(f, 1);
-    c = client(f, "gpu");
-    inv = inverse_map(f);
-    seeds = malloc((size_t)f->n * 8);
-    for (int64_t i = 0; i < f->n; i++)
-        seeds[i] = (i * 2749 + 3) % f->n;
-    GKVT_OK(gkv_pbook_node_range(gkv_client_pbook(c), 0, 0, &rg[0], &rg[1]));
+    c = loader_fixture(f, 12, &inv, &seeds, rg);
     /* partition 0's rows, half of them in device memory */
     fo.budget_bytes = (size_t)(rg[1] - rg[0]) / 2 * FEAT_W * 4;
     GPU_OK(gkv_gpu_feat_open(&fc, gkv_part_store(f->part[0]), "node/_N/feat",
