@@ -8,6 +8,9 @@
  *   - find_edges, in/out degrees and in_subgraph against gkv_part_* on the
  *     owning partition;
  *   - pulled node features against the feature rows through the mapping;
+ *   - a heterogeneous graph (two node types, three edge types): blocks
+ *     with per-type fanouts, an edge batch across types and the loader's
+ *     split of one type's rows, against the same in-process references;
  *   - edge mini-batches (gkv_client_sample_edge_batch) against
  *     gkv_sample_edge_batch on the whole graph: pairs and blocks, with
  *     negatives, self and reverse exclusion, and the same errors;
@@ -1365,6 +1368,232 @@ test_gpu_loader_device(void **state)
 }
 #endif /* GKV_HAVE_CUDA */
 
+/* ---- a heterogeneous graph ----------------------------------------------------- */
+
+#define HN_USER 1024          /* users (type 0, with the feature) */
+#define HN_ITEM 300           /* items (type 1, no feature) */
+
+/* users follow users, users click items, items are clicked by users (the
+ * reverses of the clicks, edge i of each); user features as f->feat with
+ * f->n users. Partitioned in two (random, with the CSR), served, and the
+ * whole graph rebuilt in the new IDs for the references. */
+static void
+hetero_make(struct fx *f)
+{
+    static const char *const rel[3][3] = {
+        {"user", "follows", "user"}, {"user", "clicks", "item"},
+        {"item", "clicked_by", "user"}};
+    gkv_graph *g;
+    gkv_rmat_spec sp = {0};
+    gkv_part_spec spec = {0};
+    gkv_part_feat ft = {0};
+    const gkv_pbook *b;
+    int64_t m = 8 * HN_USER, *src, *dst, *nmap[2];
+    char out[4000], msg[512];
+
+    f->n = HN_USER;
+    f->nmach = 2;
+    sp.scale = 10;
+    sp.edge_factor = 8;
+    sp.seed = 31;
+    src = malloc((size_t)m * 8);
+    dst = malloc((size_t)m * 8);
+    f->feat = malloc((size_t)HN_USER * FEAT_W * 4);
+    assert_true(src != NULL && dst != NULL && f->feat != NULL);
+    GKVT_OK(gkv_rmat_edges(&sp, 0, m, src, dst));
+    GKVT_OK(gkv_graph_new(&g));
+    GKVT_OK(gkv_graph_add_ntype(g, "user", HN_USER, NULL));
+    GKVT_OK(gkv_graph_add_ntype(g, "item", HN_ITEM, NULL));
+    for (int e = 0; e < 3; e++)
+        GKVT_OK(gkv_graph_add_etype(g, rel[e][0], rel[e][1], rel[e][2], NULL));
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, (size_t)m));
+    for (int64_t i = 0; i < m / 2; i++)
+        dst[i] %= HN_ITEM;
+    GKVT_OK(gkv_graph_add_edges(g, 1, src, dst, NULL, (size_t)m / 2));
+    GKVT_OK(gkv_graph_add_edges(g, 2, dst, src, NULL, (size_t)m / 2));
+    for (int64_t v = 0; v < HN_USER; v++)
+        for (int j = 0; j < FEAT_W; j++)
+            f->feat[v * FEAT_W + j] = (float)v - 0.25f * (float)j;
+    ft.type = "user";
+    ft.name = "feat";
+    ft.data = f->feat;
+    ft.dtype = GKV_F32;
+    ft.ndim = 1;
+    ft.shape[0] = FEAT_W;
+    ft.nrows = HN_USER;
+    snprintf(out, sizeof out, "%s/hparts", f->dir);
+    spec.name = "h";
+    spec.method = GKV_PART_RANDOM;
+    spec.num_parts = 2;
+    spec.seed = 3;
+    spec.flags = GKV_PART_CSR;
+    spec.feats = &ft;
+    spec.nfeats = 1;
+    if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
+        fail_msg("partition_write: %s", msg);
+    snprintf(f->json, sizeof f->json, "%s/h.json", out);
+    for (int q = 0; q < 2; q++)
+        GKVT_OK(gkv_part_open(&f->part[q], f->json, q, 0));
+    b = gkv_part_book(f->part[0]);
+    nmap[0] = read_map(gkv_pbook_node_mapping(b, 0), HN_USER);
+    nmap[1] = read_map(gkv_pbook_node_mapping(b, 1), HN_ITEM);
+    f->nmap = nmap[0];
+    /* the whole graph in the new IDs, for the references */
+    GKVT_OK(gkv_graph_new(&f->whole));
+    GKVT_OK(gkv_graph_add_ntype(f->whole, "user", HN_USER, NULL));
+    GKVT_OK(gkv_graph_add_ntype(f->whole, "item", HN_ITEM, NULL));
+    for (int e = 0; e < 3; e++) {
+        int st = strcmp(rel[e][0], "user") != 0, dt = strcmp(rel[e][2],
+                                                             "user") != 0;
+        int64_t ne = gkv_graph_num_edges(g, e), *emap;
+        gkv_coo coo;
+
+        GKVT_OK(gkv_graph_add_etype(f->whole, rel[e][0], rel[e][1], rel[e][2],
+                                    NULL));
+        emap = read_map(gkv_pbook_edge_mapping(b, e), ne);
+        GKVT_OK(gkv_graph_edges(g, e, &coo));
+        for (int64_t i = 0; i < ne; i++) {
+            src[emap[i]] = nmap[st][coo.src[i]];
+            dst[emap[i]] = nmap[dt][coo.dst[i]];
+        }
+        GKVT_OK(gkv_graph_add_edges(f->whole, e, src, dst, NULL, (size_t)ne));
+        free(emap);
+    }
+    GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
+    GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
+    gkv_graph_free(g);
+    free(nmap[1]);
+    free(src);
+    free(dst);
+}
+
+/* Blocks a and b (host memory) hold the same arrays, type by type. */
+static void
+hblocks_equal(const gkv_block *a, const gkv_block *b, int nl)
+{
+    for (int i = 0; i < nl; i++) {
+        assert_int_equal(a[i].num_ntypes, b[i].num_ntypes);
+        assert_int_equal(a[i].num_etypes, b[i].num_etypes);
+        for (int t = 0; t < a[i].num_ntypes; t++) {
+            const gkv_block_nodes *x = &a[i].nodes[t], *y = &b[i].nodes[t];
+            assert_int_equal(x->num_src, y->num_src);
+            assert_int_equal(x->num_dst, y->num_dst);
+            if (x->num_src > 0)
+                assert_memory_equal(x->ids, y->ids, x->num_src * 8);
+        }
+        for (int e = 0; e < a[i].num_etypes; e++) {
+            const gkv_sample_edges *x = &a[i].edges[e], *y = &b[i].edges[e];
+            assert_int_equal(x->n, y->n);
+            if (x->n > 0) {
+                assert_memory_equal(x->src, y->src, x->n * 8);
+                assert_memory_equal(x->dst, y->dst, x->n * 8);
+                assert_memory_equal(x->eid, y->eid, x->n * 8);
+            }
+        }
+    }
+}
+
+static void
+test_hetero(void **state)
+{
+    struct fx *f = *state;
+    gkv_client *c;
+    gkv_sample_opts o = {0};
+    gkv_block wb[3], cb[3];
+    gkv_edge_batch web, ceb;
+    gkv_edge_batch_spec sp = {0};
+    int64_t us[200], is[60], eids[150];
+    const int64_t *seeds[2] = {us, is};
+    size_t ns[2] = {200, 60}, edges = 0;
+    int fan[3 * 3] = {2, 3, 1, 4, 2, 3, 5, 5, 5};
+    uint64_t r = 17;
+
+    hetero_make(f);
+    serve(f, 1);
+    c = client(f, "hetero");
+    assert_int_equal(gkv_pbook_num_ntypes(gkv_client_pbook(c)), 2);
+    assert_int_equal(gkv_pbook_num_etypes(gkv_client_pbook(c)), 3);
+    for (int i = 0; i < 200; i++)
+        us[i] = (i * 389 + 5) % HN_USER;
+    for (int i = 0; i < 60; i++)
+        is[i] = (i * 97 + 1) % HN_ITEM;
+    for (int i = 0; i < 150; i++)
+        eids[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)(4 * HN_USER));
+
+    /* blocks, per-etype fanouts, in and out */
+    o.seed = 8;
+    NET_OK(gkv_client_sample_blocks(c, seeds, ns, fan, 3, 3, &o, cb));
+    GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 3, &o, wb));
+    hblocks_equal(wb, cb, 3);
+    for (int e = 0; e < 3; e++)
+        edges += cb[0].edges[e].n;
+    assert_true(edges > 0);
+    o.dir = GKV_DIR_OUT;
+    NET_OK(gkv_client_sample_blocks(c, seeds, ns, fan, 3, 2, &o, cb));
+    GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 2, &o, wb));
+    hblocks_equal(wb, cb, 2);
+    o.dir = GKV_DIR_IN;
+
+    /* an edge batch across types (user -> item), reverses excluded */
+    sp.etype = 1;
+    sp.eids = eids;
+    sp.n = 150;
+    sp.num_neg = 2;
+    sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
+    sp.reverse_etype = 2;
+    NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &o, &ceb, cb));
+    GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &o, &web, wb));
+    hblocks_equal(wb, cb, 2);
+    assert_int_equal(ceb.num_pos, 150);
+    assert_int_equal(ceb.num_neg, 300);
+    assert_memory_equal(ceb.pos_src, web.pos_src, 150 * 8);
+    assert_memory_equal(ceb.pos_dst, web.pos_dst, 150 * 8);
+    assert_memory_equal(ceb.neg_src, web.neg_src, 300 * 8);
+    assert_memory_equal(ceb.neg_dst, web.neg_dst, 300 * 8);
+    /* the seeds: users then items, first appearance */
+    assert_int_equal(cb[1].nodes[0].num_dst, wb[1].nodes[0].num_dst);
+    assert_true(cb[1].nodes[1].num_dst > 0);
+#ifdef GKV_HAVE_CUDA
+    {
+        /* the loader's host half: user rows (the only type with the
+         * feature), the cache holding partition 0's users */
+        gkv_gpu_loader *l;
+        gkv_gpu_loader_opts lo = {0};
+        int64_t rg[4] = {0, 0, 0, 0}, *inv = inverse_map(f);
+        const int64_t *ids, *mi;
+        size_t k = 0;
+
+        GKVT_OK(gkv_pbook_node_range(gkv_client_pbook(c), 0, 0, &rg[0],
+                                     &rg[1]));
+        lo.feat = "feat";
+        GPU_OK(gpu__ldr_new(&l, c, &lo, rg));
+        assert_int_equal(l->t[0].rb, FEAT_W * 4);
+        assert_int_equal(l->t[1].rb, 0);
+        GPU_OK(gpu__ldr_stage(l, seeds, ns, fan, 3, 2, &o));
+        gpu__ldr_point(l, l->pack);
+        GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 2, &o, wb));
+        hblocks_equal(wb, l->blocks, 2);
+        assert_int_equal(l->t[0].n, wb[0].nodes[0].num_src);
+        assert_int_equal(l->t[1].n, 0);
+        ids = l->blocks[0].nodes[0].ids;
+        mi = (const int64_t *)(l->pack + l->t[0].miss_off);
+        for (size_t i = 0; i < l->t[0].n; i++) {
+            if (ids[i] >= rg[0] && ids[i] < rg[1]) {
+                assert_int_equal(mi[i], -1);
+            } else {
+                assert_int_equal(mi[i], (int64_t)k);
+                row_check(f, inv, l->stage + l->t[0].stage_off +
+                          k++ * FEAT_W * 4, ids[i]);
+            }
+        }
+        assert_true(k > 0 && k < l->t[0].n);
+        gkv_gpu_loader_free(l);
+        free(inv);
+    }
+#endif
+    NET_OK(gkv_client_close(c));
+}
+
 static void
 find_programs(void)
 {
@@ -1393,6 +1622,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_two_servers_per_machine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_batches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hetero, setup, teardown),
 #ifdef GKV_HAVE_CUDA
         cmocka_unit_test_setup_teardown(test_gpu_loader_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_loader_device, setup,
