@@ -73,4 +73,15 @@ const char *graph__show(char buf[64], const char *s, size_t len);
 void    graph__parallel(void (*fn)(void *), void *args, size_t arg_size,
                         int n);
 
+/* Edge mini-batches, shared by gkv_sample_edge_batch() and
+ * gkv_client_sample_edge_batch() so both judge a spec alike: the checks of
+ * a spec on a graph of num_etypes edge types (GKV_EINVAL), and the reverse
+ * edge of each positive edge into out[0 .. sp->n) by GKV_EXCLUDE_REVERSE's
+ * rules (GKV_ERANGE). A failure's detail goes to msg[0 .. cap). */
+struct gkv_edge_batch_spec;
+gkv_err graph__eb_check(const struct gkv_edge_batch_spec *sp, int num_etypes,
+                        char *msg, size_t cap);
+gkv_err graph__eb_reverse(const struct gkv_edge_batch_spec *sp, int64_t *out,
+                          char *msg, size_t cap);
+
 #endif /* GRAPH_INT_H */

@@ -2744,6 +2744,75 @@ label(gkv_sampler *s, struct blay *L, int t, int64_t v)
     return (int64_t)m - 1;
 }
 
+/* Records 'fmt' in msg[0 .. cap) and returns rc. */
+static gkv_err
+eb_fail(char *msg, size_t cap, gkv_err rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static gkv_err
+eb_fail(char *msg, size_t cap, gkv_err rc, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+gkv_err
+graph__eb_check(const gkv_edge_batch_spec *sp, int num_etypes, char *msg,
+                size_t cap)
+{
+    if (sp->etype < 0 || sp->etype >= num_etypes)
+        return eb_fail(msg, cap, GKV_EINVAL, "spec->etype %d: the graph has "
+                       "%d edge types", sp->etype, num_etypes);
+    if (sp->n > 0 && sp->eids == NULL)
+        return eb_fail(msg, cap, GKV_EINVAL, "spec->eids is NULL");
+    if (sp->num_neg < 0)
+        return eb_fail(msg, cap, GKV_EINVAL, "spec->num_neg %d is negative",
+                       sp->num_neg);
+    if (sp->exclude & ~(GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE))
+        return eb_fail(msg, cap, GKV_EINVAL, "spec->exclude 0x%x has unknown "
+                       "bits", sp->exclude);
+    if (!(sp->exclude & GKV_EXCLUDE_REVERSE))
+        return GKV_OK;
+    if (sp->reverse_etype < 0 || sp->reverse_etype >= num_etypes)
+        return eb_fail(msg, cap, GKV_EINVAL, "spec->reverse_etype %d: the "
+                       "graph has %d edge types", sp->reverse_etype,
+                       num_etypes);
+    if (sp->reverse_eids == NULL && sp->reverse_etype == sp->etype)
+        return eb_fail(msg, cap, GKV_EINVAL, "GKV_EXCLUDE_REVERSE needs "
+                       "reverse_eids, or a reverse_etype other than the "
+                       "batch's");
+    if (sp->reverse_eids != NULL && sp->reverse_n < 0)
+        return eb_fail(msg, cap, GKV_EINVAL, "spec->reverse_n %lld is "
+                       "negative", (long long)sp->reverse_n);
+    return GKV_OK;
+}
+
+gkv_err
+graph__eb_reverse(const gkv_edge_batch_spec *sp, int64_t *out, char *msg,
+                  size_t cap)
+{
+    for (size_t i = 0; i < sp->n; i++) {
+        int64_t id = sp->eids[i], r = id;
+        if (sp->reverse_eids != NULL) {
+            if (id < 0 || id >= sp->reverse_n)
+                return eb_fail(msg, cap, GKV_ERANGE, "positive edge eids[%zu] "
+                               "= %lld is beyond reverse_eids (%lld entries)",
+                               i, (long long)id, (long long)sp->reverse_n);
+            r = sp->reverse_eids[id];
+        }
+        if (r < 0)
+            return eb_fail(msg, cap, GKV_ERANGE, "the reverse of edge %lld is "
+                           "%lld, not an edge ID", (long long)id,
+                           (long long)r);
+        out[i] = r;
+    }
+    return GKV_OK;
+}
+
 static gkv_err
 edge_batch_call(gkv_sampler *s, const gkv_edge_batch_spec *spec,
                 const int *fanouts, int nfan, int nlayers,
@@ -2764,31 +2833,11 @@ edge_batch_call(gkv_sampler *s, const gkv_edge_batch_spec *spec,
         return s_fail(s, GKV_EINVAL, "nlayers %d: at least one layer",
                       nlayers);
     memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
+    if ((rc = graph__eb_check(spec, s->net, s->msg, sizeof s->msg)) !=
+        GKV_OK)
+        return rc;
     et = spec->etype;
-    if (et < 0 || et >= s->net)
-        return s_fail(s, GKV_EINVAL, "spec->etype %d: the graph has %d edge "
-                      "types", et, s->net);
     n = spec->n;
-    if (n > 0 && spec->eids == NULL)
-        return s_fail(s, GKV_EINVAL, "spec->eids is NULL");
-    if (spec->num_neg < 0)
-        return s_fail(s, GKV_EINVAL, "spec->num_neg %d is negative",
-                      spec->num_neg);
-    if (spec->exclude & ~(GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE))
-        return s_fail(s, GKV_EINVAL, "spec->exclude 0x%x has unknown bits",
-                      spec->exclude);
-    if (spec->exclude & GKV_EXCLUDE_REVERSE) {
-        if (spec->reverse_etype < 0 || spec->reverse_etype >= s->net)
-            return s_fail(s, GKV_EINVAL, "spec->reverse_etype %d: the graph "
-                          "has %d edge types", spec->reverse_etype, s->net);
-        if (spec->reverse_eids == NULL && spec->reverse_etype == et)
-            return s_fail(s, GKV_EINVAL, "GKV_EXCLUDE_REVERSE needs "
-                          "reverse_eids, or a reverse_etype other than the "
-                          "batch's");
-        if (spec->reverse_eids != NULL && spec->reverse_n < 0)
-            return s_fail(s, GKV_EINVAL, "spec->reverse_n %lld is negative",
-                          (long long)spec->reverse_n);
-    }
     if ((rc = fan_check(s, fanouts, nfan, nlayers)) != GKV_OK)
         return rc;
     k = (size_t)spec->num_neg;
@@ -2813,22 +2862,9 @@ edge_batch_call(gkv_sampler *s, const gkv_edge_batch_spec *spec,
         if (grow(&s->tmpv, &s->tmpcap, n, sizeof *s->tmpv))
             return s_fail(s, GKV_ENOMEM, "out of memory for %zu reverse "
                           "edges", n);
-        for (size_t i = 0; i < n; i++) {
-            int64_t id = spec->eids[i], r = id;
-            if (spec->reverse_eids != NULL) {
-                if (id >= spec->reverse_n)
-                    return s_fail(s, GKV_ERANGE, "positive edge eids[%zu] = "
-                                  "%lld is beyond reverse_eids (%lld "
-                                  "entries)", i, (long long)id,
-                                  (long long)spec->reverse_n);
-                r = spec->reverse_eids[id];
-            }
-            if (r < 0)
-                return s_fail(s, GKV_ERANGE, "the reverse of edge %lld is "
-                              "%lld, not an edge ID", (long long)id,
-                              (long long)r);
-            s->tmpv[i] = r;
-        }
+        if ((rc = graph__eb_reverse(spec, s->tmpv, s->msg,
+                                    sizeof s->msg)) != GKV_OK)
+            return rc;
         if ((rc = ex_add(s, spec->reverse_etype, s->tmpv, n,
                          "the reverse edges")) != GKV_OK)
             return rc;

@@ -33,6 +33,7 @@
 #include <nanomsg/reqrep.h>
 #include <sodium.h>
 #include "kv_int.h"
+#include "graph_int.h"   /* graph__eb_check, graph__eb_reverse */
 #include "gkv_net.h"
 #include "wire.h"
 
@@ -3506,39 +3507,6 @@ out:
 
 /* ---- edge mini-batches ----------------------------------------------------- */
 
-/* The checks gkv_sample_edge_batch() makes of a spec. */
-static gkv_err
-eb_spec_check(gkv_client *c, const gkv_edge_batch_spec *sp)
-{
-    int net_ = gkv_pbook_num_etypes(c->book);
-    const char *w = "sample_edge_batch";
-
-    if (sp->etype < 0 || sp->etype >= net_)
-        return net__fail(GKV_EINVAL, "%s: spec->etype %d: the graph has %d "
-                         "edge types", w, sp->etype, net_);
-    if (sp->n > 0 && sp->eids == NULL)
-        return net__fail(GKV_EINVAL, "%s: spec->eids is NULL", w);
-    if (sp->num_neg < 0)
-        return net__fail(GKV_EINVAL, "%s: spec->num_neg %d is negative", w,
-                         sp->num_neg);
-    if (sp->exclude & ~(GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE))
-        return net__fail(GKV_EINVAL, "%s: spec->exclude 0x%x has unknown "
-                         "bits", w, sp->exclude);
-    if (!(sp->exclude & GKV_EXCLUDE_REVERSE))
-        return GKV_OK;
-    if (sp->reverse_etype < 0 || sp->reverse_etype >= net_)
-        return net__fail(GKV_EINVAL, "%s: spec->reverse_etype %d: the graph "
-                         "has %d edge types", w, sp->reverse_etype, net_);
-    if (sp->reverse_eids == NULL && sp->reverse_etype == sp->etype)
-        return net__fail(GKV_EINVAL, "%s: GKV_EXCLUDE_REVERSE needs "
-                         "reverse_eids, or a reverse_etype other than the "
-                         "batch's", w);
-    if (sp->reverse_eids != NULL && sp->reverse_n < 0)
-        return net__fail(GKV_EINVAL, "%s: spec->reverse_n %lld is negative", w,
-                         (long long)sp->reverse_n);
-    return GKV_OK;
-}
-
 /* opts' exclusions plus the batch's edges (GKV_EXCLUDE_SELF) and their
  * reverses (GKV_EXCLUDE_REVERSE) into *ex (one gkv__malloc'd block:
  * pointers, counts, IDs); *ex NULL when nothing is excluded. */
@@ -3581,28 +3549,13 @@ eb_exclude(gkv_client *c, const gkv_edge_batch_spec *sp,
             at += sp->n, k += sp->n;
         }
         if ((sp->exclude & GKV_EXCLUDE_REVERSE) && e == sp->reverse_etype) {
-            for (size_t i = 0; i < sp->n; i++) {
-                int64_t id = sp->eids[i], r = id;
-                if (sp->reverse_eids != NULL) {
-                    if (id < 0 || id >= sp->reverse_n) {
-                        gkv__free(blk);
-                        return net__fail(GKV_ERANGE, "sample_edge_batch: "
-                                         "positive edge eids[%zu] = %lld is "
-                                         "beyond reverse_eids (%lld entries)",
-                                         i, (long long)id,
-                                         (long long)sp->reverse_n);
-                    }
-                    r = sp->reverse_eids[id];
-                }
-                if (r < 0) {
-                    gkv__free(blk);
-                    return net__fail(GKV_ERANGE, "sample_edge_batch: the "
-                                     "reverse of edge %lld is %lld, not an "
-                                     "edge ID", (long long)id, (long long)r);
-                }
-                ids[at++] = r;
+            char m[256];
+            gkv_err rc = graph__eb_reverse(sp, ids + at, m, sizeof m);
+            if (rc != GKV_OK) {
+                gkv__free(blk);
+                return net__fail(rc, "sample_edge_batch: %s", m);
             }
-            k += sp->n;
+            at += sp->n, k += sp->n;
         }
         cnt[e] = k;
     }
@@ -3707,9 +3660,14 @@ gkv_client_sample_edge_batch(gkv_client *c, const gkv_edge_batch_spec *spec,
         return net__fail(GKV_EINVAL, "sample_edge_batch: nlayers %d: at least "
                          "one layer", nlayers);
     memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
-    if ((rc = need_book(c, "sample_edge_batch")) != GKV_OK ||
-        (rc = eb_spec_check(c, spec)) != GKV_OK)
+    if ((rc = need_book(c, "sample_edge_batch")) != GKV_OK)
         return rc;
+    {
+        char m[256];
+        if ((rc = graph__eb_check(spec, gkv_pbook_num_etypes(c->book), m,
+                                  sizeof m)) != GKV_OK)
+            return net__fail(rc, "sample_edge_batch: %s", m);
+    }
     n = spec->n;
     if (spec->num_neg > 0 && n > SIZE_MAX / 8 / (size_t)spec->num_neg)
         return net__fail(GKV_ENOMEM, "sample_edge_batch: %zu x %d negatives: "
