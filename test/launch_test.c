@@ -1048,6 +1048,48 @@ test_bad_inputs(void **state)
     assert_false(port_connects(f->base));
 }
 
+/* The example trainer's usage errors: exit 2 and a message naming the
+ * option or value, before it connects anywhere (no GKV_IP_CONFIG set). */
+static void
+test_trainer_usage(void **state)
+{
+    static const struct {
+        const char *args[4];
+        const char *want;
+    } cases[] = {
+        {{"--frobnicate", NULL}, "unknown option '--frobnicate'"},
+        {{"--frobnicate", "3", NULL}, "unknown option '--frobnicate'"},
+        {{"--epochs", NULL}, "option '--epochs' needs a value"},
+        {{"--epochs", "0", NULL}, "'0' is not a positive integer"},
+        {{"--fanouts", "10,0", NULL}, "each must be -1 or a positive integer"},
+        {{"--train-frac", "1.5", NULL}, "'1.5' is out of range"},
+        {{"--gpu-cache-mb", "4", NULL}, "--gpu-cache-mb needs --device"},
+        {{"stray", NULL}, "unexpected argument 'stray'"},
+    };
+    char prog[PATH_MAX];
+    char *out = NULL, *err = NULL;
+
+    (void)state;
+    snprintf(prog, sizeof prog, "%s", gkvt_prog("gkv-example-train"));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *argv[6] = {prog};
+        for (int k = 0; cases[i].args[k] != NULL; k++)
+            argv[k + 1] = (char *)cases[i].args[k];
+        assert_int_equal(gkvt_run(argv, NULL, 0, &out, &err, 30), 2);
+        if (strstr(err, cases[i].want) == NULL)
+            fail_msg("case %zu: want '%s' in:\n%s", i, cases[i].want, err);
+        free(out);
+        free(err);
+    }
+    {
+        char *argv[] = {prog, "--help", NULL};
+        assert_int_equal(gkvt_run(argv, NULL, 0, &out, &err, 30), 0);
+        assert_non_null(strstr(out, "Usage: gkv-example-train"));
+        free(out);
+        free(err);
+    }
+}
+
 static void
 find_programs(void)
 {
@@ -1080,6 +1122,7 @@ main(int argc, char **argv)
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+        cmocka_unit_test(test_trainer_usage),
         cmocka_unit_test_setup_teardown(test_env, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm, setup, teardown),

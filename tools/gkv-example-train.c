@@ -109,6 +109,22 @@ parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
+/* Every option takes a value. */
+static int
+known_option(const char *a)
+{
+    static const char *const names[] = {
+        "--epochs", "--batch", "--emb-dim", "--timeout-ms", "--max-batches",
+        "--seed", "--fanouts", "--lr", "--train-frac", "--device",
+        "--gpu-cache-mb", "--ntype", "--feat", "--emb",
+    };
+
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(a, names[i]))
+            return 1;
+    return 0;
+}
+
 static int
 parse_args(int argc, char **argv, struct opts *o)
 {
@@ -137,6 +153,8 @@ parse_args(int argc, char **argv, struct opts *o)
         }
         if (a[0] != '-' || a[1] != '-')
             return bad_usage("unexpected argument '%s'", a);
+        if (!known_option(a))
+            return bad_usage("unknown option '%s'", a);
         if (v == NULL)
             return bad_usage("option '%s' needs a value", a);
         i++;
@@ -188,8 +206,6 @@ parse_args(int argc, char **argv, struct opts *o)
             o->feat = v;
         } else if (!strcmp(a, "--emb")) {
             o->emb = v;
-        } else {
-            return bad_usage("unknown option '%s'", a);
         }
     }
     if (o->gpu_cache_mb >= 0 && o->device < 0)
