@@ -1223,6 +1223,29 @@ test_two_machines(void **state)
     NET_OK(gkv_client_pull(c, "split", ids, 700, got, sizeof got));
     GKVT_OK(gkv_tensor_pull(ref, NULL, "split", ids, 700, want, sizeof want));
     assert_memory_equal(got, want, sizeof got);
+    /* a client reading both machines' stores in-process (both are on this
+     * host): the IDs are mixed, so each machine's rows are scattered back
+     * into request order; no pull reaches a server */
+    {
+        gkv_client *cl = client(f, "job", 1, NULL, 5000, GKV_CLIENT_LOCAL_READ);
+        gkv_server_stats before[2], after[2];
+        uint64_t bad[2] = {ids[0], 1001};
+
+        for (size_t m = 0; m < 2; m++)
+            NET_OK(gkv_client_stats(c, m, &before[m]));
+        memset(got, 0, sizeof got);
+        NET_OK(gkv_client_pull(cl, "split", ids, 700, got, sizeof got));
+        assert_memory_equal(got, want, sizeof got);
+        for (size_t m = 0; m < 2; m++) {
+            NET_OK(gkv_client_stats(c, m, &after[m]));
+            assert_int_equal(after[m].pulls, before[m].pulls);
+        }
+        /* an ID outside every slice is refused, naming it */
+        assert_int_equal(gkv_client_pull(cl, "split", bad, 2, got, 2 * 16),
+                         GKV_ERANGE);
+        assert_non_null(strstr(gkv_net_errmsg(), "1001"));
+        NET_OK(gkv_client_close(cl));
+    }
     gkv_store_close(ref);
     /* on one machine only */
     sp.hi = 10;
