@@ -646,6 +646,23 @@ test_sampling_three_parts(void **state)
     o.flags = GKV_SAMPLE_REPLACE;
     check_hop(f, c, rep, 64, 3, 1, &o);
 
+    /* every node's whole neighbourhood, three hops: about 1.2 MB of
+     * results, more than the client's first 1 MiB arena chunk; the second
+     * call starts from the chunks merged into one */
+    {
+        int fanall[3] = {-1, -1, -1};
+        int64_t *all = malloc((size_t)f->n * 8);
+        for (int64_t v = 0; v < f->n; v++)
+            all[v] = (v * 7 + 3) % f->n;
+        memset(&o, 0, sizeof o);
+        o.seed = 44;
+        assert_true(check_blocks(f, c, all, (size_t)f->n, fanall, 3, &o) >
+                    (size_t)2 * f->m);
+        o.dir = GKV_DIR_OUT;
+        check_blocks(f, c, all, (size_t)f->n, fanall, 3, &o);
+        free(all);
+    }
+
     check_queries(f, c, seeds, 400, eids, 300);
     check_queries(f, c, rep, 64, eids, 10);
     check_features(f, c, seeds, 400);
