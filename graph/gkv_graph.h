@@ -8,7 +8,8 @@
  *
  *   - A node type has a name and a count; its nodes have type-wise IDs
  *     0 .. count-1 (int64). A type declared with GKV_GRAPH_GROW has no fixed
- *     count: it grows to the largest ID seen + 1.
+ *     count: it grows to the largest ID seen + 1, so its IDs must be below
+ *     2^63 - 1 (GKV_ERANGE otherwise).
  *   - An edge type is canonical: (src_type, relation, dst_type), written
  *     "src_type:relation:dst_type" (the form DGL's partition configs use).
  *   - A homogeneous graph is the one-type case, named as DGL names it: node

@@ -458,10 +458,16 @@ check_ids(gkv_graph *g, const struct graph_ntype *nt, const int64_t *ids,
 
     for (size_t i = 0; i < n; i++) {
         int64_t v = ids[i];
-        if (v < 0 || (!nt->nt_grow && v >= nt->nt_count)) {
+        /* a growing type's count, v + 1, must fit: v < INT64_MAX */
+        if (v < 0 || v >= (nt->nt_grow ? INT64_MAX : nt->nt_count)) {
             if (v < 0)
                 return graph__fail(g, GKV_ERANGE, "edge %zu: %s %lld is "
                                    "negative", i, which, (long long)v);
+            if (nt->nt_grow)
+                return graph__fail(g, GKV_ERANGE, "edge %zu: %s %lld is too "
+                                   "large for the growing node type '%s' "
+                                   "(at most 2^63 - 1 nodes)", i, which,
+                                   (long long)v, nt->nt_name);
             return graph__fail(g, GKV_ERANGE, "edge %zu: %s %lld is not "
                                "below %lld, the number of '%s' nodes", i,
                                which, (long long)v, (long long)nt->nt_count,

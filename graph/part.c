@@ -220,6 +220,10 @@ load_csc(struct lctx *c, int et, const gkv_etype_info *ei)
                          &a->col_hi);
     gkv_pbook_edge_range(b, et, c->p->pt_id, &elo, &ehi);
     ncols = a->col_hi - a->col_lo;
+    if (ncols == INT64_MAX)             /* indptr: ncols + 1 rows */
+        return pt_fail(NULL, GKV_ECORRUPT, "partition %d: owns %lld '%s' "
+                       "nodes, too many for an indptr", c->p->pt_id,
+                       (long long)ncols, ei->dst_type);
     m = ehi - elo;
     a->eid_lo = elo;
     a->nedges = m;
@@ -255,6 +259,10 @@ load_csr(struct lctx *c, int et, const gkv_etype_info *ei)
     gkv_pbook_node_range(b, ei->src_ntype, c->p->pt_id, &a->col_lo,
                          &a->col_hi);
     ncols = a->col_hi - a->col_lo;
+    if (ncols == INT64_MAX)             /* indptr: ncols + 1 rows */
+        return pt_fail(NULL, GKV_ECORRUPT, "partition %d: owns %lld '%s' "
+                       "nodes, too many for an indptr", c->p->pt_id,
+                       (long long)ncols, ei->src_type);
     set_name(c, "csr", ei->canonical, "indptr");
     if ((rc = load(c, GKV_I64, 0, ncols + 1, ncols == 0,
                    (void **)&a->indptr)) != 0 ||
@@ -516,10 +524,12 @@ gkv_part_find_edges(const gkv_part *p, int etype, const int64_t *eids,
         return pt_fail(p, GKV_EINVAL, "gkv_part_find_edges: NULL array");
     ncols = a->col_hi - a->col_lo;
     for (size_t i = 0; i < n; i++) {
-        int64_t e = eids[i], k = e - a->eid_lo, lo = 0, hi = ncols - 1;
+        int64_t e = eids[i], k, lo = 0, hi = ncols - 1;
 
-        if (e < a->eid_lo || k >= a->nedges)
+        /* e - eid_lo only once e >= eid_lo (>= 0): no overflow */
+        if (e < a->eid_lo || e - a->eid_lo >= a->nedges)
             return not_owned(p, 1, etype, "eids", i, e);
+        k = e - a->eid_lo;
         /* the column holding position k: the last c with indptr[c] <= k
          * (indptr[0] = 0 <= k < indptr[ncols], so 0 <= c < ncols) */
         while (lo < hi) {

@@ -183,12 +183,11 @@ parse_weight(const struct field *f, float *out)
     memcpy(buf, f->p, f->len);
     buf[f->len] = '\0';
     pthread_once(&c_locale_once, c_locale_init);
-    errno = 0;
     v = c_locale != (locale_t)0 ? strtof_l(buf, &e, c_locale)
                                 : strtof(buf, &e);
+    /* Overflow gives an infinity; ERANGE also flags subnormal results,
+     * which are finite weights like any other. */
     if (e != buf + f->len || !isfinite(v))
-        return -1;
-    if (errno == ERANGE && v != 0.0f)    /* overflow; underflow to 0 is fine */
         return -1;
     *out = v;
     return 0;
@@ -252,6 +251,12 @@ check_node(struct text_rd *r, const struct field *f, const char *which,
                            graph__show(show, f->p, f->len));
     }
     if (nt->nt_grow) {
+        if (*id == INT64_MAX)           /* the count, *id + 1, won't fit */
+            return graph__fail(g, GKV_ERANGE, "%s:%lld: %s %lld is too "
+                               "large for the growing node type '%s' (at "
+                               "most 2^63 - 1 nodes)", r->name,
+                               (long long)r->line, which, (long long)*id,
+                               nt->nt_name);
         if (*id >= nt->nt_count)
             nt->nt_count = *id + 1;
     } else if (*id >= nt->nt_count) {
@@ -584,9 +589,11 @@ gkv_graph_read_binary(gkv_graph *g, int etype, const char *path,
             const char *which = NULL;
             int64_t v = 0;
 
-            if (s < 0 || (!ns->nt_grow && s >= ns->nt_count)) {
+            /* a growing type's count, ID + 1, must fit: ID < INT64_MAX */
+            if (s < 0 || s >= (ns->nt_grow ? INT64_MAX : ns->nt_count)) {
                 bad = ns; which = "src"; v = s;
-            } else if (d < 0 || (!nd->nt_grow && d >= nd->nt_count)) {
+            } else if (d < 0 ||
+                       d >= (nd->nt_grow ? INT64_MAX : nd->nt_count)) {
                 bad = nd; which = "dst"; v = d;
             }
             if (bad != NULL) {
@@ -596,6 +603,14 @@ gkv_graph_read_binary(gkv_graph *g, int etype, const char *path,
                                      (unsigned long long)idx,
                                      (unsigned long long)idx * 16, which,
                                      (long long)v);
+                else if (bad->nt_grow)
+                    rc = graph__fail(g, GKV_ERANGE, "%s: edge %llu (byte "
+                                     "%llu): %s %lld is too large for the "
+                                     "growing node type '%s' (at most "
+                                     "2^63 - 1 nodes)", path,
+                                     (unsigned long long)idx,
+                                     (unsigned long long)idx * 16, which,
+                                     (long long)v, bad->nt_name);
                 else
                     rc = graph__fail(g, GKV_ERANGE, "%s: edge %llu (byte "
                                      "%llu): %s %lld is not below %lld, the "

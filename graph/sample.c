@@ -769,14 +769,14 @@ inv_get(const gkv_sgraph *sg, const struct sg_adj *sac,
 static inline int64_t
 eid_pos(const struct sg_adj *sa, const struct sg_inv *iv, int64_t eid)
 {
-    if (!has_eids(sa)) {
-        int64_t p = eid - sa->a.eid_lo;
-        return eid >= sa->a.eid_lo && p < sa->nnz ? p : -1;
-    }
-    if (iv->pos != NULL) {
-        uint64_t k = (uint64_t)(eid - iv->lo);
-        return eid >= iv->lo && k < (uint64_t)iv->span ? iv->pos[k] : -1;
-    }
+    /* Subtract only once eid >= the base (>= 0), so that a client's
+     * eid near INT64_MIN cannot overflow. */
+    if (!has_eids(sa))
+        return eid >= sa->a.eid_lo && eid - sa->a.eid_lo < sa->nnz ?
+               eid - sa->a.eid_lo : -1;
+    if (iv->pos != NULL)
+        return eid >= iv->lo && eid - iv->lo < iv->span ?
+               iv->pos[eid - iv->lo] : -1;
     {
         size_t lo = 0, hi = iv->n;
         while (lo < hi) {
