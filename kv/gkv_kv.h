@@ -333,12 +333,17 @@ typedef struct gkv_verify_report {
     char     first_bad[GKV_NAME_MAX + 1];  /* tensor of the first bad chunk */
     uint64_t first_bad_chunk;              /* its chunk index */
     uint64_t first_bad_row;                /* global ID of its first row */
+    uint64_t orphan_keys;   /* data keys of no tensor: a tensor id without a
+                             * catalog record, or not 12 bytes (verify of
+                             * the whole store only) */
 } gkv_verify_report;
 
 /* Recomputes the XXH3 checksum of every chunk of tensor 'name' (NULL: all
- * tensors) and checks every chunk is present with the right size. Returns
- * GKV_ECORRUPT when any chunk is bad; the first is named in *rep and in
- * gkv_store_errmsg(). 'rep' may be NULL. */
+ * tensors) and checks every chunk is present with the right size. With
+ * 'name' NULL it also counts orphans: data keys that belong to no tensor.
+ * Returns GKV_ECORRUPT when any chunk is bad or any key an orphan; the
+ * first bad chunk is named in *rep and in gkv_store_errmsg(), the first
+ * orphan in gkv_store_errmsg(). 'rep' may be NULL. */
 GKV_API gkv_err gkv_store_verify(gkv_store *s, const char *name,
                                  gkv_verify_report *rep);
 

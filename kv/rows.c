@@ -246,12 +246,19 @@ range_error(gkv_store *s, const char *name, const kv_rec *r, uint64_t id, size_t
 }
 
 static gkv_err
-len_error(gkv_store *s, const char *name, const kv_rec *r, size_t n, size_t len)
+len_error(gkv_store *s, const char *name, const kv_rec *r, uint64_t n, size_t len)
 {
-    return kv__fail(s, GKV_ESHAPE, "tensor '%s': %zu bytes for %zu rows; rows "
-                    "are %zu bytes (%llu x %s), so expected %zu", name, len, n,
-                    r->row_bytes, (unsigned long long)r->row_elems,
-                    gkv_dtype_name(r->dtype), n * r->row_bytes);
+    if (n > SIZE_MAX / r->row_bytes)
+        return kv__fail(s, GKV_ESHAPE, "tensor '%s': %zu bytes for %llu rows; "
+                        "rows are %zu bytes (%llu x %s), so expected more than "
+                        "%zu", name, len, (unsigned long long)n, r->row_bytes,
+                        (unsigned long long)r->row_elems,
+                        gkv_dtype_name(r->dtype), (size_t)SIZE_MAX);
+    return kv__fail(s, GKV_ESHAPE, "tensor '%s': %zu bytes for %llu rows; rows "
+                    "are %zu bytes (%llu x %s), so expected %zu", name, len,
+                    (unsigned long long)n, r->row_bytes,
+                    (unsigned long long)r->row_elems, gkv_dtype_name(r->dtype),
+                    (size_t)n * r->row_bytes);
 }
 
 static gkv_err wb_read(gkv_store *s, const char *name, int range,
@@ -369,8 +376,8 @@ gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
                       (unsigned long long)r.hi);
         goto out;
     }
-    if (dst_len != (b - a) * r.row_bytes) {
-        rc = len_error(s, name, &r, (size_t)(b - a), dst_len);
+    if (b - a > SIZE_MAX / r.row_bytes || dst_len != (b - a) * r.row_bytes) {
+        rc = len_error(s, name, &r, b - a, dst_len);
         goto out;
     }
     for (uint64_t row = a - r.lo; row < b - r.lo;) {
@@ -1107,13 +1114,19 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
         return kv__fail(s, GKV_EINVAL, "tensor '%s': bad optimizer parameters "
                         "(lr %g, eps %g, beta1 %g, beta2 %g)", name, a.lr, a.eps,
                         a.b1, a.b2);
-    if (kv__wb_any(s)) {
-        int done;
-        if ((rc = wb_push(s, &a, &done)) != GKV_OK || done)
-            return rc;
+    for (;;) {
+        if (kv__wb_any(s)) {
+            int done;
+            if ((rc = wb_push(s, &a, &done)) != GKV_OK || done)
+                return rc;
+        }
+        /* shared: write-back cannot start on this tensor while we write
+         * it. It may have started since we looked: then push into it. */
+        pthread_rwlock_rdlock(&s->st_wb_lock);
+        if (kv__wb_find(s, name) == NULL)
+            break;
+        pthread_rwlock_unlock(&s->st_wb_lock);
     }
-    /* shared: write-back cannot start on this tensor while we write it */
-    pthread_rwlock_rdlock(&s->st_wb_lock);
     rc = kv__write(s, push_fn, &a);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
@@ -1176,8 +1189,9 @@ write_fn(gkv_store *s, MDB_txn *txn, void *arg)
                         "inside [%llu, %llu)", w->name, (unsigned long long)w->a,
                         (unsigned long long)w->b, (unsigned long long)r.lo,
                         (unsigned long long)r.hi);
-    if (w->rows_len != (w->b - w->a) * r.row_bytes)
-        return len_error(s, w->name, &r, (size_t)(w->b - w->a), w->rows_len);
+    if (w->b - w->a > SIZE_MAX / r.row_bytes ||
+        w->rows_len != (w->b - w->a) * r.row_bytes)
+        return len_error(s, w->name, &r, w->b - w->a, w->rows_len);
     if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
         return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", w->name,
                         mdb_strerror(mrc));
@@ -1225,12 +1239,19 @@ gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
         return rc;
     if (a < b && rows == NULL)
         return kv__fail(s, GKV_EINVAL, "tensor '%s': NULL rows", name);
-    if (kv__wb_any(s)) {
-        int done;
-        if ((rc = wb_write(s, name, a, b, rows, rows_len, &done)) != GKV_OK || done)
-            return rc;
+    for (;;) {
+        if (kv__wb_any(s)) {
+            int done;
+            if ((rc = wb_write(s, name, a, b, rows, rows_len, &done)) != GKV_OK ||
+                done)
+                return rc;
+        }
+        /* as in gkv_tensor_push */
+        pthread_rwlock_rdlock(&s->st_wb_lock);
+        if (kv__wb_find(s, name) == NULL)
+            break;
+        pthread_rwlock_unlock(&s->st_wb_lock);
     }
-    pthread_rwlock_rdlock(&s->st_wb_lock);
     rc = kv__write(s, write_fn, &w);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;

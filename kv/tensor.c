@@ -49,7 +49,9 @@ kv__rec_derive(kv_rec *r)
     for (unsigned i = 0; i < r->ndim; i++)
         r->row_elems *= r->shape[i];
     r->row_bytes = (size_t)(r->row_elems * gkv_dtype_size(r->dtype));
-    r->nchunks = (r->hi - r->lo + r->chunk_rows - 1) / r->chunk_rows;
+    /* not (hi - lo + chunk_rows - 1) / chunk_rows: hi - lo may be near 2^64 */
+    r->nchunks = (r->hi - r->lo) / r->chunk_rows +
+                 ((r->hi - r->lo) % r->chunk_rows != 0);
 }
 
 static void
@@ -72,6 +74,7 @@ rec_decode(const void *data, size_t len, kv_rec *r)
 {
     const unsigned char *b = data;
     uint32_t w[8];
+    uint64_t row;
 
     if (len < REC_LEN)
         return -1;
@@ -94,9 +97,14 @@ rec_decode(const void *data, size_t len, kv_rec *r)
     if (gkv_dtype_size(r->dtype) == 0 || r->ndim > GKV_MAX_DIMS ||
         r->chunk_rows == 0 || r->hi <= r->lo)
         return -1;
-    for (unsigned i = 0; i < r->ndim; i++)
-        if (r->shape[i] == 0)
+    /* bounded dim by dim, so that a shape whose product wraps cannot pass
+     * for a small row (spec_check never writes a row over MAX_ROW_BYTES) */
+    row = gkv_dtype_size(r->dtype);
+    for (unsigned i = 0; i < r->ndim; i++) {
+        if (r->shape[i] == 0 || r->shape[i] > MAX_ROW_BYTES / row)
             return -1;
+        row *= r->shape[i];
+    }
     kv__rec_derive(r);
     return 0;
 }
@@ -388,11 +396,13 @@ kv__chunks_delete(gkv_store *s, MDB_txn *txn, uint32_t tid)
     if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
         goto fail;
     for (;;) {
+        /* from the bare tid: every key that starts with it, a stray one of
+         * the wrong length too, so that none stays behind as an orphan */
         kv__key(kb, tid, 0);
-        k.mv_size = KV_KEY_LEN;
+        k.mv_size = 4;
         k.mv_data = kb;
         mrc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
-        if (mrc == MDB_NOTFOUND || (mrc == 0 && (k.mv_size != KV_KEY_LEN ||
+        if (mrc == MDB_NOTFOUND || (mrc == 0 && (k.mv_size < 4 ||
                                     kv__key_tid(k.mv_data) != tid))) {
             mrc = 0;
             break;
@@ -645,8 +655,10 @@ verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep)
         const char *why;
         uint64_t c;
 
-        if (k.mv_size != KV_KEY_LEN || kv__key_tid(k.mv_data) != r.tid)
+        if (k.mv_size < 4 || kv__key_tid(k.mv_data) != r.tid)
             break;
+        if (k.mv_size != KV_KEY_LEN)
+            continue;   /* not a chunk: an orphan (verify_orphans) */
         c = kv__key_chunk(k.mv_data);
         if (c < r.nchunks) {
             verify_gap(s, &r, name, next, c, rep);
@@ -665,11 +677,72 @@ verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep)
     return GKV_OK;
 }
 
+static int
+tid_cmp(const void *a, const void *b)
+{
+    uint32_t x = ((const gkv_tensor_desc *)a)->id;
+    uint32_t y = ((const gkv_tensor_desc *)b)->id;
+
+    return (x > y) - (x < y);
+}
+
+/* Counts the data keys no tensor owns: a 12-byte key whose tid no record
+ * has, or a key of another length. v[0..n) is every catalog record (sorted
+ * by tid here). The per-tensor walks met rep->chunks_checked keys: when
+ * that is every key, one mdb_stat shows there is nothing to find, so a
+ * sound store pays no second walk. The first orphan is described in
+ * 'first'. */
+static gkv_err
+verify_orphans(gkv_store *s, MDB_txn *txn, gkv_tensor_desc *v, size_t n,
+               gkv_verify_report *rep, char *first, size_t first_len)
+{
+    MDB_cursor *cur;
+    MDB_stat ms;
+    MDB_val k, d;
+    int mrc;
+
+    if ((mrc = mdb_stat(txn, s->st_data, &ms)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "data: %s", mdb_strerror(mrc));
+    if (ms.ms_entries == rep->chunks_checked)
+        return GKV_OK;
+    qsort(v, n, sizeof *v, tid_cmp);
+    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "data: %s", mdb_strerror(mrc));
+    for (mrc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); mrc == 0;
+         mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+        const unsigned char *kp = k.mv_data;
+        gkv_tensor_desc key;
+
+        if (k.mv_size == KV_KEY_LEN) {
+            key.id = kv__key_tid(kp);
+            if (bsearch(&key, v, n, sizeof *v, tid_cmp) != NULL)
+                continue;
+            if (rep->orphan_keys++ == 0)
+                snprintf(first, first_len, "tensor id %u, chunk %llu: no "
+                         "tensor has that id", key.id,
+                         (unsigned long long)kv__key_chunk(kp));
+        } else if (rep->orphan_keys++ == 0) {
+            size_t o = (size_t)snprintf(first, first_len, "key of %zu bytes",
+                                        k.mv_size);
+            for (size_t i = 0; i < k.mv_size && i < 16 && o < first_len; i++)
+                o += (size_t)snprintf(first + o, first_len - o, " %02x", kp[i]);
+            if (o < first_len)
+                snprintf(first + o, first_len - o, "%s: not a 12-byte chunk "
+                         "key", k.mv_size > 16 ? " ..." : "");
+        }
+    }
+    mdb_cursor_close(cur);
+    if (mrc != MDB_NOTFOUND)
+        return kv__fail(s, kv__from_mdb(mrc), "data: %s", mdb_strerror(mrc));
+    return GKV_OK;
+}
+
 gkv_err
 gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
 {
     gkv_verify_report local;
     gkv_tensor_desc *v = NULL;
+    char orphan[160] = "";
     size_t n = 0;
     kv_snap sn;
     gkv_err rc;
@@ -689,18 +762,29 @@ gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
         if ((rc = gkv_tensor_list(s, &tx, 1, &v, &n)) == GKV_OK)
             for (size_t i = 0; i < n && rc == GKV_OK; i++)
                 rc = verify_one(s, sn.txn, v[i].name, rep);
+        if (rc == GKV_OK)
+            rc = verify_orphans(s, sn.txn, v, n, rep, orphan, sizeof orphan);
     }
     gkv__free(v);
     kv__snap_end(&sn);
-    if (rc == GKV_OK && rep->bad_chunks > 0) {
+    if (rc == GKV_OK && (rep->bad_chunks > 0 || rep->orphan_keys > 0)) {
         /* the message about the first bad chunk was recorded by verify_one;
-         * keep it, only the count is added here when there are several */
-        if (rep->bad_chunks > 1) {
-            char first[640];
+         * keep it, and add the count of the others and the orphans */
+        char first[KV_MSG_MAX] = "", more[64] = "", orph[256] = "";
+
+        if (rep->bad_chunks > 0)
             snprintf(first, sizeof first, "%s", gkv_store_errmsg(s));
-            kv__fail(s, GKV_ECORRUPT, "%s (and %llu more bad chunks)", first,
+        if (rep->bad_chunks > 1)
+            snprintf(more, sizeof more, " (and %llu more bad chunks)",
                      (unsigned long long)(rep->bad_chunks - 1));
-        }
+        if (rep->orphan_keys == 1)
+            snprintf(orph, sizeof orph, "%sorphan data key: %s",
+                     rep->bad_chunks ? "; " : "", orphan);
+        else if (rep->orphan_keys > 1)
+            snprintf(orph, sizeof orph, "%s%llu orphan data keys; first: %s",
+                     rep->bad_chunks ? "; " : "",
+                     (unsigned long long)rep->orphan_keys, orphan);
+        kv__fail(s, GKV_ECORRUPT, "%.400s%s%s", first, more, orph);
         return GKV_ECORRUPT;
     }
     return rc;

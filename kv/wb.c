@@ -102,6 +102,12 @@ mirror_load(gkv_store *s, const char *name, kv_mirror *m)
         return rc;
     if ((rc = kv__rec_get(s, sn.txn, name, &m->r)) != GKV_OK)
         goto out;
+    if (m->r.hi - m->r.lo > SIZE_MAX / m->r.row_bytes) {
+        rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': a write-back copy of %llu "
+                      "rows of %zu bytes is larger than memory can hold", name,
+                      (unsigned long long)(m->r.hi - m->r.lo), m->r.row_bytes);
+        goto out;
+    }
     bytes = (size_t)(m->r.hi - m->r.lo) * m->r.row_bytes;
     snprintf(m->name, sizeof m->name, "%s", name);
     if ((m->rows = big_alloc(bytes)) == NULL ||
@@ -298,21 +304,30 @@ flusher(void *arg)
     return NULL;
 }
 
+/* Stops the flusher thread. With 'restart', starts a new one when a
+ * gkv_writeback_start came meanwhile: it found the thread still running
+ * and left it to us. While one caller stops the thread, another returns
+ * at once (a thread is joined once). */
 static void
-flusher_stop(gkv_store *s)
+flusher_stop(gkv_store *s, int restart)
 {
+    pthread_t th;
+
     pthread_mutex_lock(&s->st_wb_mu);
-    if (!s->st_wb_running) {
+    if (!s->st_wb_running || s->st_wb_stop) {
         pthread_mutex_unlock(&s->st_wb_mu);
         return;
     }
     s->st_wb_stop = 1;
+    th = s->st_wb_thread;
     pthread_cond_broadcast(&s->st_wb_cv);
     pthread_mutex_unlock(&s->st_wb_mu);
-    pthread_join(s->st_wb_thread, NULL);
+    pthread_join(th, NULL);
     pthread_mutex_lock(&s->st_wb_mu);
-    s->st_wb_running = 0;
     s->st_wb_stop = 0;
+    s->st_wb_running = restart &&
+                       __atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) != NULL &&
+                       pthread_create(&s->st_wb_thread, NULL, flusher, s) == 0;
     pthread_mutex_unlock(&s->st_wb_mu);
 }
 
@@ -410,9 +425,14 @@ gkv_writeback_stop(gkv_store *s, const char *name)
         return rc;
     pthread_mutex_lock(&s->st_wb_flush_mu);
     pthread_rwlock_wrlock(&s->st_wb_lock);
-    for (pp = &s->st_wb; *pp != NULL && *pp != w; pp = &(*pp)->next)
+    /* by name again: another thread may have stopped it meanwhile (and a
+     * start may have reused the memory of w) */
+    for (pp = &s->st_wb; *pp != NULL && strcmp((*pp)->m[0].name, name) != 0;
+         pp = &(*pp)->next)
         ;
-    if (*pp == w) {
+    if ((w = *pp) == NULL) {
+        rc = GKV_ENOTFOUND;
+    } else {
         /* a push after the flush above is not lost: flush it too */
         for (int i = 0; i < 5; i++)
             for (uint64_t c = 0; w->m[i].rows && c < w->m[i].r.nchunks; c++)
@@ -425,9 +445,12 @@ gkv_writeback_stop(gkv_store *s, const char *name)
     pthread_mutex_unlock(&s->st_wb_flush_mu);
     if (rc == GKV_EBUSY)   /* pushes raced with the stop: try again */
         return gkv_writeback_stop(s, name);
+    if (rc == GKV_ENOTFOUND)
+        return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
+                        "mode", name);
     wb_free(w);
     if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) == NULL)
-        flusher_stop(s);
+        flusher_stop(s, 1);
     return (s->st_flags & GKV_NOSYNC) ? GKV_OK : kv__env_sync(s);
 }
 
@@ -476,15 +499,16 @@ kv__wb_close(gkv_store *s)
 {
     gkv_err rc = GKV_OK;
 
-    if (s->st_wb == NULL)
-        return GKV_OK;
-    flusher_stop(s);
-    rc = wb_flush(s);
+    if (s->st_wb != NULL) {
+        flusher_stop(s, 0);
+        rc = wb_flush(s);
+    }
     while (s->st_wb != NULL) {
         kv_wb *w = s->st_wb;
         s->st_wb = w->next;
         wb_free(w);
     }
+    /* kept by the last flush even when no tensor is in write-back mode now */
     big_free(s->st_wb_stage, s->st_wb_stage_len);
     s->st_wb_stage = NULL;
     s->st_wb_stage_len = 0;

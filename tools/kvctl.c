@@ -1624,6 +1624,7 @@ cmd_verify(struct ctx *c)
         json_object_set_new(o, "chunks_checked", json_u64(rep.chunks_checked));
         json_object_set_new(o, "bytes_checked", json_u64(rep.bytes_checked));
         json_object_set_new(o, "bad_chunks", json_u64(rep.bad_chunks));
+        json_object_set_new(o, "orphan_keys", json_u64(rep.orphan_keys));
         if (rc == GKV_ECORRUPT) {
             json_t *f = json_object();
             json_object_set_new(f, "tensor", json_string(rep.first_bad));
@@ -1637,10 +1638,14 @@ cmd_verify(struct ctx *c)
         if (rc == GKV_OK)
             printf("ok: %" PRIu64 " chunks, %" PRIu64 " bytes checked\n",
                    rep.chunks_checked, rep.bytes_checked);
+        else if (rep.bad_chunks == 0)
+            printf("CORRUPT: %" PRIu64 " orphan data keys; %" PRIu64 " chunks "
+                   "checked, all good\n", rep.orphan_keys, rep.chunks_checked);
         else
-            printf("CORRUPT: %" PRIu64 " of %" PRIu64 " chunks bad; first: "
-                   "tensor '%s' chunk %" PRIu64 " (from row %" PRIu64 ")\n",
-                   rep.bad_chunks, rep.chunks_checked, rep.first_bad,
+            printf("CORRUPT: %" PRIu64 " of %" PRIu64 " chunks bad, %" PRIu64
+                   " orphan data keys; first: tensor '%s' chunk %" PRIu64
+                   " (from row %" PRIu64 ")\n", rep.bad_chunks,
+                   rep.chunks_checked, rep.orphan_keys, rep.first_bad,
                    rep.first_bad_chunk, rep.first_bad_row);
         ex = out_done(EX_OK);
     }
