@@ -47,18 +47,29 @@
 #define LOG_WINDOW_MS  10000
 #define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (BENCH.md) */
 #define BOOK_MAX       (64u << 20) /* bytes of a partition config */
+#define DONE_MAX       16        /* pushes a session remembers (dedup) */
 
 /* The worker thread's index (its sampler), -1 off the workers. */
 static _Thread_local int tl_worker = -1;
+
+/* A push of a session, remembered so that a copy nanomsg sends again
+ * after a lost connection is not applied twice. */
+struct done {
+    uint64_t req;           /* its request id */
+    int32_t status;         /* its outcome, once applied */
+    int busy;               /* being applied now */
+};
 
 struct sess {
     uint64_t id;
     char group[NET_GROUP_MAX + 1];
     uint32_t rank;
     uint64_t last_ms;       /* monotonic ms of its last request */
-    uint64_t done_req;      /* last mutating request id it completed */
-    int32_t done_status;    /* and that request's status */
-    int has_done;
+    struct done *done;      /* its latest DONE_MAX pushes, a ring (the
+                             * client has two in flight, so a re-sent one
+                             * may come after later ones); NULL until the
+                             * first push */
+    unsigned ndone, done_next;
     int observer;           /* joined with NET_HS_OBSERVER */
 };
 
@@ -109,6 +120,7 @@ struct gkv_server {
     uint64_t sv_start_mono;
 
     pthread_mutex_t sv_mu;           /* guards everything below */
+    pthread_cond_t sv_done_cv;       /* a push was applied (with sv_mu) */
     struct sess *sv_sess;
     size_t sv_nsess, sv_capsess;
     struct group *sv_grp;
@@ -409,6 +421,7 @@ sess_remove(gkv_server *s, size_t i, const char *how)
     unsigned left = 0;
 
     s->sv_sess[i] = s->sv_sess[--s->sv_nsess];
+    gkv__free(old.done);
     if (g != NULL) {
         unpark(g, old.id);
         if (g->members > 0)
@@ -611,7 +624,7 @@ op_handshake(gkv_server *s, struct req *r)
             unpark(g, old->id);
         old->id = id;
         old->last_ms = mono_ms();
-        old->has_done = 0;
+        old->ndone = old->done_next = 0;
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
         slog(s, "rejoin: group '%s' rank %u (new session)", hs.group, hs.rank);
     } else if (s->sv_nsess >= SESS_MAX ||
@@ -745,21 +758,49 @@ out:
     gkv__free(tmp);
 }
 
-/* For a mutating request: whether this session already completed request
- * r->h.req_id (a request nanomsg re-sent after a lost connection). Then
- * the reply repeats its status without applying it again. */
+static struct done *
+done_find(struct sess *ss, uint64_t req)
+{
+    for (unsigned i = 0; i < ss->ndone; i++)
+        if (ss->done[i].req == req)
+            return &ss->done[i];
+    return NULL;
+}
+
+/* For a push: whether this session already has request r->h.req_id (a
+ * request nanomsg re-sent after a lost connection). A copy of one being
+ * applied waits for it. A repeat gets the first one's status without
+ * being applied again; otherwise the request is recorded as being applied,
+ * and the caller must call mark_done() with its outcome. */
 static int
 already_done(gkv_server *s, struct req *r)
 {
     struct sess *ss;
+    struct done *d;
     int dup = 0;
     int32_t st = 0;
 
     pthread_mutex_lock(&s->sv_mu);
-    ss = sess_find(s, r->h.session);
-    if (ss != NULL && ss->has_done && ss->done_req == r->h.req_id) {
-        dup = 1;
-        st = ss->done_status;
+    while ((ss = sess_find(s, r->h.session)) != NULL) {
+        if ((d = done_find(ss, r->h.req_id)) == NULL) {
+            if (ss->done == NULL &&
+                (ss->done = gkv__calloc(DONE_MAX, sizeof *ss->done)) == NULL)
+                break;                  /* not remembered */
+            d = &ss->done[ss->done_next];
+            ss->done_next = (ss->done_next + 1) % DONE_MAX;
+            if (ss->ndone < DONE_MAX)
+                ss->ndone++;
+            d->req = r->h.req_id;
+            d->status = 0;
+            d->busy = 1;
+            break;
+        }
+        if (!d->busy) {
+            dup = 1;
+            st = d->status;
+            break;
+        }
+        pthread_cond_wait(&s->sv_done_cv, &s->sv_mu);
     }
     pthread_mutex_unlock(&s->sv_mu);
     if (dup) {
@@ -777,13 +818,15 @@ static void
 mark_done(gkv_server *s, struct req *r, gkv_err st)
 {
     struct sess *ss;
+    struct done *d;
 
     pthread_mutex_lock(&s->sv_mu);
-    if ((ss = sess_find(s, r->h.session)) != NULL) {
-        ss->has_done = 1;
-        ss->done_req = r->h.req_id;
-        ss->done_status = st;
+    if ((ss = sess_find(s, r->h.session)) != NULL &&
+        (d = done_find(ss, r->h.req_id)) != NULL && d->busy) {
+        d->status = st;
+        d->busy = 0;
     }
+    pthread_cond_broadcast(&s->sv_done_cv);
     pthread_mutex_unlock(&s->sv_mu);
 }
 
@@ -810,25 +853,26 @@ op_push(gkv_server *s, struct req *r)
             build(r, enc_u64, &pq.n);
         return;
     }
+    /* from here every way out records the outcome, rc (mark_done) */
     if ((rc = gkv_tensor_info(s->sv_store, NULL, pq.name, &d)) != GKV_OK) {
         rfail(r, rc, "push: %s", gkv_store_errmsg(s->sv_store));
         goto out;
     }
     if (pq.row_bytes != d.row_bytes) {
-        rfail(r, GKV_ESHAPE, "push to tensor '%s': rows of %llu bytes, the "
-              "tensor's rows are %zu bytes (%llu x %s)", pq.name,
-              (unsigned long long)pq.row_bytes, d.row_bytes,
-              (unsigned long long)d.row_elems, gkv_dtype_name(d.dtype));
+        rc = rfail(r, GKV_ESHAPE, "push to tensor '%s': rows of %llu "
+                   "bytes, the tensor's rows are %zu bytes (%llu x %s)",
+                   pq.name, (unsigned long long)pq.row_bytes, d.row_bytes,
+                   (unsigned long long)d.row_elems, gkv_dtype_name(d.dtype));
         goto out;
     }
     if ((ids = ids_aligned(pq.ids, (size_t)pq.n, &tmp)) == NULL) {
-        rfail(r, GKV_ENOMEM, "push: out of memory");
+        rc = rfail(r, GKV_ENOMEM, "push: out of memory");
         goto out;
     }
     rows = pq.rows;
     if (((uintptr_t)rows & 7) != 0) {
         if ((rtmp = gkv__malloc((size_t)(pq.n * pq.row_bytes) + 1)) == NULL) {
-            rfail(r, GKV_ENOMEM, "push: out of memory");
+            rc = rfail(r, GKV_ENOMEM, "push: out of memory");
             goto out;
         }
         memcpy(rtmp, rows, (size_t)(pq.n * pq.row_bytes));
@@ -842,7 +886,6 @@ op_push(gkv_server *s, struct req *r)
     pa.beta2 = pq.beta2;
     rc = gkv_tensor_push(s->sv_store, pq.name, ids, (size_t)pq.n, rows,
                          (size_t)(pq.n * pq.row_bytes), &pa);
-    mark_done(s, r, rc);
     if (rc != GKV_OK) {
         rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
         goto out;
@@ -852,6 +895,7 @@ op_push(gkv_server *s, struct req *r)
     n = pq.n;
     build(r, enc_u64, &n);
 out:
+    mark_done(s, r, rc);
     gkv__free(tmp);
     gkv__free(rtmp);
 }
@@ -1283,6 +1327,20 @@ enc_cols(net_wr *w, const void *a)
     net__enc_cols(w, ca->k, ca->cols, ca->n);
 }
 
+/* Whether k columns of n int64 fit in a reply; fails r when not. */
+static int
+cols_fit(gkv_server *s, struct req *r, unsigned k, size_t n)
+{
+    if (n > (s->sv_max_msg - 64) / (8 * k)) {
+        rfail(r, GKV_EINVAL, "%s: the reply would hold %zu x %u values, more "
+              "than this server's %llu-byte message limit; ask for fewer",
+              net__type_name(r->h.type), n, k,
+              (unsigned long long)s->sv_max_msg);
+        return 0;
+    }
+    return 1;
+}
+
 /* Replies with k columns of n int64, unless that is more than a message
  * may carry. */
 static void
@@ -1291,14 +1349,8 @@ reply_cols(gkv_server *s, struct req *r, unsigned k,
 {
     struct cols_arg ca = {k, cols, n};
 
-    if (n > (s->sv_max_msg - 64) / (8 * k)) {
-        rfail(r, GKV_EINVAL, "%s: the reply would hold %zu x %u values, more "
-              "than this server's %llu-byte message limit; ask for fewer",
-              net__type_name(r->h.type), n, k,
-              (unsigned long long)s->sv_max_msg);
-        return;
-    }
-    build(r, enc_cols, &ca);
+    if (cols_fit(s, r, k, n))
+        build(r, enc_cols, &ca);
 }
 
 /* find_edges, in_degrees, out_degrees, in_subgraph: an edge type and IDs. */
@@ -1306,7 +1358,7 @@ static void
 op_ids(gkv_server *s, struct req *r)
 {
     const char *what = net__type_name(r->h.type);
-    int64_t *o[3] = {NULL, NULL, NULL};
+    int64_t *o[3] = {NULL, NULL, NULL}, *deg = NULL;
     const int64_t *ids;
     uint64_t *tmp = NULL;
     net_ids_req q;
@@ -1355,6 +1407,20 @@ op_ids(gkv_server *s, struct req *r)
         m = n;
         break;
     default:   /* NET_IN_SUBGRAPH */
+        /* the reply is the nodes' in-degrees summed (a node may repeat):
+         * refuse one over the limit before the edges are gathered */
+        if ((deg = gkv__malloc(n * 8 + 8)) == NULL) {
+            rc = GKV_ENOMEM;
+            break;
+        }
+        if ((rc = gkv_part_in_degrees(s->sv_part, (int)q.etype, ids, n,
+                                      deg)) != GKV_OK)
+            break;
+        for (size_t i = 0; i < n && m <= SIZE_MAX / 2; i++)
+            m += (size_t)deg[i];
+        if (!cols_fit(s, r, 3, m))
+            goto out;
+        m = 0;
         rc = gkv_part_in_subgraph(s->sv_part, (int)q.etype, ids, n, &o[0],
                                   &o[1], &o[2], &m);
         break;
@@ -1368,6 +1434,7 @@ op_ids(gkv_server *s, struct req *r)
         reply_cols(s, r, r->h.type == NET_FIND_EDGES ? 2 :
                    r->h.type == NET_IN_SUBGRAPH ? 3 : 1,
                    (const int64_t *const *)o, m);
+out:
     if (r->h.type == NET_IN_SUBGRAPH) {
         for (int i = 0; i < 3; i++)
             gkv_free(o[i]);
@@ -1375,6 +1442,7 @@ op_ids(gkv_server *s, struct req *r)
         for (int i = 0; i < 3; i++)
             gkv__free(o[i]);
     }
+    gkv__free(deg);
     gkv__free(tmp);
 }
 
@@ -1430,6 +1498,51 @@ sample_pack(const gkv_sample_edges *x, int dir, const int64_t *seeds,
     if (big > UINT32_MAX)
         o->wide |= NET_SAMPLE_WIDE_EID;
     return 0;
+}
+
+/* An upper bound of the edges one hop returns, from the seeds' degrees
+ * (*bound stops growing once past 'lim'). A seed may repeat and a fanout
+ * with replacement may be far above the degree, so without it a small
+ * request could make the sampler allocate without bound. Exact for an
+ * unweighted hop without exclusions; weights and exclusions only lower
+ * the count. */
+static gkv_err
+sample_bound(gkv_server *s, const net_sample_req *q, const int *fan,
+             const int64_t *const *seeds, const size_t *ns, size_t lim,
+             size_t *bound)
+{
+    int nnt = gkv_pbook_num_ntypes(s->sv_book);
+    int net_ = gkv_pbook_num_etypes(s->sv_book);
+    size_t nmax = 0, b = 0;
+    int64_t *deg;
+    gkv_err rc = GKV_OK;
+
+    for (int t = 0; t < nnt; t++)
+        nmax = ns[t] > nmax ? ns[t] : nmax;
+    if ((deg = gkv__malloc(nmax * sizeof *deg + 8)) == NULL)
+        return GKV_ENOMEM;
+    for (int e = 0; e < net_ && b <= lim; e++) {
+        int k = fan[q->nfan == 1 ? 0 : e], ct;
+        gkv_etype_info ei;
+
+        if (k == 0)
+            continue;
+        gkv_pbook_etype_info(s->sv_book, e, &ei);
+        ct = q->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
+        rc = q->dir == GKV_DIR_IN ?
+            gkv_part_in_degrees(s->sv_part, e, seeds[ct], ns[ct], deg) :
+            gkv_part_out_degrees(s->sv_part, e, seeds[ct], ns[ct], deg);
+        if (rc != GKV_OK)
+            break;
+        for (size_t i = 0; i < ns[ct] && b <= lim; i++) {
+            size_t d = (size_t)deg[i];
+            b += k < 0 ? d : (q->flags & GKV_SAMPLE_REPLACE) ?
+                (d > 0 ? (size_t)k : 0) : (d < (size_t)k ? d : (size_t)k);
+        }
+    }
+    gkv__free(deg);
+    *bound = b;
+    return rc;
 }
 
 /* One hop of neighbour sampling on the partition's sgraph, with the
@@ -1554,6 +1667,33 @@ op_sample(gkv_server *s, struct req *r)
             goto out;
         }
     }
+    /* bound the reply (as below) before the sampler allocates the edges */
+    for (int e = 0; e < net_; e++) {
+        gkv_etype_info ei;
+        gkv_pbook_etype_info(s->sv_book, e, &ei);
+        ncnt += ns[q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype];
+    }
+    need = 64 + 48 * (size_t)net_ + 4 * ncnt;
+    if (need > s->sv_max_msg) {
+        rfail(r, GKV_EINVAL, "sample: %zu seeds are more than this server's "
+              "%llu-byte message limit; send fewer seeds", total,
+              (unsigned long long)s->sv_max_msg);
+        goto out;
+    }
+    if ((rc = sample_bound(s, &q, fan, seeds, ns, (s->sv_max_msg - need) / 16,
+                           &total)) != GKV_OK) {
+        rfail(r, rc, "sample on partition %d: %s", part, rc == GKV_ENOMEM ?
+              "out of memory" : gkv_part_errmsg(s->sv_part));
+        goto out;
+    }
+    if (total > (s->sv_max_msg - need) / 16) {
+        rfail(r, GKV_EINVAL, "sample: the seeds could get more than %zu "
+              "edges, more than this server's %llu-byte message limit; send "
+              "fewer seeds or smaller fanouts", (s->sv_max_msg - need) / 16,
+              (unsigned long long)s->sv_max_msg);
+        goto out;
+    }
+    ncnt = 0;
     memset(&o, 0, sizeof o);
     o.seed = q.seed;
     o.dir = (int)q.dir;
@@ -1680,13 +1820,19 @@ static void
 reject(gkv_server *s, const char *what, const void *m, size_t len,
        const char *why)
 {
-    char hex[64];
+    char hex[64], text[NET_ERRMSG_MAX];
 
     atomic_fetch_add_explicit(&s->st_rejected, 1, memory_order_relaxed);
     if (!log_allowed(s))
         return;
     hex16(m, len, hex, sizeof hex);
-    slog(s, "rejected %s (%zu bytes, first: %s): %s", what, len, hex, why);
+    /* 'why' may quote the peer's bytes (a tensor name): a newline there
+     * would start a forged log line */
+    snprintf(text, sizeof text, "%s", why);
+    for (char *c = text; *c != '\0'; c++)
+        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            *c = '?';
+    slog(s, "rejected %s (%zu bytes, first: %s): %s", what, len, hex, text);
 }
 
 /* Handles one received message; consumes 'msg' and 'ctl'. */
@@ -2005,6 +2151,7 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     s->sv_start_mono = mono_ms();
     snprintf(s->sv_tag, sizeof s->sv_tag, "m%zu/s%u", mi, o->server_id);
     pthread_mutex_init(&s->sv_mu, NULL);
+    pthread_cond_init(&s->sv_done_cv, NULL);
     if (o->token_file != NULL) {
         if ((rc = gkv_token_load(o->token_file, token, sizeof token)) != GKV_OK)
             goto fail;
@@ -2143,8 +2290,11 @@ gkv_server_run(gkv_server *s)
             pthread_mutex_unlock(&s->sv_mu);
             break;
         }
-        now = mono_ms();
+        /* read the clock under the lock: a worker stamps last_ms under it,
+         * so no session's stamp is later than now (now - last_ms would
+         * wrap and expire a session heard from a moment ago) */
         pthread_mutex_lock(&s->sv_mu);
+        now = mono_ms();
         for (size_t i = 0; i < s->sv_nsess;) {
             if (now - s->sv_sess[i].last_ms > s->sv_lease_ms) {
                 char how[96];
@@ -2213,6 +2363,8 @@ gkv_server_close(gkv_server *s)
         gkv__free(s->sv_grp[k].wait);
     }
     gkv__free(s->sv_grp);
+    for (size_t i = 0; i < s->sv_nsess; i++)
+        gkv__free(s->sv_sess[i].done);
     gkv__free(s->sv_sess);
     gkv__free(s->sv_thr);
     for (unsigned i = 0; s->sv_samp != NULL && i < s->sv_nthreads; i++)
@@ -2227,5 +2379,6 @@ gkv_server_close(gkv_server *s)
     gkv__free(s->sv_store_path);
     sodium_memzero(s->sv_key, sizeof s->sv_key);
     pthread_mutex_destroy(&s->sv_mu);
+    pthread_cond_destroy(&s->sv_done_cv);
     gkv__free(s);
 }

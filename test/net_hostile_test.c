@@ -1,0 +1,1062 @@
+/* net_hostile_test.c - the server as a hostile or broken client sees it:
+ * real gkv-server processes on loopback (killed and reaped by PID in the
+ * teardown, also after a failed assertion), spoken to with raw nanomsg REQ
+ * sockets in the wire format of net/wire.h, and once with SP over TCP by
+ * hand. Each test asserts what comes back (status, message, flags), what
+ * the store holds afterwards and that the server still answers.
+ *
+ *   - a session that is talking is never taken for a silent one (its lease
+ *     stamp was later than the clock the expiry check had read);
+ *   - a push nanomsg sends again after a lost connection is applied once,
+ *     also when another push of the session completed in between (two
+ *     lanes) and when the copy comes while the first is being applied;
+ *   - a graph request whose reply cannot fit (a repeated seed, a fanout far
+ *     above the degree with replacement, a repeated node for in_subgraph)
+ *     is refused before the server gathers the edges;
+ *   - the peer's bytes quoted in a rejection cannot start a log line;
+ *   - what held: SIGTERM around a push (exit 0, the push applied once or
+ *     not at all, the store verifies), barriers across a dropped
+ *     connection and a stop, a peer that never reads its replies.
+ */
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <nanomsg/nn.h>
+#include <nanomsg/reqrep.h>
+#include "gkvt.h"
+#include "gkv_net.h"
+#include "gkv_part.h"
+#include "gkv_partition.h"
+#include "gkv_sample.h"
+#include "kv/gkv_npy.h"
+#include "wire.h"
+
+#define MAXPROC 8
+
+struct fx {
+    char *dir;
+    char st[4200];           /* the store */
+    char cfg[4200];          /* the ip_config */
+    char json[4400];         /* graph tests: the partition config */
+    int base;                /* the server's port */
+    struct gkvt_proc p[MAXPROC];
+    int np;
+};
+
+static char g_server_path[PATH_MAX + 16];
+
+#define NET_OK(expr) do { gkv_err rc_ = (expr); \
+    if (rc_ != GKV_OK) fail_msg("%s: %s: %s", #expr, gkv_err_name(rc_), gkv_net_errmsg()); \
+} while (0)
+
+/* ---- servers ------------------------------------------------------------ */
+
+static struct gkvt_proc *
+spawn(struct fx *f, char *const argv[], const char *logname)
+{
+    struct gkvt_proc *p;
+
+    assert_true(f->np < MAXPROC);
+    p = &f->p[f->np++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->log, sizeof p->log, "%s/%d-%s", f->dir, f->np, logname);
+    gkvt_proc_start(p, argv);
+    return p;
+}
+
+/* Starts gkv-server with the leading arguments 'lead' and 'extra' (both
+ * NULL-terminated) on fresh ports (again on a port clash); returns it once
+ * it listens. */
+static struct gkvt_proc *
+start(struct fx *f, const char *const *lead, const char *const *extra)
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        char *argv[48], text[128];
+        struct gkvt_proc *p;
+        int n = 0;
+        double end;
+
+        f->base = gkvt_port_base(8);
+        snprintf(text, sizeof text, "127.0.0.1 %d\n", f->base);
+        gkvt_write_text(f->cfg, text, 0644);
+        argv[n++] = g_server_path;
+        argv[n++] = "--ip-config";
+        argv[n++] = f->cfg;
+        for (int i = 0; lead[i] != NULL && n < 24; i++)
+            argv[n++] = (char *)lead[i];
+        for (int i = 0; extra != NULL && extra[i] != NULL && n < 46; i++)
+            argv[n++] = (char *)extra[i];
+        argv[n] = NULL;
+        p = spawn(f, argv, "server.log");
+        end = gkvt_now_s() + 20;
+        while (!gkvt_file_has(p->log, "listening on")) {
+            if (!gkvt_proc_alive(p)) {
+                if (gkvt_file_has(p->log, "Address already in use"))
+                    break;
+                fail_msg("gkv-server exited with %d before listening:\n%s",
+                         gkvt_proc_code(p), gkvt_slurp(p->log));
+            }
+            if (gkvt_now_s() > end)
+                fail_msg("gkv-server did not listen within 20 s");
+            gkvt_sleep_ms(5);
+        }
+        if (gkvt_proc_alive(p))
+            return p;
+    }
+    fail_msg("could not find free ports in 20 tries");
+    return NULL;
+}
+
+static struct gkvt_proc *
+serve(struct fx *f, const char *const *extra)
+{
+    const char *lead[] = {"--store", f->st, "--machine", "0", NULL};
+
+    return start(f, lead, extra);
+}
+
+/* The peak resident set of process pid, in KiB (VmHWM). */
+static long
+peak_kib(int pid)
+{
+    char path[64], *t, *l;
+    long v = -1;
+
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    t = gkvt_slurp(path);
+    if ((l = strstr(t, "VmHWM:")) != NULL)
+        v = strtol(l + 6, NULL, 10);
+    free(t);
+    assert_true(v > 0);
+    return v;
+}
+
+static void
+make_tensor(const char *st, const char *name, uint64_t width, uint64_t hi)
+{
+    gkv_store *s;
+    gkv_tensor_spec sp;
+
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = GKV_F32;
+    sp.ndim = 1;
+    sp.shape[0] = width;
+    sp.lo = 0;
+    sp.hi = hi;
+    sp.init = GKV_INIT_UNIFORM;
+    sp.a = -1;
+    sp.b = 1;
+    sp.seed = 7;
+    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, name, &sp));
+    gkv_store_close(s);
+}
+
+/* Rows 0..n-1 of tensor 'name' (rb bytes each), read in-process after
+ * checking every chunk of the store. */
+static void *
+read_all(const char *st, const char *name, size_t n, size_t rb)
+{
+    gkv_store *s;
+    gkv_verify_report vr;
+    uint64_t *ids = malloc(n * 8);
+    void *b = malloc(n * rb);
+
+    for (size_t i = 0; i < n; i++)
+        ids[i] = i;
+    GKVT_OK(gkv_store_open(&s, st, GKV_RDONLY, NULL));
+    GKVT_OK(gkv_store_verify(s, NULL, &vr));
+    assert_int_equal(vr.bad_chunks, 0);
+    GKVT_OK(gkv_tensor_pull(s, NULL, name, ids, n, b, n * rb));
+    gkv_store_close(s);
+    free(ids);
+    return b;
+}
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+
+    if (f == NULL || (f->dir = gkvt_mkdtemp("nethostile")) == NULL)
+        return -1;
+    snprintf(f->st, sizeof f->st, "%s/st", f->dir);
+    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
+    *state = f;
+    return 0;
+}
+
+/* Kills and reaps every process the test started; a sanitizer report in
+ * a log fails the test. */
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+    int bad = gkvt_proc_reap_all(f->p, f->np);
+
+    gkvt_rmtree(f->dir);
+    free(f);
+    return bad ? -1 : 0;
+}
+
+/* ---- the wire, by hand ------------------------------------------------- */
+
+struct rep {
+    net_hdr h;
+    unsigned char *pl;       /* payload (malloc'd) */
+    size_t plen;
+    char msg[1100];          /* an error reply's message */
+};
+
+static int
+rsock(int port, int timeout_ms)
+{
+    int s = nn_socket(AF_SP, NN_REQ), v = -1;
+    char url[64];
+
+    assert_true(s >= 0);
+    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVMAXSIZE, &v, sizeof v);
+    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
+    v = INT_MAX;
+    nn_setsockopt(s, NN_REQ, NN_REQ_RESEND_IVL, &v, sizeof v);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    assert_true(nn_connect(s, url) >= 0);
+    return s;
+}
+
+/* Sends request 'type' (header and payload) without waiting. */
+static void
+rsend(int s, uint16_t type, uint64_t session, uint64_t req, const void *pl,
+      size_t plen)
+{
+    unsigned char *b = malloc(NET_HDR_LEN + plen + 1);
+    net_hdr h = {0};
+
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    h.type = type;
+    h.req_id = req;
+    h.session = session;
+    h.len = plen;
+    net__hdr_put(b, &h);
+    if (plen > 0)
+        memcpy(b + NET_HDR_LEN, pl, plen);
+    assert_int_equal(nn_send(s, b, NET_HDR_LEN + plen, 0), (int)(NET_HDR_LEN + plen));
+    free(b);
+}
+
+/* Receives a reply into r (its header checked); -1 when none came. */
+static int
+rrecv(int s, struct rep *r)
+{
+    void *m = NULL;
+    char why[256];
+    int n;
+
+    free(r->pl);
+    memset(r, 0, sizeof *r);
+    if ((n = nn_recv(s, &m, NN_MSG, 0)) < 0)
+        return -1;
+    assert_int_equal(net__hdr_check(m, (size_t)n, &r->h, why, sizeof why), GKV_OK);
+    assert_true(r->h.flags & NET_F_REPLY);
+    r->plen = (size_t)r->h.len;
+    r->pl = malloc(r->plen + 1);
+    memcpy(r->pl, (unsigned char *)m + NET_HDR_LEN, r->plen);
+    nn_freemsg(m);
+    if (r->h.status != 0) {
+        net_rd rd;
+        net__rd_init(&rd, r->pl, r->plen);
+        assert_int_equal(net__dec_err(&rd, r->msg, sizeof r->msg), 0);
+    }
+    return 0;
+}
+
+static int
+rcall(int s, uint16_t type, uint64_t session, uint64_t req, const void *pl,
+      size_t plen, struct rep *r)
+{
+    rsend(s, type, session, req, pl, plen);
+    return rrecv(s, r);
+}
+
+/* HELLO and HANDSHAKE as (group, rank), no token; returns the session. */
+static uint64_t
+rhandshake(int s, const char *group, uint32_t rank)
+{
+    struct rep r = {0};
+    unsigned char b[512];
+    net_hello_rep hr;
+    net_hs_req hs;
+    net_hs_rep hp;
+    net_wr w = {b, sizeof b, 0};
+    net_rd rd;
+    uint64_t sess;
+
+    assert_int_equal(rcall(s, NET_HELLO, 0, 1, NULL, 0, &r), 0);
+    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
+    memset(&hs, 0, sizeof hs);
+    memcpy(hs.nonce, hr.nonce, NET_NONCE_LEN);
+    snprintf(hs.group, sizeof hs.group, "%s", group);
+    hs.rank = rank;
+    net__enc_hs_req(&w, &hs);
+    assert_int_equal(rcall(s, NET_HANDSHAKE, 0, 2, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(net__dec_hs_rep(&rd, &hp), 0);
+    net__schema_free(&hp.schema);
+    sess = hp.session;
+    free(r.pl);
+    return sess;
+}
+
+/* An "add" push of every element 'v' to rows id..id+n-1 (w floats each);
+ * returns the payload length. */
+static size_t
+enc_add(unsigned char *b, size_t cap, const char *name, uint64_t id, size_t n,
+        size_t w, float v)
+{
+    static const double opt[4] = {0};
+    net_wr wr = {b, cap, 0};
+    uint64_t *ids = malloc(n * 8);
+    float *rows = malloc(n * w * sizeof *rows);
+
+    for (size_t i = 0; i < n; i++)
+        ids[i] = id + i;
+    for (size_t i = 0; i < n * w; i++)
+        rows[i] = v;
+    net__enc_push_req(&wr, name, "add", opt, w * sizeof *rows, ids, rows, NULL, n);
+    free(ids);
+    free(rows);
+    return wr.off;
+}
+
+/* Asserts got[i] == was[i] + d for n floats. */
+static void
+assert_added(const float *got, const float *was, size_t n, float d)
+{
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != was[i] + d)
+            fail_msg("element %zu is %g; it was %g and %g was added once",
+                     i, got[i], was[i], d);
+}
+
+/* ---- sessions under load ------------------------------------------------ */
+
+/* Opens n sessions of 'group' (ranks 0..n-1), hello and handshake
+ * pipelined over K sockets. */
+static void
+flood_sessions(int port, const char *group, int n, uint64_t *sess)
+{
+    enum { K = 32 };
+    int s[K];
+    struct rep r = {0};
+
+    for (int i = 0; i < K; i++)
+        s[i] = rsock(port, 10000);
+    for (int base = 0; base < n; base += K) {
+        int k = n - base < K ? n - base : K;
+        net_hello_rep hr[K];
+
+        for (int i = 0; i < k; i++)
+            rsend(s[i], NET_HELLO, 0, 1, NULL, 0);
+        for (int i = 0; i < k; i++) {
+            net_rd rd;
+            assert_int_equal(rrecv(s[i], &r), 0);
+            net__rd_init(&rd, r.pl, r.plen);
+            assert_int_equal(net__dec_hello_rep(&rd, &hr[i]), 0);
+        }
+        for (int i = 0; i < k; i++) {
+            unsigned char b[512];
+            net_wr w = {b, sizeof b, 0};
+            net_hs_req hs;
+            memset(&hs, 0, sizeof hs);
+            memcpy(hs.nonce, hr[i].nonce, NET_NONCE_LEN);
+            snprintf(hs.group, sizeof hs.group, "%s", group);
+            hs.rank = (uint32_t)(base + i);
+            net__enc_hs_req(&w, &hs);
+            rsend(s[i], NET_HANDSHAKE, 0, 2, b, w.off);
+        }
+        for (int i = 0; i < k; i++) {
+            net_hs_rep hp;
+            net_rd rd;
+            assert_int_equal(rrecv(s[i], &r), 0);
+            assert_int_equal(r.h.status, 0);
+            net__rd_init(&rd, r.pl, r.plen);
+            assert_int_equal(net__dec_hs_rep(&rd, &hp), 0);
+            net__schema_free(&hp.schema);
+            sess[base + i] = hp.session;
+        }
+    }
+    free(r.pl);
+    for (int i = 0; i < K; i++)
+        nn_close(s[i]);
+}
+
+/* Clients that keep talking never lose their session to the lease check.
+ * The check read the clock before taking the lock a worker holds while it
+ * stamps a session's last request; a stamp a few ms later than that clock
+ * made now - last_ms wrap around ("nothing heard for
+ * 18446744073709551613 ms"), and a live session was dropped (a server
+ * without --keep-alive then stops when it was the last). Many sessions
+ * make each request hold the lock longer, so the window opens often. */
+static void
+test_lease_not_expired_under_load(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", "--heartbeat-timeout", "60000",
+                           "--threads", "2", NULL};
+    enum { NS = 16000, H = 4 };
+    uint64_t *sess = calloc(NS, sizeof *sess);
+    struct rep r = {0};
+    int s[H], calls = 0, refused = 0;
+    double t0;
+
+    make_tensor(f->st, "feat", 4, 100);
+    serve(f, extra);
+    flood_sessions(f->base, "flood", NS, sess);
+    for (int i = 0; i < H; i++)
+        s[i] = rsock(f->base, 5000);
+    /* the last sessions of the table heart-beat for 8 s, well under the
+     * 60 s lease */
+    t0 = gkvt_now_s();
+    while (gkvt_now_s() - t0 < 8) {
+        for (int i = 0; i < H; i++)
+            rsend(s[i], NET_HEARTBEAT, sess[NS - 1 - i], (uint64_t)calls + i + 10,
+                  NULL, 0);
+        for (int i = 0; i < H; i++) {
+            assert_int_equal(rrecv(s[i], &r), 0);
+            if (r.h.status != 0 && refused++ == 0)
+                fprintf(stderr, "heartbeat %d refused after %.2f s: %s\n",
+                        calls + i, gkvt_now_s() - t0, r.msg);
+        }
+        calls += H;
+    }
+    for (int i = 0; i < H; i++)
+        nn_close(s[i]);
+    free(sess);
+    free(r.pl);
+    assert_int_equal(refused, 0);
+    assert_false(gkvt_file_has(f->p[0].log, "lease expired"));
+    assert_true(gkvt_proc_alive(&f->p[0]));
+}
+
+/* ---- push dedup ---------------------------------------------------------- */
+
+/* The gkv client keeps two pushes of one session in flight (two lanes).
+ * When lane 1 loses its connection, nanomsg sends its request again; by
+ * then lane 2's later push may have completed. The server remembered only
+ * the last completed request id, so the re-sent push was applied twice. */
+static void
+test_push_resent_after_a_later_push(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    unsigned char b[4096];
+    struct rep r = {0};
+    float *was, *got;
+    uint64_t sess, n = 0;
+    size_t len;
+    net_rd rd;
+    int s1, s2;
+
+    make_tensor(f->st, "acc", 4, 100);
+    was = read_all(f->st, "acc", 100, 16);
+    serve(f, extra);
+    s1 = rsock(f->base, 5000);
+    s2 = rsock(f->base, 5000);
+    sess = rhandshake(s1, "job", 0);
+    len = enc_add(b, sizeof b, "acc", 3, 1, 4, 1.0f);      /* row 3 */
+    assert_int_equal(rcall(s1, NET_PUSH, sess, 7, b, len, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    len = enc_add(b, sizeof b, "acc", 4, 1, 4, 1.0f);      /* row 4 */
+    assert_int_equal(rcall(s2, NET_PUSH, sess, 8, b, len, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    /* request 7 again: answered as the first time, not applied */
+    len = enc_add(b, sizeof b, "acc", 3, 1, 4, 1.0f);
+    assert_int_equal(rcall(s1, NET_PUSH, sess, 7, b, len, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    assert_int_equal(r.h.req_id, 7);
+    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(net__dec_u64(&rd, &n, "n"), 0);
+    assert_int_equal(n, 1);
+    free(r.pl);
+    nn_close(s1);
+    nn_close(s2);
+    kill(f->p[0].pid, SIGTERM);
+    assert_true(gkvt_proc_wait(&f->p[0], 5000));
+    assert_int_equal(gkvt_proc_code(&f->p[0]), 0);
+    got = read_all(f->st, "acc", 100, 16);
+    assert_added(got + 3 * 4, was + 3 * 4, 8, 1.0f);       /* rows 3, 4 */
+    assert_memory_equal(got, was, 3 * 16);                 /* the rest */
+    assert_memory_equal(got + 5 * 4, was + 5 * 4, 95 * 16);
+    assert_true(gkvt_file_has(f->p[0].log, "request 7 (push) arrived again; "
+                              "not applied twice"));
+    free(was);
+    free(got);
+}
+
+/* A copy of a push that arrives while the first is still being applied
+ * (a re-send after a lost connection, racing the first copy on another
+ * worker) found nothing completed yet and was applied as well. */
+static void
+test_push_resent_while_applied(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", "--threads", "2", NULL};
+    enum { NR = 24, W = 65536 };       /* 24 rows of 256 KiB: 6 MiB */
+    size_t cap = (size_t)NR * W * 4 + 4096, len;
+    unsigned char *b = malloc(cap);
+    struct rep r1 = {0}, r2 = {0};
+    float *was, *got;
+    uint64_t sess;
+    int s1, s2;
+
+    make_tensor(f->st, "big", W, NR);
+    was = read_all(f->st, "big", NR, W * 4);
+    serve(f, extra);
+    s1 = rsock(f->base, 20000);
+    s2 = rsock(f->base, 20000);
+    sess = rhandshake(s1, "job", 0);
+    len = enc_add(b, cap, "big", 0, NR, W, 1.0f);
+    rsend(s1, NET_PUSH, sess, 5, b, len);
+    rsend(s2, NET_PUSH, sess, 5, b, len);
+    assert_int_equal(rrecv(s1, &r1), 0);
+    assert_int_equal(rrecv(s2, &r2), 0);
+    assert_int_equal(r1.h.status, 0);
+    assert_int_equal(r2.h.status, 0);
+    assert_int_equal(r1.h.req_id, 5);
+    assert_int_equal(r2.h.req_id, 5);
+    nn_close(s1);
+    nn_close(s2);
+    kill(f->p[0].pid, SIGTERM);
+    assert_true(gkvt_proc_wait(&f->p[0], 10000));
+    assert_int_equal(gkvt_proc_code(&f->p[0]), 0);
+    got = read_all(f->st, "big", NR, W * 4);
+    assert_added(got, was, (size_t)NR * W, 1.0f);
+    assert_true(gkvt_file_has(f->p[0].log, "request 5 (push) arrived again; "
+                              "not applied twice"));
+    free(b);
+    free(was);
+    free(got);
+    free(r1.pl);
+    free(r2.pl);
+}
+
+/* ---- graph replies bounded before the work ---------------------------------- */
+
+#define HUB_DEG 1999         /* the hub's in-edges: one from every other node */
+
+/* A 2000-node graph whose node 0 (the hub) has an edge from and to every
+ * other node, written as one partition with the CSR; returns the hub's ID
+ * after partitioning. */
+static int64_t
+hub_graph(struct fx *f)
+{
+    enum { N = HUB_DEG + 1 };
+    static int64_t src[2 * N], dst[2 * N];
+    gkv_part_spec spec = {0};
+    gkv_graph *g;
+    gkv_part *pt;
+    gkv_npy_map m;
+    char out[4300], msg[512];
+    size_t ne = 0;
+    int64_t hub, d = 0;
+
+    for (int64_t v = 1; v < N; v++) {
+        src[ne] = v;
+        dst[ne++] = 0;
+        src[ne] = 0;
+        dst[ne++] = v;
+    }
+    GKVT_OK(gkv_graph_new_homo(&g, N));
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, ne));
+    snprintf(out, sizeof out, "%s/parts", f->dir);
+    spec.name = "hub";
+    spec.method = GKV_PART_RANDOM;
+    spec.num_parts = 1;
+    spec.seed = 3;
+    spec.flags = GKV_PART_CSR;
+    if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
+        fail_msg("partition_write: %s", msg);
+    gkv_graph_free(g);
+    snprintf(f->json, sizeof f->json, "%s/hub.json", out);
+    GKVT_OK(gkv_part_open(&pt, f->json, 0, 0));
+    GKVT_OK(gkv_npy_map_open(&m, gkv_pbook_node_mapping(gkv_part_book(pt), 0),
+                             msg, sizeof msg));
+    memcpy(&hub, m.data, 8);     /* original node 0 */
+    gkv_npy_map_close(&m);
+    GKVT_OK(gkv_part_in_degrees(pt, 0, &hub, 1, &d));
+    assert_int_equal(d, HUB_DEG);
+    gkv_part_close(pt);
+    return hub;
+}
+
+/* One in-edge hop on the one-type graph; returns the payload length. */
+static size_t
+enc_hop(unsigned char *b, size_t cap, const int64_t *seeds, size_t n, int fan,
+        unsigned flags)
+{
+    net_wr w = {b, cap, 0};
+    net_sample_enc e = {0};
+    size_t ns = n;
+
+    e.dir = GKV_DIR_IN;
+    e.flags = flags;
+    e.nnt = 1;
+    e.net = 1;
+    e.nfan = 1;
+    e.seed = 1;
+    e.fanout = &fan;
+    e.seeds = &seeds;
+    e.nseeds = &ns;
+    net__enc_sample_req(&w, &e);
+    return w.off;
+}
+
+/* A reply's edge count for edge type 0, or fails. */
+static uint64_t
+hop_edges(const struct rep *r)
+{
+    net_sample_rep sr;
+    net_rd rd;
+    uint64_t n;
+
+    assert_int_equal(r->h.status, 0);
+    net__rd_init(&rd, r->pl, r->plen);
+    assert_int_equal(net__dec_sample_rep(&rd, &sr), 0);
+    n = sr.e[0].n;
+    net__sample_rep_free(&sr);
+    return n;
+}
+
+/* Fails unless the peak resident set of pid grew by less than 32 MiB
+ * since 'before' (KiB): the request was refused before its edges were
+ * gathered. */
+static void
+peak_below(int pid, long before, const char *what)
+{
+    long grew = peak_kib(pid) - before;
+
+    if (grew >= 32 * 1024)
+        fail_msg("%s: the server's peak memory grew by %ld KiB for a reply "
+                 "it refused", what, grew);
+}
+
+/* The server checked a graph reply against --max-msg only after it had
+ * gathered it. A 120-byte SAMPLE with replacement and fanout 4 million
+ * made it allocate 4 million edges (peak +190 MB; fanout 2^31-1 kept its
+ * worker busy for more than 20 s, or failed with GKV_ENOMEM under a 3 GB
+ * address-space limit), and a repeated seed or node multiplies the hub's
+ * degree (+270 MB for SAMPLE, +400 MB for in_subgraph); each then failed
+ * with the message limit. Now the bound comes from the degrees first. */
+static void
+test_graph_reply_bounded_first(void **state)
+{
+    struct fx *f = *state;
+    const char *lead[] = {"--part-config", f->json, "--part-id", "0",
+                          "--nosync", "--keep-alive", "--max-msg", "1000000",
+                          "--threads", "1", NULL};
+    static unsigned char b[1 << 16];
+    struct gkvt_proc *srv;
+    struct rep r = {0};
+    int64_t hub, many[3000];
+    net_wr w = {b, sizeof b, 0};
+    net_cols cols;
+    net_rd rd;
+    long before;
+    size_t len;
+    uint64_t sess;
+    int s;
+
+    hub = hub_graph(f);
+    srv = start(f, lead, NULL);
+    s = rsock(f->base, 20000);
+    sess = rhandshake(s, "g", 0);
+    for (int i = 0; i < 3000; i++)
+        many[i] = hub;
+    /* what fits is served as before */
+    len = enc_hop(b, sizeof b, &hub, 1, 1000, GKV_SAMPLE_REPLACE);
+    assert_int_equal(rcall(s, NET_SAMPLE, sess, 10, b, len, &r), 0);
+    assert_int_equal(hop_edges(&r), 1000);
+    len = enc_hop(b, sizeof b, many, 20, -1, 0);
+    assert_int_equal(rcall(s, NET_SAMPLE, sess, 11, b, len, &r), 0);
+    assert_int_equal(hop_edges(&r), 20 * HUB_DEG);
+    net__enc_ids_req(&w, 0, many, NULL, 2);
+    assert_int_equal(rcall(s, NET_IN_SUBGRAPH, sess, 12, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(net__dec_cols(&rd, 3, &cols, "in_subgraph"), 0);
+    assert_int_equal(cols.n, 2 * HUB_DEG);
+    before = peak_kib(srv->pid);
+    /* with replacement, far above the degree */
+    len = enc_hop(b, sizeof b, &hub, 1, 4000000, GKV_SAMPLE_REPLACE);
+    assert_int_equal(rcall(s, NET_SAMPLE, sess, 13, b, len, &r), 0);
+    assert_int_equal(r.h.status, GKV_EINVAL);
+    assert_non_null(strstr(r.msg, "1000000-byte message limit"));
+    peak_below(srv->pid, before, "sample with replacement, fanout 4000000");
+    /* the hub 3000 times: all its edges, and its in-subgraph */
+    len = enc_hop(b, sizeof b, many, 3000, -1, 0);
+    assert_int_equal(rcall(s, NET_SAMPLE, sess, 15, b, len, &r), 0);
+    assert_int_equal(r.h.status, GKV_EINVAL);
+    assert_non_null(strstr(r.msg, "message limit"));
+    peak_below(srv->pid, before, "sample of a seed given 3000 times");
+    w.off = 0;
+    net__enc_ids_req(&w, 0, many, NULL, 3000);
+    assert_int_equal(rcall(s, NET_IN_SUBGRAPH, sess, 16, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, GKV_EINVAL);
+    assert_non_null(strstr(r.msg, "in_subgraph: the reply would hold 5997000 "
+                           "x 3 values"));
+    peak_below(srv->pid, before, "in_subgraph of a node given 3000 times");
+    len = enc_hop(b, sizeof b, &hub, 1, 5, 0);
+    assert_int_equal(rcall(s, NET_SAMPLE, sess, 17, b, len, &r), 0);
+    assert_int_equal(hop_edges(&r), 5);
+    free(r.pl);
+    nn_close(s);
+}
+
+/* ---- rejections in the log ------------------------------------------------- */
+
+/* A rejection's log line quotes the decoder's reason, which may quote the
+ * peer's bytes: a tensor name holding a newline wrote a line of the
+ * peer's choosing into the server log. Also: requests without a session
+ * or with a bad ID change nothing, and the server goes on. */
+static void
+test_rejection_log_not_forged(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    static const char forged[] = "2099-01-01T00:00:00.000Z gkv-server[1] "
+                                 "m0/s0: stopped: store synced";
+    unsigned char b[4096];
+    struct rep r = {0};
+    net_create_req cq;
+    net_wr w = {b, sizeof b, 0};
+    float *was, *got, row[4];
+    uint64_t sess, ids[2] = {5, 100};
+    char *log;
+    int s;
+
+    make_tensor(f->st, "feat", 4, 100);
+    was = read_all(f->st, "feat", 100, 16);
+    serve(f, extra);
+    s = rsock(f->base, 5000);
+    /* no session, an unknown session */
+    w.off = enc_add(b, sizeof b, "feat", 5, 1, 4, 1.0f);
+    assert_int_equal(rcall(s, NET_PUSH, 0, 3, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, GKV_EPERM);
+    assert_true(r.h.flags & NET_F_SESSION);
+    assert_non_null(strstr(r.msg, "hand-shake first"));
+    assert_int_equal(rcall(s, NET_PUSH, 0x1234, 4, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, GKV_EPERM);
+    assert_true(r.h.flags & NET_F_SESSION);
+    sess = rhandshake(s, "job", 0);
+    /* one bad ID: the whole push is refused */
+    w.off = 0;
+    {
+        static const double opt[4] = {0};
+        float rows[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+        net__enc_push_req(&w, "feat", "", opt, 16, ids, rows, NULL, 2);
+    }
+    assert_int_equal(rcall(s, NET_PUSH, sess, 5, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, GKV_ERANGE);
+    assert_non_null(strstr(r.msg, "100"));
+    /* a malformed create whose name holds a newline and a log line */
+    memset(&cq, 0, sizeof cq);
+    snprintf(cq.t.name, sizeof cq.t.name, "x\n%s", forged);
+    cq.t.dtype = GKV_F32;
+    cq.t.ndim = 1;
+    cq.t.shape[0] = 4;
+    cq.t.lo = 5;
+    cq.t.hi = 5;                 /* empty range: rejected by the decoder */
+    w.off = 0;
+    net__enc_create_req(&w, &cq);
+    assert_int_equal(rcall(s, NET_CREATE, sess, 6, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, GKV_EPROTO);
+    assert_non_null(strstr(r.msg, "empty ID range [5, 5)"));
+    /* the server goes on */
+    w.off = 0;
+    net__enc_pull_req(&w, "feat", ids, NULL, 1);
+    assert_int_equal(rcall(s, NET_PULL, sess, 7, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    assert_int_equal(r.plen, 16 + 16);
+    memcpy(row, r.pl + 16, 16);
+    assert_memory_equal(row, was + 5 * 4, 16);
+    free(r.pl);
+    nn_close(s);
+    kill(f->p[0].pid, SIGTERM);
+    assert_true(gkvt_proc_wait(&f->p[0], 5000));
+    assert_int_equal(gkvt_proc_code(&f->p[0]), 0);
+    /* the rejection is logged on one line, the name's newline as '?' */
+    log = gkvt_slurp(f->p[0].log);
+    assert_non_null(strstr(log, "rejected create"));
+    assert_non_null(strstr(log, "tensor 'x?2099-01-01T00:00:00.000Z"));
+    assert_null(strstr(log, "\n2099-01-01"));
+    free(log);
+    got = read_all(f->st, "feat", 100, 16);
+    assert_memory_equal(got, was, 100 * 16);
+    free(was);
+    free(got);
+}
+
+/* ---- what held -------------------------------------------------------------- */
+
+/* SIGTERM just before, with and just after a 6 MiB push: the server exits
+ * 0 after syncing; the push is there once or not at all (and there when
+ * it was answered); every chunk verifies. */
+static void
+test_sigterm_around_push(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    enum { NR = 24, W = 65536 };
+    size_t cap = (size_t)NR * W * 4 + 4096, len;
+    unsigned char *b = malloc(cap);
+    float *was, *got;
+
+    make_tensor(f->st, "big", W, NR);
+    was = read_all(f->st, "big", NR, W * 4);
+    len = enc_add(b, cap, "big", 0, NR, W, 1.0f);
+    for (int round = 0; round < 3; round++) {
+        struct gkvt_proc *srv = serve(f, extra);
+        int s = rsock(f->base, 3000), answered, applied;
+        uint64_t sess = rhandshake(s, "job", 0);
+        struct rep r = {0};
+
+        if (round == 0)
+            kill(srv->pid, SIGTERM);
+        rsend(s, NET_PUSH, sess, 9, b, len);
+        gkvt_sleep_ms(round * 3);
+        if (round > 0)
+            kill(srv->pid, SIGTERM);
+        answered = rrecv(s, &r) == 0;
+        if (answered)
+            assert_int_equal(r.h.status, 0);
+        free(r.pl);
+        nn_close(s);
+        assert_true(gkvt_proc_wait(srv, 10000));
+        assert_int_equal(gkvt_proc_code(srv), 0);
+        assert_true(gkvt_file_has(srv->log, "stopped: store synced"));
+        got = read_all(f->st, "big", NR, W * 4);
+        applied = got[0] != was[0];
+        assert_true(applied || !answered);
+        assert_added(got, was, (size_t)NR * W, applied ? 1.0f : 0.0f);
+        free(was);
+        was = got;
+    }
+    free(b);
+    free(was);
+}
+
+/* Barriers: a waiting rank whose connection drops joins again and waits
+ * anew (the barrier completes once, for the new session); a rank waiting
+ * when SIGTERM comes gets GKV_EINTR with STOPPING, and the server exits
+ * 0. */
+static void
+test_barrier_rejoin_and_stop(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    unsigned char b[64];
+    net_wr w = {b, sizeof b, 0};
+    net_barrier nb = {2, 1};
+    struct gkvt_proc *srv;
+    struct rep r = {0};
+    uint64_t a0, a1, a2;
+    int s0, s1, s2;
+
+    make_tensor(f->st, "feat", 4, 100);
+    srv = serve(f, extra);
+    s0 = rsock(f->base, 5000);
+    s1 = rsock(f->base, 5000);
+    a0 = rhandshake(s0, "bar", 0);
+    a1 = rhandshake(s1, "bar", 1);
+    net__enc_barrier(&w, &nb);
+    rsend(s0, NET_BARRIER, a0, 3, b, w.off);
+    gkvt_sleep_ms(100);
+    nn_close(s0);
+    s2 = rsock(f->base, 5000);
+    a2 = rhandshake(s2, "bar", 0);
+    assert_true(a2 != a0);
+    rsend(s2, NET_BARRIER, a2, 4, b, w.off);
+    gkvt_sleep_ms(100);
+    assert_int_equal(rcall(s1, NET_BARRIER, a1, 5, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    assert_int_equal(rrecv(s2, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    assert_int_equal(r.h.req_id, 4);
+    /* barrier 2: rank 1 waits for a rank 0 that never comes */
+    nb.seq = 2;
+    w.off = 0;
+    net__enc_barrier(&w, &nb);
+    rsend(s1, NET_BARRIER, a1, 6, b, w.off);
+    gkvt_sleep_ms(100);
+    kill(srv->pid, SIGTERM);
+    assert_int_equal(rrecv(s1, &r), 0);
+    assert_int_equal(r.h.status, GKV_EINTR);
+    assert_true(r.h.flags & NET_F_STOPPING);
+    assert_int_equal(r.h.req_id, 6);
+    assert_non_null(strstr(r.msg, "the server is stopping"));
+    assert_true(gkvt_proc_wait(srv, 5000));
+    assert_int_equal(gkvt_proc_code(srv), 0);
+    free(r.pl);
+    nn_close(s1);
+    nn_close(s2);
+}
+
+/* A peer speaking SP over TCP by hand (nanomsg's framing: an 8-byte
+ * greeting, then per message a u64 big-endian size and the bytes, a REQ
+ * message starting with its 4-byte request id), so that it can send
+ * requests and never read a reply. */
+static int
+sp_connect(int port)
+{
+    static const unsigned char hello[8] = {0, 'S', 'P', 0, 0, 48, 0, 0};
+    struct sockaddr_in a = {0};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
+
+    assert_true(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(write(fd, hello, 8), 8);
+    return fd;
+}
+
+static void
+sp_send(int fd, uint32_t id, const void *msg, size_t len)
+{
+    unsigned char hdr[12];
+    uint64_t n = len + 4;
+
+    for (int i = 0; i < 8; i++)
+        hdr[i] = (unsigned char)(n >> (56 - 8 * i));
+    id |= 0x80000000u;
+    for (int i = 0; i < 4; i++)
+        hdr[8 + i] = (unsigned char)(id >> (24 - 8 * i));
+    assert_int_equal(write(fd, hdr, 12), 12);
+    assert_int_equal(write(fd, msg, len), (ssize_t)len);
+}
+
+/* 300 pulls with 800 KB replies from a peer that never reads: the server
+ * makes all of them, keeps no more than its socket buffers hold, and
+ * serves a normal client the right rows meanwhile. */
+static void
+test_peer_never_reads(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", "--max-msg", "1000000", NULL};
+    enum { NQ = 300, NR = 200 };
+    static unsigned char b[8192], m[8192];
+    struct gkvt_proc *srv;
+    uint64_t ids[NR], sess;
+    float *got = malloc(NR * 4096), *want;
+    gkv_server_stats ss = {0};
+    gkv_client_opts o = {0};
+    gkv_client *c;
+    net_wr w = {b, sizeof b, 0};
+    net_hdr h = {0};
+    long before;
+    int fd, s;
+
+    make_tensor(f->st, "wide", 1024, NR);      /* 4 KiB rows */
+    want = read_all(f->st, "wide", NR, 4096);
+    {
+        /* SAN=address: freed memory would wait in ASan's quarantine and
+         * count as resident; the server gets none, so that its peak shows
+         * what it keeps (other builds ignore the variable) */
+        const char *e = getenv("ASAN_OPTIONS");
+        char *old = e != NULL ? strdup(e) : NULL, env[1024];
+
+        snprintf(env, sizeof env, "%s%squarantine_size_mb=0",
+                 old != NULL ? old : "", old != NULL && *old ? ":" : "");
+        setenv("ASAN_OPTIONS", env, 1);
+        srv = serve(f, extra);
+        if (old != NULL)
+            setenv("ASAN_OPTIONS", old, 1);
+        else
+            unsetenv("ASAN_OPTIONS");
+        free(old);
+    }
+    s = rsock(f->base, 5000);
+    sess = rhandshake(s, "job", 0);
+    nn_close(s);
+    for (int i = 0; i < NR; i++)
+        ids[i] = (uint64_t)i;
+    net__enc_pull_req(&w, "wide", ids, NULL, NR);
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    h.type = NET_PULL;
+    h.session = sess;
+    h.len = w.off;
+    before = peak_kib(srv->pid);
+    fd = sp_connect(f->base);
+    for (uint32_t q = 0; q < NQ; q++) {
+        h.req_id = 100 + q;
+        net__hdr_put(m, &h);
+        memcpy(m + NET_HDR_LEN, b, w.off);
+        sp_send(fd, q + 1, m, NET_HDR_LEN + w.off);
+    }
+    o.timeout_ms = 5000;
+    NET_OK(gkv_client_connect(&c, f->cfg, NULL, "probe", 0, &o));
+    for (int k = 0; k < 200 && ss.pulls < NQ; k++) {
+        NET_OK(gkv_client_stats(c, 0, &ss));
+        gkvt_sleep_ms(50);
+    }
+    assert_true(ss.pulls >= NQ);
+    NET_OK(gkv_client_pull(c, "wide", ids, NR, got, NR * 4096));
+    assert_memory_equal(got, want, NR * 4096);
+    NET_OK(gkv_client_close(c));
+    /* 240 MB of replies were made */
+    assert_true(peak_kib(srv->pid) - before < 64 * 1024);
+    close(fd);
+    assert_true(gkvt_proc_alive(srv));
+    free(got);
+    free(want);
+}
+
+static void
+find_programs(void)
+{
+    const char *b = getenv("GKVT_BUILD");
+    char self[PATH_MAX], *sl;
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+
+    assert_true(n > 0);
+    self[n] = '\0';
+    if (b != NULL && *b != '\0') {
+        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", b);
+    } else {
+        /* BUILD/test/net_review_test -> BUILD/gkv-server */
+        for (int k = 0; k < 2 && (sl = strrchr(self, '/')) != NULL; k++)
+            *sl = '\0';
+        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", self);
+    }
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_lease_not_expired_under_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_resent_after_a_later_push, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_resent_while_applied, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_graph_reply_bounded_first, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rejection_log_not_forged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigterm_around_push, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_barrier_rejoin_and_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peer_never_reads, setup, teardown),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    find_programs();
+    return cmocka_run_group_tests_name("net_review", tests, NULL, NULL);
+}
