@@ -976,10 +976,15 @@ check_edge_batch(struct fx *f, gkv_client *c, const gkv_edge_batch_spec *sp,
     GKVT_OK(gkv_sample_edge_batch(f->ws, sp, fan, 1, nl, o, &wb, wblk));
     np = 2 * wb.num_pos + 2 * wb.num_neg;
     pairs = malloc(np * 8 + 8);
-    memcpy(pairs, wb.pos_src, wb.num_pos * 8);
-    memcpy(pairs + wb.num_pos, wb.pos_dst, wb.num_pos * 8);
-    memcpy(pairs + 2 * wb.num_pos, wb.neg_src, wb.num_neg * 8);
-    memcpy(pairs + 2 * wb.num_pos + wb.num_neg, wb.neg_dst, wb.num_neg * 8);
+    if (wb.num_pos > 0) {     /* the arrays may be NULL when empty */
+        memcpy(pairs, wb.pos_src, wb.num_pos * 8);
+        memcpy(pairs + wb.num_pos, wb.pos_dst, wb.num_pos * 8);
+    }
+    if (wb.num_neg > 0) {
+        memcpy(pairs + 2 * wb.num_pos, wb.neg_src, wb.num_neg * 8);
+        memcpy(pairs + 2 * wb.num_pos + wb.num_neg, wb.neg_dst,
+               wb.num_neg * 8);
+    }
     bcopy_take(&ref, wblk, nl);
     NET_OK(gkv_client_sample_edge_batch(c, sp, fan, 1, nl, o, &cb, cblk));
     assert_int_equal(cb.num_pos, wb.num_pos);
