@@ -208,8 +208,9 @@ typedef struct gkv_gpu_block {
  * returns when the blocks are complete (it waits for the sizes). Block
  * arrays are borrowed from the sampler until its next call.
  * Errors: GKV_EINVAL (NULL, nlayers < 1 or > 16, a fanout < -1, bad opts,
- * a seed given twice), GKV_ERANGE (a seed, or a later layer's node, outside
- * the adjacency's columns), GKV_ENOTSUP, GKV_ENOMEM, GKV_EIO. */
+ * a seed given twice), GKV_ERANGE (a seed that is not a node; a node
+ * outside the adjacency's columns in a hop whose fanout is not 0, as on the
+ * CPU), GKV_ENOTSUP, GKV_ENOMEM, GKV_EIO. */
 GKV_API gkv_err gkv_gpu_sample_blocks(gkv_gpu_sampler *s,
                                       const int64_t *seeds, size_t nseeds,
                                       const int *fanouts, int nlayers,

@@ -410,7 +410,10 @@ to_device(gkv_gpu_loader *l, void *stream)
 {
     gkv_err rc;
 
-    if ((rc = buf_grow(l, 1, &l->dev, &l->dev_cap, l->pack_len,
+    /* the loader's device, current: the copies below go to its default
+     * stream (stream NULL), ordered with the gathers launched there */
+    if ((rc = gpu__device(l->device, "gkv_gpu_loader_next")) != GKV_OK ||
+        (rc = buf_grow(l, 1, &l->dev, &l->dev_cap, l->pack_len,
                        "the blocks")) != GKV_OK ||
         (l->pack_len > 0 &&
          (rc = gkv_gpu_copy(l->dev, l->pack, l->pack_len, stream)) != GKV_OK))
@@ -465,10 +468,18 @@ gkv_gpu_loader_next(gkv_gpu_loader *l, const int64_t *const *seeds,
         return gpu__fail(GKV_EINVAL, "gkv_gpu_loader_next: a host-mode "
                          "loader has no device");
     if ((rc = gpu__ldr_stage(l, seeds, nseeds, fanouts, nfan, nlayers,
-                             opts)) != GKV_OK ||
-        (rc = to_device(l, stream)) != GKV_OK) {
+                             opts)) != GKV_OK) {
         l->nlayers = 0;
         return rc;
+    }
+    if ((rc = to_device(l, stream)) != GKV_OK) {
+        char why[512];
+        /* A copy or gather queued before the failure may still read pack,
+         * stage and dev: wait for it, so the next call may rewrite them. */
+        snprintf(why, sizeof why, "%s", gkv_gpu_errmsg());
+        (void)gkv_gpu_sync(stream);
+        l->nlayers = 0;
+        return gpu__fail(rc, "%s", why);
     }
     out->nlayers = l->nlayers;
     out->blocks = l->blocks;

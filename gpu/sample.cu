@@ -120,6 +120,10 @@ count_k(struct hop h, const int64_t *front, size_t n, int64_t *cnt,
     }
     {
         int64_t v = front[i], c = v - h.col_lo, b, d, z = 0;
+        if (h.k == 0) {           /* not sampled: the CPU skips the column */
+            cnt[i] = 0;
+            return;
+        }
         if (c < 0 || c >= h.ncols) {
             err_set(err, ERR_RANGE, v, (int64_t)i);
             cnt[i] = 0;
@@ -558,7 +562,10 @@ readback(gkv_gpu_sampler *s, const int64_t *src, cudaStream_t st,
 {
     gkv_err rc;
 
-    if ((rc = gpu__cuda(cudaMemcpyAsync(s->pin, src, sizeof *s->pin,
+    /* a kernel that did not launch wrote nothing: never read its output */
+    if ((rc = gpu__cuda(cudaGetLastError(), "gkv_gpu_sample_blocks: "
+                        "launch")) != GKV_OK ||
+        (rc = gpu__cuda(cudaMemcpyAsync(s->pin, src, sizeof *s->pin,
                                         cudaMemcpyDeviceToHost, st),
                         "cudaMemcpyAsync")) != GKV_OK ||
         (rc = gpu__cuda(cudaMemcpyAsync(e, s->err_dev, sizeof *e,
@@ -649,9 +656,7 @@ hop_run(gkv_gpu_sampler *s, const struct hop *h, const int64_t *front,
                                                   s->src[l].p);
         }
     }
-    if ((rc = gpu__cuda(cudaGetLastError(), "gkv_gpu_sample_blocks: "
-                        "launch")) != GKV_OK ||
-        (rc = readback(s, s->flag.p + ne, st, &e)) != GKV_OK)
+    if ((rc = readback(s, s->flag.p + ne, st, &e)) != GKV_OK)
         return rc;
     if (e.code != ERR_NONE)
         return dev_error(s->g, &e, hopi);
@@ -707,13 +712,21 @@ gkv_gpu_sample_blocks(gkv_gpu_sampler *s, const int64_t *seeds,
     if ((o->flags & GKV_SAMPLE_WEIGHTED) && g->w_dev == NULL)
         return gpu__fail(GKV_EINVAL, "gkv_gpu_sample_blocks: "
                          "GKV_SAMPLE_WEIGHTED but the sgraph has no weights");
-    for (size_t i = 0; i < nseeds; i++)
-        if (seeds[i] < g->col_lo || seeds[i] >= g->col_hi)
+    /* As the CPU: every seed a node; the columns matter only to a hop
+     * that samples (fanout != 0), which count_k checks for later hops. */
+    for (size_t i = 0; i < nseeds; i++) {
+        if (seeds[i] < 0 || seeds[i] >= g->num_nodes)
+            return gpu__fail(GKV_ERANGE, "gkv_gpu_sample_blocks: seeds[%zu] "
+                             "= %lld is not a node (%lld nodes)", i,
+                             (long long)seeds[i], (long long)g->num_nodes);
+        if (fanouts[nlayers - 1] != 0 &&
+            (seeds[i] < g->col_lo || seeds[i] >= g->col_hi))
             return gpu__fail(GKV_ERANGE, "gkv_gpu_sample_blocks: seeds[%zu] "
                              "= %lld is outside the columns [%lld, %lld) "
                              "that the adjacency covers", i,
                              (long long)seeds[i], (long long)g->col_lo,
                              (long long)g->col_hi);
+    }
     if ((rc = gpu__device(g->device, "gkv_gpu_sample_blocks")) != GKV_OK ||
         (rc = darr_need(&s->seeds, nseeds, "seeds")) != GKV_OK ||
         (rc = gpu__cuda(cudaMemsetAsync(s->err_dev, 0, sizeof *s->err_dev,

@@ -930,6 +930,128 @@ test_gpu_blocks(void **state)
     gkv_graph_free(g);
 }
 
+/* A partition's adjacency (columns [N/4, N/2) of N nodes). As on the CPU,
+ * a hop whose fanout is 0 samples nothing and does not check its nodes
+ * against the columns; a hop that samples does. The CPU's answers are
+ * checked everywhere; the GPU's against them where there is a device (the
+ * GPU used to fail every such call with GKV_ERANGE). */
+static void
+test_gpu_blocks_partial(void **state)
+{
+    static const struct {
+        int fan[2], nl, outside;
+        gkv_err rc;
+    } cs[] = {
+        {{0, 5}, 2, 0, GKV_OK},       /* hop 1 (fanout 0) meets non-columns */
+        {{0, 0}, 2, 1, GKV_OK},       /* seeds outside, nothing sampled */
+        {{0, 0}, 1, 1, GKV_OK},
+        {{5, 0}, 2, 1, GKV_ERANGE},   /* hop 1 samples the seeds */
+        {{3, 4}, 2, 1, GKV_ERANGE},   /* hop 0 does */
+        {{0, 0}, 1, 2, GKV_ERANGE},   /* a seed that is not a node */
+    };
+    uint64_t seed = gkvt_seed(), st = seed;
+    const int scale = 12;
+    int64_t N = (int64_t)1 << scale, lo = N / 4, hi = N / 2, base;
+    int64_t *ip, *in_cols, *any, *seeds;
+    int src_t[1] = {0}, dst_t[1] = {0}, gpu;
+    gkv_graph *g = rmat_weighted(scale, seed + 3);
+    gkv_sgraph *sg, *psg;
+    gkv_sampler *s;
+    gkv_adj a, part;
+    gkv_gpu_sgraph *gg = NULL;
+    gkv_gpu_sampler *gs = NULL;
+
+    (void)state;
+    GKVT_OK(gkv_sgraph_from_graph(&sg, g, 0, 1));
+    GKVT_OK(gkv_sgraph_adj(sg, 0, GKV_DIR_IN, &a));
+    ip = malloc((size_t)(hi - lo + 1) * sizeof *ip);
+    base = a.indptr[lo - a.col_lo];
+    for (int64_t c = lo; c <= hi; c++)
+        ip[c - lo] = a.indptr[c - a.col_lo] - base;
+    part = a;
+    part.col_lo = lo;
+    part.col_hi = hi;
+    part.indptr = ip;
+    part.indices = a.indices + base;
+    part.eids = a.eids != NULL ? a.eids + base : NULL;
+    part.eid_lo = a.eids != NULL ? 0 : a.eid_lo + base;
+    part.w = a.w != NULL ? a.w + base : NULL;
+    GKVT_OK(gkv_sgraph_new(&psg, 1, &N, 1, src_t, dst_t));
+    GKVT_OK(gkv_sgraph_set_adj(psg, 0, GKV_DIR_IN, &part));
+    GKVT_OK(gkv_sampler_new(&s, psg, 1));
+    in_cols = distinct_seeds(hi - lo, 200, &st);
+    for (int i = 0; i < 200; i++)
+        in_cols[i] += lo;
+    any = distinct_seeds(N, 200, &st);
+    gpu = have_gpu();
+    if (gpu) {
+        if (gkv_gpu_sgraph_new(&gg, &part, N, 0, 0) != GKV_OK)
+            fail_msg("gkv_gpu_sgraph_new: %s", gkv_gpu_errmsg());
+        GKVT_OK(gkv_gpu_sampler_new(&gs, gg));
+    }
+    for (size_t ci = 0; ci < N_OF(cs); ci++)
+        for (size_t m = 0; m < N_OF(modes); m++) {
+            int64_t bad[2] = {lo, N};
+            size_t ns = cs[ci].outside == 2 ? 2 : 200;
+            const int64_t *sp[1];
+            gkv_sample_opts o;
+            gkv_block cb[2];
+            gkv_gpu_block gb[2];
+            gkv_err rc;
+            char what[96];
+            seeds = cs[ci].outside == 2 ? bad : cs[ci].outside ? any
+                    : in_cols;
+            sp[0] = seeds;
+            memset(&o, 0, sizeof o);
+            o.seed = seed + ci * 4 + m;
+            o.flags = modes[m];
+            rc = gkv_sample_blocks(s, sp, &ns, cs[ci].fan, 1, cs[ci].nl, &o,
+                                   cb);
+            if (rc != cs[ci].rc)
+                fail_msg("case %zu: CPU gives %s (%s), expected %s", ci,
+                         gkv_err_name(rc), gkv_sampler_errmsg(s),
+                         gkv_err_name(cs[ci].rc));
+            if (ci == 0) {      /* hop 1's frontier leaves the columns */
+                size_t out = 0;
+                for (size_t i = 0; i < cb[0].nodes[0].num_dst; i++)
+                    out += cb[0].nodes[0].ids[i] < lo ||
+                           cb[0].nodes[0].ids[i] >= hi;
+                assert_true(out > 0);
+            }
+            if (!gpu)
+                continue;
+            rc = gkv_gpu_sample_blocks(gs, seeds, ns, cs[ci].fan, cs[ci].nl,
+                                       &o, gb, NULL);
+            if (rc != cs[ci].rc)
+                fail_msg("case %zu flags %u: GPU gives %s (%s), the CPU %s",
+                         ci, modes[m], gkv_err_name(rc), gkv_gpu_errmsg(),
+                         gkv_err_name(cs[ci].rc));
+            if (rc != GKV_OK)
+                continue;
+            /* the CPU's blocks again: the GPU call did not touch them, but
+             * compare against a fresh call to keep the borrow rule */
+            GKVT_OK(gkv_sample_blocks(s, sp, &ns, cs[ci].fan, 1, cs[ci].nl,
+                                      &o, cb));
+            snprintf(what, sizeof what, "partial GPU (case %zu, flags %u)",
+                     ci, modes[m]);
+            for (int l = 0; l < cs[ci].nl; l++)
+                gpu_blk_expect(&gb[l], &cb[l], l, what);
+        }
+    gkv_gpu_sampler_free(gs);
+    gkv_gpu_sgraph_free(gg);
+    free(in_cols);
+    free(any);
+    free(ip);
+    gkv_sampler_free(s);
+    gkv_sgraph_free(psg);
+    gkv_sgraph_free(sg);
+    gkv_graph_free(g);
+    if (!gpu) {
+        print_message("no CUDA device: GPU tests skipped\n");
+        skip();
+    }
+}
+
 /* Blocks and input features in one call: the features are the pulls of
  * blocks[0]'s source nodes, byte for byte. */
 static void
@@ -1022,6 +1144,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_gather, fx_setup, fx_teardown),
         cmocka_unit_test(test_gpu_blocks),
+        cmocka_unit_test(test_gpu_blocks_partial),
         cmocka_unit_test_setup_teardown(test_gpu_minibatch, fx_setup,
                                         fx_teardown),
 #else
