@@ -53,6 +53,8 @@
                                     * moves 1-2 MiB messages fastest */
 #define PUSH_CAP     (64ull << 20) /* push bytes per message: each one is a
                                     * commit, so fewer and larger */
+#define HB_SLICE_MS  50          /* the heartbeat checks for a stop this
+                                  * often while it waits for replies */
 
 struct part;
 typedef void (*part_enc)(net_wr *w, const struct part *p);
@@ -671,22 +673,10 @@ exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
                 }
         if (np == 0)
             break;
+        /* past the deadline, one last look (poll with 0 ms): a reply that
+         * came while another server's hand-shake blocked is taken, and
+         * only the servers still silent fail */
         left = left_ms(deadline);
-        if (left <= 0) {
-            for (int k = 0; k < np; k++) {
-                struct conn *cn = pc[k];
-                struct part *p = cn->inflight[pl[k]];
-                gkv_err rc;
-
-                if (p == NULL)
-                    continue;            /* failed with an earlier lane */
-                rc = cfail(cn, GKV_ETIMEDOUT, "no reply to %s within %d ms "
-                           "(is it running and reachable?)",
-                           net__type_name(p->type), c->timeout_ms);
-                conn_fail_all(c, cn, rc);
-            }
-            break;
-        }
         r = nn_poll(pf, np, left);
         if (r < 0 && nn_errno() != EINTR) {
             gkv_err rc = net__fail(net__from_nn(nn_errno()), "nn_poll: %s",
@@ -745,6 +735,21 @@ exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
                 continue;
             }
             conn_kick(c, cn, deadline);
+        }
+        if (left <= 0) {
+            for (int k = 0; k < np; k++) {
+                struct conn *cn = pc[k];
+                struct part *p = cn->inflight[pl[k]];
+                gkv_err rc;
+
+                if (p == NULL)
+                    continue;            /* answered, or failed already */
+                rc = cfail(cn, GKV_ETIMEDOUT, "no reply to %s within %d ms "
+                           "(is it running and reachable?)",
+                           net__type_name(p->type), c->timeout_ms);
+                conn_fail_all(c, cn, rc);
+            }
+            break;
         }
     }
     if (c->x_first != SIZE_MAX) {
@@ -1107,7 +1112,7 @@ client_free(gkv_client *c)
         pthread_mutex_unlock(&c->hb_mu);
         pthread_join(c->hb_thr, NULL);
     }
-    for (size_t i = 0; i < c->ncn; i++) {
+    for (size_t i = 0; i < c->ncn && c->cn != NULL; i++) {
         for (int l = 0; l < NLANES; l++)
             if (c->cn[i].sock[l] >= 0)
                 nn_close(c->cn[i].sock[l]);
@@ -1258,6 +1263,10 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
         goto fail;
     if (!(c->flags & GKV_CLIENT_NO_HEARTBEAT)) {
         unsigned lease = c->cn[0].id.lease_ms;
+        /* every server must hear from us within its own lease */
+        for (size_t i = 1; i < c->ncn; i++)
+            if (c->cn[i].id.lease_ms < lease)
+                lease = c->cn[i].id.lease_ms;
         c->hb_ms = o.heartbeat_ms ? o.heartbeat_ms : lease / 3;
         if (c->hb_ms == 0)
             c->hb_ms = 1;
@@ -1424,7 +1433,14 @@ heartbeat(void *arg)
                 }
             if (np == 0 || left <= 0)
                 break;
-            r = nn_poll(pf, np, left);
+            /* in slices, so that gkv_client_close is not held for up to
+             * hb_ms by a server that does not answer */
+            pthread_mutex_lock(&c->hb_mu);
+            stop = c->hb_stop;
+            pthread_mutex_unlock(&c->hb_mu);
+            if (stop)
+                break;
+            r = nn_poll(pf, np, left < HB_SLICE_MS ? left : HB_SLICE_MS);
             if (r < 0 && nn_errno() != EINTR)
                 break;
             for (int k = 0; k < np; k++) {
@@ -1802,6 +1818,11 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
             continue;
         if (rb + 8 > cap)
             cap = part_cap(c, m, UINT64_MAX);   /* wide rows: the hard limit */
+        if (rb + 8 > cap) {
+            rc = net__fail(GKV_EINVAL, "tensor '%s': one row of %zu bytes is "
+                           "more than a message may carry", name, rb);
+            goto out;
+        }
         /* pieces by ID range, so every occurrence of an ID is in one
          * message (duplicates combine once, as in gkv_tensor_push) */
         pieces = (cnt * (rb + 8) + cap - 1) / cap;
