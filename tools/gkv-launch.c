@@ -1181,6 +1181,8 @@ parse_args(struct job *j, int argc, char **argv, int *done)
                 val = argv[++i];
             else
                 return bad_usage("option '%s' needs a value", name);
+            if (*val == '\0' && o != O_SARG)
+                return bad_usage("option '%s' needs a non-empty value", name);
         } else if (eq != NULL) {
             return bad_usage("option '%s' takes no value", name);
         }

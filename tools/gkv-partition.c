@@ -510,6 +510,8 @@ parse_args(int argc, char **argv, struct opts *o)
         return usage_error("option %s needs a value", needs);
     if (o->out == NULL)
         return usage_error("no output directory (OUTDIR)");
+    if (o->out[0] == '\0')
+        return usage_error("empty output directory (OUTDIR)");
     if (extra != NULL)
         return usage_error("unexpected argument '%s' (one OUTDIR only)", extra);
     return EX_OK;

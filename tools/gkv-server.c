@@ -175,6 +175,8 @@ main(int argc, char **argv)
                 val = argv[++i];
             else
                 return bad_usage("option '%s' needs a value", name);
+            if (*val == '\0')
+                return bad_usage("option '%s' needs a non-empty value", name);
         } else if (eq != NULL) {
             return bad_usage("option '%s' takes no value", name);
         }

@@ -1455,6 +1455,7 @@ cmd_export(struct ctx *c)
     char *tmp = NULL, msg[512];
     tools_progress bar = {0};
     gkv_tensor_desc d;
+    struct stat sb;
     gkv_txn *tx = NULL;
     gkv_err rc;
 
@@ -1485,6 +1486,11 @@ cmd_export(struct ctx *c)
     if (!raw && gkv_npy_descr(d.dtype) == NULL) {
         fail("export: tensor '%s' is %s, which .npy cannot hold; use --raw",
              name, gkv_dtype_name(d.dtype));
+        goto out;
+    }
+    if (stat(file, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        /* the rename at the end would replace a FIFO, device or directory */
+        fail("export: '%s' exists and is not a regular file", file);
         goto out;
     }
     if (asprintf(&tmp, "%s.tmp-%ld", file, (long)getpid()) < 0) {
