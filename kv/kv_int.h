@@ -3,9 +3,11 @@
 #ifndef KV_INT_H
 #define KV_INT_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include "gkv_kv.h"
 
 /* ---- allocation: every gkv allocation goes through these, so tests can
@@ -19,6 +21,14 @@ char *gkv__strdup(const char *s);
 /* Test hooks: fail the n-th allocation from now (-1: never); live count. */
 void  kv__alloc_fail_at(long n);
 long  kv__alloc_live(void);
+
+/* ---- timed waits on CLOCK_MONOTONIC ------------------------------------ */
+
+/* Initialises cv so that its timed waits take CLOCK_MONOTONIC deadlines:
+ * setting the system clock neither stretches nor cuts a wait. */
+void kv__cond_init_mono(pthread_cond_t *cv);
+/* *ts = CLOCK_MONOTONIC now + ms, for pthread_cond_timedwait on such a cv. */
+void kv__mono_deadline(struct timespec *ts, unsigned ms);
 
 /* ---- per-thread error detail ------------------------------------------ */
 

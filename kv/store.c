@@ -17,18 +17,6 @@
  * a new transaction waits for a resize; tests shorten it. */
 unsigned kv__grow_wait_ms = 10000;
 
-static void
-deadline(struct timespec *dl)
-{
-    clock_gettime(CLOCK_REALTIME, dl);
-    dl->tv_sec += kv__grow_wait_ms / 1000;
-    dl->tv_nsec += (long)(kv__grow_wait_ms % 1000) * 1000000L;
-    if (dl->tv_nsec >= 1000000000L) {
-        dl->tv_sec++;
-        dl->tv_nsec -= 1000000000L;
-    }
-}
-
 gkv_err
 kv__from_mdb(int rc)
 {
@@ -59,7 +47,7 @@ kv__enter(gkv_store *s)
     struct timespec dl;
     gkv_err rc = GKV_OK;
 
-    deadline(&dl);
+    kv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
     pthread_mutex_lock(&s->st_mu);
     while (s->st_growing && rc == GKV_OK)
         if (pthread_cond_timedwait(&s->st_cv, &s->st_mu, &dl) == ETIMEDOUT)
@@ -88,7 +76,7 @@ map_resize(gkv_store *s, size_t size)
     gkv_err rc = GKV_OK;
     int mrc;
 
-    deadline(&dl);
+    kv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
     pthread_mutex_lock(&s->st_mu);
     while (s->st_growing && rc == GKV_OK)
         if (pthread_cond_timedwait(&s->st_cv, &s->st_mu, &dl) == ETIMEDOUT)
@@ -450,11 +438,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     if ((s = gkv__calloc(1, sizeof *s)) == NULL)
         return GKV_ENOMEM;
     pthread_mutex_init(&s->st_mu, NULL);
-    pthread_cond_init(&s->st_cv, NULL);
+    kv__cond_init_mono(&s->st_cv);
     pthread_rwlock_init(&s->st_wb_lock, NULL);
     pthread_mutex_init(&s->st_wb_flush_mu, NULL);
     pthread_mutex_init(&s->st_wb_mu, NULL);
-    pthread_cond_init(&s->st_wb_cv, NULL);
+    kv__cond_init_mono(&s->st_wb_cv);
     s->st_flags = flags;
     s->st_zero = mmap(NULL, KV_ZERO_LEN, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
                       -1, 0);

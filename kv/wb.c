@@ -282,13 +282,9 @@ flusher(void *arg)
 
         pthread_mutex_unlock(&s->st_wb_mu);
         ms = wb_interval(s);
-        clock_gettime(CLOCK_REALTIME, &dl);
-        dl.tv_sec += ms / 1000;
-        dl.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
+        /* st_wb_cv waits on CLOCK_MONOTONIC (gkv_store_open): a clock
+         * set back does not hold the flush, nor one set ahead rush it */
+        kv__mono_deadline(&dl, ms);
         pthread_mutex_lock(&s->st_wb_mu);
         while (!s->st_wb_stop &&
                pthread_cond_timedwait(&s->st_wb_cv, &s->st_wb_mu, &dl) != ETIMEDOUT)

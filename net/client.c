@@ -13,6 +13,9 @@
  * hand-shaken again by the next call that needs it. A reply saying the
  * session is unknown (the server restarted) makes the client hand-shake on
  * the spot and send that part once more: the server had not executed it.
+ * Except for a push that nanomsg may have delivered before, on a
+ * connection since lost (lane_mark): the server that died may have
+ * applied it, so that part fails with GKV_EIO instead.
  *
  * A heartbeat thread, with sockets of its own, tells every server the
  * client is alive every heartbeat_ms, so an idle client keeps its lease.
@@ -105,6 +108,10 @@ struct conn {
     struct part *head, *tail;
     struct part *inflight[NLANES];
     uint64_t inflight_req[NLANES];
+    /* for a request that must not run twice (resend_unsafe), the lane
+     * socket's connections when it was sent (lane_mark) */
+    uint64_t inflight_est[NLANES]; /* NN_STAT_ESTABLISHED_CONNECTIONS */
+    int inflight_up[NLANES];       /* a connection was up or being set up */
     /* the heartbeat thread's own */
     int hb_sock;
     uint64_t hb_req;
@@ -556,6 +563,55 @@ conn_fail_all(gkv_client *c, struct conn *cn, gkv_err rc)
     conn_break(cn);
 }
 
+/* Whether a request must not be executed twice: PUSH ("add" would add
+ * twice). CREATE and DELETE end in the same state however often they run,
+ * and the client reads nothing from their replies that a second run
+ * changes (created/existed are ignored); the others read, or, like
+ * BARRIER, are for the server that answers them. */
+static int
+resend_unsafe(uint16_t type)
+{
+    return type == NET_PUSH;
+}
+
+/* nanomsg's REQ socket sends its pending request again by itself as soon
+ * as the connection it went out on is gone and another is up (req.c:
+ * removing the pipe the request was sent to "pretend[s] we timed out so
+ * request resent immediately"; NN_REQ_RESEND_IVL does not turn that off).
+ * So a request may reach a server that restarted after executing it, and
+ * that server answers "unknown session". To tell that from a first
+ * delivery, lane l notes before the send how many connections its socket
+ * has established and whether one is up or being set up (established and
+ * not broken: its protocol header exchange may be under way, and the
+ * request would go out on it). Read before nn_send, so a connection that
+ * comes up meanwhile is counted as a later one. */
+static void
+lane_mark(struct conn *cn, int l)
+{
+    int s = cn->sock[l];
+    uint64_t est = nn_get_statistic(s, NN_STAT_ESTABLISHED_CONNECTIONS);
+    uint64_t brk = nn_get_statistic(s, NN_STAT_BROKEN_CONNECTIONS);
+    uint64_t cur = nn_get_statistic(s, NN_STAT_CURRENT_CONNECTIONS);
+
+    cn->inflight_est[l] = est;
+    cn->inflight_up[l] = cur != 0 || est != brk;   /* (uint64_t)-1: unknown */
+}
+
+/* Whether lane l's request may have been delivered on more than one
+ * connection: the one up when it was sent, and every one established
+ * since (a socket connects to one address, so at most one is up at a
+ * time). When the statistics cannot be read, it may have. */
+static int
+lane_redelivered(const struct conn *cn, int l)
+{
+    uint64_t est = nn_get_statistic(cn->sock[l], NN_STAT_ESTABLISHED_CONNECTIONS);
+
+    if (est == UINT64_MAX || cn->inflight_est[l] == UINT64_MAX ||
+        est < cn->inflight_est[l])
+        return 1;
+    return (uint64_t)cn->inflight_up[l] + (est - cn->inflight_est[l]) > 1;
+}
+
 /* Sends queued parts of cn on its free lanes, hand-shaking first when the
  * session is not good (only once no lane has a request in flight: a new
  * request on a REQ socket would cancel the one there). Parts that cannot
@@ -603,6 +659,8 @@ conn_kick(gkv_client *c, struct conn *cn, uint64_t deadline)
         }
         left = left_ms(deadline);
         sockopt(cn->sock[l], NN_SOL_SOCKET, NN_SNDTIMEO, left > 0 ? left : 1);
+        if (resend_unsafe(p->type))
+            lane_mark(cn, l);
         if (nn_send(cn->sock[l], &m, NN_MSG, 0) < 0) {
             int e = nn_errno();
             nn_freemsg(m);
@@ -710,10 +768,31 @@ exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
             cn->inflight[l] = NULL;
             rc = reply_check(cn, rep, (size_t)got, p->type,
                              cn->inflight_req[l], &h, &rd);
+            if (rc == GKV_EPERM && (h.flags & NET_F_SESSION) &&
+                resend_unsafe(p->type) && lane_redelivered(cn, l)) {
+                /* this server executed nothing, but nanomsg may have
+                 * delivered the request before, on a connection since
+                 * lost, to a server that executed it and then died (or
+                 * that dropped our session meanwhile): sending it again
+                 * could apply it twice, so the part fails. GKV_EIO: the
+                 * request was lost with its connection and its outcome
+                 * is unknown (not GKV_EPERM, which promises nothing ran,
+                 * nor GKV_ETIMEDOUT: an answer came in time). */
+                nn_freemsg(rep);
+                cn->ready = 0;
+                part_finish(c, p, cfail(cn, GKV_EIO, "restarted (or "
+                            "dropped the session) while a %s was in flight: "
+                            "it may or may not have been applied; not sent "
+                            "again (nanomsg delivered it again on a new "
+                            "connection, which refused the session)",
+                            net__type_name(p->type)));
+                conn_kick(c, cn, deadline);
+                continue;
+            }
             if (rc == GKV_EPERM && (h.flags & NET_F_SESSION) && !p->retried) {
                 /* the server does not know our session (it restarted or
-                 * our lease lapsed): it executed nothing; hand-shake and
-                 * send again */
+                 * our lease lapsed) and the request reached no server
+                 * before: nothing executed it; hand-shake and send again */
                 nn_freemsg(rep);
                 p->retried = 1;
                 cn->ready = 0;
@@ -1179,7 +1258,7 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
         return net__fail(GKV_ENOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->hb_mu, NULL);
-    pthread_cond_init(&c->hb_cv, NULL);
+    kv__cond_init_mono(&c->hb_cv);   /* heartbeat waits: monotonic */
     snprintf(c->group, sizeof c->group, "%s", group);
     c->rank = rank;
     c->timeout_ms = o.timeout_ms ? o.timeout_ms : 10000;
@@ -1379,13 +1458,7 @@ heartbeat(void *arg)
         uint64_t deadline;
         int np = 0, stop;
 
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += c->hb_ms / 1000;
-        ts.tv_nsec += (long)(c->hb_ms % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
+        kv__mono_deadline(&ts, c->hb_ms);
         pthread_mutex_lock(&c->hb_mu);
         while (!c->hb_stop &&
                pthread_cond_timedwait(&c->hb_cv, &c->hb_mu, &ts) != ETIMEDOUT)

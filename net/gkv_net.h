@@ -253,7 +253,9 @@ GKV_API gkv_err gkv_client_pull(gkv_client *c, const char *name,
  * server applies its part in one transaction; all occurrences of one ID go
  * to one server, so duplicates combine as in gkv_tensor_push. A failure
  * may leave other servers' parts applied: the error names the server.
- * Errors: as gkv_client_pull, and GKV_EHANDLER, GKV_EMAPFULL. */
+ * Errors: as gkv_client_pull, and GKV_EHANDLER, GKV_EMAPFULL, GKV_EIO (the
+ * server restarted while the push was in flight: it may or may not have
+ * been applied there, and it was not sent again). */
 GKV_API gkv_err gkv_client_push(gkv_client *c, const char *name,
                                 const uint64_t *ids, size_t n,
                                 const void *rows, size_t rows_len,

@@ -15,6 +15,10 @@
  *   - the heartbeat keeps the shortest lease of the job's servers;
  *   - a server whose identity announces a tiny message bound makes pushes
  *     fail cleanly (no division by zero);
+ *   - a push that a server applied before dying unanswered, re-sent by
+ *     nanomsg to its restarted successor, fails (GKV_EIO naming it) and is
+ *     not sent a third time; one refused because the idle client's lease
+ *     lapsed is re-sent and applied exactly once;
  *   - what held: short, mismatched and lying replies, range boundaries
  *     across machines, size arguments, a stopped and a restarted server,
  *     allocation failures, threads sharing one client.
@@ -153,28 +157,47 @@ serve(struct fx *f, int nmach, const char *const *const *extra,
     fail_msg("could not find free ports in 20 tries");
 }
 
+/* A fake server on f->base (see fake_main for the arguments); NULL when
+ * the port was taken. */
+static struct gkvt_proc *
+fake_spawn(struct fx *f, const char *max_msg, const char *pulls,
+           const char *pushes, const char *session, const char *pushlog)
+{
+    char port[16];
+    char *argv[] = {g_self, "--fake", port, (char *)max_msg, (char *)pulls,
+                    (char *)pushes, (char *)session, (char *)pushlog, NULL};
+
+    snprintf(port, sizeof port, "%d", f->base);
+    return wait_listening(spawn(f, argv, "fake.log"));
+}
+
 /* A fake server (one machine) announcing max_msg, misbehaving on its
  * k-th PULL as pulls[k] says and on its k-th PUSH as pushes[k]
- * (comma-separated; "ok" or missing: a correct reply). */
+ * (comma-separated; "ok" or missing: a correct reply). With session
+ * (NULL: none) it grants that session and refuses every other one; with
+ * pushlog it appends a line there per push it applies. */
 static struct gkvt_proc *
-fake_start(struct fx *f, const char *max_msg, const char *pulls,
-           const char *pushes)
+fake_start_sess(struct fx *f, const char *max_msg, const char *pulls,
+                const char *pushes, const char *session, const char *pushlog)
 {
     for (int attempt = 0; attempt < 20; attempt++) {
-        char port[16];
-        char *argv[] = {g_self, "--fake", port, (char *)max_msg,
-                        (char *)pulls, (char *)pushes, NULL};
         struct gkvt_proc *p;
 
         f->nmach = 1;
         f->base = gkvt_port_base(8);
-        snprintf(port, sizeof port, "%d", f->base);
         write_cfg(f);
-        if ((p = wait_listening(spawn(f, argv, "fake.log"))) != NULL)
+        if ((p = fake_spawn(f, max_msg, pulls, pushes, session, pushlog)) != NULL)
             return p;
     }
     fail_msg("could not find a free port in 20 tries");
     return NULL;
+}
+
+static struct gkvt_proc *
+fake_start(struct fx *f, const char *max_msg, const char *pulls,
+           const char *pushes)
+{
+    return fake_start_sess(f, max_msg, pulls, pushes, NULL, NULL);
 }
 
 static gkv_client *
@@ -592,6 +615,142 @@ test_restart_mid_call(void **state)
     NET_OK(gkv_client_close(b.c));
 }
 
+/* ---- a push across a restart is applied at most once ------------------------- */
+
+struct bg_push {
+    gkv_client *c;
+    uint64_t id;
+    float row[4];
+    gkv_err rc;
+    char msg[1300];
+};
+
+static void *
+bg_push(void *arg)
+{
+    struct bg_push *b = arg;
+    gkv_push_args pa = {0};
+
+    pa.handler = "add";
+    b->rc = gkv_client_push(b->c, "t", &b->id, 1, b->row, sizeof b->row, &pa);
+    snprintf(b->msg, sizeof b->msg, "%s", gkv_net_errmsg());
+    return NULL;
+}
+
+static int
+lines_of(const char *path)
+{
+    char *text = gkvt_slurp(path);
+    int n = 0;
+
+    for (const char *q = text; *q != '\0'; q++)
+        n += *q == '\n';
+    free(text);
+    return n;
+}
+
+/* The server applies a push and dies before it answers; nanomsg's REQ
+ * socket sends the request again by itself as soon as it has reconnected
+ * (to the restarted server), which answers "unknown session". That push
+ * may have been applied: the client must fail it, naming the server, and
+ * not send it a third time; the next call works. */
+static void
+test_push_not_resent_after_restart(void **state)
+{
+    struct fx *f = *state;
+    struct bg_push b = {0};
+    struct gkvt_proc *fk1, *fk2;
+    char m0[128], log[4300];
+    float row[4] = {1, 1, 1, 1}, got[4], want[4];
+    uint64_t id = 6;
+    pthread_t th;
+    double t0;
+
+    snprintf(log, sizeof log, "%s/pushes", f->dir);
+    fk1 = fake_start_sess(f, "1073741824", "", "die", "0x4242", log);
+    addr_of(f, 0, m0, sizeof m0);
+    b.c = client(f, 5000, GKV_CLIENT_NO_HEARTBEAT, 0);
+    b.id = 5;
+    memcpy(b.row, row, sizeof row);
+    t0 = gkvt_now_s();
+    assert_int_equal(pthread_create(&th, NULL, bg_push, &b), 0);
+    if (!gkvt_proc_wait(fk1, 3000))
+        fail_msg("the fake server did not die on the push:\n%s",
+                 gkvt_slurp(fk1->log));
+    /* the restarted server: same port, another session */
+    if ((fk2 = fake_spawn(f, "1073741824", "", "", "0x4343", log)) == NULL)
+        fail_msg("port %d was taken between the two fake servers", f->base);
+    pthread_join(th, NULL);
+    if (b.rc != GKV_EIO)
+        fail_msg("push across a restart: %s (%s), expected GKV_EIO; pushes "
+                 "applied:\n%s", gkv_err_name(b.rc), b.msg, gkvt_slurp(log));
+    if (strstr(b.msg, m0) == NULL ||
+        strstr(b.msg, "may or may not have been applied") == NULL)
+        fail_msg("push across a restart: message '%s'", b.msg);
+    assert_true(gkvt_now_s() - t0 < 4.5);
+    assert_int_equal(lines_of(log), 1);          /* applied once, by fk1 */
+    /* the client hand-shakes with the new server on the next call */
+    NET_OK(gkv_client_push(b.c, "t", &id, 1, row, sizeof row, NULL));
+    assert_int_equal(lines_of(log), 2);
+    assert_true(gkvt_file_has(log, "session 0x4343"));
+    NET_OK(gkv_client_pull(b.c, "t", &id, 1, got, sizeof got));
+    fake_row(id, want);
+    assert_memory_equal(got, want, sizeof got);
+    NET_OK(gkv_client_close(b.c));
+    assert_true(gkvt_proc_alive(fk2));
+}
+
+/* A push answered "unknown session" over the connection it was sent on
+ * (the client's lease lapsed; no restart, no re-send by nanomsg) was not
+ * executed: the client hand-shakes, sends it again, and it is applied
+ * exactly once. */
+static void
+test_push_resent_after_lease_expired(void **state)
+{
+    struct fx *f = *state;
+    struct gkvt_proc *srv[1];
+    const char *extra[] = {"--keep-alive", "--heartbeat-timeout", "500", NULL};
+    gkv_push_args pa = {0};
+    gkv_tensor_spec sp;
+    gkv_client *c;
+    gkv_server_stats ss;
+    uint64_t id = 7;
+    float got[4], one[4] = {1, 1, 1, 1};
+    double end;
+
+    make_tensor(f->st[0], "t", 0, 100);
+    serve(f, 1, (const char *const *const[]){extra}, srv);
+    c = client(f, 3000, GKV_CLIENT_NO_HEARTBEAT, 0);
+    memset(&sp, 0, sizeof sp);                   /* zeros */
+    sp.dtype = GKV_F32;
+    sp.ndim = 1;
+    sp.shape[0] = 4;
+    sp.lo = 0;
+    sp.hi = 100;
+    NET_OK(gkv_client_create(c, "acc", &sp, -1));
+    pa.handler = "add";
+    NET_OK(gkv_client_push(c, "acc", &id, 1, one, sizeof one, &pa));
+    end = gkvt_now_s() + 5;
+    while (!gkvt_file_has(srv[0]->log, "lease expired")) {
+        if (gkvt_now_s() > end)
+            fail_msg("the idle client's lease did not expire:\n%s",
+                     gkvt_slurp(srv[0]->log));
+        gkvt_sleep_ms(20);
+    }
+    NET_OK(gkv_client_push(c, "acc", &id, 1, one, sizeof one, &pa));
+    if (!gkvt_file_has(srv[0]->log, "push request with unknown session"))
+        fail_msg("the push was not refused for its session:\n%s",
+                 gkvt_slurp(srv[0]->log));
+    NET_OK(gkv_client_pull(c, "acc", &id, 1, got, sizeof got));
+    for (int j = 0; j < 4; j++)
+        if (got[j] != 2)
+            fail_msg("element %d is %g after two adds of 1 to 0", j, got[j]);
+    NET_OK(gkv_client_stats(c, 0, &ss));
+    assert_int_equal(ss.joined, 2);              /* one hand-shake again */
+    assert_int_equal(ss.pushes, 2);              /* each applied once */
+    NET_OK(gkv_client_close(c));
+}
+
 /* ---- allocation failures ---------------------------------------------------- */
 
 static void
@@ -807,11 +966,33 @@ fk_send(int s, const net_hdr *rq, uint16_t type, uint32_t flags, int32_t status,
         nn_freemsg(m);
 }
 
+/* Appends what a push the fake applied was to 'path' (NULL: nowhere). */
+static void
+fk_log(const char *path, const net_hdr *h, uint64_t n)
+{
+    FILE *fp;
+
+    if (path == NULL || (fp = fopen(path, "a")) == NULL)
+        return;
+    fprintf(fp, "push %llu session 0x%llx rows %llu pid %ld\n",
+            (unsigned long long)h->req_id, (unsigned long long)h->session,
+            (unsigned long long)n, (long)getpid());
+    fclose(fp);
+}
+
+/* argv: PORT MAX_MSG PULLS PUSHES [SESSION [PUSHLOG]]. PULLS and PUSHES
+ * say how to answer the k-th pull and push (nth_word). A push "die" is
+ * applied (logged) and the process exits without answering: a server
+ * that dies between its commit and its reply. SESSION ("0": none) is the
+ * session the handshake grants; when given, a request with another one
+ * gets GKV_EPERM with flag SESSION, as from a restarted server. */
 static int
 fake_main(int argc, char **argv)
 {
     char url[64], beh[32];
     int s = nn_socket(AF_SP, NN_REP), v = -1, npull = 0, npush = 0;
+    uint64_t sess = argc >= 5 ? strtoull(argv[4], NULL, 0) : 0;
+    const char *pushlog = argc >= 6 ? argv[5] : NULL;
     net_ident id;
     net_tensor t;
     net_wr w;
@@ -859,6 +1040,13 @@ fake_main(int argc, char **argv)
         w.p = fk_buf;
         w.cap = sizeof fk_buf;
         w.off = 0;
+        if (sess != 0 && h.type != NET_HELLO && h.type != NET_HANDSHAKE &&
+            h.session != sess) {
+            net__enc_err(&w, "unknown session: hand-shake first");
+            fk_send(s, &h, h.type, NET_F_REPLY | NET_F_SESSION, GKV_EPERM,
+                    h.req_id, fk_buf, w.off, 0);
+            goto next;
+        }
         switch (h.type) {
         case NET_HELLO: {
             net_hello_rep hr;
@@ -868,7 +1056,7 @@ fake_main(int argc, char **argv)
             break;
         }
         case NET_HANDSHAKE:
-            net__wr_u64(&w, 0x4242);
+            net__wr_u64(&w, sess != 0 ? sess : 0x4242);
             net__enc_ident(&w, &id);
             net__wr_u32(&w, 1);
             net__enc_tensor(&w, &t);
@@ -925,6 +1113,12 @@ fake_main(int argc, char **argv)
             net_push_req pr;
             net__dec_push_req(&rd, &pr);
             nth_word(argv[3], npush++, beh, sizeof beh);
+            fk_log(pushlog, &h, pr.n);
+            if (strcmp(beh, "die") == 0) {
+                fprintf(stderr, "fake: applied push %llu, dying unanswered\n",
+                        (unsigned long long)h.req_id);
+                _exit(0);
+            }
             net__wr_u64(&w, pr.n + (strcmp(beh, "count") == 0));
             break;
         }
@@ -979,6 +1173,8 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_boundaries_and_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stopped_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_restart_mid_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_not_resent_after_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_resent_after_lease_expired, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads_share_client, setup, teardown),
     };
