@@ -84,8 +84,23 @@ gkvt_prog(const char *name)
 {
     static __thread char buf[4096];
     const char *b = getenv("GKVT_BUILD");
+    char self[3800], *sl;
+    ssize_t n;
 
-    snprintf(buf, sizeof buf, "%s/%s", b && *b ? b : "build", name);
+    if (b != NULL && *b != '\0') {
+        snprintf(buf, sizeof buf, "%s/%s", b, name);
+        return buf;
+    }
+    /* BUILD/test/NAME_test -> BUILD/name */
+    n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        snprintf(buf, sizeof buf, "build/%s", name);
+        return buf;
+    }
+    self[n] = '\0';
+    for (int k = 0; k < 2 && (sl = strrchr(self, '/')) != NULL; k++)
+        *sl = '\0';
+    snprintf(buf, sizeof buf, "%s/%s", self, name);
     return buf;
 }
 
@@ -305,6 +320,21 @@ gkvt_port_base(int n)
     }
     fail_msg("no free range of %d ports found", n);
     return -1;
+}
+
+struct gkvt_proc *
+gkvt_spawn(struct gkvt_proc *procs, int *np, int max, const char *dir,
+           char *const argv[], const char *logname)
+{
+    struct gkvt_proc *p;
+
+    assert_true(*np < max);
+    p = &procs[(*np)++];
+    memset(p, 0, sizeof *p);
+    /* a log of its own: a restarted server must not find the old lines */
+    snprintf(p->log, sizeof p->log, "%s/%d-%s", dir, *np, logname);
+    gkvt_proc_start(p, argv);
+    return p;
 }
 
 void

@@ -60,6 +60,13 @@ struct gkvt_proc {
     int  reaped, status;     /* status: from waitpid */
     char log[4200];          /* its stderr */
 };
+/* Takes the next of procs[0..max) (*np of them in use; a cmocka failure
+ * when none is left), gives it the log DIR/<number>-LOGNAME and starts
+ * argv there (gkvt_proc_start); every process a test spawns this way is
+ * then in procs for gkvt_proc_reap_all. */
+struct gkvt_proc *gkvt_spawn(struct gkvt_proc *procs, int *np, int max,
+                             const char *dir, char *const argv[],
+                             const char *logname);
 /* Starts argv[0] (a path) with argv: stdin and stdout /dev/null, stderr
  * appended to p->log (set by the caller). */
 void gkvt_proc_start(struct gkvt_proc *p, char *const argv[]);
@@ -79,5 +86,9 @@ int  gkvt_proc_reap_all(struct gkvt_proc *procs, int n);
  * most cap - 1 bytes). Returns the exit status, or 128 + signal. */
 int  gkvt_run_tty(char *const argv[], char *buf, size_t cap);
 #define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
+/* A net/ call must succeed; else fail naming the call, code and detail. */
+#define NET_OK(expr) do { gkv_err rc_ = (expr); \
+    if (rc_ != GKV_OK) fail_msg("%s: %s: %s", #expr, gkv_err_name(rc_), gkv_net_errmsg()); \
+} while (0)
 
 #endif

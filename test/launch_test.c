@@ -1093,22 +1093,12 @@ test_trainer_usage(void **state)
 static void
 find_programs(void)
 {
-    const char *b = getenv("GKVT_BUILD");
     ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
-    char dir[PATH_MAX], *sl;
 
     assert_true(n > 0);
     g_self[n] = '\0';
-    if (b != NULL && *b != '\0') {
-        snprintf(dir, sizeof dir, "%s", b);
-    } else {
-        /* BUILD/test/launch_test -> BUILD */
-        snprintf(dir, sizeof dir, "%s", g_self);
-        for (int k = 0; k < 2 && (sl = strrchr(dir, '/')) != NULL; k++)
-            *sl = '\0';
-    }
-    snprintf(g_launch, sizeof g_launch, "%s/gkv-launch", dir);
-    snprintf(g_server, sizeof g_server, "%s/gkv-server", dir);
+    snprintf(g_launch, sizeof g_launch, "%s", gkvt_prog("gkv-launch"));
+    snprintf(g_server, sizeof g_server, "%s", gkvt_prog("gkv-server"));
 }
 
 int

@@ -53,10 +53,6 @@ struct fx {
 static char g_server_path[PATH_MAX + 16];
 static char g_self[PATH_MAX];
 
-#define NET_OK(expr) do { gkv_err rc_ = (expr); \
-    if (rc_ != GKV_OK) fail_msg("%s: %s: %s", #expr, gkv_err_name(rc_), gkv_net_errmsg()); \
-} while (0)
-
 /* The call's error must be 'want' and its message hold 'text'. */
 #define NET_FAILS(expr, want, text) do { gkv_err rc_ = (expr); \
     if (rc_ != (want)) fail_msg("%s: %s (%s), expected %s", #expr, \
@@ -70,14 +66,7 @@ static char g_self[PATH_MAX];
 static struct gkvt_proc *
 spawn(struct fx *f, char *const argv[], const char *logname)
 {
-    struct gkvt_proc *p;
-
-    assert_true(f->np < MAXPROC);
-    p = &f->p[f->np++];
-    memset(p, 0, sizeof *p);
-    snprintf(p->log, sizeof p->log, "%s/%d-%s", f->dir, f->np, logname);
-    gkvt_proc_start(p, argv);
-    return p;
+    return gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
 }
 
 /* Waits until p logs "listening on"; NULL when its port was taken. */
@@ -1145,20 +1134,11 @@ next:
 static void
 find_programs(void)
 {
-    const char *b = getenv("GKVT_BUILD");
     ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
 
     assert_true(n > 0);
     g_self[n] = '\0';
-    if (b != NULL && *b != '\0') {
-        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", b);
-    } else {
-        char dir[PATH_MAX], *sl;
-        snprintf(dir, sizeof dir, "%s", g_self);
-        for (int k = 0; k < 2 && (sl = strrchr(dir, '/')) != NULL; k++)
-            *sl = '\0';
-        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", dir);
-    }
+    snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 
 int

@@ -68,23 +68,12 @@ struct fx {
 
 static char g_server_path[PATH_MAX + 16];
 
-#define NET_OK(expr) do { gkv_err rc_ = (expr); \
-    if (rc_ != GKV_OK) fail_msg("%s: %s: %s", #expr, gkv_err_name(rc_), gkv_net_errmsg()); \
-} while (0)
-
 /* ---- processes and ports (as in net_test.c) ------------------------------ */
 
 static struct gkvt_proc *
 spawn(struct fx *f, char *const argv[], const char *logname)
 {
-    struct gkvt_proc *p;
-
-    assert_true(f->np < MAXPROC);
-    p = &f->p[f->np++];
-    memset(p, 0, sizeof *p);
-    snprintf(p->log, sizeof p->log, "%s/%d-%s", f->dir, f->np, logname);
-    gkvt_proc_start(p, argv);
-    return p;
+    return gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
 }
 
 static void
@@ -1619,20 +1608,7 @@ test_hetero(void **state)
 static void
 find_programs(void)
 {
-    const char *b = getenv("GKVT_BUILD");
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-
-    assert_true(n > 0);
-    self[n] = '\0';
-    if (b != NULL && *b != '\0') {
-        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", b);
-    } else {
-        char *sl;
-        for (int k = 0; k < 2 && (sl = strrchr(self, '/')) != NULL; k++)
-            *sl = '\0';
-        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", self);
-    }
+    snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 
 int

@@ -52,15 +52,7 @@ static char g_self[PATH_MAX];
 static struct gkvt_proc *
 spawn(struct fx *f, char *const argv[], const char *logname)
 {
-    struct gkvt_proc *p;
-
-    assert_true(f->np < MAXPROC);
-    p = &f->p[f->np++];
-    memset(p, 0, sizeof *p);
-    /* a log of its own: a restarted server must not find the old lines */
-    snprintf(p->log, sizeof p->log, "%s/%d-%s", f->dir, f->np, logname);
-    gkvt_proc_start(p, argv);
-    return p;
+    return gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
 }
 
 /* ---- ports and servers ----------------------------------------------------------- */
@@ -233,10 +225,6 @@ client(struct fx *f, const char *group, uint32_t rank, const char *token,
         fail_msg("connect: %s: %s", gkv_err_name(rc), gkv_net_errmsg());
     return c;
 }
-
-#define NET_OK(expr) do { gkv_err rc_ = (expr); \
-    if (rc_ != GKV_OK) fail_msg("%s: %s: %s", #expr, gkv_err_name(rc_), gkv_net_errmsg()); \
-} while (0)
 
 /* ---- the tool's usage and start-up errors ------------------------------------------- */
 
@@ -1262,21 +1250,11 @@ test_two_machines(void **state)
 static void
 find_programs(void)
 {
-    const char *b = getenv("GKVT_BUILD");
     ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
 
     assert_true(n > 0);
     g_self[n] = '\0';
-    if (b != NULL && *b != '\0') {
-        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", b);
-    } else {
-        /* BUILD/test/net_test -> BUILD/gkv-server */
-        char dir[PATH_MAX], *sl;
-        snprintf(dir, sizeof dir, "%s", g_self);
-        for (int k = 0; k < 2 && (sl = strrchr(dir, '/')) != NULL; k++)
-            *sl = '\0';
-        snprintf(g_server_path, sizeof g_server_path, "%s/gkv-server", dir);
-    }
+    snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 
 int
