@@ -1066,6 +1066,21 @@ wb_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
     return rc;
 }
 
+/* For a write to the store itself: takes the write-back lock shared when
+ * 'name' is not in write-back mode, so that no gkv_writeback_start of it
+ * runs until the caller unlocks, and returns 1. Returns 0, holding
+ * nothing, when it is in write-back mode (it may have started since the
+ * caller looked): then the caller writes into the mirror instead. */
+static int
+direct_lock(gkv_store *s, const char *name)
+{
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    if (kv__wb_find(s, name) == NULL)
+        return 1;
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return 0;
+}
+
 gkv_err
 gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
                 const void *rows, size_t rows_len, const gkv_push_args *args)
@@ -1120,12 +1135,8 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
             if ((rc = wb_push(s, &a, &done)) != GKV_OK || done)
                 return rc;
         }
-        /* shared: write-back cannot start on this tensor while we write
-         * it. It may have started since we looked: then push into it. */
-        pthread_rwlock_rdlock(&s->st_wb_lock);
-        if (kv__wb_find(s, name) == NULL)
+        if (direct_lock(s, name))
             break;
-        pthread_rwlock_unlock(&s->st_wb_lock);
     }
     rc = kv__write(s, push_fn, &a);
     pthread_rwlock_unlock(&s->st_wb_lock);
@@ -1246,11 +1257,8 @@ gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
                 done)
                 return rc;
         }
-        /* as in gkv_tensor_push */
-        pthread_rwlock_rdlock(&s->st_wb_lock);
-        if (kv__wb_find(s, name) == NULL)
+        if (direct_lock(s, name))
             break;
-        pthread_rwlock_unlock(&s->st_wb_lock);
     }
     rc = kv__write(s, write_fn, &w);
     pthread_rwlock_unlock(&s->st_wb_lock);

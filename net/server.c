@@ -202,6 +202,11 @@ slog(gkv_server *s, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
+    /* the message may quote a peer's bytes (a tensor name in a rejection):
+     * a control character there could end the line and forge the next */
+    for (char *c = line + n; *c != '\0'; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     fprintf(s->sv_log, "%s\n", line);   /* one call: lines never interleave */
     fflush(s->sv_log);
 }
@@ -1820,19 +1825,13 @@ static void
 reject(gkv_server *s, const char *what, const void *m, size_t len,
        const char *why)
 {
-    char hex[64], text[NET_ERRMSG_MAX];
+    char hex[64];
 
     atomic_fetch_add_explicit(&s->st_rejected, 1, memory_order_relaxed);
     if (!log_allowed(s))
         return;
     hex16(m, len, hex, sizeof hex);
-    /* 'why' may quote the peer's bytes (a tensor name): a newline there
-     * would start a forged log line */
-    snprintf(text, sizeof text, "%s", why);
-    for (char *c = text; *c != '\0'; c++)
-        if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
-            *c = '?';
-    slog(s, "rejected %s (%zu bytes, first: %s): %s", what, len, hex, text);
+    slog(s, "rejected %s (%zu bytes, first: %s): %s", what, len, hex, why);
 }
 
 /* Handles one received message; consumes 'msg' and 'ctl'. */

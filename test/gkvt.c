@@ -337,6 +337,25 @@ gkvt_spawn(struct gkvt_proc *procs, int *np, int max, const char *dir,
     return p;
 }
 
+int
+gkvt_server_listening(struct gkvt_proc *p)
+{
+    double end = gkvt_now_s() + 20;
+
+    while (!gkvt_file_has(p->log, "listening on")) {
+        if (!gkvt_proc_alive(p)) {
+            if (gkvt_file_has(p->log, "Address already in use"))
+                return 0;
+            fail_msg("gkv-server exited with %d before listening:\n%s",
+                     gkvt_proc_code(p), gkvt_slurp(p->log));
+        }
+        if (gkvt_now_s() > end)
+            fail_msg("gkv-server did not listen within 20 s");
+        gkvt_sleep_ms(5);
+    }
+    return 1;
+}
+
 void
 gkvt_proc_start(struct gkvt_proc *p, char *const argv[])
 {

@@ -67,6 +67,10 @@ struct gkvt_proc {
 struct gkvt_proc *gkvt_spawn(struct gkvt_proc *procs, int *np, int max,
                              const char *dir, char *const argv[],
                              const char *logname);
+/* Waits (at most 20 s) until gkv-server p logs "listening on": 1. 0 when
+ * it exited because its port was taken (pick other ports); any other exit,
+ * or no listening in time, is a cmocka failure showing its log. */
+int gkvt_server_listening(struct gkvt_proc *p);
 /* Starts argv[0] (a path) with argv: stdin and stdout /dev/null, stderr
  * appended to p->log (set by the caller). */
 void gkvt_proc_start(struct gkvt_proc *p, char *const argv[]);

@@ -73,20 +73,7 @@ spawn(struct fx *f, char *const argv[], const char *logname)
 static struct gkvt_proc *
 wait_listening(struct gkvt_proc *p)
 {
-    double end = gkvt_now_s() + 20;
-
-    while (!gkvt_file_has(p->log, "listening on")) {
-        if (!gkvt_proc_alive(p)) {
-            if (gkvt_file_has(p->log, "Address already in use"))
-                return NULL;
-            fail_msg("server exited with %d before listening:\n%s",
-                     gkvt_proc_code(p), gkvt_slurp(p->log));
-        }
-        if (gkvt_now_s() > end)
-            fail_msg("server did not listen within 20 s");
-        gkvt_sleep_ms(5);
-    }
-    return p;
+    return gkvt_server_listening(p) ? p : NULL;
 }
 
 static void

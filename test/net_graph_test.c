@@ -100,7 +100,6 @@ server_try(struct fx *f, int m, int k, const char *const *extra)
     char *argv[32], pid_[16], sid[16], ns[16], logname[64];
     struct gkvt_proc *p;
     int n = 0;
-    double end;
 
     snprintf(pid_, sizeof pid_, "%d", m);
     snprintf(sid, sizeof sid, "%d", k);
@@ -122,20 +121,7 @@ server_try(struct fx *f, int m, int k, const char *const *extra)
         argv[n++] = (char *)extra[i];
     argv[n] = NULL;
     p = spawn(f, argv, logname);
-    end = gkvt_now_s() + 20;
-    while (!gkvt_file_has(p->log, "listening on")) {
-        if (!gkvt_proc_alive(p)) {
-            char *t;
-            if (gkvt_file_has(p->log, "Address already in use"))
-                return NULL;
-            t = gkvt_slurp(p->log);
-            fail_msg("gkv-server exited before listening:\n%s", t);
-        }
-        if (gkvt_now_s() > end)
-            fail_msg("gkv-server did not listen within 20 s");
-        gkvt_sleep_ms(5);
-    }
-    return p;
+    return gkvt_server_listening(p) ? p : NULL;
 }
 
 static void

@@ -69,7 +69,6 @@ start(struct fx *f, const char *const *lead, const char *const *extra)
         char *argv[48], text[128];
         struct gkvt_proc *p;
         int n = 0;
-        double end;
 
         f->base = gkvt_port_base(8);
         snprintf(text, sizeof text, "127.0.0.1 %d\n", f->base);
@@ -83,19 +82,7 @@ start(struct fx *f, const char *const *lead, const char *const *extra)
             argv[n++] = (char *)extra[i];
         argv[n] = NULL;
         p = spawn(f, argv, "server.log");
-        end = gkvt_now_s() + 20;
-        while (!gkvt_file_has(p->log, "listening on")) {
-            if (!gkvt_proc_alive(p)) {
-                if (gkvt_file_has(p->log, "Address already in use"))
-                    break;
-                fail_msg("gkv-server exited with %d before listening:\n%s",
-                         gkvt_proc_code(p), gkvt_slurp(p->log));
-            }
-            if (gkvt_now_s() > end)
-                fail_msg("gkv-server did not listen within 20 s");
-            gkvt_sleep_ms(5);
-        }
-        if (gkvt_proc_alive(p))
+        if (gkvt_server_listening(p))
             return p;
     }
     fail_msg("could not find free ports in 20 tries");

@@ -79,7 +79,6 @@ server_try(struct fx *f, int m, int k, int nserv, const char *const *extra)
     char *argv[48], mach[16], sid[16], ns[16], logname[64];
     struct gkvt_proc *p;
     int n = 0;
-    double end;
 
     snprintf(mach, sizeof mach, "%d", m);
     snprintf(sid, sizeof sid, "%d", k);
@@ -100,22 +99,7 @@ server_try(struct fx *f, int m, int k, int nserv, const char *const *extra)
         argv[n++] = (char *)extra[i];
     argv[n] = NULL;
     p = spawn(f, argv, logname);
-    end = gkvt_now_s() + 20;
-    while (!gkvt_file_has(p->log, "listening on")) {
-        if (!gkvt_proc_alive(p)) {
-            if (gkvt_file_has(p->log, "Address already in use"))
-                return NULL;
-            {
-                char *t = gkvt_slurp(p->log);
-                fail_msg("gkv-server exited with %d before listening:\n%s",
-                         gkvt_proc_code(p), t);
-            }
-        }
-        if (gkvt_now_s() > end)
-            fail_msg("gkv-server did not listen within 20 s");
-        gkvt_sleep_ms(5);
-    }
-    return p;
+    return gkvt_server_listening(p) ? p : NULL;
 }
 
 /* Starts nserv servers on each of nmach machines (one store each), all
