@@ -99,12 +99,21 @@ struct gkv_store {
     int st_growing;
     struct handler *st_handlers;  /* under st_mu */
     /* Write-back mode (wb.c). st_wb_lock guards the list and the mirrors:
-     * pulls and the flusher's copy take it shared, pushes exclusive. Plain
-     * pushes take it shared too, so write-back cannot start under them. */
+     * pulls take it shared, pushes exclusive. Plain pushes take it shared
+     * too, so write-back cannot start under them. */
     pthread_rwlock_t st_wb_lock;
     struct kv_wb *st_wb;
+    struct wb_stage *st_wb_fl;        /* the flush in progress, or NULL */
+    /* A leaf lock: while a flush is in progress, a push holds it (inside
+     * st_wb_lock) while it changes mirrors, and the flusher, inside its
+     * LMDB transaction, while it copies one chunk out of a mirror. The
+     * flusher cannot take st_wb_lock there: a thread holding that lock may
+     * wait in kv__enter() for a map resize, which waits for the flush's
+     * transaction to end. */
+    pthread_mutex_t st_wb_copy_mu;
     pthread_mutex_t st_wb_flush_mu;   /* one flush at a time; guards: */
-    unsigned char *st_wb_stage;       /* the flush's copy of dirty chunks */
+    unsigned char *st_wb_stage;       /* copies of pending chunks made by
+                                       * pushes during a flush */
     size_t st_wb_stage_len;
     pthread_mutex_t st_wb_mu;         /* flusher thread state: */
     pthread_cond_t st_wb_cv;
@@ -281,12 +290,22 @@ gkv_err kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
 
 /* ---- write-back mode (wb.c) ------------------------------------------- */
 
+/* The state of a mirror's chunk, one byte each (kv_mirror.dirty). */
+enum {
+    KV_WB_CLEAN,      /* as in the store, or being written there */
+    KV_WB_DIRTY,      /* changed since the last flush began */
+    KV_WB_PENDING     /* being flushed as it was when the flush began, and
+                       * not changed since: the flusher reads it from the
+                       * mirror, so a push must save it first */
+};
+
 /* One RAM copy of a tensor or of one of its state companions. */
 typedef struct kv_mirror {
     char name[GKV_NAME_MAX + 1];
     kv_rec r;
     unsigned char *rows;   /* (hi - lo) x row_bytes */
-    uint8_t *dirty;        /* one byte per chunk: changed since last flush */
+    uint8_t *dirty;        /* per chunk: KV_WB_CLEAN, _DIRTY or _PENDING */
+    size_t pend_lo, pend_n;   /* its pieces in the flush in progress */
 } kv_mirror;
 
 /* A tensor in write-back mode: m[0] is the tensor, m[1..4] its state
@@ -304,6 +323,20 @@ kv_mirror *kv__wb_state(kv_wb *w, const char *suffix);
 /* Loads (creating in the store if missing) the state companions that
  * handler k needs for write-back tensor 'name'. Takes st_wb_lock itself. */
 gkv_err kv__wb_state_load(gkv_store *s, const char *name, enum kv_hkind k);
+/* Saves chunk c of m (KV_WB_PENDING) for the flush in progress, which then
+ * writes the copy, and marks it dirty. Caller holds st_wb_lock exclusively
+ * and st_wb_copy_mu. */
+void kv__wb_save(gkv_store *s, kv_mirror *m, uint64_t c);
+/* Call before changing chunk c of m; same locks. */
+static inline void
+kv__wb_touch(gkv_store *s, kv_mirror *m, uint64_t c)
+{
+    if (m->dirty[c] == KV_WB_PENDING)
+        kv__wb_save(s, m, c);
+}
+/* Tests only: called by a flush once it has marked its chunks pending,
+ * before it writes them (no lock held). NULL normally. */
+extern void (*kv__wb_flush_hook)(gkv_store *s);
 /* Stops the flusher, flushes and frees everything (store close). */
 gkv_err kv__wb_close(gkv_store *s);
 /* Whether any tensor of s is in write-back mode (a lock-free hint). */

@@ -912,7 +912,17 @@ mirror_dirty(kv_mirror *m, const uint64_t *ids, size_t n)
 {
     const chunk_div dv = div_make(m->r.chunk_rows);
     for (size_t i = 0; i < n; i++)
-        m->dirty[div_chunk(dv, ids[i] - m->r.lo)] = 1;
+        m->dirty[div_chunk(dv, ids[i] - m->r.lo)] = KV_WB_DIRTY;
+}
+
+/* Before changing the rows 'ids' of m during a flush: saves the chunks the
+ * flush still has to write as they were. */
+static void
+mirror_touch(gkv_store *s, kv_mirror *m, const uint64_t *ids, size_t n)
+{
+    const chunk_div dv = div_make(m->r.chunk_rows);
+    for (size_t i = 0; i < n; i++)
+        kv__wb_touch(s, m, div_chunk(dv, ids[i] - m->r.lo));
 }
 
 /* Push into a write-back tensor's mirrors. *done = 0 when 'name' is not
@@ -929,6 +939,7 @@ wb_push(gkv_store *s, const kv_push *a, int *done)
     unsigned char *sbase[3] = {NULL, NULL, NULL};
     kv_mirror *sm[3] = {NULL, NULL, NULL};
     kv_wb *w;
+    int copy_locked = 0;
     gkv_err rc;
 
     *done = 1;
@@ -964,6 +975,13 @@ wb_push(gkv_store *s, const kv_push *a, int *done)
                       "of %zu rows", a->name, a->n);
         goto out;
     }
+    if (s->st_wb_fl != NULL) {
+        pthread_mutex_lock(&s->st_wb_copy_mu);
+        copy_locked = 1;
+        mirror_touch(s, &w->m[0], a->ids, a->n);
+        for (size_t k = 0; k < nst; k++)
+            mirror_touch(s, sm[k], a->ids, a->n);
+    }
     /* a custom handler may fail half way: keep the old rows to put back */
     for (size_t i = 0; undo != NULL && i < a->n; i++)
         memcpy(undo + i * r->row_bytes,
@@ -980,6 +998,8 @@ wb_push(gkv_store *s, const kv_push *a, int *done)
     for (size_t k = 0; k < nst; k++)
         mirror_dirty(sm[k], a->ids, a->n);
 out:
+    if (copy_locked)
+        pthread_mutex_unlock(&s->st_wb_copy_mu);
     pthread_rwlock_unlock(&s->st_wb_lock);
     gkv__free(order);
     gkv__free(g);
@@ -1057,10 +1077,20 @@ wb_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
     } else if (len != (b - a) * m->r.row_bytes) {
         rc = len_error(s, name, &m->r, (size_t)(b - a), len);
     } else if (a < b) {
+        const uint64_t c0 = (a - m->r.lo) / m->r.chunk_rows;
+        const uint64_t c1 = (b - 1 - m->r.lo) / m->r.chunk_rows;
+        const int fl = s->st_wb_fl != NULL;
+
+        if (fl) {
+            pthread_mutex_lock(&s->st_wb_copy_mu);
+            for (uint64_t c = c0; c <= c1; c++)
+                kv__wb_touch(s, m, c);
+        }
         memcpy(m->rows + (a - m->r.lo) * m->r.row_bytes, rows, len);
-        for (uint64_t c = (a - m->r.lo) / m->r.chunk_rows;
-             c <= (b - 1 - m->r.lo) / m->r.chunk_rows; c++)
-            m->dirty[c] = 1;
+        for (uint64_t c = c0; c <= c1; c++)
+            m->dirty[c] = KV_WB_DIRTY;
+        if (fl)
+            pthread_mutex_unlock(&s->st_wb_copy_mu);
     }
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;

@@ -322,6 +322,7 @@ store_destroy(gkv_store *s)
     pthread_mutex_destroy(&s->st_mu);
     pthread_rwlock_destroy(&s->st_wb_lock);
     pthread_mutex_destroy(&s->st_wb_flush_mu);
+    pthread_mutex_destroy(&s->st_wb_copy_mu);
     pthread_mutex_destroy(&s->st_wb_mu);
     pthread_cond_destroy(&s->st_wb_cv);
     if (s->st_zero != NULL)
@@ -441,6 +442,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     kv__cond_init_mono(&s->st_cv);
     pthread_rwlock_init(&s->st_wb_lock, NULL);
     pthread_mutex_init(&s->st_wb_flush_mu, NULL);
+    pthread_mutex_init(&s->st_wb_copy_mu, NULL);
     pthread_mutex_init(&s->st_wb_mu, NULL);
     kv__cond_init_mono(&s->st_wb_cv);
     s->st_flags = flags;

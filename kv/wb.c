@@ -3,11 +3,10 @@
  * gkv_writeback_start() loads a tensor (and any optimizer state it has)
  * into RAM mirrors. Pushes through this handle change the mirrors and mark
  * their chunks dirty; pulls without a snapshot read the mirrors. A flusher
- * thread, every interval, copies the dirty chunks out under the shared
- * lock (so the copy is at a push boundary, for all write-back tensors at
- * once) and writes them in one LMDB transaction. A crash loses at most the
- * pushes since the last flush that committed; the store always holds the
- * state after some whole push. */
+ * thread, every interval, writes the dirty chunks of every write-back
+ * tensor as they were at one push boundary, in one LMDB transaction (see
+ * "flushing" below). A crash loses at most the pushes since the last flush
+ * that committed; the store always holds the state after some whole push. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,21 +124,66 @@ out:
     return rc;
 }
 
-/* ---- flushing --------------------------------------------------------- */
+/* ---- flushing ---------------------------------------------------------
+ *
+ * A flush has two steps. Under st_wb_lock, exclusive (a push boundary), it
+ * marks every dirty chunk KV_WB_PENDING and lists it: a scan of one byte
+ * per chunk. Then, holding no lock, it writes the listed chunks in one
+ * LMDB transaction, copying each straight from its mirror into LMDB's
+ * page. A push that meanwhile changes a pending chunk first saves the
+ * chunk as it was (kv__wb_save), and the flush writes that copy instead.
+ * So the store gets the state at the push boundary, pushes never wait for
+ * the flush's copy or its write, and no second copy of the dirty data is
+ * made unless pushes come during the flush (and then only of the chunks
+ * they change). */
 
-typedef struct wb_piece {       /* one dirty chunk, copied out */
-    const kv_mirror *m;         /* for its name only (the list is stable
-                                 * while st_wb_flush_mu is held) */
+void (*kv__wb_flush_hook)(gkv_store *s);
+
+typedef struct wb_piece {       /* one chunk of the flush */
+    kv_mirror *m;               /* stable while st_wb_flush_mu is held */
     kv_rec r;
     uint64_t c;
-    size_t off;                 /* in the staging buffer */
+    size_t off;                 /* of its saved copy in the stage */
+    int saved;                  /* a push saved it: write the copy */
 } wb_piece;
 
 typedef struct wb_stage {
     wb_piece *p;
     size_t np;
-    unsigned char *buf;
+    unsigned char *buf;         /* s->st_wb_stage */
 } wb_stage;
+
+static size_t
+chunk_len(const kv_rec *r, uint64_t c)
+{
+    return kv__chunk_nrows(r, c) * r->row_bytes;
+}
+
+static unsigned char *
+chunk_rows(const kv_mirror *m, uint64_t c)
+{
+    return m->rows + c * m->r.chunk_rows * m->r.row_bytes;
+}
+
+void
+kv__wb_save(gkv_store *s, kv_mirror *m, uint64_t c)
+{
+    wb_stage *st = s->st_wb_fl;
+    size_t lo = m->pend_lo, hi = m->pend_lo + m->pend_n;
+    wb_piece *p;
+
+    while (lo < hi) {   /* a mirror's pieces are in chunk order */
+        size_t mid = lo + (hi - lo) / 2;
+        if (st->p[mid].c < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    p = &st->p[lo];
+    memcpy(st->buf + p->off, chunk_rows(m, c), chunk_len(&m->r, c));
+    p->saved = 1;
+    m->dirty[c] = KV_WB_DIRTY;
+}
 
 static gkv_err
 flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
@@ -176,22 +220,34 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
                             "'%s' chunk %llu: %s", p->m->name,
                             (unsigned long long)p->c, mdb_strerror(mrc));
         }
-        memcpy((unsigned char *)d.mv_data + KV_CHUNK_HDR, st->buf + p->off,
+        /* a retry after a map resize runs this again: pending chunks are
+         * still unchanged in the mirror, saved ones in the stage */
+        pthread_mutex_lock(&s->st_wb_copy_mu);
+        memcpy((unsigned char *)d.mv_data + KV_CHUNK_HDR,
+               p->saved ? st->buf + p->off : chunk_rows(p->m, p->c),
                d.mv_size - KV_CHUNK_HDR);
+        pthread_mutex_unlock(&s->st_wb_copy_mu);
         kv__chunk_seal(&p->r, p->c, d.mv_data);
     }
     mdb_cursor_close(cur);
     return GKV_OK;
 }
 
-/* Marks the staged chunks dirty again (after a failed write). */
+/* Counts the dirty chunks of every mirror and their bytes. Caller holds
+ * st_wb_lock. */
 static void
-stage_redirty(gkv_store *s, const wb_stage *st)
+wb_count(gkv_store *s, size_t *np, size_t *bytes)
 {
-    pthread_rwlock_wrlock(&s->st_wb_lock);
-    for (size_t i = 0; i < st->np; i++)
-        ((kv_mirror *)st->p[i].m)->dirty[st->p[i].c] = 1;
-    pthread_rwlock_unlock(&s->st_wb_lock);
+    *np = *bytes = 0;
+    for (kv_wb *w = s->st_wb; w != NULL; w = w->next)
+        for (int i = 0; i < 5; i++) {
+            const kv_mirror *m = &w->m[i];
+            for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++)
+                if (m->dirty[c] == KV_WB_DIRTY) {
+                    (*np)++;
+                    *bytes += chunk_len(&m->r, c);
+                }
+        }
 }
 
 /* Writes every dirty chunk of every write-back tensor in one transaction. */
@@ -199,62 +255,78 @@ static gkv_err
 wb_flush(gkv_store *s)
 {
     wb_stage st = {NULL, 0, NULL};
-    size_t np = 0, bytes = 0;
+    size_t cap = 0, np, bytes;
     gkv_err rc = GKV_OK;
 
     pthread_mutex_lock(&s->st_wb_flush_mu);
-    pthread_rwlock_rdlock(&s->st_wb_lock);
-    for (kv_wb *w = s->st_wb; w != NULL; w = w->next)
-        for (int i = 0; i < 5; i++) {
-            const kv_mirror *m = &w->m[i];
-            for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++)
-                if (m->dirty[c]) {
-                    np++;
-                    bytes += kv__chunk_nrows(&m->r, c) * m->r.row_bytes;
-                }
+    for (;;) {   /* room for what pushes may save, then mark, exclusive */
+        pthread_rwlock_wrlock(&s->st_wb_lock);
+        wb_count(s, &np, &bytes);
+        if (np == 0 || (np <= cap && bytes <= s->st_wb_stage_len))
+            break;
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        if (np > cap) {
+            wb_piece *p = gkv__realloc(st.p, np * sizeof *st.p);
+            if (p == NULL)
+                goto nomem;
+            st.p = p;
+            cap = np;
         }
+        if (bytes > s->st_wb_stage_len) {
+            /* kept between flushes: fresh memory costs a fault per page;
+             * only what pushes save is ever touched */
+            big_free(s->st_wb_stage, s->st_wb_stage_len);
+            s->st_wb_stage_len = 0;
+            if ((s->st_wb_stage = big_alloc(bytes)) == NULL)
+                goto nomem;
+            s->st_wb_stage_len = bytes;
+        }
+    }
     if (np == 0) {
         pthread_rwlock_unlock(&s->st_wb_lock);
-        goto out;
-    }
-    if (bytes > s->st_wb_stage_len) {
-        /* kept between flushes: fresh memory costs a fault per page */
-        big_free(s->st_wb_stage, s->st_wb_stage_len);
-        s->st_wb_stage_len = 0;
-        if ((s->st_wb_stage = big_alloc(bytes)) != NULL)
-            s->st_wb_stage_len = bytes;
-    }
-    st.buf = s->st_wb_stage;
-    if ((st.p = gkv__malloc(np * sizeof *st.p)) == NULL || st.buf == NULL) {
-        pthread_rwlock_unlock(&s->st_wb_lock);
-        rc = kv__fail(s, GKV_ENOMEM, "write-back flush: out of memory for "
-                      "%zu bytes of %zu chunks", bytes, np);
         goto out;
     }
     bytes = 0;
     for (kv_wb *w = s->st_wb; w != NULL; w = w->next)
         for (int i = 0; i < 5; i++) {
             kv_mirror *m = &w->m[i];
-            for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++) {
-                size_t len;
-                if (!m->dirty[c])
-                    continue;
-                len = kv__chunk_nrows(&m->r, c) * m->r.row_bytes;
-                st.p[st.np] = (wb_piece){m, m->r, c, bytes};
-                memcpy(st.buf + bytes, m->rows + c * m->r.chunk_rows *
-                       m->r.row_bytes, len);
-                m->dirty[c] = 0;   /* only pushes set it, and they wait */
-                bytes += len;
-                st.np++;
-            }
+            m->pend_lo = st.np;
+            for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++)
+                if (m->dirty[c] == KV_WB_DIRTY) {
+                    st.p[st.np++] = (wb_piece){m, m->r, c, bytes, 0};
+                    m->dirty[c] = KV_WB_PENDING;
+                    bytes += chunk_len(&m->r, c);
+                }
+            m->pend_n = st.np - m->pend_lo;
         }
+    st.buf = s->st_wb_stage;
+    s->st_wb_fl = &st;
     pthread_rwlock_unlock(&s->st_wb_lock);
-    if ((rc = kv__write(s, flush_fn, &st)) != GKV_OK)
-        stage_redirty(s, &st);
+
+    if (kv__wb_flush_hook != NULL)
+        kv__wb_flush_hook(s);
+    rc = kv__write(s, flush_fn, &st);
+
+    /* written: pending chunks are clean (saved ones are dirty already);
+     * failed: all of them are dirty again, for the next flush */
+    pthread_rwlock_wrlock(&s->st_wb_lock);
+    for (size_t i = 0; i < st.np; i++) {
+        uint8_t *d = &st.p[i].m->dirty[st.p[i].c];
+        if (rc != GKV_OK)
+            *d = KV_WB_DIRTY;
+        else if (*d == KV_WB_PENDING)
+            *d = KV_WB_CLEAN;
+    }
+    s->st_wb_fl = NULL;
+    pthread_rwlock_unlock(&s->st_wb_lock);
 out:
     pthread_mutex_unlock(&s->st_wb_flush_mu);
     gkv__free(st.p);
     return rc;
+nomem:
+    rc = kv__fail(s, GKV_ENOMEM, "write-back flush: out of memory for %zu "
+                  "bytes of %zu chunks", bytes, np);
+    goto out;
 }
 
 static unsigned
