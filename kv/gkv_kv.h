@@ -107,7 +107,9 @@ typedef struct gkv_store_stat {
     uint64_t page_size;
     uint64_t ntensors;     /* user tensors, not counting optimizer state */
     uint64_t nchunks;      /* all chunks of all tensors */
-    uint64_t data_bytes;   /* row bytes stored, all tensors */
+    uint64_t data_bytes;   /* (hi - lo) x row bytes, summed over all tensors
+                            * and their state; UINT64_MAX when the true sum
+                            * is that or more (ranges near 2^64) */
     unsigned readers;      /* reader slots in use */
     unsigned max_readers;
 } gkv_store_stat;

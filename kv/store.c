@@ -611,6 +611,21 @@ out:
     return rc;
 }
 
+/* A range over most of [0, 2^64) times its row bytes, or a few such
+ * tensors summed, passes 2^64; a wrapped total would print as a small,
+ * plausible and wrong size. */
+static uint64_t
+mul_sat(uint64_t a, uint64_t b)
+{
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+static uint64_t
+add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 gkv_err
 gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
 {
@@ -652,7 +667,8 @@ gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
             continue;
         if (strchr(name, '#') == NULL)
             st->ntensors++;
-        st->data_bytes += (r.hi - r.lo) * r.row_bytes;
+        st->data_bytes = add_sat(st->data_bytes,
+                                 mul_sat(r.hi - r.lo, r.row_bytes));
     }
     kv__clear(s);
 out:

@@ -462,6 +462,44 @@ test_row_bytes_overflow(void **state)
     assert_int_equal(raw_count(f->dir, "data"), 0);   /* nothing was written */
 }
 
+/* stat's data_bytes, the sum of (hi - lo) x row_bytes, wrapped: 2^62 + 1
+ * f32 rows counted as 4 bytes, [0, 2^64 - 1) of f64 rows as 2^64 - 8, and
+ * two tensors of 2^63 bytes as 0. It saturates at UINT64_MAX instead. */
+static void
+test_stat_data_bytes_saturates(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec huge = spec(GKV_F32, 1, 0, HUGE_ROWS, 0);
+    gkv_tensor_spec full = spec(GKV_F64, 1, 0, FULL_HI, 0);
+    gkv_tensor_spec half = spec(GKV_F64, 1, 0, 1ull << 60, 0);
+    gkv_store_stat st;
+
+    huge.ndim = 0;
+    full.ndim = 0;
+    half.ndim = 0;
+    GKVT_OK(gkv_tensor_create(f->s, "huge", &huge));
+    GKVT_OK(gkv_store_stat_get(f->s, &st));
+    assert_int_equal(st.ntensors, 1);
+    assert_int_equal(st.data_bytes, UINT64_MAX);
+    GKVT_OK(gkv_tensor_delete(f->s, "huge"));
+
+    GKVT_OK(gkv_tensor_create(f->s, "full", &full));
+    GKVT_OK(gkv_store_stat_get(f->s, &st));
+    assert_int_equal(st.data_bytes, UINT64_MAX);
+    GKVT_OK(gkv_tensor_delete(f->s, "full"));
+
+    GKVT_OK(gkv_tensor_create(f->s, "h1", &half));
+    GKVT_OK(gkv_store_stat_get(f->s, &st));
+    assert_int_equal(st.data_bytes, 1ull << 63);  /* exact below the cap */
+    GKVT_OK(gkv_tensor_create(f->s, "h2", &half));
+    GKVT_OK(gkv_store_stat_get(f->s, &st));
+    assert_int_equal(st.ntensors, 2);
+    assert_int_equal(st.data_bytes, UINT64_MAX);
+    GKVT_OK(gkv_tensor_create(f->s, "h3", &half));  /* stays at the cap */
+    GKVT_OK(gkv_store_stat_get(f->s, &st));
+    assert_int_equal(st.data_bytes, UINT64_MAX);
+}
+
 /* ---- corrupt catalog records ------------------------------------------- */
 
 /* A record whose row shape multiplies past 2^64 decoded to row_bytes 0:
@@ -880,6 +918,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_key_of_wrong_length_among_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_id_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_row_bytes_overflow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stat_data_bytes_saturates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_catalog_record_with_overflowing_shape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writeback_stop_twice_at_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writeback_start_while_last_stops, setup, teardown),
