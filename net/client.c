@@ -834,6 +834,10 @@ exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
     if (c->x_first != SIZE_MAX) {
         first = parts[c->x_first].rc;
         net__fail(first, "%s", c->x_msg);
+    } else {
+        /* a refusal that was answered by a hand-shake and a re-send
+         * wrote its message on the way; the call succeeded, so "" */
+        net__clear();
     }
     c->x_base = NULL;
     gkv__free(pf);

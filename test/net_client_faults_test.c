@@ -19,6 +19,8 @@
  *     nanomsg to its restarted successor, fails (GKV_EIO naming it) and is
  *     not sent a third time; one refused because the idle client's lease
  *     lapsed is re-sent and applied exactly once;
+ *   - a call re-sent through a new session (lapsed lease, restarted
+ *     server) that succeeds leaves gkv_net_errmsg() empty;
  *   - what held: short, mismatched and lying replies, range boundaries
  *     across machines, size arguments, a stopped and a restarted server,
  *     allocation failures, threads sharing one client.
@@ -727,6 +729,49 @@ test_push_resent_after_lease_expired(void **state)
     NET_OK(gkv_client_close(c));
 }
 
+/* A call refused "unknown session" (lapsed lease, restarted server) and
+ * sent again through a new session returns GKV_OK; gkv_net_errmsg() is ""
+ * after a success, but it still held the refusal. */
+static void
+test_resent_call_leaves_no_message(void **state)
+{
+    struct fx *f = *state;
+    struct gkvt_proc *srv[1];
+    const char *extra[] = {"--keep-alive", "--heartbeat-timeout", "500", NULL};
+    gkv_client *c;
+    uint64_t ids[3] = {4, 0, 99};
+    float got[12], want[12];
+    double end;
+
+    make_tensor(f->st[0], "t", 0, 100);
+    serve(f, 1, (const char *const *const[]){extra}, srv);
+    c = client(f, 3000, GKV_CLIENT_NO_HEARTBEAT, 0);
+    ref_rows(f, 100, ids, 3, want);
+    NET_OK(gkv_client_pull(c, "t", ids, 3, got, sizeof got));
+    end = gkvt_now_s() + 5;
+    while (!gkvt_file_has(srv[0]->log, "lease expired")) {
+        if (gkvt_now_s() > end)
+            fail_msg("the idle client's lease did not expire:\n%s",
+                     gkvt_slurp(srv[0]->log));
+        gkvt_sleep_ms(20);
+    }
+    memset(got, 0, sizeof got);
+    NET_OK(gkv_client_pull(c, "t", ids, 3, got, sizeof got));
+    assert_true(gkvt_file_has(srv[0]->log, "pull request with unknown session"));
+    assert_memory_equal(got, want, sizeof got);
+    assert_string_equal(gkv_net_errmsg(), "");
+
+    gkvt_proc_kill(srv[0]);
+    if ((srv[0] = server_try(f, 0, extra)) == NULL)
+        fail_msg("port %d was taken between the two servers", f->base);
+    memset(got, 0, sizeof got);
+    NET_OK(gkv_client_pull(c, "t", ids, 3, got, sizeof got));
+    assert_true(gkvt_file_has(srv[0]->log, "unknown session"));
+    assert_memory_equal(got, want, sizeof got);
+    assert_string_equal(gkv_net_errmsg(), "");
+    NET_OK(gkv_client_close(c));
+}
+
 /* ---- allocation failures ---------------------------------------------------- */
 
 static void
@@ -1142,6 +1187,7 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_restart_mid_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_not_resent_after_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_resent_after_lease_expired, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resent_call_leaves_no_message, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads_share_client, setup, teardown),
     };
