@@ -622,6 +622,18 @@ op_handshake(gkv_server *s, struct req *r)
         if (s->sv_sess[i].rank == hs.rank &&
             strcmp(s->sv_sess[i].group, hs.group) == 0)
             old = &s->sv_sess[i];
+    if (old != NULL && !old->observer && (hs.flags & NET_HS_OBSERVER)) {
+        /* stopping counts members' ends only: a member's session made an
+         * observer's would end uncounted (the server ran on with no member
+         * left), and no longer kept the server up for the member it
+         * displaced. A client's flags never change, so this is another
+         * client using a member's identity. */
+        pthread_mutex_unlock(&s->sv_mu);
+        rfail(r, GKV_EPERM, "handshake of group '%s' rank %u as an "
+              "observer: rank %u is a member's (an observer needs a group "
+              "or rank of its own)", hs.group, hs.rank, hs.rank);
+        return;
+    }
     if (old != NULL) {
         /* the same member again (it reconnected): its new session replaces
          * the old one, and a barrier it had parked is dropped */
@@ -630,6 +642,8 @@ op_handshake(gkv_server *s, struct req *r)
         old->id = id;
         old->last_ms = mono_ms();
         old->ndone = old->done_next = 0;
+        /* an observer may become a member (its end then counts), not
+         * the reverse (refused above) */
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
         slog(s, "rejoin: group '%s' rank %u (new session)", hs.group, hs.rank);
     } else if (s->sv_nsess >= SESS_MAX ||

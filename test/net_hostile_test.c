@@ -14,6 +14,9 @@
  *     above the degree with replacement, a repeated node for in_subgraph)
  *     is refused before the server gathers the edges;
  *   - the peer's bytes quoted in a rejection cannot start a log line;
+ *   - an observer's handshake with a member's group and rank is refused:
+ *     it made the member's session an observer's, so the server ran on
+ *     with no member, or stopped while a member was still there;
  *   - what held: SIGTERM around a push (exit 0, the push applied once or
  *     not at all, the store verifies), barriers across a dropped
  *     connection and a stop, a peer that never reads its replies.
@@ -261,33 +264,45 @@ rcall(int s, uint16_t type, uint64_t session, uint64_t req, const void *pl,
     return rrecv(s, r);
 }
 
-/* HELLO and HANDSHAKE as (group, rank), no token; returns the session. */
+/* HELLO and HANDSHAKE as (group, rank) with NET_HS_* 'flags', no token;
+ * returns the session, or 0 when refused (r holds the reply). */
 static uint64_t
-rhandshake(int s, const char *group, uint32_t rank)
+rjoin(int s, const char *group, uint32_t rank, uint32_t flags, struct rep *r)
 {
-    struct rep r = {0};
     unsigned char b[512];
     net_hello_rep hr;
     net_hs_req hs;
     net_hs_rep hp;
     net_wr w = {b, sizeof b, 0};
     net_rd rd;
-    uint64_t sess;
 
-    assert_int_equal(rcall(s, NET_HELLO, 0, 1, NULL, 0, &r), 0);
-    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(rcall(s, NET_HELLO, 0, 1, NULL, 0, r), 0);
+    net__rd_init(&rd, r->pl, r->plen);
     assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
     memset(&hs, 0, sizeof hs);
     memcpy(hs.nonce, hr.nonce, NET_NONCE_LEN);
     snprintf(hs.group, sizeof hs.group, "%s", group);
     hs.rank = rank;
+    hs.flags = flags;
     net__enc_hs_req(&w, &hs);
-    assert_int_equal(rcall(s, NET_HANDSHAKE, 0, 2, b, w.off, &r), 0);
-    assert_int_equal(r.h.status, 0);
-    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(rcall(s, NET_HANDSHAKE, 0, 2, b, w.off, r), 0);
+    if (r->h.status != 0)
+        return 0;
+    net__rd_init(&rd, r->pl, r->plen);
     assert_int_equal(net__dec_hs_rep(&rd, &hp), 0);
     net__schema_free(&hp.schema);
-    sess = hp.session;
+    return hp.session;
+}
+
+/* HELLO and HANDSHAKE as (group, rank), no token; returns the session. */
+static uint64_t
+rhandshake(int s, const char *group, uint32_t rank)
+{
+    struct rep r = {0};
+    uint64_t sess = rjoin(s, group, rank, 0, &r);
+
+    if (r.h.status != 0)
+        fail_msg("handshake of '%s' rank %u: %s", group, rank, r.msg);
     free(r.pl);
     return sess;
 }
@@ -781,6 +796,119 @@ test_rejection_log_not_forged(void **state)
     free(got);
 }
 
+/* ---- observers ----------------------------------------------------------------- */
+
+/* LEAVE of 'sess' on s: the reply's status; *stopping is its byte that
+ * says whether the server now stops. */
+static int32_t
+rleave(int s, uint64_t sess, uint64_t req, uint8_t *stopping)
+{
+    struct rep r = {0};
+    int32_t st;
+
+    assert_int_equal(rcall(s, NET_LEAVE, sess, req, NULL, 0, &r), 0);
+    st = r.h.status;
+    *stopping = st == 0 && r.plen == 1 ? r.pl[0] : 0xff;
+    free(r.pl);
+    return st;
+}
+
+/* A member that hand-shook again as an observer (same group and rank)
+ * became one: when the clients left, none was a member's, so the server
+ * (no --keep-alive: it stops when its last member leaves) ran on with no
+ * client at all. That handshake is refused; the member keeps its session. */
+static void
+test_observer_handshake_keeps_a_member(void **state)
+{
+    struct fx *f = *state;
+    struct gkvt_proc *srv;
+    struct rep rh = {0};
+    uint64_t a0, ao;
+    uint8_t stopping;
+    int32_t st;
+    int s0, so;
+
+    make_tensor(f->st, "feat", 4, 100);
+    srv = serve(f, NULL);
+    s0 = rsock(f->base, 5000);
+    so = rsock(f->base, 5000);
+    a0 = rhandshake(s0, "job", 0);
+    ao = rjoin(so, "job", 0, NET_HS_OBSERVER, &rh);
+    /* every client leaves with the session it holds */
+    if (ao != 0) {
+        assert_int_equal(rleave(so, ao, 3, &stopping), 0);
+        assert_int_equal(stopping, 0);       /* an observer never stops it */
+    }
+    st = rleave(s0, a0, 4, &stopping);
+    if (!gkvt_proc_wait(srv, 5000))
+        fail_msg("every client left (member: %s) and the server runs on:\n%s",
+                 gkv_err_name(st), gkvt_slurp(srv->log));
+    assert_int_equal(gkvt_proc_code(srv), 0);
+    assert_true(gkvt_file_has(srv->log, "the last client left (group 'job' rank 0)"));
+    assert_int_equal(st, 0);
+    assert_int_equal(stopping, 1);
+    assert_int_equal(ao, 0);
+    assert_int_equal(rh.h.status, GKV_EPERM);
+    assert_non_null(strstr(rh.msg, "rank 0 is a member's"));
+    free(rh.pl);
+    nn_close(s0);
+    nn_close(so);
+}
+
+/* An observer that hand-shook as a second member's rank made that rank an
+ * observer's: the first member's leaving then stopped the server while
+ * the second had not left. */
+static void
+test_observer_handshake_keeps_the_count(void **state)
+{
+    struct fx *f = *state;
+    unsigned char b[256];
+    net_wr w = {b, sizeof b, 0};
+    struct gkvt_proc *srv;
+    struct rep r = {0}, rh = {0};
+    uint64_t a0, a1, ao, id = 42;
+    uint8_t stopping;
+    float *was, row[4];
+    int s0, s1, so;
+
+    make_tensor(f->st, "feat", 4, 100);
+    was = read_all(f->st, "feat", 100, 16);
+    srv = serve(f, NULL);
+    s0 = rsock(f->base, 5000);
+    s1 = rsock(f->base, 5000);
+    so = rsock(f->base, 5000);
+    a0 = rhandshake(s0, "job", 0);
+    a1 = rhandshake(s1, "job", 1);
+    ao = rjoin(so, "job", 1, NET_HS_OBSERVER, &rh);
+    assert_int_equal(rleave(s0, a0, 3, &stopping), 0);
+    if (stopping != 0)
+        fail_msg("rank 0 left and the server stops, but rank 1 has not "
+                 "left:\n%s", gkvt_slurp(srv->log));
+    /* rank 1 goes on with its session */
+    net__enc_pull_req(&w, "feat", &id, NULL, 1);
+    assert_int_equal(rcall(s1, NET_PULL, a1, 4, b, w.off, &r), 0);
+    if (r.h.status != 0)
+        fail_msg("rank 1's pull: %s: %s", gkv_err_name(r.h.status), r.msg);
+    assert_int_equal(r.plen, 16 + 16);
+    memcpy(row, r.pl + 16, 16);
+    assert_memory_equal(row, was + id * 4, 16);
+    assert_int_equal(ao, 0);
+    assert_int_equal(rh.h.status, GKV_EPERM);
+    assert_non_null(strstr(rh.msg, "rank 1 is a member's"));
+    /* the last member leaves: now it stops */
+    assert_int_equal(rleave(s1, a1, 5, &stopping), 0);
+    assert_int_equal(stopping, 1);
+    assert_true(gkvt_proc_wait(srv, 5000));
+    assert_int_equal(gkvt_proc_code(srv), 0);
+    assert_true(gkvt_file_has(srv->log, "the last client left (group 'job' rank 1)"));
+    free(r.pl);
+    free(rh.pl);
+    free(was);
+    nn_close(s0);
+    nn_close(s1);
+    nn_close(so);
+}
+
 /* ---- what held -------------------------------------------------------------- */
 
 /* SIGTERM just before, with and just after a 6 MiB push: the server exits
@@ -1014,6 +1142,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_push_resent_while_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_reply_bounded_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejection_log_not_forged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_observer_handshake_keeps_a_member, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_observer_handshake_keeps_the_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_around_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_rejoin_and_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_never_reads, setup, teardown),
