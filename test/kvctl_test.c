@@ -835,6 +835,57 @@ test_create_and_json(void **state)
     assert_false(exists(f->st));
 }
 
+/* A range near 2^64: info, ls and stat print the exact bounds, and the
+ * byte totals capped at 2^64 - 1 and marked as such, never a wrapped
+ * number; JSON gives numbers above 2^63 - 1 as strings of their digits
+ * (jansson's integers are signed), not negative numbers. */
+static void
+test_huge_range_output(void **state)
+{
+    struct fx *f = *state;
+    json_t *j, *t;
+
+    assert_int_equal(kv(f, f->st, "create", "big", "--dtype", "f64", "--shape",
+                        "4", "--range", "0:18446744073709551615", NULL), 0);
+    assert_int_equal(kv(f, f->st, "create", "small", "--dtype", "f32",
+                        "--range", "5:9", NULL), 0);
+    assert_int_equal(kv(f, f->st, "info", "big", NULL), 0);
+    assert_non_null(strstr(f->out, "range:       [0, 18446744073709551615)\n"));
+    assert_non_null(strstr(f->out, "bytes:       18446744073709551615 (or more)\n"));
+    assert_int_equal(kv(f, f->st, "ls", NULL), 0);
+    assert_non_null(strstr(f->out, "\t18446744073709551615 (or more)\n"));
+    assert_non_null(strstr(f->out, "[5,9)\t"));
+    assert_non_null(strstr(f->out, "\t16\n"));
+    assert_int_equal(kv(f, f->st, "stat", NULL), 0);
+    assert_non_null(strstr(f->out, "data bytes:   18446744073709551615 (or more)\n"));
+
+    assert_int_equal(kv(f, "--json", f->st, "info", "big", NULL), 0);
+    j = parse_json(f->out);
+    assert_int_equal(json_integer_value(json_object_get(j, "lo")), 0);
+    assert_string_equal(json_string_value(json_object_get(j, "hi")),
+                        "18446744073709551615");
+    assert_string_equal(json_string_value(json_object_get(j, "rows")),
+                        "18446744073709551615");
+    assert_string_equal(json_string_value(json_object_get(j, "bytes")),
+                        "18446744073709551615");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(j, "shape"), 0)),
+                        "18446744073709551615");
+    assert_int_equal(json_integer_value(json_object_get(j, "row_bytes")), 32);
+    json_decref(j);
+    assert_int_equal(kv(f, "--json", f->st, "ls", NULL), 0);
+    j = parse_json(f->out);
+    t = json_array_get(json_object_get(j, "tensors"), 1);
+    assert_string_equal(json_string_value(json_object_get(t, "name")), "small");
+    assert_int_equal(json_integer_value(json_object_get(t, "bytes")), 16);
+    json_decref(j);
+    assert_int_equal(kv(f, "--json", f->st, "stat", NULL), 0);
+    j = parse_json(f->out);
+    assert_string_equal(json_string_value(json_object_get(j, "data_bytes")),
+                        "18446744073709551615");
+    assert_int_equal(json_integer_value(json_object_get(j, "ntensors")), 2);
+    json_decref(j);
+}
+
 static void
 test_rm_rename_ls(void **state)
 {
@@ -1513,6 +1564,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_get_each_id_syntax, setup, teardown),
         cmocka_unit_test_setup_teardown(test_put_then_get, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_and_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_huge_range_output, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rm_rename_ls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_import_changes_nothing, setup, teardown),

@@ -402,7 +402,31 @@ row_shape_str(const gkv_tensor_desc *d, char *buf, size_t len)
 static json_t *
 json_u64(uint64_t v)
 {
-    return json_integer((json_int_t)v);
+    char b[24];
+
+    if (v <= INT64_MAX)
+        return json_integer((json_int_t)v);
+    /* jansson's integers are signed 64-bit: above that (ranges near 2^64)
+     * the exact digits, as a string, rather than a negative number */
+    snprintf(b, sizeof b, "%" PRIu64, v);
+    return json_string(b);
+}
+
+/* A tensor's declared bytes, (hi - lo) x row bytes; UINT64_MAX when that
+ * is 2^64 or more (ranges near 2^64). */
+static uint64_t
+desc_bytes(uint64_t rows, size_t row_bytes)
+{
+    return row_bytes != 0 && rows > UINT64_MAX / row_bytes
+           ? UINT64_MAX : rows * row_bytes;
+}
+
+/* desc_bytes() as text: the capped value says so */
+static const char *
+bytes_str(uint64_t v, char *b, size_t len)
+{
+    snprintf(b, len, "%" PRIu64 "%s", v, v == UINT64_MAX ? " (or more)" : "");
+    return b;
 }
 
 static json_t *
@@ -433,7 +457,7 @@ json_desc(const gkv_tensor_desc *d)
     json_object_set_new(o, "row_bytes", json_u64(d->row_bytes));
     json_object_set_new(o, "chunk_rows", json_u64(d->chunk_rows));
     json_object_set_new(o, "nchunks", json_u64(d->nchunks));
-    json_object_set_new(o, "bytes", json_u64((d->hi - d->lo) * d->row_bytes));
+    json_object_set_new(o, "bytes", json_u64(desc_bytes(d->hi - d->lo, d->row_bytes)));
     json_object_set_new(o, "hot", json_boolean(d->flags & GKV_TENSOR_HOT));
     json_object_set_new(o, "state", json_boolean(d->is_state));
     json_object_set_new(o, "id", json_u64(d->id));
@@ -740,7 +764,7 @@ cmd_ls(struct ctx *c)
             shape_str(&v[i], b[0], sizeof b[0]);
             snprintf(b[1], sizeof b[1], "[%" PRIu64 ",%" PRIu64 ")", v[i].lo, v[i].hi);
             snprintf(b[2], sizeof b[2], "%" PRIu32, v[i].chunk_rows);
-            snprintf(b[3], sizeof b[3], "%" PRIu64, (v[i].hi - v[i].lo) * v[i].row_bytes);
+            bytes_str(desc_bytes(v[i].hi - v[i].lo, v[i].row_bytes), b[3], sizeof b[3]);
             bad |= table_add(&t, v[i].name);
             bad |= table_add(&t, gkv_dtype_name(v[i].dtype));
             for (int k = 0; k < 4; k++)
@@ -767,6 +791,7 @@ cmd_info(struct ctx *c)
     const char *name = c->args[0];
     gkv_tensor_desc d, *v = NULL;
     size_t n = 0, pl = strlen(name);
+    char bb[48];
     gkv_txn *tx = NULL;
     gkv_err rc;
     json_t *state;
@@ -818,7 +843,7 @@ show:
     printf("row bytes:   %zu\n", d.row_bytes);
     printf("chunk rows:  %" PRIu32 "\n", d.chunk_rows);
     printf("chunks:      %" PRIu64 "\n", d.nchunks);
-    printf("bytes:       %" PRIu64 "\n", (d.hi - d.lo) * d.row_bytes);
+    printf("bytes:       %s\n", bytes_str(desc_bytes(d.hi - d.lo, d.row_bytes), bb, sizeof bb));
     printf("flags:       %s\n", d.flags & GKV_TENSOR_HOT ? "hot" : "-");
     printf("id:          %" PRIu32 "\n", d.id);
     printf("state:       ");
@@ -835,6 +860,7 @@ static int
 cmd_stat(struct ctx *c)
 {
     gkv_store_stat st;
+    char bb[48];
     gkv_err rc;
     int ex;
 
@@ -865,7 +891,7 @@ cmd_stat(struct ctx *c)
     printf("page size:    %" PRIu64 "\n", st.page_size);
     printf("tensors:      %" PRIu64 "\n", st.ntensors);
     printf("chunks:       %" PRIu64 "\n", st.nchunks);
-    printf("data bytes:   %" PRIu64 "\n", st.data_bytes);
+    printf("data bytes:   %s\n", bytes_str(st.data_bytes, bb, sizeof bb));
     printf("readers:      %u of %u\n", st.readers, st.max_readers);
     return out_done(EX_OK);
 }
