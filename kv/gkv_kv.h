@@ -302,15 +302,19 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
  *     so they see every push; reads through a gkv_txn see the store as
  *     last flushed;
  *   - a background thread writes the dirty chunks every 'interval_ms'
- *     (0 = 10 ms) in one transaction, copied out between two pushes, so
- *     the store always holds the state after some whole push.
+ *     (0 = 10 ms) in one transaction, as they were between two pushes, so
+ *     the store always holds the state after some whole push; pushes do
+ *     not wait for it to copy or write.
  * Loss window: a crash (kill -9) loses the pushes since the last flush that
  * committed: about interval_ms plus the time of one flush. With GKV_NOSYNC
  * an OS crash may also lose committed flushes, as for any write.
  * While the tensor is in write-back mode on a handle, other handles and
  * processes see flushed data and must not write it (their writes would be
  * overwritten by the next flush); delete and rename on this handle fail
- * with GKV_EBUSY. gkv_store_close() flushes (stop first to see errors).
+ * with GKV_EBUSY. If another handle deletes or replaces it anyway, the
+ * next flush drops this handle's copy (and the pushes not yet written) and
+ * writes the other tensors. gkv_store_close() flushes (stop first to see
+ * errors).
  * Errors: GKV_ENOTFOUND, GKV_EEXIST (already on), GKV_ERDONLY, GKV_ENOMEM. */
 GKV_API gkv_err gkv_writeback_start(gkv_store *s, const char *name,
                                     unsigned interval_ms);
@@ -318,7 +322,9 @@ GKV_API gkv_err gkv_writeback_start(gkv_store *s, const char *name,
 /* Writes every pending change of this handle's write-back tensors now, in
  * one transaction, and syncs it (unless GKV_NOSYNC). When a flush fails (in
  * the background or here) the changes stay in RAM and the next one retries
- * them; this call is how to learn that writing works. */
+ * them; this call is how to learn that writing works. GKV_ENOTFOUND: the
+ * others were written, but a tensor was deleted or replaced by another
+ * handle, and its copy dropped (the message names it). */
 GKV_API gkv_err gkv_writeback_flush(gkv_store *s);
 
 /* Flushes 'name' and leaves write-back mode; its RAM copy is freed.

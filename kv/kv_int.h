@@ -306,6 +306,8 @@ typedef struct kv_mirror {
     unsigned char *rows;   /* (hi - lo) x row_bytes */
     uint8_t *dirty;        /* per chunk: KV_WB_CLEAN, _DIRTY or _PENDING */
     size_t pend_lo, pend_n;   /* its pieces in the flush in progress */
+    int gone;              /* the flush found it deleted or replaced by
+                            * another handle (under st_wb_flush_mu) */
 } kv_mirror;
 
 /* A tensor in write-back mode: m[0] is the tensor, m[1..4] its state

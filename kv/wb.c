@@ -201,18 +201,24 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
         MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(&p->r, p->c), NULL};
         gkv_err rc;
 
-        /* the tensor must still be the one we loaded (another process
-         * could have deleted or replaced it) */
+        /* the tensor must still be the one we loaded: another handle
+         * may have deleted or replaced it. Then its chunks are skipped
+         * (wb_flush drops its mirror), and the others still written. */
         if (i == 0 || p->m != st->p[i - 1].m) {
             kv_rec now;
-            if ((rc = kv__rec_get(s, txn, p->m->name, &now)) != GKV_OK ||
-                now.tid != p->r.tid) {
+
+            p->m->gone = 0;   /* a retry looks again */
+            rc = kv__rec_get(s, txn, p->m->name, &now);
+            if (rc == GKV_ENOTFOUND || (rc == GKV_OK && now.tid != p->r.tid)) {
+                p->m->gone = 1;
+                kv__clear(s);
+            } else if (rc != GKV_OK) {
                 mdb_cursor_close(cur);
-                return kv__fail(s, GKV_ENOTFOUND, "write-back flush: tensor "
-                                "'%s' was deleted or replaced by another "
-                                "handle", p->m->name);
+                return rc;
             }
         }
+        if (p->m->gone)
+            continue;
         kv__key(kb, p->r.tid, p->c);
         if ((mrc = mdb_cursor_put(cur, &k, &d, MDB_RESERVE)) != 0) {
             mdb_cursor_close(cur);
@@ -250,13 +256,55 @@ wb_count(gkv_store *s, size_t *np, size_t *bytes)
         }
 }
 
-/* Writes every dirty chunk of every write-back tensor in one transaction. */
+/* After a flush that committed: drops the mirrors the flush found deleted
+ * or replaced by another handle (a tensor with all its state, or one state
+ * companion), and names the first in the store's message. Returns how many
+ * tensors were dropped. Caller holds st_wb_flush_mu and st_wb_lock
+ * exclusively; 'dead' collects the entries to free after unlocking. */
+static size_t
+drop_gone(gkv_store *s, kv_wb **dead)
+{
+    size_t n = 0;
+
+    for (kv_wb **pp = &s->st_wb; *pp != NULL;) {
+        kv_wb *w = *pp;
+
+        for (int i = 0; i < 5; i++) {
+            if (!w->m[i].gone)
+                continue;
+            if (n++ == 0)
+                kv__fail(s, GKV_ENOTFOUND, "write-back: tensor '%s' was "
+                         "deleted or replaced by another handle; its "
+                         "write-back copy is dropped, with the pushes this "
+                         "handle made to it", w->m[i].name);
+            if (i > 0) {   /* state: loaded again (zeros) when next used */
+                mirror_free(&w->m[i]);
+                memset(&w->m[i], 0, sizeof w->m[i]);
+            }
+        }
+        if (w->m[0].gone) {
+            *pp = w->next;
+            w->next = *dead;
+            *dead = w;
+        } else {
+            pp = &w->next;
+        }
+    }
+    return n;
+}
+
+/* Writes every dirty chunk of every write-back tensor in one transaction.
+ * *ngone: how many tensors it found deleted or replaced by another handle
+ * and dropped (their chunks not written; the others are). */
 static gkv_err
-wb_flush(gkv_store *s)
+wb_flush(gkv_store *s, size_t *ngone)
 {
     wb_stage st = {NULL, 0, NULL};
     size_t cap = 0, np, bytes;
+    kv_wb *dead = NULL;
     gkv_err rc = GKV_OK;
+
+    *ngone = 0;
 
     pthread_mutex_lock(&s->st_wb_flush_mu);
     for (;;) {   /* room for what pushes may save, then mark, exclusive */
@@ -318,10 +366,20 @@ wb_flush(gkv_store *s)
             *d = KV_WB_CLEAN;
     }
     s->st_wb_fl = NULL;
+    if (rc == GKV_OK)
+        *ngone = drop_gone(s, &dead);
+    for (size_t i = 0; i < st.np; i++)   /* failed: they stay, and retry */
+        if (st.p[i].m->rows != NULL)
+            st.p[i].m->gone = 0;
     pthread_rwlock_unlock(&s->st_wb_lock);
 out:
     pthread_mutex_unlock(&s->st_wb_flush_mu);
     gkv__free(st.p);
+    while (dead != NULL) {
+        kv_wb *w = dead;
+        dead = w->next;
+        wb_free(w);
+    }
     return rc;
 nomem:
     rc = kv__fail(s, GKV_ENOMEM, "write-back flush: out of memory for %zu "
@@ -346,6 +404,7 @@ static void *
 flusher(void *arg)
 {
     gkv_store *s = arg;
+    size_t ngone;
 
     pthread_mutex_lock(&s->st_wb_mu);
     while (!s->st_wb_stop) {
@@ -365,7 +424,7 @@ flusher(void *arg)
             break;
         pthread_mutex_unlock(&s->st_wb_mu);
         kv__clear(s);
-        wb_flush(s);   /* on error the chunks stay dirty: retried */
+        wb_flush(s, &ngone);   /* on error the chunks stay dirty: retried */
         pthread_mutex_lock(&s->st_wb_mu);
     }
     pthread_mutex_unlock(&s->st_wb_mu);
@@ -463,20 +522,24 @@ gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
 gkv_err
 gkv_writeback_flush(gkv_store *s)
 {
+    size_t ngone;
     gkv_err rc;
 
     kv__clear(s);
     if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) == NULL)
         return GKV_OK;
-    if ((rc = wb_flush(s)) != GKV_OK)
+    if ((rc = wb_flush(s, &ngone)) != GKV_OK)
         return rc;
-    return (s->st_flags & GKV_NOSYNC) ? GKV_OK : kv__env_sync(s);
+    if (!(s->st_flags & GKV_NOSYNC) && (rc = kv__env_sync(s)) != GKV_OK)
+        return rc;
+    return ngone ? GKV_ENOTFOUND : GKV_OK;   /* the message: drop_gone */
 }
 
 gkv_err
 gkv_writeback_stop(gkv_store *s, const char *name)
 {
     kv_wb **pp, *w;
+    size_t ngone;
     gkv_err rc;
 
     kv__clear(s);
@@ -489,7 +552,7 @@ gkv_writeback_stop(gkv_store *s, const char *name)
         return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
                         "mode", name);
     /* flush and unlink under the flush lock, so no flush still holds w */
-    if ((rc = wb_flush(s)) != GKV_OK)
+    if ((rc = wb_flush(s, &ngone)) != GKV_OK)
         return rc;
     pthread_mutex_lock(&s->st_wb_flush_mu);
     pthread_rwlock_wrlock(&s->st_wb_lock);
@@ -513,6 +576,12 @@ gkv_writeback_stop(gkv_store *s, const char *name)
     pthread_mutex_unlock(&s->st_wb_flush_mu);
     if (rc == GKV_EBUSY)   /* pushes raced with the stop: try again */
         return gkv_writeback_stop(s, name);
+    if (rc == GKV_ENOTFOUND && ngone > 0) {   /* perhaps by that flush */
+        char why[512];
+        snprintf(why, sizeof why, "%s", gkv_store_errmsg(s));
+        return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
+                        "mode (now): %s", name, why);
+    }
     if (rc == GKV_ENOTFOUND)
         return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
                         "mode", name);
@@ -568,8 +637,10 @@ kv__wb_close(gkv_store *s)
     gkv_err rc = GKV_OK;
 
     if (s->st_wb != NULL) {
+        size_t ngone;
+
         flusher_stop(s, 0);
-        rc = wb_flush(s);
+        rc = wb_flush(s, &ngone);
     }
     while (s->st_wb != NULL) {
         kv_wb *w = s->st_wb;
