@@ -1077,6 +1077,7 @@ local_open(gkv_client *c, size_t m)
     struct stat sb;
 
     if (!(c->flags & GKV_CLIENT_LOCAL_READ) || !cn->have_id ||
+        (cn->id.flags & NET_ID_WRITEBACK) ||
         strcmp(cn->id.host, c->host) != 0 || stat(cn->id.store, &sb) != 0 ||
         !S_ISDIR(sb.st_mode))
         return;

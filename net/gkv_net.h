@@ -117,6 +117,16 @@ typedef struct gkv_server_opts {
                                * long is gone; 0 = 30000 */
     uint64_t max_msg;         /* largest request payload; 0 = 1 GiB */
     FILE    *log;             /* log lines; NULL = stderr */
+    /* Tensors kept in write-back mode (gkv_writeback_start: in RAM, pushes
+     * at memory speed, written every flush_ms): a NULL-terminated list of
+     * names, each of which may end in '*' to match a prefix ("emb*", or
+     * "*" for every tensor), applied at start and to tensors clients
+     * create. Needs one server per machine (each process would keep its
+     * own copy). Pulls through the server see every push; a client's local
+     * reads (GKV_CLIENT_LOCAL_READ) are turned off for such a server. NULL:
+     * none. */
+    const char *const *writeback;
+    unsigned flush_ms;        /* write-back flush interval; 0 = 10 */
 } gkv_server_opts;
 
 /* Opens the store, pre-faults its map, reads the token and binds the

@@ -115,6 +115,10 @@ struct gkv_server {
     unsigned sv_nthreads;
     int sv_wide_ids;                 /* SAMPLE replies always send i64 IDs
                                       * (GKV_SERVER_WIDE_IDS=1: tests) */
+    char **sv_wb;                    /* write-back names and prefixes
+                                      * ("emb*"); sv_nwb of them */
+    size_t sv_nwb;
+    unsigned sv_flush_ms;
     pthread_t *sv_thr;
     FILE *sv_log;
     uint64_t sv_start_mono;
@@ -710,6 +714,105 @@ ids_aligned(const unsigned char *p, size_t n, uint64_t **tmp)
     return *tmp;
 }
 
+/* ---- write-back tensors (gkv_server_opts.writeback) ---------------- */
+
+/* Whether tensor 'name' is one the server keeps in write-back mode. */
+static int
+wb_match(const gkv_server *s, const char *name)
+{
+    if (strchr(name, '#') != NULL)      /* state goes with its tensor */
+        return 0;
+    for (size_t i = 0; i < s->sv_nwb; i++) {
+        size_t n = strlen(s->sv_wb[i]);
+        if (n > 0 && s->sv_wb[i][n - 1] == '*'
+            ? strncmp(name, s->sv_wb[i], n - 1) == 0
+            : strcmp(name, s->sv_wb[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Puts tensor 'name' in write-back mode and says so. */
+static gkv_err
+wb_begin(gkv_server *s, const char *name)
+{
+    gkv_tensor_desc d;
+    gkv_err rc;
+
+    if ((rc = gkv_writeback_start(s->sv_store, name, s->sv_flush_ms)) != GKV_OK)
+        return net__fail(rc, "write-back of tensor '%s': %s", name,
+                         gkv_store_errmsg(s->sv_store));
+    if (gkv_tensor_info(s->sv_store, NULL, name, &d) == GKV_OK)
+        slog(s, "write-back: tensor '%s' (%llu rows, %.1f MB) in RAM, "
+             "written every %u ms", name, (unsigned long long)(d.hi - d.lo),
+             (double)(d.hi - d.lo) * (double)d.row_bytes / 1e6,
+             s->sv_flush_ms);
+    return GKV_OK;
+}
+
+/* The patterns of o->writeback, checked and copied; then every tensor of
+ * the store that matches in write-back mode. */
+static gkv_err
+wb_open(gkv_server *s, const gkv_server_opts *o, unsigned nserv)
+{
+    gkv_tensor_desc *d = NULL;
+    size_t n = 0, nt = 0;
+    gkv_err rc = GKV_OK;
+
+    while (o->writeback != NULL && o->writeback[n] != NULL)
+        n++;
+    if (n == 0)
+        return GKV_OK;
+    if (nserv > 1)
+        return net__fail(GKV_EINVAL, "write-back needs one server per "
+                         "machine, not %u: each server process would keep "
+                         "its own copy of the tensors", nserv);
+    if (o->flush_ms > 86400000u)
+        return net__fail(GKV_EINVAL, "write-back flush interval %u ms: at "
+                         "most 86400000 (a day)", o->flush_ms);
+    if ((s->sv_wb = gkv__calloc(n, sizeof *s->sv_wb)) == NULL)
+        return net__fail(GKV_ENOMEM, "server: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *p = o->writeback[i], *star = strchr(p, '*');
+        size_t len = strlen(p);
+
+        if (len == 0 || len > GKV_NAME_MAX || strchr(p, '#') != NULL ||
+            (star != NULL && star != p + len - 1))
+            return net__fail(GKV_EINVAL, "write-back name '%.*s': a tensor "
+                             "name of 1..%d bytes without '#', or a prefix "
+                             "ending in '*'", GKV_NAME_MAX + 8, p,
+                             GKV_NAME_MAX);
+        if ((s->sv_wb[i] = gkv__strdup(p)) == NULL)
+            return net__fail(GKV_ENOMEM, "server: out of memory");
+        s->sv_nwb = i + 1;
+    }
+    s->sv_flush_ms = o->flush_ms ? o->flush_ms : 10;
+    if ((rc = gkv_tensor_list(s->sv_store, NULL, 0, &d, &nt)) != GKV_OK)
+        return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->sv_store));
+    for (size_t i = 0; i < nt && rc == GKV_OK; i++)
+        if (wb_match(s, d[i].name))
+            rc = wb_begin(s, d[i].name);
+    gkv_free(d);
+    return rc;
+}
+
+/* At the stop: the last flush, and what became of it. */
+static gkv_err
+wb_last_flush(gkv_server *s)
+{
+    gkv_err rc;
+
+    if (s->sv_nwb == 0)
+        return GKV_OK;
+    if ((rc = gkv_writeback_flush(s->sv_store)) == GKV_OK) {
+        slog(s, "write-back: last pushes written");
+        return GKV_OK;
+    }
+    slog(s, "write-back: writing the last pushes FAILED (%s): %s",
+         gkv_strerror(rc), gkv_store_errmsg(s->sv_store));
+    return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->sv_store));
+}
+
 static void
 op_pull(gkv_server *s, struct req *r)
 {
@@ -761,8 +864,9 @@ op_pull(gkv_server *s, struct req *r)
     net__wr_u64(&w, pq.n);
     net__wr_u64(&w, d.row_bytes);
     rows = net__wr_arr(&w, bytes);
-    rc = gkv_tensor_pull(s->sv_store, tx, pq.name, ids, (size_t)pq.n, rows,
-                         bytes);
+    /* write-back tensors are read from RAM: a pull without a snapshot */
+    rc = gkv_tensor_pull(s->sv_store, s->sv_nwb ? NULL : tx, pq.name, ids,
+                         (size_t)pq.n, rows, bytes);
     if (rc != GKV_OK) {
         nn_freemsg(r->out);
         r->out = NULL;
@@ -999,6 +1103,17 @@ op_create(gkv_server *s, struct req *r)
         slog(s, "group '%s' rank %u created tensor '%s' rows [%llu, %llu)",
              r->group, r->rank, cq.t.name, (unsigned long long)cq.t.lo,
              (unsigned long long)cq.t.hi);
+        if (wb_match(s, cq.t.name) &&
+            (rc = wb_begin(s, cq.t.name)) != GKV_OK) {
+            char why[512];
+
+            /* not as configured: undone, so a retry starts afresh */
+            snprintf(why, sizeof why, "%s", gkv_net_errmsg());
+            slog(s, "%s; tensor '%s' deleted again", why, cq.t.name);
+            gkv_tensor_delete(s->sv_store, cq.t.name);
+            rfail(r, rc, "%s; the tensor was not kept", why);
+            return;
+        }
     } else if (rc != GKV_EEXIST) {
         rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
         return;
@@ -1031,6 +1146,14 @@ op_delete(gkv_server *s, struct req *r)
     net__rd_init(&rd, r->pl, r->plen);
     if (net__dec_name(&rd, name) != 0) {
         rfail(r, GKV_EPROTO, "delete: %s", rd.why);
+        return;
+    }
+    /* out of write-back first (delete refuses it); that writes the
+     * pushes not yet flushed, which the delete then drops */
+    if (wb_match(s, name) &&
+        (rc = gkv_writeback_stop(s->sv_store, name)) != GKV_OK &&
+        rc != GKV_ENOTFOUND) {
+        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
         return;
     }
     rc = gkv_tensor_delete(s->sv_store, name);
@@ -2202,6 +2325,8 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
         goto fail;
     }
     t0 = mono_ms() - t0;
+    if ((rc = wb_open(s, o, nserv)) != GKV_OK)
+        goto fail;
     if ((rc = bind_url(s, m, m->port + o->server_id,
                        (o->flags & GKV_SERVER_BIND_ANY) != 0)) != GKV_OK)
         goto fail;
@@ -2236,7 +2361,8 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     s->sv_id.lease_ms = s->sv_lease_ms;
     s->sv_id.flags = ((o->flags & GKV_SERVER_KEEP_ALIVE) ? NET_ID_KEEP_ALIVE : 0) |
                      (s->sv_auth ? NET_ID_AUTH : 0) |
-                     (s->sv_part != NULL ? NET_ID_GRAPH : 0);
+                     (s->sv_part != NULL ? NET_ID_GRAPH : 0) |
+                     (s->sv_nwb ? NET_ID_WRITEBACK : 0);
     s->sv_id.max_msg = s->sv_max_msg;
     s->sv_id.start_ms = wall_ms();
     if (gethostname(s->sv_id.host, sizeof s->sv_id.host - 1) != 0)
@@ -2333,6 +2459,8 @@ gkv_server_run(gkv_server *s)
     }
     nn_close(s->sv_sock);
     s->sv_sock = -1;
+    if (wb_last_flush(s) != GKV_OK && rc == GKV_OK)
+        rc = GKV_EIO;
     if (gkv_store_sync(s->sv_store) != GKV_OK) {
         slog(s, "store sync failed: %s", gkv_store_errmsg(s->sv_store));
         if (rc == GKV_OK)
@@ -2384,6 +2512,9 @@ gkv_server_close(gkv_server *s)
         gkv_sampler_free(s->sv_samp[i]);
     gkv__free(s->sv_samp);
     gkv_sgraph_free(s->sv_sg);
+    for (size_t i = 0; i < s->sv_nwb; i++)
+        gkv__free(s->sv_wb[i]);
+    gkv__free(s->sv_wb);
     if (s->sv_part != NULL)
         gkv_part_close(s->sv_part);      /* closes its store */
     else

@@ -148,6 +148,9 @@ unsigned char *net__wr_arr(net_wr *w, size_t n);
 #define NET_ID_KEEP_ALIVE 0x01u
 #define NET_ID_AUTH       0x02u   /* a token is required */
 #define NET_ID_GRAPH      0x04u   /* serves graph requests (a partition) */
+#define NET_ID_WRITEBACK  0x08u   /* keeps tensors in write-back mode: its
+                                   * store lags the pushes, so clients do
+                                   * not read it locally */
 typedef struct net_ident {
     uint32_t proto;                   /* NET_VERSION of the server */
     uint32_t server_id, num_servers, machine;

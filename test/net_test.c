@@ -743,6 +743,114 @@ test_sigterm_syncs(void **state)
     gkv_client_close(c);
 }
 
+/* A server with --writeback: pushes change the tensor in the server's RAM
+ * (the store on disk keeps its old rows until a flush), pulls through the
+ * server see them at once (a client asking for local reads is served over
+ * the network, since the store lags), tensors created later under a
+ * matching prefix are kept the same way and can be deleted, and SIGTERM
+ * writes every push: the store then equals the same pushes applied to a
+ * plain store. Bad write-back options are refused. */
+static void
+test_writeback_server(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--writeback", "emb*", "--flush-ms", "86400000",
+                           NULL};
+    struct gkvt_proc *srv[1];
+    gkv_push_args ada = {"adagrad", 0.1, 0, 0, 0};
+    uint64_t ids[64], rs = gkvt_seed() ^ 23;
+    float rows[64 * 4], got[64 * 4], want[64 * 4], *disk;
+    gkv_tensor_spec sp;
+    gkv_store *ref;
+    gkv_client *c;
+    char *err = NULL;
+
+    make_tensor(f->st[0], "emb", GKV_F32, 4, 0, 1000, GKV_INIT_UNIFORM, 0);
+    make_tensor(f->st[0], "feat", GKV_F32, 4, 0, 1000, GKV_INIT_UNIFORM, 0);
+    make_tensor(f->st[1], "emb", GKV_F32, 4, 0, 1000, GKV_INIT_UNIFORM, 0);
+    for (int i = 0; i < 64; i++)
+        ids[i] = i * 15 + 1;
+    disk = read_rows(f->st[0], "emb", ids, 64, 16);
+    serve(f, 1, 1, extra, srv);
+    assert_true(gkvt_file_has(srv[0]->log, "write-back: tensor 'emb' (1000 "
+                              "rows, 0.0 MB) in RAM, written every 86400000 ms"));
+    assert_false(gkvt_file_has(srv[0]->log, "write-back: tensor 'feat'"));
+    c = client(f, "job", 0, NULL, 5000, GKV_CLIENT_LOCAL_READ);
+    GKVT_OK(gkv_store_open(&ref, f->st[1], 0, NULL));
+    for (int k = 0; k < 6; k++) {
+        for (int i = 0; i < 64 * 4; i++)
+            rows[i] = (float)((int)(gkvt_rand(&rs) % 2001) - 1000) / 1000.0f;
+        ids[k] = ids[63 - k];                     /* duplicates */
+        NET_OK(gkv_client_push(c, "emb", ids, 64, rows, sizeof rows,
+                               k % 2 ? &ada : NULL));
+        GKVT_OK(gkv_tensor_push(ref, "emb", ids, 64, rows, sizeof rows,
+                                k % 2 ? &ada : NULL));
+        NET_OK(gkv_client_pull(c, "emb", ids, 64, got, sizeof got));
+        GKVT_OK(gkv_tensor_pull(ref, NULL, "emb", ids, 64, want, sizeof want));
+        assert_memory_equal(got, want, sizeof got);
+    }
+    {   /* the store itself has not been written yet */
+        float *now = read_rows(f->st[0], "emb", ids + 6, 58, 16);
+        assert_memory_equal(now, disk + 6 * 4, 58 * 16);
+        free(now);
+    }
+    /* a tensor created under the prefix is kept in RAM too, and goes */
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = GKV_F32;
+    sp.ndim = 1;
+    sp.shape[0] = 4;
+    sp.lo = 0;
+    sp.hi = 50;
+    NET_OK(gkv_client_create(c, "emb2", &sp, 0));
+    assert_true(gkvt_file_has(srv[0]->log, "write-back: tensor 'emb2'"));
+    NET_OK(gkv_client_push(c, "emb2", (uint64_t[]){3, 40}, 2, rows, 32, NULL));
+    NET_OK(gkv_client_pull(c, "emb2", (uint64_t[]){3, 40}, 2, got, 32));
+    assert_memory_equal(got, rows, 32);
+    NET_OK(gkv_client_delete(c, "emb2"));
+    assert_int_equal(gkv_client_pull(c, "emb2", ids, 1, got, 16), GKV_ENOTFOUND);
+    NET_OK(gkv_client_close(c));
+
+    /* SIGTERM: every push written, weights and optimizer state */
+    kill(srv[0]->pid, SIGTERM);
+    assert_true(gkvt_proc_wait(srv[0], 10000));
+    assert_int_equal(gkvt_proc_code(srv[0]), 0);
+    assert_true(gkvt_file_has(srv[0]->log, "write-back: last pushes written"));
+    for (int i = 0; i < 64; i++)
+        ids[i] = (uint64_t)i * 15 + 1;
+    free(disk);
+    disk = read_rows(f->st[0], "emb", ids, 64, 16);
+    GKVT_OK(gkv_tensor_pull(ref, NULL, "emb", ids, 64, want, sizeof want));
+    assert_memory_equal(disk, want, sizeof want);
+    free(disk);
+    disk = read_rows(f->st[0], "emb#adagrad_s", ids, 64, 16);
+    GKVT_OK(gkv_tensor_pull(ref, NULL, "emb#adagrad_s", ids, 64, want,
+                            sizeof want));
+    assert_memory_equal(disk, want, sizeof want);
+    free(disk);
+    gkv_store_close(ref);
+
+    /* bad options */
+    {
+        char *two[] = {g_server_path, "--store", f->st[0], "--ip-config",
+                       f->cfg, "--writeback", "emb", "--num-servers", "2",
+                       NULL};
+        char *lone[] = {g_server_path, "--store", f->st[0], "--ip-config",
+                        f->cfg, "--flush-ms", "5", NULL};
+        char *star[] = {g_server_path, "--store", f->st[0], "--ip-config",
+                        f->cfg, "--machine", "0", "--writeback", "e*b", NULL};
+
+        assert_int_equal(gkvt_run(two, NULL, 0, NULL, &err, 30), 2);
+        assert_non_null(strstr(err, "--writeback needs one server per machine"));
+        free(err);
+        assert_int_equal(gkvt_run(lone, NULL, 0, NULL, &err, 30), 2);
+        assert_non_null(strstr(err, "--flush-ms needs --writeback"));
+        free(err);
+        assert_int_equal(gkvt_run(star, NULL, 0, NULL, &err, 30), 1);
+        assert_non_null(strstr(err, "write-back name 'e*b'"));
+        free(err);
+    }
+}
+
 static void
 test_barrier_and_lease(void **state)
 {
@@ -1251,6 +1359,7 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_concurrent_add, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill9_and_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_syncs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writeback_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_and_lease, setup, teardown),
         cmocka_unit_test_setup_teardown(test_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),

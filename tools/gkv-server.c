@@ -76,6 +76,13 @@ usage(FILE *f)
 "  --nosync                 no fsync per commit (a process crash loses\n"
 "                           nothing committed, an OS crash may)\n"
 "  --no-prefault            do not pre-fault the store's map at start\n"
+"  --writeback NAME         keep tensor NAME in RAM, pushes at memory speed,\n"
+"                           written to the store every --flush-ms; NAME may\n"
+"                           end in '*' to match a prefix ('emb*', '*': all);\n"
+"                           repeatable; applies to tensors clients create;\n"
+"                           needs --num-servers 1; a crash loses the pushes\n"
+"                           of the last interval (SIGTERM writes them)\n"
+"  --flush-ms MS            write-back interval (default 10)\n"
 "  -q, --quiet              no log lines on stderr\n"
 "  -h, --help               print this help and exit\n"
 "  -V, --version            print the version and exit\n"
@@ -101,6 +108,7 @@ opt_kind(const char *name)
         "--store", "--ip-config", "--token-file", "--server-name",
         "--machine", "--server-id", "--num-servers", "--threads",
         "--heartbeat-timeout", "--max-msg", "--part-config", "--part-id",
+        "--writeback", "--flush-ms",
     };
     static const char *const flags[] = {
         "--create", "--keep-alive", "--bind-any", "--nosync", "--no-prefault",
@@ -135,6 +143,8 @@ int
 main(int argc, char **argv)
 {
     gkv_server_opts o;
+    const char *wb[65] = {NULL};   /* 64 and the NULL */
+    size_t nwb = 0;
     gkv_server *srv = NULL;
     struct sigaction sa;
     unsigned long long v;
@@ -231,10 +241,26 @@ main(int argc, char **argv)
                 return bad_usage("--max-msg: '%s' is not a byte count in "
                                  "4096..2000000000", val);
             o.max_msg = v;
+        } else if (strcmp(name, "--writeback") == 0) {
+            if (nwb == sizeof wb / sizeof wb[0] - 1)
+                return bad_usage("--writeback: more than %s names", "64");
+            wb[nwb++] = val;
+            o.writeback = wb;
+        } else if (strcmp(name, "--flush-ms") == 0) {
+            if (parse_num(val, 1, 86400000, &v))
+                return bad_usage("--flush-ms: '%s' is not a number of "
+                                 "milliseconds in 1..86400000", val);
+            o.flush_ms = (unsigned)v;
         } else {
             return bad_usage("unknown option '%s'", name);
         }
     }
+    if (o.flush_ms != 0 && nwb == 0)
+        return bad_usage("%s", "--flush-ms needs --writeback");
+    if (nwb > 0 && o.num_servers > 1)
+        return bad_usage("%s", "--writeback needs one server per machine "
+                         "(--num-servers 1): each server process would keep "
+                         "its own copy of the tensors");
     if (o.store == NULL && o.part_config == NULL)
         return bad_usage("%s", "--store DIR or --part-config FILE is required");
     if (o.part_config != NULL && o.part_id < 0)
