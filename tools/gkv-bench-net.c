@@ -22,6 +22,10 @@
  *       DGL's block order), gkv_client_sample_blocks against in-process
  *       gkv_sample_blocks (1 thread) on the whole graph. Sampled edges/s.
  *       Target >= 0.5x.
+ *   (e) push: gkv_client_push (assign) of as many distinct random rows
+ *       into a tensor 10x larger on one server (--nosync), directly (one
+ *       LMDB transaction per push) and with --writeback feat (RAM, flushed
+ *       every 10 ms); write-back over direct.
  * Every figure is the median of --reps (default 5) timed reps after one
  * warm-up; every result is verified (rows against the store, blocks
  * against in-process sampling). Servers and redis-server are child
@@ -257,10 +261,10 @@ wait_listen(pid_t pid, int port, const char *what, const char *log)
 /* Starts gkv-server for machine m of cfg with extra arguments. */
 static pid_t
 server_start(const char *cfg, int m, int port, const char *store,
-             const char *part_config)
+             const char *part_config, const char *const *extra)
 {
     char mach[16], log[PATH_MAX + 32];
-    char *argv[16];
+    char *argv[24];
     int n = 0;
     pid_t pid;
 
@@ -281,6 +285,8 @@ server_start(const char *cfg, int m, int port, const char *store,
     argv[n++] = (char *)cfg;
     argv[n++] = "--threads";
     argv[n++] = "2";
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 23; i++)
+        argv[n++] = (char *)extra[i];
     argv[n] = NULL;
     pid = spawn(argv, log);
     wait_listen(pid, port, "gkv-server", log);
@@ -401,6 +407,39 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
         *ttcp = tools__median(tt, reps);
     free(t);
     free(tt);
+    return med;
+}
+
+/* Median seconds of reps pushes (assign) of n rows to "feat" through a
+ * server (after a warm-up); then the rows are pulled back through it and
+ * checked against the last push. */
+static double
+time_push(gkv_client *c, const uint64_t *ids, size_t n, float *rows,
+          float *dst, const char *what)
+{
+    double *t = tools__xmalloc(sizeof *t * (size_t)reps), med;
+    gkv_err rc;
+
+    for (int r = -1; r < reps; r++) {
+        double t0;
+
+        for (size_t i = 0; i < n * D; i += 97)
+            rows[i] = (float)(r + 2) * 0.5f;
+        t0 = tools__now_s();
+        rc = gkv_client_push(c, "feat", ids, n, rows, n * RB, NULL);
+        if (r >= 0)
+            t[r] = tools__now_s() - t0;
+        if (rc != GKV_OK)
+            tools__die("%s: push: %s: %s", what, gkv_strerror(rc),
+                       gkv_net_errmsg());
+    }
+    if ((rc = gkv_client_pull(c, "feat", ids, n, dst, n * RB)) != GKV_OK)
+        tools__die("%s: pull: %s: %s", what, gkv_strerror(rc),
+                   gkv_net_errmsg());
+    if (memcmp(dst, rows, n * RB) != 0)
+        bad("%s: rows pulled after the pushes differ from the last push", what);
+    med = tools__median(t, reps);
+    free(t);
     return med;
 }
 
@@ -762,8 +801,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
     base = pick_ports(16);
     snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
     write_file(cfg, text);
-    s0 = server_start(cfg, 0, base, NULL, json);
-    s1 = server_start(cfg, 1, base + 8, NULL, json);
+    s0 = server_start(cfg, 0, base, NULL, json, NULL);
+    s1 = server_start(cfg, 1, base + 8, NULL, json, NULL);
     c = connect_job(cfg);
     /* the batches: consecutive slices of a random permutation */
     perm = tools__xmalloc((size_t)n * sizeof *perm);
@@ -893,7 +932,7 @@ main(int argc, char **argv)
     uint64_t split1[2], split2[3], x = 12345;
     uint64_t *ids;
     float *dst, *want, *all;
-    double t1, t2, ttcp, tred = 0;
+    double t1, t2, ttcp, tred = 0, tpush[2];
     struct sres sr = {0};
     struct tcpref tr;
     gkv_client *c;
@@ -995,7 +1034,7 @@ main(int argc, char **argv)
     snprintf(cfg, sizeof cfg, "%s/ip1.cfg", workdir);
     snprintf(text, sizeof text, "127.0.0.1 %d\n", base);
     write_file(cfg, text);
-    p0 = server_start(cfg, 0, base, st[0], NULL);
+    p0 = server_start(cfg, 0, base, st[0], NULL, NULL);
     c = connect_job(cfg);
     tcp_open(&tr, n * RB);
     t1 = time_pull(c, ids, n, dst, want, "one server", &tr, &ttcp);
@@ -1044,13 +1083,49 @@ main(int argc, char **argv)
     snprintf(cfg, sizeof cfg, "%s/ip2.cfg", workdir);
     snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
     write_file(cfg, text);
-    p0 = server_start(cfg, 0, base, st[0], NULL);
-    p1 = server_start(cfg, 1, base + 8, st[1], NULL);
+    p0 = server_start(cfg, 0, base, st[0], NULL, NULL);
+    p1 = server_start(cfg, 1, base + 8, st[1], NULL, NULL);
     c = connect_job(cfg);
     t2 = time_pull(c, ids, n, dst, want, "two servers", NULL, NULL);
     gkv_client_close(c);
     kid_stop(p0);
     kid_stop(p1);
+
+    /* (e) pushes to one server, direct and in write-back mode; the IDs
+     * are distinct (a push's duplicate IDs would make the check ambiguous) */
+    {
+        static const char *const direct[] = {"--nosync", NULL};
+        static const char *const wback[] = {"--nosync", "--writeback", "feat",
+                                            NULL};
+        float *rows = tools__xmalloc(n * RB);
+        uint64_t *pids = tools__xmalloc(n * sizeof *pids);
+
+        /* a tensor 10x the pushed rows (1 GB at the default 100,000), as
+         * in gkv-bench's push: a direct push rewrites the chunks it
+         * touches, so its cost grows with the tensor */
+        for (size_t i = 0; i < n; i++)
+            pids[i] = ids[i] * 5 + (splitmix(&x) % 5);   /* distinct */
+        memcpy(rows, want, n * RB);
+        snprintf(st[0], sizeof st[0], "%s/push", workdir);
+        make_store(st[0], 0, 10 * (uint64_t)n);
+        base = pick_ports(8);
+        snprintf(cfg, sizeof cfg, "%s/ip3.cfg", workdir);
+        snprintf(text, sizeof text, "127.0.0.1 %d\n", base);
+        write_file(cfg, text);
+        for (int w = 0; w < 2; w++) {
+            tools__note("push: %zu random rows to one server%s ...", n,
+                        w ? " in write-back mode" : "");
+            p0 = server_start(cfg, 0, base, st[0], NULL, w ? wback : direct);
+            c = connect_job(cfg);
+            tpush[w] = time_push(c, pids, n, rows, dst,
+                                 w ? "write-back push" : "direct push");
+            gkv_client_close(c);
+            kid_stop(p0);
+        }
+        free(rows);
+        free(pids);
+        rmtree(st[0]);
+    }
 
     /* (d) sampling */
     if (!no_sample)
@@ -1076,6 +1151,14 @@ main(int argc, char **argv)
         printf("RESULT net_pull servers=2 rows=%zu row_bytes=%zu reps=%d "
                "GBs=%.3f rows_s=%.3g ratio_to_1=%.2f\n", n, (size_t)RB, reps,
                bytes / t2 / 1e9, (double)n / t2, t1 / t2);
+        printf("RESULT net_push mode=direct sync=nosync rows=%zu row_bytes=%zu "
+               "tensor_rows=%zu reps=%d rows_s=%.3g GBs=%.3f\n", n, (size_t)RB,
+               10 * n, reps, (double)n / tpush[0], bytes / tpush[0] / 1e9);
+        printf("RESULT net_push mode=writeback sync=nosync rows=%zu "
+               "row_bytes=%zu tensor_rows=%zu reps=%d rows_s=%.3g GBs=%.3f "
+               "x_direct=%.2f\n", n, (size_t)RB, 10 * n, reps,
+               (double)n / tpush[1], bytes / tpush[1] / 1e9,
+               tpush[0] / tpush[1]);
         if (!no_sample)
             print_sample(&sr, scale, nbatch);
         printf("\n%-40s %14s %10s\n", "figure", "value", "ratio");
@@ -1087,6 +1170,10 @@ main(int argc, char **argv)
                    bytes / tred / 1e9, tred / t1);
         printf("%-40s %11.3f GB/s %9.2fx\n", "pull, 2 servers", bytes / t2 / 1e9,
                t1 / t2);
+        printf("%-40s %9.3g rows/s %10s\n", "push (assign), 1 server, direct",
+               (double)n / tpush[0], "");
+        printf("%-40s %9.3g rows/s %9.2fx\n", "push, 1 server, --writeback",
+               (double)n / tpush[1], tpush[0] / tpush[1]);
         if (!no_sample) {
             printf("%-40s %9.3g edges/s %10s\n", "sampling in-process (1 thread)",
                    sr.inproc_eps, "");
@@ -1094,7 +1181,8 @@ main(int argc, char **argv)
                    sr.net_eps, sr.net_eps / sr.inproc_eps);
         }
         printf("(ratios: gkv over the reference for TCP and Redis, 2 servers "
-               "over 1, distributed over in-process)\n");
+               "over 1, write-back over direct pushes, distributed over "
+               "in-process)\n");
     }
     free(ids);
     free(dst);
