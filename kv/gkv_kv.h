@@ -324,7 +324,9 @@ GKV_API gkv_err gkv_writeback_start(gkv_store *s, const char *name,
  * the background or here) the changes stay in RAM and the next one retries
  * them; this call is how to learn that writing works. GKV_ENOTFOUND: the
  * others were written, but a tensor was deleted or replaced by another
- * handle, and its copy dropped (the message names it). */
+ * handle, and its copy dropped, by this flush or a background one since
+ * the last call (the message names it). Reads of a state companion
+ * ("t#adagrad_s") without a snapshot read its RAM copy too. */
 GKV_API gkv_err gkv_writeback_flush(gkv_store *s);
 
 /* Flushes 'name' and leaves write-back mode; its RAM copy is freed.

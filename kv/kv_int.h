@@ -115,6 +115,10 @@ struct gkv_store {
     unsigned char *st_wb_stage;       /* copies of pending chunks made by
                                        * pushes during a flush */
     size_t st_wb_stage_len;
+    size_t st_wb_ndrop;               /* tensors flushes dropped (another
+                                       * handle deleted them) since the last
+                                       * report, and the first: */
+    char st_wb_drop[GKV_NAME_MAX + 160];
     pthread_mutex_t st_wb_mu;         /* flusher thread state: */
     pthread_cond_t st_wb_cv;
     pthread_t st_wb_thread;
@@ -269,9 +273,11 @@ const char *kv__state_suffix(enum kv_hkind k, size_t i);
 gkv_err kv__state_get(gkv_store *s, MDB_txn *txn, const char *name,
                       const kv_rec *r, const char *suffix, int is_step,
                       kv_rec *st);
-/* The same in a write transaction of its own (for write-back mode). */
+/* The same in a write transaction of its own (for write-back mode), for
+ * tensor 'name' only while it is still the one with id 'tid'
+ * (GKV_ENOTFOUND otherwise). */
 gkv_err kv__state_create(gkv_store *s, const char *name, const char *suffix,
-                         int is_step);
+                         int is_step, uint32_t tid);
 /* Stable order of ids by value (*out gkv__malloc'd). */
 gkv_err kv__sort_order(const uint64_t *ids, size_t n, uint64_t lo,
                        uint64_t range, uint32_t **out);

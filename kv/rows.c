@@ -886,7 +886,7 @@ out:
 
 /* ---- write-back mode: the RAM side (the flushing is in wb.c) ------------- */
 
-struct state_arg { const char *name, *suffix; int is_step; };
+struct state_arg { const char *name, *suffix; int is_step; uint32_t tid; };
 
 static gkv_err
 state_create_fn(gkv_store *s, MDB_txn *txn, void *arg)
@@ -897,13 +897,17 @@ state_create_fn(gkv_store *s, MDB_txn *txn, void *arg)
 
     if ((rc = kv__rec_get(s, txn, a->name, &r)) != GKV_OK)
         return rc;
+    if (r.tid != a->tid)   /* not the tensor the caller holds a copy of */
+        return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' was deleted or "
+                        "replaced by another handle", a->name);
     return kv__state_get(s, txn, a->name, &r, a->suffix, a->is_step, &st);
 }
 
 gkv_err
-kv__state_create(gkv_store *s, const char *name, const char *suffix, int is_step)
+kv__state_create(gkv_store *s, const char *name, const char *suffix,
+                 int is_step, uint32_t tid)
 {
-    struct state_arg a = {name, suffix, is_step};
+    struct state_arg a = {name, suffix, is_step, tid};
     return kv__write(s, state_create_fn, &a);
 }
 
@@ -1007,24 +1011,43 @@ out:
     return rc;
 }
 
+/* The RAM copy of 'name' when it is a write-back tensor, or the state
+ * companion ("t#adagrad_s") of one that has it loaded; else NULL. Caller
+ * holds st_wb_lock. */
+static const kv_mirror *
+wb_mirror(gkv_store *s, const char *name)
+{
+    const char *h = strchr(name, '#');
+    char base[GKV_NAME_MAX + 1];
+    kv_wb *w;
+
+    if ((w = kv__wb_find(s, name)) != NULL)
+        return &w->m[0];
+    if (h == NULL || (size_t)(h - name) > GKV_NAME_MAX)
+        return NULL;
+    memcpy(base, name, (size_t)(h - name));
+    base[h - name] = '\0';
+    return (w = kv__wb_find(s, base)) != NULL ? kv__wb_state(w, h) : NULL;
+}
+
 /* Pull (ids != NULL) or range read [a, b) from a write-back mirror.
  * *done = 0 when 'name' is not in write-back mode. */
 static gkv_err
 wb_read(gkv_store *s, const char *name, int range, const uint64_t *ids,
         size_t n, uint64_t a, uint64_t b, void *dst, size_t len, int *done)
 {
+    const kv_mirror *m;
     const kv_rec *r;
-    kv_wb *w;
     gkv_err rc = GKV_OK;
 
     pthread_rwlock_rdlock(&s->st_wb_lock);
-    if ((w = kv__wb_find(s, name)) == NULL) {
+    if ((m = wb_mirror(s, name)) == NULL) {
         pthread_rwlock_unlock(&s->st_wb_lock);
         *done = 0;
         return GKV_OK;
     }
     *done = 1;
-    r = &w->m[0].r;
+    r = &m->r;
     if (range) {
         if (a > b || a < r->lo || b > r->hi)
             rc = kv__fail(s, GKV_ERANGE, "tensor '%s': rows [%llu, %llu) are "
@@ -1034,7 +1057,7 @@ wb_read(gkv_store *s, const char *name, int range, const uint64_t *ids,
         else if (len != (b - a) * r->row_bytes)
             rc = len_error(s, name, r, (size_t)(b - a), len);
         else
-            memcpy(dst, w->m[0].rows + (a - r->lo) * r->row_bytes, len);
+            memcpy(dst, m->rows + (a - r->lo) * r->row_bytes, len);
     } else if (n > SIZE_MAX / r->row_bytes || len != n * r->row_bytes) {
         rc = len_error(s, name, r, n, len);
     } else {
@@ -1045,7 +1068,7 @@ wb_read(gkv_store *s, const char *name, int range, const uint64_t *ids,
                 break;
             }
             memcpy((unsigned char *)dst + i * rb,
-                   w->m[0].rows + (ids[i] - r->lo) * rb, rb);
+                   m->rows + (ids[i] - r->lo) * rb, rb);
         }
     }
     pthread_rwlock_unlock(&s->st_wb_lock);

@@ -141,6 +141,7 @@ void (*kv__wb_flush_hook)(gkv_store *s);
 
 typedef struct wb_piece {       /* one chunk of the flush */
     kv_mirror *m;               /* stable while st_wb_flush_mu is held */
+    kv_mirror *parent;          /* m's tensor (m itself, or w->m[0]) */
     kv_rec r;
     uint64_t c;
     size_t off;                 /* of its saved copy in the stage */
@@ -151,6 +152,9 @@ typedef struct wb_stage {
     wb_piece *p;
     size_t np;
     unsigned char *buf;         /* s->st_wb_stage */
+    size_t used;                /* saved copies fill it from the front, so
+                                 * what stays resident is the most one
+                                 * flush saved */
 } wb_stage;
 
 static size_t
@@ -180,9 +184,27 @@ kv__wb_save(gkv_store *s, kv_mirror *m, uint64_t c)
             hi = mid;
     }
     p = &st->p[lo];
+    p->off = st->used;
+    st->used += chunk_len(&m->r, c);
     memcpy(st->buf + p->off, chunk_rows(m, c), chunk_len(&m->r, c));
     p->saved = 1;
     m->dirty[c] = KV_WB_DIRTY;
+}
+
+/* Sets m->gone when the store no longer holds m's tensor (another handle
+ * deleted or replaced it). */
+static gkv_err
+check_gone(gkv_store *s, MDB_txn *txn, kv_mirror *m)
+{
+    kv_rec now;
+    gkv_err rc = kv__rec_get(s, txn, m->name, &now);
+
+    if (rc == GKV_ENOTFOUND || (rc == GKV_OK && now.tid != m->r.tid)) {
+        m->gone = 1;
+        kv__clear(s);
+        return GKV_OK;
+    }
+    return rc;
 }
 
 static gkv_err
@@ -195,29 +217,28 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
     if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
         return kv__fail(s, kv__from_mdb(mrc), "write-back flush: %s",
                         mdb_strerror(mrc));
+    for (size_t i = 0; i < st->np; i++)   /* a retry looks again */
+        st->p[i].m->gone = st->p[i].parent->gone = 0;
     for (size_t i = 0; i < st->np; i++) {
         const wb_piece *p = &st->p[i];
         unsigned char kb[KV_KEY_LEN];
         MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(&p->r, p->c), NULL};
         gkv_err rc;
 
-        /* the tensor must still be the one we loaded: another handle
-         * may have deleted or replaced it. Then its chunks are skipped
-         * (wb_flush drops its mirror), and the others still written. */
+        /* the tensor and this companion must still be the ones we
+         * loaded: another handle may have deleted or replaced them. Then
+         * their chunks are skipped (wb_flush drops the copies), and the
+         * others still written. A companion of a gone tensor is skipped
+         * even when it is the store's: it could be the new tensor's. */
         if (i == 0 || p->m != st->p[i - 1].m) {
-            kv_rec now;
-
-            p->m->gone = 0;   /* a retry looks again */
-            rc = kv__rec_get(s, txn, p->m->name, &now);
-            if (rc == GKV_ENOTFOUND || (rc == GKV_OK && now.tid != p->r.tid)) {
-                p->m->gone = 1;
-                kv__clear(s);
-            } else if (rc != GKV_OK) {
+            if ((rc = check_gone(s, txn, p->parent)) != GKV_OK ||
+                (p->m != p->parent &&
+                 (rc = check_gone(s, txn, p->m)) != GKV_OK)) {
                 mdb_cursor_close(cur);
                 return rc;
             }
         }
-        if (p->m->gone)
+        if (p->m->gone || p->parent->gone)
             continue;
         kv__key(kb, p->r.tid, p->c);
         if ((mrc = mdb_cursor_put(cur, &k, &d, MDB_RESERVE)) != 0) {
@@ -258,53 +279,72 @@ wb_count(gkv_store *s, size_t *np, size_t *bytes)
 
 /* After a flush that committed: drops the mirrors the flush found deleted
  * or replaced by another handle (a tensor with all its state, or one state
- * companion), and names the first in the store's message. Returns how many
- * tensors were dropped. Caller holds st_wb_flush_mu and st_wb_lock
- * exclusively; 'dead' collects the entries to free after unlocking. */
-static size_t
+ * companion), and notes the first in st_wb_drop for the next flush or stop
+ * call to report (the flusher thread reports to no one). Caller holds
+ * st_wb_flush_mu and st_wb_lock exclusively; 'dead' collects the entries
+ * to free after unlocking. */
+static void
 drop_gone(gkv_store *s, kv_wb **dead)
 {
-    size_t n = 0;
-
     for (kv_wb **pp = &s->st_wb; *pp != NULL;) {
         kv_wb *w = *pp;
 
         for (int i = 0; i < 5; i++) {
-            if (!w->m[i].gone)
+            /* the tensor, or a companion of a tensor still held */
+            if (!w->m[i].gone || (i > 0 && w->m[0].gone))
                 continue;
-            if (n++ == 0)
-                kv__fail(s, GKV_ENOTFOUND, "write-back: tensor '%s' was "
-                         "deleted or replaced by another handle; its "
-                         "write-back copy is dropped, with the pushes this "
-                         "handle made to it", w->m[i].name);
-            if (i > 0) {   /* state: loaded again (zeros) when next used */
+            if (s->st_wb_ndrop++ == 0)
+                snprintf(s->st_wb_drop, sizeof s->st_wb_drop, "write-back: "
+                         "tensor '%s' was deleted or replaced by another "
+                         "handle; its write-back copy is dropped, with the "
+                         "pushes this handle made to it", w->m[i].name);
+            if (i > 0) {   /* loaded again when next used */
                 mirror_free(&w->m[i]);
                 memset(&w->m[i], 0, sizeof w->m[i]);
             }
         }
         if (w->m[0].gone) {
-            *pp = w->next;
+            /* lock-free readers load the head (kv__wb_any) */
+            __atomic_store_n(pp, w->next, __ATOMIC_RELEASE);
             w->next = *dead;
             *dead = w;
         } else {
             pp = &w->next;
         }
     }
-    return n;
+}
+
+/* The drops noted since the last call, as the store's message:
+ * GKV_ENOTFOUND, or GKV_OK when there were none. */
+static gkv_err
+drop_report(gkv_store *s)
+{
+    char msg[sizeof s->st_wb_drop];
+    size_t n;
+
+    pthread_mutex_lock(&s->st_wb_flush_mu);
+    n = s->st_wb_ndrop;
+    memcpy(msg, s->st_wb_drop, sizeof msg);
+    s->st_wb_ndrop = 0;
+    pthread_mutex_unlock(&s->st_wb_flush_mu);
+    if (n == 0)
+        return GKV_OK;
+    if (n == 1)
+        return kv__fail(s, GKV_ENOTFOUND, "%s", msg);
+    return kv__fail(s, GKV_ENOTFOUND, "%s (and %zu more)", msg, n - 1);
 }
 
 /* Writes every dirty chunk of every write-back tensor in one transaction.
- * *ngone: how many tensors it found deleted or replaced by another handle
- * and dropped (their chunks not written; the others are). */
+ * Tensors it finds deleted or replaced by another handle are dropped
+ * (drop_gone), the others written. */
 static gkv_err
-wb_flush(gkv_store *s, size_t *ngone)
+wb_flush(gkv_store *s)
 {
-    wb_stage st = {NULL, 0, NULL};
+    wb_stage st = {NULL, 0, NULL, 0};
     size_t cap = 0, np, bytes;
     kv_wb *dead = NULL;
     gkv_err rc = GKV_OK;
 
-    *ngone = 0;
 
     pthread_mutex_lock(&s->st_wb_flush_mu);
     for (;;) {   /* room for what pushes may save, then mark, exclusive */
@@ -334,16 +374,14 @@ wb_flush(gkv_store *s, size_t *ngone)
         pthread_rwlock_unlock(&s->st_wb_lock);
         goto out;
     }
-    bytes = 0;
     for (kv_wb *w = s->st_wb; w != NULL; w = w->next)
         for (int i = 0; i < 5; i++) {
             kv_mirror *m = &w->m[i];
             m->pend_lo = st.np;
             for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++)
                 if (m->dirty[c] == KV_WB_DIRTY) {
-                    st.p[st.np++] = (wb_piece){m, m->r, c, bytes, 0};
+                    st.p[st.np++] = (wb_piece){m, &w->m[0], m->r, c, 0, 0};
                     m->dirty[c] = KV_WB_PENDING;
-                    bytes += chunk_len(&m->r, c);
                 }
             m->pend_n = st.np - m->pend_lo;
         }
@@ -367,10 +405,9 @@ wb_flush(gkv_store *s, size_t *ngone)
     }
     s->st_wb_fl = NULL;
     if (rc == GKV_OK)
-        *ngone = drop_gone(s, &dead);
+        drop_gone(s, &dead);
     for (size_t i = 0; i < st.np; i++)   /* failed: they stay, and retry */
-        if (st.p[i].m->rows != NULL)
-            st.p[i].m->gone = 0;
+        st.p[i].m->gone = st.p[i].parent->gone = 0;
     pthread_rwlock_unlock(&s->st_wb_lock);
 out:
     pthread_mutex_unlock(&s->st_wb_flush_mu);
@@ -404,7 +441,6 @@ static void *
 flusher(void *arg)
 {
     gkv_store *s = arg;
-    size_t ngone;
 
     pthread_mutex_lock(&s->st_wb_mu);
     while (!s->st_wb_stop) {
@@ -424,7 +460,7 @@ flusher(void *arg)
             break;
         pthread_mutex_unlock(&s->st_wb_mu);
         kv__clear(s);
-        wb_flush(s, &ngone);   /* on error the chunks stay dirty: retried */
+        wb_flush(s);   /* on error the chunks stay dirty: retried */
         pthread_mutex_lock(&s->st_wb_mu);
     }
     pthread_mutex_unlock(&s->st_wb_mu);
@@ -522,24 +558,22 @@ gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
 gkv_err
 gkv_writeback_flush(gkv_store *s)
 {
-    size_t ngone;
     gkv_err rc;
 
     kv__clear(s);
-    if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) == NULL)
-        return GKV_OK;
-    if ((rc = wb_flush(s, &ngone)) != GKV_OK)
-        return rc;
-    if (!(s->st_flags & GKV_NOSYNC) && (rc = kv__env_sync(s)) != GKV_OK)
-        return rc;
-    return ngone ? GKV_ENOTFOUND : GKV_OK;   /* the message: drop_gone */
+    if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) != NULL) {
+        if ((rc = wb_flush(s)) != GKV_OK)
+            return rc;
+        if (!(s->st_flags & GKV_NOSYNC) && (rc = kv__env_sync(s)) != GKV_OK)
+            return rc;
+    }
+    return drop_report(s);   /* also those of the background flushes */
 }
 
 gkv_err
 gkv_writeback_stop(gkv_store *s, const char *name)
 {
     kv_wb **pp, *w;
-    size_t ngone;
     gkv_err rc;
 
     kv__clear(s);
@@ -548,11 +582,13 @@ gkv_writeback_stop(gkv_store *s, const char *name)
     pthread_rwlock_rdlock(&s->st_wb_lock);
     w = kv__wb_find(s, name);
     pthread_rwlock_unlock(&s->st_wb_lock);
+    if (w == NULL && drop_report(s) != GKV_OK)   /* dropped by a flush */
+        return GKV_ENOTFOUND;
     if (w == NULL)
         return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
                         "mode", name);
     /* flush and unlink under the flush lock, so no flush still holds w */
-    if ((rc = wb_flush(s, &ngone)) != GKV_OK)
+    if ((rc = wb_flush(s)) != GKV_OK)
         return rc;
     pthread_mutex_lock(&s->st_wb_flush_mu);
     pthread_rwlock_wrlock(&s->st_wb_lock);
@@ -569,19 +605,15 @@ gkv_writeback_stop(gkv_store *s, const char *name)
             for (uint64_t c = 0; w->m[i].rows && c < w->m[i].r.nchunks; c++)
                 if (w->m[i].dirty[c])
                     rc = GKV_EBUSY;
-        if (rc == GKV_OK)
-            *pp = w->next;
+        if (rc == GKV_OK)   /* atomic: kv__wb_any() reads the head */
+            __atomic_store_n(pp, w->next, __ATOMIC_RELEASE);
     }
     pthread_rwlock_unlock(&s->st_wb_lock);
     pthread_mutex_unlock(&s->st_wb_flush_mu);
     if (rc == GKV_EBUSY)   /* pushes raced with the stop: try again */
         return gkv_writeback_stop(s, name);
-    if (rc == GKV_ENOTFOUND && ngone > 0) {   /* perhaps by that flush */
-        char why[512];
-        snprintf(why, sizeof why, "%s", gkv_store_errmsg(s));
-        return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
-                        "mode (now): %s", name, why);
-    }
+    if (rc == GKV_ENOTFOUND && drop_report(s) != GKV_OK)   /* by that flush */
+        return GKV_ENOTFOUND;
     if (rc == GKV_ENOTFOUND)
         return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
                         "mode", name);
@@ -597,6 +629,7 @@ kv__wb_state_load(gkv_store *s, const char *name, enum kv_hkind k)
     for (size_t i = 0; i < kv__state_n(k); i++) {
         const char *suf = kv__state_suffix(k, i);
         char sname[GKV_NAME_MAX + 32];
+        kv_rec parent;
         kv_mirror m;
         kv_wb *w;
         int have;
@@ -605,22 +638,35 @@ kv__wb_state_load(gkv_store *s, const char *name, enum kv_hkind k)
         pthread_rwlock_rdlock(&s->st_wb_lock);
         w = kv__wb_find(s, name);
         have = w == NULL || kv__wb_state(w, suf) != NULL;
+        if (w != NULL)
+            parent = w->m[0].r;
         pthread_rwlock_unlock(&s->st_wb_lock);
         if (have)
             continue;
         /* create it in the store (zeros) if missing, then load it; only
-         * pushes change state, and they wait for this */
-        if ((rc = kv__state_create(s, name, suf, k == KV_H_ADAM && i == 2))
-            != GKV_OK)
+         * pushes change state, and they wait for this. Only for the
+         * tensor we hold a copy of: another handle may have replaced it
+         * (then the flush drops our copy), and a companion of the new one
+         * could have other rows */
+        if ((rc = kv__state_create(s, name, suf, k == KV_H_ADAM && i == 2,
+                                   parent.tid)) != GKV_OK)
             return rc;
         memset(&m, 0, sizeof m);
         snprintf(sname, sizeof sname, "%s%s", name, suf);
         if ((rc = mirror_load(s, sname, &m)) != GKV_OK)
             return rc;
+        if (m.r.lo != parent.lo || m.r.hi != parent.hi ||
+            m.r.chunk_rows != parent.chunk_rows) {
+            mirror_free(&m);
+            return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' was deleted or "
+                            "replaced by another handle: its state '%s' "
+                            "has other rows", name, sname);
+        }
         pthread_rwlock_wrlock(&s->st_wb_lock);
         w = kv__wb_find(s, name);
         for (int j = 1; j < 5 && w != NULL; j++)
-            if (strcmp(wb_suffix[j], suf) == 0 && w->m[j].rows == NULL) {
+            if (strcmp(wb_suffix[j], suf) == 0 && w->m[j].rows == NULL &&
+                w->m[0].r.tid == parent.tid) {
                 w->m[j] = m;
                 m.rows = NULL;
                 m.dirty = NULL;
@@ -637,10 +683,8 @@ kv__wb_close(gkv_store *s)
     gkv_err rc = GKV_OK;
 
     if (s->st_wb != NULL) {
-        size_t ngone;
-
         flusher_stop(s, 0);
-        rc = wb_flush(s, &ngone);
+        rc = wb_flush(s);
     }
     while (s->st_wb != NULL) {
         kv_wb *w = s->st_wb;
