@@ -808,6 +808,11 @@ wb_last_flush(gkv_server *s)
         slog(s, "write-back: last pushes written");
         return GKV_OK;
     }
+    if (rc == GKV_ENOTFOUND) {   /* the others were written */
+        slog(s, "write-back: last pushes written, but %s",
+             gkv_store_errmsg(s->sv_store));
+        return GKV_OK;
+    }
     slog(s, "write-back: writing the last pushes FAILED (%s): %s",
          gkv_strerror(rc), gkv_store_errmsg(s->sv_store));
     return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->sv_store));
