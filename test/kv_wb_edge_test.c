@@ -968,6 +968,23 @@ replace_t(const char *dir, const char *range, const char *shape,
     kvctl_ok(mk);
 }
 
+/* A store in dir with t (sp) in write-back mode, pushed once and flushed:
+ * the start of the replaced-tensor tests. */
+static gkv_store *
+replaced_setup(const char *dir, const gkv_tensor_spec *sp, geo g,
+               struct failctx *f, uint64_t *rs)
+{
+    gkv_store *s;
+
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    register_handlers(s, f);
+    GKVT_OK(gkv_tensor_create(s, "t", sp));
+    GKVT_OK(gkv_writeback_start(s, "t", 100000));
+    do_op(s, f, "t", g, OP_ASSIGN, rs, 100);
+    GKVT_OK(gkv_writeback_flush(s));
+    return s;
+}
+
 static void
 test_adv_replaced_tensor_state_untouched(void **state)
 {
@@ -983,12 +1000,7 @@ test_adv_replaced_tensor_state_untouched(void **state)
     gkv_err rc;
 
     (void)state;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
-    register_handlers(s, &f);
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    GKVT_OK(gkv_writeback_start(s, "t", 100000));
-    do_op(s, &f, "t", g, OP_ASSIGN, &rs, 100);
-    GKVT_OK(gkv_writeback_flush(s));
+    s = replaced_setup(dir, &sp, g, &f, &rs);
     /* another process replaces t (same shape, all 5) */
     replace_t(dir, "100:3100", "8", "16", "const:5");
     /* this handle pushes on, with Adagrad, to its stale copy: the push
@@ -1053,12 +1065,7 @@ test_adv_replaced_tensor_state_geometry(void **state)
     pid_t pid;
 
     (void)state;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
-    register_handlers(s, &f);
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    GKVT_OK(gkv_writeback_start(s, "t", 100000));
-    do_op(s, &f, "t", g, OP_ASSIGN, &rs, 100);
-    GKVT_OK(gkv_writeback_flush(s));
+    s = replaced_setup(dir, &sp, g, &f, &rs);
     replace_t(dir, "100:116", "8", "16", "zeros");
     /* a push with a wrong length: refused, but it loads the state first */
     rc = gkv_tensor_push(s, "t", &id, 1, row, sizeof row - 4, &pa);

@@ -464,6 +464,25 @@ hook_push(gkv_store *s)
     later_pushes(s, "t", &hk.rs);
 }
 
+/* The store (through a snapshot) holds weights w and Adagrad state st of
+ * tensor "t" (N x FW), and verifies. */
+static void
+store_equals(gkv_store *s, const float *w, const float *st)
+{
+    gkv_txn *tx;
+    float *got;
+
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    got = dump(s, tx, "t", N, FW);
+    assert_memory_equal(got, w, (size_t)N * FW * 4);
+    free(got);
+    got = dump(s, tx, "t#adagrad_s", N, FW);
+    assert_memory_equal(got, st, (size_t)N * FW * 4);
+    free(got);
+    gkv_txn_end(tx);
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+}
+
 /* The store after a flush is the state at the moment the flush began, even
  * when pushes change the chunks while it writes them and the map fills in
  * the middle of its transaction (so it writes everything twice, the second
@@ -479,8 +498,7 @@ test_wb_push_during_flush(void **state)
     uint64_t rs = gkvt_seed() ^ 11, rs2;
     gkv_store_stat st0, st1;
     gkv_store *s, *ref;
-    gkv_txn *tx;
-    float *want_w, *want_s, *got, *mir;
+    float *want_w, *want_s, *mir;
 
     (void)state;
     sp.chunk_rows = FCR;
@@ -509,15 +527,7 @@ test_wb_push_during_flush(void **state)
     assert_true(st1.map_size > st0.map_size);       /* the retry happened */
 
     /* the store: as before the hook's pushes, weights and state */
-    GKVT_OK(gkv_txn_begin(s, &tx));
-    got = dump(s, tx, "t", N, FW);
-    assert_memory_equal(got, want_w, nb);
-    free(got);
-    got = dump(s, tx, "t#adagrad_s", N, FW);
-    assert_memory_equal(got, want_s, nb);
-    free(got);
-    gkv_txn_end(tx);
-    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    store_equals(s, want_w, want_s);
 
     /* the mirror: every push, like the reference after the same pushes */
     later_pushes(ref, "t", &rs2);
@@ -531,15 +541,7 @@ test_wb_push_during_flush(void **state)
 
     /* the next flush writes what the pushes changed */
     GKVT_OK(gkv_writeback_flush(s));
-    GKVT_OK(gkv_txn_begin(s, &tx));
-    got = dump(s, tx, "t", N, FW);
-    assert_memory_equal(got, want_w, nb);
-    free(got);
-    got = dump(s, tx, "t#adagrad_s", N, FW);
-    assert_memory_equal(got, want_s, nb);
-    free(got);
-    gkv_txn_end(tx);
-    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    store_equals(s, want_w, want_s);
     free(want_w);
     free(want_s);
     gkv_store_close(s);
