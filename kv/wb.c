@@ -128,9 +128,9 @@ out:
  *
  * A flush has two steps. Under st_wb_lock, exclusive (a push boundary), it
  * marks every dirty chunk KV_WB_PENDING and lists it: a scan of one byte
- * per chunk. Then, holding no lock, it writes the listed chunks in one
+ * per chunk. Then, without that lock, it writes the listed chunks in one
  * LMDB transaction, copying each straight from its mirror into LMDB's
- * page. A push that meanwhile changes a pending chunk first saves the
+ * page under st_wb_copy_mu (one chunk at a time). A push that meanwhile changes a pending chunk first saves the
  * chunk as it was (kv__wb_save), and the flush writes that copy instead.
  * So the store gets the state at the push boundary, pushes never wait for
  * the flush's copy or its write, and no second copy of the dirty data is
