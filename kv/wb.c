@@ -130,8 +130,9 @@ out:
  * marks every dirty chunk KV_WB_PENDING and lists it: a scan of one byte
  * per chunk. Then, without that lock, it writes the listed chunks in one
  * LMDB transaction, copying each straight from its mirror into LMDB's
- * page under st_wb_copy_mu (one chunk at a time). A push that meanwhile changes a pending chunk first saves the
- * chunk as it was (kv__wb_save), and the flush writes that copy instead.
+ * page under st_wb_copy_mu (one chunk at a time). A push that meanwhile
+ * changes a pending chunk first saves the chunk as it was (kv__wb_save),
+ * and the flush writes that copy instead.
  * So the store gets the state at the push boundary, pushes never wait for
  * the flush's copy or its write, and no second copy of the dirty data is
  * made unless pushes come during the flush (and then only of the chunks
@@ -140,9 +141,9 @@ out:
 void (*kv__wb_flush_hook)(gkv_store *s);
 
 typedef struct wb_piece {       /* one chunk of the flush */
-    kv_mirror *m;               /* stable while st_wb_flush_mu is held */
+    kv_mirror *m;               /* stable, with its record m->r, while
+                                 * st_wb_flush_mu is held */
     kv_mirror *parent;          /* m's tensor (m itself, or w->m[0]) */
-    kv_rec r;
     uint64_t c;
     size_t off;                 /* of its saved copy in the stage */
     int saved;                  /* a push saved it: write the copy */
@@ -222,7 +223,7 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
     for (size_t i = 0; i < st->np; i++) {
         const wb_piece *p = &st->p[i];
         unsigned char kb[KV_KEY_LEN];
-        MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(&p->r, p->c), NULL};
+        MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(&p->m->r, p->c), NULL};
         gkv_err rc;
 
         /* the tensor and this companion must still be the ones we
@@ -240,7 +241,7 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
         }
         if (p->m->gone || p->parent->gone)
             continue;
-        kv__key(kb, p->r.tid, p->c);
+        kv__key(kb, p->m->r.tid, p->c);
         if ((mrc = mdb_cursor_put(cur, &k, &d, MDB_RESERVE)) != 0) {
             mdb_cursor_close(cur);
             return kv__fail(s, kv__from_mdb(mrc), "write-back flush: tensor "
@@ -254,7 +255,7 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
                p->saved ? st->buf + p->off : chunk_rows(p->m, p->c),
                d.mv_size - KV_CHUNK_HDR);
         pthread_mutex_unlock(&s->st_wb_copy_mu);
-        kv__chunk_seal(&p->r, p->c, d.mv_data);
+        kv__chunk_seal(&p->m->r, p->c, d.mv_data);
     }
     mdb_cursor_close(cur);
     return GKV_OK;
@@ -380,7 +381,7 @@ wb_flush(gkv_store *s)
             m->pend_lo = st.np;
             for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++)
                 if (m->dirty[c] == KV_WB_DIRTY) {
-                    st.p[st.np++] = (wb_piece){m, &w->m[0], m->r, c, 0, 0};
+                    st.p[st.np++] = (wb_piece){m, &w->m[0], c, 0, 0};
                     m->dirty[c] = KV_WB_PENDING;
                 }
             m->pend_n = st.np - m->pend_lo;

@@ -837,7 +837,9 @@ op_pull(gkv_server *s, struct req *r)
         rfail(r, GKV_EPROTO, "pull: %s", rd.why);
         return;
     }
-    if ((rc = gkv_txn_begin(s->sv_store, &tx)) != GKV_OK) {
+    /* one snapshot for the description and the rows; without one when
+     * tensors are kept in write-back mode, so that their RAM copy is read */
+    if (s->sv_nwb == 0 && (rc = gkv_txn_begin(s->sv_store, &tx)) != GKV_OK) {
         rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
         return;
     }
@@ -869,9 +871,8 @@ op_pull(gkv_server *s, struct req *r)
     net__wr_u64(&w, pq.n);
     net__wr_u64(&w, d.row_bytes);
     rows = net__wr_arr(&w, bytes);
-    /* write-back tensors are read from RAM: a pull without a snapshot */
-    rc = gkv_tensor_pull(s->sv_store, s->sv_nwb ? NULL : tx, pq.name, ids,
-                         (size_t)pq.n, rows, bytes);
+    rc = gkv_tensor_pull(s->sv_store, tx, pq.name, ids, (size_t)pq.n, rows,
+                         bytes);
     if (rc != GKV_OK) {
         nn_freemsg(r->out);
         r->out = NULL;
