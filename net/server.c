@@ -36,8 +36,8 @@
 #include "gkv_sample.h"
 #include "wire.h"
 
-#define NONCE_MAX      1024      /* outstanding nonces kept */
 #define NONCE_TTL_MS   30000     /* a nonce is good this long, once */
+#define SPENT_MAX      (1u << 18) /* spent nonces kept (live ones, at most) */
 #define SESS_MAX       65536     /* sessions at once */
 #define TICK_MS        50        /* housekeeping period */
 #define RECV_TICK_MS   100       /* workers look at the stop flag this often */
@@ -87,10 +87,9 @@ struct group {
     size_t nwait, capwait;
 };
 
-struct nonce {
-    unsigned char n[NET_NONCE_LEN];
-    uint64_t expires_ms;
-    int used;
+struct spent {                       /* a nonce an accepted handshake used */
+    uint64_t rnd;                    /* its random bytes (8..15) */
+    uint64_t exp_ms;                 /* when it expires; 0: a free slot */
 };
 
 struct gkv_server {
@@ -109,6 +108,9 @@ struct gkv_server {
     net_ident sv_id;
     int sv_auth;
     unsigned char sv_key[NET_KEY_LEN];
+    unsigned char sv_nkey[crypto_auth_hmacsha512256_KEYBYTES]; /* tags the
+                                      * nonces; drawn at start */
+    uint64_t sv_nonce_ttl_ms;
     unsigned sv_flags;               /* GKV_SERVER_* */
     unsigned sv_lease_ms;
     uint64_t sv_max_msg;
@@ -129,8 +131,8 @@ struct gkv_server {
     size_t sv_nsess, sv_capsess;
     struct group *sv_grp;
     size_t sv_ngrp, sv_capgrp;
-    struct nonce sv_nonce[NONCE_MAX];
-    size_t sv_nonce_next;            /* ring position */
+    struct spent *sv_spent;          /* open addressing by rnd */
+    size_t sv_spent_cap, sv_spent_n; /* slots (a power of two), used */
     uint64_t sv_joined;
     char sv_stop_why[160];
     uint64_t sv_log_window, sv_log_count, sv_log_dropped;
@@ -533,12 +535,114 @@ reply_schema(gkv_server *s, struct req *r, uint64_t session, int with_id)
 
 /* ---- handlers ---------------------------------------------------------------- */
 
+/* A HELLO's nonce carries its own proof, so the server keeps nothing per
+ * HELLO and a flood of HELLOs cannot push other clients' nonces out: bytes
+ * 0-7 are the issue time (monotonic ms, little-endian), 8-15 random, 16-31
+ * the first 16 bytes of HMAC-SHA512-256 over bytes 0-15, keyed with
+ * sv_nkey. A handshake's nonce must carry a good tag and be younger than
+ * the TTL; with a token it must also be unspent (the spent set holds the
+ * nonces of accepted handshakes until they expire), so a handshake seen on
+ * the wire cannot be replayed. Without a token anyone may hand-shake as
+ * anyone, so a replay gains nothing and nothing is kept. */
+static void
+nonce_tag(const gkv_server *s, const unsigned char *n, unsigned char *tag)
+{
+    unsigned char mac[crypto_auth_hmacsha512256_BYTES];
+
+    crypto_auth_hmacsha512256(mac, n, 16, s->sv_nkey);
+    memcpy(tag, mac, 16);
+    sodium_memzero(mac, sizeof mac);
+}
+
+static void
+nonce_make(const gkv_server *s, unsigned char *n)
+{
+    uint64_t t = mono_ms();
+
+    for (int i = 0; i < 8; i++)
+        n[i] = (unsigned char)(t >> (8 * i));
+    randombytes_buf(n + 8, 8);
+    nonce_tag(s, n, n + 16);
+}
+
+/* 1 when n is a nonce of this server younger than the TTL; *rnd, *exp_ms:
+ * its random part and when it expires. */
+static int
+nonce_good(const gkv_server *s, const unsigned char *n, uint64_t *rnd,
+           uint64_t *exp_ms)
+{
+    unsigned char tag[16];
+    uint64_t t = 0, now = mono_ms();
+    int ok;
+
+    nonce_tag(s, n, tag);
+    ok = sodium_memcmp(tag, n + 16, 16) == 0;
+    for (int i = 0; i < 8; i++)
+        t |= (uint64_t)n[i] << (8 * i);
+    memcpy(rnd, n + 8, 8);
+    *exp_ms = t + s->sv_nonce_ttl_ms;
+    return ok && t <= now && now < *exp_ms;
+}
+
+/* Rebuilds the spent set with room for its live entries and one more
+ * (with s->sv_mu); -1 when SPENT_MAX live nonces fill it or out of memory. */
+static int
+spent_rehash(gkv_server *s)
+{
+    uint64_t now = mono_ms();
+    size_t live = 0, cap = 64;
+    struct spent *t;
+
+    for (size_t i = 0; i < s->sv_spent_cap; i++)
+        live += s->sv_spent[i].exp_ms > now;
+    if (live >= SPENT_MAX)
+        return -1;
+    while (cap < 4 * (live + 1))
+        cap *= 2;
+    if ((t = gkv__calloc(cap, sizeof *t)) == NULL)
+        return -1;
+    for (size_t i = 0; i < s->sv_spent_cap; i++) {
+        struct spent *e = &s->sv_spent[i];
+        size_t j;
+        if (e->exp_ms <= now)
+            continue;
+        for (j = e->rnd & (cap - 1); t[j].exp_ms != 0; j = (j + 1) & (cap - 1))
+            ;
+        t[j] = *e;
+    }
+    gkv__free(s->sv_spent);
+    s->sv_spent = t;
+    s->sv_spent_cap = cap;
+    s->sv_spent_n = live;
+    return 0;
+}
+
+/* Marks the nonce (rnd, exp_ms) spent (with s->sv_mu): 0 when it was not,
+ * 1 when it already was, -1 when the set is full. An expired entry still
+ * occupies its slot until a rehash, which only matters for its own nonce,
+ * and that one is refused as expired before it gets here. */
+static int
+spent_add(gkv_server *s, uint64_t rnd, uint64_t exp_ms)
+{
+    size_t j;
+
+    if (2 * (s->sv_spent_n + 1) > s->sv_spent_cap && spent_rehash(s) != 0)
+        return -1;
+    for (j = rnd & (s->sv_spent_cap - 1); s->sv_spent[j].exp_ms != 0;
+         j = (j + 1) & (s->sv_spent_cap - 1))
+        if (s->sv_spent[j].rnd == rnd && s->sv_spent[j].exp_ms == exp_ms)
+            return 1;
+    s->sv_spent[j].rnd = rnd;
+    s->sv_spent[j].exp_ms = exp_ms;
+    s->sv_spent_n++;
+    return 0;
+}
+
 static void
 op_hello(gkv_server *s, struct req *r)
 {
     net_hello_rep hr;
     net_rd rd;
-    struct nonce *nc;
 
     net__rd_init(&rd, r->pl, r->plen);
     if (net__dec_empty(&rd) != 0) {
@@ -546,35 +650,9 @@ op_hello(gkv_server *s, struct req *r)
         return;
     }
     memset(&hr, 0, sizeof hr);
-    randombytes_buf(hr.nonce, sizeof hr.nonce);
+    nonce_make(s, hr.nonce);
     hr.id = s->sv_id;
-    pthread_mutex_lock(&s->sv_mu);
-    /* a ring: when full, the oldest nonce is the one forgotten */
-    nc = &s->sv_nonce[s->sv_nonce_next];
-    s->sv_nonce_next = (s->sv_nonce_next + 1) % NONCE_MAX;
-    memcpy(nc->n, hr.nonce, NET_NONCE_LEN);
-    nc->expires_ms = mono_ms() + NONCE_TTL_MS;
-    nc->used = 0;
-    pthread_mutex_unlock(&s->sv_mu);
     build(r, enc_hello, &hr);
-}
-
-/* Takes nonce n out of the table: 1 when it was there, fresh and unused. */
-static int
-nonce_take(gkv_server *s, const unsigned char *n)
-{
-    uint64_t now = mono_ms();
-
-    for (size_t i = 0; i < NONCE_MAX; i++) {
-        struct nonce *nc = &s->sv_nonce[i];
-        if (nc->expires_ms != 0 && sodium_memcmp(nc->n, n, NET_NONCE_LEN) == 0) {
-            int ok = !nc->used && now < nc->expires_ms;
-            nc->used = 1;          /* single use, whatever the outcome */
-            nc->expires_ms = 0;
-            return ok;
-        }
-    }
-    return 0;
 }
 
 static void
@@ -584,8 +662,8 @@ op_handshake(gkv_server *s, struct req *r)
     net_rd rd;
     struct sess *old;
     struct group *g;
-    uint64_t id;
-    int fresh;
+    uint64_t id, rnd, exp_ms;
+    int spent;
 
     net__rd_init(&rd, r->pl, r->plen);
     if (net__dec_hs_req(&rd, &hs) != 0) {
@@ -597,13 +675,10 @@ op_handshake(gkv_server *s, struct req *r)
               "printable characters without spaces", hs.group, NET_GROUP_MAX);
         return;
     }
-    pthread_mutex_lock(&s->sv_mu);
-    fresh = nonce_take(s, hs.nonce);
-    pthread_mutex_unlock(&s->sv_mu);
-    if (!fresh) {
-        rfail(r, GKV_EPERM, "handshake of group '%s' rank %u: nonce unknown, "
-              "expired or already used (a replayed handshake?)", hs.group,
-              hs.rank);
+    if (!nonce_good(s, hs.nonce, &rnd, &exp_ms)) {
+        rfail(r, GKV_EPERM, "handshake of group '%s' rank %u: nonce not "
+              "from this server or older than %llu ms (hello again)",
+              hs.group, hs.rank, (unsigned long long)s->sv_nonce_ttl_ms);
         return;
     }
     if (s->sv_auth && !(hs.flags & NET_HS_PROOF)) {
@@ -616,6 +691,19 @@ op_handshake(gkv_server *s, struct req *r)
         rfail(r, GKV_EPERM, "handshake of group '%s' rank %u: wrong token "
               "(the proof does not match)", hs.group, hs.rank);
         return;
+    }
+    if (s->sv_auth) {
+        pthread_mutex_lock(&s->sv_mu);
+        spent = spent_add(s, rnd, exp_ms);
+        pthread_mutex_unlock(&s->sv_mu);
+        if (spent != 0) {
+            rfail(r, spent > 0 ? GKV_EPERM : GKV_EBUSY, spent > 0 ?
+                  "handshake of group '%s' rank %u: nonce already used (a "
+                  "replayed handshake?)" : "handshake of group '%s' rank "
+                  "%u: too many handshakes in the last 30 s (try again)",
+                  hs.group, hs.rank);
+            return;
+        }
     }
     do
         randombytes_buf(&id, sizeof id);
@@ -2289,7 +2377,12 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     {
         const char *w = getenv("GKV_SERVER_WIDE_IDS");
         s->sv_wide_ids = w != NULL && strcmp(w, "1") == 0;
+        /* tests shorten the nonce TTL to see expiry */
+        w = getenv("GKV_SERVER_NONCE_TTL_MS");
+        s->sv_nonce_ttl_ms = w != NULL && atoi(w) > 0 ? (uint64_t)atoi(w) :
+                             NONCE_TTL_MS;
     }
+    crypto_auth_hmacsha512256_keygen(s->sv_nkey);
     s->sv_start_mono = mono_ms();
     snprintf(s->sv_tag, sizeof s->sv_tag, "m%zu/s%u", mi, o->server_id);
     pthread_mutex_init(&s->sv_mu, NULL);
@@ -2514,6 +2607,8 @@ gkv_server_close(gkv_server *s)
         gkv__free(s->sv_sess[i].done);
     gkv__free(s->sv_sess);
     gkv__free(s->sv_thr);
+    gkv__free(s->sv_spent);
+    sodium_memzero(s->sv_nkey, sizeof s->sv_nkey);
     for (unsigned i = 0; s->sv_samp != NULL && i < s->sv_nthreads; i++)
         gkv_sampler_free(s->sv_samp[i]);
     gkv__free(s->sv_samp);

@@ -813,6 +813,188 @@ rleave(int s, uint64_t sess, uint64_t req, uint8_t *stopping)
     return st;
 }
 
+/* ---- nonces -------------------------------------------------------------- */
+
+/* A HELLO's nonce, into n. */
+static void
+rhello(int s, unsigned char *n)
+{
+    struct rep r = {0};
+    net_hello_rep hr;
+    net_rd rd;
+
+    assert_int_equal(rcall(s, NET_HELLO, 0, 1, NULL, 0, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
+    memcpy(n, hr.nonce, NET_NONCE_LEN);
+    free(r.pl);
+}
+
+/* A HANDSHAKE with nonce n as (group, rank), with a proof made from
+ * 'token' (none when NULL); returns the session, or 0 when refused (r
+ * holds the reply). */
+static uint64_t
+rhs(int s, const unsigned char *n, const char *token, const char *group,
+    uint32_t rank, struct rep *r)
+{
+    unsigned char b[512];
+    net_wr w = {b, sizeof b, 0};
+    net_hs_req hs;
+    net_hs_rep hp;
+    net_rd rd;
+
+    memset(&hs, 0, sizeof hs);
+    memcpy(hs.nonce, n, NET_NONCE_LEN);
+    snprintf(hs.group, sizeof hs.group, "%s", group);
+    hs.rank = rank;
+    if (token != NULL) {
+        unsigned char key[NET_KEY_LEN];
+        net__token_key(token, strlen(token), key);
+        net__proof(key, hs.nonce, group, rank, hs.mac);
+        hs.flags = NET_HS_PROOF;
+    }
+    net__enc_hs_req(&w, &hs);
+    assert_int_equal(rcall(s, NET_HANDSHAKE, 0, 2, b, w.off, r), 0);
+    if (r->h.status != 0)
+        return 0;
+    net__rd_init(&rd, r->pl, r->plen);
+    assert_int_equal(net__dec_hs_rep(&rd, &hp), 0);
+    net__schema_free(&hp.schema);
+    return hp.session;
+}
+
+/* Expects a refused handshake with nonce n: 'st', and 'text' in the reply. */
+static void
+rhs_refused(int s, const unsigned char *n, const char *token, gkv_err st,
+            const char *text)
+{
+    struct rep r = {0};
+
+    assert_int_equal(rhs(s, n, token, "job", 9, &r), 0);
+    assert_int_equal(r.h.status, st);
+    if (strstr(r.msg, text) == NULL)
+        fail_msg("the refusal says '%s', not '%s'", r.msg, text);
+    free(r.pl);
+}
+
+/* The server kept its last 1,024 nonces, so 1,024 HELLOs from anyone (no
+ * token needed) between a client's HELLO and its HANDSHAKE made the
+ * handshake fail. Nonces now prove themselves (a tag under a key of the
+ * server's); the server keeps only the nonces accepted handshakes spent.
+ * A nonce is good once, for the TTL, and only from the server that made
+ * it; a refused proof does not spend it. */
+static void
+test_hello_flood(void **state)
+{
+    struct fx *f = *state;
+    char tok[4300];
+    const char *extra[] = {"--token-file", tok, "--keep-alive", NULL};
+    enum { K = 16, FLOOD = 4096 };
+    unsigned char n0[NET_NONCE_LEN], n1[NET_NONCE_LEN], bad[NET_NONCE_LEN];
+    struct rep r = {0};
+    struct gkvt_proc *srv;
+    int s, fl[K];
+    long before;
+
+    make_tensor(f->st, "feat", 4, 100);
+    snprintf(tok, sizeof tok, "%s/token", f->dir);
+    gkvt_write_text(tok, "correct horse\n", 0600);
+    srv = serve(f, extra);
+    s = rsock(f->base, 5000);
+    rhello(s, n0);
+    /* FLOOD HELLOs, K in flight at a time */
+    for (int i = 0; i < K; i++)
+        fl[i] = rsock(f->base, 5000);
+    before = peak_kib(srv->pid);
+    for (int sent = 0; sent < FLOOD; sent += K) {
+        for (int i = 0; i < K; i++)
+            rsend(fl[i], NET_HELLO, 0, 1, NULL, 0);
+        for (int i = 0; i < K; i++) {
+            assert_int_equal(rrecv(fl[i], &r), 0);
+            assert_int_equal(r.h.status, 0);
+        }
+    }
+    for (int i = 0; i < K; i++)
+        nn_close(fl[i]);
+    if (rhs(s, n0, "correct horse", "job", 0, &r) == 0)
+        fail_msg("a handshake after %d HELLOs from others: %s", FLOOD, r.msg);
+    assert_true(peak_kib(srv->pid) - before < 4 * 1024);
+    /* spent: a replay is refused */
+    rhs_refused(s, n0, "correct horse", GKV_EPERM, "nonce already used");
+    /* a wrong proof does not spend a nonce */
+    rhello(s, n1);
+    rhs_refused(s, n1, "battery staple", GKV_EPERM, "wrong token");
+    if (rhs(s, n1, "correct horse", "job", 1, &r) == 0)
+        fail_msg("a handshake after a wrong proof with its nonce: %s", r.msg);
+    /* many spent nonces (the set grows and rehashes): each one refused
+     * again, the first ones after the last */
+    {
+        enum { M = 600 };
+        unsigned char (*ns)[NET_NONCE_LEN] = malloc(M * sizeof *ns);
+        for (uint32_t i = 0; i < M; i++) {
+            rhello(s, ns[i]);
+            if (rhs(s, ns[i], "correct horse", "many", i, &r) == 0)
+                fail_msg("handshake %u: %s", i, r.msg);
+        }
+        for (uint32_t i = 0; i < M; i += 7)
+            rhs_refused(s, ns[i], "correct horse", GKV_EPERM, "nonce already used");
+        free(ns);
+    }
+    /* nonces the server did not make, or changed in any byte */
+    for (unsigned i = 0; i < NET_NONCE_LEN; i++) {
+        rhello(s, bad);
+        bad[i] ^= 0x10;
+        rhs_refused(s, bad, "correct horse", GKV_EPERM, "nonce not from this server");
+    }
+    memset(bad, 0, sizeof bad);
+    rhs_refused(s, bad, "correct horse", GKV_EPERM, "nonce not from this server");
+    free(r.pl);
+    nn_close(s);
+    assert_true(gkvt_file_has(srv->log, "nonce already used"));
+    assert_true(gkvt_proc_alive(srv));
+}
+
+/* A nonce is good for the TTL only; another server's (or an earlier run
+ * of this one's) never. GKV_SERVER_NONCE_TTL_MS shortens the TTL. */
+static void
+test_nonce_expiry_and_origin(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    unsigned char n0[NET_NONCE_LEN], n1[NET_NONCE_LEN];
+    struct rep r = {0};
+    struct gkvt_proc *srv;
+    int s;
+
+    make_tensor(f->st, "feat", 4, 100);
+    setenv("GKV_SERVER_NONCE_TTL_MS", "400", 1);
+    srv = serve(f, extra);
+    unsetenv("GKV_SERVER_NONCE_TTL_MS");
+    s = rsock(f->base, 5000);
+    rhello(s, n0);
+    rhello(s, n1);
+    /* without a token, a nonce within its TTL may serve again */
+    assert_true(rhs(s, n1, NULL, "job", 0, &r) != 0);
+    assert_true(rhs(s, n1, NULL, "job", 1, &r) != 0);
+    usleep(600 * 1000);
+    rhs_refused(s, n0, NULL, GKV_EPERM, "older than 400 ms");
+    rhello(s, n0);
+    assert_true(rhs(s, n0, NULL, "job", 2, &r) != 0);
+    nn_close(s);
+    /* a restarted server does not take its earlier run's nonces */
+    rhello(s = rsock(f->base, 5000), n0);
+    nn_close(s);
+    kill(srv->pid, SIGTERM);
+    assert_true(gkvt_proc_wait(srv, 10000));
+    srv = serve(f, extra);
+    s = rsock(f->base, 5000);
+    rhs_refused(s, n0, NULL, GKV_EPERM, "nonce not from this server");
+    free(r.pl);
+    nn_close(s);
+    assert_true(gkvt_proc_alive(srv));
+}
+
 /* A member that hand-shook again as an observer (same group and rank)
  * became one: when the clients left, none was a member's, so the server
  * (no --keep-alive: it stops when its last member leaves) ran on with no
@@ -1142,6 +1324,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_push_resent_while_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_reply_bounded_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejection_log_not_forged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hello_flood, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nonce_expiry_and_origin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_observer_handshake_keeps_a_member, setup, teardown),
         cmocka_unit_test_setup_teardown(test_observer_handshake_keeps_the_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_around_push, setup, teardown),

@@ -1062,7 +1062,7 @@ test_token(void **state)
     nn_close(s);
     assert_true(gkvt_file_has(srv[0]->log, "wrong token"));
     assert_true(gkvt_file_has(srv[0]->log, "requires a token and none was given"));
-    assert_true(gkvt_file_has(srv[0]->log, "nonce unknown, expired or already used"));
+    assert_true(gkvt_file_has(srv[0]->log, "nonce already used"));
     assert_true(gkvt_proc_alive(srv[0]));
 }
 
