@@ -127,6 +127,12 @@ typedef struct gkv_server_opts {
      * none. */
     const char *const *writeback;
     unsigned flush_ms;        /* write-back flush interval; 0 = 10 */
+    /* Without GKV_SERVER_KEEP_ALIVE: the members the job has (DGL's
+     * num_clients). The server stops when its last member leaves only once
+     * this many distinct members (group, rank) have joined, so a client
+     * that connects after the first ones left still finds it. 0 = stop when
+     * the members joined so far have left. */
+    unsigned num_clients;
 } gkv_server_opts;
 
 /* Opens the store, pre-faults its map, reads the token and binds the
@@ -139,7 +145,8 @@ GKV_API gkv_err gkv_server_open(gkv_server **out, const gkv_server_opts *o);
 
 /* Serves on the calling thread (plus the worker threads) until the server
  * stops: gkv_server_stop(), a SHUTDOWN request, or the last client leaving
- * (explicitly or by lease expiry) without GKV_SERVER_KEEP_ALIVE. In-flight
+ * (explicitly or by lease expiry) without GKV_SERVER_KEEP_ALIVE, once
+ * num_clients members have joined. In-flight
  * requests finish, the store is synced. Returns GKV_OK on a normal stop. */
 GKV_API gkv_err gkv_server_run(gkv_server *s);
 

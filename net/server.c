@@ -30,6 +30,7 @@
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
 #include <sodium.h>
+#include <xxhash.h>
 #include "kv_int.h"
 #include "gkv_net.h"
 #include "gkv_part.h"
@@ -134,6 +135,11 @@ struct gkv_server {
     struct spent *sv_spent;          /* open addressing by rnd */
     size_t sv_spent_cap, sv_spent_n; /* slots (a power of two), used */
     uint64_t sv_joined;
+    unsigned sv_num_clients;         /* members to see before stopping */
+    uint64_t *sv_seen;               /* distinct members joined: hashes of
+                                      * (group, rank), open addressing; freed
+                                      * once sv_nseen reaches num_clients */
+    size_t sv_nseen, sv_capseen;
     char sv_stop_why[160];
     uint64_t sv_log_window, sv_log_count, sv_log_dropped;
 
@@ -449,14 +455,66 @@ sess_remove(gkv_server *s, size_t i, const char *how)
          "all)", how, old.group, old.rank, old.observer ? " (observer)" : "",
          left, s->sv_nsess);
     /* an observer (kvctl) leaving never stops the server; the last member
-     * leaving does, observers or not */
+     * leaving does, observers or not, once num_clients members joined */
     if (!old.observer && !(s->sv_flags & GKV_SERVER_KEEP_ALIVE)) {
         size_t members = 0;
         for (size_t k = 0; k < s->sv_nsess; k++)
             members += !s->sv_sess[k].observer;
-        if (members == 0)
+        if (members == 0 && s->sv_nseen < s->sv_num_clients)
+            slog(s, "the last client left (group '%s' rank %u); %zu of the "
+                 "%u clients (--num-clients) have joined: waiting for the "
+                 "others", old.group, old.rank, s->sv_nseen,
+                 s->sv_num_clients);
+        else if (members == 0)
             request_stop(s, "the last client left (group '%s' rank %u)",
                          old.group, old.rank);
+    }
+}
+
+/* Counts member (group, rank) as seen (with s->sv_mu), until num_clients
+ * distinct members have been: then the set is dropped. A 64-bit hash
+ * stands for the member; a collision (about n^2 / 2^65) would only make
+ * the server wait on at SIGTERM's mercy, never stop early. */
+static void
+seen_add(gkv_server *s, const char *group, uint32_t rank)
+{
+    unsigned char b[NET_GROUP_MAX + 1 + 4];
+    size_t gl = strlen(group), j;
+    uint64_t h;
+
+    if (s->sv_nseen >= s->sv_num_clients)
+        return;
+    memcpy(b, group, gl);
+    b[gl] = 0;
+    memcpy(b + gl + 1, &rank, 4);
+    h = XXH3_64bits(b, gl + 5) | 1;          /* 0 marks a free slot */
+    if (2 * (s->sv_nseen + 1) > s->sv_capseen) {
+        size_t nc = s->sv_capseen ? 2 * s->sv_capseen : 64;
+        uint64_t *t = gkv__calloc(nc, sizeof *t);
+        if (t == NULL)
+            return;                          /* counted later, or never */
+        for (size_t i = 0; i < s->sv_capseen; i++) {
+            if (s->sv_seen[i] == 0)
+                continue;
+            for (j = s->sv_seen[i] & (nc - 1); t[j] != 0; j = (j + 1) & (nc - 1))
+                ;
+            t[j] = s->sv_seen[i];
+        }
+        gkv__free(s->sv_seen);
+        s->sv_seen = t;
+        s->sv_capseen = nc;
+    }
+    for (j = h & (s->sv_capseen - 1); s->sv_seen[j] != 0;
+         j = (j + 1) & (s->sv_capseen - 1))
+        if (s->sv_seen[j] == h)
+            return;
+    s->sv_seen[j] = h;
+    if (++s->sv_nseen == s->sv_num_clients) {
+        slog(s, "all %u clients (--num-clients) have joined",
+             s->sv_num_clients);
+        gkv__free(s->sv_seen);
+        s->sv_seen = NULL;
+        s->sv_capseen = 0;
     }
 }
 
@@ -770,6 +828,8 @@ op_handshake(gkv_server *s, struct req *r)
              "all)", hs.group, hs.rank, old->observer ? " (observer)" : "",
              g->members, s->sv_nsess);
     }
+    if (!(hs.flags & NET_HS_OBSERVER))
+        seen_add(s, hs.group, hs.rank);
     pthread_mutex_unlock(&s->sv_mu);
     reply_schema(s, r, id, 1);
 }
@@ -2374,6 +2434,7 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     s->sv_lease_ms = o->lease_ms ? o->lease_ms : 30000;
     s->sv_max_msg = o->max_msg ? o->max_msg : GKV_NET_MAX_MSG;
     s->sv_nthreads = o->threads ? o->threads : 2;
+    s->sv_num_clients = o->num_clients;
     {
         const char *w = getenv("GKV_SERVER_WIDE_IDS");
         s->sv_wide_ids = w != NULL && strcmp(w, "1") == 0;
@@ -2480,6 +2541,9 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
          s->sv_id.name[0] ? "'" : "", s->sv_auth ? "on" : "off",
          (o->flags & GKV_SERVER_KEEP_ALIVE) ? "on" : "off", s->sv_lease_ms,
          s->sv_nthreads, (unsigned long long)s->sv_max_msg);
+    if (s->sv_num_clients > 0 && !(o->flags & GKV_SERVER_KEEP_ALIVE))
+        slog(s, "stops when the last client leaves once %u clients have "
+             "joined", s->sv_num_clients);
     if (s->sv_part != NULL)
         slog(s, "serving partition %d of %d of graph '%s' (%s, %d node "
              "types, %d edge types%s)", o->part_id,
@@ -2608,6 +2672,7 @@ gkv_server_close(gkv_server *s)
     gkv__free(s->sv_sess);
     gkv__free(s->sv_thr);
     gkv__free(s->sv_spent);
+    gkv__free(s->sv_seen);
     sodium_memzero(s->sv_nkey, sizeof s->sv_nkey);
     for (unsigned i = 0; s->sv_samp != NULL && i < s->sv_nthreads; i++)
         gkv_sampler_free(s->sv_samp[i]);

@@ -813,6 +813,57 @@ rleave(int s, uint64_t sess, uint64_t req, uint8_t *stopping)
     return st;
 }
 
+/* A server without --keep-alive stopped when the members joined so far
+ * had left, so a trainer that connected later (slow to load its data)
+ * found no server. With --num-clients N it stops on the last leave only
+ * once N distinct members (group, rank) have joined; a member joining
+ * twice, or an observer, does not count twice or at all. */
+static void
+test_num_clients(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--num-clients", "3", NULL};
+    struct rep r = {0};
+    struct gkvt_proc *srv;
+    uint64_t a, b, o;
+    uint8_t stopping;
+    int s;
+
+    make_tensor(f->st, "feat", 4, 100);
+    srv = serve(f, extra);
+    s = rsock(f->base, 5000);
+    /* rank 0 joins and leaves, twice; an observer comes and goes */
+    for (int k = 0; k < 2; k++) {
+        a = rhandshake(s, "job", 0);
+        assert_int_equal(rleave(s, a, 3, &stopping), 0);
+        assert_int_equal(stopping, 0);
+    }
+    o = rjoin(s, "tools", 0, NET_HS_OBSERVER, &r);
+    assert_true(o != 0);
+    assert_int_equal(rleave(s, o, 4, &stopping), 0);
+    assert_int_equal(stopping, 0);
+    usleep(200 * 1000);
+    assert_true(gkvt_proc_alive(srv));
+    assert_true(gkvt_file_has(srv->log, "1 of the 3 clients (--num-clients) "
+                              "have joined: waiting for the others"));
+    /* ranks 1 and 2 (another group's rank 0 counts too): the last leave
+     * stops it */
+    a = rhandshake(s, "job", 1);
+    b = rhandshake(s, "other", 0);
+    assert_true(gkvt_file_has(srv->log, "all 3 clients (--num-clients) have joined"));
+    assert_int_equal(rleave(s, a, 5, &stopping), 0);
+    assert_int_equal(stopping, 0);
+    assert_int_equal(rleave(s, b, 6, &stopping), 0);
+    assert_int_equal(stopping, 1);
+    if (!gkvt_proc_wait(srv, 5000))
+        fail_msg("every client left and the server runs on:\n%s",
+                 gkvt_slurp(srv->log));
+    assert_int_equal(gkvt_proc_code(srv), 0);
+    assert_true(gkvt_file_has(srv->log, "the last client left (group 'other' rank 0)"));
+    free(r.pl);
+    nn_close(s);
+}
+
 /* ---- nonces -------------------------------------------------------------- */
 
 /* A HELLO's nonce, into n. */
@@ -1324,6 +1375,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_push_resent_while_applied, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_reply_bounded_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejection_log_not_forged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_num_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hello_flood, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonce_expiry_and_origin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_observer_handshake_keeps_a_member, setup, teardown),

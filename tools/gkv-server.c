@@ -66,6 +66,9 @@ usage(FILE *f)
 "                           (F must be private: chmod 600)\n"
 "  --keep-alive             persistent: go on serving when the last client\n"
 "                           leaves; a later job connects to it again\n"
+"  --num-clients N          without --keep-alive: stop when the last client\n"
+"                           leaves only once N distinct clients (group,\n"
+"                           rank) have joined (default 0: the ones so far)\n"
 "  --server-name NAME       the persistent server's name (in logs and the\n"
 "                           handshake)\n"
 "  --heartbeat-timeout MS   a client not heard from for MS is gone\n"
@@ -108,7 +111,7 @@ opt_kind(const char *name)
         "--store", "--ip-config", "--token-file", "--server-name",
         "--machine", "--server-id", "--num-servers", "--threads",
         "--heartbeat-timeout", "--max-msg", "--part-config", "--part-id",
-        "--writeback", "--flush-ms",
+        "--num-clients", "--writeback", "--flush-ms",
     };
     static const char *const flags[] = {
         "--create", "--keep-alive", "--bind-any", "--nosync", "--no-prefault",
@@ -227,6 +230,10 @@ main(int argc, char **argv)
             if (parse_num(val, 1, 65535, &v))
                 return bad_usage("--num-servers: '%s' is not a number in 1..65535", val);
             o.num_servers = (unsigned)v;
+        } else if (strcmp(name, "--num-clients") == 0) {
+            if (parse_num(val, 0, 65536, &v))
+                return bad_usage("--num-clients: '%s' is not a number in 0..65536", val);
+            o.num_clients = (unsigned)v;
         } else if (strcmp(name, "--threads") == 0) {
             if (parse_num(val, 1, 256, &v))
                 return bad_usage("--threads: '%s' is not a number in 1..256", val);
