@@ -235,7 +235,7 @@ gkv_ipconfig_find_local(const gkv_ipconfig *c, size_t *machine)
                          "this host (no address matches an interface)");
     if (found > 1)
         return net__fail(GKV_EINVAL, "ip_config: %zu machines are this host "
-                         "(lines %u and %u at least); say which one", found,
+                         "(lines %u and %u at least)", found,
                          lines[0], lines[1]);
     *machine = first;
     return GKV_OK;

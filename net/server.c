@@ -2420,7 +2420,14 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
         }
         mi = (size_t)o->machine;
     } else if ((rc = gkv_ipconfig_find_local(cfg, &mi)) != GKV_OK) {
-        net__fail(rc, "%s: %s", o->ip_config, gkv_net_errmsg());
+        char why[256];
+        /* the message is formatted into the buffer it quotes: copy it */
+        snprintf(why, sizeof why, "%s", gkv_net_errmsg());
+        if (rc == GKV_ENOTFOUND)
+            rc = GKV_EINVAL;
+        net__fail(rc, "%s: %s; name this machine's line with --machine N "
+                  "(from 0)", o->ip_config, strncmp(why, "ip_config: ", 11) == 0 ?
+                  why + 11 : why);
         goto fail;
     }
     m = gkv_ipconfig_machine(cfg, mi);

@@ -131,6 +131,38 @@ test_server_empty_values(void **state)
     }
 }
 
+/* gkv-server without --machine: an ip_config with two lines of this host,
+ * or none, names the problem and --machine. The message was formatted
+ * into the buffer it quoted ("ip.txt: ip.txt: g: 2 machines ..."), and
+ * "no machine is this host" came as "no such tensor, key or row". */
+static void
+test_server_which_machine(void **state)
+{
+    struct fx *f = *state;
+    char ipc[4096], st[4096];
+    static const struct { const char *cfg, *want; } c[] = {
+        {"127.0.0.1 39997\n127.0.0.1 39998\n",
+         "invalid argument: %s: 2 machines are this host (lines 1 and 2 at "
+         "least); name this machine's line with --machine N (from 0)"},
+        {"192.0.2.7 39997\n",
+         "invalid argument: %s: no machine listed is this host (no address "
+         "matches an interface); name this machine's line with --machine N"},
+    };
+
+    path(ipc, sizeof ipc, f, "ip.txt");
+    path(st, sizeof st, f, "st");
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char *a[] = {(char *)gkvt_prog("gkv-server"), "--store", st, "--create",
+                     "--ip-config", ipc, "-q", NULL};
+        char want[8192];
+        gkvt_write_text(ipc, c[i].cfg, 0644);
+        snprintf(want, sizeof want, c[i].want, ipc);
+        assert_int_equal(run(f, a), 1);
+        if (strstr(f->err, want) == NULL)
+            fail_msg("case %zu: stderr is '%s'; want '%s'", i, f->err, want);
+    }
+}
+
 /* gkv-launch: --store "" must not start a server on the current directory;
  * exit 2 means nothing was started */
 static void
@@ -162,6 +194,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_export_onto_non_regular_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_partition_empty_outdir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_empty_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_which_machine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_launch_empty_store, setup, teardown),
     };
 
