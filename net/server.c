@@ -88,6 +88,14 @@ struct group {
     size_t nwait, capwait;
 };
 
+#define GONE_MAX 256                 /* replaced sessions remembered */
+struct gone {                        /* a session a rejoin replaced */
+    uint64_t id;
+    uint64_t when_ms;
+    char group[NET_GROUP_MAX + 1];
+    uint32_t rank;
+};
+
 struct spent {                       /* a nonce an accepted handshake used */
     uint64_t rnd;                    /* its random bytes (8..15) */
     uint64_t exp_ms;                 /* when it expires; 0: a free slot */
@@ -135,6 +143,9 @@ struct gkv_server {
     struct spent *sv_spent;          /* open addressing by rnd */
     size_t sv_spent_cap, sv_spent_n; /* slots (a power of two), used */
     uint64_t sv_joined;
+    struct gone sv_gone[GONE_MAX];   /* a ring, to explain a request with
+                                      * a replaced session */
+    size_t sv_gone_next;
     unsigned sv_num_clients;         /* members to see before stopping */
     uint64_t *sv_seen;               /* distinct members joined: hashes of
                                       * (group, rank), open addressing; freed
@@ -787,15 +798,25 @@ op_handshake(gkv_server *s, struct req *r)
     if (old != NULL) {
         /* the same member again (it reconnected): its new session replaces
          * the old one, and a barrier it had parked is dropped */
+        struct gone *gn = &s->sv_gone[s->sv_gone_next];
+        uint64_t now = mono_ms(), idle = now - old->last_ms;
         if ((g = group_find(s, hs.group, 0)) != NULL)
             unpark(g, old->id);
+        s->sv_gone_next = (s->sv_gone_next + 1) % GONE_MAX;
+        gn->id = old->id;
+        gn->when_ms = now;
+        snprintf(gn->group, sizeof gn->group, "%s", old->group);
+        gn->rank = old->rank;
         old->id = id;
-        old->last_ms = mono_ms();
+        old->last_ms = now;
         old->ndone = old->done_next = 0;
         /* an observer may become a member (its end then counts), not
          * the reverse (refused above) */
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
-        slog(s, "rejoin: group '%s' rank %u (new session)", hs.group, hs.rank);
+        slog(s, "rejoin: group '%s' rank %u (new session; the old one was "
+             "last heard %llu ms ago%s)", hs.group, hs.rank,
+             (unsigned long long)idle, idle < 1000 ? ": two clients with "
+             "one group and rank?" : "");
     } else if (s->sv_nsess >= SESS_MAX ||
                (g = group_find(s, hs.group, 1)) == NULL) {
         pthread_mutex_unlock(&s->sv_mu);
@@ -2131,7 +2152,7 @@ handle(gkv_server *s, void *msg, size_t len, void *ctl)
 {
     struct req r;
     const struct op *op;
-    char why[256];
+    char why[512];
     gkv_err rc;
 
     memset(&r, 0, sizeof r);
@@ -2183,14 +2204,27 @@ handle(gkv_server *s, void *msg, size_t len, void *ctl)
             snprintf(r.group, sizeof r.group, "%s", ss->group);
             r.rank = ss->rank;
         }
+        const struct gone *gn = NULL;
+        for (size_t i = 0; !ok && r.h.session != 0 && i < GONE_MAX; i++)
+            if (s->sv_gone[i].id == r.h.session)
+                gn = &s->sv_gone[i];
+        if (gn != NULL)
+            snprintf(why, sizeof why, "%s request with session 0x%016llx of "
+                     "group '%s' rank %u: a newer handshake as the same group "
+                     "and rank replaced it %llu ms ago (two clients with one "
+                     "identity? each client of a group needs its own rank)",
+                     net__type_name(r.h.type), (unsigned long long)r.h.session,
+                     gn->group, gn->rank,
+                     (unsigned long long)(mono_ms() - gn->when_ms));
         pthread_mutex_unlock(&s->sv_mu);
-        if (!ok) {
+        if (!ok && gn == NULL)
             snprintf(why, sizeof why, "%s request with %s session 0x%016llx: "
                      "hand-shake first (the server restarted, the lease "
                      "expired, or it was never granted)",
                      net__type_name(r.h.type),
                      r.h.session ? "unknown" : "no",
                      (unsigned long long)r.h.session);
+        if (!ok) {
             reject(s, "request", msg, len, why);
             send_error(s, ctl, &r.h, GKV_EPERM, NET_F_SESSION, why);
             nn_freemsg(msg);

@@ -864,6 +864,45 @@ test_num_clients(void **state)
     nn_close(s);
 }
 
+/* Two clients joining as one (group, rank) take each other's session.
+ * The refusal said "unknown session ... the server restarted, the lease
+ * expired, or it was never granted"; it now names the cause, and the
+ * server's log says so at the second handshake. */
+static void
+test_same_identity_named(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    struct rep r = {0};
+    uint64_t a, b;
+    int s1, s2;
+
+    make_tensor(f->st, "feat", 4, 100);
+    serve(f, extra);
+    s1 = rsock(f->base, 5000);
+    s2 = rsock(f->base, 5000);
+    a = rhandshake(s1, "p", 0);
+    b = rhandshake(s2, "p", 0);
+    assert_true(a != b);
+    assert_int_equal(rcall(s1, NET_HEARTBEAT, a, 3, NULL, 0, &r), 0);
+    assert_int_equal(r.h.status, GKV_EPERM);
+    assert_true(r.h.flags & NET_F_SESSION);
+    if (strstr(r.msg, "of group 'p' rank 0: a newer handshake as the same "
+               "group and rank replaced it") == NULL ||
+        strstr(r.msg, "each client of a group needs its own rank") == NULL)
+        fail_msg("the refusal says: %s", r.msg);
+    /* the new session works; a never-granted one gets the old text */
+    assert_int_equal(rcall(s2, NET_HEARTBEAT, b, 4, NULL, 0, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    assert_int_equal(rcall(s2, NET_HEARTBEAT, 0x1234, 5, NULL, 0, &r), 0);
+    assert_int_equal(r.h.status, GKV_EPERM);
+    assert_non_null(strstr(r.msg, "unknown session 0x0000000000001234: hand-shake first"));
+    assert_true(gkvt_file_has(f->p[0].log, "two clients with one group and rank?"));
+    free(r.pl);
+    nn_close(s1);
+    nn_close(s2);
+}
+
 /* ---- nonces -------------------------------------------------------------- */
 
 /* A HELLO's nonce, into n. */
@@ -1376,6 +1415,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_graph_reply_bounded_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejection_log_not_forged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_num_clients, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_identity_named, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hello_flood, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonce_expiry_and_origin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_observer_handshake_keeps_a_member, setup, teardown),
