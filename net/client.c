@@ -213,8 +213,11 @@ cfail(struct conn *cn, gkv_err rc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* what the server said it is, once it did: a client of one address
+     * (kvctl --server) numbers its only server 0 of 0 */
     return net__fail(rc, "server %s (machine %u, server %u): %s", cn->addr,
-                     cn->machine, cn->server, msg);
+                     cn->have_id ? cn->id.machine : cn->machine,
+                     cn->have_id ? cn->id.server_id : cn->server, msg);
 }
 
 /* ---- sockets ------------------------------------------------------------ */
@@ -2192,9 +2195,9 @@ gkv_client_server_info(gkv_client *c, size_t i, gkv_server_info *out)
     snprintf(out->name, sizeof out->name, "%s", cn->id.name);
     snprintf(out->store, sizeof out->store, "%s", cn->id.store);
     snprintf(out->version, sizeof out->version, "%s", cn->id.version);
-    out->machine = cn->machine;
-    out->server_id = cn->server;
-    out->num_servers = c->nserv;
+    out->machine = cn->have_id ? cn->id.machine : cn->machine;
+    out->server_id = cn->have_id ? cn->id.server_id : cn->server;
+    out->num_servers = cn->have_id ? cn->id.num_servers : c->nserv;
     out->pid = cn->id.pid;
     out->lease_ms = cn->id.lease_ms;
     out->max_msg = cn->id.max_msg;

@@ -1242,6 +1242,45 @@ test_bad_inputs(void **state)
 
 /* ---- two machines ------------------------------------------------------------------------------ */
 
+/* A client of one address (kvctl --server) reported every server as
+ * "machine 0, server 0 of 1", and named it so in its errors; it now says
+ * what the server said at its handshake. */
+static void
+test_addr_client_identity(void **state)
+{
+    struct fx *f = *state;
+    struct gkvt_proc *srv[4];
+    gkv_client_opts o = {0};
+    gkv_server_info si;
+    gkv_client *c = NULL;
+    gkv_push_args pa = {0};
+    float row[4] = {0};
+    uint64_t id = 5;
+    char addr[64], want[128];
+
+    for (int m = 0; m < 2; m++)
+        make_tensor(f->st[m], "t", GKV_F32, 4, 0, 10, GKV_INIT_ZEROS, 0);
+    serve(f, 2, 2, NULL, srv);
+    o.timeout_ms = 5000;
+    o.flags = GKV_CLIENT_OBSERVER;
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", f->base + 8 + 1);
+    NET_OK(gkv_client_connect_addr(&c, addr, NULL, "tools", 0, &o));
+    assert_int_equal(gkv_client_nservers(c), 1);
+    NET_OK(gkv_client_server_info(c, 0, &si));
+    assert_int_equal(si.machine, 1);
+    assert_int_equal(si.server_id, 1);
+    assert_int_equal(si.num_servers, 2);
+    assert_int_equal(si.pid, (uint32_t)srv[3]->pid);
+    /* an error from the server names it as itself */
+    pa.handler = "no-such-handler";
+    assert_int_equal(gkv_client_push(c, "t", &id, 1, row, sizeof row, &pa),
+                     GKV_EHANDLER);
+    snprintf(want, sizeof want, "server %s (machine 1, server 1): ", addr);
+    if (strstr(gkv_net_errmsg(), want) == NULL)
+        fail_msg("the error says '%s'; want '%s'", gkv_net_errmsg(), want);
+    NET_OK(gkv_client_close(c));
+}
+
 static void
 test_two_machines(void **state)
 {
@@ -1364,6 +1403,7 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_machines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_addr_client_identity, setup, teardown),
     };
 
     if (argc >= 2 && strcmp(argv[1], "--child") == 0)
