@@ -136,6 +136,8 @@ struct route {
 
 struct gkv_client {
     pthread_mutex_t mu;            /* one call at a time */
+    int schema_stale;              /* a shape error: fetch the schemas
+                                    * again before the next routed call */
     gkv_ipconfig *cfg;
     size_t nmach;
     unsigned nserv;
@@ -1040,9 +1042,16 @@ static gkv_err
 route_fresh(gkv_client *c, const char *name, uint64_t deadline,
             const struct route **out)
 {
-    gkv_err rc = route_get(c, name, out);
+    gkv_err rc;
 
-    if (rc != GKV_ENOTFOUND)
+    if (c->schema_stale) {
+        /* a server's rows no longer matched the schema (another client
+         * replaced the tensor): learn what it is now */
+        if ((rc = refresh(c, deadline)) != GKV_OK)
+            return rc;
+        c->schema_stale = 0;
+    }
+    if ((rc = route_get(c, name, out)) != GKV_ENOTFOUND)
         return rc;
     if ((rc = refresh(c, deadline)) != GKV_OK)
         return rc;
@@ -1572,7 +1581,13 @@ done_pull(gkv_client *c, struct part *p, net_rd *rd)
     (void)c;
     if (net__dec_pull_rep(rd, &pr) != 0)
         return cfail(p->cn, GKV_EPROTO, "malformed pull reply: %s", rd->why);
-    if (pr.n != p->n || pr.row_bytes != rb)
+    if (pr.n == p->n && pr.row_bytes != rb)
+        return cfail(p->cn, GKV_ESHAPE, "tensor '%s' has %llu-byte rows on "
+                     "this server, %zu-byte in this client's schema (another "
+                     "client replaced it?); the schema is fetched again on "
+                     "the next call", p->name,
+                     (unsigned long long)pr.row_bytes, rb);
+    if (pr.n != p->n)
         return cfail(p->cn, GKV_EPROTO, "pull reply holds %llu rows of %llu "
                      "bytes; asked for %zu rows of %zu bytes",
                      (unsigned long long)pr.n, (unsigned long long)pr.row_bytes,
@@ -1796,8 +1811,11 @@ gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
         if (cnt == 0)
             continue;
         if (c->mc[m].local != NULL) {
-            if ((rc = local_pull(c, m, name, ids, mpos, cnt, dst, rb)) != GKV_OK)
+            if ((rc = local_pull(c, m, name, ids, mpos, cnt, dst, rb)) != GKV_OK) {
+                if (rc == GKV_ESHAPE)
+                    c->schema_stale = 1;
                 goto out;
+            }
             continue;
         }
         per = part_cap(c, m, PULL_CAP) / (rb > 8 ? rb : 8);
@@ -1845,6 +1863,8 @@ gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
         }
     }
     rc = exchange(c, pl.p, pl.n, deadline);
+    if (rc == GKV_ESHAPE)
+        c->schema_stale = 1;
 out:
     gkv__free(pl.p);
     gkv__free(mach);
@@ -1991,6 +2011,8 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
         }
     }
     rc = exchange(c, pl.p, pl.n, deadline);
+    if (rc == GKV_ESHAPE)
+        c->schema_stale = 1;
 out:
     gkv__free(pl.p);
     gkv__free(mach);

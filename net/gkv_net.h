@@ -253,7 +253,9 @@ GKV_API gkv_err gkv_client_tensor_info(gkv_client *c, const char *name,
 GKV_API gkv_err gkv_client_tensor_list(gkv_client *c, gkv_tensor_desc **out,
                                        size_t *n);
 /* Fetches every server's schema again (after another client created or
- * deleted tensors; pulls and pushes of an unknown name do it themselves). */
+ * deleted tensors; pulls and pushes of an unknown name do it themselves,
+ * and the call after one that failed with GKV_ESHAPE, which is what a
+ * tensor another client replaced with another shape gives). */
 GKV_API gkv_err gkv_client_refresh(gkv_client *c);
 
 /* Gathers rows ids[0..n) of tensor 'name' into dst (dst_len = n x

@@ -1242,6 +1242,72 @@ test_bad_inputs(void **state)
 
 /* ---- two machines ------------------------------------------------------------------------------ */
 
+/* Creates 'name' through c: f32 rows of 'width', rows 0..99, uniform. */
+static void
+client_make(gkv_client *c, const char *name, uint64_t width, uint64_t seed)
+{
+    gkv_tensor_spec sp;
+
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = GKV_F32;
+    sp.ndim = 1;
+    sp.shape[0] = width;
+    sp.hi = 100;
+    sp.init = GKV_INIT_UNIFORM;
+    sp.a = -1;
+    sp.b = 1;
+    sp.seed = seed;
+    NET_OK(gkv_client_create(c, name, &sp, -1));
+}
+
+/* Another client replaced a tensor with one of another width. The next
+ * pull failed with "malformed or oversized message" (EPROTO) and every
+ * later one with ESHAPE against the old schema until an explicit
+ * refresh. Now the shape error says what changed and the next call uses
+ * the new schema; a push the same. Local reads too. */
+static void
+test_replaced_tensor_schema(void **state)
+{
+    struct fx *f = *state;
+    struct gkvt_proc *srv[1];
+    const char *extra[] = {"--create", "--keep-alive", NULL};
+    gkv_client *a, *b;
+    uint64_t ids[3] = {7, 0, 99};
+    float r4[3 * 4], r8[3 * 8], w8[3 * 8], one[3 * 4];
+
+    serve(f, 1, 1, extra, srv);
+    for (unsigned flags = 0; flags < 2; flags++) {
+        unsigned fl = flags ? GKV_CLIENT_LOCAL_READ : 0;
+        a = client(f, "job", 0, NULL, 5000, fl);
+        b = client(f, "job", 1, NULL, 5000, 0);
+        client_make(b, "t", 4, 1);
+        NET_OK(gkv_client_pull(a, "t", ids, 3, r4, sizeof r4));
+        NET_OK(gkv_client_delete(b, "t"));
+        client_make(b, "t", 8, 2);
+        assert_int_equal(gkv_client_pull(a, "t", ids, 3, r4, sizeof r4), GKV_ESHAPE);
+        if (!flags && strstr(gkv_net_errmsg(), "tensor 't' has 32-byte rows on "
+                             "this server, 16-byte in this client's schema") == NULL)
+            fail_msg("the error says: %s", gkv_net_errmsg());
+        NET_OK(gkv_client_pull(a, "t", ids, 3, r8, sizeof r8));
+        NET_OK(gkv_client_pull(b, "t", ids, 3, w8, sizeof w8));
+        assert_memory_equal(r8, w8, sizeof r8);
+        /* and back to 4 wide: a push of 8-wide rows is refused, then a
+         * 4-wide one lands */
+        NET_OK(gkv_client_delete(b, "t"));
+        client_make(b, "t", 4, 3);
+        assert_int_equal(gkv_client_push(a, "t", ids, 3, w8, sizeof w8, NULL),
+                         GKV_ESHAPE);
+        for (int i = 0; i < 12; i++)
+            one[i] = (float)i;
+        NET_OK(gkv_client_push(a, "t", ids, 3, one, sizeof one, NULL));
+        NET_OK(gkv_client_pull(b, "t", ids, 3, r4, sizeof r4));
+        assert_memory_equal(r4, one, sizeof r4);
+        NET_OK(gkv_client_delete(b, "t"));
+        NET_OK(gkv_client_close(a));
+        NET_OK(gkv_client_close(b));
+    }
+}
+
 /* A client of one address (kvctl --server) reported every server as
  * "machine 0, server 0 of 1", and named it so in its errors; it now says
  * what the server said at its handshake. */
@@ -1404,6 +1470,7 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_machines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_addr_client_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replaced_tensor_schema, setup, teardown),
     };
 
     if (argc >= 2 && strcmp(argv[1], "--child") == 0)
