@@ -2044,6 +2044,66 @@ done_create(gkv_client *c, struct part *p, net_rd *rd)
     return GKV_OK;
 }
 
+/* The partition-book type a tensor created with machine < 0 follows (DGL's
+ * partition policy), in a graph job: the node type T of "node/T/..." or the
+ * edge type E of "edge/E/...", else the only node type (then the only edge
+ * type) whose count is the tensor's row count. *is_edge, *ty: the type; 0
+ * when none (an even split), -1 with the error recorded when the name
+ * names a type but the range is not that type's IDs. */
+static int
+create_policy(gkv_client *c, const char *name, const gkv_tensor_spec *sp,
+              int *is_edge, int *ty)
+{
+    const gkv_pbook *b = c->book;
+    const char *slash;
+    int found = 0;
+
+    if (b == NULL || c->single)
+        return 0;
+    for (int e = 0; e < 2; e++) {
+        const char *pre = e ? "edge/" : "node/";
+        char tn[GKV_NAME_MAX + 1];
+        int64_t cnt;
+        if (strncmp(name, pre, 5) != 0 ||
+            (slash = strchr(name + 5, '/')) == NULL ||
+            (size_t)(slash - name - 5) >= sizeof tn)
+            continue;
+        memcpy(tn, name + 5, (size_t)(slash - name - 5));
+        tn[slash - name - 5] = '\0';
+        if ((e ? gkv_pbook_etype_find(b, tn, ty) :
+                 gkv_pbook_ntype_find(b, tn, ty)) != GKV_OK)
+            continue;
+        cnt = e ? gkv_pbook_num_edges(b, *ty) : gkv_pbook_num_nodes(b, *ty);
+        if (sp->lo != 0 || sp->hi != (uint64_t)cnt) {
+            net__fail(GKV_EINVAL, "create '%s': rows [%llu, %llu), but %s "
+                      "type '%s' has IDs [0, %lld) (a tensor named after a "
+                      "type is split by the partition book; give its range, "
+                      "or a machine)", name, (unsigned long long)sp->lo,
+                      (unsigned long long)sp->hi, e ? "edge" : "node", tn,
+                      (long long)cnt);
+            return -1;
+        }
+        *is_edge = e;
+        return 1;
+    }
+    if (sp->lo != 0)
+        return 0;
+    for (int e = 0; e < 2 && !found; e++) {
+        int nt = e ? gkv_pbook_num_etypes(b) : gkv_pbook_num_ntypes(b);
+        for (int t = 0; t < nt; t++)
+            if ((uint64_t)(e ? gkv_pbook_num_edges(b, t) :
+                               gkv_pbook_num_nodes(b, t)) == sp->hi) {
+                if (found++ == 0) {
+                    *is_edge = e;
+                    *ty = t;
+                }
+            }
+        if (found > 1)
+            return 0;             /* two types of that count: ambiguous */
+    }
+    return found == 1;
+}
+
 gkv_err
 gkv_client_create(gkv_client *c, const char *name, const gkv_tensor_spec *spec,
                   int machine)
@@ -2052,6 +2112,7 @@ gkv_client_create(gkv_client *c, const char *name, const gkv_tensor_spec *spec,
     struct part *parts = NULL;
     size_t np = 0;
     uint64_t deadline;
+    int by_book = 0, is_edge = 0, ty = 0;
     gkv_err rc;
 
     net__clear();
@@ -2072,6 +2133,11 @@ gkv_client_create(gkv_client *c, const char *name, const gkv_tensor_spec *spec,
                        name, machine, c->nmach);
         goto out;
     }
+    if (machine < 0 &&
+        (by_book = create_policy(c, name, spec, &is_edge, &ty)) < 0) {
+        rc = GKV_EINVAL;
+        goto out;
+    }
     deadline = mono_ms() + (uint64_t)c->timeout_ms;
     cq = gkv__calloc(c->nmach, sizeof *cq);
     parts = gkv__calloc(c->nmach, sizeof *parts);
@@ -2088,6 +2154,17 @@ gkv_client_create(gkv_client *c, const char *name, const gkv_tensor_spec *spec,
         if (machine >= 0) {
             a = spec->lo;
             b = spec->hi;
+        } else if (by_book) {
+            /* machine m serves partition m: its rows of the type */
+            int64_t lo, hi;
+            if ((is_edge ? gkv_pbook_edge_range(c->book, ty, (int)m, &lo, &hi) :
+                 gkv_pbook_node_range(c->book, ty, (int)m, &lo, &hi)) != GKV_OK) {
+                rc = net__fail(GKV_EINVAL, "create '%s': the partition book "
+                               "has no range for partition %zu", name, m);
+                goto out;
+            }
+            a = (uint64_t)lo;
+            b = (uint64_t)hi;
         } else {
             a = spec->lo + (uint64_t)((unsigned __int128)len * m / c->nmach);
             b = spec->lo + (uint64_t)((unsigned __int128)len * (m + 1) / c->nmach);

@@ -280,9 +280,14 @@ GKV_API gkv_err gkv_client_push(gkv_client *c, const char *name,
                                 const void *rows, size_t rows_len,
                                 const gkv_push_args *args);
 
-/* Creates tensor 'name'. machine < 0: its range [lo, hi) is split into
- * equal contiguous slices, one per machine (initial values are the same
- * as one store would have, being keyed by global ID); machine >= 0: the
+/* Creates tensor 'name'. machine < 0: its range [lo, hi) is split, one
+ * contiguous slice per machine, by the partition book in a job of graph
+ * servers (DGL's partition policy: each partition's rows of the node type
+ * T of "node/T/...", or of the edge type E of "edge/E/...", whose range
+ * must then be [0, count of the type), else GKV_EINVAL; for other names,
+ * of the only node type, else the only edge type, whose count is hi when
+ * lo is 0), otherwise into equal slices (initial values are the same as
+ * one store would have, being keyed by global ID); machine >= 0: the
  * whole tensor on that machine. Creating a tensor that exists with the
  * same dtype, shape, range and flags succeeds (idempotent); a different
  * one is GKV_EEXIST with a message saying what differs. */

@@ -67,6 +67,7 @@ struct fx {
 };
 
 static char g_server_path[PATH_MAX + 16];
+static gkv_part_method g_method = GKV_PART_RANDOM;   /* graph_make's */
 
 /* ---- processes and ports (as in net_test.c) ------------------------------ */
 
@@ -223,10 +224,11 @@ graph_make(struct fx *f, int scale, int nparts)
     ft.nrows = (uint64_t)f->n;
     snprintf(out, sizeof out, "%s/parts", f->dir);
     spec.name = "g";
-    spec.method = GKV_PART_RANDOM;
+    spec.method = g_method;
     spec.num_parts = nparts;
     spec.seed = 7;
-    spec.flags = GKV_PART_CSR;
+    spec.flags = GKV_PART_CSR |
+                 (g_method == GKV_PART_METIS ? GKV_PART_BALANCE_EDGES : 0);
     spec.feats = &ft;
     spec.nfeats = 1;
     if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
@@ -641,6 +643,100 @@ test_sampling_three_parts(void **state)
     check_queries(f, c, seeds, 400, eids, 300);
     check_queries(f, c, rep, 64, eids, 10);
     check_features(f, c, seeds, 400);
+    NET_OK(gkv_client_close(c));
+}
+
+/* Checks that tensor 'name' lies on partition q's store as the book's
+ * range of node type 0 (edge type 0 when is_edge). */
+static void
+check_book_split(struct fx *f, const char *name, int is_edge)
+{
+    const gkv_pbook *b = gkv_part_book(f->part[0]);
+
+    for (int q = 0; q < f->nmach; q++) {
+        gkv_store *st;
+        gkv_tensor_desc d;
+        int64_t lo, hi;
+        GKVT_OK(is_edge ? gkv_pbook_edge_range(b, 0, q, &lo, &hi) :
+                          gkv_pbook_node_range(b, 0, q, &lo, &hi));
+        GKVT_OK(gkv_store_open(&st, gkv_pbook_part_path(b, q), GKV_RDONLY, NULL));
+        GKVT_OK(gkv_tensor_info(st, NULL, name, &d));
+        if (d.lo != (uint64_t)lo || d.hi != (uint64_t)hi)
+            fail_msg("'%s' on partition %d: [%llu, %llu); the book says "
+                     "[%lld, %lld)", name, q, (unsigned long long)d.lo,
+                     (unsigned long long)d.hi, (long long)lo, (long long)hi);
+        gkv_store_close(st);
+    }
+}
+
+/* gkv_client_create(machine -1) in a graph job split the rows evenly, so
+ * an embedding's rows sat on other machines than their nodes (DGL splits
+ * by the partition policy). Now a node/T/ or edge/E/ name, or a range
+ * of exactly one type's count, follows the book. */
+static void
+test_create_follows_book(void **state)
+{
+    struct fx *f = *state;
+    gkv_client *c;
+    gkv_tensor_spec sp;
+    const gkv_pbook *b;
+    int64_t lo, hi;
+    uint64_t ids[3];
+    float rows[3 * 2], want[3 * 2];
+    char ename[300];
+
+    g_method = GKV_PART_METIS;           /* uneven ranges */
+    graph_make(f, 10, 3);
+    g_method = GKV_PART_RANDOM;
+    serve(f, 1);
+    c = client(f, "job");
+    b = gkv_part_book(f->part[0]);
+    GKVT_OK(gkv_pbook_node_range(b, 0, 1, &lo, &hi));
+    if (hi - lo == f->n / 3 || hi - lo == f->n / 3 + 1)
+        fail_msg("partition 1 holds [%lld, %lld): as an even split",
+                 (long long)lo, (long long)hi);
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = GKV_F32;
+    sp.ndim = 1;
+    sp.shape[0] = 2;
+    sp.hi = (uint64_t)f->n;
+    sp.init = GKV_INIT_UNIFORM;
+    sp.a = -1;
+    sp.b = 1;
+    sp.seed = 3;
+    NET_OK(gkv_client_create(c, "node/_N/emb", &sp, -1));
+    check_book_split(f, "node/_N/emb", 0);
+    NET_OK(gkv_client_create(c, "emb", &sp, -1));
+    check_book_split(f, "emb", 0);
+    /* rows land where the book says and read back through the servers */
+    ids[0] = 0;
+    ids[1] = (uint64_t)lo;
+    ids[2] = (uint64_t)f->n - 1;
+    for (int i = 0; i < 6; i++)
+        want[i] = (float)i;
+    NET_OK(gkv_client_push(c, "emb", ids, 3, want, sizeof want, NULL));
+    NET_OK(gkv_client_pull(c, "emb", ids, 3, rows, sizeof rows));
+    assert_memory_equal(rows, want, sizeof rows);
+    /* edges */
+    snprintf(ename, sizeof ename, "edge/%s/w", gkv_pbook_etype_name(b, 0));
+    sp.hi = (uint64_t)f->m;
+    NET_OK(gkv_client_create(c, ename, &sp, -1));
+    check_book_split(f, ename, 1);
+    /* a type's name with another range is refused; another count splits
+     * evenly */
+    sp.hi = (uint64_t)f->n - 1;
+    assert_int_equal(gkv_client_create(c, "node/_N/bad", &sp, -1), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "but node type '_N' has IDs [0, 1024)"));
+    NET_OK(gkv_client_create(c, "other", &sp, -1));
+    {
+        gkv_store *st;
+        gkv_tensor_desc d;
+        GKVT_OK(gkv_store_open(&st, gkv_pbook_part_path(b, 1), GKV_RDONLY, NULL));
+        GKVT_OK(gkv_tensor_info(st, NULL, "other", &d));
+        assert_int_equal(d.lo, 341);
+        assert_int_equal(d.hi, 682);
+        gkv_store_close(st);
+    }
     NET_OK(gkv_client_close(c));
 }
 
@@ -1604,6 +1700,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_server_startup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sampling_three_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_servers_per_machine, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_follows_book, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hetero, setup, teardown),
