@@ -379,6 +379,43 @@ out_dir(void)
     return d;
 }
 
+/* Mode "late": a gkv client of the job's servers as (GKV_GROUP, GKV_RANK).
+ * Rank 0 connects and leaves at once (then writes DIR/left-0); rank 1
+ * connects only after that, so a server that stops when the clients so far
+ * have left is gone by then. Exit 4 when the connect fails. */
+static int
+child_late(const char *dir, const char *rank)
+{
+    char path[PATH_MAX + 32];
+    gkv_client *c = NULL;
+    gkv_client_opts o;
+    gkv_err rc;
+    FILE *fp;
+
+    snprintf(path, sizeof path, "%s/left-0", dir);
+    if (strcmp(rank, "0") != 0) {
+        double end = gkvt_now_s() + 15;
+        while (access(path, F_OK) != 0 && gkvt_now_s() < end)
+            gkvt_sleep_ms(10);
+        gkvt_sleep_ms(500);          /* a server stopping on it has stopped */
+    }
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 3000;
+    o.group_size = (unsigned)atoi(getenv("GKV_WORLD_SIZE"));
+    o.flags = GKV_CLIENT_NO_HEARTBEAT;
+    rc = gkv_client_connect(&c, getenv("GKV_IP_CONFIG"), NULL,
+                            getenv("GKV_GROUP"), (uint32_t)atoi(rank), &o);
+    if (rc != GKV_OK) {
+        fprintf(stderr, "rank %s: connect: %s\n", rank, gkv_net_errmsg());
+        return 4;
+    }
+    fprintf(stderr, "rank %s: connected\n", rank);
+    gkv_client_close(c);
+    if (strcmp(rank, "0") == 0 && (fp = fopen(path, "w")) != NULL)
+        fclose(fp);
+    return 0;
+}
+
 /* Writes DIR/env-ROLE-RANK[-SAMPLER] (GKV_* lines), args-... (each
  * argument then a NUL), pid-... and ports-... ("ok" when every server of
  * the ip_config accepts connections). */
@@ -450,6 +487,8 @@ child_main(int argc, char **argv)
         sleep(60);
         return 0;
     }
+    if (strcmp(mode, "late") == 0)
+        return child_late(dir, rank);
     return 0;
 }
 
@@ -485,6 +524,72 @@ read_env(struct fx *f, const char *tag)
     return gkvt_slurp(path);
 }
 
+/* ---- graphs ----------------------------------------------------------------------- */
+
+/* An ip_config of two machines on loopback: f->base and f->base + 8. */
+static void
+two_machines(struct fx *f, char *path, size_t cap)
+{
+    char text[128];
+
+    snprintf(path, cap, "%s/ip2.txt", f->dir);
+    snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", f->base,
+             f->base + 8);
+    gkvt_write_text(path, text, 0644);
+}
+
+/* DIR/NAME/graph.json: an R-MAT graph of 2^scale nodes in 'parts'
+ * partitions (random), with an 8-wide f32 node feature 'feat' (a .npy
+ * written here, version 1.0). Returns the config's path in json. */
+static void
+make_graph(struct fx *f, const char *name, int scale, int parts, char *json,
+           size_t cap)
+{
+    char npy[PATH_MAX + 32], out[PATH_MAX + 32], sc[16], np[16], fa[PATH_MAX + 48];
+    char hdr[128], *so = NULL, *se = NULL;
+    size_t rows = (size_t)1 << scale, hl;
+    float *v = calloc(rows * 8, sizeof *v);
+    FILE *fp;
+    int code;
+
+    assert_non_null(v);
+    snprintf(npy, sizeof npy, "%s/%s-feat.npy", f->dir, name);
+    snprintf(out, sizeof out, "%s/%s", f->dir, name);
+    snprintf(sc, sizeof sc, "%d", scale);
+    snprintf(np, sizeof np, "%d", parts);
+    snprintf(fa, sizeof fa, "feat=%s", npy);
+    /* header: magic, version 1.0, length, the dict padded with spaces to
+     * a multiple of 64 bytes in all, ending in a newline */
+    hl = (size_t)snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': "
+                          "False, 'shape': (%zu, 8), }", rows);
+    while ((10 + hl + 1) % 64 != 0)
+        hdr[hl++] = ' ';
+    hdr[hl++] = '\n';
+    for (size_t i = 0; i < rows * 8; i++)
+        v[i] = (float)(i % 97) / 97.0f - 0.5f;
+    fp = fopen(npy, "wb");
+    assert_non_null(fp);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, fp);
+    fputc((int)(hl & 0xff), fp);
+    fputc((int)(hl >> 8), fp);
+    fwrite(hdr, 1, hl, fp);
+    fwrite(v, sizeof *v, rows * 8, fp);
+    fclose(fp);
+    free(v);
+    {
+        char *argv[] = {(char *)gkvt_prog("gkv-partition"), "--rmat", sc,
+                        "--parts", np, "--method", "random", "--node-feat", fa,
+                        out, NULL};
+        code = gkvt_run(argv, NULL, 0, &so, &se, 120);
+        if (code != 0)
+            fail_msg("gkv-partition: exit %d\n%s%s", code, so, se);
+    }
+    free(so);
+    free(se);
+    snprintf(json, cap, "%s/graph.json", out);
+    assert_true(access(json, R_OK) == 0);
+}
+
 /* ---- tests ---------------------------------------------------------------------------- */
 
 /* Runs a launch, on a fresh port range again when a port was taken. */
@@ -510,11 +615,13 @@ test_env(void **state)
     struct fx *f = *state;
     const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "2", "--num-trainers", "2",
-        "--num-samplers", "1", "--workspace", f->ws, "--group", "g-env",
+        "--num-samplers", "2", "--workspace", f->ws, "--group", "g-env",
         "--", g_self, "--child", "env", "x y", NULL};
     pid_t sp[8];
     int rc, ns;
     char want[PATH_MAX + 64];
+    char ids[6][96];                 /* (group, rank) of every client */
+    int nid = 0;
 
     pick_ports(f);
     rc = launch_retry(f, args, NULL, 20);
@@ -548,14 +655,17 @@ test_env(void **state)
         ENV_EQ(e, "GKV_WORLD_SIZE", "2");
         ENV_EQ(e, "GKV_NUM_SERVERS", "2");
         ENV_EQ(e, "GKV_NUM_TRAINERS", "2");
-        ENV_EQ(e, "GKV_NUM_SAMPLERS", "1");
+        ENV_EQ(e, "GKV_NUM_SAMPLERS", "2");
         ENV_EQ(e, "GKV_GROUP", "g-env");
+        ENV_EQ(e, "GKV_TRAINER_RANK", "");
         ENV_EQ(e, "GKV_IP_CONFIG", f->cfg);
         ENV_EQ(e, "GKV_STORE", f->store);
         ENV_EQ(e, "GKV_PART_CONFIG", "");
         ENV_EQ(e, "GKV_TOKEN_FILE", "");
         ENV_EQ(e, "GKV_SERVER_NAME", "");
         ENV_EQ(e, "GKV_WORKSPACE", f->ws);
+        snprintf(ids[nid++], sizeof ids[0], "%s/%s",
+                 env_in(e, "GKV_GROUP", path, sizeof path), num);
         free(e);
         snprintf(path, sizeof path, "%s/ports-%s", f->ws, tag);
         pa = gkvt_slurp(path);
@@ -575,16 +685,38 @@ test_env(void **state)
         snprintf(want, sizeof want, "%s/logs/trainer-0-%d.log", f->ws, r);
         assert_true(access(want, F_OK) == 0);
 
-        /* the sampler of this trainer */
-        snprintf(tag, sizeof tag, "sampler-%d-0", r);
-        e = read_env(f, tag);
-        ENV_EQ(e, "GKV_ROLE", "sampler");
-        ENV_EQ(e, "GKV_RANK", num);
-        ENV_EQ(e, "GKV_LOCAL_RANK", num);
-        ENV_EQ(e, "GKV_SAMPLER_ID", "0");
-        ENV_EQ(e, "GKV_GROUP", "g-env");
-        free(e);
+        /* the samplers of this trainer: a (group, rank) of their own,
+         * GROUP.sampler and trainer rank x K + j, in a world of M x T x K */
+        for (int s = 0; s < 2; s++) {
+            char srank[16], sid[16];
+
+            snprintf(srank, sizeof srank, "%d", r * 2 + s);
+            snprintf(sid, sizeof sid, "%d", s);
+            snprintf(tag, sizeof tag, "sampler-%d-%d", r * 2 + s, s);
+            e = read_env(f, tag);
+            if (e[0] == '\0')
+                fail_msg("no environment file %s/env-%s", f->ws, tag);
+            ENV_EQ(e, "GKV_ROLE", "sampler");
+            ENV_EQ(e, "GKV_RANK", srank);
+            ENV_EQ(e, "GKV_TRAINER_RANK", num);
+            ENV_EQ(e, "GKV_LOCAL_RANK", num);
+            ENV_EQ(e, "GKV_SAMPLER_ID", sid);
+            ENV_EQ(e, "GKV_WORLD_SIZE", "4");
+            ENV_EQ(e, "GKV_GROUP", "g-env.sampler");
+            snprintf(ids[nid++], sizeof ids[0], "%s/%s",
+                     env_in(e, "GKV_GROUP", path, sizeof path), srank);
+            free(e);
+            snprintf(want, sizeof want, "started sampler %d of trainer rank %d",
+                     s, r);
+            assert_true(out_has(f, want));
+        }
     }
+    /* no two clients share an identity on the servers */
+    assert_int_equal(nid, 6);
+    for (int a = 0; a < nid; a++)
+        for (int b = a + 1; b < nid; b++)
+            if (strcmp(ids[a], ids[b]) == 0)
+                fail_msg("two processes are (group, rank) %s", ids[a]);
     for (int k = 0; k < 2; k++) {
         char path[PATH_MAX + 64], *t;
         snprintf(path, sizeof path, "%s/logs/server-0-%d.log", f->ws, k);
@@ -793,7 +925,21 @@ test_slurm_mpi(void **state)
     const char *task_s[] = {"SLURM_PROCID=0", "SLURM_NTASKS=3", "SLURM_NODEID=0",
         "SLURM_LOCALID=0", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1", NULL};
     const char *task_t[] = {"SLURM_PROCID=2", "SLURM_NTASKS=3", "SLURM_NODEID=0",
-        "SLURM_LOCALID=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1", NULL};
+        "SLURM_LOCALID=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1",
+        "SLURM_NNODES=1", NULL};
+    const char *task_nodes[] = {"SLURM_PROCID=2", "SLURM_NTASKS=3",
+        "SLURM_NODEID=0", "SLURM_LOCALID=2", "SLURM_NNODES=2", NULL};
+    /* with one sampler per trainer: 1 + 2 x 2 = 5 tasks; local rank 4 is
+     * the sampler of trainer 1 */
+    const char *srvk[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "2", "--num-samplers", "1",
+        "--server-bin", g_self, "--server-arg", "--fake-server", "--", g_self,
+        "--child", "env", NULL};
+    const char *task_k[] = {"SLURM_PROCID=4", "SLURM_NTASKS=5", "SLURM_NODEID=0",
+        "SLURM_LOCALID=4", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1",
+        "SLURM_NNODES=1", NULL};
+    const char *task_ks[] = {"SLURM_PROCID=0", "SLURM_NTASKS=5", "SLURM_NODEID=0",
+        "SLURM_LOCALID=0", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1", NULL};
     const char *task_bad[] = {"SLURM_PROCID=2", "SLURM_NTASKS=4", "SLURM_NODEID=0",
         "SLURM_LOCALID=2", NULL};
     const char *mpi_t[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3",
@@ -813,6 +959,8 @@ test_slurm_mpi(void **state)
     assert_non_null(strstr(t, "arg --fake-server\n"));
     assert_non_null(strstr(t, "arg --machine\narg 0\n"));
     assert_non_null(strstr(t, "arg --server-id\narg 0\narg --num-servers\narg 1\n"));
+    /* the job's 2 trainers are the clients a server waits for */
+    assert_non_null(strstr(t, "arg --num-clients\narg 2\n"));
     snprintf(fake, sizeof fake, "arg --store\narg %s\n", f->store);
     assert_non_null(strstr(t, fake));
     ENV_EQ(t, "GKV_ROLE", "server");
@@ -839,7 +987,29 @@ test_slurm_mpi(void **state)
     ENV_EQ(t, "GKV_WORLD_SIZE", "2");
     ENV_EQ(t, "GKV_GROUP", "slurm-77-1");
     free(t);
+    /* the task count, not the node count (SLURM_NNODES=1) */
     assert_true(out_has(f, "slurm task 2 of 3: trainer rank 1 on machine 0"));
+    assert_int_equal(launch(f, srv, task_nodes, 20), 2);
+    assert_true(out_has(f, "Slurm: 2 nodes, but"));
+
+    /* a sampler task: a (group, rank) of its own; the servers wait for
+     * the 2 trainers and 2 samplers */
+    assert_int_equal(launch(f, srvk, task_k, 20), 0);
+    t = read_env(f, "sampler-1-0");
+    ENV_EQ(t, "GKV_ROLE", "sampler");
+    ENV_EQ(t, "GKV_RANK", "1");
+    ENV_EQ(t, "GKV_TRAINER_RANK", "1");
+    ENV_EQ(t, "GKV_SAMPLER_ID", "0");
+    ENV_EQ(t, "GKV_WORLD_SIZE", "2");
+    ENV_EQ(t, "GKV_GROUP", "slurm-77-1.sampler");
+    free(t);
+    assert_true(out_has(f, "slurm task 4 of 5: sampler 0 of trainer rank 1 on "
+                           "machine 0"));
+    assert_int_equal(launch(f, srvk, task_ks, 20), 0);
+    snprintf(fake, sizeof fake, "%s/fake-server", f->ws);
+    t = gkvt_slurp(fake);
+    assert_non_null(strstr(t, "arg --num-clients\narg 4\n"));
+    free(t);
 
     /* a layout that does not fit */
     assert_int_equal(launch(f, srv, task_bad, 20), 2);
@@ -1002,9 +1172,23 @@ test_bad_inputs(void **state)
         "--", "true", NULL};
     const char *nofile[] = {"--ip-config", "/nonexistent/ip.txt", "--store",
         f->store, "--num-servers", "1", "--num-trainers", "1", "--", "true", NULL};
+    char notok[PATH_MAX + 16];
+    const char *notokl[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1", "--token-file", notok,
+        "--", "true", NULL};
+    const char *notoks[] = {"--ip-config", f->cfg, "--num-servers", "1",
+        "--shutdown", "--token-file", notok, NULL};
+    /* 56 characters: GROUP.sampler would be 64, one too many */
+    static const char g56[] =
+        "g-56-characters-long-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    const char *longgrp[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1", "--group", g56,
+        "--num-samplers", "1", "--", "true", NULL};
     const char *help[] = {"--help", NULL};
 
+    assert_int_equal(strlen(g56), 56);
     pick_ports(f);
+    snprintf(notok, sizeof notok, "%s/no-such-token", f->dir);
     snprintf(badcfg, sizeof badcfg, "%s/bad.txt", f->dir);
     gkvt_write_text(badcfg, "# two machines\n127.0.0.1 40000\n127.0.0.2 notaport\n", 0644);
     snprintf(tok, sizeof tok, "%s/token", f->dir);
@@ -1033,6 +1217,23 @@ test_bad_inputs(void **state)
     assert_true(out_has(f, "--keep-alive needs --server-name"));
     assert_int_equal(launch(f, badtok, NULL, 10), 2);
     assert_true(out_has(f, "chmod 600"));
+    /* a missing token file is called that, not GKV_ENOENT's "no store" */
+    for (int i = 0; i < 2; i++) {
+        char want[PATH_MAX + 64];
+
+        assert_int_equal(launch(f, i ? notoks : notokl, NULL, 10), 2);
+        snprintf(want, sizeof want, "--token-file %s: the token file does not "
+                 "exist", notok);
+        if (!out_has(f, want)) {
+            dump_output(f);
+            fail_msg("want '%s'", want);
+        }
+        assert_false(out_has(f, "no store at that path"));
+    }
+    /* with samplers the group name must leave room for ".sampler" */
+    assert_int_equal(launch(f, longgrp, NULL, 10), 2);
+    assert_true(out_has(f, "samplers join as group"));
+    assert_true(out_has(f, "give at most 55"));
     assert_int_equal(launch(f, badws, NULL, 10), 2);
     assert_true(out_has(f, "workspace"));
     assert_true(out_has(f, "cannot create it"));
@@ -1090,6 +1291,327 @@ test_trainer_usage(void **state)
     }
 }
 
+/* launch() on a fresh port range again while a port was taken, with the
+ * two-machine ip_config of two_machines() rewritten for each range. */
+static int
+launch_retry2(struct fx *f, const char *const *args, char *cfg2, size_t cap,
+              int timeout_s)
+{
+    int rc = 0;
+
+    for (int attempt = 0; attempt < 5; attempt++) {
+        pick_ports(f);
+        two_machines(f, cfg2, cap);
+        rc = launch(f, args, NULL, timeout_s);
+        if (rc == 0 || !(out_has(f, "already in use") ||
+                         out_has(f, "Address already in use")))
+            return rc;
+    }
+    return rc;
+}
+
+static void
+log_has(struct fx *f, const char *log, const char *needle)
+{
+    char path[PATH_MAX + 64], *t;
+
+    snprintf(path, sizeof path, "%s/logs/%s", f->ws, log);
+    t = gkvt_slurp(path);
+    if (strstr(t, needle) == NULL) {
+        dump_output(f);
+        fail_msg("'%s' not in %s:\n%s", needle, path, t);
+    }
+    free(t);
+}
+
+/* The example trainer with one sampler per trainer, two machines serving
+ * the two partitions of a graph. A sampler used to share its trainer's
+ * (group, rank), so each handshake took over the other's session and the
+ * job failed; now samplers are clients of their own (GROUP.sampler, rank
+ * trainer rank x K + j) and the job succeeds. */
+static void
+test_samplers_example(void **state)
+{
+    struct fx *f = *state;
+    char json[PATH_MAX + 64], cfg2[PATH_MAX + 16], train[PATH_MAX + 16];
+    const char *args[] = {"--ip-config", cfg2, "--part-config", json,
+        "--num-servers", "1", "--num-trainers", "1", "--num-samplers", "1",
+        "--workspace", f->ws, "--group", "g-samp", "--", train,
+        "--max-batches", "50", "--batch", "64", NULL};
+    int rc;
+
+    snprintf(train, sizeof train, "%s", gkvt_prog("gkv-example-train"));
+    make_graph(f, "g", 10, 2, json, sizeof json);
+    rc = launch_retry2(f, args, cfg2, sizeof cfg2, 60);
+    if (rc != 0) {
+        char path[PATH_MAX + 64], *t;
+        dump_output(f);
+        snprintf(path, sizeof path, "%s/logs/server-0-0.log", f->ws);
+        t = gkvt_slurp(path);
+        fprintf(stderr, "server 0/0:\n%s\n", t);
+        free(t);
+    }
+    assert_int_equal(rc, 0);
+    assert_true(out_has(f, "job done"));
+    for (int m = 0; m < 2; m++) {
+        char log[64], want[160];
+
+        snprintf(log, sizeof log, "sampler-%d-0.log", m);
+        snprintf(want, sizeof want, "sampler 0 of trainer rank %d (rank %d/2 "
+                 "of group 'g-samp.sampler')", m, m);
+        log_has(f, log, want);
+        snprintf(want, sizeof want, "sampler 0 of trainer rank %d epoch 0: ", m);
+        log_has(f, log, want);
+        snprintf(log, sizeof log, "trainer-%d-0.log", m);
+        snprintf(want, sizeof want, "rank %d epoch 0: ", m);
+        log_has(f, log, want);
+        snprintf(want, sizeof want, "rank %d: embedding 'node/_N/emb' mean |x|", m);
+        log_has(f, log, want);
+        /* and no session was taken over */
+        {
+            char path[PATH_MAX + 64], *t;
+            snprintf(path, sizeof path, "%s/logs/server-%d-0.log", f->ws, m);
+            t = gkvt_slurp(path);
+            assert_non_null(strstr(t, "listening on"));
+            if (strstr(t, "rejoin") != NULL)
+                fail_msg("a client rejoined on server %d/0:\n%s", m, t);
+            free(t);
+        }
+    }
+}
+
+/* A trainer that connects after the others have come and gone still finds
+ * the servers: gkv-launch starts them with --num-clients (every trainer
+ * and sampler of the job), so they stop on "last client left" only once
+ * all have joined. */
+static void
+test_late_client(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "2", "--workspace", f->ws,
+        "--", g_self, "--child", "late", NULL};
+    pid_t sp[4];
+    int rc;
+
+    pick_ports(f);
+    rc = launch_retry(f, args, NULL, 40);
+    if (rc != 0)
+        dump_output(f);
+    assert_int_equal(rc, 0);
+    log_has(f, "trainer-0-0.log", "rank 0: connected");
+    log_has(f, "trainer-0-1.log", "rank 1: connected");
+    assert_int_equal(server_pids(f, sp, 4), 1);
+    track(f, sp[0]);
+    assert_true(wait_gone(sp[0], 5000));
+    assert_false(port_connects(f->base));
+}
+
+/* A persistent server found running is reused only when it serves what
+ * this launch would serve: another --store or --part-config is refused
+ * (exit 2, both paths named) before anything starts; the same store by
+ * another path (a symlink) is reused. */
+static void
+test_keep_alive_other_store(void **state)
+{
+    struct fx *f = *state;
+    char st2[PATH_MAX + 16], link[PATH_MAX + 16], json[PATH_MAX + 64];
+    char have[PATH_MAX], want[PATH_MAX], part0[PATH_MAX + 64];
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "lt-store", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    const char *pargs[] = {"--ip-config", f->cfg, "--part-config", json,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "lt-store", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
+        "--shutdown", NULL};
+    gkv_store *st = NULL;
+    pid_t sp[4];
+    char *e;
+
+    snprintf(st2, sizeof st2, "%s/st2", f->dir);
+    GKVT_OK(gkv_store_open(&st, st2, GKV_CREATE, NULL));
+    gkv_store_close(st);
+    snprintf(link, sizeof link, "%s/stlink", f->dir);
+    assert_int_equal(symlink(f->store, link), 0);
+    make_graph(f, "g1", 6, 1, json, sizeof json);
+
+    pick_ports(f);
+    if (launch_retry(f, args, NULL, 20) != 0) {
+        dump_output(f);
+        fail_msg("first launch failed");
+    }
+    assert_int_equal(server_pids(f, sp, 4), 1);
+    track(f, sp[0]);
+    assert_false(pid_gone(sp[0]));
+
+    /* another store: refused, nothing started, the server untouched */
+    assert_non_null(realpath(f->store, have));
+    assert_non_null(realpath(st2, want));
+    args[3] = st2;
+    assert_int_equal(launch(f, args, NULL, 20), 2);
+    assert_true(out_has(f, "persistent server 'lt-store'"));
+    assert_true(out_has(f, have));
+    assert_true(out_has(f, want));
+    assert_true(out_has(f, "nothing was started"));
+    assert_false(out_has(f, "started server"));
+    assert_false(out_has(f, "started trainer"));
+    assert_false(pid_gone(sp[0]));
+
+    /* another graph: partition 0's store is not the one served */
+    snprintf(part0, sizeof part0, "%s/g1/part-0", f->dir);
+    assert_non_null(realpath(part0, want));
+    assert_int_equal(launch(f, pargs, NULL, 20), 2);
+    assert_true(out_has(f, have));
+    assert_true(out_has(f, want));
+    assert_true(out_has(f, "--part-config"));
+    assert_false(out_has(f, "started server"));
+    assert_false(out_has(f, "started trainer"));
+    assert_false(pid_gone(sp[0]));
+
+    /* the same store through a symlink is the same store */
+    args[3] = link;
+    if (launch(f, args, NULL, 20) != 0) {
+        dump_output(f);
+        fail_msg("launch with the store through a symlink failed");
+    }
+    assert_true(out_has(f, "reusing server 0/0"));
+    e = read_env(f, "trainer-0");
+    ENV_EQ(e, "GKV_ROLE", "trainer");
+    free(e);
+
+    assert_int_equal(launch(f, stop, NULL, 20), 0);
+    assert_true(wait_gone(sp[0], 5000));
+}
+
+/* With --keep-alive a failed job leaves the persistent servers running,
+ * whether it started them or reused them, and so does a signal to the
+ * launcher; the log says how to stop them. */
+static void
+test_keep_alive_failure(void **state)
+{
+    struct fx *f = *state;
+    char ws2[PATH_MAX + 8], ws3[PATH_MAX + 8];
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "2",
+        "--keep-alive", "--server-name", "lt-fail", "--workspace", f->ws,
+        "--", g_self, "--child", "fail", NULL};
+    const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
+        "--shutdown", NULL};
+    pid_t sp[4], t0;
+
+    pick_ports(f);
+    /* a job that starts the servers, and whose trainer rank 1 fails */
+    assert_int_equal(launch_retry(f, args, NULL, 30), 1);
+    assert_true(out_has(f, "trainer rank 1 (machine 0) failed: exit status 3"));
+    assert_int_equal(server_pids(f, sp, 4), 1);
+    track(f, sp[0]);
+    t0 = pid_file(f->ws, "pid-trainer-0");
+    track(f, t0);
+    assert_true(wait_gone(t0, 3000));
+    assert_true(out_has(f, "--keep-alive: leaving the servers running"));
+    assert_true(out_has(f, "--shutdown"));
+    assert_false(out_has(f, "server 0/0 exited"));
+    gkvt_sleep_ms(300);
+    assert_false(pid_gone(sp[0]));
+    assert_true(port_connects(f->base));
+
+    /* a job that reuses them and fails the same way */
+    snprintf(ws2, sizeof ws2, "%s2", f->ws);
+    args[12] = ws2;
+    setenv("LT_DIR", ws2, 1);
+    assert_int_equal(launch(f, args, NULL, 30), 1);
+    assert_true(out_has(f, "reusing server 0/0"));
+    assert_true(out_has(f, "trainer rank 1 (machine 0) failed"));
+    assert_true(out_has(f, "--keep-alive: leaving the servers running"));
+    assert_false(pid_gone(sp[0]));
+
+    /* SIGTERM to the launcher: the trainers stop, the servers stay */
+    snprintf(ws3, sizeof ws3, "%s3", f->ws);
+    args[12] = ws3;
+    args[16] = "sleep";
+    setenv("LT_DIR", ws3, 1);
+    launch_start(f, args, NULL);
+    t0 = wait_pid_file(ws3, "pid-trainer-0", 10000);
+    track(f, t0);
+    if (t0 <= 0) {
+        launch_wait(f, 1);
+        dump_output(f);
+        fail_msg("trainer did not start");
+    }
+    kill(f->launcher, SIGTERM);
+    assert_int_equal(launch_wait(f, 20), 1);
+    assert_true(wait_gone(t0, 3000));
+    assert_true(out_has(f, "--keep-alive: leaving the servers running"));
+    assert_false(pid_gone(sp[0]));
+    setenv("LT_DIR", f->ws, 1);
+
+    assert_int_equal(launch(f, stop, NULL, 20), 0);
+    assert_true(wait_gone(sp[0], 5000));
+}
+
+/* --shutdown with one server down stops the others, names the one that
+ * did not answer, and exits 1. */
+static void
+test_shutdown_partial(void **state)
+{
+    struct fx *f = *state;
+    char cfg2[PATH_MAX + 16], want[128];
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "lt-stop", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    const char *stop[] = {"--ip-config", cfg2, "--num-servers", "1",
+        "--shutdown", NULL};
+    pid_t sp[4];
+
+    /* a persistent server on machine 0 of a two-machine ip_config only */
+    pick_ports(f);
+    if (launch_retry(f, args, NULL, 20) != 0) {
+        dump_output(f);
+        fail_msg("launch failed");
+    }
+    assert_int_equal(server_pids(f, sp, 4), 1);
+    track(f, sp[0]);
+    two_machines(f, cfg2, sizeof cfg2);
+    assert_false(port_connects(f->base + 8));
+
+    assert_int_equal(launch(f, stop, NULL, 30), 1);
+    assert_true(out_has(f, "stopping server 0/0"));
+    snprintf(want, sizeof want, "server 1/0 at 127.0.0.1:%d did not answer",
+             f->base + 8);
+    assert_true(out_has(f, want));
+    assert_true(out_has(f, "1 of 2 servers did not answer"));
+    assert_true(wait_gone(sp[0], 5000));
+    assert_false(port_connects(f->base));
+}
+
+/* A partitioned graph whose partition count is not the ip_config's
+ * machine count is refused before anything starts (exit 2). */
+static void
+test_part_count(void **state)
+{
+    struct fx *f = *state;
+    char json[PATH_MAX + 64], want[2 * PATH_MAX + 128];
+    const char *args[] = {"--ip-config", f->cfg, "--part-config", json,
+        "--num-servers", "1", "--num-trainers", "1", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+
+    make_graph(f, "g2", 6, 2, json, sizeof json);
+    pick_ports(f);
+    assert_int_equal(launch(f, args, NULL, 20), 2);
+    snprintf(want, sizeof want, "%s lists 1 machine but %s has 2 partitions",
+             f->cfg, json);
+    if (!out_has(f, want)) {
+        dump_output(f);
+        fail_msg("want '%s'", want);
+    }
+    assert_false(out_has(f, "started server"));
+    assert_false(port_connects(f->base));
+}
+
 static void
 find_programs(void)
 {
@@ -1120,6 +1642,15 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_port_taken, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slurm_mpi, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_samplers_example, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep_alive_other_store, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_keep_alive_failure, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_partial, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_part_count, setup, teardown),
+        /* last: it needs gkv-server --num-clients */
+        cmocka_unit_test_setup_teardown(test_late_client, setup, teardown),
     };
 
     if (argc >= 2 && strcmp(argv[1], "--child") == 0)

@@ -25,6 +25,16 @@
  * Environment (set by gkv-launch; doc/DEPLOY.md): GKV_IP_CONFIG (required),
  * GKV_TOKEN_FILE, GKV_GROUP (default "example"), GKV_RANK (default 0),
  * GKV_WORLD_SIZE (default 1).
+ *
+ * As a sampler (GKV_ROLE=sampler: gkv-launch --num-samplers K) it joins
+ * the servers as its own client (the samplers' group and rank gkv-launch
+ * gives it, never its trainer's: a second handshake with one (group, rank)
+ * would take over the first's session) and samples the blocks of its
+ * trainer's mini-batches j, j + K, j + 2K, ... (GKV_TRAINER_RANK,
+ * GKV_SAMPLER_ID, GKV_NUM_SAMPLERS): the same seeds and sampling seeds as
+ * the trainer's, so the same blocks. It pulls and pushes nothing; the
+ * example has no channel to hand the blocks over, so it only reports
+ * sampled edges/s.
  */
 #include <errno.h>
 #include <math.h>
@@ -57,7 +67,9 @@ usage(FILE *f)
 "input features, pushes Adagrad updates to an embedding, and reports\n"
 "batches/s, sampled edges/s and pulled MB/s. Run it under gkv-launch, or\n"
 "set GKV_IP_CONFIG (and GKV_TOKEN_FILE, GKV_GROUP, GKV_RANK,\n"
-"GKV_WORLD_SIZE) yourself.\n"
+"GKV_WORLD_SIZE) yourself. With GKV_ROLE=sampler (gkv-launch\n"
+"--num-samplers) it samples its trainer's mini-batches (GKV_TRAINER_RANK,\n"
+"GKV_SAMPLER_ID of GKV_NUM_SAMPLERS) and pulls and pushes nothing.\n"
 "\n"
 "Options:\n"
 "  --epochs N         epochs (default 1)\n"
@@ -411,8 +423,12 @@ main(int argc, char **argv)
 {
     struct opts o;
     const char *ipc = getenv("GKV_IP_CONFIG"), *tokf = getenv("GKV_TOKEN_FILE");
-    const char *group = getenv("GKV_GROUP");
+    const char *group = getenv("GKV_GROUP"), *role = getenv("GKV_ROLE");
     long rank = env_long("GKV_RANK", 0), world = env_long("GKV_WORLD_SIZE", 1);
+    /* the trainer whose mini-batches are split (its own, or a sampler's
+     * trainer's), and which of them this process does: nb % nsamp == sid */
+    long trank = rank, tworld = world, nsamp = 1, sid = 0;
+    int sampler = role != NULL && strcmp(role, "sampler") == 0;
     char token[GKV_TOKEN_MAX + 1], feat[GKV_NAME_MAX + 1], emb[GKV_NAME_MAX + 1];
     gkv_client_opts co;
     gkv_client *c;
@@ -440,6 +456,22 @@ main(int argc, char **argv)
     if (world < 1 || rank >= world)
         tools__die("GKV_RANK=%ld with GKV_WORLD_SIZE=%ld: the rank must be "
                    "below the world size", rank, world);
+    if (sampler) {
+        nsamp = env_long("GKV_NUM_SAMPLERS", 0);
+        sid = env_long("GKV_SAMPLER_ID", -1);
+        trank = env_long("GKV_TRAINER_RANK", -1);
+        if (nsamp < 1 || sid < 0 || sid >= nsamp || world % nsamp != 0 ||
+            trank < 0 || trank >= world / nsamp)
+            tools__die("GKV_ROLE=sampler needs GKV_NUM_SAMPLERS (K >= 1), "
+                       "GKV_SAMPLER_ID (below K), GKV_TRAINER_RANK and "
+                       "GKV_WORLD_SIZE (trainers x K) as gkv-launch sets them "
+                       "(got %ld, %ld, %ld, %ld)", nsamp, sid, trank, world);
+        tworld = world / nsamp;
+        if (o.device >= 0)
+            printf("sampler: --device %d ignored (a sampler samples on the "
+                   "host and hands nothing over)\n", o.device);
+        o.device = -1;
+    }
     if (tokf != NULL && *tokf != '\0' &&
         gkv_token_load(tokf, token, sizeof token) != GKV_OK)
         tools__die("token: %s", gkv_net_errmsg());
@@ -470,8 +502,8 @@ main(int argc, char **argv)
 #endif
 
     /* the embedding, each partition's rows on its machine (as the
-     * features are); every rank asks, and creating an identical one
-     * succeeds */
+     * features are); every trainer asks, and creating an identical one
+     * succeeds (a sampler never touches it) */
     memset(&es, 0, sizeof es);
     es.dtype = GKV_F32;
     es.ndim = 1;
@@ -481,7 +513,7 @@ main(int argc, char **argv)
     es.a = -0.1;
     es.b = 0.1;
     es.seed = 7;
-    for (int p = 0; p < gkv_pbook_num_parts(b); p++) {
+    for (int p = 0; !sampler && p < gkv_pbook_num_parts(b); p++) {
         int64_t lo, hi;
         CK(gkv_pbook_node_range(b, t, p, &lo, &hi), "node range");
         if (lo == hi)
@@ -492,29 +524,40 @@ main(int argc, char **argv)
     }
     CK(gkv_client_barrier(c, 10 * o.timeout_ms), "barrier");
 
-    /* the training mask and this trainer's share */
+    /* the training mask and this trainer's share (a sampler's trainer's) */
     mask = tools__xmalloc((size_t)nnodes);
     for (int64_t i = 0; i < nnodes; i++)
         mask[i] = (double)(mix64((uint64_t)i ^ 0x5eed) >> 11) * 0x1p-53 <
                   o.train_frac;
-    CK(gkv_pbook_node_split(b, t, mask, NULL, (size_t)nnodes, (int)world,
-                            (int)rank, &mine, &nmine), "node_split");
+    CK(gkv_pbook_node_split(b, t, mask, NULL, (size_t)nnodes, (int)tworld,
+                            (int)trank, &mine, &nmine), "node_split");
     free(mask);
-    for (int i = 0; i < 64; i++)
-        probe[i] = nmine > 0 ? (uint64_t)mine[(size_t)i * nmine / 64]
-                             : (uint64_t)i % (uint64_t)nnodes;
-    before = emb_mean_abs(c, emb, probe, 64, o.emb_dim);
-    printf("rank %ld/%ld: %zu training nodes of %lld '%s' nodes, partition "
-           "%d; embedding '%s' mean |x| %.6f at the start\n", rank, world,
-           nmine, (long long)nnodes, gkv_pbook_ntype_name(b, t),
-           gkv_pbook_trainer_part(b, (int)world, (int)rank), emb, before);
+    if (sampler) {
+        printf("sampler %ld of trainer rank %ld (rank %ld/%ld of group '%s'): "
+               "%zu training nodes of %lld '%s' nodes, partition %d; "
+               "its trainer's batches %ld, %ld, %ld, ...\n", sid, trank, rank,
+               world, group, nmine, (long long)nnodes,
+               gkv_pbook_ntype_name(b, t),
+               gkv_pbook_trainer_part(b, (int)tworld, (int)trank), sid,
+               sid + nsamp, sid + 2 * nsamp);
+    } else {
+        for (int i = 0; i < 64; i++)
+            probe[i] = nmine > 0 ? (uint64_t)mine[(size_t)i * nmine / 64]
+                                 : (uint64_t)i % (uint64_t)nnodes;
+        before = emb_mean_abs(c, emb, probe, 64, o.emb_dim);
+        printf("rank %ld/%ld: %zu training nodes of %lld '%s' nodes, "
+               "partition %d; embedding '%s' mean |x| %.6f at the start\n",
+               rank, world, nmine, (long long)nnodes,
+               gkv_pbook_ntype_name(b, t),
+               gkv_pbook_trainer_part(b, (int)world, (int)rank), emb, before);
+    }
     fflush(stdout);
 
     for (int ep = 0; ep < o.epochs; ep++) {
         double t0 = tools__now_s(), dt;
         uint64_t edges = 0, pulled = 0, pushed = 0, cached = 0;
-        int nb = 0;
-        uint64_t rs = mix64(o.seed ^ ((uint64_t)ep << 32) ^ (uint64_t)rank);
+        int nb = 0, ndone = 0;      /* ndone: a sampler's share of nb */
+        uint64_t rs = mix64(o.seed ^ ((uint64_t)ep << 32) ^ (uint64_t)trank);
 
         /* shuffle (Fisher-Yates, seeded by epoch and rank) */
         for (size_t i = nmine; i > 1; i--) {
@@ -545,6 +588,22 @@ main(int argc, char **argv)
             nseeds[t] = n;
             memset(&so, 0, sizeof so);
             so.seed = mix64(o.seed + (uint64_t)ep * 1000003u + (uint64_t)nb);
+            if (sampler) {
+                gkv_block blk[MAX_LAYERS];
+
+                if (nb % nsamp == sid) {
+                    CK(gkv_client_sample_blocks(c, seeds, nseeds, o.fan, 1,
+                                                o.nlayers, &so, blk),
+                       "sample blocks");
+                    for (int l = 0; l < o.nlayers; l++)
+                        for (int e = 0; e < blk[l].num_etypes; e++)
+                            edges += blk[l].edges[e].n;
+                    ndone++;
+                }
+                free(seeds);
+                free(nseeds);
+                continue;
+            }
 #ifdef GKV_HAVE_CUDA
             if (o.device >= 0)
                 gpu_batch(&g, seeds, nseeds, &o, &so, t, &edges, &cached,
@@ -570,6 +629,15 @@ main(int argc, char **argv)
             free(grad);
         }
         dt = tools__now_s() - t0;
+        if (sampler) {
+            printf("sampler %ld of trainer rank %ld epoch %d: %d of its "
+                   "trainer's %d batches sampled in %.2f s: %.1f batches/s, "
+                   "%.2f M sampled edges/s\n", sid, trank, ep, ndone, nb, dt,
+                   ndone / dt, (double)edges / dt / 1e6);
+            fflush(stdout);
+            CK(gkv_client_barrier(c, 10 * o.timeout_ms), "barrier");
+            continue;
+        }
         printf("rank %ld epoch %d: %d batches in %.2f s: %.1f batches/s, "
                "%.2f M sampled edges/s, %.1f MB/s of input rows, %llu rows "
                "pushed", rank, ep, nb, dt, nb / dt, (double)edges / dt / 1e6,
@@ -581,9 +649,11 @@ main(int argc, char **argv)
         fflush(stdout);
         CK(gkv_client_barrier(c, 10 * o.timeout_ms), "barrier");
     }
-    after = emb_mean_abs(c, emb, probe, 64, o.emb_dim);
-    printf("rank %ld: embedding '%s' mean |x| %.6f at the end\n", rank, emb,
-           after);
+    if (!sampler) {
+        after = emb_mean_abs(c, emb, probe, 64, o.emb_dim);
+        printf("rank %ld: embedding '%s' mean |x| %.6f at the end\n", rank,
+               emb, after);
+    }
     gkv_free(mine);
 #ifdef GKV_HAVE_CUDA
     if (o.device >= 0)

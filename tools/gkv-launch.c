@@ -8,7 +8,10 @@
  * machine's port + k), then, once every server of the job accepts TCP
  * connections, T trainer processes running COMMAND (and K sampler
  * processes per trainer with --num-samplers K). Roles travel in GKV_*
- * environment variables (doc/DEPLOY.md lists them).
+ * environment variables (doc/DEPLOY.md lists them); every trainer and
+ * sampler gets a (GKV_GROUP, GKV_RANK) of its own, the identity it joins
+ * the servers with (samplers: group GROUP.sampler), and every server
+ * --num-clients with their number.
  *
  * Local machines (an address of this host) get plain child processes, each
  * in a process group of its own; remote ones get
@@ -60,6 +63,13 @@ enum { R_SERVER, R_TRAINER, R_SAMPLER };
 #define SERVER_GONE_GRACE_S 10.0 /* trainers may finish after a server stops */
 #define TAIL_LINES   20
 #define MAX_SARGS    64
+#define MAX_CLIENTS  65536   /* gkv-server --num-clients' bound (sessions) */
+/* Samplers join the servers as GROUP.sampler: their ranks (trainer rank x K
+ * + j) would otherwise be trainers' identities, and barriers count the
+ * members of one group. */
+#define SAMPLER_SUFFIX ".sampler"
+#define GROUP_MAX_WITH_SAMPLERS \
+    (GKV_NET_GROUP_MAX - (int)(sizeof SAMPLER_SUFFIX - 1))
 
 static const char *const role_names[] = {"server", "trainer", "sampler"};
 
@@ -69,7 +79,7 @@ static const char *const env_names[] = {
     "GKV_IP_CONFIG", "GKV_PART_CONFIG", "GKV_STORE", "GKV_NUM_SERVERS",
     "GKV_NUM_TRAINERS", "GKV_NUM_SAMPLERS", "GKV_RANK", "GKV_LOCAL_RANK",
     "GKV_WORLD_SIZE", "GKV_GROUP", "GKV_TOKEN_FILE", "GKV_SERVER_NAME",
-    "GKV_SAMPLER_ID", "GKV_WORKSPACE",
+    "GKV_SAMPLER_ID", "GKV_TRAINER_RANK", "GKV_WORKSPACE",
 };
 #define NENV (sizeof env_names / sizeof env_names[0])
 
@@ -77,8 +87,13 @@ struct proc {
     int role;
     unsigned machine;
     unsigned idx;           /* server k, trainer t, sampler t * K + j */
-    unsigned rank;          /* servers: m * S + k; trainers and samplers:
-                             * the trainer's rank m * T + t */
+    unsigned rank;          /* servers: m * S + k; trainers: m * T + t;
+                             * samplers: trank * K + j (in the sampler
+                             * group: (group, rank) is a client's identity
+                             * on the servers, so no two processes share
+                             * one) */
+    unsigned trank;         /* trainers and samplers: the trainer's rank
+                             * m * T + t */
     int remote;
     pid_t pid;              /* the local child: the process or its ssh */
     int started, reaped, status;
@@ -109,6 +124,8 @@ struct job {
     char ipc_abs[PATH_MAX], part_abs[PATH_MAX], store_abs[PATH_MAX];
     char tok_abs[PATH_MAX], cwd[PATH_MAX], ws[PATH_MAX + 64];
     char group[GKV_NET_GROUP_MAX + 1];
+    char sgroup[GKV_NET_GROUP_MAX + 1];   /* the samplers' group */
+    gkv_pbook *book;        /* --part-config's book; NULL with --store */
     char server_bin_buf[PATH_MAX + 16];
     struct proc *p;
     size_t np;
@@ -395,12 +412,14 @@ proc_env(const struct job *j, const struct proc *p)
     SET("GKV_NUM_SAMPLERS=%u", j->K);
     SET("GKV_RANK=%u", p->rank);
     SET("GKV_LOCAL_RANK=%u", p->role == R_SERVER ? p->idx : t);
-    SET("GKV_WORLD_SIZE=%u", j->M * j->T);
-    SET("GKV_GROUP=%s", j->group);
+    SET("GKV_WORLD_SIZE=%u", j->M * j->T * (p->role == R_SAMPLER ? j->K : 1));
+    SET("GKV_GROUP=%s", p->role == R_SAMPLER ? j->sgroup : j->group);
     SET("GKV_TOKEN_FILE=%s", j->tok_abs);
     SET("GKV_SERVER_NAME=%s", j->server_name ? j->server_name : "");
-    if (p->role == R_SAMPLER)
+    if (p->role == R_SAMPLER) {
         SET("GKV_SAMPLER_ID=%u", p->idx % j->K);
+        SET("GKV_TRAINER_RANK=%u", p->trank);
+    }
     SET("GKV_WORKSPACE=%s", j->ws);
 #undef SET
     for (size_t i = 0; i < n; i++)
@@ -451,7 +470,7 @@ merged_env(char **add)
 /* argv of server k of machine m (pointers into j, 'num', which holds the
  * formatted numbers, and 'st', the store path). */
 static char **
-server_argv(const struct job *j, const struct proc *p, char num[3][16],
+server_argv(const struct job *j, const struct proc *p, char num[4][16],
             char *st, size_t st_cap)
 {
     char **a = xcalloc(24 + (size_t)j->nsargs, sizeof *a);
@@ -460,6 +479,12 @@ server_argv(const struct job *j, const struct proc *p, char num[3][16],
     snprintf(num[0], 16, "%u", p->machine);
     snprintf(num[1], 16, "%u", p->idx);
     snprintf(num[2], 16, "%u", j->S);
+    /* every trainer and sampler of the job is a client of every server: a
+     * server without --keep-alive stops when its last client leaves only
+     * once all of them have joined (one that connects late still finds
+     * it) */
+    snprintf(num[3], 16, "%llu",
+             (unsigned long long)j->M * j->T * (1ull + j->K));
     a[n++] = (char *)j->server_bin;
     a[n++] = "--ip-config";
     a[n++] = (char *)j->ipc_abs;
@@ -469,6 +494,8 @@ server_argv(const struct job *j, const struct proc *p, char num[3][16],
     a[n++] = num[1];
     a[n++] = "--num-servers";
     a[n++] = num[2];
+    a[n++] = "--num-clients";
+    a[n++] = num[3];
     if (j->part_config != NULL) {
         a[n++] = "--part-config";
         a[n++] = (char *)j->part_abs;
@@ -594,7 +621,7 @@ proc_name(const struct job *j, struct proc *p)
         snprintf(p->name, sizeof p->name, "trainer rank %u", p->rank);
     else
         snprintf(p->name, sizeof p->name, "sampler %u of trainer rank %u",
-                 p->idx % j->K, p->rank);
+                 p->idx % j->K, p->trank);
     snprintf(p->log, sizeof p->log, "%s/logs/%s-%u-%u.log", j->ws,
              role_names[p->role], p->machine, p->idx);
 }
@@ -602,7 +629,7 @@ proc_name(const struct job *j, struct proc *p)
 static int
 proc_start(struct job *j, struct proc *p)
 {
-    char **genv = proc_env(j, p), **argv, **envp, num[3][16], st[PATH_MAX];
+    char **genv = proc_env(j, p), **argv, **envp, num[4][16], st[PATH_MAX];
     char *remote = NULL, pbuf[16], dest[512];
     char **sargv = NULL;
     const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, p->machine);
@@ -788,6 +815,17 @@ count_live(const struct job *j, int role)
     return n;
 }
 
+/* Servers of the job found running (persistent ones reused). */
+static size_t
+nreused(const struct job *j)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < j->np; i++)
+        n += j->p[i].role == R_SERVER && j->p[i].reused;
+    return n;
+}
+
 /* Stops 'role' processes (-1: all we started): SIGTERM, then SIGKILL after
  * GRACE_S. Returns the number that had to be killed. */
 static int
@@ -850,53 +888,128 @@ stop_procs(struct job *j, int role)
 
 /* ---- keep-alive servers -------------------------------------------------------- */
 
-/* Checks with a handshake that every server of the job is a persistent gkv
- * server named j->server_name serving S per machine. 0 when so. */
+/* Reads the job's token into buf (GKV_TOKEN_MAX + 1 bytes). 0, or -1 after
+ * saying why: the net/ message names the file and the problem ("token
+ * file F: mode 0644 lets group or others ... chmod 600"), so it is printed
+ * without gkv_strerror()'s text, which for a missing file would be GKV_ENOENT's
+ * "no store at that path". */
 static int
-check_persistent(struct job *j)
+load_token(const struct job *j, char *buf, size_t cap)
+{
+    gkv_err rc = gkv_token_load(j->tok_abs, buf, cap);
+
+    if (rc == GKV_OK)
+        return 0;
+    if (rc == GKV_ENOENT)
+        err("--token-file %s: the token file does not exist (make one: "
+            "umask 077; head -c 32 /dev/urandom | base64 > FILE)", j->tok_abs);
+    else
+        err("--token-file: %s", gkv_net_errmsg());
+    return -1;
+}
+
+/* "host:port" of server k of machine m ("[v6]:port" for an IPv6 address),
+ * as gkv_client_connect_addr() takes it. */
+static void
+server_addr(const struct job *j, unsigned m, unsigned k, char *out, size_t cap)
+{
+    const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, m);
+
+    if (strchr(mc->host, ':') != NULL)
+        snprintf(out, cap, "[%s]:%u", mc->host, mc->port + k);
+    else
+        snprintf(out, cap, "%s:%u", mc->host, mc->port + k);
+}
+
+/* The store this launch serves on machine m, as a server reports it in its
+ * handshake (the realpath, when it resolves here): partition m's store
+ * with --part-config, else --store with '%m' replaced. */
+static void
+expected_store(const struct job *j, unsigned m, char *out, size_t cap)
+{
+    char path[PATH_MAX], rp[PATH_MAX];
+
+    if (j->book != NULL)
+        snprintf(path, sizeof path, "%s", gkv_pbook_part_path(j->book, (int)m));
+    else
+        store_path(j, m, path, sizeof path);
+    snprintf(out, cap, "%s", realpath(path, rp) != NULL ? rp : path);
+}
+
+/* Checks with a handshake, one server at a time, that every server of the
+ * job found running (p->reused) is a persistent gkv server named
+ * j->server_name, in its place (machine m, server k of S per machine), and
+ * serving the store this launch would serve there. Runs before anything is
+ * started. EX_OK when so; EX_FAIL when a port is held by anything else;
+ * EX_USAGE when the persistent servers serve another store (another graph,
+ * another --store) than this launch's inputs say. Says why. */
+static int
+check_reused(struct job *j)
 {
     char token[GKV_TOKEN_MAX + 1], group[GKV_NET_GROUP_MAX + 1];
     gkv_client_opts o;
-    gkv_client *c = NULL;
-    gkv_err rc;
-    int bad = 0;
+    int held = 0, other_store = 0;
 
-    if (j->token_file != NULL &&
-        (rc = gkv_token_load(j->tok_abs, token, sizeof token)) != GKV_OK) {
-        err("%s: %s", gkv_strerror(rc), gkv_net_errmsg());
-        return -1;
-    }
+    if (j->token_file != NULL && load_token(j, token, sizeof token) != 0)
+        return EX_USAGE;
     memset(&o, 0, sizeof o);
     o.timeout_ms = 3000;
-    o.num_servers = j->S;
-    o.flags = GKV_CLIENT_NO_HEARTBEAT;
+    o.flags = GKV_CLIENT_NO_HEARTBEAT | GKV_CLIENT_OBSERVER;
     snprintf(group, sizeof group, "gkv-launch-probe-%ld", (long)getpid());
-    rc = gkv_client_connect(&c, j->ipc_abs, j->token_file ? token : NULL,
-                            group, 0, &o);
-    if (rc != GKV_OK) {
-        err("the ports of this job are held by something that is not a gkv "
-            "server of this job (%s: %s)", gkv_strerror(rc), gkv_net_errmsg());
-        return -1;
-    }
-    for (size_t i = 0; i < gkv_client_nservers(c); i++) {
+    for (size_t i = 0; i < j->np; i++) {
+        struct proc *p = &j->p[i];
+        char addr[300], want[PATH_MAX];
+        gkv_client *c = NULL;
         gkv_server_info in;
-        if ((rc = gkv_client_server_info(c, i, &in)) != GKV_OK) {
-            err("server %zu: %s: %s", i, gkv_strerror(rc), gkv_net_errmsg());
-            bad = 1;
+        gkv_err rc;
+
+        if (p->role != R_SERVER || !p->reused)
+            continue;
+        server_addr(j, p->machine, p->idx, addr, sizeof addr);
+        rc = gkv_client_connect_addr(&c, addr, j->token_file ? token : NULL,
+                                     group, 0, &o);
+        if (rc == GKV_OK)
+            rc = gkv_client_server_info(c, 0, &in);
+        if (rc != GKV_OK) {
+            err("port %s is held by something that is not a gkv server of "
+                "this job (%s: %s)", addr, gkv_strerror(rc), gkv_net_errmsg());
+            gkv_client_close(c);
+            held = 1;
             continue;
         }
+        gkv_client_close(c);
         if (strcmp(in.name, j->server_name) != 0 || !in.keep_alive ||
             in.num_servers != j->S) {
             err("port %s is held by gkv server '%s' (pid %u, %u servers per "
                 "machine, keep-alive %s), not persistent server '%s' with %u "
-                "servers per machine", in.addr, in.name, (unsigned)in.pid,
+                "servers per machine", addr, in.name, (unsigned)in.pid,
                 in.num_servers, in.keep_alive ? "on" : "off", j->server_name,
                 j->S);
-            bad = 1;
+            held = 1;
+            continue;
+        }
+        if (in.machine != p->machine || in.server_id != p->idx) {
+            err("port %s is held by persistent server '%s' %u/%u (pid %u), "
+                "but %s makes it server %u/%u (a reordered ip_config?)", addr,
+                in.name, in.machine, in.server_id, (unsigned)in.pid,
+                j->ip_config, p->machine, p->idx);
+            held = 1;
+            continue;
+        }
+        expected_store(j, p->machine, want, sizeof want);
+        if (strcmp(in.store, want) != 0) {
+            err("persistent server '%s' at %s (pid %u) serves the store %s, "
+                "but this launch serves %s on machine %u (%s %s): stop the "
+                "servers first (" PROG " --ip-config %s --num-servers %u "
+                "--shutdown) or give other ports and another --server-name",
+                in.name, addr, (unsigned)in.pid, in.store, want, p->machine,
+                j->book != NULL ? "--part-config" : "--store",
+                j->book != NULL ? j->part_abs : j->store_abs, j->ipc_abs, j->S);
+            other_store = 1;
         }
     }
-    gkv_client_close(c);
-    return bad ? -1 : 0;
+    memset(token, 0, sizeof token);
+    return held ? EX_FAIL : other_store ? EX_USAGE : EX_OK;
 }
 
 /* ---- cluster mode (Slurm, MPI) ----------------------------------------------------- */
@@ -915,6 +1028,26 @@ env_num(const char *name, unsigned *out)
     const char *v = env_get(name);
 
     return v != NULL && parse_num(v, 0, 1ul << 30, out) == 0;
+}
+
+/* The samplers' group, GROUP.sampler (only with samplers). 0, or -1 after
+ * saying that the group name leaves no room for it. */
+static int
+make_sampler_group(struct job *j)
+{
+    j->sgroup[0] = '\0';
+    if (j->K == 0)
+        return 0;
+    if (strlen(j->group) > GROUP_MAX_WITH_SAMPLERS) {
+        err("group name '%s' is %zu characters, but the samplers join as "
+            "group '%s" SAMPLER_SUFFIX "', which must fit in %d: give "
+            "--group NAME of at most %d characters", j->group,
+            strlen(j->group), j->group, GKV_NET_GROUP_MAX,
+            GROUP_MAX_WITH_SAMPLERS);
+        return -1;
+    }
+    snprintf(j->sgroup, sizeof j->sgroup, "%s" SAMPLER_SUFFIX, j->group);
+    return 0;
 }
 
 /* Waits until every server of the job accepts connections (or the
@@ -950,9 +1083,10 @@ static int
 cluster_task(struct job *j)
 {
     unsigned L = j->S + j->T * (1 + j->K), rank = 0, size = 0, node, local;
+    unsigned nnodes;
     const char *kind = NULL, *mode = j->cluster ? j->cluster : "auto";
     struct proc p;
-    char **genv, **envp, **argv, num[3][16], st[PATH_MAX];
+    char **genv, **envp, **argv, num[4][16], st[PATH_MAX];
     struct ifaddrs *ifs = NULL;
     int is_local;
 
@@ -1003,9 +1137,10 @@ cluster_task(struct job *j)
             j->ip_config, j->S, j->T, j->K, j->M * L, L);
         return EX_USAGE;
     }
-    if (strcmp(kind, "slurm") == 0 && env_num("SLURM_NNODES", &size) &&
-        size != j->M) {
-        err("Slurm: %u nodes, but %s lists %u machines", size, j->ip_config, j->M);
+    if (strcmp(kind, "slurm") == 0 && env_num("SLURM_NNODES", &nnodes) &&
+        nnodes != j->M) {
+        err("Slurm: %u nodes, but %s lists %u machines", nnodes, j->ip_config,
+            j->M);
         return EX_USAGE;
     }
     if (getifaddrs(&ifs) == 0) {
@@ -1022,19 +1157,28 @@ cluster_task(struct job *j)
     }
     if (j->group_opt == NULL) {
         const char *ns;
+        int len;
         if (strcmp(kind, "slurm") == 0)
-            snprintf(j->group, sizeof j->group, "slurm-%s-%s",
-                     env_get("SLURM_JOB_ID") ? env_get("SLURM_JOB_ID") : "0",
-                     env_get("SLURM_STEP_ID") ? env_get("SLURM_STEP_ID") : "0");
+            len = snprintf(j->group, sizeof j->group, "slurm-%s-%s",
+                           env_get("SLURM_JOB_ID") ? env_get("SLURM_JOB_ID") : "0",
+                           env_get("SLURM_STEP_ID") ? env_get("SLURM_STEP_ID") : "0");
         else if ((ns = env_get("PMIX_NAMESPACE")) != NULL ||
                  (ns = env_get("OMPI_MCA_ess_base_jobid")) != NULL)
-            snprintf(j->group, sizeof j->group, "mpi-%s", ns);
+            len = snprintf(j->group, sizeof j->group, "mpi-%s", ns);
         else {
             err("MPI: cannot derive a group name shared by all tasks (no "
                 "PMIX_NAMESPACE): give --group NAME");
             return EX_USAGE;
         }
+        if (len < 0 || (size_t)len >= sizeof j->group) {
+            err("%s: the group name derived from the job's variables is "
+                "longer than %d characters: give --group NAME", kind,
+                GKV_NET_GROUP_MAX);
+            return EX_USAGE;
+        }
     }
+    if (make_sampler_group(j) != 0)
+        return EX_USAGE;
     memset(&p, 0, sizeof p);
     p.machine = node;
     if (local < j->S) {
@@ -1044,11 +1188,12 @@ cluster_task(struct job *j)
     } else if (local < j->S + j->T) {
         p.role = R_TRAINER;
         p.idx = local - j->S;
-        p.rank = node * j->T + p.idx;
+        p.rank = p.trank = node * j->T + p.idx;
     } else {
         p.role = R_SAMPLER;
         p.idx = local - j->S - j->T;
-        p.rank = node * j->T + p.idx / j->K;
+        p.trank = node * j->T + p.idx / j->K;
+        p.rank = p.trank * j->K + p.idx % j->K;
     }
     proc_name(j, &p);
     genv = proc_env(j, &p);
@@ -1080,7 +1225,9 @@ usage(FILE *f)
 "the end of its log, and the exit status is 1. When every trainer exits 0\n"
 "the servers are stopped (kept with --keep-alive) and the exit status is 0.\n"
 "Roles and settings reach every process in GKV_* environment variables\n"
-"(doc/DEPLOY.md). Under srun or mpirun each task runs one role instead.\n"
+"(doc/DEPLOY.md); every trainer and sampler has a (GKV_GROUP, GKV_RANK) of\n"
+"its own to connect with (samplers: group GROUP.sampler). Under srun or\n"
+"mpirun each task runs one role instead.\n"
 "\n"
 "Options:\n"
 "  --ip-config FILE       the job's machines, one \"IP [PORT]\" per line\n"
@@ -1089,14 +1236,19 @@ usage(FILE *f)
 "                         machine index)\n"
 "  --num-servers S        servers per machine (>= 1)\n"
 "  --num-trainers T       trainer processes per machine (>= 1)\n"
-"  --num-samplers K       sampler processes per trainer (default 0)\n"
+"  --num-samplers K       sampler processes per trainer (default 0); they\n"
+"                         join as group GROUP.sampler, rank trainer rank x K\n"
+"                         + j (GKV_TRAINER_RANK names the trainer)\n"
 "  --workspace DIR        logs go to DIR/logs (default ./gkv-launch-PID, or\n"
 "                         $TMPDIR/gkv-launch-PID when . is not writable)\n"
-"  --keep-alive           leave the servers running after the job; needs\n"
+"  --keep-alive           leave the servers running after the job, also when\n"
+"                         it fails (unless the servers failed); needs\n"
 "                         --server-name\n"
 "  --server-name N        the persistent servers' name: a later launch with\n"
-"                         the same name reuses running servers\n"
-"  --group NAME           the job's group name (default job-HOST-PID)\n"
+"                         the same name reuses running servers when they\n"
+"                         serve the same store or partition\n"
+"  --group NAME           the job's group name (default job-HOST-PID; at\n"
+"                         most 63 characters, 55 with samplers)\n"
 "  --token-file F         the job's secret (mode 0600), passed to all\n"
 "  --ssh-user U           ssh as user U\n"
 "  --ssh-port P           ssh port P\n"
@@ -1108,12 +1260,15 @@ usage(FILE *f)
 "  --cluster MODE         auto (default), slurm, mpi or none: how to read\n"
 "                         Slurm or MPI task variables\n"
 "  --shutdown             stop the running servers of the ip_config\n"
-"                         (persistent ones too) and exit\n"
+"                         (persistent ones too), each one that answers;\n"
+"                         exit 1 if any did not\n"
 "  -h, --help             print this help and exit\n"
 "  -V, --version          print the version and exit\n"
 "\n"
 "Exit status: 0 the job succeeded, 1 it failed or was stopped, 2 bad usage\n"
-"or inputs (nothing was started).\n", f);
+"or inputs (nothing was started): among them a --part-config whose\n"
+"partition count is not the number of machines, and persistent servers\n"
+"that serve another store than this launch's.\n", f);
 }
 
 enum {
@@ -1275,6 +1430,12 @@ parse_args(struct job *j, int argc, char **argv, int *done)
         if (!ok)
             return bad_usage("--group: '%s' is not 1..%d printable characters "
                              "without spaces", j->group_opt, GKV_NET_GROUP_MAX);
+        if (j->K > 0 && n > GROUP_MAX_WITH_SAMPLERS)
+            return bad_usage("--group: '%s' is %zu characters, but with "
+                             "--num-samplers the samplers join as group "
+                             "'%s" SAMPLER_SUFFIX "', which must fit in %d: "
+                             "give at most %d", j->group_opt, n, j->group_opt,
+                             GKV_NET_GROUP_MAX, GROUP_MAX_WITH_SAMPLERS);
     }
     return EX_OK;
 }
@@ -1343,6 +1504,7 @@ prepare(struct job *j)
     gkv_err rc;
     struct ifaddrs *ifs = NULL;
     char token[GKV_TOKEN_MAX + 1];
+    unsigned long long nclients;
 
     if (getcwd(j->cwd, sizeof j->cwd) == NULL) {
         err("cannot read the working directory: %s", strerror(errno));
@@ -1365,14 +1527,35 @@ prepare(struct job *j)
             return -1;
         }
     }
+    if (j->part_config != NULL && !j->shutdown) {
+        /* machine m serves partition m: a server of a job with too few or
+         * too many machines would fail at its start */
+        if ((rc = gkv_pbook_open(&j->book, j->part_abs)) != GKV_OK) {
+            err("--part-config: %s: %s", gkv_strerror(rc),
+                gkv_pbook_errmsg(NULL));
+            return -1;
+        }
+        if ((unsigned)gkv_pbook_num_parts(j->book) != j->M) {
+            err("%s lists %u machine%s but %s has %d partitions: machine m "
+                "serves partition m, so the counts must be equal", j->ip_config,
+                j->M, j->M == 1 ? "" : "s", j->part_config,
+                gkv_pbook_num_parts(j->book));
+            return -1;
+        }
+    }
+    nclients = (unsigned long long)j->M * j->T * (1ull + j->K);
+    if (!j->shutdown && nclients > MAX_CLIENTS) {
+        err("the job has %llu trainer and sampler processes, each a client of "
+            "every server, but a server takes at most %d clients", nclients,
+            MAX_CLIENTS);
+        return -1;
+    }
     if (j->store != NULL)
         absolute(j->store, j->cwd, j->store_abs, sizeof j->store_abs);
     if (j->token_file != NULL) {
         absolute(j->token_file, j->cwd, j->tok_abs, sizeof j->tok_abs);
-        if ((rc = gkv_token_load(j->tok_abs, token, sizeof token)) != GKV_OK) {
-            err("%s: %s", gkv_strerror(rc), gkv_net_errmsg());
+        if (load_token(j, token, sizeof token) != 0)
             return -1;
-        }
         memset(token, 0, sizeof token);
     }
     if (j->shutdown)
@@ -1396,44 +1579,71 @@ prepare(struct job *j)
                 *c = '_';
         snprintf(j->group, sizeof j->group, "job-%.40s-%ld", host, (long)getpid());
     }
+    if (make_sampler_group(j) != 0)
+        return -1;
     find_server_bin(j);
     return 0;
 }
 
+/* Asks every server of the ip_config to stop (forced: persistent ones
+ * too), one at a time, so that one down does not spare the others. Each
+ * that does not answer is named. EX_OK when all answered. */
 static int
 do_shutdown(struct job *j)
 {
     char token[GKV_TOKEN_MAX + 1], group[GKV_NET_GROUP_MAX + 1];
     gkv_client_opts o;
-    gkv_client *c = NULL;
-    gkv_err rc;
+    unsigned nbad = 0;
 
-    if (j->token_file != NULL &&
-        (rc = gkv_token_load(j->tok_abs, token, sizeof token)) != GKV_OK) {
-        err("%s: %s", gkv_strerror(rc), gkv_net_errmsg());
+    if (j->token_file != NULL && load_token(j, token, sizeof token) != 0)
         return EX_FAIL;
-    }
     memset(&o, 0, sizeof o);
     o.timeout_ms = 5000;
-    o.num_servers = j->S;
-    o.flags = GKV_CLIENT_NO_HEARTBEAT;
+    o.flags = GKV_CLIENT_NO_HEARTBEAT | GKV_CLIENT_OBSERVER;
     snprintf(group, sizeof group, "gkv-launch-stop-%ld", (long)getpid());
-    if ((rc = gkv_client_connect(&c, j->ipc_abs, j->token_file ? token : NULL,
-                                 group, 0, &o)) != GKV_OK) {
-        err("connect: %s: %s", gkv_strerror(rc), gkv_net_errmsg());
+    for (unsigned m = 0; m < j->M; m++) {
+        const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, m);
+        for (unsigned k = 0; k < j->S; k++) {
+            char addr[300];
+            gkv_client *c = NULL;
+            gkv_server_info in;
+            gkv_err rc;
+
+            server_addr(j, m, k, addr, sizeof addr);
+            /* a quick look first: a handshake with a port nobody listens
+             * on would take the whole timeout */
+            if (!port_accepts(mc->host, mc->port + k, 1000)) {
+                err("server %u/%u at %s did not answer: nothing accepts "
+                    "connections there", m, k, addr);
+                nbad++;
+                continue;
+            }
+            rc = gkv_client_connect_addr(&c, addr, j->token_file ? token : NULL,
+                                         group, 0, &o);
+            if (rc != GKV_OK) {
+                err("server %u/%u at %s was not stopped: handshake: %s: %s",
+                    m, k, addr, gkv_strerror(rc), gkv_net_errmsg());
+                nbad++;
+                continue;
+            }
+            if (gkv_client_server_info(c, 0, &in) == GKV_OK)
+                say("stopping server %u/%u at %s ('%s', pid %u)", m, k, addr,
+                    in.name, (unsigned)in.pid);
+            if ((rc = gkv_client_shutdown(c, 1)) != GKV_OK) {
+                err("server %u/%u at %s: shutdown: %s: %s", m, k, addr,
+                    gkv_strerror(rc), gkv_net_errmsg());
+                nbad++;
+            }
+            gkv_client_close(c);
+        }
+    }
+    memset(token, 0, sizeof token);
+    if (nbad > 0) {
+        err("%u of %u servers did not answer or were not stopped; the "
+            "others were asked to stop", nbad, j->M * j->S);
         return EX_FAIL;
     }
-    for (size_t i = 0; i < gkv_client_nservers(c); i++) {
-        gkv_server_info in;
-        if (gkv_client_server_info(c, i, &in) == GKV_OK)
-            say("stopping server %u/%u at %s ('%s', pid %u)", in.machine,
-                in.server_id, in.addr, in.name, (unsigned)in.pid);
-    }
-    rc = gkv_client_shutdown(c, 1);
-    if (rc != GKV_OK)
-        err("shutdown: %s: %s", gkv_strerror(rc), gkv_net_errmsg());
-    gkv_client_close(c);
-    return rc == GKV_OK ? EX_OK : EX_FAIL;
+    return EX_OK;
 }
 
 /* ---- the job ------------------------------------------------------------------- */
@@ -1457,7 +1667,7 @@ build_procs(struct job *j)
             p->role = R_TRAINER;
             p->machine = m;
             p->idx = t;
-            p->rank = m * j->T + t;
+            p->rank = p->trank = m * j->T + t;
         }
         for (unsigned t = 0; t < j->T; t++)
             for (unsigned s = 0; s < j->K; s++) {
@@ -1465,7 +1675,8 @@ build_procs(struct job *j)
                 p->role = R_SAMPLER;
                 p->machine = m;
                 p->idx = t * j->K + s;
-                p->rank = m * j->T + t;
+                p->trank = m * j->T + t;
+                p->rank = p->trank * j->K + s;
             }
     }
     j->np = n;
@@ -1475,9 +1686,39 @@ build_procs(struct job *j)
     }
 }
 
-/* Reports failure of p, stops everything, returns EX_FAIL. */
+/* --keep-alive: says that the servers stay and how to stop them. */
+static void
+say_servers_kept(struct job *j)
+{
+    say("--keep-alive: leaving the servers running (persistent server "
+        "'%s'; stop them with: " PROG " --ip-config %s --num-servers %u "
+        "--shutdown%s%s)", j->server_name, j->ipc_abs, j->S,
+        j->token_file ? " --token-file " : "", j->token_file ? j->tok_abs : "");
+    for (size_t i = 0; i < j->np; i++)
+        if (j->p[i].role == R_SERVER && proc_live(&j->p[i]))
+            say("%s keeps running (pid %ld)", j->p[i].name, (long)j->p[i].pid);
+}
+
+/* Stops the trainers and samplers, then the servers we started, except
+ * that with --keep-alive the servers stay (whether this launch started
+ * them or reused them) unless they are what failed. */
+static void
+stop_job(struct job *j, int servers_failed)
+{
+    stop_procs(j, R_TRAINER);
+    stop_procs(j, R_SAMPLER);
+    if (j->keep_alive && !servers_failed) {
+        if (count_live(j, R_SERVER) > 0 || nreused(j) > 0)
+            say_servers_kept(j);
+        return;
+    }
+    stop_procs(j, -1);
+}
+
+/* Reports failure of p (or 'why' alone), stops the job (stop_job; a failed
+ * server, or servers_failed, stops the servers too), returns EX_FAIL. */
 static int
-fail_job(struct job *j, struct proc *p, const char *why)
+fail_job(struct job *j, struct proc *p, const char *why, int servers_failed)
 {
     char how[96];
 
@@ -1485,14 +1726,14 @@ fail_job(struct job *j, struct proc *p, const char *why)
         describe_status(p->status, how, sizeof how);
         err("%s (machine %u) failed: %s%s%s", p->name, p->machine, how,
             why ? ": " : "", why ? why : "");
+        servers_failed |= p->role == R_SERVER;
     } else {
         err("%s", why);
     }
     if (count_live(j, -1) > 0)
-        say("stopping every other process of the job");
-    stop_procs(j, R_TRAINER);
-    stop_procs(j, R_SAMPLER);
-    stop_procs(j, -1);
+        say("stopping every other process of the job%s",
+            j->keep_alive && !servers_failed ? " but the servers" : "");
+    stop_job(j, servers_failed);
     if (p != NULL)
         print_tail(p->log);
     err("job failed; logs in %s/logs", j->ws);
@@ -1502,10 +1743,9 @@ fail_job(struct job *j, struct proc *p, const char *why)
 static int
 stopped_by_signal(struct job *j)
 {
-    err("got %s: stopping every process of the job", strsignal((int)g_sig));
-    stop_procs(j, R_TRAINER);
-    stop_procs(j, R_SAMPLER);
-    stop_procs(j, -1);
+    err("got %s: stopping every process of the job%s", strsignal((int)g_sig),
+        j->keep_alive ? " but the servers" : "");
+    stop_job(j, 0);
     err("job stopped; logs in %s/logs", j->ws);
     return EX_FAIL;
 }
@@ -1518,10 +1758,15 @@ run_job(struct job *j)
     double end, server_gone = 0;
 
     build_procs(j);
-    say("job %s: %u machine%s, %u server%s and %u trainer%s each%s; "
-        "workspace %s", j->group, j->M, j->M == 1 ? "" : "s", j->S,
-        j->S == 1 ? "" : "s", j->T, j->T == 1 ? "" : "s",
-        j->K ? " (with samplers)" : "", j->ws);
+    if (j->K > 0)
+        say("job %s: %u machine%s, %u server%s and %u trainer%s each, %u "
+            "sampler%s per trainer (group %s); workspace %s", j->group, j->M,
+            j->M == 1 ? "" : "s", j->S, j->S == 1 ? "" : "s", j->T,
+            j->T == 1 ? "" : "s", j->K, j->K == 1 ? "" : "s", j->sgroup, j->ws);
+    else
+        say("job %s: %u machine%s, %u server%s and %u trainer%s each; "
+            "workspace %s", j->group, j->M, j->M == 1 ? "" : "s", j->S,
+            j->S == 1 ? "" : "s", j->T, j->T == 1 ? "" : "s", j->ws);
     /* which servers are up already */
     for (size_t i = 0; i < j->np; i++) {
         struct proc *p = &j->p[i];
@@ -1542,12 +1787,28 @@ run_job(struct job *j)
             }
         return EX_FAIL;
     }
+    if (nlisten > 0) {
+        /* --keep-alive: the running ones must be this job's persistent
+         * servers, checked before anything starts */
+        int rc = check_reused(j);
+        if (rc != EX_OK) {
+            err("nothing was started");
+            return rc;
+        }
+        for (size_t i = 0; i < j->np; i++)
+            if (j->p[i].reused) {
+                const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, j->p[i].machine);
+                say("reusing %s on %s:%u (persistent server '%s')",
+                    j->p[i].name, mc->host, mc->port + j->p[i].idx,
+                    j->server_name);
+            }
+    }
     for (size_t i = 0; i < j->np; i++) {
         struct proc *p = &j->p[i];
         if (p->role != R_SERVER || p->reused)
             continue;
         if (proc_start(j, p) != 0)
-            return fail_job(j, NULL, "could not start every server");
+            return fail_job(j, NULL, "could not start every server", 1);
     }
     end = now_s() + j->timeout_s;
     for (;;) {
@@ -1555,7 +1816,7 @@ run_job(struct job *j)
         if (g_sig)
             return stopped_by_signal(j);
         if ((bad = reap(j)) != NULL)
-            return fail_job(j, bad, "it exited before the job started");
+            return fail_job(j, bad, "it exited before the job started", 1);
         for (size_t i = 0; i < j->np; i++) {
             struct proc *p = &j->p[i];
             const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, p->machine);
@@ -1565,7 +1826,7 @@ run_job(struct job *j)
                 port_accepts(mc->host, mc->port + p->idx, 100))
                 p->ready = 1;
             if (!p->reused && p->reaped)
-                return fail_job(j, p, "it exited before the job started");
+                return fail_job(j, p, "it exited before the job started", 1);
             ready += p->ready;
         }
         if (ready == nsrv)
@@ -1580,34 +1841,23 @@ run_job(struct job *j)
                     print_tail(p->log);
                 }
             }
-            return fail_job(j, NULL, "servers did not start in time");
+            return fail_job(j, NULL, "servers did not start in time", 1);
         }
         sleep_ms(30);
-    }
-    if (j->keep_alive) {
-        if (check_persistent(j) != 0)
-            return fail_job(j, NULL, "cannot use the servers of this job");
-        for (size_t i = 0; i < j->np; i++)
-            if (j->p[i].reused) {
-                const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, j->p[i].machine);
-                say("reusing %s on %s:%u (persistent server '%s')",
-                    j->p[i].name, mc->host, mc->port + j->p[i].idx,
-                    j->server_name);
-            }
     }
     say("all %d servers accept connections", nsrv);
     for (size_t i = 0; i < j->np; i++) {
         if (j->p[i].role == R_SERVER)
             continue;
         if (proc_start(j, &j->p[i]) != 0)
-            return fail_job(j, NULL, "could not start every trainer");
+            return fail_job(j, NULL, "could not start every trainer", 0);
     }
     for (;;) {
         size_t workers;
         if (g_sig)
             return stopped_by_signal(j);
         if ((bad = reap(j)) != NULL)
-            return fail_job(j, bad, NULL);
+            return fail_job(j, bad, NULL, 0);
         for (size_t i = 0; i < j->np; i++)
             if (j->p[i].remote && j->p[i].rpgid == 0 && proc_live(&j->p[i]))
                 proc_find_rpgid(&j->p[i]);
@@ -1627,19 +1877,13 @@ run_job(struct job *j)
             for (size_t i = 0; i < j->np; i++)
                 if (j->p[i].role == R_SERVER && j->p[i].started && j->p[i].reaped)
                     return fail_job(j, &j->p[i], "a server exited while "
-                                    "trainers still ran");
+                                    "trainers still ran", 1);
         }
         sleep_ms(20);
     }
     say("all trainers exited 0");
     if (j->keep_alive) {
-        say("--keep-alive: leaving the servers running (persistent server "
-            "'%s'; stop them with: " PROG " --ip-config %s --num-servers %u "
-            "--shutdown%s%s)", j->server_name, j->ipc_abs, j->S,
-            j->token_file ? " --token-file " : "", j->token_file ? j->tok_abs : "");
-        for (size_t i = 0; i < j->np; i++)
-            if (j->p[i].role == R_SERVER && proc_live(&j->p[i]))
-                say("%s keeps running (pid %ld)", j->p[i].name, (long)j->p[i].pid);
+        say_servers_kept(j);
         return EX_OK;
     }
     for (size_t i = 0; i < j->np; i++)
@@ -1695,6 +1939,7 @@ main(int argc, char **argv)
     rc = run_job(&j);
 out:
     gkv_ipconfig_free(j.ipc);
+    gkv_pbook_close(j.book);
     free(j.local);
     free(j.p);
     return rc;
