@@ -181,7 +181,8 @@ typedef struct gkv_tensor_desc {
 
 /* Creates tensor 'name' and writes all its rows with the initializer.
  * Errors: GKV_EEXIST, GKV_EINVAL (bad name or spec, with the reason in
- * gkv_store_errmsg), GKV_ERDONLY, GKV_EMAPFULL, GKV_ENOMEM, GKV_EIO. */
+ * gkv_store_errmsg), GKV_EBUSY (see write-back mode), GKV_ERDONLY,
+ * GKV_EMAPFULL, GKV_ENOMEM, GKV_EIO. */
 GKV_API gkv_err gkv_tensor_create(gkv_store *s, const char *name,
                                   const gkv_tensor_spec *spec);
 
@@ -310,11 +311,19 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
  * an OS crash may also lose committed flushes, as for any write.
  * While the tensor is in write-back mode on a handle, other handles and
  * processes see flushed data and must not write it (their writes would be
- * overwritten by the next flush); delete and rename on this handle fail
- * with GKV_EBUSY. If another handle deletes or replaces it anyway, the
- * next flush drops this handle's copy (and the pushes not yet written) and
- * writes the other tensors. gkv_store_close() flushes (stop first to see
- * errors).
+ * overwritten by the next flush). On this handle every call that changes
+ * its rows goes to the RAM copy (push with any handler, write) or fails
+ * and changes nothing: delete and rename (from or to its name) fail with
+ * GKV_EBUSY, and so does create of its name once another handle deleted
+ * it (the copy would stand for the new tensor on this handle until a
+ * flush drops it; stop first). A push is checked before any optimizer
+ * state is created, as a direct one. Its state companions change only
+ * through optimizer pushes to it, in either mode: push, write, delete and
+ * rename of a '#' name fail with GKV_EINVAL, so no direct write to one
+ * can be lost to a flush. If another handle deletes or replaces it
+ * anyway, the next flush drops this handle's copy (and the pushes not yet
+ * written) and writes the other tensors. gkv_store_close() flushes (stop
+ * first to see errors).
  * Errors: GKV_ENOTFOUND, GKV_EEXIST (already on), GKV_ERDONLY, GKV_ENOMEM. */
 GKV_API gkv_err gkv_writeback_start(gkv_store *s, const char *name,
                                     unsigned interval_ms);

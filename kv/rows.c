@@ -947,8 +947,27 @@ wb_push(gkv_store *s, const kv_push *a, int *done)
     gkv_err rc;
 
     *done = 1;
-    if (nst > 0 && (rc = kv__wb_state_load(s, a->name, a->kind)) != GKV_OK)
-        return rc;
+    if (nst > 0) {
+        /* Loading the state creates missing companions in the store (a
+         * transaction of their own), so check the push first: a bad one
+         * changes nothing, as a direct push, whose transaction aborts. */
+        int need = 0;
+
+        pthread_rwlock_rdlock(&s->st_wb_lock);
+        if ((w = kv__wb_find(s, a->name)) == NULL) {
+            pthread_rwlock_unlock(&s->st_wb_lock);
+            *done = 0;
+            return GKV_OK;
+        }
+        for (size_t k = 0; k < nst; k++)
+            need |= kv__wb_state(w, kv__state_suffix(a->kind, k)) == NULL;
+        rc = need ? kv__push_check(s, a, &w->m[0].r) : GKV_OK;
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        if (rc != GKV_OK || (need && a->n == 0))
+            return rc;
+        if (need && (rc = kv__wb_state_load(s, a->name, a->kind)) != GKV_OK)
+            return rc;
+    }
     if (a->kind == KV_H_CUSTOM &&
         (rc = gkv_tensor_info(s, NULL, a->name, &desc)) != GKV_OK)
         return rc;

@@ -286,6 +286,34 @@ create_fn(gkv_store *s, MDB_txn *txn, void *arg)
     return kv__rec_create(s, txn, a->name, a->spec, NULL);
 }
 
+/* Before a create of a name this handle holds in write-back mode. While
+ * the store has that tensor, GKV_OK: the create fails as any other would
+ * (GKV_EEXIST). When another handle deleted it, the copy stays here until
+ * a flush drops it, and this handle's pulls and pushes of the name would
+ * go to that copy, not to the new tensor, and be dropped with it: then
+ * GKV_EBUSY. Caller holds st_wb_lock (the snapshot reads no mirror). */
+static gkv_err
+create_wb_check(gkv_store *s, const char *name)
+{
+    kv_snap sn;
+    kv_rec r;
+    gkv_err rc;
+
+    if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+        return rc;
+    rc = kv__rec_get(s, sn.txn, name, &r);
+    kv__snap_end(&sn);
+    if (rc != GKV_ENOTFOUND) {
+        if (rc == GKV_OK)
+            kv__clear(s);
+        return rc;
+    }
+    return kv__fail(s, GKV_EBUSY, "tensor '%s' is in write-back mode on this "
+                    "handle, as a copy of a tensor another handle deleted; "
+                    "gkv_writeback_stop() it (it answers GKV_ENOTFOUND and "
+                    "drops the copy) before creating it again", name);
+}
+
 gkv_err
 gkv_tensor_create(gkv_store *s, const char *name, const gkv_tensor_spec *spec)
 {
@@ -297,6 +325,14 @@ gkv_tensor_create(gkv_store *s, const char *name, const gkv_tensor_spec *spec)
         return rc;
     if (spec == NULL)
         return kv__fail(s, GKV_EINVAL, "tensor '%s': no spec", name);
+    /* The lock is not held during the create (an initializer may write
+     * gigabytes while write-back pushes wait): a start of 'name' meanwhile
+     * finds no tensor until the create commits. */
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    rc = kv__wb_find(s, name) != NULL ? create_wb_check(s, name) : GKV_OK;
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    if (rc != GKV_OK)
+        return rc;
     return kv__write(s, create_fn, &a);
 }
 

@@ -583,8 +583,11 @@ gkv_writeback_stop(gkv_store *s, const char *name)
     pthread_rwlock_rdlock(&s->st_wb_lock);
     w = kv__wb_find(s, name);
     pthread_rwlock_unlock(&s->st_wb_lock);
-    if (w == NULL && drop_report(s) != GKV_OK)   /* dropped by a flush */
+    if (w == NULL && drop_report(s) != GKV_OK) {  /* dropped by a flush */
+        if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) == NULL)
+            flusher_stop(s, 1);
         return GKV_ENOTFOUND;
+    }
     if (w == NULL)
         return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
                         "mode", name);
@@ -613,8 +616,11 @@ gkv_writeback_stop(gkv_store *s, const char *name)
     pthread_mutex_unlock(&s->st_wb_flush_mu);
     if (rc == GKV_EBUSY)   /* pushes raced with the stop: try again */
         return gkv_writeback_stop(s, name);
-    if (rc == GKV_ENOTFOUND && drop_report(s) != GKV_OK)   /* by that flush */
+    if (rc == GKV_ENOTFOUND && drop_report(s) != GKV_OK) {  /* by that flush */
+        if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) == NULL)
+            flusher_stop(s, 1);
         return GKV_ENOTFOUND;
+    }
     if (rc == GKV_ENOTFOUND)
         return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' is not in write-back "
                         "mode", name);
@@ -683,10 +689,11 @@ kv__wb_close(gkv_store *s)
 {
     gkv_err rc = GKV_OK;
 
-    if (s->st_wb != NULL) {
-        flusher_stop(s, 0);
+    /* also with no tensor left: when a flush dropped the last one (another
+     * handle deleted it), the thread still runs, and must not outlive s */
+    flusher_stop(s, 0);
+    if (s->st_wb != NULL)
         rc = wb_flush(s);
-    }
     while (s->st_wb != NULL) {
         kv_wb *w = s->st_wb;
         s->st_wb = w->next;
