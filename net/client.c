@@ -3296,6 +3296,59 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
     return GKV_OK;
 }
 
+/* The pieces a hop sends to a machine with cnt seeds: gpieces(), times
+ * mult after answers that would not fit (at most one a seed). */
+static size_t
+hop_pieces(gkv_client *c, size_t cnt, size_t mult)
+{
+    size_t k = gpieces(c, cnt);
+
+    return k > cnt / mult ? cnt : k * mult;
+}
+
+/* After a failed exchange of a hop's pieces: 1 when some failed only
+ * because their answer would exceed a server's message limit (NET_F_SPLIT)
+ * and their machine's seeds can still be cut finer (mult[m] doubled);
+ * 0 when the error stands. */
+static int
+hop_split(gkv_client *c, const struct part *parts, size_t np,
+          const size_t *mtot, size_t *mult)
+{
+    int more = 0;
+
+    for (size_t i = 0; i < np; i++) {
+        size_t m = (size_t)(parts[i].cn - c->cn) / c->nserv;
+        if (parts[i].rc == GKV_OK)
+            continue;
+        if (!(parts[i].rflags & NET_F_SPLIT) ||
+            hop_pieces(c, mtot[m], mult[m]) >= mtot[m])
+            return 0;
+    }
+    for (size_t m = 0; m < c->nmach; m++)
+        for (size_t i = 0; i < np; i++)
+            if (parts[i].rc != GKV_OK &&
+                (size_t)(parts[i].cn - c->cn) / c->nserv == m) {
+                mult[m] *= 2;
+                more = 1;
+                break;
+            }
+    return more;
+}
+
+static void
+pieces_free(struct spiece *sp, size_t np, int nnt)
+{
+    for (size_t k = 0; sp != NULL && k < np; k++) {
+        for (int t = 0; sp[k].seeds != NULL && t < nnt; t++)
+            gkv__free(sp[k].seeds[t]);
+        gkv__free(sp[k].seeds);
+        gkv__free(sp[k].nseeds);
+        gkv__free((void *)sp[k].pos);
+        gkv__free(sp[k].ctr);
+        gkv__free(sp[k].et);
+    }
+}
+
 /* One hop through the servers. Without rl: the edges into out[0 .. net)
  * (arena memory), repeated seeds asked once. With rl (the seeds distinct,
  * out unused): relabelled into rl's block. */
@@ -3308,7 +3361,7 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
     int nnt = gkv_pbook_num_ntypes(c->book), net_ = gkv_pbook_num_etypes(c->book);
     size_t nm = c->nmach, maxp = 0, np = 0, nall = 0;
     size_t *count = NULL, *start = NULL, **pos = NULL, *mtot = NULL;
-    size_t *cnt = NULL, *off = NULL;
+    size_t *cnt = NULL, *off = NULL, *mult = NULL;
     uint32_t *which = NULL;
     struct spiece *sp = NULL;
     struct part *parts = NULL;
@@ -3345,10 +3398,13 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
     if ((count = gkv__calloc((size_t)nnt * nm, sizeof *count)) == NULL ||
         (start = gkv__calloc((size_t)nnt * nm, sizeof *start)) == NULL ||
         (pos = gkv__calloc((size_t)nnt, sizeof *pos)) == NULL ||
-        (mtot = gkv__calloc(nm, sizeof *mtot)) == NULL) {
+        (mtot = gkv__calloc(nm, sizeof *mtot)) == NULL ||
+        (mult = gkv__calloc(nm, sizeof *mult)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "out of memory");
         goto out;
     }
+    for (size_t m = 0; m < nm; m++)
+        mult[m] = 1;
     for (int t = 0; t < nnt; t++) {
         char what[64];
         if (nseeds[t] == 0)
@@ -3363,9 +3419,11 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
         if (nseeds[t] > nall)
             nall = nseeds[t];
     }
+again:
+    maxp = np = 0;
     for (size_t m = 0; m < nm; m++)
         if (mtot[m] > 0)
-            maxp += gpieces(c, mtot[m]);
+            maxp += hop_pieces(c, mtot[m], mult[m]);
     if ((sp = gkv__calloc(maxp + 1, sizeof *sp)) == NULL ||
         (parts = gkv__calloc(maxp + 1, sizeof *parts)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "out of memory");
@@ -3376,7 +3434,7 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
 
         if (mtot[m] == 0)
             continue;
-        k = gpieces(c, mtot[m]);
+        k = hop_pieces(c, mtot[m], mult[m]);
         base = c->rr++;
         for (size_t j = 0; j < k; j++) {
             struct spiece *s = &sp[np];
@@ -3449,8 +3507,21 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
             parts[np - 1].out = s;
         }
     }
-    if ((rc = exchange(c, parts, np, mono_ms() + (uint64_t)c->timeout_ms)) !=
-        GKV_OK)
+    rc = exchange(c, parts, np, mono_ms() + (uint64_t)c->timeout_ms);
+    if (rc != GKV_OK && hop_split(c, parts, np, mtot, mult)) {
+        /* a server's answer would exceed its message limit: the same
+         * hop in more, smaller pieces (a seed's picks do not depend on
+         * the other seeds of its request) */
+        pieces_free(sp, np, nnt);
+        gkv__free(sp);
+        gkv__free(parts);
+        sp = NULL;
+        parts = NULL;
+        np = 0;
+        net__clear();
+        goto again;
+    }
+    if (rc != GKV_OK)
         goto out;
     /* merge: per edge type, seed by seed in the request's order */
     if ((cnt = gkv__malloc(nall * sizeof *cnt + 8)) == NULL ||
@@ -3509,15 +3580,8 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
         }
     }
 out:
-    for (size_t k = 0; sp != NULL && k < np; k++) {
-        for (int t = 0; sp[k].seeds != NULL && t < nnt; t++)
-            gkv__free(sp[k].seeds[t]);
-        gkv__free(sp[k].seeds);
-        gkv__free(sp[k].nseeds);
-        gkv__free((void *)sp[k].pos);
-        gkv__free(sp[k].ctr);
-        gkv__free(sp[k].et);
-    }
+    pieces_free(sp, np, nnt);
+    gkv__free(mult);
     for (int t = 0; pos != NULL && t < nnt; t++)
         gkv__free(pos[t]);
     for (int t = 0; useeds != NULL && t < nnt; t++) {

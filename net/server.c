@@ -1992,6 +1992,7 @@ op_sample(gkv_server *s, struct req *r)
     }
     need = 64 + 48 * (size_t)net_ + 4 * ncnt;
     if (need > s->sv_max_msg) {
+        r->rflags |= NET_F_SPLIT;
         rfail(r, GKV_EINVAL, "sample: %zu seeds are more than this server's "
               "%llu-byte message limit; send fewer seeds", total,
               (unsigned long long)s->sv_max_msg);
@@ -2004,6 +2005,7 @@ op_sample(gkv_server *s, struct req *r)
         goto out;
     }
     if (total > (s->sv_max_msg - need) / 16) {
+        r->rflags |= NET_F_SPLIT;
         rfail(r, GKV_EINVAL, "sample: the seeds could get more than %zu "
               "edges, more than this server's %llu-byte message limit; send "
               "fewer seeds or smaller fanouts", (s->sv_max_msg - need) / 16,
@@ -2040,6 +2042,7 @@ op_sample(gkv_server *s, struct req *r)
      * and padding) */
     need = 64 + 48 * (size_t)net_ + 4 * ncnt;
     if (need > s->sv_max_msg || total > (s->sv_max_msg - need) / 16) {
+        r->rflags |= NET_F_SPLIT;
         rfail(r, GKV_EINVAL, "sample: %zu edges are more than this server's "
               "%llu-byte message limit; send fewer seeds", total,
               (unsigned long long)s->sv_max_msg);

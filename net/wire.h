@@ -35,7 +35,9 @@
 #define NET_F_SESSION  0x04u   /* reply: the session was not accepted; the
                                 * client must hand-shake again */
 #define NET_F_STOPPING 0x08u   /* reply: the server is stopping */
-#define NET_F_KNOWN    0x0fu
+#define NET_F_SPLIT    0x10u   /* error reply: the answer would exceed the
+                                * message limit; fewer seeds may fit */
+#define NET_F_KNOWN    0x1fu
 
 /* Message types. A reply carries the type of its request. 13..31 are
  * reserved for kv requests, 32..63 for graph requests. */

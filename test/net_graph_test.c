@@ -68,6 +68,7 @@ struct fx {
 
 static char g_server_path[PATH_MAX + 16];
 static gkv_part_method g_method = GKV_PART_RANDOM;   /* graph_make's */
+static const char *const *g_extra;   /* serve()'s extra server arguments */
 
 /* ---- processes and ports (as in net_test.c) ------------------------------ */
 
@@ -136,7 +137,7 @@ serve(struct fx *f, int nserv)
         write_cfg(f, f->nmach);
         for (int m = 0; m < f->nmach && !clash; m++)
             for (int k = 0; k < nserv && !clash; k++)
-                if (server_try(f, m, k, NULL) == NULL)
+                if (server_try(f, m, k, g_extra) == NULL)
                     clash = 1;
         if (!clash)
             return;
@@ -737,6 +738,61 @@ test_create_follows_book(void **state)
         assert_int_equal(d.hi, 682);
         gkv_store_close(st);
     }
+    NET_OK(gkv_client_close(c));
+}
+
+/* A hop whose answer would exceed a server's message limit failed ("send
+ * fewer seeds"), so full-neighbour batches failed on small limits (and
+ * large batches at the 1 GiB default). The server now flags such an error
+ * and the client samples the hop again in smaller pieces: the blocks
+ * equal in-process sampling. A seed whose own answer cannot fit still
+ * fails. */
+static void
+test_sample_split_to_fit(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--max-msg", "8192", NULL};
+    gkv_client *c;
+    gkv_sample_opts o = {0};
+    int64_t *seeds;
+    int fan[2] = {-1, -1}, big = 4000;
+    size_t n = 600, edges;
+    gkv_server_stats st0, st1;
+    uint64_t before = 0;
+
+    graph_make(f, 10, 2);
+    g_extra = extra;
+    serve(f, 1);
+    g_extra = NULL;
+    c = client(f, "job");
+    seeds = malloc(n * 8);
+    for (size_t i = 0; i < n; i++)
+        seeds[i] = (int64_t)((i * 389 + 11) % (size_t)f->n);
+    NET_OK(gkv_client_stats(c, 0, &st0));
+    NET_OK(gkv_client_stats(c, 1, &st1));
+    before = st0.samples + st1.samples;
+    o.seed = 5;
+    edges = check_blocks(f, c, seeds, n, fan, 2, &o);
+    assert_true(edges > 2 * 8192 / 16);          /* more than one reply holds */
+    check_hop(f, c, seeds, n, -1, 1, &o);
+    o.flags = GKV_SAMPLE_REPLACE;
+    fan[0] = fan[1] = 30;
+    check_blocks(f, c, seeds, n, fan, 2, &o);
+    NET_OK(gkv_client_stats(c, 0, &st0));
+    NET_OK(gkv_client_stats(c, 1, &st1));
+    /* unsplit: 4 + 2 + 4 requests */
+    assert_true(st0.samples + st1.samples - before > 10);
+    /* one seed with replacement and a fanout beyond the limit: no split helps */
+    o.flags = GKV_SAMPLE_REPLACE;
+    {
+        const int64_t *sv[1] = {seeds};
+        size_t sn[1] = {1};
+        gkv_sample_edges out[1];
+        assert_int_equal(gkv_client_sample_neighbors(c, sv, sn, &big, 1, 0, &o, out),
+                         GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), "message limit"));
+    }
+    free(seeds);
     NET_OK(gkv_client_close(c));
 }
 
@@ -1701,6 +1757,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sampling_three_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_servers_per_machine, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_follows_book, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sample_split_to_fit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hetero, setup, teardown),
