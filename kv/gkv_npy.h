@@ -11,11 +11,16 @@
  *
  * gkv reads what a tensor can hold and nothing else: versions 1.0, 2.0 and
  * 3.0; C order; little-endian ('<') or byte-order-free ('|') dtypes
- * <f4 <f2 <f8 |i1 |u1 <i4 <i8; 1 to GKV_NPY_MAX_DIMS dims, the first being
- * the rows. Anything else (Fortran order, big-endian, object or structured
- * arrays, other dtypes, 0-d arrays, more dims, a bad magic, a header or data
- * shorter than it says) is GKV_EFORMAT with a message that names the
- * problem. bf16 has no .npy dtype: it travels as raw bytes only.
+ * <f4 <f2 <f8 |i1 |u1 |b1 <i4 <i8; 1 to GKV_NPY_MAX_DIMS dims, the first
+ * being the rows. Anything else (Fortran order, big-endian, object or
+ * structured arrays, other dtypes, 0-d arrays, more dims, a bad magic, a
+ * header or data shorter than it says) is GKV_EFORMAT with a message that
+ * names the problem. bf16 has no .npy dtype: it travels as raw bytes only.
+ *
+ * numpy's bool ('|b1', DGL's train/val/test masks) reads as GKV_U8 with
+ * is_bool set: the bytes are stored as they are, 0 and 1. A byte other
+ * than 0 or 1 is not a numpy bool; gkv_npy_map_open() refuses the file
+ * (GKV_EFORMAT naming the row). gkv writes u8 tensors back as '|u1'.
  *
  * Messages go to a caller-provided buffer ('msg', 'msg_len'; msg may be
  * NULL), never to a shared one: every function here is thread-safe.
@@ -42,6 +47,8 @@ typedef struct gkv_npy_header {
     uint64_t  data_offset;               /* bytes from file start to the data */
     uint64_t  data_bytes;                /* product of shape x dtype size */
     unsigned  version;                   /* major format version: 1, 2 or 3 */
+    int       is_bool;                   /* descr was '|b1': dtype is GKV_U8,
+                                          * each byte must be 0 or 1 */
 } gkv_npy_header;
 
 /* 1 when buf (len bytes) starts with the .npy magic, else 0. */
@@ -99,7 +106,10 @@ typedef struct gkv_npy_map {
     size_t         map_len;    /* private */
 } gkv_npy_map;
 
-/* Maps the .npy file at 'path'. On error *m needs no closing (closing it is
+/* Maps the .npy file at 'path'. A bool ('|b1') file has every data byte
+ * checked: one other than 0 or 1 is GKV_EFORMAT, the message naming the
+ * row (a caller that reads the data itself after gkv_npy_read_header()
+ * must check it the same way). On error *m needs no closing (closing it is
  * still fine). Errors: GKV_EFORMAT, GKV_ENOENT, GKV_EPERM, GKV_EIO. */
 GKV_API gkv_err gkv_npy_map_open(gkv_npy_map *m, const char *path,
                                  char *msg, size_t msg_len);

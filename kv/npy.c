@@ -29,6 +29,8 @@ static const struct {
 } npy_types[] = {
     {GKV_F32, 'f', 4}, {GKV_F16, 'f', 2}, {GKV_F64, 'f', 8},
     {GKV_I8, 'i', 1},  {GKV_U8, 'u', 1},  {GKV_I32, 'i', 4}, {GKV_I64, 'i', 8},
+    /* numpy bool: one byte, 0 or 1, stored as u8 (gkv has no bool dtype) */
+    {GKV_U8, 'b', 1},
 };
 #define NTYPES (sizeof npy_types / sizeof npy_types[0])
 
@@ -160,9 +162,11 @@ lex_uint(lex *x, uint64_t *v)
     return 0;
 }
 
-/* Maps a descr string to a dtype, or says what is wrong with it. */
+/* Maps a descr string to a dtype (*is_bool: it was numpy's bool), or says
+ * what is wrong with it. */
 static gkv_err
-descr_parse(const char *d, gkv_dtype *out, char *msg, size_t msg_len)
+descr_parse(const char *d, gkv_dtype *out, int *is_bool, char *msg,
+            size_t msg_len)
 {
     char order = d[0], kind;
     unsigned size = 0;
@@ -194,13 +198,14 @@ descr_parse(const char *d, gkv_dtype *out, char *msg, size_t msg_len)
             return fail(msg, msg_len, GKV_EFORMAT, "dtype '%s' has no byte "
                         "order", d);
         *out = npy_types[i].dt;
+        *is_bool = kind == 'b';
         return GKV_OK;
     }
     if (order == '>')
         return fail(msg, msg_len, GKV_EFORMAT, "big-endian dtype '%s' is not "
                     "supported (nor is its type)", d);
     return fail(msg, msg_len, GKV_EFORMAT, "unsupported dtype '%s' (supported: "
-                "<f4 <f2 <f8 |i1 |u1 <i4 <i8)", d);
+                "<f4 <f2 <f8 |i1 |u1 |b1 <i4 <i8)", d);
 }
 
 /* Parses the dict text [p, end) into h (dtype, ndim, shape). */
@@ -288,7 +293,7 @@ dict_parse(const char *p, const char *end, gkv_npy_header *h,
     if (!have_descr || !have_order || !have_shape)
         return fail(msg, msg_len, GKV_EFORMAT, "header lacks '%s'",
                     !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
-    if ((rc = descr_parse(descr, &h->dtype, msg, msg_len)) != GKV_OK)
+    if ((rc = descr_parse(descr, &h->dtype, &h->is_bool, msg, msg_len)) != GKV_OK)
         return rc;
     if (h->ndim == 0)
         return fail(msg, msg_len, GKV_EFORMAT, "0-d array (a single scalar): "
@@ -560,6 +565,39 @@ map_fd(gkv_npy_map *m, int fd, uint64_t off, uint64_t len, char *msg,
     return GKV_OK;
 }
 
+/* A numpy bool is one byte, 0 or 1: anything else was not written by
+ * numpy, and storing it as u8 would hand a model a "bool" of 2 or 255.
+ * Names the first bad row (and the element within a row of several). */
+static gkv_err
+check_bool(const gkv_npy_header *h, const unsigned char *p, char *msg,
+           size_t msg_len)
+{
+    uint64_t per = 1, n = h->data_bytes, i = 0;
+
+    for (unsigned d = 1; d < h->ndim; d++)
+        per *= h->shape[d];              /* no overflow: data_bytes did not */
+    /* eight bytes at a time while all of them are 0 or 1 */
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (w & 0xfefefefefefefefeull)
+            break;
+    }
+    for (; i < n; i++) {
+        if (p[i] <= 1)
+            continue;
+        if (per == 1)
+            return fail(msg, msg_len, GKV_EFORMAT, "bool (|b1) data: row "
+                        "%llu holds byte %u; a bool is 0 or 1",
+                        (unsigned long long)i, p[i]);
+        return fail(msg, msg_len, GKV_EFORMAT, "bool (|b1) data: row %llu "
+                    "holds byte %u (element %llu of the row); a bool is 0 "
+                    "or 1", (unsigned long long)(i / per), p[i],
+                    (unsigned long long)(i % per));
+    }
+    return GKV_OK;
+}
+
 gkv_err
 gkv_npy_map_open(gkv_npy_map *m, const char *path, char *msg, size_t msg_len)
 {
@@ -573,7 +611,8 @@ gkv_npy_map_open(gkv_npy_map *m, const char *path, char *msg, size_t msg_len)
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return fail(msg, msg_len, kv__from_mdb(errno), "%s", strerror(errno));
     if ((rc = gkv_npy_read_header_fd(fd, &h, msg, msg_len)) == GKV_OK &&
-        (rc = map_fd(m, fd, h.data_offset, h.data_bytes, msg, msg_len)) == GKV_OK)
+        (rc = map_fd(m, fd, h.data_offset, h.data_bytes, msg, msg_len)) == GKV_OK &&
+        (!h.is_bool || (rc = check_bool(&h, m->data, msg, msg_len)) == GKV_OK))
         m->hdr = h;
     close(fd);
     if (rc != GKV_OK)

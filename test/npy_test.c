@@ -114,6 +114,8 @@ test_each_dtype(void **state)
         {"<i8", GKV_I64, 8},
         /* one-byte types carry no byte order, whatever the character */
         {"<i1", GKV_I8, 1},  {"<u1", GKV_U8, 1},
+        /* numpy bool reads as u8 */
+        {"|b1", GKV_U8, 1},  {"<b1", GKV_U8, 1},
     };
     struct fx *f = *state;
 
@@ -131,6 +133,7 @@ test_each_dtype(void **state)
         assert_int_equal(h.version, 1);
         assert_int_equal(h.data_offset, 10 + strlen(dict) + 1);
         assert_int_equal(h.data_bytes, 21 * t[i].es);
+        assert_int_equal(h.is_bool, t[i].descr[1] == 'b');
         assert_string_equal(msg, "");
     }
 }
@@ -318,7 +321,7 @@ test_rejects_each_bad_header(void **state)
         {"{'descr': '|O', 'fortran_order': False, 'shape': (3,), }", "object"},
         {"{'descr': '<i2', 'fortran_order': False, 'shape': (3, 4), }", "unsupported dtype '<i2'"},
         {"{'descr': '<c8', 'fortran_order': False, 'shape': (3, 4), }", "unsupported dtype"},
-        {"{'descr': '|b1', 'fortran_order': False, 'shape': (3, 4), }", "unsupported dtype"},
+        {"{'descr': '|b2', 'fortran_order': False, 'shape': (3, 4), }", "unsupported dtype '|b2'"},
         {"{'descr': '<U3', 'fortran_order': False, 'shape': (3, 4), }", "unsupported dtype"},
         {"{'descr': '<f4x', 'fortran_order': False, 'shape': (3, 4), }", "unsupported dtype"},
         {"{'descr': '|f4', 'fortran_order': False, 'shape': (3, 4), }", "byte order"},
@@ -561,6 +564,86 @@ test_map_rejects_and_zero_rows(void **state)
     gkv_npy_map_close(&m);
 }
 
+/* A bool ('|b1') file maps as u8 with its bytes as they are; a byte
+ * other than 0 or 1 anywhere (also past the first 8-byte word, and in a
+ * row of several elements) is refused, naming the row. */
+static void
+test_map_bool(void **state)
+{
+    struct fx *f = *state;
+    gkv_npy_map m = {0};
+    unsigned char v[40], bad[40];
+    unsigned char *b;
+    char msg[256];
+    size_t len;
+
+    for (int i = 0; i < 40; i++)
+        v[i] = (unsigned char)((i * 7 + 3) % 5 == 0);
+    /* 40 rows of one bool */
+    b = npy_image(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (40,), }",
+                  v, sizeof v, &len);
+    write_file(f->path, b, len);
+    free(b);
+    GKVT_OK(gkv_npy_map_open(&m, f->path, msg, sizeof msg));
+    assert_int_equal(m.hdr.dtype, GKV_U8);
+    assert_int_equal(m.hdr.is_bool, 1);
+    assert_int_equal(m.hdr.ndim, 1);
+    assert_int_equal(m.hdr.shape[0], 40);
+    assert_int_equal(m.hdr.data_bytes, 40);
+    assert_memory_equal(m.data, v, sizeof v);
+    gkv_npy_map_close(&m);
+    /* 10 rows of 4 bools: the same bytes */
+    b = npy_image(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (10, 4), }",
+                  v, sizeof v, &len);
+    write_file(f->path, b, len);
+    free(b);
+    GKVT_OK(gkv_npy_map_open(&m, f->path, msg, sizeof msg));
+    assert_int_equal(m.hdr.dtype, GKV_U8);
+    assert_int_equal(m.hdr.shape[1], 4);
+    assert_memory_equal(m.data, v, sizeof v);
+    gkv_npy_map_close(&m);
+
+    /* a 2 at byte 0, 21 (past the first words) and 39 (the tail) */
+    {
+        static const struct { size_t at; unsigned char val; const char *d1, *d2; } t[] = {
+            {0, 2, "row 0 holds byte 2", "row 0 holds byte 2 (element 0 of the row)"},
+            {21, 255, "row 21 holds byte 255", "row 5 holds byte 255 (element 1 of the row)"},
+            {39, 0x10, "row 39 holds byte 16", "row 9 holds byte 16 (element 3 of the row)"},
+        };
+        for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+            memcpy(bad, v, sizeof bad);
+            bad[t[i].at] = t[i].val;
+            b = npy_image(1, "{'descr': '|b1', 'fortran_order': False, "
+                          "'shape': (40,), }", bad, sizeof bad, &len);
+            write_file(f->path, b, len);
+            free(b);
+            assert_int_equal(gkv_npy_map_open(&m, f->path, msg, sizeof msg),
+                             GKV_EFORMAT);
+            if (strstr(msg, t[i].d1) == NULL || strstr(msg, "|b1") == NULL)
+                fail_msg("case %zu: '%s' lacks '%s'", i, msg, t[i].d1);
+            assert_null(m.data);
+            assert_null(m.map_base);
+            b = npy_image(1, "{'descr': '|b1', 'fortran_order': False, "
+                          "'shape': (10, 4), }", bad, sizeof bad, &len);
+            write_file(f->path, b, len);
+            free(b);
+            assert_int_equal(gkv_npy_map_open(&m, f->path, msg, sizeof msg),
+                             GKV_EFORMAT);
+            if (strstr(msg, t[i].d2) == NULL)
+                fail_msg("case %zu: '%s' lacks '%s'", i, msg, t[i].d2);
+            /* the same bytes as u8 are fine: only a bool is checked */
+            b = npy_image(1, "{'descr': '|u1', 'fortran_order': False, "
+                          "'shape': (10, 4), }", bad, sizeof bad, &len);
+            write_file(f->path, b, len);
+            free(b);
+            GKVT_OK(gkv_npy_map_open(&m, f->path, msg, sizeof msg));
+            assert_int_equal(m.hdr.is_bool, 0);
+            assert_memory_equal(m.data, bad, sizeof bad);
+            gkv_npy_map_close(&m);
+        }
+    }
+}
+
 /* The header read allocates once: its failure is GKV_ENOMEM, leaks
  * nothing, and the file offset is never moved. */
 static void
@@ -609,6 +692,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_truncations_and_flips, setup, teardown),
         cmocka_unit_test_setup_teardown(test_map_npy_and_raw, setup, teardown),
         cmocka_unit_test_setup_teardown(test_map_rejects_and_zero_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_map_bool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_header_alloc_failure, setup, teardown),
     };
 

@@ -91,6 +91,12 @@ read_npy_i64(const char *path, int64_t want)
     return v;
 }
 
+/* A numpy bool array ('|b1'): the u8 header np.save would write for the
+ * same shape, with the descr changed (the same length, so the data offset
+ * stays). rdim 0: one bool per row; else rows of rshape[0]. */
+static void write_bool_npy(const char *path, uint64_t rows, unsigned rdim,
+                           const uint64_t *rshape, const void *data);
+
 /* ---- the directory as a list of names (to see that nothing appeared) ---- */
 
 static char *
@@ -132,6 +138,26 @@ slurp(const char *path, size_t *len)
     fclose(fp);
     *len = (size_t)n;
     return b;
+}
+
+static void
+write_bool_npy(const char *path, uint64_t rows, unsigned rdim,
+               const uint64_t *rshape, const void *data)
+{
+    size_t len;
+    unsigned char *b;
+    char *at;
+    FILE *fp;
+
+    write_npy(path, GKV_U8, rows, rdim, rshape, data);
+    b = slurp(path, &len);
+    at = strstr((char *)b + 10, "'|u1'");
+    assert_non_null(at);
+    memcpy(at, "'|b1'", 5);
+    fp = fopen(path, "wb");
+    assert_int_equal(fwrite(b, 1, len, fp), len);
+    fclose(fp);
+    free(b);
 }
 
 /* ---- test graphs and their features ---------------------------------------- */
@@ -989,6 +1015,78 @@ test_metis_mask_and_edges(void **state)
     tg_free(&t);
 }
 
+static void expect_fail(struct fx *f, const gkv_graph *g,
+                        const gkv_part_spec *sp, const char *out,
+                        gkv_err want, ...);
+
+/* DGL's train/val/test masks are numpy bools: as node features they are
+ * stored as u8 0/1 at the new IDs, byte for byte (one per node, and rows
+ * of several); a byte other than 0 or 1 is refused naming the file and
+ * the row, leaving nothing behind. */
+static void
+test_bool_node_feature(void **state)
+{
+    struct fx *f = *state;
+    struct tg t;
+    gkv_part_feat pf[MAXF];
+    gkv_part_spec sp;
+    uint64_t three[1] = {3};
+    int nb = 0;
+
+    make_homo(f, &t);
+    add_feat(f, &t, 0, "_N", "train_mask", GKV_U8, 0, 1, 0, 21);
+    add_feat(f, &t, 0, "_N", "flags", GKV_U8, 1, 3, 0, 22);
+    for (int i = t.nfeats - 2; i < t.nfeats; i++) {
+        struct feat_src *fs = &t.feats[i];
+        uint64_t rows = (uint64_t)gkv_graph_num_nodes(t.g, 0);
+        for (uint64_t k = 0; k < rows * fs->row_bytes; k++) {
+            fs->rows[k] = (unsigned char)((k * 5 + (uint64_t)i) % 3 == 0);
+            nb += fs->rows[k];
+        }
+        write_bool_npy(fs->path, rows, i == t.nfeats - 1, three, fs->rows);
+    }
+    assert_true(nb > 0);
+    for (int P = 1; P <= 3; P++) {
+        gkv_store *st;
+        gkv_tensor_desc d;
+        char sp0[8300];
+        spec_init(&sp, &t, pf, P == 2 ? GKV_PART_RANGE : GKV_PART_RANDOM, P);
+        if (gkv_partition_write(t.g, &sp, f->out, NULL, f->msg,
+                                sizeof f->msg) != GKV_OK)
+            fail_msg("%d parts: %s", P, f->msg);
+        verify(f->out, &t, &sp);
+        snprintf(sp0, sizeof sp0, "%s/part-0", f->out);
+        GKVT_OK(gkv_store_open(&st, sp0, GKV_RDONLY, NULL));
+        GKVT_OK(gkv_tensor_info(st, NULL, "node/_N/train_mask", &d));
+        assert_int_equal(d.dtype, GKV_U8);
+        assert_int_equal(d.ndim, 0);
+        GKVT_OK(gkv_tensor_info(st, NULL, "node/_N/flags", &d));
+        assert_int_equal(d.dtype, GKV_U8);
+        assert_int_equal(d.ndim, 1);
+        assert_int_equal(d.shape[0], 3);
+        gkv_store_close(st);
+        gkvt_rmtree(strdup(f->out));
+    }
+    /* a 2 in row 5 of the mask; a 255 in row 6 (element 2) of the flags */
+    spec_init(&sp, &t, pf, GKV_PART_RANDOM, 2);
+    {
+        struct feat_src *m = &t.feats[t.nfeats - 2], *fl = &t.feats[t.nfeats - 1];
+        unsigned char keep = m->rows[5];
+
+        m->rows[5] = 2;
+        write_bool_npy(m->path, 8, 0, three, m->rows);
+        expect_fail(f, t.g, &sp, f->out, GKV_EFORMAT, "node/_N/train_mask",
+                    m->path, "row 5 holds byte 2", NULL);
+        m->rows[5] = keep;
+        write_bool_npy(m->path, 8, 0, three, m->rows);
+        fl->rows[6 * 3 + 2] = 255;
+        write_bool_npy(fl->path, 8, 1, three, fl->rows);
+        expect_fail(f, t.g, &sp, f->out, GKV_EFORMAT, "node/_N/flags",
+                    fl->path, "row 6 holds byte 255 (element 2", NULL);
+    }
+    tg_free(&t);
+}
+
 /* ---- bad input ---------------------------------------------------------------- */
 
 /* Runs a call that must fail with 'want' and a message holding every one of
@@ -1366,6 +1464,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_metis_two_cliques, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metis_mask_and_edges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_spec, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bool_node_feature, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_features, setup, teardown),
         cmocka_unit_test_setup_teardown(test_outdir_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_everywhere, setup, teardown),
