@@ -134,7 +134,21 @@ $(BUILD)/test/%_test: test/%_test.c $(THELP_OBJ) $(TCOMMON_OBJ) $(BUILD)/libgkv.
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -Itest -Itools/common $(LDFLAGS) -o $@ $< $(THELP_OBJ) $(TCOMMON_OBJ) $(BUILD)/libgkv.a $(LIBS) $(CMOCKA_LIBS)
 
-$(BUILD)/gkv.pc: Makefile
+# gkv.pc holds PREFIX and the CUDA libraries, which the command line may
+# change between runs (`make` then `make install PREFIX=X`): it is remade
+# whenever they differ from what the last one was made with, recorded in
+# gkv.pc.vars (rewritten only when they change, so nothing else reruns).
+PC_VARS := prefix=$(PREFIX) cuda=$(CUDA_LIBS)
+
+$(BUILD)/gkv.pc.vars: FORCE
+	@mkdir -p $(BUILD)
+	@if [ "$$(cat $@ 2>/dev/null)" != '$(PC_VARS)' ]; then \
+	  printf '%s\n' '$(PC_VARS)' > $@; fi
+
+FORCE:
+.PHONY: FORCE
+
+$(BUILD)/gkv.pc: Makefile kv/gkv_kv.h $(BUILD)/gkv.pc.vars
 	@mkdir -p $(BUILD)
 	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson nanomsg libsodium\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread $(CUDA_LIBS)\nCflags: -I$${includedir}/gkv\n' \
 	  '$(PREFIX)' "$$(sed -n 's/^#define GKV_VERSION_STRING "\(.*\)"/\1/p' kv/gkv_kv.h)" > $@
