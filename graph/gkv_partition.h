@@ -169,7 +169,10 @@ typedef struct gkv_part_report {
  * missing feature file or parent directory), GKV_EEXIST (outdir holds a
  * partition and no GKV_PART_FORCE, or holds other files), GKV_ERANGE (METIS:
  * the graph exceeds its 32-bit idx_t), GKV_EINTR (cancelled), GKV_EPERM,
- * GKV_EIO, GKV_EMAPFULL, GKV_ENOMEM. */
+ * GKV_EIO, GKV_EMAPFULL, GKV_ENOMEM (also before anything is written, when
+ * the per-node arrays alone would not fit in this machine's memory: the
+ * message gives the bytes and, when a type has far more nodes than its
+ * edges touch, says that node IDs are dense and names the largest ID). */
 GKV_API gkv_err gkv_partition_write(const gkv_graph *g,
                                     const gkv_part_spec *spec,
                                     const char *outdir, gkv_part_report *rep,

@@ -22,7 +22,10 @@
  *   5. write the mapping files, sync every store and file, write the JSON, and
  *      rename OUT.tmp-PID to OUT.
  * Memory beyond the graph: emap (8 bytes per edge), eptr, owner and newid
- * (about 18 bytes per node), and one partition's arrays at a time. */
+ * (about 18 bytes per node), and one partition's arrays at a time. A graph
+ * whose arrays cannot fit in this machine's memory is refused at step 1,
+ * saying why (node IDs are dense: one sparse ID of 4000000000 makes four
+ * billion nodes). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -378,9 +381,12 @@ check_outdir(struct pw *w)
 
 /* ---- features and masks ------------------------------------------------ */
 
-/* Maps a .npy file; a bool array ('|b1', which the .npy reader does not
- * take) is read as u8 by parsing its header with the descr patched: the two
- * have the same length, so every offset stays. */
+/* Maps a .npy file. The .npy reader takes a bool array ('|b1') as u8 but
+ * refuses one holding a byte other than 0 or 1 (a feature must not store a
+ * "bool" of 2); a training mask (allow_bool) reads any non-zero byte as
+ * true, as it always did, so such a file is read as u8 by parsing its
+ * header with the descr patched: the two have the same length, so every
+ * offset stays. */
 static gkv_err
 map_npy(gkv_npy_map *m, const char *path, int allow_bool, char *why,
         size_t whylen)
@@ -610,6 +616,191 @@ load_masks(struct pw *w)
     return GKV_OK;
 }
 
+/* ---- memory: node IDs are dense ------------------------------------------ */
+
+/* "4,000,000,001" */
+static const char *
+commas(char buf[32], uint64_t v)
+{
+    char t[24];
+    int n = snprintf(t, sizeof t, "%llu", (unsigned long long)v), o = 0;
+
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = t[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* "97.0 GiB" (a count that saturated at 2^64 - 1 is "16.0 EiB") */
+static const char *
+gib(char buf[32], uint64_t bytes)
+{
+    if (bytes >= (1ull << 60))
+        snprintf(buf, 32, "%.1f EiB", (double)bytes / (double)(1ull << 60));
+    else if (bytes >= (1ull << 40))
+        snprintf(buf, 32, "%.1f TiB", (double)bytes / (double)(1ull << 40));
+    else
+        snprintf(buf, 32, "%.1f GiB", (double)bytes / (double)(1ull << 30));
+    return buf;
+}
+
+static uint64_t
+sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t
+sat_mul(uint64_t a, uint64_t b)
+{
+    return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
+
+/* Bytes of memory this process can have: the physical memory, or its
+ * cgroup's limit (v2) when lower; 0 when unknown. */
+static uint64_t
+mem_avail(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t m = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+    unsigned long long lim;
+    FILE *fp = fopen("/sys/fs/cgroup/memory.max", "re");
+
+    if (fp != NULL) {
+        if (fscanf(fp, "%llu", &lim) == 1 && lim > 0 && (m == 0 || lim < m))
+            m = (uint64_t)lim;
+        fclose(fp);
+    }
+    return m;
+}
+
+/* Per node of type t, the bytes of the arrays that live at once: owner
+ * (2), new ID (8, not for range), a training mask (1), and per edge type
+ * into t the global CSC offsets (8) plus, while numbering, a count (8). A
+ * lower bound: METIS needs more. */
+static uint64_t
+node_bytes(const struct pw *w, int t)
+{
+    uint64_t b = 2 + (w->sp->method != GKV_PART_RANGE ? 8 : 0);
+    int into = 0;
+
+    for (size_t i = 0; i < w->sp->nmasks; i++)
+        if (w->sp->masks != NULL && w->sp->masks[i].ntype != NULL &&
+            strcmp(w->sp->masks[i].ntype, gkv_graph_ntype_name(w->g, t)) == 0)
+            b += 1;
+    for (int e = 0; e < w->net; e++)
+        into += w->einfo[e].dst_ntype == t;
+    return b + (into ? 8u * (unsigned)into + 8 : 0);
+}
+
+/* When node type t has far more nodes than its edges can touch, explains
+ * why into buf (else ""): node IDs are dense, so a large sparse ID makes
+ * every smaller one a node. The largest ID is found by a pass over the
+ * edges (this runs only to write a message). */
+static void
+dense_note(const struct pw *w, int t, char *buf, size_t len)
+{
+    uint64_t ends = 0;
+    int64_t max = -1, n = w->ncount[t];
+    char c1[32], c2[32], c3[32];
+    gkv_coo c;
+
+    buf[0] = '\0';
+    for (int e = 0; e < w->net; e++) {
+        const gkv_etype_info *ei = &w->einfo[e];
+        if (ei->src_ntype != t && ei->dst_ntype != t)
+            continue;
+        gkv_graph_edges(w->g, e, &c);
+        ends = sat_add(ends, (uint64_t)c.n * (uint64_t)((ei->src_ntype == t) +
+                                                        (ei->dst_ntype == t)));
+        for (int64_t i = 0; i < c.n; i++) {
+            if (ei->src_ntype == t && c.src[i] > max)
+                max = c.src[i];
+            if (ei->dst_ntype == t && c.dst[i] > max)
+                max = c.dst[i];
+        }
+    }
+    /* a few isolated nodes are normal; most of them is not */
+    if (n < 1024 || (uint64_t)n / 16 < ends)
+        return;
+    if (max == n - 1)
+        snprintf(buf, len, "; node IDs are dense (0 to N-1), so the largest "
+                 "'%s' ID in the edges, %lld, implies %s nodes, though the "
+                 "edges have at most %s distinct '%s' endpoints: renumber the "
+                 "IDs to 0..N-1", gkv_graph_ntype_name(w->g, t),
+                 (long long)max, commas(c1, (uint64_t)n), commas(c2, ends),
+                 gkv_graph_ntype_name(w->g, t));
+    else if (max < 0)
+        snprintf(buf, len, "; '%s' is given %s nodes, though no edge "
+                 "touches them: is the node count right?",
+                 gkv_graph_ntype_name(w->g, t), commas(c1, (uint64_t)n));
+    else
+        snprintf(buf, len, "; node IDs are dense (0 to N-1), and '%s' is "
+                 "given %s nodes, though the edges have at most %s distinct "
+                 "'%s' endpoints (the largest ID is %s): is the node count "
+                 "right?", gkv_graph_ntype_name(w->g, t),
+                 commas(c1, (uint64_t)n), commas(c2, ends),
+                 gkv_graph_ntype_name(w->g, t), commas(c3, (uint64_t)max));
+}
+
+/* The node type with the most nodes. */
+static int
+biggest_ntype(const struct pw *w)
+{
+    int big = 0;
+
+    for (int t = 1; t < w->nnt; t++)
+        if (w->ncount[t] > w->ncount[big])
+            big = t;
+    return big;
+}
+
+/* An allocation of 'bytes' for the nodes of type t failed. */
+static gkv_err
+fail_nodes(struct pw *w, int t, uint64_t bytes, const char *what)
+{
+    char note[512], c1[32], c2[32];
+
+    dense_note(w, t, note, sizeof note);
+    return fail(w, GKV_ENOMEM, "out of memory for %s of %s '%s' nodes (%s)%s",
+                what, commas(c1, (uint64_t)w->ncount[t]),
+                gkv_graph_ntype_name(w->g, t), gib(c2, bytes), note);
+}
+
+/* Refuses, before anything is allocated or written, a graph whose
+ * per-node arrays alone cannot fit in this machine's memory: failing
+ * there would take minutes (or the OOM killer). */
+static gkv_err
+check_memory(struct pw *w)
+{
+    uint64_t need = 0, avail = mem_avail(), most = 0;
+    int big = 0;
+    char note[512], c1[32], c2[32], c3[32], c4[32];
+
+    for (int t = 0; t < w->nnt; t++) {
+        uint64_t b = sat_mul((uint64_t)w->ncount[t], node_bytes(w, t));
+        need = sat_add(need, b);
+        if (b > most) {
+            most = b;
+            big = t;
+        }
+    }
+    for (int e = 0; e < w->net; e++)                 /* emap */
+        need = sat_add(need, sat_mul((uint64_t)w->einfo[e].num_edges, 8));
+    if (avail == 0 || need <= avail)
+        return GKV_OK;
+    dense_note(w, big, note, sizeof note);
+    return fail(w, GKV_ENOMEM, "partitioning needs at least %s for its "
+                "per-node and per-edge arrays (%s '%s' nodes take %s), more "
+                "than the %s of memory here%s", gib(c1, need),
+                commas(c3, (uint64_t)w->ncount[big]),
+                gkv_graph_ntype_name(w->g, big), gib(c2, most),
+                gib(c4, avail), note);
+}
+
 /* ---- node assignment ---------------------------------------------------- */
 
 static uint64_t
@@ -635,8 +826,8 @@ assign(struct pw *w, gkv_part_report *rep)
     for (int t = 0; t < w->nnt; t++) {
         size_t n = (size_t)w->ncount[t];
         if ((w->owner[t] = gkv__malloc(n ? n * sizeof(uint16_t) : 1)) == NULL)
-            return fail(w, GKV_ENOMEM, "out of memory for the owners of "
-                        "%zu '%s' nodes", n, gkv_graph_ntype_name(w->g, t));
+            return fail_nodes(w, t, (uint64_t)n * sizeof(uint16_t),
+                              "the owners");
         if (w->sp->method == GKV_PART_METIS)
             continue;
         /* equal slices: range keeps them, random shuffles them */
@@ -674,8 +865,8 @@ assign(struct pw *w, gkv_part_report *rep)
         if ((w->newid[t] = gkv__malloc(w->ncount[t] ? (size_t)w->ncount[t] *
                                        sizeof(int64_t) : 1)) == NULL ||
             (cur = gkv__malloc((size_t)P * sizeof *cur)) == NULL)
-            return fail(w, GKV_ENOMEM, "out of memory for the new IDs of "
-                        "'%s' nodes", gkv_graph_ntype_name(w->g, t));
+            return fail_nodes(w, t, (uint64_t)w->ncount[t] * sizeof(int64_t),
+                              "the new IDs");
         memcpy(cur, st, (size_t)P * sizeof *cur);
         for (int64_t v = 0; v < w->ncount[t]; v++)
             w->newid[t][v] = cur[w->owner[t][v]]++;
@@ -793,6 +984,12 @@ number_edges(struct pw *w, int et)
         (cnt = gkv__calloc((size_t)T * (size_t)(nd ? nd : 1), sizeof *cnt)) == NULL ||
         (oc = gkv__calloc((size_t)T * (size_t)w->P, sizeof *oc)) == NULL) {
         gkv__free(cnt);
+        /* the arrays per destination node are the large ones, unless the
+         * edges outnumber the nodes */
+        if (nd >= c.n)
+            return fail_nodes(w, ei->dst_ntype, ((uint64_t)nd + 1) * 8 *
+                              (uint64_t)(T + 1), "numbering the edges into "
+                              "the destination nodes");
         return fail(w, GKV_ENOMEM, "out of memory numbering the %lld edges "
                     "of '%s'", (long long)c.n, ei->canonical);
     }
@@ -1670,8 +1867,15 @@ setup(struct pw *w, const char *outdir)
         return fail(w, GKV_EINVAL, "%d partitions, but the graph has only "
                     "%lld node%s", w->P, (long long)total, total == 1 ? "" : "s");
     if (sp->method == GKV_PART_METIS && w->P > 1 &&
-        pw__metis_check(w->g, w->msg, w->msglen) != GKV_OK)
+        pw__metis_check(w->g, w->msg, w->msglen) != GKV_OK) {
+        /* a sparse ID is the usual reason for billions of nodes */
+        size_t k = w->msg != NULL ? strlen(w->msg) : 0;
+        if (w->nnt > 0 && k + 1 < w->msglen)
+            dense_note(w, biggest_ntype(w), w->msg + k, w->msglen - k);
         return GKV_ERANGE;
+    }
+    if (check_memory(w) != GKV_OK)
+        return GKV_ENOMEM;
 
     len = strlen(outdir);
     while (len > 1 && outdir[len - 1] == '/')

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include "gkvt.h"
 #include "graph/gkv_graph.h"
+#include "graph/gkv_partition.h"
 
 #define N_OF(a) (sizeof (a) / sizeof (a)[0])
 
@@ -1279,6 +1280,87 @@ test_csc_bad_input(void **state)
 
 /* ---- allocation failures -------------------------------------------------- */
 
+/* ---- sparse node IDs ------------------------------------------------------- */
+
+/* Partitions edge list 'text' (homogeneous, counts grown from the IDs, as
+ * gkv-partition reads an --input file) into f->dir/out; returns the code,
+ * the message in msg. */
+static gkv_err
+partition_text(struct fx *f, const char *text, int64_t num_nodes,
+               gkv_part_method m, char *msg, size_t len)
+{
+    gkv_part_spec sp;
+    gkv_graph *g;
+    char out[4200];
+    struct stat sb;
+    gkv_err rc;
+
+    GKVT_OK(gkv_graph_new_homo(&g, num_nodes));
+    GKVT_OK(gkv_graph_read_text_mem(g, "big.txt", text, strlen(text), 0, 0));
+    GKVT_OK(gkv_graph_set_num_nodes(g, 0, gkv_graph_num_nodes(g, 0)));
+    memset(&sp, 0, sizeof sp);
+    sp.method = m;
+    sp.num_parts = 2;
+    snprintf(out, sizeof out, "%s/out", f->dir);
+    rc = gkv_partition_write(g, &sp, out, NULL, msg, len);
+    if (rc != GKV_OK)         /* refused before anything was written */
+        assert_int_equal(stat(out, &sb), -1);
+    gkv_graph_free(g);
+    return rc;
+}
+
+/* One edge "0 1099511627776": node IDs are dense, so that is 2^40 + 1
+ * nodes; the partitioner refuses at once (no allocation of terabytes, no
+ * minutes of work), saying so and how much memory it needs, rather than
+ * "out of memory numbering the 1 edges". */
+static void
+test_sparse_ids_refused_with_reason(void **state)
+{
+    struct fx *f = *state;
+    char msg[1024];
+
+    assert_int_equal(partition_text(f, "0 1099511627776\n", GKV_GRAPH_GROW,
+                                    GKV_PART_RANDOM, msg, sizeof msg),
+                     GKV_ENOMEM);
+    print_message("%s\n", msg);
+    assert_non_null(strstr(msg, "node IDs are dense"));
+    assert_non_null(strstr(msg, "the largest '_N' ID in the edges, "
+                                "1099511627776, implies 1,099,511,627,777 nodes"));
+    assert_non_null(strstr(msg, "at most 2 distinct '_N' endpoints"));
+    /* 2^40 + 1 nodes x 26 bytes (owner, new ID, CSC offsets, counts) */
+    assert_non_null(strstr(msg, "needs at least 26.0 TiB"));
+    assert_non_null(strstr(msg, "renumber the IDs"));
+    /* range keeps the IDs: no new-ID array, 18 bytes a node */
+    assert_int_equal(partition_text(f, "0 1099511627776\n", GKV_GRAPH_GROW,
+                                    GKV_PART_RANGE, msg, sizeof msg),
+                     GKV_ENOMEM);
+    assert_non_null(strstr(msg, "needs at least 18.0 TiB"));
+    /* near 2^63: the byte count saturates instead of wrapping */
+    assert_int_equal(partition_text(f, "4611686018427387904 3\n",
+                                    GKV_GRAPH_GROW, GKV_PART_RANDOM, msg,
+                                    sizeof msg), GKV_ENOMEM);
+    assert_non_null(strstr(msg, "needs at least 16.0 EiB"));
+    assert_non_null(strstr(msg, "4611686018427387904, implies "
+                                "4,611,686,018,427,387,905 nodes"));
+    /* METIS (gkv-partition's default) refuses 2^31 nodes or more first,
+     * for its 32-bit idx_t, and now says why there are so many */
+    assert_int_equal(partition_text(f, "0 4000000000\n", GKV_GRAPH_GROW,
+                                    GKV_PART_METIS, msg, sizeof msg),
+                     GKV_ERANGE);
+    assert_non_null(strstr(msg, "graph too large for METIS"));
+    assert_non_null(strstr(msg, "node IDs are dense"));
+    assert_non_null(strstr(msg, "4000000000, implies 4,000,000,001 nodes"));
+    /* a count given, not grown from an ID: asked whether it is right */
+    assert_int_equal(partition_text(f, "0 1\n", (int64_t)1 << 42,
+                                    GKV_PART_RANGE, msg, sizeof msg),
+                     GKV_ENOMEM);
+    assert_non_null(strstr(msg, "'_N' is given 4,398,046,511,104 nodes"));
+    assert_non_null(strstr(msg, "the largest ID is 1"));
+    /* many isolated nodes that fit are partitioned as asked */
+    assert_int_equal(partition_text(f, "0 99999\n", GKV_GRAPH_GROW,
+                                    GKV_PART_RANDOM, msg, sizeof msg), GKV_OK);
+}
+
 static void
 test_alloc_failures(void **state)
 {
@@ -1410,6 +1492,8 @@ main(void)
         cmocka_unit_test(test_csc_random_vs_reference),
         cmocka_unit_test(test_csc_rmat_threads_agree),
         cmocka_unit_test(test_csc_bad_input),
+        cmocka_unit_test_setup_teardown(test_sparse_ids_refused_with_reason,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
