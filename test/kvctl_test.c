@@ -3,7 +3,8 @@
  * statuses, bad input files, corruption found by verify, and imports and
  * exports stopped by signals that must leave the store and the directory
  * exactly as they were; and kvctl --server against a real gkv-server
- * process, which kvctl (an observer) must never stop by leaving. */
+ * process, which kvctl (an observer) must never stop by leaving, down to
+ * export through the server (with --orig-ids) byte for byte. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -476,6 +477,28 @@ test_import_other_dtypes(void **state)
     assert_int_equal(kv(f, f->st, "import", "bytes", path(f, "b.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "get", "bytes", "1,0", NULL), 0);
     assert_string_equal(f->out, "1: 0 127\n0: -128 -1\n");
+
+    /* numpy bool (a DGL mask): stored as u8, the bytes as they are */
+    {
+        unsigned char mask[6] = {1, 0, 0, 1, 1, 0};
+        hl = npy_header(b, "|b1", "(6,)");
+        memcpy(b + hl, mask, sizeof mask);
+        write_file(path(f, "m.npy"), b, hl + sizeof mask);
+        assert_int_equal(kv(f, f->st, "import", "mask", path(f, "m.npy"), NULL), 0);
+        got = dump(f->st, "mask", &d, &len);
+        assert_int_equal(d.dtype, GKV_U8);
+        assert_int_equal(len, sizeof mask);
+        assert_memory_equal(got, mask, sizeof mask);
+        free(got);
+        /* a byte that is not 0 or 1: refused, naming the file and the row;
+         * the store is left without the tensor */
+        b[hl + 4] = 2;
+        write_file(path(f, "m2.npy"), b, hl + sizeof mask);
+        assert_int_equal(kv(f, f->st, "import", "mask2", path(f, "m2.npy"), NULL), 1);
+        assert_non_null(strstr(f->err, "m2.npy"));
+        assert_non_null(strstr(f->err, "row 4 holds byte 2"));
+        assert_int_equal(kv(f, f->st, "info", "mask2", NULL), 1);
+    }
 }
 
 static void
@@ -1549,6 +1572,244 @@ test_server_token(void **state)
     assert_true(server_alive_after(f, 200));
 }
 
+/* Writes an int64 .npy of n values (rows x cols, cols 0: 1-d). */
+static void
+write_npy_i64(const char *p, const int64_t *v, uint64_t n, uint64_t cols)
+{
+    uint64_t shape[2] = {cols ? n / cols : n, cols};
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+    assert_true(fd >= 0);
+    GKVT_OK(gkv_npy_write_header(fd, GKV_I64, cols ? 2 : 1, shape, NULL, NULL, 0));
+    assert_int_equal(write(fd, v, n * 8), (ssize_t)(n * 8));
+    close(fd);
+}
+
+/* No FILE.tmp-* (nor anything else named after 'base') in f->dir but the
+ * names in 'allowed' (NULL-terminated). */
+static void
+no_leftovers(struct fx *f, const char *base, const char *const *allowed)
+{
+    DIR *dp = opendir(f->dir);
+    struct dirent *de;
+
+    assert_non_null(dp);
+    while ((de = readdir(dp)) != NULL) {
+        int ok = 0;
+        if (strncmp(de->d_name, base, strlen(base)) != 0)
+            continue;
+        for (int i = 0; allowed != NULL && allowed[i] != NULL; i++)
+            ok |= strcmp(de->d_name, allowed[i]) == 0;
+        if (!ok)
+            fail_msg("'%s' left in %s", de->d_name, f->dir);
+    }
+    closedir(dp);
+}
+
+/* kvctl --server ADDR export: the file holds every row as the server
+ * serves it (after a push the store's copy may lag; the pull does not),
+ * byte for byte what a local export writes and what a client pulls;
+ * --orig-ids puts row i at new ID MAPPING[i]; bad input fails with a
+ * clear message and leaves no file, not even a temporary one. */
+static void
+test_server_export(void **state)
+{
+    struct fx *f = *state;
+    const char *none[] = {NULL}, *only_keep[] = {"out.npy", NULL};
+    char addr[64], *errs;
+    unsigned char *local, *remote, *want;
+    size_t llen, rlen, hl;
+    uint64_t ids[100], shape[2] = {100, 3};
+    int64_t map[100], bad[100];
+    float rows[300], push[6] = {1, 2, 3, -4, -5, -6};
+    gkv_client *cl;
+    gkv_client_opts o = {0};
+    unsigned char hdr[256];
+    int port;
+
+    assert_int_equal(kv(f, f->st, "create", "emb", "--dtype", "f32",
+                        "--range", "10:110", "--shape", "3", "--init",
+                        "uniform:-1,1", "--seed", "5", NULL), 0);
+    assert_int_equal(kv(f, f->st, "export", "emb", path(f, "local.npy"), NULL), 0);
+    port = server_start(f, none);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+
+    /* the same file as a local export */
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        NULL), 0);
+    assert_string_equal(f->err, "");
+    local = read_file(path(f, "local.npy"), &llen);
+    remote = read_file(path(f, "out.npy"), &rlen);
+    assert_int_equal(llen, rlen);
+    assert_memory_equal(local, remote, llen);
+    free(remote);
+
+    /* after a push, the rows a client pulls: the pushed ones included */
+    o.timeout_ms = 5000;
+    o.flags = GKV_CLIENT_OBSERVER | GKV_CLIENT_NO_HEARTBEAT;
+    if (gkv_client_connect_addr(&cl, addr, NULL, "test", 1, &o) != GKV_OK)
+        fail_msg("connect: %s", gkv_net_errmsg());
+    ids[0] = 10;
+    ids[1] = 109;
+    GKVT_OK(gkv_client_push(cl, "emb", ids, 2, push, sizeof push, NULL));
+    for (int i = 0; i < 100; i++)
+        ids[i] = 10 + (uint64_t)i;
+    GKVT_OK(gkv_client_pull(cl, "emb", ids, 100, rows, sizeof rows));
+    assert_memory_equal(rows, push, 3 * sizeof(float));
+    assert_memory_equal(rows + 297, push + 3, 3 * sizeof(float));
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        NULL), 0);
+    remote = read_file(path(f, "out.npy"), &rlen);
+    GKVT_OK(gkv_npy_header_format(GKV_F32, 2, shape, hdr, sizeof hdr, &hl,
+                                  NULL, 0));
+    assert_int_equal(rlen, hl + sizeof rows);
+    assert_memory_equal(remote, hdr, hl);
+    assert_memory_equal(remote + hl, rows, sizeof rows);
+    assert_int_equal(hl, 128);
+    /* the header is the local export's; the rows differ only where pushed */
+    assert_memory_equal(remote, local, hl);
+    assert_memory_equal(remote + hl + 12, local + hl + 12, sizeof rows - 24);
+    free(remote);
+    free(local);
+    /* --range and --raw as locally */
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.raw"),
+                        "--raw", "--range", "100:110", NULL), 0);
+    remote = read_file(path(f, "out.raw"), &rlen);
+    assert_int_equal(rlen, 10 * 12);
+    assert_memory_equal(remote, rows + 90 * 3, rlen);
+    free(remote);
+
+    /* --orig-ids: original ID i -> new ID 10 + (37 i + 11) mod 100 */
+    for (int i = 0; i < 100; i++)
+        map[i] = 10 + (37 * i + 11) % 100;
+    write_npy_i64(path(f, "node-_N.npy"), map, 100, 0);
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        "--orig-ids", path(f, "node-_N.npy"), NULL), 0);
+    for (int i = 0; i < 100; i++)
+        ids[i] = (uint64_t)map[i];
+    want = malloc(sizeof rows);
+    GKVT_OK(gkv_client_pull(cl, "emb", ids, 100, want, sizeof rows));
+    for (int i = 0; i < 100; i++)        /* the same as reordering by hand */
+        assert_memory_equal(want + i * 12, rows + (map[i] - 10) * 3, 12);
+    remote = read_file(path(f, "out.npy"), &rlen);
+    assert_int_equal(rlen, hl + sizeof rows);
+    assert_memory_equal(remote, hdr, hl);
+    assert_memory_equal(remote + hl, want, sizeof rows);
+    free(remote);
+    /* an N x 1 mapping is the same; so is a local export with it (the
+     * store is shared with the running server, read-only) */
+    write_npy_i64(path(f, "col.npy"), map, 100, 1);
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "col.npy.out"),
+                        "--orig-ids", path(f, "col.npy"), NULL), 0);
+    remote = read_file(path(f, "col.npy.out"), &rlen);
+    assert_int_equal(rlen, hl + sizeof rows);
+    assert_memory_equal(remote + hl, want, sizeof rows);
+    free(remote);
+    assert_int_equal(kv(f, f->st, "export", "emb", path(f, "loc-orig.npy"),
+                        "--orig-ids", path(f, "node-_N.npy"), NULL), 0);
+    remote = read_file(path(f, "loc-orig.npy"), &rlen);
+    assert_int_equal(rlen, hl + sizeof rows);
+    assert_memory_equal(remote, hdr, hl);
+    assert_memory_equal(remote + hl, want, sizeof rows);
+    free(remote);
+    free(want);
+    GKVT_OK(gkv_client_close(cl));
+
+    /* several batches: 100 rows of 256 KiB (8 MiB a pull), created before
+     * the server listed its tensors, so it is found by a refresh */
+    assert_int_equal(kv(f, f->st, "create", "wide", "--dtype", "f32",
+                        "--range", "0:100", "--shape", "65536", "--init",
+                        "uniform:0,1", NULL), 0);
+    assert_int_equal(kv(f, f->st, "export", "wide", path(f, "wl.npy"), NULL), 0);
+    assert_int_equal(kv(f, "--server", addr, "export", "wide", path(f, "wr.npy"),
+                        NULL), 0);
+    local = read_file(path(f, "wl.npy"), &llen);
+    remote = read_file(path(f, "wr.npy"), &rlen);
+    assert_int_equal(llen, 128 + (size_t)100 * 65536 * 4);
+    assert_int_equal(llen, rlen);
+    assert_memory_equal(local, remote, llen);
+    free(remote);
+    for (int i = 0; i < 100; i++)
+        map[i] = 99 - i;
+    write_npy_i64(path(f, "rev.npy"), map, 100, 0);
+    assert_int_equal(kv(f, "--server", addr, "export", "wide", path(f, "wr.npy"),
+                        "--orig-ids", path(f, "rev.npy"), NULL), 0);
+    remote = read_file(path(f, "wr.npy"), &rlen);
+    assert_int_equal(rlen, llen);
+    assert_memory_equal(remote, local, 128);
+    for (int i = 0; i < 100; i++)
+        if (memcmp(remote + 128 + (size_t)i * 262144,
+                   local + 128 + (size_t)(99 - i) * 262144, 262144) != 0)
+            fail_msg("row %d of the --orig-ids export is not row %d", i, 99 - i);
+    free(remote);
+    free(local);
+    unlink(path(f, "wl.npy"));
+    unlink(path(f, "wr.npy"));
+
+    /* ---- bad input: exit 1, a message, out.npy as it was, nothing else */
+    write_file(path(f, "out.npy"), "keep", 4);
+    assert_int_equal(kv(f, "--server", addr, "export", "nope", path(f, "out.npy"),
+                        NULL), 1);
+    assert_non_null(strstr(f->err, "tensor 'nope'"));
+    assert_non_null(strstr(f->err, "no such tensor"));
+    no_leftovers(f, "out.npy", only_keep);
+    /* mapping files: missing, not .npy, float, 2 columns, an ID outside */
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        "--orig-ids", path(f, "missing.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "missing.npy"));
+    assert_non_null(strstr(f->err, "No such file"));
+    write_file(path(f, "junk.npy"), "not a numpy file at all", 23);
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        "--orig-ids", path(f, "junk.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "junk.npy"));
+    assert_non_null(strstr(f->err, "bad magic"));
+    free(write_npy_f32(path(f, "f.npy"), 100, 1, 0));
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        "--orig-ids", path(f, "f.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "expected an int64 array"));
+    assert_non_null(strstr(f->err, "f32"));
+    write_npy_i64(path(f, "two.npy"), map, 100, 2);
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        "--orig-ids", path(f, "two.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "expected an int64 array"));
+    memcpy(bad, map, sizeof bad);
+    bad[57] = 110;
+    write_npy_i64(path(f, "bad.npy"), bad, 100, 0);
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        "--orig-ids", path(f, "bad.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "original ID 57 maps to 110, which is not a "
+                                   "row of tensor 'emb' [10, 110)"));
+    bad[57] = -1;
+    write_npy_i64(path(f, "bad.npy"), bad, 100, 0);
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        "--orig-ids", path(f, "bad.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "original ID 57 maps to -1"));
+    no_leftovers(f, "out.npy", only_keep);
+    errs = (char *)read_file(path(f, "out.npy"), &rlen);
+    assert_int_equal(rlen, 4);
+    assert_memory_equal(errs, "keep", 4);
+    free(errs);
+    /* where the file cannot go */
+    assert_int_equal(kv(f, "--server", addr, "export", "emb",
+                        path(f, "no/such/dir/out.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "cannot create"));
+    assert_non_null(strstr(f->err, "No such file or directory"));
+    assert_false(exists(path(f, "no")));
+    assert_int_equal(mkdir(path(f, "adir"), 0755), 0);
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "adir"),
+                        NULL), 1);
+    assert_non_null(strstr(f->err, "not a regular file"));
+    no_leftovers(f, "adir", (const char *const[]){"adir", NULL});
+    /* usage */
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
+                        "--orig-ids", path(f, "node-_N.npy"), "--range", "10:20",
+                        NULL), 2);
+    assert_int_equal(kv(f, "--server", addr, "get", "emb", "10",
+                        "--orig-ids", path(f, "node-_N.npy"), NULL), 2);
+    /* the observer's runs never stopped the server */
+    assert_true(server_alive_after(f, 100));
+}
+
 int
 main(void)
 {
@@ -1574,6 +1835,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_progress_bar_on_a_tty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_commands, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_export, setup, teardown),
     };
 
     return cmocka_run_group_tests_name("kvctl", tests, NULL, NULL);

@@ -2,7 +2,7 @@
  *
  *   kvctl [-h|--help] [-V|--version] [--json] STORE COMMAND [ARGS]
  *   kvctl [--json] --server HOST:PORT [--token-file F] [--group NAME]
- *         ls|info|get|stat [ARGS]
+ *         ls|info|get|stat|export [ARGS]
  *
  * With --server, kvctl asks a running gkv-server instead of opening a
  * store: it joins as an observer (GKV_CLIENT_OBSERVER), so its leaving
@@ -22,7 +22,8 @@
  * NAME.kvctl-import-PID, slice by slice, and only a complete one is renamed
  * to NAME. A failure, SIGINT or SIGTERM deletes the temporary tensor; only
  * kill -9 (or a crash) can leave it behind, and `kvctl STORE rm` removes it.
- * Export writes FILE.tmp-PID and renames it over FILE at the end.
+ * Export writes FILE.tmp-PID and renames it over FILE at the end; with
+ * --server it pulls the rows through the servers in batches.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -56,7 +57,7 @@ enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2 };
 enum opt {
     O_ALL, O_DTYPE, O_SHAPE, O_RANGE, O_INIT, O_SEED, O_HOT, O_CHUNK_ROWS,
     O_DIM, O_LO, O_REPLACE, O_RAW, O_HANDLER, O_LR, O_SERVER, O_TOKEN_FILE,
-    O_GROUP, NOPT
+    O_GROUP, O_ORIG_IDS, NOPT
 };
 
 static const struct {
@@ -71,7 +72,7 @@ static const struct {
     [O_REPLACE] = {"--replace", 0},  [O_RAW] = {"--raw", 0},
     [O_HANDLER] = {"--handler", 1},  [O_LR] = {"--lr", 1},
     [O_SERVER] = {"--server", 1},    [O_TOKEN_FILE] = {"--token-file", 1},
-    [O_GROUP] = {"--group", 1},
+    [O_GROUP] = {"--group", 1},      [O_ORIG_IDS] = {"--orig-ids", 1},
 };
 
 #define BIT(o) (1u << (o))
@@ -148,21 +149,27 @@ static const struct cmd cmds[] = {
      "                     [--hot] [--chunk-rows N]",
      "Loads FILE as tensor NAME, creating the store if missing. FILE is a\n"
      ".npy file (found by its magic; C order, little-endian, dtypes <f4 <f2\n"
-     "<f8 |i1 |u1 <i4 <i8) whose first dim is the rows, or raw rows when\n"
-     "--dtype and --dim are given. All or nothing: on any failure, SIGINT or\n"
-     "SIGTERM the store is left as it was.\n\n"
+     "<f8 |i1 |u1 |b1 <i4 <i8; bool |b1 is stored as u8 0/1) whose first dim\n"
+     "is the rows, or raw rows when --dtype and --dim are given. All or\n"
+     "nothing: on any failure, SIGINT or SIGTERM the store is left as it was.\n\n"
      "  --dtype DT       raw input: element type (also bf16)\n"
      "  --dim D1,..      raw input: row shape; the row count is the file\n"
      "                   size / row bytes\n"
      "  --lo N           global ID of the first row (default 0)\n"
      "  --replace        replace an existing tensor NAME (else it is an error)\n"
      "  --hot, --chunk-rows N   chunking, as for create\n"},
-    {"export", cmd_export, 2, 2, BIT(O_RAW) | BIT(O_RANGE),
-     "export NAME FILE [--raw] [--range A:B]",
+    {"export", cmd_export, 2, 2, BIT(O_RAW) | BIT(O_RANGE) | BIT(O_ORIG_IDS),
+     "export NAME FILE [--raw] [--range A:B | --orig-ids MAPPING.npy]",
      "Writes tensor NAME to FILE as .npy (a bf16 tensor needs --raw). FILE\n"
-     "appears only when complete: rows go to FILE.tmp-PID, renamed at the end.\n\n"
+     "appears only when complete: rows go to FILE.tmp-PID, renamed at the end.\n"
+     "With --server the rows are pulled from the running servers (what a\n"
+     "write-back server holds in memory, not its store's lagging copy).\n\n"
      "  --raw          write the rows only, no header\n"
-     "  --range A:B    only rows [A, B)\n"},
+     "  --range A:B    only rows [A, B)\n"
+     "  --orig-ids MAPPING.npy\n"
+     "                 row i of FILE is the row of new ID MAPPING[i]: with\n"
+     "                 gkv-partition's mapping/node-NTYPE.npy (original ID ->\n"
+     "                 new ID, int64), rows in original-ID order\n"},
     {"rm", cmd_rm, 1, 1, 0, "rm NAME",
      "Deletes tensor NAME with its optimizer state (also a tensor left by an\n"
      "interrupted import, NAME.kvctl-import-PID).\n"},
@@ -206,20 +213,21 @@ usage(FILE *f)
 "  import NAME FILE        load a .npy file, or raw rows with --dtype DT\n"
 "         --dim D1[,D2..]; [--lo N] [--replace] [--hot] [--chunk-rows N]\n"
 "  export NAME FILE        write a .npy file [--raw] [--range A:B]\n"
+"         [--orig-ids MAPPING.npy]\n"
 "  rm NAME                 delete a tensor and its optimizer state\n"
 "  rename FROM TO          rename a tensor\n"
 "  verify [NAME]           check the checksum of every chunk\n"
 "  stat                    store statistics\n"
 "\n"
 "       kvctl [--json] --server HOST:PORT [--token-file F] [--group NAME]\n"
-"             ls|info|get|stat [ARGS]\n"
+"             ls|info|get|stat|export [ARGS]\n"
 "\n"
 "Options:\n"
 "  --json         ls, info, get, verify and stat print one JSON object\n"
 "                 (before or after the command)\n"
-"  --server HOST:PORT  ask a running gkv-server (ls, info, get, stat) instead\n"
-"                 of opening a store; kvctl joins as an observer: its\n"
-"                 leaving never stops the server\n"
+"  --server HOST:PORT  ask a running gkv-server (ls, info, get, stat,\n"
+"                 export) instead of opening a store; kvctl joins as an\n"
+"                 observer: its leaving never stops the server\n"
 "  --token-file F the job's token, when the server requires one\n"
 "  --group NAME   the group kvctl joins (default kvctl)\n"
 "  -h, --help     show this help; `kvctl COMMAND --help` shows a command's\n"
@@ -1471,35 +1479,137 @@ write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
+/* Where export's rows come from: the store, in one read snapshot, or the
+ * servers (--server), pulled batch by batch. */
+struct rowsrc {
+    struct ctx *c;
+    const char *name;
+    gkv_txn *tx;                 /* the store's snapshot; NULL for servers */
+    size_t row_bytes;
+    uint64_t *ids;               /* servers: a batch of IDs, 'cap' of them */
+    size_t cap;
+};
+
+/* Rows [a, a + n) into buf. EX_OK, or EX_FAIL with the message printed. */
+static int
+src_range(struct rowsrc *r, uint64_t a, size_t n, void *buf)
+{
+    gkv_err rc;
+
+    if (r->c->server == NULL) {
+        if ((rc = gkv_tensor_read(r->c->s, r->tx, r->name, a, a + n, buf,
+                                  n * r->row_bytes)) != GKV_OK)
+            return fail_gkv(r->c->s, rc, "export: tensor '%s'", r->name);
+        return EX_OK;
+    }
+    for (size_t i = 0; i < n; i++)
+        r->ids[i] = a + i;
+    if ((rc = gkv_client_pull(r->c->cl, r->name, r->ids, n, buf,
+                              n * r->row_bytes)) != GKV_OK)
+        return fail_net(rc, "export: tensor '%s' on server %s", r->name,
+                        r->c->server);
+    return EX_OK;
+}
+
+/* Rows ids[0..n) into buf. */
+static int
+src_ids(struct rowsrc *r, const uint64_t *ids, size_t n, void *buf)
+{
+    gkv_err rc;
+
+    if (r->c->server == NULL) {
+        if ((rc = gkv_tensor_pull(r->c->s, r->tx, r->name, ids, n, buf,
+                                  n * r->row_bytes)) != GKV_OK)
+            return fail_gkv(r->c->s, rc, "export: tensor '%s'", r->name);
+        return EX_OK;
+    }
+    if ((rc = gkv_client_pull(r->c->cl, r->name, ids, n, buf,
+                              n * r->row_bytes)) != GKV_OK)
+        return fail_net(rc, "export: tensor '%s' on server %s", r->name,
+                        r->c->server);
+    return EX_OK;
+}
+
+/* Maps --orig-ids FILE (the partitioner's mapping/node-<ntype>.npy: int64,
+ * entry i the new ID of original ID i) and checks that every new ID is a
+ * row of the tensor, [lo, hi). *count gets the entries. */
+static int
+orig_ids_open(struct ctx *c, const char *file, const gkv_tensor_desc *d,
+              gkv_npy_map *m, uint64_t *count)
+{
+    char msg[512];
+    gkv_err rc;
+
+    if ((rc = gkv_npy_map_open(m, file, msg, sizeof msg)) == GKV_EFORMAT)
+        return fail("export: --orig-ids '%s': %s: %s", file, gkv_strerror(rc),
+                    msg);
+    if (rc != GKV_OK)
+        return fail("export: --orig-ids '%s': %s", file, msg);
+    if (m->hdr.dtype != GKV_I64 || m->hdr.is_bool ||
+        (m->hdr.ndim == 2 && m->hdr.shape[1] != 1) || m->hdr.ndim > 2)
+        return fail("export: --orig-ids '%s': %s: expected an int64 array "
+                    "with one new ID per original ID (N or N x 1, as "
+                    "gkv-partition writes mapping/node-NTYPE.npy), not %u "
+                    "dims of %s", file, gkv_strerror(GKV_EFORMAT),
+                    m->hdr.ndim, m->hdr.is_bool ? "bool" :
+                    gkv_dtype_name(m->hdr.dtype));
+    *count = m->hdr.shape[0];
+    for (uint64_t i = 0; i < *count; i++) {
+        int64_t v;
+
+        memcpy(&v, (const unsigned char *)m->data + i * 8, 8);
+        if (v < 0 || (uint64_t)v < d->lo || (uint64_t)v >= d->hi)
+            return fail("export: --orig-ids '%s': %s: original ID %" PRIu64
+                        " maps to %" PRId64 ", which is not a row of tensor "
+                        "'%s' [%" PRIu64 ", %" PRIu64 ")%s", file,
+                        gkv_strerror(GKV_ERANGE), i, v, d->name, d->lo, d->hi,
+                        c->server != NULL ? " as the server holds it" : "");
+    }
+    return EX_OK;
+}
+
 static int
 cmd_export(struct ctx *c)
 {
     const char *name = c->args[0], *file = c->args[1];
+    const char *orig = c->opt[O_ORIG_IDS];
     int raw = c->opt[O_RAW] != NULL, fd = -1, ex = EX_FAIL;
-    uint64_t a = 0, b = 0, shape[GKV_NPY_MAX_DIMS], step, at;
+    uint64_t a = 0, b = 0, rows, shape[GKV_NPY_MAX_DIMS], step, at;
     unsigned char *buf = NULL;
     char *tmp = NULL, msg[512];
     tools_progress bar = {0};
+    gkv_npy_map map = {0};
+    struct rowsrc src = {0};
     gkv_tensor_desc d;
     struct stat sb;
-    gkv_txn *tx = NULL;
     gkv_err rc;
 
     if (c->opt[O_RANGE] != NULL && tools__parse_range(c->opt[O_RANGE], &a, &b) != 0)
         return usage_error("export: --range '%s' is not A:B with A < B",
                            c->opt[O_RANGE]);
-    if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
-        return ex;
-    ex = EX_FAIL;
-    /* one snapshot: the file is the tensor as of one moment */
-    if ((rc = gkv_txn_begin(c->s, &tx)) != GKV_OK) {
-        fail_gkv(c->s, rc, "store '%s'", c->path);
-        goto out;
+    if (orig != NULL && c->opt[O_RANGE] != NULL)
+        return usage_error("export: --orig-ids and --range do not go together");
+    src.c = c;
+    src.name = name;
+    if (c->server != NULL) {
+        if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK)
+            return fail_net(rc, "export: tensor '%s' on server %s", name,
+                            c->server);
+    } else {
+        if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
+            return ex;
+        ex = EX_FAIL;
+        /* one snapshot: the file is the tensor as of one moment */
+        if ((rc = gkv_txn_begin(c->s, &src.tx)) != GKV_OK) {
+            fail_gkv(c->s, rc, "store '%s'", c->path);
+            goto out;
+        }
+        if ((rc = gkv_tensor_info(c->s, src.tx, name, &d)) != GKV_OK) {
+            fail_gkv(c->s, rc, "tensor '%s'", name);
+            goto out;
+        }
     }
-    if ((rc = gkv_tensor_info(c->s, tx, name, &d)) != GKV_OK) {
-        fail_gkv(c->s, rc, "tensor '%s'", name);
-        goto out;
-    }
+    src.row_bytes = d.row_bytes;
     if (c->opt[O_RANGE] == NULL) {
         a = d.lo;
         b = d.hi;
@@ -1514,6 +1624,9 @@ cmd_export(struct ctx *c)
              name, gkv_dtype_name(d.dtype));
         goto out;
     }
+    rows = b - a;
+    if (orig != NULL && orig_ids_open(c, orig, &d, &map, &rows) != EX_OK)
+        goto out;
     if (stat(file, &sb) == 0 && !S_ISREG(sb.st_mode)) {
         /* the rename at the end would replace a FIFO, device or directory */
         fail("export: '%s' exists and is not a regular file", file);
@@ -1524,20 +1637,26 @@ cmd_export(struct ctx *c)
         fail("out of memory");
         goto out;
     }
-    step = SLICE_BYTES / d.row_bytes;
+    /* a server answers within its timeout: smaller batches than a store */
+    step = (c->server != NULL ? SLICE_BYTES / 8 : SLICE_BYTES) / d.row_bytes;
     if (step == 0)
         step = 1;
-    if ((buf = malloc(step * d.row_bytes)) == NULL) {
+    if ((c->server != NULL || orig != NULL) && step > (1u << 20))
+        step = 1u << 20;            /* the ID list: 8 MiB at most */
+    if ((buf = malloc(step * d.row_bytes)) == NULL ||
+        ((c->server != NULL || orig != NULL) &&
+         (src.ids = malloc(step * sizeof *src.ids)) == NULL)) {
         fail("out of memory");
         goto out;
     }
+    src.cap = step;
     tools__catch_signals();
     if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
         fail("export: cannot create '%s': %s", tmp, strerror(errno));
         goto out;
     }
     if (!raw) {
-        shape[0] = b - a;
+        shape[0] = rows;
         for (unsigned i = 0; i < d.ndim; i++)
             shape[i + 1] = d.shape[i];
         if ((rc = gkv_npy_write_header(fd, d.dtype, d.ndim + 1, shape, NULL, msg,
@@ -1547,14 +1666,23 @@ cmd_export(struct ctx *c)
         }
     }
     snprintf(msg, sizeof msg, "export %s", name);
-    tools__progress_start(&bar, msg, (b - a) * d.row_bytes);
-    for (at = a; at < b && !tools__got_signal; ) {
-        uint64_t n = b - at < step ? b - at : step;
+    tools__progress_start(&bar, msg, rows * d.row_bytes);
+    for (at = 0; at < rows && !tools__got_signal; ) {
+        size_t n = (size_t)(rows - at < step ? rows - at : step);
+        int got;
 
-        if ((rc = gkv_tensor_read(c->s, tx, name, at, at + n, buf,
-                                  n * d.row_bytes)) != GKV_OK) {
+        if (orig != NULL) {
+            for (size_t i = 0; i < n; i++) {
+                int64_t v;
+                memcpy(&v, (const unsigned char *)map.data + (at + i) * 8, 8);
+                src.ids[i] = (uint64_t)v;
+            }
+            got = src_ids(&src, src.ids, n, buf);
+        } else {
+            got = src_range(&src, a + at, n, buf);
+        }
+        if (got != EX_OK) {
             tools__progress_end(&bar, 0);
-            fail_gkv(c->s, rc, "export: tensor '%s'", name);
             goto out;
         }
         if (write_all(fd, buf, n * d.row_bytes) != 0) {
@@ -1563,7 +1691,7 @@ cmd_export(struct ctx *c)
             goto out;
         }
         at += n;
-        tools__progress_update(&bar, (at - a) * d.row_bytes);
+        tools__progress_update(&bar, at * d.row_bytes);
     }
     block_signals(1);
     if (tools__got_signal) {
@@ -1593,7 +1721,9 @@ out:
         unlink(tmp);             /* harmless when it was never made */
     free(tmp);
     free(buf);
-    gkv_txn_end(tx);
+    free(src.ids);
+    gkv_npy_map_close(&map);
+    gkv_txn_end(src.tx);
     if (tools__got_signal && ex != EX_OK) {
         fail("export of '%s' interrupted by %s; no file written", name,
              tools__got_signal == SIGINT ? "SIGINT" : "SIGTERM");
@@ -1792,7 +1922,8 @@ main(int argc, char **argv)
         goto done;
     }
     if (c.server != NULL) {
-        static const char *const remote[] = {"ls", "info", "get", "stat"};
+        static const char *const remote[] = {"ls", "info", "get", "stat",
+                                             "export"};
         int ok = 0;
 
         if (npos == 0 || c.cmd == NULL) {
@@ -1803,8 +1934,8 @@ main(int argc, char **argv)
         for (size_t i = 0; i < sizeof remote / sizeof remote[0]; i++)
             ok |= strcmp(c.cmd->name, remote[i]) == 0;
         if (!ok) {
-            ex = usage_error("%s: not available with --server (ls, info, get "
-                             "and stat are)", c.cmd->name);
+            ex = usage_error("%s: not available with --server (ls, info, get, "
+                             "stat and export are)", c.cmd->name);
             goto done;
         }
         if (c.opt[O_ALL] != NULL) {
