@@ -1507,7 +1507,13 @@ test_server_commands(void **state)
     assert_non_null(j);
     assert_int_equal(json_integer_value(json_object_get(j, "lo")), 10);
     assert_int_equal(json_integer_value(json_object_get(j, "hi")), 110);
+    /* a server's schema has no chunk count or id: null, not 0 */
+    assert_true(json_is_null(json_object_get(j, "nchunks")));
+    assert_true(json_is_null(json_object_get(j, "id")));
     json_decref(j);
+    assert_int_equal(kv(f, "--server", addr, "info", "feat", NULL), 0);
+    assert_non_null(strstr(f->out, "chunks:      -\n"));
+    assert_non_null(strstr(f->out, "id:          -\n"));
     assert_int_equal(kv(f, "--server", addr, "--group", "ops", "stat", NULL), 0);
     assert_non_null(strstr(f->out, "keep-alive:   no"));
     assert_non_null(strstr(f->out, "pulls:        1 (5 rows)"));

@@ -450,7 +450,7 @@ json_shape(const gkv_tensor_desc *d, int with_rows)
 }
 
 static json_t *
-json_desc(const gkv_tensor_desc *d)
+json_desc(const gkv_tensor_desc *d, int remote)
 {
     json_t *o = json_object();
 
@@ -464,11 +464,12 @@ json_desc(const gkv_tensor_desc *d)
     json_object_set_new(o, "row_elems", json_u64(d->row_elems));
     json_object_set_new(o, "row_bytes", json_u64(d->row_bytes));
     json_object_set_new(o, "chunk_rows", json_u64(d->chunk_rows));
-    json_object_set_new(o, "nchunks", json_u64(d->nchunks));
+    /* a server's schema carries neither the chunk count nor the id */
+    json_object_set_new(o, "nchunks", remote ? json_null() : json_u64(d->nchunks));
     json_object_set_new(o, "bytes", json_u64(desc_bytes(d->hi - d->lo, d->row_bytes)));
     json_object_set_new(o, "hot", json_boolean(d->flags & GKV_TENSOR_HOT));
     json_object_set_new(o, "state", json_boolean(d->is_state));
-    json_object_set_new(o, "id", json_u64(d->id));
+    json_object_set_new(o, "id", remote ? json_null() : json_u64(d->id));
     return o;
 }
 
@@ -754,7 +755,7 @@ cmd_ls(struct ctx *c)
         json_t *o = json_object(), *a = json_array();
 
         for (size_t i = 0; i < n; i++)
-            json_array_append_new(a, json_desc(&v[i]));
+            json_array_append_new(a, json_desc(&v[i], c->server != NULL));
         json_object_set_new(o, c->server != NULL ? "server" : "store",
                             json_string(c->path));
         json_object_set_new(o, "tensors", a);
@@ -835,7 +836,7 @@ cmd_info(struct ctx *c)
     gkv_free(v);
 show:
     if (c->json) {
-        json_t *o = json_desc(&d);
+        json_t *o = json_desc(&d, c->server != NULL);
         json_object_set_new(o, "state_tensors", state);
         return json_print(o, 0);
     }
@@ -850,10 +851,16 @@ show:
     printf("row elems:   %" PRIu64 "\n", d.row_elems);
     printf("row bytes:   %zu\n", d.row_bytes);
     printf("chunk rows:  %" PRIu32 "\n", d.chunk_rows);
-    printf("chunks:      %" PRIu64 "\n", d.nchunks);
+    if (c->server != NULL)
+        printf("chunks:      -\n");
+    else
+        printf("chunks:      %" PRIu64 "\n", d.nchunks);
     printf("bytes:       %s\n", bytes_str(desc_bytes(d.hi - d.lo, d.row_bytes), bb, sizeof bb));
     printf("flags:       %s\n", d.flags & GKV_TENSOR_HOT ? "hot" : "-");
-    printf("id:          %" PRIu32 "\n", d.id);
+    if (c->server != NULL)
+        printf("id:          -\n");
+    else
+        printf("id:          %" PRIu32 "\n", d.id);
     printf("state:       ");
     if (json_array_size(state) == 0)
         printf("-");
