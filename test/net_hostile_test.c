@@ -264,26 +264,46 @@ rcall(int s, uint16_t type, uint64_t session, uint64_t req, const void *pl,
     return rrecv(s, r);
 }
 
-/* HELLO and HANDSHAKE as (group, rank) with NET_HS_* 'flags', no token;
- * returns the session, or 0 when refused (r holds the reply). */
-static uint64_t
-rjoin(int s, const char *group, uint32_t rank, uint32_t flags, struct rep *r)
+/* A HELLO's nonce, into n. */
+static void
+rhello(int s, unsigned char *n)
 {
-    unsigned char b[512];
+    struct rep r = {0};
     net_hello_rep hr;
-    net_hs_req hs;
-    net_hs_rep hp;
-    net_wr w = {b, sizeof b, 0};
     net_rd rd;
 
-    assert_int_equal(rcall(s, NET_HELLO, 0, 1, NULL, 0, r), 0);
-    net__rd_init(&rd, r->pl, r->plen);
+    assert_int_equal(rcall(s, NET_HELLO, 0, 1, NULL, 0, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    net__rd_init(&rd, r.pl, r.plen);
     assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
+    memcpy(n, hr.nonce, NET_NONCE_LEN);
+    free(r.pl);
+}
+
+/* A HANDSHAKE with nonce n as (group, rank) with NET_HS_* 'flags', and a
+ * proof made from 'token' (none when NULL); returns the session, or 0 when
+ * refused (r holds the reply). */
+static uint64_t
+rhs(int s, const unsigned char *n, const char *token, const char *group,
+    uint32_t rank, uint32_t flags, struct rep *r)
+{
+    unsigned char b[512];
+    net_wr w = {b, sizeof b, 0};
+    net_hs_req hs;
+    net_hs_rep hp;
+    net_rd rd;
+
     memset(&hs, 0, sizeof hs);
-    memcpy(hs.nonce, hr.nonce, NET_NONCE_LEN);
+    memcpy(hs.nonce, n, NET_NONCE_LEN);
     snprintf(hs.group, sizeof hs.group, "%s", group);
     hs.rank = rank;
     hs.flags = flags;
+    if (token != NULL) {
+        unsigned char key[NET_KEY_LEN];
+        net__token_key(token, strlen(token), key);
+        net__proof(key, hs.nonce, group, rank, hs.mac);
+        hs.flags |= NET_HS_PROOF;
+    }
     net__enc_hs_req(&w, &hs);
     assert_int_equal(rcall(s, NET_HANDSHAKE, 0, 2, b, w.off, r), 0);
     if (r->h.status != 0)
@@ -292,6 +312,17 @@ rjoin(int s, const char *group, uint32_t rank, uint32_t flags, struct rep *r)
     assert_int_equal(net__dec_hs_rep(&rd, &hp), 0);
     net__schema_free(&hp.schema);
     return hp.session;
+}
+
+/* HELLO and HANDSHAKE as (group, rank) with NET_HS_* 'flags', no token;
+ * returns the session, or 0 when refused (r holds the reply). */
+static uint64_t
+rjoin(int s, const char *group, uint32_t rank, uint32_t flags, struct rep *r)
+{
+    unsigned char n[NET_NONCE_LEN];
+
+    rhello(s, n);
+    return rhs(s, n, NULL, group, rank, flags, r);
 }
 
 /* HELLO and HANDSHAKE as (group, rank), no token; returns the session. */
@@ -905,55 +936,6 @@ test_same_identity_named(void **state)
 
 /* ---- nonces -------------------------------------------------------------- */
 
-/* A HELLO's nonce, into n. */
-static void
-rhello(int s, unsigned char *n)
-{
-    struct rep r = {0};
-    net_hello_rep hr;
-    net_rd rd;
-
-    assert_int_equal(rcall(s, NET_HELLO, 0, 1, NULL, 0, &r), 0);
-    assert_int_equal(r.h.status, 0);
-    net__rd_init(&rd, r.pl, r.plen);
-    assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
-    memcpy(n, hr.nonce, NET_NONCE_LEN);
-    free(r.pl);
-}
-
-/* A HANDSHAKE with nonce n as (group, rank), with a proof made from
- * 'token' (none when NULL); returns the session, or 0 when refused (r
- * holds the reply). */
-static uint64_t
-rhs(int s, const unsigned char *n, const char *token, const char *group,
-    uint32_t rank, struct rep *r)
-{
-    unsigned char b[512];
-    net_wr w = {b, sizeof b, 0};
-    net_hs_req hs;
-    net_hs_rep hp;
-    net_rd rd;
-
-    memset(&hs, 0, sizeof hs);
-    memcpy(hs.nonce, n, NET_NONCE_LEN);
-    snprintf(hs.group, sizeof hs.group, "%s", group);
-    hs.rank = rank;
-    if (token != NULL) {
-        unsigned char key[NET_KEY_LEN];
-        net__token_key(token, strlen(token), key);
-        net__proof(key, hs.nonce, group, rank, hs.mac);
-        hs.flags = NET_HS_PROOF;
-    }
-    net__enc_hs_req(&w, &hs);
-    assert_int_equal(rcall(s, NET_HANDSHAKE, 0, 2, b, w.off, r), 0);
-    if (r->h.status != 0)
-        return 0;
-    net__rd_init(&rd, r->pl, r->plen);
-    assert_int_equal(net__dec_hs_rep(&rd, &hp), 0);
-    net__schema_free(&hp.schema);
-    return hp.session;
-}
-
 /* Expects a refused handshake with nonce n: 'st', and 'text' in the reply. */
 static void
 rhs_refused(int s, const unsigned char *n, const char *token, gkv_err st,
@@ -961,7 +943,7 @@ rhs_refused(int s, const unsigned char *n, const char *token, gkv_err st,
 {
     struct rep r = {0};
 
-    assert_int_equal(rhs(s, n, token, "job", 9, &r), 0);
+    assert_int_equal(rhs(s, n, token, "job", 9, 0, &r), 0);
     assert_int_equal(r.h.status, st);
     if (strstr(r.msg, text) == NULL)
         fail_msg("the refusal says '%s', not '%s'", r.msg, text);
@@ -1007,7 +989,7 @@ test_hello_flood(void **state)
     }
     for (int i = 0; i < K; i++)
         nn_close(fl[i]);
-    if (rhs(s, n0, "correct horse", "job", 0, &r) == 0)
+    if (rhs(s, n0, "correct horse", "job", 0, 0, &r) == 0)
         fail_msg("a handshake after %d HELLOs from others: %s", FLOOD, r.msg);
     assert_true(peak_kib(srv->pid) - before < 4 * 1024);
     /* spent: a replay is refused */
@@ -1015,7 +997,7 @@ test_hello_flood(void **state)
     /* a wrong proof does not spend a nonce */
     rhello(s, n1);
     rhs_refused(s, n1, "battery staple", GKV_EPERM, "wrong token");
-    if (rhs(s, n1, "correct horse", "job", 1, &r) == 0)
+    if (rhs(s, n1, "correct horse", "job", 1, 0, &r) == 0)
         fail_msg("a handshake after a wrong proof with its nonce: %s", r.msg);
     /* many spent nonces (the set grows and rehashes): each one refused
      * again, the first ones after the last */
@@ -1024,7 +1006,7 @@ test_hello_flood(void **state)
         unsigned char (*ns)[NET_NONCE_LEN] = malloc(M * sizeof *ns);
         for (uint32_t i = 0; i < M; i++) {
             rhello(s, ns[i]);
-            if (rhs(s, ns[i], "correct horse", "many", i, &r) == 0)
+            if (rhs(s, ns[i], "correct horse", "many", i, 0, &r) == 0)
                 fail_msg("handshake %u: %s", i, r.msg);
         }
         for (uint32_t i = 0; i < M; i += 7)
@@ -1065,12 +1047,12 @@ test_nonce_expiry_and_origin(void **state)
     rhello(s, n0);
     rhello(s, n1);
     /* without a token, a nonce within its TTL may serve again */
-    assert_true(rhs(s, n1, NULL, "job", 0, &r) != 0);
-    assert_true(rhs(s, n1, NULL, "job", 1, &r) != 0);
+    assert_true(rhs(s, n1, NULL, "job", 0, 0, &r) != 0);
+    assert_true(rhs(s, n1, NULL, "job", 1, 0, &r) != 0);
     usleep(600 * 1000);
     rhs_refused(s, n0, NULL, GKV_EPERM, "older than 400 ms");
     rhello(s, n0);
-    assert_true(rhs(s, n0, NULL, "job", 2, &r) != 0);
+    assert_true(rhs(s, n0, NULL, "job", 2, 0, &r) != 0);
     nn_close(s);
     /* a restarted server does not take its earlier run's nonces */
     rhello(s = rsock(f->base, 5000), n0);
