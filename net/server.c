@@ -96,9 +96,14 @@ struct gone {                        /* a session a rejoin replaced */
     uint32_t rank;
 };
 
-struct spent {                       /* a nonce an accepted handshake used */
-    uint64_t rnd;                    /* its random bytes (8..15) */
-    uint64_t exp_ms;                 /* when it expires; 0: a free slot */
+/* A set of 64-bit keys, each kept until its expiry (UINT64_MAX: for
+ * good), by open addressing on the key (random or hashed, so spread); a
+ * slot with exp 0 is free. */
+struct kset {
+    struct kent {
+        uint64_t k, exp;
+    } *e;
+    size_t cap, n;                   /* slots (a power of two), used */
 };
 
 struct gkv_server {
@@ -140,17 +145,18 @@ struct gkv_server {
     size_t sv_nsess, sv_capsess;
     struct group *sv_grp;
     size_t sv_ngrp, sv_capgrp;
-    struct spent *sv_spent;          /* open addressing by rnd */
-    size_t sv_spent_cap, sv_spent_n; /* slots (a power of two), used */
+    struct kset sv_spent;            /* the nonces (their random part)
+                                      * accepted token handshakes used,
+                                      * until they expire */
     uint64_t sv_joined;
     struct gone sv_gone[GONE_MAX];   /* a ring, to explain a request with
                                       * a replaced session */
     size_t sv_gone_next;
     unsigned sv_num_clients;         /* members to see before stopping */
-    uint64_t *sv_seen;               /* distinct members joined: hashes of
-                                      * (group, rank), open addressing; freed
-                                      * once sv_nseen reaches num_clients */
-    size_t sv_nseen, sv_capseen;
+    struct kset sv_seen;             /* distinct members joined: hashes of
+                                      * (group, rank); freed once
+                                      * num_clients of them joined */
+    size_t sv_nseen;                 /* how many it counted */
     char sv_stop_why[160];
     uint64_t sv_log_window, sv_log_count, sv_log_dropped;
 
@@ -482,50 +488,72 @@ sess_remove(gkv_server *s, size_t i, const char *how)
     }
 }
 
+/* Adds keys of 'ks' (with s->sv_mu): 0 when k is new, 1 when it is there,
+ * -1 when 'max' live keys fill the set (or out of memory). Expired keys go
+ * when the set is rebuilt; until then one still holds its slot, which
+ * only matters for itself. */
+static int
+kset_add(struct kset *ks, uint64_t k, uint64_t exp, size_t max)
+{
+    uint64_t now = mono_ms();
+    size_t j;
+
+    if (2 * (ks->n + 1) > ks->cap) {
+        size_t live = 0, cap = 64;
+        struct kent *t;
+
+        for (size_t i = 0; i < ks->cap; i++)
+            live += ks->e[i].exp > now;
+        if (live >= max)
+            return -1;
+        while (cap < 4 * (live + 1))
+            cap *= 2;
+        if ((t = gkv__calloc(cap, sizeof *t)) == NULL)
+            return -1;
+        for (size_t i = 0; i < ks->cap; i++) {
+            if (ks->e[i].exp <= now)
+                continue;
+            for (j = ks->e[i].k & (cap - 1); t[j].exp != 0; j = (j + 1) & (cap - 1))
+                ;
+            t[j] = ks->e[i];
+        }
+        gkv__free(ks->e);
+        ks->e = t;
+        ks->cap = cap;
+        ks->n = live;
+    }
+    for (j = k & (ks->cap - 1); ks->e[j].exp != 0; j = (j + 1) & (ks->cap - 1))
+        if (ks->e[j].k == k)
+            return 1;
+    ks->e[j].k = k;
+    ks->e[j].exp = exp;
+    ks->n++;
+    return 0;
+}
+
 /* Counts member (group, rank) as seen (with s->sv_mu), until num_clients
  * distinct members have been: then the set is dropped. A 64-bit hash
  * stands for the member; a collision (about n^2 / 2^65) would only make
- * the server wait on at SIGTERM's mercy, never stop early. */
+ * the server wait for SIGTERM, never stop early. */
 static void
 seen_add(gkv_server *s, const char *group, uint32_t rank)
 {
     unsigned char b[NET_GROUP_MAX + 1 + 4];
-    size_t gl = strlen(group), j;
-    uint64_t h;
+    size_t gl = strlen(group);
 
     if (s->sv_nseen >= s->sv_num_clients)
         return;
     memcpy(b, group, gl);
     b[gl] = 0;
     memcpy(b + gl + 1, &rank, 4);
-    h = XXH3_64bits(b, gl + 5) | 1;          /* 0 marks a free slot */
-    if (2 * (s->sv_nseen + 1) > s->sv_capseen) {
-        size_t nc = s->sv_capseen ? 2 * s->sv_capseen : 64;
-        uint64_t *t = gkv__calloc(nc, sizeof *t);
-        if (t == NULL)
-            return;                          /* counted later, or never */
-        for (size_t i = 0; i < s->sv_capseen; i++) {
-            if (s->sv_seen[i] == 0)
-                continue;
-            for (j = s->sv_seen[i] & (nc - 1); t[j] != 0; j = (j + 1) & (nc - 1))
-                ;
-            t[j] = s->sv_seen[i];
-        }
-        gkv__free(s->sv_seen);
-        s->sv_seen = t;
-        s->sv_capseen = nc;
-    }
-    for (j = h & (s->sv_capseen - 1); s->sv_seen[j] != 0;
-         j = (j + 1) & (s->sv_capseen - 1))
-        if (s->sv_seen[j] == h)
-            return;
-    s->sv_seen[j] = h;
+    /* out of memory: counted at a later join, or never (no early stop) */
+    if (kset_add(&s->sv_seen, XXH3_64bits(b, gl + 5), UINT64_MAX, SIZE_MAX) != 0)
+        return;
     if (++s->sv_nseen == s->sv_num_clients) {
         slog(s, "all %u clients (--num-clients) have joined",
              s->sv_num_clients);
-        gkv__free(s->sv_seen);
-        s->sv_seen = NULL;
-        s->sv_capseen = 0;
+        gkv__free(s->sv_seen.e);
+        memset(&s->sv_seen, 0, sizeof s->sv_seen);
     }
 }
 
@@ -653,60 +681,6 @@ nonce_good(const gkv_server *s, const unsigned char *n, uint64_t *rnd,
     return ok && t <= now && now < *exp_ms;
 }
 
-/* Rebuilds the spent set with room for its live entries and one more
- * (with s->sv_mu); -1 when SPENT_MAX live nonces fill it or out of memory. */
-static int
-spent_rehash(gkv_server *s)
-{
-    uint64_t now = mono_ms();
-    size_t live = 0, cap = 64;
-    struct spent *t;
-
-    for (size_t i = 0; i < s->sv_spent_cap; i++)
-        live += s->sv_spent[i].exp_ms > now;
-    if (live >= SPENT_MAX)
-        return -1;
-    while (cap < 4 * (live + 1))
-        cap *= 2;
-    if ((t = gkv__calloc(cap, sizeof *t)) == NULL)
-        return -1;
-    for (size_t i = 0; i < s->sv_spent_cap; i++) {
-        struct spent *e = &s->sv_spent[i];
-        size_t j;
-        if (e->exp_ms <= now)
-            continue;
-        for (j = e->rnd & (cap - 1); t[j].exp_ms != 0; j = (j + 1) & (cap - 1))
-            ;
-        t[j] = *e;
-    }
-    gkv__free(s->sv_spent);
-    s->sv_spent = t;
-    s->sv_spent_cap = cap;
-    s->sv_spent_n = live;
-    return 0;
-}
-
-/* Marks the nonce (rnd, exp_ms) spent (with s->sv_mu): 0 when it was not,
- * 1 when it already was, -1 when the set is full. An expired entry still
- * occupies its slot until a rehash, which only matters for its own nonce,
- * and that one is refused as expired before it gets here. */
-static int
-spent_add(gkv_server *s, uint64_t rnd, uint64_t exp_ms)
-{
-    size_t j;
-
-    if (2 * (s->sv_spent_n + 1) > s->sv_spent_cap && spent_rehash(s) != 0)
-        return -1;
-    for (j = rnd & (s->sv_spent_cap - 1); s->sv_spent[j].exp_ms != 0;
-         j = (j + 1) & (s->sv_spent_cap - 1))
-        if (s->sv_spent[j].rnd == rnd && s->sv_spent[j].exp_ms == exp_ms)
-            return 1;
-    s->sv_spent[j].rnd = rnd;
-    s->sv_spent[j].exp_ms = exp_ms;
-    s->sv_spent_n++;
-    return 0;
-}
-
 static void
 op_hello(gkv_server *s, struct req *r)
 {
@@ -763,7 +737,7 @@ op_handshake(gkv_server *s, struct req *r)
     }
     if (s->sv_auth) {
         pthread_mutex_lock(&s->sv_mu);
-        spent = spent_add(s, rnd, exp_ms);
+        spent = kset_add(&s->sv_spent, rnd, exp_ms, SPENT_MAX);
         pthread_mutex_unlock(&s->sv_mu);
         if (spent != 0) {
             rfail(r, spent > 0 ? GKV_EPERM : GKV_EBUSY, spent > 0 ?
@@ -2715,8 +2689,8 @@ gkv_server_close(gkv_server *s)
         gkv__free(s->sv_sess[i].done);
     gkv__free(s->sv_sess);
     gkv__free(s->sv_thr);
-    gkv__free(s->sv_spent);
-    gkv__free(s->sv_seen);
+    gkv__free(s->sv_spent.e);
+    gkv__free(s->sv_seen.e);
     sodium_memzero(s->sv_nkey, sizeof s->sv_nkey);
     for (unsigned i = 0; s->sv_samp != NULL && i < s->sv_nthreads; i++)
         gkv_sampler_free(s->sv_samp[i]);
