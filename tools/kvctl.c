@@ -1497,28 +1497,7 @@ struct rowsrc {
     size_t cap;
 };
 
-/* Rows [a, a + n) into buf. EX_OK, or EX_FAIL with the message printed. */
-static int
-src_range(struct rowsrc *r, uint64_t a, size_t n, void *buf)
-{
-    gkv_err rc;
-
-    if (r->c->server == NULL) {
-        if ((rc = gkv_tensor_read(r->c->s, r->tx, r->name, a, a + n, buf,
-                                  n * r->row_bytes)) != GKV_OK)
-            return fail_gkv(r->c->s, rc, "export: tensor '%s'", r->name);
-        return EX_OK;
-    }
-    for (size_t i = 0; i < n; i++)
-        r->ids[i] = a + i;
-    if ((rc = gkv_client_pull(r->c->cl, r->name, r->ids, n, buf,
-                              n * r->row_bytes)) != GKV_OK)
-        return fail_net(rc, "export: tensor '%s' on server %s", r->name,
-                        r->c->server);
-    return EX_OK;
-}
-
-/* Rows ids[0..n) into buf. */
+/* Rows ids[0..n) into buf. EX_OK, or EX_FAIL with the message printed. */
 static int
 src_ids(struct rowsrc *r, const uint64_t *ids, size_t n, void *buf)
 {
@@ -1535,6 +1514,23 @@ src_ids(struct rowsrc *r, const uint64_t *ids, size_t n, void *buf)
         return fail_net(rc, "export: tensor '%s' on server %s", r->name,
                         r->c->server);
     return EX_OK;
+}
+
+/* Rows [a, a + n) into buf, as src_ids(). */
+static int
+src_range(struct rowsrc *r, uint64_t a, size_t n, void *buf)
+{
+    gkv_err rc;
+
+    if (r->c->server == NULL) {
+        if ((rc = gkv_tensor_read(r->c->s, r->tx, r->name, a, a + n, buf,
+                                  n * r->row_bytes)) != GKV_OK)
+            return fail_gkv(r->c->s, rc, "export: tensor '%s'", r->name);
+        return EX_OK;
+    }
+    for (size_t i = 0; i < n; i++)
+        r->ids[i] = a + i;
+    return src_ids(r, r->ids, n, buf);
 }
 
 /* Maps --orig-ids FILE (the partitioner's mapping/node-<ntype>.npy: int64,
