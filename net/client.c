@@ -917,11 +917,12 @@ route_get(gkv_client *c, const char *name, const struct route **out)
             first = t;
             r.t = *t;
         } else if (!same_rows(first, t)) {
+            unsigned m0 = r.sp[0].m;
             gkv__free(r.sp);
             return net__fail(GKV_EINVAL, "tensor '%s': machine %u has rows "
                              "of %llu bytes (%s), machine %zu of %llu bytes "
-                             "(%s); the job's servers disagree", name,
-                             r.sp[0].m, (unsigned long long)first->row_bytes,
+                             "(%s); the job's servers disagree", name, m0,
+                             (unsigned long long)first->row_bytes,
                              gkv_dtype_name((gkv_dtype)first->dtype), m,
                              (unsigned long long)t->row_bytes,
                              gkv_dtype_name((gkv_dtype)t->dtype));
