@@ -53,6 +53,7 @@
 
 #include "gkv.h"
 #include "gkv_net.h"
+#include "util.h"
 
 #define PROG "gkv-launch"
 
@@ -332,41 +333,6 @@ host_is_local(const char *host, struct ifaddrs *ifs)
     }
     freeaddrinfo(res);
     return hit;
-}
-
-/* 1 when something accepts TCP connections on host:port within 'ms'. */
-static int
-port_accepts(const char *host, unsigned port, int ms)
-{
-    struct addrinfo hints, *res = NULL;
-    char ps[16];
-    int ok = 0;
-
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(ps, sizeof ps, "%u", port);
-    if (getaddrinfo(host, ps, &hints, &res) != 0)
-        return 0;
-    for (struct addrinfo *a = res; a != NULL && !ok; a = a->ai_next) {
-        int s = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        int e = 0;
-        socklen_t el = sizeof e;
-
-        if (s < 0)
-            continue;
-        if (connect(s, a->ai_addr, a->ai_addrlen) == 0) {
-            ok = 1;
-        } else if (errno == EINPROGRESS) {
-            struct pollfd pf = {s, POLLOUT, 0};
-            if (poll(&pf, 1, ms) == 1 &&
-                getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0)
-                ok = 1;
-        }
-        close(s);
-    }
-    freeaddrinfo(res);
-    return ok;
 }
 
 /* The store of machine m: --store with each '%m' replaced by m. */
@@ -1060,7 +1026,7 @@ wait_all_ports(struct job *j)
     for (unsigned m = 0; m < j->M; m++) {
         const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, m);
         for (unsigned k = 0; k < j->S; k++)
-            while (!port_accepts(mc->host, mc->port + k, 200)) {
+            while (!tools__port_accepts(mc->host, mc->port + k, 200)) {
                 if (g_sig) {
                     err("stopped by signal %d while waiting for servers", (int)g_sig);
                     return -1;
@@ -1612,7 +1578,7 @@ do_shutdown(struct job *j)
             server_addr(j, m, k, addr, sizeof addr);
             /* a quick look first: a handshake with a port nobody listens
              * on would take the whole timeout */
-            if (!port_accepts(mc->host, mc->port + k, 1000)) {
+            if (!tools__port_accepts(mc->host, mc->port + k, 1000)) {
                 err("server %u/%u at %s did not answer: nothing accepts "
                     "connections there", m, k, addr);
                 nbad++;
@@ -1771,7 +1737,7 @@ run_job(struct job *j)
     for (size_t i = 0; i < j->np; i++) {
         struct proc *p = &j->p[i];
         const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, p->machine);
-        if (p->role == R_SERVER && port_accepts(mc->host, mc->port + p->idx, 300)) {
+        if (p->role == R_SERVER && tools__port_accepts(mc->host, mc->port + p->idx, 300)) {
             p->reused = 1;
             p->ready = 1;
             nlisten++;
@@ -1823,7 +1789,7 @@ run_job(struct job *j)
             if (p->role != R_SERVER)
                 continue;
             if (!p->ready && proc_live(p) &&
-                port_accepts(mc->host, mc->port + p->idx, 100))
+                tools__port_accepts(mc->host, mc->port + p->idx, 100))
                 p->ready = 1;
             if (!p->reused && p->reaped)
                 return fail_job(j, p, "it exited before the job started", 1);

@@ -3,12 +3,21 @@
  *   kvctl [-h|--help] [-V|--version] [--json] STORE COMMAND [ARGS]
  *   kvctl [--json] --server HOST:PORT [--token-file F] [--group NAME]
  *         ls|info|get|stat|export [ARGS]
+ *   kvctl [--json] --ip-config FILE [--token-file F] [--group NAME]
+ *         ls|info|get|stat|export [ARGS]
  *
  * With --server, kvctl asks a running gkv-server instead of opening a
  * store: it joins as an observer (GKV_CLIENT_OBSERVER), so its leaving
  * never stops the server, even one without --keep-alive whose job has not
  * started or is running (the server stops when its last non-observer
  * client leaves, as before).
+ *
+ * With --ip-config, kvctl asks every server of the job, the same way: it
+ * first reads what each machine's store holds from the machine's server 0
+ * (the servers of a machine share one store), then connects to the whole
+ * job as a training client would (gkv_client_connect), whose pulls are
+ * routed by ID range. So ls, info and export see the whole tensor, and
+ * kvctl can say which machine holds which rows, or which hold none.
  *
  * Commands: ls, info, get, put, create, import, export, rm, rename, verify,
  * stat (see usage() below and doc/man/kvctl.1). kvctl uses only the public
@@ -57,7 +66,7 @@ enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2 };
 enum opt {
     O_ALL, O_DTYPE, O_SHAPE, O_RANGE, O_INIT, O_SEED, O_HOT, O_CHUNK_ROWS,
     O_DIM, O_LO, O_REPLACE, O_RAW, O_HANDLER, O_LR, O_SERVER, O_TOKEN_FILE,
-    O_GROUP, O_ORIG_IDS, NOPT
+    O_GROUP, O_ORIG_IDS, O_IP_CONFIG, NOPT
 };
 
 static const struct {
@@ -73,11 +82,21 @@ static const struct {
     [O_HANDLER] = {"--handler", 1},  [O_LR] = {"--lr", 1},
     [O_SERVER] = {"--server", 1},    [O_TOKEN_FILE] = {"--token-file", 1},
     [O_GROUP] = {"--group", 1},      [O_ORIG_IDS] = {"--orig-ids", 1},
+    [O_IP_CONFIG] = {"--ip-config", 1},
 };
 
 #define BIT(o) (1u << (o))
 /* options of every command (that only a server connection uses) */
-#define GLOBAL_OPTS (BIT(O_SERVER) | BIT(O_TOKEN_FILE) | BIT(O_GROUP))
+#define GLOBAL_OPTS (BIT(O_SERVER) | BIT(O_TOKEN_FILE) | BIT(O_GROUP) | \
+                     BIT(O_IP_CONFIG))
+
+/* --ip-config: what one machine's store holds, as its server 0 said */
+struct jobmach {
+    char addr[300];              /* its server 0: "host:port" */
+    unsigned line;               /* its line in the ip_config */
+    gkv_tensor_desc *t;          /* its tensors (gkv_free) */
+    size_t nt;
+};
 
 struct ctx {
     const char *path;            /* STORE */
@@ -89,7 +108,13 @@ struct ctx {
     gkv_store *s;
     int made_dir, made_files;    /* this run created the store (undo on failure) */
     const char *server;          /* --server HOST:PORT, else NULL */
-    gkv_client *cl;              /* its connection */
+    const char *ipc;             /* --ip-config FILE, else NULL */
+    int remote;                  /* --server or --ip-config: no store */
+    char where[4200];            /* "server ADDR" or "the job in 'FILE'" */
+    gkv_client *cl;              /* the connection (to the whole job) */
+    struct jobmach *jm;          /* --ip-config: machine by machine */
+    size_t nmach;
+    unsigned nserv;              /* servers per machine */
 };
 
 struct cmd {
@@ -163,7 +188,10 @@ static const struct cmd cmds[] = {
      "Writes tensor NAME to FILE as .npy (a bf16 tensor needs --raw). FILE\n"
      "appears only when complete: rows go to FILE.tmp-PID, renamed at the end.\n"
      "With --server the rows are pulled from the running servers (what a\n"
-     "write-back server holds in memory, not its store's lagging copy).\n\n"
+     "write-back server holds in memory, not its store's lagging copy); with\n"
+     "--ip-config from every machine of the job, so FILE holds the whole\n"
+     "tensor (an error, naming the machines, when some of its rows are held\n"
+     "by none, or a server is down).\n\n"
      "  --raw          write the rows only, no header\n"
      "  --range A:B    only rows [A, B)\n"
      "  --orig-ids MAPPING.npy\n"
@@ -221,6 +249,8 @@ usage(FILE *f)
 "\n"
 "       kvctl [--json] --server HOST:PORT [--token-file F] [--group NAME]\n"
 "             ls|info|get|stat|export [ARGS]\n"
+"       kvctl [--json] --ip-config FILE [--token-file F] [--group NAME]\n"
+"             ls|info|get|stat|export [ARGS]\n"
 "\n"
 "Options:\n"
 "  --json         ls, info, get, verify and stat print one JSON object\n"
@@ -228,7 +258,12 @@ usage(FILE *f)
 "  --server HOST:PORT  ask a running gkv-server (ls, info, get, stat,\n"
 "                 export) instead of opening a store; kvctl joins as an\n"
 "                 observer: its leaving never stops the server\n"
-"  --token-file F the job's token, when the server requires one\n"
+"  --ip-config FILE  ask every server of the job FILE lists (the\n"
+"                 ip_config gkv-server and gkv-launch take): ls, info and\n"
+"                 export see whole tensors, split across the machines;\n"
+"                 info says which machine holds which rows; stat shows\n"
+"                 every server; also as an observer\n"
+"  --token-file F the job's token, when the servers require one\n"
 "  --group NAME   the group kvctl joins (default kvctl)\n"
 "  -h, --help     show this help; `kvctl COMMAND --help` shows a command's\n"
 "  -V, --version  show the version\n"
@@ -386,9 +421,9 @@ store_close(struct ctx *c, int undo)
 
 /* "1000x128" (rows, then the row shape) or "1000" for scalar rows. */
 static void
-shape_str(const gkv_tensor_desc *d, char *buf, size_t len)
+shape_str(const gkv_tensor_desc *d, uint64_t rows, char *buf, size_t len)
 {
-    size_t o = (size_t)snprintf(buf, len, "%" PRIu64, d->hi - d->lo);
+    size_t o = (size_t)snprintf(buf, len, "%" PRIu64, rows);
 
     for (unsigned i = 0; i < d->ndim && o < len; i++)
         o += (size_t)snprintf(buf + o, len - o, "x%" PRIu64, d->shape[i]);
@@ -437,36 +472,39 @@ bytes_str(uint64_t v, char *b, size_t len)
     return b;
 }
 
+/* The row shape, after 'rows' when with_rows is set. */
 static json_t *
-json_shape(const gkv_tensor_desc *d, int with_rows)
+json_shape(const gkv_tensor_desc *d, int with_rows, uint64_t rows)
 {
     json_t *a = json_array();
 
     if (with_rows)
-        json_array_append_new(a, json_u64(d->hi - d->lo));
+        json_array_append_new(a, json_u64(rows));
     for (unsigned i = 0; i < d->ndim; i++)
         json_array_append_new(a, json_u64(d->shape[i]));
     return a;
 }
 
+/* rows: hi - lo, or with --ip-config the rows the machines hold (fewer
+ * when some IDs of [lo, hi) are held by none) */
 static json_t *
-json_desc(const gkv_tensor_desc *d, int remote)
+json_desc(const gkv_tensor_desc *d, uint64_t rows, int remote)
 {
     json_t *o = json_object();
 
     json_object_set_new(o, "name", json_string(d->name));
     json_object_set_new(o, "dtype", json_string(gkv_dtype_name(d->dtype)));
-    json_object_set_new(o, "shape", json_shape(d, 1));
-    json_object_set_new(o, "row_shape", json_shape(d, 0));
+    json_object_set_new(o, "shape", json_shape(d, 1, rows));
+    json_object_set_new(o, "row_shape", json_shape(d, 0, 0));
     json_object_set_new(o, "lo", json_u64(d->lo));
     json_object_set_new(o, "hi", json_u64(d->hi));
-    json_object_set_new(o, "rows", json_u64(d->hi - d->lo));
+    json_object_set_new(o, "rows", json_u64(rows));
     json_object_set_new(o, "row_elems", json_u64(d->row_elems));
     json_object_set_new(o, "row_bytes", json_u64(d->row_bytes));
     json_object_set_new(o, "chunk_rows", json_u64(d->chunk_rows));
     /* a server's schema carries neither the chunk count nor the id */
     json_object_set_new(o, "nchunks", remote ? json_null() : json_u64(d->nchunks));
-    json_object_set_new(o, "bytes", json_u64(desc_bytes(d->hi - d->lo, d->row_bytes)));
+    json_object_set_new(o, "bytes", json_u64(desc_bytes(rows, d->row_bytes)));
     json_object_set_new(o, "hot", json_boolean(d->flags & GKV_TENSOR_HOT));
     json_object_set_new(o, "state", json_boolean(d->is_state));
     json_object_set_new(o, "id", remote ? json_null() : json_u64(d->id));
@@ -642,51 +680,313 @@ server_close(struct ctx *c)
 {
     gkv_client_close(c->cl);
     c->cl = NULL;
+    for (size_t m = 0; m < c->nmach && c->jm != NULL; m++)
+        gkv_free(c->jm[m].t);
+    free(c->jm);
+    c->jm = NULL;
+    c->nmach = 0;
 }
 
-/* The server's identity and statistics (kvctl --server ADDR stat). */
-static int
-stat_server(struct ctx *c)
+/* ---- the whole job (--ip-config) ------------------------------------------ */
+
+/* Server k of machine mc: "host:port" ("[v6]:port"), as the client names it. */
+static void
+mach_addr(const gkv_machine *mc, unsigned k, char *buf, size_t len)
 {
-    gkv_server_info si;
-    gkv_server_stats st;
+    snprintf(buf, len, strchr(mc->host, ':') != NULL ? "[%s]:%u" : "%s:%u",
+             mc->host, mc->port + k);
+}
+
+/* Connects to the job of ip_config c->ipc, as an observer like
+ * server_open(). First a quick look at each server's port, so that a
+ * server that is down is named at once rather than after the handshake's
+ * timeout; then what each machine's store holds, from its server 0 (that
+ * connection is closed again: the job's client joins with the same group
+ * and rank, which would replace its session); then the whole job, with
+ * the servers per machine that server 0 of machine 0 reported. */
+static int
+job_open(struct ctx *c)
+{
+    gkv_client_opts o = {0};
+    gkv_ipconfig *cfg = NULL;
+    char token[GKV_TOKEN_MAX + 1], addr[300];
+    const char *group = c->opt[O_GROUP] != NULL ? c->opt[O_GROUP] : "kvctl";
+    const char *tok = NULL;
+    int ex = EX_FAIL;
     gkv_err rc;
 
-    if ((rc = gkv_client_server_info(c->cl, 0, &si)) != GKV_OK ||
-        (rc = gkv_client_stats(c->cl, 0, &st)) != GKV_OK)
-        return fail_net(rc, "server %s", c->server);
-    if (c->json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "server", json_string(si.addr));
-        json_object_set_new(o, "host", json_string(si.host));
-        json_object_set_new(o, "name", json_string(si.name));
-        json_object_set_new(o, "store", json_string(si.store));
-        json_object_set_new(o, "version", json_string(si.version));
-        json_object_set_new(o, "machine", json_u64(si.machine));
-        json_object_set_new(o, "server_id", json_u64(si.server_id));
-        json_object_set_new(o, "num_servers", json_u64(si.num_servers));
-        json_object_set_new(o, "pid", json_u64(si.pid));
-        json_object_set_new(o, "keep_alive", json_boolean(si.keep_alive));
-        json_object_set_new(o, "auth", json_boolean(si.auth));
-        json_object_set_new(o, "uptime_ms", json_u64(st.uptime_ms));
-        json_object_set_new(o, "requests", json_u64(st.requests));
-        json_object_set_new(o, "errors", json_u64(st.errors));
-        json_object_set_new(o, "rejected", json_u64(st.rejected));
-        json_object_set_new(o, "bytes_in", json_u64(st.bytes_in));
-        json_object_set_new(o, "bytes_out", json_u64(st.bytes_out));
-        json_object_set_new(o, "pulls", json_u64(st.pulls));
-        json_object_set_new(o, "pull_rows", json_u64(st.pull_rows));
-        json_object_set_new(o, "pushes", json_u64(st.pushes));
-        json_object_set_new(o, "push_rows", json_u64(st.push_rows));
-        json_object_set_new(o, "samples", json_u64(st.samples));
-        json_object_set_new(o, "sessions", json_u64(st.sessions));
-        json_object_set_new(o, "groups", json_u64(st.groups));
-        json_object_set_new(o, "joined", json_u64(st.joined));
-        json_object_set_new(o, "ntensors", json_u64(st.tensors));
-        json_object_set_new(o, "used_bytes", json_u64(st.store_used_bytes));
-        json_object_set_new(o, "map_size", json_u64(st.store_map_size));
-        return json_print(o, 0);
+    if (c->opt[O_TOKEN_FILE] != NULL) {
+        if ((rc = gkv_token_load(c->opt[O_TOKEN_FILE], token, sizeof token)) != GKV_OK)
+            return fail_net(rc, "token file '%s'", c->opt[O_TOKEN_FILE]);
+        tok = token;
     }
+    if ((rc = gkv_ipconfig_load(&cfg, c->ipc)) != GKV_OK) {
+        /* GKV_ENOENT's text speaks of stores: say what it means here */
+        if (rc == GKV_ENOENT || rc == GKV_EPERM || rc == GKV_EIO)
+            fail("ip_config '%s': cannot read it: %s (%s)", c->ipc,
+                 gkv_net_errmsg(), gkv_err_name(rc));
+        else
+            fail_net(rc, "ip_config '%s'", c->ipc);
+        goto out;
+    }
+    c->nmach = gkv_ipconfig_count(cfg);
+    if ((c->jm = calloc(c->nmach, sizeof *c->jm)) == NULL) {
+        c->nmach = 0;
+        fail("out of memory");
+        goto out;
+    }
+    o.timeout_ms = 10000;
+    o.flags = GKV_CLIENT_OBSERVER | GKV_CLIENT_NO_HEARTBEAT;
+    for (size_t m = 0; m < c->nmach; m++) {
+        const gkv_machine *mc = gkv_ipconfig_machine(cfg, m);
+        struct jobmach *j = &c->jm[m];
+        gkv_client *one = NULL;
+        gkv_server_info si;
+
+        mach_addr(mc, 0, j->addr, sizeof j->addr);
+        j->line = mc->line;
+        if (!tools__port_accepts(mc->host, mc->port, 1000)) {
+            fail("server 0 of machine %zu at %s ('%s' line %u) is down: "
+                 "nothing accepts connections there", m, j->addr, c->ipc,
+                 mc->line);
+            goto out;
+        }
+        rc = gkv_client_connect_addr(&one, j->addr, tok, group,
+                                     (uint32_t)getpid(), &o);
+        if (rc == GKV_OK && (rc = gkv_client_server_info(one, 0, &si)) == GKV_OK)
+            rc = gkv_client_tensor_list(one, &j->t, &j->nt);
+        if (rc != GKV_OK) {
+            fail_net(rc, "server 0 of machine %zu at %s", m, j->addr);
+            gkv_client_close(one);
+            goto out;
+        }
+        gkv_client_close(one);
+        if (si.machine != m || si.server_id != 0) {
+            fail("the server at %s is server %u of machine %u, but '%s' line "
+                 "%u makes it server 0 of machine %zu (another job's ip_config, "
+                 "or a reordered one?)", j->addr, si.server_id, si.machine,
+                 c->ipc, mc->line, m);
+            goto out;
+        }
+        if (m == 0) {
+            c->nserv = si.num_servers ? si.num_servers : 1;
+        } else if (si.num_servers != c->nserv) {
+            fail("machine %zu (%s) runs %u servers, machine 0 runs %u: not "
+                 "one job", m, j->addr, si.num_servers, c->nserv);
+            goto out;
+        }
+    }
+    for (size_t m = 0; m < c->nmach; m++) {
+        const gkv_machine *mc = gkv_ipconfig_machine(cfg, m);
+        for (unsigned k = 1; k < c->nserv; k++)
+            if (!tools__port_accepts(mc->host, mc->port + k, 1000)) {
+                mach_addr(mc, k, addr, sizeof addr);
+                fail("server %u of machine %zu at %s ('%s' line %u) is down: "
+                     "nothing accepts connections there", k, m, addr, c->ipc,
+                     mc->line);
+                goto out;
+            }
+    }
+    o.num_servers = c->nserv;
+    if ((rc = gkv_client_connect(&c->cl, c->ipc, tok, group, (uint32_t)getpid(),
+                                 &o)) != GKV_OK) {
+        fail_net(rc, "the job in '%s'", c->ipc);
+        goto out;
+    }
+    ex = EX_OK;
+out:
+    memset(token, 0, sizeof token);
+    gkv_ipconfig_free(cfg);
+    return ex;
+}
+
+static const gkv_tensor_desc *
+jm_find(const struct jobmach *j, const char *name)
+{
+    for (size_t i = 0; i < j->nt; i++)
+        if (strcmp(j->t[i].name, name) == 0)
+            return &j->t[i];
+    return NULL;
+}
+
+/* One machine's rows of a tensor. */
+struct jspan {
+    uint64_t lo, hi;
+    size_t m;
+};
+
+/* The machines' ranges of tensor 'name', sorted by lo (the job's client
+ * has checked that they are disjoint): a malloc'd array of *n, NULL when
+ * no machine holds it. *rows gets the rows they hold together. */
+static struct jspan *
+job_spans(const struct ctx *c, const char *name, size_t *n, uint64_t *rows)
+{
+    struct jspan *sp = malloc((c->nmach ? c->nmach : 1) * sizeof *sp);
+
+    *n = 0;
+    *rows = 0;
+    if (sp == NULL)
+        return NULL;
+    for (size_t m = 0; m < c->nmach; m++) {
+        const gkv_tensor_desc *d = jm_find(&c->jm[m], name);
+        size_t i;
+
+        if (d == NULL)
+            continue;
+        for (i = *n; i > 0 && sp[i - 1].lo > d->lo; i--)
+            sp[i] = sp[i - 1];
+        sp[i] = (struct jspan){d->lo, d->hi, m};
+        (*n)++;
+        *rows += d->hi - d->lo;
+    }
+    if (*n == 0) {
+        free(sp);
+        return NULL;
+    }
+    return sp;
+}
+
+/* "machine 0 at ADDR [0, 50), machine 1 at ADDR none" */
+static void
+job_holders_str(const struct ctx *c, const char *name, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (size_t m = 0; m < c->nmach && o < len; m++) {
+        const gkv_tensor_desc *d = jm_find(&c->jm[m], name);
+
+        if (d != NULL)
+            o += (size_t)snprintf(buf + o, len - o, "%smachine %zu at %s [%"
+                                  PRIu64 ", %" PRIu64 ")", m ? ", " : "", m,
+                                  c->jm[m].addr, d->lo, d->hi);
+        else
+            o += (size_t)snprintf(buf + o, len - o, "%smachine %zu at %s "
+                                  "none", m ? ", " : "", m, c->jm[m].addr);
+    }
+}
+
+/* The type count a graph job's feature must span: node/NTYPE/NAME holds
+ * [0, nodes of NTYPE), edge/SRC:REL:DST/NAME [0, edges of the type).
+ * 1 with *count and *what ("nodes of type '_N'") set; 0 for any other
+ * tensor or a job without a partitioned graph. */
+static int
+graph_span(const struct ctx *c, const char *name, uint64_t *count, char *what,
+           size_t len)
+{
+    const gkv_pbook *b = gkv_client_pbook(c->cl);
+    int node = strncmp(name, "node/", 5) == 0, t;
+    const char *slash;
+    char type[GKV_NAME_MAX + 1];
+    int64_t k;
+
+    if (b == NULL || (!node && strncmp(name, "edge/", 5) != 0) ||
+        (slash = strchr(name + 5, '/')) == NULL ||
+        (size_t)(slash - name - 5) >= sizeof type)
+        return 0;
+    memcpy(type, name + 5, (size_t)(slash - name - 5));
+    type[slash - name - 5] = '\0';
+    if (node ? gkv_pbook_ntype_find(b, type, &t) != GKV_OK :
+               gkv_pbook_etype_find(b, type, &t) != GKV_OK)
+        return 0;
+    k = node ? gkv_pbook_num_nodes(b, t) : gkv_pbook_num_edges(b, t);
+    if (k < 0)
+        return 0;
+    *count = (uint64_t)k;
+    snprintf(what, len, "%s of type '%s'", node ? "nodes" : "edges", type);
+    return 1;
+}
+
+/* Before an export of rows [a, b) of tensor d from the whole job: fails,
+ * naming every machine and what it holds, when some of those rows are held
+ * by no machine, or when a partitioned graph's feature does not span its
+ * type (a machine whose partition should hold some of it does not); notes
+ * on stderr that some machines hold none of a tensor others split. */
+static int
+job_check(struct ctx *c, const gkv_tensor_desc *d, uint64_t a, uint64_t b)
+{
+    char holders[2048], what[GKV_NAME_MAX + 32];
+    uint64_t rows, count;
+    struct jspan *sp;
+    size_t n;
+    int ex = EX_OK;
+
+    if ((sp = job_spans(c, d->name, &n, &rows)) == NULL)
+        return fail("export: tensor '%s': %s: no machine of '%s' holds it",
+                    d->name, gkv_strerror(GKV_ENOTFOUND), c->ipc);
+    job_holders_str(c, d->name, holders, sizeof holders);
+    if (graph_span(c, d->name, &count, what, sizeof what) &&
+        (d->lo != 0 || d->hi != count || rows != count)) {
+        ex = fail("export: tensor '%s' is inconsistent across the job: the "
+                  "%" PRIu64 " %s need rows [0, %" PRIu64 "), but the "
+                  "machines hold %" PRIu64 " rows: %s", d->name, count, what,
+                  count, rows, holders);
+        goto out;
+    }
+    for (size_t i = 1; i < n; i++) {
+        uint64_t g0 = sp[i - 1].hi, g1 = sp[i].lo;
+
+        if (g0 < g1 && g0 < b && g1 > a) {
+            ex = fail("export: tensor '%s' is inconsistent across the job: "
+                      "no machine holds rows [%" PRIu64 ", %" PRIu64 "): %s",
+                      d->name, g0, g1, holders);
+            goto out;
+        }
+    }
+    if (n < c->nmach && n > 1)
+        fprintf(stderr, PROG ": note: tensor '%s' is held by %zu of the %zu "
+                "machines: %s\n", d->name, n, c->nmach, holders);
+out:
+    free(sp);
+    return ex;
+}
+
+/* One server's stat as a JSON object. */
+static json_t *
+stat_json(const gkv_server_info *psi, const gkv_server_stats *pst)
+{
+    const gkv_server_info si = *psi;
+    const gkv_server_stats st = *pst;
+    json_t *o = json_object();
+
+    json_object_set_new(o, "server", json_string(si.addr));
+    json_object_set_new(o, "host", json_string(si.host));
+    json_object_set_new(o, "name", json_string(si.name));
+    json_object_set_new(o, "store", json_string(si.store));
+    json_object_set_new(o, "version", json_string(si.version));
+    json_object_set_new(o, "machine", json_u64(si.machine));
+    json_object_set_new(o, "server_id", json_u64(si.server_id));
+    json_object_set_new(o, "num_servers", json_u64(si.num_servers));
+    json_object_set_new(o, "pid", json_u64(si.pid));
+    json_object_set_new(o, "keep_alive", json_boolean(si.keep_alive));
+    json_object_set_new(o, "auth", json_boolean(si.auth));
+    json_object_set_new(o, "uptime_ms", json_u64(st.uptime_ms));
+    json_object_set_new(o, "requests", json_u64(st.requests));
+    json_object_set_new(o, "errors", json_u64(st.errors));
+    json_object_set_new(o, "rejected", json_u64(st.rejected));
+    json_object_set_new(o, "bytes_in", json_u64(st.bytes_in));
+    json_object_set_new(o, "bytes_out", json_u64(st.bytes_out));
+    json_object_set_new(o, "pulls", json_u64(st.pulls));
+    json_object_set_new(o, "pull_rows", json_u64(st.pull_rows));
+    json_object_set_new(o, "pushes", json_u64(st.pushes));
+    json_object_set_new(o, "push_rows", json_u64(st.push_rows));
+    json_object_set_new(o, "samples", json_u64(st.samples));
+    json_object_set_new(o, "sessions", json_u64(st.sessions));
+    json_object_set_new(o, "groups", json_u64(st.groups));
+    json_object_set_new(o, "joined", json_u64(st.joined));
+    json_object_set_new(o, "ntensors", json_u64(st.tensors));
+    json_object_set_new(o, "used_bytes", json_u64(st.store_used_bytes));
+    json_object_set_new(o, "map_size", json_u64(st.store_map_size));
+    return o;
+}
+
+/* One server's stat as text. */
+static void
+stat_text(const gkv_server_info *psi, const gkv_server_stats *pst)
+{
+    const gkv_server_info si = *psi;
+    const gkv_server_stats st = *pst;
+
     printf("server:       %s (machine %u, server %u of %u, pid %u)\n", si.addr,
            si.machine, si.server_id, si.num_servers, si.pid);
     printf("host:         %s\n", si.host);
@@ -711,6 +1011,45 @@ stat_server(struct ctx *c)
     printf("tensors:      %" PRIu64 "\n", st.tensors);
     printf("used bytes:   %" PRIu64 "\n", st.store_used_bytes);
     printf("map size:     %" PRIu64 "\n", st.store_map_size);
+}
+
+/* The server's identity and statistics (kvctl --server ADDR stat); with
+ * --ip-config, those of every server of the job, machine-major (text:
+ * one block each, a blank line between; JSON: an array "servers"). */
+static int
+stat_server(struct ctx *c)
+{
+    json_t *all = c->ipc != NULL ? json_array() : NULL;
+    size_t ns = gkv_client_nservers(c->cl);
+
+    for (size_t i = 0; i < ns; i++) {
+        gkv_server_info si;
+        gkv_server_stats st;
+        gkv_err rc;
+
+        if ((rc = gkv_client_server_info(c->cl, i, &si)) != GKV_OK ||
+            (rc = gkv_client_stats(c->cl, i, &st)) != GKV_OK) {
+            json_decref(all);
+            return fail_net(rc, "server %s", c->server != NULL ? c->server :
+                            si.addr);
+        }
+        if (c->json && all == NULL)
+            return json_print(stat_json(&si, &st), 0);
+        if (c->json) {
+            json_array_append_new(all, stat_json(&si, &st));
+            continue;
+        }
+        if (i > 0)
+            putchar('\n');
+        stat_text(&si, &st);
+    }
+    if (c->json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "ip_config", json_string(c->ipc));
+        json_object_set_new(o, "servers", all);
+        return json_print(o, 0);
+    }
+    json_decref(all);
     return out_done(EX_OK);
 }
 
@@ -733,6 +1072,156 @@ note_leftover(const struct ctx *c, const char *name)
             "remove it with: kvctl %s rm '%s'\n", name, c->path, name);
 }
 
+/* With --ip-config: the rows the machines hold of tensor d and how many
+ * machines hold it; else hi - lo (and 0). */
+static uint64_t
+rows_of(const struct ctx *c, const gkv_tensor_desc *d, size_t *holders)
+{
+    uint64_t rows = d->hi - d->lo, held;
+    struct jspan *sp;
+
+    *holders = 0;
+    if (c->ipc != NULL &&
+        (sp = job_spans(c, d->name, holders, &held)) != NULL) {
+        rows = held;
+        free(sp);
+    }
+    return rows;
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+    return strcmp(((const gkv_tensor_desc *)a)->name,
+                  ((const gkv_tensor_desc *)b)->name);
+}
+
+/* ls with --ip-config: every tensor of every machine's list, once, with
+ * the range from the lowest to the highest ID a machine holds (lo, hi) and
+ * the rows they hold together. Built from the machines' lists rather than
+ * the job client's, which refuses the whole list for one tensor the
+ * machines disagree on, such as a partition's own graph structure
+ * (csc/...: each partition's local IDs, so the machines' ranges overlap);
+ * such a tensor is listed with what is wrong in 'why' ("" when whole).
+ * Returns a malloc'd array of *n sorted by name, NULL when out of memory. */
+struct jtensor {
+    gkv_tensor_desc d;           /* lo, hi: over the machines */
+    uint64_t rows;               /* held by the machines together */
+    size_t held;                 /* machines that hold it */
+    const char *why;             /* "", "overlapping ranges", "rows differ" */
+};
+
+static struct jtensor *
+job_list(const struct ctx *c, size_t *n)
+{
+    gkv_tensor_desc *all;
+    struct jtensor *v;
+    size_t total = 0, k = 0;
+
+    *n = 0;
+    for (size_t m = 0; m < c->nmach; m++)
+        total += c->jm[m].nt;
+    if ((all = malloc((total ? total : 1) * sizeof *all)) == NULL ||
+        (v = malloc((total ? total : 1) * sizeof *v)) == NULL) {
+        free(all);
+        return NULL;
+    }
+    total = 0;
+    for (size_t m = 0; m < c->nmach; m++)
+        for (size_t i = 0; i < c->jm[m].nt; i++)
+            all[total++] = c->jm[m].t[i];
+    qsort(all, total, sizeof *all, name_cmp);
+    for (size_t i = 0; i < total; i++) {
+        struct jtensor *t;
+        struct jspan *sp;
+        size_t ns;
+
+        if (i > 0 && strcmp(all[i].name, all[i - 1].name) == 0) {
+            t = &v[k - 1];
+            if (all[i].dtype != t->d.dtype || all[i].ndim != t->d.ndim ||
+                all[i].row_bytes != t->d.row_bytes ||
+                memcmp(all[i].shape, t->d.shape,
+                       all[i].ndim * sizeof all[i].shape[0]) != 0)
+                t->why = "rows differ";
+            continue;
+        }
+        t = &v[k++];
+        t->d = all[i];
+        t->why = "";
+        if ((sp = job_spans(c, t->d.name, &ns, &t->rows)) == NULL)
+            continue;
+        t->held = ns;
+        t->d.lo = sp[0].lo;
+        t->d.hi = sp[0].hi;
+        for (size_t j = 1; j < ns; j++) {
+            if (sp[j].lo < sp[j - 1].hi)
+                t->why = "overlapping ranges";
+            if (sp[j].hi > t->d.hi)
+                t->d.hi = sp[j].hi;
+        }
+        free(sp);
+    }
+    free(all);
+    *n = k;
+    return v;
+}
+
+static int
+job_ls(struct ctx *c)
+{
+    size_t n;
+    struct jtensor *v = job_list(c, &n);
+    int ex;
+
+    if (v == NULL)
+        return fail("out of memory");
+    if (c->json) {
+        json_t *o = json_object(), *a = json_array();
+
+        for (size_t i = 0; i < n; i++) {
+            json_t *t = json_desc(&v[i].d, v[i].rows, 1);
+            json_object_set_new(t, "machines", json_u64(v[i].held));
+            json_object_set_new(t, "problem", v[i].why[0] ?
+                                json_string(v[i].why) : json_null());
+            json_array_append_new(a, t);
+        }
+        json_object_set_new(o, "ip_config", json_string(c->ipc));
+        json_object_set_new(o, "num_machines", json_u64(c->nmach));
+        json_object_set_new(o, "tensors", a);
+        ex = json_print(o, 0);
+    } else {
+        /* MACHINES: how many of the job's hold it, and what is wrong */
+        struct table t = {.ncol = 7};
+        static const char *head[] = {"NAME", "DTYPE", "SHAPE", "RANGE",
+                                     "CHUNK_ROWS", "BYTES", "MACHINES"};
+        int bad = 0;
+
+        for (size_t i = 0; i < t.ncol; i++)
+            bad |= table_add(&t, head[i]);
+        for (size_t i = 0; i < n && !bad; i++) {
+            const gkv_tensor_desc *d = &v[i].d;
+            char b[5][96];
+
+            shape_str(d, v[i].rows, b[0], sizeof b[0]);
+            snprintf(b[1], sizeof b[1], "[%" PRIu64 ",%" PRIu64 ")", d->lo, d->hi);
+            snprintf(b[2], sizeof b[2], "%" PRIu32, d->chunk_rows);
+            bytes_str(desc_bytes(v[i].rows, d->row_bytes), b[3], sizeof b[3]);
+            snprintf(b[4], sizeof b[4], "%zu/%zu%s%s", v[i].held, c->nmach,
+                     v[i].why[0] ? " " : "", v[i].why);
+            bad |= table_add(&t, d->name);
+            bad |= table_add(&t, gkv_dtype_name(d->dtype));
+            for (int k = 0; k < 5; k++)
+                bad |= table_add(&t, b[k]);
+        }
+        if (!bad)
+            table_print(&t);
+        table_free(&t);
+        ex = bad ? fail("out of memory") : out_done(EX_OK);
+    }
+    free(v);
+    return ex;
+}
+
 static int
 cmd_ls(struct ctx *c)
 {
@@ -741,9 +1230,11 @@ cmd_ls(struct ctx *c)
     gkv_err rc;
     int ex;
 
-    if (c->server != NULL) {
+    if (c->ipc != NULL)
+        return job_ls(c);
+    if (c->remote) {
         if ((rc = gkv_client_tensor_list(c->cl, &v, &n)) != GKV_OK)
-            return fail_net(rc, "listing tensors of server %s", c->server);
+            return fail_net(rc, "listing tensors of %s", c->where);
     } else {
         if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
             return ex;
@@ -755,7 +1246,8 @@ cmd_ls(struct ctx *c)
         json_t *o = json_object(), *a = json_array();
 
         for (size_t i = 0; i < n; i++)
-            json_array_append_new(a, json_desc(&v[i], c->server != NULL));
+            json_array_append_new(a, json_desc(&v[i], v[i].hi - v[i].lo,
+                                               c->remote));
         json_object_set_new(o, c->server != NULL ? "server" : "store",
                             json_string(c->path));
         json_object_set_new(o, "tensors", a);
@@ -770,7 +1262,7 @@ cmd_ls(struct ctx *c)
             bad |= table_add(&t, head[i]);
         for (size_t i = 0; i < n && !bad; i++) {
             char b[4][96];
-            shape_str(&v[i], b[0], sizeof b[0]);
+            shape_str(&v[i], v[i].hi - v[i].lo, b[0], sizeof b[0]);
             snprintf(b[1], sizeof b[1], "[%" PRIu64 ",%" PRIu64 ")", v[i].lo, v[i].hi);
             snprintf(b[2], sizeof b[2], "%" PRIu32, v[i].chunk_rows);
             bytes_str(desc_bytes(v[i].hi - v[i].lo, v[i].row_bytes), b[3], sizeof b[3]);
@@ -788,10 +1280,60 @@ cmd_ls(struct ctx *c)
         table_free(&t);
         ex = out_done(EX_OK);
     }
-    for (size_t i = 0; i < n && c->server == NULL; i++)
+    for (size_t i = 0; i < n && !c->remote; i++)
         note_leftover(c, v[i].name);
     gkv_free(v);
     return ex;
+}
+
+/* info with --ip-config: what each machine holds, and any IDs of [lo, hi)
+ * that none holds. */
+static void
+info_machines(const struct ctx *c, const gkv_tensor_desc *d, json_t *o)
+{
+    json_t *a = o != NULL ? json_array() : NULL;
+    uint64_t rows;
+    size_t n;
+    struct jspan *sp = job_spans(c, d->name, &n, &rows);
+
+    if (o == NULL)
+        printf("machines:    %zu of %zu hold it\n", n, c->nmach);
+    for (size_t m = 0; m < c->nmach; m++) {
+        const gkv_tensor_desc *t = jm_find(&c->jm[m], d->name);
+
+        if (o != NULL) {
+            json_t *e = json_object();
+            json_object_set_new(e, "machine", json_u64(m));
+            json_object_set_new(e, "server", json_string(c->jm[m].addr));
+            json_object_set_new(e, "lo", t ? json_u64(t->lo) : json_null());
+            json_object_set_new(e, "hi", t ? json_u64(t->hi) : json_null());
+            json_object_set_new(e, "rows", json_u64(t ? t->hi - t->lo : 0));
+            json_array_append_new(a, e);
+        } else if (t != NULL) {
+            printf("  machine %zu: %s [%" PRIu64 ", %" PRIu64 ") %" PRIu64
+                   " rows\n", m, c->jm[m].addr, t->lo, t->hi, t->hi - t->lo);
+        } else {
+            printf("  machine %zu: %s -\n", m, c->jm[m].addr);
+        }
+    }
+    if (o != NULL) {
+        json_t *g = json_array();
+        for (size_t i = 1; i < n; i++)
+            if (sp[i - 1].hi < sp[i].lo) {
+                json_t *r = json_array();
+                json_array_append_new(r, json_u64(sp[i - 1].hi));
+                json_array_append_new(r, json_u64(sp[i].lo));
+                json_array_append_new(g, r);
+            }
+        json_object_set_new(o, "machines", a);
+        json_object_set_new(o, "gaps", g);
+    } else {
+        for (size_t i = 1; i < n; i++)
+            if (sp[i - 1].hi < sp[i].lo)
+                printf("  no machine holds [%" PRIu64 ", %" PRIu64 ")\n",
+                       sp[i - 1].hi, sp[i].lo);
+    }
+    free(sp);
 }
 
 static int
@@ -799,18 +1341,29 @@ cmd_info(struct ctx *c)
 {
     const char *name = c->args[0];
     gkv_tensor_desc d, *v = NULL;
-    size_t n = 0, pl = strlen(name);
+    size_t n = 0, pl = strlen(name), held;
     char bb[48];
     gkv_txn *tx = NULL;
     gkv_err rc;
     json_t *state;
     char shp[128], rshp[128];
+    uint64_t rows;
     int ex;
 
-    if (c->server != NULL) {
-        /* a server lists no optimizer state; the range is the one it holds */
-        if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK)
-            return fail_net(rc, "tensor '%s' on server %s", name, c->server);
+    if (c->remote) {
+        /* a server lists no optimizer state; the range is the one it
+         * holds (with --ip-config: from the lowest to the highest ID any
+         * machine holds) */
+        if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK) {
+            char holders[2048];
+
+            ex = fail_net(rc, "tensor '%s' on %s", name, c->where);
+            if (c->ipc != NULL && rc != GKV_ENOTFOUND) {
+                job_holders_str(c, name, holders, sizeof holders);
+                fprintf(stderr, PROG ": the machines hold: %s\n", holders);
+            }
+            return ex;
+        }
         state = json_array();
         goto show;
     }
@@ -835,29 +1388,32 @@ cmd_info(struct ctx *c)
             json_array_append_new(state, json_string(v[i].name));
     gkv_free(v);
 show:
+    rows = rows_of(c, &d, &held);
     if (c->json) {
-        json_t *o = json_desc(&d, c->server != NULL);
+        json_t *o = json_desc(&d, rows, c->remote);
         json_object_set_new(o, "state_tensors", state);
+        if (c->ipc != NULL)
+            info_machines(c, &d, o);
         return json_print(o, 0);
     }
-    shape_str(&d, shp, sizeof shp);
+    shape_str(&d, rows, shp, sizeof shp);
     row_shape_str(&d, rshp, sizeof rshp);
     printf("name:        %s\n", d.name);
     printf("dtype:       %s\n", gkv_dtype_name(d.dtype));
     printf("shape:       %s\n", shp);
     printf("row shape:   %s\n", rshp);
     printf("range:       [%" PRIu64 ", %" PRIu64 ")\n", d.lo, d.hi);
-    printf("rows:        %" PRIu64 "\n", d.hi - d.lo);
+    printf("rows:        %" PRIu64 "\n", rows);
     printf("row elems:   %" PRIu64 "\n", d.row_elems);
     printf("row bytes:   %zu\n", d.row_bytes);
     printf("chunk rows:  %" PRIu32 "\n", d.chunk_rows);
-    if (c->server != NULL)
+    if (c->remote)
         printf("chunks:      -\n");
     else
         printf("chunks:      %" PRIu64 "\n", d.nchunks);
-    printf("bytes:       %s\n", bytes_str(desc_bytes(d.hi - d.lo, d.row_bytes), bb, sizeof bb));
+    printf("bytes:       %s\n", bytes_str(desc_bytes(rows, d.row_bytes), bb, sizeof bb));
     printf("flags:       %s\n", d.flags & GKV_TENSOR_HOT ? "hot" : "-");
-    if (c->server != NULL)
+    if (c->remote)
         printf("id:          -\n");
     else
         printf("id:          %" PRIu32 "\n", d.id);
@@ -868,6 +1424,8 @@ show:
         printf("%s%s", i ? " " : "", json_string_value(json_array_get(state, i)));
     printf("\n");
     json_decref(state);
+    if (c->ipc != NULL)
+        info_machines(c, &d, NULL);
     return out_done(EX_OK);
 }
 
@@ -879,7 +1437,7 @@ cmd_stat(struct ctx *c)
     gkv_err rc;
     int ex;
 
-    if (c->server != NULL)
+    if (c->remote)
         return stat_server(c);
     if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
         return ex;
@@ -933,9 +1491,9 @@ cmd_get(struct ctx *c)
         tools__idlist_free(&ids);
         return ex == 2 ? usage_error("%s", err) : fail("%s", err);
     }
-    if (c->server != NULL) {
+    if (c->remote) {
         if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK) {
-            ex = fail_net(rc, "tensor '%s' on server %s", name, c->server);
+            ex = fail_net(rc, "tensor '%s' on %s", name, c->where);
             goto out;
         }
     } else {
@@ -979,10 +1537,10 @@ cmd_get(struct ctx *c)
         json_object_set(root, "rows", jrows);
     }
     while ((k = tools__idlist_next(&ids, &cur, idbuf, batch)) > 0) {
-        if (c->server != NULL) {
+        if (c->remote) {
             if ((rc = gkv_client_pull(c->cl, name, idbuf, k, rows,
                                       k * d.row_bytes)) != GKV_OK) {
-                ex = fail_net(rc, "tensor '%s' on server %s", name, c->server);
+                ex = fail_net(rc, "tensor '%s' on %s", name, c->where);
                 goto out;
             }
         } else if ((rc = gkv_tensor_pull(c->s, tx, name, idbuf, k, rows,
@@ -1503,7 +2061,7 @@ src_ids(struct rowsrc *r, const uint64_t *ids, size_t n, void *buf)
 {
     gkv_err rc;
 
-    if (r->c->server == NULL) {
+    if (!r->c->remote) {
         if ((rc = gkv_tensor_pull(r->c->s, r->tx, r->name, ids, n, buf,
                                   n * r->row_bytes)) != GKV_OK)
             return fail_gkv(r->c->s, rc, "export: tensor '%s'", r->name);
@@ -1511,8 +2069,8 @@ src_ids(struct rowsrc *r, const uint64_t *ids, size_t n, void *buf)
     }
     if ((rc = gkv_client_pull(r->c->cl, r->name, ids, n, buf,
                               n * r->row_bytes)) != GKV_OK)
-        return fail_net(rc, "export: tensor '%s' on server %s", r->name,
-                        r->c->server);
+        return fail_net(rc, "export: tensor '%s' on %s", r->name,
+                        r->c->where);
     return EX_OK;
 }
 
@@ -1522,7 +2080,7 @@ src_range(struct rowsrc *r, uint64_t a, size_t n, void *buf)
 {
     gkv_err rc;
 
-    if (r->c->server == NULL) {
+    if (!r->c->remote) {
         if ((rc = gkv_tensor_read(r->c->s, r->tx, r->name, a, a + n, buf,
                                   n * r->row_bytes)) != GKV_OK)
             return fail_gkv(r->c->s, rc, "export: tensor '%s'", r->name);
@@ -1566,6 +2124,7 @@ orig_ids_open(struct ctx *c, const char *file, const gkv_tensor_desc *d,
                         " maps to %" PRId64 ", which is not a row of tensor "
                         "'%s' [%" PRIu64 ", %" PRIu64 ")%s", file,
                         gkv_strerror(GKV_ERANGE), i, v, d->name, d->lo, d->hi,
+                        c->ipc != NULL ? " as the job's machines hold it" :
                         c->server != NULL ? " as the server holds it" : "");
     }
     return EX_OK;
@@ -1594,10 +2153,9 @@ cmd_export(struct ctx *c)
         return usage_error("export: --orig-ids and --range do not go together");
     src.c = c;
     src.name = name;
-    if (c->server != NULL) {
+    if (c->remote) {
         if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK)
-            return fail_net(rc, "export: tensor '%s' on server %s", name,
-                            c->server);
+            return fail_net(rc, "export: tensor '%s' on %s", name, c->where);
     } else {
         if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
             return ex;
@@ -1627,6 +2185,9 @@ cmd_export(struct ctx *c)
              name, gkv_dtype_name(d.dtype));
         goto out;
     }
+    /* the whole job: every row to write is held by some machine */
+    if (c->ipc != NULL && job_check(c, &d, a, b) != EX_OK)
+        goto out;
     rows = b - a;
     if (orig != NULL && orig_ids_open(c, orig, &d, &map, &rows) != EX_OK)
         goto out;
@@ -1641,13 +2202,13 @@ cmd_export(struct ctx *c)
         goto out;
     }
     /* a server answers within its timeout: smaller batches than a store */
-    step = (c->server != NULL ? SLICE_BYTES / 8 : SLICE_BYTES) / d.row_bytes;
+    step = (c->remote ? SLICE_BYTES / 8 : SLICE_BYTES) / d.row_bytes;
     if (step == 0)
         step = 1;
-    if ((c->server != NULL || orig != NULL) && step > (1u << 20))
+    if ((c->remote || orig != NULL) && step > (1u << 20))
         step = 1u << 20;            /* the ID list: 8 MiB at most */
     if ((buf = malloc(step * d.row_bytes)) == NULL ||
-        ((c->server != NULL || orig != NULL) &&
+        ((c->remote || orig != NULL) &&
          (src.ids = malloc(step * sizeof *src.ids)) == NULL)) {
         fail("out of memory");
         goto out;
@@ -1838,7 +2399,7 @@ main(int argc, char **argv)
 {
     struct ctx c;
     char **pos = calloc((size_t)argc + 1, sizeof *pos);
-    const char *bad = NULL, *needs = NULL;
+    const char *bad = NULL, *needs = NULL, *remote;
     int npos = 0, help = 0, version = 0, rest = 0, ex;
     unsigned seen = 0;
 
@@ -1906,9 +2467,17 @@ main(int argc, char **argv)
         return out_done(EX_OK);
     }
     c.server = c.opt[O_SERVER];
-    if (c.server != NULL && npos >= 1 && (c.cmd = cmd_find(pos[0])) != NULL)
+    c.ipc = c.opt[O_IP_CONFIG];
+    c.remote = c.server != NULL || c.ipc != NULL;
+    /* what the commands name in messages; pos[0] below, for both */
+    remote = c.server != NULL ? c.server : c.ipc;
+    if (c.server != NULL)
+        snprintf(c.where, sizeof c.where, "server %s", c.server);
+    else if (c.ipc != NULL)
+        snprintf(c.where, sizeof c.where, "the job in '%s'", c.ipc);
+    if (c.remote && npos >= 1 && (c.cmd = cmd_find(pos[0])) != NULL)
         usage_cmd = c.cmd->name;
-    else if (c.server == NULL && npos >= 2 && (c.cmd = cmd_find(pos[1])) != NULL)
+    else if (!c.remote && npos >= 2 && (c.cmd = cmd_find(pos[1])) != NULL)
         usage_cmd = c.cmd->name;
     if (bad != NULL) {
         ex = usage_error("unknown option '%s'", bad);
@@ -1918,27 +2487,37 @@ main(int argc, char **argv)
         ex = usage_error("option %s needs a value", needs);
         goto done;
     }
-    if (c.server == NULL && (c.opt[O_TOKEN_FILE] != NULL ||
-                             c.opt[O_GROUP] != NULL)) {
-        ex = usage_error("%s goes with --server HOST:PORT",
+    if (!c.remote && (c.opt[O_TOKEN_FILE] != NULL ||
+                      c.opt[O_GROUP] != NULL)) {
+        ex = usage_error("%s goes with --server HOST:PORT or --ip-config FILE",
                          c.opt[O_TOKEN_FILE] != NULL ? "--token-file" : "--group");
         goto done;
     }
-    if (c.server != NULL) {
-        static const char *const remote[] = {"ls", "info", "get", "stat",
-                                             "export"};
+    if (c.server != NULL && c.ipc != NULL) {
+        ex = usage_error("--server and --ip-config do not go together (one "
+                         "server, or every server of the job)");
+        goto done;
+    }
+    if (c.remote) {
+        /* reads that a running server answers; the rest need the store */
+        static const char *const remote_cmds[] = {"ls", "info", "get", "stat",
+                                                  "export"};
+        const char *opt = c.server != NULL ? "--server" : "--ip-config";
         int ok = 0;
 
         if (npos == 0 || c.cmd == NULL) {
-            ex = usage_error(npos == 0 ? "missing COMMAND after --server %s" :
-                             "unknown command '%s'", npos == 0 ? c.server : pos[0]);
+            ex = usage_error(npos == 0 ? "missing COMMAND after %s %s" :
+                             "unknown command '%s'", npos == 0 ? opt : pos[0],
+                             remote);
             goto done;
         }
-        for (size_t i = 0; i < sizeof remote / sizeof remote[0]; i++)
-            ok |= strcmp(c.cmd->name, remote[i]) == 0;
+        for (size_t i = 0; i < sizeof remote_cmds / sizeof remote_cmds[0]; i++)
+            ok |= strcmp(c.cmd->name, remote_cmds[i]) == 0;
         if (!ok) {
-            ex = usage_error("%s: not available with --server (ls, info, get, "
-                             "stat and export are)", c.cmd->name);
+            ex = usage_error("%s: not available with %s (ls, info, get, stat "
+                             "and export are; %s changes or checks a store: "
+                             "run it on the store's machine, kvctl STORE %s)",
+                             c.cmd->name, opt, c.cmd->name, c.cmd->name);
             goto done;
         }
         if (c.opt[O_ALL] != NULL) {
@@ -1947,7 +2526,7 @@ main(int argc, char **argv)
         }
         /* no STORE: the command comes first */
         memmove(pos + 1, pos, (size_t)npos * sizeof *pos);
-        pos[0] = (char *)c.server;
+        pos[0] = (char *)remote;
         npos++;
     }
     if (npos == 0) {
@@ -1991,7 +2570,9 @@ main(int argc, char **argv)
         goto done;
     }
     if (c.path[0] == '\0') {
-        ex = usage_error("empty STORE path");
+        ex = usage_error(c.ipc != NULL ? "empty --ip-config path" :
+                         c.server != NULL ? "empty --server address" :
+                         "empty STORE path");
         goto done;
     }
     {
@@ -2000,10 +2581,14 @@ main(int argc, char **argv)
     }
     if (c.server != NULL && (ex = server_open(&c)) != EX_OK)
         goto done;
+    if (c.ipc != NULL && (ex = job_open(&c)) != EX_OK) {
+        server_close(&c);
+        goto done;
+    }
     ex = c.cmd->fn(&c);
     if (c.s != NULL)
         store_close(&c, 0);
-    if (c.cl != NULL)
+    if (c.cl != NULL || c.jm != NULL)
         server_close(&c);
 done:
     free(pos);

@@ -1,9 +1,14 @@
 /* util.c - see util.h. */
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 #include "util.h"
 
 const char *tools__prog = "gkv";
@@ -111,4 +116,38 @@ tools__die_of_signal(int sig)
     sigprocmask(SIG_UNBLOCK, &set, NULL);
     raise(sig);
     return 128 + sig;
+}
+
+int
+tools__port_accepts(const char *host, unsigned port, int ms)
+{
+    struct addrinfo hints, *res = NULL;
+    char ps[16];
+    int ok = 0;
+
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(ps, sizeof ps, "%u", port);
+    if (getaddrinfo(host, ps, &hints, &res) != 0)
+        return 0;
+    for (struct addrinfo *a = res; a != NULL && !ok; a = a->ai_next) {
+        int s = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        int e = 0;
+        socklen_t el = sizeof e;
+
+        if (s < 0)
+            continue;
+        if (connect(s, a->ai_addr, a->ai_addrlen) == 0) {
+            ok = 1;
+        } else if (errno == EINPROGRESS) {
+            struct pollfd pf = {s, POLLOUT, 0};
+            if (poll(&pf, 1, ms) == 1 &&
+                getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0)
+                ok = 1;
+        }
+        close(s);
+    }
+    freeaddrinfo(res);
+    return ok;
 }

@@ -1,6 +1,7 @@
 /* util.h - small things every gkv tool and benchmark needs: messages that
  * start with the program's name, an allocator that dies on failure, a
- * monotonic clock, a median, and SIGINT/SIGTERM into a flag. */
+ * monotonic clock, a median, SIGINT/SIGTERM into a flag, and a quick look
+ * at a TCP port. */
 #ifndef TOOLS_UTIL_H
 #define TOOLS_UTIL_H
 
@@ -32,5 +33,10 @@ void tools__catch_signals(void);
  * unblocks SIGINT and SIGTERM and raises it, so a calling shell sees the
  * interrupt; returns 128 + sig should the process survive. */
 int tools__die_of_signal(int sig);
+
+/* 1 when something accepts TCP connections on host:port within 'ms'
+ * milliseconds, else 0: a quick look before a handshake, which with a port
+ * nobody listens on would wait its whole timeout. */
+int tools__port_accepts(const char *host, unsigned port, int ms);
 
 #endif
