@@ -201,8 +201,9 @@ typedef struct gkv_gpu_block {
  * fanouts[0..nlayers) in DGL's order (fanouts[i] belongs to blocks[i];
  * blocks[nlayers - 1] holds the seeds and is sampled first, at RNG layer
  * 0), opts->seed and opts->flags (GKV_SAMPLE_REPLACE, GKV_SAMPLE_WEIGHTED
- * with the weights uploaded in the sgraph). edge_w and exclude are not
- * supported here (GKV_ENOTSUP); opts->dir must be GKV_DIR_IN. The result
+ * with the weights uploaded in the sgraph). edge_w, edge_w_feat and
+ * exclude are not supported here (GKV_ENOTSUP); opts->dir must be
+ * GKV_DIR_IN. The result
  * equals gkv_sample_blocks() with nfan = 1 on the same graph. Relabelling
  * runs on the device (an open-addressing hash table). Queued on 'stream';
  * returns when the blocks are complete (it waits for the sizes). Block

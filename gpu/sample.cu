@@ -709,6 +709,11 @@ gkv_gpu_sample_blocks(gkv_gpu_sampler *s, const int64_t *seeds,
     if (o->edge_w != NULL || o->exclude != NULL)
         return gpu__fail(GKV_ENOTSUP, "gkv_gpu_sample_blocks: edge_w and "
                          "exclude are not supported on the GPU");
+    if (o->edge_w_feat != NULL && o->edge_w_feat[0] != NULL)
+        return gpu__fail(GKV_ENOTSUP, "gkv_gpu_sample_blocks: edge_w_feat "
+                         "('%s') names an edge feature of a partition store; "
+                         "the GPU sampler has no store (sample through the "
+                         "servers)", o->edge_w_feat[0]);
     if ((o->flags & GKV_SAMPLE_WEIGHTED) && g->w_dev == NULL)
         return gpu__fail(GKV_EINVAL, "gkv_gpu_sample_blocks: "
                          "GKV_SAMPLE_WEIGHTED but the sgraph has no weights");

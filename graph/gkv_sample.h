@@ -262,6 +262,47 @@ typedef struct gkv_sample_opts {
      * negative ID fails with GKV_ERANGE. */
     const int64_t *const *exclude;
     const size_t         *exclude_n;
+    /* Where each edge_w array starts: NULL (every array starts at edge 0),
+     * or per etype the edge ID whose weight is edge_w[e][0], so that the
+     * weight of edge i is edge_w[e][i - edge_w_lo[e]] and a sampled edge
+     * outside [edge_w_lo[e], edge_w_lo[e] + edge_w_len[e]) fails the call
+     * with GKV_ERANGE. A partition passes the weights of the edges it owns
+     * without padding them to the global edge count. Negative: GKV_EINVAL.
+     * Read only for the etypes that have an edge_w array. */
+    const int64_t *edge_w_lo;
+    /* Sampling probabilities from a stored edge feature, DGL's
+     * sample_neighbors(..., prob='w') (and a bool mask such as mask='m'),
+     * for the client calls (gkv_client_sample_*): NULL, or per etype NULL
+     * (uniform) or a feature name FEAT, meaning the tensor
+     * "edge/<canonical etype>/<FEAT>" that each graph server holds for the
+     * edges its partition owns (doc/FORMAT.md). The feature's value is the
+     * edge's weight, sampled exactly as an edge_w array holding the same
+     * values (converted to float) would be: with or without replacement,
+     * a zero-weight edge is never picked, so a 0/1 mask keeps only its 1
+     * edges. What is accepted:
+     *   - dtypes f32, f64, f16, bf16, and the integers i8, u8 (bool masks
+     *     are stored as u8 0/1), i32, i64, each converted to float (f64 and
+     *     integers above 2^24 are rounded to the nearest float);
+     *   - one element per edge: row shape () or any shape of one element,
+     *     such as (1) (DGL's (E,) and (E, 1)); wider rows are GKV_EINVAL;
+     *   - names of 1 .. GKV_NAME_MAX bytes of printable ASCII without
+     *     spaces or '#', and "edge/<canonical>/<FEAT>" at most GKV_NAME_MAX
+     *     bytes (else GKV_EINVAL);
+     *   - values finite and >= 0: a negative, NaN or infinite value on any
+     *     edge a server owns fails every call that samples that etype with
+     *     the feature on that server (GKV_EINVAL naming the edge ID, its
+     *     value, the tensor and the partition), whether or not that edge
+     *     would have been visited.
+     * A server without the tensor fails with GKV_ENOTFOUND naming the
+     * tensor and the partition (a partition that owns no edge of the type
+     * needs none). Only with GKV_DIR_IN (out-edges of a node include edges
+     * other partitions own, whose feature rows the server does not hold:
+     * GKV_ENOTSUP). Not with GKV_SAMPLE_WEIGHTED (GKV_EINVAL: one source of
+     * weights per call) nor with edge_w (which the client refuses).
+     * In-process calls (gkv_sample_neighbors, _blocks, _edge_batch) have no
+     * store to resolve names in: a non-NULL name there is GKV_EINVAL (pass
+     * the values as edge_w). Etypes with fanout 0 are not looked up. */
+    const char *const *edge_w_feat;
 } gkv_sample_opts;
 
 /* Edges of one type, borrowed from the sampler until its next sampling

@@ -906,6 +906,7 @@ struct run {                  /* the current call and hop */
     int      *wmode;          /* [net] 0 uniform, 1 adj w, 2 edge_w */
     const float *const *ew;
     const int64_t *ewlen;
+    const int64_t *ewlo;      /* NULL: every edge_w array starts at 0 */
     const int64_t **f;        /* [nnt] frontier */
     size_t   *nf;             /* [nnt] */
     struct blay *L;           /* relabel: the block being built */
@@ -1546,6 +1547,7 @@ pick_general(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t v,
     {
         const float *ew = wmode == 2 ? R->ew[et] : NULL;
         int64_t ewlen = wmode == 2 ? R->ewlen[et] : 0, m = 0, z = 0;
+        int64_t ewlo = wmode == 2 && R->ewlo != NULL ? R->ewlo[et] : 0;
         const gkv_adj *a = &sa->a;
         double T;
         size_t q = 0;
@@ -1571,12 +1573,13 @@ pick_general(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t v,
             }
             if (ew != NULL) {
                 int64_t id = at_eid(sa, p);
-                if (id >= ewlen)
+                if (id < ewlo || id - ewlo >= ewlen)
                     return tb_fail(s, tb, ci, GKV_ERANGE, "edge type %d: "
                                    "edge %lld has no entry in edge_w[%d] "
-                                   "(%lld weights)", et, (long long)id, et,
-                                   (long long)ewlen);
-                w = ew[id];
+                                   "(%lld weights, of edges from %lld)", et,
+                                   (long long)id, et, (long long)ewlen,
+                                   (long long)ewlo);
+                w = ew[id - ewlo];
             } else {
                 w = a->w[p];
             }
@@ -2448,12 +2451,19 @@ opts_prep(gkv_sampler *s, const gkv_sample_opts *o, const int *fan, int nfan,
         return s_fail(s, GKV_EINVAL, "edge_w is given without edge_w_len");
     if (o->exclude != NULL && o->exclude_n == NULL)
         return s_fail(s, GKV_EINVAL, "exclude is given without exclude_n");
+    for (int e = 0; o->edge_w_feat != NULL && e < s->net; e++)
+        if (o->edge_w_feat[e] != NULL)
+            return s_fail(s, GKV_EINVAL, "opts->edge_w_feat[%d] names the "
+                          "edge feature '%s': only graph servers resolve "
+                          "feature names (gkv_client_sample_*); in-process, "
+                          "pass the values as edge_w", e, o->edge_w_feat[e]);
     memset(R, 0, sizeof *R);
     R->dir = o->dir;
     R->flags = o->flags;
     R->seed = o->seed;
     R->ew = o->edge_w;
     R->ewlen = o->edge_w_len;
+    R->ewlo = o->edge_w != NULL ? o->edge_w_lo : NULL;
     R->fan = s->fanv;
     R->key = s->keyv;
     R->fast = s->fastv;
@@ -2472,6 +2482,9 @@ opts_prep(gkv_sampler *s, const gkv_sample_opts *o, const int *fan, int nfan,
             if (o->edge_w_len[e] < 0)
                 return s_fail(s, GKV_EINVAL, "edge_w_len[%d] = %lld is "
                               "negative", e, (long long)o->edge_w_len[e]);
+            if (o->edge_w_lo != NULL && o->edge_w_lo[e] < 0)
+                return s_fail(s, GKV_EINVAL, "edge_w_lo[%d] = %lld is "
+                              "negative", e, (long long)o->edge_w_lo[e]);
             s->wmodev[e] = 2;
         } else if (o->flags & GKV_SAMPLE_WEIGHTED) {
             if (used && sa->a.w == NULL)

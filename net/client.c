@@ -3284,7 +3284,36 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
         if (o->edge_w != NULL)
             return net__fail(GKV_EINVAL, "%s: edge-weight arrays (edge_w) "
                              "are not sent to servers; use "
-                             "GKV_SAMPLE_WEIGHTED (the stored weights)", what);
+                             "GKV_SAMPLE_WEIGHTED (the stored weights) or "
+                             "edge_w_feat (an edge feature)", what);
+        for (int e = 0; o->edge_w_feat != NULL && e < net_; e++) {
+            const char *fn = o->edge_w_feat[e], *canon, *why;
+            if (fn == NULL)
+                continue;
+            canon = gkv_pbook_etype_name(c->book, e);
+            if ((why = net__feat_name_bad(fn, strlen(fn))) != NULL)
+                return net__fail(GKV_EINVAL, "%s: edge_w_feat[%d] ('%.300s', "
+                                 "%zu bytes) has %s: a feature name is 1 to "
+                                 "%d bytes of printable ASCII without spaces "
+                                 "or '#'", what, e, fn, strlen(fn), why,
+                                 GKV_NAME_MAX);
+            if (strlen("edge//") + strlen(canon) + strlen(fn) > GKV_NAME_MAX)
+                return net__fail(GKV_EINVAL, "%s: edge_w_feat[%d]: tensor "
+                                 "'edge/%s/%.300s' would be longer than a "
+                                 "tensor name may be (%d bytes)", what, e,
+                                 canon, fn, GKV_NAME_MAX);
+            if (o->flags & GKV_SAMPLE_WEIGHTED)
+                return net__fail(GKV_EINVAL, "%s: edge_w_feat[%d] ('%s') "
+                                 "and GKV_SAMPLE_WEIGHTED both give weights; "
+                                 "choose one source of weights", what, e, fn);
+            if (o->dir != GKV_DIR_IN)
+                return net__fail(GKV_ENOTSUP, "%s: edge_w_feat[%d] ('%s'): "
+                                 "weights from edge features need in-edge "
+                                 "sampling (GKV_DIR_IN): a node's out-edges "
+                                 "include edges other partitions own, whose "
+                                 "feature rows its server does not hold",
+                                 what, e, fn);
+        }
         if ((o->exclude == NULL) != (o->exclude_n == NULL))
             return net__fail(GKV_EINVAL, "%s: exclude and exclude_n go "
                              "together", what);
@@ -3500,6 +3529,11 @@ again:
             s->enc.nseeds = s->nseeds;
             s->enc.ex = o->exclude;
             s->enc.nex = o->exclude_n;
+            for (int e = 0; o->edge_w_feat != NULL && e < net_; e++)
+                if (o->edge_w_feat[e] != NULL) {
+                    s->enc.flags |= NET_SAMPLE_F_FEAT;
+                    s->enc.feat = o->edge_w_feat;
+                }
             parts[np - 1].cn = &c->cn[m * c->nserv + (base + j) % c->nserv];
             parts[np - 1].type = NET_SAMPLE;
             parts[np - 1].enc = penc_sample;

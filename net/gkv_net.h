@@ -348,8 +348,20 @@ GKV_API const gkv_pbook *gkv_client_pbook(const gkv_client *c);
  * it, and out[e] (num_etypes entries) lists the edges seed by seed in the
  * order given. opts->edge_w is not supported (GKV_EINVAL): weighted
  * sampling uses the weights stored with the partitions
- * (GKV_SAMPLE_WEIGHTED). The arrays are borrowed from the client until its
- * next sampling call or gkv_client_close(). */
+ * (GKV_SAMPLE_WEIGHTED), or an edge feature each server holds
+ * (opts->edge_w_feat, DGL's prob= / mask=: per etype a feature name FEAT,
+ * the tensor "edge/<canonical>/<FEAT>"), and then equals
+ * gkv_sample_neighbors() given the feature's values (as floats) as an
+ * edge_w array. gkv_sample.h says which dtypes and values are accepted.
+ * Each server keeps the values it owns converted (4 bytes an owned edge
+ * per feature in use) and reads again what changed when the store was
+ * written since, so a push to the feature is seen by the next call.
+ * Errors besides those below: GKV_ENOTFOUND (a server has no such tensor:
+ * the message names it and the partition), GKV_EINVAL (a bad name, rows of
+ * more than one element, a negative, NaN or infinite value on an edge of a
+ * partition asked, with GKV_SAMPLE_WEIGHTED), GKV_ENOTSUP (with
+ * GKV_DIR_OUT). The arrays are borrowed from the client until its next
+ * sampling call or gkv_client_close(). */
 GKV_API gkv_err gkv_client_sample_neighbors(gkv_client *c,
                                             const int64_t *const *seeds,
                                             const size_t *nseeds,
@@ -360,8 +372,10 @@ GKV_API gkv_err gkv_client_sample_neighbors(gkv_client *c,
 
 /* Multi-layer blocks, byte for byte what gkv_sample_blocks() returns on
  * the whole graph for the same seeds, fanouts and opts (the same layer
- * order, relabelling and node order rules): each hop goes through the
- * servers, the relabelling is done here. blocks[0 .. nlayers) is the
+ * order, relabelling and node order rules; with opts->edge_w_feat, what it
+ * returns given the features' values as edge_w arrays): each hop goes
+ * through the servers, the relabelling is done here. A push to a feature
+ * between two hops of one call is seen by the later hop only. blocks[0 .. nlayers) is the
  * caller's array; the contents are borrowed from the client until its next
  * sampling call or gkv_client_close(). Seeds must be distinct per type. */
 GKV_API gkv_err gkv_client_sample_blocks(gkv_client *c,

@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
@@ -112,6 +113,9 @@ struct gkv_server {
     const gkv_pbook *sv_book;        /* the part's book */
     gkv_sgraph *sv_sg;               /* the part's sgraph */
     gkv_sampler **sv_samp;           /* one per worker thread */
+    pthread_mutex_t sv_pw_mu;        /* guards the sv_pw list (not the
+                                      * entries: each has its own lock) */
+    struct pw *sv_pw;                /* edge features as sampling weights */
     unsigned char *sv_json;          /* the config file's bytes */
     size_t sv_json_len;
     atomic_uint sv_wnext;            /* worker indices handed out */
@@ -1836,6 +1840,399 @@ sample_bound(gkv_server *s, const net_sample_req *q, const int *fan,
     return rc;
 }
 
+/* ---- edge features as sampling weights (SAMPLE, NET_SAMPLE_F_FEAT) ----
+ *
+ * A request may name, per edge type, an edge feature whose values are the
+ * weights (DGL's prob= / mask=): the tensor "edge/<canonical>/<feat>" of
+ * the partition's store, rows [elo, ehi) the edges this partition owns. The
+ * server keeps one entry per (edge type, feature) asked for: the owned
+ * rows as floats (4 bytes an owned edge) and, per chunk of the tensor that
+ * holds owned rows, the checksum in its stored header. An entry is current
+ * for every snapshot up to pw_txn, the LMDB txn id it was checked at. A
+ * request whose snapshot is newer (something was committed since,
+ * anywhere in the store, by any process) reads the tensor's record and the
+ * headers of those chunks (one lookup a chunk, no rows) and converts again
+ * only the chunks whose checksum changed, or everything when the tensor
+ * was replaced (its id differs) or its range, dtype or chunking did: a push
+ * to the feature is seen by the next sample. Requests hold an entry's lock
+ * shared while they sample; a refresh holds it exclusive. Entries are
+ * taken in edge-type order and a request's snapshot is begun before any,
+ * so no lock waits on a map resize that waits on it. A feature the server
+ * keeps in write-back mode (--writeback) is read from its RAM copy on every
+ * request, uncached (the store lags its pushes). */
+struct pw {
+    struct pw *pw_next;              /* sv_pw list (under sv_pw_mu) */
+    int pw_etype;
+    char pw_name[GKV_NAME_MAX + 1];  /* "edge/<canonical>/<feat>" */
+    int pw_private;                  /* write-back: this request's only */
+    pthread_rwlock_t pw_lock;        /* guards what follows */
+    int pw_ok;                       /* filled and consistent */
+    uint64_t pw_txn;                 /* current up to this snapshot */
+    gkv_tensor_desc pw_d;            /* the tensor it was read from */
+    int64_t pw_lo, pw_n;             /* owned edges [lo, lo + n) */
+    float *pw_w;                     /* [n] the weights */
+    uint64_t pw_c0, pw_nc;           /* chunks c0 .. c0 + nc hold them */
+    uint64_t *pw_sum;                /* [nc] their header checksums */
+    uint8_t *pw_have;                /* [nc] 1: stored; 0: absent (zeros) */
+    int64_t *pw_bad;                 /* [nc] first edge in the chunk whose
+                                      * weight is negative, NaN or
+                                      * infinite; -1 if none */
+    int64_t pw_first_bad;            /* the least of them, or -1 */
+};
+
+static void
+pw_drop(struct pw *p)
+{
+    gkv__free(p->pw_w);
+    gkv__free(p->pw_sum);
+    gkv__free(p->pw_have);
+    gkv__free(p->pw_bad);
+    p->pw_w = NULL;
+    p->pw_sum = NULL;
+    p->pw_have = NULL;
+    p->pw_bad = NULL;
+    p->pw_ok = 0;
+}
+
+static void
+pw_free(struct pw *p)
+{
+    if (p == NULL)
+        return;
+    pw_drop(p);
+    pthread_rwlock_destroy(&p->pw_lock);
+    gkv__free(p);
+}
+
+static struct pw *
+pw_new(int etype, const char *name)
+{
+    struct pw *p = gkv__calloc(1, sizeof *p);
+
+    if (p == NULL)
+        return NULL;
+    if (pthread_rwlock_init(&p->pw_lock, NULL) != 0) {
+        gkv__free(p);
+        return NULL;
+    }
+    p->pw_etype = etype;
+    snprintf(p->pw_name, sizeof p->pw_name, "%s", name);
+    return p;
+}
+
+/* dst[0 .. n) = the n values at src (dtype dt) as floats; the index of the
+ * first that is negative, NaN or infinite, or -1. */
+static int64_t
+pw_convert(const void *src, gkv_dtype dt, size_t n, float *dst)
+{
+    int64_t bad = -1;
+
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *b = (const unsigned char *)src;
+        float w;
+        switch (dt) {
+        case GKV_F32: { float v; memcpy(&v, b + 4 * i, 4); w = v; break; }
+        case GKV_F64: { double v; memcpy(&v, b + 8 * i, 8); w = (float)v; break; }
+        case GKV_F16: { uint16_t v; memcpy(&v, b + 2 * i, 2); w = gkv_f16_to_f32(v); break; }
+        case GKV_BF16: { uint16_t v; memcpy(&v, b + 2 * i, 2); w = gkv_bf16_to_f32(v); break; }
+        case GKV_I8: w = (float)(int8_t)b[i]; break;
+        case GKV_U8: w = (float)b[i]; break;
+        case GKV_I32: { int32_t v; memcpy(&v, b + 4 * i, 4); w = (float)v; break; }
+        case GKV_I64: { int64_t v; memcpy(&v, b + 8 * i, 8); w = (float)v; break; }
+        default: w = NAN; break;
+        }
+        dst[i] = w;
+        if (bad < 0 && (!(w >= 0.0f) || isinf(w)))
+            bad = (int64_t)i;
+    }
+    return bad;
+}
+
+/* The checksum in the header of chunk c of tensor 'tid' (*have 0 when the
+ * chunk is absent: it reads as zeros). */
+static gkv_err
+pw_chunk_sum(gkv_store *st, gkv_txn *tx, uint32_t tid, uint64_t c,
+             uint64_t *sum, uint8_t *have)
+{
+    unsigned char kb[KV_KEY_LEN];
+    MDB_val k = {KV_KEY_LEN, kb}, v;
+    int mrc;
+
+    kv__key(kb, tid, c);
+    mrc = mdb_get(tx->tx_txn, st->st_data, &k, &v);
+    *sum = 0;
+    *have = 0;
+    if (mrc == MDB_NOTFOUND)
+        return GKV_OK;
+    if (mrc != MDB_SUCCESS)
+        return kv__from_mdb(mrc);
+    if (v.mv_size < KV_CHUNK_HDR)
+        return GKV_ECORRUPT;
+    memcpy(sum, v.mv_data, 8);
+    *have = 1;
+    return GKV_OK;
+}
+
+/* Brings p up to the snapshot tx (txn id txid) for the owned edges
+ * [lo, hi), reading through tx (NULL: the write-back RAM copy, every
+ * chunk). Caller holds p's lock exclusive. On error p is emptied and the
+ * request's message set. */
+static gkv_err
+pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
+           uint64_t txid, int64_t lo, int64_t hi)
+{
+    int part = gkv_part_id(s->sv_part);
+    gkv_tensor_desc d;
+    unsigned char *tmp = NULL;
+    uint64_t c1;
+    int full;
+    gkv_err rc;
+
+    rc = gkv_tensor_info(s->sv_store, tx, p->pw_name, &d);
+    if (rc == GKV_ENOTFOUND) {
+        rfail(r, rc, "sample: edge feature of edge type '%s': no tensor '%s' "
+              "in partition %d's store (server %s)",
+              gkv_pbook_etype_name(s->sv_book, p->pw_etype), p->pw_name,
+              part, s->sv_tag);
+        goto fail;
+    }
+    if (rc != GKV_OK) {
+        rfail(r, rc, "sample: edge feature '%s' on partition %d: %s",
+              p->pw_name, part, gkv_store_errmsg(s->sv_store));
+        goto fail;
+    }
+    if (d.row_elems != 1) {
+        rc = rfail(r, GKV_EINVAL, "sample: edge feature '%s' on partition "
+                   "%d has rows of %llu elements; a sampling weight needs "
+                   "one per edge (row shape () or (1))", p->pw_name, part,
+                   (unsigned long long)d.row_elems);
+        goto fail;
+    }
+    if (d.lo > (uint64_t)lo || d.hi < (uint64_t)hi) {
+        rc = rfail(r, GKV_EINVAL, "sample: edge feature '%s' on partition "
+                   "%d holds edges [%llu, %llu), and the partition owns "
+                   "[%lld, %lld) of its edge type", p->pw_name, part,
+                   (unsigned long long)d.lo, (unsigned long long)d.hi,
+                   (long long)lo, (long long)hi);
+        goto fail;
+    }
+    if (gkv_dtype_size(d.dtype) == 0 || d.chunk_rows == 0) {
+        rc = rfail(r, GKV_ECORRUPT, "sample: edge feature '%s' on partition "
+                   "%d: dtype %d, %u rows a chunk", p->pw_name, part,
+                   (int)d.dtype, d.chunk_rows);
+        goto fail;
+    }
+    full = tx == NULL || !p->pw_ok || d.id != p->pw_d.id ||
+           d.dtype != p->pw_d.dtype || d.lo != p->pw_d.lo ||
+           d.hi != p->pw_d.hi || d.chunk_rows != p->pw_d.chunk_rows ||
+           lo != p->pw_lo || hi - lo != p->pw_n;
+    if (full) {
+        size_t n = (size_t)(hi - lo);
+        pw_drop(p);
+        p->pw_lo = lo;
+        p->pw_n = hi - lo;
+        p->pw_c0 = ((uint64_t)lo - d.lo) / d.chunk_rows;
+        c1 = ((uint64_t)hi - 1 - d.lo) / d.chunk_rows + 1;
+        p->pw_nc = c1 - p->pw_c0;
+        if ((p->pw_w = gkv__malloc(n * sizeof *p->pw_w)) == NULL ||
+            (p->pw_sum = gkv__calloc(p->pw_nc, sizeof *p->pw_sum)) == NULL ||
+            (p->pw_have = gkv__calloc(p->pw_nc, 1)) == NULL ||
+            (p->pw_bad = gkv__calloc(p->pw_nc, sizeof *p->pw_bad)) == NULL) {
+            rc = rfail(r, GKV_ENOMEM, "sample: out of memory for the %zu "
+                       "weights of edge feature '%s'", n, p->pw_name);
+            goto fail;
+        }
+    }
+    p->pw_ok = 0;
+    if (d.dtype != GKV_F32 &&
+        (tmp = gkv__malloc((size_t)d.chunk_rows * d.row_bytes)) == NULL) {
+        rc = rfail(r, GKV_ENOMEM, "sample: out of memory");
+        goto fail;
+    }
+    p->pw_first_bad = -1;
+    for (uint64_t i = 0; i < p->pw_nc; i++) {
+        uint64_t c = p->pw_c0 + i, sum = 0;
+        uint64_t a = d.lo + c * d.chunk_rows, b = a + d.chunk_rows;
+        uint8_t have = 1;
+        float *dst;
+        int64_t bad;
+
+        if (tx != NULL &&
+            (rc = pw_chunk_sum(s->sv_store, tx, d.id, c, &sum, &have))
+            != GKV_OK) {
+            rfail(r, rc, "sample: edge feature '%s' on partition %d: chunk "
+                  "%llu: %s", p->pw_name, part, (unsigned long long)c,
+                  gkv_strerror(rc));
+            goto fail;
+        }
+        if (!full && have == p->pw_have[i] && sum == p->pw_sum[i])
+            goto next;
+        a = a > (uint64_t)lo ? a : (uint64_t)lo;
+        b = b > d.hi ? d.hi : b;
+        b = b < (uint64_t)hi ? b : (uint64_t)hi;
+        dst = p->pw_w + (a - (uint64_t)lo);
+        rc = gkv_tensor_read(s->sv_store, tx, p->pw_name, a, b,
+                             tmp != NULL ? (void *)tmp : (void *)dst,
+                             (size_t)(b - a) * d.row_bytes);
+        if (rc != GKV_OK) {
+            rfail(r, rc, "sample: edge feature '%s' on partition %d: rows "
+                  "[%llu, %llu): %s", p->pw_name, part, (unsigned long long)a,
+                  (unsigned long long)b, gkv_store_errmsg(s->sv_store));
+            goto fail;
+        }
+        bad = pw_convert(tmp != NULL ? (const void *)tmp : (const void *)dst,
+                         d.dtype, (size_t)(b - a), dst);
+        p->pw_bad[i] = bad < 0 ? -1 : (int64_t)a + bad;
+        p->pw_sum[i] = sum;
+        p->pw_have[i] = have;
+next:
+        if (p->pw_bad[i] >= 0 && p->pw_first_bad < 0)
+            p->pw_first_bad = p->pw_bad[i];
+    }
+    gkv__free(tmp);
+    p->pw_d = d;
+    p->pw_txn = txid;
+    p->pw_ok = 1;
+    return GKV_OK;
+fail:
+    gkv__free(tmp);
+    pw_drop(p);
+    return r->status;
+}
+
+/* The entry of (etype, name), made if missing. */
+static struct pw *
+pw_find(gkv_server *s, int etype, const char *name)
+{
+    struct pw *p;
+
+    pthread_mutex_lock(&s->sv_pw_mu);
+    for (p = s->sv_pw; p != NULL; p = p->pw_next)
+        if (p->pw_etype == etype && strcmp(p->pw_name, name) == 0)
+            break;
+    if (p == NULL && (p = pw_new(etype, name)) != NULL) {
+        p->pw_next = s->sv_pw;
+        s->sv_pw = p;
+    }
+    pthread_mutex_unlock(&s->sv_pw_mu);
+    return p;
+}
+
+/* Lets go of the entries pw_take() gave (held[e] NULL after). */
+static void
+pw_release(struct pw **held, int net_)
+{
+    for (int e = 0; held != NULL && e < net_; e++) {
+        if (held[e] == NULL)
+            continue;
+        if (held[e]->pw_private) {
+            pw_free(held[e]);
+        } else {
+            pthread_rwlock_unlock(&held[e]->pw_lock);
+        }
+        held[e] = NULL;
+    }
+}
+
+/* For every edge type the request samples with a feature: its weights in
+ * ew[e] (ewlen[e] of them, from edge ewlo[e]) and its entry in held[e],
+ * its lock held shared until pw_release(). Edge types whose partition
+ * range is empty need no tensor (they have nothing to sample). */
+static gkv_err
+pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
+        const int *fan, struct pw **held, const float **ew, int64_t *ewlen,
+        int64_t *ewlo)
+{
+    int net_ = gkv_pbook_num_etypes(s->sv_book), part = gkv_part_id(s->sv_part);
+    gkv_txn *tx = NULL;
+    uint64_t txid = 0;
+    gkv_err rc = GKV_OK;
+
+    /* two passes: write-back features first (their reads begin snapshots
+     * of their own), then one snapshot for the cached ones */
+    for (int pass = 0; pass < 2 && rc == GKV_OK; pass++) {
+        for (int e = 0; e < net_ && rc == GKV_OK; e++) {
+            const char *canon = gkv_pbook_etype_name(s->sv_book, e);
+            char name[GKV_NAME_MAX + 2];
+            int64_t lo, hi;
+            struct pw *p;
+
+            if (q->feat[e] == NULL || fan[q->nfan == 1 ? 0 : e] == 0)
+                continue;
+            if ((size_t)snprintf(name, sizeof name, "edge/%s/%s", canon,
+                                 q->feat[e]) > GKV_NAME_MAX) {
+                rc = rfail(r, GKV_EINVAL, "sample: edge feature '%s' of edge "
+                           "type '%s': 'edge/%s/%s' is longer than a tensor "
+                           "name may be (%d bytes)", q->feat[e], canon, canon,
+                           q->feat[e], GKV_NAME_MAX);
+                break;
+            }
+            if ((rc = gkv_pbook_edge_range(s->sv_book, e, part, &lo, &hi))
+                != GKV_OK) {
+                rfail(r, rc, "sample: edge type %d: %s", e,
+                      gkv_pbook_errmsg(s->sv_book));
+                break;
+            }
+            if (hi <= lo || wb_match(s, name) != (pass == 0))
+                continue;
+            if (pass == 0) {
+                if ((p = pw_new(e, name)) == NULL) {
+                    rc = rfail(r, GKV_ENOMEM, "sample: out of memory");
+                    break;
+                }
+                p->pw_private = 1;
+                held[e] = p;
+                rc = pw_refresh(s, r, p, NULL, 0, lo, hi);
+            } else {
+                if (tx == NULL) {
+                    if ((rc = gkv_txn_begin(s->sv_store, &tx)) != GKV_OK) {
+                        rfail(r, rc, "sample: partition %d's store: %s", part,
+                              gkv_store_errmsg(s->sv_store));
+                        break;
+                    }
+                    txid = (uint64_t)mdb_txn_id(tx->tx_txn);
+                }
+                if ((p = pw_find(s, e, name)) == NULL) {
+                    rc = rfail(r, GKV_ENOMEM, "sample: out of memory");
+                    break;
+                }
+                for (;;) {
+                    pthread_rwlock_rdlock(&p->pw_lock);
+                    if (p->pw_ok && p->pw_txn >= txid)
+                        break;
+                    pthread_rwlock_unlock(&p->pw_lock);
+                    pthread_rwlock_wrlock(&p->pw_lock);
+                    if (!(p->pw_ok && p->pw_txn >= txid))
+                        rc = pw_refresh(s, r, p, tx, txid, lo, hi);
+                    pthread_rwlock_unlock(&p->pw_lock);
+                    if (rc != GKV_OK)
+                        break;
+                }
+                if (rc != GKV_OK)
+                    break;
+                held[e] = p;
+            }
+            if (rc != GKV_OK)
+                break;
+            if (p->pw_first_bad >= 0) {
+                rc = rfail(r, GKV_EINVAL, "sample on partition %d: edge "
+                           "feature '%s': edge %lld has weight %g; sampling "
+                           "weights must be finite and >= 0", part, name,
+                           (long long)p->pw_first_bad,
+                           (double)p->pw_w[p->pw_first_bad - p->pw_lo]);
+                break;
+            }
+            ew[e] = p->pw_w;
+            ewlen[e] = p->pw_n;
+            ewlo[e] = p->pw_lo;
+        }
+    }
+    gkv_txn_end(tx);
+    if (rc != GKV_OK)
+        pw_release(held, net_);
+    return rc;
+}
+
 /* One hop of neighbour sampling on the partition's sgraph, with the
  * worker's own sampler. Every seed must be a node this partition owns. */
 static void
@@ -1853,7 +2250,10 @@ op_sample(gkv_server *s, struct req *r)
     uint64_t **tmp = NULL;
     size_t *ns = NULL, *nex = NULL, total = 0, ntmp = 0;
     int32_t *own = NULL;
-    int *fan = NULL, nnt, net_, part;
+    int *fan = NULL, nnt, net_, part, nfeat = 0;
+    struct pw **held = NULL;
+    const float **ew = NULL;
+    int64_t *ewlen = NULL, *ewlo = NULL;
     gkv_sampler *sp;
     gkv_err rc;
 
@@ -1877,8 +2277,24 @@ op_sample(gkv_server *s, struct req *r)
               "(1)", q.dir);
         goto out;
     }
-    if (q.flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED)) {
+    if (q.flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED |
+                    NET_SAMPLE_F_FEAT)) {
         rfail(r, GKV_EINVAL, "sample: flags 0x%x have unknown bits", q.flags);
+        goto out;
+    }
+    for (int e = 0; q.feat != NULL && e < net_; e++)
+        nfeat += q.feat[e] != NULL;
+    if (nfeat > 0 && (q.flags & GKV_SAMPLE_WEIGHTED)) {
+        rfail(r, GKV_EINVAL, "sample: weights from edge features "
+              "(edge_w_feat) and the stored weights (GKV_SAMPLE_WEIGHTED) "
+              "are both asked for; choose one source of weights");
+        goto out;
+    }
+    if (nfeat > 0 && q.dir != GKV_DIR_IN) {
+        rfail(r, GKV_ENOTSUP, "sample: weights from edge features "
+              "(edge_w_feat) need in-edge sampling (GKV_DIR_IN): a node's "
+              "out-edges include edges other partitions own, whose feature "
+              "rows this partition does not hold");
         goto out;
     }
     if (q.layer > INT_MAX) {
@@ -1990,16 +2406,32 @@ op_sample(gkv_server *s, struct req *r)
     memset(&o, 0, sizeof o);
     o.seed = q.seed;
     o.dir = (int)q.dir;
-    o.flags = q.flags;
+    o.flags = q.flags & ~NET_SAMPLE_F_FEAT;
     o.exclude = ex;
     o.exclude_n = nex;
     if (tl_worker < 0 || (unsigned)tl_worker >= s->sv_nthreads) {
         rfail(r, GKV_EINVAL, "sample: not on a worker thread");
         goto out;
     }
+    if (nfeat > 0) {
+        /* (+ 1: never a request for 0 bytes) */
+        if ((held = gkv__calloc((size_t)net_ + 1, sizeof *held)) == NULL ||
+            (ew = gkv__calloc((size_t)net_ + 1, sizeof *ew)) == NULL ||
+            (ewlen = gkv__calloc((size_t)net_ + 1, sizeof *ewlen)) == NULL ||
+            (ewlo = gkv__calloc((size_t)net_ + 1, sizeof *ewlo)) == NULL) {
+            rfail(r, GKV_ENOMEM, "sample: out of memory");
+            goto out;
+        }
+        if (pw_take(s, r, &q, fan, held, ew, ewlen, ewlo) != GKV_OK)
+            goto out;
+        o.edge_w = ew;
+        o.edge_w_len = ewlen;
+        o.edge_w_lo = ewlo;
+    }
     sp = s->sv_samp[tl_worker];
     rc = gkv_sample_neighbors(sp, seeds, ns, fan, (int)q.nfan, (int)q.layer,
                               &o, out);
+    pw_release(held, net_);
     if (rc != GKV_OK) {
         rfail(r, rc, "sample on partition %d: %s", part,
               gkv_sampler_errmsg(sp));
@@ -2062,6 +2494,11 @@ out:
     gkv__free(own);
     gkv__free(pk);
     gkv__free(cnt);
+    pw_release(held, net_);
+    gkv__free(held);
+    gkv__free((void *)ew);
+    gkv__free(ewlen);
+    gkv__free(ewlo);
     net__sample_req_free(&q);
 }
 
@@ -2466,6 +2903,7 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     snprintf(s->sv_tag, sizeof s->sv_tag, "m%zu/s%u", mi, o->server_id);
     pthread_mutex_init(&s->sv_mu, NULL);
     pthread_cond_init(&s->sv_done_cv, NULL);
+    pthread_mutex_init(&s->sv_pw_mu, NULL);
     if (o->token_file != NULL) {
         if ((rc = gkv_token_load(o->token_file, token, sizeof token)) != GKV_OK)
             goto fail;
@@ -2695,6 +3133,12 @@ gkv_server_close(gkv_server *s)
     for (unsigned i = 0; s->sv_samp != NULL && i < s->sv_nthreads; i++)
         gkv_sampler_free(s->sv_samp[i]);
     gkv__free(s->sv_samp);
+    while (s->sv_pw != NULL) {
+        struct pw *p = s->sv_pw;
+        s->sv_pw = p->pw_next;
+        pw_free(p);
+    }
+    pthread_mutex_destroy(&s->sv_pw_mu);
     gkv_sgraph_free(s->sv_sg);
     for (size_t i = 0; i < s->sv_nwb; i++)
         gkv__free(s->sv_wb[i]);

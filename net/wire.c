@@ -931,6 +931,26 @@ net__enc_sample_req(net_wr *w, const net_sample_enc *o)
         if ((p = net__wr_arr(w, n * 8)) != NULL && n > 0)
             memcpy(p, o->ex[e], n * 8);
     }
+    for (uint32_t e = 0; (o->flags & NET_SAMPLE_F_FEAT) && e < o->net; e++)
+        net__wr_str(w, o->feat != NULL ? o->feat[e] : NULL);
+}
+
+const char *
+net__feat_name_bad(const char *name, size_t n)
+{
+    if (n == 0)
+        return "an empty name";
+    if (n > GKV_NAME_MAX)
+        return "more bytes than a tensor name may have (255)";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch == '#')
+            return "'#' (it marks optimizer state) in the name";
+        if (ch <= 0x20 || ch >= 0x7f)
+            return "a byte that is not printable ASCII (or a space) in the "
+                   "name";
+    }
+    return NULL;
 }
 
 void
@@ -940,10 +960,55 @@ net__sample_req_free(net_sample_req *o)
     gkv__free(o->seeds);
     gkv__free(o->nex);
     gkv__free(o->ex);
+    gkv__free(o->feat);
+    gkv__free(o->featbuf);
     o->nseeds = NULL;
     o->seeds = NULL;
     o->nex = NULL;
     o->ex = NULL;
+    o->feat = NULL;
+    o->featbuf = NULL;
+}
+
+/* The edge-feature names of a SAMPLE request (NET_SAMPLE_F_FEAT): per edge
+ * type a str, "" for none. Each at least its 2-byte length: bound the
+ * count before allocating; the copies take at most the bytes left plus a
+ * NUL each. */
+static void
+dec_sample_feat(net_rd *r, net_sample_req *o)
+{
+    size_t left = r->len - r->off, at = 0;
+
+    if (o->net == 0 || o->net > left / 2) {
+        rd_fail(r, "sample.edge_w_feat: %u edge types cannot fit in %zu "
+                "bytes", o->net, left);
+        return;
+    }
+    if ((o->feat = gkv__calloc(o->net, sizeof *o->feat)) == NULL ||
+        (o->featbuf = gkv__malloc(left + o->net)) == NULL) {
+        rd_fail(r, "sample: out of memory for %u edge-feature names", o->net);
+        return;
+    }
+    for (uint32_t e = 0; e < o->net && !r->err; e++) {
+        size_t n = net__rd_u16(r, "sample.edge_w_feat");
+        const char *why;
+
+        if (r->err || n == 0)
+            continue;
+        if (!rd_have(r, n, "sample.edge_w_feat"))
+            return;
+        if ((why = net__feat_name_bad((const char *)r->p + r->off, n))
+            != NULL) {
+            rd_fail(r, "sample.edge_w_feat[%u]: a name of %zu bytes with "
+                    "%s", e, n, why);
+            return;
+        }
+        memcpy(o->featbuf + at, r->p + r->off, n);
+        o->featbuf[at + n] = '\0';
+        o->feat[e] = o->featbuf + at;
+        at += n + 1;
+        r->off += n;
+    }
 }
 
 int
@@ -989,6 +1054,8 @@ net__dec_sample_req(net_rd *r, net_sample_req *o)
             o->ex[e] = net__rd_arr(r, o->nex[e], 8, "sample.exclude");
         }
     }
+    if (!r->err && (o->flags & NET_SAMPLE_F_FEAT))
+        dec_sample_feat(r, o);
     if (done(r) != 0) {
         net__sample_req_free(o);
         return -1;

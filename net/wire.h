@@ -261,10 +261,17 @@ typedef struct net_cols {
     const unsigned char *c[3];        /* n x i64 each, into the payload */
 } net_cols;
 
+/* SAMPLE request flag (beside GKV_SAMPLE_*, in the flags field): per
+ * edge type an edge-feature name follows the exclusions (the weights are
+ * the partition's "edge/<canonical>/<name>"; gkv_sample_opts.edge_w_feat).
+ * Servers that predate it refuse it as an unknown flag. */
+#define NET_SAMPLE_F_FEAT 0x100u
+
 /* SAMPLE request: one hop (gkv_sample_neighbors). Arrays of nnt / net
  * entries are gkv__malloc'd by the decoder: net__sample_req_free(). */
 typedef struct net_sample_req {
-    uint32_t layer, dir, flags;       /* GKV_DIR_*, GKV_SAMPLE_* */
+    uint32_t layer, dir, flags;       /* GKV_DIR_*, GKV_SAMPLE_*,
+                                       * NET_SAMPLE_F_FEAT */
     uint32_t nnt, net, nfan;
     uint64_t seed;
     const unsigned char *fanout;      /* nfan x i32 */
@@ -273,6 +280,10 @@ typedef struct net_sample_req {
     uint32_t has_ex;
     uint64_t *nex;                    /* [net] when has_ex */
     const unsigned char **ex;         /* [net]: nex[e] x i64 */
+    const char **feat;                /* [net] with NET_SAMPLE_F_FEAT: a
+                                       * checked name (NUL-terminated, into
+                                       * featbuf) or NULL; else NULL */
+    char *featbuf;
 } net_sample_req;
 
 /* SAMPLE reply, per edge type: the number of edges each seed of the
@@ -315,6 +326,9 @@ typedef struct net_sample_enc {
     const int64_t *const *ex;         /* NULL, or [net] (entries may be
                                        * NULL when nex[e] is 0) */
     const size_t *nex;
+    const char *const *feat;          /* sent when flags has
+                                       * NET_SAMPLE_F_FEAT: [net], NULL
+                                       * entries sent as "" */
 } net_sample_enc;
 
 typedef struct net_barrier {
@@ -355,6 +369,10 @@ int net__dec_ids_req(net_rd *r, net_ids_req *o);
 /* A whole payload of k columns (k = 1..3). */
 int net__dec_cols(net_rd *r, unsigned k, net_cols *o, const char *what);
 int net__dec_sample_req(net_rd *r, net_sample_req *o);   /* frees on failure */
+/* Whether 'name' (n bytes) may name an edge feature in SAMPLE: 1..
+ * GKV_NAME_MAX bytes of printable ASCII without spaces or '#'. NULL when
+ * it may, else why not (a constant string). */
+const char *net__feat_name_bad(const char *name, size_t n);
 void net__sample_req_free(net_sample_req *o);
 int net__dec_sample_rep(net_rd *r, net_sample_rep *o);   /* frees on failure */
 void net__sample_rep_free(net_sample_rep *o);

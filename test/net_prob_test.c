@@ -1,0 +1,1316 @@
+/* net_prob_test.c - sampling probabilities from stored edge features
+ * (gkv_sample_opts.edge_w_feat, DGL's sample_neighbors(prob=, mask=)).
+ *
+ * A heterogeneous graph (users follow users, users click items, items are
+ * clicked by users) with edge features of several dtypes is partitioned in
+ * two and served by gkv-server processes on loopback (started and killed
+ * by PID). Checked:
+ *   - client blocks, hops and edge batches with edge_w_feat equal, byte for
+ *     byte, gkv_sample_blocks / _neighbors / _edge_batch in-process on the
+ *     whole graph given the same values as edge_w arrays (f32, f64, f16,
+ *     i32 and a u8 mask; uniform and weighted etypes mixed; with and
+ *     without replacement; several fanouts), and differ from uniform;
+ *   - a mask feature: no edge whose mask is 0 is ever sampled, though the
+ *     seeds have such edges;
+ *   - a push to the feature is seen by the next sample (the server's cache
+ *     is invalidated), also for a feature in small chunks changed in a few
+ *     of them, for one in the servers' write-back mode, and under
+ *     concurrent samplers while pushes go on;
+ *   - errors: a missing feature, a negative weight pushed, wide rows, bad
+ *     names ('#', too long, empty), out-edges, GKV_SAMPLE_WEIGHTED with a
+ *     feature, edge_w through the client, names in-process;
+ *   - in-process: edge_w_lo (a partition's weights from its first edge)
+ *     equals the whole array, and an edge outside is GKV_ERANGE;
+ *   - the SAMPLE codec: names round-trip; bad names are refused on decode. */
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "gkvt.h"
+#include "gkv.h"
+#include "wire.h"
+
+#define MAXPROC 8
+#define NU      1024          /* users (type 0) */
+#define NI      300           /* items (type 1) */
+#define NE0     (8 * NU)      /* follows */
+#define NE1     (4 * NU)      /* clicks, and their reverses */
+#define NFEAT   8
+
+/* An edge feature: its values by original edge ID, and as floats by new
+ * edge ID (what the in-process reference gets as edge_w). */
+struct feat {
+    const char *name;
+    int et;
+    gkv_dtype dt;
+    unsigned ndim;
+    uint64_t shape0;
+    void *orig;
+    float *w;                 /* [ne[et]] by new edge ID */
+};
+
+struct fx {
+    char *dir;
+    char json[4200];
+    char cfg[4200];
+    int base, nmach, nserv;
+    struct gkvt_proc p[MAXPROC];
+    int np;
+    int64_t ne[3];
+    int64_t *emap[3];         /* original edge ID -> new */
+    struct feat ft[NFEAT];
+    int nft;
+    gkv_graph *whole;         /* in new IDs */
+    gkv_sgraph *wsg;
+    gkv_sampler *ws;
+    gkv_part *part[2];
+};
+
+static char g_server_path[PATH_MAX + 16];
+static const char *const *g_extra;   /* extra server arguments */
+static const char *const g_rel[3][3] = {
+    {"user", "follows", "user"}, {"user", "clicks", "item"},
+    {"item", "clicked_by", "user"}};
+static const char *const g_canon[3] = {
+    "user:follows:user", "user:clicks:item", "item:clicked_by:user"};
+
+/* ---- servers (as net_graph_test.c) ---------------------------------------- */
+
+static void
+write_cfg(struct fx *f)
+{
+    FILE *fp = fopen(f->cfg, "w");
+
+    assert_non_null(fp);
+    for (int m = 0; m < f->nmach; m++)
+        fprintf(fp, "127.0.0.1 %d\n", f->base + 8 * m);
+    fclose(fp);
+}
+
+static struct gkvt_proc *
+server_try(struct fx *f, int m, int k)
+{
+    char *argv[24], pid_[16], sid[16], ns[16], logname[64];
+    struct gkvt_proc *p;
+    int n = 0;
+
+    snprintf(pid_, sizeof pid_, "%d", m);
+    snprintf(sid, sizeof sid, "%d", k);
+    snprintf(ns, sizeof ns, "%d", f->nserv);
+    snprintf(logname, sizeof logname, "server-m%d-s%d.log", m, k);
+    argv[n++] = g_server_path;
+    argv[n++] = "--part-config";
+    argv[n++] = f->json;
+    argv[n++] = "--part-id";
+    argv[n++] = pid_;
+    argv[n++] = "--ip-config";
+    argv[n++] = f->cfg;
+    argv[n++] = "--server-id";
+    argv[n++] = sid;
+    argv[n++] = "--num-servers";
+    argv[n++] = ns;
+    argv[n++] = "--threads";
+    argv[n++] = "3";
+    argv[n++] = "--nosync";
+    for (int i = 0; g_extra != NULL && g_extra[i] != NULL && n < 22; i++)
+        argv[n++] = (char *)g_extra[i];
+    argv[n] = NULL;
+    p = gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
+    return gkvt_server_listening(p) ? p : NULL;
+}
+
+static void
+serve(struct fx *f, int nserv)
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        int clash = 0;
+
+        f->nserv = nserv;
+        f->base = gkvt_port_base(8 * f->nmach);
+        write_cfg(f);
+        for (int m = 0; m < f->nmach && !clash; m++)
+            for (int k = 0; k < nserv && !clash; k++)
+                if (server_try(f, m, k) == NULL)
+                    clash = 1;
+        if (!clash)
+            return;
+        for (int i = 0; i < f->np; i++)
+            gkvt_proc_kill(&f->p[i]);
+        f->np = 0;
+    }
+    fail_msg("could not find free ports in 20 tries");
+}
+
+static gkv_client *
+client(struct fx *f, uint32_t rank)
+{
+    gkv_client *c = NULL;
+    gkv_client_opts o = {0};
+    gkv_err rc;
+
+    o.timeout_ms = 20000;
+    rc = gkv_client_connect(&c, f->cfg, NULL, "prob", rank, &o);
+    if (rc != GKV_OK)
+        fail_msg("connect: %s: %s", gkv_err_name(rc), gkv_net_errmsg());
+    return c;
+}
+
+/* ---- the graph and its features --------------------------------------------- */
+
+static int64_t *
+read_map(const char *path, int64_t n)
+{
+    gkv_npy_map m;
+    char msg[256];
+    int64_t *v;
+
+    GKVT_OK(gkv_npy_map_open(&m, path, msg, sizeof msg));
+    assert_int_equal(m.hdr.data_bytes, (uint64_t)n * 8);
+    v = malloc((size_t)n * 8);
+    assert_non_null(v);
+    memcpy(v, m.data, (size_t)n * 8);
+    gkv_npy_map_close(&m);
+    return v;
+}
+
+static uint64_t
+hash(uint64_t x)
+{
+    return gkvt_rand(&x);
+}
+
+/* Adds feature 'name' of etype et, dtype dt, value i from gen(i). */
+static struct feat *
+feat_add(struct fx *f, const char *name, int et, gkv_dtype dt, unsigned ndim,
+         uint64_t shape0)
+{
+    struct feat *t = &f->ft[f->nft++];
+    int64_t n = f->ne[et];
+    uint64_t elems = ndim == 0 ? 1 : shape0;
+
+    assert_true(f->nft <= NFEAT);
+    t->name = name;
+    t->et = et;
+    t->dt = dt;
+    t->ndim = ndim;
+    t->shape0 = shape0;
+    t->orig = calloc((size_t)(n * (int64_t)elems), gkv_dtype_size(dt));
+    t->w = calloc((size_t)n, sizeof *t->w);
+    assert_true(t->orig != NULL && t->w != NULL);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t h = hash((uint64_t)i * 131 + (uint64_t)et * 7 +
+                          (uint64_t)name[0]);
+        for (uint64_t j = 0; j < elems; j++) {
+            size_t at = (size_t)((uint64_t)i * elems + j);
+            switch (dt) {
+            case GKV_F32: ((float *)t->orig)[at] = (float)(h % 5) * 0.75f; break;
+            case GKV_F64: ((double *)t->orig)[at] = (double)(h % 7) / 3.0; break;
+            case GKV_F16: ((uint16_t *)t->orig)[at] =
+                gkv_f32_to_f16((float)(h % 6) * 0.3f); break;
+            case GKV_I32: ((int32_t *)t->orig)[at] = (int32_t)(h % 4); break;
+            case GKV_U8: ((uint8_t *)t->orig)[at] = (uint8_t)(h % 5 < 2); break;
+            default: fail_msg("dtype"); break;
+            }
+        }
+    }
+    return t;
+}
+
+/* The float a server makes of the value (element 0 of the row). */
+static float
+as_float(const struct feat *t, int64_t i)
+{
+    uint64_t elems = t->ndim == 0 ? 1 : t->shape0;
+    size_t at = (size_t)((uint64_t)i * elems);
+
+    switch (t->dt) {
+    case GKV_F32: return ((float *)t->orig)[at];
+    case GKV_F64: return (float)((double *)t->orig)[at];
+    case GKV_F16: return gkv_f16_to_f32(((uint16_t *)t->orig)[at]);
+    case GKV_I32: return (float)((int32_t *)t->orig)[at];
+    case GKV_U8: return (float)((uint8_t *)t->orig)[at];
+    default: return NAN;
+    }
+}
+
+static const struct feat *
+feat_get(const struct fx *f, int et, const char *name)
+{
+    for (int i = 0; i < f->nft; i++)
+        if (f->ft[i].et == et && strcmp(f->ft[i].name, name) == 0)
+            return &f->ft[i];
+    fail_msg("no feature %s on etype %d", name, et);
+    return NULL;
+}
+
+/* The graph, its features, two partitions, the references. */
+static void
+graph_make(struct fx *f)
+{
+    gkv_graph *g;
+    gkv_rmat_spec sp = {0};
+    gkv_part_spec spec = {0};
+    gkv_part_feat pf[NFEAT];
+    const gkv_pbook *b;
+    int64_t *src, *dst, *nmap[2];
+    char out[4000], msg[512];
+
+    f->nmach = 2;
+    f->ne[0] = NE0;
+    f->ne[1] = NE1;
+    f->ne[2] = NE1;
+    sp.scale = 10;
+    sp.edge_factor = 8;
+    sp.seed = 77;
+    src = malloc(NE0 * 8);
+    dst = malloc(NE0 * 8);
+    assert_true(src != NULL && dst != NULL);
+    GKVT_OK(gkv_rmat_edges(&sp, 0, NE0, src, dst));
+    GKVT_OK(gkv_graph_new(&g));
+    GKVT_OK(gkv_graph_add_ntype(g, "user", NU, NULL));
+    GKVT_OK(gkv_graph_add_ntype(g, "item", NI, NULL));
+    for (int e = 0; e < 3; e++)
+        GKVT_OK(gkv_graph_add_etype(g, g_rel[e][0], g_rel[e][1], g_rel[e][2],
+                                    NULL));
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, NE0));
+    for (int64_t i = 0; i < NE1; i++)
+        dst[i] %= NI;
+    GKVT_OK(gkv_graph_add_edges(g, 1, src, dst, NULL, NE1));
+    GKVT_OK(gkv_graph_add_edges(g, 2, dst, src, NULL, NE1));
+
+    feat_add(f, "w", 0, GKV_F32, 0, 0);        /* 0 .. 3, a fifth zero */
+    feat_add(f, "cnt", 0, GKV_I32, 1, 1);      /* integers 0 .. 3, (E, 1) */
+    feat_add(f, "wide", 0, GKV_F32, 1, 2);     /* two floats a row: refused */
+    feat_add(f, "mask", 1, GKV_U8, 0, 0);      /* bool, 40 % ones */
+    feat_add(f, "h", 1, GKV_F16, 0, 0);        /* f16 */
+    feat_add(f, "w64", 2, GKV_F64, 0, 0);      /* thirds, as f64 */
+    memset(pf, 0, sizeof pf);
+    for (int i = 0; i < f->nft; i++) {
+        pf[i].is_edge = 1;
+        pf[i].type = g_canon[f->ft[i].et];
+        pf[i].name = f->ft[i].name;
+        pf[i].data = f->ft[i].orig;
+        pf[i].dtype = f->ft[i].dt;
+        pf[i].ndim = f->ft[i].ndim;
+        pf[i].shape[0] = f->ft[i].shape0;
+        pf[i].nrows = (uint64_t)f->ne[f->ft[i].et];
+    }
+    snprintf(out, sizeof out, "%s/parts", f->dir);
+    spec.name = "p";
+    spec.method = GKV_PART_RANDOM;
+    spec.num_parts = 2;
+    spec.seed = 5;
+    spec.flags = GKV_PART_CSR;
+    spec.feats = pf;
+    spec.nfeats = (size_t)f->nft;
+    if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
+        fail_msg("partition_write: %s", msg);
+    snprintf(f->json, sizeof f->json, "%s/p.json", out);
+    for (int q = 0; q < 2; q++)
+        GKVT_OK(gkv_part_open(&f->part[q], f->json, q, 0));
+    b = gkv_part_book(f->part[0]);
+    nmap[0] = read_map(gkv_pbook_node_mapping(b, 0), NU);
+    nmap[1] = read_map(gkv_pbook_node_mapping(b, 1), NI);
+    GKVT_OK(gkv_graph_new(&f->whole));
+    GKVT_OK(gkv_graph_add_ntype(f->whole, "user", NU, NULL));
+    GKVT_OK(gkv_graph_add_ntype(f->whole, "item", NI, NULL));
+    for (int e = 0; e < 3; e++) {
+        int st = strcmp(g_rel[e][0], "user") != 0;
+        int dt = strcmp(g_rel[e][2], "user") != 0;
+        gkv_coo coo;
+
+        GKVT_OK(gkv_graph_add_etype(f->whole, g_rel[e][0], g_rel[e][1],
+                                    g_rel[e][2], NULL));
+        f->emap[e] = read_map(gkv_pbook_edge_mapping(b, e), f->ne[e]);
+        GKVT_OK(gkv_graph_edges(g, e, &coo));
+        for (int64_t i = 0; i < f->ne[e]; i++) {
+            src[f->emap[e][i]] = nmap[st][coo.src[i]];
+            dst[f->emap[e][i]] = nmap[dt][coo.dst[i]];
+        }
+        GKVT_OK(gkv_graph_add_edges(f->whole, e, src, dst, NULL,
+                                    (size_t)f->ne[e]));
+    }
+    for (int i = 0; i < f->nft; i++) {
+        struct feat *t = &f->ft[i];
+        for (int64_t k = 0; k < f->ne[t->et]; k++)
+            t->w[f->emap[t->et][k]] = as_float(t, k);
+    }
+    GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
+    GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
+    gkv_graph_free(g);
+    free(nmap[0]);
+    free(nmap[1]);
+    free(src);
+    free(dst);
+}
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+
+    if (f == NULL || (f->dir = gkvt_mkdtemp("netprob")) == NULL)
+        return -1;
+    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+    int bad = gkvt_proc_reap_all(f->p, f->np);
+
+    gkv_sampler_free(f->ws);
+    gkv_sgraph_free(f->wsg);
+    gkv_graph_free(f->whole);
+    for (int q = 0; q < 2; q++)
+        gkv_part_close(f->part[q]);
+    for (int e = 0; e < 3; e++)
+        free(f->emap[e]);
+    for (int i = 0; i < f->nft; i++) {
+        free(f->ft[i].orig);
+        free(f->ft[i].w);
+    }
+    gkvt_rmtree(f->dir);
+    free(f);
+    return bad ? -1 : 0;
+}
+
+/* ---- comparisons --------------------------------------------------------------- */
+
+/* In-process options with the features' values as edge_w arrays. */
+struct wopts {
+    gkv_sample_opts o;
+    const float *ew[3];
+    int64_t len[3];
+};
+
+static void
+wopts_make(const struct fx *f, struct wopts *w, const char *const *names,
+           uint64_t seed, unsigned flags)
+{
+    memset(w, 0, sizeof *w);
+    w->o.seed = seed;
+    w->o.flags = flags;
+    for (int e = 0; e < 3; e++)
+        if (names != NULL && names[e] != NULL) {
+            w->ew[e] = feat_get(f, e, names[e])->w;
+            w->len[e] = f->ne[e];
+            w->o.edge_w = w->ew;
+            w->o.edge_w_len = w->len;
+        }
+}
+
+/* 1 when blocks a and b hold the same arrays. */
+static int
+hblocks_same(const gkv_block *a, const gkv_block *b, int nl)
+{
+    for (int i = 0; i < nl; i++) {
+        if (a[i].num_ntypes != b[i].num_ntypes ||
+            a[i].num_etypes != b[i].num_etypes)
+            return 0;
+        for (int t = 0; t < a[i].num_ntypes; t++) {
+            const gkv_block_nodes *x = &a[i].nodes[t], *y = &b[i].nodes[t];
+            if (x->num_src != y->num_src || x->num_dst != y->num_dst ||
+                (x->num_src > 0 && memcmp(x->ids, y->ids, x->num_src * 8)))
+                return 0;
+        }
+        for (int e = 0; e < a[i].num_etypes; e++) {
+            const gkv_sample_edges *x = &a[i].edges[e], *y = &b[i].edges[e];
+            if (x->n != y->n)
+                return 0;
+            if (x->n > 0 && (memcmp(x->src, y->src, x->n * 8) ||
+                             memcmp(x->dst, y->dst, x->n * 8) ||
+                             memcmp(x->eid, y->eid, x->n * 8)))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* A deep copy of heterogeneous blocks. */
+struct hcopy {
+    int nl;
+    gkv_block b[4];
+    gkv_block_nodes nodes[4][2];
+    gkv_sample_edges edges[4][3];
+};
+
+static void
+hcopy_take(struct hcopy *h, const gkv_block *b, int nl)
+{
+    memset(h, 0, sizeof *h);
+    h->nl = nl;
+    for (int i = 0; i < nl; i++) {
+        h->b[i] = b[i];
+        h->b[i].nodes = h->nodes[i];
+        h->b[i].edges = h->edges[i];
+        for (int t = 0; t < b[i].num_ntypes; t++) {
+            int64_t *ids = malloc(b[i].nodes[t].num_src * 8 + 8);
+            h->nodes[i][t] = b[i].nodes[t];
+            if (b[i].nodes[t].num_src > 0)
+                memcpy(ids, b[i].nodes[t].ids, b[i].nodes[t].num_src * 8);
+            h->nodes[i][t].ids = ids;
+        }
+        for (int e = 0; e < b[i].num_etypes; e++) {
+            size_t m = b[i].edges[e].n;
+            int64_t *s = malloc(m * 8 + 8), *d = malloc(m * 8 + 8),
+                    *x = malloc(m * 8 + 8);
+            if (m > 0) {
+                memcpy(s, b[i].edges[e].src, m * 8);
+                memcpy(d, b[i].edges[e].dst, m * 8);
+                memcpy(x, b[i].edges[e].eid, m * 8);
+            }
+            h->edges[i][e].src = s;
+            h->edges[i][e].dst = d;
+            h->edges[i][e].eid = x;
+            h->edges[i][e].n = m;
+        }
+    }
+}
+
+static void
+hcopy_free(struct hcopy *h)
+{
+    for (int i = 0; i < h->nl; i++) {
+        for (int t = 0; t < h->b[i].num_ntypes; t++)
+            free((void *)h->nodes[i][t].ids);
+        for (int e = 0; e < h->b[i].num_etypes; e++) {
+            free((void *)h->edges[i][e].src);
+            free((void *)h->edges[i][e].dst);
+            free((void *)h->edges[i][e].eid);
+        }
+    }
+}
+
+struct seeds {
+    int64_t us[200], is[60];
+    const int64_t *sv[2];
+    size_t ns[2];
+};
+
+static void
+seeds_make(struct seeds *s, int k)
+{
+    for (int i = 0; i < 200; i++)
+        s->us[i] = (i * 389 + 5 + k * 11) % NU;
+    for (int i = 0; i < 60; i++)
+        s->is[i] = (i * 97 + 1 + k) % NI;
+    s->sv[0] = s->us;
+    s->sv[1] = s->is;
+    s->ns[0] = 200;
+    s->ns[1] = 60;
+}
+
+static size_t
+block_edges(const gkv_block *b, int nl)
+{
+    size_t n = 0;
+
+    for (int i = 0; i < nl; i++)
+        for (int e = 0; e < b[i].num_etypes; e++)
+            n += b[i].edges[e].n;
+    return n;
+}
+
+/* Client blocks with edge_w_feat = names == in-process blocks with the
+ * values as edge_w; *differs set when they also differ from uniform. */
+static void
+check_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
+             const char *const *names, const int *fan, int nl, uint64_t seed,
+             unsigned flags, int *differs)
+{
+    gkv_sample_opts oc = {0};
+    struct wopts wo;
+    gkv_block wb[4], cb[4];
+    struct hcopy ref;
+
+    oc.seed = seed;
+    oc.flags = flags;
+    oc.edge_w_feat = names;
+    wopts_make(f, &wo, names, seed, flags);
+    NET_OK(gkv_client_sample_blocks(c, sd->sv, sd->ns, fan, 3, nl, &oc, cb));
+    GKVT_OK(gkv_sample_blocks(f->ws, sd->sv, sd->ns, fan, 3, nl, &wo.o, wb));
+    if (!hblocks_same(wb, cb, nl))
+        fail_msg("client blocks with edge_w_feat {%s, %s, %s} differ from "
+                 "in-process edge_w (flags 0x%x, fanout %d..)",
+                 names[0] ? names[0] : "-", names[1] ? names[1] : "-",
+                 names[2] ? names[2] : "-", flags, fan[0]);
+    assert_true(block_edges(cb, nl) > 0);
+    hcopy_take(&ref, wb, nl);
+    wo.o.edge_w = NULL;
+    wo.o.edge_w_len = NULL;
+    GKVT_OK(gkv_sample_blocks(f->ws, sd->sv, sd->ns, fan, 3, nl, &wo.o, wb));
+    if (!hblocks_same(wb, ref.b, nl))
+        *differs = 1;
+    hcopy_free(&ref);
+}
+
+/* ---- tests ------------------------------------------------------------------------ */
+
+/* Client == in-process with the same weights, across dtypes, uniform and
+ * weighted etypes mixed, with and without replacement, fanouts. */
+static void
+test_equals_in_process(void **state)
+{
+    struct fx *f = *state;
+    static const char *const cases[][3] = {
+        {"w", NULL, "w64"}, {"cnt", "mask", NULL}, {NULL, "h", "w64"},
+        {"w", "mask", "w64"}};
+    static const int fans[][9] = {
+        {2, 3, 1, 4, 2, 3, 5, 5, 5},
+        {10, 10, 10, 3, 3, 3, 1, 1, 1},
+        {-1, -1, -1, 2, 0, 2, 4, 4, 4}};
+    gkv_client *c;
+    struct seeds sd;
+    int differs = 0, ncase = (int)(sizeof cases / sizeof cases[0]);
+
+    graph_make(f);
+    serve(f, 1);
+    c = client(f, 0);
+    seeds_make(&sd, 0);
+    for (int k = 0; k < ncase; k++)
+        for (int fi = 0; fi < 3; fi++)
+            for (int rep = 0; rep < 2; rep++) {
+                differs = 0;
+                check_blocks(f, c, &sd, cases[k], fans[fi], 3,
+                             (uint64_t)(11 + k + 5 * fi),
+                             rep ? GKV_SAMPLE_REPLACE : 0, &differs);
+                /* all in-edges (-1) without replacement differ only by the
+                 * zero-weight edges left out; any other case differs too */
+                assert_true(differs);
+            }
+    /* single hops, seeds repeated, against gkv_sample_neighbors */
+    {
+        static const char *const nm[3] = {"cnt", "mask", "w64"};
+        int64_t us[300], is[100];
+        const int64_t *sv[2] = {us, is};
+        size_t ns[2] = {300, 100};
+        int fan[3] = {4, 3, 6};
+        gkv_sample_opts oc = {0};
+        struct wopts wo;
+        gkv_sample_edges we[3], ce[3];
+        int64_t *keep[3][3];
+
+        for (int i = 0; i < 300; i++)
+            us[i] = (i * 7) % 250;            /* repeats */
+        for (int i = 0; i < 100; i++)
+            is[i] = (i * 3) % NI;
+        for (int rep = 0; rep < 2; rep++) {
+            unsigned fl = rep ? GKV_SAMPLE_REPLACE : 0;
+            oc.seed = 3;
+            oc.flags = fl;
+            oc.edge_w_feat = nm;
+            wopts_make(f, &wo, nm, 3, fl);
+            GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 1, &wo.o, we));
+            for (int e = 0; e < 3; e++) {
+                keep[e][0] = malloc(we[e].n * 8 + 8);
+                keep[e][1] = malloc(we[e].n * 8 + 8);
+                keep[e][2] = malloc(we[e].n * 8 + 8);
+                assert_true(we[e].n > 0);
+                memcpy(keep[e][0], we[e].src, we[e].n * 8);
+                memcpy(keep[e][1], we[e].dst, we[e].n * 8);
+                memcpy(keep[e][2], we[e].eid, we[e].n * 8);
+            }
+            NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 1, &oc, ce));
+            for (int e = 0; e < 3; e++) {
+                assert_int_equal(ce[e].n, we[e].n);
+                assert_true(ce[e].n > 0);
+                assert_memory_equal(ce[e].src, keep[e][0], ce[e].n * 8);
+                assert_memory_equal(ce[e].dst, keep[e][1], ce[e].n * 8);
+                assert_memory_equal(ce[e].eid, keep[e][2], ce[e].n * 8);
+                for (int j = 0; j < 3; j++)
+                    free(keep[e][j]);
+            }
+        }
+    }
+    /* an edge batch (user -> item clicks, reverses excluded) */
+    {
+        static const char *const nm[3] = {"w", NULL, "w64"};
+        gkv_edge_batch_spec sp = {0};
+        gkv_edge_batch web, ceb;
+        gkv_block wb[2], cb[2];
+        gkv_sample_opts oc = {0};
+        struct wopts wo;
+        int64_t eids[100];
+        int fan[6] = {3, 2, 3, 5, 5, 5};
+
+        for (int i = 0; i < 100; i++)
+            eids[i] = (i * 37 + 3) % NE1;
+        sp.etype = 1;
+        sp.eids = eids;
+        sp.n = 100;
+        sp.num_neg = 2;
+        sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
+        sp.reverse_etype = 2;
+        oc.seed = 9;
+        oc.edge_w_feat = nm;
+        wopts_make(f, &wo, nm, 9, 0);
+        NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &oc, &ceb, cb));
+        GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web, wb));
+        assert_true(hblocks_same(wb, cb, 2));
+        assert_int_equal(ceb.num_neg, web.num_neg);
+        assert_memory_equal(ceb.neg_dst, web.neg_dst, web.num_neg * 8);
+        assert_true(block_edges(cb, 2) > 0);
+    }
+    NET_OK(gkv_client_close(c));
+}
+
+/* A 0/1 mask: its zero edges are never sampled, though the seeds have
+ * them; with fanout -1 exactly the one edges come back. */
+static void
+test_mask(void **state)
+{
+    struct fx *f = *state;
+    static const char *const nm[3] = {NULL, "mask", NULL};
+    const float *mask;
+    gkv_client *c;
+    struct seeds sd;
+    size_t ones = 0, zeros_seen = 0;
+
+    graph_make(f);
+    serve(f, 1);
+    c = client(f, 0);
+    mask = feat_get(f, 1, "mask")->w;
+    seeds_make(&sd, 1);
+    for (int fi = 0; fi < 3; fi++)
+        for (int rep = 0; rep < 2; rep++) {
+            int fan[3 * 2] = {0, fi == 0 ? -1 : 2 + 3 * fi, 0,
+                              0, fi == 0 ? -1 : 2 + 3 * fi, 0};
+            gkv_sample_opts oc = {0};
+            gkv_block cb[2];
+            int differs = 0;
+
+            oc.seed = 40 + (uint64_t)fi;
+            oc.flags = rep ? GKV_SAMPLE_REPLACE : 0;
+            oc.edge_w_feat = nm;
+            NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 2, &oc,
+                                            cb));
+            for (int i = 0; i < 2; i++)
+                for (size_t j = 0; j < cb[i].edges[1].n; j++) {
+                    int64_t id = cb[i].edges[1].eid[j];
+                    if (mask[id] != 1.0f)
+                        fail_msg("edge %lld with mask %g was sampled",
+                                 (long long)id, (double)mask[id]);
+                    ones++;
+                }
+            /* and it is the in-process result */
+            check_blocks(f, c, &sd, nm, fan, 2, oc.seed, oc.flags, &differs);
+            assert_true(differs);
+        }
+    assert_true(ones > 100);
+    /* the seeds' in-edges do hold zero-mask edges (so the mask mattered) */
+    {
+        int64_t *s, *d, *e;
+        size_t m;
+        for (int q = 0; q < 2; q++) {
+            int64_t lo, hi;
+            GKVT_OK(gkv_pbook_node_range(gkv_part_book(f->part[q]), 1, q, &lo,
+                                         &hi));
+            for (int i = 0; i < 60; i++) {
+                if (sd.is[i] < lo || sd.is[i] >= hi)
+                    continue;
+                GKVT_OK(gkv_part_in_subgraph(f->part[q], 1, &sd.is[i], 1, &s,
+                                             &d, &e, &m));
+                for (size_t j = 0; j < m; j++)
+                    zeros_seen += mask[e[j]] == 0.0f;
+                gkv_free(s);
+                gkv_free(d);
+                gkv_free(e);
+            }
+        }
+    }
+    assert_true(zeros_seen > 100);
+    NET_OK(gkv_client_close(c));
+}
+
+/* Pushes to a feature are seen by the next sample: the server's converted
+ * copy is refreshed (all of it, or the chunks that changed). */
+static void
+test_push_invalidates(void **state)
+{
+    struct fx *f = *state;
+    static const char *const nm[3] = {"w", NULL, NULL};
+    static const char *const nc[3] = {"wc", NULL, NULL};
+    int fan[9] = {4, 0, 0, 3, 0, 0, 5, 0, 0};
+    struct feat *w;
+    gkv_client *c;
+    struct seeds sd;
+    gkv_block cb[3], first[3];
+    struct hcopy before;
+    uint64_t *ids = malloc(NE0 * 8);
+    float *rows = malloc(NE0 * 4);
+    gkv_sample_opts oc = {0};
+    gkv_tensor_spec ts = {0};
+    int differs = 0;
+
+    graph_make(f);
+    serve(f, 1);
+    c = client(f, 0);
+    seeds_make(&sd, 2);
+    w = (struct feat *)feat_get(f, 0, "w");
+    oc.seed = 21;
+    oc.edge_w_feat = nm;
+    check_blocks(f, c, &sd, nm, fan, 3, 21, 0, &differs);
+    NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 3, &oc, first));
+    hcopy_take(&before, first, 3);
+
+    /* new values for every edge (by new ID): the reference follows */
+    for (int64_t i = 0; i < NE0; i++) {
+        ids[i] = (uint64_t)i;
+        w->w[i] = (float)(hash((uint64_t)i + 999) % 4);
+        rows[i] = w->w[i];
+    }
+    NET_OK(gkv_client_push(c, "edge/user:follows:user/w", ids, NE0, rows,
+                           NE0 * 4, NULL));
+    check_blocks(f, c, &sd, nm, fan, 3, 21, 0, &differs);
+    NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 3, &oc, cb));
+    assert_false(hblocks_same(before.b, cb, 3));
+    hcopy_free(&before);
+
+    /* one edge's weight made 0: that edge never comes back */
+    {
+        int64_t victim = cb[2].edges[0].eid[0];
+        float z = 0.0f;
+        uint64_t vid = (uint64_t)victim;
+        NET_OK(gkv_client_push(c, "edge/user:follows:user/w", &vid, 1, &z, 4,
+                               NULL));
+        w->w[victim] = 0.0f;
+        check_blocks(f, c, &sd, nm, fan, 3, 21, 0, &differs);
+        NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 3, &oc, cb));
+        for (int i = 0; i < 3; i++)
+            for (size_t j = 0; j < cb[i].edges[0].n; j++)
+                assert_true(cb[i].edges[0].eid[j] != victim);
+    }
+
+    /* a feature made by the client in small chunks (64 rows): a push to a
+     * few rows changes only their chunks, the others are kept */
+    ts.dtype = GKV_F32;
+    ts.lo = 0;
+    ts.hi = NE0;
+    ts.chunk_rows = 64;
+    ts.init = GKV_INIT_CONST;
+    ts.a = 1.0;
+    NET_OK(gkv_client_create(c, "edge/user:follows:user/wc", &ts, -1));
+    {
+        struct feat *t = &f->ft[f->nft++];
+        memset(t, 0, sizeof *t);
+        t->name = "wc";
+        t->et = 0;
+        t->dt = GKV_F32;
+        t->w = malloc(NE0 * 4);
+        t->orig = NULL;
+        for (int64_t i = 0; i < NE0; i++)
+            t->w[i] = w->w[i];
+        NET_OK(gkv_client_push(c, "edge/user:follows:user/wc", ids, NE0,
+                               t->w, NE0 * 4, NULL));
+        check_blocks(f, c, &sd, nc, fan, 3, 5, 0, &differs);
+        check_blocks(f, c, &sd, nc, fan, 3, 6, GKV_SAMPLE_REPLACE, &differs);
+        for (int round = 0; round < 4; round++) {
+            uint64_t few[40];
+            float v[40];
+            for (int i = 0; i < 40; i++) {
+                few[i] = hash((uint64_t)(round * 100 + i)) % NE0;
+                v[i] = (float)((round + i) % 5) * 2.0f;
+            }
+            for (int i = 0; i < 40; i++)
+                t->w[few[i]] = v[i];
+            NET_OK(gkv_client_push(c, "edge/user:follows:user/wc", few, 40, v,
+                                   sizeof v, NULL));
+            check_blocks(f, c, &sd, nc, fan, 3, 7 + (uint64_t)round, 0,
+                         &differs);
+        }
+        /* a push to another tensor (a new snapshot, the feature
+         * unchanged) keeps the answer */
+        NET_OK(gkv_client_push(c, "edge/user:follows:user/w", ids, 1, rows,
+                               4, NULL));
+        w->w[0] = rows[0];
+        check_blocks(f, c, &sd, nc, fan, 3, 7, 0, &differs);
+        /* deleted and made again with other values: a new tensor */
+        NET_OK(gkv_client_delete(c, "edge/user:follows:user/wc"));
+        ts.a = 2.0;
+        ts.init = GKV_INIT_UNIFORM;
+        ts.b = 3.0;
+        ts.seed = 4;
+        NET_OK(gkv_client_create(c, "edge/user:follows:user/wc", &ts, -1));
+        NET_OK(gkv_client_pull(c, "edge/user:follows:user/wc", ids, NE0,
+                               t->w, NE0 * 4));
+        check_blocks(f, c, &sd, nc, fan, 3, 8, 0, &differs);
+    }
+    free(ids);
+    free(rows);
+    NET_OK(gkv_client_close(c));
+}
+
+/* A feature the servers keep in write-back mode: read from the RAM copy
+ * (which the store lags), so a push is still seen by the next sample. */
+static void
+test_writeback_feature(void **state)
+{
+    struct fx *f = *state;
+    static const char *const nm[3] = {"w", "mask", NULL};
+    static const char *const extra[] = {
+        "--writeback", "edge/user:follows:user/w", "--flush-ms", "60000",
+        NULL};
+    int fan[6] = {4, 2, 0, 3, 3, 0}, differs = 0;
+    struct feat *w;
+    gkv_client *c;
+    struct seeds sd;
+    uint64_t *ids = malloc(NE0 * 8);
+
+    graph_make(f);
+    g_extra = extra;
+    serve(f, 1);
+    g_extra = NULL;
+    for (int i = 0; i < f->np; i++)         /* the feature is in RAM */
+        assert_true(gkvt_file_has(f->p[i].log, "write-back: tensor "
+                                  "'edge/user:follows:user/w'"));
+    c = client(f, 0);
+    seeds_make(&sd, 5);
+    w = (struct feat *)feat_get(f, 0, "w");
+    check_blocks(f, c, &sd, nm, fan, 2, 31, 0, &differs);
+    for (int round = 0; round < 3; round++) {
+        for (int64_t i = 0; i < NE0; i++) {
+            ids[i] = (uint64_t)i;
+            w->w[i] = (float)(hash((uint64_t)(i + 77 * round)) % 3);
+        }
+        NET_OK(gkv_client_push(c, "edge/user:follows:user/w", ids, NE0, w->w,
+                               NE0 * 4, NULL));
+        check_blocks(f, c, &sd, nm, fan, 2, 31, GKV_SAMPLE_REPLACE, &differs);
+    }
+    free(ids);
+    NET_OK(gkv_client_close(c));
+}
+
+/* Bad requests get clear errors, and the servers go on serving. */
+static void
+test_errors(void **state)
+{
+    struct fx *f = *state;
+    gkv_client *c;
+    struct seeds sd;
+    gkv_block cb[2];
+    gkv_sample_opts o = {0};
+    int fan[3] = {3, 3, 3}, differs = 0;
+    char longname[300];
+    const char *nm[3] = {NULL, NULL, NULL};
+    const char *msg;
+
+    graph_make(f);
+    serve(f, 1);
+    c = client(f, 0);
+    seeds_make(&sd, 3);
+    o.edge_w_feat = nm;
+
+    /* a missing feature: names the tensor and the partition */
+    nm[0] = "nope";
+    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
+                                              cb), GKV_ENOTFOUND);
+    msg = gkv_net_errmsg();
+    assert_non_null(strstr(msg, "'edge/user:follows:user/nope'"));
+    assert_non_null(strstr(msg, "partition"));
+    /* fanout 0 for that etype: not looked up */
+    {
+        int f0[3] = {0, 3, 3};
+        NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, f0, 3, 1, &o, cb));
+    }
+    /* rows of two elements */
+    nm[0] = "wide";
+    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
+                                              cb), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "rows of 2 elements"));
+    /* bad names, refused before anything is sent */
+    nm[0] = "w#adam_m";
+    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
+                                              cb), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "'#'"));
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    nm[0] = longname;
+    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
+                                              cb), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "more bytes than"));
+    longname[240] = '\0';                 /* fits alone, not with the prefix */
+    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
+                                              cb), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "edge/user:follows:user/xxx"));
+    nm[0] = "";
+    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
+                                              cb), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "empty"));
+    nm[0] = "a b";
+    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
+                                              cb), GKV_EINVAL);
+    /* with the stored weights, and out-edges */
+    nm[0] = "w";
+    o.flags = GKV_SAMPLE_WEIGHTED;
+    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
+                                              cb), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "GKV_SAMPLE_WEIGHTED"));
+    o.flags = 0;
+    o.dir = GKV_DIR_OUT;
+    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
+                                              cb), GKV_ENOTSUP);
+    assert_non_null(strstr(gkv_net_errmsg(), "in-edge sampling"));
+    o.dir = GKV_DIR_IN;
+    /* edge_w arrays are still refused by the client */
+    {
+        struct wopts wo;
+        static const char *const w3[3] = {"w", NULL, NULL};
+        wopts_make(f, &wo, w3, 0, 0);
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1,
+                                                  &wo.o, cb), GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), "edge_w"));
+        /* names in-process: no store to resolve them in */
+        wo.o.edge_w = NULL;
+        wo.o.edge_w_len = NULL;
+        wo.o.edge_w_feat = w3;
+        assert_int_equal(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 3, 1,
+                                           &wo.o, cb), GKV_EINVAL);
+        assert_non_null(strstr(gkv_sampler_errmsg(f->ws), "edge_w_feat[0]"));
+    }
+    /* a negative weight pushed: every sample with it on that partition
+     * fails naming the edge, its value and the feature */
+    {
+        const gkv_pbook *b = gkv_client_pbook(c);
+        int64_t lo, hi;
+        uint64_t id;
+        float neg = -2.0f, ok;
+        char want[128];
+
+        GKVT_OK(gkv_pbook_edge_range(b, 0, 1, &lo, &hi));
+        id = (uint64_t)(hi - 1);
+        ok = feat_get(f, 0, "w")->w[id];
+        NET_OK(gkv_client_push(c, "edge/user:follows:user/w", &id, 1, &neg, 4,
+                               NULL));
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1,
+                                                  &o, cb), GKV_EINVAL);
+        msg = gkv_net_errmsg();
+        snprintf(want, sizeof want, "edge %llu has weight -2",
+                 (unsigned long long)id);
+        assert_non_null(strstr(msg, want));
+        assert_non_null(strstr(msg, "'edge/user:follows:user/w'"));
+        assert_non_null(strstr(msg, "partition 1"));
+        neg = NAN;
+        NET_OK(gkv_client_push(c, "edge/user:follows:user/w", &id, 1, &neg, 4,
+                               NULL));
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1,
+                                                  &o, cb), GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), "has weight nan"));
+        /* repaired: served again, as in-process */
+        NET_OK(gkv_client_push(c, "edge/user:follows:user/w", &id, 1, &ok, 4,
+                               NULL));
+        check_blocks(f, c, &sd, (const char *const *)nm, fan, 1, 3, 0,
+                     &differs);
+    }
+    NET_OK(gkv_client_close(c));
+}
+
+/* Samplers on several clients at once while the feature is pushed: every
+ * answer is the reference of the values before or after some push (the
+ * servers' workers refresh and read the cache concurrently). One hop on
+ * seeds partition 0 owns, pushes to its edges only: each push is one
+ * transaction on the one server that answers. */
+struct conc {
+    struct fx *f;
+    const struct hcopy *ref[2];
+    struct seeds sd;
+    atomic_int bad, done, ran;
+    atomic_uint rank;
+};
+
+static void *
+conc_main(void *arg)
+{
+    struct conc *k = arg;
+    static const char *const nm[3] = {"w", NULL, "w64"};
+    int fan[3] = {4, 0, 3};
+    gkv_client *c = NULL;
+    gkv_client_opts co = {0};
+    gkv_sample_opts o = {0};
+    uint32_t rank = atomic_fetch_add(&k->rank, 1);
+
+    co.timeout_ms = 20000;
+    if (gkv_client_connect(&c, k->f->cfg, NULL, "prob", rank, &co) != GKV_OK) {
+        atomic_fetch_add(&k->bad, 1);
+        return NULL;
+    }
+    o.seed = 12;
+    o.edge_w_feat = nm;
+    while (!atomic_load(&k->done)) {
+        gkv_block cb[1];
+        if (gkv_client_sample_blocks(c, k->sd.sv, k->sd.ns, fan, 3, 1, &o, cb)
+            != GKV_OK) {
+            fprintf(stderr, "conc: %s\n", gkv_net_errmsg());
+            atomic_fetch_add(&k->bad, 1);
+            break;
+        }
+        if (!hblocks_same(k->ref[0]->b, cb, 1) &&
+            !hblocks_same(k->ref[1]->b, cb, 1)) {
+            fprintf(stderr, "conc: blocks match neither reference\n");
+            atomic_fetch_add(&k->bad, 1);
+        }
+        atomic_fetch_add(&k->ran, 1);
+    }
+    gkv_client_close(c);
+    return NULL;
+}
+
+static void
+test_concurrent(void **state)
+{
+    struct fx *f = *state;
+    static const char *const nm[3] = {"w", NULL, "w64"};
+    int fan[3] = {4, 0, 3};
+    struct conc k;
+    struct hcopy ref[2];
+    struct wopts wo;
+    gkv_block wb[1];
+    float *vals[2];
+    uint64_t *ids = malloc(NE0 * 8);
+    gkv_client *c;
+    pthread_t th[3];
+    int64_t ulo, uhi, elo, ehi;
+
+    graph_make(f);
+    serve(f, 1);
+    c = client(f, 100);
+    memset(&k, 0, sizeof k);
+    GKVT_OK(gkv_pbook_node_range(gkv_part_book(f->part[0]), 0, 0, &ulo, &uhi));
+    GKVT_OK(gkv_pbook_edge_range(gkv_part_book(f->part[0]), 0, 0, &elo, &ehi));
+    assert_true(elo == 0 && ehi > 100 && uhi - ulo > 100);
+    for (int i = 0; i < 100; i++)
+        k.sd.us[i] = ulo + (i * 7) % (uhi - ulo);
+    for (int i = 0; i < 100; i++)           /* distinct */
+        for (int j = 0; j < i; j++)
+            if (k.sd.us[j] == k.sd.us[i]) {
+                k.sd.us[i] = ulo + i;
+                j = -1;
+            }
+    k.sd.sv[0] = k.sd.us;
+    k.sd.sv[1] = k.sd.is;
+    k.sd.ns[0] = 100;
+    k.sd.ns[1] = 0;
+    vals[0] = malloc(NE0 * 4);
+    vals[1] = malloc(NE0 * 4);
+    for (int64_t i = 0; i < NE0; i++) {
+        ids[i] = (uint64_t)i;
+        vals[0][i] = feat_get(f, 0, "w")->w[i];
+        vals[1][i] = (float)(hash((uint64_t)i + 5) % 3);
+    }
+    for (int v = 0; v < 2; v++) {
+        memcpy(feat_get(f, 0, "w")->w, vals[v], NE0 * 4);
+        wopts_make(f, &wo, nm, 12, 0);
+        GKVT_OK(gkv_sample_blocks(f->ws, k.sd.sv, k.sd.ns, fan, 3, 1, &wo.o,
+                                  wb));
+        hcopy_take(&ref[v], wb, 1);
+    }
+    assert_false(hblocks_same(ref[0].b, ref[1].b, 1));
+    k.f = f;
+    k.ref[0] = &ref[0];
+    k.ref[1] = &ref[1];
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, conc_main, &k), 0);
+    for (int round = 0; round < 16; round++) {
+        NET_OK(gkv_client_push(c, "edge/user:follows:user/w", ids,
+                               (size_t)ehi, vals[(round + 1) % 2],
+                               (size_t)ehi * 4, NULL));
+        gkvt_sleep_ms(30);
+    }
+    atomic_store(&k.done, 1);
+    for (int i = 0; i < 3; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(atomic_load(&k.bad), 0);
+    assert_true(atomic_load(&k.ran) > 3);
+    for (int v = 0; v < 2; v++)
+        hcopy_free(&ref[v]);
+    free(vals[0]);
+    free(vals[1]);
+    free(ids);
+    NET_OK(gkv_client_close(c));
+}
+
+/* In-process: a partition's sgraph with the weights of its own edges
+ * (edge_w_lo = its first edge) samples as the whole graph with the whole
+ * array; an edge outside the array is GKV_ERANGE. */
+static void
+test_edge_w_lo(void **state)
+{
+    struct fx *f = *state;
+    const struct feat *w;
+    int fan[3] = {5, 0, 0};
+
+    graph_make(f);
+    w = feat_get(f, 0, "w");
+    for (int q = 0; q < 2; q++) {
+        const gkv_pbook *b = gkv_part_book(f->part[q]);
+        gkv_sgraph *psg;
+        gkv_sampler *ps;
+        int64_t nlo, nhi, elo, ehi, seeds[100], len[3] = {0}, lo[3] = {0};
+        const int64_t *sv[2] = {seeds, NULL};
+        size_t ns[2] = {0, 0}, m;
+        const float *ew[3] = {NULL};
+        gkv_sample_opts o = {0};
+        gkv_sample_edges we[3], pe[3];
+        int64_t *keep;
+
+        GKVT_OK(gkv_pbook_node_range(b, 0, q, &nlo, &nhi));
+        GKVT_OK(gkv_pbook_edge_range(b, 0, q, &elo, &ehi));
+        assert_true(elo > 0 || q == 0);
+        for (int i = 0; i < 100 && nlo + i * 3 < nhi; i++)
+            seeds[ns[0]++] = nlo + i * 3;
+        o.seed = 17;
+        for (int rep = 0; rep < 2; rep++) {
+            o.flags = rep ? GKV_SAMPLE_REPLACE : 0;
+            ew[0] = w->w;
+            len[0] = f->ne[0];
+            o.edge_w = ew;
+            o.edge_w_len = len;
+            o.edge_w_lo = NULL;
+            GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, &o, we));
+            m = we[0].n;
+            assert_true(m > 0);
+            keep = malloc(m * 8);
+            memcpy(keep, we[0].eid, m * 8);
+            GKVT_OK(gkv_part_sgraph(f->part[q], &psg));
+            GKVT_OK(gkv_sampler_new(&ps, psg, 1));
+            ew[0] = w->w + elo;
+            len[0] = ehi - elo;
+            lo[0] = elo;
+            o.edge_w_lo = lo;
+            GKVT_OK(gkv_sample_neighbors(ps, sv, ns, fan, 3, 0, &o, pe));
+            assert_int_equal(pe[0].n, m);
+            assert_memory_equal(pe[0].eid, keep, m * 8);
+            /* the same array one edge short at either end, where an edge
+             * is sampled: GKV_ERANGE naming where the array starts */
+            lo[0] = elo + 1;
+            ew[0] = w->w + elo + 1;
+            len[0] = ehi - elo - 1;
+            {
+                gkv_err rc = gkv_sample_neighbors(ps, sv, ns, fan, 3, 0, &o,
+                                                  pe);
+                if (rc != GKV_OK) {
+                    assert_int_equal(rc, GKV_ERANGE);
+                    assert_non_null(strstr(gkv_sampler_errmsg(ps),
+                                           "of edges from"));
+                }
+            }
+            /* the array starting beyond every edge: always GKV_ERANGE */
+            lo[0] = ehi;
+            len[0] = 0;
+            assert_int_equal(gkv_sample_neighbors(ps, sv, ns, fan, 3, 0, &o,
+                                                  pe), GKV_ERANGE);
+            lo[0] = -1;
+            assert_int_equal(gkv_sample_neighbors(ps, sv, ns, fan, 3, 0, &o,
+                                                  pe), GKV_EINVAL);
+            free(keep);
+            gkv_sampler_free(ps);
+            gkv_sgraph_free(psg);
+        }
+    }
+}
+
+/* The SAMPLE codec: names round-trip; bad ones are refused on decode with
+ * the reason; the flag without the section is truncated input. */
+static void
+test_wire(void **state)
+{
+    static const char *const good[2] = {"prob", NULL};
+    int fan[1] = {5};
+    int64_t s0[2] = {1, 2};
+    const int64_t *seeds[1] = {s0};
+    size_t ns[1] = {2};
+    net_sample_enc enc = {0};
+    net_sample_req q;
+    net_rd rd;
+    struct { const char *name; const char *why; } bad[] = {
+        {"a#b", "'#'"}, {"a b", "printable"}, {"a\tb", "printable"},
+        {NULL, "more bytes than"}};
+    char big[GKV_NAME_MAX + 2];
+    unsigned char *buf;
+    net_wr w;
+
+    (void)state;
+    memset(big, 'y', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    bad[3].name = big;
+    enc.dir = GKV_DIR_IN;
+    enc.flags = NET_SAMPLE_F_FEAT;
+    enc.nnt = 1;
+    enc.net = 2;
+    enc.nfan = 1;
+    enc.seed = 4;
+    enc.fanout = fan;
+    enc.seeds = seeds;
+    enc.nseeds = ns;
+    enc.feat = good;
+    for (int k = -1; k < (int)(sizeof bad / sizeof bad[0]); k++) {
+        const char *names[2] = {k < 0 ? "prob" : bad[k].name, NULL};
+        enc.feat = k < 0 ? good : names;
+        memset(&w, 0, sizeof w);
+        net__enc_sample_req(&w, &enc);           /* measure */
+        buf = calloc(1, w.off + 8);
+        assert_non_null(buf);
+        w.p = buf;
+        w.cap = w.off;
+        w.off = 0;
+        net__enc_sample_req(&w, &enc);
+        net__rd_init(&rd, buf, w.off);
+        if (k < 0) {
+            assert_int_equal(net__dec_sample_req(&rd, &q), 0);
+            assert_non_null(q.feat);
+            assert_string_equal(q.feat[0], "prob");
+            assert_null(q.feat[1]);
+            net__sample_req_free(&q);
+            /* the flag without the names: truncated */
+            net__rd_init(&rd, buf, w.off - 2 - 4 - 2);
+            assert_int_not_equal(net__dec_sample_req(&rd, &q), 0);
+            /* names without the flag: bytes left over */
+            {
+                unsigned char *fl = buf + 8;      /* layer, dir, flags */
+                uint32_t v = 0;
+                memcpy(fl, &v, 4);
+                net__rd_init(&rd, buf, w.off);
+                assert_int_not_equal(net__dec_sample_req(&rd, &q), 0);
+                assert_non_null(strstr(rd.why, "left over"));
+            }
+        } else {
+            assert_int_not_equal(net__dec_sample_req(&rd, &q), 0);
+            if (strstr(rd.why, bad[k].why) == NULL)
+                fail_msg("name '%.20s': decoder said '%s', expected '%s'",
+                         bad[k].name, rd.why, bad[k].why);
+            assert_non_null(strstr(rd.why, "edge_w_feat"));
+        }
+        free(buf);
+    }
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wire),
+        cmocka_unit_test_setup_teardown(test_edge_w_lo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_equals_in_process, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mask, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_invalidates, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_writeback_feature, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    snprintf(g_server_path, sizeof g_server_path, "%s",
+             gkvt_prog("gkv-server"));
+    return cmocka_run_group_tests_name("net_prob", tests, NULL, NULL);
+}
