@@ -176,8 +176,9 @@ typedef struct gkv_tensor_desc {
 } gkv_tensor_desc;
 
 /* Names: 1..GKV_NAME_MAX bytes of printable ASCII without spaces or '#'
- * ('#' marks optimizer-state companions, "feat#adam_m"). Slashes are plain
- * characters: "node/paper/feat". */
+ * ('#' marks optimizer-state companions, "feat#adam_m": they are read like
+ * tensors and written only as "optimizer state" below says). Slashes are
+ * plain characters: "node/paper/feat". */
 
 /* Creates tensor 'name' and writes all its rows with the initializer.
  * Errors: GKV_EEXIST, GKV_EINVAL (bad name or spec, with the reason in
@@ -288,6 +289,47 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
                                  uint64_t a, uint64_t b,
                                  const void *rows, size_t rows_len);
 
+/* ---- optimizer state: checkpoint, restore, reset ----------------------
+ *
+ * A tensor's optimizer state is its companions (see gkv_push_args): each
+ * has the tensor's ID range and chunking; NAME#adagrad_s, NAME#adam_m and
+ * NAME#adam_v have its row shape in f32 (f64 for an f64 tensor), and
+ * NAME#adam_t one i64 per row (steps taken by that row). A missing
+ * companion is the same as one of zeros: a fresh optimizer.
+ *
+ * Checkpoint (DGL's SparseAdam.save): read them like any tensor
+ * (gkv_tensor_list with_state, gkv_tensor_info, gkv_tensor_read/pull),
+ * together with the tensor, through one gkv_txn for a consistent set.
+ *
+ * Restore (SparseAdam.load): gkv_tensor_write() of rows [a, b), or
+ * gkv_tensor_push() with handler assign (NULL args) by ID, to the
+ * companion's name. Only those two write one, and only when:
+ *   - the name is T#adagrad_s, T#adam_m, T#adam_v or T#adam_t (else
+ *     GKV_EINVAL), and tensor T exists (else GKV_ENOTFOUND) with a
+ *     floating dtype (else GKV_EINVAL);
+ *   - lengths and IDs fit the companion's rows as above (GKV_ESHAPE,
+ *     GKV_ERANGE), and every step count is >= 0 (GKV_EINVAL).
+ * A missing companion is created zero-filled by the write, in the same
+ * transaction. Each write is one transaction: all of it or none. In
+ * write-back mode (T in write-back on this handle) it changes the RAM copy
+ * of the companion, which the flusher writes with T's rows, at one push
+ * boundary. Any other handler, delete, rename, create and write-back start
+ * of a '#' name stay GKV_EINVAL. Pushes with an optimizer then go on from
+ * the restored state, bit for bit as if never interrupted. */
+
+/* Drops the optimizer state of tensor 'name': the companions of
+ * 'optimizer' ("adagrad" or "adam"; NULL: both), in one transaction; the
+ * next push with that optimizer starts fresh (adam at step 1). No state
+ * to drop is GKV_OK. In write-back mode on this handle the RAM copies of
+ * those companions are dropped too, and the same transaction writes every
+ * pending change of this handle's write-back tensors (as a flush), so the
+ * store goes from the state after one push to that state without the
+ * optimizer's; pushes on this handle wait for it.
+ * Errors: GKV_EINVAL (a '#' name, an unknown optimizer), GKV_ENOTFOUND,
+ * GKV_ERDONLY, GKV_EMAPFULL, GKV_ENOMEM, GKV_EIO. */
+GKV_API gkv_err gkv_opt_reset(gkv_store *s, const char *name,
+                              const char *optimizer);
+
 /* ---- write-back mode ------------------------------------------------- */
 
 /* Write-back mode is for embeddings pushed every step, where a durable
@@ -318,12 +360,13 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
  * it (the copy would stand for the new tensor on this handle until a
  * flush drops it; stop first). A push is checked before any optimizer
  * state is created, as a direct one. Its state companions change only
- * through optimizer pushes to it, in either mode: push, write, delete and
- * rename of a '#' name fail with GKV_EINVAL, so no direct write to one
- * can be lost to a flush. If another handle deletes or replaces it
- * anyway, the next flush drops this handle's copy (and the pushes not yet
- * written) and writes the other tensors. gkv_store_close() flushes (stop
- * first to see errors).
+ * through optimizer pushes to it, restores (assign push or write of a
+ * companion) and gkv_opt_reset(), all of which go to the RAM copy too;
+ * other pushes, delete and rename of a '#' name fail with GKV_EINVAL, so
+ * no direct write to one can be lost to a flush. If another handle
+ * deletes or replaces it anyway, the next flush drops this handle's copy
+ * (and the pushes not yet written) and writes the other tensors.
+ * gkv_store_close() flushes (stop first to see errors).
  * Errors: GKV_ENOTFOUND, GKV_EEXIST (already on), GKV_ERDONLY, GKV_ENOMEM. */
 GKV_API gkv_err gkv_writeback_start(gkv_store *s, const char *name,
                                     unsigned interval_ms);

@@ -268,6 +268,18 @@ typedef struct kv_push {
  * ("#adagrad_s", ...). */
 size_t      kv__state_n(enum kv_hkind k);
 const char *kv__state_suffix(enum kv_hkind k, size_t i);
+/* Splits optimizer-state name "T#suffix" into T (base, GKV_NAME_MAX + 1
+ * bytes) and its optimizer k and companion index *idx (kv__state_suffix(k,
+ * *idx) is the suffix). GKV_EINVAL, with the message, for any other name
+ * with a '#'. */
+gkv_err kv__state_parse(gkv_store *s, const char *name, char *base,
+                        enum kv_hkind *k, size_t *idx);
+/* Bit of optimizer k in a 'kinds' mask (kv__state_drop, kv__wb_reset). */
+#define KV_KIND_BIT(k) (1u << (unsigned)(k))
+/* Deletes, in 'txn', the state companions of tensor 'name' that belong to
+ * the optimizers in 'kinds' (records and chunks); missing ones are fine. */
+gkv_err kv__state_drop(gkv_store *s, MDB_txn *txn, const char *name,
+                       unsigned kinds);
 /* Gets, creating zero-filled in 'txn' if missing, state companion 'suffix'
  * of tensor 'name' (record r). */
 gkv_err kv__state_get(gkv_store *s, MDB_txn *txn, const char *name,
@@ -345,6 +357,14 @@ kv__wb_touch(gkv_store *s, kv_mirror *m, uint64_t c)
 /* Tests only: called by a flush once it has marked its chunks pending,
  * before it writes them (no lock held). NULL normally. */
 extern void (*kv__wb_flush_hook)(gkv_store *s);
+/* gkv_opt_reset of write-back tensor 'name' on this handle: in one
+ * transaction, writes every dirty chunk of every write-back tensor (as a
+ * flush) and deletes the companions of 'kinds'; then frees their mirrors.
+ * Holds st_wb_flush_mu and st_wb_lock (exclusive) throughout, so the store
+ * goes from the state after one push to that state with the optimizer
+ * state dropped. *done = 0 when 'name' is not in write-back mode (nothing
+ * was done). */
+gkv_err kv__wb_reset(gkv_store *s, const char *name, unsigned kinds, int *done);
 /* Stops the flusher, flushes and frees everything (store close). */
 gkv_err kv__wb_close(gkv_store *s);
 /* Whether any tensor of s is in write-back mode (a lock-free hint). */

@@ -550,6 +550,63 @@ kv__state_suffix(enum kv_hkind k, size_t i)
     return k == KV_H_ADAGRAD ? adagrad_state[i].suffix : adam_state[i].suffix;
 }
 
+gkv_err
+kv__state_parse(gkv_store *s, const char *name, char *base,
+                enum kv_hkind *k, size_t *idx)
+{
+    const char *h;
+    gkv_err rc;
+
+    if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
+        return rc;
+    if ((h = strchr(name, '#')) != NULL && h > name) {
+        for (int kk = KV_H_ADAGRAD; kk <= KV_H_ADAM; kk++)
+            for (size_t i = 0; i < kv__state_n((enum kv_hkind)kk); i++)
+                if (strcmp(h, kv__state_suffix((enum kv_hkind)kk, i)) == 0) {
+                    memcpy(base, name, (size_t)(h - name));
+                    base[h - name] = '\0';
+                    *k = (enum kv_hkind)kk;
+                    *idx = i;
+                    return GKV_OK;
+                }
+    }
+    return kv__fail(s, GKV_EINVAL, "'%.64s' is not optimizer state: '#' is "
+                    "reserved for it, and a tensor T's state is T#adagrad_s, "
+                    "T#adam_m, T#adam_v or T#adam_t", name);
+}
+
+/* The record state companion 'is_step' of tensor r has (or gets), but its
+ * tid. Keep in step with kv__state_get. */
+static void
+state_rec(const kv_rec *r, int is_step, kv_rec *st)
+{
+    memset(st, 0, sizeof *st);
+    st->dtype = is_step ? GKV_I64 : (r->dtype == GKV_F64 ? GKV_F64 : GKV_F32);
+    st->ndim = is_step ? 0 : r->ndim;
+    for (unsigned i = 0; i < st->ndim; i++)
+        st->shape[i] = r->shape[i];
+    st->lo = r->lo;
+    st->hi = r->hi;
+    st->chunk_rows = r->chunk_rows;
+    st->flags = r->flags;
+    st->init = GKV_INIT_ZEROS;
+    kv__rec_derive(st);
+}
+
+/* Whether stored companion st has the rows state_rec() says. */
+static int
+state_rec_same(const kv_rec *want, const kv_rec *st)
+{
+    if (st->dtype != want->dtype || st->ndim != want->ndim ||
+        st->lo != want->lo || st->hi != want->hi ||
+        st->chunk_rows != want->chunk_rows)
+        return 0;
+    for (unsigned i = 0; i < want->ndim; i++)
+        if (st->shape[i] != want->shape[i])
+            return 0;
+    return 1;
+}
+
 /* Stable order of ids by value: LSD radix sort on (id - lo) with 11-bit
  * digits, or insertion sort for small n. *out is gkv__malloc'd. */
 gkv_err
@@ -1153,6 +1210,11 @@ direct_lock(gkv_store *s, const char *name)
     return 0;
 }
 
+static gkv_err state_write(gkv_store *s, const char *name, int range,
+                           const uint64_t *ids, size_t n, uint64_t a,
+                           uint64_t b, const void *rows, size_t len,
+                           const char *handler);
+
 gkv_err
 gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
                 const void *rows, size_t rows_len, const gkv_push_args *args)
@@ -1162,6 +1224,8 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
     gkv_err rc;
 
     kv__clear(s);
+    if (name != NULL && strchr(name, '#') != NULL)   /* a restore */
+        return state_write(s, name, 0, ids, n, 0, 0, rows, rows_len, h);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
     if (n > 0 && (ids == NULL || rows == NULL))
@@ -1255,6 +1319,21 @@ struct write_arg {
     size_t rows_len;
 };
 
+/* Checks a range write of rows [a, b), len bytes, against r. */
+static gkv_err
+write_check(gkv_store *s, const char *name, const kv_rec *r, uint64_t a,
+            uint64_t b, size_t len)
+{
+    if (a > b || a < r->lo || b > r->hi)
+        return kv__fail(s, GKV_ERANGE, "tensor '%s': rows [%llu, %llu) are not "
+                        "inside [%llu, %llu)", name, (unsigned long long)a,
+                        (unsigned long long)b, (unsigned long long)r->lo,
+                        (unsigned long long)r->hi);
+    if (b - a > SIZE_MAX / r->row_bytes || len != (b - a) * r->row_bytes)
+        return len_error(s, name, r, b - a, len);
+    return GKV_OK;
+}
+
 static gkv_err
 write_fn(gkv_store *s, MDB_txn *txn, void *arg)
 {
@@ -1265,16 +1344,9 @@ write_fn(gkv_store *s, MDB_txn *txn, void *arg)
     gkv_err rc;
     int mrc;
 
-    if ((rc = kv__rec_get(s, txn, w->name, &r)) != GKV_OK)
+    if ((rc = kv__rec_get(s, txn, w->name, &r)) != GKV_OK ||
+        (rc = write_check(s, w->name, &r, w->a, w->b, w->rows_len)) != GKV_OK)
         return rc;
-    if (w->a > w->b || w->a < r.lo || w->b > r.hi)
-        return kv__fail(s, GKV_ERANGE, "tensor '%s': rows [%llu, %llu) are not "
-                        "inside [%llu, %llu)", w->name, (unsigned long long)w->a,
-                        (unsigned long long)w->b, (unsigned long long)r.lo,
-                        (unsigned long long)r.hi);
-    if (w->b - w->a > SIZE_MAX / r.row_bytes ||
-        w->rows_len != (w->b - w->a) * r.row_bytes)
-        return len_error(s, w->name, &r, w->b - w->a, w->rows_len);
     if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
         return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", w->name,
                         mdb_strerror(mrc));
@@ -1318,6 +1390,8 @@ gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
     gkv_err rc;
 
     kv__clear(s);
+    if (name != NULL && strchr(name, '#') != NULL)   /* a restore */
+        return state_write(s, name, 1, NULL, 0, a, b, rows, rows_len, NULL);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
     if (a < b && rows == NULL)
@@ -1333,6 +1407,216 @@ gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
             break;
     }
     rc = kv__write(s, write_fn, &w);
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return rc;
+}
+
+/* ---- writes to optimizer state (restoring a checkpoint) ------------------
+ *
+ * A state companion ("T#adam_m") takes assign pushes and range writes, so
+ * that saved state can be put back. Its tensor T must exist (with a
+ * floating dtype); a missing companion is created zero-filled, in the same
+ * transaction, with the rows state_rec() gives it. In write-back mode the
+ * write goes to the companion's RAM copy (loaded first, as an optimizer
+ * push loads it), so no flush can undo it. */
+
+struct state_write_arg {
+    const char *base;         /* T */
+    enum kv_hkind kind;       /* its optimizer */
+    size_t idx;               /* companion index, kv__state_suffix(kind, idx) */
+    int range;                /* 1: rows [w.a, w.b); 0: by ID (push) */
+    kv_push p;                /* name = the companion, handler assign */
+    struct write_arg w;       /* name = the companion */
+};
+
+static int
+is_step_state(const struct state_write_arg *a)
+{
+    return a->kind == KV_H_ADAM && a->idx == 2;
+}
+
+/* Checks the write against tensor r (the base): its dtype, and lengths and
+ * IDs against the companion's rows (*want). */
+static gkv_err
+state_check(gkv_store *s, const struct state_write_arg *a, const kv_rec *r,
+            kv_rec *want)
+{
+    const char *sname = a->p.name;
+
+    if (!dtype_is_float(r->dtype))
+        return kv__fail(s, GKV_EINVAL, "optimizer state '%s': tensor '%s' is "
+                        "%s; optimizers, and so their state, need a floating "
+                        "dtype", sname, a->base, gkv_dtype_name(r->dtype));
+    state_rec(r, is_step_state(a), want);
+    if (a->range)
+        return write_check(s, sname, want, a->w.a, a->w.b, a->w.rows_len);
+    return kv__push_check(s, &a->p, want);
+}
+
+static gkv_err
+state_write_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct state_write_arg *a = arg;
+    kv_rec r, want, st;
+    gkv_err rc;
+
+    if ((rc = kv__rec_get(s, txn, a->base, &r)) == GKV_ENOTFOUND)
+        return kv__fail(s, GKV_ENOTFOUND, "optimizer state '%s': no tensor "
+                        "'%s' in store '%s'", a->p.name, a->base, s->st_path);
+    if (rc != GKV_OK || (rc = state_check(s, a, &r, &want)) != GKV_OK)
+        return rc;
+    if (a->range ? a->w.a == a->w.b : a->p.n == 0)
+        return GKV_OK;    /* nothing to write: no companion to create */
+    if ((rc = kv__state_get(s, txn, a->base, &r,
+                            kv__state_suffix(a->kind, a->idx),
+                            is_step_state(a), &st)) != GKV_OK)
+        return rc;
+    if (!state_rec_same(&want, &st))
+        return kv__fail(s, GKV_ECORRUPT, "optimizer state '%s' does not have "
+                        "the rows of tensor '%s' (%s, range [%llu, %llu), %u "
+                        "rows a chunk)", a->p.name, a->base,
+                        gkv_dtype_name(st.dtype), (unsigned long long)st.lo,
+                        (unsigned long long)st.hi, st.chunk_rows);
+    return a->range ? write_fn(s, txn, &a->w) : push_fn(s, txn, &a->p);
+}
+
+/* The write into the companion's RAM copy when a->base is in write-back
+ * mode on this handle; *done = 0 (nothing done) when it is not. */
+static gkv_err
+wb_state_write(gkv_store *s, struct state_write_arg *a, int *done)
+{
+    const char *suf = kv__state_suffix(a->kind, a->idx);
+    kv_rec want;
+    kv_mirror *m;
+    kv_wb *w;
+    int need, fl;
+    gkv_err rc;
+
+    *done = 1;
+    /* check first: loading the state may create companions in the store */
+    pthread_rwlock_rdlock(&s->st_wb_lock);
+    if ((w = kv__wb_find(s, a->base)) == NULL) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        *done = 0;
+        return GKV_OK;
+    }
+    rc = state_check(s, a, &w->m[0].r, &want);
+    need = kv__wb_state(w, suf) == NULL;
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    if (rc != GKV_OK || (a->range ? a->w.a == a->w.b : a->p.n == 0))
+        return rc;
+    if (need && (rc = kv__wb_state_load(s, a->base, a->kind)) != GKV_OK)
+        return rc;
+    pthread_rwlock_wrlock(&s->st_wb_lock);
+    if ((w = kv__wb_find(s, a->base)) == NULL) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        *done = 0;
+        return GKV_OK;
+    }
+    if ((rc = state_check(s, a, &w->m[0].r, &want)) != GKV_OK)
+        goto out;
+    if ((m = kv__wb_state(w, suf)) == NULL) {
+        rc = kv__fail(s, GKV_EBUSY, "optimizer state '%s' not loaded (a "
+                      "write-back stop or start of '%s' raced with the "
+                      "write); try again", a->p.name, a->base);
+        goto out;
+    }
+    if (!state_rec_same(&want, &m->r)) {
+        rc = kv__fail(s, GKV_ECORRUPT, "optimizer state '%s' does not have "
+                      "the rows of tensor '%s'", a->p.name, a->base);
+        goto out;
+    }
+    if ((fl = s->st_wb_fl != NULL))
+        pthread_mutex_lock(&s->st_wb_copy_mu);
+    if (a->range) {
+        const uint64_t c0 = (a->w.a - m->r.lo) / m->r.chunk_rows;
+        const uint64_t c1 = (a->w.b - 1 - m->r.lo) / m->r.chunk_rows;
+
+        for (uint64_t c = c0; fl && c <= c1; c++)
+            kv__wb_touch(s, m, c);
+        memcpy(m->rows + (a->w.a - m->r.lo) * m->r.row_bytes, a->w.rows,
+               a->w.rows_len);
+        for (uint64_t c = c0; c <= c1; c++)
+            m->dirty[c] = KV_WB_DIRTY;
+    } else {
+        const size_t rb = m->r.row_bytes;
+
+        if (fl)
+            mirror_touch(s, m, a->p.ids, a->p.n);
+        for (size_t i = 0; i < a->p.n; i++)   /* the last of an ID wins */
+            memcpy(m->rows + (a->p.ids[i] - m->r.lo) * rb, a->p.rows + i * rb,
+                   rb);
+        mirror_dirty(m, a->p.ids, a->p.n);
+    }
+    if (fl)
+        pthread_mutex_unlock(&s->st_wb_copy_mu);
+out:
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return rc;
+}
+
+/* A step count (adam_t) below 0 would make the bias correction divide by
+ * zero or flip its sign: refused, before anything is written. */
+static gkv_err
+steps_check(gkv_store *s, const char *name, const void *rows, size_t len)
+{
+    for (size_t i = 0; i + 8 <= len; i += 8) {
+        int64_t t;
+
+        memcpy(&t, (const unsigned char *)rows + i, 8);
+        if (t < 0)
+            return kv__fail(s, GKV_EINVAL, "optimizer state '%s': row %zu "
+                            "holds step count %lld; step counts are >= 0",
+                            name, i / 8, (long long)t);
+    }
+    return GKV_OK;
+}
+
+static gkv_err
+state_write(gkv_store *s, const char *name, int range, const uint64_t *ids,
+            size_t n, uint64_t a, uint64_t b, const void *rows, size_t len,
+            const char *handler)
+{
+    struct state_write_arg sw;
+    char base[GKV_NAME_MAX + 1];
+    gkv_err rc;
+
+    memset(&sw, 0, sizeof sw);
+    if ((rc = kv__state_parse(s, name, base, &sw.kind, &sw.idx)) != GKV_OK)
+        return rc;
+    if (handler != NULL && strcmp(handler, "assign") != 0)
+        return kv__fail(s, GKV_EINVAL, "optimizer state '%s': only assign "
+                        "writes it (restoring saved state); push handler "
+                        "'%.64s' is refused", name, handler);
+    if (range ? a < b && rows == NULL : n > 0 && (ids == NULL || rows == NULL))
+        return kv__fail(s, GKV_EINVAL, "optimizer state '%s': NULL %s", name,
+                        range ? "rows" : "ids or rows");
+    if (is_step_state(&sw) && rows != NULL &&
+        (rc = steps_check(s, name, rows, len)) != GKV_OK)
+        return rc;
+    sw.base = base;
+    sw.range = range;
+    sw.p.name = name;
+    sw.p.ids = ids;
+    sw.p.n = n;
+    sw.p.rows = rows;
+    sw.p.rows_len = len;
+    sw.p.kind = KV_H_ASSIGN;
+    sw.w.name = name;
+    sw.w.a = a;
+    sw.w.b = b;
+    sw.w.rows = rows;
+    sw.w.rows_len = len;
+    for (;;) {
+        if (kv__wb_any(s)) {
+            int done;
+            if ((rc = wb_state_write(s, &sw, &done)) != GKV_OK || done)
+                return rc;
+        }
+        if (direct_lock(s, base))   /* the tensor: no write-back start now */
+            break;
+    }
+    rc = kv__write(s, state_write_fn, &sw);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
 }

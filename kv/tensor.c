@@ -826,3 +826,88 @@ gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
     return rc;
 }
 
+
+/* ---- optimizer state reset -------------------------------------------- */
+
+gkv_err
+kv__state_drop(gkv_store *s, MDB_txn *txn, const char *name, unsigned kinds)
+{
+    for (int k = KV_H_ADAGRAD; k <= KV_H_ADAM; k++) {
+        if (!(kinds & KV_KIND_BIT(k)))
+            continue;
+        for (size_t i = 0; i < kv__state_n((enum kv_hkind)k); i++) {
+            char sname[GKV_NAME_MAX + 32];
+            MDB_val key;
+            kv_rec r;
+            gkv_err rc;
+            int mrc;
+
+            snprintf(sname, sizeof sname, "%s%s", name,
+                     kv__state_suffix((enum kv_hkind)k, i));
+            if (strlen(sname) > GKV_NAME_MAX)
+                continue;   /* no state can have that name */
+            if ((rc = kv__rec_get(s, txn, sname, &r)) == GKV_ENOTFOUND) {
+                kv__clear(s);
+                continue;
+            }
+            if (rc != GKV_OK || (rc = kv__chunks_delete(s, txn, r.tid)) != GKV_OK)
+                return rc;
+            key.mv_size = strlen(sname);
+            key.mv_data = sname;
+            if ((mrc = mdb_del(txn, s->st_cat, &key, NULL)) != 0)
+                return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s",
+                                sname, mdb_strerror(mrc));
+        }
+    }
+    return GKV_OK;
+}
+
+struct reset_arg { const char *name; unsigned kinds; };
+
+static gkv_err
+reset_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct reset_arg *a = arg;
+    kv_rec r;
+    gkv_err rc;
+
+    if ((rc = kv__rec_get(s, txn, a->name, &r)) != GKV_OK)
+        return rc;
+    return kv__state_drop(s, txn, a->name, a->kinds);
+}
+
+gkv_err
+gkv_opt_reset(gkv_store *s, const char *name, const char *optimizer)
+{
+    struct reset_arg a = {name, 0};
+    gkv_err rc;
+
+    kv__clear(s);
+    if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
+        return rc;
+    if (optimizer == NULL)
+        a.kinds = KV_KIND_BIT(KV_H_ADAGRAD) | KV_KIND_BIT(KV_H_ADAM);
+    else if (strcmp(optimizer, "adagrad") == 0)
+        a.kinds = KV_KIND_BIT(KV_H_ADAGRAD);
+    else if (strcmp(optimizer, "adam") == 0)
+        a.kinds = KV_KIND_BIT(KV_H_ADAM);
+    else
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': no optimizer state of "
+                        "'%.64s' to reset (optimizers with state: adagrad, "
+                        "adam; NULL for both)", name, optimizer);
+    for (;;) {
+        if (kv__wb_any(s)) {
+            int done;
+            if ((rc = kv__wb_reset(s, name, a.kinds, &done)) != GKV_OK || done)
+                return rc;
+        }
+        /* shared: no write-back start of 'name' until the reset commits */
+        pthread_rwlock_rdlock(&s->st_wb_lock);
+        if (kv__wb_find(s, name) == NULL)
+            break;
+        pthread_rwlock_unlock(&s->st_wb_lock);
+    }
+    rc = kv__write(s, reset_fn, &a);
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    return rc;
+}

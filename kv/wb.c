@@ -705,3 +705,99 @@ kv__wb_close(gkv_store *s)
     s->st_wb_stage_len = 0;
     return rc;
 }
+
+/* ---- optimizer state reset (gkv_opt_reset) ------------------------------ */
+
+struct wb_reset_arg {
+    wb_stage st;            /* every dirty chunk but the reset companions' */
+    const char *name;
+    unsigned kinds;
+    uint32_t tid;           /* of the tensor the copy holds */
+};
+
+/* Whether mirror i (1..4) of a tensor holds state of an optimizer in
+ * 'kinds'. */
+static int
+reset_hits(unsigned kinds, int i)
+{
+    return (i == 1 && (kinds & KV_KIND_BIT(KV_H_ADAGRAD))) ||
+           (i >= 2 && (kinds & KV_KIND_BIT(KV_H_ADAM)));
+}
+
+static gkv_err
+reset_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct wb_reset_arg *a = arg;
+    kv_rec r;
+    gkv_err rc;
+
+    if ((rc = kv__rec_get(s, txn, a->name, &r)) == GKV_OK && r.tid != a->tid)
+        rc = kv__fail(s, GKV_ENOTFOUND, "tensor '%s' was deleted or replaced "
+                      "by another handle; its write-back copy is dropped by "
+                      "the next flush", a->name);
+    if (rc != GKV_OK || (rc = flush_fn(s, txn, &a->st)) != GKV_OK)
+        return rc;
+    return kv__state_drop(s, txn, a->name, a->kinds);
+}
+
+gkv_err
+kv__wb_reset(gkv_store *s, const char *name, unsigned kinds, int *done)
+{
+    struct wb_reset_arg a = {{NULL, 0, NULL, 0}, name, kinds, 0};
+    kv_wb *w, *dead = NULL;
+    size_t np = 0;
+    gkv_err rc = GKV_OK;
+
+    *done = 1;
+    /* no flush in progress (none holds a pending chunk or a mirror), and
+     * no push until the transaction commits: the store goes from the
+     * state after one push to that state without the optimizer's */
+    pthread_mutex_lock(&s->st_wb_flush_mu);
+    pthread_rwlock_wrlock(&s->st_wb_lock);
+    if ((w = kv__wb_find(s, name)) == NULL) {
+        *done = 0;
+        goto out;
+    }
+    a.tid = w->m[0].r.tid;
+    for (kv_wb *x = s->st_wb; x != NULL; x = x->next)
+        for (int i = 0; i < 5; i++)
+            for (uint64_t c = 0; x->m[i].rows != NULL && c < x->m[i].r.nchunks; c++)
+                np += x->m[i].dirty[c] == KV_WB_DIRTY;
+    if (np > 0 && (a.st.p = gkv__malloc(np * sizeof *a.st.p)) == NULL) {
+        rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory for a reset "
+                      "of its optimizer state", name);
+        goto out;
+    }
+    for (kv_wb *x = s->st_wb; x != NULL; x = x->next)
+        for (int i = 0; i < 5; i++) {
+            kv_mirror *m = &x->m[i];
+            if (x == w && i > 0 && reset_hits(kinds, i))
+                continue;   /* deleted by the same transaction */
+            for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++)
+                if (m->dirty[c] == KV_WB_DIRTY)
+                    a.st.p[a.st.np++] = (wb_piece){m, &x->m[0], c, 0, 0};
+        }
+    rc = kv__write(s, reset_fn, &a);
+    if (rc == GKV_OK) {
+        for (size_t i = 0; i < a.st.np; i++)   /* no push came meanwhile */
+            a.st.p[i].m->dirty[a.st.p[i].c] = KV_WB_CLEAN;
+        for (int i = 1; i < 5; i++)
+            if (reset_hits(kinds, i) && w->m[i].rows != NULL) {
+                mirror_free(&w->m[i]);   /* loaded again when next used */
+                memset(&w->m[i], 0, sizeof w->m[i]);
+            }
+        drop_gone(s, &dead);
+    }
+    for (size_t i = 0; i < a.st.np; i++)
+        a.st.p[i].m->gone = a.st.p[i].parent->gone = 0;
+out:
+    pthread_rwlock_unlock(&s->st_wb_lock);
+    pthread_mutex_unlock(&s->st_wb_flush_mu);
+    gkv__free(a.st.p);
+    while (dead != NULL) {
+        w = dead;
+        dead = w->next;
+        wb_free(w);
+    }
+    return rc;
+}

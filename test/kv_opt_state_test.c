@@ -1,0 +1,806 @@
+/* kv_opt_state_test.c - optimizer state can be checkpointed (read),
+ * restored (assign push or range write of a '#' companion) and reset
+ * (gkv_opt_reset), in plain and write-back mode. The reference is always
+ * the same pushes on a store that was never interrupted: bytes must be
+ * identical. Bad input changes nothing, byte for byte. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gkvt.h"
+#include "kv_int.h"     /* kv__wb_flush_hook */
+
+#define W  6            /* row width */
+#define N  1500         /* rows, IDs [LO, LO + N) */
+#define LO 50
+#define NP 64           /* IDs per push */
+
+/* the tensor, then its companions; index 0 is the tensor itself */
+static const char *const fam_suf[5] = {
+    "", "#adagrad_s", "#adam_m", "#adam_v", "#adam_t"
+};
+
+static gkv_tensor_spec
+spec(gkv_dtype dt)
+{
+    gkv_tensor_spec sp;
+
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = dt;
+    sp.ndim = 1;
+    sp.shape[0] = W;
+    sp.lo = LO;
+    sp.hi = LO + N;
+    sp.flags = GKV_TENSOR_HOT;    /* many chunks */
+    sp.init = GKV_INIT_UNIFORM;
+    sp.a = -1;
+    sp.b = 1;
+    sp.seed = 5;
+    return sp;
+}
+
+static gkv_store *
+open_store(const char *dir, const char *sub)
+{
+    char p[512];
+    gkv_store *s;
+
+    snprintf(p, sizeof p, "%s/%s", dir, sub);
+    GKVT_OK(gkv_store_open(&s, p, GKV_CREATE | GKV_NOSYNC, NULL));
+    return s;
+}
+
+/* All rows of 'name' through tx (NULL: without a snapshot, so a RAM copy
+ * when there is one), or NULL when there is no such tensor. */
+static unsigned char *
+dump(gkv_store *s, gkv_txn *tx, const char *name, size_t *len)
+{
+    gkv_tensor_desc d;
+    unsigned char *b;
+    gkv_err rc;
+
+    *len = 0;
+    if ((rc = gkv_tensor_info(s, tx, name, &d)) == GKV_ENOTFOUND)
+        return NULL;
+    GKVT_OK(rc);
+    *len = (size_t)(d.hi - d.lo) * d.row_bytes;
+    assert_non_null(b = malloc(*len));
+    rc = gkv_tensor_read(s, tx, name, d.lo, d.hi, b, *len);
+    if (rc == GKV_ENOTFOUND && tx == NULL) {   /* info read the store */
+        free(b);
+        return NULL;
+    }
+    GKVT_OK(rc);
+    return b;
+}
+
+/* A tensor and its four companions (NULL: absent). */
+struct fam { unsigned char *b[5]; size_t len[5]; };
+
+static struct fam
+fam_get(gkv_store *s, gkv_txn *tx, const char *name)
+{
+    struct fam f;
+
+    for (int i = 0; i < 5; i++) {
+        char n[128];
+        snprintf(n, sizeof n, "%s%s", name, fam_suf[i]);
+        f.b[i] = dump(s, tx, n, &f.len[i]);
+    }
+    return f;
+}
+
+/* The same through a fresh snapshot: the store as last written. */
+static struct fam
+fam_stored(gkv_store *s, const char *name)
+{
+    gkv_txn *tx;
+    struct fam f;
+
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    f = fam_get(s, tx, name);
+    gkv_txn_end(tx);
+    return f;
+}
+
+static void
+fam_free(struct fam *f)
+{
+    for (int i = 0; i < 5; i++)
+        free(f->b[i]);
+}
+
+/* 1 when a and b hold the same tensors with the same bytes; else 0 and
+ * *which names the first that differs. */
+static int
+fam_eq(const struct fam *a, const struct fam *b, int *which)
+{
+    for (int i = 0; i < 5; i++) {
+        *which = i;
+        if ((a->b[i] == NULL) != (b->b[i] == NULL) || a->len[i] != b->len[i] ||
+            (a->b[i] != NULL && memcmp(a->b[i], b->b[i], a->len[i]) != 0))
+            return 0;
+    }
+    return 1;
+}
+
+static void
+fam_same(const struct fam *a, const struct fam *b, const char *when)
+{
+    int i;
+
+    if (!fam_eq(a, b, &i))
+        fail_msg("%s: tensor%s differs (%s here, %s in the reference)", when,
+                 fam_suf[i], a->b[i] ? "present" : "absent",
+                 b->b[i] ? "present" : "absent");
+}
+
+/* Families of 'name' in s (tx NULL: as this handle sees it) and in ref
+ * (a plain store) are the same. */
+static void
+same_as_ref(gkv_store *s, gkv_txn *tx, gkv_store *ref, const char *name,
+            const char *when)
+{
+    struct fam a = fam_get(s, tx, name), b = fam_get(ref, NULL, name);
+
+    fam_same(&a, &b, when);
+    fam_free(&a);
+    fam_free(&b);
+}
+
+static void
+same_as_ref_stored(gkv_store *s, gkv_store *ref, const char *name,
+                   const char *when)
+{
+    gkv_txn *tx;
+
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    same_as_ref(s, tx, ref, name, when);
+    gkv_txn_end(tx);
+}
+
+/* k optimizer pushes of NP random IDs (duplicates included) with random
+ * gradients, all drawn from 'seed': two stores given the same seed get the
+ * same pushes. */
+static void
+rounds(gkv_store *s, const char *name, const char *opt, gkv_dtype dt,
+       uint64_t seed, int k)
+{
+    gkv_push_args pa = {opt, 0.05, 0, 0, 0};
+    uint64_t rs = seed, ids[NP];
+    double g[NP * W];
+    float gf[NP * W];
+
+    for (int r = 0; r < k; r++) {
+        for (int i = 0; i < NP; i++) {
+            ids[i] = LO + gkvt_rand(&rs) % (i % 4 == 0 ? 40 : N);
+            for (int j = 0; j < W; j++) {
+                g[i * W + j] = (double)((int)(gkvt_rand(&rs) % 2001) - 1000) / 700.0;
+                gf[i * W + j] = (float)g[i * W + j];
+            }
+        }
+        if (dt == GKV_F64)
+            GKVT_OK(gkv_tensor_push(s, name, ids, NP, g, sizeof g, &pa));
+        else
+            GKVT_OK(gkv_tensor_push(s, name, ids, NP, gf, sizeof gf, &pa));
+    }
+}
+
+/* Copies 'name' (the tensor and what state it has) from 'from' (read
+ * through one snapshot: the checkpoint) into 'to', where the tensor
+ * exists. The state goes half by range write, half by assign push with
+ * the IDs in reverse order. */
+static void
+checkpoint_restore(gkv_store *from, gkv_store *to, const char *name,
+                   int state)
+{
+    gkv_txn *tx;
+    struct fam f;
+
+    GKVT_OK(gkv_txn_begin(from, &tx));
+    f = fam_get(from, tx, name);
+    gkv_txn_end(tx);
+    assert_non_null(f.b[0]);
+    GKVT_OK(gkv_tensor_write(to, name, LO, LO + N, f.b[0], f.len[0]));
+    for (int i = 1; state && i < 5; i++) {
+        char n[128];
+        size_t rb = f.len[i] / N, half = N / 2;
+        uint64_t *ids;
+
+        if (f.b[i] == NULL)
+            continue;
+        snprintf(n, sizeof n, "%s%s", name, fam_suf[i]);
+        GKVT_OK(gkv_tensor_write(to, n, LO, LO + half, f.b[i], half * rb));
+        assert_non_null(ids = malloc((N - half) * sizeof *ids));
+        unsigned char *rows = malloc((N - half) * rb);
+        assert_non_null(rows);
+        for (size_t k = 0; k < N - half; k++) {
+            size_t r = N - 1 - k;
+            ids[k] = LO + r;
+            memcpy(rows + k * rb, f.b[i] + r * rb, rb);
+        }
+        GKVT_OK(gkv_tensor_push(to, n, ids, N - half, rows, (N - half) * rb,
+                                NULL));
+        free(ids);
+        free(rows);
+    }
+    fam_free(&f);
+}
+
+/* ---- checkpoint, restore, go on ------------------------------------- */
+
+/* Plain mode, adam and adagrad, f32 and f64: checkpoint a trained store,
+ * restore it into a fresh one, push on both: bytes identical to the
+ * uninterrupted run, also after reopening. Restoring the weights without
+ * the state gives other bytes (so the comparison can fail). */
+static void
+test_restore_plain(void **state)
+{
+    static const char *const opts[] = {"adam", "adagrad"};
+    static const gkv_dtype dts[] = {GKV_F32, GKV_F64};
+    char *dir = gkvt_mkdtemp("optst");
+
+    (void)state;
+    for (int o = 0; o < 2; o++)
+        for (int d = 0; d < 2; d++) {
+            gkv_tensor_spec sp = spec(dts[d]);
+            gkv_store *a, *b, *c;
+            char sub[32];
+            struct fam fa, fc;
+            int which;
+
+            snprintf(sub, sizeof sub, "a%d%d", o, d);
+            a = open_store(dir, sub);
+            snprintf(sub, sizeof sub, "b%d%d", o, d);
+            b = open_store(dir, sub);
+            snprintf(sub, sizeof sub, "c%d%d", o, d);
+            c = open_store(dir, sub);
+            GKVT_OK(gkv_tensor_create(a, "emb", &sp));
+            GKVT_OK(gkv_tensor_create(b, "emb", &sp));
+            GKVT_OK(gkv_tensor_create(c, "emb", &sp));
+            rounds(a, "emb", opts[o], dts[d], 1, 6);
+            checkpoint_restore(a, b, "emb", 1);
+            checkpoint_restore(a, c, "emb", 0);          /* weights only */
+            same_as_ref(b, NULL, a, "emb", "right after the restore");
+            rounds(a, "emb", opts[o], dts[d], 2, 6);
+            rounds(b, "emb", opts[o], dts[d], 2, 6);
+            rounds(c, "emb", opts[o], dts[d], 2, 6);
+            same_as_ref(b, NULL, a, "emb", "after pushes on the restored store");
+            fa = fam_get(a, NULL, "emb");
+            fc = fam_get(c, NULL, "emb");
+            assert_int_equal(fam_eq(&fa, &fc, &which), 0);
+            assert_int_equal(which, 0);   /* the weights differ already */
+            fam_free(&fa);
+            fam_free(&fc);
+            GKVT_OK(gkv_store_verify(b, NULL, NULL));
+            gkv_store_close(b);
+            snprintf(sub, sizeof sub, "b%d%d", o, d);
+            b = open_store(dir, sub);
+            same_as_ref(b, NULL, a, "emb", "after reopening");
+            gkv_store_close(a);
+            gkv_store_close(b);
+            gkv_store_close(c);
+        }
+    gkvt_rmtree(dir);
+}
+
+/* Write-back mode: the restore goes to the RAM copy (adam: no companion
+ * yet, the write creates it; adagrad: the copy has state from earlier
+ * pushes, which the restore overwrites). A snapshot sees the store as
+ * last flushed; after pushes, a flush, more pushes, and close/reopen the
+ * bytes are the uninterrupted run's. */
+static void
+test_restore_writeback(void **state)
+{
+    static const char *const opts[] = {"adam", "adagrad"};
+    char *dir = gkvt_mkdtemp("optwb");
+
+    (void)state;
+    for (int o = 0; o < 2; o++) {
+        gkv_tensor_spec sp = spec(GKV_F32);
+        gkv_store *a, *b;
+        char sub[32];
+        struct fam st, fa;
+
+        snprintf(sub, sizeof sub, "a%d", o);
+        a = open_store(dir, sub);
+        snprintf(sub, sizeof sub, "b%d", o);
+        b = open_store(dir, sub);
+        GKVT_OK(gkv_tensor_create(a, "emb", &sp));
+        GKVT_OK(gkv_tensor_create(b, "emb", &sp));
+        rounds(a, "emb", opts[o], GKV_F32, 1, 6);
+        GKVT_OK(gkv_writeback_start(b, "emb", 100000));   /* flush when asked */
+        if (o == 1)
+            rounds(b, "emb", opts[o], GKV_F32, 99, 2);    /* state to replace */
+        checkpoint_restore(a, b, "emb", 1);
+        same_as_ref(b, NULL, a, "emb", "write-back: RAM after the restore");
+        /* the store has not seen it yet: the restored state is in RAM */
+        st = fam_stored(b, "emb");
+        fa = fam_get(a, NULL, "emb");
+        assert_non_null(st.b[o == 0 ? 2 : 1]);     /* created by the load */
+        assert_memory_not_equal(st.b[o == 0 ? 2 : 1], fa.b[o == 0 ? 2 : 1],
+                                fa.len[o == 0 ? 2 : 1]);
+        fam_free(&st);
+        fam_free(&fa);
+        GKVT_OK(gkv_writeback_flush(b));
+        same_as_ref_stored(b, a, "emb", "write-back: store after a flush");
+        rounds(a, "emb", opts[o], GKV_F32, 2, 4);
+        rounds(b, "emb", opts[o], GKV_F32, 2, 4);
+        same_as_ref(b, NULL, a, "emb", "write-back: RAM after pushes");
+        GKVT_OK(gkv_writeback_flush(b));
+        same_as_ref_stored(b, a, "emb", "write-back: store after pushes");
+        rounds(a, "emb", opts[o], GKV_F32, 3, 4);
+        rounds(b, "emb", opts[o], GKV_F32, 3, 4);
+        gkv_store_close(b);                         /* flushes */
+        snprintf(sub, sizeof sub, "b%d", o);
+        b = open_store(dir, sub);
+        same_as_ref(b, NULL, a, "emb", "write-back: after close and reopen");
+        GKVT_OK(gkv_store_verify(b, NULL, NULL));
+        gkv_store_close(a);
+        gkv_store_close(b);
+    }
+    gkvt_rmtree(dir);
+}
+
+/* A restore during a flush (from the flush hook: after the flush listed
+ * its chunks, before it writes them): that flush writes the state as it
+ * was (a push boundary), the next one the restored rows; RAM has them at
+ * once. */
+static gkv_store *hook_store;
+static const float *hook_rows;
+static int hook_calls;
+
+static void
+hook_restore(gkv_store *s)
+{
+    uint64_t ids[3] = {LO + 7, LO + 900, LO + 7};
+
+    if (s != hook_store || hook_calls++ != 0)
+        return;
+    GKVT_OK(gkv_tensor_push(s, "emb#adagrad_s", ids, 3, hook_rows,
+                            3 * W * sizeof(float), NULL));
+}
+
+static void
+test_restore_during_flush(void **state)
+{
+    char *dir = gkvt_mkdtemp("optfl");
+    gkv_tensor_spec sp = spec(GKV_F32);
+    float rows[3 * W], got[W];
+    uint64_t id7 = LO + 7, id900 = LO + 900;
+    gkv_store *s;
+    struct fam before, st;
+    gkv_txn *tx;
+
+    (void)state;
+    for (int i = 0; i < 3 * W; i++)
+        rows[i] = 100.0f + (float)i;
+    s = open_store(dir, "s");
+    GKVT_OK(gkv_tensor_create(s, "emb", &sp));
+    GKVT_OK(gkv_writeback_start(s, "emb", 100000));
+    rounds(s, "emb", "adagrad", GKV_F32, 1, 3);       /* dirty state */
+    before = fam_get(s, NULL, "emb");                  /* RAM: what the flush writes */
+    hook_store = s;
+    hook_rows = rows;
+    hook_calls = 0;
+    kv__wb_flush_hook = hook_restore;
+    GKVT_OK(gkv_writeback_flush(s));
+    kv__wb_flush_hook = NULL;
+    assert_int_equal(hook_calls, 1);
+    st = fam_stored(s, "emb");
+    fam_same(&st, &before, "the flush the restore came during");
+    fam_free(&st);
+    /* RAM: the last row for ID 7 wins */
+    GKVT_OK(gkv_tensor_pull(s, NULL, "emb#adagrad_s", &id7, 1, got, sizeof got));
+    assert_memory_equal(got, rows + 2 * W, sizeof got);
+    GKVT_OK(gkv_tensor_pull(s, NULL, "emb#adagrad_s", &id900, 1, got, sizeof got));
+    assert_memory_equal(got, rows + W, sizeof got);
+    GKVT_OK(gkv_writeback_flush(s));
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    GKVT_OK(gkv_tensor_pull(s, tx, "emb#adagrad_s", &id7, 1, got, sizeof got));
+    assert_memory_equal(got, rows + 2 * W, sizeof got);
+    GKVT_OK(gkv_tensor_pull(s, tx, "emb#adagrad_s", &id900, 1, got, sizeof got));
+    assert_memory_equal(got, rows + W, sizeof got);
+    gkv_txn_end(tx);
+    fam_free(&before);
+    GKVT_OK(gkv_writeback_stop(s, "emb"));
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
+/* ---- reset ----------------------------------------------------------- */
+
+/* After gkv_opt_reset, one adam push to distinct IDs gives exactly the
+ * first adam step, computed here (m = (1-b1) g, v = (1-b2) g^2 rounded to
+ * f32, t = 1), and the whole family equals a fresh store's given the same
+ * weights and push. Plain and write-back (the old state is not written
+ * back by later flushes, nor after close and reopen). */
+static void
+test_reset_then_fresh_adam(void **state)
+{
+    char *dir = gkvt_mkdtemp("optrs");
+    const double lr = 0.03, eps = 1e-6, b1 = 0.8, b2 = 0.99;
+    gkv_push_args pa = {"adam", lr, eps, b1, b2};
+
+    (void)state;
+    for (int wb = 0; wb < 2; wb++) {
+        gkv_tensor_spec sp = spec(GKV_F32);
+        uint64_t ids[5] = {LO + 3, LO + 600, LO + 1499, LO, LO + 77};
+        float g[5 * W], w0[5 * W], want[5 * W], got[5 * W];
+        int64_t t[5];
+        gkv_tensor_desc d;
+        gkv_store *s, *f;
+        struct fam st, fs;
+        char sub[32];
+        size_t len;
+        unsigned char *emb;
+
+        snprintf(sub, sizeof sub, "s%d", wb);
+        s = open_store(dir, sub);
+        snprintf(sub, sizeof sub, "f%d", wb);
+        f = open_store(dir, sub);
+        GKVT_OK(gkv_tensor_create(s, "emb", &sp));
+        GKVT_OK(gkv_tensor_create(f, "emb", &sp));
+        if (wb)
+            GKVT_OK(gkv_writeback_start(s, "emb", 100000));
+        rounds(s, "emb", "adam", GKV_F32, 1, 5);
+        rounds(s, "emb", "adagrad", GKV_F32, 2, 2);
+        if (wb)
+            GKVT_OK(gkv_writeback_flush(s));   /* old state in the store */
+        rounds(s, "emb", "adam", GKV_F32, 3, 2);   /* and newer in RAM */
+        GKVT_OK(gkv_opt_reset(s, "emb", NULL));
+        for (int i = 1; i < 5; i++) {
+            char n[64];
+            snprintf(n, sizeof n, "emb%s", fam_suf[i]);
+            assert_int_equal(gkv_tensor_info(s, NULL, n, &d), GKV_ENOTFOUND);
+        }
+        /* the reset wrote the pending weights with it: the store is RAM */
+        st = fam_stored(s, "emb");
+        fs = fam_get(s, NULL, "emb");
+        fam_same(&st, &fs, "store and RAM right after the reset");
+        for (int i = 1; i < 5; i++)
+            assert_null(st.b[i]);
+        fam_free(&st);
+        fam_free(&fs);
+        /* the fresh store: the same weights, no state */
+        emb = dump(s, NULL, "emb", &len);
+        GKVT_OK(gkv_tensor_write(f, "emb", LO, LO + N, emb, len));
+        free(emb);
+        for (int i = 0; i < 5 * W; i++)
+            g[i] = (float)((i * 37) % 23 - 11) / 9.0f;
+        GKVT_OK(gkv_tensor_pull(s, NULL, "emb", ids, 5, w0, sizeof w0));
+        GKVT_OK(gkv_tensor_push(s, "emb", ids, 5, g, sizeof g, &pa));
+        GKVT_OK(gkv_tensor_push(f, "emb", ids, 5, g, sizeof g, &pa));
+        for (int i = 0; i < 5 * W; i++) {
+            float m = (float)(b1 * 0.0 + (1 - b1) * (double)g[i]);
+            float v = (float)(b2 * 0.0 + (1 - b2) * (double)g[i] * (double)g[i]);
+            double bc1 = 1 - pow(b1, 1.0), bc2 = 1 - pow(b2, 1.0);
+            want[i] = (float)((double)w0[i] - lr * ((double)m / bc1) /
+                              (sqrt((double)v / bc2) + eps));
+        }
+        GKVT_OK(gkv_tensor_pull(s, NULL, "emb", ids, 5, got, sizeof got));
+        assert_memory_equal(got, want, sizeof got);
+        GKVT_OK(gkv_tensor_pull(s, NULL, "emb#adam_t", ids, 5, t, sizeof t));
+        for (int i = 0; i < 5; i++)
+            assert_int_equal(t[i], 1);
+        same_as_ref(s, NULL, f, "emb", "reset, then a push, vs a fresh store");
+        if (wb) {
+            GKVT_OK(gkv_writeback_flush(s));
+            same_as_ref_stored(s, f, "emb", "reset: store after a flush");
+            rounds(s, "emb", "adam", GKV_F32, 4, 2);
+            rounds(f, "emb", "adam", GKV_F32, 4, 2);
+            gkv_store_close(s);
+            snprintf(sub, sizeof sub, "s%d", wb);
+            s = open_store(dir, sub);
+            same_as_ref(s, NULL, f, "emb", "reset: after close and reopen");
+        }
+        GKVT_OK(gkv_store_verify(s, NULL, NULL));
+        gkv_store_close(s);
+        gkv_store_close(f);
+    }
+    gkvt_rmtree(dir);
+}
+
+/* Reset of one optimizer leaves the other's state byte for byte; a reset
+ * with no state left is GKV_OK and changes nothing. In write-back mode,
+ * reads without a snapshot see it at once. */
+static void
+test_reset_one_optimizer(void **state)
+{
+    char *dir = gkvt_mkdtemp("optr1");
+
+    (void)state;
+    for (int wb = 0; wb < 2; wb++) {
+        gkv_tensor_spec sp = spec(GKV_F32);
+        gkv_store *s;
+        struct fam f0, f1;
+        char sub[32];
+
+        snprintf(sub, sizeof sub, "s%d", wb);
+        s = open_store(dir, sub);
+        GKVT_OK(gkv_tensor_create(s, "emb", &sp));
+        GKVT_OK(gkv_tensor_create(s, "other", &sp));
+        if (wb) {
+            GKVT_OK(gkv_writeback_start(s, "emb", 100000));
+            GKVT_OK(gkv_writeback_start(s, "other", 100000));
+        }
+        rounds(s, "emb", "adam", GKV_F32, 1, 3);
+        rounds(s, "emb", "adagrad", GKV_F32, 2, 3);
+        rounds(s, "other", "adam", GKV_F32, 3, 3);
+        f0 = fam_get(s, NULL, "emb");
+        for (int i = 0; i < 5; i++)
+            assert_non_null(f0.b[i]);
+        GKVT_OK(gkv_opt_reset(s, "emb", "adagrad"));
+        f1 = fam_get(s, NULL, "emb");
+        assert_null(f1.b[1]);
+        for (int i = 0; i < 5; i++)
+            if (i != 1)
+                assert_memory_equal(f0.b[i], f1.b[i], f0.len[i]);
+        fam_free(&f1);
+        f1 = fam_stored(s, "emb");
+        assert_null(f1.b[1]);
+        for (int i = 0; i < 5; i++)
+            if (i != 1)
+                assert_memory_equal(f0.b[i], f1.b[i], f0.len[i]);
+        fam_free(&f1);
+        GKVT_OK(gkv_opt_reset(s, "emb", "adam"));
+        f1 = fam_get(s, NULL, "emb");
+        assert_memory_equal(f0.b[0], f1.b[0], f0.len[0]);
+        for (int i = 1; i < 5; i++)
+            assert_null(f1.b[i]);
+        fam_free(&f1);
+        GKVT_OK(gkv_opt_reset(s, "emb", NULL));        /* nothing left */
+        GKVT_OK(gkv_opt_reset(s, "emb", "adam"));
+        f1 = fam_stored(s, "emb");
+        assert_memory_equal(f0.b[0], f1.b[0], f0.len[0]);
+        for (int i = 1; i < 5; i++)
+            assert_null(f1.b[i]);
+        fam_free(&f1);
+        /* the other tensor kept its state (and, in write-back, its pushes
+         * went to the store with the reset) */
+        f1 = fam_stored(s, "other");
+        fam_free(&f0);
+        f0 = fam_get(s, NULL, "other");
+        fam_same(&f1, &f0, "the other tensor");
+        assert_non_null(f1.b[2]);
+        fam_free(&f0);
+        fam_free(&f1);
+        if (wb) {
+            GKVT_OK(gkv_writeback_stop(s, "emb"));
+            GKVT_OK(gkv_writeback_stop(s, "other"));
+        }
+        GKVT_OK(gkv_store_verify(s, NULL, NULL));
+        gkv_store_close(s);
+    }
+    gkvt_rmtree(dir);
+}
+
+/* ---- bad input ------------------------------------------------------- */
+
+static gkv_err
+h_mul(void *ctx, const gkv_tensor_desc *d, uint64_t id, void *row,
+      const void *in)
+{
+    (void)ctx;
+    (void)d;
+    (void)id;
+    (void)in;
+    memset(row, 0, 4);
+    return GKV_OK;
+}
+
+static size_t
+ntensors(gkv_store *s)
+{
+    gkv_tensor_desc *v;
+    size_t n;
+
+    GKVT_OK(gkv_tensor_list(s, NULL, 1, &v, &n));
+    gkv_free(v);
+    return n;
+}
+
+/* Every bad restore or reset fails with the error it should, naming what
+ * was wrong, and leaves the store (and, in write-back, the RAM copies)
+ * unchanged byte for byte, with no companion created. */
+static void
+test_bad_input_changes_nothing(void **state)
+{
+    char *dir = gkvt_mkdtemp("optbad");
+
+    (void)state;
+    for (int wb = 0; wb < 2; wb++) {
+        gkv_tensor_spec sp = spec(GKV_F32), spi = spec(GKV_I32);
+        uint64_t ids[8] = {LO, LO + 1, LO + 2, LO + 3, LO + 4, LO + 5,
+                           LO + 6, LO + 7};
+        float rows[8 * W];
+        double drows[8 * W];
+        int64_t steps[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+        gkv_store *s;
+        struct fam r0, s0, r1, s1;
+        size_t nt;
+        char sub[32];
+        gkv_tensor_desc d;
+
+        memset(rows, 0, sizeof rows);
+        memset(drows, 0, sizeof drows);
+        snprintf(sub, sizeof sub, "s%d", wb);
+        s = open_store(dir, sub);
+        GKVT_OK(gkv_handler_register(s, "mul", h_mul, NULL));
+        GKVT_OK(gkv_tensor_create(s, "emb", &sp));
+        GKVT_OK(gkv_tensor_create(s, "fresh", &sp));
+        GKVT_OK(gkv_tensor_create(s, "ti", &spi));
+        rounds(s, "emb", "adam", GKV_F32, 1, 2);
+        if (wb) {
+            GKVT_OK(gkv_writeback_start(s, "emb", 100000));
+            GKVT_OK(gkv_writeback_start(s, "fresh", 100000));
+            rounds(s, "emb", "adam", GKV_F32, 2, 2);   /* RAM != store */
+        }
+        nt = ntensors(s);
+        r0 = fam_get(s, NULL, "emb");
+        s0 = fam_stored(s, "emb");
+
+#define BAD(call, err, needle) do {                                         \
+        assert_int_equal((call), (err));                                    \
+        if (strstr(gkv_store_errmsg(s), (needle)) == NULL)                   \
+            fail_msg("%s: message '%s' does not name '%s'", #call,          \
+                     gkv_store_errmsg(s), (needle));                        \
+    } while (0)
+
+        /* wrong row bytes, wrong dtype (f64 rows for f32 state) */
+        BAD(gkv_tensor_push(s, "emb#adam_m", ids, 8, rows, sizeof rows - 4,
+                            NULL), GKV_ESHAPE, "emb#adam_m");
+        BAD(gkv_tensor_push(s, "emb#adam_v", ids, 8, drows, sizeof drows,
+                            NULL), GKV_ESHAPE, "emb#adam_v");
+        BAD(gkv_tensor_write(s, "emb#adam_m", LO, LO + 8, drows, sizeof drows),
+            GKV_ESHAPE, "emb#adam_m");
+        BAD(gkv_tensor_write(s, "emb#adam_t", LO, LO + 8, rows, sizeof rows),
+            GKV_ESHAPE, "emb#adam_t");
+        /* IDs outside the range: the good rows before a bad one are not
+         * written either */
+        ids[5] = LO + N;
+        BAD(gkv_tensor_push(s, "emb#adam_m", ids, 8, rows, sizeof rows, NULL),
+            GKV_ERANGE, "emb#adam_m");
+        ids[5] = LO - 1;
+        BAD(gkv_tensor_push(s, "emb#adam_t", ids, 8, steps, sizeof steps, NULL),
+            GKV_ERANGE, "emb#adam_t");
+        ids[5] = LO + 5;
+        BAD(gkv_tensor_write(s, "emb#adam_m", LO - 1, LO + 7, rows, sizeof rows),
+            GKV_ERANGE, "emb#adam_m");
+        BAD(gkv_tensor_write(s, "emb#adam_m", LO + N - 7, LO + N + 1, rows,
+                             sizeof rows), GKV_ERANGE, "emb#adam_m");
+        /* a negative step count */
+        steps[6] = -1;
+        BAD(gkv_tensor_push(s, "emb#adam_t", ids, 8, steps, sizeof steps, NULL),
+            GKV_EINVAL, "step count");
+        BAD(gkv_tensor_write(s, "emb#adam_t", LO, LO + 8, steps, sizeof steps),
+            GKV_EINVAL, "step count");
+        steps[6] = 7;
+        /* state of a tensor that does not exist, of an integer tensor */
+        BAD(gkv_tensor_push(s, "nope#adam_m", ids, 8, rows, sizeof rows, NULL),
+            GKV_ENOTFOUND, "'nope'");
+        BAD(gkv_tensor_write(s, "nope#adagrad_s", LO, LO + 8, rows,
+                             sizeof rows), GKV_ENOTFOUND, "'nope'");
+        BAD(gkv_tensor_push(s, "ti#adam_m", ids, 8, rows, sizeof rows, NULL),
+            GKV_EINVAL, "floating dtype");
+        BAD(gkv_tensor_write(s, "ti#adagrad_s", LO, LO + 8, rows, sizeof rows),
+            GKV_EINVAL, "floating dtype");
+        /* a bad write to a tensor with no state yet creates none */
+        BAD(gkv_tensor_push(s, "fresh#adam_m", ids, 8, rows, sizeof rows - 4,
+                            NULL), GKV_ESHAPE, "fresh#adam_m");
+        ids[0] = LO + N + 5;
+        BAD(gkv_tensor_push(s, "fresh#adam_v", ids, 8, rows, sizeof rows,
+                            NULL), GKV_ERANGE, "fresh#adam_v");
+        ids[0] = LO;
+        BAD(gkv_tensor_write(s, "fresh#adagrad_s", LO, LO + 9, rows,
+                             sizeof rows), GKV_ESHAPE, "fresh#adagrad_s");
+        /* not optimizer state; not an optimizer with state */
+        BAD(gkv_tensor_push(s, "emb#adam_x", ids, 8, rows, sizeof rows, NULL),
+            GKV_EINVAL, "not optimizer state");
+        BAD(gkv_tensor_push(s, "emb#", ids, 8, rows, sizeof rows, NULL),
+            GKV_EINVAL, "not optimizer state");
+        BAD(gkv_tensor_write(s, "#adam_m", LO, LO + 8, rows, sizeof rows),
+            GKV_EINVAL, "not optimizer state");
+        BAD(gkv_tensor_write(s, "emb#adam_m#adam_m", LO, LO + 8, rows,
+                             sizeof rows), GKV_EINVAL, "not optimizer state");
+        BAD(gkv_tensor_push(s, "emb#adam_m", ids, 8, NULL, sizeof rows, NULL),
+            GKV_EINVAL, "NULL");
+        /* only assign writes state; nothing else changes a '#' name */
+        {
+            static const char *const hs[] = {"add", "sgd", "adagrad", "adam",
+                                             "mul", "nosuch"};
+            for (size_t h = 0; h < sizeof hs / sizeof *hs; h++) {
+                gkv_push_args pa = {hs[h], 0.05, 0, 0, 0};
+                BAD(gkv_tensor_push(s, "emb#adam_m", ids, 8, rows, sizeof rows,
+                                    &pa), GKV_EINVAL, "optimizer state");
+            }
+        }
+        BAD(gkv_tensor_delete(s, "emb#adam_m"), GKV_EINVAL, "'#'");
+        BAD(gkv_tensor_rename(s, "emb#adam_m", "x"), GKV_EINVAL, "'#'");
+        BAD(gkv_tensor_rename(s, "fresh", "fresh2#adam_m"), GKV_EINVAL, "'#'");
+        BAD(gkv_tensor_create(s, "fresh#adam_m", &sp), GKV_EINVAL, "'#'");
+        BAD(gkv_tensor_create(s, "emb#adam_m", &sp), GKV_EINVAL, "'#'");
+        BAD(gkv_writeback_start(s, "emb#adam_m", 0), GKV_EINVAL, "'#'");
+        /* resets */
+        BAD(gkv_opt_reset(s, "emb", "sgd"), GKV_EINVAL, "sgd");
+        BAD(gkv_opt_reset(s, "emb", "adamw"), GKV_EINVAL, "adamw");
+        BAD(gkv_opt_reset(s, "nope", NULL), GKV_ENOTFOUND, "'nope'");
+        BAD(gkv_opt_reset(s, "emb#adam_m", NULL), GKV_EINVAL, "'#'");
+#undef BAD
+        /* nothing changed, in RAM or in the store, and nothing was made */
+        assert_int_equal(ntensors(s), nt);
+        assert_int_equal(gkv_tensor_info(s, NULL, "fresh#adam_m", &d),
+                         GKV_ENOTFOUND);
+        assert_int_equal(gkv_tensor_info(s, NULL, "nope", &d), GKV_ENOTFOUND);
+        r1 = fam_get(s, NULL, "emb");
+        s1 = fam_stored(s, "emb");
+        fam_same(&r1, &r0, "the view after the bad calls");
+        fam_same(&s1, &s0, "the store after the bad calls");
+        fam_free(&r1);
+        fam_free(&s1);
+        if (wb) {
+            GKVT_OK(gkv_writeback_flush(s));
+            r1 = fam_stored(s, "emb");
+            fam_same(&r1, &r0, "the store after a flush");
+            fam_free(&r1);
+        }
+        /* and the good write of the same rows works */
+        GKVT_OK(gkv_tensor_push(s, "emb#adam_t", ids, 8, steps, sizeof steps,
+                                NULL));
+        GKVT_OK(gkv_tensor_push(s, "fresh#adam_t", ids, 0, NULL, 0, NULL));
+        assert_int_equal(gkv_tensor_info(s, NULL, "fresh#adam_t", &d),
+                         GKV_ENOTFOUND);    /* no rows: nothing created */
+        {
+            int64_t got[8];
+            GKVT_OK(gkv_tensor_pull(s, NULL, "emb#adam_t", ids, 8, got,
+                                    sizeof got));
+            assert_memory_equal(got, steps, sizeof got);
+        }
+        fam_free(&r0);
+        fam_free(&s0);
+        GKVT_OK(gkv_store_verify(s, NULL, NULL));
+        gkv_store_close(s);
+    }
+    gkvt_rmtree(dir);
+}
+
+/* A store opened read-only refuses restores and resets. */
+static void
+test_rdonly_refuses(void **state)
+{
+    char *dir = gkvt_mkdtemp("optro");
+    gkv_tensor_spec sp = spec(GKV_F32);
+    uint64_t id = LO;
+    float row[W] = {0};
+    char p[512];
+    gkv_store *s;
+
+    (void)state;
+    s = open_store(dir, "s");
+    GKVT_OK(gkv_tensor_create(s, "emb", &sp));
+    rounds(s, "emb", "adam", GKV_F32, 1, 1);
+    gkv_store_close(s);
+    snprintf(p, sizeof p, "%s/s", dir);
+    GKVT_OK(gkv_store_open(&s, p, GKV_RDONLY, NULL));
+    assert_int_equal(gkv_tensor_push(s, "emb#adam_m", &id, 1, row, sizeof row,
+                                     NULL), GKV_ERDONLY);
+    assert_int_equal(gkv_opt_reset(s, "emb", NULL), GKV_ERDONLY);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_restore_plain),
+        cmocka_unit_test(test_restore_writeback),
+        cmocka_unit_test(test_restore_during_flush),
+        cmocka_unit_test(test_reset_then_fresh_adam),
+        cmocka_unit_test(test_reset_one_optimizer),
+        cmocka_unit_test(test_bad_input_changes_nothing),
+        cmocka_unit_test(test_rdonly_refuses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
