@@ -246,6 +246,14 @@ kv__chunk_size(const kv_rec *r, uint64_t c)
 /* Writes the header (checksum, nrows, magic) of a chunk whose rows are in
  * place after it. */
 void     kv__chunk_seal(const kv_rec *r, uint64_t c, unsigned char *val);
+/* The checksum stored in the header of chunk c of tensor 'tid', as seen by
+ * 'txn' (*have 0 and *sum 0 when the chunk is absent: it reads as zeros).
+ * Any write to the chunk's rows changes it (but for a 2^-64 chance), so a
+ * reader caching what it derived from the rows compares this one lookup
+ * instead of the rows (the server's edge-feature weights do). GKV_ECORRUPT
+ * for a value shorter than a header. */
+gkv_err  kv__chunk_stamp(gkv_store *s, MDB_txn *txn, uint32_t tid, uint64_t c,
+                         uint64_t *sum, int *have);
 
 /* ---- push (rows.c), shared with write-back (wb.c) ---------------------- */
 

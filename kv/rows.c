@@ -119,6 +119,28 @@ kv__chunk_seal(const kv_rec *r, uint64_t c, unsigned char *val)
     memcpy(val + 12, &magic, 4);
 }
 
+gkv_err
+kv__chunk_stamp(gkv_store *s, MDB_txn *txn, uint32_t tid, uint64_t c,
+                uint64_t *sum, int *have)
+{
+    unsigned char kb[KV_KEY_LEN];
+    MDB_val k = {KV_KEY_LEN, kb}, v;
+    int mrc;
+
+    kv__key(kb, tid, c);
+    *sum = 0;
+    *have = 0;
+    if ((mrc = mdb_get(txn, s->st_data, &k, &v)) == MDB_NOTFOUND)
+        return GKV_OK;
+    if (mrc != MDB_SUCCESS)
+        return kv__from_mdb(mrc);
+    if (v.mv_size < KV_CHUNK_HDR)
+        return GKV_ECORRUPT;
+    memcpy(sum, v.mv_data, 8);
+    *have = 1;
+    return GKV_OK;
+}
+
 
 gkv_err
 kv__materialize(gkv_store *s, MDB_txn *txn, const kv_rec *r)

@@ -1948,31 +1948,6 @@ pw_convert(const void *src, gkv_dtype dt, size_t n, float *dst)
     return bad;
 }
 
-/* The checksum in the header of chunk c of tensor 'tid' (*have 0 when the
- * chunk is absent: it reads as zeros). */
-static gkv_err
-pw_chunk_sum(gkv_store *st, gkv_txn *tx, uint32_t tid, uint64_t c,
-             uint64_t *sum, uint8_t *have)
-{
-    unsigned char kb[KV_KEY_LEN];
-    MDB_val k = {KV_KEY_LEN, kb}, v;
-    int mrc;
-
-    kv__key(kb, tid, c);
-    mrc = mdb_get(tx->tx_txn, st->st_data, &k, &v);
-    *sum = 0;
-    *have = 0;
-    if (mrc == MDB_NOTFOUND)
-        return GKV_OK;
-    if (mrc != MDB_SUCCESS)
-        return kv__from_mdb(mrc);
-    if (v.mv_size < KV_CHUNK_HDR)
-        return GKV_ECORRUPT;
-    memcpy(sum, v.mv_data, 8);
-    *have = 1;
-    return GKV_OK;
-}
-
 /* Brings p up to the snapshot tx (txn id txid) for the owned edges
  * [lo, hi), reading through tx (NULL: the write-back RAM copy, every
  * chunk). Caller holds p's lock exclusive. On error p is emptied and the
@@ -2053,13 +2028,13 @@ pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
     for (uint64_t i = 0; i < p->pw_nc; i++) {
         uint64_t c = p->pw_c0 + i, sum = 0;
         uint64_t a = d.lo + c * d.chunk_rows, b = a + d.chunk_rows;
-        uint8_t have = 1;
+        int have = 1;
         float *dst;
         int64_t bad;
 
         if (tx != NULL &&
-            (rc = pw_chunk_sum(s->sv_store, tx, d.id, c, &sum, &have))
-            != GKV_OK) {
+            (rc = kv__chunk_stamp(s->sv_store, tx->tx_txn, d.id, c, &sum,
+                                  &have)) != GKV_OK) {
             rfail(r, rc, "sample: edge feature '%s' on partition %d: chunk "
                   "%llu: %s", p->pw_name, part, (unsigned long long)c,
                   gkv_strerror(rc));
@@ -2084,7 +2059,7 @@ pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
                          d.dtype, (size_t)(b - a), dst);
         p->pw_bad[i] = bad < 0 ? -1 : (int64_t)a + bad;
         p->pw_sum[i] = sum;
-        p->pw_have[i] = have;
+        p->pw_have[i] = (uint8_t)have;
 next:
         if (p->pw_bad[i] >= 0 && p->pw_first_bad < 0)
             p->pw_first_bad = p->pw_bad[i];
