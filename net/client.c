@@ -891,9 +891,12 @@ same_rows(const net_tensor *a, const net_tensor *b)
     return 1;
 }
 
+static gkv_err route_state(gkv_client *c, const char *name,
+                           const struct route **out);
+
 /* Builds (or finds) the route of 'name' from the machines' schemas.
  * Errors: GKV_ENOTFOUND (no machine holds it), GKV_EINVAL (machines
- * disagree on its rows, or their ranges overlap). */
+ * disagree on its rows, or their ranges overlap; a bad '#' name). */
 static gkv_err
 route_get(gkv_client *c, const char *name, const struct route **out)
 {
@@ -905,6 +908,8 @@ route_get(gkv_client *c, const char *name, const struct route **out)
             *out = &c->rt[i];
             return GKV_OK;
         }
+    if (strchr(name, '#') != NULL)
+        return route_state(c, name, out);
     memset(&r, 0, sizeof r);
     snprintf(r.name, sizeof r.name, "%s", name);
     if ((r.sp = gkv__calloc(c->nmach, sizeof *r.sp)) == NULL)
@@ -950,6 +955,48 @@ route_get(gkv_client *c, const char *name, const struct route **out)
             gkv__free(r.sp);
             return rc;
         }
+    if ((nr = gkv__realloc(c->rt, (c->nrt + 1) * sizeof *nr)) == NULL) {
+        gkv__free(r.sp);
+        return net__fail(GKV_ENOMEM, "out of memory");
+    }
+    c->rt = nr;
+    c->rt[c->nrt] = r;
+    *out = &c->rt[c->nrt++];
+    return GKV_OK;
+}
+
+/* The route of optimizer-state companion "T#suffix": schemas list no
+ * companions (a server may not have created one yet: missing is zeros),
+ * so it is T's spans with the companion's rows (kv/gkv_kv.h). Cached
+ * beside T's, and dropped with it when a schema changes (route_drop).
+ * Errors: GKV_EINVAL (not a companion name, T not floating),
+ * GKV_ENOTFOUND (no server holds T), as route_get. */
+static gkv_err
+route_state(gkv_client *c, const char *name, const struct route **out)
+{
+    char base[GKV_NAME_MAX + 1];
+    const struct route *tr;
+    struct route r, *nr;
+    int is_step;
+    gkv_err rc;
+
+    if ((rc = net__state_split(name, base, &is_step)) != GKV_OK)
+        return rc;
+    if ((rc = route_get(c, base, &tr)) != GKV_OK) {
+        if (rc == GKV_ENOTFOUND)
+            return net__fail(rc, "optimizer state '%s': no server holds "
+                             "tensor '%s'", name, base);
+        return rc;
+    }
+    memset(&r, 0, sizeof r);
+    snprintf(r.name, sizeof r.name, "%s", name);
+    if ((rc = net__state_rows(name, &tr->t, is_step, &r.t)) != GKV_OK)
+        return rc;
+    if ((r.sp = gkv__calloc(tr->nsp, sizeof *r.sp)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    memcpy(r.sp, tr->sp, tr->nsp * sizeof *r.sp);
+    r.nsp = tr->nsp;
+    /* tr dies with the realloc */
     if ((nr = gkv__realloc(c->rt, (c->nrt + 1) * sizeof *nr)) == NULL) {
         gkv__free(r.sp);
         return net__fail(GKV_ENOMEM, "out of memory");
@@ -1811,7 +1858,9 @@ gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
 
         if (cnt == 0)
             continue;
-        if (c->mc[m].local != NULL) {
+        /* a companion is read through the servers: one not created yet
+         * is zeros there, not an error */
+        if (c->mc[m].local != NULL && strchr(name, '#') == NULL) {
             if ((rc = local_pull(c, m, name, ids, mpos, cnt, dst, rb)) != GKV_OK) {
                 if (rc == GKV_ESHAPE)
                     c->schema_stale = 1;
@@ -1896,6 +1945,11 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
     if (strlen(handler) > 63)
         return net__fail(GKV_EHANDLER, "push: handler name '%.80s' is longer "
                          "than 63 bytes", handler);
+    if (strchr(name, '#') != NULL && handler[0] != '\0' &&
+        strcmp(handler, "assign") != 0)
+        return net__fail(GKV_EINVAL, "optimizer state '%.64s': only assign "
+                         "writes it (restoring saved state); push handler "
+                         "'%s' is refused", name, handler);
     pthread_mutex_lock(&c->mu);
     deadline = mono_ms() + (uint64_t)c->timeout_ms;
     if ((rc = route_fresh(c, name, deadline, &r)) != GKV_OK)
@@ -2255,6 +2309,66 @@ gkv_client_delete(gkv_client *c, const char *name)
         route_drop(c);
     gkv__free(parts);
 out:
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static void
+penc_opt_reset(net_wr *w, const struct part *p)
+{
+    net__wr_str(w, p->name);
+    net__wr_str(w, p->arg != NULL ? p->arg : "");
+}
+
+gkv_err
+gkv_client_opt_reset(gkv_client *c, const char *name, const char *optimizer)
+{
+    const struct route *r;
+    struct part *parts = NULL;
+    size_t np = 0;
+    uint64_t deadline;
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL || name == NULL || name[0] == '\0' ||
+        strlen(name) > GKV_NAME_MAX)
+        return net__fail(GKV_EINVAL, "opt_reset: missing or bad tensor name");
+    if (strchr(name, '#') != NULL)
+        return net__fail(GKV_EINVAL, "opt_reset: '%.64s' is optimizer state "
+                         "(or has a '#'); name its tensor", name);
+    if (optimizer != NULL && strcmp(optimizer, "adagrad") != 0 &&
+        strcmp(optimizer, "adam") != 0)
+        return net__fail(GKV_EINVAL, "opt_reset of tensor '%s': optimizer "
+                         "'%.64s' has no state to reset (adagrad or adam; "
+                         "NULL: both)", name, optimizer);
+    pthread_mutex_lock(&c->mu);
+    deadline = mono_ms() + (uint64_t)c->timeout_ms;
+    if ((rc = route_fresh(c, name, deadline, &r)) != GKV_OK)
+        goto out;
+    if ((parts = gkv__calloc(r->nsp, sizeof *parts)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    /* every machine that holds rows of the tensor, once */
+    for (size_t i = 0; i < r->nsp; i++) {
+        size_t j;
+
+        for (j = 0; j < np; j++)
+            if (parts[j].cn->machine == r->sp[i].m)
+                break;
+        if (j < np)
+            continue;
+        parts[np].cn = mach_conn(c, r->sp[i].m);
+        parts[np].type = NET_OPT_RESET;
+        parts[np].enc = penc_opt_reset;
+        parts[np].done = done_u8;
+        parts[np].name = name;
+        parts[np].arg = optimizer;
+        np++;
+    }
+    rc = exchange(c, parts, np, deadline);
+out:
+    gkv__free(parts);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

@@ -298,6 +298,33 @@ GKV_API gkv_err gkv_client_create(gkv_client *c, const char *name,
  * holds succeeds (idempotent). */
 GKV_API gkv_err gkv_client_delete(gkv_client *c, const char *name);
 
+/* Optimizer state through the servers (DGL's SparseAdam.save / .load in a
+ * distributed job): gkv_client_pull() and gkv_client_push() take a
+ * companion name "T#adagrad_s", "T#adam_m", "T#adam_v" or "T#adam_t" of a
+ * tensor T (kv/gkv_kv.h, "optimizer state"). It is routed by T's ranges,
+ * with the companion's rows (f32 in T's row shape, f64 for an f64 T, one
+ * i64 step count per row for T#adam_t). A pull of a companion a server
+ * has not created yet gives zeros (a fresh optimizer). A push to one
+ * restores it: handler assign only (NULL args or "assign"; any other is
+ * GKV_EINVAL before anything is sent), creating it zero-filled if missing;
+ * on a write-back server it goes to the RAM copy, and pulls read that.
+ * Errors besides the usual: GKV_EINVAL (an unknown suffix, T not
+ * floating, a negative step count), GKV_ENOTFOUND (no server holds T,
+ * named). GKV_CLIENT_LOCAL_READ is not used for companions.
+ * Checkpoint: pull T and its companions for every ID; restore: push them
+ * (assign) to a job with T created the same way; optimizer pushes then go
+ * on bit for bit as if never interrupted. */
+
+/* Drops the optimizer state of tensor 'name' (gkv_opt_reset) on every
+ * machine that holds rows of it: 'optimizer' "adagrad" or "adam", NULL
+ * both. The next push with that optimizer starts fresh (adam at step 1).
+ * Idempotent (re-sent after a lost reply like DELETE). A failure may
+ * leave other machines reset: the error names the server.
+ * Errors: GKV_EINVAL (a '#' name, an unknown optimizer), GKV_ENOTFOUND (no
+ * server holds 'name'), GKV_ETIMEDOUT, server errors (GKV_ERDONLY, ...). */
+GKV_API gkv_err gkv_client_opt_reset(gkv_client *c, const char *name,
+                                     const char *optimizer);
+
 /* Waits until all opts.group_size clients of this group have called it
  * (the barrier server is machine 0, server 0). 'timeout_ms' 0 = the
  * client's timeout; a barrier may wait for slow peers, so give a long one.

@@ -965,6 +965,39 @@ wb_last_flush(gkv_server *s)
     return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->sv_store));
 }
 
+/* The description optimizer-state companion 'name' ("T#adam_m") has when
+ * the store holds tensor T but not the companion yet: T's range and
+ * chunking with the companion's rows (kv/gkv_kv.h; net__state_rows). A
+ * missing companion reads as zeros, and a restore (assign push) creates
+ * it. Errors, with the net__fail message: GKV_EINVAL (a bad suffix, T not
+ * floating), GKV_ENOTFOUND (no tensor T here). */
+static gkv_err
+state_desc(gkv_server *s, gkv_txn *tx, const char *name, gkv_tensor_desc *d)
+{
+    char base[GKV_NAME_MAX + 1];
+    net_tensor t, st;
+    int is_step;
+    gkv_err rc;
+
+    if ((rc = net__state_split(name, base, &is_step)) != GKV_OK)
+        return rc;
+    if ((rc = gkv_tensor_info(s->sv_store, tx, base, d)) != GKV_OK)
+        return net__fail(rc, "optimizer state '%s': %s", name,
+                         gkv_store_errmsg(s->sv_store));
+    tensor_from_desc(&t, d);
+    if ((rc = net__state_rows(name, &t, is_step, &st)) != GKV_OK)
+        return rc;
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->dtype = (gkv_dtype)st.dtype;
+    d->ndim = st.ndim;
+    for (unsigned i = 0; i < GKV_MAX_DIMS; i++)
+        d->shape[i] = i < st.ndim ? st.shape[i] : 0;
+    d->row_bytes = (size_t)st.row_bytes;
+    d->row_elems = st.row_bytes / gkv_dtype_size(d->dtype);
+    d->is_state = 1;
+    return GKV_OK;
+}
+
 static void
 op_pull(gkv_server *s, struct req *r)
 {
@@ -977,6 +1010,7 @@ op_pull(gkv_server *s, struct req *r)
     const uint64_t *ids;
     unsigned char *rows;
     size_t bytes;
+    int zeros = 0;       /* a companion not created yet */
     gkv_err rc;
 
     net__rd_init(&rd, r->pl, r->plen);
@@ -990,7 +1024,15 @@ op_pull(gkv_server *s, struct req *r)
         rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
         return;
     }
-    if ((rc = gkv_tensor_info(s->sv_store, tx, pq.name, &d)) != GKV_OK) {
+    rc = gkv_tensor_info(s->sv_store, tx, pq.name, &d);
+    if (rc == GKV_ENOTFOUND && strchr(pq.name, '#') != NULL) {
+        /* optimizer state not created yet: zeros, when its tensor is here */
+        if ((rc = state_desc(s, tx, pq.name, &d)) != GKV_OK) {
+            rfail(r, rc, "pull: %s", gkv_net_errmsg());
+            goto out;
+        }
+        zeros = 1;
+    } else if (rc != GKV_OK) {
         rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
         goto out;
     }
@@ -1018,8 +1060,24 @@ op_pull(gkv_server *s, struct req *r)
     net__wr_u64(&w, pq.n);
     net__wr_u64(&w, d.row_bytes);
     rows = net__wr_arr(&w, bytes);
-    rc = gkv_tensor_pull(s->sv_store, tx, pq.name, ids, (size_t)pq.n, rows,
-                         bytes);
+    if (zeros) {
+        for (uint64_t i = 0; i < pq.n; i++)
+            if (ids[i] < d.lo || ids[i] >= d.hi) {
+                nn_freemsg(r->out);
+                r->out = NULL;
+                rfail(r, GKV_ERANGE, "tensor '%s': ID %llu (index %llu) is "
+                      "outside [%llu, %llu)", pq.name,
+                      (unsigned long long)ids[i], (unsigned long long)i,
+                      (unsigned long long)d.lo, (unsigned long long)d.hi);
+                goto out;
+            }
+        if (bytes > 0)
+            memset(rows, 0, bytes);
+        rc = GKV_OK;
+    } else {
+        rc = gkv_tensor_pull(s->sv_store, tx, pq.name, ids, (size_t)pq.n,
+                             rows, bytes);
+    }
     if (rc != GKV_OK) {
         nn_freemsg(r->out);
         r->out = NULL;
@@ -1130,7 +1188,15 @@ op_push(gkv_server *s, struct req *r)
         return;
     }
     /* from here every way out records the outcome, rc (mark_done) */
-    if ((rc = gkv_tensor_info(s->sv_store, NULL, pq.name, &d)) != GKV_OK) {
+    rc = gkv_tensor_info(s->sv_store, NULL, pq.name, &d);
+    if (rc == GKV_ENOTFOUND && strchr(pq.name, '#') != NULL) {
+        /* a restore of optimizer state not created yet: the push checks
+         * and creates it (gkv_tensor_push); its rows as it will have */
+        if ((rc = state_desc(s, NULL, pq.name, &d)) != GKV_OK) {
+            rfail(r, rc, "push: %s", gkv_net_errmsg());
+            goto out;
+        }
+    } else if (rc != GKV_OK) {
         rfail(r, rc, "push: %s", gkv_store_errmsg(s->sv_store));
         goto out;
     }
@@ -1320,6 +1386,31 @@ op_delete(gkv_server *s, struct req *r)
              name);
     }
     build(r, enc_u8, &existed);
+}
+
+/* Drops a tensor's optimizer state (gkv_opt_reset; with write-back, its
+ * RAM copies too). Idempotent, like DELETE. */
+static void
+op_opt_reset(gkv_server *s, struct req *r)
+{
+    char name[GKV_NAME_MAX + 1], opt[NET_OPT_MAX + 1];
+    net_rd rd;
+    uint8_t one = 1;
+    gkv_err rc;
+
+    net__rd_init(&rd, r->pl, r->plen);
+    if (net__dec_opt_reset(&rd, name, opt) != 0) {
+        rfail(r, GKV_EPROTO, "opt_reset: %s", rd.why);
+        return;
+    }
+    rc = gkv_opt_reset(s->sv_store, name, opt[0] != '\0' ? opt : NULL);
+    if (rc != GKV_OK) {
+        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        return;
+    }
+    slog(s, "group '%s' rank %u reset the %s optimizer state of tensor '%s'",
+         r->group, r->rank, opt[0] != '\0' ? opt : "adagrad and adam", name);
+    build(r, enc_u8, &one);
 }
 
 static void
@@ -2511,6 +2602,7 @@ static const struct op {
     [NET_SHUTDOWN] = {op_shutdown, NEED_SESSION},
     [NET_LEAVE] = {op_leave, NEED_SESSION},
     [NET_HEARTBEAT] = {op_heartbeat, NEED_SESSION},
+    [NET_OPT_RESET] = {op_opt_reset, NEED_SESSION},
     [NET_PBOOK] = {op_pbook, NEED_SESSION},
     [NET_SAMPLE] = {op_sample, NEED_SESSION},
     [NET_FIND_EDGES] = {op_ids, NEED_SESSION},

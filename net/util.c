@@ -67,3 +67,54 @@ net__group_ok(const char *g)
             return 0;
     return 1;
 }
+
+/* ---- optimizer-state companions ------------------------------------------ */
+
+static const char *const state_suffix[] = {
+    "#adagrad_s", "#adam_m", "#adam_v", "#adam_t"
+};
+
+gkv_err
+net__state_split(const char *name, char *base, int *is_step)
+{
+    const char *h = strchr(name, '#');
+
+    if (h != NULL && h > name && (size_t)(h - name) <= GKV_NAME_MAX)
+        for (size_t i = 0; i < sizeof state_suffix / sizeof state_suffix[0]; i++)
+            if (strcmp(h, state_suffix[i]) == 0) {
+                memcpy(base, name, (size_t)(h - name));
+                base[h - name] = '\0';
+                *is_step = i == 3;
+                return GKV_OK;
+            }
+    return net__fail(GKV_EINVAL, "'%.64s' is not optimizer state: '#' is "
+                     "reserved for it, and a tensor T's state is T#adagrad_s, "
+                     "T#adam_m, T#adam_v or T#adam_t", name);
+}
+
+gkv_err
+net__state_rows(const char *name, const net_tensor *t, int is_step,
+                net_tensor *out)
+{
+    gkv_dtype dt = (gkv_dtype)t->dtype;
+    uint64_t elems = 1;
+
+    if (dt != GKV_F32 && dt != GKV_F64 && dt != GKV_F16 && dt != GKV_BF16)
+        return net__fail(GKV_EINVAL, "optimizer state '%.64s': tensor '%s' is "
+                         "%s; optimizer state needs a floating dtype (f32, "
+                         "f64, f16, bf16)", name, t->name, gkv_dtype_name(dt));
+    *out = *t;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->policy[0] = '\0';
+    if (is_step) {
+        out->dtype = GKV_I64;
+        out->ndim = 0;
+        memset(out->shape, 0, sizeof out->shape);
+    } else {
+        out->dtype = dt == GKV_F64 ? GKV_F64 : GKV_F32;
+        for (unsigned i = 0; i < out->ndim; i++)
+            elems *= out->shape[i];
+    }
+    out->row_bytes = elems * gkv_dtype_size((gkv_dtype)out->dtype);
+    return GKV_OK;
+}

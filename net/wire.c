@@ -16,6 +16,7 @@ static const char *const type_names[NET_TYPE_MAX + 1] = {
     [NET_DELETE] = "delete",         [NET_BARRIER] = "barrier",
     [NET_STATS] = "stats",           [NET_SHUTDOWN] = "shutdown",
     [NET_LEAVE] = "leave",           [NET_HEARTBEAT] = "heartbeat",
+    [NET_OPT_RESET] = "opt_reset",
     [NET_PBOOK] = "pbook",           [NET_SAMPLE] = "sample",
     [NET_FIND_EDGES] = "find_edges", [NET_IN_DEGREES] = "in_degrees",
     [NET_OUT_DEGREES] = "out_degrees", [NET_IN_SUBGRAPH] = "in_subgraph",
@@ -735,6 +736,21 @@ net__dec_name(net_rd *r, char name[GKV_NAME_MAX + 1])
     net__rd_str(r, name, GKV_NAME_MAX + 1, "tensor name");
     if (!r->err && name[0] == '\0')
         rd_fail(r, "tensor name: empty");
+    return done(r);
+}
+
+int
+net__dec_opt_reset(net_rd *r, char name[GKV_NAME_MAX + 1],
+                   char opt[NET_OPT_MAX + 1])
+{
+    net__rd_str(r, name, GKV_NAME_MAX + 1, "opt_reset.tensor");
+    if (!r->err && name[0] == '\0')
+        rd_fail(r, "opt_reset.tensor: empty");
+    net__rd_str(r, opt, NET_OPT_MAX + 1, "opt_reset.optimizer");
+    if (!r->err && opt[0] != '\0' && strcmp(opt, "adagrad") != 0 &&
+        strcmp(opt, "adam") != 0)
+        rd_fail(r, "opt_reset.optimizer: '%s' is not \"\", \"adagrad\" or "
+                "\"adam\"", opt);
     return done(r);
 }
 

@@ -54,6 +54,7 @@ enum net_type {
     NET_SHUTDOWN = 10,
     NET_LEAVE = 11,
     NET_HEARTBEAT = 12,
+    NET_OPT_RESET = 13,  /* tensor, optimizer: drop its optimizer state */
     /* graph requests (reserved; served once graph/ is on the server) */
     NET_PBOOK = 32,
     NET_SAMPLE = 33,
@@ -355,6 +356,10 @@ int net__dec_push_req(net_rd *r, net_push_req *o);
 int net__dec_create_req(net_rd *r, net_create_req *o);
 int net__dec_create_rep(net_rd *r, net_create_rep *o);
 int net__dec_name(net_rd *r, char name[GKV_NAME_MAX + 1]);   /* DELETE */
+/* OPT_RESET: tensor str, optimizer str ("", "adagrad" or "adam"). */
+#define NET_OPT_MAX 15u
+int net__dec_opt_reset(net_rd *r, char name[GKV_NAME_MAX + 1],
+                       char opt[NET_OPT_MAX + 1]);
 int net__dec_barrier(net_rd *r, net_barrier *o);   /* request and reply */
 int net__dec_stats(net_rd *r, net_stats *o);
 int net__dec_u8(net_rd *r, uint8_t *o, const char *what);   /* 1-byte payloads */
@@ -436,6 +441,19 @@ void    net__clear(void);
  * GKV_ENOMEM. */
 typedef struct gkv_ipconfig gkv_ipconfig;
 gkv_err net__ipconfig_addr(gkv_ipconfig **out, const char *addr);
+
+/* ---- optimizer-state companions ("T#adam_m"): routed by T ---------------- */
+
+/* When 'name' has a '#': splits it into base tensor T (base, GKV_NAME_MAX + 1
+ * bytes) and says whether it is the step count (T#adam_t). GKV_OK, or
+ * GKV_EINVAL (net__fail message) for a suffix that is not #adagrad_s,
+ * #adam_m, #adam_v or #adam_t, or an empty T. */
+gkv_err net__state_split(const char *name, char *base, int *is_step);
+/* The rows of companion 'name' of tensor *t (kv/gkv_kv.h: f32 with T's row
+ * shape, f64 for an f64 T, one i64 for the step count) into *out, with
+ * T's range and chunking. GKV_EINVAL when T's dtype is not floating. */
+gkv_err net__state_rows(const char *name, const net_tensor *t, int is_step,
+                        net_tensor *out);
 
 /* nn_errno() of a failed nanomsg call, translated once. */
 gkv_err net__from_nn(int e);

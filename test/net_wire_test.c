@@ -189,7 +189,8 @@ test_header(void **state)
                      GKV_EPROTO);
     assert_non_null(strstr(why, "bad magic"));
     assert_string_equal(net__type_name(NET_SAMPLE), "sample");
-    assert_null(net__type_name(13));
+    assert_string_equal(net__type_name(NET_OPT_RESET), "opt_reset");
+    assert_null(net__type_name(14));
     assert_null(net__type_name(64));
 }
 
@@ -1088,6 +1089,48 @@ test_graph_codec(void **state)
     free(b);
 }
 
+/* OPT_RESET: tensor str, optimizer str; anything but "", "adagrad" and
+ * "adam", an empty name, a cut or a trailing byte is refused, saying why. */
+static void
+enc_opt_reset(net_wr *w, const void *a)
+{
+    const char *const *v = a;
+
+    net__wr_str(w, v[0]);
+    net__wr_str(w, v[1]);
+}
+
+static void
+test_opt_reset_codec(void **state)
+{
+    const char *ok[3][2] = {{"emb", ""}, {"emb", "adam"}, {"e", "adagrad"}};
+    const char *bad[3][2] = {{"emb", "sgd"}, {"", "adam"}, {"emb", "adamx"}};
+    char name[GKV_NAME_MAX + 1], opt[NET_OPT_MAX + 1];
+    unsigned char *b;
+    size_t len;
+    net_rd rd;
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        b = encode(enc_opt_reset, ok[i], &len);
+        net__rd_init(&rd, b, len);
+        assert_int_equal(net__dec_opt_reset(&rd, name, opt), 0);
+        assert_string_equal(name, ok[i][0]);
+        assert_string_equal(opt, ok[i][1]);
+        for (size_t cut = 0; cut < len; cut++) {
+            net__rd_init(&rd, b, cut);
+            assert_int_equal(net__dec_opt_reset(&rd, name, opt), -1);
+            assert_true(rd.why[0] != '\0');
+        }
+        free(b);
+        b = encode(enc_opt_reset, bad[i], &len);
+        net__rd_init(&rd, b, len);
+        assert_int_equal(net__dec_opt_reset(&rd, name, opt), -1);
+        assert_non_null(strstr(rd.why, "opt_reset"));
+        free(b);
+    }
+}
+
 int
 main(void)
 {
@@ -1101,6 +1144,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_token_file, setup, teardown),
         cmocka_unit_test(test_proof),
         cmocka_unit_test(test_graph_codec),
+        cmocka_unit_test(test_opt_reset_codec),
     };
 
     return cmocka_run_group_tests_name("net_wire", tests, NULL, NULL);

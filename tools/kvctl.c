@@ -19,8 +19,8 @@
  * routed by ID range. So ls, info and export see the whole tensor, and
  * kvctl can say which machine holds which rows, or which hold none.
  *
- * Commands: ls, info, get, put, create, import, export, rm, rename, verify,
- * stat (see usage() below and doc/man/kvctl.1). kvctl uses only the public
+ * Commands: ls, info, get, put, create, import, export, reset-opt, rm,
+ * rename, verify, stat (see usage() below and doc/man/kvctl.1). kvctl uses only the public
  * API (gkv.h), so it doubles as an example of it.
  *
  * Exit status: 0 ok; 1 the operation failed (the reason on stderr, as
@@ -129,7 +129,7 @@ struct cmd {
 static int cmd_ls(struct ctx *), cmd_info(struct ctx *), cmd_get(struct ctx *),
     cmd_put(struct ctx *), cmd_create(struct ctx *), cmd_import(struct ctx *),
     cmd_export(struct ctx *), cmd_rm(struct ctx *), cmd_rename(struct ctx *),
-    cmd_verify(struct ctx *), cmd_stat(struct ctx *);
+    cmd_verify(struct ctx *), cmd_stat(struct ctx *), cmd_reset_opt(struct ctx *);
 
 static const struct cmd cmds[] = {
     {"ls", cmd_ls, 0, 0, BIT(O_ALL), "ls [--all]",
@@ -182,7 +182,13 @@ static const struct cmd cmds[] = {
      "                   size / row bytes\n"
      "  --lo N           global ID of the first row (default 0)\n"
      "  --replace        replace an existing tensor NAME (else it is an error)\n"
-     "  --hot, --chunk-rows N   chunking, as for create\n"},
+     "  --hot, --chunk-rows N   chunking, as for create\n\n"
+     "NAME may be an optimizer-state companion of tensor T (T#adam_m,\n"
+     "T#adam_v, T#adam_t, T#adagrad_s: restoring a checkpoint): FILE must\n"
+     "hold the companion's rows (f32 in T's row shape, f64 for an f64 T,\n"
+     "int64 step counts >= 0 for T#adam_t), --lo defaults to T's first ID,\n"
+     "the rows are written in one transaction (created zero-filled if\n"
+     "missing) and --replace, --hot and --chunk-rows do not apply.\n"},
     {"export", cmd_export, 2, 2, BIT(O_RAW) | BIT(O_RANGE) | BIT(O_ORIG_IDS),
      "export NAME FILE [--raw] [--range A:B | --orig-ids MAPPING.npy]",
      "Writes tensor NAME to FILE as .npy (a bf16 tensor needs --raw). FILE\n"
@@ -197,7 +203,17 @@ static const struct cmd cmds[] = {
      "  --orig-ids MAPPING.npy\n"
      "                 row i of FILE is the row of new ID MAPPING[i]: with\n"
      "                 gkv-partition's mapping/node-NTYPE.npy (original ID ->\n"
-     "                 new ID, int64), rows in original-ID order\n"},
+     "                 new ID, int64), rows in original-ID order\n\n"
+     "NAME may be an optimizer-state companion (T#adam_m, ...: a checkpoint\n"
+     "of T's optimizer); one not created yet (T never pushed with that\n"
+     "optimizer) exports as zeros, locally and through servers.\n"},
+    {"reset-opt", cmd_reset_opt, 1, 2, 0, "reset-opt NAME [adagrad|adam]",
+     "Drops the optimizer state of tensor NAME (gkv_opt_reset): the\n"
+     "companions of adagrad or adam (default: both); the next push with that\n"
+     "optimizer starts fresh (adam at step 1). The rows are not changed.\n"
+     "To checkpoint optimizer state, export NAME#adam_m, NAME#adam_v,\n"
+     "NAME#adam_t and NAME#adagrad_s (a companion never used exports as\n"
+     "zeros); to restore it, import those files to the same names.\n"},
     {"rm", cmd_rm, 1, 1, 0, "rm NAME",
      "Deletes tensor NAME with its optimizer state (also a tensor left by an\n"
      "interrupted import, NAME.kvctl-import-PID).\n"},
@@ -242,6 +258,8 @@ usage(FILE *f)
 "         --dim D1[,D2..]; [--lo N] [--replace] [--hot] [--chunk-rows N]\n"
 "  export NAME FILE        write a .npy file [--raw] [--range A:B]\n"
 "         [--orig-ids MAPPING.npy]\n"
+"  reset-opt NAME [adagrad|adam]\n"
+"                          drop a tensor's optimizer state\n"
 "  rm NAME                 delete a tensor and its optimizer state\n"
 "  rename FROM TO          rename a tensor\n"
 "  verify [NAME]           check the checksum of every chunk\n"
@@ -271,6 +289,8 @@ usage(FILE *f)
 "IDS: 1,5,9 | 10:20 (half-open) | 1,5,10:20 | @FILE\n"
 "Read-only commands (ls, info, get, export, verify, stat) never create or\n"
 "change the store; create and import create it when missing.\n"
+"Optimizer state: export and import take NAME#adam_m, NAME#adam_v,\n"
+"NAME#adam_t, NAME#adagrad_s (checkpoint and restore); reset-opt drops it.\n"
 "Exit status: 0 ok, 1 the operation failed, 2 usage error. See kvctl(1).\n",
           f);
 }
@@ -1853,6 +1873,136 @@ cmd_create(struct ctx *c)
 
 /* ---- import ------------------------------------------------------------------- */
 
+/* ---- optimizer state (T#adam_m, ...) ------------------------------------------ */
+
+/* "f32 [3,4]" */
+static void
+rows_str(gkv_dtype dt, unsigned ndim, const uint64_t *shape, char *buf,
+         size_t cap)
+{
+    size_t o = (size_t)snprintf(buf, cap, "%s [", gkv_dtype_name(dt));
+
+    for (unsigned i = 0; i < ndim && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%" PRIu64, i ? "," : "",
+                              shape[i]);
+    if (o < cap)
+        snprintf(buf + o, cap - o, "]");
+}
+
+/* Optimizer-state companion 'name' ("T#adam_m") of the store: *d is its
+ * description, or, when T was never pushed with that optimizer (*exists
+ * 0), the one it gets when created: T's range and chunking with the
+ * companion's rows (f32 in T's row shape, f64 for an f64 T, one i64 for
+ * T#adam_t). EX_OK, or EX_FAIL with the message printed. */
+static int
+state_desc(struct ctx *c, gkv_txn *tx, const char *name, gkv_tensor_desc *d,
+           int *exists)
+{
+    static const char *const suf[4] = {
+        "#adagrad_s", "#adam_m", "#adam_v", "#adam_t"
+    };
+    const char *h = strchr(name, '#');
+    char base[GKV_NAME_MAX + 1];
+    int step = -1;
+    gkv_err rc;
+
+    for (int i = 0; h != NULL && h > name && i < 4; i++)
+        if (strcmp(h, suf[i]) == 0)
+            step = i == 3;
+    if (step < 0)
+        return fail("'%.64s': %s: not optimizer state ('#' is reserved for "
+                    "it: a tensor T's state is T#adagrad_s, T#adam_m, "
+                    "T#adam_v or T#adam_t)", name, gkv_strerror(GKV_EINVAL));
+    snprintf(base, sizeof base, "%.*s", (int)(h - name), name);
+    if ((rc = gkv_tensor_info(c->s, tx, base, d)) != GKV_OK)
+        return fail_gkv(c->s, rc, "optimizer state '%s': tensor '%s'", name,
+                        base);
+    if (d->dtype != GKV_F32 && d->dtype != GKV_F64 && d->dtype != GKV_F16 &&
+        d->dtype != GKV_BF16)
+        return fail("optimizer state '%s': %s: tensor '%s' is %s; optimizers "
+                    "need a floating dtype", name, gkv_strerror(GKV_EINVAL),
+                    base, gkv_dtype_name(d->dtype));
+    rc = gkv_tensor_info(c->s, tx, name, d);
+    *exists = rc == GKV_OK;
+    if (rc == GKV_OK)
+        return EX_OK;
+    if (rc != GKV_ENOTFOUND)
+        return fail_gkv(c->s, rc, "optimizer state '%s'", name);
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->dtype = step ? GKV_I64 : d->dtype == GKV_F64 ? GKV_F64 : GKV_F32;
+    if (step) {
+        d->ndim = 0;
+        memset(d->shape, 0, sizeof d->shape);
+        d->row_elems = 1;
+    }
+    d->row_bytes = (size_t)d->row_elems * gkv_dtype_size(d->dtype);
+    d->is_state = 1;
+    return EX_OK;
+}
+
+/* import T#suffix FILE: the mapped file's rows written over the
+ * companion's [lo, lo + rows) in one transaction (gkv_tensor_write
+ * creates a missing companion zero-filled and checks step counts). */
+static int
+import_state(struct ctx *c, const char *name, const char *file,
+             const gkv_npy_map *m, uint64_t lo, int have_lo)
+{
+    uint64_t rows = m->hdr.shape[0];
+    char want[160], got[160];
+    gkv_tensor_desc d;
+    int exists, ex, same;
+    gkv_err rc;
+
+    if ((ex = store_open(c, 0)) != EX_OK)
+        return ex;
+    if ((ex = state_desc(c, NULL, name, &d, &exists)) != EX_OK)
+        return ex;
+    if (!have_lo)
+        lo = d.lo;
+    same = !m->hdr.is_bool && m->hdr.dtype == d.dtype &&
+           m->hdr.ndim - 1 == d.ndim;
+    for (unsigned i = 0; same && i < d.ndim; i++)
+        same = m->hdr.shape[i + 1] == d.shape[i];
+    if (!same) {
+        rows_str(d.dtype, d.ndim, d.shape, want, sizeof want);
+        rows_str(m->hdr.dtype, m->hdr.ndim - 1, m->hdr.shape + 1, got,
+                 sizeof got);
+        return fail("import '%s': %s: optimizer state '%s' has rows of %s; "
+                    "the file's rows are %s%s", file, gkv_strerror(GKV_ESHAPE),
+                    name, want, m->hdr.is_bool ? "bool" : got,
+                    exists ? "" : " (as the state of its tensor would be)");
+    }
+    if (lo < d.lo || lo > d.hi || rows > d.hi - lo)
+        return fail("import '%s': %s: %" PRIu64 " rows from ID %" PRIu64
+                    " are not inside optimizer state '%s' [%" PRIu64 ", %"
+                    PRIu64 ")", file, gkv_strerror(GKV_ERANGE), rows, lo,
+                    name, d.lo, d.hi);
+    if ((rc = gkv_tensor_write(c->s, name, lo, lo + rows, m->data,
+                               (size_t)rows * d.row_bytes)) != GKV_OK)
+        return fail_gkv(c->s, rc, "import: optimizer state '%s'", name);
+    return EX_OK;
+}
+
+static int
+cmd_reset_opt(struct ctx *c)
+{
+    const char *name = c->args[0], *opt = c->nargs > 1 ? c->args[1] : NULL;
+    gkv_err rc;
+    int ex;
+
+    if (opt != NULL && strcmp(opt, "adagrad") != 0 && strcmp(opt, "adam") != 0)
+        return usage_error("reset-opt: optimizer '%s' has no state to reset "
+                           "(adagrad or adam; default both)", opt);
+    if (strchr(name, '#') != NULL)
+        return usage_error("reset-opt: '%s' is optimizer state (or has a "
+                           "'#'); name its tensor", name);
+    if ((ex = store_open(c, 0)) != EX_OK)
+        return ex;
+    if ((rc = gkv_opt_reset(c->s, name, opt)) != GKV_OK)
+        return fail_gkv(c->s, rc, "reset-opt: tensor '%s'", name);
+    return EX_OK;
+}
+
 static int
 cmd_import(struct ctx *c)
 {
@@ -1861,6 +2011,7 @@ cmd_import(struct ctx *c)
     uint64_t dims[GKV_MAX_DIMS], rows, step, done_rows = 0;
     int raw = c->opt[O_DTYPE] != NULL || c->opt[O_DIM] != NULL;
     int nd = 0, ex = EX_FAIL, have_tmp = 0, existed = 0;
+    int state = strchr(name, '#') != NULL;   /* a companion: a restore */
     const unsigned char *data;
     gkv_npy_map m = {0};
     gkv_tensor_spec sp;
@@ -1886,7 +2037,12 @@ cmd_import(struct ctx *c)
                            c->opt[O_LO]);
     if ((ex = chunk_opts(c, &sp)) != EX_OK)
         return ex;
-    if (name_check(name, strlen(IMPORT_TAG) + 10, why, sizeof why) != 0)
+    if (state && (c->opt[O_REPLACE] != NULL || c->opt[O_HOT] != NULL ||
+                  c->opt[O_CHUNK_ROWS] != NULL))
+        return usage_error("import: --replace, --hot and --chunk-rows do not "
+                           "apply to optimizer state '%s' (it has its "
+                           "tensor's chunking, and is overwritten)", name);
+    if (!state && name_check(name, strlen(IMPORT_TAG) + 10, why, sizeof why) != 0)
         return fail("import: %s", why);
 
     tools__catch_signals();
@@ -1938,6 +2094,10 @@ cmd_import(struct ctx *c)
     sp.hi = sp.lo + rows;
     sp.init = GKV_INIT_ZEROS;           /* unwritten zeros cost nothing */
     data = m.data;
+    if (state) {
+        ex = import_state(c, name, file, &m, sp.lo, c->opt[O_LO] != NULL);
+        goto out;
+    }
 
     /* ---- the store */
     if ((ex = store_open(c, GKV_CREATE)) != EX_OK)
@@ -2050,6 +2210,7 @@ struct rowsrc {
     struct ctx *c;
     const char *name;
     gkv_txn *tx;                 /* the store's snapshot; NULL for servers */
+    int zeros;                   /* optimizer state not created yet */
     size_t row_bytes;
     uint64_t *ids;               /* servers: a batch of IDs, 'cap' of them */
     size_t cap;
@@ -2061,6 +2222,10 @@ src_ids(struct rowsrc *r, const uint64_t *ids, size_t n, void *buf)
 {
     gkv_err rc;
 
+    if (r->zeros) {
+        memset(buf, 0, n * r->row_bytes);
+        return EX_OK;
+    }
     if (!r->c->remote) {
         if ((rc = gkv_tensor_pull(r->c->s, r->tx, r->name, ids, n, buf,
                                   n * r->row_bytes)) != GKV_OK)
@@ -2080,6 +2245,10 @@ src_range(struct rowsrc *r, uint64_t a, size_t n, void *buf)
 {
     gkv_err rc;
 
+    if (r->zeros) {
+        memset(buf, 0, n * r->row_bytes);
+        return EX_OK;
+    }
     if (!r->c->remote) {
         if ((rc = gkv_tensor_read(r->c->s, r->tx, r->name, a, a + n, buf,
                                   n * r->row_bytes)) != GKV_OK)
@@ -2165,7 +2334,12 @@ cmd_export(struct ctx *c)
             fail_gkv(c->s, rc, "store '%s'", c->path);
             goto out;
         }
-        if ((rc = gkv_tensor_info(c->s, src.tx, name, &d)) != GKV_OK) {
+        if (strchr(name, '#') != NULL) {
+            int exists;
+            if (state_desc(c, src.tx, name, &d, &exists) != EX_OK)
+                goto out;
+            src.zeros = !exists;
+        } else if ((rc = gkv_tensor_info(c->s, src.tx, name, &d)) != GKV_OK) {
             fail_gkv(c->s, rc, "tensor '%s'", name);
             goto out;
         }
@@ -2186,8 +2360,15 @@ cmd_export(struct ctx *c)
         goto out;
     }
     /* the whole job: every row to write is held by some machine */
-    if (c->ipc != NULL && job_check(c, &d, a, b) != EX_OK)
-        goto out;
+    if (c->ipc != NULL) {
+        gkv_tensor_desc bd = d;     /* a companion is where its tensor is */
+        char *h = strchr(bd.name, '#');
+
+        if (h != NULL)
+            *h = '\0';
+        if (job_check(c, &bd, a, b) != EX_OK)
+            goto out;
+    }
     rows = b - a;
     if (orig != NULL && orig_ids_open(c, orig, &d, &map, &rows) != EX_OK)
         goto out;

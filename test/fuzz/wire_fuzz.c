@@ -30,7 +30,7 @@ touch(const unsigned char *p, size_t n)
     sink ^= x;
 }
 
-#define NDEC 23   /* decoders */
+#define NDEC 24   /* decoders */
 
 /* Runs decoder k (0..NDEC-1) over payload p. */
 static void
@@ -171,6 +171,11 @@ decode(unsigned k, const unsigned char *p, size_t n)
         }
         break;
     }
+    case 23: {
+        char opt[NET_OPT_MAX + 1];
+        net__dec_opt_reset(&rd, name, opt);
+        break;
+    }
     default:
         if (net__dec_err(&rd, msg, sizeof msg) == 0)
             touch((const unsigned char *)msg, strlen(msg));
@@ -204,6 +209,7 @@ decode_message(const net_hdr *h, const unsigned char *p, size_t n)
     case NET_SHUTDOWN:
     case NET_LEAVE:     decode(12, p, n); break;
     case NET_HEARTBEAT: decode(13, p, n); break;
+    case NET_OPT_RESET: decode(reply ? 12 : 23, p, n); break;
     case NET_PBOOK:     decode(reply ? 16 : 15, p, n); break;
     case NET_SAMPLE:    decode(reply ? 22 : 21, p, n); break;
     case NET_FIND_EDGES: decode(reply ? 19 : 17, p, n); break;
@@ -299,6 +305,7 @@ static void e_barrier(net_wr *w, const void *a) { net__enc_barrier(w, a); }
 static void e_err(net_wr *w, const void *a) { net__enc_err(w, a); }
 static void e_u8(net_wr *w, const void *a) { net__wr_u8(w, *(const uint8_t *)a); }
 static void e_u64(net_wr *w, const void *a) { net__wr_u64(w, *(const uint64_t *)a); }
+static void e_opt_reset(net_wr *w, const void *a) { net__wr_str(w, a); net__wr_str(w, "adam"); }
 
 static void
 e_schema(net_wr *w, const void *a)
@@ -487,6 +494,8 @@ main(int argc, char **argv)
     seed(NET_IN_SUBGRAPH, NET_F_REPLY, 0, 20, e_cols, &k3);
     seed(NET_SAMPLE, NET_F_SUM, 0, 21, e_sample, NULL);
     seed(NET_SAMPLE, NET_F_REPLY, 0, 22, e_sample_rep, NULL);
+    seed(NET_OPT_RESET, 0, 0, 23, e_opt_reset, "emb");
+    seed(NET_OPT_RESET, NET_F_REPLY, 0, 12, e_u8, &one);
     return 0;
 }
 #endif
