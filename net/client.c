@@ -894,13 +894,30 @@ same_rows(const net_tensor *a, const net_tensor *b)
 static gkv_err route_state(gkv_client *c, const char *name,
                            const struct route **out);
 
+/* Appends route *r (its spans now the cache's) and points *out at it; on
+ * GKV_ENOMEM frees r's spans. Earlier pointers into c->rt die. */
+static gkv_err
+route_add(gkv_client *c, struct route *r, const struct route **out)
+{
+    struct route *nr;
+
+    if ((nr = gkv__realloc(c->rt, (c->nrt + 1) * sizeof *nr)) == NULL) {
+        gkv__free(r->sp);
+        return net__fail(GKV_ENOMEM, "out of memory");
+    }
+    c->rt = nr;
+    c->rt[c->nrt] = *r;
+    *out = &c->rt[c->nrt++];
+    return GKV_OK;
+}
+
 /* Builds (or finds) the route of 'name' from the machines' schemas.
  * Errors: GKV_ENOTFOUND (no machine holds it), GKV_EINVAL (machines
  * disagree on its rows, or their ranges overlap; a bad '#' name). */
 static gkv_err
 route_get(gkv_client *c, const char *name, const struct route **out)
 {
-    struct route r, *nr;
+    struct route r;
     const net_tensor *first = NULL;
 
     for (size_t i = 0; i < c->nrt; i++)
@@ -955,14 +972,7 @@ route_get(gkv_client *c, const char *name, const struct route **out)
             gkv__free(r.sp);
             return rc;
         }
-    if ((nr = gkv__realloc(c->rt, (c->nrt + 1) * sizeof *nr)) == NULL) {
-        gkv__free(r.sp);
-        return net__fail(GKV_ENOMEM, "out of memory");
-    }
-    c->rt = nr;
-    c->rt[c->nrt] = r;
-    *out = &c->rt[c->nrt++];
-    return GKV_OK;
+    return route_add(c, &r, out);
 }
 
 /* The route of optimizer-state companion "T#suffix": schemas list no
@@ -976,7 +986,7 @@ route_state(gkv_client *c, const char *name, const struct route **out)
 {
     char base[GKV_NAME_MAX + 1];
     const struct route *tr;
-    struct route r, *nr;
+    struct route r;
     int is_step;
     gkv_err rc;
 
@@ -997,14 +1007,7 @@ route_state(gkv_client *c, const char *name, const struct route **out)
     memcpy(r.sp, tr->sp, tr->nsp * sizeof *r.sp);
     r.nsp = tr->nsp;
     /* tr dies with the realloc */
-    if ((nr = gkv__realloc(c->rt, (c->nrt + 1) * sizeof *nr)) == NULL) {
-        gkv__free(r.sp);
-        return net__fail(GKV_ENOMEM, "out of memory");
-    }
-    c->rt = nr;
-    c->rt[c->nrt] = r;
-    *out = &c->rt[c->nrt++];
-    return GKV_OK;
+    return route_add(c, &r, out);
 }
 
 /* The span holding id, or NULL. */

@@ -21,7 +21,9 @@
  *       seeds, fanouts 15,10 counted from the seeds (passed as [10, 15] in
  *       DGL's block order), gkv_client_sample_blocks against in-process
  *       gkv_sample_blocks (1 thread) on the whole graph. Sampled edges/s.
- *       Target >= 0.5x.
+ *       Target >= 0.5x. Also the same batches through the servers weighed
+ *       by an f32 edge feature "w" (DGL's prob=, edge_w_feat), against the
+ *       uniform ones: what the feature weights cost.
  *   (e) push: gkv_client_push (assign) of as many distinct random rows
  *       into a tensor 10x larger on one server (--nosync), directly (one
  *       LMDB transaction per push) and with --writeback feat (RAM, flushed
@@ -740,9 +742,50 @@ time_redis(struct resp *r, const uint64_t *ids, size_t n, float *dst,
 
 struct sres {
     double inproc_eps, net_eps, inproc_s, net_s;
-    size_t edges;
+    double prob_eps, prob_s;     /* through the servers, weighted by 'w' */
+    double wip_eps, wip_s;       /* in-process, weighted by an edge_w array */
+    size_t edges, pedges, wedges;
     int ok;
 };
+
+/* Gives every partition an f32 edge feature "w" (uniform in [0.5, 1.5): all
+ * positive, so a weighted hop without replacement takes as many edges as
+ * a uniform one) for the prob= figure. */
+static void
+add_edge_weights(const char *json)
+{
+    gkv_pbook *b;
+    gkv_err rc;
+
+    if ((rc = gkv_pbook_open(&b, json)) != GKV_OK)
+        tools__die("%s: %s", json, gkv_pbook_errmsg(NULL));
+    for (int p = 0; p < gkv_pbook_num_parts(b); p++) {
+        gkv_tensor_spec sp = {0};
+        gkv_store *st;
+        char name[GKV_NAME_MAX + 1];
+        int64_t lo, hi;
+
+        if ((rc = gkv_pbook_edge_range(b, 0, p, &lo, &hi)) != GKV_OK)
+            tools__die("edge range: %s", gkv_pbook_errmsg(b));
+        if (hi <= lo)
+            continue;
+        snprintf(name, sizeof name, "edge/%s/w", gkv_pbook_etype_name(b, 0));
+        sp.dtype = GKV_F32;
+        sp.lo = (uint64_t)lo;
+        sp.hi = (uint64_t)hi;
+        sp.init = GKV_INIT_UNIFORM;
+        sp.a = 0.5;
+        sp.b = 1.5;
+        sp.seed = 9;
+        if ((rc = gkv_store_open(&st, gkv_pbook_part_path(b, p), GKV_NOSYNC,
+                                 NULL)) != GKV_OK ||
+            (rc = gkv_tensor_create(st, name, &sp)) != GKV_OK)
+            tools__die("partition %d: %s: %s", p, name,
+                       gkv_store_errmsg(st));
+        gkv_store_close(st);
+    }
+    gkv_pbook_close(b);
+}
 
 /* Edges of blocks[0..nl). */
 static size_t
@@ -771,6 +814,11 @@ bench_sample(int scale, int nbatch, struct sres *out)
     int fan[2] = {10, 15};
     double *ti = tools__xmalloc(sizeof *ti * (size_t)reps);
     double *tn = tools__xmalloc(sizeof *tn * (size_t)reps);
+    double *tp = tools__xmalloc(sizeof *tp * (size_t)reps);
+    double *tw = tools__xmalloc(sizeof *tw * (size_t)reps);
+    const char *wfeat[1] = {"w"};
+    float *ew;
+    int64_t ne;
     int base;
     pid_t s0, s1;
     uint64_t x = 77;
@@ -795,9 +843,15 @@ bench_sample(int scale, int nbatch, struct sres *out)
         (rc = gkv_sampler_new(&sm, sg, 1)) != GKV_OK)
         tools__die("sgraph: %s", gkv_strerror(rc));
     n = gkv_sgraph_num_nodes(sg, 0);
+    /* in-process weights of the same law, by the unpartitioned edge IDs */
+    ne = gkv_graph_num_edges(g, 0);
+    ew = tools__xmalloc((size_t)ne * sizeof *ew + 4);
+    for (int64_t i = 0; i < ne; i++)
+        ew[i] = 0.5f + (float)(splitmix(&x) >> 40) / (float)(1 << 24);
     gkv_graph_free(g);
     snprintf(json, sizeof json, "%s/g.json", dir);
     snprintf(cfg, sizeof cfg, "%s/ip-sample.cfg", workdir);
+    add_edge_weights(json);
     base = pick_ports(16);
     snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
     write_file(cfg, text);
@@ -817,7 +871,7 @@ bench_sample(int scale, int nbatch, struct sres *out)
         nbatch = (int)(n / BATCH);
     out->ok = 1;
     for (int r = -1; r < reps; r++) {
-        size_t ein = 0, enet = 0;
+        size_t ein = 0, enet = 0, eprob = 0, ew0 = 0, enet0 = 0, eprob0 = 0;
         double t0;
 
         t0 = tools__now_s();
@@ -845,14 +899,54 @@ bench_sample(int scale, int nbatch, struct sres *out)
                 tools__die("client sample_blocks: %s: %s", gkv_strerror(rc),
                            gkv_net_errmsg());
             enet += block_edges(blk, 2);
+            enet0 += block_edges(blk + 1, 1);
         }
         if (r >= 0)
             tn[r] = tools__now_s() - t0;
-        if (ein != enet) {
-            bad("sampling: %zu edges in-process, %zu through the servers",
-                ein, enet);
+        t0 = tools__now_s();
+        for (int b = 0; b < nbatch; b++) {
+            const int64_t *sv[1] = {perm + (size_t)b * BATCH};
+            size_t sn[1] = {BATCH};
+            gkv_sample_opts o = {0};
+            gkv_block blk[2];
+            o.seed = (uint64_t)b;
+            o.edge_w_feat = wfeat;
+            if ((rc = gkv_client_sample_blocks(c, sv, sn, fan, 1, 2, &o,
+                                               blk)) != GKV_OK)
+                tools__die("client sample_blocks (prob w): %s: %s",
+                           gkv_strerror(rc), gkv_net_errmsg());
+            eprob += block_edges(blk, 2);
+            eprob0 += block_edges(blk + 1, 1);
+        }
+        if (r >= 0)
+            tp[r] = tools__now_s() - t0;
+        t0 = tools__now_s();
+        for (int b = 0; b < nbatch; b++) {
+            const int64_t *sv[1] = {perm + (size_t)b * BATCH};
+            size_t sn[1] = {BATCH};
+            const float *ewv[1] = {ew};
+            int64_t ewn[1] = {ne};
+            gkv_sample_opts o = {0};
+            gkv_block blk[2];
+            o.seed = (uint64_t)b;
+            o.edge_w = ewv;
+            o.edge_w_len = ewn;
+            if ((rc = gkv_sample_blocks(sm, sv, sn, fan, 1, 2, &o, blk)) != GKV_OK)
+                tools__die("sample_blocks (edge_w): %s", gkv_sampler_errmsg(sm));
+            ew0 += block_edges(blk, 2);
+        }
+        if (r >= 0)
+            tw[r] = tools__now_s() - t0;
+        /* every weight is > 0, so a weighted seed hop takes as many edges
+         * as a uniform one (the next hop's frontier differs) */
+        if (ein != enet || eprob0 != enet0) {
+            bad("sampling: %zu edges in-process, %zu through the servers; "
+                "seed hop %zu uniform, %zu weighted by 'w'", ein, enet,
+                enet0, eprob0);
             out->ok = 0;
         }
+        out->pedges = eprob;
+        out->wedges = ew0;
         out->edges = ein;
     }
     /* one batch compared node list by node list (range partitioning keeps
@@ -887,6 +981,10 @@ bench_sample(int scale, int nbatch, struct sres *out)
     out->net_s = tools__median(tn, reps);
     out->inproc_eps = (double)out->edges / out->inproc_s;
     out->net_eps = (double)out->edges / out->net_s;
+    out->prob_s = tools__median(tp, reps);
+    out->prob_eps = (double)out->pedges / out->prob_s;
+    out->wip_s = tools__median(tw, reps);
+    out->wip_eps = (double)out->wedges / out->wip_s;
     gkv_client_close(c);
     kid_stop(s0);
     kid_stop(s1);
@@ -895,6 +993,9 @@ bench_sample(int scale, int nbatch, struct sres *out)
     free(perm);
     free(ti);
     free(tn);
+    free(tp);
+    free(tw);
+    free(ew);
 }
 
 static void
@@ -906,6 +1007,12 @@ print_sample(const struct sres *sr, int scale, int nbatch)
            "target=0.5 verify=%s\n", scale, BATCH, nbatch, reps,
            sr->edges, sr->inproc_eps, sr->net_eps,
            sr->net_eps / sr->inproc_eps, sr->ok ? "ok" : "FAIL");
+    printf("RESULT net_sample_prob scale=%d batch=%d fanouts=15,10 "
+           "feature=f32 net_prob_edges_s=%.3g inproc_weighted_edges_s=%.3g "
+           "ratio=%.2f net_uniform_edges_s=%.3g ratio_to_uniform=%.2f "
+           "verify=%s\n", scale, BATCH, sr->prob_eps, sr->wip_eps,
+           sr->prob_eps / sr->wip_eps, sr->net_eps, sr->prob_eps / sr->net_eps,
+           sr->ok ? "ok" : "FAIL");
 }
 
 /* ---- main ------------------------------------------------------------------------------ */
