@@ -317,6 +317,16 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
  * of a '#' name stay GKV_EINVAL. Pushes with an optimizer then go on from
  * the restored state, bit for bit as if never interrupted. */
 
+/* Describes optimizer-state companion 'name' ("T#adam_m") as 'tx' (NULL: a
+ * fresh snapshot) sees it: as stored (*exists 1), or, when T has none yet
+ * (*exists 0), as the first optimizer push or restore will create it, id 0
+ * and nchunks those it will have (it reads as zeros meanwhile). For tools
+ * that save or restore state without knowing whether T was ever pushed
+ * with that optimizer. Errors: GKV_EINVAL (not a companion name; T not
+ * floating), GKV_ENOTFOUND (no tensor T). */
+GKV_API gkv_err gkv_opt_state_info(gkv_store *s, gkv_txn *tx, const char *name,
+                                   gkv_tensor_desc *out, int *exists);
+
 /* Drops the optimizer state of tensor 'name': the companions of
  * 'optimizer' ("adagrad" or "adam"; NULL: both), in one transaction; the
  * next push with that optimizer starts fresh (adam at step 1). No state

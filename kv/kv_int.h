@@ -165,6 +165,8 @@ gkv_err kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out);
  * kv__snap_end() ends. */
 typedef struct kv_snap { gkv_store *s; MDB_txn *txn; int own; } kv_snap;
 gkv_err kv__snap_begin(gkv_store *s, gkv_txn *tx, kv_snap *sn);
+/* The public description of tensor 'name' with record r. */
+void    kv__rec_to_desc(const char *name, const kv_rec *r, gkv_tensor_desc *d);
 void    kv__snap_end(kv_snap *sn);
 
 /* Runs fn inside one write transaction and commits it; when the map fills,

@@ -1475,6 +1475,44 @@ state_check(gkv_store *s, const struct state_write_arg *a, const kv_rec *r,
     return kv__push_check(s, &a->p, want);
 }
 
+gkv_err
+gkv_opt_state_info(gkv_store *s, gkv_txn *tx, const char *name,
+                   gkv_tensor_desc *out, int *exists)
+{
+    char base[GKV_NAME_MAX + 1];
+    enum kv_hkind k;
+    size_t idx;
+    kv_snap sn;
+    kv_rec r, st;
+    gkv_err rc;
+
+    kv__clear(s);
+    *exists = 0;
+    if ((rc = kv__state_parse(s, name, base, &k, &idx)) != GKV_OK ||
+        (rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
+        return rc;
+    if ((rc = kv__rec_get(s, sn.txn, base, &r)) == GKV_ENOTFOUND) {
+        rc = kv__fail(s, GKV_ENOTFOUND, "optimizer state '%s': no tensor "
+                      "'%s' in store '%s'", name, base, s->st_path);
+    } else if (rc == GKV_OK && !dtype_is_float(r.dtype)) {
+        rc = kv__fail(s, GKV_EINVAL, "optimizer state '%s': tensor '%s' is "
+                      "%s; optimizers, and so their state, need a floating "
+                      "dtype", name, base, gkv_dtype_name(r.dtype));
+    } else if (rc == GKV_OK) {
+        if ((rc = kv__rec_get(s, sn.txn, name, &st)) == GKV_OK) {
+            *exists = 1;
+        } else if (rc == GKV_ENOTFOUND) {
+            kv__clear(s);
+            state_rec(&r, k == KV_H_ADAM && idx == 2, &st);
+            rc = GKV_OK;
+        }
+        if (rc == GKV_OK)
+            kv__rec_to_desc(name, &st, out);
+    }
+    kv__snap_end(&sn);
+    return rc;
+}
+
 static gkv_err
 state_write_fn(gkv_store *s, MDB_txn *txn, void *arg)
 {

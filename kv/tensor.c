@@ -127,8 +127,8 @@ kv__rec_get(gkv_store *s, MDB_txn *txn, const char *name, kv_rec *r)
     return GKV_OK;
 }
 
-static void
-rec_to_desc(const char *name, const kv_rec *r, gkv_tensor_desc *d)
+void
+kv__rec_to_desc(const char *name, const kv_rec *r, gkv_tensor_desc *d)
 {
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "%s", name);
@@ -349,7 +349,7 @@ gkv_tensor_info(gkv_store *s, gkv_txn *tx, const char *name, gkv_tensor_desc *ou
     if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
     if ((rc = kv__rec_get(s, sn.txn, name, &r)) == GKV_OK)
-        rec_to_desc(name, &r, out);
+        kv__rec_to_desc(name, &r, out);
     kv__snap_end(&sn);
     return rc;
 }
@@ -398,7 +398,7 @@ gkv_tensor_list(gkv_store *s, gkv_txn *tx, int with_state,
             }
             v = nv;
         }
-        rec_to_desc(name, &r, &v[cnt++]);
+        kv__rec_to_desc(name, &r, &v[cnt++]);
     }
     if (mrc != MDB_NOTFOUND) {
         rc = kv__fail(s, kv__from_mdb(mrc), "catalog: %s", mdb_strerror(mrc));

@@ -965,39 +965,6 @@ wb_last_flush(gkv_server *s)
     return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->sv_store));
 }
 
-/* The description optimizer-state companion 'name' ("T#adam_m") has when
- * the store holds tensor T but not the companion yet: T's range and
- * chunking with the companion's rows (kv/gkv_kv.h; net__state_rows). A
- * missing companion reads as zeros, and a restore (assign push) creates
- * it. Errors, with the net__fail message: GKV_EINVAL (a bad suffix, T not
- * floating), GKV_ENOTFOUND (no tensor T here). */
-static gkv_err
-state_desc(gkv_server *s, gkv_txn *tx, const char *name, gkv_tensor_desc *d)
-{
-    char base[GKV_NAME_MAX + 1];
-    net_tensor t, st;
-    int is_step;
-    gkv_err rc;
-
-    if ((rc = net__state_split(name, base, &is_step)) != GKV_OK)
-        return rc;
-    if ((rc = gkv_tensor_info(s->sv_store, tx, base, d)) != GKV_OK)
-        return net__fail(rc, "optimizer state '%s': %s", name,
-                         gkv_store_errmsg(s->sv_store));
-    tensor_from_desc(&t, d);
-    if ((rc = net__state_rows(name, &t, is_step, &st)) != GKV_OK)
-        return rc;
-    snprintf(d->name, sizeof d->name, "%s", name);
-    d->dtype = (gkv_dtype)st.dtype;
-    d->ndim = st.ndim;
-    for (unsigned i = 0; i < GKV_MAX_DIMS; i++)
-        d->shape[i] = i < st.ndim ? st.shape[i] : 0;
-    d->row_bytes = (size_t)st.row_bytes;
-    d->row_elems = st.row_bytes / gkv_dtype_size(d->dtype);
-    d->is_state = 1;
-    return GKV_OK;
-}
-
 static void
 op_pull(gkv_server *s, struct req *r)
 {
@@ -1027,11 +994,13 @@ op_pull(gkv_server *s, struct req *r)
     rc = gkv_tensor_info(s->sv_store, tx, pq.name, &d);
     if (rc == GKV_ENOTFOUND && strchr(pq.name, '#') != NULL) {
         /* optimizer state not created yet: zeros, when its tensor is here */
-        if ((rc = state_desc(s, tx, pq.name, &d)) != GKV_OK) {
-            rfail(r, rc, "pull: %s", gkv_net_errmsg());
+        int exists;
+        if ((rc = gkv_opt_state_info(s->sv_store, tx, pq.name, &d,
+                                     &exists)) != GKV_OK) {
+            rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
             goto out;
         }
-        zeros = 1;
+        zeros = !exists;
     } else if (rc != GKV_OK) {
         rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
         goto out;
@@ -1192,8 +1161,10 @@ op_push(gkv_server *s, struct req *r)
     if (rc == GKV_ENOTFOUND && strchr(pq.name, '#') != NULL) {
         /* a restore of optimizer state not created yet: the push checks
          * and creates it (gkv_tensor_push); its rows as it will have */
-        if ((rc = state_desc(s, NULL, pq.name, &d)) != GKV_OK) {
-            rfail(r, rc, "push: %s", gkv_net_errmsg());
+        int exists;
+        if ((rc = gkv_opt_state_info(s->sv_store, NULL, pq.name, &d,
+                                     &exists)) != GKV_OK) {
+            rfail(r, rc, "push: %s", gkv_store_errmsg(s->sv_store));
             goto out;
         }
     } else if (rc != GKV_OK) {

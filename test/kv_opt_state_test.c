@@ -790,6 +790,69 @@ test_rdonly_refuses(void **state)
     gkvt_rmtree(dir);
 }
 
+/* gkv_opt_state_info: a companion not created yet is described as the
+ * first push will create it (and then is, field for field); bad names,
+ * a missing tensor and an integer one are refused, named. */
+static void
+test_state_info(void **state)
+{
+    static const struct { const char *suf; gkv_dtype dt; unsigned ndim; } want[4] = {
+        {"#adagrad_s", GKV_F64, 1}, {"#adam_m", GKV_F64, 1},
+        {"#adam_v", GKV_F64, 1}, {"#adam_t", GKV_I64, 0},
+    };
+    char *dir = gkvt_mkdtemp("optinfo");
+    gkv_tensor_spec sp = spec(GKV_F64), ip = spec(GKV_I32);
+    gkv_tensor_desc d, e, before[4];
+    char name[4][64];
+    gkv_store *s;
+    int exists;
+
+    (void)state;
+    s = open_store(dir, "s");
+    GKVT_OK(gkv_tensor_create(s, "emb", &sp));
+    GKVT_OK(gkv_tensor_create(s, "cnt", &ip));
+    for (int i = 0; i < 4; i++) {
+        snprintf(name[i], sizeof name[i], "emb%s", want[i].suf);
+        exists = -1;
+        GKVT_OK(gkv_opt_state_info(s, NULL, name[i], &before[i], &exists));
+        assert_int_equal(exists, 0);
+        assert_string_equal(before[i].name, name[i]);
+        assert_int_equal(before[i].dtype, want[i].dt);
+        assert_int_equal(before[i].ndim, want[i].ndim);
+        assert_int_equal(before[i].row_bytes, want[i].ndim ? 8 * W : 8);
+        assert_int_equal(before[i].lo, LO);
+        assert_int_equal(before[i].hi, LO + N);
+        assert_int_equal(before[i].id, 0);
+        assert_true(before[i].is_state);
+    }
+    /* pushes create them; then the stored description equals the one
+     * given before, but its id */
+    rounds(s, "emb", "adagrad", GKV_F64, 1, 1);
+    rounds(s, "emb", "adam", GKV_F64, 2, 1);
+    for (int i = 0; i < 4; i++) {
+        GKVT_OK(gkv_opt_state_info(s, NULL, name[i], &d, &exists));
+        assert_int_equal(exists, 1);
+        GKVT_OK(gkv_tensor_info(s, NULL, name[i], &e));
+        assert_memory_equal(&d, &e, sizeof d);
+        assert_int_not_equal(d.id, 0);
+        before[i].id = d.id;
+        assert_memory_equal(&before[i], &d, sizeof d);
+    }
+    assert_int_equal(gkv_opt_state_info(s, NULL, "emb#adam_x", &d, &exists),
+                     GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(s), "not optimizer state"));
+    assert_int_equal(gkv_opt_state_info(s, NULL, "emb", &d, &exists),
+                     GKV_EINVAL);
+    assert_int_equal(gkv_opt_state_info(s, NULL, "nope#adam_m", &d, &exists),
+                     GKV_ENOTFOUND);
+    assert_non_null(strstr(gkv_store_errmsg(s), "no tensor 'nope'"));
+    assert_int_equal(gkv_opt_state_info(s, NULL, "cnt#adam_m", &d, &exists),
+                     GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(s), "floating"));
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
 int
 main(void)
 {
@@ -801,6 +864,7 @@ main(void)
         cmocka_unit_test(test_reset_one_optimizer),
         cmocka_unit_test(test_bad_input_changes_nothing),
         cmocka_unit_test(test_rdonly_refuses),
+        cmocka_unit_test(test_state_info),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1898,46 +1898,9 @@ static int
 state_desc(struct ctx *c, gkv_txn *tx, const char *name, gkv_tensor_desc *d,
            int *exists)
 {
-    static const char *const suf[4] = {
-        "#adagrad_s", "#adam_m", "#adam_v", "#adam_t"
-    };
-    const char *h = strchr(name, '#');
-    char base[GKV_NAME_MAX + 1];
-    int step = -1;
-    gkv_err rc;
+    gkv_err rc = gkv_opt_state_info(c->s, tx, name, d, exists);
 
-    for (int i = 0; h != NULL && h > name && i < 4; i++)
-        if (strcmp(h, suf[i]) == 0)
-            step = i == 3;
-    if (step < 0)
-        return fail("'%.64s': %s: not optimizer state ('#' is reserved for "
-                    "it: a tensor T's state is T#adagrad_s, T#adam_m, "
-                    "T#adam_v or T#adam_t)", name, gkv_strerror(GKV_EINVAL));
-    snprintf(base, sizeof base, "%.*s", (int)(h - name), name);
-    if ((rc = gkv_tensor_info(c->s, tx, base, d)) != GKV_OK)
-        return fail_gkv(c->s, rc, "optimizer state '%s': tensor '%s'", name,
-                        base);
-    if (d->dtype != GKV_F32 && d->dtype != GKV_F64 && d->dtype != GKV_F16 &&
-        d->dtype != GKV_BF16)
-        return fail("optimizer state '%s': %s: tensor '%s' is %s; optimizers "
-                    "need a floating dtype", name, gkv_strerror(GKV_EINVAL),
-                    base, gkv_dtype_name(d->dtype));
-    rc = gkv_tensor_info(c->s, tx, name, d);
-    *exists = rc == GKV_OK;
-    if (rc == GKV_OK)
-        return EX_OK;
-    if (rc != GKV_ENOTFOUND)
-        return fail_gkv(c->s, rc, "optimizer state '%s'", name);
-    snprintf(d->name, sizeof d->name, "%s", name);
-    d->dtype = step ? GKV_I64 : d->dtype == GKV_F64 ? GKV_F64 : GKV_F32;
-    if (step) {
-        d->ndim = 0;
-        memset(d->shape, 0, sizeof d->shape);
-        d->row_elems = 1;
-    }
-    d->row_bytes = (size_t)d->row_elems * gkv_dtype_size(d->dtype);
-    d->is_state = 1;
-    return EX_OK;
+    return rc == GKV_OK ? EX_OK : fail_gkv(c->s, rc, "'%.64s'", name);
 }
 
 /* import T#suffix FILE: the mapped file's rows written over the
