@@ -799,6 +799,48 @@ block_edges(const gkv_block *b, int nl)
     return e;
 }
 
+/* One pass over the batches, sampled (k) 0 in-process, 1 through the
+ * servers, 2 through the servers weighed by edge feature "w", 3 in-process
+ * weighed by the edge_w array ew (ne weights); *edges gets the edges of
+ * all blocks, *seed_hop those of the hop from the seeds. */
+static void
+sample_pass(int k, gkv_sampler *sm, gkv_client *c, const int64_t *perm,
+            int nbatch, const int *fan, const float *ew, int64_t ne,
+            size_t *edges, size_t *seed_hop)
+{
+    static const char *const wfeat[1] = {"w"};
+    const float *ewv[1] = {ew};
+    int64_t ewn[1] = {ne};
+
+    *edges = *seed_hop = 0;
+    for (int b = 0; b < nbatch; b++) {
+        const int64_t *sv[1] = {perm + (size_t)b * BATCH};
+        size_t sn[1] = {BATCH};
+        gkv_sample_opts o = {0};
+        gkv_block blk[2];
+        gkv_err rc;
+
+        o.seed = (uint64_t)b;
+        if (k == 2)
+            o.edge_w_feat = wfeat;
+        if (k == 3) {
+            o.edge_w = ewv;
+            o.edge_w_len = ewn;
+        }
+        if (k == 0 || k == 3) {
+            if ((rc = gkv_sample_blocks(sm, sv, sn, fan, 1, 2, &o, blk)) != GKV_OK)
+                tools__die("sample_blocks (pass %d): %s", k,
+                           gkv_sampler_errmsg(sm));
+        } else if ((rc = gkv_client_sample_blocks(c, sv, sn, fan, 1, 2, &o,
+                                                  blk)) != GKV_OK) {
+            tools__die("client sample_blocks (pass %d): %s: %s", k,
+                       gkv_strerror(rc), gkv_net_errmsg());
+        }
+        *edges += block_edges(blk, 2);
+        *seed_hop += block_edges(blk + 1, 1);
+    }
+}
+
 static void
 bench_sample(int scale, int nbatch, struct sres *out)
 {
@@ -816,7 +858,6 @@ bench_sample(int scale, int nbatch, struct sres *out)
     double *tn = tools__xmalloc(sizeof *tn * (size_t)reps);
     double *tp = tools__xmalloc(sizeof *tp * (size_t)reps);
     double *tw = tools__xmalloc(sizeof *tw * (size_t)reps);
-    const char *wfeat[1] = {"w"};
     float *ew;
     int64_t ne;
     int base;
@@ -871,83 +912,26 @@ bench_sample(int scale, int nbatch, struct sres *out)
         nbatch = (int)(n / BATCH);
     out->ok = 1;
     for (int r = -1; r < reps; r++) {
-        size_t ein = 0, enet = 0, eprob = 0, ew0 = 0, enet0 = 0, eprob0 = 0;
-        double t0;
+        size_t e[4], e0[4];
+        double *tt[4] = {ti, tn, tp, tw};
 
-        t0 = tools__now_s();
-        for (int b = 0; b < nbatch; b++) {
-            const int64_t *sv[1] = {perm + (size_t)b * BATCH};
-            size_t sn[1] = {BATCH};
-            gkv_sample_opts o = {0};
-            gkv_block blk[2];
-            o.seed = (uint64_t)b;
-            if ((rc = gkv_sample_blocks(sm, sv, sn, fan, 1, 2, &o, blk)) != GKV_OK)
-                tools__die("sample_blocks: %s", gkv_sampler_errmsg(sm));
-            ein += block_edges(blk, 2);
+        for (int k = 0; k < 4; k++) {
+            double t0 = tools__now_s();
+            sample_pass(k, sm, c, perm, nbatch, fan, ew, ne, &e[k], &e0[k]);
+            if (r >= 0)
+                tt[k][r] = tools__now_s() - t0;
         }
-        if (r >= 0)
-            ti[r] = tools__now_s() - t0;
-        t0 = tools__now_s();
-        for (int b = 0; b < nbatch; b++) {
-            const int64_t *sv[1] = {perm + (size_t)b * BATCH};
-            size_t sn[1] = {BATCH};
-            gkv_sample_opts o = {0};
-            gkv_block blk[2];
-            o.seed = (uint64_t)b;
-            if ((rc = gkv_client_sample_blocks(c, sv, sn, fan, 1, 2, &o,
-                                               blk)) != GKV_OK)
-                tools__die("client sample_blocks: %s: %s", gkv_strerror(rc),
-                           gkv_net_errmsg());
-            enet += block_edges(blk, 2);
-            enet0 += block_edges(blk + 1, 1);
-        }
-        if (r >= 0)
-            tn[r] = tools__now_s() - t0;
-        t0 = tools__now_s();
-        for (int b = 0; b < nbatch; b++) {
-            const int64_t *sv[1] = {perm + (size_t)b * BATCH};
-            size_t sn[1] = {BATCH};
-            gkv_sample_opts o = {0};
-            gkv_block blk[2];
-            o.seed = (uint64_t)b;
-            o.edge_w_feat = wfeat;
-            if ((rc = gkv_client_sample_blocks(c, sv, sn, fan, 1, 2, &o,
-                                               blk)) != GKV_OK)
-                tools__die("client sample_blocks (prob w): %s: %s",
-                           gkv_strerror(rc), gkv_net_errmsg());
-            eprob += block_edges(blk, 2);
-            eprob0 += block_edges(blk + 1, 1);
-        }
-        if (r >= 0)
-            tp[r] = tools__now_s() - t0;
-        t0 = tools__now_s();
-        for (int b = 0; b < nbatch; b++) {
-            const int64_t *sv[1] = {perm + (size_t)b * BATCH};
-            size_t sn[1] = {BATCH};
-            const float *ewv[1] = {ew};
-            int64_t ewn[1] = {ne};
-            gkv_sample_opts o = {0};
-            gkv_block blk[2];
-            o.seed = (uint64_t)b;
-            o.edge_w = ewv;
-            o.edge_w_len = ewn;
-            if ((rc = gkv_sample_blocks(sm, sv, sn, fan, 1, 2, &o, blk)) != GKV_OK)
-                tools__die("sample_blocks (edge_w): %s", gkv_sampler_errmsg(sm));
-            ew0 += block_edges(blk, 2);
-        }
-        if (r >= 0)
-            tw[r] = tools__now_s() - t0;
         /* every weight is > 0, so a weighted seed hop takes as many edges
          * as a uniform one (the next hop's frontier differs) */
-        if (ein != enet || eprob0 != enet0) {
+        if (e[0] != e[1] || e0[2] != e0[1]) {
             bad("sampling: %zu edges in-process, %zu through the servers; "
-                "seed hop %zu uniform, %zu weighted by 'w'", ein, enet,
-                enet0, eprob0);
+                "seed hop %zu uniform, %zu weighted by 'w'", e[0], e[1],
+                e0[1], e0[2]);
             out->ok = 0;
         }
-        out->pedges = eprob;
-        out->wedges = ew0;
-        out->edges = ein;
+        out->edges = e[0];
+        out->pedges = e[2];
+        out->wedges = e[3];
     }
     /* one batch compared node list by node list (range partitioning keeps
      * node IDs; edge IDs are renumbered) */
