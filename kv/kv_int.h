@@ -278,6 +278,8 @@ typedef struct kv_push {
  * ("#adagrad_s", ...). */
 size_t      kv__state_n(enum kv_hkind k);
 const char *kv__state_suffix(enum kv_hkind k, size_t i);
+/* 1 for the per-row step count (i64, one a row), 0 for row-shaped state. */
+int         kv__state_is_step(enum kv_hkind k, size_t i);
 /* Splits optimizer-state name "T#suffix" into T (base, GKV_NAME_MAX + 1
  * bytes) and its optimizer k and companion index *idx (kv__state_suffix(k,
  * *idx) is the suffix). GKV_EINVAL, with the message, for any other name

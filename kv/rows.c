@@ -572,6 +572,12 @@ kv__state_suffix(enum kv_hkind k, size_t i)
     return k == KV_H_ADAGRAD ? adagrad_state[i].suffix : adam_state[i].suffix;
 }
 
+int
+kv__state_is_step(enum kv_hkind k, size_t i)
+{
+    return k == KV_H_ADAGRAD ? adagrad_state[i].is_step : adam_state[i].is_step;
+}
+
 gkv_err
 kv__state_parse(gkv_store *s, const char *name, char *base,
                 enum kv_hkind *k, size_t *idx)
@@ -1454,7 +1460,34 @@ struct state_write_arg {
 static int
 is_step_state(const struct state_write_arg *a)
 {
-    return a->kind == KV_H_ADAM && a->idx == 2;
+    return kv__state_is_step(a->kind, a->idx);
+}
+
+/* GKV_EINVAL unless tensor 'base' (record r) of companion 'sname' is
+ * floating: optimizers, and so their state, need it. */
+static gkv_err
+state_float(gkv_store *s, const char *sname, const char *base,
+            const kv_rec *r)
+{
+    if (!dtype_is_float(r->dtype))
+        return kv__fail(s, GKV_EINVAL, "optimizer state '%s': tensor '%s' is "
+                        "%s; optimizers, and so their state, need a floating "
+                        "dtype", sname, base, gkv_dtype_name(r->dtype));
+    return GKV_OK;
+}
+
+/* The record of tensor 'base' of companion 'sname' in txn: it must exist
+ * (GKV_ENOTFOUND, named) and be floating (GKV_EINVAL). */
+static gkv_err
+state_base(gkv_store *s, MDB_txn *txn, const char *sname, const char *base,
+           kv_rec *r)
+{
+    gkv_err rc = kv__rec_get(s, txn, base, r);
+
+    if (rc == GKV_ENOTFOUND)
+        return kv__fail(s, GKV_ENOTFOUND, "optimizer state '%s': no tensor "
+                        "'%s' in store '%s'", sname, base, s->st_path);
+    return rc != GKV_OK ? rc : state_float(s, sname, base, r);
 }
 
 /* Checks the write against tensor r (the base): its dtype, and lengths and
@@ -1464,11 +1497,10 @@ state_check(gkv_store *s, const struct state_write_arg *a, const kv_rec *r,
             kv_rec *want)
 {
     const char *sname = a->p.name;
+    gkv_err rc;
 
-    if (!dtype_is_float(r->dtype))
-        return kv__fail(s, GKV_EINVAL, "optimizer state '%s': tensor '%s' is "
-                        "%s; optimizers, and so their state, need a floating "
-                        "dtype", sname, a->base, gkv_dtype_name(r->dtype));
+    if ((rc = state_float(s, sname, a->base, r)) != GKV_OK)
+        return rc;
     state_rec(r, is_step_state(a), want);
     if (a->range)
         return write_check(s, sname, want, a->w.a, a->w.b, a->w.rows_len);
@@ -1491,19 +1523,12 @@ gkv_opt_state_info(gkv_store *s, gkv_txn *tx, const char *name,
     if ((rc = kv__state_parse(s, name, base, &k, &idx)) != GKV_OK ||
         (rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
-    if ((rc = kv__rec_get(s, sn.txn, base, &r)) == GKV_ENOTFOUND) {
-        rc = kv__fail(s, GKV_ENOTFOUND, "optimizer state '%s': no tensor "
-                      "'%s' in store '%s'", name, base, s->st_path);
-    } else if (rc == GKV_OK && !dtype_is_float(r.dtype)) {
-        rc = kv__fail(s, GKV_EINVAL, "optimizer state '%s': tensor '%s' is "
-                      "%s; optimizers, and so their state, need a floating "
-                      "dtype", name, base, gkv_dtype_name(r.dtype));
-    } else if (rc == GKV_OK) {
+    if ((rc = state_base(s, sn.txn, name, base, &r)) == GKV_OK) {
         if ((rc = kv__rec_get(s, sn.txn, name, &st)) == GKV_OK) {
             *exists = 1;
         } else if (rc == GKV_ENOTFOUND) {
             kv__clear(s);
-            state_rec(&r, k == KV_H_ADAM && idx == 2, &st);
+            state_rec(&r, kv__state_is_step(k, idx), &st);
             rc = GKV_OK;
         }
         if (rc == GKV_OK)
@@ -1520,10 +1545,8 @@ state_write_fn(gkv_store *s, MDB_txn *txn, void *arg)
     kv_rec r, want, st;
     gkv_err rc;
 
-    if ((rc = kv__rec_get(s, txn, a->base, &r)) == GKV_ENOTFOUND)
-        return kv__fail(s, GKV_ENOTFOUND, "optimizer state '%s': no tensor "
-                        "'%s' in store '%s'", a->p.name, a->base, s->st_path);
-    if (rc != GKV_OK || (rc = state_check(s, a, &r, &want)) != GKV_OK)
+    if ((rc = state_base(s, txn, a->p.name, a->base, &r)) != GKV_OK ||
+        (rc = state_check(s, a, &r, &want)) != GKV_OK)
         return rc;
     if (a->range ? a->w.a == a->w.b : a->p.n == 0)
         return GKV_OK;    /* nothing to write: no companion to create */

@@ -745,7 +745,7 @@ kv__wb_reset(gkv_store *s, const char *name, unsigned kinds, int *done)
 {
     struct wb_reset_arg a = {{NULL, 0, NULL, 0}, name, kinds, 0};
     kv_wb *w, *dead = NULL;
-    size_t np = 0;
+    size_t np, bytes;
     gkv_err rc = GKV_OK;
 
     *done = 1;
@@ -759,10 +759,7 @@ kv__wb_reset(gkv_store *s, const char *name, unsigned kinds, int *done)
         goto out;
     }
     a.tid = w->m[0].r.tid;
-    for (kv_wb *x = s->st_wb; x != NULL; x = x->next)
-        for (int i = 0; i < 5; i++)
-            for (uint64_t c = 0; x->m[i].rows != NULL && c < x->m[i].r.nchunks; c++)
-                np += x->m[i].dirty[c] == KV_WB_DIRTY;
+    wb_count(s, &np, &bytes);
     if (np > 0 && (a.st.p = gkv__malloc(np * sizeof *a.st.p)) == NULL) {
         rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory for a reset "
                       "of its optimizer state", name);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <nanomsg/nn.h>
+#include "kv_int.h"
 #include "gkv_net.h"
 #include "wire.h"
 
@@ -70,23 +71,20 @@ net__group_ok(const char *g)
 
 /* ---- optimizer-state companions ------------------------------------------ */
 
-static const char *const state_suffix[] = {
-    "#adagrad_s", "#adam_m", "#adam_v", "#adam_t"
-};
-
 gkv_err
 net__state_split(const char *name, char *base, int *is_step)
 {
     const char *h = strchr(name, '#');
 
     if (h != NULL && h > name && (size_t)(h - name) <= GKV_NAME_MAX)
-        for (size_t i = 0; i < sizeof state_suffix / sizeof state_suffix[0]; i++)
-            if (strcmp(h, state_suffix[i]) == 0) {
-                memcpy(base, name, (size_t)(h - name));
-                base[h - name] = '\0';
-                *is_step = i == 3;
-                return GKV_OK;
-            }
+        for (int k = KV_H_ADAGRAD; k <= KV_H_ADAM; k++)
+            for (size_t i = 0; i < kv__state_n((enum kv_hkind)k); i++)
+                if (strcmp(h, kv__state_suffix((enum kv_hkind)k, i)) == 0) {
+                    memcpy(base, name, (size_t)(h - name));
+                    base[h - name] = '\0';
+                    *is_step = kv__state_is_step((enum kv_hkind)k, i);
+                    return GKV_OK;
+                }
     return net__fail(GKV_EINVAL, "'%.64s' is not optimizer state: '#' is "
                      "reserved for it, and a tensor T's state is T#adagrad_s, "
                      "T#adam_m, T#adam_v or T#adam_t", name);
