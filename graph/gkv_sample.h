@@ -295,10 +295,16 @@ typedef struct gkv_sample_opts {
      *     would have been visited.
      * A server without the tensor fails with GKV_ENOTFOUND naming the
      * tensor and the partition (a partition that owns no edge of the type
-     * needs none). Only with GKV_DIR_IN (out-edges of a node include edges
-     * other partitions own, whose feature rows the server does not hold:
-     * GKV_ENOTSUP). Not with GKV_SAMPLE_WEIGHTED (GKV_EINVAL: one source of
-     * weights per call) nor with edge_w (which the client refuses).
+     * needs none). With GKV_DIR_OUT a node's out-edges include edges other
+     * partitions own, with their feature rows, so a hop takes three steps:
+     * the seeds' servers list their non-excluded out-edges of the weighted
+     * types, the client pulls those edges' rows from their owners, and
+     * sends the weights with the seeds; a bad value fails the call only
+     * when it is on one of those edges (naming the edge, its value, the
+     * tensor and the owning partition), and the rows are read as of each
+     * pull, not as of one snapshot. Not with GKV_SAMPLE_WEIGHTED
+     * (GKV_EINVAL: one source of weights per call) nor with edge_w (which
+     * the client refuses).
      * In-process calls (gkv_sample_neighbors, _blocks, _edge_batch) have no
      * store to resolve names in: a non-NULL name there is GKV_EINVAL (pass
      * the values as edge_w). Etypes with fanout 0 are not looked up. */

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gkv_graph.h"
+#include "gkv_sample.h"
 #include "kv_int.h"     /* gkv__malloc and friends */
 
 #define GRAPH_MSG_MAX 512
@@ -83,5 +84,28 @@ gkv_err graph__eb_check(const struct gkv_edge_batch_spec *sp, int num_etypes,
                         char *msg, size_t cap);
 gkv_err graph__eb_reverse(const struct gkv_edge_batch_spec *sp, int64_t *out,
                           char *msg, size_t cap);
+
+/* Sampling weights given by position, for one edge type: the k-th
+ * non-excluded edge (in adjacency order) of frontier node i has weight
+ * w[off[i] + k]; off has one entry per seed of the type the hop centres
+ * on, plus one. off NULL: this type is not weighted this way. */
+typedef struct graph__wpos {
+    const int64_t *off;
+    const float   *w;
+} graph__wpos;
+
+/* gkv_sample_neighbors() with wp[e] (per edge type, may be NULL) as the
+ * weights of the etypes whose off is set. A node whose count of weights
+ * differs from its count of non-excluded edges fails with GKV_EINVAL; so
+ * do such an etype with GKV_SAMPLE_WEIGHTED or an edge_w array, and
+ * weights that are negative, NaN or infinite. A graph server samples
+ * out-edges by an edge feature this way: the feature rows live with the
+ * edges' owners, so the client fetches them for the edges a fanout -1 hop
+ * lists, in that order, and sends them with the seeds. */
+gkv_err graph__sample_wpos(gkv_sampler *s, const int64_t *const *seeds,
+                           const size_t *nseeds, const int *fanout, int nfan,
+                           int layer, const gkv_sample_opts *opts,
+                           const graph__wpos *wp,
+                           gkv_sample_edges *out);
 
 #endif /* GRAPH_INT_H */

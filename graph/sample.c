@@ -903,10 +903,12 @@ struct run {                  /* the current call and hop */
     int      *fan;            /* [net] this hop's fanouts */
     uint64_t *key;            /* [net] this hop's generator keys */
     int      *fast;           /* [net] 1: plain uniform Floyd path */
-    int      *wmode;          /* [net] 0 uniform, 1 adj w, 2 edge_w */
+    int      *wmode;          /* [net] 0 uniform, 1 adj w, 2 edge_w,
+                               * 3 weights by position (graph__wpos) */
     const float *const *ew;
     const int64_t *ewlen;
     const int64_t *ewlo;      /* NULL: every edge_w array starts at 0 */
+    const graph__wpos *wp;    /* wmode 3: [net] */
     const int64_t **f;        /* [nnt] frontier */
     size_t   *nf;             /* [nnt] */
     struct blay *L;           /* relabel: the block being built */
@@ -968,6 +970,7 @@ struct gkv_sampler {
     size_t       pbcap[4];
     int64_t     *tmpv;                /* gathered excluded IDs */
     size_t       tmpcap;
+    const graph__wpos *wpv;           /* graph__sample_wpos: [net] */
     /* Choosing between the workers and the caller alone (call_begin): the
      * caller's share of a CPU during parallel calls (moving average), this
      * call's way, its start (wall and thread CPU clocks), the call count */
@@ -1493,10 +1496,11 @@ pos_room(struct tbuf *tb, size_t np, size_t need)
 }
 
 /* The general column: exclusions, weights, replacement, any k. Appends
- * the picks of node v (column positions [b, b + d)) to tb->pos at *np. */
+ * the picks of node v (frontier entry fi, column positions [b, b + d)) to
+ * tb->pos at *np. */
 static gkv_err
 pick_general(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t v,
-             int64_t b, int64_t d, size_t *np)
+             int64_t fi, int64_t b, int64_t d, size_t *np)
 {
     const struct run *R = &s->R;
     const struct sg_adj *sa = &s->sg->adj[2 * et + R->dir];
@@ -1548,6 +1552,8 @@ pick_general(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t v,
         const float *ew = wmode == 2 ? R->ew[et] : NULL;
         int64_t ewlen = wmode == 2 ? R->ewlen[et] : 0, m = 0, z = 0;
         int64_t ewlo = wmode == 2 && R->ewlo != NULL ? R->ewlo[et] : 0;
+        const float *wp = NULL;
+        int64_t nwp = 0;
         const gkv_adj *a = &sa->a;
         double T;
         size_t q = 0;
@@ -1564,6 +1570,18 @@ pick_general(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t v,
             tb->w_cap = tb->w_cap < c3 ? tb->w_cap : c3;
             tb->w_cap = tb->w_cap < c4 ? tb->w_cap : c4;
         }
+        if (wmode == 3) {
+            const int64_t *off = R->wp[et].off;
+            wp = R->wp[et].w + off[fi];
+            nwp = off[fi + 1] - off[fi];
+            if (nwp != d - (int64_t)x)
+                return tb_fail(s, tb, ci, GKV_EINVAL, "edge type %d: node "
+                               "%lld has %lld %s edges to sample from, and "
+                               "%lld weights were given for it", et,
+                               (long long)v, (long long)(d - (int64_t)x),
+                               R->dir == GKV_DIR_IN ? "in" : "out",
+                               (long long)nwp);
+        }
         tb->S[0] = 0.0;
         for (int64_t p = b; p < b + d; p++) {
             float w;
@@ -1571,7 +1589,9 @@ pick_general(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t v,
                 q++;
                 continue;
             }
-            if (ew != NULL) {
+            if (wp != NULL) {
+                w = wp[m];
+            } else if (ew != NULL) {
                 int64_t id = at_eid(sa, p);
                 if (id < ewlo || id - ewlo >= ewlen)
                     return tb_fail(s, tb, ci, GKV_ERANGE, "edge type %d: "
@@ -1590,7 +1610,8 @@ pick_general(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t v,
                                "weights must be finite and >= 0", et,
                                (long long)id, R->dir == GKV_DIR_IN ? "into"
                                : "out of", (long long)v, (double)w,
-                               ew != NULL ? "edge_w" : "the adjacency's w");
+                               wp != NULL ? "the weights given" : ew != NULL
+                               ? "edge_w" : "the adjacency's w");
             }
             tb->allow[m] = p;
             tb->wv[m] = w;
@@ -1721,7 +1742,7 @@ p1(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t lo, int64_t hi,
                     pos[np++] = x;
                 }
             }
-        } else if ((rc = pick_general(s, tb, ci, et, f[i], b, d, &np)) !=
+        } else if ((rc = pick_general(s, tb, ci, et, f[i], i, b, d, &np)) !=
                    GKV_OK) {
             return rc;
         }
@@ -2464,6 +2485,7 @@ opts_prep(gkv_sampler *s, const gkv_sample_opts *o, const int *fan, int nfan,
     R->ew = o->edge_w;
     R->ewlen = o->edge_w_len;
     R->ewlo = o->edge_w != NULL ? o->edge_w_lo : NULL;
+    R->wp = s->wpv;
     R->fan = s->fanv;
     R->key = s->keyv;
     R->fast = s->fastv;
@@ -2486,6 +2508,12 @@ opts_prep(gkv_sampler *s, const gkv_sample_opts *o, const int *fan, int nfan,
                 return s_fail(s, GKV_EINVAL, "edge_w_lo[%d] = %lld is "
                               "negative", e, (long long)o->edge_w_lo[e]);
             s->wmodev[e] = 2;
+        } else if (s->wpv != NULL && s->wpv[e].off != NULL) {
+            if (o->flags & GKV_SAMPLE_WEIGHTED)
+                return s_fail(s, GKV_EINVAL, "GKV_SAMPLE_WEIGHTED and "
+                              "weights by position for edge type %d are "
+                              "both given; choose one source of weights", e);
+            s->wmodev[e] = 3;
         } else if (o->flags & GKV_SAMPLE_WEIGHTED) {
             if (used && sa->a.w == NULL)
                 return s_fail(s, GKV_EINVAL, "GKV_SAMPLE_WEIGHTED: edge type "
@@ -2933,6 +2961,31 @@ gkv_sample_neighbors(gkv_sampler *s, const int64_t *const *seeds,
         return GKV_EINVAL;
     call_begin(s);
     rc = neighbors_call(s, seeds, nseeds, fanout, nfan, layer, opts, out);
+    call_end(s, rc);
+    return rc;
+}
+
+gkv_err
+graph__sample_wpos(gkv_sampler *s, const int64_t *const *seeds,
+                   const size_t *nseeds, const int *fanout, int nfan,
+                   int layer, const gkv_sample_opts *opts,
+                   const graph__wpos *wp, gkv_sample_edges *out)
+{
+    gkv_err rc = GKV_OK;
+
+    if (s == NULL)
+        return GKV_EINVAL;
+    call_begin(s);
+    for (int e = 0; wp != NULL && opts != NULL && opts->edge_w != NULL &&
+         e < s->net; e++)
+        if (wp[e].off != NULL && opts->edge_w[e] != NULL)
+            rc = s_fail(s, GKV_EINVAL, "edge type %d has both an edge_w "
+                        "array and weights by position", e);
+    if (rc == GKV_OK) {
+        s->wpv = wp;
+        rc = neighbors_call(s, seeds, nseeds, fanout, nfan, layer, opts, out);
+        s->wpv = NULL;
+    }
     call_end(s, rc);
     return rc;
 }

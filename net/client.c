@@ -1827,22 +1827,18 @@ split_ids(gkv_client *c, const struct route *r, const uint64_t *ids,
     return GKV_OK;
 }
 
-gkv_err
-gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
-                size_t n, void *dst, size_t dst_len)
+/* gkv_client_pull() with c->mu held. */
+static gkv_err
+pull_locked(gkv_client *c, const char *name, const uint64_t *ids, size_t n,
+            void *dst, size_t dst_len)
 {
     const struct route *r;
     struct plist pl = {0};
     unsigned *mach = NULL;
     size_t *count = NULL, *start = NULL, *pos = NULL, rb;
-    uint64_t deadline;
+    uint64_t deadline = mono_ms() + (uint64_t)c->timeout_ms;
     gkv_err rc;
 
-    net__clear();
-    if (c == NULL || name == NULL || (n > 0 && (ids == NULL || dst == NULL)))
-        return net__fail(GKV_EINVAL, "pull: missing argument");
-    pthread_mutex_lock(&c->mu);
-    deadline = mono_ms() + (uint64_t)c->timeout_ms;
     if ((rc = route_fresh(c, name, deadline, &r)) != GKV_OK)
         goto out;
     rb = (size_t)r->t.row_bytes;
@@ -1924,6 +1920,20 @@ out:
     gkv__free(count);
     gkv__free(start);
     gkv__free(pos);
+    return rc;
+}
+
+gkv_err
+gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
+                size_t n, void *dst, size_t dst_len)
+{
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL || name == NULL || (n > 0 && (ids == NULL || dst == NULL)))
+        return net__fail(GKV_EINVAL, "pull: missing argument");
+    pthread_mutex_lock(&c->mu);
+    rc = pull_locked(c, name, ids, n, dst, dst_len);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -3165,6 +3175,10 @@ struct spiece {                /* one SAMPLE message: seeds of one machine */
     size_t *ctr;               /* [net] the centre type's seed count */
     struct spet *et;           /* [net] the reply */
     int net;
+    /* weights by position (out-edges by an edge feature): [net] */
+    size_t *nwc, *nw;
+    uint32_t **wc;
+    float **w;
 };
 
 /* The relabelling of sample_blocks, done while merging a hop: the hop's
@@ -3423,13 +3437,6 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
                 return net__fail(GKV_EINVAL, "%s: edge_w_feat[%d] ('%s') "
                                  "and GKV_SAMPLE_WEIGHTED both give weights; "
                                  "choose one source of weights", what, e, fn);
-            if (o->dir != GKV_DIR_IN)
-                return net__fail(GKV_ENOTSUP, "%s: edge_w_feat[%d] ('%s'): "
-                                 "weights from edge features need in-edge "
-                                 "sampling (GKV_DIR_IN): a node's out-edges "
-                                 "include edges other partitions own, whose "
-                                 "feature rows its server does not hold",
-                                 what, e, fn);
         }
         if ((o->exclude == NULL) != (o->exclude_n == NULL))
             return net__fail(GKV_EINVAL, "%s: exclude and exclude_n go "
@@ -3493,16 +3500,125 @@ pieces_free(struct spiece *sp, size_t np, int nnt)
         gkv__free((void *)sp[k].pos);
         gkv__free(sp[k].ctr);
         gkv__free(sp[k].et);
+        for (int e = 0; sp[k].wc != NULL && e < sp[k].net; e++) {
+            gkv__free(sp[k].wc[e]);
+            gkv__free(sp[k].w[e]);
+        }
+        gkv__free(sp[k].nwc);
+        gkv__free(sp[k].nw);
+        gkv__free(sp[k].wc);
+        gkv__free(sp[k].w);
     }
+}
+
+/* Drops a hop's pieces and parts, to cut its seeds again. */
+static void
+pieces_reset(struct spiece **sp, struct part **parts, size_t *np, int nnt)
+{
+    pieces_free(*sp, *np, nnt);
+    gkv__free(*sp);
+    gkv__free(*parts);
+    *sp = NULL;
+    *parts = NULL;
+    *np = 0;
+}
+
+/* A hop's seeds of each of the nnt types, each once in order of first
+ * appearance: seeds_in itself when 'known' distinct (or empty), else a
+ * copy in useeds[t] with smap[t] mapping each input to its place (both
+ * the caller's to free). */
+static gkv_err
+seeds_distinct(int nnt, int known, const int64_t *const *seeds_in,
+               const size_t *nseeds_in, const int64_t **seeds, size_t *nseeds,
+               int64_t **useeds, size_t **smap)
+{
+    gkv_err rc;
+
+    for (int t = 0; t < nnt; t++) {
+        if (known || nseeds_in[t] == 0) {
+            seeds[t] = seeds_in[t];
+            nseeds[t] = nseeds_in[t];
+        } else if ((rc = dedup(seeds_in[t], nseeds_in[t], &useeds[t],
+                               &nseeds[t], &smap[t])) != GKV_OK) {
+            return rc;
+        } else {
+            seeds[t] = useeds[t];
+        }
+    }
+    return GKV_OK;
+}
+
+/* Piece s's weights by position (NET_SAMPLE_F_WPOS) from wp, indexed by
+ * the hop's distinct seeds: per edge type with weights, the counts and
+ * weights of the piece's seeds of the centre type. 1 when some piece of
+ * machine m would carry more than a message may ('cap' payload bytes). */
+static gkv_err
+piece_wpos(gkv_client *c, struct spiece *s, const graph__wpos *wp, int dir,
+           size_t cap, int *big)
+{
+    int net_ = s->net;
+    size_t bytes = 64 + 16 * (size_t)net_;
+
+    if ((s->nwc = gkv__calloc((size_t)net_, sizeof *s->nwc)) == NULL ||
+        (s->nw = gkv__calloc((size_t)net_, sizeof *s->nw)) == NULL ||
+        (s->wc = gkv__calloc((size_t)net_, sizeof *s->wc)) == NULL ||
+        (s->w = gkv__calloc((size_t)net_, sizeof *s->w)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    for (int t = 0; t < (int)gkv_pbook_num_ntypes(c->book); t++)
+        bytes += 8 + 8 * s->nseeds[t];
+    for (int e = 0; s->enc.ex != NULL && e < net_; e++)
+        bytes += 8 + 8 * (s->enc.ex[e] != NULL ? s->enc.nex[e] : 0);
+    for (int e = 0; e < net_; e++) {
+        gkv_etype_info ei;
+        int ct;
+        size_t nc, tot = 0;
+
+        if (wp[e].off == NULL)
+            continue;
+        gkv_pbook_etype_info(c->book, e, &ei);
+        ct = dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
+        nc = s->nseeds[ct];
+        for (size_t q = 0; q < nc; q++) {
+            size_t i = s->pos[ct][q];
+            tot += (size_t)(wp[e].off[i + 1] - wp[e].off[i]);
+        }
+        bytes += 4 * nc + 4 * tot + 16;
+        if (bytes > cap) {
+            *big = 1;
+            return GKV_OK;
+        }
+        if ((s->wc[e] = gkv__malloc(4 * nc + 4)) == NULL ||
+            (s->w[e] = gkv__malloc(4 * tot + 4)) == NULL)
+            return net__fail(GKV_ENOMEM, "out of memory");
+        s->nwc[e] = nc;
+        s->nw[e] = tot;
+        tot = 0;
+        for (size_t q = 0; q < nc; q++) {
+            size_t i = s->pos[ct][q];
+            int64_t a = wp[e].off[i], k = wp[e].off[i + 1] - a;
+            s->wc[e][q] = (uint32_t)k;
+            memcpy(s->w[e] + tot, wp[e].w + a, (size_t)k * 4);
+            tot += (size_t)k;
+        }
+    }
+    s->enc.flags |= NET_SAMPLE_F_WPOS;
+    s->enc.nwc = s->nwc;
+    s->enc.nw = s->nw;
+    s->enc.wc = (const uint32_t *const *)s->wc;
+    s->enc.w = (const float *const *)s->w;
+    return GKV_OK;
 }
 
 /* One hop through the servers. Without rl: the edges into out[0 .. net)
  * (arena memory), repeated seeds asked once. With rl (the seeds distinct,
- * out unused): relabelled into rl's block. */
+ * out unused): relabelled into rl's block. wp: NULL, or per edge type
+ * weights by position, indexed by the hop's distinct seeds (in order of
+ * first appearance), sent with each piece. */
 static gkv_err
-sample_hop(gkv_client *c, const int64_t *const *seeds_in,
-           const size_t *nseeds_in, const int *fan, int nfan, int layer,
-           const gkv_sample_opts *o, struct relab *rl, gkv_sample_edges *out)
+hop_once(gkv_client *c, const int64_t *const *seeds_in,
+         const size_t *nseeds_in, const int *fan, int nfan, int layer,
+         const gkv_sample_opts *o, struct relab *rl, gkv_sample_edges *out,
+         const graph__wpos *wp)
 {
     static const gkv_sample_opts zero;
     int nnt = gkv_pbook_num_ntypes(c->book), net_ = gkv_pbook_num_etypes(c->book);
@@ -3531,17 +3647,9 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
         rc = net__fail(GKV_ENOMEM, "out of memory");
         goto out;
     }
-    for (int t = 0; t < nnt; t++) {
-        if (rl != NULL || nseeds_in[t] == 0) {
-            seeds[t] = seeds_in[t];
-            nseeds[t] = nseeds_in[t];
-        } else if ((rc = dedup(seeds_in[t], nseeds_in[t], &useeds[t],
-                               &nseeds[t], &smap[t])) != GKV_OK) {
-            goto out;
-        } else {
-            seeds[t] = useeds[t];
-        }
-    }
+    if ((rc = seeds_distinct(nnt, rl != NULL, seeds_in, nseeds_in, seeds,
+                             nseeds, useeds, smap)) != GKV_OK)
+        goto out;
     if ((count = gkv__calloc((size_t)nnt * nm, sizeof *count)) == NULL ||
         (start = gkv__calloc((size_t)nnt * nm, sizeof *start)) == NULL ||
         (pos = gkv__calloc((size_t)nnt, sizeof *pos)) == NULL ||
@@ -3651,6 +3759,26 @@ again:
                     s->enc.flags |= NET_SAMPLE_F_FEAT;
                     s->enc.feat = o->edge_w_feat;
                 }
+            if (wp != NULL) {
+                int big = 0;
+                size_t cap = part_cap(c, m, UINT64_MAX);
+                if ((rc = piece_wpos(c, s, wp, o->dir, cap, &big)) != GKV_OK)
+                    goto out;
+                if (big) {
+                    /* more weights than a message carries: cut this
+                     * machine's seeds finer, while they can be */
+                    if (hop_pieces(c, mtot[m], mult[m]) >= mtot[m]) {
+                        rc = net__fail(GKV_EINVAL, "sample: the weights of "
+                                       "one seed's out-edges are more than "
+                                       "a message to machine %zu may carry "
+                                       "(%zu bytes)", m, cap);
+                        goto out;
+                    }
+                    mult[m] *= 2;
+                    pieces_reset(&sp, &parts, &np, nnt);
+                    goto again;
+                }
+            }
             parts[np - 1].cn = &c->cn[m * c->nserv + (base + j) % c->nserv];
             parts[np - 1].type = NET_SAMPLE;
             parts[np - 1].enc = penc_sample;
@@ -3664,12 +3792,7 @@ again:
         /* a server's answer would exceed its message limit: the same
          * hop in more, smaller pieces (a seed's picks do not depend on
          * the other seeds of its request) */
-        pieces_free(sp, np, nnt);
-        gkv__free(sp);
-        gkv__free(parts);
-        sp = NULL;
-        parts = NULL;
-        np = 0;
+        pieces_reset(&sp, &parts, &np, nnt);
         net__clear();
         goto again;
     }
@@ -3753,6 +3876,169 @@ out:
     gkv__free(cnt);
     gkv__free(off);
     gkv__free(which);
+    if (rc != GKV_OK && rl == NULL)
+        memset(out, 0, (size_t)net_ * sizeof *out);
+    return rc;
+}
+
+/* rc, with the message of the failed pull of edge feature 'name' (edge
+ * type e) put in context. */
+static gkv_err
+wpos_fail(gkv_err rc, int e, const char *name)
+{
+    char why[1024];
+
+    snprintf(why, sizeof why, "%s", gkv_net_errmsg());
+    return net__fail(rc, "sample: weights of edge type %d from edge feature "
+                     "'%s': %s", e, name, why);
+}
+
+/* Out-edge weights from edge feature e's tensor 'name' for the n edges
+ * eids (int64), converted to floats into w (n of them). */
+static gkv_err
+wpos_pull(gkv_client *c, int e, const char *name, const int64_t *eids,
+          size_t n, float *w)
+{
+    const struct route *r;
+    size_t rb, es;
+    unsigned char *buf = NULL;
+    int64_t bad;
+    gkv_err rc;
+
+    if ((rc = route_fresh(c, name, mono_ms() + (uint64_t)c->timeout_ms, &r))
+        != GKV_OK)
+        return wpos_fail(rc, e, name);
+    rb = (size_t)r->t.row_bytes;
+    es = gkv_dtype_size((gkv_dtype)r->t.dtype);
+    if (es == 0 || rb != es)
+        return net__fail(GKV_EINVAL, "sample: edge feature '%s' has rows of "
+                         "%zu elements; a sampling weight needs one per edge "
+                         "(row shape () or (1))", name, es ? rb / es : 0);
+    if (n == 0)
+        return GKV_OK;
+    if ((buf = gkv__malloc(n * rb)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory for %zu weights", n);
+    if ((rc = pull_locked(c, name, (const uint64_t *)eids, n, buf, n * rb))
+        != GKV_OK) {
+        gkv__free(buf);
+        return wpos_fail(rc, e, name);
+    }
+    bad = net__w_convert(buf, (gkv_dtype)r->t.dtype, n, w);
+    gkv__free(buf);
+    if (bad >= 0) {
+        int32_t own = -1;
+        gkv_pbook_edge_owner(c->book, e, &eids[bad], 1, &own);
+        return net__fail(GKV_EINVAL, "sample: edge feature '%s': edge %lld "
+                         "(on partition %d) has weight %g; sampling weights "
+                         "must be finite and >= 0", name,
+                         (long long)eids[bad], own, (double)w[bad]);
+    }
+    return GKV_OK;
+}
+
+/* One hop through the servers (hop_once). Out-edges weighed by an edge
+ * feature take three steps, since a node's out-edges include edges other
+ * machines own, with their feature rows: a fanout -1 hop lists each
+ * distinct seed's non-excluded out-edges of those types, the client pulls
+ * their weights from the edges' owners, and the hop proper sends them
+ * with the seeds (weights by position: the servers sample exactly as
+ * with an edge_w array holding those values). */
+static gkv_err
+sample_hop(gkv_client *c, const int64_t *const *seeds_in,
+           const size_t *nseeds_in, const int *fan, int nfan, int layer,
+           const gkv_sample_opts *o, struct relab *rl, gkv_sample_edges *out)
+{
+    int nnt = gkv_pbook_num_ntypes(c->book), net_ = gkv_pbook_num_etypes(c->book);
+    int any = 0, *fa = NULL;
+    int64_t **useeds = NULL;
+    const int64_t **u = NULL;
+    size_t *nu = NULL, **smap = NULL;
+    gkv_sample_edges *ea = NULL;
+    graph__wpos *wp = NULL;
+    gkv_sample_opts oa;
+    gkv_err rc = GKV_OK;
+
+    for (int e = 0; o != NULL && o->dir == GKV_DIR_OUT &&
+         o->edge_w_feat != NULL && e < net_; e++)
+        any |= o->edge_w_feat[e] != NULL && fan[nfan == 1 ? 0 : e] != 0;
+    if (!any && (o == NULL || o->dir != GKV_DIR_OUT))
+        return hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, o, rl, out,
+                        NULL);
+    oa = *o;
+    oa.edge_w_feat = NULL;      /* out-edges: the weights go, not names */
+    if (!any)
+        return hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, &oa, rl,
+                        out, NULL);
+    /* (+ 1: never a request for 0 bytes) */
+    if ((fa = gkv__calloc((size_t)net_ + 1, sizeof *fa)) == NULL ||
+        (useeds = gkv__calloc((size_t)nnt + 1, sizeof *useeds)) == NULL ||
+        (u = gkv__calloc((size_t)nnt + 1, sizeof *u)) == NULL ||
+        (nu = gkv__calloc((size_t)nnt + 1, sizeof *nu)) == NULL ||
+        (smap = gkv__calloc((size_t)nnt + 1, sizeof *smap)) == NULL ||
+        (ea = gkv__calloc((size_t)net_ + 1, sizeof *ea)) == NULL ||
+        (wp = gkv__calloc((size_t)net_ + 1, sizeof *wp)) == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto out;
+    }
+    /* the distinct seeds, in hop_once's order (first appearance) */
+    if ((rc = seeds_distinct(nnt, rl != NULL, seeds_in, nseeds_in, u, nu,
+                             useeds, smap)) != GKV_OK)
+        goto out;
+    for (int e = 0; e < net_; e++)
+        fa[e] = o->edge_w_feat[e] != NULL && fan[nfan == 1 ? 0 : e] != 0 ?
+                -1 : 0;
+    if ((rc = hop_once(c, u, nu, fa, net_, layer, &oa, NULL, ea, NULL))
+        != GKV_OK)
+        goto out;
+    for (int e = 0; e < net_; e++) {
+        gkv_etype_info ei;
+        char name[GKV_NAME_MAX + 2];
+        int64_t *off;
+        float *w;
+        size_t j = 0, n = ea[e].n;
+        int ct;
+
+        if (fa[e] == 0)
+            continue;
+        gkv_pbook_etype_info(c->book, e, &ei);
+        ct = ei.src_ntype;
+        off = arena_alloc(c, (nu[ct] + 1) * sizeof *off);
+        w = arena_alloc(c, n * sizeof *w + 4);
+        if (off == NULL || w == NULL) {
+            rc = net__fail(GKV_ENOMEM, "out of memory for %zu weights", n);
+            goto out;
+        }
+        for (size_t i = 0; i < nu[ct]; i++) {
+            off[i] = (int64_t)j;
+            while (j < n && ea[e].src[j] == u[ct][i])
+                j++;
+        }
+        off[nu[ct]] = (int64_t)j;
+        if (j != n) {
+            rc = net__fail(GKV_EPROTO, "sample: the out-edges of edge type "
+                           "%d came back out of seed order", e);
+            goto out;
+        }
+        snprintf(name, sizeof name, "edge/%s/%s",
+                 gkv_pbook_etype_name(c->book, e), o->edge_w_feat[e]);
+        if ((rc = wpos_pull(c, e, name, ea[e].eid, n, w)) != GKV_OK)
+            goto out;
+        wp[e].off = off;
+        wp[e].w = w;
+    }
+    rc = hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, &oa, rl, out, wp);
+out:
+    for (int t = 0; useeds != NULL && t < nnt; t++) {
+        gkv__free(useeds[t]);
+        gkv__free(smap[t]);
+    }
+    gkv__free(useeds);
+    gkv__free(smap);
+    gkv__free((void *)u);
+    gkv__free(nu);
+    gkv__free(fa);
+    gkv__free(ea);
+    gkv__free(wp);
     if (rc != GKV_OK && rl == NULL)
         memset(out, 0, (size_t)net_ * sizeof *out);
     return rc;

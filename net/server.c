@@ -36,6 +36,7 @@
 #include "gkv_net.h"
 #include "gkv_part.h"
 #include "gkv_sample.h"
+#include "graph_int.h"   /* graph__sample_wpos */
 #include "wire.h"
 
 #define NONCE_TTL_MS   30000     /* a nonce is good this long, once */
@@ -849,16 +850,26 @@ op_schema(gkv_server *s, struct req *r)
 /* A pointer to n u64 IDs that is aligned: 'p' itself, or a copy in *tmp
  * (payload arrays are 8-aligned within the message, but nanomsg does not
  * promise where a received message starts). */
-static const uint64_t *
-ids_aligned(const unsigned char *p, size_t n, uint64_t **tmp)
+static const void *
+bytes_aligned(const unsigned char *p, size_t bytes, void **tmp)
 {
     *tmp = NULL;
     if (((uintptr_t)p & 7) == 0)
-        return (const uint64_t *)(const void *)p;
-    if ((*tmp = gkv__malloc(n * 8 + 1)) == NULL)
+        return p;
+    if ((*tmp = gkv__malloc(bytes + 1)) == NULL)
         return NULL;
-    memcpy(*tmp, p, n * 8);
+    memcpy(*tmp, p, bytes);
     return *tmp;
+}
+
+static const uint64_t *
+ids_aligned(const unsigned char *p, size_t n, uint64_t **tmp)
+{
+    void *t;
+    const void *a = bytes_aligned(p, n * 8, &t);
+
+    *tmp = t;
+    return a;
 }
 
 /* ---- write-back tensors (gkv_server_opts.writeback) ---------------- */
@@ -1982,34 +1993,6 @@ pw_new(int etype, const char *name)
     return p;
 }
 
-/* dst[0 .. n) = the n values at src (dtype dt) as floats; the index of the
- * first that is negative, NaN or infinite, or -1. */
-static int64_t
-pw_convert(const void *src, gkv_dtype dt, size_t n, float *dst)
-{
-    int64_t bad = -1;
-
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char *b = (const unsigned char *)src;
-        float w;
-        switch (dt) {
-        case GKV_F32: { float v; memcpy(&v, b + 4 * i, 4); w = v; break; }
-        case GKV_F64: { double v; memcpy(&v, b + 8 * i, 8); w = (float)v; break; }
-        case GKV_F16: { uint16_t v; memcpy(&v, b + 2 * i, 2); w = gkv_f16_to_f32(v); break; }
-        case GKV_BF16: { uint16_t v; memcpy(&v, b + 2 * i, 2); w = gkv_bf16_to_f32(v); break; }
-        case GKV_I8: w = (float)(int8_t)b[i]; break;
-        case GKV_U8: w = (float)b[i]; break;
-        case GKV_I32: { int32_t v; memcpy(&v, b + 4 * i, 4); w = (float)v; break; }
-        case GKV_I64: { int64_t v; memcpy(&v, b + 8 * i, 8); w = (float)v; break; }
-        default: w = NAN; break;
-        }
-        dst[i] = w;
-        if (bad < 0 && (!(w >= 0.0f) || isinf(w)))
-            bad = (int64_t)i;
-    }
-    return bad;
-}
-
 /* Brings p up to the snapshot tx (txn id txid) for the owned edges
  * [lo, hi), reading through tx (NULL: the write-back RAM copy, every
  * chunk). Caller holds p's lock exclusive. On error p is emptied and the
@@ -2117,7 +2100,7 @@ pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
                   (unsigned long long)b, gkv_store_errmsg(s->sv_store));
             goto fail;
         }
-        bad = pw_convert(tmp != NULL ? (const void *)tmp : (const void *)dst,
+        bad = net__w_convert(tmp != NULL ? (const void *)tmp : (const void *)dst,
                          d.dtype, (size_t)(b - a), dst);
         p->pw_bad[i] = bad < 0 ? -1 : (int64_t)a + bad;
         p->pw_sum[i] = sum;
@@ -2270,6 +2253,54 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
     return rc;
 }
 
+/* The weights by position of a SAMPLE request (NET_SAMPLE_F_WPOS) as the
+ * sampler takes them: per edge type with counts, the offsets of each
+ * seed's weights and the weights, aligned. *wpo and the 2 x net buffers
+ * in *bufs are the caller's to free, also on error. */
+static gkv_err
+wpos_take(gkv_server *s, struct req *r, const net_sample_req *q,
+          const size_t *ns, graph__wpos **wpo, void ***bufs)
+{
+    int net_ = gkv_pbook_num_etypes(s->sv_book);
+    graph__wpos *wp;
+    void **b;
+
+    /* (+ 1: never a request for 0 bytes) */
+    *wpo = wp = gkv__calloc((size_t)net_ + 1, sizeof *wp);
+    *bufs = b = gkv__calloc(2 * (size_t)net_ + 1, sizeof *b);
+    if (wp == NULL || b == NULL)
+        return rfail(r, GKV_ENOMEM, "sample: out of memory");
+    for (int e = 0; e < net_; e++) {
+        gkv_etype_info ei;
+        size_t nc = (size_t)q->nwc[e], want;
+        int64_t *off;
+
+        if (nc == 0)
+            continue;
+        gkv_pbook_etype_info(s->sv_book, e, &ei);
+        want = ns[q->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype];
+        if (nc != want)
+            return rfail(r, GKV_EINVAL, "sample: %zu weight counts for edge "
+                         "type '%s', and the request has %zu seeds of its "
+                         "type", nc, gkv_pbook_etype_name(s->sv_book, e),
+                         want);
+        if ((off = gkv__malloc((nc + 1) * sizeof *off)) == NULL)
+            return rfail(r, GKV_ENOMEM, "sample: out of memory");
+        b[2 * e] = off;
+        off[0] = 0;
+        for (size_t i = 0; i < nc; i++) {
+            uint32_t k;
+            memcpy(&k, q->wc[e] + 4 * i, 4);
+            off[i + 1] = off[i] + (int64_t)k;
+        }
+        wp[e].off = off;
+        if ((wp[e].w = bytes_aligned(q->w[e], (size_t)q->nw[e] * 4,
+                                     &b[2 * e + 1])) == NULL)
+            return rfail(r, GKV_ENOMEM, "sample: out of memory");
+    }
+    return GKV_OK;
+}
+
 /* One hop of neighbour sampling on the partition's sgraph, with the
  * worker's own sampler. Every seed must be a node this partition owns. */
 static void
@@ -2289,6 +2320,8 @@ op_sample(gkv_server *s, struct req *r)
     int32_t *own = NULL;
     int *fan = NULL, nnt, net_, part, nfeat = 0;
     struct pw **held = NULL;
+    graph__wpos *wp = NULL;
+    void **wbuf = NULL;
     const float **ew = NULL;
     int64_t *ewlen = NULL, *ewlo = NULL;
     gkv_sampler *sp;
@@ -2315,7 +2348,7 @@ op_sample(gkv_server *s, struct req *r)
         goto out;
     }
     if (q.flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED |
-                    NET_SAMPLE_F_FEAT)) {
+                    NET_SAMPLE_F_FEAT | NET_SAMPLE_F_WPOS)) {
         rfail(r, GKV_EINVAL, "sample: flags 0x%x have unknown bits", q.flags);
         goto out;
     }
@@ -2328,10 +2361,19 @@ op_sample(gkv_server *s, struct req *r)
         goto out;
     }
     if (nfeat > 0 && q.dir != GKV_DIR_IN) {
-        rfail(r, GKV_ENOTSUP, "sample: weights from edge features "
-              "(edge_w_feat) need in-edge sampling (GKV_DIR_IN): a node's "
+        rfail(r, GKV_ENOTSUP, "sample: edge-feature names (edge_w_feat) "
+              "come with in-edge sampling (GKV_DIR_IN) only: a node's "
               "out-edges include edges other partitions own, whose feature "
-              "rows this partition does not hold");
+              "rows this partition does not hold, so for out-edges the "
+              "client sends the weights");
+        goto out;
+    }
+    if ((q.flags & NET_SAMPLE_F_WPOS) &&
+        (q.flags & (NET_SAMPLE_F_FEAT | GKV_SAMPLE_WEIGHTED))) {
+        rfail(r, GKV_EINVAL, "sample: weights sent with the seeds and %s "
+              "are both asked for; choose one source of weights",
+              (q.flags & NET_SAMPLE_F_FEAT) ? "edge-feature names" :
+              "the stored weights (GKV_SAMPLE_WEIGHTED)");
         goto out;
     }
     if (q.layer > INT_MAX) {
@@ -2443,13 +2485,16 @@ op_sample(gkv_server *s, struct req *r)
     memset(&o, 0, sizeof o);
     o.seed = q.seed;
     o.dir = (int)q.dir;
-    o.flags = q.flags & ~NET_SAMPLE_F_FEAT;
+    o.flags = q.flags & ~(NET_SAMPLE_F_FEAT | NET_SAMPLE_F_WPOS);
     o.exclude = ex;
     o.exclude_n = nex;
     if (tl_worker < 0 || (unsigned)tl_worker >= s->sv_nthreads) {
         rfail(r, GKV_EINVAL, "sample: not on a worker thread");
         goto out;
     }
+    if ((q.flags & NET_SAMPLE_F_WPOS) &&
+        wpos_take(s, r, &q, ns, &wp, &wbuf) != GKV_OK)
+        goto out;
     if (nfeat > 0) {
         /* (+ 1: never a request for 0 bytes) */
         if ((held = gkv__calloc((size_t)net_ + 1, sizeof *held)) == NULL ||
@@ -2466,8 +2511,12 @@ op_sample(gkv_server *s, struct req *r)
         o.edge_w_lo = ewlo;
     }
     sp = s->sv_samp[tl_worker];
-    rc = gkv_sample_neighbors(sp, seeds, ns, fan, (int)q.nfan, (int)q.layer,
-                              &o, out);
+    if (wp != NULL)
+        rc = graph__sample_wpos(sp, seeds, ns, fan, (int)q.nfan, (int)q.layer,
+                                &o, wp, out);
+    else
+        rc = gkv_sample_neighbors(sp, seeds, ns, fan, (int)q.nfan,
+                                  (int)q.layer, &o, out);
     pw_release(held, net_);
     if (rc != GKV_OK) {
         rfail(r, rc, "sample on partition %d: %s", part,
@@ -2536,6 +2585,10 @@ out:
     gkv__free((void *)ew);
     gkv__free(ewlen);
     gkv__free(ewlo);
+    for (int e = 0; wbuf != NULL && e < 2 * net_; e++)
+        gkv__free(wbuf[e]);
+    gkv__free(wbuf);
+    gkv__free(wp);
     net__sample_req_free(&q);
 }
 

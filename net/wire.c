@@ -949,6 +949,15 @@ net__enc_sample_req(net_wr *w, const net_sample_enc *o)
     }
     for (uint32_t e = 0; (o->flags & NET_SAMPLE_F_FEAT) && e < o->net; e++)
         net__wr_str(w, o->feat != NULL ? o->feat[e] : NULL);
+    for (uint32_t e = 0; (o->flags & NET_SAMPLE_F_WPOS) && e < o->net; e++) {
+        size_t nc = o->nwc[e], n = nc > 0 ? o->nw[e] : 0;
+        net__wr_u64(w, nc);
+        if ((p = net__wr_arr(w, nc * 4)) != NULL && nc > 0)
+            memcpy(p, o->wc[e], nc * 4);
+        net__wr_u64(w, n);
+        if ((p = net__wr_arr(w, n * 4)) != NULL && n > 0)
+            memcpy(p, o->w[e], n * 4);
+    }
 }
 
 const char *
@@ -978,6 +987,12 @@ net__sample_req_free(net_sample_req *o)
     gkv__free(o->ex);
     gkv__free(o->feat);
     gkv__free(o->featbuf);
+    gkv__free(o->nwc);
+    gkv__free(o->nw);
+    gkv__free(o->wc);
+    gkv__free(o->w);
+    o->nwc = o->nw = NULL;
+    o->wc = o->w = NULL;
     o->nseeds = NULL;
     o->seeds = NULL;
     o->nex = NULL;
@@ -1027,6 +1042,44 @@ dec_sample_feat(net_rd *r, net_sample_req *o)
     }
 }
 
+/* The weights by position of a SAMPLE request (NET_SAMPLE_F_WPOS): per
+ * edge type at least its two u64 counts; the counts must sum to the
+ * number of weights. */
+static void
+dec_sample_wpos(net_rd *r, net_sample_req *o)
+{
+    if (o->net == 0 || o->net > (r->len - r->off) / 16) {
+        rd_fail(r, "sample.weights: %u edge types cannot fit in %zu bytes",
+                o->net, r->len - r->off);
+        return;
+    }
+    if ((o->nwc = gkv__calloc(o->net, sizeof *o->nwc)) == NULL ||
+        (o->nw = gkv__calloc(o->net, sizeof *o->nw)) == NULL ||
+        (o->wc = gkv__calloc(o->net, sizeof *o->wc)) == NULL ||
+        (o->w = gkv__calloc(o->net, sizeof *o->w)) == NULL) {
+        rd_fail(r, "sample: out of memory for %u edge types", o->net);
+        return;
+    }
+    for (uint32_t e = 0; e < o->net && !r->err; e++) {
+        uint64_t sum = 0;
+
+        o->nwc[e] = net__rd_u64(r, "sample.weight_counts");
+        o->wc[e] = net__rd_arr(r, o->nwc[e], 4, "sample.weight_counts");
+        o->nw[e] = net__rd_u64(r, "sample.weights");
+        o->w[e] = net__rd_arr(r, o->nw[e], 4, "sample.weights");
+        if (r->err)
+            return;
+        for (uint64_t i = 0; i < o->nwc[e]; i++)
+            sum += get32(o->wc[e] + 4 * i);
+        if (sum != o->nw[e]) {
+            rd_fail(r, "sample.weights[%u]: the counts sum to %llu, and %llu "
+                    "weights follow", e, (unsigned long long)sum,
+                    (unsigned long long)o->nw[e]);
+            return;
+        }
+    }
+}
+
 int
 net__dec_sample_req(net_rd *r, net_sample_req *o)
 {
@@ -1072,6 +1125,8 @@ net__dec_sample_req(net_rd *r, net_sample_req *o)
     }
     if (!r->err && (o->flags & NET_SAMPLE_F_FEAT))
         dec_sample_feat(r, o);
+    if (!r->err && (o->flags & NET_SAMPLE_F_WPOS))
+        dec_sample_wpos(r, o);
     if (done(r) != 0) {
         net__sample_req_free(o);
         return -1;

@@ -268,6 +268,14 @@ typedef struct net_cols {
  * Servers that predate it refuse it as an unknown flag. */
 #define NET_SAMPLE_F_FEAT 0x100u
 
+/* SAMPLE request flag: weights by position follow the exclusions (and
+ * the names, which it does not go with): per edge type a u64 count nc (0:
+ * none for this type; else the number of seeds of the type the hop centres
+ * on), nc u32 counts (seed i's non-excluded edges, in adjacency order),
+ * a u64 n (their sum) and n f32 weights, seed by seed. The client samples
+ * out-edges by an edge feature this way (graph__sample_wpos). */
+#define NET_SAMPLE_F_WPOS 0x200u
+
 /* SAMPLE request: one hop (gkv_sample_neighbors). Arrays of nnt / net
  * entries are gkv__malloc'd by the decoder: net__sample_req_free(). */
 typedef struct net_sample_req {
@@ -285,6 +293,9 @@ typedef struct net_sample_req {
                                        * checked name (NUL-terminated, into
                                        * featbuf) or NULL; else NULL */
     char *featbuf;
+    uint64_t *nwc, *nw;               /* [net] with NET_SAMPLE_F_WPOS: counts
+                                       * and weights (their sum); else NULL */
+    const unsigned char **wc, **w;    /* [net]: nwc[e] x u32, nw[e] x f32 */
 } net_sample_req;
 
 /* SAMPLE reply, per edge type: the number of edges each seed of the
@@ -330,6 +341,10 @@ typedef struct net_sample_enc {
     const char *const *feat;          /* sent when flags has
                                        * NET_SAMPLE_F_FEAT: [net], NULL
                                        * entries sent as "" */
+    const size_t *nwc, *nw;           /* sent when flags has
+                                       * NET_SAMPLE_F_WPOS: [net] */
+    const uint32_t *const *wc;        /* [net]: nwc[e] counts */
+    const float *const *w;            /* [net]: nw[e] weights */
 } net_sample_enc;
 
 typedef struct net_barrier {
@@ -454,6 +469,13 @@ gkv_err net__state_split(const char *name, char *base, int *is_step);
  * T's range and chunking. GKV_EINVAL when T's dtype is not floating. */
 gkv_err net__state_rows(const char *name, const net_tensor *t, int is_step,
                         net_tensor *out);
+
+/* ---- sampling weights from edge features ------------------------------ */
+
+/* dst[0 .. n) = the n values at src (dtype dt) as floats; the index of the
+ * first that is negative, NaN or infinite, or -1. Servers convert the
+ * features of the edges they own, clients those of out-edges. */
+int64_t net__w_convert(const void *src, gkv_dtype dt, size_t n, float *dst);
 
 /* nn_errno() of a failed nanomsg call, translated once. */
 gkv_err net__from_nn(int e);

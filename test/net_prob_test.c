@@ -16,12 +16,21 @@
  *     is invalidated), also for a feature in small chunks changed in a few
  *     of them, for one in the servers' write-back mode, and under
  *     concurrent samplers while pushes go on;
+ *   - out-edges (GKV_DIR_OUT), whose weights the client pulls from the
+ *     edges' owners and sends with the seeds: blocks, hops with repeated
+ *     seeds and edge batches equal in-process edge_w sampling outwards; a
+ *     mask holds; one edge another machine owns, given all of a user's
+ *     weight by a push, is every pick; a negative weight there is named;
  *   - errors: a missing feature, a negative weight pushed, wide rows, bad
- *     names ('#', too long, empty), out-edges, GKV_SAMPLE_WEIGHTED with a
- *     feature, edge_w through the client, names in-process;
+ *     names ('#', too long, empty), GKV_SAMPLE_WEIGHTED with a feature
+ *     (in- and out-edges), edge_w through the client, names in-process;
+ *   - in-process weights by position (graph__sample_wpos) equal edge_w,
+ *     and a wrong count or a negative weight is refused;
  *   - in-process: edge_w_lo (a partition's weights from its first edge)
  *     equals the whole array, and an edge outside is GKV_ERANGE;
- *   - the SAMPLE codec: names round-trip; bad names are refused on decode. */
+ *   - the SAMPLE codec: names and weights by position round-trip; bad
+ *     names, counts that do not sum to the weights and truncation are
+ *     refused on decode. */
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -34,6 +43,7 @@
 #include "gkvt.h"
 #include "gkv.h"
 #include "wire.h"
+#include "graph_int.h"       /* graph__sample_wpos */
 
 #define MAXPROC 8
 #define NU      1024          /* users (type 0) */
@@ -392,13 +402,17 @@ struct wopts {
     int64_t len[3];
 };
 
+/* A test-only bit beside GKV_SAMPLE_* in 'flags': sample out-edges. */
+#define T_OUT 0x10000u
+
 static void
 wopts_make(const struct fx *f, struct wopts *w, const char *const *names,
            uint64_t seed, unsigned flags)
 {
     memset(w, 0, sizeof *w);
     w->o.seed = seed;
-    w->o.flags = flags;
+    w->o.flags = flags & ~T_OUT;
+    w->o.dir = (flags & T_OUT) ? GKV_DIR_OUT : GKV_DIR_IN;
     for (int e = 0; e < 3; e++)
         if (names != NULL && names[e] != NULL) {
             w->ew[e] = feat_get(f, e, names[e])->w;
@@ -533,7 +547,8 @@ check_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
     struct hcopy ref;
 
     oc.seed = seed;
-    oc.flags = flags;
+    oc.flags = flags & ~T_OUT;
+    oc.dir = (flags & T_OUT) ? GKV_DIR_OUT : GKV_DIR_IN;
     oc.edge_w_feat = names;
     wopts_make(f, &wo, names, seed, flags);
     NET_OK(gkv_client_sample_blocks(c, sd->sv, sd->ns, fan, 3, nl, &oc, cb));
@@ -551,6 +566,81 @@ check_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
     if (!hblocks_same(wb, ref.b, nl))
         *differs = 1;
     hcopy_free(&ref);
+}
+
+/* A client hop with edge_w_feat = names over users us and items is (with
+ * repeats) == in-process gkv_sample_neighbors with the values as edge_w,
+ * on layer 2 (flags may hold T_OUT). */
+static void
+check_hop(struct fx *f, gkv_client *c, const int64_t *us, size_t nus,
+          const int64_t *is, size_t nis, const char *const *names,
+          const int *fan, uint64_t seed, unsigned flags)
+{
+    const int64_t *sv[2] = {us, is};
+    size_t ns[2] = {nus, nis};
+    gkv_sample_opts oc = {0};
+    struct wopts wo;
+    gkv_sample_edges we[3], ce[3];
+    struct hcopy ref;
+    gkv_block rb[1];
+
+    oc.seed = seed;
+    oc.flags = flags & ~T_OUT;
+    oc.dir = (flags & T_OUT) ? GKV_DIR_OUT : GKV_DIR_IN;
+    oc.edge_w_feat = names;
+    wopts_make(f, &wo, names, seed, flags);
+    GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 2, &wo.o, we));
+    memset(rb, 0, sizeof rb);
+    rb[0].num_etypes = 3;
+    rb[0].edges = we;
+    hcopy_take(&ref, rb, 1);
+    NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 2, &oc, ce));
+    for (int e = 0; e < 3; e++) {
+        const gkv_sample_edges *x = &ref.edges[0][e];
+        assert_true(x->n > 0);
+        assert_int_equal(ce[e].n, x->n);
+        assert_memory_equal(ce[e].src, x->src, x->n * 8);
+        assert_memory_equal(ce[e].dst, x->dst, x->n * 8);
+        assert_memory_equal(ce[e].eid, x->eid, x->n * 8);
+    }
+    hcopy_free(&ref);
+}
+
+/* A client edge batch of 100 clicks (edge IDs i * mul + add, reverses
+ * excluded, num_neg negatives each) with edge_w_feat = names == the
+ * in-process one with the values as edge_w: pairs and blocks. */
+static void
+check_edge_batch(struct fx *f, gkv_client *c, const char *const *names,
+                 int64_t mul, int64_t add, int num_neg, uint64_t seed,
+                 unsigned flags)
+{
+    gkv_edge_batch_spec sp = {0};
+    gkv_edge_batch web, ceb;
+    gkv_block wb[2], cb[2];
+    gkv_sample_opts oc = {0};
+    struct wopts wo;
+    int64_t eids[100];
+    int fan[6] = {3, 2, 3, 5, 5, 5};
+
+    for (int i = 0; i < 100; i++)
+        eids[i] = (i * mul + add) % NE1;
+    sp.etype = 1;
+    sp.eids = eids;
+    sp.n = 100;
+    sp.num_neg = num_neg;
+    sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
+    sp.reverse_etype = 2;
+    oc.seed = seed;
+    oc.flags = flags & ~T_OUT;
+    oc.dir = (flags & T_OUT) ? GKV_DIR_OUT : GKV_DIR_IN;
+    oc.edge_w_feat = names;
+    wopts_make(f, &wo, names, seed, flags);
+    NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &oc, &ceb, cb));
+    GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web, wb));
+    assert_true(hblocks_same(wb, cb, 2));
+    assert_int_equal(ceb.num_neg, web.num_neg);
+    assert_memory_equal(ceb.neg_dst, web.neg_dst, web.num_neg * 8);
+    assert_true(block_edges(cb, 2) > 0);
 }
 
 /* ---- tests ------------------------------------------------------------------------ */
@@ -591,74 +681,19 @@ test_equals_in_process(void **state)
     {
         static const char *const nm[3] = {"cnt", "mask", "w64"};
         int64_t us[300], is[100];
-        const int64_t *sv[2] = {us, is};
-        size_t ns[2] = {300, 100};
         int fan[3] = {4, 3, 6};
-        gkv_sample_opts oc = {0};
-        struct wopts wo;
-        gkv_sample_edges we[3], ce[3];
-        int64_t *keep[3][3];
 
         for (int i = 0; i < 300; i++)
             us[i] = (i * 7) % 250;            /* repeats */
         for (int i = 0; i < 100; i++)
             is[i] = (i * 3) % NI;
-        for (int rep = 0; rep < 2; rep++) {
-            unsigned fl = rep ? GKV_SAMPLE_REPLACE : 0;
-            oc.seed = 3;
-            oc.flags = fl;
-            oc.edge_w_feat = nm;
-            wopts_make(f, &wo, nm, 3, fl);
-            GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 1, &wo.o, we));
-            for (int e = 0; e < 3; e++) {
-                keep[e][0] = malloc(we[e].n * 8 + 8);
-                keep[e][1] = malloc(we[e].n * 8 + 8);
-                keep[e][2] = malloc(we[e].n * 8 + 8);
-                assert_true(we[e].n > 0);
-                memcpy(keep[e][0], we[e].src, we[e].n * 8);
-                memcpy(keep[e][1], we[e].dst, we[e].n * 8);
-                memcpy(keep[e][2], we[e].eid, we[e].n * 8);
-            }
-            NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 1, &oc, ce));
-            for (int e = 0; e < 3; e++) {
-                assert_int_equal(ce[e].n, we[e].n);
-                assert_true(ce[e].n > 0);
-                assert_memory_equal(ce[e].src, keep[e][0], ce[e].n * 8);
-                assert_memory_equal(ce[e].dst, keep[e][1], ce[e].n * 8);
-                assert_memory_equal(ce[e].eid, keep[e][2], ce[e].n * 8);
-                for (int j = 0; j < 3; j++)
-                    free(keep[e][j]);
-            }
-        }
+        check_hop(f, c, us, 300, is, 100, nm, fan, 3, 0);
+        check_hop(f, c, us, 300, is, 100, nm, fan, 3, GKV_SAMPLE_REPLACE);
     }
     /* an edge batch (user -> item clicks, reverses excluded) */
     {
         static const char *const nm[3] = {"w", NULL, "w64"};
-        gkv_edge_batch_spec sp = {0};
-        gkv_edge_batch web, ceb;
-        gkv_block wb[2], cb[2];
-        gkv_sample_opts oc = {0};
-        struct wopts wo;
-        int64_t eids[100];
-        int fan[6] = {3, 2, 3, 5, 5, 5};
-
-        for (int i = 0; i < 100; i++)
-            eids[i] = (i * 37 + 3) % NE1;
-        sp.etype = 1;
-        sp.eids = eids;
-        sp.n = 100;
-        sp.num_neg = 2;
-        sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
-        sp.reverse_etype = 2;
-        oc.seed = 9;
-        oc.edge_w_feat = nm;
-        wopts_make(f, &wo, nm, 9, 0);
-        NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &oc, &ceb, cb));
-        GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web, wb));
-        assert_true(hblocks_same(wb, cb, 2));
-        assert_int_equal(ceb.num_neg, web.num_neg);
-        assert_memory_equal(ceb.neg_dst, web.neg_dst, web.num_neg * 8);
-        assert_true(block_edges(cb, 2) > 0);
+        check_edge_batch(f, c, nm, 37, 3, 2, 9, 0);
     }
     NET_OK(gkv_client_close(c));
 }
@@ -921,11 +956,6 @@ test_errors(void **state)
         int f0[3] = {0, 3, 3};
         NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, f0, 3, 1, &o, cb));
     }
-    /* rows of two elements */
-    nm[0] = "wide";
-    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
-                                              cb), GKV_EINVAL);
-    assert_non_null(strstr(gkv_net_errmsg(), "rows of 2 elements"));
     /* bad names, refused before anything is sent */
     nm[0] = "w#adam_m";
     assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
@@ -948,17 +978,30 @@ test_errors(void **state)
     nm[0] = "a b";
     assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
                                               cb), GKV_EINVAL);
-    /* with the stored weights, and out-edges */
-    nm[0] = "w";
-    o.flags = GKV_SAMPLE_WEIGHTED;
-    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
-                                              cb), GKV_EINVAL);
-    assert_non_null(strstr(gkv_net_errmsg(), "GKV_SAMPLE_WEIGHTED"));
-    o.flags = 0;
-    o.dir = GKV_DIR_OUT;
-    assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1, &o,
-                                              cb), GKV_ENOTSUP);
-    assert_non_null(strstr(gkv_net_errmsg(), "in-edge sampling"));
+    /* rows of two elements, and a feature with the stored weights, for in-
+     * and out-edges (whose weights the client pulls); a missing feature
+     * for out-edges */
+    for (int d = 0; d < 2; d++) {
+        o.dir = d ? GKV_DIR_OUT : GKV_DIR_IN;
+        nm[0] = "wide";
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1,
+                                                  &o, cb), GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), "rows of 2 elements"));
+        nm[0] = d ? "nope" : "w";
+        o.flags = d ? 0 : GKV_SAMPLE_WEIGHTED;
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1,
+                                                  &o, cb), d ? GKV_ENOTFOUND :
+                         GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), d ?
+                               "'edge/user:follows:user/nope'" :
+                               "GKV_SAMPLE_WEIGHTED"));
+        nm[0] = "w";
+        o.flags = GKV_SAMPLE_WEIGHTED;
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1,
+                                                  &o, cb), GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), "GKV_SAMPLE_WEIGHTED"));
+        o.flags = 0;
+    }
     o.dir = GKV_DIR_IN;
     /* edge_w arrays are still refused by the client */
     {
@@ -1011,6 +1054,293 @@ test_errors(void **state)
                      &differs);
     }
     NET_OK(gkv_client_close(c));
+}
+
+/* Out-edges weighed by an edge feature (DGL's sample_neighbors(...,
+ * edge_dir='out', prob=)): a node's out-edges are owned by the machines of
+ * their destinations, with their feature rows, so the client pulls those
+ * rows and sends the weights with the seeds. The blocks, hops and edge
+ * batches equal in-process sampling given the same values as edge_w; a
+ * weight pushed on another machine decides the pick at once. */
+static void
+test_out_edges(void **state)
+{
+    struct fx *f = *state;
+    static const char *const cases[][3] = {
+        {"w", NULL, "w64"}, {"cnt", "mask", NULL}, {NULL, "h", "w64"},
+        {"w", "mask", "w64"}};
+    static const int fans[][6] = {{2, 3, 1, 4, 2, 3}, {-1, 5, 0, 3, 3, 3},
+                                  {10, 10, 10, 1, 1, 1}};
+    const float *mask;
+    gkv_client *c;
+    struct seeds sd;
+    size_t ones = 0;
+
+    graph_make(f);
+    serve(f, 2);
+    c = client(f, 0);
+    seeds_make(&sd, 4);
+    for (int k = 0; k < 4; k++)
+        for (int fi = 0; fi < 3; fi++)
+            for (int rep = 0; rep < 2; rep++) {
+                int differs = 0;
+                check_blocks(f, c, &sd, cases[k], fans[fi], 2,
+                             (uint64_t)(50 + k + 3 * fi), T_OUT |
+                             (rep ? GKV_SAMPLE_REPLACE : 0), &differs);
+                assert_true(differs);
+            }
+    /* a mask on users' clicks: only its one edges leave a user */
+    mask = feat_get(f, 1, "mask")->w;
+    for (int fi = 0; fi < 2; fi++) {
+        static const char *const nm[3] = {NULL, "mask", NULL};
+        int fan[3] = {0, fi == 0 ? -1 : 4, 0};
+        gkv_sample_opts oc = {0};
+        gkv_sample_edges ce[3];
+
+        oc.dir = GKV_DIR_OUT;
+        oc.seed = 60;
+        oc.edge_w_feat = nm;
+        NET_OK(gkv_client_sample_neighbors(c, sd.sv, sd.ns, fan, 3, 0, &oc,
+                                           ce));
+        assert_true(ce[1].n > 0);
+        for (size_t j = 0; j < ce[1].n; j++) {
+            if (mask[ce[1].eid[j]] != 1.0f)
+                fail_msg("out-edge %lld with mask %g was sampled",
+                         (long long)ce[1].eid[j],
+                         (double)mask[ce[1].eid[j]]);
+            ones++;
+        }
+    }
+    assert_true(ones > 50);
+    /* single hops with repeated seeds, against gkv_sample_neighbors */
+    {
+        static const char *const nm[3] = {"cnt", "h", "w64"};
+        int64_t us[300], is[100];
+        int fan[3] = {4, 3, 6};
+
+        for (int i = 0; i < 300; i++)
+            us[i] = (i * 11) % 230;
+        for (int i = 0; i < 100; i++)
+            is[i] = (i * 7) % NI;
+        check_hop(f, c, us, 300, is, 100, nm, fan, 8, T_OUT);
+        check_hop(f, c, us, 300, is, 100, nm, fan, 8,
+                  T_OUT | GKV_SAMPLE_REPLACE);
+    }
+    /* an edge batch of clicks, reverses excluded, sampled outwards */
+    {
+        static const char *const nm[3] = {"w", "mask", NULL};
+        check_edge_batch(f, c, nm, 41, 7, 1, 19, T_OUT);
+    }
+    /* one user's follows: all weight on one edge another machine owns
+     * decides every pick; a negative weight there is named */
+    {
+        static const char *const nm[3] = {"w", NULL, NULL};
+        const gkv_pbook *b = gkv_client_pbook(c);
+        const char *tn = "edge/user:follows:user/w";
+        int64_t u = -1, star = -1;
+        int32_t uown = -1;
+        gkv_sample_edges all[3], ce[3];
+        int fall[3] = {-1, 0, 0};
+        gkv_sample_opts ou = {0}, oc = {0};
+        char want[160];
+        float neg = -2.0f;
+
+        ou.dir = GKV_DIR_OUT;
+        for (int64_t v = 0; v < NU && star < 0; v++) {
+            const int64_t *sv[2] = {&v, NULL};
+            size_t ns[2] = {1, 0};
+            NET_OK(gkv_client_sample_neighbors(c, sv, ns, fall, 3, 0, &ou,
+                                               all));
+            GKVT_OK(gkv_pbook_node_owner(b, 0, &v, 1, &uown));
+            if (all[0].n < 4)
+                continue;
+            for (size_t j = 0; j < all[0].n && star < 0; j++) {
+                int32_t eo;
+                GKVT_OK(gkv_pbook_edge_owner(b, 0, &all[0].eid[j], 1, &eo));
+                if (eo != uown) {
+                    u = v;
+                    star = all[0].eid[j];
+                }
+            }
+            if (star >= 0) {
+                uint64_t *ids = malloc(all[0].n * 8);
+                float *w = calloc(all[0].n, 4);
+                size_t n = all[0].n;
+                assert_true(ids != NULL && w != NULL);
+                for (size_t j = 0; j < n; j++) {
+                    ids[j] = (uint64_t)all[0].eid[j];
+                    w[j] = all[0].eid[j] == star ? 3.0f : 0.0f;
+                }
+                NET_OK(gkv_client_push(c, tn, ids, n, w, n * 4, NULL));
+                free(ids);
+                free(w);
+            }
+        }
+        assert_true(star >= 0);
+        oc.dir = GKV_DIR_OUT;
+        oc.edge_w_feat = nm;
+        for (int rep = 0; rep < 8; rep++) {
+            const int64_t *sv[2] = {&u, NULL};
+            size_t ns[2] = {1, 0};
+            int fan[3] = {1 + rep % 3, 0, 0};
+            oc.seed = (uint64_t)(100 + rep);
+            oc.flags = rep % 2 ? GKV_SAMPLE_REPLACE : 0;
+            NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 0, &oc, ce));
+            assert_int_equal(ce[0].n, oc.flags ? (size_t)fan[0] : 1);
+            for (size_t j = 0; j < ce[0].n; j++) {
+                assert_int_equal(ce[0].src[j], u);
+                assert_int_equal(ce[0].eid[j], star);
+            }
+        }
+        {
+            uint64_t id = (uint64_t)star;
+            const int64_t *sv[2] = {&u, NULL};
+            size_t ns[2] = {1, 0};
+            int fan[3] = {2, 0, 0};
+            int32_t eo;
+            NET_OK(gkv_client_push(c, tn, &id, 1, &neg, 4, NULL));
+            assert_int_equal(gkv_client_sample_neighbors(c, sv, ns, fan, 3,
+                                                         0, &oc, ce),
+                             GKV_EINVAL);
+            GKVT_OK(gkv_pbook_edge_owner(b, 0, &star, 1, &eo));
+            snprintf(want, sizeof want, "edge %lld (on partition %d) has "
+                     "weight -2", (long long)star, eo);
+            if (strstr(gkv_net_errmsg(), want) == NULL)
+                fail_msg("expected '%s' in '%s'", want, gkv_net_errmsg());
+            assert_non_null(strstr(gkv_net_errmsg(), tn));
+        }
+    }
+    NET_OK(gkv_client_close(c));
+}
+
+/* Out-edge weights through servers that take small messages (16 KiB):
+ * the weights of a machine's seeds are cut into more requests, and the
+ * blocks are still the in-process ones. */
+static void
+test_out_small_msg(void **state)
+{
+    struct fx *f = *state;
+    static const char *const extra[] = {"--max-msg", "16384", NULL};
+    static const char *const nm[3] = {"w", "h", "w64"};
+    int fan[6] = {-1, -1, 6, 3, 3, 3}, differs = 0;
+    gkv_client *c;
+    struct seeds sd;
+
+    graph_make(f);
+    g_extra = extra;
+    serve(f, 1);
+    g_extra = NULL;
+    c = client(f, 0);
+    seeds_make(&sd, 6);
+    check_blocks(f, c, &sd, nm, fan, 2, 71, T_OUT, &differs);
+    check_blocks(f, c, &sd, nm, fan, 2, 72, T_OUT | GKV_SAMPLE_REPLACE,
+                 &differs);
+    assert_true(differs);
+    NET_OK(gkv_client_close(c));
+}
+
+/* In-process weights by position (graph__sample_wpos, what a server runs
+ * for out-edges weighed by a feature): equal to edge_w arrays holding the
+ * same values; a count that does not match a node's edges and a negative
+ * weight are refused, naming the node or the weight. */
+static void
+test_wpos_inprocess(void **state)
+{
+    struct fx *f = *state;
+    static const char *const nm[3] = {"w", NULL, "w64"};
+    int64_t us[80], is[30];
+    const int64_t *sv[2] = {us, is};
+    size_t ns[2] = {80, 30};
+    int fall[3] = {-1, 0, -1}, fan[3] = {3, 2, 4};
+    gkv_sample_edges all[3], we[3];
+    graph__wpos wp[3];
+    int64_t *off[3] = {NULL, NULL, NULL};
+    float *w[3] = {NULL, NULL, NULL};
+    gkv_sample_opts ou = {0};
+    struct wopts wo;
+    struct hcopy ref;
+    gkv_block rb[1];
+
+    graph_make(f);
+    for (int i = 0; i < 80; i++)
+        us[i] = (i * 13 + 2) % NU;
+    for (int i = 0; i < 30; i++)
+        is[i] = (i * 9 + 1) % NI;
+    ou.dir = GKV_DIR_OUT;
+    ou.exclude = NULL;
+    GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fall, 3, 0, &ou, all));
+    memset(wp, 0, sizeof wp);
+    for (int e = 0; e < 3; e++) {
+        int ct = e == 2;              /* the source type: user, user, item */
+        const float *fw;
+        size_t j = 0;
+        if (nm[e] == NULL)
+            continue;
+        fw = feat_get(f, e, nm[e])->w;
+        off[e] = malloc((ns[ct] + 1) * 8);
+        w[e] = malloc(all[e].n * 4 + 4);
+        assert_true(off[e] != NULL && w[e] != NULL);
+        for (size_t i = 0; i < ns[ct]; i++) {
+            off[e][i] = (int64_t)j;
+            while (j < all[e].n && all[e].src[j] == sv[ct][i]) {
+                w[e][j] = fw[all[e].eid[j]];
+                j++;
+            }
+        }
+        off[e][ns[ct]] = (int64_t)j;
+        assert_int_equal(j, all[e].n);
+        wp[e].off = off[e];
+        wp[e].w = w[e];
+    }
+    wopts_make(f, &wo, nm, 6, T_OUT | GKV_SAMPLE_REPLACE);
+    GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 1, &wo.o, we));
+    memset(rb, 0, sizeof rb);
+    rb[0].num_etypes = 3;
+    rb[0].edges = we;
+    hcopy_take(&ref, rb, 1);
+    wo.o.edge_w = NULL;
+    wo.o.edge_w_len = NULL;
+    GKVT_OK(graph__sample_wpos(f->ws, sv, ns, fan, 3, 1, &wo.o, wp, we));
+    for (int e = 0; e < 3; e++) {
+        assert_true(we[e].n > 0);
+        assert_int_equal(we[e].n, ref.edges[0][e].n);
+        assert_memory_equal(we[e].eid, ref.edges[0][e].eid, we[e].n * 8);
+        assert_memory_equal(we[e].dst, ref.edges[0][e].dst, we[e].n * 8);
+    }
+    hcopy_free(&ref);
+    /* both an edge_w array and weights by position for one type */
+    {
+        struct wopts w2;
+        wopts_make(f, &w2, nm, 6, T_OUT);
+        assert_int_equal(graph__sample_wpos(f->ws, sv, ns, fan, 3, 1, &w2.o,
+                                            wp, we), GKV_EINVAL);
+        assert_non_null(strstr(gkv_sampler_errmsg(f->ws), "both"));
+    }
+    /* a seed with one weight too few (the next one's first moved up) */
+    {
+        size_t i = 0;
+        while (off[0][i + 1] - off[0][i] < 2)
+            i++;
+        off[0][i + 1]--;
+        assert_int_equal(graph__sample_wpos(f->ws, sv, ns, fan, 3, 1, &wo.o,
+                                            wp, we), GKV_EINVAL);
+        assert_non_null(strstr(gkv_sampler_errmsg(f->ws),
+                               "weights were given for it"));
+        off[0][i + 1]++;
+    }
+    /* a negative weight */
+    w[2][0] = -1.0f;
+    {
+        int f1[3] = {0, 0, -1};
+        assert_int_equal(graph__sample_wpos(f->ws, sv, ns, f1, 3, 1, &wo.o,
+                                            wp, we), GKV_EINVAL);
+        assert_non_null(strstr(gkv_sampler_errmsg(f->ws),
+                               "in the weights given"));
+    }
+    for (int e = 0; e < 3; e++) {
+        free(off[e]);
+        free(w[e]);
+    }
 }
 
 /* Samplers on several clients at once while the feature is pushed: every
@@ -1290,6 +1620,49 @@ test_wire(void **state)
         }
         free(buf);
     }
+    /* weights by position: round trip, counts that do not sum to the
+     * weights, truncation */
+    for (int k = 0; k < 3; k++) {
+        uint32_t c0[2] = {2, 1};
+        float w0[3] = {0.5f, 1.0f, 2.0f};
+        const uint32_t *wc[2] = {c0, NULL};
+        const float *wv[2] = {w0, NULL};
+        size_t nwc[2] = {2, 0}, nw[2] = {k == 1 ? 2 : 3, 0};
+
+        enc.flags = NET_SAMPLE_F_WPOS;
+        enc.feat = NULL;
+        enc.nwc = nwc;
+        enc.nw = nw;
+        enc.wc = wc;
+        enc.w = wv;
+        memset(&w, 0, sizeof w);
+        net__enc_sample_req(&w, &enc);
+        buf = calloc(1, w.off + 8);
+        assert_non_null(buf);
+        w.p = buf;
+        w.cap = w.off;
+        w.off = 0;
+        net__enc_sample_req(&w, &enc);
+        net__rd_init(&rd, buf, k == 2 ? w.off - 4 : w.off);
+        if (k == 0) {
+            uint32_t got;
+            assert_int_equal(net__dec_sample_req(&rd, &q), 0);
+            assert_int_equal(q.nwc[0], 2);
+            assert_int_equal(q.nw[0], 3);
+            assert_int_equal(q.nwc[1], 0);
+            assert_int_equal(q.nw[1], 0);
+            memcpy(&got, q.wc[0] + 4, 4);
+            assert_int_equal(got, 1);
+            assert_memory_equal(q.w[0], w0, 12);
+            net__sample_req_free(&q);
+        } else {
+            assert_int_not_equal(net__dec_sample_req(&rd, &q), 0);
+            if (k == 1)
+                assert_non_null(strstr(rd.why, "the counts sum to 3, and 2 "
+                                       "weights follow"));
+        }
+        free(buf);
+    }
 }
 
 int
@@ -1307,6 +1680,9 @@ main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_edges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_out_small_msg, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wpos_inprocess, setup, teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);
