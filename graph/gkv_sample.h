@@ -252,7 +252,9 @@ typedef struct gkv_sample_opts {
     /* Edge-weight tensors (instead of GKV_SAMPLE_WEIGHTED): NULL, or per
      * etype NULL (uniform) or an array of edge_w_len[e] floats, the weight
      * of edge ID i at [i]; a sampled edge whose ID is not below the length
-     * fails the call with GKV_ERANGE. */
+     * fails the call with GKV_ERANGE. The client calls (gkv_client_sample_*)
+     * take them too, by global edge ID: they send the weights of the
+     * seeds' edges with the seeds (gkv_net.h). */
     const float *const *edge_w;
     const int64_t      *edge_w_len;
     /* Excluded edges: NULL, or per etype NULL or exclude_n[e] edge IDs in
@@ -303,8 +305,8 @@ typedef struct gkv_sample_opts {
      * when it is on one of those edges (naming the edge, its value, the
      * tensor and the owning partition), and the rows are read as of each
      * pull, not as of one snapshot. Not with GKV_SAMPLE_WEIGHTED
-     * (GKV_EINVAL: one source of weights per call) nor with edge_w (which
-     * the client refuses).
+     * (GKV_EINVAL: one source of weights per call), nor with an edge_w
+     * array for the same edge type (which the client calls also take).
      * In-process calls (gkv_sample_neighbors, _blocks, _edge_batch) have no
      * store to resolve names in: a non-NULL name there is GKV_EINVAL (pass
      * the values as edge_w). Etypes with fanout 0 are not looked up. */

@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -3412,11 +3413,30 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
         if (o->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED))
             return net__fail(GKV_EINVAL, "%s: flags 0x%x have unknown bits",
                              what, o->flags);
-        if (o->edge_w != NULL)
-            return net__fail(GKV_EINVAL, "%s: edge-weight arrays (edge_w) "
-                             "are not sent to servers; use "
-                             "GKV_SAMPLE_WEIGHTED (the stored weights) or "
-                             "edge_w_feat (an edge feature)", what);
+        if (o->edge_w != NULL && o->edge_w_len == NULL)
+            return net__fail(GKV_EINVAL, "%s: edge_w is given without "
+                             "edge_w_len", what);
+        for (int e = 0; o->edge_w != NULL && e < net_; e++) {
+            if (o->edge_w[e] == NULL)
+                continue;
+            if (o->edge_w_len[e] < 0)
+                return net__fail(GKV_EINVAL, "%s: edge_w_len[%d] = %lld is "
+                                 "negative", what, e,
+                                 (long long)o->edge_w_len[e]);
+            if (o->edge_w_lo != NULL && o->edge_w_lo[e] < 0)
+                return net__fail(GKV_EINVAL, "%s: edge_w_lo[%d] = %lld is "
+                                 "negative", what, e,
+                                 (long long)o->edge_w_lo[e]);
+            if (o->flags & GKV_SAMPLE_WEIGHTED)
+                return net__fail(GKV_EINVAL, "%s: GKV_SAMPLE_WEIGHTED and "
+                                 "edge_w are both given; choose one source "
+                                 "of weights", what);
+            if (o->edge_w_feat != NULL && o->edge_w_feat[e] != NULL)
+                return net__fail(GKV_EINVAL, "%s: edge type %d has both an "
+                                 "edge_w array and edge_w_feat ('%s'); "
+                                 "choose one source of weights", what, e,
+                                 o->edge_w_feat[e]);
+        }
         for (int e = 0; o->edge_w_feat != NULL && e < net_; e++) {
             const char *fn = o->edge_w_feat[e], *canon, *why;
             if (fn == NULL)
@@ -3936,13 +3956,44 @@ wpos_pull(gkv_client *c, int e, const char *name, const int64_t *eids,
     return GKV_OK;
 }
 
-/* One hop through the servers (hop_once). Out-edges weighed by an edge
- * feature take three steps, since a node's out-edges include edges other
- * machines own, with their feature rows: a fanout -1 hop lists each
- * distinct seed's non-excluded out-edges of those types, the client pulls
- * their weights from the edges' owners, and the hop proper sends them
- * with the seeds (weights by position: the servers sample exactly as
- * with an edge_w array holding those values). */
+/* Weights of the n listed edges eids of type e from the caller's edge_w
+ * array, into w: the checks in-process sampling makes. */
+static gkv_err
+wpos_array(const gkv_sample_opts *o, int e, const int64_t *eids, size_t n,
+           float *w)
+{
+    int64_t lo = o->edge_w_lo != NULL ? o->edge_w_lo[e] : 0;
+    int64_t len = o->edge_w_len[e];
+
+    for (size_t j = 0; j < n; j++) {
+        int64_t id = eids[j];
+        float v;
+
+        if (id < lo || id - lo >= len)
+            return net__fail(GKV_ERANGE, "sample: edge type %d: edge %lld "
+                             "has no entry in edge_w[%d] (%lld weights, of "
+                             "edges from %lld)", e, (long long)id, e,
+                             (long long)len, (long long)lo);
+        v = o->edge_w[e][id - lo];
+        if (!(v >= 0.0f) || isinf(v))
+            return net__fail(GKV_EINVAL, "sample: edge type %d: edge %lld "
+                             "has weight %g in edge_w; weights must be "
+                             "finite and >= 0", e, (long long)id, (double)v);
+        w[j] = v;
+    }
+    return GKV_OK;
+}
+
+/* One hop through the servers (hop_once). Weights the servers cannot
+ * find themselves go by position, in three steps: an edge_w array the
+ * caller holds (either direction), and an edge feature along out-edges
+ * (a node's out-edges include edges other machines own, with their
+ * feature rows). A fanout -1 hop lists each distinct seed's non-excluded
+ * edges of those types, the client takes their weights from the array or
+ * pulls them from the edges' owners, and the hop proper sends them with
+ * the seeds: the servers sample exactly as in-process edge_w would. When
+ * some type goes by position, so do in-edge features of the hop (a
+ * request carries one source of weights). */
 static gkv_err
 sample_hop(gkv_client *c, const int64_t *const *seeds_in,
            const size_t *nseeds_in, const int *fan, int nfan, int layer,
@@ -3958,17 +4009,26 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
     gkv_sample_opts oa;
     gkv_err rc = GKV_OK;
 
-    for (int e = 0; o != NULL && o->dir == GKV_DIR_OUT &&
-         o->edge_w_feat != NULL && e < net_; e++)
-        any |= o->edge_w_feat[e] != NULL && fan[nfan == 1 ? 0 : e] != 0;
-    if (!any && (o == NULL || o->dir != GKV_DIR_OUT))
+#define HOP_ARR(e)  (o->edge_w != NULL && o->edge_w[e] != NULL)
+#define HOP_FEAT(e) (o->edge_w_feat != NULL && o->edge_w_feat[e] != NULL)
+#define HOP_FAN(e)  (fan[nfan == 1 ? 0 : (e)] != 0)
+    for (int e = 0; o != NULL && e < net_; e++)
+        any |= HOP_FAN(e) && (HOP_ARR(e) ||
+                              (o->dir == GKV_DIR_OUT && HOP_FEAT(e)));
+    if (!any && (o == NULL || (o->dir == GKV_DIR_IN && o->edge_w == NULL)))
         return hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, o, rl, out,
                         NULL);
     oa = *o;
-    oa.edge_w_feat = NULL;      /* out-edges: the weights go, not names */
-    if (!any)
+    oa.edge_w = NULL;           /* the weights go, not arrays */
+    oa.edge_w_len = NULL;
+    oa.edge_w_lo = NULL;
+    if (!any) {
+        if (o->dir == GKV_DIR_OUT)
+            oa.edge_w_feat = NULL;
         return hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, &oa, rl,
                         out, NULL);
+    }
+    oa.edge_w_feat = NULL;      /* ... nor names */
     /* (+ 1: never a request for 0 bytes) */
     if ((fa = gkv__calloc((size_t)net_ + 1, sizeof *fa)) == NULL ||
         (useeds = gkv__calloc((size_t)nnt + 1, sizeof *useeds)) == NULL ||
@@ -3985,14 +4045,14 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
                              useeds, smap)) != GKV_OK)
         goto out;
     for (int e = 0; e < net_; e++)
-        fa[e] = o->edge_w_feat[e] != NULL && fan[nfan == 1 ? 0 : e] != 0 ?
-                -1 : 0;
+        fa[e] = HOP_FAN(e) && (HOP_ARR(e) || HOP_FEAT(e)) ? -1 : 0;
     if ((rc = hop_once(c, u, nu, fa, net_, layer, &oa, NULL, ea, NULL))
         != GKV_OK)
         goto out;
     for (int e = 0; e < net_; e++) {
         gkv_etype_info ei;
         char name[GKV_NAME_MAX + 2];
+        const int64_t *ctr;
         int64_t *off;
         float *w;
         size_t j = 0, n = ea[e].n;
@@ -4001,7 +4061,8 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
         if (fa[e] == 0)
             continue;
         gkv_pbook_etype_info(c->book, e, &ei);
-        ct = ei.src_ntype;
+        ct = o->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
+        ctr = o->dir == GKV_DIR_IN ? ea[e].dst : ea[e].src;
         off = arena_alloc(c, (nu[ct] + 1) * sizeof *off);
         w = arena_alloc(c, n * sizeof *w + 4);
         if (off == NULL || w == NULL) {
@@ -4010,22 +4071,30 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
         }
         for (size_t i = 0; i < nu[ct]; i++) {
             off[i] = (int64_t)j;
-            while (j < n && ea[e].src[j] == u[ct][i])
+            while (j < n && ctr[j] == u[ct][i])
                 j++;
         }
         off[nu[ct]] = (int64_t)j;
         if (j != n) {
-            rc = net__fail(GKV_EPROTO, "sample: the out-edges of edge type "
-                           "%d came back out of seed order", e);
+            rc = net__fail(GKV_EPROTO, "sample: the edges of edge type %d "
+                           "came back out of seed order", e);
             goto out;
         }
-        snprintf(name, sizeof name, "edge/%s/%s",
-                 gkv_pbook_etype_name(c->book, e), o->edge_w_feat[e]);
-        if ((rc = wpos_pull(c, e, name, ea[e].eid, n, w)) != GKV_OK)
+        if (HOP_ARR(e)) {
+            rc = wpos_array(o, e, ea[e].eid, n, w);
+        } else {
+            snprintf(name, sizeof name, "edge/%s/%s",
+                     gkv_pbook_etype_name(c->book, e), o->edge_w_feat[e]);
+            rc = wpos_pull(c, e, name, ea[e].eid, n, w);
+        }
+        if (rc != GKV_OK)
             goto out;
         wp[e].off = off;
         wp[e].w = w;
     }
+#undef HOP_ARR
+#undef HOP_FEAT
+#undef HOP_FAN
     rc = hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, &oa, rl, out, wp);
 out:
     for (int t = 0; useeds != NULL && t < nnt; t++) {

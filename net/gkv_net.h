@@ -373,22 +373,27 @@ GKV_API const gkv_pbook *gkv_client_pbook(const gkv_client *c);
 /* One hop, exactly as gkv_sample_neighbors() on the whole graph (same
  * arguments, same result): each seed is sampled by the partition that owns
  * it, and out[e] (num_etypes entries) lists the edges seed by seed in the
- * order given. opts->edge_w is not supported (GKV_EINVAL): weighted
- * sampling uses the weights stored with the partitions
- * (GKV_SAMPLE_WEIGHTED), or an edge feature each server holds
- * (opts->edge_w_feat, DGL's prob= / mask=: per etype a feature name FEAT,
- * the tensor "edge/<canonical>/<FEAT>"), and then equals
- * gkv_sample_neighbors() given the feature's values (as floats) as an
- * edge_w array. gkv_sample.h says which dtypes and values are accepted.
- * Each server keeps the values it owns converted (4 bytes an owned edge
- * per feature in use) and reads again what changed when the store was
- * written since, so a push to the feature is seen by the next call.
- * Errors besides those below: GKV_ENOTFOUND (a server has no such tensor:
- * the message names it and the partition), GKV_EINVAL (a bad name, rows of
- * more than one element, a negative, NaN or infinite value on an edge of a
- * partition asked, with GKV_SAMPLE_WEIGHTED), GKV_ENOTSUP (with
- * GKV_DIR_OUT). The arrays are borrowed from the client until its next
- * sampling call or gkv_client_close(). */
+ * order given. Weights come from one source per edge type: the weights
+ * stored with the partitions (GKV_SAMPLE_WEIGHTED), an edge feature each
+ * server holds (opts->edge_w_feat, DGL's prob= / mask=: per etype a
+ * feature name FEAT, the tensor "edge/<canonical>/<FEAT>"), or an edge_w
+ * array the caller holds (by global edge ID, edge_w_lo as in-process);
+ * the result equals gkv_sample_neighbors() given those values (as floats)
+ * as edge_w arrays. gkv_sample.h says which dtypes and values are
+ * accepted. For in-edges each server weighs its seeds by the feature rows
+ * it owns, kept converted (4 bytes an owned edge per feature in use) and
+ * read again where the store was written since, so a push to the feature
+ * is seen by the next call. Out-edge features and edge_w arrays take
+ * three steps a hop: the seeds' servers list the seeds' edges of those
+ * types, the client pulls the features' rows of those edges from their
+ * owners (or reads its array), and sends the weights with the seeds.
+ * Errors besides those below: GKV_ENOTFOUND (no such feature tensor: the
+ * message names it and the partition), GKV_EINVAL (a bad name, rows of
+ * more than one element, a negative, NaN or infinite value on an edge of
+ * a partition asked or of the seeds' edges, two sources of weights for a
+ * type), GKV_ERANGE (an edge the edge_w array has no entry for). The
+ * arrays are borrowed from the client until its next sampling call or
+ * gkv_client_close(). */
 GKV_API gkv_err gkv_client_sample_neighbors(gkv_client *c,
                                             const int64_t *const *seeds,
                                             const size_t *nseeds,

@@ -23,7 +23,12 @@
  *     weight by a push, is every pick; a negative weight there is named;
  *   - errors: a missing feature, a negative weight pushed, wide rows, bad
  *     names ('#', too long, empty), GKV_SAMPLE_WEIGHTED with a feature
- *     (in- and out-edges), edge_w through the client, names in-process;
+ *     (in- and out-edges), names in-process;
+ *   - edge_w arrays through the client (the in-process options as they
+ *     are): blocks, hops and edge batches, in- and out-edges, equal
+ *     in-process; beside an in-edge feature; edge_w_lo; an edge without
+ *     an entry (GKV_ERANGE), a negative value, no lengths, with
+ *     GKV_SAMPLE_WEIGHTED or a feature for the same type (GKV_EINVAL);
  *   - in-process weights by position (graph__sample_wpos) equal edge_w,
  *     and a wrong count or a negative weight is refused;
  *   - in-process: edge_w_lo (a partition's weights from its first edge)
@@ -402,8 +407,10 @@ struct wopts {
     int64_t len[3];
 };
 
-/* A test-only bit beside GKV_SAMPLE_* in 'flags': sample out-edges. */
+/* Test-only bits beside GKV_SAMPLE_* in 'flags': sample out-edges; give
+ * the client the in-process options (edge_w arrays) instead of names. */
 #define T_OUT 0x10000u
+#define T_ARR 0x20000u
 
 static void
 wopts_make(const struct fx *f, struct wopts *w, const char *const *names,
@@ -411,7 +418,7 @@ wopts_make(const struct fx *f, struct wopts *w, const char *const *names,
 {
     memset(w, 0, sizeof *w);
     w->o.seed = seed;
-    w->o.flags = flags & ~T_OUT;
+    w->o.flags = flags & ~(T_OUT | T_ARR);
     w->o.dir = (flags & T_OUT) ? GKV_DIR_OUT : GKV_DIR_IN;
     for (int e = 0; e < 3; e++)
         if (names != NULL && names[e] != NULL) {
@@ -420,6 +427,23 @@ wopts_make(const struct fx *f, struct wopts *w, const char *const *names,
             w->o.edge_w = w->ew;
             w->o.edge_w_len = w->len;
         }
+}
+
+/* The client's options *oc (the features by name, or with T_ARR the
+ * in-process options) and the in-process ones in *w (the values as
+ * edge_w arrays), for seed and flags (GKV_SAMPLE_*, T_OUT, T_ARR). */
+static void
+opts_pair(const struct fx *f, gkv_sample_opts *oc, struct wopts *w,
+          const char *const *names, uint64_t seed, unsigned flags)
+{
+    wopts_make(f, w, names, seed, flags);
+    memset(oc, 0, sizeof *oc);
+    oc->seed = seed;
+    oc->flags = flags & ~(T_OUT | T_ARR);
+    oc->dir = (flags & T_OUT) ? GKV_DIR_OUT : GKV_DIR_IN;
+    oc->edge_w_feat = names;
+    if (flags & T_ARR)
+        *oc = w->o;
 }
 
 /* 1 when blocks a and b hold the same arrays. */
@@ -534,6 +558,23 @@ block_edges(const gkv_block *b, int nl)
     return n;
 }
 
+/* Client blocks with options oc == in-process blocks with options ow
+ * (left in wb), and some edges. */
+static void
+same_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
+            const gkv_sample_opts *oc, const gkv_sample_opts *ow,
+            const int *fan, int nl, gkv_block *wb)
+{
+    gkv_block cb[4];
+
+    NET_OK(gkv_client_sample_blocks(c, sd->sv, sd->ns, fan, 3, nl, oc, cb));
+    GKVT_OK(gkv_sample_blocks(f->ws, sd->sv, sd->ns, fan, 3, nl, ow, wb));
+    if (!hblocks_same(wb, cb, nl))
+        fail_msg("client blocks differ from in-process edge_w (dir %d, flags "
+                 "0x%x, fanout %d..)", ow->dir, ow->flags, fan[0]);
+    assert_true(block_edges(cb, nl) > 0);
+}
+
 /* Client blocks with edge_w_feat = names == in-process blocks with the
  * values as edge_w; *differs set when they also differ from uniform. */
 static void
@@ -543,22 +584,11 @@ check_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
 {
     gkv_sample_opts oc = {0};
     struct wopts wo;
-    gkv_block wb[4], cb[4];
+    gkv_block wb[4];
     struct hcopy ref;
 
-    oc.seed = seed;
-    oc.flags = flags & ~T_OUT;
-    oc.dir = (flags & T_OUT) ? GKV_DIR_OUT : GKV_DIR_IN;
-    oc.edge_w_feat = names;
-    wopts_make(f, &wo, names, seed, flags);
-    NET_OK(gkv_client_sample_blocks(c, sd->sv, sd->ns, fan, 3, nl, &oc, cb));
-    GKVT_OK(gkv_sample_blocks(f->ws, sd->sv, sd->ns, fan, 3, nl, &wo.o, wb));
-    if (!hblocks_same(wb, cb, nl))
-        fail_msg("client blocks with edge_w_feat {%s, %s, %s} differ from "
-                 "in-process edge_w (flags 0x%x, fanout %d..)",
-                 names[0] ? names[0] : "-", names[1] ? names[1] : "-",
-                 names[2] ? names[2] : "-", flags, fan[0]);
-    assert_true(block_edges(cb, nl) > 0);
+    opts_pair(f, &oc, &wo, names, seed, flags);
+    same_blocks(f, c, sd, &oc, &wo.o, fan, nl, wb);
     hcopy_take(&ref, wb, nl);
     wo.o.edge_w = NULL;
     wo.o.edge_w_len = NULL;
@@ -568,14 +598,16 @@ check_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
     hcopy_free(&ref);
 }
 
-/* A client hop with edge_w_feat = names over users us and items is (with
- * repeats) == in-process gkv_sample_neighbors with the values as edge_w,
- * on layer 2 (flags may hold T_OUT). */
+/* A client hop with edge_w_feat = names over nus users i * umul % umod
+ * and nis items i * imul % NI (with repeats) == in-process
+ * gkv_sample_neighbors with the values as edge_w, on layer 2 (flags may
+ * hold T_OUT and T_ARR). */
 static void
-check_hop(struct fx *f, gkv_client *c, const int64_t *us, size_t nus,
-          const int64_t *is, size_t nis, const char *const *names,
+check_hop(struct fx *f, gkv_client *c, size_t nus, int64_t umul,
+          int64_t umod, size_t nis, int64_t imul, const char *const *names,
           const int *fan, uint64_t seed, unsigned flags)
 {
+    int64_t us[300], is[100];
     const int64_t *sv[2] = {us, is};
     size_t ns[2] = {nus, nis};
     gkv_sample_opts oc = {0};
@@ -584,11 +616,12 @@ check_hop(struct fx *f, gkv_client *c, const int64_t *us, size_t nus,
     struct hcopy ref;
     gkv_block rb[1];
 
-    oc.seed = seed;
-    oc.flags = flags & ~T_OUT;
-    oc.dir = (flags & T_OUT) ? GKV_DIR_OUT : GKV_DIR_IN;
-    oc.edge_w_feat = names;
-    wopts_make(f, &wo, names, seed, flags);
+    assert_true(nus <= 300 && nis <= 100);
+    for (size_t i = 0; i < nus; i++)
+        us[i] = ((int64_t)i * umul) % umod;
+    for (size_t i = 0; i < nis; i++)
+        is[i] = ((int64_t)i * imul) % NI;
+    opts_pair(f, &oc, &wo, names, seed, flags);
     GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 2, &wo.o, we));
     memset(rb, 0, sizeof rb);
     rb[0].num_etypes = 3;
@@ -630,11 +663,7 @@ check_edge_batch(struct fx *f, gkv_client *c, const char *const *names,
     sp.num_neg = num_neg;
     sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
     sp.reverse_etype = 2;
-    oc.seed = seed;
-    oc.flags = flags & ~T_OUT;
-    oc.dir = (flags & T_OUT) ? GKV_DIR_OUT : GKV_DIR_IN;
-    oc.edge_w_feat = names;
-    wopts_make(f, &wo, names, seed, flags);
+    opts_pair(f, &oc, &wo, names, seed, flags);
     NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &oc, &ceb, cb));
     GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web, wb));
     assert_true(hblocks_same(wb, cb, 2));
@@ -645,22 +674,25 @@ check_edge_batch(struct fx *f, gkv_client *c, const char *const *names,
 
 /* ---- tests ------------------------------------------------------------------------ */
 
+/* Features per edge type for the comparisons: dtypes, a mask, uniform
+ * types among weighted ones. */
+static const char *const g_cases[][3] = {
+    {"w", NULL, "w64"}, {"cnt", "mask", NULL}, {NULL, "h", "w64"},
+    {"w", "mask", "w64"}};
+
 /* Client == in-process with the same weights, across dtypes, uniform and
  * weighted etypes mixed, with and without replacement, fanouts. */
 static void
 test_equals_in_process(void **state)
 {
     struct fx *f = *state;
-    static const char *const cases[][3] = {
-        {"w", NULL, "w64"}, {"cnt", "mask", NULL}, {NULL, "h", "w64"},
-        {"w", "mask", "w64"}};
     static const int fans[][9] = {
         {2, 3, 1, 4, 2, 3, 5, 5, 5},
         {10, 10, 10, 3, 3, 3, 1, 1, 1},
         {-1, -1, -1, 2, 0, 2, 4, 4, 4}};
     gkv_client *c;
     struct seeds sd;
-    int differs = 0, ncase = (int)(sizeof cases / sizeof cases[0]);
+    int differs = 0, ncase = (int)(sizeof g_cases / sizeof g_cases[0]);
 
     graph_make(f);
     serve(f, 1);
@@ -670,7 +702,7 @@ test_equals_in_process(void **state)
         for (int fi = 0; fi < 3; fi++)
             for (int rep = 0; rep < 2; rep++) {
                 differs = 0;
-                check_blocks(f, c, &sd, cases[k], fans[fi], 3,
+                check_blocks(f, c, &sd, g_cases[k], fans[fi], 3,
                              (uint64_t)(11 + k + 5 * fi),
                              rep ? GKV_SAMPLE_REPLACE : 0, &differs);
                 /* all in-edges (-1) without replacement differ only by the
@@ -680,15 +712,10 @@ test_equals_in_process(void **state)
     /* single hops, seeds repeated, against gkv_sample_neighbors */
     {
         static const char *const nm[3] = {"cnt", "mask", "w64"};
-        int64_t us[300], is[100];
         int fan[3] = {4, 3, 6};
 
-        for (int i = 0; i < 300; i++)
-            us[i] = (i * 7) % 250;            /* repeats */
-        for (int i = 0; i < 100; i++)
-            is[i] = (i * 3) % NI;
-        check_hop(f, c, us, 300, is, 100, nm, fan, 3, 0);
-        check_hop(f, c, us, 300, is, 100, nm, fan, 3, GKV_SAMPLE_REPLACE);
+        check_hop(f, c, 300, 7, 250, 100, 3, nm, fan, 3, 0);
+        check_hop(f, c, 300, 7, 250, 100, 3, nm, fan, 3, GKV_SAMPLE_REPLACE);
     }
     /* an edge batch (user -> item clicks, reverses excluded) */
     {
@@ -1003,15 +1030,11 @@ test_errors(void **state)
         o.flags = 0;
     }
     o.dir = GKV_DIR_IN;
-    /* edge_w arrays are still refused by the client */
+    /* names in-process: no store to resolve them in */
     {
         struct wopts wo;
         static const char *const w3[3] = {"w", NULL, NULL};
         wopts_make(f, &wo, w3, 0, 0);
-        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 1,
-                                                  &wo.o, cb), GKV_EINVAL);
-        assert_non_null(strstr(gkv_net_errmsg(), "edge_w"));
-        /* names in-process: no store to resolve them in */
         wo.o.edge_w = NULL;
         wo.o.edge_w_len = NULL;
         wo.o.edge_w_feat = w3;
@@ -1066,9 +1089,6 @@ static void
 test_out_edges(void **state)
 {
     struct fx *f = *state;
-    static const char *const cases[][3] = {
-        {"w", NULL, "w64"}, {"cnt", "mask", NULL}, {NULL, "h", "w64"},
-        {"w", "mask", "w64"}};
     static const int fans[][6] = {{2, 3, 1, 4, 2, 3}, {-1, 5, 0, 3, 3, 3},
                                   {10, 10, 10, 1, 1, 1}};
     const float *mask;
@@ -1084,7 +1104,7 @@ test_out_edges(void **state)
         for (int fi = 0; fi < 3; fi++)
             for (int rep = 0; rep < 2; rep++) {
                 int differs = 0;
-                check_blocks(f, c, &sd, cases[k], fans[fi], 2,
+                check_blocks(f, c, &sd, g_cases[k], fans[fi], 2,
                              (uint64_t)(50 + k + 3 * fi), T_OUT |
                              (rep ? GKV_SAMPLE_REPLACE : 0), &differs);
                 assert_true(differs);
@@ -1115,15 +1135,10 @@ test_out_edges(void **state)
     /* single hops with repeated seeds, against gkv_sample_neighbors */
     {
         static const char *const nm[3] = {"cnt", "h", "w64"};
-        int64_t us[300], is[100];
         int fan[3] = {4, 3, 6};
 
-        for (int i = 0; i < 300; i++)
-            us[i] = (i * 11) % 230;
-        for (int i = 0; i < 100; i++)
-            is[i] = (i * 7) % NI;
-        check_hop(f, c, us, 300, is, 100, nm, fan, 8, T_OUT);
-        check_hop(f, c, us, 300, is, 100, nm, fan, 8,
+        check_hop(f, c, 300, 11, 230, 100, 7, nm, fan, 8, T_OUT);
+        check_hop(f, c, 300, 11, 230, 100, 7, nm, fan, 8,
                   T_OUT | GKV_SAMPLE_REPLACE);
     }
     /* an edge batch of clicks, reverses excluded, sampled outwards */
@@ -1209,6 +1224,119 @@ test_out_edges(void **state)
                 fail_msg("expected '%s' in '%s'", want, gkv_net_errmsg());
             assert_non_null(strstr(gkv_net_errmsg(), tn));
         }
+    }
+    NET_OK(gkv_client_close(c));
+}
+
+/* edge_w arrays through the client, the very options in-process calls
+ * take: the client lists the seeds' edges of those types, reads their
+ * weights from the arrays and sends them with the seeds. In- and
+ * out-edges; blocks, hops and edge batches; an array beside an in-edge
+ * feature; edge_w_lo; bad arrays refused as in-process. */
+static void
+test_edge_w_client(void **state)
+{
+    struct fx *f = *state;
+    static const char *const all[3] = {"w", "mask", "w64"};
+    static const char *const feat0[3] = {"w", NULL, NULL};
+    static const int fans[][6] = {{3, 2, 4, 2, 2, 2}, {-1, 6, 0, 3, 3, 3}};
+    gkv_client *c;
+    struct seeds sd;
+    struct wopts wo;
+    gkv_block wb[4];
+
+    graph_make(f);
+    serve(f, 1);
+    c = client(f, 0);
+    seeds_make(&sd, 7);
+    for (int d = 0; d < 2; d++)
+        for (int fi = 0; fi < 2; fi++)
+            for (int rep = 0; rep < 2; rep++) {
+                unsigned fl = (d ? T_OUT : 0) |
+                              (rep ? GKV_SAMPLE_REPLACE : 0);
+                wopts_make(f, &wo, all, (uint64_t)(80 + 4 * d + fi), fl);
+                same_blocks(f, c, &sd, &wo.o, &wo.o, fans[fi], 2, wb);
+            }
+    {
+        int fan[3] = {5, 2, 3};
+        check_hop(f, c, 200, 5, 170, 50, 3, all, fan, 4, T_ARR);
+        check_hop(f, c, 200, 5, 170, 50, 3, all, fan, 5, T_ARR | T_OUT);
+        check_edge_batch(f, c, all, 37, 3, 2, 6, T_ARR);
+        check_edge_batch(f, c, all, 41, 7, 1, 7, T_ARR | T_OUT);
+    }
+    /* an array for etype 2 beside the feature "w" for etype 0 (in-edges:
+     * the feature goes by position too), and the arrays' start */
+    for (int d = 0; d < 2; d++) {
+        gkv_sample_opts oc;
+        const float *ew[3];
+        int64_t len[3], lo[3] = {0, 0, 0};
+
+        wopts_make(f, &wo, all, 90, d ? T_OUT : 0);
+        oc = wo.o;
+        ew[0] = NULL;
+        ew[1] = NULL;
+        ew[2] = wo.ew[2];
+        len[0] = len[1] = 0;
+        len[2] = wo.len[2];
+        oc.edge_w = ew;
+        oc.edge_w_len = len;
+        oc.edge_w_lo = lo;
+        oc.edge_w_feat = feat0;
+        wo.ew[1] = NULL;             /* the mask stays off */
+        same_blocks(f, c, &sd, &oc, &wo.o, fans[0], 2, wb);
+        /* starting at edge 100, the array lacks the edges below */
+        lo[2] = 100;
+        ew[2] = wo.ew[2] + 100;
+        len[2] = wo.len[2] - 100;
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fans[1], 3,
+                                                  2, &oc, wb), GKV_ERANGE);
+        assert_non_null(strstr(gkv_net_errmsg(), "has no entry in edge_w[2] "));
+        assert_non_null(strstr(gkv_net_errmsg(), "of edges from 100)"));
+    }
+    /* bad arrays and mixes */
+    {
+        float *bad = malloc((size_t)f->ne[0] * 4);
+        const float *ew[3] = {bad, NULL, NULL};
+        int64_t len[3] = {f->ne[0], 0, 0};
+        gkv_sample_opts o = {0};
+
+        assert_non_null(bad);
+        memcpy(bad, feat_get(f, 0, "w")->w, (size_t)f->ne[0] * 4);
+        for (int64_t i = 0; i < f->ne[0]; i++)
+            bad[i] = -1.0f;
+        o.edge_w = ew;
+        o.edge_w_len = len;
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fans[0], 3,
+                                                  2, &o, wb), GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), "has weight -1 in edge_w"));
+        len[0] = f->ne[0] / 4;               /* short */
+        memcpy(bad, feat_get(f, 0, "w")->w, (size_t)f->ne[0] * 4);
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fans[0], 3,
+                                                  2, &o, wb), GKV_ERANGE);
+        len[0] = f->ne[0];
+        o.edge_w_len = NULL;
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fans[0], 3,
+                                                  2, &o, wb), GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), "without edge_w_len"));
+        o.edge_w_len = len;
+        o.flags = GKV_SAMPLE_WEIGHTED;
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fans[0], 3,
+                                                  2, &o, wb), GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), "GKV_SAMPLE_WEIGHTED"));
+        o.flags = 0;
+        o.edge_w_feat = feat0;
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fans[0], 3,
+                                                  2, &o, wb), GKV_EINVAL);
+        assert_non_null(strstr(gkv_net_errmsg(), "both an edge_w array and "
+                               "edge_w_feat ('w')"));
+        o.edge_w_feat = NULL;
+        len[0] = -1;
+        assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fans[0], 3,
+                                                  2, &o, wb), GKV_EINVAL);
+        /* and after all that, a good call */
+        len[0] = f->ne[0];
+        same_blocks(f, c, &sd, &o, &o, fans[0], 2, wb);
+        free(bad);
     }
     NET_OK(gkv_client_close(c));
 }
@@ -1682,6 +1810,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_edges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_small_msg, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edge_w_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wpos_inprocess, setup, teardown),
     };
 
