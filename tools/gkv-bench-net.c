@@ -744,7 +744,9 @@ struct sres {
     double inproc_eps, net_eps, inproc_s, net_s;
     double prob_eps, prob_s;     /* through the servers, weighted by 'w' */
     double wip_eps, wip_s;       /* in-process, weighted by an edge_w array */
-    size_t edges, pedges, wedges;
+    double out_eps, oprob_eps;   /* out-edges through the servers: uniform,
+                                  * weighted by 'w' (pulled by the client) */
+    size_t edges, pedges, wedges, oedges, opedges;
     int ok;
 };
 
@@ -801,8 +803,9 @@ block_edges(const gkv_block *b, int nl)
 
 /* One pass over the batches, sampled (k) 0 in-process, 1 through the
  * servers, 2 through the servers weighed by edge feature "w", 3 in-process
- * weighed by the edge_w array ew (ne weights); *edges gets the edges of
- * all blocks, *seed_hop those of the hop from the seeds. */
+ * weighed by the edge_w array ew (ne weights), 4 and 5 as 1 and 2 along
+ * out-edges; *edges gets the edges of all blocks, *seed_hop those of the
+ * hop from the seeds. */
 static void
 sample_pass(int k, gkv_sampler *sm, gkv_client *c, const int64_t *perm,
             int nbatch, const int *fan, const float *ew, int64_t ne,
@@ -821,8 +824,10 @@ sample_pass(int k, gkv_sampler *sm, gkv_client *c, const int64_t *perm,
         gkv_err rc;
 
         o.seed = (uint64_t)b;
-        if (k == 2)
+        if (k == 2 || k == 5)
             o.edge_w_feat = wfeat;
+        if (k >= 4)
+            o.dir = GKV_DIR_OUT;
         if (k == 3) {
             o.edge_w = ewv;
             o.edge_w_len = ewn;
@@ -858,6 +863,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
     double *tn = tools__xmalloc(sizeof *tn * (size_t)reps);
     double *tp = tools__xmalloc(sizeof *tp * (size_t)reps);
     double *tw = tools__xmalloc(sizeof *tw * (size_t)reps);
+    double *to = tools__xmalloc(sizeof *to * (size_t)reps);
+    double *tq = tools__xmalloc(sizeof *tq * (size_t)reps);
     float *ew;
     int64_t ne;
     int base;
@@ -878,6 +885,7 @@ bench_sample(int scale, int nbatch, struct sres *out)
     ps.method = GKV_PART_RANGE;
     ps.num_parts = 2;
     ps.nthreads = 2;
+    ps.flags = GKV_PART_CSR;             /* for the out-edge passes */
     if ((rc = gkv_partition_write(g, &ps, dir, NULL, msg, sizeof msg)) != GKV_OK)
         tools__die("partition: %s", msg);
     if ((rc = gkv_sgraph_from_graph(&sg, g, 0, 2)) != GKV_OK ||
@@ -912,10 +920,10 @@ bench_sample(int scale, int nbatch, struct sres *out)
         nbatch = (int)(n / BATCH);
     out->ok = 1;
     for (int r = -1; r < reps; r++) {
-        size_t e[4], e0[4];
-        double *tt[4] = {ti, tn, tp, tw};
+        size_t e[6], e0[6];
+        double *tt[6] = {ti, tn, tp, tw, to, tq};
 
-        for (int k = 0; k < 4; k++) {
+        for (int k = 0; k < 6; k++) {
             double t0 = tools__now_s();
             sample_pass(k, sm, c, perm, nbatch, fan, ew, ne, &e[k], &e0[k]);
             if (r >= 0)
@@ -923,15 +931,18 @@ bench_sample(int scale, int nbatch, struct sres *out)
         }
         /* every weight is > 0, so a weighted seed hop takes as many edges
          * as a uniform one (the next hop's frontier differs) */
-        if (e[0] != e[1] || e0[2] != e0[1]) {
+        if (e[0] != e[1] || e0[2] != e0[1] || e0[5] != e0[4]) {
             bad("sampling: %zu edges in-process, %zu through the servers; "
-                "seed hop %zu uniform, %zu weighted by 'w'", e[0], e[1],
-                e0[1], e0[2]);
+                "seed hop %zu uniform, %zu weighted by 'w'; out-edges %zu "
+                "uniform, %zu weighted", e[0], e[1], e0[1], e0[2], e0[4],
+                e0[5]);
             out->ok = 0;
         }
         out->edges = e[0];
         out->pedges = e[2];
         out->wedges = e[3];
+        out->oedges = e[4];
+        out->opedges = e[5];
     }
     /* one batch compared node list by node list (range partitioning keeps
      * node IDs; edge IDs are renumbered) */
@@ -969,6 +980,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
     out->prob_eps = (double)out->pedges / out->prob_s;
     out->wip_s = tools__median(tw, reps);
     out->wip_eps = (double)out->wedges / out->wip_s;
+    out->out_eps = (double)out->oedges / tools__median(to, reps);
+    out->oprob_eps = (double)out->opedges / tools__median(tq, reps);
     gkv_client_close(c);
     kid_stop(s0);
     kid_stop(s1);
@@ -979,6 +992,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
     free(tn);
     free(tp);
     free(tw);
+    free(to);
+    free(tq);
     free(ew);
 }
 
@@ -996,6 +1011,12 @@ print_sample(const struct sres *sr, int scale, int nbatch)
            "ratio=%.2f net_uniform_edges_s=%.3g ratio_to_uniform=%.2f "
            "verify=%s\n", scale, BATCH, sr->prob_eps, sr->wip_eps,
            sr->prob_eps / sr->wip_eps, sr->net_eps, sr->prob_eps / sr->net_eps,
+           sr->ok ? "ok" : "FAIL");
+    printf("RESULT net_sample_out scale=%d batch=%d fanouts=15,10 "
+           "net_out_edges_s=%.3g net_out_prob_edges_s=%.3g "
+           "prob_ratio_to_uniform=%.2f prob_out_ratio_to_prob_in=%.2f "
+           "verify=%s\n", scale, BATCH, sr->out_eps, sr->oprob_eps,
+           sr->oprob_eps / sr->out_eps, sr->oprob_eps / sr->prob_eps,
            sr->ok ? "ok" : "FAIL");
 }
 
