@@ -3570,8 +3570,8 @@ seeds_distinct(int nnt, int known, const int64_t *const *seeds_in,
 
 /* Piece s's weights by position (NET_SAMPLE_F_WPOS) from wp, indexed by
  * the hop's distinct seeds: per edge type with weights, the counts and
- * weights of the piece's seeds of the centre type. 1 when some piece of
- * machine m would carry more than a message may ('cap' payload bytes). */
+ * weights of the piece's seeds of the centre type. *big = 1 (and nothing
+ * attached) when the request would carry more than 'cap' payload bytes. */
 static gkv_err
 piece_wpos(gkv_client *c, struct spiece *s, const graph__wpos *wp, int dir,
            size_t cap, int *big)

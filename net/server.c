@@ -2100,8 +2100,8 @@ pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
                   (unsigned long long)b, gkv_store_errmsg(s->sv_store));
             goto fail;
         }
-        bad = net__w_convert(tmp != NULL ? (const void *)tmp : (const void *)dst,
-                         d.dtype, (size_t)(b - a), dst);
+        bad = net__w_convert(tmp != NULL ? (const void *)tmp :
+                             (const void *)dst, d.dtype, (size_t)(b - a), dst);
         p->pw_bad[i] = bad < 0 ? -1 : (int64_t)a + bad;
         p->pw_sum[i] = sum;
         p->pw_have[i] = (uint8_t)have;
