@@ -1828,19 +1828,19 @@ split_ids(gkv_client *c, const struct route *r, const uint64_t *ids,
     return GKV_OK;
 }
 
-/* gkv_client_pull() with c->mu held. */
+/* gkv_client_pull() with c->mu held; r: the tensor's route when the
+ * caller has just looked it up, else NULL. */
 static gkv_err
-pull_locked(gkv_client *c, const char *name, const uint64_t *ids, size_t n,
-            void *dst, size_t dst_len)
+pull_locked(gkv_client *c, const char *name, const struct route *r,
+            const uint64_t *ids, size_t n, void *dst, size_t dst_len)
 {
-    const struct route *r;
     struct plist pl = {0};
     unsigned *mach = NULL;
     size_t *count = NULL, *start = NULL, *pos = NULL, rb;
     uint64_t deadline = mono_ms() + (uint64_t)c->timeout_ms;
     gkv_err rc;
 
-    if ((rc = route_fresh(c, name, deadline, &r)) != GKV_OK)
+    if (r == NULL && (rc = route_fresh(c, name, deadline, &r)) != GKV_OK)
         goto out;
     rb = (size_t)r->t.row_bytes;
     if (rb == 0 || n > SIZE_MAX / rb || dst_len != n * rb) {
@@ -1934,7 +1934,7 @@ gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
     if (c == NULL || name == NULL || (n > 0 && (ids == NULL || dst == NULL)))
         return net__fail(GKV_EINVAL, "pull: missing argument");
     pthread_mutex_lock(&c->mu);
-    rc = pull_locked(c, name, ids, n, dst, dst_len);
+    rc = pull_locked(c, name, NULL, ids, n, dst, dst_len);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -3570,24 +3570,20 @@ seeds_distinct(int nnt, int known, const int64_t *const *seeds_in,
 
 /* Piece s's weights by position (NET_SAMPLE_F_WPOS) from wp, indexed by
  * the hop's distinct seeds: per edge type with weights, the counts and
- * weights of the piece's seeds of the centre type. *big = 1 (and nothing
- * attached) when the request would carry more than 'cap' payload bytes. */
+ * weights of the piece's seeds of the centre type. *big = 1 when the
+ * request would carry more than 'cap' payload bytes. */
 static gkv_err
 piece_wpos(gkv_client *c, struct spiece *s, const graph__wpos *wp, int dir,
            size_t cap, int *big)
 {
     int net_ = s->net;
-    size_t bytes = 64 + 16 * (size_t)net_;
+    net_wr m = {0};
 
     if ((s->nwc = gkv__calloc((size_t)net_, sizeof *s->nwc)) == NULL ||
         (s->nw = gkv__calloc((size_t)net_, sizeof *s->nw)) == NULL ||
         (s->wc = gkv__calloc((size_t)net_, sizeof *s->wc)) == NULL ||
         (s->w = gkv__calloc((size_t)net_, sizeof *s->w)) == NULL)
         return net__fail(GKV_ENOMEM, "out of memory");
-    for (int t = 0; t < (int)gkv_pbook_num_ntypes(c->book); t++)
-        bytes += 8 + 8 * s->nseeds[t];
-    for (int e = 0; s->enc.ex != NULL && e < net_; e++)
-        bytes += 8 + 8 * (s->enc.ex[e] != NULL ? s->enc.nex[e] : 0);
     for (int e = 0; e < net_; e++) {
         gkv_etype_info ei;
         int ct;
@@ -3601,11 +3597,6 @@ piece_wpos(gkv_client *c, struct spiece *s, const graph__wpos *wp, int dir,
         for (size_t q = 0; q < nc; q++) {
             size_t i = s->pos[ct][q];
             tot += (size_t)(wp[e].off[i + 1] - wp[e].off[i]);
-        }
-        bytes += 4 * nc + 4 * tot + 16;
-        if (bytes > cap) {
-            *big = 1;
-            return GKV_OK;
         }
         if ((s->wc[e] = gkv__malloc(4 * nc + 4)) == NULL ||
             (s->w[e] = gkv__malloc(4 * tot + 4)) == NULL)
@@ -3626,6 +3617,8 @@ piece_wpos(gkv_client *c, struct spiece *s, const graph__wpos *wp, int dir,
     s->enc.nw = s->nw;
     s->enc.wc = (const uint32_t *const *)s->wc;
     s->enc.w = (const float *const *)s->w;
+    net__enc_sample_req(&m, &s->enc);           /* measures */
+    *big = m.off > cap;
     return GKV_OK;
 }
 
@@ -3921,6 +3914,7 @@ wpos_pull(gkv_client *c, int e, const char *name, const int64_t *eids,
 {
     const struct route *r;
     size_t rb, es;
+    gkv_dtype dt;
     unsigned char *buf = NULL;
     int64_t bad;
     gkv_err rc;
@@ -3929,7 +3923,8 @@ wpos_pull(gkv_client *c, int e, const char *name, const int64_t *eids,
         != GKV_OK)
         return wpos_fail(rc, e, name);
     rb = (size_t)r->t.row_bytes;
-    es = gkv_dtype_size((gkv_dtype)r->t.dtype);
+    dt = (gkv_dtype)r->t.dtype;
+    es = gkv_dtype_size(dt);
     if (es == 0 || rb != es)
         return net__fail(GKV_EINVAL, "sample: edge feature '%s' has rows of "
                          "%zu elements; a sampling weight needs one per edge "
@@ -3938,12 +3933,12 @@ wpos_pull(gkv_client *c, int e, const char *name, const int64_t *eids,
         return GKV_OK;
     if ((buf = gkv__malloc(n * rb)) == NULL)
         return net__fail(GKV_ENOMEM, "out of memory for %zu weights", n);
-    if ((rc = pull_locked(c, name, (const uint64_t *)eids, n, buf, n * rb))
-        != GKV_OK) {
+    if ((rc = pull_locked(c, name, r, (const uint64_t *)eids, n, buf,
+                          n * rb)) != GKV_OK) {
         gkv__free(buf);
         return wpos_fail(rc, e, name);
     }
-    bad = net__w_convert(buf, (gkv_dtype)r->t.dtype, n, w);
+    bad = net__w_convert(buf, dt, n, w);
     gkv__free(buf);
     if (bad >= 0) {
         int32_t own = -1;
