@@ -8,10 +8,14 @@
  * words: the widest that divides the row and every base address, so
  * typical feature rows (64 f32 = 256 B) move in 16-byte loads. */
 #include "gpu_int.h"      /* first: its pragmas cover everything after */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #define GATHER_THREADS 256
+/* Bad-ID records per cache: one per stream that gathers (the first
+ * BAD_SLOTS - 1 streams seen; any further ones share the last). */
+#define BAD_SLOTS 64
 
 struct gbad {                  /* the first bad ID a gather met */
     unsigned int       flag;   /* 0: none; claimed with atomicCAS */
@@ -29,7 +33,10 @@ struct gkv_gpu_feat {
     char    *hot_dev;          /* n_hot rows, or NULL */
     int     *slot_dev;         /* hi - lo slots (-1: not hot), or NULL */
     size_t   n_hot, dev_bytes, host_bytes;
-    struct gbad *bad_dev;
+    struct gbad *bad_dev;      /* [BAD_SLOTS] */
+    pthread_mutex_t bad_mu;    /* guards bad_stream, nbad */
+    void    *bad_stream[BAD_SLOTS];
+    unsigned nbad;             /* slots given to streams */
     int      sms;              /* multiprocessors, for the grid size */
 };
 
@@ -92,6 +99,7 @@ gkv_gpu_feat_close(gkv_gpu_feat *f)
     (void)cudaFree(f->hot_dev);
     (void)cudaFree(f->slot_dev);
     (void)cudaFree(f->bad_dev);
+    pthread_mutex_destroy(&f->bad_mu);
     if (f->host != NULL)
         (void)cudaFreeHost(f->host);
     (void)cudaGetLastError();
@@ -107,15 +115,16 @@ hot_choose(const gkv_gpu_feat_opts *o, const gkv_gpu_feat *f, size_t cap,
     *ids = NULL;
     *n = 0;
     *owned = NULL;
+    /* the IDs are checked even when none fits the budget */
+    for (size_t i = 0; o->hot_ids != NULL && i < o->n_hot; i++)
+        if (o->hot_ids[i] < f->lo || o->hot_ids[i] >= f->hi)
+            return gpu__fail(GKV_ERANGE, "gkv_gpu_feat_open: hot_ids[%zu] = "
+                             "%lld is outside the tensor's rows [%lld, %lld)",
+                             i, (long long)o->hot_ids[i], (long long)f->lo,
+                             (long long)f->hi);
     if (cap == 0)
         return GKV_OK;
     if (o->hot_ids != NULL) {
-        for (size_t i = 0; i < o->n_hot; i++)
-            if (o->hot_ids[i] < f->lo || o->hot_ids[i] >= f->hi)
-                return gpu__fail(GKV_ERANGE, "gkv_gpu_feat_open: hot_ids[%zu] "
-                                 "= %lld is outside the tensor's rows [%lld, "
-                                 "%lld)", i, (long long)o->hot_ids[i],
-                                 (long long)f->lo, (long long)f->hi);
         *ids = o->hot_ids;
         *n = o->n_hot;
         return GKV_OK;
@@ -230,6 +239,7 @@ gkv_gpu_feat_open(gkv_gpu_feat **out, gkv_store *s, const char *name,
         return rc;
     if ((f = (gkv_gpu_feat *)gkv__calloc(1, sizeof *f)) == NULL)
         return gpu__fail(GKV_ENOMEM, "gkv_gpu_feat_open: out of memory");
+    pthread_mutex_init(&f->bad_mu, NULL);
     f->device = o.device;
     f->lo = (int64_t)d.lo;
     f->hi = (int64_t)d.hi;
@@ -256,12 +266,14 @@ gkv_gpu_feat_open(gkv_gpu_feat **out, gkv_store *s, const char *name,
                        name, gkv_store_errmsg(s));
         goto fail;
     }
-    if ((rc = gpu__cuda(cudaMalloc((void **)&f->bad_dev, sizeof *f->bad_dev),
-                        "cudaMalloc")) != GKV_OK ||
-        (rc = gpu__cuda(cudaMemset(f->bad_dev, 0, sizeof *f->bad_dev),
-                        "cudaMemset")) != GKV_OK)
+    if ((rc = gpu__cuda(cudaMalloc((void **)&f->bad_dev, BAD_SLOTS *
+                                   sizeof *f->bad_dev), "cudaMalloc"))
+        != GKV_OK ||
+        (rc = gpu__cuda(cudaMemset(f->bad_dev, 0, BAD_SLOTS *
+                                   sizeof *f->bad_dev), "cudaMemset"))
+        != GKV_OK)
         goto fail;
-    f->dev_bytes = sizeof *f->bad_dev;
+    f->dev_bytes = BAD_SLOTS * sizeof *f->bad_dev;
     cap = o.budget_bytes / d.row_bytes;
     if (cap > nrows)
         cap = nrows;
@@ -310,6 +322,31 @@ word_for(size_t rb, const void *a, const void *b, const void *c,
     return 1;
 }
 
+/* The bad-ID record of 'stream' on f: its own slot, given on its first
+ * gather ('make'), so that a sync reports only what that stream's gathers
+ * met and cannot clear another stream's report; -1 when 'make' is 0 and
+ * the stream never gathered. */
+static int
+bad_slot(gkv_gpu_feat *f, void *stream, int make)
+{
+    int k = -1;
+
+    pthread_mutex_lock(&f->bad_mu);
+    for (unsigned i = 0; i < f->nbad; i++)
+        if (f->bad_stream[i] == stream) {
+            k = (int)i;
+            break;
+        }
+    if (k < 0 && f->nbad == BAD_SLOTS)
+        k = BAD_SLOTS - 1;
+    else if (k < 0 && make) {
+        k = (int)f->nbad++;
+        f->bad_stream[k] = stream;
+    }
+    pthread_mutex_unlock(&f->bad_mu);
+    return k;
+}
+
 /* Launches the gather of rows ids[0..n) into out_dev; rows with
  * miss[i] >= 0 come from mrows (device-visible) instead. */
 static gkv_err
@@ -334,7 +371,7 @@ gather_launch(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
     gather_k<<<(unsigned)blocks, GATHER_THREADS, 0, (cudaStream_t)stream>>>(
         ids_dev, n, f->lo, f->hi - f->lo, f->slot_dev, f->hot_dev,
         f->host_dev, miss, mrows, f->row_bytes, (char *)out_dev, tpr, vec,
-        f->bad_dev);
+        f->bad_dev + bad_slot(f, stream, 1));
     return gpu__cuda(cudaGetLastError(), what);
 }
 
@@ -356,20 +393,23 @@ gkv_gpu_feat_gather(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
 
 gkv_err
 gpu__feat_gather_mixed(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
-                       const int64_t *miss_dev, const void *rows,
+                       const int64_t *miss_dev, const void *base, size_t off,
                        void *out_dev, void *stream)
 {
-    void *rows_dev = NULL;
+    void *base_dev = NULL;
     gkv_err rc;
 
     if (n == 0)
         return GKV_OK;
-    if (rows != NULL &&
-        (rc = gpu__cuda(cudaHostGetDevicePointer(&rows_dev, (void *)rows, 0),
+    /* the device address of the allocation itself, as the runtime
+     * documents it, then the offset */
+    if (base != NULL &&
+        (rc = gpu__cuda(cudaHostGetDevicePointer(&base_dev, (void *)base, 0),
                         "cudaHostGetDevicePointer (pulled rows)")) != GKV_OK)
         return rc;
-    return gather_launch(f, ids_dev, n, miss_dev, (const char *)rows_dev,
-                         out_dev, stream, "feature gather: launch");
+    return gather_launch(f, ids_dev, n, miss_dev,
+                         base_dev != NULL ? (const char *)base_dev + off
+                         : NULL, out_dev, stream, "feature gather: launch");
 }
 
 gkv_err
@@ -377,6 +417,7 @@ gkv_gpu_feat_sync(gkv_gpu_feat *f, void *stream)
 {
     struct gbad b;
     gkv_err rc;
+    int k;
 
     gpu__clear();
     if (f == NULL)
@@ -384,14 +425,19 @@ gkv_gpu_feat_sync(gkv_gpu_feat *f, void *stream)
     if ((rc = gpu__cuda(cudaSetDevice(f->device), "cudaSetDevice")) !=
         GKV_OK ||
         (rc = gpu__cuda(cudaStreamSynchronize((cudaStream_t)stream),
-                        "gkv_gpu_feat_sync: a gather failed")) != GKV_OK ||
-        (rc = gpu__cuda(cudaMemcpy(&b, f->bad_dev, sizeof b,
+                        "gkv_gpu_feat_sync: a gather failed")) != GKV_OK)
+        return rc;
+    if ((k = bad_slot(f, stream, 0)) < 0)   /* it never gathered */
+        return GKV_OK;
+    /* this stream's gathers are done: its record is final (a shared last
+     * slot may still change under other streams' gathers) */
+    if ((rc = gpu__cuda(cudaMemcpy(&b, f->bad_dev + k, sizeof b,
                                    cudaMemcpyDeviceToHost),
                         "cudaMemcpy")) != GKV_OK)
         return rc;
     if (b.flag == 0)
         return GKV_OK;
-    if ((rc = gpu__cuda(cudaMemset(f->bad_dev, 0, sizeof *f->bad_dev),
+    if ((rc = gpu__cuda(cudaMemset(f->bad_dev + k, 0, sizeof *f->bad_dev),
                         "cudaMemset")) != GKV_OK)
         return rc;
     return gpu__fail(GKV_ERANGE, "gkv_gpu_feat_gather: ids[%llu] = %lld is "

@@ -153,7 +153,10 @@ GKV_API gkv_err gkv_gpu_feat_gather(gkv_gpu_feat *f, const int64_t *ids_dev,
                                     size_t n, void *out_dev, void *stream);
 
 /* Waits for 'stream', then reports (and clears) a bad ID seen by the
- * gathers since the last sync: GKV_ERANGE, naming the ID and its index.
+ * gathers queued on that stream since its last sync: GKV_ERANGE, naming
+ * the ID and its index. Each stream has its own report, so threads that
+ * gather on their own streams see only their own bad IDs (beyond 63
+ * streams on one cache, the further ones share one report).
  * Errors: GKV_ERANGE, GKV_EIO. */
 GKV_API gkv_err gkv_gpu_feat_sync(gkv_gpu_feat *f, void *stream);
 

@@ -27,13 +27,13 @@ gkv_err gpu__device(int device, const char *what);
 gkv_err gpu__present(const char *what);
 
 /* gkv_gpu_feat_gather() with a second source: row i with miss_dev[i] >= 0
- * is read from rows + miss_dev[i] x row_bytes (pinned host memory made
- * with gkv_gpu_host_alloc(), read zero-copy) instead of the cache; the
- * others come from the cache, an ID outside it reported by the next
- * gkv_gpu_feat_sync(). */
+ * is read from base + off + miss_dev[i] x row_bytes (pinned host memory:
+ * 'base' is what gkv_gpu_host_alloc() returned, read zero-copy) instead
+ * of the cache; the others come from the cache, an ID outside it reported
+ * by the next gkv_gpu_feat_sync(). */
 gkv_err gpu__feat_gather_mixed(gkv_gpu_feat *f, const int64_t *ids_dev,
                                size_t n, const int64_t *miss_dev,
-                               const void *rows, void *out_dev,
+                               const void *base, size_t off, void *out_dev,
                                void *stream);
 
 #ifdef __cplusplus

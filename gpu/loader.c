@@ -432,8 +432,8 @@ to_device(gkv_gpu_loader *l, void *stream)
                                         (const int64_t *)(l->dev + T->ids_off),
                                         T->n,
                                         (const int64_t *)(l->dev + T->miss_off),
-                                        T->nmiss > 0 ? l->stage + T->stage_off
-                                        : NULL, T->feat_dev, stream);
+                                        T->nmiss > 0 ? l->stage : NULL,
+                                        T->stage_off, T->feat_dev, stream);
         else
             rc = gkv_gpu_copy(T->feat_dev, l->stage + T->stage_off,
                               T->n * T->rb, stream);

@@ -671,6 +671,62 @@ hop_run(gkv_gpu_sampler *s, const struct hop *h, const int64_t *front,
     return GKV_OK;
 }
 
+/* 1 when a hop of the call samples (some fanout != 0). */
+static int
+fan_any(const int *fanouts, int nlayers)
+{
+    for (int i = 0; i < nlayers; i++)
+        if (fanouts[i] != 0)
+            return 1;
+    return 0;
+}
+
+static int
+pos_cmp(const void *a, const void *b)
+{
+    const int64_t *x = (const int64_t *)a, *y = (const int64_t *)b;
+
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* 1, with the message set as the CPU words it, when a seed is given twice;
+ * 0 when none is (or when there is no memory to look: the device's check
+ * still catches it). Only run on the way to another error, so that a call
+ * whose seeds fail two checks answers what the CPU sampler answers. */
+static int
+seeds_twice(const int64_t *seeds, size_t n)
+{
+    int64_t *p = (int64_t *)gkv__malloc(n * 2 * sizeof *p);
+    size_t first = SIZE_MAX, at = 0;
+
+    if (p == NULL)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        p[2 * i] = seeds[i];
+        p[2 * i + 1] = (int64_t)i;
+    }
+    qsort(p, n, 2 * sizeof *p, pos_cmp);
+    /* the CPU names the earliest repeat: the least index that is not the
+     * first of its value, and the first index of that value */
+    for (size_t i = 1; i < n; i++)
+        if (p[2 * i] == p[2 * i - 2] && (size_t)p[2 * i + 1] < first) {
+            first = (size_t)p[2 * i + 1];
+            at = i;
+        }
+    if (first != SIZE_MAX) {
+        size_t j = at;
+        while (j > 0 && p[2 * j - 2] == p[2 * at])
+            j--;
+        gpu__fail(GKV_EINVAL, "gkv_gpu_sample_blocks: seeds[%zu] = %lld is "
+                  "given twice (first at index %lld)", first,
+                  (long long)p[2 * at], (long long)p[2 * j + 1]);
+    }
+    gkv__free(p);
+    return first != SIZE_MAX;
+}
+
 gkv_err
 gkv_gpu_sample_blocks(gkv_gpu_sampler *s, const int64_t *seeds,
                       size_t nseeds, const int *fanouts, int nlayers,
@@ -703,9 +759,6 @@ gkv_gpu_sample_blocks(gkv_gpu_sampler *s, const int64_t *seeds,
     if (o->dir != GKV_DIR_IN)
         return gpu__fail(GKV_ENOTSUP, "gkv_gpu_sample_blocks: only "
                          "GKV_DIR_IN (the CSC) is sampled on the GPU");
-    if (o->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED))
-        return gpu__fail(GKV_EINVAL, "gkv_gpu_sample_blocks: opts->flags "
-                         "0x%x has unknown bits", o->flags);
     if (o->edge_w != NULL || o->exclude != NULL)
         return gpu__fail(GKV_ENOTSUP, "gkv_gpu_sample_blocks: edge_w and "
                          "exclude are not supported on the GPU");
@@ -714,24 +767,30 @@ gkv_gpu_sample_blocks(gkv_gpu_sampler *s, const int64_t *seeds,
                          "('%s') names an edge feature of a partition store; "
                          "the GPU sampler has no store (sample through the "
                          "servers)", o->edge_w_feat[0]);
-    if ((o->flags & GKV_SAMPLE_WEIGHTED) && g->w_dev == NULL)
-        return gpu__fail(GKV_EINVAL, "gkv_gpu_sample_blocks: "
-                         "GKV_SAMPLE_WEIGHTED but the sgraph has no weights");
-    /* As the CPU: every seed a node; the columns matter only to a hop
-     * that samples (fanout != 0), which count_k checks for later hops. */
-    for (size_t i = 0; i < nseeds; i++) {
+    /* The CPU's order of checks, so that one input gets one error code:
+     * every seed a node, then the options, then no seed twice, then the
+     * columns, which matter only to a hop that samples (fanout != 0) and
+     * which count_k checks for later hops. */
+    for (size_t i = 0; i < nseeds; i++)
         if (seeds[i] < 0 || seeds[i] >= g->num_nodes)
             return gpu__fail(GKV_ERANGE, "gkv_gpu_sample_blocks: seeds[%zu] "
                              "= %lld is not a node (%lld nodes)", i,
                              (long long)seeds[i], (long long)g->num_nodes);
-        if (fanouts[nlayers - 1] != 0 &&
-            (seeds[i] < g->col_lo || seeds[i] >= g->col_hi))
-            return gpu__fail(GKV_ERANGE, "gkv_gpu_sample_blocks: seeds[%zu] "
+    if (o->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED))
+        return gpu__fail(GKV_EINVAL, "gkv_gpu_sample_blocks: opts->flags "
+                         "0x%x has unknown bits", o->flags);
+    if ((o->flags & GKV_SAMPLE_WEIGHTED) && g->w_dev == NULL &&
+        fan_any(fanouts, nlayers))
+        return gpu__fail(GKV_EINVAL, "gkv_gpu_sample_blocks: "
+                         "GKV_SAMPLE_WEIGHTED but the sgraph has no weights");
+    for (size_t i = 0; fanouts[nlayers - 1] != 0 && i < nseeds; i++)
+        if (seeds[i] < g->col_lo || seeds[i] >= g->col_hi)
+            return seeds_twice(seeds, nseeds) ? GKV_EINVAL :
+                   gpu__fail(GKV_ERANGE, "gkv_gpu_sample_blocks: seeds[%zu] "
                              "= %lld is outside the columns [%lld, %lld) "
                              "that the adjacency covers", i,
                              (long long)seeds[i], (long long)g->col_lo,
                              (long long)g->col_hi);
-    }
     if ((rc = gpu__device(g->device, "gkv_gpu_sample_blocks")) != GKV_OK ||
         (rc = darr_need(&s->seeds, nseeds, "seeds")) != GKV_OK ||
         (rc = gpu__cuda(cudaMemsetAsync(s->err_dev, 0, sizeof *s->err_dev,
@@ -751,7 +810,7 @@ gkv_gpu_sample_blocks(gkv_gpu_sampler *s, const int64_t *seeds,
     h.ncols = g->col_hi - g->col_lo;
     h.eid_lo = g->eid_lo;
     h.replace = (o->flags & GKV_SAMPLE_REPLACE) != 0;
-    h.weighted = (o->flags & GKV_SAMPLE_WEIGHTED) != 0;
+    h.weighted = (o->flags & GKV_SAMPLE_WEIGHTED) != 0 && h.w != NULL;
     front = s->seeds.p;
     nd = nseeds;
     for (int hop = 0; hop < nlayers; hop++) {

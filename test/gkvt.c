@@ -482,3 +482,20 @@ gkvt_run_tty(char *const argv[], char *buf, size_t cap)
     close(m);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+void
+gkvt_gpu_missing(const char *why)
+{
+    const char *v = getenv("GKV_REQUIRE_GPU");
+
+    if (v != NULL && strcmp(v, "1") == 0)
+        fail_msg("GKV_REQUIRE_GPU=1 but no CUDA device: %s", why);
+}
+
+void
+gkvt_gpu_skip(const char *why)
+{
+    gkvt_gpu_missing(why);
+    print_message("GPU tests skipped: %s\n", why);
+    skip();
+}

@@ -89,6 +89,12 @@ int  gkvt_proc_reap_all(struct gkvt_proc *procs, int n);
  * pseudo-terminal; what it wrote there goes to buf (NUL-terminated, at
  * most cap - 1 bytes). Returns the exit status, or 128 + signal. */
 int  gkvt_run_tty(char *const argv[], char *buf, size_t cap);
+/* A test that needs a CUDA device met none ('why': the library's message).
+ * Fails the test when GKV_REQUIRE_GPU=1 (the runs on a lent GPU machine,
+ * where a skip would hide a broken driver); else returns. */
+void gkvt_gpu_missing(const char *why);
+/* gkvt_gpu_missing(), then skips the test. */
+void gkvt_gpu_skip(const char *why);
 #define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
 /* A net/ call must succeed; else fail naming the call, code and detail. */
 #define NET_OK(expr) do { gkv_err rc_ = (expr); \

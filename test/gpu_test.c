@@ -555,10 +555,8 @@ have_gpu(void)
 
 #define NEED_GPU()                                                          \
     do {                                                                    \
-        if (!have_gpu()) {                                                  \
-            print_message("no CUDA device: GPU tests skipped\n");          \
-            skip();                                                         \
-        }                                                                   \
+        if (!have_gpu())                                                    \
+            gkvt_gpu_skip(gkv_gpu_errmsg());                                \
     } while (0)
 
 /* A store with three feature tensors: f32 x 64 (256 B rows), f16 x 3 (6 B,
@@ -948,6 +946,8 @@ test_gpu_blocks_partial(void **state)
         {{5, 0}, 2, 1, GKV_ERANGE},   /* hop 1 samples the seeds */
         {{3, 4}, 2, 1, GKV_ERANGE},   /* hop 0 does */
         {{0, 0}, 1, 2, GKV_ERANGE},   /* a seed that is not a node */
+        {{3, 4}, 2, 3, GKV_EINVAL},   /* outside and twice: "twice" first */
+        {{0, 0}, 1, 3, GKV_EINVAL},
     };
     uint64_t seed = gkvt_seed(), st = seed;
     const int scale = 12;
@@ -991,16 +991,17 @@ test_gpu_blocks_partial(void **state)
     }
     for (size_t ci = 0; ci < N_OF(cs); ci++)
         for (size_t m = 0; m < N_OF(modes); m++) {
-            int64_t bad[2] = {lo, N};
-            size_t ns = cs[ci].outside == 2 ? 2 : 200;
+            int64_t bad[2] = {lo, N}, twice[3] = {0, 1, 0};
+            size_t ns = cs[ci].outside == 2 ? 2 : cs[ci].outside == 3 ? 3
+                        : 200;
             const int64_t *sp[1];
             gkv_sample_opts o;
             gkv_block cb[2];
             gkv_gpu_block gb[2];
             gkv_err rc;
             char what[96];
-            seeds = cs[ci].outside == 2 ? bad : cs[ci].outside ? any
-                    : in_cols;
+            seeds = cs[ci].outside == 3 ? twice : cs[ci].outside == 2 ? bad
+                    : cs[ci].outside ? any : in_cols;
             sp[0] = seeds;
             memset(&o, 0, sizeof o);
             o.seed = seed + ci * 4 + m;
@@ -1039,6 +1040,43 @@ test_gpu_blocks_partial(void **state)
         }
     gkv_gpu_sampler_free(gs);
     gkv_gpu_sgraph_free(gg);
+    /* GKV_SAMPLE_WEIGHTED on an adjacency without weights: an error only
+     * when a hop samples, on both */
+    {
+        static const int fz[2] = {0, 0}, fs[2] = {3, 4};
+        const int64_t *sp[1] = {in_cols};
+        size_t ns = 200;
+        gkv_sample_opts o;
+        gkv_block cb[2];
+        gkv_gpu_block gb[2];
+        gkv_sgraph *nsg;
+        gkv_sampler *ns_s;
+        gkv_adj nw = part;
+        nw.w = NULL;
+        memset(&o, 0, sizeof o);
+        o.flags = GKV_SAMPLE_WEIGHTED;
+        GKVT_OK(gkv_sgraph_new(&nsg, 1, &N, 1, src_t, dst_t));
+        GKVT_OK(gkv_sgraph_set_adj(nsg, 0, GKV_DIR_IN, &nw));
+        GKVT_OK(gkv_sampler_new(&ns_s, nsg, 1));
+        GKVT_OK(gkv_sample_blocks(ns_s, sp, &ns, fz, 1, 2, &o, cb));
+        assert_int_equal(gkv_sample_blocks(ns_s, sp, &ns, fs, 1, 2, &o, cb),
+                         GKV_EINVAL);
+        if (gpu) {
+            if (gkv_gpu_sgraph_new(&gg, &nw, N, 0, 0) != GKV_OK)
+                fail_msg("gkv_gpu_sgraph_new: %s", gkv_gpu_errmsg());
+            GKVT_OK(gkv_gpu_sampler_new(&gs, gg));
+            if (gkv_gpu_sample_blocks(gs, in_cols, 200, fz, 2, &o, gb,
+                                      NULL) != GKV_OK)
+                fail_msg("weighted, fanouts 0: %s", gkv_gpu_errmsg());
+            assert_int_equal(gb[0].num_edges + gb[1].num_edges, 0);
+            assert_int_equal(gkv_gpu_sample_blocks(gs, in_cols, 200, fs, 2,
+                                                   &o, gb, NULL), GKV_EINVAL);
+            gkv_gpu_sampler_free(gs);
+            gkv_gpu_sgraph_free(gg);
+        }
+        gkv_sampler_free(ns_s);
+        gkv_sgraph_free(nsg);
+    }
     free(in_cols);
     free(any);
     free(ip);
@@ -1046,10 +1084,8 @@ test_gpu_blocks_partial(void **state)
     gkv_sgraph_free(psg);
     gkv_sgraph_free(sg);
     gkv_graph_free(g);
-    if (!gpu) {
-        print_message("no CUDA device: GPU tests skipped\n");
-        skip();
-    }
+    if (!gpu)
+        gkvt_gpu_skip(gkv_gpu_errmsg());
 }
 
 /* Blocks and input features in one call: the features are the pulls of
@@ -1124,9 +1160,8 @@ static void
 test_no_cuda(void **state)
 {
     (void)state;
-    print_message("built without CUDA (make CUDA=no or no nvcc): the GPU "
-                  "API is absent; GPU tests skipped\n");
-    skip();
+    gkvt_gpu_skip("built without CUDA (make CUDA=no or no nvcc): the GPU "
+                  "API is absent");
 }
 
 #endif

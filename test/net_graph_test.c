@@ -1334,6 +1334,7 @@ trainer_on_gpu(struct fx *f)
     unsetenv("GKV_MACHINE");
     unsetenv("GKV_GROUP");
     if (gkv_gpu_available(NULL, NULL, 0) != GKV_OK) {
+        gkvt_gpu_missing(gkv_gpu_errmsg());
         if (code != 1 || strstr(err, "--device 0: no CUDA device") == NULL)
             fail_msg("trainer without a GPU: exit %d\n%s%s", code, out, err);
     } else if (code != 0 || strstr(out, "input rows from the GPU cache") ==
@@ -1424,6 +1425,7 @@ test_gpu_loader_host(void **state)
                                          NULL), GKV_EINVAL);
     rc = gkv_gpu_loader_new(&l, c, &lo);
     if (gkv_gpu_available(NULL, NULL, 0) != GKV_OK) {
+        gkvt_gpu_missing(gkv_gpu_errmsg());
         assert_int_equal(rc, GKV_ENOTSUP);
         assert_null(l);
         assert_non_null(strstr(gkv_gpu_errmsg(), "no CUDA device"));
@@ -1485,10 +1487,8 @@ test_gpu_loader_device(void **state)
     int64_t *inv, *seeds, rg[2];
     int fan2[2] = {10, 15}, fan3[3] = {5, 10, 15};
 
-    if (gkv_gpu_available(NULL, NULL, 0) != GKV_OK) {
-        print_message("no CUDA device: GPU loader test skipped\n");
-        skip();
-    }
+    if (gkv_gpu_available(NULL, NULL, 0) != GKV_OK)
+        gkvt_gpu_skip(gkv_gpu_errmsg());
     c = loader_fixture(f, 12, &inv, &seeds, rg);
     /* partition 0's rows, half of them in device memory */
     fo.budget_bytes = (size_t)(rg[1] - rg[0]) / 2 * FEAT_W * 4;

@@ -23,8 +23,10 @@
  * usage: gkv-bench-gpu [--scale N] [--rows N] [--row-bytes N] [--n N]
  *                      [--batch N] [--batches N] [--reps N]
  * stdout: "RESULT ..." lines. Without a CUDA device (or built without
- * CUDA) it prints "RESULT gpu skipped=no-device" and exits 0. Exit status
- * 1 when a check or a call failed, 2 on bad usage.
+ * CUDA) it prints "RESULT gpu skipped=no-device" and exits 0, or 1 when
+ * GKV_REQUIRE_GPU=1 (tools/gpu-remote.sh sets it: on the lent GPU machine a
+ * missing device is a failure). Exit status 1 when a check or a call
+ * failed, 2 on bad usage.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -56,6 +58,15 @@ usage(FILE *f)
             PROG);
 }
 
+/* 1 when GKV_REQUIRE_GPU=1: no device is then a failure, not a skip. */
+static int
+gpu_required(void)
+{
+    const char *v = getenv("GKV_REQUIRE_GPU");
+
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
 #ifndef GKV_HAVE_CUDA
 
 int
@@ -67,6 +78,8 @@ main(int argc, char **argv)
     }
     printf("# %s: built without CUDA (make CUDA=no or no nvcc)\n", PROG);
     printf("RESULT gpu skipped=no-device\n");
+    if (gpu_required())
+        return 1;
     return 0;
 }
 
@@ -480,7 +493,7 @@ main(int argc, char **argv)
     if (gkv_gpu_available(&ndev, dev, sizeof dev) != GKV_OK) {
         printf("# %s: %s\n", PROG, gkv_gpu_errmsg());
         printf("RESULT gpu skipped=no-device\n");
-        return 0;
+        return gpu_required();
     }
     printf("# %s: device 0 of %d: %s\n", PROG, ndev, dev);
     bench_gather(dev, (int64_t)rows, (size_t)rb, (size_t)n, reps);
