@@ -828,6 +828,10 @@ test_gather(void **state)
             assert_int_equal(gkv_gpu_feat_open(&fc, f->st, tens[ti].name, &o),
                              GKV_ERANGE);
             assert_non_null(strstr(gkv_gpu_errmsg(), "hot_ids[2]"));
+            o.budget_bytes = 0;                 /* checked with no room too */
+            assert_int_equal(gkv_gpu_feat_open(&fc, f->st, tens[ti].name, &o),
+                             GKV_ERANGE);
+            assert_non_null(strstr(gkv_gpu_errmsg(), "hot_ids[2]"));
         }
     }
     gkv_csc_free(&c);
