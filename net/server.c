@@ -1084,18 +1084,23 @@ done_find(struct sess *ss, uint64_t req)
 /* For a push: whether this session already has request r->h.req_id (a
  * request nanomsg re-sent after a lost connection). A copy of one being
  * applied waits for it. A repeat gets the first one's status without
- * being applied again; otherwise the request is recorded as being applied,
- * and the caller must call mark_done() with its outcome. */
+ * being applied again (1); otherwise the request is recorded as being
+ * applied, and the caller must call mark_done() with its outcome (0).
+ * When the session is gone (a rejoin of its group and rank, its lease, a
+ * LEAVE), before or while the copy waited, its record of pushes went with
+ * it: the request is refused with GKV_EPERM and NET_F_SESSION (1), never
+ * applied unrecorded, since it may be a copy of one already applied. */
 static int
 already_done(gkv_server *s, struct req *r)
 {
     struct sess *ss;
     struct done *d;
-    int dup = 0;
+    int dup = 0, gone = 1;
     int32_t st = 0;
 
     pthread_mutex_lock(&s->sv_mu);
     while ((ss = sess_find(s, r->h.session)) != NULL) {
+        gone = 0;
         if ((d = done_find(ss, r->h.req_id)) == NULL) {
             if (ss->done == NULL &&
                 (ss->done = gkv__calloc(DONE_MAX, sizeof *ss->done)) == NULL)
@@ -1115,8 +1120,18 @@ already_done(gkv_server *s, struct req *r)
             break;
         }
         pthread_cond_wait(&s->sv_done_cv, &s->sv_mu);
+        gone = 1;
     }
     pthread_mutex_unlock(&s->sv_mu);
+    if (gone) {
+        rfail(r, GKV_EPERM, "%s request %llu of session 0x%016llx: the "
+              "session ended (a newer handshake as its group and rank, its "
+              "lease, or a leave) before it was applied; not applied",
+              net__type_name(r->h.type), (unsigned long long)r->h.req_id,
+              (unsigned long long)r->h.session);
+        r->rflags |= NET_F_SESSION;
+        return 1;
+    }
     if (dup) {
         slog(s, "group '%s' rank %u: request %llu (%s) arrived again; not "
              "applied twice", r->group, r->rank,

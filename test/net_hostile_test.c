@@ -9,7 +9,8 @@
  *     stamp was later than the clock the expiry check had read);
  *   - a push nanomsg sends again after a lost connection is applied once,
  *     also when another push of the session completed in between (two
- *     lanes) and when the copy comes while the first is being applied;
+ *     lanes), when the copy comes while the first is being applied, and
+ *     when the session is replaced (a rejoin) while the copy waits;
  *   - a graph request whose reply cannot fit (a repeated seed, a fanout far
  *     above the degree with replacement, a repeated node for in_subgraph)
  *     is refused before the server gathers the edges;
@@ -30,6 +31,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <lmdb.h>
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
 #include "gkvt.h"
@@ -569,6 +571,75 @@ test_push_resent_while_applied(void **state)
     free(got);
     free(r1.pl);
     free(r2.pl);
+}
+
+/* A copy of a push waiting for the first copy (above) while its session
+ * was replaced by a new handshake of the same group and rank (what the
+ * client does after a push times out) found no session when the first
+ * finished, so nothing recorded the request, and was applied a second
+ * time with status 0. The first copy is held up by this process holding
+ * LMDB's writer lock. Whatever the timing, every push answered 0 was
+ * applied once and every refused one not at all. */
+static void
+test_push_resent_session_replaced(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", "--threads", "3", NULL};
+    unsigned char b[4096];
+    struct rep r1 = {0}, r2 = {0}, r3 = {0};
+    float *was, *got;
+    uint64_t sess;
+    size_t len;
+    int s1, s2, s3, ok;
+    MDB_env *env;
+    MDB_txn *txn;
+
+    make_tensor(f->st, "acc", 4, 10);
+    was = read_all(f->st, "acc", 10, 16);
+    serve(f, extra);
+    s1 = rsock(f->base, 20000);
+    s2 = rsock(f->base, 20000);
+    s3 = rsock(f->base, 20000);
+    sess = rhandshake(s1, "job", 0);
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
+    assert_int_equal(mdb_env_open(env, f->st, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    len = enc_add(b, sizeof b, "acc", 3, 1, 4, 1.0f);
+    rsend(s1, NET_PUSH, sess, 5, b, len);     /* blocks on the lock */
+    gkvt_sleep_ms(300);
+    rsend(s2, NET_PUSH, sess, 5, b, len);     /* waits for the first */
+    gkvt_sleep_ms(300);
+    assert_int_not_equal(rjoin(s3, "job", 0, 0, &r3), 0);
+    assert_int_equal(r3.h.status, 0);
+    gkvt_sleep_ms(100);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    assert_int_equal(rrecv(s1, &r1), 0);
+    assert_int_equal(rrecv(s2, &r2), 0);
+    ok = (r1.h.status == 0) + (r2.h.status == 0);
+    assert_true(ok <= 1);
+    if (r1.h.status != 0 || r2.h.status != 0) {
+        const struct rep *no = r2.h.status != 0 ? &r2 : &r1;
+        assert_int_equal(no->h.status, GKV_EPERM);
+        assert_true(no->h.flags & NET_F_SESSION);
+    }
+    nn_close(s1);
+    nn_close(s2);
+    nn_close(s3);
+    kill(f->p[0].pid, SIGTERM);
+    assert_true(gkvt_proc_wait(&f->p[0], 10000));
+    assert_int_equal(gkvt_proc_code(&f->p[0]), 0);
+    got = read_all(f->st, "acc", 10, 16);
+    for (int i = 0; i < 40; i++)
+        if (got[i] != was[i] + (i / 4 == 3 ? (float)ok : 0.0f))
+            fail_msg("element %d is %g, was %g: %d push%s answered 0", i,
+                     got[i], was[i], ok, ok == 1 ? "" : "es");
+    free(was);
+    free(got);
+    free(r1.pl);
+    free(r2.pl);
+    free(r3.pl);
 }
 
 /* ---- graph replies bounded before the work ---------------------------------- */
@@ -1394,6 +1465,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_lease_not_expired_under_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_resent_after_a_later_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_resent_while_applied, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_resent_session_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_reply_bounded_first, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rejection_log_not_forged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_num_clients, setup, teardown),
