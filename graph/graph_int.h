@@ -108,4 +108,15 @@ gkv_err graph__sample_wpos(gkv_sampler *s, const int64_t *const *seeds,
                            const graph__wpos *wp,
                            gkv_sample_edges *out);
 
+/* graph__sample_wpos() that also writes, when cnt (per edge type) and
+ * cnt[e] are not NULL, each seed's number of picks of edge type e:
+ * cnt[e][i] for seed i of the type the hop centres on (0 for a type the
+ * hop does not sample). A server packs its reply by these counts: a seed
+ * given twice in a row cannot be told apart by the edges alone. */
+gkv_err graph__sample_hop(gkv_sampler *s, const int64_t *const *seeds,
+                          const size_t *nseeds, const int *fanout, int nfan,
+                          int layer, const gkv_sample_opts *opts,
+                          const graph__wpos *wp, int64_t *const *cnt,
+                          gkv_sample_edges *out);
+
 #endif /* GRAPH_INT_H */

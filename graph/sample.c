@@ -970,7 +970,8 @@ struct gkv_sampler {
     size_t       pbcap[4];
     int64_t     *tmpv;                /* gathered excluded IDs */
     size_t       tmpcap;
-    const graph__wpos *wpv;           /* graph__sample_wpos: [net] */
+    const graph__wpos *wpv;           /* graph__sample_hop: [net] */
+    int64_t *const *cntv;             /* graph__sample_hop: [net] or NULL */
     /* Choosing between the workers and the caller alone (call_begin): the
      * caller's share of a CPU during parallel calls (moving average), this
      * call's way, its start (wall and thread CPU clocks), the call count */
@@ -1861,6 +1862,16 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d)
     return GKV_OK;
 }
 
+/* A single hop's per-seed pick counts of frontier nodes [lo, hi) of edge
+ * type et, for graph__sample_hop's caller. */
+static inline void
+counts_out(gkv_sampler *s, int et, int64_t lo, int64_t hi,
+           const int64_t *cnt)
+{
+    if (s->cntv != NULL && s->cntv[et] != NULL)
+        memcpy(s->cntv[et] + lo, cnt, (size_t)(hi - lo) * sizeof *cnt);
+}
+
 /* P3, one thread, single hop: the edges in global IDs. */
 static gkv_err
 p3_copy(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d)
@@ -1877,6 +1888,7 @@ p3_copy(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d)
                        "sampled edges", o + d->np);
     os = R->dir == GKV_DIR_IN ? ea->s : ea->d;
     od = R->dir == GKV_DIR_IN ? ea->d : ea->s;
+    counts_out(s, et, d->lo, d->hi, cnt);
     for (int64_t i = d->lo; i < d->hi; i++)
         for (int64_t c = cnt[i - d->lo]; c > 0; c--, j++, o++) {
             os[o] = tb->u[j];
@@ -2168,6 +2180,7 @@ ph_copy(gkv_sampler *s, int tid)
         os = R->dir == GKV_DIR_IN ? ea->s : ea->d;
         od = R->dir == GKV_DIR_IN ? ea->d : ea->s;
         o = c->eoff;
+        counts_out(s, c->et, c->lo, c->hi, cnt);
         for (int64_t i = c->lo; i < c->hi; i++)
             for (int64_t k = cnt[i - c->lo]; k > 0; k--, j++, o++) {
                 os[o] = u[j];
@@ -2971,11 +2984,29 @@ graph__sample_wpos(gkv_sampler *s, const int64_t *const *seeds,
                    int layer, const gkv_sample_opts *opts,
                    const graph__wpos *wp, gkv_sample_edges *out)
 {
+    return graph__sample_hop(s, seeds, nseeds, fanout, nfan, layer, opts, wp,
+                             NULL, out);
+}
+
+gkv_err
+graph__sample_hop(gkv_sampler *s, const int64_t *const *seeds,
+                  const size_t *nseeds, const int *fanout, int nfan,
+                  int layer, const gkv_sample_opts *opts,
+                  const graph__wpos *wp, int64_t *const *cnt,
+                  gkv_sample_edges *out)
+{
     gkv_err rc = GKV_OK;
 
     if (s == NULL)
         return GKV_EINVAL;
     call_begin(s);
+    /* zero first: an edge type the hop does not sample has no picks */
+    for (int e = 0; cnt != NULL && seeds != NULL && nseeds != NULL &&
+         e < s->net; e++) {
+        int t = col_ntype(s->sg, e, opts != NULL ? opts->dir : GKV_DIR_IN);
+        if (cnt[e] != NULL && nseeds[t] > 0)
+            memset(cnt[e], 0, nseeds[t] * sizeof *cnt[e]);
+    }
     for (int e = 0; wp != NULL && opts != NULL && opts->edge_w != NULL &&
          e < s->net; e++)
         if (wp[e].off != NULL && opts->edge_w[e] != NULL)
@@ -2983,8 +3014,10 @@ graph__sample_wpos(gkv_sampler *s, const int64_t *const *seeds,
                         "array and weights by position", e);
     if (rc == GKV_OK) {
         s->wpv = wp;
+        s->cntv = cnt;
         rc = neighbors_call(s, seeds, nseeds, fanout, nfan, layer, opts, out);
         s->wpv = NULL;
+        s->cntv = NULL;
     }
     call_end(s, rc);
     return rc;

@@ -36,7 +36,7 @@
 #include "gkv_net.h"
 #include "gkv_part.h"
 #include "gkv_sample.h"
-#include "graph_int.h"   /* graph__sample_wpos */
+#include "graph_int.h"   /* graph__sample_hop */
 #include "wire.h"
 
 #define NONCE_TTL_MS   30000     /* a nonce is good this long, once */
@@ -1847,21 +1847,25 @@ enc_sample(net_wr *w, const void *a)
  * need 64 bits. -1 when the edges do not follow the seeds. */
 static int
 sample_pack(const gkv_sample_edges *x, int dir, const int64_t *seeds,
-            size_t ns, int wide, uint32_t *cnt, net_sample_renc_et *o)
+            size_t ns, const int64_t *c64, int wide, uint32_t *cnt,
+            net_sample_renc_et *o)
 {
     const int64_t *ctr = dir == GKV_DIR_IN ? x->dst : x->src;
     const int64_t *nbr = dir == GKV_DIR_IN ? x->src : x->dst;
     uint64_t big = 0;
     size_t e = 0;
 
+    /* the sampler's counts, not runs of equal seeds: a seed sent twice in
+     * a row has two runs that touch */
     for (size_t j = 0; j < ns; j++) {
-        size_t t = e;
-        while (t < x->n && ctr[t] == seeds[j])
-            t++;
-        if (t - e > UINT32_MAX)
+        if (c64[j] < 0 || (uint64_t)c64[j] > UINT32_MAX ||
+            (uint64_t)c64[j] > x->n - e)
             return -1;
-        cnt[j] = (uint32_t)(t - e);
-        e = t;
+        cnt[j] = (uint32_t)c64[j];
+        for (size_t t = e; t < e + cnt[j]; t++)
+            if (ctr[t] != seeds[j])
+                return -1;
+        e += cnt[j];
     }
     if (e != x->n)
         return -1;
@@ -2324,11 +2328,12 @@ op_sample(gkv_server *s, struct req *r)
     net_sample_req q;
     net_rd rd;
     gkv_sample_opts o;
+    int64_t *c64 = NULL, **cv = NULL;
     struct sample_arg sa;
     gkv_sample_edges *out = NULL;
     net_sample_renc_et *pk = NULL;
     uint32_t *cnt = NULL;
-    size_t ncnt = 0, need;
+    size_t ncnt = 0, ncnt_all, need;
     const int64_t **seeds = NULL, **ex = NULL;
     uint64_t **tmp = NULL;
     size_t *ns = NULL, *nex = NULL, total = 0, ntmp = 0;
@@ -2496,6 +2501,7 @@ op_sample(gkv_server *s, struct req *r)
               (unsigned long long)s->sv_max_msg);
         goto out;
     }
+    ncnt_all = ncnt;
     ncnt = 0;
     memset(&o, 0, sizeof o);
     o.seed = q.seed;
@@ -2525,13 +2531,21 @@ op_sample(gkv_server *s, struct req *r)
         o.edge_w_len = ewlen;
         o.edge_w_lo = ewlo;
     }
+    /* each seed's count of picks per edge type, from the sampler */
+    if ((c64 = gkv__malloc(ncnt_all * sizeof *c64 + 8)) == NULL ||
+        (cv = gkv__calloc((size_t)net_ + 1, sizeof *cv)) == NULL) {
+        rfail(r, GKV_ENOMEM, "sample: out of memory");
+        goto out;
+    }
+    for (size_t e = 0, at = 0; e < (size_t)net_; e++) {
+        gkv_etype_info ei;
+        gkv_pbook_etype_info(s->sv_book, (int)e, &ei);
+        cv[e] = c64 + at;
+        at += ns[q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype];
+    }
     sp = s->sv_samp[tl_worker];
-    if (wp != NULL)
-        rc = graph__sample_wpos(sp, seeds, ns, fan, (int)q.nfan, (int)q.layer,
-                                &o, wp, out);
-    else
-        rc = gkv_sample_neighbors(sp, seeds, ns, fan, (int)q.nfan,
-                                  (int)q.layer, &o, out);
+    rc = graph__sample_hop(sp, seeds, ns, fan, (int)q.nfan, (int)q.layer, &o,
+                           wp, cv, out);
     pw_release(held, net_);
     if (rc != GKV_OK) {
         rfail(r, rc, "sample on partition %d: %s", part,
@@ -2566,7 +2580,7 @@ op_sample(gkv_server *s, struct req *r)
         int ct;
         gkv_pbook_etype_info(s->sv_book, e, &ei);
         ct = q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
-        if (sample_pack(&out[e], (int)q.dir, seeds[ct], ns[ct],
+        if (sample_pack(&out[e], (int)q.dir, seeds[ct], ns[ct], cv[e],
                         s->sv_wide_ids, cnt + ncnt, &pk[e]) != 0) {
             rfail(r, GKV_EINVAL, "sample on partition %d: the edges of edge "
                   "type '%s' do not follow the seeds", part,
@@ -2595,6 +2609,8 @@ out:
     gkv__free(own);
     gkv__free(pk);
     gkv__free(cnt);
+    gkv__free(c64);
+    gkv__free(cv);
     pw_release(held, net_);
     gkv__free(held);
     gkv__free((void *)ew);

@@ -729,6 +729,27 @@ hop_edges(const struct rep *r)
     return n;
 }
 
+/* Fails unless a reply's per-seed counts of edge type 0 are want[0..n). */
+static void
+hop_counts(const struct rep *r, const uint32_t *want, size_t n)
+{
+    net_sample_rep sr;
+    net_rd rd;
+
+    assert_int_equal(r->h.status, 0);
+    net__rd_init(&rd, r->pl, r->plen);
+    assert_int_equal(net__dec_sample_rep(&rd, &sr), 0);
+    assert_int_equal(sr.e[0].nc, n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c;
+        memcpy(&c, sr.e[0].cnt + 4 * i, 4);
+        if (c != want[i])
+            fail_msg("seed %zu: %u edges in the reply, expected %u", i, c,
+                     want[i]);
+    }
+    net__sample_rep_free(&sr);
+}
+
 /* Fails unless the peak resident set of pid grew by less than 32 MiB
  * since 'before' (KiB): the request was refused before its edges were
  * gathered. */
@@ -781,6 +802,21 @@ test_graph_reply_bounded_first(void **state)
     len = enc_hop(b, sizeof b, many, 20, -1, 0);
     assert_int_equal(rcall(s, NET_SAMPLE, sess, 11, b, len, &r), 0);
     assert_int_equal(hop_edges(&r), 20 * HUB_DEG);
+    /* a seed sent twice in a row is sampled twice, each copy's edges
+     * counted for it (the counts were taken from runs of equal centres,
+     * which gave the first copy all of them) */
+    {
+        uint32_t w20[20], w3[3] = {3, 3, 0};
+        int64_t three[3] = {hub, hub, 0};
+        for (int i = 0; i < 20; i++)
+            w20[i] = HUB_DEG;
+        hop_counts(&r, w20, 20);
+        three[2] = hub == 0 ? 1 : 0;         /* a leaf: its one edge */
+        w3[2] = 1;
+        len = enc_hop(b, sizeof b, three, 3, 3, 0);
+        assert_int_equal(rcall(s, NET_SAMPLE, sess, 18, b, len, &r), 0);
+        hop_counts(&r, w3, 3);
+    }
     net__enc_ids_req(&w, 0, many, NULL, 2);
     assert_int_equal(rcall(s, NET_IN_SUBGRAPH, sess, 12, b, w.off, &r), 0);
     assert_int_equal(r.h.status, 0);

@@ -11,6 +11,7 @@
 #include "gkvt.h"
 #include "graph/gkv_graph.h"
 #include "graph/gkv_sample.h"
+#include "graph_int.h"       /* graph__sample_hop */
 
 #define N_OF(a) (sizeof (a) / sizeof (a)[0])
 
@@ -287,6 +288,61 @@ static const int64_t homo_out[8][3][3] = {
     {{0}},
 };
 static const size_t homo_outdeg[8] = {3, 2, 2, 2, 2, 1, 2, 0};
+
+/* graph__sample_hop's per-seed counts (what a server packs its SAMPLE
+ * reply by): each node three times in a row, 300 seeds, so that one and
+ * three threads (the parallel path: a fresh sampler's first call) both
+ * run; every count is min(fanout, degree) (fanout with replacement when
+ * the degree is not 0), the counts sum to the edges, and seed j's edges
+ * are centred on seeds[j]. */
+static void
+test_hop_counts(void **state)
+{
+    gkv_sgraph *sg = fixed_sg(0, GKV_SG_CSR);
+    int64_t seeds[300], c64[300];
+    int64_t *cv[1] = {c64};
+    const int64_t *sp[1] = {seeds};
+    size_t ns[1] = {300};
+
+    (void)state;
+    for (int i = 0; i < 300; i++)
+        seeds[i] = (i / 3) % 8;
+    for (int nt = 1; nt <= 3; nt += 2)
+        for (int dir = 0; dir < 2; dir++)
+            for (int rep = 0; rep < 2; rep++) {
+                gkv_sampler *s = sampler(sg, nt);
+                gkv_sample_opts o;
+                gkv_sample_edges out[1];
+                const int64_t *ctr;
+                int fan = 2;
+                size_t e = 0;
+                memset(&o, 0, sizeof o);
+                o.dir = dir;
+                o.flags = rep ? GKV_SAMPLE_REPLACE : 0;
+                for (int i = 0; i < 300; i++)
+                    c64[i] = -7;
+                GKVT_OK(graph__sample_hop(s, sp, ns, &fan, 1, 0, &o, NULL, cv,
+                                          out));
+                ctr = dir == GKV_DIR_IN ? out[0].dst : out[0].src;
+                for (int j = 0; j < 300; j++) {
+                    int64_t deg = (int64_t)(dir == GKV_DIR_IN
+                                            ? homo_indeg[seeds[j]]
+                                            : homo_outdeg[seeds[j]]);
+                    int64_t want = deg == 0 ? 0 : rep ? fan
+                                   : deg < fan ? deg : fan;
+                    if (c64[j] != want)
+                        fail_msg("%d threads, dir %d, replace %d: seed %d "
+                                 "(node %lld) counted %lld, want %lld", nt,
+                                 dir, rep, j, (long long)seeds[j],
+                                 (long long)c64[j], (long long)want);
+                    for (int64_t k = 0; k < c64[j]; k++, e++)
+                        assert_int_equal(ctr[e], seeds[j]);
+                }
+                assert_int_equal(e, out[0].n);
+                gkv_sampler_free(s);
+            }
+    gkv_sgraph_free(sg);
+}
 
 static void
 test_fixed_homo_all(void **state)
@@ -1815,6 +1871,7 @@ main(void)
         cmocka_unit_test(test_edge_batch),
         cmocka_unit_test(test_generator_spec),
         cmocka_unit_test(test_find_edges),
+        cmocka_unit_test(test_hop_counts),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_alloc_failures),
     };
