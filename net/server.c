@@ -1954,6 +1954,7 @@ sample_bound(gkv_server *s, const net_sample_req *q, const int *fan,
  * request, uncached (the store lags its pushes). */
 struct pw {
     struct pw *pw_next;              /* sv_pw list (under sv_pw_mu) */
+    unsigned pw_refs;                /* requests using it (under sv_pw_mu) */
     int pw_etype;
     char pw_name[GKV_NAME_MAX + 1];  /* "edge/<canonical>/<feat>" */
     int pw_private;                  /* write-back: this request's only */
@@ -2139,27 +2140,56 @@ fail:
     return r->status;
 }
 
-/* The entry of (etype, name), made if missing. */
+/* The entry of (etype, name), made if missing, with a reference the
+ * caller gives back with pw_unref(). The caller has checked that the
+ * tensor exists in snapshot tx, so only features that exist get entries;
+ * making one also frees the unused entries whose tensor is gone from tx
+ * (deleted since): a server that serves job after job keeps the weights
+ * of the features that exist, not of every name ever sampled by. */
 static struct pw *
-pw_find(gkv_server *s, int etype, const char *name)
+pw_find(gkv_server *s, gkv_txn *tx, int etype, const char *name)
 {
-    struct pw *p;
+    struct pw *p, **pp;
 
     pthread_mutex_lock(&s->sv_pw_mu);
     for (p = s->sv_pw; p != NULL; p = p->pw_next)
         if (p->pw_etype == etype && strcmp(p->pw_name, name) == 0)
             break;
-    if (p == NULL && (p = pw_new(etype, name)) != NULL) {
-        p->pw_next = s->sv_pw;
-        s->sv_pw = p;
+    if (p == NULL) {
+        for (pp = &s->sv_pw; *pp != NULL;) {
+            struct pw *q = *pp;
+            gkv_tensor_desc d;
+            if (q->pw_refs == 0 &&
+                gkv_tensor_info(s->sv_store, tx, q->pw_name, &d) ==
+                GKV_ENOTFOUND) {
+                *pp = q->pw_next;
+                pw_free(q);
+            } else {
+                pp = &q->pw_next;
+            }
+        }
+        if ((p = pw_new(etype, name)) != NULL) {
+            p->pw_next = s->sv_pw;
+            s->sv_pw = p;
+        }
     }
+    if (p != NULL)
+        p->pw_refs++;
     pthread_mutex_unlock(&s->sv_pw_mu);
     return p;
 }
 
+static void
+pw_unref(gkv_server *s, struct pw *p)
+{
+    pthread_mutex_lock(&s->sv_pw_mu);
+    p->pw_refs--;
+    pthread_mutex_unlock(&s->sv_pw_mu);
+}
+
 /* Lets go of the entries pw_take() gave (held[e] NULL after). */
 static void
-pw_release(struct pw **held, int net_)
+pw_release(gkv_server *s, struct pw **held, int net_)
 {
     for (int e = 0; held != NULL && e < net_; e++) {
         if (held[e] == NULL)
@@ -2168,6 +2198,7 @@ pw_release(struct pw **held, int net_)
             pw_free(held[e]);
         } else {
             pthread_rwlock_unlock(&held[e]->pw_lock);
+            pw_unref(s, held[e]);
         }
         held[e] = NULL;
     }
@@ -2193,6 +2224,7 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
         for (int e = 0; e < net_ && rc == GKV_OK; e++) {
             const char *canon = gkv_pbook_etype_name(s->sv_book, e);
             char name[GKV_NAME_MAX + 2];
+            gkv_tensor_desc fd;
             int64_t lo, hi;
             struct pw *p;
 
@@ -2231,7 +2263,16 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
                     }
                     txid = (uint64_t)mdb_txn_id(tx->tx_txn);
                 }
-                if ((p = pw_find(s, e, name)) == NULL) {
+                /* a name that is no tensor gets no entry */
+                if ((rc = gkv_tensor_info(s->sv_store, tx, name, &fd)) ==
+                    GKV_ENOTFOUND) {
+                    rfail(r, rc, "sample: edge feature of edge type '%s': no "
+                          "tensor '%s' in partition %d's store (server %s)",
+                          canon, name, part, s->sv_tag);
+                    break;
+                }
+                rc = GKV_OK;    /* other errors: pw_refresh names them */
+                if ((p = pw_find(s, tx, e, name)) == NULL) {
                     rc = rfail(r, GKV_ENOMEM, "sample: out of memory");
                     break;
                 }
@@ -2247,8 +2288,10 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
                     if (rc != GKV_OK)
                         break;
                 }
-                if (rc != GKV_OK)
+                if (rc != GKV_OK) {
+                    pw_unref(s, p);
                     break;
+                }
                 held[e] = p;
             }
             if (rc != GKV_OK)
@@ -2268,7 +2311,7 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
     }
     gkv_txn_end(tx);
     if (rc != GKV_OK)
-        pw_release(held, net_);
+        pw_release(s, held, net_);
     return rc;
 }
 
@@ -2546,7 +2589,7 @@ op_sample(gkv_server *s, struct req *r)
     sp = s->sv_samp[tl_worker];
     rc = graph__sample_hop(sp, seeds, ns, fan, (int)q.nfan, (int)q.layer, &o,
                            wp, cv, out);
-    pw_release(held, net_);
+    pw_release(s, held, net_);
     if (rc != GKV_OK) {
         rfail(r, rc, "sample on partition %d: %s", part,
               gkv_sampler_errmsg(sp));
@@ -2611,7 +2654,7 @@ out:
     gkv__free(cnt);
     gkv__free(c64);
     gkv__free(cv);
-    pw_release(held, net_);
+    pw_release(s, held, net_);
     gkv__free(held);
     gkv__free((void *)ew);
     gkv__free(ewlen);

@@ -163,6 +163,47 @@ test_server_which_machine(void **state)
     }
 }
 
+/* gkv-server with a missing ip_config or token file said "no store at that
+ * path" (GKV_ENOENT's text) before naming the file. */
+static void
+test_server_missing_files(void **state)
+{
+    struct fx *f = *state;
+    char ipc[4096], st[4096], none[4096], want[8192];
+
+    path(ipc, sizeof ipc, f, "ip.txt");
+    path(st, sizeof st, f, "st");
+    path(none, sizeof none, f, "none");
+    gkvt_write_text(ipc, "127.0.0.1 39997\n", 0644);
+    {
+        char *a[] = {(char *)gkvt_prog("gkv-server"), "--store", st, "--create",
+                     "--ip-config", none, "-q", NULL};
+        assert_int_equal(run(f, a), 1);
+        snprintf(want, sizeof want, "gkv-server: ip_config %s: No such file",
+                 none);
+        if (strstr(f->err, want) == NULL)
+            fail_msg("stderr is '%s'; want '%s'", f->err, want);
+    }
+    {
+        char *a[] = {(char *)gkvt_prog("gkv-server"), "--store", st, "--create",
+                     "--ip-config", ipc, "--token-file", none, "-q", NULL};
+        assert_int_equal(run(f, a), 1);
+        snprintf(want, sizeof want, "gkv-server: token file %s: No such file",
+                 none);
+        if (strstr(f->err, want) == NULL)
+            fail_msg("stderr is '%s'; want '%s'", f->err, want);
+    }
+    {
+        char *a[] = {(char *)gkvt_prog("gkv-server"), "--store", none,
+                     "--ip-config", ipc, "-q", NULL};
+        assert_int_equal(run(f, a), 1);
+        snprintf(want, sizeof want, "gkv-server: store '%s': No such file",
+                 none);
+        if (strstr(f->err, want) == NULL)
+            fail_msg("stderr is '%s'; want '%s'", f->err, want);
+    }
+}
+
 /* gkv-launch: --store "" must not start a server on the current directory;
  * exit 2 means nothing was started */
 static void
@@ -195,6 +236,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_partition_empty_outdir, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_empty_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_which_machine, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_missing_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_launch_empty_store, setup, teardown),
     };
 

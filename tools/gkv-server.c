@@ -288,7 +288,13 @@ main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     if ((rc = gkv_server_open(&srv, &o)) != GKV_OK) {
-        fprintf(stderr, PROG ": %s: %s\n", gkv_strerror(rc), gkv_net_errmsg());
+        /* GKV_ENOENT's text speaks of a store; the message names the file
+         * that is missing (the store, the ip_config or the token file) */
+        if (rc == GKV_ENOENT && gkv_net_errmsg()[0] != '\0')
+            fprintf(stderr, PROG ": %s\n", gkv_net_errmsg());
+        else
+            fprintf(stderr, PROG ": %s: %s\n", gkv_strerror(rc),
+                    gkv_net_errmsg());
         return EX_FAIL;
     }
     g_server = srv;
