@@ -1431,6 +1431,16 @@ op_barrier(gkv_server *s, struct req *r)
         return;
     }
     pthread_mutex_lock(&s->sv_mu);
+    /* the dispatcher saw the session, but without the lock since: one
+     * dropped meanwhile (a rejoin, its lease) must not park, as no
+     * sess_remove() would ever take it out of the group's count */
+    if (sess_find(s, r->h.session) == NULL) {
+        pthread_mutex_unlock(&s->sv_mu);
+        rfail(r, GKV_EPERM, "barrier of group '%s' rank %u: the session "
+              "ended before the barrier was entered", r->group, r->rank);
+        r->rflags |= NET_F_SESSION;
+        return;
+    }
     if ((g = group_find(s, r->group, 0)) == NULL) {
         pthread_mutex_unlock(&s->sv_mu);
         rfail(r, GKV_EINVAL, "barrier: group '%s' has no members", r->group);
