@@ -1140,6 +1140,48 @@ test_remote(void **state)
     free(t);
     track(f, (pid_t)spid);
     assert_true(wait_gone((pid_t)spid, 3000));
+
+    /* again in the same workspace, whose logs now begin with the first
+     * run's "@gkv-pgid" lines: the kills went to those numbers, and this
+     * run's remote trainer and server were left running */
+    snprintf(path, sizeof path, "%s/pid-trainer-0", f->ws);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/ssh-args", f->dir);
+    unlink(path);
+    pick_ports(f);
+    launch_start(f, sl, NULL);
+    tp = wait_pid_file(f->ws, "pid-trainer-0", 10000);
+    track(f, tp);
+    if (tp <= 0) {
+        launch_wait(f, 1);
+        dump_output(f);
+        fail_msg("remote trainer did not start (second run)");
+    }
+    snprintf(path, sizeof path, "%s/logs/server-0-0.log", f->ws);
+    t = gkvt_slurp(path);
+    {
+        const char *l2 = strstr(t + 1, "@gkv-pgid ");
+        long spid2 = 0;
+        assert_non_null(l2);
+        assert_int_equal(sscanf(l2, "@gkv-pgid %ld", &spid2), 1);
+        track(f, (pid_t)spid2);         /* the teardown kills it if left */
+        kill(f->launcher, SIGTERM);
+        assert_int_equal(launch_wait(f, 20), 1);
+        if (!wait_gone(tp, 3000))
+            fail_msg("second run: the remote trainer %ld outlived the "
+                     "launcher", (long)tp);
+        if (!wait_gone((pid_t)spid2, 3000))
+            fail_msg("second run: the remote server %ld outlived the "
+                     "launcher", spid2);
+    }
+    free(t);
+    snprintf(path, sizeof path, "%s/ssh-args", f->dir);
+    t = gkvt_slurp(path);
+    snprintf(want, sizeof want, "kill -TERM -%ld", (long)tp);
+    assert_non_null(strstr(t, want));
+    snprintf(want, sizeof want, "kill -TERM -%ld\n", spid);
+    assert_null(strstr(t, want));            /* not the first run's server */
+    free(t);
 }
 
 static void

@@ -163,8 +163,9 @@ test_server_which_machine(void **state)
     }
 }
 
-/* gkv-server with a missing ip_config or token file said "no store at that
- * path" (GKV_ENOENT's text) before naming the file. */
+/* gkv-server with a missing ip_config or token file, and gkv-launch with
+ * a missing ip_config, said "no store at that path" (GKV_ENOENT's text)
+ * before naming the file. */
 static void
 test_server_missing_files(void **state)
 {
@@ -192,6 +193,17 @@ test_server_missing_files(void **state)
                  none);
         if (strstr(f->err, want) == NULL)
             fail_msg("stderr is '%s'; want '%s'", f->err, want);
+    }
+    {
+        char *a[] = {(char *)gkvt_prog("gkv-launch"), "--ip-config", none,
+                     "--store", st, "--num-servers", "1", "--num-trainers",
+                     "1", "--", "true", NULL};
+        assert_int_equal(run(f, a), 1);
+        snprintf(want, sizeof want, "gkv-launch: ip_config %s: No such file",
+                 none);
+        if (strstr(f->err, want) == NULL)
+            fail_msg("stderr is '%s'; want '%s'", f->err, want);
+        assert_null(strstr(f->err, "no store at that path"));
     }
     {
         char *a[] = {(char *)gkvt_prog("gkv-server"), "--store", none,

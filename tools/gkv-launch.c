@@ -100,6 +100,8 @@ struct proc {
     int started, reaped, status;
     int stopping;           /* we sent it SIGTERM */
     long rpgid;             /* remote session id ("@gkv-pgid" line); 0 unknown */
+    off_t log_off;          /* the log's size before this run's output: an
+                             * earlier run's "@gkv-pgid" line above it */
     int ready;              /* servers: accepts connections */
     int reused;             /* servers: a persistent one already running */
     char name[64];          /* "server 0/1", "trainer rank 3", ... */
@@ -604,7 +606,10 @@ proc_start(struct job *j, struct proc *p)
     if (p->remote) {
         extern char **environ;
         remote = remote_string(j, genv, argv ? argv : j->cmd);
+        struct stat sb;
         sargv = ssh_argv(j, p->machine, remote, pbuf, dest, sizeof dest);
+        /* logs are appended to, run after run in one workspace */
+        p->log_off = stat(p->log, &sb) == 0 ? sb.st_size : 0;
         p->pid = spawn(sargv, environ, p->log);
     } else {
         envp = merged_env(genv);
@@ -630,7 +635,9 @@ proc_start(struct job *j, struct proc *p)
     return p->pid < 0 ? -1 : 0;
 }
 
-/* Reads the remote session id from the "@gkv-pgid N" line of p's log. */
+/* Reads the remote session id from the "@gkv-pgid N" line this run's ssh
+ * wrote to p's log (after p->log_off: the line of an earlier run in the
+ * same workspace would send the kills to whatever has that number now). */
 static void
 proc_find_rpgid(struct proc *p)
 {
@@ -639,6 +646,10 @@ proc_find_rpgid(struct proc *p)
 
     if (!p->remote || p->rpgid > 0 || (f = fopen(p->log, "r")) == NULL)
         return;
+    if (fseeko(f, p->log_off, SEEK_SET) != 0) {
+        fclose(f);
+        return;
+    }
     for (int i = 0; i < 50 && fgets(line, sizeof line, f) != NULL; i++) {
         long v;
         if (sscanf(line, "@gkv-pgid %ld", &v) == 1 && v > 1) {
@@ -1168,6 +1179,7 @@ cluster_task(struct job *j)
     say("%s task %u of %u: %s on machine %u", kind, rank, size, p.name, node);
     if (p.role != R_SERVER && wait_all_ports(j) != 0)
         return EX_FAIL;
+    signal(SIGPIPE, SIG_DFL);          /* ignored here, not in what runs */
     execvpe(argv[0], argv, envp);
     err("cannot run %s: %s", argv[0], strerror(errno));
     return 127;
@@ -1477,7 +1489,12 @@ prepare(struct job *j)
         return -1;
     }
     if ((rc = gkv_ipconfig_load(&j->ipc, j->ip_config)) != GKV_OK) {
-        err("%s: %s", gkv_strerror(rc), gkv_net_errmsg());
+        /* the message names the file and what is wrong with it; GKV_ENOENT's
+         * own text would speak of a store */
+        if (gkv_net_errmsg()[0] != '\0')
+            err("%s", gkv_net_errmsg());
+        else
+            err("%s: %s", j->ip_config, gkv_strerror(rc));
         return -1;
     }
     j->M = (unsigned)gkv_ipconfig_count(j->ipc);
