@@ -8,6 +8,8 @@
  * and filling use int64 offsets, so a graph too big for idx_t is refused
  * with a message before METIS sees it, never truncated. */
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,36 @@ idx_cmp(const void *a, const void *b)
     idx_t x = *(const idx_t *)a, y = *(const idx_t *)b;
 
     return (x > y) - (x < y);
+}
+
+/* METIS_PartGraphKway without METIS's signal handling: for the call,
+ * libmetis (GKlib) installs handlers of its own for SIGTERM and SIGABRT
+ * that longjmp out of whatever it was doing (malloc included) and free
+ * its memory, so a SIGTERM meant for the program made the call fail, hang
+ * on malloc's lock or crash, and the program's own handler never ran. The
+ * calling thread holds SIGTERM blocked for the call and the program's
+ * handlers are put back as they were (GKlib restores them with signal(),
+ * which drops their flags and masks); a SIGTERM that came meanwhile is
+ * delivered after, to the program's handler. */
+static int
+metis_call(idx_t *nv, idx_t *ncon, idx_t *xadj, idx_t *adj, idx_t *vwgt,
+           idx_t *nparts, idx_t *options, idx_t *cut, idx_t *part)
+{
+    struct sigaction term, abrt;
+    sigset_t block, old;
+    int mrc;
+
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaction(SIGTERM, NULL, &term);
+    sigaction(SIGABRT, NULL, &abrt);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    mrc = METIS_PartGraphKway(nv, ncon, xadj, adj, vwgt, NULL, NULL, nparts,
+                              NULL, NULL, options, cut, part);
+    sigaction(SIGTERM, &term, NULL);
+    sigaction(SIGABRT, &abrt, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return mrc;
 }
 
 /* Sorts v[0..n) and drops repeats; returns the new length. */
@@ -245,8 +277,8 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed, int balance_edges,
     options[METIS_OPTION_SEED] = (idx_t)(seed & 0x7fffffff);
     n_idx = (idx_t)nv;
     np_idx = (idx_t)nparts;
-    mrc = METIS_PartGraphKway(&n_idx, &ncon, xadj, adj, vwgt, NULL, NULL,
-                              &np_idx, NULL, NULL, options, &cut, part);
+    mrc = metis_call(&n_idx, &ncon, xadj, adj, vwgt, &np_idx, options, &cut,
+                     part);
     if (mrc != METIS_OK) {
         rc = pw__msg(msg, msglen,
                      mrc == METIS_ERROR_MEMORY ? GKV_ENOMEM :

@@ -12,7 +12,8 @@
  * Exit status: 0 ok; 1 the operation failed (the reason on stderr, as
  * "gkv-partition: WHAT: detail (GKV_EXXX)"); 2 bad usage. --help prints
  * to stdout and exits 0. SIGINT and SIGTERM stop a run cleanly: nothing is
- * left behind, then the tool dies of the signal.
+ * left behind, then the tool dies of the signal (during METIS, once METIS
+ * returns).
  */
 #include <errno.h>
 #include <limits.h>
