@@ -354,6 +354,8 @@ test_usage_errors_exit_2(void **state)
          "unexpected argument 'OTHER'"},
         {{"--parts", "2", "--method", "range", "--balance-edges", "--input",
           "E", "OUT", NULL}, "--balance-edges is for --method metis"},
+        {{"--parts", "2", "--method", "random", "--train-mask", "M.npy",
+          "--input", "E", "OUT", NULL}, "--train-mask is for --method metis"},
         {{"--parts", "2", "--seed", "-1", "--input", "E", "OUT", NULL},
          "--seed '-1'"},
         {{"--parts", "2", "--num-nodes", "many", "--input", "E", "OUT", NULL},

@@ -791,6 +791,11 @@ main(int argc, char **argv)
         ex = usage_error("--balance-edges is for --method metis");
         goto done;
     }
+    if (o.n_masks > 0 && sp.method != GKV_PART_METIS) {
+        ex = usage_error("--train-mask is for --method metis (random and "
+                         "range take no weights)");
+        goto done;
+    }
     sp.name = o.name;
     sp.flags = (o.csr ? GKV_PART_CSR : 0) | (o.force ? GKV_PART_FORCE : 0) |
                (o.balance_edges ? GKV_PART_BALANCE_EDGES : 0);
