@@ -1048,6 +1048,25 @@ write_fake_ssh(struct fx *f, char *path, size_t cap)
     gkvt_write_text(path, text, 0755);
 }
 
+/* Launches 'args' (a job of one remote trainer) on fresh ports; returns
+ * the trainer's PID (tracked) once it runs. */
+static pid_t
+remote_trainer(struct fx *f, const char *const *args)
+{
+    pid_t tp;
+
+    pick_ports(f);
+    launch_start(f, args, NULL);
+    tp = wait_pid_file(f->ws, "pid-trainer-0", 10000);
+    track(f, tp);
+    if (tp <= 0) {
+        launch_wait(f, 1);
+        dump_output(f);
+        fail_msg("remote trainer did not start");
+    }
+    return tp;
+}
+
 static void
 test_remote(void **state)
 {
@@ -1116,15 +1135,7 @@ test_remote(void **state)
 
     /* SIGTERM mid-job stops the "remote" trainer through ssh kill */
     gkvt_rmtree(strdup(f->ws));
-    pick_ports(f);
-    launch_start(f, sl, NULL);
-    tp = wait_pid_file(f->ws, "pid-trainer-0", 10000);
-    track(f, tp);
-    if (tp <= 0) {
-        launch_wait(f, 1);
-        dump_output(f);
-        fail_msg("remote trainer did not start");
-    }
+    tp = remote_trainer(f, sl);
     kill(f->launcher, SIGTERM);
     assert_int_equal(launch_wait(f, 20), 1);
     assert_true(wait_gone(tp, 3000));
@@ -1148,15 +1159,7 @@ test_remote(void **state)
     unlink(path);
     snprintf(path, sizeof path, "%s/ssh-args", f->dir);
     unlink(path);
-    pick_ports(f);
-    launch_start(f, sl, NULL);
-    tp = wait_pid_file(f->ws, "pid-trainer-0", 10000);
-    track(f, tp);
-    if (tp <= 0) {
-        launch_wait(f, 1);
-        dump_output(f);
-        fail_msg("remote trainer did not start (second run)");
-    }
+    tp = remote_trainer(f, sl);
     snprintf(path, sizeof path, "%s/logs/server-0-0.log", f->ws);
     t = gkvt_slurp(path);
     {

@@ -103,19 +103,26 @@ serve(struct fx *f, const char *const *extra)
 }
 
 /* The peak resident set of process pid, in KiB (VmHWM). */
+/* A "Vm...:" field of /proc/PID/status ("VmHWM:", "VmRSS:"), KiB. */
 static long
-peak_kib(int pid)
+status_kib(int pid, const char *field)
 {
     char path[64], *t, *l;
     long v = -1;
 
     snprintf(path, sizeof path, "/proc/%d/status", pid);
     t = gkvt_slurp(path);
-    if ((l = strstr(t, "VmHWM:")) != NULL)
-        v = strtol(l + 6, NULL, 10);
+    if ((l = strstr(t, field)) != NULL)
+        v = strtol(l + strlen(field), NULL, 10);
     free(t);
     assert_true(v > 0);
     return v;
+}
+
+static long
+peak_kib(int pid)
+{
+    return status_kib(pid, "VmHWM:");
 }
 
 static void
@@ -864,21 +871,6 @@ test_graph_reply_bounded_first(void **state)
     nn_close(s);
 }
 
-/* Resident memory of pid, KiB. */
-static long
-rss_kib(int pid)
-{
-    char path[64], *t, *l;
-    long v = -1;
-
-    snprintf(path, sizeof path, "/proc/%d/status", pid);
-    t = gkvt_slurp(path);
-    if ((l = strstr(t, "VmRSS:")) != NULL)
-        v = strtol(l + 6, NULL, 10);
-    free(t);
-    assert_true(v > 0);
-    return v;
-}
 
 /* Every SAMPLE weighed by an edge feature left a cache entry for its name
  * in the server for good, also when no such tensor existed: 784 bytes a
@@ -906,7 +898,7 @@ test_unknown_features_kept_no_memory(void **state)
     for (int i = 0; i < 8500; i++) {
         size_t len;
         if (i == 500)
-            before = rss_kib(srv->pid);
+            before = status_kib(srv->pid, "VmRSS:");
         snprintf(feat, sizeof feat, "w%d", i);
         len = enc_hop_feat(b, sizeof b, &hub, 1, 3, 0, feat);
         assert_int_equal(rcall(s, NET_SAMPLE, sess, 100 + (uint64_t)i, b, len,
@@ -915,7 +907,7 @@ test_unknown_features_kept_no_memory(void **state)
         if (i == 0)
             assert_non_null(strstr(r.msg, "no tensor 'edge/_N:_E:_N/w0'"));
     }
-    grew = rss_kib(srv->pid) - before;
+    grew = status_kib(srv->pid, "VmRSS:") - before;
     if (grew > 2048)
         fail_msg("8,000 samples by features that do not exist grew the "
                  "server by %ld KiB", grew);
