@@ -215,12 +215,14 @@ GKV_API gkv_err gkv_tensor_rename(gkv_store *s, const char *from,
  * grouped by chunk: one lookup per distinct chunk, then one memcpy per row
  * straight from the map. Thread-safe: yes (one txn per thread).
  * Errors: GKV_ENOTFOUND, GKV_ERANGE (names the first bad ID), GKV_ESHAPE
- * (dst_len), GKV_ENOMEM. On error dst may be partly written. */
+ * (dst_len), GKV_EINVAL (ids or dst NULL with n > 0), GKV_ENOMEM. On error
+ * dst may be partly written. */
 GKV_API gkv_err gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
                                 const uint64_t *ids, size_t n,
                                 void *dst, size_t dst_len);
 
-/* Reads rows [a, b) into dst (dst_len = (b - a) x row_bytes). */
+/* Reads rows [a, b) into dst (dst_len = (b - a) x row_bytes). Errors as
+ * gkv_tensor_pull; GKV_EINVAL for dst NULL with a < b. */
 GKV_API gkv_err gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
                                 uint64_t a, uint64_t b,
                                 void *dst, size_t dst_len);
@@ -253,7 +255,10 @@ GKV_API gkv_err gkv_handler_register(gkv_store *s, const char *name,
 
 /* How a push combines incoming rows with stored ones.
  *   "assign"  row = in; duplicate IDs in one push: the last one wins.
- *   "add"     row += in; duplicates are summed.
+ *   "add"     row += in; duplicates are summed. On integer dtypes the
+ *             sum is exact and saturates at the dtype's limits (INT64_MAX
+ *             + 1 stays INT64_MAX), as every integer store clamps; the
+ *             same in write-back mode.
  *   "sgd"     row -= lr * g
  *   "adagrad" s += g*g; row -= lr * g / (sqrt(s) + eps)
  *   "adam"    t += 1; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g*g;
@@ -308,7 +313,15 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
  *     GKV_EINVAL), and tensor T exists (else GKV_ENOTFOUND) with a
  *     floating dtype (else GKV_EINVAL);
  *   - lengths and IDs fit the companion's rows as above (GKV_ESHAPE,
- *     GKV_ERANGE), and every step count is >= 0 (GKV_EINVAL).
+ *     GKV_ERANGE), and every step count is 0 to INT64_MAX - 1
+ *     (GKV_EINVAL, naming the row and the value);
+ *   - a companion already stored has those rows (GKV_ECORRUPT otherwise:
+ *     a leftover or damage, which gkv_opt_reset drops).
+ * Step counts do not saturate: INT64_MAX is refused, and an adam push to
+ * a row whose count is INT64_MAX - 1 is refused too (GKV_EINVAL, nothing
+ * changes), so t + 1 never overflows and every count a checkpoint holds
+ * restores. An optimizer push meeting a stored companion without the
+ * tensor's rows fails the same way as a restore (GKV_ECORRUPT).
  * A missing companion is created zero-filled by the write, in the same
  * transaction. Each write is one transaction: all of it or none. In
  * write-back mode (T in write-back on this handle) it changes the RAM copy
@@ -377,7 +390,12 @@ GKV_API gkv_err gkv_opt_reset(gkv_store *s, const char *name,
  * deletes or replaces it anyway, the next flush drops this handle's copy
  * (and the pushes not yet written) and writes the other tensors.
  * gkv_store_close() flushes (stop first to see errors).
- * Errors: GKV_ENOTFOUND, GKV_EEXIST (already on), GKV_ERDONLY, GKV_ENOMEM. */
+ * The tensor and its state are copied through one read snapshot, so the
+ * copy holds them as of one moment even while another process pushes to
+ * (or replaces) the tensor.
+ * Errors: GKV_ENOTFOUND, GKV_EEXIST (already on), GKV_ERDONLY, GKV_ENOMEM,
+ * GKV_ECORRUPT (a stored state companion without the tensor's rows; the
+ * message names it, gkv_opt_reset drops it). */
 GKV_API gkv_err gkv_writeback_start(gkv_store *s, const char *name,
                                     unsigned interval_ms);
 

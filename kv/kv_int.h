@@ -119,6 +119,10 @@ struct gkv_store {
                                        * handle deleted them) since the last
                                        * report, and the first: */
     char st_wb_drop[GKV_NAME_MAX + 160];
+    uint64_t st_wb_gen;               /* under st_wb_lock: write-back
+                                       * resets that committed (a state
+                                       * load installs its copies only if
+                                       * none did since it began) */
     pthread_mutex_t st_wb_mu;         /* flusher thread state: */
     pthread_cond_t st_wb_cv;
     pthread_t st_wb_thread;
@@ -293,15 +297,27 @@ gkv_err kv__state_parse(gkv_store *s, const char *name, char *base,
 gkv_err kv__state_drop(gkv_store *s, MDB_txn *txn, const char *name,
                        unsigned kinds);
 /* Gets, creating zero-filled in 'txn' if missing, state companion 'suffix'
- * of tensor 'name' (record r). */
+ * of tensor 'name' (record r). A companion already stored is returned as
+ * it is: check it with kv__state_rec_same before using its rows. */
 gkv_err kv__state_get(gkv_store *s, MDB_txn *txn, const char *name,
                       const kv_rec *r, const char *suffix, int is_step,
                       kv_rec *st);
-/* The same in a write transaction of its own (for write-back mode), for
- * tensor 'name' only while it is still the one with id 'tid'
+/* The record a state companion of tensor r has (or gets), but its tid:
+ * is_step for the step count (kv__state_is_step). */
+void    kv__state_rec(const kv_rec *r, int is_step, kv_rec *st);
+/* Whether companion record st has the rows kv__state_rec() gave 'want'
+ * (dtype, row shape, ID range, chunking). */
+int     kv__state_rec_same(const kv_rec *want, const kv_rec *st);
+/* GKV_ECORRUPT, with the message: companion 'sname' (record st) does not
+ * have the rows of tensor 'base' (want, from kv__state_rec). */
+gkv_err kv__state_mismatch(gkv_store *s, const char *sname, const char *base,
+                           const kv_rec *want, const kv_rec *st);
+/* Creates, zero-filled, the missing state companions of optimizer k of
+ * tensor 'name', in one write transaction of its own (for write-back
+ * mode), only while 'name' is still the tensor with id 'tid'
  * (GKV_ENOTFOUND otherwise). */
-gkv_err kv__state_create(gkv_store *s, const char *name, const char *suffix,
-                         int is_step, uint32_t tid);
+gkv_err kv__state_create(gkv_store *s, const char *name, enum kv_hkind k,
+                         uint32_t tid);
 /* Stable order of ids by value (*out gkv__malloc'd). */
 gkv_err kv__sort_order(const uint64_t *ids, size_t n, uint64_t lo,
                        uint64_t range, uint32_t **out);
@@ -353,7 +369,10 @@ kv_wb  *kv__wb_find(gkv_store *s, const char *name);
 /* Mirror of state companion 'suffix' of w, or NULL if not loaded. */
 kv_mirror *kv__wb_state(kv_wb *w, const char *suffix);
 /* Loads (creating in the store if missing) the state companions that
- * handler k needs for write-back tensor 'name'. Takes st_wb_lock itself. */
+ * handler k needs for write-back tensor 'name', all through one snapshot,
+ * each checked to have the copy's rows; installs them unless a write-back
+ * reset committed meanwhile (st_wb_gen), else loads them again. Takes
+ * st_wb_lock itself. GKV_OK also when 'name' left write-back mode. */
 gkv_err kv__wb_state_load(gkv_store *s, const char *name, enum kv_hkind k);
 /* Saves chunk c of m (KV_WB_PENDING) for the flush in progress, which then
  * writes the copy, and marks it dirty. Caller holds st_wb_lock exclusively
@@ -369,6 +388,16 @@ kv__wb_touch(gkv_store *s, kv_mirror *m, uint64_t c)
 /* Tests only: called by a flush once it has marked its chunks pending,
  * before it writes them (no lock held). NULL normally. */
 extern void (*kv__wb_flush_hook)(gkv_store *s);
+/* Tests only: called by a load of a write-back copy (the tensor, at
+ * gkv_writeback_start, or a state companion 'name') once it has read the
+ * record of 'name', inside the snapshot it reads the rows from, before it
+ * reads them; and with 'name' NULL when kv__wb_state_load has installed
+ * its copies, before the push or restore that asked for them takes
+ * st_wb_lock again. gkv_writeback_start holds st_wb_lock exclusively
+ * there; a state load for a push or a restore holds no lock, so the hook
+ * may call into s as another thread would (but not grow the map while a
+ * snapshot is open). NULL normally. */
+extern void (*kv__wb_load_hook)(gkv_store *s, const char *name);
 /* gkv_opt_reset of write-back tensor 'name' on this handle: in one
  * transaction, writes every dirty chunk of every write-back tensor (as a
  * flush) and deletes the companions of 'kinds'; then frees their mirrors.

@@ -301,6 +301,9 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
     kv__clear(s);
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
         return rc;
+    if (n > 0 && (ids == NULL || dst == NULL))
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': NULL %s for a pull of "
+                        "%zu rows", name, ids == NULL ? "ids" : "dst", n);
     if (tx == NULL && kv__wb_any(s)) {
         int done;
         if ((rc = wb_read(s, name, 0, ids, n, 0, 0, dst, dst_len, &done)) != GKV_OK ||
@@ -381,6 +384,10 @@ gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
     kv__clear(s);
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
         return rc;
+    if (a < b && dst == NULL)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': NULL dst for rows [%llu, "
+                        "%llu)", name, (unsigned long long)a,
+                        (unsigned long long)b);
     if (tx == NULL && kv__wb_any(s)) {
         int done;
         if ((rc = wb_read(s, name, 1, NULL, 0, a, b, dst, dst_len, &done)) != GKV_OK ||
@@ -560,6 +567,12 @@ static const struct { const char *suffix; int is_step; } adagrad_state[] = {
     {"#adam_m", 0}, {"#adam_v", 0}, {"#adam_t", 1}
 };
 
+/* The largest adam step count a row may hold: a restore refuses more
+ * (steps_check), and an adam push refuses a row already there (its t + 1
+ * would be INT64_MAX, which no restore takes back), so t + 1 never
+ * overflows. */
+#define KV_STEP_MAX (INT64_MAX - 1)
+
 size_t
 kv__state_n(enum kv_hkind k)
 {
@@ -605,8 +618,8 @@ kv__state_parse(gkv_store *s, const char *name, char *base,
 
 /* The record state companion 'is_step' of tensor r has (or gets), but its
  * tid. Keep in step with kv__state_get. */
-static void
-state_rec(const kv_rec *r, int is_step, kv_rec *st)
+void
+kv__state_rec(const kv_rec *r, int is_step, kv_rec *st)
 {
     memset(st, 0, sizeof *st);
     st->dtype = is_step ? GKV_I64 : (r->dtype == GKV_F64 ? GKV_F64 : GKV_F32);
@@ -621,9 +634,9 @@ state_rec(const kv_rec *r, int is_step, kv_rec *st)
     kv__rec_derive(st);
 }
 
-/* Whether stored companion st has the rows state_rec() says. */
-static int
-state_rec_same(const kv_rec *want, const kv_rec *st)
+/* Whether stored companion st has the rows kv__state_rec() says. */
+int
+kv__state_rec_same(const kv_rec *want, const kv_rec *st)
 {
     if (st->dtype != want->dtype || st->ndim != want->ndim ||
         st->lo != want->lo || st->hi != want->hi ||
@@ -633,6 +646,38 @@ state_rec_same(const kv_rec *want, const kv_rec *st)
         if (st->shape[i] != want->shape[i])
             return 0;
     return 1;
+}
+
+/* "f32 [8]" or "i64 scalar": a record's rows, for messages. */
+static void
+rows_desc(const kv_rec *r, char *buf, size_t len)
+{
+    size_t o = (size_t)snprintf(buf, len, "%s ", gkv_dtype_name(r->dtype));
+
+    if (r->ndim == 0 && o < len)
+        snprintf(buf + o, len - o, "scalar");
+    for (unsigned i = 0; i < r->ndim && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%llu%s", i ? "x" : "[",
+                              (unsigned long long)r->shape[i],
+                              i + 1 == r->ndim ? "]" : "");
+}
+
+gkv_err
+kv__state_mismatch(gkv_store *s, const char *sname, const char *base,
+                   const kv_rec *want, const kv_rec *st)
+{
+    char have[96], need[96];
+
+    rows_desc(st, have, sizeof have);
+    rows_desc(want, need, sizeof need);
+    return kv__fail(s, GKV_ECORRUPT, "optimizer state '%s' does not have the "
+                    "rows of tensor '%s': it has %s rows [%llu, %llu), %u a "
+                    "chunk; the tensor's needs %s rows [%llu, %llu), %u a "
+                    "chunk (gkv_opt_reset() of '%s' drops it)", sname, base,
+                    have, (unsigned long long)st->lo,
+                    (unsigned long long)st->hi, st->chunk_rows, need,
+                    (unsigned long long)want->lo, (unsigned long long)want->hi,
+                    want->chunk_rows, base);
 }
 
 /* Stable order of ids by value: LSD radix sort on (id - lo) with 11-bit
@@ -784,32 +829,57 @@ optim_step(const kv_push *a, const kv_rec *r, unsigned char *w,
     }
 }
 
+/* Exact integer sum of a and b, saturated to [lo, hi] (which hold the
+ * dtype's range; a and b are in it, so a + b cannot overflow int64 unless
+ * the dtype is i64). */
+static inline int64_t
+sat_add(int64_t a, int64_t b, int64_t lo, int64_t hi)
+{
+    int64_t v;
+
+    if (__builtin_add_overflow(a, b, &v))
+        return b < 0 ? INT64_MIN : INT64_MAX;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Integer "add": element by element through memcpy (rows in an LMDB value
+ * are only 2-byte aligned, see elem_load), exact in the dtype's own width
+ * (never through double, which rounds above 2^53), and saturating at its
+ * limits as every integer store does (elem_store clamps). So the result
+ * depends neither on where LMDB put the row nor on the path (a write-back
+ * copy is aligned, a stored row often not). */
+#define ADD_INT(T, lo, hi) do {                                            \
+        for (uint64_t j = 0; j < E; j++) {                                  \
+            T w_, x_;                                                       \
+            memcpy(&w_, (unsigned char *)row + j * sizeof w_, sizeof w_);   \
+            memcpy(&x_, (const unsigned char *)in + j * sizeof x_, sizeof x_); \
+            w_ = (T)sat_add(w_, x_, (lo), (hi));                            \
+            memcpy((unsigned char *)row + j * sizeof w_, &w_, sizeof w_);   \
+        }                                                                   \
+    } while (0)
+
 static void
 row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
 {
-    /* typed loops only on aligned rows (see elem_load) */
+    switch (dt) {
+    case GKV_I64: ADD_INT(int64_t, INT64_MIN, INT64_MAX); return;
+    case GKV_I32: ADD_INT(int32_t, INT32_MIN, INT32_MAX); return;
+    case GKV_I8:  ADD_INT(int8_t, INT8_MIN, INT8_MAX); return;
+    case GKV_U8:  ADD_INT(uint8_t, 0, UINT8_MAX); return;
+    default:      break;
+    }
+    /* floats: a typed loop only on aligned rows (see elem_load) */
     if (dt == GKV_F32 && aligned(row, in, 4)) {
         float *w = row;
         const float *x = in;
         for (uint64_t j = 0; j < E; j++)
             w[j] += x[j];
-    } else if (dt == GKV_I64 && aligned(row, row, 8)) {
-        int64_t *w = row, x;
-        for (uint64_t j = 0; j < E; j++) {
-            memcpy(&x, (const unsigned char *)in + 8 * j, 8);
-            w[j] = (int64_t)((uint64_t)w[j] + (uint64_t)x);   /* wraps, no UB */
-        }
-    } else if (dt == GKV_I32 && aligned(row, row, 4)) {
-        int32_t *w = row, x;
-        for (uint64_t j = 0; j < E; j++) {
-            memcpy(&x, (const unsigned char *)in + 4 * j, 4);
-            w[j] = (int32_t)((uint32_t)w[j] + (uint32_t)x);
-        }
     } else {
         for (uint64_t j = 0; j < E; j++)
             elem_store(dt, row, j, elem_load(dt, row, j) + elem_load(dt, in, j));
     }
 }
+#undef ADD_INT
 
 gkv_err
 kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r)
@@ -827,6 +897,18 @@ kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r)
                         "floating dtype, not %s", a->name,
                         builtin_names[a->kind], gkv_dtype_name(r->dtype));
     return GKV_OK;
+}
+
+/* The refusal of an adam push to ID 'id', whose step count t is
+ * KV_STEP_MAX or more. */
+static gkv_err
+step_full(gkv_store *s, const kv_push *a, uint64_t id, int64_t t)
+{
+    return kv__fail(s, GKV_EINVAL, "tensor '%s': ID %llu has adam step count "
+                    "%lld, the most a row may hold (INT64_MAX - 1): the push "
+                    "is refused (restore a smaller '%s#adam_t', or "
+                    "gkv_opt_reset())", a->name, (unsigned long long)id,
+                    (long long)t, a->name);
 }
 
 gkv_err
@@ -856,7 +938,7 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
             break;
         default: {
             /* sum the gradients of every copy of this ID, step once */
-            unsigned char *sp[3];
+            unsigned char *sp[3] = {NULL, NULL, NULL};
             size_t f = i;
 
             for (uint64_t j = 0; j < r->row_elems; j++)
@@ -874,6 +956,14 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
             }
             for (size_t k = 0; k < nst; k++)
                 sp[k] = sbase[k] + (id - base_id) * st[k].row_bytes;
+            if (a->kind == KV_H_ADAM && nst == 3) {
+                /* t + 1 must stay restorable; the direct push's
+                 * transaction aborts, wb_push checked before it began */
+                int64_t t;
+                memcpy(&t, sp[2], 8);
+                if (t >= KV_STEP_MAX)
+                    return step_full(s, a, id, t);
+            }
             optim_step(a, r, row, sp, nst ? st[0].dtype : GKV_F32,
                        r->row_elems, g);
             i = f - 1;
@@ -904,9 +994,20 @@ push_fn(gkv_store *s, MDB_txn *txn, void *arg)
         return rc;
     for (size_t k = 0; k < nst; k++) {
         const char *suf = kv__state_suffix(a->kind, k);
-        int step = a->kind == KV_H_ADAM && k == 2;
+        int step = kv__state_is_step(a->kind, k);
+        char sname[GKV_NAME_MAX + 32];
+        kv_rec want;
+
         if ((rc = kv__state_get(s, txn, a->name, &r, suf, step, &st[k])) != GKV_OK)
             return rc;
+        /* one stored before (a leftover of another tensor of that name,
+         * damage) may have other rows: the state chunks and rows below
+         * are sized and indexed by the tensor's */
+        kv__state_rec(&r, step, &want);
+        if (!kv__state_rec_same(&want, &st[k])) {
+            snprintf(sname, sizeof sname, "%s%s", a->name, suf);
+            return kv__state_mismatch(s, sname, a->name, &want, &st[k]);
+        }
         if (kv__chunk_size(&st[k], 0) > sbuf_one)
             sbuf_one = kv__chunk_size(&st[k], 0);
     }
@@ -971,7 +1072,7 @@ out:
 
 /* ---- write-back mode: the RAM side (the flushing is in wb.c) ------------- */
 
-struct state_arg { const char *name, *suffix; int is_step; uint32_t tid; };
+struct state_arg { const char *name; enum kv_hkind kind; uint32_t tid; };
 
 static gkv_err
 state_create_fn(gkv_store *s, MDB_txn *txn, void *arg)
@@ -985,14 +1086,19 @@ state_create_fn(gkv_store *s, MDB_txn *txn, void *arg)
     if (r.tid != a->tid)   /* not the tensor the caller holds a copy of */
         return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' was deleted or "
                         "replaced by another handle", a->name);
-    return kv__state_get(s, txn, a->name, &r, a->suffix, a->is_step, &st);
+    for (size_t i = 0; i < kv__state_n(a->kind); i++)
+        if ((rc = kv__state_get(s, txn, a->name, &r,
+                                kv__state_suffix(a->kind, i),
+                                kv__state_is_step(a->kind, i), &st)) != GKV_OK)
+            return rc;
+    return GKV_OK;
 }
 
 gkv_err
-kv__state_create(gkv_store *s, const char *name, const char *suffix,
-                 int is_step, uint32_t tid)
+kv__state_create(gkv_store *s, const char *name, enum kv_hkind k,
+                 uint32_t tid)
 {
-    struct state_arg a = {name, suffix, is_step, tid};
+    struct state_arg a = {name, k, tid};
     return kv__write(s, state_create_fn, &a);
 }
 
@@ -1032,6 +1138,7 @@ wb_push(gkv_store *s, const kv_push *a, int *done)
     gkv_err rc;
 
     *done = 1;
+again:
     if (nst > 0) {
         /* Loading the state creates missing companions in the store (a
          * transaction of their own), so check the push first: a bad one
@@ -1067,12 +1174,23 @@ wb_push(gkv_store *s, const kv_push *a, int *done)
         goto out;
     for (size_t k = 0; k < nst; k++) {
         if ((sm[k] = kv__wb_state(w, kv__state_suffix(a->kind, k))) == NULL) {
-            rc = kv__fail(s, GKV_EBUSY, "tensor '%s': optimizer state not "
-                          "loaded", a->name);   /* stop/start raced us */
-            goto out;
+            /* a gkv_opt_reset (or a stop and start) since the load
+             * dropped it: load it again */
+            pthread_rwlock_unlock(&s->st_wb_lock);
+            goto again;
         }
         st[k] = sm[k]->r;
         sbase[k] = sm[k]->rows;
+    }
+    /* an adam step refused part way would leave the mirrors half pushed:
+     * check every row first (kv__apply_run checks again) */
+    for (size_t i = 0; a->kind == KV_H_ADAM && i < a->n; i++) {
+        int64_t t;
+        memcpy(&t, sbase[2] + (a->ids[i] - r->lo) * 8, 8);
+        if (t >= KV_STEP_MAX) {
+            rc = step_full(s, a, a->ids[i], t);
+            goto out;
+        }
     }
     if ((rc = kv__sort_order(a->ids, a->n, r->lo, r->hi - r->lo, &order)) != GKV_OK ||
         (a->kind >= KV_H_SGD && a->kind <= KV_H_ADAM &&
@@ -1160,7 +1278,7 @@ wb_read(gkv_store *s, const char *name, int range, const uint64_t *ids,
                           (unsigned long long)r->hi);
         else if (len != (b - a) * r->row_bytes)
             rc = len_error(s, name, r, (size_t)(b - a), len);
-        else
+        else if (len > 0)   /* dst may be NULL for no rows */
             memcpy(dst, m->rows + (a - r->lo) * r->row_bytes, len);
     } else if (n > SIZE_MAX / r->row_bytes || len != n * r->row_bytes) {
         rc = len_error(s, name, r, n, len);
@@ -1444,7 +1562,7 @@ gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
  * A state companion ("T#adam_m") takes assign pushes and range writes, so
  * that saved state can be put back. Its tensor T must exist (with a
  * floating dtype); a missing companion is created zero-filled, in the same
- * transaction, with the rows state_rec() gives it. In write-back mode the
+ * transaction, with the rows kv__state_rec() gives it. In write-back mode the
  * write goes to the companion's RAM copy (loaded first, as an optimizer
  * push loads it), so no flush can undo it. */
 
@@ -1501,7 +1619,7 @@ state_check(gkv_store *s, const struct state_write_arg *a, const kv_rec *r,
 
     if ((rc = state_float(s, sname, a->base, r)) != GKV_OK)
         return rc;
-    state_rec(r, is_step_state(a), want);
+    kv__state_rec(r, is_step_state(a), want);
     if (a->range)
         return write_check(s, sname, want, a->w.a, a->w.b, a->w.rows_len);
     return kv__push_check(s, &a->p, want);
@@ -1528,7 +1646,7 @@ gkv_opt_state_info(gkv_store *s, gkv_txn *tx, const char *name,
             *exists = 1;
         } else if (rc == GKV_ENOTFOUND) {
             kv__clear(s);
-            state_rec(&r, kv__state_is_step(k, idx), &st);
+            kv__state_rec(&r, kv__state_is_step(k, idx), &st);
             rc = GKV_OK;
         }
         if (rc == GKV_OK)
@@ -1554,12 +1672,8 @@ state_write_fn(gkv_store *s, MDB_txn *txn, void *arg)
                             kv__state_suffix(a->kind, a->idx),
                             is_step_state(a), &st)) != GKV_OK)
         return rc;
-    if (!state_rec_same(&want, &st))
-        return kv__fail(s, GKV_ECORRUPT, "optimizer state '%s' does not have "
-                        "the rows of tensor '%s' (%s, range [%llu, %llu), %u "
-                        "rows a chunk)", a->p.name, a->base,
-                        gkv_dtype_name(st.dtype), (unsigned long long)st.lo,
-                        (unsigned long long)st.hi, st.chunk_rows);
+    if (!kv__state_rec_same(&want, &st))
+        return kv__state_mismatch(s, a->p.name, a->base, &want, &st);
     return a->range ? write_fn(s, txn, &a->w) : push_fn(s, txn, &a->p);
 }
 
@@ -1576,6 +1690,7 @@ wb_state_write(gkv_store *s, struct state_write_arg *a, int *done)
     gkv_err rc;
 
     *done = 1;
+again:
     /* check first: loading the state may create companions in the store */
     pthread_rwlock_rdlock(&s->st_wb_lock);
     if ((w = kv__wb_find(s, a->base)) == NULL) {
@@ -1599,14 +1714,13 @@ wb_state_write(gkv_store *s, struct state_write_arg *a, int *done)
     if ((rc = state_check(s, a, &w->m[0].r, &want)) != GKV_OK)
         goto out;
     if ((m = kv__wb_state(w, suf)) == NULL) {
-        rc = kv__fail(s, GKV_EBUSY, "optimizer state '%s' not loaded (a "
-                      "write-back stop or start of '%s' raced with the "
-                      "write); try again", a->p.name, a->base);
-        goto out;
+        /* a gkv_opt_reset (or a stop and start) since the load dropped
+         * it: load it again */
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        goto again;
     }
-    if (!state_rec_same(&want, &m->r)) {
-        rc = kv__fail(s, GKV_ECORRUPT, "optimizer state '%s' does not have "
-                      "the rows of tensor '%s'", a->p.name, a->base);
+    if (!kv__state_rec_same(&want, &m->r)) {
+        rc = kv__state_mismatch(s, a->p.name, a->base, &want, &m->r);
         goto out;
     }
     if ((fl = s->st_wb_fl != NULL))
@@ -1639,7 +1753,10 @@ out:
 }
 
 /* A step count (adam_t) below 0 would make the bias correction divide by
- * zero or flip its sign: refused, before anything is written. */
+ * zero or flip its sign, and INT64_MAX cannot be stepped (t + 1 would
+ * overflow): refused, before anything is written. KV_STEP_MAX bounds what
+ * an adam push leaves too (kv__apply_run), so every count a checkpoint
+ * can hold restores. */
 static gkv_err
 steps_check(gkv_store *s, const char *name, const void *rows, size_t len)
 {
@@ -1647,10 +1764,11 @@ steps_check(gkv_store *s, const char *name, const void *rows, size_t len)
         int64_t t;
 
         memcpy(&t, (const unsigned char *)rows + i, 8);
-        if (t < 0)
+        if (t < 0 || t > KV_STEP_MAX)
             return kv__fail(s, GKV_EINVAL, "optimizer state '%s': row %zu "
-                            "holds step count %lld; step counts are >= 0",
-                            name, i / 8, (long long)t);
+                            "holds step count %lld; step counts are 0 to "
+                            "%lld (INT64_MAX - 1)", name, i / 8, (long long)t,
+                            (long long)KV_STEP_MAX);
     }
     return GKV_OK;
 }

@@ -455,7 +455,9 @@ fail:
 }
 
 /* Collects the names of tensor 'name' and its state companions
- * ("name#..."), at most 'max'. */
+ * ("name#..."), at most 'max'. A cursor error is returned, never taken for
+ * the end of the names: a delete or rename of part of a family would
+ * leave companions behind for a later tensor of that name. */
 static gkv_err
 family(gkv_store *s, MDB_txn *txn, const char *name,
        char names[][GKV_NAME_MAX + 1], size_t max, size_t *n)
@@ -482,6 +484,10 @@ family(gkv_store *s, MDB_txn *txn, const char *name,
         names[(*n)++][k.mv_size] = '\0';
     }
     mdb_cursor_close(cur);
+    if (mrc != 0 && mrc != MDB_NOTFOUND)
+        return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': reading the names "
+                        "of its optimizer state from the catalog: %s", name,
+                        mdb_strerror(mrc));
     return GKV_OK;
 }
 

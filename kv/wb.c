@@ -86,27 +86,31 @@ wb_free(kv_wb *w)
     gkv__free(w);
 }
 
-/* Reads tensor 'name' from the store into a new mirror m (no lock needed:
- * m is not reachable yet). */
+void (*kv__wb_load_hook)(gkv_store *s, const char *name);
+
+/* Reads tensor 'name' as snapshot 'txn' sees it into a new mirror m (no
+ * lock needed: m is not reachable yet). An explicit snapshot: reads
+ * through it do not look at write-back mirrors (whose lock the caller may
+ * hold), and a tensor and its state read through one are of one moment.
+ * With 'want', 'name' is a state companion of tensor 'base' and must have
+ * those rows (GKV_ECORRUPT otherwise). */
 static gkv_err
-mirror_load(gkv_store *s, const char *name, kv_mirror *m)
+mirror_load(gkv_store *s, MDB_txn *txn, const char *name, const char *base,
+            const kv_rec *want, kv_mirror *m)
 {
-    kv_snap sn;
     size_t bytes;
     gkv_err rc;
 
-    /* an explicit snapshot: reads through it do not look at write-back
-     * mirrors (whose lock the caller may hold) */
-    if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+    if ((rc = kv__rec_get(s, txn, name, &m->r)) != GKV_OK)
         return rc;
-    if ((rc = kv__rec_get(s, sn.txn, name, &m->r)) != GKV_OK)
-        goto out;
-    if (m->r.hi - m->r.lo > SIZE_MAX / m->r.row_bytes) {
-        rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': a write-back copy of %llu "
-                      "rows of %zu bytes is larger than memory can hold", name,
-                      (unsigned long long)(m->r.hi - m->r.lo), m->r.row_bytes);
-        goto out;
-    }
+    if (want != NULL && !kv__state_rec_same(want, &m->r))
+        return kv__state_mismatch(s, name, base, want, &m->r);
+    if (kv__wb_load_hook != NULL)
+        kv__wb_load_hook(s, name);
+    if (m->r.hi - m->r.lo > SIZE_MAX / m->r.row_bytes)
+        return kv__fail(s, GKV_ENOMEM, "tensor '%s': a write-back copy of %llu "
+                        "rows of %zu bytes is larger than memory can hold", name,
+                        (unsigned long long)(m->r.hi - m->r.lo), m->r.row_bytes);
     bytes = (size_t)(m->r.hi - m->r.lo) * m->r.row_bytes;
     snprintf(m->name, sizeof m->name, "%s", name);
     if ((m->rows = big_alloc(bytes)) == NULL ||
@@ -115,13 +119,52 @@ mirror_load(gkv_store *s, const char *name, kv_mirror *m)
                       "byte write-back copy", name, bytes);
         goto out;
     }
-    rc = gkv_tensor_read(s, &(gkv_txn){s, sn.txn}, name, m->r.lo, m->r.hi,
+    rc = gkv_tensor_read(s, &(gkv_txn){s, txn}, name, m->r.lo, m->r.hi,
                          m->rows, bytes);
 out:
-    kv__snap_end(&sn);
     if (rc != GKV_OK)
         mirror_free(m);
     return rc;
+}
+
+/* Loads the state companions 'slot' (indexes into wb_suffix; load[i] set)
+ * of tensor 'name', whose copy has record 'parent', through snapshot txn
+ * into m[i]. The store's 'name' must still be that tensor (GKV_ENOTFOUND
+ * otherwise: another handle replaced it); a companion the snapshot lacks
+ * is left unloaded (rows NULL). */
+static gkv_err
+state_mirrors_load(gkv_store *s, MDB_txn *txn, const char *name,
+                   const kv_rec *parent, const int *slot, const int *load,
+                   size_t n, int missing_ok, kv_mirror *m)
+{
+    kv_rec now;
+    gkv_err rc;
+
+    if ((rc = kv__rec_get(s, txn, name, &now)) != GKV_OK &&
+        rc != GKV_ENOTFOUND)
+        return rc;
+    if (rc == GKV_ENOTFOUND || now.tid != parent->tid)
+        return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' was deleted or "
+                        "replaced by another handle", name);
+    for (size_t i = 0; i < n; i++) {
+        char sname[GKV_NAME_MAX + 32];
+        kv_rec want, st;
+
+        if (!load[i])
+            continue;
+        snprintf(sname, sizeof sname, "%s%s", name, wb_suffix[slot[i]]);
+        if (strlen(sname) > GKV_NAME_MAX)
+            continue;   /* no state can have that name */
+        if (missing_ok &&
+            (rc = kv__rec_get(s, txn, sname, &st)) == GKV_ENOTFOUND) {
+            kv__clear(s);
+            continue;
+        }
+        kv__state_rec(parent, slot[i] == 4, &want);
+        if ((rc = mirror_load(s, txn, sname, name, &want, &m[i])) != GKV_OK)
+            return rc;
+    }
+    return GKV_OK;
 }
 
 /* ---- flushing ---------------------------------------------------------
@@ -500,6 +543,7 @@ flusher_stop(gkv_store *s, int restart)
 gkv_err
 gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
 {
+    kv_snap sn;
     kv_wb *w;
     gkv_err rc;
 
@@ -521,16 +565,17 @@ gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
         return kv__fail(s, GKV_EEXIST, "tensor '%s' is already in write-back "
                         "mode", name);
     }
-    rc = mirror_load(s, name, &w->m[0]);
-    for (int i = 1; i < 5 && rc == GKV_OK; i++) {
-        char sname[GKV_NAME_MAX + 32];
-        gkv_tensor_desc d;
+    /* the tensor and its state through one snapshot: another handle may
+     * push to it, or delete and recreate it, meanwhile, and a copy must
+     * not hold weights of one moment with state of another (nor state of
+     * another tensor of that name) */
+    if ((rc = kv__snap_begin(s, NULL, &sn)) == GKV_OK) {
+        static const int slot[4] = {1, 2, 3, 4}, load[4] = {1, 1, 1, 1};
 
-        snprintf(sname, sizeof sname, "%s%s", name, wb_suffix[i]);
-        if (strlen(sname) <= GKV_NAME_MAX &&
-            gkv_tensor_info(s, NULL, sname, &d) == GKV_OK)
-            rc = mirror_load(s, sname, &w->m[i]);
-        kv__clear(s);
+        if ((rc = mirror_load(s, sn.txn, name, NULL, NULL, &w->m[0])) == GKV_OK)
+            rc = state_mirrors_load(s, sn.txn, name, &w->m[0].r, slot, load,
+                                    4, 1, &w->m[1]);
+        kv__snap_end(&sn);
     }
     if (rc != GKV_OK) {
         pthread_rwlock_unlock(&s->st_wb_lock);
@@ -630,58 +675,81 @@ gkv_writeback_stop(gkv_store *s, const char *name)
     return (s->st_flags & GKV_NOSYNC) ? GKV_OK : kv__env_sync(s);
 }
 
+/* The mirror index (into wb_suffix) of state suffix 'suf'. */
+static int
+wb_slot(const char *suf)
+{
+    for (int j = 1; j < 5; j++)
+        if (strcmp(wb_suffix[j], suf) == 0)
+            return j;
+    return 0;
+}
+
 gkv_err
 kv__wb_state_load(gkv_store *s, const char *name, enum kv_hkind k)
 {
-    for (size_t i = 0; i < kv__state_n(k); i++) {
-        const char *suf = kv__state_suffix(k, i);
-        char sname[GKV_NAME_MAX + 32];
+    const size_t n = kv__state_n(k);
+
+    for (;;) {
+        int slot[3], load[3], need = 0, again = 0;
+        kv_mirror m[3];
         kv_rec parent;
-        kv_mirror m;
+        uint64_t gen = 0;
+        kv_snap sn;
         kv_wb *w;
-        int have;
         gkv_err rc;
 
+        memset(m, 0, sizeof m);
         pthread_rwlock_rdlock(&s->st_wb_lock);
-        w = kv__wb_find(s, name);
-        have = w == NULL || kv__wb_state(w, suf) != NULL;
-        if (w != NULL)
+        if ((w = kv__wb_find(s, name)) != NULL) {
             parent = w->m[0].r;
-        pthread_rwlock_unlock(&s->st_wb_lock);
-        if (have)
-            continue;
-        /* create it in the store (zeros) if missing, then load it; only
-         * pushes change state, and they wait for this. Only for the
-         * tensor we hold a copy of: another handle may have replaced it
-         * (then the flush drops our copy), and a companion of the new one
-         * could have other rows */
-        if ((rc = kv__state_create(s, name, suf, k == KV_H_ADAM && i == 2,
-                                   parent.tid)) != GKV_OK)
-            return rc;
-        memset(&m, 0, sizeof m);
-        snprintf(sname, sizeof sname, "%s%s", name, suf);
-        if ((rc = mirror_load(s, sname, &m)) != GKV_OK)
-            return rc;
-        if (m.r.lo != parent.lo || m.r.hi != parent.hi ||
-            m.r.chunk_rows != parent.chunk_rows) {
-            mirror_free(&m);
-            return kv__fail(s, GKV_ENOTFOUND, "tensor '%s' was deleted or "
-                            "replaced by another handle: its state '%s' "
-                            "has other rows", name, sname);
-        }
-        pthread_rwlock_wrlock(&s->st_wb_lock);
-        w = kv__wb_find(s, name);
-        for (int j = 1; j < 5 && w != NULL; j++)
-            if (strcmp(wb_suffix[j], suf) == 0 && w->m[j].rows == NULL &&
-                w->m[0].r.tid == parent.tid) {
-                w->m[j] = m;
-                m.rows = NULL;
-                m.dirty = NULL;
+            gen = s->st_wb_gen;
+            for (size_t i = 0; i < n; i++) {
+                slot[i] = wb_slot(kv__state_suffix(k, i));
+                load[i] = w->m[slot[i]].rows == NULL;
+                need |= load[i];
             }
+        }
         pthread_rwlock_unlock(&s->st_wb_lock);
-        mirror_free(&m);
+        if (w == NULL || !need)
+            return GKV_OK;
+        /* create them in the store (zeros) if missing, then load them
+         * through one snapshot; only pushes change state, and they wait
+         * for this. Only for the tensor we hold a copy of: another handle
+         * may have replaced it (then the flush drops our copy), and a
+         * companion of the new one could have other rows */
+        if ((rc = kv__state_create(s, name, k, parent.tid)) != GKV_OK ||
+            (rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+            return rc;
+        rc = state_mirrors_load(s, sn.txn, name, &parent, slot, load, n, 0, m);
+        kv__snap_end(&sn);
+        if (rc == GKV_OK) {
+            /* a reset that committed since we looked may have deleted
+             * what we loaded (its transaction came after our create):
+             * installing it would stand for state the store no longer
+             * has. Then load again. */
+            pthread_rwlock_wrlock(&s->st_wb_lock);
+            w = kv__wb_find(s, name);
+            if (w != NULL && w->m[0].r.tid == parent.tid &&
+                s->st_wb_gen == gen) {
+                for (size_t i = 0; i < n; i++)
+                    if (load[i] && w->m[slot[i]].rows == NULL) {
+                        w->m[slot[i]] = m[i];
+                        m[i].rows = NULL;
+                        m[i].dirty = NULL;
+                    }
+            } else {
+                again = w != NULL;
+            }
+            pthread_rwlock_unlock(&s->st_wb_lock);
+        }
+        for (size_t i = 0; i < n; i++)
+            mirror_free(&m[i]);
+        if (rc == GKV_OK && !again && kv__wb_load_hook != NULL)
+            kv__wb_load_hook(s, NULL);
+        if (rc != GKV_OK || !again)
+            return rc;
     }
-    return GKV_OK;
 }
 
 gkv_err
@@ -776,6 +844,7 @@ kv__wb_reset(gkv_store *s, const char *name, unsigned kinds, int *done)
         }
     rc = kv__write(s, reset_fn, &a);
     if (rc == GKV_OK) {
+        s->st_wb_gen++;   /* a state load in progress must not install */
         for (size_t i = 0; i < a.st.np; i++)   /* no push came meanwhile */
             a.st.p[i].m->dirty[a.st.p[i].c] = KV_WB_CLEAN;
         for (int i = 1; i < 5; i++)

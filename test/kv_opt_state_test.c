@@ -3,10 +3,13 @@
  * (gkv_opt_reset), in plain and write-back mode. The reference is always
  * the same pushes on a store that was never interrupted: bytes must be
  * identical. Bad input changes nothing, byte for byte. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <lmdb.h>
 #include "gkvt.h"
 #include "kv_int.h"     /* kv__wb_flush_hook */
 
@@ -853,6 +856,332 @@ test_state_info(void **state)
     gkvt_rmtree(dir);
 }
 
+
+/* ---- step counts at the top of int64 -----------------------------------
+ * A restore accepted a step count of INT64_MAX (only t >= 0 was checked);
+ * the next adam push did t++ on it: signed overflow, and the stored count
+ * became INT64_MIN, which a restore of that checkpoint then refused.
+ * Fixed: a restore refuses INT64_MAX, and an adam push refuses a row whose
+ * count is INT64_MAX - 1 (its step would store INT64_MAX), changing
+ * nothing; so every count in the store can be restored and stepped. */
+static void
+test_step_count_max(void **state)
+{
+    char *dir = gkvt_mkdtemp("optmax");
+
+    (void)state;
+    for (int wb = 0; wb < 2; wb++) {
+        gkv_tensor_spec sp = spec(GKV_F32);
+        uint64_t ids[2] = {LO + 7, LO + 8}, id9 = LO + 9;
+        int64_t big[2] = {INT64_MAX - 2, INT64_MAX}, back[2];
+        float g[2 * W];
+        gkv_push_args adam = {"adam", 0, 0, 0, 0};
+        gkv_tensor_desc d;
+        struct fam r0, r1, s0, s1;
+        gkv_store *s;
+        char sub[32];
+        gkv_err rc;
+
+        for (int i = 0; i < 2 * W; i++)
+            g[i] = 0.5f;
+        snprintf(sub, sizeof sub, "s%d", wb);
+        s = open_store(dir, sub);
+        GKVT_OK(gkv_tensor_create(s, "emb", &sp));
+        if (wb)
+            GKVT_OK(gkv_writeback_start(s, "emb", 100000));
+        /* INT64_MAX: refused, by push and by range write, naming it */
+        rc = gkv_tensor_push(s, "emb#adam_t", ids, 2, big, sizeof big, NULL);
+        assert_int_equal(rc, GKV_EINVAL);
+        assert_non_null(strstr(gkv_store_errmsg(s), "9223372036854775807"));
+        assert_non_null(strstr(gkv_store_errmsg(s), "row 1"));
+        assert_int_equal(gkv_tensor_write(s, "emb#adam_t", LO + 7, LO + 9, big,
+                                          sizeof big), GKV_EINVAL);
+        assert_non_null(strstr(gkv_store_errmsg(s), "emb#adam_t"));
+        assert_int_equal(gkv_tensor_info(s, NULL, "emb#adam_t", &d),
+                         GKV_ENOTFOUND);
+        /* INT64_MAX - 2 steps once to INT64_MAX - 1 ... */
+        big[1] = INT64_MAX - 1;
+        GKVT_OK(gkv_tensor_push(s, "emb#adam_t", ids, 2, big, sizeof big, NULL));
+        GKVT_OK(gkv_tensor_push(s, "emb", ids, 1, g, W * 4, &adam));
+        GKVT_OK(gkv_tensor_pull(s, NULL, "emb#adam_t", ids, 2, back,
+                                sizeof back));
+        assert_int_equal(back[0], INT64_MAX - 1);
+        assert_int_equal(back[1], INT64_MAX - 1);
+        /* ... which restores (the checkpoint of it is good) */
+        GKVT_OK(gkv_tensor_push(s, "emb#adam_t", ids, 2, back, sizeof back,
+                                NULL));
+        /* and does not step again: refused, nothing changed (the other
+         * row of the push, stepped first, is not stepped either) */
+        r0 = fam_get(s, NULL, "emb");
+        s0 = fam_stored(s, "emb");
+        {
+            uint64_t two[2] = {LO + 8, LO + 6};   /* LO + 6 steps first */
+            rc = gkv_tensor_push(s, "emb", two, 2, g, sizeof g, &adam);
+        }
+        assert_int_equal(rc, GKV_EINVAL);
+        assert_non_null(strstr(gkv_store_errmsg(s), "step count"));
+        r1 = fam_get(s, NULL, "emb");
+        s1 = fam_stored(s, "emb");
+        fam_same(&r1, &r0, "after a refused adam push");
+        fam_same(&s1, &s0, "the store after a refused adam push");
+        fam_free(&r0);
+        fam_free(&r1);
+        fam_free(&s0);
+        fam_free(&s1);
+        /* other rows step as usual */
+        GKVT_OK(gkv_tensor_push(s, "emb", &id9, 1, g, W * 4, &adam));
+        GKVT_OK(gkv_tensor_pull(s, NULL, "emb#adam_t", &id9, 1, back, 8));
+        assert_int_equal(back[0], 1);
+        if (wb)
+            GKVT_OK(gkv_writeback_stop(s, "emb"));
+        GKVT_OK(gkv_store_verify(s, NULL, NULL));
+        gkv_store_close(s);
+    }
+    gkvt_rmtree(dir);
+}
+
+/* ---- companions that do not belong to their tensor ----------------------
+ * A catalog record "emb#adam_m" with other rows than emb's state has (here
+ * moved there from another tensor with raw LMDB: what a leftover companion
+ * under a recreated tensor looks like). A direct adam push used it as it
+ * was, and wrote past its state buffer (rows of W floats into rows of 1);
+ * gkv_writeback_start loaded it beside emb. Fixed: both refuse it with
+ * GKV_ECORRUPT naming it, and gkv_opt_reset drops it. */
+
+/* Raw LMDB on a closed store: the catalog record 'from' moves to 'to'. */
+static void
+cat_move(const char *dir, const char *from, const char *to)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_val k = {strlen(from), (void *)from}, k2 = {strlen(to), (void *)to}, d;
+    unsigned char rec[512];
+
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_open(env, dir, 0, 0644), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "catalog", 0, &dbi), 0);
+    assert_int_equal(mdb_get(txn, dbi, &k, &d), 0);
+    assert_true(d.mv_size <= sizeof rec);
+    memcpy(rec, d.mv_data, d.mv_size);
+    d.mv_data = rec;
+    assert_int_equal(mdb_put(txn, dbi, &k2, &d, MDB_NOOVERWRITE), 0);
+    assert_int_equal(mdb_del(txn, dbi, &k, NULL), 0);
+    assert_int_equal(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+}
+
+static void
+test_foreign_companion_refused(void **state)
+{
+    char *dir = gkvt_mkdtemp("optforeign");
+    char path[512];
+    gkv_tensor_spec sp = spec(GKV_F32), one = spec(GKV_F32);
+    uint64_t ids[3] = {LO, LO + 1, LO + N - 1};
+    float g[3 * W];
+    gkv_push_args adam = {"adam", 0, 0, 0, 0};
+    struct fam f0, f1;
+    gkv_store *s;
+    gkv_err rc;
+
+    (void)state;
+    for (int i = 0; i < 3 * W; i++)
+        g[i] = 1;
+    one.shape[0] = 1;
+    snprintf(path, sizeof path, "%s/s", dir);
+    s = open_store(dir, "s");
+    GKVT_OK(gkv_tensor_create(s, "emb", &sp));
+    GKVT_OK(gkv_tensor_create(s, "x", &one));
+    GKVT_OK(gkv_tensor_push(s, "x", ids, 3, g, 3 * 4, &adam));
+    gkv_store_close(s);
+    cat_move(path, "x#adam_m", "emb#adam_m");
+    s = open_store(dir, "s");
+    f0 = fam_stored(s, "emb");
+    /* a direct adam push: refused, nothing changed */
+    rc = gkv_tensor_push(s, "emb", ids, 3, g, sizeof g, &adam);
+    if (rc != GKV_ECORRUPT)
+        fail_msg("adam push with a foreign 'emb#adam_m': %s (%s)",
+                 gkv_err_name(rc), gkv_store_errmsg(s));
+    assert_non_null(strstr(gkv_store_errmsg(s), "emb#adam_m"));
+    f1 = fam_stored(s, "emb");
+    fam_same(&f1, &f0, "after the refused push");
+    fam_free(&f1);
+    /* write-back start: refused, not in write-back mode */
+    rc = gkv_writeback_start(s, "emb", 100000);
+    if (rc != GKV_ECORRUPT)
+        fail_msg("write-back start with a foreign 'emb#adam_m': %s (%s)",
+                 gkv_err_name(rc), gkv_store_errmsg(s));
+    assert_non_null(strstr(gkv_store_errmsg(s), "emb#adam_m"));
+    assert_int_equal(gkv_writeback_stop(s, "emb"), GKV_ENOTFOUND);
+    /* a restore into it: refused too */
+    assert_int_equal(gkv_tensor_push(s, "emb#adam_m", ids, 1, g, W * 4, NULL),
+                     GKV_ECORRUPT);
+    /* the reset drops it; then all works */
+    GKVT_OK(gkv_opt_reset(s, "emb", "adam"));
+    GKVT_OK(gkv_tensor_push(s, "emb", ids, 3, g, sizeof g, &adam));
+    GKVT_OK(gkv_writeback_start(s, "emb", 100000));
+    GKVT_OK(gkv_tensor_push(s, "emb", ids, 3, g, sizeof g, &adam));
+    GKVT_OK(gkv_writeback_stop(s, "emb"));
+    fam_free(&f0);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
+/* ---- delete and rename meet a damaged catalog page ----------------------
+ * family() (kv/tensor.c) collects a tensor and its companions with a
+ * cursor; it ended the walk on any cursor error as if the names had run
+ * out, and returned GKV_OK with part of the family. LMDB marks its
+ * transaction failed then, so the delete still failed, but as GKV_EIO
+ * from the next call ("transaction must abort") instead of the damage.
+ * Fixed: the cursor's error is returned, GKV_ECORRUPT, naming the catalog.
+ * The damage: with raw LMDB, the leaf page holding t's companions (and
+ * not t) gets page flags that are neither leaf nor branch. */
+
+#define FILL 120   /* tensors "t!NNN", between "t" and "t#..." in key order */
+
+/* The number of the page a key returned by LMDB lies in: pages are
+ * page-aligned in the map and begin with their number (MDB_page.mp_pgno). */
+static size_t
+page_no(const MDB_val *k, size_t psize)
+{
+    uint64_t pg;
+
+    memcpy(&pg, (const void *)((uintptr_t)k->mv_data & ~(uintptr_t)(psize - 1)),
+           8);
+    return (size_t)pg;
+}
+
+/* Page number of catalog key 'name', and of the key before it. */
+static void
+key_pages(MDB_env *env, MDB_txn *txn, MDB_dbi dbi, const char *name,
+          size_t *pg, size_t *prev_pg)
+{
+    MDB_stat st;
+    MDB_cursor *cur;
+    MDB_val k = {strlen(name), (void *)name}, d;
+
+    assert_int_equal(mdb_env_stat(env, &st), 0);
+    assert_int_equal(mdb_cursor_open(txn, dbi, &cur), 0);
+    assert_int_equal(mdb_cursor_get(cur, &k, &d, MDB_SET_KEY), 0);
+    *pg = page_no(&k, st.ms_psize);
+    if (prev_pg != NULL) {
+        assert_int_equal(mdb_cursor_get(cur, &k, &d, MDB_PREV), 0);
+        *prev_pg = page_no(&k, st.ms_psize);
+    }
+    mdb_cursor_close(cur);
+}
+
+/* Sets the flags of page 'pg' of the store in 'dir' to 'flags'; returns
+ * the old flags. */
+static unsigned
+page_flags_set(const char *dir, size_t pg, size_t psize, unsigned flags)
+{
+    char file[600];
+    uint16_t old, nf = (uint16_t)flags;
+    int fd;
+
+    snprintf(file, sizeof file, "%s/data.mdb", dir);
+    assert_true((fd = open(file, O_RDWR)) >= 0);
+    /* MDB_page: pgno (8 bytes), pad (2), flags (2) */
+    assert_int_equal(pread(fd, &old, 2, (off_t)(pg * psize + 10)), 2);
+    assert_int_equal(pwrite(fd, &nf, 2, (off_t)(pg * psize + 10)), 2);
+    close(fd);
+    return old;
+}
+
+/* The catalog page holding t's first companion (which must not hold t),
+ * and the page size. */
+static void
+companion_page(const char *dir, size_t *pg, size_t *psize)
+{
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    MDB_stat st;
+    size_t pt, pc, prev;
+
+    assert_int_equal(mdb_env_create(&env), 0);
+    assert_int_equal(mdb_env_set_maxdbs(env, 4), 0);
+    assert_int_equal(mdb_env_open(env, dir, MDB_RDONLY, 0644), 0);
+    assert_int_equal(mdb_env_stat(env, &st), 0);
+    assert_int_equal(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+    assert_int_equal(mdb_dbi_open(txn, "catalog", 0, &dbi), 0);
+    key_pages(env, txn, dbi, "t", &pt, NULL);
+    key_pages(env, txn, dbi, "t#adagrad_s", &pc, &prev);
+    mdb_txn_abort(txn);
+    mdb_env_close(env);
+    /* the walk for "t#" lands on that page (a key before it is there
+     * too), and t itself is elsewhere */
+    if (pt == pc || prev != pc)
+        fail_msg("catalog layout: t on page %zu, t#adagrad_s on %zu, the "
+                 "key before it on %zu; change FILL", pt, pc, prev);
+    *pg = pc;
+    *psize = st.ms_psize;
+}
+
+static void
+test_family_cursor_error(void **state)
+{
+    char *dir = gkvt_mkdtemp("optfam");
+    char path[512];
+    gkv_tensor_spec sp = spec(GKV_F32), tiny = spec(GKV_F32);
+    uint64_t id = LO;
+    float g[W] = {1, 1, 1, 1, 1, 1};
+    gkv_tensor_desc d;
+    gkv_store *s;
+    size_t pg, psize;
+    unsigned old;
+    gkv_err rc;
+
+    (void)state;
+    tiny.init = GKV_INIT_ZEROS;
+    tiny.hi = LO + 1;
+    snprintf(path, sizeof path, "%s/s", dir);
+    s = open_store(dir, "s");
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
+                            &(gkv_push_args){"adam", 0, 0, 0, 0}));
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
+                            &(gkv_push_args){"adagrad", 0, 0, 0, 0}));
+    for (int i = 0; i < FILL; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "t!%03d", i);
+        GKVT_OK(gkv_tensor_create(s, n, &tiny));
+    }
+    gkv_store_close(s);
+    companion_page(path, &pg, &psize);
+    old = page_flags_set(path, pg, psize, 0);
+    assert_int_equal(old, 0x02);   /* P_LEAF */
+    s = open_store(dir, "s");
+    GKVT_OK(gkv_tensor_info(s, NULL, "t", &d));
+    rc = gkv_tensor_delete(s, "t");
+    if (rc != GKV_ECORRUPT)
+        fail_msg("delete of t over a damaged catalog page: %s (%s)",
+                 gkv_err_name(rc), gkv_store_errmsg(s));
+    assert_non_null(strstr(gkv_store_errmsg(s), "catalog"));
+    rc = gkv_tensor_rename(s, "t", "u");
+    if (rc != GKV_ECORRUPT)
+        fail_msg("rename of t over a damaged catalog page: %s (%s)",
+                 gkv_err_name(rc), gkv_store_errmsg(s));
+    gkv_store_close(s);
+    /* repaired: nothing was deleted or renamed */
+    assert_int_equal(page_flags_set(path, pg, psize, old), 0);
+    s = open_store(dir, "s");
+    for (int i = 0; i < 5; i++) {
+        char n[64];
+        snprintf(n, sizeof n, "t%s", fam_suf[i]);
+        GKVT_OK(gkv_tensor_info(s, NULL, n, &d));
+    }
+    assert_int_equal(gkv_tensor_info(s, NULL, "u", &d), GKV_ENOTFOUND);
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    GKVT_OK(gkv_tensor_delete(s, "t"));
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
 int
 main(void)
 {
@@ -865,6 +1194,9 @@ main(void)
         cmocka_unit_test(test_bad_input_changes_nothing),
         cmocka_unit_test(test_rdonly_refuses),
         cmocka_unit_test(test_state_info),
+        cmocka_unit_test(test_step_count_max),
+        cmocka_unit_test(test_foreign_companion_refused),
+        cmocka_unit_test(test_family_cursor_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -570,6 +570,195 @@ test_push_add_halves_and_bytes(void **state)
     assert_int_equal(b[0], 255);                  /* saturates, no wrap */
 }
 
+/* ---- "add" on integers ---------------------------------------------------
+ * row_add used exact integer adds only when the stored row happened to be
+ * 8-byte (i64) or 4-byte (i32) aligned, which depends on where LMDB put
+ * the chunk; otherwise the sum went through double: rounded above 2^53,
+ * and clamped where the aligned path wrapped. A write-back copy (aligned)
+ * and the store (often not) gave different results. Fixed: exact integer
+ * sums, saturating at the dtype's limits (DESIGN.md: integer stores
+ * clamp), wherever the row lies, on both paths. Small tensors after
+ * values of other sizes put rows at varied alignments; the test checks it
+ * met both an aligned and an unaligned row. */
+
+struct iadd { int64_t start; int64_t in[2]; int nin; int64_t want; };
+
+static int64_t
+i_get(gkv_store *s, const char *name, gkv_dtype dt)
+{
+    uint64_t id = 0;
+    int64_t v64;
+    int32_t v32;
+    int8_t v8;
+
+    if (dt == GKV_I64) {
+        GKVT_OK(gkv_tensor_pull(s, NULL, name, &id, 1, &v64, 8));
+        return v64;
+    }
+    if (dt == GKV_I32) {
+        GKVT_OK(gkv_tensor_pull(s, NULL, name, &id, 1, &v32, 4));
+        return v32;
+    }
+    GKVT_OK(gkv_tensor_pull(s, NULL, name, &id, 1, &v8, 1));
+    return v8;
+}
+
+/* Sets row 0 of 'name' to c->start, adds c->in, and checks c->want. */
+static void
+i_case(gkv_store *s, const char *name, gkv_dtype dt, const struct iadd *c,
+       const char *where)
+{
+    uint64_t ids[2] = {0, 0};
+    unsigned char v[8], in[16];
+    size_t sz = gkv_dtype_size(dt);
+    int64_t got;
+
+    for (int i = 0; i < c->nin; i++) {
+        int64_t x = c->in[i];
+        int32_t x32 = (int32_t)x;
+        int8_t x8 = (int8_t)x;
+        memcpy(in + i * sz, sz == 8 ? (void *)&x : sz == 4 ? (void *)&x32
+                                                              : (void *)&x8, sz);
+    }
+    {
+        int64_t x = c->start;
+        int32_t x32 = (int32_t)x;
+        int8_t x8 = (int8_t)x;
+        memcpy(v, sz == 8 ? (void *)&x : sz == 4 ? (void *)&x32 : (void *)&x8, sz);
+    }
+    GKVT_OK(gkv_tensor_push(s, name, ids, 1, v, sz, NULL));
+    GKVT_OK(gkv_tensor_push(s, name, ids, (size_t)c->nin, in, c->nin * sz,
+                            &(gkv_push_args){"add", 0, 0, 0, 0}));
+    got = i_get(s, name, dt);
+    if (got != c->want)
+        fail_msg("%s: %s: %lld + %lld%s = %lld, expected %lld", where, name,
+                 (long long)c->start, (long long)c->in[0],
+                 c->nin > 1 ? " + ..." : "", (long long)got,
+                 (long long)c->want);
+}
+
+static void
+test_push_add_integers_exact(void **state)
+{
+    struct fx *f = *state;
+    static const struct iadd c64[] = {
+        {(1LL << 60) + 1, {1}, 1, (1LL << 60) + 2},      /* above 2^53 */
+        {(1LL << 62) + 3, {-(1LL << 61)}, 1, (1LL << 61) + 3},
+        {INT64_MAX, {1}, 1, INT64_MAX},                  /* saturates */
+        {INT64_MIN, {-1}, 1, INT64_MIN},
+        {INT64_MAX - 5, {INT64_MAX, -7}, 2, INT64_MAX - 7},  /* in order */
+        {-9, {4}, 1, -5},
+    };
+    static const struct iadd c32[] = {
+        {INT32_MAX, {1}, 1, INT32_MAX},
+        {INT32_MIN, {-1}, 1, INT32_MIN},
+        {1 << 30, {1 << 30}, 1, INT32_MAX},
+        {123456789, {-23456789}, 1, 100000000},
+    };
+    static const struct iadd c8[] = {
+        {120, {10}, 1, 127},
+        {-120, {-10}, 1, -128},
+        {5, {-7}, 1, -2},
+    };
+    static const struct { gkv_dtype dt; const struct iadd *c; size_t n; } ty[] = {
+        {GKV_I64, c64, sizeof c64 / sizeof *c64},
+        {GKV_I32, c32, sizeof c32 / sizeof *c32},
+        {GKV_I8, c8, sizeof c8 / sizeof *c8},
+    };
+    int aligned = 0, unaligned = 0;
+
+    for (int pad = 1; pad <= 8; pad++) {
+        for (size_t t = 0; t < sizeof ty / sizeof *ty; t++) {
+            gkv_tensor_spec ps = spec2(GKV_U8, (uint64_t)pad, 0, 1);
+            gkv_tensor_spec sp;
+            char pn[32], n[32];
+            size_t sz = gkv_dtype_size(ty[t].dt);
+            const void *row;
+            gkv_txn *tx;
+
+            memset(&sp, 0, sizeof sp);
+            sp.dtype = ty[t].dt;
+            sp.hi = 1;
+            sp.init = GKV_INIT_CONST;   /* written at create */
+            ps.init = GKV_INIT_CONST;
+            ps.a = 1;
+            snprintf(pn, sizeof pn, "pad%d_%zu", pad, t);
+            snprintf(n, sizeof n, "c%d_%zu", pad, t);
+            GKVT_OK(gkv_tensor_create(f->s, pn, &ps));
+            GKVT_OK(gkv_tensor_create(f->s, n, &sp));
+            GKVT_OK(gkv_txn_begin(f->s, &tx));
+            GKVT_OK(gkv_row_view(tx, n, 0, &row));
+            if (sz > 1 && (uintptr_t)row % sz != 0)
+                unaligned++;
+            else if (sz > 1)
+                aligned++;
+            gkv_txn_end(tx);
+            for (size_t i = 0; i < ty[t].n; i++)
+                i_case(f->s, n, ty[t].dt, &ty[t].c[i], "direct");
+            /* the same in write-back mode (a RAM copy: aligned) */
+            GKVT_OK(gkv_writeback_start(f->s, n, 100000));
+            for (size_t i = 0; i < ty[t].n; i++)
+                i_case(f->s, n, ty[t].dt, &ty[t].c[i], "write-back");
+            GKVT_OK(gkv_writeback_stop(f->s, n));
+        }
+    }
+    if (aligned == 0 || unaligned == 0)
+        fail_msg("integer rows met: %d aligned, %d unaligned; the test needs "
+                 "both", aligned, unaligned);
+    GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
+}
+
+/* ---- NULL buffers --------------------------------------------------------
+ * Pull and range read dereferenced a NULL ids or dst with rows to move
+ * (push and write refuse them). Fixed: GKV_EINVAL, naming the tensor, in
+ * plain and write-back mode, with a snapshot or without; nothing to move
+ * with NULL is fine. */
+static void
+test_pull_read_null_args(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = spec2(GKV_F32, 4, 10, 20);
+    uint64_t ids[2] = {10, 11};
+    float out[8], g[4] = {1, 1, 1, 1};
+    gkv_txn *tx;
+
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
+    GKVT_OK(gkv_tensor_push(f->s, "t", ids, 1, g, sizeof g,
+                            &(gkv_push_args){"adam", 0, 0, 0, 0}));
+    for (int wb = 0; wb < 2; wb++) {
+        static const char *const names[] = {"t", "t#adam_m"};
+
+        if (wb)
+            GKVT_OK(gkv_writeback_start(f->s, "t", 100000));
+        for (int snap = 0; snap < 2; snap++) {
+            tx = NULL;
+            if (snap)
+                GKVT_OK(gkv_txn_begin(f->s, &tx));
+            for (int i = 0; i < 2; i++) {
+                const char *n = names[i];
+
+                assert_int_equal(gkv_tensor_pull(f->s, tx, n, NULL, 2, out,
+                                                 sizeof out), GKV_EINVAL);
+                assert_non_null(strstr(gkv_store_errmsg(f->s), n));
+                assert_non_null(strstr(gkv_store_errmsg(f->s), "NULL"));
+                assert_int_equal(gkv_tensor_pull(f->s, tx, n, ids, 2, NULL,
+                                                 sizeof out), GKV_EINVAL);
+                assert_non_null(strstr(gkv_store_errmsg(f->s), "NULL"));
+                assert_int_equal(gkv_tensor_read(f->s, tx, n, 10, 12, NULL,
+                                                 sizeof out), GKV_EINVAL);
+                assert_non_null(strstr(gkv_store_errmsg(f->s), "NULL"));
+                /* nothing to move: NULL is fine */
+                GKVT_OK(gkv_tensor_pull(f->s, tx, n, NULL, 0, NULL, 0));
+                GKVT_OK(gkv_tensor_read(f->s, tx, n, 12, 12, NULL, 0));
+                GKVT_OK(gkv_tensor_pull(f->s, tx, n, ids, 2, out, sizeof out));
+            }
+            gkv_txn_end(tx);
+        }
+        if (wb)
+            GKVT_OK(gkv_writeback_stop(f->s, "t"));
+    }
+}
+
 /* Reference optimizer in double precision, with f32 state as stored. */
 static void
 ref_step(const char *opt, float *w, float *s1, float *s2, int64_t *t,
@@ -1071,6 +1260,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_read_and_write_ranges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_assign_last_wins_add_sums, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_add_halves_and_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_add_integers_exact, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pull_read_null_args, setup, teardown),
         cmocka_unit_test_setup_teardown(test_optimizers_match_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_custom_handler_and_rollback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_bad_input_changes_nothing, setup, teardown),
