@@ -314,7 +314,12 @@ typedef struct gkv_sample_opts {
 } gkv_sample_opts;
 
 /* Edges of one type, borrowed from the sampler until its next sampling
- * call or gkv_sampler_free(). */
+ * call or gkv_sampler_free(). Results are not inputs: passing any of
+ * them (these arrays, a block's node IDs, an edge batch's pairs) to the
+ * next call on the same sampler, as its seeds, exclusions or edge IDs,
+ * makes it read memory it is overwriting or freeing. Copy them first, as
+ * a multi-hop walk over out[e].src must. (The client calls,
+ * gkv_client_sample_*, copy such inputs themselves: gkv_net.h.) */
 typedef struct gkv_sample_edges {
     const int64_t *src;   /* n: global source IDs, or block-local src IDs */
     const int64_t *dst;   /* n: global destination IDs, or block-local */
@@ -370,7 +375,8 @@ typedef struct gkv_block {
 
 /* Multi-layer sampling as DGL's MultiLayerNeighborSampler does it, into
  * blocks[0 .. nlayers) (the caller's array; the contents are borrowed from
- * the sampler until its next sampling call).
+ * the sampler until its next sampling call, and are no inputs of it: copy
+ * blocks[0]'s node IDs before sampling from them).
  *   - fanouts: nlayers * nfan entries; fanouts[i * nfan + e] (or
  *     fanouts[i * nfan] with nfan = 1) belongs to blocks[i], in DGL's order:
  *     blocks[nlayers - 1] has the seeds as destination nodes and is sampled

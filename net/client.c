@@ -814,8 +814,9 @@ exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
                 rc = p->done(c, p, &rd);
             nn_freemsg(rep);
             part_finish(c, p, rc);
-            if (rc != GKV_OK && h.status == 0) {
-                /* a garbled stream: start afresh */
+            if (rc != GKV_OK && rc != GKV_ENOMEM && h.status == 0) {
+                /* a garbled stream: start afresh (not after running out
+                 * of memory reading a good reply: the stream is fine) */
                 conn_fail_all(c, cn, rc);
                 continue;
             }
@@ -1184,6 +1185,21 @@ arena_free(gkv_client *c)
     gkv__free(c->ar);
     c->ar = NULL;
     c->nar = c->capar = 0;
+}
+
+/* Whether p points into what the arena holds now: the results of the
+ * last sampling call, which the next one's arena_reset overwrites. */
+static int
+arena_holds(const gkv_client *c, const void *p)
+{
+    uintptr_t q = (uintptr_t)p;
+
+    for (size_t i = 0; p != NULL && i < c->nar; i++) {
+        uintptr_t a = (uintptr_t)c->ar[i].p;
+        if (q >= a && q - a < c->ar[i].used)
+            return 1;
+    }
+    return 0;
 }
 
 /* Memory that lives until the next sampling call, 16-aligned. */
@@ -3016,21 +3032,33 @@ ids_args(gkv_client *c, const char *what, int etype, const void *in,
     return GKV_OK;
 }
 
+/* gkv_client_find_edges with c->mu held (the edge batch calls it inside
+ * its own call). */
+static gkv_err
+find_edges_locked(gkv_client *c, int etype, const int64_t *eids, size_t n,
+                  int64_t *src, int64_t *dst)
+{
+    gkv_etype_info ei;
+    gkv_err rc;
+
+    if ((rc = ids_args(c, "find_edges", etype, eids, n, src, dst, &ei)) !=
+        GKV_OK || n == 0)
+        return rc;
+    return ids_call(c, NET_FIND_EDGES, etype, etype, 1, eids, n, src, dst,
+                    NULL, NULL, NULL);
+}
+
 gkv_err
 gkv_client_find_edges(gkv_client *c, int etype, const int64_t *eids, size_t n,
                       int64_t *src, int64_t *dst)
 {
-    gkv_etype_info ei;
     gkv_err rc;
 
     net__clear();
     if (c == NULL)
         return net__fail(GKV_EINVAL, "find_edges: no client");
     pthread_mutex_lock(&c->mu);
-    if ((rc = ids_args(c, "find_edges", etype, eids, n, src, dst, &ei)) == GKV_OK &&
-        n > 0)
-        rc = ids_call(c, NET_FIND_EDGES, etype, etype, 1, eids, n, src, dst,
-                      NULL, NULL, NULL);
+    rc = find_edges_locked(c, etype, eids, n, src, dst);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -3217,8 +3245,12 @@ done_sample(gkv_client *c, struct part *p, net_rd *rd)
 {
     struct spiece *sp = p->out;
     net_sample_rep rep;
+    int d = net__dec_sample_rep(rd, &rep);
 
-    if (net__dec_sample_rep(rd, &rep) != 0)
+    if (d == NET_DEC_NOMEM)     /* ours, not the server's */
+        return net__fail(GKV_ENOMEM, "out of memory for a sample reply of "
+                         "%zu bytes", rd->len);
+    if (d != 0)
         return cfail(p->cn, GKV_EPROTO, "malformed sample reply: %s", rd->why);
     if (rep.net != (uint32_t)sp->net) {
         net__sample_rep_free(&rep);
@@ -3413,6 +3445,12 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
         if (o->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED))
             return net__fail(GKV_EINVAL, "%s: flags 0x%x have unknown bits",
                              what, o->flags);
+        /* the rules of in-process sampling (graph/sample.c, opts_prep):
+         * GKV_SAMPLE_WEIGHTED with an edge_w array of any entries */
+        if ((o->flags & GKV_SAMPLE_WEIGHTED) && o->edge_w != NULL)
+            return net__fail(GKV_EINVAL, "%s: GKV_SAMPLE_WEIGHTED and "
+                             "edge_w are both given; choose one source of "
+                             "weights", what);
         if (o->edge_w != NULL && o->edge_w_len == NULL)
             return net__fail(GKV_EINVAL, "%s: edge_w is given without "
                              "edge_w_len", what);
@@ -3427,10 +3465,6 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
                 return net__fail(GKV_EINVAL, "%s: edge_w_lo[%d] = %lld is "
                                  "negative", what, e,
                                  (long long)o->edge_w_lo[e]);
-            if (o->flags & GKV_SAMPLE_WEIGHTED)
-                return net__fail(GKV_EINVAL, "%s: GKV_SAMPLE_WEIGHTED and "
-                                 "edge_w are both given; choose one source "
-                                 "of weights", what);
             if (o->edge_w_feat != NULL && o->edge_w_feat[e] != NULL)
                 return net__fail(GKV_EINVAL, "%s: edge type %d has both an "
                                  "edge_w array and edge_w_feat ('%s'); "
@@ -3458,14 +3492,11 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
                                  "and GKV_SAMPLE_WEIGHTED both give weights; "
                                  "choose one source of weights", what, e, fn);
         }
-        if ((o->exclude == NULL) != (o->exclude_n == NULL))
-            return net__fail(GKV_EINVAL, "%s: exclude and exclude_n go "
-                             "together", what);
-        for (int e = 0; o->exclude != NULL && e < net_; e++)
-            if (o->exclude_n[e] > 0 && o->exclude[e] == NULL)
-                return net__fail(GKV_EINVAL, "%s: exclude[%d] is NULL with "
-                                 "exclude_n[%d] = %zu", what, e, e,
-                                 o->exclude_n[e]);
+        /* as in-process: exclude_n alone, or exclude[e] NULL with
+         * exclude_n[e] > 0, excludes nothing (ex_count) */
+        if (o->exclude != NULL && o->exclude_n == NULL)
+            return net__fail(GKV_EINVAL, "%s: exclude is given without "
+                             "exclude_n", what);
     }
     return GKV_OK;
 }
@@ -3520,10 +3551,12 @@ pieces_free(struct spiece *sp, size_t np, int nnt)
         gkv__free((void *)sp[k].pos);
         gkv__free(sp[k].ctr);
         gkv__free(sp[k].et);
-        for (int e = 0; sp[k].wc != NULL && e < sp[k].net; e++) {
+        /* piece_wpos allocates nwc, nw, wc and w in turn and may stop
+         * after any of them */
+        for (int e = 0; sp[k].wc != NULL && e < sp[k].net; e++)
             gkv__free(sp[k].wc[e]);
+        for (int e = 0; sp[k].w != NULL && e < sp[k].net; e++)
             gkv__free(sp[k].w[e]);
-        }
         gkv__free(sp[k].nwc);
         gkv__free(sp[k].nw);
         gkv__free(sp[k].wc);
@@ -3568,16 +3601,24 @@ seeds_distinct(int nnt, int known, const int64_t *const *seeds_in,
     return GKV_OK;
 }
 
+/* The payload bytes of SAMPLE request e: the encoder's measuring pass,
+ * so that no copy of its layout can drift from it. */
+static size_t
+sample_req_bytes(const net_sample_enc *e)
+{
+    net_wr m = {0};
+
+    net__enc_sample_req(&m, e);
+    return m.off;
+}
+
 /* Piece s's weights by position (NET_SAMPLE_F_WPOS) from wp, indexed by
  * the hop's distinct seeds: per edge type with weights, the counts and
- * weights of the piece's seeds of the centre type. *big = 1 when the
- * request would carry more than 'cap' payload bytes. */
+ * weights of the piece's seeds of the centre type. */
 static gkv_err
-piece_wpos(gkv_client *c, struct spiece *s, const graph__wpos *wp, int dir,
-           size_t cap, int *big)
+piece_wpos(gkv_client *c, struct spiece *s, const graph__wpos *wp, int dir)
 {
     int net_ = s->net;
-    net_wr m = {0};
 
     if ((s->nwc = gkv__calloc((size_t)net_, sizeof *s->nwc)) == NULL ||
         (s->nw = gkv__calloc((size_t)net_, sizeof *s->nw)) == NULL ||
@@ -3617,9 +3658,69 @@ piece_wpos(gkv_client *c, struct spiece *s, const graph__wpos *wp, int dir,
     s->enc.nw = s->nw;
     s->enc.wc = (const uint32_t *const *)s->wc;
     s->enc.w = (const float *const *)s->w;
-    net__enc_sample_req(&m, &s->enc);           /* measures */
-    *big = m.off > cap;
     return GKV_OK;
+}
+
+/* The fields of a hop's SAMPLE requests that every piece shares (all but
+ * the seeds and the weights by position). */
+static void
+sample_enc_init(net_sample_enc *x, const gkv_sample_opts *o, int layer,
+                int nnt, int net_, int nfan, const int *fan)
+{
+    memset(x, 0, sizeof *x);
+    x->layer = (uint32_t)layer;
+    x->dir = (uint32_t)o->dir;
+    x->flags = o->flags;
+    x->nnt = (uint32_t)nnt;
+    x->net = (uint32_t)net_;
+    x->nfan = (uint32_t)nfan;
+    x->seed = o->seed;
+    x->fanout = fan;
+    x->ex = o->exclude;
+    x->nex = o->exclude_n;
+    for (int e = 0; o->edge_w_feat != NULL && e < net_; e++)
+        if (o->edge_w_feat[e] != NULL) {
+            x->flags |= NET_SAMPLE_F_FEAT;
+            x->feat = o->edge_w_feat;
+        }
+}
+
+/* The excluded edges of type e a request carries (in-process ignores
+ * exclude_n without exclude, and exclude_n[e] with exclude[e] NULL). */
+static size_t
+ex_count(const gkv_sample_opts *o, int e)
+{
+    return o->exclude != NULL && o->exclude[e] != NULL ? o->exclude_n[e] : 0;
+}
+
+/* Whether the part of a SAMPLE request every piece to machine m carries
+ * (the options and the exclusions, sent in full with each piece) fits the
+ * message limit 'cap' of m's servers; GKV_EINVAL, naming its size, when
+ * no cut of the seeds could make a piece fit. */
+static gkv_err
+sample_fixed_fits(const gkv_sample_opts *o, int layer, int nnt, int net_,
+                  int nfan, const int *fan, size_t m, size_t cap)
+{
+    net_sample_enc x;
+    size_t *zero = gkv__calloc((size_t)nnt + 1, sizeof *zero), nex = 0, b;
+
+    if (zero == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    sample_enc_init(&x, o, layer, nnt, net_, nfan, fan);
+    x.nseeds = zero;            /* no seeds: what every piece carries */
+    b = sample_req_bytes(&x);
+    gkv__free(zero);
+    if (b <= cap)
+        return GKV_OK;
+    for (int e = 0; e < net_; e++)
+        nex += ex_count(o, e);
+    return net__fail(GKV_EINVAL, "sample: the %zu excluded edges (%zu "
+                     "bytes) go whole with every request, which takes %zu "
+                     "bytes before any seed, and a request to machine %zu "
+                     "may carry %zu (the lower of its servers' --max-msg "
+                     "and the client's max_msg, less room for headers): "
+                     "exclude fewer edges per call, or raise the limit",
+                     nex, 8 * nex, b, m, cap);
 }
 
 /* One hop through the servers. Without rl: the edges into out[0 .. net)
@@ -3635,7 +3736,7 @@ hop_once(gkv_client *c, const int64_t *const *seeds_in,
 {
     static const gkv_sample_opts zero;
     int nnt = gkv_pbook_num_ntypes(c->book), net_ = gkv_pbook_num_etypes(c->book);
-    size_t nm = c->nmach, maxp = 0, np = 0, nall = 0;
+    size_t nm = c->nmach, maxp = 0, np = 0, nall = 0, nex = 0;
     size_t *count = NULL, *start = NULL, **pos = NULL, *mtot = NULL;
     size_t *cnt = NULL, *off = NULL, *mult = NULL;
     uint32_t *which = NULL;
@@ -3687,6 +3788,16 @@ hop_once(gkv_client *c, const int64_t *const *seeds_in,
         if (nseeds[t] > nall)
             nall = nseeds[t];
     }
+    for (int e = 0; e < net_; e++)
+        nex += ex_count(o, e);
+    /* the exclusions go whole with every piece: when they alone are more
+     * than a server takes, no cut of the seeds helps (and the request
+     * would be dropped unanswered, a timeout) */
+    for (size_t m = 0; m < nm; m++)
+        if (mtot[m] > 0 &&
+            (rc = sample_fixed_fits(o, layer, nnt, net_, nfan, fan, m,
+                                    part_cap(c, m, UINT64_MAX))) != GKV_OK)
+            goto out;
 again:
     maxp = np = 0;
     for (size_t m = 0; m < nm; m++)
@@ -3698,15 +3809,16 @@ again:
         goto out;
     }
     for (size_t m = 0; m < nm; m++) {
-        size_t k, base;
+        size_t k, base, cap;
 
         if (mtot[m] == 0)
             continue;
         k = hop_pieces(c, mtot[m], mult[m]);
         base = c->rr++;
+        cap = part_cap(c, m, UINT64_MAX);
         for (size_t j = 0; j < k; j++) {
             struct spiece *s = &sp[np];
-            size_t any = 0;
+            size_t any = 0, bytes;
 
             s->net = net_;
             if ((s->seeds = gkv__calloc((size_t)nnt, sizeof *s->seeds)) == NULL ||
@@ -3755,42 +3867,30 @@ again:
                 s->ctr[e] = s->nseeds[o->dir == GKV_DIR_IN ? ei.dst_ntype :
                                       ei.src_ntype];
             }
-            s->enc.layer = (uint32_t)layer;
-            s->enc.dir = (uint32_t)o->dir;
-            s->enc.flags = o->flags;
-            s->enc.nnt = (uint32_t)nnt;
-            s->enc.net = (uint32_t)net_;
-            s->enc.nfan = (uint32_t)nfan;
-            s->enc.seed = o->seed;
-            s->enc.fanout = fan;
+            sample_enc_init(&s->enc, o, layer, nnt, net_, nfan, fan);
             s->enc.seeds = (const int64_t *const *)s->seeds;
             s->enc.nseeds = s->nseeds;
-            s->enc.ex = o->exclude;
-            s->enc.nex = o->exclude_n;
-            for (int e = 0; o->edge_w_feat != NULL && e < net_; e++)
-                if (o->edge_w_feat[e] != NULL) {
-                    s->enc.flags |= NET_SAMPLE_F_FEAT;
-                    s->enc.feat = o->edge_w_feat;
-                }
-            if (wp != NULL) {
-                int big = 0;
-                size_t cap = part_cap(c, m, UINT64_MAX);
-                if ((rc = piece_wpos(c, s, wp, o->dir, cap, &big)) != GKV_OK)
+            if (wp != NULL &&
+                (rc = piece_wpos(c, s, wp, o->dir)) != GKV_OK)
+                goto out;
+            if ((bytes = sample_req_bytes(&s->enc)) > cap) {
+                /* more seeds (or their weights) than a message to the
+                 * server carries, beside the exclusions every piece
+                 * repeats: nanomsg would drop it unanswered. Cut this
+                 * machine's seeds finer, while they can be. */
+                if (hop_pieces(c, mtot[m], mult[m]) >= mtot[m]) {
+                    rc = net__fail(GKV_EINVAL, "sample: a request of "
+                                   "one seed (of each node type)%s takes "
+                                   "%zu bytes with the options and %zu "
+                                   "excluded edges, and a request to "
+                                   "machine %zu may carry %zu bytes",
+                                   wp != NULL ? " and the weights of its "
+                                   "out-edges" : "", bytes, nex, m, cap);
                     goto out;
-                if (big) {
-                    /* more weights than a message carries: cut this
-                     * machine's seeds finer, while they can be */
-                    if (hop_pieces(c, mtot[m], mult[m]) >= mtot[m]) {
-                        rc = net__fail(GKV_EINVAL, "sample: the weights of "
-                                       "one seed's out-edges are more than "
-                                       "a message to machine %zu may carry "
-                                       "(%zu bytes)", m, cap);
-                        goto out;
-                    }
-                    mult[m] *= 2;
-                    pieces_reset(&sp, &parts, &np, nnt);
-                    goto again;
                 }
+                mult[m] *= 2;
+                pieces_reset(&sp, &parts, &np, nnt);
+                goto again;
             }
             parts[np - 1].cn = &c->cn[m * c->nserv + (base + j) % c->nserv];
             parts[np - 1].type = NET_SAMPLE;
@@ -3872,10 +3972,12 @@ out:
     gkv__free(mult);
     for (int t = 0; pos != NULL && t < nnt; t++)
         gkv__free(pos[t]);
-    for (int t = 0; useeds != NULL && t < nnt; t++) {
+    /* useeds and smap are allocated one after the other: either may be
+     * missing */
+    for (int t = 0; useeds != NULL && t < nnt; t++)
         gkv__free(useeds[t]);
+    for (int t = 0; smap != NULL && t < nnt; t++)
         gkv__free(smap[t]);
-    }
     gkv__free(useeds);
     gkv__free((void *)seeds);
     gkv__free(nseeds);
@@ -4092,10 +4194,10 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
 #undef HOP_FAN
     rc = hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, &oa, rl, out, wp);
 out:
-    for (int t = 0; useeds != NULL && t < nnt; t++) {
+    for (int t = 0; useeds != NULL && t < nnt; t++)   /* as hop_once */
         gkv__free(useeds[t]);
+    for (int t = 0; smap != NULL && t < nnt; t++)
         gkv__free(smap[t]);
-    }
     gkv__free(useeds);
     gkv__free(smap);
     gkv__free((void *)u);
@@ -4108,27 +4210,100 @@ out:
     return rc;
 }
 
+/* The inputs of a sampling call (checked) that point into the arena, the
+ * previous call's results fed back (a seed list from out[e].src or a
+ * block's node IDs, exclusions from out[e].eid), copied into *own (one
+ * gkv__malloc'd block, NULL when nothing needed copying) before the call
+ * empties the arena: *seeds and *opts then point at the copies (*opts at
+ * *obuf). Cheap: a look at each array's first address. */
+static gkv_err
+inputs_own(gkv_client *c, const int64_t *const **seeds, const size_t *nseeds,
+           const gkv_sample_opts **opts, gkv_sample_opts *obuf, void **own)
+{
+    int nnt = gkv_pbook_num_ntypes(c->book), net_ = gkv_pbook_num_etypes(c->book);
+    const gkv_sample_opts *o = *opts;
+    size_t ids = 0, at = 0;
+    int xs = 0, xe = 0;
+    const int64_t **sv, **xv;
+    int64_t *d;
+    char *blk;
+
+    *own = NULL;
+    for (int t = 0; t < nnt; t++)
+        if (nseeds[t] > 0 && arena_holds(c, (*seeds)[t])) {
+            ids += nseeds[t];
+            xs = 1;
+        }
+    for (int e = 0; o != NULL && e < net_; e++)
+        if (ex_count(o, e) > 0 && arena_holds(c, o->exclude[e])) {
+            ids += ex_count(o, e);
+            xe = 1;
+        }
+    if (!xs && !xe)
+        return GKV_OK;
+    blk = gkv__malloc((size_t)(nnt + net_) * sizeof *sv + ids * sizeof *d);
+    if (blk == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory for a copy of %zu seeds "
+                         "and excluded edges from the last call's results",
+                         ids);
+    sv = (const int64_t **)blk;
+    xv = sv + nnt;
+    d = (int64_t *)(xv + net_);
+    for (int t = 0; t < nnt; t++) {
+        sv[t] = (*seeds)[t];
+        if (nseeds[t] > 0 && arena_holds(c, sv[t])) {
+            memcpy(d + at, sv[t], nseeds[t] * sizeof *d);
+            sv[t] = d + at;
+            at += nseeds[t];
+        }
+    }
+    for (int e = 0; xe && e < net_; e++) {
+        size_t k = ex_count(o, e);
+        xv[e] = o->exclude != NULL ? o->exclude[e] : NULL;
+        if (k > 0 && arena_holds(c, xv[e])) {
+            memcpy(d + at, xv[e], k * sizeof *d);
+            xv[e] = d + at;
+            at += k;
+        }
+    }
+    if (xs)
+        *seeds = sv;
+    if (xe) {
+        *obuf = *o;
+        obuf->exclude = xv;
+        *opts = obuf;
+    }
+    *own = blk;
+    return GKV_OK;
+}
+
 gkv_err
 gkv_client_sample_neighbors(gkv_client *c, const int64_t *const *seeds,
                             const size_t *nseeds, const int *fanout, int nfan,
                             int layer, const gkv_sample_opts *opts,
                             gkv_sample_edges *out)
 {
+    gkv_sample_opts obuf;
+    void *own = NULL;
     gkv_err rc;
 
     net__clear();
     if (c == NULL || out == NULL)
         return net__fail(GKV_EINVAL, "sample_neighbors: no client or no out");
     pthread_mutex_lock(&c->mu);
-    arena_reset(c);
+    /* as in-process: out is cleared on any failure, the checks' too */
+    if (c->book != NULL)
+        memset(out, 0, (size_t)gkv_pbook_num_etypes(c->book) * sizeof *out);
     if ((rc = sample_args(c, "sample_neighbors", seeds, nseeds, fanout, nfan,
-                          1, opts)) == GKV_OK) {
-        if (layer < 0)
-            rc = net__fail(GKV_EINVAL, "sample_neighbors: layer %d", layer);
-        else
-            rc = sample_hop(c, seeds, nseeds, fanout, nfan, layer, opts, NULL,
-                            out);
+                          1, opts)) == GKV_OK && layer < 0)
+        rc = net__fail(GKV_EINVAL, "sample_neighbors: layer %d", layer);
+    if (rc == GKV_OK &&
+        (rc = inputs_own(c, &seeds, nseeds, &opts, &obuf, &own)) == GKV_OK) {
+        arena_reset(c);
+        rc = sample_hop(c, seeds, nseeds, fanout, nfan, layer, opts, NULL,
+                        out);
     }
+    gkv__free(own);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -4139,47 +4314,53 @@ gkv_client_sample_neighbors(gkv_client *c, const int64_t *const *seeds,
 static gkv_err
 markers_get(gkv_client *c, int nnt)
 {
+    int32_t **mk;
+
     if (c->mk != NULL)
         return GKV_OK;
-    if ((c->mk = gkv__calloc((size_t)nnt, sizeof *c->mk)) == NULL)
+    if ((mk = gkv__calloc((size_t)nnt, sizeof *mk)) == NULL)
         return net__fail(GKV_ENOMEM, "out of memory");
-    c->nmk = nnt;
     for (int t = 0; t < nnt; t++) {
         int64_t n = gkv_pbook_num_nodes(c->book, t);
-        if ((c->mk[t] = gkv__calloc((size_t)n + 1, sizeof *c->mk[t])) == NULL)
+        if ((mk[t] = gkv__calloc((size_t)n + 1, sizeof *mk[t])) == NULL) {
+            /* c->mk is set only when whole: a later call would take a
+             * half-built table for a ready one */
+            for (int u = 0; u < t; u++)
+                gkv__free(mk[u]);
+            gkv__free(mk);
             return net__fail(GKV_ENOMEM, "sample_blocks: out of memory for "
                              "the relabelling markers (%lld nodes of type %d)",
                              (long long)n, t);
+        }
     }
+    c->mk = mk;
+    c->nmk = nnt;
     return GKV_OK;
 }
 
-gkv_err
-gkv_client_sample_blocks(gkv_client *c, const int64_t *const *seeds,
-                         const size_t *nseeds, const int *fanouts, int nfan,
-                         int nlayers, const gkv_sample_opts *opts,
-                         gkv_block *blocks)
+/* gkv_client_sample_blocks with c->mu held, blocks[0 .. nlayers) zeroed
+ * (the edge batch calls it inside its own call). */
+static gkv_err
+blocks_locked(gkv_client *c, const int64_t *const *seeds,
+              const size_t *nseeds, const int *fanouts, int nfan,
+              int nlayers, const gkv_sample_opts *opts, gkv_block *blocks)
 {
     static const gkv_sample_opts zero;
-    const gkv_sample_opts *o = opts != NULL ? opts : &zero;
+    const gkv_sample_opts *o;
+    gkv_sample_opts obuf;
     const int64_t **dst = NULL;
     int64_t **ids = NULL;
     size_t *ndst = NULL, *nsrc = NULL;
+    void *own = NULL;
     int nnt = 0, net_ = 0;
     gkv_err rc;
 
-    net__clear();
-    if (c == NULL || blocks == NULL)
-        return net__fail(GKV_EINVAL, "sample_blocks: no client or no blocks");
-    if (nlayers < 1)
-        return net__fail(GKV_EINVAL, "sample_blocks: nlayers %d: at least "
-                         "one layer", nlayers);
-    memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
-    pthread_mutex_lock(&c->mu);
-    arena_reset(c);
     if ((rc = sample_args(c, "sample_blocks", seeds, nseeds, fanouts, nfan,
-                          nlayers, opts)) != GKV_OK)
+                          nlayers, opts)) != GKV_OK ||
+        (rc = inputs_own(c, &seeds, nseeds, &opts, &obuf, &own)) != GKV_OK)
         goto out;
+    arena_reset(c);
+    o = opts != NULL ? opts : &zero;
     nnt = gkv_pbook_num_ntypes(c->book);
     net_ = gkv_pbook_num_etypes(c->book);
     if ((rc = markers_get(c, nnt)) != GKV_OK)
@@ -4268,6 +4449,28 @@ out:
         memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
     gkv__free(dst);
     gkv__free(ndst);
+    gkv__free(own);
+    return rc;
+}
+
+gkv_err
+gkv_client_sample_blocks(gkv_client *c, const int64_t *const *seeds,
+                         const size_t *nseeds, const int *fanouts, int nfan,
+                         int nlayers, const gkv_sample_opts *opts,
+                         gkv_block *blocks)
+{
+    gkv_err rc;
+
+    net__clear();
+    if (c == NULL || blocks == NULL)
+        return net__fail(GKV_EINVAL, "sample_blocks: no client or no blocks");
+    if (nlayers < 1)
+        return net__fail(GKV_EINVAL, "sample_blocks: nlayers %d: at least "
+                         "one layer", nlayers);
+    memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
+    pthread_mutex_lock(&c->mu);
+    rc = blocks_locked(c, seeds, nseeds, fanouts, nfan, nlayers, opts,
+                       blocks);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -4294,8 +4497,8 @@ eb_exclude(gkv_client *c, const gkv_edge_batch_spec *sp,
     if (!(sp->exclude & (GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE)) ||
         sp->n == 0)
         return GKV_OK;
-    for (int e = 0; o->exclude != NULL && e < net_; e++)
-        total += o->exclude_n[e];
+    for (int e = 0; e < net_; e++)
+        total += ex_count(o, e);
     total += 2 * sp->n;
     blk = gkv__malloc((size_t)net_ * (sizeof *ptr + sizeof *cnt) +
                       total * sizeof *ids);
@@ -4306,7 +4509,7 @@ eb_exclude(gkv_client *c, const gkv_edge_batch_spec *sp,
     cnt = (size_t *)(blk + (size_t)net_ * sizeof *ptr);
     ids = (int64_t *)(blk + (size_t)net_ * (sizeof *ptr + sizeof *cnt));
     for (int e = 0; e < net_; e++) {
-        size_t k = o->exclude != NULL ? o->exclude_n[e] : 0;
+        size_t k = ex_count(o, e);
         ptr[e] = ids + at;
         if (k > 0)
             memcpy(ids + at, o->exclude[e], k * sizeof *ids);
@@ -4414,7 +4617,7 @@ gkv_client_sample_edge_batch(gkv_client *c, const gkv_edge_batch_spec *spec,
     int64_t *src = NULL, **uniq = NULL;
     size_t *nu = NULL, n;
     void *ex = NULL;
-    int nnt;
+    int nnt = 0;
     gkv_err rc;
 
     net__clear();
@@ -4427,18 +4630,25 @@ gkv_client_sample_edge_batch(gkv_client *c, const gkv_edge_batch_spec *spec,
         return net__fail(GKV_EINVAL, "sample_edge_batch: nlayers %d: at least "
                          "one layer", nlayers);
     memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
+    /* held for the whole call: c->eb and the arena are this call's until
+     * it returns (another thread's call would rewrite them) */
+    pthread_mutex_lock(&c->mu);
     if ((rc = need_book(c, "sample_edge_batch")) != GKV_OK)
-        return rc;
+        goto out;
     {
         char m[256];
         if ((rc = graph__eb_check(spec, gkv_pbook_num_etypes(c->book), m,
-                                  sizeof m)) != GKV_OK)
-            return net__fail(rc, "sample_edge_batch: %s", m);
+                                  sizeof m)) != GKV_OK) {
+            rc = net__fail(rc, "sample_edge_batch: %s", m);
+            goto out;
+        }
     }
     n = spec->n;
-    if (spec->num_neg > 0 && n > SIZE_MAX / 8 / (size_t)spec->num_neg)
-        return net__fail(GKV_ENOMEM, "sample_edge_batch: %zu x %d negatives: "
-                         "too many", n, spec->num_neg);
+    if (spec->num_neg > 0 && n > SIZE_MAX / 8 / (size_t)spec->num_neg) {
+        rc = net__fail(GKV_ENOMEM, "sample_edge_batch: %zu x %d negatives: "
+                       "too many", n, spec->num_neg);
+        goto out;
+    }
     nnt = gkv_pbook_num_ntypes(c->book);
     src = gkv__malloc(2 * n * sizeof *src + 8);
     uniq = gkv__calloc((size_t)nnt, sizeof *uniq);
@@ -4453,16 +4663,16 @@ gkv_client_sample_edge_batch(gkv_client *c, const gkv_edge_batch_spec *spec,
                           nlayers, opts)) != GKV_OK)
         goto out;
     /* the positive edges' endpoints from their owners */
-    if (n > 0 && (rc = gkv_client_find_edges(c, spec->etype, spec->eids, n,
-                                             src, src + n)) != GKV_OK)
+    if (n > 0 && (rc = find_edges_locked(c, spec->etype, spec->eids, n,
+                                         src, src + n)) != GKV_OK)
         goto out;
     ox = *o;
     if ((rc = eb_exclude(c, spec, o, &ex, &ox.exclude, &ox.exclude_n)) !=
         GKV_OK ||
         (rc = eb_seeds(c, spec, o->seed, src, src + n, uniq, nu)) != GKV_OK)
         goto out;
-    rc = gkv_client_sample_blocks(c, (const int64_t *const *)uniq, nu,
-                                  fanouts, nfan, nlayers, &ox, blocks);
+    rc = blocks_locked(c, (const int64_t *const *)uniq, nu, fanouts, nfan,
+                       nlayers, &ox, blocks);
     if (rc != GKV_OK)
         goto out;
     batch->pos_src = c->eb;
@@ -4472,6 +4682,7 @@ gkv_client_sample_edge_batch(gkv_client *c, const gkv_edge_batch_spec *spec,
     batch->neg_dst = c->eb + 2 * n + n * (size_t)spec->num_neg;
     batch->num_neg = n * (size_t)spec->num_neg;
 out:
+    pthread_mutex_unlock(&c->mu);
     for (int t = 0; uniq != NULL && t < nnt; t++)
         gkv__free(uniq[t]);
     gkv__free(uniq);

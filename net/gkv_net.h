@@ -392,8 +392,21 @@ GKV_API const gkv_pbook *gkv_client_pbook(const gkv_client *c);
  * more than one element, a negative, NaN or infinite value on an edge of
  * a partition asked or of the seeds' edges, two sources of weights for a
  * type), GKV_ERANGE (an edge the edge_w array has no entry for). The
- * arrays are borrowed from the client until its next sampling call or
- * gkv_client_close(). */
+ * arrays are borrowed from the client until its next sampling call (from
+ * any thread: threads that sample should each have a client) or
+ * gkv_client_close(); on any failure out is zeroed, as in-process.
+ * Results fed back: a sampling call of the client copies the seeds and
+ * excluded edges that point into its previous results (out[e].src,
+ * blocks[0].nodes[t].ids, out[e].eid) before it reuses their memory, so
+ * a walk may pass them on as they are. In-process calls do not
+ * (gkv_sample.h): code meant for both copies them first.
+ * Request sizes: a machine's seeds are cut into as many requests as the
+ * servers' message limit (gkv_server_info.max_msg) needs. The excluded
+ * edges go whole with each of them: when they alone are more than that
+ * limit, the call fails at once with GKV_EINVAL naming their number and
+ * size (exclude fewer per call, or raise the servers' --max-msg).
+ * GKV_ENOMEM: the client ran out of memory (never GKV_EPROTO, which
+ * blames a server); the client stays usable. */
 GKV_API gkv_err gkv_client_sample_neighbors(gkv_client *c,
                                             const int64_t *const *seeds,
                                             const size_t *nseeds,
@@ -407,9 +420,12 @@ GKV_API gkv_err gkv_client_sample_neighbors(gkv_client *c,
  * order, relabelling and node order rules; with opts->edge_w_feat, what it
  * returns given the features' values as edge_w arrays): each hop goes
  * through the servers, the relabelling is done here. A push to a feature
- * between two hops of one call is seen by the later hop only. blocks[0 .. nlayers) is the
- * caller's array; the contents are borrowed from the client until its next
- * sampling call or gkv_client_close(). Seeds must be distinct per type. */
+ * between two hops of one call is seen by the later hop only. blocks[0 ..
+ * nlayers) is the caller's array; the contents are borrowed from the
+ * client until its next sampling call or gkv_client_close(), and may be
+ * fed back as the next call's seeds (as gkv_client_sample_neighbors()
+ * says, with its request sizes and errors). Seeds must be distinct per
+ * type. */
 GKV_API gkv_err gkv_client_sample_blocks(gkv_client *c,
                                          const int64_t *const *seeds,
                                          const size_t *nseeds,
@@ -426,7 +442,9 @@ GKV_API gkv_err gkv_client_sample_blocks(gkv_client *c,
  * through the servers (gkv_client_sample_blocks) with the batch's edges
  * (GKV_EXCLUDE_SELF) and their reverses (GKV_EXCLUDE_REVERSE) excluded at
  * every layer. *batch and blocks are borrowed from the client until its
- * next sampling call or gkv_client_close().
+ * next sampling call or gkv_client_close(). The whole call holds the
+ * client, as every call does (the pairs are built in the client's own
+ * buffer).
  * Errors: as gkv_client_sample_blocks(); GKV_EINVAL (a bad spec, named as
  * gkv_sample_edge_batch() names it), GKV_ERANGE (a positive edge no
  * partition owns, an ID beyond reverse_eids, a negative reverse edge). */

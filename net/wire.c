@@ -1212,9 +1212,11 @@ net__dec_sample_rep(net_rd *r, net_sample_rep *o)
     if (o->net == 0 || o->net > (r->len - r->off) / 8)
         return rd_fail(r, "sample reply: %u edge types cannot fit in %zu "
                        "bytes", o->net, r->len - r->off);
-    if ((o->e = gkv__calloc(o->net, sizeof *o->e)) == NULL)
-        return rd_fail(r, "sample reply: out of memory for %u edge types",
-                       o->net);
+    if ((o->e = gkv__calloc(o->net, sizeof *o->e)) == NULL) {
+        /* not the sender's fault: the caller must not blame the server */
+        rd_fail(r, "sample reply: out of memory for %u edge types", o->net);
+        return NET_DEC_NOMEM;
+    }
     for (uint32_t e = 0; e < o->net && !r->err; e++)
         dec_sample_et(r, &o->e[e]);
     if (done(r) != 0) {

@@ -394,6 +394,10 @@ int net__dec_sample_req(net_rd *r, net_sample_req *o);   /* frees on failure */
  * it may, else why not (a constant string). */
 const char *net__feat_name_bad(const char *name, size_t n);
 void net__sample_req_free(net_sample_req *o);
+/* The SAMPLE reply: as the others, but NET_DEC_NOMEM (not -1) when out of
+ * memory, so that a client does not take its own shortage for a malformed
+ * reply and a broken server. */
+#define NET_DEC_NOMEM (-2)
 int net__dec_sample_rep(net_rd *r, net_sample_rep *o);   /* frees on failure */
 void net__sample_rep_free(net_sample_rep *o);
 

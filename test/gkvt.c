@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
@@ -498,4 +499,44 @@ gkvt_gpu_skip(const char *why)
     gkvt_gpu_missing(why);
     print_message("GPU tests skipped: %s\n", why);
     skip();
+}
+
+/* 1 when every thread of pid is in state T (stopped). */
+static int
+all_stopped(int pid)
+{
+    char path[64];
+    struct dirent *e;
+    DIR *d;
+    int all = 1, any = 0;
+
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    if ((d = opendir(path)) == NULL)
+        return 0;
+    while (all && (e = readdir(d)) != NULL) {
+        char st[320], *t, *p;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(st, sizeof st, "/proc/%d/task/%s/stat", pid, e->d_name);
+        if ((t = gkvt_slurp(st))[0] == '\0') {
+            free(t);
+            continue;                   /* the thread ended */
+        }
+        /* "tid (comm) S ...": the state follows the last ')' */
+        p = strrchr(t, ')');
+        all = p != NULL && p[1] == ' ' && p[2] == 'T';
+        any = 1;
+        free(t);
+    }
+    closedir(d);
+    return all && any;
+}
+
+void
+gkvt_stop_proc(int pid)
+{
+    kill(pid, SIGSTOP);
+    for (int i = 0; i < 500 && !all_stopped(pid); i++)
+        gkvt_sleep_ms(10);
+    assert_true(all_stopped(pid));
 }

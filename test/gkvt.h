@@ -89,6 +89,10 @@ int  gkvt_proc_reap_all(struct gkvt_proc *procs, int n);
  * pseudo-terminal; what it wrote there goes to buf (NUL-terminated, at
  * most cap - 1 bytes). Returns the exit status, or 128 + signal. */
 int  gkvt_run_tty(char *const argv[], char *buf, size_t cap);
+/* kill(pid, SIGSTOP), then waits (up to 5 s) until every thread of pid is
+ * stopped: kill() only queues the stop, and a request sent at once could
+ * still be answered. */
+void gkvt_stop_proc(int pid);
 /* A test that needs a CUDA device met none ('why': the library's message).
  * Fails the test when GKV_REQUIRE_GPU=1 (the runs on a lent GPU machine,
  * where a skip would hide a broken driver); else returns. */

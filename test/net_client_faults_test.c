@@ -523,7 +523,7 @@ test_stopped_server(void **state)
     ref_rows(f, 100, ids, 3, want);
     NET_OK(gkv_client_pull(c, "t", ids, 3, got, sizeof got));
     assert_memory_equal(got, want, sizeof got);
-    kill(srv[0]->pid, SIGSTOP);
+    gkvt_stop_proc(srv[0]->pid);
     t0 = gkvt_now_s();
     NET_FAILS(gkv_client_pull(c, "t", ids, 3, got, sizeof got), GKV_ETIMEDOUT, m0);
     took = gkvt_now_s() - t0;
@@ -580,7 +580,7 @@ test_restart_mid_call(void **state)
     /* the pull reaches a stopped server, which is then killed and started
      * again on the same port: the request goes to the new one, which does
      * not know the session; the client hand-shakes and asks again */
-    kill(srv[0]->pid, SIGSTOP);
+    gkvt_stop_proc(srv[0]->pid);
     t0 = gkvt_now_s();
     assert_int_equal(pthread_create(&th, NULL, bg_pull, &b), 0);
     gkvt_sleep_ms(300);
