@@ -53,6 +53,9 @@
 #define SPLIT_ROWS   8192        /* rows per server before a machine's part
                                   * is shared among its servers */
 #define PART_SLACK   (64u << 10) /* header and field bytes beside the rows */
+/* What a handshake or schema reply may need: a partition config (up to 64
+ * MiB, as the server reads it) and the schema beside it. */
+#define HS_REPLY_MAX (80u << 20)
 #define PULL_CAP     (2ull << 20) /* pull reply bytes per message: nanomsg
                                     * moves 1-2 MiB messages fastest */
 #define PUSH_CAP     (64ull << 20) /* push bytes per message: each one is a
@@ -235,7 +238,11 @@ static int
 req_socket(gkv_client *c, struct conn *cn)
 {
     int s = nn_socket(AF_SP, NN_REQ);
-    uint64_t rmax = c->max_msg + NET_HDR_LEN + PART_SLACK;
+    /* never below HS_REPLY_MAX: a handshake reply carries the schema and
+     * the partition config whatever max_msg says, and nanomsg drops a
+     * larger message without a word (the connect timed out) */
+    uint64_t rmax = (c->max_msg > HS_REPLY_MAX ? c->max_msg : HS_REPLY_MAX) +
+                    NET_HDR_LEN + PART_SLACK;
 
     if (s < 0)
         return -1;

@@ -185,7 +185,9 @@ typedef struct gkv_client_opts {
     unsigned flags;           /* GKV_CLIENT_* */
     unsigned heartbeat_ms;    /* 0 = a third of the server's lease */
     uint64_t max_msg;         /* largest payload to send or accept;
-                               * 0 = 1 GiB; requests are split to fit */
+                               * 0 = 1 GiB; requests are split to fit
+                               * (handshake and schema replies are taken
+                               * up to 80 MiB whatever it says) */
 } gkv_client_opts;
 
 /* Connects to every server of 'ip_config' (machines x num_servers) and

@@ -1308,6 +1308,48 @@ test_replaced_tensor_schema(void **state)
     }
 }
 
+/* A client with a small max_msg set its receive limit from it, so a
+ * handshake reply larger than that (the schema of many tensors, a large
+ * partition config) was dropped by nanomsg and the connect timed out.
+ * 1,500 tensors of long names make a schema of about 200 KB, more than
+ * the 16 KiB limit and the 64 KiB of slack beside it. */
+static void
+test_small_max_msg_big_schema(void **state)
+{
+    struct fx *f = *state;
+    struct gkvt_proc *srv[1];
+    gkv_client *c = NULL;
+    gkv_client_opts o = {0};
+    gkv_tensor_desc *d;
+    gkv_store *s;
+    size_t n;
+
+    GKVT_OK(gkv_store_open(&s, f->st[0], GKV_CREATE, NULL));
+    for (int i = 0; i < 1500; i++) {
+        gkv_tensor_spec sp;
+        char name[128];
+        memset(&sp, 0, sizeof sp);
+        sp.dtype = GKV_F32;
+        sp.ndim = 1;
+        sp.shape[0] = 4;
+        sp.hi = 10;
+        snprintf(name, sizeof name, "node/a_rather_long_node_type_name/"
+                 "a_rather_long_feature_name_%04d", i);
+        GKVT_OK(gkv_tensor_create(s, name, &sp));
+    }
+    gkv_store_close(s);
+    serve(f, 1, 1, NULL, srv);
+    o.timeout_ms = 5000;
+    o.group_size = 1;
+    o.max_msg = 16384;
+    if (gkv_client_connect(&c, f->cfg, NULL, "job", 0, &o) != GKV_OK)
+        fail_msg("connect with max_msg 16384: %s", gkv_net_errmsg());
+    NET_OK(gkv_client_tensor_list(c, &d, &n));
+    assert_int_equal(n, 1500);
+    gkv_free(d);
+    NET_OK(gkv_client_close(c));
+}
+
 /* A client of one address (kvctl --server) reported every server as
  * "machine 0, server 0 of 1", and named it so in its errors; it now says
  * what the server said at its handshake. */
@@ -1469,6 +1511,7 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_machines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_small_max_msg_big_schema, setup, teardown),
         cmocka_unit_test_setup_teardown(test_addr_client_identity, setup, teardown),
         cmocka_unit_test_setup_teardown(test_replaced_tensor_schema, setup, teardown),
     };
