@@ -207,6 +207,15 @@ GKV_API gkv_err gkv_tensor_delete(gkv_store *s, const char *name);
 GKV_API gkv_err gkv_tensor_rename(gkv_store *s, const char *from,
                                   const char *to);
 
+/* gkv_tensor_rename() that first deletes tensor 'to' and its optimizer
+ * state when they exist, in the same transaction: a reader sees the old
+ * 'to' or the new one, never neither, and a crash leaves one of the two
+ * (what kvctl import --replace does with the tensor it wrote aside).
+ * Errors: GKV_ENOTFOUND ('from'), GKV_EEXIST (from = to), GKV_EINVAL,
+ * GKV_EBUSY (either in write-back mode on this handle), GKV_ERDONLY. */
+GKV_API gkv_err gkv_tensor_replace(gkv_store *s, const char *from,
+                                   const char *to);
+
 /* ---- reads ----------------------------------------------------------- */
 
 /* Gathers the rows with global IDs ids[0..n) into dst, row i at

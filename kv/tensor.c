@@ -542,7 +542,7 @@ gkv_tensor_delete(gkv_store *s, const char *name)
     return rc;
 }
 
-struct rename_arg { const char *from, *to; };
+struct rename_arg { const char *from, *to; int replace; };
 
 static gkv_err
 rename_fn(gkv_store *s, MDB_txn *txn, void *arg)
@@ -557,6 +557,14 @@ rename_fn(gkv_store *s, MDB_txn *txn, void *arg)
     if ((rc = kv__rec_get(s, txn, a->from, &r)) != GKV_OK)
         return rc;
     if ((rc = family(s, txn, a->from, names, FAMILY_MAX, &n)) != GKV_OK)
+        return rc;
+    /* replace: 'to' and its state go in the same transaction */
+    if (a->replace && (rc = kv__rec_get(s, txn, a->to, &r)) == GKV_OK &&
+        (rc = delete_fn(s, txn, (void *)a->to)) != GKV_OK)
+        return rc;
+    if (a->replace && rc == GKV_ENOTFOUND)
+        kv__clear(s);
+    else if (a->replace && rc != GKV_OK)
         return rc;
     for (size_t i = 0; i < n; i++) {
         char to[GKV_NAME_MAX + 2];
@@ -586,10 +594,10 @@ fail:
                     mdb_strerror(mrc));
 }
 
-gkv_err
-gkv_tensor_rename(gkv_store *s, const char *from, const char *to)
+static gkv_err
+rename_call(gkv_store *s, const char *from, const char *to, int replace)
 {
-    struct rename_arg a = {from, to};
+    struct rename_arg a = {from, to, replace};
     gkv_err rc;
 
     kv__clear(s);
@@ -604,6 +612,18 @@ gkv_tensor_rename(gkv_store *s, const char *from, const char *to)
                                       : kv__write(s, rename_fn, &a);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
+}
+
+gkv_err
+gkv_tensor_rename(gkv_store *s, const char *from, const char *to)
+{
+    return rename_call(s, from, to, 0);
+}
+
+gkv_err
+gkv_tensor_replace(gkv_store *s, const char *from, const char *to)
+{
+    return rename_call(s, from, to, 1);
 }
 
 /* ---- checksums and verify --------------------------------------------- */

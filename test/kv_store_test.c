@@ -985,6 +985,32 @@ test_delete_reuses_space_and_rename(void **state)
     GKVT_OK(gkv_tensor_pull(f->s, NULL, "c", &id, 1, got, sizeof got));
     assert_true(got[0] < 1.0f && got[1] == 1.0f);   /* stepped row followed */
     GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
+
+    /* replace: "c" (with its adagrad state) onto "b" (without), then a
+     * fresh "e" with state onto "c"-less "b": the old tensor and state go
+     * in the same transaction; a missing 'to' is a rename; errors change
+     * nothing */
+    assert_int_equal(gkv_tensor_replace(f->s, "zz", "b"), GKV_ENOTFOUND);
+    assert_int_equal(gkv_tensor_replace(f->s, "b", "b"), GKV_EEXIST);
+    GKVT_OK(gkv_tensor_info(f->s, NULL, "b", &d));
+    GKVT_OK(gkv_tensor_replace(f->s, "c", "b"));
+    assert_int_equal(gkv_tensor_info(f->s, NULL, "c", &d), GKV_ENOTFOUND);
+    GKVT_OK(gkv_tensor_info(f->s, NULL, "b#adagrad_s", &d));
+    GKVT_OK(gkv_tensor_pull(f->s, NULL, "b", &id, 1, got, sizeof got));
+    assert_true(got[0] < 1.0f && got[1] == 1.0f);    /* c's rows, stepped */
+    sp.a = 3;
+    GKVT_OK(gkv_tensor_create(f->s, "e", &sp));
+    GKVT_OK(gkv_tensor_replace(f->s, "e", "b"));
+    assert_int_equal(gkv_tensor_info(f->s, NULL, "b#adagrad_s", &d),
+                     GKV_ENOTFOUND);                 /* b's old state went */
+    GKVT_OK(gkv_tensor_pull(f->s, NULL, "b", &id, 1, got, sizeof got));
+    assert_true(got[0] == 3.0f && got[63] == 3.0f);
+    GKVT_OK(gkv_tensor_replace(f->s, "b", "g"));     /* no 'g': a rename */
+    assert_int_equal(gkv_tensor_info(f->s, NULL, "b", &d), GKV_ENOTFOUND);
+    GKVT_OK(gkv_tensor_info(f->s, NULL, "g", &d));
+    GKVT_OK(gkv_store_stat_get(f->s, &st));
+    assert_int_equal(st.ntensors, 1);
+    GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
 }
 
 /* ---- read-only, map growth, corruption -------------------------------- */

@@ -2121,13 +2121,11 @@ cmd_import(struct ctx *c)
         goto out;
     }
     tools__progress_end(&bar, 1);
-    if (existed && (rc = gkv_tensor_delete(c->s, name)) != GKV_OK &&
-        rc != GKV_ENOTFOUND) {
-        fail_gkv(c->s, rc, "import: replacing tensor '%s'", name);
-        goto out;
-    }
-    if ((rc = gkv_tensor_rename(c->s, tmp, name)) != GKV_OK) {
-        fail_gkv(c->s, rc, "import: tensor '%s'", name);
+    /* one transaction: a reader sees the old tensor or the new one */
+    if ((rc = existed ? gkv_tensor_replace(c->s, tmp, name)
+                      : gkv_tensor_rename(c->s, tmp, name)) != GKV_OK) {
+        fail_gkv(c->s, rc, "import: %s tensor '%s'", existed ? "replacing"
+                 : "naming", name);
         goto out;
     }
     have_tmp = 0;
