@@ -13,6 +13,27 @@
 #include "gkv_net.h"
 #include "wire.h"
 
+/* 1 when the rest of fd is at most a few blanks (spaces, tabs, line
+ * ends), 0 when anything else follows or it cannot be read. */
+static int
+only_blanks_left(int fd)
+{
+    char extra[256];
+    size_t seen = 0;
+    ssize_t k;
+
+    while ((k = read(fd, extra, sizeof extra)) != 0) {
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 || (seen += (size_t)k) > sizeof extra)
+            return 0;
+        for (ssize_t i = 0; i < k; i++)
+            if (strchr(" \t\r\n", extra[i]) == NULL || extra[i] == '\0')
+                return 0;
+    }
+    return 1;
+}
+
 gkv_err
 gkv_token_load(const char *path, char *buf, size_t cap)
 {
@@ -54,8 +75,10 @@ gkv_token_load(const char *path, char *buf, size_t cap)
             break;
         len += (size_t)r;
         if (len == lim) {
-            char extra;
-            if (read(fd, &extra, 1) == 1) {
+            /* full: what follows may only be the trailing blanks that are
+             * dropped below (a token of the largest size written by echo
+             * ends in a newline) */
+            if (!only_blanks_left(fd)) {
                 close(fd);
                 sodium_memzero(buf, cap);
                 return net__fail(GKV_EINVAL, "token file %s: longer than %zu "

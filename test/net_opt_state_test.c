@@ -759,6 +759,19 @@ test_kvctl_servers(void **state)
     KV_OK("--server", addr, "export", "emb#adam_v", file);
     npy_expect(file, k.b[2] + (NROWS / 2) * part_rb[2],
                (NROWS / 2) * part_rb[2]);
+    /* info of a companion: the rows where its tensor's are (the machines'
+     * lists hold no companions: it said "0 of 2 hold it") */
+    {
+        char *argv[] = {g_kvctl_path, "--ip-config", j.cfg, "info",
+                        "emb#adam_m", NULL}, *out = NULL, *err = NULL, want[64];
+        assert_int_equal(gkvt_run(argv, NULL, 0, &out, &err, 60), 0);
+        if (strstr(out, "machines:    2 of 2 hold it\n") == NULL)
+            fail_msg("kvctl info emb#adam_m says:\n%s", out);
+        snprintf(want, sizeof want, "rows:        %d\n", NROWS);
+        assert_non_null(strstr(out, want));
+        free(out);
+        free(err);
+    }
     {
         char *err = NULL;
         assert_int_equal(kvctl(&err, "--ip-config", j.cfg, "export",

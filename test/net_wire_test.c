@@ -877,6 +877,21 @@ test_token_file(void **state)
     write_text(fpath(f, "tok"), big, 0600);
     assert_int_equal(gkv_token_load(f->p, tok, sizeof tok), GKV_EINVAL);
     assert_non_null(strstr(gkv_net_errmsg(), "longer than 63"));
+    /* a token of the largest size, then a line end (echo's): it fits */
+    big[63] = '\n';
+    big[64] = '\0';
+    write_text(fpath(f, "tok"), big, 0600);
+    assert_int_equal(gkv_token_load(f->p, tok, sizeof tok), GKV_OK);
+    assert_int_equal(strlen(tok), 63);
+    big[64] = '\r';                 /* more blanks: still */
+    big[65] = '\n';
+    big[66] = '\0';
+    write_text(fpath(f, "tok"), big, 0600);
+    assert_int_equal(gkv_token_load(f->p, tok, sizeof tok), GKV_OK);
+    big[64] = 'x';                  /* a 65th character after the line end */
+    write_text(fpath(f, "tok"), big, 0600);
+    assert_int_equal(gkv_token_load(f->p, tok, sizeof tok), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "longer than 63"));
     assert_int_equal(gkv_token_load(fpath(f, "nope"), tok, sizeof tok), GKV_ENOENT);
     assert_int_equal(gkv_token_load(f->dir, tok, sizeof tok), GKV_EINVAL);
     assert_non_null(strstr(gkv_net_errmsg(), "not a regular file"));

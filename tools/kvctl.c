@@ -1092,17 +1092,30 @@ note_leftover(const struct ctx *c, const char *name)
             "remove it with: kvctl %s rm '%s'\n", name, c->path, name);
 }
 
+/* The tensor 'name' names: itself, or for a state companion (T#adam_m)
+ * its tensor, whose rows it has on every machine (the machines' lists
+ * hold no companions). Into buf (GKV_NAME_MAX + 1 bytes). */
+static const char *
+base_name(const char *name, char *buf)
+{
+    snprintf(buf, GKV_NAME_MAX + 1, "%s", name);
+    buf[strcspn(buf, "#")] = '\0';
+    return buf;
+}
+
 /* With --ip-config: the rows the machines hold of tensor d and how many
  * machines hold it; else hi - lo (and 0). */
 static uint64_t
 rows_of(const struct ctx *c, const gkv_tensor_desc *d, size_t *holders)
 {
     uint64_t rows = d->hi - d->lo, held;
+    char base[GKV_NAME_MAX + 1];
     struct jspan *sp;
 
     *holders = 0;
     if (c->ipc != NULL &&
-        (sp = job_spans(c, d->name, holders, &held)) != NULL) {
+        (sp = job_spans(c, base_name(d->name, base), holders, &held)) !=
+        NULL) {
         rows = held;
         free(sp);
     }
@@ -1314,12 +1327,13 @@ info_machines(const struct ctx *c, const gkv_tensor_desc *d, json_t *o)
     json_t *a = o != NULL ? json_array() : NULL;
     uint64_t rows;
     size_t n;
-    struct jspan *sp = job_spans(c, d->name, &n, &rows);
+    char base[GKV_NAME_MAX + 1];
+    struct jspan *sp = job_spans(c, base_name(d->name, base), &n, &rows);
 
     if (o == NULL)
         printf("machines:    %zu of %zu hold it\n", n, c->nmach);
     for (size_t m = 0; m < c->nmach; m++) {
-        const gkv_tensor_desc *t = jm_find(&c->jm[m], d->name);
+        const gkv_tensor_desc *t = jm_find(&c->jm[m], base);
 
         if (o != NULL) {
             json_t *e = json_object();
@@ -2323,10 +2337,8 @@ cmd_export(struct ctx *c)
     /* the whole job: every row to write is held by some machine */
     if (c->ipc != NULL) {
         gkv_tensor_desc bd = d;     /* a companion is where its tensor is */
-        char *h = strchr(bd.name, '#');
 
-        if (h != NULL)
-            *h = '\0';
+        base_name(d.name, bd.name);
         if (job_check(c, &bd, a, b) != EX_OK)
             goto out;
     }
