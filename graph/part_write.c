@@ -364,10 +364,15 @@ check_outdir(struct pw *w)
     closedir(d);
     if (n == 0)
         rc = GKV_OK;
-    else if (json == NULL || other != NULL)
+    else if (other != NULL)
         rc = fail(w, GKV_EEXIST, "output directory '%s' holds files that are "
                   "not a gkv partition ('%s'); choose another directory",
-                  w->out, other != NULL ? other : "?");
+                  w->out, other);
+    else if (json == NULL)
+        rc = fail(w, GKV_EEXIST, "output directory '%s' holds partition "
+                  "stores (part-N) or a mapping folder but no partition "
+                  "config (NAME.json); remove it or choose another "
+                  "directory", w->out);
     else if (!(w->sp->flags & GKV_PART_FORCE))
         rc = fail(w, GKV_EEXIST, "output directory '%s' already holds a "
                   "partition ('%s'); replace it with --force "
@@ -1888,6 +1893,16 @@ setup(struct pw *w, const char *outdir)
     w->out[len] = '\0';
     if (strcmp(w->out, "/") == 0)
         return fail(w, GKV_EINVAL, "output directory '/' is not allowed");
+    {
+        /* OUT.tmp-PID and OUT.old-PID must sit beside OUT: with a last
+         * component "." or ".." they would land inside it or above, and
+         * the final rename fails after all the work */
+        const char *last = strrchr(w->out, '/');
+        last = last != NULL ? last + 1 : w->out;
+        if (strcmp(last, ".") == 0 || strcmp(last, "..") == 0)
+            return fail(w, GKV_EINVAL, "output directory '%s' ends in '%s'; "
+                        "name the directory itself", w->out, last);
+    }
     snprintf(w->tmp, len + 32, "%s.tmp-%ld", w->out, (long)getpid());
     snprintf(w->old, len + 32, "%s.old-%ld", w->out, (long)getpid());
     return GKV_OK;

@@ -175,7 +175,7 @@ c_locale_init(void)
 static int
 parse_weight(const struct field *f, float *out)
 {
-    char buf[64], *e;
+    char buf[GKV_TEXT_LINE_MAX + 1], *e;    /* a field is within a line */
     float v;
 
     if (f->len == 0 || f->len >= sizeof buf)

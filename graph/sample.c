@@ -1107,7 +1107,11 @@ pool_run(gkv_sampler *s, void (*fn)(gkv_sampler *, int))
     pool_wake(pl);
     fn(s, 0);
     atomic_store(&pl->job, w | 1);
-    while (atomic_load_explicit(&pl->active, memory_order_acquire) > 0) {
+    /* seq_cst, not acquire: with the workers' fetch_add(active) then
+     * load(job) this is a Dekker handshake, and only seq_cst on both
+     * sides forbids a late worker seeing job == w (so running fn) while
+     * this load sees active == 0 (so the next phase starts beside it) */
+    while (atomic_load(&pl->active) > 0) {
         if (++spins < SPIN_ITERS)
             cpu_relax();
         else
@@ -1689,8 +1693,11 @@ p1(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t lo, int64_t hi,
 {
     const struct run *R = &s->R;
     const struct sg_adj *sa = &s->sg->adj[2 * et + R->dir];
-    const int64_t *ip = sa->a.indptr, *ix = sa->a.indices,
-                  *ei = sa->a.eids, *pk = sa->pk;
+    /* with the packed pairs (pk), a.indices and a.eids are not read: a
+     * concurrent gkv_sgraph_adj() may be filling them in */
+    const int64_t *pk = sa->pk, *ip = sa->a.indptr,
+                  *ix = pk == NULL ? sa->a.indices : NULL,
+                  *ei = pk == NULL ? sa->a.eids : NULL;
     const int64_t clo = sa->a.col_lo;
     const uint64_t ncols = (uint64_t)sa->ncols;
     const int cnt_nt = col_ntype(s->sg, et, R->dir);
@@ -1774,7 +1781,8 @@ p2(gkv_sampler *s, struct tbuf *tb, long ci, int et, const int64_t *pos,
    size_t np, amark *mkpf)
 {
     const struct sg_adj *sa = &s->sg->adj[2 * et + s->R.dir];
-    const int64_t *ix = sa->a.indices, *ei = sa->a.eids, *pk = sa->pk;
+    const int64_t *pk = sa->pk, *ix = pk == NULL ? sa->a.indices : NULL,
+                  *ei = pk == NULL ? sa->a.eids : NULL;      /* as in p1 */
     const int64_t elo = sa->a.eid_lo;
     int64_t *u, *e;
 

@@ -800,6 +800,36 @@ test_existing_partition_and_force(void **state)
     assert_null(strstr(l2, ".old-"));
     free(l2);
     free(l1);
+
+    /* OUT/. (and OUT/..): the temporary folder went inside OUT, and the
+     * final rename failed with "Device or resource busy" after the work */
+    {
+        char dot[8300];
+        snprintf(dot, sizeof dot, "%s/.", f->out);
+        l1 = listing(f->dir);
+        rc = run(f, "--parts", "2", "--force", "--input", path(f, "e.txt"),
+                 dot, NULL);
+        assert_int_equal(rc, 1);
+        expect_text("stderr", f->serr, "ends in '.'; name the directory");
+        l2 = listing(f->dir);
+        assert_string_equal(l1, l2);
+        free(l1);
+        free(l2);
+    }
+    /* a folder with partition stores but no config: the refusal named
+     * nothing ('?') */
+    {
+        char half[8300];
+        snprintf(half, sizeof half, "%s/half", f->dir);
+        assert_int_equal(mkdir(half, 0755), 0);
+        snprintf(half, sizeof half, "%s/half/part-0", f->dir);
+        assert_int_equal(mkdir(half, 0755), 0);
+        snprintf(half, sizeof half, "%s/half", f->dir);
+        rc = run(f, "--parts", "2", "--force", "--input", path(f, "e.txt"),
+                 half, NULL);
+        assert_int_equal(rc, 1);
+        expect_text("stderr", f->serr, "but no partition config");
+    }
 }
 
 /* On a terminal the bar is drawn on stderr (never otherwise: the other

@@ -1468,12 +1468,37 @@ test_alloc_failures(void **state)
     free(oth);
 }
 
+/* A weight field longer than 63 bytes (a decimal printed with 70 digits)
+ * was refused as "not a finite number"; any field of a line parses. */
+static void
+test_long_weight(void **state)
+{
+    static const char text[] =
+        "0 1 0.1000000000000000055511151231257827021181583404541015625000000\n"
+        "1 2 2.50000000000000000000000000000000000000000000000000000000000000\n";
+    gkv_graph *g;
+    gkv_coo c;
+
+    (void)state;
+    GKVT_OK(gkv_graph_new_homo(&g, 4));
+    if (gkv_graph_read_text_mem(g, "w.txt", text, sizeof text - 1, 0,
+                                GKV_TEXT_WEIGHT) != GKV_OK)
+        fail_msg("%s", gkv_graph_errmsg(g));
+    gkv_graph_edges(g, 0, &c);
+    assert_int_equal(c.n, 2);
+    assert_non_null(c.w);
+    assert_true(c.w[0] == 0.1f);
+    assert_true(c.w[1] == 2.5f);
+    gkv_graph_free(g);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema),
         cmocka_unit_test(test_add_edges),
+        cmocka_unit_test(test_long_weight),
         cmocka_unit_test_setup_teardown(test_text_every_line_form, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_text_types_and_weights, setup,
