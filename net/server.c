@@ -74,6 +74,8 @@ struct sess {
                              * first push */
     unsigned ndone, done_next;
     int observer;           /* joined with NET_HS_OBSERVER */
+    int bar_any;            /* a barrier of this session was released: */
+    uint64_t bar_seq;       /* the last one's seq */
 };
 
 struct parked {             /* a barrier request waiting for its group */
@@ -401,6 +403,7 @@ static void enc_create(net_wr *w, const void *a) { net__enc_create_rep(w, a); }
 static void enc_u8(net_wr *w, const void *a) { net__wr_u8(w, *(const uint8_t *)a); }
 static void enc_u32(net_wr *w, const void *a) { net__wr_u32(w, *(const uint32_t *)a); }
 static void enc_u64(net_wr *w, const void *a) { net__wr_u64(w, *(const uint64_t *)a); }
+static void enc_barrier(net_wr *w, const void *a) { net__enc_barrier(w, a); }
 
 /* ---- sessions and groups (caller holds sv_mu) ---------------------------- */
 
@@ -1417,6 +1420,7 @@ op_barrier(gkv_server *s, struct req *r)
     net_rd rd;
     struct group *g;
     struct parked *rel = NULL, *p;
+    struct sess *ss;
     size_t nrel = 0;
     int bad = 0;
 
@@ -1434,11 +1438,23 @@ op_barrier(gkv_server *s, struct req *r)
     /* the dispatcher saw the session, but without the lock since: one
      * dropped meanwhile (a rejoin, its lease) must not park, as no
      * sess_remove() would ever take it out of the group's count */
-    if (sess_find(s, r->h.session) == NULL) {
+    if ((ss = sess_find(s, r->h.session)) == NULL) {
         pthread_mutex_unlock(&s->sv_mu);
         rfail(r, GKV_EPERM, "barrier of group '%s' rank %u: the session "
               "ended before the barrier was entered", r->group, r->rank);
         r->rflags |= NET_F_SESSION;
+        return;
+    }
+    if (ss->bar_any && ss->bar_seq == b.seq) {
+        /* this barrier was released, and its answer lost with the
+         * connection; nanomsg sent the request again on the new one:
+         * answer again rather than park it as a new barrier of a group
+         * that has moved on */
+        pthread_mutex_unlock(&s->sv_mu);
+        slog(s, "group '%s' rank %u: barrier %llu arrived again after it "
+             "was released; answered again", r->group, r->rank,
+             (unsigned long long)b.seq);
+        build(r, enc_barrier, &b);
         return;
     }
     if ((g = group_find(s, r->group, 0)) == NULL) {
@@ -1495,6 +1511,11 @@ op_barrier(gkv_server *s, struct req *r)
         nrel = g->nwait;
         g->wait = NULL;
         g->nwait = g->capwait = 0;
+        for (size_t i = 0; i < nrel; i++)
+            if ((ss = sess_find(s, rel[i].session)) != NULL) {
+                ss->bar_any = 1;
+                ss->bar_seq = rel[i].seq;
+            }
     }
     pthread_mutex_unlock(&s->sv_mu);
     for (size_t i = 0; i < nrel; i++) {

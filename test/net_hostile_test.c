@@ -1451,6 +1451,58 @@ test_barrier_rejoin_and_stop(void **state)
     nn_close(s2);
 }
 
+/* A barrier whose answer was lost with its connection comes again (nanomsg
+ * sends the request again on the new one) after the group was released:
+ * it was parked as a new barrier, so that rank waited for its timeout and
+ * the other ranks' next barrier was refused ("ranks already waiting are
+ * at 1"). It is answered again at once. */
+static void
+test_barrier_resent_after_release(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    unsigned char b[64];
+    net_wr w = {b, sizeof b, 0};
+    net_barrier nb = {2, 1};
+    struct rep r = {0};
+    uint64_t a0, a1;
+    int s0, s1, s0b;
+
+    make_tensor(f->st, "feat", 4, 100);
+    serve(f, extra);
+    s0 = rsock(f->base, 3000);
+    s1 = rsock(f->base, 3000);
+    s0b = rsock(f->base, 3000);
+    a0 = rhandshake(s0, "bar", 0);
+    a1 = rhandshake(s1, "bar", 1);
+    net__enc_barrier(&w, &nb);
+    rsend(s0, NET_BARRIER, a0, 7, b, w.off);
+    assert_int_equal(rcall(s1, NET_BARRIER, a1, 8, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    assert_int_equal(rrecv(s0, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    /* rank 0's barrier 1 again, as on a new connection */
+    assert_int_equal(rcall(s0b, NET_BARRIER, a0, 7, b, w.off, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    assert_int_equal(r.h.req_id, 7);
+    /* and barrier 2 of both ranks goes through */
+    nb.seq = 2;
+    w.off = 0;
+    net__enc_barrier(&w, &nb);
+    rsend(s0, NET_BARRIER, a0, 9, b, w.off);
+    assert_int_equal(rcall(s1, NET_BARRIER, a1, 10, b, w.off, &r), 0);
+    if (r.h.status != 0)
+        fail_msg("barrier 2 of rank 1: %s", r.msg);
+    assert_int_equal(rrecv(s0, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    assert_true(gkvt_file_has(f->p[0].log, "barrier 1 arrived again after "
+                              "it was released"));
+    free(r.pl);
+    nn_close(s0);
+    nn_close(s0b);
+    nn_close(s1);
+}
+
 /* A peer speaking SP over TCP by hand (nanomsg's framing: an 8-byte
  * greeting, then per message a u64 big-endian size and the bytes, a REQ
  * message starting with its 4-byte request id), so that it can send
@@ -1589,6 +1641,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_observer_handshake_keeps_the_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_around_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_rejoin_and_stop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_barrier_resent_after_release, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_never_reads, setup, teardown),
     };
 
