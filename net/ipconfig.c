@@ -165,11 +165,11 @@ gkv_ipconfig_check(const gkv_ipconfig *c, unsigned num_servers)
         return net__fail(GKV_EINVAL, "ip_config: %s",
                          c == NULL ? "none" : "0 servers per machine");
     for (size_t i = 0; i < c->n; i++) {
-        if (c->m[i].port + num_servers - 1 > 65535)
-            return net__fail(GKV_EINVAL, "ip_config line %u: ports %u..%u "
-                             "(%u servers) go past 65535", c->m[i].line,
-                             c->m[i].port, c->m[i].port + num_servers - 1,
-                             num_servers);
+        /* (compared so that a huge num_servers cannot wrap around) */
+        if (num_servers - 1 > 65535 - c->m[i].port)
+            return net__fail(GKV_EINVAL, "ip_config line %u: ports from %u "
+                             "for %u servers go past 65535", c->m[i].line,
+                             c->m[i].port, num_servers);
         for (size_t j = 0; j < i; j++)
             if (strcmp(c->m[i].host, c->m[j].host) == 0 &&
                 c->m[i].port < c->m[j].port + num_servers &&

@@ -840,6 +840,10 @@ test_ipconfig(void **state)
     assert_int_equal(load_text(f, "127.0.0.1 65535\n", &c), GKV_OK);
     assert_int_equal(gkv_ipconfig_check(c, 1), GKV_OK);
     assert_int_equal(gkv_ipconfig_check(c, 2), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "go past 65535"));
+    /* a count that wraps port + count - 1 around (a hostile hello's) */
+    assert_int_equal(gkv_ipconfig_check(c, 4294967295u), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "go past 65535"));
     gkv_ipconfig_free(c);
     assert_int_equal(load_text(f, "192.0.2.1\n127.0.0.1 3000\n", &c), GKV_OK);
     assert_int_equal(gkv_ipconfig_find_local(c, &local), GKV_OK);
