@@ -46,7 +46,8 @@
 #define RECV_TICK_MS   100       /* workers look at the stop flag this often */
 #define FLUSH_MS       150       /* replies in flight get this long before
                                   * the socket closes (nanomsg has no linger) */
-#define LOG_BURST      50        /* rejection lines per LOG_WINDOW_MS */
+#define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
+enum { LOG_REJECT, LOG_REJOIN };
 #define LOG_WINDOW_MS  10000
 #define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (BENCH.md) */
 #define BOOK_MAX       (64u << 20) /* bytes of a partition config */
@@ -165,7 +166,8 @@ struct gkv_server {
                                       * num_clients of them joined */
     size_t sv_nseen;                 /* how many it counted */
     char sv_stop_why[160];
-    uint64_t sv_log_window, sv_log_count, sv_log_dropped;
+    /* log lines rationed per kind (LOG_REJECT, LOG_REJOIN) */
+    uint64_t sv_log_window[2], sv_log_count[2], sv_log_dropped[2];
 
     volatile sig_atomic_t sv_sig;    /* gkv_server_stop() */
     atomic_int sv_stop;              /* a stop was decided */
@@ -247,24 +249,40 @@ slog(gkv_server *s, const char *fmt, ...)
     fflush(s->sv_log);
 }
 
-/* Rejections are logged at most LOG_BURST per window, so a flood of
- * garbage cannot flood the log. Takes s->sv_mu. */
+/* Whether one more line of 'kind' may be logged: at most LOG_BURST per
+ * window, so a flood of garbage (rejections) or of handshakes as one
+ * group and rank (rejoins: anyone may hand-shake to a server without a
+ * token) cannot flood the log. *dropped: the lines of the window that
+ * just ended that were not logged, for the caller to say. Caller holds
+ * s->sv_mu. */
+static int
+log_take(gkv_server *s, int kind, uint64_t *dropped)
+{
+    uint64_t now = mono_ms();
+    int ok;
+
+    *dropped = 0;
+    if (now - s->sv_log_window[kind] >= LOG_WINDOW_MS) {
+        *dropped = s->sv_log_dropped[kind];
+        s->sv_log_window[kind] = now;
+        s->sv_log_count[kind] = 0;
+        s->sv_log_dropped[kind] = 0;
+    }
+    ok = s->sv_log_count[kind]++ < LOG_BURST;
+    if (!ok)
+        s->sv_log_dropped[kind]++;
+    return ok;
+}
+
+/* log_take() for a rejection. Takes s->sv_mu. */
 static int
 log_allowed(gkv_server *s)
 {
-    uint64_t now = mono_ms(), dropped = 0;
+    uint64_t dropped;
     int ok;
 
     pthread_mutex_lock(&s->sv_mu);
-    if (now - s->sv_log_window >= LOG_WINDOW_MS) {
-        dropped = s->sv_log_dropped;
-        s->sv_log_window = now;
-        s->sv_log_count = 0;
-        s->sv_log_dropped = 0;
-    }
-    ok = s->sv_log_count++ < LOG_BURST;
-    if (!ok)
-        s->sv_log_dropped++;
+    ok = log_take(s, LOG_REJECT, &dropped);
     pthread_mutex_unlock(&s->sv_mu);
     if (dropped > 0)
         slog(s, "%llu more rejections in the last %d s were not logged",
@@ -713,7 +731,7 @@ op_handshake(gkv_server *s, struct req *r)
     net_rd rd;
     struct sess *old;
     struct group *g;
-    uint64_t id, rnd, exp_ms;
+    uint64_t id, rnd, exp_ms, dropped;
     int spent;
 
     net__rd_init(&rd, r->pl, r->plen);
@@ -795,10 +813,15 @@ op_handshake(gkv_server *s, struct req *r)
         /* an observer may become a member (its end then counts), not
          * the reverse (refused above) */
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
-        slog(s, "rejoin: group '%s' rank %u (new session; the old one was "
-             "last heard %llu ms ago%s)", hs.group, hs.rank,
-             (unsigned long long)idle, idle < 1000 ? ": two clients with "
-             "one group and rank?" : "");
+        if (log_take(s, LOG_REJOIN, &dropped)) {
+            if (dropped > 0)
+                slog(s, "%llu more rejoins in the last %d s were not logged",
+                     (unsigned long long)dropped, LOG_WINDOW_MS / 1000);
+            slog(s, "rejoin: group '%s' rank %u (new session; the old one "
+                 "was last heard %llu ms ago%s)", hs.group, hs.rank,
+                 (unsigned long long)idle, idle < 1000 ? ": two clients "
+                 "with one group and rank?" : "");
+        }
     } else if (s->sv_nsess >= SESS_MAX ||
                (g = group_find(s, hs.group, 1)) == NULL) {
         pthread_mutex_unlock(&s->sv_mu);

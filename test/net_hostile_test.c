@@ -1503,6 +1503,33 @@ test_barrier_resent_after_release(void **state)
     nn_close(s1);
 }
 
+/* Handshakes as one group and rank, over and over (anyone may, to a
+ * server without a token): each wrote a "rejoin" line, so the log grew
+ * without bound. They are rationed like rejections (50 per 10 s). */
+static void
+test_rejoin_flood_rationed(void **state)
+{
+    struct fx *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    char *log, *p;
+    int s, lines = 0;
+
+    make_tensor(f->st, "feat", 4, 100);
+    serve(f, extra);
+    s = rsock(f->base, 5000);
+    for (int i = 0; i < 300; i++)
+        (void)rhandshake(s, "flood", 0);
+    nn_close(s);
+    log = gkvt_slurp(f->p[0].log);
+    for (p = log; (p = strstr(p, "rejoin: group 'flood' rank 0")) != NULL;
+         p++)
+        lines++;
+    free(log);
+    /* 50 a window; a slow machine may see a second window begin */
+    if (lines < 1 || lines > 100)
+        fail_msg("%d rejoin lines for 299 rejoins", lines);
+}
+
 /* A peer speaking SP over TCP by hand (nanomsg's framing: an 8-byte
  * greeting, then per message a u64 big-endian size and the bytes, a REQ
  * message starting with its 4-byte request id), so that it can send
@@ -1642,6 +1669,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sigterm_around_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_rejoin_and_stop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_barrier_resent_after_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rejoin_flood_rationed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_never_reads, setup, teardown),
     };
 
