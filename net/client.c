@@ -1501,12 +1501,16 @@ gkv_client_close(gkv_client *c)
         c->hb_running = 0;
     }
     /* leave where we are known; a server we lost forgets us when our
-     * lease expires */
+     * lease expires. Not where the heartbeat found our session refused
+     * (stale: the server restarted, or dropped us): it no longer knows us,
+     * and conn_kick would hand-shake just to leave, which a server that
+     * does not keep alive takes for its last member leaving (it stops,
+     * under the other clients of the job) */
     if ((parts = gkv__calloc(c->ncn, sizeof *parts)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "out of memory");
     } else {
         for (size_t i = 0; i < c->ncn; i++)
-            if (c->cn[i].ready) {
+            if (c->cn[i].ready && !atomic_load(&c->cn[i].stale)) {
                 parts[np].cn = &c->cn[i];
                 parts[np].type = NET_LEAVE;
                 parts[np].enc = penc_empty;
@@ -1962,6 +1966,66 @@ gkv_client_pull(gkv_client *c, const char *name, const uint64_t *ids,
     return rc;
 }
 
+/* Machine m's push positions mpos[0..cnt) (NULL: 0..cnt) in a stable
+ * order by ID into out[0..cnt) (copies of one ID keep their request
+ * order); tmp: cnt scratch slots. IDs lie in [lo, lo + len). An LSD radix
+ * sort on id - lo, 11 bits a pass, skipped when already in order. */
+static gkv_err
+push_sort(const uint64_t *ids, const size_t *mpos, size_t cnt, uint64_t lo,
+          uint64_t len, size_t *out, size_t *tmp)
+{
+    int bits = len > 1 ? 64 - __builtin_clzll(len - 1) : 1, sorted = 1;
+    size_t *digit, *a = out, *b = tmp, *t;
+
+    for (size_t j = 0; j < cnt; j++) {
+        out[j] = mpos != NULL ? mpos[j] : j;
+        if (j > 0 && ids[out[j]] < ids[out[j - 1]])
+            sorted = 0;
+    }
+    if (sorted)
+        return GKV_OK;
+    if ((digit = gkv__malloc(2048 * sizeof *digit)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    for (int sh = 0; sh < bits; sh += 11) {
+        size_t sum = 0;
+
+        memset(digit, 0, 2048 * sizeof *digit);
+        for (size_t j = 0; j < cnt; j++)
+            digit[((ids[a[j]] - lo) >> sh) & 2047]++;
+        for (size_t d = 0; d < 2048; d++) {
+            size_t k = digit[d];
+            digit[d] = sum;
+            sum += k;
+        }
+        for (size_t j = 0; j < cnt; j++)
+            b[digit[((ids[a[j]] - lo) >> sh) & 2047]++] = a[j];
+        t = a;
+        a = b;
+        b = t;
+    }
+    if (a != out)
+        memcpy(out, a, cnt * sizeof *out);
+    gkv__free(digit);
+    return GKV_OK;
+}
+
+/* Adds a push part of n rows, ids[idx[j]] (idx NULL: ids[j]), to cn. */
+static gkv_err
+push_part(struct plist *pl, struct conn *cn, const uint64_t *ids,
+          const void *rows, const size_t *idx, size_t n)
+{
+    struct part *p = plist_add(pl);
+
+    if (p == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    p->cn = cn;
+    p->ids = ids;
+    p->rows = rows;
+    p->idx = idx;
+    p->n = n;
+    return GKV_OK;
+}
+
 gkv_err
 gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
                 size_t n, const void *rows, size_t rows_len,
@@ -1971,7 +2035,7 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
     struct plist pl = {0};
     unsigned *mach = NULL;
     size_t *count = NULL, *start = NULL, *pos = NULL, *bpos = NULL, rb;
-    size_t *bcnt = NULL;
+    size_t *tmp = NULL;
     const char *handler = args != NULL && args->handler != NULL ? args->handler : "";
     uint64_t deadline;
     gkv_err rc;
@@ -2002,89 +2066,81 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
     if ((rc = split_ids(c, r, ids, n, &mach, &count, &start, &pos)) != GKV_OK)
         goto out;
     for (size_t si = 0; si < r->nsp; si++) {
-        size_t m = r->sp[si].m, cnt = count[m], cap = part_cap(c, m, PUSH_CAP), pieces;
-        uint64_t lo = r->sp[si].lo, len = r->sp[si].hi - r->sp[si].lo;
+        size_t m = r->sp[si].m, cnt = count[m], base = c->rr++;
+        size_t limit = part_cap(c, m, UINT64_MAX), hard = limit / (rb + 8);
+        size_t most = part_cap(c, m, PUSH_CAP) / (rb + 8);
+        size_t k, pieces, goal, a = 0, q = 0, *mb;
         const size_t *mpos = pos != NULL ? pos + start[m] : NULL;
-        size_t base = c->rr++, *bstart, *mb;
+        struct conn *mcn = &c->cn[m * c->nserv];   /* machine m's servers */
 
         if (cnt == 0)
             continue;
-        if (rb + 8 > cap)
-            cap = part_cap(c, m, UINT64_MAX);   /* wide rows: the hard limit */
-        if (rb + 8 > cap) {
+        /* rows per message: at most 'hard' (the server's and this client's
+         * limit), and 'most' (PUSH_CAP too) unless one row passes that */
+        if (hard == 0) {
             rc = net__fail(GKV_EINVAL, "tensor '%s': one row of %zu bytes is "
                            "more than a message may carry", name, rb);
             goto out;
         }
-        /* pieces by ID range, so every occurrence of an ID is in one
-         * message (duplicates combine once, as in gkv_tensor_push) */
-        pieces = (cnt * (rb + 8) + cap - 1) / cap;
-        if (pieces < share(c, cnt))
-            pieces = share(c, cnt);
-        if (pieces > len)
-            pieces = (size_t)len;
-        if (pieces <= 1) {
-            struct part *p = plist_add(&pl);
-            if (p == NULL) {
-                rc = net__fail(GKV_ENOMEM, "out of memory");
+        if (most == 0)
+            most = hard;
+        k = share(c, cnt);
+        if (cnt <= most && k == 1) {     /* one message, in request order */
+            if ((rc = push_part(&pl, &mcn[base % c->nserv], ids, rows, mpos,
+                                cnt)) != GKV_OK)
                 goto out;
-            }
-            p->cn = &c->cn[m * c->nserv + base % c->nserv];
-            p->ids = ids;
-            p->rows = rows;
-            p->idx = mpos;
-            p->n = cnt;
             continue;
         }
-        /* machine m's positions sorted by piece go to bpos[start[m] ..),
-         * which the parts point into until the exchange ends */
-        if (bpos == NULL && (bpos = gkv__malloc(n * sizeof *bpos)) == NULL) {
+        /* Several messages: the machine's positions sorted by ID (stable)
+         * and cut between two IDs, so every copy of an ID is in one message
+         * and in request order: one server applies them in one transaction
+         * and they combine as in gkv_tensor_push (the last assign wins,
+         * adds and gradients sum), and the messages hold disjoint IDs, so
+         * the order servers and lanes apply them in changes nothing. A
+         * piece closes once it holds the goal (an even share of the rows,
+         * at most 'most'), or before an ID whose copies would take it
+         * past 'most' (an ID with more copies than that, up to 'hard', is
+         * a piece of its own). The parts point into bpos[start[m] ..)
+         * until the exchange ends. */
+        if ((bpos == NULL && (bpos = gkv__malloc(n * sizeof *bpos)) == NULL) ||
+            (tmp == NULL && (tmp = gkv__malloc(n * sizeof *tmp)) == NULL)) {
             rc = net__fail(GKV_ENOMEM, "out of memory");
             goto out;
         }
         mb = bpos + start[m];
-        gkv__free(bcnt);
-        if ((bcnt = gkv__calloc(2 * pieces, sizeof *bcnt)) == NULL) {
-            rc = net__fail(GKV_ENOMEM, "out of memory");
+        if ((rc = push_sort(ids, mpos, cnt, r->sp[si].lo,
+                            r->sp[si].hi - r->sp[si].lo, mb, tmp)) != GKV_OK)
             goto out;
-        }
-        bstart = bcnt + pieces;
-        /* a stable counting sort of the positions by piece */
-        for (size_t j = 0; j < cnt; j++) {
-            size_t i = mpos ? mpos[j] : j;
-            bcnt[(size_t)((unsigned __int128)(ids[i] - lo) * pieces / len)]++;
-        }
-        for (size_t q = 0, a = 0; q < pieces; q++) {
-            bstart[q] = a;
-            a += bcnt[q];
-            bcnt[q] = bstart[q];
-        }
-        for (size_t j = 0; j < cnt; j++) {
-            size_t i = mpos ? mpos[j] : j;
-            mb[bcnt[(size_t)((unsigned __int128)(ids[i] - lo) * pieces / len)]++] = i;
-        }
-        for (size_t q = 0; q < pieces; q++) {
-            size_t a = bstart[q], e = bcnt[q];
-            struct part *p;
-
-            if (a == e)
-                continue;
-            if ((e - a) * (rb + 8) > cap) {
-                rc = net__fail(GKV_EINVAL, "push to tensor '%s': %zu rows "
-                               "fall in one ID range of machine %zu and make "
-                               "a message over the %zu-byte limit; push fewer "
-                               "rows per call", name, e - a, m, cap);
+        pieces = cnt / most + (cnt % most != 0);
+        if (pieces < k)
+            pieces = k;
+        goal = cnt / pieces + (cnt % pieces != 0);
+        for (size_t j = 0, e; j < cnt; j = e) {
+            for (e = j + 1; e < cnt && ids[mb[e]] == ids[mb[j]]; e++)
+                ;                        /* [j, e): the copies of one ID */
+            if (e - j > hard) {
+                rc = net__fail(GKV_EINVAL, "push to tensor '%s': ID %llu "
+                               "comes %zu times, %zu bytes, more than a "
+                               "message to machine %zu may carry (%zu "
+                               "bytes); the copies of an ID go in one message "
+                               "(they combine in one transaction): push fewer "
+                               "copies of it per call", name,
+                               (unsigned long long)ids[mb[j]], e - j,
+                               (e - j) * (rb + 8), m, limit);
                 goto out;
             }
-            if ((p = plist_add(&pl)) == NULL) {
-                rc = net__fail(GKV_ENOMEM, "out of memory");
-                goto out;
+            if (j > a && e - a > most) { /* they would pass the limit */
+                if ((rc = push_part(&pl, &mcn[(base + q++) % c->nserv], ids,
+                                    rows, mb + a, j - a)) != GKV_OK)
+                    goto out;
+                a = j;
             }
-            p->cn = &c->cn[m * c->nserv + (base + q) % c->nserv];
-            p->ids = ids;
-            p->rows = rows;
-            p->idx = mb + a;
-            p->n = e - a;
+            if (e - a >= goal || e == cnt) {
+                if ((rc = push_part(&pl, &mcn[(base + q++) % c->nserv], ids,
+                                    rows, mb + a, e - a)) != GKV_OK)
+                    goto out;
+                a = e;
+            }
         }
     }
     for (size_t i = 0; i < pl.n; i++) {
@@ -2112,7 +2168,7 @@ out:
     gkv__free(start);
     gkv__free(pos);
     gkv__free(bpos);
-    gkv__free(bcnt);
+    gkv__free(tmp);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

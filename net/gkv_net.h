@@ -214,8 +214,10 @@ GKV_API gkv_err gkv_client_connect_addr(gkv_client **out, const char *addr,
                                         uint32_t rank,
                                         const gkv_client_opts *opts);
 
-/* Leaves the group on every server it is connected to (a server it lost
- * touch with forgets it when its lease expires), then frees the client.
+/* Leaves the group on every server it holds a session with (a server it
+ * lost touch with forgets it when its lease expires; one the heartbeat
+ * found restarted never knew it, and is not joined just to be left), then
+ * frees the client.
  * A server that does not keep alive stops when its last client is gone.
  * Returns the first error of the leave; the client is freed either way.
  * NULL is fine. */
@@ -270,13 +272,17 @@ GKV_API gkv_err gkv_client_pull(gkv_client *c, const char *name,
                                 void *dst, size_t dst_len);
 
 /* Scatters rows to their owners with the handler of 'args' (NULL: assign;
- * see gkv_tensor_push); returns when every owner has committed. Each
- * server applies its part in one transaction; all occurrences of one ID go
- * to one server, so duplicates combine as in gkv_tensor_push. A failure
- * may leave other servers' parts applied: the error names the server.
- * Errors: as gkv_client_pull, and GKV_EHANDLER, GKV_EMAPFULL, GKV_EIO (the
- * server restarted while the push was in flight: it may or may not have
- * been applied there, and it was not sent again). */
+ * see gkv_tensor_push); returns when every owner has committed. A
+ * machine's part goes in messages within the message limit (the smaller
+ * max_msg of this client and the server; 64 MiB at most), split between
+ * IDs: all occurrences of one ID go in one message, in the order given,
+ * which one server applies in one transaction, so duplicates combine as
+ * in gkv_tensor_push (the rows end as after one gkv_tensor_push). A
+ * failure may leave other messages applied: the error names the server.
+ * Errors: as gkv_client_pull, and GKV_EHANDLER, GKV_EMAPFULL, GKV_EINVAL
+ * (the occurrences of one ID, named, are more than one message may carry),
+ * GKV_EIO (the server restarted while the push was in flight: it may or
+ * may not have been applied there, and it was not sent again). */
 GKV_API gkv_err gkv_client_push(gkv_client *c, const char *name,
                                 const uint64_t *ids, size_t n,
                                 const void *rows, size_t rows_len,
