@@ -96,7 +96,7 @@ left=$(sed -n 's/.*mean |x| \([0-9.]*\) at the end/\1/p' $D/job1/logs/trainer-0-
 found=$(sed -n 's/.*mean |x| \([0-9.]*\) at the start/\1/p' $D/job2/logs/trainer-0-0.log)
 printf 'embedding (rank 0 sample): job 1 started at mean |x| %s and left %s; job 2 found %s\n' \
     "$first" "$left" "$found"
-if [ "$left" != "$found" ]; then
+if [ -z "$left" ] || [ "$left" != "$found" ]; then
     echo "demo: job 2 did not find the embedding job 1 left" >&2
     exit 1
 fi

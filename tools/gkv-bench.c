@@ -721,6 +721,7 @@ push_verify(gkv_store *s, const char *label, const uint64_t *ids, size_t b,
     float *got = tools__xmalloc(b * rb), *row = tools__xmalloc(rb);
     uint64_t *other = tools__xmalloc(1000 * sizeof *other);
     size_t nother = 0, nbad = 0;
+    gkv_txn *tx;
     int ok = 1;
     rng_t rng;
 
@@ -728,7 +729,11 @@ push_verify(gkv_store *s, const char *label, const uint64_t *ids, size_t b,
         tools__die("out of memory");
     for (size_t i = 0; i < b; i++)
         cnt[ids[i]]++;
-    GKV_CK(s, gkv_tensor_pull(s, NULL, "emb", ids, b, got, b * rb));
+    /* through an explicit snapshot: the bytes in LMDB, which for a
+     * write-back configuration are what its last flush wrote (a pull
+     * without one would read the RAM copy and check nothing of it) */
+    GKV_CK(s, gkv_txn_begin(s, &tx));
+    GKV_CK(s, gkv_tensor_pull(s, tx, "emb", ids, b, got, b * rb));
     for (size_t i = 0; i < b; i++)
         for (uint32_t c = 0; c < d; c++) {
             /* duplicates' gradients are summed (in double) and one step is
@@ -771,7 +776,7 @@ push_verify(gkv_store *s, const char *label, const uint64_t *ids, size_t b,
             other[nother++] = id;
     }
     for (size_t i = 0; i < nother && ok; i++) {
-        GKV_CK(s, gkv_tensor_pull(s, NULL, "emb", &other[i], 1, row, rb));
+        GKV_CK(s, gkv_tensor_pull(s, tx, "emb", &other[i], 1, row, rb));
         for (uint32_t c = 0; c < d; c++)
             if (row[c] != feat_val(other[i], c)) {
                 tools__note("push %s: row ID %llu was not pushed but changed", label,
@@ -780,6 +785,7 @@ push_verify(gkv_store *s, const char *label, const uint64_t *ids, size_t b,
                 break;
             }
     }
+    gkv_txn_end(tx);
     free(cnt);
     free(got);
     free(row);

@@ -522,7 +522,6 @@ main(int argc, char **argv)
         es.hi = (uint64_t)hi;
         CK(gkv_client_create(c, emb, &es, p), "create the embedding");
     }
-    CK(gkv_client_barrier(c, 10 * o.timeout_ms), "barrier");
 
     /* the training mask and this trainer's share (a sampler's trainer's) */
     mask = tools__xmalloc((size_t)nnodes);
@@ -552,6 +551,10 @@ main(int argc, char **argv)
                gkv_pbook_trainer_part(b, (int)world, (int)rank), emb, before);
     }
     fflush(stdout);
+    /* after the probe: no trainer pushes before every one is here, so
+     * rank 0 reads the embedding as the last job left it (this trainer
+     * created every partition's rows above, so they exist) */
+    CK(gkv_client_barrier(c, 10 * o.timeout_ms), "barrier");
 
     for (int ep = 0; ep < o.epochs; ep++) {
         double t0 = tools__now_s(), dt;
