@@ -47,7 +47,7 @@
 #define FLUSH_MS       150       /* replies in flight get this long before
                                   * the socket closes (nanomsg has no linger) */
 #define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
-enum { LOG_REJECT, LOG_REJOIN };
+enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN };
 #define LOG_WINDOW_MS  10000
 #define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (BENCH.md) */
 #define BOOK_MAX       (64u << 20) /* bytes of a partition config */
@@ -166,8 +166,8 @@ struct gkv_server {
                                       * num_clients of them joined */
     size_t sv_nseen;                 /* how many it counted */
     char sv_stop_why[160];
-    /* log lines rationed per kind (LOG_REJECT, LOG_REJOIN) */
-    uint64_t sv_log_window[2], sv_log_count[2], sv_log_dropped[2];
+    /* log lines rationed per kind (LOG_REJECT, LOG_REJOIN, LOG_AGAIN) */
+    uint64_t sv_log_window[3], sv_log_count[3], sv_log_dropped[3];
 
     volatile sig_atomic_t sv_sig;    /* gkv_server_stop() */
     atomic_int sv_stop;              /* a stop was decided */
@@ -274,19 +274,22 @@ log_take(gkv_server *s, int kind, uint64_t *dropped)
     return ok;
 }
 
-/* log_take() for a rejection. Takes s->sv_mu. */
+/* log_take() with the lock taken here, saying what the window before
+ * dropped. Takes s->sv_mu. */
 static int
-log_allowed(gkv_server *s)
+log_allowed(gkv_server *s, int kind)
 {
+    static const char *const what[] = {"rejections", "rejoins",
+                                       "requests that arrived again"};
     uint64_t dropped;
     int ok;
 
     pthread_mutex_lock(&s->sv_mu);
-    ok = log_take(s, LOG_REJECT, &dropped);
+    ok = log_take(s, kind, &dropped);
     pthread_mutex_unlock(&s->sv_mu);
     if (dropped > 0)
-        slog(s, "%llu more rejections in the last %d s were not logged",
-             (unsigned long long)dropped, LOG_WINDOW_MS / 1000);
+        slog(s, "%llu more %s in the last %d s were not logged",
+             (unsigned long long)dropped, what[kind], LOG_WINDOW_MS / 1000);
     return ok;
 }
 
@@ -810,6 +813,9 @@ op_handshake(gkv_server *s, struct req *r)
         old->id = id;
         old->last_ms = now;
         old->ndone = old->done_next = 0;
+        /* a new session may be a new process, whose barriers count from 1
+         * again: an old release must not answer its first one */
+        old->bar_any = 0;
         /* an observer may become a member (its end then counts), not
          * the reverse (refused above) */
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
@@ -1159,9 +1165,10 @@ already_done(gkv_server *s, struct req *r)
         return 1;
     }
     if (dup) {
-        slog(s, "group '%s' rank %u: request %llu (%s) arrived again; not "
-             "applied twice", r->group, r->rank,
-             (unsigned long long)r->h.req_id, net__type_name(r->h.type));
+        if (log_allowed(s, LOG_AGAIN))
+            slog(s, "group '%s' rank %u: request %llu (%s) arrived again; "
+                 "not applied twice", r->group, r->rank,
+                 (unsigned long long)r->h.req_id, net__type_name(r->h.type));
         if (st != GKV_OK)
             rfail(r, (gkv_err)st, "request %llu was already answered with "
                   "this error", (unsigned long long)r->h.req_id);
@@ -1474,9 +1481,10 @@ op_barrier(gkv_server *s, struct req *r)
          * answer again rather than park it as a new barrier of a group
          * that has moved on */
         pthread_mutex_unlock(&s->sv_mu);
-        slog(s, "group '%s' rank %u: barrier %llu arrived again after it "
-             "was released; answered again", r->group, r->rank,
-             (unsigned long long)b.seq);
+        if (log_allowed(s, LOG_AGAIN))
+            slog(s, "group '%s' rank %u: barrier %llu arrived again after "
+                 "it was released; answered again", r->group, r->rank,
+                 (unsigned long long)b.seq);
         build(r, enc_barrier, &b);
         return;
     }
@@ -2195,24 +2203,32 @@ fail:
 }
 
 /* The entry of (etype, name), made if missing, with a reference the
- * caller gives back with pw_unref(). The caller has checked that the
- * tensor exists in snapshot tx, so only features that exist get entries;
- * making one also frees the unused entries whose tensor is gone from tx
- * (deleted since): a server that serves job after job keeps the weights
- * of the features that exist, not of every name ever sampled by. */
+ * caller gives back with pw_unref(); NULL with *rc GKV_ENOTFOUND when it
+ * is missing and snapshot tx has no such tensor (only features that exist
+ * get entries), or GKV_ENOMEM. Making one also frees the unused entries
+ * whose tensor is gone from tx (deleted since): a server that serves job
+ * after job keeps the weights of the features that exist, not of every
+ * name ever sampled by. */
 static struct pw *
-pw_find(gkv_server *s, gkv_txn *tx, int etype, const char *name)
+pw_find(gkv_server *s, gkv_txn *tx, int etype, const char *name, gkv_err *rc)
 {
     struct pw *p, **pp;
+    gkv_tensor_desc d;
 
+    *rc = GKV_ENOMEM;
     pthread_mutex_lock(&s->sv_pw_mu);
     for (p = s->sv_pw; p != NULL; p = p->pw_next)
         if (p->pw_etype == etype && strcmp(p->pw_name, name) == 0)
             break;
+    if (p == NULL &&
+        gkv_tensor_info(s->sv_store, tx, name, &d) == GKV_ENOTFOUND) {
+        pthread_mutex_unlock(&s->sv_pw_mu);
+        *rc = GKV_ENOTFOUND;
+        return NULL;
+    }
     if (p == NULL) {
         for (pp = &s->sv_pw; *pp != NULL;) {
             struct pw *q = *pp;
-            gkv_tensor_desc d;
             if (q->pw_refs == 0 &&
                 gkv_tensor_info(s->sv_store, tx, q->pw_name, &d) ==
                 GKV_ENOTFOUND) {
@@ -2227,8 +2243,10 @@ pw_find(gkv_server *s, gkv_txn *tx, int etype, const char *name)
             s->sv_pw = p;
         }
     }
-    if (p != NULL)
+    if (p != NULL) {
         p->pw_refs++;
+        *rc = GKV_OK;
+    }
     pthread_mutex_unlock(&s->sv_pw_mu);
     return p;
 }
@@ -2278,7 +2296,6 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
         for (int e = 0; e < net_ && rc == GKV_OK; e++) {
             const char *canon = gkv_pbook_etype_name(s->sv_book, e);
             char name[GKV_NAME_MAX + 2];
-            gkv_tensor_desc fd;
             int64_t lo, hi;
             struct pw *p;
 
@@ -2317,17 +2334,13 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
                     }
                     txid = (uint64_t)mdb_txn_id(tx->tx_txn);
                 }
-                /* a name that is no tensor gets no entry */
-                if ((rc = gkv_tensor_info(s->sv_store, tx, name, &fd)) ==
-                    GKV_ENOTFOUND) {
-                    rfail(r, rc, "sample: edge feature of edge type '%s': no "
-                          "tensor '%s' in partition %d's store (server %s)",
-                          canon, name, part, s->sv_tag);
-                    break;
-                }
-                rc = GKV_OK;    /* other errors: pw_refresh names them */
-                if ((p = pw_find(s, tx, e, name)) == NULL) {
-                    rc = rfail(r, GKV_ENOMEM, "sample: out of memory");
+                if ((p = pw_find(s, tx, e, name, &rc)) == NULL) {
+                    if (rc == GKV_ENOTFOUND)
+                        rfail(r, rc, "sample: edge feature of edge type "
+                              "'%s': no tensor '%s' in partition %d's store "
+                              "(server %s)", canon, name, part, s->sv_tag);
+                    else
+                        rfail(r, rc, "sample: out of memory");
                     break;
                 }
                 for (;;) {
@@ -2773,7 +2786,7 @@ reject(gkv_server *s, const char *what, const void *m, size_t len,
     char hex[64];
 
     atomic_fetch_add_explicit(&s->st_rejected, 1, memory_order_relaxed);
-    if (!log_allowed(s))
+    if (!log_allowed(s, LOG_REJECT))
         return;
     hex16(m, len, hex, sizeof hex);
     slog(s, "rejected %s (%zu bytes, first: %s): %s", what, len, hex, why);

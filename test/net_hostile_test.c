@@ -1455,7 +1455,8 @@ test_barrier_rejoin_and_stop(void **state)
  * sends the request again on the new one) after the group was released:
  * it was parked as a new barrier, so that rank waited for its timeout and
  * the other ranks' next barrier was refused ("ranks already waiting are
- * at 1"). It is answered again at once. */
+ * at 1"). It is answered again at once; but not a new process's (a
+ * rejoin) first barrier. */
 static void
 test_barrier_resent_after_release(void **state)
 {
@@ -1497,6 +1498,28 @@ test_barrier_resent_after_release(void **state)
     assert_int_equal(r.h.status, 0);
     assert_true(gkvt_file_has(f->p[0].log, "barrier 1 arrived again after "
                               "it was released"));
+    /* a new process as rank 1 (a rejoin) counts its barriers from 1
+     * again: its barrier 1 waits for the group, not answered by the old
+     * session's release */
+    {
+        int g0 = rsock(f->base, 3000), g1 = rsock(f->base, 3000),
+            g1b = rsock(f->base, 600);
+        uint64_t b0 = rhandshake(g0, "bar2", 0), b1 = rhandshake(g1, "bar2", 1),
+                 b1b;
+        nb.seq = 1;
+        w.off = 0;
+        net__enc_barrier(&w, &nb);
+        rsend(g0, NET_BARRIER, b0, 20, b, w.off);
+        assert_int_equal(rcall(g1, NET_BARRIER, b1, 21, b, w.off, &r), 0);
+        assert_int_equal(r.h.status, 0);
+        assert_int_equal(rrecv(g0, &r), 0);
+        b1b = rhandshake(g1b, "bar2", 1);
+        assert_true(b1b != b1);
+        assert_int_equal(rcall(g1b, NET_BARRIER, b1b, 1, b, w.off, &r), -1);
+        nn_close(g0);
+        nn_close(g1);
+        nn_close(g1b);
+    }
     free(r.pl);
     nn_close(s0);
     nn_close(s0b);
