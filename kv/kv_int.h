@@ -391,7 +391,9 @@ extern void (*kv__wb_flush_hook)(gkv_store *s);
 /* Tests only: called by a load of a write-back copy (the tensor, at
  * gkv_writeback_start, or a state companion 'name') once it has read the
  * record of 'name', inside the snapshot it reads the rows from, before it
- * reads them; and with 'name' NULL when kv__wb_state_load has installed
+ * reads them; with 'name' "" when kv__wb_state_load has created missing
+ * companions and not yet begun its snapshot; and with 'name' NULL when
+ * kv__wb_state_load has installed
  * its copies, before the push or restore that asked for them takes
  * st_wb_lock again. gkv_writeback_start holds st_wb_lock exclusively
  * there; a state load for a push or a restore holds no lock, so the hook

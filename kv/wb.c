@@ -718,11 +718,30 @@ kv__wb_state_load(gkv_store *s, const char *name, enum kv_hkind k)
          * for this. Only for the tensor we hold a copy of: another handle
          * may have replaced it (then the flush drops our copy), and a
          * companion of the new one could have other rows */
-        if ((rc = kv__state_create(s, name, k, parent.tid)) != GKV_OK ||
-            (rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+        if ((rc = kv__state_create(s, name, k, parent.tid)) != GKV_OK)
+            return rc;
+        if (kv__wb_load_hook != NULL)
+            kv__wb_load_hook(s, "");
+        if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
             return rc;
         rc = state_mirrors_load(s, sn.txn, name, &parent, slot, load, n, 0, m);
         kv__snap_end(&sn);
+        if (rc == GKV_ENOTFOUND) {
+            /* a reset that committed between our create and our snapshot
+             * deleted what we created: create again (the tensor itself
+             * gone is the flush's business, as below) */
+            pthread_rwlock_rdlock(&s->st_wb_lock);
+            w = kv__wb_find(s, name);
+            again = w != NULL && w->m[0].r.tid == parent.tid &&
+                    s->st_wb_gen != gen;
+            pthread_rwlock_unlock(&s->st_wb_lock);
+            if (again) {
+                kv__clear(s);
+                for (size_t i = 0; i < n; i++)
+                    mirror_free(&m[i]);
+                continue;
+            }
+        }
         if (rc == GKV_OK) {
             /* a reset that committed since we looked may have deleted
              * what we loaded (its transaction came after our create):

@@ -540,3 +540,30 @@ gkvt_stop_proc(int pid)
         gkvt_sleep_ms(10);
     assert_true(all_stopped(pid));
 }
+
+gkv_tensor_spec
+gkvt_spec(gkv_dtype dt, uint64_t width, uint64_t lo, uint64_t hi)
+{
+    gkv_tensor_spec sp;
+
+    memset(&sp, 0, sizeof sp);
+    sp.dtype = dt;
+    sp.ndim = 1;
+    sp.shape[0] = width;
+    sp.lo = lo;
+    sp.hi = hi;
+    return sp;
+}
+
+gkv_tensor_spec
+gkvt_spec_init(gkv_dtype dt, uint64_t width, uint64_t lo, uint64_t hi,
+               gkv_init init)
+{
+    gkv_tensor_spec sp = gkvt_spec(dt, width, lo, hi);
+
+    sp.init = init;
+    sp.a = -1;
+    sp.b = 1;
+    sp.seed = 7;
+    return sp;
+}

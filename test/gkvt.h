@@ -99,6 +99,13 @@ void gkvt_stop_proc(int pid);
 void gkvt_gpu_missing(const char *why);
 /* gkvt_gpu_missing(), then skips the test. */
 void gkvt_gpu_skip(const char *why);
+/* A one-dimensional tensor: rows of 'width' elements of dt, IDs [lo, hi);
+ * every other field zero. */
+gkv_tensor_spec gkvt_spec(gkv_dtype dt, uint64_t width, uint64_t lo,
+                          uint64_t hi);
+/* gkvt_spec() with rows made by 'init' (a = -1, b = 1, seed 7). */
+gkv_tensor_spec gkvt_spec_init(gkv_dtype dt, uint64_t width, uint64_t lo,
+                               uint64_t hi, gkv_init init);
 #define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
 /* A net/ call must succeed; else fail naming the call, code and detail. */
 #define NET_OK(expr) do { gkv_err rc_ = (expr); \

@@ -89,14 +89,8 @@ static gkv_tensor_spec
 spec(gkv_dtype dt, uint64_t width, uint64_t lo, uint64_t hi, gkv_init init,
      double a, double b)
 {
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec(dt, width, lo, hi);
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = dt;
-    sp.ndim = 1;
-    sp.shape[0] = width;
-    sp.lo = lo;
-    sp.hi = hi;
     sp.init = init;
     sp.a = a;
     sp.b = b;

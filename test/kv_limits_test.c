@@ -48,14 +48,8 @@ teardown(void **state)
 static gkv_tensor_spec
 spec(gkv_dtype dt, uint64_t width, uint64_t lo, uint64_t hi, uint32_t cr)
 {
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec(dt, width, lo, hi);
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = dt;
-    sp.ndim = 1;
-    sp.shape[0] = width;
-    sp.lo = lo;
-    sp.hi = hi;
     sp.chunk_rows = cr;
     return sp;
 }

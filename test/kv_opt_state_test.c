@@ -26,14 +26,8 @@ static const char *const fam_suf[5] = {
 static gkv_tensor_spec
 spec(gkv_dtype dt)
 {
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec(dt, W, LO, LO + N);
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = dt;
-    sp.ndim = 1;
-    sp.shape[0] = W;
-    sp.lo = LO;
-    sp.hi = LO + N;
     sp.flags = GKV_TENSOR_HOT;    /* many chunks */
     sp.init = GKV_INIT_UNIFORM;
     sp.a = -1;

@@ -63,11 +63,7 @@ other_process(enum hook_act act)
         if (gkv_store_open(&s2, hk.dir, GKV_NOSYNC, NULL) != GKV_OK)
             _exit(2);
         if (act == H_REPLACE) {
-            memset(&sp, 0, sizeof sp);
-            sp.dtype = GKV_F32;
-            sp.ndim = 1;
-            sp.shape[0] = 1;
-            sp.hi = 1024;
+            sp = gkvt_spec(GKV_F32, 1, 0, 1024);
             sp.chunk_rows = 64;
             if (gkv_tensor_delete(s2, "t") != GKV_OK)
                 _exit(3);
@@ -155,22 +151,53 @@ copy_geometry_ok(gkv_store *s, const char *name)
     pthread_rwlock_unlock(&s->st_wb_lock);
 }
 
-static gkv_tensor_spec
-spec8(void)
-{
-    gkv_tensor_spec sp;
+static const gkv_push_args g_adam = {"adam", 0, 0, 0, 0};
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = GKV_F32;
-    sp.ndim = 1;
-    sp.shape[0] = 8;
-    sp.hi = 1024;
+/* Ends the write-back of t (its stop must give 'stop'), checks the store,
+ * closes it and removes dir. */
+static void
+store_done(gkv_store *s, char *dir, gkv_err stop)
+{
+    assert_int_equal(gkv_writeback_stop(s, "t"), stop);
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
+/* A store in dir with t (8 f32 a row over [0, 1024), chunks of 64) pushed
+ * once with adam at ID 5 (g, all ones). */
+static gkv_store *
+adam_store(const char *dir, const float g[8])
+{
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 8, 0, 1024);
+    uint64_t id = 5;
+    gkv_store *s;
+
     sp.chunk_rows = 64;
     sp.init = GKV_INIT_UNIFORM;
     sp.a = -1;
     sp.b = 1;
     sp.seed = 3;
-    return sp;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, 8 * sizeof *g, &g_adam));
+    return s;
+}
+
+/* gkv_writeback_start of t while another process (in dir) does 'act' at
+ * the load of t: the other process and the start must succeed. */
+static void
+start_racing(gkv_store *s, enum hook_act act, const char *dir)
+{
+    gkv_err rc;
+
+    hook_arm(act, "t", dir);
+    rc = gkv_writeback_start(s, "t", 100000);
+    hook_disarm();
+    assert_true(hk.fired);
+    if (!WIFEXITED(hk.status) || WEXITSTATUS(hk.status) != 0)
+        fail_msg("the other process failed (status 0x%x)", hk.status);
+    GKVT_OK(rc);
 }
 
 /* ---- 1. gkv_writeback_start: one snapshot ------------------------------ */
@@ -181,30 +208,19 @@ static void
 test_start_tensor_replaced_during_load(void **state)
 {
     char *dir = gkvt_mkdtemp("racerepl");
-    gkv_tensor_spec sp = spec8();
-    gkv_push_args adam = {"adam", 0, 0, 0, 0};
     float g[8] = {1, 1, 1, 1, 1, 1, 1, 1}, w1[1], m1[1];
     uint64_t id = 5, last = 1023;
     int64_t t1;
-    gkv_store *s;
+    gkv_store *s = adam_store(dir, g);
     gkv_txn *tx;
     gkv_err rc;
 
     (void)state;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g, &adam));
-    hook_arm(H_REPLACE, "t", dir);
-    rc = gkv_writeback_start(s, "t", 100000);
-    hook_disarm();
-    assert_true(hk.fired);
-    if (!WIFEXITED(hk.status) || WEXITSTATUS(hk.status) != 0)
-        fail_msg("the other process failed (status 0x%x)", hk.status);
-    GKVT_OK(rc);
+    start_racing(s, H_REPLACE, dir);
     /* the copy is the old t with the old t's state, all of it */
     copy_geometry_ok(s, "t");
     /* so an adam push to its last row stays inside the state copies */
-    GKVT_OK(gkv_tensor_push(s, "t", &last, 1, g, sizeof g, &adam));
+    GKVT_OK(gkv_tensor_push(s, "t", &last, 1, g, sizeof g, &g_adam));
     /* the flush finds t replaced: the copy is dropped, the new t kept */
     rc = gkv_writeback_flush(s);
     assert_int_equal(rc, GKV_ENOTFOUND);
@@ -218,10 +234,7 @@ test_start_tensor_replaced_during_load(void **state)
     GKVT_OK(gkv_tensor_pull(s, tx, "t#adam_t", &last, 1, &t1, sizeof t1));
     assert_int_equal(t1, 0);     /* the push to the dropped copy: not here */
     gkv_txn_end(tx);
-    assert_int_equal(gkv_writeback_stop(s, "t"), GKV_ENOTFOUND);
-    GKVT_OK(gkv_store_verify(s, NULL, NULL));
-    gkv_store_close(s);
-    gkvt_rmtree(dir);
+    store_done(s, dir, GKV_ENOTFOUND);
 }
 
 /* Another process pushes t with adam while this handle's start has read t
@@ -232,20 +245,14 @@ static void
 test_start_push_during_load(void **state)
 {
     char *dir = gkvt_mkdtemp("racepush");
-    gkv_tensor_spec sp = spec8();
-    gkv_push_args adam = {"adam", 0, 0, 0, 0};
     float g[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     float w0[8], m0[8], v0[8], w1[8], m1[8], v1[8];
     uint64_t id = 5;
     int64_t t0, t1;
-    gkv_store *s;
+    gkv_store *s = adam_store(dir, g);
     gkv_txn *tx;
-    gkv_err rc;
 
     (void)state;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g, &adam));
     GKVT_OK(gkv_txn_begin(s, &tx));
     GKVT_OK(gkv_tensor_pull(s, tx, "t", &id, 1, w0, sizeof w0));
     GKVT_OK(gkv_tensor_pull(s, tx, "t#adam_m", &id, 1, m0, sizeof m0));
@@ -253,13 +260,7 @@ test_start_push_during_load(void **state)
     GKVT_OK(gkv_tensor_pull(s, tx, "t#adam_t", &id, 1, &t0, sizeof t0));
     gkv_txn_end(tx);
     assert_int_equal(t0, 1);
-    hook_arm(H_PUSH, "t", dir);
-    rc = gkv_writeback_start(s, "t", 100000);
-    hook_disarm();
-    assert_true(hk.fired);
-    if (!WIFEXITED(hk.status) || WEXITSTATUS(hk.status) != 0)
-        fail_msg("the other process failed (status 0x%x)", hk.status);
-    GKVT_OK(rc);
+    start_racing(s, H_PUSH, dir);
     /* the copy (reads without a snapshot) */
     GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, w1, sizeof w1));
     GKVT_OK(gkv_tensor_pull(s, NULL, "t#adam_m", &id, 1, m1, sizeof m1));
@@ -279,14 +280,41 @@ test_start_push_during_load(void **state)
 
 /* ---- 2. gkv_opt_reset while the first optimizer push loads state ------- */
 
-/* The reference: the same tensor, never in write-back, one adam push. */
-static void
-ref_one_push(gkv_store *s, const gkv_tensor_spec *sp, uint64_t id,
-             const float *g, size_t glen)
+/* A store in dir with t (2 f32 a row over [0, 16)) in write-back, and
+ * the reference: the same tensor 'ref', never in write-back, pushed once
+ * with adam (g, 2 floats, at id). */
+static gkv_store *
+reset_store(const char *dir, uint64_t id, const float g[2])
 {
-    GKVT_OK(gkv_tensor_create(s, "ref", sp));
-    GKVT_OK(gkv_tensor_push(s, "ref", &id, 1, g, glen,
-                            &(gkv_push_args){"adam", 0, 0, 0, 0}));
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 2, 0, 16);
+    gkv_store *s;
+
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "ref", &sp));
+    GKVT_OK(gkv_tensor_push(s, "ref", &id, 1, g, 2 * sizeof *g, &g_adam));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_writeback_start(s, "t", 100000));
+    return s;
+}
+
+/* Pushes len bytes of 'in' to 'name' at id (with pa, may be NULL) while
+ * the hook resets t's adam state at the load of 'on' (NULL: once a state
+ * load has installed its copies): the push ('what') and the reset must
+ * both succeed. */
+static void
+push_racing_reset(gkv_store *s, const char *on, const char *name,
+                  uint64_t id, const float *in, size_t len,
+                  const gkv_push_args *pa, const char *what)
+{
+    gkv_err rc;
+
+    hook_arm(H_RESET, on, NULL);
+    rc = gkv_tensor_push(s, name, &id, 1, in, len, pa);
+    hook_disarm();
+    if (rc != GKV_OK)
+        fail_msg("%s: %s: %s", what, gkv_err_name(rc), gkv_store_errmsg(s));
+    assert_true(hk.fired);
+    GKVT_OK(hk.rc);
 }
 
 /* Rows 'name' and 'ref' (suffix i) are equal in snapshot tx. */
@@ -315,6 +343,19 @@ stored_same(gkv_store *s, gkv_txn *tx, int i)
     free(y);
 }
 
+/* t and its adam state equal ref's, in one snapshot. */
+static void
+family_same(gkv_store *s)
+{
+    gkv_txn *tx;
+
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    for (int i = 0; i < 5; i++)
+        if (i != 1)
+            stored_same(s, tx, i);
+    gkv_txn_end(tx);
+}
+
 /* The reset commits after the push created t's adam state in the store
  * and before it installed the copies (deterministic: the hook runs it
  * there). The store must then go through a serial order: here the reset,
@@ -323,43 +364,39 @@ static void
 test_reset_during_state_load(void **state)
 {
     char *dir = gkvt_mkdtemp("racereset");
-    gkv_tensor_spec sp;
     float g[2] = {1, 1};
     uint64_t id = 3;
-    gkv_store *s;
-    gkv_txn *tx;
+    gkv_store *s = reset_store(dir, id, g);
     gkv_err rc;
 
     (void)state;
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = GKV_F32;
-    sp.ndim = 1;
-    sp.shape[0] = 2;
-    sp.hi = 16;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
-    ref_one_push(s, &sp, id, g, sizeof g);
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    GKVT_OK(gkv_writeback_start(s, "t", 100000));
-    hook_arm(H_RESET, "t#adam_m", dir);
-    rc = gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
-                         &(gkv_push_args){"adam", 0, 0, 0, 0});
-    hook_disarm();
-    GKVT_OK(rc);
-    assert_true(hk.fired);
-    GKVT_OK(hk.rc);
+    push_racing_reset(s, "t#adam_m", "t", id, g, sizeof g, &g_adam,
+                      "adam push");
     rc = gkv_writeback_flush(s);
     if (rc != GKV_OK)
         fail_msg("flush: %s: %s (this is the only handle)", gkv_err_name(rc),
                  gkv_store_errmsg(s));
-    GKVT_OK(gkv_txn_begin(s, &tx));
-    for (int i = 0; i < 5; i++)
-        if (i != 1)
-            stored_same(s, tx, i);
-    gkv_txn_end(tx);
-    GKVT_OK(gkv_writeback_stop(s, "t"));
-    GKVT_OK(gkv_store_verify(s, NULL, NULL));
-    gkv_store_close(s);
-    gkvt_rmtree(dir);
+    family_same(s);
+    store_done(s, dir, GKV_OK);
+}
+
+/* The reset commits after the push created the state and before the
+ * snapshot it loads through begins: the snapshot has no companions. The
+ * push failed with GKV_ENOTFOUND "no tensor 't#adam_m'"; it must create
+ * them again (the serial order: the reset, then the push). */
+static void
+test_reset_before_state_snapshot(void **state)
+{
+    char *dir = gkvt_mkdtemp("racereset0");
+    float g[2] = {1, 1};
+    uint64_t id = 3;
+    gkv_store *s = reset_store(dir, id, g);
+
+    (void)state;
+    push_racing_reset(s, "", "t", id, g, sizeof g, &g_adam, "adam push");
+    GKVT_OK(gkv_writeback_flush(s));
+    family_same(s);
+    store_done(s, dir, GKV_OK);
 }
 
 /* The reset commits just after the state load installed its copies, and
@@ -371,47 +408,19 @@ static void
 test_reset_after_state_load(void **state)
 {
     char *dir = gkvt_mkdtemp("racereset2");
-    gkv_tensor_spec sp;
     float g[2] = {1, 1}, m[2] = {0.25f, -0.5f}, got[2];
     uint64_t id = 3;
-    gkv_store *s;
+    gkv_store *s = reset_store(dir, id, g);
     gkv_txn *tx;
-    gkv_err rc;
 
     (void)state;
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = GKV_F32;
-    sp.ndim = 1;
-    sp.shape[0] = 2;
-    sp.hi = 16;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
-    ref_one_push(s, &sp, id, g, sizeof g);
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    GKVT_OK(gkv_writeback_start(s, "t", 100000));
     /* an optimizer push */
-    hook_arm(H_RESET, NULL, dir);
-    rc = gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
-                         &(gkv_push_args){"adam", 0, 0, 0, 0});
-    hook_disarm();
-    if (rc != GKV_OK)
-        fail_msg("adam push: %s: %s", gkv_err_name(rc), gkv_store_errmsg(s));
-    assert_true(hk.fired);
-    GKVT_OK(hk.rc);
+    push_racing_reset(s, NULL, "t", id, g, sizeof g, &g_adam, "adam push");
     GKVT_OK(gkv_writeback_flush(s));
-    GKVT_OK(gkv_txn_begin(s, &tx));
-    for (int i = 0; i < 5; i++)
-        if (i != 1)
-            stored_same(s, tx, i);
-    gkv_txn_end(tx);
+    family_same(s);
     /* a restore, after a reset drops the state again */
     GKVT_OK(gkv_opt_reset(s, "t", "adam"));
-    hook_arm(H_RESET, NULL, dir);
-    rc = gkv_tensor_push(s, "t#adam_m", &id, 1, m, sizeof m, NULL);
-    hook_disarm();
-    if (rc != GKV_OK)
-        fail_msg("restore: %s: %s", gkv_err_name(rc), gkv_store_errmsg(s));
-    assert_true(hk.fired);
-    GKVT_OK(hk.rc);
+    push_racing_reset(s, NULL, "t#adam_m", id, m, sizeof m, NULL, "restore");
     GKVT_OK(gkv_writeback_flush(s));
     GKVT_OK(gkv_tensor_pull(s, NULL, "t#adam_m", &id, 1, got, sizeof got));
     assert_memory_equal(got, m, sizeof m);
@@ -419,10 +428,7 @@ test_reset_after_state_load(void **state)
     GKVT_OK(gkv_tensor_pull(s, tx, "t#adam_m", &id, 1, got, sizeof got));
     assert_memory_equal(got, m, sizeof m);
     gkv_txn_end(tx);
-    GKVT_OK(gkv_writeback_stop(s, "t"));
-    GKVT_OK(gkv_store_verify(s, NULL, NULL));
-    gkv_store_close(s);
-    gkvt_rmtree(dir);
+    store_done(s, dir, GKV_OK);
 }
 
 /* The same with real threads, many times: one pushes t with adam, one
@@ -480,7 +486,7 @@ static void
 test_reset_races_pushes(void **state)
 {
     char *dir = gkvt_mkdtemp("raceresetth");
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 2, 0, 16);
     float g[2] = {1, 1};
     uint64_t id = 3;
     struct reset_arg ra;
@@ -489,11 +495,6 @@ test_reset_races_pushes(void **state)
     pthread_t th;
 
     (void)state;
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = GKV_F32;
-    sp.ndim = 1;
-    sp.shape[0] = 2;
-    sp.hi = 16;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
     GKVT_OK(gkv_writeback_start(s, "t", 1));   /* background flushes too */
@@ -502,8 +503,7 @@ test_reset_races_pushes(void **state)
     ra.n = 300;
     assert_int_equal(pthread_create(&th, NULL, reset_main, &ra), 0);
     for (int i = 0; i < 600; i++) {
-        gkv_err rc = gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
-                                     &(gkv_push_args){"adam", 0, 0, 0, 0});
+        gkv_err rc = gkv_tensor_push(s, "t", &id, 1, g, sizeof g, &g_adam);
         if (rc != GKV_OK)
             fail_msg("push %d: %s: %s", i, gkv_err_name(rc),
                      gkv_store_errmsg(s));
@@ -525,10 +525,7 @@ test_reset_races_pushes(void **state)
     GKVT_OK(gkv_txn_begin(s, &tx));
     state_agrees(s, tx, id);
     gkv_txn_end(tx);
-    GKVT_OK(gkv_writeback_stop(s, "t"));
-    GKVT_OK(gkv_store_verify(s, NULL, NULL));
-    gkv_store_close(s);
-    gkvt_rmtree(dir);
+    store_done(s, dir, GKV_OK);
 }
 
 int
@@ -540,6 +537,7 @@ main(void)
         cmocka_unit_test(test_start_tensor_replaced_during_load),
         cmocka_unit_test(test_start_push_during_load),
         cmocka_unit_test(test_reset_during_state_load),
+        cmocka_unit_test(test_reset_before_state_snapshot),
         cmocka_unit_test(test_reset_after_state_load),
         cmocka_unit_test(test_reset_races_pushes),
     };

@@ -41,20 +41,6 @@ teardown(void **state)
     return 0;
 }
 
-static gkv_tensor_spec
-spec2(gkv_dtype dt, uint64_t width, uint64_t lo, uint64_t hi)
-{
-    gkv_tensor_spec sp;
-
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = dt;
-    sp.ndim = 1;
-    sp.shape[0] = width;
-    sp.lo = lo;
-    sp.hi = hi;
-    return sp;
-}
-
 /* Reads a whole tensor into a malloc'd buffer. */
 static unsigned char *
 dump(gkv_store *s, const char *name, size_t *len)
@@ -186,7 +172,7 @@ test_newer_format_is_eversion(void **state)
     MDB_dbi dbi;
     uint32_t v = KV_FORMAT + 1;
     MDB_val k = {6, "format"}, d = {4, &v};
-    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 10);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 10);
 
     (void)state;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
@@ -213,7 +199,7 @@ static void
 test_create_info_list(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 128, 100, 2100);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 128, 100, 2100);
     gkv_tensor_desc d, *v;
     size_t n;
 
@@ -221,7 +207,7 @@ test_create_info_list(void **state)
     sp.shape[0] = 4;
     sp.shape[1] = 32;
     GKVT_OK(gkv_tensor_create(f->s, "node/paper/feat", &sp));
-    sp = spec2(GKV_I64, 1, 0, 10);
+    sp = gkvt_spec(GKV_I64, 1, 0, 10);
     sp.ndim = 0;
     GKVT_OK(gkv_tensor_create(f->s, "label", &sp));
     GKVT_OK(gkv_tensor_info(f->s, NULL, "node/paper/feat", &d));
@@ -250,7 +236,7 @@ static void
 test_bad_names_and_specs(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 10), bad;
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 10), bad;
     char longname[GKV_NAME_MAX + 2];
     gkv_tensor_desc *v;
     size_t n;
@@ -285,9 +271,9 @@ test_bad_names_and_specs(void **state)
     assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
     bad = sp; bad.flags = 0x80;
     assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
-    bad = spec2(GKV_F64, 1u << 20, 0, 10); bad.chunk_rows = 1000;   /* 8 GiB chunks */
+    bad = gkvt_spec(GKV_F64, 1u << 20, 0, 10); bad.chunk_rows = 1000;   /* 8 GiB chunks */
     assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
-    bad = spec2(GKV_F64, 1ull << 40, 0, 10);
+    bad = gkvt_spec(GKV_F64, 1ull << 40, 0, 10);
     assert_int_equal(gkv_tensor_create(f->s, "t", &bad), GKV_EINVAL);
     /* nothing but the one good tensor was created */
     GKVT_OK(gkv_tensor_list(f->s, NULL, 1, &v, &n));
@@ -301,7 +287,7 @@ static void
 test_initializers(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 16, 1000, 21000);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 16, 1000, 21000);
     size_t len, len2;
     float *v, *w;
     double sum = 0, sq = 0;
@@ -351,7 +337,7 @@ test_initializers(void **state)
     free(v);
 
     /* integer dtype: constant rounds toward zero */
-    sp = spec2(GKV_I32, 3, 0, 5);
+    sp = gkvt_spec(GKV_I32, 3, 0, 5);
     sp.init = GKV_INIT_CONST;
     sp.a = -7.9;
     GKVT_OK(gkv_tensor_create(f->s, "i", &sp));
@@ -395,7 +381,7 @@ test_pull_matches_reference(void **state)
 
     for (size_t k = 0; k < sizeof chunkings / sizeof *chunkings; k++) {
         char name[32];
-        gkv_tensor_spec sp = spec2(GKV_F32, 24, 5000, 25000);
+        gkv_tensor_spec sp = gkvt_spec(GKV_F32, 24, 5000, 25000);
 
         sp.chunk_rows = chunkings[k];
         snprintf(name, sizeof name, "t%zu", k);
@@ -404,7 +390,7 @@ test_pull_matches_reference(void **state)
         check_pull_random(f->s, name, 5000, 25000, 24, &seed);
     }
     {
-        gkv_tensor_spec sp = spec2(GKV_F32, 24, 0, 20000);
+        gkv_tensor_spec sp = gkvt_spec(GKV_F32, 24, 0, 20000);
         sp.flags = GKV_TENSOR_HOT;
         GKVT_OK(gkv_tensor_create(f->s, "hot", &sp));
         fill_f32(f->s, "hot", 0, 20000, 24);
@@ -416,7 +402,7 @@ static void
 test_pull_bad_input(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 4, 10, 20);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 10, 20);
     uint64_t ids[3] = {10, 25, 11};
     float out[12];
 
@@ -447,7 +433,7 @@ static void
 test_snapshot_and_row_view(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 8, 0, 3000);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 8, 0, 3000);
     gkv_txn *tx;
     const void *row;
     float v[8], newrow[8];
@@ -482,7 +468,7 @@ static void
 test_read_and_write_ranges(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_I32, 3, 50, 1050);
+    gkv_tensor_spec sp = gkvt_spec(GKV_I32, 3, 50, 1050);
     int32_t ref[1000 * 3], got[1000 * 3], in[1000 * 3];
     uint64_t seed = gkvt_seed() ^ 7;
 
@@ -518,7 +504,7 @@ test_push_assign_last_wins_add_sums(void **state)
 {
     struct fx *f = *state;
     enum { N = 3000, W = 5, P = 4000 };
-    gkv_tensor_spec sp = spec2(GKV_I64, W, 100, 100 + N);
+    gkv_tensor_spec sp = gkvt_spec(GKV_I64, W, 100, 100 + N);
     static int64_t ref[N * W], in[P * W], got[N * W];
     static uint64_t ids[P];
     uint64_t seed = gkvt_seed() ^ 11;
@@ -550,7 +536,7 @@ static void
 test_push_add_halves_and_bytes(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F16, 2, 0, 4);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F16, 2, 0, 4);
     uint16_t in[4] = {gkv_f32_to_f16(1.5f), gkv_f32_to_f16(-2.0f),
                       gkv_f32_to_f16(0.25f), gkv_f32_to_f16(4.0f)};
     uint16_t out[2];
@@ -563,7 +549,7 @@ test_push_add_halves_and_bytes(void **state)
     GKVT_OK(gkv_tensor_pull(f->s, NULL, "h", ids, 1, out, sizeof out));
     assert_true(gkv_f16_to_f32(out[0]) == 1.75f);
     assert_true(gkv_f16_to_f32(out[1]) == 2.0f);
-    sp = spec2(GKV_U8, 1, 0, 4);
+    sp = gkvt_spec(GKV_U8, 1, 0, 4);
     GKVT_OK(gkv_tensor_create(f->s, "b", &sp));
     GKVT_OK(gkv_tensor_push(f->s, "b", ids, 2, b, 2, &add));
     GKVT_OK(gkv_tensor_pull(f->s, NULL, "b", ids, 1, b, 1));
@@ -669,7 +655,7 @@ test_push_add_integers_exact(void **state)
 
     for (int pad = 1; pad <= 8; pad++) {
         for (size_t t = 0; t < sizeof ty / sizeof *ty; t++) {
-            gkv_tensor_spec ps = spec2(GKV_U8, (uint64_t)pad, 0, 1);
+            gkv_tensor_spec ps = gkvt_spec(GKV_U8, (uint64_t)pad, 0, 1);
             gkv_tensor_spec sp;
             char pn[32], n[32];
             size_t sz = gkv_dtype_size(ty[t].dt);
@@ -717,7 +703,7 @@ static void
 test_pull_read_null_args(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 4, 10, 20);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 10, 20);
     uint64_t ids[2] = {10, 11};
     float out[8], g[4] = {1, 1, 1, 1};
     gkv_txn *tx;
@@ -795,7 +781,7 @@ test_optimizers_match_reference(void **state)
         static float w[N * E], s1[N * E], s2[N * E], in[P * E], got[N * E];
         static int64_t t[N];
         static uint64_t ids[P];
-        gkv_tensor_spec sp = spec2(GKV_F32, E, 0, N);
+        gkv_tensor_spec sp = gkvt_spec(GKV_F32, E, 0, N);
         gkv_push_args pa = {opts[o], 0.05, 0, 0, 0};
         double eps = o == 2 ? 1e-8 : 1e-10;
 
@@ -874,7 +860,7 @@ static void
 test_custom_handler_and_rollback(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 2, 0, 100);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 2, 0, 100);
     float in[6] = {5, -5, 7, 1, 3, 9}, out[4], before[200], after[200];
     uint64_t ids[3] = {4, 4, 50};
     gkv_push_args pa = {"max", 0, 0, 0, 0};
@@ -904,7 +890,7 @@ static void
 test_push_bad_input_changes_nothing(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 1000);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 1000);
     gkv_push_args adam = {"adam", 0, 0, 0, 0}, bad = {"add", 0, 0, 0, 0};
     static float in[100 * 4];
     uint64_t ids[100];
@@ -914,7 +900,7 @@ test_push_bad_input_changes_nothing(void **state)
     sp.init = GKV_INIT_NORMAL;
     sp.b = 1;
     GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
-    sp = spec2(GKV_I32, 4, 0, 1000);
+    sp = gkvt_spec(GKV_I32, 4, 0, 1000);
     GKVT_OK(gkv_tensor_create(f->s, "i", &sp));
     for (int i = 0; i < 100; i++) {
         ids[i] = (uint64_t)i * 7;
@@ -950,7 +936,7 @@ static void
 test_delete_reuses_space_and_rename(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 64, 0, 20000);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 64, 0, 20000);
     gkv_store_stat st;
     gkv_push_args ag = {"adagrad", 0, 0, 0, 0};
     uint64_t used_after_first = 0, id = 7;
@@ -1019,7 +1005,7 @@ static void
 test_read_only_store_refuses_writes(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 10);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 10);
     gkv_store *ro;
     uint64_t id = 1;
     float row[4] = {1, 2, 3, 4}, got[4];
@@ -1044,7 +1030,7 @@ test_tiny_map_grows(void **state)
 {
     char *dir = gkvt_mkdtemp("grow");
     gkv_open_opts o = {1u << 20, 0};              /* 1 MiB map */
-    gkv_tensor_spec sp = spec2(GKV_F32, 128, 0, 40000);   /* 20 MB */
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 128, 0, 40000);   /* 20 MB */
     gkv_store *s, *s2;
     gkv_store_stat st;
     gkv_txn *tx;
@@ -1088,7 +1074,7 @@ static void
 test_disk_full_is_emapfull(void **state)
 {
     char *dir = gkvt_mkdtemp("tmpfs");
-    gkv_tensor_spec sp = spec2(GKV_F32, 128, 0, 4000);   /* 2 MB */
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 128, 0, 4000);   /* 2 MB */
     gkv_store *s;
     size_t len, len2;
     unsigned char *b0, *b1;
@@ -1152,7 +1138,7 @@ static void
 test_verify_finds_flipped_byte(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_U8, 64, 0, 10000);
+    gkv_tensor_spec sp = gkvt_spec(GKV_U8, 64, 0, 10000);
     gkv_verify_report rep;
     unsigned char row[64];
     uint64_t id = 5555;
@@ -1208,8 +1194,8 @@ static void
 test_verify_finds_missing_chunks(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F32, 4, 0, 100);   /* 10 chunks of 10 */
-    gkv_tensor_spec zs = spec2(GKV_F32, 4, 0, 100);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 100);   /* 10 chunks of 10 */
+    gkv_tensor_spec zs = gkvt_spec(GKV_F32, 4, 0, 100);
     gkv_verify_report rep;
     float row[4];
     uint64_t id = 25;
@@ -1244,7 +1230,7 @@ static void
 test_stat_prefault_sync(void **state)
 {
     struct fx *f = *state;
-    gkv_tensor_spec sp = spec2(GKV_F64, 8, 0, 1000);
+    gkv_tensor_spec sp = gkvt_spec(GKV_F64, 8, 0, 1000);
     gkv_store_stat st;
     gkv_push_args ad = {"adagrad", 0, 0, 0, 0};
     uint64_t id = 3;

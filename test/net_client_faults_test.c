@@ -36,40 +36,15 @@
 #include <unistd.h>
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
-#include "gkvt.h"
-#include "gkv_net.h"
+#include "gkvt_net.h"
 #include "wire.h"
 
 #define MAXPROC 12
 
-struct fx {
-    char *dir;
-    char st[2][4200];        /* machine m's store */
-    char cfg[4200];          /* the ip_config */
-    int base;                /* machine m listens on base + 8m */
-    int nmach;
-    struct gkvt_proc p[MAXPROC];
-    int np;
-};
-
 static char g_server_path[PATH_MAX + 16];
 static char g_self[PATH_MAX];
 
-/* The call's error must be 'want' and its message hold 'text'. */
-#define NET_FAILS(expr, want, text) do { gkv_err rc_ = (expr); \
-    if (rc_ != (want)) fail_msg("%s: %s (%s), expected %s", #expr, \
-                                gkv_err_name(rc_), gkv_net_errmsg(), gkv_err_name(want)); \
-    if (strstr(gkv_net_errmsg(), (text)) == NULL) \
-        fail_msg("%s: message '%s' lacks '%s'", #expr, gkv_net_errmsg(), (text)); \
-} while (0)
-
 /* ---- processes and servers ------------------------------------------------ */
-
-static struct gkvt_proc *
-spawn(struct fx *f, char *const argv[], const char *logname)
-{
-    return gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
-}
 
 /* Waits until p logs "listening on"; NULL when its port was taken. */
 static struct gkvt_proc *
@@ -78,21 +53,9 @@ wait_listening(struct gkvt_proc *p)
     return gkvt_server_listening(p) ? p : NULL;
 }
 
-static void
-write_cfg(struct fx *f)
-{
-    char text[256];
-    size_t o = 0;
-
-    for (int m = 0; m < f->nmach; m++)
-        o += (size_t)snprintf(text + o, sizeof text - o, "127.0.0.1 %d\n",
-                              f->base + 8 * m);
-    gkvt_write_text(f->cfg, text, 0644);
-}
-
 /* Starts the server of machine m (one per machine) with extra arguments. */
 static struct gkvt_proc *
-server_try(struct fx *f, int m, const char *const *extra)
+server_try(struct gkvt_job *f, int m, const char *const *extra)
 {
     char *argv[32], mach[16], logname[32];
     int n = 0;
@@ -110,12 +73,12 @@ server_try(struct fx *f, int m, const char *const *extra)
     for (int i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
         argv[n++] = (char *)extra[i];
     argv[n] = NULL;
-    return wait_listening(spawn(f, argv, logname));
+    return wait_listening(gkvt_job_spawn(f, argv, logname));
 }
 
 /* Machines 0 .. nmach-1, machine m with extra[m] (may be NULL). */
 static void
-serve(struct fx *f, int nmach, const char *const *const *extra,
+serve(struct gkvt_job *f, int nmach, const char *const *const *extra,
       struct gkvt_proc **srv)
 {
     for (int attempt = 0; attempt < 20; attempt++) {
@@ -123,7 +86,7 @@ serve(struct fx *f, int nmach, const char *const *const *extra,
 
         f->nmach = nmach;
         f->base = gkvt_port_base(8 * nmach);
-        write_cfg(f);
+        gkvt_ipcfg_write(f->cfg, NULL, f->base, f->nmach);
         for (int m = 0; m < nmach && !clash; m++)
             if ((srv[m] = server_try(f, m, extra ? extra[m] : NULL)) == NULL)
                 clash = 1;
@@ -138,7 +101,7 @@ serve(struct fx *f, int nmach, const char *const *const *extra,
 /* A fake server on f->base (see fake_main for the arguments); NULL when
  * the port was taken. */
 static struct gkvt_proc *
-fake_spawn(struct fx *f, const char *max_msg, const char *pulls,
+fake_spawn(struct gkvt_job *f, const char *max_msg, const char *pulls,
            const char *pushes, const char *session, const char *pushlog)
 {
     char port[16];
@@ -146,7 +109,7 @@ fake_spawn(struct fx *f, const char *max_msg, const char *pulls,
                     (char *)pushes, (char *)session, (char *)pushlog, NULL};
 
     snprintf(port, sizeof port, "%d", f->base);
-    return wait_listening(spawn(f, argv, "fake.log"));
+    return wait_listening(gkvt_job_spawn(f, argv, "fake.log"));
 }
 
 /* A fake server (one machine) announcing max_msg, misbehaving on its
@@ -155,7 +118,7 @@ fake_spawn(struct fx *f, const char *max_msg, const char *pulls,
  * (NULL: none) it grants that session and refuses every other one; with
  * pushlog it appends a line there per push it applies. */
 static struct gkvt_proc *
-fake_start_sess(struct fx *f, const char *max_msg, const char *pulls,
+fake_start_sess(struct gkvt_job *f, const char *max_msg, const char *pulls,
                 const char *pushes, const char *session, const char *pushlog)
 {
     for (int attempt = 0; attempt < 20; attempt++) {
@@ -163,7 +126,7 @@ fake_start_sess(struct fx *f, const char *max_msg, const char *pulls,
 
         f->nmach = 1;
         f->base = gkvt_port_base(8);
-        write_cfg(f);
+        gkvt_ipcfg_write(f->cfg, NULL, f->base, f->nmach);
         if ((p = fake_spawn(f, max_msg, pulls, pushes, session, pushlog)) != NULL)
             return p;
     }
@@ -172,14 +135,14 @@ fake_start_sess(struct fx *f, const char *max_msg, const char *pulls,
 }
 
 static struct gkvt_proc *
-fake_start(struct fx *f, const char *max_msg, const char *pulls,
+fake_start(struct gkvt_job *f, const char *max_msg, const char *pulls,
            const char *pushes)
 {
     return fake_start_sess(f, max_msg, pulls, pushes, NULL, NULL);
 }
 
 static gkv_client *
-client(struct fx *f, int timeout_ms, unsigned flags, unsigned hb_ms)
+client(struct gkvt_job *f, int timeout_ms, unsigned flags, unsigned hb_ms)
 {
     gkv_client *c = NULL;
     gkv_client_opts o = {0};
@@ -196,18 +159,8 @@ static void
 make_tensor(const char *st, const char *name, uint64_t lo, uint64_t hi)
 {
     gkv_store *s;
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, 4, lo, hi, GKV_INIT_UNIFORM);
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = GKV_F32;
-    sp.ndim = 1;
-    sp.shape[0] = 4;
-    sp.lo = lo;
-    sp.hi = hi;
-    sp.init = GKV_INIT_UNIFORM;
-    sp.a = -1;
-    sp.b = 1;
-    sp.seed = 7;
     GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
     GKVT_OK(gkv_tensor_create(s, name, &sp));
     gkv_store_close(s);
@@ -217,7 +170,8 @@ make_tensor(const char *st, const char *name, uint64_t lo, uint64_t hi)
  * make_tensor's spec over [0, hi) holds them: values are keyed by global
  * ID, so this is what the job's machines hold together. */
 static void
-ref_rows(struct fx *f, uint64_t hi, const uint64_t *ids, size_t n, void *out)
+ref_rows(struct gkvt_job *f, uint64_t hi, const uint64_t *ids, size_t n,
+         void *out)
 {
     char path[4300];
     gkv_store *s;
@@ -233,30 +187,20 @@ ref_rows(struct fx *f, uint64_t hi, const uint64_t *ids, size_t n, void *out)
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("netfaults")) == NULL)
-        return -1;
-    for (int m = 0; m < 2; m++)
-        snprintf(f->st[m], sizeof f->st[m], "%s/st%d", f->dir, m);
-    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
-    *state = f;
-    return 0;
+    return gkvt_job_setup(state, sizeof (struct gkvt_job), "netfaults",
+                          MAXPROC, NULL, 0);
 }
 
+/* Kills and reaps every process the test started; a sanitizer report in
+ * any of their logs (SAN= builds) fails the test. */
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-    int bad = gkvt_proc_reap_all(f->p, f->np);
-
-    gkvt_rmtree(f->dir);
-    free(f);
-    return bad ? -1 : 0;
+    return gkvt_job_teardown(state);
 }
 
 static void
-addr_of(struct fx *f, int m, char *buf, size_t cap)
+addr_of(struct gkvt_job *f, int m, char *buf, size_t cap)
 {
     snprintf(buf, cap, "server 127.0.0.1:%d (machine %d, server 0)",
              f->base + 8 * m, m);
@@ -267,7 +211,7 @@ addr_of(struct fx *f, int m, char *buf, size_t cap)
 static void
 test_dead_machine_named(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[2];
     gkv_client *c;
     uint64_t ids[4] = {0, 499, 500, 999}, own0[2] = {1, 2};
@@ -312,7 +256,7 @@ test_dead_machine_named(void **state)
 static void
 test_close_not_held_by_heartbeat(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     gkv_client *c;
     uint64_t ids[2] = {3, 4};
@@ -342,7 +286,7 @@ test_close_not_held_by_heartbeat(void **state)
 static void
 test_heartbeat_shortest_lease(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[2];
     const char *short_lease[] = {"--heartbeat-timeout", "1200", NULL};
     const char *const *extra[2] = {NULL, short_lease};
@@ -384,7 +328,7 @@ fake_row(uint64_t id, float *row)
 static void
 test_hostile_replies(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     static const struct { const char *beh; gkv_err rc; const char *text; } bad[] = {
         {"badreq",   GKV_EPROTO,    "does not match the request"},
         {"short",    GKV_EPROTO,    "malformed pull reply"},
@@ -439,7 +383,7 @@ test_hostile_replies(void **state)
 static void
 test_hostile_tiny_max_msg(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     gkv_client *c;
     uint64_t id = 7;
     float row[4] = {1, 2, 3, 4};
@@ -459,7 +403,7 @@ test_hostile_tiny_max_msg(void **state)
 static void
 test_boundaries_and_sizes(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[2];
     gkv_client *c;
     uint64_t ids[9] = {500, 499, 0, 999, 500, 0, 998, 1, 501};
@@ -508,7 +452,7 @@ test_boundaries_and_sizes(void **state)
 static void
 test_stopped_server(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     gkv_client *c;
     uint64_t ids[3] = {7, 8, 7};
@@ -562,7 +506,7 @@ bg_pull(void *arg)
 static void
 test_restart_mid_call(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     const char *extra[] = {"--keep-alive", NULL};
     struct bg_pull b = {0};
@@ -637,7 +581,7 @@ lines_of(const char *path)
 static void
 test_push_not_resent_after_restart(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct bg_push b = {0};
     struct gkvt_proc *fk1, *fk2;
     char m0[128], log[4300];
@@ -687,7 +631,7 @@ test_push_not_resent_after_restart(void **state)
 static void
 test_push_resent_after_lease_expired(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     const char *extra[] = {"--keep-alive", "--heartbeat-timeout", "500", NULL};
     gkv_push_args pa = {0};
@@ -737,7 +681,7 @@ test_push_resent_after_lease_expired(void **state)
 static void
 test_resent_call_leaves_no_message(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     const char *extra[] = {"--keep-alive", "--heartbeat-timeout", "500", NULL};
     gkv_client *c;
@@ -779,7 +723,7 @@ test_resent_call_leaves_no_message(void **state)
 static void
 test_alloc_failures(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[2];
     gkv_client *c;
     uint64_t ids[6] = {900, 3, 500, 3, 499, 12};
@@ -899,7 +843,7 @@ thr_main(void *arg)
 static void
 test_threads_share_client(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[2];
     struct thr a[NTHR];
     pthread_t th[NTHR];

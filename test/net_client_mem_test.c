@@ -26,22 +26,22 @@
  *     GKV_SAMPLE_WEIGHTED beside an edge_w array of NULL entries;
  *   - the previous call's results (out[e].src, blocks[0]'s node IDs,
  *     out[e].eid as exclusions) fed back as the next call's inputs. */
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "gkvt.h"
+#include "gkvt_graph.h"
+#include "gkvt_net.h"
 #include "gkv.h"
 #include "wire.h"
 
 #define MAXPROC 8
-#define NU      1024          /* users (type 0) */
-#define NI      300           /* items (type 1) */
-#define NE0     (8 * NU)      /* follows */
-#define NE1     (4 * NU)      /* clicks, and their reverses */
+#define NU      GKVT_UI_USERS    /* users (type 0) */
+#define NI      GKVT_UI_ITEMS    /* items (type 1) */
+#define NE0     GKVT_UI_FOLLOWS  /* follows */
+#define NE1     GKVT_UI_CLICKS   /* clicks, and their reverses */
 #define NFEAT   2
 
 struct feat {
@@ -52,12 +52,8 @@ struct feat {
 };
 
 struct fx {
-    char *dir;
-    char json[4200];
-    char cfg[4200];
-    int base, nmach, nserv;
-    struct gkvt_proc p[MAXPROC];
-    int np;
+    struct gkvt_job j;        /* first (gkvt_job_setup): the servers, of
+                               * partition config j.json */
     int64_t ne[3];
     int64_t *emap[3];         /* original edge ID -> new */
     struct feat ft[NFEAT];
@@ -66,115 +62,24 @@ struct fx {
     gkv_sampler *ws;
 };
 
-static char g_server_path[PATH_MAX + 16];
-static const char *const *g_extra;   /* extra server arguments */
-static const char *const g_rel[3][3] = {
-    {"user", "follows", "user"}, {"user", "clicks", "item"},
-    {"item", "clicked_by", "user"}};
-static const char *const g_canon[3] = {
-    "user:follows:user", "user:clicks:item", "item:clicked_by:user"};
-
 /* ---- servers and clients ------------------------------------------------ */
 
-static void
-write_cfg(struct fx *f)
-{
-    FILE *fp = fopen(f->cfg, "w");
-
-    assert_non_null(fp);
-    for (int m = 0; m < f->nmach; m++)
-        fprintf(fp, "127.0.0.1 %d\n", f->base + 8 * m);
-    fclose(fp);
-}
-
-static struct gkvt_proc *
-server_try(struct fx *f, int m, int k)
-{
-    char *argv[24], pid_[16], sid[16], ns[16], logname[64];
-    struct gkvt_proc *p;
-    int n = 0;
-
-    snprintf(pid_, sizeof pid_, "%d", m);
-    snprintf(sid, sizeof sid, "%d", k);
-    snprintf(ns, sizeof ns, "%d", f->nserv);
-    snprintf(logname, sizeof logname, "server-m%d-s%d.log", m, k);
-    argv[n++] = g_server_path;
-    argv[n++] = "--part-config";
-    argv[n++] = f->json;
-    argv[n++] = "--part-id";
-    argv[n++] = pid_;
-    argv[n++] = "--ip-config";
-    argv[n++] = f->cfg;
-    argv[n++] = "--server-id";
-    argv[n++] = sid;
-    argv[n++] = "--num-servers";
-    argv[n++] = ns;
-    argv[n++] = "--threads";
-    argv[n++] = "2";
-    argv[n++] = "--nosync";
-    for (int i = 0; g_extra != NULL && g_extra[i] != NULL && n < 22; i++)
-        argv[n++] = (char *)g_extra[i];
-    argv[n] = NULL;
-    p = gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
-    return gkvt_server_listening(p) ? p : NULL;
-}
-
-static void
-serve(struct fx *f, int nserv)
-{
-    for (int attempt = 0; attempt < 20; attempt++) {
-        int clash = 0;
-
-        f->nserv = nserv;
-        f->base = gkvt_port_base(8 * f->nmach);
-        write_cfg(f);
-        for (int m = 0; m < f->nmach && !clash; m++)
-            for (int k = 0; k < nserv && !clash; k++)
-                if (server_try(f, m, k) == NULL)
-                    clash = 1;
-        if (!clash)
-            return;
-        for (int i = 0; i < f->np; i++)
-            gkvt_proc_kill(&f->p[i]);
-        f->np = 0;
-    }
-    fail_msg("could not find free ports in 20 tries");
-}
+/* Every server: two threads, no syncing. */
+static const char *const g_opts[] = {"--threads", "2", "--nosync", NULL};
 
 /* A client without a heartbeat thread: the allocation countdown then
  * counts this thread's allocations only. */
 static gkv_client *
 client(struct fx *f, int timeout_ms)
 {
-    gkv_client *c = NULL;
     gkv_client_opts o = {0};
-    gkv_err rc;
 
     o.timeout_ms = timeout_ms;
     o.flags = GKV_CLIENT_NO_HEARTBEAT;
-    rc = gkv_client_connect(&c, f->cfg, NULL, "mem", 0, &o);
-    if (rc != GKV_OK)
-        fail_msg("connect: %s: %s", gkv_err_name(rc), gkv_net_errmsg());
-    return c;
+    return gkvt_connect(f->j.cfg, "mem", 0, &o);
 }
 
 /* ---- the graph ------------------------------------------------------------ */
-
-static int64_t *
-read_map(const char *path, int64_t n)
-{
-    gkv_npy_map m;
-    char msg[256];
-    int64_t *v;
-
-    GKVT_OK(gkv_npy_map_open(&m, path, msg, sizeof msg));
-    assert_int_equal(m.hdr.data_bytes, (uint64_t)n * 8);
-    v = malloc((size_t)n * 8);
-    assert_non_null(v);
-    memcpy(v, m.data, (size_t)n * 8);
-    gkv_npy_map_close(&m);
-    return v;
-}
 
 /* f32 weights 0, 0.75, .. 3 ("w" on follows) and a 0/1 mask ("mask" on
  * clicks), by original edge ID. */
@@ -196,95 +101,35 @@ feat_add(struct fx *f, int i, const char *name, int et, int mask)
     }
 }
 
+/* The user/item graph (follows carry stored weights, for
+ * GKV_SAMPLE_WEIGHTED) with its features, two partitions, the
+ * references. */
 static void
 graph_make(struct fx *f)
 {
-    gkv_graph *g;
-    gkv_rmat_spec sp = {0};
-    gkv_part_spec spec = {0};
+    gkv_graph *g = gkvt_ui_graph(77, 1);
     gkv_part_feat pf[NFEAT];
     gkv_part *part;
-    const gkv_pbook *b;
-    int64_t *src, *dst, *nmap[2];
-    float *ew;
-    char out[4000], msg[512];
 
-    f->nmach = 2;
     f->ne[0] = NE0;
     f->ne[1] = NE1;
     f->ne[2] = NE1;
-    sp.scale = 10;
-    sp.edge_factor = 8;
-    sp.seed = 77;
-    src = malloc(NE0 * 8);
-    dst = malloc(NE0 * 8);
-    assert_true(src != NULL && dst != NULL);
-    GKVT_OK(gkv_rmat_edges(&sp, 0, NE0, src, dst));
-    /* follows carry stored weights (GKV_SAMPLE_WEIGHTED) */
-    ew = malloc(NE0 * sizeof *ew);
-    assert_non_null(ew);
-    for (int64_t i = 0; i < NE0; i++)
-        ew[i] = (float)(i % 3) + 0.5f;
-    GKVT_OK(gkv_graph_new(&g));
-    GKVT_OK(gkv_graph_add_ntype(g, "user", NU, NULL));
-    GKVT_OK(gkv_graph_add_ntype(g, "item", NI, NULL));
-    for (int e = 0; e < 3; e++)
-        GKVT_OK(gkv_graph_add_etype(g, g_rel[e][0], g_rel[e][1], g_rel[e][2],
-                                    NULL));
-    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, ew, NE0));
-    for (int64_t i = 0; i < NE1; i++)
-        dst[i] %= NI;
-    GKVT_OK(gkv_graph_add_edges(g, 1, src, dst, NULL, NE1));
-    GKVT_OK(gkv_graph_add_edges(g, 2, dst, src, NULL, NE1));
     feat_add(f, 0, "w", 0, 0);
     feat_add(f, 1, "mask", 1, 1);
     memset(pf, 0, sizeof pf);
     for (int i = 0; i < NFEAT; i++) {
         pf[i].is_edge = 1;
-        pf[i].type = g_canon[f->ft[i].et];
+        pf[i].type = gkvt_ui_canon[f->ft[i].et];
         pf[i].name = f->ft[i].name;
         pf[i].data = f->ft[i].orig;
         pf[i].dtype = GKV_F32;
         pf[i].ndim = 0;
         pf[i].nrows = (uint64_t)f->ne[f->ft[i].et];
     }
-    snprintf(out, sizeof out, "%s/parts", f->dir);
-    spec.name = "p";
-    spec.method = GKV_PART_RANDOM;
-    spec.num_parts = 2;
-    spec.seed = 5;
-    spec.flags = GKV_PART_CSR;
-    spec.feats = pf;
-    spec.nfeats = NFEAT;
-    if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
-        fail_msg("partition_write: %s", msg);
-    snprintf(f->json, sizeof f->json, "%s/p.json", out);
-    GKVT_OK(gkv_part_open(&part, f->json, 0, 0));
-    b = gkv_part_book(part);
-    nmap[0] = read_map(gkv_pbook_node_mapping(b, 0), NU);
-    nmap[1] = read_map(gkv_pbook_node_mapping(b, 1), NI);
-    GKVT_OK(gkv_graph_new(&f->whole));
-    GKVT_OK(gkv_graph_add_ntype(f->whole, "user", NU, NULL));
-    GKVT_OK(gkv_graph_add_ntype(f->whole, "item", NI, NULL));
-    for (int e = 0; e < 3; e++) {
-        int st = strcmp(g_rel[e][0], "user") != 0;
-        int dt = strcmp(g_rel[e][2], "user") != 0;
-        gkv_coo coo;
-
-        GKVT_OK(gkv_graph_add_etype(f->whole, g_rel[e][0], g_rel[e][1],
-                                    g_rel[e][2], NULL));
-        f->emap[e] = read_map(gkv_pbook_edge_mapping(b, e), f->ne[e]);
-        GKVT_OK(gkv_graph_edges(g, e, &coo));
-        for (int64_t i = 0; i < f->ne[e]; i++) {
-            src[f->emap[e][i]] = nmap[st][coo.src[i]];
-            dst[f->emap[e][i]] = nmap[dt][coo.dst[i]];
-            if (coo.w != NULL)
-                ew[f->emap[e][i]] = coo.w[i];
-        }
-        GKVT_OK(gkv_graph_add_edges(f->whole, e, src, dst,
-                                    coo.w != NULL ? ew : NULL,
-                                    (size_t)f->ne[e]));
-    }
+    gkvt_partition(g, f->j.dir, "parts", "p", 2, 5, pf, NFEAT, f->j.json,
+                   sizeof f->j.json);
+    GKVT_OK(gkv_part_open(&part, f->j.json, 0, 0));
+    f->whole = gkvt_graph_renumber(g, gkv_part_book(part), f->emap, NULL);
     for (int i = 0; i < NFEAT; i++) {
         struct feat *t = &f->ft[i];
         for (int64_t k = 0; k < f->ne[t->et]; k++)
@@ -294,30 +139,21 @@ graph_make(struct fx *f)
     GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
     gkv_part_close(part);
     gkv_graph_free(g);
-    free(nmap[0]);
-    free(nmap[1]);
-    free(src);
-    free(dst);
-    free(ew);
 }
 
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("netmem")) == NULL)
-        return -1;
-    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
-    *state = f;
-    return 0;
+    /* a port clash forgets the servers it killed: slots for the next */
+    return gkvt_job_setup(state, sizeof (struct fx), "netmem", MAXPROC, g_opts,
+                          1);
 }
 
 static int
 teardown(void **state)
 {
     struct fx *f = *state;
-    int bad = gkvt_proc_reap_all(f->p, f->np);
+    int bad = gkvt_job_fini(&f->j);
 
     gkvt_alloc_fail_at(-1);
     gkv_sampler_free(f->ws);
@@ -329,9 +165,8 @@ teardown(void **state)
         free(f->ft[i].orig);
         free(f->ft[i].w);
     }
-    gkvt_rmtree(f->dir);
     free(f);
-    return bad ? -1 : 0;
+    return bad;
 }
 
 /* ---- comparisons ------------------------------------------------------------ */
@@ -356,39 +191,6 @@ wopts_make(const struct fx *f, struct wopts *w, uint64_t seed, int dir)
     }
     w->o.edge_w = w->ew;
     w->o.edge_w_len = w->len;
-}
-
-static int
-edges_same(const gkv_sample_edges *a, const gkv_sample_edges *b, int net)
-{
-    for (int e = 0; e < net; e++) {
-        if (a[e].n != b[e].n)
-            return 0;
-        if (a[e].n > 0 && (memcmp(a[e].src, b[e].src, a[e].n * 8) ||
-                           memcmp(a[e].dst, b[e].dst, a[e].n * 8) ||
-                           memcmp(a[e].eid, b[e].eid, a[e].n * 8)))
-            return 0;
-    }
-    return 1;
-}
-
-static int
-blocks_same(const gkv_block *a, const gkv_block *b, int nl)
-{
-    for (int i = 0; i < nl; i++) {
-        if (a[i].num_ntypes != b[i].num_ntypes ||
-            a[i].num_etypes != b[i].num_etypes)
-            return 0;
-        for (int t = 0; t < a[i].num_ntypes; t++) {
-            const gkv_block_nodes *x = &a[i].nodes[t], *y = &b[i].nodes[t];
-            if (x->num_src != y->num_src || x->num_dst != y->num_dst ||
-                (x->num_src > 0 && memcmp(x->ids, y->ids, x->num_src * 8)))
-                return 0;
-        }
-        if (!edges_same(a[i].edges, b[i].edges, a[i].num_etypes))
-            return 0;
-    }
-    return 1;
 }
 
 static size_t
@@ -431,26 +233,6 @@ ecopy_free(struct ecopy *c)
 {
     for (int i = 0; i < 3; i++)
         free((void *)c->e[i].src);
-}
-
-/* Seeds of both node types: 200 distinct users and 60 distinct items. */
-struct seeds {
-    int64_t us[200], is[60];
-    const int64_t *sv[2];
-    size_t ns[2];
-};
-
-static void
-seeds_make(struct seeds *s, int k)
-{
-    for (int i = 0; i < 200; i++)
-        s->us[i] = (i * 389 + 5 + k * 11) % NU;
-    for (int i = 0; i < 60; i++)
-        s->is[i] = (i * 97 + 1 + k) % NI;
-    s->sv[0] = s->us;
-    s->sv[1] = s->is;
-    s->ns[0] = 200;
-    s->ns[1] = 60;
 }
 
 /* ---- the SAMPLE reply decoder out of memory -------------------------------- */
@@ -508,7 +290,7 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
     int64_t us[50], is[20];
     const int64_t *sv[2] = {us, is};
     size_t ns[2] = {50, 20};
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     struct wopts wo;
     gkv_sample_opts oc = {0};
     gkv_sample_edges ce[3], we[3];
@@ -519,14 +301,14 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
         us[i] = (i * 11) % 37;               /* repeats */
     for (int i = 0; i < 20; i++)
         is[i] = (i * 7) % 13;
-    seeds_make(&sd, 1);
+    gkvt_ui_seeds_make(&sd, 1);
     oc.seed = 5;
     switch (k) {
     case K_HOP:
         rc = gkv_client_sample_neighbors(c, sv, ns, fan, 3, 1, &oc, ce);
         if (check && rc == GKV_OK) {
             GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 1, &oc, we));
-            assert_true(edges_same(ce, we, 3));
+            assert_true(gkvt_edges_same(ce, we, 3));
             assert_true(edge_count(ce, 3) > 0);
         }
         break;
@@ -536,7 +318,7 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
         if (check && rc == GKV_OK) {
             GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 1, &wo.o,
                                          we));
-            assert_true(edges_same(ce, we, 3));
+            assert_true(gkvt_edges_same(ce, we, 3));
             assert_true(edge_count(ce, 3) > 0);
         }
         break;
@@ -548,7 +330,7 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
         if (check && rc == GKV_OK) {
             GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 3, 2, &wo.o,
                                       wb));
-            assert_true(blocks_same(cb, wb, 2));
+            assert_true(gkvt_blocks_same(cb, wb, 2));
         }
         break;
     case K_EB: {
@@ -569,7 +351,7 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
         if (check && rc == GKV_OK) {
             GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web,
                                           wb));
-            assert_true(blocks_same(cb, wb, 2));
+            assert_true(gkvt_blocks_same(cb, wb, 2));
             assert_int_equal(ceb.num_neg, web.num_neg);
             assert_memory_equal(ceb.pos_src, web.pos_src, 40 * 8);
             assert_memory_equal(ceb.neg_dst, web.neg_dst, web.num_neg * 8);
@@ -621,20 +403,30 @@ alloc_sweep(struct fx *f, gkv_client *c, int k)
     fprintf(stderr, "%s: %d allocations failed in turn\n", g_kname[k], fails);
 }
 
+/* alloc_sweep of kinds k[0..n), in turn, on one client of two servers a
+ * machine. */
+static void
+alloc_sweeps(struct fx *f, const int *k, int n)
+{
+    gkv_client *c;
+
+    graph_make(f);
+    gkvt_serve(&f->j, 2, 2, NULL, NULL);
+    c = client(f, 20000);
+    for (int i = 0; i < n; i++)
+        alloc_sweep(f, c, k[i]);
+    NET_OK(gkv_client_close(c));
+}
+
 /* Hops with repeated seeds: among them the failure of the seed map after
  * the distinct seeds' allocation (hop_once cleaned up through a NULL
  * map). */
 static void
 test_alloc_hop(void **state)
 {
-    struct fx *f = *state;
-    gkv_client *c;
+    static const int k[] = {K_HOP};
 
-    graph_make(f);
-    serve(f, 2);
-    c = client(f, 20000);
-    alloc_sweep(f, c, K_HOP);
-    NET_OK(gkv_client_close(c));
+    alloc_sweeps(*state, k, 1);
 }
 
 /* Hops weighed by position (sample_hop's own seed map; piece_wpos, whose
@@ -643,16 +435,9 @@ test_alloc_hop(void **state)
 static void
 test_alloc_weights(void **state)
 {
-    struct fx *f = *state;
-    gkv_client *c;
+    static const int k[] = {K_HOP_W, K_BLOCKS_F, K_EB};
 
-    graph_make(f);
-    serve(f, 2);
-    c = client(f, 20000);
-    alloc_sweep(f, c, K_HOP_W);
-    alloc_sweep(f, c, K_BLOCKS_F);
-    alloc_sweep(f, c, K_EB);
-    NET_OK(gkv_client_close(c));
+    alloc_sweeps(*state, k, 3);
 }
 
 /* The relabelling markers are allocated by a client's first
@@ -664,16 +449,14 @@ test_alloc_markers(void **state)
     struct fx *f = *state;
     static const char *const extra[] = {"--keep-alive", NULL};
     int fan[2] = {2, 2};
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     gkv_block cb[2], wb[2];
     long base;
     int failed = 0;
 
     graph_make(f);
-    g_extra = extra;                 /* a client a round */
-    serve(f, 1);
-    g_extra = NULL;
-    seeds_make(&sd, 0);
+    gkvt_serve(&f->j, 2, 1, extra, NULL);    /* a client a round */
+    gkvt_ui_seeds_make(&sd, 0);
     /* the in-process sampler's buffers take their size */
     GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 1, 2, NULL, wb));
     for (long n = 0; n < 8; n++) {
@@ -692,7 +475,7 @@ test_alloc_markers(void **state)
         NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 1, 2, NULL,
                                         cb));
         GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 1, 2, NULL, wb));
-        assert_true(blocks_same(cb, wb, 2));
+        assert_true(gkvt_blocks_same(cb, wb, 2));
         NET_OK(gkv_client_close(c));
         assert_int_equal(gkvt_alloc_live(), base);
     }
@@ -755,7 +538,7 @@ test_edge_batch_threads(void **state)
     gkv_client *c;
 
     graph_make(f);
-    serve(f, 1);
+    gkvt_serve(&f->j, 2, 1, NULL, NULL);
     c = client(f, 20000);
     ta.c = tb.c = c;
     ta.id = 0;
@@ -796,9 +579,7 @@ test_request_size(void **state)
     double t0;
 
     graph_make(f);
-    g_extra = extra;
-    serve(f, 1);
-    g_extra = NULL;
+    gkvt_serve(&f->j, 2, 1, extra, NULL);
     c = client(f, 4000);
     /* a hop of 3000 seeds (1024 distinct, asked once): about 4 KiB of
      * seeds a machine, 2 KiB a message */
@@ -811,7 +592,7 @@ test_request_size(void **state)
             us[i] = (i * 7) % NU;
         NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 0, NULL, ce));
         GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, NULL, we));
-        assert_true(edges_same(ce, we, 3));
+        assert_true(gkvt_edges_same(ce, we, 3));
         assert_true(ce[0].n > 1000);
     }
     /* blocks of 1024 users and 300 items */
@@ -824,7 +605,7 @@ test_request_size(void **state)
             us[i] = i;
         NET_OK(gkv_client_sample_blocks(c, sv, ns, fan, 1, 2, NULL, cb));
         GKVT_OK(gkv_sample_blocks(f->ws, sv, ns, fan, 1, 2, NULL, wb));
-        assert_true(blocks_same(cb, wb, 2));
+        assert_true(gkvt_blocks_same(cb, wb, 2));
     }
     /* 200 users with 150 of their edges excluded (1.2 KiB that every
      * piece repeats): fewer seeds a piece */
@@ -846,7 +627,7 @@ test_request_size(void **state)
         o.exclude_n = xn;
         NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 0, &o, ce));
         GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, &o, we));
-        assert_true(edges_same(ce, we, 3));
+        assert_true(gkvt_edges_same(ce, we, 3));
         assert_true(ce[0].n > 0);
         /* and weights by position (edge_w along out-edges) beside them */
         wopts_make(f, &wo, 3, GKV_DIR_OUT);
@@ -854,7 +635,7 @@ test_request_size(void **state)
         wo.o.exclude_n = xn;
         NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 0, &wo.o, ce));
         GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, &wo.o, we));
-        assert_true(edges_same(ce, we, 3));
+        assert_true(gkvt_edges_same(ce, we, 3));
         assert_true(ce[0].n > 0);
     }
     /* 3000 excluded edges with 10 seeds: 24 KB in every request */
@@ -895,7 +676,7 @@ test_request_size(void **state)
         xn[0] = 10;
         NET_OK(gkv_client_sample_blocks(c, sv, ns, fan, 1, 1, &o, cb));
         GKVT_OK(gkv_sample_blocks(f->ws, sv, ns, fan, 1, 1, &o, wb));
-        assert_true(blocks_same(cb, wb, 1));
+        assert_true(gkvt_blocks_same(cb, wb, 1));
     }
     NET_OK(gkv_client_close(c));
 }
@@ -907,15 +688,15 @@ test_option_rules(void **state)
 {
     struct fx *f = *state;
     gkv_client *c;
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     gkv_sample_edges ce[3], we[3];
     gkv_block cb[2], wb[2];
     int fan[3] = {3, 2, 3};
 
     graph_make(f);
-    serve(f, 1);
+    gkvt_serve(&f->j, 2, 1, NULL, NULL);
     c = client(f, 20000);
-    seeds_make(&sd, 2);
+    gkvt_ui_seeds_make(&sd, 2);
     /* out is cleared when the checks fail, as in-process */
     for (int k = 0; k < 3; k++) {
         int bad[3] = {3, -2, 3};
@@ -945,11 +726,11 @@ test_option_rules(void **state)
         NET_OK(gkv_client_sample_neighbors(c, sd.sv, sd.ns, fan, 3, 0, &o,
                                            ce));
         GKVT_OK(gkv_sample_neighbors(f->ws, sd.sv, sd.ns, fan, 3, 0, &o, we));
-        assert_true(edges_same(ce, we, 3));
+        assert_true(gkvt_edges_same(ce, we, 3));
         o.exclude = xv;
         NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 1, 2, &o, cb));
         GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 1, 2, &o, wb));
-        assert_true(blocks_same(cb, wb, 2));
+        assert_true(gkvt_blocks_same(cb, wb, 2));
         /* an edge batch that excludes its own edges beside them */
         {
             gkv_edge_batch_spec sp = {0};
@@ -968,7 +749,7 @@ test_option_rules(void **state)
                                                 cb));
             GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan6, 3, 2, &o, &web,
                                           wb));
-            assert_true(blocks_same(cb, wb, 2));
+            assert_true(gkvt_blocks_same(cb, wb, 2));
             assert_memory_equal(ceb.neg_dst, web.neg_dst, 30 * 8);
         }
         /* exclude without exclude_n is refused by both */
@@ -989,7 +770,7 @@ test_option_rules(void **state)
         o.flags = GKV_SAMPLE_WEIGHTED;
         NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fw, 3, 2, &o, cb));
         GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fw, 3, 2, &o, wb));
-        assert_true(blocks_same(cb, wb, 2));
+        assert_true(gkvt_blocks_same(cb, wb, 2));
         o.edge_w = ew;
         o.edge_w_len = len;
         assert_int_equal(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fw, 3, 2, &o,
@@ -1021,7 +802,7 @@ test_results_as_inputs(void **state)
     struct ecopy first;
 
     graph_make(f);
-    serve(f, 1);
+    gkvt_serve(&f->j, 2, 1, NULL, NULL);
     c = client(f, 20000);
     for (int i = 0; i < 100; i++)
         us[i] = i * 7 % NU;
@@ -1030,7 +811,7 @@ test_results_as_inputs(void **state)
     /* hop 2 from hop 1's neighbours, hop 1's follows excluded */
     NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 0, NULL, ce));
     GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, NULL, we));
-    assert_true(edges_same(ce, we, 3));
+    assert_true(gkvt_edges_same(ce, we, 3));
     ecopy_take(&first, we);
     {
         const int64_t *sv2[2] = {ce[0].src, ce[2].src};
@@ -1047,7 +828,7 @@ test_results_as_inputs(void **state)
         ow.exclude_n = xn;
         NET_OK(gkv_client_sample_neighbors(c, sv2, ns2, fan, 3, 1, &oc, ce));
         GKVT_OK(gkv_sample_neighbors(f->ws, rv2, ns2, fan, 3, 1, &ow, we));
-        assert_true(edges_same(ce, we, 3));
+        assert_true(gkvt_edges_same(ce, we, 3));
         assert_true(edge_count(ce, 3) > 1000);
     }
     ecopy_free(&first);
@@ -1077,7 +858,7 @@ test_results_as_inputs(void **state)
             }
             NET_OK(gkv_client_sample_blocks(c, sv3, ns3, fb, 1, 2, NULL, cb));
             GKVT_OK(gkv_sample_blocks(f->ws, rv3, ns3, fb, 1, 2, NULL, wb));
-            assert_true(blocks_same(cb, wb, 2));
+            assert_true(gkvt_blocks_same(cb, wb, 2));
         }
         free(copy[0]);
         free(copy[1]);
@@ -1102,7 +883,5 @@ main(void)
     };
 
     signal(SIGPIPE, SIG_IGN);
-    snprintf(g_server_path, sizeof g_server_path, "%s",
-             gkvt_prog("gkv-server"));
     return cmocka_run_group_tests_name("net_client_mem", tests, NULL, NULL);
 }

@@ -24,138 +24,29 @@
  * still finds its port taken. GKVT_PORT_BASE fixes the start; GKVT_SEED
  * repeats a run's random pushes.
  */
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "gkvt.h"
-#include "gkv_net.h"
+#include "gkvt_net.h"
 
 #define MAXPROC 12
 
-struct fx {
-    char *dir;
-    char st[2][4200];        /* machine m's store */
-    char cfg[4200];          /* the ip_config */
-    int base;                /* machine m listens on base + 8m (+ k) */
-    int nmach;
-    struct gkvt_proc p[MAXPROC];
-    int np;
-};
+/* Every server here makes its store. */
+static const char *const g_opts[] = {"--create", "--no-prefault", NULL};
 
-static char g_server_path[PATH_MAX + 16];
-
-/* The call's error must be 'want' and its message hold 'text'. */
-#define NET_FAILS(expr, want, text) do { gkv_err rc_ = (expr); \
-    if (rc_ != (want)) fail_msg("%s: %s (%s), expected %s", #expr, \
-                                gkv_err_name(rc_), gkv_net_errmsg(), gkv_err_name(want)); \
-    if (strstr(gkv_net_errmsg(), (text)) == NULL) \
-        fail_msg("%s: message '%s' lacks '%s'", #expr, gkv_net_errmsg(), (text)); \
-} while (0)
-
-/* ---- servers ------------------------------------------------------------- */
-
-static void
-write_cfg(struct fx *f)
-{
-    char text[256];
-    size_t o = 0;
-
-    for (int m = 0; m < f->nmach; m++)
-        o += (size_t)snprintf(text + o, sizeof text - o, "127.0.0.1 %d\n",
-                              f->base + 8 * m);
-    gkvt_write_text(f->cfg, text, 0644);
-}
-
-/* Starts server k (of nserv) of machine m with extra arguments
- * (NULL-terminated) and waits until it listens; NULL when its port was
- * taken. */
-static struct gkvt_proc *
-server_try(struct fx *f, int m, int k, int nserv, const char *const *extra)
-{
-    char *argv[32], mach[16], sid[16], ns[16], logname[64];
-    struct gkvt_proc *p;
-    int n = 0;
-
-    snprintf(mach, sizeof mach, "%d", m);
-    snprintf(sid, sizeof sid, "%d", k);
-    snprintf(ns, sizeof ns, "%d", nserv);
-    snprintf(logname, sizeof logname, "server-m%d-s%d.log", m, k);
-    argv[n++] = g_server_path;
-    argv[n++] = "--store";
-    argv[n++] = f->st[m];
-    argv[n++] = "--ip-config";
-    argv[n++] = f->cfg;
-    argv[n++] = "--machine";
-    argv[n++] = mach;
-    argv[n++] = "--server-id";
-    argv[n++] = sid;
-    argv[n++] = "--num-servers";
-    argv[n++] = ns;
-    argv[n++] = "--create";
-    argv[n++] = "--no-prefault";
-    for (int i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
-        argv[n++] = (char *)extra[i];
-    argv[n] = NULL;
-    p = gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
-    return gkvt_server_listening(p) ? p : NULL;
-}
-
-/* nserv servers on each of nmach machines, all with the same extra
- * arguments; srv[m * nserv + k] gets the processes. */
-static void
-serve(struct fx *f, int nmach, int nserv, const char *const *extra,
-      struct gkvt_proc **srv)
-{
-    for (int attempt = 0; attempt < 20; attempt++) {
-        int clash = 0;
-
-        f->nmach = nmach;
-        f->base = gkvt_port_base(8 * nmach);
-        write_cfg(f);
-        for (int m = 0; m < nmach && !clash; m++)
-            for (int k = 0; k < nserv && !clash; k++)
-                if ((srv[m * nserv + k] = server_try(f, m, k, nserv, extra)) == NULL)
-                    clash = 1;
-        if (!clash)
-            return;
-        for (int i = 0; i < f->np; i++)
-            gkvt_proc_kill(&f->p[i]);
-    }
-    fail_msg("could not find free ports in 20 tries");
-}
+/* ---- servers (gkvt_net.h) ---------------------------------------------- */
 
 static gkv_client *
-client(struct fx *f, uint32_t rank, unsigned flags, uint64_t max_msg)
+client(struct gkvt_job *f, uint32_t rank, unsigned flags, uint64_t max_msg)
 {
-    gkv_client *c = NULL;
     gkv_client_opts o = {0};
 
     o.timeout_ms = 20000;
     o.flags = flags;
     o.max_msg = max_msg;
-    NET_OK(gkv_client_connect(&c, f->cfg, NULL, "job", rank, &o));
-    return c;
-}
-
-static gkv_tensor_spec
-spec(gkv_dtype dt, uint64_t width, uint64_t lo, uint64_t hi, gkv_init init)
-{
-    gkv_tensor_spec sp;
-
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = dt;
-    sp.ndim = 1;
-    sp.shape[0] = width;
-    sp.lo = lo;
-    sp.hi = hi;
-    sp.init = init;
-    sp.a = -1;
-    sp.b = 1;
-    sp.seed = 7;
-    return sp;
+    return gkvt_connect(f->cfg, "job", rank, &o);
 }
 
 /* Push messages servers [0, nsrv) applied, and their rows. */
@@ -177,15 +68,8 @@ pushes_of(gkv_client *c, size_t nsrv, uint64_t *rows)
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("netpush")) == NULL)
-        return -1;
-    for (int m = 0; m < 2; m++)
-        snprintf(f->st[m], sizeof f->st[m], "%s/st%d", f->dir, m);
-    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
-    *state = f;
-    return 0;
+    return gkvt_job_setup(state, sizeof (struct gkvt_job), "netpush", MAXPROC,
+                          g_opts, 0);
 }
 
 /* Kills and reaps every process the test started; a sanitizer report in
@@ -193,12 +77,7 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-    int bad = gkvt_proc_reap_all(f->p, f->np);
-
-    gkvt_rmtree(f->dir);
-    free(f);
-    return bad ? -1 : 0;
+    return gkvt_job_teardown(state);
 }
 
 /* ---- clustered IDs are split --------------------------------------------- */
@@ -211,7 +90,7 @@ teardown(void **state)
 static void
 test_push_clustered_ids(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     const char *extra[] = {"--keep-alive", NULL};
     gkv_tensor_spec sp;
@@ -223,9 +102,9 @@ test_push_clustered_ids(void **state)
     assert_non_null(ids);
     assert_non_null(in);
     assert_non_null(got);
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     c = client(f, 0, GKV_CLIENT_NO_HEARTBEAT, 65536);
-    sp = spec(GKV_F32, 2, 0, 1000000, GKV_INIT_ZEROS);
+    sp = gkvt_spec_init(GKV_F32, 2, 0, 1000000, GKV_INIT_ZEROS);
     NET_OK(gkv_client_create(c, "t", &sp, -1));
     for (size_t i = 0; i < n; i++) {
         ids[i] = i;
@@ -250,7 +129,7 @@ test_push_clustered_ids(void **state)
 
     /* default limits */
     big = client(f, 1, GKV_CLIENT_NO_HEARTBEAT, 0);
-    sp = spec(GKV_F32, 16, 0, 10000000, GKV_INIT_ZEROS);
+    sp = gkvt_spec_init(GKV_F32, 16, 0, 10000000, GKV_INIT_ZEROS);
     NET_OK(gkv_client_create(big, "emb", &sp, -1));
     for (size_t i = 0; i < nb; i++) {
         ids[i] = i;
@@ -310,7 +189,7 @@ mixed_push(uint64_t *rng, uint64_t *ids, float *rows, size_t n)
 static void
 test_push_split_same_as_one(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[4];
     const char *extra[] = {"--keep-alive", NULL};
     const char *handlers[3] = {"add", NULL, "adam"};
@@ -331,9 +210,9 @@ test_push_split_same_as_one(void **state)
     assert_non_null(all);
     for (uint64_t i = 0; i < SP_HI; i++)
         all[i] = i;
-    serve(f, 2, 2, extra, srv);
+    gkvt_serve(f, 2, 2, extra, srv);
     c = client(f, 0, GKV_CLIENT_NO_HEARTBEAT, 65536);
-    sp = spec(GKV_F32, 3, 0, SP_HI, GKV_INIT_UNIFORM);
+    sp = gkvt_spec_init(GKV_F32, 3, 0, SP_HI, GKV_INIT_UNIFORM);
     NET_OK(gkv_client_create(c, "t", &sp, -1));
     snprintf(ref, sizeof ref, "%s/ref", f->dir);
     GKVT_OK(gkv_store_open(&s, ref, GKV_CREATE, NULL));
@@ -379,7 +258,7 @@ test_push_split_same_as_one(void **state)
 static void
 test_push_one_id_over_limit(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     const char *extra[] = {"--keep-alive", "--max-msg", "65536", NULL};
     gkv_push_args add = {0};
@@ -392,11 +271,11 @@ test_push_one_id_over_limit(void **state)
 
     assert_non_null(ids);
     assert_non_null(in);
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     c = client(f, 0, GKV_CLIENT_NO_HEARTBEAT, 0);
-    sp = spec(GKV_F32, 2, 5, 6, GKV_INIT_ZEROS);
+    sp = gkvt_spec_init(GKV_F32, 2, 5, 6, GKV_INIT_ZEROS);
     NET_OK(gkv_client_create(c, "one", &sp, -1));
-    sp = spec(GKV_F32, 2, 0, 4000, GKV_INIT_ZEROS);
+    sp = gkvt_spec_init(GKV_F32, 2, 0, 4000, GKV_INIT_ZEROS);
     NET_OK(gkv_client_create(c, "wide", &sp, -1));
     for (size_t i = 0; i < n; i++) {
         ids[i] = 5;
@@ -454,7 +333,7 @@ count_of(const char *path, const char *needle)
 static void
 test_close_skips_restarted_server(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     const char *extra[] = {"--heartbeat-timeout", "3000", NULL};
     gkv_server_stats ss;
@@ -464,13 +343,13 @@ test_close_skips_restarted_server(void **state)
     float got[2];
     double end;
 
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     a = client(f, 0, 0, 0);                    /* heartbeat every 1000 ms */
     b = client(f, 1, GKV_CLIENT_NO_HEARTBEAT, 0);
-    sp = spec(GKV_F32, 2, 0, 10, GKV_INIT_ZEROS);
+    sp = gkvt_spec_init(GKV_F32, 2, 0, 10, GKV_INIT_ZEROS);
     NET_OK(gkv_client_create(a, "t", &sp, -1));
     gkvt_proc_kill(srv[0]);
-    if ((srv[0] = server_try(f, 0, 0, 1, extra)) == NULL)
+    if ((srv[0] = gkvt_server_try(f, 0, 0, extra)) == NULL)
         fail_msg("port %d was taken between the two servers", f->base);
     /* two refused heartbeats: the reply to the first has reached A's
      * heartbeat thread, which marked the connection stale (the thread
@@ -511,6 +390,5 @@ main(void)
     };
 
     signal(SIGPIPE, SIG_IGN);
-    snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
     return cmocka_run_group_tests_name("net_client_push", tests, NULL, NULL);
 }

@@ -38,7 +38,8 @@
 #include <unistd.h>
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
-#include "gkvt.h"
+#include "gkvt_graph.h"
+#include "gkvt_net.h"
 #include "gkv.h"
 #include "wire.h"
 #ifdef GKV_HAVE_CUDA
@@ -50,12 +51,8 @@
 #define FEAT_W  4            /* floats per node feature row */
 
 struct fx {
-    char *dir;
-    char json[4200];         /* the partition config */
-    char cfg[4200];          /* the ip_config */
-    int base, nmach, nserv;
-    struct gkvt_proc p[MAXPROC];
-    int np;
+    struct gkvt_job j;       /* first (gkvt_job_setup): the servers, of
+                              * partition config j.json */
     /* the graph */
     int64_t n, m;
     float *feat;             /* n x FEAT_W, by original ID */
@@ -70,115 +67,28 @@ static char g_server_path[PATH_MAX + 16];
 static gkv_part_method g_method = GKV_PART_RANDOM;   /* graph_make's */
 static const char *const *g_extra;   /* serve()'s extra server arguments */
 
-/* ---- processes and ports (as in net_test.c) ------------------------------ */
+/* ---- servers (gkvt_net.h) ---------------------------------------------- */
 
-static struct gkvt_proc *
-spawn(struct fx *f, char *const argv[], const char *logname)
-{
-    return gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
-}
+/* Every server: no syncing. */
+static const char *const g_opts[] = {"--nosync", NULL};
 
-static void
-write_cfg(struct fx *f, int nmach)
-{
-    char text[512];
-    size_t o = 0;
-    FILE *fp;
-
-    for (int m = 0; m < nmach; m++)
-        o += (size_t)snprintf(text + o, sizeof text - o, "127.0.0.1 %d\n",
-                              f->base + 8 * m);
-    fp = fopen(f->cfg, "w");
-    assert_non_null(fp);
-    fputs(text, fp);
-    fclose(fp);
-}
-
-/* Starts server k of machine m (partition m); NULL when its port was
- * taken. Waits until it listens. */
-static struct gkvt_proc *
-server_try(struct fx *f, int m, int k, const char *const *extra)
-{
-    char *argv[32], pid_[16], sid[16], ns[16], logname[64];
-    struct gkvt_proc *p;
-    int n = 0;
-
-    snprintf(pid_, sizeof pid_, "%d", m);
-    snprintf(sid, sizeof sid, "%d", k);
-    snprintf(ns, sizeof ns, "%d", f->nserv);
-    snprintf(logname, sizeof logname, "server-m%d-s%d.log", m, k);
-    argv[n++] = g_server_path;
-    argv[n++] = "--part-config";
-    argv[n++] = f->json;
-    argv[n++] = "--part-id";
-    argv[n++] = pid_;
-    argv[n++] = "--ip-config";
-    argv[n++] = f->cfg;
-    argv[n++] = "--server-id";
-    argv[n++] = sid;
-    argv[n++] = "--num-servers";
-    argv[n++] = ns;
-    argv[n++] = "--nosync";
-    for (int i = 0; extra != NULL && extra[i] != NULL && n < 30; i++)
-        argv[n++] = (char *)extra[i];
-    argv[n] = NULL;
-    p = spawn(f, argv, logname);
-    return gkvt_server_listening(p) ? p : NULL;
-}
-
+/* nserv servers on each of the graph's machines, with g_extra. */
 static void
 serve(struct fx *f, int nserv)
 {
-    for (int attempt = 0; attempt < 20; attempt++) {
-        int clash = 0;
-
-        f->nserv = nserv;
-        f->base = gkvt_port_base(8 * f->nmach);
-        write_cfg(f, f->nmach);
-        for (int m = 0; m < f->nmach && !clash; m++)
-            for (int k = 0; k < nserv && !clash; k++)
-                if (server_try(f, m, k, g_extra) == NULL)
-                    clash = 1;
-        if (!clash)
-            return;
-        for (int i = 0; i < f->np; i++)
-            gkvt_proc_kill(&f->p[i]);
-        f->np = 0;
-    }
-    fail_msg("could not find free ports in 20 tries");
+    gkvt_serve(&f->j, f->j.nmach, nserv, g_extra, NULL);
 }
 
 static gkv_client *
 client(struct fx *f, const char *group)
 {
-    gkv_client *c = NULL;
     gkv_client_opts o = {0};
-    gkv_err rc;
 
     o.timeout_ms = 20000;
-    rc = gkv_client_connect(&c, f->cfg, NULL, group, 0, &o);
-    if (rc != GKV_OK)
-        fail_msg("connect: %s: %s", gkv_err_name(rc), gkv_net_errmsg());
-    return c;
+    return gkvt_connect(f->j.cfg, group, 0, &o);
 }
 
 /* ---- the graph ------------------------------------------------------------ */
-
-static int64_t *
-read_map(const char *path, int64_t n)
-{
-    gkv_npy_map m;
-    char msg[256];
-    int64_t *v;
-
-    GKVT_OK(gkv_npy_map_open(&m, path, msg, sizeof msg));
-    assert_int_equal(m.hdr.data_bytes, (uint64_t)n * 8);
-    v = malloc((size_t)n * 8);
-    assert_non_null(v);
-    memcpy(v, m.data, (size_t)n * 8);
-    gkv_npy_map_close(&m);
-    return v;
-}
 
 /* Builds an R-MAT graph (2^scale nodes, weights, a feature), partitions it
  * into nparts (with the CSR) and opens the references: the whole graph in
@@ -199,7 +109,7 @@ graph_make(struct fx *f, int scale, int nparts)
 
     f->n = (int64_t)1 << scale;
     f->m = f->n * 8;
-    f->nmach = nparts;
+    f->j.nmach = nparts;
     sp.scale = scale;
     sp.edge_factor = 8;
     sp.seed = 2026;
@@ -223,7 +133,7 @@ graph_make(struct fx *f, int scale, int nparts)
     ft.ndim = 1;
     ft.shape[0] = FEAT_W;
     ft.nrows = (uint64_t)f->n;
-    snprintf(out, sizeof out, "%s/parts", f->dir);
+    snprintf(out, sizeof out, "%s/parts", f->j.dir);
     spec.name = "g";
     spec.method = g_method;
     spec.num_parts = nparts;
@@ -234,12 +144,12 @@ graph_make(struct fx *f, int scale, int nparts)
     spec.nfeats = 1;
     if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
         fail_msg("partition_write: %s", msg);
-    snprintf(f->json, sizeof f->json, "%s/g.json", out);
+    snprintf(f->j.json, sizeof f->j.json, "%s/g.json", out);
     for (int q = 0; q < nparts; q++)
-        GKVT_OK(gkv_part_open(&f->part[q], f->json, q, 0));
+        GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
     b = gkv_part_book(f->part[0]);
-    f->nmap = read_map(gkv_pbook_node_mapping(b, 0), f->n);
-    emap = read_map(gkv_pbook_edge_mapping(b, 0), f->m);
+    f->nmap = gkvt_read_map(gkv_pbook_node_mapping(b, 0), f->n);
+    emap = gkvt_read_map(gkv_pbook_edge_mapping(b, 0), f->m);
     GKVT_OK(gkv_graph_edges(g, 0, &coo));
     S = malloc((size_t)f->m * 8);
     D = malloc((size_t)f->m * 8);
@@ -267,20 +177,16 @@ graph_make(struct fx *f, int scale, int nparts)
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("netg")) == NULL)
-        return -1;
-    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
-    *state = f;
-    return 0;
+    /* a port clash forgets the servers it killed: slots for the next */
+    return gkvt_job_setup(state, sizeof (struct fx), "netg", MAXPROC, g_opts,
+                          1);
 }
 
 static int
 teardown(void **state)
 {
     struct fx *f = *state;
-    int bad = gkvt_proc_reap_all(f->p, f->np);
+    int bad = gkvt_job_fini(&f->j);
 
     gkv_sampler_free(f->ws);
     gkv_sgraph_free(f->wsg);
@@ -289,9 +195,8 @@ teardown(void **state)
         gkv_part_close(f->part[q]);
     free(f->feat);
     free(f->nmap);
-    gkvt_rmtree(f->dir);
     free(f);
-    return bad ? -1 : 0;
+    return bad;
 }
 
 /* ---- comparisons ------------------------------------------------------------- */
@@ -654,7 +559,7 @@ check_book_split(struct fx *f, const char *name, int is_edge)
 {
     const gkv_pbook *b = gkv_part_book(f->part[0]);
 
-    for (int q = 0; q < f->nmach; q++) {
+    for (int q = 0; q < f->j.nmach; q++) {
         gkv_store *st;
         gkv_tensor_desc d;
         int64_t lo, hi;
@@ -859,7 +764,7 @@ raw_open(struct fx *f, int m, uint64_t *session)
     assert_true(s >= 0);
     nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVMAXSIZE, &v, sizeof v);
     nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVTIMEO, &to, sizeof to);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", f->base + 8 * m);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", f->j.base + 8 * m);
     assert_true(nn_connect(s, url) >= 0);
     h.magic = NET_MAGIC;
     h.version = NET_VERSION;
@@ -1047,8 +952,8 @@ test_bad_inputs(void **state)
     check_hop(f, c, seeds, 40, 3, 0, &o);
     check_blocks(f, c, seeds, 40, fan2, 2, &o);
     NET_OK(gkv_client_close(c));
-    for (int i = 0; i < f->np; i++)
-        assert_true(gkvt_proc_alive(&f->p[i]) || gkvt_proc_wait(&f->p[i], 5000));
+    for (int i = 0; i < f->j.np; i++)
+        assert_true(gkvt_proc_alive(&f->j.p[i]) || gkvt_proc_wait(&f->j.p[i], 5000));
 }
 
 /* Start-up errors: an ip_config whose machine count differs from the
@@ -1058,12 +963,12 @@ test_server_startup(void **state)
 {
     struct fx *f = *state;
     char *out = NULL, *err = NULL;
-    char *noid[] = {g_server_path, "--part-config", f->json, "--ip-config",
-                    f->cfg, NULL};
-    char *three[] = {g_server_path, "--part-config", f->json, "--part-id", "0",
-                     "--ip-config", f->cfg, NULL};
-    char *mach[] = {g_server_path, "--part-config", f->json, "--part-id", "0",
-                    "--machine", "1", "--ip-config", f->cfg, NULL};
+    char *noid[] = {g_server_path, "--part-config", f->j.json, "--ip-config",
+                    f->j.cfg, NULL};
+    char *three[] = {g_server_path, "--part-config", f->j.json, "--part-id", "0",
+                     "--ip-config", f->j.cfg, NULL};
+    char *mach[] = {g_server_path, "--part-config", f->j.json, "--part-id", "0",
+                    "--machine", "1", "--ip-config", f->j.cfg, NULL};
     char *help[] = {g_server_path, "--help", NULL};
 
     graph_make(f, 8, 2);
@@ -1074,13 +979,13 @@ test_server_startup(void **state)
     assert_int_equal(gkvt_run(noid, NULL, 0, NULL, &err, 30), 2);
     assert_non_null(strstr(err, "--part-id"));
     free(err);
-    f->base = gkvt_port_base(8 * 3);
-    write_cfg(f, 3);
+    f->j.base = gkvt_port_base(8 * 3);
+    gkvt_ipcfg_write(f->j.cfg, NULL, f->j.base, 3);
     assert_int_equal(gkvt_run(three, NULL, 0, NULL, &err, 30), 1);
     assert_non_null(strstr(err, "lists 3 machines but"));
     assert_non_null(strstr(err, "has 2 partitions"));
     free(err);
-    write_cfg(f, 2);
+    gkvt_ipcfg_write(f->j.cfg, NULL, f->j.base, 2);
     assert_int_equal(gkvt_run(mach, NULL, 0, NULL, &err, 30), 1);
     assert_non_null(strstr(err, "machine m of the ip_config serves partition m"));
     free(err);
@@ -1324,8 +1229,8 @@ trainer_on_gpu(struct fx *f)
     char *out = NULL, *err = NULL;
     int code;
 
-    setenv("GKV_IP_CONFIG", f->cfg, 1);
-    setenv("GKV_PART_CONFIG", f->json, 1);
+    setenv("GKV_IP_CONFIG", f->j.cfg, 1);
+    setenv("GKV_PART_CONFIG", f->j.json, 1);
     setenv("GKV_MACHINE", "0", 1);
     setenv("GKV_GROUP", "gputrain", 1);
     code = gkvt_run(argv, NULL, 0, &out, &err, 120);
@@ -1519,8 +1424,8 @@ test_gpu_loader_device(void **state)
 
 /* ---- a heterogeneous graph ----------------------------------------------------- */
 
-#define HN_USER 1024          /* users (type 0, with the feature) */
-#define HN_ITEM 300           /* items (type 1, no feature) */
+#define HN_USER GKVT_UI_USERS  /* users (type 0, with the feature) */
+#define HN_ITEM GKVT_UI_ITEMS  /* items (type 1, no feature) */
 
 /* users follow users, users click items, items are clicked by users (the
  * reverses of the clicks, edge i of each); user features as f->feat with
@@ -1529,37 +1434,14 @@ test_gpu_loader_device(void **state)
 static void
 hetero_make(struct fx *f)
 {
-    static const char *const rel[3][3] = {
-        {"user", "follows", "user"}, {"user", "clicks", "item"},
-        {"item", "clicked_by", "user"}};
-    gkv_graph *g;
-    gkv_rmat_spec sp = {0};
-    gkv_part_spec spec = {0};
+    gkv_graph *g = gkvt_ui_graph(31, 0);
     gkv_part_feat ft = {0};
-    const gkv_pbook *b;
-    int64_t m = 8 * HN_USER, *src, *dst, *nmap[2];
-    char out[4000], msg[512];
+    int64_t *nmap[2];
 
     f->n = HN_USER;
-    f->nmach = 2;
-    sp.scale = 10;
-    sp.edge_factor = 8;
-    sp.seed = 31;
-    src = malloc((size_t)m * 8);
-    dst = malloc((size_t)m * 8);
+    f->j.nmach = 2;
     f->feat = malloc((size_t)HN_USER * FEAT_W * 4);
-    assert_true(src != NULL && dst != NULL && f->feat != NULL);
-    GKVT_OK(gkv_rmat_edges(&sp, 0, m, src, dst));
-    GKVT_OK(gkv_graph_new(&g));
-    GKVT_OK(gkv_graph_add_ntype(g, "user", HN_USER, NULL));
-    GKVT_OK(gkv_graph_add_ntype(g, "item", HN_ITEM, NULL));
-    for (int e = 0; e < 3; e++)
-        GKVT_OK(gkv_graph_add_etype(g, rel[e][0], rel[e][1], rel[e][2], NULL));
-    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, (size_t)m));
-    for (int64_t i = 0; i < m / 2; i++)
-        dst[i] %= HN_ITEM;
-    GKVT_OK(gkv_graph_add_edges(g, 1, src, dst, NULL, (size_t)m / 2));
-    GKVT_OK(gkv_graph_add_edges(g, 2, dst, src, NULL, (size_t)m / 2));
+    assert_non_null(f->feat);
     for (int64_t v = 0; v < HN_USER; v++)
         for (int j = 0; j < FEAT_W; j++)
             f->feat[v * FEAT_W + j] = (float)v - 0.25f * (float)j;
@@ -1570,50 +1452,17 @@ hetero_make(struct fx *f)
     ft.ndim = 1;
     ft.shape[0] = FEAT_W;
     ft.nrows = HN_USER;
-    snprintf(out, sizeof out, "%s/hparts", f->dir);
-    spec.name = "h";
-    spec.method = GKV_PART_RANDOM;
-    spec.num_parts = 2;
-    spec.seed = 3;
-    spec.flags = GKV_PART_CSR;
-    spec.feats = &ft;
-    spec.nfeats = 1;
-    if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
-        fail_msg("partition_write: %s", msg);
-    snprintf(f->json, sizeof f->json, "%s/h.json", out);
+    gkvt_partition(g, f->j.dir, "hparts", "h", 2, 3, &ft, 1, f->j.json,
+                   sizeof f->j.json);
     for (int q = 0; q < 2; q++)
-        GKVT_OK(gkv_part_open(&f->part[q], f->json, q, 0));
-    b = gkv_part_book(f->part[0]);
-    nmap[0] = read_map(gkv_pbook_node_mapping(b, 0), HN_USER);
-    nmap[1] = read_map(gkv_pbook_node_mapping(b, 1), HN_ITEM);
-    f->nmap = nmap[0];
+        GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
     /* the whole graph in the new IDs, for the references */
-    GKVT_OK(gkv_graph_new(&f->whole));
-    GKVT_OK(gkv_graph_add_ntype(f->whole, "user", HN_USER, NULL));
-    GKVT_OK(gkv_graph_add_ntype(f->whole, "item", HN_ITEM, NULL));
-    for (int e = 0; e < 3; e++) {
-        int st = strcmp(rel[e][0], "user") != 0, dt = strcmp(rel[e][2],
-                                                             "user") != 0;
-        int64_t ne = gkv_graph_num_edges(g, e), *emap;
-        gkv_coo coo;
-
-        GKVT_OK(gkv_graph_add_etype(f->whole, rel[e][0], rel[e][1], rel[e][2],
-                                    NULL));
-        emap = read_map(gkv_pbook_edge_mapping(b, e), ne);
-        GKVT_OK(gkv_graph_edges(g, e, &coo));
-        for (int64_t i = 0; i < ne; i++) {
-            src[emap[i]] = nmap[st][coo.src[i]];
-            dst[emap[i]] = nmap[dt][coo.dst[i]];
-        }
-        GKVT_OK(gkv_graph_add_edges(f->whole, e, src, dst, NULL, (size_t)ne));
-        free(emap);
-    }
+    f->whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), NULL, nmap);
+    f->nmap = nmap[0];
     GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
     GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
     gkv_graph_free(g);
     free(nmap[1]);
-    free(src);
-    free(dst);
 }
 
 /* Blocks a and b (host memory) hold the same arrays, type by type. */

@@ -36,7 +36,6 @@
  *   - the SAMPLE codec: names and weights by position round-trip; bad
  *     names, counts that do not sum to the weights and truncation are
  *     refused on decode. */
-#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -45,16 +44,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "gkvt.h"
+#include "gkvt_graph.h"
+#include "gkvt_net.h"
 #include "gkv.h"
 #include "wire.h"
 #include "graph_int.h"       /* graph__sample_wpos */
 
 #define MAXPROC 8
-#define NU      1024          /* users (type 0) */
-#define NI      300           /* items (type 1) */
-#define NE0     (8 * NU)      /* follows */
-#define NE1     (4 * NU)      /* clicks, and their reverses */
+#define NU      GKVT_UI_USERS    /* users (type 0) */
+#define NI      GKVT_UI_ITEMS    /* items (type 1) */
+#define NE0     GKVT_UI_FOLLOWS  /* follows */
+#define NE1     GKVT_UI_CLICKS   /* clicks, and their reverses */
 #define NFEAT   8
 
 /* An edge feature: its values by original edge ID, and as floats by new
@@ -70,12 +70,8 @@ struct feat {
 };
 
 struct fx {
-    char *dir;
-    char json[4200];
-    char cfg[4200];
-    int base, nmach, nserv;
-    struct gkvt_proc p[MAXPROC];
-    int np;
+    struct gkvt_job j;        /* first (gkvt_job_setup): the servers, of
+                               * partition config j.json */
     int64_t ne[3];
     int64_t *emap[3];         /* original edge ID -> new */
     struct feat ft[NFEAT];
@@ -86,112 +82,28 @@ struct fx {
     gkv_part *part[2];
 };
 
-static char g_server_path[PATH_MAX + 16];
-static const char *const *g_extra;   /* extra server arguments */
-static const char *const g_rel[3][3] = {
-    {"user", "follows", "user"}, {"user", "clicks", "item"},
-    {"item", "clicked_by", "user"}};
-static const char *const g_canon[3] = {
-    "user:follows:user", "user:clicks:item", "item:clicked_by:user"};
+/* ---- servers (gkvt_net.h) ---------------------------------------------- */
 
-/* ---- servers (as net_graph_test.c) ---------------------------------------- */
+/* Every server: three threads, no syncing. */
+static const char *const g_opts[] = {"--threads", "3", "--nosync", NULL};
 
+/* nserv servers on each of the two machines, with extra arguments. */
 static void
-write_cfg(struct fx *f)
+serve(struct fx *f, int nserv, const char *const *extra)
 {
-    FILE *fp = fopen(f->cfg, "w");
-
-    assert_non_null(fp);
-    for (int m = 0; m < f->nmach; m++)
-        fprintf(fp, "127.0.0.1 %d\n", f->base + 8 * m);
-    fclose(fp);
-}
-
-static struct gkvt_proc *
-server_try(struct fx *f, int m, int k)
-{
-    char *argv[24], pid_[16], sid[16], ns[16], logname[64];
-    struct gkvt_proc *p;
-    int n = 0;
-
-    snprintf(pid_, sizeof pid_, "%d", m);
-    snprintf(sid, sizeof sid, "%d", k);
-    snprintf(ns, sizeof ns, "%d", f->nserv);
-    snprintf(logname, sizeof logname, "server-m%d-s%d.log", m, k);
-    argv[n++] = g_server_path;
-    argv[n++] = "--part-config";
-    argv[n++] = f->json;
-    argv[n++] = "--part-id";
-    argv[n++] = pid_;
-    argv[n++] = "--ip-config";
-    argv[n++] = f->cfg;
-    argv[n++] = "--server-id";
-    argv[n++] = sid;
-    argv[n++] = "--num-servers";
-    argv[n++] = ns;
-    argv[n++] = "--threads";
-    argv[n++] = "3";
-    argv[n++] = "--nosync";
-    for (int i = 0; g_extra != NULL && g_extra[i] != NULL && n < 22; i++)
-        argv[n++] = (char *)g_extra[i];
-    argv[n] = NULL;
-    p = gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
-    return gkvt_server_listening(p) ? p : NULL;
-}
-
-static void
-serve(struct fx *f, int nserv)
-{
-    for (int attempt = 0; attempt < 20; attempt++) {
-        int clash = 0;
-
-        f->nserv = nserv;
-        f->base = gkvt_port_base(8 * f->nmach);
-        write_cfg(f);
-        for (int m = 0; m < f->nmach && !clash; m++)
-            for (int k = 0; k < nserv && !clash; k++)
-                if (server_try(f, m, k) == NULL)
-                    clash = 1;
-        if (!clash)
-            return;
-        for (int i = 0; i < f->np; i++)
-            gkvt_proc_kill(&f->p[i]);
-        f->np = 0;
-    }
-    fail_msg("could not find free ports in 20 tries");
+    gkvt_serve(&f->j, 2, nserv, extra, NULL);
 }
 
 static gkv_client *
 client(struct fx *f, uint32_t rank)
 {
-    gkv_client *c = NULL;
     gkv_client_opts o = {0};
-    gkv_err rc;
 
     o.timeout_ms = 20000;
-    rc = gkv_client_connect(&c, f->cfg, NULL, "prob", rank, &o);
-    if (rc != GKV_OK)
-        fail_msg("connect: %s: %s", gkv_err_name(rc), gkv_net_errmsg());
-    return c;
+    return gkvt_connect(f->j.cfg, "prob", rank, &o);
 }
 
 /* ---- the graph and its features --------------------------------------------- */
-
-static int64_t *
-read_map(const char *path, int64_t n)
-{
-    gkv_npy_map m;
-    char msg[256];
-    int64_t *v;
-
-    GKVT_OK(gkv_npy_map_open(&m, path, msg, sizeof msg));
-    assert_int_equal(m.hdr.data_bytes, (uint64_t)n * 8);
-    v = malloc((size_t)n * 8);
-    assert_non_null(v);
-    memcpy(v, m.data, (size_t)n * 8);
-    gkv_npy_map_close(&m);
-    return v;
-}
 
 static uint64_t
 hash(uint64_t x)
@@ -263,41 +175,16 @@ feat_get(const struct fx *f, int et, const char *name)
     return NULL;
 }
 
-/* The graph, its features, two partitions, the references. */
+/* The user/item graph, its features, two partitions, the references. */
 static void
 graph_make(struct fx *f)
 {
-    gkv_graph *g;
-    gkv_rmat_spec sp = {0};
-    gkv_part_spec spec = {0};
+    gkv_graph *g = gkvt_ui_graph(77, 0);
     gkv_part_feat pf[NFEAT];
-    const gkv_pbook *b;
-    int64_t *src, *dst, *nmap[2];
-    char out[4000], msg[512];
 
-    f->nmach = 2;
     f->ne[0] = NE0;
     f->ne[1] = NE1;
     f->ne[2] = NE1;
-    sp.scale = 10;
-    sp.edge_factor = 8;
-    sp.seed = 77;
-    src = malloc(NE0 * 8);
-    dst = malloc(NE0 * 8);
-    assert_true(src != NULL && dst != NULL);
-    GKVT_OK(gkv_rmat_edges(&sp, 0, NE0, src, dst));
-    GKVT_OK(gkv_graph_new(&g));
-    GKVT_OK(gkv_graph_add_ntype(g, "user", NU, NULL));
-    GKVT_OK(gkv_graph_add_ntype(g, "item", NI, NULL));
-    for (int e = 0; e < 3; e++)
-        GKVT_OK(gkv_graph_add_etype(g, g_rel[e][0], g_rel[e][1], g_rel[e][2],
-                                    NULL));
-    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, NE0));
-    for (int64_t i = 0; i < NE1; i++)
-        dst[i] %= NI;
-    GKVT_OK(gkv_graph_add_edges(g, 1, src, dst, NULL, NE1));
-    GKVT_OK(gkv_graph_add_edges(g, 2, dst, src, NULL, NE1));
-
     feat_add(f, "w", 0, GKV_F32, 0, 0);        /* 0 .. 3, a fifth zero */
     feat_add(f, "cnt", 0, GKV_I32, 1, 1);      /* integers 0 .. 3, (E, 1) */
     feat_add(f, "wide", 0, GKV_F32, 1, 2);     /* two floats a row: refused */
@@ -307,7 +194,7 @@ graph_make(struct fx *f)
     memset(pf, 0, sizeof pf);
     for (int i = 0; i < f->nft; i++) {
         pf[i].is_edge = 1;
-        pf[i].type = g_canon[f->ft[i].et];
+        pf[i].type = gkvt_ui_canon[f->ft[i].et];
         pf[i].name = f->ft[i].name;
         pf[i].data = f->ft[i].orig;
         pf[i].dtype = f->ft[i].dt;
@@ -315,41 +202,12 @@ graph_make(struct fx *f)
         pf[i].shape[0] = f->ft[i].shape0;
         pf[i].nrows = (uint64_t)f->ne[f->ft[i].et];
     }
-    snprintf(out, sizeof out, "%s/parts", f->dir);
-    spec.name = "p";
-    spec.method = GKV_PART_RANDOM;
-    spec.num_parts = 2;
-    spec.seed = 5;
-    spec.flags = GKV_PART_CSR;
-    spec.feats = pf;
-    spec.nfeats = (size_t)f->nft;
-    if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
-        fail_msg("partition_write: %s", msg);
-    snprintf(f->json, sizeof f->json, "%s/p.json", out);
+    gkvt_partition(g, f->j.dir, "parts", "p", 2, 5, pf, (size_t)f->nft,
+                   f->j.json, sizeof f->j.json);
     for (int q = 0; q < 2; q++)
-        GKVT_OK(gkv_part_open(&f->part[q], f->json, q, 0));
-    b = gkv_part_book(f->part[0]);
-    nmap[0] = read_map(gkv_pbook_node_mapping(b, 0), NU);
-    nmap[1] = read_map(gkv_pbook_node_mapping(b, 1), NI);
-    GKVT_OK(gkv_graph_new(&f->whole));
-    GKVT_OK(gkv_graph_add_ntype(f->whole, "user", NU, NULL));
-    GKVT_OK(gkv_graph_add_ntype(f->whole, "item", NI, NULL));
-    for (int e = 0; e < 3; e++) {
-        int st = strcmp(g_rel[e][0], "user") != 0;
-        int dt = strcmp(g_rel[e][2], "user") != 0;
-        gkv_coo coo;
-
-        GKVT_OK(gkv_graph_add_etype(f->whole, g_rel[e][0], g_rel[e][1],
-                                    g_rel[e][2], NULL));
-        f->emap[e] = read_map(gkv_pbook_edge_mapping(b, e), f->ne[e]);
-        GKVT_OK(gkv_graph_edges(g, e, &coo));
-        for (int64_t i = 0; i < f->ne[e]; i++) {
-            src[f->emap[e][i]] = nmap[st][coo.src[i]];
-            dst[f->emap[e][i]] = nmap[dt][coo.dst[i]];
-        }
-        GKVT_OK(gkv_graph_add_edges(f->whole, e, src, dst, NULL,
-                                    (size_t)f->ne[e]));
-    }
+        GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
+    f->whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), f->emap,
+                                   NULL);
     for (int i = 0; i < f->nft; i++) {
         struct feat *t = &f->ft[i];
         for (int64_t k = 0; k < f->ne[t->et]; k++)
@@ -358,29 +216,21 @@ graph_make(struct fx *f)
     GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
     GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
     gkv_graph_free(g);
-    free(nmap[0]);
-    free(nmap[1]);
-    free(src);
-    free(dst);
 }
 
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("netprob")) == NULL)
-        return -1;
-    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
-    *state = f;
-    return 0;
+    /* a port clash forgets the servers it killed: slots for the next */
+    return gkvt_job_setup(state, sizeof (struct fx), "netprob", MAXPROC, g_opts,
+                          1);
 }
 
 static int
 teardown(void **state)
 {
     struct fx *f = *state;
-    int bad = gkvt_proc_reap_all(f->p, f->np);
+    int bad = gkvt_job_fini(&f->j);
 
     gkv_sampler_free(f->ws);
     gkv_sgraph_free(f->wsg);
@@ -393,9 +243,8 @@ teardown(void **state)
         free(f->ft[i].orig);
         free(f->ft[i].w);
     }
-    gkvt_rmtree(f->dir);
     free(f);
-    return bad ? -1 : 0;
+    return bad;
 }
 
 /* ---- comparisons --------------------------------------------------------------- */
@@ -444,33 +293,6 @@ opts_pair(const struct fx *f, gkv_sample_opts *oc, struct wopts *w,
     oc->edge_w_feat = names;
     if (flags & T_ARR)
         *oc = w->o;
-}
-
-/* 1 when blocks a and b hold the same arrays. */
-static int
-hblocks_same(const gkv_block *a, const gkv_block *b, int nl)
-{
-    for (int i = 0; i < nl; i++) {
-        if (a[i].num_ntypes != b[i].num_ntypes ||
-            a[i].num_etypes != b[i].num_etypes)
-            return 0;
-        for (int t = 0; t < a[i].num_ntypes; t++) {
-            const gkv_block_nodes *x = &a[i].nodes[t], *y = &b[i].nodes[t];
-            if (x->num_src != y->num_src || x->num_dst != y->num_dst ||
-                (x->num_src > 0 && memcmp(x->ids, y->ids, x->num_src * 8)))
-                return 0;
-        }
-        for (int e = 0; e < a[i].num_etypes; e++) {
-            const gkv_sample_edges *x = &a[i].edges[e], *y = &b[i].edges[e];
-            if (x->n != y->n)
-                return 0;
-            if (x->n > 0 && (memcmp(x->src, y->src, x->n * 8) ||
-                             memcmp(x->dst, y->dst, x->n * 8) ||
-                             memcmp(x->eid, y->eid, x->n * 8)))
-                return 0;
-        }
-    }
-    return 1;
 }
 
 /* A deep copy of heterogeneous blocks. */
@@ -528,25 +350,6 @@ hcopy_free(struct hcopy *h)
     }
 }
 
-struct seeds {
-    int64_t us[200], is[60];
-    const int64_t *sv[2];
-    size_t ns[2];
-};
-
-static void
-seeds_make(struct seeds *s, int k)
-{
-    for (int i = 0; i < 200; i++)
-        s->us[i] = (i * 389 + 5 + k * 11) % NU;
-    for (int i = 0; i < 60; i++)
-        s->is[i] = (i * 97 + 1 + k) % NI;
-    s->sv[0] = s->us;
-    s->sv[1] = s->is;
-    s->ns[0] = 200;
-    s->ns[1] = 60;
-}
-
 static size_t
 block_edges(const gkv_block *b, int nl)
 {
@@ -561,7 +364,7 @@ block_edges(const gkv_block *b, int nl)
 /* Client blocks with options oc == in-process blocks with options ow
  * (left in wb), and some edges. */
 static void
-same_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
+same_blocks(struct fx *f, gkv_client *c, const struct gkvt_ui_seeds *sd,
             const gkv_sample_opts *oc, const gkv_sample_opts *ow,
             const int *fan, int nl, gkv_block *wb)
 {
@@ -569,7 +372,7 @@ same_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
 
     NET_OK(gkv_client_sample_blocks(c, sd->sv, sd->ns, fan, 3, nl, oc, cb));
     GKVT_OK(gkv_sample_blocks(f->ws, sd->sv, sd->ns, fan, 3, nl, ow, wb));
-    if (!hblocks_same(wb, cb, nl))
+    if (!gkvt_blocks_same(wb, cb, nl))
         fail_msg("client blocks differ from in-process edge_w (dir %d, flags "
                  "0x%x, fanout %d..)", ow->dir, ow->flags, fan[0]);
     assert_true(block_edges(cb, nl) > 0);
@@ -578,7 +381,7 @@ same_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
 /* Client blocks with edge_w_feat = names == in-process blocks with the
  * values as edge_w; *differs set when they also differ from uniform. */
 static void
-check_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
+check_blocks(struct fx *f, gkv_client *c, const struct gkvt_ui_seeds *sd,
              const char *const *names, const int *fan, int nl, uint64_t seed,
              unsigned flags, int *differs)
 {
@@ -593,7 +396,7 @@ check_blocks(struct fx *f, gkv_client *c, const struct seeds *sd,
     wo.o.edge_w = NULL;
     wo.o.edge_w_len = NULL;
     GKVT_OK(gkv_sample_blocks(f->ws, sd->sv, sd->ns, fan, 3, nl, &wo.o, wb));
-    if (!hblocks_same(wb, ref.b, nl))
+    if (!gkvt_blocks_same(wb, ref.b, nl))
         *differs = 1;
     hcopy_free(&ref);
 }
@@ -666,7 +469,7 @@ check_edge_batch(struct fx *f, gkv_client *c, const char *const *names,
     opts_pair(f, &oc, &wo, names, seed, flags);
     NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &oc, &ceb, cb));
     GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web, wb));
-    assert_true(hblocks_same(wb, cb, 2));
+    assert_true(gkvt_blocks_same(wb, cb, 2));
     assert_int_equal(ceb.num_neg, web.num_neg);
     assert_memory_equal(ceb.neg_dst, web.neg_dst, web.num_neg * 8);
     assert_true(block_edges(cb, 2) > 0);
@@ -691,13 +494,13 @@ test_equals_in_process(void **state)
         {10, 10, 10, 3, 3, 3, 1, 1, 1},
         {-1, -1, -1, 2, 0, 2, 4, 4, 4}};
     gkv_client *c;
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     int differs = 0, ncase = (int)(sizeof g_cases / sizeof g_cases[0]);
 
     graph_make(f);
-    serve(f, 1);
+    serve(f, 1, NULL);
     c = client(f, 0);
-    seeds_make(&sd, 0);
+    gkvt_ui_seeds_make(&sd, 0);
     for (int k = 0; k < ncase; k++)
         for (int fi = 0; fi < 3; fi++)
             for (int rep = 0; rep < 2; rep++) {
@@ -734,14 +537,14 @@ test_mask(void **state)
     static const char *const nm[3] = {NULL, "mask", NULL};
     const float *mask;
     gkv_client *c;
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     size_t ones = 0, zeros_seen = 0;
 
     graph_make(f);
-    serve(f, 1);
+    serve(f, 1, NULL);
     c = client(f, 0);
     mask = feat_get(f, 1, "mask")->w;
-    seeds_make(&sd, 1);
+    gkvt_ui_seeds_make(&sd, 1);
     for (int fi = 0; fi < 3; fi++)
         for (int rep = 0; rep < 2; rep++) {
             int fan[3 * 2] = {0, fi == 0 ? -1 : 2 + 3 * fi, 0,
@@ -804,7 +607,7 @@ test_push_invalidates(void **state)
     int fan[9] = {4, 0, 0, 3, 0, 0, 5, 0, 0};
     struct feat *w;
     gkv_client *c;
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     gkv_block cb[3], first[3];
     struct hcopy before;
     uint64_t *ids = malloc(NE0 * 8);
@@ -814,9 +617,9 @@ test_push_invalidates(void **state)
     int differs = 0;
 
     graph_make(f);
-    serve(f, 1);
+    serve(f, 1, NULL);
     c = client(f, 0);
-    seeds_make(&sd, 2);
+    gkvt_ui_seeds_make(&sd, 2);
     w = (struct feat *)feat_get(f, 0, "w");
     oc.seed = 21;
     oc.edge_w_feat = nm;
@@ -834,7 +637,7 @@ test_push_invalidates(void **state)
                            NE0 * 4, NULL));
     check_blocks(f, c, &sd, nm, fan, 3, 21, 0, &differs);
     NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 3, &oc, cb));
-    assert_false(hblocks_same(before.b, cb, 3));
+    assert_false(gkvt_blocks_same(before.b, cb, 3));
     hcopy_free(&before);
 
     /* one edge's weight made 0: that edge never comes back */
@@ -924,18 +727,16 @@ test_writeback_feature(void **state)
     int fan[6] = {4, 2, 0, 3, 3, 0}, differs = 0;
     struct feat *w;
     gkv_client *c;
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     uint64_t *ids = malloc(NE0 * 8);
 
     graph_make(f);
-    g_extra = extra;
-    serve(f, 1);
-    g_extra = NULL;
-    for (int i = 0; i < f->np; i++)         /* the feature is in RAM */
-        assert_true(gkvt_file_has(f->p[i].log, "write-back: tensor "
+    serve(f, 1, extra);
+    for (int i = 0; i < f->j.np; i++)         /* the feature is in RAM */
+        assert_true(gkvt_file_has(f->j.p[i].log, "write-back: tensor "
                                   "'edge/user:follows:user/w'"));
     c = client(f, 0);
-    seeds_make(&sd, 5);
+    gkvt_ui_seeds_make(&sd, 5);
     w = (struct feat *)feat_get(f, 0, "w");
     check_blocks(f, c, &sd, nm, fan, 2, 31, 0, &differs);
     for (int round = 0; round < 3; round++) {
@@ -957,7 +758,7 @@ test_errors(void **state)
 {
     struct fx *f = *state;
     gkv_client *c;
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     gkv_block cb[2];
     gkv_sample_opts o = {0};
     int fan[3] = {3, 3, 3}, differs = 0;
@@ -966,9 +767,9 @@ test_errors(void **state)
     const char *msg;
 
     graph_make(f);
-    serve(f, 1);
+    serve(f, 1, NULL);
     c = client(f, 0);
-    seeds_make(&sd, 3);
+    gkvt_ui_seeds_make(&sd, 3);
     o.edge_w_feat = nm;
 
     /* a missing feature: names the tensor and the partition */
@@ -1093,13 +894,13 @@ test_out_edges(void **state)
                                   {10, 10, 10, 1, 1, 1}};
     const float *mask;
     gkv_client *c;
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     size_t ones = 0;
 
     graph_make(f);
-    serve(f, 2);
+    serve(f, 2, NULL);
     c = client(f, 0);
-    seeds_make(&sd, 4);
+    gkvt_ui_seeds_make(&sd, 4);
     for (int k = 0; k < 4; k++)
         for (int fi = 0; fi < 3; fi++)
             for (int rep = 0; rep < 2; rep++) {
@@ -1241,14 +1042,14 @@ test_edge_w_client(void **state)
     static const char *const feat0[3] = {"w", NULL, NULL};
     static const int fans[][6] = {{3, 2, 4, 2, 2, 2}, {-1, 6, 0, 3, 3, 3}};
     gkv_client *c;
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     struct wopts wo;
     gkv_block wb[4];
 
     graph_make(f);
-    serve(f, 1);
+    serve(f, 1, NULL);
     c = client(f, 0);
-    seeds_make(&sd, 7);
+    gkvt_ui_seeds_make(&sd, 7);
     for (int d = 0; d < 2; d++)
         for (int fi = 0; fi < 2; fi++)
             for (int rep = 0; rep < 2; rep++) {
@@ -1352,14 +1153,12 @@ test_out_small_msg(void **state)
     static const char *const nm[3] = {"w", "h", "w64"};
     int fan[6] = {-1, -1, 6, 3, 3, 3}, differs = 0;
     gkv_client *c;
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
 
     graph_make(f);
-    g_extra = extra;
-    serve(f, 1);
-    g_extra = NULL;
+    serve(f, 1, extra);
     c = client(f, 0);
-    seeds_make(&sd, 6);
+    gkvt_ui_seeds_make(&sd, 6);
     check_blocks(f, c, &sd, nm, fan, 2, 71, T_OUT, &differs);
     check_blocks(f, c, &sd, nm, fan, 2, 72, T_OUT | GKV_SAMPLE_REPLACE,
                  &differs);
@@ -1479,7 +1278,7 @@ test_wpos_inprocess(void **state)
 struct conc {
     struct fx *f;
     const struct hcopy *ref[2];
-    struct seeds sd;
+    struct gkvt_ui_seeds sd;
     atomic_int bad, done, ran;
     atomic_uint rank;
 };
@@ -1496,7 +1295,7 @@ conc_main(void *arg)
     uint32_t rank = atomic_fetch_add(&k->rank, 1);
 
     co.timeout_ms = 20000;
-    if (gkv_client_connect(&c, k->f->cfg, NULL, "prob", rank, &co) != GKV_OK) {
+    if (gkv_client_connect(&c, k->f->j.cfg, NULL, "prob", rank, &co) != GKV_OK) {
         atomic_fetch_add(&k->bad, 1);
         return NULL;
     }
@@ -1510,8 +1309,8 @@ conc_main(void *arg)
             atomic_fetch_add(&k->bad, 1);
             break;
         }
-        if (!hblocks_same(k->ref[0]->b, cb, 1) &&
-            !hblocks_same(k->ref[1]->b, cb, 1)) {
+        if (!gkvt_blocks_same(k->ref[0]->b, cb, 1) &&
+            !gkvt_blocks_same(k->ref[1]->b, cb, 1)) {
             fprintf(stderr, "conc: blocks match neither reference\n");
             atomic_fetch_add(&k->bad, 1);
         }
@@ -1538,7 +1337,7 @@ test_concurrent(void **state)
     int64_t ulo, uhi, elo, ehi;
 
     graph_make(f);
-    serve(f, 1);
+    serve(f, 1, NULL);
     c = client(f, 100);
     memset(&k, 0, sizeof k);
     GKVT_OK(gkv_pbook_node_range(gkv_part_book(f->part[0]), 0, 0, &ulo, &uhi));
@@ -1570,7 +1369,7 @@ test_concurrent(void **state)
                                   wb));
         hcopy_take(&ref[v], wb, 1);
     }
-    assert_false(hblocks_same(ref[0].b, ref[1].b, 1));
+    assert_false(gkvt_blocks_same(ref[0].b, ref[1].b, 1));
     k.f = f;
     k.ref[0] = &ref[0];
     k.ref[1] = &ref[1];
@@ -1815,7 +1614,5 @@ main(void)
     };
 
     signal(SIGPIPE, SIG_IGN);
-    snprintf(g_server_path, sizeof g_server_path, "%s",
-             gkvt_prog("gkv-server"));
     return cmocka_run_group_tests_name("net_prob", tests, NULL, NULL);
 }

@@ -26,106 +26,13 @@
 #include <unistd.h>
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
-#include "gkvt.h"
-#include "gkv_net.h"
+#include "gkvt_net.h"
 #include "wire.h"
 
 #define MAXPROC 16
 
-struct fx {
-    char *dir;
-    char st[4][4200];        /* machine m's store */
-    char cfg[4200];          /* the ip_config */
-    int base;                /* machine m listens on base + 8m (+ k) */
-    int nmach;
-    struct gkvt_proc p[MAXPROC];
-    int np;
-};
-
 static char g_server_path[PATH_MAX + 16];
 static char g_self[PATH_MAX];
-
-/* ---- time, files ------------------------------------------------------------ */
-
-/* ---- processes ---------------------------------------------------------------- */
-
-static struct gkvt_proc *
-spawn(struct fx *f, char *const argv[], const char *logname)
-{
-    return gkvt_spawn(f->p, &f->np, MAXPROC, f->dir, argv, logname);
-}
-
-/* ---- ports and servers ----------------------------------------------------------- */
-
-static void
-write_cfg(struct fx *f)
-{
-    char text[512];
-    size_t o = 0;
-
-    o += (size_t)snprintf(text + o, sizeof text - o, "# test ip_config\n");
-    for (int m = 0; m < f->nmach; m++)
-        o += (size_t)snprintf(text + o, sizeof text - o, "127.0.0.1 %d\n",
-                              f->base + 8 * m);
-    gkvt_write_text(f->cfg, text, 0644);
-}
-
-/* Starts server k (of nserv) of machine m with extra arguments
- * (NULL-terminated) and waits until it listens. Returns the process, or
- * NULL when its port was taken (the caller picks new ports). */
-static struct gkvt_proc *
-server_try(struct fx *f, int m, int k, int nserv, const char *const *extra)
-{
-    char *argv[48], mach[16], sid[16], ns[16], logname[64];
-    struct gkvt_proc *p;
-    int n = 0;
-
-    snprintf(mach, sizeof mach, "%d", m);
-    snprintf(sid, sizeof sid, "%d", k);
-    snprintf(ns, sizeof ns, "%d", nserv);
-    snprintf(logname, sizeof logname, "server-m%d-s%d.log", m, k);
-    argv[n++] = g_server_path;
-    argv[n++] = "--store";
-    argv[n++] = f->st[m];
-    argv[n++] = "--ip-config";
-    argv[n++] = f->cfg;
-    argv[n++] = "--machine";
-    argv[n++] = mach;
-    argv[n++] = "--server-id";
-    argv[n++] = sid;
-    argv[n++] = "--num-servers";
-    argv[n++] = ns;
-    for (int i = 0; extra != NULL && extra[i] != NULL && n < 46; i++)
-        argv[n++] = (char *)extra[i];
-    argv[n] = NULL;
-    p = spawn(f, argv, logname);
-    return gkvt_server_listening(p) ? p : NULL;
-}
-
-/* Starts nserv servers on each of nmach machines (one store each), all
- * with the same extra arguments; on a port clash, everything again on new
- * ports. srv[m * nserv + k] gets the processes. */
-static void
-serve(struct fx *f, int nmach, int nserv, const char *const *extra,
-      struct gkvt_proc **srv)
-{
-    for (int attempt = 0; attempt < 20; attempt++) {
-        int clash = 0;
-
-        f->nmach = nmach;
-        f->base = gkvt_port_base(8 * nmach);
-        write_cfg(f);
-        for (int m = 0; m < nmach && !clash; m++)
-            for (int k = 0; k < nserv && !clash; k++)
-                if ((srv[m * nserv + k] = server_try(f, m, k, nserv, extra)) == NULL)
-                    clash = 1;
-        if (!clash)
-            return;
-        for (int i = 0; i < f->np; i++)
-            gkvt_proc_kill(&f->p[i]);
-    }
-    fail_msg("could not find free ports in 20 tries");
-}
 
 /* ---- stores ---------------------------------------------------------------------- */
 
@@ -134,18 +41,8 @@ make_tensor(const char *st, const char *name, gkv_dtype dt, uint64_t width,
             uint64_t lo, uint64_t hi, gkv_init init, unsigned flags)
 {
     gkv_store *s;
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec_init(dt, width, lo, hi, init);
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = dt;
-    sp.ndim = 1;
-    sp.shape[0] = width;
-    sp.lo = lo;
-    sp.hi = hi;
-    sp.init = init;
-    sp.a = -1;
-    sp.b = 1;
-    sp.seed = 7;
     sp.flags = flags;
     GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
     GKVT_OK(gkv_tensor_create(s, name, &sp));
@@ -169,14 +66,10 @@ read_rows(const char *st, const char *name, const uint64_t *ids, size_t n,
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("net")) == NULL)
+    if (gkvt_job_setup(state, sizeof (struct gkvt_job), "net", MAXPROC, NULL,
+                       0) != 0)
         return -1;
-    for (int m = 0; m < 4; m++)
-        snprintf(f->st[m], sizeof f->st[m], "%s/st%d", f->dir, m);
-    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
-    *state = f;
+    ((struct gkvt_job *)*state)->cfg_head = "# test ip_config";
     return 0;
 }
 
@@ -185,16 +78,11 @@ setup(void **state)
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-    int bad = gkvt_proc_reap_all(f->p, f->np);
-
-    gkvt_rmtree(f->dir);
-    free(f);
-    return bad ? -1 : 0;
+    return gkvt_job_teardown(state);
 }
 
 static gkv_client *
-client(struct fx *f, const char *group, uint32_t rank, const char *token,
+client(struct gkvt_job *f, const char *group, uint32_t rank, const char *token,
        int timeout_ms, unsigned flags)
 {
     gkv_client *c = NULL;
@@ -215,7 +103,7 @@ client(struct fx *f, const char *group, uint32_t rank, const char *token,
 static void
 test_server_usage(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     char *out = NULL, *err = NULL, tok[4300];
     char *help[] = {g_server_path, "--help", NULL};
     char *none[] = {g_server_path, NULL};
@@ -265,7 +153,7 @@ fval(uint64_t id, int j)
 static void
 test_kv_requests(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     const char *extra[] = {"--heartbeat-timeout", "20000", NULL};
     gkv_client *c, *c2, *c3;
@@ -282,7 +170,7 @@ test_kv_requests(void **state)
 
     make_tensor(f->st[0], "feat", GKV_F32, 16, 0, 3000, GKV_INIT_UNIFORM, 0);
     make_tensor(f->st[0], "emb", GKV_F32, 4, 100, 1100, GKV_INIT_ZEROS, GKV_TENSOR_HOT);
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     c = client(f, "job", 0, NULL, 5000, 0);
 
     /* who the server is */
@@ -427,7 +315,7 @@ test_kv_requests(void **state)
 
 /* Runs this program as "--child ROLE args..." in the background. */
 static struct gkvt_proc *
-child(struct fx *f, const char *logname, ...)
+child(struct gkvt_job *f, const char *logname, ...)
 {
     char *argv[32];
     int n = 0;
@@ -440,7 +328,7 @@ child(struct fx *f, const char *logname, ...)
         n++;
     va_end(ap);
     argv[n] = NULL;
-    return spawn(f, argv, logname);
+    return gkvt_job_spawn(f, argv, logname);
 }
 
 static int
@@ -581,7 +469,7 @@ wait_code(struct gkvt_proc *p, int ms)
 static void
 test_persistent_two_jobs(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1], *j1;
     const char *extra[] = {"--keep-alive", "--server-name", "persist", NULL};
     gkv_client *c;
@@ -590,7 +478,7 @@ test_persistent_two_jobs(void **state)
     float got[10 * 4];
 
     make_tensor(f->st[0], "emb", GKV_F32, 4, 0, 100, GKV_INIT_ZEROS, 0);
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     /* job 1: another process pushes, then leaves */
     j1 = child(f, "job1.log", "job1", f->cfg, "job1", "0", "1", NULL);
     wait_code(j1, 20000);
@@ -625,7 +513,7 @@ test_persistent_two_jobs(void **state)
 static void
 test_concurrent_add(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[2], *kid[4];
     const char *extra[] = {"--threads", "2", "--nosync", NULL};
     gkv_client *c;
@@ -635,7 +523,7 @@ test_concurrent_add(void **state)
     gkv_server_stats s0, s1;
 
     make_tensor(f->st[0], "acc", GKV_F32, 8, 0, 512, GKV_INIT_ZEROS, GKV_TENSOR_HOT);
-    serve(f, 1, 2, extra, srv);
+    gkvt_serve(f, 1, 2, extra, srv);
     c = client(f, "watch", 0, NULL, 10000, 0);
     assert_int_equal(gkv_client_nservers(c), 2);
     for (int r = 0; r < 4; r++) {
@@ -673,7 +561,7 @@ test_concurrent_add(void **state)
 static void
 test_kill9_and_restart(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     const char *extra[] = {"--keep-alive", NULL};
     gkv_client *c;
@@ -684,7 +572,7 @@ test_kill9_and_restart(void **state)
     gkv_err rc;
 
     make_tensor(f->st[0], "emb", GKV_F32, 4, 0, 100, GKV_INIT_ZEROS, 0);
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     c = client(f, "job", 0, NULL, 1000, 0);
     for (int i = 0; i < 12; i++)
         rows[i] = (float)i + 0.5f;
@@ -699,7 +587,7 @@ test_kill9_and_restart(void **state)
     assert_non_null(strstr(gkv_net_errmsg(), addr));
     assert_true(took >= 0.9 && took < 3.0);
     /* a restarted server serves the committed rows to the same client */
-    srv[0] = server_try(f, 0, 0, 1, extra);
+    srv[0] = gkvt_server_try(f, 0, 0, extra);
     assert_non_null(srv[0]);
     NET_OK(gkv_client_pull(c, "emb", ids, 3, got, sizeof got));
     assert_memory_equal(got, rows, sizeof rows);
@@ -707,7 +595,7 @@ test_kill9_and_restart(void **state)
      * itself, the new server refuses the old session, the client
      * hand-shakes again and the call succeeds */
     gkvt_proc_kill(srv[0]);
-    srv[0] = server_try(f, 0, 0, 1, extra);
+    srv[0] = gkvt_server_try(f, 0, 0, extra);
     assert_non_null(srv[0]);
     memset(got, 0, sizeof got);
     NET_OK(gkv_client_pull(c, "emb", ids, 3, got, sizeof got));
@@ -719,7 +607,7 @@ test_kill9_and_restart(void **state)
 static void
 test_sigterm_syncs(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     gkv_client *c;
     uint64_t ids[2] = {5, 6};
@@ -727,7 +615,7 @@ test_sigterm_syncs(void **state)
     gkv_err rc;
 
     make_tensor(f->st[0], "emb", GKV_F32, 4, 0, 100, GKV_INIT_ZEROS, 0);
-    serve(f, 1, 1, NULL, srv);
+    gkvt_serve(f, 1, 1, NULL, srv);
     c = client(f, "job", 0, NULL, 1000, 0);
     NET_OK(gkv_client_push(c, "emb", ids, 2, rows, sizeof rows, NULL));
     kill(srv[0]->pid, SIGTERM);
@@ -753,7 +641,7 @@ test_sigterm_syncs(void **state)
 static void
 test_writeback_server(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     const char *extra[] = {"--writeback", "emb*", "--flush-ms", "86400000",
                            NULL};
     struct gkvt_proc *srv[1];
@@ -771,7 +659,7 @@ test_writeback_server(void **state)
     for (int i = 0; i < 64; i++)
         ids[i] = i * 15 + 1;
     disk = read_rows(f->st[0], "emb", ids, 64, 16);
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     assert_true(gkvt_file_has(srv[0]->log, "write-back: tensor 'emb' (1000 "
                               "rows, 0.0 MB) in RAM, written every 86400000 ms"));
     assert_false(gkvt_file_has(srv[0]->log, "write-back: tensor 'feat'"));
@@ -854,14 +742,14 @@ test_writeback_server(void **state)
 static void
 test_barrier_and_lease(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1], *kid[3], *hold;
     const char *extra[] = {"--heartbeat-timeout", "2000", NULL};
     char rank[3][8];
     double t0;
 
     make_tensor(f->st[0], "emb", GKV_F32, 4, 0, 100, GKV_INIT_ZEROS, 0);
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     /* a client that stays: its heartbeats keep its lease for longer than
      * the lease */
     hold = child(f, "hold.log", "hold", f->cfg, "holders", "0", "1", NULL);
@@ -892,7 +780,7 @@ test_barrier_and_lease(void **state)
 
 /* A raw REQ socket for hand-made messages. */
 static int
-raw_socket(struct fx *f, int timeout_ms)
+raw_socket(struct gkvt_job *f, int timeout_ms)
 {
     int s = nn_socket(AF_SP, NN_REQ), v = -1;
     char url[64];
@@ -1007,7 +895,7 @@ raw_handshake(int s, const char *token, const char *group, uint32_t rank,
 static void
 test_token(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     char tok[4300], extra_tok[4300];
     const char *extra[] = {"--token-file", extra_tok, "--keep-alive", NULL};
@@ -1025,7 +913,7 @@ test_token(void **state)
     snprintf(tok, sizeof tok, "%s/token", f->dir);
     snprintf(extra_tok, sizeof extra_tok, "%s", tok);
     gkvt_write_text(tok, "correct horse\n", 0600);
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     o.timeout_ms = 3000;
     /* the right token */
     NET_OK(gkv_client_connect(&c, f->cfg, "correct horse", "job", 0, &o));
@@ -1086,7 +974,7 @@ expect_error(int s, const void *b, size_t len, gkv_err status, const char *text)
 
 /* A normal client still gets correct rows. */
 static void
-still_serves(struct fx *f)
+still_serves(struct gkvt_job *f)
 {
     gkv_client *c = client(f, "probe", 0, NULL, 5000, 0);
     uint64_t ids[3] = {0, 99, 42};
@@ -1101,7 +989,7 @@ still_serves(struct fx *f)
 static void
 test_bad_inputs(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1], *big;
     const char *extra[] = {"--keep-alive", "--max-msg", "4000000", NULL};
     static unsigned char b[1 << 20];
@@ -1119,7 +1007,7 @@ test_bad_inputs(void **state)
     make_tensor(f->st[0], "feat", GKV_F32, 16, 0, 100, GKV_INIT_UNIFORM, 0);
     make_tensor(f->st[0], "wide", GKV_F32, 25000, 0, 50, GKV_INIT_ZEROS, 0);
     make_tensor(f->st[0], "huge", GKV_F32, 750000, 0, 3, GKV_INIT_ZEROS, 0);
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     /* a peer that connects and never speaks, held open throughout */
     tcp = socket(AF_INET, SOCK_STREAM, 0);
     a.sin_family = AF_INET;
@@ -1268,14 +1156,14 @@ client_make(gkv_client *c, const char *name, uint64_t width, uint64_t seed)
 static void
 test_replaced_tensor_schema(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     const char *extra[] = {"--create", "--keep-alive", NULL};
     gkv_client *a, *b;
     uint64_t ids[3] = {7, 0, 99};
     float r4[3 * 4], r8[3 * 8], w8[3 * 8], one[3 * 4];
 
-    serve(f, 1, 1, extra, srv);
+    gkvt_serve(f, 1, 1, extra, srv);
     for (unsigned flags = 0; flags < 2; flags++) {
         unsigned fl = flags ? GKV_CLIENT_LOCAL_READ : 0;
         a = client(f, "job", 0, NULL, 5000, fl);
@@ -1316,7 +1204,7 @@ test_replaced_tensor_schema(void **state)
 static void
 test_small_max_msg_big_schema(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[1];
     gkv_client *c = NULL;
     gkv_client_opts o = {0};
@@ -1338,7 +1226,7 @@ test_small_max_msg_big_schema(void **state)
         GKVT_OK(gkv_tensor_create(s, name, &sp));
     }
     gkv_store_close(s);
-    serve(f, 1, 1, NULL, srv);
+    gkvt_serve(f, 1, 1, NULL, srv);
     o.timeout_ms = 5000;
     o.group_size = 1;
     o.max_msg = 16384;
@@ -1356,7 +1244,7 @@ test_small_max_msg_big_schema(void **state)
 static void
 test_addr_client_identity(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[4];
     gkv_client_opts o = {0};
     gkv_server_info si;
@@ -1368,7 +1256,7 @@ test_addr_client_identity(void **state)
 
     for (int m = 0; m < 2; m++)
         make_tensor(f->st[m], "t", GKV_F32, 4, 0, 10, GKV_INIT_ZEROS, 0);
-    serve(f, 2, 2, NULL, srv);
+    gkvt_serve(f, 2, 2, NULL, srv);
     o.timeout_ms = 5000;
     o.flags = GKV_CLIENT_OBSERVER;
     snprintf(addr, sizeof addr, "127.0.0.1:%d", f->base + 8 + 1);
@@ -1392,7 +1280,7 @@ test_addr_client_identity(void **state)
 static void
 test_two_machines(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_job *f = *state;
     struct gkvt_proc *srv[2];
     const char *extra[] = {"--create", NULL};
     gkv_client *c;
@@ -1404,7 +1292,7 @@ test_two_machines(void **state)
     char refdir[4300];
     gkv_push_args pa = {0};
 
-    serve(f, 2, 1, extra, srv);
+    gkvt_serve(f, 2, 1, extra, srv);
     c = client(f, "job", 0, NULL, 5000, 0);
     assert_int_equal(gkv_client_nservers(c), 2);
     memset(&sp, 0, sizeof sp);

@@ -1,0 +1,190 @@
+/* gkvt_graph.c - graphs for the sampling tests (gkvt_graph.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gkvt_graph.h"
+
+const char *const gkvt_ui_rel[3][3] = {
+    {"user", "follows", "user"}, {"user", "clicks", "item"},
+    {"item", "clicked_by", "user"}};
+const char *const gkvt_ui_canon[3] = {
+    "user:follows:user", "user:clicks:item", "item:clicked_by:user"};
+
+gkv_graph *
+gkvt_ui_graph(uint64_t seed, int weighted)
+{
+    gkv_rmat_spec sp = {0};
+    gkv_graph *g;
+    int64_t *src, *dst;
+    float *ew = NULL;
+
+    sp.scale = 10;
+    sp.edge_factor = 8;
+    sp.seed = seed;
+    src = malloc(GKVT_UI_FOLLOWS * 8);
+    dst = malloc(GKVT_UI_FOLLOWS * 8);
+    assert_true(src != NULL && dst != NULL);
+    GKVT_OK(gkv_rmat_edges(&sp, 0, GKVT_UI_FOLLOWS, src, dst));
+    if (weighted) {
+        ew = malloc(GKVT_UI_FOLLOWS * sizeof *ew);
+        assert_non_null(ew);
+        for (int64_t i = 0; i < GKVT_UI_FOLLOWS; i++)
+            ew[i] = (float)(i % 3) + 0.5f;
+    }
+    GKVT_OK(gkv_graph_new(&g));
+    GKVT_OK(gkv_graph_add_ntype(g, "user", GKVT_UI_USERS, NULL));
+    GKVT_OK(gkv_graph_add_ntype(g, "item", GKVT_UI_ITEMS, NULL));
+    for (int e = 0; e < 3; e++)
+        GKVT_OK(gkv_graph_add_etype(g, gkvt_ui_rel[e][0], gkvt_ui_rel[e][1],
+                                    gkvt_ui_rel[e][2], NULL));
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, ew, GKVT_UI_FOLLOWS));
+    for (int64_t i = 0; i < GKVT_UI_CLICKS; i++)
+        dst[i] %= GKVT_UI_ITEMS;
+    GKVT_OK(gkv_graph_add_edges(g, 1, src, dst, NULL, GKVT_UI_CLICKS));
+    GKVT_OK(gkv_graph_add_edges(g, 2, dst, src, NULL, GKVT_UI_CLICKS));
+    free(src);
+    free(dst);
+    free(ew);
+    return g;
+}
+
+void
+gkvt_ui_seeds_make(struct gkvt_ui_seeds *s, int k)
+{
+    for (int i = 0; i < 200; i++)
+        s->us[i] = (i * 389 + 5 + k * 11) % GKVT_UI_USERS;
+    for (int i = 0; i < 60; i++)
+        s->is[i] = (i * 97 + 1 + k) % GKVT_UI_ITEMS;
+    s->sv[0] = s->us;
+    s->sv[1] = s->is;
+    s->ns[0] = 200;
+    s->ns[1] = 60;
+}
+
+int64_t *
+gkvt_read_map(const char *path, int64_t n)
+{
+    gkv_npy_map m;
+    char msg[256];
+    int64_t *v;
+
+    GKVT_OK(gkv_npy_map_open(&m, path, msg, sizeof msg));
+    assert_int_equal(m.hdr.data_bytes, (uint64_t)n * 8);
+    v = malloc((size_t)n * 8 + 8);
+    assert_non_null(v);
+    memcpy(v, m.data, (size_t)n * 8);
+    gkv_npy_map_close(&m);
+    return v;
+}
+
+void
+gkvt_partition(const gkv_graph *g, const char *dir, const char *parts_dir,
+               const char *name, int nparts, uint64_t seed,
+               const gkv_part_feat *pf, size_t nfeats, char *json, size_t cap)
+{
+    gkv_part_spec spec = {0};
+    char out[4000], msg[512];
+
+    snprintf(out, sizeof out, "%s/%s", dir, parts_dir);
+    spec.name = name;
+    spec.method = GKV_PART_RANDOM;
+    spec.num_parts = nparts;
+    spec.seed = seed;
+    spec.flags = GKV_PART_CSR;
+    spec.feats = pf;
+    spec.nfeats = nfeats;
+    if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
+        fail_msg("partition_write: %s", msg);
+    snprintf(json, cap, "%s/%s.json", out, name);
+}
+
+gkv_graph *
+gkvt_graph_renumber(const gkv_graph *g, const gkv_pbook *b, int64_t **emap,
+                    int64_t **nmap)
+{
+    int nt = gkv_graph_num_ntypes(g), net = gkv_graph_num_etypes(g);
+    int64_t *nm[8];
+    gkv_graph *w;
+
+    assert_true(nt >= 1 && nt <= 8);
+    GKVT_OK(gkv_graph_new(&w));
+    for (int t = 0; t < nt; t++) {
+        int64_t n = gkv_graph_num_nodes(g, t);
+
+        nm[t] = gkvt_read_map(gkv_pbook_node_mapping(b, t), n);
+        GKVT_OK(gkv_graph_add_ntype(w, gkv_graph_ntype_name(g, t), n, NULL));
+    }
+    for (int e = 0; e < net; e++) {
+        gkv_etype_info in;
+        gkv_coo coo;
+        int64_t *em, *src, *dst;
+        float *ew;
+        size_t n;
+
+        GKVT_OK(gkv_graph_etype_info(g, e, &in));
+        GKVT_OK(gkv_graph_add_etype(w, in.src_type, in.relation, in.dst_type,
+                                    NULL));
+        em = gkvt_read_map(gkv_pbook_edge_mapping(b, e), in.num_edges);
+        GKVT_OK(gkv_graph_edges(g, e, &coo));
+        n = (size_t)coo.n;
+        src = malloc(n * 8 + 8);
+        dst = malloc(n * 8 + 8);
+        ew = malloc(n * sizeof *ew + 8);
+        assert_true(src != NULL && dst != NULL && ew != NULL);
+        for (size_t i = 0; i < n; i++) {
+            src[em[i]] = nm[in.src_ntype][coo.src[i]];
+            dst[em[i]] = nm[in.dst_ntype][coo.dst[i]];
+            if (coo.w != NULL)
+                ew[em[i]] = coo.w[i];
+        }
+        GKVT_OK(gkv_graph_add_edges(w, e, src, dst, coo.w != NULL ? ew : NULL,
+                                    n));
+        free(src);
+        free(dst);
+        free(ew);
+        if (emap != NULL)
+            emap[e] = em;
+        else
+            free(em);
+    }
+    for (int t = 0; t < nt; t++) {
+        if (nmap != NULL)
+            nmap[t] = nm[t];
+        else
+            free(nm[t]);
+    }
+    return w;
+}
+
+int
+gkvt_edges_same(const gkv_sample_edges *a, const gkv_sample_edges *b, int net)
+{
+    for (int e = 0; e < net; e++) {
+        if (a[e].n != b[e].n)
+            return 0;
+        if (a[e].n > 0 && (memcmp(a[e].src, b[e].src, a[e].n * 8) ||
+                           memcmp(a[e].dst, b[e].dst, a[e].n * 8) ||
+                           memcmp(a[e].eid, b[e].eid, a[e].n * 8)))
+            return 0;
+    }
+    return 1;
+}
+
+int
+gkvt_blocks_same(const gkv_block *a, const gkv_block *b, int nl)
+{
+    for (int i = 0; i < nl; i++) {
+        if (a[i].num_ntypes != b[i].num_ntypes ||
+            a[i].num_etypes != b[i].num_etypes)
+            return 0;
+        for (int t = 0; t < a[i].num_ntypes; t++) {
+            const gkv_block_nodes *x = &a[i].nodes[t], *y = &b[i].nodes[t];
+            if (x->num_src != y->num_src || x->num_dst != y->num_dst ||
+                (x->num_src > 0 && memcmp(x->ids, y->ids, x->num_src * 8)))
+                return 0;
+        }
+        if (!gkvt_edges_same(a[i].edges, b[i].edges, a[i].num_etypes))
+            return 0;
+    }
+    return 1;
+}

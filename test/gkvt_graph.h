@@ -1,0 +1,61 @@
+/* gkvt_graph.h - graphs for the sampling tests: the user/item graph,
+ * partitioned, the whole graph in the partitions' IDs, and comparisons of
+ * sampling results. */
+#ifndef GKVT_GRAPH_H
+#define GKVT_GRAPH_H
+#include "gkvt.h"
+
+/* The user/item graph: node types 0 "user" and 1 "item"; edge types 0
+ * user:follows:user (8 per user), 1 user:clicks:item and 2
+ * item:clicked_by:user (each 4 per user; the clicks reversed). */
+#define GKVT_UI_USERS   1024
+#define GKVT_UI_ITEMS   300
+#define GKVT_UI_FOLLOWS (8 * GKVT_UI_USERS)
+#define GKVT_UI_CLICKS  (4 * GKVT_UI_USERS)
+/* gkvt_ui_rel[e]: etype e's source type, relation and destination type. */
+extern const char *const gkvt_ui_rel[3][3];
+/* gkvt_ui_canon[e]: etype e's canonical name ("user:follows:user"). */
+extern const char *const gkvt_ui_canon[3];
+
+/* Seeds of both node types of the user/item graph: 200 distinct users
+ * and 60 distinct items, varied by k. */
+struct gkvt_ui_seeds {
+    int64_t us[200], is[60];
+    const int64_t *sv[2];            /* us, is */
+    size_t ns[2];                    /* 200, 60 */
+};
+void gkvt_ui_seeds_make(struct gkvt_ui_seeds *s, int k);
+
+/* The user/item graph from R-MAT edges of scale 10 ('seed'): follows are
+ * its edges, clicks the first GKVT_UI_CLICKS of them with the destination
+ * taken modulo GKVT_UI_ITEMS. With 'weighted', follow i weighs
+ * i % 3 + 0.5. The caller frees it. */
+gkv_graph *gkvt_ui_graph(uint64_t seed, int weighted);
+
+/* An int64 mapping file of n entries (a partition book's node or edge
+ * mapping) as a malloc'd array. */
+int64_t *gkvt_read_map(const char *path, int64_t n);
+
+/* Writes g to DIR/parts_dir as partition config 'name' (random, nparts
+ * parts, seed, with the CSR and nfeats features pf); json (cap bytes) gets
+ * the config's path. */
+void gkvt_partition(const gkv_graph *g, const char *dir, const char *parts_dir,
+                    const char *name, int nparts, uint64_t seed,
+                    const gkv_part_feat *pf, size_t nfeats, char *json,
+                    size_t cap);
+
+/* g in the new IDs of partition book b: every node and edge at its
+ * mapped ID, with g's weights. emap[e] (emap may be NULL) gets etype e's
+ * edge mapping (original edge ID -> new), nmap[t] (nmap may be NULL) node
+ * type t's; malloc'd, the caller frees them and the graph. */
+gkv_graph *gkvt_graph_renumber(const gkv_graph *g, const gkv_pbook *b,
+                               int64_t **emap, int64_t **nmap);
+
+/* 1 when edges a[0..net) and b[0..net) hold the same arrays, else 0. */
+int gkvt_edges_same(const gkv_sample_edges *a, const gkv_sample_edges *b,
+                    int net);
+/* 1 when blocks a[0..nl) and b[0..nl) (host memory) hold the same arrays,
+ * type by type, else 0. */
+int gkvt_blocks_same(const gkv_block *a, const gkv_block *b, int nl);
+
+#endif

@@ -1,0 +1,89 @@
+/* gkvt_net.h - a test's gkv-server processes on loopback: its directory,
+ * ip_config and stores, servers started on fresh ports (again on a port
+ * clash), clients connected to them. Shared by the net tests. */
+#ifndef GKVT_NET_H
+#define GKVT_NET_H
+#include <string.h>
+#include "gkvt.h"
+#include "gkv_net.h"
+
+/* A net/ call must fail with 'want', its message holding 'text'. */
+#define NET_FAILS(expr, want, text) do { gkv_err rc_ = (expr); \
+    if (rc_ != (want)) \
+        fail_msg("%s: %s (%s), expected %s", #expr, gkv_err_name(rc_), \
+                 gkv_net_errmsg(), gkv_err_name(want)); \
+    if (strstr(gkv_net_errmsg(), (text)) == NULL) \
+        fail_msg("%s: message '%s' lacks '%s'", #expr, gkv_net_errmsg(), \
+                 (text)); \
+} while (0)
+
+#define GKVT_JOB_MACH  4     /* machines (stores) a job may have */
+#define GKVT_JOB_PROCS 16    /* processes a job may start */
+
+/* One test's processes and files. Machine m listens on base + 8m (server
+ * k of it on base + 8m + k). */
+struct gkvt_job {
+    char *dir;                       /* fresh, removed by gkvt_job_fini */
+    char cfg[4200];                  /* DIR/ip.cfg: the ip_config */
+    char st[GKVT_JOB_MACH][4200];    /* DIR/st<m>: machine m's store */
+    /* Partition servers (gkvt_server_try): the partition config, set by
+     * the test; empty: store servers. */
+    char json[4200];
+    /* The ip_config's first line (NULL: none), set by the test. */
+    const char *cfg_head;
+    /* Arguments every server of the test gets after the ones that place
+     * it (NULL-terminated; NULL: none), set by the test. */
+    const char *const *opts;
+    /* Set by the test: on a port clash gkvt_serve forgets the processes
+     * it killed (their slots are used again); else they stay in p for
+     * gkvt_job_fini's check of their logs. */
+    int drop_clashed;
+    int base, nmach, nserv;
+    int maxproc;                     /* p's slots in use at most */
+    struct gkvt_proc p[GKVT_JOB_PROCS];
+    int np;
+};
+
+/* Makes the job's directory ("tag" in its name) and names its ip_config
+ * and stores; at most maxproc (<= GKVT_JOB_PROCS) processes. Returns -1
+ * (for a cmocka setup) when the directory cannot be made, else 0. */
+int  gkvt_job_init(struct gkvt_job *j, const char *tag, int maxproc);
+/* Kills and reaps every process the job started and removes its
+ * directory. Returns -1 when any of their logs holds a sanitizer report
+ * (for a cmocka teardown), else 0. */
+int  gkvt_job_fini(struct gkvt_job *j);
+/* A cmocka setup: *state gets a new zeroed struct of 'size' bytes whose
+ * first member is a job (struct gkvt_job itself, or a test's struct that
+ * begins with one), made by gkvt_job_init; its servers get opts, and
+ * drop_clashed is set as given. */
+int  gkvt_job_setup(void **state, size_t size, const char *tag, int maxproc,
+                    const char *const *opts, int drop_clashed);
+/* Its teardown: gkvt_job_fini, then frees the struct. */
+int  gkvt_job_teardown(void **state);
+/* Starts argv in the job (gkvt_spawn) with log DIR/<number>-logname. */
+struct gkvt_proc *gkvt_job_spawn(struct gkvt_job *j, char *const argv[],
+                                 const char *logname);
+/* Writes an ip_config of nmach machines "127.0.0.1 <base + 8m>" to path,
+ * after the line 'head' when not NULL (a cmocka failure if it cannot). */
+void gkvt_ipcfg_write(const char *path, const char *head, int base, int nmach);
+/* Starts server k (of j->nserv) of machine m and waits until it listens;
+ * NULL when its port was taken. Its arguments:
+ *   gkv-server --store ST[m] --ip-config CFG --machine m
+ *   gkv-server --part-config JSON --part-id m --ip-config CFG   (json set)
+ * then --server-id k --num-servers NSERV, j->opts and extra
+ * (NULL-terminated; NULL: none). Its log is server-m<m>-s<k>.log. */
+struct gkvt_proc *gkvt_server_try(struct gkvt_job *j, int m, int k,
+                                  const char *const *extra);
+/* nserv servers on each of nmach machines, all with extra, on fresh
+ * ports (j->base; the ip_config written anew): on a port clash all are
+ * killed and started again elsewhere, 20 tries at most. srv (NULL: not
+ * wanted) gets server k of machine m at srv[m * nserv + k]. */
+void gkvt_serve(struct gkvt_job *j, int nmach, int nserv,
+                const char *const *extra, struct gkvt_proc **srv);
+/* A client of 'group' as 'rank' with options o (NULL: the defaults),
+ * connected through the ip_config cfg; a failure fails the test, naming
+ * the error. */
+gkv_client *gkvt_connect(const char *cfg, const char *group, uint32_t rank,
+                         const gkv_client_opts *o);
+
+#endif
