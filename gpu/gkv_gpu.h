@@ -147,7 +147,8 @@ GKV_API gkv_err gkv_gpu_feat_info_get(const gkv_gpu_feat *f,
  * memory when hot, else zero-copy from pinned host memory: one kernel, a
  * group of lanes per row, 16-byte loads when the row and the pointers
  * allow. Returns once queued. An ID outside [lo, hi) gets a row of zeros
- * and is reported by the next gkv_gpu_feat_sync() on the cache.
+ * and is reported by the next gkv_gpu_feat_sync() of the cache on the same
+ * stream.
  * Errors: GKV_EINVAL (NULL with n > 0), GKV_EIO (the launch failed). */
 GKV_API gkv_err gkv_gpu_feat_gather(gkv_gpu_feat *f, const int64_t *ids_dev,
                                     size_t n, void *out_dev, void *stream);

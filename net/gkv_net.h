@@ -274,8 +274,8 @@ GKV_API gkv_err gkv_client_pull(gkv_client *c, const char *name,
 /* Scatters rows to their owners with the handler of 'args' (NULL: assign;
  * see gkv_tensor_push); returns when every owner has committed. A
  * machine's part goes in messages within the message limit (the smaller
- * max_msg of this client and the server; 64 MiB at most), split between
- * IDs: all occurrences of one ID go in one message, in the order given,
+ * max_msg of this client and the server; 64 MiB at most, but for one ID
+ * whose copies alone need more, up to that limit), split between IDs: all occurrences of one ID go in one message, in the order given,
  * which one server applies in one transaction, so duplicates combine as
  * in gkv_tensor_push (the rows end as after one gkv_tensor_push). A
  * failure may leave other messages applied: the error names the server.

@@ -163,9 +163,9 @@ test_server_which_machine(void **state)
     }
 }
 
-/* gkv-server with a missing ip_config or token file, and gkv-launch with
- * a missing ip_config, said "no store at that path" (GKV_ENOENT's text)
- * before naming the file. */
+/* gkv-server with a missing ip_config or token file, gkv-launch with a
+ * missing ip_config and kvctl with a missing token file said "no store at
+ * that path" (GKV_ENOENT's text) before naming the file. */
 static void
 test_server_missing_files(void **state)
 {
@@ -201,6 +201,15 @@ test_server_missing_files(void **state)
         assert_int_equal(run(f, a), 2);          /* nothing was started */
         snprintf(want, sizeof want, "gkv-launch: ip_config %s: No such file",
                  none);
+        if (strstr(f->err, want) == NULL)
+            fail_msg("stderr is '%s'; want '%s'", f->err, want);
+        assert_null(strstr(f->err, "no store at that path"));
+    }
+    {
+        char *a[] = {(char *)gkvt_prog("kvctl"), "--server", "127.0.0.1:1",
+                     "--token-file", none, "ls", NULL};
+        assert_int_equal(run(f, a), 1);
+        snprintf(want, sizeof want, "token file %s: No such file", none);
         if (strstr(f->err, want) == NULL)
             fail_msg("stderr is '%s'; want '%s'", f->err, want);
         assert_null(strstr(f->err, "no store at that path"));

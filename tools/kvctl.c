@@ -664,6 +664,11 @@ fail_net(gkv_err rc, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
+    /* GKV_ENOENT's own text speaks of a store; the detail names the file */
+    if (rc == GKV_ENOENT && detail != NULL && *detail != '\0') {
+        fprintf(stderr, ": %s\n", detail);
+        return EX_FAIL;
+    }
     fprintf(stderr, ": %s", gkv_strerror(rc));
     if (detail != NULL && *detail != '\0')
         fprintf(stderr, " (%s)", detail);
@@ -1987,7 +1992,7 @@ cmd_import(struct ctx *c)
     char tmp[GKV_NAME_MAX + 1], why[512], msg[512];
     uint64_t dims[GKV_MAX_DIMS], rows, step, done_rows = 0;
     int raw = c->opt[O_DTYPE] != NULL || c->opt[O_DIM] != NULL;
-    int nd = 0, ex = EX_FAIL, have_tmp = 0, existed = 0;
+    int nd = 0, ex = EX_FAIL, have_tmp = 0;
     int state = strchr(name, '#') != NULL;   /* a companion: a restore */
     const unsigned char *data;
     gkv_npy_map m = {0};
@@ -2090,7 +2095,6 @@ cmd_import(struct ctx *c)
         fail_gkv(c->s, rc, "import: tensor '%s'", name);
         goto out;
     }
-    existed = rc == GKV_OK;
     snprintf(tmp, sizeof tmp, "%s" IMPORT_TAG "%ld", name, (long)getpid());
     rc = gkv_tensor_create(c->s, tmp, &sp);
     if (rc == GKV_EEXIST) {
@@ -2135,11 +2139,12 @@ cmd_import(struct ctx *c)
         goto out;
     }
     tools__progress_end(&bar, 1);
-    /* one transaction: a reader sees the old tensor or the new one */
-    if ((rc = existed ? gkv_tensor_replace(c->s, tmp, name)
-                      : gkv_tensor_rename(c->s, tmp, name)) != GKV_OK) {
-        fail_gkv(c->s, rc, "import: %s tensor '%s'", existed ? "replacing"
-                 : "naming", name);
+    /* one transaction: a reader sees the old tensor or the new one; and
+     * without --replace one made meanwhile by someone else is kept */
+    if ((rc = c->opt[O_REPLACE] != NULL
+              ? gkv_tensor_replace(c->s, tmp, name)
+              : gkv_tensor_rename(c->s, tmp, name)) != GKV_OK) {
+        fail_gkv(c->s, rc, "import: tensor '%s'", name);
         goto out;
     }
     have_tmp = 0;
