@@ -52,7 +52,11 @@ idx_cmp(const void *a, const void *b)
  * calling thread holds SIGTERM blocked for the call and the program's
  * handlers are put back as they were (GKlib restores them with signal(),
  * which drops their flags and masks); a SIGTERM that came meanwhile is
- * delivered after, to the program's handler. */
+ * delivered after, to the program's handler. The price: GKlib reports its
+ * own internal errors with raise(SIGTERM) too, and those (out of memory
+ * inside METIS; bad input is checked before the call) now end the
+ * program by that signal once METIS returns, instead of the call
+ * returning METIS_ERROR. Only the calling thread blocks the signal. */
 static int
 metis_call(idx_t *nv, idx_t *ncon, idx_t *xadj, idx_t *adj, idx_t *vwgt,
            idx_t *nparts, idx_t *options, idx_t *cut, idx_t *part)
