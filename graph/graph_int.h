@@ -94,25 +94,19 @@ typedef struct graph__wpos {
     const float   *w;
 } graph__wpos;
 
-/* gkv_sample_neighbors() with wp[e] (per edge type, may be NULL) as the
- * weights of the etypes whose off is set. A node whose count of weights
- * differs from its count of non-excluded edges fails with GKV_EINVAL; so
- * do such an etype with GKV_SAMPLE_WEIGHTED or an edge_w array, and
- * weights that are negative, NaN or infinite. A graph server samples
- * out-edges by an edge feature this way: the feature rows live with the
- * edges' owners, so the client fetches them for the edges a fanout -1 hop
- * lists, in that order, and sends them with the seeds. */
-gkv_err graph__sample_wpos(gkv_sampler *s, const int64_t *const *seeds,
-                           const size_t *nseeds, const int *fanout, int nfan,
-                           int layer, const gkv_sample_opts *opts,
-                           const graph__wpos *wp,
-                           gkv_sample_edges *out);
-
-/* graph__sample_wpos() that also writes, when cnt (per edge type) and
- * cnt[e] are not NULL, each seed's number of picks of edge type e:
- * cnt[e][i] for seed i of the type the hop centres on (0 for a type the
- * hop does not sample). A server packs its reply by these counts: a seed
- * given twice in a row cannot be told apart by the edges alone. */
+/* gkv_sample_neighbors() with wp[e] (per edge type; wp may be NULL) as
+ * the weights of the etypes whose off is set. A node whose count of
+ * weights differs from its count of non-excluded edges fails with
+ * GKV_EINVAL; so do such an etype with GKV_SAMPLE_WEIGHTED or an edge_w
+ * array, and weights that are negative, NaN or infinite. A graph server
+ * samples out-edges by an edge feature this way: the feature rows live
+ * with the edges' owners, so the client fetches them for the edges a
+ * fanout -1 hop lists, in that order, and sends them with the seeds.
+ * When cnt (per edge type) and cnt[e] are not NULL it also writes each
+ * seed's number of picks of edge type e: cnt[e][i] for seed i of the type
+ * the hop centres on (0 for a type the hop does not sample). A server
+ * packs its reply by these counts: a seed given twice in a row cannot be
+ * told apart by the edges alone. */
 gkv_err graph__sample_hop(gkv_sampler *s, const int64_t *const *seeds,
                           const size_t *nseeds, const int *fanout, int nfan,
                           int layer, const gkv_sample_opts *opts,

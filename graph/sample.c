@@ -2987,16 +2987,6 @@ gkv_sample_neighbors(gkv_sampler *s, const int64_t *const *seeds,
 }
 
 gkv_err
-graph__sample_wpos(gkv_sampler *s, const int64_t *const *seeds,
-                   const size_t *nseeds, const int *fanout, int nfan,
-                   int layer, const gkv_sample_opts *opts,
-                   const graph__wpos *wp, gkv_sample_edges *out)
-{
-    return graph__sample_hop(s, seeds, nseeds, fanout, nfan, layer, opts, wp,
-                             NULL, out);
-}
-
-gkv_err
 graph__sample_hop(gkv_sampler *s, const int64_t *const *seeds,
                   const size_t *nseeds, const int *fanout, int nfan,
                   int layer, const gkv_sample_opts *opts,

@@ -273,7 +273,7 @@ typedef struct net_cols {
  * none for this type; else the number of seeds of the type the hop centres
  * on), nc u32 counts (seed i's non-excluded edges, in adjacency order),
  * a u64 n (their sum) and n f32 weights, seed by seed. The client samples
- * out-edges by an edge feature this way (graph__sample_wpos). */
+ * out-edges by an edge feature this way (graph__sample_hop). */
 #define NET_SAMPLE_F_WPOS 0x200u
 
 /* SAMPLE request: one hop (gkv_sample_neighbors). Arrays of nnt / net

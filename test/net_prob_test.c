@@ -29,7 +29,7 @@
  *     in-process; beside an in-edge feature; edge_w_lo; an edge without
  *     an entry (GKV_ERANGE), a negative value, no lengths, with
  *     GKV_SAMPLE_WEIGHTED or a feature for the same type (GKV_EINVAL);
- *   - in-process weights by position (graph__sample_wpos) equal edge_w,
+ *   - in-process weights by position (graph__sample_hop) equal edge_w,
  *     and a wrong count or a negative weight is refused;
  *   - in-process: edge_w_lo (a partition's weights from its first edge)
  *     equals the whole array, and an edge outside is GKV_ERANGE;
@@ -48,7 +48,7 @@
 #include "gkvt_net.h"
 #include "gkv.h"
 #include "wire.h"
-#include "graph_int.h"       /* graph__sample_wpos */
+#include "graph_int.h"       /* graph__sample_hop */
 
 #define MAXPROC 8
 #define NU      GKVT_UI_USERS    /* users (type 0) */
@@ -1166,7 +1166,7 @@ test_out_small_msg(void **state)
     NET_OK(gkv_client_close(c));
 }
 
-/* In-process weights by position (graph__sample_wpos, what a server runs
+/* In-process weights by position (graph__sample_hop, what a server runs
  * for out-edges weighed by a feature): equal to edge_w arrays holding the
  * same values; a count that does not match a node's edges and a negative
  * weight are refused, naming the node or the weight. */
@@ -1227,7 +1227,8 @@ test_wpos_inprocess(void **state)
     hcopy_take(&ref, rb, 1);
     wo.o.edge_w = NULL;
     wo.o.edge_w_len = NULL;
-    GKVT_OK(graph__sample_wpos(f->ws, sv, ns, fan, 3, 1, &wo.o, wp, we));
+    GKVT_OK(graph__sample_hop(f->ws, sv, ns, fan, 3, 1, &wo.o, wp, NULL,
+                              we));
     for (int e = 0; e < 3; e++) {
         assert_true(we[e].n > 0);
         assert_int_equal(we[e].n, ref.edges[0][e].n);
@@ -1239,8 +1240,8 @@ test_wpos_inprocess(void **state)
     {
         struct wopts w2;
         wopts_make(f, &w2, nm, 6, T_OUT);
-        assert_int_equal(graph__sample_wpos(f->ws, sv, ns, fan, 3, 1, &w2.o,
-                                            wp, we), GKV_EINVAL);
+        assert_int_equal(graph__sample_hop(f->ws, sv, ns, fan, 3, 1, &w2.o,
+                                           wp, NULL, we), GKV_EINVAL);
         assert_non_null(strstr(gkv_sampler_errmsg(f->ws), "both"));
     }
     /* a seed with one weight too few (the next one's first moved up) */
@@ -1249,8 +1250,8 @@ test_wpos_inprocess(void **state)
         while (off[0][i + 1] - off[0][i] < 2)
             i++;
         off[0][i + 1]--;
-        assert_int_equal(graph__sample_wpos(f->ws, sv, ns, fan, 3, 1, &wo.o,
-                                            wp, we), GKV_EINVAL);
+        assert_int_equal(graph__sample_hop(f->ws, sv, ns, fan, 3, 1, &wo.o,
+                                           wp, NULL, we), GKV_EINVAL);
         assert_non_null(strstr(gkv_sampler_errmsg(f->ws),
                                "weights were given for it"));
         off[0][i + 1]++;
@@ -1259,8 +1260,8 @@ test_wpos_inprocess(void **state)
     w[2][0] = -1.0f;
     {
         int f1[3] = {0, 0, -1};
-        assert_int_equal(graph__sample_wpos(f->ws, sv, ns, f1, 3, 1, &wo.o,
-                                            wp, we), GKV_EINVAL);
+        assert_int_equal(graph__sample_hop(f->ws, sv, ns, f1, 3, 1, &wo.o,
+                                           wp, NULL, we), GKV_EINVAL);
         assert_non_null(strstr(gkv_sampler_errmsg(f->ws),
                                "in the weights given"));
     }
