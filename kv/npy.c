@@ -99,7 +99,9 @@ eat(lex *x, char c)
 }
 
 /* A quoted string ('...' or "..."), without escapes (no descr or key gkv
- * accepts has any). Copies at most cap - 1 bytes; 0 when there is none. */
+ * accepts has any), into out; 0 when there is none, or when it is longer
+ * than cap - 1 bytes (no descr or key gkv accepts is: a cut one could read
+ * as another, '<f4' from '<f4' and junk). */
 static int
 lex_string(lex *x, char *out, size_t cap)
 {
@@ -113,9 +115,9 @@ lex_string(lex *x, char *out, size_t cap)
     while (x->p < x->end && *x->p != q) {
         if (*x->p == '\\')
             return 0;
-        if (n + 1 < cap)
-            out[n++] = *x->p;
-        x->p++;
+        if (n + 1 >= cap)
+            return 0;
+        out[n++] = *x->p++;
     }
     if (x->p >= x->end)
         return 0;
@@ -224,7 +226,8 @@ dict_parse(const char *p, const char *end, gkv_npy_header *h,
     while (!eat(&x, '}')) {
         if (!lex_string(&x, key, sizeof key))
             return fail(msg, msg_len, GKV_EFORMAT, "malformed header at byte "
-                        "%td: expected a quoted key", x.p - p);
+                        "%td: expected a quoted key of at most %zu "
+                        "characters", x.p - p, sizeof key - 1);
         if (!eat(&x, ':'))
             return fail(msg, msg_len, GKV_EFORMAT, "malformed header: no ':' "
                         "after key '%s'", key);
@@ -235,7 +238,8 @@ dict_parse(const char *p, const char *end, gkv_npy_header *h,
                             "dtypes are not supported");
             if (!lex_string(&x, descr, sizeof descr))
                 return fail(msg, msg_len, GKV_EFORMAT, "malformed header: "
-                            "'descr' is not a string");
+                            "'descr' is not a string of at most %zu "
+                            "characters", sizeof descr - 1);
             have_descr = 1;
         } else if (strcmp(key, "fortran_order") == 0) {
             if (lex_word(&x, "True"))

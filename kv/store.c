@@ -353,12 +353,15 @@ meta_put_u32(MDB_txn *txn, MDB_dbi dbi, const char *key, uint32_t v)
 }
 
 /* Opens the three databases, creating them and the format record in a new
- * store; checks the format of an existing one. */
+ * store (GKV_CREATE only: an LMDB file without them, such as one a failed
+ * create left, or another program's, is "no gkv store" to a plain open,
+ * never made into one); checks the format of an existing one. */
 static gkv_err
 store_init(gkv_store *s)
 {
     int rdonly = (s->st_flags & GKV_RDONLY) != 0, mrc;
-    unsigned cf = rdonly ? 0 : MDB_CREATE;
+    int create = (s->st_flags & GKV_CREATE) != 0;
+    unsigned cf = create ? MDB_CREATE : 0;
     MDB_txn *txn = NULL;
     uint32_t fmt = 0;
     gkv_err rc;
@@ -381,7 +384,7 @@ store_init(gkv_store *s)
         goto out;
     }
     rc = meta_get_u32(txn, s->st_meta, "format", &fmt);
-    if (rc == GKV_ENOTFOUND && !rdonly) {
+    if (rc == GKV_ENOTFOUND && create) {
         fmt = KV_FORMAT;
         if ((mrc = meta_put_u32(txn, s->st_meta, "format", KV_FORMAT)) != 0 ||
             (mrc = meta_put_u32(txn, s->st_meta, "next_tid", 1)) != 0) {
@@ -495,8 +498,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         (mrc = mdb_env_set_mapsize(s->st_env, opts && opts->map_size
                                    ? opts->map_size : DEFAULT_MAP)) != 0 ||
         (mrc = mdb_env_open(s->st_env, path, ef, 0644)) != 0) {
-        rc = kv__fail(NULL, kv__from_mdb(mrc), "cannot open store '%s': %s",
-                      path, mdb_strerror(mrc));
+        rc = kv__fail(NULL, kv__from_mdb(mrc), "cannot open store '%s': %s%s",
+                      path, mdb_strerror(mrc), mrc == ENOMEM && opts != NULL &&
+                      opts->map_size != 0 ? " (is opts.map_size, the most "
+                      "address space the store may map, larger than this "
+                      "process may reserve?)" : "");
         goto fail;
     }
     {

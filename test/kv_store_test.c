@@ -152,6 +152,28 @@ test_open_missing_and_not_a_store(void **state)
     assert_int_equal(gkv_store_open(&s, file, GKV_CREATE, NULL), GKV_ENOENT);
     assert_int_equal(gkv_store_open(&s, "", 0, NULL), GKV_EINVAL);
     assert_int_equal(gkv_store_open(&s, dir, GKV_CREATE | GKV_RDONLY, NULL), GKV_EINVAL);
+    /* a directory holding an empty data.mdb (what a failed create leaves)
+     * or another program's LMDB files: a plain open made a gkv store of
+     * it; it is no store, and stays untouched, until GKV_CREATE */
+    {
+        char lmdb[4096], data[4200];
+        struct stat sb;
+        snprintf(lmdb, sizeof lmdb, "%s/lmdb", dir);
+        assert_int_equal(mkdir(lmdb, 0755), 0);
+        snprintf(data, sizeof data, "%s/data.mdb", lmdb);
+        fd = open(data, O_CREAT | O_WRONLY, 0644);
+        close(fd);
+        assert_int_equal(gkv_store_open(&s, lmdb, 0, NULL), GKV_ENOENT);
+        assert_null(s);
+        assert_non_null(strstr(gkv_store_errmsg(NULL), "holds no gkv store"));
+        assert_int_equal(gkv_store_open(&s, lmdb, GKV_RDONLY, NULL),
+                         GKV_ENOENT);
+        GKVT_OK(gkv_store_open(&s, lmdb, GKV_CREATE, NULL));
+        gkv_store_close(s);
+        GKVT_OK(gkv_store_open(&s, lmdb, 0, NULL));
+        gkv_store_close(s);
+        assert_int_equal(stat(data, &sb), 0);
+    }
     /* create, close, reopen read-only */
     GKVT_OK(gkv_store_open(&s, path, GKV_CREATE, NULL));
     gkv_store_close(s);

@@ -341,6 +341,15 @@ test_rejects_each_bad_header(void **state)
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), } x", "malformed"},
         {"{'descr': '<f4, 'fortran_order': False, 'shape': (3, 4), }", "malformed"},
         {"['descr', '<f4']", "malformed"},
+        /* a descr too long for the parser was cut to its first 63
+         * characters and the rest ignored (so '<f4' and junk, cut right,
+         * read as '<f4') */
+        {"{'descr': '<f0000000000000000000000000000000000000000000000000000000"
+         "0000004junk', 'fortran_order': False, 'shape': (3, 4), }",
+         "'descr' is not a string of at most 63 characters"},
+        {"{'a_key_much_longer_than_any_key_numpy_writes': 1, 'descr': '<f4', "
+         "'fortran_order': False, 'shape': (3, 4), }",
+         "expected a quoted key of at most"},
         {"", "malformed"},
         {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999, 4), }",
          "over 2^64"},
