@@ -2443,7 +2443,7 @@ op_sample(gkv_server *s, struct req *r)
     gkv_sample_edges *out = NULL;
     net_sample_renc_et *pk = NULL;
     uint32_t *cnt = NULL;
-    size_t ncnt = 0, ncnt_all, need;
+    size_t ncnt = 0, need;
     const int64_t **seeds = NULL, **ex = NULL;
     uint64_t **tmp = NULL;
     size_t *ns = NULL, *nex = NULL, total = 0, ntmp = 0;
@@ -2611,8 +2611,6 @@ op_sample(gkv_server *s, struct req *r)
               (unsigned long long)s->sv_max_msg);
         goto out;
     }
-    ncnt_all = ncnt;
-    ncnt = 0;
     memset(&o, 0, sizeof o);
     o.seed = q.seed;
     o.dir = (int)q.dir;
@@ -2642,7 +2640,7 @@ op_sample(gkv_server *s, struct req *r)
         o.edge_w_lo = ewlo;
     }
     /* each seed's count of picks per edge type, from the sampler */
-    if ((c64 = gkv__malloc(ncnt_all * sizeof *c64 + 8)) == NULL ||
+    if ((c64 = gkv__malloc(ncnt * sizeof *c64 + 8)) == NULL ||
         (cv = gkv__calloc((size_t)net_ + 1, sizeof *cv)) == NULL) {
         rfail(r, GKV_ENOMEM, "sample: out of memory");
         goto out;
@@ -2663,15 +2661,10 @@ op_sample(gkv_server *s, struct req *r)
         goto out;
     }
     total = 0;
-    for (int e = 0; e < net_; e++) {
-        gkv_etype_info ei;
-        gkv_pbook_etype_info(s->sv_book, e, &ei);
+    for (int e = 0; e < net_; e++)
         total += out[e].n;
-        ncnt += ns[q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype];
-    }
     /* at most 16 bytes an edge, 4 a count, 48 an edge type (its fields
-     * and padding) */
-    need = 64 + 48 * (size_t)net_ + 4 * ncnt;
+     * and padding); 'need' is as computed for the bound above */
     if (need > s->sv_max_msg || total > (s->sv_max_msg - need) / 16) {
         r->rflags |= NET_F_SPLIT;
         rfail(r, GKV_EINVAL, "sample: %zu edges are more than this server's "
@@ -2684,20 +2677,19 @@ op_sample(gkv_server *s, struct req *r)
         rfail(r, GKV_ENOMEM, "sample: out of memory");
         goto out;
     }
-    ncnt = 0;
     for (int e = 0; e < net_; e++) {
         gkv_etype_info ei;
         int ct;
         gkv_pbook_etype_info(s->sv_book, e, &ei);
         ct = q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
+        /* the u32 counts sit where the sampler's do */
         if (sample_pack(&out[e], (int)q.dir, seeds[ct], ns[ct], cv[e],
-                        s->sv_wide_ids, cnt + ncnt, &pk[e]) != 0) {
+                        s->sv_wide_ids, cnt + (cv[e] - c64), &pk[e]) != 0) {
             rfail(r, GKV_EINVAL, "sample on partition %d: the edges of edge "
                   "type '%s' do not follow the seeds", part,
                   gkv_pbook_etype_name(s->sv_book, e));
             goto out;
         }
-        ncnt += ns[ct];
     }
     sa.e = pk;
     sa.net = net_;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include "gkv.h"
 #include "gkv_net.h"
+#include "util.h"
 
 #define PROG "gkv-server"
 
@@ -288,13 +289,9 @@ main(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     if ((rc = gkv_server_open(&srv, &o)) != GKV_OK) {
-        /* GKV_ENOENT's text speaks of a store; the message names the file
-         * that is missing (the store, the ip_config or the token file) */
-        if (rc == GKV_ENOENT && gkv_net_errmsg()[0] != '\0')
-            fprintf(stderr, PROG ": %s\n", gkv_net_errmsg());
-        else
-            fprintf(stderr, PROG ": %s: %s\n", gkv_strerror(rc),
-                    gkv_net_errmsg());
+        const char *t = tools__err_text(rc, gkv_net_errmsg());
+        fprintf(stderr, PROG ": %s%s%s\n", t != NULL ? t : "",
+                t != NULL ? ": " : "", gkv_net_errmsg());
         return EX_FAIL;
     }
     g_server = srv;

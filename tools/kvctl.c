@@ -664,8 +664,7 @@ fail_net(gkv_err rc, const char *fmt, ...)
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    /* GKV_ENOENT's own text speaks of a store; the detail names the file */
-    if (rc == GKV_ENOENT && detail != NULL && *detail != '\0') {
+    if (tools__err_text(rc, detail) == NULL) {
         fprintf(stderr, ": %s\n", detail);
         return EX_FAIL;
     }

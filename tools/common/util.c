@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "util.h"
+#include "gkv.h"
 
 const char *tools__prog = "gkv";
 volatile sig_atomic_t tools__got_signal;
@@ -150,4 +151,12 @@ tools__port_accepts(const char *host, unsigned port, int ms)
     }
     freeaddrinfo(res);
     return ok;
+}
+
+const char *
+tools__err_text(int rc, const char *detail)
+{
+    if (rc == GKV_ENOENT && detail != NULL && *detail != '\0')
+        return NULL;
+    return gkv_strerror((gkv_err)rc);
 }

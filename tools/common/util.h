@@ -34,7 +34,13 @@ void tools__catch_signals(void);
  * interrupt; returns 128 + sig should the process survive. */
 int tools__die_of_signal(int sig);
 
-/* 1 when something accepts TCP connections on host:port within 'ms'
+/* The text of error code rc (a gkv_err) to print before 'detail', a
+ * library message, or NULL when the detail says it alone: GKV_ENOENT's
+ * text, "no store at that path", speaks of stores, while net/ gives that
+ * code for any missing file it names (an ip_config, a token file). */
+const char *tools__err_text(int rc, const char *detail);
+
+/* 1 when something accepts TCP connections on host:port within 'ms''
  * milliseconds, else 0: a quick look before a handshake, which with a port
  * nobody listens on would wait its whole timeout. */
 int tools__port_accepts(const char *host, unsigned port, int ms);
