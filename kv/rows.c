@@ -1758,17 +1758,20 @@ out:
  * an adam push leaves too (kv__apply_run), so every count a checkpoint
  * can hold restores. */
 static gkv_err
-steps_check(gkv_store *s, const char *name, const void *rows, size_t len)
+steps_check(gkv_store *s, const char *name, const uint64_t *ids, uint64_t a,
+            uint64_t count, const void *rows, size_t len)
 {
-    for (size_t i = 0; i + 8 <= len; i += 8) {
+    /* rows past count are for the length check to refuse */
+    for (size_t i = 0; i + 8 <= len && i / 8 < count; i += 8) {
         int64_t t;
 
         memcpy(&t, (const unsigned char *)rows + i, 8);
         if (t < 0 || t > KV_STEP_MAX)
-            return kv__fail(s, GKV_EINVAL, "optimizer state '%s': row %zu "
-                            "holds step count %lld; step counts are 0 to "
-                            "%lld (INT64_MAX - 1)", name, i / 8, (long long)t,
-                            (long long)KV_STEP_MAX);
+            return kv__fail(s, GKV_EINVAL, "optimizer state '%s': the row of "
+                            "ID %llu holds step count %lld; step counts are 0 "
+                            "to %lld (INT64_MAX - 1)", name, (unsigned long long)
+                            (ids != NULL ? ids[i / 8] : a + i / 8),
+                            (long long)t, (long long)KV_STEP_MAX);
     }
     return GKV_OK;
 }
@@ -1793,7 +1796,8 @@ state_write(gkv_store *s, const char *name, int range, const uint64_t *ids,
         return kv__fail(s, GKV_EINVAL, "optimizer state '%s': NULL %s", name,
                         range ? "rows" : "ids or rows");
     if (is_step_state(&sw) && rows != NULL &&
-        (rc = steps_check(s, name, rows, len)) != GKV_OK)
+        (rc = steps_check(s, name, range ? NULL : ids, a, range ? b - a : n,
+                          rows, len)) != GKV_OK)
         return rc;
     sw.base = base;
     sw.range = range;

@@ -669,10 +669,17 @@ test_bad_input_changes_nothing(void **state)
                              sizeof rows), GKV_ERANGE, "emb#adam_m");
         /* a negative step count */
         steps[6] = -1;
-        BAD(gkv_tensor_push(s, "emb#adam_t", ids, 8, steps, sizeof steps, NULL),
-            GKV_EINVAL, "step count");
-        BAD(gkv_tensor_write(s, "emb#adam_t", LO, LO + 8, steps, sizeof steps),
-            GKV_EINVAL, "step count");
+        {   /* the message names the row's ID, not its index in the call */
+            char want[64];
+            snprintf(want, sizeof want, "row of ID %llu holds step count -1",
+                     (unsigned long long)ids[6]);
+            BAD(gkv_tensor_push(s, "emb#adam_t", ids, 8, steps, sizeof steps,
+                                NULL), GKV_EINVAL, want);
+            snprintf(want, sizeof want, "row of ID %llu holds step count -1",
+                     (unsigned long long)(LO + 6));
+            BAD(gkv_tensor_write(s, "emb#adam_t", LO, LO + 8, steps,
+                                 sizeof steps), GKV_EINVAL, want);
+        }
         steps[6] = 7;
         /* state of a tensor that does not exist, of an integer tensor */
         BAD(gkv_tensor_push(s, "nope#adam_m", ids, 8, rows, sizeof rows, NULL),
@@ -887,7 +894,12 @@ test_step_count_max(void **state)
         rc = gkv_tensor_push(s, "emb#adam_t", ids, 2, big, sizeof big, NULL);
         assert_int_equal(rc, GKV_EINVAL);
         assert_non_null(strstr(gkv_store_errmsg(s), "9223372036854775807"));
-        assert_non_null(strstr(gkv_store_errmsg(s), "row 1"));
+        {   /* the row of ids[1] */
+            char want[48];
+            snprintf(want, sizeof want, "row of ID %llu holds",
+                     (unsigned long long)ids[1]);
+            assert_non_null(strstr(gkv_store_errmsg(s), want));
+        }
         assert_int_equal(gkv_tensor_write(s, "emb#adam_t", LO + 7, LO + 9, big,
                                           sizeof big), GKV_EINVAL);
         assert_non_null(strstr(gkv_store_errmsg(s), "emb#adam_t"));

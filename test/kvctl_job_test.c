@@ -600,6 +600,151 @@ test_plain_job(void **state)
     free(emb);
 }
 
+/* Exports NAME through the job to DIR/FILE and returns its rows (past
+ * the .npy header) in a malloc'd buffer of *len bytes. */
+static unsigned char *
+job_export(struct fx *f, const char *name, const char *file, size_t *len)
+{
+    unsigned char *b, *rows;
+    gkv_npy_header h;
+    size_t n;
+
+    KV(f, 0, "--ip-config", f->cfg, "export", name, path(f, file), NULL);
+    b = read_all(path(f, file), &n);
+    GKVT_OK(gkv_npy_parse(b, n, n, &h, NULL, 0));
+    *len = n - h.data_offset;
+    rows = malloc(*len + 1);
+    memcpy(rows, b + h.data_offset, *len);
+    free(b);
+    return rows;
+}
+
+/* Changes through the whole job: import of a file over a tensor split
+ * across the machines (each store holds its rows of the file afterwards),
+ * of a new tensor (created split, removed again when refused), of a
+ * checkpointed optimizer state after reset-opt (the export matches the
+ * checkpoint byte for byte); put, create and rm; bad files, a tensor
+ * with rows no machine holds and an existing tensor without --replace
+ * are refused before any row changes. */
+static void
+test_job_writes(void **state)
+{
+    struct fx *f = *state;
+    float *emb = plain_stores(f), *upd = make_rows(EN, EW, 9);
+    unsigned char *got, *ck, *m0, *m1;
+    gkv_tensor_desc d;
+    size_t glen, cklen;
+    float one[EW];
+    char line[200];
+
+    write_npy(path(f, "upd.npy"), GKV_F32, upd, EN, EW);
+    write_npy(path(f, "wide.npy"), GKV_F32, upd, EN / 4, EW + 1);
+    serve(f, 2, 1, NULL, NULL);
+
+    /* an existing tensor needs --replace; a wrong row shape, rows past
+     * the end and rows no machine holds are refused: nothing changes */
+    KV(f, 1, "--ip-config", f->cfg, "import", "emb", path(f, "upd.npy"), NULL);
+    has(f->err, "give --replace");
+    KV(f, 1, "--ip-config", f->cfg, "import", "emb", path(f, "wide.npy"),
+       "--replace", NULL);
+    has(f->err, "tensor 'emb' has rows of f32 [3]; the file's rows are f32 [4]");
+    KV(f, 1, "--ip-config", f->cfg, "import", "emb", path(f, "upd.npy"),
+       "--replace", "--lo", "1", NULL);
+    has(f->err, "100 rows from ID 1 are not inside tensor 'emb' [0, 100)");
+    KV(f, 1, "--ip-config", f->cfg, "import", "gap", path(f, "small.npy"),
+       "--replace", "--lo", "5", NULL);
+    has(f->err, "import: tensor 'gap' is inconsistent across the job: no "
+                "machine holds rows [10, 20)");
+    KV(f, 1, "--ip-config", f->cfg, "import", "emb", path(f, "upd.npy"),
+       "--replace", "--hot", NULL);
+    has(f->err, "apply only when import creates it");
+    got = job_export(f, "emb", "e0.npy", &glen);
+    assert_int_equal(glen, EN * EW * 4);
+    assert_memory_equal(got, emb, glen);
+    free(got);
+
+    /* --replace: every machine's store holds its rows of the file */
+    KV(f, 0, "--ip-config", f->cfg, "import", "emb", path(f, "upd.npy"),
+       "--replace", NULL);
+    m0 = store_rows(path(f, "st0"), "emb", &d);
+    assert_int_equal(d.hi, 40);
+    assert_memory_equal(m0, upd, 40 * EW * 4);
+    m1 = store_rows(path(f, "st1"), "emb", &d);
+    assert_int_equal(d.lo, 40);
+    assert_memory_equal(m1, upd + 40 * EW, (EN - 40) * EW * 4);
+    free(m0);
+    free(m1);
+
+    /* a new tensor: created split into equal slices, then written */
+    KV(f, 0, "--ip-config", f->cfg, "import", "fresh", path(f, "upd.npy"), NULL);
+    m0 = store_rows(path(f, "st0"), "fresh", &d);
+    assert_true(d.lo == 0 && d.hi == 50);
+    assert_memory_equal(m0, upd, 50 * EW * 4);
+    m1 = store_rows(path(f, "st1"), "fresh", &d);
+    assert_true(d.lo == 50 && d.hi == EN);
+    assert_memory_equal(m1, upd + 50 * EW, 50 * EW * 4);
+    free(m0);
+    free(m1);
+
+    /* optimizer state: push with adam, checkpoint m, reset, restore */
+    for (int i = 0; i < EW; i++)
+        one[i] = 0.5f * (float)(i + 1);
+    snprintf(line, sizeof line, "%g,%g,%g", one[0], one[1], one[2]);
+    KV(f, 0, "--ip-config", f->cfg, "put", "emb", "7", line, "--handler",
+       "adam", "--lr", "0.1", NULL);
+    KV(f, 0, "--ip-config", f->cfg, "put", "emb", "77", line, "--handler",
+       "adam", "--lr", "0.1", NULL);
+    ck = job_export(f, "emb#adam_m", "m.npy", &cklen);
+    assert_int_equal(cklen, EN * EW * 4);
+    /* m = (1 - b1) g = 0.1 g at the pushed rows, 0 elsewhere */
+    for (int r = 0; r < EN; r++)
+        for (int i = 0; i < EW; i++) {
+            float v;
+            memcpy(&v, ck + ((size_t)r * EW + i) * 4, 4);
+            if (r == 7 || r == 77)
+                assert_float_equal(v, 0.1f * one[i], 1e-6);
+            else
+                assert_true(v == 0.0f);
+        }
+    KV(f, 0, "--ip-config", f->cfg, "reset-opt", "emb", NULL);
+    got = job_export(f, "emb#adam_m", "m-reset.npy", &glen);
+    for (size_t i = 0; i < glen; i++)
+        assert_int_equal(got[i], 0);
+    free(got);
+    KV(f, 0, "--ip-config", f->cfg, "import", "emb#adam_m", path(f, "m.npy"),
+       NULL);
+    got = job_export(f, "emb#adam_m", "m-back.npy", &glen);
+    assert_int_equal(glen, cklen);
+    assert_memory_equal(got, ck, cklen);
+    free(got);
+    free(ck);
+    KV(f, 2, "--ip-config", f->cfg, "reset-opt", "emb", "sgd", NULL);
+    KV(f, 1, "--ip-config", f->cfg, "reset-opt", "nope", NULL);
+    has(f->err, "no server holds tensor 'nope'");
+
+    /* create, get, rm; rm of what no server holds names it */
+    KV(f, 0, "--ip-config", f->cfg, "create", "c", "--dtype", "f32",
+       "--range", "0:10", "--init", "const:1.5", NULL);
+    KV(f, 1, "--ip-config", f->cfg, "create", "c", "--dtype", "f32",
+       "--range", "0:10", NULL);
+    has(f->err, "already exists");
+    KV(f, 0, "--ip-config", f->cfg, "get", "c", "0,9", NULL);
+    assert_string_equal(f->out, "0: 1.5\n9: 1.5\n");
+    KV(f, 0, "--ip-config", f->cfg, "info", "c", NULL);
+    snprintf(line, sizeof line, "  machine 1: 127.0.0.1:%d [5, 10) 5 rows\n",
+             f->base + 8);
+    has(f->out, line);
+    KV(f, 0, "--ip-config", f->cfg, "rm", "c", NULL);
+    KV(f, 1, "--ip-config", f->cfg, "rm", "c", NULL);
+    has(f->err, "no server holds tensor 'c'");
+    KV(f, 1, "--ip-config", f->cfg, "rm", "emb#adam_m", NULL);
+    has(f->err, "reset-opt drops it");
+    KV(f, 2, "--ip-config", f->cfg, "rename", "emb", "x", NULL);
+    has(f->err, "rename: not available with --ip-config");
+    free(emb);
+    free(upd);
+}
+
 /* A server of the job is down: every command fails at once, naming it
  * (not after a handshake's timeout), and export leaves no file. */
 static void
@@ -671,10 +816,8 @@ test_bad_ip_config(void **state)
     KV(f, 1, "--ip-config", path(f, "empty.cfg"), "ls", NULL);
     has(f->err, "empty.cfg");
     /* usage: exit 2 */
-    KV(f, 2, "--ip-config", path(f, "bad.cfg"), "put", "emb", "1",
-                        "2", NULL);
-    has(f->err, "put: not available with --ip-config");
     KV(f, 2, "--ip-config", path(f, "bad.cfg"), "verify", NULL);
+    has(f->err, "verify: not available with --ip-config");
     KV(f, 2, "--ip-config", path(f, "bad.cfg"), NULL);
     has(f->err, "missing COMMAND after --ip-config");
     KV(f, 2, "--ip-config", path(f, "bad.cfg"), "--server",
@@ -695,6 +838,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_graph_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plain_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_job_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_down, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_tensor, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_ip_config, setup, teardown),

@@ -1522,7 +1522,7 @@ test_server_commands(void **state)
     assert_non_null(strstr(f->err, "ID 5"));
     assert_int_equal(kv(f, "--server", addr, "info", "nope", NULL), 1);
     assert_non_null(strstr(f->err, "nope"));
-    assert_int_equal(kv(f, "--server", addr, "put", "feat", "10", "1,2,3", NULL), 2);
+    assert_int_equal(kv(f, "--server", addr, "verify", NULL), 2);
     assert_non_null(strstr(f->err, "not available with --server"));
     assert_int_equal(kv(f, "--server", "nocolon", "ls", NULL), 1);
     assert_non_null(strstr(f->err, "HOST:PORT"));
@@ -1551,6 +1551,80 @@ test_server_commands(void **state)
         usleep(10000);
     }
     assert_int_equal(f->srv, 0);
+}
+
+/* Writes through one server: put, and import over a write-back tensor
+ * (the server's RAM copy, read back through it and, after its flush at
+ * SIGTERM, from the store); an optimizer-state restore that a bad step
+ * count stops in its second batch keeps the first batch, leaves the rest
+ * as it was, and says which rows are which. */
+static void
+test_server_writes(void **state)
+{
+    struct fx *f = *state;
+    const char *wb[] = {"--writeback", "emb", "--nosync", NULL};
+    enum { BIG = 1200000, BATCH = 1 << 20 };   /* i64 rows per batch */
+    char addr[64], shape[64];
+    float *v;
+    int64_t *t;
+    unsigned char *b;
+    size_t hl;
+    int port, st;
+
+    assert_int_equal(kv(f, f->st, "create", "emb", "--dtype", "f32",
+                        "--range", "0:40", "--shape", "4", NULL), 0);
+    assert_int_equal(kv(f, f->st, "create", "big", "--dtype", "f32",
+                        "--range", "0:1200000", NULL), 0);
+    v = write_npy_f32(path(f, "v.npy"), 40, 4, 3);
+    port = server_start(f, wb);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+
+    assert_int_equal(kv(f, "--server", addr, "put", "emb", "2", "1,2,3,4.5", NULL), 0);
+    assert_int_equal(kv(f, "--server", addr, "get", "emb", "2", NULL), 0);
+    assert_string_equal(f->out, "2: 1 2 3 4.5\n");
+    assert_int_equal(kv(f, "--server", addr, "put", "emb", "2", "1,2", NULL), 2);
+    assert_non_null(strstr(f->err, "rows hold 4 values, got 2"));
+    assert_int_equal(kv(f, "--server", addr, "import", "emb", path(f, "v.npy"),
+                        "--replace", NULL), 0);
+    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "back.npy"),
+                        "--raw", NULL), 0);
+    b = read_file(path(f, "back.npy"), &hl);
+    assert_int_equal(hl, 40 * 4 * 4);
+    assert_memory_equal(b, v, hl);
+    free(b);
+
+    /* big#adam_t: 5 everywhere, but -1 at a row of the second batch */
+    t = malloc((size_t)BIG * 8 + 128);
+    b = (unsigned char *)t;
+    snprintf(shape, sizeof shape, "(%d,)", BIG);
+    hl = npy_header(b, "<i8", shape);
+    for (size_t i = 0; i < BIG; i++) {
+        int64_t x = i == BATCH + 5000 ? -1 : 5;
+        memcpy(b + hl + i * 8, &x, 8);
+    }
+    write_file(path(f, "t.npy"), b, hl + (size_t)BIG * 8);
+    free(t);
+    assert_int_equal(kv(f, "--server", addr, "import", "big#adam_t",
+                        path(f, "t.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "rows [1048576, 1200000)"));
+    assert_non_null(strstr(f->err, "the row of ID 1053576 holds step count -1"));
+    assert_non_null(strstr(f->err, "rows [0, 1048576) of 'big#adam_t' were "
+                           "written, rows [1048576, 1200000) may be in part"));
+    assert_int_equal(kv(f, "--server", addr, "get", "big#adam_t",
+                        "0,1048575,1048576,1199999", NULL), 0);
+    assert_string_equal(f->out, "0: 5\n1048575: 5\n1048576: 0\n1199999: 0\n");
+
+    /* SIGTERM: the write-back server writes its RAM copy to the store */
+    assert_int_equal(kill(f->srv, SIGTERM), 0);
+    assert_int_equal(waitpid(f->srv, &st, 0), f->srv);
+    f->srv = 0;
+    assert_int_equal(kv(f, f->st, "export", "emb", path(f, "st.npy"), "--raw",
+                        NULL), 0);
+    b = read_file(path(f, "st.npy"), &hl);
+    assert_int_equal(hl, 40 * 4 * 4);
+    assert_memory_equal(b, v, hl);
+    free(b);
+    free(v);
 }
 
 static void
@@ -1840,6 +1914,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_signal_during_export, setup, teardown),
         cmocka_unit_test_setup_teardown(test_progress_bar_on_a_tty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_commands, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_export, setup, teardown),
     };

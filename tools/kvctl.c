@@ -183,6 +183,13 @@ static const struct cmd cmds[] = {
      "  --lo N           global ID of the first row (default 0)\n"
      "  --replace        replace an existing tensor NAME (else it is an error)\n"
      "  --hot, --chunk-rows N   chunking, as for create\n\n"
+     "With --server or --ip-config the rows are pushed (assign) through the\n"
+     "servers, batch by batch: a missing NAME is created first (split across\n"
+     "the machines as create splits it) and removed again if the import\n"
+     "fails; an existing one needs --replace and keeps its range and\n"
+     "chunking (the file must have its dtype and row shape; --lo defaults\n"
+     "to its first ID); its rows are overwritten in place, and an import\n"
+     "that fails midway says which rows it wrote: run it again.\n\n"
      "NAME may be an optimizer-state companion of tensor T (T#adam_m,\n"
      "T#adam_v, T#adam_t, T#adagrad_s: restoring a checkpoint): FILE must\n"
      "hold the companion's rows (f32 in T's row shape, f64 for an f64 T,\n"
@@ -266,21 +273,23 @@ usage(FILE *f)
 "  stat                    store statistics\n"
 "\n"
 "       kvctl [--json] --server HOST:PORT [--token-file F] [--group NAME]\n"
-"             ls|info|get|stat|export [ARGS]\n"
+"             COMMAND [ARGS]       (every command but rename and verify)\n"
 "       kvctl [--json] --ip-config FILE [--token-file F] [--group NAME]\n"
-"             ls|info|get|stat|export [ARGS]\n"
+"             COMMAND [ARGS]       (the same)\n"
 "\n"
 "Options:\n"
 "  --json         ls, info, get, verify and stat print one JSON object\n"
 "                 (before or after the command)\n"
-"  --server HOST:PORT  ask a running gkv-server (ls, info, get, stat,\n"
-"                 export) instead of opening a store; kvctl joins as an\n"
-"                 observer: its leaving never stops the server\n"
-"  --ip-config FILE  ask every server of the job FILE lists (the\n"
-"                 ip_config gkv-server and gkv-launch take): ls, info and\n"
-"                 export see whole tensors, split across the machines;\n"
-"                 info says which machine holds which rows; stat shows\n"
-"                 every server; also as an observer\n"
+"  --server HOST:PORT  work through a running gkv-server instead of\n"
+"                 opening a store (what it holds in memory, write-back\n"
+"                 tensors included); kvctl joins as an observer: its\n"
+"                 leaving never stops the server\n"
+"  --ip-config FILE  work through every server of the job FILE lists (the\n"
+"                 ip_config gkv-server and gkv-launch take): whole\n"
+"                 tensors, split across the machines; info says which\n"
+"                 machine holds which rows; stat shows every server;\n"
+"                 create and import split a new tensor as trainers'\n"
+"                 creates do; also as an observer\n"
 "  --token-file F the job's token, when the servers require one\n"
 "  --group NAME   the group kvctl joins (default kvctl)\n"
 "  -h, --help     show this help; `kvctl COMMAND --help` shows a command's\n"
@@ -288,7 +297,8 @@ usage(FILE *f)
 "\n"
 "IDS: 1,5,9 | 10:20 (half-open) | 1,5,10:20 | @FILE\n"
 "Read-only commands (ls, info, get, export, verify, stat) never create or\n"
-"change the store; create and import create it when missing.\n"
+"change the store; create and import create it when missing. Through\n"
+"servers an import is batch by batch, not one transaction.\n"
 "Optimizer state: export and import take NAME#adam_m, NAME#adam_v,\n"
 "NAME#adam_t, NAME#adagrad_s (checkpoint and restore); reset-opt drops it.\n"
 "Exit status: 0 ok, 1 the operation failed, 2 usage error. See kvctl(1).\n",
@@ -711,6 +721,20 @@ server_close(struct ctx *c)
     c->nmach = 0;
 }
 
+/* fail_gkv() on a store; fail_net(), naming the servers, through them. */
+static int
+fail_any(struct ctx *c, gkv_err rc, const char *fmt, ...)
+{
+    char what[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return c->remote ? fail_net(rc, "%s on %s", what, c->where) :
+                       fail_gkv(c->s, rc, "%s", what);
+}
+
 /* ---- the whole job (--ip-config) ------------------------------------------ */
 
 /* Server k of machine mc: "host:port" ("[v6]:port"), as the client names it. */
@@ -927,7 +951,8 @@ graph_span(const struct ctx *c, const char *name, uint64_t *count, char *what,
  * type (a machine whose partition should hold some of it does not); notes
  * on stderr that some machines hold none of a tensor others split. */
 static int
-job_check(struct ctx *c, const gkv_tensor_desc *d, uint64_t a, uint64_t b)
+job_check(struct ctx *c, const char *verb, const gkv_tensor_desc *d,
+          uint64_t a, uint64_t b)
 {
     char holders[2048], what[GKV_NAME_MAX + 32];
     uint64_t rows, count;
@@ -936,14 +961,14 @@ job_check(struct ctx *c, const gkv_tensor_desc *d, uint64_t a, uint64_t b)
     int ex = EX_OK;
 
     if ((sp = job_spans(c, d->name, &n, &rows)) == NULL)
-        return fail("export: tensor '%s': %s: no machine of '%s' holds it",
-                    d->name, gkv_strerror(GKV_ENOTFOUND), c->ipc);
+        return fail("%s: tensor '%s': %s: no machine of '%s' holds it",
+                    verb, d->name, gkv_strerror(GKV_ENOTFOUND), c->ipc);
     job_holders_str(c, d->name, holders, sizeof holders);
     if (graph_span(c, d->name, &count, what, sizeof what) &&
         (d->lo != 0 || d->hi != count || rows != count)) {
-        ex = fail("export: tensor '%s' is inconsistent across the job: the "
+        ex = fail("%s: tensor '%s' is inconsistent across the job: the "
                   "%" PRIu64 " %s need rows [0, %" PRIu64 "), but the "
-                  "machines hold %" PRIu64 " rows: %s", d->name, count, what,
+                  "machines hold %" PRIu64 " rows: %s", verb, d->name, count, what,
                   count, rows, holders);
         goto out;
     }
@@ -951,9 +976,9 @@ job_check(struct ctx *c, const gkv_tensor_desc *d, uint64_t a, uint64_t b)
         uint64_t g0 = sp[i - 1].hi, g1 = sp[i].lo;
 
         if (g0 < g1 && g0 < b && g1 > a) {
-            ex = fail("export: tensor '%s' is inconsistent across the job: "
+            ex = fail("%s: tensor '%s' is inconsistent across the job: "
                       "no machine holds rows [%" PRIu64 ", %" PRIu64 "): %s",
-                      d->name, g0, g1, holders);
+                      verb, d->name, g0, g1, holders);
             goto out;
         }
     }
@@ -1752,10 +1777,11 @@ cmd_put(struct ctx *c)
         ex = usage_error("put: no VALUES");
         goto out;
     }
-    if ((ex = store_open(c, 0)) != EX_OK)
+    if (!c->remote && (ex = store_open(c, 0)) != EX_OK)
         goto out;
-    if ((rc = gkv_tensor_info(c->s, NULL, name, &d)) != GKV_OK) {
-        ex = fail_gkv(c->s, rc, "tensor '%s'", name);
+    if ((rc = c->remote ? gkv_client_tensor_info(c->cl, name, &d) :
+                          gkv_tensor_info(c->s, NULL, name, &d)) != GKV_OK) {
+        ex = fail_any(c, rc, "tensor '%s'", name);
         goto out;
     }
     if (ntok != d.row_elems) {
@@ -1773,8 +1799,10 @@ cmd_put(struct ctx *c)
                              gkv_dtype_name(d.dtype));
             goto out;
         }
-    if ((rc = gkv_tensor_push(c->s, name, &id, 1, row, d.row_bytes, &pa)) != GKV_OK)
-        ex = fail_gkv(c->s, rc, "tensor '%s': put row %" PRIu64, name, id);
+    rc = c->remote ? gkv_client_push(c->cl, name, &id, 1, row, d.row_bytes, &pa) :
+                     gkv_tensor_push(c->s, name, &id, 1, row, d.row_bytes, &pa);
+    if (rc != GKV_OK)
+        ex = fail_any(c, rc, "tensor '%s': put row %" PRIu64, name, id);
 out:
     free(row);
     free(tok);
@@ -1845,6 +1873,29 @@ chunk_opts(struct ctx *c, gkv_tensor_spec *sp)
     return EX_OK;
 }
 
+/* create through the servers: split across the job's machines as the
+ * client splits it (by the partition book for node/T/... and edge/E/...);
+ * an existing tensor is an error, as in a store (the client's create
+ * would accept an identical one). */
+static int
+remote_create(struct ctx *c, const char *name, const gkv_tensor_spec *sp)
+{
+    char why[512];
+    gkv_tensor_desc d;
+    gkv_err rc;
+
+    if (name_check(name, 0, why, sizeof why) != 0)
+        return fail("create: %s", why);
+    if ((rc = gkv_client_tensor_info(c->cl, name, &d)) == GKV_OK)
+        return fail("create tensor '%s' on %s: %s", name, c->where,
+                    gkv_strerror(GKV_EEXIST));
+    if (rc != GKV_ENOTFOUND)
+        return fail_net(rc, "create tensor '%s' on %s", name, c->where);
+    if ((rc = gkv_client_create(c->cl, name, sp, -1)) != GKV_OK)
+        return fail_net(rc, "create tensor '%s' on %s", name, c->where);
+    return EX_OK;
+}
+
 static int
 cmd_create(struct ctx *c)
 {
@@ -1879,6 +1930,8 @@ cmd_create(struct ctx *c)
                            c->opt[O_SEED]);
     if ((ex = chunk_opts(c, &sp)) != EX_OK)
         return ex;
+    if (c->remote)
+        return remote_create(c, name, &sp);
     if ((ex = store_open(c, GKV_CREATE)) != EX_OK)
         return ex;
     if ((rc = gkv_tensor_create(c->s, name, &sp)) != GKV_OK) {
@@ -1921,6 +1974,37 @@ state_desc(struct ctx *c, gkv_txn *tx, const char *name, gkv_tensor_desc *d,
     return rc == GKV_OK ? EX_OK : fail_gkv(c->s, rc, "'%.64s'", name);
 }
 
+/* Whether the mapped file's rows are rows of d (dtype and row shape) and
+ * fit [lo, lo + rows) inside d's range; EX_FAIL, printed, when not.
+ * 'note' follows the row shape in the message. */
+static int
+rows_fit(const char *file, const gkv_npy_map *m, const gkv_tensor_desc *d,
+         uint64_t lo, const char *note)
+{
+    uint64_t rows = m->hdr.shape[0];
+    const char *what = strchr(d->name, '#') ? "optimizer state" : "tensor";
+    char want[160], got[160];
+    /* numpy's bool is u8 0/1, as import stores it */
+    int same = m->hdr.dtype == d->dtype && m->hdr.ndim - 1 == d->ndim;
+
+    for (unsigned i = 0; same && i < d->ndim; i++)
+        same = m->hdr.shape[i + 1] == d->shape[i];
+    if (!same) {
+        rows_str(d->dtype, d->ndim, d->shape, want, sizeof want);
+        rows_str(m->hdr.dtype, m->hdr.ndim - 1, m->hdr.shape + 1, got,
+                 sizeof got);
+        return fail("import '%s': %s: %s '%s' has rows of %s; the file's "
+                    "rows are %s%s", file, gkv_strerror(GKV_ESHAPE), what,
+                    d->name, want, m->hdr.is_bool ? "bool" : got, note);
+    }
+    if (lo < d->lo || lo > d->hi || rows > d->hi - lo)
+        return fail("import '%s': %s: %" PRIu64 " rows from ID %" PRIu64
+                    " are not inside %s '%s' [%" PRIu64 ", %" PRIu64 ")",
+                    file, gkv_strerror(GKV_ERANGE), rows, lo, what, d->name,
+                    d->lo, d->hi);
+    return EX_OK;
+}
+
 /* import T#suffix FILE: the mapped file's rows written over the
  * companion's [lo, lo + rows) in one transaction (gkv_tensor_write
  * creates a missing companion zero-filled and checks step counts). */
@@ -1929,9 +2013,8 @@ import_state(struct ctx *c, const char *name, const char *file,
              const gkv_npy_map *m, uint64_t lo, int have_lo)
 {
     uint64_t rows = m->hdr.shape[0];
-    char want[160], got[160];
     gkv_tensor_desc d;
-    int exists, ex, same;
+    int exists, ex;
     gkv_err rc;
 
     if ((ex = store_open(c, 0)) != EX_OK)
@@ -1940,24 +2023,9 @@ import_state(struct ctx *c, const char *name, const char *file,
         return ex;
     if (!have_lo)
         lo = d.lo;
-    same = !m->hdr.is_bool && m->hdr.dtype == d.dtype &&
-           m->hdr.ndim - 1 == d.ndim;
-    for (unsigned i = 0; same && i < d.ndim; i++)
-        same = m->hdr.shape[i + 1] == d.shape[i];
-    if (!same) {
-        rows_str(d.dtype, d.ndim, d.shape, want, sizeof want);
-        rows_str(m->hdr.dtype, m->hdr.ndim - 1, m->hdr.shape + 1, got,
-                 sizeof got);
-        return fail("import '%s': %s: optimizer state '%s' has rows of %s; "
-                    "the file's rows are %s%s", file, gkv_strerror(GKV_ESHAPE),
-                    name, want, m->hdr.is_bool ? "bool" : got,
-                    exists ? "" : " (as the state of its tensor would be)");
-    }
-    if (lo < d.lo || lo > d.hi || rows > d.hi - lo)
-        return fail("import '%s': %s: %" PRIu64 " rows from ID %" PRIu64
-                    " are not inside optimizer state '%s' [%" PRIu64 ", %"
-                    PRIu64 ")", file, gkv_strerror(GKV_ERANGE), rows, lo,
-                    name, d.lo, d.hi);
+    if (rows_fit(file, m, &d, lo, exists ? "" :
+                 " (as the state of its tensor would be)") != EX_OK)
+        return EX_FAIL;
     if ((rc = gkv_tensor_write(c->s, name, lo, lo + rows, m->data,
                                (size_t)rows * d.row_bytes)) != GKV_OK)
         return fail_gkv(c->s, rc, "import: optimizer state '%s'", name);
@@ -1977,11 +2045,111 @@ cmd_reset_opt(struct ctx *c)
     if (strchr(name, '#') != NULL)
         return usage_error("reset-opt: '%s' is optimizer state (or has a "
                            "'#'); name its tensor", name);
-    if ((ex = store_open(c, 0)) != EX_OK)
+    if (!c->remote && (ex = store_open(c, 0)) != EX_OK)
         return ex;
-    if ((rc = gkv_opt_reset(c->s, name, opt)) != GKV_OK)
-        return fail_gkv(c->s, rc, "reset-opt: tensor '%s'", name);
+    if ((rc = c->remote ? gkv_client_opt_reset(c->cl, name, opt) :
+                          gkv_opt_reset(c->s, name, opt)) != GKV_OK)
+        return fail_any(c, rc, "reset-opt: tensor '%s'", name);
     return EX_OK;
+}
+
+/* import through the servers (--server, --ip-config): the file's rows
+ * pushed (assign) to rows [lo, lo + rows) of 'name', batch by batch. A
+ * missing tensor is created first, split across the job as create splits
+ * it, and deleted again when the import fails; an existing one needs
+ * --replace and is overwritten in place (no one-transaction swap through
+ * servers: a reader may see old and new rows while it runs); a companion
+ * T#... is a restore. Everything that can be checked is, before the
+ * first row is sent. */
+static int
+import_remote(struct ctx *c, const char *name, const char *file,
+              const gkv_npy_map *m, gkv_tensor_spec *sp, int state)
+{
+    const unsigned char *data = m->data;
+    uint64_t rows = m->hdr.shape[0], step, at = 0, sent = 0, *ids = NULL;
+    char label[GKV_NAME_MAX + 16];
+    tools_progress bar = {0};
+    gkv_tensor_desc d, bd;
+    int created = 0, ex = EX_FAIL;
+    gkv_err rc;
+
+    rc = gkv_client_tensor_info(c->cl, name, &d);
+    if (rc == GKV_ENOTFOUND && !state) {
+        if ((rc = gkv_client_create(c->cl, name, sp, -1)) != GKV_OK)
+            return fail_net(rc, "import: creating tensor '%s' on %s", name,
+                            c->where);
+        created = 1;
+        if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK) {
+            fail_net(rc, "import: tensor '%s' on %s", name, c->where);
+            goto out;
+        }
+    } else if (rc != GKV_OK) {
+        return fail_net(rc, "import: tensor '%s' on %s", name, c->where);
+    } else if (!state && c->opt[O_REPLACE] == NULL) {
+        return fail("import: tensor '%s' on %s: %s (give --replace to "
+                    "overwrite its rows)", name, c->where,
+                    gkv_strerror(GKV_EEXIST));
+    } else if (c->opt[O_HOT] != NULL || c->opt[O_CHUNK_ROWS] != NULL) {
+        return fail("import: tensor '%s' on %s exists: --hot and --chunk-rows "
+                    "apply only when import creates it", name, c->where);
+    } else if (c->opt[O_LO] == NULL) {
+        sp->lo = d.lo;              /* over the tensor's first rows */
+    }
+    if (rows_fit(file, m, &d, sp->lo, "") != EX_OK)
+        goto out;
+    bd = d;                         /* a companion is where its tensor is */
+    base_name(d.name, bd.name);
+    if (c->ipc != NULL && !created &&
+        job_check(c, "import", &bd, sp->lo, sp->lo + rows) != EX_OK)
+        goto out;
+    /* batches a server answers within its timeout, as export's */
+    step = SLICE_BYTES / 8 / d.row_bytes;
+    step = step == 0 ? 1 : step > (1u << 20) ? (1u << 20) : step;
+    if ((ids = malloc(step * sizeof *ids)) == NULL) {
+        fail("out of memory");
+        goto out;
+    }
+    snprintf(label, sizeof label, "import %s", name);
+    tools__progress_start(&bar, label, rows * d.row_bytes);
+    while (at < rows && !tools__got_signal) {
+        size_t n = (size_t)(rows - at < step ? rows - at : step);
+
+        for (size_t i = 0; i < n; i++)
+            ids[i] = sp->lo + at + i;
+        sent = at + n;
+        if ((rc = gkv_client_push(c->cl, name, ids, n, data + at * d.row_bytes,
+                                  n * d.row_bytes, NULL)) != GKV_OK) {
+            tools__progress_end(&bar, 0);
+            fail_net(rc, "import: tensor '%s' on %s: rows [%" PRIu64 ", %"
+                     PRIu64 ")", name, c->where, sp->lo + at, sp->lo + sent);
+            goto out;
+        }
+        at = sent;
+        tools__progress_update(&bar, at * d.row_bytes);
+    }
+    tools__progress_end(&bar, at == rows);
+    if (at == rows)
+        ex = EX_OK;
+out:
+    free(ids);
+    if (ex == EX_OK || sent == 0) {
+        if (created && ex != EX_OK && (rc = gkv_client_delete(c->cl, name)) != GKV_OK)
+            fail_net(rc, "import: could not remove tensor '%s', which this "
+                     "import created", name);
+    } else if (created) {
+        if ((rc = gkv_client_delete(c->cl, name)) == GKV_OK)
+            fprintf(stderr, PROG ": import: tensor '%s', which this import "
+                    "created, is removed again\n", name);
+        else
+            fail_net(rc, "import: could not remove tensor '%s', which this "
+                     "import created and wrote in part", name);
+    } else {
+        fprintf(stderr, PROG ": import: rows [%" PRIu64 ", %" PRIu64 ") of "
+                "'%s' were written, rows [%" PRIu64 ", %" PRIu64 ") may be in "
+                "part, the rest are as they were: import again to finish\n",
+                sp->lo, sp->lo + at, name, sp->lo + at, sp->lo + sent);
+    }
+    return ex;
 }
 
 static int
@@ -2075,6 +2243,10 @@ cmd_import(struct ctx *c)
     sp.hi = sp.lo + rows;
     sp.init = GKV_INIT_ZEROS;           /* unwritten zeros cost nothing */
     data = m.data;
+    if (c->remote) {
+        ex = import_remote(c, name, file, &m, &sp, state);
+        goto out;
+    }
     if (state) {
         ex = import_state(c, name, file, &m, sp.lo, c->opt[O_LO] != NULL);
         goto out;
@@ -2156,8 +2328,9 @@ out:
     if (c->s != NULL)
         store_close(c, ex != EX_OK);
     if (tools__got_signal && ex != EX_OK) {
-        fail("import of '%s' interrupted by %s; the store is unchanged", name,
-             tools__got_signal == SIGINT ? "SIGINT" : "SIGTERM");
+        fail("import of '%s' interrupted by %s%s", name,
+             tools__got_signal == SIGINT ? "SIGINT" : "SIGTERM",
+             c->remote ? "" : "; the store is unchanged");
         return tools__die_of_signal(tools__got_signal);
     }
     block_signals(0);
@@ -2343,7 +2516,7 @@ cmd_export(struct ctx *c)
         gkv_tensor_desc bd = d;     /* a companion is where its tensor is */
 
         base_name(d.name, bd.name);
-        if (job_check(c, &bd, a, b) != EX_OK)
+        if (job_check(c, "export", &bd, a, b) != EX_OK)
             goto out;
     }
     rows = b - a;
@@ -2463,6 +2636,18 @@ cmd_rm(struct ctx *c)
     gkv_err rc;
     int ex;
 
+    if (c->remote) {
+        gkv_tensor_desc d;
+
+        /* the servers' delete succeeds for a missing tensor: name it */
+        if ((rc = gkv_client_tensor_info(c->cl, c->args[0], &d)) == GKV_OK &&
+            strchr(c->args[0], '#') != NULL)
+            return fail("rm: '%s' is optimizer state: reset-opt drops it",
+                        c->args[0]);
+        if (rc != GKV_OK || (rc = gkv_client_delete(c->cl, c->args[0])) != GKV_OK)
+            return fail_any(c, rc, "tensor '%s'", c->args[0]);
+        return EX_OK;
+    }
     if ((ex = store_open(c, 0)) != EX_OK)
         return ex;
     if ((rc = gkv_tensor_delete(c->s, c->args[0])) != GKV_OK)
@@ -2657,9 +2842,10 @@ main(int argc, char **argv)
         goto done;
     }
     if (c.remote) {
-        /* reads that a running server answers; the rest need the store */
+        /* what the servers answer; rename and verify need the store */
         static const char *const remote_cmds[] = {"ls", "info", "get", "stat",
-                                                  "export"};
+                                                  "export", "put", "import",
+                                                  "create", "rm", "reset-opt"};
         const char *opt = c.server != NULL ? "--server" : "--ip-config";
         int ok = 0;
 
@@ -2672,10 +2858,11 @@ main(int argc, char **argv)
         for (size_t i = 0; i < sizeof remote_cmds / sizeof remote_cmds[0]; i++)
             ok |= strcmp(c.cmd->name, remote_cmds[i]) == 0;
         if (!ok) {
-            ex = usage_error("%s: not available with %s (ls, info, get, stat "
-                             "and export are; %s changes or checks a store: "
-                             "run it on the store's machine, kvctl STORE %s)",
-                             c.cmd->name, opt, c.cmd->name, c.cmd->name);
+            ex = usage_error("%s: not available with %s (ls, info, get, stat, "
+                             "export, put, import, create, rm and reset-opt "
+                             "are; %s works on a store: run it on the store's "
+                             "machine, kvctl STORE %s)", c.cmd->name, opt,
+                             c.cmd->name, c.cmd->name);
             goto done;
         }
         if (c.opt[O_ALL] != NULL) {
