@@ -404,6 +404,23 @@ block_signals(int block)
 
 /* ---- the store ------------------------------------------------------------- */
 
+/* Removes the files (and the directory) this run's store_open() made. */
+static void
+store_undo(struct ctx *c)
+{
+    char p[4096];
+
+    if (c->made_dir || c->made_files) {
+        snprintf(p, sizeof p, "%s/data.mdb", c->path);
+        unlink(p);
+        snprintf(p, sizeof p, "%s/lock.mdb", c->path);
+        unlink(p);
+        if (c->made_dir)
+            rmdir(c->path);
+    }
+    c->made_dir = c->made_files = 0;
+}
+
 static int
 store_open(struct ctx *c, unsigned flags)
 {
@@ -421,7 +438,9 @@ store_open(struct ctx *c, unsigned flags)
         }
     }
     if ((rc = gkv_store_open(&c->s, c->path, flags, NULL)) != GKV_OK) {
-        c->made_dir = c->made_files = 0;
+        /* the open may fail after making the files (the map cannot be
+         * reserved, the disk is full): take them away again */
+        store_undo(c);
         return fail_gkv(NULL, rc, "store '%s'", c->path);
     }
     return EX_OK;
@@ -433,18 +452,10 @@ store_open(struct ctx *c, unsigned flags)
 static void
 store_close(struct ctx *c, int undo)
 {
-    char p[4096];
-
     gkv_store_close(c->s);
     c->s = NULL;
-    if (!undo || !(c->made_dir || c->made_files))
-        return;
-    snprintf(p, sizeof p, "%s/data.mdb", c->path);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/lock.mdb", c->path);
-    unlink(p);
-    if (c->made_dir)
-        rmdir(c->path);
+    if (undo)
+        store_undo(c);
 }
 
 /* ---- formatting ------------------------------------------------------------ */
