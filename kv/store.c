@@ -1,5 +1,6 @@
 /* store.c - opening a store, snapshots, write transactions, map growth. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,6 +423,32 @@ out:
     return rc;
 }
 
+/* Makes DIR/lock.mdb when it is missing, with its blocks allocated.
+ * LMDB sizes the file with ftruncate and maps it: on a full disk the
+ * first touch of a page it could not get is SIGBUS, not an error. The
+ * size is what LMDB asks for (a 192-byte header and 64 bytes per reader
+ * beyond the first: MDB_txninfo and MDB_reader, padded to cache lines),
+ * so it neither truncates the file nor grows its reader table. An
+ * existing file is left to LMDB (another process may hold it). */
+static gkv_err
+lock_prealloc(const char *dir, unsigned readers)
+{
+    char p[4096];
+    int fd, e;
+
+    if ((size_t)snprintf(p, sizeof p, "%s/lock.mdb", dir) >= sizeof p)
+        return GKV_OK;                      /* LMDB will say what is wrong */
+    if ((fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
+        return GKV_OK;
+    e = posix_fallocate(fd, 0, (off_t)readers * 64 + 128);
+    close(fd);
+    if (e == 0 || e == EOPNOTSUPP || e == EINVAL)
+        return GKV_OK;
+    unlink(p);
+    return kv__fail(NULL, kv__from_mdb(e), "cannot open store '%s': no room "
+                    "for its lock file: %s", dir, strerror(e));
+}
+
 gkv_err
 gkv_store_open(gkv_store **out, const char *path, unsigned flags,
                const gkv_open_opts *opts)
@@ -482,11 +509,19 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         rc = GKV_ENOMEM;
         goto fail;
     }
-    if (stat(data, &sb) != 0 && !(flags & GKV_CREATE)) {
-        rc = kv__fail(NULL, GKV_ENOENT, "'%s' holds no gkv store (no data.mdb)",
-                      path);
+    if (!(flags & GKV_CREATE) && (stat(data, &sb) != 0 || sb.st_size == 0)) {
+        /* an empty data.mdb is what a create that failed early leaves;
+         * LMDB would fail on it with EBADF, read-only, and make a lock
+         * file in a directory a reader should not change */
+        rc = kv__fail(NULL, GKV_ENOENT, "'%s' holds no gkv store (%s)", path,
+                      access(data, F_OK) == 0 ? "data.mdb is empty" :
+                      "no data.mdb");
         goto fail;
     }
+    if (!(flags & GKV_RDONLY) &&
+        (rc = lock_prealloc(path, opts && opts->max_readers ?
+                            opts->max_readers : DEFAULT_READERS)) != GKV_OK)
+        goto fail;
     if (flags & GKV_RDONLY)
         ef |= MDB_RDONLY;
     if (flags & GKV_NOSYNC)

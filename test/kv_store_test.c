@@ -1130,6 +1130,74 @@ test_disk_full_is_emapfull(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A file system with no free block: creating a store is an error naming
+ * the lock file, not SIGBUS when LMDB touches the lock file it could only
+ * ftruncate; nothing is left in the directory. Root only (a tmpfs). */
+static void
+test_full_disk_at_create(void **state)
+{
+    char *dir = gkvt_mkdtemp("tmpfs"), p[4200], fill[4096];
+    gkv_store *s = NULL;
+    int fd;
+
+    (void)state;
+    if (mount("gkvt", dir, "tmpfs", 0, "size=1m") != 0) {
+        gkvt_rmtree(dir);
+        skip();            /* needs CAP_SYS_ADMIN; runs as root in CI */
+    }
+    snprintf(p, sizeof p, "%s/fill", dir);
+    fd = open(p, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    memset(fill, 1, sizeof fill);
+    while (write(fd, fill, sizeof fill) == (ssize_t)sizeof fill)
+        ;
+    close(fd);
+    snprintf(p, sizeof p, "%s/st", dir);
+    assert_int_equal(gkv_store_open(&s, p, GKV_CREATE, NULL), GKV_EMAPFULL);
+    assert_null(s);
+    if (strstr(gkv_store_errmsg(NULL), "lock file") == NULL ||
+        strstr(gkv_store_errmsg(NULL), "No space left") == NULL)
+        fail_msg("message: %s", gkv_store_errmsg(NULL));
+    snprintf(p, sizeof p, "%s/st/lock.mdb", dir);
+    assert_int_equal(access(p, F_OK), -1);
+    umount(dir);
+    gkvt_rmtree(dir);
+}
+
+/* An empty data.mdb (what a create that failed early leaves) holds no
+ * store: said so by every open without GKV_CREATE, read-only ones making
+ * no lock file; GKV_CREATE makes a store of it. */
+static void
+test_empty_data_mdb(void **state)
+{
+    char *dir = gkvt_mkdtemp("emptydb"), p[4200];
+    gkv_store *s = NULL;
+    int fd;
+
+    (void)state;
+    snprintf(p, sizeof p, "%s/data.mdb", dir);
+    fd = open(p, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(gkv_store_open(&s, dir, i ? 0 : GKV_RDONLY, NULL),
+                         GKV_ENOENT);
+        assert_null(s);
+        if (strstr(gkv_store_errmsg(NULL), "holds no gkv store (data.mdb is "
+                   "empty)") == NULL)
+            fail_msg("message: %s", gkv_store_errmsg(NULL));
+    }
+    snprintf(p, sizeof p, "%s/lock.mdb", dir);
+    assert_int_equal(access(p, F_OK), -1);
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &(gkv_tensor_spec){.dtype = GKV_F32,
+                                                         .lo = 0, .hi = 4}));
+    gkv_store_close(s);
+    GKVT_OK(gkv_store_open(&s, dir, GKV_RDONLY, NULL));
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
 /* Flips one byte of the stored row 'id' in data.mdb, found by its bytes. */
 static void
 flip_row_byte(const char *dir, const void *pattern, size_t plen)
@@ -1303,6 +1371,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_read_only_store_refuses_writes, setup, teardown),
         cmocka_unit_test(test_tiny_map_grows),
         cmocka_unit_test(test_disk_full_is_emapfull),
+        cmocka_unit_test(test_full_disk_at_create),
+        cmocka_unit_test(test_empty_data_mdb),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_finds_missing_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stat_prefault_sync, setup, teardown),
