@@ -328,6 +328,8 @@ test_usage_errors_exit_2(void **state)
         {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--shape", "1,2,3,4,5", NULL}, "--shape"},
         {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--init", "gauss", NULL}, "--init"},
         {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--init", "uniform:1", NULL}, "--init"},
+        {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--init", "uniform:1,0", NULL}, "(A < B)"},
+        {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--init", "normal:0,-1", NULL}, "(STD >= 0)"},
         {{f->st, "create", "x", "--dtype", "f32", "--range", "0:1", "--chunk-rows", "0", NULL}, "--chunk-rows"},
         {{f->st, "create", "x", "--dtype", NULL}, "option --dtype needs a value"},
         {{f->st, "import", "x", "f.bin", "--dtype", "f32", NULL}, "both --dtype and --dim"},

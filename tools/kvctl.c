@@ -1855,13 +1855,15 @@ init_parse(const char *s, gkv_tensor_spec *sp)
         sp->init = GKV_INIT_CONST;
         return init_nums(s + 6, 1, &sp->a, &sp->b);
     }
+    /* the store's own rules (a < b, std >= 0) checked here too, so that a
+     * bad value is a usage error like a malformed one */
     if (strncmp(s, "uniform:", 8) == 0) {
         sp->init = GKV_INIT_UNIFORM;
-        return init_nums(s + 8, 2, &sp->a, &sp->b);
+        return init_nums(s + 8, 2, &sp->a, &sp->b) == 0 && sp->a < sp->b ? 0 : -1;
     }
     if (strncmp(s, "normal:", 7) == 0) {
         sp->init = GKV_INIT_NORMAL;
-        return init_nums(s + 7, 2, &sp->a, &sp->b);
+        return init_nums(s + 7, 2, &sp->a, &sp->b) == 0 && sp->b >= 0 ? 0 : -1;
     }
     return -1;
 }
@@ -1935,7 +1937,8 @@ cmd_create(struct ctx *c)
     }
     if (c->opt[O_INIT] != NULL && init_parse(c->opt[O_INIT], &sp) != 0)
         return usage_error("create: --init '%s' is not zeros, const:A, "
-                           "uniform:A,B or normal:MEAN,STD", c->opt[O_INIT]);
+                           "uniform:A,B (A < B) or normal:MEAN,STD (STD >= 0)",
+                           c->opt[O_INIT]);
     if (c->opt[O_SEED] != NULL && tools__parse_u64(c->opt[O_SEED], &sp.seed) != 0)
         return usage_error("create: --seed '%s' is not a non-negative integer",
                            c->opt[O_SEED]);
