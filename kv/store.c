@@ -201,6 +201,17 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
     return GKV_OK;
 }
 
+/* Whether the file system holding the store has (next to) no room left:
+ * under 1 MiB for an unprivileged writer. */
+static int
+disk_full(const gkv_store *s)
+{
+    struct statvfs vf;
+
+    return statvfs(s->st_path, &vf) == 0 &&
+           (uint64_t)vf.f_bavail * vf.f_frsize < (1u << 20);
+}
+
 gkv_err
 kv__write(gkv_store *s, kv_write_fn fn, void *arg)
 {
@@ -220,6 +231,13 @@ kv__write(gkv_store *s, kv_write_fn fn, void *arg)
             rc = fn(s, txn, arg);
             if (rc == GKV_OK) {
                 mrc = mdb_txn_commit(txn);   /* frees txn either way */
+                if (mrc == EIO && disk_full(s)) {
+                    /* LMDB reports a short write (ENOSPC) as EIO */
+                    kv__leave(s);
+                    return kv__fail(s, GKV_EMAPFULL, "store '%s': commit "
+                                    "failed: the disk holding it is full",
+                                    s->st_path);
+                }
                 if (mrc != 0)
                     rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': commit "
                                   "failed: %s", s->st_path, mdb_strerror(mrc));

@@ -1130,6 +1130,49 @@ test_disk_full_is_emapfull(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A disk that fills while the map has room (the default 1 GiB map on a
+ * 12 MB tmpfs): LMDB's short write comes back as EIO; the commit's error
+ * says the disk is full (GKV_EMAPFULL, as when the map cannot grow), and
+ * what was committed before is intact. Root only. */
+static void
+test_disk_full_with_room_in_map(void **state)
+{
+    char *dir = gkvt_mkdtemp("tmpfs");
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 128, 0, 4000);   /* 2 MB */
+    gkv_store *s;
+    unsigned char *b0, *b1, *big;
+    size_t len, len2, bl = (size_t)40000 * 512;               /* 20 MB */
+    gkv_err rc;
+
+    (void)state;
+    if (mount("gkvt", dir, "tmpfs", 0, "size=12m") != 0) {
+        gkvt_rmtree(dir);
+        skip();
+    }
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
+    sp.init = GKV_INIT_CONST;
+    sp.a = 1;
+    GKVT_OK(gkv_tensor_create(s, "small", &sp));
+    b0 = dump(s, "small", &len);
+    sp.hi = 40000;
+    sp.init = GKV_INIT_ZEROS;
+    GKVT_OK(gkv_tensor_create(s, "huge", &sp));  /* zeros: no pages yet */
+    big = malloc(bl);
+    memset(big, 7, bl);
+    rc = gkv_tensor_write(s, "huge", 0, 40000, big, bl);
+    if (rc != GKV_EMAPFULL || strstr(gkv_store_errmsg(s), "disk") == NULL)
+        fail_msg("rc %d: %s", (int)rc, gkv_store_errmsg(s));
+    b1 = dump(s, "small", &len2);
+    assert_memory_equal(b0, b1, len);
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    free(b0);
+    free(b1);
+    free(big);
+    umount(dir);
+    gkvt_rmtree(dir);
+}
+
 /* A file system with no free block: creating a store is an error naming
  * the lock file, not SIGBUS when LMDB touches the lock file it could only
  * ftruncate; nothing is left in the directory. Root only (a tmpfs). */
@@ -1372,6 +1415,7 @@ main(void)
         cmocka_unit_test(test_tiny_map_grows),
         cmocka_unit_test(test_disk_full_is_emapfull),
         cmocka_unit_test(test_full_disk_at_create),
+        cmocka_unit_test(test_disk_full_with_room_in_map),
         cmocka_unit_test(test_empty_data_mdb),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_finds_missing_chunks, setup, teardown),
