@@ -1586,6 +1586,21 @@ test_server_commands(void **state)
     assert_non_null(strstr(f->err, "nope"));
     assert_int_equal(kv(f, "--server", addr, "verify", NULL), 2);
     assert_non_null(strstr(f->err, "not available with --server"));
+    /* a name that does not resolve, a port nothing listens on: named at
+     * once, not after the handshake's 10 s */
+    assert_int_equal(kv(f, "--server", "nosuchhost.invalid:30050", "ls", NULL), 1);
+    assert_non_null(strstr(f->err, "cannot resolve host 'nosuchhost.invalid'"));
+    {
+        char down[64];
+        int dp = gkvt_port_base(1);
+        double t0 = gkvt_now_s();
+
+        snprintf(down, sizeof down, "127.0.0.1:%d", dp);
+        assert_int_equal(kv(f, "--server", down, "get", "feat", "10", NULL), 1);
+        assert_true(gkvt_now_s() - t0 < 5);
+        assert_non_null(strstr(f->err, "is down: nothing accepts connections"));
+        assert_non_null(strstr(f->err, down));
+    }
     assert_int_equal(kv(f, "--server", "nocolon", "ls", NULL), 1);
     assert_non_null(strstr(f->err, "HOST:PORT"));
     assert_int_equal(kv(f, f->st, "ls", "--group", "g", NULL), 2);

@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -696,6 +697,31 @@ fail_net(gkv_err rc, const char *fmt, ...)
     return EX_FAIL;
 }
 
+/* Before a handshake that would wait its whole timeout: a host name that
+ * does not resolve, or a port where nothing accepts connections, is named
+ * at once. 'what' introduces the message ("server 0 of machine 1 at
+ * ADDR"); 'where' says where the address came from (may be ""). EX_OK or
+ * EX_FAIL, printed. */
+static int
+host_check(const char *host, unsigned port, const char *what,
+           const char *where)
+{
+    struct addrinfo hints, *res = NULL;
+    int e;
+
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if ((e = getaddrinfo(host, NULL, &hints, &res)) != 0)
+        return fail("%s%s: cannot resolve host '%s': %s", what, where, host,
+                    gai_strerror(e));
+    freeaddrinfo(res);
+    if (!tools__port_accepts(host, port, 1000))
+        return fail("%s%s is down: nothing accepts connections there", what,
+                    where);
+    return EX_OK;
+}
+
 /* Connects to c->server as an observer of group --group (default "kvctl");
  * the rank is the process ID, so two kvctl runs never share a session. */
 static int
@@ -709,6 +735,27 @@ server_open(struct ctx *c)
     if (c->opt[O_TOKEN_FILE] != NULL &&
         (rc = gkv_token_load(c->opt[O_TOKEN_FILE], token, sizeof token)) != GKV_OK)
         return fail_net(rc, "token file '%s'", c->opt[O_TOKEN_FILE]);
+    {
+        /* HOST:PORT or [V6]:PORT; anything else is for the client to refuse */
+        char host[256];
+        const char *colon = strrchr(c->server, ':');
+        size_t hl = colon != NULL ? (size_t)(colon - c->server) : 0;
+        uint64_t port;
+
+        if (hl >= 2 && c->server[0] == '[' && c->server[hl - 1] == ']') {
+            memcpy(host, c->server + 1, hl - 2);
+            host[hl - 2] = '\0';
+        } else if (hl > 0 && hl < sizeof host) {
+            memcpy(host, c->server, hl);
+            host[hl] = '\0';
+        } else {
+            hl = 0;
+        }
+        if (hl > 0 && tools__parse_u64(colon + 1, &port) == 0 && port > 0 &&
+            port < 65536 && host_check(host, (unsigned)port, "server ",
+                                       c->server) != EX_OK)
+            return EX_FAIL;
+    }
     o.timeout_ms = 10000;
     o.flags = GKV_CLIENT_OBSERVER | GKV_CLIENT_NO_HEARTBEAT;
     rc = gkv_client_connect_addr(&c->cl, c->server,
@@ -768,7 +815,7 @@ job_open(struct ctx *c)
 {
     gkv_client_opts o = {0};
     gkv_ipconfig *cfg = NULL;
-    char token[GKV_TOKEN_MAX + 1], addr[300];
+    char token[GKV_TOKEN_MAX + 1], addr[300], what[4500];
     const char *group = c->opt[O_GROUP] != NULL ? c->opt[O_GROUP] : "kvctl";
     const char *tok = NULL;
     int ex = EX_FAIL;
@@ -804,12 +851,10 @@ job_open(struct ctx *c)
 
         mach_addr(mc, 0, j->addr, sizeof j->addr);
         j->line = mc->line;
-        if (!tools__port_accepts(mc->host, mc->port, 1000)) {
-            fail("server 0 of machine %zu at %s ('%s' line %u) is down: "
-                 "nothing accepts connections there", m, j->addr, c->ipc,
-                 mc->line);
+        snprintf(what, sizeof what, "server 0 of machine %zu at %s ('%.4096s' "
+                 "line %u)", m, j->addr, c->ipc, mc->line);
+        if (host_check(mc->host, mc->port, what, "") != EX_OK)
             goto out;
-        }
         rc = gkv_client_connect_addr(&one, j->addr, tok, group,
                                      (uint32_t)getpid(), &o);
         if (rc == GKV_OK && (rc = gkv_client_server_info(one, 0, &si)) == GKV_OK)
