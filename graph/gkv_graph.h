@@ -140,11 +140,12 @@ GKV_API gkv_err gkv_graph_edges(const gkv_graph *g, int etype, gkv_coo *out);
  * continue from the type's current count. 'w' may be NULL. Weights are per
  * edge type: a type gets them when edges with weights are first added, its
  * earlier edges then weigh 1.0, and later edges added without weights also
- * weigh 1.0. Weights must be finite. Every ID is checked before anything is
- * added: one bad edge fails the call and nothing changes.
+ * weigh 1.0. Weights are sampling weights: finite and 0 or more (-0.0 is
+ * 0). Every ID and weight is checked before anything is added: one bad
+ * edge fails the call and nothing changes.
  * Errors: GKV_EINVAL (no such type, NULL arrays with n > 0), GKV_ERANGE (an
  * ID negative or not below a fixed node count; the message names the
- * index), GKV_EFORMAT (a weight NaN or infinite), GKV_ENOMEM. */
+ * index), GKV_EFORMAT (a weight NaN, infinite or negative), GKV_ENOMEM. */
 GKV_API gkv_err gkv_graph_add_edges(gkv_graph *g, int etype,
                                     const int64_t *src, const int64_t *dst,
                                     const float *w, size_t n);
@@ -159,8 +160,9 @@ GKV_API gkv_err gkv_graph_add_edges(gkv_graph *g, int etype,
  *   etype     present when the caller passes etype = GKV_ETYPE_COLUMN: the
  *             edge type, canonical ("user:buys:item") or by its relation
  *             alone when that is unique ("buys").
- *   weight    present with GKV_TEXT_WEIGHT: a finite decimal float ("0.5",
- *             "1e-3"), read as in the C locale whatever the process's locale.
+ *   weight    present with GKV_TEXT_WEIGHT: a finite decimal float, 0 or
+ *             more ("0.5", "1e-3"), read as in the C locale whatever the
+ *             process's locale.
  *
  * Fields are separated by blanks (spaces, tabs), by a comma, or by a comma
  * with blanks around it, so "3 4", "3\t4", "3,4" and "3, 4" are all one
@@ -209,8 +211,8 @@ GKV_API gkv_err gkv_graph_read_text_mem(gkv_graph *g, const char *name,
  * edge, its index and byte offset:
  *   GKV_EFORMAT    a size that is not a multiple of 8 (a partial int64), an
  *                  odd number of int64 values (the last edge has no dst), a
- *                  weight file whose size is not 4 per edge, a NaN or
- *                  infinite weight;
+ *                  weight file whose size is not 4 per edge, a NaN,
+ *                  infinite or negative weight;
  *   GKV_ERANGE     an ID negative or not below a fixed node count;
  *   GKV_ENOENT, GKV_EPERM, GKV_EIO; GKV_EINVAL (no such type, or not a
  *   regular file); GKV_ENOMEM.

@@ -506,9 +506,11 @@ gkv_graph_add_edges(gkv_graph *g, int etype, const int64_t *src,
         return rc;
     if (w != NULL)
         for (size_t i = 0; i < n; i++)
-            if (!isfinite(w[i]))
+            if (!isfinite(w[i]) || w[i] < 0)
                 return graph__fail(g, GKV_EFORMAT, "edge %zu: weight %g is "
-                                   "not finite", i, (double)w[i]);
+                                   "%s", i, (double)w[i], isfinite(w[i]) ?
+                                   "negative (weights must be 0 or more)" :
+                                   "not finite");
     if ((rc = graph__reserve(g, etype, (int64_t)n, w != NULL)) != GKV_OK)
         return graph__fail(g, rc, "edge type '%s': no memory for %zu more "
                            "edges", et->et_canon, n);

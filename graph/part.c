@@ -200,10 +200,11 @@ static gkv_err
 check_weights(struct lctx *c, const float *w, int64_t m, int64_t lo)
 {
     for (int64_t i = 0; i < m; i++)
-        if (!isfinite(w[i]))
+        if (!isfinite(w[i]) || w[i] < 0)
             return pt_fail(NULL, GKV_ECORRUPT, "partition %d: tensor '%s': "
-                           "row %lld is not a finite weight", c->p->pt_id,
-                           c->name, (long long)(lo + i));
+                           "row %lld is not a weight (finite, 0 or more): %g",
+                           c->p->pt_id, c->name, (long long)(lo + i),
+                           (double)w[i]);
     return GKV_OK;
 }
 

@@ -172,6 +172,8 @@ c_locale_init(void)
     c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
 }
 
+/* Parses an edge weight: 0 when good, 1 not a finite number, 2 negative
+ * (the weighted sampler refuses such a graph; -0 is fine). */
 static int
 parse_weight(const struct field *f, float *out)
 {
@@ -179,7 +181,7 @@ parse_weight(const struct field *f, float *out)
     float v;
 
     if (f->len == 0 || f->len >= sizeof buf)
-        return -1;
+        return 1;
     memcpy(buf, f->p, f->len);
     buf[f->len] = '\0';
     pthread_once(&c_locale_once, c_locale_init);
@@ -188,7 +190,9 @@ parse_weight(const struct field *f, float *out)
     /* Overflow gives an infinity; ERANGE also flags subnormal results,
      * which are finite weights like any other. */
     if (e != buf + f->len || !isfinite(v))
-        return -1;
+        return 1;
+    if (v < 0.0f)
+        return 2;
     *out = v;
     return 0;
 }
@@ -281,7 +285,7 @@ text_line(struct text_rd *r, const char *p, size_t len)
     struct graph_etype *et;
     int64_t s, d;
     float w = 1.0f;
-    int nf, e = r->etype;
+    int nf, wr, e = r->etype;
     gkv_err rc;
     char show[64];
 
@@ -311,10 +315,13 @@ text_line(struct text_rd *r, const char *p, size_t len)
     if ((rc = check_node(r, &f[0], "src", et->et_src, &s)) != GKV_OK ||
         (rc = check_node(r, &f[1], "dst", et->et_dst, &d)) != GKV_OK)
         return rc;
-    if ((r->flags & GKV_TEXT_WEIGHT) && parse_weight(&f[want - 1], &w) != 0)
-        return graph__fail(g, GKV_EFORMAT, "%s:%lld: weight '%s' is not a "
-                           "finite number", r->name, (long long)r->line,
-                           graph__show(show, f[want - 1].p, f[want - 1].len));
+    if ((r->flags & GKV_TEXT_WEIGHT) &&
+        (wr = parse_weight(&f[want - 1], &w)) != 0)
+        return graph__fail(g, GKV_EFORMAT, "%s:%lld: weight '%s' is %s",
+                           r->name, (long long)r->line,
+                           graph__show(show, f[want - 1].p, f[want - 1].len),
+                           wr == 2 ? "negative (weights must be 0 or more)"
+                                   : "not a finite number");
     if (et->et_n == et->et_cap ||
         ((r->flags & GKV_TEXT_WEIGHT) && et->et_w == NULL)) {
         rc = graph__reserve(g, e, 1, (r->flags & GKV_TEXT_WEIGHT) != 0);
@@ -629,11 +636,13 @@ gkv_graph_read_binary(gkv_graph *g, int etype, const char *path,
             et->et_dstv[et->et_n] = d;
             if (et->et_w != NULL) {
                 float w = wbuf != NULL ? le32f(wbuf + 4 * i) : 1.0f;
-                if (!isfinite(w)) {
+                if (!isfinite(w) || w < 0.0f) {
                     rc = graph__fail(g, GKV_EFORMAT, "%s: weight %llu (byte "
-                                     "%llu) is %g, not a finite number",
-                                     weight_path, (unsigned long long)idx,
-                                     (unsigned long long)idx * 4, (double)w);
+                                     "%llu) is %g, %s", weight_path,
+                                     (unsigned long long)idx,
+                                     (unsigned long long)idx * 4, (double)w,
+                                     isfinite(w) ? "negative (weights must be "
+                                     "0 or more)" : "not a finite number");
                     goto out;
                 }
                 et->et_w[et->et_n] = w;

@@ -338,6 +338,13 @@ test_add_edges(void **state)
     assert_string_equal(gkv_graph_errmsg(g), "edge 1: dst -3 is negative");
     assert_int_equal(gkv_graph_add_edges(g, 0, s1, d1, nanw, 2), GKV_EFORMAT);
     assert_non_null(strstr(gkv_graph_errmsg(g), "edge 1: weight"));
+    {   /* a negative weight: what the sampler would refuse, refused here */
+        const float negw[2] = {1.0f, -0.5f};
+        assert_int_equal(gkv_graph_add_edges(g, 0, s1, d1, negw, 2),
+                         GKV_EFORMAT);
+        assert_string_equal(gkv_graph_errmsg(g), "edge 1: weight -0.5 is "
+                            "negative (weights must be 0 or more)");
+    }
     assert_int_equal(gkv_graph_add_edges(g, 7, s1, d1, NULL, 1), GKV_EINVAL);
     assert_int_equal(gkv_graph_add_edges(g, 0, NULL, d1, NULL, 1), GKV_EINVAL);
     expect_snap(g, &before);
@@ -431,7 +438,7 @@ test_text_types_and_weights(void **state)
         "2 3 buys 0.25\n"
         "3, 4, buys, 1e-1\n"
         "4 0 has 3\n"
-        "2 7 has -2.5\n"
+        "2 7 has 2.5\n"
         "0 1 item:follows:item 1\n"
         "3 3 user:buys:item 7\n";
     gkv_graph *g = schema();
@@ -450,7 +457,7 @@ test_text_types_and_weights(void **state)
     }
     {
         const int64_t s[] = {4, 2}, d[] = {0, 7};
-        const float w[] = {3.0f, -2.5f};
+        const float w[] = {3.0f, 2.5f};
         expect_edges(g, 2, s, d, w, 2);
     }
     {
@@ -654,7 +661,7 @@ test_binary(void **state)
 {
     struct fx *f = *state;
     const int64_t pairs[] = {0, 1, 3, 0, 2, 2, 1, 3};
-    const float w[] = {0.5f, 1.0f, -2.0f, 8.0f};
+    const float w[] = {0.5f, 1.0f, 2.0f, 8.0f};
     const int64_t s[] = {0, 3, 2, 1}, d[] = {1, 0, 2, 3};
     char wpath[4096];
     gkv_graph *g;
@@ -672,7 +679,7 @@ test_binary(void **state)
         GKVT_OK(gkv_graph_edges(g, 0, &c));
         assert_int_equal(c.n, 8);
         assert_int_equal(c.src[6], 2);
-        assert_true(c.w[6] == 1.0f && c.w[2] == -2.0f);
+        assert_true(c.w[6] == 1.0f && c.w[2] == 2.0f);
     }
     gkv_graph_free(g);
 
@@ -764,6 +771,80 @@ test_binary_bad_input(void **state)
     snprintf(wp, sizeof wp, "%s", put_floats(f, "w3.f32", w3, 3));
     GKVT_OK(gkv_graph_read_binary(g, 0, ep, wp));
     assert_int_equal(gkv_graph_num_edges(g, 0), 4);
+    gkv_graph_free(g);
+}
+
+/* Negative weights: the weighted sampler refuses a graph that has one
+ * (at training time, on every call), so both readers refuse it when the
+ * graph is read, naming the line or the edge, and keep nothing. A weight
+ * of 0 or -0 is fine; a non-finite one is still "not a finite number". */
+static void
+test_negative_weights_refused(void **state)
+{
+    struct fx *f = *state;
+    static const char neg[] = "0 1 0.5\n1 2 -3.0\n2 3 1\n";
+    static const char tiny[] = "0 1 -1e-40\n";       /* subnormal, < 0 */
+    static const char ninf[] = "0 1 1\n1 2 -inf\n";
+    static const char zeros[] = "0 1 0\n1 2 -0\n2 3 -0.0e0\n";
+    const int64_t pairs[] = {0, 1, 1, 2, 2, 3, 3, 0};
+    const float wneg[] = {0.5f, 1.0f, 1.0f, -3.0f};
+    const float wzero[] = {0.0f, -0.0f, 1.0f, 2.0f};
+    const float winf[] = {1.0f, -INFINITY, 1.0f, 1.0f};
+    char ep[4096], wp[4096];
+    gkv_graph *g;
+    gkv_coo c;
+
+    GKVT_OK(gkv_graph_new_homo(&g, 4));
+    /* text, from a file and from memory */
+    assert_int_equal(gkv_graph_read_text(g, put_file(f, "neg.txt", neg,
+                                                     sizeof neg - 1),
+                                         0, GKV_TEXT_WEIGHT), GKV_EFORMAT);
+    if (strstr(gkv_graph_errmsg(g), "neg.txt:2: weight '-3.0' is negative")
+        == NULL)
+        fail_msg("%s", gkv_graph_errmsg(g));
+    assert_int_equal(gkv_graph_num_edges(g, 0), 0);
+    assert_int_equal(gkv_graph_read_text_mem(g, "m.txt", neg, sizeof neg - 1,
+                                             0, GKV_TEXT_WEIGHT), GKV_EFORMAT);
+    assert_non_null(strstr(gkv_graph_errmsg(g),
+                           "m.txt:2: weight '-3.0' is negative"));
+    assert_int_equal(gkv_graph_read_text_mem(g, "m.txt", tiny,
+                                             sizeof tiny - 1, 0,
+                                             GKV_TEXT_WEIGHT), GKV_EFORMAT);
+    assert_non_null(strstr(gkv_graph_errmsg(g),
+                           "m.txt:1: weight '-1e-40' is negative"));
+    assert_int_equal(gkv_graph_read_text_mem(g, "m.txt", ninf,
+                                             sizeof ninf - 1, 0,
+                                             GKV_TEXT_WEIGHT), GKV_EFORMAT);
+    assert_non_null(strstr(gkv_graph_errmsg(g), "m.txt:2: weight '-inf' is "
+                           "not a finite number"));
+    assert_int_equal(gkv_graph_num_edges(g, 0), 0);
+    GKVT_OK(gkv_graph_read_text_mem(g, "z.txt", zeros, sizeof zeros - 1, 0,
+                                    GKV_TEXT_WEIGHT));
+    GKVT_OK(gkv_graph_edges(g, 0, &c));
+    assert_int_equal(c.n, 3);
+    assert_non_null(c.w);
+    for (int i = 0; i < 3; i++)
+        assert_true(c.w[i] == 0.0f);
+    gkv_graph_free(g);
+
+    /* binary */
+    GKVT_OK(gkv_graph_new_homo(&g, 4));
+    snprintf(ep, sizeof ep, "%s", put_pairs(f, "e.bin", pairs, 8));
+    snprintf(wp, sizeof wp, "%s", put_floats(f, "neg.f32", wneg, 4));
+    assert_int_equal(gkv_graph_read_binary(g, 0, ep, wp), GKV_EFORMAT);
+    if (strstr(gkv_graph_errmsg(g), "neg.f32: weight 3 (byte 12) is -3, "
+                                    "negative") == NULL)
+        fail_msg("%s", gkv_graph_errmsg(g));
+    assert_int_equal(gkv_graph_num_edges(g, 0), 0);
+    snprintf(wp, sizeof wp, "%s", put_floats(f, "inf.f32", winf, 4));
+    assert_int_equal(gkv_graph_read_binary(g, 0, ep, wp), GKV_EFORMAT);
+    assert_non_null(strstr(gkv_graph_errmsg(g), "inf.f32: weight 1 (byte 4) "
+                           "is -inf, not a finite number"));
+    assert_int_equal(gkv_graph_num_edges(g, 0), 0);
+    snprintf(wp, sizeof wp, "%s", put_floats(f, "zero.f32", wzero, 4));
+    GKVT_OK(gkv_graph_read_binary(g, 0, ep, wp));
+    expect_edges(g, 0, (const int64_t[]){0, 1, 2, 3},
+                 (const int64_t[]){1, 2, 3, 0}, wzero, 4);
     gkv_graph_free(g);
 }
 
@@ -1507,6 +1588,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_text_large_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_binary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_binary_bad_input, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_negative_weights_refused, setup,
                                         teardown),
         cmocka_unit_test(test_rmat_deterministic),
         cmocka_unit_test(test_rmat_quadrants_and_skew),

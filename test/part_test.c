@@ -833,7 +833,10 @@ static const struct corrupt corrupts[] = {
     {"csc/user:buys:item/weight", RETYPE, 0, 0, "is f64"},
     {"csc/user:buys:item/indices", RERANGE, 1, 0,
      "IDs [1, 6); expected i64 scalars, IDs [0, 5)"},
-    {"csc/user:buys:item/weight", SET, 1, NAN, "row 1 is not a finite"},
+    {"csc/user:buys:item/weight", SET, 1, NAN, "row 1 is not a weight (finite, "
+     "0 or more): nan"},
+    {"csc/user:buys:item/weight", SET, 3, -2, "row 3 is not a weight (finite, "
+     "0 or more): -2"},
     {"csr/user:buys:item/eids", SET, 0, 7,
      "'csr/user:buys:item/eids': row 0 is 7, not a 'user:buys:item' edge"},
     {"csr/user:buys:item/eids", SET, 1, 0, "row 1 (0) is not above row 0"},
