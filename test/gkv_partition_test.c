@@ -925,6 +925,183 @@ test_sigterm_in_metis_leaves_nothing(void **state)
     sig_leaves_nothing(*state, "17", "metis", SIGTERM, 700);
 }
 
+/* A negative edge weight, in a text or a binary edge list: the weighted
+ * sampler refuses such a graph at training time, so the tool refuses it
+ * here (exit 1) naming the line or the edge, and leaves nothing. It
+ * accepted -3.0 and exited 0. */
+static void
+test_negative_weight_refused(void **state)
+{
+    struct fx *f = *state;
+    static const char txt[] = "0 1 0.5\n1 2 -3.0\n2 3 1\n3 0 1\n";
+    const int64_t pairs[] = {0, 1, 1, 2, 2, 3, 3, 0};
+    const float w[] = {0.5f, -3.0f, 1.0f, 1.0f};
+    char *before, *after, want[4200];
+    int rc;
+
+    put(f, "negw.txt", txt, sizeof txt - 1);
+    put(f, "negw.bin", pairs, sizeof pairs);
+    put(f, "negw.w", w, sizeof w);
+    before = listing(f->dir);
+    rc = run(f, "--parts", "2", "--method", "range", "--text-weights",
+             "--input", path(f, "negw.txt"), f->out, NULL);
+    if (rc != 1)
+        fail_msg("text: exit %d, expected 1: %s", rc, f->serr);
+    snprintf(want, sizeof want, "%s:2: weight '-3.0' is negative",
+             path(f, "negw.txt"));
+    expect_text("stderr", f->serr, want);
+    expect_text("stderr", f->serr, "(GKV_EFORMAT)");
+    after = listing(f->dir);
+    assert_string_equal(before, after);
+    free(after);
+    rc = run(f, "--parts", "2", "--method", "range", "--binary",
+             path(f, "negw.bin"), "--weights", path(f, "negw.w"), f->out,
+             NULL);
+    if (rc != 1)
+        fail_msg("binary: exit %d, expected 1: %s", rc, f->serr);
+    snprintf(want, sizeof want, "%s: weight 1 (byte 4) is -3, negative",
+             path(f, "negw.w"));
+    expect_text("stderr", f->serr, want);
+    after = listing(f->dir);
+    assert_string_equal(before, after);
+    free(after);
+    free(before);
+}
+
+/* --train-mask FILE whose path holds '=': "run=1/mask.npy" was split as
+ * NTYPE=FILE and failed with "unknown node type 'run'". The part before
+ * '=' is a type only when the graph has that type; a misspelt type with
+ * no such file is named both ways. --node-feat NAME=FILE splits at the
+ * first '=', so a FILE with '=' already worked: checked alongside. */
+static void
+test_train_mask_path_with_eq(void **state)
+{
+    struct fx *f = *state;
+    static const char edges[] = "0 1\n1 2\n2 3\n3 0\n";
+    const uint8_t mask[4] = {1, 0, 1, 0};
+    float feat[4 * 2] = {1, 2, 3, 4, 5, 6, 7, 8};
+    char ma[4200], ma2[4200], nf[4200], bad[64], *before, *after;
+    gkv_graph *g;
+    json_t *j;
+    int rc;
+
+    put(f, "e.txt", edges, sizeof edges - 1);
+    snprintf(ma, sizeof ma, "%s", path(f, "run=1"));
+    assert_int_equal(mkdir(ma, 0755), 0);
+    put_npy(f, "run=1/mask.npy", GKV_U8, 4, 1, mask);
+    put_npy(f, "run=1/feat.npy", GKV_F32, 4, 2, feat);
+    GKVT_OK(gkv_graph_new_homo(&g, 4));
+    {
+        int64_t s4[4] = {0, 1, 2, 3}, d4[4] = {1, 2, 3, 0};
+        GKVT_OK(gkv_graph_add_edges(g, 0, s4, d4, NULL, 4));
+    }
+    assert_int_equal(chdir(f->dir), 0);
+    /* relative, as the user wrote it; and with the type in front */
+    snprintf(nf, sizeof nf, "feat=%s", path(f, "run=1/feat.npy"));
+    rc = run(f, "--parts", "2", "--input", "e.txt", "--train-mask",
+             "run=1/mask.npy", "--node-feat", nf, f->out, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    j = check(f->out, "graph", g, 2);
+    check_node_feat(f->out, j, "_N", "node/_N/feat", feat, 4, 2);
+    json_decref(j);
+    gkvt_rmtree(strdup(f->out));
+    snprintf(ma2, sizeof ma2, "_N=%s", path(f, "run=1/mask.npy"));
+    rc = run(f, "--parts", "2", "--input", "e.txt", "--train-mask", ma2,
+             f->out, NULL);
+    if (rc != 0)
+        fail_msg("_N=: exit %d: %s", rc, f->serr);
+    gkvt_rmtree(strdup(f->out));
+    /* neither a type nor a file */
+    before = listing(f->dir);
+    snprintf(bad, sizeof bad, "itme=mask.npy");
+    rc = run(f, "--parts", "2", "--input", "e.txt", "--train-mask", bad,
+             f->out, NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "--train-mask 'itme=mask.npy': 'itme' is "
+                "not a node type, and there is no file 'itme=mask.npy'");
+    after = listing(f->dir);
+    assert_string_equal(before, after);
+    free(after);
+    free(before);
+    assert_int_equal(chdir("/"), 0);
+    gkv_graph_free(g);
+}
+
+/* Reading the edge list from a FIFO whose writer stalls: SIGTERM or SIGINT
+ * must end the tool at once (it dies of the signal, nothing left behind),
+ * also while open() waits for a writer. It restarted the blocked read()
+ * (SA_RESTART) and lived on until the writer went away. */
+static void
+fifo_signal(struct fx *f, int sig, int with_writer)
+{
+    char fifo[4200], *before, *after;
+    char *argv[] = {tool, "--parts", "2", "--method", "range", "--input",
+                    fifo, f->out, NULL};
+    int st = 0, wfd = -1;
+    pid_t pid, w = 0;
+
+    snprintf(fifo, sizeof fifo, "%s", path(f, "fifo_in"));
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    before = listing(f->dir);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int dn = open("/dev/null", O_RDWR);
+        dup2(dn, 0);
+        dup2(dn, 1);
+        dup2(dn, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    if (with_writer) {
+        /* be the stalled writer: wait for the tool to open its end (a
+         * non-blocking open for writing fails with ENXIO until then),
+         * write two edges and keep the FIFO open */
+        for (int i = 0; i < 2000 && wfd < 0; i++) {
+            wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+            if (wfd < 0)
+                gkvt_sleep_ms(5);
+        }
+        if (wfd < 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fail_msg("gkv-partition never opened the FIFO");
+        }
+        assert_int_equal(write(wfd, "0 1\n1 2\n", 8), 8);
+    }
+    gkvt_sleep_ms(300);        /* it is blocked in read() or open() now */
+    kill(pid, sig);
+    for (int i = 0; i < 500 && (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
+        gkvt_sleep_ms(10);
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        if (wfd >= 0)
+            close(wfd);
+        fail_msg("still running 5 s after signal %d, blocked on a FIFO "
+                 "(%s writer)", sig, with_writer ? "a stalled" : "no");
+    }
+    if (wfd >= 0)
+        close(wfd);
+    assert_int_equal(w, pid);
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != sig)
+        fail_msg("status 0x%x: expected death by signal %d", st, sig);
+    after = listing(f->dir);
+    assert_string_equal(before, after);       /* no OUT, no OUT.tmp-PID */
+    free(before);
+    free(after);
+    assert_int_equal(unlink(fifo), 0);
+}
+
+static void
+test_signal_on_stalled_fifo(void **state)
+{
+    fifo_signal(*state, SIGTERM, 1);
+    fifo_signal(*state, SIGINT, 1);
+    fifo_signal(*state, SIGTERM, 0);
+}
+
 int
 main(void)
 {
@@ -940,6 +1117,9 @@ main(void)
         cmocka_unit_test_setup_teardown(test_progress_on_a_tty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigint_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_in_metis_leaves_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_negative_weight_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_train_mask_path_with_eq, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_signal_on_stalled_fifo, setup, teardown),
     };
 
     find_tool();

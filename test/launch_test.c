@@ -1633,6 +1633,82 @@ test_shutdown_partial(void **state)
     assert_false(port_connects(f->base));
 }
 
+/* --shutdown with --num-servers below the servers' own count: each
+ * handshake says how many run per machine, and those beyond are stopped
+ * too, said on stdout (it stopped 0/0 only, exited 0 and said nothing). A
+ * server beyond that cannot be stopped is named and the exit status is
+ * 1. */
+static void
+test_shutdown_more_servers(void **state)
+{
+    struct fx *f = *state;
+    char want[256], ws2[PATH_MAX + 8];
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "3", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "lt-more", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
+        "--shutdown", NULL};
+    pid_t sp[4];
+
+    /* three servers, stopped by a --shutdown that says one */
+    pick_ports(f);
+    if (launch_retry(f, args, NULL, 30) != 0) {
+        dump_output(f);
+        fail_msg("launch failed");
+    }
+    assert_int_equal(server_pids(f, sp, 4), 3);
+    for (int i = 0; i < 3; i++)
+        track(f, sp[i]);
+    if (launch(f, stop, NULL, 30) != 0) {
+        dump_output(f);
+        fail_msg("--shutdown --num-servers 1 failed");
+    }
+    {
+        char *o = gkvt_slurp(f->out);
+        snprintf(want, sizeof want, "server 0/0 at 127.0.0.1:%d says machine "
+                 "0 runs 3 servers, more than --num-servers 1: stopping "
+                 "servers 0/1..0/2 as well", f->base);
+        if (strstr(o, want) == NULL || strstr(o, "stopping server 0/1") ==
+            NULL || strstr(o, "stopping server 0/2") == NULL)
+            fail_msg("stdout lacks '%s' or a server:\n%s", want, o);
+        free(o);
+    }
+    for (int i = 0; i < 3; i++)
+        if (!wait_gone(sp[i], 5000))
+            fail_msg("server 0/%d (pid %ld) still runs", i, (long)sp[i]);
+    for (int i = 0; i < 3; i++)
+        assert_false(port_connects(f->base + i));
+
+    /* again, with server 0/2 gone before the --shutdown: 0/0 and 0/1 stop,
+     * 0/2 is named, exit 1 */
+    snprintf(ws2, sizeof ws2, "%s2", f->ws);
+    args[12] = ws2;
+    setenv("LT_DIR", ws2, 1);
+    if (launch_retry(f, args, NULL, 30) != 0) {
+        dump_output(f);
+        fail_msg("second launch failed");
+    }
+    assert_int_equal(server_pids(f, sp, 4), 3);
+    for (int i = 0; i < 3; i++)
+        track(f, sp[i]);
+    kill(sp[2], SIGKILL);
+    assert_true(wait_gone(sp[2], 5000));
+    assert_int_equal(launch(f, stop, NULL, 30), 1);
+    assert_true(out_has(f, "stopping server 0/1"));
+    snprintf(want, sizeof want, "server 0/2 at 127.0.0.1:%d did not answer",
+             f->base + 2);
+    if (!out_has(f, want)) {
+        dump_output(f);
+        fail_msg("want '%s'", want);
+    }
+    assert_true(out_has(f, "1 of 3 servers did not answer"));
+    assert_true(wait_gone(sp[0], 5000));
+    assert_true(wait_gone(sp[1], 5000));
+    assert_false(port_connects(f->base));
+    assert_false(port_connects(f->base + 1));
+}
+
 /* A partitioned graph whose partition count is not the ip_config's
  * machine count is refused before anything starts (exit 2). */
 static void
@@ -1693,6 +1769,8 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_keep_alive_failure, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_partial, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_more_servers, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_part_count, setup, teardown),
         /* last: it needs gkv-server --num-clients */
         cmocka_unit_test_setup_teardown(test_late_client, setup, teardown),

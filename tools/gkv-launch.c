@@ -1570,13 +1570,17 @@ prepare(struct job *j)
 
 /* Asks every server of the ip_config to stop (forced: persistent ones
  * too), one at a time, so that one down does not spare the others. Each
- * that does not answer is named. EX_OK when all answered. */
+ * that does not answer is named. A machine whose servers say in their
+ * handshake that they run more than --num-servers per machine has those
+ * stopped too (said on stdout); they are checked to be the servers the
+ * handshake promised (this machine's, at their place) before they are
+ * asked. EX_OK when all answered. */
 static int
 do_shutdown(struct job *j)
 {
     char token[GKV_TOKEN_MAX + 1], group[GKV_NET_GROUP_MAX + 1];
     gkv_client_opts o;
-    unsigned nbad = 0;
+    unsigned nbad = 0, ntried = 0;
 
     if (j->token_file != NULL && load_token(j, token, sizeof token) != 0)
         return EX_FAIL;
@@ -1586,12 +1590,18 @@ do_shutdown(struct job *j)
     snprintf(group, sizeof group, "gkv-launch-stop-%ld", (long)getpid());
     for (unsigned m = 0; m < j->M; m++) {
         const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, m);
-        for (unsigned k = 0; k < j->S; k++) {
+        unsigned ns = j->S;         /* servers of this machine to stop */
+        unsigned said = j->S;       /* the most its servers said they are */
+        unsigned refused = 0;       /* a count whose ports do not fit */
+
+        for (unsigned k = 0; k < ns; k++) {
             char addr[300];
             gkv_client *c = NULL;
             gkv_server_info in;
             gkv_err rc;
+            int have_info;
 
+            ntried++;
             server_addr(j, m, k, addr, sizeof addr);
             /* a quick look first: a handshake with a port nobody listens
              * on would take the whole timeout */
@@ -1609,9 +1619,45 @@ do_shutdown(struct job *j)
                 nbad++;
                 continue;
             }
-            if (gkv_client_server_info(c, 0, &in) == GKV_OK)
+            have_info = gkv_client_server_info(c, 0, &in) == GKV_OK;
+            if (k >= j->S && (!have_info || in.machine != m ||
+                              in.server_id != k)) {
+                /* not the server its machine's handshake spoke of */
+                if (have_info)
+                    err("server %u/%u at %s was not stopped: the port is "
+                        "held by gkv server '%s' %u/%u (pid %u)", m, k, addr,
+                        in.name, in.machine, in.server_id, (unsigned)in.pid);
+                else
+                    err("server %u/%u at %s was not stopped: it did not say "
+                        "who it is: %s", m, k, addr, gkv_net_errmsg());
+                gkv_client_close(c);
+                nbad++;
+                continue;
+            }
+            if (have_info) {
                 say("stopping server %u/%u at %s ('%s', pid %u)", m, k, addr,
                     in.name, (unsigned)in.pid);
+                if (in.num_servers > said) {
+                    said = in.num_servers;
+                    /* their ports must fit and not be another machine's */
+                    if (gkv_ipconfig_check(j->ipc, in.num_servers) != GKV_OK) {
+                        err("server %u/%u at %s says machine %u runs %u "
+                            "servers, more than --num-servers %u, but %s "
+                            "has no room for them (%s): servers %u/%u..%u/%u "
+                            "were not stopped", m, k, addr, m, in.num_servers,
+                            j->S, j->ip_config, gkv_net_errmsg(), m, ns, m,
+                            in.num_servers - 1);
+                        refused = in.num_servers;
+                    } else {
+                        say("server %u/%u at %s says machine %u runs %u "
+                            "servers, more than --num-servers %u: stopping "
+                            "servers %u/%u..%u/%u as well", m, k, addr, m,
+                            in.num_servers, j->S, m, ns, m,
+                            in.num_servers - 1);
+                        ns = in.num_servers;
+                    }
+                }
+            }
             if ((rc = gkv_client_shutdown(c, 1)) != GKV_OK) {
                 err("server %u/%u at %s: shutdown: %s: %s", m, k, addr,
                     gkv_strerror(rc), gkv_net_errmsg());
@@ -1619,11 +1665,15 @@ do_shutdown(struct job *j)
             }
             gkv_client_close(c);
         }
+        if (refused > ns) {         /* named above, not asked */
+            nbad += refused - ns;
+            ntried += refused - ns;
+        }
     }
     memset(token, 0, sizeof token);
     if (nbad > 0) {
         err("%u of %u servers did not answer or were not stopped; the "
-            "others were asked to stop", nbad, j->M * j->S);
+            "others were asked to stop", nbad, ntried);
         return EX_FAIL;
     }
     return EX_OK;

@@ -13,7 +13,8 @@
  * "gkv-partition: WHAT: detail (GKV_EXXX)"); 2 bad usage. --help prints
  * to stdout and exits 0. SIGINT and SIGTERM stop a run cleanly: nothing is
  * left behind, then the tool dies of the signal (during METIS, once METIS
- * returns).
+ * returns; while the graph loads, at once, even in a read from a stalled
+ * pipe).
  */
 #include <errno.h>
 #include <limits.h>
@@ -278,7 +279,7 @@ split_feat(const char *a, struct named *nm)
     return 0;
 }
 
-/* "NAME[=N]" / "[NTYPE=]FILE": split at the last '='. */
+/* "NAME[=N]" (--ntype): split at the last '='. */
 static int
 split_last_eq(const char *a, struct named *nm)
 {
@@ -475,14 +476,9 @@ parse_args(int argc, char **argv, struct opts *o)
                 push((void **)&o->ntypes, &o->n_ntypes, sizeof nm, &nm) != 0)
                 return usage_error("out of memory");
             break;
-        case O_MASK:
-            if (strchr(val, '=') != NULL) {
-                if (split_last_eq(val, &nm) != 0)
-                    return usage_error("out of memory");
-            } else {
-                memset(&nm, 0, sizeof nm);
-                nm.val = val;
-            }
+        case O_MASK:        /* split once the node types are known */
+            memset(&nm, 0, sizeof nm);
+            nm.val = val;
             if (push((void **)&o->masks, &o->n_masks, sizeof nm, &nm) != 0)
                 return usage_error("out of memory");
             break;
@@ -719,6 +715,47 @@ out:
     return EX_OK;
 }
 
+/* "--train-mask [NTYPE=]FILE": the part before an '=' is a node type only
+ * when it names one of the graph's, so a path that holds '=' ("run=1/m.npy")
+ * is a path. Of several '=', the longest prefix that names a type wins (a
+ * type name may hold '='). Returns the type's index and points *file past
+ * its '=', or returns -1 with *file = a. */
+static int
+mask_ntype(const gkv_graph *g, const char *a, const char **file)
+{
+    char name[GKV_TYPE_NAME_MAX + 1];
+    int found = -1, t;
+
+    *file = a;
+    for (const char *eq = strchr(a, '='); eq != NULL;
+         eq = strchr(eq + 1, '=')) {
+        size_t n = (size_t)(eq - a);
+        if (n == 0 || n > GKV_TYPE_NAME_MAX)
+            continue;
+        memcpy(name, a, n);
+        name[n] = '\0';
+        if (gkv_graph_ntype_find(g, name, &t) == GKV_OK) {
+            found = t;
+            *file = eq + 1;
+        }
+    }
+    return found;
+}
+
+/* SIGINT and SIGTERM back to their default action (whatever the tool
+ * inherited), so that they end the process wherever it waits. */
+static void
+signals_default(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 int
@@ -741,9 +778,11 @@ main(int argc, char **argv)
 
     memset(&o, 0, sizeof o);
     memset(&sp, 0, sizeof sp);
-    /* from the start: a signal while the graph loads cancels at the first
-     * progress call, so every run ends the same way */
-    tools__catch_signals();
+    /* Until the graph is loaded nothing is on disk: SIGINT and SIGTERM keep
+     * their default action and end the tool at once, also in a read() that
+     * waits on a stalled pipe or FIFO (a caught signal would restart it).
+     * They are caught from then on (below). */
+    signals_default();
     ex = parse_args(argc, argv, &o);
     if (ex == -1 || ex == -2) {
         if (ex == -1)
@@ -802,6 +841,9 @@ main(int argc, char **argv)
 
     if ((ex = build_graph(&o, sp.nthreads, seed, &g)) != EX_OK)
         goto done;
+    /* from here a signal is a flag: the write polls it (at each progress
+     * call), removes OUT.tmp-PID and then dies of it */
+    tools__catch_signals();
     t_load = now() - t0;
 
     /* features and masks: the type defaults to the only one */
@@ -838,9 +880,18 @@ main(int argc, char **argv)
     }
     for (size_t i = 0; i < o.n_masks; i++) {
         gkv_part_mask *m = &masks[sp.nmasks++];
-        m->path = o.masks[i].val;
-        if (o.masks[i].key != NULL) {
-            m->ntype = o.masks[i].key;
+        const char *a = o.masks[i].val, *eq = strchr(a, '=');
+        int t = mask_ntype(g, a, &m->path);
+
+        if (t < 0 && eq != NULL && access(a, F_OK) != 0 && errno == ENOENT) {
+            /* most likely a misspelt type: say both readings */
+            snprintf(msg, sizeof msg, "'%.*s' is not a node type, and there "
+                     "is no file '%s'", (int)(eq - a), a, a);
+            ex = fail_rc(GKV_ENOTFOUND, msg, "--train-mask '%s'", a);
+            goto done;
+        }
+        if (t >= 0) {
+            m->ntype = gkv_graph_ntype_name(g, t);
         } else if (gkv_graph_num_ntypes(g) == 1) {
             m->ntype = gkv_graph_ntype_name(g, 0);
         } else {
