@@ -6,7 +6,10 @@
  * fixed-size chunks; reads are zero-copy from the memory map.
  *
  * Concurrency: a gkv_store may be shared by all threads of a process, and
- * many processes may open the same directory. Readers never block; writers
+ * many processes may open the same directory; one process opens a
+ * directory once (LMDB's locks are per process: a second handle would
+ * break the first's snapshots), so a second open while the first is open
+ * is GKV_EBUSY. Readers never block; writers
  * (create, push, delete, rename, import) are serialised by LMDB's write lock.
  * Every call that changes the store is one transaction: it has all its
  * effect or none, also after kill -9 at any moment.
@@ -78,7 +81,9 @@ typedef struct gkv_open_opts {
  * yours until gkv_store_close(); on any error *out is NULL and nothing needs
  * freeing. Thread-safe: yes.
  * Errors: GKV_ENOENT (no store there and no GKV_CREATE), GKV_EVERSION (a
- * newer on-disk format), GKV_EPERM, GKV_EIO, GKV_ENOMEM. */
+ * newer on-disk format), GKV_EBUSY (this process has the directory open
+ * already, by whatever path; share that handle), GKV_EMAPFULL (no room on
+ * the disk), GKV_EPERM, GKV_EIO, GKV_ENOMEM. */
 GKV_API gkv_err gkv_store_open(gkv_store **out, const char *path,
                                unsigned flags, const gkv_open_opts *opts);
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/types.h>
 #include "gkv_kv.h"
 
 /* ---- allocation: every gkv allocation goes through these, so tests can
@@ -89,6 +90,11 @@ struct gkv_store {
     MDB_dbi st_meta, st_cat, st_data;
     unsigned st_flags;            /* GKV_* open flags */
     char *st_path;
+    dev_t st_dev;                 /* the directory, in the process's list */
+    ino_t st_ino;                 /* of open stores (store.c, open_list) */
+    struct gkv_store *st_open_next;
+    pid_t st_pid;                 /* the process that opened it */
+    int st_listed;
     size_t st_psize;              /* LMDB page size, bytes */
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing

@@ -323,6 +323,59 @@ gkv_txn_end(gkv_txn *tx)
 
 /* ---- open and close ---------------------------------------------------- */
 
+/* ---- one handle per store per process ------------------------------
+ * LMDB's locks belong to the process, not to the environment: a second
+ * environment on the same directory in one process finds the lock file
+ * "unused", resets the reader table and so lets writers reuse the pages
+ * the first handle's snapshots still read; closing either drops the
+ * other's locks. So a process holds one gkv_store per directory (it is
+ * thread-safe: share it), and a second open is refused. The list is keyed
+ * by the directory's device and inode, so other paths to it count too. */
+static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
+static gkv_store *open_list;
+
+/* Puts s (st_dev, st_ino set) on the list; GKV_EBUSY when its directory is
+ * there already. */
+static gkv_err
+open_list_add(gkv_store *s, const char *path)
+{
+    gkv_store *o;
+
+    s->st_pid = getpid();
+    pthread_mutex_lock(&open_mu);
+    /* a handle inherited across fork() is the parent's, not this
+     * process's: LMDB's locks were not inherited with it */
+    for (o = open_list; o != NULL; o = o->st_open_next)
+        if (o->st_dev == s->st_dev && o->st_ino == s->st_ino &&
+            o->st_pid == s->st_pid)
+            break;
+    if (o == NULL) {
+        s->st_open_next = open_list;
+        open_list = s;
+        s->st_listed = 1;
+    }
+    pthread_mutex_unlock(&open_mu);
+    if (o != NULL)
+        return kv__fail(NULL, GKV_EBUSY, "store '%s' is open already in this "
+                        "process (as '%s'): LMDB allows one handle per store "
+                        "and process; share that one (it is thread-safe)",
+                        path, o->st_path);
+    return GKV_OK;
+}
+
+static void
+open_list_remove(gkv_store *s)
+{
+    pthread_mutex_lock(&open_mu);
+    for (gkv_store **pp = &open_list; *pp != NULL; pp = &(*pp)->st_open_next)
+        if (*pp == s) {
+            *pp = s->st_open_next;
+            break;
+        }
+    s->st_listed = 0;
+    pthread_mutex_unlock(&open_mu);
+}
+
 static void
 store_destroy(gkv_store *s)
 {
@@ -333,6 +386,9 @@ store_destroy(gkv_store *s)
     kv__wb_close(s);   /* flushes write-back tensors */
     if (s->st_env != NULL)
         mdb_env_close(s->st_env);
+    /* only once the environment is closed may another handle open it */
+    if (s->st_listed)
+        open_list_remove(s);
     for (h = s->st_handlers; h != NULL; h = next) {
         next = h->next;
         gkv__free(h);
@@ -522,6 +578,15 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         rc = kv__fail(NULL, GKV_ENOENT, "store '%s' is not a directory", path);
         goto fail;
     }
+    if (stat(path, &sb) != 0) {
+        rc = kv__fail(NULL, kv__from_mdb(errno), "store '%s': %s", path,
+                      strerror(errno));
+        goto fail;
+    }
+    s->st_dev = sb.st_dev;
+    s->st_ino = sb.st_ino;
+    if ((rc = open_list_add(s, path)) != GKV_OK)
+        goto fail;
     if (asprintf(&data, "%s/data.mdb", path) < 0) {
         data = NULL;
         rc = GKV_ENOMEM;

@@ -169,7 +169,10 @@ typedef struct gkv_client gkv_client;   /* opaque */
 #define GKV_CLIENT_CHECKSUM     0x01u  /* XXH3 of every payload, checked by
                                         * both ends */
 #define GKV_CLIENT_LOCAL_READ   0x02u  /* pull in-process from a store on
-                                        * this host (read-only) */
+                                        * this host (read-only); one this
+                                        * process has open already (one
+                                        * handle per store and process) is
+                                        * read through its server */
 #define GKV_CLIENT_NO_HEARTBEAT 0x04u  /* no heartbeat thread (the lease then
                                         * lapses when the client is idle) */
 #define GKV_CLIENT_OBSERVER     0x08u  /* join as an observer (a tool such

@@ -539,6 +539,8 @@ test_open_and_register(void **state)
     gkv_store *s;
     gkv_err rc;
 
+    gkv_store_close(f->a);      /* one handle per store and process */
+    f->a = NULL;
     for (k = 1; k <= MAX_ALLOCS; k++) {
         live0 = gkvt_alloc_live();
         gkvt_alloc_fail_at(k - 1);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <lmdb.h>
 #include "gkvt.h"
@@ -1034,6 +1035,8 @@ test_read_only_store_refuses_writes(void **state)
 
     GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
     GKVT_OK(gkv_tensor_push(f->s, "t", &id, 1, row, sizeof row, NULL));
+    gkv_store_close(f->s);      /* one handle per store and process */
+    f->s = NULL;
     GKVT_OK(gkv_store_open(&ro, f->dir, GKV_RDONLY, NULL));
     assert_int_equal(gkv_tensor_create(ro, "u", &sp), GKV_ERDONLY);
     assert_non_null(strstr(gkv_store_errmsg(ro), "read-only"));
@@ -1070,9 +1073,19 @@ test_tiny_map_grows(void **state)
     assert_true(st.map_size >= 20u << 20);
     GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got));
     assert_true(got[127] == 3.0f);
-    /* a second handle (as another process would) adopts the grown map */
-    GKVT_OK(gkv_store_open(&s2, dir, 0, &o));
-    GKVT_OK(gkv_tensor_create(s2, "u", &sp));
+    /* another process adopts the grown map and grows it further; this
+     * handle adopts what it set */
+    {
+        pid_t pid = fork();
+        int wst;
+
+        assert_true(pid >= 0);
+        if (pid == 0)
+            _exit(gkv_store_open(&s2, dir, 0, &o) == GKV_OK &&
+                  gkv_tensor_create(s2, "u", &sp) == GKV_OK ? 0 : 1);
+        assert_int_equal(waitpid(pid, &wst, 0), pid);
+        assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    }
     GKVT_OK(gkv_tensor_pull(s, NULL, "u", &id, 1, got, sizeof got));
     assert_true(got[0] == 3.0f);
     /* while a snapshot of this handle stays open, the map cannot grow:
@@ -1087,7 +1100,6 @@ test_tiny_map_grows(void **state)
     assert_int_equal(gkv_tensor_info(s, NULL, "v", &(gkv_tensor_desc){0}), GKV_ENOTFOUND);
     GKVT_OK(gkv_tensor_create(s, "v", &sp));
     GKVT_OK(gkv_store_verify(s, NULL, NULL));
-    gkv_store_close(s2);
     gkv_store_close(s);
     gkvt_rmtree(dir);
 }
@@ -1127,6 +1139,68 @@ test_disk_full_is_emapfull(void **state)
     free(b0);
     free(b1);
     umount(dir);
+    gkvt_rmtree(dir);
+}
+
+/* A second handle on one store in one process would reset LMDB's reader
+ * table (its locks are per process) and let writes reuse the pages the
+ * first handle's snapshot reads: refused with GKV_EBUSY, by any path to
+ * the directory, while the snapshot reads what it read; after a close
+ * the directory opens again, and a forked child opens its own. */
+static void
+test_second_handle_refused(void **state)
+{
+    char *dir = gkvt_mkdtemp("twice"), p[4200];
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 64, 0, 4096);
+    gkv_store *s, *s2 = NULL;
+    gkv_txn *tx;
+    unsigned char *b0, *b1, *row;
+    size_t len = (size_t)4096 * 256;
+    pid_t pid;
+    int st;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    sp.init = GKV_INIT_CONST;
+    sp.a = 1;
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    b0 = malloc(len);
+    b1 = malloc(len);
+    row = malloc(len);
+    GKVT_OK(gkv_tensor_read(s, tx, "t", 0, 4096, b0, len));
+    snprintf(p, sizeof p, "%s/.", dir);
+    assert_int_equal(gkv_store_open(&s2, dir, 0, NULL), GKV_EBUSY);
+    assert_null(s2);
+    assert_non_null(strstr(gkv_store_errmsg(NULL), "open already in this "
+                           "process"));
+    assert_int_equal(gkv_store_open(&s2, p, GKV_RDONLY, NULL), GKV_EBUSY);
+    /* writes that would reuse the snapshot's pages, had its slot gone */
+    memset(row, 0x55, len);
+    for (int i = 0; i < 4; i++)
+        GKVT_OK(gkv_tensor_write(s, "t", 0, 4096, row, len));
+    GKVT_OK(gkv_tensor_read(s, tx, "t", 0, 4096, b1, len));
+    assert_memory_equal(b0, b1, len);
+    gkv_txn_end(tx);
+    /* a forked child is another process: it opens the store itself */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        gkv_store *c;
+        _exit(gkv_store_open(&c, dir, GKV_RDONLY, NULL) == GKV_OK &&
+              gkv_tensor_read(c, NULL, "t", 0, 4096, b1, len) == GKV_OK &&
+              memcmp(b1, row, len) == 0 ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    gkv_store_close(s);
+    GKVT_OK(gkv_store_open(&s2, p, GKV_RDONLY, NULL));
+    GKVT_OK(gkv_tensor_read(s2, NULL, "t", 0, 4096, b1, len));
+    assert_memory_equal(b1, row, len);
+    gkv_store_close(s2);
+    free(b0);
+    free(b1);
+    free(row);
     gkvt_rmtree(dir);
 }
 
@@ -1415,6 +1489,7 @@ main(void)
         cmocka_unit_test(test_tiny_map_grows),
         cmocka_unit_test(test_disk_full_is_emapfull),
         cmocka_unit_test(test_full_disk_at_create),
+        cmocka_unit_test(test_second_handle_refused),
         cmocka_unit_test(test_disk_full_with_room_in_map),
         cmocka_unit_test(test_empty_data_mdb),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),

@@ -560,18 +560,17 @@ check_book_split(struct fx *f, const char *name, int is_edge)
     const gkv_pbook *b = gkv_part_book(f->part[0]);
 
     for (int q = 0; q < f->j.nmach; q++) {
-        gkv_store *st;
+        /* the partition's own handle: one per store and process */
+        gkv_store *st = gkv_part_store(f->part[q]);
         gkv_tensor_desc d;
         int64_t lo, hi;
         GKVT_OK(is_edge ? gkv_pbook_edge_range(b, 0, q, &lo, &hi) :
                           gkv_pbook_node_range(b, 0, q, &lo, &hi));
-        GKVT_OK(gkv_store_open(&st, gkv_pbook_part_path(b, q), GKV_RDONLY, NULL));
         GKVT_OK(gkv_tensor_info(st, NULL, name, &d));
         if (d.lo != (uint64_t)lo || d.hi != (uint64_t)hi)
             fail_msg("'%s' on partition %d: [%llu, %llu); the book says "
                      "[%lld, %lld)", name, q, (unsigned long long)d.lo,
                      (unsigned long long)d.hi, (long long)lo, (long long)hi);
-        gkv_store_close(st);
     }
 }
 
@@ -635,13 +634,10 @@ test_create_follows_book(void **state)
     assert_non_null(strstr(gkv_net_errmsg(), "but node type '_N' has IDs [0, 1024)"));
     NET_OK(gkv_client_create(c, "other", &sp, -1));
     {
-        gkv_store *st;
         gkv_tensor_desc d;
-        GKVT_OK(gkv_store_open(&st, gkv_pbook_part_path(b, 1), GKV_RDONLY, NULL));
-        GKVT_OK(gkv_tensor_info(st, NULL, "other", &d));
+        GKVT_OK(gkv_tensor_info(gkv_part_store(f->part[1]), NULL, "other", &d));
         assert_int_equal(d.lo, 341);
         assert_int_equal(d.hi, 682);
-        gkv_store_close(st);
     }
     NET_OK(gkv_client_close(c));
 }
