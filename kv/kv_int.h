@@ -311,6 +311,14 @@ gkv_err kv__state_get(gkv_store *s, MDB_txn *txn, const char *name,
 /* The record a state companion of tensor r has (or gets), but its tid:
  * is_step for the step count (kv__state_is_step). */
 void    kv__state_rec(const kv_rec *r, int is_step, kv_rec *st);
+/* GKV_EINVAL, naming tensor 'name' and its companion 'sname', when record
+ * st (from kv__state_rec) is over a tensor's row or chunk limit: the f32
+ * state of an f16/bf16 tensor has twice its bytes, a step count 8 bytes
+ * a row. */
+gkv_err kv__state_fits(gkv_store *s, const char *name, const char *sname,
+                       const kv_rec *st);
+#define KV_MAX_CHUNK_BYTES (256ull << 20)   /* a chunk's rows */
+#define KV_MAX_ROW_BYTES   (64ull << 20)    /* one row */
 /* Whether companion record st has the rows kv__state_rec() gave 'want'
  * (dtype, row shape, ID range, chunking). */
 int     kv__state_rec_same(const kv_rec *want, const kv_rec *st);

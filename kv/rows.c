@@ -634,6 +634,23 @@ kv__state_rec(const kv_rec *r, int is_step, kv_rec *st)
     kv__rec_derive(st);
 }
 
+gkv_err
+kv__state_fits(gkv_store *s, const char *name, const char *sname,
+               const kv_rec *st)
+{
+    if (st->row_bytes <= KV_MAX_ROW_BYTES &&
+        (uint64_t)st->chunk_rows * st->row_bytes <= KV_MAX_CHUNK_BYTES)
+        return GKV_OK;
+    return kv__fail(s, GKV_EINVAL, "tensor '%s' cannot have optimizer state "
+                    "'%s': its rows (%llu bytes) in chunks of %u would pass "
+                    "the limits of %llu MiB a row and %llu MiB a chunk (%s)",
+                    name, sname, (unsigned long long)st->row_bytes,
+                    st->chunk_rows, (unsigned long long)(KV_MAX_ROW_BYTES >> 20),
+                    (unsigned long long)(KV_MAX_CHUNK_BYTES >> 20),
+                    st->row_bytes > KV_MAX_ROW_BYTES ? "its rows are too wide "
+                    "for f32 state" : "give the tensor fewer rows per chunk");
+}
+
 /* Whether stored companion st has the rows kv__state_rec() says. */
 int
 kv__state_rec_same(const kv_rec *want, const kv_rec *st)
@@ -758,6 +775,9 @@ kv__state_get(gkv_store *s, MDB_txn *txn, const char *name, const kv_rec *r,
                         "optimizer state '%s'", name, sname);
     rc = kv__rec_get(s, txn, sname, st);
     if (rc != GKV_ENOTFOUND)
+        return rc;
+    kv__state_rec(r, is_step, st);
+    if ((rc = kv__state_fits(s, name, sname, st)) != GKV_OK)
         return rc;
     memset(&sp, 0, sizeof sp);
     sp.dtype = is_step ? GKV_I64 : (r->dtype == GKV_F64 ? GKV_F64 : GKV_F32);
@@ -1645,9 +1665,10 @@ gkv_opt_state_info(gkv_store *s, gkv_txn *tx, const char *name,
         if ((rc = kv__rec_get(s, sn.txn, name, &st)) == GKV_OK) {
             *exists = 1;
         } else if (rc == GKV_ENOTFOUND) {
+            /* what it gets when created; none when it never can be */
             kv__clear(s);
             kv__state_rec(&r, kv__state_is_step(k, idx), &st);
-            rc = GKV_OK;
+            rc = kv__state_fits(s, base, name, &st);
         }
         if (rc == GKV_OK)
             kv__rec_to_desc(name, &st, out);

@@ -10,8 +10,8 @@
 #define REC_MAGIC   0x54564b47u    /* "GKVT" */
 #define REC_VERSION 1u
 #define REC_LEN     104u
-#define MAX_CHUNK_BYTES (256ull << 20)
-#define MAX_ROW_BYTES   (64ull << 20)
+#define MAX_CHUNK_BYTES KV_MAX_CHUNK_BYTES
+#define MAX_ROW_BYTES   KV_MAX_ROW_BYTES
 #define READ_CHUNK_TARGET (256u << 10)
 
 /* ---- names ------------------------------------------------------------- */

@@ -1188,10 +1188,69 @@ test_family_cursor_error(void **state)
     gkvt_rmtree(dir);
 }
 
+/* The f32 state of an f16 tensor has twice its bytes: with chunks over
+ * half the chunk limit, or rows over half the row limit, no companion can
+ * exist. The push and gkv_opt_state_info say so, naming the tensor (the
+ * error named a companion the caller never made, and state_info promised
+ * one); nothing changes. An f32 tensor of the same chunks pushes. */
+static void
+test_state_over_limits(void **state)
+{
+    char *dir = gkvt_mkdtemp("optlim");
+    gkv_tensor_spec sp = {0};
+    gkv_push_args adam = {"adam", 0, 0, 0, 0};
+    uint16_t g[512], before[512], after[512];
+    uint64_t id = 3;
+    gkv_tensor_desc d;
+    gkv_store *s;
+    int ex;
+
+    (void)state;
+    s = open_store(dir, "s");
+    sp.dtype = GKV_F16;
+    sp.ndim = 1;
+    sp.shape[0] = 512;                       /* 1 KiB rows */
+    sp.lo = 0;
+    sp.hi = 10;
+    sp.chunk_rows = 200000;                  /* 195 MiB of f16, 390 of f32 */
+    GKVT_OK(gkv_tensor_create(s, "h", &sp));
+    for (int i = 0; i < 512; i++)
+        g[i] = gkv_f32_to_f16(0.5f);
+    GKVT_OK(gkv_tensor_pull(s, NULL, "h", &id, 1, before, sizeof before));
+    assert_int_equal(gkv_tensor_push(s, "h", &id, 1, g, sizeof g, &adam),
+                     GKV_EINVAL);
+    if (strstr(gkv_store_errmsg(s), "tensor 'h' cannot have optimizer state "
+               "'h#adam_m'") == NULL ||
+        strstr(gkv_store_errmsg(s), "fewer rows per chunk") == NULL)
+        fail_msg("message: %s", gkv_store_errmsg(s));
+    assert_int_equal(gkv_opt_state_info(s, NULL, "h#adagrad_s", &d, &ex),
+                     GKV_EINVAL);
+    assert_int_equal(ex, 0);
+    assert_non_null(strstr(gkv_store_errmsg(s), "cannot have optimizer state"));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "h", &id, 1, after, sizeof after));
+    assert_memory_equal(before, after, sizeof after);
+    assert_int_equal(gkv_tensor_info(s, NULL, "h#adam_m", &d), GKV_ENOTFOUND);
+    /* f32 rows of the same chunking: the state fits */
+    sp.dtype = GKV_F32;
+    sp.chunk_rows = 100000;
+    GKVT_OK(gkv_tensor_create(s, "f", &sp));
+    {
+        float gf[512];
+        for (int i = 0; i < 512; i++)
+            gf[i] = 0.5f;
+        GKVT_OK(gkv_tensor_push(s, "f", &id, 1, gf, sizeof gf, &adam));
+    }
+    GKVT_OK(gkv_opt_state_info(s, NULL, "f#adam_t", &d, &ex));
+    assert_int_equal(ex, 1);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_state_over_limits),
         cmocka_unit_test(test_restore_plain),
         cmocka_unit_test(test_restore_writeback),
         cmocka_unit_test(test_restore_during_flush),
