@@ -138,14 +138,16 @@ GKV_API void    gkv_txn_end(gkv_txn *tx);
 typedef enum gkv_init {
     GKV_INIT_ZEROS = 0,
     GKV_INIT_CONST,     /* every element = a */
-    GKV_INIT_UNIFORM,   /* uniform in [a, b) */
+    GKV_INIT_UNIFORM,   /* uniform in [a, b), b never reached in the
+                         * tensor's dtype */
     GKV_INIT_NORMAL     /* normal, mean a, standard deviation b */
 } gkv_init;
 
 /* What gkv_tensor_create() needs. Zero-initialise it, then set the fields.
  * The initializer draws element (row, col) from a counter-based generator
  * keyed by (seed, global row ID, col): the same spec gives the same values
- * whatever the chunk size or partitioning. Integer dtypes round toward 0. */
+ * whatever the chunk size or partitioning. Integer dtypes round toward 0
+ * (const, normal) or down (uniform, so that [a, b) holds). */
 typedef struct gkv_tensor_spec {
     gkv_dtype dtype;
     unsigned  ndim;                  /* 0..GKV_MAX_DIMS; 0 = one scalar per row */

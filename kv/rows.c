@@ -60,7 +60,6 @@ elem_store(gkv_dtype dt, void *p, uint64_t i, double v)
                                                 9.2233720368547748e18)); break;
     }
 }
-#undef ST
 
 static inline int
 aligned(const void *a, const void *b, size_t n)
@@ -75,6 +74,55 @@ dtype_is_float(gkv_dtype dt)
 }
 
 /* ---- initializers -------------------------------------------------------- */
+
+/* The next 16-bit float (f16 or bf16: sign and magnitude) towards -inf. */
+static uint16_t
+half_down(uint16_t h)
+{
+    if (h == 0)
+        return 0x8001;                 /* +0 -> the smallest negative */
+    return (h & 0x8000) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
+}
+
+/* A uniform element stored as element i of p must be below b: the dtype's
+ * rounding (to f32, f16 or bf16 from a double just below b; trunc of a
+ * negative integer) can reach b. Steps it down to the dtype's largest
+ * value below b. */
+static void
+elem_below(gkv_dtype dt, void *p, uint64_t i, double b)
+{
+    double x = elem_load(dt, p, i);
+    uint16_t h;
+
+    if (!(x >= b))
+        return;
+    switch (dt) {
+    case GKV_F32: {
+        float f = (float)x;
+        do
+            f = nextafterf(f, -INFINITY);
+        while ((double)f >= b);
+        ST(float, f);
+        break;
+    }
+    case GKV_F64:
+        ST(double, nextafter(b, -INFINITY));
+        break;
+    case GKV_F16:
+    case GKV_BF16:
+        memcpy(&h, (unsigned char *)p + 2 * i, 2);
+        do
+            h = half_down(h);
+        while ((dt == GKV_F16 ? gkv_f16_to_f32(h) : gkv_bf16_to_f32(h)) >= b);
+        ST(uint16_t, h);
+        break;
+    default:                           /* integers: x - 1 < b, if x has one */
+        if (x > -9.2233720368547758e18)
+            elem_store(dt, p, i, x - 1);
+        break;
+    }
+}
+#undef ST
 
 void
 kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst)
@@ -96,6 +144,11 @@ kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst)
                 v = r->a + (r->b - r->a) * kv__u01(kv__mix3(r->seed, row, j));
                 if (v >= r->b)       /* rounding can reach b; keep [a, b) */
                     v = nextafter(r->b, r->a);
+                if (!dtype_is_float(r->dtype))
+                    v = floor(v);    /* not trunc: [-10, -5) is -10 .. -6 */
+                elem_store(r->dtype, p, j, v);
+                elem_below(r->dtype, p, j, r->b);   /* and the dtype's */
+                continue;
             } else if (r->init == GKV_INIT_NORMAL) {
                 double u1 = kv__u01(kv__mix3(r->seed, row, 2 * j));
                 double u2 = kv__u01(kv__mix3(r->seed, row, 2 * j + 1));

@@ -370,6 +370,53 @@ test_initializers(void **state)
             assert_int_equal(iv[i], -7);
         free(iv);
     }
+
+    /* uniform [a, b) in every dtype: the dtype's rounding of a value just
+     * below b (f16, bf16, f32) or trunc toward zero (a negative integer
+     * range) reached b; no element may equal it */
+    {
+        static const struct { gkv_dtype dt; double a, b; } u[] = {
+            {GKV_F16, 0, 1}, {GKV_BF16, 0, 1}, {GKV_F32, 0, 1},
+            {GKV_BF16, -3, -2}, {GKV_I32, -10, -5}, {GKV_I8, 0, 4},
+        };
+        for (size_t k = 0; k < sizeof u / sizeof u[0]; k++) {
+            gkv_tensor_spec us = gkvt_spec(u[k].dt, 64, 0, 4096);
+            gkv_tensor_desc d;
+            unsigned char *b;
+            char name[16];
+            size_t hits_lo = 0;
+
+            us.init = GKV_INIT_UNIFORM;
+            us.a = u[k].a;
+            us.b = u[k].b;
+            us.seed = 7;
+            snprintf(name, sizeof name, "u%zu", k);
+            GKVT_OK(gkv_tensor_create(f->s, name, &us));
+            GKVT_OK(gkv_tensor_info(f->s, NULL, name, &d));
+            b = dump(f->s, name, &len);
+            for (size_t i = 0; i < len / gkv_dtype_size(u[k].dt); i++) {
+                double x;
+                switch (u[k].dt) {
+                case GKV_F16: { uint16_t h; memcpy(&h, b + 2 * i, 2);
+                                x = gkv_f16_to_f32(h); break; }
+                case GKV_BF16: { uint16_t h; memcpy(&h, b + 2 * i, 2);
+                                 x = gkv_bf16_to_f32(h); break; }
+                case GKV_F32: { float g; memcpy(&g, b + 4 * i, 4); x = g; break; }
+                case GKV_I32: { int32_t g; memcpy(&g, b + 4 * i, 4); x = g; break; }
+                default: x = (int8_t)b[i]; break;
+                }
+                if (!(x >= u[k].a && x < u[k].b))
+                    fail_msg("%s uniform [%g, %g): element %zu is %.9g",
+                             gkv_dtype_name(u[k].dt), u[k].a, u[k].b, i, x);
+                hits_lo += x == u[k].a;
+            }
+            /* integers: each value of [a, b) comes up, a included */
+            if (u[k].dt == GKV_I32 || u[k].dt == GKV_I8)
+                assert_true(hits_lo > len / gkv_dtype_size(u[k].dt) /
+                            (size_t)(u[k].b - u[k].a) / 2);
+            free(b);
+        }
+    }
 }
 
 /* ---- pull, read, view ------------------------------------------------ */
