@@ -245,8 +245,10 @@ GKV_API gkv_err gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
 
 /* Borrowed view of row 'id': *row points into the map and stays valid until
  * gkv_txn_end(tx); never write through it or free it. 'tx' is required.
- * *row is aligned to 16 bytes when the tensor's chunks are 2 KiB or more
- * (the default); otherwise copy before casting. */
+ * When the tensor's chunks are 2 KiB or more (the default) a chunk's first
+ * row is aligned to 16 bytes, so row 'id' is aligned to the largest power
+ * of two up to 16 that divides row_bytes (12-byte rows: to 4; 64-byte
+ * rows: to 16); otherwise copy before casting. */
 GKV_API gkv_err gkv_row_view(gkv_txn *tx, const char *name, uint64_t id,
                              const void **row);
 
