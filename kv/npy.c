@@ -362,11 +362,13 @@ gkv_npy_parse(const void *buf, size_t len, uint64_t file_size,
     if ((rc = dict_parse((const char *)b + pre, (const char *)b + pre + hlen,
                          &h, msg, msg_len)) != GKV_OK)
         return rc;
+    /* a row's bytes first: with no rows (shape[0] = 0) they must still
+     * fit, for a caller sizes rows from the trailing dims */
     need = gkv_dtype_size(h.dtype);
-    for (unsigned i = 0; i < h.ndim; i++) {
+    for (unsigned i = h.ndim; i-- > 0; ) {
         if (h.shape[i] != 0 && need > UINT64_MAX / h.shape[i])
             return fail(msg, msg_len, GKV_EFORMAT, "shape holds more than "
-                        "2^64 bytes");
+                        "2^64 bytes%s", i > 0 ? " a row" : "");
         need *= h.shape[i];
     }
     h.data_offset = pre + hlen;

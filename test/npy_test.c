@@ -355,6 +355,10 @@ test_rejects_each_bad_header(void **state)
          "over 2^64"},
         {"{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904, 4), }",
          "2^64 bytes"},
+        /* no rows, but a row of more than 2^64 bytes: zero rows hid it */
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (0, "
+         "18446744073709551615, 18446744073709551615), }",
+         "2^64 bytes a row"},
     };
     struct fx *f = *state;
 
