@@ -1479,8 +1479,11 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
     a.eps = args && args->eps != 0 ? args->eps : (a.kind == KV_H_ADAM ? 1e-8 : 1e-10);
     a.b1 = args && args->beta1 != 0 ? args->beta1 : 0.9;
     a.b2 = args && args->beta2 != 0 ? args->beta2 : 0.999;
-    if (!(a.lr > 0 && isfinite(a.lr)) || !(a.eps > 0) || !(a.b1 > 0 && a.b1 < 1) ||
-        !(a.b2 > 0 && a.b2 < 1))
+    /* only the optimizers read them: assign, add and a registered handler
+     * ignore them, whatever they are */
+    if ((a.kind == KV_H_SGD || a.kind == KV_H_ADAGRAD || a.kind == KV_H_ADAM) &&
+        (!(a.lr > 0 && isfinite(a.lr)) || !(a.eps > 0) ||
+         !(a.b1 > 0 && a.b1 < 1) || !(a.b2 > 0 && a.b2 < 1)))
         return kv__fail(s, GKV_EINVAL, "tensor '%s': bad optimizer parameters "
                         "(lr %g, eps %g, beta1 %g, beta2 %g)", name, a.lr, a.eps,
                         a.b1, a.b2);

@@ -990,6 +990,15 @@ test_push_bad_input_changes_nothing(void **state)
     bad.lr = -1;
     bad.handler = "sgd";
     assert_int_equal(gkv_tensor_push(f->s, "t", ids, 100, in, sizeof in, &bad), GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "bad optimizer parameters"));
+    b1 = dump(f->s, "t", &len2);
+    assert_memory_equal(b0, b1, len);
+    free(b1);
+    /* assign ignores optimizer parameters, whatever they are */
+    bad.handler = "assign";
+    bad.beta1 = 7;
+    GKVT_OK(gkv_tensor_push(f->s, "t", ids, 1, in, 16, &bad));
+    GKVT_OK(gkv_tensor_push(f->s, "t", ids, 1, b0, 16, NULL));   /* back */
     b1 = dump(f->s, "t", &len2);
     assert_memory_equal(b0, b1, len);
     free(b0);
