@@ -62,6 +62,11 @@
                                     * commit, so fewer and larger */
 #define HB_SLICE_MS  50          /* the heartbeat checks for a stop this
                                   * often while it waits for replies */
+#define LEAVE_AGAIN_MS 1000      /* gkv_client_close waits this long at
+                                  * most for a LEAVE sent over a socket
+                                  * opened anew after a failed call, when
+                                  * no other server is left (such a server
+                                  * may be gone) */
 
 struct part;
 typedef void (*part_enc)(net_wr *w, const struct part *p);
@@ -119,6 +124,7 @@ struct conn {
     /* the heartbeat thread's own */
     int hb_sock;
     uint64_t hb_req;
+    uint64_t hb_sess;              /* the session its request carries */
     int hb_wait;
 };
 
@@ -153,10 +159,15 @@ struct gkv_client {
     int auth;
     unsigned char key[NET_KEY_LEN];
     int timeout_ms;
+    int call_ms;                   /* the running call's timeout, which its
+                                    * messages quote: timeout_ms, or a
+                                    * barrier's own, or close's bound */
     unsigned group_size, flags;
     uint64_t max_msg;
     unsigned rr;                   /* round robin over a machine's servers */
     uint64_t barrier_seq;
+    int bar_unsure;                /* the last barrier failed: its request
+                                    * may still count (see conn_open) */
     int single;                    /* gkv_client_connect_addr: one server */
     struct route *rt;              /* cache, dropped when a schema changes */
     size_t nrt;
@@ -371,7 +382,7 @@ roundtrip(gkv_client *c, struct conn *cn, uint16_t type, uint64_t session,
         if (left <= 0)
             return cfail(cn, GKV_ETIMEDOUT, "no reply to %s within %d ms (is "
                          "it running and reachable?)", net__type_name(type),
-                         c->timeout_ms);
+                         c->call_ms);
         sockopt(cn->sock[0], NN_SOL_SOCKET, NN_RCVTIMEO, left);
         n = nn_recv(cn->sock[0], reply, NN_MSG, 0);
         if (n >= 0)
@@ -454,6 +465,13 @@ conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
     }
     if (c->flags & GKV_CLIENT_OBSERVER)
         hs.flags |= NET_HS_OBSERVER;
+    /* after a failed barrier, the barrier server may have released the
+     * request this client abandoned (its group went on): RESUME keeps
+     * that release on the server, so that the retry of the same barrier
+     * is answered instead of parked as one the group has passed. Only
+     * then, and only there: a server that predates the flag refuses it */
+    if (c->bar_unsure && cn == &c->cn[0])
+        hs.flags |= NET_HS_RESUME;
     if ((rc = roundtrip(c, cn, NET_HANDSHAKE, 0, enc_hs, &hs, deadline, &rep,
                         &rd)) != GKV_OK)
         goto fail;
@@ -507,10 +525,12 @@ conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
     cn->id = hp.id;
     cn->have_id = 1;
     schema_set(c, cn, &hp.schema);
+    /* together, under the lock the heartbeat marks stale with: a refusal
+     * of the old session read after this must not mark the new one */
     pthread_mutex_lock(&c->hb_mu);
     cn->session = hp.session;
-    pthread_mutex_unlock(&c->hb_mu);
     atomic_store(&cn->stale, 0);
+    pthread_mutex_unlock(&c->hb_mu);
     cn->ready = 1;
     return GKV_OK;
 fail:
@@ -802,6 +822,18 @@ exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
                 conn_kick(c, cn, deadline);
                 continue;
             }
+            if (rc == GKV_EPERM && (h.flags & NET_F_SESSION) &&
+                p->type == NET_LEAVE) {
+                /* the server does not know the session (it restarted,
+                 * or our lease lapsed): there is nothing to leave, and a
+                 * handshake just to leave could stop it (see
+                 * gkv_client_close) */
+                nn_freemsg(rep);
+                cn->ready = 0;
+                part_finish(c, p, GKV_OK);
+                conn_kick(c, cn, deadline);
+                continue;
+            }
             if (rc == GKV_EPERM && (h.flags & NET_F_SESSION) && !p->retried) {
                 /* the server does not know our session (it restarted or
                  * our lease lapsed) and the request reached no server
@@ -839,7 +871,7 @@ exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
                     continue;            /* answered, or failed already */
                 rc = cfail(cn, GKV_ETIMEDOUT, "no reply to %s within %d ms "
                            "(is it running and reachable?)",
-                           net__type_name(p->type), c->timeout_ms);
+                           net__type_name(p->type), c->call_ms);
                 conn_fail_all(c, cn, rc);
             }
             break;
@@ -1354,6 +1386,7 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
     snprintf(c->group, sizeof c->group, "%s", group);
     c->rank = rank;
     c->timeout_ms = o.timeout_ms ? o.timeout_ms : 10000;
+    c->call_ms = c->timeout_ms;
     c->group_size = o.group_size;
     c->flags = o.flags;
     c->max_msg = o.max_msg ? o.max_msg : GKV_NET_MAX_MSG;
@@ -1500,24 +1533,44 @@ gkv_client_close(gkv_client *c)
         pthread_join(c->hb_thr, NULL);
         c->hb_running = 0;
     }
-    /* leave where we are known; a server we lost forgets us when our
-     * lease expires. Not where the heartbeat found our session refused
-     * (stale: the server restarted, or dropped us): it no longer knows us,
-     * and conn_kick would hand-shake just to leave, which a server that
-     * does not keep alive takes for its last member leaving (it stops,
-     * under the other clients of the job) */
+    /* leave wherever we hold a session. Not where the heartbeat found our
+     * session refused (stale: the server restarted, or dropped us): it no
+     * longer knows us, and a handshake just to leave would be taken by a
+     * server that does not keep alive for its last member leaving (it
+     * stops, under the other clients of the job). A server whose call
+     * failed (its sockets closed, so that nanomsg cannot re-send) still
+     * holds the session the heartbeat kept: it gets the LEAVE over a
+     * fresh socket, with that session and no handshake (without it, a
+     * server that does not keep alive would wait out our lease). Such a
+     * server may be the one that is gone, so it alone gets a short
+     * wait. */
     if ((parts = gkv__calloc(c->ncn, sizeof *parts)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "out of memory");
     } else {
-        for (size_t i = 0; i < c->ncn; i++)
-            if (c->cn[i].ready && !atomic_load(&c->cn[i].stale)) {
-                parts[np].cn = &c->cn[i];
-                parts[np].type = NET_LEAVE;
-                parts[np].enc = penc_empty;
-                parts[np].retried = 1;   /* no hand-shake just to leave */
-                np++;
+        size_t nready = 0;
+
+        for (size_t i = 0; i < c->ncn; i++) {
+            struct conn *cn = &c->cn[i];
+
+            if (cn->session == 0 || atomic_load(&cn->stale))
+                continue;
+            if (!cn->ready) {
+                if (cn->sock[0] < 0 && (cn->sock[0] = req_socket(c, cn)) < 0)
+                    continue;
+                cn->ready = 1;           /* conn_kick: no handshake */
+            } else {
+                nready++;
             }
-        rc = exchange(c, parts, np, mono_ms() + (uint64_t)c->timeout_ms);
+            parts[np].cn = cn;
+            parts[np].type = NET_LEAVE;
+            parts[np].enc = penc_empty;
+            parts[np].retried = 1;       /* no hand-shake just to leave */
+            np++;
+        }
+        c->call_ms = nready > 0 || c->timeout_ms < LEAVE_AGAIN_MS ?
+                     c->timeout_ms : LEAVE_AGAIN_MS;
+        rc = exchange(c, parts, np, mono_ms() + (uint64_t)c->call_ms);
+        c->call_ms = c->timeout_ms;
         gkv__free(parts);
     }
     pthread_mutex_unlock(&c->mu);
@@ -1586,6 +1639,7 @@ heartbeat(void *arg)
                 nn_freemsg(m);
                 continue;
             }
+            cn->hb_sess = sess;
             cn->hb_wait = 1;
         }
         deadline = mono_ms() + c->hb_ms;
@@ -1625,9 +1679,19 @@ heartbeat(void *arg)
                 if (got < 0)
                     continue;
                 cn->hb_wait = 0;
+                /* only when the session refused is still the one the
+                 * calls use: a heartbeat that went out just before a
+                 * call hand-shook again carries the session that handshake
+                 * replaced, whose refusal says nothing of the new one
+                 * (marking it would hand-shake again for nothing, and
+                 * make gkv_client_close skip its LEAVE) */
                 if (net__hdr_check(rep, (size_t)got, &h, why, sizeof why) == GKV_OK &&
-                    h.status == GKV_EPERM && (h.flags & NET_F_SESSION))
-                    atomic_store(&cn->stale, 1);
+                    h.status == GKV_EPERM && (h.flags & NET_F_SESSION)) {
+                    pthread_mutex_lock(&c->hb_mu);
+                    if (cn->session == cn->hb_sess)
+                        atomic_store(&cn->stale, 1);
+                    pthread_mutex_unlock(&c->hb_mu);
+                }
                 nn_freemsg(rep);
             }
         }
@@ -2644,17 +2708,26 @@ gkv_client_barrier(gkv_client *c, int timeout_ms)
                          "size %u", c->rank, c->group_size);
     pthread_mutex_lock(&c->mu);
     b.group_size = c->group_size;
-    b.seq = c->barrier_seq + 1;     /* counted only once passed */
+    /* counted only once passed: a barrier that failed is tried again
+     * with the same seq, which the server answers at once when the group
+     * passed it meanwhile (with the request this call abandoned) */
+    b.seq = c->barrier_seq + 1;
     memset(&p, 0, sizeof p);
     p.cn = &c->cn[0];
     p.type = NET_BARRIER;
     p.enc = penc_barrier;
     p.done = done_barrier;
     p.arg = &b;
-    rc = exchange(c, &p, 1, mono_ms() +
-                  (uint64_t)(timeout_ms > 0 ? timeout_ms : c->timeout_ms));
+    c->call_ms = timeout_ms > 0 ? timeout_ms : c->timeout_ms;
+    rc = exchange(c, &p, 1, mono_ms() + (uint64_t)c->call_ms);
+    c->call_ms = c->timeout_ms;
     if (rc == GKV_OK)
         c->barrier_seq = b.seq;
+    /* a failed barrier may stay parked on the server (a timeout closes
+     * only our socket; the heartbeat keeps the session), and the group
+     * may pass it with that request: the next handshake there resumes
+     * the session's barrier state (conn_open) */
+    c->bar_unsure = rc != GKV_OK;
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -2742,10 +2815,16 @@ gkv_client_shutdown(gkv_client *c, int force)
         parts[i].arg = &f;
     }
     rc = exchange(c, parts, c->ncn, mono_ms() + (uint64_t)c->timeout_ms);
-    /* a stopping server is not there to leave later */
+    /* a stopping server is not there to leave later, nor to send
+     * heartbeats to: the session goes (gkv_client_close leaves wherever
+     * one is held, also over a broken connection) */
     for (size_t i = 0; i < c->ncn; i++)
-        if (parts[i].rc == GKV_OK && (parts[i].rflags & NET_F_STOPPING))
+        if (parts[i].rc == GKV_OK && (parts[i].rflags & NET_F_STOPPING)) {
             conn_break(&c->cn[i]);
+            pthread_mutex_lock(&c->hb_mu);
+            c->cn[i].session = 0;
+            pthread_mutex_unlock(&c->hb_mu);
+        }
     gkv__free(parts);
     pthread_mutex_unlock(&c->mu);
     return rc;
@@ -2784,11 +2863,12 @@ need_book(gkv_client *c, const char *what)
     return GKV_OK;
 }
 
-/* Into how many slices a machine's 'cnt' IDs are cut. */
+/* Into how many slices a machine's 'cnt' IDs are cut, 'per' IDs a
+ * message at most (1 .. GMAX_IDS). */
 static size_t
-gpieces(gkv_client *c, size_t cnt)
+gpieces(gkv_client *c, size_t cnt, size_t per)
 {
-    size_t k = 1, most = (cnt + GMAX_IDS - 1) / GMAX_IDS;
+    size_t k = 1, most = (cnt + per - 1) / per;
 
     if (c->nserv > 1 && cnt >= 2 * GSPLIT) {
         k = cnt / GSPLIT;
@@ -2992,6 +3072,23 @@ done_ids(gkv_client *c, struct part *p, net_rd *rd)
     return GKV_OK;
 }
 
+/* The IDs one message of request 'type' to machine m may carry: the
+ * request (8 bytes an ID) and the reply (8 bytes an ID a column: 2 for
+ * find_edges, 1 for the degrees) within the smaller of the servers' and
+ * this client's message limits, less room for the fixed fields, as pulls
+ * and pushes are cut (part_cap). nanomsg drops a larger request without
+ * a word: the call would time out, blaming the server. An in_subgraph
+ * reply holds the nodes' in-edges, which the client cannot know: a
+ * server refuses one over its limit (GKV_EINVAL, "ask for fewer").
+ * 0 when not one ID fits. */
+static size_t
+ids_per_msg(gkv_client *c, size_t m, uint16_t type)
+{
+    size_t per = part_cap(c, m, UINT64_MAX) / (type == NET_FIND_EDGES ? 16 : 8);
+
+    return per < GMAX_IDS ? per : GMAX_IDS;
+}
+
 /* Routes ids[0..n) (nodes of type 'ty', or edges when by_edge) to their
  * owners with request 'type' on edge type 'etype'; answers go to o0, o1
  * (find_edges, degrees), or with gs != NULL (in_subgraph) stay in the
@@ -3003,7 +3100,8 @@ ids_call(gkv_client *c, uint16_t type, int etype, int ty, int by_edge,
          struct gids **gs, size_t *ngs, size_t **keep)
 {
     const char *what = net__type_name(type);
-    size_t *count = NULL, *start = NULL, *pos = NULL, np = 0, maxp = 0;
+    size_t *count = NULL, *start = NULL, *pos = NULL, *per = NULL, np = 0,
+           maxp = 0;
     struct part *parts = NULL;
     struct gids *g = NULL;
     gkv_err rc;
@@ -3014,7 +3112,8 @@ ids_call(gkv_client *c, uint16_t type, int etype, int ty, int by_edge,
         *keep = NULL;
     }
     if ((count = gkv__calloc(c->nmach, sizeof *count)) == NULL ||
-        (start = gkv__calloc(c->nmach, sizeof *start)) == NULL) {
+        (start = gkv__calloc(c->nmach, sizeof *start)) == NULL ||
+        (per = gkv__calloc(c->nmach, sizeof *per)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "out of memory");
         goto out;
     }
@@ -3022,8 +3121,16 @@ ids_call(gkv_client *c, uint16_t type, int etype, int ty, int by_edge,
                           &pos)) != GKV_OK)
         goto out;
     for (size_t m = 0; m < c->nmach; m++)
-        if (count[m] > 0)
-            maxp += gpieces(c, count[m]);
+        if (count[m] > 0) {
+            if ((per[m] = ids_per_msg(c, m, type)) == 0) {
+                rc = net__fail(GKV_EINVAL, "%s: machine %zu's servers take "
+                               "messages of %llu bytes, too small for one "
+                               "ID", what, m, (unsigned long long)
+                               c->cn[m * c->nserv].id.max_msg);
+                goto out;
+            }
+            maxp += gpieces(c, count[m], per[m]);
+        }
     if ((parts = gkv__calloc(maxp + 1, sizeof *parts)) == NULL ||
         (g = gkv__calloc(maxp + 1, sizeof *g)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "out of memory");
@@ -3034,7 +3141,7 @@ ids_call(gkv_client *c, uint16_t type, int etype, int ty, int by_edge,
 
         if (cnt == 0)
             continue;
-        k = gpieces(c, cnt);
+        k = gpieces(c, cnt, per[m]);
         base = c->rr++;
         for (size_t j = 0; j < k; j++) {
             size_t a = cnt * j / k, b = cnt * (j + 1) / k;
@@ -3074,6 +3181,7 @@ out:
     gkv__free(parts);
     gkv__free(count);
     gkv__free(start);
+    gkv__free(per);
     gkv__free(pos);
     return rc;
 }
@@ -3569,7 +3677,7 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
 static size_t
 hop_pieces(gkv_client *c, size_t cnt, size_t mult)
 {
-    size_t k = gpieces(c, cnt);
+    size_t k = gpieces(c, cnt, GMAX_IDS);
 
     return k > cnt / mult ? cnt : k * mult;
 }

@@ -217,10 +217,11 @@ GKV_API gkv_err gkv_client_connect_addr(gkv_client **out, const char *addr,
                                         uint32_t rank,
                                         const gkv_client_opts *opts);
 
-/* Leaves the group on every server it holds a session with (a server it
- * lost touch with forgets it when its lease expires; one the heartbeat
- * found restarted never knew it, and is not joined just to be left), then
- * frees the client.
+/* Leaves the group on every server it holds a session with, also one a
+ * call timed out on (over a fresh socket, waiting at most 1 s when only
+ * such servers are left; one that still does not answer forgets the
+ * client when its lease expires; one the heartbeat found restarted never
+ * knew it, and is not joined just to be left), then frees the client.
  * A server that does not keep alive stops when its last client is gone.
  * Returns the first error of the leave; the client is freed either way.
  * NULL is fine. */
@@ -339,6 +340,10 @@ GKV_API gkv_err gkv_client_opt_reset(gkv_client *c, const char *name,
 /* Waits until all opts.group_size clients of this group have called it
  * (the barrier server is machine 0, server 0). 'timeout_ms' 0 = the
  * client's timeout; a barrier may wait for slow peers, so give a long one.
+ * A barrier that timed out still counts as this client's arrival (the
+ * others may pass with it): call it again, and the retry returns at once
+ * if they did, or waits for them if not; the group stays in step either
+ * way (doc/PROTOCOL.md, BARRIER).
  * Errors: GKV_EINVAL (group_size unknown or mismatched), GKV_ETIMEDOUT. */
 GKV_API gkv_err gkv_client_barrier(gkv_client *c, int timeout_ms);
 

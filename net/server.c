@@ -814,8 +814,13 @@ op_handshake(gkv_server *s, struct req *r)
         old->last_ms = now;
         old->ndone = old->done_next = 0;
         /* a new session may be a new process, whose barriers count from 1
-         * again: an old release must not answer its first one */
-        old->bar_any = 0;
+         * again: an old release must not answer its first one. But the
+         * same client rejoining after a barrier timed out (RESUME) retries
+         * that barrier, which the group may have passed with the request
+         * it abandoned: the retry must be answered, not parked as a new
+         * barrier the group has moved past */
+        if (!(hs.flags & NET_HS_RESUME))
+            old->bar_any = 0;
         /* an observer may become a member (its end then counts), not
          * the reverse (refused above) */
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
@@ -825,8 +830,9 @@ op_handshake(gkv_server *s, struct req *r)
                      (unsigned long long)dropped, LOG_WINDOW_MS / 1000);
             slog(s, "rejoin: group '%s' rank %u (new session; the old one "
                  "was last heard %llu ms ago%s)", hs.group, hs.rank,
-                 (unsigned long long)idle, idle < 1000 ? ": two clients "
-                 "with one group and rank?" : "");
+                 (unsigned long long)idle, (hs.flags & NET_HS_RESUME) ?
+                 "; the same client after a failed call" : idle < 1000 ?
+                 ": two clients with one group and rank?" : "");
         }
     } else if (s->sv_nsess >= SESS_MAX ||
                (g = group_find(s, hs.group, 1)) == NULL) {

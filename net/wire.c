@@ -509,7 +509,8 @@ net__dec_hs_req(net_rd *r, net_hs_req *o)
     o->rank = net__rd_u32(r, "handshake.rank");
     o->flags = net__rd_u32(r, "handshake.flags");
     net__rd_bytes(r, o->mac, NET_MAC_LEN, "handshake.proof");
-    if (!r->err && (o->flags & ~(NET_HS_PROOF | NET_HS_OBSERVER)))
+    if (!r->err &&
+        (o->flags & ~(NET_HS_PROOF | NET_HS_OBSERVER | NET_HS_RESUME)))
         rd_fail(r, "handshake: unknown flags 0x%x", o->flags);
     return done(r);
 }

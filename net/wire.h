@@ -186,6 +186,10 @@ typedef struct net_hello_rep {
 #define NET_HS_PROOF    0x01u         /* the request carries a proof */
 #define NET_HS_OBSERVER 0x02u         /* an observer (kvctl): its leaving
                                        * never stops the server */
+#define NET_HS_RESUME   0x04u         /* the same client again (a rejoin
+                                       * after a failed call, not a new
+                                       * process): the member keeps the seq
+                                       * of its last released barrier */
 typedef struct net_hs_req {
     unsigned char nonce[NET_NONCE_LEN];
     char group[NET_GROUP_MAX + 1];

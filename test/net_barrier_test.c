@@ -1,0 +1,368 @@
+/* net_barrier_test.c - what a failed call leaves behind, against real
+ * gkv-server processes on loopback (started and killed by PID; teardown
+ * reaps every one, also after a failed assertion):
+ *   - a barrier that timed out may still count (its request stays parked
+ *     on the server, the session alive): the late rank passes with it,
+ *     and the timed-out rank's retry of that barrier is answered as
+ *     passed; or, when the rank rejoined first (its parked request gone),
+ *     the late rank waits. Either way the group goes on in step (before,
+ *     the retry parked as a new barrier and every later barrier failed on
+ *     both ranks);
+ *   - the barrier's timeout message quotes the barrier's own timeout;
+ *   - gkv_client_close after a timed-out call still leaves that server
+ *     (over a fresh socket): a server that does not keep alive stops at
+ *     once, not a lease later; a server that does not answer holds close
+ *     for a short while only;
+ *   - find_edges, in/out degrees and in_subgraph are cut to the server's
+ *     --max-msg (a request over it was dropped by nanomsg unanswered: the
+ *     call timed out), their answers equal to the partition's in-process;
+ *   - a heartbeat refused for the session a rejoin replaced does not mark
+ *     the new session stale (which made the next call hand-shake again). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "gkvt_graph.h"
+#include "gkvt_net.h"
+#include "gkv.h"
+
+#define MAXPROC 4
+
+static const char *const g_store[] = {"--create", "--no-prefault", NULL};
+
+static int
+setup(void **state)
+{
+    return gkvt_job_setup(state, sizeof (struct gkvt_job), "netbar", MAXPROC,
+                          NULL, 0);
+}
+
+static int
+teardown(void **state)
+{
+    return gkvt_job_teardown(state);
+}
+
+/* One store server with g_store and extra (NULL-terminated, may be NULL). */
+static struct gkvt_proc *
+serve_store(struct gkvt_job *f, const char *const *extra)
+{
+    const char *argv[16];
+    struct gkvt_proc *srv[1];
+    int n = 0;
+
+    for (int i = 0; g_store[i] != NULL; i++)
+        argv[n++] = g_store[i];
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 15; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
+    gkvt_serve(f, 1, 1, argv, srv);
+    return srv[0];
+}
+
+static gkv_client *
+client(struct gkvt_job *f, const char *group, uint32_t rank, int timeout_ms,
+       unsigned heartbeat_ms)
+{
+    gkv_client_opts o = {0};
+
+    o.group_size = 2;
+    o.timeout_ms = timeout_ms;
+    o.heartbeat_ms = heartbeat_ms;
+    return gkvt_connect(f->cfg, group, rank, &o);
+}
+
+/* Lines of the file that hold 'needle'. */
+static int
+lines_with(const char *path, const char *needle)
+{
+    char *text = gkvt_slurp(path), *line = text;
+    int n = 0;
+
+    while (line != NULL && *line != '\0') {
+        char *end = strchr(line, '\n');
+
+        if (end != NULL)
+            *end = '\0';
+        n += strstr(line, needle) != NULL;
+        line = end != NULL ? end + 1 : NULL;
+    }
+    free(text);
+    return n;
+}
+
+/* ---- barriers after a timeout ------------------------------------------- */
+
+struct bar {
+    gkv_client *c;
+    gkv_err rc;
+    char msg[1300];
+};
+
+static void *
+bar_run(void *arg)
+{
+    struct bar *b = arg;
+
+    b->rc = gkv_client_barrier(b->c, 10000);
+    snprintf(b->msg, sizeof b->msg, "%s", gkv_net_errmsg());
+    return NULL;
+}
+
+/* Both ranks enter a barrier, rank 0 first: both pass. */
+static void
+both_pass(gkv_client *r0, gkv_client *r1, int round)
+{
+    struct bar b0 = {r0, GKV_OK, ""}, b1 = {r1, GKV_OK, ""};
+    pthread_t t0, t1;
+
+    assert_int_equal(pthread_create(&t0, NULL, bar_run, &b0), 0);
+    gkvt_sleep_ms(50);
+    assert_int_equal(pthread_create(&t1, NULL, bar_run, &b1), 0);
+    pthread_join(t0, NULL);
+    pthread_join(t1, NULL);
+    if (b0.rc != GKV_OK || b1.rc != GKV_OK)
+        fail_msg("round %d: rank 0 %s (%s), rank 1 %s (%s)", round,
+                 gkv_err_name(b0.rc), b0.msg, gkv_err_name(b1.rc), b1.msg);
+}
+
+/* Rank 0's barrier times out; rank 1 comes late and passes with the
+ * request rank 0 abandoned (rank 0 did arrive). Rank 0's retry of that
+ * barrier is answered as passed at once, and the two go on in step. */
+static void
+test_timed_out_barrier_counts(void **state)
+{
+    struct gkvt_job *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    struct gkvt_proc *srv = serve_store(f, extra);
+    gkv_client *r0 = client(f, "g", 0, 5000, 0);
+    gkv_client *r1 = client(f, "g", 1, 5000, 0);
+    double t0;
+
+    /* the message quotes the barrier's 300 ms, not the client's 5000 */
+    NET_FAILS(gkv_client_barrier(r0, 300), GKV_ETIMEDOUT,
+              "no reply to barrier within 300 ms");
+    t0 = gkvt_now_s();
+    NET_OK(gkv_client_barrier(r1, 10000));
+    assert_true(gkvt_now_s() - t0 < 10);
+    /* rank 0 tries barrier 1 again: the group passed it */
+    t0 = gkvt_now_s();
+    NET_OK(gkv_client_barrier(r0, 10000));
+    assert_true(gkvt_now_s() - t0 < 10);
+    assert_true(gkvt_file_has(srv->log, "group 'g' rank 0: barrier 1 arrived "
+                              "again after it was released"));
+    assert_true(gkvt_file_has(srv->log, "the same client after a failed "
+                              "call"));
+    for (int round = 2; round <= 4; round++)
+        both_pass(r0, r1, round);
+    NET_OK(gkv_client_close(r0));
+    NET_OK(gkv_client_close(r1));
+}
+
+/* Rank 0's barrier times out, and another call of rank 0 rejoins (which
+ * takes its parked request out): rank 1 alone does not pass. Rank 1's
+ * timed-out barrier then counts for rank 0's next one, and rank 1's retry
+ * is answered as passed: still in step. */
+static void
+test_withdrawn_barrier_waits(void **state)
+{
+    struct gkvt_job *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    gkv_server_stats st;
+    gkv_client *r0, *r1;
+
+    serve_store(f, extra);
+    r0 = client(f, "g", 0, 5000, 0);
+    r1 = client(f, "g", 1, 5000, 0);
+    NET_FAILS(gkv_client_barrier(r0, 300), GKV_ETIMEDOUT, "within 300 ms");
+    NET_OK(gkv_client_stats(r0, 0, &st));       /* hand-shakes again */
+    NET_FAILS(gkv_client_barrier(r1, 400), GKV_ETIMEDOUT, "within 400 ms");
+    for (int round = 1; round <= 3; round++)
+        both_pass(r0, r1, round);
+    NET_OK(gkv_client_close(r0));
+    NET_OK(gkv_client_close(r1));
+}
+
+/* ---- close after a timed-out call ----------------------------------------- */
+
+/* The only client's barrier times out (its socket is closed; the server
+ * keeps its session): close still leaves, and the server, which does not
+ * keep alive, stops at once instead of waiting out the 8 s lease. */
+static void
+test_close_after_timeout_leaves(void **state)
+{
+    struct gkvt_job *f = *state;
+    const char *extra[] = {"--heartbeat-timeout", "8000", NULL};
+    struct gkvt_proc *srv = serve_store(f, extra);
+    gkv_client *c = client(f, "g", 0, 5000, 0);
+
+    NET_FAILS(gkv_client_barrier(c, 300), GKV_ETIMEDOUT, "within 300 ms");
+    NET_OK(gkv_client_close(c));
+    if (!gkvt_proc_wait(srv, 4000))
+        fail_msg("the server did not stop when its only client closed:\n%s",
+                 gkvt_slurp(srv->log));
+    assert_int_equal(gkvt_proc_code(srv), 0);
+    assert_true(gkvt_file_has(srv->log, "leave: group 'g' rank 0"));
+    assert_false(gkvt_file_has(srv->log, "lease expired"));
+}
+
+/* A server that stopped answering (SIGSTOP) after a call timed out: the
+ * LEAVE over a fresh socket holds close about a second, not the client's
+ * 5 s timeout, and close says so. */
+static void
+test_close_leave_bounded(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv = serve_store(f, NULL);
+    gkv_client *c = client(f, "g", 0, 5000, 0);
+    gkv_server_stats st;
+    double t0, took;
+
+    NET_OK(gkv_client_stats(c, 0, &st));
+    gkvt_stop_proc(srv->pid);
+    NET_FAILS(gkv_client_barrier(c, 200), GKV_ETIMEDOUT, "within 200 ms");
+    t0 = gkvt_now_s();
+    NET_FAILS(gkv_client_close(c), GKV_ETIMEDOUT,
+              "no reply to leave within 1000 ms");
+    took = gkvt_now_s() - t0;
+    if (took > 3.0)
+        fail_msg("close took %.2f s", took);
+    kill(srv->pid, SIGCONT);
+}
+
+/* ---- graph ID requests and --max-msg --------------------------------------- */
+
+#define GN 3000              /* nodes */
+#define GM 600               /* edges: i -> 5i mod GN, each in-degree <= 1 */
+
+static void
+test_graph_ids_cut_to_max_msg(void **state)
+{
+    struct gkvt_job *f = *state;
+    const char *extra[] = {"--max-msg", "8192", "--nosync", NULL};
+    int64_t src[GM], dst[GM], *nodes, *eids, *a, *b, *deg, *ref0, *ref1;
+    int64_t *s, *d, *e, *rs, *rd, *re;
+    size_t ne = 2000, m, rm;
+    gkv_client_opts o = {0};
+    gkv_server_stats st0, st1;
+    gkv_graph *g;
+    gkv_part *part;
+    gkv_client *c;
+
+    GKVT_OK(gkv_graph_new_homo(&g, GN));
+    for (int64_t i = 0; i < GM; i++) {
+        src[i] = i;
+        dst[i] = (5 * i) % GN;
+    }
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, GM));
+    gkvt_partition(g, f->dir, "parts", "g", 1, 3, NULL, 0, f->json,
+                   sizeof f->json);
+    gkv_graph_free(g);
+    GKVT_OK(gkv_part_open(&part, f->json, 0, 0));
+    gkvt_serve(f, 1, 1, extra, NULL);
+    o.timeout_ms = 5000;
+    c = gkvt_connect(f->cfg, "g", 0, &o);
+    nodes = malloc(GN * 8);
+    eids = malloc(ne * 8);
+    a = malloc(ne * 8);
+    b = malloc(ne * 8);
+    ref0 = malloc(GN * 8);                      /* GN >= ne */
+    ref1 = malloc(GN * 8);
+    deg = malloc(GN * 8);
+    assert_true(nodes && eids && a && b && ref0 && ref1 && deg);
+    for (size_t i = 0; i < GN; i++)
+        nodes[i] = (int64_t)((i * 7) % GN);     /* all of them, shuffled */
+    for (size_t i = 0; i < ne; i++)
+        eids[i] = (int64_t)((i * 11) % GM);
+    NET_OK(gkv_client_stats(c, 0, &st0));
+    /* 2000 edges: a 16 KB request and a 32 KB reply in one message */
+    NET_OK(gkv_client_find_edges(c, 0, eids, ne, a, b));
+    GKVT_OK(gkv_part_find_edges(part, 0, eids, ne, ref0, ref1));
+    assert_memory_equal(a, ref0, ne * 8);
+    assert_memory_equal(b, ref1, ne * 8);
+    /* 3000 nodes: a 24 KB request */
+    NET_OK(gkv_client_in_degrees(c, 0, nodes, GN, deg));
+    GKVT_OK(gkv_part_in_degrees(part, 0, nodes, GN, ref0));
+    assert_memory_equal(deg, ref0, GN * 8);
+    NET_OK(gkv_client_out_degrees(c, 0, nodes, GN, deg));
+    GKVT_OK(gkv_part_out_degrees(part, 0, nodes, GN, ref0));
+    assert_memory_equal(deg, ref0, GN * 8);
+    NET_OK(gkv_client_in_subgraph(c, 0, nodes, GN, &s, &d, &e, &m));
+    GKVT_OK(gkv_part_in_subgraph(part, 0, nodes, GN, &rs, &rd, &re, &rm));
+    assert_int_equal(m, GM);
+    assert_int_equal(m, rm);
+    assert_memory_equal(s, rs, m * 8);
+    assert_memory_equal(d, rd, m * 8);
+    assert_memory_equal(e, re, m * 8);
+    /* each was cut (4 KiB a message under an 8 KiB limit): find_edges
+     * into 8 (16 bytes an ID), the others into 6 (8 bytes) */
+    NET_OK(gkv_client_stats(c, 0, &st1));
+    assert_true(st1.requests - st0.requests >= 8 + 6 + 6 + 6);
+    gkv_free(s);
+    gkv_free(d);
+    gkv_free(e);
+    gkv_free(rs);
+    gkv_free(rd);
+    gkv_free(re);
+    free(nodes);
+    free(eids);
+    free(a);
+    free(b);
+    free(ref0);
+    free(ref1);
+    free(deg);
+    gkv_part_close(part);
+    NET_OK(gkv_client_close(c));
+}
+
+/* ---- heartbeats of a replaced session ------------------------------------ */
+
+/* Heartbeats back to back (every 1 ms) while calls time out and hand-shake
+ * again: a heartbeat that went out with the session a handshake then
+ * replaced is refused, and that refusal must not mark the new session
+ * stale. Each timeout costs exactly one rejoin; a second one (the stale
+ * mark) showed the race. A race: a run of n rounds that passes proves
+ * little alone, but it failed in about one round in ten before. */
+static void
+test_old_heartbeat_refusal(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv = serve_store(f, NULL);
+    gkv_client *c = client(f, "g", 0, 5000, 1);
+    gkv_server_stats st;
+    int n = 30, rejoins;
+
+    for (int i = 0; i < n; i++) {
+        NET_FAILS(gkv_client_barrier(c, 30), GKV_ETIMEDOUT, "within 30 ms");
+        NET_OK(gkv_client_stats(c, 0, &st));        /* one rejoin */
+        gkvt_sleep_ms(20);
+        NET_OK(gkv_client_stats(c, 0, &st));        /* none */
+        /* under the server's 50 logged rejoins per 10 s */
+        gkvt_sleep_ms(250);
+    }
+    NET_OK(gkv_client_close(c));
+    assert_true(gkvt_proc_wait(srv, 10000));
+    rejoins = lines_with(srv->log, "rejoin: group 'g' rank 0");
+    assert_false(gkvt_file_has(srv->log, "more rejoins in the last"));
+    if (rejoins != n)
+        fail_msg("%d timeouts, %d rejoins:\n%s", n, rejoins,
+                 gkvt_slurp(srv->log));
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_timed_out_barrier_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_withdrawn_barrier_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_after_timeout_leaves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_leave_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_graph_ids_cut_to_max_msg, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_old_heartbeat_refusal, setup, teardown),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests_name("net_barrier", tests, NULL, NULL);
+}
