@@ -1853,6 +1853,48 @@ steps_check(gkv_store *s, const char *name, const uint64_t *ids, uint64_t a,
     return GKV_OK;
 }
 
+/* The values an optimizer's row state may hold: a sum of squares
+ * (adagrad_s) or a second moment (adam_v) is finite and >= 0 (a negative
+ * one makes the next step's square root NaN), a first moment (adam_m)
+ * finite. Refused, naming the row's ID, before anything is written. The
+ * rows are f64 for an f64 tensor 'base', else f32; a length that does not
+ * fit is left to the length check. */
+static gkv_err
+moments_check(gkv_store *s, const char *name, const char *base, int nonneg,
+              const uint64_t *ids, uint64_t a, uint64_t count,
+              const void *rows, size_t len)
+{
+    gkv_tensor_desc d;
+    size_t es;
+
+    if (gkv_tensor_info(s, NULL, base, &d) != GKV_OK || !dtype_is_float(d.dtype)) {
+        kv__clear(s);                  /* the write names what is wrong */
+        return GKV_OK;
+    }
+    es = d.dtype == GKV_F64 ? 8 : 4;
+    if (len != count * d.row_elems * es)
+        return GKV_OK;
+    for (uint64_t i = 0; i < count * d.row_elems; i++) {
+        double v;
+
+        if (es == 8) {
+            memcpy(&v, (const unsigned char *)rows + i * 8, 8);
+        } else {
+            float f;
+            memcpy(&f, (const unsigned char *)rows + i * 4, 4);
+            v = f;
+        }
+        if (!isfinite(v) || (nonneg && v < 0))
+            return kv__fail(s, GKV_EINVAL, "optimizer state '%s': the row of "
+                            "ID %llu holds %g (element %llu); it must be %s",
+                            name, (unsigned long long)(ids != NULL ?
+                            ids[i / d.row_elems] : a + i / d.row_elems), v,
+                            (unsigned long long)(i % d.row_elems), nonneg ?
+                            "finite and 0 or more" : "finite");
+    }
+    return GKV_OK;
+}
+
 static gkv_err
 state_write(gkv_store *s, const char *name, int range, const uint64_t *ids,
             size_t n, uint64_t a, uint64_t b, const void *rows, size_t len,
@@ -1875,6 +1917,11 @@ state_write(gkv_store *s, const char *name, int range, const uint64_t *ids,
     if (is_step_state(&sw) && rows != NULL &&
         (rc = steps_check(s, name, range ? NULL : ids, a, range ? b - a : n,
                           rows, len)) != GKV_OK)
+        return rc;
+    if (!is_step_state(&sw) && rows != NULL &&
+        (rc = moments_check(s, name, base, sw.kind == KV_H_ADAGRAD || sw.idx == 1,
+                            range ? NULL : ids, a, range ? b - a : n, rows,
+                            len)) != GKV_OK)
         return rc;
     sw.base = base;
     sw.range = range;

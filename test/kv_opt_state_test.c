@@ -681,6 +681,29 @@ test_bad_input_changes_nothing(void **state)
                                  sizeof steps), GKV_EINVAL, want);
         }
         steps[6] = 7;
+        /* a negative sum of squares or second moment (the next step's
+         * square root would be NaN), a NaN first moment: refused, naming
+         * the row's ID; -0 is 0 */
+        {
+            char want[96];
+
+            rows[3 * W + 1] = -0.25f;
+            snprintf(want, sizeof want, "the row of ID %llu holds -0.25 "
+                     "(element 1); it must be finite and 0 or more",
+                     (unsigned long long)ids[3]);
+            BAD(gkv_tensor_push(s, "emb#adagrad_s", ids, 8, rows, sizeof rows,
+                                NULL), GKV_EINVAL, want);
+            BAD(gkv_tensor_push(s, "emb#adam_v", ids, 8, rows, sizeof rows,
+                                NULL), GKV_EINVAL, want);
+            snprintf(want, sizeof want, "the row of ID %llu holds -0.25",
+                     (unsigned long long)(LO + 3));
+            BAD(gkv_tensor_write(s, "emb#adam_v", LO, LO + 8, rows,
+                                 sizeof rows), GKV_EINVAL, want);
+            rows[3 * W + 1] = NAN;
+            BAD(gkv_tensor_push(s, "emb#adam_m", ids, 8, rows, sizeof rows,
+                                NULL), GKV_EINVAL, "it must be finite");
+            rows[3 * W + 1] = 0;
+        }
         /* state of a tensor that does not exist, of an integer tensor */
         BAD(gkv_tensor_push(s, "nope#adam_m", ids, 8, rows, sizeof rows, NULL),
             GKV_ENOTFOUND, "'nope'");
@@ -1242,6 +1265,17 @@ test_state_over_limits(void **state)
     }
     GKVT_OK(gkv_opt_state_info(s, NULL, "f#adam_t", &d, &ex));
     assert_int_equal(ex, 1);
+    {   /* a restore of a first moment below 0, a second moment of -0 */
+        float m[512], v[512], back[512];
+        for (int i = 0; i < 512; i++) {
+            m[i] = -0.5f;
+            v[i] = -0.0f;
+        }
+        GKVT_OK(gkv_tensor_push(s, "f#adam_m", &id, 1, m, sizeof m, NULL));
+        GKVT_OK(gkv_tensor_push(s, "f#adam_v", &id, 1, v, sizeof v, NULL));
+        GKVT_OK(gkv_tensor_pull(s, NULL, "f#adam_m", &id, 1, back, sizeof back));
+        assert_memory_equal(back, m, sizeof m);
+    }
     gkv_store_close(s);
     gkvt_rmtree(dir);
 }
