@@ -389,6 +389,38 @@ test_graph_job(void **state)
     free(got);
     free(want);
 
+    /* import --orig-ids: a file in original order lands at the new IDs,
+     * as a new tensor split by the book and over an existing one; without
+     * it the rows would sit at the wrong IDs */
+    KV(f, 0, "--ip-config", f->cfg, "import", "node/_N/again",
+                        path(f, "feat.npy"), "--orig-ids",
+                        path(f, "g/mapping/node-_N.npy"), NULL);
+    KV(f, 0, "--ip-config", f->cfg, "export", "node/_N/again",
+                        path(f, "again.npy"), NULL);
+    got = read_all(path(f, "again.npy"), &glen);
+    want = read_all(path(f, "out.npy"), &wlen);
+    assert_int_equal(glen, wlen);
+    assert_memory_equal(got, want, wlen);
+    free(got);
+    KV(f, 0, "--ip-config", f->cfg, "put", "node/_N/again", "5",
+                        "1,2,3,4,5", NULL);
+    KV(f, 0, "--ip-config", f->cfg, "import", "node/_N/again",
+                        path(f, "feat.npy"), "--orig-ids",
+                        path(f, "g/mapping/node-_N.npy"), "--replace", NULL);
+    KV(f, 0, "--ip-config", f->cfg, "export", "node/_N/again",
+                        path(f, "again.npy"), NULL);
+    got = read_all(path(f, "again.npy"), &glen);
+    assert_int_equal(glen, wlen);
+    assert_memory_equal(got, want, wlen);
+    free(got);
+    free(want);
+    /* the mapping of another type (fewer entries): refused, nothing sent */
+    write_npy(path(f, "short.npy"), GKV_I64, (int64_t[3]){0, 1, 2}, 3, 1);
+    KV(f, 1, "--ip-config", f->cfg, "import", "node/_N/again",
+                        path(f, "feat.npy"), "--orig-ids", path(f, "short.npy"),
+                        "--replace", NULL);
+    has(f->err, "has 3 entries, but");
+
     /* ls and info: the whole job's rows, machine by machine */
     KV(f, 0, "--ip-config", f->cfg, "ls", NULL);
     snprintf(line, sizeof line, "%s\tf32\t%dx%d\t[0,%d)\t", name, NN, FW, NN);
@@ -719,6 +751,16 @@ test_job_writes(void **state)
     free(got);
     free(ck);
     KV(f, 2, "--ip-config", f->cfg, "reset-opt", "emb", "sgd", NULL);
+    /* servers list no state: info says so rather than "none" */
+    KV(f, 0, "--ip-config", f->cfg, "info", "emb", NULL);
+    has(f->out, "state:       (servers do not list it: get or export "
+                "emb#adagrad_s");
+    KV(f, 0, "--json", "--ip-config", f->cfg, "info", "emb", NULL);
+    {
+        json_t *j = parse_json(f->out);
+        assert_true(json_is_null(json_object_get(j, "state_tensors")));
+        json_decref(j);
+    }
     KV(f, 1, "--ip-config", f->cfg, "reset-opt", "nope", NULL);
     has(f->err, "no server holds tensor 'nope'");
 

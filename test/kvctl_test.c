@@ -1139,6 +1139,76 @@ test_bad_import_changes_nothing(void **state)
     free(s0.rows);
 }
 
+static void write_npy_i64(const char *p, const int64_t *v, uint64_t n,
+                          uint64_t cols);
+
+/* import --orig-ids: a file in original-ID order (export --orig-ids)
+ * comes back at the new IDs, as a tensor and as optimizer state; a
+ * mapping of the wrong length, with an ID twice, or not covering the new
+ * tensor's rows, and --lo beside it, are refused before the store
+ * changes. */
+static void
+test_import_orig_ids(void **state)
+{
+    struct fx *f = *state;
+        int64_t map[50];
+    unsigned char *a, *b;
+    size_t al, bl;
+    struct snap s0;
+
+    for (int i = 0; i < 50; i++)
+        map[i] = (17 * i + 3) % 50;
+    write_npy_i64(path(f, "map.npy"), map, 50, 0);
+    assert_int_equal(kv(f, f->st, "create", "e", "--dtype", "f32", "--range",
+                        "0:50", "--shape", "3", "--init", "uniform:0,1", NULL), 0);
+    assert_int_equal(kv(f, f->st, "export", "e", path(f, "orig.npy"),
+                        "--orig-ids", path(f, "map.npy"), NULL), 0);
+    assert_int_equal(kv(f, f->st, "import", "e2", path(f, "orig.npy"),
+                        "--orig-ids", path(f, "map.npy"), NULL), 0);
+    assert_int_equal(kv(f, f->st, "export", "e", path(f, "a.npy"), NULL), 0);
+    assert_int_equal(kv(f, f->st, "export", "e2", path(f, "b.npy"), NULL), 0);
+    a = read_file(path(f, "a.npy"), &al);
+    b = read_file(path(f, "b.npy"), &bl);
+    assert_int_equal(al, bl);
+    assert_memory_equal(a, b, al);
+    free(b);
+    /* optimizer state: the same file as e#adagrad_s, read back in order */
+    assert_int_equal(kv(f, f->st, "import", "e#adagrad_s", path(f, "orig.npy"),
+                        "--orig-ids", path(f, "map.npy"), NULL), 0);
+    assert_int_equal(kv(f, f->st, "export", "e#adagrad_s", path(f, "s.npy"),
+                        NULL), 0);
+    b = read_file(path(f, "s.npy"), &bl);
+    assert_int_equal(al, bl);
+    assert_memory_equal(a, b, al);
+    free(a);
+    free(b);
+
+    /* refusals: nothing changes */
+    assert_int_equal(kv(f, f->st, "create", "keep", "--dtype", "f32", "--range",
+                        "0:10", "--init", "const:2", NULL), 0);
+    snap_take(f, &s0);
+    map[7] = map[8];
+    write_npy_i64(path(f, "dup.npy"), map, 50, 0);
+    assert_int_equal(kv(f, f->st, "import", "e3", path(f, "orig.npy"),
+                        "--orig-ids", path(f, "dup.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "comes twice"));
+    write_npy_i64(path(f, "short.npy"), map, 49, 0);
+    assert_int_equal(kv(f, f->st, "import", "e3", path(f, "orig.npy"),
+                        "--orig-ids", path(f, "short.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "has 49 entries, but"));
+    for (int i = 0; i < 50; i++)
+        map[i] = 10 + (17 * i + 3) % 50;      /* [10, 60): not [0, 50) */
+    write_npy_i64(path(f, "off.npy"), map, 50, 0);
+    assert_int_equal(kv(f, f->st, "import", "e3", path(f, "orig.npy"),
+                        "--orig-ids", path(f, "off.npy"), NULL), 1);
+    assert_non_null(strstr(f->err, "needs each of [0, 50)"));
+    assert_int_equal(kv(f, f->st, "import", "e3", path(f, "orig.npy"),
+                        "--orig-ids", path(f, "map.npy"), "--lo", "3", NULL), 2);
+    snap_check(f, &s0);
+    free(s0.ls);
+    free(s0.rows);
+}
+
 /* A create or import whose store open fails after LMDB made the files
  * (here the 1 GiB map cannot be reserved under ulimit -v; a full disk
  * does the same) removes what it made: no directory, or the empty
@@ -1987,6 +2057,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_import_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_open_leaves_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_import_orig_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_import_existing_name, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signals_during_import, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signal_during_export, setup, teardown),

@@ -170,9 +170,9 @@ static const struct cmd cmds[] = {
      "  --chunk-rows N   rows per chunk (default: chosen from the row size)\n"},
     {"import", cmd_import, 2, 2,
      BIT(O_DTYPE) | BIT(O_DIM) | BIT(O_LO) | BIT(O_REPLACE) | BIT(O_HOT) |
-     BIT(O_CHUNK_ROWS),
-     "import NAME FILE [--dtype DT --dim D1[,D2..]] [--lo N] [--replace]\n"
-     "                     [--hot] [--chunk-rows N]",
+     BIT(O_CHUNK_ROWS) | BIT(O_ORIG_IDS),
+     "import NAME FILE [--dtype DT --dim D1[,D2..]] [--lo N | --orig-ids\n"
+     "                     MAPPING.npy] [--replace] [--hot] [--chunk-rows N]",
      "Loads FILE as tensor NAME, creating the store if missing. FILE is a\n"
      ".npy file (found by its magic; C order, little-endian, dtypes <f4 <f2\n"
      "<f8 |i1 |u1 |b1 <i4 <i8; bool |b1 is stored as u8 0/1) whose first dim\n"
@@ -183,7 +183,14 @@ static const struct cmd cmds[] = {
      "                   size / row bytes\n"
      "  --lo N           global ID of the first row (default 0)\n"
      "  --replace        replace an existing tensor NAME (else it is an error)\n"
-     "  --hot, --chunk-rows N   chunking, as for create\n\n"
+     "  --hot, --chunk-rows N   chunking, as for create\n"
+     "  --orig-ids MAPPING.npy\n"
+     "                   row i of FILE is the row of new ID MAPPING[i]: a file\n"
+     "                   in original-ID order (export --orig-ids wrote it)\n"
+     "                   with gkv-partition's mapping/node-NTYPE.npy; into a\n"
+     "                   store or a new tensor the new IDs must be exactly\n"
+     "                   [0, rows) (the whole type), into an existing tensor\n"
+     "                   through servers distinct IDs it holds\n\n"
      "With --server or --ip-config the rows are pushed (assign) through the\n"
      "servers, batch by batch: a missing NAME is created first (split across\n"
      "the machines as create splits it) and removed again if the import\n"
@@ -1483,7 +1490,7 @@ cmd_info(struct ctx *c)
             }
             return ex;
         }
-        state = json_array();
+        state = json_null();        /* unknown, not "none" */
         goto show;
     }
     if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
@@ -1537,7 +1544,10 @@ show:
     else
         printf("id:          %" PRIu32 "\n", d.id);
     printf("state:       ");
-    if (json_array_size(state) == 0)
+    if (json_is_null(state))
+        printf("(servers do not list it: get or export %s#adagrad_s, "
+               "#adam_m, ... read it; zeros when never pushed)", d.name);
+    else if (json_array_size(state) == 0)
         printf("-");
     for (size_t i = 0; i < json_array_size(state); i++)
         printf("%s%s", i ? " " : "", json_string_value(json_array_get(state, i)));
@@ -2033,6 +2043,123 @@ state_desc(struct ctx *c, gkv_txn *tx, const char *name, gkv_tensor_desc *d,
     return rc == GKV_OK ? EX_OK : fail_gkv(c->s, rc, "'%.64s'", name);
 }
 
+/* import --orig-ids MAPPING.npy: row i of FILE is the row of new ID
+ * MAPPING[i] (gkv-partition's mapping/node-NTYPE.npy, original ID -> new
+ * ID, int64). */
+struct origmap {
+    gkv_npy_map m;
+    uint64_t n, min, max;        /* entries; their smallest and largest */
+    uint64_t *inv;               /* origmap_perm: inv[id - lo] = FILE row */
+};
+
+static uint64_t
+origmap_at(const struct origmap *o, uint64_t i)
+{
+    int64_t v;
+
+    memcpy(&v, (const unsigned char *)o->m.data + i * 8, 8);
+    return (uint64_t)v;
+}
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Maps MAPPING and checks it against a FILE of 'rows' rows: int64, N or
+ * N x 1, N = rows, every new ID >= 0 and none twice. */
+static int
+origmap_open(struct origmap *o, const char *map, const char *file,
+             uint64_t rows)
+{
+    uint64_t *sorted;
+    char msg[512];
+    gkv_err rc;
+
+    if ((rc = gkv_npy_map_open(&o->m, map, msg, sizeof msg)) == GKV_EFORMAT)
+        return fail("import: --orig-ids '%s': %s: %s", map, gkv_strerror(rc),
+                    msg);
+    if (rc != GKV_OK)
+        return fail("import: --orig-ids '%s': %s", map, msg);
+    if (o->m.hdr.dtype != GKV_I64 || o->m.hdr.is_bool || o->m.hdr.ndim > 2 ||
+        (o->m.hdr.ndim == 2 && o->m.hdr.shape[1] != 1))
+        return fail("import: --orig-ids '%s': %s: expected an int64 array "
+                    "with one new ID per original ID (N or N x 1, as "
+                    "gkv-partition writes mapping/node-NTYPE.npy)", map,
+                    gkv_strerror(GKV_EFORMAT));
+    o->n = o->m.hdr.shape[0];
+    if (o->n != rows)
+        return fail("import: --orig-ids '%s' has %" PRIu64 " entries, but "
+                    "'%s' has %" PRIu64 " rows: the mapping of another type "
+                    "or graph?", map, o->n, file, rows);
+    if ((sorted = malloc(o->n * sizeof *sorted)) == NULL)
+        return fail("out of memory");
+    for (uint64_t i = 0; i < o->n; i++) {
+        sorted[i] = origmap_at(o, i);
+        if ((int64_t)sorted[i] < 0) {
+            free(sorted);
+            return fail("import: --orig-ids '%s': %s: original ID %" PRIu64
+                        " maps to %" PRId64 ", not a new ID", map,
+                        gkv_strerror(GKV_ERANGE), i, (int64_t)origmap_at(o, i));
+        }
+    }
+    qsort(sorted, o->n, sizeof *sorted, u64_cmp);
+    for (uint64_t i = 1; i < o->n; i++)
+        if (sorted[i] == sorted[i - 1]) {
+            uint64_t dup = sorted[i];
+            free(sorted);
+            return fail("import: --orig-ids '%s': new ID %" PRIu64 " comes "
+                        "twice: not a mapping", map, dup);
+        }
+    o->min = sorted[0];
+    o->max = sorted[o->n - 1];
+    free(sorted);
+    return EX_OK;
+}
+
+/* The new IDs must be exactly [lo, lo + n): fills o->inv. */
+static int
+origmap_perm(struct origmap *o, const char *map, uint64_t lo)
+{
+    /* n distinct IDs from lo to lo + n - 1 are each of them once */
+    if (o->min != lo || o->max - o->min != o->n - 1)
+        return fail("import: --orig-ids '%s': %s: the new IDs run from %"
+                    PRIu64 " to %" PRIu64 "; a new tensor of %" PRIu64 " rows "
+                    "needs each of [%" PRIu64 ", %" PRIu64 ")", map,
+                    gkv_strerror(GKV_ERANGE), o->min, o->max, o->n, lo,
+                    lo + o->n);
+    if ((o->inv = malloc(o->n * sizeof *o->inv)) == NULL)
+        return fail("out of memory");
+    for (uint64_t i = 0; i < o->n; i++)
+        o->inv[origmap_at(o, i) - lo] = i;
+    return EX_OK;
+}
+
+static void
+origmap_close(struct origmap *o)
+{
+    gkv_npy_map_close(&o->m);
+    free(o->inv);
+    o->inv = NULL;
+}
+
+/* Rows [at, at + n) of the tensor being imported from 'data': the file's
+ * own rows, or (o->inv) the file rows they map from, gathered into buf. */
+static const unsigned char *
+origmap_rows(const struct origmap *o, const unsigned char *data,
+             size_t row_bytes, uint64_t at, uint64_t n, unsigned char *buf)
+{
+    if (o == NULL || o->inv == NULL)
+        return data + at * row_bytes;
+    for (uint64_t k = 0; k < n; k++)
+        memcpy(buf + k * row_bytes, data + o->inv[at + k] * row_bytes,
+               row_bytes);
+    return buf;
+}
+
 /* Whether the mapped file's rows are rows of d (dtype and row shape) and
  * fit [lo, lo + rows) inside d's range; EX_FAIL, printed, when not.
  * 'note' follows the row shape in the message. */
@@ -2069,9 +2196,11 @@ rows_fit(const char *file, const gkv_npy_map *m, const gkv_tensor_desc *d,
  * creates a missing companion zero-filled and checks step counts). */
 static int
 import_state(struct ctx *c, const char *name, const char *file,
-             const gkv_npy_map *m, uint64_t lo, int have_lo)
+             const gkv_npy_map *m, uint64_t lo, int have_lo,
+             struct origmap *om)
 {
     uint64_t rows = m->hdr.shape[0];
+    unsigned char *buf = NULL;
     gkv_tensor_desc d;
     int exists, ex;
     gkv_err rc;
@@ -2085,8 +2214,18 @@ import_state(struct ctx *c, const char *name, const char *file,
     if (rows_fit(file, m, &d, lo, exists ? "" :
                  " (as the state of its tensor would be)") != EX_OK)
         return EX_FAIL;
-    if ((rc = gkv_tensor_write(c->s, name, lo, lo + rows, m->data,
-                               (size_t)rows * d.row_bytes)) != GKV_OK)
+    /* in the store's ID order: one write, so one transaction */
+    if (om != NULL && (origmap_perm(om, c->opt[O_ORIG_IDS], lo) != EX_OK ||
+                       (buf = malloc(rows * d.row_bytes)) == NULL)) {
+        if (om->inv != NULL)
+            fail("out of memory");
+        return EX_FAIL;
+    }
+    rc = gkv_tensor_write(c->s, name, lo, lo + rows,
+                          origmap_rows(om, m->data, d.row_bytes, 0, rows, buf),
+                          (size_t)rows * d.row_bytes);
+    free(buf);
+    if (rc != GKV_OK)
         return fail_gkv(c->s, rc, "import: optimizer state '%s'", name);
     return EX_OK;
 }
@@ -2122,7 +2261,8 @@ cmd_reset_opt(struct ctx *c)
  * first row is sent. */
 static int
 import_remote(struct ctx *c, const char *name, const char *file,
-              const gkv_npy_map *m, gkv_tensor_spec *sp, int state)
+              const gkv_npy_map *m, gkv_tensor_spec *sp, int state,
+              struct origmap *om)
 {
     const unsigned char *data = m->data;
     uint64_t rows = m->hdr.shape[0], step, at = 0, sent = 0, *ids = NULL;
@@ -2134,6 +2274,9 @@ import_remote(struct ctx *c, const char *name, const char *file,
 
     rc = gkv_client_tensor_info(c->cl, name, &d);
     if (rc == GKV_ENOTFOUND && !state) {
+        /* a new tensor [lo, lo + rows): a mapping must fill it */
+        if (om != NULL && origmap_perm(om, c->opt[O_ORIG_IDS], sp->lo) != EX_OK)
+            return EX_FAIL;
         if ((rc = gkv_client_create(c->cl, name, sp, -1)) != GKV_OK)
             return fail_net(rc, "import: creating tensor '%s' on %s", name,
                             c->where);
@@ -2154,12 +2297,22 @@ import_remote(struct ctx *c, const char *name, const char *file,
     } else if (c->opt[O_LO] == NULL) {
         sp->lo = d.lo;              /* over the tensor's first rows */
     }
+    if (om != NULL)
+        sp->lo = d.lo;              /* the shape check; the IDs are om's */
     if (rows_fit(file, m, &d, sp->lo, "") != EX_OK)
         goto out;
+    if (om != NULL && (om->min < d.lo || om->max >= d.hi)) {
+        fail("import: --orig-ids '%s': %s: new IDs %" PRIu64 " to %" PRIu64
+             " are not all inside %s '%s' [%" PRIu64 ", %" PRIu64 ")",
+             c->opt[O_ORIG_IDS], gkv_strerror(GKV_ERANGE), om->min, om->max,
+             state ? "optimizer state" : "tensor", name, d.lo, d.hi);
+        goto out;
+    }
     bd = d;                         /* a companion is where its tensor is */
     base_name(d.name, bd.name);
     if (c->ipc != NULL && !created &&
-        job_check(c, "import", &bd, sp->lo, sp->lo + rows) != EX_OK)
+        job_check(c, "import", &bd, om != NULL ? om->min : sp->lo,
+                  om != NULL ? om->max + 1 : sp->lo + rows) != EX_OK)
         goto out;
     /* batches a server answers within its timeout, as export's */
     step = SLICE_BYTES / 8 / d.row_bytes;
@@ -2173,14 +2326,15 @@ import_remote(struct ctx *c, const char *name, const char *file,
     while (at < rows && !tools__got_signal) {
         size_t n = (size_t)(rows - at < step ? rows - at : step);
 
-        for (size_t i = 0; i < n; i++)
-            ids[i] = sp->lo + at + i;
+        for (size_t i = 0; i < n; i++)   /* the file's rows, in its order */
+            ids[i] = om != NULL ? origmap_at(om, at + i) : sp->lo + at + i;
         sent = at + n;
         if ((rc = gkv_client_push(c->cl, name, ids, n, data + at * d.row_bytes,
                                   n * d.row_bytes, NULL)) != GKV_OK) {
             tools__progress_end(&bar, 0);
-            fail_net(rc, "import: tensor '%s' on %s: rows [%" PRIu64 ", %"
-                     PRIu64 ")", name, c->where, sp->lo + at, sp->lo + sent);
+            fail_net(rc, "import: tensor '%s' on %s: %s [%" PRIu64 ", %"
+                     PRIu64 ")", name, c->where, om ? "the file's rows" : "rows",
+                     om ? at : sp->lo + at, om ? sent : sp->lo + sent);
             goto out;
         }
         at = sent;
@@ -2202,6 +2356,11 @@ out:
         else
             fail_net(rc, "import: could not remove tensor '%s', which this "
                      "import created and wrote in part", name);
+    } else if (om != NULL) {
+        fprintf(stderr, PROG ": import: the file's rows [0, %" PRIu64 ") were "
+                "written to '%s', its rows [%" PRIu64 ", %" PRIu64 ") may be "
+                "in part, the rest are as they were: import again to finish\n",
+                at, name, at, sent);
     } else {
         fprintf(stderr, PROG ": import: rows [%" PRIu64 ", %" PRIu64 ") of "
                 "'%s' were written, rows [%" PRIu64 ", %" PRIu64 ") may be in "
@@ -2221,7 +2380,9 @@ cmd_import(struct ctx *c)
     int nd = 0, ex = EX_FAIL, have_tmp = 0;
     int state = strchr(name, '#') != NULL;   /* a companion: a restore */
     const unsigned char *data;
+    unsigned char *gather = NULL;
     gkv_npy_map m = {0};
+    struct origmap om, *omp = NULL;
     gkv_tensor_spec sp;
     gkv_tensor_desc d;
     tools_progress bar = {0};
@@ -2229,7 +2390,11 @@ cmd_import(struct ctx *c)
     gkv_err rc;
 
     memset(&sp, 0, sizeof sp);
+    memset(&om, 0, sizeof om);
     /* ---- arguments: usage errors before any file or store is touched */
+    if (c->opt[O_ORIG_IDS] != NULL && c->opt[O_LO] != NULL)
+        return usage_error("import: --orig-ids gives the rows' IDs; --lo does "
+                           "not go with it");
     if (raw) {
         if (c->opt[O_DTYPE] == NULL || c->opt[O_DIM] == NULL)
             return usage_error("import: raw input needs both --dtype and --dim");
@@ -2302,14 +2467,23 @@ cmd_import(struct ctx *c)
     sp.hi = sp.lo + rows;
     sp.init = GKV_INIT_ZEROS;           /* unwritten zeros cost nothing */
     data = m.data;
+    if (c->opt[O_ORIG_IDS] != NULL) {
+        if ((ex = origmap_open(&om, c->opt[O_ORIG_IDS], file, rows)) != EX_OK)
+            goto out;
+        omp = &om;
+        ex = EX_FAIL;
+    }
     if (c->remote) {
-        ex = import_remote(c, name, file, &m, &sp, state);
+        ex = import_remote(c, name, file, &m, &sp, state, omp);
         goto out;
     }
     if (state) {
-        ex = import_state(c, name, file, &m, sp.lo, c->opt[O_LO] != NULL);
+        ex = import_state(c, name, file, &m, sp.lo, c->opt[O_LO] != NULL, omp);
         goto out;
     }
+    /* a new tensor [lo, lo + rows), written in ID order */
+    if (omp != NULL && (ex = origmap_perm(omp, c->opt[O_ORIG_IDS], sp.lo)) != EX_OK)
+        goto out;
 
     /* ---- the store */
     if ((ex = store_open(c, GKV_CREATE)) != EX_OK)
@@ -2345,13 +2519,18 @@ cmd_import(struct ctx *c)
     step = SLICE_BYTES / d.row_bytes / d.chunk_rows * d.chunk_rows;
     if (step == 0)
         step = d.chunk_rows;
+    if (omp != NULL && (gather = malloc(step * d.row_bytes)) == NULL) {
+        fail("out of memory");
+        goto out;
+    }
     snprintf(why, sizeof why, "import %s", name);
     tools__progress_start(&bar, why, m.hdr.data_bytes);
     while (done_rows < rows && !tools__got_signal) {
         uint64_t n = rows - done_rows < step ? rows - done_rows : step;
 
         rc = gkv_tensor_write(c->s, tmp, sp.lo + done_rows, sp.lo + done_rows + n,
-                              data + done_rows * d.row_bytes, n * d.row_bytes);
+                              origmap_rows(omp, data, d.row_bytes, done_rows, n,
+                                           gather), n * d.row_bytes);
         if (rc != GKV_OK) {
             tools__progress_end(&bar, 0);
             fail_gkv(c->s, rc, "import: writing rows [%" PRIu64 ", %" PRIu64
@@ -2384,6 +2563,8 @@ out:
         fail_gkv(c->s, rc, "import: could not remove temporary tensor '%s'; "
                  "remove it with: kvctl %s rm '%s'", tmp, c->path, tmp);
     gkv_npy_map_close(&m);
+    origmap_close(&om);
+    free(gather);
     if (c->s != NULL)
         store_close(c, ex != EX_OK);
     if (tools__got_signal && ex != EX_OK) {
