@@ -331,8 +331,9 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
  *     GKV_EINVAL), and tensor T exists (else GKV_ENOTFOUND) with a
  *     floating dtype (else GKV_EINVAL);
  *   - lengths and IDs fit the companion's rows as above (GKV_ESHAPE,
- *     GKV_ERANGE), and every step count is 0 to INT64_MAX - 1
- *     (GKV_EINVAL, naming the row and the value);
+ *     GKV_ERANGE), every step count is 0 to INT64_MAX - 1, every
+ *     adagrad_s and adam_v value finite and >= 0, every adam_m value
+ *     finite (GKV_EINVAL, naming the row's ID and the value);
  *   - a companion already stored has those rows (GKV_ECORRUPT otherwise:
  *     a leftover or damage, which gkv_opt_reset drops).
  * Step counts do not saturate: INT64_MAX is refused, and an adam push to
