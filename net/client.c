@@ -1394,8 +1394,13 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
     if (gethostname(c->host, sizeof c->host - 1) != 0)
         c->host[0] = '\0';
     if (token != NULL) {
+        /* as a token file is read (gkv_token_load, the server's): trailing
+         * blanks and newlines are not part of the secret */
+        size_t tl = strlen(token);
+        while (tl > 1 && strchr(" \t\r\n", token[tl - 1]) != NULL)
+            tl--;
         c->auth = 1;
-        net__token_key(token, strlen(token), c->key);
+        net__token_key(token, tl, c->key);
     }
     deadline = mono_ms() + (uint64_t)c->timeout_ms;
     c->single = addr != NULL;
@@ -1484,6 +1489,14 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
     return GKV_OK;
 fail:
     client_free(c);
+    if (rc == GKV_EPERM && token != NULL && strchr(token, '/') != NULL &&
+        access(token, F_OK) == 0) {
+        /* the commonest slip: GKV_TOKEN_FILE's path passed as the token */
+        char was[512];
+        snprintf(was, sizeof was, "%s", gkv_net_errmsg());
+        rc = net__fail(rc, "%s; the token given is the name of a file: pass "
+                       "its contents (gkv_token_load)", was);
+    }
     return rc;
 }
 

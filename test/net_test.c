@@ -923,6 +923,14 @@ test_token(void **state)
                      GKV_EPERM);
     assert_null(c);
     assert_non_null(strstr(gkv_net_errmsg(), "wrong token"));
+    /* the token as read from a file with its newline: the same secret */
+    NET_OK(gkv_client_connect(&c, f->cfg, "correct horse\n", "job", 0, &o));
+    NET_OK(gkv_client_close(c));
+    /* the token file's path instead of its contents: said so */
+    assert_int_equal(gkv_client_connect(&c, f->cfg, tok, "job", 1, &o), GKV_EPERM);
+    assert_non_null(strstr(gkv_net_errmsg(), "wrong token"));
+    assert_non_null(strstr(gkv_net_errmsg(), "the token given is the name of "
+                           "a file: pass its contents (gkv_token_load)"));
     assert_int_equal(gkv_client_connect(&c, f->cfg, NULL, "job", 1, &o), GKV_EPERM);
     assert_non_null(strstr(gkv_net_errmsg(), "requires a token"));
     s = raw_socket(f, 3000);
