@@ -143,6 +143,8 @@ struct gkv_server {
                                       * ("emb*"); sv_nwb of them */
     size_t sv_nwb;
     unsigned sv_flush_ms;
+    atomic_uint_fast64_t sv_wb_taken; /* tensors put in write-back mode */
+    atomic_uint_fast64_t sv_wb_held; /* ... and not deleted since */
     pthread_t *sv_thr;
     FILE *sv_log;
     uint64_t sv_start_mono;
@@ -912,38 +914,100 @@ ids_aligned(const unsigned char *p, size_t n, uint64_t **tmp)
 
 /* ---- write-back tensors (gkv_server_opts.writeback) ---------------- */
 
-/* Whether tensor 'name' is one the server keeps in write-back mode. */
+/* The first write-back pattern that tensor 'name' matches (its index),
+ * or -1: none, or a state companion ('#': it goes with its tensor). */
 static int
-wb_match(const gkv_server *s, const char *name)
+wb_pattern(const gkv_server *s, const char *name)
 {
     if (strchr(name, '#') != NULL)      /* state goes with its tensor */
-        return 0;
+        return -1;
     for (size_t i = 0; i < s->sv_nwb; i++) {
         size_t n = strlen(s->sv_wb[i]);
         if (n > 0 && s->sv_wb[i][n - 1] == '*'
             ? strncmp(name, s->sv_wb[i], n - 1) == 0
             : strcmp(name, s->sv_wb[i]) == 0)
-            return 1;
+            return (int)i;
     }
-    return 0;
+    return -1;
 }
 
-/* Puts tensor 'name' in write-back mode and says so. */
+/* Whether tensor 'name' is one the server keeps in write-back mode. */
+static int
+wb_match(const gkv_server *s, const char *name)
+{
+    return wb_pattern(s, name) >= 0;
+}
+
+/* Puts tensor 'name' in write-back mode and says so: at start ('by' NULL)
+ * or when a client created it ('by': "group 'g' rank r"). */
 static gkv_err
-wb_begin(gkv_server *s, const char *name)
+wb_begin(gkv_server *s, const char *name, const char *by)
 {
     gkv_tensor_desc d;
     gkv_err rc;
+    int pi = wb_pattern(s, name);
 
     if ((rc = gkv_writeback_start(s->sv_store, name, s->sv_flush_ms)) != GKV_OK)
         return net__fail(rc, "write-back of tensor '%s': %s", name,
                          gkv_store_errmsg(s->sv_store));
-    if (gkv_tensor_info(s->sv_store, NULL, name, &d) == GKV_OK)
+    atomic_fetch_add(&s->sv_wb_taken, 1);
+    atomic_fetch_add(&s->sv_wb_held, 1);
+    if (gkv_tensor_info(s->sv_store, NULL, name, &d) != GKV_OK)
+        return GKV_OK;
+    if (by == NULL)
         slog(s, "write-back: tensor '%s' (%llu rows, %.1f MB) in RAM, "
              "written every %u ms", name, (unsigned long long)(d.hi - d.lo),
              (double)(d.hi - d.lo) * (double)d.row_bytes / 1e6,
              s->sv_flush_ms);
+    else
+        slog(s, "write-back: tensor '%s', created by %s, matches '%s': "
+             "taken into write-back (%llu rows, %.1f MB in RAM, written "
+             "every %u ms)", name, by, pi >= 0 ? s->sv_wb[pi] : "?",
+             (unsigned long long)(d.hi - d.lo),
+             (double)(d.hi - d.lo) * (double)d.row_bytes / 1e6,
+             s->sv_flush_ms);
     return GKV_OK;
+}
+
+/* At start: which of the store's tensors (d[0..nt)) pattern i matches, or
+ * a warning that it matches none yet. */
+static void
+wb_say_matches(gkv_server *s, size_t i, const gkv_tensor_desc *d, size_t nt)
+{
+    char list[1024];
+    size_t n = 0, len = 0, shown = 0;
+
+    list[0] = '\0';
+    for (size_t t = 0; t < nt; t++) {
+        if (wb_pattern(s, d[t].name) != (int)i)
+            continue;
+        n++;
+        if (len < sizeof list - 1 && shown < 8) {
+            int w = snprintf(list + len, sizeof list - len, "%s'%s'",
+                             shown ? ", " : "", d[t].name);
+            if (w > 0 && (size_t)w < sizeof list - len) {
+                len += (size_t)w;
+                shown++;
+            } else {
+                list[len] = '\0';
+                len = sizeof list;   /* full: show no more */
+            }
+        }
+    }
+    if (n == 0) {
+        const char *p = s->sv_wb[i];
+        /* a graph's tensors are "node/NTYPE/NAME" and "edge/ETYPE/NAME" */
+        int graph_hint = s->sv_part != NULL && strncmp(p, "node/", 5) != 0 &&
+                         strncmp(p, "edge/", 5) != 0 && strcmp(p, "*") != 0;
+        slog(s, "write-back: WARNING: '%s' matches no tensor yet; tensors "
+             "created later whose names match will be held in RAM%s", p,
+             graph_hint ? " (this server serves a graph partition, whose "
+             "tensors are named node/NTYPE/NAME and edge/ETYPE/NAME: the "
+             "embedding 'emb' of node type 'user' is 'node/user/emb')" : "");
+        return;
+    }
+    slog(s, "write-back: '%s' matches %zu tensor%s: %s%s", s->sv_wb[i], n,
+         n == 1 ? "" : "s", list, n > shown ? ", ..." : "");
 }
 
 /* The patterns of o->writeback, checked and copied; then every tensor of
@@ -985,9 +1049,11 @@ wb_open(gkv_server *s, const gkv_server_opts *o, unsigned nserv)
     s->sv_flush_ms = o->flush_ms ? o->flush_ms : 10;
     if ((rc = gkv_tensor_list(s->sv_store, NULL, 0, &d, &nt)) != GKV_OK)
         return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->sv_store));
+    for (size_t i = 0; i < s->sv_nwb; i++)
+        wb_say_matches(s, i, d, nt);
     for (size_t i = 0; i < nt && rc == GKV_OK; i++)
         if (wb_match(s, d[i].name))
-            rc = wb_begin(s, d[i].name);
+            rc = wb_begin(s, d[i].name, NULL);
     gkv_free(d);
     return rc;
 }
@@ -1000,6 +1066,26 @@ wb_last_flush(gkv_server *s)
 
     if (s->sv_nwb == 0)
         return GKV_OK;
+    if (atomic_load(&s->sv_wb_held) == 0) {
+        /* nothing in RAM: say so, never "last pushes written" */
+        char pats[1024];
+        size_t len = 0;
+
+        pats[0] = '\0';
+        for (size_t i = 0; i < s->sv_nwb && len < sizeof pats; i++) {
+            int w = snprintf(pats + len, sizeof pats - len, "%s'%s'",
+                             i ? ", " : "", s->sv_wb[i]);
+            len = w > 0 ? len + (size_t)w : sizeof pats;
+        }
+        if (atomic_load(&s->sv_wb_taken) == 0)
+            slog(s, "write-back: no tensor was held in RAM (--writeback %s "
+                 "matched none); nothing to write", pats);
+        else
+            slog(s, "write-back: no tensor is held in RAM any more (the "
+                 "%llu held were deleted); nothing to write",
+                 (unsigned long long)atomic_load(&s->sv_wb_taken));
+        return GKV_OK;
+    }
     if ((rc = gkv_writeback_flush(s->sv_store)) == GKV_OK) {
         slog(s, "write-back: last pushes written");
         return GKV_OK;
@@ -1354,12 +1440,15 @@ op_create(gkv_server *s, struct req *r)
     memset(&cr, 0, sizeof cr);
     rc = gkv_tensor_create(s->sv_store, cq.t.name, &sp);
     if (rc == GKV_OK) {
+        char by[NET_GROUP_MAX + 32];
+
         cr.created = 1;
         slog(s, "group '%s' rank %u created tensor '%s' rows [%llu, %llu)",
              r->group, r->rank, cq.t.name, (unsigned long long)cq.t.lo,
              (unsigned long long)cq.t.hi);
+        snprintf(by, sizeof by, "group '%s' rank %u", r->group, r->rank);
         if (wb_match(s, cq.t.name) &&
-            (rc = wb_begin(s, cq.t.name)) != GKV_OK) {
+            (rc = wb_begin(s, cq.t.name, by)) != GKV_OK) {
             char why[512];
 
             /* not as configured: undone, so a retry starts afresh */
@@ -1405,11 +1494,14 @@ op_delete(gkv_server *s, struct req *r)
     }
     /* out of write-back first (delete refuses it); that writes the
      * pushes not yet flushed, which the delete then drops */
-    if (wb_match(s, name) &&
-        (rc = gkv_writeback_stop(s->sv_store, name)) != GKV_OK &&
-        rc != GKV_ENOTFOUND) {
-        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
-        return;
+    if (wb_match(s, name)) {
+        rc = gkv_writeback_stop(s->sv_store, name);
+        if (rc == GKV_OK)
+            atomic_fetch_sub(&s->sv_wb_held, 1);
+        else if (rc != GKV_ENOTFOUND) {
+            rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+            return;
+        }
     }
     rc = gkv_tensor_delete(s->sv_store, name);
     if (rc == GKV_ENOTFOUND)
