@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "gkvt.h"
+#include "gkvt_graph.h"
 #include "gkv_net.h"
 
 #define MAXPIDS 64
@@ -538,18 +539,50 @@ two_machines(struct fx *f, char *path, size_t cap)
     gkvt_write_text(path, text, 0644);
 }
 
-/* DIR/NAME/graph.json: an R-MAT graph of 2^scale nodes in 'parts'
- * partitions (random), with an 8-wide f32 node feature 'feat' (a .npy
- * written here, version 1.0). Returns the config's path in json. */
+/* A .npy file (version 1.0) of 'rows' rows of 'row_bytes' bytes at 'data':
+ * dtype 'descr', shape (rows, width) or (rows,) when width is 0. */
 static void
-make_graph(struct fx *f, const char *name, int scale, int parts, char *json,
-           size_t cap)
+write_npy(const char *path, const char *descr, size_t rows, size_t width,
+          const void *data, size_t row_bytes)
+{
+    char hdr[160], shape[64];
+    size_t hl;
+    FILE *fp;
+
+    if (width > 0)
+        snprintf(shape, sizeof shape, "(%zu, %zu)", rows, width);
+    else
+        snprintf(shape, sizeof shape, "(%zu,)", rows);
+    /* header: magic, version 1.0, length, the dict padded with spaces to
+     * a multiple of 64 bytes in all, ending in a newline */
+    hl = (size_t)snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': "
+                          "False, 'shape': %s, }", descr, shape);
+    while ((10 + hl + 1) % 64 != 0)
+        hdr[hl++] = ' ';
+    hdr[hl++] = '\n';
+    fp = fopen(path, "wb");
+    assert_non_null(fp);
+    fwrite("\x93NUMPY\x01\x00", 1, 8, fp);
+    fputc((int)(hl & 0xff), fp);
+    fputc((int)(hl >> 8), fp);
+    fwrite(hdr, 1, hl, fp);
+    fwrite(data, row_bytes, rows, fp);
+    fclose(fp);
+}
+
+/* DIR/NAME/graph.json: an R-MAT graph of 2^scale nodes in 'parts'
+ * partitions (random), with an 8-wide f32 node feature 'feat' and, when
+ * 'mask' is not NULL, the bool node feature 'train_mask' holding it (2^scale
+ * bytes, 0 or 1; a NumPy |b1 file, as DGL's g.ndata['train_mask'] is
+ * saved). Returns the config's path in json. */
+static void
+make_graph_mask(struct fx *f, const char *name, int scale, int parts,
+                const uint8_t *mask, char *json, size_t cap)
 {
     char npy[PATH_MAX + 32], out[PATH_MAX + 32], sc[16], np[16], fa[PATH_MAX + 48];
-    char hdr[128], *so = NULL, *se = NULL;
-    size_t rows = (size_t)1 << scale, hl;
+    char mnpy[PATH_MAX + 32], ma[PATH_MAX + 64], *so = NULL, *se = NULL;
+    size_t rows = (size_t)1 << scale;
     float *v = calloc(rows * 8, sizeof *v);
-    FILE *fp;
     int code;
 
     assert_non_null(v);
@@ -558,28 +591,23 @@ make_graph(struct fx *f, const char *name, int scale, int parts, char *json,
     snprintf(sc, sizeof sc, "%d", scale);
     snprintf(np, sizeof np, "%d", parts);
     snprintf(fa, sizeof fa, "feat=%s", npy);
-    /* header: magic, version 1.0, length, the dict padded with spaces to
-     * a multiple of 64 bytes in all, ending in a newline */
-    hl = (size_t)snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': "
-                          "False, 'shape': (%zu, 8), }", rows);
-    while ((10 + hl + 1) % 64 != 0)
-        hdr[hl++] = ' ';
-    hdr[hl++] = '\n';
     for (size_t i = 0; i < rows * 8; i++)
         v[i] = (float)(i % 97) / 97.0f - 0.5f;
-    fp = fopen(npy, "wb");
-    assert_non_null(fp);
-    fwrite("\x93NUMPY\x01\x00", 1, 8, fp);
-    fputc((int)(hl & 0xff), fp);
-    fputc((int)(hl >> 8), fp);
-    fwrite(hdr, 1, hl, fp);
-    fwrite(v, sizeof *v, rows * 8, fp);
-    fclose(fp);
+    write_npy(npy, "<f4", rows, 8, v, 8 * sizeof *v);
     free(v);
+    snprintf(mnpy, sizeof mnpy, "%s/%s-mask.npy", f->dir, name);
+    snprintf(ma, sizeof ma, "train_mask=%s", mnpy);
+    if (mask != NULL)
+        write_npy(mnpy, "|b1", rows, 0, mask, 1);
     {
         char *argv[] = {(char *)gkvt_prog("gkv-partition"), "--rmat", sc,
                         "--parts", np, "--method", "random", "--node-feat", fa,
-                        out, NULL};
+                        out, NULL, NULL, NULL};
+        if (mask != NULL) {      /* before the output directory */
+            argv[9] = "--node-feat";
+            argv[10] = ma;
+            argv[11] = out;
+        }
         code = gkvt_run(argv, NULL, 0, &so, &se, 120);
         if (code != 0)
             fail_msg("gkv-partition: exit %d\n%s%s", code, so, se);
@@ -588,6 +616,13 @@ make_graph(struct fx *f, const char *name, int scale, int parts, char *json,
     free(se);
     snprintf(json, cap, "%s/graph.json", out);
     assert_true(access(json, R_OK) == 0);
+}
+
+static void
+make_graph(struct fx *f, const char *name, int scale, int parts, char *json,
+           size_t cap)
+{
+    make_graph_mask(f, name, scale, parts, NULL, json, cap);
 }
 
 /* ---- tests ---------------------------------------------------------------------------- */
@@ -1300,7 +1335,7 @@ static void
 test_trainer_usage(void **state)
 {
     static const struct {
-        const char *args[4];
+        const char *args[6];
         const char *want;
     } cases[] = {
         {{"--frobnicate", NULL}, "unknown option '--frobnicate'"},
@@ -1310,6 +1345,10 @@ test_trainer_usage(void **state)
         {{"--fanouts", "10,0", NULL}, "each must be -1 or a positive integer"},
         {{"--train-frac", "1.5", NULL}, "'1.5' is out of range"},
         {{"--gpu-cache-mb", "4", NULL}, "--gpu-cache-mb needs --device"},
+        {{"--train-mask", "m", "--train-frac", "0.5", NULL},
+         "--train-mask with --train-frac: give a mask or a fraction"},
+        {{"--train-mask", "node/_N/m", NULL}, "--train-mask 'node/_N/m': a "
+         "feature name, without '/' or '#'"},
         {{"stray", NULL}, "unexpected argument 'stray'"},
     };
     char prog[PATH_MAX];
@@ -1318,7 +1357,7 @@ test_trainer_usage(void **state)
     (void)state;
     snprintf(prog, sizeof prog, "%s", gkvt_prog("gkv-example-train"));
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *argv[6] = {prog};
+        char *argv[8] = {prog};
         for (int k = 0; cases[i].args[k] != NULL; k++)
             argv[k + 1] = (char *)cases[i].args[k];
         assert_int_equal(gkvt_run(argv, NULL, 0, &out, &err, 30), 2);
@@ -1407,10 +1446,19 @@ test_samplers_example(void **state)
         log_has(f, log, want);
         snprintf(want, sizeof want, "sampler 0 of trainer rank %d epoch 0: ", m);
         log_has(f, log, want);
+        /* no mask in this graph: the trainer says it falls back */
+        snprintf(want, sizeof want, "sampler 0 of trainer rank %d: training "
+                 "mask: the servers hold no 'node/_N/train_mask'; a random "
+                 "0.6 of the nodes (--train-frac)", m);
+        log_has(f, log, want);
         snprintf(log, sizeof log, "trainer-%d-0.log", m);
         snprintf(want, sizeof want, "rank %d epoch 0: ", m);
         log_has(f, log, want);
         snprintf(want, sizeof want, "rank %d: embedding 'node/_N/emb' mean |x|", m);
+        log_has(f, log, want);
+        snprintf(want, sizeof want, "rank %d: training mask: the servers hold "
+                 "no 'node/_N/train_mask'; a random 0.6 of the nodes "
+                 "(--train-frac)", m);
         log_has(f, log, want);
         /* and no session was taken over */
         {
@@ -1423,6 +1471,84 @@ test_samplers_example(void **state)
             free(t);
         }
     }
+}
+
+static uint64_t
+mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* The example trainer takes the graph's own training mask: the bool
+ * node feature 'train_mask' given to gkv-partition (a random third of the
+ * nodes here), pulled from the servers. Two machines with 2 trainers each:
+ * every trainer names the mask and its count, and its training nodes are
+ * exactly its share of gkv_pbook_node_split over that mask (count, sum and
+ * hash of the IDs it prints), so all are mask nodes and they add up to the
+ * mask's count. It used to draw a mask of its own from --train-frac. */
+static void
+test_example_train_mask(void **state)
+{
+    struct fx *f = *state;
+    char json[PATH_MAX + 64], cfg2[PATH_MAX + 16], train[PATH_MAX + 16];
+    const char *args[] = {"--ip-config", cfg2, "--part-config", json,
+        "--num-servers", "1", "--num-trainers", "2", "--workspace", f->ws,
+        "--group", "g-mask", "--", train, "--max-batches", "1", "--batch",
+        "32", "--fanouts", "2,2", NULL};
+    enum { SCALE = 10, N = 1 << SCALE, W = 4 };
+    uint8_t mask[N], *newmask = calloc(N, 1);
+    int64_t *nmap, *split;
+    size_t off[W + 1], nmask = 0, total = 0;
+    gkv_pbook *b = NULL;
+    int rc;
+
+    assert_non_null(newmask);
+    for (int i = 0; i < N; i++) {
+        mask[i] = mix64((uint64_t)i * 31 + 5) % 3 == 0;
+        nmask += mask[i];
+    }
+    snprintf(train, sizeof train, "%s", gkvt_prog("gkv-example-train"));
+    make_graph_mask(f, "gm", SCALE, 2, mask, json, sizeof json);
+    rc = launch_retry2(f, args, cfg2, sizeof cfg2, 60);
+    if (rc != 0)
+        dump_output(f);
+    assert_int_equal(rc, 0);
+
+    /* the split the trainers should have made, in the partitions' IDs */
+    GKVT_OK(gkv_pbook_open(&b, json));
+    assert_int_equal(gkv_pbook_num_nodes(b, 0), N);
+    nmap = gkvt_read_map(gkv_pbook_node_mapping(b, 0), N);
+    for (int i = 0; i < N; i++)
+        newmask[nmap[i]] = mask[i];
+    GKVT_OK(gkv_pbook_node_split_all(b, 0, newmask, NULL, N, W, &split, off));
+    for (int r = 0; r < W; r++) {
+        char log[64], want[256];
+        uint64_t sum = 0, h = 0;
+
+        for (size_t i = off[r]; i < off[r + 1]; i++) {
+            assert_true(newmask[split[i]]);          /* a mask node */
+            sum += (uint64_t)split[i];
+            h ^= mix64((uint64_t)split[i]);
+        }
+        total += off[r + 1] - off[r];
+        snprintf(log, sizeof log, "trainer-%d-%d.log", r / 2, r % 2);
+        snprintf(want, sizeof want, "rank %d: training mask: "
+                 "'node/_N/train_mask' from the servers: %zu of %d '_N' "
+                 "nodes", r, nmask, N);
+        log_has(f, log, want);
+        snprintf(want, sizeof want, "rank %d training nodes: n=%zu sum=%llu "
+                 "hash=%016llx\n", r, off[r + 1] - off[r],
+                 (unsigned long long)sum, (unsigned long long)h);
+        log_has(f, log, want);
+    }
+    assert_int_equal(total, nmask);
+    gkv_free(split);
+    free(nmap);
+    free(newmask);
+    gkv_pbook_close(b);
 }
 
 /* A trainer that connects after the others have come and gone still finds
@@ -1603,7 +1729,7 @@ static void
 test_shutdown_partial(void **state)
 {
     struct fx *f = *state;
-    char cfg2[PATH_MAX + 16], want[128];
+    char cfg2[PATH_MAX + 16], want[2 * PATH_MAX];
     const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "1", "--num-trainers", "1",
         "--keep-alive", "--server-name", "lt-stop", "--workspace", f->ws,
@@ -1625,8 +1751,8 @@ test_shutdown_partial(void **state)
 
     assert_int_equal(launch(f, stop, NULL, 30), 1);
     assert_true(out_has(f, "stopping server 0/0"));
-    snprintf(want, sizeof want, "server 1/0 at 127.0.0.1:%d did not answer",
-             f->base + 8);
+    snprintf(want, sizeof want, "server 1/0 (machine 1, server 0, "
+             "127.0.0.1:%d, %s line 2) did not answer", f->base + 8, cfg2);
     assert_true(out_has(f, want));
     assert_true(out_has(f, "1 of 2 servers did not answer"));
     assert_true(wait_gone(sp[0], 5000));
@@ -1642,7 +1768,7 @@ static void
 test_shutdown_more_servers(void **state)
 {
     struct fx *f = *state;
-    char want[256], ws2[PATH_MAX + 8];
+    char want[2 * PATH_MAX], ws2[PATH_MAX + 8];
     const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "3", "--num-trainers", "1",
         "--keep-alive", "--server-name", "lt-more", "--workspace", f->ws,
@@ -1696,8 +1822,8 @@ test_shutdown_more_servers(void **state)
     assert_true(wait_gone(sp[2], 5000));
     assert_int_equal(launch(f, stop, NULL, 30), 1);
     assert_true(out_has(f, "stopping server 0/1"));
-    snprintf(want, sizeof want, "server 0/2 at 127.0.0.1:%d did not answer",
-             f->base + 2);
+    snprintf(want, sizeof want, "server 0/2 (machine 0, server 2, "
+             "127.0.0.1:%d, %s line 2) did not answer", f->base + 2, f->cfg);
     if (!out_has(f, want)) {
         dump_output(f);
         fail_msg("want '%s'", want);
@@ -1707,6 +1833,68 @@ test_shutdown_more_servers(void **state)
     assert_true(wait_gone(sp[1], 5000));
     assert_false(port_connects(f->base));
     assert_false(port_connects(f->base + 1));
+}
+
+/* --shutdown without the --token-file of servers that need one: each
+ * failure names the server by its place in the ip_config (it used to say
+ * "(machine 0, server 0)" for every one, the label of a client of one
+ * address); nothing is stopped, exit 1; with the token they all stop. */
+static void
+test_shutdown_token(void **state)
+{
+    struct fx *f = *state;
+    char cfg2[PATH_MAX + 16], tok[PATH_MAX + 16], want[2 * PATH_MAX];
+    const char *args[] = {"--ip-config", cfg2, "--store", f->store,
+        "--num-servers", "2", "--num-trainers", "1", "--token-file", tok,
+        "--keep-alive", "--server-name", "lt-tok", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    const char *stop[] = {"--ip-config", cfg2, "--num-servers", "2",
+        "--shutdown", NULL};
+    const char *stop_tok[] = {"--ip-config", cfg2, "--num-servers", "2",
+        "--shutdown", "--token-file", tok, NULL};
+    pid_t sp[8];
+    char *o, *e;
+
+    snprintf(tok, sizeof tok, "%s/token", f->dir);
+    gkvt_write_text(tok, "lt-shutdown-secret\n", 0600);
+    if (launch_retry2(f, args, cfg2, sizeof cfg2, 30) != 0) {
+        dump_output(f);
+        fail_msg("launch failed");
+    }
+    assert_int_equal(server_pids(f, sp, 8), 4);
+    for (int i = 0; i < 4; i++)
+        track(f, sp[i]);
+
+    assert_int_equal(launch(f, stop, NULL, 30), 1);
+    o = gkvt_slurp(f->out);
+    e = gkvt_slurp(f->err);
+    for (int m = 0; m < 2; m++)
+        for (int k = 0; k < 2; k++) {
+            snprintf(want, sizeof want, "server %d/%d (machine %d, server %d, "
+                     "127.0.0.1:%d, %s line %d) was not stopped: handshake: "
+                     "permission denied: it requires a token and this client "
+                     "has none (give --token-file", m, k, m, k,
+                     f->base + 8 * m + k, cfg2, m + 1);
+            if (strstr(e, want) == NULL)
+                fail_msg("stderr lacks '%s':\n%s", want, e);
+        }
+    if (strstr(e, "(machine 0, server 0)") != NULL)
+        fail_msg("a server is still called machine 0, server 0:\n%s", e);
+    assert_non_null(strstr(e, "4 of 4 servers did not answer or were not "
+                               "stopped"));
+    assert_null(strstr(o, "stopping server"));
+    free(o);
+    free(e);
+    for (int i = 0; i < 4; i++)
+        assert_false(pid_gone(sp[i]));
+
+    if (launch(f, stop_tok, NULL, 30) != 0) {
+        dump_output(f);
+        fail_msg("--shutdown --token-file failed");
+    }
+    for (int i = 0; i < 4; i++)
+        if (!wait_gone(sp[i], 5000))
+            fail_msg("server pid %ld still runs", (long)sp[i]);
 }
 
 /* A partitioned graph whose partition count is not the ip_config's
@@ -1764,6 +1952,8 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_slurm_mpi, setup, teardown),
         cmocka_unit_test_setup_teardown(test_remote, setup, teardown),
         cmocka_unit_test_setup_teardown(test_samplers_example, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_example_train_mask, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_other_store, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_failure, setup,
@@ -1771,6 +1961,7 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_shutdown_partial, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_more_servers, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_part_count, setup, teardown),
         /* last: it needs gkv-server --num-clients */
         cmocka_unit_test_setup_teardown(test_late_client, setup, teardown),

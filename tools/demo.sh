@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # make demo: the main job end to end on this machine.
 #
-#   1. generate an R-MAT graph with node features and partition it in 2;
+#   1. generate an R-MAT graph with node features and a training mask, and
+#      partition it in 2;
 #   2. launch a persistent pair of graph servers (one per partition, two
 #      "machines" on loopback) and 2 trainers running the example trainer
-#      (sample blocks, pull features, push Adagrad updates to an embedding);
+#      (node_split of the graph's training mask, sample blocks, pull
+#      features, push Adagrad updates to an embedding);
 #   3. run a second job against the same running servers: it sees the
 #      embedding the first job left;
 #   4. show the running servers' tensors with kvctl --server;
 #   5. shut the servers down and print a summary.
 #
 # Everything lives under tmp/demo. DEMO_SCALE sets the graph
-# size (default 18), DEMO_PORT the first port (default: a free one from 31050 up).
+# size (default 18), DEMO_PORT the first port (default: a free one from 31050 up),
+# BUILD the build directory (default build; make demo BUILD=DIR passes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-B=build
+B=${BUILD:-build}
 D=tmp/demo
 SCALE=${DEMO_SCALE:-18}
 t_start=$(date +%s)
@@ -50,12 +53,20 @@ stop_servers() {
 trap 'stop_servers' EXIT
 trap 'exit 130' INT TERM
 
-step "1. an R-MAT graph (scale $SCALE) with 32-wide node features, in 2 partitions (METIS)"
+step "1. an R-MAT graph (scale $SCALE) with 32-wide node features and a training mask, in 2 partitions (METIS)"
 run $B/kvctl $D/featsrc create feat --dtype f32 --shape 32 \
     --range 0:$((1 << SCALE)) --init normal:0,1 --seed 1 >/dev/null
 run $B/kvctl $D/featsrc export feat $D/feat.npy
+# the training mask, DGL's g.ndata['train_mask']: u8 rounds uniform values
+# down, so [0, 1.25) makes a fifth of the nodes 1 (training nodes)
+run $B/kvctl $D/featsrc create train_mask --dtype u8 \
+    --range 0:$((1 << SCALE)) --init uniform:0,1.25 --seed 2 >/dev/null
+run $B/kvctl $D/featsrc export train_mask $D/train_mask.npy
+# stored as node/_N/train_mask in each partition (the trainers split it),
+# and METIS balances the training nodes between the partitions
 run $B/gkv-partition --rmat "$SCALE" --parts 2 --method metis --csr \
-    --node-feat feat=$D/feat.npy --name demo $D/graph
+    --node-feat feat=$D/feat.npy --node-feat train_mask=$D/train_mask.npy \
+    --train-mask $D/train_mask.npy --name demo $D/graph
 
 step "2. job 1: persistent servers 'demo' (one per partition) and 2 trainers"
 # --nosync: a push survives a crash of the server process, not of the OS
@@ -88,6 +99,8 @@ servers_up=0
 
 step "summary"
 printf 'graph: R-MAT scale %s in 2 partitions (%s)\n' "$SCALE" "$D/graph"
+sed -n 's/^rank 0: training mask: /training mask: /p' $D/job1/logs/trainer-0-0.log
+grep -h "training nodes of" $D/job1/logs/trainer-*.log | sed 's/;.*//; s/^/job1: /'
 for j in job1 job2; do
     grep -h "epoch" $D/$j/logs/trainer-*.log | sed "s/^/$j: /"
 done

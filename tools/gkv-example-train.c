@@ -11,6 +11,16 @@
  *     table with Adagrad (gkv_client_push, handler "adagrad"),
  * and reports batches/s, sampled edges/s and pulled MB/s per epoch.
  *
+ * The training mask is the graph's own, as DGL's node_split(g.ndata[
+ * 'train_mask']) takes it: tensor node/<ntype>/train_mask (gkv-partition
+ * --node-feat train_mask=FILE.npy stores a bool mask as u8 0/1 in each
+ * partition), pulled from the servers for every node of the type; --train-
+ * mask NAME picks another node/<ntype>/NAME. Only when the servers hold no
+ * node/<ntype>/train_mask (or with --train-frac) is it a random fraction
+ * of the nodes. The log says which, and each trainer prints its share as
+ * "rank R training nodes: n=N sum=S hash=H" (S the sum of the IDs, H the
+ * xor of mix64(ID)) for scripts and tests to check.
+ *
  * With --device N (a build with CUDA) the blocks and input features come
  * to GPU N in one call (gkv_gpu_loader_next), optionally reading this
  * machine's partition rows from a GPU feature cache (--gpu-cache-mb); the
@@ -53,8 +63,9 @@ struct opts {
     int max_batches, device;
     long gpu_cache_mb;
     double lr, train_frac;
+    int train_frac_set;          /* --train-frac given */
     uint64_t seed;
-    const char *ntype, *feat, *emb;
+    const char *ntype, *feat, *emb, *train_mask;
 };
 
 static void
@@ -83,7 +94,13 @@ usage(FILE *f)
 "                     created when missing)\n"
 "  --emb-dim N        its width (default 16)\n"
 "  --lr X             Adagrad learning rate (default 0.05)\n"
-"  --train-frac X     fraction of nodes in the training mask (default 0.6)\n"
+"  --train-mask NAME  the training mask: node/<ntype>/NAME pulled from the\n"
+"                     servers (non-zero: a training node), as gkv-partition\n"
+"                     --node-feat NAME=FILE.npy stored it (default\n"
+"                     train_mask, when the servers hold it)\n"
+"  --train-frac X     a random fraction X of the nodes trains, not a mask\n"
+"                     from the servers (without it: 0.6, only when the\n"
+"                     servers hold no node/<ntype>/train_mask)\n"
 "  --seed N           sampling and shuffling seed (default 1)\n"
 "  --timeout-ms N     per-call timeout (default 30000)\n"
 "  --device N         mini-batches (blocks and input features) on CUDA\n"
@@ -128,7 +145,7 @@ known_option(const char *a)
     static const char *const names[] = {
         "--epochs", "--batch", "--emb-dim", "--timeout-ms", "--max-batches",
         "--seed", "--fanouts", "--lr", "--train-frac", "--device",
-        "--gpu-cache-mb", "--ntype", "--feat", "--emb",
+        "--gpu-cache-mb", "--ntype", "--feat", "--emb", "--train-mask",
     };
 
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -205,8 +222,12 @@ parse_args(int argc, char **argv, struct opts *o)
             if (end == v || *end != '\0' || !(d > 0) ||
                 (!strcmp(a, "--train-frac") && d > 1))
                 return bad_usage("'%s' is out of range", v);
-            if (!strcmp(a, "--lr")) o->lr = d;
-            else o->train_frac = d;
+            if (!strcmp(a, "--lr")) {
+                o->lr = d;
+            } else {
+                o->train_frac = d;
+                o->train_frac_set = 1;
+            }
         } else if (!strcmp(a, "--device") || !strcmp(a, "--gpu-cache-mb")) {
             if (parse_int(v, 0, 1L << 30, &x) != 0)
                 return bad_usage("'%s' is not a non-negative integer", v);
@@ -218,8 +239,16 @@ parse_args(int argc, char **argv, struct opts *o)
             o->feat = v;
         } else if (!strcmp(a, "--emb")) {
             o->emb = v;
+        } else if (!strcmp(a, "--train-mask")) {
+            if (*v == '\0' || strchr(v, '/') != NULL || strchr(v, '#') != NULL)
+                return bad_usage("--train-mask '%s': a feature name, without "
+                                 "'/' or '#' (node/<ntype>/ is added)", v);
+            o->train_mask = v;
         }
     }
+    if (o->train_mask != NULL && o->train_frac_set)
+        return bad_usage("%s: give a mask or a fraction, not both",
+                         "--train-mask with --train-frac");
     if (o->gpu_cache_mb >= 0 && o->device < 0)
         return bad_usage("%s needs --device", "--gpu-cache-mb");
 #ifndef GKV_HAVE_CUDA
@@ -281,6 +310,86 @@ emb_mean_abs(gkv_client *c, const char *name, const uint64_t *ids, size_t n,
 #ifdef GKV_HAVE_CUDA
 #include "gpu/gkv_gpu.h"
 #endif
+
+/* The training mask of node type t, one byte per node (1: it trains),
+ * for gkv_pbook_node_split: node/<ntype>/<--train-mask> pulled from the
+ * servers for IDs 0..n-1 (by default node/<ntype>/train_mask when they
+ * hold it), else (or with --train-frac) a random --train-frac of the
+ * nodes. Says which on stdout, prefixed by 'who'. The caller frees it. */
+static uint8_t *
+train_mask_get(gkv_client *c, const gkv_pbook *b, int t, const struct opts *o,
+               const char *who)
+{
+    const char *nt = gkv_pbook_ntype_name(b, t);
+    int64_t n = gkv_pbook_num_nodes(b, t);
+    uint8_t *mask = tools__xmalloc((size_t)n + 1), *rows;
+    uint64_t *ids;
+    char name[GKV_NAME_MAX + 1];
+    gkv_tensor_desc d;
+    size_t step = (size_t)1 << 20, cnt = 0;
+    gkv_err rc = GKV_ENOTFOUND;
+
+    snprintf(name, sizeof name, "node/%s/%s", nt,
+             o->train_mask != NULL ? o->train_mask : "train_mask");
+    if (!o->train_frac_set)
+        rc = gkv_client_tensor_info(c, name, &d);
+    if (rc != GKV_OK) {
+        if (rc != GKV_ENOTFOUND)
+            tools__die("training mask '%s': %s: %s", name, gkv_strerror(rc),
+                       gkv_net_errmsg());
+        if (o->train_mask != NULL)
+            tools__die("--train-mask %s: the servers hold no tensor '%s' "
+                       "(gkv-partition --node-feat %s=FILE.npy stores one)",
+                       o->train_mask, name, o->train_mask);
+        for (int64_t i = 0; i < n; i++) {
+            mask[i] = (double)(mix64((uint64_t)i ^ 0x5eed) >> 11) * 0x1p-53 <
+                      o->train_frac;
+            cnt += mask[i];
+        }
+        if (o->train_frac_set)
+            printf("%straining mask: a random %g of the nodes (--train-frac): "
+                   "%zu of %lld '%s' nodes\n", who, o->train_frac, cnt,
+                   (long long)n, nt);
+        else
+            printf("%straining mask: the servers hold no '%s'; a random %g of "
+                   "the nodes (--train-frac): %zu of %lld '%s' nodes\n", who,
+                   name, o->train_frac, cnt, (long long)n, nt);
+        return mask;
+    }
+    if (d.row_elems != 1)
+        tools__die("training mask '%s' has %llu values per node, not one",
+                   name, (unsigned long long)d.row_elems);
+    if (n > 0 && (d.lo != 0 || d.hi != (uint64_t)n))
+        tools__die("training mask '%s' covers IDs [%llu, %llu), not the %lld "
+                   "'%s' nodes", name, (unsigned long long)d.lo,
+                   (unsigned long long)d.hi, (long long)n, nt);
+    ids = tools__xmalloc(step * sizeof *ids);
+    rows = tools__xmalloc(step * d.row_bytes);
+    for (int64_t at = 0; at < n; at += (int64_t)step) {
+        size_t k = (size_t)(n - at) < step ? (size_t)(n - at) : step;
+
+        for (size_t i = 0; i < k; i++)
+            ids[i] = (uint64_t)at + i;
+        rc = gkv_client_pull(c, name, ids, k, rows, k * d.row_bytes);
+        if (rc != GKV_OK)
+            tools__die("pull the training mask '%s': %s: %s", name,
+                       gkv_strerror(rc), gkv_net_errmsg());
+        for (size_t i = 0; i < k; i++) {
+            const uint8_t *r = rows + i * d.row_bytes;
+            uint8_t nz = 0;
+
+            for (size_t j = 0; j < d.row_bytes; j++)   /* non-zero: trains */
+                nz |= r[j];
+            mask[at + (int64_t)i] = nz != 0;
+            cnt += nz != 0;
+        }
+    }
+    free(ids);
+    free(rows);
+    printf("%straining mask: '%s' from the servers: %zu of %lld '%s' nodes\n",
+           who, name, cnt, (long long)n, nt);
+    return mask;
+}
 
 /* One mini-batch on the host: blocks through the servers, then the input
  * nodes of type t and their pulled rows into ids/rows. */
@@ -430,6 +539,7 @@ main(int argc, char **argv)
     long trank = rank, tworld = world, nsamp = 1, sid = 0;
     int sampler = role != NULL && strcmp(role, "sampler") == 0;
     char token[GKV_TOKEN_MAX + 1], feat[GKV_NAME_MAX + 1], emb[GKV_NAME_MAX + 1];
+    char who[64];
     gkv_client_opts co;
     gkv_client *c;
     const gkv_pbook *b;
@@ -524,13 +634,25 @@ main(int argc, char **argv)
     }
 
     /* the training mask and this trainer's share (a sampler's trainer's) */
-    mask = tools__xmalloc((size_t)nnodes);
-    for (int64_t i = 0; i < nnodes; i++)
-        mask[i] = (double)(mix64((uint64_t)i ^ 0x5eed) >> 11) * 0x1p-53 <
-                  o.train_frac;
+    if (sampler)
+        snprintf(who, sizeof who, "sampler %ld of trainer rank %ld: ", sid,
+                 trank);
+    else
+        snprintf(who, sizeof who, "rank %ld: ", rank);
+    mask = train_mask_get(c, b, t, &o, who);
     CK(gkv_pbook_node_split(b, t, mask, NULL, (size_t)nnodes, (int)tworld,
                             (int)trank, &mine, &nmine), "node_split");
     free(mask);
+    if (!sampler) {
+        uint64_t sum = 0, h = 0;
+
+        for (size_t i = 0; i < nmine; i++) {
+            sum += (uint64_t)mine[i];
+            h ^= mix64((uint64_t)mine[i]);
+        }
+        printf("rank %ld training nodes: n=%zu sum=%llu hash=%016llx\n", rank,
+               nmine, (unsigned long long)sum, (unsigned long long)h);
+    }
     if (sampler) {
         printf("sampler %ld of trainer rank %ld (rank %ld/%ld of group '%s'): "
                "%zu training nodes of %lld '%s' nodes, partition %d; "

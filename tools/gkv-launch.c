@@ -898,6 +898,37 @@ server_addr(const struct job *j, unsigned m, unsigned k, char *out, size_t cap)
         snprintf(out, cap, "%s:%u", mc->host, mc->port + k);
 }
 
+/* gkv_net_errmsg() without the client's own label of the server it talked
+ * to: a client of one address (gkv_client_connect_addr) calls every server
+ * "ADDR (machine 0, server 0)", whichever it is, so the callers here name
+ * it from the ip_config instead. */
+static const char *
+net_detail(const char *addr)
+{
+    const char *m = gkv_net_errmsg(), *p;
+    size_t n = strlen(addr);
+
+    if (strncmp(m, "server ", 7) == 0 && strncmp(m + 7, addr, n) == 0 &&
+        strncmp(m + 7 + n, " (machine ", 10) == 0 &&
+        (p = strstr(m + 7 + n, "): ")) != NULL)
+        return p + 3;
+    return m;
+}
+
+/* Server k of machine m as the ip_config places it, for messages:
+ * "server 1/0 (machine 1, server 0, 10.0.0.6:30050, ip.txt line 2)". */
+static void
+server_label(const struct job *j, unsigned m, unsigned k, char *out,
+             size_t cap)
+{
+    char addr[300];
+
+    server_addr(j, m, k, addr, sizeof addr);
+    snprintf(out, cap, "server %u/%u (machine %u, server %u, %s, %s line %u)",
+             m, k, m, k, addr, j->ip_config,
+             gkv_ipconfig_machine(j->ipc, m)->line);
+}
+
 /* The store this launch serves on machine m, as a server reports it in its
  * handshake (the realpath, when it resolves here): partition m's store
  * with --part-config, else --store with '%m' replaced. */
@@ -949,7 +980,7 @@ check_reused(struct job *j)
             rc = gkv_client_server_info(c, 0, &in);
         if (rc != GKV_OK) {
             err("port %s is held by something that is not a gkv server of "
-                "this job (%s: %s)", addr, gkv_strerror(rc), gkv_net_errmsg());
+                "this job (%s: %s)", addr, gkv_strerror(rc), net_detail(addr));
             gkv_client_close(c);
             held = 1;
             continue;
@@ -1595,7 +1626,7 @@ do_shutdown(struct job *j)
         unsigned refused = 0;       /* a count whose ports do not fit */
 
         for (unsigned k = 0; k < ns; k++) {
-            char addr[300];
+            char addr[300], label[PATH_MAX + 400];
             gkv_client *c = NULL;
             gkv_server_info in;
             gkv_err rc;
@@ -1603,19 +1634,22 @@ do_shutdown(struct job *j)
 
             ntried++;
             server_addr(j, m, k, addr, sizeof addr);
+            server_label(j, m, k, label, sizeof label);
             /* a quick look first: a handshake with a port nobody listens
              * on would take the whole timeout */
             if (!tools__port_accepts(mc->host, mc->port + k, 1000)) {
-                err("server %u/%u at %s did not answer: nothing accepts "
-                    "connections there", m, k, addr);
+                err("%s did not answer: nothing accepts connections there",
+                    label);
                 nbad++;
                 continue;
             }
             rc = gkv_client_connect_addr(&c, addr, j->token_file ? token : NULL,
                                          group, 0, &o);
             if (rc != GKV_OK) {
-                err("server %u/%u at %s was not stopped: handshake: %s: %s",
-                    m, k, addr, gkv_strerror(rc), gkv_net_errmsg());
+                err("%s was not stopped: handshake: %s: %s%s", label,
+                    gkv_strerror(rc), net_detail(addr),
+                    rc == GKV_EPERM && j->token_file == NULL ?
+                    " (give --token-file: the job's token)" : "");
                 nbad++;
                 continue;
             }
@@ -1624,12 +1658,12 @@ do_shutdown(struct job *j)
                               in.server_id != k)) {
                 /* not the server its machine's handshake spoke of */
                 if (have_info)
-                    err("server %u/%u at %s was not stopped: the port is "
-                        "held by gkv server '%s' %u/%u (pid %u)", m, k, addr,
-                        in.name, in.machine, in.server_id, (unsigned)in.pid);
+                    err("%s was not stopped: the port is held by gkv server "
+                        "'%s' %u/%u (pid %u)", label, in.name, in.machine,
+                        in.server_id, (unsigned)in.pid);
                 else
-                    err("server %u/%u at %s was not stopped: it did not say "
-                        "who it is: %s", m, k, addr, gkv_net_errmsg());
+                    err("%s was not stopped: it did not say who it is: %s",
+                        label, net_detail(addr));
                 gkv_client_close(c);
                 nbad++;
                 continue;
@@ -1641,10 +1675,10 @@ do_shutdown(struct job *j)
                     said = in.num_servers;
                     /* their ports must fit and not be another machine's */
                     if (gkv_ipconfig_check(j->ipc, in.num_servers) != GKV_OK) {
-                        err("server %u/%u at %s says machine %u runs %u "
-                            "servers, more than --num-servers %u, but %s "
-                            "has no room for them (%s): servers %u/%u..%u/%u "
-                            "were not stopped", m, k, addr, m, in.num_servers,
+                        err("%s says machine %u runs %u servers, more than "
+                            "--num-servers %u, but %s has no room for them "
+                            "(%s): servers %u/%u..%u/%u were not stopped",
+                            label, m, in.num_servers,
                             j->S, j->ip_config, gkv_net_errmsg(), m, ns, m,
                             in.num_servers - 1);
                         refused = in.num_servers;
@@ -1659,8 +1693,8 @@ do_shutdown(struct job *j)
                 }
             }
             if ((rc = gkv_client_shutdown(c, 1)) != GKV_OK) {
-                err("server %u/%u at %s: shutdown: %s: %s", m, k, addr,
-                    gkv_strerror(rc), gkv_net_errmsg());
+                err("%s: shutdown: %s: %s", label, gkv_strerror(rc),
+                    net_detail(addr));
                 nbad++;
             }
             gkv_client_close(c);
