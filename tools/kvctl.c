@@ -911,6 +911,24 @@ out:
     return ex;
 }
 
+/* Connects to the server or the job when a command first needs it: after
+ * it has checked its own arguments, so that a usage error is one (exit 2)
+ * whether or not the servers answer. */
+static int
+remote_ready(struct ctx *c)
+{
+    if (c->cl != NULL)
+        return EX_OK;
+    return c->server != NULL ? server_open(c) : job_open(c);
+}
+
+/* The store, or (--server, --ip-config) the connection. */
+static int
+target_open(struct ctx *c, unsigned flags)
+{
+    return c->remote ? remote_ready(c) : store_open(c, flags);
+}
+
 static const gkv_tensor_desc *
 jm_find(const struct jobmach *j, const char *name)
 {
@@ -1355,6 +1373,8 @@ cmd_ls(struct ctx *c)
     gkv_err rc;
     int ex;
 
+    if (c->remote && (ex = remote_ready(c)) != EX_OK)
+        return ex;
     if (c->ipc != NULL)
         return job_ls(c);
     if (c->remote) {
@@ -1480,6 +1500,8 @@ cmd_info(struct ctx *c)
         /* a server lists no optimizer state; the range is the one it
          * holds (with --ip-config: from the lowest to the highest ID any
          * machine holds) */
+        if ((ex = remote_ready(c)) != EX_OK)
+            return ex;
         if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK) {
             char holders[2048];
 
@@ -1544,7 +1566,9 @@ show:
     else
         printf("id:          %" PRIu32 "\n", d.id);
     printf("state:       ");
-    if (json_is_null(state))
+    if (json_is_null(state) && strchr(d.name, '#') != NULL)
+        printf("-");                /* a companion has none of its own */
+    else if (json_is_null(state))
         printf("(servers do not list it: get or export %s#adagrad_s, "
                "#adam_m, ... read it; zeros when never pushed)", d.name);
     else if (json_array_size(state) == 0)
@@ -1567,7 +1591,7 @@ cmd_stat(struct ctx *c)
     int ex;
 
     if (c->remote)
-        return stat_server(c);
+        return (ex = remote_ready(c)) != EX_OK ? ex : stat_server(c);
     if ((ex = store_open(c, GKV_RDONLY)) != EX_OK)
         return ex;
     if ((rc = gkv_store_stat_get(c->s, &st)) != GKV_OK)
@@ -1621,6 +1645,8 @@ cmd_get(struct ctx *c)
         return ex == 2 ? usage_error("%s", err) : fail("%s", err);
     }
     if (c->remote) {
+        if ((ex = remote_ready(c)) != EX_OK)
+            goto out;
         if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK) {
             ex = fail_net(rc, "tensor '%s' on %s", name, c->where);
             goto out;
@@ -1843,7 +1869,7 @@ cmd_put(struct ctx *c)
         ex = usage_error("put: no VALUES");
         goto out;
     }
-    if (!c->remote && (ex = store_open(c, 0)) != EX_OK)
+    if ((ex = target_open(c, 0)) != EX_OK)
         goto out;
     if ((rc = c->remote ? gkv_client_tensor_info(c->cl, name, &d) :
                           gkv_tensor_info(c->s, NULL, name, &d)) != GKV_OK) {
@@ -1954,13 +1980,19 @@ remote_create(struct ctx *c, const char *name, const gkv_tensor_spec *sp)
 
     if (name_check(name, 0, why, sizeof why) != 0)
         return fail("create: %s", why);
+    if (remote_ready(c) != EX_OK)
+        return EX_FAIL;
     if ((rc = gkv_client_tensor_info(c->cl, name, &d)) == GKV_OK)
         return fail("create tensor '%s' on %s: %s", name, c->where,
                     gkv_strerror(GKV_EEXIST));
     if (rc != GKV_ENOTFOUND)
         return fail_net(rc, "create tensor '%s' on %s", name, c->where);
-    if ((rc = gkv_client_create(c->cl, name, sp, -1)) != GKV_OK)
-        return fail_net(rc, "create tensor '%s' on %s", name, c->where);
+    if ((rc = gkv_client_create(c->cl, name, sp, -1)) != GKV_OK) {
+        fail_net(rc, "create tensor '%s' on %s", name, c->where);
+        /* machines that did create it would keep it */
+        (void)gkv_client_delete(c->cl, name);
+        return EX_FAIL;
+    }
     return EX_OK;
 }
 
@@ -2122,14 +2154,15 @@ origmap_open(struct origmap *o, const char *map, const char *file,
 
 /* The new IDs must be exactly [lo, lo + n): fills o->inv. */
 static int
-origmap_perm(struct origmap *o, const char *map, uint64_t lo)
+origmap_perm(struct origmap *o, const char *map, uint64_t lo, const char *what)
 {
     /* n distinct IDs from lo to lo + n - 1 are each of them once */
     if (o->min != lo || o->max - o->min != o->n - 1)
         return fail("import: --orig-ids '%s': %s: the new IDs run from %"
-                    PRIu64 " to %" PRIu64 "; a new tensor of %" PRIu64 " rows "
-                    "needs each of [%" PRIu64 ", %" PRIu64 ")", map,
-                    gkv_strerror(GKV_ERANGE), o->min, o->max, o->n, lo,
+                    PRIu64 " to %" PRIu64 "; %s of %" PRIu64 " rows needs "
+                    "each of [%" PRIu64 ", %" PRIu64 ") (a store is written in "
+                    "one transaction of consecutive rows)", map,
+                    gkv_strerror(GKV_ERANGE), o->min, o->max, what, o->n, lo,
                     lo + o->n);
     if ((o->inv = malloc(o->n * sizeof *o->inv)) == NULL)
         return fail("out of memory");
@@ -2209,13 +2242,16 @@ import_state(struct ctx *c, const char *name, const char *file,
         return ex;
     if ((ex = state_desc(c, NULL, name, &d, &exists)) != EX_OK)
         return ex;
-    if (!have_lo)
+    if (om != NULL)
+        lo = om->min;               /* the mapping's IDs, at its lowest */
+    else if (!have_lo)
         lo = d.lo;
     if (rows_fit(file, m, &d, lo, exists ? "" :
                  " (as the state of its tensor would be)") != EX_OK)
         return EX_FAIL;
     /* in the store's ID order: one write, so one transaction */
-    if (om != NULL && (origmap_perm(om, c->opt[O_ORIG_IDS], lo) != EX_OK ||
+    if (om != NULL && (origmap_perm(om, c->opt[O_ORIG_IDS], lo,
+                                    "optimizer state") != EX_OK ||
                        (buf = malloc(rows * d.row_bytes)) == NULL)) {
         if (om->inv != NULL)
             fail("out of memory");
@@ -2243,11 +2279,95 @@ cmd_reset_opt(struct ctx *c)
     if (strchr(name, '#') != NULL)
         return usage_error("reset-opt: '%s' is optimizer state (or has a "
                            "'#'); name its tensor", name);
-    if (!c->remote && (ex = store_open(c, 0)) != EX_OK)
+    if ((ex = target_open(c, 0)) != EX_OK)
         return ex;
     if ((rc = c->remote ? gkv_client_opt_reset(c->cl, name, opt) :
                           gkv_opt_reset(c->s, name, opt)) != GKV_OK)
         return fail_any(c, rc, "reset-opt: tensor '%s'", name);
+    return EX_OK;
+}
+
+/* --ip-config, --orig-ids into an existing tensor d: every mapped ID is
+ * held by some machine (the IDs may skip the rows no machine holds). */
+static int
+job_ids_held(const struct ctx *c, const gkv_tensor_desc *d,
+             const struct origmap *om)
+{
+    char holders[2048];
+    struct jspan *sp;
+    uint64_t rows;
+    size_t n;
+
+    if ((sp = job_spans(c, d->name, &n, &rows)) == NULL)
+        return fail("import: tensor '%s': no machine of '%s' holds it",
+                    d->name, c->ipc);
+    for (uint64_t i = 0; i < om->n; i++) {
+        uint64_t id = origmap_at(om, i);
+        size_t lo = 0, hi = n;
+
+        while (lo < hi) {                /* the last span starting <= id */
+            size_t mid = (lo + hi) / 2;
+            if (sp[mid].lo <= id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == 0 || id >= sp[lo - 1].hi) {
+            free(sp);
+            job_holders_str(c, d->name, holders, sizeof holders);
+            return fail("import: --orig-ids '%s': %s: new ID %" PRIu64 " (of "
+                        "the file's row %" PRIu64 ") is held by no machine: "
+                        "%s", c->opt[O_ORIG_IDS], gkv_strerror(GKV_ERANGE), id,
+                        i, holders);
+        }
+    }
+    free(sp);
+    return EX_OK;
+}
+
+/* Through servers, before the first row is sent: the values of optimizer
+ * state the servers' stores would refuse (as a store's restore does, in
+ * its one transaction): step counts 0 to INT64_MAX - 1 (T#adam_t), sums
+ * of squares and second moments finite and >= 0 (T#adagrad_s, T#adam_v),
+ * first moments finite (T#adam_m). */
+static int
+state_values_check(const char *file, const gkv_tensor_desc *d,
+                   const unsigned char *data, uint64_t rows)
+{
+    const char *suf = strchr(d->name, '#');
+    int step = strcmp(suf, "#adam_t") == 0;
+    int nonneg = strcmp(suf, "#adagrad_s") == 0 || strcmp(suf, "#adam_v") == 0;
+    uint64_t n = rows * d->row_elems;
+
+    for (uint64_t i = 0; i < n; i++) {
+        double v;
+        int bad;
+
+        if (step) {
+            int64_t t;
+            memcpy(&t, data + i * 8, 8);
+            if (t >= 0 && t < INT64_MAX)
+                continue;
+            return fail("import '%s': %s: row %" PRIu64 " holds step count %"
+                        PRId64 "; '%s' takes 0 to %" PRId64, file,
+                        gkv_strerror(GKV_EINVAL), i, t, d->name,
+                        (int64_t)(INT64_MAX - 1));
+        }
+        if (d->dtype == GKV_F64) {
+            memcpy(&v, data + i * 8, 8);
+        } else {
+            float f;
+            memcpy(&f, data + i * 4, 4);
+            v = f;
+        }
+        bad = !isfinite(v) || (nonneg && v < 0);
+        if (bad)
+            return fail("import '%s': %s: row %" PRIu64 " holds %g (element %"
+                        PRIu64 "); '%s' takes %s", file,
+                        gkv_strerror(GKV_EINVAL), i / d->row_elems, v,
+                        i % d->row_elems, d->name, nonneg ? "finite values, 0 "
+                        "or more" : "finite values");
+    }
     return EX_OK;
 }
 
@@ -2272,14 +2392,19 @@ import_remote(struct ctx *c, const char *name, const char *file,
     int created = 0, ex = EX_FAIL;
     gkv_err rc;
 
+    if (remote_ready(c) != EX_OK)
+        return EX_FAIL;
     rc = gkv_client_tensor_info(c->cl, name, &d);
     if (rc == GKV_ENOTFOUND && !state) {
         /* a new tensor [lo, lo + rows): a mapping must fill it */
-        if (om != NULL && origmap_perm(om, c->opt[O_ORIG_IDS], sp->lo) != EX_OK)
+        if (om != NULL &&
+            origmap_perm(om, c->opt[O_ORIG_IDS], sp->lo, "a new tensor") != EX_OK)
             return EX_FAIL;
-        if ((rc = gkv_client_create(c->cl, name, sp, -1)) != GKV_OK)
-            return fail_net(rc, "import: creating tensor '%s' on %s", name,
-                            c->where);
+        if ((rc = gkv_client_create(c->cl, name, sp, -1)) != GKV_OK) {
+            fail_net(rc, "import: creating tensor '%s' on %s", name, c->where);
+            (void)gkv_client_delete(c->cl, name);   /* where it was made */
+            return EX_FAIL;
+        }
         created = 1;
         if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK) {
             fail_net(rc, "import: tensor '%s' on %s", name, c->where);
@@ -2308,11 +2433,14 @@ import_remote(struct ctx *c, const char *name, const char *file,
              state ? "optimizer state" : "tensor", name, d.lo, d.hi);
         goto out;
     }
+    if (state && state_values_check(file, &d, data, rows) != EX_OK)
+        goto out;
     bd = d;                         /* a companion is where its tensor is */
     base_name(d.name, bd.name);
     if (c->ipc != NULL && !created &&
-        job_check(c, "import", &bd, om != NULL ? om->min : sp->lo,
-                  om != NULL ? om->max + 1 : sp->lo + rows) != EX_OK)
+        (om != NULL ? job_check(c, "import", &bd, om->min, om->min) != EX_OK ||
+                      job_ids_held(c, &bd, om) != EX_OK
+                    : job_check(c, "import", &bd, sp->lo, sp->lo + rows) != EX_OK))
         goto out;
     /* batches a server answers within its timeout, as export's */
     step = SLICE_BYTES / 8 / d.row_bytes;
@@ -2356,16 +2484,19 @@ out:
         else
             fail_net(rc, "import: could not remove tensor '%s', which this "
                      "import created and wrote in part", name);
-    } else if (om != NULL) {
-        fprintf(stderr, PROG ": import: the file's rows [0, %" PRIu64 ") were "
-                "written to '%s', its rows [%" PRIu64 ", %" PRIu64 ") may be "
-                "in part, the rest are as they were: import again to finish\n",
-                at, name, at, sent);
     } else {
-        fprintf(stderr, PROG ": import: rows [%" PRIu64 ", %" PRIu64 ") of "
-                "'%s' were written, rows [%" PRIu64 ", %" PRIu64 ") may be in "
-                "part, the rest are as they were: import again to finish\n",
-                sp->lo, sp->lo + at, name, sp->lo + at, sp->lo + sent);
+        /* om: in the file's row order; else in ID order */
+        uint64_t base = om != NULL ? 0 : sp->lo;
+        char part[128] = "";
+
+        if (sent > at)
+            snprintf(part, sizeof part, ", %s [%" PRIu64 ", %" PRIu64 ") may "
+                     "be in part", om != NULL ? "its rows" : "rows",
+                     base + at, base + sent);
+        fprintf(stderr, PROG ": import: %s [%" PRIu64 ", %" PRIu64 ") %s'%s' "
+                "were written%s, the rest are as they were: import again to "
+                "finish\n", om != NULL ? "the file's rows" : "rows", base,
+                base + at, om != NULL ? "to " : "of ", name, part);
     }
     return ex;
 }
@@ -2472,6 +2603,10 @@ cmd_import(struct ctx *c)
             goto out;
         omp = &om;
         ex = EX_FAIL;
+        /* the IDs are the mapping's: a new tensor starts at its lowest
+         * (an export --orig-ids of a tensor from ID 10 comes back there) */
+        sp.lo = om.min;
+        sp.hi = om.min + rows;
     }
     if (c->remote) {
         ex = import_remote(c, name, file, &m, &sp, state, omp);
@@ -2482,7 +2617,8 @@ cmd_import(struct ctx *c)
         goto out;
     }
     /* a new tensor [lo, lo + rows), written in ID order */
-    if (omp != NULL && (ex = origmap_perm(omp, c->opt[O_ORIG_IDS], sp.lo)) != EX_OK)
+    if (omp != NULL &&
+        (ex = origmap_perm(omp, c->opt[O_ORIG_IDS], sp.lo, "a new tensor")) != EX_OK)
         goto out;
 
     /* ---- the store */
@@ -2715,6 +2851,8 @@ cmd_export(struct ctx *c)
     src.c = c;
     src.name = name;
     if (c->remote) {
+        if (remote_ready(c) != EX_OK)
+            return EX_FAIL;
         if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK)
             return fail_net(rc, "export: tensor '%s' on %s", name, c->where);
     } else {
@@ -2880,6 +3018,8 @@ cmd_rm(struct ctx *c)
         gkv_tensor_desc d;
 
         /* the servers' delete succeeds for a missing tensor: name it */
+        if ((ex = remote_ready(c)) != EX_OK)
+            return ex;
         if ((rc = gkv_client_tensor_info(c->cl, c->args[0], &d)) == GKV_OK &&
             strchr(c->args[0], '#') != NULL)
             return fail("rm: '%s' is optimizer state: reset-opt drops it",
@@ -3164,12 +3304,7 @@ main(int argc, char **argv)
         static char obuf[1 << 16];
         setvbuf(stdout, obuf, _IOFBF, sizeof obuf);
     }
-    if (c.server != NULL && (ex = server_open(&c)) != EX_OK)
-        goto done;
-    if (c.ipc != NULL && (ex = job_open(&c)) != EX_OK) {
-        server_close(&c);
-        goto done;
-    }
+    /* a command connects (remote_ready) once its arguments are checked */
     ex = c.cmd->fn(&c);
     if (c.s != NULL)
         store_close(&c, 0);
