@@ -317,6 +317,9 @@ void    kv__state_rec(const kv_rec *r, int is_step, kv_rec *st);
  * a row. */
 gkv_err kv__state_fits(gkv_store *s, const char *name, const char *sname,
                        const kv_rec *st);
+/* Tests: takes (1) or releases (0) the lock of the process's list of
+ * open stores, as an open in another thread holds it. */
+void kv__open_list_hold(int hold);
 #define KV_MAX_CHUNK_BYTES (256ull << 20)   /* a chunk's rows */
 #define KV_MAX_ROW_BYTES   (64ull << 20)    /* one row */
 /* Whether companion record st has the rows kv__state_rec() gave 'want'

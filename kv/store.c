@@ -333,15 +333,39 @@ gkv_txn_end(gkv_txn *tx)
  * by the directory's device and inode, so other paths to it count too. */
 static pthread_mutex_t open_mu = PTHREAD_MUTEX_INITIALIZER;
 static gkv_store *open_list;
+static pthread_once_t open_once = PTHREAD_ONCE_INIT;
+
+/* fork() while another thread holds open_mu would leave it locked in the
+ * child for good: hold it across the fork, release it on both sides */
+static void open_fork_prepare(void) { pthread_mutex_lock(&open_mu); }
+static void open_fork_after(void) { pthread_mutex_unlock(&open_mu); }
+
+static void
+open_once_init(void)
+{
+    (void)pthread_atfork(open_fork_prepare, open_fork_after, open_fork_after);
+}
+
+void
+kv__open_list_hold(int hold)
+{
+    pthread_once(&open_once, open_once_init);
+    if (hold)
+        pthread_mutex_lock(&open_mu);
+    else
+        pthread_mutex_unlock(&open_mu);
+}
 
 /* Puts s (st_dev, st_ino set) on the list; GKV_EBUSY when its directory is
  * there already. */
 static gkv_err
 open_list_add(gkv_store *s, const char *path)
 {
+    char other[4096];
     gkv_store *o;
 
     s->st_pid = getpid();
+    pthread_once(&open_once, open_once_init);
     pthread_mutex_lock(&open_mu);
     /* a handle inherited across fork() is the parent's, not this
      * process's: LMDB's locks were not inherited with it */
@@ -353,13 +377,15 @@ open_list_add(gkv_store *s, const char *path)
         s->st_open_next = open_list;
         open_list = s;
         s->st_listed = 1;
+    } else {                        /* o may be closed once we unlock */
+        snprintf(other, sizeof other, "%s", o->st_path);
     }
     pthread_mutex_unlock(&open_mu);
     if (o != NULL)
         return kv__fail(NULL, GKV_EBUSY, "store '%s' is open already in this "
                         "process (as '%s'): LMDB allows one handle per store "
                         "and process; share that one (it is thread-safe)",
-                        path, o->st_path);
+                        path, other);
     return GKV_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <unistd.h>
 #include <lmdb.h>
 #include "gkvt.h"
@@ -1260,6 +1261,60 @@ test_second_handle_refused(void **state)
     gkvt_rmtree(dir);
 }
 
+/* fork() while another thread is inside gkv_store_open (holding the
+ * lock of the list of open stores) left that lock held in the child for
+ * good: the child's own open hung. Now the fork waits for it. */
+struct hold_arg {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int held;
+};
+
+static void *
+hold_list(void *p)
+{
+    struct hold_arg *h = p;
+
+    kv__open_list_hold(1);
+    pthread_mutex_lock(&h->mu);
+    h->held = 1;
+    pthread_cond_signal(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+    gkvt_sleep_ms(300);
+    kv__open_list_hold(0);
+    return NULL;
+}
+
+static void
+test_fork_during_open(void **state)
+{
+    char *dir = gkvt_mkdtemp("forkopen");
+    struct hold_arg h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    pthread_t t;
+    pid_t pid;
+    int st;
+
+    (void)state;
+    assert_int_equal(pthread_create(&t, NULL, hold_list, &h), 0);
+    pthread_mutex_lock(&h.mu);
+    while (!h.held)
+        pthread_cond_wait(&h.cv, &h.mu);
+    pthread_mutex_unlock(&h.mu);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        gkv_store *c;
+        alarm(5);                      /* a hang ends as SIGALRM */
+        _exit(gkv_store_open(&c, dir, GKV_CREATE, NULL) == GKV_OK ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    pthread_join(t, NULL);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("the child's open: %s %d", WIFEXITED(st) ? "exit" : "signal",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    gkvt_rmtree(dir);
+}
+
 /* A disk that fills while the map has room (the default 1 GiB map on a
  * 12 MB tmpfs): LMDB's short write comes back as EIO; the commit's error
  * says the disk is full (GKV_EMAPFULL, as when the map cannot grow), and
@@ -1546,6 +1601,7 @@ main(void)
         cmocka_unit_test(test_disk_full_is_emapfull),
         cmocka_unit_test(test_full_disk_at_create),
         cmocka_unit_test(test_second_handle_refused),
+        cmocka_unit_test(test_fork_during_open),
         cmocka_unit_test(test_disk_full_with_room_in_map),
         cmocka_unit_test(test_empty_data_mdb),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
