@@ -473,8 +473,17 @@ conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
     if (c->bar_unsure && cn == &c->cn[0])
         hs.flags |= NET_HS_RESUME;
     if ((rc = roundtrip(c, cn, NET_HANDSHAKE, 0, enc_hs, &hs, deadline, &rep,
-                        &rd)) != GKV_OK)
+                        &rd)) != GKV_OK) {
+        if (rc == GKV_EPROTO && (hs.flags & NET_HS_RESUME)) {
+            /* a server older than the flag refuses it ("unknown flags"):
+             * join as before it, as a new session whose barriers the
+             * group may have passed (what such a server always did) */
+            c->bar_unsure = 0;
+            conn_break(cn);
+            return conn_open(c, cn, deadline);
+        }
         goto fail;
+    }
     if (net__dec_hs_rep(&rd, &hp) != 0) {
         rc = cfail(cn, GKV_EPROTO, "malformed handshake reply: %s", rd.why);
         goto fail;

@@ -172,7 +172,10 @@ typedef struct gkv_client gkv_client;   /* opaque */
                                         * this host (read-only); one this
                                         * process has open already (one
                                         * handle per store and process) is
-                                        * read through its server */
+                                        * read through its server, and one
+                                        * the client opened cannot be
+                                        * opened again here until it closes
+                                        * (GKV_EBUSY): open yours first */
 #define GKV_CLIENT_NO_HEARTBEAT 0x04u  /* no heartbeat thread (the lease then
                                         * lapses when the client is idle) */
 #define GKV_CLIENT_OBSERVER     0x08u  /* join as an observer (a tool such

@@ -143,6 +143,7 @@ struct gkv_server {
                                       * ("emb*"); sv_nwb of them */
     size_t sv_nwb;
     unsigned sv_flush_ms;
+    uint32_t sv_refuse_hs;            /* GKV_SERVER_REFUSE_HS_FLAGS (tests) */
     atomic_uint_fast64_t sv_wb_taken; /* tensors put in write-back mode */
     atomic_uint_fast64_t sv_wb_held; /* ... and not deleted since */
     pthread_t *sv_thr;
@@ -742,6 +743,10 @@ op_handshake(gkv_server *s, struct req *r)
     net__rd_init(&rd, r->pl, r->plen);
     if (net__dec_hs_req(&rd, &hs) != 0) {
         rfail(r, GKV_EPROTO, "handshake: %s", rd.why);
+        return;
+    }
+    if (hs.flags & s->sv_refuse_hs) {   /* a test's older server */
+        rfail(r, GKV_EPROTO, "handshake: unknown flags 0x%x", hs.flags);
         return;
     }
     if (!net__group_ok(hs.group)) {
@@ -3219,6 +3224,9 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
         w = getenv("GKV_SERVER_NONCE_TTL_MS");
         s->sv_nonce_ttl_ms = w != NULL && atoi(w) > 0 ? (uint64_t)atoi(w) :
                              NONCE_TTL_MS;
+        /* tests play a server older than some handshake flags */
+        w = getenv("GKV_SERVER_REFUSE_HS_FLAGS");
+        s->sv_refuse_hs = w != NULL ? (uint32_t)strtoul(w, NULL, 0) : 0;
     }
     crypto_auth_hmacsha512256_keygen(s->sv_nkey);
     s->sv_start_mono = mono_ms();

@@ -161,6 +161,34 @@ test_timed_out_barrier_counts(void **state)
     NET_OK(gkv_client_close(r1));
 }
 
+/* A server older than the RESUME flag refuses it ("unknown flags"): a
+ * client whose barrier timed out joins it as before the flag, and its
+ * calls go on (every handshake to server 0 failed with EPROTO, for good,
+ * as only a passed barrier cleared the flag). The old server is played
+ * by GKV_SERVER_REFUSE_HS_FLAGS. */
+static void
+test_resume_refused_by_older_server(void **state)
+{
+    struct gkvt_job *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    struct gkvt_proc *srv;
+    gkv_client *r0, *r1;
+    gkv_tensor_desc d;
+
+    setenv("GKV_SERVER_REFUSE_HS_FLAGS", "4", 1);
+    srv = serve_store(f, extra);
+    unsetenv("GKV_SERVER_REFUSE_HS_FLAGS");
+    r0 = client(f, "g", 0, 3000, 0);
+    r1 = client(f, "g", 1, 3000, 0);
+    NET_FAILS(gkv_client_barrier(r0, 200), GKV_ETIMEDOUT, "within 200 ms");
+    NET_OK(gkv_client_refresh(r0));
+    assert_int_equal(gkv_client_tensor_info(r0, "nope", &d), GKV_ENOTFOUND);
+    NET_OK(gkv_client_refresh(r0));
+    assert_true(gkvt_file_has(srv->log, "unknown flags 0x4"));
+    NET_OK(gkv_client_close(r0));
+    NET_OK(gkv_client_close(r1));
+}
+
 /* Rank 0's barrier times out, and another call of rank 0 rejoins (which
  * takes its parked request out): rank 1 alone does not pass. Rank 1's
  * timed-out barrier then counts for rank 0's next one, and rank 1's retry
@@ -361,6 +389,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_close_leave_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_graph_ids_cut_to_max_msg, setup, teardown),
         cmocka_unit_test_setup_teardown(test_old_heartbeat_refusal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_refused_by_older_server, setup, teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);
