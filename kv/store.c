@@ -98,6 +98,18 @@ map_resize(gkv_store *s, size_t size)
     return rc;
 }
 
+/* The file system of the store's data file: by its descriptor, so that a
+ * relative store path and a chdir() since the open do not matter. */
+static int
+store_statvfs(const gkv_store *s, struct statvfs *vf)
+{
+    mdb_filehandle_t fd;
+
+    if (mdb_env_get_fd(s->st_env, &fd) == 0)
+        return fstatvfs(fd, vf);
+    return statvfs(s->st_path, vf);
+}
+
 /* Grows the map after MDB_MAP_FULL: doubles it (at least +64 MiB) while the
  * filesystem has room for the pages the new size could hold. */
 static gkv_err
@@ -113,7 +125,7 @@ map_grow(gkv_store *s)
     want = ei.me_mapsize * 2;
     if (want < ei.me_mapsize + (64ull << 20))
         want = ei.me_mapsize + (64ull << 20);
-    if (statvfs(s->st_path, &vf) == 0) {
+    if (store_statvfs(s, &vf) == 0) {
         room = (uint64_t)vf.f_bavail * vf.f_frsize;
         /* the file can reach used + room bytes at most; keep 1 % spare */
         if (want > used + room - room / 100)
@@ -208,7 +220,7 @@ disk_full(const gkv_store *s)
 {
     struct statvfs vf;
 
-    return statvfs(s->st_path, &vf) == 0 &&
+    return store_statvfs(s, &vf) == 0 &&
            (uint64_t)vf.f_bavail * vf.f_frsize < (1u << 20);
 }
 
