@@ -4077,8 +4077,10 @@ again:
                                    "%zu bytes with the options and %zu "
                                    "excluded edges, and a request to "
                                    "machine %zu may carry %zu bytes",
-                                   wp != NULL ? " and the weights of its "
-                                   "out-edges" : "", bytes, nex, m, cap);
+                                   wp == NULL ? "" : o->dir == GKV_DIR_IN ?
+                                   " and the weights of its in-edges" :
+                                   " and the weights of its out-edges",
+                                   bytes, nex, m, cap);
                     goto out;
                 }
                 mult[m] *= 2;

@@ -424,9 +424,11 @@ GKV_API const gkv_pbook *gkv_client_pbook(const gkv_client *c);
  * (gkv_sample.h): code meant for both copies them first.
  * Request sizes: a machine's seeds are cut into as many requests as the
  * servers' message limit (gkv_server_info.max_msg) needs. The excluded
- * edges go whole with each of them: when they alone are more than that
- * limit, the call fails at once with GKV_EINVAL naming their number and
- * size (exclude fewer per call, or raise the servers' --max-msg).
+ * edges go whole with each of them: when they alone, or they with one
+ * seed and that seed's edge weights (edge_w, or a weighing feature), are
+ * more than that limit, the call fails at once with GKV_EINVAL naming
+ * their number and size (exclude fewer per call, or raise the servers'
+ * --max-msg).
  * GKV_ENOMEM: the client ran out of memory (never GKV_EPROTO, which
  * blames a server); the client stays usable. */
 GKV_API gkv_err gkv_client_sample_neighbors(gkv_client *c,
