@@ -1270,7 +1270,7 @@ struct hold_arg {
     int held;
 };
 
-static void *__attribute__((unused))
+__attribute__((unused)) static void *
 hold_list(void *p)
 {
     struct hold_arg *h = p;
