@@ -1973,7 +1973,10 @@ run(struct pw *w, const char *outdir, gkv_part_report *r)
     if ((rc = write_mappings(w)) != GKV_OK || (rc = sync_all(w)) != GKV_OK ||
         (rc = write_json(w, r)) != GKV_OK)
         return rc;
-    if ((rc = publish(w)) != GKV_OK)
+    /* the last moment a cancel removes everything: syncing may have been
+     * the longest stage */
+    if ((rc = progress(w, "sync", 1, 2)) != GKV_OK ||
+        (rc = publish(w)) != GKV_OK)
         return rc;
     r->bytes_written = w->bytes_done;
     /* published: a cancel now changes nothing */

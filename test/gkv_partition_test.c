@@ -968,6 +968,52 @@ test_negative_weight_refused(void **state)
     free(before);
 }
 
+/* Two --binary files of one edge type, each followed by its --weights:
+ * the weights of the first went to both (the last --weights of a type
+ * was taken for every --binary of it). Now each --weights pairs with the
+ * --binary before it; a --weights before several, or two after one, are
+ * usage errors. Range partitioning into one part keeps the edge order,
+ * so the CSC weights by destination are known. */
+static void
+test_weights_pair_with_binary(void **state)
+{
+    struct fx *f = *state;
+    const int64_t a[] = {0, 1, 1, 2}, b[] = {2, 3, 3, 0};
+    const float wa[] = {1.5f, 2.5f}, wb[] = {7, 8};
+    float got[4];
+    char p[4300];
+    gkv_store *s;
+    int rc;
+
+    put(f, "a.bin", a, sizeof a);
+    put(f, "b.bin", b, sizeof b);
+    put(f, "wa.bin", wa, sizeof wa);
+    put(f, "wb.bin", wb, sizeof wb);
+    rc = run(f, "--parts", "1", "--method", "range", "--binary", path(f, "a.bin"),
+             "--weights", path(f, "wa.bin"), "--binary", path(f, "b.bin"),
+             "--weights", path(f, "wb.bin"), f->out, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    snprintf(p, sizeof p, "%s/part-0", f->out);
+    GKVT_OK(gkv_store_open(&s, p, GKV_RDONLY, NULL));
+    GKVT_OK(gkv_tensor_read(s, NULL, "csc/_N:_E:_N/weight", 0, 4, got,
+                            sizeof got));
+    gkv_store_close(s);
+    /* in-edges of 0, 1, 2, 3: 3->0 (b), 0->1 (a), 1->2 (a), 2->3 (b) */
+    assert_true(got[0] == 8 && got[1] == 1.5f && got[2] == 2.5f && got[3] == 7);
+    rc = run(f, "--parts", "1", "--method", "range", "--force", "--weights",
+             path(f, "wa.bin"), "--binary", path(f, "a.bin"), "--binary",
+             path(f, "b.bin"), f->out, NULL);
+    assert_int_equal(rc, 2);
+    expect_text("stderr", f->serr, "several follow it: give each --weights "
+                "after its --binary");
+    rc = run(f, "--parts", "1", "--method", "range", "--force", "--binary",
+             path(f, "a.bin"), "--weights", path(f, "wa.bin"), "--weights",
+             path(f, "wb.bin"), f->out, NULL);
+    assert_int_equal(rc, 2);
+    expect_text("stderr", f->serr, "both go with --binary");
+}
+
 /* --train-mask FILE whose path holds '=': "run=1/mask.npy" was split as
  * NTYPE=FILE and failed with "unknown node type 'run'". The part before
  * '=' is a type only when the graph has that type; a misspelt type with
@@ -1118,6 +1164,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sigint_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sigterm_in_metis_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_negative_weight_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_weights_pair_with_binary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_train_mask_path_with_eq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signal_on_stalled_fifo, setup, teardown),
     };

@@ -1363,6 +1363,8 @@ test_outdir_rules(void **state)
  * left; the call after the last one completes. */
 struct cancel {
     int calls, at;
+    char stage[2][16];           /* of the last two calls */
+    uint64_t done[2], total[2];
 };
 
 static int
@@ -1370,8 +1372,13 @@ cancel_at(void *ctx, const char *stage, uint64_t done, uint64_t total)
 {
     struct cancel *c = ctx;
 
-    (void)stage;
     assert_true(total == 0 || done <= total);
+    memcpy(c->stage[0], c->stage[1], sizeof c->stage[0]);
+    c->done[0] = c->done[1];
+    c->total[0] = c->total[1];
+    snprintf(c->stage[1], sizeof c->stage[1], "%s", stage);
+    c->done[1] = done;
+    c->total[1] = total;
     return c->calls++ == c->at;
 }
 
@@ -1398,8 +1405,12 @@ test_cancel_everywhere(void **state)
         rc = gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg);
         after = listing(f->dir);
         if (rc == GKV_OK) {
-            /* the only call left is the one after publishing */
+            /* the only call left is the one after publishing; the one
+             * before it comes after every store and file is synced (a
+             * signal while syncing, maybe the longest stage, cancels) */
             assert_int_equal(c.calls - 1, k);
+            assert_string_equal(c.stage[0], "sync");
+            assert_true(c.done[0] == 1 && c.total[0] == 2);
             verify(f->out, &t, &sp);
             done = 1;
         } else {

@@ -179,6 +179,7 @@ struct named {            /* "[KEY=]VALUE" or "[TYPE/]NAME=FILE" options */
     char *key;            /* may be NULL */
     const char *val;
     char *name;           /* features: the feature name */
+    size_t after;         /* --weights: the --input/--binary options before it */
 };
 
 struct opts {
@@ -273,8 +274,11 @@ split_feat(const char *a, struct named *nm)
             return sl == a ? 1 : -1;
         a = sl + 1;
     }
-    if (a == eq || (nm->name = dupn(a, (size_t)(eq - a))) == NULL)
+    if (a == eq || (nm->name = dupn(a, (size_t)(eq - a))) == NULL) {
+        free(nm->key);              /* "TYPE/=FILE": no name */
+        nm->key = NULL;
         return a == eq ? 1 : -1;
+    }
     nm->val = eq + 1;
     return 0;
 }
@@ -449,8 +453,10 @@ parse_args(int argc, char **argv, struct opts *o)
                 return usage_error("out of memory");
             break;
         case O_WEIGHTS:
-            if (split_canon_file(val, &nm) != 0 ||
-                push((void **)&o->weights, &o->n_weights, sizeof nm, &nm) != 0)
+            if (split_canon_file(val, &nm) != 0)
+                return usage_error("out of memory");
+            nm.after = o->n_inputs;
+            if (push((void **)&o->weights, &o->n_weights, sizeof nm, &nm) != 0)
                 return usage_error("out of memory");
             break;
         case O_ETYPE: {
@@ -541,12 +547,65 @@ input_etype(const gkv_graph *g, const struct opts *o, const char *canon,
     return -2;
 }
 
+/* The edge type of --binary input i or of --weights k ([SRC:REL:DST=]),
+ * -1 when it names none (input_etype reports that). */
+static int
+named_etype(const gkv_graph *g, const char *canon)
+{
+    int et = -1;
+
+    if (canon == NULL)
+        return gkv_graph_num_etypes(g) == 1 ? 0 : -1;
+    return gkv_graph_etype_find(g, canon, &et) == GKV_OK ? et : -1;
+}
+
+/* Pairs every --weights with its --binary file: the last one of its edge
+ * type given before it, or, when none comes before it, the only one of
+ * that type. wfor[i] gets the --weights index of input i, or -1. EX_OK,
+ * or a usage error naming the --weights that pairs with none, or two
+ * that pair with one file (their weights would go to the wrong edges). */
+static int
+pair_weights(const gkv_graph *g, const struct opts *o, long *wfor)
+{
+    for (size_t i = 0; i < o->n_inputs; i++)
+        wfor[i] = -1;
+    for (size_t k = 0; k < o->n_weights; k++) {
+        int wet = named_etype(g, o->weights[k].key);
+        long t, before = -1, only = -1;
+        size_t nof = 0;
+
+        for (size_t i = 0; i < o->n_inputs; i++) {
+            if (!o->inputs[i].binary || wet < 0 ||
+                named_etype(g, o->inputs[i].etype) != wet)
+                continue;
+            nof++;
+            only = (long)i;
+            if (i < o->weights[k].after)
+                before = (long)i;
+        }
+        t = before >= 0 ? before : nof == 1 ? only : -1;
+        if (t < 0)
+            return usage_error("--weights '%s' goes with no --binary file of "
+                               "its edge type%s", o->weights[k].val, nof > 1 ?
+                               " (several follow it: give each --weights "
+                               "after its --binary)" : "");
+        if (wfor[t] >= 0)
+            return usage_error("--weights '%s' and '%s' both go with --binary "
+                               "'%s' (give each --weights after its "
+                               "--binary)", o->weights[wfor[t]].val,
+                               o->weights[k].val, o->inputs[t].path);
+        wfor[t] = (long)k;
+    }
+    return EX_OK;
+}
+
 static int
 build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
 {
     gkv_graph *g = NULL;
     unsigned tflags = (o->text_weights ? GKV_TEXT_WEIGHT : 0) |
                       (o->header ? GKV_TEXT_HEADER : 0);
+    long *wfor = NULL;             /* input i's --weights, or -1 */
     gkv_err rc;
     int ex = EX_OK;
 
@@ -653,53 +712,27 @@ build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
             goto out;
         }
     }
+    if ((wfor = calloc(o->n_inputs + 1, sizeof *wfor)) == NULL) {
+        ex = fail_rc(GKV_ENOMEM, NULL, "reading the edges");
+        goto out;
+    }
+    if ((ex = pair_weights(g, o, wfor)) != EX_OK)
+        goto out;
     for (size_t i = 0; i < o->n_inputs; i++) {
         const struct input *in = &o->inputs[i];
-        const char *wpath = NULL;
         int et = input_etype(g, o, in->etype, !in->binary, in->path);
 
         if (et == -2) {
             ex = EX_USAGE;
             goto out;
         }
-        if (!in->binary) {
+        if (!in->binary)
             rc = gkv_graph_read_text(g, in->path, et, tflags);
-        } else {
-            for (size_t k = 0; k < o->n_weights; k++) {
-                int wet = -1;
-                if (o->weights[k].key == NULL)
-                    wet = gkv_graph_num_etypes(g) == 1 ? 0 : -1;
-                else if (gkv_graph_etype_find(g, o->weights[k].key, &wet) != GKV_OK)
-                    wet = -1;
-                if (wet == et)
-                    wpath = o->weights[k].val;
-            }
-            rc = gkv_graph_read_binary(g, et, in->path, wpath);
-        }
+        else
+            rc = gkv_graph_read_binary(g, et, in->path, wfor[i] >= 0 ?
+                                       o->weights[wfor[i]].val : NULL);
         if (rc != GKV_OK) {
             ex = fail_rc(rc, gkv_graph_errmsg(g), "reading '%s'", in->path);
-            goto out;
-        }
-    }
-    for (size_t k = 0; k < o->n_weights; k++) {
-        int used = 0, wet = -1;
-        if (o->weights[k].key == NULL)
-            wet = gkv_graph_num_etypes(g) == 1 ? 0 : -1;
-        else
-            gkv_graph_etype_find(g, o->weights[k].key, &wet);
-        for (size_t i = 0; i < o->n_inputs; i++) {
-            int et = -1;
-            if (!o->inputs[i].binary)
-                continue;
-            if (o->inputs[i].etype == NULL)
-                et = gkv_graph_num_etypes(g) == 1 ? 0 : -1;
-            else
-                gkv_graph_etype_find(g, o->inputs[i].etype, &et);
-            used |= et == wet && et >= 0;
-        }
-        if (!used) {
-            ex = usage_error("--weights '%s' goes with no --binary file of "
-                             "its edge type", o->weights[k].val);
             goto out;
         }
     }
@@ -707,6 +740,7 @@ build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
     for (int t = 0; t < gkv_graph_num_ntypes(g); t++)
         gkv_graph_set_num_nodes(g, t, gkv_graph_num_nodes(g, t));
 out:
+    free(wfor);
     if (ex != EX_OK) {
         gkv_graph_free(g);
         return ex;
@@ -929,6 +963,17 @@ main(int argc, char **argv)
     if (rc != GKV_OK) {
         ex = fail_rc(rc, msg, "partitioning into '%s'", o.out);
         goto done;
+    }
+    if (tools__got_signal) {
+        /* it came while OUT was being renamed into place: done, but the
+         * caller asked to stop, and the exit status says so */
+        fprintf(stderr, PROG ": %s after '%s' was complete: it is kept\n",
+                tools__got_signal == SIGINT ? "SIGINT" : "SIGTERM", o.out);
+        gkv_graph_free(g);
+        opts_free(&o);
+        free(feats);
+        free(masks);
+        return tools__die_of_signal(tools__got_signal);
     }
     if (o.stats) {
         double secs = now() - t0;
