@@ -9,7 +9,10 @@
  * many processes may open the same directory; one process opens a
  * directory once (LMDB's locks are per process: a second handle would
  * break the first's snapshots), so a second open while the first is open
- * is GKV_EBUSY. Readers never block; writers
+ * is GKV_EBUSY. A handle is its opening process's: after fork() the
+ * child opens the store itself (calls on the inherited handle fail with
+ * GKV_EINVAL; closing it there only frees memory). Readers never block
+ * on writers; writers
  * (create, push, delete, rename, import) are serialised by LMDB's write lock.
  * Every call that changes the store is one transaction: it has all its
  * effect or none, also after kill -9 at any moment.
@@ -245,10 +248,12 @@ GKV_API gkv_err gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
 
 /* Borrowed view of row 'id': *row points into the map and stays valid until
  * gkv_txn_end(tx); never write through it or free it. 'tx' is required.
- * When the tensor's chunks are 2 KiB or more (the default) a chunk's first
- * row is aligned to 16 bytes, so row 'id' is aligned to the largest power
+ * A chunk of 2 KiB or more (the default chunking gives such chunks, but
+ * a tensor's last chunk holds only the rows left and may be smaller)
+ * starts 16-byte aligned, so its row 'id' is aligned to the largest power
  * of two up to 16 that divides row_bytes (12-byte rows: to 4; 64-byte
- * rows: to 16); otherwise copy before casting. */
+ * rows: to 16). Rows of a smaller chunk are only 2-byte aligned: copy
+ * before casting to a type that needs more. */
 GKV_API gkv_err gkv_row_view(gkv_txn *tx, const char *name, uint64_t id,
                              const void **row);
 

@@ -94,6 +94,7 @@ struct gkv_store {
     ino_t st_ino;                 /* of open stores (store.c, open_list) */
     struct gkv_store *st_open_next;
     pid_t st_pid;                 /* the process that opened it */
+    unsigned st_fork_gen;         /* store.c's fork count then */
     int st_listed;
     size_t st_psize;              /* LMDB page size, bytes */
     /* Map growth needs no live transaction in this process: every txn

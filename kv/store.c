@@ -42,21 +42,49 @@ kv__from_mdb(int rc)
 
 /* ---- txn users and map growth ------------------------------------------ */
 
+/* The snapshots (gkv_txn) this thread holds, on the store tl_snap (one
+ * store tracked per thread: enough to tell a reader that waiting for a
+ * map growth would wait for itself). */
+static __thread const gkv_store *tl_snap;
+static __thread unsigned tl_nsnap;
+
+/* Bumped in a forked child (pthread_atfork, registered at the first
+ * open): a handle opened before the fork is its parent's, whose LMDB
+ * environment, locks and write-back copies the child must not use. */
+static unsigned fork_gen;
+
+static gkv_err
+fork_refused(gkv_store *s)
+{
+    return kv__fail(s, GKV_EINVAL, "store '%s' was opened by process %ld, "
+                    "before a fork(): a child opens the store itself",
+                    s->st_path, (long)s->st_pid);
+}
+
 gkv_err
 kv__enter(gkv_store *s)
 {
     struct timespec dl;
     gkv_err rc = GKV_OK;
 
+    if (s->st_fork_gen != fork_gen)
+        return fork_refused(s);
     kv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
     pthread_mutex_lock(&s->st_mu);
-    while (s->st_growing && rc == GKV_OK)
+    /* A grower waits for every txn to end, new ones waiting for it. A
+     * thread that holds a snapshot would wait for a growth that waits for
+     * its snapshot: it goes in (safe: the resize runs only once no txn is
+     * live, under st_mu); the grower gives up at its deadline. */
+    while (s->st_growing && rc == GKV_OK && !(tl_snap == s && tl_nsnap > 0))
         if (pthread_cond_timedwait(&s->st_cv, &s->st_mu, &dl) == ETIMEDOUT)
             rc = GKV_EBUSY;
     if (rc == GKV_OK)
         s->st_users++;
     pthread_mutex_unlock(&s->st_mu);
-    return rc;
+    if (rc != GKV_OK)
+        return kv__fail(s, rc, "store '%s': map resize in progress",
+                        s->st_path);
+    return GKV_OK;
 }
 
 void
@@ -77,6 +105,8 @@ map_resize(gkv_store *s, size_t size)
     gkv_err rc = GKV_OK;
     int mrc;
 
+    if (tl_snap == s && tl_nsnap > 0)
+        return GKV_EBUSY;           /* our own snapshot: waiting cannot help */
     kv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
     pthread_mutex_lock(&s->st_mu);
     while (s->st_growing && rc == GKV_OK)
@@ -237,8 +267,7 @@ kv__write(gkv_store *s, kv_write_fn fn, void *arg)
         int mrc;
 
         if ((rc = kv__enter(s)) != GKV_OK)
-            return kv__fail(s, rc, "store '%s': map resize in progress",
-                            s->st_path);
+            return rc;
         if ((rc = kv__txn_begin(s, 0, &txn)) == GKV_OK) {
             rc = fn(s, txn, arg);
             if (rc == GKV_OK) {
@@ -283,7 +312,7 @@ kv__snap_begin(gkv_store *s, gkv_txn *tx, kv_snap *sn)
     }
     sn->own = 1;
     if ((rc = kv__enter(s)) != GKV_OK)
-        return kv__fail(s, rc, "store '%s': map resize in progress", s->st_path);
+        return rc;
     if ((rc = kv__txn_begin(s, 1, &sn->txn)) != GKV_OK)
         kv__leave(s);
     return rc;
@@ -312,13 +341,17 @@ gkv_txn_begin(gkv_store *s, gkv_txn **out)
     tx->tx_store = s;
     if ((rc = kv__enter(s)) != GKV_OK) {
         gkv__free(tx);
-        return kv__fail(s, rc, "store '%s': map resize in progress", s->st_path);
+        return rc;
     }
     if ((rc = kv__txn_begin(s, 1, &tx->tx_txn)) != GKV_OK) {
         kv__leave(s);
         gkv__free(tx);
         return rc;
     }
+    if (tl_nsnap == 0)
+        tl_snap = s;
+    if (tl_snap == s)
+        tl_nsnap++;
     *out = tx;
     return GKV_OK;
 }
@@ -328,7 +361,12 @@ gkv_txn_end(gkv_txn *tx)
 {
     if (tx == NULL)
         return;
-    mdb_txn_abort(tx->tx_txn);
+    /* (a txn ended by another thread than began it leaves a count here;
+     * it only lets this thread skip a growth wait, which is safe) */
+    if (tl_snap == tx->tx_store && tl_nsnap > 0)
+        tl_nsnap--;
+    if (tx->tx_store->st_fork_gen == fork_gen)
+        mdb_txn_abort(tx->tx_txn);
     kv__leave(tx->tx_store);
     gkv__free(tx);
 }
@@ -351,11 +389,12 @@ static pthread_once_t open_once = PTHREAD_ONCE_INIT;
  * child for good: hold it across the fork, release it on both sides */
 static void open_fork_prepare(void) { pthread_mutex_lock(&open_mu); }
 static void open_fork_after(void) { pthread_mutex_unlock(&open_mu); }
+static void open_fork_child(void) { fork_gen++; pthread_mutex_unlock(&open_mu); }
 
 static void
 open_once_init(void)
 {
-    (void)pthread_atfork(open_fork_prepare, open_fork_after, open_fork_after);
+    (void)pthread_atfork(open_fork_prepare, open_fork_after, open_fork_child);
 }
 
 void
@@ -379,6 +418,7 @@ open_list_add(gkv_store *s, const char *path)
     s->st_pid = getpid();
     pthread_once(&open_once, open_once_init);
     pthread_mutex_lock(&open_mu);
+    s->st_fork_gen = fork_gen;
     /* a handle inherited across fork() is the parent's, not this
      * process's: LMDB's locks were not inherited with it */
     for (o = open_list; o != NULL; o = o->st_open_next)
@@ -421,6 +461,18 @@ store_destroy(gkv_store *s)
 
     if (s == NULL)
         return;
+    if (s->st_fork_gen != fork_gen) {
+        /* the parent's handle, closed in a forked child: its flusher
+         * thread is not here, its write-back copies are as old as the
+         * fork (writing them would undo the parent's newer commits), and
+         * its environment's reader slots are the parent's. Only the
+         * memory goes. */
+        if (s->st_listed)
+            open_list_remove(s);
+        gkv__free(s->st_path);
+        gkv__free(s);
+        return;
+    }
     kv__wb_close(s);   /* flushes write-back tensors */
     if (s->st_env != NULL)
         mdb_env_close(s->st_env);

@@ -1320,6 +1320,131 @@ test_fork_during_open(void **state)
 #endif
 }
 
+/* A forked child that closes (or uses) the parent's handle: its close
+ * wrote the write-back copy as of the fork over the parent's newer
+ * commit, and its calls went to the parent's LMDB environment. Now the
+ * close only frees memory and the calls are refused, naming the fork. */
+static void
+test_inherited_handle_after_fork(void **state)
+{
+#if defined(__SANITIZE_THREAD__)
+    (void)state;
+    skip();                 /* TSan reports a fork with threads running */
+#else
+    char *dir = gkvt_mkdtemp("forkinh");
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 16);
+    gkv_store *s;
+    uint64_t id = 3;
+    float v7[4] = {7, 7, 7, 7}, v9[4] = {9, 9, 9, 9}, got[4];
+    int go[2], done[2], st;
+    pid_t pid;
+    char c;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_tensor_create(s, "plain", &sp));
+    GKVT_OK(gkv_writeback_start(s, "t", 100000));
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, v7, sizeof v7, NULL));
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(done), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        gkv_err prc;
+        alarm(10);
+        close(done[0]);
+        if (read(go[0], &c, 1) != 1)
+            _exit(2);
+        prc = gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got);
+        if (prc != GKV_EINVAL || strstr(gkv_store_errmsg(s), "before a fork()") == NULL) {
+            fprintf(stderr, "child: pull %s: %s\n", gkv_err_name(prc),
+                    gkv_store_errmsg(s));
+            _exit(3);
+        }
+        gkv_store_close(s);            /* must not write 7 over 9 */
+        _exit(write(done[1], "x", 1) == 1 ? 0 : 4);
+    }
+    close(done[1]);
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, v9, sizeof v9, NULL));
+    GKVT_OK(gkv_writeback_flush(s));
+    assert_int_equal(write(go[1], "x", 1), 1);
+    (void)!read(done[0], &c, 1);       /* EOF too, should the child fail */
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("child: status %d", st);
+    gkv_store_close(s);
+    GKVT_OK(gkv_store_open(&s, dir, GKV_RDONLY, NULL));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got));
+    assert_memory_equal(got, v9, sizeof v9);
+    gkv_store_close(s);
+    close(go[0]);
+    close(go[1]);
+    close(done[0]);
+    gkvt_rmtree(dir);
+#endif
+}
+
+/* A thread that holds a snapshot while another thread's write needs the
+ * map to grow: its next read waited out the grower's 10 s (the grower
+ * waits for its snapshot); now it goes on at once. Its own write needing
+ * growth fails at once (waiting would wait for itself). */
+struct grow_arg {
+    gkv_store *s;
+    gkv_err rc;
+};
+
+static void *
+grow_writer(void *p)
+{
+    struct grow_arg *g = p;
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 128, 0, 400000);   /* 200 MB */
+
+    sp.init = GKV_INIT_CONST;
+    sp.a = 1;
+    g->rc = gkv_tensor_create(g->s, "big", &sp);
+    return NULL;
+}
+
+static void
+test_snapshot_holder_not_stalled(void **state)
+{
+    char *dir = gkvt_mkdtemp("growsnap");
+    gkv_open_opts o = {1u << 20, 0};
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 16);
+    struct grow_arg g;
+    gkv_tensor_desc d;
+    gkv_txn *tx;
+    pthread_t t;
+    double t0;
+
+    (void)state;
+    kv__grow_wait_ms = 3000;
+    GKVT_OK(gkv_store_open(&g.s, dir, GKV_CREATE | GKV_NOSYNC, &o));
+    GKVT_OK(gkv_tensor_create(g.s, "small", &sp));
+    GKVT_OK(gkv_txn_begin(g.s, &tx));
+    assert_int_equal(pthread_create(&t, NULL, grow_writer, &g), 0);
+    gkvt_sleep_ms(300);                 /* the writer is waiting to grow */
+    t0 = gkvt_now_s();
+    for (int i = 0; i < 20; i++)
+        GKVT_OK(gkv_tensor_info(g.s, NULL, "small", &d));
+    assert_true(gkvt_now_s() - t0 < 1.5);
+    /* this thread's own write that needs growth: at once */
+    t0 = gkvt_now_s();
+    sp.hi = 400000;
+    sp.shape[0] = 128;
+    sp.init = GKV_INIT_CONST;
+    sp.a = 2;
+    assert_int_equal(gkv_tensor_create(g.s, "mine", &sp), GKV_EMAPFULL);
+    assert_true(gkvt_now_s() - t0 < 1.5);
+    gkv_txn_end(tx);
+    pthread_join(t, NULL);
+    GKVT_OK(g.rc);              /* it grew once the snapshot ended */
+    kv__grow_wait_ms = 10000;
+    gkv_store_close(g.s);
+    gkvt_rmtree(dir);
+}
+
 /* A disk that fills while the map has room (the default 1 GiB map on a
  * 12 MB tmpfs): LMDB's short write comes back as EIO; the commit's error
  * says the disk is full (GKV_EMAPFULL, as when the map cannot grow), and
@@ -1607,6 +1732,8 @@ main(void)
         cmocka_unit_test(test_full_disk_at_create),
         cmocka_unit_test(test_second_handle_refused),
         cmocka_unit_test(test_fork_during_open),
+        cmocka_unit_test(test_inherited_handle_after_fork),
+        cmocka_unit_test(test_snapshot_holder_not_stalled),
         cmocka_unit_test(test_disk_full_with_room_in_map),
         cmocka_unit_test(test_empty_data_mdb),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
