@@ -357,7 +357,9 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
 /* Describes optimizer-state companion 'name' ("T#adam_m") as 'tx' (NULL: a
  * fresh snapshot) sees it: as stored (*exists 1), or, when T has none yet
  * (*exists 0), as the first optimizer push or restore will create it, id 0
- * and nchunks those it will have (it reads as zeros meanwhile). For tools
+ * and nchunks those it will have (its state is all zeros meanwhile, but a
+ * pull of it is GKV_ENOTFOUND until it exists: a saver writes zeros for
+ * *exists 0, as kvctl export does). For tools
  * that save or restore state without knowing whether T was ever pushed
  * with that optimizer. Errors: GKV_EINVAL (not a companion name; T not
  * floating), GKV_ENOTFOUND (no tensor T). */
