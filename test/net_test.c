@@ -698,11 +698,13 @@ test_writeback_server(void **state)
     assert_int_equal(gkv_client_pull(c, "emb2", ids, 1, got, 16), GKV_ENOTFOUND);
     NET_OK(gkv_client_close(c));
 
-    /* SIGTERM: every push written, weights and optimizer state */
-    kill(srv[0]->pid, SIGTERM);
+    /* SIGHUP (a closed ssh session) as SIGTERM: every push written,
+     * weights and optimizer state (it killed the server, losing them) */
+    kill(srv[0]->pid, SIGHUP);
     assert_true(gkvt_proc_wait(srv[0], 10000));
     assert_int_equal(gkvt_proc_code(srv[0]), 0);
     assert_true(gkvt_file_has(srv[0]->log, "write-back: last pushes written"));
+    assert_true(gkvt_file_has(srv[0]->log, "the signal was SIGHUP"));
     for (int i = 0; i < 64; i++)
         ids[i] = (uint64_t)i * 15 + 1;
     free(disk);

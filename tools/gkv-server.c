@@ -29,8 +29,7 @@ static volatile sig_atomic_t g_sig;
 static void
 on_signal(int sig)
 {
-    (void)sig;
-    g_sig = 1;
+    g_sig = sig;
     gkv_server_stop(g_server);     /* async-signal-safe: sets a flag */
 }
 
@@ -46,7 +45,8 @@ usage(FILE *f)
 "clients over TCP. Server K of a machine listens on the machine's\n"
 "ip_config port + K; the servers of one machine share its store; machine\n"
 "M serves partition M. The server stops when the last client leaves\n"
-"(unless --keep-alive), on a shutdown request, or on SIGTERM/SIGINT.\n"
+"(unless --keep-alive), on a shutdown request, or on SIGTERM, SIGINT or\n"
+"SIGHUP.\n"
 "\n"
 "Options:\n"
 "  --store DIR              the store directory (required without\n"
@@ -291,6 +291,10 @@ main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    /* a closed terminal or ssh session, or a log-rotating HUP: stop as on
+     * SIGTERM (write-back pushes written, store synced), never the default
+     * death that loses them */
+    sigaction(SIGHUP, &sa, NULL);
     if ((rc = gkv_server_open(&srv, &o)) != GKV_OK) {
         const char *t = tools__err_text(rc, gkv_net_errmsg());
         fprintf(stderr, PROG ": %s%s%s\n", t != NULL ? t : "",
@@ -303,6 +307,9 @@ main(int argc, char **argv)
     rc = gkv_server_run(srv);
     if (rc != GKV_OK)
         fprintf(stderr, PROG ": %s: %s\n", gkv_strerror(rc), gkv_net_errmsg());
+    if (g_sig)
+        fprintf(stderr, PROG ": the signal was %s\n", g_sig == SIGHUP ?
+                "SIGHUP" : g_sig == SIGINT ? "SIGINT" : "SIGTERM");
     g_server = NULL;
     gkv_server_close(srv);
     return rc == GKV_OK ? EX_OK : EX_FAIL;
