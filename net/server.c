@@ -277,23 +277,53 @@ log_take(gkv_server *s, int kind, uint64_t *dropped)
     return ok;
 }
 
+static const char *const log_what[] = {"rejections", "rejoins",
+                                       "requests that arrived again"};
+
+static void
+log_say_dropped(gkv_server *s, int kind, uint64_t dropped)
+{
+    if (dropped > 0)
+        slog(s, "%llu more %s were not logged (at most %d are logged in "
+             "%d s)", (unsigned long long)dropped, log_what[kind], LOG_BURST,
+             LOG_WINDOW_MS / 1000);
+}
+
 /* log_take() with the lock taken here, saying what the window before
  * dropped. Takes s->sv_mu. */
 static int
 log_allowed(gkv_server *s, int kind)
 {
-    static const char *const what[] = {"rejections", "rejoins",
-                                       "requests that arrived again"};
     uint64_t dropped;
     int ok;
 
     pthread_mutex_lock(&s->sv_mu);
     ok = log_take(s, kind, &dropped);
     pthread_mutex_unlock(&s->sv_mu);
-    if (dropped > 0)
-        slog(s, "%llu more %s in the last %d s were not logged",
-             (unsigned long long)dropped, what[kind], LOG_WINDOW_MS / 1000);
+    log_say_dropped(s, kind, dropped);
     return ok;
+}
+
+/* The lines not logged in windows that have ended (or, 'all', in the
+ * current one too): said without waiting for another line of the kind,
+ * which a flood that stopped never brings. Takes s->sv_mu. */
+static void
+log_flush_dropped(gkv_server *s, int all)
+{
+    uint64_t dropped[3] = {0, 0, 0}, now = mono_ms();
+
+    pthread_mutex_lock(&s->sv_mu);
+    for (int k = 0; k < 3; k++)
+        if (s->sv_log_dropped[k] > 0 &&
+            (all || now - s->sv_log_window[k] >= LOG_WINDOW_MS)) {
+            dropped[k] = s->sv_log_dropped[k];
+            s->sv_log_dropped[k] = 0;
+            s->sv_log_count[k] = 0;
+            s->sv_log_window[k] = now;
+        }
+    pthread_mutex_unlock(&s->sv_mu);
+    for (int k = 0; k < 3; k++)
+        log_say_dropped(s, k, dropped[k]);
 }
 
 static void
@@ -832,9 +862,7 @@ op_handshake(gkv_server *s, struct req *r)
          * the reverse (refused above) */
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
         if (log_take(s, LOG_REJOIN, &dropped)) {
-            if (dropped > 0)
-                slog(s, "%llu more rejoins in the last %d s were not logged",
-                     (unsigned long long)dropped, LOG_WINDOW_MS / 1000);
+            log_say_dropped(s, LOG_REJOIN, dropped);
             slog(s, "rejoin: group '%s' rank %u (new session; the old one "
                  "was last heard %llu ms ago%s)", hs.group, hs.rank,
                  (unsigned long long)idle, (hs.flags & NET_HS_RESUME) ?
@@ -3395,6 +3423,7 @@ gkv_server_run(gkv_server *s)
             }
         }
         pthread_mutex_unlock(&s->sv_mu);
+        log_flush_dropped(s, 0);
     }
     slog(s, "stopping: %s; finishing requests in flight", s->sv_stop_why);
     atomic_store(&s->sv_halt, 1);
@@ -3408,6 +3437,7 @@ gkv_server_run(gkv_server *s)
     }
     nn_close(s->sv_sock);
     s->sv_sock = -1;
+    log_flush_dropped(s, 1);
     if (wb_last_flush(s) != GKV_OK && rc == GKV_OK)
         rc = GKV_EIO;
     if (gkv_store_sync(s->sv_store) != GKV_OK) {
