@@ -706,11 +706,20 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         (mrc = mdb_env_set_mapsize(s->st_env, opts && opts->map_size
                                    ? opts->map_size : DEFAULT_MAP)) != 0 ||
         (mrc = mdb_env_open(s->st_env, path, ef, 0644)) != 0) {
+        char lock[4200];
+        int lock_ro = (mrc == EACCES || mrc == EROFS || mrc == EPERM) &&
+                      (size_t)snprintf(lock, sizeof lock, "%s/lock.mdb",
+                                       path) < sizeof lock &&
+                      access(lock, W_OK) != 0;
+
         rc = kv__fail(NULL, kv__from_mdb(mrc), "cannot open store '%s': %s%s",
                       path, mdb_strerror(mrc), mrc == ENOMEM && opts != NULL &&
                       opts->map_size != 0 ? " (is opts.map_size, the most "
                       "address space the store may map, larger than this "
-                      "process may reserve?)" : "");
+                      "process may reserve?)" : lock_ro ? " (its lock file "
+                      "lock.mdb cannot be made or written: LMDB records every "
+                      "reader there, so even a read-only open needs it "
+                      "writable)" : "");
         goto fail;
     }
     {

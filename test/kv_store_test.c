@@ -1445,6 +1445,56 @@ test_snapshot_holder_not_stalled(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A read-only open whose lock.mdb the process cannot write (a store on
+ * read-only storage, another user's store): the message names the lock
+ * file and why a reader needs it, not only "Permission denied". Root
+ * only: the open runs in a child as user nobody. */
+static void
+test_lock_file_not_writable(void **state)
+{
+    char *dir = gkvt_mkdtemp("rolock"), p[4200], msg[1024] = "";
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 16);
+    gkv_store *s;
+    int fd[2], st;
+    ssize_t n;
+    pid_t pid;
+
+    (void)state;
+    if (geteuid() != 0) {
+        gkvt_rmtree(dir);
+        skip();
+    }
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    gkv_store_close(s);
+    snprintf(p, sizeof p, "%s/lock.mdb", dir);
+    assert_int_equal(chmod(p, 0444), 0);
+    assert_int_equal(chmod(dir, 0555), 0);
+    assert_int_equal(pipe(fd), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        gkv_err rc;
+        close(fd[0]);
+        if (setgid(65534) != 0 || setuid(65534) != 0)
+            _exit(3);
+        rc = gkv_store_open(&s, dir, GKV_RDONLY, NULL);
+        (void)!write(fd[1], gkv_store_errmsg(NULL),
+                     strlen(gkv_store_errmsg(NULL)));
+        _exit(rc == GKV_EPERM ? 0 : 1);
+    }
+    close(fd[1]);
+    n = read(fd[0], msg, sizeof msg - 1);
+    msg[n > 0 ? n : 0] = '\0';
+    close(fd[0]);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_int_equal(chmod(dir, 0700), 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 ||
+        strstr(msg, "its lock file lock.mdb cannot be made or written") == NULL)
+        fail_msg("status %d: %s", st, msg);
+    gkvt_rmtree(dir);
+}
+
 /* A disk that fills while the map has room (the default 1 GiB map on a
  * 12 MB tmpfs): LMDB's short write comes back as EIO; the commit's error
  * says the disk is full (GKV_EMAPFULL, as when the map cannot grow), and
@@ -1734,6 +1784,7 @@ main(void)
         cmocka_unit_test(test_fork_during_open),
         cmocka_unit_test(test_inherited_handle_after_fork),
         cmocka_unit_test(test_snapshot_holder_not_stalled),
+        cmocka_unit_test(test_lock_file_not_writable),
         cmocka_unit_test(test_disk_full_with_room_in_map),
         cmocka_unit_test(test_empty_data_mdb),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
