@@ -130,8 +130,9 @@ load(struct lctx *c, gkv_dtype dt, int64_t lo, int64_t hi, int may_miss,
         d.hi != (uint64_t)hi)
         return pt_fail(NULL, GKV_ECORRUPT, "partition %d: tensor '%s' is "
                        "%s, %u-d rows, IDs [%llu, %llu); expected %s scalars,"
-                       " IDs [%lld, %lld)", c->p->pt_id, c->name,
-                       gkv_dtype_name(d.dtype), d.ndim,
+                       " IDs [%lld, %lld) (a partition of another run of the "
+                       "partitioner than the config, or damage)", c->p->pt_id,
+                       c->name, gkv_dtype_name(d.dtype), d.ndim,
                        (unsigned long long)d.lo, (unsigned long long)d.hi,
                        gkv_dtype_name(dt), (long long)lo, (long long)hi);
     if ((*dst = gkv__malloc(n * esz)) == NULL)

@@ -34,7 +34,7 @@ extern "C" {
     X(ERANGE,    -10, "ID outside the tensor's range")                       \
     X(EEXIST,    -11, "a tensor of that name already exists")                \
     X(ERDONLY,   -12, "store is open read-only")                             \
-    X(ECORRUPT,  -13, "checksum mismatch: stored data is corrupt")           \
+    X(ECORRUPT,  -13, "stored data is corrupt or inconsistent")             \
     X(EFORMAT,   -14, "input file is malformed or of an unsupported kind")   \
     X(EHANDLER,  -15, "unknown or failed push handler")                      \
     X(EBUSY,     -16, "resource busy")                                       \
