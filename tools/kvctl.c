@@ -770,7 +770,10 @@ server_open(struct ctx *c)
                                  group, (uint32_t)getpid(), &o);
     memset(token, 0, sizeof token);
     if (rc != GKV_OK)
-        return fail_net(rc, "server %s", c->server);
+        return fail_net(rc, "server %s%s", c->server, rc == GKV_ETIMEDOUT ?
+                        " (something accepts connections there but did not "
+                        "answer as a gkv-server: another program's port, or "
+                        "a server too busy to answer)" : "");
     return EX_OK;
 }
 
