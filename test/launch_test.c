@@ -1588,6 +1588,7 @@ test_keep_alive_other_store(void **state)
     struct fx *f = *state;
     char st2[PATH_MAX + 16], link[PATH_MAX + 16], json[PATH_MAX + 64];
     char have[PATH_MAX], want[PATH_MAX], part0[PATH_MAX + 64];
+    char wsr[PATH_MAX + 16];
     const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "1", "--num-trainers", "1",
         "--keep-alive", "--server-name", "lt-store", "--workspace", f->ws,
@@ -1618,11 +1619,16 @@ test_keep_alive_other_store(void **state)
     track(f, sp[0]);
     assert_false(pid_gone(sp[0]));
 
-    /* another store: refused, nothing started, the server untouched */
+    /* another store: refused, nothing started, the server untouched, and
+     * no workspace made */
     assert_non_null(realpath(f->store, have));
     assert_non_null(realpath(st2, want));
     args[3] = st2;
+    snprintf(wsr, sizeof wsr, "%s-refused", f->ws);
+    args[12] = wsr;
+    pargs[12] = wsr;
     assert_int_equal(launch(f, args, NULL, 20), 2);
+    assert_int_not_equal(access(wsr, F_OK), 0);
     assert_true(out_has(f, "persistent server 'lt-store'"));
     assert_true(out_has(f, have));
     assert_true(out_has(f, want));
@@ -1641,9 +1647,11 @@ test_keep_alive_other_store(void **state)
     assert_false(out_has(f, "started server"));
     assert_false(out_has(f, "started trainer"));
     assert_false(pid_gone(sp[0]));
+    assert_int_not_equal(access(wsr, F_OK), 0);
 
     /* the same store through a symlink is the same store */
     args[3] = link;
+    args[12] = f->ws;
     if (launch(f, args, NULL, 20) != 0) {
         dump_output(f);
         fail_msg("launch with the store through a symlink failed");
@@ -1880,8 +1888,8 @@ test_shutdown_token(void **state)
         }
     if (strstr(e, "(machine 0, server 0)") != NULL)
         fail_msg("a server is still called machine 0, server 0:\n%s", e);
-    assert_non_null(strstr(e, "4 of 4 servers did not answer or were not "
-                               "stopped"));
+    assert_non_null(strstr(e, "none of the 4 servers was stopped"));
+    assert_null(strstr(e, "the others were asked to stop"));
     assert_null(strstr(o, "stopping server"));
     free(o);
     free(e);
@@ -1919,6 +1927,203 @@ test_part_count(void **state)
     }
     assert_false(out_has(f, "started server"));
     assert_false(port_connects(f->base));
+}
+
+/* A launch that reuses persistent servers cannot give them other options:
+ * a server takes its options at its start. The --server-arg options of
+ * such a launch used to be dropped without a word; now stdout says that
+ * the reused servers keep their options and names the ones not applied,
+ * and a difference the handshake shows (--heartbeat-timeout, --max-msg)
+ * is named per server. The job itself runs (exit 0). */
+static void
+test_keep_alive_server_args(void **state)
+{
+    struct fx *f = *state;
+    char ws2[PATH_MAX + 8];
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "lt-sargs", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    const char *args2[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "lt-sargs", "--workspace", ws2,
+        "--server-arg", "--nosync", "--server-arg", "--heartbeat-timeout",
+        "--server-arg", "5000", "--server-arg", "--writeback",
+        "--server-arg", "emb*",
+        "--", g_self, "--child", "env", NULL};
+    const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
+        "--shutdown", NULL};
+    pid_t sp[4];
+    char *o;
+
+    pick_ports(f);
+    if (launch_retry(f, args, NULL, 20) != 0) {
+        dump_output(f);
+        fail_msg("first launch failed");
+    }
+    assert_int_equal(server_pids(f, sp, 4), 1);
+    track(f, sp[0]);
+
+    snprintf(ws2, sizeof ws2, "%s2", f->ws);
+    setenv("LT_DIR", ws2, 1);
+    if (launch(f, args2, NULL, 20) != 0) {
+        dump_output(f);
+        fail_msg("second launch failed");
+    }
+    setenv("LT_DIR", f->ws, 1);
+    o = gkvt_slurp(f->out);
+    if (strstr(o, "reusing server 0/0") == NULL ||
+        strstr(o, "note: the 1 reused server (persistent server 'lt-sargs') "
+                  "keeps the options it was started with: this launch's "
+                  "--server-arg --nosync --heartbeat-timeout 5000 "
+                  "--writeback 'emb*' are NOT applied") == NULL ||
+        strstr(o, "--shutdown") == NULL ||
+        strstr(o, "note: reused server 0/0 runs with --heartbeat-timeout "
+                  "30000, not 5000 as given") == NULL)
+        fail_msg("stdout lacks the note on --server-arg:\n%s", o);
+    free(o);
+    assert_false(out_has(f, "started server"));
+    assert_false(pid_gone(sp[0]));
+
+    assert_int_equal(launch(f, stop, NULL, 20), 0);
+    assert_true(wait_gone(sp[0], 5000));
+}
+
+/* An ip_config address that does not resolve (127.0.0.300 passes the
+ * format check as a host name) is refused before anything starts: exit 2,
+ * naming the file, line and address. It used to start the servers, then
+ * fail on the one that could not resolve its address. --shutdown names
+ * that server among those that did not answer. */
+static void
+test_ip_config_unresolvable(void **state)
+{
+    struct fx *f = *state;
+    char cfg2[PATH_MAX + 16], text[128], want[2 * PATH_MAX];
+    const char *args[] = {"--ip-config", cfg2, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    const char *stop[] = {"--ip-config", cfg2, "--num-servers", "1",
+        "--shutdown", NULL};
+
+    pick_ports(f);
+    snprintf(cfg2, sizeof cfg2, "%s/ip-bad.txt", f->dir);
+    snprintf(text, sizeof text, "# machines\n127.0.0.1 %d\n127.0.0.300 %d\n",
+             f->base, f->base + 8);
+    gkvt_write_text(cfg2, text, 0644);
+
+    assert_int_equal(launch(f, args, NULL, 30), 2);
+    snprintf(want, sizeof want, "%s:3: address '127.0.0.300' (machine 1) "
+             "does not resolve", cfg2);
+    if (!out_has(f, want)) {
+        dump_output(f);
+        fail_msg("want '%s'", want);
+    }
+    assert_true(out_has(f, "nothing was started"));
+    assert_false(out_has(f, "started server"));
+    assert_false(port_connects(f->base));
+    assert_int_not_equal(access(f->ws, F_OK), 0);
+
+    assert_int_equal(launch(f, stop, NULL, 30), 1);
+    snprintf(want, sizeof want, "server 1/0 (machine 1, server 0, "
+             "127.0.0.300:%d, %s line 3) did not answer: its address "
+             "'127.0.0.300' does not resolve", f->base + 8, cfg2);
+    if (!out_has(f, want)) {
+        dump_output(f);
+        fail_msg("want '%s'", want);
+    }
+}
+
+/* --shutdown when no server answers: the closing line says that none was
+ * stopped (it said "2 of 2 servers did not answer ...; the others were
+ * asked to stop" when there were no others); with one server, "the only
+ * server". Exit 1 both times. */
+static void
+test_shutdown_none_answer(void **state)
+{
+    struct fx *f = *state;
+    char cfg2[PATH_MAX + 16];
+    const char *stop2[] = {"--ip-config", cfg2, "--num-servers", "1",
+        "--shutdown", NULL};
+    const char *stop1[] = {"--ip-config", f->cfg, "--num-servers", "1",
+        "--shutdown", NULL};
+    char *e;
+
+    pick_ports(f);
+    two_machines(f, cfg2, sizeof cfg2);
+    assert_int_equal(launch(f, stop2, NULL, 30), 1);
+    e = gkvt_slurp(f->err);
+    if (strstr(e, "none of the 2 servers was stopped") == NULL ||
+        strstr(e, "the others were asked to stop") != NULL ||
+        strstr(e, "2 of 2") != NULL)
+        fail_msg("stderr:\n%s", e);
+    free(e);
+    assert_false(out_has(f, "stopping server"));
+
+    assert_int_equal(launch(f, stop1, NULL, 30), 1);
+    e = gkvt_slurp(f->err);
+    if (strstr(e, "the only server was not stopped") == NULL ||
+        strstr(e, "the others") != NULL || strstr(e, "1 of 1") != NULL)
+        fail_msg("stderr:\n%s", e);
+    free(e);
+}
+
+/* A refused launch (a port held, so nothing was started) makes no
+ * workspace: it used to leave an empty WORKSPACE/logs behind. */
+static void
+test_refused_no_workspace(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--workspace", f->ws, "--", g_self, "--child", "env", NULL};
+    const char *ka[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "n1", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    struct sockaddr_in a;
+    int one = 1;
+
+    pick_ports(f);
+    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)f->base);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->lsock, 16), 0);
+
+    assert_int_equal(launch(f, args, NULL, 20), 1);
+    assert_true(out_has(f, "is already in use"));
+    assert_int_not_equal(access(f->ws, F_OK), 0);
+
+    assert_int_equal(launch(f, ka, NULL, 20), 1);
+    assert_true(out_has(f, "nothing was started"));
+    assert_int_not_equal(access(f->ws, F_OK), 0);
+}
+
+/* gkv-example-train -V and --version print "NAME (gkv) VERSION" on stdout
+ * and exit 0, as kvctl does (they were unknown options: exit 2). */
+static void
+test_trainer_version(void **state)
+{
+    static const char *const opts[] = {"-V", "--version"};
+    char prog[PATH_MAX];
+    char *out = NULL, *err = NULL;
+
+    (void)state;
+    snprintf(prog, sizeof prog, "%s", gkvt_prog("gkv-example-train"));
+    for (size_t i = 0; i < 2; i++) {
+        char *argv[] = {prog, (char *)opts[i], NULL};
+        int rc = gkvt_run(argv, NULL, 0, &out, &err, 30);
+
+        if (rc != 0 || strcmp(out, "gkv-example-train (gkv) "
+                              GKV_VERSION_STRING "\n") != 0)
+            fail_msg("%s: exit %d, stdout '%s', stderr '%s'", opts[i], rc,
+                     out, err);
+        free(out);
+        free(err);
+    }
 }
 
 static void
@@ -1963,6 +2168,15 @@ main(int argc, char **argv)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_part_count, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep_alive_server_args, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_ip_config_unresolvable, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_none_answer, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_refused_no_workspace, setup,
+                                        teardown),
+        cmocka_unit_test(test_trainer_version),
         /* last: it needs gkv-server --num-clients */
         cmocka_unit_test_setup_teardown(test_late_client, setup, teardown),
     };

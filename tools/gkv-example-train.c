@@ -111,6 +111,7 @@ usage(FILE *f)
 "                     needs GKV_PART_CONFIG and GKV_MACHINE (gkv-launch sets\n"
 "                     them)\n"
 "  -h, --help         this help\n"
+"  -V, --version      print the version and exit\n"
 "\n"
 "Exit status: 0 done, 1 failed (the message names what), 2 bad usage.\n");
 }
@@ -178,6 +179,10 @@ parse_args(int argc, char **argv, struct opts *o)
 
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
+            exit(0);
+        }
+        if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+            printf(PROG " (gkv) %s\n", GKV_VERSION_STRING);
             exit(0);
         }
         if (a[0] != '-' || a[1] != '-')

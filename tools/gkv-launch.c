@@ -104,6 +104,9 @@ struct proc {
                              * earlier run's "@gkv-pgid" line above it */
     int ready;              /* servers: accepts connections */
     int reused;             /* servers: a persistent one already running */
+    unsigned hs_lease_ms;   /* reused servers: their handshake's lease
+                             * (--heartbeat-timeout), in ms */
+    uint64_t hs_max_msg;    /* and message limit (--max-msg), in bytes */
     char name[64];          /* "server 0/1", "trainer rank 3", ... */
     char log[PATH_MAX + 160];  /* WORKSPACE/logs/ROLE-M-I.log */
 };
@@ -335,6 +338,36 @@ host_is_local(const char *host, struct ifaddrs *ifs)
     }
     freeaddrinfo(res);
     return hit;
+}
+
+/* Whether 'host' is an address a server can listen on and clients can
+ * reach: an IPv4 or IPv6 address, or a name that resolves to an IPv4
+ * address (the servers resolve names to IPv4 only, see net/server.c). 0,
+ * or -1 with why in 'why' (getaddrinfo's text). The ip_config format check
+ * takes "127.0.0.300" as a host name; only this finds that it is none. */
+static int
+host_resolves(const char *host, char *why, size_t cap)
+{
+    struct addrinfo hints, *res = NULL;
+    struct in_addr a4;
+    struct in6_addr a6;
+    int rc;
+
+    if (inet_pton(AF_INET, host, &a4) == 1 || inet_pton(AF_INET6, host, &a6) == 1)
+        return 0;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    rc = getaddrinfo(host, NULL, &hints, &res);
+    if (rc == 0 && res != NULL) {
+        freeaddrinfo(res);
+        return 0;
+    }
+    if (res != NULL)
+        freeaddrinfo(res);
+    snprintf(why, cap, "%s", rc == EAI_SYSTEM ? strerror(errno) :
+             rc != 0 ? gai_strerror(rc) : "no IPv4 address");
+    return -1;
 }
 
 /* The store of machine m: --store with each '%m' replaced by m. */
@@ -986,6 +1019,8 @@ check_reused(struct job *j)
             continue;
         }
         gkv_client_close(c);
+        p->hs_lease_ms = in.lease_ms;
+        p->hs_max_msg = in.max_msg;
         if (strcmp(in.name, j->server_name) != 0 || !in.keep_alive ||
             in.num_servers != j->S) {
             err("port %s is held by gkv server '%s' (pid %u, %u servers per "
@@ -1263,7 +1298,9 @@ usage(FILE *f)
 "  --ssh-port P           ssh port P\n"
 "  --server-bin PATH      the gkv-server program (default: the one next to\n"
 "                         gkv-launch, else gkv-server on PATH)\n"
-"  --server-arg ARG       one more argument for every server (repeatable)\n"
+"  --server-arg ARG       one more argument for every server (repeatable;\n"
+"                         not applied to persistent servers a launch reuses:\n"
+"                         it says so)\n"
 "  --timeout SEC          how long servers may take to accept connections\n"
 "                         (default 60)\n"
 "  --cluster MODE         auto (default), slurm, mpi or none: how to read\n"
@@ -1451,13 +1488,10 @@ parse_args(struct job *j, int argc, char **argv, int *done)
 
 /* ---- set-up ------------------------------------------------------------------- */
 
-/* Makes the workspace and its logs/ folder, checking it can write there. */
-static int
-make_workspace(struct job *j)
+/* Where the workspace goes (j->ws); nothing is made yet. */
+static void
+workspace_path(struct job *j)
 {
-    char logs[PATH_MAX + 80], probe[PATH_MAX + 120];
-    int fd;
-
     if (j->workspace != NULL) {
         absolute(j->workspace, j->cwd, j->ws, sizeof j->ws);
     } else {
@@ -1468,6 +1502,18 @@ make_workspace(struct job *j)
                      (long)getpid());
         }
     }
+}
+
+/* Makes the workspace j->ws and its logs/ folder, checking it can write
+ * there. Called once the launch goes ahead (after the checks that refuse
+ * it), so that a refused launch leaves no empty workspace behind. 0, or
+ * -1 after saying why. */
+static int
+make_workspace(struct job *j)
+{
+    char logs[PATH_MAX + 80], probe[PATH_MAX + 120];
+    int fd;
+
     snprintf(logs, sizeof logs, "%s/logs", j->ws);
     if ((mkdir(j->ws, 0755) != 0 && errno != EEXIST) ||
         (mkdir(logs, 0755) != 0 && errno != EEXIST)) {
@@ -1532,6 +1578,22 @@ prepare(struct job *j)
     if ((rc = gkv_ipconfig_check(j->ipc, j->S)) != GKV_OK) {
         err("%s: %s: %s", j->ip_config, gkv_strerror(rc), gkv_net_errmsg());
         return -1;
+    }
+    /* every address resolves, before anything starts: a server on an
+     * address that does not would fail at its start ("cannot resolve")
+     * after the others had started. --shutdown names such a server among
+     * those that did not answer instead, and stops the others. */
+    for (unsigned m = 0; m < j->M && !j->shutdown; m++) {
+        const gkv_machine *mc = gkv_ipconfig_machine(j->ipc, m);
+        char why[256];
+
+        if (host_resolves(mc->host, why, sizeof why) != 0) {
+            err("%s:%u: address '%s' (machine %u) does not resolve: %s (give "
+                "an IPv4 or IPv6 address, or a host name that resolves to "
+                "an IPv4 address); nothing was started", j->ip_config,
+                mc->line, mc->host, m, why);
+            return -1;
+        }
     }
     absolute(j->ip_config, j->cwd, j->ipc_abs, sizeof j->ipc_abs);
     if (j->part_config != NULL) {
@@ -1626,7 +1688,7 @@ do_shutdown(struct job *j)
         unsigned refused = 0;       /* a count whose ports do not fit */
 
         for (unsigned k = 0; k < ns; k++) {
-            char addr[300], label[PATH_MAX + 400];
+            char addr[300], label[PATH_MAX + 400], why[256];
             gkv_client *c = NULL;
             gkv_server_info in;
             gkv_err rc;
@@ -1635,6 +1697,12 @@ do_shutdown(struct job *j)
             ntried++;
             server_addr(j, m, k, addr, sizeof addr);
             server_label(j, m, k, label, sizeof label);
+            if (host_resolves(mc->host, why, sizeof why) != 0) {
+                err("%s did not answer: its address '%s' does not resolve: "
+                    "%s", label, mc->host, why);
+                nbad++;
+                continue;
+            }
             /* a quick look first: a handshake with a port nobody listens
              * on would take the whole timeout */
             if (!tools__port_accepts(mc->host, mc->port + k, 1000)) {
@@ -1706,8 +1774,20 @@ do_shutdown(struct job *j)
     }
     memset(token, 0, sizeof token);
     if (nbad > 0) {
-        err("%u of %u servers did not answer or were not stopped; the "
-            "others were asked to stop", nbad, ntried);
+        /* each is named above; say what became of the rest, if any */
+        if (nbad == ntried && ntried == 1)
+            err("the only server was not stopped (named above, with why)");
+        else if (nbad == ntried)
+            err("none of the %u servers was stopped (each is named above, "
+                "with why)", ntried);
+        else if (ntried - nbad == 1)
+            err("%u of %u servers did not answer or %s not stopped; the "
+                "other one was asked to stop", nbad, ntried,
+                nbad == 1 ? "was" : "were");
+        else
+            err("%u of %u servers did not answer or %s not stopped; the "
+                "other %u were asked to stop", nbad, ntried,
+                nbad == 1 ? "was" : "were", ntried - nbad);
         return EX_FAIL;
     }
     return EX_OK;
@@ -1817,6 +1897,104 @@ stopped_by_signal(struct job *j)
     return EX_FAIL;
 }
 
+/* Value of server option 'opt' among the --server-arg words ("--opt V"
+ * or "--opt=V"), or NULL; the last one given wins, as in gkv-server. */
+static const char *
+sarg_value(const struct job *j, const char *opt)
+{
+    const char *v = NULL;
+    size_t n = strlen(opt);
+
+    for (int i = 0; i < j->nsargs; i++) {
+        if (strcmp(j->sargs[i], opt) == 0 && i + 1 < j->nsargs)
+            v = j->sargs[++i];
+        else if (strncmp(j->sargs[i], opt, n) == 0 && j->sargs[i][n] == '=')
+            v = j->sargs[i] + n + 1;
+    }
+    return v;
+}
+
+/* A launch that reuses persistent servers and gives --server-arg: the
+ * running servers keep the options they were started with (a server
+ * takes its options at its start only), so say so, naming the options,
+ * rather than let the operator believe they apply. The handshake tells
+ * the lease (--heartbeat-timeout) and message limit (--max-msg) of each
+ * server, so a difference in those is named per server; the others (e.g.
+ * --writeback, --nosync, --threads) it does not tell. */
+static void
+say_sargs_not_applied(struct job *j, size_t nre)
+{
+    static const struct { const char *opt; int lease; } shown[] = {
+        {"--heartbeat-timeout", 1}, {"--max-msg", 0},
+    };
+    char *list = NULL, stop[2 * PATH_MAX + 128];
+    size_t len = 0, cap = 0, nsrv = (size_t)j->M * j->S;
+
+    if (j->nsargs == 0 || nre == 0)
+        return;
+    for (int i = 0; i < j->nsargs; i++) {
+        const char *a = j->sargs[i];
+        int plain = *a != '\0';
+
+        /* quoted for a shell when it holds anything but these */
+        for (const char *c = a; *c && plain; c++)
+            plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                    (*c >= '0' && *c <= '9') || strchr("-_./:=,@+%", *c);
+        if (i > 0)
+            raw_append(&list, &len, &cap, " ");
+        if (plain)
+            raw_append(&list, &len, &cap, a);
+        else
+            sq_append(&list, &len, &cap, a);
+    }
+    snprintf(stop, sizeof stop, PROG " --ip-config %s --num-servers %u "
+             "--shutdown%s%s", j->ipc_abs, j->S,
+             j->token_file ? " --token-file " : "",
+             j->token_file ? j->tok_abs : "");
+    if (nre == nsrv)
+        say("note: the %zu reused server%s (persistent server '%s') keep%s "
+            "the options %s started with: this launch's --server-arg %s %s "
+            "NOT applied (to change server options, stop the servers: %s, "
+            "and launch again)", nre, nre == 1 ? "" : "s", j->server_name,
+            nre == 1 ? "s" : "", nre == 1 ? "it was" : "they were", list,
+            j->nsargs == 1 ? "is" : "are", stop);
+    else
+        say("note: %zu of the %zu servers %s reused (persistent server "
+            "'%s') and keep%s the options %s started with: this launch's "
+            "--server-arg %s %s NOT applied to %s, only to the %zu server%s "
+            "it starts, so the job's servers may run with different "
+            "options (to give them all the same, stop the servers: %s, and "
+            "launch again)", nre, nsrv, nre == 1 ? "is" : "are",
+            j->server_name, nre == 1 ? "s" : "",
+            nre == 1 ? "it was" : "they were", list,
+            j->nsargs == 1 ? "is" : "are", nre == 1 ? "it" : "them",
+            nsrv - nre, nsrv - nre == 1 ? "" : "s", stop);
+    free(list);
+    for (size_t o = 0; o < sizeof shown / sizeof shown[0]; o++) {
+        const char *v = sarg_value(j, shown[o].opt);
+        unsigned long long want;
+        char *end;
+
+        if (v == NULL)
+            continue;
+        errno = 0;
+        want = strtoull(v, &end, 10);
+        if (errno != 0 || end == v || *end != '\0')
+            continue;               /* a server started with it would refuse it */
+        for (size_t i = 0; i < j->np; i++) {
+            const struct proc *p = &j->p[i];
+            unsigned long long have;
+
+            if (p->role != R_SERVER || !p->reused)
+                continue;
+            have = shown[o].lease ? p->hs_lease_ms : p->hs_max_msg;
+            if (have != want)
+                say("note: reused %s runs with %s %llu, not %s as given",
+                    p->name, shown[o].opt, have, v);
+        }
+    }
+}
+
 static int
 run_job(struct job *j)
 {
@@ -1869,6 +2047,11 @@ run_job(struct job *j)
                     j->p[i].name, mc->host, mc->port + j->p[i].idx,
                     j->server_name);
             }
+        say_sargs_not_applied(j, (size_t)nlisten);
+    }
+    if (make_workspace(j) != 0) {
+        err("nothing was started");
+        return EX_USAGE;
     }
     for (size_t i = 0; i < j->np; i++) {
         struct proc *p = &j->p[i];
@@ -1999,10 +2182,7 @@ main(int argc, char **argv)
     }
     if ((rc = cluster_task(&j)) >= 0)
         goto out;
-    if (make_workspace(&j) != 0) {
-        rc = EX_USAGE;
-        goto out;
-    }
+    workspace_path(&j);
     rc = run_job(&j);
 out:
     gkv_ipconfig_free(j.ipc);
