@@ -2104,6 +2104,30 @@ u64_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Maps --orig-ids MAPPING for 'verb' (import, export): an int64 array of
+ * N or N x 1; o->n gets N. */
+static int
+origmap_load(struct origmap *o, const char *verb, const char *map)
+{
+    char msg[512];
+    gkv_err rc;
+
+    if ((rc = gkv_npy_map_open(&o->m, map, msg, sizeof msg)) == GKV_EFORMAT)
+        return fail("%s: --orig-ids '%s': %s: %s", verb, map, gkv_strerror(rc),
+                    msg);
+    if (rc != GKV_OK)
+        return fail("%s: --orig-ids '%s': %s", verb, map, msg);
+    if (o->m.hdr.dtype != GKV_I64 || o->m.hdr.is_bool || o->m.hdr.ndim > 2 ||
+        (o->m.hdr.ndim == 2 && o->m.hdr.shape[1] != 1))
+        return fail("%s: --orig-ids '%s': %s: expected an int64 array with "
+                    "one new ID per original ID (N or N x 1, as gkv-partition "
+                    "writes mapping/node-NTYPE.npy), not %u dims of %s", verb,
+                    map, gkv_strerror(GKV_EFORMAT), o->m.hdr.ndim,
+                    o->m.hdr.is_bool ? "bool" : gkv_dtype_name(o->m.hdr.dtype));
+    o->n = o->m.hdr.shape[0];
+    return EX_OK;
+}
+
 /* Maps MAPPING and checks it against a FILE of 'rows' rows: int64, N or
  * N x 1, N = rows, every new ID >= 0 and none twice. */
 static int
@@ -2111,21 +2135,10 @@ origmap_open(struct origmap *o, const char *map, const char *file,
              uint64_t rows)
 {
     uint64_t *sorted;
-    char msg[512];
-    gkv_err rc;
+    int ex;
 
-    if ((rc = gkv_npy_map_open(&o->m, map, msg, sizeof msg)) == GKV_EFORMAT)
-        return fail("import: --orig-ids '%s': %s: %s", map, gkv_strerror(rc),
-                    msg);
-    if (rc != GKV_OK)
-        return fail("import: --orig-ids '%s': %s", map, msg);
-    if (o->m.hdr.dtype != GKV_I64 || o->m.hdr.is_bool || o->m.hdr.ndim > 2 ||
-        (o->m.hdr.ndim == 2 && o->m.hdr.shape[1] != 1))
-        return fail("import: --orig-ids '%s': %s: expected an int64 array "
-                    "with one new ID per original ID (N or N x 1, as "
-                    "gkv-partition writes mapping/node-NTYPE.npy)", map,
-                    gkv_strerror(GKV_EFORMAT));
-    o->n = o->m.hdr.shape[0];
+    if ((ex = origmap_load(o, "import", map)) != EX_OK)
+        return ex;
     if (o->n != rows)
         return fail("import: --orig-ids '%s' has %" PRIu64 " entries, but "
                     "'%s' has %" PRIu64 " rows: the mapping of another type "
@@ -2796,29 +2809,16 @@ src_range(struct rowsrc *r, uint64_t a, size_t n, void *buf)
  * row of the tensor, [lo, hi). *count gets the entries. */
 static int
 orig_ids_open(struct ctx *c, const char *file, const gkv_tensor_desc *d,
-              gkv_npy_map *m, uint64_t *count)
+              struct origmap *m, uint64_t *count)
 {
-    char msg[512];
-    gkv_err rc;
+    int ex;
 
-    if ((rc = gkv_npy_map_open(m, file, msg, sizeof msg)) == GKV_EFORMAT)
-        return fail("export: --orig-ids '%s': %s: %s", file, gkv_strerror(rc),
-                    msg);
-    if (rc != GKV_OK)
-        return fail("export: --orig-ids '%s': %s", file, msg);
-    if (m->hdr.dtype != GKV_I64 || m->hdr.is_bool ||
-        (m->hdr.ndim == 2 && m->hdr.shape[1] != 1) || m->hdr.ndim > 2)
-        return fail("export: --orig-ids '%s': %s: expected an int64 array "
-                    "with one new ID per original ID (N or N x 1, as "
-                    "gkv-partition writes mapping/node-NTYPE.npy), not %u "
-                    "dims of %s", file, gkv_strerror(GKV_EFORMAT),
-                    m->hdr.ndim, m->hdr.is_bool ? "bool" :
-                    gkv_dtype_name(m->hdr.dtype));
-    *count = m->hdr.shape[0];
+    if ((ex = origmap_load(m, "export", file)) != EX_OK)
+        return ex;
+    *count = m->n;
     for (uint64_t i = 0; i < *count; i++) {
-        int64_t v;
+        int64_t v = (int64_t)origmap_at(m, i);
 
-        memcpy(&v, (const unsigned char *)m->data + i * 8, 8);
         if (v < 0 || (uint64_t)v < d->lo || (uint64_t)v >= d->hi)
             return fail("export: --orig-ids '%s': %s: original ID %" PRIu64
                         " maps to %" PRId64 ", which is not a row of tensor "
@@ -2840,7 +2840,7 @@ cmd_export(struct ctx *c)
     unsigned char *buf = NULL;
     char *tmp = NULL, msg[512];
     tools_progress bar = {0};
-    gkv_npy_map map = {0};
+    struct origmap map = {.n = 0};
     struct rowsrc src = {0};
     gkv_tensor_desc d;
     struct stat sb;
@@ -2948,11 +2948,8 @@ cmd_export(struct ctx *c)
         int got;
 
         if (orig != NULL) {
-            for (size_t i = 0; i < n; i++) {
-                int64_t v;
-                memcpy(&v, (const unsigned char *)map.data + (at + i) * 8, 8);
-                src.ids[i] = (uint64_t)v;
-            }
+            for (size_t i = 0; i < n; i++)
+                src.ids[i] = origmap_at(&map, at + i);
             got = src_ids(&src, src.ids, n, buf);
         } else {
             got = src_range(&src, a + at, n, buf);
@@ -2998,7 +2995,7 @@ out:
     free(tmp);
     free(buf);
     free(src.ids);
-    gkv_npy_map_close(&map);
+    origmap_close(&map);
     gkv_txn_end(src.tx);
     if (tools__got_signal && ex != EX_OK) {
         fail("export of '%s' interrupted by %s; no file written", name,
