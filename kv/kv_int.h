@@ -95,6 +95,12 @@ struct gkv_store {
     struct gkv_store *st_open_next;
     pid_t st_pid;                 /* the process that opened it */
     unsigned st_fork_gen;         /* store.c's fork count then */
+    /* the threads that began live snapshots (gkv_txn), under st_mu: one
+     * waiting for a map growth would wait for itself. A fixed table, so
+     * that a snapshot allocates nothing more; a thread past it waits as
+     * any other. */
+    struct kv_owner { pthread_t t; unsigned n; } st_owners[64];
+    size_t st_nowners;
     int st_listed;
     size_t st_psize;              /* LMDB page size, bytes */
     /* Map growth needs no live transaction in this process: every txn
@@ -142,6 +148,7 @@ struct gkv_store {
 struct gkv_txn {
     gkv_store *tx_store;
     MDB_txn *tx_txn;
+    pthread_t tx_owner;           /* the thread that began it */
 };
 
 /* A tensor as the catalog records it. */
@@ -318,6 +325,12 @@ void    kv__state_rec(const kv_rec *r, int is_step, kv_rec *st);
  * a row. */
 gkv_err kv__state_fits(gkv_store *s, const char *name, const char *sname,
                        const kv_rec *st);
+/* Whether s was opened before this process forked (its parent's handle),
+ * and the error for calls on it. */
+int     kv__forked(const gkv_store *s);
+gkv_err kv__fork_refused(gkv_store *s);
+/* Frees the write-back copies without writing them (a forked child). */
+void    kv__wb_discard(gkv_store *s);
 /* Tests: takes (1) or releases (0) the lock of the process's list of
  * open stores, as an open in another thread holds it. */
 void kv__open_list_hold(int hold);

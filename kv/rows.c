@@ -352,6 +352,8 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
         return rc;
     if (n > 0 && (ids == NULL || dst == NULL))
@@ -435,6 +437,8 @@ gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
         return rc;
     if (a < b && dst == NULL)
@@ -1100,7 +1104,7 @@ push_fn(gkv_store *s, MDB_txn *txn, void *arg)
     }
     if (a->kind == KV_H_CUSTOM) {
         memset(&desc, 0, sizeof desc);
-        gkv_tensor_info(s, &(gkv_txn){s, txn}, a->name, &desc);
+        gkv_tensor_info(s, &(gkv_txn){.tx_store = s, .tx_txn = txn}, a->name, &desc);
     }
     for (size_t i = 0; i < a->n;) {
         uint64_t c = (a->ids[order[i]] - r.lo) / r.chunk_rows;
@@ -1443,6 +1447,8 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if (name != NULL && strchr(name, '#') != NULL)   /* a restore */
         return state_write(s, name, 0, ids, n, 0, 0, rows, rows_len, h);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
@@ -1612,6 +1618,8 @@ gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if (name != NULL && strchr(name, '#') != NULL)   /* a restore */
         return state_write(s, name, 1, NULL, 0, a, b, rows, rows_len, NULL);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)

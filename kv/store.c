@@ -42,23 +42,53 @@ kv__from_mdb(int rc)
 
 /* ---- txn users and map growth ------------------------------------------ */
 
-/* The snapshots (gkv_txn) this thread holds, on the store tl_snap (one
- * store tracked per thread: enough to tell a reader that waiting for a
- * map growth would wait for itself). */
-static __thread const gkv_store *tl_snap;
-static __thread unsigned tl_nsnap;
-
 /* Bumped in a forked child (pthread_atfork, registered at the first
  * open): a handle opened before the fork is its parent's, whose LMDB
  * environment, locks and write-back copies the child must not use. */
 static unsigned fork_gen;
 
-static gkv_err
-fork_refused(gkv_store *s)
+int
+kv__forked(const gkv_store *s)
+{
+    return s != NULL && s->st_fork_gen != fork_gen;
+}
+
+gkv_err
+kv__fork_refused(gkv_store *s)
 {
     return kv__fail(s, GKV_EINVAL, "store '%s' was opened by process %ld, "
                     "before a fork(): a child opens the store itself",
                     s->st_path, (long)s->st_pid);
+}
+
+/* Whether thread 't' holds a snapshot (gkv_txn) of s: its entry in
+ * st_owners, the threads that began the live ones. Caller holds st_mu. */
+static struct kv_owner *
+snap_owner(gkv_store *s, pthread_t t)
+{
+    for (size_t i = 0; i < s->st_nowners; i++)
+        if (pthread_equal(s->st_owners[i].t, t))
+            return &s->st_owners[i];
+    return NULL;
+}
+
+/* Counts a snapshot of the thread that began it (ended by any thread);
+ * a thread the table has no room for waits for growth as before. */
+static void
+snap_owner_add(gkv_store *s, pthread_t t, int d)
+{
+    struct kv_owner *o;
+
+    pthread_mutex_lock(&s->st_mu);
+    if ((o = snap_owner(s, t)) != NULL) {
+        o->n += d;
+        if (o->n == 0)                  /* the last one: drop the entry */
+            *o = s->st_owners[--s->st_nowners];
+    } else if (d > 0 && s->st_nowners < sizeof s->st_owners /
+                                          sizeof s->st_owners[0]) {
+        s->st_owners[s->st_nowners++] = (struct kv_owner){t, (unsigned)d};
+    }
+    pthread_mutex_unlock(&s->st_mu);
 }
 
 gkv_err
@@ -68,14 +98,15 @@ kv__enter(gkv_store *s)
     gkv_err rc = GKV_OK;
 
     if (s->st_fork_gen != fork_gen)
-        return fork_refused(s);
+        return kv__fork_refused(s);
     kv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
     pthread_mutex_lock(&s->st_mu);
     /* A grower waits for every txn to end, new ones waiting for it. A
      * thread that holds a snapshot would wait for a growth that waits for
      * its snapshot: it goes in (safe: the resize runs only once no txn is
      * live, under st_mu); the grower gives up at its deadline. */
-    while (s->st_growing && rc == GKV_OK && !(tl_snap == s && tl_nsnap > 0))
+    while (s->st_growing && rc == GKV_OK &&
+           snap_owner(s, pthread_self()) == NULL)
         if (pthread_cond_timedwait(&s->st_cv, &s->st_mu, &dl) == ETIMEDOUT)
             rc = GKV_EBUSY;
     if (rc == GKV_OK)
@@ -105,8 +136,12 @@ map_resize(gkv_store *s, size_t size)
     gkv_err rc = GKV_OK;
     int mrc;
 
-    if (tl_snap == s && tl_nsnap > 0)
-        return GKV_EBUSY;           /* our own snapshot: waiting cannot help */
+    pthread_mutex_lock(&s->st_mu);
+    if (snap_owner(s, pthread_self()) != NULL)
+        rc = GKV_EBUSY;             /* our own snapshot: waiting cannot help */
+    pthread_mutex_unlock(&s->st_mu);
+    if (rc != GKV_OK)
+        return rc;
     kv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
     pthread_mutex_lock(&s->st_mu);
     while (s->st_growing && rc == GKV_OK)
@@ -348,10 +383,8 @@ gkv_txn_begin(gkv_store *s, gkv_txn **out)
         gkv__free(tx);
         return rc;
     }
-    if (tl_nsnap == 0)
-        tl_snap = s;
-    if (tl_snap == s)
-        tl_nsnap++;
+    tx->tx_owner = pthread_self();
+    snap_owner_add(s, tx->tx_owner, 1);
     *out = tx;
     return GKV_OK;
 }
@@ -361,10 +394,8 @@ gkv_txn_end(gkv_txn *tx)
 {
     if (tx == NULL)
         return;
-    /* (a txn ended by another thread than began it leaves a count here;
-     * it only lets this thread skip a growth wait, which is safe) */
-    if (tl_snap == tx->tx_store && tl_nsnap > 0)
-        tl_nsnap--;
+    /* the count of the thread that began it, whichever ends it */
+    snap_owner_add(tx->tx_store, tx->tx_owner, -1);
     if (tx->tx_store->st_fork_gen == fork_gen)
         mdb_txn_abort(tx->tx_txn);
     kv__leave(tx->tx_store);
@@ -465,10 +496,18 @@ store_destroy(gkv_store *s)
         /* the parent's handle, closed in a forked child: its flusher
          * thread is not here, its write-back copies are as old as the
          * fork (writing them would undo the parent's newer commits), and
-         * its environment's reader slots are the parent's. Only the
-         * memory goes. */
+         * mdb_env_close would clear the parent's reader slots (they carry
+         * its pid). The copies and the rest of the memory go; the
+         * environment's map and descriptors stay until the child exits. */
+        kv__wb_discard(s);
         if (s->st_listed)
             open_list_remove(s);
+        for (h = s->st_handlers; h != NULL; h = next) {
+            next = h->next;
+            gkv__free(h);
+        }
+        if (s->st_zero != NULL)
+            munmap(s->st_zero, KV_ZERO_LEN);
         gkv__free(s->st_path);
         gkv__free(s);
         return;

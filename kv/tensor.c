@@ -321,6 +321,8 @@ gkv_tensor_create(gkv_store *s, const char *name, const gkv_tensor_spec *spec)
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
     if (spec == NULL)
@@ -533,6 +535,8 @@ gkv_tensor_delete(gkv_store *s, const char *name)
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
     pthread_rwlock_rdlock(&s->st_wb_lock);
@@ -820,7 +824,7 @@ gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
     if (name != NULL) {
         rc = verify_one(s, sn.txn, name, rep);
     } else {
-        gkv_txn tx = {s, sn.txn};
+        gkv_txn tx = {.tx_store = s, .tx_txn = sn.txn};
         if ((rc = gkv_tensor_list(s, &tx, 1, &v, &n)) == GKV_OK)
             for (size_t i = 0; i < n && rc == GKV_OK; i++)
                 rc = verify_one(s, sn.txn, v[i].name, rep);
@@ -909,6 +913,8 @@ gkv_opt_reset(gkv_store *s, const char *name, const char *optimizer)
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
     if (optimizer == NULL)

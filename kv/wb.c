@@ -119,7 +119,7 @@ mirror_load(gkv_store *s, MDB_txn *txn, const char *name, const char *base,
                       "byte write-back copy", name, bytes);
         goto out;
     }
-    rc = gkv_tensor_read(s, &(gkv_txn){s, txn}, name, m->r.lo, m->r.hi,
+    rc = gkv_tensor_read(s, &(gkv_txn){.tx_store = s, .tx_txn = txn}, name, m->r.lo, m->r.hi,
                          m->rows, bytes);
 out:
     if (rc != GKV_OK)
@@ -548,6 +548,8 @@ gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
     if (s->st_flags & GKV_RDONLY)
@@ -607,6 +609,8 @@ gkv_writeback_flush(gkv_store *s)
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) != NULL) {
         if ((rc = wb_flush(s)) != GKV_OK)
             return rc;
@@ -623,6 +627,8 @@ gkv_writeback_stop(gkv_store *s, const char *name)
     gkv_err rc;
 
     kv__clear(s);
+    if (kv__forked(s))          /* a parent's handle after fork() */
+        return kv__fork_refused(s);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
     pthread_rwlock_rdlock(&s->st_wb_lock);
@@ -791,6 +797,20 @@ kv__wb_close(gkv_store *s)
     s->st_wb_stage = NULL;
     s->st_wb_stage_len = 0;
     return rc;
+}
+
+void
+kv__wb_discard(gkv_store *s)
+{
+    /* a forked child: no flusher thread here to stop, nothing written */
+    while (s->st_wb != NULL) {
+        kv_wb *w = s->st_wb;
+        s->st_wb = w->next;
+        wb_free(w);
+    }
+    big_free(s->st_wb_stage, s->st_wb_stage_len);
+    s->st_wb_stage = NULL;
+    s->st_wb_stage_len = 0;
 }
 
 /* ---- optimizer state reset (gkv_opt_reset) ------------------------------ */

@@ -310,9 +310,10 @@ log_allowed(gkv_server *s, int kind)
 static void
 log_flush_dropped(gkv_server *s, int all)
 {
-    uint64_t dropped[3] = {0, 0, 0}, now = mono_ms();
+    uint64_t dropped[3] = {0, 0, 0}, now;
 
     pthread_mutex_lock(&s->sv_mu);
+    now = mono_ms();    /* under the lock: log_take stamps windows under it */
     for (int k = 0; k < 3; k++)
         if (s->sv_log_dropped[k] > 0 &&
             (all || now - s->sv_log_window[k] >= LOG_WINDOW_MS)) {

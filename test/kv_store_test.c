@@ -1362,6 +1362,12 @@ test_inherited_handle_after_fork(void **state)
                     gkv_store_errmsg(s));
             _exit(3);
         }
+        /* the write-back tensor too (its RAM copy is the fork's) */
+        if (gkv_tensor_push(s, "t", &id, 1, v7, sizeof v7, NULL) != GKV_EINVAL ||
+            gkv_tensor_write(s, "t", 0, 1, v7, sizeof v7) != GKV_EINVAL ||
+            gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got) != GKV_EINVAL ||
+            gkv_writeback_flush(s) != GKV_EINVAL)
+            _exit(5);
         gkv_store_close(s);            /* must not write 7 over 9 */
         _exit(write(done[1], "x", 1) == 1 ? 0 : 4);
     }
@@ -1406,6 +1412,13 @@ grow_writer(void *p)
     return NULL;
 }
 
+static void *
+end_txn(void *tx)
+{
+    gkv_txn_end(tx);
+    return NULL;
+}
+
 static void
 test_snapshot_holder_not_stalled(void **state)
 {
@@ -1440,6 +1453,16 @@ test_snapshot_holder_not_stalled(void **state)
     gkv_txn_end(tx);
     pthread_join(t, NULL);
     GKVT_OK(g.rc);              /* it grew once the snapshot ended */
+    /* a snapshot this thread began and another thread ended: this
+     * thread's next growth is not refused as if it still held it */
+    {
+        pthread_t e;
+        GKVT_OK(gkv_txn_begin(g.s, &tx));
+        assert_int_equal(pthread_create(&e, NULL, end_txn, tx), 0);
+        pthread_join(e, NULL);
+        sp.hi = 800000;
+        GKVT_OK(gkv_tensor_create(g.s, "mine", &sp));
+    }
     kv__grow_wait_ms = 10000;
     gkv_store_close(g.s);
     gkvt_rmtree(dir);
