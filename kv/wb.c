@@ -787,27 +787,21 @@ kv__wb_close(gkv_store *s)
     flusher_stop(s, 0);
     if (s->st_wb != NULL)
         rc = wb_flush(s);
-    while (s->st_wb != NULL) {
-        kv_wb *w = s->st_wb;
-        s->st_wb = w->next;
-        wb_free(w);
-    }
-    /* kept by the last flush even when no tensor is in write-back mode now */
-    big_free(s->st_wb_stage, s->st_wb_stage_len);
-    s->st_wb_stage = NULL;
-    s->st_wb_stage_len = 0;
+    kv__wb_discard(s);
     return rc;
 }
 
 void
 kv__wb_discard(gkv_store *s)
 {
-    /* a forked child: no flusher thread here to stop, nothing written */
+    /* kv__wb_close after its flush; or a forked child: no flusher thread
+     * there to stop, and nothing written */
     while (s->st_wb != NULL) {
         kv_wb *w = s->st_wb;
         s->st_wb = w->next;
         wb_free(w);
     }
+    /* kept by the last flush even when no tensor is in write-back mode now */
     big_free(s->st_wb_stage, s->st_wb_stage_len);
     s->st_wb_stage = NULL;
     s->st_wb_stage_len = 0;

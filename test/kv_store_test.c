@@ -1161,6 +1161,17 @@ test_tiny_map_grows(void **state)
     gkvt_rmtree(dir);
 }
 
+/* Mounts a tmpfs of 'opts' on dir, or skips the test (mounting needs
+ * CAP_SYS_ADMIN: these run as root in CI). */
+static void
+tmpfs_or_skip(char *dir, const char *opts)
+{
+    if (mount("gkvt", dir, "tmpfs", 0, opts) != 0) {
+        gkvt_rmtree(dir);
+        skip();
+    }
+}
+
 static void
 test_disk_full_is_emapfull(void **state)
 {
@@ -1171,10 +1182,7 @@ test_disk_full_is_emapfull(void **state)
     unsigned char *b0, *b1;
 
     (void)state;
-    if (mount("gkvt", dir, "tmpfs", 0, "size=12m") != 0) {
-        gkvt_rmtree(dir);
-        skip();            /* needs CAP_SYS_ADMIN; runs as root in CI */
-    }
+    tmpfs_or_skip(dir, "size=12m");
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, &(gkv_open_opts){1u << 20, 0}));
     sp.init = GKV_INIT_CONST;
     sp.a = 1;
@@ -1533,10 +1541,7 @@ test_disk_full_with_room_in_map(void **state)
     gkv_err rc;
 
     (void)state;
-    if (mount("gkvt", dir, "tmpfs", 0, "size=12m") != 0) {
-        gkvt_rmtree(dir);
-        skip();
-    }
+    tmpfs_or_skip(dir, "size=12m");
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
     sp.init = GKV_INIT_CONST;
     sp.a = 1;
@@ -1572,10 +1577,7 @@ test_full_disk_at_create(void **state)
     int fd;
 
     (void)state;
-    if (mount("gkvt", dir, "tmpfs", 0, "size=1m") != 0) {
-        gkvt_rmtree(dir);
-        skip();            /* needs CAP_SYS_ADMIN; runs as root in CI */
-    }
+    tmpfs_or_skip(dir, "size=1m");
     snprintf(p, sizeof p, "%s/fill", dir);
     fd = open(p, O_WRONLY | O_CREAT, 0644);
     assert_true(fd >= 0);

@@ -1970,6 +1970,22 @@ chunk_opts(struct ctx *c, gkv_tensor_spec *sp)
     return EX_OK;
 }
 
+/* gkv_client_create of a tensor no server holds, split across the job;
+ * when it fails, the machines that did make it delete theirs again.
+ * 'what' begins the message ("create tensor"). */
+static int
+create_split(struct ctx *c, const char *name, const gkv_tensor_spec *sp,
+             const char *what)
+{
+    gkv_err rc;
+
+    if ((rc = gkv_client_create(c->cl, name, sp, -1)) == GKV_OK)
+        return EX_OK;
+    fail_net(rc, "%s '%s' on %s", what, name, c->where);
+    (void)gkv_client_delete(c->cl, name);
+    return EX_FAIL;
+}
+
 /* create through the servers: split across the job's machines as the
  * client splits it (by the partition book for node/T/... and edge/E/...);
  * an existing tensor is an error, as in a store (the client's create
@@ -1990,13 +2006,7 @@ remote_create(struct ctx *c, const char *name, const gkv_tensor_spec *sp)
                     gkv_strerror(GKV_EEXIST));
     if (rc != GKV_ENOTFOUND)
         return fail_net(rc, "create tensor '%s' on %s", name, c->where);
-    if ((rc = gkv_client_create(c->cl, name, sp, -1)) != GKV_OK) {
-        fail_net(rc, "create tensor '%s' on %s", name, c->where);
-        /* machines that did create it would keep it */
-        (void)gkv_client_delete(c->cl, name);
-        return EX_FAIL;
-    }
-    return EX_OK;
+    return create_split(c, name, sp, "create tensor");
 }
 
 static int
@@ -2416,11 +2426,8 @@ import_remote(struct ctx *c, const char *name, const char *file,
         if (om != NULL &&
             origmap_perm(om, c->opt[O_ORIG_IDS], sp->lo, "a new tensor") != EX_OK)
             return EX_FAIL;
-        if ((rc = gkv_client_create(c->cl, name, sp, -1)) != GKV_OK) {
-            fail_net(rc, "import: creating tensor '%s' on %s", name, c->where);
-            (void)gkv_client_delete(c->cl, name);   /* where it was made */
+        if (create_split(c, name, sp, "import: creating tensor") != EX_OK)
             return EX_FAIL;
-        }
         created = 1;
         if ((rc = gkv_client_tensor_info(c->cl, name, &d)) != GKV_OK) {
             fail_net(rc, "import: tensor '%s' on %s", name, c->where);
