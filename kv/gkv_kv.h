@@ -209,11 +209,14 @@ GKV_API gkv_err gkv_tensor_list(gkv_store *s, gkv_txn *tx, int with_state,
                                 gkv_tensor_desc **out, size_t *n);
 
 /* Deletes tensor 'name', its optimizer state and all their rows; the pages
- * are reused by later writes. Errors: GKV_ENOTFOUND, GKV_ERDONLY. */
+ * are reused by later writes. Errors: GKV_ENOTFOUND, GKV_EINVAL (a
+ * companion's "T#..." name: delete T), GKV_EBUSY (in write-back mode on
+ * this handle), GKV_ERDONLY. */
 GKV_API gkv_err gkv_tensor_delete(gkv_store *s, const char *name);
 
 /* Renames 'from' to 'to' (and its optimizer state with it).
- * Errors: GKV_ENOTFOUND, GKV_EEXIST, GKV_EINVAL, GKV_ERDONLY. */
+ * Errors: GKV_ENOTFOUND, GKV_EEXIST, GKV_EINVAL, GKV_EBUSY ('from' in
+ * write-back mode on this handle), GKV_ERDONLY. */
 GKV_API gkv_err gkv_tensor_rename(gkv_store *s, const char *from,
                                   const char *to);
 

@@ -39,8 +39,8 @@
                                 * message limit; fewer seeds may fit */
 #define NET_F_KNOWN    0x1fu
 
-/* Message types. A reply carries the type of its request. 13..31 are
- * reserved for kv requests, 32..63 for graph requests. */
+/* Message types. A reply carries the type of its request. 1..31 are kv
+ * requests (14..31 free), 32..63 graph requests. */
 enum net_type {
     NET_HELLO = 1,       /* no session: a fresh nonce and the identity */
     NET_HANDSHAKE = 2,   /* group, rank, proof: a session and the schema */
@@ -55,7 +55,7 @@ enum net_type {
     NET_LEAVE = 11,
     NET_HEARTBEAT = 12,
     NET_OPT_RESET = 13,  /* tensor, optimizer: drop its optimizer state */
-    /* graph requests (reserved; served once graph/ is on the server) */
+    /* graph requests */
     NET_PBOOK = 32,
     NET_SAMPLE = 33,
     NET_FIND_EDGES = 34,

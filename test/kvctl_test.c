@@ -1327,6 +1327,24 @@ test_import_existing_name(void **state)
     assert_int_equal(d.shape[0], 4);
     assert_memory_equal(got, w, len);
     free(got);
+    /* without --lo a replacement stays at the replaced tensor's IDs (a
+     * partition's export imported back), here [10, 60) */
+    free(v);
+    v = write_npy_f32(path(f, "third.npy"), 50, 4, 9);
+    assert_int_equal(kv(f, f->st, "import", "feat", path(f, "third.npy"),
+                        "--replace", NULL), 0);
+    got = dump(f->st, "feat", &d, &len);
+    assert_int_equal(d.lo, 10);
+    assert_int_equal(d.hi, 60);
+    assert_int_equal(len, 50 * 4 * sizeof(float));
+    assert_memory_equal(got, v, len);
+    free(got);
+    /* a new tensor still starts at 0 */
+    assert_int_equal(kv(f, f->st, "import", "fresh", path(f, "third.npy"), NULL), 0);
+    got = dump(f->st, "fresh", &d, &len);
+    assert_int_equal(d.lo, 0);
+    assert_int_equal(d.hi, 50);
+    free(got);
     assert_int_equal(kv(f, f->st, "ls", NULL), 0);
     assert_null(strstr(f->out, "kvctl-import"));
     free(v);

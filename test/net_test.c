@@ -728,6 +728,9 @@ test_writeback_server(void **state)
                         f->cfg, "--flush-ms", "5", NULL};
         char *star[] = {g_server_path, "--store", f->st[0], "--ip-config",
                         f->cfg, "--machine", "0", "--writeback", "e*b", NULL};
+        char *hash[] = {g_server_path, "--store", f->st[0], "--ip-config",
+                        f->cfg, "--machine", "0", "--writeback", "emb#adagrad_s",
+                        NULL};
 
         assert_int_equal(gkvt_run(two, NULL, 0, NULL, &err, 30), 2);
         assert_non_null(strstr(err, "--writeback needs one server per machine"));
@@ -735,8 +738,12 @@ test_writeback_server(void **state)
         assert_int_equal(gkvt_run(lone, NULL, 0, NULL, &err, 30), 2);
         assert_non_null(strstr(err, "--flush-ms needs --writeback"));
         free(err);
-        assert_int_equal(gkvt_run(star, NULL, 0, NULL, &err, 30), 1);
-        assert_non_null(strstr(err, "write-back name 'e*b'"));
+        /* bad usage (2), before anything is opened */
+        assert_int_equal(gkvt_run(star, NULL, 0, NULL, &err, 30), 2);
+        assert_non_null(strstr(err, "--writeback: 'e*b' is not a tensor name"));
+        free(err);
+        assert_int_equal(gkvt_run(hash, NULL, 0, NULL, &err, 30), 2);
+        assert_non_null(strstr(err, "--writeback: 'emb#adagrad_s' is not"));
         free(err);
     }
 }

@@ -27,8 +27,8 @@
  * Exit status: 0 the job succeeded, 1 it failed (or was stopped by a
  * signal), 2 bad usage or inputs (nothing was started).
  *
- * Test hooks, not in --help: --ssh-cmd PROG replaces ssh (a script that
- * runs the remote command string with sh -c stands in for a real host) and
+ * --ssh-cmd PROG replaces ssh (the tests give a script that runs the
+ * remote command string with sh -c, standing in for a real host) and
  * --force-ssh treats every machine as remote.
  */
 #include <arpa/inet.h>
@@ -1296,6 +1296,9 @@ usage(FILE *f)
 "  --token-file F         the job's secret (mode 0600), passed to all\n"
 "  --ssh-user U           ssh as user U\n"
 "  --ssh-port P           ssh port P\n"
+"  --ssh-cmd PROG         run PROG instead of ssh, with ssh's arguments\n"
+"                         (-o BatchMode=yes [-p P] [U@]HOST COMMAND)\n"
+"  --force-ssh            start local machines' processes through ssh too\n"
 "  --server-bin PATH      the gkv-server program (default: the one next to\n"
 "                         gkv-launch, else gkv-server on PATH)\n"
 "  --server-arg ARG       one more argument for every server (repeatable;\n"

@@ -253,8 +253,17 @@ main(int argc, char **argv)
                                  "4096..2000000000", val);
             o.max_msg = v;
         } else if (strcmp(name, "--writeback") == 0) {
+            const char *star = strchr(val, '*');
+
             if (nwb == sizeof wb / sizeof wb[0] - 1)
                 return bad_usage("--writeback: more than %s names", "64");
+            _Static_assert(GKV_NAME_MAX == 255, "the message below says 255");
+            if (*val == '\0' || strlen(val) > GKV_NAME_MAX ||
+                strchr(val, '#') != NULL ||
+                (star != NULL && star[1] != '\0'))
+                return bad_usage("--writeback: '%s' is not a tensor name "
+                                 "without '#' (at most 255 bytes), or a "
+                                 "prefix ending in '*'", val);
             wb[nwb++] = val;
             o.writeback = wb;
         } else if (strcmp(name, "--flush-ms") == 0) {

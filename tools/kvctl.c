@@ -2658,6 +2658,17 @@ cmd_import(struct ctx *c)
         fail_gkv(c->s, rc, "import: tensor '%s'", name);
         goto out;
     }
+    if (rc == GKV_OK && c->opt[O_LO] == NULL && omp == NULL) {
+        /* a replacement starts where the tensor it replaces did (a
+         * partition's rows stay at its IDs), as through servers */
+        if (rows > UINT64_MAX - d.lo) {
+            fail("import '%s': tensor '%s' starts at ID %" PRIu64 "; %" PRIu64
+                 " rows from there is past 2^64", file, name, d.lo, rows);
+            goto out;
+        }
+        sp.lo = d.lo;
+        sp.hi = d.lo + rows;
+    }
     snprintf(tmp, sizeof tmp, "%s" IMPORT_TAG "%ld", name, (long)getpid());
     rc = gkv_tensor_create(c->s, tmp, &sp);
     if (rc == GKV_EEXIST) {
