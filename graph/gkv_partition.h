@@ -107,6 +107,22 @@ typedef struct gkv_part_mask {
     uint64_t       nrows;
 } gkv_part_mask;
 
+/* A pair of edge types whose edges are each other's reverses, edge k of
+ * one being the reverse of edge k of the other in the input's (original)
+ * edge IDs: DGL's reverse_etypes. Partitioning renumbers each edge type on
+ * its own (by its destinations' partitions), so that pairing is lost in
+ * the new IDs; with a pair given, each of the two types gets an edge
+ * feature "reverse_eid" (int64): the NEW ID of its reverse edge in the
+ * other type, which edge mini-batches read to exclude reverse edges
+ * (gkv_edge_batch_spec, GKV_EXCLUDE_REVERSE). Names as for features. The
+ * types must differ, have swapped node types and as many edges, and edge
+ * k of each must join the same two nodes the other way (checked). */
+#define GKV_PART_REVERSE_FEAT "reverse_eid"
+typedef struct gkv_part_reverse {
+    const char *etype;
+    const char *reverse_etype;
+} gkv_part_reverse;
+
 /* Progress: called from the calling thread between steps (never inside
  * libmetis), with a short stage name and units done out of total:
  *   "assign"  0/0 then 1/1    nodes are being assigned (METIS runs here)
@@ -132,6 +148,9 @@ typedef struct gkv_part_spec {
     const gkv_part_mask *masks;      /* nmasks training masks, one per node
                                       * type at most */
     size_t               nmasks;
+    const gkv_part_reverse *reverse; /* nreverse reverse pairs; an edge type
+                                      * in one pair at most */
+    size_t               nreverse;
     gkv_part_progress_fn progress;   /* may be NULL */
     void                *progress_ctx;
 } gkv_part_spec;
@@ -163,7 +182,8 @@ typedef struct gkv_part_report {
  * outdirs. Ownership: nothing passed in is kept after the call returns.
  *
  * Errors: GKV_EINVAL (bad spec: method, num_parts, names, a too-long tensor
- * name, more parts than nodes), GKV_ENOTFOUND (an unknown node or edge
+ * name, more parts than nodes, a reverse pair whose edges are not each
+ * other's reverses, named with the first edge that is not), GKV_ENOTFOUND (an unknown node or edge
  * type), GKV_ESHAPE (a feature or mask whose row count does not match),
  * GKV_EFORMAT (a feature file that is not a readable .npy), GKV_ENOENT (a
  * missing feature file or parent directory), GKV_EEXIST (outdir holds a

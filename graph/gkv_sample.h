@@ -414,9 +414,14 @@ typedef struct gkv_edge_batch_spec {
     int            num_neg;      /* negatives per positive edge (>= 0) */
     unsigned       exclude;      /* GKV_EXCLUDE_* */
     /* With GKV_EXCLUDE_REVERSE: the reverse of positive edge eid is edge
-     * reverse_eids[eid] (reverse_n entries) of edge type reverse_etype, or,
-     * with reverse_eids NULL, edge eid of reverse_etype (which must then
-     * differ from etype). */
+     * reverse_eids[eid] (reverse_n entries) of edge type reverse_etype.
+     * With reverse_eids NULL (reverse_etype must then differ from etype):
+     * on a graph of gkv-partition's (a partition's sgraph, or through the
+     * servers) the edge that its "reverse_eid" edge feature names, which
+     * gkv-partition --reverse-etypes writes (partitioning renumbers each
+     * edge type on its own, so edge eid of reverse_etype is not eid's
+     * reverse there; without that feature the call fails, GKV_EINVAL);
+     * elsewhere edge eid of reverse_etype. */
     int            reverse_etype;
     const int64_t *reverse_eids;
     int64_t        reverse_n;

@@ -78,12 +78,27 @@ void    graph__parallel(void (*fn)(void *), void *args, size_t arg_size,
  * gkv_client_sample_edge_batch() so both judge a spec alike: the checks of
  * a spec on a graph of num_etypes edge types (GKV_EINVAL), and the reverse
  * edge of each positive edge into out[0 .. sp->n) by GKV_EXCLUDE_REVERSE's
- * rules (GKV_ERANGE). A failure's detail goes to msg[0 .. cap). */
+ * rules (GKV_ERANGE). A failure's detail goes to msg[0 .. cap). On a
+ * partitioned graph (renumbered edge IDs) a spec without reverse_eids takes
+ * the reverses from the partitioner's reverse_eid feature: 'stored' holds
+ * its rows for sp->eids; NULL elsewhere (edge eid of the reverse type).
+ * graph__eb_stored_name() writes that feature's tensor name for the
+ * positive edges' canonical type 'canon' (0, or -1 when it does not fit),
+ * graph__eb_no_stored() the error for a partitioned graph without it. */
 struct gkv_edge_batch_spec;
 gkv_err graph__eb_check(const struct gkv_edge_batch_spec *sp, int num_etypes,
                         char *msg, size_t cap);
-gkv_err graph__eb_reverse(const struct gkv_edge_batch_spec *sp, int64_t *out,
-                          char *msg, size_t cap);
+gkv_err graph__eb_reverse(const struct gkv_edge_batch_spec *sp,
+                          const int64_t *stored, int64_t *out, char *msg,
+                          size_t cap);
+int     graph__eb_stored_name(char *buf, size_t cap, const char *canon);
+gkv_err graph__eb_no_stored(const char *canon, const char *rev_canon,
+                            char *msg, size_t cap);
+
+/* Marks sg as the sgraph of partition p (gkv_part_sgraph): its edge IDs
+ * are the partitioner's, and p's store holds its features. */
+struct gkv_part;
+void    graph__sgraph_set_part(struct gkv_sgraph *sg, const struct gkv_part *p);
 
 /* Sampling weights given by position, for one edge type: the k-th
  * non-excluded edge (in adjacency order) of frontier node i has weight

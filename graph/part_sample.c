@@ -52,6 +52,7 @@ gkv_part_sgraph(const gkv_part *p, gkv_sgraph **out)
             rc = gkv_sgraph_set_adj(sg, e, GKV_DIR_OUT, &a);
     }
     if (rc == GKV_OK) {
+        graph__sgraph_set_part(sg, p);
         *out = sg;
         sg = NULL;
     }

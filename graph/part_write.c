@@ -61,6 +61,8 @@ struct pw_feat {
     uint64_t shape[GKV_MAX_DIMS];
     size_t row_bytes;
     uint64_t nrows;
+    int rev_et;                   /* >= 0: "reverse_eid", the new IDs of
+                                   * edge type rev_et (rows: its emap) */
 };
 
 struct pw {
@@ -86,6 +88,7 @@ struct pw {
     /* features */
     struct pw_feat *feats;
     size_t nfeats;
+    gkv_part_feat *revf;          /* 2 x nreverse: the reverse_eid features */
     /* output */
     char *out, *tmp, *old;        /* OUT, OUT.tmp-PID, OUT.old-PID */
     int replace;                  /* OUT holds a partition to replace */
@@ -453,12 +456,20 @@ load_feats(struct pw *w)
     char why[512];
     gkv_err rc;
 
-    if (sp->nfeats == 0)
+    if (sp->nfeats == 0 && sp->nreverse == 0)
         return GKV_OK;
-    if (sp->feats == NULL)
+    if (sp->feats == NULL && sp->nfeats > 0)
         return fail(w, GKV_EINVAL, "%zu features but no feature array",
                     sp->nfeats);
-    if ((w->feats = gkv__calloc(sp->nfeats, sizeof *w->feats)) == NULL)
+    if (sp->reverse == NULL && sp->nreverse > 0)
+        return fail(w, GKV_EINVAL, "%zu reverse pairs but no array",
+                    sp->nreverse);
+    if (sp->nreverse > (size_t)GKV_GRAPH_TYPES_MAX)
+        return fail(w, GKV_EINVAL, "%zu reverse pairs: more than there are "
+                    "edge types", sp->nreverse);
+    /* room for two reverse_eid features a pair */
+    if ((w->feats = gkv__calloc(sp->nfeats + 2 * sp->nreverse,
+                                sizeof *w->feats)) == NULL)
         return fail(w, GKV_ENOMEM, "out of memory");
     for (size_t i = 0; i < sp->nfeats; i++) {
         const gkv_part_feat *f = &sp->feats[i];
@@ -468,6 +479,7 @@ load_feats(struct pw *w)
         int n;
 
         pf->f = f;
+        pf->rev_et = -1;
         if (f->type == NULL)
             return fail(w, GKV_EINVAL, "feature %zu: no %s type", i, kind);
         if (!name_ok(f->name, &bad))
@@ -545,6 +557,132 @@ load_feats(struct pw *w)
             return fail(w, GKV_EINVAL, "feature '%s': empty rows", pf->tname);
     }
     return GKV_OK;
+}
+
+/* Edge type 'name' of a reverse pair, into *et. */
+static gkv_err
+rev_type(struct pw *w, const char *name, int *et)
+{
+    gkv_err rc;
+
+    if (name == NULL)
+        return fail(w, GKV_EINVAL, "reverse pair: an edge type is NULL");
+    rc = gkv_graph_etype_find(w->g, name, et);
+    if (rc == GKV_EINVAL)
+        return fail(w, GKV_EINVAL, "reverse pair: relation '%s' names "
+                    "several edge types; use the canonical name", name);
+    if (rc != GKV_OK)
+        return fail(w, GKV_ENOTFOUND, "reverse pair: unknown edge type '%s'",
+                    name);
+    return GKV_OK;
+}
+
+/* The reverse pairs: checked (edge k of each type joins the same nodes as
+ * edge k of the other, the other way), and a "reverse_eid" feature for
+ * each type, whose rows (the other type's emap) are set once the edges are
+ * numbered. Appended to w->feats, which load_feats sized for them. */
+static gkv_err
+load_reverse(struct pw *w)
+{
+    const gkv_part_spec *sp = w->sp;
+    int *paired = NULL;
+    gkv_err rc = GKV_OK;
+
+    if (sp->nreverse == 0)
+        return GKV_OK;
+    if ((w->revf = gkv__calloc(2 * sp->nreverse, sizeof *w->revf)) == NULL ||
+        (paired = gkv__calloc((size_t)w->net, sizeof *paired)) == NULL) {
+        gkv__free(paired);
+        return fail(w, GKV_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < sp->nreverse; i++) {
+        const gkv_etype_info *ea, *eb;
+        gkv_coo a, b;
+        int et[2];
+
+        if ((rc = rev_type(w, sp->reverse[i].etype, &et[0])) != GKV_OK ||
+            (rc = rev_type(w, sp->reverse[i].reverse_etype, &et[1])) != GKV_OK)
+            goto out;
+        ea = &w->einfo[et[0]];
+        eb = &w->einfo[et[1]];
+        rc = GKV_EINVAL;
+        if (et[0] == et[1]) {
+            fail(w, rc, "reverse pair '%s' and '%s': the same edge type "
+                 "(edge k cannot be its own reverse)", ea->canonical,
+                 eb->canonical);
+            goto out;
+        }
+        for (int k = 0; k < 2; k++)
+            if (paired[et[k]]) {
+                fail(w, rc, "edge type '%s' is in two reverse pairs",
+                     w->einfo[et[k]].canonical);
+                goto out;
+            }
+        if (ea->src_ntype != eb->dst_ntype || ea->dst_ntype != eb->src_ntype) {
+            fail(w, rc, "reverse pair '%s' and '%s': the node types are not "
+                 "swapped", ea->canonical, eb->canonical);
+            goto out;
+        }
+        if (ea->num_edges != eb->num_edges) {
+            fail(w, rc, "reverse pair '%s' (%lld edges) and '%s' (%lld "
+                 "edges): edge k of one is the reverse of edge k of the "
+                 "other, so they need as many edges", ea->canonical,
+                 (long long)ea->num_edges, eb->canonical,
+                 (long long)eb->num_edges);
+            goto out;
+        }
+        gkv_graph_edges(w->g, et[0], &a);
+        gkv_graph_edges(w->g, et[1], &b);
+        for (int64_t k = 0; k < a.n; k++)
+            if (a.src[k] != b.dst[k] || a.dst[k] != b.src[k]) {
+                fail(w, rc, "reverse pair '%s' and '%s': edge %lld of '%s' "
+                     "is %lld -> %lld, but edge %lld of '%s' is %lld -> "
+                     "%lld, not %lld -> %lld (edge k of one type must be "
+                     "the reverse of edge k of the other, in input order)",
+                     ea->canonical, eb->canonical, (long long)k,
+                     ea->canonical, (long long)a.src[k], (long long)a.dst[k],
+                     (long long)k, eb->canonical, (long long)b.src[k],
+                     (long long)b.dst[k], (long long)a.dst[k],
+                     (long long)a.src[k]);
+                goto out;
+            }
+        for (int k = 0; k < 2; k++) {
+            gkv_part_feat *f = &w->revf[2 * i + (size_t)k];
+            struct pw_feat *pf = &w->feats[w->nfeats];
+            const char *canon = w->einfo[et[k]].canonical;
+
+            paired[et[k]] = 1;
+            f->is_edge = 1;
+            f->type = canon;
+            f->name = GKV_PART_REVERSE_FEAT;
+            f->dtype = GKV_I64;
+            f->nrows = (uint64_t)w->einfo[et[k]].num_edges;
+            pf->f = f;
+            pf->type = et[k];
+            pf->rev_et = et[1 - k];
+            snprintf(pf->name, sizeof pf->name, "%s", f->name);
+            if (snprintf(pf->tname, sizeof pf->tname, "edge/%s/%s", canon,
+                         f->name) >= (int)sizeof pf->tname) {
+                fail(w, rc, "tensor name 'edge/%s/%s' is longer than %d "
+                     "bytes", canon, f->name, GKV_NAME_MAX);
+                goto out;
+            }
+            for (size_t j = 0; j < w->nfeats; j++)
+                if (strcmp(w->feats[j].tname, pf->tname) == 0) {
+                    fail(w, rc, "feature '%s' is given, and is also what "
+                         "the reverse pair of '%s' writes", pf->tname, canon);
+                    goto out;
+                }
+            pf->dtype = GKV_I64;
+            pf->row_bytes = 8;
+            pf->nrows = f->nrows;
+            w->nfeats++;
+        }
+    }
+    rc = GKV_OK;
+out:
+    gkv__free(paired);
+    return rc;
 }
 
 static gkv_err
@@ -1810,6 +1948,7 @@ pw_free(struct pw *w)
     for (size_t f = 0; f < w->nfeats; f++)
         gkv_npy_map_close(&w->feats[f].map);
     gkv__free(w->feats);
+    gkv__free(w->revf);
     gkv__free(w->s_idx);
     gkv__free(w->s_oeid);
     gkv__free(w->s_w);
@@ -1915,7 +2054,8 @@ run(struct pw *w, const char *outdir, gkv_part_report *r)
     gkv_err rc;
 
     if ((rc = setup(w, outdir)) != GKV_OK || (rc = load_feats(w)) != GKV_OK ||
-        (rc = load_masks(w)) != GKV_OK || (rc = check_outdir(w)) != GKV_OK)
+        (rc = load_reverse(w)) != GKV_OK || (rc = load_masks(w)) != GKV_OK ||
+        (rc = check_outdir(w)) != GKV_OK)
         return rc;
     if (mkdir(w->tmp, 0755) != 0) {
         if (errno == EEXIST)
@@ -1940,6 +2080,11 @@ run(struct pw *w, const char *outdir, gkv_part_report *r)
     for (int e = 0; e < w->net; e++)
         if ((rc = number_edges(w, e)) != GKV_OK)
             return rc;
+    /* a reverse_eid row k (original edge k) is the new ID of the other
+     * type's original edge k */
+    for (size_t f = 0; f < w->nfeats; f++)
+        if (w->feats[f].rev_et >= 0)
+            w->feats[f].rows = (const unsigned char *)w->emap[w->feats[f].rev_et];
 
     /* the report's counts, and the bytes to write */
     r->min_part_nodes = r->min_part_edges = INT64_MAX;

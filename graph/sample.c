@@ -52,6 +52,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include "graph_int.h"
+#include "gkv_part.h"
+#include "gkv_partition.h"
 #include "gkv_sample.h"
 
 #define G64         0x9e3779b97f4a7c15ULL
@@ -262,7 +264,14 @@ struct gkv_sgraph {
     int           *snt, *dnt;        /* per etype */
     struct sg_adj *adj;              /* [etype * 2 + dir] */
     pthread_mutex_t mu;              /* builds edge-ID indexes */
+    const gkv_part *part;            /* a partition's sgraph: its partition */
 };
+
+void
+graph__sgraph_set_part(gkv_sgraph *sg, const gkv_part *p)
+{
+    sg->part = p;
+}
 
 static inline int
 col_ntype(const gkv_sgraph *sg, int et, int dir)
@@ -2853,12 +2862,34 @@ graph__eb_check(const gkv_edge_batch_spec *sp, int num_etypes, char *msg,
     return GKV_OK;
 }
 
+int
+graph__eb_stored_name(char *buf, size_t cap, const char *canon)
+{
+    int n = snprintf(buf, cap, "edge/%s/" GKV_PART_REVERSE_FEAT, canon);
+
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
 gkv_err
-graph__eb_reverse(const gkv_edge_batch_spec *sp, int64_t *out, char *msg,
-                  size_t cap)
+graph__eb_no_stored(const char *canon, const char *rev_canon, char *msg,
+                    size_t cap)
+{
+    return eb_fail(msg, cap, GKV_EINVAL, "GKV_EXCLUDE_REVERSE without "
+                   "reverse_eids on a partitioned graph needs the edge "
+                   "feature 'edge/%s/" GKV_PART_REVERSE_FEAT "' (partition "
+                   "with --reverse-etypes %s=%s): partitioning renumbers "
+                   "each edge type on its own, so edge k of '%s' is not "
+                   "the reverse of edge k of '%s'; or give reverse_eids in "
+                   "the new IDs (from mapping/edge-*.npy)", canon, canon,
+                   rev_canon, rev_canon, canon);
+}
+
+gkv_err
+graph__eb_reverse(const gkv_edge_batch_spec *sp, const int64_t *stored,
+                  int64_t *out, char *msg, size_t cap)
 {
     for (size_t i = 0; i < sp->n; i++) {
-        int64_t id = sp->eids[i], r = id;
+        int64_t id = sp->eids[i], r = stored != NULL ? stored[i] : id;
         if (sp->reverse_eids != NULL) {
             if (id < 0 || id >= sp->reverse_n)
                 return eb_fail(msg, cap, GKV_ERANGE, "positive edge eids[%zu] "
@@ -2872,6 +2903,32 @@ graph__eb_reverse(const gkv_edge_batch_spec *sp, int64_t *out, char *msg,
                            (long long)r);
         out[i] = r;
     }
+    return GKV_OK;
+}
+
+/* The stored reverses of spec's positive edges (held by this partition)
+ * into out[0 .. n): the partitioner's reverse_eid feature. */
+static gkv_err
+part_reverse(gkv_sampler *s, const gkv_edge_batch_spec *spec, int64_t *out)
+{
+    const gkv_pbook *b = gkv_part_book(s->sg->part);
+    gkv_store *st = gkv_part_store(s->sg->part);
+    const char *canon = gkv_pbook_etype_name(b, spec->etype);
+    char name[GKV_NAME_MAX + 1];
+    gkv_tensor_desc d;
+    gkv_err rc;
+
+    if (graph__eb_stored_name(name, sizeof name, canon) != 0 ||
+        gkv_tensor_info(st, NULL, name, &d) == GKV_ENOTFOUND)
+        return graph__eb_no_stored(canon,
+                                   gkv_pbook_etype_name(b, spec->reverse_etype),
+                                   s->msg, sizeof s->msg);
+    if (d.dtype != GKV_I64 || d.row_bytes != 8)
+        return s_fail(s, GKV_ESHAPE, "tensor '%s' is not one int64 per edge",
+                      name);
+    if ((rc = gkv_tensor_pull(st, NULL, name, (const uint64_t *)spec->eids,
+                              spec->n, out, spec->n * 8)) != GKV_OK)
+        return s_fail(s, rc, "reverse edges: %s", gkv_store_errmsg(st));
     return GKV_OK;
 }
 
@@ -2924,8 +2981,12 @@ edge_batch_call(gkv_sampler *s, const gkv_edge_batch_spec *spec,
         if (grow(&s->tmpv, &s->tmpcap, n, sizeof *s->tmpv))
             return s_fail(s, GKV_ENOMEM, "out of memory for %zu reverse "
                           "edges", n);
-        if ((rc = graph__eb_reverse(spec, s->tmpv, s->msg,
-                                    sizeof s->msg)) != GKV_OK)
+        if (spec->reverse_eids == NULL && sg->part != NULL &&
+            (rc = part_reverse(s, spec, s->tmpv)) != GKV_OK)
+            return rc;
+        if ((rc = graph__eb_reverse(spec, spec->reverse_eids == NULL &&
+                                    sg->part != NULL ? s->tmpv : NULL,
+                                    s->tmpv, s->msg, sizeof s->msg)) != GKV_OK)
             return rc;
         if ((rc = ex_add(s, spec->reverse_etype, s->tmpv, n,
                          "the reverse edges")) != GKV_OK)

@@ -38,6 +38,7 @@
 #include <sodium.h>
 #include "kv_int.h"
 #include "graph_int.h"   /* graph__eb_check, graph__eb_reverse */
+#include "gkv_partition.h" /* GKV_PART_REVERSE_FEAT */
 #include "gkv_net.h"
 #include "wire.h"
 
@@ -4672,6 +4673,30 @@ gkv_client_sample_blocks(gkv_client *c, const int64_t *const *seeds,
 
 /* ---- edge mini-batches ----------------------------------------------------- */
 
+/* The stored reverses of the batch's edges into out[0 .. sp->n): the
+ * partitioner's reverse_eid feature of the positive edges' type (the edge
+ * IDs here are renumbered per type: edge k of the reverse type is not the
+ * reverse of edge k). Called with c->mu held. */
+static gkv_err
+eb_stored_reverse(gkv_client *c, const gkv_edge_batch_spec *sp, int64_t *out)
+{
+    const char *canon = gkv_pbook_etype_name(c->book, sp->etype);
+    char name[GKV_NAME_MAX + 1], m[512];
+    int nf = gkv_pbook_num_edge_feats(c->book, sp->etype), have = 0;
+
+    for (int i = 0; i < nf && !have; i++)
+        have = strcmp(gkv_pbook_edge_feat(c->book, sp->etype, i),
+                      GKV_PART_REVERSE_FEAT) == 0;
+    if (!have || graph__eb_stored_name(name, sizeof name, canon) != 0) {
+        graph__eb_no_stored(canon,
+                            gkv_pbook_etype_name(c->book, sp->reverse_etype),
+                            m, sizeof m);
+        return net__fail(GKV_EINVAL, "sample_edge_batch: %s", m);
+    }
+    return pull_locked(c, name, NULL, (const uint64_t *)sp->eids, sp->n, out,
+                       sp->n * sizeof *out);
+}
+
 /* opts' exclusions plus the batch's edges (GKV_EXCLUDE_SELF) and their
  * reverses (GKV_EXCLUDE_REVERSE) into *ex (one gkv__malloc'd block:
  * pointers, counts, IDs); *ex NULL when nothing is excluded. */
@@ -4715,7 +4740,16 @@ eb_exclude(gkv_client *c, const gkv_edge_batch_spec *sp,
         }
         if ((sp->exclude & GKV_EXCLUDE_REVERSE) && e == sp->reverse_etype) {
             char m[256];
-            gkv_err rc = graph__eb_reverse(sp, ids + at, m, sizeof m);
+            gkv_err rc;
+
+            /* stored ones into place, then checked like given ones */
+            if (sp->reverse_eids == NULL &&
+                (rc = eb_stored_reverse(c, sp, ids + at)) != GKV_OK) {
+                gkv__free(blk);
+                return rc;
+            }
+            rc = graph__eb_reverse(sp, sp->reverse_eids == NULL ? ids + at
+                                   : NULL, ids + at, m, sizeof m);
             if (rc != GKV_OK) {
                 gkv__free(blk);
                 return net__fail(rc, "sample_edge_batch: %s", m);

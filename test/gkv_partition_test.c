@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <jansson.h>
 #include "gkvt.h"
+#include "gkvt_graph.h"
 #include "graph/gkv_graph.h"
 
 struct fx {
@@ -564,6 +565,157 @@ test_hetero_files(void **state)
     check_node_feat(f->out, j, "user", "node/user/feat", ufeat, 4, 2);
     json_decref(j);
     gkv_graph_free(g);
+}
+
+/* An edge batch of all of partition q's buys edges on its sgraph, reverse
+ * edges excluded by the stored reverse_eid (reverse_eids NULL). */
+static gkv_err
+part_edge_batch(const char *json, int q, char *msg, size_t cap)
+{
+    gkv_part *pt;
+    gkv_sgraph *sg;
+    gkv_sampler *s;
+    gkv_edge_batch_spec sp = {0};
+    gkv_edge_batch eb;
+    gkv_block blk[1];
+    int64_t lo, hi, eids[16];
+    int fan[2] = {0, 0};
+    gkv_err rc;
+
+    GKVT_OK(gkv_part_open(&pt, json, q, 0));
+    GKVT_OK(gkv_pbook_edge_range(gkv_part_book(pt), 0, q, &lo, &hi));
+    assert_true(hi - lo >= 1 && hi - lo <= 16);
+    for (int64_t e = lo; e < hi; e++)
+        eids[e - lo] = e;
+    GKVT_OK(gkv_part_sgraph(pt, &sg));
+    GKVT_OK(gkv_sampler_new(&s, sg, 1));
+    sp.etype = 0;
+    sp.eids = eids;
+    sp.n = (size_t)(hi - lo);
+    sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
+    sp.reverse_etype = 1;
+    rc = gkv_sample_edge_batch(s, &sp, fan, 2, 1, NULL, &eb, blk);
+    snprintf(msg, cap, "%s", gkv_sampler_errmsg(s));
+    gkv_sampler_free(s);
+    gkv_sgraph_free(sg);
+    gkv_part_close(pt);
+    return rc;
+}
+
+/* --reverse-etypes: each type of the pair gets edge/<canon>/reverse_eid,
+ * the new ID of its reverse (checked against the mapping files), which
+ * an edge batch on a partition reads; without it such a batch is refused
+ * (partitioning renumbers each edge type on its own: edge k of the
+ * reverse type is no longer edge k's reverse). Bad pairs are named. */
+static void
+test_reverse_etypes(void **state)
+{
+    struct fx *f = *state;
+    static const char buys[] = "0 0\n0 1\n1 1\n1 3\n2 1\n2 4\n3 1\n3 3\n";
+    static const char back[] = "0 0\n1 0\n1 1\n3 1\n1 2\n4 2\n1 3\n3 3\n";
+    static const char skew[] = "0 0\n1 0\n1 1\n1 3\n1 2\n4 2\n1 3\n3 3\n";
+    static const char *const canon[2] = {"user:buys:item", "item:bought_by:user"};
+    char a1[4200], a2[4200], json[4300], msg[1024];
+    int64_t *em[2], moved = 0;
+    gkv_pbook *b;
+    int rc;
+
+    put(f, "buys.txt", buys, sizeof buys - 1);
+    put(f, "back.txt", back, sizeof back - 1);
+    put(f, "skew.txt", skew, sizeof skew - 1);
+    snprintf(a1, sizeof a1, "user:buys:item=%s", path(f, "buys.txt"));
+    snprintf(a2, sizeof a2, "item:bought_by:user=%s", path(f, "back.txt"));
+    snprintf(json, sizeof json, "%s/graph.json", f->out);
+
+    /* without the pair: a batch excluding reverses by edge ID is refused */
+    rc = run(f, "--parts", "2", "--method", "random", "--seed", "5",
+             "--ntype", "user=4", "--ntype", "item=5", "--etype", a1,
+             "--etype", a2, f->out, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    assert_int_equal(part_edge_batch(json, 0, msg, sizeof msg), GKV_EINVAL);
+    expect_text("error", msg, "--reverse-etypes user:buys:item=item:bought_by:user");
+    expect_text("error", msg, "renumbers each edge type");
+    gkvt_rmtree(strdup(f->out));
+
+    rc = run(f, "--parts", "2", "--method", "random", "--seed", "5",
+             "--ntype", "user=4", "--ntype", "item=5", "--etype", a1,
+             "--etype", a2, "--reverse-etypes", "buys=bought_by", f->out,
+             NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    GKVT_OK(gkv_pbook_open(&b, json));
+    for (int e = 0; e < 2; e++)
+        em[e] = gkvt_read_map(gkv_pbook_edge_mapping(b, e), 8);
+    /* reverse_eid of new edge em[e][k] is em[1 - e][k], in its owner */
+    for (int e = 0; e < 2; e++)
+        for (int q = 0; q < 2; q++) {
+            gkv_store *st;
+            gkv_tensor_desc d;
+            int64_t lo, hi, got[8];
+            char tn[128];
+
+            GKVT_OK(gkv_pbook_edge_range(b, e, q, &lo, &hi));
+            GKVT_OK(gkv_store_open(&st, gkv_pbook_part_path(b, q),
+                                   GKV_RDONLY, NULL));
+            snprintf(tn, sizeof tn, "edge/%s/reverse_eid", canon[e]);
+            GKVT_OK(gkv_tensor_info(st, NULL, tn, &d));
+            assert_int_equal(d.dtype, GKV_I64);
+            assert_int_equal(d.lo, lo);
+            assert_int_equal(d.hi, hi);
+            GKVT_OK(gkv_tensor_read(st, NULL, tn, (uint64_t)lo, (uint64_t)hi,
+                                    got, (size_t)(hi - lo) * 8));
+            for (int k = 0; k < 8; k++)
+                if (em[e][k] >= lo && em[e][k] < hi)
+                    assert_int_equal(got[em[e][k] - lo], em[1 - e][k]);
+            gkv_store_close(st);
+        }
+    for (int k = 0; k < 8; k++)
+        moved += em[0][k] != em[1][k];
+    assert_true(moved > 0);     /* else the test would not tell */
+    /* the feature is listed with the others in the config */
+    assert_int_equal(gkv_pbook_num_edge_feats(b, 0), 1);
+    assert_string_equal(gkv_pbook_edge_feat(b, 0, 0), "reverse_eid");
+    free(em[0]);
+    free(em[1]);
+    gkv_pbook_close(b);
+    for (int q = 0; q < 2; q++)
+        if (part_edge_batch(json, q, msg, sizeof msg) != GKV_OK)
+            fail_msg("edge batch on partition %d: %s", q, msg);
+    gkvt_rmtree(strdup(f->out));
+
+    /* bad pairs: exit 1 naming what is wrong, nothing written */
+    snprintf(a2, sizeof a2, "item:bought_by:user=%s", path(f, "skew.txt"));
+    rc = run(f, "--parts", "2", "--ntype", "user=4", "--ntype", "item=5",
+             "--etype", a1, "--etype", a2, "--reverse-etypes",
+             "user:buys:item=bought_by", f->out, NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "edge 3 of 'user:buys:item' is 1 -> 3, "
+                "but edge 3 of 'item:bought_by:user' is 1 -> 3, not 3 -> 1");
+    assert_int_equal(access(f->out, F_OK), -1);
+    rc = run(f, "--parts", "2", "--ntype", "user=4", "--ntype", "item=5",
+             "--etype", a1, "--etype", a2, "--reverse-etypes", "buys=buys",
+             f->out, NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "the same edge type");
+    rc = run(f, "--parts", "2", "--ntype", "user=4", "--ntype", "item=5",
+             "--etype", a1, "--etype", a2, "--reverse-etypes", "buys=sold",
+             f->out, NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "unknown edge type 'sold'");
+    rc = run(f, "--parts", "2", "--ntype", "user=4", "--ntype", "item=5",
+             "--etype", a1, "--etype", a2, "--reverse-etypes", "buys",
+             f->out, NULL);
+    assert_int_equal(rc, 2);
+    expect_text("stderr", f->serr, "expected ETYPE=REVERSE_ETYPE");
+    put(f, "back.txt", back, sizeof back - 5);      /* one edge short */
+    snprintf(a2, sizeof a2, "item:bought_by:user=%s", path(f, "back.txt"));
+    rc = run(f, "--parts", "2", "--ntype", "user=4", "--ntype", "item=5",
+             "--etype", a1, "--etype", a2, "--reverse-etypes",
+             "buys=bought_by", f->out, NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "need as many edges");
+    assert_int_equal(access(f->out, F_OK), -1);
 }
 
 static void
@@ -1167,6 +1319,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_weights_pair_with_binary, setup, teardown),
         cmocka_unit_test_setup_teardown(test_train_mask_path_with_eq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signal_on_stalled_fifo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reverse_etypes, setup, teardown),
     };
 
     find_tool();

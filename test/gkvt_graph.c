@@ -83,9 +83,17 @@ gkvt_partition(const gkv_graph *g, const char *dir, const char *parts_dir,
                const gkv_part_feat *pf, size_t nfeats, char *json, size_t cap)
 {
     gkv_part_spec spec = {0};
+    gkv_part_reverse rev = {gkvt_ui_canon[1], gkvt_ui_canon[2]};
     char out[4000], msg[512];
+    int e;
 
     snprintf(out, sizeof out, "%s/%s", dir, parts_dir);
+    /* the user/item graph's clicks and their reverses */
+    if (gkv_graph_etype_find(g, gkvt_ui_canon[1], &e) == GKV_OK &&
+        gkv_graph_etype_find(g, gkvt_ui_canon[2], &e) == GKV_OK) {
+        spec.reverse = &rev;
+        spec.nreverse = 1;
+    }
     spec.name = name;
     spec.method = GKV_PART_RANDOM;
     spec.num_parts = nparts;
@@ -96,6 +104,21 @@ gkvt_partition(const gkv_graph *g, const char *dir, const char *parts_dir,
     if (gkv_partition_write(g, &spec, out, NULL, msg, sizeof msg) != GKV_OK)
         fail_msg("partition_write: %s", msg);
     snprintf(json, cap, "%s/%s.json", out, name);
+}
+
+int64_t *
+gkvt_ui_reverse(const gkv_pbook *b)
+{
+    int64_t *em[2], *rev = malloc(GKVT_UI_CLICKS * 8);
+
+    assert_non_null(rev);
+    for (int e = 0; e < 2; e++)
+        em[e] = gkvt_read_map(gkv_pbook_edge_mapping(b, e + 1), GKVT_UI_CLICKS);
+    for (int64_t k = 0; k < GKVT_UI_CLICKS; k++)
+        rev[em[0][k]] = em[1][k];
+    free(em[0]);
+    free(em[1]);
+    return rev;
 }
 
 gkv_graph *

@@ -44,6 +44,12 @@ void gkvt_partition(const gkv_graph *g, const char *dir, const char *parts_dir,
                     const gkv_part_feat *pf, size_t nfeats, char *json,
                     size_t cap);
 
+/* The user/item graph partitioned by gkvt_partition() (which gives
+ * gkv_partition_write() its clicks and clicked_by as a reverse pair): the
+ * reverse of click c in the new IDs, rev[c], a clicked_by edge; malloc'd
+ * (GKVT_UI_CLICKS entries), from b's mapping files. */
+int64_t *gkvt_ui_reverse(const gkv_pbook *b);
+
 /* g in the new IDs of partition book b: every node and edge at its
  * mapped ID, with g's weights. emap[e] (emap may be NULL) gets etype e's
  * edge mapping (original edge ID -> new), nmap[t] (nmap may be NULL) node

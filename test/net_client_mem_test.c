@@ -60,6 +60,7 @@ struct fx {
     gkv_graph *whole;         /* in new IDs */
     gkv_sgraph *wsg;
     gkv_sampler *ws;
+    int64_t *rev;            /* click -> its clicked_by, new IDs */
 };
 
 /* ---- servers and clients ------------------------------------------------ */
@@ -130,6 +131,7 @@ graph_make(struct fx *f)
                    sizeof f->j.json);
     GKVT_OK(gkv_part_open(&part, f->j.json, 0, 0));
     f->whole = gkvt_graph_renumber(g, gkv_part_book(part), f->emap, NULL);
+    f->rev = gkvt_ui_reverse(gkv_part_book(part));
     for (int i = 0; i < NFEAT; i++) {
         struct feat *t = &f->ft[i];
         for (int64_t k = 0; k < f->ne[t->et]; k++)
@@ -157,6 +159,7 @@ teardown(void **state)
 
     gkvt_alloc_fail_at(-1);
     gkv_sampler_free(f->ws);
+    free(f->rev);
     gkv_sgraph_free(f->wsg);
     gkv_graph_free(f->whole);
     for (int e = 0; e < 3; e++)
@@ -349,6 +352,10 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
         wopts_make(f, &wo, 5, GKV_DIR_OUT);
         rc = gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &wo.o, &ceb, cb);
         if (check && rc == GKV_OK) {
+            /* the servers read the stored reverses; the reference on the
+             * whole graph is given them */
+            sp.reverse_eids = f->rev;
+            sp.reverse_n = NE1;
             GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web,
                                           wb));
             assert_true(gkvt_blocks_same(cb, wb, 2));

@@ -60,6 +60,7 @@ struct fx {
     gkv_graph *whole;        /* in new IDs */
     gkv_sgraph *wsg;
     gkv_sampler *ws;
+    int64_t *rev;            /* hetero: click -> its clicked_by, new IDs */
     gkv_part *part[4];       /* opened in-process, read-only */
 };
 
@@ -189,6 +190,7 @@ teardown(void **state)
     int bad = gkvt_job_fini(&f->j);
 
     gkv_sampler_free(f->ws);
+    free(f->rev);
     gkv_sgraph_free(f->wsg);
     gkv_graph_free(f->whole);
     for (int q = 0; q < 4; q++)
@@ -1454,6 +1456,7 @@ hetero_make(struct fx *f)
         GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
     /* the whole graph in the new IDs, for the references */
     f->whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), NULL, nmap);
+    f->rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
     f->nmap = nmap[0];
     GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
     GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
@@ -1535,9 +1538,20 @@ test_hetero(void **state)
     sp.num_neg = 2;
     sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
     sp.reverse_etype = 2;
+    /* the servers read each click's reverse from the partitions' stored
+     * reverse_eid (partitioning renumbered clicks and clicked_by apart:
+     * click k's reverse is no longer clicked_by k); the reference on the
+     * whole graph is given them */
     NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &o, &ceb, cb));
+    sp.reverse_eids = f->rev;
+    sp.reverse_n = GKVT_UI_CLICKS;
     GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &o, &web, wb));
     hblocks_equal(wb, cb, 2);
+    /* no block holds a positive click's reverse */
+    for (int l = 0; l < 2; l++)
+        for (size_t k = 0; k < cb[l].edges[2].n; k++)
+            for (int i = 0; i < 150; i++)
+                assert_true(cb[l].edges[2].eid[k] != f->rev[eids[i]]);
     assert_int_equal(ceb.num_pos, 150);
     assert_int_equal(ceb.num_neg, 300);
     assert_memory_equal(ceb.pos_src, web.pos_src, 150 * 8);

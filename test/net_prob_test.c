@@ -79,6 +79,7 @@ struct fx {
     gkv_graph *whole;         /* in new IDs */
     gkv_sgraph *wsg;
     gkv_sampler *ws;
+    int64_t *rev;            /* click -> its clicked_by, new IDs */
     gkv_part *part[2];
 };
 
@@ -206,6 +207,7 @@ graph_make(struct fx *f)
                    f->j.json, sizeof f->j.json);
     for (int q = 0; q < 2; q++)
         GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
+    f->rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
     f->whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), f->emap,
                                    NULL);
     for (int i = 0; i < f->nft; i++) {
@@ -233,6 +235,7 @@ teardown(void **state)
     int bad = gkvt_job_fini(&f->j);
 
     gkv_sampler_free(f->ws);
+    free(f->rev);
     gkv_sgraph_free(f->wsg);
     gkv_graph_free(f->whole);
     for (int q = 0; q < 2; q++)
@@ -468,6 +471,8 @@ check_edge_batch(struct fx *f, gkv_client *c, const char *const *names,
     sp.reverse_etype = 2;
     opts_pair(f, &oc, &wo, names, seed, flags);
     NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &oc, &ceb, cb));
+    sp.reverse_eids = f->rev;       /* what the servers read from storage */
+    sp.reverse_n = NE1;
     GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web, wb));
     assert_true(gkvt_blocks_same(wb, cb, 2));
     assert_int_equal(ceb.num_neg, web.num_neg);

@@ -86,6 +86,10 @@ usage(FILE *f)
 "Features (rows in original ID order; stored at the new IDs):\n"
 "  --node-feat [NTYPE/]NAME=FILE.npy   as node/<ntype>/<name>\n"
 "  --edge-feat [SRC:REL:DST/]NAME=FILE.npy   as edge/<canonical>/<name>\n"
+"  --reverse-etypes ETYPE=REVERSE   edge k of each type is the reverse of\n"
+"                       edge k of the other (DGL's reverse_etypes): each\n"
+"                       gets edge/<canonical>/reverse_eid, the new ID of\n"
+"                       its reverse, for excluding reverse edges\n"
 "\n"
 "Other:\n"
 "  --threads N          worker threads (default: CPUs, at most 8)\n"
@@ -186,8 +190,8 @@ struct opts {
     const char *out, *name, *method, *parts, *seed, *num_nodes, *rmat,
                *threads;
     int csr, force, stats, balance_edges, etype_column, text_weights, header;
-    struct named *ntypes, *etypes, *weights, *nfeat, *efeat, *masks;
-    size_t n_ntypes, n_etypes, n_weights, n_nfeat, n_efeat, n_masks;
+    struct named *ntypes, *etypes, *weights, *nfeat, *efeat, *masks, *rev;
+    size_t n_ntypes, n_etypes, n_weights, n_nfeat, n_efeat, n_masks, n_rev;
     struct input *inputs;
     size_t n_inputs;
 };
@@ -321,6 +325,7 @@ opts_free(struct opts *o)
     free_named(o->nfeat, o->n_nfeat);
     free_named(o->efeat, o->n_efeat);
     free_named(o->masks, o->n_masks);
+    free_named(o->rev, o->n_rev);
     for (size_t i = 0; i < o->n_inputs; i++)
         free(o->inputs[i].etype);
     free(o->inputs);
@@ -342,7 +347,7 @@ enum {
     O_NAME, O_PARTS, O_METHOD, O_SEED, O_BALANCE, O_MASK, O_CSR, O_FORCE,
     O_NUM_NODES, O_INPUT, O_BINARY, O_WEIGHTS, O_TEXT_WEIGHTS, O_HEADER,
     O_RMAT, O_NTYPE, O_ETYPE, O_ETYPE_COLUMN, O_NODE_FEAT, O_EDGE_FEAT,
-    O_THREADS, O_STATS, NOPT
+    O_REVERSE, O_THREADS, O_STATS, NOPT
 };
 
 static const struct {
@@ -359,6 +364,7 @@ static const struct {
     [O_RMAT] = {"--rmat", 1},           [O_NTYPE] = {"--ntype", 1},
     [O_ETYPE] = {"--etype", 1},         [O_ETYPE_COLUMN] = {"--etype-column", 0},
     [O_NODE_FEAT] = {"--node-feat", 1}, [O_EDGE_FEAT] = {"--edge-feat", 1},
+    [O_REVERSE] = {"--reverse-etypes", 1},
     [O_THREADS] = {"--threads", 1},     [O_STATS] = {"--stats", 0},
 };
 
@@ -486,6 +492,18 @@ parse_args(int argc, char **argv, struct opts *o)
             memset(&nm, 0, sizeof nm);
             nm.val = val;
             if (push((void **)&o->masks, &o->n_masks, sizeof nm, &nm) != 0)
+                return usage_error("out of memory");
+            break;
+        case O_REVERSE:
+            if (split_last_eq(val, &nm) != 0)
+                return usage_error("out of memory");
+            if (nm.val == NULL || *nm.key == '\0' || *nm.val == '\0' ||
+                strchr(nm.key, '=') != NULL) {
+                free(nm.key);
+                return usage_error("--reverse-etypes '%s': expected "
+                                   "ETYPE=REVERSE_ETYPE", val);
+            }
+            if (push((void **)&o->rev, &o->n_rev, sizeof nm, &nm) != 0)
                 return usage_error("out of memory");
             break;
         case O_NODE_FEAT:
@@ -799,6 +817,7 @@ main(int argc, char **argv)
     gkv_part_spec sp;
     gkv_part_feat *feats = NULL;
     gkv_part_mask *masks = NULL;
+    gkv_part_reverse *rev = NULL;
     gkv_part_report rep;
     gkv_graph *g = NULL;
     struct prog pg;
@@ -937,6 +956,18 @@ main(int argc, char **argv)
     }
     sp.feats = feats;
     sp.masks = masks;
+    if (o.n_rev > 0) {
+        if ((rev = calloc(o.n_rev, sizeof *rev)) == NULL) {
+            ex = fail_rc(GKV_ENOMEM, NULL, "options");
+            goto done;
+        }
+        for (size_t i = 0; i < o.n_rev; i++) {
+            rev[i].etype = o.rev[i].key;
+            rev[i].reverse_etype = o.rev[i].val;
+        }
+        sp.reverse = rev;
+        sp.nreverse = o.n_rev;
+    }
 
     memset(&pg, 0, sizeof pg);
     pg.tty = isatty(STDERR_FILENO);
@@ -948,6 +979,7 @@ main(int argc, char **argv)
         opts_free(&o);
         free(feats);
         free(masks);
+        free(rev);
         return tools__die_of_signal(tools__got_signal);
     }
     rc = gkv_partition_write(g, &sp, o.out, &rep, msg, sizeof msg);
@@ -958,6 +990,7 @@ main(int argc, char **argv)
         opts_free(&o);
         free(feats);
         free(masks);
+        free(rev);
         return tools__die_of_signal(tools__got_signal);
     }
     if (rc != GKV_OK) {
@@ -973,6 +1006,7 @@ main(int argc, char **argv)
         opts_free(&o);
         free(feats);
         free(masks);
+        free(rev);
         return tools__die_of_signal(tools__got_signal);
     }
     if (o.stats) {
@@ -1000,5 +1034,6 @@ done:
     opts_free(&o);
     free(feats);
     free(masks);
+    free(rev);
     return ex;
 }
