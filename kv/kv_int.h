@@ -110,6 +110,10 @@ struct gkv_store {
     pthread_cond_t st_cv;
     unsigned st_users;
     int st_growing;
+    /* CLOCK_MONOTONIC ms of the last sweep of LMDB's reader table for
+     * slots of dead processes (reader_sweep in store.c; __atomic
+     * builtins: this header is also read by nvcc's C++) */
+    uint64_t st_swept_ms;
     struct handler *st_handlers;  /* under st_mu */
     /* Write-back mode (wb.c). st_wb_lock guards the list and the mirrors:
      * pulls take it shared, pushes exclusive. Plain pushes take it shared

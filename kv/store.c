@@ -127,6 +127,30 @@ kv__leave(gkv_store *s)
     pthread_mutex_unlock(&s->st_mu);
 }
 
+/* Frees the reader-table slots of dead processes (a reader killed by
+ * SIGKILL keeps its slot, and with it the pages of its snapshot: every
+ * later write then takes fresh pages and the file grows without bound).
+ * At most once a second unless 'now' is set; LMDB checks each slot's
+ * process with a lock probe, so not on every transaction. */
+static void
+reader_sweep(gkv_store *s, int now)
+{
+    struct timespec ts;
+    uint64_t t, last;
+    int dead = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    t = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    last = __atomic_load_n(&s->st_swept_ms, __ATOMIC_RELAXED);
+    if (!now && (t - last < 1000 ||
+                 !__atomic_compare_exchange_n(&s->st_swept_ms, &last, t, 0,
+                                              __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED)))
+        return;
+    __atomic_store_n(&s->st_swept_ms, t, __ATOMIC_RELAXED);
+    (void)mdb_reader_check(s->st_env, &dead);
+}
+
 /* Waits until no txn of this process is live, then runs mdb_env_set_mapsize
  * with 'size' (0: adopt the size another process set). */
 static gkv_err
@@ -185,6 +209,9 @@ map_grow(gkv_store *s)
     uint64_t used, want, room;
     gkv_err rc;
 
+    /* a dead reader's pinned pages are reused by the next write; the map
+     * still grows now (this write needs room) but not again for them */
+    reader_sweep(s, 1);
     mdb_env_info(s->st_env, &ei);
     used = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
     want = ei.me_mapsize * 2;
@@ -251,6 +278,8 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
     gkv_err rc;
 
     *out = NULL;
+    if (!rdonly)
+        reader_sweep(s, 0);
     for (int attempt = 0; attempt < 8; attempt++) {
         mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, out);
         if (mrc == 0 && rdonly && !repaired && snapshot_lags(s, *out)) {
@@ -765,6 +794,28 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         MDB_stat ms;
         mdb_env_stat(s->st_env, &ms);
         s->st_psize = ms.ms_psize;
+    }
+    reader_sweep(s, 1);             /* slots left by killed readers */
+    {
+        /* a file cut short (a partial copy, a disk that filled while
+         * copying) would fault (SIGBUS) on the first read of a missing
+         * page: refuse it here */
+        MDB_envinfo ei;
+        mdb_filehandle_t fd;
+        struct stat fst;
+
+        if (mdb_env_info(s->st_env, &ei) == 0 &&
+            mdb_env_get_fd(s->st_env, &fd) == 0 && fstat(fd, &fst) == 0 &&
+            (uint64_t)fst.st_size < (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
+            rc = kv__fail(NULL, GKV_ECORRUPT, "cannot open store '%s': its "
+                          "data.mdb is %llu bytes, but its pages reach %llu "
+                          "bytes: the file was cut short (a partial copy, or "
+                          "a disk that filled while copying it)", path,
+                          (unsigned long long)fst.st_size,
+                          (unsigned long long)(ei.me_last_pgno + 1) *
+                          s->st_psize);
+            goto fail;
+        }
     }
     if ((rc = store_init(s)) != GKV_OK) {
         /* move the message from the store handle to the NULL handle */

@@ -28,7 +28,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <lmdb.h>
 #include "gkvt.h"
+#include "kv_int.h"         /* st_env, st_swept_ms */
 
 #define ROWS      20000u   /* feat and hot: IDs [0, ROWS) */
 #define W         16u      /* floats per row of feat, hot and tmp_i */
@@ -493,6 +495,78 @@ teardown(void **state)
     return 0;
 }
 
+/* ---- a killed reader ------------------------------------------------------------ */
+
+struct slots { pid_t pid; int n; };
+
+static int
+count_slots(const char *msg, void *ctx)
+{
+    struct slots *sl = ctx;
+    long pid;
+
+    /* one line per slot: "  pid  thread  txnid"; a header line first */
+    if (sscanf(msg, " %ld", &pid) == 1 && pid == (long)sl->pid)
+        sl->n++;
+    return 0;
+}
+
+static int
+reader_slots(gkv_store *s, pid_t pid)
+{
+    struct slots sl = {pid, 0};
+
+    assert_true(mdb_reader_list(s->st_env, count_slots, &sl) >= 0);
+    return sl.n;
+}
+
+/* A reader killed by SIGKILL keeps its LMDB reader slot, and with it the
+ * pages of its snapshot: every later write took fresh pages and the file
+ * grew without bound (a server beside killed `kvctl export`s). The next
+ * write (at most a second later) and every open free such slots. */
+static void
+test_killed_reader_slot_freed(void **state)
+{
+    struct fx *f = *state;
+    gkv_store *s;
+    int pfd[2];
+    char c;
+    float row[W] = {1};
+    uint64_t id = 3;
+
+    GKVT_OK(gkv_store_open(&s, f->dir, 0, NULL));
+    assert_int_equal(pipe(pfd), 0);
+    f->child = fork();
+    assert_true(f->child >= 0);
+    if (f->child == 0) {
+        gkv_store *cs;
+        gkv_txn *tx;
+
+        if (gkv_store_open(&cs, f->dir, GKV_RDONLY, NULL) != GKV_OK ||
+            gkv_txn_begin(cs, &tx) != GKV_OK)
+            _exit(1);
+        if (write(pfd[1], "r", 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(pfd[1]);
+    assert_int_equal(read(pfd[0], &c, 1), 1);
+    close(pfd[0]);
+    assert_int_equal(reader_slots(s, f->child), 1);
+    kill(f->child, SIGKILL);
+    while (waitpid(f->child, NULL, 0) < 0 && errno == EINTR)
+        ;
+    /* dead, its slot still taken */
+    assert_int_equal(reader_slots(s, f->child), 1);
+    /* a write sweeps (the once-a-second limit set aside) */
+    s->st_swept_ms = 0;
+    GKVT_OK(gkv_tensor_write(s, "feat", id, id + 1, row, sizeof row));
+    assert_int_equal(reader_slots(s, f->child), 0);
+    f->child = 0;
+    gkv_store_close(s);
+}
+
 /* ---- the rounds ---------------------------------------------------------------- */
 
 static int
@@ -844,6 +918,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_model_matches_store, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_killed_reader_slot_freed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_during_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_during_writes_nosync, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_at_the_commit_point, setup, teardown),

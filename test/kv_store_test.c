@@ -1631,6 +1631,38 @@ test_empty_data_mdb(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A data.mdb cut short (a partial copy of a partition) faulted (SIGBUS)
+ * on the first read of a missing page, in verify or a server's start; now
+ * every open refuses it, naming both sizes. */
+static void
+test_truncated_data_mdb(void **state)
+{
+    char *dir = gkvt_mkdtemp("cutdb"), p[4200];
+    gkv_store *s = NULL;
+    gkv_tensor_spec sp = {.dtype = GKV_F32, .ndim = 1, .shape = {64},
+                          .lo = 0, .hi = 20000, .init = GKV_INIT_UNIFORM,
+                          .a = 0, .b = 1, .seed = 3};
+    struct stat sb;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));        /* 5 MB of pages */
+    gkv_store_close(s);
+    snprintf(p, sizeof p, "%s/data.mdb", dir);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(sb.st_size > (4 << 20));
+    assert_int_equal(truncate(p, sb.st_size * 6 / 10), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(gkv_store_open(&s, dir, i ? 0 : GKV_RDONLY, NULL),
+                         GKV_ECORRUPT);
+        assert_null(s);
+        if (strstr(gkv_store_errmsg(NULL), "was cut short") == NULL ||
+            strstr(gkv_store_errmsg(NULL), "data.mdb is") == NULL)
+            fail_msg("message: %s", gkv_store_errmsg(NULL));
+    }
+    gkvt_rmtree(dir);
+}
+
 /* Flips one byte of the stored row 'id' in data.mdb, found by its bytes. */
 static void
 flip_row_byte(const char *dir, const void *pattern, size_t plen)
@@ -1812,6 +1844,7 @@ main(void)
         cmocka_unit_test(test_lock_file_not_writable),
         cmocka_unit_test(test_disk_full_with_room_in_map),
         cmocka_unit_test(test_empty_data_mdb),
+        cmocka_unit_test(test_truncated_data_mdb),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_finds_missing_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stat_prefault_sync, setup, teardown),
