@@ -25,7 +25,9 @@
  * when the progress callback cancels, the temporary directory is removed and
  * OUT is as it was. A crash can leave OUT.tmp-PID behind, never a partial
  * OUT. An OUT that already holds a partition is replaced only with
- * GKV_PART_FORCE; the old one stays in place until the new one is complete.
+ * GKV_PART_FORCE; the old one stays in place until the new one is complete,
+ * then the two are swapped in one step (renameat2 RENAME_EXCHANGE, where
+ * the file system has it; doc/FORMAT.md).
  *
  * Memory: the graph itself, plus about 8 bytes per edge (the edge mapping),
  * about 20 bytes per node, and the arrays of one partition at a time (8

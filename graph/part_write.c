@@ -1877,6 +1877,20 @@ publish(struct pw *w)
         return fail(w, from_errno(errno), "syncing '%s': %s", w->tmp,
                     strerror(errno));
     if (w->replace) {
+        /* one step where the file system can: OUT is the old partition or
+         * the new one at every moment, and OUT.tmp-PID then holds the old
+         * (a crash leaves it behind, as documented) */
+        if (renameat2(AT_FDCWD, w->tmp, AT_FDCWD, w->out,
+                      RENAME_EXCHANGE) == 0) {
+            w->tmp_made = 0;
+            sync_parent(w);
+            rmtree(w->tmp);
+            return GKV_OK;
+        }
+        if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+            return fail(w, from_errno(errno), "swapping '%s' and '%s': %s",
+                        w->tmp, w->out, strerror(errno));
+        /* a file system without exchange: OUT is missing for a moment */
         if (rename(w->out, w->old) != 0)
             return fail(w, from_errno(errno), "moving the old partition "
                         "'%s' aside: %s", w->out, strerror(errno));

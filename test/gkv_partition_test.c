@@ -718,6 +718,72 @@ test_reverse_etypes(void **state)
     assert_int_equal(access(f->out, F_OK), -1);
 }
 
+/* --force killed (SIGKILL, injected by strace) at each rename-family system
+ * call in turn: OUT is always there, the old partition or the new one
+ * (it was missing when the kill fell between moving the old one aside and
+ * moving the new one in). */
+static void
+test_force_killed_at_each_rename(void **state)
+{
+    struct fx *f = *state;
+    static const char ok[] = "0 1\n1 2\n2 3\n3 0\n4 5\n";
+    char json[4200], inj[128], strace[PATH_MAX] = "";
+    int killed = 0;
+    FILE *pp = popen("command -v strace", "r");
+
+    if (pp != NULL) {
+        if (fgets(strace, sizeof strace, pp) == NULL)
+            strace[0] = '\0';
+        pclose(pp);
+    }
+    strace[strcspn(strace, "\n")] = '\0';
+    if (strace[0] != '/')
+        skip();                 /* make deps installs it */
+    put(f, "e.txt", ok, sizeof ok - 1);
+    snprintf(json, sizeof json, "%s/graph.json", f->out);
+    for (int when = 1; when <= 6; when++) {
+        char *argv[32];
+        int n = 0, rc;
+        json_t *j;
+        json_error_t je;
+
+        if (when == 1 && run(f, "--parts", "2", "--method", "range",
+                             "--input", path(f, "e.txt"), f->out, NULL) != 0)
+            fail_msg("first run: %s", f->serr);
+        snprintf(inj, sizeof inj, "inject=rename,renameat,renameat2:"
+                 "signal=SIGKILL:when=%d", when);
+        argv[n++] = strace;
+        argv[n++] = "-f";
+        argv[n++] = "-o";
+        argv[n++] = "/dev/null";
+        argv[n++] = "-e";
+        argv[n++] = inj;
+        argv[n++] = tool;
+        argv[n++] = "--parts";
+        argv[n++] = when % 2 ? "3" : "2";
+        argv[n++] = "--method";
+        argv[n++] = "range";
+        argv[n++] = "--force";
+        argv[n++] = "--input";
+        argv[n++] = path(f, "e.txt");
+        argv[n++] = f->out;
+        argv[n] = NULL;
+        free(f->sout);
+        free(f->serr);
+        rc = gkvt_run(argv, NULL, 0, &f->sout, &f->serr, 120);
+        if (rc != 0 && rc != 128 + SIGKILL)
+            fail_msg("strace run %d: exit %d: %s", when, rc, f->serr);
+        killed += rc == 128 + SIGKILL;
+        j = json_load_file(json, 0, &je);
+        if (j == NULL)
+            fail_msg("after a kill at rename %d (exit %d) OUT holds no "
+                     "partition: %s", when, rc, je.text);
+        assert_true(json_integer_value(json_object_get(j, "num_parts")) >= 2);
+        json_decref(j);
+    }
+    assert_true(killed > 0);    /* some kill hit a rename */
+}
+
 static void
 test_binary_with_weights(void **state)
 {
@@ -1320,6 +1386,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_train_mask_path_with_eq, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signal_on_stalled_fifo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reverse_etypes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_force_killed_at_each_rename, setup, teardown),
     };
 
     find_tool();

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs gkv's Debian build and test dependencies when any is missing
-# (iproute2 and procps: the multi-host tests and the demo use ip, ss, pgrep):
+# (iproute2 and procps: the multi-host tests and the demo use ip, ss, pgrep;
+# strace: a test kills gkv-partition at chosen system calls):
 # with apt-get when run as root, otherwise prints the exact command.
 # Usage: tools/deps.sh [--bench | --fuzz]   (what `make bench` / `make fuzz`
 # need on top: redis-server; clang with libFuzzer)
 set -u
 pkgs=(build-essential pkg-config liblmdb-dev lmdb-utils libnanomsg-dev
       libxxhash-dev libjansson-dev libcmocka-dev libmetis-dev libsodium-dev
-      libhiredis-dev iproute2 procps)
+      libhiredis-dev iproute2 procps strace)
 [ "${1:-}" = "--bench" ] && pkgs+=(redis-server)
 [ "${1:-}" = "--fuzz" ] && pkgs+=(clang libclang-rt-14-dev)
 missing=()
