@@ -2299,15 +2299,32 @@ create_policy(gkv_client *c, const char *name, const gkv_tensor_spec *sp,
         const char *pre = e ? "edge/" : "node/";
         char tn[GKV_NAME_MAX + 1];
         int64_t cnt;
+        gkv_err frc;
+
         if (strncmp(name, pre, 5) != 0 ||
             (slash = strchr(name + 5, '/')) == NULL ||
             (size_t)(slash - name - 5) >= sizeof tn)
             continue;
         memcpy(tn, name + 5, (size_t)(slash - name - 5));
         tn[slash - name - 5] = '\0';
-        if ((e ? gkv_pbook_etype_find(b, tn, ty) :
-                 gkv_pbook_ntype_find(b, tn, ty)) != GKV_OK)
-            continue;
+        /* a typo here would split the rows some other way, silently */
+        if ((frc = e ? gkv_pbook_etype_find(b, tn, ty) :
+                       gkv_pbook_ntype_find(b, tn, ty)) != GKV_OK) {
+            net__fail(GKV_EINVAL, "create '%s': %s '%s' (a tensor named "
+                      "%s<type>/... is split by that type's partition "
+                      "book)", name, frc == GKV_EINVAL ? "the graph has "
+                      "several edge types of relation" : e ? "the graph "
+                      "has no edge type" : "the graph has no node type",
+                      tn, pre);
+            return -1;
+        }
+        if (e && strcmp(tn, gkv_pbook_etype_name(b, *ty)) != 0) {
+            net__fail(GKV_EINVAL, "create '%s': name edge tensors by the "
+                      "canonical type, 'edge/%s/%s' (sampling weights and "
+                      "the partitioner's features are looked up so)", name,
+                      gkv_pbook_etype_name(b, *ty), slash + 1);
+            return -1;
+        }
         cnt = e ? gkv_pbook_num_edges(b, *ty) : gkv_pbook_num_nodes(b, *ty);
         if (sp->lo != 0 || sp->hi != (uint64_t)cnt) {
             net__fail(GKV_EINVAL, "create '%s': rows [%llu, %llu), but %s "

@@ -301,8 +301,9 @@ GKV_API gkv_err gkv_client_push(gkv_client *c, const char *name,
 /* Creates tensor 'name'. machine < 0: its range [lo, hi) is split, one
  * contiguous slice per machine, by the partition book in a job of graph
  * servers (DGL's partition policy: each partition's rows of the node type
- * T of "node/T/...", or of the edge type E of "edge/E/...", whose range
- * must then be [0, count of the type), else GKV_EINVAL; for other names,
+ * T of "node/T/...", or of the edge type E of "edge/E/..." (E canonical,
+ * "src:rel:dst"), whose range must then be [0, count of the type), else
+ * GKV_EINVAL, as for a T or E the graph does not have; for other names,
  * of the only node type, else the only edge type, whose count is hi when
  * lo is 0), otherwise into equal slices (initial values are the same as
  * one store would have, being keyed by global ID); machine >= 0: the

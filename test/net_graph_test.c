@@ -634,6 +634,18 @@ test_create_follows_book(void **state)
     sp.hi = (uint64_t)f->n - 1;
     assert_int_equal(gkv_client_create(c, "node/_N/bad", &sp, -1), GKV_EINVAL);
     assert_non_null(strstr(gkv_net_errmsg(), "but node type '_N' has IDs [0, 1024)"));
+    /* a mistyped type, or an edge type by its relation alone, is refused
+     * (was: split evenly, or by another type of the same count) */
+    sp.hi = (uint64_t)f->n;
+    assert_int_equal(gkv_client_create(c, "node/_n/emb2", &sp, -1), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "the graph has no node type '_n'"));
+    assert_int_equal(gkv_client_create(c, "edge/nosuch/w2", &sp, -1), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "no edge type 'nosuch'"));
+    sp.hi = (uint64_t)f->m;
+    assert_int_equal(gkv_client_create(c, "edge/_E/w2", &sp, -1), GKV_EINVAL);
+    if (strstr(gkv_net_errmsg(), "by the canonical type, 'edge/_N:_E:_N/w2'") == NULL)
+        fail_msg("message: %s", gkv_net_errmsg());
+    sp.hi = (uint64_t)f->n - 1;
     NET_OK(gkv_client_create(c, "other", &sp, -1));
     {
         gkv_tensor_desc d;
