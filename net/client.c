@@ -4593,8 +4593,9 @@ blocks_locked(gkv_client *c, const int64_t *const *seeds,
             int64_t v = seeds[t][i];
             if (v < 0 || v >= gkv_pbook_num_nodes(c->book, t)) {
                 rc = net__fail(GKV_ERANGE, "sample_blocks: seeds[%d][%zu] = "
-                               "%lld is not a node of type %d (%lld nodes)",
-                               t, i, (long long)v, t,
+                               "%lld is not a node of type %d '%s' (%lld "
+                               "nodes)", t, i, (long long)v, t,
+                               gkv_pbook_ntype_name(c->book, t),
                                (long long)gkv_pbook_num_nodes(c->book, t));
                 break;
             }

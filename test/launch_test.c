@@ -1629,6 +1629,7 @@ test_keep_alive_other_store(void **state)
     pargs[12] = wsr;
     assert_int_equal(launch(f, args, NULL, 20), 2);
     assert_int_not_equal(access(wsr, F_OK), 0);
+    assert_false(out_has(f, wsr));      /* no workspace named either */
     assert_true(out_has(f, "persistent server 'lt-store'"));
     assert_true(out_has(f, have));
     assert_true(out_has(f, want));

@@ -882,6 +882,7 @@ test_bad_inputs(void **state)
     assert_non_null(strstr(gkv_net_errmsg(), text));
     assert_int_equal(gkv_client_sample_blocks(c, bv, bn, fan2, 1, 2, &o, blk),
                      GKV_ERANGE);
+    assert_non_null(strstr(gkv_net_errmsg(), "not a node of type 0 '_N'"));
     assert_int_equal(gkv_client_in_degrees(c, 0, bad, 3, deg), GKV_ERANGE);
     assert_non_null(strstr(gkv_net_errmsg(), text));
     bad[1] = -4;

@@ -1043,11 +1043,13 @@ check_reused(struct job *j)
         if (strcmp(in.store, want) != 0) {
             err("persistent server '%s' at %s (pid %u) serves the store %s, "
                 "but this launch serves %s on machine %u (%s %s): stop the "
-                "servers first (" PROG " --ip-config %s --num-servers %u "
+                "servers first (" PROG " --ip-config %s --num-servers %u%s%s "
                 "--shutdown) or give other ports and another --server-name",
                 in.name, addr, (unsigned)in.pid, in.store, want, p->machine,
                 j->book != NULL ? "--part-config" : "--store",
-                j->book != NULL ? j->part_abs : j->store_abs, j->ipc_abs, j->S);
+                j->book != NULL ? j->part_abs : j->store_abs, j->ipc_abs, j->S,
+                j->token_file != NULL ? " --token-file " : "",
+                j->token_file != NULL ? j->tok_abs : "");
             other_store = 1;
         }
     }
@@ -2008,13 +2010,13 @@ run_job(struct job *j)
     build_procs(j);
     if (j->K > 0)
         say("job %s: %u machine%s, %u server%s and %u trainer%s each, %u "
-            "sampler%s per trainer (group %s); workspace %s", j->group, j->M,
+            "sampler%s per trainer (group %s)", j->group, j->M,
             j->M == 1 ? "" : "s", j->S, j->S == 1 ? "" : "s", j->T,
-            j->T == 1 ? "" : "s", j->K, j->K == 1 ? "" : "s", j->sgroup, j->ws);
+            j->T == 1 ? "" : "s", j->K, j->K == 1 ? "" : "s", j->sgroup);
     else
-        say("job %s: %u machine%s, %u server%s and %u trainer%s each; "
-            "workspace %s", j->group, j->M, j->M == 1 ? "" : "s", j->S,
-            j->S == 1 ? "" : "s", j->T, j->T == 1 ? "" : "s", j->ws);
+        say("job %s: %u machine%s, %u server%s and %u trainer%s each",
+            j->group, j->M, j->M == 1 ? "" : "s", j->S,
+            j->S == 1 ? "" : "s", j->T, j->T == 1 ? "" : "s");
     /* which servers are up already */
     for (size_t i = 0; i < j->np; i++) {
         struct proc *p = &j->p[i];
@@ -2056,6 +2058,7 @@ run_job(struct job *j)
         err("nothing was started");
         return EX_USAGE;
     }
+    say("workspace %s (logs in %s/logs)", j->ws, j->ws);
     for (size_t i = 0; i < j->np; i++) {
         struct proc *p = &j->p[i];
         if (p->role != R_SERVER || p->reused)
