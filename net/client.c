@@ -169,6 +169,9 @@ struct gkv_client {
     uint64_t barrier_seq;
     int bar_unsure;                /* the last barrier failed: its request
                                     * may still count (see conn_open) */
+    uint64_t instance;             /* the job instance's hash; 0: none */
+    int hs_legacy;                 /* a server refused the newer handshake
+                                    * flags: send them no more */
     int single;                    /* gkv_client_connect_addr: one server */
     struct route *rt;              /* cache, dropped when a schema changes */
     size_t nrt;
@@ -471,15 +474,21 @@ conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
      * that release on the server, so that the retry of the same barrier
      * is answered instead of parked as one the group has passed. Only
      * then, and only there: a server that predates the flag refuses it */
-    if (c->bar_unsure && cn == &c->cn[0])
+    if (c->bar_unsure && cn == &c->cn[0] && !c->hs_legacy)
         hs.flags |= NET_HS_RESUME;
+    if (c->instance != 0 && !c->hs_legacy) {
+        hs.flags |= NET_HS_INSTANCE;
+        hs.instance = c->instance;
+    }
     if ((rc = roundtrip(c, cn, NET_HANDSHAKE, 0, enc_hs, &hs, deadline, &rep,
                         &rd)) != GKV_OK) {
-        if (rc == GKV_EPROTO && (hs.flags & NET_HS_RESUME)) {
-            /* a server older than the flag refuses it ("unknown flags"):
-             * join as before it, as a new session whose barriers the
-             * group may have passed (what such a server always did) */
+        if (rc == GKV_EPROTO && (hs.flags & (NET_HS_RESUME | NET_HS_INSTANCE))) {
+            /* a server older than the flags refuses them ("unknown
+             * flags"): join as before them, as a new session whose
+             * barriers the group may have passed and that an earlier run
+             * of the job may share (what such a server always did) */
             c->bar_unsure = 0;
+            c->hs_legacy = 1;
             conn_break(cn);
             return conn_open(c, cn, deadline);
         }
@@ -1400,6 +1409,16 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
     c->group_size = o.group_size;
     c->flags = o.flags;
     c->max_msg = o.max_msg ? o.max_msg : GKV_NET_MAX_MSG;
+    {
+        const char *in = o.instance != NULL ? o.instance
+                                            : getenv("GKV_JOB_INSTANCE");
+
+        if (in != NULL && *in != '\0' && !(o.flags & GKV_CLIENT_OBSERVER)) {
+            c->instance = net__sum(in, strlen(in));
+            if (c->instance == 0)
+                c->instance = 1;
+        }
+    }
     c->x_first = SIZE_MAX;
     if (gethostname(c->host, sizeof c->host - 1) != 0)
         c->host[0] = '\0';

@@ -194,6 +194,16 @@ typedef struct gkv_client_opts {
                                * 0 = 1 GiB; requests are split to fit
                                * (handshake and schema replies are taken
                                * up to 80 MiB whatever it says) */
+    const char *instance;     /* this run of the job, the same string in
+                               * all its clients (gkv-launch sets
+                               * $GKV_JOB_INSTANCE, fresh each launch);
+                               * NULL = $GKV_JOB_INSTANCE, or none. A
+                               * member joining with another instance than
+                               * its group's members on a server replaces
+                               * them: the sessions (and parked barriers)
+                               * of a killed earlier run of a job with the
+                               * same group name cannot count for this
+                               * one. Members never give it to observers. */
 } gkv_client_opts;
 
 /* Connects to every server of 'ip_config' (machines x num_servers) and

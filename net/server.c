@@ -47,7 +47,7 @@
 #define FLUSH_MS       150       /* replies in flight get this long before
                                   * the socket closes (nanomsg has no linger) */
 #define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
-enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN };
+enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN, LOG_OBSERVER, LOG_KINDS };
 #define LOG_WINDOW_MS  10000
 #define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (BENCH.md) */
 #define BOOK_MAX       (64u << 20) /* bytes of a partition config */
@@ -77,6 +77,7 @@ struct sess {
     int observer;           /* joined with NET_HS_OBSERVER */
     int bar_any;            /* a barrier of this session was released: */
     uint64_t bar_seq;       /* the last one's seq */
+    uint64_t inst;          /* its job instance (NET_HS_INSTANCE), or 0 */
 };
 
 struct parked {             /* a barrier request waiting for its group */
@@ -170,7 +171,8 @@ struct gkv_server {
     size_t sv_nseen;                 /* how many it counted */
     char sv_stop_why[160];
     /* log lines rationed per kind (LOG_REJECT, LOG_REJOIN, LOG_AGAIN) */
-    uint64_t sv_log_window[3], sv_log_count[3], sv_log_dropped[3];
+    uint64_t sv_log_window[LOG_KINDS], sv_log_count[LOG_KINDS],
+             sv_log_dropped[LOG_KINDS];
 
     volatile sig_atomic_t sv_sig;    /* gkv_server_stop() */
     atomic_int sv_stop;              /* a stop was decided */
@@ -277,8 +279,9 @@ log_take(gkv_server *s, int kind, uint64_t *dropped)
     return ok;
 }
 
-static const char *const log_what[] = {"rejections", "rejoins",
-                                       "requests that arrived again"};
+static const char *const log_what[LOG_KINDS] = {"rejections", "rejoins",
+                                       "requests that arrived again",
+                                       "observer joins and leaves"};
 
 static void
 log_say_dropped(gkv_server *s, int kind, uint64_t dropped)
@@ -310,11 +313,11 @@ log_allowed(gkv_server *s, int kind)
 static void
 log_flush_dropped(gkv_server *s, int all)
 {
-    uint64_t dropped[3] = {0, 0, 0}, now;
+    uint64_t dropped[LOG_KINDS] = {0}, now;
 
     pthread_mutex_lock(&s->sv_mu);
     now = mono_ms();    /* under the lock: log_take stamps windows under it */
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < LOG_KINDS; k++)
         if (s->sv_log_dropped[k] > 0 &&
             (all || now - s->sv_log_window[k] >= LOG_WINDOW_MS)) {
             dropped[k] = s->sv_log_dropped[k];
@@ -323,7 +326,7 @@ log_flush_dropped(gkv_server *s, int all)
             s->sv_log_window[k] = now;
         }
     pthread_mutex_unlock(&s->sv_mu);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < LOG_KINDS; k++)
         log_say_dropped(s, k, dropped[k]);
 }
 
@@ -511,11 +514,12 @@ unpark(struct group *g, uint64_t session)
  * forgotten), and a parked barrier request of it is dropped. Then, when no
  * client is left and the server does not keep alive, it stops. */
 static void
-sess_remove(gkv_server *s, size_t i, const char *how)
+sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
 {
     struct sess old = s->sv_sess[i];
     struct group *g = group_find(s, old.group, 0);
     unsigned left = 0;
+    uint64_t dropped = 0;
 
     s->sv_sess[i] = s->sv_sess[--s->sv_nsess];
     gkv__free(old.done);
@@ -531,12 +535,17 @@ sess_remove(gkv_server *s, size_t i, const char *how)
             *g = s->sv_grp[--s->sv_ngrp];
         }
     }
-    slog(s, "%s: group '%s' rank %u%s (%u left in the group, %zu clients in "
-         "all)", how, old.group, old.rank, old.observer ? " (observer)" : "",
-         left, s->sv_nsess);
+    /* observers (kvctl, monitors polling stat) come and go all day: their
+     * lines are rationed */
+    if (!old.observer || log_take(s, LOG_OBSERVER, &dropped)) {
+        log_say_dropped(s, LOG_OBSERVER, dropped);
+        slog(s, "%s: group '%s' rank %u%s (%u left in the group, %zu clients "
+             "in all)", how, old.group, old.rank, old.observer ?
+             " (observer)" : "", left, s->sv_nsess);
+    }
     /* an observer (kvctl) leaving never stops the server; the last member
      * leaving does, observers or not, once num_clients members joined */
-    if (!old.observer && !(s->sv_flags & GKV_SERVER_KEEP_ALIVE)) {
+    if (may_stop && !old.observer && !(s->sv_flags & GKV_SERVER_KEEP_ALIVE)) {
         size_t members = 0;
         for (size_t k = 0; k < s->sv_nsess; k++)
             members += !s->sv_sess[k].observer;
@@ -819,6 +828,19 @@ op_handshake(gkv_server *s, struct req *r)
         randombytes_buf(&id, sizeof id);
     while (id == 0);
     pthread_mutex_lock(&s->sv_mu);
+    if (hs.instance != 0 && !(hs.flags & NET_HS_OBSERVER)) {
+        /* another run of the job with this group name: the members of an
+         * earlier one (killed, their leases not out yet) go now, with
+         * their parked barriers, which would count for this run's. The
+         * server is not stopped by their going: a member is joining */
+        for (size_t i = s->sv_nsess; i-- > 0;) {
+            struct sess *o = &s->sv_sess[i];
+            if (!o->observer && o->inst != 0 && o->inst != hs.instance &&
+                strcmp(o->group, hs.group) == 0)
+                sess_remove(s, i, "dropped: another run of the job (a new "
+                            "job instance) joined its group", 0);
+        }
+    }
     old = NULL;
     for (size_t i = 0; i < s->sv_nsess; i++)
         if (s->sv_sess[i].rank == hs.rank &&
@@ -862,6 +884,7 @@ op_handshake(gkv_server *s, struct req *r)
         /* an observer may become a member (its end then counts), not
          * the reverse (refused above) */
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
+        old->inst = hs.instance;
         if (log_take(s, LOG_REJOIN, &dropped)) {
             log_say_dropped(s, LOG_REJOIN, dropped);
             slog(s, "rejoin: group '%s' rank %u (new session; the old one "
@@ -896,11 +919,15 @@ op_handshake(gkv_server *s, struct req *r)
         old->rank = hs.rank;
         old->last_ms = mono_ms();
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
+        old->inst = hs.instance;
         g->members++;
         s->sv_joined++;
-        slog(s, "join: group '%s' rank %u%s (%u in the group, %zu clients in "
-             "all)", hs.group, hs.rank, old->observer ? " (observer)" : "",
-             g->members, s->sv_nsess);
+        if (!old->observer || log_take(s, LOG_OBSERVER, &dropped)) {
+            log_say_dropped(s, LOG_OBSERVER, dropped);
+            slog(s, "join: group '%s' rank %u%s (%u in the group, %zu "
+                 "clients in all)", hs.group, hs.rank, old->observer ?
+                 " (observer)" : "", g->members, s->sv_nsess);
+        }
     }
     if (!(hs.flags & NET_HS_OBSERVER))
         seen_add(s, hs.group, hs.rank);
@@ -1833,7 +1860,7 @@ op_leave(gkv_server *s, struct req *r)
     pthread_mutex_lock(&s->sv_mu);
     for (size_t i = 0; i < s->sv_nsess; i++)
         if (s->sv_sess[i].id == r->h.session) {
-            sess_remove(s, i, "leave");
+            sess_remove(s, i, "leave", 1);
             break;
         }
     stopping = (uint8_t)atomic_load(&s->sv_stop);
@@ -3418,7 +3445,7 @@ gkv_server_run(gkv_server *s)
                 snprintf(how, sizeof how, "lease expired (nothing heard for "
                          "%llu ms; killed?)",
                          (unsigned long long)(now - s->sv_sess[i].last_ms));
-                sess_remove(s, i, how);
+                sess_remove(s, i, how, 1);
             } else {
                 i++;
             }

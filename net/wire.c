@@ -498,6 +498,8 @@ net__enc_hs_req(net_wr *w, const net_hs_req *o)
     net__wr_u32(w, o->rank);
     net__wr_u32(w, o->flags);
     net__wr_bytes(w, o->mac, NET_MAC_LEN);
+    if (o->flags & NET_HS_INSTANCE)
+        net__wr_u64(w, o->instance);
 }
 
 int
@@ -509,9 +511,14 @@ net__dec_hs_req(net_rd *r, net_hs_req *o)
     o->rank = net__rd_u32(r, "handshake.rank");
     o->flags = net__rd_u32(r, "handshake.flags");
     net__rd_bytes(r, o->mac, NET_MAC_LEN, "handshake.proof");
-    if (!r->err &&
-        (o->flags & ~(NET_HS_PROOF | NET_HS_OBSERVER | NET_HS_RESUME)))
+    if (!r->err && (o->flags & ~(NET_HS_PROOF | NET_HS_OBSERVER |
+                                 NET_HS_RESUME | NET_HS_INSTANCE)))
         rd_fail(r, "handshake: unknown flags 0x%x", o->flags);
+    if (!r->err && (o->flags & NET_HS_INSTANCE)) {
+        o->instance = net__rd_u64(r, "handshake.instance");
+        if (!r->err && o->instance == 0)
+            rd_fail(r, "handshake: job instance 0");
+    }
     return done(r);
 }
 

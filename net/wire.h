@@ -190,11 +190,15 @@ typedef struct net_hello_rep {
                                        * after a failed call, not a new
                                        * process): the member keeps the seq
                                        * of its last released barrier */
+#define NET_HS_INSTANCE 0x08u         /* a u64 job instance follows the
+                                       * proof: members of the group from
+                                       * another instance are dropped */
 typedef struct net_hs_req {
     unsigned char nonce[NET_NONCE_LEN];
     char group[NET_GROUP_MAX + 1];
     uint32_t rank, flags;             /* NET_HS_* */
     unsigned char mac[NET_MAC_LEN];
+    uint64_t instance;                /* with NET_HS_INSTANCE; not 0 */
 } net_hs_req;
 
 typedef struct net_schema {

@@ -656,6 +656,7 @@ test_env(void **state)
     int rc, ns;
     char want[PATH_MAX + 64];
     char ids[6][96];                 /* (group, rank) of every client */
+    char inst0[PATH_MAX] = "";
     int nid = 0;
 
     pick_ports(f);
@@ -699,6 +700,16 @@ test_env(void **state)
         ENV_EQ(e, "GKV_TOKEN_FILE", "");
         ENV_EQ(e, "GKV_SERVER_NAME", "");
         ENV_EQ(e, "GKV_WORKSPACE", f->ws);
+        {   /* one instance for the run: "launch-" and 16 hex digits */
+            char in[PATH_MAX];
+            env_in(e, "GKV_JOB_INSTANCE", in, sizeof in);
+            assert_int_equal(strlen(in), 7 + 16);
+            assert_int_equal(strncmp(in, "launch-", 7), 0);
+            if (r == 0)
+                snprintf(inst0, sizeof inst0, "%s", in);
+            else
+                assert_string_equal(in, inst0);
+        }
         snprintf(ids[nid++], sizeof ids[0], "%s/%s",
                  env_in(e, "GKV_GROUP", path, sizeof path), num);
         free(e);

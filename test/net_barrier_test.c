@@ -20,6 +20,7 @@
  *     the new session stale (which made the next call hand-shake again). */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,6 +380,124 @@ test_old_heartbeat_refusal(void **state)
                  gkvt_slurp(srv->log));
 }
 
+/* ---- another run of a job with the same group name ---------------------- */
+
+static gkv_client *
+run_client(struct gkvt_job *f, uint32_t rank, const char *instance)
+{
+    gkv_client_opts o = {0};
+
+    o.group_size = 3;
+    o.timeout_ms = 5000;
+    o.instance = instance;
+    return gkvt_connect(f->cfg, "job", rank, &o);
+}
+
+struct tbar {
+    gkv_client *c;
+    gkv_err rc;
+    atomic_int done;
+    char msg[1300];
+};
+
+static void *
+tbar_run(void *arg)
+{
+    struct tbar *b = arg;
+
+    b->rc = gkv_client_barrier(b->c, 10000);
+    snprintf(b->msg, sizeof b->msg, "%s", gkv_net_errmsg());
+    atomic_store(&b->done, 1);
+    return NULL;
+}
+
+/* Barrier 'seq' of ranks 0..2 (clients c), rank 2 entering first: none
+ * passes before all three are there, then all do. With 'instance', ranks
+ * 0 and 1 connect only once rank 2 waits (as run 'instance'). */
+static void
+three_pass(struct gkvt_job *f, gkv_client *c[3], int seq,
+           const char *instance)
+{
+    struct tbar b[3];
+    pthread_t t[3];
+
+    for (int i = 0; i < 3; i++) {
+        b[i].c = c[i];
+        b[i].rc = GKV_OK;
+        atomic_init(&b[i].done, 0);
+        b[i].msg[0] = '\0';
+    }
+    assert_int_equal(pthread_create(&t[2], NULL, tbar_run, &b[2]), 0);
+    gkvt_sleep_ms(400);
+    if (atomic_load(&b[2].done))
+        fail_msg("barrier %d: rank 2 came back alone: %s (%s)", seq,
+                 gkv_err_name(b[2].rc), b[2].msg);
+    for (int i = 0; i < 2; i++) {
+        if (instance != NULL)
+            c[i] = b[i].c = run_client(f, (uint32_t)i, instance);
+        assert_int_equal(pthread_create(&t[i], NULL, tbar_run, &b[i]), 0);
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < 3; i++)
+        if (b[i].rc != GKV_OK)
+            fail_msg("barrier %d: rank %d %s (%s)", seq, i,
+                     gkv_err_name(b[i].rc), b[i].msg);
+}
+
+/* A run of job "job" dies inside barrier 1 (ranks 0 and 1 parked, their
+ * sessions alive until their leases end); the next run, same group name,
+ * another instance (gkv-launch gives each launch its own): its members
+ * replace the old ones, whose parked requests no longer count. Before,
+ * the new rank 2 passed barrier 1 with the two dead ranks, and the new
+ * ranks 0 and 1 failed ("ranks already waiting are at 2"). */
+static void
+test_new_run_replaces_killed_members(void **state)
+{
+    struct gkvt_job *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    struct gkvt_proc *srv = serve_store(f, extra);
+    gkv_client *a[2], *b[3];
+
+    for (int i = 0; i < 2; i++) {
+        a[i] = run_client(f, (uint32_t)i, "run-A");
+        NET_FAILS(gkv_client_barrier(a[i], 200), GKV_ETIMEDOUT,
+                  "within 200 ms");
+    }
+    /* rank 2 of the new run first: the old ranks' requests are still
+     * parked (a rank's own handshake would take its old one out) */
+    b[2] = run_client(f, 2, "run-B");
+    three_pass(f, b, 1, "run-B");
+    three_pass(f, b, 2, NULL);
+    assert_true(gkvt_file_has(srv->log, "another run of the job (a new job "
+                              "instance) joined its group"));
+    assert_true(gkvt_proc_alive(srv));
+    for (int i = 0; i < 3; i++)
+        NET_OK(gkv_client_close(b[i]));
+    for (int i = 0; i < 2; i++)
+        (void)gkv_client_close(a[i]);   /* their sessions are gone */
+}
+
+/* An older server refuses the instance flag: the client joins without it
+ * and its calls go on. */
+static void
+test_instance_refused_by_older_server(void **state)
+{
+    struct gkvt_job *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    struct gkvt_proc *srv;
+    gkv_client *c;
+    gkv_tensor_desc d;
+
+    setenv("GKV_SERVER_REFUSE_HS_FLAGS", "8", 1);
+    srv = serve_store(f, extra);
+    unsetenv("GKV_SERVER_REFUSE_HS_FLAGS");
+    c = run_client(f, 0, "run-A");
+    assert_int_equal(gkv_client_tensor_info(c, "nope", &d), GKV_ENOTFOUND);
+    assert_true(gkvt_file_has(srv->log, "unknown flags 0x8"));
+    NET_OK(gkv_client_close(c));
+}
+
 int
 main(void)
 {
@@ -390,6 +509,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_graph_ids_cut_to_max_msg, setup, teardown),
         cmocka_unit_test_setup_teardown(test_old_heartbeat_refusal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_resume_refused_by_older_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_new_run_replaces_killed_members, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_instance_refused_by_older_server, setup, teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);

@@ -300,6 +300,24 @@ test_roundtrip(void **state)
         assert_int_equal(out.rank, 3);
         assert_int_equal(out.flags, NET_HS_PROOF);
         assert_memory_equal(out.mac, in.mac, 32);
+        assert_int_equal(out.instance, 0);
+        free(b);
+        /* with a job instance after the proof; instance 0 is refused */
+        in.flags = NET_HS_PROOF | NET_HS_INSTANCE;
+        in.instance = 0x1122334455667788ull;
+        b = encode(enc_hs, &in, &len);
+        net__rd_init(&rd, b, len);
+        assert_int_equal(net__dec_hs_req(&rd, &out), 0);
+        assert_int_equal(out.flags, NET_HS_PROOF | NET_HS_INSTANCE);
+        assert_true(out.instance == 0x1122334455667788ull);
+        net__rd_init(&rd, b, len - 1);             /* cut short */
+        assert_int_not_equal(net__dec_hs_req(&rd, &out), 0);
+        free(b);
+        in.instance = 0;
+        b = encode(enc_hs, &in, &len);
+        net__rd_init(&rd, b, len);
+        assert_int_not_equal(net__dec_hs_req(&rd, &out), 0);
+        assert_non_null(strstr(rd.why, "job instance 0"));
         free(b);
     }
     {   /* handshake reply and a bare schema */

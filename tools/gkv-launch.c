@@ -49,6 +49,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "gkv.h"
@@ -80,7 +81,7 @@ static const char *const env_names[] = {
     "GKV_IP_CONFIG", "GKV_PART_CONFIG", "GKV_STORE", "GKV_NUM_SERVERS",
     "GKV_NUM_TRAINERS", "GKV_NUM_SAMPLERS", "GKV_RANK", "GKV_LOCAL_RANK",
     "GKV_WORLD_SIZE", "GKV_GROUP", "GKV_TOKEN_FILE", "GKV_SERVER_NAME",
-    "GKV_SAMPLER_ID", "GKV_TRAINER_RANK", "GKV_WORKSPACE",
+    "GKV_SAMPLER_ID", "GKV_TRAINER_RANK", "GKV_WORKSPACE", "GKV_JOB_INSTANCE",
 };
 #define NENV (sizeof env_names / sizeof env_names[0])
 
@@ -130,6 +131,7 @@ struct job {
     char ipc_abs[PATH_MAX], part_abs[PATH_MAX], store_abs[PATH_MAX];
     char tok_abs[PATH_MAX], cwd[PATH_MAX], ws[PATH_MAX + 64];
     char group[GKV_NET_GROUP_MAX + 1];
+    char instance[160];             /* GKV_JOB_INSTANCE: this run's */
     char sgroup[GKV_NET_GROUP_MAX + 1];   /* the samplers' group */
     gkv_pbook *book;        /* --part-config's book; NULL with --store */
     char server_bin_buf[PATH_MAX + 16];
@@ -422,6 +424,7 @@ proc_env(const struct job *j, const struct proc *p)
         SET("GKV_TRAINER_RANK=%u", p->trank);
     }
     SET("GKV_WORKSPACE=%s", j->ws);
+    SET("GKV_JOB_INSTANCE=%s", j->instance);
 #undef SET
     for (size_t i = 0; i < n; i++)
         e[i] = xstrdup(v[i]);
@@ -1224,6 +1227,22 @@ cluster_task(struct job *j)
     }
     if (make_sampler_group(j) != 0)
         return EX_USAGE;
+    /* every task of this run, and only of this run, says the same: a
+     * requeued Slurm job counts its restarts */
+    if (strcmp(kind, "slurm") == 0) {
+        snprintf(j->instance, sizeof j->instance, "slurm-%.40s.%.20s.%.20s",
+                 env_get("SLURM_JOB_ID") ? env_get("SLURM_JOB_ID") : "0",
+                 env_get("SLURM_STEP_ID") ? env_get("SLURM_STEP_ID") : "0",
+                 env_get("SLURM_RESTART_COUNT") ?
+                 env_get("SLURM_RESTART_COUNT") : "0");
+    } else {
+        const char *ns = env_get("PMIX_NAMESPACE");
+        if (ns == NULL)
+            ns = env_get("OMPI_MCA_ess_base_jobid");
+        /* none shared by all tasks: no instance (as before it) */
+        snprintf(j->instance, sizeof j->instance, "%s%.140s", ns ? "mpi-" : "",
+                 ns ? ns : "");
+    }
     memset(&p, 0, sizeof p);
     p.machine = node;
     if (local < j->S) {
@@ -1659,6 +1678,21 @@ prepare(struct job *j)
             if (*c <= ' ' || *c >= 127)
                 *c = '_';
         snprintf(j->group, sizeof j->group, "job-%.40s-%ld", host, (long)getpid());
+    }
+    {
+        /* fresh each launch: servers drop the members of an earlier run
+         * with this group name (killed, their leases not out yet) */
+        unsigned char rb[8] = {0};
+        size_t o = 0;
+
+        if (getrandom(rb, sizeof rb, 0) != (ssize_t)sizeof rb) {
+            uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+            memcpy(rb, &t, sizeof rb);
+        }
+        o = (size_t)snprintf(j->instance, sizeof j->instance, "launch-");
+        for (size_t i = 0; i < sizeof rb; i++)
+            o += (size_t)snprintf(j->instance + o, sizeof j->instance - o,
+                                  "%02x", rb[i]);
     }
     if (make_sampler_group(j) != 0)
         return -1;
