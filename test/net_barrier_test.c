@@ -498,6 +498,33 @@ test_instance_refused_by_older_server(void **state)
     NET_OK(gkv_client_close(c));
 }
 
+/* Observers (kvctl, a monitor polling stat) come and go all day: their
+ * join and leave lines are rationed (50 in 10 s, then one line saying how
+ * many more), members' are not. */
+static void
+test_observer_lines_rationed(void **state)
+{
+    struct gkvt_job *f = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    struct gkvt_proc *srv = serve_store(f, extra);
+    gkv_client_opts o = {0};
+    gkv_client *m = client(f, "members", 0, 5000, 0);
+    int obs;
+
+    o.flags = GKV_CLIENT_OBSERVER;
+    for (int i = 0; i < 60; i++)
+        NET_OK(gkv_client_close(gkvt_connect(f->cfg, "kvctl", 0, &o)));
+    NET_OK(gkv_client_close(m));
+    kill(srv->pid, SIGTERM);
+    assert_true(gkvt_proc_wait(srv, 10000));
+    obs = lines_with(srv->log, "(observer)");
+    if (obs != 50)
+        fail_msg("%d observer lines for 120 joins and leaves", obs);
+    assert_true(gkvt_file_has(srv->log, "more observer joins and leaves "
+                              "were not logged"));
+    assert_int_equal(lines_with(srv->log, "group 'members' rank 0"), 2);
+}
+
 int
 main(void)
 {
@@ -511,6 +538,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_resume_refused_by_older_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_new_run_replaces_killed_members, setup, teardown),
         cmocka_unit_test_setup_teardown(test_instance_refused_by_older_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_observer_lines_rationed, setup, teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);
