@@ -326,6 +326,8 @@ test_usage_errors_exit_2(void **state)
         {{f->st, "put", "feat", "1", "1,zz", NULL}, "'zz' is not a number"},
         {{f->st, "put", "feat", "1", "1,2,3", NULL}, "rows hold 16 values, got 3"},
         {{f->st, "put", "feat", "1", "1", "--lr", "fast", NULL}, "--lr"},
+        {{f->st, "put", "feat", "1", "1", "--lr", "0", NULL}, "--lr '0' is not a positive number"},
+        {{f->st, "put", "feat", "1", "1", "--lr", "-1", NULL}, "--lr '-1' is not a positive number"},
         {{f->st, "create", "x", "--range", "0:10", NULL}, "--dtype is required"},
         {{f->st, "create", "x", "--dtype", "f32", NULL}, "--range LO:HI is required"},
         {{f->st, "create", "x", "--dtype", "f33", "--range", "0:1", NULL}, "unknown dtype 'f33'"},

@@ -410,6 +410,43 @@ test_zeros_and_reset(void **state)
     pull_all(j.c, "emb#adagrad_s", v, WIDTH * 4);
     assert_false(all_zero(v, sizeof v));
 
+    /* adam's own betas reach the server's push: the rows and both
+     * moments equal an in-process push with the same betas (each beta
+     * away from the defaults and from the other) */
+    {
+        gkv_push_args b = {0};
+        gkv_tensor_spec rs = {.dtype = GKV_F32, .ndim = 1, .shape = {WIDTH},
+                              .lo = 0, .hi = NROWS, .init = GKV_INIT_UNIFORM,
+                              .a = -1, .b = 1, .seed = 7};
+        unsigned char got[2 * WIDTH * 4], want[2 * WIDTH * 4];
+        static const char *const names[] = {"embb", "embb#adam_m",
+                                            "embb#adam_v"};
+        char *rdir = gkvt_mkdtemp("optref");
+        gkv_store *rst;
+
+        create_emb(&j, "embb", GKV_F32, WIDTH);
+        b.handler = "adam";
+        b.lr = 0.05;
+        b.beta1 = 0.8;
+        b.beta2 = 0.95;
+        NET_OK(gkv_client_push(j.c, "embb", ids, 2, g, sizeof g, &b));
+        NET_OK(gkv_client_push(j.c, "embb", ids, 2, g, sizeof g, &b));
+        GKVT_OK(gkv_store_open(&rst, rdir, GKV_CREATE, NULL));
+        GKVT_OK(gkv_tensor_create(rst, "embb", &rs));
+        GKVT_OK(gkv_tensor_push(rst, "embb", ids, 2, g, sizeof g, &b));
+        GKVT_OK(gkv_tensor_push(rst, "embb", ids, 2, g, sizeof g, &b));
+        for (int k = 0; k < 3; k++) {
+            NET_OK(gkv_client_pull(j.c, names[k], ids, 2, got, sizeof got));
+            GKVT_OK(gkv_tensor_pull(rst, NULL, names[k], ids, 2, want,
+                                    sizeof want));
+            if (memcmp(got, want, sizeof got) != 0)
+                fail_msg("%s through the server differs from in-process",
+                         names[k]);
+        }
+        gkv_store_close(rst);
+        gkvt_rmtree(rdir);
+    }
+
     /* bad inputs: clear errors, nothing changes (bytes before and after) */
     pull_all(j.c, "emb", before, WIDTH * 4);
     {

@@ -628,6 +628,20 @@ test_lying_counts(void **state)
     net__wr_pad(&w);
     net__rd_init(&rd, b, w.off);
     assert_int_equal(net__dec_push_req(&rd, &uq), 0);   /* zero rows is fine */
+    /* rows of 0 bytes are not (n rows would take no room at all) */
+    w.off = 0;
+    net__wr_str(&w, "t");
+    net__wr_str(&w, "");
+    for (int i = 0; i < 4; i++)
+        net__wr_f64(&w, 0);
+    net__wr_u64(&w, 0);
+    net__wr_u64(&w, 3);
+    net__wr_pad(&w);
+    for (int i = 0; i < 3; i++)
+        net__wr_u64(&w, (uint64_t)i);
+    net__rd_init(&rd, b, w.off);
+    assert_int_equal(net__dec_push_req(&rd, &uq), -1);
+    assert_non_null(strstr(rd.why, "rows of 0 bytes"));
     w.off = 0;
     net__wr_str(&w, "t");
     net__wr_str(&w, "");
@@ -661,6 +675,22 @@ test_lying_counts(void **state)
     net__rd_init(&rd, b, w.off);
     assert_int_equal(net__dec_name(&rd, name), -1);
     assert_non_null(strstr(rd.why, "at most 255"));
+    /* the bound exactly: 256 bytes are one too many, 255 fit */
+    for (int len = 255; len <= 256; len++) {
+        unsigned char sb[2 + 256];
+
+        sb[0] = (unsigned char)(len & 0xff);      /* u16, little-endian */
+        sb[1] = (unsigned char)(len >> 8);
+        memset(sb + 2, 'n', (size_t)len);
+        net__rd_init(&rd, sb, 2 + (size_t)len);
+        if (len == 255) {
+            assert_int_equal(net__dec_name(&rd, name), 0);
+            assert_int_equal(strlen(name), 255);
+        } else {
+            assert_int_equal(net__dec_name(&rd, name), -1);
+            assert_non_null(strstr(rd.why, "string of 256 bytes, at most 255"));
+        }
+    }
     w.off = 0;
     net__wr_str(&w, "ab");
     b[3] = '\0';
@@ -931,6 +961,10 @@ test_proof(void **state)
     net__token_key("wrong", 5, k2);
     net__proof(k1, nonce, "job", 2, mac);
     assert_true(net__proof_ok(k1, nonce, "job", 2, mac));
+    /* every byte of the proof counts, the last one too */
+    mac[NET_MAC_LEN - 1] ^= 1;
+    assert_false(net__proof_ok(k1, nonce, "job", 2, mac));
+    mac[NET_MAC_LEN - 1] ^= 1;
     assert_false(net__proof_ok(k2, nonce, "job", 2, mac));
     assert_false(net__proof_ok(k1, nonce, "job", 3, mac));
     assert_false(net__proof_ok(k1, nonce, "jox", 2, mac));
