@@ -573,6 +573,119 @@ test_reset_one_optimizer(void **state)
     gkvt_rmtree(dir);
 }
 
+/* ---- duplicate IDs ---------------------------------------------------- */
+
+/* Stores gradient v as element k of a row buffer of dtype dt. */
+static void
+grad_store(gkv_dtype dt, unsigned char *b, size_t k, double v)
+{
+    if (dt == GKV_F64) {
+        memcpy(b + k * 8, &v, 8);
+    } else {
+        uint16_t h = dt == GKV_F16 ? gkv_f32_to_f16((float)v)
+                                   : gkv_f32_to_bf16((float)v);
+        memcpy(b + k * 2, &h, 2);
+    }
+}
+
+/* An optimizer push with an ID given several times steps that row once,
+ * with the sum of its gradients: the same bytes (tensor and state) as one
+ * push of each ID with the gradients summed beforehand. f64, f16 and bf16
+ * take the general (not f32) summing loop; the gradients are multiples of
+ * 1/4, so every sum is exact in each dtype and the order of summing does
+ * not matter. Plain and write-back mode, two pushes (adam's second step). */
+static void
+test_duplicate_ids_sum_gradients(void **state)
+{
+    enum { ND = 11, NU = 5 };
+    /* unique IDs and how many copies each has in the push; the last is
+     * given once (control) */
+    static const uint64_t uid[NU] = {LO + 3, LO + 7, LO + 700, LO + 9, LO + 1400};
+    static const int copies[NU] = {3, 2, 2, 3, 1};
+    static const gkv_dtype dts[3] = {GKV_F64, GKV_F16, GKV_BF16};
+    static const char *const opts[3] = {"sgd", "adagrad", "adam"};
+    char *dir = gkvt_mkdtemp("optdup");
+
+    (void)state;
+    for (int wb = 0; wb < 2; wb++) {
+        char sub[32];
+        gkv_store *s;
+
+        snprintf(sub, sizeof sub, "s%d", wb);
+        s = open_store(dir, sub);
+        for (int t = 0; t < 3; t++) {
+            gkv_dtype dt = dts[t];
+            size_t es = dt == GKV_F64 ? 8 : 2, rb = W * es;
+            gkv_tensor_spec sp = spec(dt);
+            unsigned char gd[ND * W * 8], gp[NU * W * 8];
+            uint64_t ids[ND];
+            double sum[NU][W];
+            int n = 0;
+
+            /* the push with copies, in an order that interleaves them,
+             * and the sums (computed in double: exact) */
+            memset(sum, 0, sizeof sum);
+            for (int c = 0; c < 3; c++)
+                for (int u = 0; u < NU; u++) {
+                    if (c >= copies[u])
+                        continue;
+                    ids[n] = uid[u];
+                    for (int j = 0; j < W; j++) {
+                        double v = (double)((n * 5 + j * 3) % 9 - 4) * 0.25;
+                        grad_store(dt, gd + (size_t)n * rb, (size_t)j, v);
+                        sum[u][j] += v;
+                    }
+                    n++;
+                }
+            assert_int_equal(n, ND);
+            for (int u = 0; u < NU; u++)
+                for (int j = 0; j < W; j++)
+                    grad_store(dt, gp + (size_t)u * rb, (size_t)j, sum[u][j]);
+            for (int o = 0; o < 3; o++) {
+                gkv_push_args pa = {opts[o], 0.05, 0, 0, 0};
+                char dn[64], pn[64];
+                struct fam fd, fp, f0;
+                int which;
+
+                snprintf(dn, sizeof dn, "dup_%s_%s", gkv_dtype_name(dt), opts[o]);
+                snprintf(pn, sizeof pn, "sum_%s_%s", gkv_dtype_name(dt), opts[o]);
+                GKVT_OK(gkv_tensor_create(s, dn, &sp));
+                GKVT_OK(gkv_tensor_create(s, pn, &sp));
+                if (wb) {
+                    GKVT_OK(gkv_writeback_start(s, dn, 100000));
+                    GKVT_OK(gkv_writeback_start(s, pn, 100000));
+                }
+                f0 = fam_get(s, NULL, dn);
+                fp = fam_get(s, NULL, pn);
+                fam_same(&f0, &fp, "before the pushes");   /* same init */
+                fam_free(&fp);
+                for (int k = 0; k < 2; k++) {
+                    GKVT_OK(gkv_tensor_push(s, dn, ids, ND, gd, ND * rb, &pa));
+                    GKVT_OK(gkv_tensor_push(s, pn, uid, NU, gp, NU * rb, &pa));
+                }
+                fd = fam_get(s, NULL, dn);
+                fp = fam_get(s, NULL, pn);
+                if (!fam_eq(&fd, &fp, &which))
+                    fail_msg("%s %s%s: duplicate IDs differ from summed "
+                             "gradients", gkv_dtype_name(dt), opts[o],
+                             fam_suf[which]);
+                /* the pushes moved the rows (so equal bytes mean something) */
+                assert_memory_not_equal(fd.b[0] + (uid[0] - LO) * rb,
+                                        f0.b[0] + (uid[0] - LO) * rb, rb);
+                fam_free(&f0);
+                fam_free(&fd);
+                fam_free(&fp);
+                if (wb) {
+                    GKVT_OK(gkv_writeback_stop(s, dn));
+                    GKVT_OK(gkv_writeback_stop(s, pn));
+                }
+            }
+        }
+        gkv_store_close(s);
+    }
+    gkvt_rmtree(dir);
+}
+
 /* ---- bad input ------------------------------------------------------- */
 
 static gkv_err
@@ -1290,6 +1403,7 @@ main(void)
         cmocka_unit_test(test_restore_during_flush),
         cmocka_unit_test(test_reset_then_fresh_adam),
         cmocka_unit_test(test_reset_one_optimizer),
+        cmocka_unit_test(test_duplicate_ids_sum_gradients),
         cmocka_unit_test(test_bad_input_changes_nothing),
         cmocka_unit_test(test_rdonly_refuses),
         cmocka_unit_test(test_state_info),

@@ -484,6 +484,29 @@ test_pull_bad_input(void **state)
     ids[1] = 9;
     assert_int_equal(gkv_tensor_pull(f->s, NULL, "t", ids, 3, out, sizeof out),
                      GKV_ERANGE);
+    /* hi itself is outside: the range is half-open */
+    ids[1] = 20;
+    assert_int_equal(gkv_tensor_pull(f->s, NULL, "t", ids, 3, out, sizeof out),
+                     GKV_ERANGE);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "ID 20 (index 1) is outside "
+                           "[10, 20)"));
+    /* a bad ID past the first batch of lookups (16): the message gives its
+     * index in the whole pull, not in its batch */
+    {
+        uint64_t many[24];
+        float big[24 * 4];
+
+        for (int i = 0; i < 24; i++)
+            many[i] = 10 + (uint64_t)i % 10;
+        many[20] = 20;
+        assert_int_equal(gkv_tensor_pull(f->s, NULL, "t", many, 24, big,
+                                         sizeof big), GKV_ERANGE);
+        assert_non_null(strstr(gkv_store_errmsg(f->s), "ID 20 (index 20)"));
+        many[20] = 9;
+        assert_int_equal(gkv_tensor_pull(f->s, NULL, "t", many, 24, big,
+                                         sizeof big), GKV_ERANGE);
+        assert_non_null(strstr(gkv_store_errmsg(f->s), "ID 9 (index 20)"));
+    }
     ids[1] = 12;
     assert_int_equal(gkv_tensor_pull(f->s, NULL, "t", ids, 3, out, sizeof out - 1),
                      GKV_ESHAPE);
