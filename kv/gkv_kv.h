@@ -211,12 +211,12 @@ GKV_API gkv_err gkv_tensor_list(gkv_store *s, gkv_txn *tx, int with_state,
 /* Deletes tensor 'name', its optimizer state and all their rows; the pages
  * are reused by later writes. Errors: GKV_ENOTFOUND, GKV_EINVAL (a
  * companion's "T#..." name: delete T), GKV_EBUSY (in write-back mode on
- * this handle), GKV_ERDONLY. */
+ * this handle, or in another process), GKV_ERDONLY. */
 GKV_API gkv_err gkv_tensor_delete(gkv_store *s, const char *name);
 
 /* Renames 'from' to 'to' (and its optimizer state with it).
  * Errors: GKV_ENOTFOUND, GKV_EEXIST, GKV_EINVAL, GKV_EBUSY ('from' in
- * write-back mode on this handle), GKV_ERDONLY. */
+ * write-back mode on this handle; either in another process), GKV_ERDONLY. */
 GKV_API gkv_err gkv_tensor_rename(gkv_store *s, const char *from,
                                   const char *to);
 
@@ -308,7 +308,8 @@ typedef struct gkv_push_args {
  * IDs are checked before anything is written: one bad ID fails the call
  * and nothing changes. Errors: GKV_ENOTFOUND, GKV_ERANGE, GKV_ESHAPE,
  * GKV_EHANDLER, GKV_EINVAL (optimizer on an integer dtype), GKV_ERDONLY,
- * GKV_EMAPFULL, GKV_ENOMEM, GKV_EIO. */
+ * GKV_EBUSY (in write-back mode in another process), GKV_EMAPFULL,
+ * GKV_ENOMEM, GKV_EIO. */
 GKV_API gkv_err gkv_tensor_push(gkv_store *s, const char *name,
                                 const uint64_t *ids, size_t n,
                                 const void *rows, size_t rows_len,
@@ -403,9 +404,12 @@ GKV_API gkv_err gkv_opt_reset(gkv_store *s, const char *name,
  * Loss window: a crash (kill -9) loses the pushes since the last flush that
  * committed: about interval_ms plus the time of one flush. With GKV_NOSYNC
  * an OS crash may also lose committed flushes, as for any write.
- * While the tensor is in write-back mode on a handle, other handles and
- * processes see flushed data and must not write it (their writes would be
- * overwritten by the next flush). On this handle every call that changes
+ * While the tensor is in write-back mode on a handle, other processes see
+ * flushed data, and their writes of it (push, write, delete, rename,
+ * gkv_opt_reset, its state) fail with GKV_EBUSY naming this process, as
+ * the next flush would overwrite them; one process at a time may keep a
+ * store's tensors in write-back (the store's writeback.lock, doc/FORMAT.md;
+ * a writer that does not use gkv is not stopped). On this handle every call that changes
  * its rows goes to the RAM copy (push with any handler, write) or fails
  * and changes nothing: delete and rename (from or to its name) fail with
  * GKV_EBUSY, and so does create of its name once another handle deleted
@@ -415,14 +419,16 @@ GKV_API gkv_err gkv_opt_reset(gkv_store *s, const char *name,
  * through optimizer pushes to it, restores (assign push or write of a
  * companion) and gkv_opt_reset(), all of which go to the RAM copy too;
  * other pushes, delete and rename of a '#' name fail with GKV_EINVAL, so
- * no direct write to one can be lost to a flush. If another handle
- * deletes or replaces it anyway, the next flush drops this handle's copy
+ * no direct write to one can be lost to a flush. If a writer that does not
+ * check (not gkv, or an older gkv) deletes or replaces it anyway, the next
+ * flush drops this handle's copy
  * (and the pushes not yet written) and writes the other tensors.
  * gkv_store_close() flushes (stop first to see errors).
  * The tensor and its state are copied through one read snapshot, so the
  * copy holds them as of one moment even while another process pushes to
  * (or replaces) the tensor.
  * Errors: GKV_ENOTFOUND, GKV_EEXIST (already on), GKV_ERDONLY, GKV_ENOMEM,
+ * GKV_EBUSY (another process keeps tensors of this store in write-back),
  * GKV_ECORRUPT (a stored state companion without the tensor's rows; the
  * message names it, gkv_opt_reset drops it). */
 GKV_API gkv_err gkv_writeback_start(gkv_store *s, const char *name,

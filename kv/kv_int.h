@@ -114,6 +114,11 @@ struct gkv_store {
      * slots of dead processes (reader_sweep in store.c; __atomic
      * builtins: this header is also read by nvcc's C++) */
     uint64_t st_swept_ms;
+    /* write-back ownership across processes (wbown.c): the descriptor of
+     * STORE/writeback.lock (-1 until needed) and whether this process
+     * holds its lock */
+    int st_wbo_fd;
+    int st_wbo_held;
     struct handler *st_handlers;  /* under st_mu */
     /* Write-back mode (wb.c). st_wb_lock guards the list and the mirrors:
      * pulls take it shared, pushes exclusive. Plain pushes take it shared
@@ -398,6 +403,18 @@ typedef struct kv_wb {
     kv_mirror m[5];
     unsigned interval_ms;
 } kv_wb;
+
+/* Write-back ownership across processes (wbown.c). kv__wb_foreign: before
+ * writing tensor 'name' (or a companion of it), GKV_EBUSY naming the
+ * process when another process holds it in write-back mode. Publish: after
+ * this handle's write-back list changed (caller holds st_wb_lock), takes
+ * the store's write-back lock and lists the tensors, or, with none left,
+ * releases it; GKV_EBUSY when another process holds it. Close: at the
+ * handle's close. 'pending': a name to list too (a start about to load it:
+ * listed before the load, so no other process's write falls between). */
+gkv_err kv__wb_foreign(gkv_store *s, const char *name);
+gkv_err kv__wb_own_publish(gkv_store *s, const char *pending);
+void    kv__wb_own_close(gkv_store *s);
 
 /* The write-back entry of 'name' or NULL. Caller holds st_wb_lock. */
 kv_wb  *kv__wb_find(gkv_store *s, const char *name);

@@ -529,6 +529,8 @@ store_destroy(gkv_store *s)
          * its pid). The copies and the rest of the memory go; the
          * environment's map and descriptors stay until the child exits. */
         kv__wb_discard(s);
+        if (s->st_wbo_fd >= 0)
+            close(s->st_wbo_fd);    /* the parent's lock is not the child's */
         if (s->st_listed)
             open_list_remove(s);
         for (h = s->st_handlers; h != NULL; h = next) {
@@ -542,6 +544,7 @@ store_destroy(gkv_store *s)
         return;
     }
     kv__wb_close(s);   /* flushes write-back tensors */
+    kv__wb_own_close(s);
     if (s->st_env != NULL)
         mdb_env_close(s->st_env);
     /* only once the environment is closed may another handle open it */
@@ -700,6 +703,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         return kv__fail(NULL, GKV_EINVAL, "GKV_CREATE and GKV_RDONLY together");
     if ((s = gkv__calloc(1, sizeof *s)) == NULL)
         return GKV_ENOMEM;
+    s->st_wbo_fd = -1;
     pthread_mutex_init(&s->st_mu, NULL);
     kv__cond_init_mono(&s->st_cv);
     pthread_rwlock_init(&s->st_wb_lock, NULL);
@@ -796,6 +800,13 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         s->st_psize = ms.ms_psize;
     }
     reader_sweep(s, 1);             /* slots left by killed readers */
+    if (!(flags & GKV_RDONLY)) {
+        /* write-back ownership (wbown.c); without it, writes go unchecked
+         * as before it */
+        char wl[4200];
+        if ((size_t)snprintf(wl, sizeof wl, "%s/writeback.lock", path) < sizeof wl)
+            s->st_wbo_fd = open(wl, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    }
     {
         /* a file cut short (a partial copy, a disk that filled while
          * copying) would fault (SIGBUS) on the first read of a missing

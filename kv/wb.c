@@ -567,6 +567,12 @@ gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
         return kv__fail(s, GKV_EEXIST, "tensor '%s' is already in write-back "
                         "mode", name);
     }
+    /* one process at a time keeps a store's tensors in write-back */
+    if ((rc = kv__wb_own_publish(s, name)) != GKV_OK) {
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        gkv__free(w);
+        return rc;
+    }
     /* the tensor and its state through one snapshot: another handle may
      * push to it, or delete and recreate it, meanwhile, and a copy must
      * not hold weights of one moment with state of another (nor state of
@@ -580,6 +586,7 @@ gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
         kv__snap_end(&sn);
     }
     if (rc != GKV_OK) {
+        (void)kv__wb_own_publish(s, NULL);  /* unlisted; none left: released */
         pthread_rwlock_unlock(&s->st_wb_lock);
         wb_free(w);
         return rc;
@@ -660,8 +667,10 @@ gkv_writeback_stop(gkv_store *s, const char *name)
             for (uint64_t c = 0; w->m[i].rows && c < w->m[i].r.nchunks; c++)
                 if (w->m[i].dirty[c])
                     rc = GKV_EBUSY;
-        if (rc == GKV_OK)   /* atomic: kv__wb_any() reads the head */
+        if (rc == GKV_OK) { /* atomic: kv__wb_any() reads the head */
             __atomic_store_n(pp, w->next, __ATOMIC_RELEASE);
+            (void)kv__wb_own_publish(s, NULL);
+        }
     }
     pthread_rwlock_unlock(&s->st_wb_lock);
     pthread_mutex_unlock(&s->st_wb_flush_mu);

@@ -80,6 +80,16 @@ gkvt_rand(uint64_t *x)
     return z ^ (z >> 31);
 }
 
+void
+gkvt_wb_unguard(const char *dir)
+{
+    char p[4200];
+
+    snprintf(p, sizeof p, "%s/writeback.lock", dir);
+    if (unlink(p) != 0 && errno != ENOENT)
+        fail_msg("unlink %s: %s", p, strerror(errno));
+}
+
 const char *
 gkvt_prog(const char *name)
 {

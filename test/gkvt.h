@@ -29,6 +29,11 @@ int gkvt_run(char *const argv[], const char *in, size_t in_len,
 /* Path of a built program, e.g. gkvt_prog("kvctl") -> "build/kvctl";
  * honours GKVT_BUILD. Returned string is static per call site use. */
 const char *gkvt_prog(const char *name);
+/* Unlinks DIR/writeback.lock: a writer started after this plays one that
+ * predates the write-back lock (or bypasses gkv, as mdb_drop does), whose
+ * writes to a tensor held in write-back by another process are not
+ * refused; the tests of what a write-back handle then does use it. */
+void gkvt_wb_unguard(const char *dir);
 
 /* Allocation fault injection (see kv/kv_int.h): fail the n-th gkv__malloc
  * from now (0 = the next one); -1 turns it off. */

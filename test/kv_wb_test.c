@@ -195,6 +195,16 @@ test_wb_bad_input(void **state)
     assert_int_equal(gkv_tensor_push(s, "t", ids, 100, rows, sizeof rows, &pa),
                      GKV_EHANDLER);
     assert_int_equal(gkv_tensor_pull(s, NULL, "t", &bad, 1, rows, W * 4), GKV_ERANGE);
+    /* hi itself is outside (the mirror has no row there), and the message
+     * names the ID and its index in the pull */
+    ids[0] = 100;
+    ids[1] = 100 + N - 1;
+    ids[2] = 100 + N;
+    assert_int_equal(gkv_tensor_pull(s, NULL, "t", ids, 3, rows, 3 * W * 4),
+                     GKV_ERANGE);
+    assert_non_null(strstr(gkv_store_errmsg(s), "ID 3100 (index 2) is outside "
+                           "[100, 3100)"));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "t", ids, 2, rows, 2 * W * 4));
     assert_int_equal(gkv_tensor_write(s, "t", 99, 101, rows, 2 * W * 4), GKV_ERANGE);
     b = dump(s, NULL, "t", N, W);
     assert_memory_equal(a, b, N * W * 4);
@@ -245,6 +255,59 @@ test_wb_background(void **state)
             usleep(5000);
     }
     assert_true(seen);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
+/* gkv_store_sync() flushes write-back tensors before it syncs: after it,
+ * another process opening the store sees the push, while the handle stays
+ * open (the interval is long, so only the sync can have written it). */
+static void
+test_wb_sync_flushes(void **state)
+{
+    char *dir = gkvt_mkdtemp("wbsync");
+    gkv_tensor_spec sp = spec(N, W, 0);
+    uint64_t id = 1234;
+    float row[W], old[W], got[W];
+    gkv_store *s;
+    gkv_txn *tx;
+    pid_t pid;
+    int st;
+
+    (void)state;
+    for (int j = 0; j < W; j++)
+        row[j] = 7.0f + (float)j;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, old, sizeof old));
+    assert_memory_not_equal(old, row, sizeof row);
+    GKVT_OK(gkv_writeback_start(s, "t", 100000));
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL));
+    /* not in the store yet: a snapshot still reads the old row */
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    GKVT_OK(gkv_tensor_pull(s, tx, "t", &id, 1, got, sizeof got));
+    gkv_txn_end(tx);
+    assert_memory_equal(got, old, sizeof old);
+    GKVT_OK(gkv_store_sync(s));
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    GKVT_OK(gkv_tensor_pull(s, tx, "t", &id, 1, got, sizeof got));
+    gkv_txn_end(tx);
+    assert_memory_equal(got, row, sizeof row);
+    /* a forked child opens its own read-only handle: the exit status says
+     * whether it read the pushed row */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        gkv_store *c;
+        float cg[W];
+        _exit(gkv_store_open(&c, dir, GKV_RDONLY, NULL) == GKV_OK &&
+              gkv_tensor_pull(c, NULL, "t", &id, 1, cg, sizeof cg) == GKV_OK &&
+              memcmp(cg, row, sizeof row) == 0 ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    GKVT_OK(gkv_writeback_stop(s, "t"));
     gkv_store_close(s);
     gkvt_rmtree(dir);
 }
@@ -636,6 +699,108 @@ test_wb_flush_fails(void **state)
     gkvt_rmtree(dir);
 }
 
+/* kvctl on the directory, with args; returns its exit status, its
+ * stderr in *err (the caller frees it). */
+static int
+kvctl_on(const char *dir, char **err, const char *a1, const char *a2,
+         const char *a3, const char *a4)
+{
+    char *argv[] = {(char *)gkvt_prog("kvctl"), (char *)dir, (char *)a1,
+                    (char *)a2, (char *)a3, (char *)a4, NULL};
+
+    *err = NULL;
+    return gkvt_run(argv, NULL, 0, NULL, err, 60);
+}
+
+/* A tensor one process holds in write-back is that process's to write:
+ * another process's put, restore of its state, delete or rename of it is
+ * refused (GKV_EBUSY naming the process: the owner's next flush would have
+ * overwritten the write, or mixed it into a chunk); other tensors are
+ * not, and a second process cannot keep the store's tensors in write-back
+ * at the same time. Once the owner stops, closes or dies, they are free.
+ * Before, `kvctl put` reported success and the next flush undid it. */
+static void
+test_wb_owned_across_processes(void **state)
+{
+    char *dir = gkvt_mkdtemp("wbown"), *err, pidtext[64];
+    gkv_tensor_spec sp = spec(N, W, 0);
+    uint64_t id = 150;
+    float row[W];
+    gkv_store *s;
+    int pfd[2], st;
+    pid_t kid;
+    char c;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_tensor_create(s, "u", &sp));
+    GKVT_OK(gkv_writeback_start(s, "t", 100000));
+    snprintf(pidtext, sizeof pidtext, "by process %ld", (long)getpid());
+    assert_int_equal(kvctl_on(dir, &err, "put", "t", "150",
+                              "1,2,3,4,5,6,7,8"), 1);
+    if (strstr(err, "kept in write-back mode") == NULL ||
+        strstr(err, pidtext) == NULL)
+        fail_msg("put: %s", err);
+    free(err);
+    assert_int_equal(kvctl_on(dir, &err, "rm", "t", NULL, NULL), 1);
+    assert_non_null(strstr(err, pidtext));
+    free(err);
+    assert_int_equal(kvctl_on(dir, &err, "rename", "t", "t2", NULL), 1);
+    free(err);
+    assert_int_equal(kvctl_on(dir, &err, "reset-opt", "t", NULL, NULL), 1);
+    free(err);
+    /* a tensor not in write-back is anyone's */
+    assert_int_equal(kvctl_on(dir, &err, "put", "u", "150",
+                              "1,2,3,4,5,6,7,8"), 0);
+    free(err);
+    GKVT_OK(gkv_tensor_pull(s, NULL, "u", &id, 1, row, sizeof row));
+    assert_true(row[0] == 1 && row[7] == 8);
+    /* a second process may not keep tensors of the store in write-back */
+    if ((kid = fork()) == 0) {
+        gkv_store *cs;
+        gkv_err rc = GKV_EIO;
+
+        if (gkv_store_open(&cs, dir, GKV_NOSYNC, NULL) == GKV_OK)
+            rc = gkv_writeback_start(cs, "u", 100000);
+        _exit(rc == GKV_EBUSY &&
+              strstr(gkv_store_errmsg(cs), "one process at a time") != NULL
+              ? 0 : 1);
+    }
+    assert_true(kid > 0);
+    assert_int_equal(waitpid(kid, &st, 0), kid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* stopped: free again */
+    GKVT_OK(gkv_writeback_stop(s, "t"));
+    assert_int_equal(kvctl_on(dir, &err, "put", "t", "150",
+                              "1,2,3,4,5,6,7,8"), 0);
+    free(err);
+    gkv_store_close(s);
+    /* an owner killed with SIGKILL leaves its list, not its lock */
+    assert_int_equal(pipe(pfd), 0);
+    if ((kid = fork()) == 0) {
+        gkv_store *cs;
+
+        if (gkv_store_open(&cs, dir, GKV_NOSYNC, NULL) != GKV_OK ||
+            gkv_writeback_start(cs, "u", 100000) != GKV_OK ||
+            write(pfd[1], "w", 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    assert_true(kid > 0);
+    close(pfd[1]);
+    assert_int_equal(read(pfd[0], &c, 1), 1);
+    close(pfd[0]);
+    assert_int_equal(kvctl_on(dir, &err, "rm", "u", NULL, NULL), 1);
+    free(err);
+    kill(kid, SIGKILL);
+    assert_int_equal(waitpid(kid, &st, 0), kid);
+    assert_int_equal(kvctl_on(dir, &err, "rm", "u", NULL, NULL), 0);
+    free(err);
+    gkvt_rmtree(dir);
+}
+
 /* Another process deletes one of two write-back tensors, or replaces it:
  * the flush still writes the other, drops the copy of the gone one (its
  * pushes have nowhere to go) and says so; later flushes and stops work,
@@ -671,6 +836,7 @@ test_wb_deleted_tensor_dropped(void **state)
         char *mk[] = {(char *)gkvt_prog("kvctl"), dir, "create", "v",
                       "--dtype", "f32", "--shape", "8", "--range", "100:3100",
                       "--init", "const:5", NULL};
+        gkvt_wb_unguard(dir);           /* a writer that does not check */
         assert_int_equal(gkvt_run(rm, NULL, 0, NULL, &err, 60), 0);
         free(err);
         assert_int_equal(gkvt_run(rm2, NULL, 0, NULL, &err, 60), 0);
@@ -824,11 +990,13 @@ main(void)
         cmocka_unit_test(test_wb_equals_direct),
         cmocka_unit_test(test_wb_bad_input),
         cmocka_unit_test(test_wb_background),
+        cmocka_unit_test(test_wb_sync_flushes),
         cmocka_unit_test(test_wb_crash),
         cmocka_unit_test(test_big_adagrad_push),
         cmocka_unit_test(test_wb_push_during_flush),
         cmocka_unit_test(test_wb_flush_fails),
         cmocka_unit_test(test_wb_deleted_tensor_dropped),
+        cmocka_unit_test(test_wb_owned_across_processes),
         cmocka_unit_test(test_wb_flush_race),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -423,6 +423,8 @@ store_undo(struct ctx *c)
         unlink(p);
         snprintf(p, sizeof p, "%s/lock.mdb", c->path);
         unlink(p);
+        snprintf(p, sizeof p, "%s/writeback.lock", c->path);
+        unlink(p);
         if (c->made_dir)
             rmdir(c->path);
     }
