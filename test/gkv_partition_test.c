@@ -782,6 +782,12 @@ test_force_killed_at_each_rename(void **state)
         json_decref(j);
     }
     assert_true(killed > 0);    /* some kill hit a rename */
+    /* the killed runs left OUT.tmp-PID directories: the next run says so */
+    if (run(f, "--parts", "2", "--method", "range", "--force", "--input",
+            path(f, "e.txt"), f->out, NULL) != 0)
+        fail_msg("last run: %s", f->serr);
+    expect_text("stderr", f->serr, "was left by an interrupted run");
+    expect_text("stderr", f->serr, "out.tmp-");
 }
 
 static void

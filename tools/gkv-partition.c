@@ -16,6 +16,7 @@
  * returns; while the graph loads, at once, even in a read from a stalled
  * pipe).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -367,6 +368,51 @@ static const struct {
     [O_REVERSE] = {"--reverse-etypes", 1},
     [O_THREADS] = {"--threads", 1},     [O_STATS] = {"--stats", 0},
 };
+
+/* Says which OUT.tmp-PID / OUT.old-PID directories beside 'out' were left
+ * by runs that are gone (killed: a run removes its own otherwise); they
+ * are never used again, and can be large. */
+static void
+note_leftovers(const char *out)
+{
+    char dir[PATH_MAX], base[NAME_MAX + 1];
+    const char *slash = strrchr(out, '/');
+    size_t bl;
+    DIR *d;
+    struct dirent *de;
+
+    while (slash != NULL && slash != out && slash[1] == '\0')
+        slash = NULL;                   /* "OUT/": leave it */
+    if (slash == NULL) {
+        snprintf(dir, sizeof dir, ".");
+        snprintf(base, sizeof base, "%s", out);
+    } else {
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - out) + (slash == out),
+                 out);
+        snprintf(base, sizeof base, "%s", slash + 1);
+    }
+    bl = strlen(base);
+    if (bl == 0 || (d = opendir(dir)) == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        const char *rest = de->d_name + bl;
+        char *end;
+        long pid;
+
+        if (strncmp(de->d_name, base, bl) != 0 ||
+            (strncmp(rest, ".tmp-", 5) != 0 && strncmp(rest, ".old-", 5) != 0))
+            continue;
+        pid = strtol(rest + 5, &end, 10);
+        if (*end != '\0' || pid <= 0)
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;                   /* a run in progress (or not ours) */
+        fprintf(stderr, PROG ": note: '%s/%s' was left by an interrupted run "
+                "(process %ld is gone); it is not used: remove it\n", dir,
+                de->d_name, pid);
+    }
+    closedir(d);
+}
 
 /* Fills *o from argv. Returns EX_OK, EX_USAGE (message printed), or -1 to
  * print help / -2 version (exit 0). */
@@ -995,8 +1041,10 @@ main(int argc, char **argv)
     }
     if (rc != GKV_OK) {
         ex = fail_rc(rc, msg, "partitioning into '%s'", o.out);
+        note_leftovers(o.out);
         goto done;
     }
+    note_leftovers(o.out);
     if (tools__got_signal) {
         /* it came while OUT was being renamed into place: done, but the
          * caller asked to stop, and the exit status says so */
