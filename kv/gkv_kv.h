@@ -120,6 +120,10 @@ typedef struct gkv_store_stat {
                             * is that or more (ranges near 2^64) */
     unsigned readers;      /* reader slots in use */
     unsigned max_readers;
+    uint64_t free_bytes;   /* of used_bytes, pages on LMDB's free list
+                            * (deleted tensors, old copies): later writes
+                            * reuse them, once no reader older than their
+                            * release remains; the file does not shrink */
 } gkv_store_stat;
 
 /* Fills *st. Thread-safe: yes. */

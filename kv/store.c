@@ -975,6 +975,18 @@ gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
     st->max_readers = ei.me_maxreaders;
     if (mdb_stat(sn.txn, s->st_data, &ms) == 0)
         st->nchunks = ms.ms_entries;
+    /* the free list (database 0): each value counts its page numbers
+     * first (an MDB_IDL) */
+    if (mdb_cursor_open(sn.txn, 0, &cur) == 0) {
+        while (mdb_cursor_get(cur, &k, &d, MDB_NEXT) == 0)
+            if (d.mv_size >= sizeof(size_t)) {
+                size_t np;
+                memcpy(&np, d.mv_data, sizeof np);
+                st->free_bytes += (uint64_t)np * s->st_psize;
+            }
+        mdb_cursor_close(cur);
+        cur = NULL;
+    }
     if ((mrc = mdb_cursor_open(sn.txn, s->st_cat, &cur)) != 0) {
         rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
                       mdb_strerror(mrc));

@@ -372,6 +372,8 @@ typedef struct gkv_server_stats {
     uint64_t tensors, store_used_bytes, store_map_size;
     uint64_t samples, sample_edges;   /* graph servers: SAMPLE requests
                                        * answered and edges returned */
+    uint64_t store_free_bytes;        /* gkv_store_stat.free_bytes (0 from
+                                       * a server that predates it) */
 } gkv_server_stats;
 
 /* Statistics of server i. */

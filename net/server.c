@@ -1818,6 +1818,7 @@ op_stats(gkv_server *s, struct req *r)
     stat_add(&sa, "tensors", st.ntensors);
     stat_add(&sa, "store_used_bytes", st.used_bytes);
     stat_add(&sa, "store_map_size", st.map_size);
+    stat_add(&sa, "store_free_bytes", st.free_bytes);
     build(r, enc_stats, &sa);
 }
 

@@ -1654,6 +1654,43 @@ test_empty_data_mdb(void **state)
     gkvt_rmtree(dir);
 }
 
+/* Deleting a tensor does not shrink used_bytes (the file keeps its
+ * size): free_bytes shows what later writes reuse, and they do. */
+static void
+test_stat_free_bytes(void **state)
+{
+    char *dir = gkvt_mkdtemp("freeb");
+    gkv_store *s = NULL;
+    gkv_tensor_spec sp = {.dtype = GKV_F32, .ndim = 1, .shape = {64},
+                          .lo = 0, .hi = 20000, .init = GKV_INIT_UNIFORM,
+                          .a = 0, .b = 1, .seed = 3};
+    gkv_store_stat a, b, c;
+    const uint64_t tb = 20000ull * 64 * 4;       /* the tensor's bytes */
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_store_stat_get(s, &a));
+    assert_true(a.free_bytes < tb / 4);
+    GKVT_OK(gkv_tensor_delete(s, "t"));
+    GKVT_OK(gkv_store_stat_get(s, &b));
+    assert_true(b.used_bytes >= a.used_bytes);
+    if (b.free_bytes < tb)
+        fail_msg("free %llu bytes after deleting a tensor of %llu",
+                 (unsigned long long)b.free_bytes, (unsigned long long)tb);
+    assert_true(b.free_bytes <= b.used_bytes);
+    /* LMDB reuses pages a transaction freed from the next-but-one on (the
+     * previous meta page may still point at them) */
+    GKVT_OK(gkv_tensor_create(s, "tiny", &(gkv_tensor_spec){.dtype = GKV_F32,
+                                                            .lo = 0, .hi = 4}));
+    GKVT_OK(gkv_tensor_create(s, "u", &sp));
+    GKVT_OK(gkv_store_stat_get(s, &c));
+    assert_true(c.free_bytes < tb / 4);             /* reused */
+    assert_true(c.used_bytes < b.used_bytes + tb / 4);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
 /* A data.mdb cut short (a partial copy of a partition) faulted (SIGBUS)
  * on the first read of a missing page, in verify or a server's start; now
  * every open refuses it, naming both sizes. */
@@ -1868,6 +1905,7 @@ main(void)
         cmocka_unit_test(test_disk_full_with_room_in_map),
         cmocka_unit_test(test_empty_data_mdb),
         cmocka_unit_test(test_truncated_data_mdb),
+        cmocka_unit_test(test_stat_free_bytes),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_finds_missing_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stat_prefault_sync, setup, teardown),

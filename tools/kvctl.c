@@ -1111,6 +1111,7 @@ stat_json(const gkv_server_info *psi, const gkv_server_stats *pst)
     json_object_set_new(o, "joined", json_u64(st.joined));
     json_object_set_new(o, "ntensors", json_u64(st.tensors));
     json_object_set_new(o, "used_bytes", json_u64(st.store_used_bytes));
+    json_object_set_new(o, "free_bytes", json_u64(st.store_free_bytes));
     json_object_set_new(o, "map_size", json_u64(st.store_map_size));
     return o;
 }
@@ -1144,7 +1145,8 @@ stat_text(const gkv_server_info *psi, const gkv_server_stats *pst)
     printf("sessions:     %" PRIu64 " in %" PRIu64 " groups (%" PRIu64
            " joined since start)\n", st.sessions, st.groups, st.joined);
     printf("tensors:      %" PRIu64 "\n", st.tensors);
-    printf("used bytes:   %" PRIu64 "\n", st.store_used_bytes);
+    printf("used bytes:   %" PRIu64 " (%" PRIu64 " of them free for reuse)\n",
+           st.store_used_bytes, st.store_free_bytes);
     printf("map size:     %" PRIu64 "\n", st.store_map_size);
 }
 
@@ -1607,6 +1609,7 @@ cmd_stat(struct ctx *c)
         json_object_set_new(o, "format", json_u64(st.format));
         json_object_set_new(o, "map_size", json_u64(st.map_size));
         json_object_set_new(o, "used_bytes", json_u64(st.used_bytes));
+        json_object_set_new(o, "free_bytes", json_u64(st.free_bytes));
         json_object_set_new(o, "page_size", json_u64(st.page_size));
         json_object_set_new(o, "ntensors", json_u64(st.ntensors));
         json_object_set_new(o, "nchunks", json_u64(st.nchunks));
@@ -1618,7 +1621,8 @@ cmd_stat(struct ctx *c)
     printf("store:        %s\n", c->path);
     printf("format:       %" PRIu32 "\n", st.format);
     printf("map size:     %" PRIu64 "\n", st.map_size);
-    printf("used bytes:   %" PRIu64 "\n", st.used_bytes);
+    printf("used bytes:   %" PRIu64 " (%" PRIu64 " of them free for reuse)\n",
+           st.used_bytes, st.free_bytes);
     printf("page size:    %" PRIu64 "\n", st.page_size);
     printf("tensors:      %" PRIu64 "\n", st.ntensors);
     printf("chunks:       %" PRIu64 "\n", st.nchunks);
