@@ -201,6 +201,15 @@ void    kv__snap_end(kv_snap *sn);
  * must be restartable. On any error the store is unchanged. */
 typedef gkv_err (*kv_write_fn)(gkv_store *s, MDB_txn *txn, void *arg);
 gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
+/* kv__write() of a write to tensors n1 and n2 (either may be NULL): inside
+ * the transaction, under LMDB's writer lock, first kv__wb_foreign() of
+ * each (wbown.c: another process may have taken them into write-back
+ * since the call's first check). */
+gkv_err kv__write_named(gkv_store *s, const char *n1, const char *n2,
+                        kv_write_fn fn, void *arg);
+/* Waits for LMDB's writer lock once (a write transaction begun and
+ * aborted): every write transaction begun before has ended. */
+gkv_err kv__writer_barrier(gkv_store *s);
 
 /* mdb_env_sync, with the message (no write-back flush first). */
 gkv_err kv__env_sync(gkv_store *s);

@@ -1504,7 +1504,7 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
         if (direct_lock(s, name))
             break;
     }
-    rc = kv__write(s, push_fn, &a);
+    rc = kv__write_named(s, name, NULL, push_fn, &a);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
 }
@@ -1640,7 +1640,7 @@ gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
         if (direct_lock(s, name))
             break;
     }
-    rc = kv__write(s, write_fn, &w);
+    rc = kv__write_named(s, name, NULL, write_fn, &w);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
 }
@@ -1957,7 +1957,7 @@ state_write(gkv_store *s, const char *name, int range, const uint64_t *ids,
         if (direct_lock(s, base))   /* the tensor: no write-back start now */
             break;
     }
-    rc = kv__write(s, state_write_fn, &sw);
+    rc = kv__write_named(s, base, NULL, state_write_fn, &sw);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
 }

@@ -359,6 +359,47 @@ kv__write(gkv_store *s, kv_write_fn fn, void *arg)
     }
 }
 
+struct named_arg {
+    const char *n1, *n2;
+    kv_write_fn fn;
+    void *arg;
+};
+
+static gkv_err
+named_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct named_arg *a = arg;
+    gkv_err rc;
+
+    if ((a->n1 != NULL && (rc = kv__wb_foreign(s, a->n1)) != GKV_OK) ||
+        (a->n2 != NULL && (rc = kv__wb_foreign(s, a->n2)) != GKV_OK))
+        return rc;
+    return a->fn(s, txn, a->arg);
+}
+
+gkv_err
+kv__write_named(gkv_store *s, const char *n1, const char *n2, kv_write_fn fn,
+                void *arg)
+{
+    struct named_arg a = {n1, n2, fn, arg};
+
+    return kv__write(s, named_fn, &a);
+}
+
+gkv_err
+kv__writer_barrier(gkv_store *s)
+{
+    MDB_txn *txn = NULL;
+    gkv_err rc;
+
+    if ((rc = kv__enter(s)) != GKV_OK)
+        return rc;
+    if ((rc = kv__txn_begin(s, 0, &txn)) == GKV_OK)
+        mdb_txn_abort(txn);
+    kv__leave(s);
+    return rc;
+}
+
 /* ---- snapshots ------------------------------------------------------- */
 
 gkv_err
@@ -529,8 +570,9 @@ store_destroy(gkv_store *s)
          * its pid). The copies and the rest of the memory go; the
          * environment's map and descriptors stay until the child exits. */
         kv__wb_discard(s);
-        if (s->st_wbo_fd >= 0)
-            close(s->st_wbo_fd);    /* the parent's lock is not the child's */
+        /* st_wbo_fd stays open: closing it would drop the write-back lock
+         * of a handle the child opened itself (fcntl drops all of a
+         * process's locks on a file at any close of it) */
         if (s->st_listed)
             open_list_remove(s);
         for (h = s->st_handlers; h != NULL; h = next) {
@@ -804,8 +846,10 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         /* write-back ownership (wbown.c); without it, writes go unchecked
          * as before it */
         char wl[4200];
-        if ((size_t)snprintf(wl, sizeof wl, "%s/writeback.lock", path) < sizeof wl)
-            s->st_wbo_fd = open(wl, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if ((size_t)snprintf(wl, sizeof wl, "%s/writeback.lock", path) < sizeof wl &&
+            (s->st_wbo_fd = open(wl, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+            /* another user's file: read-only still sees the lock */
+            s->st_wbo_fd = open(wl, O_RDONLY | O_CLOEXEC);
     }
     {
         /* a file cut short (a partial copy, a disk that filled while

@@ -542,7 +542,8 @@ gkv_tensor_delete(gkv_store *s, const char *name)
         return rc;
     pthread_rwlock_rdlock(&s->st_wb_lock);
     rc = kv__wb_find(s, name) != NULL ? wb_busy(s, name)
-                                      : kv__write(s, delete_fn, (void *)name);
+                                      : kv__write_named(s, name, NULL, delete_fn,
+                                                        (void *)name);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
 }
@@ -616,7 +617,8 @@ rename_call(gkv_store *s, const char *from, const char *to, int replace)
     pthread_rwlock_rdlock(&s->st_wb_lock);
     rc = kv__wb_find(s, from) != NULL ? wb_busy(s, from)
        : kv__wb_find(s, to) != NULL   ? wb_busy(s, to)
-                                      : kv__write(s, rename_fn, &a);
+                                      : kv__write_named(s, from, to, rename_fn,
+                                                        &a);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
 }
@@ -943,7 +945,7 @@ gkv_opt_reset(gkv_store *s, const char *name, const char *optimizer)
             break;
         pthread_rwlock_unlock(&s->st_wb_lock);
     }
-    rc = kv__write(s, reset_fn, &a);
+    rc = kv__write_named(s, name, NULL, reset_fn, &a);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
 }

@@ -330,6 +330,8 @@ wb_count(gkv_store *s, size_t *np, size_t *bytes)
 static void
 drop_gone(gkv_store *s, kv_wb **dead)
 {
+    kv_wb *before = *dead;
+
     for (kv_wb **pp = &s->st_wb; *pp != NULL;) {
         kv_wb *w = *pp;
 
@@ -356,6 +358,10 @@ drop_gone(gkv_store *s, kv_wb **dead)
             pp = &w->next;
         }
     }
+    /* the other processes' view: the list without them (none left: the
+     * lock released) */
+    if (*dead != before)
+        (void)kv__wb_own_publish(s, NULL);
 }
 
 /* The drops noted since the last call, as the store's message:
@@ -569,6 +575,17 @@ gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
     }
     /* one process at a time keeps a store's tensors in write-back */
     if ((rc = kv__wb_own_publish(s, name)) != GKV_OK) {
+        (void)kv__wb_own_publish(s, NULL);  /* a lock taken, then a failed
+                                             * write: released again */
+        pthread_rwlock_unlock(&s->st_wb_lock);
+        gkv__free(w);
+        return rc;
+    }
+    /* listed now: a write of another process that passed its check before
+     * the listing holds LMDB's writer lock until it commits; once we had
+     * the lock, it is in the snapshot below */
+    if ((rc = kv__writer_barrier(s)) != GKV_OK) {
+        (void)kv__wb_own_publish(s, NULL);  /* unlisted; none left: released */
         pthread_rwlock_unlock(&s->st_wb_lock);
         gkv__free(w);
         return rc;

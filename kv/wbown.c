@@ -14,34 +14,57 @@
  * list is ignored. A process checks the lock through the one descriptor
  * its handle keeps open: closing any descriptor of the file would drop the
  * process's own lock (fcntl semantics), and there is one handle per store
- * and process. */
+ * and process; a forked child that closes the handle it inherited leaves
+ * that descriptor open (as LMDB's), for the child's own handle's sake.
+ * The check runs twice: before a call does any work, and inside its write
+ * transaction, under LMDB's writer lock; a start lists the tensor, then
+ * waits for that lock once before copying it, so a write that passed the
+ * check has committed by then and is in the copy. Unlinking the file
+ * defeats all this (a new one has no lock): do not. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include "kv_int.h"
 
-#define LIST_MAX (1u << 20)        /* bytes of the list read back */
+#define LIST_MAX (16u << 20)       /* bytes of the list read back */
 
 /* The handle's descriptor of the file (store.c opens it with a writable
- * handle), or -1. */
+ * handle: read-write, else read-only, which can still see the lock), or
+ * -1. */
 static int
 own_fd(gkv_store *s)
 {
     return s->st_wbo_fd;
 }
 
-/* The pid holding the file's lock, other than this process; 0 for none. */
-static pid_t
-owner(int fd)
+/* Whether another process holds the file's lock; *pid gets it (0 when
+ * the holder is outside this process's PID namespace: the kernel says 0,
+ * and the lock counts all the same). */
+static int
+owned_elsewhere(int fd, pid_t *pid)
 {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0,
                        .l_len = 1};
 
+    *pid = 0;
     if (fcntl(fd, F_GETLK, &fl) != 0 || fl.l_type == F_UNLCK)
         return 0;
-    return fl.l_pid;
+    *pid = fl.l_pid;
+    return 1;
+}
+
+/* "process 123", or words for a holder whose pid is not visible here. */
+static const char *
+holder(pid_t pid, char *buf, size_t cap)
+{
+    if (pid > 0)
+        snprintf(buf, cap, "process %ld", (long)pid);
+    else
+        snprintf(buf, cap, "a process of another PID namespace");
+    return buf;
 }
 
 /* Whether 'name' (a companion counts as its tensor) is a line of the
@@ -50,13 +73,18 @@ static int
 listed(int fd, const char *name)
 {
     size_t nl = strcspn(name, "#");
-    char *buf = gkv__malloc(LIST_MAX + 1), *line, *end;
+    struct stat sb;
+    char *buf, *line, *end;
+    size_t cap;
     ssize_t n;
     int hit = 0;
 
-    if (buf == NULL)
+    if (fstat(fd, &sb) != 0)
         return 1;
-    if ((n = pread(fd, buf, LIST_MAX, 0)) < 0) {
+    cap = (size_t)sb.st_size < LIST_MAX ? (size_t)sb.st_size : LIST_MAX;
+    if ((buf = gkv__malloc(cap + 1)) == NULL)
+        return 1;
+    if ((n = pread(fd, buf, cap, 0)) < 0) {
         gkv__free(buf);
         return 1;
     }
@@ -75,20 +103,21 @@ listed(int fd, const char *name)
 gkv_err
 kv__wb_foreign(gkv_store *s, const char *name)
 {
+    char who[64];
     pid_t pid;
     int fd;
 
     if (s->st_flags & GKV_RDONLY)
         return GKV_OK;              /* refused as read-only anyway */
-    if (__atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) != NULL)
+    if (__atomic_load_n(&s->st_wbo_held, __ATOMIC_ACQUIRE))
         return GKV_OK;              /* the owner is this process */
-    if ((fd = own_fd(s)) < 0 || (pid = owner(fd)) == 0 || !listed(fd, name))
+    if ((fd = own_fd(s)) < 0 || !owned_elsewhere(fd, &pid) || !listed(fd, name))
         return GKV_OK;
     return kv__fail(s, GKV_EBUSY, "tensor '%.*s' is kept in write-back mode "
-                    "by process %ld (a gkv-server --writeback?): its copy in "
-                    "that process's memory would overwrite this write at its "
-                    "next flush; write through that process, or stop it "
-                    "first", (int)strcspn(name, "#"), name, (long)pid);
+                    "by %s (a gkv-server --writeback?): its copy in that "
+                    "process's memory would overwrite this write at its next "
+                    "flush; write through that process, or stop it first",
+                    (int)strcspn(name, "#"), name, holder(pid, who, sizeof who));
 }
 
 /* Takes the store's write-back lock for this process. */
@@ -104,12 +133,21 @@ wb_own_claim(gkv_store *s)
     if (fd < 0)
         return kv__fail(s, GKV_EIO, "store '%s': cannot open writeback.lock",
                         s->st_path);
-    if (fcntl(fd, F_SETLK, &fl) != 0)
+    if (fcntl(fd, F_SETLK, &fl) != 0) {
+        char who[64];
+        pid_t pid;
+
+        if (errno == EBADF)         /* opened read-only: not ours to take */
+            return kv__fail(s, GKV_EPERM, "store '%s': writeback.lock is not "
+                            "writable by this process: it cannot keep "
+                            "tensors in write-back", s->st_path);
+        owned_elsewhere(fd, &pid);
         return kv__fail(s, GKV_EBUSY, "store '%s': tensors are kept in "
-                        "write-back mode by process %ld already; one process "
-                        "at a time may (each would overwrite the other's "
-                        "flushes)", s->st_path, (long)owner(fd));
-    s->st_wbo_held = 1;
+                        "write-back mode by %s already; one process at a time "
+                        "may (each would overwrite the other's flushes)",
+                        s->st_path, holder(pid, who, sizeof who));
+    }
+    __atomic_store_n(&s->st_wbo_held, 1, __ATOMIC_RELEASE);
     return GKV_OK;
 }
 
@@ -129,7 +167,7 @@ kv__wb_own_publish(gkv_store *s, const char *pending)
                 errno = 0;
             fl.l_type = F_UNLCK;
             (void)fcntl(fd, F_SETLK, &fl);
-            s->st_wbo_held = 0;
+            __atomic_store_n(&s->st_wbo_held, 0, __ATOMIC_RELEASE);
         }
         return GKV_OK;
     }

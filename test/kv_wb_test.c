@@ -801,6 +801,130 @@ test_wb_owned_across_processes(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A forked child's own handle on dir runs 'what' on tensor 'name'
+ * ("delete+create" as a writer that does not check the write-back lock:
+ * its descriptor of writeback.lock set aside; "push": a checked push of
+ * one row; "start": gkv_writeback_start); returns the call's code. */
+static gkv_err
+child_call(const char *dir, const char *what, const char *name)
+{
+    int pfd[2], st;
+    gkv_err rc = GKV_EIO;
+    pid_t kid;
+
+    assert_int_equal(pipe(pfd), 0);
+    if ((kid = fork()) == 0) {
+        gkv_tensor_spec sp = spec(N, W, 0);
+        float row[W] = {5, 5, 5, 5, 5, 5, 5, 5};
+        uint64_t id = 150;
+        gkv_store *cs;
+
+        close(pfd[0]);
+        if ((rc = gkv_store_open(&cs, dir, GKV_NOSYNC, NULL)) == GKV_OK) {
+            if (strcmp(what, "delete+create") == 0) {
+                cs->st_wbo_fd = -1;             /* an unchecked writer */
+                if ((rc = gkv_tensor_delete(cs, name)) == GKV_OK)
+                    rc = gkv_tensor_create(cs, name, &sp);
+            } else if (strcmp(what, "push") == 0) {
+                rc = gkv_tensor_push(cs, name, &id, 1, row, sizeof row, NULL);
+            } else {
+                rc = gkv_writeback_start(cs, name, 100000);
+                if (rc == GKV_OK)
+                    rc = gkv_writeback_stop(cs, name);
+            }
+            gkv_store_close(cs);
+        }
+        if (write(pfd[1], &rc, sizeof rc) != sizeof rc)
+            _exit(1);
+        _exit(0);
+    }
+    assert_true(kid > 0);
+    close(pfd[1]);
+    assert_int_equal(read(pfd[0], &rc, sizeof rc), (ssize_t)sizeof rc);
+    close(pfd[0]);
+    assert_int_equal(waitpid(kid, &st, 0), kid);
+    return rc;
+}
+
+/* A flush that drops a copy (its tensor deleted by a writer that does not
+ * check) takes it off the write-back list other processes see; once none
+ * is left, the store is free for another process's write-back. Before, the
+ * name stayed listed (writes to the new tensor of that name refused) and
+ * the lock held, for the life of the process. */
+static void
+test_wb_drop_unlists(void **state)
+{
+    char *dir = gkvt_mkdtemp("wbunl");
+    gkv_tensor_spec sp = spec(N, W, 0);
+    float row[W] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint64_t id = 160;
+    gkv_store *s;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_tensor_create(s, "u", &sp));
+    GKVT_OK(gkv_writeback_start(s, "t", 100000));
+    GKVT_OK(gkv_writeback_start(s, "u", 100000));
+    assert_int_equal(child_call(dir, "push", "t"), GKV_EBUSY);
+    /* pending pushes: the flush finds the tensors gone */
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_tensor_push(s, "u", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(child_call(dir, "delete+create", "t"));
+    assert_int_equal(gkv_writeback_flush(s), GKV_ENOTFOUND);    /* dropped */
+    GKVT_OK(child_call(dir, "push", "t"));      /* the new t: not listed */
+    assert_int_equal(child_call(dir, "push", "u"), GKV_EBUSY);
+    assert_int_equal(child_call(dir, "start", "t"), GKV_EBUSY);
+    GKVT_OK(gkv_tensor_push(s, "u", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(child_call(dir, "delete+create", "u"));
+    assert_int_equal(gkv_writeback_flush(s), GKV_ENOTFOUND);
+    GKVT_OK(child_call(dir, "start", "t"));     /* none left: released */
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
+/* A forked child that keeps tensors in write-back on its own handle and
+ * closes the handle it inherited keeps its lock (closing any descriptor of
+ * a file drops all of a process's fcntl locks on it: the inherited
+ * handle's is left open). Before, a third process's push went through. */
+static void
+test_wb_fork_close_keeps_lock(void **state)
+{
+    char *dir = gkvt_mkdtemp("wbfork");
+    gkv_tensor_spec sp = spec(N, W, 0);
+    gkv_store *s;
+    int pfd[2], st;
+    pid_t kid;
+    char c;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    assert_int_equal(pipe(pfd), 0);
+    if ((kid = fork()) == 0) {
+        gkv_store *cs;
+
+        if (gkv_store_open(&cs, dir, GKV_NOSYNC, NULL) != GKV_OK ||
+            gkv_writeback_start(cs, "t", 100000) != GKV_OK)
+            _exit(1);
+        gkv_store_close(s);             /* the parent's, inherited */
+        if (write(pfd[1], "w", 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    assert_true(kid > 0);
+    close(pfd[1]);
+    assert_int_equal(read(pfd[0], &c, 1), 1);
+    close(pfd[0]);
+    assert_int_equal(child_call(dir, "push", "t"), GKV_EBUSY);
+    kill(kid, SIGKILL);
+    assert_int_equal(waitpid(kid, &st, 0), kid);
+    GKVT_OK(child_call(dir, "push", "t"));
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
 /* Another process deletes one of two write-back tensors, or replaces it:
  * the flush still writes the other, drops the copy of the gone one (its
  * pushes have nowhere to go) and says so; later flushes and stops work,
@@ -997,6 +1121,8 @@ main(void)
         cmocka_unit_test(test_wb_flush_fails),
         cmocka_unit_test(test_wb_deleted_tensor_dropped),
         cmocka_unit_test(test_wb_owned_across_processes),
+        cmocka_unit_test(test_wb_drop_unlists),
+        cmocka_unit_test(test_wb_fork_close_keeps_lock),
         cmocka_unit_test(test_wb_flush_race),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
