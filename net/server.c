@@ -922,6 +922,7 @@ op_handshake(gkv_server *s, struct req *r)
         old->inst = hs.instance;
         g->members++;
         s->sv_joined++;
+        dropped = 0;
         if (!old->observer || log_take(s, LOG_OBSERVER, &dropped)) {
             log_say_dropped(s, LOG_OBSERVER, dropped);
             slog(s, "join: group '%s' rank %u%s (%u in the group, %zu "
