@@ -84,6 +84,9 @@ GKV_API const char *gkv_pbook_graph_name(const gkv_pbook *b);
 GKV_API const char *gkv_pbook_method(const gkv_pbook *b);  /* "random", ... */
 GKV_API int         gkv_pbook_num_parts(const gkv_pbook *b);
 GKV_API int         gkv_pbook_has_csr(const gkv_pbook *b);  /* 1: CSR stored */
+/* The edge type paired with 'etype' by gkv-partition --reverse-etypes
+ * (its edge feature "reverse_eid" holds IDs of that type), or -1. */
+GKV_API int         gkv_pbook_reverse_etype(const gkv_pbook *b, int etype);
 GKV_API int64_t     gkv_pbook_total_nodes(const gkv_pbook *b); /* all types */
 GKV_API int64_t     gkv_pbook_total_edges(const gkv_pbook *b);
 /* The store directory of partition 'part' ("part_graph", resolved); NULL

@@ -94,6 +94,10 @@ gkv_err graph__eb_reverse(const struct gkv_edge_batch_spec *sp,
 int     graph__eb_stored_name(char *buf, size_t cap, const char *canon);
 gkv_err graph__eb_no_stored(const char *canon, const char *rev_canon,
                             char *msg, size_t cap);
+/* The error for a spec whose reverse_etype is not the one the stored
+ * reverse_eid of 'canon' was made for ('paired'). */
+gkv_err graph__eb_wrong_pair(const char *canon, const char *paired,
+                             const char *given, char *msg, size_t cap);
 
 /* Marks sg as the sgraph of partition p (gkv_part_sgraph): its edge IDs
  * are the partitioner's, and p's store holds its features. */

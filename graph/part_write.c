@@ -1763,6 +1763,15 @@ write_json(struct pw *w, const gkv_part_report *r)
     jset(root, "node_map", nmap, &bad);
     jset(root, "edge_map", emap, &bad);
     jset(root, "weighted", wl, &bad);
+    if (w->sp->nreverse > 0) {
+        json_t *rv = json_object();
+
+        for (size_t f = 0; f < w->nfeats; f++)
+            if (w->feats[f].rev_et >= 0)
+                jset(rv, w->einfo[w->feats[f].type].canonical,
+                     json_string(w->einfo[w->feats[f].rev_et].canonical), &bad);
+        jset(root, "reverse_etypes", rv, &bad);
+    }
     jset(root, "csr", json_boolean((w->sp->flags & GKV_PART_CSR) != 0), &bad);
     jset(root, "node_feats", nf, &bad);
     jset(root, "edge_feats", ef, &bad);

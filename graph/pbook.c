@@ -60,6 +60,7 @@ struct pb_type {
     char    *rel;         /* edge type: its relation; NULL for node types */
     int      src, dst;    /* edge type: node type indices */
     int      weighted;    /* edge type: 1 when listed in "weighted" */
+    int      rev1;        /* edge type: its "reverse_etypes" pair + 1, or 0 */
     int64_t  count;       /* IDs of this type, all partitions */
     int64_t *tlo;         /* nparts + 1 type-wise starts; tlo[P] = count */
     int64_t *hlo;         /* nparts homogeneous starts */
@@ -509,6 +510,34 @@ parse_weighted(struct pctx *c, json_t *root)
     return GKV_OK;
 }
 
+/* "reverse_etypes" (optional, gkv-partition --reverse-etypes): canonical
+ * edge type -> the canonical edge type of its reverses. */
+static gkv_err
+parse_reverse(struct pctx *c, json_t *root)
+{
+    char field[GKV_NAME_MAX + 32];
+    const char *key;
+    json_t *obj, *v;
+    gkv_err rc;
+
+    if ((rc = member(c, root, "reverse_etypes", JSON_OBJECT, "an object", 1,
+                     &obj)) != 0 || obj == NULL)
+        return rc;
+    json_object_foreach(obj, key, v) {
+        int a, b;
+
+        snprintf(field, sizeof field, "reverse_etypes.%.200s", key);
+        if ((a = type_index(c->b, PB_EDGES, key)) < 0)
+            return bad(c, field, "'%s' is not in \"etypes\"", key);
+        if (!json_is_string(v) ||
+            (b = type_index(c->b, PB_EDGES, json_string_value(v))) < 0)
+            return bad(c, field, "expected a canonical edge type of "
+                       "\"etypes\"");
+        c->b->pb_sp[PB_EDGES].t[a].rev1 = b + 1;
+    }
+    return GKV_OK;
+}
+
 /* "part-N": {"part_graph": PATH, "node_feats": PATH, "edge_feats": PATH},
  * where the feature paths, when given, are the same store. */
 static gkv_err
@@ -634,6 +663,7 @@ parse(struct pctx *c, json_t *root)
         (rc = parse_map(c, root, PB_NODES, nnodes)) != 0 ||
         (rc = parse_map(c, root, PB_EDGES, nedges)) != 0 ||
         (rc = parse_weighted(c, root)) != 0 ||
+        (rc = parse_reverse(c, root)) != 0 ||
         (rc = parse_feats(c, root, PB_NODES)) != 0 ||
         (rc = parse_feats(c, root, PB_EDGES)) != 0 ||
         (rc = parse_parts(c, root)) != 0 ||
@@ -744,6 +774,14 @@ const char *gkv_pbook_graph_name(const gkv_pbook *b) { return b->pb_name; }
 const char *gkv_pbook_method(const gkv_pbook *b) { return b->pb_method; }
 int         gkv_pbook_num_parts(const gkv_pbook *b) { return b->pb_nparts; }
 int         gkv_pbook_has_csr(const gkv_pbook *b) { return b->pb_csr; }
+
+int
+gkv_pbook_reverse_etype(const gkv_pbook *b, int etype)
+{
+    const struct pb_space *sp = &b->pb_sp[PB_EDGES];
+
+    return etype >= 0 && etype < sp->ntypes ? sp->t[etype].rev1 - 1 : -1;
+}
 
 int64_t
 gkv_pbook_total_nodes(const gkv_pbook *b)

@@ -2885,6 +2885,16 @@ graph__eb_no_stored(const char *canon, const char *rev_canon, char *msg,
 }
 
 gkv_err
+graph__eb_wrong_pair(const char *canon, const char *paired, const char *given,
+                     char *msg, size_t cap)
+{
+    return eb_fail(msg, cap, GKV_EINVAL, "spec->reverse_etype is '%s', but "
+                   "'%s' was partitioned with '%s' as its reverse type (its "
+                   "reverse_eid holds edge IDs of that type)", given, canon,
+                   paired);
+}
+
+gkv_err
 graph__eb_reverse(const gkv_edge_batch_spec *sp, const int64_t *stored,
                   int64_t *out, char *msg, size_t cap)
 {
@@ -2918,11 +2928,19 @@ part_reverse(gkv_sampler *s, const gkv_edge_batch_spec *spec, int64_t *out)
     gkv_tensor_desc d;
     gkv_err rc;
 
-    if (graph__eb_stored_name(name, sizeof name, canon) != 0 ||
-        gkv_tensor_info(st, NULL, name, &d) == GKV_ENOTFOUND)
+    int paired = gkv_pbook_reverse_etype(b, spec->etype);
+
+    if (paired < 0 || graph__eb_stored_name(name, sizeof name, canon) != 0 ||
+        (rc = gkv_tensor_info(st, NULL, name, &d)) == GKV_ENOTFOUND)
         return graph__eb_no_stored(canon,
                                    gkv_pbook_etype_name(b, spec->reverse_etype),
                                    s->msg, sizeof s->msg);
+    if (rc != GKV_OK)
+        return s_fail(s, rc, "reverse edges: %s", gkv_store_errmsg(st));
+    if (paired != spec->reverse_etype)
+        return graph__eb_wrong_pair(canon, gkv_pbook_etype_name(b, paired),
+                                    gkv_pbook_etype_name(b, spec->reverse_etype),
+                                    s->msg, sizeof s->msg);
     if (d.dtype != GKV_I64 || d.row_bytes != 8)
         return s_fail(s, GKV_ESHAPE, "tensor '%s' is not one int64 per edge",
                       name);

@@ -4721,14 +4721,22 @@ eb_stored_reverse(gkv_client *c, const gkv_edge_batch_spec *sp, int64_t *out)
     const char *canon = gkv_pbook_etype_name(c->book, sp->etype);
     char name[GKV_NAME_MAX + 1], m[512];
     int nf = gkv_pbook_num_edge_feats(c->book, sp->etype), have = 0;
+    int paired = gkv_pbook_reverse_etype(c->book, sp->etype);
 
     for (int i = 0; i < nf && !have; i++)
         have = strcmp(gkv_pbook_edge_feat(c->book, sp->etype, i),
                       GKV_PART_REVERSE_FEAT) == 0;
-    if (!have || graph__eb_stored_name(name, sizeof name, canon) != 0) {
+    if (!have || paired < 0 ||
+        graph__eb_stored_name(name, sizeof name, canon) != 0) {
         graph__eb_no_stored(canon,
                             gkv_pbook_etype_name(c->book, sp->reverse_etype),
                             m, sizeof m);
+        return net__fail(GKV_EINVAL, "sample_edge_batch: %s", m);
+    }
+    if (paired != sp->reverse_etype) {
+        graph__eb_wrong_pair(canon, gkv_pbook_etype_name(c->book, paired),
+                             gkv_pbook_etype_name(c->book, sp->reverse_etype),
+                             m, sizeof m);
         return net__fail(GKV_EINVAL, "sample_edge_batch: %s", m);
     }
     return pull_locked(c, name, NULL, (const uint64_t *)sp->eids, sp->n, out,

@@ -570,7 +570,7 @@ test_hetero_files(void **state)
 /* An edge batch of all of partition q's buys edges on its sgraph, reverse
  * edges excluded by the stored reverse_eid (reverse_eids NULL). */
 static gkv_err
-part_edge_batch(const char *json, int q, char *msg, size_t cap)
+part_edge_batch(const char *json, int q, int rev_et, char *msg, size_t cap)
 {
     gkv_part *pt;
     gkv_sgraph *sg;
@@ -579,7 +579,7 @@ part_edge_batch(const char *json, int q, char *msg, size_t cap)
     gkv_edge_batch eb;
     gkv_block blk[1];
     int64_t lo, hi, eids[16];
-    int fan[2] = {0, 0};
+    int fan[3] = {0, 0, 0};
     gkv_err rc;
 
     GKVT_OK(gkv_part_open(&pt, json, q, 0));
@@ -593,8 +593,8 @@ part_edge_batch(const char *json, int q, char *msg, size_t cap)
     sp.eids = eids;
     sp.n = (size_t)(hi - lo);
     sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
-    sp.reverse_etype = 1;
-    rc = gkv_sample_edge_batch(s, &sp, fan, 2, 1, NULL, &eb, blk);
+    sp.reverse_etype = rev_et;
+    rc = gkv_sample_edge_batch(s, &sp, fan, 3, 1, NULL, &eb, blk);
     snprintf(msg, cap, "%s", gkv_sampler_errmsg(s));
     gkv_sampler_free(s);
     gkv_sgraph_free(sg);
@@ -614,8 +614,9 @@ test_reverse_etypes(void **state)
     static const char buys[] = "0 0\n0 1\n1 1\n1 3\n2 1\n2 4\n3 1\n3 3\n";
     static const char back[] = "0 0\n1 0\n1 1\n3 1\n1 2\n4 2\n1 3\n3 3\n";
     static const char skew[] = "0 0\n1 0\n1 1\n1 3\n1 2\n4 2\n1 3\n3 3\n";
+    static const char views[] = "0 1\n2 3\n4 0\n";
     static const char *const canon[2] = {"user:buys:item", "item:bought_by:user"};
-    char a1[4200], a2[4200], json[4300], msg[1024];
+    char a1[4200], a2[4200], a3[4200], json[4300], msg[1024];
     int64_t *em[2], moved = 0;
     gkv_pbook *b;
     int rc;
@@ -623,6 +624,8 @@ test_reverse_etypes(void **state)
     put(f, "buys.txt", buys, sizeof buys - 1);
     put(f, "back.txt", back, sizeof back - 1);
     put(f, "skew.txt", skew, sizeof skew - 1);
+    put(f, "views.txt", views, sizeof views - 1);
+    snprintf(a3, sizeof a3, "item:viewed_by:user=%s", path(f, "views.txt"));
     snprintf(a1, sizeof a1, "user:buys:item=%s", path(f, "buys.txt"));
     snprintf(a2, sizeof a2, "item:bought_by:user=%s", path(f, "back.txt"));
     snprintf(json, sizeof json, "%s/graph.json", f->out);
@@ -630,18 +633,18 @@ test_reverse_etypes(void **state)
     /* without the pair: a batch excluding reverses by edge ID is refused */
     rc = run(f, "--parts", "2", "--method", "random", "--seed", "5",
              "--ntype", "user=4", "--ntype", "item=5", "--etype", a1,
-             "--etype", a2, f->out, NULL);
+             "--etype", a2, "--etype", a3, f->out, NULL);
     if (rc != 0)
         fail_msg("exit %d: %s", rc, f->serr);
-    assert_int_equal(part_edge_batch(json, 0, msg, sizeof msg), GKV_EINVAL);
+    assert_int_equal(part_edge_batch(json, 0, 1, msg, sizeof msg), GKV_EINVAL);
     expect_text("error", msg, "--reverse-etypes user:buys:item=item:bought_by:user");
     expect_text("error", msg, "renumbers each edge type");
     gkvt_rmtree(strdup(f->out));
 
     rc = run(f, "--parts", "2", "--method", "random", "--seed", "5",
              "--ntype", "user=4", "--ntype", "item=5", "--etype", a1,
-             "--etype", a2, "--reverse-etypes", "buys=bought_by", f->out,
-             NULL);
+             "--etype", a2, "--etype", a3, "--reverse-etypes",
+             "buys=bought_by", f->out, NULL);
     if (rc != 0)
         fail_msg("exit %d: %s", rc, f->serr);
     GKVT_OK(gkv_pbook_open(&b, json));
@@ -673,15 +676,23 @@ test_reverse_etypes(void **state)
     for (int k = 0; k < 8; k++)
         moved += em[0][k] != em[1][k];
     assert_true(moved > 0);     /* else the test would not tell */
-    /* the feature is listed with the others in the config */
+    /* the feature is listed with the others in the config, the pairs too */
     assert_int_equal(gkv_pbook_num_edge_feats(b, 0), 1);
     assert_string_equal(gkv_pbook_edge_feat(b, 0, 0), "reverse_eid");
+    assert_int_equal(gkv_pbook_reverse_etype(b, 0), 1);
+    assert_int_equal(gkv_pbook_reverse_etype(b, 1), 0);
+    assert_int_equal(gkv_pbook_reverse_etype(b, 2), -1);
     free(em[0]);
     free(em[1]);
     gkv_pbook_close(b);
     for (int q = 0; q < 2; q++)
-        if (part_edge_batch(json, q, msg, sizeof msg) != GKV_OK)
+        if (part_edge_batch(json, q, 1, msg, sizeof msg) != GKV_OK)
             fail_msg("edge batch on partition %d: %s", q, msg);
+    /* another reverse type than the pair's: its reverse_eid would name
+     * edges of the wrong type */
+    assert_int_equal(part_edge_batch(json, 0, 2, msg, sizeof msg), GKV_EINVAL);
+    expect_text("error", msg, "was partitioned with 'item:bought_by:user' as "
+                "its reverse type");
     gkvt_rmtree(strdup(f->out));
 
     /* bad pairs: exit 1 naming what is wrong, nothing written */
@@ -788,6 +799,15 @@ test_force_killed_at_each_rename(void **state)
         fail_msg("last run: %s", f->serr);
     expect_text("stderr", f->serr, "was left by an interrupted run");
     expect_text("stderr", f->serr, "out.tmp-");
+    {   /* OUT given as "OUT/" too */
+        char slashed[4200];
+
+        snprintf(slashed, sizeof slashed, "%s/", f->out);
+        if (run(f, "--parts", "2", "--method", "range", "--force", "--input",
+                path(f, "e.txt"), slashed, NULL) != 0)
+            fail_msg("run into OUT/: %s", f->serr);
+        expect_text("stderr", f->serr, "was left by an interrupted run");
+    }
 }
 
 static void

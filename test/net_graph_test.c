@@ -1565,6 +1565,17 @@ test_hetero(void **state)
         for (size_t k = 0; k < cb[l].edges[2].n; k++)
             for (int i = 0; i < 150; i++)
                 assert_true(cb[l].edges[2].eid[k] != f->rev[eids[i]]);
+    /* the stored reverses are clicked_by's: another reverse type is
+     * refused, not excluded by the wrong IDs */
+    sp.reverse_eids = NULL;
+    sp.reverse_etype = 0;
+    assert_int_equal(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &o, &ceb,
+                                                  cb), GKV_EINVAL);
+    assert_non_null(strstr(gkv_net_errmsg(), "was partitioned with "
+                           "'item:clicked_by:user' as its reverse type"));
+    sp.reverse_etype = 2;
+    NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &o, &ceb, cb));
+    hblocks_equal(wb, cb, 2);
     assert_int_equal(ceb.num_pos, 150);
     assert_int_equal(ceb.num_neg, 300);
     assert_memory_equal(ceb.pos_src, web.pos_src, 150 * 8);

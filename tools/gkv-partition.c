@@ -373,16 +373,19 @@ static const struct {
  * by runs that are gone (killed: a run removes its own otherwise); they
  * are never used again, and can be large. */
 static void
-note_leftovers(const char *out)
+note_leftovers(const char *out_arg)
 {
-    char dir[PATH_MAX], base[NAME_MAX + 1];
-    const char *slash = strrchr(out, '/');
-    size_t bl;
+    char out[PATH_MAX], dir[PATH_MAX], base[NAME_MAX + 1];
+    const char *slash;
+    size_t bl, ol;
     DIR *d;
     struct dirent *de;
 
-    while (slash != NULL && slash != out && slash[1] == '\0')
-        slash = NULL;                   /* "OUT/": leave it */
+    /* "OUT/" names OUT: the library writes OUT.tmp-PID beside it */
+    snprintf(out, sizeof out, "%s", out_arg);
+    for (ol = strlen(out); ol > 1 && out[ol - 1] == '/'; ol--)
+        out[ol - 1] = '\0';
+    slash = strrchr(out, '/');
     if (slash == NULL) {
         snprintf(dir, sizeof dir, ".");
         snprintf(base, sizeof base, "%s", out);
