@@ -14,7 +14,8 @@
 
 #define GATHER_THREADS 256
 /* Bad-ID records per cache: one per stream that gathers (the first
- * BAD_SLOTS - 1 streams seen; any further ones share the last). */
+ * BAD_SLOTS - 1 streams seen; any further ones share the last, and a sync
+ * of one of those may report another's bad ID). */
 #define BAD_SLOTS 64
 
 struct gbad {                  /* the first bad ID a gather met */
@@ -34,9 +35,10 @@ struct gkv_gpu_feat {
     int     *slot_dev;         /* hi - lo slots (-1: not hot), or NULL */
     size_t   n_hot, dev_bytes, host_bytes;
     struct gbad *bad_dev;      /* [BAD_SLOTS] */
-    pthread_mutex_t bad_mu;    /* guards bad_stream, nbad */
-    void    *bad_stream[BAD_SLOTS];
-    unsigned nbad;             /* slots given to streams */
+    pthread_mutex_t bad_mu;    /* guards bad_stream, nbad, capbad */
+    void   **bad_stream;       /* every stream that gathered, in order:
+                                * stream i has slot min(i, BAD_SLOTS - 1) */
+    unsigned nbad, capbad;
     int      sms;              /* multiprocessors, for the grid size */
 };
 
@@ -99,6 +101,7 @@ gkv_gpu_feat_close(gkv_gpu_feat *f)
     (void)cudaFree(f->hot_dev);
     (void)cudaFree(f->slot_dev);
     (void)cudaFree(f->bad_dev);
+    gkv__free(f->bad_stream);
     pthread_mutex_destroy(&f->bad_mu);
     if (f->host != NULL)
         (void)cudaFreeHost(f->host);
@@ -280,6 +283,11 @@ gkv_gpu_feat_open(gkv_gpu_feat **out, gkv_store *s, const char *name,
     if ((rc = hot_choose(&o, f, cap, &hot, &nhot, &owned)) != GKV_OK ||
         (rc = hot_load(f, hot, nhot, cap)) != GKV_OK)
         goto fail;
+    /* the copies and memsets above ran on the legacy default stream, which
+     * a non-blocking stream's gathers are not ordered after: done now */
+    if ((rc = gpu__cuda(cudaDeviceSynchronize(), "gkv_gpu_feat_open: "
+                        "cudaDeviceSynchronize")) != GKV_OK)
+        goto fail;
     gkv__free(owned);
     *out = f;
     return GKV_OK;
@@ -324,8 +332,9 @@ word_for(size_t rb, const void *a, const void *b, const void *c,
 
 /* The bad-ID record of 'stream' on f: its own slot, given on its first
  * gather ('make'), so that a sync reports only what that stream's gathers
- * met and cannot clear another stream's report; -1 when 'make' is 0 and
- * the stream never gathered. */
+ * met and cannot clear another stream's report (past BAD_SLOTS - 1
+ * streams the last slot is shared); -1 when the stream never gathered
+ * (then 'make' 0), or with 'make' when out of memory. */
 static int
 bad_slot(gkv_gpu_feat *f, void *stream, int make)
 {
@@ -337,14 +346,22 @@ bad_slot(gkv_gpu_feat *f, void *stream, int make)
             k = (int)i;
             break;
         }
-    if (k < 0 && f->nbad == BAD_SLOTS)
-        k = BAD_SLOTS - 1;
-    else if (k < 0 && make) {
-        k = (int)f->nbad++;
-        f->bad_stream[k] = stream;
+    if (k < 0 && make) {
+        if (f->nbad == f->capbad) {
+            unsigned nc = f->capbad ? 2 * f->capbad : 16;
+            void **ns = (void **)gkv__realloc(f->bad_stream, nc * sizeof *ns);
+            if (ns != NULL) {
+                f->bad_stream = ns;
+                f->capbad = nc;
+            }
+        }
+        if (f->nbad < f->capbad) {
+            k = (int)f->nbad++;
+            f->bad_stream[k] = stream;
+        }
     }
     pthread_mutex_unlock(&f->bad_mu);
-    return k;
+    return k < BAD_SLOTS - 1 ? k : BAD_SLOTS - 1;
 }
 
 /* Launches the gather of rows ids[0..n) into out_dev; rows with
@@ -357,9 +374,12 @@ gather_launch(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
     unsigned vec, tpr = 1;
     size_t nw, blocks, maxb;
     gkv_err rc;
+    int slot;
 
     if ((rc = gpu__cuda(cudaSetDevice(f->device), "cudaSetDevice")) != GKV_OK)
         return rc;
+    if ((slot = bad_slot(f, stream, 1)) < 0)
+        return gpu__fail(GKV_ENOMEM, "%s: out of memory", what);
     vec = word_for(f->row_bytes, out_dev, f->host_dev, f->hot_dev, mrows);
     nw = f->row_bytes / vec;
     while (tpr < 32 && tpr < nw)
@@ -371,7 +391,7 @@ gather_launch(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
     gather_k<<<(unsigned)blocks, GATHER_THREADS, 0, (cudaStream_t)stream>>>(
         ids_dev, n, f->lo, f->hi - f->lo, f->slot_dev, f->hot_dev,
         f->host_dev, miss, mrows, f->row_bytes, (char *)out_dev, tpr, vec,
-        f->bad_dev + bad_slot(f, stream, 1));
+        f->bad_dev + slot);
     return gpu__cuda(cudaGetLastError(), what);
 }
 
@@ -430,15 +450,23 @@ gkv_gpu_feat_sync(gkv_gpu_feat *f, void *stream)
     if ((k = bad_slot(f, stream, 0)) < 0)   /* it never gathered */
         return GKV_OK;
     /* this stream's gathers are done: its record is final (a shared last
-     * slot may still change under other streams' gathers) */
-    if ((rc = gpu__cuda(cudaMemcpy(&b, f->bad_dev + k, sizeof b,
-                                   cudaMemcpyDeviceToHost),
-                        "cudaMemcpy")) != GKV_OK)
+     * slot may still change under other streams' gathers). On the stream
+     * itself, so that a non-blocking stream's next gather comes after the
+     * clearing, and other threads' streams are not waited for */
+    if ((rc = gpu__cuda(cudaMemcpyAsync(&b, f->bad_dev + k, sizeof b,
+                                        cudaMemcpyDeviceToHost,
+                                        (cudaStream_t)stream),
+                        "cudaMemcpyAsync")) != GKV_OK ||
+        (rc = gpu__cuda(cudaStreamSynchronize((cudaStream_t)stream),
+                        "cudaStreamSynchronize")) != GKV_OK)
         return rc;
     if (b.flag == 0)
         return GKV_OK;
-    if ((rc = gpu__cuda(cudaMemset(f->bad_dev + k, 0, sizeof *f->bad_dev),
-                        "cudaMemset")) != GKV_OK)
+    if ((rc = gpu__cuda(cudaMemsetAsync(f->bad_dev + k, 0, sizeof *f->bad_dev,
+                                        (cudaStream_t)stream),
+                        "cudaMemsetAsync")) != GKV_OK ||
+        (rc = gpu__cuda(cudaStreamSynchronize((cudaStream_t)stream),
+                        "cudaStreamSynchronize")) != GKV_OK)
         return rc;
     return gpu__fail(GKV_ERANGE, "gkv_gpu_feat_gather: ids[%llu] = %lld is "
                      "outside the rows [%lld, %lld) of the cache",

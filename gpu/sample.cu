@@ -451,6 +451,11 @@ gkv_gpu_sgraph_new(gkv_gpu_sgraph **out, const gkv_adj *a, int64_t num_nodes,
                                "cudaMemcpy (weights)")) != GKV_OK)) {
         goto fail;
     }
+    /* a copy from pageable memory may return before its DMA lands, and a
+     * non-blocking stream's first sample is not ordered after it */
+    if ((rc = gpu__cuda(cudaDeviceSynchronize(), "gkv_gpu_sgraph_new: "
+                        "cudaDeviceSynchronize")) != GKV_OK)
+        goto fail;
     *out = g;
     return GKV_OK;
 fail:
