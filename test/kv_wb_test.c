@@ -699,6 +699,37 @@ test_wb_flush_fails(void **state)
     gkvt_rmtree(dir);
 }
 
+/* Forks a child that opens its own handle on dir, keeps 'name' in
+ * write-back on it, closes the handle 'inherited' (not NULL) it got from
+ * this process, and waits to be killed; returns once it holds the tensor. */
+static pid_t
+wb_holder(const char *dir, const char *name, gkv_store *inherited)
+{
+    int pfd[2];
+    pid_t kid;
+    char c;
+
+    assert_int_equal(pipe(pfd), 0);
+    if ((kid = fork()) == 0) {
+        gkv_store *cs;
+
+        if (gkv_store_open(&cs, dir, GKV_NOSYNC, NULL) != GKV_OK ||
+            gkv_writeback_start(cs, name, 100000) != GKV_OK)
+            _exit(1);
+        if (inherited != NULL)
+            gkv_store_close(inherited);
+        if (write(pfd[1], "w", 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    assert_true(kid > 0);
+    close(pfd[1]);
+    assert_int_equal(read(pfd[0], &c, 1), 1);
+    close(pfd[0]);
+    return kid;
+}
+
 /* kvctl on the directory, with args; returns its exit status, its
  * stderr in *err (the caller frees it). */
 static int
@@ -727,9 +758,8 @@ test_wb_owned_across_processes(void **state)
     uint64_t id = 150;
     float row[W];
     gkv_store *s;
-    int pfd[2], st;
+    int st;
     pid_t kid;
-    char c;
 
     (void)state;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
@@ -777,21 +807,7 @@ test_wb_owned_across_processes(void **state)
     free(err);
     gkv_store_close(s);
     /* an owner killed with SIGKILL leaves its list, not its lock */
-    assert_int_equal(pipe(pfd), 0);
-    if ((kid = fork()) == 0) {
-        gkv_store *cs;
-
-        if (gkv_store_open(&cs, dir, GKV_NOSYNC, NULL) != GKV_OK ||
-            gkv_writeback_start(cs, "u", 100000) != GKV_OK ||
-            write(pfd[1], "w", 1) != 1)
-            _exit(1);
-        for (;;)
-            pause();
-    }
-    assert_true(kid > 0);
-    close(pfd[1]);
-    assert_int_equal(read(pfd[0], &c, 1), 1);
-    close(pfd[0]);
+    kid = wb_holder(dir, "u", NULL);
     assert_int_equal(kvctl_on(dir, &err, "rm", "u", NULL, NULL), 1);
     free(err);
     kill(kid, SIGKILL);
@@ -893,30 +909,13 @@ test_wb_fork_close_keeps_lock(void **state)
     char *dir = gkvt_mkdtemp("wbfork");
     gkv_tensor_spec sp = spec(N, W, 0);
     gkv_store *s;
-    int pfd[2], st;
+    int st;
     pid_t kid;
-    char c;
 
     (void)state;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    assert_int_equal(pipe(pfd), 0);
-    if ((kid = fork()) == 0) {
-        gkv_store *cs;
-
-        if (gkv_store_open(&cs, dir, GKV_NOSYNC, NULL) != GKV_OK ||
-            gkv_writeback_start(cs, "t", 100000) != GKV_OK)
-            _exit(1);
-        gkv_store_close(s);             /* the parent's, inherited */
-        if (write(pfd[1], "w", 1) != 1)
-            _exit(1);
-        for (;;)
-            pause();
-    }
-    assert_true(kid > 0);
-    close(pfd[1]);
-    assert_int_equal(read(pfd[0], &c, 1), 1);
-    close(pfd[0]);
+    kid = wb_holder(dir, "t", s);       /* closes the parent's, inherited */
     assert_int_equal(child_call(dir, "push", "t"), GKV_EBUSY);
     kill(kid, SIGKILL);
     assert_int_equal(waitpid(kid, &st, 0), kid);
