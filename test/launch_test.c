@@ -974,7 +974,27 @@ test_slurm_mpi(void **state)
         "SLURM_LOCALID=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1",
         "SLURM_NNODES=1", NULL};
     const char *task_nodes[] = {"SLURM_PROCID=2", "SLURM_NTASKS=3",
-        "SLURM_NODEID=0", "SLURM_LOCALID=2", "SLURM_NNODES=2", NULL};
+        "SLURM_NODEID=0", "SLURM_LOCALID=2", "SLURM_NNODES=2",
+        "SLURM_STEP_ID=1", NULL};
+    /* the step places 4 and 2 tasks: every task refuses, task 0 too */
+    const char *task_uneven[] = {"SLURM_PROCID=0", "SLURM_NTASKS=3",
+        "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_STEP_ID=1",
+        "SLURM_STEP_TASKS_PER_NODE=2,1", NULL};
+    const char *task_even[] = {"SLURM_PROCID=0", "SLURM_NTASKS=3",
+        "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_JOB_ID=77",
+        "SLURM_STEP_ID=1", "SLURM_STEP_TASKS_PER_NODE=3(x1)", NULL};
+    const char *task_nan[] = {"SLURM_PROCID=0", "SLURM_NTASKS=3",
+        "SLURM_NODEID=0", "SLURM_LOCALID=abc", "SLURM_STEP_ID=1", NULL};
+    /* mpirun inside a Slurm allocation: its ranks carry the daemons'
+     * SLURM_* too, which do not describe them */
+    const char *mpi_in_slurm[] = {"OMPI_COMM_WORLD_RANK=1",
+        "OMPI_COMM_WORLD_SIZE=3", "OMPI_COMM_WORLD_LOCAL_RANK=1",
+        "PMIX_NAMESPACE=prte-y-2@1", "SLURM_PROCID=0", "SLURM_NTASKS=1",
+        "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_STEP_ID=0", NULL};
+    const char *srv_keep[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "2", "--server-bin", g_self,
+        "--keep-alive", "--server-name", "k", "--", g_self, "--child", "env",
+        NULL};
     /* with one sampler per trainer: 1 + 2 x 2 = 5 tasks; local rank 4 is
      * the sampler of trainer 1 */
     const char *srvk[] = {"--ip-config", f->cfg, "--store", f->store,
@@ -987,7 +1007,7 @@ test_slurm_mpi(void **state)
     const char *task_ks[] = {"SLURM_PROCID=0", "SLURM_NTASKS=5", "SLURM_NODEID=0",
         "SLURM_LOCALID=0", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1", NULL};
     const char *task_bad[] = {"SLURM_PROCID=2", "SLURM_NTASKS=4", "SLURM_NODEID=0",
-        "SLURM_LOCALID=2", NULL};
+        "SLURM_LOCALID=2", "SLURM_STEP_ID=1", NULL};
     const char *mpi_t[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3",
         "OMPI_COMM_WORLD_LOCAL_RANK=1", "PMIX_NAMESPACE=prte-x-1@1", NULL};
     const char *mpi_bad[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3",
@@ -1072,6 +1092,22 @@ test_slurm_mpi(void **state)
     assert_int_equal(launch(f, srv, mpi_bad, 20), 2);
     assert_true(out_has(f, "has local rank 0, but the layout needs ranks placed "
                            "in blocks of 3 per node"));
+    assert_int_equal(launch(f, srv, mpi_in_slurm, 20), 0);
+    t = read_env(f, "trainer-0");
+    ENV_EQ(t, "GKV_GROUP", "mpi-prte-y-2@1");
+    free(t);
+
+    /* the step's tasks per node: refused by every task, not only the one
+     * past the end; a fitting list runs */
+    assert_int_equal(launch(f, srv, task_uneven, 20), 2);
+    assert_true(out_has(f, "places tasks 2,1 per node"));
+    assert_true(out_has(f, "--ntasks-per-node=3"));
+    assert_int_equal(launch(f, srv, task_even, 20), 0);
+    assert_int_equal(launch(f, srv, task_nan, 20), 2);
+    assert_true(out_has(f, "SLURM_LOCALID='abc' is not a number"));
+    /* persistent servers cannot be a step's tasks: they would never end */
+    assert_int_equal(launch(f, srv_keep, task_s, 20), 2);
+    assert_true(out_has(f, "--keep-alive does not go with a cluster launcher"));
 }
 
 /* Writes the ssh stand-in: logs its arguments (one per line, then "--"),
@@ -2154,7 +2190,8 @@ main(int argc, char **argv)
 {
     static const char *const cluster_vars[] = {
         "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NODEID", "SLURM_LOCALID",
-        "SLURM_NNODES", "SLURM_JOB_ID", "SLURM_STEP_ID", "OMPI_COMM_WORLD_RANK",
+        "SLURM_NNODES", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_RESTART_COUNT",
+        "SLURM_STEP_TASKS_PER_NODE", "OMPI_COMM_WORLD_RANK",
         "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
         "PMI_SIZE", "MPI_LOCALRANKID", "PMIX_NAMESPACE",
     };

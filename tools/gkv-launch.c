@@ -1125,6 +1125,32 @@ wait_all_ports(struct job *j)
     return 0;
 }
 
+/* Whether Slurm's tasks-per-node list ("3(x2)", "4,2", "3(x2),3") gives
+ * every node n tasks. */
+static int
+tasks_per_node_is(const char *v, unsigned n)
+{
+    while (*v != '\0') {
+        char *end;
+        unsigned long k = strtoul(v, &end, 10);
+
+        if (end == v || k != n)
+            return 0;
+        v = end;
+        if (strncmp(v, "(x", 2) == 0) {
+            strtoul(v + 2, &end, 10);
+            if (end == v + 2 || *end != ')')
+                return 0;
+            v = end + 1;
+        }
+        if (*v == ',')
+            v++;
+        else if (*v != '\0')
+            return 0;
+    }
+    return 1;
+}
+
 /* Runs this task's one role when started by Slurm or MPI. Returns an exit
  * status, or -1 when no cluster launcher is detected. */
 static int
@@ -1140,19 +1166,55 @@ cluster_task(struct job *j)
 
     if (strcmp(mode, "none") == 0)
         return -1;
-    if (strcmp(mode, "slurm") == 0 || (strcmp(mode, "auto") == 0 &&
-        env_get("SLURM_PROCID") && env_num("SLURM_NTASKS", &size) && size > 1))
+    /* Open MPI's launcher first: ranks that mpirun starts inside a Slurm
+     * allocation inherit its daemons' SLURM_* too. Slurm only inside an
+     * srun step (SLURM_STEP_ID): the batch script of sbatch -N2
+     * --ntasks-per-node=3 has SLURM_PROCID 0 and SLURM_NTASKS 6 as well,
+     * and gkv-launch run there launches over ssh */
+    if (strcmp(mode, "mpi") == 0 || (strcmp(mode, "auto") == 0 &&
+        env_get("OMPI_COMM_WORLD_RANK")))
+        kind = "mpi";
+    else if (strcmp(mode, "slurm") == 0 || (strcmp(mode, "auto") == 0 &&
+             env_get("SLURM_PROCID") && env_get("SLURM_STEP_ID") &&
+             env_num("SLURM_NTASKS", &size) && size > 1))
         kind = "slurm";
-    else if (strcmp(mode, "mpi") == 0 || (strcmp(mode, "auto") == 0 &&
-             (env_get("OMPI_COMM_WORLD_RANK") || env_get("PMI_RANK"))))
+    else if (strcmp(mode, "auto") == 0 && env_get("PMI_RANK"))
         kind = "mpi";
     if (kind == NULL)
         return -1;
+    if (j->keep_alive) {
+        err("%s: --keep-alive does not go with a cluster launcher: the "
+            "server tasks would never end, so the step would not either; "
+            "start persistent servers in a step of their own, or launch "
+            "over ssh (--cluster none)", kind);
+        return EX_USAGE;
+    }
     if (strcmp(kind, "slurm") == 0) {
-        if (!env_num("SLURM_PROCID", &rank) || !env_num("SLURM_NTASKS", &size) ||
-            !env_num("SLURM_NODEID", &node) || !env_num("SLURM_LOCALID", &local)) {
-            err("Slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_NODEID and "
-                "SLURM_LOCALID must all be set (run under srun)");
+        static const char *const need[4] = {"SLURM_PROCID", "SLURM_NTASKS",
+                                             "SLURM_NODEID", "SLURM_LOCALID"};
+        unsigned *dst[4] = {&rank, &size, &node, &local};
+        const char *tpn;
+
+        for (int i = 0; i < 4; i++)
+            if (!env_num(need[i], dst[i])) {
+                if (env_get(need[i]) != NULL)
+                    err("Slurm: %s='%s' is not a number", need[i],
+                        env_get(need[i]));
+                else
+                    err("Slurm: SLURM_PROCID, SLURM_NTASKS, SLURM_NODEID and "
+                        "SLURM_LOCALID must all be set (run under srun); %s "
+                        "is not", need[i]);
+                return EX_USAGE;
+            }
+        /* the step's tasks per node, the same in every task: a layout
+         * that does not fit is refused by all of them, not only by the
+         * task past the end (the others would start and wait) */
+        if ((tpn = env_get("SLURM_STEP_TASKS_PER_NODE")) != NULL &&
+            !tasks_per_node_is(tpn, L)) {
+            err("Slurm: the step places tasks %s per node "
+                "(SLURM_STEP_TASKS_PER_NODE), but this job needs %u on every "
+                "node (S + T x (1 + K) = %u + %u x (1 + %u)): srun "
+                "--ntasks-per-node=%u", tpn, L, j->S, j->T, j->K, L);
             return EX_USAGE;
         }
     } else {
