@@ -522,9 +522,13 @@ conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
             c->book_sum = sum;
         } else if (c->book_len != hp.book.len || c->book_sum != sum) {
             rc = cfail(cn, GKV_EINVAL, "it serves another partition config "
-                       "(%llu bytes) than the other servers (%llu bytes)",
+                       "than the first server this client joined (%llu "
+                       "bytes against %llu%s): one of the two serves another "
+                       "graph (a server left from another job?)",
                        (unsigned long long)hp.book.len,
-                       (unsigned long long)c->book_len);
+                       (unsigned long long)c->book_len,
+                       hp.book.len == c->book_len ? ", the same size with "
+                       "other bytes" : "");
             net__schema_free(&hp.schema);
             goto fail;
         }
