@@ -533,7 +533,23 @@ parse_reverse(struct pctx *c, json_t *root)
             (b = type_index(c->b, PB_EDGES, json_string_value(v))) < 0)
             return bad(c, field, "expected a canonical edge type of "
                        "\"etypes\"");
+        if (a == b)
+            return bad(c, field, "an edge type cannot be its own reverse");
         c->b->pb_sp[PB_EDGES].t[a].rev1 = b + 1;
+    }
+    /* both ways, and node types swapped, as gkv-partition writes them */
+    for (int a = 0; a < c->b->pb_sp[PB_EDGES].ntypes; a++) {
+        const struct pb_type *ta = &c->b->pb_sp[PB_EDGES].t[a], *tb;
+
+        if (ta->rev1 == 0)
+            continue;
+        tb = &c->b->pb_sp[PB_EDGES].t[ta->rev1 - 1];
+        snprintf(field, sizeof field, "reverse_etypes.%.200s", ta->name);
+        if (tb->rev1 != a + 1)
+            return bad(c, field, "'%s' is not paired back with it", tb->name);
+        if (ta->src != tb->dst || ta->dst != tb->src)
+            return bad(c, field, "the node types of '%s' are not swapped",
+                       tb->name);
     }
     return GKV_OK;
 }

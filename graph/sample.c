@@ -2930,6 +2930,12 @@ part_reverse(gkv_sampler *s, const gkv_edge_batch_spec *spec, int64_t *out)
 
     int paired = gkv_pbook_reverse_etype(b, spec->etype);
 
+    if (paired < 0 && graph__eb_stored_name(name, sizeof name, canon) == 0 &&
+        gkv_tensor_info(st, NULL, name, &d) == GKV_OK)
+        return s_fail(s, GKV_EINVAL, "partition config without "
+                      "\"reverse_etypes\": it does not say which edge type "
+                      "'%s' holds IDs of (a partition written before the "
+                      "field was; partition again)", name);
     if (paired < 0 || graph__eb_stored_name(name, sizeof name, canon) != 0 ||
         (rc = gkv_tensor_info(st, NULL, name, &d)) == GKV_ENOTFOUND)
         return graph__eb_no_stored(canon,

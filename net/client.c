@@ -4730,6 +4730,12 @@ eb_stored_reverse(gkv_client *c, const gkv_edge_batch_spec *sp, int64_t *out)
     for (int i = 0; i < nf && !have; i++)
         have = strcmp(gkv_pbook_edge_feat(c->book, sp->etype, i),
                       GKV_PART_REVERSE_FEAT) == 0;
+    if (have && paired < 0)
+        return net__fail(GKV_EINVAL, "sample_edge_batch: partition config "
+                         "without \"reverse_etypes\": it does not say which "
+                         "edge type edge/%s/" GKV_PART_REVERSE_FEAT " holds IDs "
+                         "of (a partition written before the field was; "
+                         "partition again)", canon);
     if (!have || paired < 0 ||
         graph__eb_stored_name(name, sizeof name, canon) != 0) {
         graph__eb_no_stored(canon,

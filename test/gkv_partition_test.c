@@ -682,6 +682,23 @@ test_reverse_etypes(void **state)
     assert_int_equal(gkv_pbook_reverse_etype(b, 0), 1);
     assert_int_equal(gkv_pbook_reverse_etype(b, 1), 0);
     assert_int_equal(gkv_pbook_reverse_etype(b, 2), -1);
+    {   /* a hand-edited config whose pairs do not pair back is refused */
+        json_error_t je;
+        json_t *j = json_load_file(json, 0, &je), *rv = json_object();
+        char edited[4300];
+        gkv_pbook *b2 = NULL;
+
+        assert_non_null(j);
+        json_object_set_new(rv, "user:buys:item",
+                            json_string("item:bought_by:user"));
+        json_object_set_new(j, "reverse_etypes", rv);
+        snprintf(edited, sizeof edited, "%s/edited.json", f->out);
+        assert_int_equal(json_dump_file(j, edited, 0), 0);
+        json_decref(j);
+        assert_int_not_equal(gkv_pbook_open(&b2, edited), GKV_OK);
+        expect_text("error", gkv_pbook_errmsg(NULL), "is not paired back");
+        unlink(edited);
+    }
     free(em[0]);
     free(em[1]);
     gkv_pbook_close(b);

@@ -991,6 +991,11 @@ test_slurm_mpi(void **state)
         "OMPI_COMM_WORLD_SIZE=3", "OMPI_COMM_WORLD_LOCAL_RANK=1",
         "PMIX_NAMESPACE=prte-y-2@1", "SLURM_PROCID=0", "SLURM_NTASKS=1",
         "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_STEP_ID=0", NULL};
+    /* MPICH/Intel MPI's mpirun under Slurm: srun starts its proxies, one
+     * per node, whose SLURM_* the ranks inherit (counting nodes) */
+    const char *hydra[] = {"PMI_RANK=1", "PMI_SIZE=3", "MPI_LOCALRANKID=1",
+        "PMIX_NAMESPACE=h-1", "SLURM_PROCID=0", "SLURM_NTASKS=2",
+        "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_STEP_ID=0", NULL};
     const char *srv_keep[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "1", "--num-trainers", "2", "--server-bin", g_self,
         "--keep-alive", "--server-name", "k", "--", g_self, "--child", "env",
@@ -1095,6 +1100,10 @@ test_slurm_mpi(void **state)
     assert_int_equal(launch(f, srv, mpi_in_slurm, 20), 0);
     t = read_env(f, "trainer-0");
     ENV_EQ(t, "GKV_GROUP", "mpi-prte-y-2@1");
+    free(t);
+    assert_int_equal(launch(f, srv, hydra, 20), 0);
+    t = read_env(f, "trainer-0");
+    ENV_EQ(t, "GKV_GROUP", "mpi-h-1");
     free(t);
 
     /* the step's tasks per node: refused by every task, not only the one

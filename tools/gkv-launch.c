@@ -1151,6 +1151,20 @@ tasks_per_node_is(const char *v, unsigned n)
     return 1;
 }
 
+/* Whether PMI_RANK/PMI_SIZE are the srun step's own task numbers (srun
+ * --mpi=pmi2 sets both), not those of an mpirun whose proxies srun
+ * started. */
+static int
+pmi_is_slurms(void)
+{
+    unsigned pr, ps, sr, sn;
+
+    return env_get("SLURM_STEP_ID") != NULL &&
+           env_num("PMI_RANK", &pr) && env_num("PMI_SIZE", &ps) &&
+           env_num("SLURM_PROCID", &sr) && env_num("SLURM_NTASKS", &sn) &&
+           pr == sr && ps == sn;
+}
+
 /* Runs this task's one role when started by Slurm or MPI. Returns an exit
  * status, or -1 when no cluster launcher is detected. */
 static int
@@ -1174,6 +1188,10 @@ cluster_task(struct job *j)
     if (strcmp(mode, "mpi") == 0 || (strcmp(mode, "auto") == 0 &&
         env_get("OMPI_COMM_WORLD_RANK")))
         kind = "mpi";
+    else if (strcmp(mode, "auto") == 0 && env_get("PMI_RANK") &&
+             !pmi_is_slurms())
+        kind = "mpi";       /* MPICH/Intel MPI's mpirun, its proxies
+                             * started by srun: their SLURM_* count nodes */
     else if (strcmp(mode, "slurm") == 0 || (strcmp(mode, "auto") == 0 &&
              env_get("SLURM_PROCID") && env_get("SLURM_STEP_ID") &&
              env_num("SLURM_NTASKS", &size) && size > 1))
