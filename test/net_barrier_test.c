@@ -100,6 +100,7 @@ struct bar {
     gkv_client *c;
     gkv_err rc;
     char msg[1300];
+    atomic_int done;        /* set once rc and msg are */
 };
 
 static void *
@@ -109,6 +110,7 @@ bar_run(void *arg)
 
     b->rc = gkv_client_barrier(b->c, 10000);
     snprintf(b->msg, sizeof b->msg, "%s", gkv_net_errmsg());
+    atomic_store(&b->done, 1);
     return NULL;
 }
 
@@ -116,7 +118,7 @@ bar_run(void *arg)
 static void
 both_pass(gkv_client *r0, gkv_client *r1, int round)
 {
-    struct bar b0 = {r0, GKV_OK, ""}, b1 = {r1, GKV_OK, ""};
+    struct bar b0 = {r0, GKV_OK, "", 0}, b1 = {r1, GKV_OK, "", 0};
     pthread_t t0, t1;
 
     assert_int_equal(pthread_create(&t0, NULL, bar_run, &b0), 0);
@@ -393,24 +395,6 @@ run_client(struct gkvt_job *f, uint32_t rank, const char *instance)
     return gkvt_connect(f->cfg, "job", rank, &o);
 }
 
-struct tbar {
-    gkv_client *c;
-    gkv_err rc;
-    atomic_int done;
-    char msg[1300];
-};
-
-static void *
-tbar_run(void *arg)
-{
-    struct tbar *b = arg;
-
-    b->rc = gkv_client_barrier(b->c, 10000);
-    snprintf(b->msg, sizeof b->msg, "%s", gkv_net_errmsg());
-    atomic_store(&b->done, 1);
-    return NULL;
-}
-
 /* Barrier 'seq' of ranks 0..2 (clients c), rank 2 entering first: none
  * passes before all three are there, then all do. With 'instance', ranks
  * 0 and 1 connect only once rank 2 waits (as run 'instance'). */
@@ -418,7 +402,7 @@ static void
 three_pass(struct gkvt_job *f, gkv_client *c[3], int seq,
            const char *instance)
 {
-    struct tbar b[3];
+    struct bar b[3];
     pthread_t t[3];
 
     for (int i = 0; i < 3; i++) {
@@ -427,7 +411,7 @@ three_pass(struct gkvt_job *f, gkv_client *c[3], int seq,
         atomic_init(&b[i].done, 0);
         b[i].msg[0] = '\0';
     }
-    assert_int_equal(pthread_create(&t[2], NULL, tbar_run, &b[2]), 0);
+    assert_int_equal(pthread_create(&t[2], NULL, bar_run, &b[2]), 0);
     gkvt_sleep_ms(400);
     if (atomic_load(&b[2].done))
         fail_msg("barrier %d: rank 2 came back alone: %s (%s)", seq,
@@ -435,7 +419,7 @@ three_pass(struct gkvt_job *f, gkv_client *c[3], int seq,
     for (int i = 0; i < 2; i++) {
         if (instance != NULL)
             c[i] = b[i].c = run_client(f, (uint32_t)i, instance);
-        assert_int_equal(pthread_create(&t[i], NULL, tbar_run, &b[i]), 0);
+        assert_int_equal(pthread_create(&t[i], NULL, bar_run, &b[i]), 0);
     }
     for (int i = 0; i < 3; i++)
         pthread_join(t[i], NULL);
