@@ -876,7 +876,7 @@ main(int argc, char **argv)
     uint64_t seed = 0;
     double t0 = now(), t_load;
     gkv_err rc;
-    int ex;
+    int ex, dying = 0;
 
     memset(&o, 0, sizeof o);
     memset(&sp, 0, sizeof sp);
@@ -1024,23 +1024,15 @@ main(int argc, char **argv)
     sp.progress = on_progress;
     sp.progress_ctx = &pg;
     if (tools__got_signal) {
-        gkv_graph_free(g);
-        opts_free(&o);
-        free(feats);
-        free(masks);
-        free(rev);
-        return tools__die_of_signal(tools__got_signal);
+        dying = tools__got_signal;
+        goto done;
     }
     rc = gkv_partition_write(g, &sp, o.out, &rep, msg, sizeof msg);
     if (pg.bar_on)
         tools__progress_end(&pg.bar, rc == GKV_OK);
     if (rc == GKV_EINTR && tools__got_signal) {
-        gkv_graph_free(g);
-        opts_free(&o);
-        free(feats);
-        free(masks);
-        free(rev);
-        return tools__die_of_signal(tools__got_signal);
+        dying = tools__got_signal;
+        goto done;
     }
     if (rc != GKV_OK) {
         ex = fail_rc(rc, msg, "partitioning into '%s'", o.out);
@@ -1053,12 +1045,8 @@ main(int argc, char **argv)
          * caller asked to stop, and the exit status says so */
         fprintf(stderr, PROG ": %s after '%s' was complete: it is kept\n",
                 tools__got_signal == SIGINT ? "SIGINT" : "SIGTERM", o.out);
-        gkv_graph_free(g);
-        opts_free(&o);
-        free(feats);
-        free(masks);
-        free(rev);
-        return tools__die_of_signal(tools__got_signal);
+        dying = tools__got_signal;
+        goto done;
     }
     if (o.stats) {
         double secs = now() - t0;
@@ -1086,5 +1074,6 @@ done:
     free(feats);
     free(masks);
     free(rev);
-    return ex;
+    /* a signal ends the tool by that signal, after the cleanup */
+    return dying ? tools__die_of_signal(dying) : ex;
 }
