@@ -438,9 +438,16 @@ child_main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/env-%s", dir, tag);
     if ((fp = fopen(path, "w")) == NULL)
         return 91;
-    for (char **e = environ; *e; e++)
-        if (strncmp(*e, "GKV_", 4) == 0)
+    for (char **e = environ; *e; e++) {
+        static const char *const torch[] = {"RANK=", "LOCAL_RANK=",
+            "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
+        int keep = strncmp(*e, "GKV_", 4) == 0;
+
+        for (size_t k = 0; k < sizeof torch / sizeof *torch; k++)
+            keep |= strncmp(*e, torch[k], strlen(torch[k])) == 0;
+        if (keep)
             fprintf(fp, "%s\n", *e);
+    }
     fclose(fp);
     snprintf(path, sizeof path, "%s/args-%s", dir, tag);
     if ((fp = fopen(path, "w")) == NULL)
@@ -700,6 +707,13 @@ test_env(void **state)
         ENV_EQ(e, "GKV_TOKEN_FILE", "");
         ENV_EQ(e, "GKV_SERVER_NAME", "");
         ENV_EQ(e, "GKV_WORKSPACE", f->ws);
+        /* torch.distributed's env:// for the trainers */
+        ENV_EQ(e, "RANK", num);
+        ENV_EQ(e, "LOCAL_RANK", num);
+        ENV_EQ(e, "WORLD_SIZE", "2");
+        ENV_EQ(e, "LOCAL_WORLD_SIZE", "2");
+        ENV_EQ(e, "MASTER_ADDR", "127.0.0.1");
+        ENV_EQ(e, "MASTER_PORT", "29500");
         {   /* one instance for the run: "launch-" and 16 hex digits */
             char in[PATH_MAX];
             env_in(e, "GKV_JOB_INSTANCE", in, sizeof in);
@@ -749,6 +763,7 @@ test_env(void **state)
             ENV_EQ(e, "GKV_SAMPLER_ID", sid);
             ENV_EQ(e, "GKV_WORLD_SIZE", "4");
             ENV_EQ(e, "GKV_GROUP", "g-env.sampler");
+            ENV_EQ(e, "RANK", "");       /* torch's variables: trainers' */
             snprintf(ids[nid++], sizeof ids[0], "%s/%s",
                      env_in(e, "GKV_GROUP", path, sizeof path), srank);
             free(e);

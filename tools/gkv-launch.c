@@ -82,6 +82,11 @@ static const char *const env_names[] = {
     "GKV_NUM_TRAINERS", "GKV_NUM_SAMPLERS", "GKV_RANK", "GKV_LOCAL_RANK",
     "GKV_WORLD_SIZE", "GKV_GROUP", "GKV_TOKEN_FILE", "GKV_SERVER_NAME",
     "GKV_SAMPLER_ID", "GKV_TRAINER_RANK", "GKV_WORKSPACE", "GKV_JOB_INSTANCE",
+    /* trainers: torch.distributed's env:// (as torchrun or DGL's launch
+     * give them); dropped for the others, whose inherited copies (an outer
+     * launcher's) would be wrong for them */
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+    "MASTER_PORT",
 };
 #define NENV (sizeof env_names / sizeof env_names[0])
 
@@ -425,6 +430,16 @@ proc_env(const struct job *j, const struct proc *p)
     }
     SET("GKV_WORKSPACE=%s", j->ws);
     SET("GKV_JOB_INSTANCE=%s", j->instance);
+    if (p->role == R_TRAINER) {
+        const char *mp = getenv("MASTER_PORT");
+
+        SET("RANK=%u", p->rank);
+        SET("LOCAL_RANK=%u", t);
+        SET("WORLD_SIZE=%u", j->M * j->T);
+        SET("LOCAL_WORLD_SIZE=%u", j->T);
+        SET("MASTER_ADDR=%s", gkv_ipconfig_machine(j->ipc, 0)->host);
+        SET("MASTER_PORT=%s", mp != NULL && *mp != '\0' ? mp : "29500");
+    }
 #undef SET
     for (size_t i = 0; i < n; i++)
         e[i] = xstrdup(v[i]);
