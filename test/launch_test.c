@@ -1132,6 +1132,20 @@ test_slurm_mpi(void **state)
     /* persistent servers cannot be a step's tasks: they would never end */
     assert_int_equal(launch(f, srv_keep, task_s, 20), 2);
     assert_true(out_has(f, "--keep-alive does not go with a cluster launcher"));
+    {   /* a 2-node step with an ip_config of loopback addresses only */
+        char cfg2[PATH_MAX + 16];
+        const char *srv2[] = {"--ip-config", cfg2, "--store", f->store,
+            "--num-servers", "1", "--num-trainers", "2", "--server-bin",
+            g_self, "--", g_self, "--child", "env", NULL};
+        const char *task2[] = {"SLURM_PROCID=0", "SLURM_NTASKS=6",
+            "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_NNODES=2",
+            "SLURM_STEP_ID=1", NULL};
+
+        two_machines(f, cfg2, sizeof cfg2);
+        assert_int_equal(launch(f, srv2, task2, 20), 2);
+        assert_true(out_has(f, "every machine of"));
+        assert_true(out_has(f, "is a loopback address"));
+    }
 }
 
 /* Writes the ssh stand-in: logs its arguments (one per line, then "--"),

@@ -1166,6 +1166,20 @@ tasks_per_node_is(const char *v, unsigned n)
     return 1;
 }
 
+/* Whether every machine of the ip_config is a loopback address. */
+static int
+all_loopback(const struct job *j)
+{
+    for (unsigned m = 0; m < j->M; m++) {
+        const char *h = gkv_ipconfig_machine(j->ipc, m)->host;
+
+        if (strncmp(h, "127.", 4) != 0 && strcmp(h, "::1") != 0 &&
+            strcmp(h, "[::1]") != 0 && strcmp(h, "localhost") != 0)
+            return 0;
+    }
+    return 1;
+}
+
 /* Whether PMI_RANK/PMI_SIZE are the srun step's own task numbers (srun
  * --mpi=pmi2 sets both), not those of an mpirun whose proxies srun
  * started. */
@@ -1186,7 +1200,7 @@ static int
 cluster_task(struct job *j)
 {
     unsigned L = j->S + j->T * (1 + j->K), rank = 0, size = 0, node, local;
-    unsigned nnodes;
+    unsigned nnodes = 0;
     const char *kind = NULL, *mode = j->cluster ? j->cluster : "auto";
     struct proc p;
     char **genv, **envp, **argv, num[4][16], st[PATH_MAX];
@@ -1284,6 +1298,14 @@ cluster_task(struct job *j)
         nnodes != j->M) {
         err("Slurm: %u nodes, but %s lists %u machines", nnodes, j->ip_config,
             j->M);
+        return EX_USAGE;
+    }
+    if (strcmp(kind, "slurm") == 0 && nnodes > 1 && all_loopback(j)) {
+        /* every node would take itself for every machine: the ordering
+         * check below cannot tell, and other nodes' trainers time out */
+        err("Slurm: %u nodes, but every machine of %s is a loopback "
+            "address: list the nodes' addresses, in node order (scontrol "
+            "show hostnames \"$SLURM_JOB_NODELIST\")", nnodes, j->ip_config);
         return EX_USAGE;
     }
     if (getifaddrs(&ifs) == 0) {
