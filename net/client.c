@@ -892,7 +892,15 @@ exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
 
                 if (p == NULL)
                     continue;            /* answered, or failed already */
-                rc = cfail(cn, GKV_ETIMEDOUT, "no reply to %s within %d ms "
+                rc = p->type == NET_BARRIER
+                   ? cfail(cn, GKV_ETIMEDOUT, "no reply to barrier %llu of "
+                           "group '%s' (%u clients) within %d ms: not every "
+                           "rank arrived (one failed, is slow, or was started "
+                           "with another group or size?), or the server is "
+                           "unreachable", (unsigned long long)
+                           c->barrier_seq + 1, c->group, c->group_size,
+                           c->call_ms)
+                   : cfail(cn, GKV_ETIMEDOUT, "no reply to %s within %d ms "
                            "(is it running and reachable?)",
                            net__type_name(p->type), c->call_ms);
                 conn_fail_all(c, cn, rc);
