@@ -579,7 +579,7 @@ part_edge_batch(const char *json, int q, int rev_et, char *msg, size_t cap)
     gkv_edge_batch eb;
     gkv_block blk[1];
     int64_t lo, hi, eids[16];
-    int fan[3] = {0, 0, 0};
+    int fan[1] = {0};           /* one fanout for every edge type */
     gkv_err rc;
 
     GKVT_OK(gkv_part_open(&pt, json, q, 0));
@@ -594,7 +594,7 @@ part_edge_batch(const char *json, int q, int rev_et, char *msg, size_t cap)
     sp.n = (size_t)(hi - lo);
     sp.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
     sp.reverse_etype = rev_et;
-    rc = gkv_sample_edge_batch(s, &sp, fan, 3, 1, NULL, &eb, blk);
+    rc = gkv_sample_edge_batch(s, &sp, fan, 1, 1, NULL, &eb, blk);
     snprintf(msg, cap, "%s", gkv_sampler_errmsg(s));
     gkv_sampler_free(s);
     gkv_sgraph_free(sg);
@@ -615,6 +615,10 @@ test_reverse_etypes(void **state)
     static const char back[] = "0 0\n1 0\n1 1\n3 1\n1 2\n4 2\n1 3\n3 3\n";
     static const char skew[] = "0 0\n1 0\n1 1\n1 3\n1 2\n4 2\n1 3\n3 3\n";
     static const char views[] = "0 1\n2 3\n4 0\n";
+    /* edge 1 starts where buys edge 1 ends, but ends elsewhere */
+    static const char skew2[] = "0 0\n2 0\n1 1\n3 1\n1 2\n4 2\n1 3\n3 3\n";
+    static const char follows[] = "0 1\n1 2\n";
+    char a4[4200];
     static const char *const canon[2] = {"user:buys:item", "item:bought_by:user"};
     char a1[4200], a2[4200], a3[4200], json[4300], msg[1024];
     int64_t *em[2], moved = 0;
@@ -625,6 +629,9 @@ test_reverse_etypes(void **state)
     put(f, "back.txt", back, sizeof back - 1);
     put(f, "skew.txt", skew, sizeof skew - 1);
     put(f, "views.txt", views, sizeof views - 1);
+    put(f, "skew2.txt", skew2, sizeof skew2 - 1);
+    put(f, "follows.txt", follows, sizeof follows - 1);
+    snprintf(a4, sizeof a4, "user:follows:user=%s", path(f, "follows.txt"));
     snprintf(a3, sizeof a3, "item:viewed_by:user=%s", path(f, "views.txt"));
     snprintf(a1, sizeof a1, "user:buys:item=%s", path(f, "buys.txt"));
     snprintf(a2, sizeof a2, "item:bought_by:user=%s", path(f, "back.txt"));
@@ -643,7 +650,7 @@ test_reverse_etypes(void **state)
 
     rc = run(f, "--parts", "2", "--method", "random", "--seed", "5",
              "--ntype", "user=4", "--ntype", "item=5", "--etype", a1,
-             "--etype", a2, "--etype", a3, "--reverse-etypes",
+             "--etype", a2, "--etype", a3, "--etype", a4, "--reverse-etypes",
              "buys=bought_by", f->out, NULL);
     if (rc != 0)
         fail_msg("exit %d: %s", rc, f->serr);
@@ -697,6 +704,18 @@ test_reverse_etypes(void **state)
         json_decref(j);
         assert_int_not_equal(gkv_pbook_open(&b2, edited), GKV_OK);
         expect_text("error", gkv_pbook_errmsg(NULL), "is not paired back");
+        /* paired both ways, but user->item with user->user */
+        j = json_load_file(json, 0, &je);
+        rv = json_object();
+        json_object_set_new(rv, "user:buys:item",
+                            json_string("user:follows:user"));
+        json_object_set_new(rv, "user:follows:user",
+                            json_string("user:buys:item"));
+        json_object_set_new(j, "reverse_etypes", rv);
+        assert_int_equal(json_dump_file(j, edited, 0), 0);
+        json_decref(j);
+        assert_int_not_equal(gkv_pbook_open(&b2, edited), GKV_OK);
+        expect_text("error", gkv_pbook_errmsg(NULL), "are not swapped");
         unlink(edited);
     }
     free(em[0]);
@@ -721,6 +740,13 @@ test_reverse_etypes(void **state)
     expect_text("stderr", f->serr, "edge 3 of 'user:buys:item' is 1 -> 3, "
                 "but edge 3 of 'item:bought_by:user' is 1 -> 3, not 3 -> 1");
     assert_int_equal(access(f->out, F_OK), -1);
+    snprintf(a2, sizeof a2, "item:bought_by:user=%s", path(f, "skew2.txt"));
+    rc = run(f, "--parts", "2", "--ntype", "user=4", "--ntype", "item=5",
+             "--etype", a1, "--etype", a2, "--reverse-etypes",
+             "user:buys:item=bought_by", f->out, NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "edge 1 of 'user:buys:item' is 0 -> 1, "
+                "but edge 1 of 'item:bought_by:user' is 2 -> 0, not 1 -> 0");
     rc = run(f, "--parts", "2", "--ntype", "user=4", "--ntype", "item=5",
              "--etype", a1, "--etype", a2, "--reverse-etypes", "buys=buys",
              f->out, NULL);

@@ -444,11 +444,18 @@ test_new_run_replaces_killed_members(void **state)
     struct gkvt_proc *srv = serve_store(f, extra);
     gkv_client *a[2], *b[3];
 
+    gkv_client_opts oo = {0};
+    gkv_client *other;
+
     for (int i = 0; i < 2; i++) {
         a[i] = run_client(f, (uint32_t)i, "run-A");
         NET_FAILS(gkv_client_barrier(a[i], 200), GKV_ETIMEDOUT,
                   "within 200 ms");
     }
+    /* a member of another group with run A's instance: not dropped */
+    oo.group_size = 1;
+    oo.instance = "run-A";
+    other = gkvt_connect(f->cfg, "otherjob", 0, &oo);
     /* rank 2 of the new run first: the old ranks' requests are still
      * parked (a rank's own handshake would take its old one out) */
     b[2] = run_client(f, 2, "run-B");
@@ -456,6 +463,11 @@ test_new_run_replaces_killed_members(void **state)
     three_pass(f, b, 2, NULL);
     assert_true(gkvt_file_has(srv->log, "another run of the job (a new job "
                               "instance) joined its group"));
+    assert_int_equal(lines_with(srv->log, "dropped: another run"), 2);
+    assert_false(gkvt_file_has(srv->log, "dropped: another run of the job (a "
+                               "new job instance) joined its group: group "
+                               "'otherjob'"));
+    NET_OK(gkv_client_close(other));
     assert_true(gkvt_proc_alive(srv));
     for (int i = 0; i < 3; i++)
         NET_OK(gkv_client_close(b[i]));

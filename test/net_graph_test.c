@@ -1523,6 +1523,21 @@ test_hetero(void **state)
     c = client(f, "hetero");
     assert_int_equal(gkv_pbook_num_ntypes(gkv_client_pbook(c)), 2);
     assert_int_equal(gkv_pbook_num_etypes(gkv_client_pbook(c)), 3);
+    {   /* a plain name whose row count two types share (clicks and
+         * clicked_by): no book to follow, an even split */
+        gkv_tensor_spec as = {.dtype = GKV_F32, .ndim = 1, .shape = {2},
+                              .lo = 0, .hi = GKVT_UI_CLICKS};
+        gkv_tensor_desc d;
+
+        NET_OK(gkv_client_create(c, "amb", &as, -1));
+        for (int q = 0; q < 2; q++) {
+            GKVT_OK(gkv_tensor_info(gkv_part_store(f->part[q]), NULL, "amb",
+                                    &d));
+            assert_int_equal(d.lo, (uint64_t)q * GKVT_UI_CLICKS / 2);
+            assert_int_equal(d.hi, (uint64_t)(q + 1) * GKVT_UI_CLICKS / 2);
+        }
+        NET_OK(gkv_client_delete(c, "amb"));
+    }
     for (int i = 0; i < 200; i++)
         us[i] = (i * 389 + 5) % HN_USER;
     for (int i = 0; i < 60; i++)

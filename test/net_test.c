@@ -298,6 +298,9 @@ test_kv_requests(void **state)
     assert_int_equal(ss2.sessions, 3);
     assert_int_equal(ss2.groups, 1);
     assert_int_equal(ss2.tensors, 2);
+    /* t2's pages and the pushes' old copies are on the free list */
+    assert_true(ss2.store_free_bytes > 0);
+    assert_true(ss2.store_free_bytes <= ss2.store_used_bytes);
     NET_OK(gkv_client_close(c3));
     NET_OK(gkv_client_close(c2));
     assert_true(gkvt_proc_alive(srv[0]));
