@@ -520,30 +520,24 @@ reader_slots(gkv_store *s, pid_t pid)
     return sl.n;
 }
 
-/* A reader killed by SIGKILL keeps its LMDB reader slot, and with it the
- * pages of its snapshot: every later write took fresh pages and the file
- * grew without bound (a server beside killed `kvctl export`s). The next
- * write (at most a second later) and every open free such slots. */
-static void
-test_killed_reader_slot_freed(void **state)
+/* A child that opens the store read-only and, with 'snap', begins a
+ * snapshot, then waits to be killed; returns once it is there. */
+static pid_t
+reader_child(struct fx *f, int snap)
 {
-    struct fx *f = *state;
-    gkv_store *s;
     int pfd[2];
+    pid_t pid;
     char c;
-    float row[W] = {1};
-    uint64_t id = 3;
 
-    GKVT_OK(gkv_store_open(&s, f->dir, 0, NULL));
     assert_int_equal(pipe(pfd), 0);
-    f->child = fork();
-    assert_true(f->child >= 0);
-    if (f->child == 0) {
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
         gkv_store *cs;
         gkv_txn *tx;
 
         if (gkv_store_open(&cs, f->dir, GKV_RDONLY, NULL) != GKV_OK ||
-            gkv_txn_begin(cs, &tx) != GKV_OK)
+            (snap && gkv_txn_begin(cs, &tx) != GKV_OK))
             _exit(1);
         if (write(pfd[1], "r", 1) != 1)
             _exit(1);
@@ -553,16 +547,52 @@ test_killed_reader_slot_freed(void **state)
     close(pfd[1]);
     assert_int_equal(read(pfd[0], &c, 1), 1);
     close(pfd[0]);
-    assert_int_equal(reader_slots(s, f->child), 1);
-    kill(f->child, SIGKILL);
-    while (waitpid(f->child, NULL, 0) < 0 && errno == EINTR)
+    return pid;
+}
+
+static void
+kill_child(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
         ;
+}
+
+/* A reader killed by SIGKILL keeps its LMDB reader slot, and with it the
+ * pages of its snapshot: every later write took fresh pages and the file
+ * grew without bound (a server beside killed `kvctl export`s). The next
+ * write (at most a second later) and every open free such slots. */
+static void
+test_killed_reader_slot_freed(void **state)
+{
+    struct fx *f = *state;
+    gkv_store *s;
+    float row[W] = {1};
+    uint64_t id = 3;
+    pid_t holder;
+
+    GKVT_OK(gkv_store_open(&s, f->dir, 0, NULL));
+    f->child = reader_child(f, 1);
+    assert_int_equal(reader_slots(s, f->child), 1);
+    kill_child(f->child);
     /* dead, its slot still taken */
     assert_int_equal(reader_slots(s, f->child), 1);
     /* a write sweeps (the once-a-second limit set aside) */
     s->st_swept_ms = 0;
     GKVT_OK(gkv_tensor_write(s, "feat", id, id + 1, row, sizeof row));
     assert_int_equal(reader_slots(s, f->child), 0);
+    /* an open sweeps too (with another process holding the store, so
+     * that LMDB does not start the table afresh) */
+    f->child = holder = reader_child(f, 0);
+    {
+        pid_t dead = reader_child(f, 1);
+
+        kill_child(dead);
+        gkv_store_close(s);
+        GKVT_OK(gkv_store_open(&s, f->dir, GKV_RDONLY, NULL));
+        assert_int_equal(reader_slots(s, dead), 0);
+    }
+    kill_child(holder);
     f->child = 0;
     gkv_store_close(s);
 }

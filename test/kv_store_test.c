@@ -1711,6 +1711,9 @@ test_truncated_data_mdb(void **state)
     snprintf(p, sizeof p, "%s/data.mdb", dir);
     assert_int_equal(stat(p, &sb), 0);
     assert_true(sb.st_size > (4 << 20));
+    /* one page short is as bad as 40 % */
+    assert_int_equal(truncate(p, sb.st_size - 4096), 0);
+    assert_int_equal(gkv_store_open(&s, dir, GKV_RDONLY, NULL), GKV_ECORRUPT);
     assert_int_equal(truncate(p, sb.st_size * 6 / 10), 0);
     for (int i = 0; i < 2; i++) {
         assert_int_equal(gkv_store_open(&s, dir, i ? 0 : GKV_RDONLY, NULL),

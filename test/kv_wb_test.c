@@ -883,6 +883,8 @@ test_wb_drop_unlists(void **state)
     GKVT_OK(gkv_writeback_start(s, "t", 100000));
     GKVT_OK(gkv_writeback_start(s, "u", 100000));
     assert_int_equal(child_call(dir, "push", "t"), GKV_EBUSY);
+    /* a companion counts as its tensor (a restore of its state) */
+    assert_int_equal(child_call(dir, "push", "t#adagrad_s"), GKV_EBUSY);
     /* pending pushes: the flush finds the tensors gone */
     GKVT_OK(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL));
     GKVT_OK(gkv_tensor_push(s, "u", &id, 1, row, sizeof row, NULL));
@@ -921,6 +923,30 @@ test_wb_fork_close_keeps_lock(void **state)
     assert_int_equal(waitpid(kid, &st, 0), kid);
     GKVT_OK(child_call(dir, "push", "t"));
     gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
+/* Names are matched whole: a process holding "tt" in write-back does not
+ * hold "t". */
+static void
+test_wb_names_whole(void **state)
+{
+    char *dir = gkvt_mkdtemp("wbwhole");
+    gkv_tensor_spec sp = spec(N, W, 0);
+    gkv_store *s;
+    int st;
+    pid_t kid;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_tensor_create(s, "tt", &sp));
+    gkv_store_close(s);
+    kid = wb_holder(dir, "tt", NULL);
+    GKVT_OK(child_call(dir, "push", "t"));
+    assert_int_equal(child_call(dir, "push", "tt"), GKV_EBUSY);
+    kill(kid, SIGKILL);
+    assert_int_equal(waitpid(kid, &st, 0), kid);
     gkvt_rmtree(dir);
 }
 
@@ -1122,6 +1148,7 @@ main(void)
         cmocka_unit_test(test_wb_owned_across_processes),
         cmocka_unit_test(test_wb_drop_unlists),
         cmocka_unit_test(test_wb_fork_close_keeps_lock),
+        cmocka_unit_test(test_wb_names_whole),
         cmocka_unit_test(test_wb_flush_race),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

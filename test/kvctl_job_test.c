@@ -414,6 +414,28 @@ test_graph_job(void **state)
     assert_memory_equal(got, want, wlen);
     free(got);
     free(want);
+    {   /* rows wide enough that the import takes several batches
+         * (about 8 MiB each): each batch's rows at their own IDs, so the
+         * export in original order gives the file back */
+        enum { WIDE = 12000 };
+        float *wide = make_rows(NN, WIDE, 4);
+
+        write_npy(path(f, "wide.npy"), GKV_F32, wide, NN, WIDE);
+        free(wide);
+        KV(f, 0, "--ip-config", f->cfg, "import", "node/_N/wide",
+           path(f, "wide.npy"), "--orig-ids",
+           path(f, "g/mapping/node-_N.npy"), NULL);
+        KV(f, 0, "--ip-config", f->cfg, "export", "node/_N/wide",
+           path(f, "wide2.npy"), "--orig-ids",
+           path(f, "g/mapping/node-_N.npy"), NULL);
+        got = read_all(path(f, "wide2.npy"), &glen);
+        want = read_all(path(f, "wide.npy"), &wlen);
+        assert_int_equal(glen, wlen);
+        assert_memory_equal(got, want, wlen);
+        free(got);
+        free(want);
+        KV(f, 0, "--ip-config", f->cfg, "rm", "node/_N/wide", NULL);
+    }
     /* the mapping of another type (fewer entries): refused, nothing sent */
     write_npy(path(f, "short.npy"), GKV_I64, (int64_t[3]){0, 1, 2}, 3, 1);
     KV(f, 1, "--ip-config", f->cfg, "import", "node/_N/again",

@@ -1011,6 +1011,10 @@ test_slurm_mpi(void **state)
     const char *hydra[] = {"PMI_RANK=1", "PMI_SIZE=3", "MPI_LOCALRANKID=1",
         "PMIX_NAMESPACE=h-1", "SLURM_PROCID=0", "SLURM_NTASKS=2",
         "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_STEP_ID=0", NULL};
+    /* the same, rank 0: PMI_RANK equals SLURM_PROCID, the sizes differ */
+    const char *hydra0[] = {"PMI_RANK=0", "PMI_SIZE=3", "MPI_LOCALRANKID=0",
+        "PMIX_NAMESPACE=h-1", "SLURM_PROCID=0", "SLURM_NTASKS=2",
+        "SLURM_NODEID=0", "SLURM_LOCALID=0", "SLURM_STEP_ID=0", NULL};
     const char *srv_keep[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "1", "--num-trainers", "2", "--server-bin", g_self,
         "--keep-alive", "--server-name", "k", "--", g_self, "--child", "env",
@@ -1120,6 +1124,8 @@ test_slurm_mpi(void **state)
     t = read_env(f, "trainer-0");
     ENV_EQ(t, "GKV_GROUP", "mpi-h-1");
     free(t);
+    assert_int_equal(launch(f, srv, hydra0, 20), 0);
+    assert_true(out_has(f, "mpi task 0 of 3: server"));
 
     /* the step's tasks per node: refused by every task, not only the one
      * past the end; a fitting list runs */
