@@ -322,6 +322,19 @@ partition(struct fx *f)
     return feat;
 }
 
+/* Files a and b (names under the fixture's directory) hold the same bytes. */
+static void
+same_files(struct fx *f, const char *a, const char *b)
+{
+    size_t la, lb;
+    unsigned char *x = read_all(path(f, a), &la), *y = read_all(path(f, b), &lb);
+
+    assert_int_equal(la, lb);
+    assert_memory_equal(x, y, la);
+    free(x);
+    free(y);
+}
+
 /* export of a node feature from 2 machines x 2 servers: the partitions'
  * rows in ID order; with --orig-ids, the partitioner's input file byte for
  * byte; the whole job in ls, info, get and stat; a feature only one
@@ -382,12 +395,7 @@ test_graph_job(void **state)
     KV(f, 0, "--ip-config", f->cfg, "export", name,
                         path(f, "orig.npy"), "--orig-ids",
                         path(f, "g/mapping/node-_N.npy"), NULL);
-    got = read_all(path(f, "orig.npy"), &glen);
-    want = read_all(path(f, "feat.npy"), &wlen);
-    assert_int_equal(glen, wlen);
-    assert_memory_equal(got, want, wlen);
-    free(got);
-    free(want);
+    same_files(f, "orig.npy", "feat.npy");
 
     /* import --orig-ids: a file in original order lands at the new IDs,
      * as a new tensor split by the book and over an existing one; without
@@ -428,12 +436,7 @@ test_graph_job(void **state)
         KV(f, 0, "--ip-config", f->cfg, "export", "node/_N/wide",
            path(f, "wide2.npy"), "--orig-ids",
            path(f, "g/mapping/node-_N.npy"), NULL);
-        got = read_all(path(f, "wide2.npy"), &glen);
-        want = read_all(path(f, "wide.npy"), &wlen);
-        assert_int_equal(glen, wlen);
-        assert_memory_equal(got, want, wlen);
-        free(got);
-        free(want);
+        same_files(f, "wide2.npy", "wide.npy");
         KV(f, 0, "--ip-config", f->cfg, "rm", "node/_N/wide", NULL);
     }
     /* the mapping of another type (fewer entries): refused, nothing sent */
