@@ -1,5 +1,6 @@
 /* gkvt.c - helpers shared by gkv's cmocka tests. */
 #include <arpa/inet.h>
+#include <sys/mount.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
@@ -78,6 +79,52 @@ gkvt_rand(uint64_t *x)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
+}
+
+/* tmpfs mounts of the running test program, unmounted at exit when a
+ * failed test left them */
+static char *tmpfs_dirs[16];
+
+static void
+tmpfs_atexit(void)
+{
+    for (size_t i = 0; i < sizeof tmpfs_dirs / sizeof *tmpfs_dirs; i++)
+        if (tmpfs_dirs[i] != NULL) {
+            umount(tmpfs_dirs[i]);
+            gkvt_rmtree(tmpfs_dirs[i]);
+            tmpfs_dirs[i] = NULL;
+        }
+}
+
+void
+gkvt_tmpfs_or_skip(char *dir, const char *opts)
+{
+    static int registered;
+    size_t i;
+
+    if (mount("gkvt", dir, "tmpfs", 0, opts) != 0) {
+        gkvt_rmtree(dir);
+        skip();
+    }
+    if (!registered) {
+        atexit(tmpfs_atexit);
+        registered = 1;
+    }
+    for (i = 0; i < sizeof tmpfs_dirs / sizeof *tmpfs_dirs; i++)
+        if (tmpfs_dirs[i] == NULL) {
+            tmpfs_dirs[i] = dir;
+            break;
+        }
+}
+
+void
+gkvt_tmpfs_done(char *dir)
+{
+    for (size_t i = 0; i < sizeof tmpfs_dirs / sizeof *tmpfs_dirs; i++)
+        if (tmpfs_dirs[i] == dir)
+            tmpfs_dirs[i] = NULL;
+    umount(dir);
+    gkvt_rmtree(dir);
 }
 
 void

@@ -34,6 +34,12 @@ const char *gkvt_prog(const char *name);
  * writes to a tensor held in write-back by another process are not
  * refused; the tests of what a write-back handle then does use it. */
 void gkvt_wb_unguard(const char *dir);
+/* Mounts a tmpfs of 'opts' (e.g. "size=12m") on dir (from gkvt_mkdtemp),
+ * or removes dir and skips the test (mounting needs CAP_SYS_ADMIN: these
+ * run as root in CI). A mount a failed test leaves is unmounted and
+ * removed when the program exits; gkvt_tmpfs_done() does both at once. */
+void gkvt_tmpfs_or_skip(char *dir, const char *opts);
+void gkvt_tmpfs_done(char *dir);
 
 /* Allocation fault injection (see kv/kv_int.h): fail the n-th gkv__malloc
  * from now (0 = the next one); -1 turns it off. */

@@ -1184,17 +1184,6 @@ test_tiny_map_grows(void **state)
     gkvt_rmtree(dir);
 }
 
-/* Mounts a tmpfs of 'opts' on dir, or skips the test (mounting needs
- * CAP_SYS_ADMIN: these run as root in CI). */
-static void
-tmpfs_or_skip(char *dir, const char *opts)
-{
-    if (mount("gkvt", dir, "tmpfs", 0, opts) != 0) {
-        gkvt_rmtree(dir);
-        skip();
-    }
-}
-
 static void
 test_disk_full_is_emapfull(void **state)
 {
@@ -1205,7 +1194,7 @@ test_disk_full_is_emapfull(void **state)
     unsigned char *b0, *b1;
 
     (void)state;
-    tmpfs_or_skip(dir, "size=12m");
+    gkvt_tmpfs_or_skip(dir, "size=12m");
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, &(gkv_open_opts){1u << 20, 0}));
     sp.init = GKV_INIT_CONST;
     sp.a = 1;
@@ -1226,8 +1215,7 @@ test_disk_full_is_emapfull(void **state)
     gkv_store_close(s);
     free(b0);
     free(b1);
-    umount(dir);
-    gkvt_rmtree(dir);
+    gkvt_tmpfs_done(dir);
 }
 
 /* A second handle on one store in one process would reset LMDB's reader
@@ -1564,7 +1552,7 @@ test_disk_full_with_room_in_map(void **state)
     gkv_err rc;
 
     (void)state;
-    tmpfs_or_skip(dir, "size=12m");
+    gkvt_tmpfs_or_skip(dir, "size=12m");
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
     sp.init = GKV_INIT_CONST;
     sp.a = 1;
@@ -1585,8 +1573,7 @@ test_disk_full_with_room_in_map(void **state)
     free(b0);
     free(b1);
     free(big);
-    umount(dir);
-    gkvt_rmtree(dir);
+    gkvt_tmpfs_done(dir);
 }
 
 /* A file system with no free block: creating a store is an error naming
@@ -1600,7 +1587,7 @@ test_full_disk_at_create(void **state)
     int fd;
 
     (void)state;
-    tmpfs_or_skip(dir, "size=1m");
+    gkvt_tmpfs_or_skip(dir, "size=1m");
     snprintf(p, sizeof p, "%s/fill", dir);
     fd = open(p, O_WRONLY | O_CREAT, 0644);
     assert_true(fd >= 0);
@@ -1616,8 +1603,7 @@ test_full_disk_at_create(void **state)
         fail_msg("message: %s", gkv_store_errmsg(NULL));
     snprintf(p, sizeof p, "%s/st/lock.mdb", dir);
     assert_int_equal(access(p, F_OK), -1);
-    umount(dir);
-    gkvt_rmtree(dir);
+    gkvt_tmpfs_done(dir);
 }
 
 /* An empty data.mdb (what a create that failed early leaves) holds no

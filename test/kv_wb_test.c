@@ -641,10 +641,7 @@ test_wb_flush_fails(void **state)
     FILE *fp;
 
     (void)state;
-    if (mount("gkvt", dir, "tmpfs", 0, "size=12m") != 0) {
-        gkvt_rmtree(dir);
-        skip();            /* needs CAP_SYS_ADMIN; runs as root in CI */
-    }
+    gkvt_tmpfs_or_skip(dir, "size=12m");
     sp.chunk_rows = FCR;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC,
                            &(gkv_open_opts){1u << 20, 0}));
@@ -695,8 +692,7 @@ test_wb_flush_fails(void **state)
     gkv_store_close(s);
     free(before);
     free(mirror);
-    umount(dir);
-    gkvt_rmtree(dir);
+    gkvt_tmpfs_done(dir);
 }
 
 /* Forks a child that opens its own handle on dir, keeps 'name' in
