@@ -203,8 +203,8 @@ typedef gkv_err (*kv_write_fn)(gkv_store *s, MDB_txn *txn, void *arg);
 gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
 /* kv__write() of a write to tensors n1 and n2 (either may be NULL): inside
  * the transaction, under LMDB's writer lock, first kv__wb_foreign() of
- * each (wbown.c: another process may have taken them into write-back
- * since the call's first check). */
+ * each (wbown.c: where another process keeps them in write-back, the
+ * write would be lost at its next flush). */
 gkv_err kv__write_named(gkv_store *s, const char *n1, const char *n2,
                         kv_write_fn fn, void *arg);
 /* Waits for LMDB's writer lock once (a write transaction begun and

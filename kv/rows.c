@@ -1449,8 +1449,6 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
     kv__clear(s);
     if (kv__forked(s))          /* a parent's handle after fork() */
         return kv__fork_refused(s);
-    if (name != NULL && (rc = kv__wb_foreign(s, name)) != GKV_OK)
-        return rc;
     if (name != NULL && strchr(name, '#') != NULL)   /* a restore */
         return state_write(s, name, 0, ids, n, 0, 0, rows, rows_len, h);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
@@ -1622,8 +1620,6 @@ gkv_tensor_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
     kv__clear(s);
     if (kv__forked(s))          /* a parent's handle after fork() */
         return kv__fork_refused(s);
-    if (name != NULL && (rc = kv__wb_foreign(s, name)) != GKV_OK)
-        return rc;
     if (name != NULL && strchr(name, '#') != NULL)   /* a restore */
         return state_write(s, name, 1, NULL, 0, a, b, rows, rows_len, NULL);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)

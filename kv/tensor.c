@@ -537,8 +537,7 @@ gkv_tensor_delete(gkv_store *s, const char *name)
     kv__clear(s);
     if (kv__forked(s))          /* a parent's handle after fork() */
         return kv__fork_refused(s);
-    if ((rc = kv__name_check(s, name, 0)) != GKV_OK ||
-        (rc = kv__wb_foreign(s, name)) != GKV_OK)
+    if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
     pthread_rwlock_rdlock(&s->st_wb_lock);
     rc = kv__wb_find(s, name) != NULL ? wb_busy(s, name)
@@ -608,9 +607,7 @@ rename_call(gkv_store *s, const char *from, const char *to, int replace)
 
     kv__clear(s);
     if ((rc = kv__name_check(s, from, 0)) != GKV_OK ||
-        (rc = kv__name_check(s, to, 0)) != GKV_OK ||
-        (rc = kv__wb_foreign(s, from)) != GKV_OK ||
-        (rc = kv__wb_foreign(s, to)) != GKV_OK)
+        (rc = kv__name_check(s, to, 0)) != GKV_OK)
         return rc;
     if (strcmp(from, to) == 0)
         return kv__fail(s, GKV_EEXIST, "cannot rename '%s' to itself", from);
@@ -920,8 +917,7 @@ gkv_opt_reset(gkv_store *s, const char *name, const char *optimizer)
     kv__clear(s);
     if (kv__forked(s))          /* a parent's handle after fork() */
         return kv__fork_refused(s);
-    if ((rc = kv__name_check(s, name, 0)) != GKV_OK ||
-        (rc = kv__wb_foreign(s, name)) != GKV_OK)
+    if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
         return rc;
     if (optimizer == NULL)
         a.kinds = KV_KIND_BIT(KV_H_ADAGRAD) | KV_KIND_BIT(KV_H_ADAM);

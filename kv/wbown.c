@@ -16,10 +16,10 @@
  * process's own lock (fcntl semantics), and there is one handle per store
  * and process; a forked child that closes the handle it inherited leaves
  * that descriptor open (as LMDB's), for the child's own handle's sake.
- * The check runs twice: before a call does any work, and inside its write
- * transaction, under LMDB's writer lock; a start lists the tensor, then
- * waits for that lock once before copying it, so a write that passed the
- * check has committed by then and is in the copy. Unlinking the file
+ * The check runs inside the write's transaction, under LMDB's writer lock
+ * (kv__write_named); a start lists the tensor, then waits for that lock
+ * once before copying it, so a write that passed the check has committed
+ * by then and is in the copy. Unlinking the file
  * defeats all this (a new one has no lock): do not. */
 #include <errno.h>
 #include <fcntl.h>
