@@ -26,6 +26,7 @@
 #include "gkvt.h"
 #include "gkv.h"
 #include "idlist.h"
+#include "util.h"
 
 #define W 16            /* row width of the f32 test tensor */
 #define N 3000          /* its rows */
@@ -1567,6 +1568,59 @@ test_idlist_parser(void **state)
     assert_int_equal(tools__parse_u64("1 ", &a), -1);
 }
 
+/* tools__port_accepts (gkv-launch's and kvctl's look for a running server)
+ * on a local port nobody listens on. Linux hands connects to one port
+ * successive ephemeral ports, so some thousands of connects to an even
+ * port of the ephemeral range are given that port as their own, and the
+ * socket connects to itself: that is not a server (it made gkv-launch
+ * report a free port as in use, and a test see a stopped server). */
+static void
+test_port_accepts_self_connect(void **state)
+{
+    unsigned lo = 32768, hi = 60999, port = 0;
+    char *r = gkvt_slurp("/proc/sys/net/ipv4/ip_local_port_range");
+    int one = 1, ls;
+    struct sockaddr_in a;
+    socklen_t al;
+
+    (void)state;
+    if (r != NULL)
+        sscanf(r, "%u %u", &lo, &hi);
+    free(r);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* an even port in the ephemeral range that is free */
+    for (unsigned k = 0; k < 200 && port == 0; k++) {
+        unsigned p = (lo + (((unsigned)getpid() * 2654435761u + k * 7919u) %
+                            (hi - lo))) & ~1u;
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        if (p < lo)
+            p += 2;
+        a.sin_port = htons((uint16_t)p);
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(s, (struct sockaddr *)&a, sizeof a) == 0)
+            port = p;
+        close(s);
+    }
+    assert_int_not_equal(port, 0);
+    for (unsigned i = 0; i < 2 * (hi - lo + 1); i++)
+        if (tools__port_accepts("127.0.0.1", port, 1000))
+            fail_msg("port %u accepts after %u tries, with nothing listening",
+                     port, i);
+
+    /* and a port something listens on does accept (another port: the one
+     * above may still be held by the closed self-connection) */
+    ls = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_port = 0;
+    assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(ls, 4), 0);
+    al = sizeof a;
+    assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &al), 0);
+    assert_int_equal(tools__port_accepts("127.0.0.1", ntohs(a.sin_port), 1000), 1);
+    close(ls);
+}
+
 /* ---- kvctl --server -------------------------------------------------------- */
 
 /* Starts gkv-server on f->st (extra: NULL-terminated arguments), listening
@@ -2158,6 +2212,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idlist_parser),
+        cmocka_unit_test(test_port_accepts_self_connect),
         cmocka_unit_test_setup_teardown(test_help_and_version, setup, teardown),
         cmocka_unit_test_setup_teardown(test_usage_errors_exit_2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_store_is_an_error, setup, teardown),

@@ -1,6 +1,7 @@
 /* util.c - see util.h. */
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -119,6 +120,34 @@ tools__die_of_signal(int sig)
     return 128 + sig;
 }
 
+/* 1 when s is connected to itself. A connect to a local port nobody
+ * listens on can be given that very port as its own (ephemeral) port, and
+ * TCP's simultaneous open then connects the socket to itself: on Linux one
+ * connect in some thousands to an even port of the ephemeral range. */
+static int
+self_connected(int s)
+{
+    struct sockaddr_storage me, peer;
+    socklen_t ml = sizeof me, pl = sizeof peer;
+
+    if (getsockname(s, (struct sockaddr *)&me, &ml) != 0 ||
+        getpeername(s, (struct sockaddr *)&peer, &pl) != 0)
+        return 0;
+    if (me.ss_family != peer.ss_family)
+        return 0;
+    if (me.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const void *)&me, *b = (const void *)&peer;
+        return a->sin_port == b->sin_port &&
+               a->sin_addr.s_addr == b->sin_addr.s_addr;
+    }
+    if (me.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const void *)&me, *b = (const void *)&peer;
+        return a->sin6_port == b->sin6_port &&
+               memcmp(&a->sin6_addr, &b->sin6_addr, sizeof a->sin6_addr) == 0;
+    }
+    return 0;
+}
+
 int
 tools__port_accepts(const char *host, unsigned port, int ms)
 {
@@ -147,6 +176,8 @@ tools__port_accepts(const char *host, unsigned port, int ms)
                 getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0)
                 ok = 1;
         }
+        if (ok && self_connected(s))
+            ok = 0;
         close(s);
     }
     freeaddrinfo(res);

@@ -42,7 +42,9 @@ const char *tools__err_text(int rc, const char *detail);
 
 /* 1 when something accepts TCP connections on host:port within 'ms''
  * milliseconds, else 0: a quick look before a handshake, which with a port
- * nobody listens on would wait its whole timeout. */
+ * nobody listens on would wait its whole timeout. A socket that TCP
+ * connected to itself (its port chosen as its own source port) is not
+ * something accepting: 0. */
 int tools__port_accepts(const char *host, unsigned port, int ms);
 
 #endif
