@@ -2037,7 +2037,7 @@ setup(struct pw *w, const char *outdir)
         pw__metis_check(w->g, w->msg, w->msglen) != GKV_OK) {
         /* a sparse ID is the usual reason for billions of nodes */
         size_t k = w->msg != NULL ? strlen(w->msg) : 0;
-        if (w->nnt > 0 && k + 1 < w->msglen)
+        if (w->msg != NULL && w->nnt > 0 && k + 1 < w->msglen)
             dense_note(w, biggest_ntype(w), w->msg + k, w->msglen - k);
         return GKV_ERANGE;
     }

@@ -1021,8 +1021,8 @@ gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
         st->nchunks = ms.ms_entries;
     /* the free list (database 0): each value counts its page numbers
      * first (an MDB_IDL) */
-    if (mdb_cursor_open(sn.txn, 0, &cur) == 0) {
-        while (mdb_cursor_get(cur, &k, &d, MDB_NEXT) == 0)
+    if ((mrc = mdb_cursor_open(sn.txn, 0, &cur)) == 0) {
+        while ((mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) == 0)
             if (d.mv_size >= sizeof(size_t)) {
                 size_t np;
                 memcpy(&np, d.mv_data, sizeof np);
@@ -1030,6 +1030,11 @@ gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
             }
         mdb_cursor_close(cur);
         cur = NULL;
+    }
+    if (mrc != MDB_NOTFOUND) {
+        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': its free list: %s",
+                      s->st_path, mdb_strerror(mrc));
+        goto out;
     }
     if ((mrc = mdb_cursor_open(sn.txn, s->st_cat, &cur)) != 0) {
         rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
@@ -1049,6 +1054,11 @@ gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
             st->ntensors++;
         st->data_bytes = add_sat(st->data_bytes,
                                  mul_sat(r.hi - r.lo, r.row_bytes));
+    }
+    if (mrc != MDB_NOTFOUND) {
+        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': its catalog: %s",
+                      s->st_path, mdb_strerror(mrc));
+        goto out;
     }
     kv__clear(s);
 out:

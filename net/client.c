@@ -1983,7 +1983,7 @@ pull_locked(gkv_client *c, const char *name, const struct route *r,
     unsigned *mach = NULL;
     size_t *count = NULL, *start = NULL, *pos = NULL, rb;
     uint64_t deadline = mono_ms() + (uint64_t)c->timeout_ms;
-    gkv_err rc;
+    gkv_err rc = GKV_OK;
 
     if (r == NULL && (rc = route_fresh(c, name, deadline, &r)) != GKV_OK)
         goto out;

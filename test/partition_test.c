@@ -1160,6 +1160,9 @@ test_bad_spec(void **state)
     sp.num_parts = 2;
     expect_fail(f, big, &sp, f->out, GKV_ERANGE, "too large for METIS",
                 "2147483648 nodes", "idx_t", NULL);
+    /* msg may be NULL (whatever msglen says) */
+    assert_int_equal(gkv_partition_write(big, &sp, f->out, NULL, NULL, 256),
+                     GKV_ERANGE);
     gkv_graph_free(big);
     tg_free(&t);
 }

@@ -772,11 +772,14 @@ print_tail(const char *path)
     }
     for (;;) {
         if (len + 65536 > cap) {
-            cap = (len + 65536) * 2;
-            if ((buf = realloc(buf, cap)) == NULL) {
+            char *nb = realloc(buf, (len + 65536) * 2);
+            if (nb == NULL) {
+                free(buf);
                 fclose(f);
                 return;
             }
+            buf = nb;
+            cap = (len + 65536) * 2;
         }
         size_t r = fread(buf + len, 1, cap - len - 1, f);
         if (r == 0)
