@@ -355,6 +355,28 @@ gkvt_port_free(int port)
 }
 
 int
+gkvt_port_candidate(unsigned k, int n, int align)
+{
+    static int lo, span;
+
+    if (span == 0) {
+        char *r = gkvt_slurp("/proc/sys/net/ipv4/ip_local_port_range");
+        int first = 0;
+
+        if (r != NULL && sscanf(r, "%d", &first) == 1 && first >= 14096) {
+            lo = 10000;
+            span = first - 10000;
+        } else {
+            lo = 20000;
+            span = 30000;
+        }
+        free(r);
+    }
+    return lo + (int)(((unsigned)getpid() * 2654435761u + k * 7919u) %
+                      (unsigned)(span - n)) / align * align;
+}
+
+int
 gkvt_port_base(int n)
 {
     static unsigned seq;
@@ -367,8 +389,7 @@ gkvt_port_base(int n)
         if (e != NULL && *e != '\0')
             base = atoi(e) + (int)(k * 32);
         else
-            base = 20000 + (int)(((unsigned)getpid() * 2654435761u + k * 7919u) %
-                                 30000u) / 32 * 32;
+            base = gkvt_port_candidate(k, n, 32);
         if (base < 1024 || base + n > 65535)
             continue;
         for (int i = 0; i < n && ok; i++)
@@ -593,7 +614,7 @@ void
 gkvt_stop_proc(int pid)
 {
     kill(pid, SIGSTOP);
-    for (int i = 0; i < 500 && !all_stopped(pid); i++)
+    for (int i = 0; i < 3000 && !all_stopped(pid); i++)
         gkvt_sleep_ms(10);
     assert_true(all_stopped(pid));
 }

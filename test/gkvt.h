@@ -65,6 +65,11 @@ int    gkvt_port_free(int port);
  * by PID so parallel runs rarely meet (a server that still finds its port
  * taken must make the caller pick again). GKVT_PORT_BASE fixes the start. */
 int    gkvt_port_base(int n);
+/* Candidate k (0, 1, ...) for the first of n ports, a multiple of 'align':
+ * spread by PID over ports below the kernel's ephemeral range, which
+ * outgoing connections (and a connect joined to itself) take their ports
+ * from; 20000..50000 when that range starts below 14096. */
+int    gkvt_port_candidate(unsigned k, int n, int align);
 /* A child process the test started and must stop (by PID). */
 struct gkvt_proc {
     int  pid;                /* pid_t */
