@@ -542,20 +542,37 @@ gkvt_run_tty(char *const argv[], char *buf, size_t cap)
         execv(argv[0], argv);
         _exit(127);
     }
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    for (;;) {
+    /* read while it runs (a full terminal would stop it), and after it
+     * ended until the terminal is drained: EIO once no one has the other
+     * end open, or 2 s without output */
+    for (int done = 0, quiet = 0;;) {
+        char spill[4096];
         ssize_t r;
         fd_set rs;
-        struct timeval tv = {0, 200000};
+        struct timeval tv = {0, 100000};
 
+        if (!done && waitpid(pid, &st, WNOHANG) == pid)
+            done = 1;
         FD_ZERO(&rs);
         FD_SET(m, &rs);
-        if (select(m + 1, &rs, NULL, NULL, &tv) <= 0)
-            break;
-        r = read(m, buf + got, cap - 1 - got);
-        if (r <= 0)
-            break;
-        got += (size_t)r;
+        if (select(m + 1, &rs, NULL, NULL, &tv) <= 0) {
+            if (done && ++quiet >= 20)
+                break;
+            continue;
+        }
+        quiet = 0;
+        if (got + 1 < cap)
+            r = read(m, buf + got, cap - 1 - got);
+        else
+            r = read(m, spill, sizeof spill);       /* past 'cap': dropped */
+        if (r <= 0) {
+            if (done)
+                break;
+            gkvt_sleep_ms(10);
+            continue;
+        }
+        if (got + 1 < cap)
+            got += (size_t)r;
     }
     buf[got] = '\0';
     close(m);
