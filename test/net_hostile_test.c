@@ -347,6 +347,54 @@ rhandshake(int s, const char *group, uint32_t rank)
     return sess;
 }
 
+/* The server's "requests" count, asked with a STATS over s as session
+ * sess (the count includes this STATS: handle() counts a request first). */
+static uint64_t
+rrequests(int s, uint64_t sess)
+{
+    static uint64_t req = 900;
+    struct rep r = {0};
+    net_stats *st = malloc(sizeof *st);
+    uint64_t v = 0;
+    int found = 0;
+    net_rd rd;
+
+    assert_non_null(st);
+    assert_int_equal(rcall(s, NET_STATS, sess, req++, NULL, 0, &r), 0);
+    if (r.h.status != 0)
+        fail_msg("stats: %s", r.msg);
+    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(net__dec_stats(&rd, st), 0);
+    for (uint32_t i = 0; i < st->n; i++)
+        if (strcmp(st->kv[i].key, "requests") == 0) {
+            v = st->kv[i].val;
+            found = 1;
+        }
+    assert_true(found);
+    free(st);
+    free(r.pl);
+    return v;
+}
+
+/* Waits (30 s at most) until the server has taken up one more request
+ * than the STATS polls over s (session sess) since rrequests() said
+ * 'before': the request sent on another socket after that call is in a
+ * worker's hands (answered, parked, or being handled), not waiting in
+ * nanomsg's queue. */
+static void
+await_taken(int s, uint64_t sess, uint64_t before)
+{
+    double t0 = gkvt_now_s();
+
+    for (uint64_t polls = 1;; polls++) {
+        if (rrequests(s, sess) > before + polls)
+            return;
+        if (gkvt_now_s() - t0 > 30)
+            fail_msg("the server did not take up a request in 30 s");
+        gkvt_sleep_ms(5);
+    }
+}
+
 /* An "add" push of every element 'v' to rows id..id+n-1 (w floats each);
  * returns the payload length. */
 static size_t
@@ -436,12 +484,15 @@ flood_sessions(int port, const char *group, int n, uint64_t *sess)
  * made now - last_ms wrap around ("nothing heard for
  * 18446744073709551613 ms"), and a live session was dropped (a server
  * without --keep-alive then stops when it was the last). Many sessions
- * make each request hold the lock longer, so the window opens often. */
+ * make each request hold the lock longer, so the window opens often.
+ * The flood's sessions never heart-beat: the lease (600 s) outlasts the
+ * test however slowly the machine runs it; a wrapped difference is ~2^64
+ * ms and expires a session under any lease. */
 static void
 test_lease_not_expired_under_load(void **state)
 {
     struct fx *f = *state;
-    const char *extra[] = {"--keep-alive", "--heartbeat-timeout", "60000",
+    const char *extra[] = {"--keep-alive", "--heartbeat-timeout", "600000",
                            "--threads", "2", NULL};
     enum { NS = 16000, H = 4 };
     uint64_t *sess = calloc(NS, sizeof *sess);
@@ -455,7 +506,7 @@ test_lease_not_expired_under_load(void **state)
     for (int i = 0; i < H; i++)
         s[i] = rsock(f->base, 5000);
     /* the last sessions of the table heart-beat for 8 s, well under the
-     * 60 s lease */
+     * 600 s lease */
     t0 = gkvt_now_s();
     while (gkvt_now_s() - t0 < 8) {
         for (int i = 0; i < H; i++)
@@ -1211,7 +1262,9 @@ test_hello_flood(void **state)
 }
 
 /* A nonce is good for the TTL only; another server's (or an earlier run
- * of this one's) never. GKV_SERVER_NONCE_TTL_MS shortens the TTL. */
+ * of this one's) never. GKV_SERVER_NONCE_TTL_MS shortens the TTL (to 3 s:
+ * the handshakes that must pass come well within it also on a machine that
+ * stalls the test for a second). */
 static void
 test_nonce_expiry_and_origin(void **state)
 {
@@ -1223,7 +1276,7 @@ test_nonce_expiry_and_origin(void **state)
     int s;
 
     make_tensor(f->st, "feat", 4, 100);
-    setenv("GKV_SERVER_NONCE_TTL_MS", "400", 1);
+    setenv("GKV_SERVER_NONCE_TTL_MS", "3000", 1);
     srv = serve(f, extra);
     unsetenv("GKV_SERVER_NONCE_TTL_MS");
     s = rsock(f->base, 5000);
@@ -1232,8 +1285,8 @@ test_nonce_expiry_and_origin(void **state)
     /* without a token, a nonce within its TTL may serve again */
     assert_true(rhs(s, n1, NULL, "job", 0, 0, &r) != 0);
     assert_true(rhs(s, n1, NULL, "job", 1, 0, &r) != 0);
-    usleep(600 * 1000);
-    rhs_refused(s, n0, NULL, GKV_EPERM, "older than 400 ms");
+    usleep(3500 * 1000);
+    rhs_refused(s, n0, NULL, GKV_EPERM, "older than 3000 ms");
     rhello(s, n0);
     assert_true(rhs(s, n0, NULL, "job", 2, 0, &r) != 0);
     nn_close(s);
@@ -1409,7 +1462,7 @@ test_barrier_rejoin_and_stop(void **state)
     net_barrier nb = {2, 1};
     struct gkvt_proc *srv;
     struct rep r = {0};
-    uint64_t a0, a1, a2;
+    uint64_t a0, a1, a2, n;
     int s0, s1, s2;
 
     make_tensor(f->st, "feat", 4, 100);
@@ -1419,14 +1472,19 @@ test_barrier_rejoin_and_stop(void **state)
     a0 = rhandshake(s0, "bar", 0);
     a1 = rhandshake(s1, "bar", 1);
     net__enc_barrier(&w, &nb);
+    /* each barrier below is in the server's hands (STATS counted it)
+     * before the next step: a stalled server must not see them in
+     * another order, or not at all */
+    n = rrequests(s1, a1);
     rsend(s0, NET_BARRIER, a0, 3, b, w.off);
-    gkvt_sleep_ms(100);
+    await_taken(s1, a1, n);
     nn_close(s0);
     s2 = rsock(f->base, 5000);
     a2 = rhandshake(s2, "bar", 0);
     assert_true(a2 != a0);
+    n = rrequests(s1, a1);
     rsend(s2, NET_BARRIER, a2, 4, b, w.off);
-    gkvt_sleep_ms(100);
+    await_taken(s1, a1, n);
     assert_int_equal(rcall(s1, NET_BARRIER, a1, 5, b, w.off, &r), 0);
     assert_int_equal(r.h.status, 0);
     assert_int_equal(rrecv(s2, &r), 0);
@@ -1436,8 +1494,11 @@ test_barrier_rejoin_and_stop(void **state)
     nb.seq = 2;
     w.off = 0;
     net__enc_barrier(&w, &nb);
+    /* a request the workers have not taken up when the server halts is
+     * never answered; one they have is (a parked barrier: EINTR) */
+    n = rrequests(s2, a2);
     rsend(s1, NET_BARRIER, a1, 6, b, w.off);
-    gkvt_sleep_ms(100);
+    await_taken(s2, a2, n);
     kill(srv->pid, SIGTERM);
     assert_int_equal(rrecv(s1, &r), 0);
     assert_int_equal(r.h.status, GKV_EINTR);
@@ -1503,7 +1564,7 @@ test_barrier_resent_after_release(void **state)
      * session's release */
     {
         int g0 = rsock(f->base, 3000), g1 = rsock(f->base, 3000),
-            g1b = rsock(f->base, 600);
+            g1b = rsock(f->base, 3000), brief = 600;
         uint64_t b0 = rhandshake(g0, "bar2", 0), b1 = rhandshake(g1, "bar2", 1),
                  b1b;
         nb.seq = 1;
@@ -1515,6 +1576,8 @@ test_barrier_resent_after_release(void **state)
         assert_int_equal(rrecv(g0, &r), 0);
         b1b = rhandshake(g1b, "bar2", 1);
         assert_true(b1b != b1);
+        /* the barrier that must not be answered: 600 ms for the answer */
+        nn_setsockopt(g1b, NN_SOL_SOCKET, NN_RCVTIMEO, &brief, sizeof brief);
         assert_int_equal(rcall(g1b, NET_BARRIER, b1b, 1, b, w.off, &r), -1);
         nn_close(g0);
         nn_close(g1);

@@ -1341,6 +1341,7 @@ test_concurrent(void **state)
     gkv_client *c;
     pthread_t th[3];
     int64_t ulo, uhi, elo, ehi;
+    double t0;
 
     graph_make(f);
     serve(f, 1, NULL);
@@ -1381,7 +1382,13 @@ test_concurrent(void **state)
     k.ref[1] = &ref[1];
     for (int i = 0; i < 3; i++)
         assert_int_equal(pthread_create(&th[i], NULL, conc_main, &k), 0);
-    for (int round = 0; round < 16; round++) {
+    /* 16 pushes, and more while the samplers have not done 4 samples in
+     * all (they connect first; a slow machine may hold them back): the
+     * samples are taken while the weights change */
+    t0 = gkvt_now_s();
+    for (int round = 0; round < 16 || (atomic_load(&k.ran) < 4 &&
+                                       atomic_load(&k.bad) == 0 &&
+                                       gkvt_now_s() - t0 < 30); round++) {
         NET_OK(gkv_client_push(c, "edge/user:follows:user/w", ids,
                                (size_t)ehi, vals[(round + 1) % 2],
                                (size_t)ehi * 4, NULL));
