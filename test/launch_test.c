@@ -1885,7 +1885,7 @@ test_shutdown_more_servers(void **state)
         "--keep-alive", "--server-name", "lt-more", "--workspace", f->ws,
         "--", g_self, "--child", "env", NULL};
     const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
     pid_t sp[4];
 
     /* three servers, stopped by a --shutdown that says one */
@@ -1945,6 +1945,44 @@ test_shutdown_more_servers(void **state)
     assert_true(wait_gone(sp[1], 30000));
     assert_true(port_closed(f->base));
     assert_true(port_closed(f->base + 1));
+}
+
+/* --shutdown --timeout S gives each server S seconds to answer (5
+ * without it): a server that is stopped (SIGSTOP) is named with the time
+ * it had; once it runs again it is stopped. */
+static void
+test_shutdown_timeout(void **state)
+{
+    struct fx *f = *state;
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "1", "--num-trainers", "1",
+        "--keep-alive", "--server-name", "lt-slow", "--workspace", f->ws,
+        "--", g_self, "--child", "env", NULL};
+    const char *stop1[] = {"--ip-config", f->cfg, "--num-servers", "1",
+        "--shutdown", "--timeout", "1", NULL};
+    const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
+        "--shutdown", "--timeout", "30", NULL};
+    pid_t sp[4];
+
+    pick_ports(f);
+    if (launch_retry(f, args, NULL, 30) != 0) {
+        dump_output(f);
+        fail_msg("launch failed");
+    }
+    assert_int_equal(server_pids(f, sp, 4), 1);
+    track(f, sp[0]);
+    gkvt_stop_proc(sp[0]);
+    assert_int_equal(launch(f, stop1, NULL, 30), 1);
+    if (!out_has(f, "no reply to hello within 1000 ms")) {
+        dump_output(f);
+        fail_msg("the stopped server's 1 s is not named");
+    }
+    assert_true(out_has(f, "the only server was not stopped"));
+    kill(sp[0], SIGCONT);
+    assert_false(pid_gone(sp[0]));
+    assert_int_equal(launch(f, stop, NULL, 30), 0);
+    assert_true(wait_gone(sp[0], 30000));
+    assert_true(port_closed(f->base));
 }
 
 /* --shutdown without the --token-file of servers that need one: each
@@ -2272,6 +2310,7 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_shutdown_more_servers, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_shutdown_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_part_count, setup, teardown),
         cmocka_unit_test_setup_teardown(test_keep_alive_server_args, setup,
                                         teardown),

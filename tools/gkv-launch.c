@@ -125,6 +125,7 @@ struct job {
     unsigned S, T, K, ssh_port;
     int keep_alive, force_ssh, shutdown;
     double timeout_s;
+    int timeout_given;          /* --timeout on the command line */
     const char *sargs[MAX_SARGS];
     int nsargs;
     char **cmd;
@@ -1446,7 +1447,8 @@ usage(FILE *f)
 "                         not applied to persistent servers a launch reuses:\n"
 "                         it says so)\n"
 "  --timeout SEC          how long servers may take to accept connections\n"
-"                         (default 60)\n"
+"                         (default 60); with --shutdown, how long each\n"
+"                         server may take to answer (default 5)\n"
 "  --cluster MODE         auto (default), slurm, mpi or none: how to read\n"
 "                         Slurm or MPI task variables\n"
 "  --shutdown             stop the running servers of the ip_config\n"
@@ -1588,6 +1590,7 @@ parse_args(struct job *j, int argc, char **argv, int *done)
                 return bad_usage("--timeout: '%s' is not a number of seconds "
                                  "in 1..86400", val);
             j->timeout_s = v;
+            j->timeout_given = 1;
             break;
         }
     }
@@ -1837,7 +1840,7 @@ do_shutdown(struct job *j)
     if (j->token_file != NULL && load_token(j, token, sizeof token) != 0)
         return EX_FAIL;
     memset(&o, 0, sizeof o);
-    o.timeout_ms = 5000;
+    o.timeout_ms = j->timeout_given ? (int)(j->timeout_s * 1000) : 5000;
     o.flags = GKV_CLIENT_NO_HEARTBEAT | GKV_CLIENT_OBSERVER;
     snprintf(group, sizeof group, "gkv-launch-stop-%ld", (long)getpid());
     for (unsigned m = 0; m < j->M; m++) {
