@@ -877,7 +877,7 @@ test_keep_alive(void **state)
         "--keep-alive", "--server-name", "lt-persist", "--workspace", f->ws,
         "--", g_self, "--child", "env", NULL};
     const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "2",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
     pid_t sp[4];
     gkv_client *c = NULL;
     gkv_client_opts o;
@@ -1359,7 +1359,7 @@ test_bad_inputs(void **state)
         "--num-servers", "1", "--num-trainers", "1", "--token-file", notok,
         "--", "true", NULL};
     const char *notoks[] = {"--ip-config", f->cfg, "--num-servers", "1",
-        "--shutdown", "--token-file", notok, NULL};
+        "--shutdown", "--token-file", notok, "--timeout", "30", NULL};
     /* 56 characters: GROUP.sampler would be 64, one too many */
     static const char g56[] =
         "g-56-characters-long-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
@@ -1700,7 +1700,7 @@ test_keep_alive_other_store(void **state)
         "--keep-alive", "--server-name", "lt-store", "--workspace", f->ws,
         "--", g_self, "--child", "env", NULL};
     const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
     gkv_store *st = NULL;
     pid_t sp[4];
     char *e;
@@ -1781,7 +1781,7 @@ test_keep_alive_failure(void **state)
         "--keep-alive", "--server-name", "lt-fail", "--workspace", f->ws,
         "--", g_self, "--child", "fail", NULL};
     const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
     pid_t sp[4], t0;
 
     pick_ports(f);
@@ -1846,7 +1846,7 @@ test_shutdown_partial(void **state)
         "--keep-alive", "--server-name", "lt-stop", "--workspace", f->ws,
         "--", g_self, "--child", "env", NULL};
     const char *stop[] = {"--ip-config", cfg2, "--num-servers", "1",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
     pid_t sp[4];
 
     /* a persistent server on machine 0 of a two-machine ip_config only */
@@ -1999,9 +1999,9 @@ test_shutdown_token(void **state)
         "--keep-alive", "--server-name", "lt-tok", "--workspace", f->ws,
         "--", g_self, "--child", "env", NULL};
     const char *stop[] = {"--ip-config", cfg2, "--num-servers", "2",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
     const char *stop_tok[] = {"--ip-config", cfg2, "--num-servers", "2",
-        "--shutdown", "--token-file", tok, NULL};
+        "--shutdown", "--token-file", tok, "--timeout", "30", NULL};
     pid_t sp[8];
     char *o, *e;
 
@@ -2094,7 +2094,7 @@ test_keep_alive_server_args(void **state)
         "--server-arg", "emb*",
         "--", g_self, "--child", "env", NULL};
     const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
     pid_t sp[4];
     char *o;
 
@@ -2145,7 +2145,7 @@ test_ip_config_unresolvable(void **state)
         "--num-servers", "1", "--num-trainers", "1", "--workspace", f->ws,
         "--", g_self, "--child", "env", NULL};
     const char *stop[] = {"--ip-config", cfg2, "--num-servers", "1",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
 
     pick_ports(f);
     snprintf(cfg2, sizeof cfg2, "%s/ip-bad.txt", f->dir);
@@ -2185,9 +2185,9 @@ test_shutdown_none_answer(void **state)
     struct fx *f = *state;
     char cfg2[PATH_MAX + 16];
     const char *stop2[] = {"--ip-config", cfg2, "--num-servers", "1",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
     const char *stop1[] = {"--ip-config", f->cfg, "--num-servers", "1",
-        "--shutdown", NULL};
+        "--shutdown", "--timeout", "30", NULL};
     char *e;
 
     pick_ports(f);
