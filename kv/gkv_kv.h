@@ -293,18 +293,29 @@ GKV_API gkv_err gkv_handler_register(gkv_store *s, const char *name,
  *   "adagrad" s += g*g; row -= lr * g / (sqrt(s) + eps)
  *   "adam"    t += 1; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g*g;
  *             row -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
- * For the optimizers, 'in' is the gradient g, duplicate IDs have their
- * gradients summed first, and the step is taken once per distinct ID (as
- * DGL's sparse optimizers and PyTorch's sparse Adam do). Optimizers need a
+ * For the optimizers, 'in' is the gradient g. The copies of an ID in one
+ * push have their gradients averaged and the row takes one step, as DGL's
+ * sparse optimizers do (dgl.distributed.optim and dgl.optim: unique IDs,
+ * index_add_, divide by the count); with flag GKV_PUSH_DUPS_SUM they are
+ * summed instead (a coalesced PyTorch sparse gradient, as
+ * torch.optim.SparseAdam takes). Each push is one step: two pushes of an ID
+ * (two trainers each pushing their gradient of it) take two steps, where
+ * DGL's distributed optimizers exchange the trainers' gradients and step
+ * once on their mean. Adagrad's eps is outside the square root, as in
+ * dgl.distributed.optim.SparseAdagrad (dgl.optim.SparseAdagrad divides by
+ * sqrt(s + eps)). Optimizers need a
  * floating dtype (f32, f64, f16, bf16; math in f32 or f64). Their state lives
  * in companion tensors NAME#adagrad_s, NAME#adam_m, NAME#adam_v and
  * NAME#adam_t (i64, the per-row step count; the others are f32, or f64 for
  * an f64 tensor), created on first use and updated in
  * the same transaction as the rows. Defaults when 0: lr 0.01, eps 1e-10
- * (adagrad) or 1e-8 (adam), beta1 0.9, beta2 0.999. */
+ * (adagrad) or 1e-8 (adam), beta1 0.9, beta2 0.999 (so beta1 0 cannot be
+ * asked for: give 1e-300). Unknown flags: GKV_EINVAL. */
+#define GKV_PUSH_DUPS_SUM 0x1u   /* optimizers: sum the copies' gradients */
 typedef struct gkv_push_args {
     const char *handler;  /* NULL = "assign" */
     double lr, eps, beta1, beta2;
+    unsigned flags;       /* GKV_PUSH_*; 0: DGL's behaviour */
 } gkv_push_args;
 
 /* Scatters rows[i] (row_bytes each) to global IDs ids[i] with the handler.

@@ -306,6 +306,8 @@ typedef struct kv_push {
     size_t rows_len;
     enum kv_hkind kind;
     double lr, eps, b1, b2;
+    int dups_sum;             /* GKV_PUSH_DUPS_SUM: copies' gradients summed,
+                               * else averaged */
     gkv_push_fn fn;
     void *ctx;
 } kv_push;

@@ -1014,7 +1014,8 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                                 (unsigned long long)id, gkv_strerror(rc));
             break;
         default: {
-            /* sum the gradients of every copy of this ID, step once */
+            /* average (or sum) the gradients of every copy of this ID,
+             * step once */
             unsigned char *sp[3] = {NULL, NULL, NULL};
             size_t f = i;
 
@@ -1031,6 +1032,9 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                         g[j] += elem_load(r->dtype, gi, j);
                 }
             }
+            if (f - i > 1 && !a->dups_sum)
+                for (uint64_t j = 0; j < r->row_elems; j++)
+                    g[j] /= (double)(f - i);
             for (size_t k = 0; k < nst; k++)
                 sp[k] = sbase[k] + (id - base_id) * st[k].row_bytes;
             if (a->kind == KV_H_ADAM && nst == 3) {
@@ -1485,6 +1489,10 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
     a.eps = args && args->eps != 0 ? args->eps : (a.kind == KV_H_ADAM ? 1e-8 : 1e-10);
     a.b1 = args && args->beta1 != 0 ? args->beta1 : 0.9;
     a.b2 = args && args->beta2 != 0 ? args->beta2 : 0.999;
+    if (args != NULL && (args->flags & ~GKV_PUSH_DUPS_SUM) != 0)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': unknown push flags 0x%x",
+                        name, args->flags & ~GKV_PUSH_DUPS_SUM);
+    a.dups_sum = args != NULL && (args->flags & GKV_PUSH_DUPS_SUM) != 0;
     /* only the optimizers read them: assign, add and a registered handler
      * ignore them, whatever they are */
     if ((a.kind == KV_H_SGD || a.kind == KV_H_ADAGRAD || a.kind == KV_H_ADAM) &&

@@ -89,6 +89,7 @@ struct part {
     size_t row_bytes;
     const char *handler;
     double opt[4];
+    unsigned pflags;               /* push: GKV_PUSH_* */
     const void *arg;               /* other requests' fields */
     unsigned char *dst;            /* pull: where rows go (same indexing) */
     void *out;                     /* small replies: decoded here */
@@ -1800,8 +1801,8 @@ done_pull(gkv_client *c, struct part *p, net_rd *rd)
 static void
 penc_push(net_wr *w, const struct part *p)
 {
-    net__enc_push_req(w, p->name, p->handler, p->opt, p->row_bytes, p->ids,
-                      p->rows, p->idx, p->n);
+    net__enc_push_req(w, p->name, p->handler, p->pflags, p->opt, p->row_bytes,
+                      p->ids, p->rows, p->idx, p->n);
 }
 
 static gkv_err
@@ -2164,6 +2165,9 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
     if (strlen(handler) > 63)
         return net__fail(GKV_EHANDLER, "push: handler name '%.80s' is longer "
                          "than 63 bytes", handler);
+    if (args != NULL && (args->flags & ~GKV_PUSH_DUPS_SUM) != 0)
+        return net__fail(GKV_EINVAL, "push to tensor '%.64s': unknown push "
+                         "flags 0x%x", name, args->flags & ~GKV_PUSH_DUPS_SUM);
     if (strchr(name, '#') != NULL && handler[0] != '\0' &&
         strcmp(handler, "assign") != 0)
         return net__fail(GKV_EINVAL, "optimizer state '%.64s': only assign "
@@ -2274,6 +2278,7 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
             p->opt[1] = args->eps;
             p->opt[2] = args->beta1;
             p->opt[3] = args->beta2;
+            p->pflags = args->flags;
         }
     }
     rc = exchange(c, pl.p, pl.n, deadline);

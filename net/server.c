@@ -1410,6 +1410,7 @@ op_push(gkv_server *s, struct req *r)
     pa.eps = pq.eps;
     pa.beta1 = pq.beta1;
     pa.beta2 = pq.beta2;
+    pa.flags = pq.flags;
     rc = gkv_tensor_push(s->sv_store, pq.name, ids, (size_t)pq.n, rows,
                          (size_t)(pq.n * pq.row_bytes), &pa);
     if (rc != GKV_OK) {

@@ -643,7 +643,7 @@ net__dec_pull_rep(net_rd *r, net_pull_rep *o)
 
 void
 net__enc_push_req(net_wr *w, const char *name, const char *handler,
-                  const double opt[4], size_t row_bytes, const uint64_t *ids,
+                  unsigned flags, const double opt[4], size_t row_bytes, const uint64_t *ids,
                   const void *rows, const size_t *idx, size_t n)
 {
     const unsigned char *rw = rows;
@@ -671,6 +671,7 @@ net__enc_push_req(net_wr *w, const char *name, const char *handler,
             for (size_t j = 0; j < n; j++)
                 memcpy(p + j * row_bytes, rw + idx[j] * row_bytes, row_bytes);
     }
+    net__wr_u8(w, (uint8_t)flags);
 }
 
 int
@@ -693,6 +694,9 @@ net__dec_push_req(net_rd *r, net_push_req *o)
         rd_fail(r, "push: rows of 0 bytes");
     if (!r->err)
         o->rows = net__rd_arr(r, o->n * o->row_bytes, 1, "push.rows");
+    o->flags = net__rd_u8(r, "push.flags");
+    if (!r->err && (o->flags & ~GKV_PUSH_DUPS_SUM) != 0)
+        rd_fail(r, "push: unknown flags 0x%x", o->flags);
     return done(r);
 }
 

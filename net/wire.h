@@ -240,6 +240,7 @@ typedef struct net_push_req {
     uint64_t row_bytes, n;
     const unsigned char *ids;         /* n x u64 */
     const unsigned char *rows;        /* n x row_bytes */
+    uint8_t flags;                    /* GKV_PUSH_* */
 } net_push_req;
 
 typedef struct net_create_req {
@@ -419,6 +420,7 @@ void net__enc_hs_req(net_wr *w, const net_hs_req *o);
 void net__enc_pull_req(net_wr *w, const char *name, const uint64_t *ids,
                        const size_t *idx, size_t n);
 void net__enc_push_req(net_wr *w, const char *name, const char *handler,
+                       unsigned flags,
                        const double opt[4], size_t row_bytes,
                        const uint64_t *ids, const void *rows,
                        const size_t *idx, size_t n);

@@ -120,7 +120,7 @@ static void
 populate(gkv_store *s)
 {
     gkv_tensor_spec sp;
-    gkv_push_args ag = {"adagrad", 0, 0, 0, 0}, am = {"adam", 0, 0, 0, 0};
+    gkv_push_args ag = {"adagrad", 0, 0, 0, 0, 0}, am = {"adam", 0, 0, 0, 0, 0};
     uint64_t ids[4] = {3, 9, 3, 1000};
     float g[4 * 4];
     int64_t c[50 * 2];
@@ -300,7 +300,7 @@ static gkv_err
 op_push(gkv_store *s, void *arg, int twin)
 {
     struct push_op *p = arg;
-    gkv_push_args pa = {p->handler, 0.05, 0, 0, 0};
+    gkv_push_args pa = {p->handler, 0.05, 0, 0, 0, 0};
 
     (void)twin;
     return gkv_tensor_push(s, p->name, p->ids, p->n, p->rows, p->rows_len, &pa);
@@ -574,7 +574,7 @@ test_open_and_register(void **state)
         for (int j = 0; j < 16; j++)
             in[j] = j % 2 ? 5.0f : -5.0f;
         GKVT_OK(gkv_tensor_push(s, "feat", &id, 1, in, sizeof in,
-                                &(gkv_push_args){"max", 0, 0, 0, 0}));
+                                &(gkv_push_args){"max", 0, 0, 0, 0, 0}));
         GKVT_OK(gkv_tensor_pull(s, NULL, "feat", &id, 1, got, sizeof got));
         for (int j = 0; j < 16; j++)
             assert_true(got[j] == (j % 2 ? 5.0f : before[j]));

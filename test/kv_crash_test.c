@@ -137,7 +137,7 @@ step_make(const struct model *m, uint32_t i, struct step *st)
 static gkv_err
 step_store(gkv_store *s, const struct step *st)
 {
-    gkv_push_args pa = {NULL, LR, EPS, 0, 0};
+    gkv_push_args pa = {NULL, LR, EPS, 0, 0, 0};
     gkv_tensor_spec sp;
 
     switch (st->op) {
@@ -163,7 +163,7 @@ step_store(gkv_store *s, const struct step *st)
 
 /* Applies call st to the model, as the store defines it: assign in request
  * order (the last duplicate wins), add in request order in f32, adagrad
- * with duplicate gradients summed and one step per distinct ID, the state
+ * with duplicate gradients averaged and one step per distinct ID, the state
  * kept in f32 and read back as stored. */
 static void
 step_model(struct model *m, const struct step *st)
@@ -191,21 +191,21 @@ step_model(struct model *m, const struct step *st)
         break;
     case OP_ADAGRAD: {
         static double g[EMB_ROWS][EMB_W];
-        static unsigned char seen[EMB_ROWS];
+        static size_t seen[EMB_ROWS];
 
         memset(seen, 0, sizeof seen);
         for (size_t p = 0; p < st->n; p++) {
             uint64_t id = st->ids[p];
-            if (!seen[id]) {
-                seen[id] = 1;
+            if (!seen[id]++)
                 memset(g[id], 0, sizeof g[id]);
-            }
             for (size_t j = 0; j < EMB_W; j++)
                 g[id][j] += st->rows[p * EMB_W + j];
         }
         for (uint64_t id = 0; id < EMB_ROWS; id++) {
             if (!seen[id])
                 continue;
+            for (size_t j = 0; j < EMB_W; j++)
+                g[id][j] /= (double)seen[id];
             for (size_t j = 0; j < EMB_W; j++) {
                 float *w = &m->emb[id * EMB_W + j], *s = &m->emb_s[id * EMB_W + j];
                 double ss = (double)*s + g[id][j] * g[id][j];
@@ -807,7 +807,7 @@ fdatasync(int fd)
 static void
 child_count(const char *dir, int adds, int at_meta, int fd)
 {
-    gkv_push_args add = {"add", 0, 0, 0, 0};
+    gkv_push_args add = {"add", 0, 0, 0, 0, 0};
     uint64_t id = 0;
     int64_t one = 1;
     gkv_store *s;

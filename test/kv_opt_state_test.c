@@ -163,7 +163,7 @@ static void
 rounds(gkv_store *s, const char *name, const char *opt, gkv_dtype dt,
        uint64_t seed, int k)
 {
-    gkv_push_args pa = {opt, 0.05, 0, 0, 0};
+    gkv_push_args pa = {opt, 0.05, 0, 0, 0, 0};
     uint64_t rs = seed, ids[NP];
     double g[NP * W];
     float gf[NP * W];
@@ -418,7 +418,7 @@ test_reset_then_fresh_adam(void **state)
 {
     char *dir = gkvt_mkdtemp("optrs");
     const double lr = 0.03, eps = 1e-6, b1 = 0.8, b2 = 0.99;
-    gkv_push_args pa = {"adam", lr, eps, b1, b2};
+    gkv_push_args pa = {"adam", lr, eps, b1, b2, 0};
 
     (void)state;
     for (int wb = 0; wb < 2; wb++) {
@@ -589,19 +589,21 @@ grad_store(gkv_dtype dt, unsigned char *b, size_t k, double v)
 }
 
 /* An optimizer push with an ID given several times steps that row once,
- * with the sum of its gradients: the same bytes (tensor and state) as one
- * push of each ID with the gradients summed beforehand. f64, f16 and bf16
- * take the general (not f32) summing loop; the gradients are multiples of
- * 1/4, so every sum is exact in each dtype and the order of summing does
- * not matter. Plain and write-back mode, two pushes (adam's second step). */
+ * with the mean of its gradients (as DGL's sparse optimizers), or their sum
+ * with GKV_PUSH_DUPS_SUM: the same bytes (tensor and state) as one push of
+ * each ID with the gradients averaged (summed) beforehand. f64, f16 and
+ * bf16 take the general (not f32) summing loop; the gradients are
+ * multiples of 1/4 and the copies 1, 2 or 4, so every sum and mean is
+ * exact in each dtype and the order of summing does not matter. Plain and
+ * write-back mode, two pushes (adam's second step). */
 static void
 test_duplicate_ids_sum_gradients(void **state)
 {
-    enum { ND = 11, NU = 5 };
+    enum { ND = 13, NU = 5 };
     /* unique IDs and how many copies each has in the push; the last is
      * given once (control) */
     static const uint64_t uid[NU] = {LO + 3, LO + 7, LO + 700, LO + 9, LO + 1400};
-    static const int copies[NU] = {3, 2, 2, 3, 1};
+    static const int copies[NU] = {4, 2, 2, 4, 1};
     static const gkv_dtype dts[3] = {GKV_F64, GKV_F16, GKV_BF16};
     static const char *const opts[3] = {"sgd", "adagrad", "adam"};
     char *dir = gkvt_mkdtemp("optdup");
@@ -617,7 +619,7 @@ test_duplicate_ids_sum_gradients(void **state)
             gkv_dtype dt = dts[t];
             size_t es = dt == GKV_F64 ? 8 : 2, rb = W * es;
             gkv_tensor_spec sp = spec(dt);
-            unsigned char gd[ND * W * 8], gp[NU * W * 8];
+            unsigned char gd[ND * W * 8], gp[2][NU * W * 8];
             uint64_t ids[ND];
             double sum[NU][W];
             int n = 0;
@@ -625,7 +627,7 @@ test_duplicate_ids_sum_gradients(void **state)
             /* the push with copies, in an order that interleaves them,
              * and the sums (computed in double: exact) */
             memset(sum, 0, sizeof sum);
-            for (int c = 0; c < 3; c++)
+            for (int c = 0; c < 4; c++)
                 for (int u = 0; u < NU; u++) {
                     if (c >= copies[u])
                         continue;
@@ -639,16 +641,23 @@ test_duplicate_ids_sum_gradients(void **state)
                 }
             assert_int_equal(n, ND);
             for (int u = 0; u < NU; u++)
-                for (int j = 0; j < W; j++)
-                    grad_store(dt, gp + (size_t)u * rb, (size_t)j, sum[u][j]);
-            for (int o = 0; o < 3; o++) {
-                gkv_push_args pa = {opts[o], 0.05, 0, 0, 0};
+                for (int j = 0; j < W; j++) {
+                    grad_store(dt, gp[0] + (size_t)u * rb, (size_t)j,
+                               sum[u][j] / copies[u]);
+                    grad_store(dt, gp[1] + (size_t)u * rb, (size_t)j, sum[u][j]);
+                }
+            for (int om = 0; om < 6; om++) {
+                int o = om % 3, mode = om / 3;
+                gkv_push_args pa = {opts[o], 0.05, 0, 0, 0,
+                                    mode ? GKV_PUSH_DUPS_SUM : 0};
                 char dn[64], pn[64];
                 struct fam fd, fp, f0;
                 int which;
 
-                snprintf(dn, sizeof dn, "dup_%s_%s", gkv_dtype_name(dt), opts[o]);
-                snprintf(pn, sizeof pn, "sum_%s_%s", gkv_dtype_name(dt), opts[o]);
+                snprintf(dn, sizeof dn, "dup%d_%s_%s", mode, gkv_dtype_name(dt),
+                         opts[o]);
+                snprintf(pn, sizeof pn, "one%d_%s_%s", mode, gkv_dtype_name(dt),
+                         opts[o]);
                 GKVT_OK(gkv_tensor_create(s, dn, &sp));
                 GKVT_OK(gkv_tensor_create(s, pn, &sp));
                 if (wb) {
@@ -661,14 +670,15 @@ test_duplicate_ids_sum_gradients(void **state)
                 fam_free(&fp);
                 for (int k = 0; k < 2; k++) {
                     GKVT_OK(gkv_tensor_push(s, dn, ids, ND, gd, ND * rb, &pa));
-                    GKVT_OK(gkv_tensor_push(s, pn, uid, NU, gp, NU * rb, &pa));
+                    GKVT_OK(gkv_tensor_push(s, pn, uid, NU, gp[mode], NU * rb,
+                                            &pa));
                 }
                 fd = fam_get(s, NULL, dn);
                 fp = fam_get(s, NULL, pn);
                 if (!fam_eq(&fd, &fp, &which))
-                    fail_msg("%s %s%s: duplicate IDs differ from summed "
+                    fail_msg("%s %s%s: duplicate IDs differ from %s "
                              "gradients", gkv_dtype_name(dt), opts[o],
-                             fam_suf[which]);
+                             fam_suf[which], mode ? "summed" : "averaged");
                 /* the pushes moved the rows (so equal bytes mean something) */
                 assert_memory_not_equal(fd.b[0] + (uid[0] - LO) * rb,
                                         f0.b[0] + (uid[0] - LO) * rb, rb);
@@ -851,7 +861,7 @@ test_bad_input_changes_nothing(void **state)
             static const char *const hs[] = {"add", "sgd", "adagrad", "adam",
                                              "mul", "nosuch"};
             for (size_t h = 0; h < sizeof hs / sizeof *hs; h++) {
-                gkv_push_args pa = {hs[h], 0.05, 0, 0, 0};
+                gkv_push_args pa = {hs[h], 0.05, 0, 0, 0, 0};
                 BAD(gkv_tensor_push(s, "emb#adam_m", ids, 8, rows, sizeof rows,
                                     &pa), GKV_EINVAL, "optimizer state");
             }
@@ -1012,7 +1022,7 @@ test_step_count_max(void **state)
         uint64_t ids[2] = {LO + 7, LO + 8}, id9 = LO + 9;
         int64_t big[2] = {INT64_MAX - 2, INT64_MAX}, back[2];
         float g[2 * W];
-        gkv_push_args adam = {"adam", 0, 0, 0, 0};
+        gkv_push_args adam = {"adam", 0, 0, 0, 0, 0};
         gkv_tensor_desc d;
         struct fam r0, r1, s0, s1;
         gkv_store *s;
@@ -1123,7 +1133,7 @@ test_foreign_companion_refused(void **state)
     gkv_tensor_spec sp = spec(GKV_F32), one = spec(GKV_F32);
     uint64_t ids[3] = {LO, LO + 1, LO + N - 1};
     float g[3 * W];
-    gkv_push_args adam = {"adam", 0, 0, 0, 0};
+    gkv_push_args adam = {"adam", 0, 0, 0, 0, 0};
     struct fam f0, f1;
     gkv_store *s;
     gkv_err rc;
@@ -1284,9 +1294,9 @@ test_family_cursor_error(void **state)
     s = open_store(dir, "s");
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
     GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
-                            &(gkv_push_args){"adam", 0, 0, 0, 0}));
+                            &(gkv_push_args){"adam", 0, 0, 0, 0, 0}));
     GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
-                            &(gkv_push_args){"adagrad", 0, 0, 0, 0}));
+                            &(gkv_push_args){"adagrad", 0, 0, 0, 0, 0}));
     for (int i = 0; i < FILL; i++) {
         char n[32];
         snprintf(n, sizeof n, "t!%03d", i);
@@ -1334,7 +1344,7 @@ test_state_over_limits(void **state)
 {
     char *dir = gkvt_mkdtemp("optlim");
     gkv_tensor_spec sp = {0};
-    gkv_push_args adam = {"adam", 0, 0, 0, 0};
+    gkv_push_args adam = {"adam", 0, 0, 0, 0, 0};
     uint16_t g[512], before[512], after[512];
     uint64_t id = 3;
     gkv_tensor_desc d;

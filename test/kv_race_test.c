@@ -54,7 +54,7 @@ other_process(enum hook_act act)
     gkv_store *s2;
     uint64_t id = 5;
     float g[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    gkv_push_args adam = {"adam", 0, 0, 0, 0};
+    gkv_push_args adam = {"adam", 0, 0, 0, 0, 0};
     pid_t pid;
 
     fflush(NULL);
@@ -154,7 +154,7 @@ copy_geometry_ok(gkv_store *s, const char *name)
     pthread_rwlock_unlock(&s->st_wb_lock);
 }
 
-static const gkv_push_args g_adam = {"adam", 0, 0, 0, 0};
+static const gkv_push_args g_adam = {"adam", 0, 0, 0, 0, 0};
 
 /* Ends the write-back of t (its stop must give 'stop'), checks the store,
  * closes it and removes dir. */

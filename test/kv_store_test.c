@@ -602,7 +602,7 @@ test_push_assign_last_wins_add_sums(void **state)
     static int64_t ref[N * W], in[P * W], got[N * W];
     static uint64_t ids[P];
     uint64_t seed = gkvt_seed() ^ 11;
-    gkv_push_args add = {"add", 0, 0, 0, 0};
+    gkv_push_args add = {"add", 0, 0, 0, 0, 0};
 
     sp.chunk_rows = 13;
     GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
@@ -635,7 +635,7 @@ test_push_add_halves_and_bytes(void **state)
                       gkv_f32_to_f16(0.25f), gkv_f32_to_f16(4.0f)};
     uint16_t out[2];
     uint64_t ids[2] = {3, 3};
-    gkv_push_args add = {"add", 0, 0, 0, 0};
+    gkv_push_args add = {"add", 0, 0, 0, 0, 0};
     uint8_t b[2] = {250, 10};
 
     GKVT_OK(gkv_tensor_create(f->s, "h", &sp));
@@ -708,7 +708,7 @@ i_case(gkv_store *s, const char *name, gkv_dtype dt, const struct iadd *c,
     }
     GKVT_OK(gkv_tensor_push(s, name, ids, 1, v, sz, NULL));
     GKVT_OK(gkv_tensor_push(s, name, ids, (size_t)c->nin, in, c->nin * sz,
-                            &(gkv_push_args){"add", 0, 0, 0, 0}));
+                            &(gkv_push_args){"add", 0, 0, 0, 0, 0}));
     got = i_get(s, name, dt);
     if (got != c->want)
         fail_msg("%s: %s: %lld + %lld%s = %lld, expected %lld", where, name,
@@ -804,7 +804,7 @@ test_pull_read_null_args(void **state)
 
     GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
     GKVT_OK(gkv_tensor_push(f->s, "t", ids, 1, g, sizeof g,
-                            &(gkv_push_args){"adam", 0, 0, 0, 0}));
+                            &(gkv_push_args){"adam", 0, 0, 0, 0, 0}));
     for (int wb = 0; wb < 2; wb++) {
         static const char *const names[] = {"t", "t#adam_m"};
 
@@ -871,21 +871,28 @@ test_optimizers_match_reference(void **state)
     const char *opts[] = {"sgd", "adagrad", "adam"};
     uint64_t seed = gkvt_seed() ^ 23;
 
-    for (int o = 0; o < 3; o++) {
+    /* o: the optimizer; mode 0 (DGL: the copies' gradients averaged) and
+     * 1 (GKV_PUSH_DUPS_SUM) */
+    for (int om = 0; om < 6; om++) {
         static float w[N * E], s1[N * E], s2[N * E], in[P * E], got[N * E];
         static int64_t t[N];
         static uint64_t ids[P];
+        int o = om % 3, mode = om / 3;
         gkv_tensor_spec sp = gkvt_spec(GKV_F32, E, 0, N);
-        gkv_push_args pa = {opts[o], 0.05, 0, 0, 0};
+        gkv_push_args pa = {opts[o], 0.05, 0, 0, 0,
+                            mode ? GKV_PUSH_DUPS_SUM : 0};
         double eps = o == 2 ? 1e-8 : 1e-10;
+        char name[32], tname[48];
+
+        snprintf(name, sizeof name, "%s%d", opts[o], mode);
 
         sp.init = GKV_INIT_UNIFORM;
         sp.a = -1;
         sp.b = 1;
         sp.seed = 3;
         sp.flags = GKV_TENSOR_HOT;
-        GKVT_OK(gkv_tensor_create(f->s, opts[o], &sp));
-        GKVT_OK(gkv_tensor_read(f->s, NULL, opts[o], 0, N, w, sizeof w));
+        GKVT_OK(gkv_tensor_create(f->s, name, &sp));
+        GKVT_OK(gkv_tensor_read(f->s, NULL, name, 0, N, w, sizeof w));
         memset(s1, 0, sizeof s1);
         memset(s2, 0, sizeof s2);
         memset(t, 0, sizeof t);
@@ -897,25 +904,31 @@ test_optimizers_match_reference(void **state)
             memset(seen, 0, sizeof seen);
             for (int i = 0; i < P; i++) {
                 ids[i] = gkvt_rand(&seed) % N;
-                seen[ids[i]] = 1;
+                seen[ids[i]]++;
                 for (int j = 0; j < E; j++) {
                     in[i * E + j] = (float)((double)(gkvt_rand(&seed) % 2001) / 1000.0 - 1.0);
                     gsum[ids[i] * E + j] += in[i * E + j];
                 }
             }
-            /* duplicates: gradients summed, one step per distinct ID */
+            /* duplicates: gradients averaged (or summed), one step per
+             * distinct ID */
             for (int r = 0; r < N; r++)
-                if (seen[r])
+                if (seen[r]) {
+                    if (mode == 0)
+                        for (int j = 0; j < E; j++)
+                            gsum[r * E + j] /= seen[r];
                     ref_step(opts[o], w + r * E, s1 + r * E, s2 + r * E, t + r,
                              gsum + r * E, E, 0.05, eps, 0.9, 0.999);
-            GKVT_OK(gkv_tensor_push(f->s, opts[o], ids, P, in, sizeof in, &pa));
-            GKVT_OK(gkv_tensor_read(f->s, NULL, opts[o], 0, N, got, sizeof got));
+                }
+            GKVT_OK(gkv_tensor_push(f->s, name, ids, P, in, sizeof in, &pa));
+            GKVT_OK(gkv_tensor_read(f->s, NULL, name, 0, N, got, sizeof got));
             for (int i = 0; i < N * E; i++)
                 assert_true(fabsf(got[i] - w[i]) <= 1e-5f * (1 + fabsf(w[i])));
         }
         if (o == 2) {
             int64_t tt[N];
-            GKVT_OK(gkv_tensor_read(f->s, NULL, "adam#adam_t", 0, N, tt, sizeof tt));
+            snprintf(tname, sizeof tname, "%s#adam_t", name);
+            GKVT_OK(gkv_tensor_read(f->s, NULL, tname, 0, N, tt, sizeof tt));
             assert_memory_equal(tt, t, sizeof tt);
         }
     }
@@ -925,10 +938,10 @@ test_optimizers_match_reference(void **state)
         GKVT_OK(gkv_tensor_list(f->s, NULL, 1, &v, &n));
         for (size_t i = 0; i < n; i++)
             nstate += v[i].is_state;
-        assert_int_equal(nstate, 4);    /* adagrad_s, adam_m, adam_v, adam_t */
+        assert_int_equal(nstate, 8);    /* adagrad_s, adam_m, adam_v, adam_t */
         gkv_free(v);
         GKVT_OK(gkv_tensor_list(f->s, NULL, 0, &v, &n));
-        assert_int_equal(n, 3);
+        assert_int_equal(n, 6);
         gkv_free(v);
     }
     GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
@@ -957,7 +970,7 @@ test_custom_handler_and_rollback(void **state)
     gkv_tensor_spec sp = gkvt_spec(GKV_F32, 2, 0, 100);
     float in[6] = {5, -5, 7, 1, 3, 9}, out[4], before[200], after[200];
     uint64_t ids[3] = {4, 4, 50};
-    gkv_push_args pa = {"max", 0, 0, 0, 0};
+    gkv_push_args pa = {"max", 0, 0, 0, 0, 0};
     int calls = 0;
 
     GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
@@ -985,7 +998,7 @@ test_push_bad_input_changes_nothing(void **state)
 {
     struct fx *f = *state;
     gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 1000);
-    gkv_push_args adam = {"adam", 0, 0, 0, 0}, bad = {"add", 0, 0, 0, 0};
+    gkv_push_args adam = {"adam", 0, 0, 0, 0, 0}, bad = {"add", 0, 0, 0, 0, 0};
     static float in[100 * 4];
     uint64_t ids[100];
     size_t len, len2;
@@ -1015,6 +1028,11 @@ test_push_bad_input_changes_nothing(void **state)
     bad.handler = "sgd";
     assert_int_equal(gkv_tensor_push(f->s, "t", ids, 100, in, sizeof in, &bad), GKV_EINVAL);
     assert_non_null(strstr(gkv_store_errmsg(f->s), "bad optimizer parameters"));
+    adam.flags = 0x6;
+    assert_int_equal(gkv_tensor_push(f->s, "t", ids, 100, in, sizeof in, &adam),
+                     GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "unknown push flags 0x6"));
+    adam.flags = 0;
     b1 = dump(f->s, "t", &len2);
     assert_memory_equal(b0, b1, len);
     free(b1);
@@ -1041,7 +1059,7 @@ test_delete_reuses_space_and_rename(void **state)
     struct fx *f = *state;
     gkv_tensor_spec sp = gkvt_spec(GKV_F32, 64, 0, 20000);
     gkv_store_stat st;
-    gkv_push_args ag = {"adagrad", 0, 0, 0, 0};
+    gkv_push_args ag = {"adagrad", 0, 0, 0, 0, 0};
     uint64_t used_after_first = 0, id = 7;
     float row[64] = {1}, got[64];
     gkv_tensor_desc d;
@@ -1838,7 +1856,7 @@ test_stat_prefault_sync(void **state)
     struct fx *f = *state;
     gkv_tensor_spec sp = gkvt_spec(GKV_F64, 8, 0, 1000);
     gkv_store_stat st;
-    gkv_push_args ad = {"adagrad", 0, 0, 0, 0};
+    gkv_push_args ad = {"adagrad", 0, 0, 0, 0, 0};
     uint64_t id = 3;
     double row[8] = {1};
 

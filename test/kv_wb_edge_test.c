@@ -298,7 +298,7 @@ do_op(gkv_store *s, struct failctx *f, const char *name, geo g, int kind,
         } while (rc == GKV_EBUSY);
         GKVT_OK(rc);
     } else {
-        gkv_push_args pa = {op_handler[kind], 0.05, 0, 0, 0};
+        gkv_push_args pa = {op_handler[kind], 0.05, 0, 0, 0, 0};
 
         f->count = 0;
         f->fail_at = 1 + (int)(gkvt_rand(rs) % n);
@@ -1011,7 +1011,7 @@ test_adv_replaced_tensor_state_untouched(void **state)
     {
         uint64_t ids[50];
         float rows[50 * 8];
-        gkv_push_args pa = {"adagrad", 0.05, 0, 0, 0};
+        gkv_push_args pa = {"adagrad", 0.05, 0, 0, 0, 0};
         gkv_err prc;
 
         for (size_t i = 0; i < 50; i++) {
@@ -1058,7 +1058,7 @@ test_adv_replaced_tensor_state_geometry(void **state)
     gkv_tensor_spec sp = mkspec(g);
     uint64_t rs = gkvt_seed() ^ 0xad05, id = LO + 2990;
     struct failctx f = {0, 0};
-    gkv_push_args pa = {"adagrad", 0.05, 0, 0, 0};
+    gkv_push_args pa = {"adagrad", 0.05, 0, 0, 0, 0};
     float row[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     const kv_mirror *m0, *m1;
     int st = 0, bad;

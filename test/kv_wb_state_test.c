@@ -129,7 +129,7 @@ optim_both(gkv_store *s, uint64_t *rs, const char *a, const char *b)
     float rows[200 * W];
 
     for (int k = 0; k < 4; k++) {
-        gkv_push_args pa = {hs[k % 2], 0.05, 0, 0, 0};
+        gkv_push_args pa = {hs[k % 2], 0.05, 0, 0, 0, 0};
         rand_rows(rs, ids, rows, 200);
         ids[150] = ids[3];                           /* a duplicate */
         GKVT_OK(gkv_tensor_push(s, a, ids, 200, rows, sizeof rows, &pa));
@@ -197,7 +197,7 @@ test_state_writes_refused(void **state)
         snprintf(n, sizeof n, "t%s", suffixes[i]);
         GKVT_OK(gkv_tensor_info(s, NULL, n, &d));
         for (size_t h = 0; h < sizeof hs / sizeof *hs; h++) {
-            gkv_push_args pa = {hs[h], 0.05, 0, 0, 0};
+            gkv_push_args pa = {hs[h], 0.05, 0, 0, 0, 0};
             assert_int_equal(gkv_tensor_push(s, n, ids, 50, rows,
                                              50 * d.row_bytes, &pa),
                              GKV_EINVAL);
@@ -263,7 +263,7 @@ test_tensor_writes_to_copy(void **state)
     GKVT_OK(gkv_writeback_start(s, "t", 100000));
     b0 = family_stored(s, "t", &l0);
     for (int round = 0; round < 18; round++) {
-        gkv_push_args pa = {hs[round % 6], 0.05, 0, 0, 0};
+        gkv_push_args pa = {hs[round % 6], 0.05, 0, 0, 0, 0};
         size_t n = 1 + gkvt_rand(&rs) % 300;
         uint64_t a = 100 + gkvt_rand(&rs) % (N - 300);
         uint64_t len = round % 3 == 0 ? 1 : round % 3 == 1 ? d.chunk_rows
@@ -336,7 +336,7 @@ test_bad_push_creates_no_state(void **state)
     gkv_tensor_spec sp = spec(GKV_F32), spi = spec(GKV_I32);
     uint64_t rs = gkvt_seed() ^ 0x53, ids[40];
     float rows[40 * W];
-    gkv_push_args ag = {"adagrad", 0.05, 0, 0, 0}, am = {"adam", 0.05, 0, 0, 0};
+    gkv_push_args ag = {"adagrad", 0.05, 0, 0, 0, 0}, am = {"adam", 0.05, 0, 0, 0, 0};
     unsigned char *b0, *b1;
     size_t l0, l1;
     gkv_store *s;

@@ -99,7 +99,7 @@ test_wb_equals_direct(void **state)
     GKVT_OK(gkv_tensor_create(s, "wb", &sp));
     GKVT_OK(gkv_writeback_start(s, "wb", 100000));   /* flushes only when asked */
     for (int round = 0; round < 24; round++) {
-        gkv_push_args pa = {hs[round % 6], 0.05, 0, 0, 0};
+        gkv_push_args pa = {hs[round % 6], 0.05, 0, 0, 0, 0};
         size_t n = 1 + gkvt_rand(&rs) % 500;
 
         rand_push(&rs, ids, rows, n, N, W);
@@ -164,7 +164,7 @@ test_wb_bad_input(void **state)
     uint64_t ids[100], bad = 5;
     float rows[100 * W], *a, *b;
     uint64_t rs = gkvt_seed() ^ 1;
-    gkv_push_args pa = {"failing", 0, 0, 0, 0};
+    gkv_push_args pa = {"failing", 0, 0, 0, 0, 0};
     int count = 0;
     gkv_store *s;
     gkv_tensor_desc d;
@@ -437,7 +437,7 @@ test_big_adagrad_push(void **state)
     gkv_tensor_spec sp = spec(n, w, GKV_TENSOR_HOT);
     uint64_t *ids = malloc(n * sizeof *ids), rs = gkvt_seed() ^ 5;
     float *g = malloc(n * w * sizeof *g), *w0, *w1;
-    gkv_push_args pa = {"adagrad", 0.1, 1e-10, 0, 0};
+    gkv_push_args pa = {"adagrad", 0.1, 1e-10, 0, 0, 0};
     gkv_store *s;
 
     (void)state;
@@ -497,7 +497,7 @@ push_random(gkv_store *s, const char *name, uint64_t *rs, const char *h)
 {
     static uint64_t ids[400];
     static float rows[400 * FW];
-    gkv_push_args pa = {h, 0.05, 0, 0, 0};
+    gkv_push_args pa = {h, 0.05, 0, 0, 0, 0};
 
     rand_push(rs, ids, rows, 400, N, FW);
     GKVT_OK(gkv_tensor_push(s, name, ids, 400, rows, sizeof rows, &pa));

@@ -184,15 +184,17 @@ mixed_push(uint64_t *rng, uint64_t *ids, float *rows, size_t n)
 
 /* A push split into many messages (limit 64 KiB: 1638 rows of 20 bytes)
  * over two machines of two servers each, with duplicates in every
- * message: assign, add and adam leave every row as the same pushes in one
- * gkv_tensor_push each do in one store, byte for byte. */
+ * message: assign, add and adam (duplicates' gradients averaged, and
+ * summed with GKV_PUSH_DUPS_SUM: the flag travels) leave every row as the
+ * same pushes in one gkv_tensor_push each do in one store, byte for
+ * byte. */
 static void
 test_push_split_same_as_one(void **state)
 {
     struct gkvt_job *f = *state;
     struct gkvt_proc *srv[4];
     const char *extra[] = {"--keep-alive", NULL};
-    const char *handlers[3] = {"add", NULL, "adam"};
+    const char *handlers[4] = {"add", NULL, "adam", "adam"};
     uint64_t rng = gkvt_seed(), *ids = malloc(SP_N * sizeof *ids), *all;
     uint64_t msgs, rows;
     float *in = malloc(SP_N * 12), *got = malloc(SP_HI * 12);
@@ -217,20 +219,21 @@ test_push_split_same_as_one(void **state)
     snprintf(ref, sizeof ref, "%s/ref", f->dir);
     GKVT_OK(gkv_store_open(&s, ref, GKV_CREATE, NULL));
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    for (int round = 0; round < 6; round++) {
+    for (int round = 0; round < 8; round++) {
         gkv_push_args pa = {0};
 
-        pa.handler = handlers[round % 3];
+        pa.handler = handlers[round % 4];
         pa.lr = 0.1;
+        pa.flags = round % 4 == 3 ? GKV_PUSH_DUPS_SUM : 0;
         mixed_push(&rng, ids, in, SP_N);
         NET_OK(gkv_client_push(c, "t", ids, SP_N, in, SP_N * 12, &pa));
         GKVT_OK(gkv_tensor_push(s, "t", ids, SP_N, in, SP_N * 12, &pa));
     }
     /* split: each machine's ~10000 rows in several messages */
     msgs = pushes_of(c, 4, &rows);
-    assert_int_equal(rows, 6 * SP_N);
-    if (msgs < 6 * 2 * 6)
-        fail_msg("6 pushes went in %llu messages", (unsigned long long)msgs);
+    assert_int_equal(rows, 8 * SP_N);
+    if (msgs < 8 * 2 * 6)
+        fail_msg("8 pushes went in %llu messages", (unsigned long long)msgs);
     NET_OK(gkv_client_pull(c, "t", all, SP_HI, got, SP_HI * 12));
     GKVT_OK(gkv_tensor_pull(s, NULL, "t", all, SP_HI, want, SP_HI * 12));
     for (uint64_t i = 0; i < SP_HI; i++)

@@ -410,7 +410,7 @@ enc_add(unsigned char *b, size_t cap, const char *name, uint64_t id, size_t n,
         ids[i] = id + i;
     for (size_t i = 0; i < n * w; i++)
         rows[i] = v;
-    net__enc_push_req(&wr, name, "add", opt, w * sizeof *rows, ids, rows, NULL, n);
+    net__enc_push_req(&wr, name, "add", 0, opt, w * sizeof *rows, ids, rows, NULL, n);
     free(ids);
     free(rows);
     return wr.off;
@@ -1018,7 +1018,7 @@ test_rejection_log_not_forged(void **state)
     {
         static const double opt[4] = {0};
         float rows[8] = {9, 9, 9, 9, 9, 9, 9, 9};
-        net__enc_push_req(&w, "feat", "", opt, 16, ids, rows, NULL, 2);
+        net__enc_push_req(&w, "feat", "", 0, opt, 16, ids, rows, NULL, 2);
     }
     assert_int_equal(rcall(s, NET_PUSH, sess, 5, b, w.off, &r), 0);
     assert_int_equal(r.h.status, GKV_ERANGE);

@@ -653,7 +653,7 @@ test_writeback_server(void **state)
     const char *extra[] = {"--writeback", "emb*", "--flush-ms", "86400000",
                            NULL};
     struct gkvt_proc *srv[1];
-    gkv_push_args ada = {"adagrad", 0.1, 0, 0, 0};
+    gkv_push_args ada = {"adagrad", 0.1, 0, 0, 0, 0};
     uint64_t ids[64], rs = gkvt_seed() ^ 23;
     float rows[64 * 4], got[64 * 4], want[64 * 4], *disk;
     gkv_tensor_spec sp;
@@ -1098,7 +1098,7 @@ test_bad_inputs(void **state)
         uint64_t id = 3;
         float row[3] = {1, 2, 3};
         static const double opt[4] = {0};
-        net__enc_push_req(&w, "feat", "", opt, sizeof row, &id, row, NULL, 1);
+        net__enc_push_req(&w, "feat", "", 0, opt, sizeof row, &id, row, NULL, 1);
     }
     len = raw_msg(b, NET_PUSH, sess, 7, pl, w.off);
     expect_error(s, b, len, GKV_ESHAPE, "rows of 12 bytes, the tensor's rows are 64 bytes");

@@ -237,8 +237,20 @@ enc_push(net_wr *w, const void *a)
     const struct push_arg *p = a;
     static const double opt[4] = {0.5, 1e-8, 0.9, 0.999};
 
-    net__enc_push_req(w, "emb", "adam", opt, 3 * sizeof(float), p->ids,
+    net__enc_push_req(w, "emb", "adam", 0, opt, 3 * sizeof(float), p->ids,
                       p->rows, p->idx, p->n);
+}
+
+/* the same with push flags a->n (a known one, then an unknown one) */
+static void
+enc_push_flags(net_wr *w, const void *a)
+{
+    static const uint64_t ids[2] = {4, 4};
+    static const float rows[6] = {1, 2, 3, 4, 5, 6};
+    static const double opt[4] = {0.5, 1e-8, 0.9, 0.999};
+
+    net__enc_push_req(w, "emb", "adam", *(const unsigned *)a, opt,
+                      3 * sizeof(float), ids, rows, NULL, 2);
 }
 
 static void
@@ -411,6 +423,24 @@ test_roundtrip(void **state)
         assert_int_equal(out.n, 2);
         memcpy(r, out.rows, 24);
         assert_true(r[0] == 6 && r[2] == 8 && r[3] == 0 && r[5] == 2);
+        assert_int_equal(out.flags, 0);
+        free(b);
+    }
+    {   /* push flags: GKV_PUSH_DUPS_SUM travels; an unknown bit is refused */
+        unsigned fl = GKV_PUSH_DUPS_SUM;
+        net_push_req out;
+
+        b = encode(enc_push_flags, &fl, &len);
+        net__rd_init(&rd, b, len);
+        assert_int_equal(net__dec_push_req(&rd, &out), 0);
+        assert_int_equal(out.flags, GKV_PUSH_DUPS_SUM);
+        assert_int_equal(out.n, 2);
+        free(b);
+        fl = 0x4;
+        b = encode(enc_push_flags, &fl, &len);
+        net__rd_init(&rd, b, len);
+        assert_int_equal(net__dec_push_req(&rd, &out), -1);
+        assert_non_null(strstr(rd.why, "unknown flags 0x4"));
         free(b);
     }
     {   /* create request and reply */
@@ -626,6 +656,7 @@ test_lying_counts(void **state)
     net__wr_u64(&w, 1ull << 40);
     net__wr_u64(&w, 0);
     net__wr_pad(&w);
+    net__wr_u8(&w, 0);                                   /* flags */
     net__rd_init(&rd, b, w.off);
     assert_int_equal(net__dec_push_req(&rd, &uq), 0);   /* zero rows is fine */
     /* rows of 0 bytes are not (n rows would take no room at all) */

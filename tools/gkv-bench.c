@@ -736,9 +736,10 @@ push_verify(gkv_store *s, const char *label, const uint64_t *ids, size_t b,
     GKV_CK(s, gkv_tensor_pull(s, tx, "emb", ids, b, got, b * rb));
     for (size_t i = 0; i < b; i++)
         for (uint32_t c = 0; c < d; c++) {
-            /* duplicates' gradients are summed (in double) and one step is
-             * taken per distinct ID; state and rows round to f32 */
-            double g = (double)cnt[ids[i]] * (double)grad_val(ids[i], c), ss;
+            /* duplicates' gradients are averaged (in double; every copy
+             * has the same one here) and one step is taken per distinct
+             * ID; state and rows round to f32 */
+            double g = (double)grad_val(ids[i], c), ss;
             float st = 0.0f, want;
 
             for (int j = 0; j < k; j++)
@@ -934,8 +935,8 @@ bench_push(void)
     uint64_t *ids;
     redisContext *rc;
     int redis_ok = 1, ok[NPUSH_CFG];
-    const gkv_push_args assign = {"assign", 0, 0, 0, 0};
-    const gkv_push_args adagrad = {"adagrad", ADAGRAD_LR, ADAGRAD_EPS, 0, 0};
+    const gkv_push_args assign = {"assign", 0, 0, 0, 0, 0};
+    const gkv_push_args adagrad = {"adagrad", ADAGRAD_LR, ADAGRAD_EPS, 0, 0, 0};
 
     tools__note("push: filling %.2f GB in RAM and in two stores (default and HOT "
          "chunks)", bytes / 1e9);

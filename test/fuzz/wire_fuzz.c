@@ -356,7 +356,7 @@ e_push(net_wr *w, const void *a)
     static const double opt[4] = {0.1, 0, 0, 0};
 
     (void)a;
-    net__enc_push_req(w, "emb", "adam", opt, 8, ids, rows, NULL, 2);
+    net__enc_push_req(w, "emb", "adam", 0, opt, 8, ids, rows, NULL, 2);
 }
 
 static void
