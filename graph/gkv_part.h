@@ -323,7 +323,10 @@ GKV_API gkv_err gkv_part_in_subgraph(const gkv_part *p, int etype,
  * gkv_sampler over it; the partition must outlive the sgraph. On GKV_OK
  * *out is yours until gkv_sgraph_free(); on error it is NULL.
  * Errors: GKV_EINVAL (NULL), GKV_ENOMEM. */
-typedef struct gkv_sgraph gkv_sgraph;
+#ifndef GKV_SGRAPH_TYPEDEF
+#define GKV_SGRAPH_TYPEDEF
+typedef struct gkv_sgraph gkv_sgraph;   /* opaque (gkv_sample.h) */
+#endif
 GKV_API gkv_err gkv_part_sgraph(const gkv_part *p, gkv_sgraph **out);
 
 #ifdef __cplusplus

@@ -128,7 +128,10 @@ extern "C" {
 
 /* ---- the graph sampled from -------------------------------------------- */
 
+#ifndef GKV_SGRAPH_TYPEDEF       /* also in gkv_part.h: C99 allows one */
+#define GKV_SGRAPH_TYPEDEF
 typedef struct gkv_sgraph gkv_sgraph;   /* opaque */
+#endif
 
 /* Makes an sgraph with the given schema and no adjacency yet.
  * num_nodes[t]: the global node count of node type t (>= 0);

@@ -12,14 +12,23 @@
  * is GKV_EBUSY. A handle is its opening process's: after fork() the
  * child opens the store itself (calls on the inherited handle fail with
  * GKV_EINVAL; closing it there only frees memory). Readers never block
- * on writers; writers
+ * on writers, with one exception: while a write grows the map (each time
+ * the store doubles) and waits, up to 10 s, for read snapshots that other
+ * threads of this process hold (gkv_txn_begin), other calls of this
+ * process wait too and may fail GKV_EBUSY ("map resize in progress"); the
+ * write fails GKV_EMAPFULL if the snapshots stay. Keep snapshots short.
+ * Writers
  * (create, push, delete, rename, import) are serialised by LMDB's write lock.
+ * A write transaction holds the pages it changes in RAM until its commit
+ * (about the bytes it writes): write a large tensor in slices.
  * Every call that changes the store is one transaction: it has all its
  * effect or none, also after kill -9 at any moment.
  *
  * Errors: every call returns GKV_OK or a gkv_err. On error the store holds
  * exactly what it held before the call, and gkv_store_errmsg() gives the
  * detail for the calling thread ("tensor 'feat': row width 64, expected 128").
+ * Handles and output pointers must not be NULL unless a call says they may
+ * be (names, IDs and row buffers are checked: GKV_EINVAL).
  */
 #ifndef GKV_KV_H
 #define GKV_KV_H
@@ -118,12 +127,17 @@ typedef struct gkv_store_stat {
     uint64_t data_bytes;   /* (hi - lo) x row bytes, summed over all tensors
                             * and their state; UINT64_MAX when the true sum
                             * is that or more (ranges near 2^64) */
-    unsigned readers;      /* reader slots in use */
+    unsigned readers;      /* reader slots used so far (LMDB's count: a
+                            * slot freed at a snapshot's end still counts
+                            * until reused) */
     unsigned max_readers;
     uint64_t free_bytes;   /* of used_bytes, pages on LMDB's free list
                             * (deleted tensors, old copies): later writes
                             * reuse them, once no reader older than their
-                            * release remains; the file does not shrink */
+                            * release remains and one more write has
+                            * committed (on a full disk a write after a
+                            * delete can fail GKV_EMAPFULL once); the file
+                            * does not shrink */
 } gkv_store_stat;
 
 /* Fills *st. Thread-safe: yes. */
@@ -194,7 +208,11 @@ typedef struct gkv_tensor_desc {
  * tensors and written only as "optimizer state" below says). Slashes are
  * plain characters: "node/paper/feat". */
 
-/* Creates tensor 'name' and writes all its rows with the initializer.
+/* Creates tensor 'name' and writes all its rows with the initializer, in
+ * one transaction (RAM about the tensor's bytes until it commits; a range
+ * whose rows the disk cannot hold is GKV_EMAPFULL at once; GKV_INIT_ZEROS
+ * stores no rows). Integer initializer values round and clamp to the
+ * dtype (i8 const 1000 stores 127).
  * Errors: GKV_EEXIST, GKV_EINVAL (bad name or spec, with the reason in
  * gkv_store_errmsg), GKV_EBUSY (see write-back mode), GKV_ERDONLY,
  * GKV_EMAPFULL, GKV_ENOMEM, GKV_EIO. */

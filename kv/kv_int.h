@@ -179,6 +179,13 @@ typedef struct kv_rec {
 } kv_rec;
 
 extern unsigned kv__grow_wait_ms;   /* see store.c */
+/* The most bytes the store could ever hold: its data file's size plus the
+ * room left on its file system (UINT64_MAX when unknown). A write of more
+ * cannot succeed, however the map grows. */
+uint64_t kv__room_bound(const gkv_store *s);
+/* A write function's GKV_EMAPFULL that growing the map cannot cure:
+ * kv__write returns GKV_EMAPFULL at once, with the function's message. */
+#define KV_EMAPFULL_FINAL ((gkv_err)-1000)
 
 /* Counts a txn user in; fails with GKV_EBUSY if a grow takes too long. */
 gkv_err kv__enter(gkv_store *s);

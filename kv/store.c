@@ -199,6 +199,22 @@ store_statvfs(const gkv_store *s, struct statvfs *vf)
     return statvfs(s->st_path, vf);
 }
 
+uint64_t
+kv__room_bound(const gkv_store *s)
+{
+    struct statvfs vf;
+    struct stat st;
+    mdb_filehandle_t fd;
+    uint64_t room, size = 0;
+
+    if (store_statvfs(s, &vf) != 0)
+        return UINT64_MAX;
+    room = (uint64_t)vf.f_bavail * vf.f_frsize;
+    if (mdb_env_get_fd(s->st_env, &fd) == 0 && fstat(fd, &st) == 0)
+        size = (uint64_t)st.st_size;
+    return room > UINT64_MAX - size ? UINT64_MAX : room + size;
+}
+
 /* Grows the map after MDB_MAP_FULL: doubles it (at least +64 MiB) while the
  * filesystem has room for the pages the new size could hold. */
 static gkv_err
@@ -351,6 +367,8 @@ kv__write(gkv_store *s, kv_write_fn fn, void *arg)
             }
         }
         kv__leave(s);
+        if (rc == KV_EMAPFULL_FINAL)
+            return GKV_EMAPFULL;
         if (rc != GKV_EMAPFULL || attempt >= 40)
             return rc;
         if ((rc = map_grow(s)) != GKV_OK)

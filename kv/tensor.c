@@ -265,8 +265,23 @@ kv__rec_create(gkv_store *s, MDB_txn *txn, const char *name,
     d.mv_data = buf;
     if ((mrc = mdb_put(txn, s->st_cat, &k, &d, MDB_NOOVERWRITE)) != 0)
         goto mdb_fail;
-    if (r.init != GKV_INIT_ZEROS && (rc = kv__materialize(s, txn, &r)) != GKV_OK)
-        return rc;
+    if (r.init != GKV_INIT_ZEROS) {
+        /* every row is written now, in this transaction (and held in RAM
+         * until the commit): refuse at once what the disk cannot take */
+        uint64_t rows = r.hi - r.lo, bound = kv__room_bound(s);
+        uint64_t bytes = rows > UINT64_MAX / r.row_bytes ? UINT64_MAX
+                                                          : rows * r.row_bytes;
+        if (bytes > bound)
+            return kv__fail(s, KV_EMAPFULL_FINAL, "tensor '%s': its initializer "
+                            "writes %llu bytes (%llu rows), more than the "
+                            "disk holding the store can take (%llu bytes, "
+                            "the store's file included); create it with GKV_INIT_ZEROS "
+                            "(no rows stored) or a smaller range", name,
+                            (unsigned long long)bytes, (unsigned long long)rows,
+                            (unsigned long long)bound);
+        if ((rc = kv__materialize(s, txn, &r)) != GKV_OK)
+            return rc;
+    }
     if (out != NULL)
         *out = r;
     return GKV_OK;

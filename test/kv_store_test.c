@@ -993,6 +993,31 @@ test_custom_handler_and_rollback(void **state)
     assert_memory_equal(before, after, sizeof before);
 }
 
+/* A tensor whose initializer would write more than the disk can hold (a
+ * mistyped range) is refused at once with GKV_EMAPFULL, before a byte is
+ * written: materializing it held every row in RAM until the commit, and
+ * such a create ran the process out of memory. The same range of zeros
+ * stores nothing and is fine. */
+static void
+test_create_beyond_disk_refused(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 1ull << 50);
+    gkv_tensor_desc d;
+    double t0 = gkvt_now_s();
+
+    sp.init = GKV_INIT_CONST;
+    sp.a = 1;
+    assert_int_equal(gkv_tensor_create(f->s, "huge", &sp), GKV_EMAPFULL);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "tensor 'huge': its "
+                           "initializer writes 18014398509481984 bytes"));
+    assert_true(gkvt_now_s() - t0 < 5);
+    assert_int_equal(gkv_tensor_info(f->s, NULL, "huge", &d), GKV_ENOTFOUND);
+    sp.init = GKV_INIT_ZEROS;
+    GKVT_OK(gkv_tensor_create(f->s, "huge", &sp));
+    GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
+}
+
 static void
 test_push_bad_input_changes_nothing(void **state)
 {
@@ -1901,6 +1926,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_optimizers_match_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_custom_handler_and_rollback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_bad_input_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_beyond_disk_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_reuses_space_and_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_store_refuses_writes, setup, teardown),
         cmocka_unit_test(test_tiny_map_grows),

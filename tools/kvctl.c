@@ -1896,7 +1896,7 @@ cmd_put(struct ctx *c)
     }
     for (size_t i = 0; i < ntok; i++)
         if (value_parse(tok[i], d.dtype, row + i * gkv_dtype_size(d.dtype)) != 0) {
-            ex = usage_error("put: '%s' is not a %s value", tok[i],
+            ex = usage_error("put: '%s' is not a value of dtype %s", tok[i],
                              gkv_dtype_name(d.dtype));
             goto out;
         }
