@@ -317,6 +317,18 @@ gkvt_slurp(const char *path)
 }
 
 int
+gkvt_file_count(const char *path, const char *needle)
+{
+    char *text = gkvt_slurp(path);
+    int n = 0;
+
+    for (const char *q = text; (q = strstr(q, needle)) != NULL; q++)
+        n++;
+    free(text);
+    return n;
+}
+
+int
 gkvt_file_has(const char *path, const char *needle)
 {
     char *t = gkvt_slurp(path);

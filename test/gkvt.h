@@ -56,6 +56,8 @@ void   gkvt_sleep_ms(int ms);
 char  *gkvt_slurp(const char *path);
 /* Whether the file holds 'needle'. */
 int    gkvt_file_has(const char *path, const char *needle);
+/* How many times 'needle' occurs in the file (0 when it cannot be read). */
+int    gkvt_file_count(const char *path, const char *needle);
 /* Writes 'text' to 'path' with mode 'mode' (a cmocka failure if it
  * cannot). */
 void   gkvt_write_text(const char *path, const char *text, unsigned mode);

@@ -595,19 +595,6 @@ lines_of(const char *path)
     return n;
 }
 
-/* How many times needle occurs in the file at path. */
-static int
-count_of(const char *path, const char *needle)
-{
-    char *text = gkvt_slurp(path);
-    int n = 0;
-
-    for (const char *q = text; (q = strstr(q, needle)) != NULL; q++)
-        n++;
-    free(text);
-    return n;
-}
-
 /* Waits (15 s at most) until the server's log holds more "lease expired"
  * lines than 'before': a session's lease lapsed after that count was
  * taken (not one lost earlier, as to a process stalled on a noisy host). */
@@ -616,7 +603,7 @@ wait_lease_expired(struct gkvt_proc *srv, int before)
 {
     double end = gkvt_now_s() + 15;
 
-    while (count_of(srv->log, "lease expired") <= before) {
+    while (gkvt_file_count(srv->log, "lease expired") <= before) {
         if (gkvt_now_s() > end)
             fail_msg("the idle client's lease did not expire:\n%s",
                      gkvt_slurp(srv->log));
@@ -714,7 +701,7 @@ test_push_resent_after_lease_expired(void **state)
     pa.handler = "add";
     /* counted before the push: a lease lapsed after it (the one the push
      * leaves, or, stalled, the one the push found) */
-    expired = count_of(srv[0]->log, "lease expired");
+    expired = gkvt_file_count(srv[0]->log, "lease expired");
     NET_OK(gkv_client_push(c, "acc", &id, 1, one, sizeof one, &pa));
     wait_lease_expired(srv[0], expired);
     NET_OK(gkv_client_push(c, "acc", &id, 1, one, sizeof one, &pa));
@@ -753,7 +740,7 @@ test_resent_call_leaves_no_message(void **state)
     ref_rows(f, 100, ids, 3, want);
     /* counted before the pull: a lease lapsed after it (the one the pull
      * leaves, or, stalled, the one the pull found) */
-    expired = count_of(srv[0]->log, "lease expired");
+    expired = gkvt_file_count(srv[0]->log, "lease expired");
     NET_OK(gkv_client_pull(c, "t", ids, 3, got, sizeof got));
     assert_string_equal(gkv_net_errmsg(), "");
     wait_lease_expired(srv[0], expired);

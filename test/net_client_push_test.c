@@ -315,18 +315,6 @@ test_push_one_id_over_limit(void **state)
 
 /* ---- close after a restart ----------------------------------------------- */
 
-static int
-count_of(const char *path, const char *needle)
-{
-    char *text = gkvt_slurp(path);
-    int n = 0;
-
-    for (const char *q = text; (q = strstr(q, needle)) != NULL; q++)
-        n++;
-    free(text);
-    return n;
-}
-
 /* A server that does not keep alive restarts under two clients of a job.
  * A's heartbeat is refused by the new server (unknown session); A then
  * closes. It must not hand-shake with the new server just to leave: that
@@ -359,7 +347,7 @@ test_close_skips_restarted_server(void **state)
      * sends its next round after it has waited up to 1000 ms for that
      * reply, sent at once on loopback) */
     end = gkvt_now_s() + 15;
-    while (count_of(srv[0]->log,
+    while (gkvt_file_count(srv[0]->log,
                     "heartbeat request with unknown session") < 2) {
         if (gkvt_now_s() > end)
             fail_msg("A's heartbeat was not refused:\n%s",
