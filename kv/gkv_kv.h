@@ -95,7 +95,9 @@ typedef struct gkv_open_opts {
  * Errors: GKV_ENOENT (no store there and no GKV_CREATE), GKV_EVERSION (a
  * newer on-disk format), GKV_EBUSY (this process has the directory open
  * already, by whatever path; share that handle), GKV_EMAPFULL (no room on
- * the disk), GKV_EPERM, GKV_EIO, GKV_ENOMEM. */
+ * the disk), GKV_EINVAL (an empty path, unknown flags, GKV_CREATE with
+ * GKV_RDONLY), GKV_EPERM, GKV_EIO, GKV_ENOMEM. opts->max_readers takes
+ * effect when the store's lock file is made (its first open). */
 GKV_API gkv_err gkv_store_open(gkv_store **out, const char *path,
                                unsigned flags, const gkv_open_opts *opts);
 

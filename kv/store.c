@@ -761,6 +761,9 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         return kv__fail(NULL, GKV_EINVAL, "empty store path");
     if ((flags & GKV_CREATE) && (flags & GKV_RDONLY))
         return kv__fail(NULL, GKV_EINVAL, "GKV_CREATE and GKV_RDONLY together");
+    if (flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC))
+        return kv__fail(NULL, GKV_EINVAL, "store '%s': unknown open flags 0x%x",
+                        path, flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC));
     if ((s = gkv__calloc(1, sizeof *s)) == NULL)
         return GKV_ENOMEM;
     s->st_wbo_fd = -1;

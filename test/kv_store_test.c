@@ -154,6 +154,9 @@ test_open_missing_and_not_a_store(void **state)
     assert_int_equal(gkv_store_open(&s, file, GKV_CREATE, NULL), GKV_ENOENT);
     assert_int_equal(gkv_store_open(&s, "", 0, NULL), GKV_EINVAL);
     assert_int_equal(gkv_store_open(&s, dir, GKV_CREATE | GKV_RDONLY, NULL), GKV_EINVAL);
+    assert_int_equal(gkv_store_open(&s, dir, GKV_CREATE | 0x100, NULL), GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(NULL), "unknown open flags 0x100"));
+    assert_null(s);
     /* a directory holding an empty data.mdb (what a failed create leaves)
      * or another program's LMDB files: a plain open made a gkv store of
      * it; it is no store, and stays untouched, until GKV_CREATE */
