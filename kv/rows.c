@@ -498,7 +498,8 @@ gkv_row_view(gkv_txn *tx, const char *name, uint64_t id, const void **row)
 
     *row = NULL;
     if (tx == NULL)
-        return GKV_EINVAL;
+        return kv__fail(NULL, GKV_EINVAL, "gkv_row_view: no snapshot (a "
+                        "borrowed row lives as long as its gkv_txn)");
     s = tx->tx_store;
     kv__clear(s);
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK)

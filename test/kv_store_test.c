@@ -556,6 +556,7 @@ test_snapshot_and_row_view(void **state)
     assert_true(v[0] == 1234000.0f);
     assert_int_equal(gkv_row_view(tx, "t", 3000, &row), GKV_ERANGE);
     assert_int_equal(gkv_row_view(NULL, "t", 1, &row), GKV_EINVAL);
+    assert_non_null(strstr(gkv_store_errmsg(NULL), "gkv_row_view: no snapshot"));
     gkv_txn_end(tx);
     GKVT_OK(gkv_tensor_pull(f->s, NULL, "t", &id, 1, v, sizeof v));
     assert_true(v[0] == -1.0f);
