@@ -136,10 +136,10 @@ typedef struct gkv_store_stat {
     uint64_t free_bytes;   /* of used_bytes, pages on LMDB's free list
                             * (deleted tensors, old copies): later writes
                             * reuse them, once no reader older than their
-                            * release remains and one more write has
-                            * committed (on a full disk a write after a
-                            * delete can fail GKV_EMAPFULL once); the file
-                            * does not shrink */
+                            * release remains (on a full disk a write
+                            * that fails commits once more, which makes
+                            * the last commit's freed pages usable, and
+                            * tries again); the file does not shrink */
 } gkv_store_stat;
 
 /* Fills *st. Thread-safe: yes. */

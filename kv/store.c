@@ -334,10 +334,45 @@ disk_full(const gkv_store *s)
            (uint64_t)vf.f_bavail * vf.f_frsize < (1u << 20);
 }
 
+/* Commits a transaction that rewrites one meta value unchanged. LMDB does
+ * not reuse the pages the last commit freed (a torn next commit must find
+ * that one's tree whole), so on a full disk a write right after a delete
+ * fails although the delete freed room; one more commit makes that room
+ * usable. 0 when it committed. */
+static int
+touch_commit(gkv_store *s)
+{
+    MDB_val k = {8, "next_tid"}, d;
+    MDB_txn *txn = NULL;
+    uint32_t v;
+    int mrc;
+
+    if (kv__enter(s) != GKV_OK)
+        return -1;
+    if (kv__txn_begin(s, 0, &txn) != GKV_OK) {
+        kv__leave(s);
+        return -1;
+    }
+    if ((mrc = mdb_get(txn, s->st_meta, &k, &d)) == 0 && d.mv_size == 4) {
+        memcpy(&v, d.mv_data, 4);
+        d.mv_data = &v;
+        mrc = mdb_put(txn, s->st_meta, &k, &d, 0);
+    } else if (mrc == 0) {
+        mrc = -1;
+    }
+    if (mrc == 0)
+        mrc = mdb_txn_commit(txn);
+    else
+        mdb_txn_abort(txn);
+    kv__leave(s);
+    return mrc;
+}
+
 gkv_err
 kv__write(gkv_store *s, kv_write_fn fn, void *arg)
 {
     gkv_err rc;
+    int touched = 0;
 
     if (s->st_flags & GKV_RDONLY)
         return kv__fail(s, GKV_ERDONLY, "store '%s' is open read-only",
@@ -353,8 +388,14 @@ kv__write(gkv_store *s, kv_write_fn fn, void *arg)
             if (rc == GKV_OK) {
                 mrc = mdb_txn_commit(txn);   /* frees txn either way */
                 if (mrc == EIO && disk_full(s)) {
-                    /* LMDB reports a short write (ENOSPC) as EIO */
+                    /* LMDB reports a short write (ENOSPC) as EIO. The
+                     * last commit's freed pages become usable after one
+                     * more commit: try that once, then this again */
                     kv__leave(s);
+                    if (!touched++ && touch_commit(s) == 0) {
+                        kv__clear(s);
+                        continue;
+                    }
                     return kv__fail(s, GKV_EMAPFULL, "store '%s': commit "
                                     "failed: the disk holding it is full",
                                     s->st_path);
@@ -371,8 +412,12 @@ kv__write(gkv_store *s, kv_write_fn fn, void *arg)
             return GKV_EMAPFULL;
         if (rc != GKV_EMAPFULL || attempt >= 40)
             return rc;
-        if ((rc = map_grow(s)) != GKV_OK)
-            return rc;
+        if ((rc = map_grow(s)) != GKV_OK) {
+            /* no room to grow: the last commit's freed pages become
+             * usable after one more commit; try that once */
+            if (touched++ || touch_commit(s) != 0)
+                return rc;
+        }
         kv__clear(s);
     }
 }

@@ -1265,6 +1265,51 @@ test_disk_full_is_emapfull(void **state)
     gkvt_tmpfs_done(dir);
 }
 
+/* On a full disk, a tensor deleted makes room for the next write at once:
+ * LMDB keeps the pages the last commit freed (a torn next commit must find
+ * its tree whole), so the create after the delete failed GKV_EMAPFULL
+ * until some other write committed; the store now commits once more and
+ * retries. The other tensors keep their bytes. */
+static void
+test_disk_full_delete_makes_room(void **state)
+{
+    char *dir = gkvt_mkdtemp("tmpfs"), name[16];
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 256, 0, 1024);   /* 1 MiB */
+    gkv_store *s;
+    size_t len, len2;
+    unsigned char *b0, *b1;
+    gkv_err rc = GKV_OK;
+    int made = 0;
+
+    (void)state;
+    gkvt_tmpfs_or_skip(dir, "size=6m");
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
+    sp.init = GKV_INIT_CONST;
+    sp.a = 3;
+    while (made < 20) {
+        snprintf(name, sizeof name, "t%d", made);
+        if ((rc = gkv_tensor_create(s, name, &sp)) != GKV_OK)
+            break;
+        made++;
+    }
+    assert_int_equal(rc, GKV_EMAPFULL);             /* the disk is full */
+    assert_true(made >= 2);
+    b0 = dump(s, "t0", &len);
+    GKVT_OK(gkv_tensor_delete(s, "t1"));
+    GKVT_OK(gkv_tensor_create(s, "again", &sp));
+    b1 = dump(s, "t0", &len2);
+    assert_memory_equal(b0, b1, len);
+    free(b1);
+    b1 = dump(s, "again", &len2);
+    assert_int_equal(len2, len);
+    assert_memory_equal(b0, b1, len);               /* the same const rows */
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    free(b0);
+    free(b1);
+    gkvt_tmpfs_done(dir);
+}
+
 /* A second handle on one store in one process would reset LMDB's reader
  * table (its locks are per process) and let writes reuse the pages the
  * first handle's snapshot reads: refused with GKV_EBUSY, by any path to
@@ -1931,6 +1976,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_custom_handler_and_rollback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_bad_input_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_beyond_disk_refused, setup, teardown),
+        cmocka_unit_test(test_disk_full_delete_makes_room),
         cmocka_unit_test_setup_teardown(test_delete_reuses_space_and_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_store_refuses_writes, setup, teardown),
         cmocka_unit_test(test_tiny_map_grows),
