@@ -11,7 +11,9 @@
  * break the first's snapshots), so a second open while the first is open
  * is GKV_EBUSY. A handle is its opening process's: after fork() the
  * child opens the store itself (calls on the inherited handle fail with
- * GKV_EINVAL; closing it there only frees memory). Readers never block
+ * GKV_EINVAL; closing it there only frees memory, and leaves the
+ * inherited descriptors of the store's files open in the child: a child
+ * that execs loses them, as they are close-on-exec). Readers never block
  * on writers, with one exception: while a write grows the map (each time
  * the store doubles) and waits, up to 10 s, for read snapshots that other
  * threads of this process hold (gkv_txn_begin), other calls of this
@@ -351,7 +353,11 @@ GKV_API gkv_err gkv_tensor_push(gkv_store *s, const char *name,
                                 const gkv_push_args *args);
 
 /* Overwrites rows [a, b) with 'rows' ((b - a) x row_bytes) in one
- * transaction: the bulk path of import. */
+ * transaction: the bulk path of import (RAM about the bytes written until
+ * the commit: write a large range in slices). Errors: GKV_ENOTFOUND,
+ * GKV_ERANGE ([a, b) outside the tensor's range), GKV_ESHAPE (rows_len),
+ * GKV_EINVAL (NULL rows), GKV_ERDONLY, GKV_EBUSY (write-back in another
+ * process), GKV_EMAPFULL, GKV_ENOMEM, GKV_EIO. */
 GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
                                  uint64_t a, uint64_t b,
                                  const void *rows, size_t rows_len);

@@ -904,8 +904,13 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     }
     {
         MDB_stat ms;
+        mdb_filehandle_t fd;
         mdb_env_stat(s->st_env, &ms);
         s->st_psize = ms.ms_psize;
+        /* LMDB opens data.mdb without close-on-exec: a program this
+         * process starts would keep the file open */
+        if (mdb_env_get_fd(s->st_env, &fd) == 0)
+            (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
     }
     reader_sweep(s, 1);             /* slots left by killed readers */
     if (!(flags & GKV_RDONLY)) {

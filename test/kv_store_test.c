@@ -1,5 +1,6 @@
 /* kv_store_test.c - the store API: open, tensors, pull, push, handlers,
  * optimizers, verify, and every bad input the issue names. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -1265,6 +1266,52 @@ test_disk_full_is_emapfull(void **state)
     gkvt_tmpfs_done(dir);
 }
 
+/* Every descriptor an open store holds is close-on-exec (LMDB opened
+ * data.mdb without it: a program a service started kept the file open),
+ * writable and read-only opens, with write-back on. */
+static void
+test_store_fds_close_on_exec(void **state)
+{
+    char *dir = gkvt_mkdtemp("cloexec");
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 100);
+
+    (void)state;
+    for (int ro = 0; ro < 2; ro++) {
+        gkv_store *s;
+        DIR *d;
+        struct dirent *e;
+        int seen = 0;
+
+        GKVT_OK(gkv_store_open(&s, dir, ro ? GKV_RDONLY : GKV_CREATE, NULL));
+        if (!ro) {
+            GKVT_OK(gkv_tensor_create(s, "t", &sp));
+            GKVT_OK(gkv_writeback_start(s, "t", 1000));
+        }
+        d = opendir("/proc/self/fd");
+        assert_non_null(d);
+        while ((e = readdir(d)) != NULL) {
+            char link[300], target[4300];
+            ssize_t n;
+            int fd = atoi(e->d_name);
+
+            snprintf(link, sizeof link, "/proc/self/fd/%s", e->d_name);
+            if ((n = readlink(link, target, sizeof target - 1)) <= 0)
+                continue;
+            target[n] = '\0';
+            if (strncmp(target, dir, strlen(dir)) != 0)
+                continue;
+            seen++;
+            if (!(fcntl(fd, F_GETFD) & FD_CLOEXEC))
+                fail_msg("%s open: fd %d (%s) is not close-on-exec",
+                         ro ? "read-only" : "writable", fd, target);
+        }
+        closedir(d);
+        assert_true(seen >= 2);                 /* data.mdb and lock.mdb */
+        gkv_store_close(s);
+    }
+    gkvt_rmtree(dir);
+}
+
 /* On a full disk, a tensor deleted makes room for the next write at once:
  * LMDB keeps the pages the last commit freed (a torn next commit must find
  * its tree whole), so the create after the delete failed GKV_EMAPFULL
@@ -1977,6 +2024,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_push_bad_input_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_beyond_disk_refused, setup, teardown),
         cmocka_unit_test(test_disk_full_delete_makes_room),
+        cmocka_unit_test(test_store_fds_close_on_exec),
         cmocka_unit_test_setup_teardown(test_delete_reuses_space_and_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_store_refuses_writes, setup, teardown),
         cmocka_unit_test(test_tiny_map_grows),
