@@ -21,8 +21,9 @@
  * write fails GKV_EMAPFULL if the snapshots stay. Keep snapshots short.
  * Writers
  * (create, push, delete, rename, import) are serialised by LMDB's write lock.
- * A write transaction holds the pages it changes in RAM until its commit
- * (about the bytes it writes): write a large tensor in slices.
+ * A write transaction holds the pages it changes in RAM until its commit:
+ * the chunks it touches, whole (a push of IDs spread over a large tensor
+ * copies a chunk per ID), so write a large tensor in slices.
  * Every call that changes the store is one transaction: it has all its
  * effect or none, also after kill -9 at any moment.
  *

@@ -1454,6 +1454,10 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
     kv__clear(s);
     if (kv__forked(s))          /* a parent's handle after fork() */
         return kv__fork_refused(s);
+    if (args != NULL && (args->flags & ~GKV_PUSH_DUPS_SUM) != 0)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': unknown push flags 0x%x",
+                        name != NULL ? name : "(null)",
+                        args->flags & ~GKV_PUSH_DUPS_SUM);
     if (name != NULL && strchr(name, '#') != NULL)   /* a restore */
         return state_write(s, name, 0, ids, n, 0, 0, rows, rows_len, h);
     if ((rc = kv__name_check(s, name, 0)) != GKV_OK)
@@ -1490,9 +1494,6 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
     a.eps = args && args->eps != 0 ? args->eps : (a.kind == KV_H_ADAM ? 1e-8 : 1e-10);
     a.b1 = args && args->beta1 != 0 ? args->beta1 : 0.9;
     a.b2 = args && args->beta2 != 0 ? args->beta2 : 0.999;
-    if (args != NULL && (args->flags & ~GKV_PUSH_DUPS_SUM) != 0)
-        return kv__fail(s, GKV_EINVAL, "tensor '%s': unknown push flags 0x%x",
-                        name, args->flags & ~GKV_PUSH_DUPS_SUM);
     a.dups_sum = args != NULL && (args->flags & GKV_PUSH_DUPS_SUM) != 0;
     /* only the optimizers read them: assign, add and a registered handler
      * ignore them, whatever they are */

@@ -2217,7 +2217,7 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
          * and cut between two IDs, so every copy of an ID is in one message
          * and in request order: one server applies them in one transaction
          * and they combine as in gkv_tensor_push (the last assign wins,
-         * adds and gradients sum), and the messages hold disjoint IDs, so
+         * adds sum, gradients average), and the messages hold disjoint IDs, so
          * the order servers and lanes apply them in changes nothing. A
          * piece closes once it holds the goal (an even share of the rows,
          * at most 'most'), or before an ID whose copies would take it

@@ -300,7 +300,8 @@ GKV_API gkv_err gkv_client_pull(gkv_client *c, const char *name,
  * in gkv_tensor_push (the rows end as after one gkv_tensor_push). A
  * failure may leave other messages applied: the error names the server.
  * Errors: as gkv_client_pull, and GKV_EHANDLER, GKV_EMAPFULL, GKV_EINVAL
- * (the occurrences of one ID, named, are more than one message may carry),
+ * (the occurrences of one ID, named, are more than one message may carry;
+ * unknown args->flags, before anything is sent),
  * GKV_EIO (the server restarted while the push was in flight: it may or
  * may not have been applied there, and it was not sent again). */
 GKV_API gkv_err gkv_client_push(gkv_client *c, const char *name,

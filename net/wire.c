@@ -696,7 +696,7 @@ net__dec_push_req(net_rd *r, net_push_req *o)
         o->rows = net__rd_arr(r, o->n * o->row_bytes, 1, "push.rows");
     o->flags = net__rd_u8(r, "push.flags");
     if (!r->err && (o->flags & ~GKV_PUSH_DUPS_SUM) != 0)
-        rd_fail(r, "push: unknown flags 0x%x", o->flags);
+        rd_fail(r, "unknown flags 0x%x", o->flags);
     return done(r);
 }
 

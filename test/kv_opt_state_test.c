@@ -768,6 +768,10 @@ test_bad_input_changes_nothing(void **state)
                      gkv_store_errmsg(s), (needle));                        \
     } while (0)
 
+        /* unknown push flags, on a restore too */
+        BAD(gkv_tensor_push(s, "emb#adam_m", ids, 8, rows, sizeof rows,
+                            &(gkv_push_args){NULL, 0, 0, 0, 0, 0x80}),
+            GKV_EINVAL, "unknown push flags 0x80");
         /* wrong row bytes, wrong dtype (f64 rows for f32 state) */
         BAD(gkv_tensor_push(s, "emb#adam_m", ids, 8, rows, sizeof rows - 4,
                             NULL), GKV_ESHAPE, "emb#adam_m");

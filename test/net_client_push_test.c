@@ -251,6 +251,40 @@ test_push_split_same_as_one(void **state)
     free(want);
 }
 
+/* Unknown push flags are GKV_EINVAL in the client, before
+ * anything is sent (the wire carries 8 bits: 0x100 would go as 0), and
+ * nothing changes on the server. */
+static void
+test_push_unknown_flags(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv[1];
+    const char *extra[] = {"--keep-alive", NULL};
+    gkv_push_args pa = {0};
+    gkv_tensor_spec sp;
+    gkv_client *c;
+    uint64_t ids[2] = {1, 1}, msgs, rows;
+    float in[4] = {1, 2, 3, 4}, got[2];
+    unsigned bad[3] = {0x2, 0x100, 0x101};
+
+    gkvt_serve(f, 1, 1, extra, srv);
+    c = client(f, 0, GKV_CLIENT_NO_HEARTBEAT, 0);
+    sp = gkvt_spec_init(GKV_F32, 2, 0, 4, GKV_INIT_ZEROS);
+    NET_OK(gkv_client_create(c, "t", &sp, -1));
+    pa.handler = "sgd";
+    pa.lr = 1;
+    for (int k = 0; k < 3; k++) {
+        pa.flags = bad[k];
+        NET_FAILS(gkv_client_push(c, "t", ids, 2, in, sizeof in, &pa),
+                  GKV_EINVAL, "unknown push flags");
+    }
+    msgs = pushes_of(c, 1, &rows);
+    assert_int_equal(msgs, 0);
+    NET_OK(gkv_client_pull(c, "t", ids, 1, got, sizeof got));
+    assert_true(got[0] == 0 && got[1] == 0);
+    NET_OK(gkv_client_close(c));
+}
+
 /* ---- one ID's copies over the limit -------------------------------------- */
 
 /* The server takes messages of 64 KiB (32 KiB of rows: 2048 rows of 16
@@ -377,6 +411,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_push_clustered_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_split_same_as_one, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_one_id_over_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_unknown_flags, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_skips_restarted_server, setup, teardown),
     };
 
