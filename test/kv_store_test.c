@@ -1001,26 +1001,50 @@ test_custom_handler_and_rollback(void **state)
 /* A tensor whose initializer would write more than the disk can hold (a
  * mistyped range) is refused at once with GKV_EMAPFULL, before a byte is
  * written: materializing it held every row in RAM until the commit, and
- * such a create ran the process out of memory. The same range of zeros
- * stores nothing and is fine. */
+ * such a create ran the process out of memory. On a 12 MiB disk (so that
+ * a regression fails at once when the map cannot grow, instead of writing
+ * petabytes): 20 MB of rows, and 2^62 rows of 16 bytes (bytes past 2^64:
+ * counted as 2^64 - 1, not wrapped); the same range of zeros stores
+ * nothing and is fine; and the store's own file counts as room: 7 MB
+ * created, deleted, then created again (more than the free disk, less than
+ * the file's freed pages plus it) is not refused. */
 static void
 test_create_beyond_disk_refused(void **state)
 {
-    struct fx *f = *state;
-    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 1ull << 50);
+    char *dir = gkvt_mkdtemp("tmpfs");
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 128, 0, 40000);   /* 20 MB */
     gkv_tensor_desc d;
-    double t0 = gkvt_now_s();
+    gkv_store *s;
+    double t0;
 
+    (void)state;
+    gkvt_tmpfs_or_skip(dir, "size=12m");
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, &(gkv_open_opts){1u << 20, 0}));
     sp.init = GKV_INIT_CONST;
     sp.a = 1;
-    assert_int_equal(gkv_tensor_create(f->s, "huge", &sp), GKV_EMAPFULL);
-    assert_non_null(strstr(gkv_store_errmsg(f->s), "tensor 'huge': its "
-                           "initializer writes 18014398509481984 bytes"));
+    t0 = gkvt_now_s();
+    assert_int_equal(gkv_tensor_create(s, "big", &sp), GKV_EMAPFULL);
+    assert_non_null(strstr(gkv_store_errmsg(s), "tensor 'big': its "
+                           "initializer writes 20480000 bytes"));
+    sp = gkvt_spec(GKV_F32, 4, 0, 1ull << 62);
+    sp.init = GKV_INIT_CONST;
+    sp.a = 1;
+    assert_int_equal(gkv_tensor_create(s, "huge", &sp), GKV_EMAPFULL);
+    assert_non_null(strstr(gkv_store_errmsg(s), "writes 18446744073709551615 "
+                           "bytes"));
     assert_true(gkvt_now_s() - t0 < 5);
-    assert_int_equal(gkv_tensor_info(f->s, NULL, "huge", &d), GKV_ENOTFOUND);
+    assert_int_equal(gkv_tensor_info(s, NULL, "huge", &d), GKV_ENOTFOUND);
     sp.init = GKV_INIT_ZEROS;
-    GKVT_OK(gkv_tensor_create(f->s, "huge", &sp));
-    GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
+    GKVT_OK(gkv_tensor_create(s, "huge", &sp));
+    sp = gkvt_spec(GKV_F32, 128, 0, 14000);                  /* 7.2 MB */
+    sp.init = GKV_INIT_CONST;
+    sp.a = 1;
+    GKVT_OK(gkv_tensor_create(s, "a", &sp));
+    GKVT_OK(gkv_tensor_delete(s, "a"));
+    GKVT_OK(gkv_tensor_create(s, "b", &sp));
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    gkvt_tmpfs_done(dir);
 }
 
 static void
@@ -2022,7 +2046,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_optimizers_match_reference, setup, teardown),
         cmocka_unit_test_setup_teardown(test_custom_handler_and_rollback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_bad_input_changes_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_beyond_disk_refused, setup, teardown),
+        cmocka_unit_test(test_create_beyond_disk_refused),
         cmocka_unit_test(test_disk_full_delete_makes_room),
         cmocka_unit_test(test_store_fds_close_on_exec),
         cmocka_unit_test_setup_teardown(test_delete_reuses_space_and_rename, setup, teardown),
