@@ -1096,6 +1096,31 @@ push_fn(gkv_store *s, MDB_txn *txn, void *arg)
     if ((rc = kv__sort_order(a->ids, a->n, r.lo, r.hi - r.lo, &order)) != GKV_OK)
         return kv__fail(s, rc, "tensor '%s': out of memory sorting %zu IDs",
                         a->name, a->n);
+    {
+        /* each chunk touched is copied whole (or made, zero-filled) and
+         * held in RAM until the commit: IDs spread over a large tensor
+         * cost a chunk each. Refuse at once what the disk cannot take
+         * (looked up only past 64 MiB: no system call for the usual push) */
+        uint64_t nc = 0, prev = UINT64_MAX, per = kv__chunk_size(&r, 0), bytes;
+        for (size_t k = 0; k < nst; k++)
+            per += kv__chunk_size(&st[k], 0);
+        for (size_t i = 0; i < a->n; i++) {
+            uint64_t c = (a->ids[order[i]] - r.lo) / r.chunk_rows;
+            nc += c != prev;
+            prev = c;
+        }
+        bytes = nc > UINT64_MAX / per ? UINT64_MAX : nc * per;
+        if (bytes > (64ull << 20) && bytes > kv__room_bound(s)) {
+            rc = kv__fail(s, KV_EMAPFULL_FINAL, "tensor '%s': the push "
+                          "touches %llu chunks of %llu bytes (each is "
+                          "copied whole), more than the disk holding the "
+                          "store can take (%llu bytes, the store's file "
+                          "included)", a->name, (unsigned long long)nc,
+                          (unsigned long long)per,
+                          (unsigned long long)kv__room_bound(s));
+            goto out;
+        }
+    }
     if ((a->kind >= KV_H_SGD && a->kind <= KV_H_ADAM &&
          (g = gkv__malloc(r.row_elems * sizeof *g)) == NULL) ||
         (nst > 0 && (sbuf = gkv__malloc(nst * sbuf_one)) == NULL)) {

@@ -1336,6 +1336,48 @@ test_store_fds_close_on_exec(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A push copies each chunk it touches whole (a missing one is made), so a
+ * few thousand IDs spread over a large zero tensor cost a chunk each:
+ * 2000 IDs 2^24 apart, 32 KB of rows, needed 512 MB of RAM and disk. On a
+ * 12 MiB disk it is GKV_EMAPFULL at once, naming the chunks; nothing
+ * changes; a push of IDs in a few chunks goes through. */
+static void
+test_push_beyond_disk_refused(void **state)
+{
+    char *dir = gkvt_mkdtemp("tmpfs");
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 1ull << 40);
+    gkv_push_args add = {"add", 0, 0, 0, 0, 0};
+    static uint64_t ids[2000];
+    static float rows[2000 * 4], got[4];
+    gkv_store_stat st0, st1;
+    gkv_store *s;
+
+    (void)state;
+    gkvt_tmpfs_or_skip(dir, "size=12m");
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, &(gkv_open_opts){1u << 20, 0}));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));          /* zeros: no chunks */
+    for (int i = 0; i < 2000; i++) {
+        ids[i] = (uint64_t)i << 24;
+        rows[i * 4] = 1;
+    }
+    GKVT_OK(gkv_store_stat_get(s, &st0));
+    assert_int_equal(gkv_tensor_push(s, "t", ids, 2000, rows, sizeof rows, &add),
+                     GKV_EMAPFULL);
+    assert_non_null(strstr(gkv_store_errmsg(s), "tensor 't': the push touches "
+                           "2000 chunks"));
+    GKVT_OK(gkv_store_stat_get(s, &st1));
+    assert_int_equal(st1.nchunks, st0.nchunks);
+    /* IDs 0, 1 and 2 share a chunk */
+    ids[1] = 1;
+    ids[2] = 2;
+    GKVT_OK(gkv_tensor_push(s, "t", ids, 3, rows, 3 * 16, &add));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "t", ids + 2, 1, got, sizeof got));
+    assert_true(got[0] == 1 && got[1] == 0);
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    gkvt_tmpfs_done(dir);
+}
+
 /* On a full disk, a tensor deleted makes room for the next write at once:
  * LMDB keeps the pages the last commit freed (a torn next commit must find
  * its tree whole), so the create after the delete failed GKV_EMAPFULL
@@ -2048,6 +2090,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_push_bad_input_changes_nothing, setup, teardown),
         cmocka_unit_test(test_create_beyond_disk_refused),
         cmocka_unit_test(test_disk_full_delete_makes_room),
+        cmocka_unit_test(test_push_beyond_disk_refused),
         cmocka_unit_test(test_store_fds_close_on_exec),
         cmocka_unit_test_setup_teardown(test_delete_reuses_space_and_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_store_refuses_writes, setup, teardown),
