@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define GKV_NET_PROTO       1          /* wire protocol version */
+#define GKV_NET_PROTO       2          /* wire protocol version */
 #define GKV_NET_PORT        30050      /* ip_config's default port (DGL's) */
 #define GKV_NET_GROUP_MAX   63         /* bytes in a group name */
 #define GKV_NET_MAX_MSG     (1ull << 30) /* default payload bound: 1 GiB */

@@ -19,7 +19,7 @@
 #endif
 
 #define NET_MAGIC     0x4e564b47u   /* "GKVN" as little-endian bytes */
-#define NET_VERSION   1u            /* protocol version of this build */
+#define NET_VERSION   2u            /* protocol version of this build */
 #define NET_HDR_LEN   48u
 #define NET_NONCE_LEN 32u
 #define NET_MAC_LEN   32u           /* crypto_auth_BYTES (HMAC-SHA512-256) */
