@@ -1949,7 +1949,7 @@ test_shutdown_more_servers(void **state)
 
 /* --shutdown --timeout S gives each server S seconds to answer (5
  * without it): a server that is stopped (SIGSTOP) is named with the time
- * it had; once it runs again it is stopped. */
+ * it had, both ways; once it runs again it is stopped. */
 static void
 test_shutdown_timeout(void **state)
 {
@@ -1978,6 +1978,15 @@ test_shutdown_timeout(void **state)
         fail_msg("the stopped server's 1 s is not named");
     }
     assert_true(out_has(f, "the only server was not stopped"));
+    {   /* without --timeout a server has 5 s (the default) */
+        const char *stop0[] = {"--ip-config", f->cfg, "--num-servers", "1",
+            "--shutdown", NULL};
+        assert_int_equal(launch(f, stop0, NULL, 30), 1);
+        if (!out_has(f, "no reply to hello within 5000 ms")) {
+            dump_output(f);
+            fail_msg("the stopped server's default 5 s is not named");
+        }
+    }
     kill(sp[0], SIGCONT);
     assert_false(pid_gone(sp[0]));
     assert_int_equal(launch(f, stop, NULL, 30), 0);
