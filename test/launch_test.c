@@ -1870,6 +1870,27 @@ test_shutdown_partial(void **state)
     assert_true(port_closed(f->base));
 }
 
+/* Launches 'nserv' persistent servers named 'name' (--keep-alive, one
+ * trainer, workspace 'ws') on the picked ports, and tracks their 'want'
+ * PIDs in sp. */
+static void
+start_persistent(struct fx *f, const char *name, const char *nserv,
+                 const char *ws, pid_t *sp, int want)
+{
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", nserv, "--num-trainers", "1",
+        "--keep-alive", "--server-name", name, "--workspace", ws,
+        "--", g_self, "--child", "env", NULL};
+
+    if (launch_retry(f, args, NULL, 30) != 0) {
+        dump_output(f);
+        fail_msg("launch of persistent servers '%s' failed", name);
+    }
+    assert_int_equal(server_pids(f, sp, 4), want);
+    for (int i = 0; i < want; i++)
+        track(f, sp[i]);
+}
+
 /* --shutdown with --num-servers below the servers' own count: each
  * handshake says how many run per machine, and those beyond are stopped
  * too, said on stdout (it stopped 0/0 only, exited 0 and said nothing). A
@@ -1880,23 +1901,13 @@ test_shutdown_more_servers(void **state)
 {
     struct fx *f = *state;
     char want[2 * PATH_MAX], ws2[PATH_MAX + 8];
-    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
-        "--num-servers", "3", "--num-trainers", "1",
-        "--keep-alive", "--server-name", "lt-more", "--workspace", f->ws,
-        "--", g_self, "--child", "env", NULL};
     const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
         "--shutdown", "--timeout", "30", NULL};
     pid_t sp[4];
 
     /* three servers, stopped by a --shutdown that says one */
     pick_ports(f);
-    if (launch_retry(f, args, NULL, 30) != 0) {
-        dump_output(f);
-        fail_msg("launch failed");
-    }
-    assert_int_equal(server_pids(f, sp, 4), 3);
-    for (int i = 0; i < 3; i++)
-        track(f, sp[i]);
+    start_persistent(f, "lt-more", "3", f->ws, sp, 3);
     if (launch(f, stop, NULL, 30) != 0) {
         dump_output(f);
         fail_msg("--shutdown --num-servers 1 failed");
@@ -1920,15 +1931,8 @@ test_shutdown_more_servers(void **state)
     /* again, with server 0/2 gone before the --shutdown: 0/0 and 0/1 stop,
      * 0/2 is named, exit 1 */
     snprintf(ws2, sizeof ws2, "%s2", f->ws);
-    args[12] = ws2;
     setenv("LT_DIR", ws2, 1);
-    if (launch_retry(f, args, NULL, 30) != 0) {
-        dump_output(f);
-        fail_msg("second launch failed");
-    }
-    assert_int_equal(server_pids(f, sp, 4), 3);
-    for (int i = 0; i < 3; i++)
-        track(f, sp[i]);
+    start_persistent(f, "lt-more", "3", ws2, sp, 3);
     kill(sp[2], SIGKILL);
     assert_true(wait_gone(sp[2], 30000));
     assert_true(port_closed(f->base + 2));
@@ -1954,10 +1958,6 @@ static void
 test_shutdown_timeout(void **state)
 {
     struct fx *f = *state;
-    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
-        "--num-servers", "1", "--num-trainers", "1",
-        "--keep-alive", "--server-name", "lt-slow", "--workspace", f->ws,
-        "--", g_self, "--child", "env", NULL};
     const char *stop1[] = {"--ip-config", f->cfg, "--num-servers", "1",
         "--shutdown", "--timeout", "1", NULL};
     const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "1",
@@ -1965,12 +1965,7 @@ test_shutdown_timeout(void **state)
     pid_t sp[4];
 
     pick_ports(f);
-    if (launch_retry(f, args, NULL, 30) != 0) {
-        dump_output(f);
-        fail_msg("launch failed");
-    }
-    assert_int_equal(server_pids(f, sp, 4), 1);
-    track(f, sp[0]);
+    start_persistent(f, "lt-slow", "1", f->ws, sp, 1);
     gkvt_stop_proc(sp[0]);
     assert_int_equal(launch(f, stop1, NULL, 30), 1);
     if (!out_has(f, "no reply to hello within 1000 ms")) {
