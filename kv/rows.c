@@ -1102,6 +1102,7 @@ push_fn(gkv_store *s, MDB_txn *txn, void *arg)
          * cost a chunk each. Refuse at once what the disk cannot take
          * (looked up only past 64 MiB: no system call for the usual push) */
         uint64_t nc = 0, prev = UINT64_MAX, per = kv__chunk_size(&r, 0), bytes;
+        uint64_t bound = 0;
         for (size_t k = 0; k < nst; k++)
             per += kv__chunk_size(&st[k], 0);
         for (size_t i = 0; i < a->n; i++) {
@@ -1110,14 +1111,13 @@ push_fn(gkv_store *s, MDB_txn *txn, void *arg)
             prev = c;
         }
         bytes = nc > UINT64_MAX / per ? UINT64_MAX : nc * per;
-        if (bytes > (64ull << 20) && bytes > kv__room_bound(s)) {
+        if (bytes > (64ull << 20) && bytes > (bound = kv__room_bound(s))) {
             rc = kv__fail(s, KV_EMAPFULL_FINAL, "tensor '%s': the push "
                           "touches %llu chunks of %llu bytes (each is "
                           "copied whole), more than the disk holding the "
                           "store can take (%llu bytes, the store's file "
                           "included)", a->name, (unsigned long long)nc,
-                          (unsigned long long)per,
-                          (unsigned long long)kv__room_bound(s));
+                          (unsigned long long)per, (unsigned long long)bound);
             goto out;
         }
     }
