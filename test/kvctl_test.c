@@ -1642,6 +1642,34 @@ test_port_accepts_self_connect(void **state)
             fail_msg("port %u accepts after %u tries, with nothing listening",
                      port, i);
 
+    /* the same over IPv6 loopback, where there is one */
+    {
+        struct sockaddr_in6 a6;
+        unsigned port6 = 0;
+
+        memset(&a6, 0, sizeof a6);
+        a6.sin6_family = AF_INET6;
+        a6.sin6_addr = in6addr_loopback;
+        for (unsigned k = 0; k < 200 && port6 == 0; k++) {
+            unsigned p = (lo + (((unsigned)getpid() * 2654435761u + 77u +
+                                 k * 7919u) % (hi - lo))) & ~1u;
+            int s = socket(AF_INET6, SOCK_STREAM, 0);
+            if (s < 0)
+                break;                              /* no IPv6 here */
+            if (p < lo)
+                p += 2;
+            a6.sin6_port = htons((uint16_t)p);
+            setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            if (bind(s, (struct sockaddr *)&a6, sizeof a6) == 0)
+                port6 = p;
+            close(s);
+        }
+        for (unsigned i = 0; port6 != 0 && i < 2 * (hi - lo + 1); i++)
+            if (tools__port_accepts("::1", port6, 1000))
+                fail_msg("[::1]:%u accepts after %u tries, with nothing "
+                         "listening", port6, i);
+    }
+
     /* and a port something listens on does accept (another port: the one
      * above may still be held by the closed self-connection) */
     ls = socket(AF_INET, SOCK_STREAM, 0);
