@@ -472,7 +472,8 @@ GKV_API gkv_err gkv_opt_reset(gkv_store *s, const char *name,
  * Errors: GKV_ENOTFOUND, GKV_EEXIST (already on), GKV_ERDONLY, GKV_ENOMEM,
  * GKV_EBUSY (another process keeps tensors of this store in write-back),
  * GKV_ECORRUPT (a stored state companion without the tensor's rows; the
- * message names it, gkv_opt_reset drops it). */
+ * message names it, gkv_opt_reset drops it), GKV_EMAPFULL (the disk is
+ * full: writeback.lock cannot list the tensor), GKV_EIO. */
 GKV_API gkv_err gkv_writeback_start(gkv_store *s, const char *name,
                                     unsigned interval_ms);
 

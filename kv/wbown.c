@@ -185,8 +185,10 @@ kv__wb_own_publish(gkv_store *s, const char *pending)
     /* one write, then the length: a reader sees the old list or the new
      * one (at worst with the old one's tail: refused a moment longer) */
     if (pwrite(fd, buf, len, 0) != (ssize_t)len || ftruncate(fd, (off_t)len) != 0)
-        rc = kv__fail(s, GKV_EIO, "store '%s': writing writeback.lock: %s",
-                      s->st_path, strerror(errno));
+        rc = kv__fail(s, errno == ENOSPC || errno == EDQUOT ? GKV_EMAPFULL
+                                                            : GKV_EIO,
+                      "store '%s': writing writeback.lock: %s", s->st_path,
+                      strerror(errno));
     gkv__free(buf);
     return rc;
 }

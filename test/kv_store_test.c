@@ -1336,6 +1336,44 @@ test_store_fds_close_on_exec(void **state)
     gkvt_rmtree(dir);
 }
 
+/* Write-back on a full disk: the process lists the tensor in
+ * writeback.lock, and when that cannot be written the start fails
+ * GKV_EMAPFULL naming the file (it was GKV_EIO, unlike every other
+ * disk-full error); the tensor is not in write-back and still takes
+ * direct writes. */
+static void
+test_writeback_start_disk_full(void **state)
+{
+    char *dir = gkvt_mkdtemp("tmpfs"), fill[4300];
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 100);
+    static char block[65536];
+    float row[4] = {1, 2, 3, 4}, got[4];
+    uint64_t id = 7;
+    gkv_store *s;
+    int fd;
+
+    (void)state;
+    gkvt_tmpfs_or_skip(dir, "size=4m");
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, &(gkv_open_opts){1u << 20, 0}));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    snprintf(fill, sizeof fill, "%s/filler", dir);
+    fd = open(fill, O_WRONLY | O_CREAT, 0644);
+    assert_true(fd >= 0);
+    while (write(fd, block, sizeof block) > 0)
+        ;
+    while (write(fd, block, 1) > 0)                  /* the last bytes */
+        ;
+    close(fd);
+    assert_int_equal(gkv_writeback_start(s, "t", 1000), GKV_EMAPFULL);
+    assert_non_null(strstr(gkv_store_errmsg(s), "writeback.lock"));
+    assert_int_equal(unlink(fill), 0);
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got));
+    assert_memory_equal(got, row, sizeof row);
+    gkv_store_close(s);
+    gkvt_tmpfs_done(dir);
+}
+
 /* A push copies each chunk it touches whole (a missing one is made), so a
  * few thousand IDs spread over a large zero tensor cost a chunk each:
  * 2000 IDs 2^24 apart, 32 KB of rows, needed 512 MB of RAM and disk. On a
@@ -2091,6 +2129,7 @@ main(void)
         cmocka_unit_test(test_create_beyond_disk_refused),
         cmocka_unit_test(test_disk_full_delete_makes_room),
         cmocka_unit_test(test_push_beyond_disk_refused),
+        cmocka_unit_test(test_writeback_start_disk_full),
         cmocka_unit_test(test_store_fds_close_on_exec),
         cmocka_unit_test_setup_teardown(test_delete_reuses_space_and_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_store_refuses_writes, setup, teardown),
