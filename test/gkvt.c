@@ -82,7 +82,8 @@ gkvt_rand(uint64_t *x)
 }
 
 /* tmpfs mounts of the running test program, unmounted at exit when a
- * failed test left them */
+ * failed test left them (lazily: the failed test may have left a store
+ * open on it, which a plain umount refuses as busy) */
 static char *tmpfs_dirs[16];
 
 static void
@@ -90,7 +91,7 @@ tmpfs_atexit(void)
 {
     for (size_t i = 0; i < sizeof tmpfs_dirs / sizeof *tmpfs_dirs; i++)
         if (tmpfs_dirs[i] != NULL) {
-            umount(tmpfs_dirs[i]);
+            umount2(tmpfs_dirs[i], MNT_DETACH);
             gkvt_rmtree(tmpfs_dirs[i]);
             tmpfs_dirs[i] = NULL;
         }
