@@ -1338,6 +1338,104 @@ test_family_cursor_error(void **state)
     gkvt_rmtree(dir);
 }
 
+
+/* Points every branch node of the store's file that
+ * leads to page 'pg' at a page past the file's end; returns how many. */
+static int
+branch_refs_break(const char *dir, size_t pg, size_t psize)
+{
+    char file[600];
+    unsigned char *b = malloc(psize);
+    off_t end;
+    int fd, n = 0;
+
+    snprintf(file, sizeof file, "%s/data.mdb", dir);
+    assert_true((fd = open(file, O_RDWR)) >= 0);
+    end = lseek(fd, 0, SEEK_END);
+    for (off_t off = 2 * (off_t)psize; off + (off_t)psize <= end; off += (off_t)psize) {
+        uint16_t flags, lower;
+        assert_int_equal(pread(fd, b, psize, off), (ssize_t)psize);
+        memcpy(&flags, b + 10, 2);
+        memcpy(&lower, b + 12, 2);
+        if (flags != 0x01 || lower < 16 || lower > psize)
+            continue;
+        for (unsigned i = 0; i < (lower - 16u) / 2; i++) {
+            uint16_t ptr, lo, hi, fl;
+            memcpy(&ptr, b + 16 + 2 * i, 2);
+            if (ptr + 8u > psize)
+                continue;
+            memcpy(&lo, b + ptr, 2);
+            memcpy(&hi, b + ptr + 2, 2);
+            memcpy(&fl, b + ptr + 4, 2);
+            if (((uint64_t)lo | (uint64_t)hi << 16 | (uint64_t)fl << 32) == pg) {
+                memset(b + ptr, 0xff, 6);
+                assert_int_equal(pwrite(fd, b, psize, off), (ssize_t)psize);
+                n++;
+            }
+        }
+    }
+    close(fd);
+    free(b);
+    return n;
+}
+
+/* gkv_store_stat_get over a damaged catalog page reports the cursor error
+ * (GKV_ECORRUPT naming the catalog), not short counts as OK; the repaired
+ * file counts every tensor again. */
+static void
+test_stat_catalog_cursor_error(void **state)
+{
+    char *dir = gkvt_mkdtemp("optstat");
+    char path[512];
+    gkv_tensor_spec sp = spec(GKV_F32), tiny = spec(GKV_F32);
+    uint64_t id = LO;
+    float g[W] = {1, 1, 1, 1, 1, 1};
+    gkv_store_stat st;
+    gkv_store *s;
+    size_t pg, psize;
+    gkv_err rc;
+
+    (void)state;
+    tiny.init = GKV_INIT_ZEROS;
+    tiny.hi = LO + 1;
+    snprintf(path, sizeof path, "%s/s", dir);
+    s = open_store(dir, "s");
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
+                            &(gkv_push_args){"adagrad", 0, 0, 0, 0, 0}));
+    for (int i = 0; i < FILL; i++) {
+        char n[32];
+        snprintf(n, sizeof n, "t!%03d", i);
+        GKVT_OK(gkv_tensor_create(s, n, &tiny));
+    }
+    gkv_store_close(s);
+    companion_page(path, &pg, &psize);
+    {   /* keep a copy to repair from */
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "cp %s/data.mdb %s/data.bak", path, path);
+        assert_int_equal(system(cmd), 0);
+    }
+    assert_true(branch_refs_break(path, pg, psize) > 0);
+    s = open_store(dir, "s");
+    rc = gkv_store_stat_get(s, &st);
+    if (rc != GKV_ECORRUPT)
+        fail_msg("stat over a damaged catalog page: %s (%s), %llu tensors",
+                 gkv_err_name(rc), gkv_store_errmsg(s),
+                 (unsigned long long)st.ntensors);
+    assert_non_null(strstr(gkv_store_errmsg(s), "catalog"));
+    gkv_store_close(s);
+    {
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "cp %s/data.bak %s/data.mdb", path, path);
+        assert_int_equal(system(cmd), 0);
+    }
+    s = open_store(dir, "s");
+    GKVT_OK(gkv_store_stat_get(s, &st));
+    assert_int_equal(st.ntensors, FILL + 1);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
 /* The f32 state of an f16 tensor has twice its bytes: with chunks over
  * half the chunk limit, or rows over half the row limit, no companion can
  * exist. The push and gkv_opt_state_info say so, naming the tensor (the
@@ -1424,6 +1522,7 @@ main(void)
         cmocka_unit_test(test_step_count_max),
         cmocka_unit_test(test_foreign_companion_refused),
         cmocka_unit_test(test_family_cursor_error),
+        cmocka_unit_test(test_stat_catalog_cursor_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
