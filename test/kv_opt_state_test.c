@@ -1277,28 +1277,26 @@ companion_page(const char *dir, size_t *pg, size_t *psize)
     *psize = st.ms_psize;
 }
 
+/* Store DIR/s (its path in 'path') with tensor "t", its adagrad state
+ * (and adam's with 'adam'), and FILL one-row tensors after them, closed;
+ * *pg: the catalog page holding t's companions (companion_page). */
 static void
-test_family_cursor_error(void **state)
+family_store(const char *dir, char path[512], int adam, size_t *pg,
+             size_t *psize)
 {
-    char *dir = gkvt_mkdtemp("optfam");
-    char path[512];
     gkv_tensor_spec sp = spec(GKV_F32), tiny = spec(GKV_F32);
     uint64_t id = LO;
     float g[W] = {1, 1, 1, 1, 1, 1};
-    gkv_tensor_desc d;
     gkv_store *s;
-    size_t pg, psize;
-    unsigned old;
-    gkv_err rc;
 
-    (void)state;
     tiny.init = GKV_INIT_ZEROS;
     tiny.hi = LO + 1;
-    snprintf(path, sizeof path, "%s/s", dir);
+    snprintf(path, 512, "%s/s", dir);
     s = open_store(dir, "s");
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
-                            &(gkv_push_args){"adam", 0, 0, 0, 0, 0}));
+    if (adam)
+        GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
+                                &(gkv_push_args){"adam", 0, 0, 0, 0, 0}));
     GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
                             &(gkv_push_args){"adagrad", 0, 0, 0, 0, 0}));
     for (int i = 0; i < FILL; i++) {
@@ -1307,7 +1305,22 @@ test_family_cursor_error(void **state)
         GKVT_OK(gkv_tensor_create(s, n, &tiny));
     }
     gkv_store_close(s);
-    companion_page(path, &pg, &psize);
+    companion_page(path, pg, psize);
+}
+
+static void
+test_family_cursor_error(void **state)
+{
+    char *dir = gkvt_mkdtemp("optfam");
+    char path[512];
+    gkv_tensor_desc d;
+    gkv_store *s;
+    size_t pg, psize;
+    unsigned old;
+    gkv_err rc;
+
+    (void)state;
+    family_store(dir, path, 1, &pg, &psize);
     old = page_flags_set(path, pg, psize, 0);
     assert_int_equal(old, 0x02);   /* P_LEAF */
     s = open_store(dir, "s");
@@ -1387,29 +1400,13 @@ test_stat_catalog_cursor_error(void **state)
 {
     char *dir = gkvt_mkdtemp("optstat");
     char path[512];
-    gkv_tensor_spec sp = spec(GKV_F32), tiny = spec(GKV_F32);
-    uint64_t id = LO;
-    float g[W] = {1, 1, 1, 1, 1, 1};
     gkv_store_stat st;
     gkv_store *s;
     size_t pg, psize;
     gkv_err rc;
 
     (void)state;
-    tiny.init = GKV_INIT_ZEROS;
-    tiny.hi = LO + 1;
-    snprintf(path, sizeof path, "%s/s", dir);
-    s = open_store(dir, "s");
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, g, sizeof g,
-                            &(gkv_push_args){"adagrad", 0, 0, 0, 0, 0}));
-    for (int i = 0; i < FILL; i++) {
-        char n[32];
-        snprintf(n, sizeof n, "t!%03d", i);
-        GKVT_OK(gkv_tensor_create(s, n, &tiny));
-    }
-    gkv_store_close(s);
-    companion_page(path, &pg, &psize);
+    family_store(dir, path, 0, &pg, &psize);
     {   /* keep a copy to repair from */
         char cmd[1400];
         snprintf(cmd, sizeof cmd, "cp %s/data.mdb %s/data.bak", path, path);

@@ -1606,13 +1606,59 @@ test_idlist_parser(void **state)
  * successive ephemeral ports, so some thousands of connects to an even
  * port of the ephemeral range are given that port as their own, and the
  * socket connects to itself: that is not a server (it made gkv-launch
- * report a free port as in use, and a test see a stopped server). */
+ * report a free port as in use, and a test see a stopped server). On
+ * 'host' of 'family' (loopback), over twice the range [lo, hi]; 0 when the
+ * family has no loopback here (IPv6 off), else 1. */
+static int
+self_connect_refused(int family, const char *host, unsigned lo, unsigned hi)
+{
+    struct sockaddr_storage ss;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    socklen_t len = family == AF_INET ? sizeof *a4 : sizeof *a6;
+    unsigned port = 0;
+    int one = 1;
+
+    memset(&ss, 0, sizeof ss);
+    ss.ss_family = (sa_family_t)family;
+    if (family == AF_INET)
+        a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    else
+        a6->sin6_addr = in6addr_loopback;
+    /* an even port in the ephemeral range that is free */
+    for (unsigned k = 0; k < 200 && port == 0; k++) {
+        unsigned p = (lo + (((unsigned)getpid() * 2654435761u + 77u * family +
+                             k * 7919u) % (hi - lo))) & ~1u;
+        int s = socket(family, SOCK_STREAM, 0);
+
+        if (s < 0)
+            return 0;
+        if (p < lo)
+            p += 2;
+        if (family == AF_INET)
+            a4->sin_port = htons((uint16_t)p);
+        else
+            a6->sin6_port = htons((uint16_t)p);
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(s, (struct sockaddr *)&ss, len) == 0)
+            port = p;
+        close(s);
+    }
+    if (port == 0)
+        return 0;
+    for (unsigned i = 0; i < 2 * (hi - lo + 1); i++)
+        if (tools__port_accepts(host, port, 1000))
+            fail_msg("%s port %u accepts after %u tries, with nothing "
+                     "listening", host, port, i);
+    return 1;
+}
+
 static void
 test_port_accepts_self_connect(void **state)
 {
-    unsigned lo = 32768, hi = 60999, port = 0;
+    unsigned lo = 32768, hi = 60999;
     char *r = gkvt_slurp("/proc/sys/net/ipv4/ip_local_port_range");
-    int one = 1, ls;
+    int ls;
     struct sockaddr_in a;
     socklen_t al;
 
@@ -1620,60 +1666,15 @@ test_port_accepts_self_connect(void **state)
     if (r != NULL)
         sscanf(r, "%u %u", &lo, &hi);
     free(r);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    /* an even port in the ephemeral range that is free */
-    for (unsigned k = 0; k < 200 && port == 0; k++) {
-        unsigned p = (lo + (((unsigned)getpid() * 2654435761u + k * 7919u) %
-                            (hi - lo))) & ~1u;
-        int s = socket(AF_INET, SOCK_STREAM, 0);
-        if (p < lo)
-            p += 2;
-        a.sin_port = htons((uint16_t)p);
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(s, (struct sockaddr *)&a, sizeof a) == 0)
-            port = p;
-        close(s);
-    }
-    assert_int_not_equal(port, 0);
-    for (unsigned i = 0; i < 2 * (hi - lo + 1); i++)
-        if (tools__port_accepts("127.0.0.1", port, 1000))
-            fail_msg("port %u accepts after %u tries, with nothing listening",
-                     port, i);
-
-    /* the same over IPv6 loopback, where there is one */
-    {
-        struct sockaddr_in6 a6;
-        unsigned port6 = 0;
-
-        memset(&a6, 0, sizeof a6);
-        a6.sin6_family = AF_INET6;
-        a6.sin6_addr = in6addr_loopback;
-        for (unsigned k = 0; k < 200 && port6 == 0; k++) {
-            unsigned p = (lo + (((unsigned)getpid() * 2654435761u + 77u +
-                                 k * 7919u) % (hi - lo))) & ~1u;
-            int s = socket(AF_INET6, SOCK_STREAM, 0);
-            if (s < 0)
-                break;                              /* no IPv6 here */
-            if (p < lo)
-                p += 2;
-            a6.sin6_port = htons((uint16_t)p);
-            setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-            if (bind(s, (struct sockaddr *)&a6, sizeof a6) == 0)
-                port6 = p;
-            close(s);
-        }
-        for (unsigned i = 0; port6 != 0 && i < 2 * (hi - lo + 1); i++)
-            if (tools__port_accepts("::1", port6, 1000))
-                fail_msg("[::1]:%u accepts after %u tries, with nothing "
-                         "listening", port6, i);
-    }
+    assert_int_equal(self_connect_refused(AF_INET, "127.0.0.1", lo, hi), 1);
+    (void)self_connect_refused(AF_INET6, "::1", lo, hi);   /* where there is one */
 
     /* and a port something listens on does accept (another port: the one
      * above may still be held by the closed self-connection) */
     ls = socket(AF_INET, SOCK_STREAM, 0);
-    a.sin_port = 0;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
     assert_int_equal(listen(ls, 4), 0);
     al = sizeof a;
