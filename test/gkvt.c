@@ -1,6 +1,7 @@
 /* gkvt.c - helpers shared by gkv's cmocka tests. */
 #include <arpa/inet.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>
@@ -638,6 +639,24 @@ all_stopped(int pid)
     }
     closedir(d);
     return all && any;
+}
+
+void
+gkvt_kill_child(int pid)
+{
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+        ;
+}
+
+void
+gkvt_die_with_parent(void)
+{
+    pid_t parent = getppid();
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)            /* it died before the call */
+        _exit(1);
 }
 
 void

@@ -107,6 +107,12 @@ int  gkvt_proc_reap_all(struct gkvt_proc *procs, int n);
  * pseudo-terminal; what it wrote there goes to buf (NUL-terminated, at
  * most cap - 1 bytes). Returns the exit status, or 128 + signal. */
 int  gkvt_run_tty(char *const argv[], char *buf, size_t cap);
+/* SIGKILL a forked child by PID and reap it. */
+void gkvt_kill_child(int pid);
+/* In a forked child that waits to be killed: dies with this test program
+ * (SIGKILL when its parent exits), so a failed assertion in the parent
+ * before gkvt_kill_child() leaves no process behind. */
+void gkvt_die_with_parent(void);
 /* kill(pid, SIGSTOP), then waits (up to 5 s) until every thread of pid is
  * stopped: kill() only queues the stop, and a request sent at once could
  * still be answered. */

@@ -539,6 +539,7 @@ reader_child(struct fx *f, int snap)
         if (gkv_store_open(&cs, f->dir, GKV_RDONLY, NULL) != GKV_OK ||
             (snap && gkv_txn_begin(cs, &tx) != GKV_OK))
             _exit(1);
+        gkvt_die_with_parent();
         if (write(pfd[1], "r", 1) != 1)
             _exit(1);
         for (;;)
@@ -548,14 +549,6 @@ reader_child(struct fx *f, int snap)
     assert_int_equal(read(pfd[0], &c, 1), 1);
     close(pfd[0]);
     return pid;
-}
-
-static void
-kill_child(pid_t pid)
-{
-    kill(pid, SIGKILL);
-    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-        ;
 }
 
 /* A reader killed by SIGKILL keeps its LMDB reader slot, and with it the
@@ -574,7 +567,7 @@ test_killed_reader_slot_freed(void **state)
     GKVT_OK(gkv_store_open(&s, f->dir, 0, NULL));
     f->child = reader_child(f, 1);
     assert_int_equal(reader_slots(s, f->child), 1);
-    kill_child(f->child);
+    gkvt_kill_child(f->child);
     /* dead, its slot still taken */
     assert_int_equal(reader_slots(s, f->child), 1);
     /* a write sweeps (the once-a-second limit set aside) */
@@ -587,12 +580,12 @@ test_killed_reader_slot_freed(void **state)
     {
         pid_t dead = reader_child(f, 1);
 
-        kill_child(dead);
+        gkvt_kill_child(dead);
         gkv_store_close(s);
         GKVT_OK(gkv_store_open(&s, f->dir, GKV_RDONLY, NULL));
         assert_int_equal(reader_slots(s, dead), 0);
     }
-    kill_child(holder);
+    gkvt_kill_child(holder);
     f->child = 0;
     gkv_store_close(s);
 }

@@ -697,7 +697,8 @@ test_wb_flush_fails(void **state)
 
 /* Forks a child that opens its own handle on dir, keeps 'name' in
  * write-back on it, closes the handle 'inherited' (not NULL) it got from
- * this process, and waits to be killed; returns once it holds the tensor. */
+ * this process, and waits to be killed (gkvt_kill_child; it dies with this
+ * program too); returns once it holds the tensor. */
 static pid_t
 wb_holder(const char *dir, const char *name, gkv_store *inherited)
 {
@@ -709,6 +710,7 @@ wb_holder(const char *dir, const char *name, gkv_store *inherited)
     if ((kid = fork()) == 0) {
         gkv_store *cs;
 
+        gkvt_die_with_parent();
         if (gkv_store_open(&cs, dir, GKV_NOSYNC, NULL) != GKV_OK ||
             gkv_writeback_start(cs, name, 100000) != GKV_OK)
             _exit(1);
@@ -806,8 +808,7 @@ test_wb_owned_across_processes(void **state)
     kid = wb_holder(dir, "u", NULL);
     assert_int_equal(kvctl_on(dir, &err, "rm", "u", NULL, NULL), 1);
     free(err);
-    kill(kid, SIGKILL);
-    assert_int_equal(waitpid(kid, &st, 0), kid);
+    gkvt_kill_child(kid);
     assert_int_equal(kvctl_on(dir, &err, "rm", "u", NULL, NULL), 0);
     free(err);
     gkvt_rmtree(dir);
@@ -917,7 +918,6 @@ test_wb_fork_close_keeps_lock(void **state)
     char *dir = gkvt_mkdtemp("wbfork");
     gkv_tensor_spec sp = spec(N, W, 0);
     gkv_store *s;
-    int st;
     pid_t kid;
 
     (void)state;
@@ -926,8 +926,7 @@ test_wb_fork_close_keeps_lock(void **state)
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
     kid = wb_holder(dir, "t", s);       /* closes the parent's, inherited */
     assert_int_equal(child_call(dir, "push", "t"), GKV_EBUSY);
-    kill(kid, SIGKILL);
-    assert_int_equal(waitpid(kid, &st, 0), kid);
+    gkvt_kill_child(kid);
     GKVT_OK(child_call(dir, "push", "t"));
     gkv_store_close(s);
     gkvt_rmtree(dir);
@@ -941,7 +940,6 @@ test_wb_names_whole(void **state)
     char *dir = gkvt_mkdtemp("wbwhole");
     gkv_tensor_spec sp = spec(N, W, 0);
     gkv_store *s;
-    int st;
     pid_t kid;
 
     (void)state;
@@ -952,8 +950,7 @@ test_wb_names_whole(void **state)
     kid = wb_holder(dir, "tt", NULL);
     GKVT_OK(child_call(dir, "push", "t"));
     assert_int_equal(child_call(dir, "push", "tt"), GKV_EBUSY);
-    kill(kid, SIGKILL);
-    assert_int_equal(waitpid(kid, &st, 0), kid);
+    gkvt_kill_child(kid);
     gkvt_rmtree(dir);
 }
 
