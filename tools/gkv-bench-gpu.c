@@ -15,7 +15,8 @@
  *      threads, with batches of --batch seeds; then the GPU alone with
  *      batches 16 times larger (a GPU batch pays a fixed cost of about 20
  *      kernel launches and 4 waits for sizes). The first GPU batch is
- *      checked against the CPU's blocks.
+ *      checked against the CPU's blocks, and the rows of both gathers
+ *      against gkv_tensor_pull().
  *
  * The tensor is created in a temporary store ($TMPDIR) and removed at the
  * end. Each figure is the median of --reps timed runs after one warm-up.
@@ -191,6 +192,33 @@ run_gather(void *p)
 
 /* ---- 1 and 2: gathers -------------------------------------------------- */
 
+/* Exits 1 unless the n rows at out_dev are the store's rows of ids. */
+static void
+gather_check(gkv_store *st, const int64_t *ids, size_t n, size_t rb,
+             const void *out_dev, const char *what)
+{
+    unsigned char *got = malloc(n * rb), *want = malloc(n * rb);
+    gkv_err rc;
+
+    if (got == NULL || want == NULL) {
+        fprintf(stderr, "%s: out of memory for the gather check\n", PROG);
+        exit(1);
+    }
+    if ((rc = gkv_tensor_pull(st, NULL, "feat", (const uint64_t *)ids, n,
+                              want, n * rb)) != GKV_OK)
+        die("gkv_tensor_pull", rc, gkv_store_errmsg(st));
+    GPU(gkv_gpu_copy(got, out_dev, n * rb, NULL), "copy");
+    GPU(gkv_gpu_sync(NULL), "sync");
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(got + i * rb, want + i * rb, rb) != 0) {
+            fprintf(stderr, "%s: %s gather: row %zu (ID %lld) differs from "
+                    "the store's\n", PROG, what, i, (long long)ids[i]);
+            exit(1);
+        }
+    free(got);
+    free(want);
+}
+
 static void
 bench_gather(const char *dev, int64_t rows, size_t rb, size_t n, int reps)
 {
@@ -256,6 +284,12 @@ bench_gather(const char *dev, int64_t rows, size_t rb, size_t n, int reps)
     }
     GPU(gkv_gpu_feat_sync(fd, NULL), "gather check");
     GPU(gkv_gpu_feat_sync(fh, NULL), "gather check");
+    /* the rows of the last gather (zero-copy), then of a device one */
+    gather_check(st, ids, n, rb, out_dev, "zero-copy");
+    GPU(gkv_gpu_copy(out_dev, pinned, n * rb, NULL), "copy");   /* 0x01s */
+    run_gather(&(struct gather_ctx){fd, ids_dev, n, out_dev});
+    GPU(gkv_gpu_feat_sync(fd, NULL), "gather check");
+    gather_check(st, ids, n, rb, out_dev, "device-resident");
     printf("RESULT gpu_gather device=\"%s\" where=device rows=%lld "
            "row_bytes=%zu n=%zu gather_GBps=%.1f d2d_copy_GBps=%.1f "
            "ratio=%.3f target=0.85\n", dev, (long long)rows, rb, n,
