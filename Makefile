@@ -129,6 +129,50 @@ $(BUILD)/tools/common/%.o: tools/common/%.c
 	@$(if $(Q),echo "  CC      $<")
 	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -Itools/common -c -o $@ $<
 
+# ---- the GPU tests without a GPU: gpu/*.cu compiled by g++ against
+# gpu/emu/ (a stand-in for the CUDA runtime that runs each kernel's threads
+# on the calling thread, with guard pages round device memory) into a
+# test-only library. build/test/X_emu_test is test/X_test.c linked to it
+# (gpu_test: the kernels, and build/emu/gkv-bench-gpu on a small size;
+# net_graph_test: the GPU loader through servers, with
+# build/emu/gkv-example-train), so every kernel runs in `make test` on any
+# machine that builds gpu/, GPU or not.
+ifneq ($(GPU_OBJ),)
+EMU_OBJ := $(GPU_SRC:%.cu=$(BUILD)/emu/%.o) $(BUILD)/emu/gpu/emu/emu.o
+EMU_CXXFLAGS := -std=c++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wshadow \
+  -Wno-unused-parameter -fPIC -fvisibility=hidden -MMD -MP -DGKV_HAVE_CUDA=1 \
+  $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer) \
+  -Igpu/emu -Ikv -Igraph -Inet -I.
+EMU_TESTS := $(BUILD)/test/gpu_emu_test $(BUILD)/test/net_graph_emu_test
+EMU_TOOLS := $(BUILD)/emu/gkv-example-train $(BUILD)/emu/gkv-bench-gpu
+
+$(BUILD)/emu/gpu/%.o: gpu/%.cu
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX     $< (emulated GPU)")
+	$(Q)$(CXX) $(CFLAGS) $(EMU_CXXFLAGS) -x c++ -c -o $@ $<
+
+$(BUILD)/emu/gpu/emu/emu.o: gpu/emu/emu.cc
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CXX     $<")
+	$(Q)$(CXX) $(CFLAGS) $(EMU_CXXFLAGS) -c -o $@ $<
+
+$(BUILD)/emu/libgkv-emu.a: $(filter-out $(GPU_SRC:%.cu=$(BUILD)/%.o),$(LIB_OBJ)) $(EMU_OBJ)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/test/%_emu_test: test/%_test.c $(THELP_OBJ) $(TCOMMON_OBJ) $(BUILD)/emu/libgkv-emu.a $(EMU_TOOLS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@")
+	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -DGKVT_GPU_EMU=1 -Wno-unused-function -Itest -Itools/common $(LDFLAGS) -o $@ $< $(THELP_OBJ) $(TCOMMON_OBJ) $(BUILD)/emu/libgkv-emu.a $(filter-out $(CUDA_LIBS),$(LIBS)) $(CMOCKA_LIBS)
+
+$(BUILD)/emu/%: tools/%.c $(TCOMMON_OBJ) $(BUILD)/emu/libgkv-emu.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LINK    $@ (emulated GPU)")
+	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -Itools/common $(LDFLAGS) -o $@ $< $(TCOMMON_OBJ) $(BUILD)/emu/libgkv-emu.a $(filter-out $(CUDA_LIBS),$(LIBS))
+else
+EMU_TESTS :=
+endif
+
 $(BUILD)/test/%_test: test/%_test.c $(THELP_OBJ) $(TCOMMON_OBJ) $(BUILD)/libgkv.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@")
@@ -161,9 +205,9 @@ deps:
 # Tests find the programs they run (kvctl, gkv-server, ...) in GKVT_BUILD.
 test: deps
 	@$(MAKE) --no-print-directory build-tests
-	@GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS)
+	@GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS) $(EMU_TESTS)
 
-build-tests: all $(TESTS)
+build-tests: all $(TESTS) $(EMU_TESTS)
 
 bench:
 	@tools/deps.sh --bench
@@ -177,7 +221,7 @@ bench:
 
 soak: deps
 	@$(MAKE) --no-print-directory build-tests
-	@GKVT_SOAK=1 GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS)
+	@GKVT_SOAK=1 GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS) $(EMU_TESTS)
 
 fuzz:
 	@tools/deps.sh --fuzz

@@ -388,10 +388,10 @@ gather_launch(gkv_gpu_feat *f, const int64_t *ids_dev, size_t n,
     maxb = (size_t)(f->sms > 0 ? f->sms : 1) * 32;
     if (blocks > maxb)
         blocks = maxb;
-    gather_k<<<(unsigned)blocks, GATHER_THREADS, 0, (cudaStream_t)stream>>>(
-        ids_dev, n, f->lo, f->hi - f->lo, f->slot_dev, f->hot_dev,
-        f->host_dev, miss, mrows, f->row_bytes, (char *)out_dev, tpr, vec,
-        f->bad_dev + slot);
+    GPU_LAUNCH(gather_k, (unsigned)blocks, GATHER_THREADS,
+               (cudaStream_t)stream, ids_dev, n, f->lo, f->hi - f->lo,
+               f->slot_dev, f->hot_dev, f->host_dev, miss, mrows,
+               f->row_bytes, (char *)out_dev, tpr, vec, f->bad_dev + slot);
     return gpu__cuda(cudaGetLastError(), what);
 }
 

@@ -30,6 +30,24 @@ extern "C" {
 
 #define GPU_MSG_MAX 512
 
+/* Launches kernel k on grid x block threads in stream st with the
+ * arguments that follow: the <<<>>> launch under nvcc; a call of the CPU
+ * emulator (gpu/emu/) in the test build that runs the kernels without a
+ * GPU. A kernel that calls __syncthreads() is launched with
+ * GPU_LAUNCH_SYNC (the same launch under nvcc): the emulator runs its
+ * threads as coroutines, and the others' as plain calls, many times
+ * faster (it stops the program when a GPU_LAUNCH kernel syncs). */
+#ifdef GKV_GPU_EMU
+#define GPU_LAUNCH(k, grid, block, st, ...) \
+    gkv_emu_launch_fn((grid), (block), (st), 0, [=]() { k(__VA_ARGS__); })
+#define GPU_LAUNCH_SYNC(k, grid, block, st, ...) \
+    gkv_emu_launch_fn((grid), (block), (st), 1, [=]() { k(__VA_ARGS__); })
+#else
+#define GPU_LAUNCH(k, grid, block, st, ...) \
+    k<<<(grid), (block), 0, (st)>>>(__VA_ARGS__)
+#define GPU_LAUNCH_SYNC GPU_LAUNCH
+#endif
+
 /* Translates a CUDA error from 'what' (GKV_ENOMEM for an allocation
  * failure, else GKV_EIO), naming the error; cudaSuccess is GKV_OK. Clears
  * CUDA's sticky last error. */

@@ -285,10 +285,10 @@ scan(int64_t *a, size_t n, int64_t *tmp, cudaStream_t st)
 {
     size_t nb = (n + SCAN_B - 1) / SCAN_B;
 
-    scan_block_k<<<(unsigned)nb, SCAN_B, 0, st>>>(a, n, tmp);
+    GPU_LAUNCH_SYNC(scan_block_k, (unsigned)nb, SCAN_B, st, a, n, tmp);
     if (nb > 1) {
         scan(tmp, nb, tmp + nb, st);
-        scan_add_k<<<(unsigned)nb, SCAN_B, 0, st>>>(a, n, tmp);
+        GPU_LAUNCH(scan_add_k, (unsigned)nb, SCAN_B, st, a, n, tmp);
     }
 }
 
@@ -608,8 +608,8 @@ hop_run(gkv_gpu_sampler *s, const struct hop *h, const int64_t *front,
     if ((rc = darr_need(&s->cnt, nd + 1, "counts")) != GKV_OK ||
         (rc = darr_need(&s->scan, scan_need(nd + 1), "scan sums")) != GKV_OK)
         return rc;
-    count_k<<<grid(nd + 1), THREADS, 0, st>>>(*h, front, nd, s->cnt.p,
-                                               s->err_dev);
+    GPU_LAUNCH(count_k, grid(nd + 1), THREADS, st, *h, front, nd, s->cnt.p,
+               s->err_dev);
     scan(s->cnt.p, nd + 1, s->scan.p, st);
     if ((rc = readback(s, s->cnt.p + nd, st, &e)) != GKV_OK)
         return rc;
@@ -632,9 +632,8 @@ hop_run(gkv_gpu_sampler *s, const struct hop *h, const int64_t *front,
         (rc = darr_need(ids, nd + ne, "nodes")) != GKV_OK)
         return rc;
     if (nd > 0)
-        pick_k<<<grid(nd), THREADS, 0, st>>>(*h, front, nd, s->cnt.p,
-                                             s->gsrc.p, s->dst[l].p,
-                                             s->eid[l].p);
+        GPU_LAUNCH(pick_k, grid(nd), THREADS, st, *h, front, nd, s->cnt.p,
+                   s->gsrc.p, s->dst[l].p, s->eid[l].p);
     if ((rc = gpu__cuda(cudaMemsetAsync(s->hkey.p, 0xff, cap * 8, st),
                         "cudaMemsetAsync")) != GKV_OK ||
         (rc = gpu__cuda(cudaMemsetAsync(s->hval.p, 0xff, cap * 8, st),
@@ -644,21 +643,19 @@ hop_run(gkv_gpu_sampler *s, const struct hop *h, const int64_t *front,
         unsigned long long *hk = (unsigned long long *)s->hkey.p,
                            *hv = (unsigned long long *)s->hval.p;
         if (nd > 0)
-            ins_dst_k<<<grid(nd), THREADS, 0, st>>>(front, nd, hk, hv,
-                                                    s->hlab.p, bits, ids->p,
-                                                    s->err_dev);
+            GPU_LAUNCH(ins_dst_k, grid(nd), THREADS, st, front, nd, hk, hv,
+                       s->hlab.p, bits, ids->p, s->err_dev);
         if (ne > 0)
-            ins_edge_k<<<grid(ne), THREADS, 0, st>>>(s->gsrc.p, ne, nd, hk, hv,
-                                                     bits, s->slot.p);
-        flag_k<<<grid(ne + 1), THREADS, 0, st>>>(s->slot.p, ne, nd, hv,
-                                                  s->flag.p);
+            GPU_LAUNCH(ins_edge_k, grid(ne), THREADS, st, s->gsrc.p, ne, nd,
+                       hk, hv, bits, s->slot.p);
+        GPU_LAUNCH(flag_k, grid(ne + 1), THREADS, st, s->slot.p, ne, nd, hv,
+                   s->flag.p);
         scan(s->flag.p, ne + 1, s->scan.p, st);
         if (ne > 0) {
-            newlab_k<<<grid(ne), THREADS, 0, st>>>(s->slot.p, s->gsrc.p,
-                                                   s->flag.p, ne, nd, hv,
-                                                   s->hlab.p, ids->p);
-            local_k<<<grid(ne), THREADS, 0, st>>>(s->slot.p, ne, s->hlab.p,
-                                                  s->src[l].p);
+            GPU_LAUNCH(newlab_k, grid(ne), THREADS, st, s->slot.p, s->gsrc.p,
+                       s->flag.p, ne, nd, hv, s->hlab.p, ids->p);
+            GPU_LAUNCH(local_k, grid(ne), THREADS, st, s->slot.p, ne,
+                       s->hlab.p, s->src[l].p);
         }
     }
     if ((rc = readback(s, s->flag.p + ne, st, &e)) != GKV_OK)

@@ -9,9 +9,12 @@
  * the device kernels run, compiled here as host C, so they are the
  * evidence that the device computes the CPU's picks. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include "gkvt.h"
 #include "graph/gkv_graph.h"
 #include "graph/gkv_sample.h"
@@ -932,6 +935,64 @@ test_gpu_blocks(void **state)
     gkv_graph_free(g);
 }
 
+/* One hop of more than 512 x 512 edges: the scans of its counts and flags
+ * then take three levels (512 elements per scan block), a path smaller
+ * batches never reach. With replacement, each seed with in-edges gives
+ * exactly k picks, so the size is known before sampling. */
+static void
+test_gpu_blocks_large(void **state)
+{
+    uint64_t seed = gkvt_seed(), st = seed;
+    const int scale = 16, k = 15;
+    int64_t N = (int64_t)1 << scale, *perm, *seeds;
+    size_t ns = 0;
+    int fan[1] = {k};
+    gkv_graph *g;
+    gkv_sgraph *sg;
+    gkv_sampler *s;
+    gkv_adj a;
+    gkv_sample_opts o;
+    gkv_block cb[1];
+    gkv_gpu_block gb[1];
+    gkv_gpu_sgraph *gg;
+    gkv_gpu_sampler *gs;
+
+    (void)state;
+    NEED_GPU();
+    g = rmat_weighted(scale, seed + 4);
+    GKVT_OK(gkv_sgraph_from_graph(&sg, g, 0, 1));
+    GKVT_OK(gkv_sgraph_adj(sg, 0, GKV_DIR_IN, &a));
+    GKVT_OK(gkv_sampler_new(&s, sg, 2));
+    perm = distinct_seeds(N, 0, &st);
+    seeds = malloc((size_t)N * sizeof *seeds);
+    for (int64_t i = 0; i < N; i++)
+        if (a.indptr[perm[i] + 1] > a.indptr[perm[i]])
+            seeds[ns++] = perm[i];
+    assert_true(ns * (size_t)k > 512 * 512 + 512);
+    memset(&o, 0, sizeof o);
+    o.seed = seed;
+    o.flags = GKV_SAMPLE_REPLACE;
+    {
+        const int64_t *sp[1] = {seeds};
+        size_t n1[1] = {ns};
+        GKVT_OK(gkv_sample_blocks(s, sp, n1, fan, 1, 1, &o, cb));
+    }
+    assert_int_equal(cb[0].edges[0].n, ns * (size_t)k);
+    if (gkv_gpu_sgraph_new(&gg, &a, N, 0, 0) != GKV_OK ||
+        gkv_gpu_sampler_new(&gs, gg) != GKV_OK)
+        fail_msg("GPU sampler: %s", gkv_gpu_errmsg());
+    if (gkv_gpu_sample_blocks(gs, seeds, ns, fan, 1, &o, gb, NULL) != GKV_OK)
+        fail_msg("gkv_gpu_sample_blocks: %s", gkv_gpu_errmsg());
+    gpu_blk_expect(&gb[0], &cb[0], 0, "GPU (one hop of 3-level scans)");
+    gkv_gpu_sampler_free(gs);
+    gkv_gpu_sgraph_free(gg);
+    free(seeds);
+    free(perm);
+    gkv_sampler_free(s);
+    gkv_sgraph_free(sg);
+    gkv_graph_free(g);
+}
+
 /* A partition's adjacency (columns [N/4, N/2) of N nodes). As on the CPU,
  * a hop whose fanout is 0 samples nothing and does not check its nodes
  * against the columns; a hop that samples does. The CPU's answers are
@@ -1158,6 +1219,138 @@ test_gpu_minibatch(void **state)
     gkv_graph_free(g);
 }
 
+#ifdef GKVT_GPU_EMU
+/* ---- the emulated device's own checks ------------------------------------------ */
+
+/* Runs fn(arg) in a child and returns how it ended: the signal that killed
+ * it, or -1 - its exit status when it exited. The child does not inherit cmocka's handlers
+ * (they would carry on with the tests in the child). */
+static int
+child_signal(void (*fn)(void *), void *arg)
+{
+    int st;
+    pid_t pid = fork();
+
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGBUS, SIG_DFL);
+        signal(SIGABRT, SIG_DFL);
+        fn(arg);
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return WIFSIGNALED(st) ? WTERMSIG(st) : -1 - WEXITSTATUS(st);
+}
+
+static void
+host_reads(void *p)
+{
+    _exit(((volatile unsigned char *)p)[0]);
+}
+
+struct overrun {
+    gkv_gpu_feat *fc;
+    const int64_t *ids_dev;
+    size_t rows;
+    void *out_dev;
+};
+
+static void
+gather_into(void *arg)
+{
+    struct overrun *o = arg;
+
+    if (gkv_gpu_feat_gather(o->fc, o->ids_dev, o->rows, o->out_dev,
+                            NULL) != GKV_OK ||
+        gkv_gpu_feat_sync(o->fc, NULL) != GKV_OK) {
+        fprintf(stderr, "gather_into: %s\n", gkv_gpu_errmsg());
+        _exit(2);
+    }
+}
+
+/* What the GPU tests rely on the emulator for, beyond running kernels:
+ * copies bounded by their allocation, device memory unreadable from host
+ * code, and a kernel that writes past its output stopping the program. */
+static void
+test_emu_checks(void **state)
+{
+    struct fx *f = *state;
+    unsigned char h[300], back[300];
+    gkv_gpu_feat_opts fo;
+    struct overrun o = {NULL, NULL, 40, NULL};
+    int64_t ids[40], *ids_dev;
+    void *d, *room40, *room39;
+    char name[128];
+    int n;
+
+    GKVT_OK(gkv_gpu_available(&n, name, sizeof name));
+    assert_int_equal(n, 1);
+    assert_non_null(strstr(name, "emulation"));
+    for (size_t i = 0; i < sizeof h; i++)
+        h[i] = (unsigned char)(i * 7 + 1);
+    GKVT_OK(gkv_gpu_alloc(0, 256, &d));
+    GKVT_OK(gkv_gpu_copy(d, h, 256, NULL));
+    memset(back, 0, sizeof back);
+    GKVT_OK(gkv_gpu_copy(back, d, 256, NULL));
+    assert_memory_equal(back, h, 256);
+    GKVT_OK(gkv_gpu_copy((char *)d + 100, h, 156, NULL));
+    assert_int_equal(gkv_gpu_copy(d, h, 257, NULL), GKV_EIO);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "cudaErrorInvalidValue"));
+    assert_int_equal(gkv_gpu_copy(back, (char *)d + 1, 256, NULL), GKV_EIO);
+    /* a failed copy wrote nothing */
+    GKVT_OK(gkv_gpu_copy(back, d, 256, NULL));
+    assert_memory_equal(back + 100, h, 156);
+    assert_int_equal(child_signal(host_reads, d), SIGSEGV);
+    gkv_gpu_free(d);
+    /* a gather of 40 rows (6 bytes each: tensor h16) into room enough,
+     * then into room for 39 */
+    memset(&fo, 0, sizeof fo);
+    GKVT_OK(gkv_gpu_feat_open(&o.fc, f->st, tens[1].name, &fo));
+    for (size_t i = 0; i < N_OF(ids); i++)
+        ids[i] = (int64_t)tens[1].lo + (int64_t)i;
+    GKVT_OK(gkv_gpu_alloc(0, sizeof ids, (void **)&ids_dev));
+    GKVT_OK(gkv_gpu_copy(ids_dev, ids, sizeof ids, NULL));
+    GKVT_OK(gkv_gpu_alloc(0, 40 * 6, &room40));
+    GKVT_OK(gkv_gpu_alloc(0, 39 * 6, &room39));
+    o.ids_dev = ids_dev;
+    o.out_dev = room40;
+    assert_int_equal(child_signal(gather_into, &o), -1);
+    o.out_dev = room39;
+    n = child_signal(gather_into, &o);
+    if (n != SIGABRT && n != SIGSEGV)
+        fail_msg("a gather past its output ended with %d, not SIGABRT or "
+                 "SIGSEGV", n);
+    gkv_gpu_free(room39);
+    gkv_gpu_free(room40);
+    gkv_gpu_free(ids_dev);
+    gkv_gpu_feat_close(o.fc);
+}
+
+/* The GPU benchmark end to end on a small size (what the lent GPU machine
+ * runs at full size): it checks its gathers and its first batch itself. */
+static void
+test_emu_bench(void **state)
+{
+    char prog[4096];
+    char *argv[] = {prog, "--scale", "10", "--rows", "3000", "--row-bytes",
+                    "72", "--n", "2000", "--batch", "100", "--batches", "2",
+                    "--reps", "1", NULL};
+    char *out = NULL, *err = NULL;
+    int code;
+
+    (void)state;
+    snprintf(prog, sizeof prog, "%s", gkvt_prog("emu/gkv-bench-gpu"));
+    code = gkvt_run(argv, NULL, 0, &out, &err, 120);
+    if (code != 0 || strstr(out, "where=device") == NULL ||
+        strstr(out, "where=zero-copy") == NULL ||
+        strstr(out, "RESULT gpu_sample") == NULL)
+        fail_msg("gkv-bench-gpu: exit %d\n%s%s", code, out, err);
+    free(out);
+    free(err);
+}
+#endif /* GKVT_GPU_EMU */
+
 #else /* !GKV_HAVE_CUDA */
 
 static void
@@ -1183,9 +1376,15 @@ main(void)
         cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_gather, fx_setup, fx_teardown),
         cmocka_unit_test(test_gpu_blocks),
+        cmocka_unit_test(test_gpu_blocks_large),
         cmocka_unit_test(test_gpu_blocks_partial),
         cmocka_unit_test_setup_teardown(test_gpu_minibatch, fx_setup,
                                         fx_teardown),
+#ifdef GKVT_GPU_EMU
+        cmocka_unit_test_setup_teardown(test_emu_checks, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test(test_emu_bench),
+#endif
 #else
         cmocka_unit_test(test_no_cuda),
 #endif

@@ -1234,7 +1234,13 @@ ldr_check_host(struct fx *f, gkv_gpu_loader *l, const int64_t *inv,
 static void
 trainer_on_gpu(struct fx *f)
 {
-    char *argv[] = {(char *)gkvt_prog("gkv-example-train"), "--device", "0",
+    char prog[4096];
+#ifdef GKVT_GPU_EMU
+    snprintf(prog, sizeof prog, "%s", gkvt_prog("emu/gkv-example-train"));
+#else
+    snprintf(prog, sizeof prog, "%s", gkvt_prog("gkv-example-train"));
+#endif
+    char *argv[] = {prog, "--device", "0",
                     "--gpu-cache-mb", "1", "--batch", "256", "--max-batches",
                     "3", NULL};
     char *out = NULL, *err = NULL;
@@ -1651,6 +1657,7 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+#ifndef GKVT_GPU_EMU     /* the emulated-GPU build runs the GPU tests only */
         cmocka_unit_test_setup_teardown(test_server_startup, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sampling_three_parts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_servers_per_machine, setup, teardown),
@@ -1659,6 +1666,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hetero, setup, teardown),
+#endif
 #ifdef GKV_HAVE_CUDA
         cmocka_unit_test_setup_teardown(test_gpu_loader_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_loader_device, setup,
