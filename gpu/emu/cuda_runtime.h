@@ -19,8 +19,11 @@
  * side is not wholly inside one device allocation is refused with
  * cudaErrorInvalidValue and a line on stderr.
  *
- * What it cannot check: races between threads (they never overlap), warp
- * behaviour, and a kernel reading ordinary (pageable) host memory.
+ * Blocks and threads run in a scrambled order (emu.cc), so a result that
+ * depends on which thread runs first differs from run to run of the
+ * order. What it cannot check: interleavings (threads never overlap, so a
+ * missing atomic goes unseen), warp behaviour, and a kernel reading
+ * ordinary (pageable) host memory.
  */
 #ifndef GKV_GPU_EMU_CUDA_RUNTIME_H
 #define GKV_GPU_EMU_CUDA_RUNTIME_H

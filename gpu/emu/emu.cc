@@ -18,7 +18,11 @@
  * or for a launch that may sync as coroutines (ucontext) on stacks kept
  * for the process: the scheduler resumes each runnable thread in turn
  * until it returns or reaches __syncthreads(), and releases the barrier
- * when every live thread is there.
+ * when every live thread is there. The order is scrambled, blocks and
+ * threads alike, differently at every launch (GKV_GPU_EMU_SEED, default
+ * 1; GKV_GPU_EMU_ORDER=forward runs them in index order): a kernel whose
+ * result depends on which thread runs first, as a racy one's does on a
+ * GPU, gives results that differ from the CPU reference.
  */
 #include "cuda_runtime.h"
 #include <errno.h>
@@ -567,7 +571,9 @@ struct ethr {
 };
 
 static struct ethr thr[EMU_MAX_THREADS];  /* under emu_mu, as all below */
+static unsigned torder[EMU_MAX_THREADS];  /* the order threads run in */
 static int in_coro;                     /* the launch runs coroutines */
+static uint64_t rng;                    /* scrambles the order; 0: forward */
 static ucontext_t sched_uc;
 static unsigned cur;
 static void (*cur_fn)(void *);
@@ -643,6 +649,52 @@ stacks(unsigned n)
     return 0;
 }
 
+static uint64_t
+rng_next(void)
+{
+    uint64_t z = (rng += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t
+gcd(uint64_t a, uint64_t b)
+{
+    while (b != 0) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* The launch's order: k -> (mul k + add) mod n runs over [0, n) once. */
+struct order {
+    uint64_t n, mul, add;
+};
+
+static void
+order_new(struct order *o, uint64_t n)
+{
+    o->n = n;
+    o->mul = 1;
+    o->add = 0;
+    if (rng == 0 || n < 2)
+        return;
+    o->add = rng_next() % n;
+    do
+        o->mul = rng_next() % n;
+    while (o->mul == 0 || gcd(o->mul, n) != 1);
+}
+
+static uint64_t
+order_at(const struct order *o, uint64_t k)
+{
+    return (uint64_t)(((unsigned __int128)o->mul * k + o->add) % o->n);
+}
+
 static void
 set_thread(unsigned i)
 {
@@ -655,9 +707,16 @@ set_thread(unsigned i)
 static void
 run_block(unsigned nt)
 {
+    for (unsigned i = 0; i < nt; i++)
+        torder[i] = i;
+    for (unsigned i = nt - 1; rng != 0 && i > 0; i--) {
+        unsigned j = (unsigned)(rng_next() % (i + 1)), t = torder[i];
+        torder[i] = torder[j];
+        torder[j] = t;
+    }
     if (!in_coro) {
-        for (unsigned i = 0; i < nt; i++) {
-            set_thread(i);
+        for (unsigned k = 0; k < nt; k++) {
+            set_thread(torder[k]);
             cur_fn(cur_arg);
         }
         return;
@@ -672,7 +731,8 @@ run_block(unsigned nt)
     }
     for (;;) {
         int waiting = 0;
-        for (unsigned i = 0; i < nt; i++) {
+        for (unsigned k = 0; k < nt; k++) {
+            unsigned i = torder[k];
             if (thr[i].state != T_RUN)
                 continue;
             set_thread(i);
@@ -723,14 +783,26 @@ gkv_emu_launch(dim3 grid, dim3 block, cudaStream_t st, int sync,
     sigaction(SIGSEGV, &sa, &old_segv);
     sigaction(SIGBUS, &sa, &old_bus);
     dev_open_all(1);
-    for (unsigned z = 0; z < grid.z; z++)
-        for (unsigned y = 0; y < grid.y; y++)
-            for (unsigned x = 0; x < grid.x; x++) {
-                blockIdx.x = x;
-                blockIdx.y = y;
-                blockIdx.z = z;
-                run_block((unsigned)nt);
-            }
+    {
+        static int seeded;
+        struct order bo;
+        uint64_t nb = (uint64_t)grid.x * grid.y * grid.z;
+        if (!seeded) {
+            const char *o = getenv("GKV_GPU_EMU_ORDER");
+            const char *s = getenv("GKV_GPU_EMU_SEED");
+            seeded = 1;
+            rng = o != NULL && strcmp(o, "forward") == 0 ? 0 :
+                  s != NULL ? strtoull(s, NULL, 0) | 1 : 1;
+        }
+        order_new(&bo, nb);
+        for (uint64_t k = 0; k < nb; k++) {
+            uint64_t b = order_at(&bo, k);
+            blockIdx.x = (unsigned)(b % grid.x);
+            blockIdx.y = (unsigned)(b / grid.x % grid.y);
+            blockIdx.z = (unsigned)(b / ((uint64_t)grid.x * grid.y));
+            run_block((unsigned)nt);
+        }
+    }
     canaries_check();
     dev_open_all(0);
     sigaction(SIGSEGV, &old_segv, NULL);
