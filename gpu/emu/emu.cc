@@ -283,7 +283,7 @@ reg_find(const void *p)
 }
 
 static cudaError_t
-reg_new(void **out, size_t n, int kind)
+reg_add(void **out, size_t n, int kind)
 {
     size_t pg = page(), inner, len;
     struct region r;
@@ -332,7 +332,7 @@ reg_new(void **out, size_t n, int kind)
 }
 
 static cudaError_t
-reg_free(void *p, int kind, const char *what)
+reg_drop(void *p, int kind, const char *what)
 {
     struct region *r;
 
@@ -350,49 +350,52 @@ reg_free(void *p, int kind, const char *what)
     return cudaSuccess;
 }
 
-cudaError_t
-cudaMalloc(void **p, size_t n)
+/* reg_add() and reg_drop() under the lock */
+static cudaError_t
+reg_new(void **out, size_t n, int kind)
 {
     cudaError_t e;
 
     pthread_mutex_lock(&emu_mu);
-    e = reg_new(p, n, R_DEV);
+    e = reg_add(out, n, kind);
     pthread_mutex_unlock(&emu_mu);
     return e;
+}
+
+static cudaError_t
+reg_free(void *p, int kind, const char *what)
+{
+    cudaError_t e;
+
+    pthread_mutex_lock(&emu_mu);
+    e = reg_drop(p, kind, what);
+    pthread_mutex_unlock(&emu_mu);
+    return e;
+}
+
+cudaError_t
+cudaMalloc(void **p, size_t n)
+{
+    return reg_new(p, n, R_DEV);
 }
 
 cudaError_t
 cudaFree(void *p)
 {
-    cudaError_t e;
-
-    pthread_mutex_lock(&emu_mu);
-    e = reg_free(p, R_DEV, "cudaFree");
-    pthread_mutex_unlock(&emu_mu);
-    return e;
+    return reg_free(p, R_DEV, "cudaFree");
 }
 
 cudaError_t
 cudaHostAlloc(void **p, size_t n, unsigned flags)
 {
-    cudaError_t e;
-
     (void)flags;
-    pthread_mutex_lock(&emu_mu);
-    e = reg_new(p, n, R_HOST);
-    pthread_mutex_unlock(&emu_mu);
-    return e;
+    return reg_new(p, n, R_HOST);
 }
 
 cudaError_t
 cudaFreeHost(void *p)
 {
-    cudaError_t e;
-
-    pthread_mutex_lock(&emu_mu);
-    e = reg_free(p, R_HOST, "cudaFreeHost");
-    pthread_mutex_unlock(&emu_mu);
-    return e;
+    return reg_free(p, R_HOST, "cudaFreeHost");
 }
 
 cudaError_t
