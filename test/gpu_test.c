@@ -1220,11 +1220,11 @@ test_gpu_minibatch(void **state)
 }
 
 #ifdef GKVT_GPU_EMU
-/* ---- the emulated device's own checks ------------------------------------------ */
+/* ---- the emulated device's own checks -------------------------------- */
 
 /* Runs fn(arg) in a child and returns how it ended: the signal that killed
- * it, or -1 - its exit status when it exited. The child does not inherit cmocka's handlers
- * (they would carry on with the tests in the child). */
+ * it, or -1 - its exit status when it exited. The child does not inherit
+ * cmocka's handlers (they would carry on with the tests in the child). */
 static int
 child_signal(void (*fn)(void *), void *arg)
 {

@@ -7,8 +7,9 @@
  * guard (CUDA's 256-byte alignment), so a kernel that runs past a buffer
  * faults. The slack round the bytes holds a pattern checked after every
  * launch: a kernel that wrote into it, just past or before its buffer,
- * aborts the program with the allocation named. Device allocations are PROT_NONE except while a launch, copy or
- * memset runs, so host code that reads a device pointer faults too.
+ * aborts the program with the allocation named. Device allocations are
+ * PROT_NONE except while a launch, copy or memset runs, so host code that
+ * reads a device pointer faults too.
  * Freed memory is unmapped: a later use faults. Pinned host memory
  * (cudaHostAlloc) is always readable; a mapped one is its own device
  * pointer, as under CUDA's unified addressing.
@@ -59,7 +60,7 @@ static pthread_mutex_t emu_mu = PTHREAD_MUTEX_INITIALIZER;
 static thread_local cudaError_t last_err = cudaSuccess;
 static thread_local int cur_dev = 0;
 
-/* ---- errors and devices --------------------------------------------------- */
+/* ---- errors and devices ------------------------------------------------ */
 
 /* Ends the process with SIGABRT after a line on stderr: what a kernel did
  * wrong cannot be undone, and a test framework that catches the signal
@@ -122,7 +123,8 @@ cudaGetErrorString(cudaError_t e)
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidConfiguration:
+        return "invalid configuration argument";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     }
@@ -194,7 +196,7 @@ cudaDeviceSynchronize(void)
     return cudaSuccess;                 /* every call ran to its end */
 }
 
-/* ---- memory --------------------------------------------------------------- */
+/* ---- memory ------------------------------------------------------------ */
 
 enum { R_DEV, R_HOST };
 
@@ -260,13 +262,13 @@ canaries_check(void)
         for (j = 0; j < nlo && lo[j] == EMU_CANARY; j++)
             ;
         if (j < nlo)
-            emu_die("a kernel wrote %zu bytes before the %zu bytes "
+            emu_die("a kernel wrote up to %zu bytes before the %zu bytes "
                     "allocated at %p", nlo - j, reg[i].n, (void *)reg[i].p);
         for (j = nhi; j > 0 && hi[j - 1] == EMU_CANARY; j--)
             ;
         if (j > 0)
-            emu_die("a kernel wrote %zu bytes past the end of the %zu bytes "
-                    "allocated at %p", j, reg[i].n, (void *)reg[i].p);
+            emu_die("a kernel wrote up to %zu bytes past the end of the %zu "
+                    "bytes allocated at %p", j, reg[i].n, (void *)reg[i].p);
     }
 }
 
@@ -540,7 +542,7 @@ cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t st)
     return cudaMemset(p, v, n);
 }
 
-/* ---- streams: every call completes before it returns ---------------------- */
+/* ---- streams: every call completes before it returns ------------------- */
 
 cudaError_t
 cudaStreamCreate(cudaStream_t *st)
@@ -563,7 +565,7 @@ cudaStreamSynchronize(cudaStream_t st)
     return cudaSuccess;
 }
 
-/* ---- launches --------------------------------------------------------------- */
+/* ---- launches ---------------------------------------------------------- */
 
 enum { T_RUN, T_BARRIER, T_DONE };
 
