@@ -207,7 +207,7 @@ test: deps
 	@$(MAKE) --no-print-directory build-tests
 	@GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS) $(EMU_TESTS)
 
-build-tests: all $(TESTS) $(EMU_TESTS)
+build-tests: all $(TESTS) $(EMU_TESTS) $(EMU_TOOLS)
 
 bench:
 	@tools/deps.sh --bench
@@ -266,5 +266,6 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# tools/common objects are kept (not intermediate files)
-.SECONDARY: $(TCOMMON_OBJ) $(THELP_OBJ)
+# tools/common objects and the emulated-GPU tools the tests run are kept
+# (not intermediate files, which make would delete after the build)
+.SECONDARY: $(TCOMMON_OBJ) $(THELP_OBJ) $(EMU_TOOLS)
