@@ -9,10 +9,12 @@
  * launch: a kernel that wrote into it, just past or before its buffer,
  * aborts the program with the allocation named. Device allocations are
  * PROT_NONE except while a launch, copy or memset runs, so host code that
- * reads a device pointer faults too.
- * Freed memory is unmapped: a later use faults. Pinned host memory
- * (cudaHostAlloc) is always readable; a mapped one is its own device
- * pointer, as under CUDA's unified addressing.
+ * reads a device pointer faults too. New memory holds 0xbe bytes, not
+ * the zeros of a fresh mapping, since neither cudaMalloc nor
+ * cudaHostAlloc clears it: code that reads what it never wrote gets
+ * results that differ. Freed memory is unmapped: a later use faults.
+ * Pinned host memory (cudaHostAlloc) is always readable; a mapped one is
+ * its own device pointer, as under CUDA's unified addressing.
  *
  * Launches. One runtime call at a time (emu_mu). The blocks run one after
  * another, and the threads of a block one after another: as plain calls,
@@ -46,6 +48,7 @@ dim3 blockDim, gridDim;
 
 #define EMU_ALIGN   256
 #define EMU_CANARY  0xa5
+#define EMU_FRESH   0xbe        /* new memory: CUDA does not zero it */
 #define EMU_MAX_THREADS 1024
 /* Stacks of emulated threads. ASan clears the shadow of the whole stack
  * at every swapcontext(), so a small one keeps its switches cheap; the
@@ -327,6 +330,7 @@ reg_add(void **out, size_t n, int kind)
         memset(lo, EMU_CANARY, nlo);
         memset(hi, EMU_CANARY, nhi);
     }
+    memset(r.p, EMU_FRESH, n);
     reg[nreg++] = r;
     reg_open(&r, 0);
     *out = r.p;
