@@ -34,9 +34,8 @@ extern "C" {
  * arguments that follow: the <<<>>> launch under nvcc; a call of the CPU
  * emulator (gpu/emu/) in the test build that runs the kernels without a
  * GPU. A kernel that calls __syncthreads() is launched with
- * GPU_LAUNCH_SYNC (the same launch under nvcc): the emulator runs its
- * threads as coroutines, and the others' as plain calls, many times
- * faster (it stops the program when a GPU_LAUNCH kernel syncs). */
+ * GPU_LAUNCH_SYNC (the same launch under nvcc); the emulator stops the
+ * program when a GPU_LAUNCH kernel syncs. */
 #ifdef GKV_GPU_EMU
 #define GPU_LAUNCH(k, grid, block, st, ...) \
     gkv_emu_launch_fn((grid), (block), (st), 0, [=]() { k(__VA_ARGS__); })

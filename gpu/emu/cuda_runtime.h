@@ -6,10 +6,12 @@
  * The .cu files of gpu/, compiled by g++ with -Igpu/emu, find this header
  * instead of the toolkit's. A kernel launch (GPU_LAUNCH in gpu_int.h)
  * runs every thread of every block on the calling thread, one at a time;
- * for a kernel launched with GPU_LAUNCH_SYNC each emulated thread is a
- * coroutine, so __syncthreads() works (a thread waits there until every
+ * each emulated thread is a coroutine, so __syncthreads() works in a
+ * kernel launched with GPU_LAUNCH_SYNC (a thread waits there until every
  * live thread of its block has come). Atomics are plain
- * read-modify-writes, since no two emulated threads run at once.
+ * read-modify-writes, since no two emulated threads run at once, but each
+ * first lets the block's other threads run, so threads interleave at
+ * every atomic.
  *
  * What it checks beyond the results (see emu.cc): launch configurations
  * (a grid or block of 0, a block of more than 1,024 threads) fail as CUDA
@@ -21,9 +23,10 @@
  *
  * Blocks and threads run in a scrambled order (emu.cc), so a result that
  * depends on which thread runs first differs from run to run of the
- * order. What it cannot check: interleavings (threads never overlap, so a
- * missing atomic goes unseen), warp behaviour, and a kernel reading
- * ordinary (pageable) host memory.
+ * order. What it cannot check: interleavings between atomics (a lost
+ * update from a plain read-modify-write that should be atomic goes
+ * unseen), warp behaviour, and a kernel reading ordinary (pageable) host
+ * memory.
  */
 #ifndef GKV_GPU_EMU_CUDA_RUNTIME_H
 #define GKV_GPU_EMU_CUDA_RUNTIME_H
@@ -129,11 +132,18 @@ cudaHostAlloc(T **p, size_t n, unsigned flags)
     return cudaHostAlloc((void **)p, n, flags);
 }
 
+/* Lets the block's other threads run (an atomic calls it first), unless
+ * GKV_GPU_EMU_INTERLEAVE=0. */
+void gkv_emu_yield(void);
+
 /* no two emulated threads run at once: a read-modify-write is atomic */
 static inline unsigned
 atomicCAS(unsigned *a, unsigned cmp, unsigned v)
 {
-    unsigned old = *a;
+    unsigned old;
+
+    gkv_emu_yield();
+    old = *a;
     if (old == cmp)
         *a = v;
     return old;
@@ -142,7 +152,10 @@ atomicCAS(unsigned *a, unsigned cmp, unsigned v)
 static inline unsigned long long
 atomicCAS(unsigned long long *a, unsigned long long cmp, unsigned long long v)
 {
-    unsigned long long old = *a;
+    unsigned long long old;
+
+    gkv_emu_yield();
+    old = *a;
     if (old == cmp)
         *a = v;
     return old;
@@ -151,7 +164,10 @@ atomicCAS(unsigned long long *a, unsigned long long cmp, unsigned long long v)
 static inline unsigned long long
 atomicMin(unsigned long long *a, unsigned long long v)
 {
-    unsigned long long old = *a;
+    unsigned long long old;
+
+    gkv_emu_yield();
+    old = *a;
     if (v < old)
         *a = v;
     return old;
@@ -160,9 +176,8 @@ atomicMin(unsigned long long *a, unsigned long long v)
 /* Waits until every live thread of the block has called it. */
 void __syncthreads(void);
 
-/* Runs fn(arg) as every thread of a grid x block launch: with 'sync' as
- * coroutines (the kernel may call __syncthreads()), else one plain call
- * after another. A bad configuration sets the error cudaGetLastError()
+/* Runs fn(arg) as every thread of a grid x block launch, as coroutines
+ * ('sync': the kernel may call __syncthreads()). A bad configuration sets the error cudaGetLastError()
  * returns and runs nothing, as a CUDA launch does. */
 void gkv_emu_launch(dim3 grid, dim3 block, cudaStream_t st, int sync,
                     void (*fn)(void *), void *arg);

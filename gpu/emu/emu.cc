@@ -21,11 +21,17 @@
  * or for a launch that may sync as coroutines (ucontext) on stacks kept
  * for the process: the scheduler resumes each runnable thread in turn
  * until it returns or reaches __syncthreads(), and releases the barrier
- * when every live thread is there. The order is scrambled, blocks and
- * threads alike, differently at every launch (GKV_GPU_EMU_SEED, default
- * 1; GKV_GPU_EMU_ORDER=forward runs them in index order): a kernel whose
- * result depends on which thread runs first, as a racy one's does on a
- * GPU, gives results that differ from the CPU reference.
+ * when every live thread is there. By default every launch runs
+ * coroutines and each atomic first yields to the next thread of the
+ * block, so threads interleave at every atomic (a thread that read a slot
+ * empty may find it taken when its atomicCAS runs, as on a GPU): the paths
+ * taken only when atomics collide run too. GKV_GPU_EMU_INTERLEAVE=0 turns
+ * that off (plain calls, about a third faster). The order is
+ * scrambled, blocks and threads alike, differently at every launch
+ * (GKV_GPU_EMU_SEED, default 1; GKV_GPU_EMU_ORDER=forward runs them in
+ * index order): a kernel whose result depends on which thread runs first,
+ * as a racy one's does on a GPU, gives results that differ from the CPU
+ * reference.
  */
 #include "cuda_runtime.h"
 #include <errno.h>
@@ -582,6 +588,8 @@ struct ethr {
 static struct ethr thr[EMU_MAX_THREADS];  /* under emu_mu, as all below */
 static unsigned torder[EMU_MAX_THREADS];  /* the order threads run in */
 static int in_coro;                     /* the launch runs coroutines */
+static int launch_sync;                 /* launched with GPU_LAUNCH_SYNC */
+static int interleave;                  /* atomics yield (coroutines) */
 static uint64_t rng;                    /* scrambles the order; 0: forward */
 static ucontext_t sched_uc;
 static unsigned cur;
@@ -606,25 +614,36 @@ thread_main(void)
     /* returns to sched_uc (uc_link) */
 }
 
-void
-__syncthreads(void)
+/* The running coroutine back to the scheduler, in 'state'. */
+static void
+to_sched(int state)
 {
     struct ethr *t = &thr[cur];
 #ifdef EMU_ASAN
     void *fake = NULL;
-#endif
-
-    if (!in_coro)
-        emu_die("a kernel launched with GPU_LAUNCH called __syncthreads(): "
-                "launch it with GPU_LAUNCH_SYNC (gpu/gpu_int.h)");
-#ifdef EMU_ASAN
     __sanitizer_start_switch_fiber(&fake, main_bottom, main_size);
 #endif
-    t->state = T_BARRIER;
+    t->state = state;
     swapcontext(&t->uc, &sched_uc);
 #ifdef EMU_ASAN
     __sanitizer_finish_switch_fiber(fake, &main_bottom, &main_size);
 #endif
+}
+
+void
+__syncthreads(void)
+{
+    if (!launch_sync)
+        emu_die("a kernel launched with GPU_LAUNCH called __syncthreads(): "
+                "launch it with GPU_LAUNCH_SYNC (gpu/gpu_int.h)");
+    to_sched(T_BARRIER);
+}
+
+void
+gkv_emu_yield(void)
+{
+    if (interleave)
+        to_sched(T_RUN);
 }
 
 static void
@@ -739,7 +758,7 @@ run_block(unsigned nt)
         thr[i].state = T_RUN;
     }
     for (;;) {
-        int waiting = 0;
+        int live = 0, run = 0;
         for (unsigned k = 0; k < nt; k++) {
             unsigned i = torder[k];
             if (thr[i].state != T_RUN)
@@ -747,13 +766,16 @@ run_block(unsigned nt)
             set_thread(i);
             resume(i);
         }
-        for (unsigned i = 0; i < nt; i++)
-            if (thr[i].state == T_BARRIER) {
-                thr[i].state = T_RUN;
-                waiting = 1;
-            }
-        if (!waiting)
+        for (unsigned i = 0; i < nt; i++) {
+            run |= thr[i].state == T_RUN;       /* yielded at an atomic */
+            live |= thr[i].state != T_DONE;
+        }
+        if (!live)
             return;
+        if (!run)                   /* every live thread at the barrier */
+            for (unsigned i = 0; i < nt; i++)
+                if (thr[i].state == T_BARRIER)
+                    thr[i].state = T_RUN;
     }
 }
 
@@ -775,8 +797,13 @@ gkv_emu_launch(dim3 grid, dim3 block, cudaStream_t st, int sync,
         return;
     }
     pthread_mutex_lock(&emu_mu);
-    in_coro = sync;
-    if (sync && stacks((unsigned)nt) != 0) {
+    {
+        const char *il = getenv("GKV_GPU_EMU_INTERLEAVE");
+        interleave = il == NULL || strcmp(il, "0") != 0;
+    }
+    launch_sync = sync;
+    in_coro = sync || interleave;
+    if (in_coro && stacks((unsigned)nt) != 0) {
         pthread_mutex_unlock(&emu_mu);
         fail(cudaErrorMemoryAllocation);
         return;
