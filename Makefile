@@ -171,6 +171,7 @@ $(BUILD)/emu/%: tools/%.c $(TCOMMON_OBJ) $(BUILD)/emu/libgkv-emu.a
 	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -Itools/common $(LDFLAGS) -o $@ $< $(TCOMMON_OBJ) $(BUILD)/emu/libgkv-emu.a $(filter-out $(CUDA_LIBS),$(LIBS))
 else
 EMU_TESTS :=
+EMU_TOOLS :=
 endif
 
 $(BUILD)/test/%_test: test/%_test.c $(THELP_OBJ) $(TCOMMON_OBJ) $(BUILD)/libgkv.a
