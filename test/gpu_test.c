@@ -1327,6 +1327,80 @@ test_emu_checks(void **state)
     gkv_gpu_feat_close(o.fc);
 }
 
+size_t gkv_emu_live_allocs(void);       /* gpu/emu/emu.cc */
+
+/* Device memory running out (GKV_GPU_EMU_MEM caps the emulated device):
+ * each call fails with GKV_ENOMEM, leaves nothing allocated, and the same
+ * objects work once there is room; every object freed leaves no
+ * allocation behind. */
+static void
+test_emu_out_of_memory(void **state)
+{
+    struct fx *f = *state;
+    size_t base = gkv_emu_live_allocs();
+    uint64_t seed = gkvt_seed(), st = seed;
+    const int scale = 12;
+    int64_t N = (int64_t)1 << scale, *seeds = distinct_seeds(N, 0, &st);
+    int fan[2] = {25, 25};
+    const int64_t *sp[1] = {seeds};
+    size_t ns[1] = {4096};
+    gkv_gpu_feat *fc = NULL;
+    gkv_gpu_feat_opts fo;
+    gkv_tensor_desc d;
+    gkv_graph *g;
+    gkv_sgraph *sg;
+    gkv_sampler *s;
+    gkv_adj a;
+    gkv_sample_opts o;
+    gkv_block cb[2];
+    gkv_gpu_block gb[2];
+    gkv_gpu_sgraph *gg;
+    gkv_gpu_sampler *gs;
+
+    /* a feature cache whose hot rows do not fit */
+    GKVT_OK(gkv_tensor_info(f->st, NULL, tens[0].name, &d));
+    memset(&fo, 0, sizeof fo);
+    fo.budget_bytes = (size_t)(d.hi - d.lo) * d.row_bytes;
+    setenv("GKV_GPU_EMU_MEM", "65536", 1);
+    assert_int_equal(gkv_gpu_feat_open(&fc, f->st, tens[0].name, &fo),
+                     GKV_ENOMEM);
+    assert_null(fc);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "cudaErrorMemoryAllocation"));
+    assert_int_equal(gkv_emu_live_allocs(), base);
+    unsetenv("GKV_GPU_EMU_MEM");
+    GKVT_OK(gkv_gpu_feat_open(&fc, f->st, tens[0].name, &fo));
+    gkv_gpu_feat_close(fc);
+    assert_int_equal(gkv_emu_live_allocs(), base);
+
+    /* a batch whose hops do not fit, then the same sampler with room */
+    g = rmat_weighted(scale, seed + 5);
+    GKVT_OK(gkv_sgraph_from_graph(&sg, g, 0, 1));
+    GKVT_OK(gkv_sgraph_adj(sg, 0, GKV_DIR_IN, &a));
+    GKVT_OK(gkv_sampler_new(&s, sg, 1));
+    memset(&o, 0, sizeof o);
+    o.seed = seed;
+    GKVT_OK(gkv_sample_blocks(s, sp, ns, fan, 1, 2, &o, cb));
+    GKVT_OK(gkv_gpu_sgraph_new(&gg, &a, N, 0, 0));
+    GKVT_OK(gkv_gpu_sampler_new(&gs, gg));
+    setenv("GKV_GPU_EMU_MEM", "2000000", 1);
+    assert_int_equal(gkv_gpu_sample_blocks(gs, seeds, ns[0], fan, 2, &o, gb,
+                                           NULL), GKV_ENOMEM);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "out of device memory"));
+    unsetenv("GKV_GPU_EMU_MEM");
+    if (gkv_gpu_sample_blocks(gs, seeds, ns[0], fan, 2, &o, gb, NULL) !=
+        GKV_OK)
+        fail_msg("after running out: %s", gkv_gpu_errmsg());
+    for (int l = 0; l < 2; l++)
+        gpu_blk_expect(&gb[l], &cb[l], l, "GPU after running out of memory");
+    gkv_gpu_sampler_free(gs);
+    gkv_gpu_sgraph_free(gg);
+    assert_int_equal(gkv_emu_live_allocs(), base);
+    free(seeds);
+    gkv_sampler_free(s);
+    gkv_sgraph_free(sg);
+    gkv_graph_free(g);
+}
+
 /* The GPU benchmark end to end on a small size (what the lent GPU machine
  * runs at full size): it checks its gathers and its first batch itself. */
 static void
@@ -1383,12 +1457,23 @@ main(void)
 #ifdef GKVT_GPU_EMU
         cmocka_unit_test_setup_teardown(test_emu_checks, fx_setup,
                                         fx_teardown),
+        cmocka_unit_test_setup_teardown(test_emu_out_of_memory, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test(test_emu_bench),
 #endif
 #else
         cmocka_unit_test(test_no_cuda),
 #endif
     };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
-    return cmocka_run_group_tests(tests, NULL, NULL);
+#ifdef GKVT_GPU_EMU
+    /* every test freed what it made: no device or pinned memory is left */
+    if (rc == 0 && gkv_emu_live_allocs() != 0) {
+        fprintf(stderr, "gpu_emu_test: %zu emulated-device allocations left "
+                "after every test (a leak)\n", gkv_emu_live_allocs());
+        return 1;
+    }
+#endif
+    return rc;
 }

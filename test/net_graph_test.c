@@ -1674,7 +1674,22 @@ main(void)
 #endif
     };
 
+    int rc;
+
     signal(SIGPIPE, SIG_IGN);
     find_programs();
-    return cmocka_run_group_tests_name("net_graph", tests, NULL, NULL);
+    rc = cmocka_run_group_tests_name("net_graph", tests, NULL, NULL);
+#ifdef GKVT_GPU_EMU
+    {
+        /* the loaders and caches freed all their device and pinned memory */
+        extern size_t gkv_emu_live_allocs(void);
+        if (rc == 0 && gkv_emu_live_allocs() != 0) {
+            fprintf(stderr, "net_graph_emu_test: %zu emulated-device "
+                    "allocations left after every test (a leak)\n",
+                    gkv_emu_live_allocs());
+            return 1;
+        }
+    }
+#endif
+    return rc;
 }

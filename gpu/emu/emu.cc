@@ -219,6 +219,7 @@ struct region {
 
 static struct region *reg;              /* under emu_mu */
 static size_t nreg, capreg;
+static size_t dev_bytes;                /* device bytes allocated */
 
 static size_t
 page(void)
@@ -304,6 +305,13 @@ reg_add(void **out, size_t n, int kind)
         return cudaSuccess;
     if (n > ((size_t)1 << 40))
         return fail(cudaErrorMemoryAllocation);
+    if (kind == R_DEV) {
+        /* GKV_GPU_EMU_MEM: the device's memory in bytes (default no
+         * limit), so tests can run it out */
+        const char *m = getenv("GKV_GPU_EMU_MEM");
+        if (m != NULL && dev_bytes + n > strtoull(m, NULL, 0))
+            return fail(cudaErrorMemoryAllocation);
+    }
     inner = (n + EMU_ALIGN - 1 + pg - 1) / pg * pg;
     len = inner + 2 * pg;
     r.map = (char *)mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
@@ -338,6 +346,8 @@ reg_add(void **out, size_t n, int kind)
     }
     memset(r.p, EMU_FRESH, n);
     reg[nreg++] = r;
+    if (kind == R_DEV)
+        dev_bytes += n;
     reg_open(&r, 0);
     *out = r.p;
     return cudaSuccess;
@@ -357,9 +367,24 @@ reg_drop(void *p, int kind, const char *what)
                 "cudaHostAlloc");
         return fail(cudaErrorInvalidValue);
     }
+    if (r->kind == R_DEV)
+        dev_bytes -= r->n;
     munmap(r->map, r->maplen);
     *r = reg[--nreg];
     return cudaSuccess;
+}
+
+/* Allocations not freed (device and pinned), for tests that check a call
+ * leaves none behind, failed or not. */
+extern "C" size_t
+gkv_emu_live_allocs(void)
+{
+    size_t n;
+
+    pthread_mutex_lock(&emu_mu);
+    n = nreg;
+    pthread_mutex_unlock(&emu_mu);
+    return n;
 }
 
 /* reg_add() and reg_drop() under the lock */
