@@ -1426,6 +1426,26 @@ test_gpu_loader_device(void **state)
     ldr_check_dev(f, l, inv, seeds + 5, 64, fan2, 2, &o, 1);
     o.flags = GKV_SAMPLE_WEIGHTED;
     ldr_check_dev(f, l, inv, seeds, 700, fan2, 2, &o, 1);
+#ifdef GKVT_GPU_EMU
+    {
+        /* a new loader's first batch finds the device out of memory
+         * (GKV_GPU_EMU_MEM caps the emulated one): the call fails naming
+         * its step, and the loader works once there is room */
+        const int64_t *sv[1] = {seeds};
+        size_t sn[1] = {300};
+        gkv_gpu_batch bt;
+        gkv_gpu_loader *l2;
+        GPU_OK(gkv_gpu_loader_new(&l2, c, &lo));
+        setenv("GKV_GPU_EMU_MEM", "1", 1);
+        assert_int_equal(gkv_gpu_loader_next(l2, sv, sn, fan2, 1, 2, &o, &bt,
+                                             NULL), GKV_ENOMEM);
+        print_message("out of device memory: %s\n", gkv_gpu_errmsg());
+        assert_non_null(strstr(gkv_gpu_errmsg(), "device"));
+        unsetenv("GKV_GPU_EMU_MEM");
+        ldr_check_dev(f, l2, inv, seeds, 300, fan2, 2, &o, 1);
+        gkv_gpu_loader_free(l2);
+    }
+#endif
     gkv_gpu_loader_free(l);
     /* without a cache */
     lo.cache = NULL;
