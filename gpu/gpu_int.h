@@ -38,9 +38,11 @@ extern "C" {
  * program when a GPU_LAUNCH kernel syncs. */
 #ifdef GKV_GPU_EMU
 #define GPU_LAUNCH(k, grid, block, st, ...) \
-    gkv_emu_launch_fn((grid), (block), (st), 0, [=]() { k(__VA_ARGS__); })
+    (gkv_emu_args(#k, __VA_ARGS__), \
+     gkv_emu_launch_fn((grid), (block), (st), 0, [=]() { k(__VA_ARGS__); }))
 #define GPU_LAUNCH_SYNC(k, grid, block, st, ...) \
-    gkv_emu_launch_fn((grid), (block), (st), 1, [=]() { k(__VA_ARGS__); })
+    (gkv_emu_args(#k, __VA_ARGS__), \
+     gkv_emu_launch_fn((grid), (block), (st), 1, [=]() { k(__VA_ARGS__); }))
 #else
 #define GPU_LAUNCH(k, grid, block, st, ...) \
     k<<<(grid), (block), 0, (st)>>>(__VA_ARGS__)

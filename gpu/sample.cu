@@ -106,6 +106,19 @@ struct hop {                      /* what the per-node kernels need */
     uint64_t key;
 };
 
+#ifdef GKV_GPU_EMU
+/* The emulator's check of a launch's arguments, for the pointers in a
+ * hop (gkv_emu_args in gpu/emu/cuda_runtime.h). */
+static inline void
+gkv_emu_arg(const char *kernel, int i, const struct hop &h)
+{
+    gkv_emu_check_arg(kernel, i, h.indptr);
+    gkv_emu_check_arg(kernel, i, h.indices);
+    gkv_emu_check_arg(kernel, i, h.eids);
+    gkv_emu_check_arg(kernel, i, h.w);
+}
+#endif
+
 __global__ static void
 count_k(struct hop h, const int64_t *front, size_t n, int64_t *cnt,
         struct gerr *err)

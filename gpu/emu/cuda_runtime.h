@@ -19,14 +19,15 @@
  * from host code between launches, so a kernel reading past a buffer, or
  * host code reading a device pointer, faults at once; a copy whose device
  * side is not wholly inside one device allocation is refused with
- * cudaErrorInvalidValue and a line on stderr.
+ * cudaErrorInvalidValue and a line on stderr; a launch whose pointer
+ * arguments are not device or pinned memory stops the program.
  *
  * Blocks and threads run in a scrambled order (emu.cc), so a result that
  * depends on which thread runs first differs from run to run of the
  * order. What it cannot check: interleavings between atomics (a lost
  * update from a plain read-modify-write that should be atomic goes
- * unseen), warp behaviour, and a kernel reading ordinary (pageable) host
- * memory.
+ * unseen), warp behaviour, and a kernel reading host memory through a
+ * pointer it did not get as an argument.
  */
 #ifndef GKV_GPU_EMU_CUDA_RUNTIME_H
 #define GKV_GPU_EMU_CUDA_RUNTIME_H
@@ -181,6 +182,36 @@ void __syncthreads(void);
  * returns and runs nothing, as a CUDA launch does. */
 void gkv_emu_launch(dim3 grid, dim3 block, cudaStream_t st, int sync,
                     void (*fn)(void *), void *arg);
+
+/* Stops the program unless p is NULL or in memory a kernel may read
+ * (device or pinned memory from this runtime): on a GPU, a kernel given
+ * a pointer to ordinary host memory faults. */
+void gkv_emu_check_arg(const char *kernel, int i, const void *p);
+
+/* Checks each pointer argument of a launch of 'kernel' (others pass; a
+ * struct passed by value gets an overload of its own where it is
+ * defined, found by argument-dependent lookup). */
+template <class T>
+static inline void
+gkv_emu_arg(const char *kernel, int i, T *p)
+{
+    gkv_emu_check_arg(kernel, i, (const void *)p);
+}
+
+template <class T>
+static inline void
+gkv_emu_arg(const char *, int, const T &)
+{
+}
+
+template <class... A>
+static inline void
+gkv_emu_args(const char *kernel, const A &... a)
+{
+    int i = 0;
+
+    (gkv_emu_arg(kernel, i++, a), ...);
+}
 
 template <class F>
 static inline void

@@ -387,6 +387,21 @@ gkv_emu_live_allocs(void)
     return n;
 }
 
+void
+gkv_emu_check_arg(const char *kernel, int i, const void *p)
+{
+    int ok;
+
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&emu_mu);
+    ok = reg_find(p) != NULL;
+    pthread_mutex_unlock(&emu_mu);
+    if (!ok)
+        emu_die("%s: argument %d (%p) is neither device nor pinned memory: "
+                "a kernel on a GPU cannot read it", kernel, i, p);
+}
+
 /* reg_add() and reg_drop() under the lock */
 static cudaError_t
 reg_new(void **out, size_t n, int kind)
