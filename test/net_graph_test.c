@@ -1505,8 +1505,21 @@ hetero_make(struct fx *f)
 
 /* Blocks a and b (host memory) hold the same arrays, type by type. */
 static void
-hblocks_equal(const gkv_block *a, const gkv_block *b, int nl)
+hblocks_equal(const gkv_block *a, const gkv_block *b, int nl, int dev)
 {
+    size_t cap = 1;
+    int64_t *tmp;
+
+    for (int i = 0; i < nl; i++) {
+        for (int t = 0; t < a[i].num_ntypes; t++)
+            if (a[i].nodes[t].num_src > cap)
+                cap = a[i].nodes[t].num_src;
+        for (int e = 0; e < a[i].num_etypes; e++)
+            if (a[i].edges[e].n > cap)
+                cap = a[i].edges[e].n;
+    }
+    tmp = malloc(cap * 8);
+    assert_non_null(tmp);
     for (int i = 0; i < nl; i++) {
         assert_int_equal(a[i].num_ntypes, b[i].num_ntypes);
         assert_int_equal(a[i].num_etypes, b[i].num_etypes);
@@ -1515,18 +1528,24 @@ hblocks_equal(const gkv_block *a, const gkv_block *b, int nl)
             assert_int_equal(x->num_src, y->num_src);
             assert_int_equal(x->num_dst, y->num_dst);
             if (x->num_src > 0)
-                assert_memory_equal(x->ids, y->ids, x->num_src * 8);
+                assert_memory_equal(x->ids, host_view(y->ids, x->num_src,
+                                                      dev, tmp),
+                                    x->num_src * 8);
         }
         for (int e = 0; e < a[i].num_etypes; e++) {
             const gkv_sample_edges *x = &a[i].edges[e], *y = &b[i].edges[e];
             assert_int_equal(x->n, y->n);
             if (x->n > 0) {
-                assert_memory_equal(x->src, y->src, x->n * 8);
-                assert_memory_equal(x->dst, y->dst, x->n * 8);
-                assert_memory_equal(x->eid, y->eid, x->n * 8);
+                assert_memory_equal(x->src, host_view(y->src, x->n, dev, tmp),
+                                    x->n * 8);
+                assert_memory_equal(x->dst, host_view(y->dst, x->n, dev, tmp),
+                                    x->n * 8);
+                assert_memory_equal(x->eid, host_view(y->eid, x->n, dev, tmp),
+                                    x->n * 8);
             }
         }
     }
+    free(tmp);
 }
 
 static void
@@ -1575,14 +1594,14 @@ test_hetero(void **state)
     o.seed = 8;
     NET_OK(gkv_client_sample_blocks(c, seeds, ns, fan, 3, 3, &o, cb));
     GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 3, &o, wb));
-    hblocks_equal(wb, cb, 3);
+    hblocks_equal(wb, cb, 3, 0);
     for (int e = 0; e < 3; e++)
         edges += cb[0].edges[e].n;
     assert_true(edges > 0);
     o.dir = GKV_DIR_OUT;
     NET_OK(gkv_client_sample_blocks(c, seeds, ns, fan, 3, 2, &o, cb));
     GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 2, &o, wb));
-    hblocks_equal(wb, cb, 2);
+    hblocks_equal(wb, cb, 2, 0);
     o.dir = GKV_DIR_IN;
 
     /* an edge batch across types (user -> item), reverses excluded */
@@ -1600,7 +1619,7 @@ test_hetero(void **state)
     sp.reverse_eids = f->rev;
     sp.reverse_n = GKVT_UI_CLICKS;
     GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &o, &web, wb));
-    hblocks_equal(wb, cb, 2);
+    hblocks_equal(wb, cb, 2, 0);
     /* no block holds a positive click's reverse */
     for (int l = 0; l < 2; l++)
         for (size_t k = 0; k < cb[l].edges[2].n; k++)
@@ -1616,7 +1635,7 @@ test_hetero(void **state)
                            "'item:clicked_by:user' as its reverse type"));
     sp.reverse_etype = 2;
     NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &o, &ceb, cb));
-    hblocks_equal(wb, cb, 2);
+    hblocks_equal(wb, cb, 2, 0);
     assert_int_equal(ceb.num_pos, 150);
     assert_int_equal(ceb.num_neg, 300);
     assert_memory_equal(ceb.pos_src, web.pos_src, 150 * 8);
@@ -1645,7 +1664,7 @@ test_hetero(void **state)
         GPU_OK(gpu__ldr_stage(l, seeds, ns, fan, 3, 2, &o));
         gpu__ldr_point(l, l->pack);
         GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 2, &o, wb));
-        hblocks_equal(wb, l->blocks, 2);
+        hblocks_equal(wb, l->blocks, 2, 0);
         assert_int_equal(l->t[0].n, wb[0].nodes[0].num_src);
         assert_int_equal(l->t[1].n, 0);
         ids = l->blocks[0].nodes[0].ids;
@@ -1661,6 +1680,28 @@ test_hetero(void **state)
         }
         assert_true(k > 0 && k < l->t[0].n);
         gkv_gpu_loader_free(l);
+        /* the device half, where there is a device: the same blocks in
+         * device memory, every user row pulled, no rows for items */
+        if (gkv_gpu_available(NULL, NULL, 0) == GKV_OK) {
+            gkv_gpu_batch bt;
+            size_t nu = wb[0].nodes[0].num_src;
+            char *rows = malloc(nu * FEAT_W * 4 + 1);
+            GPU_OK(gkv_gpu_loader_new(&l, c, &lo));
+            GPU_OK(gkv_gpu_loader_next(l, seeds, ns, fan, 3, 2, &o, &bt,
+                                       NULL));
+            hblocks_equal(wb, bt.blocks, 2, 1);
+            assert_int_equal(bt.rows_pulled, nu);
+            assert_int_equal(bt.rows_cached, 0);
+            assert_int_equal(bt.row_bytes[0], FEAT_W * 4);
+            assert_null(bt.feat_dev[1]);
+            GPU_OK(gkv_gpu_copy(rows, bt.feat_dev[0], nu * FEAT_W * 4, NULL));
+            GPU_OK(gkv_gpu_sync(NULL));
+            for (size_t i = 0; i < nu; i++)
+                row_check(f, inv, rows + i * FEAT_W * 4,
+                          wb[0].nodes[0].ids[i]);
+            free(rows);
+            gkv_gpu_loader_free(l);
+        }
         free(inv);
     }
 #endif
@@ -1685,8 +1726,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_sample_split_to_fit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_batches, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hetero, setup, teardown),
 #endif
+        /* in the emulated-GPU build too: its end checks the GPU loader on
+         * two node types */
+        cmocka_unit_test_setup_teardown(test_hetero, setup, teardown),
 #ifdef GKV_HAVE_CUDA
         cmocka_unit_test_setup_teardown(test_gpu_loader_host, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_loader_device, setup,
