@@ -136,4 +136,23 @@ gkv_tensor_spec gkvt_spec_init(gkv_dtype dt, uint64_t width, uint64_t lo,
     if (rc_ != GKV_OK) fail_msg("%s: %s: %s", #expr, gkv_err_name(rc_), gkv_net_errmsg()); \
 } while (0)
 
+#ifdef GKVT_GPU_EMU
+#include <stdio.h>
+/* Device and pinned allocations not freed (gpu/emu/emu.cc). */
+size_t gkv_emu_live_allocs(void);
+
+/* A test program's exit status after its tests returned rc: 1 when they
+ * passed but left emulated-device memory allocated (a leak). */
+static inline int
+gkvt_emu_exit(const char *prog, int rc)
+{
+    if (rc == 0 && gkv_emu_live_allocs() != 0) {
+        fprintf(stderr, "%s: %zu emulated-device allocations left after "
+                "every test (a leak)\n", prog, gkv_emu_live_allocs());
+        return 1;
+    }
+    return rc;
+}
+#endif
+
 #endif

@@ -1327,8 +1327,6 @@ test_emu_checks(void **state)
     gkv_gpu_feat_close(o.fc);
 }
 
-size_t gkv_emu_live_allocs(void);       /* gpu/emu/emu.cc */
-
 /* Device memory running out (GKV_GPU_EMU_MEM caps the emulated device):
  * each call fails with GKV_ENOMEM, leaves nothing allocated, and the same
  * objects work once there is room; every object freed leaves no
@@ -1468,12 +1466,7 @@ main(void)
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
 
 #ifdef GKVT_GPU_EMU
-    /* every test freed what it made: no device or pinned memory is left */
-    if (rc == 0 && gkv_emu_live_allocs() != 0) {
-        fprintf(stderr, "gpu_emu_test: %zu emulated-device allocations left "
-                "after every test (a leak)\n", gkv_emu_live_allocs());
-        return 1;
-    }
+    rc = gkvt_emu_exit("gpu_emu_test", rc);   /* nothing left allocated */
 #endif
     return rc;
 }

@@ -1743,16 +1743,7 @@ main(void)
     find_programs();
     rc = cmocka_run_group_tests_name("net_graph", tests, NULL, NULL);
 #ifdef GKVT_GPU_EMU
-    {
-        /* the loaders and caches freed all their device and pinned memory */
-        extern size_t gkv_emu_live_allocs(void);
-        if (rc == 0 && gkv_emu_live_allocs() != 0) {
-            fprintf(stderr, "net_graph_emu_test: %zu emulated-device "
-                    "allocations left after every test (a leak)\n",
-                    gkv_emu_live_allocs());
-            return 1;
-        }
-    }
+    rc = gkvt_emu_exit("net_graph_emu_test", rc);  /* nothing left allocated */
 #endif
     return rc;
 }

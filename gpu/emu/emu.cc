@@ -630,6 +630,8 @@ static unsigned torder[EMU_MAX_THREADS];  /* the order threads run in */
 static int in_coro;                     /* the launch runs coroutines */
 static int launch_sync;                 /* launched with GPU_LAUNCH_SYNC */
 static int interleave;                  /* atomics yield (coroutines) */
+static int configured;                  /* interleave, rng: read from the
+                                         * environment at the first launch */
 static uint64_t rng;                    /* scrambles the order; 0: forward */
 static ucontext_t sched_uc;
 static unsigned cur;
@@ -837,9 +839,14 @@ gkv_emu_launch(dim3 grid, dim3 block, cudaStream_t st, int sync,
         return;
     }
     pthread_mutex_lock(&emu_mu);
-    {
+    if (!configured) {
         const char *il = getenv("GKV_GPU_EMU_INTERLEAVE");
+        const char *o = getenv("GKV_GPU_EMU_ORDER");
+        const char *s = getenv("GKV_GPU_EMU_SEED");
+        configured = 1;
         interleave = il == NULL || strcmp(il, "0") != 0;
+        rng = o != NULL && strcmp(o, "forward") == 0 ? 0 :
+              s != NULL ? strtoull(s, NULL, 0) | 1 : 1;
     }
     launch_sync = sync;
     in_coro = sync || interleave;
@@ -860,16 +867,8 @@ gkv_emu_launch(dim3 grid, dim3 block, cudaStream_t st, int sync,
     sigaction(SIGBUS, &sa, &old_bus);
     dev_open_all(1);
     {
-        static int seeded;
         struct order bo;
         uint64_t nb = (uint64_t)grid.x * grid.y * grid.z;
-        if (!seeded) {
-            const char *o = getenv("GKV_GPU_EMU_ORDER");
-            const char *s = getenv("GKV_GPU_EMU_SEED");
-            seeded = 1;
-            rng = o != NULL && strcmp(o, "forward") == 0 ? 0 :
-                  s != NULL ? strtoull(s, NULL, 0) | 1 : 1;
-        }
         order_new(&bo, nb);
         for (uint64_t k = 0; k < nb; k++) {
             uint64_t b = order_at(&bo, k);
