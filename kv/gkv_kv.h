@@ -433,7 +433,9 @@ GKV_API gkv_err gkv_opt_reset(gkv_store *s, const char *name,
  * tensor and per handle.
  *
  * gkv_writeback_start() copies tensor 'name' and its optimizer state into
- * RAM (it needs that much memory). From then on, on this handle:
+ * RAM (it needs that much memory: a copy larger than the machine's
+ * physical memory is refused with GKV_ENOMEM, also where the kernel would
+ * overcommit). From then on, on this handle:
  *   - pushes and gkv_tensor_write() change the RAM copy (memory speed) and
  *     mark its chunks dirty;
  *   - pulls and range reads without a snapshot (tx NULL) read the RAM copy,

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kv_int.h"
 
@@ -39,15 +40,35 @@ kv__wb_state(kv_wb *w, const char *suffix)
     return NULL;
 }
 
+/* The machine's physical memory in bytes (SIZE_MAX when unknown). */
+static size_t
+phys_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+
+    if (pages <= 0 || psz <= 0 || (unsigned long)pages > SIZE_MAX / (size_t)psz)
+        return SIZE_MAX;
+    return (size_t)pages * (size_t)psz;
+}
+
 /* Big buffers (mirrors, the flush staging area) are mapped directly and
  * asked for huge pages: first touch of fresh memory is what a flush of a
- * freshly malloc'd gigabyte spent most of its time on (page faults). */
+ * freshly malloc'd gigabyte spent most of its time on (page faults).
+ * More than the machine's physical memory is refused here: where the
+ * kernel overcommits (vm.overcommit_memory=1, common on container hosts)
+ * the mapping would succeed and filling it would end in the OOM killer
+ * instead of an error. */
 static void *
 big_alloc(size_t len)
 {
-    void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p;
 
+    if (len > phys_bytes()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
 #ifdef MADV_HUGEPAGE
@@ -115,8 +136,12 @@ mirror_load(gkv_store *s, MDB_txn *txn, const char *name, const char *base,
     snprintf(m->name, sizeof m->name, "%s", name);
     if ((m->rows = big_alloc(bytes)) == NULL ||
         (m->dirty = gkv__calloc(m->r.nchunks ? m->r.nchunks : 1, 1)) == NULL) {
-        rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory for a %zu "
-                      "byte write-back copy", name, bytes);
+        rc = bytes > phys_bytes()
+             ? kv__fail(s, GKV_ENOMEM, "tensor '%s': a write-back copy of %zu "
+                        "bytes is larger than this machine's memory (%zu "
+                        "bytes)", name, bytes, phys_bytes())
+             : kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory for a %zu "
+                        "byte write-back copy", name, bytes);
         goto out;
     }
     rc = gkv_tensor_read(s, &(gkv_txn){.tx_store = s, .tx_txn = txn}, name, m->r.lo, m->r.hi,

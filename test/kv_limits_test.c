@@ -456,6 +456,58 @@ test_row_bytes_overflow(void **state)
     assert_int_equal(raw_count(f->dir, "data"), 0);   /* nothing was written */
 }
 
+static gkv_err
+writeback_big(gkv_store *s, void *arg, struct child_out *o)
+{
+    (void)arg;
+    (void)o;
+    return gkv_writeback_start(s, "big", 0);
+}
+
+/* A write-back copy larger than the machine's memory is refused before
+ * anything is mapped. Where the kernel overcommits (vm.overcommit_memory=1,
+ * as on the lent GPU machine) the mapping succeeded and the server filled
+ * it for minutes, answering nothing, instead of saying no. The tensor, its
+ * rows and the store are as they were. */
+static void
+test_writeback_larger_than_memory(void **state)
+{
+    struct fx *f = *state;
+    uint64_t phys = (uint64_t)sysconf(_SC_PHYS_PAGES) *
+                    (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t rows = phys / 4096 * 2 + 1;      /* 4 KiB rows: twice RAM */
+    gkv_tensor_spec sp = spec(GKV_F32, 1024, 0, rows, 0);
+    float a[1024], b[1024], got[1024];
+    struct child_out *o;
+    int status;
+
+    for (int i = 0; i < 1024; i++) {
+        a[i] = (float)i;
+        b[i] = (float)-i;
+    }
+    GKVT_OK(gkv_tensor_create(f->s, "big", &sp));
+    GKVT_OK(gkv_tensor_write(f->s, "big", 0, 1, a, sizeof a));
+    GKVT_OK(gkv_tensor_write(f->s, "big", rows - 1, rows, b, sizeof b));
+    gkv_store_close(f->s);
+    f->s = NULL;
+
+    o = in_child(f->dir, writeback_big, NULL, 20, &status);
+    assert_int_equal(o->done, 1);
+    assert_int_equal(o->rc, GKV_ENOMEM);
+    if (strstr(o->msg, "tensor 'big': a write-back copy of") == NULL ||
+        strstr(o->msg, "is larger than this machine's memory") == NULL)
+        fail_msg("message: %s", o->msg);
+    munmap(o, sizeof *o);
+
+    GKVT_OK(gkv_store_open(&f->s, f->dir, 0, NULL));
+    GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
+    GKVT_OK(gkv_tensor_read(f->s, NULL, "big", 0, 1, got, sizeof got));
+    assert_memory_equal(got, a, sizeof a);
+    GKVT_OK(gkv_tensor_read(f->s, NULL, "big", rows - 1, rows, got,
+                            sizeof got));
+    assert_memory_equal(got, b, sizeof b);
+}
+
 /* stat's data_bytes, the sum of (hi - lo) x row_bytes, wrapped: 2^62 + 1
  * f32 rows counted as 4 bytes, [0, 2^64 - 1) of f64 rows as 2^64 - 8, and
  * two tensors of 2^63 bytes as 0. It saturates at UINT64_MAX instead. */
@@ -912,6 +964,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_key_of_wrong_length_among_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_id_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_row_bytes_overflow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writeback_larger_than_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stat_data_bytes_saturates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_catalog_record_with_overflowing_shape, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writeback_stop_twice_at_once, setup, teardown),

@@ -658,7 +658,7 @@ test_plain_job(void **state)
 }
 
 /* A create through the job that one machine refuses (its write-back copy
- * of 8 TB cannot be allocated) leaves the tensor on no machine: the one
+ * of 8 TB is larger than its memory) leaves the tensor on no machine: the one
  * that made it deletes it again, and a retry is not "exists". Not under
  * a sanitizer, whose allocator aborts on such a request. */
 static void
