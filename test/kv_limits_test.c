@@ -409,12 +409,12 @@ write_huge(gkv_store *s, void *arg, struct child_out *o)
     return gkv_tensor_write(s, "huge", 0, HUGE_ROWS, src, 4);
 }
 
+/* gkv_writeback_start of the tensor named by arg */
 static gkv_err
-writeback_huge(gkv_store *s, void *arg, struct child_out *o)
+writeback_arg(gkv_store *s, void *arg, struct child_out *o)
 {
-    (void)arg;
     (void)o;
-    return gkv_writeback_start(s, "huge", 0);
+    return gkv_writeback_start(s, (const char *)arg, 0);
 }
 
 /* rows x row_bytes was compared with the caller's length without an
@@ -445,7 +445,7 @@ test_row_bytes_overflow(void **state)
     assert_int_equal(o->rc, GKV_ESHAPE);
     munmap(o, sizeof *o);
 
-    o = in_child(f->dir, writeback_huge, NULL, 20, &status);
+    o = in_child(f->dir, writeback_arg, "huge", 20, &status);
     assert_int_equal(o->done, 1);
     assert_int_equal(o->rc, GKV_ENOMEM);
     assert_non_null(strstr(o->msg, "write-back copy"));
@@ -454,14 +454,6 @@ test_row_bytes_overflow(void **state)
     GKVT_OK(gkv_store_open(&f->s, f->dir, 0, NULL));
     GKVT_OK(gkv_store_verify(f->s, NULL, NULL));
     assert_int_equal(raw_count(f->dir, "data"), 0);   /* nothing was written */
-}
-
-static gkv_err
-writeback_big(gkv_store *s, void *arg, struct child_out *o)
-{
-    (void)arg;
-    (void)o;
-    return gkv_writeback_start(s, "big", 0);
 }
 
 /* A write-back copy larger than the machine's memory is refused before
@@ -491,7 +483,7 @@ test_writeback_larger_than_memory(void **state)
     gkv_store_close(f->s);
     f->s = NULL;
 
-    o = in_child(f->dir, writeback_big, NULL, 20, &status);
+    o = in_child(f->dir, writeback_arg, "big", 20, &status);
     assert_int_equal(o->done, 1);
     assert_int_equal(o->rc, GKV_ENOMEM);
     if (strstr(o->msg, "tensor 'big': a write-back copy of") == NULL ||
