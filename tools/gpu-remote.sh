@@ -9,7 +9,7 @@
 #                                    there, steps in order:
 #     build     unpack .gpu-deps/*.deb under .gpu-deps/root (never into /),
 #               build everything with CUDA=yes into build-gpu
-#     test      the GPU tests (gpu_test, net_graph_test), 240 s each at most
+#     test      the GPU tests (gpu_test, net_graph_test), 180 s each at most
 #     alltests  every test program with the GPU build (long: a call of its
 #               own, and only when device time is left). Two fail there
 #               for the set-up alone (2026-11-27): install_test (the
@@ -39,7 +39,7 @@ pkgs=(liblmdb0 liblmdb-dev libnanomsg5 libnanomsg-dev libxxhash0
       libhiredis-dev libgomp1)
 
 usage() {
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
 }
 
 if [ "${1:-}" = "fetch" ]; then
