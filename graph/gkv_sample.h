@@ -100,8 +100,8 @@
  * timed: when the cores are oversubscribed and the workers slow the caller
  * down, later calls run on the caller alone, trying the workers again
  * every 32 calls (the result is the same either way). The parallel path
- * relabels in extra passes, so 2 threads sample about as fast as 1;
- * 4 threads give about 1.6x, 16 about 4x (doc/BENCHMARKS.md).
+ * relabels in extra passes, so 2 threads give only 1.0-1.35x one thread;
+ * 4 threads about 1.6x, 16 about 4x (doc/BENCHMARKS.md).
  *
  * ---- Errors ------------------------------------------------------------
  *
