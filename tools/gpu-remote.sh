@@ -87,15 +87,18 @@ limit() {
     [ $((end - SECONDS)) -lt "$lim" ] && lim=$((end - SECONDS))
     [ "$lim" -ge 20 ]
 }
+# gate NAME WANT: limit WANT, or notes NAME as not run (and fails)
+gate() {
+    limit "$2" && return 0
+    note "$1: NOT RUN (the deadline is near)"
+    failed=1
+    return 1
+}
 # check NAME WANT CMD..: runs CMD, for WANT seconds at most (less near the
 # deadline), with its output in NAME.log, and notes the status
 check() {
     local name=$1 t0=$SECONDS rc
-    if ! limit "$2"; then
-        note "$name: NOT RUN (the deadline is near)"
-        failed=1
-        return 1
-    fi
+    gate "$name" "$2" || return 1
     shift 2
     timeout "$lim" "$@" >"$out/$name.log" 2>&1
     rc=$?
@@ -157,11 +160,7 @@ for step in "${steps[@]}"; do
         for tt in memcheck:gpu_test memcheck:net_graph_test \
                   initcheck:gpu_test racecheck:gpu_test synccheck:gpu_test; do
             tool=${tt%%:*} t=${tt#*:} log=$out/$tool-$t.log
-            if ! limit 280; then
-                note "$tool-$t: NOT RUN (the deadline is near)"
-                failed=1
-                continue
-            fi
+            gate "$tool-$t" 280 || continue
             timeout "$lim" compute-sanitizer --tool "$tool" \
                 --error-exitcode 99 "build-gpu/test/$t" >"$log" 2>&1
             rc=$?
