@@ -58,8 +58,7 @@ kvctl__name_check(const char *name, size_t reserve, char *why, size_t len)
     return 0;
 }
 
-
-/* ---- put ------------------------------------------------------------------- */
+/* ---- put ---------------------------------------------------------------- */
 
 /* One number of a put, checked against dtype dt and stored at out. */
 static int
@@ -164,13 +163,14 @@ kvctl__cmd_put(struct ctx *c)
 
     memset(&pa, 0, sizeof pa);
     if (tools__parse_u64(c->args[1], &id) != 0)
-        return kvctl__usage_error("put: '%s' is not an ID (a non-negative integer)",
-                                  c->args[1]);
+        return kvctl__usage_error("put: '%s' is not an ID (a non-negative "
+                                  "integer)", c->args[1]);
     if (c->opt[O_LR] != NULL) {
         errno = 0;
         pa.lr = strtod(c->opt[O_LR], &end);
         if (errno != 0 || *end != '\0' || end == c->opt[O_LR] || !(pa.lr > 0))
-            return kvctl__usage_error("--lr '%s' is not a positive number", c->opt[O_LR]);
+            return kvctl__usage_error("--lr '%s' is not a positive number",
+                                      c->opt[O_LR]);
     }
     pa.handler = c->opt[O_HANDLER];
     if ((tok = split_values(c->args + 2, c->nargs - 2, &ntok, &tokbuf)) == NULL)
@@ -194,8 +194,8 @@ kvctl__cmd_put(struct ctx *c)
         goto out;
     }
     if (ntok != d.row_elems) {
-        ex = kvctl__usage_error("put: tensor '%s' rows hold %" PRIu64 " values, got %zu",
-                                name, d.row_elems, ntok);
+        ex = kvctl__usage_error("put: tensor '%s' rows hold %" PRIu64 " "
+                                "values, got %zu", name, d.row_elems, ntok);
         goto out;
     }
     if ((row = malloc(d.row_bytes)) == NULL) {
@@ -204,8 +204,8 @@ kvctl__cmd_put(struct ctx *c)
     }
     for (size_t i = 0; i < ntok; i++)
         if (value_parse(tok[i], d.dtype, row + i * gkv_dtype_size(d.dtype)) != 0) {
-            ex = kvctl__usage_error("put: '%s' is not a value of dtype %s", tok[i],
-                                    gkv_dtype_name(d.dtype));
+            ex = kvctl__usage_error("put: '%s' is not a value of dtype %s",
+                                    tok[i], gkv_dtype_name(d.dtype));
             goto out;
         }
     if ((rc = c->ops->push(c, name, &id, 1, row, d.row_bytes, &pa)) != GKV_OK)
@@ -217,7 +217,7 @@ out:
     return ex;
 }
 
-/* ---- create ------------------------------------------------------------------- */
+/* ---- create ------------------------------------------------------------- */
 
 /* "A" or "A,B" of finite numbers after the initializer's colon. */
 static int
@@ -275,8 +275,9 @@ chunk_opts(struct ctx *c, gkv_tensor_spec *sp)
     if (c->opt[O_CHUNK_ROWS] != NULL) {
         if (tools__parse_u64(c->opt[O_CHUNK_ROWS], &v) != 0 || v == 0 ||
             v > UINT32_MAX)
-            return kvctl__usage_error("--chunk-rows '%s' is not a count from 1 to %u",
-                                      c->opt[O_CHUNK_ROWS], UINT32_MAX);
+            return kvctl__usage_error("--chunk-rows '%s' is not a count from 1 "
+                                      "to %u", c->opt[O_CHUNK_ROWS],
+                                      UINT32_MAX);
         sp->chunk_rows = (uint32_t)v;
     }
     return EX_OK;
@@ -293,27 +294,27 @@ kvctl__cmd_create(struct ctx *c)
     if (c->opt[O_DTYPE] == NULL)
         return kvctl__usage_error("create: --dtype is required");
     if (gkv_dtype_parse(c->opt[O_DTYPE], &sp.dtype) != GKV_OK)
-        return kvctl__usage_error("create: unknown dtype '%s' (f32 f16 bf16 f64 i8 "
-                                  "u8 i32 i64)", c->opt[O_DTYPE]);
+        return kvctl__usage_error("create: unknown dtype '%s' (f32 f16 bf16 "
+                                  "f64 i8 u8 i32 i64)", c->opt[O_DTYPE]);
     if (c->opt[O_RANGE] == NULL)
         return kvctl__usage_error("create: --range LO:HI is required");
     if (tools__parse_range(c->opt[O_RANGE], &sp.lo, &sp.hi) != 0)
-        return kvctl__usage_error("create: --range '%s' is not LO:HI with LO < HI",
-                                  c->opt[O_RANGE]);
+        return kvctl__usage_error("create: --range '%s' is not LO:HI with LO < "
+                                  "HI", c->opt[O_RANGE]);
     if (c->opt[O_SHAPE] != NULL) {
         if ((nd = tools__parse_dims(c->opt[O_SHAPE], sp.shape, GKV_MAX_DIMS)) < 0)
-            return kvctl__usage_error("create: --shape '%s' is not 1 to %d dims "
-                                      "D1[,D2..], each >= 1", c->opt[O_SHAPE],
-                                      GKV_MAX_DIMS);
+            return kvctl__usage_error("create: --shape '%s' is not 1 to %d "
+                                      "dims D1[,D2..], each >= 1",
+                                      c->opt[O_SHAPE], GKV_MAX_DIMS);
         sp.ndim = (unsigned)nd;
     }
     if (c->opt[O_INIT] != NULL && init_parse(c->opt[O_INIT], &sp) != 0)
         return kvctl__usage_error("create: --init '%s' is not zeros, const:A, "
-                                  "uniform:A,B (A < B) or normal:MEAN,STD (STD >= 0)",
-                                  c->opt[O_INIT]);
+                                  "uniform:A,B (A < B) or normal:MEAN,STD (STD "
+                                  ">= 0)", c->opt[O_INIT]);
     if (c->opt[O_SEED] != NULL && tools__parse_u64(c->opt[O_SEED], &sp.seed) != 0)
-        return kvctl__usage_error("create: --seed '%s' is not a non-negative integer",
-                                  c->opt[O_SEED]);
+        return kvctl__usage_error("create: --seed '%s' is not a non-negative "
+                                  "integer", c->opt[O_SEED]);
     if ((ex = chunk_opts(c, &sp)) != EX_OK)
         return ex;
     return c->ops->create(c, name, &sp);
@@ -339,29 +340,34 @@ kvctl__cmd_import(struct ctx *c)
     memset(&om, 0, sizeof om);
     /* ---- arguments: usage errors before any file or store is touched */
     if (c->opt[O_ORIG_IDS] != NULL && c->opt[O_LO] != NULL)
-        return kvctl__usage_error("import: --orig-ids gives the rows' IDs; --lo does "
-                                  "not go with it");
+        return kvctl__usage_error("import: --orig-ids gives the rows' IDs; "
+                                  "--lo does not go with it");
     if (raw) {
         if (c->opt[O_DTYPE] == NULL || c->opt[O_DIM] == NULL)
-            return kvctl__usage_error("import: raw input needs both --dtype and --dim");
+            return kvctl__usage_error("import: raw input needs both --dtype "
+                                      "and --dim");
         if (gkv_dtype_parse(c->opt[O_DTYPE], &dt) != GKV_OK)
-            return kvctl__usage_error("import: unknown dtype '%s' (f32 f16 bf16 f64 "
-                                      "i8 u8 i32 i64)", c->opt[O_DTYPE]);
+            return kvctl__usage_error("import: unknown dtype '%s' (f32 f16 "
+                                      "bf16 f64 i8 u8 i32 i64)",
+                                      c->opt[O_DTYPE]);
         if ((nd = tools__parse_dims(c->opt[O_DIM], dims, GKV_MAX_DIMS)) < 0)
             return kvctl__usage_error("import: --dim '%s' is not 1 to %d dims "
-                                      "D1[,D2..], each >= 1", c->opt[O_DIM], GKV_MAX_DIMS);
+                                      "D1[,D2..], each >= 1", c->opt[O_DIM],
+                                      GKV_MAX_DIMS);
     }
     if (c->opt[O_LO] != NULL && tools__parse_u64(c->opt[O_LO], &sp.lo) != 0)
-        return kvctl__usage_error("import: --lo '%s' is not a non-negative integer",
-                                  c->opt[O_LO]);
+        return kvctl__usage_error("import: --lo '%s' is not a non-negative "
+                                  "integer", c->opt[O_LO]);
     if ((ex = chunk_opts(c, &sp)) != EX_OK)
         return ex;
     if (state && (c->opt[O_REPLACE] != NULL || c->opt[O_HOT] != NULL ||
                   c->opt[O_CHUNK_ROWS] != NULL))
-        return kvctl__usage_error("import: --replace, --hot and --chunk-rows do not "
-                                  "apply to optimizer state '%s' (it has its "
-                                  "tensor's chunking, and is overwritten)", name);
-    if (!state && kvctl__name_check(name, strlen(IMPORT_TAG) + 10, why, sizeof why) != 0)
+        return kvctl__usage_error("import: --replace, --hot and --chunk-rows "
+                                  "do not apply to optimizer state '%s' (it "
+                                  "has its tensor's chunking, and is "
+                                  "overwritten)", name);
+    if (!state && kvctl__name_check(name, strlen(IMPORT_TAG) + 10, why,
+                                    sizeof why) != 0)
         return kvctl__fail("import: %s", why);
 
     tools__catch_signals();
@@ -377,8 +383,8 @@ kvctl__cmd_import(struct ctx *c)
             close(fd);
         }
         if (r > 0 && gkv_npy_is_npy(head, (size_t)r))
-            return kvctl__usage_error("import: '%s' is a .npy file; --dtype and --dim "
-                                      "are for raw files", file);
+            return kvctl__usage_error("import: '%s' is a .npy file; --dtype "
+                                      "and --dim are for raw files", file);
         rc = gkv_npy_map_raw(&m, file, dt, (unsigned)nd, dims, msg, sizeof msg);
     } else {
         rc = gkv_npy_map_open(&m, file, msg, sizeof msg);
@@ -397,13 +403,13 @@ kvctl__cmd_import(struct ctx *c)
     }
     for (unsigned i = 1; i < m.hdr.ndim; i++)
         if (m.hdr.shape[i] == 0) {
-            ex = kvctl__fail("import '%s': row dim %u is 0: rows would hold nothing",
-                             file, i - 1);
+            ex = kvctl__fail("import '%s': row dim %u is 0: rows would hold "
+                             "nothing", file, i - 1);
             goto out;
         }
     if (rows > UINT64_MAX - sp.lo) {
-        ex = kvctl__fail("import '%s': --lo %" PRIu64 " + %" PRIu64 " rows is past 2^64",
-                         file, sp.lo, rows);
+        ex = kvctl__fail("import '%s': --lo %" PRIu64 " + %" PRIu64 " rows is "
+                         "past 2^64", file, sp.lo, rows);
         goto out;
     }
     sp.dtype = m.hdr.dtype;
@@ -413,7 +419,8 @@ kvctl__cmd_import(struct ctx *c)
     sp.hi = sp.lo + rows;
     sp.init = GKV_INIT_ZEROS;           /* unwritten zeros cost nothing */
     if (c->opt[O_ORIG_IDS] != NULL) {
-        if ((ex = kvctl__origmap_open(&om, c->opt[O_ORIG_IDS], file, rows)) != EX_OK)
+        if ((ex = kvctl__origmap_open(&om, c->opt[O_ORIG_IDS], file, rows))
+            != EX_OK)
             goto out;
         omp = &om;
         ex = EX_FAIL;
@@ -443,7 +450,7 @@ out:
     return ex;
 }
 
-/* ---- export ------------------------------------------------------------------- */
+/* ---- export ------------------------------------------------------------- */
 
 static int
 write_all(int fd, const void *buf, size_t len)
@@ -511,6 +518,8 @@ static int
 orig_ids_open(struct ctx *c, const char *file, const gkv_tensor_desc *d,
               struct origmap *m, uint64_t *count)
 {
+    const char *as = c->ipc != NULL ? " as the job's machines hold it" :
+                     c->server != NULL ? " as the server holds it" : "";
     int ex;
 
     if ((ex = kvctl__origmap_load(m, "export", file)) != EX_OK)
@@ -520,12 +529,11 @@ orig_ids_open(struct ctx *c, const char *file, const gkv_tensor_desc *d,
         int64_t v = (int64_t)kvctl__origmap_at(m, i);
 
         if (v < 0 || (uint64_t)v < d->lo || (uint64_t)v >= d->hi)
-            return kvctl__fail("export: --orig-ids '%s': %s: original ID %" PRIu64
-                               " maps to %" PRId64 ", which is not a row of tensor "
-                               "'%s' [%" PRIu64 ", %" PRIu64 ")%s", file,
-                               gkv_strerror(GKV_ERANGE), i, v, d->name, d->lo, d->hi,
-                               c->ipc != NULL ? " as the job's machines hold it" :
-                               c->server != NULL ? " as the server holds it" : "");
+            return kvctl__fail("export: --orig-ids '%s': %s: original ID %"
+                               PRIu64 " maps to %" PRId64 ", which is not a "
+                               "row of tensor '%s' [%" PRIu64 ", %" PRIu64
+                               ")%s", file, gkv_strerror(GKV_ERANGE), i, v,
+                               d->name, d->lo, d->hi, as);
     }
     return EX_OK;
 }
@@ -550,7 +558,8 @@ kvctl__cmd_export(struct ctx *c)
         return kvctl__usage_error("export: --range '%s' is not A:B with A < B",
                                   c->opt[O_RANGE]);
     if (orig != NULL && c->opt[O_RANGE] != NULL)
-        return kvctl__usage_error("export: --orig-ids and --range do not go together");
+        return kvctl__usage_error("export: --orig-ids and --range do not go "
+                                  "together");
     src.c = c;
     src.name = name;
     if ((ex = c->ops->open(c, GKV_RDONLY)) != EX_OK)
@@ -579,14 +588,14 @@ kvctl__cmd_export(struct ctx *c)
         a = d.lo;
         b = d.hi;
     } else if (a < d.lo || b > d.hi) {
-        kvctl__fail("export: tensor '%s': %s: rows [%" PRIu64 ", %" PRIu64 ") are not "
-                    "inside [%" PRIu64 ", %" PRIu64 ")", name, gkv_strerror(GKV_ERANGE),
-                    a, b, d.lo, d.hi);
+        kvctl__fail("export: tensor '%s': %s: rows [%" PRIu64 ", %" PRIu64 ") "
+                    "are not inside [%" PRIu64 ", %" PRIu64 ")", name,
+                    gkv_strerror(GKV_ERANGE), a, b, d.lo, d.hi);
         goto out;
     }
     if (!raw && gkv_npy_descr(d.dtype) == NULL) {
-        kvctl__fail("export: tensor '%s' is %s, which .npy cannot hold; use --raw",
-                    name, gkv_dtype_name(d.dtype));
+        kvctl__fail("export: tensor '%s' is %s, which .npy cannot hold; use "
+                    "--raw", name, gkv_dtype_name(d.dtype));
         goto out;
     }
     /* the whole job: every row to write is held by some machine */
@@ -610,7 +619,7 @@ kvctl__cmd_export(struct ctx *c)
         kvctl__fail("out of memory");
         goto out;
     }
-    /* a server answers within its timeout: smaller batches than a store */
+    /* the backend's step (a server answers within its timeout) */
     step = c->ops->batch_bytes / d.row_bytes;
     if (step == 0)
         step = 1;
@@ -676,7 +685,8 @@ kvctl__cmd_export(struct ctx *c)
     fd = -1;
     if (rename(tmp, file) != 0) {
         tools__progress_end(&bar, 0);
-        kvctl__fail("export: cannot rename '%s' to '%s': %s", tmp, file, strerror(errno));
+        kvctl__fail("export: cannot rename '%s' to '%s': %s", tmp, file,
+                    strerror(errno));
         goto out;
     }
     tools__progress_end(&bar, 1);

@@ -122,7 +122,8 @@ json_desc(const struct ctx *c, const gkv_tensor_desc *d, uint64_t rows)
     /* a server's schema carries neither the chunk count nor the id */
     json_object_set_new(o, "nchunks", bare ? json_null() :
                         kvctl__json_u64(d->nchunks));
-    json_object_set_new(o, "bytes", kvctl__json_u64(kvctl__desc_bytes(rows, d->row_bytes)));
+    json_object_set_new(o, "bytes",
+                        kvctl__json_u64(kvctl__desc_bytes(rows, d->row_bytes)));
     json_object_set_new(o, "hot", json_boolean(d->flags & GKV_TENSOR_HOT));
     json_object_set_new(o, "state", json_boolean(d->is_state));
     json_object_set_new(o, "id", bare ? json_null() : kvctl__json_u64(d->id));
@@ -372,7 +373,8 @@ kvctl__print_ls(struct ctx *c, const struct kvctl_lsrow *v, size_t n)
         shape_str(d, v[i].rows, b[0], sizeof b[0]);
         snprintf(b[1], sizeof b[1], "[%" PRIu64 ",%" PRIu64 ")", d->lo, d->hi);
         snprintf(b[2], sizeof b[2], "%" PRIu32, d->chunk_rows);
-        bytes_str(kvctl__desc_bytes(v[i].rows, d->row_bytes), b[3], sizeof b[3]);
+        bytes_str(kvctl__desc_bytes(v[i].rows, d->row_bytes), b[3],
+                  sizeof b[3]);
         snprintf(b[4], sizeof b[4], "%zu/%zu%s%s", v[i].held, c->nmach,
                  v[i].why[0] ? " " : "", v[i].why);
         bad |= table_add(&t, d->name);
@@ -482,14 +484,18 @@ kvctl__print_verify(struct ctx *c, const char *name, gkv_err rc,
         json_object_set_new(o, "store", json_string(c->path));
         json_object_set_new(o, "tensor", name ? json_string(name) : json_null());
         json_object_set_new(o, "ok", json_boolean(rc == GKV_OK));
-        json_object_set_new(o, "chunks_checked", kvctl__json_u64(rep->chunks_checked));
-        json_object_set_new(o, "bytes_checked", kvctl__json_u64(rep->bytes_checked));
+        json_object_set_new(o, "chunks_checked",
+                            kvctl__json_u64(rep->chunks_checked));
+        json_object_set_new(o, "bytes_checked",
+                            kvctl__json_u64(rep->bytes_checked));
         json_object_set_new(o, "bad_chunks", kvctl__json_u64(rep->bad_chunks));
-        json_object_set_new(o, "orphan_keys", kvctl__json_u64(rep->orphan_keys));
+        json_object_set_new(o, "orphan_keys",
+                            kvctl__json_u64(rep->orphan_keys));
         if (rc == GKV_ECORRUPT) {
             json_t *f = json_object();
             json_object_set_new(f, "tensor", json_string(rep->first_bad));
-            json_object_set_new(f, "chunk", kvctl__json_u64(rep->first_bad_chunk));
+            json_object_set_new(f, "chunk",
+                                kvctl__json_u64(rep->first_bad_chunk));
             json_object_set_new(f, "row", kvctl__json_u64(rep->first_bad_row));
             json_object_set_new(o, "first_bad", f);
             json_object_set_new(o, "message", json_string(detail));

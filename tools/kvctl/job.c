@@ -60,7 +60,8 @@ job_spans(const struct ctx *c, const char *name, size_t *n, uint64_t *rows)
 
 /* "machine 0 at ADDR [0, 50), machine 1 at ADDR none" */
 void
-kvctl__job_holders_str(const struct ctx *c, const char *name, char *buf, size_t len)
+kvctl__job_holders_str(const struct ctx *c, const char *name, char *buf,
+                       size_t len)
 {
     size_t o = 0;
 
@@ -130,10 +131,10 @@ kvctl__job_check(struct ctx *c, const char *verb, const gkv_tensor_desc *d,
     kvctl__job_holders_str(c, d->name, holders, sizeof holders);
     if (graph_span(c, d->name, &count, what, sizeof what) &&
         (d->lo != 0 || d->hi != count || rows != count)) {
-        ex = kvctl__fail("%s: tensor '%s' is inconsistent across the job: the "
-                         "%" PRIu64 " %s need rows [0, %" PRIu64 "), but the "
-                         "machines hold %" PRIu64 " rows: %s", verb, d->name, count, what,
-                         count, rows, holders);
+        ex = kvctl__fail("%s: tensor '%s' is inconsistent across the job: the %"
+                         PRIu64 " %s need rows [0, %" PRIu64 "), but the "
+                         "machines hold %" PRIu64 " rows: %s", verb, d->name,
+                         count, what, count, rows, holders);
         goto out;
     }
     for (size_t i = 1; i < n; i++) {
@@ -141,8 +142,8 @@ kvctl__job_check(struct ctx *c, const char *verb, const gkv_tensor_desc *d,
 
         if (g0 < g1 && g0 < b && g1 > a) {
             ex = kvctl__fail("%s: tensor '%s' is inconsistent across the job: "
-                             "no machine holds rows [%" PRIu64 ", %" PRIu64 "): %s",
-                             verb, d->name, g0, g1, holders);
+                             "no machine holds rows [%" PRIu64 ", %" PRIu64
+                             "): %s", verb, d->name, g0, g1, holders);
             goto out;
         }
     }
@@ -276,9 +277,12 @@ kvctl__job_info(const struct ctx *c, const gkv_tensor_desc *d, json_t *o)
             json_t *e = json_object();
             json_object_set_new(e, "machine", kvctl__json_u64(m));
             json_object_set_new(e, "server", json_string(c->jm[m].addr));
-            json_object_set_new(e, "lo", t ? kvctl__json_u64(t->lo) : json_null());
-            json_object_set_new(e, "hi", t ? kvctl__json_u64(t->hi) : json_null());
-            json_object_set_new(e, "rows", kvctl__json_u64(t ? t->hi - t->lo : 0));
+            json_object_set_new(e, "lo",
+                                t ? kvctl__json_u64(t->lo) : json_null());
+            json_object_set_new(e, "hi",
+                                t ? kvctl__json_u64(t->hi) : json_null());
+            json_object_set_new(e, "rows",
+                                kvctl__json_u64(t ? t->hi - t->lo : 0));
             json_array_append_new(a, e);
         } else if (t != NULL) {
             printf("  machine %zu: %s [%" PRIu64 ", %" PRIu64 ") %" PRIu64
@@ -335,10 +339,10 @@ kvctl__job_ids_held(const struct ctx *c, const gkv_tensor_desc *d,
         if (lo == 0 || id >= sp[lo - 1].hi) {
             free(sp);
             kvctl__job_holders_str(c, d->name, holders, sizeof holders);
-            return kvctl__fail("import: --orig-ids '%s': %s: new ID %" PRIu64 " (of "
-                               "the file's row %" PRIu64 ") is held by no machine: "
-                               "%s", c->opt[O_ORIG_IDS], gkv_strerror(GKV_ERANGE), id,
-                               i, holders);
+            return kvctl__fail("import: --orig-ids '%s': %s: new ID %" PRIu64
+                               " (of the file's row %" PRIu64 ") is held by no "
+                               "machine: %s", c->opt[O_ORIG_IDS],
+                               gkv_strerror(GKV_ERANGE), id, i, holders);
         }
     }
     free(sp);

@@ -63,7 +63,7 @@ struct jobmach {
 
 struct ctx {
     const struct kvctl_ops *ops; /* the store, or the servers */
-    const char *path;            /* STORE (or the --server / --ip-config value) */
+    const char *path;            /* STORE, or --server's or --ip-config's */
     const struct cmd *cmd;
     char **args;                 /* positionals after COMMAND */
     int nargs;

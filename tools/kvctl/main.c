@@ -16,7 +16,7 @@
 #include "ops.h"
 #include "util.h"
 
-/* ---- options ------------------------------------------------------------- */
+/* ---- options ------------------------------------------------------------ */
 
 static const struct {
     const char *name;
@@ -55,7 +55,8 @@ static const struct cmd cmds[] = {
      "range before anything is printed.\n\n"
      "IDS: 1,5,9 | 10:20 (half-open: 10..19) | 1,5,10:20 | @FILE (IDs or\n"
      "ranges separated by whitespace, newlines or commas)\n"},
-    {"put", kvctl__cmd_put, 3, -1, BIT(O_HANDLER) | BIT(O_LR), "put NAME ID VALUES...",
+    {"put", kvctl__cmd_put, 3, -1, BIT(O_HANDLER) | BIT(O_LR),
+     "put NAME ID VALUES...",
      "Writes one row: VALUES are exactly as many numbers as a row holds,\n"
      "separated by commas or spaces (one argument or several).\n\n"
      "  --handler H  how to combine with the stored row: assign (default),\n"
@@ -111,7 +112,8 @@ static const struct cmd cmds[] = {
      "int64 step counts >= 0 for T#adam_t), --lo defaults to T's first ID,\n"
      "the rows are written in one transaction (created zero-filled if\n"
      "missing) and --replace, --hot and --chunk-rows do not apply.\n"},
-    {"export", kvctl__cmd_export, 2, 2, BIT(O_RAW) | BIT(O_RANGE) | BIT(O_ORIG_IDS),
+    {"export", kvctl__cmd_export, 2, 2,
+     BIT(O_RAW) | BIT(O_RANGE) | BIT(O_ORIG_IDS),
      "export NAME FILE [--raw] [--range A:B | --orig-ids MAPPING.npy]",
      "Writes tensor NAME to FILE as .npy (a bf16 tensor needs --raw). FILE\n"
      "appears only when complete: rows go to FILE.tmp-PID, renamed at the end.\n"
@@ -129,7 +131,8 @@ static const struct cmd cmds[] = {
      "NAME may be an optimizer-state companion (T#adam_m, ...: a checkpoint\n"
      "of T's optimizer); one not created yet (T never pushed with that\n"
      "optimizer) exports as zeros, locally and through servers.\n"},
-    {"reset-opt", kvctl__cmd_reset_opt, 1, 2, 0, "reset-opt NAME [adagrad|adam]",
+    {"reset-opt", kvctl__cmd_reset_opt, 1, 2, 0,
+     "reset-opt NAME [adagrad|adam]",
      "Drops the optimizer state of tensor NAME (gkv_opt_reset): the\n"
      "companions of adagrad or adam (default: both); the next push with that\n"
      "optimizer starts fresh (adam at step 1). The rows are not changed.\n"
@@ -226,7 +229,7 @@ cmd_usage(const struct cmd *c, FILE *f)
     fprintf(f, "Usage: kvctl [--json] STORE %s\n\n%s", c->synopsis, c->help);
 }
 
-/* ---- main ------------------------------------------------------------------- */
+/* ---- main --------------------------------------------------------------- */
 
 /* "-1.5", "-.5", "-inf", "-nan": a value, not an option. */
 static int
@@ -335,13 +338,15 @@ main(int argc, char **argv)
     }
     if (!c.remote && (c.opt[O_TOKEN_FILE] != NULL ||
                       c.opt[O_GROUP] != NULL)) {
-        ex = kvctl__usage_error("%s goes with --server HOST:PORT or --ip-config FILE",
-                                c.opt[O_TOKEN_FILE] != NULL ? "--token-file" : "--group");
+        ex = kvctl__usage_error("%s goes with --server HOST:PORT or "
+                                "--ip-config FILE",
+                                c.opt[O_TOKEN_FILE] != NULL ? "--token-file" :
+                                "--group");
         goto done;
     }
     if (c.server != NULL && c.ipc != NULL) {
-        ex = kvctl__usage_error("--server and --ip-config do not go together (one "
-                                "server, or every server of the job)");
+        ex = kvctl__usage_error("--server and --ip-config do not go together "
+                                "(one server, or every server of the job)");
         goto done;
     }
     if (c.remote) {
@@ -354,22 +359,24 @@ main(int argc, char **argv)
 
         if (npos == 0 || c.cmd == NULL) {
             ex = kvctl__usage_error(npos == 0 ? "missing COMMAND after %s %s" :
-                                    "unknown command '%s'", npos == 0 ? opt : pos[0],
-                                    remote);
+                                    "unknown command '%s'", npos == 0 ? opt :
+                                    pos[0], remote);
             goto done;
         }
         for (size_t i = 0; i < sizeof remote_cmds / sizeof remote_cmds[0]; i++)
             ok |= strcmp(c.cmd->name, remote_cmds[i]) == 0;
         if (!ok) {
-            ex = kvctl__usage_error("%s: not available with %s (ls, info, get, stat, "
-                                    "export, put, import, create, rm and reset-opt "
-                                    "are; %s works on a store: run it on the store's "
-                                    "machine, kvctl STORE %s)", c.cmd->name, opt,
-                                    c.cmd->name, c.cmd->name);
+            ex = kvctl__usage_error("%s: not available with %s (ls, info, get, "
+                                    "stat, export, put, import, create, rm and "
+                                    "reset-opt are; %s works on a store: run "
+                                    "it on the store's machine, kvctl STORE "
+                                    "%s)", c.cmd->name, opt, c.cmd->name,
+                                    c.cmd->name);
             goto done;
         }
         if (c.opt[O_ALL] != NULL) {
-            ex = kvctl__usage_error("ls --all: a server lists no optimizer state");
+            ex = kvctl__usage_error("ls --all: a server lists no optimizer "
+                                    "state");
             goto done;
         }
         /* no STORE: the command comes first */
@@ -386,13 +393,13 @@ main(int argc, char **argv)
         struct stat sb;
 
         if (npos == 1 && cmd_find(first) != NULL)
-            ex = kvctl__usage_error("missing STORE: it comes before the command "
-                                    "(kvctl STORE %s ...)", first);
+            ex = kvctl__usage_error("missing STORE: it comes before the "
+                                    "command (kvctl STORE %s ...)", first);
         else if (npos == 1)
             ex = kvctl__usage_error("missing COMMAND after STORE '%s'", first);
         else if (cmd_find(first) != NULL && stat(first, &sb) != 0)
-            ex = kvctl__usage_error("unknown command '%s'; the store comes first: "
-                                    "kvctl STORE %s ...", pos[1], first);
+            ex = kvctl__usage_error("unknown command '%s'; the store comes "
+                                    "first: kvctl STORE %s ...", pos[1], first);
         else
             ex = kvctl__usage_error("unknown command '%s'", pos[1]);
         goto done;
@@ -408,8 +415,8 @@ main(int argc, char **argv)
     c.args = pos + 2;
     c.nargs = npos - 2;
     if (c.nargs < c.cmd->min_args) {
-        ex = kvctl__usage_error("%s: missing arguments (kvctl STORE %s)", c.cmd->name,
-                                c.cmd->synopsis);
+        ex = kvctl__usage_error("%s: missing arguments (kvctl STORE %s)",
+                                c.cmd->name, c.cmd->synopsis);
         goto done;
     }
     if (c.cmd->max_args >= 0 && c.nargs > c.cmd->max_args) {

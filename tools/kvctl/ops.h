@@ -113,7 +113,8 @@ extern const struct kvctl_ops kvctl__server_ops;  /* ops_server.c */
 struct origmap {
     gkv_npy_map m;
     uint64_t n, min, max;        /* entries; their smallest and largest */
-    uint64_t *inv;               /* kvctl__origmap_perm: inv[id - lo] = FILE row */
+    uint64_t *inv;               /* from kvctl__origmap_perm: inv[id - lo] =
+                                  * the FILE row of ID id */
 };
 
 uint64_t kvctl__origmap_at(const struct origmap *o, uint64_t i);

@@ -30,7 +30,7 @@
 #include "progress.h"
 #include "util.h"
 
-/* ---- connecting ------------------------------------------------------------ */
+/* ---- connecting --------------------------------------------------------- */
 
 /* Before a handshake that would wait its whole timeout: a host name that
  * does not resolve, or a port where nothing accepts connections, is named
@@ -48,12 +48,12 @@ host_check(const char *host, unsigned port, const char *what,
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     if ((e = getaddrinfo(host, NULL, &hints, &res)) != 0)
-        return kvctl__fail("%s%s: cannot resolve host '%s': %s", what, where, host,
-                           gai_strerror(e));
+        return kvctl__fail("%s%s: cannot resolve host '%s': %s", what, where,
+                           host, gai_strerror(e));
     freeaddrinfo(res);
     if (!tools__port_accepts(host, port, 1000))
-        return kvctl__fail("%s%s is down: nothing accepts connections there", what,
-                           where);
+        return kvctl__fail("%s%s is down: nothing accepts connections there",
+                           what, where);
     return EX_OK;
 }
 
@@ -98,10 +98,11 @@ connect_one(struct ctx *c)
                                  group, (uint32_t)getpid(), &o);
     memset(token, 0, sizeof token);
     if (rc != GKV_OK)
-        return kvctl__fail_net(rc, "server %s%s", c->server, rc == GKV_ETIMEDOUT ?
-                               " (something accepts connections there but did not "
-                               "answer as a gkv-server: another program's port, or "
-                               "a server too busy to answer)" : "");
+        return kvctl__fail_net(rc, "server %s%s", c->server,
+                               rc == GKV_ETIMEDOUT ? " (something accepts "
+                               "connections there but did not answer as a "
+                               "gkv-server: another program's port, or a "
+                               "server too busy to answer)" : "");
     return EX_OK;
 }
 
@@ -116,7 +117,6 @@ server_close(struct ctx *c, int undo)
     c->jm = NULL;
     c->nmach = 0;
 }
-
 
 /* Server k of machine mc: "host:port" ("[v6]:port"), as the client names it. */
 static void
@@ -189,17 +189,17 @@ connect_job(struct ctx *c)
         }
         gkv_client_close(one);
         if (si.machine != m || si.server_id != 0) {
-            kvctl__fail("the server at %s is server %u of machine %u, but '%s' line "
-                        "%u makes it server 0 of machine %zu (another job's ip_config, "
-                        "or a reordered one?)", j->addr, si.server_id, si.machine,
-                        c->ipc, mc->line, m);
+            kvctl__fail("the server at %s is server %u of machine %u, but '%s' "
+                        "line %u makes it server 0 of machine %zu (another "
+                        "job's ip_config, or a reordered one?)", j->addr,
+                        si.server_id, si.machine, c->ipc, mc->line, m);
             goto out;
         }
         if (m == 0) {
             c->nserv = si.num_servers ? si.num_servers : 1;
         } else if (si.num_servers != c->nserv) {
-            kvctl__fail("machine %zu (%s) runs %u servers, machine 0 runs %u: not "
-                        "one job", m, j->addr, si.num_servers, c->nserv);
+            kvctl__fail("machine %zu (%s) runs %u servers, machine 0 runs %u: "
+                        "not one job", m, j->addr, si.num_servers, c->nserv);
             goto out;
         }
     }
@@ -208,9 +208,9 @@ connect_job(struct ctx *c)
         for (unsigned k = 1; k < c->nserv; k++)
             if (!tools__port_accepts(mc->host, mc->port + k, 1000)) {
                 mach_addr(mc, k, addr, sizeof addr);
-                kvctl__fail("server %u of machine %zu at %s ('%s' line %u) is down: "
-                            "nothing accepts connections there", k, m, addr, c->ipc,
-                            mc->line);
+                kvctl__fail("server %u of machine %zu at %s ('%s' line %u) is "
+                            "down: nothing accepts connections there", k, m,
+                            addr, c->ipc, mc->line);
                 goto out;
             }
     }
@@ -254,7 +254,7 @@ server_end(struct ctx *c)
 {
 }
 
-/* ---- reading --------------------------------------------------------------- */
+/* ---- reading ------------------------------------------------------------ */
 
 /* The server's identity and statistics (kvctl --server ADDR stat); with
  * --ip-config, those of every server of the job, machine-major (text:
@@ -273,8 +273,8 @@ server_stat(struct ctx *c)
         if ((rc = gkv_client_server_info(c->cl, i, &si)) != GKV_OK ||
             (rc = gkv_client_stats(c->cl, i, &st)) != GKV_OK) {
             json_decref(all);
-            return kvctl__fail_net(rc, "server %s", c->server != NULL ? c->server :
-                                   si.addr);
+            return kvctl__fail_net(rc, "server %s", c->server != NULL ?
+                                   c->server : si.addr);
         }
         if (c->json && all == NULL)
             return kvctl__json_print(kvctl__server_stat_json(&si, &st), 0);
@@ -351,7 +351,7 @@ server_read(struct ctx *c, const char *name, uint64_t a, size_t n, void *buf,
     return gkv_client_pull(c->cl, name, ids, n, buf, len);
 }
 
-/* ---- writing --------------------------------------------------------------- */
+/* ---- writing ------------------------------------------------------------ */
 
 static gkv_err
 server_push(struct ctx *c, const char *name, const uint64_t *ids, size_t n,
@@ -444,9 +444,9 @@ state_values_check(const char *file, const gkv_tensor_desc *d,
             memcpy(&t, data + i * 8, 8);
             if (t >= 0 && t < INT64_MAX)
                 continue;
-            return kvctl__fail("import '%s': %s: row %" PRIu64 " holds step count %"
-                               PRId64 "; '%s' takes 0 to %" PRId64, file,
-                               gkv_strerror(GKV_EINVAL), i, t, d->name,
+            return kvctl__fail("import '%s': %s: row %" PRIu64 " holds step "
+                               "count %" PRId64 "; '%s' takes 0 to %" PRId64,
+                               file, gkv_strerror(GKV_EINVAL), i, t, d->name,
                                (int64_t)(INT64_MAX - 1));
         }
         if (d->dtype == GKV_F64) {
@@ -458,11 +458,11 @@ state_values_check(const char *file, const gkv_tensor_desc *d,
         }
         bad = !isfinite(v) || (nonneg && v < 0);
         if (bad)
-            return kvctl__fail("import '%s': %s: row %" PRIu64 " holds %g (element %"
-                               PRIu64 "); '%s' takes %s", file,
+            return kvctl__fail("import '%s': %s: row %" PRIu64 " holds %g "
+                               "(element %" PRIu64 "); '%s' takes %s", file,
                                gkv_strerror(GKV_EINVAL), i / d->row_elems, v,
-                               i % d->row_elems, d->name, nonneg ? "finite values, 0 "
-                               "or more" : "finite values");
+                               i % d->row_elems, d->name, nonneg ? "finite "
+                               "values, 0 or more" : "finite values");
     }
     return EX_OK;
 }
@@ -497,7 +497,8 @@ server_import(struct ctx *c, const struct kvctl_import *im)
     if (rc == GKV_ENOTFOUND && !state) {
         /* a new tensor [lo, lo + rows): a mapping must fill it */
         if (om != NULL &&
-            kvctl__origmap_perm(om, c->opt[O_ORIG_IDS], sp->lo, "a new tensor") != EX_OK)
+            kvctl__origmap_perm(om, c->opt[O_ORIG_IDS], sp->lo,
+                                "a new tensor") != EX_OK)
             return EX_FAIL;
         if (create_split(c, name, sp, "import: creating tensor") != EX_OK)
             return EX_FAIL;
@@ -513,8 +514,9 @@ server_import(struct ctx *c, const struct kvctl_import *im)
                            "overwrite its rows)", name, c->where,
                            gkv_strerror(GKV_EEXIST));
     } else if (c->opt[O_HOT] != NULL || c->opt[O_CHUNK_ROWS] != NULL) {
-        return kvctl__fail("import: tensor '%s' on %s exists: --hot and --chunk-rows "
-                           "apply only when import creates it", name, c->where);
+        return kvctl__fail("import: tensor '%s' on %s exists: --hot and "
+                           "--chunk-rows apply only when import creates it",
+                           name, c->where);
     } else if (c->opt[O_LO] == NULL) {
         sp->lo = d.lo;              /* over the tensor's first rows */
     }
@@ -523,21 +525,25 @@ server_import(struct ctx *c, const struct kvctl_import *im)
     if (kvctl__rows_fit(file, m, &d, sp->lo, "") != EX_OK)
         goto out;
     if (om != NULL && (om->min < d.lo || om->max >= d.hi)) {
-        kvctl__fail("import: --orig-ids '%s': %s: new IDs %" PRIu64 " to %" PRIu64
-                    " are not all inside %s '%s' [%" PRIu64 ", %" PRIu64 ")",
-                    c->opt[O_ORIG_IDS], gkv_strerror(GKV_ERANGE), om->min, om->max,
-                    state ? "optimizer state" : "tensor", name, d.lo, d.hi);
+        kvctl__fail("import: --orig-ids '%s': %s: new IDs %" PRIu64 " to %"
+                    PRIu64 " are not all inside %s '%s' [%" PRIu64 ", %" PRIu64
+                    ")", c->opt[O_ORIG_IDS], gkv_strerror(GKV_ERANGE), om->min,
+                    om->max, state ? "optimizer state" : "tensor", name, d.lo,
+                    d.hi);
         goto out;
     }
     if (state && state_values_check(file, &d, data, rows) != EX_OK)
         goto out;
     bd = d;                         /* a companion is where its tensor is */
     kvctl__base_name(d.name, bd.name);
-    if (c->ipc != NULL && !created &&
-        (om != NULL ? kvctl__job_check(c, "import", &bd, om->min, om->min) != EX_OK ||
-                      kvctl__job_ids_held(c, &bd, om) != EX_OK
-                    : kvctl__job_check(c, "import", &bd, sp->lo, sp->lo + rows) != EX_OK))
-        goto out;
+    if (c->ipc != NULL && !created) {
+        if (om != NULL ? kvctl__job_check(c, "import", &bd, om->min,
+                                          om->min) != EX_OK ||
+                         kvctl__job_ids_held(c, &bd, om) != EX_OK
+                       : kvctl__job_check(c, "import", &bd, sp->lo,
+                                          sp->lo + rows) != EX_OK)
+            goto out;
+    }
     /* batches a server answers within its timeout, as export's */
     step = SLICE_BYTES / 8 / d.row_bytes;
     step = step == 0 ? 1 : step > (1u << 20) ? (1u << 20) : step;
@@ -551,14 +557,16 @@ server_import(struct ctx *c, const struct kvctl_import *im)
         size_t n = (size_t)(rows - at < step ? rows - at : step);
 
         for (size_t i = 0; i < n; i++)   /* the file's rows, in its order */
-            ids[i] = om != NULL ? kvctl__origmap_at(om, at + i) : sp->lo + at + i;
+            ids[i] = om != NULL ? kvctl__origmap_at(om, at + i)
+                                : sp->lo + at + i;
         sent = at + n;
         if ((rc = gkv_client_push(c->cl, name, ids, n, data + at * d.row_bytes,
                                   n * d.row_bytes, NULL)) != GKV_OK) {
             tools__progress_end(&bar, 0);
             kvctl__fail_net(rc, "import: tensor '%s' on %s: %s [%" PRIu64 ", %"
-                            PRIu64 ")", name, c->where, om ? "the file's rows" : "rows",
-                            om ? at : sp->lo + at, om ? sent : sp->lo + sent);
+                            PRIu64 ")", name, c->where, om ? "the file's rows" :
+                            "rows", om ? at : sp->lo + at, om ? sent :
+                            sp->lo + sent);
             goto out;
         }
         at = sent;
@@ -571,15 +579,15 @@ out:
     free(ids);
     if (ex == EX_OK || sent == 0) {
         if (created && ex != EX_OK && (rc = gkv_client_delete(c->cl, name)) != GKV_OK)
-            kvctl__fail_net(rc, "import: could not remove tensor '%s', which this "
-                            "import created", name);
+            kvctl__fail_net(rc, "import: could not remove tensor '%s', which "
+                            "this import created", name);
     } else if (created) {
         if ((rc = gkv_client_delete(c->cl, name)) == GKV_OK)
             tools__note("import: tensor '%s', which this import created, is "
                         "removed again", name);
         else
-            kvctl__fail_net(rc, "import: could not remove tensor '%s', which this "
-                            "import created and wrote in part", name);
+            kvctl__fail_net(rc, "import: could not remove tensor '%s', which "
+                            "this import created and wrote in part", name);
     } else {
         /* om: in the file's row order; else in ID order */
         uint64_t base = om != NULL ? 0 : sp->lo;
@@ -616,7 +624,7 @@ const struct kvctl_ops kvctl__server_ops = {
     .remove = server_remove,
     .import = server_import,
     .stat = server_stat,
-    .batch_bytes = SLICE_BYTES / 8,     /* a server answers within its timeout */
+    .batch_bytes = SLICE_BYTES / 8,     /* answered within a server's timeout */
     .pulls_by_id = 1,
     .describes_chunks = 0,
     .cancel_note = "",

@@ -105,7 +105,7 @@ store_end(struct ctx *c)
     c->tx = NULL;
 }
 
-/* ---- reading -------------------------------------------------------------- */
+/* ---- reading ------------------------------------------------------------ */
 
 static int
 store_list(struct ctx *c, int all, struct kvctl_lsrow **out, size_t *n)
@@ -200,7 +200,7 @@ store_stat(struct ctx *c)
     return kvctl__print_store_stat(c, &st);
 }
 
-/* ---- writing -------------------------------------------------------------- */
+/* ---- writing ------------------------------------------------------------ */
 
 static gkv_err
 store_push(struct ctx *c, const char *name, const uint64_t *ids, size_t n,
