@@ -99,10 +99,10 @@ int kvctl__cmd_info(struct ctx *c);
 int kvctl__cmd_get(struct ctx *c);
 int kvctl__cmd_stat(struct ctx *c);
 int kvctl__cmd_put(struct ctx *c);         /* data.c */
+int kvctl__cmd_create(struct ctx *c);
 int kvctl__cmd_import(struct ctx *c);
 int kvctl__cmd_export(struct ctx *c);
-int kvctl__cmd_create(struct ctx *c);      /* admin.c */
-int kvctl__cmd_rm(struct ctx *c);
+int kvctl__cmd_rm(struct ctx *c);          /* admin.c */
 int kvctl__cmd_rename(struct ctx *c);
 int kvctl__cmd_reset_opt(struct ctx *c);
 int kvctl__cmd_verify(struct ctx *c);      /* verify.c */
