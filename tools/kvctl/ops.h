@@ -1,0 +1,164 @@
+/* ops.h - what kvctl's commands do to tensors, as one table of
+ * operations with two implementations: an embedded store directory
+ * (ops_store.c: kvctl STORE ...) and running servers (ops_server.c: one
+ * gkv-server with --server, every server of a job with --ip-config).
+ * main.c puts the table in c->ops; a command is written once against it.
+ *
+ * kvctl runs one command on one thread: no operation takes a lock, and
+ * any may block (on the store's write lock, or a server's answer, at most
+ * its timeout).
+ *
+ * Two conventions, named at each member:
+ *  - "gkv_err": nothing printed; the command says what failed with
+ *    kvctl__fail_on(), which adds this backend's detail (and through
+ *    servers, which servers).
+ *  - "EX": EX_OK, or EX_FAIL with the message printed (the backends word
+ *    some messages differently, and those stay as they are).
+ *
+ * Commands that only a store can do (rename, verify) use c->s directly;
+ * main.c refuses them with --server and --ip-config. */
+#ifndef KVCTL_OPS_H
+#define KVCTL_OPS_H
+
+#include "kvctl.h"
+
+struct origmap;
+
+/* An import's input, mapped and checked against itself (data.c). */
+struct kvctl_import {
+    const char *name;            /* the tensor, or a companion T#adam_m ... */
+    const char *file;
+    const gkv_npy_map *m;        /* the file's rows */
+    gkv_tensor_spec *sp;         /* what a new tensor gets; sp->lo: the
+                                  * first row's ID (--lo, or the mapping's
+                                  * lowest) */
+    int state;                   /* a companion: a restore of its state */
+    struct origmap *om;          /* --orig-ids, or NULL */
+};
+
+struct kvctl_ops {
+    /* EX. Opens the store with 'flags' (GKV_RDONLY, GKV_CREATE or 0), or
+     * connects to the servers (flags unused); a second call does nothing.
+     * Commands open once their own arguments are checked, so that a usage
+     * error is one (exit 2) whether or not the store or servers are there. */
+    int (*open)(struct ctx *c, unsigned flags);
+    /* Closes what open() opened; nothing when nothing is open. 'undo':
+     * the command failed, so a store this run created is removed again. */
+    void (*close)(struct ctx *c, int undo);
+    /* EX_FAIL: "kvctl: WHAT: strerror(rc) (detail)" (kvctl__fail_on()). */
+    int (*fail)(struct ctx *c, gkv_err rc, const char *what);
+
+    /* EX. A read snapshot in c->tx (a store's read transaction; servers
+     * have none: nothing), which info, state_info, pull and read then
+     * use; end() is NULL-safe. */
+    int (*begin)(struct ctx *c);
+    void (*end)(struct ctx *c);
+
+    /* EX. ls's lines: every tensor (with 'all' also optimizer state, which
+     * only a store lists), sorted by name; *v malloc'd. */
+    int (*list)(struct ctx *c, int all, struct kvctl_lsrow **v, size_t *n);
+    /* After ls has printed v: notes on stderr about it. May be NULL. */
+    void (*listed)(struct ctx *c, const struct kvctl_lsrow *v, size_t n);
+    /* EX. *state: a JSON array of the names of tensor 'name''s
+     * optimizer-state companions; servers list none: JSON null. */
+    int (*state_names)(struct ctx *c, const char *name, json_t **state);
+
+    /* gkv_err. The description of tensor 'name'. */
+    gkv_err (*info)(struct ctx *c, const char *name, gkv_tensor_desc *d);
+    /* gkv_err. Of companion 'name' (T#adam_m): a store describes one not
+     * created yet (*exists 0) as it would be made; servers answer for it
+     * either way (zeros when never pushed), *exists 1. */
+    gkv_err (*state_info)(struct ctx *c, const char *name, gkv_tensor_desc *d,
+                          int *exists);
+    /* gkv_err. Rows ids[0..n) into buf (len bytes: n rows). */
+    gkv_err (*pull)(struct ctx *c, const char *name, const uint64_t *ids,
+                    size_t n, void *buf, size_t len);
+    /* gkv_err. Rows [a, a + n) into buf; 'ids' is room for n IDs when
+     * pulls_by_id, else unused. */
+    gkv_err (*read)(struct ctx *c, const char *name, uint64_t a, size_t n,
+                    void *buf, size_t len, uint64_t *ids);
+    /* gkv_err. Rows ids[0..n) combined with the stored ones as pa says. */
+    gkv_err (*push)(struct ctx *c, const char *name, const uint64_t *ids,
+                    size_t n, const void *rows, size_t len,
+                    const gkv_push_args *pa);
+    /* gkv_err. Drops tensor 'name''s state of optimizer 'opt' (NULL: all). */
+    gkv_err (*opt_reset)(struct ctx *c, const char *name, const char *opt);
+
+    /* EX; opens itself. Creates tensor 'name' (with the store, if
+     * missing); an existing one is an error. */
+    int (*create)(struct ctx *c, const char *name, const gkv_tensor_spec *sp);
+    /* EX. Deletes tensor 'name' with its optimizer state. */
+    int (*remove)(struct ctx *c, const char *name);
+    /* EX; opens itself. Writes the file's rows as im says: into a store
+     * all or nothing, through servers batch by batch. */
+    int (*import)(struct ctx *c, const struct kvctl_import *im);
+    /* EX. Prints stat's statistics. */
+    int (*stat)(struct ctx *c);
+
+    size_t batch_bytes;          /* export: bytes read per step */
+    int pulls_by_id;             /* read() goes as pulls of IDs: export
+                                  * caps its steps at 2^20 rows and gives
+                                  * read() room for their IDs */
+    int describes_chunks;        /* descriptions carry nchunks and id */
+    const char *cancel_note;     /* after "import of 'X' interrupted by SIG" */
+};
+
+extern const struct kvctl_ops kvctl__store_ops;   /* ops_store.c */
+extern const struct kvctl_ops kvctl__server_ops;  /* ops_server.c */
+
+/* ---- --orig-ids (mapping.c) ---- */
+
+/* A mapping MAPPING.npy: row i of FILE is the row of new ID MAPPING[i]
+ * (gkv-partition's mapping/node-NTYPE.npy, original ID -> new ID, int64). */
+struct origmap {
+    gkv_npy_map m;
+    uint64_t n, min, max;        /* entries; their smallest and largest */
+    uint64_t *inv;               /* from kvctl__origmap_perm: inv[id - lo] =
+                                  * the FILE row of ID id */
+};
+
+uint64_t kvctl__origmap_at(const struct origmap *o, uint64_t i);
+/* EX. Maps MAPPING for 'verb' (import, export): int64, N or N x 1. */
+int kvctl__origmap_load(struct origmap *o, const char *verb, const char *map);
+/* EX. Maps MAPPING and checks it against a FILE of 'rows' rows: N = rows,
+ * every new ID >= 0 and none twice; sets min and max. */
+int kvctl__origmap_open(struct origmap *o, const char *map, const char *file,
+                        uint64_t rows);
+/* EX. The new IDs must be exactly [lo, lo + n): fills o->inv. */
+int kvctl__origmap_perm(struct origmap *o, const char *map, uint64_t lo,
+                        const char *what);
+void kvctl__origmap_close(struct origmap *o);
+/* Rows [at, at + n) of the tensor being imported from 'data': the file's
+ * own rows, or (o->inv) the file rows they map from, gathered into buf. */
+const unsigned char *kvctl__origmap_rows(const struct origmap *o,
+                                         const unsigned char *data,
+                                         size_t row_bytes, uint64_t at,
+                                         uint64_t n, unsigned char *buf);
+/* EX. Whether the mapped file's rows are rows of d (dtype and row shape)
+ * and fit [lo, lo + rows) inside d's range. 'note' follows the row shape
+ * in the message. */
+int kvctl__rows_fit(const char *file, const gkv_npy_map *m,
+                    const gkv_tensor_desc *d, uint64_t lo, const char *note);
+
+/* ---- --ip-config: the machines of the job (job.c) ---- */
+
+/* ls's lines over the machines (see job.c); EX. */
+int kvctl__job_list(struct ctx *c, struct kvctl_lsrow **v, size_t *n);
+/* The rows the machines hold of tensor d (with --ip-config; else
+ * hi - lo), and how many machines hold it. */
+uint64_t kvctl__job_rows(const struct ctx *c, const gkv_tensor_desc *d,
+                         size_t *holders);
+/* "machine 0 at ADDR [0, 50), machine 1 at ADDR none" */
+void kvctl__job_holders_str(const struct ctx *c, const char *name, char *buf,
+                            size_t len);
+/* info: what each machine holds into JSON object o, or printed (o NULL). */
+void kvctl__job_info(const struct ctx *c, const gkv_tensor_desc *d, json_t *o);
+/* EX. Before rows [a, b) of tensor d go to or from the whole job: every
+ * one is held by some machine, a graph's feature spans its type. */
+int kvctl__job_check(struct ctx *c, const char *verb, const gkv_tensor_desc *d,
+                     uint64_t a, uint64_t b);
+/* EX. Every ID the mapping names is held by some machine. */
+int kvctl__job_ids_held(const struct ctx *c, const gkv_tensor_desc *d,
+                        const struct origmap *om);
+
+#endif
