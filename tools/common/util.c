@@ -17,11 +17,13 @@ const char *tools__prog = "gkv";
 volatile sig_atomic_t tools__got_signal;
 
 static void
-vnote(const char *fmt, va_list ap)
+vnote(FILE *f, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "%s: ", tools__prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    fflush(stdout);
+    fprintf(f, "%s: ", tools__prog);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
 }
 
 void
@@ -30,7 +32,7 @@ tools__die(const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vnote(fmt, ap);
+    vnote(stderr, fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -41,7 +43,7 @@ tools__note(const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vnote(fmt, ap);
+    vnote(stderr, fmt, ap);
     va_end(ap);
 }
 
@@ -55,6 +57,36 @@ tools__xmalloc(size_t n)
     return p;
 }
 
+void *
+tools__xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+
+    if (p == NULL)
+        tools__die("out of memory (%zu x %zu bytes)", n, size);
+    return p;
+}
+
+char *
+tools__xstrdup(const char *s)
+{
+    char *d = strdup(s);
+
+    if (d == NULL)
+        tools__die("out of memory (%zu bytes)", strlen(s) + 1);
+    return d;
+}
+
+void
+tools__say(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vnote(stdout, fmt, ap);
+    va_end(ap);
+}
+
 double
 tools__now_s(void)
 {
@@ -62,6 +94,14 @@ tools__now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void
+tools__sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
 }
 
 static int

@@ -14,13 +14,21 @@ extern const char *tools__prog;
 /* "PROG: message\n" on stderr, then exit(1). */
 __attribute__((noreturn, format(printf, 1, 2)))
 void tools__die(const char *fmt, ...);
-/* "PROG: message\n" on stderr. */
+/* "PROG: message\n" on stderr (stdout is flushed first, so the two keep
+ * their order on one terminal or log). */
 __attribute__((format(printf, 1, 2)))
 void tools__note(const char *fmt, ...);
-/* malloc that dies with a message naming the size; 0 bytes gives 1. */
+/* "PROG: message\n" on stdout, flushed: progress a person or a log reads. */
+__attribute__((format(printf, 1, 2)))
+void tools__say(const char *fmt, ...);
+/* malloc, calloc and strdup that die with a message; 0 bytes gives 1. */
 void *tools__xmalloc(size_t n);
+void *tools__xcalloc(size_t n, size_t size);
+char *tools__xstrdup(const char *s);
 /* Seconds on the monotonic clock. */
 double tools__now_s(void);
+/* Sleeps ms milliseconds (less when a signal comes). */
+void tools__sleep_ms(int ms);
 /* The median of v[0..n) (n >= 1); v is not changed. */
 double tools__median(const double *v, int n);
 
