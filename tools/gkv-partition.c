@@ -31,6 +31,7 @@
 #include "gkv.h"
 #include "gkv_partition.h"
 #include "idlist.h"
+#include "opt.h"
 #include "progress.h"
 #include "util.h"
 
@@ -104,19 +105,6 @@ usage(FILE *f)
 }
 
 /* ---- messages ------------------------------------------------------------ */
-
-static int
-usage_error(const char *fmt, ...)
-{
-    va_list ap;
-
-    fputs(PROG ": ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nTry 'gkv-partition --help'.\n", stderr);
-    return EX_USAGE;
-}
 
 /* "gkv-partition: WHAT: detail (GKV_EXXX)", or "WHAT: strerror" when the
  * library gave no detail. The detail names the file, line, type or count;
@@ -196,15 +184,6 @@ struct opts {
     struct input *inputs;
     size_t n_inputs;
 };
-
-static double
-now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int
 push(void **arr, size_t *n, size_t size, const void *item)
@@ -344,31 +323,6 @@ parse_count(const char *s, long long max)
     return (long long)v;
 }
 
-enum {
-    O_NAME, O_PARTS, O_METHOD, O_SEED, O_BALANCE, O_MASK, O_CSR, O_FORCE,
-    O_NUM_NODES, O_INPUT, O_BINARY, O_WEIGHTS, O_TEXT_WEIGHTS, O_HEADER,
-    O_RMAT, O_NTYPE, O_ETYPE, O_ETYPE_COLUMN, O_NODE_FEAT, O_EDGE_FEAT,
-    O_REVERSE, O_THREADS, O_STATS, NOPT
-};
-
-static const struct {
-    const char *name;
-    int has_arg;
-} optdefs[NOPT] = {
-    [O_NAME] = {"--name", 1},           [O_PARTS] = {"--parts", 1},
-    [O_METHOD] = {"--method", 1},       [O_SEED] = {"--seed", 1},
-    [O_BALANCE] = {"--balance-edges", 0}, [O_MASK] = {"--train-mask", 1},
-    [O_CSR] = {"--csr", 0},             [O_FORCE] = {"--force", 0},
-    [O_NUM_NODES] = {"--num-nodes", 1}, [O_INPUT] = {"--input", 1},
-    [O_BINARY] = {"--binary", 1},       [O_WEIGHTS] = {"--weights", 1},
-    [O_TEXT_WEIGHTS] = {"--text-weights", 0}, [O_HEADER] = {"--header", 0},
-    [O_RMAT] = {"--rmat", 1},           [O_NTYPE] = {"--ntype", 1},
-    [O_ETYPE] = {"--etype", 1},         [O_ETYPE_COLUMN] = {"--etype-column", 0},
-    [O_NODE_FEAT] = {"--node-feat", 1}, [O_EDGE_FEAT] = {"--edge-feat", 1},
-    [O_REVERSE] = {"--reverse-etypes", 1},
-    [O_THREADS] = {"--threads", 1},     [O_STATS] = {"--stats", 0},
-};
-
 /* Says which OUT.tmp-PID / OUT.old-PID directories beside 'out' were left
  * by runs that are gone (killed: a run removes its own otherwise); they
  * are never used again, and can be large. */
@@ -417,173 +371,216 @@ note_leftovers(const char *out_arg)
     closedir(d);
 }
 
-/* Fills *o from argv. Returns EX_OK, EX_USAGE (message printed), or -1 to
- * print help / -2 version (exit 0). */
+/* The options that take "[KEY=]VALUE" forms: each adds to a list of o. */
+
+static int
+add_input(struct opts *o, const char *opt, const char *val, int binary)
+{
+    struct named nm;
+    struct input in;
+
+    if (split_canon_file(val, &nm) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    in.binary = binary;
+    in.etype = nm.key;
+    in.path = nm.val;
+    if (*in.path == '\0') {
+        free(nm.key);
+        return tools__usage_error(PROG, "%s: empty file name", opt);
+    }
+    if (push((void **)&o->inputs, &o->n_inputs, sizeof in, &in) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    return 0;
+}
+
+static int
+opt_input(void *ctx, const char *val)
+{
+    return add_input(ctx, "--input", val, 0);
+}
+
+static int
+opt_binary(void *ctx, const char *val)
+{
+    return add_input(ctx, "--binary", val, 1);
+}
+
+static int
+opt_weights(void *ctx, const char *val)
+{
+    struct opts *o = ctx;
+    struct named nm;
+
+    if (split_canon_file(val, &nm) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    nm.after = o->n_inputs;
+    if (push((void **)&o->weights, &o->n_weights, sizeof nm, &nm) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    return 0;
+}
+
+static int
+opt_etype(void *ctx, const char *val)
+{
+    struct opts *o = ctx;
+    const char *eq = strchr(val, '=');
+    size_t cl = eq != NULL ? (size_t)(eq - val) : strlen(val);
+    struct named nm;
+
+    if (!is_canonical(val, cl))
+        return tools__usage_error(PROG, "--etype '%s': expected SRC:REL:DST "
+                                  "or SRC:REL:DST=FILE", val);
+    memset(&nm, 0, sizeof nm);
+    if ((nm.key = dupn(val, cl)) == NULL)
+        return tools__usage_error(PROG, "out of memory");
+    nm.val = eq != NULL ? eq + 1 : NULL;
+    if (nm.val != NULL && *nm.val == '\0') {
+        free(nm.key);
+        return tools__usage_error(PROG, "--etype '%s': empty file name", val);
+    }
+    if (push((void **)&o->etypes, &o->n_etypes, sizeof nm, &nm) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    return 0;
+}
+
+static int
+opt_ntype(void *ctx, const char *val)
+{
+    struct opts *o = ctx;
+    struct named nm;
+
+    if (split_last_eq(val, &nm) != 0 ||
+        push((void **)&o->ntypes, &o->n_ntypes, sizeof nm, &nm) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    return 0;
+}
+
+/* --train-mask: split once the node types are known */
+static int
+opt_mask(void *ctx, const char *val)
+{
+    struct opts *o = ctx;
+    struct named nm;
+
+    memset(&nm, 0, sizeof nm);
+    nm.val = val;
+    if (push((void **)&o->masks, &o->n_masks, sizeof nm, &nm) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    return 0;
+}
+
+static int
+opt_reverse(void *ctx, const char *val)
+{
+    struct opts *o = ctx;
+    struct named nm;
+
+    if (split_last_eq(val, &nm) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    if (nm.val == NULL || *nm.key == '\0' || *nm.val == '\0' ||
+        strchr(nm.key, '=') != NULL) {
+        free(nm.key);
+        return tools__usage_error(PROG, "--reverse-etypes '%s': expected "
+                                  "ETYPE=REVERSE_ETYPE", val);
+    }
+    if (push((void **)&o->rev, &o->n_rev, sizeof nm, &nm) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    return 0;
+}
+
+static int
+add_feat(const char *opt, const char *val, struct named **v, size_t *n)
+{
+    struct named nm;
+    int r = split_feat(val, &nm);
+
+    if (r > 0)
+        return tools__usage_error(PROG, "%s '%s': expected "
+                                  "[TYPE/]NAME=FILE.npy", opt, val);
+    if (r < 0 || push((void **)v, n, sizeof nm, &nm) != 0)
+        return tools__usage_error(PROG, "out of memory");
+    return 0;
+}
+
+static int
+opt_node_feat(void *ctx, const char *val)
+{
+    struct opts *o = ctx;
+
+    return add_feat("--node-feat", val, &o->nfeat, &o->n_nfeat);
+}
+
+static int
+opt_edge_feat(void *ctx, const char *val)
+{
+    struct opts *o = ctx;
+
+    return add_feat("--edge-feat", val, &o->efeat, &o->n_efeat);
+}
+
+/* OUTDIR, the one operand */
+static int
+operand(void *ctx, const char *arg)
+{
+    struct opts *o = ctx;
+
+    if (o->out != NULL)
+        return tools__usage_error(PROG, "unexpected argument '%s' (one "
+                                  "OUTDIR only)", arg);
+    o->out = arg;
+    return 0;
+}
+
+/* Fills *o from argv. Returns EX_OK or EX_USAGE (the message printed);
+ * --help and --version exit. Values stay text here: main() checks them
+ * once the graph's shape is known. */
 static int
 parse_args(int argc, char **argv, struct opts *o)
 {
-    int help = 0, version = 0, rest = 0;
-    const char *bad = NULL, *needs = NULL, *extra = NULL;
+    const struct tools_opt opts[] = {
+        {"--name", OPT_STR, .dst = &o->name, .flags = OPT_EMPTY_OK},
+        {"--parts", OPT_STR, .dst = &o->parts, .flags = OPT_EMPTY_OK},
+        {"--method", OPT_STR, .dst = &o->method, .flags = OPT_EMPTY_OK},
+        {"--seed", OPT_STR, .dst = &o->seed, .flags = OPT_EMPTY_OK},
+        {"--balance-edges", OPT_FLAG, .dst = &o->balance_edges},
+        {"--train-mask", OPT_FN, .fn = opt_mask, .flags = OPT_EMPTY_OK},
+        {"--csr", OPT_FLAG, .dst = &o->csr},
+        {"--force", OPT_FLAG, .dst = &o->force},
+        {"--num-nodes", OPT_STR, .dst = &o->num_nodes, .flags = OPT_EMPTY_OK},
+        {"--input", OPT_FN, .fn = opt_input, .flags = OPT_EMPTY_OK},
+        {"--binary", OPT_FN, .fn = opt_binary, .flags = OPT_EMPTY_OK},
+        {"--weights", OPT_FN, .fn = opt_weights, .flags = OPT_EMPTY_OK},
+        {"--text-weights", OPT_FLAG, .dst = &o->text_weights},
+        {"--header", OPT_FLAG, .dst = &o->header},
+        {"--rmat", OPT_STR, .dst = &o->rmat, .flags = OPT_EMPTY_OK},
+        {"--ntype", OPT_FN, .fn = opt_ntype, .flags = OPT_EMPTY_OK},
+        {"--etype", OPT_FN, .fn = opt_etype, .flags = OPT_EMPTY_OK},
+        {"--etype-column", OPT_FLAG, .dst = &o->etype_column},
+        {"--node-feat", OPT_FN, .fn = opt_node_feat, .flags = OPT_EMPTY_OK},
+        {"--edge-feat", OPT_FN, .fn = opt_edge_feat, .flags = OPT_EMPTY_OK},
+        {"--reverse-etypes", OPT_FN, .fn = opt_reverse,
+         .flags = OPT_EMPTY_OK},
+        {"--threads", OPT_STR, .dst = &o->threads, .flags = OPT_EMPTY_OK},
+        {"--stats", OPT_FLAG, .dst = &o->stats},
+        {NULL},
+    };
+    /* the tests read "--parts needs a value" */
+    static const char *const wording[OPT_E_COUNT] = {
+        [OPT_E_NEEDS_VALUE] = "option %s needs a value",
+    };
+    const struct tools_opt_parser parser = {
+        .prog = PROG, .opts = opts, .usage = usage,
+        .version = PROG " (gkv) " GKV_VERSION_STRING,
+        .operand = operand, .ctx = o, .wording = wording,
+    };
+    int rc;
 
-    for (int i = 1; i < argc; i++) {
-        char *a = argv[i];
-        const char *val = NULL, *eq;
-        size_t nl;
-        int k;
-        struct named nm;
-        struct input in;
-
-        if (rest || a[0] != '-' || a[1] == '\0') {
-            if (o->out == NULL)
-                o->out = a;
-            else if (extra == NULL)
-                extra = a;
-            continue;
-        }
-        if (strcmp(a, "--") == 0) {
-            rest = 1;
-            continue;
-        }
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            help = 1;
-            continue;
-        }
-        if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
-            version = 1;
-            continue;
-        }
-        eq = strchr(a, '=');
-        nl = eq != NULL && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
-        for (k = 0; k < NOPT; k++)
-            if (strlen(optdefs[k].name) == nl &&
-                strncmp(optdefs[k].name, a, nl) == 0)
-                break;
-        if (k == NOPT) {
-            if (bad == NULL)
-                bad = a;
-            continue;
-        }
-        if (optdefs[k].has_arg) {
-            if (eq != NULL && a[1] == '-')
-                val = eq + 1;
-            else if (i + 1 < argc)
-                val = argv[++i];
-            else {
-                if (needs == NULL)
-                    needs = optdefs[k].name;
-                continue;
-            }
-        } else if (eq != NULL) {
-            if (bad == NULL)
-                bad = a;
-            continue;
-        }
-        switch (k) {
-        case O_NAME:      o->name = val; break;
-        case O_PARTS:     o->parts = val; break;
-        case O_METHOD:    o->method = val; break;
-        case O_SEED:      o->seed = val; break;
-        case O_NUM_NODES: o->num_nodes = val; break;
-        case O_RMAT:      o->rmat = val; break;
-        case O_THREADS:   o->threads = val; break;
-        case O_BALANCE:   o->balance_edges = 1; break;
-        case O_CSR:       o->csr = 1; break;
-        case O_FORCE:     o->force = 1; break;
-        case O_TEXT_WEIGHTS: o->text_weights = 1; break;
-        case O_HEADER:    o->header = 1; break;
-        case O_ETYPE_COLUMN: o->etype_column = 1; break;
-        case O_STATS:     o->stats = 1; break;
-        case O_INPUT:
-        case O_BINARY:
-            if (split_canon_file(val, &nm) != 0)
-                return usage_error("out of memory");
-            in.binary = k == O_BINARY;
-            in.etype = nm.key;
-            in.path = nm.val;
-            if (*in.path == '\0') {
-                free(nm.key);
-                return usage_error("%s: empty file name", optdefs[k].name);
-            }
-            if (push((void **)&o->inputs, &o->n_inputs, sizeof in, &in) != 0)
-                return usage_error("out of memory");
-            break;
-        case O_WEIGHTS:
-            if (split_canon_file(val, &nm) != 0)
-                return usage_error("out of memory");
-            nm.after = o->n_inputs;
-            if (push((void **)&o->weights, &o->n_weights, sizeof nm, &nm) != 0)
-                return usage_error("out of memory");
-            break;
-        case O_ETYPE: {
-            const char *e2 = strchr(val, '=');
-            size_t cl = e2 != NULL ? (size_t)(e2 - val) : strlen(val);
-            if (!is_canonical(val, cl))
-                return usage_error("--etype '%s': expected SRC:REL:DST or "
-                                   "SRC:REL:DST=FILE", val);
-            memset(&nm, 0, sizeof nm);
-            if ((nm.key = dupn(val, cl)) == NULL)
-                return usage_error("out of memory");
-            nm.val = e2 != NULL ? e2 + 1 : NULL;
-            if (nm.val != NULL && *nm.val == '\0') {
-                free(nm.key);
-                return usage_error("--etype '%s': empty file name", val);
-            }
-            if (push((void **)&o->etypes, &o->n_etypes, sizeof nm, &nm) != 0)
-                return usage_error("out of memory");
-            break;
-        }
-        case O_NTYPE:
-            if (split_last_eq(val, &nm) != 0 ||
-                push((void **)&o->ntypes, &o->n_ntypes, sizeof nm, &nm) != 0)
-                return usage_error("out of memory");
-            break;
-        case O_MASK:        /* split once the node types are known */
-            memset(&nm, 0, sizeof nm);
-            nm.val = val;
-            if (push((void **)&o->masks, &o->n_masks, sizeof nm, &nm) != 0)
-                return usage_error("out of memory");
-            break;
-        case O_REVERSE:
-            if (split_last_eq(val, &nm) != 0)
-                return usage_error("out of memory");
-            if (nm.val == NULL || *nm.key == '\0' || *nm.val == '\0' ||
-                strchr(nm.key, '=') != NULL) {
-                free(nm.key);
-                return usage_error("--reverse-etypes '%s': expected "
-                                   "ETYPE=REVERSE_ETYPE", val);
-            }
-            if (push((void **)&o->rev, &o->n_rev, sizeof nm, &nm) != 0)
-                return usage_error("out of memory");
-            break;
-        case O_NODE_FEAT:
-        case O_EDGE_FEAT: {
-            int r = split_feat(val, &nm);
-            if (r > 0)
-                return usage_error("%s '%s': expected [TYPE/]NAME=FILE.npy",
-                                   optdefs[k].name, val);
-            if (r < 0 || push(k == O_NODE_FEAT ? (void **)&o->nfeat :
-                              (void **)&o->efeat,
-                              k == O_NODE_FEAT ? &o->n_nfeat : &o->n_efeat,
-                              sizeof nm, &nm) != 0)
-                return usage_error("out of memory");
-            break;
-        }
-        }
-    }
-    if (help)
-        return -1;
-    if (version)
-        return -2;
-    if (bad != NULL)
-        return usage_error("unknown option '%s'", bad);
-    if (needs != NULL)
-        return usage_error("option %s needs a value", needs);
+    if ((rc = tools__opt_parse(&parser, argc, argv)) != 0)
+        return rc;
     if (o->out == NULL)
-        return usage_error("no output directory (OUTDIR)");
+        return tools__usage_error(PROG, "no output directory (OUTDIR)");
     if (o->out[0] == '\0')
-        return usage_error("empty output directory (OUTDIR)");
-    if (extra != NULL)
-        return usage_error("unexpected argument '%s' (one OUTDIR only)", extra);
+        return tools__usage_error(PROG, "empty output directory (OUTDIR)");
     return EX_OK;
 }
 
@@ -598,7 +595,7 @@ input_etype(const gkv_graph *g, const struct opts *o, const char *canon,
 
     if (canon != NULL) {
         if (gkv_graph_etype_find(g, canon, &et) != GKV_OK) {
-            usage_error("'%s': unknown edge type '%s' (declare it with "
+            tools__usage_error(PROG, "'%s': unknown edge type '%s' (declare it with "
                         "--etype)", path, canon);
             return -2;
         }
@@ -608,7 +605,7 @@ input_etype(const gkv_graph *g, const struct opts *o, const char *canon,
         return GKV_ETYPE_COLUMN;
     if (gkv_graph_num_etypes(g) == 1)
         return 0;
-    usage_error("'%s': the graph has %d edge types; name the type "
+    tools__usage_error(PROG, "'%s': the graph has %d edge types; name the type "
                 "(SRC:REL:DST=FILE)%s", path, gkv_graph_num_etypes(g),
                 text ? " or use --etype-column" : "");
     return -2;
@@ -652,12 +649,12 @@ pair_weights(const gkv_graph *g, const struct opts *o, long *wfor)
         }
         t = before >= 0 ? before : nof == 1 ? only : -1;
         if (t < 0)
-            return usage_error("--weights '%s' goes with no --binary file of "
+            return tools__usage_error(PROG, "--weights '%s' goes with no --binary file of "
                                "its edge type%s", o->weights[k].val, nof > 1 ?
                                " (several follow it: give each --weights "
                                "after its --binary)" : "");
         if (wfor[t] >= 0)
-            return usage_error("--weights '%s' and '%s' both go with --binary "
+            return tools__usage_error(PROG, "--weights '%s' and '%s' both go with --binary "
                                "'%s' (give each --weights after its "
                                "--binary)", o->weights[wfor[t]].val,
                                o->weights[k].val, o->inputs[t].path);
@@ -685,7 +682,7 @@ build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
 
         if (o->n_ntypes || o->n_etypes || o->n_inputs || o->num_nodes ||
             o->n_weights)
-            return usage_error("--rmat makes the whole graph: no --ntype, "
+            return tools__usage_error(PROG, "--rmat makes the whole graph: no --ntype, "
                                "--etype, --input, --binary, --weights or "
                                "--num-nodes with it");
         snprintf(buf, sizeof buf, "%s", o->rmat);
@@ -693,7 +690,7 @@ build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
             *colon = '\0';
         if ((scale = parse_count(buf, GKV_RMAT_SCALE_MAX)) < 0 ||
             (colon != NULL && (ef = parse_count(colon + 1, INT32_MAX)) < 1))
-            return usage_error("--rmat '%s': expected SCALE[:EDGE_FACTOR], "
+            return tools__usage_error(PROG, "--rmat '%s': expected SCALE[:EDGE_FACTOR], "
                                "SCALE 0..%d", o->rmat, GKV_RMAT_SCALE_MAX);
         memset(&rs, 0, sizeof rs);
         rs.scale = (int)scale;
@@ -706,14 +703,14 @@ build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
         return EX_OK;
     }
     if (o->n_inputs == 0 && o->n_etypes == 0)
-        return usage_error("no input: give --input, --binary, --etype "
+        return tools__usage_error(PROG, "no input: give --input, --binary, --etype "
                            "SRC:REL:DST=FILE or --rmat");
     if (o->n_ntypes > 0) {
         if (o->num_nodes != NULL)
-            return usage_error("--num-nodes is for homogeneous graphs; give "
+            return tools__usage_error(PROG, "--num-nodes is for homogeneous graphs; give "
                                "counts as --ntype NAME=N");
         if (o->n_etypes == 0)
-            return usage_error("--ntype without --etype: declare the edge "
+            return tools__usage_error(PROG, "--ntype without --etype: declare the edge "
                                "types (--etype SRC:REL:DST[=FILE])");
         if ((rc = gkv_graph_new(&g)) != GKV_OK)
             return fail_rc(rc, NULL, "making the graph");
@@ -721,12 +718,12 @@ build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
             long long n = GKV_GRAPH_GROW;
             if (o->ntypes[i].val != NULL &&
                 (n = parse_count(o->ntypes[i].val, INT64_MAX)) < 0) {
-                ex = usage_error("--ntype '%s=%s': the count is not a "
+                ex = tools__usage_error(PROG, "--ntype '%s=%s': the count is not a "
                                  "number", o->ntypes[i].key, o->ntypes[i].val);
                 goto out;
             }
             if ((rc = gkv_graph_add_ntype(g, o->ntypes[i].key, n, NULL)) != GKV_OK) {
-                ex = usage_error("--ntype '%s': %s", o->ntypes[i].key,
+                ex = tools__usage_error(PROG, "--ntype '%s': %s", o->ntypes[i].key,
                                  gkv_graph_errmsg(g));
                 goto out;
             }
@@ -735,7 +732,7 @@ build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
         long long n = GKV_GRAPH_GROW;
         if (o->num_nodes != NULL &&
             (n = parse_count(o->num_nodes, INT64_MAX)) < 0)
-            return usage_error("--num-nodes '%s' is not a number",
+            return tools__usage_error(PROG, "--num-nodes '%s' is not a number",
                                o->num_nodes);
         if ((rc = gkv_graph_new(&g)) != GKV_OK ||
             (rc = gkv_graph_add_ntype(g, "_N", n, NULL)) != GKV_OK) {
@@ -761,7 +758,7 @@ build_graph(const struct opts *o, int threads, uint64_t seed, gkv_graph **out)
         rc = gkv_graph_add_etype(g, c, c1 + 1, c2 + 1, NULL);
         free(c);
         if (rc != GKV_OK) {
-            ex = usage_error("--etype '%s': %s", o->etypes[i].key,
+            ex = tools__usage_error(PROG, "--etype '%s': %s", o->etypes[i].key,
                              rc == GKV_ENOTFOUND ? "unknown node type (declare "
                              "it with --ntype)" : gkv_graph_errmsg(g));
             goto out;
@@ -874,7 +871,7 @@ main(int argc, char **argv)
     char msg[1024];
     long long parts, threads;
     uint64_t seed = 0;
-    double t0 = now(), t_load;
+    double t0 = tools__now_s(), t_load;
     gkv_err rc;
     int ex, dying = 0;
 
@@ -885,36 +882,29 @@ main(int argc, char **argv)
      * waits on a stalled pipe or FIFO (a caught signal would restart it).
      * They are caught from then on (below). */
     signals_default();
+    tools__prog = PROG;
     ex = parse_args(argc, argv, &o);
-    if (ex == -1 || ex == -2) {
-        if (ex == -1)
-            usage(stdout);
-        else
-            printf("gkv-partition (gkv) %s\n", GKV_VERSION_STRING);
-        opts_free(&o);
-        return fflush(stdout) == 0 && !ferror(stdout) ? EX_OK : EX_FAIL;
-    }
     if (ex != EX_OK)
         goto done;
 
     if (o.parts == NULL) {
-        ex = usage_error("--parts N is required");
+        ex = tools__usage_error(PROG, "--parts N is required");
         goto done;
     }
     if ((parts = parse_count(o.parts, GKV_PART_MAX)) < 1) {
-        ex = usage_error("--parts '%s': expected a whole number from 1 to %d",
+        ex = tools__usage_error(PROG, "--parts '%s': expected a whole number from 1 to %d",
                          o.parts, GKV_PART_MAX);
         goto done;
     }
     sp.num_parts = (int)parts;
     if (gkv_part_method_parse(o.method != NULL ? o.method : "metis",
                               &sp.method) != GKV_OK) {
-        ex = usage_error("--method '%s': expected metis, random or range",
+        ex = tools__usage_error(PROG, "--method '%s': expected metis, random or range",
                          o.method);
         goto done;
     }
     if (o.seed != NULL && (*o.seed == '-' || tools__parse_u64(o.seed, &seed) != 0)) {
-        ex = usage_error("--seed '%s' is not a number", o.seed);
+        ex = tools__usage_error(PROG, "--seed '%s' is not a number", o.seed);
         goto done;
     }
     sp.seed = seed;
@@ -924,16 +914,16 @@ main(int argc, char **argv)
     if (threads > 8)
         threads = 8;
     if (o.threads != NULL && (threads = parse_count(o.threads, 64)) < 1) {
-        ex = usage_error("--threads '%s': expected 1 to 64", o.threads);
+        ex = tools__usage_error(PROG, "--threads '%s': expected 1 to 64", o.threads);
         goto done;
     }
     sp.nthreads = (int)threads;
     if (o.balance_edges && sp.method != GKV_PART_METIS) {
-        ex = usage_error("--balance-edges is for --method metis");
+        ex = tools__usage_error(PROG, "--balance-edges is for --method metis");
         goto done;
     }
     if (o.n_masks > 0 && sp.method != GKV_PART_METIS) {
-        ex = usage_error("--train-mask is for --method metis (random and "
+        ex = tools__usage_error(PROG, "--train-mask is for --method metis (random and "
                          "range take no weights)");
         goto done;
     }
@@ -946,7 +936,7 @@ main(int argc, char **argv)
     /* from here a signal is a flag: the write polls it (at each progress
      * call), removes OUT.tmp-PID and then dies of it */
     tools__catch_signals();
-    t_load = now() - t0;
+    t_load = tools__now_s() - t0;
 
     /* features and masks: the type defaults to the only one */
     feats = calloc(o.n_nfeat + o.n_efeat + 1, sizeof *feats);
@@ -973,7 +963,7 @@ main(int argc, char **argv)
             else
                 f->type = gkv_graph_ntype_name(g, 0);
         } else {
-            ex = usage_error("%s '%s=%s': the graph has %d %s types; write "
+            ex = tools__usage_error(PROG, "%s '%s=%s': the graph has %d %s types; write "
                              "TYPE/NAME=FILE", edge ? "--edge-feat" :
                              "--node-feat", nm->name, nm->val, n,
                              edge ? "edge" : "node");
@@ -997,7 +987,7 @@ main(int argc, char **argv)
         } else if (gkv_graph_num_ntypes(g) == 1) {
             m->ntype = gkv_graph_ntype_name(g, 0);
         } else {
-            ex = usage_error("--train-mask '%s': the graph has %d node types; "
+            ex = tools__usage_error(PROG, "--train-mask '%s': the graph has %d node types; "
                              "write NTYPE=FILE", o.masks[i].val,
                              gkv_graph_num_ntypes(g));
             goto done;
@@ -1049,7 +1039,7 @@ main(int argc, char **argv)
         goto done;
     }
     if (o.stats) {
-        double secs = now() - t0;
+        double secs = tools__now_s() - t0;
         getrusage(RUSAGE_SELF, &ru);
         printf("stats: method=%s parts=%d nodes=%lld edges=%lld "
                "edge_cut=%lld seconds=%.3f load_seconds=%.3f "

@@ -128,6 +128,14 @@ operand(const struct tools_opt_parser *p, const char *a)
     return p->operand(p->ctx, a);
 }
 
+/* The exit status after printing help: 1 when it could not be written
+ * (a closed or full stdout), so a script does not take it as shown. */
+static int
+stdout_ok(void)
+{
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+}
+
 int
 tools__opt_parse(const struct tools_opt_parser *p, int argc, char **argv)
 {
@@ -155,12 +163,12 @@ tools__opt_parse(const struct tools_opt_parser *p, int argc, char **argv)
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             p->usage(stdout);
-            exit(0);
+            exit(stdout_ok());
         }
         if (p->version != NULL &&
             (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0)) {
             printf("%s\n", p->version);
-            exit(0);
+            exit(stdout_ok());
         }
         /* "--name=value" splits at the first '='; "-x=..." does not */
         eq = a[1] == '-' ? strchr(a, '=') : NULL;

@@ -25,6 +25,7 @@
  *                                begin with '-': "--seed -1" is --seed's)
  *   --name                       a flag; "--name=VALUE" is an error
  *   -h, --help                   usage(stdout), then exit(0), at once
+ *                                (exit(1) when stdout cannot be written)
  *   -V, --version                the version line on stdout, exit(0);
  *                                only when the parser has a .version
  *   --                           ends the options: with .rest, parsing
