@@ -47,6 +47,7 @@
 
 #include "gkv.h"
 #include "gkv_sample.h"
+#include "opt.h"
 #include "util.h"
 
 #define PROG  "gkv-bench-graph"
@@ -280,8 +281,21 @@ struct result {
 int
 main(int argc, char **argv)
 {
-    int scale = 20, reps = 5, batches = 64, use_anchor = 1;
+    int scale = 20, reps = 5, batches = 64, use_anchor, quick = 0;
+    int no_anchor = 0, rc;
     const char *anchor_src = "../shared/anchors/sample_csc.c";
+    const struct tools_opt opts[] = {
+        {"--quick", OPT_FLAG, .dst = &quick},
+        {"--scale", OPT_INT, .dst = &scale, .lo = 11, .hi = 30},
+        {"--reps", OPT_INT, .dst = &reps, .lo = 1, .hi = 1000},
+        {"--batches", OPT_INT, .dst = &batches, .lo = 1, .hi = 100000},
+        {"--anchor-src", OPT_STR, .dst = &anchor_src},
+        {"--no-anchor", OPT_FLAG, .dst = &no_anchor},
+        {NULL},
+    };
+    const struct tools_opt_parser parser = {
+        .prog = PROG, .opts = opts, .usage = usage,
+    };
     static const struct {
         const char *name;        /* seed hop first, as the anchor */
         int nl;
@@ -297,35 +311,11 @@ main(int argc, char **argv)
     uint64_t rs = 42;
 
     tools__prog = PROG;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quick")) {
-            scale = 16;
-        } else if (!strcmp(a, "--scale") && i + 1 < argc) {
-            scale = atoi(argv[++i]);
-        } else if (!strcmp(a, "--reps") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-        } else if (!strcmp(a, "--batches") && i + 1 < argc) {
-            batches = atoi(argv[++i]);
-        } else if (!strcmp(a, "--anchor-src") && i + 1 < argc) {
-            anchor_src = argv[++i];
-        } else if (!strcmp(a, "--no-anchor")) {
-            use_anchor = 0;
-        } else {
-            fprintf(stderr, PROG ": unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (scale < 11 || scale > 30 || reps < 1 || reps > 1000 || batches < 1 ||
-        batches > 100000) {
-        fprintf(stderr, PROG ": scale must be 11..30, reps 1..1000, batches "
-                "1..100000\n");
-        return 2;
-    }
+    if ((rc = tools__opt_parse(&parser, argc, argv)) != 0)
+        return rc;
+    if (quick)
+        scale = 16;
+    use_anchor = !no_anchor;
     if (use_anchor)
         anchor_build(anchor_src);
     load0 = loadavg();

@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "gkv.h"
+#include "opt.h"
 #include "util.h"
 
 #define PROG    "gkv-bench-net"
@@ -1083,39 +1084,35 @@ main(int argc, char **argv)
     int base, rfd;
     char self[PATH_MAX], *sl;
     ssize_t k;
+    uint64_t rows_arg = 0;
+    int quick = 0, rc;
+    const struct tools_opt opts[] = {
+        {"--quick", OPT_FLAG, .dst = &quick},
+        {"--reps", OPT_INT, .dst = &reps, .lo = 1, .hi = 1000000},
+        {"--scale", OPT_INT, .dst = &scale, .lo = 12, .hi = 26},
+        {"--rows", OPT_U64, .dst = &rows_arg, .lo = 1000, .hi = 1ull << 40},
+        {"--no-redis", OPT_FLAG, .dst = &no_redis},
+        {"--no-sample", OPT_FLAG, .dst = &no_sample},
+        {"--no-pull", OPT_FLAG, .dst = &no_pull},
+        {NULL},
+    };
+    const struct tools_opt_parser parser = {
+        .prog = PROG, .opts = opts, .usage = usage,
+    };
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            n = 20000;
-            scale = 16;
-            nbatch = 16;
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
-            scale = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
-            n = (size_t)atol(argv[++i]);
-        } else if (strcmp(argv[i], "--no-redis") == 0) {
-            no_redis = 1;
-        } else if (strcmp(argv[i], "--no-sample") == 0) {
-            no_sample = 1;
-        } else if (strcmp(argv[i], "--no-pull") == 0) {
-            no_pull = 1;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (reps < 1 || n < 1000 || scale < 12 || scale > 26 ||
-        (no_pull && no_sample)) {
-        usage(stderr);
-        return 2;
-    }
-    nrows = 2 * n;
     tools__prog = PROG;
+    if ((rc = tools__opt_parse(&parser, argc, argv)) != 0)
+        return rc;
+    if (quick) {
+        n = 20000;
+        scale = 16;
+        nbatch = 16;
+    }
+    n = rows_arg != 0 ? (size_t)rows_arg : n;
+    if (no_pull && no_sample)
+        return tools__usage_error(PROG, "--no-pull with --no-sample leaves "
+                                  "nothing to measure");
+    nrows = 2 * n;
     owner = getpid();
     /* gkv-server sits next to this program */
     if ((k = readlink("/proc/self/exe", self, sizeof self - 1)) <= 0)
