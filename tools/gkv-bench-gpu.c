@@ -144,16 +144,6 @@ die(const char *what, gkv_err rc, const char *msg)
             die((what), rc_, gkv_gpu_errmsg());                             \
     } while (0)
 
-static uint64_t
-rnd(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 
 /* The median of 'reps' timings of fn(ctx) (each synchronised), after a
  * warm-up. */
@@ -273,7 +263,7 @@ bench_gather(const char *dev, int64_t rows, size_t rb, size_t n, int reps)
     if ((rc = gkv_tensor_create(st, "feat", &sp)) != GKV_OK)
         die("gkv_tensor_create", rc, gkv_store_errmsg(st));
     for (size_t i = 0; i < n; i++)
-        ids[i] = (int64_t)(rnd(&s) % (uint64_t)rows);
+        ids[i] = (int64_t)(tools__splitmix64(&s) % (uint64_t)rows);
     memset(&fo, 0, sizeof fo);
     fo.budget_bytes = (size_t)rows * rb;
     GPU(gkv_gpu_feat_open(&fd, st, "feat", &fo), "gkv_gpu_feat_open (device)");
@@ -390,7 +380,8 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
     for (int64_t i = 0; i < N; i++)
         perm[i] = i;
     for (int64_t i = N - 1; i > 0; i--) {
-        int64_t j = (int64_t)(rnd(&s) % (uint64_t)(i + 1)), x = perm[i];
+        int64_t j = (int64_t)(tools__splitmix64(&s) % (uint64_t)(i + 1));
+        int64_t x = perm[i];
         perm[i] = perm[j];
         perm[j] = x;
     }

@@ -68,16 +68,6 @@ bad(const char *fmt, ...)
     nfail++;
 }
 
-static uint64_t
-splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* ---- the graph and its checks ----------------------------------------- */
 
 static gkv_graph *graph;
@@ -360,7 +350,8 @@ main(int argc, char **argv)
     for (int64_t i = 0; i < nnodes; i++)
         perm[i] = i;
     for (int64_t i = nnodes - 1; i > 0; i--) {
-        int64_t j = (int64_t)(splitmix(&rs) % (uint64_t)(i + 1)), t = perm[i];
+        int64_t j = (int64_t)(tools__splitmix64(&rs) % (uint64_t)(i + 1));
+        int64_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }

@@ -320,16 +320,6 @@ connect_job(const char *cfg)
 
 /* ---- the rows ------------------------------------------------------------------- */
 
-static uint64_t
-splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* A store at path holding rows [lo, hi) of tensor "feat" (uniform). */
 static void
 make_store(const char *path, uint64_t lo, uint64_t hi)
@@ -926,7 +916,7 @@ bench_sample(int scale, int nbatch, struct sres *out)
     ne = gkv_graph_num_edges(g, 0);
     ew = tools__xmalloc((size_t)ne * sizeof *ew + 4);
     for (int64_t i = 0; i < ne; i++)
-        ew[i] = 0.5f + (float)(splitmix(&x) >> 40) / (float)(1 << 24);
+        ew[i] = 0.5f + (float)(tools__splitmix64(&x) >> 40) / (float)(1 << 24);
     gkv_graph_free(g);
     snprintf(json, sizeof json, "%s/g.json", dir);
     snprintf(cfg, sizeof cfg, "%s/ip-sample.cfg", workdir);
@@ -942,7 +932,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
     for (int64_t i = 0; i < n; i++)
         perm[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(splitmix(&x) % (uint64_t)(i + 1)), v = perm[i];
+        int64_t j = (int64_t)(tools__splitmix64(&x) % (uint64_t)(i + 1));
+        int64_t v = perm[i];
         perm[i] = perm[j];
         perm[j] = v;
     }
@@ -1153,7 +1144,7 @@ main(int argc, char **argv)
         for (size_t i = 0; i < nrows; i++)
             perm[i] = i;
         for (size_t i = nrows - 1; i > 0; i--) {
-            size_t j = (size_t)(splitmix(&x) % (i + 1));
+            size_t j = (size_t)(tools__splitmix64(&x) % (i + 1));
             uint64_t v = perm[i];
             perm[i] = perm[j];
             perm[j] = v;
@@ -1244,7 +1235,7 @@ main(int argc, char **argv)
          * in gkv-bench's push: a direct push rewrites the chunks it
          * touches, so its cost grows with the tensor */
         for (size_t i = 0; i < n; i++)
-            pids[i] = ids[i] * 5 + (splitmix(&x) % 5);   /* distinct */
+            pids[i] = ids[i] * 5 + (tools__splitmix64(&x) % 5);   /* distinct */
         memcpy(rows, want, n * RB);
         snprintf(st[0], sizeof st[0], "%s/push", workdir);
         make_store(st[0], 0, 10 * (uint64_t)n);

@@ -162,16 +162,6 @@ on_signal(int sig)
 
 /* ---- time, random IDs, row values (as in ../shared/anchors/common.h) ------- */
 
-static inline uint64_t
-splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 typedef struct { uint64_t s[4]; } rng_t;
 
 static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -180,7 +170,7 @@ static void
 rng_seed(rng_t *r, uint64_t seed)
 {
     for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&seed);
+        r->s[i] = tools__splitmix64(&seed);
 }
 
 static inline uint64_t
@@ -205,7 +195,7 @@ static inline float
 feat_val(uint64_t row, uint32_t col)
 {
     uint64_t x = row * 0x100000001b3ULL + col;
-    uint64_t z = splitmix64(&x);
+    uint64_t z = tools__splitmix64(&x);
 
     return (float)(z >> 40) * (1.0f / 16777216.0f) + (float)(row & 1023);
 }

@@ -239,10 +239,7 @@ parse_args(int argc, char **argv, struct opts *o)
 static uint64_t
 mix64(uint64_t z)
 {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return tools__splitmix64(&z);
 }
 
 static long

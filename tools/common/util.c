@@ -104,6 +104,16 @@ tools__sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+uint64_t
+tools__splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 static int
 cmp_dbl(const void *a, const void *b)
 {

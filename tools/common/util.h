@@ -7,6 +7,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The program's name, for messages: set it first thing in main(). */
 extern const char *tools__prog;
@@ -31,6 +32,9 @@ double tools__now_s(void);
 void tools__sleep_ms(int ms);
 /* The median of v[0..n) (n >= 1); v is not changed. */
 double tools__median(const double *v, int n);
+/* SplitMix64: advances *state and returns its next 64 random bits (the
+ * benchmarks' and examples' reproducible ID streams). */
+uint64_t tools__splitmix64(uint64_t *state);
 
 /* The signal SIGINT or SIGTERM delivered since tools__catch_signals(), or
  * 0. The handler only sets it (SA_RESTART: system calls are not cut
