@@ -289,7 +289,9 @@ clean:
 
 .PHONY: all deps test build-tests bench soak fuzz demo install uninstall clean
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# (build/NAME.d of a tool that has since become a folder would name the
+# gone tools/NAME.c as a prerequisite: skipped)
+-include $(filter-out $(TOOL_DIRS:%=$(BUILD)/%.d),$(shell find $(BUILD) -name '*.d' 2>/dev/null))
 
 # tools/common objects and the emulated-GPU tools the tests run are kept
 # (not intermediate files, which make would delete after the build)

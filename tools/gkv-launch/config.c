@@ -7,8 +7,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/random.h>
-#include "gkv.h"
-#include "gkv_net.h"
 #include "launch.h"
 #include "util.h"
 

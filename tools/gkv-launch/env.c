@@ -2,8 +2,6 @@
  * torch.distributed's RANK, WORLD_SIZE, ...) and a server's arguments. */
 #include <stdlib.h>
 #include <string.h>
-#include "gkv.h"
-#include "gkv_net.h"
 #include "launch.h"
 #include "util.h"
 

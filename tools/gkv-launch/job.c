@@ -4,8 +4,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gkv.h"
-#include "gkv_net.h"
 #include "launch.h"
 #include "util.h"
 

@@ -45,8 +45,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include "gkv.h"
-#include "gkv_net.h"
 #include "launch.h"
 #include "util.h"
 

@@ -1,11 +1,8 @@
 /* opts.c - the command line: usage text and option parsing into struct
  * job. */
 #include <string.h>
-#include "gkv.h"
-#include "gkv_net.h"
 #include "launch.h"
 #include "opt.h"
-#include "util.h"
 
 static void
 usage(FILE *f)

@@ -6,8 +6,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include "gkv.h"
-#include "gkv_net.h"
 #include "launch.h"
 #include "util.h"
 

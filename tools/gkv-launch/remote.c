@@ -6,8 +6,6 @@
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gkv.h"
-#include "gkv_net.h"
 #include "launch.h"
 #include "util.h"
 

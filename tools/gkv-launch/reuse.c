@@ -2,8 +2,6 @@
  * launch may reuse, and checking they serve what this launch would. */
 #include <stdlib.h>
 #include <string.h>
-#include "gkv.h"
-#include "gkv_net.h"
 #include "launch.h"
 #include "util.h"
 

@@ -1,7 +1,5 @@
 /* shutdown.c - --shutdown: asks each server of the ip_config to stop. */
 #include <string.h>
-#include "gkv.h"
-#include "gkv_net.h"
 #include "launch.h"
 #include "util.h"
 
