@@ -32,12 +32,20 @@
  *                                stops there; without, every later
  *                                argument is an operand
  *   -                            an operand (stdin, by convention)
+ *   -5, -0.5                     with OPT_NEGATIVE_OPERANDS, an operand
+ *                                (unless the table names it)
  *   anything else                an operand when it does not begin with
  *                                '-'; otherwise an unknown option
  * A long name may also have a short alias (.alias = "-q"); a short alias
  * takes its value as the next argument only (no "-qVALUE", no bundling).
  * Arguments are handled left to right and the first error ends the parse:
- * "--help" after a bad option is not reached.
+ * "--help" after a bad option is not reached. With OPT_HELP_WINS the whole
+ * command line is read first: -h or -V anywhere (before "--") then wins
+ * over the parser's own usage errors, and otherwise the first of those is
+ * printed at the end; an error of a .fn or .operand callback still ends
+ * the parse at once (the callback printed it). Help after the operands
+ * lets a tool with subcommands ("kvctl ls --help") show the subcommand's
+ * usage: its .help hook sees what .operand collected.
  *
  * Usage errors. Each is printed to stderr as two lines,
  *   PROG: WHAT
@@ -118,10 +126,17 @@ enum tools_opt_error {
     OPT_E_COUNT
 };
 
+#define OPT_HELP_WINS         0x1u  /* see above */
+#define OPT_NEGATIVE_OPERANDS 0x2u  /* "-5" is an operand, not an option */
+
 struct tools_opt_parser {
     const char *prog;               /* the tool's name, for messages */
     const struct tools_opt *opts;   /* the table, ended by {NULL} */
     void (*usage)(FILE *f);         /* -h, --help: prints to f */
+    /* Instead of .usage when set: prints the help for what was parsed so
+     * far (ctx is .ctx), e.g. one subcommand's. */
+    void (*help)(void *ctx, FILE *f);
+    unsigned flags;                 /* OPT_HELP_WINS, OPT_NEGATIVE_OPERANDS */
     const char *version;            /* -V, --version prints this line; NULL:
                                      * the tool has no -V */
     /* Operands (arguments that are not options): called in order; returns
