@@ -53,21 +53,6 @@
 #define PROG  "gkv-bench-graph"
 #define BATCH 1024
 
-static int nfail;
-
-static void
-bad(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, PROG ": CHECK FAILED: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    nfail++;
-}
-
 /* ---- the graph and its checks ----------------------------------------- */
 
 static gkv_graph *graph;
@@ -87,20 +72,22 @@ verify(const gkv_block *b, int nl, const int *fan, const int64_t *seeds,
         const int64_t *want = l == nl - 1 ? seeds : b[l + 1].nodes[0].ids;
         size_t nwant = l == nl - 1 ? BATCH : b[l + 1].nodes[0].num_src, e = 0;
         if (bn->num_dst != nwant) {
-            bad("%s layer %d: %zu destination nodes, want %zu", what, l,
-                bn->num_dst, nwant);
+            tools__check_failed("%s layer %d: %zu destination nodes, want %zu",
+                                what, l, bn->num_dst, nwant);
             return;
         }
         for (size_t i = 0; i < bn->num_src; i++) {
             int64_t v = bn->ids[i];
             if (v < 0 || v >= nnodes || mark[v] >= 0) {
-                bad("%s layer %d: node %lld bad or listed twice", what, l,
+                tools__check_failed(
+                    "%s layer %d: node %lld bad or listed twice", what, l,
                     (long long)v);
                 goto reset;
             }
             if (i < nwant && v != want[i]) {
-                bad("%s layer %d: destination %zu is %lld, want %lld", what,
-                    l, i, (long long)v, (long long)want[i]);
+                tools__check_failed(
+                    "%s layer %d: destination %zu is %lld, want %lld", what, l,
+                    i, (long long)v, (long long)want[i]);
                 goto reset;
             }
             mark[v] = (int32_t)i;
@@ -114,28 +101,32 @@ verify(const gkv_block *b, int nl, const int *fan, const int64_t *seeds,
                 if (ls < 0 || (size_t)ls >= bn->num_src || id < 0 ||
                     id >= coo.n || coo.dst[id] != v ||
                     coo.src[id] != bn->ids[ls]) {
-                    bad("%s layer %d: edge %zu (local %lld -> %zu, eid "
-                        "%lld) is not an edge of the graph", what, l, e,
-                        (long long)ls, i, (long long)id);
+                    tools__check_failed(
+                        "%s layer %d: edge %zu (local %lld -> %zu, eid "
+                        "%lld) is not an edge of the graph",
+                        what, l, e, (long long)ls, i, (long long)id);
                     goto reset;
                 }
                 for (size_t q = e0; q < e; q++)
                     if (be->eid[q] == id) {
-                        bad("%s layer %d: edge %lld twice", what, l,
-                            (long long)id);
+                        tools__check_failed("%s layer %d: edge %lld twice",
+                                            what, l, (long long)id);
                         goto reset;
                     }
                 e++;
             }
             if ((int64_t)(e - e0) != exp) {
-                bad("%s layer %d: node %lld (in-degree %lld) got %zu edges, "
-                    "want %lld", what, l, (long long)v, (long long)deg,
-                    e - e0, (long long)exp);
+                tools__check_failed(
+                    "%s layer %d: node %lld (in-degree %lld) got %zu edges, "
+                    "want %lld",
+                    what, l, (long long)v, (long long)deg, e - e0,
+                    (long long)exp);
                 goto reset;
             }
         }
         if (e != be->n)
-            bad("%s layer %d: %zu edges after the last destination", what, l,
+            tools__check_failed(
+                "%s layer %d: %zu edges after the last destination", what, l,
                 be->n - e);
 reset:
         for (size_t i = 0; i < bn->num_src; i++)
@@ -205,7 +196,7 @@ anchor_build(const char *src)
              src);
     tools__note("building the anchor: %s", cmd);
     if (system(cmd) != 0) {
-        bad("could not build the anchor (%s)", cmd);
+        tools__check_failed("could not build the anchor (%s)", cmd);
         return;
     }
     anchor_ok = 1;
@@ -227,7 +218,7 @@ anchor_run(int scale, const char *fans, int reps, int batches, double *sampled,
              BATCH, reps, batches);
     tools__note("running the anchor: %s", cmd);
     if ((fp = popen(cmd, "r")) == NULL) {
-        bad("could not run the anchor: %s", strerror(errno));
+        tools__check_failed("could not run the anchor: %s", strerror(errno));
         return;
     }
     while (fgets(line, sizeof line, fp) != NULL) {
@@ -242,7 +233,7 @@ anchor_run(int scale, const char *fans, int reps, int batches, double *sampled,
         got = 1;
     }
     if (pclose(fp) != 0 || !got || *sampled <= 0)
-        bad("the anchor failed or printed no sampled_edges_s");
+        tools__check_failed("the anchor failed or printed no sampled_edges_s");
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -376,14 +367,15 @@ main(int argc, char **argv)
                                   &o, b1) != GKV_OK ||
                 gkv_sample_blocks(s[1], &seeds, &n, cfg[c].fan, 1, cfg[c].nl,
                                   &o, b2) != GKV_OK) {
-                bad("gkv_sample_blocks: %s", gkv_sampler_errmsg(s[0]));
+                tools__check_failed("gkv_sample_blocks: %s",
+                                    gkv_sampler_errmsg(s[0]));
                 continue;
             }
             snprintf(what, sizeof what, "fanouts %s batch %d", cfg[c].name,
                      v);
             verify(b1, cfg[c].nl, cfg[c].fan, seeds, what);
             if (!same_blocks(b1, b2, cfg[c].nl))
-                bad("%s: 2 threads differ from 1", what);
+                tools__check_failed("%s: 2 threads differ from 1", what);
         }
         for (int t = 0; t < 2; t++) {
             double eps[1000], tot_e = 0;
@@ -462,11 +454,11 @@ main(int argc, char **argv)
     printf("load average at the start %.2f, at the end %.2f (with %ld "
            "cores; other work on them lowers every figure, the 2-thread "
            "ones most)\n", load0, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
-    if (nfail > 0)
-        printf("\n%d CHECKS FAILED\n", nfail);
+    if (tools__checks_failed > 0)
+        printf("\n%d CHECKS FAILED\n", tools__checks_failed);
     gkv_sgraph_free(sg);
     gkv_graph_free(graph);
     free(mark);
     free(perm);
-    return nfail > 0 ? 1 : 0;
+    return tools__checks_failed > 0 ? 1 : 0;
 }

@@ -73,21 +73,7 @@ static int nkids;
 static char workdir[256];
 static pid_t owner;                 /* clean-up runs in this process only */
 static char server_path[PATH_MAX + 16];
-static int nfail;
 static int reps = 5;
-
-static void
-bad(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, PROG ": CHECK FAILED: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    nfail++;
-}
 
 /* ---- children and clean-up ------------------------------------------------ */
 
@@ -393,7 +379,8 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
             tools__die("%s: pull: %s: %s", what, gkv_strerror(rc),
                        gkv_net_errmsg());
         if (memcmp(dst, want, n * RB) != 0)
-            bad("%s: pulled rows differ from the store's", what);
+            tools__check_failed("%s: pulled rows differ from the store's",
+                                what);
     }
     med = tools__median(t, reps);
     if (tr != NULL)
@@ -430,7 +417,9 @@ time_push(gkv_client *c, const uint64_t *ids, size_t n, float *rows,
         tools__die("%s: pull: %s: %s", what, gkv_strerror(rc),
                    gkv_net_errmsg());
     if (memcmp(dst, rows, n * RB) != 0)
-        bad("%s: rows pulled after the pushes differ from the last push", what);
+        tools__check_failed(
+            "%s: rows pulled after the pushes differ from the last push",
+            what);
     med = tools__median(t, reps);
     free(t);
     return med;
@@ -523,7 +512,7 @@ tcp_rep(struct tcpref *t, unsigned char *dst)
     xfer(t->fd, dst, t->bytes, 0);
     t0 = tools__now_s() - t0;
     if (dst[at] != (unsigned char)((at % (1u << 20)) * 31 + 7))
-        bad("tcp reference: payload differs");
+        tools__check_failed("tcp reference: payload differs");
     return t0;
 }
 
@@ -744,7 +733,7 @@ time_redis(struct resp *r, const uint64_t *ids, size_t n, float *dst,
             if (rep >= 0)
                 t[m][rep] = s;
             if (memcmp(dst, want, n * RB) != 0)
-                bad("redis: fetched rows differ");
+                tools__check_failed("redis: fetched rows differ");
         }
     for (int m = 0; m < 2; m++) {
         each[m] = med[m] = tools__median(t[m], reps);
@@ -953,10 +942,11 @@ bench_sample(int scale, int nbatch, struct sres *out)
         /* every weight is > 0, so a weighted seed hop takes as many edges
          * as a uniform one (the next hop's frontier differs) */
         if (e[0] != e[1] || e0[2] != e0[1] || e0[5] != e0[4]) {
-            bad("sampling: %zu edges in-process, %zu through the servers; "
+            tools__check_failed(
+                "sampling: %zu edges in-process, %zu through the servers; "
                 "seed hop %zu uniform, %zu weighted by 'w'; out-edges %zu "
-                "uniform, %zu weighted", e[0], e[1], e0[1], e0[2], e0[4],
-                e0[5]);
+                "uniform, %zu weighted",
+                e[0], e[1], e0[1], e0[2], e0[4], e0[5]);
             out->ok = 0;
         }
         out->edges = e[0];
@@ -987,7 +977,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
         for (int i = 0; i < 2; i++) {
             if (cb[i].nodes[0].num_src != kn[i] ||
                 memcmp(cb[i].nodes[0].ids, keep[i], kn[i] * 8) != 0) {
-                bad("sampling: block %d's nodes differ from in-process", i);
+                tools__check_failed(
+                    "sampling: block %d's nodes differ from in-process", i);
                 out->ok = 0;
             }
             free(keep[i]);
@@ -1133,7 +1124,7 @@ main(int argc, char **argv)
     if (no_pull) {
         bench_sample(scale, nbatch, &sr);
         print_sample(&sr, scale, nbatch);
-        return nfail ? 1 : 0;
+        return tools__checks_failed ? 1 : 0;
     }
     /* the stores: one with every row, two with half each */
     snprintf(st[0], sizeof st[0], "%s/one", workdir);
@@ -1265,8 +1256,9 @@ main(int argc, char **argv)
     {
         double bytes = (double)n * RB;
         printf("RESULT net_pull servers=1 rows=%zu row_bytes=%zu reps=%d "
-               "GBs=%.3f rows_s=%.3g verify=%s\n", n, (size_t)RB, reps,
-               bytes / t1 / 1e9, (double)n / t1, nfail ? "FAIL" : "ok");
+               "GBs=%.3f rows_s=%.3g verify=%s\n",
+               n, (size_t)RB, reps, bytes / t1 / 1e9, (double)n / t1,
+               tools__checks_failed ? "FAIL" : "ok");
         printf("RESULT tcp_stream bytes=%.0f reps=%d GBs=%.3f\n", bytes, reps,
                bytes / ttcp / 1e9);
         printf("RESULT net_pull_vs_tcp ratio=%.2f target=0.8\n", ttcp / t1);
@@ -1320,5 +1312,5 @@ main(int argc, char **argv)
     free(ids);
     free(dst);
     free(want);
-    return nfail ? 1 : 0;
+    return tools__checks_failed ? 1 : 0;
 }

@@ -15,6 +15,7 @@
 
 const char *tools__prog = "gkv";
 volatile sig_atomic_t tools__got_signal;
+int tools__checks_failed;
 
 static void
 vnote(FILE *f, const char *fmt, va_list ap)
@@ -45,6 +46,19 @@ tools__note(const char *fmt, ...)
     va_start(ap, fmt);
     vnote(stderr, fmt, ap);
     va_end(ap);
+}
+
+void
+tools__check_failed(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "%s: CHECK FAILED: ", tools__prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    tools__checks_failed++;
 }
 
 void *

@@ -22,6 +22,11 @@ void tools__note(const char *fmt, ...);
 /* "PROG: message\n" on stdout, flushed: progress a person or a log reads. */
 __attribute__((format(printf, 1, 2)))
 void tools__say(const char *fmt, ...);
+/* A benchmark's failed check: "PROG: CHECK FAILED: message\n" on stderr,
+ * counted in tools__checks_failed (its exit status says whether any). */
+extern int tools__checks_failed;
+__attribute__((format(printf, 1, 2)))
+void tools__check_failed(const char *fmt, ...);
 /* malloc, calloc and strdup that die with a message; 0 bytes gives 1. */
 void *tools__xmalloc(size_t n);
 void *tools__xcalloc(size_t n, size_t size);
