@@ -17,11 +17,12 @@ const char *tools__prog = "gkv";
 volatile sig_atomic_t tools__got_signal;
 int tools__checks_failed;
 
+/* "PROG: TAGmessage\n" on f. */
 static void
-vnote(FILE *f, const char *fmt, va_list ap)
+vnote(FILE *f, const char *tag, const char *fmt, va_list ap)
 {
     fflush(stdout);
-    fprintf(f, "%s: ", tools__prog);
+    fprintf(f, "%s: %s", tools__prog, tag);
     vfprintf(f, fmt, ap);
     fputc('\n', f);
     fflush(f);
@@ -33,7 +34,7 @@ tools__die(const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vnote(stderr, fmt, ap);
+    vnote(stderr, "", fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -44,7 +45,7 @@ tools__note(const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vnote(stderr, fmt, ap);
+    vnote(stderr, "", fmt, ap);
     va_end(ap);
 }
 
@@ -53,11 +54,9 @@ tools__check_failed(const char *fmt, ...)
 {
     va_list ap;
 
-    fprintf(stderr, "%s: CHECK FAILED: ", tools__prog);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vnote(stderr, "CHECK FAILED: ", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     tools__checks_failed++;
 }
 
@@ -97,7 +96,7 @@ tools__say(const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vnote(stdout, fmt, ap);
+    vnote(stdout, "", fmt, ap);
     va_end(ap);
 }
 
