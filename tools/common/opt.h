@@ -118,8 +118,9 @@ struct tools_opt {
 /* The usage errors whose wording a tool may replace (see above). */
 enum tools_opt_error {
     OPT_E_UNKNOWN,          /* "unknown option '%s'" */
-    OPT_E_FLAG_VALUE,       /* "unknown option '%s' (NAME takes no value)":
-                             * %s is the whole argument, "--csr=1" */
+    OPT_E_FLAG_VALUE,       /* "unknown option '%s'": %s is the whole
+                             * argument, "--csr=1"; " (--csr takes no
+                             * value)" follows any wording */
     OPT_E_NEEDS_VALUE,      /* "option '%s' needs a value" */
     OPT_E_EMPTY_VALUE,      /* "option '%s' needs a non-empty value" */
     OPT_E_OPERAND,          /* "unexpected argument '%s'" */
