@@ -81,14 +81,13 @@ LIB_SRC := $(wildcard kv/*.c graph/*.c net/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GPU_OBJ)
 HEADERS := gkv.h $(wildcard kv/gkv_*.h graph/gkv_*.h net/gkv_*.h) $(GPU_HEADERS)
 
-# ---- tools: tools/NAME.c is a program; tools/common/*.c is shared by them ---
+# ---- tools: build/NAME is tools/NAME.c, a program of one file, or
+# tools/NAME/*.c, a program of several; tools/common/*.c is shared by them --
 TOOL_SRC    := $(wildcard tools/*.c)
-TOOLS       := $(TOOL_SRC:tools/%.c=$(BUILD)/%)
+TOOL_DIRS   := $(filter-out common,$(patsubst tools/%/,%,$(wildcard tools/*/)))
+TOOLS       := $(TOOL_SRC:tools/%.c=$(BUILD)/%) $(TOOL_DIRS:%=$(BUILD)/%)
 TCOMMON_SRC := $(wildcard tools/common/*.c)
 TCOMMON_OBJ := $(TCOMMON_SRC:%.c=$(BUILD)/%.o)
-# kvctl is a folder: tools/kvctl/*.c make build/kvctl
-KVCTL_OBJ   := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/kvctl/*.c))
-TOOLS       += $(BUILD)/kvctl
 MANPAGES    := $(wildcard doc/man/*.1)
 
 # ---- tests: test/NAME_test.c is one cmocka program; test/gkvt*.c are helpers --
@@ -123,24 +122,28 @@ $(BUILD)/%: tools/%.c $(TCOMMON_OBJ) $(BUILD)/libgkv.a
 	@$(if $(Q),echo "  LINK    $@")
 	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -Itools/common $(LDFLAGS) -o $@ $< $(TCOMMON_OBJ) $(BUILD)/libgkv.a $(LIBS)
 
-$(BUILD)/kvctl: $(KVCTL_OBJ) $(TCOMMON_OBJ) $(BUILD)/libgkv.a
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  LINK    $@")
-	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) $(LDFLAGS) -o $@ $(KVCTL_OBJ) $(TCOMMON_OBJ) $(BUILD)/libgkv.a $(LIBS)
-
-$(BUILD)/tools/kvctl/%.o: tools/kvctl/%.c
-	@mkdir -p $(dir $@)
-	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -Itools/common -c -o $@ $<
-
 # The benchmark also drives a Redis server through hiredis (the reference
 # a user would pick instead).
 $(BUILD)/gkv-bench: LIBS += -lhiredis
 
-$(BUILD)/tools/common/%.o: tools/common/%.c
+# tools/common/X.c and tools/NAME/X.c (which also sees its own folder's
+# headers); the emulated-GPU build below links the same objects.
+$(BUILD)/tools/%.o: tools/%.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -Itools/common -c -o $@ $<
+	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -Itools/common -I$(<D) -c -o $@ $<
+
+# The objects of folder tool $(1)
+tool_obj = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/$(1)/*.c))
+
+# build/NAME from tools/NAME/*.c (one-file tools take the pattern rule above)
+define TOOL_DIR_RULE
+$$(BUILD)/$(1): $$(call tool_obj,$(1)) $$(TCOMMON_OBJ) $$(BUILD)/libgkv.a
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  LINK    $$@")
+	$$(Q)$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$(call tool_obj,$(1)) $$(TCOMMON_OBJ) $$(BUILD)/libgkv.a $$(LIBS)
+endef
+$(foreach d,$(TOOL_DIRS),$(eval $(call TOOL_DIR_RULE,$(d))))
 
 # ---- the GPU tests without a GPU: gpu/*.cu compiled by g++ against
 # gpu/emu/ (a stand-in for the CUDA runtime that runs each kernel's threads
@@ -182,6 +185,14 @@ $(BUILD)/emu/%: tools/%.c $(TCOMMON_OBJ) $(BUILD)/emu/libgkv-emu.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LINK    $@ (emulated GPU)")
 	$(Q)$(CC) $(CFLAGS) $(GKV_CFLAGS) -Itools/common $(LDFLAGS) -o $@ $< $(TCOMMON_OBJ) $(BUILD)/emu/libgkv-emu.a $(filter-out $(CUDA_LIBS),$(LIBS))
+
+define TOOL_DIR_EMU_RULE
+$$(BUILD)/emu/$(1): $$(call tool_obj,$(1)) $$(TCOMMON_OBJ) $$(BUILD)/emu/libgkv-emu.a
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  LINK    $$@ (emulated GPU)")
+	$$(Q)$$(CC) $$(CFLAGS) $$(LDFLAGS) -o $$@ $$(call tool_obj,$(1)) $$(TCOMMON_OBJ) $$(BUILD)/emu/libgkv-emu.a $$(filter-out $$(CUDA_LIBS),$$(LIBS))
+endef
+$(foreach d,$(TOOL_DIRS),$(eval $(call TOOL_DIR_EMU_RULE,$(d))))
 else
 EMU_TESTS :=
 EMU_TOOLS :=
@@ -278,9 +289,9 @@ clean:
 
 .PHONY: all deps test build-tests bench soak fuzz demo install uninstall clean
 
-# (not build/kvctl.d: left by a build from when kvctl was tools/kvctl.c,
-# it would ask for that file)
--include $(filter-out $(BUILD)/kvctl.d,$(shell find $(BUILD) -name '*.d' 2>/dev/null))
+# (build/NAME.d of a tool that has since become a folder would name the
+# gone tools/NAME.c as a prerequisite: skipped)
+-include $(filter-out $(TOOL_DIRS:%=$(BUILD)/%.d),$(shell find $(BUILD) -name '*.d' 2>/dev/null))
 
 # tools/common objects and the emulated-GPU tools the tests run are kept
 # (not intermediate files, which make would delete after the build)

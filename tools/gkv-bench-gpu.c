@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "gkv.h"
+#include "opt.h"
 #include "util.h"
 #ifdef GKV_HAVE_CUDA
 #include "gpu/gkv_gpu.h"
@@ -59,6 +60,47 @@ usage(FILE *f)
             PROG);
 }
 
+#define MAX_REPS 101
+
+struct args {
+    int scale, reps, nbatch;
+    uint64_t rows, rb, n, batch;
+};
+
+/* Fills *a from argv: 0, or 2 after a usage error (its message printed). */
+static int
+parse_args(int argc, char **argv, struct args *a)
+{
+    const struct tools_opt opts[] = {
+        {"--scale", OPT_INT, .dst = &a->scale, .lo = 4, .hi = 30},
+        {"--rows", OPT_U64, .dst = &a->rows, .lo = 1, .hi = 1ull << 40},
+        {"--row-bytes", OPT_U64, .dst = &a->rb, .lo = 4, .hi = 1u << 20},
+        {"--n", OPT_U64, .dst = &a->n, .lo = 1, .hi = 1ull << 40},
+        {"--batch", OPT_U64, .dst = &a->batch, .lo = 1, .hi = 1ull << 30},
+        {"--batches", OPT_INT, .dst = &a->nbatch, .lo = 1, .hi = 1 << 20},
+        {"--reps", OPT_INT, .dst = &a->reps, .lo = 1, .hi = MAX_REPS},
+        {NULL},
+    };
+    const struct tools_opt_parser parser = {
+        .prog = PROG, .opts = opts, .usage = usage,
+    };
+    int rc;
+
+    a->scale = 22;
+    a->reps = 5;
+    a->nbatch = 64;
+    a->rows = 1ull << 21;
+    a->rb = 512;
+    a->n = 1ull << 20;
+    a->batch = 1024;
+    if ((rc = tools__opt_parse(&parser, argc, argv)) != 0)
+        return rc;
+    if (a->rb % 4 != 0 || a->batch > (1ull << a->scale))
+        return tools__usage_error(PROG, "--row-bytes must be a multiple of 4 "
+                                  "and --batch at most 2^scale");
+    return 0;
+}
+
 /* 1 when GKV_REQUIRE_GPU=1: no device is then a failure, not a skip. */
 static int
 gpu_required(void)
@@ -73,10 +115,11 @@ gpu_required(void)
 int
 main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "--help") == 0) {
-        usage(stdout);
-        return 0;
-    }
+    struct args a;
+    int rc;
+
+    if ((rc = parse_args(argc, argv, &a)) != 0)
+        return rc;
     printf("# %s: built without CUDA (make CUDA=no or no nvcc)\n", PROG);
     printf("RESULT gpu skipped=no-device\n");
     if (gpu_required())
@@ -85,15 +128,6 @@ main(int argc, char **argv)
 }
 
 #else
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void
 die(const char *what, gkv_err rc, const char *msg)
@@ -110,37 +144,6 @@ die(const char *what, gkv_err rc, const char *msg)
             die((what), rc_, gkv_gpu_errmsg());                             \
     } while (0)
 
-static uint64_t
-rnd(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static long long
-arg_num(const char *opt, const char *v, long long min)
-{
-    char *end;
-    long long x;
-
-    if (v == NULL) {
-        fprintf(stderr, "%s: %s needs a value\n", PROG, opt);
-        usage(stderr);
-        exit(2);
-    }
-    x = strtoll(v, &end, 10);
-    if (*end != '\0' || x < min) {
-        fprintf(stderr, "%s: %s %s: expected an integer >= %lld\n", PROG, opt,
-                v, min);
-        exit(2);
-    }
-    return x;
-}
-
-#define MAX_REPS 101
 
 /* The median of 'reps' timings of fn(ctx) (each synchronised), after a
  * warm-up. */
@@ -152,10 +155,10 @@ median_of(int reps, void (*fn)(void *), void *ctx)
     fn(ctx);
     GPU(gkv_gpu_sync(NULL), "sync");
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = tools__now_s();
         fn(ctx);
         GPU(gkv_gpu_sync(NULL), "sync");
-        t[r] = now_s() - t0;
+        t[r] = tools__now_s() - t0;
     }
     return tools__median(t, reps);
 }
@@ -260,7 +263,7 @@ bench_gather(const char *dev, int64_t rows, size_t rb, size_t n, int reps)
     if ((rc = gkv_tensor_create(st, "feat", &sp)) != GKV_OK)
         die("gkv_tensor_create", rc, gkv_store_errmsg(st));
     for (size_t i = 0; i < n; i++)
-        ids[i] = (int64_t)(rnd(&s) % (uint64_t)rows);
+        ids[i] = (int64_t)(tools__splitmix64(&s) % (uint64_t)rows);
     memset(&fo, 0, sizeof fo);
     fo.budget_bytes = (size_t)rows * rb;
     GPU(gkv_gpu_feat_open(&fd, st, "feat", &fo), "gkv_gpu_feat_open (device)");
@@ -377,7 +380,8 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
     for (int64_t i = 0; i < N; i++)
         perm[i] = i;
     for (int64_t i = N - 1; i > 0; i--) {
-        int64_t j = (int64_t)(rnd(&s) % (uint64_t)(i + 1)), x = perm[i];
+        int64_t j = (int64_t)(tools__splitmix64(&s) % (uint64_t)(i + 1));
+        int64_t x = perm[i];
         perm[i] = perm[j];
         perm[j] = x;
     }
@@ -400,7 +404,7 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
         }
     }
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = tools__now_s();
         size_t e = 0;
         for (int b = 0; b < nbatch; b++) {
             gkv_gpu_block gb[2];
@@ -410,10 +414,10 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
             e += gb[0].num_edges + gb[1].num_edges;
         }
         GPU(gkv_gpu_sync(NULL), "sync");
-        t_gpu[r] = now_s() - t0;
+        t_gpu[r] = tools__now_s() - t0;
         edges_gpu = e;
         for (int th = 0; th < 2; th++) {
-            t0 = now_s();
+            t0 = tools__now_s();
             e = 0;
             for (int b = 0; b < nbatch; b++) {
                 const int64_t *sp[1] = {perm + (size_t)b * batch};
@@ -424,7 +428,7 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
                     die("gkv_sample_blocks", rc, gkv_sampler_errmsg(cs[th]));
                 e += cb[0].edges[0].n + cb[1].edges[0].n;
             }
-            t_cpu[th][r] = now_s() - t0;
+            t_cpu[th][r] = tools__now_s() - t0;
             edges_cpu[th] = e;
         }
     }
@@ -449,7 +453,7 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
             double tb[MAX_REPS];
             size_t edges = 0;
             for (int r = 0; r < reps; r++) {
-                double t0 = now_s();
+                double t0 = tools__now_s();
                 size_t e = 0;
                 for (int b = 0; b < nb; b++) {
                     gkv_gpu_block gb[2];
@@ -459,7 +463,7 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
                     e += gb[0].num_edges + gb[1].num_edges;
                 }
                 GPU(gkv_gpu_sync(NULL), "sync");
-                tb[r] = now_s() - t0;
+                tb[r] = tools__now_s() - t0;
                 edges = e;
             }
             printf("RESULT gpu_sample device=\"%s\" scale=%d fanouts=15,10 "
@@ -479,59 +483,20 @@ bench_sample(const char *dev, int scale, size_t batch, int nbatch, int reps)
 int
 main(int argc, char **argv)
 {
-    int scale = 22, reps = 5, nbatch = 64, ndev = 0;
-    long long rows = 1LL << 21, rb = 512, n = 1LL << 20, batch = 1024;
+    struct args a;
+    int ndev = 0, rc;
     char dev[256];
 
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        } else if (strcmp(o, "--scale") == 0) {
-            scale = (int)arg_num(o, v, 4);
-            i++;
-        } else if (strcmp(o, "--rows") == 0) {
-            rows = arg_num(o, v, 1);
-            i++;
-        } else if (strcmp(o, "--row-bytes") == 0) {
-            rb = arg_num(o, v, 4);
-            i++;
-        } else if (strcmp(o, "--n") == 0) {
-            n = arg_num(o, v, 1);
-            i++;
-        } else if (strcmp(o, "--batch") == 0) {
-            batch = arg_num(o, v, 1);
-            i++;
-        } else if (strcmp(o, "--batches") == 0) {
-            nbatch = (int)arg_num(o, v, 1);
-            i++;
-        } else if (strcmp(o, "--reps") == 0) {
-            reps = (int)arg_num(o, v, 1);
-            i++;
-        } else {
-            fprintf(stderr, "%s: unknown option '%s'\n", PROG, o);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (reps > MAX_REPS) {
-        fprintf(stderr, "%s: --reps %d: at most %d\n", PROG, reps, MAX_REPS);
-        return 2;
-    }
-    if (rb % 4 != 0 || scale > 30 || batch > (1LL << scale)) {
-        fprintf(stderr, "%s: --row-bytes must be a multiple of 4, --scale at "
-                "most 30 and --batch at most 2^scale\n", PROG);
-        return 2;
-    }
+    if ((rc = parse_args(argc, argv, &a)) != 0)
+        return rc;
     if (gkv_gpu_available(&ndev, dev, sizeof dev) != GKV_OK) {
         printf("# %s: %s\n", PROG, gkv_gpu_errmsg());
         printf("RESULT gpu skipped=no-device\n");
         return gpu_required();
     }
     printf("# %s: device 0 of %d: %s\n", PROG, ndev, dev);
-    bench_gather(dev, (int64_t)rows, (size_t)rb, (size_t)n, reps);
-    bench_sample(dev, scale, (size_t)batch, nbatch, reps);
+    bench_gather(dev, (int64_t)a.rows, (size_t)a.rb, (size_t)a.n, a.reps);
+    bench_sample(dev, a.scale, (size_t)a.batch, a.nbatch, a.reps);
     return 0;
 }
 

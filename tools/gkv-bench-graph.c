@@ -47,35 +47,11 @@
 
 #include "gkv.h"
 #include "gkv_sample.h"
+#include "opt.h"
 #include "util.h"
 
 #define PROG  "gkv-bench-graph"
 #define BATCH 1024
-
-static int nfail;
-
-static void
-bad(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, PROG ": CHECK FAILED: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    nfail++;
-}
-
-static uint64_t
-splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 /* ---- the graph and its checks ----------------------------------------- */
 
@@ -96,20 +72,22 @@ verify(const gkv_block *b, int nl, const int *fan, const int64_t *seeds,
         const int64_t *want = l == nl - 1 ? seeds : b[l + 1].nodes[0].ids;
         size_t nwant = l == nl - 1 ? BATCH : b[l + 1].nodes[0].num_src, e = 0;
         if (bn->num_dst != nwant) {
-            bad("%s layer %d: %zu destination nodes, want %zu", what, l,
-                bn->num_dst, nwant);
+            tools__check_failed("%s layer %d: %zu destination nodes, want %zu",
+                                what, l, bn->num_dst, nwant);
             return;
         }
         for (size_t i = 0; i < bn->num_src; i++) {
             int64_t v = bn->ids[i];
             if (v < 0 || v >= nnodes || mark[v] >= 0) {
-                bad("%s layer %d: node %lld bad or listed twice", what, l,
+                tools__check_failed(
+                    "%s layer %d: node %lld bad or listed twice", what, l,
                     (long long)v);
                 goto reset;
             }
             if (i < nwant && v != want[i]) {
-                bad("%s layer %d: destination %zu is %lld, want %lld", what,
-                    l, i, (long long)v, (long long)want[i]);
+                tools__check_failed(
+                    "%s layer %d: destination %zu is %lld, want %lld", what, l,
+                    i, (long long)v, (long long)want[i]);
                 goto reset;
             }
             mark[v] = (int32_t)i;
@@ -123,28 +101,32 @@ verify(const gkv_block *b, int nl, const int *fan, const int64_t *seeds,
                 if (ls < 0 || (size_t)ls >= bn->num_src || id < 0 ||
                     id >= coo.n || coo.dst[id] != v ||
                     coo.src[id] != bn->ids[ls]) {
-                    bad("%s layer %d: edge %zu (local %lld -> %zu, eid "
-                        "%lld) is not an edge of the graph", what, l, e,
-                        (long long)ls, i, (long long)id);
+                    tools__check_failed(
+                        "%s layer %d: edge %zu (local %lld -> %zu, eid "
+                        "%lld) is not an edge of the graph",
+                        what, l, e, (long long)ls, i, (long long)id);
                     goto reset;
                 }
                 for (size_t q = e0; q < e; q++)
                     if (be->eid[q] == id) {
-                        bad("%s layer %d: edge %lld twice", what, l,
-                            (long long)id);
+                        tools__check_failed("%s layer %d: edge %lld twice",
+                                            what, l, (long long)id);
                         goto reset;
                     }
                 e++;
             }
             if ((int64_t)(e - e0) != exp) {
-                bad("%s layer %d: node %lld (in-degree %lld) got %zu edges, "
-                    "want %lld", what, l, (long long)v, (long long)deg,
-                    e - e0, (long long)exp);
+                tools__check_failed(
+                    "%s layer %d: node %lld (in-degree %lld) got %zu edges, "
+                    "want %lld",
+                    what, l, (long long)v, (long long)deg, e - e0,
+                    (long long)exp);
                 goto reset;
             }
         }
         if (e != be->n)
-            bad("%s layer %d: %zu edges after the last destination", what, l,
+            tools__check_failed(
+                "%s layer %d: %zu edges after the last destination", what, l,
                 be->n - e);
 reset:
         for (size_t i = 0; i < bn->num_src; i++)
@@ -214,7 +196,7 @@ anchor_build(const char *src)
              src);
     tools__note("building the anchor: %s", cmd);
     if (system(cmd) != 0) {
-        bad("could not build the anchor (%s)", cmd);
+        tools__check_failed("could not build the anchor (%s)", cmd);
         return;
     }
     anchor_ok = 1;
@@ -236,7 +218,7 @@ anchor_run(int scale, const char *fans, int reps, int batches, double *sampled,
              BATCH, reps, batches);
     tools__note("running the anchor: %s", cmd);
     if ((fp = popen(cmd, "r")) == NULL) {
-        bad("could not run the anchor: %s", strerror(errno));
+        tools__check_failed("could not run the anchor: %s", strerror(errno));
         return;
     }
     while (fgets(line, sizeof line, fp) != NULL) {
@@ -251,7 +233,7 @@ anchor_run(int scale, const char *fans, int reps, int batches, double *sampled,
         got = 1;
     }
     if (pclose(fp) != 0 || !got || *sampled <= 0)
-        bad("the anchor failed or printed no sampled_edges_s");
+        tools__check_failed("the anchor failed or printed no sampled_edges_s");
 }
 
 /* ---- main --------------------------------------------------------------- */
@@ -280,8 +262,21 @@ struct result {
 int
 main(int argc, char **argv)
 {
-    int scale = 20, reps = 5, batches = 64, use_anchor = 1;
+    int scale = 20, reps = 5, batches = 64, use_anchor, quick = 0;
+    int no_anchor = 0, rc;
     const char *anchor_src = "../shared/anchors/sample_csc.c";
+    const struct tools_opt opts[] = {
+        {"--quick", OPT_FLAG, .dst = &quick},
+        {"--scale", OPT_INT, .dst = &scale, .lo = 11, .hi = 30},
+        {"--reps", OPT_INT, .dst = &reps, .lo = 1, .hi = 1000},
+        {"--batches", OPT_INT, .dst = &batches, .lo = 1, .hi = 100000},
+        {"--anchor-src", OPT_STR, .dst = &anchor_src},
+        {"--no-anchor", OPT_FLAG, .dst = &no_anchor},
+        {NULL},
+    };
+    const struct tools_opt_parser parser = {
+        .prog = PROG, .opts = opts, .usage = usage,
+    };
     static const struct {
         const char *name;        /* seed hop first, as the anchor */
         int nl;
@@ -297,35 +292,11 @@ main(int argc, char **argv)
     uint64_t rs = 42;
 
     tools__prog = PROG;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--quick")) {
-            scale = 16;
-        } else if (!strcmp(a, "--scale") && i + 1 < argc) {
-            scale = atoi(argv[++i]);
-        } else if (!strcmp(a, "--reps") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-        } else if (!strcmp(a, "--batches") && i + 1 < argc) {
-            batches = atoi(argv[++i]);
-        } else if (!strcmp(a, "--anchor-src") && i + 1 < argc) {
-            anchor_src = argv[++i];
-        } else if (!strcmp(a, "--no-anchor")) {
-            use_anchor = 0;
-        } else {
-            fprintf(stderr, PROG ": unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (scale < 11 || scale > 30 || reps < 1 || reps > 1000 || batches < 1 ||
-        batches > 100000) {
-        fprintf(stderr, PROG ": scale must be 11..30, reps 1..1000, batches "
-                "1..100000\n");
-        return 2;
-    }
+    if ((rc = tools__opt_parse(&parser, argc, argv)) != 0)
+        return rc;
+    if (quick)
+        scale = 16;
+    use_anchor = !no_anchor;
     if (use_anchor)
         anchor_build(anchor_src);
     load0 = loadavg();
@@ -370,7 +341,8 @@ main(int argc, char **argv)
     for (int64_t i = 0; i < nnodes; i++)
         perm[i] = i;
     for (int64_t i = nnodes - 1; i > 0; i--) {
-        int64_t j = (int64_t)(splitmix(&rs) % (uint64_t)(i + 1)), t = perm[i];
+        int64_t j = (int64_t)(tools__splitmix64(&rs) % (uint64_t)(i + 1));
+        int64_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
@@ -395,14 +367,15 @@ main(int argc, char **argv)
                                   &o, b1) != GKV_OK ||
                 gkv_sample_blocks(s[1], &seeds, &n, cfg[c].fan, 1, cfg[c].nl,
                                   &o, b2) != GKV_OK) {
-                bad("gkv_sample_blocks: %s", gkv_sampler_errmsg(s[0]));
+                tools__check_failed("gkv_sample_blocks: %s",
+                                    gkv_sampler_errmsg(s[0]));
                 continue;
             }
             snprintf(what, sizeof what, "fanouts %s batch %d", cfg[c].name,
                      v);
             verify(b1, cfg[c].nl, cfg[c].fan, seeds, what);
             if (!same_blocks(b1, b2, cfg[c].nl))
-                bad("%s: 2 threads differ from 1", what);
+                tools__check_failed("%s: 2 threads differ from 1", what);
         }
         for (int t = 0; t < 2; t++) {
             double eps[1000], tot_e = 0;
@@ -481,11 +454,11 @@ main(int argc, char **argv)
     printf("load average at the start %.2f, at the end %.2f (with %ld "
            "cores; other work on them lowers every figure, the 2-thread "
            "ones most)\n", load0, loadavg(), sysconf(_SC_NPROCESSORS_ONLN));
-    if (nfail > 0)
-        printf("\n%d CHECKS FAILED\n", nfail);
+    if (tools__checks_failed > 0)
+        printf("\n%d CHECKS FAILED\n", tools__checks_failed);
     gkv_sgraph_free(sg);
     gkv_graph_free(graph);
     free(mark);
     free(perm);
-    return nfail > 0 ? 1 : 0;
+    return tools__checks_failed > 0 ? 1 : 0;
 }

@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "gkv.h"
+#include "opt.h"
 #include "util.h"
 
 #define PROG    "gkv-bench-net"
@@ -72,21 +73,7 @@ static int nkids;
 static char workdir[256];
 static pid_t owner;                 /* clean-up runs in this process only */
 static char server_path[PATH_MAX + 16];
-static int nfail;
 static int reps = 5;
-
-static void
-bad(const char *fmt, ...)
-{
-    va_list ap;
-
-    fprintf(stderr, PROG ": CHECK FAILED: ");
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    nfail++;
-}
 
 /* ---- children and clean-up ------------------------------------------------ */
 
@@ -319,16 +306,6 @@ connect_job(const char *cfg)
 
 /* ---- the rows ------------------------------------------------------------------- */
 
-static uint64_t
-splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* A store at path holding rows [lo, hi) of tensor "feat" (uniform). */
 static void
 make_store(const char *path, uint64_t lo, uint64_t hi)
@@ -402,7 +379,8 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
             tools__die("%s: pull: %s: %s", what, gkv_strerror(rc),
                        gkv_net_errmsg());
         if (memcmp(dst, want, n * RB) != 0)
-            bad("%s: pulled rows differ from the store's", what);
+            tools__check_failed("%s: pulled rows differ from the store's",
+                                what);
     }
     med = tools__median(t, reps);
     if (tr != NULL)
@@ -439,7 +417,9 @@ time_push(gkv_client *c, const uint64_t *ids, size_t n, float *rows,
         tools__die("%s: pull: %s: %s", what, gkv_strerror(rc),
                    gkv_net_errmsg());
     if (memcmp(dst, rows, n * RB) != 0)
-        bad("%s: rows pulled after the pushes differ from the last push", what);
+        tools__check_failed(
+            "%s: rows pulled after the pushes differ from the last push",
+            what);
     med = tools__median(t, reps);
     free(t);
     return med;
@@ -532,7 +512,7 @@ tcp_rep(struct tcpref *t, unsigned char *dst)
     xfer(t->fd, dst, t->bytes, 0);
     t0 = tools__now_s() - t0;
     if (dst[at] != (unsigned char)((at % (1u << 20)) * 31 + 7))
-        bad("tcp reference: payload differs");
+        tools__check_failed("tcp reference: payload differs");
     return t0;
 }
 
@@ -753,7 +733,7 @@ time_redis(struct resp *r, const uint64_t *ids, size_t n, float *dst,
             if (rep >= 0)
                 t[m][rep] = s;
             if (memcmp(dst, want, n * RB) != 0)
-                bad("redis: fetched rows differ");
+                tools__check_failed("redis: fetched rows differ");
         }
     for (int m = 0; m < 2; m++) {
         each[m] = med[m] = tools__median(t[m], reps);
@@ -925,7 +905,7 @@ bench_sample(int scale, int nbatch, struct sres *out)
     ne = gkv_graph_num_edges(g, 0);
     ew = tools__xmalloc((size_t)ne * sizeof *ew + 4);
     for (int64_t i = 0; i < ne; i++)
-        ew[i] = 0.5f + (float)(splitmix(&x) >> 40) / (float)(1 << 24);
+        ew[i] = 0.5f + (float)(tools__splitmix64(&x) >> 40) / (float)(1 << 24);
     gkv_graph_free(g);
     snprintf(json, sizeof json, "%s/g.json", dir);
     snprintf(cfg, sizeof cfg, "%s/ip-sample.cfg", workdir);
@@ -941,7 +921,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
     for (int64_t i = 0; i < n; i++)
         perm[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(splitmix(&x) % (uint64_t)(i + 1)), v = perm[i];
+        int64_t j = (int64_t)(tools__splitmix64(&x) % (uint64_t)(i + 1));
+        int64_t v = perm[i];
         perm[i] = perm[j];
         perm[j] = v;
     }
@@ -961,10 +942,11 @@ bench_sample(int scale, int nbatch, struct sres *out)
         /* every weight is > 0, so a weighted seed hop takes as many edges
          * as a uniform one (the next hop's frontier differs) */
         if (e[0] != e[1] || e0[2] != e0[1] || e0[5] != e0[4]) {
-            bad("sampling: %zu edges in-process, %zu through the servers; "
+            tools__check_failed(
+                "sampling: %zu edges in-process, %zu through the servers; "
                 "seed hop %zu uniform, %zu weighted by 'w'; out-edges %zu "
-                "uniform, %zu weighted", e[0], e[1], e0[1], e0[2], e0[4],
-                e0[5]);
+                "uniform, %zu weighted",
+                e[0], e[1], e0[1], e0[2], e0[4], e0[5]);
             out->ok = 0;
         }
         out->edges = e[0];
@@ -995,7 +977,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
         for (int i = 0; i < 2; i++) {
             if (cb[i].nodes[0].num_src != kn[i] ||
                 memcmp(cb[i].nodes[0].ids, keep[i], kn[i] * 8) != 0) {
-                bad("sampling: block %d's nodes differ from in-process", i);
+                tools__check_failed(
+                    "sampling: block %d's nodes differ from in-process", i);
                 out->ok = 0;
             }
             free(keep[i]);
@@ -1083,39 +1066,35 @@ main(int argc, char **argv)
     int base, rfd;
     char self[PATH_MAX], *sl;
     ssize_t k;
+    uint64_t rows_arg = 0;
+    int quick = 0, rc;
+    const struct tools_opt opts[] = {
+        {"--quick", OPT_FLAG, .dst = &quick},
+        {"--reps", OPT_INT, .dst = &reps, .lo = 1, .hi = 1000000},
+        {"--scale", OPT_INT, .dst = &scale, .lo = 12, .hi = 26},
+        {"--rows", OPT_U64, .dst = &rows_arg, .lo = 1000, .hi = 1ull << 40},
+        {"--no-redis", OPT_FLAG, .dst = &no_redis},
+        {"--no-sample", OPT_FLAG, .dst = &no_sample},
+        {"--no-pull", OPT_FLAG, .dst = &no_pull},
+        {NULL},
+    };
+    const struct tools_opt_parser parser = {
+        .prog = PROG, .opts = opts, .usage = usage,
+    };
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--quick") == 0) {
-            n = 20000;
-            scale = 16;
-            nbatch = 16;
-        } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
-            scale = atoi(argv[++i]);
-        } else if (strcmp(argv[i], "--rows") == 0 && i + 1 < argc) {
-            n = (size_t)atol(argv[++i]);
-        } else if (strcmp(argv[i], "--no-redis") == 0) {
-            no_redis = 1;
-        } else if (strcmp(argv[i], "--no-sample") == 0) {
-            no_sample = 1;
-        } else if (strcmp(argv[i], "--no-pull") == 0) {
-            no_pull = 1;
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (reps < 1 || n < 1000 || scale < 12 || scale > 26 ||
-        (no_pull && no_sample)) {
-        usage(stderr);
-        return 2;
-    }
-    nrows = 2 * n;
     tools__prog = PROG;
+    if ((rc = tools__opt_parse(&parser, argc, argv)) != 0)
+        return rc;
+    if (quick) {
+        n = 20000;
+        scale = 16;
+        nbatch = 16;
+    }
+    n = rows_arg != 0 ? (size_t)rows_arg : n;
+    if (no_pull && no_sample)
+        return tools__usage_error(PROG, "--no-pull with --no-sample leaves "
+                                  "nothing to measure");
+    nrows = 2 * n;
     owner = getpid();
     /* gkv-server sits next to this program */
     if ((k = readlink("/proc/self/exe", self, sizeof self - 1)) <= 0)
@@ -1145,7 +1124,7 @@ main(int argc, char **argv)
     if (no_pull) {
         bench_sample(scale, nbatch, &sr);
         print_sample(&sr, scale, nbatch);
-        return nfail ? 1 : 0;
+        return tools__checks_failed ? 1 : 0;
     }
     /* the stores: one with every row, two with half each */
     snprintf(st[0], sizeof st[0], "%s/one", workdir);
@@ -1156,7 +1135,7 @@ main(int argc, char **argv)
         for (size_t i = 0; i < nrows; i++)
             perm[i] = i;
         for (size_t i = nrows - 1; i > 0; i--) {
-            size_t j = (size_t)(splitmix(&x) % (i + 1));
+            size_t j = (size_t)(tools__splitmix64(&x) % (i + 1));
             uint64_t v = perm[i];
             perm[i] = perm[j];
             perm[j] = v;
@@ -1247,7 +1226,7 @@ main(int argc, char **argv)
          * in gkv-bench's push: a direct push rewrites the chunks it
          * touches, so its cost grows with the tensor */
         for (size_t i = 0; i < n; i++)
-            pids[i] = ids[i] * 5 + (splitmix(&x) % 5);   /* distinct */
+            pids[i] = ids[i] * 5 + (tools__splitmix64(&x) % 5);   /* distinct */
         memcpy(rows, want, n * RB);
         snprintf(st[0], sizeof st[0], "%s/push", workdir);
         make_store(st[0], 0, 10 * (uint64_t)n);
@@ -1277,8 +1256,9 @@ main(int argc, char **argv)
     {
         double bytes = (double)n * RB;
         printf("RESULT net_pull servers=1 rows=%zu row_bytes=%zu reps=%d "
-               "GBs=%.3f rows_s=%.3g verify=%s\n", n, (size_t)RB, reps,
-               bytes / t1 / 1e9, (double)n / t1, nfail ? "FAIL" : "ok");
+               "GBs=%.3f rows_s=%.3g verify=%s\n",
+               n, (size_t)RB, reps, bytes / t1 / 1e9, (double)n / t1,
+               tools__checks_failed ? "FAIL" : "ok");
         printf("RESULT tcp_stream bytes=%.0f reps=%d GBs=%.3f\n", bytes, reps,
                bytes / ttcp / 1e9);
         printf("RESULT net_pull_vs_tcp ratio=%.2f target=0.8\n", ttcp / t1);
@@ -1332,5 +1312,5 @@ main(int argc, char **argv)
     free(ids);
     free(dst);
     free(want);
-    return nfail ? 1 : 0;
+    return tools__checks_failed ? 1 : 0;
 }

@@ -47,6 +47,7 @@
 #include <hiredis/hiredis.h>
 
 #include "gkv.h"
+#include "opt.h"
 #include "util.h"
 
 #define PROG "gkv-bench"
@@ -161,16 +162,6 @@ on_signal(int sig)
 
 /* ---- time, random IDs, row values (as in ../shared/anchors/common.h) ------- */
 
-static inline uint64_t
-splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 typedef struct { uint64_t s[4]; } rng_t;
 
 static inline uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -179,7 +170,7 @@ static void
 rng_seed(rng_t *r, uint64_t seed)
 {
     for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&seed);
+        r->s[i] = tools__splitmix64(&seed);
 }
 
 static inline uint64_t
@@ -204,7 +195,7 @@ static inline float
 feat_val(uint64_t row, uint32_t col)
 {
     uint64_t x = row * 0x100000001b3ULL + col;
-    uint64_t z = splitmix64(&x);
+    uint64_t z = tools__splitmix64(&x);
 
     return (float)(z >> 40) * (1.0f / 16777216.0f) + (float)(row & 1023);
 }
@@ -1502,6 +1493,16 @@ usage(FILE *f)
 "GKV_BENCH_VERBOSE=1 (per-rep times). Needs about 9 GB of disk and 12 GB of RAM.\n");
 }
 
+static int
+set_only(void *ctx, const char *val)
+{
+    if (strcmp(val, "pull") && strcmp(val, "push") && strcmp(val, "import"))
+        return tools__usage_error(PROG, "--only: '%s' is not pull, push or "
+                                  "import", val);
+    opt.only = val;
+    return 0;
+}
+
 static void
 machine_line(void)
 {
@@ -1538,43 +1539,22 @@ main(int argc, char **argv)
 {
     struct sigaction sa;
     double t0 = tools__now_s();
+    const struct tools_opt opts[] = {
+        {"--quick", OPT_FLAG, .dst = &opt.quick},
+        {"--dir", OPT_STR, .dst = &opt.dir},
+        {"--reps", OPT_INT, .dst = &opt.reps, .lo = 1, .hi = 1000},
+        {"--only", OPT_FN, .fn = set_only},
+        {NULL},
+    };
+    const struct tools_opt_parser parser = {
+        .prog = PROG, .opts = opts, .usage = usage,
+        .version = PROG " " GKV_VERSION_STRING,
+    };
+    int rc;
 
     tools__prog = PROG;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
-            printf(PROG " %s\n", GKV_VERSION_STRING);
-            return 0;
-        } else if (!strcmp(a, "--quick")) {
-            opt.quick = 1;
-        } else if (!strcmp(a, "--dir") && i + 1 < argc) {
-            opt.dir = argv[++i];
-        } else if (!strcmp(a, "--reps") && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 1000) {
-                fprintf(stderr, PROG ": --reps wants 1..1000, not '%s'\n", argv[i]);
-                return 2;
-            }
-            opt.reps = (int)v;
-        } else if (!strcmp(a, "--only") && i + 1 < argc) {
-            opt.only = argv[++i];
-            if (strcmp(opt.only, "pull") && strcmp(opt.only, "push") &&
-                strcmp(opt.only, "import")) {
-                fprintf(stderr, PROG ": --only wants pull, push or import, not "
-                        "'%s'\n", opt.only);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, PROG ": unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    if ((rc = tools__opt_parse(&parser, argc, argv)) != 0)
+        return rc;
     pull_n = push_n = import_n = opt.quick ? 200000 : 2000000;
     pull_b = push_b = opt.quick ? 20000 : 100000;
     pull_reps = opt.reps ? opt.reps : opt.quick ? 5 : 11;

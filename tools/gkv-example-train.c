@@ -47,12 +47,14 @@
  * sampled edges/s.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gkv.h"
+#include "opt.h"
 #include "util.h"
 
 #define PROG "gkv-example-train"
@@ -61,7 +63,7 @@
 struct opts {
     int epochs, batch, nlayers, fan[MAX_LAYERS], emb_dim, timeout_ms;
     int max_batches, device;
-    long gpu_cache_mb;
+    int gpu_cache_mb;
     double lr, train_frac;
     int train_frac_set;          /* --train-frac given */
     uint64_t seed;
@@ -117,15 +119,6 @@ usage(FILE *f)
 }
 
 static int
-bad_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, PROG ": ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(see " PROG " --help)\n");
-    return 2;
-}
-
-static int
 parse_int(const char *s, long lo, long hi, long *out)
 {
     char *end;
@@ -139,25 +132,78 @@ parse_int(const char *s, long lo, long hi, long *out)
     return 0;
 }
 
-/* Every option takes a value. */
 static int
-known_option(const char *a)
+opt_fanouts(void *ctx, const char *v)
 {
-    static const char *const names[] = {
-        "--epochs", "--batch", "--emb-dim", "--timeout-ms", "--max-batches",
-        "--seed", "--fanouts", "--lr", "--train-frac", "--device",
-        "--gpu-cache-mb", "--ntype", "--feat", "--emb", "--train-mask",
-    };
+    struct opts *o = ctx;
+    char buf[256], *tok, *save;
+    long x;
 
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (!strcmp(a, names[i]))
-            return 1;
+    snprintf(buf, sizeof buf, "%s", v);
+    o->nlayers = 0;
+    for (tok = strtok_r(buf, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (o->nlayers == MAX_LAYERS)
+            return tools__usage_error(PROG, "fanouts '%s': at most 8 layers",
+                                      v);
+        if (parse_int(tok, -1, 1 << 20, &x) != 0 || x == 0)
+            return tools__usage_error(PROG, "fanouts '%s': each must be -1 "
+                                      "or a positive integer", v);
+        o->fan[o->nlayers++] = (int)x;
+    }
+    if (o->nlayers == 0)
+        return tools__usage_error(PROG, "fanouts '%s' is empty", v);
     return 0;
 }
 
 static int
+opt_train_mask(void *ctx, const char *v)
+{
+    struct opts *o = ctx;
+
+    if (*v == '\0' || strchr(v, '/') != NULL || strchr(v, '#') != NULL)
+        return tools__usage_error(PROG, "--train-mask '%s': a feature name, "
+                                  "without '/' or '#' (node/<ntype>/ is "
+                                  "added)", v);
+    o->train_mask = v;
+    return 0;
+}
+
+/* Fills *o from argv: 0, or 2 after a usage error (its message printed). */
+static int
 parse_args(int argc, char **argv, struct opts *o)
 {
+#define POSITIVE .lo = 1, .hi = 1 << 30, .bad = "is not a positive integer"
+#define NATURAL .lo = 0, .hi = 1 << 30, .bad = "is not a non-negative integer"
+    const struct tools_opt opts[] = {
+        {"--epochs", OPT_INT, .dst = &o->epochs, POSITIVE},
+        {"--batch", OPT_INT, .dst = &o->batch, POSITIVE},
+        {"--emb-dim", OPT_INT, .dst = &o->emb_dim, POSITIVE},
+        {"--timeout-ms", OPT_INT, .dst = &o->timeout_ms, POSITIVE},
+        {"--max-batches", OPT_INT, .dst = &o->max_batches, POSITIVE},
+        {"--seed", OPT_U64, .dst = &o->seed, .lo = 0, .hi = 1ull << 62,
+         .bad = "is not a non-negative integer"},
+        {"--fanouts", OPT_FN, .fn = opt_fanouts, .flags = OPT_EMPTY_OK},
+        {"--lr", OPT_DOUBLE, .dst = &o->lr, .dlo = DBL_MIN, .dhi = DBL_MAX,
+         .bad = "is out of range (above 0)"},
+        {"--train-frac", OPT_DOUBLE, .dst = &o->train_frac, .dlo = DBL_MIN,
+         .dhi = 1, .bad = "is out of range (above 0, at most 1)"},
+        {"--device", OPT_INT, .dst = &o->device, NATURAL},
+        {"--gpu-cache-mb", OPT_INT, .dst = &o->gpu_cache_mb, NATURAL},
+        {"--ntype", OPT_STR, .dst = &o->ntype, .flags = OPT_EMPTY_OK},
+        {"--feat", OPT_STR, .dst = &o->feat, .flags = OPT_EMPTY_OK},
+        {"--emb", OPT_STR, .dst = &o->emb, .flags = OPT_EMPTY_OK},
+        {"--train-mask", OPT_FN, .fn = opt_train_mask, .flags = OPT_EMPTY_OK},
+        {NULL},
+    };
+#undef POSITIVE
+#undef NATURAL
+    const struct tools_opt_parser parser = {
+        .prog = PROG, .opts = opts, .usage = usage, .ctx = o,
+        .version = PROG " (gkv) " GKV_VERSION_STRING,
+    };
+    int rc;
+
     memset(o, 0, sizeof *o);
     o->epochs = 1;
     o->batch = 1024;
@@ -167,99 +213,25 @@ parse_args(int argc, char **argv, struct opts *o)
     o->emb_dim = 16;
     o->timeout_ms = 30000;
     o->lr = 0.05;
-    o->train_frac = 0.6;
     o->seed = 1;
     o->feat = "feat";
     o->emb = "emb";
     o->device = -1;
     o->gpu_cache_mb = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long x;
-
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
-            printf(PROG " (gkv) %s\n", GKV_VERSION_STRING);
-            exit(0);
-        }
-        if (a[0] != '-' || a[1] != '-')
-            return bad_usage("unexpected argument '%s'", a);
-        if (!known_option(a))
-            return bad_usage("unknown option '%s'", a);
-        if (v == NULL)
-            return bad_usage("option '%s' needs a value", a);
-        i++;
-        if (!strcmp(a, "--epochs") || !strcmp(a, "--batch") ||
-            !strcmp(a, "--emb-dim") || !strcmp(a, "--timeout-ms") ||
-            !strcmp(a, "--max-batches")) {
-            if (parse_int(v, 1, 1L << 30, &x) != 0)
-                return bad_usage("'%s' is not a positive integer", v);
-            if (!strcmp(a, "--epochs")) o->epochs = (int)x;
-            else if (!strcmp(a, "--batch")) o->batch = (int)x;
-            else if (!strcmp(a, "--emb-dim")) o->emb_dim = (int)x;
-            else if (!strcmp(a, "--timeout-ms")) o->timeout_ms = (int)x;
-            else o->max_batches = (int)x;
-        } else if (!strcmp(a, "--seed")) {
-            if (parse_int(v, 0, 1L << 62, &x) != 0)
-                return bad_usage("seed '%s' is not a non-negative integer", v);
-            o->seed = (uint64_t)x;
-        } else if (!strcmp(a, "--fanouts")) {
-            char buf[256], *tok, *save;
-            snprintf(buf, sizeof buf, "%s", v);
-            o->nlayers = 0;
-            for (tok = strtok_r(buf, ",", &save); tok != NULL;
-                 tok = strtok_r(NULL, ",", &save)) {
-                if (o->nlayers == MAX_LAYERS)
-                    return bad_usage("fanouts '%s': at most 8 layers", v);
-                if (parse_int(tok, -1, 1 << 20, &x) != 0 || x == 0)
-                    return bad_usage("fanouts '%s': each must be -1 or a "
-                                     "positive integer", v);
-                o->fan[o->nlayers++] = (int)x;
-            }
-            if (o->nlayers == 0)
-                return bad_usage("fanouts '%s' is empty", v);
-        } else if (!strcmp(a, "--lr") || !strcmp(a, "--train-frac")) {
-            char *end;
-            double d = strtod(v, &end);
-            if (end == v || *end != '\0' || !(d > 0) ||
-                (!strcmp(a, "--train-frac") && d > 1))
-                return bad_usage("'%s' is out of range", v);
-            if (!strcmp(a, "--lr")) {
-                o->lr = d;
-            } else {
-                o->train_frac = d;
-                o->train_frac_set = 1;
-            }
-        } else if (!strcmp(a, "--device") || !strcmp(a, "--gpu-cache-mb")) {
-            if (parse_int(v, 0, 1L << 30, &x) != 0)
-                return bad_usage("'%s' is not a non-negative integer", v);
-            if (!strcmp(a, "--device")) o->device = (int)x;
-            else o->gpu_cache_mb = x;
-        } else if (!strcmp(a, "--ntype")) {
-            o->ntype = v;
-        } else if (!strcmp(a, "--feat")) {
-            o->feat = v;
-        } else if (!strcmp(a, "--emb")) {
-            o->emb = v;
-        } else if (!strcmp(a, "--train-mask")) {
-            if (*v == '\0' || strchr(v, '/') != NULL || strchr(v, '#') != NULL)
-                return bad_usage("--train-mask '%s': a feature name, without "
-                                 "'/' or '#' (node/<ntype>/ is added)", v);
-            o->train_mask = v;
-        }
-    }
+    if ((rc = tools__opt_parse(&parser, argc, argv)) != 0)
+        return rc;
+    o->train_frac_set = o->train_frac != 0;   /* a given one is above 0 */
+    if (!o->train_frac_set)
+        o->train_frac = 0.6;
     if (o->train_mask != NULL && o->train_frac_set)
-        return bad_usage("%s: give a mask or a fraction, not both",
-                         "--train-mask with --train-frac");
+        return tools__usage_error(PROG, "--train-mask with --train-frac: give "
+                                  "a mask or a fraction, not both");
     if (o->gpu_cache_mb >= 0 && o->device < 0)
-        return bad_usage("%s needs --device", "--gpu-cache-mb");
+        return tools__usage_error(PROG, "--gpu-cache-mb needs --device");
 #ifndef GKV_HAVE_CUDA
     if (o->device >= 0)
-        return bad_usage("%s: this gkv was built without CUDA (make "
-                         "CUDA=yes)", "--device");
+        return tools__usage_error(PROG, "--device: this gkv was built without "
+                                  "CUDA (make CUDA=yes)");
 #endif
     return 0;
 }
@@ -267,10 +239,7 @@ parse_args(int argc, char **argv, struct opts *o)
 static uint64_t
 mix64(uint64_t z)
 {
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return tools__splitmix64(&z);
 }
 
 static long

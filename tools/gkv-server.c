@@ -10,13 +10,14 @@
  * request, SIGTERM or SIGINT: requests in flight finish, the store is
  * synced), 1 a failure (the reason on stderr), 2 bad usage.
  */
-#include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gkv.h"
 #include "gkv_net.h"
+#include "opt.h"
 #include "util.h"
 
 #define PROG "gkv-server"
@@ -98,51 +99,107 @@ usage(FILE *f)
 "Exit status: 0 stopped normally, 1 failure, 2 bad usage.\n", f);
 }
 
+/* --writeback NAME: one more name; ctx is the struct wb. */
+struct wb {
+    const char *name[65];           /* 64 and the NULL */
+    size_t n;
+};
+
 static int
-bad_usage(const char *fmt, const char *arg)
+add_writeback(void *ctx, const char *val)
 {
-    fprintf(stderr, PROG ": ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry '" PROG " --help'.\n");
-    return EX_USAGE;
+    struct wb *w = ctx;
+    const char *star = strchr(val, '*');
+
+    if (w->n == sizeof w->name / sizeof w->name[0] - 1)
+        return tools__usage_error(PROG, "--writeback: more than 64 names");
+    _Static_assert(GKV_NAME_MAX == 255, "the message below says 255");
+    if (*val == '\0' || strlen(val) > GKV_NAME_MAX ||
+        strchr(val, '#') != NULL || (star != NULL && star[1] != '\0'))
+        return tools__usage_error(PROG, "--writeback: '%s' is not a tensor "
+                                  "name without '#' (at most 255 bytes), or a "
+                                  "prefix ending in '*'", val);
+    w->name[w->n++] = val;
+    return 0;
 }
 
-/* 1 for an option that takes a value, 0 for a flag, -1 for none of ours. */
+/* Fills *o from argv (w keeps the --writeback names o points to). 0, or
+ * the exit status of a usage error (its message printed). */
 static int
-opt_kind(const char *name)
+parse_args(gkv_server_opts *o, struct wb *w, int argc, char **argv)
 {
-    static const char *const with[] = {
-        "--store", "--ip-config", "--token-file", "--server-name",
-        "--machine", "--server-id", "--num-servers", "--threads",
-        "--heartbeat-timeout", "--max-msg", "--part-config", "--part-id",
-        "--num-clients", "--writeback", "--flush-ms",
+    unsigned part_id = UINT_MAX, machine = UINT_MAX;
+    char version[64];
+    const struct tools_opt opts[] = {
+        {"--store", OPT_STR, .dst = &o->store},
+        {"--ip-config", OPT_STR, .dst = &o->ip_config},
+        {"--part-config", OPT_STR, .dst = &o->part_config},
+        {"--part-id", OPT_UINT, .dst = &part_id, .lo = 0, .hi = 1u << 20,
+         .bad = "is not a partition number in 0..1048576"},
+        {"--token-file", OPT_STR, .dst = &o->token_file},
+        {"--server-name", OPT_STR, .dst = &o->server_name},
+        {"--create", OPT_BITS, .dst = &o->flags, .bits = GKV_SERVER_CREATE},
+        {"--keep-alive", OPT_BITS, .dst = &o->flags,
+         .bits = GKV_SERVER_KEEP_ALIVE},
+        {"--bind-any", OPT_BITS, .dst = &o->flags,
+         .bits = GKV_SERVER_BIND_ANY},
+        {"--nosync", OPT_BITS, .dst = &o->flags, .bits = GKV_SERVER_NOSYNC},
+        {"--no-prefault", OPT_BITS, .dst = &o->flags,
+         .bits = GKV_SERVER_NO_PREFAULT},
+        {"--quiet", OPT_BITS, .dst = &o->flags, .bits = GKV_SERVER_QUIET,
+         .alias = "-q"},
+        {"--machine", OPT_UINT, .dst = &machine, .lo = 0, .hi = 1u << 20,
+         .bad = "is not a machine index in 0..1048576"},
+        {"--server-id", OPT_UINT, .dst = &o->server_id, .lo = 0, .hi = 65535},
+        {"--num-servers", OPT_UINT, .dst = &o->num_servers, .lo = 1,
+         .hi = 65535},
+        {"--num-clients", OPT_UINT, .dst = &o->num_clients, .lo = 0,
+         .hi = 65536},
+        {"--threads", OPT_UINT, .dst = &o->threads, .lo = 1, .hi = 256},
+        {"--heartbeat-timeout", OPT_UINT, .dst = &o->lease_ms, .lo = 1,
+         .hi = 86400000, .bad = "is not a number of milliseconds in "
+         "1..86400000"},
+        {"--max-msg", OPT_U64, .dst = &o->max_msg, .lo = 4096,
+         .hi = 2000000000, .bad = "is not a byte count in 4096..2000000000"},
+        {"--writeback", OPT_FN, .fn = add_writeback},
+        {"--flush-ms", OPT_UINT, .dst = &o->flush_ms, .lo = 1,
+         .hi = 86400000, .bad = "is not a number of milliseconds in "
+         "1..86400000"},
+        {NULL},
     };
-    static const char *const flags[] = {
-        "--create", "--keep-alive", "--bind-any", "--nosync", "--no-prefault",
+    const struct tools_opt_parser parser = {
+        .prog = PROG, .opts = opts, .usage = usage, .version = version,
+        .ctx = w,
     };
+    int rc;
 
-    for (size_t i = 0; i < sizeof with / sizeof with[0]; i++)
-        if (strcmp(name, with[i]) == 0)
-            return 1;
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
-        if (strcmp(name, flags[i]) == 0)
-            return 0;
-    return -1;
-}
-
-/* Parses a decimal number in [lo, hi]; -1 on error. */
-static int
-parse_num(const char *s, unsigned long long lo, unsigned long long hi,
-          unsigned long long *out)
-{
-    char *end;
-
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    *out = strtoull(s, &end, 10);
-    if (errno || *end != '\0' || *out < lo || *out > hi)
-        return -1;
+    snprintf(version, sizeof version, PROG " %s (protocol %d)",
+             GKV_VERSION_STRING, GKV_NET_PROTO);
+    if ((rc = tools__opt_parse(&parser, argc, argv)) != 0)
+        return rc;
+    o->part_id = part_id == UINT_MAX ? -1 : (int)part_id;
+    o->machine = machine == UINT_MAX ? -1 : (int)machine;
+    if (w->n > 0)
+        o->writeback = w->name;
+    if (o->flush_ms != 0 && w->n == 0)
+        return tools__usage_error(PROG, "--flush-ms needs --writeback");
+    if (w->n > 0 && o->num_servers > 1)
+        return tools__usage_error(PROG, "--writeback needs one server per "
+                                  "machine (--num-servers 1): each server "
+                                  "process would keep its own copy of the "
+                                  "tensors");
+    if (o->store == NULL && o->part_config == NULL)
+        return tools__usage_error(PROG, "--store DIR or --part-config FILE is "
+                                  "required");
+    if (o->part_config != NULL && o->part_id < 0)
+        return tools__usage_error(PROG, "--part-config needs --part-id P");
+    if (o->part_config == NULL && o->part_id >= 0)
+        return tools__usage_error(PROG, "--part-id needs --part-config FILE");
+    if (o->ip_config == NULL)
+        return tools__usage_error(PROG, "--ip-config FILE is required");
+    if (o->server_id >= (o->num_servers ? o->num_servers : 1))
+        return tools__usage_error(PROG, "--server-id %u must be below "
+                                  "--num-servers", o->server_id);
     return 0;
 }
 
@@ -150,150 +207,15 @@ int
 main(int argc, char **argv)
 {
     gkv_server_opts o;
-    const char *wb[65] = {NULL};   /* 64 and the NULL */
-    size_t nwb = 0;
+    struct wb wb = {{NULL}, 0};
     gkv_server *srv = NULL;
     struct sigaction sa;
-    unsigned long long v;
     gkv_err rc;
+    int urc;
 
     memset(&o, 0, sizeof o);
-    o.machine = -1;
-    o.part_id = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL, *eq;
-        char name[64];
-        int takes;
-
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            usage(stdout);
-            return EX_OK;
-        }
-        if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
-            printf(PROG " %s (protocol %d)\n", GKV_VERSION_STRING,
-                   GKV_NET_PROTO);
-            return EX_OK;
-        }
-        if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            o.flags |= GKV_SERVER_QUIET;
-            continue;
-        }
-        if (strncmp(a, "--", 2) != 0)
-            return bad_usage("unexpected argument '%s'", a);
-        /* --name=value or --name value */
-        eq = strchr(a, '=');
-        snprintf(name, sizeof name, "%.*s", eq ? (int)(eq - a) : (int)strlen(a), a);
-        if ((takes = opt_kind(name)) < 0)
-            return bad_usage("unknown option '%s'", name);
-        if (takes) {
-            if (eq != NULL)
-                val = eq + 1;
-            else if (i + 1 < argc)
-                val = argv[++i];
-            else
-                return bad_usage("option '%s' needs a value", name);
-            if (*val == '\0')
-                return bad_usage("option '%s' needs a non-empty value", name);
-        } else if (eq != NULL) {
-            return bad_usage("option '%s' takes no value", name);
-        }
-        if (strcmp(name, "--store") == 0)
-            o.store = val;
-        else if (strcmp(name, "--ip-config") == 0)
-            o.ip_config = val;
-        else if (strcmp(name, "--part-config") == 0)
-            o.part_config = val;
-        else if (strcmp(name, "--part-id") == 0) {
-            if (parse_num(val, 0, 1u << 20, &v))
-                return bad_usage("--part-id: '%s' is not a partition number", val);
-            o.part_id = (int)v;
-        }
-        else if (strcmp(name, "--token-file") == 0)
-            o.token_file = val;
-        else if (strcmp(name, "--server-name") == 0)
-            o.server_name = val;
-        else if (strcmp(name, "--create") == 0)
-            o.flags |= GKV_SERVER_CREATE;
-        else if (strcmp(name, "--keep-alive") == 0)
-            o.flags |= GKV_SERVER_KEEP_ALIVE;
-        else if (strcmp(name, "--bind-any") == 0)
-            o.flags |= GKV_SERVER_BIND_ANY;
-        else if (strcmp(name, "--nosync") == 0)
-            o.flags |= GKV_SERVER_NOSYNC;
-        else if (strcmp(name, "--no-prefault") == 0)
-            o.flags |= GKV_SERVER_NO_PREFAULT;
-        else if (strcmp(name, "--machine") == 0) {
-            if (parse_num(val, 0, 1u << 20, &v))
-                return bad_usage("--machine: '%s' is not a machine index", val);
-            o.machine = (int)v;
-        } else if (strcmp(name, "--server-id") == 0) {
-            if (parse_num(val, 0, 65535, &v))
-                return bad_usage("--server-id: '%s' is not a number in 0..65535", val);
-            o.server_id = (unsigned)v;
-        } else if (strcmp(name, "--num-servers") == 0) {
-            if (parse_num(val, 1, 65535, &v))
-                return bad_usage("--num-servers: '%s' is not a number in 1..65535", val);
-            o.num_servers = (unsigned)v;
-        } else if (strcmp(name, "--num-clients") == 0) {
-            if (parse_num(val, 0, 65536, &v))
-                return bad_usage("--num-clients: '%s' is not a number in 0..65536", val);
-            o.num_clients = (unsigned)v;
-        } else if (strcmp(name, "--threads") == 0) {
-            if (parse_num(val, 1, 256, &v))
-                return bad_usage("--threads: '%s' is not a number in 1..256", val);
-            o.threads = (unsigned)v;
-        } else if (strcmp(name, "--heartbeat-timeout") == 0) {
-            if (parse_num(val, 1, 86400000, &v))
-                return bad_usage("--heartbeat-timeout: '%s' is not a number of "
-                                 "milliseconds in 1..86400000", val);
-            o.lease_ms = (unsigned)v;
-        } else if (strcmp(name, "--max-msg") == 0) {
-            if (parse_num(val, 4096, 2000000000ull, &v))
-                return bad_usage("--max-msg: '%s' is not a byte count in "
-                                 "4096..2000000000", val);
-            o.max_msg = v;
-        } else if (strcmp(name, "--writeback") == 0) {
-            const char *star = strchr(val, '*');
-
-            if (nwb == sizeof wb / sizeof wb[0] - 1)
-                return bad_usage("--writeback: more than %s names", "64");
-            _Static_assert(GKV_NAME_MAX == 255, "the message below says 255");
-            if (*val == '\0' || strlen(val) > GKV_NAME_MAX ||
-                strchr(val, '#') != NULL ||
-                (star != NULL && star[1] != '\0'))
-                return bad_usage("--writeback: '%s' is not a tensor name "
-                                 "without '#' (at most 255 bytes), or a "
-                                 "prefix ending in '*'", val);
-            wb[nwb++] = val;
-            o.writeback = wb;
-        } else if (strcmp(name, "--flush-ms") == 0) {
-            if (parse_num(val, 1, 86400000, &v))
-                return bad_usage("--flush-ms: '%s' is not a number of "
-                                 "milliseconds in 1..86400000", val);
-            o.flush_ms = (unsigned)v;
-        } else {
-            return bad_usage("unknown option '%s'", name);
-        }
-    }
-    if (o.flush_ms != 0 && nwb == 0)
-        return bad_usage("%s", "--flush-ms needs --writeback");
-    if (nwb > 0 && o.num_servers > 1)
-        return bad_usage("%s", "--writeback needs one server per machine "
-                         "(--num-servers 1): each server process would keep "
-                         "its own copy of the tensors");
-    if (o.store == NULL && o.part_config == NULL)
-        return bad_usage("%s", "--store DIR or --part-config FILE is required");
-    if (o.part_config != NULL && o.part_id < 0)
-        return bad_usage("%s", "--part-config needs --part-id P");
-    if (o.part_config == NULL && o.part_id >= 0)
-        return bad_usage("%s", "--part-id needs --part-config FILE");
-    if (o.ip_config == NULL)
-        return bad_usage("%s", "--ip-config FILE is required");
-    if (o.server_id >= (o.num_servers ? o.num_servers : 1)) {
-        char b[64];
-        snprintf(b, sizeof b, "%u", o.server_id);
-        return bad_usage("--server-id %s must be below --num-servers", b);
-    }
+    if ((urc = parse_args(&o, &wb, argc, argv)) != 0)
+        return urc;
     signal(SIGPIPE, SIG_IGN);
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -15,13 +15,17 @@
 
 const char *tools__prog = "gkv";
 volatile sig_atomic_t tools__got_signal;
+int tools__checks_failed;
 
+/* "PROG: TAGmessage\n" on f. */
 static void
-vnote(const char *fmt, va_list ap)
+vnote(FILE *f, const char *tag, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "%s: ", tools__prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    fflush(stdout);
+    fprintf(f, "%s: %s", tools__prog, tag);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
 }
 
 void
@@ -30,7 +34,7 @@ tools__die(const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vnote(fmt, ap);
+    vnote(stderr, "", fmt, ap);
     va_end(ap);
     exit(1);
 }
@@ -41,8 +45,19 @@ tools__note(const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vnote(fmt, ap);
+    vnote(stderr, "", fmt, ap);
     va_end(ap);
+}
+
+void
+tools__check_failed(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vnote(stderr, "CHECK FAILED: ", fmt, ap);
+    va_end(ap);
+    tools__checks_failed++;
 }
 
 void *
@@ -55,6 +70,36 @@ tools__xmalloc(size_t n)
     return p;
 }
 
+void *
+tools__xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+
+    if (p == NULL)
+        tools__die("out of memory (%zu x %zu bytes)", n, size);
+    return p;
+}
+
+char *
+tools__xstrdup(const char *s)
+{
+    char *d = strdup(s);
+
+    if (d == NULL)
+        tools__die("out of memory (%zu bytes)", strlen(s) + 1);
+    return d;
+}
+
+void
+tools__say(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vnote(stdout, "", fmt, ap);
+    va_end(ap);
+}
+
 double
 tools__now_s(void)
 {
@@ -62,6 +107,24 @@ tools__now_s(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void
+tools__sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+uint64_t
+tools__splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
 }
 
 static int

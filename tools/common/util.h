@@ -7,6 +7,7 @@
 
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The program's name, for messages: set it first thing in main(). */
 extern const char *tools__prog;
@@ -14,15 +15,31 @@ extern const char *tools__prog;
 /* "PROG: message\n" on stderr, then exit(1). */
 __attribute__((noreturn, format(printf, 1, 2)))
 void tools__die(const char *fmt, ...);
-/* "PROG: message\n" on stderr. */
+/* "PROG: message\n" on stderr (stdout is flushed first, so the two keep
+ * their order on one terminal or log). */
 __attribute__((format(printf, 1, 2)))
 void tools__note(const char *fmt, ...);
-/* malloc that dies with a message naming the size; 0 bytes gives 1. */
+/* "PROG: message\n" on stdout, flushed: progress a person or a log reads. */
+__attribute__((format(printf, 1, 2)))
+void tools__say(const char *fmt, ...);
+/* A benchmark's failed check: "PROG: CHECK FAILED: message\n" on stderr,
+ * counted in tools__checks_failed (its exit status says whether any). */
+extern int tools__checks_failed;
+__attribute__((format(printf, 1, 2)))
+void tools__check_failed(const char *fmt, ...);
+/* malloc, calloc and strdup that die with a message; 0 bytes gives 1. */
 void *tools__xmalloc(size_t n);
+void *tools__xcalloc(size_t n, size_t size);
+char *tools__xstrdup(const char *s);
 /* Seconds on the monotonic clock. */
 double tools__now_s(void);
+/* Sleeps ms milliseconds (less when a signal comes). */
+void tools__sleep_ms(int ms);
 /* The median of v[0..n) (n >= 1); v is not changed. */
 double tools__median(const double *v, int n);
+/* SplitMix64: advances *state and returns its next 64 random bits (the
+ * benchmarks' and examples' reproducible ID streams). */
+uint64_t tools__splitmix64(uint64_t *state);
 
 /* The signal SIGINT or SIGTERM delivered since tools__catch_signals(), or
  * 0. The handler only sets it (SA_RESTART: system calls are not cut
