@@ -8,7 +8,7 @@
  *   - batches of 1,024 distinct random seeds (consecutive slices of a random
  *     permutation of the nodes), uniform, without replacement, in-edges;
  *   - fanouts "15,10" and "15,10,5" counted from the seeds, as the anchor
- *     ../shared/anchors/sample_csc counts them: the seed hop takes 15. In
+ *     bench/anchors/sample_csc counts them: the seed hop takes 15. In
  *     gkv's (DGL's) order, fanouts[i] belongs to blocks[i] and blocks[0] is
  *     the input layer, so they are passed as [10,15] and [5,10,15];
  *   - sampled edges/s = edges emitted over all layers / time; each figure
@@ -20,7 +20,7 @@
  * twice per node, and the 2-thread blocks identical to the 1-thread ones.
  * Any failure makes the exit status 1.
  *
- * When ../shared/anchors/sample_csc.c exists (or --anchor-src names it),
+ * When bench/anchors/sample_csc.c exists (or --anchor-src names it),
  * it is built next to this program (cc -O2 -march=native) and run in the
  * same run with the same scale, fanouts, batch size and reps; its
  * sampled_edges_s and build_edges_s are printed beside ours with the
@@ -249,7 +249,7 @@ usage(FILE *fp)
             "  --reps N        timed repetitions per figure (default 5)\n"
             "  --batches N     batches of 1024 seeds per rep (default 64)\n"
             "  --anchor-src P  the anchor's source (default "
-            "../shared/anchors/sample_csc.c)\n"
+            "bench/anchors/sample_csc.c)\n"
             "  --no-anchor     do not build or run the anchor\n");
 }
 
@@ -264,7 +264,7 @@ main(int argc, char **argv)
 {
     int scale = 20, reps = 5, batches = 64, use_anchor, quick = 0;
     int no_anchor = 0, rc;
-    const char *anchor_src = "../shared/anchors/sample_csc.c";
+    const char *anchor_src = "bench/anchors/sample_csc.c";
     const struct tools_opt opts[] = {
         {"--quick", OPT_FLAG, .dst = &quick},
         {"--scale", OPT_INT, .dst = &scale, .lo = 11, .hi = 30},

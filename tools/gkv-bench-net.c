@@ -6,11 +6,11 @@
  *       tensor from one server, against a plain TCP stream of the same
  *       bytes between two processes of this program (a 64-byte request,
  *       then the bytes in 1 MiB writes, TCP_NODELAY: what
- *       ../shared/anchors/tcp_raw.c "stream" measures); the two alternate
+ *       bench/anchors/tcp_raw.c "stream" measures); the two alternate
  *       rep by rep, so both see the same machine. Target >= 0.8x.
  *   (b) the same rows from Redis: a redis-server this program starts
  *       (no persistence), loaded with pipelined SETs of "feat:<id>", read
- *       with pipelined MGETs of 1,000 keys (as ../shared/anchors/redis_mget
+ *       with pipelined MGETs of 1,000 keys (as bench/anchors/redis_mget
  *       does; RESP is written and parsed here, so no hiredis is needed).
  *       Skipped with a note when redis-server is missing. Target >= 8x.
  *   (c) the same pull from 2 servers (two machine lines on 127.0.0.1, each

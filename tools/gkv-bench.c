@@ -17,7 +17,7 @@
  *           sequential read and a copy (+ fsync) of the same file.
  *
  * Row values come from feat_val(row, col) and IDs from xoshiro256** seeded
- * with 42, as in ../shared/anchors/common.h, so the figures line up with the
+ * with 42, as in bench/anchors/common.h, so the figures line up with the
  * anchor programs. Every pulled, pushed and imported row is checked; the
  * exit status is 1 when any check fails, 2 on bad usage.
  *
@@ -160,7 +160,7 @@ on_signal(int sig)
     raise(sig);
 }
 
-/* ---- time, random IDs, row values (as in ../shared/anchors/common.h) ------- */
+/* ---- time, random IDs, row values (as in bench/anchors/common.h) ------- */
 
 typedef struct { uint64_t s[4]; } rng_t;
 
