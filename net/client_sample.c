@@ -1129,6 +1129,47 @@ wpos_array(const gkv_sample_opts *o, int e, const int64_t *eids, size_t n,
     return GKV_OK;
 }
 
+/* Edge type e's weights by position into *wp (arena memory), for the
+ * edges *ea that a listing hop found for the distinct seeds u[0 .. nu) of
+ * the centre type: seed i's slice is off[i] .. off[i + 1). From the
+ * caller's edge_w array, else pulled from feature o->edge_w_feat[e]. */
+static gkv_err
+wpos_etype(gkv_client *c, const gkv_sample_opts *o, int e,
+           const gkv_sample_edges *ea, const int64_t *u, size_t nu,
+           graph__wpos *wp)
+{
+    char name[GKV_NAME_MAX + 2];
+    const int64_t *ctr = o->dir == GKV_DIR_IN ? ea->dst : ea->src;
+    size_t j = 0, n = ea->n;
+    int64_t *off = arena_alloc(c, (nu + 1) * sizeof *off);
+    float *w = arena_alloc(c, n * sizeof *w + 4);
+    gkv_err rc;
+
+    if (off == NULL || w == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory for %zu weights", n);
+    for (size_t i = 0; i < nu; i++) {
+        off[i] = (int64_t)j;
+        while (j < n && ctr[j] == u[i])
+            j++;
+    }
+    off[nu] = (int64_t)j;
+    if (j != n)
+        return net__fail(GKV_EPROTO, "sample: the edges of edge type %d "
+                         "came back out of seed order", e);
+    if (o->edge_w != NULL && o->edge_w[e] != NULL) {
+        rc = wpos_array(o, e, ea->eid, n, w);
+    } else {
+        snprintf(name, sizeof name, "edge/%s/%s",
+                 gkv_pbook_etype_name(c->book, e), o->edge_w_feat[e]);
+        rc = wpos_pull(c, e, name, ea->eid, n, w);
+    }
+    if (rc != GKV_OK)
+        return rc;
+    wp->off = off;
+    wp->w = w;
+    return GKV_OK;
+}
+
 /* One hop through the servers (hop_once). Weights the servers cannot
  * find themselves go by position, in three steps: an edge_w array the
  * caller holds (either direction), and an edge feature along out-edges
@@ -1196,46 +1237,15 @@ sample_hop(gkv_client *c, const int64_t *const *seeds_in,
         goto out;
     for (int e = 0; e < net_; e++) {
         gkv_etype_info ei;
-        char name[GKV_NAME_MAX + 2];
-        const int64_t *ctr;
-        int64_t *off;
-        float *w;
-        size_t j = 0, n = ea[e].n;
         int ct;
 
         if (fa[e] == 0)
             continue;
         gkv_pbook_etype_info(c->book, e, &ei);
         ct = o->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
-        ctr = o->dir == GKV_DIR_IN ? ea[e].dst : ea[e].src;
-        off = arena_alloc(c, (nu[ct] + 1) * sizeof *off);
-        w = arena_alloc(c, n * sizeof *w + 4);
-        if (off == NULL || w == NULL) {
-            rc = net__fail(GKV_ENOMEM, "out of memory for %zu weights", n);
+        if ((rc = wpos_etype(c, o, e, &ea[e], u[ct], nu[ct], &wp[e])) !=
+            GKV_OK)
             goto out;
-        }
-        for (size_t i = 0; i < nu[ct]; i++) {
-            off[i] = (int64_t)j;
-            while (j < n && ctr[j] == u[ct][i])
-                j++;
-        }
-        off[nu[ct]] = (int64_t)j;
-        if (j != n) {
-            rc = net__fail(GKV_EPROTO, "sample: the edges of edge type %d "
-                           "came back out of seed order", e);
-            goto out;
-        }
-        if (HOP_ARR(e)) {
-            rc = wpos_array(o, e, ea[e].eid, n, w);
-        } else {
-            snprintf(name, sizeof name, "edge/%s/%s",
-                     gkv_pbook_etype_name(c->book, e), o->edge_w_feat[e]);
-            rc = wpos_pull(c, e, name, ea[e].eid, n, w);
-        }
-        if (rc != GKV_OK)
-            goto out;
-        wp[e].off = off;
-        wp[e].w = w;
     }
 #undef HOP_ARR
 #undef HOP_FEAT

@@ -49,6 +49,51 @@ static void *heartbeat(void *arg);
 static void enc_empty(net_wr *w, const void *a) { (void)w; (void)a; }
 static void enc_hs(net_wr *w, const void *a) { net__enc_hs_req(w, a); }
 
+/* Checks handshake reply *hp against what the client expects of cn: its
+ * place in the ip_config and, from a graph server, the partition config
+ * every server must share (kept on first sight). */
+static gkv_err
+hs_check(gkv_client *c, struct conn *cn, const net_hs_rep *hp)
+{
+    uint64_t sum;
+
+    if (!c->single &&
+        (hp->id.server_id != cn->server || hp->id.num_servers != c->nserv))
+        return net__cfail(cn, GKV_EINVAL, "it says it is server %u of %u, "
+                          "this client expected server %u of %u (ip_config "
+                          "or --num-servers differ?)", hp->id.server_id,
+                          hp->id.num_servers, cn->server, c->nserv);
+    if (!(hp->id.flags & NET_ID_GRAPH))
+        return GKV_OK;
+    sum = net__sum(hp->book.json, (size_t)hp->book.len);
+    if (c->book_json == NULL) {
+        if ((c->book_json = gkv__malloc((size_t)hp->book.len)) == NULL)
+            return net__cfail(cn, GKV_ENOMEM, "out of memory for the "
+                              "partition config");
+        memcpy(c->book_json, hp->book.json, (size_t)hp->book.len);
+        c->book_len = hp->book.len;
+        c->book_sum = sum;
+    } else if (c->book_len != hp->book.len || c->book_sum != sum) {
+        return net__cfail(cn, GKV_EINVAL, "it serves another partition "
+                          "config than the first server this client joined "
+                          "(%llu bytes against %llu%s): one of the two "
+                          "serves another graph (a server left from "
+                          "another job?)", (unsigned long long)hp->book.len,
+                          (unsigned long long)c->book_len,
+                          hp->book.len == c->book_len ? ", the same size "
+                          "with other bytes" : "");
+    }
+    if (!c->single && hp->book.part_id != cn->machine)
+        return net__cfail(cn, GKV_EINVAL, "it serves partition %u, but "
+                          "machine %u of the ip_config must serve "
+                          "partition %u", hp->book.part_id, cn->machine,
+                          cn->machine);
+    cn->part_id = hp->book.part_id;
+    cn->book_len = hp->book.len;
+    cn->book_sum = sum;
+    return GKV_OK;
+}
+
 gkv_err
 net__conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
 {
@@ -123,51 +168,9 @@ net__conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
         goto fail;
     }
     /* rep stays until the partition config (pointing into it) is taken */
-    if (!c->single &&
-        (hp.id.server_id != cn->server || hp.id.num_servers != c->nserv)) {
-        rc = net__cfail(cn, GKV_EINVAL, "it says it is server %u of %u, this "
-                        "client expected server %u of %u (ip_config or "
-                        "--num-servers differ?)", hp.id.server_id,
-                        hp.id.num_servers, cn->server, c->nserv);
+    if ((rc = hs_check(c, cn, &hp)) != GKV_OK) {
         net__schema_free(&hp.schema);
         goto fail;
-    }
-    if (hp.id.flags & NET_ID_GRAPH) {
-        uint64_t sum = net__sum(hp.book.json, (size_t)hp.book.len);
-        if (c->book_json == NULL) {
-            if ((c->book_json = gkv__malloc((size_t)hp.book.len)) == NULL) {
-                rc = net__cfail(cn, GKV_ENOMEM, "out of memory for the "
-                                "partition config");
-                net__schema_free(&hp.schema);
-                goto fail;
-            }
-            memcpy(c->book_json, hp.book.json, (size_t)hp.book.len);
-            c->book_len = hp.book.len;
-            c->book_sum = sum;
-        } else if (c->book_len != hp.book.len || c->book_sum != sum) {
-            rc = net__cfail(cn, GKV_EINVAL, "it serves another partition "
-                            "config than the first server this client joined "
-                            "(%llu bytes against %llu%s): one of the two "
-                            "serves another graph (a server left from "
-                            "another job?)",
-                            (unsigned long long)hp.book.len,
-                            (unsigned long long)c->book_len,
-                            hp.book.len == c->book_len ? ", the same size "
-                            "with other bytes" : "");
-            net__schema_free(&hp.schema);
-            goto fail;
-        }
-        if (!c->single && hp.book.part_id != cn->machine) {
-            rc = net__cfail(cn, GKV_EINVAL, "it serves partition %u, but "
-                            "machine %u of the ip_config must serve "
-                            "partition %u",
-                            hp.book.part_id, cn->machine, cn->machine);
-            net__schema_free(&hp.schema);
-            goto fail;
-        }
-        cn->part_id = hp.book.part_id;
-        cn->book_len = hp.book.len;
-        cn->book_sum = sum;
     }
     nn_freemsg(rep);
     rep = NULL;
@@ -257,6 +260,118 @@ book_load(gkv_client *c)
     return GKV_OK;
 }
 
+/* c->nserv from the identity server 0 of machine 0 gives. */
+static gkv_err
+probe_nserv(gkv_client *c, uint64_t deadline)
+{
+    struct conn probe;
+    void *rep = NULL;
+    net_rd rd;
+    net_hello_rep hr;
+    gkv_err rc;
+
+    c->nserv = 1;
+    conn_init(c, &probe, 0, 0);
+    if ((probe.sock[0] = net__req_socket(c, &probe)) < 0)
+        return net__cfail(&probe, net__from_nn(nn_errno()), "cannot "
+                          "connect: %s", nn_strerror(nn_errno()));
+    rc = net__roundtrip(c, &probe, NET_HELLO, 0, enc_empty, NULL, deadline,
+                        &rep, &rd);
+    if (rc == GKV_OK && net__dec_hello_rep(&rd, &hr) != 0)
+        rc = net__cfail(&probe, GKV_EPROTO, "malformed hello reply: %s",
+                        rd.why);
+    if (rep != NULL)
+        nn_freemsg(rep);
+    nn_close(probe.sock[0]);
+    if (rc == GKV_OK)
+        c->nserv = hr.id.num_servers;
+    return rc;
+}
+
+/* Whether the servers of machine m (hand-shaken) share one store. */
+static gkv_err
+mach_check(gkv_client *c, size_t m)
+{
+    const struct conn *s0 = &c->cn[m * c->nserv];
+
+    for (unsigned k = 1; k < c->nserv; k++) {
+        const struct conn *sk = &c->cn[m * c->nserv + k];
+
+        if (strcmp(sk->id.store, s0->id.store) != 0 ||
+            strcmp(sk->id.host, s0->id.host) != 0)
+            return net__fail(GKV_EINVAL, "machine %zu: server %u serves "
+                             "%s:%s but server 0 serves %s:%s; the servers "
+                             "of a machine must share one store", m, k,
+                             sk->id.host, sk->id.store, s0->id.host,
+                             s0->id.store);
+    }
+    return GKV_OK;
+}
+
+/* Starts the heartbeat, every 'ms' (0: a third of the shortest lease). */
+static gkv_err
+hb_start(gkv_client *c, unsigned ms)
+{
+    unsigned lease = c->cn[0].id.lease_ms;
+
+    /* every server must hear from us within its own lease */
+    for (size_t i = 1; i < c->ncn; i++)
+        if (c->cn[i].id.lease_ms < lease)
+            lease = c->cn[i].id.lease_ms;
+    c->hb_ms = ms ? ms : lease / 3;
+    if (c->hb_ms == 0)
+        c->hb_ms = 1;
+    if (pthread_create(&c->hb_thr, NULL, heartbeat, c) != 0)
+        return net__fail(GKV_EIO, "cannot start the heartbeat thread");
+    c->hb_running = 1;
+    return GKV_OK;
+}
+
+/* A client object from the options (not connected): *out is the
+ * caller's (net__client_free). */
+static gkv_err
+client_new(gkv_client **out, const gkv_client_opts *o, const char *group,
+           uint32_t rank, const char *token)
+{
+    const char *in = o->instance != NULL ? o->instance
+                                         : getenv("GKV_JOB_INSTANCE");
+    gkv_client *c;
+
+    if (sodium_init() < 0)
+        return net__fail(GKV_EIO, "libsodium failed to initialise");
+    if ((c = gkv__calloc(1, sizeof *c)) == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->hb_mu, NULL);
+    kv__cond_init_mono(&c->hb_cv);   /* heartbeat waits: monotonic */
+    snprintf(c->group, sizeof c->group, "%s", group);
+    c->rank = rank;
+    c->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
+    c->call_ms = c->timeout_ms;
+    c->group_size = o->group_size;
+    c->flags = o->flags;
+    c->max_msg = o->max_msg ? o->max_msg : GKV_NET_MAX_MSG;
+    if (in != NULL && *in != '\0' && !(o->flags & GKV_CLIENT_OBSERVER)) {
+        c->instance = net__sum(in, strlen(in));
+        if (c->instance == 0)
+            c->instance = 1;
+    }
+    c->x_first = SIZE_MAX;
+    if (gethostname(c->host, sizeof c->host - 1) != 0)
+        c->host[0] = '\0';
+    if (token != NULL) {
+        /* as a token file is read (gkv_token_load, the server's): trailing
+         * blanks and newlines are not part of the secret */
+        size_t tl = strlen(token);
+        while (tl > 1 && strchr(" \t\r\n", token[tl - 1]) != NULL)
+            tl--;
+        c->auth = 1;
+        net__token_key(token, tl, c->key);
+    }
+    *out = c;
+    return GKV_OK;
+}
+
 /* gkv_client_connect (ip_config) and gkv_client_connect_addr (addr). */
 static gkv_err
 client_connect(gkv_client **out, const char *ip_config, const char *addr,
@@ -265,7 +380,6 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
 {
     gkv_client *c = NULL;
     gkv_client_opts o = {0};
-    struct conn probe;
     uint64_t deadline;
     gkv_err rc;
 
@@ -289,42 +403,8 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
         return net__fail(GKV_EINVAL, "max message size %llu: must be in "
                          "4096..%d", (unsigned long long)o.max_msg,
                          (int)(INT_MAX - NET_HDR_LEN - PART_SLACK));
-    if (sodium_init() < 0)
-        return net__fail(GKV_EIO, "libsodium failed to initialise");
-    if ((c = gkv__calloc(1, sizeof *c)) == NULL)
-        return net__fail(GKV_ENOMEM, "out of memory");
-    pthread_mutex_init(&c->mu, NULL);
-    pthread_mutex_init(&c->hb_mu, NULL);
-    kv__cond_init_mono(&c->hb_cv);   /* heartbeat waits: monotonic */
-    snprintf(c->group, sizeof c->group, "%s", group);
-    c->rank = rank;
-    c->timeout_ms = o.timeout_ms ? o.timeout_ms : 10000;
-    c->call_ms = c->timeout_ms;
-    c->group_size = o.group_size;
-    c->flags = o.flags;
-    c->max_msg = o.max_msg ? o.max_msg : GKV_NET_MAX_MSG;
-    {
-        const char *in = o.instance != NULL ? o.instance
-                                            : getenv("GKV_JOB_INSTANCE");
-
-        if (in != NULL && *in != '\0' && !(o.flags & GKV_CLIENT_OBSERVER)) {
-            c->instance = net__sum(in, strlen(in));
-            if (c->instance == 0)
-                c->instance = 1;
-        }
-    }
-    c->x_first = SIZE_MAX;
-    if (gethostname(c->host, sizeof c->host - 1) != 0)
-        c->host[0] = '\0';
-    if (token != NULL) {
-        /* as a token file is read (gkv_token_load, the server's): trailing
-         * blanks and newlines are not part of the secret */
-        size_t tl = strlen(token);
-        while (tl > 1 && strchr(" \t\r\n", token[tl - 1]) != NULL)
-            tl--;
-        c->auth = 1;
-        net__token_key(token, tl, c->key);
-    }
+    if ((rc = client_new(&c, &o, group, rank, token)) != GKV_OK)
+        return rc;
     deadline = net__deadline((uint64_t)c->timeout_ms);
     c->single = addr != NULL;
     if ((rc = c->single ? net__ipconfig_addr(&c->cfg, addr) :
@@ -336,33 +416,9 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
         rc = net__fail(GKV_ENOMEM, "out of memory");
         goto fail;
     }
-    if (c->nserv == 0) {
-        /* learn the number of servers per machine from server 0 of
-         * machine 0 */
-        void *rep = NULL;
-        net_rd rd;
-        net_hello_rep hr;
-
-        c->nserv = 1;
-        conn_init(c, &probe, 0, 0);
-        if ((probe.sock[0] = net__req_socket(c, &probe)) < 0) {
-            rc = net__cfail(&probe, net__from_nn(nn_errno()), "cannot "
-                            "connect: %s",
-                            nn_strerror(nn_errno()));
-            goto fail;
-        }
-        rc = net__roundtrip(c, &probe, NET_HELLO, 0, enc_empty, NULL, deadline,
-                            &rep, &rd);
-        if (rc == GKV_OK && net__dec_hello_rep(&rd, &hr) != 0)
-            rc = net__cfail(&probe, GKV_EPROTO, "malformed hello reply: %s",
-                            rd.why);
-        if (rep != NULL)
-            nn_freemsg(rep);
-        nn_close(probe.sock[0]);
-        if (rc != GKV_OK)
-            goto fail;
-        c->nserv = hr.id.num_servers;
-    }
+    /* with no number given, learn it from server 0 of machine 0 */
+    if (c->nserv == 0 && (rc = probe_nserv(c, deadline)) != GKV_OK)
+        goto fail;
     if ((rc = gkv_ipconfig_check(c->cfg, c->nserv)) != GKV_OK)
         goto fail;
     c->ncn = c->nmach * c->nserv;
@@ -377,39 +433,15 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
         if ((rc = net__conn_open(c, &c->cn[i], deadline)) != GKV_OK)
             goto fail;
     for (size_t m = 0; m < c->nmach; m++) {
-        for (unsigned k = 1; k < c->nserv; k++)
-            if (strcmp(c->cn[m * c->nserv + k].id.store,
-                       c->cn[m * c->nserv].id.store) != 0 ||
-                strcmp(c->cn[m * c->nserv + k].id.host,
-                       c->cn[m * c->nserv].id.host) != 0) {
-                rc = net__fail(GKV_EINVAL, "machine %zu: server %u serves "
-                               "%s:%s but server 0 serves %s:%s; the servers "
-                               "of a machine must share one store", m, k,
-                               c->cn[m * c->nserv + k].id.host,
-                               c->cn[m * c->nserv + k].id.store,
-                               c->cn[m * c->nserv].id.host,
-                               c->cn[m * c->nserv].id.store);
-                goto fail;
-            }
+        if ((rc = mach_check(c, m)) != GKV_OK)
+            goto fail;
         local_open(c, m);
     }
     if ((rc = book_load(c)) != GKV_OK)
         goto fail;
-    if (!(c->flags & GKV_CLIENT_NO_HEARTBEAT)) {
-        unsigned lease = c->cn[0].id.lease_ms;
-        /* every server must hear from us within its own lease */
-        for (size_t i = 1; i < c->ncn; i++)
-            if (c->cn[i].id.lease_ms < lease)
-                lease = c->cn[i].id.lease_ms;
-        c->hb_ms = o.heartbeat_ms ? o.heartbeat_ms : lease / 3;
-        if (c->hb_ms == 0)
-            c->hb_ms = 1;
-        if (pthread_create(&c->hb_thr, NULL, heartbeat, c) != 0) {
-            rc = net__fail(GKV_EIO, "cannot start the heartbeat thread");
-            goto fail;
-        }
-        c->hb_running = 1;
-    }
+    if (!(c->flags & GKV_CLIENT_NO_HEARTBEAT) &&
+        (rc = hb_start(c, o.heartbeat_ms)) != GKV_OK)
+        goto fail;
     *out = c;
     return GKV_OK;
 fail:
@@ -530,6 +562,123 @@ net__hb_stop(gkv_client *c)
     c->hb_running = 0;
 }
 
+/* Whether to stop, after waiting hb_ms for close to say so. */
+static int
+hb_pause(gkv_client *c)
+{
+    struct timespec ts;
+    int stop;
+
+    kv__mono_deadline(&ts, c->hb_ms);
+    pthread_mutex_lock(&c->hb_mu);
+    while (!c->hb_stop &&
+           pthread_cond_timedwait(&c->hb_cv, &c->hb_mu, &ts) != ETIMEDOUT)
+        ;
+    stop = c->hb_stop;
+    pthread_mutex_unlock(&c->hb_mu);
+    return stop;
+}
+
+static int
+hb_stopping(gkv_client *c)
+{
+    int stop;
+
+    pthread_mutex_lock(&c->hb_mu);
+    stop = c->hb_stop;
+    pthread_mutex_unlock(&c->hb_mu);
+    return stop;
+}
+
+/* A HEARTBEAT to cn when we hold a session there (cn->hb_wait: sent). */
+static void
+hb_send(gkv_client *c, struct conn *cn)
+{
+    uint64_t sess;
+    size_t len;
+    void *m;
+
+    pthread_mutex_lock(&c->hb_mu);
+    sess = cn->session;
+    pthread_mutex_unlock(&c->hb_mu);
+    cn->hb_wait = 0;
+    if (sess == 0)
+        return;
+    if (cn->hb_sock < 0 && (cn->hb_sock = net__req_socket(c, cn)) < 0)
+        return;
+    m = net__msg_make(c, NET_HEARTBEAT, ++cn->hb_req, sess, enc_empty, NULL,
+                      &len);
+    if (m == NULL)
+        return;
+    net__sockopt(cn->hb_sock, NN_SOL_SOCKET, NN_SNDTIMEO, (int)c->hb_ms);
+    if (nn_send(cn->hb_sock, &m, NN_MSG, 0) < 0) {
+        nn_freemsg(m);
+        return;
+    }
+    cn->hb_sess = sess;
+    cn->hb_wait = 1;
+}
+
+/* Reads cn's heartbeat reply, when there is one; a refused session marks
+ * cn stale. */
+static void
+hb_read(gkv_client *c, struct conn *cn)
+{
+    void *rep = NULL;
+    net_hdr h;
+    char why[160];
+    int got = nn_recv(cn->hb_sock, &rep, NN_MSG, NN_DONTWAIT);
+
+    if (got < 0)
+        return;
+    cn->hb_wait = 0;
+    /* only when the session refused is still the one the calls use: a
+     * heartbeat that went out just before a call hand-shook again carries
+     * the session that handshake replaced, whose refusal says nothing of
+     * the new one (marking it would hand-shake again for nothing, and
+     * make gkv_client_close skip its LEAVE) */
+    if (net__hdr_check(rep, (size_t)got, &h, why, sizeof why) == GKV_OK &&
+        h.status == GKV_EPERM && (h.flags & NET_F_SESSION)) {
+        pthread_mutex_lock(&c->hb_mu);
+        if (cn->session == cn->hb_sess)
+            atomic_store(&cn->stale, 1);
+        pthread_mutex_unlock(&c->hb_mu);
+    }
+    nn_freemsg(rep);
+}
+
+/* Waits up to hb_ms for the replies to a round of heartbeats (pf, pc:
+ * room for every server). */
+static void
+hb_collect(gkv_client *c, struct nn_pollfd *pf, struct conn **pc)
+{
+    uint64_t deadline = net__deadline(c->hb_ms);
+
+    for (;;) {
+        int left = net__left_ms(deadline), np = 0, r;
+
+        for (size_t i = 0; i < c->ncn; i++)
+            if (c->cn[i].hb_wait) {
+                pf[np].fd = c->cn[i].hb_sock;
+                pf[np].events = NN_POLLIN;
+                pf[np].revents = 0;
+                pc[np++] = &c->cn[i];
+            }
+        if (np == 0 || left <= 0)
+            return;
+        /* in slices, so that gkv_client_close is not held for up to hb_ms
+         * by a server that does not answer */
+        if (hb_stopping(c))
+            return;
+        r = nn_poll(pf, np, left < HB_SLICE_MS ? left : HB_SLICE_MS);
+        if (r < 0 && nn_errno() != EINTR)
+            return;
+        for (int k = 0; k < np; k++)
+            if (pf[k].revents & NN_POLLIN)
+                hb_read(c, pc[k]);
+    }
+}
+
 /* Every hb_ms: a HEARTBEAT to every server we hold a session with, on the
  * thread's own sockets. A refused session marks the connection stale, so
  * the next call hand-shakes first. A silent server gets its heartbeat
@@ -546,100 +695,10 @@ heartbeat(void *arg)
         gkv__free(pc);
         return NULL;
     }
-    for (;;) {
-        struct timespec ts;
-        uint64_t deadline;
-        int np = 0, stop;
-
-        kv__mono_deadline(&ts, c->hb_ms);
-        pthread_mutex_lock(&c->hb_mu);
-        while (!c->hb_stop &&
-               pthread_cond_timedwait(&c->hb_cv, &c->hb_mu, &ts) != ETIMEDOUT)
-            ;
-        stop = c->hb_stop;
-        pthread_mutex_unlock(&c->hb_mu);
-        if (stop)
-            break;
-        for (size_t i = 0; i < c->ncn; i++) {
-            struct conn *cn = &c->cn[i];
-            uint64_t sess;
-            size_t len;
-            void *m;
-
-            pthread_mutex_lock(&c->hb_mu);
-            sess = cn->session;
-            pthread_mutex_unlock(&c->hb_mu);
-            cn->hb_wait = 0;
-            if (sess == 0)
-                continue;
-            if (cn->hb_sock < 0 && (cn->hb_sock = net__req_socket(c, cn)) < 0)
-                continue;
-            m = net__msg_make(c, NET_HEARTBEAT, ++cn->hb_req, sess, enc_empty,
-                              NULL, &len);
-            if (m == NULL)
-                continue;
-            net__sockopt(cn->hb_sock, NN_SOL_SOCKET, NN_SNDTIMEO,
-                         (int)c->hb_ms);
-            if (nn_send(cn->hb_sock, &m, NN_MSG, 0) < 0) {
-                nn_freemsg(m);
-                continue;
-            }
-            cn->hb_sess = sess;
-            cn->hb_wait = 1;
-        }
-        deadline = net__deadline(c->hb_ms);
-        for (;;) {
-            int left = net__left_ms(deadline), r;
-
-            np = 0;
-            for (size_t i = 0; i < c->ncn; i++)
-                if (c->cn[i].hb_wait) {
-                    pf[np].fd = c->cn[i].hb_sock;
-                    pf[np].events = NN_POLLIN;
-                    pf[np].revents = 0;
-                    pc[np++] = &c->cn[i];
-                }
-            if (np == 0 || left <= 0)
-                break;
-            /* in slices, so that gkv_client_close is not held for up to
-             * hb_ms by a server that does not answer */
-            pthread_mutex_lock(&c->hb_mu);
-            stop = c->hb_stop;
-            pthread_mutex_unlock(&c->hb_mu);
-            if (stop)
-                break;
-            r = nn_poll(pf, np, left < HB_SLICE_MS ? left : HB_SLICE_MS);
-            if (r < 0 && nn_errno() != EINTR)
-                break;
-            for (int k = 0; k < np; k++) {
-                struct conn *cn = pc[k];
-                void *rep = NULL;
-                net_hdr h;
-                char why[160];
-                int got;
-
-                if (!(pf[k].revents & NN_POLLIN))
-                    continue;
-                got = nn_recv(cn->hb_sock, &rep, NN_MSG, NN_DONTWAIT);
-                if (got < 0)
-                    continue;
-                cn->hb_wait = 0;
-                /* only when the session refused is still the one the
-                 * calls use: a heartbeat that went out just before a
-                 * call hand-shook again carries the session that handshake
-                 * replaced, whose refusal says nothing of the new one
-                 * (marking it would hand-shake again for nothing, and
-                 * make gkv_client_close skip its LEAVE) */
-                if (net__hdr_check(rep, (size_t)got, &h, why, sizeof why) == GKV_OK &&
-                    h.status == GKV_EPERM && (h.flags & NET_F_SESSION)) {
-                    pthread_mutex_lock(&c->hb_mu);
-                    if (cn->session == cn->hb_sess)
-                        atomic_store(&cn->stale, 1);
-                    pthread_mutex_unlock(&c->hb_mu);
-                }
-                nn_freemsg(rep);
-            }
-        }
+    while (!hb_pause(c)) {
+        for (size_t i = 0; i < c->ncn; i++)
+            hb_send(c, &c->cn[i]);
+        hb_collect(c, pf, pc);
         for (size_t i = 0; i < c->ncn; i++)
             if (c->cn[i].hb_wait) {
                 nn_close(c->cn[i].hb_sock);
