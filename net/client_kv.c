@@ -706,16 +706,105 @@ push_part(struct plist *pl, struct conn *cn, const uint64_t *ids,
     return GKV_OK;
 }
 
+/* A push being cut into messages (gkv_client_push). */
+struct push {
+    const char *name;
+    const uint64_t *ids;
+    const void *rows;
+    size_t n, rb;                  /* IDs; bytes a row */
+    struct plist pl;
+    size_t *bpos, *tmp;            /* n slots each when first needed: the
+                                    * positions sorted by ID (the parts
+                                    * point into it), and scratch */
+};
+
+/* The messages of the machine of span sp, which owns cnt of the IDs, at
+ * positions mpos (NULL: all of them, in order); base: its first server in
+ * round-robin order; at: where its positions go in bpos. */
+static gkv_err
+push_span(gkv_client *c, struct push *ps, const struct span *sp, size_t base,
+          size_t cnt, const size_t *mpos, size_t at)
+{
+    size_t m = sp->m, rb = ps->rb;
+    size_t limit = net__part_cap(c, m, UINT64_MAX), hard = limit / (rb + 8);
+    size_t most = net__part_cap(c, m, PUSH_CAP) / (rb + 8);
+    size_t k, pieces, goal, a = 0, q = 0, *mb;
+    const uint64_t *ids = ps->ids;
+    struct conn *mcn = &c->cn[m * c->nserv];   /* machine m's servers */
+    gkv_err rc;
+
+    /* rows per message: at most 'hard' (the server's and this client's
+     * limit), and 'most' (PUSH_CAP too) unless one row passes that */
+    if (hard == 0)
+        return net__fail(GKV_EINVAL, "tensor '%s': one row of %zu bytes is "
+                         "more than a message may carry", ps->name, rb);
+    if (most == 0)
+        most = hard;
+    k = share(c, cnt);
+    if (cnt <= most && k == 1)           /* one message, in request order */
+        return push_part(&ps->pl, &mcn[base % c->nserv], ids, ps->rows,
+                         mpos, cnt);
+    /* Several messages: the machine's positions sorted by ID (stable)
+     * and cut between two IDs, so every copy of an ID is in one message
+     * and in request order: one server applies them in one transaction
+     * and they combine as in gkv_tensor_push (the last assign wins,
+     * adds sum, gradients average), and the messages hold disjoint IDs, so
+     * the order servers and lanes apply them in changes nothing. A
+     * piece closes once it holds the goal (an even share of the rows,
+     * at most 'most'), or before an ID whose copies would take it
+     * past 'most' (an ID with more copies than that, up to 'hard', is
+     * a piece of its own). The parts point into bpos[at ..) until the
+     * exchange ends. */
+    if ((ps->bpos == NULL &&
+         (ps->bpos = gkv__malloc(ps->n * sizeof *ps->bpos)) == NULL) ||
+        (ps->tmp == NULL &&
+         (ps->tmp = gkv__malloc(ps->n * sizeof *ps->tmp)) == NULL))
+        return net__fail(GKV_ENOMEM, "out of memory");
+    mb = ps->bpos + at;
+    if ((rc = push_sort(ids, mpos, cnt, sp->lo, sp->hi - sp->lo, mb,
+                        ps->tmp)) != GKV_OK)
+        return rc;
+    pieces = cnt / most + (cnt % most != 0);
+    if (pieces < k)
+        pieces = k;
+    goal = cnt / pieces + (cnt % pieces != 0);
+    for (size_t j = 0, e; j < cnt; j = e) {
+        for (e = j + 1; e < cnt && ids[mb[e]] == ids[mb[j]]; e++)
+            ;                            /* [j, e): the copies of one ID */
+        if (e - j > hard)
+            return net__fail(GKV_EINVAL, "push to tensor '%s': ID %llu "
+                             "comes %zu times, %zu bytes, more than a "
+                             "message to machine %zu may carry (%zu "
+                             "bytes); the copies of an ID go in one message "
+                             "(they combine in one transaction): push fewer "
+                             "copies of it per call", ps->name,
+                             (unsigned long long)ids[mb[j]], e - j,
+                             (e - j) * (rb + 8), m, limit);
+        if (j > a && e - a > most) {     /* they would pass the limit */
+            if ((rc = push_part(&ps->pl, &mcn[(base + q++) % c->nserv], ids,
+                                ps->rows, mb + a, j - a)) != GKV_OK)
+                return rc;
+            a = j;
+        }
+        if (e - a >= goal || e == cnt) {
+            if ((rc = push_part(&ps->pl, &mcn[(base + q++) % c->nserv], ids,
+                                ps->rows, mb + a, e - a)) != GKV_OK)
+                return rc;
+            a = e;
+        }
+    }
+    return GKV_OK;
+}
+
 gkv_err
 gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
                 size_t n, const void *rows, size_t rows_len,
                 const gkv_push_args *args)
 {
     const struct route *r;
-    struct plist pl = {0};
+    struct push ps = {0};
     unsigned *mach = NULL;
-    size_t *count = NULL, *start = NULL, *pos = NULL, *bpos = NULL, rb;
-    size_t *tmp = NULL;
+    size_t *count = NULL, *start = NULL, *pos = NULL, rb;
     const char *handler = args != NULL && args->handler != NULL ? args->handler : "";
     uint64_t deadline;
     gkv_err rc;
@@ -748,104 +837,41 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
         goto out;
     if ((rc = split_ids(c, r, ids, n, &mach, &count, &start, &pos)) != GKV_OK)
         goto out;
+    ps.name = name;
+    ps.ids = ids;
+    ps.rows = rows;
+    ps.n = n;
+    ps.rb = rb;
     for (size_t si = 0; si < r->nsp; si++) {
-        size_t m = r->sp[si].m, cnt = count[m], base = c->rr++;
-        size_t limit = net__part_cap(c, m, UINT64_MAX), hard = limit / (rb + 8);
-        size_t most = net__part_cap(c, m, PUSH_CAP) / (rb + 8);
-        size_t k, pieces, goal, a = 0, q = 0, *mb;
-        const size_t *mpos = pos != NULL ? pos + start[m] : NULL;
-        struct conn *mcn = &c->cn[m * c->nserv];   /* machine m's servers */
+        size_t m = r->sp[si].m, base = c->rr++;
 
-        if (cnt == 0)
+        if (count[m] == 0)
             continue;
-        /* rows per message: at most 'hard' (the server's and this client's
-         * limit), and 'most' (PUSH_CAP too) unless one row passes that */
-        if (hard == 0) {
-            rc = net__fail(GKV_EINVAL, "tensor '%s': one row of %zu bytes is "
-                           "more than a message may carry", name, rb);
+        if ((rc = push_span(c, &ps, &r->sp[si], base, count[m],
+                            pos != NULL ? pos + start[m] : NULL,
+                            start[m])) != GKV_OK)
             goto out;
-        }
-        if (most == 0)
-            most = hard;
-        k = share(c, cnt);
-        if (cnt <= most && k == 1) {     /* one message, in request order */
-            if ((rc = push_part(&pl, &mcn[base % c->nserv], ids, rows, mpos,
-                                cnt)) != GKV_OK)
-                goto out;
-            continue;
-        }
-        /* Several messages: the machine's positions sorted by ID (stable)
-         * and cut between two IDs, so every copy of an ID is in one message
-         * and in request order: one server applies them in one transaction
-         * and they combine as in gkv_tensor_push (the last assign wins,
-         * adds sum, gradients average), and the messages hold disjoint IDs, so
-         * the order servers and lanes apply them in changes nothing. A
-         * piece closes once it holds the goal (an even share of the rows,
-         * at most 'most'), or before an ID whose copies would take it
-         * past 'most' (an ID with more copies than that, up to 'hard', is
-         * a piece of its own). The parts point into bpos[start[m] ..)
-         * until the exchange ends. */
-        if ((bpos == NULL && (bpos = gkv__malloc(n * sizeof *bpos)) == NULL) ||
-            (tmp == NULL && (tmp = gkv__malloc(n * sizeof *tmp)) == NULL)) {
-            rc = net__fail(GKV_ENOMEM, "out of memory");
-            goto out;
-        }
-        mb = bpos + start[m];
-        if ((rc = push_sort(ids, mpos, cnt, r->sp[si].lo,
-                            r->sp[si].hi - r->sp[si].lo, mb, tmp)) != GKV_OK)
-            goto out;
-        pieces = cnt / most + (cnt % most != 0);
-        if (pieces < k)
-            pieces = k;
-        goal = cnt / pieces + (cnt % pieces != 0);
-        for (size_t j = 0, e; j < cnt; j = e) {
-            for (e = j + 1; e < cnt && ids[mb[e]] == ids[mb[j]]; e++)
-                ;                        /* [j, e): the copies of one ID */
-            if (e - j > hard) {
-                rc = net__fail(GKV_EINVAL, "push to tensor '%s': ID %llu "
-                               "comes %zu times, %zu bytes, more than a "
-                               "message to machine %zu may carry (%zu "
-                               "bytes); the copies of an ID go in one message "
-                               "(they combine in one transaction): push fewer "
-                               "copies of it per call", name,
-                               (unsigned long long)ids[mb[j]], e - j,
-                               (e - j) * (rb + 8), m, limit);
-                goto out;
-            }
-            if (j > a && e - a > most) { /* they would pass the limit */
-                if ((rc = push_part(&pl, &mcn[(base + q++) % c->nserv], ids,
-                                    rows, mb + a, j - a)) != GKV_OK)
-                    goto out;
-                a = j;
-            }
-            if (e - a >= goal || e == cnt) {
-                if ((rc = push_part(&pl, &mcn[(base + q++) % c->nserv], ids,
-                                    rows, mb + a, e - a)) != GKV_OK)
-                    goto out;
-                a = e;
-            }
-        }
     }
-    for (size_t i = 0; i < pl.n; i++) {
-        struct rows_msg *q = &pl.q[i];
+    for (size_t i = 0; i < ps.pl.n; i++) {
+        struct rows_msg *q = &ps.pl.q[i];
         q->name = name;
         q->row_bytes = rb;
         q->handler = handler;
         q->args = args;
     }
-    plist_link(&pl, &push_ops);
-    rc = net__exchange(c, pl.p, pl.n, deadline);
+    plist_link(&ps.pl, &push_ops);
+    rc = net__exchange(c, ps.pl.p, ps.pl.n, deadline);
     if (rc == GKV_ESHAPE)
         c->schema_stale = 1;
 out:
-    gkv__free(pl.p);
-    gkv__free(pl.q);
+    gkv__free(ps.pl.p);
+    gkv__free(ps.pl.q);
     gkv__free(mach);
     gkv__free(count);
     gkv__free(start);
     gkv__free(pos);
-    gkv__free(bpos);
-    gkv__free(tmp);
+    gkv__free(ps.bpos);
+    gkv__free(ps.tmp);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
