@@ -254,7 +254,6 @@ net__roundtrip(gkv_client *c, struct conn *cn, uint16_t type, uint64_t session,
     return rc;
 }
 
-
 /* ---- the exchange engine ------------------------------------------------ */
 
 static void
@@ -701,4 +700,3 @@ net__client_free(gkv_client *c)
     pthread_cond_destroy(&c->hb_cv);
     gkv__free(c);
 }
-

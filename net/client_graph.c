@@ -23,6 +23,8 @@
 #define GSPLIT   512          /* IDs per server before a machine's share is
                                * spread over its servers */
 
+/* ---- routing by the partition book -------------------------------------- */
+
 const gkv_pbook *
 gkv_client_pbook(const gkv_client *c)
 {
@@ -547,4 +549,3 @@ out:
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
-

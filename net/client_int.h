@@ -87,6 +87,7 @@ struct part_ops {
  * do for a server that does not know us (LEAVE). */
 #define PART_GONE_OK 0x2u
 
+/* A family zeroes its parts, then sets cn, ops, arg (and retried). */
 struct part {
     struct conn *cn;               /* the server it goes to */
     const struct part_ops *ops;
@@ -273,7 +274,8 @@ void     net__client_free(gkv_client *c);
  * then the proof. Learns the identity and the machine's schema. On error
  * cn is broken (net__conn_break) and the error recorded. */
 gkv_err  net__conn_open(gkv_client *c, struct conn *cn, uint64_t deadline);
-/* Stops and joins the heartbeat thread when it runs; takes c->hb_mu. */
+/* Stops and joins the heartbeat thread when it runs (c->mu held or
+ * not: the thread never takes it); takes c->hb_mu. */
 void     net__hb_stop(gkv_client *c);
 
 /* ---- routes (client_kv.c) ----------------------------------------------- */

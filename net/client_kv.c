@@ -281,6 +281,7 @@ net__route_fresh(gkv_client *c, const char *name, uint64_t deadline,
     return route_get(c, name, out);
 }
 
+/* ---- pull and push ------------------------------------------------------ */
 
 /* The payload of a PULL or PUSH part: n IDs, ids[0 .. n) or, with idx,
  * ids[idx[j]], and their rows in the same order. */
@@ -876,7 +877,7 @@ out:
     return rc;
 }
 
-
+/* ---- create, delete, opt_reset, describe -------------------------------- */
 
 static void
 penc_create(net_wr *w, const struct part *p)
@@ -1293,5 +1294,3 @@ out:
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
-
-

@@ -1820,4 +1820,3 @@ out:
     gkv__free(ex);
     return rc;
 }
-

@@ -710,4 +710,3 @@ heartbeat(void *arg)
     gkv__free(pc);
     return NULL;
 }
-
