@@ -74,9 +74,9 @@
  *
  * Ownership: string values point into argv (valid for the process's
  * life); nothing the parser allocates (a message) outlives the call, so
- * an error leaves nothing to free. The
- * parser keeps no state between calls (two parsers may run in one
- * process); it writes only the destinations its table names. */
+ * an error leaves nothing to free. The parser keeps no state between
+ * calls (two parsers may run in one process); it writes only the
+ * destinations its table names. */
 #ifndef TOOLS_OPT_H
 #define TOOLS_OPT_H
 
@@ -177,8 +177,9 @@ struct tools_opt_parser {
 };
 
 /* Parses argv[1..argc) by p's table. Returns 0, or OPT_EXIT_USAGE (or an
- * .fn's or .operand's status) after printing the problem. -h/--help and
- * -V/--version exit(0) from here, with their text on stdout. */
+ * .fn's, .operand's or .error's status) after printing the problem.
+ * -h/--help and -V/--version exit from here (0, or as .shown says), with
+ * their text on stdout. */
 int tools__opt_parse(const struct tools_opt_parser *p, int argc, char **argv);
 
 /* Prints "PROG: MESSAGE\nTry 'PROG --help'.\n" to stderr (stdout is
