@@ -1,7 +1,8 @@
 /* tools_opt_test.c - the tools' option parser (tools/common/opt.c): every
  * value type and its range, both value forms, flags, operands and "--",
- * each usage error's words and status, a tool's own wording, OPT_HELP_WINS
- * and negative operands; -h and -V in a child, since they exit. */
+ * each usage error's words and status, a tool's own wording, OPT_HELP_WINS,
+ * negative operands, OPT_QUOTE_ARGUMENT and the .error and .shown hooks;
+ * -h and -V in a child, since they exit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,27 @@ help_ops(void *ctx, FILE *f)
     fprintf(f, "help for %s\n", x->nops > 0 ? x->ops[0] : "t");
 }
 
+/* Whether parse() gives the parser the .error and .shown hooks below. */
+static int hooks;
+
+/* .error: says what it saw, and a status of its own */
+static int
+on_error(void *ctx, const char *what)
+{
+    const struct vals *x = ctx;
+
+    fprintf(stderr, "hook(%d ops): %s\n", x->nops, what);
+    return 7;
+}
+
+static int
+on_shown(void *ctx)
+{
+    (void)ctx;
+    fflush(stdout);
+    return 5;
+}
+
 /* Parses argv (NULL-ended, argv[0] added) with flags; the status, and
  * stderr in err (malloc'd; the caller frees). */
 static int
@@ -79,6 +101,7 @@ parse(struct vals *x, unsigned flags, int with_ops, int *rest,
         .prog = "t", .opts = opts, .usage = usage, .version = "t 1.0",
         .operand = with_ops ? add_op : NULL, .ctx = x, .rest = rest,
         .flags = flags, .wording = wording, .help = with_ops ? help_ops : NULL,
+        .error = hooks ? on_error : NULL, .shown = hooks ? on_shown : NULL,
     };
     char *argv[16] = {"t"};
     int argc = 1, rc, fd = fileno(stderr), save;
@@ -214,6 +237,14 @@ test_operands_and_rest(void **state)
     assert_int_equal(x.nops, 2);
     assert_non_null(strstr(err, "unknown option '-x'"));
     free(err);
+    /* ... and what strtod() reads as one: -inf, -nan in any case */
+    memset(&x, 0, sizeof x);
+    assert_int_equal(parse(&x, OPT_NEGATIVE_OPERANDS, 1, NULL, NULL, &err,
+                           ARGS("-inf", "-NaN", "-Infinity", "-i")), 2);
+    assert_int_equal(x.nops, 3);
+    assert_string_equal(x.ops[1], "-NaN");
+    assert_non_null(strstr(err, "unknown option '-i'"));
+    free(err);
     /* a tool's own wording */
     assert_int_equal(parse(&x, 0, 0, NULL, wording, &err, ARGS("--str")), 2);
     assert_non_null(strstr(err, "t: option --str needs a value\n"));
@@ -286,6 +317,65 @@ test_help_wins_holds_the_first_error(void **state)
     free(err);
 }
 
+static void
+test_quote_argument(void **state)
+{
+    struct vals x = {0};
+    char arg[3001], *err;
+
+    (void)state;
+    assert_int_equal(parse(&x, OPT_QUOTE_ARGUMENT, 0, NULL, NULL, &err,
+                           ARGS("--nope=1")), 2);
+    assert_string_equal(err, "t: unknown option '--nope=1'\n"
+                             "Try 't --help'.\n");
+    free(err);
+    assert_int_equal(parse(&x, OPT_QUOTE_ARGUMENT, 0, NULL, NULL, &err,
+                           ARGS("--flag=1")), 2);
+    assert_string_equal(err, "t: unknown option '--flag=1'\n"
+                             "Try 't --help'.\n");
+    free(err);
+    /* a long argument is quoted whole, held or not */
+    memset(arg, 'a', sizeof arg - 1);
+    arg[0] = arg[1] = '-';
+    arg[sizeof arg - 1] = '\0';
+    for (unsigned f = 0; f <= OPT_HELP_WINS; f += OPT_HELP_WINS) {
+        assert_int_equal(parse(&x, OPT_QUOTE_ARGUMENT | f, 0, NULL, NULL,
+                               &err, ARGS(arg)), 2);
+        assert_int_equal(strlen(err), strlen("t: unknown option ''\n"
+                                             "Try 't --help'.\n") +
+                                      strlen(arg));
+        free(err);
+    }
+}
+
+static void
+test_error_and_shown_hooks(void **state)
+{
+    struct vals x = {0};
+    char out[256], *err;
+
+    (void)state;
+    hooks = 1;
+    /* held: the hook sees every operand; at once: those so far */
+    assert_int_equal(parse(&x, OPT_HELP_WINS, 1, NULL, NULL, &err,
+                           ARGS("ls", "--bogus", "a")), 7);
+    assert_string_equal(err, "hook(2 ops): unknown option '--bogus'\n");
+    free(err);
+    memset(&x, 0, sizeof x);
+    assert_int_equal(parse(&x, 0, 1, NULL, NULL, &err,
+                           ARGS("ls", "--u", "0", "a")), 7);
+    assert_string_equal(err,
+                        "hook(1 ops): --u: '0' is not a number in 1..10\n");
+    free(err);
+    /* .shown chooses the exit status after -h and -V */
+    assert_int_equal(child(0, 0, out, sizeof out, ARGS("-V")), 5);
+    assert_string_equal(out, "t 1.0\n");
+    assert_int_equal(child(OPT_HELP_WINS, 1, out, sizeof out,
+                           ARGS("ls", "--bogus", "-h")), 5);
+    assert_string_equal(out, "help for ls\n");
+    hooks = 0;
+}
+
 int
 main(void)
 {
@@ -295,6 +385,8 @@ main(void)
         cmocka_unit_test(test_operands_and_rest),
         cmocka_unit_test(test_help_and_version),
         cmocka_unit_test(test_help_wins_holds_the_first_error),
+        cmocka_unit_test(test_quote_argument),
+        cmocka_unit_test(test_error_and_shown_hooks),
     };
 
     return cmocka_run_group_tests_name("tools_opt", tests, NULL, NULL);

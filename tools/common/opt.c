@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "idlist.h"
 #include "opt.h"
 
@@ -22,7 +23,8 @@ static const char *const default_wording[OPT_E_COUNT] = {
 struct run {
     const struct tools_opt_parser *p;
     int help, version;
-    char held[600];         /* the held message; "" when none */
+    int erred;              /* OPT_HELP_WINS: a usage error is held */
+    char *held;             /* its message (malloc'd); NULL: out of memory */
 };
 
 static void
@@ -45,24 +47,43 @@ tools__usage_error(const char *prog, const char *fmt, ...)
     return OPT_EXIT_USAGE;
 }
 
-/* A usage error of the parse: printed now (OPT_EXIT_USAGE, which ends the
- * parse), or with OPT_HELP_WINS kept if it is the first (0: go on). */
+/* Prints the usage error 'what' of the parse (NULL: it could not be
+ * formatted), by the tool's .error hook when it has one; its status. */
+static int
+report(const struct tools_opt_parser *p, const char *what)
+{
+    if (what == NULL)
+        what = "out of memory";
+    if (p->error != NULL)
+        return p->error(p->ctx, what);
+    return tools__usage_error(p->prog, "%s", what);
+}
+
+/* A usage error of the parse: printed now (its status, which ends the
+ * parse), or with OPT_HELP_WINS kept if it is the first (0: go on). The
+ * message is as long as it needs: an argument is quoted whole. */
 __attribute__((format(printf, 2, 3)))
 static int
 complain(struct run *r, const char *fmt, ...)
 {
+    char *msg;
     va_list ap;
+    int rc;
 
+    if ((r->p->flags & OPT_HELP_WINS) && r->erred)
+        return 0;
     va_start(ap, fmt);
-    if (!(r->p->flags & OPT_HELP_WINS)) {
-        vusage_error(r->p->prog, fmt, ap);
-        va_end(ap);
-        return OPT_EXIT_USAGE;
-    }
-    if (r->held[0] == '\0')
-        vsnprintf(r->held, sizeof r->held, fmt, ap);
+    if (vasprintf(&msg, fmt, ap) < 0)
+        msg = NULL;
     va_end(ap);
-    return 0;
+    if (r->p->flags & OPT_HELP_WINS) {
+        r->erred = 1;
+        r->held = msg;
+        return 0;
+    }
+    rc = report(r->p, msg);
+    free(msg);
+    return rc;
 }
 
 /* The tool's wording of error e about 'what', with 'tail' after it. */
@@ -73,14 +94,18 @@ misuse(struct run *r, enum tools_opt_error e, const char *what,
     const struct tools_opt_parser *p = r->p;
     const char *fmt = p->wording != NULL && p->wording[e] != NULL ?
                       p->wording[e] : default_wording[e];
-    char msg[512];
+    char *msg;
+    int rc;
 
     /* fmt is the tool's constant or ours, with one %s */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-    snprintf(msg, sizeof msg, fmt, what);
+    if (asprintf(&msg, fmt, what) < 0)
+        return complain(r, "out of memory");
 #pragma GCC diagnostic pop
-    return complain(r, "%s%s", msg, tail != NULL ? tail : "");
+    rc = complain(r, "%s%s", msg, tail != NULL ? tail : "");
+    free(msg);
+    return rc;
 }
 
 /* Checks and stores a typed value; a usage status when it is bad. */
@@ -154,12 +179,15 @@ operand(struct run *r, const char *a)
     return r->p->operand(r->p->ctx, a);
 }
 
-/* "-5", "-0.5", "-.5": a negative number, an operand (an ID, a value). */
+/* "-5", "-0.5", "-.5", "-inf", "-nan": a negative number, an operand (an
+ * ID, a value). */
 static int
 negative_number(const char *a)
 {
     return a[0] == '-' && (isdigit((unsigned char)a[1]) ||
-                           (a[1] == '.' && isdigit((unsigned char)a[2])));
+                           (a[1] == '.' && isdigit((unsigned char)a[2])) ||
+                           strncasecmp(a + 1, "inf", 3) == 0 ||
+                           strncasecmp(a + 1, "nan", 3) == 0);
 }
 
 /* The exit status after printing help: 1 when it could not be written
@@ -170,6 +198,13 @@ stdout_ok(void)
     return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
 }
 
+/* After the help or the version: exits, with the tool's .shown status */
+static void
+shown(struct run *r)
+{
+    exit(r->p->shown != NULL ? r->p->shown(r->p->ctx) : stdout_ok());
+}
+
 static void
 help(struct run *r)
 {
@@ -177,14 +212,14 @@ help(struct run *r)
         r->p->help(r->p->ctx, stdout);
     else
         r->p->usage(stdout);
-    exit(stdout_ok());
+    shown(r);
 }
 
 static void
 version(struct run *r)
 {
     printf("%s\n", r->p->version);
-    exit(stdout_ok());
+    shown(r);
 }
 
 /* One argument that begins with '-' (not "-", not "--"), at argv[*i]. */
@@ -215,13 +250,15 @@ option(struct run *r, int argc, char **argv, int *i)
         char name[128];
 
         snprintf(name, sizeof name, "%.*s", (int)n, a);
-        return misuse(r, OPT_E_UNKNOWN, name, NULL);
+        return misuse(r, OPT_E_UNKNOWN,
+                      (r->p->flags & OPT_QUOTE_ARGUMENT) ? a : name, NULL);
     }
     if (o->type == OPT_FLAG || o->type == OPT_BITS) {
         if (eq != NULL) {
-            char tail[128];
+            char tail[128] = "";
 
-            snprintf(tail, sizeof tail, " (%s takes no value)", o->name);
+            if (!(r->p->flags & OPT_QUOTE_ARGUMENT))
+                snprintf(tail, sizeof tail, " (%s takes no value)", o->name);
             return misuse(r, OPT_E_FLAG_VALUE, a, tail);
         }
         if (o->type == OPT_FLAG)
@@ -242,7 +279,7 @@ option(struct run *r, int argc, char **argv, int *i)
 int
 tools__opt_parse(const struct tools_opt_parser *p, int argc, char **argv)
 {
-    struct run r = {p, 0, 0, ""};
+    struct run r = {p, 0, 0, 0, NULL};
     int only_operands = 0, rc = 0;
 
     if (p->rest != NULL)
@@ -264,13 +301,13 @@ tools__opt_parse(const struct tools_opt_parser *p, int argc, char **argv)
             rc = option(&r, argc, argv, &i);
         }
     }
-    if (rc != 0)
-        return rc;      /* printed: a callback's, or without OPT_HELP_WINS */
-    if (r.help)
+    if (rc == 0 && r.help)
         help(&r);
-    if (r.version)
+    if (rc == 0 && r.version)
         version(&r);
-    if (r.held[0] != '\0')
-        return tools__usage_error(p->prog, "%s", r.held);
-    return 0;
+    /* rc != 0: printed, a callback's or without OPT_HELP_WINS */
+    if (rc == 0 && r.erred)
+        rc = report(p, r.held);
+    free(r.held);
+    return rc;
 }

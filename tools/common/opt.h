@@ -25,15 +25,19 @@
  *                                begin with '-': "--seed -1" is --seed's)
  *   --name                       a flag; "--name=VALUE" is an error
  *   -h, --help                   usage(stdout), then exit(0), at once
- *                                (exit(1) when stdout cannot be written)
+ *                                (exit(1) when stdout cannot be written;
+ *                                a .shown hook chooses instead)
  *   -V, --version                the version line on stdout, exit(0);
  *                                only when the parser has a .version
  *   --                           ends the options: with .rest, parsing
  *                                stops there; without, every later
  *                                argument is an operand
  *   -                            an operand (stdin, by convention)
- *   -5, -0.5                     with OPT_NEGATIVE_OPERANDS, an operand
- *                                (unless the table names it)
+ *   -5, -0.5, -inf               with OPT_NEGATIVE_OPERANDS, an operand
+ *                                (unless the table names it): '-' then
+ *                                a digit, '.' and a digit, or "inf" or
+ *                                "nan" in any case (as strtod begins a
+ *                                number: "-Infinity", "-info" too)
  *   anything else                an operand when it does not begin with
  *                                '-'; otherwise an unknown option
  * A long name may also have a short alias (.alias = "-q"); a short alias
@@ -61,13 +65,18 @@
  *                                                  words the last part)
  * A tool whose tests pin an older wording of one of the first five may
  * give its own format (one %s, the option or argument) in .wording[].
+ * With OPT_QUOTE_ARGUMENT the first two quote the argument as written and
+ * say no more: "unknown option '--frobnicate=1'", "unknown option
+ * '--csr=1'". A tool that prints its usage errors itself (its own "Try"
+ * line) gives an .error hook: it gets WHAT and prints the two lines.
  * Whole numbers are decimal or 0x hex (tools__parse_u64: no sign, spaces
  * or trailing text). A value is stored only when it is valid.
  *
  * Ownership: string values point into argv (valid for the process's
- * life); nothing is allocated, so an error leaves nothing to free. The
- * parser keeps no state between calls (two parsers may run in one
- * process); it writes only the destinations its table names. */
+ * life); nothing the parser allocates (a message) outlives the call, so
+ * an error leaves nothing to free. The parser keeps no state between
+ * calls (two parsers may run in one process); it writes only the
+ * destinations its table names. */
 #ifndef TOOLS_OPT_H
 #define TOOLS_OPT_H
 
@@ -129,6 +138,7 @@ enum tools_opt_error {
 
 #define OPT_HELP_WINS         0x1u  /* see above */
 #define OPT_NEGATIVE_OPERANDS 0x2u  /* "-5" is an operand, not an option */
+#define OPT_QUOTE_ARGUMENT    0x4u  /* see above */
 
 struct tools_opt_parser {
     const char *prog;               /* the tool's name, for messages */
@@ -137,7 +147,8 @@ struct tools_opt_parser {
     /* Instead of .usage when set: prints the help for what was parsed so
      * far (ctx is .ctx), e.g. one subcommand's. */
     void (*help)(void *ctx, FILE *f);
-    unsigned flags;                 /* OPT_HELP_WINS, OPT_NEGATIVE_OPERANDS */
+    unsigned flags;                 /* OPT_HELP_WINS, OPT_NEGATIVE_OPERANDS,
+                                     * OPT_QUOTE_ARGUMENT */
     const char *version;            /* -V, --version prints this line; NULL:
                                      * the tool has no -V */
     /* Operands (arguments that are not options): called in order; returns
@@ -154,11 +165,21 @@ struct tools_opt_parser {
     /* Replacement formats for some usage errors, indexed by enum
      * tools_opt_error; a NULL entry (or a NULL table) keeps the default. */
     const char *const *wording;
+    /* Prints a usage error of the parse, WHAT as above (ctx is .ctx; with
+     * OPT_HELP_WINS it is called once the whole command line is read, so it
+     * sees every operand and value), and returns the status that
+     * tools__opt_parse() returns. NULL: tools__usage_error(.prog, WHAT). */
+    int (*error)(void *ctx, const char *what);
+    /* After -h or -V is printed: the exit status (e.g. flushing stdout and
+     * saying why a write failed). NULL: 0, or 1 when stdout cannot be
+     * written. */
+    int (*shown)(void *ctx);
 };
 
 /* Parses argv[1..argc) by p's table. Returns 0, or OPT_EXIT_USAGE (or an
- * .fn's or .operand's status) after printing the problem. -h/--help and
- * -V/--version exit(0) from here, with their text on stdout. */
+ * .fn's, .operand's or .error's status) after printing the problem.
+ * -h/--help and -V/--version exit from here (0, or as .shown says), with
+ * their text on stdout. */
 int tools__opt_parse(const struct tools_opt_parser *p, int argc, char **argv);
 
 /* Prints "PROG: MESSAGE\nTry 'PROG --help'.\n" to stderr (stdout is

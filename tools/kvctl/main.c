@@ -4,15 +4,15 @@
  * main.c: the options, the command table and its --help texts, and the
  * checks of a command line before a command runs: every usage error is
  * found here or in the command's own argument checks, before the store is
- * opened or a server asked (exit 2 either way). */
-#include <ctype.h>
+ * opened or a server asked (exit 2 either way). The options are read by
+ * the tools' shared parser (opt.h); -h anywhere wins over usage errors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
 #include "kvctl.h"
+#include "opt.h"
 #include "ops.h"
 #include "util.h"
 
@@ -229,113 +229,127 @@ cmd_usage(const struct cmd *c, FILE *f)
     fprintf(f, "Usage: kvctl [--json] STORE %s\n\n%s", c->synopsis, c->help);
 }
 
-/* ---- main --------------------------------------------------------------- */
+/* ---- the command line -------------------------------------------------- */
 
-/* "-1.5", "-.5", "-inf", "-nan": a value, not an option. */
+/* What the parser collects: the operands in order (STORE COMMAND ARGS, or
+ * COMMAND ARGS through servers; one slot spare for the server address
+ * main() puts first) and the flags, into the context the commands get. */
+struct cmdline {
+    struct ctx *c;
+    char **pos;
+    int npos;
+    int flag[NOPT];             /* --all, --hot, --replace, --raw */
+};
+
 static int
-looks_negative_number(const char *a)
+operand(void *ctx, const char *arg)
 {
-    return a[0] == '-' && (isdigit((unsigned char)a[1]) ||
-                           (a[1] == '.' && isdigit((unsigned char)a[2])) ||
-                           strncasecmp(a + 1, "inf", 3) == 0 ||
-                           strncasecmp(a + 1, "nan", 3) == 0);
+    struct cmdline *l = ctx;
+
+    l->pos[l->npos++] = (char *)arg;
+    return 0;
 }
+
+/* -h, --help: the help of the command named (`kvctl ls --help`, `kvctl
+ * STORE ls --help`), else kvctl's. */
+static void
+help(void *ctx, FILE *f)
+{
+    const struct cmdline *l = ctx;
+    const struct cmd *hc = l->npos > 0 ? cmd_find(l->pos[0]) : NULL;
+
+    if (hc == NULL && l->npos > 1)
+        hc = cmd_find(l->pos[1]);
+    if (hc != NULL)
+        cmd_usage(hc, f);
+    else
+        usage(f);
+}
+
+/* After the help or the version: a failed write is said as a command's
+ * output is, exit 1. */
+static int
+shown(void *ctx)
+{
+    return kvctl__out_done(EX_OK);
+}
+
+/* The context from the options and operands read: local or remote, and
+ * the command (which names its own help in usage errors). */
+static void
+cmdline_resolve(struct cmdline *l)
+{
+    struct ctx *c = l->c;
+    char **pos = l->pos;
+    int npos = l->npos;
+
+    c->server = c->opt[O_SERVER];
+    c->ipc = c->opt[O_IP_CONFIG];
+    c->remote = c->server != NULL || c->ipc != NULL;
+    c->ops = c->remote ? &kvctl__server_ops : &kvctl__store_ops;
+    if (c->server != NULL)
+        snprintf(c->where, sizeof c->where, "server %s", c->server);
+    else if (c->ipc != NULL)
+        snprintf(c->where, sizeof c->where, "the job in '%s'", c->ipc);
+    if (c->remote && npos >= 1 && (c->cmd = cmd_find(pos[0])) != NULL)
+        kvctl__usage_cmd = c->cmd->name;
+    else if (!c->remote && npos >= 2 && (c->cmd = cmd_find(pos[1])) != NULL)
+        kvctl__usage_cmd = c->cmd->name;
+}
+
+/* A usage error of the parse, with the command's "Try" line. */
+static int
+parse_error(void *ctx, const char *what)
+{
+    cmdline_resolve(ctx);
+    return kvctl__usage_error("%s", what);
+}
+
+/* ---- main --------------------------------------------------------------- */
 
 int
 main(int argc, char **argv)
 {
+    static const char *const wording[OPT_E_COUNT] = {
+        [OPT_E_NEEDS_VALUE] = "option %s needs a value",
+    };
     struct ctx c;
-    char **pos = calloc((size_t)argc + 1, sizeof *pos);
-    const char *bad = NULL, *needs = NULL, *remote;
-    int npos = 0, help = 0, version = 0, rest = 0, ex;
-    unsigned seen = 0;
+    struct cmdline l = {.c = &c};
+    struct tools_opt opts[NOPT + 2];
+    const struct tools_opt_parser parser = {
+        .prog = "kvctl", .opts = opts, .usage = usage, .help = help,
+        .flags = OPT_HELP_WINS | OPT_NEGATIVE_OPERANDS | OPT_QUOTE_ARGUMENT,
+        .version = "kvctl (gkv) " GKV_VERSION_STRING,
+        .operand = operand, .ctx = &l, .wording = wording,
+        .error = parse_error, .shown = shown,
+    };
+    char **pos;
+    const char *remote;
+    int npos, ex;
 
     memset(&c, 0, sizeof c);
     tools__prog = "kvctl";
-    if (pos == NULL)
+    /* every value may be empty or begin with '-': the commands check them */
+    for (int o = 0; o < NOPT; o++)
+        opts[o] = (struct tools_opt){
+            optdefs[o].name, optdefs[o].has_arg ? OPT_STR : OPT_FLAG,
+            .dst = optdefs[o].has_arg ? (void *)&c.opt[o] : &l.flag[o],
+            .flags = OPT_EMPTY_OK,
+        };
+    opts[NOPT] = (struct tools_opt){"--json", OPT_FLAG, .dst = &c.json};
+    opts[NOPT + 1] = (struct tools_opt){NULL};
+    if ((l.pos = calloc((size_t)argc + 1, sizeof *l.pos)) == NULL)
         return kvctl__fail("out of memory");
-    for (int i = 1; i < argc; i++) {
-        char *a = argv[i];
-        const char *eq;
-        size_t nl;
-        int o;
-
-        if (rest || a[0] != '-' || a[1] == '\0' || looks_negative_number(a)) {
-            pos[npos++] = a;
-            continue;
-        }
-        if (strcmp(a, "--") == 0) {
-            rest = 1;
-        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            help = 1;
-        } else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
-            version = 1;
-        } else if (strcmp(a, "--json") == 0) {
-            c.json = 1;
-        } else {
-            eq = strchr(a, '=');
-            nl = eq && a[1] == '-' ? (size_t)(eq - a) : strlen(a);
-            for (o = 0; o < NOPT; o++)
-                if (strlen(optdefs[o].name) == nl && strncmp(optdefs[o].name, a, nl) == 0)
-                    break;
-            if (o == NOPT) {
-                if (bad == NULL)
-                    bad = a;
-                continue;
-            }
-            seen |= BIT(o);
-            if (!optdefs[o].has_arg) {
-                if (eq != NULL && a[1] == '-' && bad == NULL)
-                    bad = a;
-                c.opt[o] = "";
-            } else if (eq != NULL && a[1] == '-') {
-                c.opt[o] = eq + 1;
-            } else if (i + 1 < argc) {
-                c.opt[o] = argv[++i];
-            } else if (needs == NULL) {
-                needs = optdefs[o].name;
-            }
-        }
-    }
-    if (help) {
-        /* `kvctl ls --help`, `kvctl STORE ls --help` */
-        const struct cmd *hc = npos > 0 ? cmd_find(pos[0]) : NULL;
-        if (hc == NULL && npos > 1)
-            hc = cmd_find(pos[1]);
-        if (hc != NULL)
-            cmd_usage(hc, stdout);
-        else
-            usage(stdout);
-        free(pos);
-        return kvctl__out_done(EX_OK);
-    }
-    if (version) {
-        printf("kvctl (gkv) %s\n", GKV_VERSION_STRING);
-        free(pos);
-        return kvctl__out_done(EX_OK);
-    }
-    c.server = c.opt[O_SERVER];
-    c.ipc = c.opt[O_IP_CONFIG];
-    c.remote = c.server != NULL || c.ipc != NULL;
-    c.ops = c.remote ? &kvctl__server_ops : &kvctl__store_ops;
+    if ((ex = tools__opt_parse(&parser, argc, argv)) != 0)
+        goto done;
+    for (int o = 0; o < NOPT; o++)
+        if (l.flag[o])
+            c.opt[o] = "";
+    cmdline_resolve(&l);
+    pos = l.pos;
+    npos = l.npos;
     /* what the commands name in messages; pos[0] below, for both */
     remote = c.server != NULL ? c.server : c.ipc;
-    if (c.server != NULL)
-        snprintf(c.where, sizeof c.where, "server %s", c.server);
-    else if (c.ipc != NULL)
-        snprintf(c.where, sizeof c.where, "the job in '%s'", c.ipc);
-    if (c.remote && npos >= 1 && (c.cmd = cmd_find(pos[0])) != NULL)
-        kvctl__usage_cmd = c.cmd->name;
-    else if (!c.remote && npos >= 2 && (c.cmd = cmd_find(pos[1])) != NULL)
-        kvctl__usage_cmd = c.cmd->name;
-    if (bad != NULL) {
-        ex = kvctl__usage_error("unknown option '%s'", bad);
-        goto done;
-    }
-    if (needs != NULL) {
-        ex = kvctl__usage_error("option %s needs a value", needs);
-        goto done;
-    }
     if (!c.remote && (c.opt[O_TOKEN_FILE] != NULL ||
                       c.opt[O_GROUP] != NULL)) {
         ex = kvctl__usage_error("%s goes with --server HOST:PORT or "
@@ -405,7 +419,7 @@ main(int argc, char **argv)
         goto done;
     }
     for (int o = 0; o < NOPT; o++)
-        if ((seen & BIT(o)) && !(c.cmd->opts & BIT(o)) &&
+        if (c.opt[o] != NULL && !(c.cmd->opts & BIT(o)) &&
             !(GLOBAL_OPTS & BIT(o))) {
             ex = kvctl__usage_error("%s: option %s does not apply", c.cmd->name,
                                     optdefs[o].name);
@@ -439,6 +453,6 @@ main(int argc, char **argv)
     ex = c.cmd->fn(&c);
     c.ops->close(&c, 0);
 done:
-    free(pos);
+    free(l.pos);
     return ex;
 }
