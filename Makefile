@@ -193,6 +193,29 @@ $(BUILD)/gkv.pc.vars: FORCE
 FORCE:
 .PHONY: FORCE
 
+# The compiler and flags (SAN, CFLAGS, CUDA, ...) are recorded in
+# BUILD/flags the same way, and every object depends on it, so `make` then
+# `make SAN=address` rebuilds everything rather than linking old objects to
+# new ones. One build directory whose flags file changes, rather than one
+# directory per flag set: build/kvctl and friends stay where tests, docs
+# and `make install` expect them. The file is compared when the Makefile is
+# read (so `make -q` still answers "up to date") and written only when it
+# differs; the first time, tools/deps.sh --check stops a build that lacks a
+# package with a message naming `make deps`.
+BUILD_FLAGS = $(strip cc=$(CC) cxx=$(CXX) nvcc=$(NVCC) $(CFLAGS) $(GKV_CFLAGS) \
+  $(EMU_CXXFLAGS) $(NVCC_ARCH) ld=$(LDFLAGS) $(LIBS))
+ifneq ($(file <$(BUILD)/flags),$(BUILD_FLAGS))
+$(BUILD)/flags: FORCE
+endif
+$(BUILD)/flags: export GKV_BUILD_FLAGS = $(BUILD_FLAGS)
+$(BUILD)/flags:
+	@tools/deps.sh --check
+	@mkdir -p $(BUILD)
+	@printf '%s\n' "$$GKV_BUILD_FLAGS" > $@
+
+$(sort $(LIB_OBJ) $(EMU_OBJ) $(TCOMMON_OBJ) $(THELP_OBJ) \
+  $(shell find $(BUILD) -name '*.o' 2>/dev/null)): $(BUILD)/flags
+
 $(BUILD)/gkv.pc: Makefile kv/gkv_kv.h $(BUILD)/gkv.pc.vars
 	@mkdir -p $(BUILD)
 	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson nanomsg libsodium\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread $(CUDA_LIBS)\nCflags: -I$${includedir}/gkv\n' \
