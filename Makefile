@@ -1,7 +1,7 @@
 # gkv - embeddable key-value store engine with graph semantics.
 #
-# Targets: all (default), test, bench, fuzz, soak, demo, deps, install,
-# uninstall, clean.  Overridable:
+# Targets: all (default), test, coverage, bench, fuzz, soak, demo, deps,
+# install, uninstall, clean.  Overridable:
 #   PREFIX, DESTDIR      install locations
 #   CUDA                 auto | yes | no  (gpu/ is built when nvcc is there)
 #   SAN                  empty, or e.g. address,undefined
@@ -217,6 +217,29 @@ $(BUILD)/gkv.pc.vars: FORCE
 FORCE:
 .PHONY: FORCE
 
+# The compiler and flags (SAN, CFLAGS, CUDA, ...) are recorded in
+# BUILD/flags the same way, and every object depends on it, so `make` then
+# `make SAN=address` rebuilds everything rather than linking old objects to
+# new ones. One build directory whose flags file changes, rather than one
+# directory per flag set: build/kvctl and friends stay where tests, docs
+# and `make install` expect them. The file is compared when the Makefile is
+# read (so `make -q` still answers "up to date") and written only when it
+# differs; the first time, tools/deps.sh --check stops a build that lacks a
+# package with a message naming `make deps`.
+BUILD_FLAGS = $(strip cc=$(CC) cxx=$(CXX) nvcc=$(NVCC) $(CFLAGS) $(GKV_CFLAGS) \
+  $(EMU_CXXFLAGS) $(NVCC_ARCH) ld=$(LDFLAGS) $(LIBS))
+ifneq ($(file <$(BUILD)/flags),$(BUILD_FLAGS))
+$(BUILD)/flags: FORCE
+endif
+$(BUILD)/flags: export GKV_BUILD_FLAGS = $(BUILD_FLAGS)
+$(BUILD)/flags:
+	@tools/deps.sh --check
+	@mkdir -p $(BUILD)
+	@printf '%s\n' "$$GKV_BUILD_FLAGS" > $@
+
+$(sort $(LIB_OBJ) $(EMU_OBJ) $(TCOMMON_OBJ) $(THELP_OBJ) \
+  $(shell find $(BUILD) -name '*.o' 2>/dev/null)): $(BUILD)/flags
+
 $(BUILD)/gkv.pc: Makefile kv/gkv_kv.h $(BUILD)/gkv.pc.vars
 	@mkdir -p $(BUILD)
 	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson nanomsg libsodium\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread $(CUDA_LIBS)\nCflags: -I$${includedir}/gkv\n' \
@@ -247,6 +270,34 @@ bench:
 soak: deps
 	@$(MAKE) --no-print-directory build-tests
 	@GKVT_SOAK=1 GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS) $(EMU_TESTS)
+
+# make coverage: the tests built with gcov counters (-O0 --coverage;
+# atomic, as threads share them) in COV_BUILD, so build/ keeps its flags,
+# and run once (a failing test is reported and the figures still printed;
+# install_test is left out: it links a program of its own without
+# --coverage to the installed library); then line coverage per layer with
+# gcovr (tools/deps.sh --coverage installs it), per file in
+# COV_BUILD/coverage.txt. gpu/ counts what the emulated-GPU tests run;
+# gpu/emu/ and test/ themselves are left out. Figures: doc/COVERAGE.md.
+COV_BUILD ?= build-cov
+coverage:
+	@tools/deps.sh --coverage
+	@$(MAKE) --no-print-directory BUILD=$(COV_BUILD) SAN= LDFLAGS=--coverage \
+	  CFLAGS='-O0 -g --coverage -fprofile-update=atomic' build-tests
+	@find $(COV_BUILD) -name '*.gcda' -delete; st=0; \
+	GKVT_BUILD=$(abspath $(COV_BUILD)) GKVT_TIMEOUT=$${GKVT_TIMEOUT:-900} test/run.sh \
+	  $(patsubst $(BUILD)/%,$(COV_BUILD)/%,$(filter-out %/install_test,$(TESTS) $(EMU_TESTS))) \
+	  || st=$$?; \
+	echo "  GCOVR   $(COV_BUILD)/coverage.txt"; \
+	gcovr -r . -j 2 -e 'test/' -e 'gpu/emu/' --txt $(COV_BUILD)/coverage.txt \
+	  --csv $(COV_BUILD)/coverage.csv $(COV_BUILD) || exit 1; \
+	awk -F, 'NR > 1 { l = $$1; sub("/.*", "", l); n[l] += $$2; c[l] += $$3; \
+	    N += $$2; C += $$3 } \
+	  END { k = split("kv graph net gpu tools", L, " "); \
+	    for (i = 1; i <= k; i++) if (n[L[i]]) printf "  %-6s %5.1f%% of %6d lines\n", \
+	      L[i], 100 * c[L[i]] / n[L[i]], n[L[i]]; \
+	    printf "  all    %5.1f%% of %6d lines\n", 100 * C / N, N }' $(COV_BUILD)/coverage.csv; \
+	exit $$st
 
 fuzz:
 	@tools/deps.sh --fuzz
@@ -285,9 +336,9 @@ uninstall:
 	rm -f $(addprefix $(DESTDIR)$(PREFIX)/share/man/man1/,$(notdir $(MANPAGES)))
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(COV_BUILD)
 
-.PHONY: all deps test build-tests bench soak fuzz demo install uninstall clean
+.PHONY: all deps test build-tests coverage bench soak fuzz demo install uninstall clean
 
 # (build/NAME.d of a tool that has since become a folder would name the
 # gone tools/NAME.c as a prerequisite: skipped)
