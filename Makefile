@@ -238,6 +238,7 @@ $(BUILD)/flags:
 	@printf '%s\n' "$$GKV_BUILD_FLAGS" > $@
 
 $(sort $(LIB_OBJ) $(EMU_OBJ) $(TCOMMON_OBJ) $(THELP_OBJ) \
+  $(foreach d,$(TOOL_DIRS),$(call tool_obj,$(d))) \
   $(shell find $(BUILD) -name '*.o' 2>/dev/null)): $(BUILD)/flags
 
 $(BUILD)/gkv.pc: Makefile kv/gkv_kv.h $(BUILD)/gkv.pc.vars
