@@ -5,16 +5,17 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "gkv_gpu.h"
+#include "gpu/gkv_gpu.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Records 'fmt' as the calling thread's gkv_gpu_errmsg() and returns rc. */
+/* gkv__fail() and gkv__clear() about no handle (base/base.h): records
+ * 'fmt' as the calling thread's gkv_errmsg() and returns rc. */
 gkv_err gpu__fail(gkv_err rc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Clears the calling thread's message (at the start of every call). */
+/* Clears it (at the start of every call). */
 void    gpu__clear(void);
 
 /* GKV_OK when 'device' is a usable CUDA device and made current; else

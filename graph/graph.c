@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "graph_int.h"
+#include "graph/graph_int.h"
 
 /* ---- messages and small helpers --------------------------------------- */
 
@@ -15,7 +15,7 @@ graph__fail(gkv_graph *g, gkv_err rc, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    vsnprintf(g->g_msg, sizeof g->g_msg, fmt, ap);
+    gkv__vfail(g, rc, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -23,13 +23,13 @@ graph__fail(gkv_graph *g, gkv_err rc, const char *fmt, ...)
 void
 graph__clear(gkv_graph *g)
 {
-    g->g_msg[0] = '\0';
+    gkv__clear(g);
 }
 
 const char *
 gkv_graph_errmsg(const gkv_graph *g)
 {
-    return g != NULL ? g->g_msg : "";
+    return g != NULL ? gkv__errmsg_about(g) : "";
 }
 
 int

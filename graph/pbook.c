@@ -15,8 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <jansson.h>
-#include "graph_int.h"
-#include "gkv_part.h"
+#include "graph/graph_int.h"
+#include "graph/gkv_part.h"
 
 #define PB_MSG_MAX   640
 #define PB_PARTS_MAX (1 << 20)        /* partitions in one config */
@@ -24,8 +24,6 @@
 #define PB_EDGES 1
 
 /* ---- messages ---------------------------------------------------------- */
-
-static __thread kv_tlmsg tl_err;   /* as kv/ does for stores */
 
 static gkv_err pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -36,7 +34,7 @@ pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
     va_list ap;
 
     va_start(ap, fmt);
-    kv__tlmsg_vset(&tl_err, b, fmt, ap);
+    gkv__vfail(b, rc, fmt, ap);
     va_end(ap);
     return rc;
 }
@@ -44,13 +42,13 @@ pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
 static void
 pb_clear(const gkv_pbook *b)
 {
-    kv__tlmsg_clear(&tl_err, b);
+    gkv__clear(b);
 }
 
 const char *
 gkv_pbook_errmsg(const gkv_pbook *b)
 {
-    return kv__tlmsg_get(&tl_err, b);
+    return gkv__errmsg_about(b);
 }
 
 /* ---- the book ---------------------------------------------------------- */
