@@ -23,7 +23,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <math.h>
-#include "gpu/gen.h"
+#include "base/gen.h"
 
 #define THREADS     256
 #define SCAN_B      512           /* elements per scan block */

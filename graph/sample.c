@@ -51,13 +51,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include "base/gen.h"
 #include "graph/graph_int.h"
 #include "graph/gkv_part.h"
 #include "graph/gkv_partition.h"
 #include "graph/gkv_sample.h"
 
-#define G64         0x9e3779b97f4a7c15ULL
-#define DOM_SAMPLE  0x474b5653414d504cULL   /* "GKVSAMPL" */
+#define G64         GKV_GEN_G
 #define DOM_NEG     0x474b564e45474154ULL   /* "GKVNEGAT" */
 
 #define SUB          32       /* nodes per P1/P2/P3 sub-block */
@@ -71,43 +71,17 @@
 #define KEY_IX_BITS  40
 #define KEY(ci, j)   (KEYBIT | ((uint64_t)(ci) << KEY_IX_BITS) | (uint64_t)(j))
 
-__extension__ typedef unsigned __int128 u128;
-
 typedef _Atomic uint64_t amark;
 
-/* ---- the generator -------------------------------------------------- */
+/* ---- the generator: M, A, r_t, below and unit of gkv_sample.h are
+ * base/gen.h's, the one copy that the GPU sampler runs too; short names
+ * here keep the pick loops readable. ----------------------------------- */
 
-static inline uint64_t
-mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t
-absorb(uint64_t x, uint64_t v)
-{
-    return mix(x ^ mix(v + G64));
-}
-
-static inline uint64_t
-draw(uint64_t bv, uint64_t t)
-{
-    return mix(bv + (t + 1) * G64);
-}
-
-static inline uint64_t
-below(uint64_t r, uint64_t n)
-{
-    return (uint64_t)(((u128)r * n) >> 64);
-}
-
-static inline double
-unit(uint64_t r)
-{
-    return (double)(r >> 11) * 0x1.0p-53;
-}
+#define mix(z)        gkv_gen_mix(z)
+#define absorb(x, v)  gkv_gen_absorb((x), (v))
+#define draw(bv, t)   gkv_gen_draw((bv), (t))
+#define below(r, n)   gkv_gen_below((r), (n))
+#define unit(r)       gkv_gen_unit(r)
 
 static inline void
 cpu_relax(void)
@@ -2565,7 +2539,7 @@ static void
 hop_set(gkv_sampler *s, const int *fan, int nfan, int row, int layer)
 {
     struct run *R = &s->R;
-    uint64_t kl = absorb(absorb(DOM_SAMPLE, R->seed), (uint64_t)layer);
+    uint64_t kl = absorb(absorb(GKV_GEN_DOM_SAMPLE, R->seed), (uint64_t)layer);
 
     for (int e = 0; e < s->net; e++) {
         int k = fan[row * nfan + (nfan == 1 ? 0 : e)];

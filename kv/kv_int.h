@@ -36,8 +36,7 @@ void    kv__clear(const gkv_store *s);
 
 /* A 64-bit hash of (seed, row, col): the same anywhere it is computed. */
 uint64_t kv__mix3(uint64_t seed, uint64_t row, uint64_t col);
-/* Uniform double in [0, 1) from a 64-bit value. */
-static inline double kv__u01(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; }
+/* (A uniform double in [0, 1) from one: gkv_gen_unit(), base/gen.h.) */
 
 /* ---- the store and its transactions ----------------------------------- */
 

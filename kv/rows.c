@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/gen.h"
 #include "kv/kv_int.h"
 
 /* ---- element access by dtype ------------------------------------------- */
@@ -141,7 +142,7 @@ kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst)
             double v = r->a;
 
             if (r->init == GKV_INIT_UNIFORM) {
-                v = r->a + (r->b - r->a) * kv__u01(kv__mix3(r->seed, row, j));
+                v = r->a + (r->b - r->a) * gkv_gen_unit(kv__mix3(r->seed, row, j));
                 if (v >= r->b)       /* rounding can reach b; keep [a, b) */
                     v = nextafter(r->b, r->a);
                 if (!dtype_is_float(r->dtype))
@@ -150,8 +151,8 @@ kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst)
                 elem_below(r->dtype, p, j, r->b);   /* and the dtype's */
                 continue;
             } else if (r->init == GKV_INIT_NORMAL) {
-                double u1 = kv__u01(kv__mix3(r->seed, row, 2 * j));
-                double u2 = kv__u01(kv__mix3(r->seed, row, 2 * j + 1));
+                double u1 = gkv_gen_unit(kv__mix3(r->seed, row, 2 * j));
+                double u2 = gkv_gen_unit(kv__mix3(r->seed, row, 2 * j + 1));
                 v = r->a + r->b * sqrt(-2.0 * log1p(-u1)) * cos(2 * M_PI * u2);
             }
             elem_store(r->dtype, p, j, v);

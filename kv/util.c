@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "base/gen.h"
 #include "kv/kv_int.h"
 
 void
@@ -142,18 +143,11 @@ gkv_f32_to_bf16(float f)
 
 /* ---- counter-based generator ----------------------------------------- */
 
-static inline uint64_t
-fmix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
+/* splitmix64's finaliser M of base/gen.h, the sampling generator's too. */
 uint64_t
 kv__mix3(uint64_t seed, uint64_t row, uint64_t col)
 {
-    uint64_t z = fmix(seed + 0x9e3779b97f4a7c15ULL);
-    z = fmix(z ^ (row * 0xd6e8feb86659fd93ULL));
-    return fmix(z ^ (col + 0x632be59bd9b4e019ULL));
+    uint64_t z = gkv_gen_mix(seed + GKV_GEN_G);
+    z = gkv_gen_mix(z ^ (row * 0xd6e8feb86659fd93ULL));
+    return gkv_gen_mix(z ^ (col + 0x632be59bd9b4e019ULL));
 }
