@@ -6,25 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* gpu/'s messages go to the one per-thread slot (base/err.c), about no
- * handle: a GPU sampler belongs to one thread at a time anyway. */
-gkv_err
-gpu__fail(gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    gkv__vfail(NULL, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-void
-gpu__clear(void)
-{
-    gkv__clear(NULL);
-}
-
 const char *
 gkv_gpu_errmsg(void)
 {

@@ -9,23 +9,6 @@
 
 /* ---- messages and small helpers --------------------------------------- */
 
-gkv_err
-graph__fail(gkv_graph *g, gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    gkv__vfail(g, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-void
-graph__clear(gkv_graph *g)
-{
-    gkv__clear(g);
-}
-
 const char *
 gkv_graph_errmsg(const gkv_graph *g)
 {

@@ -37,12 +37,12 @@ struct gkv_graph {
     struct graph_etype *g_et;
 };
 
-/* gkv__fail() about g: records 'fmt' as this thread's message and returns
- * 'rc'. */
-gkv_err graph__fail(gkv_graph *g, gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* gkv__clear(g), at the start of every call that changes g. */
-void    graph__clear(gkv_graph *g);
+/* gkv__fail() and gkv__clear() about g (a changing call clears at its
+ * start): graph__fail(g, rc, fmt, ...) records fmt as this thread's message
+ * and returns rc. */
+static inline const void *graph__about(const gkv_graph *g) { return g; }
+#define graph__fail(g, rc, ...) gkv__fail(graph__about(g), (rc), __VA_ARGS__)
+#define graph__clear(g)         gkv__clear(graph__about(g))
 
 /* Makes room for 'extra' more edges in etype 'et' (and for weights when
  * 'weighted', filling the weights of existing edges with 1.0). Grows

@@ -15,25 +15,10 @@
 
 /* ---- messages ---------------------------------------------------------- */
 
-static gkv_err pt_fail(const gkv_part *p, gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static gkv_err
-pt_fail(const gkv_part *p, gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    gkv__vfail(p, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static void
-pt_clear(const gkv_part *p)
-{
-    gkv__clear(p);
-}
+/* gkv__fail() / gkv__clear() about p (NULL: a failed open). */
+static inline const void *pt_about(const gkv_part *p) { return p; }
+#define pt_fail(p, rc, ...) gkv__fail(pt_about(p), (rc), __VA_ARGS__)
+#define pt_clear(p)         gkv__clear(pt_about(p))
 
 const char *
 gkv_part_errmsg(const gkv_part *p)

@@ -25,25 +25,10 @@
 
 /* ---- messages ---------------------------------------------------------- */
 
-static gkv_err pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static gkv_err
-pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    gkv__vfail(b, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static void
-pb_clear(const gkv_pbook *b)
-{
-    gkv__clear(b);
-}
+/* gkv__fail() / gkv__clear() about b (NULL: a failed open). */
+static inline const void *pb_about(const gkv_pbook *b) { return b; }
+#define pb_fail(b, rc, ...) gkv__fail(pb_about(b), (rc), __VA_ARGS__)
+#define pb_clear(b)         gkv__clear(pb_about(b))
 
 const char *
 gkv_pbook_errmsg(const gkv_pbook *b)

@@ -173,19 +173,8 @@ huge_alloc(size_t bytes, void **raw)
 
 /* ---- the sgraph ------------------------------------------------------- */
 
-static gkv_err sg_fail(gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static gkv_err
-sg_fail(gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    gkv__vfail(NULL, rc, fmt, ap);   /* NULL: sgraphs are made here */
-    va_end(ap);
-    return rc;
-}
+/* sgraph calls are about no handle (NULL): the sgraph is made by them. */
+#define sg_fail(rc, ...) gkv__fail(NULL, (rc), __VA_ARGS__)
 
 /* Edge ID -> position: a dense table over [lo, lo + span) or sorted pairs. */
 struct sg_inv {
@@ -962,19 +951,9 @@ struct gkv_sampler {
     char         ebmsg[MSG_MAX];   /* a graph__eb_* call's detail */
 };
 
-static gkv_err s_fail(gkv_sampler *s, gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static gkv_err
-s_fail(gkv_sampler *s, gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    gkv__vfail(s, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* gkv__fail() about sampler s. */
+static inline const void *s_about(const gkv_sampler *s) { return s; }
+#define s_fail(s, rc, ...) gkv__fail(s_about(s), (rc), __VA_ARGS__)
 
 /* rc of a graph__eb_* call that wrote its detail to s->ebmsg: recorded as
  * s's message when it is an error. */
@@ -1123,7 +1102,7 @@ cpu_s(void)
 static void
 call_begin(gkv_sampler *s)
 {
-    gkv__clear(s);
+    gkv__clear(s_about(s));
     if (s->nt == 1)
         return;
     s->ncalls++;

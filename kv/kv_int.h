@@ -24,13 +24,13 @@
 
 /* ---- error detail about a store ----------------------------------------- */
 
-/* gkv__fail() about store 's' (NULL: a failed open): records 'fmt' as this
- * thread's message and returns 'rc', so a call can say:
- * return kv__fail(s, GKV_ERANGE, "tensor '%s': ...", ..). */
-gkv_err kv__fail(const gkv_store *s, gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* gkv__clear(s): called at the start of each call on 's'. */
-void    kv__clear(const gkv_store *s);
+/* gkv__fail() and gkv__clear() about store 's' (NULL: a failed open):
+ * kv__fail records 'fmt' as this thread's message and returns 'rc', so a
+ * call can say: return kv__fail(s, GKV_ERANGE, "tensor '%s': ...", ..);
+ * kv__clear(s) is called at the start of each call on 's'. */
+static inline const void *kv__about(const gkv_store *s) { return s; }
+#define kv__fail(s, rc, ...) gkv__fail(kv__about(s), (rc), __VA_ARGS__)
+#define kv__clear(s)         gkv__clear(kv__about(s))
 
 /* ---- the counter-based generator used by initializers ----------------- */
 

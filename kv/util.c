@@ -13,24 +13,7 @@ gkv_free(void *p)
     gkv__free(p);
 }
 
-/* ---- error detail: the one per-thread slot (base/err.c), about stores -- */
-
-gkv_err
-kv__fail(const gkv_store *s, gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    gkv__vfail(s, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-void
-kv__clear(const gkv_store *s)
-{
-    gkv__clear(s);
-}
+/* ---- error detail: the one per-thread slot (base/err.c) -------------- */
 
 const char *
 gkv_store_errmsg(const gkv_store *s)

@@ -10,25 +10,6 @@
 #include "net/gkv_net.h"
 #include "net/wire.h"
 
-/* net/ calls are about many handles (a client, a server, a file), so
- * their messages are about none (NULL). */
-gkv_err
-net__fail(gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    gkv__vfail(NULL, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-void
-net__clear(void)
-{
-    gkv__clear(NULL);
-}
-
 const char *
 gkv_net_errmsg(void)
 {

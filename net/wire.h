@@ -464,9 +464,8 @@ int net__group_ok(const char *g);
 
 /* gkv__fail() and gkv__clear() about no handle (base/base.h): net/ calls
  * are about clients, servers and files alike. */
-gkv_err net__fail(gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void    net__clear(void);
+#define net__fail(rc, ...) gkv__fail(NULL, (rc), __VA_ARGS__)
+#define net__clear()       gkv__clear(NULL)
 
 /* A one-machine ip_config for "HOST:PORT" or "[IPv6]:PORT" (the server
  * at exactly that port). Errors: GKV_EINVAL (naming the address),
