@@ -126,6 +126,26 @@ gkv_gen_npicks(int64_t m, int64_t z, int64_t k, int replace, int weighted)
     return k;
 }
 
+/* Floyd: k distinct positions of [0, m) (k < m) into out[0 .. k), in the
+ * order chosen, each pick checked against the earlier ones (graph/sample.c
+ * uses a hash set instead above 64 picks: the same picks). */
+GKV_GEN void
+gkv_gen_floyd(uint64_t bv, int64_t m, int64_t k, int64_t *out)
+{
+    int64_t t = 0;
+
+    for (int64_t j = m - k; j < m; j++, t++) {
+        int64_t x = (int64_t)gkv_gen_below(gkv_gen_draw(bv, (uint64_t)t),
+                                           (uint64_t)j + 1);
+        for (int64_t q = 0; q < t; q++)
+            if (out[q] == x) {
+                x = j;
+                break;
+            }
+        out[t] = x;
+    }
+}
+
 /* Uniform picks of a column of m positions into out[0 .. npicks) as
  * column offsets, in pick order. */
 GKV_GEN void
@@ -140,17 +160,7 @@ gkv_gen_uniform(uint64_t bv, int64_t m, int64_t k, int replace, int64_t *out)
                 out[t] = (int64_t)gkv_gen_below(gkv_gen_draw(bv, (uint64_t)t),
                                                 (uint64_t)m);
     } else {
-        int64_t t = 0;
-        for (int64_t j = m - k; j < m; j++, t++) {
-            int64_t x = (int64_t)gkv_gen_below(gkv_gen_draw(bv, (uint64_t)t),
-                                               (uint64_t)j + 1);
-            for (int64_t q = 0; q < t; q++)
-                if (out[q] == x) {
-                    x = j;
-                    break;
-                }
-            out[t] = x;
-        }
+        gkv_gen_floyd(bv, m, k, out);
     }
 }
 

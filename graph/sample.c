@@ -1394,16 +1394,7 @@ floyd(struct tbuf *tb, uint64_t bv, int64_t m, int64_t k, int64_t *out)
     int64_t t = 0;
 
     if (k <= FLOYD_SMALL) {
-        for (int64_t j = m - k; j < m; j++, t++) {
-            int64_t x = (int64_t)below(draw(bv, (uint64_t)t),
-                                       (uint64_t)j + 1);
-            for (int64_t q = 0; q < t; q++)
-                if (out[q] == x) {
-                    x = j;
-                    break;
-                }
-            out[t] = x;
-        }
+        gkv_gen_floyd(bv, m, k, out);
         return 0;
     }
     {
