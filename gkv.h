@@ -6,8 +6,9 @@
  * 5", "server 127.0.0.1:30051: ...") is read with gkv_errmsg()
  * (gkv_err.h, so every layer's header has it) in the calling thread:
  * every layer's calls (store, graph, partition book, sampler, client and
- * server, GPU) fill the same per-thread slot, and a call clears it when it
- * starts, so it always tells of the thread's last call.
+ * server, GPU, .npy files) fill the same per-thread slot before they fail,
+ * and calls clear it as they start (plain getters may leave it), so after
+ * a failure it tells of that call until the thread's next one.
  *
  * The per-module getters of the layer headers are one-line aliases of it:
  *   gkv_net_errmsg(), gkv_gpu_errmsg()      gkv_errmsg()
