@@ -77,7 +77,7 @@ GPU_HEADERS :=
 endif
 
 # ---- library -----------------------------------------------------------------
-LIB_SRC := $(wildcard kv/*.c graph/*.c net/*.c)
+LIB_SRC := $(wildcard base/*.c kv/*.c graph/*.c net/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GPU_OBJ)
 HEADERS := gkv.h $(wildcard kv/gkv_*.h graph/gkv_*.h net/gkv_*.h) $(GPU_HEADERS)
 

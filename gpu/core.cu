@@ -1,34 +1,15 @@
 /* core.cu - gkv_gpu.h: error detail, device discovery, memory helpers and
  * the hot-set choice (host only). */
-#include "gpu_int.h"      /* first: its pragmas cover everything after */
+#include "gpu/gpu_int.h"     /* first: its pragmas cover everything after */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static thread_local char gpu_msg[GPU_MSG_MAX];
-
-gkv_err
-gpu__fail(gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(gpu_msg, sizeof gpu_msg, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-void
-gpu__clear(void)
-{
-    gpu_msg[0] = '\0';
-}
-
 const char *
 gkv_gpu_errmsg(void)
 {
-    return gpu_msg;
+    return gkv_errmsg();
 }
 
 gkv_err

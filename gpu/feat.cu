@@ -7,7 +7,7 @@
  * warp, enough for the row's vectors) that copy it in 16-, 8-, 4- or 1-byte
  * words: the widest that divides the row and every base address, so
  * typical feature rows (64 f32 = 256 B) move in 16-byte loads. */
-#include "gpu_int.h"      /* first: its pragmas cover everything after */
+#include "gpu/gpu_int.h"     /* first: its pragmas cover everything after */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>

@@ -17,10 +17,10 @@
  * returns GKV_ENOTSUP with the message "no CUDA device: ...". Host-only
  * calls (gkv_gpu_hot_by_degree) work anyway.
  *
- * Errors. Every call returns GKV_OK or a gkv_err; gkv_gpu_errmsg() gives
- * the detail of the calling thread's last failed gkv_gpu_* call. A CUDA
- * failure is GKV_EIO (GKV_ENOMEM for an allocation) with the CUDA error's
- * name in the message.
+ * Errors. Every call returns GKV_OK or a gkv_err; gkv_errmsg() (or its
+ * alias gkv_gpu_errmsg()) gives the detail of the calling thread's last
+ * failed call. A CUDA failure is GKV_EIO (GKV_ENOMEM for an allocation)
+ * with the CUDA error's name in the message.
  *
  * Devices. A call given a device, or an object made on one, makes that
  * device current on the calling thread (cudaSetDevice), as CUDA libraries
@@ -45,8 +45,8 @@
 extern "C" {
 #endif
 
-/* The detail of the calling thread's last failed gkv_gpu_* call, or ""
- * after a success. Valid until the thread's next gkv_gpu_* call. */
+/* gkv_errmsg(): the detail of the calling thread's last failed call, or
+ * "" after a success. Valid until the thread's next gkv call. */
 GKV_API const char *gkv_gpu_errmsg(void);
 
 /* The number of CUDA devices into *ndev (may be NULL) and device 0's name

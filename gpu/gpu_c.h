@@ -5,17 +5,19 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "gkv_gpu.h"
+#include "base/base.h"
+#include "gpu/gkv_gpu.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Records 'fmt' as the calling thread's gkv_gpu_errmsg() and returns rc. */
-gkv_err gpu__fail(gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* Clears the calling thread's message (at the start of every call). */
-void    gpu__clear(void);
+/* gkv__fail() and gkv__clear() about no handle (base/base.h): a GPU
+ * sampler belongs to one thread at a time anyway. gpu__fail(rc, fmt, ...)
+ * records fmt as the calling thread's gkv_errmsg() and returns rc;
+ * gpu__clear() at the start of every call. */
+#define gpu__fail(rc, ...) gkv__fail(NULL, (rc), __VA_ARGS__)
+#define gpu__clear()       gkv__clear(NULL)
 
 /* GKV_OK when 'device' is a usable CUDA device and made current; else
  * GKV_ENOTSUP ("no CUDA device: 'what' needs one") or GKV_EINVAL (no such

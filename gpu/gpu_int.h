@@ -21,14 +21,9 @@
 #endif
 
 #include <cuda_runtime.h>
-#include "gkv_gpu.h"
-#include "gpu_c.h"      /* gpu__fail() and the rest, with C linkage */
-/* kv_int.h is a C header without extern "C" of its own. */
-extern "C" {
-#include "kv_int.h"     /* gkv__malloc and friends */
-}
-
-#define GPU_MSG_MAX 512
+#include "base/base.h"  /* gkv__malloc and friends, with C linkage */
+#include "gpu/gkv_gpu.h"
+#include "gpu/gpu_c.h"  /* gpu__fail() and the rest, with C linkage */
 
 /* Launches kernel k on grid x block threads in stream st with the
  * arguments that follow: the <<<>>> launch under nvcc; a call of the CPU

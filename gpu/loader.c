@@ -5,9 +5,9 @@
  * (gpu__feat_gather_mixed). */
 #include <stdio.h>
 #include <string.h>
-#include "kv_int.h"
-#include "gpu_c.h"
-#include "loader_int.h"
+#include "base/base.h"
+#include "gpu/gpu_c.h"
+#include "gpu/loader_int.h"
 
 #define ALIGN16(n) (((n) + 15) & ~(size_t)15)
 

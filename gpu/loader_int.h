@@ -16,7 +16,7 @@
 #ifndef GPU_LOADER_INT_H
 #define GPU_LOADER_INT_H
 
-#include "gkv_gpu.h"
+#include "gpu/gkv_gpu.h"
 
 #define GPU_LDR_MAX_LAYERS 16
 

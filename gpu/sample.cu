@@ -19,11 +19,11 @@
  *            which is the CPU order (destination nodes in order, then new
  *            sources in order of first appearance in the edge list).
  * The next hop's frontier is this block's node list. */
-#include "gpu_int.h"      /* first: its pragmas cover everything after */
+#include "gpu/gpu_int.h"     /* first: its pragmas cover everything after */
 #include <stdio.h>
 #include <string.h>
 #include <math.h>
-#include "gen.h"
+#include "base/gen.h"
 
 #define THREADS     256
 #define SCAN_B      512           /* elements per scan block */

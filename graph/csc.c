@@ -24,7 +24,7 @@
  * the cursor (it ends at the old indptr[k + 1]) and indptr is shifted right
  * by one at the end; no extra array. */
 #include <string.h>
-#include "graph_int.h"
+#include "graph/graph_int.h"
 
 #define MAX_THREADS     64
 #define MIN_PER_THREAD  32768         /* edges below which a thread is idle */

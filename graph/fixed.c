@@ -1,7 +1,7 @@
 /* fixed.c - the two small graphs with hand-checked answers. Their tables
  * (edges, CSC, CSR, degrees) are drawn in gkv_graph.h; a change here must
  * change them there, and the expected arrays in test/graph_input_test.c. */
-#include "graph_int.h"
+#include "graph/graph_int.h"
 
 #define N_OF(a) (sizeof (a) / sizeof (a)[0])
 

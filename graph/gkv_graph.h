@@ -22,10 +22,11 @@
  * ASCII without blanks, ',', ':', '#' or '/' (they appear inside edge list
  * lines, canonical names and tensor names such as "node/user/feat").
  *
- * Errors: calls that change a graph record the detail of a failure in the
- * graph ("edges.txt:17: dst 9 is not below 5, the number of 'item' nodes"),
- * read back with gkv_graph_errmsg(). A failed call leaves the graph exactly
- * as it was. Calls on a const graph record nothing.
+ * Errors: calls that change a graph record the detail of a failure
+ * ("edges.txt:17: dst 9 is not below 5, the number of 'item' nodes") for
+ * the calling thread, read back with gkv_errmsg() or gkv_graph_errmsg().
+ * A failed call leaves the graph exactly as it was. Calls on a const graph
+ * record nothing.
  *
  * Threads: a graph may be read (const calls, including the CSC builders)
  * by any number of threads at once; a call that changes it needs the graph
@@ -62,8 +63,9 @@ GKV_API gkv_err gkv_graph_new_homo(gkv_graph **out, int64_t num_nodes);
 /* Frees the graph and all its arrays; borrowed pointers die. NULL is fine. */
 GKV_API void    gkv_graph_free(gkv_graph *g);
 
-/* The detail of the last failed call that changed 'g', or "" when the last
- * such call succeeded. Valid until the next call that changes 'g'. */
+/* gkv_errmsg() when this thread's last gkv call was one that changed 'g',
+ * else "" (so "" too when that call succeeded, and in another thread).
+ * Valid until the thread's next gkv call. */
 GKV_API const char *gkv_graph_errmsg(const gkv_graph *g);
 
 /* Adds node type 'name' with 'num_nodes' nodes (>= 0, or GKV_GRAPH_GROW).

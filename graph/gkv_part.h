@@ -22,8 +22,8 @@
  * then partly written.
  *
  * Errors: every call returns GKV_OK or a gkv_err; the detail for the calling
- * thread is read back with gkv_pbook_errmsg() / gkv_part_errmsg() (with a
- * NULL handle after a failed open).
+ * thread is read back with gkv_errmsg(), or gkv_pbook_errmsg() /
+ * gkv_part_errmsg() (with a NULL handle after a failed open).
  *
  * Threads: a book or an open partition is read-only after open: any number
  * of threads may query it at once.
@@ -74,9 +74,9 @@ GKV_API gkv_err gkv_pbook_open_mem(gkv_pbook **out, const void *text,
 /* Frees the book; strings borrowed from it die. NULL is fine. */
 GKV_API void    gkv_pbook_close(gkv_pbook *b);
 
-/* The detail of this thread's last failed call on 'b' ("" when none);
- * gkv_pbook_errmsg(NULL) after a failed gkv_pbook_open(). Valid until this
- * thread's next call on the book. */
+/* gkv_errmsg() when this thread's last gkv call was on 'b' ("" when it
+ * succeeded, or was on something else); gkv_pbook_errmsg(NULL) after a
+ * failed gkv_pbook_open(). Valid until the thread's next gkv call. */
 GKV_API const char *gkv_pbook_errmsg(const gkv_pbook *b);
 
 /* Config fields. Strings are the book's, valid until gkv_pbook_close(). */

@@ -106,8 +106,8 @@
  * ---- Errors ------------------------------------------------------------
  *
  * Calls return GKV_OK or a gkv_err; the detail ("seed 17 is outside the
- * columns [0, 10) ...") is read with gkv_sgraph_errmsg() or
- * gkv_sampler_errmsg(). A failed sampling call returns no result (the
+ * columns [0, 10) ...") is read with gkv_errmsg(), or gkv_sgraph_errmsg()
+ * or gkv_sampler_errmsg(). A failed sampling call returns no result (the
  * output structs are zeroed) and leaves the sampler ready for the next
  * call.
  */
@@ -182,8 +182,9 @@ GKV_API gkv_err gkv_sgraph_from_graph(gkv_sgraph **out, const gkv_graph *g,
  * still use it. NULL is fine. */
 GKV_API void    gkv_sgraph_free(gkv_sgraph *sg);
 
-/* The detail of the calling thread's last failed gkv_sgraph_* call, or ""
- * after a success. Valid until this thread's next gkv_sgraph_* call. */
+/* gkv_errmsg(): the detail of the calling thread's last failed call, or
+ * "" after a success ('sg' is not looked at). Valid until the thread's
+ * next gkv call. */
 GKV_API const char *gkv_sgraph_errmsg(const gkv_sgraph *sg);
 
 /* Schema queries. Bad indices give -1. Thread-safe: yes. */
@@ -240,8 +241,9 @@ GKV_API gkv_err gkv_sampler_new(gkv_sampler **out, const gkv_sgraph *sg,
  * sampler die. NULL is fine. */
 GKV_API void    gkv_sampler_free(gkv_sampler *s);
 
-/* The detail of the last failed call on 's' ("" after a success). Valid
- * until the next call on 's'. */
+/* gkv_errmsg() when this thread's last gkv call was on 's' ("" after a
+ * success, or when it was on something else). Valid until the thread's
+ * next gkv call. */
 GKV_API const char *gkv_sampler_errmsg(const gkv_sampler *s);
 
 #define GKV_SAMPLE_REPLACE   0x01u  /* with replacement */

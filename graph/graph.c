@@ -5,31 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "graph_int.h"
+#include "graph/graph_int.h"
 
 /* ---- messages and small helpers --------------------------------------- */
-
-gkv_err
-graph__fail(gkv_graph *g, gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(g->g_msg, sizeof g->g_msg, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-void
-graph__clear(gkv_graph *g)
-{
-    g->g_msg[0] = '\0';
-}
 
 const char *
 gkv_graph_errmsg(const gkv_graph *g)
 {
-    return g != NULL ? g->g_msg : "";
+    return g != NULL ? gkv__errmsg_about(g) : "";
 }
 
 int

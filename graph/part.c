@@ -10,37 +10,20 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "graph_int.h"
-#include "gkv_part.h"
+#include "graph/graph_int.h"
+#include "graph/gkv_part.h"
 
 /* ---- messages ---------------------------------------------------------- */
 
-static __thread kv_tlmsg tl_err;   /* as kv/ does for stores */
-
-static gkv_err pt_fail(const gkv_part *p, gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static gkv_err
-pt_fail(const gkv_part *p, gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    kv__tlmsg_vset(&tl_err, p, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static void
-pt_clear(const gkv_part *p)
-{
-    kv__tlmsg_clear(&tl_err, p);
-}
+/* gkv__fail() / gkv__clear() about p (NULL: a failed open). */
+static inline const void *pt_about(const gkv_part *p) { return p; }
+#define pt_fail(p, rc, ...) gkv__fail(pt_about(p), (rc), __VA_ARGS__)
+#define pt_clear(p)         gkv__clear(pt_about(p))
 
 const char *
 gkv_part_errmsg(const gkv_part *p)
 {
-    return kv__tlmsg_get(&tl_err, p);
+    return gkv__errmsg_about(p);
 }
 
 /* ---- the handle --------------------------------------------------------- */

@@ -3,9 +3,9 @@
  * (sample.c): the schema comes from the partition book, the adjacency is
  * borrowed from the partition's loaded CSC (and CSR). */
 #include <stdint.h>
-#include "graph_int.h"
-#include "gkv_part.h"
-#include "gkv_sample.h"
+#include "graph/graph_int.h"
+#include "graph/gkv_part.h"
+#include "graph/gkv_sample.h"
 
 gkv_err
 gkv_part_sgraph(const gkv_part *p, gkv_sgraph **out)

@@ -40,8 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <jansson.h>
-#include "gkv_npy.h"
-#include "part_write.h"
+#include "kv/gkv_npy.h"
+#include "graph/part_write.h"
 
 #define SLICE_BYTES   (64u << 20)   /* one gkv_tensor_write / file write */
 #define MSG_MAX       1024
@@ -101,15 +101,6 @@ struct pw {
     size_t s_idx_cap, s_oeid_cap, s_w_cap;   /* elements */
 };
 
-static double
-now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Records the failure's message (the caller returns at once); returns rc. */
 static gkv_err
 fail(struct pw *w, gkv_err rc, const char *fmt, ...)
@@ -132,12 +123,9 @@ static gkv_err
 from_errno(int e)
 {
     switch (e) {
-    case ENOENT: case ENOTDIR: return GKV_ENOENT;
-    case EACCES: case EPERM: case EROFS: return GKV_EPERM;
-    case ENOMEM: return GKV_ENOMEM;
     case EEXIST: case ENOTEMPTY: return GKV_EEXIST;
     case ENOSPC: case EDQUOT: return GKV_EMAPFULL;
-    default: return GKV_EIO;
+    default: return gkv__from_errno(e);
     }
 }
 
@@ -962,7 +950,7 @@ assign(struct pw *w, gkv_part_report *rep)
     const int P = w->P;
     int64_t objval = 0;
     gkv_err rc;
-    double t0 = now();
+    uint64_t t0 = gkv__now_ns();
 
     if ((rc = progress(w, "assign", 0, 0)) != GKV_OK)
         return rc;
@@ -1015,7 +1003,7 @@ assign(struct pw *w, gkv_part_report *rep)
             w->newid[t][v] = cur[w->owner[t][v]]++;
         gkv__free(cur);
     }
-    rep->assign_seconds = now() - t0;
+    rep->assign_seconds = (double)(gkv__now_ns() - t0) * 1e-9;
     return progress(w, "assign", 1, 1);
 }
 
@@ -2160,27 +2148,37 @@ gkv_partition_write(const gkv_graph *g, const gkv_part_spec *spec,
 {
     struct pw w;
     gkv_part_report r;
-    double t0 = now();
+    uint64_t t0 = gkv__now_ns();
+    char detail[GKV__MSG_MAX] = "";   /* to msg and to gkv_errmsg() */
     gkv_err rc;
 
+    gkv__clear(NULL);
     if (msg != NULL && msglen > 0)
         msg[0] = '\0';
-    if (g == NULL || spec == NULL || outdir == NULL || *outdir == '\0')
-        return pw__msg(msg, msglen, GKV_EINVAL, "NULL graph, spec or output "
-                       "directory");
+    if (g == NULL || spec == NULL || outdir == NULL || *outdir == '\0') {
+        rc = pw__msg(detail, sizeof detail, GKV_EINVAL, "NULL graph, spec or "
+                     "output directory");
+        goto out;
+    }
     memset(&w, 0, sizeof w);
     memset(&r, 0, sizeof r);
     w.g = g;
     w.sp = spec;
-    w.msg = msg;
-    w.msglen = msglen;
+    w.msg = detail;
+    w.msglen = sizeof detail;
     rc = run(&w, outdir, &r);
     if (rc != GKV_OK && w.tmp_made)
         rmtree(w.tmp);
     pw_free(&w);
     if (rc == GKV_OK && rep != NULL) {
-        r.seconds = now() - t0;
+        r.seconds = (double)(gkv__now_ns() - t0) * 1e-9;
         *rep = r;
+    }
+out:
+    if (rc != GKV_OK) {
+        if (msg != NULL && msglen > 0)
+            snprintf(msg, msglen, "%s", detail);
+        gkv__fail(NULL, rc, "%s", detail);
     }
     return rc;
 }

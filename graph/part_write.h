@@ -5,8 +5,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "gkv_partition.h"
-#include "graph_int.h"
+#include "graph/gkv_partition.h"
+#include "graph/graph_int.h"
 
 /* Assigns every node of 'g' to one of 'nparts' partitions with METIS k-way
  * on the homogeneous view: all node types in one ID space (type 0 first),

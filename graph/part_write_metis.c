@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <metis.h>
-#include "part_write.h"
+#include "graph/part_write.h"
 
 #if IDXTYPEWIDTH == 32
 #define IDX_LIMIT INT32_MAX

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <jansson.h>
-#include "graph_int.h"
-#include "gkv_part.h"
+#include "graph/graph_int.h"
+#include "graph/gkv_part.h"
 
 #define PB_MSG_MAX   640
 #define PB_PARTS_MAX (1 << 20)        /* partitions in one config */
@@ -25,32 +25,15 @@
 
 /* ---- messages ---------------------------------------------------------- */
 
-static __thread kv_tlmsg tl_err;   /* as kv/ does for stores */
-
-static gkv_err pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static gkv_err
-pb_fail(const gkv_pbook *b, gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    kv__tlmsg_vset(&tl_err, b, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static void
-pb_clear(const gkv_pbook *b)
-{
-    kv__tlmsg_clear(&tl_err, b);
-}
+/* gkv__fail() / gkv__clear() about b (NULL: a failed open). */
+static inline const void *pb_about(const gkv_pbook *b) { return b; }
+#define pb_fail(b, rc, ...) gkv__fail(pb_about(b), (rc), __VA_ARGS__)
+#define pb_clear(b)         gkv__clear(pb_about(b))
 
 const char *
 gkv_pbook_errmsg(const gkv_pbook *b)
 {
-    return kv__tlmsg_get(&tl_err, b);
+    return gkv__errmsg_about(b);
 }
 
 /* ---- the book ---------------------------------------------------------- */

@@ -15,11 +15,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "graph_int.h"
+#include "graph/graph_int.h"
 
 #define TEXT_BUF (256u << 10)   /* bytes read at a time; > GKV_TEXT_LINE_MAX */
 
-/* ---- files (errno is translated by kv__from_mdb) ----------------------- */
+/* ---- files (errno is translated by gkv__from_errno) ------------------- */
 
 /* Opens 'path' for reading. Binary files need a size, so 'regular' asks
  * for a regular file; text may also come from a pipe or a device. */
@@ -32,13 +32,13 @@ open_file(gkv_graph *g, const char *path, int regular, int *fd,
 
     if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
         e = errno;
-        return graph__fail(g, kv__from_mdb(e), "%s: %s", path, strerror(e));
+        return graph__fail(g, gkv__from_errno(e), "%s: %s", path, strerror(e));
     }
     if (fstat(*fd, &st) != 0) {
         e = errno;
         close(*fd);
         *fd = -1;
-        return graph__fail(g, kv__from_mdb(e), "%s: %s", path, strerror(e));
+        return graph__fail(g, gkv__from_errno(e), "%s: %s", path, strerror(e));
     }
     if (S_ISDIR(st.st_mode) || (regular && !S_ISREG(st.st_mode))) {
         close(*fd);
@@ -445,7 +445,7 @@ gkv_graph_read_text(gkv_graph *g, const char *path, int etype, unsigned flags)
             int e = errno;
             if (e == EINTR)
                 continue;
-            rc = graph__fail(g, kv__from_mdb(e), "%s: after line %lld: %s",
+            rc = graph__fail(g, gkv__from_errno(e), "%s: after line %lld: %s",
                              path, (long long)r.line, strerror(e));
             goto out;
         }
@@ -572,7 +572,7 @@ gkv_graph_read_binary(gkv_graph *g, int etype, const char *path,
         ssize_t got = read_full(fd, buf, k * 16);
         if (got < 0 || (size_t)got != k * 16) {
             int e = got < 0 ? errno : 0;
-            rc = graph__fail(g, e ? kv__from_mdb(e) : GKV_EIO, "%s: %s at "
+            rc = graph__fail(g, e ? gkv__from_errno(e) : GKV_EIO, "%s: %s at "
                              "byte %llu", path, e ? strerror(e) :
                              "file shrank while being read",
                              (unsigned long long)done * 16);
@@ -582,7 +582,7 @@ gkv_graph_read_binary(gkv_graph *g, int etype, const char *path,
             got = read_full(wfd, wbuf, k * 4);
             if (got < 0 || (size_t)got != k * 4) {
                 int e = got < 0 ? errno : 0;
-                rc = graph__fail(g, e ? kv__from_mdb(e) : GKV_EIO, "%s: %s at "
+                rc = graph__fail(g, e ? gkv__from_errno(e) : GKV_EIO, "%s: %s at "
                                  "byte %llu", weight_path, e ? strerror(e) :
                                  "file shrank while being read",
                                  (unsigned long long)done * 4);

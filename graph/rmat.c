@@ -15,7 +15,7 @@
  * parallel and the memory at the edge arrays alone. */
 #include <math.h>
 #include <string.h>
-#include "graph_int.h"
+#include "graph/graph_int.h"
 
 #define GOLDEN 0x9e3779b97f4a7c15ULL
 

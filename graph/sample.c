@@ -51,63 +51,37 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include "graph_int.h"
-#include "gkv_part.h"
-#include "gkv_partition.h"
-#include "gkv_sample.h"
+#include "base/gen.h"
+#include "graph/graph_int.h"
+#include "graph/gkv_part.h"
+#include "graph/gkv_partition.h"
+#include "graph/gkv_sample.h"
 
-#define G64         0x9e3779b97f4a7c15ULL
-#define DOM_SAMPLE  0x474b5653414d504cULL   /* "GKVSAMPL" */
+#define G64         GKV_GEN_G
 #define DOM_NEG     0x474b564e45474154ULL   /* "GKVNEGAT" */
 
 #define SUB          32       /* nodes per P1/P2/P3 sub-block */
 #define PF           8        /* indptr prefetch distance, nodes */
 #define FLOYD_SMALL  64       /* above: Floyd checks picks in a hash set */
 #define PAR_MIN      128      /* frontier nodes below which one thread runs */
-#define MSG_MAX      512
+#define MSG_MAX      512      /* a worker's message (tbuf) */
 
 #define KEYBIT       (UINT64_C(1) << 62)
 #define KEY_CH_BITS  22
 #define KEY_IX_BITS  40
 #define KEY(ci, j)   (KEYBIT | ((uint64_t)(ci) << KEY_IX_BITS) | (uint64_t)(j))
 
-__extension__ typedef unsigned __int128 u128;
-
 typedef _Atomic uint64_t amark;
 
-/* ---- the generator -------------------------------------------------- */
+/* ---- the generator: M, A, r_t, below and unit of gkv_sample.h are
+ * base/gen.h's, the one copy that the GPU sampler runs too; short names
+ * here keep the pick loops readable. ----------------------------------- */
 
-static inline uint64_t
-mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static inline uint64_t
-absorb(uint64_t x, uint64_t v)
-{
-    return mix(x ^ mix(v + G64));
-}
-
-static inline uint64_t
-draw(uint64_t bv, uint64_t t)
-{
-    return mix(bv + (t + 1) * G64);
-}
-
-static inline uint64_t
-below(uint64_t r, uint64_t n)
-{
-    return (uint64_t)(((u128)r * n) >> 64);
-}
-
-static inline double
-unit(uint64_t r)
-{
-    return (double)(r >> 11) * 0x1.0p-53;
-}
+#define mix(z)        gkv_gen_mix(z)
+#define absorb(x, v)  gkv_gen_absorb((x), (v))
+#define draw(bv, t)   gkv_gen_draw((bv), (t))
+#define below(r, n)   gkv_gen_below((r), (n))
+#define unit(r)       gkv_gen_unit(r)
 
 static inline void
 cpu_relax(void)
@@ -199,21 +173,8 @@ huge_alloc(size_t bytes, void **raw)
 
 /* ---- the sgraph ------------------------------------------------------- */
 
-static _Thread_local char sg_msg[MSG_MAX];
-
-static gkv_err sg_fail(gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static gkv_err
-sg_fail(gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(sg_msg, sizeof sg_msg, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+/* sgraph calls are about no handle (NULL): the sgraph is made by them. */
+#define sg_fail(rc, ...) gkv__fail(NULL, (rc), __VA_ARGS__)
 
 /* Edge ID -> position: a dense table over [lo, lo + span) or sorted pairs. */
 struct sg_inv {
@@ -324,7 +285,7 @@ gkv_sgraph_new(gkv_sgraph **out, int num_ntypes, const int64_t *num_nodes,
 {
     gkv_sgraph *sg;
 
-    sg_msg[0] = '\0';
+    gkv__clear(NULL);
     if (out == NULL)
         return sg_fail(GKV_EINVAL, "out is NULL");
     *out = NULL;
@@ -392,7 +353,7 @@ const char *
 gkv_sgraph_errmsg(const gkv_sgraph *sg)
 {
     (void)sg;
-    return sg_msg;
+    return gkv_errmsg();
 }
 
 int
@@ -430,7 +391,7 @@ gkv_sgraph_adj(const gkv_sgraph *sg, int etype, int dir, gkv_adj *out)
 {
     struct sg_adj *sa;
 
-    sg_msg[0] = '\0';
+    gkv__clear(NULL);
     if (out != NULL)
         memset(out, 0, sizeof *out);
     if (sg == NULL || out == NULL)
@@ -530,7 +491,7 @@ gkv_sgraph_set_adj(gkv_sgraph *sg, int etype, int dir, const gkv_adj *a)
     int64_t nc = 0, ne = 0;
     gkv_err rc;
 
-    sg_msg[0] = '\0';
+    gkv__clear(NULL);
     if (sg == NULL || a == NULL)
         return sg_fail(GKV_EINVAL, "sgraph or adjacency is NULL");
     if (etype < 0 || etype >= sg->net)
@@ -604,7 +565,7 @@ gkv_sgraph_from_graph(gkv_sgraph **out, const gkv_graph *g, unsigned flags,
     int *snt = NULL, *dnt = NULL, nnt, net;
     gkv_err rc;
 
-    sg_msg[0] = '\0';
+    gkv__clear(NULL);
     if (out == NULL || g == NULL)
         return sg_fail(GKV_EINVAL, "out or graph is NULL");
     *out = NULL;
@@ -824,7 +785,7 @@ gkv_sgraph_find_edges(const gkv_sgraph *sg, int etype, const int64_t *eids,
     int dir;
     gkv_err rc;
 
-    sg_msg[0] = '\0';
+    gkv__clear(NULL);
     if (sg == NULL || (n > 0 && (eids == NULL || src == NULL || dst == NULL)))
         return sg_fail(GKV_EINVAL, "sgraph or an array is NULL");
     if (etype < 0 || etype >= sg->net)
@@ -987,21 +948,19 @@ struct gkv_sampler {
     double       share_par, t0, c0;
     int          solo;
     unsigned     ncalls;
-    char         msg[MSG_MAX];
+    char         ebmsg[MSG_MAX];   /* a graph__eb_* call's detail */
 };
 
-static gkv_err s_fail(gkv_sampler *s, gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* gkv__fail() about sampler s. */
+static inline const void *s_about(const gkv_sampler *s) { return s; }
+#define s_fail(s, rc, ...) gkv__fail(s_about(s), (rc), __VA_ARGS__)
 
+/* rc of a graph__eb_* call that wrote its detail to s->ebmsg: recorded as
+ * s's message when it is an error. */
 static gkv_err
-s_fail(gkv_sampler *s, gkv_err rc, const char *fmt, ...)
+s_eb(gkv_sampler *s, gkv_err rc)
 {
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(s->msg, sizeof s->msg, fmt, ap);
-    va_end(ap);
-    return rc;
+    return rc == GKV_OK ? rc : s_fail(s, rc, "%s", s->ebmsg);
 }
 
 static gkv_err tb_fail(gkv_sampler *s, struct tbuf *tb, long ci, gkv_err rc,
@@ -1078,15 +1037,6 @@ worker_main(void *p)
     return NULL;
 }
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void
 pool_wake(struct pool *pl)
 {
@@ -1152,13 +1102,13 @@ cpu_s(void)
 static void
 call_begin(gkv_sampler *s)
 {
-    s->msg[0] = '\0';
+    gkv__clear(s_about(s));
     if (s->nt == 1)
         return;
     s->ncalls++;
     s->solo = s->share_par < SHARE_MIN && s->ncalls % EXPLORE != 0;
     if (!s->solo) {
-        s->t0 = now_s();
+        s->t0 = (double)gkv__now_ns() * 1e-9;
         s->c0 = cpu_s();
     }
 }
@@ -1170,7 +1120,7 @@ call_end(gkv_sampler *s, gkv_err rc)
 
     if (s->nt == 1 || s->solo || rc != GKV_OK)
         return;
-    wall = now_s() - s->t0;
+    wall = (double)gkv__now_ns() * 1e-9 - s->t0;
     if (wall < 200e-6)          /* too short to tell */
         return;
     s->share_par = 0.5 * s->share_par + 0.5 * ((cpu_s() - s->c0) / wall);
@@ -1291,7 +1241,7 @@ gkv_sampler_free(gkv_sampler *s)
 const char *
 gkv_sampler_errmsg(const gkv_sampler *s)
 {
-    return s != NULL ? s->msg : "";
+    return s != NULL ? gkv__errmsg_about(s) : "";
 }
 
 gkv_err
@@ -1444,16 +1394,7 @@ floyd(struct tbuf *tb, uint64_t bv, int64_t m, int64_t k, int64_t *out)
     int64_t t = 0;
 
     if (k <= FLOYD_SMALL) {
-        for (int64_t j = m - k; j < m; j++, t++) {
-            int64_t x = (int64_t)below(draw(bv, (uint64_t)t),
-                                       (uint64_t)j + 1);
-            for (int64_t q = 0; q < t; q++)
-                if (out[q] == x) {
-                    x = j;
-                    break;
-                }
-            out[t] = x;
-        }
+        gkv_gen_floyd(bv, m, k, out);
         return 0;
     }
     {
@@ -1992,7 +1933,7 @@ pipe_range(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t lo,
 
 /* ---- hops --------------------------------------------------------------- */
 
-/* Copies the message of the lowest failing chunk into s->msg. */
+/* Records the message of the lowest failing chunk as s's. */
 static gkv_err
 hop_error(gkv_sampler *s)
 {
@@ -2004,8 +1945,7 @@ hop_error(gkv_sampler *s)
             best = &s->tb[i];
     if (best == NULL)
         return s_fail(s, GKV_EINVAL, "sampling failed");
-    snprintf(s->msg, sizeof s->msg, "%s", best->msg);
-    return best->err;
+    return s_fail(s, best->err, "%s", best->msg);
 }
 
 #define FUSE_CHUNK 4096   /* one-thread hops: frontier nodes per pipeline */
@@ -2569,7 +2509,7 @@ static void
 hop_set(gkv_sampler *s, const int *fan, int nfan, int row, int layer)
 {
     struct run *R = &s->R;
-    uint64_t kl = absorb(absorb(DOM_SAMPLE, R->seed), (uint64_t)layer);
+    uint64_t kl = absorb(absorb(GKV_GEN_DOM_SAMPLE, R->seed), (uint64_t)layer);
 
     for (int e = 0; e < s->net; e++) {
         int k = fan[row * nfan + (nfan == 1 ? 0 : e)];
@@ -2938,15 +2878,16 @@ part_reverse(gkv_sampler *s, const gkv_edge_batch_spec *spec, int64_t *out)
                       "field was; partition again)", name);
     if (paired < 0 || graph__eb_stored_name(name, sizeof name, canon) != 0 ||
         (rc = gkv_tensor_info(st, NULL, name, &d)) == GKV_ENOTFOUND)
-        return graph__eb_no_stored(canon,
+        return s_eb(s, graph__eb_no_stored(canon,
                                    gkv_pbook_etype_name(b, spec->reverse_etype),
-                                   s->msg, sizeof s->msg);
+                                   s->ebmsg, sizeof s->ebmsg));
     if (rc != GKV_OK)
         return s_fail(s, rc, "reverse edges: %s", gkv_store_errmsg(st));
     if (paired != spec->reverse_etype)
-        return graph__eb_wrong_pair(canon, gkv_pbook_etype_name(b, paired),
-                                    gkv_pbook_etype_name(b, spec->reverse_etype),
-                                    s->msg, sizeof s->msg);
+        return s_eb(s, graph__eb_wrong_pair(canon,
+                                   gkv_pbook_etype_name(b, paired),
+                                   gkv_pbook_etype_name(b, spec->reverse_etype),
+                                   s->ebmsg, sizeof s->ebmsg));
     if (d.dtype != GKV_I64 || d.row_bytes != 8)
         return s_fail(s, GKV_ESHAPE, "tensor '%s' is not one int64 per edge",
                       name);
@@ -2976,8 +2917,8 @@ edge_batch_call(gkv_sampler *s, const gkv_edge_batch_spec *spec,
         return s_fail(s, GKV_EINVAL, "nlayers %d: at least one layer",
                       nlayers);
     memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
-    if ((rc = graph__eb_check(spec, s->net, s->msg, sizeof s->msg)) !=
-        GKV_OK)
+    if ((rc = s_eb(s, graph__eb_check(spec, s->net, s->ebmsg,
+                                      sizeof s->ebmsg))) != GKV_OK)
         return rc;
     et = spec->etype;
     n = spec->n;
@@ -3008,9 +2949,10 @@ edge_batch_call(gkv_sampler *s, const gkv_edge_batch_spec *spec,
         if (spec->reverse_eids == NULL && sg->part != NULL &&
             (rc = part_reverse(s, spec, s->tmpv)) != GKV_OK)
             return rc;
-        if ((rc = graph__eb_reverse(spec, spec->reverse_eids == NULL &&
-                                    sg->part != NULL ? s->tmpv : NULL,
-                                    s->tmpv, s->msg, sizeof s->msg)) != GKV_OK)
+        if ((rc = s_eb(s, graph__eb_reverse(spec, spec->reverse_eids == NULL
+                                            && sg->part != NULL ? s->tmpv
+                                            : NULL, s->tmpv, s->ebmsg,
+                                            sizeof s->ebmsg))) != GKV_OK)
             return rc;
         if ((rc = ex_add(s, spec->reverse_etype, s->tmpv, n,
                          "the reverse edges")) != GKV_OK)

@@ -54,6 +54,13 @@ GKV_API const char *gkv_strerror(int e);
 /* Symbolic name for 'e' ("GKV_ESHAPE"); constant, never NULL. Thread-safe. */
 GKV_API const char *gkv_err_name(int e);
 
+/* The detail of the calling thread's last failed gkv call ("tensor 'feat':
+ * row width 64, expected 128"), or "" when that call succeeded. Owned by
+ * the library and valid until the thread's next gkv call: copy it to keep
+ * it. Never NULL. Thread-safe: each thread has its own. The layers'
+ * getters (gkv_store_errmsg() ...) are aliases of it; gkv.h lists them. */
+GKV_API const char *gkv_errmsg(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -115,8 +115,9 @@ GKV_API gkv_err gkv_store_sync(gkv_store *s);
  * start. */
 GKV_API gkv_err gkv_store_prefault(gkv_store *s);
 
-/* The detail of the last error this thread got from a call on 's', or ""
- * when there is none. Valid until this thread's next call on 's'. */
+/* gkv_errmsg() when this thread's last gkv call was on 's' (NULL: a
+ * failed gkv_store_open()), else "". Valid until the thread's next gkv
+ * call. */
 GKV_API const char *gkv_store_errmsg(const gkv_store *s);
 
 /* The store's directory, as given to gkv_store_open(). Valid until close. */
@@ -411,6 +412,15 @@ GKV_API gkv_err gkv_tensor_write(gkv_store *s, const char *name,
  * floating), GKV_ENOTFOUND (no tensor T). */
 GKV_API gkv_err gkv_opt_state_info(gkv_store *s, gkv_txn *tx, const char *name,
                                    gkv_tensor_desc *out, int *exists);
+
+/* Splits optimizer-state companion name 'name' ("T#adam_m") into its
+ * tensor's name T, written to base (GKV_NAME_MAX + 1 bytes), and
+ * *is_step: 1 for the per-row step count T#adam_t (i64, one a row), 0 for
+ * the companions with T's row shape (f32, or f64 for an f64 T). Needs no
+ * store, so a client can describe a companion from its tensor. Thread-safe.
+ * Errors: GKV_EINVAL for any other name (T empty or too long, or an
+ * unknown suffix), with gkv_errmsg(). */
+GKV_API gkv_err gkv_opt_state_split(const char *name, char *base, int *is_step);
 
 /* Drops the optimizer state of tensor 'name': the companions of
  * 'optimizer' ("adagrad" or "adam"; NULL: both), in one transaction; the

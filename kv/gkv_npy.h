@@ -23,7 +23,8 @@
  * (GKV_EFORMAT naming the row). gkv writes u8 tensors back as '|u1'.
  *
  * Messages go to a caller-provided buffer ('msg', 'msg_len'; msg may be
- * NULL), never to a shared one: every function here is thread-safe.
+ * NULL) and to the calling thread's gkv_errmsg(), never to a shared one:
+ * every function here is thread-safe.
  */
 #ifndef GKV_NPY_H
 #define GKV_NPY_H

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gkv_npy.h"
-#include "kv_int.h"
+#include "kv/kv_int.h"
 
 static const unsigned char MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
@@ -43,11 +43,11 @@ fail(char *msg, size_t msg_len, gkv_err rc, const char *fmt, ...)
 {
     va_list ap;
 
-    if (msg != NULL && msg_len > 0) {
-        va_start(ap, fmt);
-        vsnprintf(msg, msg_len, fmt, ap);
-        va_end(ap);
-    }
+    va_start(ap, fmt);
+    gkv__vfail(NULL, rc, fmt, ap);   /* gkv_errmsg(), and a copy in msg */
+    va_end(ap);
+    if (msg != NULL && msg_len > 0)
+        snprintf(msg, msg_len, "%s", gkv_errmsg());
     return rc;
 }
 

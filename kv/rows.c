@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kv_int.h"
+#include "base/gen.h"
+#include "kv/kv_int.h"
 
 /* ---- element access by dtype ------------------------------------------- */
 
@@ -141,7 +142,7 @@ kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst)
             double v = r->a;
 
             if (r->init == GKV_INIT_UNIFORM) {
-                v = r->a + (r->b - r->a) * kv__u01(kv__mix3(r->seed, row, j));
+                v = r->a + (r->b - r->a) * gkv_gen_unit(kv__mix3(r->seed, row, j));
                 if (v >= r->b)       /* rounding can reach b; keep [a, b) */
                     v = nextafter(r->b, r->a);
                 if (!dtype_is_float(r->dtype))
@@ -150,8 +151,8 @@ kv__init_rows(const kv_rec *r, uint64_t first, uint64_t n, void *dst)
                 elem_below(r->dtype, p, j, r->b);   /* and the dtype's */
                 continue;
             } else if (r->init == GKV_INIT_NORMAL) {
-                double u1 = kv__u01(kv__mix3(r->seed, row, 2 * j));
-                double u2 = kv__u01(kv__mix3(r->seed, row, 2 * j + 1));
+                double u1 = gkv_gen_unit(kv__mix3(r->seed, row, 2 * j));
+                double u2 = gkv_gen_unit(kv__mix3(r->seed, row, 2 * j + 1));
                 v = r->a + r->b * sqrt(-2.0 * log1p(-u1)) * cos(2 * M_PI * u2);
             }
             elem_store(r->dtype, p, j, v);
@@ -649,16 +650,14 @@ kv__state_is_step(enum kv_hkind k, size_t i)
     return k == KV_H_ADAGRAD ? adagrad_state[i].is_step : adam_state[i].is_step;
 }
 
-gkv_err
-kv__state_parse(gkv_store *s, const char *name, char *base,
-                enum kv_hkind *k, size_t *idx)
+/* Splits "T#suffix" into T (base) and its optimizer and companion index;
+ * 0 for any other name. */
+static int
+state_find(const char *name, char *base, enum kv_hkind *k, size_t *idx)
 {
-    const char *h;
-    gkv_err rc;
+    const char *h = strchr(name, '#');
 
-    if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
-        return rc;
-    if ((h = strchr(name, '#')) != NULL && h > name) {
+    if (h != NULL && h > name && (size_t)(h - name) <= GKV_NAME_MAX)
         for (int kk = KV_H_ADAGRAD; kk <= KV_H_ADAM; kk++)
             for (size_t i = 0; i < kv__state_n((enum kv_hkind)kk); i++)
                 if (strcmp(h, kv__state_suffix((enum kv_hkind)kk, i)) == 0) {
@@ -666,12 +665,42 @@ kv__state_parse(gkv_store *s, const char *name, char *base,
                     base[h - name] = '\0';
                     *k = (enum kv_hkind)kk;
                     *idx = i;
-                    return GKV_OK;
+                    return 1;
                 }
-    }
-    return kv__fail(s, GKV_EINVAL, "'%.64s' is not optimizer state: '#' is "
-                    "reserved for it, and a tensor T's state is T#adagrad_s, "
-                    "T#adam_m, T#adam_v or T#adam_t", name);
+    return 0;
+}
+
+#define STATE_NAMES "'#' is reserved for it, and a tensor T's state is " \
+                    "T#adagrad_s, T#adam_m, T#adam_v or T#adam_t"
+
+gkv_err
+kv__state_parse(gkv_store *s, const char *name, char *base,
+                enum kv_hkind *k, size_t *idx)
+{
+    gkv_err rc;
+
+    if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
+        return rc;
+    if (state_find(name, base, k, idx))
+        return GKV_OK;
+    return kv__fail(s, GKV_EINVAL, "'%.64s' is not optimizer state: "
+                    STATE_NAMES, name);
+}
+
+gkv_err
+gkv_opt_state_split(const char *name, char *base, int *is_step)
+{
+    enum kv_hkind k;
+    size_t i;
+
+    gkv__clear(NULL);
+    if (name == NULL || base == NULL || is_step == NULL)
+        return gkv__fail(NULL, GKV_EINVAL, "name, base or is_step is NULL");
+    if (!state_find(name, base, &k, &i))
+        return gkv__fail(NULL, GKV_EINVAL, "'%.64s' is not optimizer state: "
+                         STATE_NAMES, name);
+    *is_step = kv__state_is_step(k, i);
+    return GKV_OK;
 }
 
 /* The record state companion 'is_step' of tensor r has (or gets), but its

@@ -9,7 +9,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
-#include "kv_int.h"
+#include "kv/kv_int.h"
 
 #define DEFAULT_MAP   (1ull << 30)   /* virtual: the file grows as pages are used */
 #define DEFAULT_READERS 512u
@@ -26,17 +26,12 @@ kv__from_mdb(int rc)
     case MDB_NOTFOUND:         return GKV_ENOTFOUND;
     case MDB_MAP_FULL:         return GKV_EMAPFULL;
     case ENOSPC:               return GKV_EMAPFULL;
-    case ENOMEM:               return GKV_ENOMEM;
-    case ENOENT: case ENOTDIR: return GKV_ENOENT;
-    case EACCES: case EPERM:
-    case EROFS:                return GKV_EPERM;
     case MDB_INVALID:
     case MDB_VERSION_MISMATCH: return GKV_EVERSION;
     case MDB_CORRUPTED:
     case MDB_PAGE_NOTFOUND:    return GKV_ECORRUPT;
     case MDB_READERS_FULL:     return GKV_EBUSY;
-    case EINVAL:               return GKV_EINVAL;
-    default:                   return GKV_EIO;
+    default:                   return gkv__from_errno(rc);
     }
 }
 
@@ -99,7 +94,7 @@ kv__enter(gkv_store *s)
 
     if (s->st_fork_gen != fork_gen)
         return kv__fork_refused(s);
-    kv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
+    gkv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
     pthread_mutex_lock(&s->st_mu);
     /* A grower waits for every txn to end, new ones waiting for it. A
      * thread that holds a snapshot would wait for a growth that waits for
@@ -135,12 +130,10 @@ kv__leave(gkv_store *s)
 static void
 reader_sweep(gkv_store *s, int now)
 {
-    struct timespec ts;
     uint64_t t, last;
     int dead = 0;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    t = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    t = gkv__now_ms();
     last = __atomic_load_n(&s->st_swept_ms, __ATOMIC_RELAXED);
     if (!now && (t - last < 1000 ||
                  !__atomic_compare_exchange_n(&s->st_swept_ms, &last, t, 0,
@@ -166,7 +159,7 @@ map_resize(gkv_store *s, size_t size)
     pthread_mutex_unlock(&s->st_mu);
     if (rc != GKV_OK)
         return rc;
-    kv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
+    gkv__mono_deadline(&dl, kv__grow_wait_ms);   /* st_cv: monotonic */
     pthread_mutex_lock(&s->st_mu);
     while (s->st_growing && rc == GKV_OK)
         if (pthread_cond_timedwait(&s->st_cv, &s->st_mu, &dl) == ETIMEDOUT)
@@ -813,12 +806,12 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         return GKV_ENOMEM;
     s->st_wbo_fd = -1;
     pthread_mutex_init(&s->st_mu, NULL);
-    kv__cond_init_mono(&s->st_cv);
+    gkv__cond_init_mono(&s->st_cv);
     pthread_rwlock_init(&s->st_wb_lock, NULL);
     pthread_mutex_init(&s->st_wb_flush_mu, NULL);
     pthread_mutex_init(&s->st_wb_copy_mu, NULL);
     pthread_mutex_init(&s->st_wb_mu, NULL);
-    kv__cond_init_mono(&s->st_wb_cv);
+    gkv__cond_init_mono(&s->st_wb_cv);
     s->st_flags = flags;
     s->st_zero = mmap(NULL, KV_ZERO_LEN, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS,
                       -1, 0);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
-#include "kv_int.h"
+#include "kv/kv_int.h"
 
 #define REC_MAGIC   0x54564b47u    /* "GKVT" */
 #define REC_VERSION 1u
@@ -853,7 +853,7 @@ gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
     if (rc == GKV_OK && (rep->bad_chunks > 0 || rep->orphan_keys > 0)) {
         /* the message about the first bad chunk was recorded by verify_one;
          * keep it, and add the count of the others and the orphans */
-        char first[KV_MSG_MAX] = "", more[64] = "", orph[256] = "";
+        char first[GKV__MSG_MAX] = "", more[64] = "", orph[256] = "";
 
         if (rep->bad_chunks > 0)
             snprintf(first, sizeof first, "%s", gkv_store_errmsg(s));

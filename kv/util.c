@@ -1,133 +1,11 @@
-/* util.c - errors, allocation with fault injection, per-thread messages,
- * dtypes, half-precision conversions and the counter-based generator. */
+/* util.c - kv/'s error detail (about stores), dtypes, half-precision
+ * conversions and the counter-based generator of the initializers. */
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kv_int.h"
-
-/* ---- errors ---------------------------------------------------------- */
-
-const char *
-gkv_strerror(int e)
-{
-    switch (e) {
-#define X(name, val, text) case val: return text;
-    GKV_ERRORS(X)
-#undef X
-    }
-    return "unknown error";
-}
-
-const char *
-gkv_err_name(int e)
-{
-    switch (e) {
-#define X(name, val, text) case val: return "GKV_" #name;
-    GKV_ERRORS(X)
-#undef X
-    }
-    return "GKV_E?";
-}
-
-/* ---- allocation ------------------------------------------------------ */
-
-/* Countdown to the allocation that fails (-1: none) and live blocks. */
-static atomic_long alloc_countdown = -1;
-static atomic_long alloc_live;
-
-void kv__alloc_fail_at(long n) { atomic_store(&alloc_countdown, n); }
-long kv__alloc_live(void) { return atomic_load(&alloc_live); }
-
-static int
-alloc_should_fail(void)
-{
-    long c = atomic_load(&alloc_countdown);
-
-    while (c >= 0) {
-        if (atomic_compare_exchange_weak(&alloc_countdown, &c, c - 1))
-            return c == 0;
-    }
-    return 0;
-}
-
-void *
-gkv__malloc(size_t n)
-{
-    void *p;
-
-    if (alloc_should_fail())
-        return NULL;
-    if ((p = malloc(n ? n : 1)) != NULL)
-        atomic_fetch_add(&alloc_live, 1);
-    return p;
-}
-
-void *
-gkv__calloc(size_t n, size_t size)
-{
-    void *p;
-
-    if (alloc_should_fail())
-        return NULL;
-    if ((p = calloc(n ? n : 1, size ? size : 1)) != NULL)
-        atomic_fetch_add(&alloc_live, 1);
-    return p;
-}
-
-void *
-gkv__realloc(void *old, size_t n)
-{
-    if (old == NULL)
-        return gkv__malloc(n);
-    if (alloc_should_fail())
-        return NULL;
-    return realloc(old, n ? n : 1);   /* live count unchanged on success */
-}
-
-void
-kv__cond_init_mono(pthread_cond_t *cv)
-{
-    pthread_condattr_t a;
-
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(cv, &a);
-    pthread_condattr_destroy(&a);
-}
-
-void
-kv__mono_deadline(struct timespec *ts, unsigned ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-void
-gkv__free(void *p)
-{
-    if (p != NULL) {
-        atomic_fetch_sub(&alloc_live, 1);
-        free(p);
-    }
-}
-
-char *
-gkv__strdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *p = gkv__malloc(n);
-
-    if (p != NULL)
-        memcpy(p, s, n);
-    return p;
-}
+#include "base/gen.h"
+#include "kv/kv_int.h"
 
 void
 gkv_free(void *p)
@@ -135,51 +13,12 @@ gkv_free(void *p)
     gkv__free(p);
 }
 
-/* ---- per-thread error detail ------------------------------------------ */
-
-void
-kv__tlmsg_vset(kv_tlmsg *m, const void *owner, const char *fmt, va_list ap)
-{
-    m->owner = owner;
-    vsnprintf(m->msg, sizeof m->msg, fmt, ap);
-}
-
-void
-kv__tlmsg_clear(kv_tlmsg *m, const void *owner)
-{
-    m->owner = owner;
-    m->msg[0] = '\0';
-}
-
-const char *
-kv__tlmsg_get(const kv_tlmsg *m, const void *owner)
-{
-    return m->owner == owner ? m->msg : "";
-}
-
-static __thread kv_tlmsg tl_err;
-
-gkv_err
-kv__fail(const gkv_store *s, gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    kv__tlmsg_vset(&tl_err, s, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-void
-kv__clear(const gkv_store *s)
-{
-    kv__tlmsg_clear(&tl_err, s);
-}
+/* ---- error detail: the one per-thread slot (base/err.c) -------------- */
 
 const char *
 gkv_store_errmsg(const gkv_store *s)
 {
-    return kv__tlmsg_get(&tl_err, s);
+    return gkv__errmsg_about(s);
 }
 
 /* ---- dtypes ---------------------------------------------------------- */
@@ -287,18 +126,11 @@ gkv_f32_to_bf16(float f)
 
 /* ---- counter-based generator ----------------------------------------- */
 
-static inline uint64_t
-fmix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
+/* splitmix64's finaliser M of base/gen.h, the sampling generator's too. */
 uint64_t
 kv__mix3(uint64_t seed, uint64_t row, uint64_t col)
 {
-    uint64_t z = fmix(seed + 0x9e3779b97f4a7c15ULL);
-    z = fmix(z ^ (row * 0xd6e8feb86659fd93ULL));
-    return fmix(z ^ (col + 0x632be59bd9b4e019ULL));
+    uint64_t z = gkv_gen_mix(seed + GKV_GEN_G);
+    z = gkv_gen_mix(z ^ (row * 0xd6e8feb86659fd93ULL));
+    return gkv_gen_mix(z ^ (col + 0x632be59bd9b4e019ULL));
 }

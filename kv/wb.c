@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kv_int.h"
+#include "kv/kv_int.h"
 
 #define WB_DEFAULT_MS 10u
 
@@ -526,7 +526,7 @@ flusher(void *arg)
         ms = wb_interval(s);
         /* st_wb_cv waits on CLOCK_MONOTONIC (gkv_store_open): a clock
          * set back does not hold the flush, nor one set ahead rush it */
-        kv__mono_deadline(&dl, ms);
+        gkv__mono_deadline(&dl, ms);
         pthread_mutex_lock(&s->st_wb_mu);
         while (!s->st_wb_stop &&
                pthread_cond_timedwait(&s->st_wb_cv, &s->st_wb_mu, &dl) != ETIMEDOUT)

@@ -27,7 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#include "kv_int.h"
+#include "kv/kv_int.h"
 
 #define LIST_MAX (16u << 20)       /* bytes of the list read back */
 

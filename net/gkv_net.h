@@ -10,10 +10,11 @@
  * its handshake (the schema: tensors with dtype, shape and ID range), and
  * routes every pull and push by those ranges.
  *
- * Errors: every call returns GKV_OK or a gkv_err; gkv_net_errmsg() gives
- * the detail of the calling thread's last failed call into net/, naming
- * the server ("server 127.0.0.1:30051 (machine 0, server 1): tensor 'feat':
- * ID 99 outside [0, 50)"), the file and line of a bad ip_config, etc.
+ * Errors: every call returns GKV_OK or a gkv_err; gkv_errmsg() (or its
+ * alias gkv_net_errmsg()) gives the detail of the calling thread's last
+ * failed call, naming the server ("server 127.0.0.1:30051 (machine 0,
+ * server 1): tensor 'feat': ID 99 outside [0, 50)"), the file and line of
+ * a bad ip_config, etc.
  */
 #ifndef GKV_NET_H
 #define GKV_NET_H
@@ -35,8 +36,8 @@ extern "C" {
 #define GKV_NET_GROUP_MAX   63         /* bytes in a group name */
 #define GKV_NET_MAX_MSG     (1ull << 30) /* default payload bound: 1 GiB */
 
-/* The detail of this thread's last failed net/ call ("" after a success).
- * Valid until this thread's next net/ call. */
+/* gkv_errmsg(): the detail of this thread's last failed call ("" after a
+ * success). Valid until the thread's next gkv call. */
 GKV_API const char *gkv_net_errmsg(void);
 
 /* ---- ip_config --------------------------------------------------------- */

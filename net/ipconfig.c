@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include "kv_int.h"
-#include "gkv_net.h"
-#include "wire.h"
+#include "base/base.h"
+#include "net/gkv_net.h"
+#include "net/wire.h"
 
 struct gkv_ipconfig {
     size_t n;
@@ -50,7 +50,7 @@ gkv_ipconfig_load(gkv_ipconfig **out, const char *path)
         return net__fail(GKV_EINVAL, "ip_config: no path");
     *out = NULL;
     if ((f = fopen(path, "r")) == NULL)
-        return net__fail(kv__from_mdb(errno), "ip_config %s: %s", path,
+        return net__fail(gkv__from_errno(errno), "ip_config %s: %s", path,
                          strerror(errno));
     if ((c = gkv__calloc(1, sizeof *c)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "ip_config %s: out of memory", path);

@@ -9,9 +9,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <sodium.h>
-#include "kv_int.h"
-#include "gkv_net.h"
-#include "wire.h"
+#include "base/base.h"
+#include "net/gkv_net.h"
+#include "net/wire.h"
 
 /* 1 when the rest of fd is at most a few blanks (spaces, tabs, line
  * ends), 0 when anything else follows or it cannot be read. */
@@ -47,7 +47,7 @@ gkv_token_load(const char *path, char *buf, size_t cap)
     buf[0] = '\0';
     lim = cap - 1 < GKV_TOKEN_MAX ? cap - 1 : GKV_TOKEN_MAX;
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return net__fail(kv__from_mdb(errno), "token file %s: %s", path,
+        return net__fail(gkv__from_errno(errno), "token file %s: %s", path,
                          strerror(errno));
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);

@@ -1,39 +1,19 @@
-/* util.c - net/'s per-thread error detail and nanomsg error translation. */
+/* util.c - net/'s error detail (the one per-thread slot of base/err.c) and
+ * nanomsg error translation. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <nanomsg/nn.h>
-#include "kv_int.h"
-#include "gkv_net.h"
-#include "wire.h"
-
-/* One message per thread: net/ calls are about many handles (a client,
- * a server, a file), and the caller asks right after the failed call. */
-static __thread char tl_msg[1280];
-
-gkv_err
-net__fail(gkv_err rc, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(tl_msg, sizeof tl_msg, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-void
-net__clear(void)
-{
-    tl_msg[0] = '\0';
-}
+#include "base/base.h"
+#include "net/gkv_net.h"
+#include "net/wire.h"
 
 const char *
 gkv_net_errmsg(void)
 {
-    return tl_msg;
+    return gkv_errmsg();
 }
 
 gkv_err
@@ -75,20 +55,7 @@ net__group_ok(const char *g)
 gkv_err
 net__state_split(const char *name, char *base, int *is_step)
 {
-    const char *h = strchr(name, '#');
-
-    if (h != NULL && h > name && (size_t)(h - name) <= GKV_NAME_MAX)
-        for (int k = KV_H_ADAGRAD; k <= KV_H_ADAM; k++)
-            for (size_t i = 0; i < kv__state_n((enum kv_hkind)k); i++)
-                if (strcmp(h, kv__state_suffix((enum kv_hkind)k, i)) == 0) {
-                    memcpy(base, name, (size_t)(h - name));
-                    base[h - name] = '\0';
-                    *is_step = kv__state_is_step((enum kv_hkind)k, i);
-                    return GKV_OK;
-                }
-    return net__fail(GKV_EINVAL, "'%.64s' is not optimizer state: '#' is "
-                     "reserved for it, and a tensor T's state is T#adagrad_s, "
-                     "T#adam_m, T#adam_v or T#adam_t", name);
+    return gkv_opt_state_split(name, base, is_step);   /* fills the slot */
 }
 
 gkv_err

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
-#include "kv_int.h"
-#include "wire.h"
+#include "base/base.h"
+#include "net/wire.h"
 
 static const char *const type_names[NET_TYPE_MAX + 1] = {
     [NET_HELLO] = "hello",           [NET_HANDSHAKE] = "handshake",

@@ -12,7 +12,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "gkv_kv.h"
+#include "base/base.h"
+#include "kv/gkv_kv.h"
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the wire codec assumes a little-endian host; add byte swaps first"
@@ -459,11 +460,12 @@ int  net__proof_ok(const unsigned char key[NET_KEY_LEN],
 /* Group names: 1..NET_GROUP_MAX printable ASCII bytes without spaces. */
 int net__group_ok(const char *g);
 
-/* ---- per-thread error detail of net/ calls --------------------------------- */
+/* ---- error detail of net/ calls ------------------------------------------ */
 
-gkv_err net__fail(gkv_err rc, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void    net__clear(void);
+/* gkv__fail() and gkv__clear() about no handle (base/base.h): net/ calls
+ * are about clients, servers and files alike. */
+#define net__fail(rc, ...) gkv__fail(NULL, (rc), __VA_ARGS__)
+#define net__clear()       gkv__clear(NULL)
 
 /* A one-machine ip_config for "HOST:PORT" or "[IPv6]:PORT" (the server
  * at exactly that port). Errors: GKV_EINVAL (naming the address),
@@ -473,10 +475,10 @@ gkv_err net__ipconfig_addr(gkv_ipconfig **out, const char *addr);
 
 /* ---- optimizer-state companions ("T#adam_m"): routed by T ---------------- */
 
-/* When 'name' has a '#': splits it into base tensor T (base, GKV_NAME_MAX + 1
- * bytes) and says whether it is the step count (T#adam_t). GKV_OK, or
- * GKV_EINVAL (net__fail message) for a suffix that is not #adagrad_s,
- * #adam_m, #adam_v or #adam_t, or an empty T. */
+/* gkv_opt_state_split() (kv/gkv_kv.h): 'name' into base tensor T (base,
+ * GKV_NAME_MAX + 1 bytes) and whether it is the step count (T#adam_t).
+ * GKV_OK, or GKV_EINVAL (with the message) for a suffix that is not
+ * #adagrad_s, #adam_m, #adam_v or #adam_t, or an empty T. */
 gkv_err net__state_split(const char *name, char *base, int *is_step);
 /* The rows of companion 'name' of tensor *t (kv/gkv_kv.h: f32 with T's row
  * shape, f64 for an f64 T, one i64 for the step count) into *out, with

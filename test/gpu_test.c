@@ -18,7 +18,7 @@
 #include "gkvt.h"
 #include "graph/gkv_graph.h"
 #include "graph/gkv_sample.h"
-#include "gpu/gen.h"
+#include "base/gen.h"
 #ifdef GKV_HAVE_CUDA
 #include "gpu/gkv_gpu.h"
 #endif

@@ -1020,10 +1020,11 @@ test_out_edges(void **state)
             int fan[3] = {2, 0, 0};
             int32_t eo;
             NET_OK(gkv_client_push(c, tn, &id, 1, &neg, 4, NULL));
+            /* before the failing call: the detail is the last call's */
+            GKVT_OK(gkv_pbook_edge_owner(b, 0, &star, 1, &eo));
             assert_int_equal(gkv_client_sample_neighbors(c, sv, ns, fan, 3,
                                                          0, &oc, ce),
                              GKV_EINVAL);
-            GKVT_OK(gkv_pbook_edge_owner(b, 0, &star, 1, &eo));
             snprintf(want, sizeof want, "edge %lld (on partition %d) has "
                      "weight -2", (long long)star, eo);
             if (strstr(gkv_net_errmsg(), want) == NULL)

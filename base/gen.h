@@ -1,24 +1,27 @@
 /* gen.h - the sampling generator of gkv_sample.h, as header-only functions
- * that compile both as host C (C11, gcc) and as CUDA host and device code
- * (nvcc), so the GPU sampler and the tests share one implementation.
+ * that compile as C (C11, gcc: graph/sample.c, kv/util.c), as CUDA host and
+ * device code (nvcc: gpu/sample.cu) and as C++ (g++: gpu/ against the
+ * emulated device, gpu/emu), so the CPU sampler, the GPU sampler and the
+ * tests run one copy of it. Not installed.
  *
- * These functions reproduce graph/sample.c's picks bit for bit for a
- * column without exclusions (allowed index x = column offset x): the
- * generator (M, A, K, B, r_t, below, unit), Floyd's uniform sampling
- * without replacement, uniform with replacement, and weighted sampling
- * (inverse CDF with the rejection loop and its fallback), in the order
- * gkv_sample.h specifies. test/gpu_test.c checks them against
- * gkv_sample_neighbors() on the CPU.
+ * The primitives (M, A, K, B, r_t, below, unit) are what graph/sample.c
+ * samples with. The pick functions below them (Floyd's uniform sampling
+ * without replacement, uniform with replacement, and weighted sampling by
+ * inverse CDF with the rejection loop and its fallback) are the GPU's:
+ * they reproduce graph/sample.c's picks bit for bit for a column without
+ * exclusions (allowed index x = column offset x), in the order
+ * gkv_sample.h specifies, with a device's means (linear scans) where the
+ * CPU uses hash sets and binary searches; test/gpu_test.c checks them
+ * against gkv_sample_neighbors().
  *
  * The weighted search is a linear scan that accumulates S_{i+1} = S_i + w_i
  * in the same order as graph/sample.c's prefix array, so the sums are the
  * same doubles and, S being non-decreasing, the first i with S_{i+1} > t is
  * the one its binary search finds. On the device the additions and the one
  * multiplication are __dadd_rn / __dmul_rn, which nvcc never contracts into
- * fused multiply-adds, whatever --fmad says. Not installed; private to
- * gpu/ and the tests. */
-#ifndef GKV_GPU_GEN_H
-#define GKV_GPU_GEN_H
+ * fused multiply-adds, whatever --fmad says. */
+#ifndef GKV_BASE_GEN_H
+#define GKV_BASE_GEN_H
 
 #include <stdint.h>
 
@@ -123,6 +126,26 @@ gkv_gen_npicks(int64_t m, int64_t z, int64_t k, int replace, int weighted)
     return k;
 }
 
+/* Floyd: k distinct positions of [0, m) (k < m) into out[0 .. k), in the
+ * order chosen, each pick checked against the earlier ones (graph/sample.c
+ * uses a hash set instead above 64 picks: the same picks). */
+GKV_GEN void
+gkv_gen_floyd(uint64_t bv, int64_t m, int64_t k, int64_t *out)
+{
+    int64_t t = 0;
+
+    for (int64_t j = m - k; j < m; j++, t++) {
+        int64_t x = (int64_t)gkv_gen_below(gkv_gen_draw(bv, (uint64_t)t),
+                                           (uint64_t)j + 1);
+        for (int64_t q = 0; q < t; q++)
+            if (out[q] == x) {
+                x = j;
+                break;
+            }
+        out[t] = x;
+    }
+}
+
 /* Uniform picks of a column of m positions into out[0 .. npicks) as
  * column offsets, in pick order. */
 GKV_GEN void
@@ -137,17 +160,7 @@ gkv_gen_uniform(uint64_t bv, int64_t m, int64_t k, int replace, int64_t *out)
                 out[t] = (int64_t)gkv_gen_below(gkv_gen_draw(bv, (uint64_t)t),
                                                 (uint64_t)m);
     } else {
-        int64_t t = 0;
-        for (int64_t j = m - k; j < m; j++, t++) {
-            int64_t x = (int64_t)gkv_gen_below(gkv_gen_draw(bv, (uint64_t)t),
-                                               (uint64_t)j + 1);
-            for (int64_t q = 0; q < t; q++)
-                if (out[q] == x) {
-                    x = j;
-                    break;
-                }
-            out[t] = x;
-        }
+        gkv_gen_floyd(bv, m, k, out);
     }
 }
 
@@ -234,4 +247,4 @@ gkv_gen_weighted(uint64_t bv, const float *w, int64_t m, int64_t z, int64_t k,
     }
 }
 
-#endif /* GKV_GPU_GEN_H */
+#endif /* GKV_BASE_GEN_H */
