@@ -303,8 +303,8 @@ coverage:
 fuzz:
 	@tools/deps.sh --fuzz
 	@d=$(or $(FUZZ_BUILD),build-fuzz); cc=$(or $(FUZZ_CC),clang); \
-	fl="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=all -Ikv -Inet $(PKG_CFLAGS)"; \
-	src="test/fuzz/wire_fuzz.c net/wire.c kv/util.c"; \
+	fl="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fno-sanitize-recover=all -I. -Ikv -Inet $(PKG_CFLAGS)"; \
+	src="test/fuzz/wire_fuzz.c net/wire.c kv/util.c base/alloc.c base/clock.c base/err.c"; \
 	mkdir -p $$d/corpus && \
 	echo "  FUZZ    $$d/wire_fuzz ($(or $(FUZZ_SECONDS),600) s, ASan+UBSan; FUZZ_SECONDS, FUZZ_BUILD, FUZZ_CC)" && \
 	$$cc $$fl -fsanitize=fuzzer,address,undefined -o $$d/wire_fuzz $$src $(PKG_LIBS) -lm -lpthread && \

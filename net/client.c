@@ -33,10 +33,10 @@
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
 #include <sodium.h>
-#include "kv_int.h"
-#include "gkv_net.h"
-#include "wire.h"
-#include "client_int.h"
+#include "base/base.h"
+#include "net/gkv_net.h"
+#include "net/wire.h"
+#include "net/client_int.h"
 
 #define SOCK_BUF     (4 << 20)   /* NN_SNDBUF / NN_RCVBUF (BENCH.md) */
 /* What a handshake or schema reply may need: a partition config (up to 64
@@ -45,25 +45,16 @@
 
 /* ---- time -------------------------------------------------------------- */
 
-static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 uint64_t
 net__deadline(uint64_t ms)
 {
-    return mono_ms() + ms;
+    return gkv__now_ms() + ms;
 }
 
 int
 net__left_ms(uint64_t deadline)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = gkv__now_ms();
 
     if (now >= deadline)
         return 0;

@@ -5,10 +5,10 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include "kv_int.h"
-#include "gkv_net.h"
-#include "wire.h"
-#include "client_int.h"
+#include "base/base.h"
+#include "net/gkv_net.h"
+#include "net/wire.h"
+#include "net/client_int.h"
 
 /* ---- servers ------------------------------------------------------------ */
 

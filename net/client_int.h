@@ -37,8 +37,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "gkv_net.h"
-#include "wire.h"
+#include "net/gkv_net.h"
+#include "net/wire.h"
 
 #define NLANES       2           /* requests in flight per server (lanes,
                                   * a REQ socket each): the server gathers

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kv_int.h"
-#include "gkv_net.h"
-#include "wire.h"
-#include "client_int.h"
+#include "base/base.h"
+#include "net/gkv_net.h"
+#include "net/wire.h"
+#include "net/client_int.h"
 
 #define SPLIT_ROWS   8192        /* rows per server before a machine's part
                                   * is shared among its servers */

@@ -16,12 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kv_int.h"
-#include "graph_int.h"   /* graph__eb_check, graph__eb_reverse */
-#include "gkv_partition.h" /* GKV_PART_REVERSE_FEAT */
-#include "gkv_net.h"
-#include "wire.h"
-#include "client_int.h"
+#include "base/base.h"
+#include "graph/graph_seam.h"   /* graph__sample_hop, graph__eb_*, graph__wpos */
+#include "graph/gkv_partition.h" /* GKV_PART_REVERSE_FEAT */
+#include "net/gkv_net.h"
+#include "net/wire.h"
+#include "net/client_int.h"
 
 /* ---- the arena ---------------------------------------------------------- */
 

@@ -23,10 +23,10 @@
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
 #include <sodium.h>
-#include "kv_int.h"
-#include "gkv_net.h"
-#include "wire.h"
-#include "client_int.h"
+#include "base/base.h"
+#include "net/gkv_net.h"
+#include "net/wire.h"
+#include "net/client_int.h"
 
 #define HB_SLICE_MS  50          /* the heartbeat checks for a stop this
                                   * often while it waits for replies */
@@ -343,7 +343,7 @@ client_new(gkv_client **out, const gkv_client_opts *o, const char *group,
         return net__fail(GKV_ENOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->hb_mu, NULL);
-    kv__cond_init_mono(&c->hb_cv);   /* heartbeat waits: monotonic */
+    gkv__cond_init_mono(&c->hb_cv);   /* heartbeat waits: monotonic */
     snprintf(c->group, sizeof c->group, "%s", group);
     c->rank = rank;
     c->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
@@ -569,7 +569,7 @@ hb_pause(gkv_client *c)
     struct timespec ts;
     int stop;
 
-    kv__mono_deadline(&ts, c->hb_ms);
+    gkv__mono_deadline(&ts, c->hb_ms);
     pthread_mutex_lock(&c->hb_mu);
     while (!c->hb_stop &&
            pthread_cond_timedwait(&c->hb_cv, &c->hb_mu, &ts) != ETIMEDOUT)
