@@ -2163,12 +2163,12 @@ sample_bound(gkv_server *s, const net_sample_req *q, const int *fan,
  * the partition's store, rows [elo, ehi) the edges this partition owns. The
  * server keeps one entry per (edge type, feature) asked for: the owned
  * rows as floats (4 bytes an owned edge) and, per chunk of the tensor that
- * holds owned rows, the checksum in its stored header. An entry is current
- * for every snapshot up to pw_txn, the LMDB txn id it was checked at. A
- * request whose snapshot is newer (something was committed since,
- * anywhere in the store, by any process) reads the tensor's record and the
- * headers of those chunks (one lookup a chunk, no rows) and converts again
- * only the chunks whose checksum changed, or everything when the tensor
+ * holds owned rows, its stamp (gkv_tensor_changed: a mark of the snapshot
+ * it was read at). An entry is current for every snapshot up to the
+ * mark's version. A request whose snapshot is newer (something was
+ * committed since, anywhere in the store, by any process) reads the
+ * tensor's record and asks kv which of those chunks changed (one lookup a
+ * chunk, no rows), and converts again only those, or everything when the tensor
  * was replaced (its id differs) or its range, dtype or chunking did: a push
  * to the feature is seen by the next sample. Requests hold an entry's lock
  * shared while they sample; a refresh holds it exclusive. Entries are
@@ -2184,13 +2184,13 @@ struct pw {
     int pw_private;                  /* write-back: this request's only */
     pthread_rwlock_t pw_lock;        /* guards what follows */
     int pw_ok;                       /* filled and consistent */
-    uint64_t pw_txn;                 /* current up to this snapshot */
     gkv_tensor_desc pw_d;            /* the tensor it was read from */
     int64_t pw_lo, pw_n;             /* owned edges [lo, lo + n) */
     float *pw_w;                     /* [n] the weights */
     uint64_t pw_c0, pw_nc;           /* chunks c0 .. c0 + nc hold them */
-    uint64_t *pw_sum;                /* [nc] their header checksums */
-    uint8_t *pw_have;                /* [nc] 1: stored; 0: absent (zeros) */
+    uint64_t *pw_mark;               /* [1 + nc] gkv_tensor_changed's mark:
+                                      * current up to version pw_mark[0] */
+    uint8_t *pw_chg;                 /* [nc] a refresh's: chunk changed */
     int64_t *pw_bad;                 /* [nc] first edge in the chunk whose
                                       * weight is negative, NaN or
                                       * infinite; -1 if none */
@@ -2201,12 +2201,12 @@ static void
 pw_drop(struct pw *p)
 {
     gkv__free(p->pw_w);
-    gkv__free(p->pw_sum);
-    gkv__free(p->pw_have);
+    gkv__free(p->pw_mark);
+    gkv__free(p->pw_chg);
     gkv__free(p->pw_bad);
     p->pw_w = NULL;
-    p->pw_sum = NULL;
-    p->pw_have = NULL;
+    p->pw_mark = NULL;
+    p->pw_chg = NULL;
     p->pw_bad = NULL;
     p->pw_ok = 0;
 }
@@ -2237,13 +2237,13 @@ pw_new(int etype, const char *name)
     return p;
 }
 
-/* Brings p up to the snapshot tx (txn id txid) for the owned edges
- * [lo, hi), reading through tx (NULL: the write-back RAM copy, every
- * chunk). Caller holds p's lock exclusive. On error p is emptied and the
- * request's message set. */
+/* Brings p up to the snapshot tx for the owned edges [lo, hi), reading
+ * through tx (NULL: the write-back RAM copy, every chunk). Caller holds
+ * p's lock exclusive. On error p is emptied and the request's message
+ * set. */
 static gkv_err
 pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
-           uint64_t txid, int64_t lo, int64_t hi)
+           int64_t lo, int64_t hi)
 {
     int part = gkv_part_id(s->sv_part);
     gkv_tensor_desc d;
@@ -2299,8 +2299,8 @@ pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
         c1 = ((uint64_t)hi - 1 - d.lo) / d.chunk_rows + 1;
         p->pw_nc = c1 - p->pw_c0;
         if ((p->pw_w = gkv__malloc(n * sizeof *p->pw_w)) == NULL ||
-            (p->pw_sum = gkv__calloc(p->pw_nc, sizeof *p->pw_sum)) == NULL ||
-            (p->pw_have = gkv__calloc(p->pw_nc, 1)) == NULL ||
+            (p->pw_mark = gkv__calloc(p->pw_nc + 1, sizeof *p->pw_mark)) == NULL ||
+            (p->pw_chg = gkv__calloc(p->pw_nc, 1)) == NULL ||
             (p->pw_bad = gkv__calloc(p->pw_nc, sizeof *p->pw_bad)) == NULL) {
             rc = rfail(r, GKV_ENOMEM, "sample: out of memory for the %zu "
                        "weights of edge feature '%s'", n, p->pw_name);
@@ -2313,23 +2313,25 @@ pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
         rc = rfail(r, GKV_ENOMEM, "sample: out of memory");
         goto fail;
     }
+    /* which chunks to convert: those kv says changed (all of them on a
+     * full refresh, whose mark is zero), or every one from RAM */
+    if (tx == NULL)
+        memset(p->pw_chg, 1, (size_t)p->pw_nc);
+    else if ((rc = gkv_tensor_changed(tx, p->pw_name, p->pw_c0,
+                                      (size_t)p->pw_nc, p->pw_mark,
+                                      p->pw_chg, NULL)) != GKV_OK) {
+        rfail(r, rc, "sample: edge feature '%s' on partition %d: %s",
+              p->pw_name, part, gkv_store_errmsg(s->sv_store));
+        goto fail;
+    }
     p->pw_first_bad = -1;
     for (uint64_t i = 0; i < p->pw_nc; i++) {
-        uint64_t c = p->pw_c0 + i, sum = 0;
+        uint64_t c = p->pw_c0 + i;
         uint64_t a = d.lo + c * d.chunk_rows, b = a + d.chunk_rows;
-        int have = 1;
         float *dst;
         int64_t bad;
 
-        if (tx != NULL &&
-            (rc = kv__chunk_stamp(s->sv_store, tx->tx_txn, d.id, c, &sum,
-                                  &have)) != GKV_OK) {
-            rfail(r, rc, "sample: edge feature '%s' on partition %d: chunk "
-                  "%llu: %s", p->pw_name, part, (unsigned long long)c,
-                  gkv_strerror(rc));
-            goto fail;
-        }
-        if (!full && have == p->pw_have[i] && sum == p->pw_sum[i])
+        if (!p->pw_chg[i])
             goto next;
         a = a > (uint64_t)lo ? a : (uint64_t)lo;
         b = b > d.hi ? d.hi : b;
@@ -2347,15 +2349,12 @@ pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
         bad = net__w_convert(tmp != NULL ? (const void *)tmp :
                              (const void *)dst, d.dtype, (size_t)(b - a), dst);
         p->pw_bad[i] = bad < 0 ? -1 : (int64_t)a + bad;
-        p->pw_sum[i] = sum;
-        p->pw_have[i] = (uint8_t)have;
 next:
         if (p->pw_bad[i] >= 0 && p->pw_first_bad < 0)
             p->pw_first_bad = p->pw_bad[i];
     }
     gkv__free(tmp);
     p->pw_d = d;
-    p->pw_txn = txid;
     p->pw_ok = 1;
     return GKV_OK;
 fail:
@@ -2486,7 +2485,7 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
                 }
                 p->pw_private = 1;
                 held[e] = p;
-                rc = pw_refresh(s, r, p, NULL, 0, lo, hi);
+                rc = pw_refresh(s, r, p, NULL, lo, hi);
             } else {
                 if (tx == NULL) {
                     if ((rc = gkv_txn_begin(s->sv_store, &tx)) != GKV_OK) {
@@ -2494,7 +2493,13 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
                               gkv_store_errmsg(s->sv_store));
                         break;
                     }
-                    txid = (uint64_t)mdb_txn_id(tx->tx_txn);
+                    /* tx's version: a zero mark brought up to tx */
+                    if ((rc = gkv_tensor_changed(tx, NULL, 0, 0, &txid,
+                                                 NULL, NULL)) != GKV_OK) {
+                        rfail(r, rc, "sample: partition %d's store: %s",
+                              part, gkv_store_errmsg(s->sv_store));
+                        break;
+                    }
                 }
                 if ((p = pw_find(s, tx, e, name, &rc)) == NULL) {
                     if (rc == GKV_ENOTFOUND)
@@ -2507,12 +2512,12 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
                 }
                 for (;;) {
                     pthread_rwlock_rdlock(&p->pw_lock);
-                    if (p->pw_ok && p->pw_txn >= txid)
+                    if (p->pw_ok && p->pw_mark[0] >= txid)
                         break;
                     pthread_rwlock_unlock(&p->pw_lock);
                     pthread_rwlock_wrlock(&p->pw_lock);
-                    if (!(p->pw_ok && p->pw_txn >= txid))
-                        rc = pw_refresh(s, r, p, tx, txid, lo, hi);
+                    if (!(p->pw_ok && p->pw_mark[0] >= txid))
+                        rc = pw_refresh(s, r, p, tx, lo, hi);
                     pthread_rwlock_unlock(&p->pw_lock);
                     if (rc != GKV_OK)
                         break;
