@@ -112,76 +112,107 @@ struct kset {
     size_t cap, n;                   /* slots (a power of two), used */
 };
 
+/* The server's state, by concern. Each part says what guards it: "fixed"
+ * fields are set by gkv_server_open() and only read while the server
+ * runs (no lock); s->mu guards the fields marked so; atomics need none. */
 struct gkv_server {
-    gkv_store *sv_store;             /* a partition's store is the part's */
-    gkv_part *sv_part;               /* serving a partition, else NULL */
-    const gkv_pbook *sv_book;        /* the part's book */
-    gkv_sgraph *sv_sg;               /* the part's sgraph */
-    gkv_sampler **sv_samp;           /* one per worker thread */
-    pthread_mutex_t sv_pw_mu;        /* guards the sv_pw list (not the
-                                      * entries: each has its own lock) */
-    struct pw *sv_pw;                /* edge features as sampling weights */
-    unsigned char *sv_json;          /* the config file's bytes */
-    size_t sv_json_len;
-    atomic_uint sv_wnext;            /* worker indices handed out */
-    char *sv_store_path;             /* realpath */
-    int sv_sock;
-    char sv_url[320];
-    char sv_tag[32];                 /* "m0/s1" for log lines */
-    net_ident sv_id;
-    int sv_auth;
-    unsigned char sv_key[NET_KEY_LEN];
-    unsigned char sv_nkey[crypto_auth_hmacsha512256_KEYBYTES]; /* tags the
-                                      * nonces; drawn at start */
-    uint64_t sv_nonce_ttl_ms;
-    unsigned sv_flags;               /* GKV_SERVER_* */
-    unsigned sv_lease_ms;
-    uint64_t sv_max_msg;
-    unsigned sv_nthreads;
-    int sv_wide_ids;                 /* SAMPLE replies always send i64 IDs
-                                      * (GKV_SERVER_WIDE_IDS=1: tests) */
-    char **sv_wb;                    /* write-back names and prefixes
-                                      * ("emb*"); sv_nwb of them */
-    size_t sv_nwb;
-    unsigned sv_flush_ms;
-    uint32_t sv_refuse_hs;            /* GKV_SERVER_REFUSE_HS_FLAGS (tests) */
-    atomic_uint_fast64_t sv_wb_taken; /* tensors put in write-back mode */
-    atomic_uint_fast64_t sv_wb_held; /* ... and not deleted since */
-    pthread_t *sv_thr;
-    FILE *sv_log;
-    uint64_t sv_start_mono;
+    gkv_store *store;                /* fixed; a partition's is the part's */
+    char *store_path;                /* fixed; realpath */
 
-    pthread_mutex_t sv_mu;           /* guards everything below */
-    pthread_cond_t sv_done_cv;       /* a push was applied (with sv_mu) */
-    struct sess *sv_sess;
-    size_t sv_nsess, sv_capsess;
-    struct group *sv_grp;
-    size_t sv_ngrp, sv_capgrp;
-    struct kset sv_spent;            /* the nonces (their random part)
-                                      * accepted token handshakes used,
-                                      * until they expire */
-    uint64_t sv_joined;
-    struct gone sv_gone[GONE_MAX];   /* a ring, to explain a request with
+    struct {                         /* fixed: the options it runs with */
+        net_ident id;                /* sent in HELLO and HANDSHAKE replies */
+        unsigned flags;              /* GKV_SERVER_* */
+        unsigned lease_ms;
+        unsigned num_clients;        /* members to see before stopping */
+        int wide_ids;                /* SAMPLE replies always send i64 IDs
+                                      * (GKV_SERVER_WIDE_IDS=1: tests) */
+        uint32_t refuse_hs;          /* GKV_SERVER_REFUSE_HS_FLAGS (tests) */
+    } conf;
+
+    struct {                         /* the socket and its workers */
+        int sock;                    /* fixed while running */
+        char url[320];
+        uint64_t max_msg;            /* payload bytes a message may carry */
+        unsigned nthreads;
+        pthread_t *thr;              /* gkv_server_run()'s */
+        atomic_uint wnext;           /* worker indices handed out */
+    } io;
+
+    struct {                         /* server_graph.c, server_sample.c */
+        gkv_part *part;              /* fixed; serving a partition, else NULL */
+        const gkv_pbook *book;       /* fixed; the part's book */
+        gkv_sgraph *sg;              /* fixed; the part's sgraph */
+        gkv_sampler **samp;          /* one per worker; samp[i] is worker
+                                      * i's alone */
+        unsigned char *json;         /* fixed; the config file's bytes */
+        size_t json_len;
+    } graph;
+
+    struct {                         /* edge features as sampling weights */
+        pthread_mutex_t mu;          /* guards 'list' and each entry's
+                                      * refs (each entry has its own lock) */
+        struct pw *list;
+    } pw;
+
+    struct {                         /* write-back tensors (server_kv.c) */
+        char **pat;                  /* fixed; names and prefixes ("emb*") */
+        size_t npat;
+        unsigned flush_ms;           /* fixed */
+        atomic_uint_fast64_t taken;  /* tensors put in write-back mode */
+        atomic_uint_fast64_t held;   /* ... and not deleted since */
+    } wb;
+
+    struct {                         /* tokens and nonces (server_sess.c) */
+        int on;                      /* fixed; a token is required */
+        unsigned char key[NET_KEY_LEN];                 /* fixed */
+        unsigned char nkey[crypto_auth_hmacsha512256_KEYBYTES]; /* fixed;
+                                      * tags the nonces; drawn at start */
+        uint64_t nonce_ttl_ms;       /* fixed */
+        struct kset spent;           /* under mu: the nonces (their random
+                                      * part) accepted token handshakes
+                                      * used, until they expire */
+    } auth;
+
+    pthread_mutex_t mu;              /* guards sess, log's counters and
+                                      * run.why; nothing blocks under it */
+
+    struct {                         /* sessions and groups, under mu */
+        pthread_cond_t done_cv;      /* a push was applied (with mu) */
+        struct sess *tab;
+        size_t n, cap;
+        struct group *grp;
+        size_t ngrp, capgrp;
+        uint64_t joined;
+        struct gone gone[GONE_MAX];  /* a ring, to explain a request with
                                       * a replaced session */
-    size_t sv_gone_next;
-    unsigned sv_num_clients;         /* members to see before stopping */
-    struct kset sv_seen;             /* distinct members joined: hashes of
+        size_t gone_next;
+        struct kset seen;            /* distinct members joined: hashes of
                                       * (group, rank); freed once
                                       * num_clients of them joined */
-    size_t sv_nseen;                 /* how many it counted */
-    char sv_stop_why[160];
-    /* log lines rationed per kind (LOG_REJECT, LOG_REJOIN, LOG_AGAIN) */
-    uint64_t sv_log_window[LOG_KINDS], sv_log_count[LOG_KINDS],
-             sv_log_dropped[LOG_KINDS];
+        size_t nseen;                /* how many it counted */
+    } sess;
 
-    volatile sig_atomic_t sv_sig;    /* gkv_server_stop() */
-    atomic_int sv_stop;              /* a stop was decided */
-    atomic_int sv_halt;              /* workers must leave */
-    int sv_ran;
+    struct {                         /* the log */
+        FILE *fp;                    /* fixed */
+        char tag[32];                /* fixed; "m0/s1" for log lines */
+        /* under mu: lines rationed per kind (LOG_REJECT, ...) */
+        uint64_t window[LOG_KINDS], count[LOG_KINDS], dropped[LOG_KINDS];
+    } log;
 
-    atomic_uint_fast64_t st_requests, st_errors, st_rejected, st_bytes_in,
-        st_bytes_out, st_pulls, st_pull_rows, st_pushes, st_push_rows,
-        st_samples, st_sample_edges;
+    struct {                         /* stopping */
+        volatile sig_atomic_t sig;   /* gkv_server_stop() */
+        atomic_int stop;             /* a stop was decided */
+        atomic_int halt;             /* workers must leave */
+        int ran;                     /* gkv_server_run()'s thread only */
+        char why[160];               /* under mu; the first reason */
+    } run;
+
+    struct {                         /* counters for STATS (atomics) */
+        uint64_t start_ms;           /* fixed; srv__mono_ms() at open */
+        atomic_uint_fast64_t requests, errors, rejected, bytes_in,
+            bytes_out, pulls, pull_rows, pushes, push_rows, samples,
+            sample_edges;
+    } stats;
 };
 
 /* One request being handled. */
@@ -235,13 +266,13 @@ slog(gkv_server *s, const char *fmt, ...)
     va_list ap;
     int n;
 
-    if (s->sv_flags & GKV_SERVER_QUIET)
+    if (s->conf.flags & GKV_SERVER_QUIET)
         return;
     clock_gettime(CLOCK_REALTIME, &now);
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
     n = snprintf(line, sizeof line, "%s.%03ldZ gkv-server[%ld] %s: ", ts,
-                 now.tv_nsec / 1000000, (long)getpid(), s->sv_tag);
+                 now.tv_nsec / 1000000, (long)getpid(), s->log.tag);
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
     va_end(ap);
@@ -250,8 +281,8 @@ slog(gkv_server *s, const char *fmt, ...)
     for (char *c = line + n; *c != '\0'; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
             *c = '?';
-    fprintf(s->sv_log, "%s\n", line);   /* one call: lines never interleave */
-    fflush(s->sv_log);
+    fprintf(s->log.fp, "%s\n", line);   /* one call: lines never interleave */
+    fflush(s->log.fp);
 }
 
 /* Whether one more line of 'kind' may be logged: at most LOG_BURST per
@@ -259,7 +290,7 @@ slog(gkv_server *s, const char *fmt, ...)
  * group and rank (rejoins: anyone may hand-shake to a server without a
  * token) cannot flood the log. *dropped: the lines of the window that
  * just ended that were not logged, for the caller to say. Caller holds
- * s->sv_mu. */
+ * s->mu. */
 static int
 log_take(gkv_server *s, int kind, uint64_t *dropped)
 {
@@ -267,15 +298,15 @@ log_take(gkv_server *s, int kind, uint64_t *dropped)
     int ok;
 
     *dropped = 0;
-    if (now - s->sv_log_window[kind] >= LOG_WINDOW_MS) {
-        *dropped = s->sv_log_dropped[kind];
-        s->sv_log_window[kind] = now;
-        s->sv_log_count[kind] = 0;
-        s->sv_log_dropped[kind] = 0;
+    if (now - s->log.window[kind] >= LOG_WINDOW_MS) {
+        *dropped = s->log.dropped[kind];
+        s->log.window[kind] = now;
+        s->log.count[kind] = 0;
+        s->log.dropped[kind] = 0;
     }
-    ok = s->sv_log_count[kind]++ < LOG_BURST;
+    ok = s->log.count[kind]++ < LOG_BURST;
     if (!ok)
-        s->sv_log_dropped[kind]++;
+        s->log.dropped[kind]++;
     return ok;
 }
 
@@ -293,39 +324,39 @@ log_say_dropped(gkv_server *s, int kind, uint64_t dropped)
 }
 
 /* log_take() with the lock taken here, saying what the window before
- * dropped. Takes s->sv_mu. */
+ * dropped. Takes s->mu. */
 static int
 log_allowed(gkv_server *s, int kind)
 {
     uint64_t dropped;
     int ok;
 
-    pthread_mutex_lock(&s->sv_mu);
+    pthread_mutex_lock(&s->mu);
     ok = log_take(s, kind, &dropped);
-    pthread_mutex_unlock(&s->sv_mu);
+    pthread_mutex_unlock(&s->mu);
     log_say_dropped(s, kind, dropped);
     return ok;
 }
 
 /* The lines not logged in windows that have ended (or, 'all', in the
  * current one too): said without waiting for another line of the kind,
- * which a flood that stopped never brings. Takes s->sv_mu. */
+ * which a flood that stopped never brings. Takes s->mu. */
 static void
 log_flush_dropped(gkv_server *s, int all)
 {
     uint64_t dropped[LOG_KINDS] = {0}, now;
 
-    pthread_mutex_lock(&s->sv_mu);
+    pthread_mutex_lock(&s->mu);
     now = mono_ms();    /* under the lock: log_take stamps windows under it */
     for (int k = 0; k < LOG_KINDS; k++)
-        if (s->sv_log_dropped[k] > 0 &&
-            (all || now - s->sv_log_window[k] >= LOG_WINDOW_MS)) {
-            dropped[k] = s->sv_log_dropped[k];
-            s->sv_log_dropped[k] = 0;
-            s->sv_log_count[k] = 0;
-            s->sv_log_window[k] = now;
+        if (s->log.dropped[k] > 0 &&
+            (all || now - s->log.window[k] >= LOG_WINDOW_MS)) {
+            dropped[k] = s->log.dropped[k];
+            s->log.dropped[k] = 0;
+            s->log.count[k] = 0;
+            s->log.window[k] = now;
         }
-    pthread_mutex_unlock(&s->sv_mu);
+    pthread_mutex_unlock(&s->mu);
     for (int k = 0; k < LOG_KINDS; k++)
         log_say_dropped(s, k, dropped[k]);
 }
@@ -346,18 +377,18 @@ request_stop(gkv_server *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Records why the server stops (the first reason wins). Caller holds
- * s->sv_mu. */
+ * s->mu. */
 static void
 request_stop(gkv_server *s, const char *fmt, ...)
 {
     va_list ap;
 
-    if (atomic_load(&s->sv_stop))
+    if (atomic_load(&s->run.stop))
         return;
     va_start(ap, fmt);
-    vsnprintf(s->sv_stop_why, sizeof s->sv_stop_why, fmt, ap);
+    vsnprintf(s->run.why, sizeof s->run.why, fmt, ap);
     va_end(ap);
-    atomic_store(&s->sv_stop, 1);
+    atomic_store(&s->run.stop, 1);
 }
 
 /* ---- replies ------------------------------------------------------------ */
@@ -406,12 +437,12 @@ send_reply(gkv_server *s, void *ctl, const net_hdr *rq, gkv_err status,
     mh.msg_iovlen = 1;
     mh.msg_control = &ctl;
     mh.msg_controllen = NN_MSG;
-    if (nn_sendmsg(s->sv_sock, &mh, 0) < 0) {
+    if (nn_sendmsg(s->io.sock, &mh, 0) < 0) {
         nn_freemsg(m);
         nn_freemsg(ctl);
         return;
     }
-    atomic_fetch_add_explicit(&s->st_bytes_out, NET_HDR_LEN + len,
+    atomic_fetch_add_explicit(&s->stats.bytes_out, NET_HDR_LEN + len,
                               memory_order_relaxed);
 }
 
@@ -432,7 +463,7 @@ send_error(gkv_server *s, void *ctl, const net_hdr *rq, gkv_err status,
     w.cap = w.off;
     w.off = 0;
     net__enc_err(&w, msg);
-    atomic_fetch_add_explicit(&s->st_errors, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.errors, 1, memory_order_relaxed);
     send_reply(s, ctl, rq, status, rflags, m, w.off);
 }
 
@@ -463,14 +494,14 @@ static void enc_u32(net_wr *w, const void *a) { net__wr_u32(w, *(const uint32_t 
 static void enc_u64(net_wr *w, const void *a) { net__wr_u64(w, *(const uint64_t *)a); }
 static void enc_barrier(net_wr *w, const void *a) { net__enc_barrier(w, a); }
 
-/* ---- sessions and groups (caller holds sv_mu) ---------------------------- */
+/* ---- sessions and groups (caller holds mu) ---------------------------- */
 
 static struct sess *
 sess_find(gkv_server *s, uint64_t id)
 {
-    for (size_t i = 0; i < s->sv_nsess; i++)
-        if (s->sv_sess[i].id == id)
-            return &s->sv_sess[i];
+    for (size_t i = 0; i < s->sess.n; i++)
+        if (s->sess.tab[i].id == id)
+            return &s->sess.tab[i];
     return NULL;
 }
 
@@ -479,20 +510,20 @@ group_find(gkv_server *s, const char *name, int create)
 {
     struct group *g;
 
-    for (size_t i = 0; i < s->sv_ngrp; i++)
-        if (strcmp(s->sv_grp[i].name, name) == 0)
-            return &s->sv_grp[i];
+    for (size_t i = 0; i < s->sess.ngrp; i++)
+        if (strcmp(s->sess.grp[i].name, name) == 0)
+            return &s->sess.grp[i];
     if (!create)
         return NULL;
-    if (s->sv_ngrp == s->sv_capgrp) {
-        size_t nc = s->sv_capgrp ? s->sv_capgrp * 2 : 8;
-        struct group *ng = gkv__realloc(s->sv_grp, nc * sizeof *ng);
+    if (s->sess.ngrp == s->sess.capgrp) {
+        size_t nc = s->sess.capgrp ? s->sess.capgrp * 2 : 8;
+        struct group *ng = gkv__realloc(s->sess.grp, nc * sizeof *ng);
         if (ng == NULL)
             return NULL;
-        s->sv_grp = ng;
-        s->sv_capgrp = nc;
+        s->sess.grp = ng;
+        s->sess.capgrp = nc;
     }
-    g = &s->sv_grp[s->sv_ngrp++];
+    g = &s->sess.grp[s->sess.ngrp++];
     memset(g, 0, sizeof *g);
     snprintf(g->name, sizeof g->name, "%s", name);
     return g;
@@ -516,12 +547,12 @@ unpark(struct group *g, uint64_t session)
 static void
 sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
 {
-    struct sess old = s->sv_sess[i];
+    struct sess old = s->sess.tab[i];
     struct group *g = group_find(s, old.group, 0);
     unsigned left = 0;
     uint64_t dropped = 0;
 
-    s->sv_sess[i] = s->sv_sess[--s->sv_nsess];
+    s->sess.tab[i] = s->sess.tab[--s->sess.n];
     gkv__free(old.done);
     if (g != NULL) {
         unpark(g, old.id);
@@ -532,7 +563,7 @@ sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
             for (size_t k = 0; k < g->nwait; k++)
                 nn_freemsg(g->wait[k].ctl);
             gkv__free(g->wait);
-            *g = s->sv_grp[--s->sv_ngrp];
+            *g = s->sess.grp[--s->sess.ngrp];
         }
     }
     /* observers (kvctl, monitors polling stat) come and go all day: their
@@ -541,26 +572,26 @@ sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
         log_say_dropped(s, LOG_OBSERVER, dropped);
         slog(s, "%s: group '%s' rank %u%s (%u left in the group, %zu clients "
              "in all)", how, old.group, old.rank, old.observer ?
-             " (observer)" : "", left, s->sv_nsess);
+             " (observer)" : "", left, s->sess.n);
     }
     /* an observer (kvctl) leaving never stops the server; the last member
      * leaving does, observers or not, once num_clients members joined */
-    if (may_stop && !old.observer && !(s->sv_flags & GKV_SERVER_KEEP_ALIVE)) {
+    if (may_stop && !old.observer && !(s->conf.flags & GKV_SERVER_KEEP_ALIVE)) {
         size_t members = 0;
-        for (size_t k = 0; k < s->sv_nsess; k++)
-            members += !s->sv_sess[k].observer;
-        if (members == 0 && s->sv_nseen < s->sv_num_clients)
+        for (size_t k = 0; k < s->sess.n; k++)
+            members += !s->sess.tab[k].observer;
+        if (members == 0 && s->sess.nseen < s->conf.num_clients)
             slog(s, "the last client left (group '%s' rank %u); %zu of the "
                  "%u clients (--num-clients) have joined: waiting for the "
-                 "others", old.group, old.rank, s->sv_nseen,
-                 s->sv_num_clients);
+                 "others", old.group, old.rank, s->sess.nseen,
+                 s->conf.num_clients);
         else if (members == 0)
             request_stop(s, "the last client left (group '%s' rank %u)",
                          old.group, old.rank);
     }
 }
 
-/* Adds keys of 'ks' (with s->sv_mu): 0 when k is new, 1 when it is there,
+/* Adds keys of 'ks' (with s->mu): 0 when k is new, 1 when it is there,
  * -1 when 'max' live keys fill the set (or out of memory). Expired keys go
  * when the set is rebuilt; until then one still holds its slot, which
  * only matters for itself. */
@@ -603,7 +634,7 @@ kset_add(struct kset *ks, uint64_t k, uint64_t exp, size_t max)
     return 0;
 }
 
-/* Counts member (group, rank) as seen (with s->sv_mu), until num_clients
+/* Counts member (group, rank) as seen (with s->mu), until num_clients
  * distinct members have been: then the set is dropped. A 64-bit hash
  * stands for the member; a collision (about n^2 / 2^65) would only make
  * the server wait for SIGTERM, never stop early. */
@@ -613,19 +644,19 @@ seen_add(gkv_server *s, const char *group, uint32_t rank)
     unsigned char b[NET_GROUP_MAX + 1 + 4];
     size_t gl = strlen(group);
 
-    if (s->sv_nseen >= s->sv_num_clients)
+    if (s->sess.nseen >= s->conf.num_clients)
         return;
     memcpy(b, group, gl);
     b[gl] = 0;
     memcpy(b + gl + 1, &rank, 4);
     /* out of memory: counted at a later join, or never (no early stop) */
-    if (kset_add(&s->sv_seen, XXH3_64bits(b, gl + 5), UINT64_MAX, SIZE_MAX) != 0)
+    if (kset_add(&s->sess.seen, XXH3_64bits(b, gl + 5), UINT64_MAX, SIZE_MAX) != 0)
         return;
-    if (++s->sv_nseen == s->sv_num_clients) {
+    if (++s->sess.nseen == s->conf.num_clients) {
         slog(s, "all %u clients (--num-clients) have joined",
-             s->sv_num_clients);
-        gkv__free(s->sv_seen.e);
-        memset(&s->sv_seen, 0, sizeof s->sv_seen);
+             s->conf.num_clients);
+        gkv__free(s->sess.seen.e);
+        memset(&s->sess.seen, 0, sizeof s->sess.seen);
     }
 }
 
@@ -684,17 +715,17 @@ reply_schema(gkv_server *s, struct req *r, uint64_t session, int with_id)
     size_t n = 0;
     gkv_err rc;
 
-    if ((rc = gkv_tensor_list(s->sv_store, NULL, 0, &d, &n)) != GKV_OK)
+    if ((rc = gkv_tensor_list(s->store, NULL, 0, &d, &n)) != GKV_OK)
         return rfail(r, rc, "listing tensors: %s",
-                     gkv_store_errmsg(s->sv_store));
+                     gkv_store_errmsg(s->store));
     sa.d = d;
     sa.n = n;
     sa.session = session;
-    sa.id = with_id ? &s->sv_id : NULL;
-    if (with_id && s->sv_part != NULL) {
-        book.part_id = (uint32_t)gkv_part_id(s->sv_part);
-        book.len = s->sv_json_len;
-        book.json = s->sv_json;
+    sa.id = with_id ? &s->conf.id : NULL;
+    if (with_id && s->graph.part != NULL) {
+        book.part_id = (uint32_t)gkv_part_id(s->graph.part);
+        book.len = s->graph.json_len;
+        book.json = s->graph.json;
         sa.book = &book;
     }
     rc = build(r, enc_schema, &sa);
@@ -708,7 +739,7 @@ reply_schema(gkv_server *s, struct req *r, uint64_t session, int with_id)
  * HELLO and a flood of HELLOs cannot push other clients' nonces out: bytes
  * 0-7 are the issue time (monotonic ms, little-endian), 8-15 random, 16-31
  * the first 16 bytes of HMAC-SHA512-256 over bytes 0-15, keyed with
- * sv_nkey. A handshake's nonce must carry a good tag and be younger than
+ * auth.nkey. A handshake's nonce must carry a good tag and be younger than
  * the TTL; with a token it must also be unspent (the spent set holds the
  * nonces of accepted handshakes until they expire), so a handshake seen on
  * the wire cannot be replayed. Without a token anyone may hand-shake as
@@ -718,7 +749,7 @@ nonce_tag(const gkv_server *s, const unsigned char *n, unsigned char *tag)
 {
     unsigned char mac[crypto_auth_hmacsha512256_BYTES];
 
-    crypto_auth_hmacsha512256(mac, n, 16, s->sv_nkey);
+    crypto_auth_hmacsha512256(mac, n, 16, s->auth.nkey);
     memcpy(tag, mac, 16);
     sodium_memzero(mac, sizeof mac);
 }
@@ -749,7 +780,7 @@ nonce_good(const gkv_server *s, const unsigned char *n, uint64_t *rnd,
     for (int i = 0; i < 8; i++)
         t |= (uint64_t)n[i] << (8 * i);
     memcpy(rnd, n + 8, 8);
-    *exp_ms = t + s->sv_nonce_ttl_ms;
+    *exp_ms = t + s->auth.nonce_ttl_ms;
     return ok && t <= now && now < *exp_ms;
 }
 
@@ -766,7 +797,7 @@ op_hello(gkv_server *s, struct req *r)
     }
     memset(&hr, 0, sizeof hr);
     nonce_make(s, hr.nonce);
-    hr.id = s->sv_id;
+    hr.id = s->conf.id;
     build(r, enc_hello, &hr);
 }
 
@@ -785,7 +816,7 @@ op_handshake(gkv_server *s, struct req *r)
         rfail(r, GKV_EPROTO, "handshake: %s", rd.why);
         return;
     }
-    if (hs.flags & s->sv_refuse_hs) {   /* a test's older server */
+    if (hs.flags & s->conf.refuse_hs) {   /* a test's older server */
         rfail(r, GKV_EPROTO, "handshake: unknown flags 0x%x", hs.flags);
         return;
     }
@@ -797,24 +828,24 @@ op_handshake(gkv_server *s, struct req *r)
     if (!nonce_good(s, hs.nonce, &rnd, &exp_ms)) {
         rfail(r, GKV_EPERM, "handshake of group '%s' rank %u: nonce not "
               "from this server or older than %llu ms (hello again)",
-              hs.group, hs.rank, (unsigned long long)s->sv_nonce_ttl_ms);
+              hs.group, hs.rank, (unsigned long long)s->auth.nonce_ttl_ms);
         return;
     }
-    if (s->sv_auth && !(hs.flags & NET_HS_PROOF)) {
+    if (s->auth.on && !(hs.flags & NET_HS_PROOF)) {
         rfail(r, GKV_EPERM, "handshake of group '%s' rank %u: this server "
               "requires a token and none was given", hs.group, hs.rank);
         return;
     }
-    if (s->sv_auth && !net__proof_ok(s->sv_key, hs.nonce, hs.group, hs.rank,
+    if (s->auth.on && !net__proof_ok(s->auth.key, hs.nonce, hs.group, hs.rank,
                                      hs.mac)) {
         rfail(r, GKV_EPERM, "handshake of group '%s' rank %u: wrong token "
               "(the proof does not match)", hs.group, hs.rank);
         return;
     }
-    if (s->sv_auth) {
-        pthread_mutex_lock(&s->sv_mu);
-        spent = kset_add(&s->sv_spent, rnd, exp_ms, SPENT_MAX);
-        pthread_mutex_unlock(&s->sv_mu);
+    if (s->auth.on) {
+        pthread_mutex_lock(&s->mu);
+        spent = kset_add(&s->auth.spent, rnd, exp_ms, SPENT_MAX);
+        pthread_mutex_unlock(&s->mu);
         if (spent != 0) {
             rfail(r, spent > 0 ? GKV_EPERM : GKV_EBUSY, spent > 0 ?
                   "handshake of group '%s' rank %u: nonce already used (a "
@@ -827,14 +858,14 @@ op_handshake(gkv_server *s, struct req *r)
     do
         randombytes_buf(&id, sizeof id);
     while (id == 0);
-    pthread_mutex_lock(&s->sv_mu);
+    pthread_mutex_lock(&s->mu);
     if (hs.instance != 0 && !(hs.flags & NET_HS_OBSERVER)) {
         /* another run of the job with this group name: the members of an
          * earlier one (killed, their leases not out yet) go now, with
          * their parked barriers, which would count for this run's. The
          * server is not stopped by their going: a member is joining */
-        for (size_t i = s->sv_nsess; i-- > 0;) {
-            struct sess *o = &s->sv_sess[i];
+        for (size_t i = s->sess.n; i-- > 0;) {
+            struct sess *o = &s->sess.tab[i];
             if (!o->observer && o->inst != 0 && o->inst != hs.instance &&
                 strcmp(o->group, hs.group) == 0)
                 sess_remove(s, i, "dropped: another run of the job (a new "
@@ -842,17 +873,17 @@ op_handshake(gkv_server *s, struct req *r)
         }
     }
     old = NULL;
-    for (size_t i = 0; i < s->sv_nsess; i++)
-        if (s->sv_sess[i].rank == hs.rank &&
-            strcmp(s->sv_sess[i].group, hs.group) == 0)
-            old = &s->sv_sess[i];
+    for (size_t i = 0; i < s->sess.n; i++)
+        if (s->sess.tab[i].rank == hs.rank &&
+            strcmp(s->sess.tab[i].group, hs.group) == 0)
+            old = &s->sess.tab[i];
     if (old != NULL && !old->observer && (hs.flags & NET_HS_OBSERVER)) {
         /* stopping counts members' ends only: a member's session made an
          * observer's would end uncounted (the server ran on with no member
          * left), and no longer kept the server up for the member it
          * displaced. A client's flags never change, so this is another
          * client using a member's identity. */
-        pthread_mutex_unlock(&s->sv_mu);
+        pthread_mutex_unlock(&s->mu);
         rfail(r, GKV_EPERM, "handshake of group '%s' rank %u as an "
               "observer: rank %u is a member's (an observer needs a group "
               "or rank of its own)", hs.group, hs.rank, hs.rank);
@@ -861,11 +892,11 @@ op_handshake(gkv_server *s, struct req *r)
     if (old != NULL) {
         /* the same member again (it reconnected): its new session replaces
          * the old one, and a barrier it had parked is dropped */
-        struct gone *gn = &s->sv_gone[s->sv_gone_next];
+        struct gone *gn = &s->sess.gone[s->sess.gone_next];
         uint64_t now = mono_ms(), idle = now - old->last_ms;
         if ((g = group_find(s, hs.group, 0)) != NULL)
             unpark(g, old->id);
-        s->sv_gone_next = (s->sv_gone_next + 1) % GONE_MAX;
+        s->sess.gone_next = (s->sess.gone_next + 1) % GONE_MAX;
         gn->id = old->id;
         gn->when_ms = now;
         snprintf(gn->group, sizeof gn->group, "%s", old->group);
@@ -893,26 +924,26 @@ op_handshake(gkv_server *s, struct req *r)
                  "; the same client after a failed call" : idle < 1000 ?
                  ": two clients with one group and rank?" : "");
         }
-    } else if (s->sv_nsess >= SESS_MAX ||
+    } else if (s->sess.n >= SESS_MAX ||
                (g = group_find(s, hs.group, 1)) == NULL) {
-        pthread_mutex_unlock(&s->sv_mu);
+        pthread_mutex_unlock(&s->mu);
         rfail(r, GKV_ENOMEM, "handshake: no room for another client");
         return;
     } else {
-        if (s->sv_nsess == s->sv_capsess) {
-            size_t nc = s->sv_capsess ? s->sv_capsess * 2 : 16;
-            struct sess *ns = gkv__realloc(s->sv_sess, nc * sizeof *ns);
+        if (s->sess.n == s->sess.cap) {
+            size_t nc = s->sess.cap ? s->sess.cap * 2 : 16;
+            struct sess *ns = gkv__realloc(s->sess.tab, nc * sizeof *ns);
             if (ns == NULL) {
                 if (g->members == 0)
-                    *g = s->sv_grp[--s->sv_ngrp];
-                pthread_mutex_unlock(&s->sv_mu);
+                    *g = s->sess.grp[--s->sess.ngrp];
+                pthread_mutex_unlock(&s->mu);
                 rfail(r, GKV_ENOMEM, "handshake: no room for another client");
                 return;
             }
-            s->sv_sess = ns;
-            s->sv_capsess = nc;
+            s->sess.tab = ns;
+            s->sess.cap = nc;
         }
-        old = &s->sv_sess[s->sv_nsess++];
+        old = &s->sess.tab[s->sess.n++];
         memset(old, 0, sizeof *old);
         old->id = id;
         snprintf(old->group, sizeof old->group, "%s", hs.group);
@@ -921,18 +952,18 @@ op_handshake(gkv_server *s, struct req *r)
         old->observer = (hs.flags & NET_HS_OBSERVER) != 0;
         old->inst = hs.instance;
         g->members++;
-        s->sv_joined++;
+        s->sess.joined++;
         dropped = 0;
         if (!old->observer || log_take(s, LOG_OBSERVER, &dropped)) {
             log_say_dropped(s, LOG_OBSERVER, dropped);
             slog(s, "join: group '%s' rank %u%s (%u in the group, %zu "
                  "clients in all)", hs.group, hs.rank, old->observer ?
-                 " (observer)" : "", g->members, s->sv_nsess);
+                 " (observer)" : "", g->members, s->sess.n);
         }
     }
     if (!(hs.flags & NET_HS_OBSERVER))
         seen_add(s, hs.group, hs.rank);
-    pthread_mutex_unlock(&s->sv_mu);
+    pthread_mutex_unlock(&s->mu);
     reply_schema(s, r, id, 1);
 }
 
@@ -983,11 +1014,11 @@ wb_pattern(const gkv_server *s, const char *name)
 {
     if (strchr(name, '#') != NULL)      /* state goes with its tensor */
         return -1;
-    for (size_t i = 0; i < s->sv_nwb; i++) {
-        size_t n = strlen(s->sv_wb[i]);
-        if (n > 0 && s->sv_wb[i][n - 1] == '*'
-            ? strncmp(name, s->sv_wb[i], n - 1) == 0
-            : strcmp(name, s->sv_wb[i]) == 0)
+    for (size_t i = 0; i < s->wb.npat; i++) {
+        size_t n = strlen(s->wb.pat[i]);
+        if (n > 0 && s->wb.pat[i][n - 1] == '*'
+            ? strncmp(name, s->wb.pat[i], n - 1) == 0
+            : strcmp(name, s->wb.pat[i]) == 0)
             return (int)i;
     }
     return -1;
@@ -1009,25 +1040,25 @@ wb_begin(gkv_server *s, const char *name, const char *by)
     gkv_err rc;
     int pi = wb_pattern(s, name);
 
-    if ((rc = gkv_writeback_start(s->sv_store, name, s->sv_flush_ms)) != GKV_OK)
+    if ((rc = gkv_writeback_start(s->store, name, s->wb.flush_ms)) != GKV_OK)
         return net__fail(rc, "write-back of tensor '%s': %s", name,
-                         gkv_store_errmsg(s->sv_store));
-    atomic_fetch_add(&s->sv_wb_taken, 1);
-    atomic_fetch_add(&s->sv_wb_held, 1);
-    if (gkv_tensor_info(s->sv_store, NULL, name, &d) != GKV_OK)
+                         gkv_store_errmsg(s->store));
+    atomic_fetch_add(&s->wb.taken, 1);
+    atomic_fetch_add(&s->wb.held, 1);
+    if (gkv_tensor_info(s->store, NULL, name, &d) != GKV_OK)
         return GKV_OK;
     if (by == NULL)
         slog(s, "write-back: tensor '%s' (%llu rows, %.1f MB) in RAM, "
              "written every %u ms", name, (unsigned long long)(d.hi - d.lo),
              (double)(d.hi - d.lo) * (double)d.row_bytes / 1e6,
-             s->sv_flush_ms);
+             s->wb.flush_ms);
     else
         slog(s, "write-back: tensor '%s', created by %s, matches '%s': "
              "taken into write-back (%llu rows, %.1f MB in RAM, written "
-             "every %u ms)", name, by, pi >= 0 ? s->sv_wb[pi] : "?",
+             "every %u ms)", name, by, pi >= 0 ? s->wb.pat[pi] : "?",
              (unsigned long long)(d.hi - d.lo),
              (double)(d.hi - d.lo) * (double)d.row_bytes / 1e6,
-             s->sv_flush_ms);
+             s->wb.flush_ms);
     return GKV_OK;
 }
 
@@ -1057,9 +1088,9 @@ wb_say_matches(gkv_server *s, size_t i, const gkv_tensor_desc *d, size_t nt)
         }
     }
     if (n == 0) {
-        const char *p = s->sv_wb[i];
+        const char *p = s->wb.pat[i];
         /* a graph's tensors are "node/NTYPE/NAME" and "edge/ETYPE/NAME" */
-        int graph_hint = s->sv_part != NULL && strncmp(p, "node/", 5) != 0 &&
+        int graph_hint = s->graph.part != NULL && strncmp(p, "node/", 5) != 0 &&
                          strncmp(p, "edge/", 5) != 0 && strcmp(p, "*") != 0;
         slog(s, "write-back: WARNING: '%s' matches no tensor yet; tensors "
              "created later whose names match will be held in RAM%s", p,
@@ -1068,7 +1099,7 @@ wb_say_matches(gkv_server *s, size_t i, const gkv_tensor_desc *d, size_t nt)
              "embedding 'emb' of node type 'user' is 'node/user/emb')" : "");
         return;
     }
-    slog(s, "write-back: '%s' matches %zu tensor%s: %s%s", s->sv_wb[i], n,
+    slog(s, "write-back: '%s' matches %zu tensor%s: %s%s", s->wb.pat[i], n,
          n == 1 ? "" : "s", list, n > shown ? ", ..." : "");
 }
 
@@ -1092,7 +1123,7 @@ wb_open(gkv_server *s, const gkv_server_opts *o, unsigned nserv)
     if (o->flush_ms > 86400000u)
         return net__fail(GKV_EINVAL, "write-back flush interval %u ms: at "
                          "most 86400000 (a day)", o->flush_ms);
-    if ((s->sv_wb = gkv__calloc(n, sizeof *s->sv_wb)) == NULL)
+    if ((s->wb.pat = gkv__calloc(n, sizeof *s->wb.pat)) == NULL)
         return net__fail(GKV_ENOMEM, "server: out of memory");
     for (size_t i = 0; i < n; i++) {
         const char *p = o->writeback[i], *star = strchr(p, '*');
@@ -1104,14 +1135,14 @@ wb_open(gkv_server *s, const gkv_server_opts *o, unsigned nserv)
                              "name of 1..%d bytes without '#', or a prefix "
                              "ending in '*'", GKV_NAME_MAX + 8, p,
                              GKV_NAME_MAX);
-        if ((s->sv_wb[i] = gkv__strdup(p)) == NULL)
+        if ((s->wb.pat[i] = gkv__strdup(p)) == NULL)
             return net__fail(GKV_ENOMEM, "server: out of memory");
-        s->sv_nwb = i + 1;
+        s->wb.npat = i + 1;
     }
-    s->sv_flush_ms = o->flush_ms ? o->flush_ms : 10;
-    if ((rc = gkv_tensor_list(s->sv_store, NULL, 0, &d, &nt)) != GKV_OK)
-        return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->sv_store));
-    for (size_t i = 0; i < s->sv_nwb; i++)
+    s->wb.flush_ms = o->flush_ms ? o->flush_ms : 10;
+    if ((rc = gkv_tensor_list(s->store, NULL, 0, &d, &nt)) != GKV_OK)
+        return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->store));
+    for (size_t i = 0; i < s->wb.npat; i++)
         wb_say_matches(s, i, d, nt);
     for (size_t i = 0; i < nt && rc == GKV_OK; i++)
         if (wb_match(s, d[i].name))
@@ -1126,40 +1157,40 @@ wb_last_flush(gkv_server *s)
 {
     gkv_err rc;
 
-    if (s->sv_nwb == 0)
+    if (s->wb.npat == 0)
         return GKV_OK;
-    if (atomic_load(&s->sv_wb_held) == 0) {
+    if (atomic_load(&s->wb.held) == 0) {
         /* nothing in RAM: say so, never "last pushes written" */
         char pats[1024];
         size_t len = 0;
 
         pats[0] = '\0';
-        for (size_t i = 0; i < s->sv_nwb && len < sizeof pats; i++) {
+        for (size_t i = 0; i < s->wb.npat && len < sizeof pats; i++) {
             int w = snprintf(pats + len, sizeof pats - len, "%s'%s'",
-                             i ? ", " : "", s->sv_wb[i]);
+                             i ? ", " : "", s->wb.pat[i]);
             len = w > 0 ? len + (size_t)w : sizeof pats;
         }
-        if (atomic_load(&s->sv_wb_taken) == 0)
+        if (atomic_load(&s->wb.taken) == 0)
             slog(s, "write-back: no tensor was held in RAM (--writeback %s "
                  "matched none); nothing to write", pats);
         else
             slog(s, "write-back: no tensor is held in RAM any more (the "
                  "%llu held were deleted); nothing to write",
-                 (unsigned long long)atomic_load(&s->sv_wb_taken));
+                 (unsigned long long)atomic_load(&s->wb.taken));
         return GKV_OK;
     }
-    if ((rc = gkv_writeback_flush(s->sv_store)) == GKV_OK) {
+    if ((rc = gkv_writeback_flush(s->store)) == GKV_OK) {
         slog(s, "write-back: last pushes written");
         return GKV_OK;
     }
     if (rc == GKV_ENOTFOUND) {   /* the others were written */
         slog(s, "write-back: last pushes written, but %s",
-             gkv_store_errmsg(s->sv_store));
+             gkv_store_errmsg(s->store));
         return GKV_OK;
     }
     slog(s, "write-back: writing the last pushes FAILED (%s): %s",
-         gkv_strerror(rc), gkv_store_errmsg(s->sv_store));
-    return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->sv_store));
+         gkv_strerror(rc), gkv_store_errmsg(s->store));
+    return net__fail(rc, "write-back: %s", gkv_store_errmsg(s->store));
 }
 
 static void
@@ -1184,30 +1215,30 @@ op_pull(gkv_server *s, struct req *r)
     }
     /* one snapshot for the description and the rows; without one when
      * tensors are kept in write-back mode, so that their RAM copy is read */
-    if (s->sv_nwb == 0 && (rc = gkv_txn_begin(s->sv_store, &tx)) != GKV_OK) {
-        rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
+    if (s->wb.npat == 0 && (rc = gkv_txn_begin(s->store, &tx)) != GKV_OK) {
+        rfail(r, rc, "pull: %s", gkv_store_errmsg(s->store));
         return;
     }
-    rc = gkv_tensor_info(s->sv_store, tx, pq.name, &d);
+    rc = gkv_tensor_info(s->store, tx, pq.name, &d);
     if (rc == GKV_ENOTFOUND && strchr(pq.name, '#') != NULL) {
         /* optimizer state not created yet: zeros, when its tensor is here */
         int exists;
-        if ((rc = gkv_opt_state_info(s->sv_store, tx, pq.name, &d,
+        if ((rc = gkv_opt_state_info(s->store, tx, pq.name, &d,
                                      &exists)) != GKV_OK) {
-            rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
+            rfail(r, rc, "pull: %s", gkv_store_errmsg(s->store));
             goto out;
         }
         zeros = !exists;
     } else if (rc != GKV_OK) {
-        rfail(r, rc, "pull: %s", gkv_store_errmsg(s->sv_store));
+        rfail(r, rc, "pull: %s", gkv_store_errmsg(s->store));
         goto out;
     }
     /* bound the reply before allocating it */
-    if (d.row_bytes != 0 && pq.n > (s->sv_max_msg - 64) / d.row_bytes) {
+    if (d.row_bytes != 0 && pq.n > (s->io.max_msg - 64) / d.row_bytes) {
         rfail(r, GKV_EINVAL, "pull of %llu rows of tensor '%s' (%zu bytes "
               "each) is more than this server's %llu-byte message limit; "
               "split it", (unsigned long long)pq.n, pq.name, d.row_bytes,
-              (unsigned long long)s->sv_max_msg);
+              (unsigned long long)s->io.max_msg);
         goto out;
     }
     bytes = (size_t)pq.n * d.row_bytes;
@@ -1241,18 +1272,18 @@ op_pull(gkv_server *s, struct req *r)
             memset(rows, 0, bytes);
         rc = GKV_OK;
     } else {
-        rc = gkv_tensor_pull(s->sv_store, tx, pq.name, ids, (size_t)pq.n,
+        rc = gkv_tensor_pull(s->store, tx, pq.name, ids, (size_t)pq.n,
                              rows, bytes);
     }
     if (rc != GKV_OK) {
         nn_freemsg(r->out);
         r->out = NULL;
-        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        rfail(r, rc, "%s", gkv_store_errmsg(s->store));
         goto out;
     }
     r->out_len = w.off;
-    atomic_fetch_add_explicit(&s->st_pulls, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->st_pull_rows, pq.n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.pulls, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.pull_rows, pq.n, memory_order_relaxed);
 out:
     gkv_txn_end(tx);
     gkv__free(tmp);
@@ -1284,7 +1315,7 @@ already_done(gkv_server *s, struct req *r)
     int dup = 0, gone = 1;
     int32_t st = 0;
 
-    pthread_mutex_lock(&s->sv_mu);
+    pthread_mutex_lock(&s->mu);
     while ((ss = sess_find(s, r->h.session)) != NULL) {
         gone = 0;
         if ((d = done_find(ss, r->h.req_id)) == NULL) {
@@ -1305,10 +1336,10 @@ already_done(gkv_server *s, struct req *r)
             st = d->status;
             break;
         }
-        pthread_cond_wait(&s->sv_done_cv, &s->sv_mu);
+        pthread_cond_wait(&s->sess.done_cv, &s->mu);
         gone = 1;
     }
-    pthread_mutex_unlock(&s->sv_mu);
+    pthread_mutex_unlock(&s->mu);
     if (gone) {
         rfail(r, GKV_EPERM, "%s request %llu of session 0x%016llx: the "
               "session ended (a newer handshake as its group and rank, its "
@@ -1336,14 +1367,14 @@ mark_done(gkv_server *s, struct req *r, gkv_err st)
     struct sess *ss;
     struct done *d;
 
-    pthread_mutex_lock(&s->sv_mu);
+    pthread_mutex_lock(&s->mu);
     if ((ss = sess_find(s, r->h.session)) != NULL &&
         (d = done_find(ss, r->h.req_id)) != NULL && d->busy) {
         d->status = st;
         d->busy = 0;
     }
-    pthread_cond_broadcast(&s->sv_done_cv);
-    pthread_mutex_unlock(&s->sv_mu);
+    pthread_cond_broadcast(&s->sess.done_cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void
@@ -1370,18 +1401,18 @@ op_push(gkv_server *s, struct req *r)
         return;
     }
     /* from here every way out records the outcome, rc (mark_done) */
-    rc = gkv_tensor_info(s->sv_store, NULL, pq.name, &d);
+    rc = gkv_tensor_info(s->store, NULL, pq.name, &d);
     if (rc == GKV_ENOTFOUND && strchr(pq.name, '#') != NULL) {
         /* a restore of optimizer state not created yet: the push checks
          * and creates it (gkv_tensor_push); its rows as it will have */
         int exists;
-        if ((rc = gkv_opt_state_info(s->sv_store, NULL, pq.name, &d,
+        if ((rc = gkv_opt_state_info(s->store, NULL, pq.name, &d,
                                      &exists)) != GKV_OK) {
-            rfail(r, rc, "push: %s", gkv_store_errmsg(s->sv_store));
+            rfail(r, rc, "push: %s", gkv_store_errmsg(s->store));
             goto out;
         }
     } else if (rc != GKV_OK) {
-        rfail(r, rc, "push: %s", gkv_store_errmsg(s->sv_store));
+        rfail(r, rc, "push: %s", gkv_store_errmsg(s->store));
         goto out;
     }
     if (pq.row_bytes != d.row_bytes) {
@@ -1411,14 +1442,14 @@ op_push(gkv_server *s, struct req *r)
     pa.beta1 = pq.beta1;
     pa.beta2 = pq.beta2;
     pa.flags = pq.flags;
-    rc = gkv_tensor_push(s->sv_store, pq.name, ids, (size_t)pq.n, rows,
+    rc = gkv_tensor_push(s->store, pq.name, ids, (size_t)pq.n, rows,
                          (size_t)(pq.n * pq.row_bytes), &pa);
     if (rc != GKV_OK) {
-        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        rfail(r, rc, "%s", gkv_store_errmsg(s->store));
         goto out;
     }
-    atomic_fetch_add_explicit(&s->st_pushes, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->st_push_rows, pq.n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.pushes, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.push_rows, pq.n, memory_order_relaxed);
     n = pq.n;
     build(r, enc_u64, &n);
 out:
@@ -1501,7 +1532,7 @@ op_create(gkv_server *s, struct req *r)
     sp.b = cq.b;
     sp.seed = cq.seed;
     memset(&cr, 0, sizeof cr);
-    rc = gkv_tensor_create(s->sv_store, cq.t.name, &sp);
+    rc = gkv_tensor_create(s->store, cq.t.name, &sp);
     if (rc == GKV_OK) {
         char by[NET_GROUP_MAX + 32];
 
@@ -1517,18 +1548,18 @@ op_create(gkv_server *s, struct req *r)
             /* not as configured: undone, so a retry starts afresh */
             snprintf(why, sizeof why, "%s", gkv_net_errmsg());
             slog(s, "%s; tensor '%s' deleted again", why, cq.t.name);
-            gkv_tensor_delete(s->sv_store, cq.t.name);
+            gkv_tensor_delete(s->store, cq.t.name);
             rfail(r, rc, "%s; the tensor was not kept", why);
             return;
         }
     } else if (rc != GKV_EEXIST) {
-        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        rfail(r, rc, "%s", gkv_store_errmsg(s->store));
         return;
     }
     /* created now or before (also by a racing client): describe it, and
      * an old one must match */
-    if ((rc = gkv_tensor_info(s->sv_store, NULL, cq.t.name, &d)) != GKV_OK) {
-        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+    if ((rc = gkv_tensor_info(s->store, NULL, cq.t.name, &d)) != GKV_OK) {
+        rfail(r, rc, "%s", gkv_store_errmsg(s->store));
         return;
     }
     if (!cr.created) {
@@ -1558,19 +1589,19 @@ op_delete(gkv_server *s, struct req *r)
     /* out of write-back first (delete refuses it); that writes the
      * pushes not yet flushed, which the delete then drops */
     if (wb_match(s, name)) {
-        rc = gkv_writeback_stop(s->sv_store, name);
+        rc = gkv_writeback_stop(s->store, name);
         if (rc == GKV_OK)
-            atomic_fetch_sub(&s->sv_wb_held, 1);
+            atomic_fetch_sub(&s->wb.held, 1);
         else if (rc != GKV_ENOTFOUND) {
-            rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+            rfail(r, rc, "%s", gkv_store_errmsg(s->store));
             return;
         }
     }
-    rc = gkv_tensor_delete(s->sv_store, name);
+    rc = gkv_tensor_delete(s->store, name);
     if (rc == GKV_ENOTFOUND)
         existed = 0;
     else if (rc != GKV_OK) {
-        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        rfail(r, rc, "%s", gkv_store_errmsg(s->store));
         return;
     } else {
         slog(s, "group '%s' rank %u deleted tensor '%s'", r->group, r->rank,
@@ -1594,9 +1625,9 @@ op_opt_reset(gkv_server *s, struct req *r)
         rfail(r, GKV_EPROTO, "opt_reset: %s", rd.why);
         return;
     }
-    rc = gkv_opt_reset(s->sv_store, name, opt[0] != '\0' ? opt : NULL);
+    rc = gkv_opt_reset(s->store, name, opt[0] != '\0' ? opt : NULL);
     if (rc != GKV_OK) {
-        rfail(r, rc, "%s", gkv_store_errmsg(s->sv_store));
+        rfail(r, rc, "%s", gkv_store_errmsg(s->store));
         return;
     }
     slog(s, "group '%s' rank %u reset the %s optimizer state of tensor '%s'",
@@ -1625,12 +1656,12 @@ op_barrier(gkv_server *s, struct req *r)
               "group size %u", r->group, r->rank, b.group_size);
         return;
     }
-    pthread_mutex_lock(&s->sv_mu);
+    pthread_mutex_lock(&s->mu);
     /* the dispatcher saw the session, but without the lock since: one
      * dropped meanwhile (a rejoin, its lease) must not park, as no
      * sess_remove() would ever take it out of the group's count */
     if ((ss = sess_find(s, r->h.session)) == NULL) {
-        pthread_mutex_unlock(&s->sv_mu);
+        pthread_mutex_unlock(&s->mu);
         rfail(r, GKV_EPERM, "barrier of group '%s' rank %u: the session "
               "ended before the barrier was entered", r->group, r->rank);
         r->rflags |= NET_F_SESSION;
@@ -1641,7 +1672,7 @@ op_barrier(gkv_server *s, struct req *r)
          * connection; nanomsg sent the request again on the new one:
          * answer again rather than park it as a new barrier of a group
          * that has moved on */
-        pthread_mutex_unlock(&s->sv_mu);
+        pthread_mutex_unlock(&s->mu);
         if (log_allowed(s, LOG_AGAIN))
             slog(s, "group '%s' rank %u: barrier %llu arrived again after "
                  "it was released; answered again", r->group, r->rank,
@@ -1650,7 +1681,7 @@ op_barrier(gkv_server *s, struct req *r)
         return;
     }
     if ((g = group_find(s, r->group, 0)) == NULL) {
-        pthread_mutex_unlock(&s->sv_mu);
+        pthread_mutex_unlock(&s->mu);
         rfail(r, GKV_EINVAL, "barrier: group '%s' has no members", r->group);
         return;
     }
@@ -1672,14 +1703,14 @@ op_barrier(gkv_server *s, struct req *r)
                     r->group, r->rank, (unsigned long long)b.seq,
                     (unsigned long long)g->wait[0].seq);
     if (bad) {
-        pthread_mutex_unlock(&s->sv_mu);
+        pthread_mutex_unlock(&s->mu);
         return;
     }
     if (g->nwait == g->capwait) {
         size_t nc = g->capwait ? g->capwait * 2 : 8;
         struct parked *nw = gkv__realloc(g->wait, nc * sizeof *nw);
         if (nw == NULL) {
-            pthread_mutex_unlock(&s->sv_mu);
+            pthread_mutex_unlock(&s->mu);
             rfail(r, GKV_ENOMEM, "barrier: out of memory");
             return;
         }
@@ -1709,7 +1740,7 @@ op_barrier(gkv_server *s, struct req *r)
                 ss->bar_seq = rel[i].seq;
             }
     }
-    pthread_mutex_unlock(&s->sv_mu);
+    pthread_mutex_unlock(&s->mu);
     for (size_t i = 0; i < nrel; i++) {
         net_hdr h = {0};
         net_wr w = {0};
@@ -1736,9 +1767,9 @@ op_barrier(gkv_server *s, struct req *r)
 static void
 fail_parked(gkv_server *s)
 {
-    pthread_mutex_lock(&s->sv_mu);
-    for (size_t k = 0; k < s->sv_ngrp; k++) {
-        struct group *g = &s->sv_grp[k];
+    pthread_mutex_lock(&s->mu);
+    for (size_t k = 0; k < s->sess.ngrp; k++) {
+        struct group *g = &s->sess.grp[k];
         for (size_t i = 0; i < g->nwait; i++) {
             net_hdr h = {0};
             h.type = NET_BARRIER;
@@ -1750,7 +1781,7 @@ fail_parked(gkv_server *s)
         }
         g->nwait = 0;
     }
-    pthread_mutex_unlock(&s->sv_mu);
+    pthread_mutex_unlock(&s->mu);
 }
 
 struct stats_arg {
@@ -1794,25 +1825,25 @@ op_stats(gkv_server *s, struct req *r)
         return;
     }
     memset(&st, 0, sizeof st);
-    gkv_store_stat_get(s->sv_store, &st);
-    pthread_mutex_lock(&s->sv_mu);
-    nsess = s->sv_nsess;
-    ngrp = s->sv_ngrp;
-    joined = s->sv_joined;
-    pthread_mutex_unlock(&s->sv_mu);
+    gkv_store_stat_get(s->store, &st);
+    pthread_mutex_lock(&s->mu);
+    nsess = s->sess.n;
+    ngrp = s->sess.ngrp;
+    joined = s->sess.joined;
+    pthread_mutex_unlock(&s->mu);
 #define LD(x) atomic_load_explicit(&s->x, memory_order_relaxed)
-    stat_add(&sa, "uptime_ms", mono_ms() - s->sv_start_mono);
-    stat_add(&sa, "requests", LD(st_requests));
-    stat_add(&sa, "errors", LD(st_errors));
-    stat_add(&sa, "rejected", LD(st_rejected));
-    stat_add(&sa, "bytes_in", LD(st_bytes_in));
-    stat_add(&sa, "bytes_out", LD(st_bytes_out));
-    stat_add(&sa, "pulls", LD(st_pulls));
-    stat_add(&sa, "pull_rows", LD(st_pull_rows));
-    stat_add(&sa, "pushes", LD(st_pushes));
-    stat_add(&sa, "push_rows", LD(st_push_rows));
-    stat_add(&sa, "samples", LD(st_samples));
-    stat_add(&sa, "sample_edges", LD(st_sample_edges));
+    stat_add(&sa, "uptime_ms", mono_ms() - s->stats.start_ms);
+    stat_add(&sa, "requests", LD(stats.requests));
+    stat_add(&sa, "errors", LD(stats.errors));
+    stat_add(&sa, "rejected", LD(stats.rejected));
+    stat_add(&sa, "bytes_in", LD(stats.bytes_in));
+    stat_add(&sa, "bytes_out", LD(stats.bytes_out));
+    stat_add(&sa, "pulls", LD(stats.pulls));
+    stat_add(&sa, "pull_rows", LD(stats.pull_rows));
+    stat_add(&sa, "pushes", LD(stats.pushes));
+    stat_add(&sa, "push_rows", LD(stats.push_rows));
+    stat_add(&sa, "samples", LD(stats.samples));
+    stat_add(&sa, "sample_edges", LD(stats.sample_edges));
 #undef LD
     stat_add(&sa, "sessions", nsess);
     stat_add(&sa, "groups", ngrp);
@@ -1835,12 +1866,12 @@ op_shutdown(gkv_server *s, struct req *r)
         rfail(r, GKV_EPROTO, "shutdown: %s", rd.why);
         return;
     }
-    stopping = force || !(s->sv_flags & GKV_SERVER_KEEP_ALIVE);
-    pthread_mutex_lock(&s->sv_mu);
+    stopping = force || !(s->conf.flags & GKV_SERVER_KEEP_ALIVE);
+    pthread_mutex_lock(&s->mu);
     if (stopping)
         request_stop(s, "shutdown requested by group '%s' rank %u%s",
                      r->group, r->rank, force ? " (forced)" : "");
-    pthread_mutex_unlock(&s->sv_mu);
+    pthread_mutex_unlock(&s->mu);
     if (!stopping)
         slog(s, "shutdown request of group '%s' rank %u ignored: this server "
              "keeps alive (a forced shutdown stops it)", r->group, r->rank);
@@ -1860,14 +1891,14 @@ op_leave(gkv_server *s, struct req *r)
         rfail(r, GKV_EPROTO, "leave: %s", rd.why);
         return;
     }
-    pthread_mutex_lock(&s->sv_mu);
-    for (size_t i = 0; i < s->sv_nsess; i++)
-        if (s->sv_sess[i].id == r->h.session) {
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->sess.n; i++)
+        if (s->sess.tab[i].id == r->h.session) {
             sess_remove(s, i, "leave", 1);
             break;
         }
-    stopping = (uint8_t)atomic_load(&s->sv_stop);
-    pthread_mutex_unlock(&s->sv_mu);
+    stopping = (uint8_t)atomic_load(&s->run.stop);
+    pthread_mutex_unlock(&s->mu);
     if (stopping)
         r->rflags |= NET_F_STOPPING;
     build(r, enc_u8, &stopping);
@@ -1877,7 +1908,7 @@ static void
 op_heartbeat(gkv_server *s, struct req *r)
 {
     net_rd rd;
-    uint32_t lease = s->sv_lease_ms;
+    uint32_t lease = s->conf.lease_ms;
 
     net__rd_init(&rd, r->pl, r->plen);
     if (net__dec_empty(&rd) != 0) {
@@ -1892,7 +1923,7 @@ op_heartbeat(gkv_server *s, struct req *r)
 static int
 need_part(gkv_server *s, struct req *r)
 {
-    if (s->sv_part != NULL)
+    if (s->graph.part != NULL)
         return 1;
     rfail(r, GKV_ENOTSUP, "%s: this server serves a store, not a graph "
           "partition (start it with --part-config)", net__type_name(r->h.type));
@@ -1914,9 +1945,9 @@ op_pbook(gkv_server *s, struct req *r)
         rfail(r, GKV_EPROTO, "pbook: %s", rd.why);
         return;
     }
-    b.part_id = (uint32_t)gkv_part_id(s->sv_part);
-    b.len = s->sv_json_len;
-    b.json = s->sv_json;
+    b.part_id = (uint32_t)gkv_part_id(s->graph.part);
+    b.len = s->graph.json_len;
+    b.json = s->graph.json;
     build(r, enc_book, &b);
 }
 
@@ -1938,11 +1969,11 @@ enc_cols(net_wr *w, const void *a)
 static int
 cols_fit(gkv_server *s, struct req *r, unsigned k, size_t n)
 {
-    if (n > (s->sv_max_msg - 64) / (8 * k)) {
+    if (n > (s->io.max_msg - 64) / (8 * k)) {
         rfail(r, GKV_EINVAL, "%s: the reply would hold %zu x %u values, more "
               "than this server's %llu-byte message limit; ask for fewer",
               net__type_name(r->h.type), n, k,
-              (unsigned long long)s->sv_max_msg);
+              (unsigned long long)s->io.max_msg);
         return 0;
     }
     return 1;
@@ -1981,7 +2012,7 @@ op_ids(gkv_server *s, struct req *r)
         rfail(r, GKV_EPROTO, "%s: %s", what, rd.why);
         return;
     }
-    net_ = gkv_pbook_num_etypes(s->sv_book);
+    net_ = gkv_pbook_num_etypes(s->graph.book);
     if (q.etype >= (uint32_t)net_) {
         rfail(r, GKV_EINVAL, "%s: edge type %u: the graph has %d", what,
               q.etype, net_);
@@ -1999,7 +2030,7 @@ op_ids(gkv_server *s, struct req *r)
             rc = GKV_ENOMEM;
             break;
         }
-        rc = gkv_part_find_edges(s->sv_part, (int)q.etype, ids, n, o[0], o[1]);
+        rc = gkv_part_find_edges(s->graph.part, (int)q.etype, ids, n, o[0], o[1]);
         m = n;
         break;
     case NET_IN_DEGREES:
@@ -2009,8 +2040,8 @@ op_ids(gkv_server *s, struct req *r)
             break;
         }
         rc = r->h.type == NET_IN_DEGREES ?
-            gkv_part_in_degrees(s->sv_part, (int)q.etype, ids, n, o[0]) :
-            gkv_part_out_degrees(s->sv_part, (int)q.etype, ids, n, o[0]);
+            gkv_part_in_degrees(s->graph.part, (int)q.etype, ids, n, o[0]) :
+            gkv_part_out_degrees(s->graph.part, (int)q.etype, ids, n, o[0]);
         m = n;
         break;
     default:   /* NET_IN_SUBGRAPH */
@@ -2020,7 +2051,7 @@ op_ids(gkv_server *s, struct req *r)
             rc = GKV_ENOMEM;
             break;
         }
-        if ((rc = gkv_part_in_degrees(s->sv_part, (int)q.etype, ids, n,
+        if ((rc = gkv_part_in_degrees(s->graph.part, (int)q.etype, ids, n,
                                       deg)) != GKV_OK)
             break;
         for (size_t i = 0; i < n && m <= SIZE_MAX / 2; i++)
@@ -2028,15 +2059,15 @@ op_ids(gkv_server *s, struct req *r)
         if (!cols_fit(s, r, 3, m))
             goto out;
         m = 0;
-        rc = gkv_part_in_subgraph(s->sv_part, (int)q.etype, ids, n, &o[0],
+        rc = gkv_part_in_subgraph(s->graph.part, (int)q.etype, ids, n, &o[0],
                                   &o[1], &o[2], &m);
         break;
     }
-    if (rc == GKV_ENOMEM && gkv_part_errmsg(s->sv_part)[0] == '\0')
+    if (rc == GKV_ENOMEM && gkv_part_errmsg(s->graph.part)[0] == '\0')
         rfail(r, rc, "%s: out of memory for %zu IDs", what, n);
     else if (rc != GKV_OK)
-        rfail(r, rc, "%s on partition %d: %s", what, gkv_part_id(s->sv_part),
-              gkv_part_errmsg(s->sv_part));
+        rfail(r, rc, "%s on partition %d: %s", what, gkv_part_id(s->graph.part),
+              gkv_part_errmsg(s->graph.part));
     else
         reply_cols(s, r, r->h.type == NET_FIND_EDGES ? 2 :
                    r->h.type == NET_IN_SUBGRAPH ? 3 : 1,
@@ -2122,8 +2153,8 @@ sample_bound(gkv_server *s, const net_sample_req *q, const int *fan,
              const int64_t *const *seeds, const size_t *ns, size_t lim,
              size_t *bound)
 {
-    int nnt = gkv_pbook_num_ntypes(s->sv_book);
-    int net_ = gkv_pbook_num_etypes(s->sv_book);
+    int nnt = gkv_pbook_num_ntypes(s->graph.book);
+    int net_ = gkv_pbook_num_etypes(s->graph.book);
     size_t nmax = 0, b = 0;
     int64_t *deg;
     gkv_err rc = GKV_OK;
@@ -2138,11 +2169,11 @@ sample_bound(gkv_server *s, const net_sample_req *q, const int *fan,
 
         if (k == 0)
             continue;
-        gkv_pbook_etype_info(s->sv_book, e, &ei);
+        gkv_pbook_etype_info(s->graph.book, e, &ei);
         ct = q->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
         rc = q->dir == GKV_DIR_IN ?
-            gkv_part_in_degrees(s->sv_part, e, seeds[ct], ns[ct], deg) :
-            gkv_part_out_degrees(s->sv_part, e, seeds[ct], ns[ct], deg);
+            gkv_part_in_degrees(s->graph.part, e, seeds[ct], ns[ct], deg) :
+            gkv_part_out_degrees(s->graph.part, e, seeds[ct], ns[ct], deg);
         if (rc != GKV_OK)
             break;
         for (size_t i = 0; i < ns[ct] && b <= lim; i++) {
@@ -2177,8 +2208,8 @@ sample_bound(gkv_server *s, const net_sample_req *q, const int *fan,
  * keeps in write-back mode (--writeback) is read from its RAM copy on every
  * request, uncached (the store lags its pushes). */
 struct pw {
-    struct pw *pw_next;              /* sv_pw list (under sv_pw_mu) */
-    unsigned pw_refs;                /* requests using it (under sv_pw_mu) */
+    struct pw *pw_next;              /* pw.list list (under pw.mu) */
+    unsigned pw_refs;                /* requests using it (under pw.mu) */
     int pw_etype;
     char pw_name[GKV_NAME_MAX + 1];  /* "edge/<canonical>/<feat>" */
     int pw_private;                  /* write-back: this request's only */
@@ -2245,24 +2276,24 @@ static gkv_err
 pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
            int64_t lo, int64_t hi)
 {
-    int part = gkv_part_id(s->sv_part);
+    int part = gkv_part_id(s->graph.part);
     gkv_tensor_desc d;
     unsigned char *tmp = NULL;
     uint64_t c1;
     int full;
     gkv_err rc;
 
-    rc = gkv_tensor_info(s->sv_store, tx, p->pw_name, &d);
+    rc = gkv_tensor_info(s->store, tx, p->pw_name, &d);
     if (rc == GKV_ENOTFOUND) {
         rfail(r, rc, "sample: edge feature of edge type '%s': no tensor '%s' "
               "in partition %d's store (server %s)",
-              gkv_pbook_etype_name(s->sv_book, p->pw_etype), p->pw_name,
-              part, s->sv_tag);
+              gkv_pbook_etype_name(s->graph.book, p->pw_etype), p->pw_name,
+              part, s->log.tag);
         goto fail;
     }
     if (rc != GKV_OK) {
         rfail(r, rc, "sample: edge feature '%s' on partition %d: %s",
-              p->pw_name, part, gkv_store_errmsg(s->sv_store));
+              p->pw_name, part, gkv_store_errmsg(s->store));
         goto fail;
     }
     if (d.row_elems != 1) {
@@ -2321,7 +2352,7 @@ pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
                                       (size_t)p->pw_nc, p->pw_mark,
                                       p->pw_chg, NULL)) != GKV_OK) {
         rfail(r, rc, "sample: edge feature '%s' on partition %d: %s",
-              p->pw_name, part, gkv_store_errmsg(s->sv_store));
+              p->pw_name, part, gkv_store_errmsg(s->store));
         goto fail;
     }
     p->pw_first_bad = -1;
@@ -2337,13 +2368,13 @@ pw_refresh(gkv_server *s, struct req *r, struct pw *p, gkv_txn *tx,
         b = b > d.hi ? d.hi : b;
         b = b < (uint64_t)hi ? b : (uint64_t)hi;
         dst = p->pw_w + (a - (uint64_t)lo);
-        rc = gkv_tensor_read(s->sv_store, tx, p->pw_name, a, b,
+        rc = gkv_tensor_read(s->store, tx, p->pw_name, a, b,
                              tmp != NULL ? (void *)tmp : (void *)dst,
                              (size_t)(b - a) * d.row_bytes);
         if (rc != GKV_OK) {
             rfail(r, rc, "sample: edge feature '%s' on partition %d: rows "
                   "[%llu, %llu): %s", p->pw_name, part, (unsigned long long)a,
-                  (unsigned long long)b, gkv_store_errmsg(s->sv_store));
+                  (unsigned long long)b, gkv_store_errmsg(s->store));
             goto fail;
         }
         bad = net__w_convert(tmp != NULL ? (const void *)tmp :
@@ -2377,21 +2408,21 @@ pw_find(gkv_server *s, gkv_txn *tx, int etype, const char *name, gkv_err *rc)
     gkv_tensor_desc d;
 
     *rc = GKV_ENOMEM;
-    pthread_mutex_lock(&s->sv_pw_mu);
-    for (p = s->sv_pw; p != NULL; p = p->pw_next)
+    pthread_mutex_lock(&s->pw.mu);
+    for (p = s->pw.list; p != NULL; p = p->pw_next)
         if (p->pw_etype == etype && strcmp(p->pw_name, name) == 0)
             break;
     if (p == NULL &&
-        gkv_tensor_info(s->sv_store, tx, name, &d) == GKV_ENOTFOUND) {
-        pthread_mutex_unlock(&s->sv_pw_mu);
+        gkv_tensor_info(s->store, tx, name, &d) == GKV_ENOTFOUND) {
+        pthread_mutex_unlock(&s->pw.mu);
         *rc = GKV_ENOTFOUND;
         return NULL;
     }
     if (p == NULL) {
-        for (pp = &s->sv_pw; *pp != NULL;) {
+        for (pp = &s->pw.list; *pp != NULL;) {
             struct pw *q = *pp;
             if (q->pw_refs == 0 &&
-                gkv_tensor_info(s->sv_store, tx, q->pw_name, &d) ==
+                gkv_tensor_info(s->store, tx, q->pw_name, &d) ==
                 GKV_ENOTFOUND) {
                 *pp = q->pw_next;
                 pw_free(q);
@@ -2400,24 +2431,24 @@ pw_find(gkv_server *s, gkv_txn *tx, int etype, const char *name, gkv_err *rc)
             }
         }
         if ((p = pw_new(etype, name)) != NULL) {
-            p->pw_next = s->sv_pw;
-            s->sv_pw = p;
+            p->pw_next = s->pw.list;
+            s->pw.list = p;
         }
     }
     if (p != NULL) {
         p->pw_refs++;
         *rc = GKV_OK;
     }
-    pthread_mutex_unlock(&s->sv_pw_mu);
+    pthread_mutex_unlock(&s->pw.mu);
     return p;
 }
 
 static void
 pw_unref(gkv_server *s, struct pw *p)
 {
-    pthread_mutex_lock(&s->sv_pw_mu);
+    pthread_mutex_lock(&s->pw.mu);
     p->pw_refs--;
-    pthread_mutex_unlock(&s->sv_pw_mu);
+    pthread_mutex_unlock(&s->pw.mu);
 }
 
 /* Lets go of the entries pw_take() gave (held[e] NULL after). */
@@ -2446,7 +2477,7 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
         const int *fan, struct pw **held, const float **ew, int64_t *ewlen,
         int64_t *ewlo)
 {
-    int net_ = gkv_pbook_num_etypes(s->sv_book), part = gkv_part_id(s->sv_part);
+    int net_ = gkv_pbook_num_etypes(s->graph.book), part = gkv_part_id(s->graph.part);
     gkv_txn *tx = NULL;
     uint64_t txid = 0;
     gkv_err rc = GKV_OK;
@@ -2455,7 +2486,7 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
      * of their own), then one snapshot for the cached ones */
     for (int pass = 0; pass < 2 && rc == GKV_OK; pass++) {
         for (int e = 0; e < net_ && rc == GKV_OK; e++) {
-            const char *canon = gkv_pbook_etype_name(s->sv_book, e);
+            const char *canon = gkv_pbook_etype_name(s->graph.book, e);
             char name[GKV_NAME_MAX + 2];
             int64_t lo, hi;
             struct pw *p;
@@ -2470,10 +2501,10 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
                            q->feat[e], GKV_NAME_MAX);
                 break;
             }
-            if ((rc = gkv_pbook_edge_range(s->sv_book, e, part, &lo, &hi))
+            if ((rc = gkv_pbook_edge_range(s->graph.book, e, part, &lo, &hi))
                 != GKV_OK) {
                 rfail(r, rc, "sample: edge type %d: %s", e,
-                      gkv_pbook_errmsg(s->sv_book));
+                      gkv_pbook_errmsg(s->graph.book));
                 break;
             }
             if (hi <= lo || wb_match(s, name) != (pass == 0))
@@ -2488,16 +2519,16 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
                 rc = pw_refresh(s, r, p, NULL, lo, hi);
             } else {
                 if (tx == NULL) {
-                    if ((rc = gkv_txn_begin(s->sv_store, &tx)) != GKV_OK) {
+                    if ((rc = gkv_txn_begin(s->store, &tx)) != GKV_OK) {
                         rfail(r, rc, "sample: partition %d's store: %s", part,
-                              gkv_store_errmsg(s->sv_store));
+                              gkv_store_errmsg(s->store));
                         break;
                     }
                     /* tx's version: a zero mark brought up to tx */
                     if ((rc = gkv_tensor_changed(tx, NULL, 0, 0, &txid,
                                                  NULL, NULL)) != GKV_OK) {
                         rfail(r, rc, "sample: partition %d's store: %s",
-                              part, gkv_store_errmsg(s->sv_store));
+                              part, gkv_store_errmsg(s->store));
                         break;
                     }
                 }
@@ -2505,7 +2536,7 @@ pw_take(gkv_server *s, struct req *r, const net_sample_req *q,
                     if (rc == GKV_ENOTFOUND)
                         rfail(r, rc, "sample: edge feature of edge type "
                               "'%s': no tensor '%s' in partition %d's store "
-                              "(server %s)", canon, name, part, s->sv_tag);
+                              "(server %s)", canon, name, part, s->log.tag);
                     else
                         rfail(r, rc, "sample: out of memory");
                     break;
@@ -2557,7 +2588,7 @@ static gkv_err
 wpos_take(gkv_server *s, struct req *r, const net_sample_req *q,
           const size_t *ns, graph__wpos **wpo, void ***bufs)
 {
-    int net_ = gkv_pbook_num_etypes(s->sv_book);
+    int net_ = gkv_pbook_num_etypes(s->graph.book);
     graph__wpos *wp;
     void **b;
 
@@ -2573,12 +2604,12 @@ wpos_take(gkv_server *s, struct req *r, const net_sample_req *q,
 
         if (nc == 0)
             continue;
-        gkv_pbook_etype_info(s->sv_book, e, &ei);
+        gkv_pbook_etype_info(s->graph.book, e, &ei);
         want = ns[q->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype];
         if (nc != want)
             return rfail(r, GKV_EINVAL, "sample: %zu weight counts for edge "
                          "type '%s', and the request has %zu seeds of its "
-                         "type", nc, gkv_pbook_etype_name(s->sv_book, e),
+                         "type", nc, gkv_pbook_etype_name(s->graph.book, e),
                          want);
         if ((off = gkv__malloc((nc + 1) * sizeof *off)) == NULL)
             return rfail(r, GKV_ENOMEM, "sample: out of memory");
@@ -2631,9 +2662,9 @@ op_sample(gkv_server *s, struct req *r)
         rfail(r, GKV_EPROTO, "sample: %s", rd.why);
         return;
     }
-    nnt = gkv_pbook_num_ntypes(s->sv_book);
-    net_ = gkv_pbook_num_etypes(s->sv_book);
-    part = gkv_part_id(s->sv_part);
+    nnt = gkv_pbook_num_ntypes(s->graph.book);
+    net_ = gkv_pbook_num_etypes(s->graph.book);
+    part = gkv_part_id(s->graph.part);
     if (q.nnt != (uint32_t)nnt || q.net != (uint32_t)net_) {
         rfail(r, GKV_EINVAL, "sample: the request has %u node types and %u "
               "edge types; the graph has %d and %d", q.nnt, q.net, nnt, net_);
@@ -2682,7 +2713,7 @@ op_sample(gkv_server *s, struct req *r)
               "type) or one per edge type (%d)", q.nfan, net_);
         goto out;
     }
-    if (q.dir == GKV_DIR_OUT && !gkv_pbook_has_csr(s->sv_book)) {
+    if (q.dir == GKV_DIR_OUT && !gkv_pbook_has_csr(s->graph.book)) {
         rfail(r, GKV_ENOTSUP, "sample: out-edge sampling needs the CSR, and "
               "this graph was partitioned without it (gkv-partition --csr)");
         goto out;
@@ -2726,11 +2757,11 @@ op_sample(gkv_server *s, struct req *r)
     for (int t = 0; t < nnt; t++) {
         if (ns[t] == 0)
             continue;
-        if ((rc = gkv_pbook_node_owner(s->sv_book, t, seeds[t], ns[t],
+        if ((rc = gkv_pbook_node_owner(s->graph.book, t, seeds[t], ns[t],
                                        own)) != GKV_OK) {
             rfail(r, rc, "sample: seeds of node type '%s': %s",
-                  gkv_pbook_ntype_name(s->sv_book, t),
-                  gkv_pbook_errmsg(s->sv_book));
+                  gkv_pbook_ntype_name(s->graph.book, t),
+                  gkv_pbook_errmsg(s->graph.book));
             goto out;
         }
         for (size_t i = 0; i < ns[t]; i++)
@@ -2738,7 +2769,7 @@ op_sample(gkv_server *s, struct req *r)
                 rfail(r, GKV_ERANGE, "sample: seed %lld of node type '%s' "
                       "(seeds[%d][%zu]) is owned by partition %d, not by "
                       "partition %d (this server's)", (long long)seeds[t][i],
-                      gkv_pbook_ntype_name(s->sv_book, t), t, i, own[i], part);
+                      gkv_pbook_ntype_name(s->graph.book, t), t, i, own[i], part);
                 goto out;
             }
     }
@@ -2753,29 +2784,29 @@ op_sample(gkv_server *s, struct req *r)
     /* bound the reply (as below) before the sampler allocates the edges */
     for (int e = 0; e < net_; e++) {
         gkv_etype_info ei;
-        gkv_pbook_etype_info(s->sv_book, e, &ei);
+        gkv_pbook_etype_info(s->graph.book, e, &ei);
         ncnt += ns[q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype];
     }
     need = 64 + 48 * (size_t)net_ + 4 * ncnt;
-    if (need > s->sv_max_msg) {
+    if (need > s->io.max_msg) {
         r->rflags |= NET_F_SPLIT;
         rfail(r, GKV_EINVAL, "sample: %zu seeds are more than this server's "
               "%llu-byte message limit; send fewer seeds", total,
-              (unsigned long long)s->sv_max_msg);
+              (unsigned long long)s->io.max_msg);
         goto out;
     }
-    if ((rc = sample_bound(s, &q, fan, seeds, ns, (s->sv_max_msg - need) / 16,
+    if ((rc = sample_bound(s, &q, fan, seeds, ns, (s->io.max_msg - need) / 16,
                            &total)) != GKV_OK) {
         rfail(r, rc, "sample on partition %d: %s", part, rc == GKV_ENOMEM ?
-              "out of memory" : gkv_part_errmsg(s->sv_part));
+              "out of memory" : gkv_part_errmsg(s->graph.part));
         goto out;
     }
-    if (total > (s->sv_max_msg - need) / 16) {
+    if (total > (s->io.max_msg - need) / 16) {
         r->rflags |= NET_F_SPLIT;
         rfail(r, GKV_EINVAL, "sample: the seeds could get more than %zu "
               "edges, more than this server's %llu-byte message limit; send "
-              "fewer seeds or smaller fanouts", (s->sv_max_msg - need) / 16,
-              (unsigned long long)s->sv_max_msg);
+              "fewer seeds or smaller fanouts", (s->io.max_msg - need) / 16,
+              (unsigned long long)s->io.max_msg);
         goto out;
     }
     memset(&o, 0, sizeof o);
@@ -2784,7 +2815,7 @@ op_sample(gkv_server *s, struct req *r)
     o.flags = q.flags & ~(NET_SAMPLE_F_FEAT | NET_SAMPLE_F_WPOS);
     o.exclude = ex;
     o.exclude_n = nex;
-    if (tl_worker < 0 || (unsigned)tl_worker >= s->sv_nthreads) {
+    if (tl_worker < 0 || (unsigned)tl_worker >= s->io.nthreads) {
         rfail(r, GKV_EINVAL, "sample: not on a worker thread");
         goto out;
     }
@@ -2814,11 +2845,11 @@ op_sample(gkv_server *s, struct req *r)
     }
     for (size_t e = 0, at = 0; e < (size_t)net_; e++) {
         gkv_etype_info ei;
-        gkv_pbook_etype_info(s->sv_book, (int)e, &ei);
+        gkv_pbook_etype_info(s->graph.book, (int)e, &ei);
         cv[e] = c64 + at;
         at += ns[q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype];
     }
-    sp = s->sv_samp[tl_worker];
+    sp = s->graph.samp[tl_worker];
     rc = graph__sample_hop(sp, seeds, ns, fan, (int)q.nfan, (int)q.layer, &o,
                            wp, cv, out);
     pw_release(s, held, net_);
@@ -2832,11 +2863,11 @@ op_sample(gkv_server *s, struct req *r)
         total += out[e].n;
     /* at most 16 bytes an edge, 4 a count, 48 an edge type (its fields
      * and padding); 'need' is as computed for the bound above */
-    if (need > s->sv_max_msg || total > (s->sv_max_msg - need) / 16) {
+    if (need > s->io.max_msg || total > (s->io.max_msg - need) / 16) {
         r->rflags |= NET_F_SPLIT;
         rfail(r, GKV_EINVAL, "sample: %zu edges are more than this server's "
               "%llu-byte message limit; send fewer seeds", total,
-              (unsigned long long)s->sv_max_msg);
+              (unsigned long long)s->io.max_msg);
         goto out;
     }
     if ((pk = gkv__calloc((size_t)net_ + 1, sizeof *pk)) == NULL ||
@@ -2847,22 +2878,22 @@ op_sample(gkv_server *s, struct req *r)
     for (int e = 0; e < net_; e++) {
         gkv_etype_info ei;
         int ct;
-        gkv_pbook_etype_info(s->sv_book, e, &ei);
+        gkv_pbook_etype_info(s->graph.book, e, &ei);
         ct = q.dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
         /* the u32 counts sit where the sampler's do */
         if (sample_pack(&out[e], (int)q.dir, seeds[ct], ns[ct], cv[e],
-                        s->sv_wide_ids, cnt + (cv[e] - c64), &pk[e]) != 0) {
+                        s->conf.wide_ids, cnt + (cv[e] - c64), &pk[e]) != 0) {
             rfail(r, GKV_EINVAL, "sample on partition %d: the edges of edge "
                   "type '%s' do not follow the seeds", part,
-                  gkv_pbook_etype_name(s->sv_book, e));
+                  gkv_pbook_etype_name(s->graph.book, e));
             goto out;
         }
     }
     sa.e = pk;
     sa.net = net_;
     if (build(r, enc_sample, &sa) == GKV_OK) {
-        atomic_fetch_add_explicit(&s->st_samples, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->st_sample_edges, total,
+        atomic_fetch_add_explicit(&s->stats.samples, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->stats.sample_edges, total,
                                   memory_order_relaxed);
     }
 out:
@@ -2944,7 +2975,7 @@ reject(gkv_server *s, const char *what, const void *m, size_t len,
 {
     char hex[64];
 
-    atomic_fetch_add_explicit(&s->st_rejected, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.rejected, 1, memory_order_relaxed);
     if (!log_allowed(s, LOG_REJECT))
         return;
     hex16(m, len, hex, sizeof hex);
@@ -2962,8 +2993,8 @@ handle(gkv_server *s, void *msg, size_t len, void *ctl)
 
     memset(&r, 0, sizeof r);
     r.ctl = ctl;
-    atomic_fetch_add_explicit(&s->st_requests, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->st_bytes_in, len, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.requests, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->stats.bytes_in, len, memory_order_relaxed);
     if ((rc = net__hdr_check(msg, len, &r.h, why, sizeof why)) != GKV_OK) {
         /* answer in the client's terms (type, request id) where its
          * header could be read; no checksum on this reply */
@@ -3002,7 +3033,7 @@ handle(gkv_server *s, void *msg, size_t len, void *ctl)
         struct sess *ss;
         int ok = 0;
 
-        pthread_mutex_lock(&s->sv_mu);
+        pthread_mutex_lock(&s->mu);
         if (r.h.session != 0 && (ss = sess_find(s, r.h.session)) != NULL) {
             ok = 1;
             ss->last_ms = mono_ms();
@@ -3011,8 +3042,8 @@ handle(gkv_server *s, void *msg, size_t len, void *ctl)
         }
         const struct gone *gn = NULL;
         for (size_t i = 0; !ok && r.h.session != 0 && i < GONE_MAX; i++)
-            if (s->sv_gone[i].id == r.h.session)
-                gn = &s->sv_gone[i];
+            if (s->sess.gone[i].id == r.h.session)
+                gn = &s->sess.gone[i];
         if (gn != NULL)
             snprintf(why, sizeof why, "%s request with session 0x%016llx of "
                      "group '%s' rank %u: a newer handshake as the same group "
@@ -3021,7 +3052,7 @@ handle(gkv_server *s, void *msg, size_t len, void *ctl)
                      net__type_name(r.h.type), (unsigned long long)r.h.session,
                      gn->group, gn->rank,
                      (unsigned long long)(mono_ms() - gn->when_ms));
-        pthread_mutex_unlock(&s->sv_mu);
+        pthread_mutex_unlock(&s->mu);
         if (!ok && gn == NULL)
             snprintf(why, sizeof why, "%s request with %s session 0x%016llx: "
                      "hand-shake first (the server restarted, the lease "
@@ -3059,11 +3090,11 @@ worker(void *arg)
     gkv_server *s = arg;
     sigset_t all;
 
-    tl_worker = (int)atomic_fetch_add(&s->sv_wnext, 1);
+    tl_worker = (int)atomic_fetch_add(&s->io.wnext, 1);
     /* signals go to the thread that runs gkv_server_run() */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    while (!atomic_load(&s->sv_halt)) {
+    while (!atomic_load(&s->run.halt)) {
         void *body = NULL, *ctl = NULL;
         struct nn_iovec iov = {&body, NN_MSG};
         struct nn_msghdr mh;
@@ -3074,7 +3105,7 @@ worker(void *arg)
         mh.msg_iovlen = 1;
         mh.msg_control = &ctl;
         mh.msg_controllen = NN_MSG;
-        n = nn_recvmsg(s->sv_sock, &mh, 0);
+        n = nn_recvmsg(s->io.sock, &mh, 0);
         if (n < 0) {
             int e = nn_errno();
             if (e == ETIMEDOUT || e == EAGAIN || e == EINTR)
@@ -3100,15 +3131,15 @@ bind_url(gkv_server *s, const gkv_machine *m, unsigned port, int any)
     char ip[INET6_ADDRSTRLEN];
 
     if (any) {
-        snprintf(s->sv_url, sizeof s->sv_url, "tcp://*:%u", port);
+        snprintf(s->io.url, sizeof s->io.url, "tcp://*:%u", port);
         return GKV_OK;
     }
     if (inet_pton(AF_INET, m->host, &a4) == 1) {
-        snprintf(s->sv_url, sizeof s->sv_url, "tcp://%s:%u", m->host, port);
+        snprintf(s->io.url, sizeof s->io.url, "tcp://%s:%u", m->host, port);
         return GKV_OK;
     }
     if (inet_pton(AF_INET6, m->host, &a6) == 1) {
-        snprintf(s->sv_url, sizeof s->sv_url, "tcp://[%s]:%u", m->host, port);
+        snprintf(s->io.url, sizeof s->io.url, "tcp://[%s]:%u", m->host, port);
         return GKV_OK;
     }
     /* nanomsg binds to addresses or interface names, not DNS names */
@@ -3120,7 +3151,7 @@ bind_url(gkv_server *s, const gkv_machine *m, unsigned port, int any)
     inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, ip,
               sizeof ip);
     freeaddrinfo(res);
-    snprintf(s->sv_url, sizeof s->sv_url, "tcp://%s:%u", ip, port);
+    snprintf(s->io.url, sizeof s->io.url, "tcp://%s:%u", ip, port);
     return GKV_OK;
 }
 
@@ -3140,23 +3171,23 @@ part_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg)
     long len;
     gkv_err rc;
 
-    if ((rc = gkv_part_open(&s->sv_part, o->part_config, o->part_id,
+    if ((rc = gkv_part_open(&s->graph.part, o->part_config, o->part_id,
                             GKV_PART_WRITABLE |
                             ((o->flags & GKV_SERVER_NOSYNC) ? GKV_NOSYNC : 0)))
         != GKV_OK)
         return net__fail(rc, "partition %d of %s: %s", o->part_id,
                          o->part_config, gkv_part_errmsg(NULL));
-    s->sv_book = gkv_part_book(s->sv_part);
-    s->sv_store = gkv_part_store(s->sv_part);
-    if (gkv_ipconfig_count(cfg) != (size_t)gkv_pbook_num_parts(s->sv_book))
+    s->graph.book = gkv_part_book(s->graph.part);
+    s->store = gkv_part_store(s->graph.part);
+    if (gkv_ipconfig_count(cfg) != (size_t)gkv_pbook_num_parts(s->graph.book))
         return net__fail(GKV_EINVAL, "%s lists %zu machines but %s has %d "
                          "partitions: machine m serves partition m, so the "
                          "counts must be equal", o->ip_config,
                          gkv_ipconfig_count(cfg), o->part_config,
-                         gkv_pbook_num_parts(s->sv_book));
+                         gkv_pbook_num_parts(s->graph.book));
     if (o->store != NULL) {
         char *a = realpath(o->store, NULL);
-        char *b = realpath(gkv_pbook_part_path(s->sv_book, o->part_id), NULL);
+        char *b = realpath(gkv_pbook_part_path(s->graph.book, o->part_id), NULL);
         int same = a != NULL && b != NULL && strcmp(a, b) == 0;
         free(a);
         free(b);
@@ -3164,15 +3195,15 @@ part_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg)
             return net__fail(GKV_EINVAL, "--store %s is not partition %d's "
                              "store %s (give only --part-config)", o->store,
                              o->part_id,
-                             gkv_pbook_part_path(s->sv_book, o->part_id));
+                             gkv_pbook_part_path(s->graph.book, o->part_id));
     }
-    if ((rc = gkv_part_sgraph(s->sv_part, &s->sv_sg)) != GKV_OK)
+    if ((rc = gkv_part_sgraph(s->graph.part, &s->graph.sg)) != GKV_OK)
         return net__fail(rc, "partition %d: sgraph: %s", o->part_id,
-                         gkv_part_errmsg(s->sv_part));
-    if ((s->sv_samp = gkv__calloc(s->sv_nthreads, sizeof *s->sv_samp)) == NULL)
+                         gkv_part_errmsg(s->graph.part));
+    if ((s->graph.samp = gkv__calloc(s->io.nthreads, sizeof *s->graph.samp)) == NULL)
         return net__fail(GKV_ENOMEM, "server: out of memory");
-    for (unsigned i = 0; i < s->sv_nthreads; i++)
-        if ((rc = gkv_sampler_new(&s->sv_samp[i], s->sv_sg, 1)) != GKV_OK)
+    for (unsigned i = 0; i < s->io.nthreads; i++)
+        if ((rc = gkv_sampler_new(&s->graph.samp[i], s->graph.sg, 1)) != GKV_OK)
             return net__fail(rc, "partition %d: sampler: %s", o->part_id,
                              gkv_strerror(rc));
     /* the config's bytes, sent to every client at handshake */
@@ -3184,16 +3215,16 @@ part_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg)
         return net__fail(GKV_EIO, "%s: cannot read it (empty, or more than "
                          "%u bytes?)", o->part_config, BOOK_MAX);
     }
-    if ((s->sv_json = gkv__malloc((size_t)len)) == NULL) {
+    if ((s->graph.json = gkv__malloc((size_t)len)) == NULL) {
         fclose(fp);
         return net__fail(GKV_ENOMEM, "server: out of memory");
     }
-    if (fread(s->sv_json, 1, (size_t)len, fp) != (size_t)len) {
+    if (fread(s->graph.json, 1, (size_t)len, fp) != (size_t)len) {
         fclose(fp);
         return net__fail(GKV_EIO, "%s: short read", o->part_config);
     }
     fclose(fp);
-    s->sv_json_len = (size_t)len;
+    s->graph.json_len = (size_t)len;
     return GKV_OK;
 }
 
@@ -3274,41 +3305,41 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
         rc = net__fail(GKV_ENOMEM, "server: out of memory");
         goto fail;
     }
-    s->sv_sock = -1;
-    s->sv_log = o->log != NULL ? o->log : stderr;
-    s->sv_flags = o->flags;
-    s->sv_lease_ms = o->lease_ms ? o->lease_ms : 30000;
-    s->sv_max_msg = o->max_msg ? o->max_msg : GKV_NET_MAX_MSG;
-    s->sv_nthreads = o->threads ? o->threads : 2;
-    s->sv_num_clients = o->num_clients;
+    s->io.sock = -1;
+    s->log.fp = o->log != NULL ? o->log : stderr;
+    s->conf.flags = o->flags;
+    s->conf.lease_ms = o->lease_ms ? o->lease_ms : 30000;
+    s->io.max_msg = o->max_msg ? o->max_msg : GKV_NET_MAX_MSG;
+    s->io.nthreads = o->threads ? o->threads : 2;
+    s->conf.num_clients = o->num_clients;
     {
         const char *w = getenv("GKV_SERVER_WIDE_IDS");
-        s->sv_wide_ids = w != NULL && strcmp(w, "1") == 0;
+        s->conf.wide_ids = w != NULL && strcmp(w, "1") == 0;
         /* tests shorten the nonce TTL to see expiry */
         w = getenv("GKV_SERVER_NONCE_TTL_MS");
-        s->sv_nonce_ttl_ms = w != NULL && atoi(w) > 0 ? (uint64_t)atoi(w) :
+        s->auth.nonce_ttl_ms = w != NULL && atoi(w) > 0 ? (uint64_t)atoi(w) :
                              NONCE_TTL_MS;
         /* tests play a server older than some handshake flags */
         w = getenv("GKV_SERVER_REFUSE_HS_FLAGS");
-        s->sv_refuse_hs = w != NULL ? (uint32_t)strtoul(w, NULL, 0) : 0;
+        s->conf.refuse_hs = w != NULL ? (uint32_t)strtoul(w, NULL, 0) : 0;
     }
-    crypto_auth_hmacsha512256_keygen(s->sv_nkey);
-    s->sv_start_mono = mono_ms();
-    snprintf(s->sv_tag, sizeof s->sv_tag, "m%zu/s%u", mi, o->server_id);
-    pthread_mutex_init(&s->sv_mu, NULL);
-    pthread_cond_init(&s->sv_done_cv, NULL);
-    pthread_mutex_init(&s->sv_pw_mu, NULL);
+    crypto_auth_hmacsha512256_keygen(s->auth.nkey);
+    s->stats.start_ms = mono_ms();
+    snprintf(s->log.tag, sizeof s->log.tag, "m%zu/s%u", mi, o->server_id);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->sess.done_cv, NULL);
+    pthread_mutex_init(&s->pw.mu, NULL);
     if (o->token_file != NULL) {
         if ((rc = gkv_token_load(o->token_file, token, sizeof token)) != GKV_OK)
             goto fail;
-        net__token_key(token, strlen(token), s->sv_key);
+        net__token_key(token, strlen(token), s->auth.key);
         sodium_memzero(token, sizeof token);
-        s->sv_auth = 1;
+        s->auth.on = 1;
     }
     if (o->part_config != NULL) {
         if ((rc = part_open(s, o, cfg)) != GKV_OK)
             goto fail;
-    } else if ((rc = gkv_store_open(&s->sv_store, o->store,
+    } else if ((rc = gkv_store_open(&s->store, o->store,
                              ((o->flags & GKV_SERVER_CREATE) ? GKV_CREATE : 0) |
                              ((o->flags & GKV_SERVER_NOSYNC) ? GKV_NOSYNC : 0),
                              NULL)) != GKV_OK) {
@@ -3316,22 +3347,22 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
                   gkv_store_errmsg(NULL) : gkv_strerror(rc));
         goto fail;
     }
-    if ((rp = realpath(s->sv_part != NULL ?
-                       gkv_pbook_part_path(s->sv_book, o->part_id) :
+    if ((rp = realpath(s->graph.part != NULL ?
+                       gkv_pbook_part_path(s->graph.book, o->part_id) :
                        o->store, NULL)) == NULL ||
-        (s->sv_store_path = gkv__strdup(rp)) == NULL) {
+        (s->store_path = gkv__strdup(rp)) == NULL) {
         rc = net__fail(GKV_ENOMEM, "store %s: cannot resolve its path",
-                       s->sv_part != NULL ?
-                       gkv_pbook_part_path(s->sv_book, o->part_id) : o->store);
+                       s->graph.part != NULL ?
+                       gkv_pbook_part_path(s->graph.book, o->part_id) : o->store);
         free(rp);
         goto fail;
     }
     free(rp);
     t0 = mono_ms();
     if (!(o->flags & GKV_SERVER_NO_PREFAULT) &&
-        (rc = gkv_store_prefault(s->sv_store)) != GKV_OK) {
+        (rc = gkv_store_prefault(s->store)) != GKV_OK) {
         net__fail(rc, "store %s: prefault: %s", o->store,
-                  gkv_store_errmsg(s->sv_store));
+                  gkv_store_errmsg(s->store));
         goto fail;
     }
     t0 = mono_ms() - t0;
@@ -3340,68 +3371,68 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     if ((rc = bind_url(s, m, m->port + o->server_id,
                        (o->flags & GKV_SERVER_BIND_ANY) != 0)) != GKV_OK)
         goto fail;
-    if ((s->sv_sock = nn_socket(AF_SP_RAW, NN_REP)) < 0) {
+    if ((s->io.sock = nn_socket(AF_SP_RAW, NN_REP)) < 0) {
         rc = net__fail(net__from_nn(nn_errno()), "nn_socket: %s",
                        nn_strerror(nn_errno()));
         goto fail;
     }
-    if (sockopt(s->sv_sock, NN_RCVMAXSIZE,
-                (int)(s->sv_max_msg + NET_HDR_LEN + 64)) < 0 ||
-        sockopt(s->sv_sock, NN_SNDBUF, SOCK_BUF) < 0 ||
-        sockopt(s->sv_sock, NN_RCVBUF, SOCK_BUF) < 0 ||
-        sockopt(s->sv_sock, NN_RCVTIMEO, RECV_TICK_MS) < 0 ||
-        (strchr(s->sv_url, '[') != NULL && sockopt(s->sv_sock, NN_IPV4ONLY, 0) < 0)) {
+    if (sockopt(s->io.sock, NN_RCVMAXSIZE,
+                (int)(s->io.max_msg + NET_HDR_LEN + 64)) < 0 ||
+        sockopt(s->io.sock, NN_SNDBUF, SOCK_BUF) < 0 ||
+        sockopt(s->io.sock, NN_RCVBUF, SOCK_BUF) < 0 ||
+        sockopt(s->io.sock, NN_RCVTIMEO, RECV_TICK_MS) < 0 ||
+        (strchr(s->io.url, '[') != NULL && sockopt(s->io.sock, NN_IPV4ONLY, 0) < 0)) {
         rc = net__fail(GKV_EIO, "socket options: %s", nn_strerror(nn_errno()));
         goto fail;
     }
-    if (nn_bind(s->sv_sock, s->sv_url) < 0) {
+    if (nn_bind(s->io.sock, s->io.url) < 0) {
         int e = nn_errno();
-        rc = net__fail(net__from_nn(e), "cannot listen on %s: %s%s", s->sv_url,
+        rc = net__fail(net__from_nn(e), "cannot listen on %s: %s%s", s->io.url,
                        nn_strerror(e), e == EADDRINUSE ?
                        " (another server runs there?)" : "");
         goto fail;
     }
-    gkv_tensor_list(s->sv_store, NULL, 0, &d, &nt);
+    gkv_tensor_list(s->store, NULL, 0, &d, &nt);
     gkv_free(d);
-    s->sv_id.proto = NET_VERSION;
-    s->sv_id.server_id = o->server_id;
-    s->sv_id.num_servers = nserv;
-    s->sv_id.machine = (uint32_t)mi;
-    s->sv_id.pid = (uint32_t)getpid();
-    s->sv_id.lease_ms = s->sv_lease_ms;
-    s->sv_id.flags = ((o->flags & GKV_SERVER_KEEP_ALIVE) ? NET_ID_KEEP_ALIVE : 0) |
-                     (s->sv_auth ? NET_ID_AUTH : 0) |
-                     (s->sv_part != NULL ? NET_ID_GRAPH : 0) |
-                     (s->sv_nwb ? NET_ID_WRITEBACK : 0);
-    s->sv_id.max_msg = s->sv_max_msg;
-    s->sv_id.start_ms = wall_ms();
-    if (gethostname(s->sv_id.host, sizeof s->sv_id.host - 1) != 0)
-        snprintf(s->sv_id.host, sizeof s->sv_id.host, "unknown");
-    snprintf(s->sv_id.name, sizeof s->sv_id.name, "%s",
+    s->conf.id.proto = NET_VERSION;
+    s->conf.id.server_id = o->server_id;
+    s->conf.id.num_servers = nserv;
+    s->conf.id.machine = (uint32_t)mi;
+    s->conf.id.pid = (uint32_t)getpid();
+    s->conf.id.lease_ms = s->conf.lease_ms;
+    s->conf.id.flags = ((o->flags & GKV_SERVER_KEEP_ALIVE) ? NET_ID_KEEP_ALIVE : 0) |
+                     (s->auth.on ? NET_ID_AUTH : 0) |
+                     (s->graph.part != NULL ? NET_ID_GRAPH : 0) |
+                     (s->wb.npat ? NET_ID_WRITEBACK : 0);
+    s->conf.id.max_msg = s->io.max_msg;
+    s->conf.id.start_ms = wall_ms();
+    if (gethostname(s->conf.id.host, sizeof s->conf.id.host - 1) != 0)
+        snprintf(s->conf.id.host, sizeof s->conf.id.host, "unknown");
+    snprintf(s->conf.id.name, sizeof s->conf.id.name, "%s",
              o->server_name ? o->server_name : "");
-    snprintf(s->sv_id.store, sizeof s->sv_id.store, "%s", s->sv_store_path);
-    snprintf(s->sv_id.version, sizeof s->sv_id.version, "%s",
+    snprintf(s->conf.id.store, sizeof s->conf.id.store, "%s", s->store_path);
+    snprintf(s->conf.id.version, sizeof s->conf.id.version, "%s",
              GKV_VERSION_STRING);
     slog(s, "start: gkv %s, store %s (%zu tensors, map pre-faulted in %llu "
          "ms), machine %zu (%s line %u) server %u of %u%s%s%s, auth %s, "
          "keep-alive %s, lease %u ms, %u threads, max message %llu bytes",
-         GKV_VERSION_STRING, s->sv_store_path, nt,
+         GKV_VERSION_STRING, s->store_path, nt,
          (unsigned long long)t0, mi, o->ip_config, m->line, o->server_id,
-         nserv, s->sv_id.name[0] ? ", name '" : "", s->sv_id.name,
-         s->sv_id.name[0] ? "'" : "", s->sv_auth ? "on" : "off",
-         (o->flags & GKV_SERVER_KEEP_ALIVE) ? "on" : "off", s->sv_lease_ms,
-         s->sv_nthreads, (unsigned long long)s->sv_max_msg);
-    if (s->sv_num_clients > 0 && !(o->flags & GKV_SERVER_KEEP_ALIVE))
+         nserv, s->conf.id.name[0] ? ", name '" : "", s->conf.id.name,
+         s->conf.id.name[0] ? "'" : "", s->auth.on ? "on" : "off",
+         (o->flags & GKV_SERVER_KEEP_ALIVE) ? "on" : "off", s->conf.lease_ms,
+         s->io.nthreads, (unsigned long long)s->io.max_msg);
+    if (s->conf.num_clients > 0 && !(o->flags & GKV_SERVER_KEEP_ALIVE))
         slog(s, "stops when the last client leaves once %u clients have "
-             "joined", s->sv_num_clients);
-    if (s->sv_part != NULL)
+             "joined", s->conf.num_clients);
+    if (s->graph.part != NULL)
         slog(s, "serving partition %d of %d of graph '%s' (%s, %d node "
              "types, %d edge types%s)", o->part_id,
-             gkv_pbook_num_parts(s->sv_book), gkv_pbook_graph_name(s->sv_book),
-             o->part_config, gkv_pbook_num_ntypes(s->sv_book),
-             gkv_pbook_num_etypes(s->sv_book),
-             gkv_pbook_has_csr(s->sv_book) ? ", CSR" : "");
-    slog(s, "listening on %s", s->sv_url);
+             gkv_pbook_num_parts(s->graph.book), gkv_pbook_graph_name(s->graph.book),
+             o->part_config, gkv_pbook_num_ntypes(s->graph.book),
+             gkv_pbook_num_etypes(s->graph.book),
+             gkv_pbook_has_csr(s->graph.book) ? ", CSR" : "");
+    slog(s, "listening on %s", s->io.url);
     gkv_ipconfig_free(cfg);
     *out = s;
     return GKV_OK;
@@ -3418,72 +3449,72 @@ gkv_server_run(gkv_server *s)
     gkv_err rc = GKV_OK;
 
     net__clear();
-    if (s == NULL || s->sv_ran || s->sv_sock < 0)
+    if (s == NULL || s->run.ran || s->io.sock < 0)
         return net__fail(GKV_EINVAL, "server: not open, or already ran");
-    s->sv_ran = 1;
-    if ((s->sv_thr = gkv__calloc(s->sv_nthreads, sizeof *s->sv_thr)) == NULL)
+    s->run.ran = 1;
+    if ((s->io.thr = gkv__calloc(s->io.nthreads, sizeof *s->io.thr)) == NULL)
         return net__fail(GKV_ENOMEM, "server: out of memory");
-    for (; started < s->sv_nthreads; started++)
-        if (pthread_create(&s->sv_thr[started], NULL, worker, s) != 0) {
-            pthread_mutex_lock(&s->sv_mu);
+    for (; started < s->io.nthreads; started++)
+        if (pthread_create(&s->io.thr[started], NULL, worker, s) != 0) {
+            pthread_mutex_lock(&s->mu);
             request_stop(s, "cannot start worker thread %u", started);
-            pthread_mutex_unlock(&s->sv_mu);
+            pthread_mutex_unlock(&s->mu);
             rc = net__fail(GKV_EIO, "cannot start worker threads");
             break;
         }
-    while (!atomic_load(&s->sv_stop)) {
+    while (!atomic_load(&s->run.stop)) {
         struct timespec ts = {0, TICK_MS * 1000000L};
         uint64_t now;
 
         nanosleep(&ts, NULL);
-        if (s->sv_sig) {
-            pthread_mutex_lock(&s->sv_mu);
+        if (s->run.sig) {
+            pthread_mutex_lock(&s->mu);
             request_stop(s, "stop requested (signal)");
-            pthread_mutex_unlock(&s->sv_mu);
+            pthread_mutex_unlock(&s->mu);
             break;
         }
         /* read the clock under the lock: a worker stamps last_ms under it,
          * so no session's stamp is later than now (now - last_ms would
          * wrap and expire a session heard from a moment ago) */
-        pthread_mutex_lock(&s->sv_mu);
+        pthread_mutex_lock(&s->mu);
         now = mono_ms();
-        for (size_t i = 0; i < s->sv_nsess;) {
-            if (now - s->sv_sess[i].last_ms > s->sv_lease_ms) {
+        for (size_t i = 0; i < s->sess.n;) {
+            if (now - s->sess.tab[i].last_ms > s->conf.lease_ms) {
                 char how[96];
                 snprintf(how, sizeof how, "lease expired (nothing heard for "
                          "%llu ms; killed?)",
-                         (unsigned long long)(now - s->sv_sess[i].last_ms));
+                         (unsigned long long)(now - s->sess.tab[i].last_ms));
                 sess_remove(s, i, how, 1);
             } else {
                 i++;
             }
         }
-        pthread_mutex_unlock(&s->sv_mu);
+        pthread_mutex_unlock(&s->mu);
         log_flush_dropped(s, 0);
     }
-    slog(s, "stopping: %s; finishing requests in flight", s->sv_stop_why);
-    atomic_store(&s->sv_halt, 1);
+    slog(s, "stopping: %s; finishing requests in flight", s->run.why);
+    atomic_store(&s->run.halt, 1);
     for (unsigned i = 0; i < started; i++)
-        pthread_join(s->sv_thr[i], NULL);
+        pthread_join(s->io.thr[i], NULL);
     fail_parked(s);
     {
         /* replies already handed to nanomsg need a moment on the wire */
         struct timespec ts = {0, FLUSH_MS * 1000000L};
         nanosleep(&ts, NULL);
     }
-    nn_close(s->sv_sock);
-    s->sv_sock = -1;
+    nn_close(s->io.sock);
+    s->io.sock = -1;
     log_flush_dropped(s, 1);
     if (wb_last_flush(s) != GKV_OK && rc == GKV_OK)
         rc = GKV_EIO;
-    if (gkv_store_sync(s->sv_store) != GKV_OK) {
-        slog(s, "store sync failed: %s", gkv_store_errmsg(s->sv_store));
+    if (gkv_store_sync(s->store) != GKV_OK) {
+        slog(s, "store sync failed: %s", gkv_store_errmsg(s->store));
         if (rc == GKV_OK)
             rc = net__fail(GKV_EIO, "store sync: %s",
-                           gkv_store_errmsg(s->sv_store));
+                           gkv_store_errmsg(s->store));
     }
     slog(s, "stopped: store synced, %llu requests served",
-         (unsigned long long)atomic_load(&s->st_requests));
+         (unsigned long long)atomic_load(&s->stats.requests));
     return rc;
 }
 
@@ -3491,19 +3522,19 @@ void
 gkv_server_stop(gkv_server *s)
 {
     if (s != NULL)
-        s->sv_sig = 1;
+        s->run.sig = 1;
 }
 
 gkv_store *
 gkv_server_store(gkv_server *s)
 {
-    return s != NULL ? s->sv_store : NULL;
+    return s != NULL ? s->store : NULL;
 }
 
 const char *
 gkv_server_url(const gkv_server *s)
 {
-    return s != NULL ? s->sv_url : "";
+    return s != NULL ? s->io.url : "";
 }
 
 void
@@ -3511,42 +3542,42 @@ gkv_server_close(gkv_server *s)
 {
     if (s == NULL)
         return;
-    if (s->sv_sock >= 0)
-        nn_close(s->sv_sock);
-    for (size_t k = 0; k < s->sv_ngrp; k++) {
-        for (size_t i = 0; i < s->sv_grp[k].nwait; i++)
-            nn_freemsg(s->sv_grp[k].wait[i].ctl);
-        gkv__free(s->sv_grp[k].wait);
+    if (s->io.sock >= 0)
+        nn_close(s->io.sock);
+    for (size_t k = 0; k < s->sess.ngrp; k++) {
+        for (size_t i = 0; i < s->sess.grp[k].nwait; i++)
+            nn_freemsg(s->sess.grp[k].wait[i].ctl);
+        gkv__free(s->sess.grp[k].wait);
     }
-    gkv__free(s->sv_grp);
-    for (size_t i = 0; i < s->sv_nsess; i++)
-        gkv__free(s->sv_sess[i].done);
-    gkv__free(s->sv_sess);
-    gkv__free(s->sv_thr);
-    gkv__free(s->sv_spent.e);
-    gkv__free(s->sv_seen.e);
-    sodium_memzero(s->sv_nkey, sizeof s->sv_nkey);
-    for (unsigned i = 0; s->sv_samp != NULL && i < s->sv_nthreads; i++)
-        gkv_sampler_free(s->sv_samp[i]);
-    gkv__free(s->sv_samp);
-    while (s->sv_pw != NULL) {
-        struct pw *p = s->sv_pw;
-        s->sv_pw = p->pw_next;
+    gkv__free(s->sess.grp);
+    for (size_t i = 0; i < s->sess.n; i++)
+        gkv__free(s->sess.tab[i].done);
+    gkv__free(s->sess.tab);
+    gkv__free(s->io.thr);
+    gkv__free(s->auth.spent.e);
+    gkv__free(s->sess.seen.e);
+    sodium_memzero(s->auth.nkey, sizeof s->auth.nkey);
+    for (unsigned i = 0; s->graph.samp != NULL && i < s->io.nthreads; i++)
+        gkv_sampler_free(s->graph.samp[i]);
+    gkv__free(s->graph.samp);
+    while (s->pw.list != NULL) {
+        struct pw *p = s->pw.list;
+        s->pw.list = p->pw_next;
         pw_free(p);
     }
-    pthread_mutex_destroy(&s->sv_pw_mu);
-    gkv_sgraph_free(s->sv_sg);
-    for (size_t i = 0; i < s->sv_nwb; i++)
-        gkv__free(s->sv_wb[i]);
-    gkv__free(s->sv_wb);
-    if (s->sv_part != NULL)
-        gkv_part_close(s->sv_part);      /* closes its store */
+    pthread_mutex_destroy(&s->pw.mu);
+    gkv_sgraph_free(s->graph.sg);
+    for (size_t i = 0; i < s->wb.npat; i++)
+        gkv__free(s->wb.pat[i]);
+    gkv__free(s->wb.pat);
+    if (s->graph.part != NULL)
+        gkv_part_close(s->graph.part);      /* closes its store */
     else
-        gkv_store_close(s->sv_store);
-    gkv__free(s->sv_json);
-    gkv__free(s->sv_store_path);
-    sodium_memzero(s->sv_key, sizeof s->sv_key);
-    pthread_mutex_destroy(&s->sv_mu);
-    pthread_cond_destroy(&s->sv_done_cv);
+        gkv_store_close(s->store);
+    gkv__free(s->graph.json);
+    gkv__free(s->store_path);
+    sodium_memzero(s->auth.key, sizeof s->auth.key);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->sess.done_cv);
     gkv__free(s);
 }
