@@ -13,7 +13,9 @@
  *                    write-back setup
  *   server_graph.c   graph queries: PBOOK, FIND_EDGES, IN/OUT_DEGREES,
  *                    IN_SUBGRAPH; opening the partition
- *   server_sample.c  sampling: SAMPLE, EDGE_BATCH, the edge-weight cache
+ *   server_sample.c  sampling: SAMPLE, EDGE_BATCH
+ *   server_pw.c      the edge-weight cache SAMPLE uses (edge features as
+ *                    sampling weights)
  *   server_admin.c   BARRIER, STATS, SHUTDOWN
  *
  * Each family exports one table of srv_op rows (srv__*_ops below); the
@@ -150,7 +152,7 @@ struct gkv_server {
         size_t json_len;
     } graph;
 
-    struct {                         /* edge features as sampling weights */
+    struct {                         /* the edge-weight cache (server_pw.c) */
         pthread_mutex_t mu;          /* guards 'list' and each entry's
                                       * refs (each entry has its own lock) */
         struct pw *list;
@@ -372,13 +374,25 @@ gkv_err srv__wb_open(gkv_server *s, const gkv_server_opts *o, unsigned nserv);
 /* At the stop: the last flush, logged. */
 gkv_err srv__wb_last_flush(gkv_server *s);
 
-/* ---- graph (server_graph.c, server_sample.c, server_admin.c) ------------- */
+/* ---- graph (server_graph.c, server_pw.c, server_admin.c) ----------------- */
 
 /* At open: partition o->part_id, its sgraph, one sampler per worker, the
  * config's bytes. Errors set gkv_net_errmsg(). */
 gkv_err srv__graph_open(gkv_server *s, const gkv_server_opts *o,
                         const gkv_ipconfig *cfg);
-/* At close: the edge-weight cache's entries. No request may run. */
+/* The edge-weight cache (server_pw.c). For every edge type that SAMPLE
+ * request q samples (fanouts 'fan') with a feature: its weights in ew[e]
+ * (ewlen[e] of them, from edge ewlo[e]) and its entry in held[e] (the
+ * caller's array of net_ NULLs), its lock held shared until
+ * srv__pw_release(). Features in write-back mode are read from RAM into
+ * an entry of the request's own. GKV_OK, or r failed with nothing held. */
+gkv_err srv__pw_take(gkv_server *s, srv_req *r, const net_sample_req *q,
+                     const int *fan, struct pw **held, const float **ew,
+                     int64_t *ewlen, int64_t *ewlo);
+/* Lets go of what srv__pw_take() gave (held[e] NULL after; held may be
+ * NULL). */
+void srv__pw_release(gkv_server *s, struct pw **held, int net_);
+/* At close: the cache's entries. No request may run. */
 void srv__pw_free_all(gkv_server *s);
 /* At the stop: parked barrier requests answered GKV_EINTR. Takes s->mu. */
 void srv__barrier_fail_parked(gkv_server *s);
