@@ -127,9 +127,9 @@ void
 srv__log_say_dropped(gkv_server *s, int kind, uint64_t dropped)
 {
     if (dropped > 0)
-        srv__log(s, "%llu more %s were not logged (at most %d are logged in "
-                 "%d s)", (unsigned long long)dropped, log_what[kind], LOG_BURST,
-                 LOG_WINDOW_MS / 1000);
+        srv__log(s, "%llu more %s were not logged (at most %d are logged "
+                 "in %d s)", (unsigned long long)dropped, log_what[kind],
+                 LOG_BURST, LOG_WINDOW_MS / 1000);
 }
 
 /* srv__log_take() with the lock taken here, saying what the window before
@@ -156,7 +156,7 @@ log_flush_dropped(gkv_server *s, int all)
     uint64_t dropped[LOG_KINDS] = {0}, now;
 
     pthread_mutex_lock(&s->mu);
-    now = srv__mono_ms();    /* under the lock: log_take stamps windows under it */
+    now = srv__mono_ms();    /* under the lock: log_take stamps under it */
     for (int k = 0; k < LOG_KINDS; k++)
         if (s->log.dropped[k] > 0 &&
             (all || now - s->log.window[k] >= LOG_WINDOW_MS)) {
@@ -290,13 +290,41 @@ srv__reply_build(srv_req *r, srv_enc_fn enc, const void *arg)
     return GKV_OK;
 }
 
-static void enc_u8(net_wr *w, const void *a) { net__wr_u8(w, *(const uint8_t *)a); }
-static void enc_u32(net_wr *w, const void *a) { net__wr_u32(w, *(const uint32_t *)a); }
-static void enc_u64(net_wr *w, const void *a) { net__wr_u64(w, *(const uint64_t *)a); }
+static void
+enc_u8(net_wr *w, const void *a)
+{
+    net__wr_u8(w, *(const uint8_t *)a);
+}
 
-gkv_err srv__reply_u8(srv_req *r, uint8_t v) { return srv__reply_build(r, enc_u8, &v); }
-gkv_err srv__reply_u32(srv_req *r, uint32_t v) { return srv__reply_build(r, enc_u32, &v); }
-gkv_err srv__reply_u64(srv_req *r, uint64_t v) { return srv__reply_build(r, enc_u64, &v); }
+static void
+enc_u32(net_wr *w, const void *a)
+{
+    net__wr_u32(w, *(const uint32_t *)a);
+}
+
+static void
+enc_u64(net_wr *w, const void *a)
+{
+    net__wr_u64(w, *(const uint64_t *)a);
+}
+
+gkv_err
+srv__reply_u8(srv_req *r, uint8_t v)
+{
+    return srv__reply_build(r, enc_u8, &v);
+}
+
+gkv_err
+srv__reply_u32(srv_req *r, uint32_t v)
+{
+    return srv__reply_build(r, enc_u32, &v);
+}
+
+gkv_err
+srv__reply_u64(srv_req *r, uint64_t v)
+{
+    return srv__reply_build(r, enc_u64, &v);
+}
 
 gkv_err
 srv__reply_bytes(srv_req *r, const void *p, size_t len)
@@ -310,7 +338,7 @@ srv__reply_bytes(srv_req *r, const void *p, size_t len)
     return GKV_OK;
 }
 
-/* ---- payload arrays ------------------------------------------------------- */
+/* ---- payload arrays ----------------------------------------------------- */
 
 /* A pointer to n u64 IDs that is aligned: 'p' itself, or a copy in *tmp
  * (payload arrays are 8-aligned within the message, but nanomsg does not

@@ -285,8 +285,9 @@ op_shutdown(gkv_server *s, srv_req *r)
                           r->group, r->rank, force ? " (forced)" : "");
     pthread_mutex_unlock(&s->mu);
     if (!stopping)
-        srv__log(s, "shutdown request of group '%s' rank %u ignored: this server "
-                 "keeps alive (a forced shutdown stops it)", r->group, r->rank);
+        srv__log(s, "shutdown request of group '%s' rank %u ignored: this "
+                 "server keeps alive (a forced shutdown stops it)", r->group,
+                 r->rank);
     else
         r->rflags |= NET_F_STOPPING;
     srv__reply_u8(r, stopping);

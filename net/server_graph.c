@@ -56,8 +56,9 @@ static int
 cols_fit(gkv_server *s, srv_req *r, unsigned k, size_t n)
 {
     if (n > (s->io.max_msg - 64) / (8 * k)) {
-        srv__fail(r, GKV_EINVAL, "%s: the reply would hold %zu x %u values, more "
-                  "than this server's %llu-byte message limit; ask for fewer",
+        srv__fail(r, GKV_EINVAL, "%s: the reply would hold %zu x %u values, "
+                  "more than this server's %llu-byte message limit; ask for "
+                  "fewer",
                   net__type_name(r->h.type), n, k,
                   (unsigned long long)s->io.max_msg);
         return 0;
@@ -184,7 +185,8 @@ op_ids(gkv_server *s, srv_req *r)
  * with the machine's other servers), its sgraph and one sampler per worker
  * thread, and keeps the config's bytes for handshakes. */
 gkv_err
-srv__graph_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg)
+srv__graph_open(gkv_server *s, const gkv_server_opts *o,
+                const gkv_ipconfig *cfg)
 {
     FILE *fp;
     long len;
@@ -206,7 +208,8 @@ srv__graph_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg
                          gkv_pbook_num_parts(s->graph.book));
     if (o->store != NULL) {
         char *a = realpath(o->store, NULL);
-        char *b = realpath(gkv_pbook_part_path(s->graph.book, o->part_id), NULL);
+        char *b = realpath(gkv_pbook_part_path(s->graph.book, o->part_id),
+                           NULL);
         int same = a != NULL && b != NULL && strcmp(a, b) == 0;
         free(a);
         free(b);
@@ -219,7 +222,8 @@ srv__graph_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg
     if ((rc = gkv_part_sgraph(s->graph.part, &s->graph.sg)) != GKV_OK)
         return net__fail(rc, "partition %d: sgraph: %s", o->part_id,
                          gkv_part_errmsg(s->graph.part));
-    if ((s->graph.samp = gkv__calloc(s->io.nthreads, sizeof *s->graph.samp)) == NULL)
+    s->graph.samp = gkv__calloc(s->io.nthreads, sizeof *s->graph.samp);
+    if (s->graph.samp == NULL)
         return net__fail(GKV_ENOMEM, "server: out of memory");
     for (unsigned i = 0; i < s->io.nthreads; i++)
         if ((rc = gkv_sampler_new(&s->graph.samp[i], s->graph.sg, 1)) != GKV_OK)

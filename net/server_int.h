@@ -362,7 +362,7 @@ void srv__sess_free_all(gkv_server *s);
 int  srv__once_begin(gkv_server *s, srv_req *r);
 void srv__once_end(gkv_server *s, srv_req *r);
 
-/* ---- tensors (server_kv.c) ------------------------------------------------ */
+/* ---- tensors (server_kv.c) ---------------------------------------------- */
 
 /* The wire form of a tensor's description. */
 void srv__tensor_from_desc(net_tensor *t, const gkv_tensor_desc *d);

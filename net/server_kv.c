@@ -122,7 +122,8 @@ wb_say_matches(gkv_server *s, size_t i, const gkv_tensor_desc *d, size_t nt)
                  "created later whose names match will be held in RAM%s", p,
                  graph_hint ? " (this server serves a graph partition, whose "
                  "tensors are named node/NTYPE/NAME and edge/ETYPE/NAME: the "
-                 "embedding 'emb' of node type 'user' is 'node/user/emb')" : "");
+                 "embedding 'emb' of node type 'user' is 'node/user/emb')" :
+                 "");
         return;
     }
     srv__log(s, "write-back: '%s' matches %zu tensor%s: %s%s", s->wb.pat[i], n,
@@ -587,8 +588,9 @@ op_opt_reset(gkv_server *s, srv_req *r)
         srv__fail(r, rc, "%s", gkv_store_errmsg(s->store));
         return;
     }
-    srv__log(s, "group '%s' rank %u reset the %s optimizer state of tensor '%s'",
-             r->group, r->rank, opt[0] != '\0' ? opt : "adagrad and adam", name);
+    srv__log(s, "group '%s' rank %u reset the %s optimizer state of tensor "
+             "'%s'", r->group, r->rank,
+             opt[0] != '\0' ? opt : "adagrad and adam", name);
     srv__reply_u8(r, one);
 }
 

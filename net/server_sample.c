@@ -148,10 +148,10 @@ wpos_take(gkv_server *s, srv_req *r, const net_sample_req *q,
         gkv_pbook_etype_info(s->graph.book, e, &ei);
         want = ns[q->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype];
         if (nc != want)
-            return srv__fail(r, GKV_EINVAL, "sample: %zu weight counts for edge "
-                             "type '%s', and the request has %zu seeds of its "
-                             "type", nc, gkv_pbook_etype_name(s->graph.book, e),
-                             want);
+            return srv__fail(r, GKV_EINVAL, "sample: %zu weight counts for "
+                             "edge type '%s', and the request has %zu seeds "
+                             "of its type", nc,
+                             gkv_pbook_etype_name(s->graph.book, e), want);
         if ((off = gkv__malloc((nc + 1) * sizeof *off)) == NULL)
             return srv__fail(r, GKV_ENOMEM, "sample: out of memory");
         b[2 * e] = off;
@@ -288,9 +288,11 @@ hop_inputs(srv_req *r, struct hop *h)
         (h->seeds = gkv__calloc(nnt + 1, sizeof *h->seeds)) == NULL ||
         (h->ns = gkv__calloc(nnt + 1, sizeof *h->ns)) == NULL ||
         (h->tmp = gkv__calloc(nnt + net_ + 1, sizeof *h->tmp)) == NULL ||
-        (h->out = gkv__calloc(net_ + 1, sizeof *h->out)) == NULL ||
-        (q->has_ex && ((h->ex = gkv__calloc(net_ + 1, sizeof *h->ex)) == NULL ||
-                       (h->nex = gkv__calloc(net_ + 1, sizeof *h->nex)) == NULL)))
+        (h->out = gkv__calloc(net_ + 1, sizeof *h->out)) == NULL)
+        return srv__fail(r, GKV_ENOMEM, "sample: out of memory");
+    if (q->has_ex &&
+        ((h->ex = gkv__calloc(net_ + 1, sizeof *h->ex)) == NULL ||
+         (h->nex = gkv__calloc(net_ + 1, sizeof *h->nex)) == NULL))
         return srv__fail(r, GKV_ENOMEM, "sample: out of memory");
     h->ntmp = nnt + net_;
     for (uint32_t i = 0; i < q->nfan; i++) {

@@ -97,8 +97,8 @@ srv__sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
      * lines are rationed */
     if (!old.observer || srv__log_take(s, LOG_OBSERVER, &dropped)) {
         srv__log_say_dropped(s, LOG_OBSERVER, dropped);
-        srv__log(s, "%s: group '%s' rank %u%s (%u left in the group, %zu clients "
-                 "in all)", how, old.group, old.rank, old.observer ?
+        srv__log(s, "%s: group '%s' rank %u%s (%u left in the group, %zu "
+                 "clients in all)", how, old.group, old.rank, old.observer ?
                  " (observer)" : "", left, s->sess.n);
     }
     /* an observer (kvctl) leaving never stops the server; the last member
@@ -145,7 +145,8 @@ kset_add(struct kset *ks, uint64_t k, uint64_t exp, size_t max)
         for (size_t i = 0; i < ks->cap; i++) {
             if (ks->e[i].exp <= now)
                 continue;
-            for (j = ks->e[i].k & (cap - 1); t[j].exp != 0; j = (j + 1) & (cap - 1))
+            for (j = ks->e[i].k & (cap - 1); t[j].exp != 0;
+                 j = (j + 1) & (cap - 1))
                 ;
             t[j] = ks->e[i];
         }
@@ -179,7 +180,8 @@ seen_add(gkv_server *s, const char *group, uint32_t rank)
     b[gl] = 0;
     memcpy(b + gl + 1, &rank, 4);
     /* out of memory: counted at a later join, or never (no early stop) */
-    if (kset_add(&s->sess.seen, XXH3_64bits(b, gl + 5), UINT64_MAX, SIZE_MAX) != 0)
+    if (kset_add(&s->sess.seen, XXH3_64bits(b, gl + 5), UINT64_MAX,
+                 SIZE_MAX) != 0)
         return;
     if (++s->sess.nseen == s->conf.num_clients) {
         srv__log(s, "all %u clients (--num-clients) have joined",
