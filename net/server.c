@@ -44,6 +44,8 @@
 #define FLUSH_MS       150       /* replies in flight get this long before
                                   * the socket closes (nanomsg has no linger) */
 #define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (BENCH.md) */
+#define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
+#define LOG_WINDOW_MS  10000
 
 /* ---- time and logs ---------------------------------------------------- */
 

@@ -42,13 +42,11 @@
 #include "gkv_sample.h"
 #include "wire.h"
 
-#define SESS_MAX       65536     /* sessions at once */
 #define GONE_MAX       256       /* replaced sessions remembered */
 #define DONE_MAX       16        /* SRV_ONCE requests a session remembers */
 #define SRV_ONCE_REPLY 16        /* payload bytes of a SRV_ONCE reply, at
                                   * most: kept to answer a copy */
-#define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
-#define LOG_WINDOW_MS  10000
+/* the kinds of log lines rationed (srv__log_take) */
 enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN, LOG_OBSERVER, LOG_KINDS };
 
 /* ---- the state ---------------------------------------------------------- */
@@ -292,7 +290,7 @@ uint64_t srv__mono_ms(void);
 void srv__log(gkv_server *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Whether one more line of 'kind' may be logged (at most LOG_BURST per
- * LOG_WINDOW_MS); *dropped: the lines the window that just ended did not
+ * LOG_WINDOW_MS, server.c); *dropped: the lines the window that just ended did not
  * log, for srv__log_say_dropped(). Caller holds s->mu. */
 int  srv__log_take(gkv_server *s, int kind, uint64_t *dropped);
 /* Says "N more <kind> were not logged" when dropped > 0. */

@@ -18,6 +18,7 @@
 #include "server_int.h"
 
 #define SPENT_MAX      (1u << 18) /* spent nonces kept (live ones, at most) */
+#define SESS_MAX       65536     /* sessions at once */
 
 static void enc_hello(net_wr *w, const void *a) { net__enc_hello_rep(w, a); }
 
