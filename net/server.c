@@ -342,9 +342,9 @@ srv__reply_bytes(srv_req *r, const void *p, size_t len)
 
 /* ---- payload arrays ----------------------------------------------------- */
 
-/* A pointer to n u64 IDs that is aligned: 'p' itself, or a copy in *tmp
- * (payload arrays are 8-aligned within the message, but nanomsg does not
- * promise where a received message starts). */
+/* 'p' itself when 8-aligned, or a copy in *tmp (payload arrays are
+ * 8-aligned within the message, but nanomsg does not promise where a
+ * received message starts). */
 const void *
 srv__bytes_aligned(const unsigned char *p, size_t bytes, void **tmp)
 {
