@@ -288,6 +288,47 @@ GKV_API gkv_err gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
 GKV_API gkv_err gkv_row_view(gkv_txn *tx, const char *name, uint64_t id,
                              const void **row);
 
+/* Has tensor 'name' changed since an earlier snapshot? For a cache of
+ * rows derived from a tensor (a server keeps an edge feature converted to
+ * sampling weights), asked chunk by chunk: chunk c holds rows
+ * [lo + c * chunk_rows, lo + (c + 1) * chunk_rows) of gkv_tensor_info().
+ *
+ * 'mark' is the caller's memory, nc + 1 values kept beside its copy:
+ * mark[0] the version of the snapshot the copy was read at, mark[1 + i]
+ * the stamp of chunk c0 + i. Zero it before the first call. The call
+ * compares the mark with snapshot 'tx' and brings it up to tx; *nchanged
+ * (may be NULL) counts the chunks that changed, and changed[i] (nc bytes,
+ * may be NULL) says which (1) and which not (0).
+ *  - Versions number the store's commits, by any process: two snapshots
+ *    of one version see the same store, and a later commit gives later
+ *    snapshots a larger one. When tx's version is not above mark[0],
+ *    nothing was committed between the mark's snapshot and tx (or tx is
+ *    the older): nothing is read, the mark stays, and no chunk changed.
+ *  - Otherwise mark[0] becomes tx's version and each chunk's stamp is
+ *    read (one lookup a chunk, no rows): a 64-bit checksum of the chunk
+ *    as stored, with the tensor's id in it, never 0; 0 for a chunk never
+ *    written (its rows are the initializer's zeros). A chunk changed when
+ *    its stamp differs from the mark's, or always on a first call
+ *    (mark[0] 0). Two different contents share a stamp with probability
+ *    2^-64.
+ *  - With nc = 0 nothing is read ('name' may be NULL): the call only says
+ *    whether something was committed since mark[0] (*nchanged 1: the
+ *    tensor may have changed; 0: it has not) and brings mark[0] up to tx.
+ *    Ask this on every use of the cache; it costs one comparison.
+ * Stamps say nothing of the tensor's shape: compare gkv_tensor_info()'s
+ * id, range, dtype and chunk_rows to see a tensor replaced or recreated
+ * under the same name. A tensor in write-back mode on this handle changes
+ * in RAM first: snapshots, and so its stamps, see its pushes once flushed.
+ * Thread-safe: as 'tx' (one thread at a time); the mark is the caller's.
+ * Errors: GKV_EINVAL (tx or mark NULL, or name NULL with nc > 0),
+ * GKV_ENOTFOUND (no tensor 'name' in tx), GKV_ERANGE (chunks past the
+ * tensor's last), GKV_ECORRUPT, GKV_EIO. After an error the mark may be
+ * half updated: zero it, and drop what the copy held, before the next
+ * call. */
+GKV_API gkv_err gkv_tensor_changed(gkv_txn *tx, const char *name,
+                                   uint64_t c0, size_t nc, uint64_t *mark,
+                                   uint8_t *changed, size_t *nchanged);
+
 /* ---- writes ---------------------------------------------------------- */
 
 /* A push handler updates one stored row from one incoming row. 'row' is the

@@ -655,6 +655,67 @@ kv__chunk_sum(uint32_t tid, uint64_t c, const void *rows, size_t len)
     return XXH3_64bits_withSeed(rows, len, ((uint64_t)tid << 40) ^ c);
 }
 
+/* The version is LMDB's txn id (a read txn's is its snapshot's); a stamp
+ * is the checksum in the chunk's header, which covers the tensor id. */
+gkv_err
+gkv_tensor_changed(gkv_txn *tx, const char *name, uint64_t c0, size_t nc,
+                   uint64_t *mark, uint8_t *changed, size_t *nchanged)
+{
+    gkv_store *s;
+    uint64_t ver;
+    size_t n = 0;
+    kv_rec r;
+    gkv_err rc = GKV_OK;
+
+    if (nchanged != NULL)
+        *nchanged = 0;
+    if (changed != NULL && nc > 0)
+        memset(changed, 0, nc);
+    if (tx == NULL || mark == NULL || (name == NULL && nc > 0))
+        return kv__fail(tx != NULL ? tx->tx_store : NULL, GKV_EINVAL,
+                        "gkv_tensor_changed: %s", tx == NULL ?
+                        "no snapshot" : mark == NULL ? "no mark" :
+                        "no tensor name");
+    s = tx->tx_store;
+    kv__clear(s);
+    ver = (uint64_t)mdb_txn_id(tx->tx_txn);
+    if (ver <= mark[0])
+        return GKV_OK;
+    if (nc == 0) {
+        n = 1;
+        goto out;
+    }
+    if ((rc = kv__name_check(s, name, 1)) != GKV_OK ||
+        (rc = kv__rec_get(s, tx->tx_txn, name, &r)) != GKV_OK)
+        return rc;
+    if (c0 > r.nchunks || nc > r.nchunks - c0)
+        return kv__fail(s, GKV_ERANGE, "tensor '%s' has %llu chunks; asked "
+                        "about chunks [%llu, %llu)", name,
+                        (unsigned long long)r.nchunks, (unsigned long long)c0,
+                        (unsigned long long)c0 + nc);
+    for (size_t i = 0; i < nc; i++) {
+        uint64_t sum;
+        int have;
+
+        if ((rc = kv__chunk_stamp(s, tx->tx_txn, r.tid, c0 + i, &sum,
+                                  &have)) != GKV_OK)
+            return kv__fail(s, rc, "tensor '%s': chunk %llu: %s", name,
+                            (unsigned long long)(c0 + i), gkv_strerror(rc));
+        sum = !have ? 0 : sum != 0 ? sum : 1;
+        if (mark[0] == 0 || sum != mark[1 + i]) {
+            if (changed != NULL)
+                changed[i] = 1;
+            n++;
+        }
+        mark[1 + i] = sum;
+    }
+out:
+    mark[0] = ver;
+    if (nchanged != NULL)
+        *nchanged = n;
+    return rc;
+}
+
 /* Checks one stored chunk value; 0 when good. */
 static int
 chunk_bad(const kv_rec *r, uint64_t c, const MDB_val *d, const char **why)

@@ -2104,6 +2104,114 @@ test_stat_prefault_sync(void **state)
     }
 }
 
+/* gkv_tensor_changed: a cache's mark says which chunks changed since the
+ * snapshot it was taken at, and nothing else. */
+static void
+test_tensor_changed_since_snapshot(void **state)
+{
+    struct fx *f = *state;
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 2, 0, 1000);
+    uint64_t mark[11] = {0}, old[11], ver[1] = {0}, m2[3] = {0};
+    uint64_t id = 250, last = 999;
+    uint8_t ch[10];
+    float row[2] = {1.0f, 2.0f};
+    gkv_txn *t0, *tx;
+    size_t n = 99;
+
+    sp.chunk_rows = 100;                          /* 10 chunks */
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));   /* zeros: none stored */
+    GKVT_OK(gkv_tensor_create(f->s, "u", &sp));
+    GKVT_OK(gkv_txn_begin(f->s, &t0));
+    /* a first look: every chunk changed; unwritten chunks stamp 0 */
+    GKVT_OK(gkv_tensor_changed(t0, "t", 0, 10, mark, ch, &n));
+    assert_int_equal(n, 10);
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(ch[i], 1);
+        assert_true(mark[1 + i] == 0);
+    }
+    assert_true(mark[0] > 0);
+    /* the same snapshot, or a new one with nothing committed since: no */
+    GKVT_OK(gkv_tensor_changed(t0, "t", 0, 10, mark, ch, &n));
+    assert_int_equal(n, 0);
+    GKVT_OK(gkv_txn_begin(f->s, &tx));
+    GKVT_OK(gkv_tensor_changed(tx, "t", 0, 10, mark, ch, &n));
+    assert_int_equal(n, 0);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(ch[i], 0);
+    gkv_txn_end(tx);
+    /* a push to row 250: chunk 2 changed, and only it */
+    GKVT_OK(gkv_tensor_push(f->s, "t", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_txn_begin(f->s, &tx));
+    ver[0] = mark[0];
+    GKVT_OK(gkv_tensor_changed(tx, NULL, 0, 0, ver, NULL, &n));
+    assert_int_equal(n, 1);                       /* something committed */
+    assert_true(ver[0] > mark[0]);
+    GKVT_OK(gkv_tensor_changed(tx, "t", 0, 10, mark, ch, &n));
+    assert_int_equal(n, 1);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(ch[i], i == 2);
+    assert_true(mark[3] != 0);
+    assert_true(mark[0] == ver[0]);
+    /* asked again at the same snapshot: the mark is current */
+    GKVT_OK(gkv_tensor_changed(tx, NULL, 0, 0, ver, NULL, &n));
+    assert_int_equal(n, 0);
+    GKVT_OK(gkv_tensor_changed(tx, "t", 0, 10, mark, ch, &n));
+    assert_int_equal(n, 0);
+    gkv_txn_end(tx);
+    /* a push to another tensor, and the same bytes to t again: commits,
+     * so the version moves, but no chunk of t changed */
+    GKVT_OK(gkv_tensor_push(f->s, "u", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_tensor_push(f->s, "t", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_txn_begin(f->s, &tx));
+    memcpy(old, mark, sizeof mark);
+    GKVT_OK(gkv_tensor_changed(tx, "t", 0, 10, mark, ch, &n));
+    assert_int_equal(n, 0);
+    assert_true(mark[0] > old[0]);
+    assert_memory_equal(mark + 1, old + 1, 10 * sizeof *mark);
+    /* an older snapshot than the mark's: nothing, the mark stays */
+    memcpy(old, mark, sizeof mark);
+    GKVT_OK(gkv_tensor_changed(t0, "t", 0, 10, mark, ch, &n));
+    assert_int_equal(n, 0);
+    assert_memory_equal(mark, old, sizeof mark);
+    /* a part of the tensor: chunks [8, 10), then a push to row 999 */
+    GKVT_OK(gkv_tensor_changed(tx, "t", 8, 2, m2, ch, &n));
+    assert_int_equal(n, 2);
+    gkv_txn_end(tx);
+    GKVT_OK(gkv_tensor_push(f->s, "t", &last, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_txn_begin(f->s, &tx));
+    GKVT_OK(gkv_tensor_changed(tx, "t", 8, 2, m2, ch, &n));
+    assert_int_equal(n, 1);
+    assert_int_equal(ch[0], 0);
+    assert_int_equal(ch[1], 1);
+    gkv_txn_end(tx);
+    /* t replaced under its name, its rows stored again (const 0): every
+     * stored chunk's stamp differs, even chunk 2 with the old bytes */
+    GKVT_OK(gkv_tensor_delete(f->s, "t"));
+    sp.init = GKV_INIT_CONST;
+    GKVT_OK(gkv_tensor_create(f->s, "t", &sp));
+    GKVT_OK(gkv_tensor_push(f->s, "t", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_txn_begin(f->s, &tx));
+    memcpy(old, mark, sizeof mark);
+    GKVT_OK(gkv_tensor_changed(tx, "t", 0, 10, mark, ch, &n));
+    assert_int_equal(n, 10);
+    assert_true(mark[3] != old[3]);
+    /* errors: no tensor, chunks past the end, no snapshot or mark */
+    memset(mark, 0, sizeof mark);
+    assert_int_equal(gkv_tensor_changed(tx, "nope", 0, 1, mark, ch, &n),
+                     GKV_ENOTFOUND);
+    assert_int_equal(gkv_tensor_changed(tx, "t", 9, 2, mark, ch, &n),
+                     GKV_ERANGE);
+    assert_non_null(strstr(gkv_store_errmsg(f->s), "has 10 chunks"));
+    assert_int_equal(gkv_tensor_changed(tx, NULL, 0, 1, mark, ch, &n),
+                     GKV_EINVAL);
+    assert_int_equal(gkv_tensor_changed(tx, "t", 0, 1, NULL, ch, &n),
+                     GKV_EINVAL);
+    assert_int_equal(gkv_tensor_changed(NULL, "t", 0, 1, mark, ch, &n),
+                     GKV_EINVAL);
+    gkv_txn_end(tx);
+    gkv_txn_end(t0);
+}
+
 int
 main(void)
 {
@@ -2148,6 +2256,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_finds_missing_chunks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stat_prefault_sync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tensor_changed_since_snapshot, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
