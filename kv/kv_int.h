@@ -17,11 +17,6 @@
 /* Allocation (gkv__malloc ...), the monotonic clock and the per-thread
  * error detail are base/base.h's, shared by every layer. */
 
-/* XXX(base): the clock helpers' old names, for net/client.c until it
- * includes base/base.h instead of this header; then delete. */
-#define kv__cond_init_mono gkv__cond_init_mono
-#define kv__mono_deadline  gkv__mono_deadline
-
 /* ---- error detail about a store ----------------------------------------- */
 
 /* gkv__fail() and gkv__clear() about store 's' (NULL: a failed open):

@@ -38,7 +38,7 @@
 #include "net/wire.h"
 #include "net/client_int.h"
 
-#define SOCK_BUF     (4 << 20)   /* NN_SNDBUF / NN_RCVBUF (BENCH.md) */
+#define SOCK_BUF     (4 << 20)   /* NN_SNDBUF / NN_RCVBUF (doc/BENCHMARKS.md) */
 /* What a handshake or schema reply may need: a partition config (up to 64
  * MiB, as the server reads it) and the schema beside it. */
 #define HS_REPLY_MAX (80u << 20)

@@ -36,27 +36,18 @@
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
 #include <sodium.h>
-#include "server_int.h"
+#include "net/server_int.h"
 
 #define NONCE_TTL_MS   30000     /* a nonce is good this long, once */
 #define TICK_MS        50        /* housekeeping period */
 #define RECV_TICK_MS   100       /* workers look at the stop flag this often */
 #define FLUSH_MS       150       /* replies in flight get this long before
                                   * the socket closes (nanomsg has no linger) */
-#define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (BENCH.md) */
+#define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (doc/BENCHMARKS.md) */
 #define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
 #define LOG_WINDOW_MS  10000
 
 /* ---- time and logs ---------------------------------------------------- */
-
-uint64_t
-srv__mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static uint64_t
 wall_ms(void)
@@ -105,7 +96,7 @@ srv__log(gkv_server *s, const char *fmt, ...)
 int
 srv__log_take(gkv_server *s, int kind, uint64_t *dropped)
 {
-    uint64_t now = srv__mono_ms();
+    uint64_t now = gkv__now_ms();
     int ok;
 
     *dropped = 0;
@@ -158,7 +149,7 @@ log_flush_dropped(gkv_server *s, int all)
     uint64_t dropped[LOG_KINDS] = {0}, now;
 
     pthread_mutex_lock(&s->mu);
-    now = srv__mono_ms();    /* under the lock: log_take stamps under it */
+    now = gkv__now_ms();    /* under the lock: log_take stamps under it */
     for (int k = 0; k < LOG_KINDS; k++)
         if (s->log.dropped[k] > 0 &&
             (all || now - s->log.window[k] >= LOG_WINDOW_MS)) {
@@ -681,7 +672,7 @@ server_new(const gkv_server_opts *o, size_t mi)
     w = getenv("GKV_SERVER_REFUSE_HS_FLAGS");
     s->conf.refuse_hs = w != NULL ? (uint32_t)strtoul(w, NULL, 0) : 0;
     crypto_auth_hmacsha512256_keygen(s->auth.nkey);
-    s->stats.start_ms = srv__mono_ms();
+    s->stats.start_ms = gkv__now_ms();
     snprintf(s->log.tag, sizeof s->log.tag, "m%zu/s%u", mi, o->server_id);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->sess.done_cv, NULL);
@@ -718,12 +709,12 @@ store_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg,
                          path);
     }
     free(rp);
-    *ms = srv__mono_ms();
+    *ms = gkv__now_ms();
     if (!(o->flags & GKV_SERVER_NO_PREFAULT) &&
         (rc = gkv_store_prefault(s->store)) != GKV_OK)
         return net__fail(rc, "store %s: prefault: %s", o->store,
                          gkv_store_errmsg(s->store));
-    *ms = srv__mono_ms() - *ms;
+    *ms = gkv__now_ms() - *ms;
     return GKV_OK;
 }
 

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <nanomsg/nn.h>
-#include "server_int.h"
+#include "net/server_int.h"
 
 static void enc_barrier(net_wr *w, const void *a) { net__enc_barrier(w, a); }
 
@@ -244,7 +244,7 @@ op_stats(gkv_server *s, srv_req *r)
     joined = s->sess.joined;
     pthread_mutex_unlock(&s->mu);
 #define LD(x) atomic_load_explicit(&s->x, memory_order_relaxed)
-    stat_add(&sa, "uptime_ms", srv__mono_ms() - s->stats.start_ms);
+    stat_add(&sa, "uptime_ms", gkv__now_ms() - s->stats.start_ms);
     stat_add(&sa, "requests", LD(stats.requests));
     stat_add(&sa, "errors", LD(stats.errors));
     stat_add(&sa, "rejected", LD(stats.rejected));

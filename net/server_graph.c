@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "server_int.h"
+#include "net/server_int.h"
 
 #define BOOK_MAX       (64u << 20) /* bytes of a partition config */
 

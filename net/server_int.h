@@ -36,11 +36,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sodium.h>
-#include "kv_int.h"      /* gkv__malloc and family */
-#include "gkv_net.h"
-#include "gkv_part.h"
-#include "gkv_sample.h"
-#include "wire.h"
+#include "base/base.h"
+#include "net/gkv_net.h"
+#include "graph/gkv_part.h"
+#include "graph/gkv_sample.h"
+#include "net/wire.h"
 
 #define GONE_MAX       256       /* replaced sessions remembered */
 #define DONE_MAX       16        /* SRV_ONCE requests a session remembers */
@@ -210,7 +210,7 @@ struct gkv_server {
     } run;
 
     struct {                         /* counters for STATS (atomics) */
-        uint64_t start_ms;           /* fixed; srv__mono_ms() at open */
+        uint64_t start_ms;           /* fixed; gkv__now_ms() at open */
         atomic_uint_fast64_t requests, errors, rejected, bytes_in,
             bytes_out, pulls, pull_rows, pushes, push_rows, samples,
             sample_edges;
@@ -280,9 +280,6 @@ extern const srv_op srv__sample_ops[];   /* server_sample.c */
 extern const srv_op srv__admin_ops[];    /* server_admin.c */
 
 /* ---- the core (server.c) ------------------------------------------------ */
-
-/* CLOCK_MONOTONIC in ms. */
-uint64_t srv__mono_ms(void);
 
 /* One log line, "2026-11-23T09:10:11.123Z gkv-server[pid] m0/s1: ...",
  * control characters replaced (a peer's bytes may be quoted). Nothing

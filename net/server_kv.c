@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <nanomsg/nn.h>
-#include "server_int.h"
+#include "net/server_int.h"
 
 static void enc_create(net_wr *w, const void *a) { net__enc_create_rep(w, a); }
 

@@ -10,7 +10,7 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include "server_int.h"
+#include "net/server_int.h"
 
 /* ---- edge features as sampling weights (SAMPLE, NET_SAMPLE_F_FEAT) ----
  *

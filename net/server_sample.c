@@ -11,8 +11,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include "server_int.h"
-#include "graph_int.h"   /* graph__sample_hop */
+#include "net/server_int.h"
+#include "graph/graph_seam.h"   /* graph__sample_hop, graph__eb_*, graph__wpos */
 
 /* ---- SAMPLE: the reply and its bound ------------------------------------ */
 

@@ -15,7 +15,7 @@
 #include <nanomsg/nn.h>
 #include <sodium.h>
 #include <xxhash.h>
-#include "server_int.h"
+#include "net/server_int.h"
 
 #define SPENT_MAX      (1u << 18) /* spent nonces kept (live ones, at most) */
 #define SESS_MAX       65536     /* sessions at once */
@@ -128,7 +128,7 @@ srv__sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
 static int
 kset_add(struct kset *ks, uint64_t k, uint64_t exp, size_t max)
 {
-    uint64_t now = srv__mono_ms();
+    uint64_t now = gkv__now_ms();
     size_t j;
 
     if (2 * (ks->n + 1) > ks->cap) {
@@ -273,7 +273,7 @@ nonce_tag(const gkv_server *s, const unsigned char *n, unsigned char *tag)
 static void
 nonce_make(const gkv_server *s, unsigned char *n)
 {
-    uint64_t t = srv__mono_ms();
+    uint64_t t = gkv__now_ms();
 
     for (int i = 0; i < 8; i++)
         n[i] = (unsigned char)(t >> (8 * i));
@@ -288,7 +288,7 @@ nonce_good(const gkv_server *s, const unsigned char *n, uint64_t *rnd,
            uint64_t *exp_ms)
 {
     unsigned char tag[16];
-    uint64_t t = 0, now = srv__mono_ms();
+    uint64_t t = 0, now = gkv__now_ms();
     int ok;
 
     nonce_tag(s, n, tag);
@@ -389,7 +389,7 @@ static void
 hs_rejoin(gkv_server *s, struct sess *old, const net_hs_req *hs, uint64_t id)
 {
     struct gone *gn = &s->sess.gone[s->sess.gone_next];
-    uint64_t now = srv__mono_ms(), idle = now - old->last_ms, dropped;
+    uint64_t now = gkv__now_ms(), idle = now - old->last_ms, dropped;
     struct group *g;
 
     if ((g = srv__group_find(s, hs->group, 0)) != NULL)
@@ -451,7 +451,7 @@ hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id)
     ss->id = id;
     snprintf(ss->group, sizeof ss->group, "%s", hs->group);
     ss->rank = hs->rank;
-    ss->last_ms = srv__mono_ms();
+    ss->last_ms = gkv__now_ms();
     ss->observer = (hs->flags & NET_HS_OBSERVER) != 0;
     ss->inst = hs->instance;
     g->members++;
@@ -677,7 +677,7 @@ srv__sess_touch(gkv_server *s, srv_req *r, char *why, size_t cap)
     pthread_mutex_lock(&s->mu);
     if (r->h.session != 0 && (ss = srv__sess_find(s, r->h.session)) != NULL) {
         ok = 1;
-        ss->last_ms = srv__mono_ms();
+        ss->last_ms = gkv__now_ms();
         snprintf(r->group, sizeof r->group, "%s", ss->group);
         r->rank = ss->rank;
     }
@@ -691,7 +691,7 @@ srv__sess_touch(gkv_server *s, srv_req *r, char *why, size_t cap)
                  "each client of a group needs its own rank)",
                  net__type_name(r->h.type), (unsigned long long)r->h.session,
                  gn->group, gn->rank,
-                 (unsigned long long)(srv__mono_ms() - gn->when_ms));
+                 (unsigned long long)(gkv__now_ms() - gn->when_ms));
     pthread_mutex_unlock(&s->mu);
     if (!ok && gn == NULL)
         snprintf(why, cap, "%s request with %s session 0x%016llx: hand-shake "
@@ -711,7 +711,7 @@ srv__sess_expire(gkv_server *s)
      * no session's stamp is later than now (now - last_ms would wrap and
      * expire a session heard from a moment ago) */
     pthread_mutex_lock(&s->mu);
-    now = srv__mono_ms();
+    now = gkv__now_ms();
     for (size_t i = 0; i < s->sess.n;) {
         if (now - s->sess.tab[i].last_ms > s->conf.lease_ms) {
             char how[96];

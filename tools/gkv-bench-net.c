@@ -708,7 +708,7 @@ redis_fetch(struct resp *r, const uint64_t *ids, size_t n, float *dst,
 }
 
 /* Median seconds to fetch rows ids[0..n) with MGETs of 1,000, in the
- * faster of the two ways BENCH.md's anchor measures (all MGETs pipelined,
+ * faster of the two ways the anchor redis_mget measures (all MGETs pipelined,
  * or one at a time, which hiredis users write and which was 2x faster
  * there); both are timed rep by rep, alternating. *how names the one
  * kept; each[0], each[1]: the pipelined and the one-at-a-time medians. */
