@@ -4,17 +4,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "progress.h"
+#include "util.h"         /* tools__now_s */
 
 #define BAR_WIDTH 30
-
-static double
-now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void
 human(char *buf, size_t len, double bytes)
@@ -58,7 +50,7 @@ tools__progress_start(tools_progress *p, const char *label, uint64_t total)
     p->on = isatty(STDERR_FILENO);
     snprintf(p->label, sizeof p->label, "%s", label ? label : "");
     p->total = total;
-    p->t0 = now();
+    p->t0 = tools__now_s();
     if (p->on)
         draw(p, p->t0);
 }
@@ -71,7 +63,7 @@ tools__progress_update(tools_progress *p, uint64_t done)
     p->done = done;
     if (!p->on)
         return;
-    t = now();
+    t = tools__now_s();
     if (t - p->last >= 0.1 || done >= p->total)
         draw(p, t);
 }
@@ -83,7 +75,7 @@ tools__progress_end(tools_progress *p, int ok)
         return;
     if (ok) {
         p->done = p->total;
-        draw(p, now());
+        draw(p, tools__now_s());
         fputc('\n', stderr);
     } else {
         fputs("\r\033[K", stderr);
