@@ -1465,6 +1465,41 @@ test_signal_on_stalled_fifo(void **state)
     fifo_signal(*state, SIGTERM, 0);
 }
 
+/* A CSV with a header line, read without --header: the error names the
+ * line and says to give --header (it said only "src 'src' is not a node
+ * ID"); with --header it partitions. A bad line further down, or a file
+ * given with --header, gets no such hint. */
+static void
+test_header_line_hint(void **state)
+{
+    struct fx *f = *state;
+    static const char hdr[] = "# edges\n\nsrc,dst\n0,1\n1,2\n2,0\n";
+    static const char bad[] = "0,1\n1,x\n";
+    int rc;
+
+    put(f, "e.csv", hdr, sizeof hdr - 1);
+    rc = run(f, "--parts", "2", "--input", path(f, "e.csv"), f->out, NULL);
+    assert_int_equal(rc, 1);
+    expect_text("stderr", f->serr, "e.csv:3: src 'src' is not a node ID");
+    expect_text("stderr", f->serr, "a header line? --header skips the first "
+                                   "line of each text file");
+    assert_int_equal(access(f->out, F_OK), -1);
+    rc = run(f, "--parts", "2", "--header", "--input", path(f, "e.csv"),
+             f->out, NULL);
+    if (rc != 0)
+        fail_msg("exit %d: %s", rc, f->serr);
+    gkvt_rmtree(strdup(f->out));
+    put(f, "bad.csv", bad, sizeof bad - 1);
+    assert_int_equal(run(f, "--parts", "2", "--input", path(f, "bad.csv"),
+                         f->out, NULL), 1);
+    expect_text("stderr", f->serr, "bad.csv:2: dst 'x' is not a node ID");
+    assert_null(strstr(f->serr, "--header"));
+    assert_int_equal(run(f, "--parts", "2", "--header", "--input",
+                         path(f, "e.csv"), "--input", path(f, "bad.csv"),
+                         f->out, NULL), 1);
+    assert_null(strstr(f->serr, "a header line?"));
+}
+
 int
 main(void)
 {
@@ -1486,6 +1521,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_signal_on_stalled_fifo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reverse_etypes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_force_killed_at_each_rename, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_header_line_hint, setup, teardown),
     };
 
     find_tool();

@@ -2263,9 +2263,234 @@ test_server_export(void **state)
                         "--orig-ids", path(f, "node-_N.npy"), "--range", "10:20",
                         NULL), 2);
     assert_int_equal(kv(f, "--server", addr, "get", "emb", "10",
-                        "--orig-ids", path(f, "node-_N.npy"), NULL), 2);
+                        "--orig-ids", path(f, "node-_N.npy"), NULL), 0);
     /* the observer's runs never stopped the server */
     assert_true(server_alive_after(f, 100));
+}
+
+/* Parses "ID: v0 v1 ..." lines of f32 rows of width w into rows (as many
+ * as 'n'), their IDs into ids; fails the test on anything else. */
+static void
+parse_rows(const char *text, size_t n, size_t w, uint64_t *ids, float *rows)
+{
+    const char *p = text;
+
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+
+        ids[i] = strtoull(p, &end, 10);
+        if (end == p || *end != ':')
+            fail_msg("line %zu of the output is not 'ID: ...':\n%s", i, text);
+        p = end + 1;
+        for (size_t c = 0; c < w; c++) {
+            rows[i * w + c] = strtof(p, &end);
+            if (end == p)
+                fail_msg("line %zu: value %zu missing:\n%s", i, c, text);
+            p = end;
+        }
+        if (*p != '\n')
+            fail_msg("line %zu: more than %zu values:\n%s", i, w, text);
+        p++;
+    }
+    if (*p != '\0')
+        fail_msg("more than %zu lines:\n%s", n, text);
+}
+
+/* get and put by original ID (--orig-ids) on a graph partitioned by
+ * gkv-partition: the row is the input row of that node, byte for byte
+ * (without it, the same number is another node's row); the output says
+ * which IDs it prints ("id_space" in JSON, a note on stderr); an ID that
+ * partition 0's store or server does not hold names where it is: through
+ * a server of the job, the partition that owns it, from the partition
+ * book, and --ip-config. */
+static void
+test_get_by_original_id(void **state)
+{
+    struct fx *f = *state;
+    enum { NN = 120, FW = 4 };
+    float *feat, got[2 * FW];
+    uint64_t ids[2], r = 5;
+    int64_t lo0, hi0, o0 = -1, o1 = -1, n0 = -1, n1 = -1;
+    char json[4200], part0[4200], map[4200], cfg[4200], ids_s[64], addr[64];
+    char nodes[16], featarg[4200], *so = NULL, *se = NULL;
+    gkv_npy_map mm;
+    gkv_pbook *b;
+    json_t *j;
+    FILE *fp;
+    int code, port = 0;
+
+    /* a random graph of NN nodes with feature rows val(i, c), 2 random
+     * partitions */
+    feat = write_npy_f32(path(f, "feat.npy"), NN, FW, 0);
+    fp = fopen(path(f, "edges.txt"), "w");
+    assert_non_null(fp);
+    for (int i = 0; i < 3 * NN; i++)
+        fprintf(fp, "%llu %llu\n", (unsigned long long)(gkvt_rand(&r) % NN),
+                (unsigned long long)(gkvt_rand(&r) % NN));
+    fclose(fp);
+    snprintf(nodes, sizeof nodes, "%d", NN);
+    snprintf(featarg, sizeof featarg, "feat=%s", path(f, "feat.npy"));
+    {
+        char *argv[] = {(char *)gkvt_prog("gkv-partition"), "--parts", "2",
+                        "--method", "random", "--seed", "3", "--input",
+                        path(f, "edges.txt"), "--num-nodes", nodes,
+                        "--node-feat", featarg, path(f, "g"), NULL};
+        code = gkvt_run(argv, NULL, 0, &so, &se, 120);
+    }
+    if (code != 0)
+        fail_msg("gkv-partition: exit %d\n%s%s", code, so, se);
+    free(so);
+    free(se);
+    snprintf(json, sizeof json, "%s/g/graph.json", f->dir);
+    snprintf(part0, sizeof part0, "%s/g/part-0", f->dir);
+    snprintf(map, sizeof map, "%s/g/mapping/node-_N.npy", f->dir);
+    GKVT_OK(gkv_pbook_open(&b, json));
+    GKVT_OK(gkv_pbook_node_range(b, 0, 0, &lo0, &hi0));
+    gkv_pbook_close(b);
+    /* o0: an original ID partition 0 holds under another number; o1: one
+     * partition 1 holds */
+    GKVT_OK(gkv_npy_map_open(&mm, map, NULL, 0));
+    for (int64_t i = 0; i < NN; i++) {
+        int64_t v = ((const int64_t *)mm.data)[i];
+        if (o0 < 0 && v >= lo0 && v < hi0 && v != i && i >= lo0 && i < hi0)
+            o0 = i, n0 = v;
+        if (o1 < 0 && (v < lo0 || v >= hi0))
+            o1 = i, n1 = v;
+    }
+    gkv_npy_map_close(&mm);
+    assert_true(o0 >= 0 && o1 >= 0);
+
+    /* by original ID: the input's row of that node, byte for byte */
+    snprintf(ids_s, sizeof ids_s, "%lld", (long long)o0);
+    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, "--orig-ids",
+                        map, NULL), 0);
+    parse_rows(f->out, 1, FW, ids, got);
+    assert_int_equal(ids[0], (uint64_t)o0);
+    assert_memory_equal(got, feat + o0 * FW, FW * sizeof(float));
+    assert_non_null(strstr(f->err, "the IDs are original IDs"));
+    /* the same number without it: a partitioned ID, another node's row,
+     * and the note says so */
+    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, NULL), 0);
+    parse_rows(f->out, 1, FW, ids, got);
+    assert_true(memcmp(got, feat + o0 * FW, FW * sizeof(float)) != 0);
+    assert_non_null(strstr(f->err, "the IDs are the partitioned IDs"));
+    assert_non_null(strstr(f->err, "--orig-ids"));
+    /* --json: "id_space", and with --orig-ids the stored IDs too */
+    assert_int_equal(kv(f, "--json", part0, "get", "node/_N/feat", ids_s,
+                        "--orig-ids", map, NULL), 0);
+    assert_string_equal(f->err, "");
+    {
+        json_error_t e;
+        j = json_loads(f->out, 0, &e);
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "id_space")),
+                            "original");
+        assert_int_equal(json_integer_value(json_array_get(
+            json_object_get(j, "ids"), 0)), o0);
+        assert_int_equal(json_integer_value(json_array_get(
+            json_object_get(j, "new_ids"), 0)), n0);
+        for (int c = 0; c < FW; c++)
+            assert_true((float)json_real_value(json_array_get(json_array_get(
+                json_object_get(j, "rows"), 0), (size_t)c)) ==
+                feat[o0 * FW + c]);
+        json_decref(j);
+        assert_int_equal(kv(f, "--json", part0, "get", "node/_N/feat", ids_s,
+                            NULL), 0);
+        j = json_loads(f->out, 0, &e);
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "id_space")),
+                            "partitioned");
+        assert_null(json_object_get(j, "new_ids"));
+        json_decref(j);
+    }
+    /* put by original ID lands on that node's row */
+    assert_int_equal(kv(f, part0, "put", "node/_N/feat", ids_s, "1,2,3,4.5",
+                        "--orig-ids", map, NULL), 0);
+    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, "--orig-ids",
+                        map, NULL), 0);
+    assert_string_equal(f->out + strlen(ids_s), ": 1 2 3 4.5\n");
+    snprintf(ids_s, sizeof ids_s, "%lld", (long long)n0);
+    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, NULL), 0);
+    assert_string_equal(f->out + strlen(ids_s), ": 1 2 3 4.5\n");
+
+    /* partition 1's node from partition 0's store: where it is */
+    snprintf(ids_s, sizeof ids_s, "%lld", (long long)o1);
+    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, "--orig-ids",
+                        map, NULL), 1);
+    {
+        char want[128];
+        snprintf(want, sizeof want, "original ID %lld is new ID %lld, which "
+                 "is outside its range [%lld, %lld)", (long long)o1,
+                 (long long)n1, (long long)lo0, (long long)hi0);
+        if (strstr(f->err, want) == NULL ||
+            strstr(f->err, "only the rows its partition owns") == NULL)
+            fail_msg("stderr: %s", f->err);
+    }
+    assert_string_equal(f->out, "");
+    /* an original ID the mapping does not have */
+    snprintf(ids_s, sizeof ids_s, "%lld,120", (long long)o0);
+    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, "--orig-ids",
+                        map, NULL), 1);
+    assert_non_null(strstr(f->err, "original ID 120 is not in the mapping: it "
+                                   "has 120 entries"));
+    assert_string_equal(f->out, "");
+    /* a plain tensor's IDs are its own: no note */
+    assert_int_equal(kv(f, f->st, "create", "t", "--dtype", "i64", "--range",
+                        "0:4", NULL), 0);
+    assert_int_equal(kv(f, f->st, "get", "t", "1", NULL), 0);
+    assert_string_equal(f->err, "");
+    assert_int_equal(kv(f, "--json", f->st, "get", "t", "1", NULL), 0);
+    assert_non_null(strstr(f->out, "\"id_space\": \"stored\""));
+
+    /* partition 0's server of a two-machine job (machine 1 not started):
+     * o0 through it, o1 names partition 1 and --ip-config */
+    snprintf(cfg, sizeof cfg, "%s/ip2.cfg", f->dir);
+    for (int attempt = 0; attempt < 20 && port == 0; attempt++) {
+        struct gkvt_proc p;
+        char text[128];
+        char *argv[] = {(char *)gkvt_prog("gkv-server"), "--part-config", json,
+                        "--part-id", "0", "--ip-config", cfg, "--nosync", NULL};
+
+        port = gkvt_port_base(16);
+        snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", port,
+                 port + 8);
+        gkvt_write_text(cfg, text, 0644);
+        memset(&p, 0, sizeof p);
+        snprintf(p.log, sizeof p.log, "%s/part-server-%d.log", f->dir, attempt);
+        gkvt_proc_start(&p, argv);
+        f->srv = p.pid;
+        if (!gkvt_server_listening(&p)) {
+            f->srv = 0;
+            port = 0;
+        }
+    }
+    assert_true(port > 0);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    snprintf(ids_s, sizeof ids_s, "%lld", (long long)o0);
+    assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", ids_s,
+                        "--orig-ids", map, NULL), 0);
+    assert_string_equal(f->out + strlen(ids_s), ": 1 2 3 4.5\n");
+    snprintf(ids_s, sizeof ids_s, "%lld", (long long)o1);
+    assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", ids_s,
+                        "--orig-ids", map, NULL), 1);
+    if (strstr(f->err, "partition 1 owns it, served by machine 1 of the job") ==
+        NULL || strstr(f->err, "--ip-config") == NULL)
+        fail_msg("stderr: %s", f->err);
+    snprintf(ids_s, sizeof ids_s, "%lld", (long long)n1);
+    assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", ids_s,
+                        NULL), 1);
+    assert_non_null(strstr(f->err, "partition 1 owns it"));
+    assert_int_equal(kv(f, "--server", addr, "put", "node/_N/feat", ids_s,
+                        "1,2,3,4", NULL), 1);
+    assert_non_null(strstr(f->err, "partition 1 owns it"));
+    assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", "1000",
+                        NULL), 1);
+    assert_non_null(strstr(f->err, "no partition owns it: the graph has 120 "
+                                   "nodes of type '_N'"));
+    assert_int_equal(kv(f, "--json", "--server", addr, "get", "node/_N/feat",
+                        "0", NULL), 0);
+    assert_non_null(strstr(f->out, "\"id_space\": \"partitioned\""));
+    free(feat);
 }
 
 int
@@ -2299,6 +2524,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_server_import_partial, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_export, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_by_original_id, setup,
+                                        teardown),
     };
 
     return cmocka_run_group_tests_name("kvctl", tests, NULL, NULL);

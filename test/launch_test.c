@@ -2283,6 +2283,54 @@ find_programs(void)
     snprintf(g_server, sizeof g_server, "%s", gkvt_prog("gkv-server"));
 }
 
+/* --shutdown returns once the servers it stopped have exited and their
+ * ports are free, so a launch right after it on the same ports starts its
+ * own servers (it used to return at the servers' reply, while they still
+ * held their ports for a moment, and the launch then failed with "port
+ * ... is already in use (a server left from an earlier job?)"). */
+static void
+test_shutdown_then_relaunch(void **state)
+{
+    struct fx *f = *state;
+    char ws2[PATH_MAX + 8];
+    const char *stop[] = {"--ip-config", f->cfg, "--num-servers", "2",
+        "--shutdown", "--timeout", "30", NULL};
+    const char *args[] = {"--ip-config", f->cfg, "--store", f->store,
+        "--num-servers", "2", "--num-trainers", "1", "--workspace", ws2,
+        "--timeout", "30", "--", g_self, "--child", "env", NULL};
+    pid_t sp[4], np[4];
+    int rc;
+
+    pick_ports(f);
+    start_persistent(f, "lt-relaunch", "2", f->ws, sp, 2);
+    assert_int_equal(launch(f, stop, NULL, 60), 0);
+    assert_true(out_has(f, "stopping server 0/1"));
+    /* at once, without waiting here: gone, ports free */
+    for (int i = 0; i < 2; i++) {
+        if (!pid_gone(sp[i]))
+            fail_msg("server 0/%d (pid %ld) still runs after --shutdown "
+                     "returned", i, (long)sp[i]);
+        assert_false(port_connects(f->base + i));
+        assert_true(port_bindable(f->base + i));
+    }
+    /* a launch on the same ports, at once */
+    snprintf(ws2, sizeof ws2, "%s2", f->ws);
+    setenv("LT_DIR", ws2, 1);
+    rc = launch(f, args, NULL, 60);
+    if (rc != 0) {
+        dump_output(f);
+        fail_msg("the launch right after --shutdown exited %d", rc);
+    }
+    assert_true(out_has(f, "started server 0/0"));
+    assert_false(out_has(f, "already in use"));
+    assert_int_equal(server_pids(f, np, 4), 2);
+    for (int i = 0; i < 2; i++) {
+        track(f, np[i]);
+        assert_true(np[i] != sp[i]);
+        assert_true(wait_gone(np[i], 30000));
+    }
+}
+
 int
 main(int argc, char **argv)
 {
@@ -2327,6 +2375,8 @@ main(int argc, char **argv)
         cmocka_unit_test(test_trainer_version),
         /* last: it needs gkv-server --num-clients */
         cmocka_unit_test_setup_teardown(test_late_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shutdown_then_relaunch, setup,
+                                        teardown),
     };
 
     if (argc >= 2 && strcmp(argv[1], "--child") == 0)

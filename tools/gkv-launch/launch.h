@@ -166,7 +166,8 @@ int launch__check_reused(struct job *j);
 int launch__cluster_task(struct job *j);
 const char *launch__env_get(const char *name);
 
-/* shutdown.c: --shutdown; EX_OK when every server answered. */
+/* shutdown.c: --shutdown; EX_OK when every server answered, exited and
+ * freed its port. */
 int launch__do_shutdown(struct job *j);
 
 /* job.c: the samplers' group name (0, or -1: no room for the suffix);

@@ -1,9 +1,53 @@
 /* graph.c - the graph from the command line's inputs: edge lists (text
  * or binary, typed or not), their weights, or an R-MAT graph. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "opt.h"
 #include "partition.h"
+#include "util.h"
+
+/* Whether text file 'path' begins with a header line: its first line that
+ * holds fields (blank lines and '#' comments are skipped, as the reader
+ * skips them) starts with a field that is not a number, "src,dst". Only a
+ * regular file is looked at again: a pipe's lines are gone. */
+static int
+starts_with_header(const char *path)
+{
+    char line[4096], *p;
+    struct stat sb;
+    FILE *fp;
+    int header = 0;
+
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+        (fp = fopen(path, "r")) == NULL)
+        return 0;
+    while (fgets(line, sizeof line, fp) != NULL) {
+        p = line + strspn(line, " \t\r\n");
+        if (*p == '\0' || *p == '#')
+            continue;
+        p += strspn(p, "+-");
+        header = strspn(p, "0123456789") == 0 ||
+                 strchr(" \t\r\n,#", p[strspn(p, "0123456789")]) == NULL;
+        break;
+    }
+    fclose(fp);
+    return header;
+}
+
+/* A text file could not be read: the library's message, and when the file
+ * starts with a header line and --header was not given, the hint to give
+ * it. EX_FAIL. */
+static int
+text_fail(const struct opts *o, gkv_graph *g, gkv_err rc, const char *path)
+{
+    part__fail_rc(rc, gkv_graph_errmsg(g), "reading '%s'", path);
+    if (!o->header && starts_with_header(path))
+        tools__note("the first line of '%s' is not numbers: a header line? "
+                    "--header skips the first line of each text file", path);
+    return EX_FAIL;
+}
 
 /* Resolves an input's edge type; -2 (usage error printed) when it cannot. */
 static int
@@ -211,8 +255,7 @@ part__build_graph(const struct opts *o, int threads, uint64_t seed,
         gkv_graph_etype_find(g, o->etypes[i].key, &et);
         if ((rc = gkv_graph_read_text(g, o->etypes[i].val, et, tflags)) !=
             GKV_OK) {
-            ex = part__fail_rc(rc, gkv_graph_errmsg(g), "reading '%s'",
-                         o->etypes[i].val);
+            ex = text_fail(o, g, rc, o->etypes[i].val);
             goto out;
         }
     }
@@ -230,12 +273,16 @@ part__build_graph(const struct opts *o, int threads, uint64_t seed,
             ex = EX_USAGE;
             goto out;
         }
-        if (!in->binary)
-            rc = gkv_graph_read_text(g, in->path, et, tflags);
-        else
-            rc = gkv_graph_read_binary(g, et, in->path, wfor[i] >= 0 ?
-                                       o->weights[wfor[i]].val : NULL);
-        if (rc != GKV_OK) {
+        if (!in->binary) {
+            if ((rc = gkv_graph_read_text(g, in->path, et, tflags)) != GKV_OK) {
+                ex = text_fail(o, g, rc, in->path);
+                goto out;
+            }
+            continue;
+        }
+        if ((rc = gkv_graph_read_binary(g, et, in->path, wfor[i] >= 0 ?
+                                        o->weights[wfor[i]].val : NULL)) !=
+            GKV_OK) {
             ex = part__fail_rc(rc, gkv_graph_errmsg(g), "reading '%s'",
                                in->path);
             goto out;

@@ -154,7 +154,8 @@ kvctl__cmd_put(struct ctx *c)
     const char *name = c->args[0];
     gkv_push_args pa;
     gkv_tensor_desc d;
-    uint64_t id;
+    struct origmap map = {.n = 0};
+    uint64_t id, orig;
     unsigned char *row = NULL;
     char **tok = NULL, *tokbuf = NULL, *end;
     size_t ntok = 0;
@@ -198,6 +199,18 @@ kvctl__cmd_put(struct ctx *c)
                                 "values, got %zu", name, d.row_elems, ntok);
         goto out;
     }
+    /* an original ID: the row of its new ID */
+    orig = id;
+    if (c->opt[O_ORIG_IDS] != NULL &&
+        ((ex = kvctl__origmap_load(&map, "put", c->opt[O_ORIG_IDS])) != EX_OK ||
+         (ex = kvctl__origmap_id(&map, "put", c->opt[O_ORIG_IDS], orig, &id)) !=
+         EX_OK))
+        goto out;
+    if (id < d.lo || id >= d.hi) {
+        ex = kvctl__fail_id(c, &d, id, c->opt[O_ORIG_IDS] != NULL ? &orig :
+                            NULL);
+        goto out;
+    }
     if ((row = malloc(d.row_bytes)) == NULL) {
         ex = kvctl__fail("out of memory");
         goto out;
@@ -211,6 +224,7 @@ kvctl__cmd_put(struct ctx *c)
     if ((rc = c->ops->push(c, name, &id, 1, row, d.row_bytes, &pa)) != GKV_OK)
         ex = kvctl__fail_on(c, rc, "tensor '%s': put row %" PRIu64, name, id);
 out:
+    kvctl__origmap_close(&map);
     free(row);
     free(tok);
     free(tokbuf);

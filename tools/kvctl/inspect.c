@@ -1,4 +1,5 @@
-/* inspect.c - the commands that read: ls, info, get, stat. They never
+/* inspect.c - the commands that read: ls, info, get, stat (and which IDs
+ * get and put take, and where an ID outside the range is). They never
  * create or change the store. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -70,15 +71,112 @@ kvctl__cmd_stat(struct ctx *c)
     return c->ops->stat(c);
 }
 
+/* ---- the IDs of get and put ------------------------------------------- */
+
+int
+kvctl__graph_name(const char *name)
+{
+    return (strncmp(name, "node/", 5) == 0 || strncmp(name, "edge/", 5) == 0) &&
+           strchr(name + 5, '/') != NULL;
+}
+
+const char *
+kvctl__id_space(const struct ctx *c, const char *name)
+{
+    if (c->opt[O_ORIG_IDS] != NULL)
+        return "original";
+    if (kvctl__graph_name(name) || (c->cl != NULL && gkv_client_pbook(c->cl) != NULL))
+        return "partitioned";
+    return "stored";
+}
+
+int
+kvctl__fail_id(struct ctx *c, const gkv_tensor_desc *d, uint64_t id,
+               const uint64_t *orig)
+{
+    char where[1024] = "", as[96] = "";
+
+    c->ops->whereis(c, d, id, where, sizeof where);
+    if (orig != NULL)
+        snprintf(as, sizeof as, "original ID %" PRIu64 " is new ID %" PRIu64
+                 ", which", *orig, id);
+    else
+        snprintf(as, sizeof as, "ID %" PRIu64, id);
+    return kvctl__fail("tensor '%s': %s: %s is outside its range [%" PRIu64
+                       ", %" PRIu64 ")%s%s", d->name, gkv_strerror(GKV_ERANGE),
+                       as, d->lo, d->hi, *where ? ": " : "", where);
+}
+
+/* The stored IDs of original IDs orig[0..n) (--orig-ids), each a row of
+ * d, into id; EX. */
+static int
+ids_mapped(struct ctx *c, const struct origmap *om, const gkv_tensor_desc *d,
+           const uint64_t *orig, size_t n, uint64_t *id)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (kvctl__origmap_id(om, "get", c->opt[O_ORIG_IDS], orig[i],
+                              &id[i]) != EX_OK)
+            return EX_FAIL;
+        if (id[i] < d->lo || id[i] >= d->hi)
+            return kvctl__fail_id(c, d, id[i], &orig[i]);
+    }
+    return EX_OK;
+}
+
+/* Every ID of the list is a row of d (with --orig-ids, maps to one),
+ * checked before a row is printed; EX. */
+static int
+ids_check(struct ctx *c, const tools_idlist *ids, const struct origmap *om,
+          const gkv_tensor_desc *d, uint64_t *buf, uint64_t *tmp, size_t batch)
+{
+    tools_idcur cur = {0};
+    size_t k;
+
+    if (om == NULL) {
+        for (size_t i = 0; i < ids->nseg; i++) {
+            const tools_idseg *sg = &ids->seg[i];
+            if (sg->a < d->lo || sg->b > d->hi)
+                return kvctl__fail_id(c, d, sg->a < d->lo || sg->a > d->hi ?
+                                      sg->a : d->hi, NULL);
+        }
+        return EX_OK;
+    }
+    while ((k = tools__idlist_next(ids, &cur, buf, batch)) > 0)
+        if (ids_mapped(c, om, d, buf, k, tmp) != EX_OK)
+            return EX_FAIL;
+    return EX_OK;
+}
+
+/* On stderr, unless --json says it in "id_space": which IDs a partitioned
+ * graph's rows are printed by. */
+static void
+id_space_note(const struct ctx *c, const gkv_tensor_desc *d)
+{
+    const char *space = kvctl__id_space(c, d->name);
+
+    if (c->json)
+        return;
+    if (strcmp(space, "original") == 0)
+        tools__note("note: the IDs are original IDs (the input graph's), "
+                    "mapped to the stored ones by --orig-ids '%s'",
+                    c->opt[O_ORIG_IDS]);
+    else if (strcmp(space, "partitioned") == 0)
+        tools__note("note: the IDs are the partitioned IDs tensor '%s' is "
+                    "stored by (gkv-partition renumbered them), not the "
+                    "input graph's: --orig-ids OUT/mapping/node-TYPE.npy "
+                    "takes those", d->name);
+}
+
 int
 kvctl__cmd_get(struct ctx *c)
 {
     const char *name = c->args[0];
     tools_idlist ids = {0};
     tools_idcur cur = {0};
+    struct origmap map = {.n = 0}, *om = NULL;
     gkv_tensor_desc d;
-    json_t *root = NULL, *jids = NULL, *jrows = NULL;
-    uint64_t *idbuf = NULL;
+    json_t *root = NULL, *jids = NULL, *jrows = NULL, *jnew = NULL;
+    uint64_t *idbuf = NULL, *newbuf = NULL, *pullids;
     unsigned char *rows = NULL;
     size_t batch, k;
     char err[512];
@@ -96,37 +194,46 @@ kvctl__cmd_get(struct ctx *c)
         ex = kvctl__fail_on(c, rc, "tensor '%s'", name);
         goto out;
     }
-    /* every ID is checked before a row is printed */
-    for (size_t i = 0; i < ids.nseg; i++) {
-        const tools_idseg *sg = &ids.seg[i];
-        if (sg->a < d.lo || sg->b > d.hi) {
-            ex = kvctl__fail("tensor '%s': %s: ID %" PRIu64 " is outside its "
-                             "range [%" PRIu64 ", %" PRIu64 ")", name,
-                             gkv_strerror(GKV_ERANGE),
-                             sg->a < d.lo || sg->a > d.hi ? sg->a : d.hi,
-                             d.lo, d.hi);
+    if (c->opt[O_ORIG_IDS] != NULL) {
+        if ((ex = kvctl__origmap_load(&map, "get", c->opt[O_ORIG_IDS])) !=
+            EX_OK)
             goto out;
-        }
+        om = &map;
     }
     batch = d.row_bytes >= (4u << 20) ? 1 : (4u << 20) / d.row_bytes;
     if (batch > 65536)
         batch = 65536;
     if ((idbuf = malloc(batch * sizeof *idbuf)) == NULL ||
+        (newbuf = malloc(batch * sizeof *newbuf)) == NULL ||
         (rows = malloc(batch * d.row_bytes)) == NULL) {
         ex = kvctl__fail("out of memory");
         goto out;
     }
+    /* every ID is checked before a row is printed */
+    if ((ex = ids_check(c, &ids, om, &d, idbuf, newbuf, batch)) != EX_OK)
+        goto out;
+    pullids = om != NULL ? newbuf : idbuf;
     if (c->json) {
         root = json_object();
         jids = json_array();
         jrows = json_array();
         json_object_set_new(root, "name", json_string(name));
         json_object_set_new(root, "dtype", json_string(gkv_dtype_name(d.dtype)));
+        json_object_set_new(root, "id_space",
+                            json_string(kvctl__id_space(c, name)));
         json_object_set(root, "ids", jids);
+        if (om != NULL) {
+            jnew = json_array();
+            json_object_set(root, "new_ids", jnew);
+        }
         json_object_set(root, "rows", jrows);
     }
+    id_space_note(c, &d);
     while ((k = tools__idlist_next(&ids, &cur, idbuf, batch)) > 0) {
-        if ((rc = c->ops->pull(c, name, idbuf, k, rows, k * d.row_bytes))
+        if (om != NULL && (ex = ids_mapped(c, om, &d, idbuf, k, newbuf)) !=
+            EX_OK)
+            goto out;
+        if ((rc = c->ops->pull(c, name, pullids, k, rows, k * d.row_bytes))
             != GKV_OK) {
             ex = kvctl__fail_on(c, rc, "tensor '%s'", name);
             goto out;
@@ -137,6 +244,8 @@ kvctl__cmd_get(struct ctx *c)
             if (c->json) {
                 json_t *r = json_array();
                 json_array_append_new(jids, kvctl__json_u64(idbuf[i]));
+                if (jnew != NULL)
+                    json_array_append_new(jnew, kvctl__json_u64(newbuf[i]));
                 for (uint64_t e = 0; e < d.row_elems; e++)
                     json_array_append_new(r, kvctl__elem_json(d.dtype, row, e));
                 json_array_append_new(jrows, r);
@@ -164,8 +273,11 @@ out:
     json_decref(root);
     json_decref(jids);
     json_decref(jrows);
+    json_decref(jnew);
     free(idbuf);
+    free(newbuf);
     free(rows);
+    kvctl__origmap_close(&map);
     tools__idlist_free(&ids);
     return ex;
 }

@@ -48,21 +48,41 @@ static const struct cmd cmds[] = {
     {"info", kvctl__cmd_info, 1, 1, 0, "info NAME",
      "Describes tensor NAME: dtype, shapes, range, chunking, flags and its\n"
      "optimizer-state companions.\n"},
-    {"get", kvctl__cmd_get, 2, 2, 0, "get NAME IDS",
+    {"get", kvctl__cmd_get, 2, 2, BIT(O_ORIG_IDS),
+     "get NAME IDS [--orig-ids MAPPING.npy]",
      "Prints the rows with the given global IDs, one per line:\n"
      "\"ID: v0 v1 ...\" (f32 as %.9g, f64 as %.17g, f16 and bf16 widened to\n"
      "f32, integers as integers). Every ID is checked against the tensor's\n"
      "range before anything is printed.\n\n"
+     "Which IDs: those the rows are stored by. For a partitioned graph\n"
+     "(node/T/F, edge/E/F, or servers that serve partitions) these are the\n"
+     "partitioned IDs gkv-partition renumbered the graph to, not the input\n"
+     "graph's: an original ID would silently give another node's row. Give\n"
+     "--orig-ids for original IDs. A note on stderr says which IDs these\n"
+     "are; --json says it in \"id_space\": \"partitioned\", \"original\" or\n"
+     "\"stored\" (a plain tensor's own IDs).\n\n"
+     "  --orig-ids MAPPING.npy\n"
+     "               IDS are original IDs: gkv-partition's\n"
+     "               mapping/node-NTYPE.npy (original ID -> new ID) maps them;\n"
+     "               the lines print the original IDs (--json: \"ids\", and\n"
+     "               the stored ones in \"new_ids\")\n\n"
+     "With --server, an ID outside the rows that server holds names the\n"
+     "partition that owns it (from the partition book the servers send);\n"
+     "--ip-config reaches every server of the job.\n\n"
      "IDS: 1,5,9 | 10:20 (half-open: 10..19) | 1,5,10:20 | @FILE (IDs or\n"
      "ranges separated by whitespace, newlines or commas)\n"},
-    {"put", kvctl__cmd_put, 3, -1, BIT(O_HANDLER) | BIT(O_LR),
-     "put NAME ID VALUES...",
+    {"put", kvctl__cmd_put, 3, -1, BIT(O_HANDLER) | BIT(O_LR) |
+     BIT(O_ORIG_IDS),
+     "put NAME ID VALUES... [--orig-ids MAPPING.npy]",
      "Writes one row: VALUES are exactly as many numbers as a row holds,\n"
-     "separated by commas or spaces (one argument or several).\n\n"
+     "separated by commas or spaces (one argument or several). ID is a\n"
+     "stored (for a partitioned graph: partitioned) ID, as get takes.\n\n"
      "  --handler H  how to combine with the stored row: assign (default),\n"
      "               add, or an optimizer (sgd, adagrad, adam; VALUES is\n"
      "               then the gradient)\n"
-     "  --lr X       learning rate for the optimizers (default 0.01)\n"},
+     "  --lr X       learning rate for the optimizers (default 0.01)\n"
+     "  --orig-ids MAPPING.npy\n"
+     "               ID is an original ID, mapped as get maps it\n"},
     {"create", kvctl__cmd_create, 1, 1,
      BIT(O_DTYPE) | BIT(O_SHAPE) | BIT(O_RANGE) | BIT(O_INIT) | BIT(O_SEED) |
      BIT(O_HOT) | BIT(O_CHUNK_ROWS),
@@ -174,7 +194,9 @@ usage(FILE *f)
 "  ls [--all]              list tensors (--all: with optimizer state)\n"
 "  info NAME               describe a tensor\n"
 "  get NAME IDS            print rows, one per line: \"ID: v0 v1 ...\"\n"
+"         [--orig-ids MAPPING.npy]   (IDs: see below)\n"
 "  put NAME ID VALUES...   write one row [--handler H] [--lr X]\n"
+"         [--orig-ids MAPPING.npy]\n"
 "  create NAME --dtype DT --range LO:HI [--shape D1[,D2..]]\n"
 "         [--init zeros|const:A|uniform:A,B|normal:MEAN,STD] [--seed N]\n"
 "         [--hot] [--chunk-rows N]\n"
@@ -214,6 +236,10 @@ usage(FILE *f)
 "  -V, --version  show the version\n"
 "\n"
 "IDS: 1,5,9 | 10:20 (half-open) | 1,5,10:20 | @FILE\n"
+"IDs are those the rows are stored by: for a partitioned graph the\n"
+"partitioned IDs gkv-partition renumbered it to, not the input graph's;\n"
+"get and put take original IDs with --orig-ids DIR/mapping/node-NTYPE.npy.\n"
+"get says which on stderr, or in --json's \"id_space\".\n"
 "Read-only commands (ls, info, get, export, verify, stat) never create or\n"
 "change the store; create and import create it when missing. Through\n"
 "servers an import is batch by batch, not one transaction.\n"

@@ -52,6 +52,26 @@ kvctl__origmap_load(struct origmap *o, const char *verb, const char *map)
     return EX_OK;
 }
 
+/* The new ID of original ID 'orig': an entry of the mapping, not negative. */
+int
+kvctl__origmap_id(const struct origmap *o, const char *verb, const char *map,
+                  uint64_t orig, uint64_t *id)
+{
+    if (orig >= o->n)
+        return kvctl__fail("%s: --orig-ids '%s': %s: original ID %" PRIu64
+                           " is not in the mapping: it has %" PRIu64
+                           " entries, original IDs 0 to %" PRIu64 " (the "
+                           "mapping of another node type?)", verb, map,
+                           gkv_strerror(GKV_ERANGE), orig, o->n,
+                           o->n > 0 ? o->n - 1 : 0);
+    *id = kvctl__origmap_at(o, orig);
+    if ((int64_t)*id < 0)
+        return kvctl__fail("%s: --orig-ids '%s': %s: original ID %" PRIu64
+                           " maps to %" PRId64 ", not a new ID", verb, map,
+                           gkv_strerror(GKV_ERANGE), orig, (int64_t)*id);
+    return EX_OK;
+}
+
 /* Maps MAPPING and checks it against a FILE of 'rows' rows: int64, N or
  * N x 1, N = rows, every new ID >= 0 and none twice. */
 int

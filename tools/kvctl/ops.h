@@ -94,6 +94,13 @@ struct kvctl_ops {
     int (*import)(struct ctx *c, const struct kvctl_import *im);
     /* EX. Prints stat's statistics. */
     int (*stat)(struct ctx *c);
+    /* After ID 'id' was found outside [d->lo, d->hi) of tensor d: where
+     * its row is, as far as this backend knows, as words for the message
+     * into buf ("" when it knows nothing). Servers name the partition
+     * that owns it, from the partition book the client learned at the
+     * handshake. */
+    void (*whereis)(struct ctx *c, const gkv_tensor_desc *d, uint64_t id,
+                    char *buf, size_t len);
 
     size_t batch_bytes;          /* export: bytes read per step */
     int pulls_by_id;             /* read() goes as pulls of IDs: export
@@ -118,8 +125,13 @@ struct origmap {
 };
 
 uint64_t kvctl__origmap_at(const struct origmap *o, uint64_t i);
-/* EX. Maps MAPPING for 'verb' (import, export): int64, N or N x 1. */
+/* EX. Maps MAPPING for 'verb' (import, export, get, put): int64, N or
+ * N x 1. */
 int kvctl__origmap_load(struct origmap *o, const char *verb, const char *map);
+/* EX. The new ID of original ID 'orig' into *id, for 'verb' (get, put):
+ * orig must be an entry of the mapping, and its new ID not negative. */
+int kvctl__origmap_id(const struct origmap *o, const char *verb,
+                      const char *map, uint64_t orig, uint64_t *id);
 /* EX. Maps MAPPING and checks it against a FILE of 'rows' rows: N = rows,
  * every new ID >= 0 and none twice; sets min and max. */
 int kvctl__origmap_open(struct origmap *o, const char *map, const char *file,
@@ -139,6 +151,22 @@ const unsigned char *kvctl__origmap_rows(const struct origmap *o,
  * in the message. */
 int kvctl__rows_fit(const char *file, const gkv_npy_map *m,
                     const gkv_tensor_desc *d, uint64_t lo, const char *note);
+
+/* ---- the IDs get and put take (inspect.c) ---- */
+
+/* Which IDs get and put take and print for tensor 'name': "original"
+ * with --orig-ids (the input graph's, mapped to the stored ones),
+ * "partitioned" for a partitioned graph's tensor (node/T/F and edge/E/F,
+ * or any through servers that serve partitions: gkv-partition renumbered
+ * them), else "stored" (a plain tensor's own IDs). */
+const char *kvctl__id_space(const struct ctx *c, const char *name);
+/* 1 when 'name' is a partitioned graph's feature: "node/T/F", "edge/E/F". */
+int kvctl__graph_name(const char *name);
+/* EX_FAIL: "tensor 'NAME': ERANGE: ID X is outside its range [lo, hi)"
+ * (with orig, "original ID O is new ID X, outside ..."), then where the
+ * row is as the backend knows it (ops->whereis). */
+int kvctl__fail_id(struct ctx *c, const gkv_tensor_desc *d, uint64_t id,
+                   const uint64_t *orig);
 
 /* ---- --ip-config: the machines of the job (job.c) ---- */
 

@@ -605,6 +605,56 @@ out:
     return ex;
 }
 
+/* --server: the ID is not among the rows this one server holds. With a
+ * partition book (servers that serve partitions; machine m serves
+ * partition m), a graph feature's owner is named; else other machines may
+ * hold it. With --ip-config the range is the whole job's: nothing to add. */
+static void
+server_whereis(struct ctx *c, const gkv_tensor_desc *d, uint64_t id,
+               char *buf, size_t len)
+{
+    const gkv_pbook *b = gkv_client_pbook(c->cl);
+    char type[GKV_NAME_MAX + 1], mach[32] = "";
+    gkv_server_info si;
+    int64_t v = (int64_t)id;
+    int32_t part;
+    int edge, t = -1;
+
+    buf[0] = '\0';
+    if (c->server == NULL)
+        return;
+    if (gkv_client_server_info(c->cl, 0, &si) == GKV_OK)
+        snprintf(mach, sizeof mach, " (machine %u)", si.machine);
+    if (b != NULL && kvctl__graph_name(d->name)) {
+        const char *slash = strchr(d->name + 5, '/');
+        gkv_err rc;
+
+        edge = d->name[0] == 'e';
+        snprintf(type, sizeof type, "%.*s", (int)(slash - d->name - 5),
+                 d->name + 5);
+        rc = edge ? gkv_pbook_etype_find(b, type, &t) :
+             gkv_pbook_ntype_find(b, type, &t);
+        if (rc == GKV_OK) {
+            rc = edge ? gkv_pbook_edge_owner(b, t, &v, 1, &part) :
+                 gkv_pbook_node_owner(b, t, &v, 1, &part);
+            if (rc == GKV_OK)
+                snprintf(buf, len, "partition %d owns it, served by machine "
+                         "%d of the job, not by server %s%s: ask the whole "
+                         "job with --ip-config FILE (its ip_config)", (int)part,
+                         (int)part, c->server, mach);
+            else
+                snprintf(buf, len, "no partition owns it: the graph has %lld "
+                         "%s of type '%s'", (long long)(edge ?
+                         gkv_pbook_num_edges(b, t) : gkv_pbook_num_nodes(b, t)),
+                         edge ? "edges" : "nodes", type);
+            return;
+        }
+    }
+    snprintf(buf, len, "server %s%s holds only these rows; other machines of "
+             "the job may hold it: --ip-config FILE (the job's ip_config) "
+             "reaches every server", c->server, mach);
+}
+
 const struct kvctl_ops kvctl__server_ops = {
     .open = server_open,
     .close = server_close,
@@ -624,6 +674,7 @@ const struct kvctl_ops kvctl__server_ops = {
     .remove = server_remove,
     .import = server_import,
     .stat = server_stat,
+    .whereis = server_whereis,
     .batch_bytes = SLICE_BYTES / 8,     /* answered within a server's timeout */
     .pulls_by_id = 1,
     .describes_chunks = 0,

@@ -404,6 +404,18 @@ out:
     return ex;
 }
 
+/* A partition's store holds the rows its partition owns, no others. */
+static void
+store_whereis(struct ctx *c, const gkv_tensor_desc *d, uint64_t id, char *buf,
+              size_t len)
+{
+    buf[0] = '\0';
+    if (kvctl__graph_name(d->name))
+        snprintf(buf, len, "a partition's store holds only the rows its "
+                 "partition owns: another partition's store, or the job's "
+                 "servers (--ip-config FILE), may hold it");
+}
+
 const struct kvctl_ops kvctl__store_ops = {
     .open = store_open,
     .close = store_close,
@@ -423,6 +435,7 @@ const struct kvctl_ops kvctl__store_ops = {
     .remove = store_remove,
     .import = store_import,
     .stat = store_stat,
+    .whereis = store_whereis,
     .batch_bytes = SLICE_BYTES,
     .pulls_by_id = 0,
     .describes_chunks = 1,
