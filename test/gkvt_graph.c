@@ -211,3 +211,60 @@ gkvt_blocks_same(const gkv_block *a, const gkv_block *b, int nl)
     }
     return 1;
 }
+
+gkv_sgraph *
+gkvt_sg_fixed(int hetero, unsigned flags)
+{
+    gkv_graph *g;
+    gkv_sgraph *sg;
+
+    GKVT_OK(hetero ? gkv_graph_fixed_hetero(&g) : gkv_graph_fixed_homo(&g));
+    GKVT_OK(gkv_sgraph_from_graph(&sg, g, flags, 1));
+    gkv_graph_free(g);
+    return sg;
+}
+
+gkv_sampler *
+gkvt_sampler(const gkv_sgraph *sg, int nt)
+{
+    gkv_sampler *s;
+
+    GKVT_OK(gkv_sampler_new(&s, sg, nt));
+    return s;
+}
+
+struct gkvt_seeds1
+gkvt_one(const int64_t *v, size_t n)
+{
+    struct gkvt_seeds1 s = {{v}, {n}};
+    return s;
+}
+
+gkv_graph *
+gkvt_rmat(int scale, uint64_t seed)
+{
+    gkv_rmat_spec sp;
+    gkv_graph *g;
+
+    memset(&sp, 0, sizeof sp);
+    sp.scale = scale;
+    sp.seed = seed;
+    GKVT_OK(gkv_rmat_graph(&g, &sp, 1));
+    return g;
+}
+
+int64_t *
+gkvt_distinct_seeds(int64_t N, uint64_t *st)
+{
+    int64_t *perm = malloc((size_t)N * sizeof *perm);
+
+    assert_non_null(perm);
+    for (int64_t i = 0; i < N; i++)
+        perm[i] = i;
+    for (int64_t i = N - 1; i > 0; i--) {
+        int64_t j = (int64_t)(gkvt_rand(st) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    return perm;
+}

@@ -64,4 +64,24 @@ int gkvt_edges_same(const gkv_sample_edges *a, const gkv_sample_edges *b,
  * type by type, else 0. */
 int gkvt_blocks_same(const gkv_block *a, const gkv_block *b, int nl);
 
+/* ---- samplers on small graphs ---- */
+/* The fixed homogeneous (hetero 0) or heterogeneous graph as a sampling
+ * graph with 'flags' (GKV_SG_*); the caller frees it. */
+gkv_sgraph *gkvt_sg_fixed(int hetero, unsigned flags);
+/* A sampler of sg with nt threads; the caller frees it. */
+gkv_sampler *gkvt_sampler(const gkv_sgraph *sg, int nt);
+/* One-type seeds as the per-type arrays want them. */
+struct gkvt_seeds1 {
+    const int64_t *p[1];
+    size_t n[1];
+};
+/* The seeds v[0..n) as the only node type's. */
+struct gkvt_seeds1 gkvt_one(const int64_t *v, size_t n);
+/* An unweighted R-MAT graph of 2^scale nodes (default edge factor); the
+ * caller frees it. */
+gkv_graph *gkvt_rmat(int scale, uint64_t seed);
+/* A random permutation of [0, N) (malloc'd, N entries): its first n are n
+ * distinct seeds. */
+int64_t *gkvt_distinct_seeds(int64_t N, uint64_t *st);
+
 #endif
