@@ -1013,35 +1013,50 @@ still_serves(struct gkvt_job *f)
     NET_OK(gkv_client_close(c));
 }
 
-static void
-test_bad_inputs(void **state)
+/* ---- bad inputs: each refused with its error named, the server serves on */
+
+/* Tensors "feat" (16 wide, 100 rows), "wide" (25000 x 50) and "huge"
+ * (750000 x 3) in store 0, one keep-alive server with a 4 MB message
+ * limit on it (*srv), and a TCP peer that connects and never speaks, held
+ * open until the caller closes the socket returned. */
+static int
+bad_serve(struct gkvt_job *f, struct gkvt_proc **srv)
 {
-    struct gkvt_job *f = *state;
-    struct gkvt_proc *srv[1], *big;
     const char *extra[] = {"--keep-alive", "--max-msg", "4000000", NULL};
-    static unsigned char b[1 << 20];
-    uint64_t x = gkvt_seed() ^ 0x5151, sess;
-    unsigned char pl[4096];
-    net_wr w;
-    net_hdr h;
-    gkv_err st;
-    size_t len;
-    gkv_server_stats ss;
-    gkv_client *c;
-    int s, tcp;
     struct sockaddr_in a = {0};
+    int tcp;
 
     make_tensor(f->st[0], "feat", GKV_F32, 16, 0, 100, GKV_INIT_UNIFORM, 0);
     make_tensor(f->st[0], "wide", GKV_F32, 25000, 0, 50, GKV_INIT_ZEROS, 0);
     make_tensor(f->st[0], "huge", GKV_F32, 750000, 0, 3, GKV_INIT_ZEROS, 0);
     gkvt_serve(f, 1, 1, extra, srv);
-    /* a peer that connects and never speaks, held open throughout */
     tcp = socket(AF_INET, SOCK_STREAM, 0);
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)f->base);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(tcp, (struct sockaddr *)&a, sizeof a), 0);
     still_serves(f);
+    return tcp;
+}
+
+/* Malformed frames (EPROTO, EVERSION), unknown and unserved request types
+ * (EPROTO, ENOTSUP), a pull of rows not held (ERANGE) or past the message
+ * limit (EINVAL), a push of the wrong width (ESHAPE): each answered with
+ * its error, counted in the server's stats and logged. */
+static void
+test_bad_requests_are_answered_counted_and_logged(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv[1];
+    static unsigned char b[1 << 20];
+    uint64_t x = gkvt_seed() ^ 0x5151, sess;
+    unsigned char pl[4096];
+    net_wr w;
+    gkv_err st;
+    size_t len;
+    gkv_server_stats ss;
+    gkv_client *c;
+    int s, tcp = bad_serve(f, srv);
 
     s = raw_socket(f, 3000);
     /* truncated: shorter than a header */
@@ -1103,7 +1118,36 @@ test_bad_inputs(void **state)
     len = raw_msg(b, NET_PUSH, sess, 7, pl, w.off);
     expect_error(s, b, len, GKV_ESHAPE, "rows of 12 bytes, the tensor's rows are 64 bytes");
     still_serves(f);
-    /* oversized: over --max-msg, nanomsg drops that peer; the rest go on */
+    nn_close(s);
+    /* the silent TCP peer harmed no one; stats counted the rejections */
+    close(tcp);
+    c = client(f, "probe", 1, NULL, 5000, 0);
+    NET_OK(gkv_client_stats(c, 0, &ss));
+    /* the graph request to a store server is GKV_ENOTSUP, not a rejection */
+    assert_true(ss.rejected >= 8);
+    assert_true(ss.errors >= 11);
+    NET_OK(gkv_client_close(c));
+    assert_true(gkvt_proc_alive(srv[0]));
+    assert_true(gkvt_file_has(srv[0]->log, "rejected malformed message"));
+}
+
+/* Oversized: over --max-msg, nanomsg drops that peer; the rest go on. */
+static void
+test_bad_oversized_message_drops_only_that_peer(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv[1];
+    static unsigned char b[1 << 20];
+    unsigned char pl[4096];
+    net_hdr h;
+    gkv_err st;
+    size_t len;
+    uint64_t sess;
+    int s, tcp = bad_serve(f, srv);
+
+    s = raw_socket(f, 3000);
+    sess = raw_handshake(s, NULL, "raw", 0, NULL, NULL, &st);
+    assert_true(sess != 0);
     len = raw_msg(b, NET_STATS, sess, 8, NULL, 0);
     {
         unsigned char *huge = calloc(1, 5000000);
@@ -1115,7 +1159,18 @@ test_bad_inputs(void **state)
     }
     nn_close(s);
     still_serves(f);
-    /* a client killed in the middle of big requests */
+    close(tcp);
+    assert_true(gkvt_proc_alive(srv[0]));
+}
+
+/* A client killed in the middle of big requests harms no one. */
+static void
+test_bad_client_killed_mid_push_harms_no_one(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv[1], *big;
+    int tcp = bad_serve(f, srv);
+
     big = child(f, "big.log", "bigpush", f->cfg, "big", "0", "1", NULL);
     {
         double t0 = gkvt_now_s();
@@ -1125,34 +1180,35 @@ test_bad_inputs(void **state)
     }
     gkvt_proc_kill(big);
     still_serves(f);
-    /* rows wider than the client's preferred 2 MiB message go one per
-     * message, under the server's 4 MB limit */
-    {
-        uint64_t hid[3] = {2, 0, 2};
-        float *rows = malloc(3 * 3000000), *back = malloc(3 * 3000000);
-        gkv_client *cw = client(f, "wide", 0, NULL, 10000, 0);
-
-        for (size_t i = 0; i < 3 * 750000; i++)
-            rows[i] = (float)(i % 1000) + (i >= 750000 ? 0.5f : 0.0f);
-        NET_OK(gkv_client_push(cw, "huge", hid, 2, rows, 2 * 3000000, NULL));
-        NET_OK(gkv_client_pull(cw, "huge", hid, 3, back, 3 * 3000000));
-        assert_memory_equal(back, rows, 3000000);                     /* id 2 */
-        assert_memory_equal(back + 750000, rows + 750000, 3000000);   /* id 0 */
-        assert_memory_equal(back + 1500000, rows, 3000000);           /* id 2 */
-        NET_OK(gkv_client_close(cw));
-        free(rows);
-        free(back);
-    }
-    /* the silent TCP peer harmed no one; stats counted the rejections */
     close(tcp);
-    c = client(f, "probe", 1, NULL, 5000, 0);
-    NET_OK(gkv_client_stats(c, 0, &ss));
-    /* the graph request to a store server is GKV_ENOTSUP, not a rejection */
-    assert_true(ss.rejected >= 8);
-    assert_true(ss.errors >= 11);
-    NET_OK(gkv_client_close(c));
     assert_true(gkvt_proc_alive(srv[0]));
-    assert_true(gkvt_file_has(srv[0]->log, "rejected malformed message"));
+}
+
+/* Rows wider than the client's preferred 2 MiB message go one per
+ * message, under the server's 4 MB limit. */
+static void
+test_rows_wider_than_a_message_go_one_per_message(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv[1];
+    uint64_t hid[3] = {2, 0, 2};
+    float *rows = malloc(3 * 3000000), *back = malloc(3 * 3000000);
+    gkv_client *cw;
+    int tcp = bad_serve(f, srv);
+
+    cw = client(f, "wide", 0, NULL, 10000, 0);
+    for (size_t i = 0; i < 3 * 750000; i++)
+        rows[i] = (float)(i % 1000) + (i >= 750000 ? 0.5f : 0.0f);
+    NET_OK(gkv_client_push(cw, "huge", hid, 2, rows, 2 * 3000000, NULL));
+    NET_OK(gkv_client_pull(cw, "huge", hid, 3, back, 3 * 3000000));
+    assert_memory_equal(back, rows, 3000000);                     /* id 2 */
+    assert_memory_equal(back + 750000, rows + 750000, 3000000);   /* id 0 */
+    assert_memory_equal(back + 1500000, rows, 3000000);           /* id 2 */
+    NET_OK(gkv_client_close(cw));
+    free(rows);
+    free(back);
+    close(tcp);
+    assert_true(gkvt_proc_alive(srv[0]));
 }
 
 /* ---- two machines ------------------------------------------------------------------------------ */
@@ -1411,24 +1467,29 @@ find_programs(void)
     snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
 int
 main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_server_usage, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kv_requests, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_persistent_two_jobs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_add, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_and_restart, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm_syncs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writeback_server, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_barrier_and_lease, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_token, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_two_machines, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_small_max_msg_big_schema, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_addr_client_identity, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_replaced_tensor_schema, setup, teardown),
+        T(test_server_usage),
+        T(test_kv_requests),
+        T(test_persistent_two_jobs),
+        T(test_concurrent_add),
+        T(test_kill9_and_restart),
+        T(test_sigterm_syncs),
+        T(test_writeback_server),
+        T(test_barrier_and_lease),
+        T(test_token),
+        T(test_bad_requests_are_answered_counted_and_logged),
+        T(test_bad_oversized_message_drops_only_that_peer),
+        T(test_bad_client_killed_mid_push_harms_no_one),
+        T(test_rows_wider_than_a_message_go_one_per_message),
+        T(test_two_machines),
+        T(test_small_max_msg_big_schema),
+        T(test_addr_client_identity),
+        T(test_replaced_tensor_schema),
     };
 
     if (argc >= 2 && strcmp(argv[1], "--child") == 0)
