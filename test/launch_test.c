@@ -1324,109 +1324,203 @@ test_remote(void **state)
     free(t);
 }
 
+/* ---- bad inputs: exit 2 with a message, nothing started -------------- */
+
+/* The options of a launch of one server and one trainer running "true"
+ * on f's ip_config and store, with the options given (each followed by a
+ * comma) inserted before "--". */
+#define LAUNCH_ARGS(...) {"--ip-config", f->cfg, "--store", f->store, \
+    "--num-servers", "1", "--num-trainers", "1", __VA_ARGS__ "--", "true", \
+    NULL}
+
+/* gkv-launch with args exits 2 saying say1 (and say2 unless NULL), and
+ * holds no port of the ip_config. */
 static void
-test_bad_inputs(void **state)
+expect_usage(struct fx *f, const char *const *args, const char *say1,
+             const char *say2)
+{
+    assert_int_equal(launch(f, args, NULL, 10), 2);
+    if (!out_has(f, say1) || (say2 != NULL && !out_has(f, say2))) {
+        dump_output(f);
+        fail_msg("want '%s'%s%s", say1, say2 ? " and " : "",
+                 say2 ? say2 : "");
+    }
+    /* nothing was started: no port of the ip_config is held */
+    assert_true(port_closed(f->base));
+}
+
+static void
+test_bad_no_command(void **state)
 {
     struct fx *f = *state;
-    char badcfg[PATH_MAX + 16], tok[PATH_MAX + 16], filews[PATH_MAX + 16];
     const char *nocmd[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "1", "--num-trainers", "1", NULL};
+
+    pick_ports(f);
+    expect_usage(f, nocmd, "no command: put the trainer command after '--'",
+                 NULL);
+}
+
+static void
+test_bad_empty_command(void **state)
+{
+    struct fx *f = *state;
     const char *emptycmd[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "1", "--num-trainers", "1", "--", NULL};
+
+    pick_ports(f);
+    expect_usage(f, emptycmd, "no command after '--'", NULL);
+}
+
+static void
+test_bad_ip_config_port_is_named_by_line(void **state)
+{
+    struct fx *f = *state;
+    char badcfg[PATH_MAX + 16], want[PATH_MAX + 64];
     const char *badline[] = {"--ip-config", badcfg, "--store", f->store,
         "--num-servers", "1", "--num-trainers", "1", "--", "true", NULL};
+
+    pick_ports(f);
+    snprintf(badcfg, sizeof badcfg, "%s/bad.txt", f->dir);
+    gkvt_write_text(badcfg, "# two machines\n127.0.0.1 40000\n127.0.0.2 notaport\n", 0644);
+    snprintf(want, sizeof want, "%s:3: port 'notaport'", badcfg);
+    expect_usage(f, badline, want, NULL);
+}
+
+static void
+test_bad_zero_servers_or_trainers(void **state)
+{
+    struct fx *f = *state;
     const char *s0[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "0", "--num-trainers", "1", "--", "true", NULL};
     const char *t0[] = {"--ip-config", f->cfg, "--store", f->store,
         "--num-servers", "1", "--num-trainers", "0", "--", "true", NULL};
+
+    pick_ports(f);
+    expect_usage(f, s0, "--num-servers: '0' is not a number in 1..1000",
+                 NULL);
+    expect_usage(f, t0, "--num-trainers: '0'", NULL);
+}
+
+static void
+test_bad_unknown_option(void **state)
+{
+    struct fx *f = *state;
     const char *unknown[] = {"--ip-config", f->cfg, "--frobnicate", NULL};
+
+    pick_ports(f);
+    expect_usage(f, unknown, "unknown option '--frobnicate'", NULL);
+}
+
+static void
+test_bad_store_and_part_config(void **state)
+{
+    struct fx *f = *state;
     const char *both[] = {"--ip-config", f->cfg, "--store", f->store,
         "--part-config", f->cfg, "--num-servers", "1", "--num-trainers", "1",
         "--", "true", NULL};
-    const char *kan[] = {"--ip-config", f->cfg, "--store", f->store,
-        "--num-servers", "1", "--num-trainers", "1", "--keep-alive", "--",
-        "true", NULL};
-    const char *badtok[] = {"--ip-config", f->cfg, "--store", f->store,
-        "--num-servers", "1", "--num-trainers", "1", "--token-file", tok, "--",
-        "true", NULL};
-    const char *badws[] = {"--ip-config", f->cfg, "--store", f->store,
-        "--num-servers", "1", "--num-trainers", "1", "--workspace", filews,
-        "--", "true", NULL};
-    const char *nofile[] = {"--ip-config", "/nonexistent/ip.txt", "--store",
-        f->store, "--num-servers", "1", "--num-trainers", "1", "--", "true", NULL};
-    char notok[PATH_MAX + 16];
-    const char *notokl[] = {"--ip-config", f->cfg, "--store", f->store,
-        "--num-servers", "1", "--num-trainers", "1", "--token-file", notok,
-        "--", "true", NULL};
-    const char *notoks[] = {"--ip-config", f->cfg, "--num-servers", "1",
-        "--shutdown", "--token-file", notok, "--timeout", "30", NULL};
-    /* 56 characters: GROUP.sampler would be 64, one too many */
-    static const char g56[] =
-        "g-56-characters-long-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
-    const char *longgrp[] = {"--ip-config", f->cfg, "--store", f->store,
-        "--num-servers", "1", "--num-trainers", "1", "--group", g56,
-        "--num-samplers", "1", "--", "true", NULL};
-    const char *help[] = {"--help", NULL};
 
-    assert_int_equal(strlen(g56), 56);
     pick_ports(f);
-    snprintf(notok, sizeof notok, "%s/no-such-token", f->dir);
-    snprintf(badcfg, sizeof badcfg, "%s/bad.txt", f->dir);
-    gkvt_write_text(badcfg, "# two machines\n127.0.0.1 40000\n127.0.0.2 notaport\n", 0644);
+    expect_usage(f, both, "exactly one of --part-config", NULL);
+}
+
+static void
+test_bad_keep_alive_without_server_name(void **state)
+{
+    struct fx *f = *state;
+    const char *kan[] = LAUNCH_ARGS("--keep-alive",);
+
+    pick_ports(f);
+    expect_usage(f, kan, "--keep-alive needs --server-name", NULL);
+}
+
+static void
+test_bad_token_file_readable_by_others(void **state)
+{
+    struct fx *f = *state;
+    char tok[PATH_MAX + 16];
+    const char *badtok[] = LAUNCH_ARGS("--token-file", tok,);
+
+    pick_ports(f);
     snprintf(tok, sizeof tok, "%s/token", f->dir);
     gkvt_write_text(tok, "sekrit\n", 0644);
-    snprintf(filews, sizeof filews, "%s/ip.txt/ws", f->dir);
+    expect_usage(f, badtok, "chmod 600", NULL);
+}
 
-    assert_int_equal(launch(f, nocmd, NULL, 10), 2);
-    assert_true(out_has(f, "no command: put the trainer command after '--'"));
-    assert_int_equal(launch(f, emptycmd, NULL, 10), 2);
-    assert_true(out_has(f, "no command after '--'"));
-    assert_int_equal(launch(f, badline, NULL, 10), 2);
-    {
-        char want[PATH_MAX + 64];
-        snprintf(want, sizeof want, "%s:3: port 'notaport'", badcfg);
-        assert_true(out_has(f, want));
-    }
-    assert_int_equal(launch(f, s0, NULL, 10), 2);
-    assert_true(out_has(f, "--num-servers: '0' is not a number in 1..1000"));
-    assert_int_equal(launch(f, t0, NULL, 10), 2);
-    assert_true(out_has(f, "--num-trainers: '0'"));
-    assert_int_equal(launch(f, unknown, NULL, 10), 2);
-    assert_true(out_has(f, "unknown option '--frobnicate'"));
-    assert_int_equal(launch(f, both, NULL, 10), 2);
-    assert_true(out_has(f, "exactly one of --part-config"));
-    assert_int_equal(launch(f, kan, NULL, 10), 2);
-    assert_true(out_has(f, "--keep-alive needs --server-name"));
-    assert_int_equal(launch(f, badtok, NULL, 10), 2);
-    assert_true(out_has(f, "chmod 600"));
-    /* a missing token file is called that, not GKV_ENOENT's "no store" */
+/* A missing token file is called that, not GKV_ENOENT's "no store", both
+ * by a launch and by --shutdown. */
+static void
+test_bad_token_file_missing(void **state)
+{
+    struct fx *f = *state;
+    char notok[PATH_MAX + 16];
+    const char *notokl[] = LAUNCH_ARGS("--token-file", notok,);
+    const char *notoks[] = {"--ip-config", f->cfg, "--num-servers", "1",
+        "--shutdown", "--token-file", notok, "--timeout", "30", NULL};
+
+    pick_ports(f);
+    snprintf(notok, sizeof notok, "%s/no-such-token", f->dir);
     for (int i = 0; i < 2; i++) {
         char want[PATH_MAX + 64];
 
-        assert_int_equal(launch(f, i ? notoks : notokl, NULL, 10), 2);
         snprintf(want, sizeof want, "--token-file %s: the token file does not "
                  "exist", notok);
-        if (!out_has(f, want)) {
-            dump_output(f);
-            fail_msg("want '%s'", want);
-        }
+        expect_usage(f, i ? notoks : notokl, want, NULL);
         assert_false(out_has(f, "no store at that path"));
     }
-    /* with samplers the group name must leave room for ".sampler" */
-    assert_int_equal(launch(f, longgrp, NULL, 10), 2);
-    assert_true(out_has(f, "samplers join as group"));
-    assert_true(out_has(f, "give at most 55"));
-    assert_int_equal(launch(f, badws, NULL, 10), 2);
-    assert_true(out_has(f, "workspace"));
-    assert_true(out_has(f, "cannot create it"));
-    assert_int_equal(launch(f, nofile, NULL, 10), 2);
-    assert_true(out_has(f, "/nonexistent/ip.txt"));
+}
+
+/* With samplers the group name must leave room for ".sampler". */
+static void
+test_bad_group_too_long_for_samplers(void **state)
+{
+    struct fx *f = *state;
+    /* 56 characters: GROUP.sampler would be 64, one too many */
+    static const char g56[] =
+        "g-56-characters-long-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    const char *longgrp[] = LAUNCH_ARGS("--group", g56, "--num-samplers",
+                                        "1",);
+
+    assert_int_equal(strlen(g56), 56);
+    pick_ports(f);
+    expect_usage(f, longgrp, "samplers join as group", "give at most 55");
+}
+
+static void
+test_bad_workspace_under_a_file(void **state)
+{
+    struct fx *f = *state;
+    char filews[PATH_MAX + 16];
+    const char *badws[] = LAUNCH_ARGS("--workspace", filews,);
+
+    pick_ports(f);
+    snprintf(filews, sizeof filews, "%s/ip.txt/ws", f->dir);
+    expect_usage(f, badws, "workspace", "cannot create it");
+}
+
+static void
+test_bad_ip_config_missing(void **state)
+{
+    struct fx *f = *state;
+    const char *nofile[] = {"--ip-config", "/nonexistent/ip.txt", "--store",
+        f->store, "--num-servers", "1", "--num-trainers", "1", "--", "true", NULL};
+
+    pick_ports(f);
+    expect_usage(f, nofile, "/nonexistent/ip.txt", NULL);
+}
+
+static void
+test_help_exits_0(void **state)
+{
+    struct fx *f = *state;
+    const char *help[] = {"--help", NULL};
+    char *o;
+
+    pick_ports(f);
     assert_int_equal(launch(f, help, NULL, 10), 0);
-    {
-        char *o = gkvt_slurp(f->out);
-        assert_non_null(strstr(o, "Usage: gkv-launch"));
-        free(o);
-    }
+    o = gkvt_slurp(f->out);
+    assert_non_null(strstr(o, "Usage: gkv-launch"));
+    free(o);
     /* nothing was started: no port of the ip_config is held */
     assert_true(port_closed(f->base));
 }
@@ -2294,7 +2388,19 @@ main(int argc, char **argv)
         "PMI_SIZE", "MPI_LOCALRANKID", "PMIX_NAMESPACE",
     };
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_no_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_empty_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_ip_config_port_is_named_by_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_zero_servers_or_trainers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_unknown_option, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_store_and_part_config, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_keep_alive_without_server_name, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_token_file_readable_by_others, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_token_file_missing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_group_too_long_for_samplers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_workspace_under_a_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_ip_config_missing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_help_exits_0, setup, teardown),
         cmocka_unit_test(test_trainer_usage),
         cmocka_unit_test_setup_teardown(test_env, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure, setup, teardown),
