@@ -37,12 +37,12 @@ static char tool[PATH_MAX + 32];
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
+    struct fx *f;
 
-    if (f == NULL || (f->dir = gkvt_mkdtemp("gkvpart")) == NULL)
+    if (gkvt_dir_setup(state, sizeof *f, "gkvpart") != 0)
         return -1;
+    f = *state;
     snprintf(f->out, sizeof f->out, "%s/out", f->dir);
-    *state = f;
     return 0;
 }
 

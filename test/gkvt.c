@@ -129,16 +129,6 @@ gkvt_tmpfs_done(char *dir)
     gkvt_rmtree(dir);
 }
 
-void
-gkvt_wb_unguard(const char *dir)
-{
-    char p[4200];
-
-    snprintf(p, sizeof p, "%s/writeback.lock", dir);
-    if (unlink(p) != 0 && errno != ENOENT)
-        fail_msg("unlink %s: %s", p, strerror(errno));
-}
-
 const char *
 gkvt_prog(const char *name)
 {
@@ -693,4 +683,87 @@ gkvt_spec_init(gkv_dtype dt, uint64_t width, uint64_t lo, uint64_t hi,
     sp.b = 1;
     sp.seed = 7;
     return sp;
+}
+
+int
+gkvt_dir_setup(void **state, size_t size, const char *tag)
+{
+    char **f = calloc(1, size);
+
+    if (f == NULL || (*f = gkvt_mkdtemp(tag)) == NULL) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+int
+gkvt_dir_teardown(void **state)
+{
+    char **f = *state;
+
+    gkvt_rmtree(*f);
+    free(f);
+    return 0;
+}
+
+int
+gkvt_store_setup(void **state, size_t size, const char *tag)
+{
+    struct gkvt_store_fx *f;
+
+    if (gkvt_dir_setup(state, size, tag) != 0)
+        return -1;
+    f = *state;
+    if (gkv_store_open(&f->s, f->dir, GKV_CREATE, NULL) != GKV_OK) {
+        gkvt_dir_teardown(state);
+        return -1;
+    }
+    return 0;
+}
+
+int
+gkvt_store_teardown(void **state)
+{
+    struct gkvt_store_fx *f = *state;
+
+    gkv_store_close(f->s);
+    return gkvt_dir_teardown(state);
+}
+
+void
+gkvt_expect_msg(const char *msg, const char *want)
+{
+    if (strstr(msg, want) == NULL)
+        fail_msg("message \"%s\" does not name \"%s\"", msg, want);
+}
+
+unsigned char *
+gkvt_tensor_dump(gkv_store *s, gkv_txn *tx, const char *name, size_t *len)
+{
+    gkv_tensor_desc d;
+    unsigned char *b;
+    gkv_err rc;
+
+    *len = 0;
+    rc = gkv_tensor_info(s, tx, name, &d);
+    if (rc == GKV_ENOTFOUND)
+        return NULL;
+    GKVT_OK(rc);
+    *len = (size_t)(d.hi - d.lo) * d.row_bytes;
+    b = malloc(*len ? *len : 1);
+    assert_non_null(b);
+    GKVT_OK(gkv_tensor_read(s, tx, name, d.lo, d.hi, b, *len));
+    return b;
+}
+
+unsigned char *
+gkvt_tensor_all(gkv_store *s, gkv_txn *tx, const char *name, size_t *len)
+{
+    unsigned char *b = gkvt_tensor_dump(s, tx, name, len);
+
+    if (b == NULL)
+        fail_msg("no tensor '%s'", name);
+    return b;
 }

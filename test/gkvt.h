@@ -29,11 +29,6 @@ int gkvt_run(char *const argv[], const char *in, size_t in_len,
 /* Path of a built program, e.g. gkvt_prog("kvctl") -> "build/kvctl";
  * honours GKVT_BUILD. Returned string is static per call site use. */
 const char *gkvt_prog(const char *name);
-/* Unlinks DIR/writeback.lock: a writer started after this plays one that
- * predates the write-back lock (or bypasses gkv, as mdb_drop does), whose
- * writes to a tensor held in write-back by another process are not
- * refused; the tests of what a write-back handle then does use it. */
-void gkvt_wb_unguard(const char *dir);
 /* Mounts a tmpfs of 'opts' (e.g. "size=12m") on dir (from gkvt_mkdtemp),
  * or removes dir and skips the test (mounting needs CAP_SYS_ADMIN: these
  * run as root in CI). A mount a failed test leaves is unmounted and
@@ -46,6 +41,34 @@ void gkvt_tmpfs_done(char *dir);
 void   gkvt_alloc_fail_at(long n);
 /* Number of gkv__malloc'd blocks not yet freed. */
 long   gkvt_alloc_live(void);
+
+/* ---- cmocka fixtures ---- */
+/* A test's directory: *state gets a new zeroed struct of 'size' bytes
+ * whose first member is a char * set to a fresh gkvt_mkdtemp(tag).
+ * Returns -1 (for a cmocka setup) when it cannot, else 0. */
+int  gkvt_dir_setup(void **state, size_t size, const char *tag);
+/* Its teardown: removes the directory and frees the struct; 0. */
+int  gkvt_dir_teardown(void **state);
+/* A directory and a store opened there (GKV_CREATE); a test's fixture is
+ * this struct, or one that begins with its two members. */
+struct gkvt_store_fx {
+    char *dir;
+    gkv_store *s;
+};
+/* gkvt_dir_setup(), then the store; -1 when either fails. */
+int  gkvt_store_setup(void **state, size_t size, const char *tag);
+/* Closes the store, then gkvt_dir_teardown(); 0. */
+int  gkvt_store_teardown(void **state);
+/* Fails the test unless 'msg' (an error detail) holds 'want'. */
+void gkvt_expect_msg(const char *msg, const char *want);
+/* Every row of 'name' through tx (NULL: without a snapshot, so the RAM
+ * copy of a tensor in write-back mode), malloc'd; *len gets its bytes.
+ * NULL when there is no such tensor; any other failure fails the test. */
+unsigned char *gkvt_tensor_dump(gkv_store *s, gkv_txn *tx, const char *name,
+                                size_t *len);
+/* gkvt_tensor_dump() of a tensor that must exist (else a failure). */
+unsigned char *gkvt_tensor_all(gkv_store *s, gkv_txn *tx, const char *name,
+                               size_t *len);
 
 /* ---- for tests that run processes and servers ---- */
 /* Seconds on the monotonic clock. */

@@ -24,38 +24,13 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    f->dir = gkvt_mkdtemp("store");
-    if (f->dir == NULL || gkv_store_open(&f->s, f->dir, GKV_CREATE, NULL) != GKV_OK)
-        return -1;
-    *state = f;
-    return 0;
+    return gkvt_store_setup(state, sizeof(struct fx), "store");
 }
 
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-
-    gkv_store_close(f->s);
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
-}
-
-/* Reads a whole tensor into a malloc'd buffer. */
-static unsigned char *
-dump(gkv_store *s, const char *name, size_t *len)
-{
-    gkv_tensor_desc d;
-    unsigned char *b;
-
-    GKVT_OK(gkv_tensor_info(s, NULL, name, &d));
-    *len = (d.hi - d.lo) * d.row_bytes;
-    b = malloc(*len ? *len : 1);
-    GKVT_OK(gkv_tensor_read(s, NULL, name, d.lo, d.hi, b, *len));
-    return b;
+    return gkvt_store_teardown(state);
 }
 
 /* Fills a tensor of f32 rows with value(row, col) = row * 1000 + col. */
@@ -324,7 +299,7 @@ test_initializers(void **state)
     sp.init = GKV_INIT_CONST;
     sp.a = 2.5;
     GKVT_OK(gkv_tensor_create(f->s, "c", &sp));
-    v = (float *)dump(f->s, "c", &len);
+    v = (float *)gkvt_tensor_all(f->s, NULL, "c", &len);
     for (size_t i = 0; i < len / 4; i++)
         assert_true(v[i] == 2.5f);
     free(v);
@@ -336,8 +311,8 @@ test_initializers(void **state)
     GKVT_OK(gkv_tensor_create(f->s, "u", &sp));
     sp.chunk_rows = 7;                 /* other chunking, same values */
     GKVT_OK(gkv_tensor_create(f->s, "u7", &sp));
-    v = (float *)dump(f->s, "u", &len);
-    w = (float *)dump(f->s, "u7", &len2);
+    v = (float *)gkvt_tensor_all(f->s, NULL, "u", &len);
+    w = (float *)gkvt_tensor_all(f->s, NULL, "u7", &len2);
     assert_int_equal(len, len2);
     assert_memory_equal(v, w, len);
     n = len / 4;
@@ -354,7 +329,7 @@ test_initializers(void **state)
     sp.a = 5;
     sp.b = 2;
     GKVT_OK(gkv_tensor_create(f->s, "n", &sp));
-    v = (float *)dump(f->s, "n", &len);
+    v = (float *)gkvt_tensor_all(f->s, NULL, "n", &len);
     sum = 0;
     for (size_t i = 0; i < n; i++) {
         sum += v[i];
@@ -370,7 +345,7 @@ test_initializers(void **state)
     sp.a = -7.9;
     GKVT_OK(gkv_tensor_create(f->s, "i", &sp));
     {
-        int32_t *iv = (int32_t *)dump(f->s, "i", &len);
+        int32_t *iv = (int32_t *)gkvt_tensor_all(f->s, NULL, "i", &len);
         for (size_t i = 0; i < len / 4; i++)
             assert_int_equal(iv[i], -7);
         free(iv);
@@ -398,7 +373,7 @@ test_initializers(void **state)
             snprintf(name, sizeof name, "u%zu", k);
             GKVT_OK(gkv_tensor_create(f->s, name, &us));
             GKVT_OK(gkv_tensor_info(f->s, NULL, name, &d));
-            b = dump(f->s, name, &len);
+            b = gkvt_tensor_all(f->s, NULL, name, &len);
             for (size_t i = 0; i < len / gkv_dtype_size(u[k].dt); i++) {
                 double x;
                 switch (u[k].dt) {
@@ -1067,7 +1042,7 @@ test_push_bad_input_changes_nothing(void **state)
         ids[i] = (uint64_t)i * 7;
         in[i * 4] = 1;
     }
-    b0 = dump(f->s, "t", &len);
+    b0 = gkvt_tensor_all(f->s, NULL, "t", &len);
     ids[57] = 1000;                               /* one bad ID in the middle */
     assert_int_equal(gkv_tensor_push(f->s, "t", ids, 100, in, sizeof in, NULL), GKV_ERANGE);
     assert_non_null(strstr(gkv_store_errmsg(f->s), "ID 1000 (index 57)"));
@@ -1087,7 +1062,7 @@ test_push_bad_input_changes_nothing(void **state)
                      GKV_EINVAL);
     assert_non_null(strstr(gkv_store_errmsg(f->s), "unknown push flags 0x6"));
     adam.flags = 0;
-    b1 = dump(f->s, "t", &len2);
+    b1 = gkvt_tensor_all(f->s, NULL, "t", &len2);
     assert_memory_equal(b0, b1, len);
     free(b1);
     /* assign ignores optimizer parameters, whatever they are */
@@ -1095,7 +1070,7 @@ test_push_bad_input_changes_nothing(void **state)
     bad.beta1 = 7;
     GKVT_OK(gkv_tensor_push(f->s, "t", ids, 1, in, 16, &bad));
     GKVT_OK(gkv_tensor_push(f->s, "t", ids, 1, b0, 16, NULL));   /* back */
-    b1 = dump(f->s, "t", &len2);
+    b1 = gkvt_tensor_all(f->s, NULL, "t", &len2);
     assert_memory_equal(b0, b1, len);
     free(b0);
     free(b1);
@@ -1271,18 +1246,18 @@ test_disk_full_is_emapfull(void **state)
     sp.init = GKV_INIT_CONST;
     sp.a = 1;
     GKVT_OK(gkv_tensor_create(s, "small", &sp));
-    b0 = dump(s, "small", &len);
+    b0 = gkvt_tensor_all(s, NULL, "small", &len);
     sp.hi = 40000;                                        /* 20 MB > 12 MB disk */
     assert_int_equal(gkv_tensor_create(s, "huge", &sp), GKV_EMAPFULL);
     assert_non_null(strstr(gkv_store_errmsg(s), "disk"));
-    b1 = dump(s, "small", &len2);
+    b1 = gkvt_tensor_all(s, NULL, "small", &len2);
     assert_memory_equal(b0, b1, len);
     GKVT_OK(gkv_store_verify(s, NULL, NULL));
     gkv_store_close(s);
     /* and it reopens with exactly the committed data */
     GKVT_OK(gkv_store_open(&s, dir, 0, NULL));
     free(b1);
-    b1 = dump(s, "small", &len2);
+    b1 = gkvt_tensor_all(s, NULL, "small", &len2);
     assert_memory_equal(b0, b1, len);
     gkv_store_close(s);
     free(b0);
@@ -1334,44 +1309,6 @@ test_store_fds_close_on_exec(void **state)
         gkv_store_close(s);
     }
     gkvt_rmtree(dir);
-}
-
-/* Write-back on a full disk: the process lists the tensor in
- * writeback.lock, and when that cannot be written the start fails
- * GKV_EMAPFULL naming the file (it was GKV_EIO, unlike every other
- * disk-full error); the tensor is not in write-back and still takes
- * direct writes. */
-static void
-test_writeback_start_disk_full(void **state)
-{
-    char *dir = gkvt_mkdtemp("tmpfs"), fill[4300];
-    gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 100);
-    static char block[65536];
-    float row[4] = {1, 2, 3, 4}, got[4];
-    uint64_t id = 7;
-    gkv_store *s;
-    int fd;
-
-    (void)state;
-    gkvt_tmpfs_or_skip(dir, "size=4m");
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, &(gkv_open_opts){1u << 20, 0}));
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    snprintf(fill, sizeof fill, "%s/filler", dir);
-    fd = open(fill, O_WRONLY | O_CREAT, 0644);
-    assert_true(fd >= 0);
-    while (write(fd, block, sizeof block) > 0)
-        ;
-    while (write(fd, block, 1) > 0)                  /* the last bytes */
-        ;
-    close(fd);
-    assert_int_equal(gkv_writeback_start(s, "t", 1000), GKV_EMAPFULL);
-    assert_non_null(strstr(gkv_store_errmsg(s), "writeback.lock"));
-    assert_int_equal(unlink(fill), 0);
-    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL));
-    GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got));
-    assert_memory_equal(got, row, sizeof row);
-    gkv_store_close(s);
-    gkvt_tmpfs_done(dir);
 }
 
 /* A push copies each chunk it touches whole (a missing one is made), so a
@@ -1445,13 +1382,13 @@ test_disk_full_delete_makes_room(void **state)
     }
     assert_int_equal(rc, GKV_EMAPFULL);             /* the disk is full */
     assert_true(made >= 2);
-    b0 = dump(s, "t0", &len);
+    b0 = gkvt_tensor_all(s, NULL, "t0", &len);
     GKVT_OK(gkv_tensor_delete(s, "t1"));
     GKVT_OK(gkv_tensor_create(s, "again", &sp));
-    b1 = dump(s, "t0", &len2);
+    b1 = gkvt_tensor_all(s, NULL, "t0", &len2);
     assert_memory_equal(b0, b1, len);
     free(b1);
-    b1 = dump(s, "again", &len2);
+    b1 = gkvt_tensor_all(s, NULL, "again", &len2);
     assert_int_equal(len2, len);
     assert_memory_equal(b0, b1, len);               /* the same const rows */
     GKVT_OK(gkv_store_verify(s, NULL, NULL));
@@ -1802,7 +1739,7 @@ test_disk_full_with_room_in_map(void **state)
     sp.init = GKV_INIT_CONST;
     sp.a = 1;
     GKVT_OK(gkv_tensor_create(s, "small", &sp));
-    b0 = dump(s, "small", &len);
+    b0 = gkvt_tensor_all(s, NULL, "small", &len);
     sp.hi = 40000;
     sp.init = GKV_INIT_ZEROS;
     GKVT_OK(gkv_tensor_create(s, "huge", &sp));  /* zeros: no pages yet */
@@ -1811,7 +1748,7 @@ test_disk_full_with_room_in_map(void **state)
     rc = gkv_tensor_write(s, "huge", 0, 40000, big, bl);
     if (rc != GKV_EMAPFULL || strstr(gkv_store_errmsg(s), "disk") == NULL)
         fail_msg("rc %d: %s", (int)rc, gkv_store_errmsg(s));
-    b1 = dump(s, "small", &len2);
+    b1 = gkvt_tensor_all(s, NULL, "small", &len2);
     assert_memory_equal(b0, b1, len);
     GKVT_OK(gkv_store_verify(s, NULL, NULL));
     gkv_store_close(s);
@@ -2129,7 +2066,6 @@ main(void)
         cmocka_unit_test(test_create_beyond_disk_refused),
         cmocka_unit_test(test_disk_full_delete_makes_room),
         cmocka_unit_test(test_push_beyond_disk_refused),
-        cmocka_unit_test(test_writeback_start_disk_full),
         cmocka_unit_test(test_store_fds_close_on_exec),
         cmocka_unit_test_setup_teardown(test_delete_reuses_space_and_rename, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_only_store_refuses_writes, setup, teardown),

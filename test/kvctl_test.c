@@ -41,12 +41,12 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
+    struct fx *f;
 
-    if (f == NULL || (f->dir = gkvt_mkdtemp("kvctl")) == NULL)
+    if (gkvt_dir_setup(state, sizeof *f, "kvctl") != 0)
         return -1;
+    f = *state;
     snprintf(f->st, sizeof f->st, "%s/st", f->dir);
-    *state = f;
     return 0;
 }
 

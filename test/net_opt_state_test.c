@@ -50,12 +50,7 @@ static char g_kvctl_path[PATH_MAX + 16];
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("netopt")) == NULL)
-        return -1;
-    *state = f;
-    return 0;
+    return gkvt_dir_setup(state, sizeof(struct fx), "netopt");
 }
 
 /* Kills and reaps every process the test started; a sanitizer report in
