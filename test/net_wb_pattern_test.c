@@ -1,4 +1,4 @@
-/* writeback_pattern_test.c - what a real gkv-server says about its
+/* net_wb_pattern_test.c - what a real gkv-server says about its
  * --writeback patterns: at start, which tensors each matched, or a warning
  * that one matches none yet (with a hint on a graph partition's names);
  * later, a tensor a client creates that a pattern takes into write-back;
