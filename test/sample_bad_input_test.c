@@ -20,6 +20,9 @@ struct fx {
     int64_t v;                  /* 3: a node with four in-edges */
     struct gkvt_seeds1 sd;      /* {v} */
     int k;                      /* fanout 2 */
+    float w[14];                /* edge weights, for o.edge_w */
+    const float *ew[1];
+    int64_t ew_len;
 };
 
 static int
@@ -219,18 +222,24 @@ test_sample_exclude_without_counts_is_einval(void **state)
 
 /* ---- weights ------------------------------------------------------------- */
 
+/* Options with 14 weights of 1 as edge_w, but edge_w_len 3. */
+static void
+set_short_edge_w(struct fx *f)
+{
+    for (int i = 0; i < 14; i++)
+        f->w[i] = 1;
+    f->ew[0] = f->w;
+    f->ew_len = 3;
+    f->o.edge_w = f->ew;
+    f->o.edge_w_len = &f->ew_len;
+}
+
 static void
 test_sample_edge_w_too_short_is_erange(void **state)
 {
     struct fx *f = *state;
-    float w[14];
-    const float *ew[1] = {w};
-    int64_t short_len = 3;
 
-    for (int i = 0; i < 14; i++)
-        w[i] = 1;
-    f->o.edge_w = ew;
-    f->o.edge_w_len = &short_len;
+    set_short_edge_w(f);
     /* node 3's in-edges have IDs 3, 5, 6, 13: beyond 3 weights */
     assert_int_equal(gkv_sample_neighbors(f->s, f->sd.p, f->sd.n, &f->k, 1, 0,
                                           &f->o, f->out), GKV_ERANGE);
@@ -241,14 +250,8 @@ static void
 test_sample_edge_w_and_weighted_is_einval(void **state)
 {
     struct fx *f = *state;
-    float w[14];
-    const float *ew[1] = {w};
-    int64_t short_len = 3;
 
-    for (int i = 0; i < 14; i++)
-        w[i] = 1;
-    f->o.edge_w = ew;
-    f->o.edge_w_len = &short_len;
+    set_short_edge_w(f);
     f->o.flags = GKV_SAMPLE_WEIGHTED;
     assert_int_equal(gkv_sample_neighbors(f->s, f->sd.p, f->sd.n, &f->k, 1, 0,
                                           &f->o, f->out), GKV_EINVAL);
@@ -378,19 +381,35 @@ test_sgraph_new_bad_counts_or_null_is_einval(void **state)
 
 /* ---- edge batches -------------------------------------------------------- */
 
+/* A spec of one positive edge, *eid of edge type 0. */
+static gkv_edge_batch_spec
+one_edge(const int64_t *eid)
+{
+    gkv_edge_batch_spec sp = {0};
+
+    sp.eids = eid;
+    sp.n = 1;
+    return sp;
+}
+
+/* An edge batch of sp, fanout 2, one layer. */
+static gkv_err
+edge_batch(struct fx *f, const gkv_edge_batch_spec *sp)
+{
+    gkv_edge_batch eb;
+
+    return gkv_sample_edge_batch(f->s, sp, &f->k, 1, 1, NULL, &eb, f->b);
+}
+
 static void
 test_edge_batch_bad_etype_is_einval(void **state)
 {
     struct fx *f = *state;
-    gkv_edge_batch_spec sp = {0};
-    gkv_edge_batch eb;
     int64_t e1 = 1;
+    gkv_edge_batch_spec sp = one_edge(&e1);
 
     sp.etype = 3;
-    sp.eids = &e1;
-    sp.n = 1;
-    assert_int_equal(gkv_sample_edge_batch(f->s, &sp, &f->k, 1, 1, NULL, &eb,
-                                           f->b), GKV_EINVAL);
+    assert_int_equal(edge_batch(f, &sp), GKV_EINVAL);
     assert_non_null(strstr(gkv_sampler_errmsg(f->s), "etype 3"));
 }
 
@@ -398,14 +417,10 @@ static void
 test_edge_batch_eid_beyond_edges_is_erange(void **state)
 {
     struct fx *f = *state;
-    gkv_edge_batch_spec sp = {0};
-    gkv_edge_batch eb;
     int64_t e99 = 99;
+    gkv_edge_batch_spec sp = one_edge(&e99);
 
-    sp.eids = &e99;
-    sp.n = 1;
-    assert_int_equal(gkv_sample_edge_batch(f->s, &sp, &f->k, 1, 1, NULL, &eb,
-                                           f->b), GKV_ERANGE);
+    assert_int_equal(edge_batch(f, &sp), GKV_ERANGE);
     assert_non_null(strstr(gkv_sampler_errmsg(f->s), "99"));
 }
 
@@ -413,15 +428,11 @@ static void
 test_edge_batch_num_neg_negative_is_einval(void **state)
 {
     struct fx *f = *state;
-    gkv_edge_batch_spec sp = {0};
-    gkv_edge_batch eb;
     int64_t e1 = 1;
+    gkv_edge_batch_spec sp = one_edge(&e1);
 
-    sp.eids = &e1;
-    sp.n = 1;
     sp.num_neg = -1;
-    assert_int_equal(gkv_sample_edge_batch(f->s, &sp, &f->k, 1, 1, NULL, &eb,
-                                           f->b), GKV_EINVAL);
+    assert_int_equal(edge_batch(f, &sp), GKV_EINVAL);
 }
 
 /* GKV_EXCLUDE_REVERSE without reverse IDs: EINVAL; with one beyond the
@@ -431,20 +442,16 @@ static void
 test_edge_batch_bad_reverse_or_null_out_is_refused(void **state)
 {
     struct fx *f = *state;
-    gkv_edge_batch_spec sp = {0};
     gkv_edge_batch eb;
     int64_t e1 = 1;
+    gkv_edge_batch_spec sp = one_edge(&e1);
 
-    sp.eids = &e1;
-    sp.n = 1;
     sp.num_neg = 1;
     sp.exclude = GKV_EXCLUDE_REVERSE;
-    assert_int_equal(gkv_sample_edge_batch(f->s, &sp, &f->k, 1, 1, NULL, &eb,
-                                           f->b), GKV_EINVAL);
+    assert_int_equal(edge_batch(f, &sp), GKV_EINVAL);
     sp.reverse_eids = &e1;
     sp.reverse_n = 1;
-    assert_int_equal(gkv_sample_edge_batch(f->s, &sp, &f->k, 1, 1, NULL, &eb,
-                                           f->b), GKV_ERANGE);
+    assert_int_equal(edge_batch(f, &sp), GKV_ERANGE);
     sp.exclude = 0;
     GKVT_OK(gkv_sample_edge_batch(f->s, &sp, &f->k, 1, 1, NULL, &eb, f->b));
     assert_int_equal(eb.num_pos, 1);
