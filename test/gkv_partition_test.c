@@ -83,6 +83,20 @@ find_tool(void)
 }
 
 /* Runs the tool with the arguments (NULL-terminated). */
+/* DIR/NAME of the test's directory (gkvt_path). */
+static char *
+path(struct fx *f, const char *name)
+{
+    return gkvt_path(f->dir, name);
+}
+
+/* Writes len bytes of b to DIR/name. */
+static void
+put(struct fx *f, const char *name, const void *b, size_t len)
+{
+    gkvt_write_file(path(f, name), b, len);
+}
+
 static int
 run(struct fx *f, ...)
 {
@@ -99,28 +113,6 @@ run(struct fx *f, ...)
     free(f->sout);
     free(f->serr);
     return gkvt_run(argv, NULL, 0, &f->sout, &f->serr, 120);
-}
-
-static char *
-path(struct fx *f, const char *name)
-{
-    static char buf[8][4096];
-    static int k;
-    char *p = buf[k++ % 8];
-
-    snprintf(p, 4096, "%s/%s", f->dir, name);
-    return p;
-}
-
-static void
-put(struct fx *f, const char *name, const void *b, size_t len)
-{
-    FILE *fp = fopen(path(f, name), "wb");
-
-    assert_non_null(fp);
-    if (len > 0)
-        assert_int_equal(fwrite(b, 1, len, fp), len);
-    fclose(fp);
 }
 
 static void

@@ -767,3 +767,109 @@ gkvt_tensor_all(gkv_store *s, gkv_txn *tx, const char *name, size_t *len)
         fail_msg("no tensor '%s'", name);
     return b;
 }
+
+unsigned char *
+gkvt_read_file(const char *path, size_t *len)
+{
+    struct stat sb;
+    unsigned char *b;
+    int fd = open(path, O_RDONLY);
+
+    if (fd < 0)
+        fail_msg("cannot open %s: %s", path, strerror(errno));
+    assert_int_equal(fstat(fd, &sb), 0);
+    b = malloc((size_t)sb.st_size + 1);
+    assert_non_null(b);
+    *len = 0;
+    while (*len < (size_t)sb.st_size) {
+        ssize_t r = read(fd, b + *len, (size_t)sb.st_size - *len);
+        assert_true(r > 0);
+        *len += (size_t)r;
+    }
+    b[*len] = '\0';
+    close(fd);
+    return b;
+}
+
+void
+gkvt_write_file(const char *path, const void *b, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const unsigned char *c = b;
+
+    if (fd < 0)
+        fail_msg("cannot create %s: %s", path, strerror(errno));
+    while (len > 0) {
+        ssize_t w = write(fd, c, len);
+        assert_true(w > 0);
+        c += w;
+        len -= (size_t)w;
+    }
+    assert_int_equal(close(fd), 0);
+}
+
+char *
+gkvt_path(const char *dir, const char *name)
+{
+    static __thread char buf[8][4096];
+    static __thread int k;
+    char *p = buf[k++ % 8];
+
+    snprintf(p, 4096, "%s/%s", dir, name);
+    return p;
+}
+
+int
+gkvt_toolv(const char *name, char **out, char **err, va_list ap)
+{
+    char *argv[64];
+    int n = 0;
+
+    argv[n++] = (char *)gkvt_prog(name);
+    while (n < 63 && (argv[n] = va_arg(ap, char *)) != NULL)
+        n++;
+    argv[n] = NULL;
+    free(*out);
+    free(*err);
+    *out = *err = NULL;
+    return gkvt_run(argv, NULL, 0, out, err, 60);
+}
+
+int
+gkvt_tool(const char *name, char **out, char **err, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, err);
+    rc = gkvt_toolv(name, out, err, ap);
+    va_end(ap);
+    return rc;
+}
+
+void
+gkvt_expect_has(const char *text, const char *needle)
+{
+    if (strstr(text, needle) == NULL)
+        fail_msg("expected '%s' in:\n%s", needle, text);
+}
+
+void
+gkvt_expect_i64(const int64_t *got, const int64_t *want, size_t n,
+                const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i])
+            fail_msg("%s[%zu] = %lld, want %lld", what, i, (long long)got[i],
+                     (long long)want[i]);
+}
+
+uint64_t
+gkvt_fnv64(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (v >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}

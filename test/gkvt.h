@@ -70,6 +70,12 @@ unsigned char *gkvt_tensor_dump(gkv_store *s, gkv_txn *tx, const char *name,
 unsigned char *gkvt_tensor_all(gkv_store *s, gkv_txn *tx, const char *name,
                                size_t *len);
 
+/* Fails naming the first i where got[i] != want[i] (as "what[i]"). */
+void gkvt_expect_i64(const int64_t *got, const int64_t *want, size_t n,
+                     const char *what);
+/* FNV-1a of h with the 8 bytes of v, low first. */
+uint64_t gkvt_fnv64(uint64_t h, uint64_t v);
+
 /* ---- for tests that run processes and servers ---- */
 /* Seconds on the monotonic clock. */
 double gkvt_now_s(void);
@@ -81,6 +87,22 @@ char  *gkvt_slurp(const char *path);
 int    gkvt_file_has(const char *path, const char *needle);
 /* How many times 'needle' occurs in the file (0 when it cannot be read). */
 int    gkvt_file_count(const char *path, const char *needle);
+/* The whole file as a malloc'd buffer (one NUL past *len, which gets its
+ * bytes); a cmocka failure when it cannot be read. */
+unsigned char *gkvt_read_file(const char *path, size_t *len);
+/* Writes len bytes to path (created or truncated, mode 0644); a cmocka
+ * failure when it cannot. */
+void   gkvt_write_file(const char *path, const void *b, size_t len);
+/* DIR/NAME in one of 8 thread-local buffers, each reused 8 calls later. */
+char  *gkvt_path(const char *dir, const char *name);
+/* Runs the built program 'name' (gkvt_prog) with the arguments that follow
+ * (NULL-terminated; 62 at most), stdin /dev/null, for 60 s at most; *out
+ * and *err are freed, then get its stdout and stderr. Returns its exit
+ * status (gkvt_run). */
+int    gkvt_tool(const char *name, char **out, char **err, ...);
+int    gkvt_toolv(const char *name, char **out, char **err, va_list ap);
+/* Fails, showing 'text', unless it holds 'needle'. */
+void   gkvt_expect_has(const char *text, const char *needle);
 /* Writes 'text' to 'path' with mode 'mode' (a cmocka failure if it
  * cannot). */
 void   gkvt_write_text(const char *path, const char *text, unsigned mode);

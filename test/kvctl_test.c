@@ -73,70 +73,23 @@ teardown(void **state)
 
 /* Runs kvctl with the given arguments (NULL-terminated); keeps stdout and
  * stderr in f->out and f->err; returns the exit status. */
-static int
-kv(struct fx *f, ...)
-{
-    char *argv[64];
-    int n = 0, rc;
-    va_list ap;
-
-    argv[n++] = (char *)gkvt_prog("kvctl");
-    va_start(ap, f);
-    while (n < 63 && (argv[n] = va_arg(ap, char *)) != NULL)
-        n++;
-    va_end(ap);
-    argv[n] = NULL;
-    free(f->out);
-    free(f->err);
-    rc = gkvt_run(argv, NULL, 0, &f->out, &f->err, 60);
-    return rc;
-}
-
+/* DIR/NAME of the test's directory (gkvt_path). */
 static char *
 path(struct fx *f, const char *name)
 {
-    static __thread char buf[8][4096];
-    static __thread int k;
-    char *p = buf[k++ % 8];
-
-    snprintf(p, 4096, "%s/%s", f->dir, name);
-    return p;
+    return gkvt_path(f->dir, name);
 }
 
-static void
-write_file(const char *p, const void *b, size_t len)
+static int
+kv(struct fx *f, ...)
 {
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const unsigned char *c = b;
+    va_list ap;
+    int rc;
 
-    assert_true(fd >= 0);
-    while (len > 0) {
-        ssize_t w = write(fd, c, len);
-        assert_true(w > 0);
-        c += w;
-        len -= (size_t)w;
-    }
-    close(fd);
-}
-
-static unsigned char *
-read_file(const char *p, size_t *len)
-{
-    struct stat sb;
-    unsigned char *b;
-    int fd = open(p, O_RDONLY);
-
-    assert_true(fd >= 0);
-    assert_int_equal(fstat(fd, &sb), 0);
-    b = malloc((size_t)sb.st_size + 1);
-    *len = 0;
-    while (*len < (size_t)sb.st_size) {
-        ssize_t r = read(fd, b + *len, (size_t)sb.st_size - *len);
-        assert_true(r > 0);
-        *len += (size_t)r;
-    }
-    close(fd);
-    return b;
+    va_start(ap, f);
+    rc = gkvt_toolv("kvctl", &f->out, &f->err, ap);
+    va_end(ap);
+    return rc;
 }
 
 static int
@@ -185,7 +138,7 @@ write_npy_f32(const char *p, uint64_t n, uint64_t w, uint64_t seed)
         for (uint64_t j = 0; j < w; j++)
             v[i * w + j] = val(i + seed, j);
     memcpy(b + hl, v, len);
-    write_file(p, b, hl + len);
+    gkvt_write_file(p, b, hl + len);
     free(b);
     return v;
 }
@@ -351,7 +304,7 @@ test_usage_errors_exit_2(void **state)
     };
 
     snprintf(at_empty, sizeof at_empty, "@%s", path(f, "empty.ids"));
-    write_file(at_empty + 1, " \n\t\n", 4);
+    gkvt_write_file(at_empty + 1, " \n\t\n", 4);
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char *argv[12];
         int n = 0, rc;
@@ -458,7 +411,7 @@ test_import_other_dtypes(void **state)
 
     hl = npy_header(b, "<i8", "(3, 2)");
     memcpy(b + hl, i64, sizeof i64);
-    write_file(path(f, "i.npy"), b, hl + sizeof i64);
+    gkvt_write_file(path(f, "i.npy"), b, hl + sizeof i64);
     assert_int_equal(kv(f, f->st, "import", "ints", path(f, "i.npy"), NULL), 0);
     got = dump(f->st, "ints", &d, &len);
     assert_int_equal(d.dtype, GKV_I64);
@@ -470,21 +423,21 @@ test_import_other_dtypes(void **state)
 
     hl = npy_header(b, "<f8", "(3,)");
     memcpy(b + hl, f64, sizeof f64);
-    write_file(path(f, "d.npy"), b, hl + sizeof f64);
+    gkvt_write_file(path(f, "d.npy"), b, hl + sizeof f64);
     assert_int_equal(kv(f, f->st, "import", "dbl", path(f, "d.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "get", "dbl", "0,1,2", NULL), 0);
     assert_string_equal(f->out, "0: 0.10000000000000001\n1: -1.0000000000000001e+300\n2: 3\n");
 
     hl = npy_header(b, "<f2", "(1, 4)");
     memcpy(b + hl, f16, sizeof f16);
-    write_file(path(f, "h.npy"), b, hl + sizeof f16);
+    gkvt_write_file(path(f, "h.npy"), b, hl + sizeof f16);
     assert_int_equal(kv(f, f->st, "import", "half", path(f, "h.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "get", "half", "0", NULL), 0);
     assert_string_equal(f->out, "0: 1 -0.5 0.333251953 65504\n");
 
     hl = npy_header(b, "|i1", "(2, 2)");
     memcpy(b + hl, i8, sizeof i8);
-    write_file(path(f, "b.npy"), b, hl + sizeof i8);
+    gkvt_write_file(path(f, "b.npy"), b, hl + sizeof i8);
     assert_int_equal(kv(f, f->st, "import", "bytes", path(f, "b.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "get", "bytes", "1,0", NULL), 0);
     assert_string_equal(f->out, "1: 0 127\n0: -128 -1\n");
@@ -494,7 +447,7 @@ test_import_other_dtypes(void **state)
         unsigned char mask[6] = {1, 0, 0, 1, 1, 0};
         hl = npy_header(b, "|b1", "(6,)");
         memcpy(b + hl, mask, sizeof mask);
-        write_file(path(f, "m.npy"), b, hl + sizeof mask);
+        gkvt_write_file(path(f, "m.npy"), b, hl + sizeof mask);
         assert_int_equal(kv(f, f->st, "import", "mask", path(f, "m.npy"), NULL), 0);
         got = dump(f->st, "mask", &d, &len);
         assert_int_equal(d.dtype, GKV_U8);
@@ -504,7 +457,7 @@ test_import_other_dtypes(void **state)
         /* a byte that is not 0 or 1: refused, naming the file and the row;
          * the store is left without the tensor */
         b[hl + 4] = 2;
-        write_file(path(f, "m2.npy"), b, hl + sizeof mask);
+        gkvt_write_file(path(f, "m2.npy"), b, hl + sizeof mask);
         assert_int_equal(kv(f, f->st, "import", "mask2", path(f, "m2.npy"), NULL), 1);
         assert_non_null(strstr(f->err, "m2.npy"));
         assert_non_null(strstr(f->err, "row 4 holds byte 2"));
@@ -526,14 +479,14 @@ test_export_round_trip(void **state)
     assert_int_equal(kv(f, f->st, "export", "feat", path(f, "out.npy"), NULL), 0);
     assert_string_equal(f->out, "");
     assert_string_equal(f->err, "");
-    a = read_file(path(f, "feat.npy"), &la);
-    b = read_file(path(f, "out.npy"), &lb);
+    a = gkvt_read_file(path(f, "feat.npy"), &la);
+    b = gkvt_read_file(path(f, "out.npy"), &lb);
     assert_int_equal(la, lb);
     assert_memory_equal(a, b, la);
     free(b);
     /* --raw: the rows alone */
     assert_int_equal(kv(f, f->st, "export", "feat", path(f, "out.raw"), "--raw", NULL), 0);
-    b = read_file(path(f, "out.raw"), &lb);
+    b = gkvt_read_file(path(f, "out.raw"), &lb);
     assert_int_equal(lb, la - 128);
     assert_memory_equal(b, a + 128, lb);
     free(b);
@@ -543,7 +496,7 @@ test_export_round_trip(void **state)
                         "--range", "10:20", NULL), 0);
     {
         gkv_npy_header h;
-        b = read_file(path(f, "part.npy"), &lb);
+        b = gkvt_read_file(path(f, "part.npy"), &lb);
         GKVT_OK(gkv_npy_parse(b, lb, lb, &h, NULL, 0));
         assert_int_equal(h.shape[0], 10);
         assert_int_equal(h.shape[1], W);
@@ -557,7 +510,7 @@ test_export_round_trip(void **state)
     assert_non_null(strstr(f->err, "not inside [0, 3000)"));
     assert_int_equal(kv(f, f->st, "export", "nope", path(f, "part.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "tensor 'nope'"));
-    b = read_file(path(f, "part.npy"), &lb);
+    b = gkvt_read_file(path(f, "part.npy"), &lb);
     assert_int_equal(lb, 128 + 10 * W * 4);
     free(b);
     assert_int_equal(kv(f, f->st, "export", "feat", path(f, "no/such/dir.npy"), NULL), 1);
@@ -582,7 +535,7 @@ test_raw_import_export(void **state)
     for (int i = 0; i < 10; i++)
         for (int j = 0; j < 6; j++)
             rows[i][j / 3][j % 3] = i * 10 + j + 0.125;
-    write_file(path(f, "rows.f64"), rows, sizeof rows);
+    gkvt_write_file(path(f, "rows.f64"), rows, sizeof rows);
     assert_int_equal(kv(f, f->st, "import", "cube", path(f, "rows.f64"),
                         "--dtype", "f64", "--dim", "2,3", "--lo", "40", NULL), 0);
     got = dump(f->st, "cube", &d, &len);
@@ -596,7 +549,7 @@ test_raw_import_export(void **state)
     assert_memory_equal(got, rows, len);
     free(got);
     assert_int_equal(kv(f, f->st, "export", "cube", path(f, "back.f64"), "--raw", NULL), 0);
-    got = read_file(path(f, "back.f64"), &len);
+    got = gkvt_read_file(path(f, "back.f64"), &len);
     assert_int_equal(len, sizeof rows);
     assert_memory_equal(got, rows, len);
     free(got);
@@ -607,7 +560,7 @@ test_raw_import_export(void **state)
     assert_int_equal(kv(f, f->st, "export", "cube", path(f, "cube.npy"), NULL), 0);
     {
         gkv_npy_header h;
-        got = read_file(path(f, "cube.npy"), &len);
+        got = gkvt_read_file(path(f, "cube.npy"), &len);
         GKVT_OK(gkv_npy_parse(got, len, len, &h, NULL, 0));
         assert_int_equal(h.ndim, 3);
         assert_int_equal(h.shape[0], 10);
@@ -618,7 +571,7 @@ test_raw_import_export(void **state)
     /* bf16 exists only raw */
     for (int i = 0; i < 8; i++)
         bf[i] = gkv_f32_to_bf16((float)i * 0.5f - 1.0f);
-    write_file(path(f, "e.bf16"), bf, sizeof bf);
+    gkvt_write_file(path(f, "e.bf16"), bf, sizeof bf);
     assert_int_equal(kv(f, f->st, "import", "emb", path(f, "e.bf16"),
                         "--dtype", "bf16", "--dim", "4", NULL), 0);
     assert_int_equal(kv(f, f->st, "get", "emb", "0:2", NULL), 0);
@@ -628,7 +581,7 @@ test_raw_import_export(void **state)
     assert_non_null(strstr(f->err, "--raw"));
     assert_false(exists(path(f, "e.npy")));
     assert_int_equal(kv(f, f->st, "export", "emb", path(f, "e2.bf16"), "--raw", NULL), 0);
-    got = read_file(path(f, "e2.bf16"), &len);
+    got = gkvt_read_file(path(f, "e2.bf16"), &len);
     assert_int_equal(len, sizeof bf);
     assert_memory_equal(got, bf, len);
     free(got);
@@ -663,7 +616,7 @@ test_get_each_id_syntax(void **state)
     check_get(f, (uint64_t[]){2999, 1, 5, 10, 11, 4, 4, 16}, 8);
     {
         const char *ids = "3\n 7\t8\r\n\n100:103,2\n";
-        write_file(path(f, "ids.txt"), ids, strlen(ids));
+        gkvt_write_file(path(f, "ids.txt"), ids, strlen(ids));
     }
     snprintf(at, sizeof at, "@%s", path(f, "ids.txt"));
     assert_int_equal(kv(f, f->st, "get", "feat", at, NULL), 0);
@@ -991,7 +944,7 @@ test_verify_finds_flipped_byte(void **state)
     assert_string_equal(f->err, "");
     /* flip one byte of row 77 where it lies in data.mdb */
     snprintf(data, sizeof data, "%s/data.mdb", f->st);
-    db = read_file(data, &len);
+    db = gkvt_read_file(data, &len);
     fd = open(data, O_WRONLY);
     for (size_t i = 0; i + W * 4 <= len; i++)
         if (memcmp(db + i, v + 77 * W, W * 4) == 0) {
@@ -1091,7 +1044,7 @@ test_bad_import_changes_nothing(void **state)
         float x = (float)i;
         memcpy(b + hl + 4 * i, &x, 4);
     }
-    write_file(path(f, "keep.npy"), b, hl + 60);
+    gkvt_write_file(path(f, "keep.npy"), b, hl + 60);
     assert_int_equal(kv(f, f->st, "import", "keep", path(f, "keep.npy"), NULL), 0);
     snap_take(f, &s0);
 
@@ -1104,7 +1057,7 @@ test_bad_import_changes_nothing(void **state)
         memcpy(b + 10, t[i].dict, dl);
         b[10 + dl] = '\n';
         memset(b + 11 + dl, 0x3f, t[i].data);
-        write_file(path(f, t[i].name), b, 11 + dl + t[i].data);
+        gkvt_write_file(path(f, t[i].name), b, 11 + dl + t[i].data);
         /* as a new name and as a replacement of 'keep' */
         assert_int_equal(kv(f, f->st, "import", "new", path(f, t[i].name), NULL), 1);
         if (strstr(f->err, t[i].why) == NULL)
@@ -1115,15 +1068,16 @@ test_bad_import_changes_nothing(void **state)
         snap_check(f, &s0);
     }
     /* a truncated header, a bad magic, an empty file, a directory, no file */
-    write_file(path(f, "trunc_hdr"), "\x93NUMPY\x01\x00\x76\x00{'descr'", 19);
+    gkvt_write_file(path(f, "trunc_hdr"),
+                    "\x93NUMPY\x01\x00\x76\x00{'descr'", 19);
     assert_int_equal(kv(f, f->st, "import", "keep", path(f, "trunc_hdr"), "--replace", NULL), 1);
     assert_non_null(strstr(f->err, "truncated header"));
     memcpy(b, good, strlen(good));
-    write_file(path(f, "magic"), b, strlen(good));
+    gkvt_write_file(path(f, "magic"), b, strlen(good));
     assert_int_equal(kv(f, f->st, "import", "new", path(f, "magic"), NULL), 1);
     assert_non_null(strstr(f->err, "bad magic"));
     assert_non_null(strstr(f->err, "--dtype and --dim"));
-    write_file(path(f, "empty"), "", 0);
+    gkvt_write_file(path(f, "empty"), "", 0);
     assert_int_equal(kv(f, f->st, "import", "new", path(f, "empty"), NULL), 1);
     assert_int_equal(kv(f, f->st, "import", "new", f->dir, NULL), 1);
     assert_int_equal(kv(f, f->st, "import", "new", path(f, "none.npy"), NULL), 1);
@@ -1160,8 +1114,8 @@ expect_same_export(struct fx *f, const char *x, const char *y)
 
     assert_int_equal(kv(f, f->st, "export", x, path(f, "x.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "export", y, path(f, "y.npy"), NULL), 0);
-    a = read_file(path(f, "x.npy"), &al);
-    b = read_file(path(f, "y.npy"), &bl);
+    a = gkvt_read_file(path(f, "x.npy"), &al);
+    b = gkvt_read_file(path(f, "y.npy"), &bl);
     assert_int_equal(al, bl);
     assert_memory_equal(a, b, al);
     free(a);
@@ -1193,13 +1147,13 @@ test_import_orig_ids(void **state)
                         "--orig-ids", path(f, "map.npy"), NULL), 0);
     expect_same_export(f, "e", "e2");
     assert_int_equal(kv(f, f->st, "export", "e", path(f, "a.npy"), NULL), 0);
-    a = read_file(path(f, "a.npy"), &al);
+    a = gkvt_read_file(path(f, "a.npy"), &al);
     /* optimizer state: the same file as e#adagrad_s, read back in order */
     assert_int_equal(kv(f, f->st, "import", "e#adagrad_s", path(f, "orig.npy"),
                         "--orig-ids", path(f, "map.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "export", "e#adagrad_s", path(f, "s.npy"),
                         NULL), 0);
-    b = read_file(path(f, "s.npy"), &bl);
+    b = gkvt_read_file(path(f, "s.npy"), &bl);
     assert_int_equal(al, bl);
     assert_memory_equal(a, b, al);
     free(a);
@@ -1456,7 +1410,7 @@ test_signals_during_import(void **state)
             fail_msg("kvctl import ended with status %d before signal %d landed",
                      WEXITSTATUS(st), sigs[i]);
         assert_int_equal(WTERMSIG(st), sigs[i]);
-        errtxt = (char *)read_file(path(f, "err.txt"), &elen);
+        errtxt = (char *)gkvt_read_file(path(f, "err.txt"), &elen);
         errtxt[elen] = '\0';
         if (sigs[i] != SIGKILL) {
             assert_non_null(strstr(errtxt, "interrupted"));
@@ -1906,7 +1860,7 @@ test_server_writes(void **state)
                         "--replace", NULL), 0);
     assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "back.npy"),
                         "--raw", NULL), 0);
-    b = read_file(path(f, "back.npy"), &hl);
+    b = gkvt_read_file(path(f, "back.npy"), &hl);
     assert_int_equal(hl, 40 * 4 * 4);
     assert_memory_equal(b, v, hl);
     free(b);
@@ -1920,7 +1874,7 @@ test_server_writes(void **state)
         int64_t x = i == BATCH + 5000 ? -1 : 5;
         memcpy(b + hl + i * 8, &x, 8);
     }
-    write_file(path(f, "t.npy"), b, hl + (size_t)BIG * 8);
+    gkvt_write_file(path(f, "t.npy"), b, hl + (size_t)BIG * 8);
     free(t);
     /* what the server's store would refuse is refused before the first
      * batch (a store's own restore refuses it in one transaction) */
@@ -1937,7 +1891,7 @@ test_server_writes(void **state)
     f->srv = 0;
     assert_int_equal(kv(f, f->st, "export", "emb", path(f, "st.npy"), "--raw",
                         NULL), 0);
-    b = read_file(path(f, "st.npy"), &hl);
+    b = gkvt_read_file(path(f, "st.npy"), &hl);
     assert_int_equal(hl, 40 * 4 * 4);
     assert_memory_equal(b, v, hl);
     free(b);
@@ -1973,7 +1927,7 @@ test_server_import_partial(void **state)
         float x = (float)i + 0.5f;
         memcpy(b + hl + i * 4, &x, 4);
     }
-    write_file(path(f, "big.npy"), b, hl + (size_t)ROWS * 4);
+    gkvt_write_file(path(f, "big.npy"), b, hl + (size_t)ROWS * 4);
     free(b);
     port = server_start(f, none);
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
@@ -2096,8 +2050,8 @@ test_server_export(void **state)
     assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
                         NULL), 0);
     assert_string_equal(f->err, "");
-    local = read_file(path(f, "local.npy"), &llen);
-    remote = read_file(path(f, "out.npy"), &rlen);
+    local = gkvt_read_file(path(f, "local.npy"), &llen);
+    remote = gkvt_read_file(path(f, "out.npy"), &rlen);
     assert_int_equal(llen, rlen);
     assert_memory_equal(local, remote, llen);
     free(remote);
@@ -2117,7 +2071,7 @@ test_server_export(void **state)
     assert_memory_equal(rows + 297, push + 3, 3 * sizeof(float));
     assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
                         NULL), 0);
-    remote = read_file(path(f, "out.npy"), &rlen);
+    remote = gkvt_read_file(path(f, "out.npy"), &rlen);
     GKVT_OK(gkv_npy_header_format(GKV_F32, 2, shape, hdr, sizeof hdr, &hl,
                                   NULL, 0));
     assert_int_equal(rlen, hl + sizeof rows);
@@ -2132,7 +2086,7 @@ test_server_export(void **state)
     /* --range and --raw as locally */
     assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.raw"),
                         "--raw", "--range", "100:110", NULL), 0);
-    remote = read_file(path(f, "out.raw"), &rlen);
+    remote = gkvt_read_file(path(f, "out.raw"), &rlen);
     assert_int_equal(rlen, 10 * 12);
     assert_memory_equal(remote, rows + 90 * 3, rlen);
     free(remote);
@@ -2149,7 +2103,7 @@ test_server_export(void **state)
     GKVT_OK(gkv_client_pull(cl, "emb", ids, 100, want, sizeof rows));
     for (int i = 0; i < 100; i++)        /* the same as reordering by hand */
         assert_memory_equal(want + i * 12, rows + (map[i] - 10) * 3, 12);
-    remote = read_file(path(f, "out.npy"), &rlen);
+    remote = gkvt_read_file(path(f, "out.npy"), &rlen);
     assert_int_equal(rlen, hl + sizeof rows);
     assert_memory_equal(remote, hdr, hl);
     assert_memory_equal(remote + hl, want, sizeof rows);
@@ -2159,13 +2113,13 @@ test_server_export(void **state)
     write_npy_i64(path(f, "col.npy"), map, 100, 1);
     assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "col.npy.out"),
                         "--orig-ids", path(f, "col.npy"), NULL), 0);
-    remote = read_file(path(f, "col.npy.out"), &rlen);
+    remote = gkvt_read_file(path(f, "col.npy.out"), &rlen);
     assert_int_equal(rlen, hl + sizeof rows);
     assert_memory_equal(remote + hl, want, sizeof rows);
     free(remote);
     assert_int_equal(kv(f, f->st, "export", "emb", path(f, "loc-orig.npy"),
                         "--orig-ids", path(f, "node-_N.npy"), NULL), 0);
-    remote = read_file(path(f, "loc-orig.npy"), &rlen);
+    remote = gkvt_read_file(path(f, "loc-orig.npy"), &rlen);
     assert_int_equal(rlen, hl + sizeof rows);
     assert_memory_equal(remote, hdr, hl);
     assert_memory_equal(remote + hl, want, sizeof rows);
@@ -2181,8 +2135,8 @@ test_server_export(void **state)
     assert_int_equal(kv(f, f->st, "export", "wide", path(f, "wl.npy"), NULL), 0);
     assert_int_equal(kv(f, "--server", addr, "export", "wide", path(f, "wr.npy"),
                         NULL), 0);
-    local = read_file(path(f, "wl.npy"), &llen);
-    remote = read_file(path(f, "wr.npy"), &rlen);
+    local = gkvt_read_file(path(f, "wl.npy"), &llen);
+    remote = gkvt_read_file(path(f, "wr.npy"), &rlen);
     assert_int_equal(llen, 128 + (size_t)100 * 65536 * 4);
     assert_int_equal(llen, rlen);
     assert_memory_equal(local, remote, llen);
@@ -2192,7 +2146,7 @@ test_server_export(void **state)
     write_npy_i64(path(f, "rev.npy"), map, 100, 0);
     assert_int_equal(kv(f, "--server", addr, "export", "wide", path(f, "wr.npy"),
                         "--orig-ids", path(f, "rev.npy"), NULL), 0);
-    remote = read_file(path(f, "wr.npy"), &rlen);
+    remote = gkvt_read_file(path(f, "wr.npy"), &rlen);
     assert_int_equal(rlen, llen);
     assert_memory_equal(remote, local, 128);
     for (int i = 0; i < 100; i++)
@@ -2205,7 +2159,7 @@ test_server_export(void **state)
     unlink(path(f, "wr.npy"));
 
     /* ---- bad input: exit 1, a message, out.npy as it was, nothing else */
-    write_file(path(f, "out.npy"), "keep", 4);
+    gkvt_write_file(path(f, "out.npy"), "keep", 4);
     assert_int_equal(kv(f, "--server", addr, "export", "nope", path(f, "out.npy"),
                         NULL), 1);
     assert_non_null(strstr(f->err, "tensor 'nope'"));
@@ -2216,7 +2170,7 @@ test_server_export(void **state)
                         "--orig-ids", path(f, "missing.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "missing.npy"));
     assert_non_null(strstr(f->err, "No such file"));
-    write_file(path(f, "junk.npy"), "not a numpy file at all", 23);
+    gkvt_write_file(path(f, "junk.npy"), "not a numpy file at all", 23);
     assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
                         "--orig-ids", path(f, "junk.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "junk.npy"));
@@ -2243,7 +2197,7 @@ test_server_export(void **state)
                         "--orig-ids", path(f, "bad.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "original ID 57 maps to -1"));
     no_leftovers(f, "out.npy", only_keep);
-    errs = (char *)read_file(path(f, "out.npy"), &rlen);
+    errs = (char *)gkvt_read_file(path(f, "out.npy"), &rlen);
     assert_int_equal(rlen, 4);
     assert_memory_equal(errs, "keep", 4);
     free(errs);
