@@ -77,11 +77,26 @@ struct gkvt_seeds1 {
 };
 /* The seeds v[0..n) as the only node type's. */
 struct gkvt_seeds1 gkvt_one(const int64_t *v, size_t n);
-/* An unweighted R-MAT graph of 2^scale nodes (default edge factor); the
- * caller frees it. */
+/* An R-MAT spec of 2^scale nodes, seed and flags, every other field 0
+ * (the defaults). */
+gkv_rmat_spec gkvt_rmat_spec(int scale, uint64_t seed, unsigned flags);
+/* An unweighted R-MAT graph of gkvt_rmat_spec(scale, seed, 0); the caller
+ * frees it. */
 gkv_graph *gkvt_rmat(int scale, uint64_t seed);
 /* A random permutation of [0, N) (malloc'd, N entries): its first n are n
  * distinct seeds. */
 int64_t *gkvt_distinct_seeds(int64_t N, uint64_t *st);
+
+/* ---- checks of graphs and CSC arrays ---- */
+/* Edge type et of g holds exactly the edges s[i] -> d[i], i < n, in that
+ * order, with weights w (NULL: none). */
+void gkvt_expect_coo(const gkv_graph *g, int et, const int64_t *s,
+                     const int64_t *d, const float *w, size_t n);
+/* CSC a of n edges other[j] in column col[j] (edge ID eid[j], or j when
+ * eid is NULL) over ncols columns holds each edge once, the columns in
+ * order and each column's edges in their order (a reference qsort). */
+void gkvt_csc_check(const gkv_csc *a, const int64_t *col,
+                    const int64_t *other, const int64_t *eid, size_t n,
+                    int64_t ncols);
 
 #endif

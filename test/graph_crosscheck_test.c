@@ -124,7 +124,7 @@ test_binary_max_id_on_growing_type(void **state)
     GKVT_OK(gkv_graph_new_homo(&g, GKV_GRAPH_GROW));
     assert_int_equal(gkv_graph_read_binary(g, 0, p, NULL), GKV_ERANGE);
     gkvt_expect_msg(gkv_graph_errmsg(g), "edge 1 (byte 16): src "
-               "9223372036854775807");
+                    "9223372036854775807");
     assert_int_equal(gkv_graph_num_nodes(g, 0), 0);
     assert_int_equal(gkv_graph_num_edges(g, 0), 0);
     gkv_graph_free(g);
@@ -172,7 +172,7 @@ test_text_subnormal_weight(void **state)
                                                  GKV_TEXT_WEIGHT),
                          GKV_EFORMAT);
         gkvt_expect_msg(gkv_graph_errmsg(g), "w.txt:1: weight '1e39' is not a "
-                   "finite number");
+                        "finite number");
         assert_int_equal(gkv_graph_num_edges(g, 0), 4);
     }
     gkv_graph_free(g);
@@ -983,7 +983,7 @@ test_sgraph_find_edges_extreme_ids(void **state)
     ids[0] = INT64_MIN;
     assert_int_equal(gkv_sgraph_find_edges(sg, 0, ids, 1, s, d), GKV_ERANGE);
     gkvt_expect_msg(gkv_sgraph_errmsg(sg), "eids[0] = -9223372036854775808 is "
-               "not an edge");
+                    "not an edge");
     ids[0] = 6;
     GKVT_OK(gkv_sgraph_find_edges(sg, 0, ids, 1, s, d));
     assert_int_equal(s[0], 0);
@@ -1013,11 +1013,11 @@ test_part_find_edges_extreme_ids(void **state)
     id = INT64_MIN;
     assert_int_equal(gkv_part_find_edges(p, 0, &id, 1, &s, &d), GKV_ERANGE);
     gkvt_expect_msg(gkv_part_errmsg(p), "eids[0] = -9223372036854775808 is not "
-               "a '_N:_E:_N' edge ID");
+                    "a '_N:_E:_N' edge ID");
     id = INT64_MAX;
     assert_int_equal(gkv_part_find_edges(p, 0, &id, 1, &s, &d), GKV_ERANGE);
     gkvt_expect_msg(gkv_part_errmsg(p), "eids[0] = 9223372036854775807 is not "
-               "a '_N:_E:_N' edge ID");
+                    "a '_N:_E:_N' edge ID");
     id = lo;
     GKVT_OK(gkv_part_find_edges(p, 0, &id, 1, &s, &d));
     gkv_part_close(p);
@@ -1058,7 +1058,7 @@ test_part_open_huge_node_count(void **state)
     assert_int_equal(gkv_part_open(&p, json, 0, 0), GKV_ECORRUPT);
     assert_null(p);
     gkvt_expect_msg(gkv_part_errmsg(NULL), "partition 0: owns 9223372036854775807 "
-               "'_N' nodes, too many for an indptr");
+                    "'_N' nodes, too many for an indptr");
     gkv_graph_free(g);
     free(out);
     free(json);

@@ -631,7 +631,7 @@ test_hetero_range_by_hand(void **state)
     nodes[1] = 2;
     assert_int_equal(gkv_part_out_degrees(p0, 1, nodes, 2, deg), GKV_ERANGE);
     gkvt_expect_msg(gkv_part_errmsg(p0),
-               "nodes[1] = 2: 'user' node owned by partition 1, not 0");
+                    "nodes[1] = 2: 'user' node owned by partition 1, not 0");
     /* user 3 has no in-edges; item 2 no buyers */
     nodes[0] = 3;
     GKVT_OK(gkv_part_in_degrees(p1, 0, nodes, 1, deg));

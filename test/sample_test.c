@@ -33,15 +33,6 @@ expect_edges(const gkv_sample_edges *e, const int64_t (*want)[3], size_t n)
     }
 }
 
-static void
-expect_i64(const int64_t *got, const int64_t *want, size_t n, const char *what)
-{
-    for (size_t i = 0; i < n; i++)
-        if (got[i] != want[i])
-            fail_msg("%s[%zu] = %lld, want %lld", what, i, (long long)got[i],
-                     (long long)want[i]);
-}
-
 /* A deep copy of blocks, to compare results of different calls. */
 struct bcopy {
     int nl, nnt, net;
@@ -146,11 +137,11 @@ check_blocks_homo(const gkv_graph *g, const gkv_csc *csc, const gkv_block *b,
         int k = fan[l];
         if (l == nl - 1) {
             assert_int_equal(bn->num_dst, nseeds);
-            expect_i64(bn->ids, seeds, nseeds, "seeds");
+            gkvt_expect_i64(bn->ids, seeds, nseeds, "seeds");
         } else {
             assert_int_equal(bn->num_dst, b[l + 1].nodes[0].num_src);
-            expect_i64(bn->ids, b[l + 1].nodes[0].ids, bn->num_dst,
-                       "dst = next block's src");
+            gkvt_expect_i64(bn->ids, b[l + 1].nodes[0].ids, bn->num_dst,
+                            "dst = next block's src");
         }
         for (int64_t i = 0; i < N; i++)
             mark[i] = -1;
@@ -462,10 +453,12 @@ test_fixed_hetero(void **state)
     assert_int_equal(b[0].num_etypes, 3);
     assert_int_equal(b[0].nodes[0].num_dst, 1);
     assert_int_equal(b[0].nodes[0].num_src, 4);
-    expect_i64(b[0].nodes[0].ids, (const int64_t[]){0, 2, 3, 1}, 4, "users");
+    gkvt_expect_i64(b[0].nodes[0].ids, (const int64_t[]){0, 2, 3, 1}, 4,
+                    "users");
     assert_int_equal(b[0].nodes[1].num_dst, 1);
     assert_int_equal(b[0].nodes[1].num_src, 2);
-    expect_i64(b[0].nodes[1].ids, (const int64_t[]){1, 0}, 2, "items");
+    gkvt_expect_i64(b[0].nodes[1].ids, (const int64_t[]){1, 0}, 2,
+                    "items");
     expect_edges(&b[0].edges[0], (const int64_t[][3]){{1, 0, 3}, {2, 0, 4}},
                  2);
     expect_edges(&b[0].edges[1], (const int64_t[][3]){{0, 0, 1}, {3, 0, 2},
@@ -478,9 +471,10 @@ test_fixed_hetero(void **state)
                                   NULL, b2));
         assert_int_equal(b2[1].nodes[0].num_src, 4);
         assert_int_equal(b2[0].nodes[0].num_dst, 4);
-        expect_i64(b2[0].nodes[0].ids, (const int64_t[]){0, 2, 3, 1}, 4,
-                   "users");
-        expect_i64(b2[0].nodes[1].ids, (const int64_t[]){1, 0}, 2, "items");
+        gkvt_expect_i64(b2[0].nodes[0].ids, (const int64_t[]){0, 2, 3, 1}, 4,
+                        "users");
+        gkvt_expect_i64(b2[0].nodes[1].ids, (const int64_t[]){1, 0}, 2,
+                        "items");
         /* follows into u0 u2 u3 u1: u0 <- 2,3; u2 <- 0,1,3; u1 <- 0 */
         expect_edges(&b2[0].edges[0], (const int64_t[][3]){{1, 0, 3},
                      {2, 0, 4}, {0, 1, 1}, {3, 1, 2}, {2, 1, 5}, {0, 3, 0}},
@@ -512,8 +506,9 @@ test_fixed_homo_blocks(void **state)
              * 0 <- (3,e4) (6,e8). Nodes 3 0 | 2 4 6. */
             assert_int_equal(b[1].nodes[0].num_dst, 2);
             assert_int_equal(b[1].nodes[0].num_src, 5);
-            expect_i64(b[1].nodes[0].ids, (const int64_t[]){3, 0, 2, 4, 6}, 5,
-                       "block 1 nodes");
+            gkvt_expect_i64(b[1].nodes[0].ids,
+                            (const int64_t[]){3, 0, 2, 4, 6}, 5,
+                            "block 1 nodes");
             expect_edges(&b[1].edges[0], (const int64_t[][3]){{2, 0, 3},
                          {2, 0, 5}, {3, 0, 6}, {1, 0, 13}, {0, 1, 4},
                          {4, 1, 8}}, 6);
@@ -521,8 +516,9 @@ test_fixed_homo_blocks(void **state)
              * (3,e10); 6 <- none. Nodes 3 0 2 4 6 | 1. */
             assert_int_equal(b[0].nodes[0].num_dst, 5);
             assert_int_equal(b[0].nodes[0].num_src, 6);
-            expect_i64(b[0].nodes[0].ids, (const int64_t[]){3, 0, 2, 4, 6, 1},
-                       6, "block 0 nodes");
+            gkvt_expect_i64(b[0].nodes[0].ids,
+                            (const int64_t[]){3, 0, 2, 4, 6, 1}, 6,
+                            "block 0 nodes");
             expect_edges(&b[0].edges[0], (const int64_t[][3]){{2, 0, 3},
                          {2, 0, 5}, {3, 0, 6}, {1, 0, 13}, {0, 1, 4},
                          {4, 1, 8}, {1, 2, 1}, {5, 2, 2}, {5, 3, 9},
@@ -552,15 +548,15 @@ test_out_blocks(void **state)
     GKVT_OK(gkv_sample_blocks(s, sd.p, sd.n, &all, 1, 1, &o, b));
     assert_int_equal(b[0].nodes[0].num_dst, 1);
     assert_int_equal(b[0].nodes[0].num_src, 3);
-    expect_i64(b[0].nodes[0].ids, (const int64_t[]){3, 0, 4}, 3, "nodes");
+    gkvt_expect_i64(b[0].nodes[0].ids, (const int64_t[]){3, 0, 4}, 3, "nodes");
     expect_edges(&b[0].edges[0], (const int64_t[][3]){{1, 0, 4}, {2, 0, 10}},
                  2);
     /* two layers: 0's out-edges 0->1 (e0) 0->2 (e1) 0->3 (e13); 4's 4->3
      * (e6) 4->1 (e12) */
     GKVT_OK(gkv_sample_blocks(s, sd.p, sd.n, (const int[]){-1, -1}, 1, 2, &o,
                               b));
-    expect_i64(b[0].nodes[0].ids, (const int64_t[]){3, 0, 4, 1, 2}, 5,
-               "nodes");
+    gkvt_expect_i64(b[0].nodes[0].ids, (const int64_t[]){3, 0, 4, 1, 2}, 5,
+                    "nodes");
     expect_edges(&b[0].edges[0], (const int64_t[][3]){{1, 0, 4}, {2, 0, 10},
                  {3, 1, 0}, {4, 1, 1}, {0, 1, 13}, {0, 2, 6}, {3, 2, 12}}, 7);
     gkv_sampler_free(s);
@@ -630,7 +626,7 @@ test_hetero_threads(void **state)
             const int64_t *want = l == 1 ? sp[t] : b[1].nodes[t].ids;
             size_t nw = l == 1 ? sn[t] : b[1].nodes[t].num_src;
             assert_int_equal(bn->num_dst, nw);
-            expect_i64(bn->ids, want, nw, "dst nodes");
+            gkvt_expect_i64(bn->ids, want, nw, "dst nodes");
             for (int64_t i = 0; i < N; i++)
                 mark[i] = 0;
             for (size_t i = 0; i < bn->num_src; i++) {
@@ -1200,7 +1196,7 @@ test_edge_batch(void **state)
         }
         assert_int_equal(sn->num_dst, nw);
         assert_int_equal(sn->num_src >= nw, 1);
-        expect_i64(sn->ids, want, nw, "seed set");
+        gkvt_expect_i64(sn->ids, want, nw, "seed set");
         /* exclusions, at both layers; without them the seed hop (fanout
          * -1) holds every batch edge */
         for (int l = 0; l < 2; l++)
