@@ -873,3 +873,31 @@ gkvt_fnv64(uint64_t h, uint64_t v)
     }
     return h;
 }
+
+void
+gkvt_store_create(const char *st, const char *name, const gkv_tensor_spec *sp)
+{
+    gkv_store *s;
+
+    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, name, sp));
+    gkv_store_close(s);
+}
+
+void
+gkvt_make_f32(const char *st, const char *name, uint64_t width, uint64_t lo,
+              uint64_t hi)
+{
+    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, width, lo, hi,
+                                        GKV_INIT_UNIFORM);
+
+    gkvt_store_create(st, name, &sp);
+}
+
+int
+gkvt_exists(const char *path)
+{
+    struct stat sb;
+
+    return stat(path, &sb) == 0;
+}

@@ -93,6 +93,8 @@ unsigned char *gkvt_read_file(const char *path, size_t *len);
 /* Writes len bytes to path (created or truncated, mode 0644); a cmocka
  * failure when it cannot. */
 void   gkvt_write_file(const char *path, const void *b, size_t len);
+/* Whether path exists (stat). */
+int    gkvt_exists(const char *path);
 /* DIR/NAME in one of 8 thread-local buffers, each reused 8 calls later. */
 char  *gkvt_path(const char *dir, const char *name);
 /* Runs the built program 'name' (gkvt_prog) with the arguments that follow
@@ -175,6 +177,14 @@ gkv_tensor_spec gkvt_spec(gkv_dtype dt, uint64_t width, uint64_t lo,
 /* gkvt_spec() with rows made by 'init' (a = -1, b = 1, seed 7). */
 gkv_tensor_spec gkvt_spec_init(gkv_dtype dt, uint64_t width, uint64_t lo,
                                uint64_t hi, gkv_init init);
+/* Creates tensor 'name' of spec sp in the store at st (made when missing)
+ * and closes the store again. */
+void gkvt_store_create(const char *st, const char *name,
+                       const gkv_tensor_spec *sp);
+/* gkvt_store_create() of f32 rows of 'width', IDs [lo, hi), uniform in
+ * [-1, 1] (seed 7): the net tests' tensors. */
+void gkvt_make_f32(const char *st, const char *name, uint64_t width,
+                   uint64_t lo, uint64_t hi);
 #define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
 /* A net/ call must succeed; else fail naming the call, code and detail. */
 #define NET_OK(expr) do { gkv_err rc_ = (expr); \

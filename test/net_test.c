@@ -40,13 +40,10 @@ static void
 make_tensor(const char *st, const char *name, gkv_dtype dt, uint64_t width,
             uint64_t lo, uint64_t hi, gkv_init init, unsigned flags)
 {
-    gkv_store *s;
     gkv_tensor_spec sp = gkvt_spec_init(dt, width, lo, hi, init);
 
     sp.flags = flags;
-    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
-    GKVT_OK(gkv_tensor_create(s, name, &sp));
-    gkv_store_close(s);
+    gkvt_store_create(st, name, &sp);
 }
 
 /* Rows ids[0..n) of tensor name in store st, read in-process. */
@@ -836,25 +833,6 @@ raw_call(int s, const void *b, size_t len, net_hdr *h, unsigned char *pl,
     return 0;
 }
 
-/* Builds a message: header fields and payload. */
-static size_t
-raw_msg(unsigned char *b, uint16_t type, uint64_t session, uint64_t req,
-        const void *pl, size_t plen)
-{
-    net_hdr h = {0};
-
-    h.magic = NET_MAGIC;
-    h.version = NET_VERSION;
-    h.type = type;
-    h.req_id = req;
-    h.session = session;
-    h.len = plen;
-    net__hdr_put(b, &h);
-    if (plen > 0)
-        memcpy(b + NET_HDR_LEN, pl, plen);
-    return NET_HDR_LEN + plen;
-}
-
 static void
 raw_error(const unsigned char *pl, size_t plen, char *msg, size_t cap)
 {
@@ -878,7 +856,7 @@ raw_handshake(int s, const char *token, const char *group, uint32_t rank,
     net_rd rd;
     size_t len, plen;
 
-    len = raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
     assert_int_equal(raw_call(s, b, len, &h, pl, sizeof pl, &plen), 0);
     net__rd_init(&rd, pl, plen);
     assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
@@ -896,7 +874,7 @@ raw_handshake(int s, const char *token, const char *group, uint32_t rank,
     w.cap = sizeof b - NET_HDR_LEN;
     w.off = 0;
     net__enc_hs_req(&w, &hs);
-    len = raw_msg(b, NET_HANDSHAKE, 0, 2, b + NET_HDR_LEN, w.off);
+    len = gkvt_raw_msg(b, NET_HANDSHAKE, 0, 2, b + NET_HDR_LEN, w.off);
     if (replay != NULL) {
         memcpy(replay, b, len);
         *replay_len = len;
@@ -964,14 +942,14 @@ test_token(void **state)
     raw_error(pl, plen, msg, sizeof msg);
     assert_non_null(strstr(msg, "already used"));
     /* requests need the granted session */
-    len = raw_msg(b, NET_STATS, 0, 9, NULL, 0);
+    len = gkvt_raw_msg(b, NET_STATS, 0, 9, NULL, 0);
     assert_int_equal(raw_call(s, b, len, &h, pl, sizeof pl, &plen), 0);
     assert_int_equal(h.status, GKV_EPERM);
     assert_true(h.flags & NET_F_SESSION);
-    len = raw_msg(b, NET_STATS, sess ^ 1, 10, NULL, 0);
+    len = gkvt_raw_msg(b, NET_STATS, sess ^ 1, 10, NULL, 0);
     assert_int_equal(raw_call(s, b, len, &h, pl, sizeof pl, &plen), 0);
     assert_int_equal(h.status, GKV_EPERM);
-    len = raw_msg(b, NET_STATS, sess, 11, NULL, 0);
+    len = gkvt_raw_msg(b, NET_STATS, sess, 11, NULL, 0);
     assert_int_equal(raw_call(s, b, len, &h, pl, sizeof pl, &plen), 0);
     assert_int_equal(h.status, GKV_OK);
     nn_close(s);
@@ -1063,30 +1041,30 @@ test_bad_requests_are_answered_counted_and_logged(void **state)
     memcpy(b, "GKVN\x01\x00\x04\x00", 8);
     expect_error(s, b, 10, GKV_EPROTO, "shorter than the 48-byte header");
     /* wrong magic, wrong version, a lying length */
-    len = raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
     b[0] = 'X';
     expect_error(s, b, len, GKV_EPROTO, "bad magic");
-    len = raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
     b[4] = 9;
     expect_error(s, b, len, GKV_EVERSION, "protocol version 9");
-    len = raw_msg(b, NET_HELLO, 0, 1, "abcd", 4);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, "abcd", 4);
     expect_error(s, b, len - 1, GKV_EPROTO, "4 payload bytes, 3 arrived");
     /* random bytes */
     for (int i = 0; i < 5000; i++)
         b[i] = (unsigned char)gkvt_rand(&x);
     expect_error(s, b, 5000, GKV_EPROTO, "bad magic");
     /* a reply sent to the server; trailing bytes after a hello */
-    len = raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
     b[8] = NET_F_REPLY;
     expect_error(s, b, len, GKV_EPROTO, "reply");
-    len = raw_msg(b, NET_HELLO, 0, 1, "zz", 2);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, "zz", 2);
     expect_error(s, b, len, GKV_EPROTO, "left over");
     /* unknown types, with a valid session */
     sess = raw_handshake(s, NULL, "raw", 0, NULL, NULL, &st);
     assert_true(sess != 0);
-    len = raw_msg(b, 77, sess, 3, NULL, 0);
+    len = gkvt_raw_msg(b, 77, sess, 3, NULL, 0);
     expect_error(s, b, len, GKV_EPROTO, "unknown request type 77");
-    len = raw_msg(b, NET_SAMPLE, sess, 4, NULL, 0);
+    len = gkvt_raw_msg(b, NET_SAMPLE, sess, 4, NULL, 0);
     expect_error(s, b, len, GKV_ENOTSUP, "sample: this server serves a store, "
                  "not a graph partition");
     /* a pull of IDs the server does not hold */
@@ -1097,7 +1075,7 @@ test_bad_requests_are_answered_counted_and_logged(void **state)
         uint64_t ids[2] = {5, 100};
         net__enc_pull_req(&w, "feat", ids, NULL, 2);
     }
-    len = raw_msg(b, NET_PULL, sess, 5, pl, w.off);
+    len = gkvt_raw_msg(b, NET_PULL, sess, 5, pl, w.off);
     expect_error(s, b, len, GKV_ERANGE, "100");
     /* a pull whose reply would pass the message limit */
     w.off = 0;
@@ -1105,7 +1083,7 @@ test_bad_requests_are_answered_counted_and_logged(void **state)
         uint64_t ids[50] = {0};
         net__enc_pull_req(&w, "wide", ids, NULL, 50);
     }
-    len = raw_msg(b, NET_PULL, sess, 6, pl, w.off);
+    len = gkvt_raw_msg(b, NET_PULL, sess, 6, pl, w.off);
     expect_error(s, b, len, GKV_EINVAL, "message limit");
     /* a push with the wrong row width */
     w.off = 0;
@@ -1115,7 +1093,7 @@ test_bad_requests_are_answered_counted_and_logged(void **state)
         static const double opt[4] = {0};
         net__enc_push_req(&w, "feat", "", 0, opt, sizeof row, &id, row, NULL, 1);
     }
-    len = raw_msg(b, NET_PUSH, sess, 7, pl, w.off);
+    len = gkvt_raw_msg(b, NET_PUSH, sess, 7, pl, w.off);
     expect_error(s, b, len, GKV_ESHAPE, "rows of 12 bytes, the tensor's rows are 64 bytes");
     still_serves(f);
     nn_close(s);
@@ -1148,7 +1126,7 @@ test_bad_oversized_message_drops_only_that_peer(void **state)
     s = raw_socket(f, 3000);
     sess = raw_handshake(s, NULL, "raw", 0, NULL, NULL, &st);
     assert_true(sess != 0);
-    len = raw_msg(b, NET_STATS, sess, 8, NULL, 0);
+    len = gkvt_raw_msg(b, NET_STATS, sess, 8, NULL, 0);
     {
         unsigned char *huge = calloc(1, 5000000);
         int to = 500;
