@@ -1,7 +1,6 @@
 /* graph_csc_test.c - CSC/CSR construction (gkv_csc_build, graph/
  * gkv_graph.h): hand-written answers on the fixed graphs, a reference sort
  * on random graphs, threads agreeing on R-MAT graphs, bad input. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +8,6 @@
 #include "gkvt.h"
 #include "gkvt_graph.h"
 #include "graph/gkv_graph.h"
-#include "graph/gkv_partition.h"
 
 #define N_OF(a) (sizeof (a) / sizeof (a)[0])
 

@@ -9,7 +9,6 @@
 #include "gkvt.h"
 #include "gkvt_graph.h"
 #include "graph/gkv_graph.h"
-#include "graph/gkv_partition.h"
 
 #define N_OF(a) (sizeof (a) / sizeof (a)[0])
 

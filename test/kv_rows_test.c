@@ -15,9 +15,7 @@
 #include <sys/wait.h>
 #include <pthread.h>
 #include <unistd.h>
-#include <lmdb.h>
 #include "gkvt.h"
-#include "kv_int.h"
 
 static int
 setup(void **state)

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +13,6 @@
 #include <sys/wait.h>
 #include <pthread.h>
 #include <unistd.h>
-#include <lmdb.h>
 #include "gkvt.h"
 #include "kv_int.h"
 

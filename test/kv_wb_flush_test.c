@@ -2,7 +2,6 @@
  * inside a flush (the flush writes the state it began at), a flush whose
  * write fails, readers racing a flush. Edge cases of the same flush under
  * stress: kv_wb_edge_test.c. */
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>

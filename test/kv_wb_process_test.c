@@ -3,7 +3,6 @@
  * lock, kept across fork, released when the owner stops, closes or dies;
  * names matched whole), and a tensor another process deletes or replaces
  * is dropped from the flush, which goes on with the others. */
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,7 +13,7 @@
 #include <unistd.h>
 #include "gkvt.h"
 #include "gkvt_wb.h"
-#include "kv_int.h"     /* kv__wb_flush_hook */
+#include "kv_int.h"     /* st_wbo_fd */
 
 #define W 8            /* row width (f32) of the small tensors */
 #define N 3000         /* rows */

@@ -25,7 +25,6 @@
 #include "gkvt.h"
 #include "gkvt_kvctl.h"
 #include "gkv.h"
-#include "idlist.h"
 #include "util.h"
 
 #define N 3000          /* rows of the f32 test tensor */

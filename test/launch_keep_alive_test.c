@@ -18,9 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "gkvt.h"
-#include "gkvt_graph.h"
-#include "gkv_net.h"
-#include "util.h"
 #include "gkvt_launch.h"
 
 static void

@@ -20,9 +20,6 @@
 #include <time.h>
 #include <unistd.h>
 #include "gkvt.h"
-#include "gkvt_graph.h"
-#include "gkv_net.h"
-#include "util.h"
 #include "gkvt_launch.h"
 
 /* ---- bad inputs: exit 2 with a message, nothing started -------------- */
