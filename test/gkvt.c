@@ -901,3 +901,17 @@ gkvt_exists(const char *path)
 
     return stat(path, &sb) == 0;
 }
+
+void
+gkvt_expect_same_files(const char *a, const char *b)
+{
+    size_t la, lb;
+    unsigned char *x = gkvt_read_file(a, &la);
+    unsigned char *y = gkvt_read_file(b, &lb);
+
+    if (la != lb)
+        fail_msg("%s has %zu bytes, %s %zu", a, la, b, lb);
+    assert_memory_equal(x, y, la);
+    free(x);
+    free(y);
+}

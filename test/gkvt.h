@@ -95,6 +95,8 @@ unsigned char *gkvt_read_file(const char *path, size_t *len);
 void   gkvt_write_file(const char *path, const void *b, size_t len);
 /* Whether path exists (stat). */
 int    gkvt_exists(const char *path);
+/* Fails unless files a and b hold the same bytes. */
+void   gkvt_expect_same_files(const char *a, const char *b);
 /* DIR/NAME in one of 8 thread-local buffers, each reused 8 calls later. */
 char  *gkvt_path(const char *dir, const char *name);
 /* Runs the built program 'name' (gkvt_prog) with the arguments that follow

@@ -294,14 +294,7 @@ partition(struct fx *f)
 static void
 same_files(struct fx *f, const char *a, const char *b)
 {
-    size_t la, lb;
-    unsigned char *x = gkvt_read_file(path(f, a), &la);
-    unsigned char *y = gkvt_read_file(path(f, b), &lb);
-
-    assert_int_equal(la, lb);
-    assert_memory_equal(x, y, la);
-    free(x);
-    free(y);
+    gkvt_expect_same_files(path(f, a), path(f, b));
 }
 
 /* export of a node feature from 2 machines x 2 servers: the partitions'

@@ -1006,17 +1006,9 @@ test_bad_import_changes_nothing(void **state)
 static void
 expect_same_export(struct gkvt_kvctl_fx *f, const char *x, const char *y)
 {
-    unsigned char *a, *b;
-    size_t al, bl;
-
     assert_int_equal(kv(f, f->st, "export", x, path(f, "x.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "export", y, path(f, "y.npy"), NULL), 0);
-    a = gkvt_read_file(path(f, "x.npy"), &al);
-    b = gkvt_read_file(path(f, "y.npy"), &bl);
-    assert_int_equal(al, bl);
-    assert_memory_equal(a, b, al);
-    free(a);
-    free(b);
+    gkvt_expect_same_files(path(f, "x.npy"), path(f, "y.npy"));
 }
 
 /* import --orig-ids: a file in original-ID order (export --orig-ids)
