@@ -348,3 +348,20 @@ gkvt_csc_check(const gkv_csc *a, const int64_t *col, const int64_t *other,
     free(ord);
     free(seen);
 }
+
+void
+gkvt_ref_sampler(struct gkvt_ref *r)
+{
+    GKVT_OK(gkv_sgraph_from_graph(&r->wsg, r->whole, GKV_SG_CSR, 1));
+    GKVT_OK(gkv_sampler_new(&r->ws, r->wsg, 1));
+}
+
+void
+gkvt_ref_free(struct gkvt_ref *r)
+{
+    gkv_sampler_free(r->ws);
+    free(r->rev);
+    gkv_sgraph_free(r->wsg);
+    gkv_graph_free(r->whole);
+    memset(r, 0, sizeof *r);
+}

@@ -87,6 +87,21 @@ gkv_graph *gkvt_rmat(int scale, uint64_t seed);
  * distinct seeds. */
 int64_t *gkvt_distinct_seeds(int64_t N, uint64_t *st);
 
+/* ---- the in-process reference of the graph-server tests ---- */
+/* The whole graph a test's partitions were made from, in their new IDs,
+ * and an in-process sampler on it: what the servers' answers are compared
+ * with (net_graph_test, net_prob_test, net_client_mem_test). */
+struct gkvt_ref {
+    gkv_graph *whole;
+    gkv_sgraph *wsg;         /* of whole, with the CSR too */
+    gkv_sampler *ws;         /* one thread on wsg */
+    int64_t *rev;            /* hetero: click -> its clicked_by, new IDs */
+};
+/* Makes r->wsg and r->ws from r->whole. */
+void gkvt_ref_sampler(struct gkvt_ref *r);
+/* Frees what r holds (NULLs are fine) and zeroes it. */
+void gkvt_ref_free(struct gkvt_ref *r);
+
 /* ---- checks of graphs and CSC arrays ---- */
 /* Edge type et of g holds exactly the edges s[i] -> d[i], i < n, in that
  * order, with weights w (NULL: none). */

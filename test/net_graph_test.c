@@ -57,10 +57,7 @@ struct fx {
     int64_t n, m;
     float *feat;             /* n x FEAT_W, by original ID */
     int64_t *nmap;           /* original node ID -> new */
-    gkv_graph *whole;        /* in new IDs */
-    gkv_sgraph *wsg;
-    gkv_sampler *ws;
-    int64_t *rev;            /* hetero: click -> its clicked_by, new IDs */
+    struct gkvt_ref ref;     /* the whole graph, in new IDs */
     gkv_part *part[4];       /* opened in-process, read-only */
 };
 
@@ -161,10 +158,9 @@ graph_make(struct fx *f, int scale, int nparts)
         D[emap[e]] = f->nmap[coo.dst[e]];
         W[emap[e]] = coo.w[e];
     }
-    GKVT_OK(gkv_graph_new_homo(&f->whole, f->n));
-    GKVT_OK(gkv_graph_add_edges(f->whole, 0, S, D, W, (size_t)f->m));
-    GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
-    GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
+    GKVT_OK(gkv_graph_new_homo(&f->ref.whole, f->n));
+    GKVT_OK(gkv_graph_add_edges(f->ref.whole, 0, S, D, W, (size_t)f->m));
+    gkvt_ref_sampler(&f->ref);
     gkv_graph_free(g);
     free(src);
     free(dst);
@@ -189,10 +185,7 @@ teardown(void **state)
     struct fx *f = *state;
     int bad = gkvt_job_fini(&f->j);
 
-    gkv_sampler_free(f->ws);
-    free(f->rev);
-    gkv_sgraph_free(f->wsg);
-    gkv_graph_free(f->whole);
+    gkvt_ref_free(&f->ref);
     for (int q = 0; q < 4; q++)
         gkv_part_close(f->part[q]);
     free(f->feat);
@@ -316,7 +309,7 @@ ref_blocks(struct fx *f, struct bcopy *ref, const int64_t *seeds, size_t n,
     const int64_t *sv[1] = {seeds};
     size_t sn[1] = {n};
 
-    GKVT_OK(gkv_sample_blocks(f->ws, sv, sn, fan, 1, nl, o, wb));
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, sv, sn, fan, 1, nl, o, wb));
     bcopy_take(ref, wb, nl);
 }
 
@@ -349,7 +342,7 @@ check_hop(struct fx *f, gkv_client *c, const int64_t *seeds, size_t n,
     int64_t *s, *d, *e;
     size_t m;
 
-    GKVT_OK(gkv_sample_neighbors(f->ws, sv, sn, &fan, 1, layer, o, &we));
+    GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, sn, &fan, 1, layer, o, &we));
     m = we.n;
     s = malloc(m * 8 + 8);
     d = malloc(m * 8 + 8);
@@ -1073,7 +1066,7 @@ check_edge_batch(struct fx *f, gkv_client *c, const gkv_edge_batch_spec *sp,
     int64_t *pairs;
     size_t np;
 
-    GKVT_OK(gkv_sample_edge_batch(f->ws, sp, fan, 1, nl, o, &wb, wblk));
+    GKVT_OK(gkv_sample_edge_batch(f->ref.ws, sp, fan, 1, nl, o, &wb, wblk));
     np = 2 * wb.num_pos + 2 * wb.num_neg;
     pairs = malloc(np * 8 + 8);
     if (wb.num_pos > 0) {     /* the arrays may be NULL when empty */
@@ -1115,7 +1108,7 @@ check_edge_batch_bad(struct fx *f, gkv_client *c,
     gkv_edge_batch wb, cb;
     gkv_block wblk[2], cblk[2];
 
-    assert_int_equal(gkv_sample_edge_batch(f->ws, sp, fan, 1, 2, NULL, &wb,
+    assert_int_equal(gkv_sample_edge_batch(f->ref.ws, sp, fan, 1, 2, NULL, &wb,
                                            wblk), want);
     assert_int_equal(gkv_client_sample_edge_batch(c, sp, fan, 1, 2, NULL, &cb,
                                                   cblk), want);
@@ -1551,11 +1544,11 @@ hetero_make(struct fx *f)
     for (int q = 0; q < 2; q++)
         GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
     /* the whole graph in the new IDs, for the references */
-    f->whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), NULL, nmap);
-    f->rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
+    f->ref.whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), NULL,
+                                       nmap);
+    f->ref.rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
     f->nmap = nmap[0];
-    GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
-    GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
+    gkvt_ref_sampler(&f->ref);
     gkv_graph_free(g);
     free(nmap[1]);
 }
@@ -1650,14 +1643,14 @@ test_hetero(void **state)
     /* blocks, per-etype fanouts, in and out */
     o.seed = 8;
     NET_OK(gkv_client_sample_blocks(c, seeds, ns, fan, 3, 3, &o, cb));
-    GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 3, &o, wb));
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, seeds, ns, fan, 3, 3, &o, wb));
     hblocks_equal(wb, cb, 3, 0);
     for (int e = 0; e < 3; e++)
         edges += cb[0].edges[e].n;
     assert_true(edges > 0);
     o.dir = GKV_DIR_OUT;
     NET_OK(gkv_client_sample_blocks(c, seeds, ns, fan, 3, 2, &o, cb));
-    GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 2, &o, wb));
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, seeds, ns, fan, 3, 2, &o, wb));
     hblocks_equal(wb, cb, 2, 0);
     o.dir = GKV_DIR_IN;
 
@@ -1673,15 +1666,15 @@ test_hetero(void **state)
      * click k's reverse is no longer clicked_by k); the reference on the
      * whole graph is given them */
     NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &o, &ceb, cb));
-    sp.reverse_eids = f->rev;
+    sp.reverse_eids = f->ref.rev;
     sp.reverse_n = GKVT_UI_CLICKS;
-    GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &o, &web, wb));
+    GKVT_OK(gkv_sample_edge_batch(f->ref.ws, &sp, fan, 3, 2, &o, &web, wb));
     hblocks_equal(wb, cb, 2, 0);
     /* no block holds a positive click's reverse */
     for (int l = 0; l < 2; l++)
         for (size_t k = 0; k < cb[l].edges[2].n; k++)
             for (int i = 0; i < 150; i++)
-                assert_true(cb[l].edges[2].eid[k] != f->rev[eids[i]]);
+                assert_true(cb[l].edges[2].eid[k] != f->ref.rev[eids[i]]);
     /* the stored reverses are clicked_by's: another reverse type is
      * refused, not excluded by the wrong IDs */
     sp.reverse_eids = NULL;
@@ -1720,7 +1713,7 @@ test_hetero(void **state)
         assert_int_equal(l->t[1].rb, 0);
         GPU_OK(gpu__ldr_stage(l, seeds, ns, fan, 3, 2, &o));
         gpu__ldr_point(l, l->pack);
-        GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 2, &o, wb));
+        GKVT_OK(gkv_sample_blocks(f->ref.ws, seeds, ns, fan, 3, 2, &o, wb));
         hblocks_equal(wb, l->blocks, 2, 0);
         assert_int_equal(l->t[0].n, wb[0].nodes[0].num_src);
         assert_int_equal(l->t[1].n, 0);
