@@ -164,7 +164,8 @@ gkvt_lt_ports(struct gkvt_lt_fx *f)
         if (base < 1024 || base + 16 > 65535)
             continue;
         for (int i = 0; i < 16 && ok; i++)
-            ok = gkvt_lt_port_bindable(base + i) && !gkvt_lt_port_connects(base + i);
+            ok = gkvt_lt_port_bindable(base + i) &&
+                 !gkvt_lt_port_connects(base + i);
         if (ok) {
             char text[128];
             f->base = base;
@@ -182,7 +183,8 @@ gkvt_lt_ports(struct gkvt_lt_fx *f)
  * stdout and stderr to f->out and f->err; extra environment "N=V" strings
  * in envs (NULL-terminated, may be NULL). */
 pid_t
-gkvt_lt_start(struct gkvt_lt_fx *f, const char *const *args, const char *const *envs)
+gkvt_lt_start(struct gkvt_lt_fx *f, const char *const *args,
+              const char *const *envs)
 {
     char *argv[96];
     int n = 0;
@@ -238,8 +240,8 @@ gkvt_lt_wait(struct gkvt_lt_fx *f, int timeout_s)
 }
 
 int
-gkvt_lt_launch(struct gkvt_lt_fx *f, const char *const *args, const char *const *envs,
-               int timeout_s)
+gkvt_lt_launch(struct gkvt_lt_fx *f, const char *const *args,
+               const char *const *envs, int timeout_s)
 {
     gkvt_lt_start(f, args, envs);
     return gkvt_lt_wait(f, timeout_s);
@@ -436,7 +438,8 @@ gkvt_lt_child_main(int argc, char **argv)
         unsigned S = (unsigned)atoi(getenv("GKV_NUM_SERVERS"));
         for (size_t m = 0; m < gkv_ipconfig_count(ipc); m++)
             for (unsigned k = 0; k < S; k++)
-                ok &= gkvt_lt_port_connects((int)(gkv_ipconfig_machine(ipc, m)->port + k));
+                ok &= gkvt_lt_port_connects(
+                    (int)(gkv_ipconfig_machine(ipc, m)->port + k));
         gkv_ipconfig_free(ipc);
     } else {
         ok = 0;
@@ -603,18 +606,18 @@ gkvt_lt_graph_mask(struct gkvt_lt_fx *f, const char *name, int scale, int parts,
 }
 
 void
-gkvt_lt_graph(struct gkvt_lt_fx *f, const char *name, int scale, int parts, char *json,
-              size_t cap)
+gkvt_lt_graph(struct gkvt_lt_fx *f, const char *name, int scale, int parts,
+              char *json, size_t cap)
 {
     gkvt_lt_graph_mask(f, name, scale, parts, NULL, json, cap);
 }
 
-/* ---- tests ---------------------------------------------------------------------------- */
+/* ---- launching again on a port clash, logs ------------------------------- */
 
 /* Runs a launch, on a fresh port range again when a port was taken. */
 int
-gkvt_lt_retry(struct gkvt_lt_fx *f, const char *const *args, const char *const *envs,
-              int timeout_s)
+gkvt_lt_retry(struct gkvt_lt_fx *f, const char *const *args,
+              const char *const *envs, int timeout_s)
 {
     int rc = 0;
 
@@ -631,8 +634,8 @@ gkvt_lt_retry(struct gkvt_lt_fx *f, const char *const *args, const char *const *
 /* gkvt_lt_launch() on a fresh port range again while a port was taken, with the
  * two-machine ip_config of gkvt_lt_two_machines() rewritten for each range. */
 int
-gkvt_lt_retry2(struct gkvt_lt_fx *f, const char *const *args, char *cfg2, size_t cap,
-               int timeout_s)
+gkvt_lt_retry2(struct gkvt_lt_fx *f, const char *const *args, char *cfg2,
+               size_t cap, int timeout_s)
 {
     int rc = 0;
 
@@ -664,7 +667,8 @@ gkvt_lt_log_has(struct gkvt_lt_fx *f, const char *log, const char *needle)
 void
 gkvt_lt_find_programs(void)
 {
-    ssize_t n = readlink("/proc/self/exe", gkvt_lt_self, sizeof gkvt_lt_self - 1);
+    ssize_t n = readlink("/proc/self/exe", gkvt_lt_self,
+                         sizeof gkvt_lt_self - 1);
 
     assert_true(n > 0);
     gkvt_lt_self[n] = '\0';
