@@ -37,12 +37,12 @@ static char tool[PATH_MAX + 32];
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
+    struct fx *f;
 
-    if (f == NULL || (f->dir = gkvt_mkdtemp("gkvpart")) == NULL)
+    if (gkvt_dir_setup(state, sizeof *f, "gkvpart") != 0)
         return -1;
+    f = *state;
     snprintf(f->out, sizeof f->out, "%s/out", f->dir);
-    *state = f;
     return 0;
 }
 
@@ -83,6 +83,20 @@ find_tool(void)
 }
 
 /* Runs the tool with the arguments (NULL-terminated). */
+/* DIR/NAME of the test's directory (gkvt_path). */
+static char *
+path(struct fx *f, const char *name)
+{
+    return gkvt_path(f->dir, name);
+}
+
+/* Writes len bytes of b to DIR/name. */
+static void
+put(struct fx *f, const char *name, const void *b, size_t len)
+{
+    gkvt_write_file(path(f, name), b, len);
+}
+
 static int
 run(struct fx *f, ...)
 {
@@ -99,28 +113,6 @@ run(struct fx *f, ...)
     free(f->sout);
     free(f->serr);
     return gkvt_run(argv, NULL, 0, &f->sout, &f->serr, 120);
-}
-
-static char *
-path(struct fx *f, const char *name)
-{
-    static char buf[8][4096];
-    static int k;
-    char *p = buf[k++ % 8];
-
-    snprintf(p, 4096, "%s/%s", f->dir, name);
-    return p;
-}
-
-static void
-put(struct fx *f, const char *name, const void *b, size_t len)
-{
-    FILE *fp = fopen(path(f, name), "wb");
-
-    assert_non_null(fp);
-    if (len > 0)
-        assert_int_equal(fwrite(b, 1, len, fp), len);
-    fclose(fp);
 }
 
 static void
@@ -952,41 +944,25 @@ test_rmat_stats(void **state)
     gkv_graph_free(g);
 }
 
-/* Every bad input: exit 1, the message, and nothing new in the directory. */
+/* ---- bad inputs: exit 1, the message, and nothing new in the directory */
+
+/* Writes the bad (and one good) input files, runs the tool with args (in
+ * which BADLINE, BIGID, BADTYPE, OK, ODD, NOSUCH, MASK3 and OUT stand for
+ * those files and the output directory, NF3, NFGARBAGE and NFMISSING for
+ * feat=FILE options), and checks it exits 1 with a message holding
+ * "gkv-partition: " and says[] and leaves the directory as it was. */
 static void
-test_bad_inputs(void **state)
+expect_bad_input(struct fx *f, const char *const *args,
+                 const char *const *says)
 {
-    struct fx *f = *state;
     static const char bad_line[] = "0 1\n1 2\n1 x\n";
     static const char big_id[] = "0 1\n1 7\n";
     static const char bad_type[] = "0 1 follows\n1 0 likes\n";
     static const char ok[] = "0 1\n1 2\n2 0\n";
     float three[3 * 2] = {0};
-    char nf[4200], *before, *after;
-    struct { const char *args[14]; const char *says[3]; } cases[] = {
-        {{"--parts", "2", "--input", "BADLINE", "OUT", NULL},
-         {"bad_line.txt:3:", NULL}},
-        {{"--parts", "2", "--num-nodes", "5", "--input", "BIGID", "OUT", NULL},
-         {"big_id.txt:2:", "7", "not below 5"}},
-        {{"--parts", "2", "--ntype", "u=3", "--etype", "u:follows:u",
-          "--etype-column", "--input", "BADTYPE", "OUT", NULL},
-         {"bad_type.txt:2:", "unknown edge type 'likes'", NULL}},
-        {{"--parts", "2", "--input", "OK", "--node-feat", "NF3", "OUT", NULL},
-         {"node/_N/feat", "has 2 rows", "3 nodes"}},
-        {{"--parts", "2", "--input", "OK", "--node-feat", "NFGARBAGE", "OUT",
-          NULL}, {"garbage.npy", NULL}},
-        {{"--parts", "2", "--input", "OK", "--node-feat", "NFMISSING", "OUT",
-          NULL}, {"missing.npy", NULL}},
-        {{"--parts", "4", "--input", "OK", "OUT", NULL},
-         {"4 partitions", "only 3 nodes", NULL}},
-        {{"--parts", "2", "--input", "NOSUCH", "OUT", NULL},
-         {"nosuch.txt", NULL}},
-        {{"--parts", "2", "--binary", "ODD", "OUT", NULL}, {"odd.bin", NULL}},
-        {{"--parts", "2", "--input", "OK", "--node-feat", "u/x=/dev/null",
-          "OUT", NULL}, {"unknown node type 'u'", NULL}},
-        {{"--parts", "2", "--input", "OK", "--train-mask", "MASK3", "OUT",
-          NULL}, {"training mask", "2 rows", "3 nodes"}},
-    };
+    char *before, *after;
+    char *argv[20];
+    int n = 0, rc;
 
     put(f, "bad_line.txt", bad_line, sizeof bad_line - 1);
     put(f, "big_id.txt", big_id, sizeof big_id - 1);
@@ -997,50 +973,95 @@ test_bad_inputs(void **state)
     put_npy(f, "three.npy", GKV_F32, 2, 3, three);
     put_npy(f, "mask3.npy", GKV_F32, 2, 1, three);
     before = listing(f->dir);
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *argv[20];
-        int n = 0, rc;
-        argv[n++] = tool;
-        for (int k = 0; cases[i].args[k] != NULL; k++) {
-            const char *a = cases[i].args[k];
-            static char buf[16][4200];
-            char *b = buf[k];
-            if (strcmp(a, "BADLINE") == 0) a = path(f, "bad_line.txt");
-            else if (strcmp(a, "BIGID") == 0) a = path(f, "big_id.txt");
-            else if (strcmp(a, "BADTYPE") == 0) a = path(f, "bad_type.txt");
-            else if (strcmp(a, "OK") == 0) a = path(f, "ok.txt");
-            else if (strcmp(a, "ODD") == 0) a = path(f, "odd.bin");
-            else if (strcmp(a, "NOSUCH") == 0) a = path(f, "nosuch.txt");
-            else if (strcmp(a, "OUT") == 0) a = f->out;
-            else if (strcmp(a, "MASK3") == 0) a = path(f, "mask3.npy");
-            else if (strcmp(a, "NF3") == 0) {
-                snprintf(b, 4200, "feat=%s", path(f, "three.npy"));
-                a = b;
-            } else if (strcmp(a, "NFGARBAGE") == 0) {
-                snprintf(b, 4200, "feat=%s", path(f, "garbage.npy"));
-                a = b;
-            } else if (strcmp(a, "NFMISSING") == 0) {
-                snprintf(b, 4200, "feat=%s", path(f, "missing.npy"));
-                a = b;
-            }
-            argv[n++] = (char *)a;
+    argv[n++] = tool;
+    for (int k = 0; args[k] != NULL; k++) {
+        const char *a = args[k];
+        static char buf[16][4200];
+        char *b = buf[k];
+        if (strcmp(a, "BADLINE") == 0) a = path(f, "bad_line.txt");
+        else if (strcmp(a, "BIGID") == 0) a = path(f, "big_id.txt");
+        else if (strcmp(a, "BADTYPE") == 0) a = path(f, "bad_type.txt");
+        else if (strcmp(a, "OK") == 0) a = path(f, "ok.txt");
+        else if (strcmp(a, "ODD") == 0) a = path(f, "odd.bin");
+        else if (strcmp(a, "NOSUCH") == 0) a = path(f, "nosuch.txt");
+        else if (strcmp(a, "OUT") == 0) a = f->out;
+        else if (strcmp(a, "MASK3") == 0) a = path(f, "mask3.npy");
+        else if (strcmp(a, "NF3") == 0) {
+            snprintf(b, 4200, "feat=%s", path(f, "three.npy"));
+            a = b;
+        } else if (strcmp(a, "NFGARBAGE") == 0) {
+            snprintf(b, 4200, "feat=%s", path(f, "garbage.npy"));
+            a = b;
+        } else if (strcmp(a, "NFMISSING") == 0) {
+            snprintf(b, 4200, "feat=%s", path(f, "missing.npy"));
+            a = b;
         }
-        argv[n] = NULL;
-        free(f->sout);
-        free(f->serr);
-        rc = gkvt_run(argv, NULL, 0, &f->sout, &f->serr, 60);
-        if (rc != 1)
-            fail_msg("case %zu: exit %d, expected 1: %s", i, rc, f->serr);
-        expect_text("stderr", f->serr, "gkv-partition: ");
-        for (int k = 0; k < 3 && cases[i].says[k] != NULL; k++)
-            expect_text("stderr", f->serr, cases[i].says[k]);
-        after = listing(f->dir);
-        assert_string_equal(before, after);
-        free(after);
+        argv[n++] = (char *)a;
     }
+    argv[n] = NULL;
+    free(f->sout);
+    free(f->serr);
+    rc = gkvt_run(argv, NULL, 0, &f->sout, &f->serr, 60);
+    if (rc != 1)
+        fail_msg("exit %d, expected 1: %s", rc, f->serr);
+    expect_text("stderr", f->serr, "gkv-partition: ");
+    for (int k = 0; k < 3 && says[k] != NULL; k++)
+        expect_text("stderr", f->serr, says[k]);
+    after = listing(f->dir);
+    assert_string_equal(before, after);
+    free(after);
     free(before);
-    (void)nf;
 }
+
+#define BAD_INPUT(name, args, says)                                         \
+static void                                                                 \
+name(void **state)                                                          \
+{                                                                           \
+    static const char *const a_[] = args, *const s_[4] = says;              \
+    expect_bad_input(*state, a_, s_);                                       \
+}
+#define L(...) {__VA_ARGS__}
+
+BAD_INPUT(test_bad_text_line_is_named_by_line,
+          L("--parts", "2", "--input", "BADLINE", "OUT", NULL),
+          L("bad_line.txt:3:", NULL))
+BAD_INPUT(test_bad_node_id_not_below_num_nodes,
+          L("--parts", "2", "--num-nodes", "5", "--input", "BIGID", "OUT",
+            NULL),
+          L("big_id.txt:2:", "7", "not below 5"))
+BAD_INPUT(test_bad_unknown_edge_type_column,
+          L("--parts", "2", "--ntype", "u=3", "--etype", "u:follows:u",
+            "--etype-column", "--input", "BADTYPE", "OUT", NULL),
+          L("bad_type.txt:2:", "unknown edge type 'likes'", NULL))
+BAD_INPUT(test_bad_node_feat_rows_not_nodes,
+          L("--parts", "2", "--input", "OK", "--node-feat", "NF3", "OUT",
+            NULL),
+          L("node/_N/feat", "has 2 rows", "3 nodes"))
+BAD_INPUT(test_bad_node_feat_garbage_npy,
+          L("--parts", "2", "--input", "OK", "--node-feat", "NFGARBAGE",
+            "OUT", NULL),
+          L("garbage.npy", NULL))
+BAD_INPUT(test_bad_node_feat_missing_npy,
+          L("--parts", "2", "--input", "OK", "--node-feat", "NFMISSING",
+            "OUT", NULL),
+          L("missing.npy", NULL))
+BAD_INPUT(test_bad_more_parts_than_nodes,
+          L("--parts", "4", "--input", "OK", "OUT", NULL),
+          L("4 partitions", "only 3 nodes", NULL))
+BAD_INPUT(test_bad_input_file_missing,
+          L("--parts", "2", "--input", "NOSUCH", "OUT", NULL),
+          L("nosuch.txt", NULL))
+BAD_INPUT(test_bad_binary_odd_length,
+          L("--parts", "2", "--binary", "ODD", "OUT", NULL),
+          L("odd.bin", NULL))
+BAD_INPUT(test_bad_node_feat_unknown_node_type,
+          L("--parts", "2", "--input", "OK", "--node-feat", "u/x=/dev/null",
+            "OUT", NULL),
+          L("unknown node type 'u'", NULL))
+BAD_INPUT(test_bad_train_mask_rows_not_nodes,
+          L("--parts", "2", "--input", "OK", "--train-mask", "MASK3", "OUT",
+            NULL),
+          L("training mask", "2 rows", "3 nodes"))
 
 static void
 test_existing_partition_and_force(void **state)
@@ -1500,28 +1521,40 @@ test_header_line_hint(void **state)
     assert_null(strstr(f->serr, "a header line?"));
 }
 
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_help_and_version, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_usage_errors_exit_2, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_text_every_method, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hetero_files, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_binary_with_weights, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rmat_stats, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_existing_partition_and_force, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_progress_on_a_tty, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sigint_leaves_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm_in_metis_leaves_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_negative_weight_refused, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_weights_pair_with_binary, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_train_mask_path_with_eq, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_signal_on_stalled_fifo, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reverse_etypes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_force_killed_at_each_rename, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_header_line_hint, setup, teardown),
+        T(test_help_and_version),
+        T(test_usage_errors_exit_2),
+        T(test_text_every_method),
+        T(test_hetero_files),
+        T(test_binary_with_weights),
+        T(test_rmat_stats),
+        T(test_bad_text_line_is_named_by_line),
+        T(test_bad_node_id_not_below_num_nodes),
+        T(test_bad_unknown_edge_type_column),
+        T(test_bad_node_feat_rows_not_nodes),
+        T(test_bad_node_feat_garbage_npy),
+        T(test_bad_node_feat_missing_npy),
+        T(test_bad_more_parts_than_nodes),
+        T(test_bad_input_file_missing),
+        T(test_bad_binary_odd_length),
+        T(test_bad_node_feat_unknown_node_type),
+        T(test_bad_train_mask_rows_not_nodes),
+        T(test_existing_partition_and_force),
+        T(test_progress_on_a_tty),
+        T(test_sigint_leaves_nothing),
+        T(test_sigterm_in_metis_leaves_nothing),
+        T(test_negative_weight_refused),
+        T(test_weights_pair_with_binary),
+        T(test_train_mask_path_with_eq),
+        T(test_signal_on_stalled_fifo),
+        T(test_reverse_etypes),
+        T(test_force_killed_at_each_rename),
+        T(test_header_line_hint),
     };
 
     find_tool();

@@ -129,16 +129,6 @@ gkvt_tmpfs_done(char *dir)
     gkvt_rmtree(dir);
 }
 
-void
-gkvt_wb_unguard(const char *dir)
-{
-    char p[4200];
-
-    snprintf(p, sizeof p, "%s/writeback.lock", dir);
-    if (unlink(p) != 0 && errno != ENOENT)
-        fail_msg("unlink %s: %s", p, strerror(errno));
-}
-
 const char *
 gkvt_prog(const char *name)
 {
@@ -693,4 +683,235 @@ gkvt_spec_init(gkv_dtype dt, uint64_t width, uint64_t lo, uint64_t hi,
     sp.b = 1;
     sp.seed = 7;
     return sp;
+}
+
+int
+gkvt_dir_setup(void **state, size_t size, const char *tag)
+{
+    char **f = calloc(1, size);
+
+    if (f == NULL || (*f = gkvt_mkdtemp(tag)) == NULL) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+int
+gkvt_dir_teardown(void **state)
+{
+    char **f = *state;
+
+    gkvt_rmtree(*f);
+    free(f);
+    return 0;
+}
+
+int
+gkvt_store_setup(void **state, size_t size, const char *tag)
+{
+    struct gkvt_store_fx *f;
+
+    if (gkvt_dir_setup(state, size, tag) != 0)
+        return -1;
+    f = *state;
+    if (gkv_store_open(&f->s, f->dir, GKV_CREATE, NULL) != GKV_OK) {
+        gkvt_dir_teardown(state);
+        return -1;
+    }
+    return 0;
+}
+
+int
+gkvt_store_teardown(void **state)
+{
+    struct gkvt_store_fx *f = *state;
+
+    gkv_store_close(f->s);
+    return gkvt_dir_teardown(state);
+}
+
+void
+gkvt_expect_msg(const char *msg, const char *want)
+{
+    if (strstr(msg, want) == NULL)
+        fail_msg("message \"%s\" does not name \"%s\"", msg, want);
+}
+
+unsigned char *
+gkvt_tensor_dump(gkv_store *s, gkv_txn *tx, const char *name, size_t *len)
+{
+    gkv_tensor_desc d;
+    unsigned char *b;
+    gkv_err rc;
+
+    *len = 0;
+    rc = gkv_tensor_info(s, tx, name, &d);
+    if (rc == GKV_ENOTFOUND)
+        return NULL;
+    GKVT_OK(rc);
+    *len = (size_t)(d.hi - d.lo) * d.row_bytes;
+    b = malloc(*len ? *len : 1);
+    assert_non_null(b);
+    GKVT_OK(gkv_tensor_read(s, tx, name, d.lo, d.hi, b, *len));
+    return b;
+}
+
+unsigned char *
+gkvt_tensor_all(gkv_store *s, gkv_txn *tx, const char *name, size_t *len)
+{
+    unsigned char *b = gkvt_tensor_dump(s, tx, name, len);
+
+    if (b == NULL)
+        fail_msg("no tensor '%s'", name);
+    return b;
+}
+
+unsigned char *
+gkvt_read_file(const char *path, size_t *len)
+{
+    struct stat sb;
+    unsigned char *b;
+    int fd = open(path, O_RDONLY);
+
+    if (fd < 0)
+        fail_msg("cannot open %s: %s", path, strerror(errno));
+    assert_int_equal(fstat(fd, &sb), 0);
+    b = malloc((size_t)sb.st_size + 1);
+    assert_non_null(b);
+    *len = 0;
+    while (*len < (size_t)sb.st_size) {
+        ssize_t r = read(fd, b + *len, (size_t)sb.st_size - *len);
+        assert_true(r > 0);
+        *len += (size_t)r;
+    }
+    b[*len] = '\0';
+    close(fd);
+    return b;
+}
+
+void
+gkvt_write_file(const char *path, const void *b, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const unsigned char *c = b;
+
+    if (fd < 0)
+        fail_msg("cannot create %s: %s", path, strerror(errno));
+    while (len > 0) {
+        ssize_t w = write(fd, c, len);
+        assert_true(w > 0);
+        c += w;
+        len -= (size_t)w;
+    }
+    assert_int_equal(close(fd), 0);
+}
+
+char *
+gkvt_path(const char *dir, const char *name)
+{
+    static __thread char buf[8][4096];
+    static __thread int k;
+    char *p = buf[k++ % 8];
+
+    snprintf(p, 4096, "%s/%s", dir, name);
+    return p;
+}
+
+int
+gkvt_toolv(const char *name, char **out, char **err, va_list ap)
+{
+    char *argv[64];
+    int n = 0;
+
+    argv[n++] = (char *)gkvt_prog(name);
+    while (n < 63 && (argv[n] = va_arg(ap, char *)) != NULL)
+        n++;
+    argv[n] = NULL;
+    free(*out);
+    free(*err);
+    *out = *err = NULL;
+    return gkvt_run(argv, NULL, 0, out, err, 60);
+}
+
+int
+gkvt_tool(const char *name, char **out, char **err, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, err);
+    rc = gkvt_toolv(name, out, err, ap);
+    va_end(ap);
+    return rc;
+}
+
+void
+gkvt_expect_has(const char *text, const char *needle)
+{
+    if (strstr(text, needle) == NULL)
+        fail_msg("expected '%s' in:\n%s", needle, text);
+}
+
+void
+gkvt_expect_i64(const int64_t *got, const int64_t *want, size_t n,
+                const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != want[i])
+            fail_msg("%s[%zu] = %lld, want %lld", what, i, (long long)got[i],
+                     (long long)want[i]);
+}
+
+uint64_t
+gkvt_fnv64(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (v >> (8 * i)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+void
+gkvt_store_create(const char *st, const char *name, const gkv_tensor_spec *sp)
+{
+    gkv_store *s;
+
+    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, name, sp));
+    gkv_store_close(s);
+}
+
+void
+gkvt_make_f32(const char *st, const char *name, uint64_t width, uint64_t lo,
+              uint64_t hi)
+{
+    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, width, lo, hi,
+                                        GKV_INIT_UNIFORM);
+
+    gkvt_store_create(st, name, &sp);
+}
+
+int
+gkvt_exists(const char *path)
+{
+    struct stat sb;
+
+    return stat(path, &sb) == 0;
+}
+
+void
+gkvt_expect_same_files(const char *a, const char *b)
+{
+    size_t la, lb;
+    unsigned char *x = gkvt_read_file(a, &la);
+    unsigned char *y = gkvt_read_file(b, &lb);
+
+    if (la != lb)
+        fail_msg("%s has %zu bytes, %s %zu", a, la, b, lb);
+    assert_memory_equal(x, y, la);
+    free(x);
+    free(y);
 }

@@ -29,11 +29,6 @@ int gkvt_run(char *const argv[], const char *in, size_t in_len,
 /* Path of a built program, e.g. gkvt_prog("kvctl") -> "build/kvctl";
  * honours GKVT_BUILD. Returned string is static per call site use. */
 const char *gkvt_prog(const char *name);
-/* Unlinks DIR/writeback.lock: a writer started after this plays one that
- * predates the write-back lock (or bypasses gkv, as mdb_drop does), whose
- * writes to a tensor held in write-back by another process are not
- * refused; the tests of what a write-back handle then does use it. */
-void gkvt_wb_unguard(const char *dir);
 /* Mounts a tmpfs of 'opts' (e.g. "size=12m") on dir (from gkvt_mkdtemp),
  * or removes dir and skips the test (mounting needs CAP_SYS_ADMIN: these
  * run as root in CI). A mount a failed test leaves is unmounted and
@@ -47,6 +42,40 @@ void   gkvt_alloc_fail_at(long n);
 /* Number of gkv__malloc'd blocks not yet freed. */
 long   gkvt_alloc_live(void);
 
+/* ---- cmocka fixtures ---- */
+/* A test's directory: *state gets a new zeroed struct of 'size' bytes
+ * whose first member is a char * set to a fresh gkvt_mkdtemp(tag).
+ * Returns -1 (for a cmocka setup) when it cannot, else 0. */
+int  gkvt_dir_setup(void **state, size_t size, const char *tag);
+/* Its teardown: removes the directory and frees the struct; 0. */
+int  gkvt_dir_teardown(void **state);
+/* A directory and a store opened there (GKV_CREATE); a test's fixture is
+ * this struct, or one that begins with its two members. */
+struct gkvt_store_fx {
+    char *dir;
+    gkv_store *s;
+};
+/* gkvt_dir_setup(), then the store; -1 when either fails. */
+int  gkvt_store_setup(void **state, size_t size, const char *tag);
+/* Closes the store, then gkvt_dir_teardown(); 0. */
+int  gkvt_store_teardown(void **state);
+/* Fails the test unless 'msg' (an error detail) holds 'want'. */
+void gkvt_expect_msg(const char *msg, const char *want);
+/* Every row of 'name' through tx (NULL: without a snapshot, so the RAM
+ * copy of a tensor in write-back mode), malloc'd; *len gets its bytes.
+ * NULL when there is no such tensor; any other failure fails the test. */
+unsigned char *gkvt_tensor_dump(gkv_store *s, gkv_txn *tx, const char *name,
+                                size_t *len);
+/* gkvt_tensor_dump() of a tensor that must exist (else a failure). */
+unsigned char *gkvt_tensor_all(gkv_store *s, gkv_txn *tx, const char *name,
+                               size_t *len);
+
+/* Fails naming the first i where got[i] != want[i] (as "what[i]"). */
+void gkvt_expect_i64(const int64_t *got, const int64_t *want, size_t n,
+                     const char *what);
+/* FNV-1a of h with the 8 bytes of v, low first. */
+uint64_t gkvt_fnv64(uint64_t h, uint64_t v);
+
 /* ---- for tests that run processes and servers ---- */
 /* Seconds on the monotonic clock. */
 double gkvt_now_s(void);
@@ -58,6 +87,26 @@ char  *gkvt_slurp(const char *path);
 int    gkvt_file_has(const char *path, const char *needle);
 /* How many times 'needle' occurs in the file (0 when it cannot be read). */
 int    gkvt_file_count(const char *path, const char *needle);
+/* The whole file as a malloc'd buffer (one NUL past *len, which gets its
+ * bytes); a cmocka failure when it cannot be read. */
+unsigned char *gkvt_read_file(const char *path, size_t *len);
+/* Writes len bytes to path (created or truncated, mode 0644); a cmocka
+ * failure when it cannot. */
+void   gkvt_write_file(const char *path, const void *b, size_t len);
+/* Whether path exists (stat). */
+int    gkvt_exists(const char *path);
+/* Fails unless files a and b hold the same bytes. */
+void   gkvt_expect_same_files(const char *a, const char *b);
+/* DIR/NAME in one of 8 thread-local buffers, each reused 8 calls later. */
+char  *gkvt_path(const char *dir, const char *name);
+/* Runs the built program 'name' (gkvt_prog) with the arguments that follow
+ * (NULL-terminated; 62 at most), stdin /dev/null, for 60 s at most; *out
+ * and *err are freed, then get its stdout and stderr. Returns its exit
+ * status (gkvt_run). */
+int    gkvt_tool(const char *name, char **out, char **err, ...);
+int    gkvt_toolv(const char *name, char **out, char **err, va_list ap);
+/* Fails, showing 'text', unless it holds 'needle'. */
+void   gkvt_expect_has(const char *text, const char *needle);
 /* Writes 'text' to 'path' with mode 'mode' (a cmocka failure if it
  * cannot). */
 void   gkvt_write_text(const char *path, const char *text, unsigned mode);
@@ -130,6 +179,14 @@ gkv_tensor_spec gkvt_spec(gkv_dtype dt, uint64_t width, uint64_t lo,
 /* gkvt_spec() with rows made by 'init' (a = -1, b = 1, seed 7). */
 gkv_tensor_spec gkvt_spec_init(gkv_dtype dt, uint64_t width, uint64_t lo,
                                uint64_t hi, gkv_init init);
+/* Creates tensor 'name' of spec sp in the store at st (made when missing)
+ * and closes the store again. */
+void gkvt_store_create(const char *st, const char *name,
+                       const gkv_tensor_spec *sp);
+/* gkvt_store_create() of f32 rows of 'width', IDs [lo, hi), uniform in
+ * [-1, 1] (seed 7): the net tests' tensors. */
+void gkvt_make_f32(const char *st, const char *name, uint64_t width,
+                   uint64_t lo, uint64_t hi);
 #define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
 /* A net/ call must succeed; else fail naming the call, code and detail. */
 #define NET_OK(expr) do { gkv_err rc_ = (expr); \

@@ -211,3 +211,157 @@ gkvt_blocks_same(const gkv_block *a, const gkv_block *b, int nl)
     }
     return 1;
 }
+
+gkv_sgraph *
+gkvt_sg_fixed(int hetero, unsigned flags)
+{
+    gkv_graph *g;
+    gkv_sgraph *sg;
+
+    GKVT_OK(hetero ? gkv_graph_fixed_hetero(&g) : gkv_graph_fixed_homo(&g));
+    GKVT_OK(gkv_sgraph_from_graph(&sg, g, flags, 1));
+    gkv_graph_free(g);
+    return sg;
+}
+
+gkv_sampler *
+gkvt_sampler(const gkv_sgraph *sg, int nt)
+{
+    gkv_sampler *s;
+
+    GKVT_OK(gkv_sampler_new(&s, sg, nt));
+    return s;
+}
+
+struct gkvt_seeds1
+gkvt_one(const int64_t *v, size_t n)
+{
+    struct gkvt_seeds1 s = {{v}, {n}};
+    return s;
+}
+
+gkv_rmat_spec
+gkvt_rmat_spec(int scale, uint64_t seed, unsigned flags)
+{
+    gkv_rmat_spec sp;
+
+    memset(&sp, 0, sizeof sp);
+    sp.scale = scale;
+    sp.seed = seed;
+    sp.flags = flags;
+    return sp;
+}
+
+gkv_graph *
+gkvt_rmat(int scale, uint64_t seed)
+{
+    gkv_rmat_spec sp = gkvt_rmat_spec(scale, seed, 0);
+    gkv_graph *g;
+
+    GKVT_OK(gkv_rmat_graph(&g, &sp, 1));
+    return g;
+}
+
+int64_t *
+gkvt_distinct_seeds(int64_t N, uint64_t *st)
+{
+    int64_t *perm = malloc((size_t)N * sizeof *perm);
+
+    assert_non_null(perm);
+    for (int64_t i = 0; i < N; i++)
+        perm[i] = i;
+    for (int64_t i = N - 1; i > 0; i--) {
+        int64_t j = (int64_t)(gkvt_rand(st) % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    return perm;
+}
+
+void
+gkvt_expect_coo(const gkv_graph *g, int et, const int64_t *s,
+                const int64_t *d, const float *w, size_t n)
+{
+    gkv_coo c;
+
+    GKVT_OK(gkv_graph_edges(g, et, &c));
+    assert_int_equal(c.n, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(c.src[i], s[i]);
+        assert_int_equal(c.dst[i], d[i]);
+    }
+    if (w == NULL) {
+        assert_null(c.w);
+    } else {
+        assert_non_null(c.w);
+        for (size_t i = 0; i < n; i++)
+            assert_true(c.w[i] == w[i]);
+    }
+}
+
+/* The reference order: edge positions sorted by (col, position). */
+static const int64_t *ref_col;
+
+static int
+ref_cmp(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+
+    if (ref_col[a] != ref_col[b])
+        return ref_col[a] < ref_col[b] ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+void
+gkvt_csc_check(const gkv_csc *a, const int64_t *col, const int64_t *other,
+               const int64_t *eid, size_t n, int64_t ncols)
+{
+    int64_t *ord = malloc((n + 1) * sizeof *ord);
+    unsigned char *seen = calloc(n + 1, 1);
+
+    assert_non_null(ord);
+    assert_non_null(seen);
+    assert_int_equal(a->num_cols, ncols);
+    assert_int_equal(a->num_edges, n);
+    assert_int_equal(a->indptr[0], 0);
+    assert_int_equal(a->indptr[ncols], n);
+    for (int64_t k = 0; k < ncols; k++)
+        assert_true(a->indptr[k] <= a->indptr[k + 1]);
+    for (size_t i = 0; i < n; i++)
+        ord[i] = (int64_t)i;
+    ref_col = col;
+    qsort(ord, n, sizeof *ord, ref_cmp);
+    for (int64_t k = 0, q = 0; k < ncols; k++)
+        for (; q < a->indptr[k + 1]; q++) {
+            int64_t j = ord[q];
+            if (col[j] != k || a->indices[q] != other[j] ||
+                a->eids[q] != (eid != NULL ? eid[j] : j))
+                fail_msg("position %lld (column %lld): got (%lld, %lld), "
+                         "want edge %lld (%lld, %lld)", (long long)q,
+                         (long long)k, (long long)a->indices[q],
+                         (long long)a->eids[q], (long long)j,
+                         (long long)other[j],
+                         (long long)(eid != NULL ? eid[j] : j));
+            assert_int_equal(seen[j], 0);            /* exactly once */
+            seen[j] = 1;
+        }
+    free(ord);
+    free(seen);
+}
+
+void
+gkvt_ref_sampler(struct gkvt_ref *r)
+{
+    GKVT_OK(gkv_sgraph_from_graph(&r->wsg, r->whole, GKV_SG_CSR, 1));
+    GKVT_OK(gkv_sampler_new(&r->ws, r->wsg, 1));
+}
+
+void
+gkvt_ref_free(struct gkvt_ref *r)
+{
+    gkv_sampler_free(r->ws);
+    free(r->rev);
+    gkv_sgraph_free(r->wsg);
+    gkv_graph_free(r->whole);
+    memset(r, 0, sizeof *r);
+}

@@ -64,4 +64,54 @@ int gkvt_edges_same(const gkv_sample_edges *a, const gkv_sample_edges *b,
  * type by type, else 0. */
 int gkvt_blocks_same(const gkv_block *a, const gkv_block *b, int nl);
 
+/* ---- samplers on small graphs ---- */
+/* The fixed homogeneous (hetero 0) or heterogeneous graph as a sampling
+ * graph with 'flags' (GKV_SG_*); the caller frees it. */
+gkv_sgraph *gkvt_sg_fixed(int hetero, unsigned flags);
+/* A sampler of sg with nt threads; the caller frees it. */
+gkv_sampler *gkvt_sampler(const gkv_sgraph *sg, int nt);
+/* One-type seeds as the per-type arrays want them. */
+struct gkvt_seeds1 {
+    const int64_t *p[1];
+    size_t n[1];
+};
+/* The seeds v[0..n) as the only node type's. */
+struct gkvt_seeds1 gkvt_one(const int64_t *v, size_t n);
+/* An R-MAT spec of 2^scale nodes, seed and flags, every other field 0
+ * (the defaults). */
+gkv_rmat_spec gkvt_rmat_spec(int scale, uint64_t seed, unsigned flags);
+/* An unweighted R-MAT graph of gkvt_rmat_spec(scale, seed, 0); the caller
+ * frees it. */
+gkv_graph *gkvt_rmat(int scale, uint64_t seed);
+/* A random permutation of [0, N) (malloc'd, N entries): its first n are n
+ * distinct seeds. */
+int64_t *gkvt_distinct_seeds(int64_t N, uint64_t *st);
+
+/* ---- the in-process reference of the graph-server tests ---- */
+/* The whole graph a test's partitions were made from, in their new IDs,
+ * and an in-process sampler on it: what the servers' answers are compared
+ * with (net_graph_test, net_prob_test, net_client_mem_test). */
+struct gkvt_ref {
+    gkv_graph *whole;
+    gkv_sgraph *wsg;         /* of whole, with the CSR too */
+    gkv_sampler *ws;         /* one thread on wsg */
+    int64_t *rev;            /* hetero: click -> its clicked_by, new IDs */
+};
+/* Makes r->wsg and r->ws from r->whole. */
+void gkvt_ref_sampler(struct gkvt_ref *r);
+/* Frees what r holds (NULLs are fine) and zeroes it. */
+void gkvt_ref_free(struct gkvt_ref *r);
+
+/* ---- checks of graphs and CSC arrays ---- */
+/* Edge type et of g holds exactly the edges s[i] -> d[i], i < n, in that
+ * order, with weights w (NULL: none). */
+void gkvt_expect_coo(const gkv_graph *g, int et, const int64_t *s,
+                     const int64_t *d, const float *w, size_t n);
+/* CSC a of n edges other[j] in column col[j] (edge ID eid[j], or j when
+ * eid is NULL) over ncols columns holds each edge once, the columns in
+ * order and each column's edges in their order (a reference qsort). */
+void gkvt_csc_check(const gkv_csc *a, const int64_t *col,
+                    const int64_t *other, const int64_t *eid, size_t n,
+                    int64_t ncols);
+
 #endif

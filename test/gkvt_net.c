@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gkvt_net.h"
+#include "wire.h"
 
 int
 gkvt_job_init(struct gkvt_job *j, const char *tag, int maxproc)
@@ -161,4 +162,22 @@ gkvt_connect(const char *cfg, const char *group, uint32_t rank,
         fail_msg("connect to the servers of %s as %s rank %u: %s: %s", cfg,
                  group, (unsigned)rank, gkv_err_name(rc), gkv_net_errmsg());
     return c;
+}
+
+size_t
+gkvt_raw_msg(unsigned char *b, uint16_t type, uint64_t session, uint64_t req,
+             const void *pl, size_t plen)
+{
+    net_hdr h = {0};
+
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    h.type = type;
+    h.req_id = req;
+    h.session = session;
+    h.len = plen;
+    net__hdr_put(b, &h);
+    if (plen > 0)
+        memcpy(b + NET_HDR_LEN, pl, plen);
+    return NET_HDR_LEN + plen;
 }

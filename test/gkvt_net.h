@@ -86,4 +86,10 @@ void gkvt_serve(struct gkvt_job *j, int nmach, int nserv,
 gkv_client *gkvt_connect(const char *cfg, const char *group, uint32_t rank,
                          const gkv_client_opts *o);
 
+/* Writes a request of 'type' to b (NET_HDR_LEN + plen bytes): the
+ * header (magic, version, req, session, plen) and the payload pl.
+ * Returns its length. */
+size_t gkvt_raw_msg(unsigned char *b, uint16_t type, uint64_t session,
+                    uint64_t req, const void *pl, size_t plen);
+
 #endif

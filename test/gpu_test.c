@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "gkvt.h"
+#include "gkvt_graph.h"
 #include "graph/gkv_graph.h"
 #include "graph/gkv_sample.h"
 #include "base/gen.h"
@@ -384,22 +385,6 @@ blk_expect(const struct blk *h, const gkv_block *c, int l, const char *what)
                      (long long)e->eid[j]);
 }
 
-/* n distinct seeds of [0, N), shuffled. */
-static int64_t *
-distinct_seeds(int64_t N, size_t n, uint64_t *st)
-{
-    int64_t *perm = malloc((size_t)N * sizeof *perm);
-
-    for (int64_t i = 0; i < N; i++)
-        perm[i] = i;
-    for (int64_t i = N - 1; i > 0; i--) {
-        int64_t j = (int64_t)(gkvt_rand(st) % (uint64_t)(i + 1)), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    return perm;
-}
-
 static void
 test_model_blocks(void **state)
 {
@@ -411,7 +396,7 @@ test_model_blocks(void **state)
     gkv_sgraph *sg;
     gkv_sampler *s;
     gkv_adj a;
-    int64_t N = (int64_t)1 << 11, *seeds = distinct_seeds(N, 300, &st);
+    int64_t N = (int64_t)1 << 11, *seeds = gkvt_distinct_seeds(N, &st);
 
     (void)state;
     GKVT_OK(gkv_sgraph_from_graph(&sg, g, 0, 1));
@@ -881,7 +866,7 @@ test_gpu_blocks(void **state)
     (void)state;
     NEED_GPU();
     g = rmat_weighted(scale, seed + 2);
-    seeds = distinct_seeds(N, 1000, &st);
+    seeds = gkvt_distinct_seeds(N, &st);
     GKVT_OK(gkv_sgraph_from_graph(&sg, g, 0, 1));
     GKVT_OK(gkv_sgraph_adj(sg, 0, GKV_DIR_IN, &a));
     GKVT_OK(gkv_sampler_new(&s, sg, 2));
@@ -963,7 +948,7 @@ test_gpu_blocks_large(void **state)
     GKVT_OK(gkv_sgraph_from_graph(&sg, g, 0, 1));
     GKVT_OK(gkv_sgraph_adj(sg, 0, GKV_DIR_IN, &a));
     GKVT_OK(gkv_sampler_new(&s, sg, 2));
-    perm = distinct_seeds(N, 0, &st);
+    perm = gkvt_distinct_seeds(N, &st);
     seeds = malloc((size_t)N * sizeof *seeds);
     for (int64_t i = 0; i < N; i++)
         if (a.indptr[perm[i] + 1] > a.indptr[perm[i]])
@@ -1044,10 +1029,10 @@ test_gpu_blocks_partial(void **state)
     GKVT_OK(gkv_sgraph_new(&psg, 1, &N, 1, src_t, dst_t));
     GKVT_OK(gkv_sgraph_set_adj(psg, 0, GKV_DIR_IN, &part));
     GKVT_OK(gkv_sampler_new(&s, psg, 1));
-    in_cols = distinct_seeds(hi - lo, 200, &st);
+    in_cols = gkvt_distinct_seeds(hi - lo, &st);
     for (int i = 0; i < 200; i++)
         in_cols[i] += lo;
-    any = distinct_seeds(N, 200, &st);
+    any = gkvt_distinct_seeds(N, &st);
     gpu = have_gpu();
     if (gpu) {
         if (gkv_gpu_sgraph_new(&gg, &part, N, 0, 0) != GKV_OK)
@@ -1177,7 +1162,7 @@ test_gpu_minibatch(void **state)
 
     NEED_GPU();
     g = rmat_weighted(11, 9);                   /* 2048 nodes: feat's rows */
-    seeds = distinct_seeds(2048, 256, &st);
+    seeds = gkvt_distinct_seeds(2048, &st);
     GKVT_OK(gkv_sgraph_from_graph(&sg, g, 0, 1));
     GKVT_OK(gkv_sgraph_adj(sg, 0, GKV_DIR_IN, &a));
     GKVT_OK(gkv_gpu_sgraph_new(&gg, &a, 2048, 0, 0));
@@ -1338,7 +1323,7 @@ test_emu_out_of_memory(void **state)
     size_t base = gkv_emu_live_allocs();
     uint64_t seed = gkvt_seed(), st = seed;
     const int scale = 12;
-    int64_t N = (int64_t)1 << scale, *seeds = distinct_seeds(N, 0, &st);
+    int64_t N = (int64_t)1 << scale, *seeds = gkvt_distinct_seeds(N, &st);
     int fan[2] = {25, 25};
     const int64_t *sp[1] = {seeds};
     size_t ns[1] = {4096};

@@ -28,29 +28,13 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("graph_xcheck")) == NULL)
-        return -1;
-    *state = f;
-    return 0;
+    return gkvt_dir_setup(state, sizeof(struct fx), "graph_xcheck");
 }
 
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
-}
-
-static void
-expect_msg(const char *msg, const char *want)
-{
-    if (strstr(msg, want) == NULL)
-        fail_msg("message \"%s\" does not name \"%s\"", msg, want);
+    return gkvt_dir_teardown(state);
 }
 
 static char *
@@ -92,7 +76,7 @@ test_text_max_id_on_growing_type(void **state)
     GKVT_OK(gkv_graph_new_homo(&g, GKV_GRAPH_GROW));
     assert_int_equal(gkv_graph_read_text_mem(g, "e.txt", txt, strlen(txt), 0,
                                              0), GKV_ERANGE);
-    expect_msg(gkv_graph_errmsg(g), "e.txt:2: src 9223372036854775807");
+    gkvt_expect_msg(gkv_graph_errmsg(g), "e.txt:2: src 9223372036854775807");
     assert_int_equal(gkv_graph_num_nodes(g, 0), 0);
     assert_int_equal(gkv_graph_num_edges(g, 0), 0);
     /* the largest ID that fits a count is fine */
@@ -117,7 +101,7 @@ test_add_edges_max_id_on_growing_type(void **state)
     GKVT_OK(gkv_graph_new_homo(&g, GKV_GRAPH_GROW));
     assert_int_equal(gkv_graph_add_edges(g, 0, src, dst, NULL, 2),
                      GKV_ERANGE);
-    expect_msg(gkv_graph_errmsg(g), "edge 1: dst 9223372036854775807");
+    gkvt_expect_msg(gkv_graph_errmsg(g), "edge 1: dst 9223372036854775807");
     assert_int_equal(gkv_graph_num_nodes(g, 0), 0);
     assert_int_equal(gkv_graph_num_edges(g, 0), 0);
     gkv_graph_free(g);
@@ -139,8 +123,8 @@ test_binary_max_id_on_growing_type(void **state)
     write_bytes(p, b, sizeof b);
     GKVT_OK(gkv_graph_new_homo(&g, GKV_GRAPH_GROW));
     assert_int_equal(gkv_graph_read_binary(g, 0, p, NULL), GKV_ERANGE);
-    expect_msg(gkv_graph_errmsg(g), "edge 1 (byte 16): src "
-               "9223372036854775807");
+    gkvt_expect_msg(gkv_graph_errmsg(g), "edge 1 (byte 16): src "
+                    "9223372036854775807");
     assert_int_equal(gkv_graph_num_nodes(g, 0), 0);
     assert_int_equal(gkv_graph_num_edges(g, 0), 0);
     gkv_graph_free(g);
@@ -178,7 +162,7 @@ test_text_subnormal_weight(void **state)
                                                  strlen(neg), 0,
                                                  GKV_TEXT_WEIGHT),
                          GKV_EFORMAT);
-        expect_msg(gkv_graph_errmsg(g), "w.txt:1: weight '-1e-40' is negative");
+        gkvt_expect_msg(gkv_graph_errmsg(g), "w.txt:1: weight '-1e-40' is negative");
     }
     /* overflow is still refused */
     {
@@ -187,8 +171,8 @@ test_text_subnormal_weight(void **state)
                                                  strlen(big), 0,
                                                  GKV_TEXT_WEIGHT),
                          GKV_EFORMAT);
-        expect_msg(gkv_graph_errmsg(g), "w.txt:1: weight '1e39' is not a "
-                   "finite number");
+        gkvt_expect_msg(gkv_graph_errmsg(g), "w.txt:1: weight '1e39' is not a "
+                        "finite number");
         assert_int_equal(gkv_graph_num_edges(g, 0), 4);
     }
     gkv_graph_free(g);
@@ -987,7 +971,7 @@ test_sgraph_find_edges_extreme_ids(void **state)
                          GKV_ERANGE);
         snprintf(want, sizeof want, "eids[0] = %lld is not an edge",
                  (long long)ids[i]);
-        expect_msg(gkv_sgraph_errmsg(sg), want);
+        gkvt_expect_msg(gkv_sgraph_errmsg(sg), want);
     }
     ids[0] = 103;
     GKVT_OK(gkv_sgraph_find_edges(sg, 0, ids, 1, s, d));
@@ -998,8 +982,8 @@ test_sgraph_find_edges_extreme_ids(void **state)
     GKVT_OK(gkv_sgraph_set_adj(sg, 0, GKV_DIR_IN, &a));
     ids[0] = INT64_MIN;
     assert_int_equal(gkv_sgraph_find_edges(sg, 0, ids, 1, s, d), GKV_ERANGE);
-    expect_msg(gkv_sgraph_errmsg(sg), "eids[0] = -9223372036854775808 is "
-               "not an edge");
+    gkvt_expect_msg(gkv_sgraph_errmsg(sg), "eids[0] = -9223372036854775808 is "
+                    "not an edge");
     ids[0] = 6;
     GKVT_OK(gkv_sgraph_find_edges(sg, 0, ids, 1, s, d));
     assert_int_equal(s[0], 0);
@@ -1028,12 +1012,12 @@ test_part_find_edges_extreme_ids(void **state)
     assert_true(lo > 0 && hi > lo);
     id = INT64_MIN;
     assert_int_equal(gkv_part_find_edges(p, 0, &id, 1, &s, &d), GKV_ERANGE);
-    expect_msg(gkv_part_errmsg(p), "eids[0] = -9223372036854775808 is not "
-               "a '_N:_E:_N' edge ID");
+    gkvt_expect_msg(gkv_part_errmsg(p), "eids[0] = -9223372036854775808 is not "
+                    "a '_N:_E:_N' edge ID");
     id = INT64_MAX;
     assert_int_equal(gkv_part_find_edges(p, 0, &id, 1, &s, &d), GKV_ERANGE);
-    expect_msg(gkv_part_errmsg(p), "eids[0] = 9223372036854775807 is not "
-               "a '_N:_E:_N' edge ID");
+    gkvt_expect_msg(gkv_part_errmsg(p), "eids[0] = 9223372036854775807 is not "
+                    "a '_N:_E:_N' edge ID");
     id = lo;
     GKVT_OK(gkv_part_find_edges(p, 0, &id, 1, &s, &d));
     gkv_part_close(p);
@@ -1073,8 +1057,8 @@ test_part_open_huge_node_count(void **state)
     json_decref(j);
     assert_int_equal(gkv_part_open(&p, json, 0, 0), GKV_ECORRUPT);
     assert_null(p);
-    expect_msg(gkv_part_errmsg(NULL), "partition 0: owns 9223372036854775807 "
-               "'_N' nodes, too many for an indptr");
+    gkvt_expect_msg(gkv_part_errmsg(NULL), "partition 0: owns 9223372036854775807 "
+                    "'_N' nodes, too many for an indptr");
     gkv_graph_free(g);
     free(out);
     free(json);

@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "gkvt.h"
+#include "gkvt_wb.h"
 #include "kv_int.h"     /* kv__wb_load_hook, kv__wb_find, kv_mirror */
 
 /* ---- the hook ---------------------------------------------------------- */

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "gkvt.h"
+#include "gkvt_wb.h"
 #include "kv_int.h"     /* kv__wb_flush_hook, kv__wb_find, kv_mirror */
 
 #define LO 100u
@@ -82,25 +83,6 @@ wd_disarm(void)
 
 /* ---- reading and comparing stores ------------------------------------------ */
 
-/* Every row of 'name' (through tx, or the mirror when tx is NULL), or NULL
- * when there is no such tensor. *len: its bytes. */
-static unsigned char *
-dump_all(gkv_store *s, gkv_txn *tx, const char *name, size_t *len)
-{
-    gkv_tensor_desc d;
-    unsigned char *b;
-    gkv_err rc;
-
-    rc = gkv_tensor_info(s, tx, name, &d);
-    if (rc == GKV_ENOTFOUND)
-        return NULL;
-    GKVT_OK(rc);
-    *len = (size_t)(d.hi - d.lo) * d.row_bytes;
-    b = malloc(*len ? *len : 1);
-    GKVT_OK(gkv_tensor_read(s, tx, name, d.lo, d.hi, b, *len));
-    return b;
-}
-
 static int
 all_zero(const unsigned char *b, size_t len)
 {
@@ -130,8 +112,8 @@ family_equal(gkv_store *got, gkv_txn *tx, gkv_store *want, const char *name,
         unsigned char *g, *w;
 
         snprintf(nm, sizeof nm, "%s%s", name, family[i]);
-        g = dump_all(got, tx, nm, &lg);
-        w = dump_all(want, wt, nm, &lw);
+        g = gkvt_tensor_dump(got, tx, nm, &lg);
+        w = gkvt_tensor_dump(want, wt, nm, &lw);
         if (w == NULL) {
             if (g != NULL && !all_zero(g, lg))
                 fail_msg("%s: '%s' holds state the reference does not have",
@@ -170,8 +152,8 @@ static void
 mirror_equal(gkv_store *got, gkv_store *want, const char *name, const char *what)
 {
     size_t lg = 0, lw = 0;
-    unsigned char *g = dump_all(got, NULL, name, &lg);
-    unsigned char *w = dump_all(want, NULL, name, &lw);
+    unsigned char *g = gkvt_tensor_dump(got, NULL, name, &lg);
+    unsigned char *w = gkvt_tensor_dump(want, NULL, name, &lw);
 
     assert_non_null(g);
     assert_non_null(w);
@@ -203,7 +185,7 @@ family_hash(gkv_store *s, gkv_txn *tx, const char *name)
         unsigned char *b;
 
         snprintf(nm, sizeof nm, "%s%s", name, family[i]);
-        b = dump_all(s, tx, nm, &len);
+        b = gkvt_tensor_dump(s, tx, nm, &len);
         h = fnv(h, (const unsigned char *)nm, strlen(nm) + 1);
         if (b != NULL && !all_zero(b, len))
             h = fnv(h, b, len);
@@ -221,19 +203,6 @@ static int in_writeback(gkv_store *s, const char *name);
 struct failctx {
     int count, fail_at;
 };
-
-static gkv_err
-h_mul(void *ctx, const gkv_tensor_desc *d, uint64_t id, void *row, const void *in)
-{
-    float *r = row;
-    const float *x = in;
-
-    (void)ctx;
-    (void)id;
-    for (uint64_t j = 0; j < d->row_elems; j++)
-        r[j] = r[j] * 0.5f + x[j];
-    return GKV_OK;
-}
 
 static gkv_err
 h_fail(void *ctx, const gkv_tensor_desc *d, uint64_t id, void *row, const void *in)
@@ -258,7 +227,7 @@ static const char *const op_handler[] = {
 static void
 register_handlers(gkv_store *s, struct failctx *f)
 {
-    GKVT_OK(gkv_handler_register(s, "mul", h_mul, NULL));
+    GKVT_OK(gkv_handler_register(s, "mul", gkvt_h_mul, NULL));
     GKVT_OK(gkv_handler_register(s, "failing", h_fail, f));
 }
 
@@ -838,7 +807,7 @@ test_adv_flush_fails_then_retries(void **state)
     /* the store: nothing of t was written (the snapshot before, and now) */
     {
         size_t len = 0;
-        unsigned char *b = dump_all(p.s, held, "t", &len);
+        unsigned char *b = gkvt_tensor_dump(p.s, held, "t", &len);
         assert_non_null(b);
         assert_true(all_zero(b, len));
         free(b);
@@ -850,7 +819,7 @@ test_adv_flush_fails_then_retries(void **state)
         unsigned char *b;
 
         GKVT_OK(gkv_txn_begin(p.s, &tx));
-        b = dump_all(p.s, tx, "t", &len);
+        b = gkvt_tensor_dump(p.s, tx, "t", &len);
         gkv_txn_end(tx);
         assert_non_null(b);
         assert_true(all_zero(b, len));
@@ -1027,12 +996,12 @@ test_adv_replaced_tensor_state_untouched(void **state)
     }
     /* the new t, and its state, as the other process left them */
     GKVT_OK(gkv_txn_begin(s, &tx));
-    b = dump_all(s, tx, "t", &len);
+    b = gkvt_tensor_dump(s, tx, "t", &len);
     assert_non_null(b);
     for (size_t i = 0; i < len / 4; i++)
         assert_true(((float *)b)[i] == 5.0f);
     free(b);
-    b = dump_all(s, tx, "t#adagrad_s", &len);
+    b = gkvt_tensor_dump(s, tx, "t#adagrad_s", &len);
     if (b != NULL && !all_zero(b, len))
         fail_msg("the new t's '#adagrad_s' holds the optimizer state of a "
                  "push this handle made to the old, dropped copy of t (the "

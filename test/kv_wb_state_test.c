@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gkvt.h"
+#include "gkvt_wb.h"
 #include "kv_int.h"     /* st_wb_running */
 
 #define W 8            /* row width (f32) */
@@ -37,22 +38,6 @@ spec(gkv_dtype dt)
     return sp;
 }
 
-/* All rows of 'name' (through tx, or the RAM copy when tx is NULL and it
- * has one); *len gets the byte count. */
-static unsigned char *
-dump_all(gkv_store *s, gkv_txn *tx, const char *name, size_t *len)
-{
-    gkv_tensor_desc d;
-    unsigned char *b;
-
-    GKVT_OK(gkv_tensor_info(s, tx, name, &d));
-    *len = (size_t)(d.hi - d.lo) * d.row_bytes;
-    b = malloc(*len);
-    assert_non_null(b);
-    GKVT_OK(gkv_tensor_read(s, tx, name, d.lo, d.hi, b, *len));
-    return b;
-}
-
 /* Tensor a+suffix and b+suffix hold the same bytes: read through tx, or
  * without a snapshot (RAM copies) when tx is NULL. */
 static void
@@ -65,8 +50,8 @@ same(gkv_store *s, gkv_txn *tx, const char *a, const char *b,
 
     snprintf(na, sizeof na, "%s%s", a, suffix);
     snprintf(nb, sizeof nb, "%s%s", b, suffix);
-    x = dump_all(s, tx, na, &la);
-    y = dump_all(s, tx, nb, &lb);
+    x = gkvt_tensor_all(s, tx, na, &la);
+    y = gkvt_tensor_all(s, tx, nb, &lb);
     assert_int_equal(la, lb);
     if (memcmp(x, y, la) != 0)
         fail_msg("%s: '%s' and '%s' differ %s", when, na, nb,
@@ -97,29 +82,6 @@ family_same_stored(gkv_store *s, const char *a, const char *b,
     gkv_txn_end(tx);
 }
 
-static void
-rand_rows(uint64_t *rs, uint64_t *ids, float *rows, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        ids[i] = 100 + gkvt_rand(rs) % N;
-        for (int j = 0; j < W; j++)
-            rows[i * W + j] = (float)((int)(gkvt_rand(rs) % 2001) - 1000) / 1000.0f;
-    }
-}
-
-static gkv_err
-h_mul(void *ctx, const gkv_tensor_desc *d, uint64_t id, void *row, const void *in)
-{
-    float *r = row;
-    const float *x = in;
-
-    (void)ctx;
-    (void)id;
-    for (uint64_t j = 0; j < d->row_elems; j++)
-        r[j] = r[j] * 0.5f + x[j];
-    return GKV_OK;
-}
-
 /* Adagrad and Adam pushes to both, so that all four companions exist. */
 static void
 optim_both(gkv_store *s, uint64_t *rs, const char *a, const char *b)
@@ -130,7 +92,7 @@ optim_both(gkv_store *s, uint64_t *rs, const char *a, const char *b)
 
     for (int k = 0; k < 4; k++) {
         gkv_push_args pa = {hs[k % 2], 0.05, 0, 0, 0, 0};
-        rand_rows(rs, ids, rows, 200);
+        gkvt_rand_rows(rs, ids, rows, 200, 100, N, W);
         ids[150] = ids[3];                           /* a duplicate */
         GKVT_OK(gkv_tensor_push(s, a, ids, 200, rows, sizeof rows, &pa));
         GKVT_OK(gkv_tensor_push(s, b, ids, 200, rows, sizeof rows, &pa));
@@ -152,7 +114,7 @@ family_stored(gkv_store *s, const char *t, size_t *len)
         unsigned char *b;
 
         snprintf(n, sizeof n, "%s%s", t, i < NSUF ? suffixes[i] : "");
-        b = dump_all(s, tx, n, &l);
+        b = gkvt_tensor_all(s, tx, n, &l);
         all = realloc(all, *len + l);
         memcpy(all + *len, b, l);
         *len += l;
@@ -182,14 +144,14 @@ test_state_writes_refused(void **state)
 
     (void)state;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
-    GKVT_OK(gkv_handler_register(s, "mul", h_mul, NULL));
+    GKVT_OK(gkv_handler_register(s, "mul", gkvt_h_mul, NULL));
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
     GKVT_OK(gkv_tensor_create(s, "ref", &sp));
     optim_both(s, &rs, "t", "ref");            /* companions in the store */
     GKVT_OK(gkv_writeback_start(s, "t", 100000));   /* flush when asked */
     optim_both(s, &rs, "t", "ref");            /* and changed in RAM */
     before = family_stored(s, "t", &lb);
-    rand_rows(&rs, ids, rows, 50);
+    gkvt_rand_rows(&rs, ids, rows, 50, 100, N, W);
     for (size_t i = 0; i < NSUF; i++) {
         char n[64];
         gkv_tensor_desc d;
@@ -254,7 +216,7 @@ test_tensor_writes_to_copy(void **state)
 
     (void)state;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
-    GKVT_OK(gkv_handler_register(s, "mul", h_mul, NULL));
+    GKVT_OK(gkv_handler_register(s, "mul", gkvt_h_mul, NULL));
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
     GKVT_OK(gkv_tensor_create(s, "ref", &sp));
     optim_both(s, &rs, "t", "ref");
@@ -269,7 +231,7 @@ test_tensor_writes_to_copy(void **state)
         uint64_t len = round % 3 == 0 ? 1 : round % 3 == 1 ? d.chunk_rows
                                                            : 2 * d.chunk_rows + 5;
 
-        rand_rows(&rs, ids, rows, n);
+        gkvt_rand_rows(&rs, ids, rows, n, 100, N, W);
         ids[n / 2] = ids[0];
         GKVT_OK(gkv_tensor_push(s, "t", ids, n, rows, n * W * 4, &pa));
         GKVT_OK(gkv_tensor_push(s, "ref", ids, n, rows, n * W * 4, &pa));
@@ -295,7 +257,7 @@ test_tensor_writes_to_copy(void **state)
     family_same_stored(s, "t", "ref", "after a flush");
     /* the twin's rows are not the start's: the comparison means something */
     GKVT_OK(gkv_txn_begin(s, &tx));
-    b1 = dump_all(s, tx, "t", &l1);
+    b1 = gkvt_tensor_all(s, tx, "t", &l1);
     gkv_txn_end(tx);
     assert_true(memcmp(b0 + l0 - l1, b1, l1) != 0);
     free(b1);
@@ -353,9 +315,9 @@ test_bad_push_creates_no_state(void **state)
     GKVT_OK(gkv_writeback_start(s, "t", 100000));
     GKVT_OK(gkv_writeback_start(s, "ti", 100000));
     GKVT_OK(gkv_txn_begin(s, &tx));
-    b0 = dump_all(s, tx, "t", &l0);
+    b0 = gkvt_tensor_all(s, tx, "t", &l0);
     gkv_txn_end(tx);
-    rand_rows(&rs, ids, rows, 40);
+    gkvt_rand_rows(&rs, ids, rows, 40, 100, N, W);
     for (int k = 0; k < 2; k++) {
         const char *t = k ? "ref" : "t", *ti = k ? "refi" : "ti";
 
@@ -379,13 +341,13 @@ test_bad_push_creates_no_state(void **state)
     assert_int_equal(state_count(s, "refi"), 0);
     assert_int_equal(state_count(s, "t"), 0);
     assert_int_equal(state_count(s, "ti"), 0);
-    b1 = dump_all(s, NULL, "t", &l1);                /* RAM */
+    b1 = gkvt_tensor_all(s, NULL, "t", &l1);                /* RAM */
     assert_memory_equal(b0, b1, l0);
     free(b1);
     GKVT_OK(gkv_writeback_flush(s));
     assert_int_equal(state_count(s, "t"), 0);
     GKVT_OK(gkv_txn_begin(s, &tx));
-    b1 = dump_all(s, tx, "t", &l1);                  /* store */
+    b1 = gkvt_tensor_all(s, tx, "t", &l1);                  /* store */
     gkv_txn_end(tx);
     assert_memory_equal(b0, b1, l0);
     free(b1);
@@ -432,7 +394,7 @@ test_create_over_dropped_copy(void **state)
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
     GKVT_OK(gkv_writeback_start(s, "t", 100000));
-    rand_rows(&rs, ids, rows, 100);
+    gkvt_rand_rows(&rs, ids, rows, 100, 100, N, W);
     GKVT_OK(gkv_tensor_push(s, "t", ids, 100, rows, sizeof rows, NULL));
     /* while the store has it: GKV_EEXIST, as for any tensor */
     assert_int_equal(gkv_tensor_create(s, "t", &sp2), GKV_EEXIST);
@@ -454,13 +416,13 @@ test_create_over_dropped_copy(void **state)
     /* now the create works, and writes reach the new tensor */
     GKVT_OK(gkv_tensor_create(s, "t", &sp2));
     GKVT_OK(gkv_tensor_create(s, "ref", &sp2));
-    rand_rows(&rs, ids, rows, 100);
+    gkvt_rand_rows(&rs, ids, rows, 100, 100, N, W);
     GKVT_OK(gkv_tensor_push(s, "t", ids, 100, rows, sizeof rows, NULL));
     GKVT_OK(gkv_tensor_push(s, "ref", ids, 100, rows, sizeof rows, NULL));
     GKVT_OK(gkv_tensor_write(s, "t", 1000, 1010, rows, 10 * W * 4));
     GKVT_OK(gkv_tensor_write(s, "ref", 1000, 1010, rows, 10 * W * 4));
-    a = dump_all(s, NULL, "t", &la);
-    b = dump_all(s, NULL, "ref", &lb);
+    a = gkvt_tensor_all(s, NULL, "t", &la);
+    b = gkvt_tensor_all(s, NULL, "ref", &lb);
     assert_int_equal(la, lb);
     assert_memory_equal(a, b, la);
     free(a);
@@ -468,8 +430,8 @@ test_create_over_dropped_copy(void **state)
     assert_int_equal(gkv_writeback_flush(s), GKV_OK);   /* nothing dropped */
     gkv_store_close(s);
     GKVT_OK(gkv_store_open(&s, dir, GKV_RDONLY, NULL));
-    a = dump_all(s, NULL, "t", &la);
-    b = dump_all(s, NULL, "ref", &lb);
+    a = gkvt_tensor_all(s, NULL, "t", &la);
+    b = gkvt_tensor_all(s, NULL, "ref", &lb);
     assert_memory_equal(a, b, la);
     free(a);
     free(b);
@@ -506,11 +468,11 @@ test_close_after_last_copy_dropped(void **state)
         if (how == 0)
             GKVT_OK(gkv_tensor_create(s, "ref", &sp));
         GKVT_OK(gkv_writeback_start(s, "t", 20000));
-        rand_rows(&rs, ids, rows, 100);
+        gkvt_rand_rows(&rs, ids, rows, 100, 100, N, W);
         GKVT_OK(gkv_tensor_push(s, "t", ids, 100, rows, sizeof rows, NULL));
         GKVT_OK(gkv_tensor_push(s, "ref", ids, 100, rows, sizeof rows, NULL));
         free(a);
-        a = dump_all(s, NULL, "ref", &la);
+        a = gkvt_tensor_all(s, NULL, "ref", &la);
         gkvt_wb_unguard(dir);           /* a writer that does not check */
         assert_int_equal(gkvt_run(rm, NULL, 0, NULL, &err, 60), 0);
         free(err);
@@ -531,7 +493,7 @@ test_close_after_last_copy_dropped(void **state)
                      gkvt_now_s() - t0);
     }
     GKVT_OK(gkv_store_open(&s, dir, GKV_RDONLY, NULL));
-    b = dump_all(s, NULL, "ref", &lb);
+    b = gkvt_tensor_all(s, NULL, "ref", &lb);
     assert_int_equal(la, lb);
     assert_memory_equal(a, b, la);
     GKVT_OK(gkv_store_verify(s, NULL, NULL));

@@ -64,35 +64,31 @@ teardown(void **state)
     return dirty ? -1 : 0;
 }
 
+/* Runs kvctl with the arguments (NULL-terminated); stdout and stderr in
+ * f->out and f->err; returns the exit status. */
+/* DIR/NAME of the test's directory (gkvt_path). */
 static char *
 path(struct fx *f, const char *name)
 {
-    static __thread char buf[8][4096];
-    static __thread int k;
-    char *p = buf[k++ % 8];
-
-    snprintf(p, 4096, "%s/%s", f->dir, name);
-    return p;
+    return gkvt_path(f->dir, name);
 }
 
-/* Runs kvctl with the arguments (NULL-terminated); stdout and stderr in
- * f->out and f->err; returns the exit status. */
+static void
+has(const char *text, const char *needle)
+{
+    gkvt_expect_has(text, needle);
+}
+
 static int
 kv(struct fx *f, ...)
 {
-    char *argv[32];
-    int n = 0;
     va_list ap;
+    int rc;
 
-    argv[n++] = (char *)gkvt_prog("kvctl");
     va_start(ap, f);
-    while (n < 31 && (argv[n] = va_arg(ap, char *)) != NULL)
-        n++;
+    rc = gkvt_toolv("kvctl", &f->out, &f->err, ap);
     va_end(ap);
-    argv[n] = NULL;
-    free(f->out);
-    free(f->err);
-    return gkvt_run(argv, NULL, 0, &f->out, &f->err, 60);
+    return rc;
 }
 
 /* kvctl must exit with 'want'; else a failure showing what it said. */
@@ -102,34 +98,6 @@ kv(struct fx *f, ...)
             fail_msg("kvctl exit %d, want %d\nstdout: %s\nstderr: %s",    \
                      rc_, (want), (f)->out, (f)->err);                    \
     } while (0)
-
-static void
-has(const char *text, const char *needle)
-{
-    if (strstr(text, needle) == NULL)
-        fail_msg("expected '%s' in:\n%s", needle, text);
-}
-
-static unsigned char *
-read_all(const char *p, size_t *len)
-{
-    struct stat sb;
-    unsigned char *b;
-    int fd = open(p, O_RDONLY);
-
-    if (fd < 0)
-        fail_msg("cannot open %s", p);
-    assert_int_equal(fstat(fd, &sb), 0);
-    b = malloc((size_t)sb.st_size + 1);
-    *len = 0;
-    while (*len < (size_t)sb.st_size) {
-        ssize_t r = read(fd, b + *len, (size_t)sb.st_size - *len);
-        assert_true(r > 0);
-        *len += (size_t)r;
-    }
-    close(fd);
-    return b;
-}
 
 /* Nothing in f->dir whose name starts with 'base' (FILE, FILE.tmp-PID). */
 static void
@@ -326,13 +294,7 @@ partition(struct fx *f)
 static void
 same_files(struct fx *f, const char *a, const char *b)
 {
-    size_t la, lb;
-    unsigned char *x = read_all(path(f, a), &la), *y = read_all(path(f, b), &lb);
-
-    assert_int_equal(la, lb);
-    assert_memory_equal(x, y, la);
-    free(x);
-    free(y);
+    gkvt_expect_same_files(path(f, a), path(f, b));
 }
 
 /* export of a node feature from 2 machines x 2 servers: the partitions'
@@ -381,7 +343,7 @@ test_graph_job(void **state)
     assert_string_equal(f->err, "");
     GKVT_OK(gkv_npy_header_format(GKV_F32, 2, shape, hdr, sizeof hdr, &hl,
                                   NULL, 0));
-    got = read_all(path(f, "out.npy"), &glen);
+    got = gkvt_read_file(path(f, "out.npy"), &glen);
     assert_int_equal(glen, hl + NN * rb);
     assert_memory_equal(got, hdr, hl);
     assert_memory_equal(got + hl, r0, (d0.hi - d0.lo) * rb);
@@ -405,8 +367,8 @@ test_graph_job(void **state)
                         path(f, "g/mapping/node-_N.npy"), NULL);
     KV(f, 0, "--ip-config", f->cfg, "export", "node/_N/again",
                         path(f, "again.npy"), NULL);
-    got = read_all(path(f, "again.npy"), &glen);
-    want = read_all(path(f, "out.npy"), &wlen);
+    got = gkvt_read_file(path(f, "again.npy"), &glen);
+    want = gkvt_read_file(path(f, "out.npy"), &wlen);
     assert_int_equal(glen, wlen);
     assert_memory_equal(got, want, wlen);
     free(got);
@@ -417,7 +379,7 @@ test_graph_job(void **state)
                         path(f, "g/mapping/node-_N.npy"), "--replace", NULL);
     KV(f, 0, "--ip-config", f->cfg, "export", "node/_N/again",
                         path(f, "again.npy"), NULL);
-    got = read_all(path(f, "again.npy"), &glen);
+    got = gkvt_read_file(path(f, "again.npy"), &glen);
     assert_int_equal(glen, wlen);
     assert_memory_equal(got, want, wlen);
     free(got);
@@ -574,8 +536,8 @@ test_plain_job(void **state)
     KV(f, 0, "--ip-config", f->cfg, "--token-file", tok, "export",
                         "emb", path(f, "out.npy"), NULL);
     assert_string_equal(f->err, "");
-    got = read_all(path(f, "out.npy"), &glen);
-    want = read_all(path(f, "emb.npy"), &wlen);
+    got = gkvt_read_file(path(f, "out.npy"), &glen);
+    want = gkvt_read_file(path(f, "emb.npy"), &wlen);
     assert_int_equal(glen, wlen);
     assert_memory_equal(got, want, wlen);
     free(got);
@@ -594,7 +556,7 @@ test_plain_job(void **state)
     KV(f, 0, "--ip-config", f->cfg, "--token-file", tok, "export",
                         "emb", path(f, "perm.npy"), "--orig-ids",
                         path(f, "map.npy"), NULL);
-    got = read_all(path(f, "perm.npy"), &glen);
+    got = gkvt_read_file(path(f, "perm.npy"), &glen);
     assert_int_equal(glen, wlen);
     assert_memory_equal(got, want, 128);
     for (int i = 0; i < EN; i++)
@@ -606,7 +568,7 @@ test_plain_job(void **state)
     KV(f, 0, "--ip-config", f->cfg, "--token-file", tok, "export",
                         "emb", path(f, "r.raw"), "--raw", "--range", "35:45",
                         NULL);
-    got = read_all(path(f, "r.raw"), &glen);
+    got = gkvt_read_file(path(f, "r.raw"), &glen);
     assert_int_equal(glen, 10 * EW * 4);
     assert_memory_equal(got, emb + 35 * EW, glen);
     free(got);
@@ -624,8 +586,8 @@ test_plain_job(void **state)
     KV(f, 0, "--ip-config", f->cfg, "--token-file", tok, "export",
                         "solo", path(f, "solo.npy"), NULL);
     assert_string_equal(f->err, "");
-    got = read_all(path(f, "solo.npy"), &glen);
-    small = read_all(path(f, "small.npy"), &slen);
+    got = gkvt_read_file(path(f, "solo.npy"), &glen);
+    small = gkvt_read_file(path(f, "small.npy"), &slen);
     assert_int_equal(glen, slen);
     assert_memory_equal(got, small, slen);
     free(got);
@@ -709,7 +671,7 @@ job_export(struct fx *f, const char *name, const char *file, size_t *len)
     size_t n;
 
     KV(f, 0, "--ip-config", f->cfg, "export", name, path(f, file), NULL);
-    b = read_all(path(f, file), &n);
+    b = gkvt_read_file(path(f, file), &n);
     GKVT_OK(gkv_npy_parse(b, n, n, &h, NULL, 0));
     *len = n - h.data_offset;
     rows = malloc(*len + 1);

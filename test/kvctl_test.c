@@ -2,9 +2,8 @@
  * every command, each ID syntax, --json read back with jansson, exit
  * statuses, bad input files, corruption found by verify, and imports and
  * exports stopped by signals that must leave the store and the directory
- * exactly as they were; and kvctl --server against a real gkv-server
- * process, which kvctl (an observer) must never stop by leaving, down to
- * export through the server (with --orig-ids) byte for byte. */
+ * exactly as they were. kvctl --server against a real gkv-server:
+ * kvctl_server_test.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -24,6 +23,7 @@
 #include <sys/socket.h>
 #include <jansson.h>
 #include "gkvt.h"
+#include "gkvt_kvctl.h"
 #include "gkv.h"
 #include "idlist.h"
 #include "util.h"
@@ -31,163 +31,15 @@
 #define W 16            /* row width of the f32 test tensor */
 #define N 3000          /* its rows */
 
-struct fx {
-    char *dir;
-    char st[4096];      /* the store: DIR/st */
-    char *out, *err;    /* of the last run */
-    pid_t srv;          /* a gkv-server this test started, or 0 */
-};
+/* kvctl with the arguments that follow (NULL-terminated); f->out and
+ * f->err get what it wrote; returns its exit status. */
+#define kv gkvt_kvctl
 
-static int
-setup(void **state)
-{
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("kvctl")) == NULL)
-        return -1;
-    snprintf(f->st, sizeof f->st, "%s/st", f->dir);
-    *state = f;
-    return 0;
-}
-
-static int
-teardown(void **state)
-{
-    struct fx *f = *state;
-
-    if (f->srv > 0) {
-        kill(f->srv, SIGKILL);
-        waitpid(f->srv, NULL, 0);
-    }
-    free(f->out);
-    free(f->err);
-    {   /* a test's tmpfs, should it have failed with it mounted */
-        char mnt[4200];
-        snprintf(mnt, sizeof mnt, "%s/mnt", f->dir);
-        umount(mnt);
-    }
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
-}
-
-/* Runs kvctl with the given arguments (NULL-terminated); keeps stdout and
- * stderr in f->out and f->err; returns the exit status. */
-static int
-kv(struct fx *f, ...)
-{
-    char *argv[64];
-    int n = 0, rc;
-    va_list ap;
-
-    argv[n++] = (char *)gkvt_prog("kvctl");
-    va_start(ap, f);
-    while (n < 63 && (argv[n] = va_arg(ap, char *)) != NULL)
-        n++;
-    va_end(ap);
-    argv[n] = NULL;
-    free(f->out);
-    free(f->err);
-    rc = gkvt_run(argv, NULL, 0, &f->out, &f->err, 60);
-    return rc;
-}
-
+/* DIR/NAME of the test's directory (gkvt_path). */
 static char *
-path(struct fx *f, const char *name)
+path(struct gkvt_kvctl_fx *f, const char *name)
 {
-    static __thread char buf[8][4096];
-    static __thread int k;
-    char *p = buf[k++ % 8];
-
-    snprintf(p, 4096, "%s/%s", f->dir, name);
-    return p;
-}
-
-static void
-write_file(const char *p, const void *b, size_t len)
-{
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const unsigned char *c = b;
-
-    assert_true(fd >= 0);
-    while (len > 0) {
-        ssize_t w = write(fd, c, len);
-        assert_true(w > 0);
-        c += w;
-        len -= (size_t)w;
-    }
-    close(fd);
-}
-
-static unsigned char *
-read_file(const char *p, size_t *len)
-{
-    struct stat sb;
-    unsigned char *b;
-    int fd = open(p, O_RDONLY);
-
-    assert_true(fd >= 0);
-    assert_int_equal(fstat(fd, &sb), 0);
-    b = malloc((size_t)sb.st_size + 1);
-    *len = 0;
-    while (*len < (size_t)sb.st_size) {
-        ssize_t r = read(fd, b + *len, (size_t)sb.st_size - *len);
-        assert_true(r > 0);
-        *len += (size_t)r;
-    }
-    close(fd);
-    return b;
-}
-
-static int
-exists(const char *p)
-{
-    struct stat sb;
-    return stat(p, &sb) == 0;
-}
-
-/* The header np.save writes, built here by hand the way numpy's format.py
- * does: the dict, spaces, '\n', 128 bytes in all for these shapes. */
-static size_t
-npy_header(unsigned char *b, const char *descr, const char *shape)
-{
-    char dict[128];
-    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': "
-                     "False, 'shape': %s, }", descr, shape);
-
-    assert_true(n > 0 && n < 117);
-    memcpy(b, "\x93NUMPY\x01\x00\x76\x00", 10);
-    memcpy(b + 10, dict, (size_t)n);
-    memset(b + 10 + n, ' ', (size_t)(117 - n));
-    b[127] = '\n';
-    return 128;
-}
-
-static float
-val(uint64_t r, uint64_t c)
-{
-    return (float)(r * 1000 + c) + 0.25f - (float)((r + c) % 3);
-}
-
-/* Writes an n x w f32 .npy of val(row + seed, col); returns its rows. */
-static float *
-write_npy_f32(const char *p, uint64_t n, uint64_t w, uint64_t seed)
-{
-    size_t hl, len = n * w * sizeof(float);
-    unsigned char *b = malloc(128 + len);
-    float *v = malloc(len);
-    char shape[64];
-
-    snprintf(shape, sizeof shape, "(%llu, %llu)", (unsigned long long)n,
-             (unsigned long long)w);
-    hl = npy_header(b, "<f4", shape);
-    for (uint64_t i = 0; i < n; i++)
-        for (uint64_t j = 0; j < w; j++)
-            v[i * w + j] = val(i + seed, j);
-    memcpy(b + hl, v, len);
-    write_file(p, b, hl + len);
-    free(b);
-    return v;
+    return gkvt_path(f->dir, name);
 }
 
 /* All rows of tensor 'name' through the C API. */
@@ -217,17 +69,17 @@ parse_json(const char *text)
     return j;
 }
 
-/* The f32 test tensor 'feat' (N x W, val(row, col)) in f->st. */
+/* The f32 test tensor 'feat' (N x W, gkvt_npy_val(row, col)) in f->st. */
 static float *
-make_feat(struct fx *f)
+make_feat(struct gkvt_kvctl_fx *f)
 {
-    float *v = write_npy_f32(path(f, "feat.npy"), N, W, 0);
+    float *v = gkvt_npy_f32(path(f, "feat.npy"), N, W, 0);
 
     assert_int_equal(kv(f, f->st, "import", "feat", path(f, "feat.npy"), NULL), 0);
     return v;
 }
 
-/* Checks one "ID: v0 v1 ..." line against val(). */
+/* Checks one "ID: v0 v1 ..." line against gkvt_npy_val(). */
 static const char *
 check_line(const char *line, uint64_t id)
 {
@@ -240,9 +92,10 @@ check_line(const char *line, uint64_t id)
     for (uint64_t c = 0; c < W; c++) {
         float x = strtof(line, &end);
         assert_true(end != line);
-        if (x != val(id, c))
+        if (x != gkvt_npy_val(id, c))
             fail_msg("row %llu col %llu: got %.9g, want %.9g",
-                     (unsigned long long)id, (unsigned long long)c, x, val(id, c));
+                     (unsigned long long)id, (unsigned long long)c, x,
+                     gkvt_npy_val(id, c));
         line = end;
     }
     assert_int_equal(*line, '\n');
@@ -250,7 +103,7 @@ check_line(const char *line, uint64_t id)
 }
 
 static void
-check_get(struct fx *f, const uint64_t *ids, size_t n)
+check_get(struct gkvt_kvctl_fx *f, const uint64_t *ids, size_t n)
 {
     const char *p = f->out;
 
@@ -267,7 +120,7 @@ test_help_and_version(void **state)
 {
     static const char *cmds[] = {"ls", "info", "get", "put", "create", "import",
                                  "export", "rm", "rename", "verify", "stat"};
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     char want[64];
 
     assert_int_equal(kv(f, "--help", NULL), 0);
@@ -290,13 +143,13 @@ test_help_and_version(void **state)
     assert_string_equal(f->out, "kvctl (gkv) " GKV_VERSION_STRING "\n");
     assert_int_equal(kv(f, "--version", NULL), 0);
     /* help never touches the store */
-    assert_false(exists(f->st));
+    assert_false(gkvt_exists(f->st));
 }
 
 static void
 test_usage_errors_exit_2(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     char at_empty[4200];
     float *v = make_feat(f);
     struct {
@@ -351,7 +204,7 @@ test_usage_errors_exit_2(void **state)
     };
 
     snprintf(at_empty, sizeof at_empty, "@%s", path(f, "empty.ids"));
-    write_file(at_empty + 1, " \n\t\n", 4);
+    gkvt_write_file(at_empty + 1, " \n\t\n", 4);
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         char *argv[12];
         int n = 0, rc;
@@ -379,7 +232,7 @@ test_usage_errors_exit_2(void **state)
 static void
 test_missing_store_is_an_error(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     const char *cmds[][4] = {
         {"ls", NULL}, {"info", "x", NULL}, {"get", "x", "1", NULL},
         {"export", "x", "o.npy", NULL}, {"verify", NULL}, {"stat", NULL},
@@ -394,7 +247,7 @@ test_missing_store_is_an_error(void **state)
         assert_non_null(strstr(f->err, "no store at that path"));
         assert_string_equal(f->out, "");
         /* nothing was created */
-        assert_false(exists(f->st));
+        assert_false(gkvt_exists(f->st));
     }
 }
 
@@ -403,8 +256,8 @@ test_missing_store_is_an_error(void **state)
 static void
 test_import_npy_rows_match(void **state)
 {
-    struct fx *f = *state;
-    float *v = write_npy_f32(path(f, "feat.npy"), N, W, 0);
+    struct gkvt_kvctl_fx *f = *state;
+    float *v = gkvt_npy_f32(path(f, "feat.npy"), N, W, 0);
     gkv_tensor_desc d;
     unsigned char *got;
     size_t len;
@@ -446,7 +299,7 @@ test_import_npy_rows_match(void **state)
 static void
 test_import_other_dtypes(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     unsigned char b[128 + 64];
     gkv_tensor_desc d;
     unsigned char *got;
@@ -456,9 +309,9 @@ test_import_other_dtypes(void **state)
     uint16_t f16[4] = {0x3c00, 0xb800, 0x3555, 0x7bff};   /* 1 -0.5 0.333 65504 */
     int8_t i8[4] = {-128, -1, 0, 127};
 
-    hl = npy_header(b, "<i8", "(3, 2)");
+    hl = gkvt_npy_header(b, "<i8", "(3, 2)");
     memcpy(b + hl, i64, sizeof i64);
-    write_file(path(f, "i.npy"), b, hl + sizeof i64);
+    gkvt_write_file(path(f, "i.npy"), b, hl + sizeof i64);
     assert_int_equal(kv(f, f->st, "import", "ints", path(f, "i.npy"), NULL), 0);
     got = dump(f->st, "ints", &d, &len);
     assert_int_equal(d.dtype, GKV_I64);
@@ -468,23 +321,23 @@ test_import_other_dtypes(void **state)
     assert_string_equal(f->out, "0: -5 0\n1: 7 9223372036854775807\n"
                                 "2: -9223372036854775808 42\n");
 
-    hl = npy_header(b, "<f8", "(3,)");
+    hl = gkvt_npy_header(b, "<f8", "(3,)");
     memcpy(b + hl, f64, sizeof f64);
-    write_file(path(f, "d.npy"), b, hl + sizeof f64);
+    gkvt_write_file(path(f, "d.npy"), b, hl + sizeof f64);
     assert_int_equal(kv(f, f->st, "import", "dbl", path(f, "d.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "get", "dbl", "0,1,2", NULL), 0);
     assert_string_equal(f->out, "0: 0.10000000000000001\n1: -1.0000000000000001e+300\n2: 3\n");
 
-    hl = npy_header(b, "<f2", "(1, 4)");
+    hl = gkvt_npy_header(b, "<f2", "(1, 4)");
     memcpy(b + hl, f16, sizeof f16);
-    write_file(path(f, "h.npy"), b, hl + sizeof f16);
+    gkvt_write_file(path(f, "h.npy"), b, hl + sizeof f16);
     assert_int_equal(kv(f, f->st, "import", "half", path(f, "h.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "get", "half", "0", NULL), 0);
     assert_string_equal(f->out, "0: 1 -0.5 0.333251953 65504\n");
 
-    hl = npy_header(b, "|i1", "(2, 2)");
+    hl = gkvt_npy_header(b, "|i1", "(2, 2)");
     memcpy(b + hl, i8, sizeof i8);
-    write_file(path(f, "b.npy"), b, hl + sizeof i8);
+    gkvt_write_file(path(f, "b.npy"), b, hl + sizeof i8);
     assert_int_equal(kv(f, f->st, "import", "bytes", path(f, "b.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "get", "bytes", "1,0", NULL), 0);
     assert_string_equal(f->out, "1: 0 127\n0: -128 -1\n");
@@ -492,9 +345,9 @@ test_import_other_dtypes(void **state)
     /* numpy bool (a DGL mask): stored as u8, the bytes as they are */
     {
         unsigned char mask[6] = {1, 0, 0, 1, 1, 0};
-        hl = npy_header(b, "|b1", "(6,)");
+        hl = gkvt_npy_header(b, "|b1", "(6,)");
         memcpy(b + hl, mask, sizeof mask);
-        write_file(path(f, "m.npy"), b, hl + sizeof mask);
+        gkvt_write_file(path(f, "m.npy"), b, hl + sizeof mask);
         assert_int_equal(kv(f, f->st, "import", "mask", path(f, "m.npy"), NULL), 0);
         got = dump(f->st, "mask", &d, &len);
         assert_int_equal(d.dtype, GKV_U8);
@@ -504,7 +357,7 @@ test_import_other_dtypes(void **state)
         /* a byte that is not 0 or 1: refused, naming the file and the row;
          * the store is left without the tensor */
         b[hl + 4] = 2;
-        write_file(path(f, "m2.npy"), b, hl + sizeof mask);
+        gkvt_write_file(path(f, "m2.npy"), b, hl + sizeof mask);
         assert_int_equal(kv(f, f->st, "import", "mask2", path(f, "m2.npy"), NULL), 1);
         assert_non_null(strstr(f->err, "m2.npy"));
         assert_non_null(strstr(f->err, "row 4 holds byte 2"));
@@ -515,7 +368,7 @@ test_import_other_dtypes(void **state)
 static void
 test_export_round_trip(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     float *v = make_feat(f);
     unsigned char *a, *b;
     size_t la, lb;
@@ -526,14 +379,14 @@ test_export_round_trip(void **state)
     assert_int_equal(kv(f, f->st, "export", "feat", path(f, "out.npy"), NULL), 0);
     assert_string_equal(f->out, "");
     assert_string_equal(f->err, "");
-    a = read_file(path(f, "feat.npy"), &la);
-    b = read_file(path(f, "out.npy"), &lb);
+    a = gkvt_read_file(path(f, "feat.npy"), &la);
+    b = gkvt_read_file(path(f, "out.npy"), &lb);
     assert_int_equal(la, lb);
     assert_memory_equal(a, b, la);
     free(b);
     /* --raw: the rows alone */
     assert_int_equal(kv(f, f->st, "export", "feat", path(f, "out.raw"), "--raw", NULL), 0);
-    b = read_file(path(f, "out.raw"), &lb);
+    b = gkvt_read_file(path(f, "out.raw"), &lb);
     assert_int_equal(lb, la - 128);
     assert_memory_equal(b, a + 128, lb);
     free(b);
@@ -543,7 +396,7 @@ test_export_round_trip(void **state)
                         "--range", "10:20", NULL), 0);
     {
         gkv_npy_header h;
-        b = read_file(path(f, "part.npy"), &lb);
+        b = gkvt_read_file(path(f, "part.npy"), &lb);
         GKVT_OK(gkv_npy_parse(b, lb, lb, &h, NULL, 0));
         assert_int_equal(h.shape[0], 10);
         assert_int_equal(h.shape[1], W);
@@ -557,7 +410,7 @@ test_export_round_trip(void **state)
     assert_non_null(strstr(f->err, "not inside [0, 3000)"));
     assert_int_equal(kv(f, f->st, "export", "nope", path(f, "part.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "tensor 'nope'"));
-    b = read_file(path(f, "part.npy"), &lb);
+    b = gkvt_read_file(path(f, "part.npy"), &lb);
     assert_int_equal(lb, 128 + 10 * W * 4);
     free(b);
     assert_int_equal(kv(f, f->st, "export", "feat", path(f, "no/such/dir.npy"), NULL), 1);
@@ -572,7 +425,7 @@ test_export_round_trip(void **state)
 static void
 test_raw_import_export(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     double rows[10][2][3];
     uint16_t bf[8];
     gkv_tensor_desc d;
@@ -582,7 +435,7 @@ test_raw_import_export(void **state)
     for (int i = 0; i < 10; i++)
         for (int j = 0; j < 6; j++)
             rows[i][j / 3][j % 3] = i * 10 + j + 0.125;
-    write_file(path(f, "rows.f64"), rows, sizeof rows);
+    gkvt_write_file(path(f, "rows.f64"), rows, sizeof rows);
     assert_int_equal(kv(f, f->st, "import", "cube", path(f, "rows.f64"),
                         "--dtype", "f64", "--dim", "2,3", "--lo", "40", NULL), 0);
     got = dump(f->st, "cube", &d, &len);
@@ -596,7 +449,7 @@ test_raw_import_export(void **state)
     assert_memory_equal(got, rows, len);
     free(got);
     assert_int_equal(kv(f, f->st, "export", "cube", path(f, "back.f64"), "--raw", NULL), 0);
-    got = read_file(path(f, "back.f64"), &len);
+    got = gkvt_read_file(path(f, "back.f64"), &len);
     assert_int_equal(len, sizeof rows);
     assert_memory_equal(got, rows, len);
     free(got);
@@ -607,7 +460,7 @@ test_raw_import_export(void **state)
     assert_int_equal(kv(f, f->st, "export", "cube", path(f, "cube.npy"), NULL), 0);
     {
         gkv_npy_header h;
-        got = read_file(path(f, "cube.npy"), &len);
+        got = gkvt_read_file(path(f, "cube.npy"), &len);
         GKVT_OK(gkv_npy_parse(got, len, len, &h, NULL, 0));
         assert_int_equal(h.ndim, 3);
         assert_int_equal(h.shape[0], 10);
@@ -618,7 +471,7 @@ test_raw_import_export(void **state)
     /* bf16 exists only raw */
     for (int i = 0; i < 8; i++)
         bf[i] = gkv_f32_to_bf16((float)i * 0.5f - 1.0f);
-    write_file(path(f, "e.bf16"), bf, sizeof bf);
+    gkvt_write_file(path(f, "e.bf16"), bf, sizeof bf);
     assert_int_equal(kv(f, f->st, "import", "emb", path(f, "e.bf16"),
                         "--dtype", "bf16", "--dim", "4", NULL), 0);
     assert_int_equal(kv(f, f->st, "get", "emb", "0:2", NULL), 0);
@@ -626,9 +479,9 @@ test_raw_import_export(void **state)
     assert_int_equal(kv(f, f->st, "export", "emb", path(f, "e.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "bf16"));
     assert_non_null(strstr(f->err, "--raw"));
-    assert_false(exists(path(f, "e.npy")));
+    assert_false(gkvt_exists(path(f, "e.npy")));
     assert_int_equal(kv(f, f->st, "export", "emb", path(f, "e2.bf16"), "--raw", NULL), 0);
-    got = read_file(path(f, "e2.bf16"), &len);
+    got = gkvt_read_file(path(f, "e2.bf16"), &len);
     assert_int_equal(len, sizeof bf);
     assert_memory_equal(got, bf, len);
     free(got);
@@ -649,7 +502,7 @@ test_raw_import_export(void **state)
 static void
 test_get_each_id_syntax(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     float *v = make_feat(f);
     char at[4200];
 
@@ -663,7 +516,7 @@ test_get_each_id_syntax(void **state)
     check_get(f, (uint64_t[]){2999, 1, 5, 10, 11, 4, 4, 16}, 8);
     {
         const char *ids = "3\n 7\t8\r\n\n100:103,2\n";
-        write_file(path(f, "ids.txt"), ids, strlen(ids));
+        gkvt_write_file(path(f, "ids.txt"), ids, strlen(ids));
     }
     snprintf(at, sizeof at, "@%s", path(f, "ids.txt"));
     assert_int_equal(kv(f, f->st, "get", "feat", at, NULL), 0);
@@ -699,7 +552,7 @@ test_get_each_id_syntax(void **state)
 static void
 test_put_then_get(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     float *v = make_feat(f);
     const char *want = "7: -1.5 2 3 4 5 6 7 8 9 10 11 12 13 14 15 0.25\n";
     gkv_tensor_desc d;
@@ -768,7 +621,7 @@ test_put_then_get(void **state)
 static void
 test_create_and_json(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     json_t *j, *a;
 
     assert_int_equal(kv(f, f->st, "create", "emb", "--dtype", "f16", "--shape", "2x3",
@@ -866,7 +719,7 @@ test_create_and_json(void **state)
     snprintf(f->st, sizeof f->st, "%s/st2", f->dir);
     assert_int_equal(kv(f, f->st, "create", "a b", "--dtype", "f32", "--range", "0:1", NULL), 1);
     assert_non_null(strstr(f->err, "not printable ASCII"));
-    assert_false(exists(f->st));
+    assert_false(gkvt_exists(f->st));
 }
 
 /* A range near 2^64: info, ls and stat print the exact bounds, and the
@@ -876,7 +729,7 @@ test_create_and_json(void **state)
 static void
 test_huge_range_output(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     json_t *j, *t;
 
     assert_int_equal(kv(f, f->st, "create", "big", "--dtype", "f64", "--shape",
@@ -923,7 +776,7 @@ test_huge_range_output(void **state)
 static void
 test_rm_rename_ls(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     float *v = make_feat(f);
     gkv_tensor_desc d;
     unsigned char *got;
@@ -976,7 +829,7 @@ test_rm_rename_ls(void **state)
 static void
 test_verify_finds_flipped_byte(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     float *v = make_feat(f);
     unsigned char *db;
     size_t len, hits = 0;
@@ -991,7 +844,7 @@ test_verify_finds_flipped_byte(void **state)
     assert_string_equal(f->err, "");
     /* flip one byte of row 77 where it lies in data.mdb */
     snprintf(data, sizeof data, "%s/data.mdb", f->st);
-    db = read_file(data, &len);
+    db = gkvt_read_file(data, &len);
     fd = open(data, O_WRONLY);
     for (size_t i = 0; i + W * 4 <= len; i++)
         if (memcmp(db + i, v + 77 * W, W * 4) == 0) {
@@ -1034,7 +887,7 @@ struct snap {
 };
 
 static void
-snap_take(struct fx *f, struct snap *s)
+snap_take(struct gkvt_kvctl_fx *f, struct snap *s)
 {
     gkv_tensor_desc d;
 
@@ -1044,7 +897,7 @@ snap_take(struct fx *f, struct snap *s)
 }
 
 static void
-snap_check(struct fx *f, const struct snap *s)
+snap_check(struct gkvt_kvctl_fx *f, const struct snap *s)
 {
     struct snap now;
 
@@ -1059,7 +912,7 @@ snap_check(struct fx *f, const struct snap *s)
 static void
 test_bad_import_changes_nothing(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     const char *good = "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }";
     static const struct {
         const char *name, *dict;
@@ -1086,12 +939,12 @@ test_bad_import_changes_nothing(void **state)
     struct snap s0;
     size_t hl;
 
-    hl = npy_header(b, "<f4", "(5, 3)");
+    hl = gkvt_npy_header(b, "<f4", "(5, 3)");
     for (int i = 0; i < 15; i++) {
         float x = (float)i;
         memcpy(b + hl + 4 * i, &x, 4);
     }
-    write_file(path(f, "keep.npy"), b, hl + 60);
+    gkvt_write_file(path(f, "keep.npy"), b, hl + 60);
     assert_int_equal(kv(f, f->st, "import", "keep", path(f, "keep.npy"), NULL), 0);
     snap_take(f, &s0);
 
@@ -1104,7 +957,7 @@ test_bad_import_changes_nothing(void **state)
         memcpy(b + 10, t[i].dict, dl);
         b[10 + dl] = '\n';
         memset(b + 11 + dl, 0x3f, t[i].data);
-        write_file(path(f, t[i].name), b, 11 + dl + t[i].data);
+        gkvt_write_file(path(f, t[i].name), b, 11 + dl + t[i].data);
         /* as a new name and as a replacement of 'keep' */
         assert_int_equal(kv(f, f->st, "import", "new", path(f, t[i].name), NULL), 1);
         if (strstr(f->err, t[i].why) == NULL)
@@ -1115,15 +968,16 @@ test_bad_import_changes_nothing(void **state)
         snap_check(f, &s0);
     }
     /* a truncated header, a bad magic, an empty file, a directory, no file */
-    write_file(path(f, "trunc_hdr"), "\x93NUMPY\x01\x00\x76\x00{'descr'", 19);
+    gkvt_write_file(path(f, "trunc_hdr"),
+                    "\x93NUMPY\x01\x00\x76\x00{'descr'", 19);
     assert_int_equal(kv(f, f->st, "import", "keep", path(f, "trunc_hdr"), "--replace", NULL), 1);
     assert_non_null(strstr(f->err, "truncated header"));
     memcpy(b, good, strlen(good));
-    write_file(path(f, "magic"), b, strlen(good));
+    gkvt_write_file(path(f, "magic"), b, strlen(good));
     assert_int_equal(kv(f, f->st, "import", "new", path(f, "magic"), NULL), 1);
     assert_non_null(strstr(f->err, "bad magic"));
     assert_non_null(strstr(f->err, "--dtype and --dim"));
-    write_file(path(f, "empty"), "", 0);
+    gkvt_write_file(path(f, "empty"), "", 0);
     assert_int_equal(kv(f, f->st, "import", "new", path(f, "empty"), NULL), 1);
     assert_int_equal(kv(f, f->st, "import", "new", f->dir, NULL), 1);
     assert_int_equal(kv(f, f->st, "import", "new", path(f, "none.npy"), NULL), 1);
@@ -1136,36 +990,25 @@ test_bad_import_changes_nothing(void **state)
     /* the same into a store that did not exist: it still does not */
     snprintf(f->st, sizeof f->st, "%s/fresh", f->dir);
     assert_int_equal(kv(f, f->st, "import", "x", path(f, "trunc_data"), NULL), 1);
-    assert_false(exists(f->st));
+    assert_false(gkvt_exists(f->st));
     assert_int_equal(kv(f, f->st, "import", "x", path(f, "norows"), NULL), 1);
-    assert_false(exists(f->st));
+    assert_false(gkvt_exists(f->st));
     /* a failure after the store was made: the tensor spec is refused */
     assert_int_equal(kv(f, f->st, "import", "x", path(f, "keep.npy"),
                         "--chunk-rows", "4294967295", NULL), 1);
     assert_non_null(strstr(f->err, "chunks of"));
-    assert_false(exists(f->st));
+    assert_false(gkvt_exists(f->st));
     free(s0.ls);
     free(s0.rows);
 }
 
-static void write_npy_i64(const char *p, const int64_t *v, uint64_t n,
-                          uint64_t cols);
-
 /* Tensors x and y of the store export to the same bytes. */
 static void
-expect_same_export(struct fx *f, const char *x, const char *y)
+expect_same_export(struct gkvt_kvctl_fx *f, const char *x, const char *y)
 {
-    unsigned char *a, *b;
-    size_t al, bl;
-
     assert_int_equal(kv(f, f->st, "export", x, path(f, "x.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "export", y, path(f, "y.npy"), NULL), 0);
-    a = read_file(path(f, "x.npy"), &al);
-    b = read_file(path(f, "y.npy"), &bl);
-    assert_int_equal(al, bl);
-    assert_memory_equal(a, b, al);
-    free(a);
-    free(b);
+    gkvt_expect_same_files(path(f, "x.npy"), path(f, "y.npy"));
 }
 
 /* import --orig-ids: a file in original-ID order (export --orig-ids)
@@ -1176,7 +1019,7 @@ expect_same_export(struct fx *f, const char *x, const char *y)
 static void
 test_import_orig_ids(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
         int64_t map[50];
     unsigned char *a, *b;
     size_t al, bl;
@@ -1184,7 +1027,7 @@ test_import_orig_ids(void **state)
 
     for (int i = 0; i < 50; i++)
         map[i] = (17 * i + 3) % 50;
-    write_npy_i64(path(f, "map.npy"), map, 50, 0);
+    gkvt_npy_i64(path(f, "map.npy"), map, 50, 0);
     assert_int_equal(kv(f, f->st, "create", "e", "--dtype", "f32", "--range",
                         "0:50", "--shape", "3", "--init", "uniform:0,1", NULL), 0);
     assert_int_equal(kv(f, f->st, "export", "e", path(f, "orig.npy"),
@@ -1193,13 +1036,13 @@ test_import_orig_ids(void **state)
                         "--orig-ids", path(f, "map.npy"), NULL), 0);
     expect_same_export(f, "e", "e2");
     assert_int_equal(kv(f, f->st, "export", "e", path(f, "a.npy"), NULL), 0);
-    a = read_file(path(f, "a.npy"), &al);
+    a = gkvt_read_file(path(f, "a.npy"), &al);
     /* optimizer state: the same file as e#adagrad_s, read back in order */
     assert_int_equal(kv(f, f->st, "import", "e#adagrad_s", path(f, "orig.npy"),
                         "--orig-ids", path(f, "map.npy"), NULL), 0);
     assert_int_equal(kv(f, f->st, "export", "e#adagrad_s", path(f, "s.npy"),
                         NULL), 0);
-    b = read_file(path(f, "s.npy"), &bl);
+    b = gkvt_read_file(path(f, "s.npy"), &bl);
     assert_int_equal(al, bl);
     assert_memory_equal(a, b, al);
     free(a);
@@ -1210,17 +1053,17 @@ test_import_orig_ids(void **state)
                         "0:10", "--init", "const:2", NULL), 0);
     snap_take(f, &s0);
     map[7] = map[8];
-    write_npy_i64(path(f, "dup.npy"), map, 50, 0);
+    gkvt_npy_i64(path(f, "dup.npy"), map, 50, 0);
     assert_int_equal(kv(f, f->st, "import", "e3", path(f, "orig.npy"),
                         "--orig-ids", path(f, "dup.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "comes twice"));
-    write_npy_i64(path(f, "short.npy"), map, 49, 0);
+    gkvt_npy_i64(path(f, "short.npy"), map, 49, 0);
     assert_int_equal(kv(f, f->st, "import", "e3", path(f, "orig.npy"),
                         "--orig-ids", path(f, "short.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "has 49 entries, but"));
     for (int i = 0; i < 50; i++)
         map[i] = (17 * i + 3) % 50 + ((17 * i + 3) % 50 >= 25 ? 5 : 0);
-    write_npy_i64(path(f, "holes.npy"), map, 50, 0);  /* 0..24, 30..54 */
+    gkvt_npy_i64(path(f, "holes.npy"), map, 50, 0);  /* 0..24, 30..54 */
     assert_int_equal(kv(f, f->st, "import", "e3", path(f, "orig.npy"),
                         "--orig-ids", path(f, "holes.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "needs each of [0, 50)"));
@@ -1233,7 +1076,7 @@ test_import_orig_ids(void **state)
     /* a tensor from ID 10 exported in original order comes back there */
     for (int i = 0; i < 50; i++)
         map[i] = 10 + (17 * i + 3) % 50;
-    write_npy_i64(path(f, "map10.npy"), map, 50, 0);
+    gkvt_npy_i64(path(f, "map10.npy"), map, 50, 0);
     assert_int_equal(kv(f, f->st, "create", "t10", "--dtype", "f32", "--range",
                         "10:60", "--init", "uniform:0,1", NULL), 0);
     assert_int_equal(kv(f, f->st, "export", "t10", path(f, "o10.npy"),
@@ -1255,14 +1098,14 @@ test_failed_open_leaves_nothing(void **state)
     (void)state;
     skip();
 #else
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     char *argv[16], *out = NULL, *err = NULL;
     const char *sh = "ulimit -v 300000; exec \"$0\" \"$@\"";
     struct stat sb;
     DIR *d;
     int rc, n;
 
-    write_npy_f32(path(f, "small.npy"), 4, 2, 0);
+    gkvt_npy_f32(path(f, "small.npy"), 4, 2, 0);
     argv[0] = "/bin/sh";
     argv[1] = "-c";
     argv[2] = (char *)sh;
@@ -1306,13 +1149,13 @@ test_failed_open_leaves_nothing(void **state)
 static void
 test_import_existing_name(void **state)
 {
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     float *v = make_feat(f), *w;
     gkv_tensor_desc d;
     unsigned char *got;
     size_t len;
 
-    w = write_npy_f32(path(f, "other.npy"), 50, 4, 7);
+    w = gkvt_npy_f32(path(f, "other.npy"), 50, 4, 7);
     assert_int_equal(kv(f, f->st, "import", "feat", path(f, "other.npy"), NULL), 1);
     assert_non_null(strstr(f->err, "tensor 'feat'"));
     assert_non_null(strstr(f->err, "already exists"));
@@ -1333,7 +1176,7 @@ test_import_existing_name(void **state)
     /* without --lo a replacement stays at the replaced tensor's IDs (a
      * partition's export imported back), here [10, 60) */
     free(v);
-    v = write_npy_f32(path(f, "third.npy"), 50, 4, 9);
+    v = gkvt_npy_f32(path(f, "third.npy"), 50, 4, 9);
     assert_int_equal(kv(f, f->st, "import", "feat", path(f, "third.npy"),
                         "--replace", NULL), 0);
     got = dump(f->st, "feat", &d, &len);
@@ -1416,7 +1259,7 @@ static void
 test_signals_during_import(void **state)
 {
     static const int sigs[] = {SIGINT, SIGTERM, SIGKILL};
-    struct fx *f = *state;
+    struct gkvt_kvctl_fx *f = *state;
     char tmpname[128], *errtxt;
     size_t elen;
     float *v;
@@ -1424,9 +1267,9 @@ test_signals_during_import(void **state)
     pid_t pid;
     int st, attempt = 0;
 
-    v = write_npy_f32(path(f, "big.npy"), 3 << 17, 128, 1);
+    v = gkvt_npy_f32(path(f, "big.npy"), 3 << 17, 128, 1);
     free(v);
-    v = write_npy_f32(path(f, "keep.npy"), 64, 4, 3);
+    v = gkvt_npy_f32(path(f, "keep.npy"), 64, 4, 3);
     assert_int_equal(kv(f, f->st, "import", "keep", path(f, "keep.npy"), NULL), 0);
     snap_take(f, &s0);
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
@@ -1456,7 +1299,7 @@ test_signals_during_import(void **state)
             fail_msg("kvctl import ended with status %d before signal %d landed",
                      WEXITSTATUS(st), sigs[i]);
         assert_int_equal(WTERMSIG(st), sigs[i]);
-        errtxt = (char *)read_file(path(f, "err.txt"), &elen);
+        errtxt = (char *)gkvt_read_file(path(f, "err.txt"), &elen);
         errtxt[elen] = '\0';
         if (sigs[i] != SIGKILL) {
             assert_non_null(strstr(errtxt, "interrupted"));
@@ -1482,8 +1325,8 @@ test_signals_during_import(void **state)
 static void
 test_signal_during_export(void **state)
 {
-    struct fx *f = *state;
-    float *v = write_npy_f32(path(f, "big.npy"), 3 << 17, 128, 1);
+    struct gkvt_kvctl_fx *f = *state;
+    float *v = gkvt_npy_f32(path(f, "big.npy"), 3 << 17, 128, 1);
     char tmp[4200];
     pid_t pid;
     int st;
@@ -1501,11 +1344,11 @@ test_signal_during_export(void **state)
 
         pid = spawn(argv, path(f, "err.txt"));
         snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path(f, "out.npy"), (long)pid);
-        while (!exists(tmp) && gkvt_now_s() < end &&
+        while (!gkvt_exists(tmp) && gkvt_now_s() < end &&
                !(done = waitpid(pid, &st, WNOHANG) == pid))
             gkvt_sleep_ms(1);
         if (!done) {
-            assert_true(exists(tmp));
+            assert_true(gkvt_exists(tmp));
             kill(pid, SIGTERM);
             st = wait_status(pid);
         }
@@ -1519,8 +1362,8 @@ test_signal_during_export(void **state)
         fail_msg("kvctl export ended with status %d before SIGTERM landed",
                  WEXITSTATUS(st));
     assert_int_equal(WTERMSIG(st), SIGTERM);
-    assert_false(exists(tmp));
-    assert_false(exists(path(f, "out.npy")));
+    assert_false(gkvt_exists(tmp));
+    assert_false(gkvt_exists(path(f, "out.npy")));
     dp = opendir(f->dir);
     while ((de = readdir(dp)) != NULL)
         assert_null(strstr(de->d_name, "out.npy"));
@@ -1532,8 +1375,8 @@ test_signal_during_export(void **state)
 static void
 test_progress_bar_on_a_tty(void **state)
 {
-    struct fx *f = *state;
-    float *v = write_npy_f32(path(f, "feat.npy"), 100, 4, 0);
+    struct gkvt_kvctl_fx *f = *state;
+    float *v = gkvt_npy_f32(path(f, "feat.npy"), 100, 4, 0);
     char *argv[] = {(char *)gkvt_prog("kvctl"), f->st, "import", "feat",
                     path(f, "feat.npy"), NULL};
     char buf[8192];
@@ -1601,931 +1444,34 @@ test_idlist_parser(void **state)
     assert_int_equal(tools__parse_u64("1 ", &a), -1);
 }
 
-/* tools__port_accepts (gkv-launch's and kvctl's look for a running server)
- * on a local port nobody listens on. Linux hands connects to one port
- * successive ephemeral ports, so some thousands of connects to an even
- * port of the ephemeral range are given that port as their own, and the
- * socket connects to itself: that is not a server (it made gkv-launch
- * report a free port as in use, and a test see a stopped server). On
- * 'host' of 'family' (loopback), over twice the range [lo, hi]; 0 when the
- * family has no loopback here (IPv6 off), else 1. */
-static int
-self_connect_refused(int family, const char *host, unsigned lo, unsigned hi)
-{
-    struct sockaddr_storage ss;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    socklen_t len = family == AF_INET ? sizeof *a4 : sizeof *a6;
-    unsigned port = 0;
-    int one = 1;
-
-    memset(&ss, 0, sizeof ss);
-    ss.ss_family = (sa_family_t)family;
-    if (family == AF_INET)
-        a4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    else
-        a6->sin6_addr = in6addr_loopback;
-    /* an even port in the ephemeral range that is free */
-    for (unsigned k = 0; k < 200 && port == 0; k++) {
-        unsigned p = (lo + (((unsigned)getpid() * 2654435761u + 77u * family +
-                             k * 7919u) % (hi - lo))) & ~1u;
-        int s = socket(family, SOCK_STREAM, 0);
-
-        if (s < 0)
-            return 0;
-        if (p < lo)
-            p += 2;
-        if (family == AF_INET)
-            a4->sin_port = htons((uint16_t)p);
-        else
-            a6->sin6_port = htons((uint16_t)p);
-        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(s, (struct sockaddr *)&ss, len) == 0)
-            port = p;
-        close(s);
-    }
-    if (port == 0)
-        return 0;
-    for (unsigned i = 0; i < 2 * (hi - lo + 1); i++)
-        if (tools__port_accepts(host, port, 1000))
-            fail_msg("%s port %u accepts after %u tries, with nothing "
-                     "listening", host, port, i);
-    return 1;
-}
-
-static void
-test_port_accepts_self_connect(void **state)
-{
-    unsigned lo = 32768, hi = 60999;
-    char *r = gkvt_slurp("/proc/sys/net/ipv4/ip_local_port_range");
-    int ls;
-    struct sockaddr_in a;
-    socklen_t al;
-
-    (void)state;
-    if (r != NULL)
-        sscanf(r, "%u %u", &lo, &hi);
-    free(r);
-    assert_int_equal(self_connect_refused(AF_INET, "127.0.0.1", lo, hi), 1);
-    (void)self_connect_refused(AF_INET6, "::1", lo, hi);   /* where there is one */
-
-    /* and a port something listens on does accept (another port: the one
-     * above may still be held by the closed self-connection) */
-    ls = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(ls, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(ls, 4), 0);
-    al = sizeof a;
-    assert_int_equal(getsockname(ls, (struct sockaddr *)&a, &al), 0);
-    assert_int_equal(tools__port_accepts("127.0.0.1", ntohs(a.sin_port), 1000), 1);
-    close(ls);
-}
-
-/* ---- kvctl --server -------------------------------------------------------- */
-
-/* Starts gkv-server on f->st (extra: NULL-terminated arguments), listening
- * on a free port; returns the port. */
-static int
-server_start(struct fx *f, const char *const *extra)
-{
-    char cfg[4200], log[4200], text[64];
-    static unsigned seq;
-
-    snprintf(cfg, sizeof cfg, "%s/ip.cfg", f->dir);
-    snprintf(log, sizeof log, "%s/server.log", f->dir);
-    for (int attempt = 0; attempt < 50; attempt++) {
-        int port = gkvt_port_candidate(seq++ + 3333u, 1, 1);
-        char *argv[20];
-        int n = 0;
-        FILE *fp;
-        pid_t pid;
-
-        if (!gkvt_port_free(port))
-            continue;
-        snprintf(text, sizeof text, "127.0.0.1 %d\n", port);
-        fp = fopen(cfg, "w");
-        assert_non_null(fp);
-        fputs(text, fp);
-        fclose(fp);
-        argv[n++] = (char *)gkvt_prog("gkv-server");
-        argv[n++] = "--store";
-        argv[n++] = f->st;
-        argv[n++] = "--ip-config";
-        argv[n++] = cfg;
-        argv[n++] = "--machine";
-        argv[n++] = "0";
-        for (int i = 0; extra != NULL && extra[i] != NULL; i++)
-            argv[n++] = (char *)extra[i];
-        argv[n] = NULL;
-        unlink(log);
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            int fe = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-            dup2(fe, 2);
-            execv(argv[0], argv);
-            _exit(127);
-        }
-        f->srv = pid;
-        for (int i = 0; i < 2000; i++) {
-            char *t = NULL;
-            int st;
-            FILE *lf = fopen(log, "r");
-            if (lf != NULL) {
-                t = calloc(1, 1 << 16);
-                if (fread(t, 1, (1 << 16) - 1, lf) == 0)
-                    t[0] = '\0';
-                fclose(lf);
-            }
-            if (t != NULL && strstr(t, "listening on") != NULL) {
-                free(t);
-                return port;
-            }
-            free(t);
-            if (waitpid(pid, &st, WNOHANG) == pid) {
-                f->srv = 0;
-                break;              /* the port was taken: another one */
-            }
-            usleep(10000);
-        }
-        if (f->srv > 0)
-            fail_msg("gkv-server did not start");
-    }
-    fail_msg("no free port for gkv-server");
-    return -1;
-}
-
-/* Whether the server still runs after ms milliseconds. */
-static int
-server_alive_after(struct fx *f, int ms)
-{
-    int st;
-
-    for (int i = 0; i < ms / 10; i++) {
-        if (waitpid(f->srv, &st, WNOHANG) == f->srv) {
-            f->srv = 0;
-            return 0;
-        }
-        usleep(10000);
-    }
-    return 1;
-}
-
-static void
-test_server_commands(void **state)
-{
-    struct fx *f = *state;
-    char addr[64], cfg[4200], *local;
-    const char *none[] = {NULL};
-    gkv_client *member;
-    gkv_client_opts o = {0};
-    json_t *j;
-    json_error_t je;
-    int port, st;
-
-    assert_int_equal(kv(f, f->st, "create", "feat", "--dtype", "f32",
-                        "--range", "10:110", "--shape", "3", "--init",
-                        "uniform:0,1", NULL), 0);
-    assert_int_equal(kv(f, f->st, "get", "feat", "10,50:53,109", NULL), 0);
-    local = strdup(f->out);
-    port = server_start(f, none);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-
-    /* the same rows as from the store itself */
-    assert_int_equal(kv(f, "--server", addr, "get", "feat", "10,50:53,109", NULL), 0);
-    assert_string_equal(f->out, local);
-    free(local);
-    assert_int_equal(kv(f, "--server", addr, "ls", NULL), 0);
-    assert_non_null(strstr(f->out, "feat"));
-    assert_non_null(strstr(f->out, "[10,110)"));
-    assert_int_equal(kv(f, "--json", "--server", addr, "info", "feat", NULL), 0);
-    j = json_loads(f->out, 0, &je);
-    assert_non_null(j);
-    assert_int_equal(json_integer_value(json_object_get(j, "lo")), 10);
-    assert_int_equal(json_integer_value(json_object_get(j, "hi")), 110);
-    /* a server's schema has no chunk count or id: null, not 0 */
-    assert_true(json_is_null(json_object_get(j, "nchunks")));
-    assert_true(json_is_null(json_object_get(j, "id")));
-    json_decref(j);
-    assert_int_equal(kv(f, "--server", addr, "info", "feat", NULL), 0);
-    assert_non_null(strstr(f->out, "chunks:      -\n"));
-    assert_non_null(strstr(f->out, "id:          -\n"));
-    assert_int_equal(kv(f, "--server", addr, "--group", "ops", "stat", NULL), 0);
-    assert_non_null(strstr(f->out, "keep-alive:   no"));
-    assert_non_null(strstr(f->out, "pulls:        1 (5 rows)"));
-    /* errors: an ID outside, a missing tensor, a command that writes */
-    assert_int_equal(kv(f, "--server", addr, "get", "feat", "5", NULL), 1);
-    assert_non_null(strstr(f->err, "ID 5"));
-    assert_int_equal(kv(f, "--server", addr, "info", "nope", NULL), 1);
-    assert_non_null(strstr(f->err, "nope"));
-    assert_int_equal(kv(f, "--server", addr, "verify", NULL), 2);
-    assert_non_null(strstr(f->err, "not available with --server"));
-    /* a name that does not resolve, a port nothing listens on: named at
-     * once, not after the handshake's 10 s */
-    assert_int_equal(kv(f, "--server", "nosuchhost.invalid:30050", "ls", NULL), 1);
-    assert_non_null(strstr(f->err, "cannot resolve host 'nosuchhost.invalid'"));
-    {
-        char down[64];
-        int dp = gkvt_port_base(1);
-        double t0 = gkvt_now_s();
-
-        snprintf(down, sizeof down, "127.0.0.1:%d", dp);
-        assert_int_equal(kv(f, "--server", down, "get", "feat", "10", NULL), 1);
-        assert_true(gkvt_now_s() - t0 < 5);
-        assert_non_null(strstr(f->err, "is down: nothing accepts connections"));
-        assert_non_null(strstr(f->err, down));
-        /* a usage error is one before any server is asked */
-        assert_int_equal(kv(f, "--server", down, "put", "feat", "10", "x", NULL), 2);
-        assert_non_null(strstr(f->err, "'x' is not a number"));
-        assert_int_equal(kv(f, "--server", down, "create", "c", "--dtype", "f32",
-                            "--range", "0:4", "--init", "uniform:1,0", NULL), 2);
-    }
-    assert_int_equal(kv(f, "--server", "nocolon", "ls", NULL), 1);
-    assert_non_null(strstr(f->err, "HOST:PORT"));
-    assert_int_equal(kv(f, f->st, "ls", "--group", "g", NULL), 2);
-    assert_non_null(strstr(f->err, "--group goes with --server"));
-
-    /* kvctl joined and left several times: a server without --keep-alive
-     * still runs (an observer never stops it) */
-    assert_true(server_alive_after(f, 300));
-    /* a job's member joins; kvctl comes and goes meanwhile; the member's
-     * leaving stops the server */
-    snprintf(cfg, sizeof cfg, "%s/ip.cfg", f->dir);
-    o.timeout_ms = 5000;
-    if (gkv_client_connect(&member, cfg, NULL, "job", 0, &o) != GKV_OK)
-        fail_msg("connect: %s", gkv_net_errmsg());
-    assert_int_equal(kv(f, "--server", addr, "stat", NULL), 0);
-    assert_non_null(strstr(f->out, "sessions:     2"));
-    assert_true(server_alive_after(f, 200));
-    assert_int_equal(gkv_client_close(member), GKV_OK);
-    for (int i = 0; i < 500 && f->srv > 0; i++) {
-        if (waitpid(f->srv, &st, WNOHANG) == f->srv) {
-            f->srv = 0;
-            assert_true(WIFEXITED(st));
-            assert_int_equal(WEXITSTATUS(st), 0);
-        }
-        usleep(10000);
-    }
-    assert_int_equal(f->srv, 0);
-}
-
-/* Writes through one server: put, and import over a write-back tensor
- * (the server's RAM copy, read back through it and, after its flush at
- * SIGTERM, from the store); an optimizer-state restore that a bad step
- * count stops in its second batch keeps the first batch, leaves the rest
- * as it was, and says which rows are which. */
-static void
-test_server_writes(void **state)
-{
-    struct fx *f = *state;
-    const char *wb[] = {"--writeback", "emb", "--nosync", NULL};
-    enum { BIG = 1200000, BATCH = 1 << 20 };   /* i64 rows per batch */
-    char addr[64], shape[64];
-    float *v;
-    int64_t *t;
-    unsigned char *b;
-    size_t hl;
-    int port, st;
-
-    assert_int_equal(kv(f, f->st, "create", "emb", "--dtype", "f32",
-                        "--range", "0:40", "--shape", "4", NULL), 0);
-    assert_int_equal(kv(f, f->st, "create", "big", "--dtype", "f32",
-                        "--range", "0:1200000", NULL), 0);
-    v = write_npy_f32(path(f, "v.npy"), 40, 4, 3);
-    port = server_start(f, wb);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-
-    assert_int_equal(kv(f, "--server", addr, "put", "emb", "2", "1,2,3,4.5", NULL), 0);
-    assert_int_equal(kv(f, "--server", addr, "get", "emb", "2", NULL), 0);
-    assert_string_equal(f->out, "2: 1 2 3 4.5\n");
-    assert_int_equal(kv(f, "--server", addr, "put", "emb", "2", "1,2", NULL), 2);
-    assert_non_null(strstr(f->err, "rows hold 4 values, got 2"));
-    assert_int_equal(kv(f, "--server", addr, "import", "emb", path(f, "v.npy"),
-                        "--replace", NULL), 0);
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "back.npy"),
-                        "--raw", NULL), 0);
-    b = read_file(path(f, "back.npy"), &hl);
-    assert_int_equal(hl, 40 * 4 * 4);
-    assert_memory_equal(b, v, hl);
-    free(b);
-
-    /* big#adam_t: 5 everywhere, but -1 at a row of the second batch */
-    t = malloc((size_t)BIG * 8 + 128);
-    b = (unsigned char *)t;
-    snprintf(shape, sizeof shape, "(%d,)", BIG);
-    hl = npy_header(b, "<i8", shape);
-    for (size_t i = 0; i < BIG; i++) {
-        int64_t x = i == BATCH + 5000 ? -1 : 5;
-        memcpy(b + hl + i * 8, &x, 8);
-    }
-    write_file(path(f, "t.npy"), b, hl + (size_t)BIG * 8);
-    free(t);
-    /* what the server's store would refuse is refused before the first
-     * batch (a store's own restore refuses it in one transaction) */
-    assert_int_equal(kv(f, "--server", addr, "import", "big#adam_t",
-                        path(f, "t.npy"), NULL), 1);
-    assert_non_null(strstr(f->err, "row 1053576 holds step count -1"));
-    assert_int_equal(kv(f, "--server", addr, "get", "big#adam_t",
-                        "0,1048575,1048576,1199999", NULL), 0);
-    assert_string_equal(f->out, "0: 0\n1048575: 0\n1048576: 0\n1199999: 0\n");
-
-    /* SIGTERM: the write-back server writes its RAM copy to the store */
-    assert_int_equal(kill(f->srv, SIGTERM), 0);
-    assert_int_equal(waitpid(f->srv, &st, 0), f->srv);
-    f->srv = 0;
-    assert_int_equal(kv(f, f->st, "export", "emb", path(f, "st.npy"), "--raw",
-                        NULL), 0);
-    b = read_file(path(f, "st.npy"), &hl);
-    assert_int_equal(hl, 40 * 4 * 4);
-    assert_memory_equal(b, v, hl);
-    free(b);
-    free(v);
-}
-
-/* An import through a server that fails midway (its store's disk fills
- * in the second batch) says which rows it wrote and which it may have
- * written in part; those it wrote hold the file's rows, the rest are as
- * they were. Root only (the store on a 12 MB tmpfs). */
-static void
-test_server_import_partial(void **state)
-{
-    struct fx *f = *state;
-    const char *none[] = {NULL};
-    enum { ROWS = 4000000 };            /* 16 MB of f32: batches of 2 Mi */
-    char addr[64], mnt[3000], shape[64];
-    unsigned char *b;
-    size_t hl;
-    int port;
-
-    snprintf(mnt, sizeof mnt, "%s/mnt", f->dir);
-    assert_int_equal(mkdir(mnt, 0755), 0);
-    if (mount("gkvt", mnt, "tmpfs", 0, "size=12m") != 0)
-        skip();                         /* needs CAP_SYS_ADMIN */
-    snprintf(f->st, sizeof f->st, "%s/st", mnt);
-    assert_int_equal(kv(f, f->st, "create", "big", "--dtype", "f32", "--range",
-                        "0:4000000", NULL), 0);
-    b = malloc((size_t)ROWS * 4 + 128);
-    snprintf(shape, sizeof shape, "(%d,)", ROWS);
-    hl = npy_header(b, "<f4", shape);
-    for (size_t i = 0; i < ROWS; i++) {
-        float x = (float)i + 0.5f;
-        memcpy(b + hl + i * 4, &x, 4);
-    }
-    write_file(path(f, "big.npy"), b, hl + (size_t)ROWS * 4);
-    free(b);
-    port = server_start(f, none);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    assert_int_equal(kv(f, "--server", addr, "import", "big", path(f, "big.npy"),
-                        "--replace", NULL), 1);
-    {
-        /* which batch the disk refuses depends on LMDB's page overhead */
-        const char *m = strstr(f->err, "import: rows [0, ");
-        unsigned long long x = 0, y = 0;
-        char ids[128], want2[160];
-
-        if (m == NULL || sscanf(m, "import: rows [0, %llu) of 'big' were "
-                                "written, rows [%llu, ", &x, &y) != 2 ||
-            x != y || x == 0 || x >= ROWS)
-            fail_msg("stderr: %s", f->err);
-        assert_non_null(strstr(f->err, "store is full"));
-        assert_non_null(strstr(f->err, "may be in part, the rest are as they "
-                                       "were: import again to finish"));
-        /* written: the file's rows; past the failed batch: zeros */
-        snprintf(ids, sizeof ids, "0,%llu,%d", x - 1, ROWS - 1);
-        assert_int_equal(kv(f, "--server", addr, "get", "big", ids, NULL), 0);
-        snprintf(want2, sizeof want2, "0: 0.5\n%llu: %.9g\n%d: 0\n", x - 1,
-                 (double)((float)(x - 1) + 0.5f), ROWS - 1);
-        assert_string_equal(f->out, want2);
-    }
-    kill(f->srv, SIGKILL);
-    waitpid(f->srv, NULL, 0);
-    f->srv = 0;
-    umount(mnt);
-}
-
-static void
-test_server_token(void **state)
-{
-    struct fx *f = *state;
-    char tok[4200], addr[64];
-    const char *extra[] = {"--token-file", tok, NULL};
-    int port, fd;
-
-    snprintf(tok, sizeof tok, "%s/token", f->dir);
-    fd = open(tok, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, "s3cret\n", 7), 7);
-    close(fd);
-    assert_int_equal(kv(f, f->st, "create", "t", "--dtype", "i64", "--range",
-                        "0:4", "--init", "const:7", NULL), 0);
-    port = server_start(f, extra);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    assert_int_equal(kv(f, "--server", addr, "ls", NULL), 1);
-    assert_non_null(strstr(f->err, "requires a token"));
-    assert_int_equal(kv(f, "--server", addr, "--token-file", tok, "get", "t",
-                        "0:4", NULL), 0);
-    assert_string_equal(f->out, "0: 7\n1: 7\n2: 7\n3: 7\n");
-    assert_true(server_alive_after(f, 200));
-}
-
-/* Writes an int64 .npy of n values (rows x cols, cols 0: 1-d). */
-static void
-write_npy_i64(const char *p, const int64_t *v, uint64_t n, uint64_t cols)
-{
-    uint64_t shape[2] = {cols ? n / cols : n, cols};
-    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-    assert_true(fd >= 0);
-    GKVT_OK(gkv_npy_write_header(fd, GKV_I64, cols ? 2 : 1, shape, NULL, NULL, 0));
-    assert_int_equal(write(fd, v, n * 8), (ssize_t)(n * 8));
-    close(fd);
-}
-
-/* No FILE.tmp-* (nor anything else named after 'base') in f->dir but the
- * names in 'allowed' (NULL-terminated). */
-static void
-no_leftovers(struct fx *f, const char *base, const char *const *allowed)
-{
-    DIR *dp = opendir(f->dir);
-    struct dirent *de;
-
-    assert_non_null(dp);
-    while ((de = readdir(dp)) != NULL) {
-        int ok = 0;
-        if (strncmp(de->d_name, base, strlen(base)) != 0)
-            continue;
-        for (int i = 0; allowed != NULL && allowed[i] != NULL; i++)
-            ok |= strcmp(de->d_name, allowed[i]) == 0;
-        if (!ok)
-            fail_msg("'%s' left in %s", de->d_name, f->dir);
-    }
-    closedir(dp);
-}
-
-/* kvctl --server ADDR export: the file holds every row as the server
- * serves it (after a push the store's copy may lag; the pull does not),
- * byte for byte what a local export writes and what a client pulls;
- * --orig-ids puts row i at new ID MAPPING[i]; bad input fails with a
- * clear message and leaves no file, not even a temporary one. */
-static void
-test_server_export(void **state)
-{
-    struct fx *f = *state;
-    const char *none[] = {NULL}, *only_keep[] = {"out.npy", NULL};
-    char addr[64], *errs;
-    unsigned char *local, *remote, *want;
-    size_t llen, rlen, hl;
-    uint64_t ids[100], shape[2] = {100, 3};
-    int64_t map[100], bad[100];
-    float rows[300], push[6] = {1, 2, 3, -4, -5, -6};
-    gkv_client *cl;
-    gkv_client_opts o = {0};
-    unsigned char hdr[256];
-    int port;
-
-    assert_int_equal(kv(f, f->st, "create", "emb", "--dtype", "f32",
-                        "--range", "10:110", "--shape", "3", "--init",
-                        "uniform:-1,1", "--seed", "5", NULL), 0);
-    assert_int_equal(kv(f, f->st, "export", "emb", path(f, "local.npy"), NULL), 0);
-    port = server_start(f, none);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-
-    /* the same file as a local export */
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        NULL), 0);
-    assert_string_equal(f->err, "");
-    local = read_file(path(f, "local.npy"), &llen);
-    remote = read_file(path(f, "out.npy"), &rlen);
-    assert_int_equal(llen, rlen);
-    assert_memory_equal(local, remote, llen);
-    free(remote);
-
-    /* after a push, the rows a client pulls: the pushed ones included */
-    o.timeout_ms = 5000;
-    o.flags = GKV_CLIENT_OBSERVER | GKV_CLIENT_NO_HEARTBEAT;
-    if (gkv_client_connect_addr(&cl, addr, NULL, "test", 1, &o) != GKV_OK)
-        fail_msg("connect: %s", gkv_net_errmsg());
-    ids[0] = 10;
-    ids[1] = 109;
-    GKVT_OK(gkv_client_push(cl, "emb", ids, 2, push, sizeof push, NULL));
-    for (int i = 0; i < 100; i++)
-        ids[i] = 10 + (uint64_t)i;
-    GKVT_OK(gkv_client_pull(cl, "emb", ids, 100, rows, sizeof rows));
-    assert_memory_equal(rows, push, 3 * sizeof(float));
-    assert_memory_equal(rows + 297, push + 3, 3 * sizeof(float));
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        NULL), 0);
-    remote = read_file(path(f, "out.npy"), &rlen);
-    GKVT_OK(gkv_npy_header_format(GKV_F32, 2, shape, hdr, sizeof hdr, &hl,
-                                  NULL, 0));
-    assert_int_equal(rlen, hl + sizeof rows);
-    assert_memory_equal(remote, hdr, hl);
-    assert_memory_equal(remote + hl, rows, sizeof rows);
-    assert_int_equal(hl, 128);
-    /* the header is the local export's; the rows differ only where pushed */
-    assert_memory_equal(remote, local, hl);
-    assert_memory_equal(remote + hl + 12, local + hl + 12, sizeof rows - 24);
-    free(remote);
-    free(local);
-    /* --range and --raw as locally */
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.raw"),
-                        "--raw", "--range", "100:110", NULL), 0);
-    remote = read_file(path(f, "out.raw"), &rlen);
-    assert_int_equal(rlen, 10 * 12);
-    assert_memory_equal(remote, rows + 90 * 3, rlen);
-    free(remote);
-
-    /* --orig-ids: original ID i -> new ID 10 + (37 i + 11) mod 100 */
-    for (int i = 0; i < 100; i++)
-        map[i] = 10 + (37 * i + 11) % 100;
-    write_npy_i64(path(f, "node-_N.npy"), map, 100, 0);
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        "--orig-ids", path(f, "node-_N.npy"), NULL), 0);
-    for (int i = 0; i < 100; i++)
-        ids[i] = (uint64_t)map[i];
-    want = malloc(sizeof rows);
-    GKVT_OK(gkv_client_pull(cl, "emb", ids, 100, want, sizeof rows));
-    for (int i = 0; i < 100; i++)        /* the same as reordering by hand */
-        assert_memory_equal(want + i * 12, rows + (map[i] - 10) * 3, 12);
-    remote = read_file(path(f, "out.npy"), &rlen);
-    assert_int_equal(rlen, hl + sizeof rows);
-    assert_memory_equal(remote, hdr, hl);
-    assert_memory_equal(remote + hl, want, sizeof rows);
-    free(remote);
-    /* an N x 1 mapping is the same; so is a local export with it (the
-     * store is shared with the running server, read-only) */
-    write_npy_i64(path(f, "col.npy"), map, 100, 1);
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "col.npy.out"),
-                        "--orig-ids", path(f, "col.npy"), NULL), 0);
-    remote = read_file(path(f, "col.npy.out"), &rlen);
-    assert_int_equal(rlen, hl + sizeof rows);
-    assert_memory_equal(remote + hl, want, sizeof rows);
-    free(remote);
-    assert_int_equal(kv(f, f->st, "export", "emb", path(f, "loc-orig.npy"),
-                        "--orig-ids", path(f, "node-_N.npy"), NULL), 0);
-    remote = read_file(path(f, "loc-orig.npy"), &rlen);
-    assert_int_equal(rlen, hl + sizeof rows);
-    assert_memory_equal(remote, hdr, hl);
-    assert_memory_equal(remote + hl, want, sizeof rows);
-    free(remote);
-    free(want);
-    GKVT_OK(gkv_client_close(cl));
-
-    /* several batches: 100 rows of 256 KiB (8 MiB a pull), created before
-     * the server listed its tensors, so it is found by a refresh */
-    assert_int_equal(kv(f, f->st, "create", "wide", "--dtype", "f32",
-                        "--range", "0:100", "--shape", "65536", "--init",
-                        "uniform:0,1", NULL), 0);
-    assert_int_equal(kv(f, f->st, "export", "wide", path(f, "wl.npy"), NULL), 0);
-    assert_int_equal(kv(f, "--server", addr, "export", "wide", path(f, "wr.npy"),
-                        NULL), 0);
-    local = read_file(path(f, "wl.npy"), &llen);
-    remote = read_file(path(f, "wr.npy"), &rlen);
-    assert_int_equal(llen, 128 + (size_t)100 * 65536 * 4);
-    assert_int_equal(llen, rlen);
-    assert_memory_equal(local, remote, llen);
-    free(remote);
-    for (int i = 0; i < 100; i++)
-        map[i] = 99 - i;
-    write_npy_i64(path(f, "rev.npy"), map, 100, 0);
-    assert_int_equal(kv(f, "--server", addr, "export", "wide", path(f, "wr.npy"),
-                        "--orig-ids", path(f, "rev.npy"), NULL), 0);
-    remote = read_file(path(f, "wr.npy"), &rlen);
-    assert_int_equal(rlen, llen);
-    assert_memory_equal(remote, local, 128);
-    for (int i = 0; i < 100; i++)
-        if (memcmp(remote + 128 + (size_t)i * 262144,
-                   local + 128 + (size_t)(99 - i) * 262144, 262144) != 0)
-            fail_msg("row %d of the --orig-ids export is not row %d", i, 99 - i);
-    free(remote);
-    free(local);
-    unlink(path(f, "wl.npy"));
-    unlink(path(f, "wr.npy"));
-
-    /* ---- bad input: exit 1, a message, out.npy as it was, nothing else */
-    write_file(path(f, "out.npy"), "keep", 4);
-    assert_int_equal(kv(f, "--server", addr, "export", "nope", path(f, "out.npy"),
-                        NULL), 1);
-    assert_non_null(strstr(f->err, "tensor 'nope'"));
-    assert_non_null(strstr(f->err, "no such tensor"));
-    no_leftovers(f, "out.npy", only_keep);
-    /* mapping files: missing, not .npy, float, 2 columns, an ID outside */
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        "--orig-ids", path(f, "missing.npy"), NULL), 1);
-    assert_non_null(strstr(f->err, "missing.npy"));
-    assert_non_null(strstr(f->err, "No such file"));
-    write_file(path(f, "junk.npy"), "not a numpy file at all", 23);
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        "--orig-ids", path(f, "junk.npy"), NULL), 1);
-    assert_non_null(strstr(f->err, "junk.npy"));
-    assert_non_null(strstr(f->err, "bad magic"));
-    free(write_npy_f32(path(f, "f.npy"), 100, 1, 0));
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        "--orig-ids", path(f, "f.npy"), NULL), 1);
-    assert_non_null(strstr(f->err, "expected an int64 array"));
-    assert_non_null(strstr(f->err, "f32"));
-    write_npy_i64(path(f, "two.npy"), map, 100, 2);
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        "--orig-ids", path(f, "two.npy"), NULL), 1);
-    assert_non_null(strstr(f->err, "expected an int64 array"));
-    memcpy(bad, map, sizeof bad);
-    bad[57] = 110;
-    write_npy_i64(path(f, "bad.npy"), bad, 100, 0);
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        "--orig-ids", path(f, "bad.npy"), NULL), 1);
-    assert_non_null(strstr(f->err, "original ID 57 maps to 110, which is not a "
-                                   "row of tensor 'emb' [10, 110)"));
-    bad[57] = -1;
-    write_npy_i64(path(f, "bad.npy"), bad, 100, 0);
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        "--orig-ids", path(f, "bad.npy"), NULL), 1);
-    assert_non_null(strstr(f->err, "original ID 57 maps to -1"));
-    no_leftovers(f, "out.npy", only_keep);
-    errs = (char *)read_file(path(f, "out.npy"), &rlen);
-    assert_int_equal(rlen, 4);
-    assert_memory_equal(errs, "keep", 4);
-    free(errs);
-    /* where the file cannot go */
-    assert_int_equal(kv(f, "--server", addr, "export", "emb",
-                        path(f, "no/such/dir/out.npy"), NULL), 1);
-    assert_non_null(strstr(f->err, "cannot create"));
-    assert_non_null(strstr(f->err, "No such file or directory"));
-    assert_false(exists(path(f, "no")));
-    assert_int_equal(mkdir(path(f, "adir"), 0755), 0);
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "adir"),
-                        NULL), 1);
-    assert_non_null(strstr(f->err, "not a regular file"));
-    no_leftovers(f, "adir", (const char *const[]){"adir", NULL});
-    /* usage */
-    assert_int_equal(kv(f, "--server", addr, "export", "emb", path(f, "out.npy"),
-                        "--orig-ids", path(f, "node-_N.npy"), "--range", "10:20",
-                        NULL), 2);
-    assert_int_equal(kv(f, "--server", addr, "get", "emb", "10",
-                        "--orig-ids", path(f, "node-_N.npy"), NULL), 0);
-    /* the observer's runs never stopped the server */
-    assert_true(server_alive_after(f, 100));
-}
-
-/* Parses "ID: v0 v1 ..." lines of f32 rows of width w into rows (as many
- * as 'n'), their IDs into ids; fails the test on anything else. */
-static void
-parse_rows(const char *text, size_t n, size_t w, uint64_t *ids, float *rows)
-{
-    const char *p = text;
-
-    for (size_t i = 0; i < n; i++) {
-        char *end;
-
-        ids[i] = strtoull(p, &end, 10);
-        if (end == p || *end != ':')
-            fail_msg("line %zu of the output is not 'ID: ...':\n%s", i, text);
-        p = end + 1;
-        for (size_t c = 0; c < w; c++) {
-            rows[i * w + c] = strtof(p, &end);
-            if (end == p)
-                fail_msg("line %zu: value %zu missing:\n%s", i, c, text);
-            p = end;
-        }
-        if (*p != '\n')
-            fail_msg("line %zu: more than %zu values:\n%s", i, w, text);
-        p++;
-    }
-    if (*p != '\0')
-        fail_msg("more than %zu lines:\n%s", n, text);
-}
-
-/* get and put by original ID (--orig-ids) on a graph partitioned by
- * gkv-partition: the row is the input row of that node, byte for byte
- * (without it, the same number is another node's row); the output says
- * which IDs it prints ("id_space" in JSON, a note on stderr); an ID that
- * partition 0's store or server does not hold names where it is: through
- * a server of the job, the partition that owns it, from the partition
- * book, and --ip-config. */
-static void
-test_get_by_original_id(void **state)
-{
-    struct fx *f = *state;
-    enum { NN = 120, FW = 4 };
-    float *feat, got[2 * FW];
-    uint64_t ids[2], r = 5;
-    int64_t lo0, hi0, o0 = -1, o1 = -1, n0 = -1, n1 = -1;
-    char json[4200], part0[4200], map[4200], cfg[4200], ids_s[64], addr[64];
-    char nodes[16], featarg[4200], *so = NULL, *se = NULL;
-    gkv_npy_map mm;
-    gkv_pbook *b;
-    json_t *j;
-    FILE *fp;
-    int code, port = 0;
-
-    /* a random graph of NN nodes with feature rows val(i, c), 2 random
-     * partitions */
-    feat = write_npy_f32(path(f, "feat.npy"), NN, FW, 0);
-    fp = fopen(path(f, "edges.txt"), "w");
-    assert_non_null(fp);
-    for (int i = 0; i < 3 * NN; i++)
-        fprintf(fp, "%llu %llu\n", (unsigned long long)(gkvt_rand(&r) % NN),
-                (unsigned long long)(gkvt_rand(&r) % NN));
-    fclose(fp);
-    snprintf(nodes, sizeof nodes, "%d", NN);
-    snprintf(featarg, sizeof featarg, "feat=%s", path(f, "feat.npy"));
-    {
-        char *argv[] = {(char *)gkvt_prog("gkv-partition"), "--parts", "2",
-                        "--method", "random", "--seed", "3", "--input",
-                        path(f, "edges.txt"), "--num-nodes", nodes,
-                        "--node-feat", featarg, path(f, "g"), NULL};
-        code = gkvt_run(argv, NULL, 0, &so, &se, 120);
-    }
-    if (code != 0)
-        fail_msg("gkv-partition: exit %d\n%s%s", code, so, se);
-    free(so);
-    free(se);
-    snprintf(json, sizeof json, "%s/g/graph.json", f->dir);
-    snprintf(part0, sizeof part0, "%s/g/part-0", f->dir);
-    snprintf(map, sizeof map, "%s/g/mapping/node-_N.npy", f->dir);
-    GKVT_OK(gkv_pbook_open(&b, json));
-    GKVT_OK(gkv_pbook_node_range(b, 0, 0, &lo0, &hi0));
-    gkv_pbook_close(b);
-    /* o0: an original ID partition 0 holds under another number; o1: one
-     * partition 1 holds */
-    GKVT_OK(gkv_npy_map_open(&mm, map, NULL, 0));
-    for (int64_t i = 0; i < NN; i++) {
-        int64_t v = ((const int64_t *)mm.data)[i];
-        if (o0 < 0 && v >= lo0 && v < hi0 && v != i && i >= lo0 && i < hi0)
-            o0 = i, n0 = v;
-        if (o1 < 0 && (v < lo0 || v >= hi0))
-            o1 = i, n1 = v;
-    }
-    gkv_npy_map_close(&mm);
-    assert_true(o0 >= 0 && o1 >= 0);
-
-    /* by original ID: the input's row of that node, byte for byte */
-    snprintf(ids_s, sizeof ids_s, "%lld", (long long)o0);
-    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, "--orig-ids",
-                        map, NULL), 0);
-    parse_rows(f->out, 1, FW, ids, got);
-    assert_int_equal(ids[0], (uint64_t)o0);
-    assert_memory_equal(got, feat + o0 * FW, FW * sizeof(float));
-    assert_non_null(strstr(f->err, "the IDs are original IDs"));
-    /* the same number without it: a partitioned ID, another node's row,
-     * and the note says so */
-    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, NULL), 0);
-    parse_rows(f->out, 1, FW, ids, got);
-    assert_true(memcmp(got, feat + o0 * FW, FW * sizeof(float)) != 0);
-    assert_non_null(strstr(f->err, "the IDs are the partitioned IDs"));
-    assert_non_null(strstr(f->err, "--orig-ids"));
-    /* --json: "id_space", and with --orig-ids the stored IDs too */
-    assert_int_equal(kv(f, "--json", part0, "get", "node/_N/feat", ids_s,
-                        "--orig-ids", map, NULL), 0);
-    assert_string_equal(f->err, "");
-    {
-        json_error_t e;
-        j = json_loads(f->out, 0, &e);
-        assert_non_null(j);
-        assert_string_equal(json_string_value(json_object_get(j, "id_space")),
-                            "original");
-        assert_int_equal(json_integer_value(json_array_get(
-            json_object_get(j, "ids"), 0)), o0);
-        assert_int_equal(json_integer_value(json_array_get(
-            json_object_get(j, "new_ids"), 0)), n0);
-        for (int c = 0; c < FW; c++)
-            assert_true((float)json_real_value(json_array_get(json_array_get(
-                json_object_get(j, "rows"), 0), (size_t)c)) ==
-                feat[o0 * FW + c]);
-        json_decref(j);
-        assert_int_equal(kv(f, "--json", part0, "get", "node/_N/feat", ids_s,
-                            NULL), 0);
-        j = json_loads(f->out, 0, &e);
-        assert_non_null(j);
-        assert_string_equal(json_string_value(json_object_get(j, "id_space")),
-                            "partitioned");
-        assert_null(json_object_get(j, "new_ids"));
-        json_decref(j);
-    }
-    /* put by original ID lands on that node's row */
-    assert_int_equal(kv(f, part0, "put", "node/_N/feat", ids_s, "1,2,3,4.5",
-                        "--orig-ids", map, NULL), 0);
-    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, "--orig-ids",
-                        map, NULL), 0);
-    assert_string_equal(f->out + strlen(ids_s), ": 1 2 3 4.5\n");
-    snprintf(ids_s, sizeof ids_s, "%lld", (long long)n0);
-    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, NULL), 0);
-    assert_string_equal(f->out + strlen(ids_s), ": 1 2 3 4.5\n");
-
-    /* partition 1's node from partition 0's store: where it is */
-    snprintf(ids_s, sizeof ids_s, "%lld", (long long)o1);
-    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, "--orig-ids",
-                        map, NULL), 1);
-    {
-        char want[128];
-        snprintf(want, sizeof want, "original ID %lld is new ID %lld, which "
-                 "is outside its range [%lld, %lld)", (long long)o1,
-                 (long long)n1, (long long)lo0, (long long)hi0);
-        if (strstr(f->err, want) == NULL ||
-            strstr(f->err, "only the rows its partition owns") == NULL)
-            fail_msg("stderr: %s", f->err);
-    }
-    assert_string_equal(f->out, "");
-    /* an original ID the mapping does not have */
-    snprintf(ids_s, sizeof ids_s, "%lld,120", (long long)o0);
-    assert_int_equal(kv(f, part0, "get", "node/_N/feat", ids_s, "--orig-ids",
-                        map, NULL), 1);
-    assert_non_null(strstr(f->err, "original ID 120 is not in the mapping: it "
-                                   "has 120 entries"));
-    assert_string_equal(f->out, "");
-    /* a plain tensor's IDs are its own: no note */
-    assert_int_equal(kv(f, f->st, "create", "t", "--dtype", "i64", "--range",
-                        "0:4", NULL), 0);
-    assert_int_equal(kv(f, f->st, "get", "t", "1", NULL), 0);
-    assert_string_equal(f->err, "");
-    assert_int_equal(kv(f, "--json", f->st, "get", "t", "1", NULL), 0);
-    assert_non_null(strstr(f->out, "\"id_space\": \"stored\""));
-
-    /* partition 0's server of a two-machine job (machine 1 not started):
-     * o0 through it, o1 names partition 1 and --ip-config */
-    snprintf(cfg, sizeof cfg, "%s/ip2.cfg", f->dir);
-    for (int attempt = 0; attempt < 20 && port == 0; attempt++) {
-        struct gkvt_proc p;
-        char text[128];
-        char *argv[] = {(char *)gkvt_prog("gkv-server"), "--part-config", json,
-                        "--part-id", "0", "--ip-config", cfg, "--nosync", NULL};
-
-        port = gkvt_port_base(16);
-        snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", port,
-                 port + 8);
-        gkvt_write_text(cfg, text, 0644);
-        memset(&p, 0, sizeof p);
-        snprintf(p.log, sizeof p.log, "%s/part-server-%d.log", f->dir, attempt);
-        gkvt_proc_start(&p, argv);
-        f->srv = p.pid;
-        if (!gkvt_server_listening(&p)) {
-            f->srv = 0;
-            port = 0;
-        }
-    }
-    assert_true(port > 0);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
-    snprintf(ids_s, sizeof ids_s, "%lld", (long long)o0);
-    assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", ids_s,
-                        "--orig-ids", map, NULL), 0);
-    assert_string_equal(f->out + strlen(ids_s), ": 1 2 3 4.5\n");
-    snprintf(ids_s, sizeof ids_s, "%lld", (long long)o1);
-    assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", ids_s,
-                        "--orig-ids", map, NULL), 1);
-    if (strstr(f->err, "partition 1 owns it, served by machine 1 of the job") ==
-        NULL || strstr(f->err, "--ip-config") == NULL)
-        fail_msg("stderr: %s", f->err);
-    snprintf(ids_s, sizeof ids_s, "%lld", (long long)n1);
-    assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", ids_s,
-                        NULL), 1);
-    assert_non_null(strstr(f->err, "partition 1 owns it"));
-    assert_int_equal(kv(f, "--server", addr, "put", "node/_N/feat", ids_s,
-                        "1,2,3,4", NULL), 1);
-    assert_non_null(strstr(f->err, "partition 1 owns it"));
-    assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", "1000",
-                        NULL), 1);
-    assert_non_null(strstr(f->err, "no partition owns it: the graph has 120 "
-                                   "nodes of type '_N'"));
-    assert_int_equal(kv(f, "--json", "--server", addr, "get", "node/_N/feat",
-                        "0", NULL), 0);
-    assert_non_null(strstr(f->out, "\"id_space\": \"partitioned\""));
-    free(feat);
-}
+#define T(name) \
+    cmocka_unit_test_setup_teardown(name, gkvt_kvctl_setup, gkvt_kvctl_teardown)
 
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idlist_parser),
-        cmocka_unit_test(test_port_accepts_self_connect),
-        cmocka_unit_test_setup_teardown(test_help_and_version, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_usage_errors_exit_2, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_missing_store_is_an_error, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_import_npy_rows_match, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_import_other_dtypes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_export_round_trip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_raw_import_export, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_get_each_id_syntax, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_put_then_get, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_and_json, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_huge_range_output, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rm_rename_ls, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_import_changes_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_failed_open_leaves_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_import_orig_ids, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_import_existing_name, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_signals_during_import, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_signal_during_export, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_progress_bar_on_a_tty, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_server_commands, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_server_writes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_server_import_partial, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_server_token, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_server_export, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_get_by_original_id, setup,
-                                        teardown),
+        T(test_help_and_version),
+        T(test_usage_errors_exit_2),
+        T(test_missing_store_is_an_error),
+        T(test_import_npy_rows_match),
+        T(test_import_other_dtypes),
+        T(test_export_round_trip),
+        T(test_raw_import_export),
+        T(test_get_each_id_syntax),
+        T(test_put_then_get),
+        T(test_create_and_json),
+        T(test_huge_range_output),
+        T(test_rm_rename_ls),
+        T(test_verify_finds_flipped_byte),
+        T(test_bad_import_changes_nothing),
+        T(test_failed_open_leaves_nothing),
+        T(test_import_orig_ids),
+        T(test_import_existing_name),
+        T(test_signals_during_import),
+        T(test_signal_during_export),
+        T(test_progress_bar_on_a_tty),
     };
 
     return cmocka_run_group_tests_name("kvctl", tests, NULL, NULL);

@@ -155,17 +155,6 @@ client(struct gkvt_job *f, int timeout_ms, unsigned flags, unsigned hb_ms)
     return c;
 }
 
-static void
-make_tensor(const char *st, const char *name, uint64_t lo, uint64_t hi)
-{
-    gkv_store *s;
-    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, 4, lo, hi, GKV_INIT_UNIFORM);
-
-    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
-    GKVT_OK(gkv_tensor_create(s, name, &sp));
-    gkv_store_close(s);
-}
-
 /* Rows of "t" (16 bytes each) as a reference store created with
  * make_tensor's spec over [0, hi) holds them: values are keyed by global
  * ID, so this is what the job's machines hold together. */
@@ -177,7 +166,7 @@ ref_rows(struct gkvt_job *f, uint64_t hi, const uint64_t *ids, size_t n,
     gkv_store *s;
 
     snprintf(path, sizeof path, "%s/ref", f->dir);
-    make_tensor(path, "t", 0, hi);
+    gkvt_make_f32(path, "t", 4, 0, hi);
     GKVT_OK(gkv_store_open(&s, path, GKV_RDONLY, NULL));
     GKVT_OK(gkv_tensor_pull(s, NULL, "t", ids, n, out, n * 16));
     gkv_store_close(s);
@@ -220,8 +209,8 @@ test_dead_machine_named(void **state)
     char m0[128], m1[128];
     double t0, took;
 
-    make_tensor(f->st[0], "t", 0, 500);
-    make_tensor(f->st[1], "t", 500, 1000);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 500);
+    gkvt_make_f32(f->st[1], "t", 4, 500, 1000);
     serve(f, 2, NULL, srv);
     addr_of(f, 0, m0, sizeof m0);
     addr_of(f, 1, m1, sizeof m1);
@@ -267,7 +256,7 @@ test_close_not_held_by_heartbeat(void **state)
     char m0[128];
     double t0, took;
 
-    make_tensor(f->st[0], "t", 0, 100);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 100);
     serve(f, 1, NULL, srv);
     addr_of(f, 0, m0, sizeof m0);
     /* a 3 s timeout (connect and pull survive a stalled process on a
@@ -305,8 +294,8 @@ test_heartbeat_shortest_lease(void **state)
     uint64_t ids[2] = {10, 510};
     float got[8], want[8];
 
-    make_tensor(f->st[0], "t", 0, 500);
-    make_tensor(f->st[1], "t", 500, 1000);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 500);
+    gkvt_make_f32(f->st[1], "t", 4, 500, 1000);
     serve(f, 2, extra, srv);
     c = client(f, 3000, 0, 0);
     /* idle for more than twice machine 1's lease: the heartbeat must keep
@@ -423,8 +412,8 @@ test_boundaries_and_sizes(void **state)
     float got[36], want[36], rows[20], back[20], before[36];
     size_t huge = SIZE_MAX / 16 + 1;
 
-    make_tensor(f->st[0], "t", 0, 500);
-    make_tensor(f->st[1], "t", 500, 1000);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 500);
+    gkvt_make_f32(f->st[1], "t", 4, 500, 1000);
     serve(f, 2, NULL, srv);
     c = client(f, 3000, 0, 0);
     /* unsorted, duplicated, at both ends of both slices */
@@ -472,7 +461,7 @@ test_stopped_server(void **state)
     char m0[128];
     double t0, took;
 
-    make_tensor(f->st[0], "t", 0, 100);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 100);
     serve(f, 1, NULL, srv);
     addr_of(f, 0, m0, sizeof m0);
     /* 3 s: the calls that must succeed survive a stalled process (a noisy
@@ -531,7 +520,7 @@ test_restart_mid_call(void **state)
     pthread_t th;
     double t0;
 
-    make_tensor(f->st[0], "t", 0, 100);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 100);
     serve(f, 1, (const char *const *const[]){extra}, srv);
     /* 8 s: the restart (a server started, on a loaded host) fits well in
      * one timeout */
@@ -688,7 +677,7 @@ test_push_resent_after_lease_expired(void **state)
     float got[4], one[4] = {1, 1, 1, 1};
     int expired;
 
-    make_tensor(f->st[0], "t", 0, 100);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 100);
     serve(f, 1, (const char *const *const[]){extra}, srv);
     c = client(f, 3000, GKV_CLIENT_NO_HEARTBEAT, 0);
     memset(&sp, 0, sizeof sp);                   /* zeros */
@@ -734,7 +723,7 @@ test_resent_call_leaves_no_message(void **state)
     float got[12], want[12];
     int expired;
 
-    make_tensor(f->st[0], "t", 0, 100);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 100);
     serve(f, 1, (const char *const *const[]){extra}, srv);
     c = client(f, 3000, GKV_CLIENT_NO_HEARTBEAT, 0);
     ref_rows(f, 100, ids, 3, want);
@@ -775,8 +764,8 @@ test_alloc_failures(void **state)
     int n;
     gkv_err rc;
 
-    make_tensor(f->st[0], "t", 0, 500);
-    make_tensor(f->st[1], "t", 500, 1000);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 500);
+    gkvt_make_f32(f->st[1], "t", 4, 500, 1000);
     serve(f, 2, NULL, srv);
     ref_rows(f, 1000, ids, 6, want);
     base = gkvt_alloc_live();
@@ -895,8 +884,8 @@ test_threads_share_client(void **state)
     uint64_t all[1000], ids[32];
     float *ref = malloc(1000 * 16), got[32 * 4];
 
-    make_tensor(f->st[0], "t", 0, 500);
-    make_tensor(f->st[1], "t", 500, 1000);
+    gkvt_make_f32(f->st[0], "t", 4, 0, 500);
+    gkvt_make_f32(f->st[1], "t", 4, 500, 1000);
     serve(f, 2, NULL, srv);
     for (int i = 0; i < 1000; i++)
         all[i] = (uint64_t)i;

@@ -57,10 +57,7 @@ struct fx {
     int64_t ne[3];
     int64_t *emap[3];         /* original edge ID -> new */
     struct feat ft[NFEAT];
-    gkv_graph *whole;         /* in new IDs */
-    gkv_sgraph *wsg;
-    gkv_sampler *ws;
-    int64_t *rev;            /* click -> its clicked_by, new IDs */
+    struct gkvt_ref ref;     /* the whole graph, in new IDs */
 };
 
 /* ---- servers and clients ------------------------------------------------ */
@@ -130,15 +127,14 @@ graph_make(struct fx *f)
     gkvt_partition(g, f->j.dir, "parts", "p", 2, 5, pf, NFEAT, f->j.json,
                    sizeof f->j.json);
     GKVT_OK(gkv_part_open(&part, f->j.json, 0, 0));
-    f->whole = gkvt_graph_renumber(g, gkv_part_book(part), f->emap, NULL);
-    f->rev = gkvt_ui_reverse(gkv_part_book(part));
+    f->ref.whole = gkvt_graph_renumber(g, gkv_part_book(part), f->emap, NULL);
+    f->ref.rev = gkvt_ui_reverse(gkv_part_book(part));
     for (int i = 0; i < NFEAT; i++) {
         struct feat *t = &f->ft[i];
         for (int64_t k = 0; k < f->ne[t->et]; k++)
             t->w[f->emap[t->et][k]] = t->orig[k];
     }
-    GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
-    GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
+    gkvt_ref_sampler(&f->ref);
     gkv_part_close(part);
     gkv_graph_free(g);
 }
@@ -158,10 +154,7 @@ teardown(void **state)
     int bad = gkvt_job_fini(&f->j);
 
     gkvt_alloc_fail_at(-1);
-    gkv_sampler_free(f->ws);
-    free(f->rev);
-    gkv_sgraph_free(f->wsg);
-    gkv_graph_free(f->whole);
+    gkvt_ref_free(&f->ref);
     for (int e = 0; e < 3; e++)
         free(f->emap[e]);
     for (int i = 0; i < NFEAT; i++) {
@@ -310,7 +303,8 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
     case K_HOP:
         rc = gkv_client_sample_neighbors(c, sv, ns, fan, 3, 1, &oc, ce);
         if (check && rc == GKV_OK) {
-            GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 1, &oc, we));
+            GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fan, 3, 1, &oc,
+                                         we));
             assert_true(gkvt_edges_same(ce, we, 3));
             assert_true(edge_count(ce, 3) > 0);
         }
@@ -319,7 +313,7 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
         wopts_make(f, &wo, 5, GKV_DIR_OUT);
         rc = gkv_client_sample_neighbors(c, sv, ns, fan, 3, 1, &wo.o, ce);
         if (check && rc == GKV_OK) {
-            GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 1, &wo.o,
+            GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fan, 3, 1, &wo.o,
                                          we));
             assert_true(gkvt_edges_same(ce, we, 3));
             assert_true(edge_count(ce, 3) > 0);
@@ -331,7 +325,7 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
         oc.edge_w_feat = nm;
         rc = gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 3, 2, &oc, cb);
         if (check && rc == GKV_OK) {
-            GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 3, 2, &wo.o,
+            GKVT_OK(gkv_sample_blocks(f->ref.ws, sd.sv, sd.ns, fan, 3, 2, &wo.o,
                                       wb));
             assert_true(gkvt_blocks_same(cb, wb, 2));
         }
@@ -354,10 +348,10 @@ kind_call(struct fx *f, gkv_client *c, int k, int check)
         if (check && rc == GKV_OK) {
             /* the servers read the stored reverses; the reference on the
              * whole graph is given them */
-            sp.reverse_eids = f->rev;
+            sp.reverse_eids = f->ref.rev;
             sp.reverse_n = NE1;
-            GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web,
-                                          wb));
+            GKVT_OK(gkv_sample_edge_batch(f->ref.ws, &sp, fan, 3, 2, &wo.o,
+                                          &web, wb));
             assert_true(gkvt_blocks_same(cb, wb, 2));
             assert_int_equal(ceb.num_neg, web.num_neg);
             assert_memory_equal(ceb.pos_src, web.pos_src, 40 * 8);
@@ -465,7 +459,7 @@ test_alloc_markers(void **state)
     gkvt_serve(&f->j, 2, 1, extra, NULL);    /* a client a round */
     gkvt_ui_seeds_make(&sd, 0);
     /* the in-process sampler's buffers take their size */
-    GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 1, 2, NULL, wb));
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, sd.sv, sd.ns, fan, 1, 2, NULL, wb));
     for (long n = 0; n < 8; n++) {
         gkv_client *c;
         gkv_err rc;
@@ -481,7 +475,8 @@ test_alloc_markers(void **state)
         }
         NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 1, 2, NULL,
                                         cb));
-        GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 1, 2, NULL, wb));
+        GKVT_OK(gkv_sample_blocks(f->ref.ws, sd.sv, sd.ns, fan, 1, 2, NULL,
+                                  wb));
         assert_true(gkvt_blocks_same(cb, wb, 2));
         NET_OK(gkv_client_close(c));
         assert_int_equal(gkvt_alloc_live(), base);
@@ -598,7 +593,7 @@ test_request_size(void **state)
         for (int i = 0; i < 3000; i++)
             us[i] = (i * 7) % NU;
         NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 0, NULL, ce));
-        GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, NULL, we));
+        GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fan, 3, 0, NULL, we));
         assert_true(gkvt_edges_same(ce, we, 3));
         assert_true(ce[0].n > 1000);
     }
@@ -611,7 +606,7 @@ test_request_size(void **state)
         for (int i = 0; i < NU; i++)
             us[i] = i;
         NET_OK(gkv_client_sample_blocks(c, sv, ns, fan, 1, 2, NULL, cb));
-        GKVT_OK(gkv_sample_blocks(f->ws, sv, ns, fan, 1, 2, NULL, wb));
+        GKVT_OK(gkv_sample_blocks(f->ref.ws, sv, ns, fan, 1, 2, NULL, wb));
         assert_true(gkvt_blocks_same(cb, wb, 2));
     }
     /* 200 users with 150 of their edges excluded (1.2 KiB that every
@@ -623,7 +618,7 @@ test_request_size(void **state)
 
         for (int i = 0; i < 200; i++)
             us[i] = (i * 389 + 5) % NU;
-        GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fall, 3, 0, NULL, we));
+        GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fall, 3, 0, NULL, we));
         ecopy_take(&all, we);
         assert_true(all.e[0].n > 300);
         for (int i = 0; i < 150; i++)
@@ -633,7 +628,7 @@ test_request_size(void **state)
         o.exclude = xv;
         o.exclude_n = xn;
         NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 0, &o, ce));
-        GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, &o, we));
+        GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fan, 3, 0, &o, we));
         assert_true(gkvt_edges_same(ce, we, 3));
         assert_true(ce[0].n > 0);
         /* and weights by position (edge_w along out-edges) beside them */
@@ -641,7 +636,7 @@ test_request_size(void **state)
         wo.o.exclude = xv;
         wo.o.exclude_n = xn;
         NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 0, &wo.o, ce));
-        GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, &wo.o, we));
+        GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fan, 3, 0, &wo.o, we));
         assert_true(gkvt_edges_same(ce, we, 3));
         assert_true(ce[0].n > 0);
     }
@@ -682,7 +677,7 @@ test_request_size(void **state)
         /* the client still samples */
         xn[0] = 10;
         NET_OK(gkv_client_sample_blocks(c, sv, ns, fan, 1, 1, &o, cb));
-        GKVT_OK(gkv_sample_blocks(f->ws, sv, ns, fan, 1, 1, &o, wb));
+        GKVT_OK(gkv_sample_blocks(f->ref.ws, sv, ns, fan, 1, 1, &o, wb));
         assert_true(gkvt_blocks_same(cb, wb, 1));
     }
     NET_OK(gkv_client_close(c));
@@ -732,11 +727,12 @@ test_option_rules(void **state)
         o.exclude_n = xn;
         NET_OK(gkv_client_sample_neighbors(c, sd.sv, sd.ns, fan, 3, 0, &o,
                                            ce));
-        GKVT_OK(gkv_sample_neighbors(f->ws, sd.sv, sd.ns, fan, 3, 0, &o, we));
+        GKVT_OK(gkv_sample_neighbors(f->ref.ws, sd.sv, sd.ns, fan, 3, 0, &o,
+                                     we));
         assert_true(gkvt_edges_same(ce, we, 3));
         o.exclude = xv;
         NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fan, 1, 2, &o, cb));
-        GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 1, 2, &o, wb));
+        GKVT_OK(gkv_sample_blocks(f->ref.ws, sd.sv, sd.ns, fan, 1, 2, &o, wb));
         assert_true(gkvt_blocks_same(cb, wb, 2));
         /* an edge batch that excludes its own edges beside them */
         {
@@ -754,7 +750,7 @@ test_option_rules(void **state)
             sp.exclude = GKV_EXCLUDE_SELF;
             NET_OK(gkv_client_sample_edge_batch(c, &sp, fan6, 3, 2, &o, &ceb,
                                                 cb));
-            GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan6, 3, 2, &o, &web,
+            GKVT_OK(gkv_sample_edge_batch(f->ref.ws, &sp, fan6, 3, 2, &o, &web,
                                           wb));
             assert_true(gkvt_blocks_same(cb, wb, 2));
             assert_memory_equal(ceb.neg_dst, web.neg_dst, 30 * 8);
@@ -763,8 +759,8 @@ test_option_rules(void **state)
         o.exclude_n = NULL;
         assert_int_equal(gkv_client_sample_neighbors(c, sd.sv, sd.ns, fan, 3,
                                                      0, &o, ce), GKV_EINVAL);
-        assert_int_equal(gkv_sample_neighbors(f->ws, sd.sv, sd.ns, fan, 3, 0,
-                                              &o, we), GKV_EINVAL);
+        assert_int_equal(gkv_sample_neighbors(f->ref.ws, sd.sv, sd.ns, fan, 3,
+                                              0, &o, we), GKV_EINVAL);
     }
     /* GKV_SAMPLE_WEIGHTED (follows have stored weights) beside an edge_w
      * array: refused by both, even when every entry is NULL */
@@ -776,11 +772,12 @@ test_option_rules(void **state)
 
         o.flags = GKV_SAMPLE_WEIGHTED;
         NET_OK(gkv_client_sample_blocks(c, sd.sv, sd.ns, fw, 3, 2, &o, cb));
-        GKVT_OK(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fw, 3, 2, &o, wb));
+        GKVT_OK(gkv_sample_blocks(f->ref.ws, sd.sv, sd.ns, fw, 3, 2, &o, wb));
         assert_true(gkvt_blocks_same(cb, wb, 2));
         o.edge_w = ew;
         o.edge_w_len = len;
-        assert_int_equal(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fw, 3, 2, &o,
+        assert_int_equal(gkv_sample_blocks(f->ref.ws, sd.sv, sd.ns, fw, 3, 2,
+                                           &o,
                                            wb), GKV_EINVAL);
         assert_int_equal(gkv_client_sample_blocks(c, sd.sv, sd.ns, fw, 3, 2,
                                                   &o, cb), GKV_EINVAL);
@@ -817,7 +814,7 @@ test_results_as_inputs(void **state)
         is[i] = i * 3 % NI;
     /* hop 2 from hop 1's neighbours, hop 1's follows excluded */
     NET_OK(gkv_client_sample_neighbors(c, sv, ns, fan, 3, 0, NULL, ce));
-    GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, NULL, we));
+    GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fan, 3, 0, NULL, we));
     assert_true(gkvt_edges_same(ce, we, 3));
     ecopy_take(&first, we);
     {
@@ -834,7 +831,7 @@ test_results_as_inputs(void **state)
         ow.exclude = rx;
         ow.exclude_n = xn;
         NET_OK(gkv_client_sample_neighbors(c, sv2, ns2, fan, 3, 1, &oc, ce));
-        GKVT_OK(gkv_sample_neighbors(f->ws, rv2, ns2, fan, 3, 1, &ow, we));
+        GKVT_OK(gkv_sample_neighbors(f->ref.ws, rv2, ns2, fan, 3, 1, &ow, we));
         assert_true(gkvt_edges_same(ce, we, 3));
         assert_true(edge_count(ce, 3) > 1000);
     }
@@ -864,7 +861,7 @@ test_results_as_inputs(void **state)
                 rv3[t] = copy[t];
             }
             NET_OK(gkv_client_sample_blocks(c, sv3, ns3, fb, 1, 2, NULL, cb));
-            GKVT_OK(gkv_sample_blocks(f->ws, rv3, ns3, fb, 1, 2, NULL, wb));
+            GKVT_OK(gkv_sample_blocks(f->ref.ws, rv3, ns3, fb, 1, 2, NULL, wb));
             assert_true(gkvt_blocks_same(cb, wb, 2));
         }
         free(copy[0]);

@@ -57,10 +57,7 @@ struct fx {
     int64_t n, m;
     float *feat;             /* n x FEAT_W, by original ID */
     int64_t *nmap;           /* original node ID -> new */
-    gkv_graph *whole;        /* in new IDs */
-    gkv_sgraph *wsg;
-    gkv_sampler *ws;
-    int64_t *rev;            /* hetero: click -> its clicked_by, new IDs */
+    struct gkvt_ref ref;     /* the whole graph, in new IDs */
     gkv_part *part[4];       /* opened in-process, read-only */
 };
 
@@ -161,10 +158,9 @@ graph_make(struct fx *f, int scale, int nparts)
         D[emap[e]] = f->nmap[coo.dst[e]];
         W[emap[e]] = coo.w[e];
     }
-    GKVT_OK(gkv_graph_new_homo(&f->whole, f->n));
-    GKVT_OK(gkv_graph_add_edges(f->whole, 0, S, D, W, (size_t)f->m));
-    GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
-    GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
+    GKVT_OK(gkv_graph_new_homo(&f->ref.whole, f->n));
+    GKVT_OK(gkv_graph_add_edges(f->ref.whole, 0, S, D, W, (size_t)f->m));
+    gkvt_ref_sampler(&f->ref);
     gkv_graph_free(g);
     free(src);
     free(dst);
@@ -189,10 +185,7 @@ teardown(void **state)
     struct fx *f = *state;
     int bad = gkvt_job_fini(&f->j);
 
-    gkv_sampler_free(f->ws);
-    free(f->rev);
-    gkv_sgraph_free(f->wsg);
-    gkv_graph_free(f->whole);
+    gkvt_ref_free(&f->ref);
     for (int q = 0; q < 4; q++)
         gkv_part_close(f->part[q]);
     free(f->feat);
@@ -316,7 +309,7 @@ ref_blocks(struct fx *f, struct bcopy *ref, const int64_t *seeds, size_t n,
     const int64_t *sv[1] = {seeds};
     size_t sn[1] = {n};
 
-    GKVT_OK(gkv_sample_blocks(f->ws, sv, sn, fan, 1, nl, o, wb));
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, sv, sn, fan, 1, nl, o, wb));
     bcopy_take(ref, wb, nl);
 }
 
@@ -349,7 +342,7 @@ check_hop(struct fx *f, gkv_client *c, const int64_t *seeds, size_t n,
     int64_t *s, *d, *e;
     size_t m;
 
-    GKVT_OK(gkv_sample_neighbors(f->ws, sv, sn, &fan, 1, layer, o, &we));
+    GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, sn, &fan, 1, layer, o, &we));
     m = we.n;
     s = malloc(m * 8 + 8);
     d = malloc(m * 8 + 8);
@@ -849,30 +842,49 @@ raw_req(int s, unsigned char *b, uint16_t type, uint64_t session, size_t plen,
     return st;
 }
 
+/* ---- bad inputs: refused with the error named, the servers serve on -- */
+
+/* Two partitions of an R-MAT graph of scale 11 served, a client of group
+ * "bad", and 40 seeds of it. */
+static gkv_client *
+bad_start(struct fx *f, int64_t *seeds)
+{
+    graph_make(f, 11, 2);
+    serve(f, 1);
+    for (size_t i = 0; i < 40; i++)
+        seeds[i] = (int64_t)(i * 37 % (uint64_t)f->n);
+    return client(f, "bad");
+}
+
+/* The servers still serve after the refused requests; closes c. */
 static void
-test_bad_inputs(void **state)
+bad_done(struct fx *f, gkv_client *c, const int64_t *seeds)
+{
+    gkv_sample_opts o = {0};
+    int fan2[2] = {3, 3};
+
+    check_hop(f, c, seeds, 40, 3, 0, &o);
+    check_blocks(f, c, seeds, 40, fan2, 2, &o);
+    NET_OK(gkv_client_close(c));
+    for (int i = 0; i < f->j.np; i++)
+        assert_true(gkvt_proc_alive(&f->j.p[i]) || gkvt_proc_wait(&f->j.p[i], 5000));
+}
+
+/* A seed or edge ID out of range: named, nothing sent. */
+static void
+test_bad_id_out_of_range_is_erange(void **state)
 {
     struct fx *f = *state;
-    static unsigned char b[1 << 16];
-    gkv_client *c;
     gkv_sample_opts o = {0};
     gkv_sample_edges se[1];
     gkv_block blk[2];
-    int64_t seeds[40], bad[3], other = -1, deg[3], s1[3], d1[3];
-    const int64_t *sv[1] = {seeds}, *bv[1] = {bad};
-    size_t sn[1] = {40}, bn[1] = {3};
+    int64_t seeds[40], bad[3], deg[3], s1[3], d1[3];
+    const int64_t *bv[1] = {bad};
+    size_t bn[1] = {3};
     int fan2[2] = {3, 3}, fan[2] = {3, 3};
-    float row[FEAT_W];
-    uint64_t session, fid = 1;
-    char msg[NET_ERRMSG_MAX + 1], text[128];
-    int s;
+    char text[128];
+    gkv_client *c = bad_start(f, seeds);
 
-    graph_make(f, 11, 2);
-    serve(f, 1);
-    c = client(f, "bad");
-    for (size_t i = 0; i < 40; i++)
-        seeds[i] = (int64_t)(i * 37 % (uint64_t)f->n);
-    /* a seed out of range: named, nothing sent */
     bad[0] = 1;
     bad[1] = f->n + 5;
     bad[2] = 2;
@@ -890,7 +902,24 @@ test_bad_inputs(void **state)
     assert_non_null(strstr(gkv_net_errmsg(), "-4"));
     bad[1] = f->m;
     assert_int_equal(gkv_client_find_edges(c, 0, bad, 3, s1, d1), GKV_ERANGE);
-    /* a bad edge type, a wrong fanout count, a bad fanout */
+    bad_done(f, c, seeds);
+}
+
+/* A bad edge type, a wrong fanout count, a bad fanout, seeds given twice
+ * to sample_blocks. */
+static void
+test_bad_etype_fanout_or_twice_is_einval(void **state)
+{
+    struct fx *f = *state;
+    gkv_sample_opts o = {0};
+    gkv_sample_edges se[1];
+    gkv_block blk[2];
+    int64_t seeds[40], deg[3];
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {40};
+    int fan2[2] = {3, 3}, fan[2] = {3, 3};
+    gkv_client *c = bad_start(f, seeds);
+
     assert_int_equal(gkv_client_in_degrees(c, 3, seeds, 3, deg), GKV_EINVAL);
     assert_non_null(strstr(gkv_net_errmsg(), "edge type 3"));
     assert_int_equal(gkv_client_sample_neighbors(c, sv, sn, fan, 2, 0, &o, se),
@@ -900,22 +929,48 @@ test_bad_inputs(void **state)
     assert_int_equal(gkv_client_sample_neighbors(c, sv, sn, fan, 1, 0, &o, se),
                      GKV_EINVAL);
     fan[0] = 3;
-    /* seeds given twice to sample_blocks */
     seeds[5] = seeds[3];
     assert_int_equal(gkv_client_sample_blocks(c, sv, sn, fan2, 1, 2, &o, blk),
                      GKV_EINVAL);
     assert_non_null(strstr(gkv_net_errmsg(), "given twice"));
     seeds[5] = 5 * 37;
-    /* a tensor that does not exist; a feature ID out of range */
+    bad_done(f, c, seeds);
+}
+
+/* A tensor that does not exist: ENOTFOUND; a feature ID out of range:
+ * ERANGE. */
+static void
+test_bad_feature_tensor_or_id_is_refused(void **state)
+{
+    struct fx *f = *state;
+    int64_t seeds[40];
+    float row[FEAT_W];
+    uint64_t fid = 1;
+    gkv_client *c = bad_start(f, seeds);
+
     assert_int_equal(gkv_client_pull(c, "node/_N/nope", &fid, 1, row,
                                      sizeof row), GKV_ENOTFOUND);
     assert_non_null(strstr(gkv_net_errmsg(), "node/_N/nope"));
     fid = (uint64_t)f->n;
     assert_int_equal(gkv_client_pull(c, "node/_N/feat", &fid, 1, row,
                                      sizeof row), GKV_ERANGE);
+    bad_done(f, c, seeds);
+}
 
-    /* raw requests to partition 0's server: a seed partition 1 owns, a
-     * wrong fanout count, edge_batch, a garbled sample */
+/* Raw requests to partition 0's server: a seed partition 1 owns (ERANGE),
+ * a wrong fanout count (EINVAL), a truncated sample (EPROTO), in_degrees
+ * of partition 1's node (ERANGE), edge_batch (ENOTSUP). */
+static void
+test_bad_raw_requests_are_refused_by_the_server(void **state)
+{
+    struct fx *f = *state;
+    static unsigned char b[1 << 16];
+    int64_t seeds[40], other = -1;
+    uint64_t session;
+    char msg[NET_ERRMSG_MAX + 1], text[128];
+    int s;
+    gkv_client *c = bad_start(f, seeds);
+
     s = raw_open(f, 0, &session);
     for (int64_t v = 0; v < f->n && other < 0; v++)
         if (owner_of(f, v, 0) == 1)
@@ -959,12 +1014,7 @@ test_bad_inputs(void **state)
                                  sizeof msg), GKV_ENOTSUP);
     }
     nn_close(s);
-    /* and the servers still serve */
-    check_hop(f, c, seeds, 40, 3, 0, &o);
-    check_blocks(f, c, seeds, 40, fan2, 2, &o);
-    NET_OK(gkv_client_close(c));
-    for (int i = 0; i < f->j.np; i++)
-        assert_true(gkvt_proc_alive(&f->j.p[i]) || gkvt_proc_wait(&f->j.p[i], 5000));
+    bad_done(f, c, seeds);
 }
 
 /* Start-up errors: an ip_config whose machine count differs from the
@@ -1016,7 +1066,7 @@ check_edge_batch(struct fx *f, gkv_client *c, const gkv_edge_batch_spec *sp,
     int64_t *pairs;
     size_t np;
 
-    GKVT_OK(gkv_sample_edge_batch(f->ws, sp, fan, 1, nl, o, &wb, wblk));
+    GKVT_OK(gkv_sample_edge_batch(f->ref.ws, sp, fan, 1, nl, o, &wb, wblk));
     np = 2 * wb.num_pos + 2 * wb.num_neg;
     pairs = malloc(np * 8 + 8);
     if (wb.num_pos > 0) {     /* the arrays may be NULL when empty */
@@ -1058,7 +1108,7 @@ check_edge_batch_bad(struct fx *f, gkv_client *c,
     gkv_edge_batch wb, cb;
     gkv_block wblk[2], cblk[2];
 
-    assert_int_equal(gkv_sample_edge_batch(f->ws, sp, fan, 1, 2, NULL, &wb,
+    assert_int_equal(gkv_sample_edge_batch(f->ref.ws, sp, fan, 1, 2, NULL, &wb,
                                            wblk), want);
     assert_int_equal(gkv_client_sample_edge_batch(c, sp, fan, 1, 2, NULL, &cb,
                                                   cblk), want);
@@ -1494,11 +1544,11 @@ hetero_make(struct fx *f)
     for (int q = 0; q < 2; q++)
         GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
     /* the whole graph in the new IDs, for the references */
-    f->whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), NULL, nmap);
-    f->rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
+    f->ref.whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), NULL,
+                                       nmap);
+    f->ref.rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
     f->nmap = nmap[0];
-    GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
-    GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
+    gkvt_ref_sampler(&f->ref);
     gkv_graph_free(g);
     free(nmap[1]);
 }
@@ -1593,14 +1643,14 @@ test_hetero(void **state)
     /* blocks, per-etype fanouts, in and out */
     o.seed = 8;
     NET_OK(gkv_client_sample_blocks(c, seeds, ns, fan, 3, 3, &o, cb));
-    GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 3, &o, wb));
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, seeds, ns, fan, 3, 3, &o, wb));
     hblocks_equal(wb, cb, 3, 0);
     for (int e = 0; e < 3; e++)
         edges += cb[0].edges[e].n;
     assert_true(edges > 0);
     o.dir = GKV_DIR_OUT;
     NET_OK(gkv_client_sample_blocks(c, seeds, ns, fan, 3, 2, &o, cb));
-    GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 2, &o, wb));
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, seeds, ns, fan, 3, 2, &o, wb));
     hblocks_equal(wb, cb, 2, 0);
     o.dir = GKV_DIR_IN;
 
@@ -1616,15 +1666,15 @@ test_hetero(void **state)
      * click k's reverse is no longer clicked_by k); the reference on the
      * whole graph is given them */
     NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &o, &ceb, cb));
-    sp.reverse_eids = f->rev;
+    sp.reverse_eids = f->ref.rev;
     sp.reverse_n = GKVT_UI_CLICKS;
-    GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &o, &web, wb));
+    GKVT_OK(gkv_sample_edge_batch(f->ref.ws, &sp, fan, 3, 2, &o, &web, wb));
     hblocks_equal(wb, cb, 2, 0);
     /* no block holds a positive click's reverse */
     for (int l = 0; l < 2; l++)
         for (size_t k = 0; k < cb[l].edges[2].n; k++)
             for (int i = 0; i < 150; i++)
-                assert_true(cb[l].edges[2].eid[k] != f->rev[eids[i]]);
+                assert_true(cb[l].edges[2].eid[k] != f->ref.rev[eids[i]]);
     /* the stored reverses are clicked_by's: another reverse type is
      * refused, not excluded by the wrong IDs */
     sp.reverse_eids = NULL;
@@ -1663,7 +1713,7 @@ test_hetero(void **state)
         assert_int_equal(l->t[1].rb, 0);
         GPU_OK(gpu__ldr_stage(l, seeds, ns, fan, 3, 2, &o));
         gpu__ldr_point(l, l->pack);
-        GKVT_OK(gkv_sample_blocks(f->ws, seeds, ns, fan, 3, 2, &o, wb));
+        GKVT_OK(gkv_sample_blocks(f->ref.ws, seeds, ns, fan, 3, 2, &o, wb));
         hblocks_equal(wb, l->blocks, 2, 0);
         assert_int_equal(l->t[0].n, wb[0].nodes[0].num_src);
         assert_int_equal(l->t[1].n, 0);
@@ -1714,26 +1764,30 @@ find_programs(void)
     snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
 #ifndef GKVT_GPU_EMU     /* the emulated-GPU build runs the GPU tests only */
-        cmocka_unit_test_setup_teardown(test_server_startup, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sampling_three_parts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_two_servers_per_machine, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_create_follows_book, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sample_split_to_fit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_edge_batches, setup, teardown),
+        T(test_server_startup),
+        T(test_sampling_three_parts),
+        T(test_two_servers_per_machine),
+        T(test_create_follows_book),
+        T(test_sample_split_to_fit),
+        T(test_bad_id_out_of_range_is_erange),
+        T(test_bad_etype_fanout_or_twice_is_einval),
+        T(test_bad_feature_tensor_or_id_is_refused),
+        T(test_bad_raw_requests_are_refused_by_the_server),
+        T(test_edge_batches),
 #endif
         /* in the emulated-GPU build too: its end checks the GPU loader on
          * two node types */
-        cmocka_unit_test_setup_teardown(test_hetero, setup, teardown),
+        T(test_hetero),
 #ifdef GKV_HAVE_CUDA
-        cmocka_unit_test_setup_teardown(test_gpu_loader_host, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gpu_loader_device, setup,
-                                        teardown),
+        T(test_gpu_loader_host),
+        T(test_gpu_loader_device),
 #endif
     };
 

@@ -35,6 +35,7 @@
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
 #include "gkvt.h"
+#include "gkvt_net.h"
 #include "gkv_net.h"
 #include "gkv_part.h"
 #include "gkv_partition.h"
@@ -125,27 +126,6 @@ peak_kib(int pid)
     return status_kib(pid, "VmHWM:");
 }
 
-static void
-make_tensor(const char *st, const char *name, uint64_t width, uint64_t hi)
-{
-    gkv_store *s;
-    gkv_tensor_spec sp;
-
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = GKV_F32;
-    sp.ndim = 1;
-    sp.shape[0] = width;
-    sp.lo = 0;
-    sp.hi = hi;
-    sp.init = GKV_INIT_UNIFORM;
-    sp.a = -1;
-    sp.b = 1;
-    sp.seed = 7;
-    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
-    GKVT_OK(gkv_tensor_create(s, name, &sp));
-    gkv_store_close(s);
-}
-
 /* Rows 0..n-1 of tensor 'name' (rb bytes each), read in-process after
  * checking every chunk of the store. */
 static void *
@@ -224,18 +204,9 @@ rsend(int s, uint16_t type, uint64_t session, uint64_t req, const void *pl,
       size_t plen)
 {
     unsigned char *b = malloc(NET_HDR_LEN + plen + 1);
-    net_hdr h = {0};
+    size_t len = gkvt_raw_msg(b, type, session, req, pl, plen);
 
-    h.magic = NET_MAGIC;
-    h.version = NET_VERSION;
-    h.type = type;
-    h.req_id = req;
-    h.session = session;
-    h.len = plen;
-    net__hdr_put(b, &h);
-    if (plen > 0)
-        memcpy(b + NET_HDR_LEN, pl, plen);
-    assert_int_equal(nn_send(s, b, NET_HDR_LEN + plen, 0), (int)(NET_HDR_LEN + plen));
+    assert_int_equal(nn_send(s, b, len, 0), (int)len);
     free(b);
 }
 
@@ -500,7 +471,7 @@ test_lease_not_expired_under_load(void **state)
     int s[H], calls = 0, refused = 0;
     double t0;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     serve(f, extra);
     flood_sessions(f->base, "flood", NS, sess);
     for (int i = 0; i < H; i++)
@@ -548,7 +519,7 @@ test_push_resent_after_a_later_push(void **state)
     net_rd rd;
     int s1, s2;
 
-    make_tensor(f->st, "acc", 4, 100);
+    gkvt_make_f32(f->st, "acc", 4, 0, 100);
     was = read_all(f->st, "acc", 100, 16);
     serve(f, extra);
     s1 = rsock(f->base, 5000);
@@ -600,7 +571,7 @@ test_push_resent_while_applied(void **state)
     uint64_t sess;
     int s1, s2;
 
-    make_tensor(f->st, "big", W, NR);
+    gkvt_make_f32(f->st, "big", W, 0, NR);
     was = read_all(f->st, "big", NR, W * 4);
     serve(f, extra);
     s1 = rsock(f->base, 20000);
@@ -652,7 +623,7 @@ test_push_resent_session_replaced(void **state)
     MDB_env *env;
     MDB_txn *txn;
 
-    make_tensor(f->st, "acc", 4, 10);
+    gkvt_make_f32(f->st, "acc", 4, 0, 10);
     was = read_all(f->st, "acc", 10, 16);
     serve(f, extra);
     s1 = rsock(f->base, 20000);
@@ -999,7 +970,7 @@ test_rejection_log_not_forged(void **state)
     char *log;
     int s;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     was = read_all(f->st, "feat", 100, 16);
     serve(f, extra);
     s = rsock(f->base, 5000);
@@ -1094,7 +1065,7 @@ test_num_clients(void **state)
     uint8_t stopping;
     int s;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     srv = serve(f, extra);
     s = rsock(f->base, 5000);
     /* rank 0 joins and leaves, twice; an observer comes and goes */
@@ -1142,7 +1113,7 @@ test_same_identity_named(void **state)
     uint64_t a, b;
     int s1, s2;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     serve(f, extra);
     s1 = rsock(f->base, 5000);
     s2 = rsock(f->base, 5000);
@@ -1203,7 +1174,7 @@ test_hello_flood(void **state)
     int s, fl[K];
     long before;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     snprintf(tok, sizeof tok, "%s/token", f->dir);
     gkvt_write_text(tok, "correct horse\n", 0600);
     srv = serve(f, extra);
@@ -1275,7 +1246,7 @@ test_nonce_expiry_and_origin(void **state)
     struct gkvt_proc *srv;
     int s;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     setenv("GKV_SERVER_NONCE_TTL_MS", "3000", 1);
     srv = serve(f, extra);
     unsetenv("GKV_SERVER_NONCE_TTL_MS");
@@ -1318,7 +1289,7 @@ test_observer_handshake_keeps_a_member(void **state)
     int32_t st;
     int s0, so;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     srv = serve(f, NULL);
     s0 = rsock(f->base, 5000);
     so = rsock(f->base, 5000);
@@ -1361,7 +1332,7 @@ test_observer_handshake_keeps_the_count(void **state)
     float *was, row[4];
     int s0, s1, so;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     was = read_all(f->st, "feat", 100, 16);
     srv = serve(f, NULL);
     s0 = rsock(f->base, 5000);
@@ -1414,7 +1385,7 @@ test_sigterm_around_push(void **state)
     unsigned char *b = malloc(cap);
     float *was, *got;
 
-    make_tensor(f->st, "big", W, NR);
+    gkvt_make_f32(f->st, "big", W, 0, NR);
     was = read_all(f->st, "big", NR, W * 4);
     len = enc_add(b, cap, "big", 0, NR, W, 1.0f);
     for (int round = 0; round < 3; round++) {
@@ -1465,7 +1436,7 @@ test_barrier_rejoin_and_stop(void **state)
     uint64_t a0, a1, a2, n;
     int s0, s1, s2;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     srv = serve(f, extra);
     s0 = rsock(f->base, 5000);
     s1 = rsock(f->base, 5000);
@@ -1530,7 +1501,7 @@ test_barrier_resent_after_release(void **state)
     uint64_t a0, a1;
     int s0, s1, s0b;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     serve(f, extra);
     s0 = rsock(f->base, 3000);
     s1 = rsock(f->base, 3000);
@@ -1600,7 +1571,7 @@ test_rejoin_flood_rationed(void **state)
     char *log, *p;
     int s, lines = 0;
 
-    make_tensor(f->st, "feat", 4, 100);
+    gkvt_make_f32(f->st, "feat", 4, 0, 100);
     serve(f, extra);
     s = rsock(f->base, 5000);
     for (int i = 0; i < 300; i++)
@@ -1687,7 +1658,7 @@ test_peer_never_reads(void **state)
     long before;
     int fd, s;
 
-    make_tensor(f->st, "wide", 1024, NR);      /* 4 KiB rows */
+    gkvt_make_f32(f->st, "wide", 1024, 0, NR);      /* 4 KiB rows */
     want = read_all(f->st, "wide", NR, 4096);
     {
         /* SAN=address: freed memory would wait in ASan's quarantine and

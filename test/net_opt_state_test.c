@@ -50,12 +50,7 @@ static char g_kvctl_path[PATH_MAX + 16];
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("netopt")) == NULL)
-        return -1;
-    *state = f;
-    return 0;
+    return gkvt_dir_setup(state, sizeof(struct fx), "netopt");
 }
 
 /* Kills and reaps every process the test started; a sanitizer report in
@@ -139,18 +134,9 @@ job_end(struct job *j)
 static void
 create_emb(struct job *j, const char *name, gkv_dtype dt, uint64_t width)
 {
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec_init(dt, width, 0, NROWS,
+                                        GKV_INIT_UNIFORM);
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = dt;
-    sp.ndim = 1;
-    sp.shape[0] = width;
-    sp.lo = 0;
-    sp.hi = NROWS;
-    sp.init = GKV_INIT_UNIFORM;
-    sp.a = -1;
-    sp.b = 1;
-    sp.seed = 7;
     NET_OK(gkv_client_create(j->c, name, &sp, -1));
 }
 
@@ -621,20 +607,12 @@ static void
 store_emb(const char *st, int steps)
 {
     gkv_store *s;
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, WIDTH, 0, NROWS,
+                                        GKV_INIT_UNIFORM);
     gkv_push_args a = {0};
     uint64_t ids[6];
     float g[6 * WIDTH];
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = GKV_F32;
-    sp.ndim = 1;
-    sp.shape[0] = WIDTH;
-    sp.hi = NROWS;
-    sp.init = GKV_INIT_UNIFORM;
-    sp.a = -1;
-    sp.b = 1;
-    sp.seed = 7;
     a.handler = "adam";
     a.lr = 0.05;
     GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));

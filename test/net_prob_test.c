@@ -76,10 +76,7 @@ struct fx {
     int64_t *emap[3];         /* original edge ID -> new */
     struct feat ft[NFEAT];
     int nft;
-    gkv_graph *whole;         /* in new IDs */
-    gkv_sgraph *wsg;
-    gkv_sampler *ws;
-    int64_t *rev;            /* click -> its clicked_by, new IDs */
+    struct gkvt_ref ref;     /* the whole graph, in new IDs */
     gkv_part *part[2];
 };
 
@@ -207,16 +204,15 @@ graph_make(struct fx *f)
                    f->j.json, sizeof f->j.json);
     for (int q = 0; q < 2; q++)
         GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
-    f->rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
-    f->whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), f->emap,
-                                   NULL);
+    f->ref.rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
+    f->ref.whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), f->emap,
+                                       NULL);
     for (int i = 0; i < f->nft; i++) {
         struct feat *t = &f->ft[i];
         for (int64_t k = 0; k < f->ne[t->et]; k++)
             t->w[f->emap[t->et][k]] = as_float(t, k);
     }
-    GKVT_OK(gkv_sgraph_from_graph(&f->wsg, f->whole, GKV_SG_CSR, 1));
-    GKVT_OK(gkv_sampler_new(&f->ws, f->wsg, 1));
+    gkvt_ref_sampler(&f->ref);
     gkv_graph_free(g);
 }
 
@@ -234,10 +230,7 @@ teardown(void **state)
     struct fx *f = *state;
     int bad = gkvt_job_fini(&f->j);
 
-    gkv_sampler_free(f->ws);
-    free(f->rev);
-    gkv_sgraph_free(f->wsg);
-    gkv_graph_free(f->whole);
+    gkvt_ref_free(&f->ref);
     for (int q = 0; q < 2; q++)
         gkv_part_close(f->part[q]);
     for (int e = 0; e < 3; e++)
@@ -374,7 +367,7 @@ same_blocks(struct fx *f, gkv_client *c, const struct gkvt_ui_seeds *sd,
     gkv_block cb[4];
 
     NET_OK(gkv_client_sample_blocks(c, sd->sv, sd->ns, fan, 3, nl, oc, cb));
-    GKVT_OK(gkv_sample_blocks(f->ws, sd->sv, sd->ns, fan, 3, nl, ow, wb));
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, sd->sv, sd->ns, fan, 3, nl, ow, wb));
     if (!gkvt_blocks_same(wb, cb, nl))
         fail_msg("client blocks differ from in-process edge_w (dir %d, flags "
                  "0x%x, fanout %d..)", ow->dir, ow->flags, fan[0]);
@@ -398,7 +391,8 @@ check_blocks(struct fx *f, gkv_client *c, const struct gkvt_ui_seeds *sd,
     hcopy_take(&ref, wb, nl);
     wo.o.edge_w = NULL;
     wo.o.edge_w_len = NULL;
-    GKVT_OK(gkv_sample_blocks(f->ws, sd->sv, sd->ns, fan, 3, nl, &wo.o, wb));
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, sd->sv, sd->ns, fan, 3, nl, &wo.o,
+                              wb));
     if (!gkvt_blocks_same(wb, ref.b, nl))
         *differs = 1;
     hcopy_free(&ref);
@@ -428,7 +422,7 @@ check_hop(struct fx *f, gkv_client *c, size_t nus, int64_t umul,
     for (size_t i = 0; i < nis; i++)
         is[i] = ((int64_t)i * imul) % NI;
     opts_pair(f, &oc, &wo, names, seed, flags);
-    GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 2, &wo.o, we));
+    GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fan, 3, 2, &wo.o, we));
     memset(rb, 0, sizeof rb);
     rb[0].num_etypes = 3;
     rb[0].edges = we;
@@ -471,9 +465,9 @@ check_edge_batch(struct fx *f, gkv_client *c, const char *const *names,
     sp.reverse_etype = 2;
     opts_pair(f, &oc, &wo, names, seed, flags);
     NET_OK(gkv_client_sample_edge_batch(c, &sp, fan, 3, 2, &oc, &ceb, cb));
-    sp.reverse_eids = f->rev;       /* what the servers read from storage */
+    sp.reverse_eids = f->ref.rev;       /* what the servers read from storage */
     sp.reverse_n = NE1;
-    GKVT_OK(gkv_sample_edge_batch(f->ws, &sp, fan, 3, 2, &wo.o, &web, wb));
+    GKVT_OK(gkv_sample_edge_batch(f->ref.ws, &sp, fan, 3, 2, &wo.o, &web, wb));
     assert_true(gkvt_blocks_same(wb, cb, 2));
     assert_int_equal(ceb.num_neg, web.num_neg);
     assert_memory_equal(ceb.neg_dst, web.neg_dst, web.num_neg * 8);
@@ -844,9 +838,10 @@ test_errors(void **state)
         wo.o.edge_w = NULL;
         wo.o.edge_w_len = NULL;
         wo.o.edge_w_feat = w3;
-        assert_int_equal(gkv_sample_blocks(f->ws, sd.sv, sd.ns, fan, 3, 1,
+        assert_int_equal(gkv_sample_blocks(f->ref.ws, sd.sv, sd.ns, fan, 3, 1,
                                            &wo.o, cb), GKV_EINVAL);
-        assert_non_null(strstr(gkv_sampler_errmsg(f->ws), "edge_w_feat[0]"));
+        assert_non_null(strstr(gkv_sampler_errmsg(f->ref.ws),
+                               "edge_w_feat[0]"));
     }
     /* a negative weight pushed: every sample with it on that partition
      * fails naming the edge, its value and the feature */
@@ -1201,7 +1196,7 @@ test_wpos_inprocess(void **state)
         is[i] = (i * 9 + 1) % NI;
     ou.dir = GKV_DIR_OUT;
     ou.exclude = NULL;
-    GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fall, 3, 0, &ou, all));
+    GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fall, 3, 0, &ou, all));
     memset(wp, 0, sizeof wp);
     for (int e = 0; e < 3; e++) {
         int ct = e == 2;              /* the source type: user, user, item */
@@ -1226,14 +1221,14 @@ test_wpos_inprocess(void **state)
         wp[e].w = w[e];
     }
     wopts_make(f, &wo, nm, 6, T_OUT | GKV_SAMPLE_REPLACE);
-    GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 1, &wo.o, we));
+    GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fan, 3, 1, &wo.o, we));
     memset(rb, 0, sizeof rb);
     rb[0].num_etypes = 3;
     rb[0].edges = we;
     hcopy_take(&ref, rb, 1);
     wo.o.edge_w = NULL;
     wo.o.edge_w_len = NULL;
-    GKVT_OK(graph__sample_hop(f->ws, sv, ns, fan, 3, 1, &wo.o, wp, NULL,
+    GKVT_OK(graph__sample_hop(f->ref.ws, sv, ns, fan, 3, 1, &wo.o, wp, NULL,
                               we));
     for (int e = 0; e < 3; e++) {
         assert_true(we[e].n > 0);
@@ -1246,9 +1241,9 @@ test_wpos_inprocess(void **state)
     {
         struct wopts w2;
         wopts_make(f, &w2, nm, 6, T_OUT);
-        assert_int_equal(graph__sample_hop(f->ws, sv, ns, fan, 3, 1, &w2.o,
+        assert_int_equal(graph__sample_hop(f->ref.ws, sv, ns, fan, 3, 1, &w2.o,
                                            wp, NULL, we), GKV_EINVAL);
-        assert_non_null(strstr(gkv_sampler_errmsg(f->ws), "both"));
+        assert_non_null(strstr(gkv_sampler_errmsg(f->ref.ws), "both"));
     }
     /* a seed with one weight too few (the next one's first moved up) */
     {
@@ -1256,9 +1251,9 @@ test_wpos_inprocess(void **state)
         while (off[0][i + 1] - off[0][i] < 2)
             i++;
         off[0][i + 1]--;
-        assert_int_equal(graph__sample_hop(f->ws, sv, ns, fan, 3, 1, &wo.o,
+        assert_int_equal(graph__sample_hop(f->ref.ws, sv, ns, fan, 3, 1, &wo.o,
                                            wp, NULL, we), GKV_EINVAL);
-        assert_non_null(strstr(gkv_sampler_errmsg(f->ws),
+        assert_non_null(strstr(gkv_sampler_errmsg(f->ref.ws),
                                "weights were given for it"));
         off[0][i + 1]++;
     }
@@ -1266,9 +1261,9 @@ test_wpos_inprocess(void **state)
     w[2][0] = -1.0f;
     {
         int f1[3] = {0, 0, -1};
-        assert_int_equal(graph__sample_hop(f->ws, sv, ns, f1, 3, 1, &wo.o,
+        assert_int_equal(graph__sample_hop(f->ref.ws, sv, ns, f1, 3, 1, &wo.o,
                                            wp, NULL, we), GKV_EINVAL);
-        assert_non_null(strstr(gkv_sampler_errmsg(f->ws),
+        assert_non_null(strstr(gkv_sampler_errmsg(f->ref.ws),
                                "in the weights given"));
     }
     for (int e = 0; e < 3; e++) {
@@ -1373,7 +1368,7 @@ test_concurrent(void **state)
     for (int v = 0; v < 2; v++) {
         memcpy(feat_get(f, 0, "w")->w, vals[v], NE0 * 4);
         wopts_make(f, &wo, nm, 12, 0);
-        GKVT_OK(gkv_sample_blocks(f->ws, k.sd.sv, k.sd.ns, fan, 3, 1, &wo.o,
+        GKVT_OK(gkv_sample_blocks(f->ref.ws, k.sd.sv, k.sd.ns, fan, 3, 1, &wo.o,
                                   wb));
         hcopy_take(&ref[v], wb, 1);
     }
@@ -1445,7 +1440,7 @@ test_edge_w_lo(void **state)
             o.edge_w = ew;
             o.edge_w_len = len;
             o.edge_w_lo = NULL;
-            GKVT_OK(gkv_sample_neighbors(f->ws, sv, ns, fan, 3, 0, &o, we));
+            GKVT_OK(gkv_sample_neighbors(f->ref.ws, sv, ns, fan, 3, 0, &o, we));
             m = we[0].n;
             assert_true(m > 0);
             keep = malloc(m * 8);

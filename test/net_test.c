@@ -40,13 +40,10 @@ static void
 make_tensor(const char *st, const char *name, gkv_dtype dt, uint64_t width,
             uint64_t lo, uint64_t hi, gkv_init init, unsigned flags)
 {
-    gkv_store *s;
     gkv_tensor_spec sp = gkvt_spec_init(dt, width, lo, hi, init);
 
     sp.flags = flags;
-    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
-    GKVT_OK(gkv_tensor_create(s, name, &sp));
-    gkv_store_close(s);
+    gkvt_store_create(st, name, &sp);
 }
 
 /* Rows ids[0..n) of tensor name in store st, read in-process. */
@@ -836,25 +833,6 @@ raw_call(int s, const void *b, size_t len, net_hdr *h, unsigned char *pl,
     return 0;
 }
 
-/* Builds a message: header fields and payload. */
-static size_t
-raw_msg(unsigned char *b, uint16_t type, uint64_t session, uint64_t req,
-        const void *pl, size_t plen)
-{
-    net_hdr h = {0};
-
-    h.magic = NET_MAGIC;
-    h.version = NET_VERSION;
-    h.type = type;
-    h.req_id = req;
-    h.session = session;
-    h.len = plen;
-    net__hdr_put(b, &h);
-    if (plen > 0)
-        memcpy(b + NET_HDR_LEN, pl, plen);
-    return NET_HDR_LEN + plen;
-}
-
 static void
 raw_error(const unsigned char *pl, size_t plen, char *msg, size_t cap)
 {
@@ -878,7 +856,7 @@ raw_handshake(int s, const char *token, const char *group, uint32_t rank,
     net_rd rd;
     size_t len, plen;
 
-    len = raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
     assert_int_equal(raw_call(s, b, len, &h, pl, sizeof pl, &plen), 0);
     net__rd_init(&rd, pl, plen);
     assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
@@ -896,7 +874,7 @@ raw_handshake(int s, const char *token, const char *group, uint32_t rank,
     w.cap = sizeof b - NET_HDR_LEN;
     w.off = 0;
     net__enc_hs_req(&w, &hs);
-    len = raw_msg(b, NET_HANDSHAKE, 0, 2, b + NET_HDR_LEN, w.off);
+    len = gkvt_raw_msg(b, NET_HANDSHAKE, 0, 2, b + NET_HDR_LEN, w.off);
     if (replay != NULL) {
         memcpy(replay, b, len);
         *replay_len = len;
@@ -964,14 +942,14 @@ test_token(void **state)
     raw_error(pl, plen, msg, sizeof msg);
     assert_non_null(strstr(msg, "already used"));
     /* requests need the granted session */
-    len = raw_msg(b, NET_STATS, 0, 9, NULL, 0);
+    len = gkvt_raw_msg(b, NET_STATS, 0, 9, NULL, 0);
     assert_int_equal(raw_call(s, b, len, &h, pl, sizeof pl, &plen), 0);
     assert_int_equal(h.status, GKV_EPERM);
     assert_true(h.flags & NET_F_SESSION);
-    len = raw_msg(b, NET_STATS, sess ^ 1, 10, NULL, 0);
+    len = gkvt_raw_msg(b, NET_STATS, sess ^ 1, 10, NULL, 0);
     assert_int_equal(raw_call(s, b, len, &h, pl, sizeof pl, &plen), 0);
     assert_int_equal(h.status, GKV_EPERM);
-    len = raw_msg(b, NET_STATS, sess, 11, NULL, 0);
+    len = gkvt_raw_msg(b, NET_STATS, sess, 11, NULL, 0);
     assert_int_equal(raw_call(s, b, len, &h, pl, sizeof pl, &plen), 0);
     assert_int_equal(h.status, GKV_OK);
     nn_close(s);
@@ -1013,65 +991,80 @@ still_serves(struct gkvt_job *f)
     NET_OK(gkv_client_close(c));
 }
 
-static void
-test_bad_inputs(void **state)
+/* ---- bad inputs: each refused with its error named, the server serves on */
+
+/* Tensors "feat" (16 wide, 100 rows), "wide" (25000 x 50) and "huge"
+ * (750000 x 3) in store 0, one keep-alive server with a 4 MB message
+ * limit on it (*srv), and a TCP peer that connects and never speaks, held
+ * open until the caller closes the socket returned. */
+static int
+bad_serve(struct gkvt_job *f, struct gkvt_proc **srv)
 {
-    struct gkvt_job *f = *state;
-    struct gkvt_proc *srv[1], *big;
     const char *extra[] = {"--keep-alive", "--max-msg", "4000000", NULL};
-    static unsigned char b[1 << 20];
-    uint64_t x = gkvt_seed() ^ 0x5151, sess;
-    unsigned char pl[4096];
-    net_wr w;
-    net_hdr h;
-    gkv_err st;
-    size_t len;
-    gkv_server_stats ss;
-    gkv_client *c;
-    int s, tcp;
     struct sockaddr_in a = {0};
+    int tcp;
 
     make_tensor(f->st[0], "feat", GKV_F32, 16, 0, 100, GKV_INIT_UNIFORM, 0);
     make_tensor(f->st[0], "wide", GKV_F32, 25000, 0, 50, GKV_INIT_ZEROS, 0);
     make_tensor(f->st[0], "huge", GKV_F32, 750000, 0, 3, GKV_INIT_ZEROS, 0);
     gkvt_serve(f, 1, 1, extra, srv);
-    /* a peer that connects and never speaks, held open throughout */
     tcp = socket(AF_INET, SOCK_STREAM, 0);
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)f->base);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(tcp, (struct sockaddr *)&a, sizeof a), 0);
     still_serves(f);
+    return tcp;
+}
+
+/* Malformed frames (EPROTO, EVERSION), unknown and unserved request types
+ * (EPROTO, ENOTSUP), a pull of rows not held (ERANGE) or past the message
+ * limit (EINVAL), a push of the wrong width (ESHAPE): each answered with
+ * its error, counted in the server's stats and logged. */
+static void
+test_bad_requests_are_answered_counted_and_logged(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv[1];
+    static unsigned char b[1 << 20];
+    uint64_t x = gkvt_seed() ^ 0x5151, sess;
+    unsigned char pl[4096];
+    net_wr w;
+    gkv_err st;
+    size_t len;
+    gkv_server_stats ss;
+    gkv_client *c;
+    int s, tcp = bad_serve(f, srv);
 
     s = raw_socket(f, 3000);
     /* truncated: shorter than a header */
     memcpy(b, "GKVN\x01\x00\x04\x00", 8);
     expect_error(s, b, 10, GKV_EPROTO, "shorter than the 48-byte header");
     /* wrong magic, wrong version, a lying length */
-    len = raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
     b[0] = 'X';
     expect_error(s, b, len, GKV_EPROTO, "bad magic");
-    len = raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
     b[4] = 9;
     expect_error(s, b, len, GKV_EVERSION, "protocol version 9");
-    len = raw_msg(b, NET_HELLO, 0, 1, "abcd", 4);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, "abcd", 4);
     expect_error(s, b, len - 1, GKV_EPROTO, "4 payload bytes, 3 arrived");
     /* random bytes */
     for (int i = 0; i < 5000; i++)
         b[i] = (unsigned char)gkvt_rand(&x);
     expect_error(s, b, 5000, GKV_EPROTO, "bad magic");
     /* a reply sent to the server; trailing bytes after a hello */
-    len = raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
     b[8] = NET_F_REPLY;
     expect_error(s, b, len, GKV_EPROTO, "reply");
-    len = raw_msg(b, NET_HELLO, 0, 1, "zz", 2);
+    len = gkvt_raw_msg(b, NET_HELLO, 0, 1, "zz", 2);
     expect_error(s, b, len, GKV_EPROTO, "left over");
     /* unknown types, with a valid session */
     sess = raw_handshake(s, NULL, "raw", 0, NULL, NULL, &st);
     assert_true(sess != 0);
-    len = raw_msg(b, 77, sess, 3, NULL, 0);
+    len = gkvt_raw_msg(b, 77, sess, 3, NULL, 0);
     expect_error(s, b, len, GKV_EPROTO, "unknown request type 77");
-    len = raw_msg(b, NET_SAMPLE, sess, 4, NULL, 0);
+    len = gkvt_raw_msg(b, NET_SAMPLE, sess, 4, NULL, 0);
     expect_error(s, b, len, GKV_ENOTSUP, "sample: this server serves a store, "
                  "not a graph partition");
     /* a pull of IDs the server does not hold */
@@ -1082,7 +1075,7 @@ test_bad_inputs(void **state)
         uint64_t ids[2] = {5, 100};
         net__enc_pull_req(&w, "feat", ids, NULL, 2);
     }
-    len = raw_msg(b, NET_PULL, sess, 5, pl, w.off);
+    len = gkvt_raw_msg(b, NET_PULL, sess, 5, pl, w.off);
     expect_error(s, b, len, GKV_ERANGE, "100");
     /* a pull whose reply would pass the message limit */
     w.off = 0;
@@ -1090,7 +1083,7 @@ test_bad_inputs(void **state)
         uint64_t ids[50] = {0};
         net__enc_pull_req(&w, "wide", ids, NULL, 50);
     }
-    len = raw_msg(b, NET_PULL, sess, 6, pl, w.off);
+    len = gkvt_raw_msg(b, NET_PULL, sess, 6, pl, w.off);
     expect_error(s, b, len, GKV_EINVAL, "message limit");
     /* a push with the wrong row width */
     w.off = 0;
@@ -1100,49 +1093,10 @@ test_bad_inputs(void **state)
         static const double opt[4] = {0};
         net__enc_push_req(&w, "feat", "", 0, opt, sizeof row, &id, row, NULL, 1);
     }
-    len = raw_msg(b, NET_PUSH, sess, 7, pl, w.off);
+    len = gkvt_raw_msg(b, NET_PUSH, sess, 7, pl, w.off);
     expect_error(s, b, len, GKV_ESHAPE, "rows of 12 bytes, the tensor's rows are 64 bytes");
     still_serves(f);
-    /* oversized: over --max-msg, nanomsg drops that peer; the rest go on */
-    len = raw_msg(b, NET_STATS, sess, 8, NULL, 0);
-    {
-        unsigned char *huge = calloc(1, 5000000);
-        int to = 500;
-        memcpy(huge, b, len);
-        nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVTIMEO, &to, sizeof to);
-        assert_int_equal(raw_call(s, huge, 5000000, &h, pl, sizeof pl, &len), -1);
-        free(huge);
-    }
     nn_close(s);
-    still_serves(f);
-    /* a client killed in the middle of big requests */
-    big = child(f, "big.log", "bigpush", f->cfg, "big", "0", "1", NULL);
-    {
-        double t0 = gkvt_now_s();
-        while (!gkvt_file_has(big->log, "pushing") && gkvt_now_s() - t0 < 10)
-            gkvt_sleep_ms(10);
-        gkvt_sleep_ms(200);
-    }
-    gkvt_proc_kill(big);
-    still_serves(f);
-    /* rows wider than the client's preferred 2 MiB message go one per
-     * message, under the server's 4 MB limit */
-    {
-        uint64_t hid[3] = {2, 0, 2};
-        float *rows = malloc(3 * 3000000), *back = malloc(3 * 3000000);
-        gkv_client *cw = client(f, "wide", 0, NULL, 10000, 0);
-
-        for (size_t i = 0; i < 3 * 750000; i++)
-            rows[i] = (float)(i % 1000) + (i >= 750000 ? 0.5f : 0.0f);
-        NET_OK(gkv_client_push(cw, "huge", hid, 2, rows, 2 * 3000000, NULL));
-        NET_OK(gkv_client_pull(cw, "huge", hid, 3, back, 3 * 3000000));
-        assert_memory_equal(back, rows, 3000000);                     /* id 2 */
-        assert_memory_equal(back + 750000, rows + 750000, 3000000);   /* id 0 */
-        assert_memory_equal(back + 1500000, rows, 3000000);           /* id 2 */
-        NET_OK(gkv_client_close(cw));
-        free(rows);
-        free(back);
-    }
     /* the silent TCP peer harmed no one; stats counted the rejections */
     close(tcp);
     c = client(f, "probe", 1, NULL, 5000, 0);
@@ -1153,6 +1107,86 @@ test_bad_inputs(void **state)
     NET_OK(gkv_client_close(c));
     assert_true(gkvt_proc_alive(srv[0]));
     assert_true(gkvt_file_has(srv[0]->log, "rejected malformed message"));
+}
+
+/* Oversized: over --max-msg, nanomsg drops that peer; the rest go on. */
+static void
+test_bad_oversized_message_drops_only_that_peer(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv[1];
+    static unsigned char b[1 << 20];
+    unsigned char pl[4096];
+    net_hdr h;
+    gkv_err st;
+    size_t len;
+    uint64_t sess;
+    int s, tcp = bad_serve(f, srv);
+
+    s = raw_socket(f, 3000);
+    sess = raw_handshake(s, NULL, "raw", 0, NULL, NULL, &st);
+    assert_true(sess != 0);
+    len = gkvt_raw_msg(b, NET_STATS, sess, 8, NULL, 0);
+    {
+        unsigned char *huge = calloc(1, 5000000);
+        int to = 500;
+        memcpy(huge, b, len);
+        nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVTIMEO, &to, sizeof to);
+        assert_int_equal(raw_call(s, huge, 5000000, &h, pl, sizeof pl, &len), -1);
+        free(huge);
+    }
+    nn_close(s);
+    still_serves(f);
+    close(tcp);
+    assert_true(gkvt_proc_alive(srv[0]));
+}
+
+/* A client killed in the middle of big requests harms no one. */
+static void
+test_bad_client_killed_mid_push_harms_no_one(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv[1], *big;
+    int tcp = bad_serve(f, srv);
+
+    big = child(f, "big.log", "bigpush", f->cfg, "big", "0", "1", NULL);
+    {
+        double t0 = gkvt_now_s();
+        while (!gkvt_file_has(big->log, "pushing") && gkvt_now_s() - t0 < 10)
+            gkvt_sleep_ms(10);
+        gkvt_sleep_ms(200);
+    }
+    gkvt_proc_kill(big);
+    still_serves(f);
+    close(tcp);
+    assert_true(gkvt_proc_alive(srv[0]));
+}
+
+/* Rows wider than the client's preferred 2 MiB message go one per
+ * message, under the server's 4 MB limit. */
+static void
+test_rows_wider_than_a_message_go_one_per_message(void **state)
+{
+    struct gkvt_job *f = *state;
+    struct gkvt_proc *srv[1];
+    uint64_t hid[3] = {2, 0, 2};
+    float *rows = malloc(3 * 3000000), *back = malloc(3 * 3000000);
+    gkv_client *cw;
+    int tcp = bad_serve(f, srv);
+
+    cw = client(f, "wide", 0, NULL, 10000, 0);
+    for (size_t i = 0; i < 3 * 750000; i++)
+        rows[i] = (float)(i % 1000) + (i >= 750000 ? 0.5f : 0.0f);
+    NET_OK(gkv_client_push(cw, "huge", hid, 2, rows, 2 * 3000000, NULL));
+    NET_OK(gkv_client_pull(cw, "huge", hid, 3, back, 3 * 3000000));
+    assert_memory_equal(back, rows, 3000000);                     /* id 2 */
+    assert_memory_equal(back + 750000, rows + 750000, 3000000);   /* id 0 */
+    assert_memory_equal(back + 1500000, rows, 3000000);           /* id 2 */
+    NET_OK(gkv_client_close(cw));
+    free(rows);
+    free(back);
+    close(tcp);
+    assert_true(gkvt_proc_alive(srv[0]));
 }
 
 /* ---- two machines ------------------------------------------------------------------------------ */
@@ -1411,24 +1445,29 @@ find_programs(void)
     snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+
 int
 main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_server_usage, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kv_requests, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_persistent_two_jobs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_add, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kill9_and_restart, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sigterm_syncs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writeback_server, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_barrier_and_lease, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_token, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_two_machines, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_small_max_msg_big_schema, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_addr_client_identity, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_replaced_tensor_schema, setup, teardown),
+        T(test_server_usage),
+        T(test_kv_requests),
+        T(test_persistent_two_jobs),
+        T(test_concurrent_add),
+        T(test_kill9_and_restart),
+        T(test_sigterm_syncs),
+        T(test_writeback_server),
+        T(test_barrier_and_lease),
+        T(test_token),
+        T(test_bad_requests_are_answered_counted_and_logged),
+        T(test_bad_oversized_message_drops_only_that_peer),
+        T(test_bad_client_killed_mid_push_harms_no_one),
+        T(test_rows_wider_than_a_message_go_one_per_message),
+        T(test_two_machines),
+        T(test_small_max_msg_big_schema),
+        T(test_addr_client_identity),
+        T(test_replaced_tensor_schema),
     };
 
     if (argc >= 2 && strcmp(argv[1], "--child") == 0)

@@ -823,22 +823,13 @@ struct fx { char *dir; char p[4096]; };
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("netwire")) == NULL)
-        return -1;
-    *state = f;
-    return 0;
+    return gkvt_dir_setup(state, sizeof(struct fx), "netwire");
 }
 
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
+    return gkvt_dir_teardown(state);
 }
 
 static const char *

@@ -19,23 +19,19 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
+    struct fx *f;
 
-    if (f == NULL || (f->dir = gkvt_mkdtemp("npy")) == NULL)
+    if (gkvt_dir_setup(state, sizeof *f, "npy") != 0)
         return -1;
+    f = *state;
     snprintf(f->path, sizeof f->path, "%s/a.npy", f->dir);
-    *state = f;
     return 0;
 }
 
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
+    return gkvt_dir_teardown(state);
 }
 
 /* A .npy image: magic, version, header length, 'dict' + '\n', then
@@ -67,16 +63,6 @@ npy_image(int version, const char *dict, const void *data, size_t data_len,
     return b;
 }
 
-static void
-write_file(const char *path, const void *b, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, b, len), (ssize_t)len);
-    close(fd);
-}
-
 /* Parses a v1 image of 'dict' with exactly the data its shape needs
  * ('bytes') both from memory and from a file; checks both agree. */
 static gkv_err
@@ -90,7 +76,7 @@ parse_dict(struct fx *f, const char *dict, size_t bytes, gkv_npy_header *h,
     gkv_err rc, rc2;
 
     rc = gkv_npy_parse(b, len, len, h, msg, msg_len);
-    write_file(f->path, b, len);
+    gkvt_write_file(f->path, b, len);
     rc2 = gkv_npy_read_header(f->path, &h2, msg2, sizeof msg2);
     assert_int_equal(rc, rc2);
     assert_memory_equal(h, &h2, sizeof h2);
@@ -190,7 +176,7 @@ test_versions_2_and_3(void **state)
         size_t len;
         unsigned char *b = npy_image(v, dict, NULL, 96, &len);
 
-        write_file(f->path, b, len);
+        gkvt_write_file(f->path, b, len);
         GKVT_OK(gkv_npy_read_header(f->path, &h, NULL, 0));
         assert_int_equal(h.version, v);
         assert_int_equal(h.dtype, GKV_I64);
@@ -404,18 +390,18 @@ test_rejects_bad_files(void **state)
     assert_non_null(strstr(msg, "version 1.1"));
     b[7] = 0;
     /* truncated data: one byte short of 3 x 4 floats */
-    write_file(f->path, b, len - 1);
+    gkvt_write_file(f->path, b, len - 1);
     assert_int_equal(gkv_npy_read_header(f->path, &h, msg, sizeof msg), GKV_EFORMAT);
     assert_non_null(strstr(msg, "truncated data"));
     assert_non_null(strstr(msg, "48 bytes"));
     assert_non_null(strstr(msg, "47"));
     /* truncated header: the file ends inside the dict */
-    write_file(f->path, b, 40);
+    gkvt_write_file(f->path, b, 40);
     assert_int_equal(gkv_npy_read_header(f->path, &h, msg, sizeof msg), GKV_EFORMAT);
     assert_non_null(strstr(msg, "truncated header"));
     /* ... and inside the magic or the length */
     for (size_t cut = 0; cut < 10; cut++) {
-        write_file(f->path, b, cut);
+        gkvt_write_file(f->path, b, cut);
         assert_int_equal(gkv_npy_read_header(f->path, &h, msg, sizeof msg),
                          GKV_EFORMAT);
         assert_true(strstr(msg, "truncated header") || strstr(msg, "magic"));
@@ -510,7 +496,7 @@ test_map_npy_and_raw(void **state)
 
     /* the same bytes, raw: 12 rows of 2 floats, or 6 rows of 2x2 */
     snprintf(f->path, sizeof f->path, "%s/a.raw", f->dir);
-    write_file(f->path, v, sizeof v);
+    gkvt_write_file(f->path, v, sizeof v);
     dim = 2;
     GKVT_OK(gkv_npy_map_raw(&m, f->path, GKV_F32, 1, &dim, msg, sizeof msg));
     assert_int_equal(m.hdr.ndim, 2);
@@ -535,7 +521,7 @@ test_map_npy_and_raw(void **state)
     assert_non_null(strstr(msg, "whole number"));
     assert_null(m.data);
     /* an empty file holds no rows */
-    write_file(f->path, "", 0);
+    gkvt_write_file(f->path, "", 0);
     assert_int_equal(gkv_npy_map_raw(&m, f->path, GKV_F32, 1, &dim, msg, sizeof msg),
                      GKV_EFORMAT);
     dim = 0;
@@ -560,7 +546,7 @@ test_map_rejects_and_zero_rows(void **state)
     /* truncated data is refused at map time too */
     b = npy_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }",
                   NULL, 47, &len);
-    write_file(f->path, b, len);
+    gkvt_write_file(f->path, b, len);
     free(b);
     assert_int_equal(gkv_npy_map_open(&m, f->path, msg, sizeof msg), GKV_EFORMAT);
     assert_non_null(strstr(msg, "truncated data"));
@@ -569,7 +555,7 @@ test_map_rejects_and_zero_rows(void **state)
     /* an array with no rows maps to no bytes */
     b = npy_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4), }",
                   NULL, 0, &len);
-    write_file(f->path, b, len);
+    gkvt_write_file(f->path, b, len);
     free(b);
     GKVT_OK(gkv_npy_map_open(&m, f->path, msg, sizeof msg));
     assert_int_equal(m.hdr.data_bytes, 0);
@@ -595,7 +581,7 @@ test_map_bool(void **state)
     /* 40 rows of one bool */
     b = npy_image(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (40,), }",
                   v, sizeof v, &len);
-    write_file(f->path, b, len);
+    gkvt_write_file(f->path, b, len);
     free(b);
     GKVT_OK(gkv_npy_map_open(&m, f->path, msg, sizeof msg));
     assert_int_equal(m.hdr.dtype, GKV_U8);
@@ -608,7 +594,7 @@ test_map_bool(void **state)
     /* 10 rows of 4 bools: the same bytes */
     b = npy_image(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (10, 4), }",
                   v, sizeof v, &len);
-    write_file(f->path, b, len);
+    gkvt_write_file(f->path, b, len);
     free(b);
     GKVT_OK(gkv_npy_map_open(&m, f->path, msg, sizeof msg));
     assert_int_equal(m.hdr.dtype, GKV_U8);
@@ -628,7 +614,7 @@ test_map_bool(void **state)
             bad[t[i].at] = t[i].val;
             b = npy_image(1, "{'descr': '|b1', 'fortran_order': False, "
                           "'shape': (40,), }", bad, sizeof bad, &len);
-            write_file(f->path, b, len);
+            gkvt_write_file(f->path, b, len);
             free(b);
             assert_int_equal(gkv_npy_map_open(&m, f->path, msg, sizeof msg),
                              GKV_EFORMAT);
@@ -638,7 +624,7 @@ test_map_bool(void **state)
             assert_null(m.map_base);
             b = npy_image(1, "{'descr': '|b1', 'fortran_order': False, "
                           "'shape': (10, 4), }", bad, sizeof bad, &len);
-            write_file(f->path, b, len);
+            gkvt_write_file(f->path, b, len);
             free(b);
             assert_int_equal(gkv_npy_map_open(&m, f->path, msg, sizeof msg),
                              GKV_EFORMAT);
@@ -647,7 +633,7 @@ test_map_bool(void **state)
             /* the same bytes as u8 are fine: only a bool is checked */
             b = npy_image(1, "{'descr': '|u1', 'fortran_order': False, "
                           "'shape': (10, 4), }", bad, sizeof bad, &len);
-            write_file(f->path, b, len);
+            gkvt_write_file(f->path, b, len);
             free(b);
             GKVT_OK(gkv_npy_map_open(&m, f->path, msg, sizeof msg));
             assert_int_equal(m.hdr.is_bool, 0);
@@ -670,7 +656,7 @@ test_read_header_alloc_failure(void **state)
 
     b = npy_image(1, "{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }",
                   NULL, 8, &len);
-    write_file(f->path, b, len);
+    gkvt_write_file(f->path, b, len);
     free(b);
     fd = open(f->path, O_RDONLY);
     assert_int_equal(lseek(fd, 3, SEEK_SET), 3);

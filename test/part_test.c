@@ -30,29 +30,13 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("part")) == NULL)
-        return -1;
-    *state = f;
-    return 0;
+    return gkvt_dir_setup(state, sizeof(struct fx), "part");
 }
 
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
-}
-
-static void
-expect_msg(const char *msg, const char *want)
-{
-    if (strstr(msg, want) == NULL)
-        fail_msg("message \"%s\" does not name \"%s\"", msg, want);
+    return gkvt_dir_teardown(state);
 }
 
 /* ---- a small partition writer, per the contract ----------------------- */
@@ -452,7 +436,7 @@ check_etype(const struct tp *t, gkv_part *pt, int p, int e)
         assert_int_equal(gkv_part_csr(pt, e, &a), GKV_ENOTSUP);
         assert_int_equal(gkv_part_out_degrees(pt, e, &c0, c1 > c0, deg),
                          GKV_ENOTSUP);
-        expect_msg(gkv_part_errmsg(pt), "no CSR");
+        gkvt_expect_msg(gkv_part_errmsg(pt), "no CSR");
     } else {
         GKVT_OK(gkv_part_csr(pt, e, &a));
         assert_int_equal(a.col_lo, c0);
@@ -495,7 +479,7 @@ check_etype(const struct tp *t, gkv_part *pt, int p, int e)
         snprintf(want, sizeof want, "owned by partition %d, not %d", q, p);
         assert_int_equal(gkv_part_in_degrees(pt, e, &t->nlo[d][q], 1, deg),
                          GKV_ERANGE);
-        expect_msg(gkv_part_errmsg(pt), want);
+        gkvt_expect_msg(gkv_part_errmsg(pt), want);
         assert_int_equal(gkv_part_in_subgraph(pt, e, &t->nlo[d][q], 1, &src,
                                               &dst, &eid, &nsub), GKV_ERANGE);
         assert_null(src);
@@ -510,7 +494,7 @@ check_etype(const struct tp *t, gkv_part *pt, int p, int e)
                  "partition %d", (long long)x[1], ei.canonical, q);
         assert_int_equal(gkv_part_find_edges(pt, e, x, 2, fs, fd),
                          GKV_ERANGE);
-        expect_msg(gkv_part_errmsg(pt), want);
+        gkvt_expect_msg(gkv_part_errmsg(pt), want);
         break;
     }
     {
@@ -520,10 +504,10 @@ check_etype(const struct tp *t, gkv_part *pt, int p, int e)
         snprintf(want, sizeof want, "nodes[0] = %lld is not a '%s' node",
                  (long long)bad, ei.dst_type);
         assert_int_equal(gkv_part_in_degrees(pt, e, &bad, 1, deg), GKV_ERANGE);
-        expect_msg(gkv_part_errmsg(pt), want);
+        gkvt_expect_msg(gkv_part_errmsg(pt), want);
         assert_int_equal(gkv_part_find_edges(pt, e, &nege, 1, &fs, &fd),
                          GKV_ERANGE);
-        expect_msg(gkv_part_errmsg(pt), "eids[0] = -1");
+        gkvt_expect_msg(gkv_part_errmsg(pt), "eids[0] = -1");
     }
     free(ids);
     free(deg);
@@ -646,8 +630,8 @@ test_hetero_range_by_hand(void **state)
     assert_int_equal(deg[1], 2);
     nodes[1] = 2;
     assert_int_equal(gkv_part_out_degrees(p0, 1, nodes, 2, deg), GKV_ERANGE);
-    expect_msg(gkv_part_errmsg(p0),
-               "nodes[1] = 2: 'user' node owned by partition 1, not 0");
+    gkvt_expect_msg(gkv_part_errmsg(p0),
+                    "nodes[1] = 2: 'user' node owned by partition 1, not 0");
     /* user 3 has no in-edges; item 2 no buyers */
     nodes[0] = 3;
     GKVT_OK(gkv_part_in_degrees(p1, 0, nodes, 1, deg));
@@ -749,7 +733,7 @@ test_rmat_range(void **state)
     assert_int_equal(gkv_part_num_nodes(pt, 0), 0);
     assert_int_equal(gkv_part_num_edges(pt, 0), 0);
     assert_int_equal(gkv_part_in_degrees(pt, 0, &x, 1, &deg), GKV_ERANGE);
-    expect_msg(gkv_part_errmsg(pt), "owned by partition 0, not 2");
+    gkvt_expect_msg(gkv_part_errmsg(pt), "owned by partition 0, not 2");
     gkv_part_close(pt);
     tp_free(&t);
     gkv_graph_free(g);
@@ -767,12 +751,12 @@ test_open_errors(void **state)
     write_hetero_range(&t, f->dir, &g, 0);
     assert_int_equal(gkv_part_open(&pt, t.json, 2, 0), GKV_EINVAL);
     assert_null(pt);
-    expect_msg(gkv_part_errmsg(NULL), "no partition 2");
+    gkvt_expect_msg(gkv_part_errmsg(NULL), "no partition 2");
     assert_int_equal(gkv_part_open(&pt, t.json, -1, 0), GKV_EINVAL);
     assert_int_equal(gkv_part_open(&pt, t.json, 0, 0x8000u), GKV_EINVAL);
     snprintf(path, sizeof path, "%s/nope.json", f->dir);
     assert_int_equal(gkv_part_open(&pt, path, 0, 0), GKV_ENOENT);
-    expect_msg(gkv_part_errmsg(NULL), "nope.json");
+    gkvt_expect_msg(gkv_part_errmsg(NULL), "nope.json");
     /* a store that is not there */
     snprintf(path, sizeof path, "%s/part-1", f->dir);
     {
@@ -780,7 +764,7 @@ test_open_errors(void **state)
         snprintf(moved, sizeof moved, "%s/moved", f->dir);
         assert_int_equal(rename(path, moved), 0);
         assert_int_equal(gkv_part_open(&pt, t.json, 1, 0), GKV_ENOENT);
-        expect_msg(gkv_part_errmsg(NULL), "part-1");
+        gkvt_expect_msg(gkv_part_errmsg(NULL), "part-1");
         assert_int_equal(rename(moved, path), 0);
     }
     /* read-only by default; writable on request */
@@ -901,8 +885,8 @@ test_corrupt_partitions(void **state)
             fail_msg("%s op %d: got %s (%s)", corrupts[i].tensor,
                      corrupts[i].op, gkv_err_name(rc), gkv_part_errmsg(NULL));
         assert_null(pt);
-        expect_msg(gkv_part_errmsg(NULL), corrupts[i].msg);
-        expect_msg(gkv_part_errmsg(NULL), "partition 0");
+        gkvt_expect_msg(gkv_part_errmsg(NULL), corrupts[i].msg);
+        gkvt_expect_msg(gkv_part_errmsg(NULL), "partition 0");
         GKVT_OK(gkv_part_open(&pt, t.json, 1, 0));     /* the other is fine */
         gkv_part_close(pt);
         tp_free(&t);
@@ -934,7 +918,7 @@ test_corrupt_unexpected_tensor(void **state)
     put_i64(s, "csc/_N:_E:_N/indices", 0, 1, &zero);
     gkv_store_close(s);
     assert_int_equal(gkv_part_open(&pt, t.json, 2, 0), GKV_ECORRUPT);
-    expect_msg(gkv_part_errmsg(NULL), "csc/_N:_E:_N/indices");
+    gkvt_expect_msg(gkv_part_errmsg(NULL), "csc/_N:_E:_N/indices");
     tp_free(&t);
     gkv_graph_free(g);
 }

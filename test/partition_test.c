@@ -34,23 +34,19 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
+    struct fx *f;
 
-    if (f == NULL || (f->dir = gkvt_mkdtemp("part")) == NULL)
+    if (gkvt_dir_setup(state, sizeof *f, "part") != 0)
         return -1;
+    f = *state;
     snprintf(f->out, sizeof f->out, "%s/out", f->dir);
-    *state = f;
     return 0;
 }
 
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
+    return gkvt_dir_teardown(state);
 }
 
 /* ---- .npy files ----------------------------------------------------------- */

@@ -21,23 +21,19 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
+    struct fx *f;
 
-    if (f == NULL || (f->dir = gkvt_mkdtemp("pbook")) == NULL)
+    if (gkvt_dir_setup(state, sizeof *f, "pbook") != 0)
         return -1;
+    f = *state;
     snprintf(f->path, sizeof f->path, "%s/g.json", f->dir);
-    *state = f;
     return 0;
 }
 
 static int
 teardown(void **state)
 {
-    struct fx *f = *state;
-
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
+    return gkvt_dir_teardown(state);
 }
 
 static void
@@ -54,13 +50,6 @@ static void
 put_json(struct fx *f, json_t *j)
 {
     assert_int_equal(json_dump_file(j, f->path, JSON_INDENT(1)), 0);
-}
-
-static void
-expect_msg(const char *msg, const char *want)
-{
-    if (strstr(msg, want) == NULL)
-        fail_msg("message \"%s\" does not name \"%s\"", msg, want);
 }
 
 /* The fixed hetero graph of gkv_graph.h in 2 partitions by range: users
@@ -123,7 +112,7 @@ test_hetero_accessors(void **state)
     GKVT_OK(gkv_pbook_ntype_find(b, "item", &t));
     assert_int_equal(t, 1);
     assert_int_equal(gkv_pbook_ntype_find(b, "shop", &t), GKV_ENOTFOUND);
-    expect_msg(gkv_pbook_errmsg(b), "shop");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "shop");
     GKVT_OK(gkv_pbook_etype_find(b, "user:buys:item", &t));
     assert_int_equal(t, 1);
     GKVT_OK(gkv_pbook_etype_find(b, "similar", &t));
@@ -167,7 +156,7 @@ test_hetero_accessors(void **state)
     assert_int_equal(lo, 14);
     assert_int_equal(hi, 16);
     assert_int_equal(gkv_pbook_node_range(b, 0, 2, &lo, &hi), GKV_EINVAL);
-    expect_msg(gkv_pbook_errmsg(b), "no partition 2");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "no partition 2");
     assert_int_equal(gkv_pbook_edge_range(b, 5, 0, &lo, &hi), GKV_EINVAL);
 
     assert_int_equal(gkv_pbook_num_node_feats(b, 0), 2);
@@ -401,7 +390,7 @@ check_space(const gkv_pbook *b, const struct cfg *c, int edge)
                                        : gkv_pbook_node_to_local)(b, t, p, &x,
                                                                   1, &l),
                                  GKV_ERANGE);
-                expect_msg(gkv_pbook_errmsg(b), "not ");
+                gkvt_expect_msg(gkv_pbook_errmsg(b), "not ");
             }
             tlo += n;
             free(ids); free(loc); free(back); free(homo);
@@ -486,41 +475,41 @@ test_bad_ids(void **state)
     put_text(f, hetero_json);
     GKVT_OK(gkv_pbook_open(&b, f->path));
     assert_int_equal(gkv_pbook_node_owner(b, 0, ids, 4, part), GKV_ERANGE);
-    expect_msg(gkv_pbook_errmsg(b), "ids[2] = 4");
-    expect_msg(gkv_pbook_errmsg(b), "'user'");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "ids[2] = 4");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "'user'");
     assert_int_equal(gkv_pbook_node_to_homo(b, 0, neg, 2, out), GKV_ERANGE);
-    expect_msg(gkv_pbook_errmsg(b), "ids[1] = -1");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "ids[1] = -1");
     assert_int_equal(gkv_pbook_edge_owner(b, 1, neg, 2, part), GKV_ERANGE);
-    expect_msg(gkv_pbook_errmsg(b), "ids[1] = -1");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "ids[1] = -1");
     /* user 3 is partition 1's */
     assert_int_equal(gkv_pbook_node_to_local(b, 0, 0, ids, 2, out),
                      GKV_ERANGE);
-    expect_msg(gkv_pbook_errmsg(b), "ids[1] = 3");
-    expect_msg(gkv_pbook_errmsg(b), "owned by partition 1, not 0");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "ids[1] = 3");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "owned by partition 1, not 0");
     /* an edge past partition 0's buys */
     {
         const int64_t e[2] = {4, 5};
         assert_int_equal(gkv_pbook_edge_to_local(b, 1, 0, e, 2, out),
                          GKV_ERANGE);
-        expect_msg(gkv_pbook_errmsg(b), "ids[1] = 5");
-        expect_msg(gkv_pbook_errmsg(b), "partition 1");
+        gkvt_expect_msg(gkv_pbook_errmsg(b), "ids[1] = 5");
+        gkvt_expect_msg(gkv_pbook_errmsg(b), "partition 1");
     }
     {
         const int64_t l[3] = {0, 1, 2};   /* partition 1 has 2 users */
         assert_int_equal(gkv_pbook_node_from_local(b, 0, 1, l, 3, out),
                          GKV_ERANGE);
-        expect_msg(gkv_pbook_errmsg(b), "local[2] = 2");
+        gkvt_expect_msg(gkv_pbook_errmsg(b), "local[2] = 2");
     }
     {
         const int64_t h[2] = {8, 9};
         assert_int_equal(gkv_pbook_node_from_homo(b, h, 2, NULL, out, NULL),
                          GKV_ERANGE);
-        expect_msg(gkv_pbook_errmsg(b), "homo[1] = 9");
+        gkvt_expect_msg(gkv_pbook_errmsg(b), "homo[1] = 9");
         assert_int_equal(gkv_pbook_edge_from_homo(b, h, 2, NULL, NULL, part),
                          GKV_OK);
     }
     assert_int_equal(gkv_pbook_node_owner(b, 2, ids, 1, part), GKV_EINVAL);
-    expect_msg(gkv_pbook_errmsg(b), "no node type 2");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "no node type 2");
     assert_int_equal(gkv_pbook_edge_to_homo(b, -1, ids, 1, out), GKV_EINVAL);
     assert_int_equal(gkv_pbook_node_to_local(b, 0, 2, ids, 1, out),
                      GKV_EINVAL);
@@ -553,8 +542,8 @@ test_ambiguous_relation(void **state)
     json_decref(j);
     GKVT_OK(gkv_pbook_open(&b, f->path));
     assert_int_equal(gkv_pbook_etype_find(b, "r0", &t), GKV_EINVAL);
-    expect_msg(gkv_pbook_errmsg(b), "n0:r0:n0");
-    expect_msg(gkv_pbook_errmsg(b), "n1:r0:n1");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "n0:r0:n0");
+    gkvt_expect_msg(gkv_pbook_errmsg(b), "n1:r0:n1");
     GKVT_OK(gkv_pbook_etype_find(b, "r1", &t));
     assert_int_equal(t, 1);
     GKVT_OK(gkv_pbook_etype_find(b, "n1:r0:n1", &t));
@@ -731,8 +720,8 @@ test_malformed_configs(void **state)
                      gkv_err_name(rc), gkv_pbook_errmsg(NULL),
                      gkv_err_name(bad_cases[i].rc));
         assert_null(b);
-        expect_msg(gkv_pbook_errmsg(NULL), bad_cases[i].msg);
-        expect_msg(gkv_pbook_errmsg(NULL), f->path);
+        gkvt_expect_msg(gkv_pbook_errmsg(NULL), bad_cases[i].msg);
+        gkvt_expect_msg(gkv_pbook_errmsg(NULL), f->path);
     }
     json_decref(good);
 }
@@ -752,17 +741,17 @@ test_not_json(void **state)
         put_text(f, texts[i]);
         assert_int_equal(gkv_pbook_open(&b, f->path), GKV_EFORMAT);
         assert_null(b);
-        expect_msg(gkv_pbook_errmsg(NULL), f->path);
+        gkvt_expect_msg(gkv_pbook_errmsg(NULL), f->path);
     }
     put_text(f, "hello");
     assert_int_equal(gkv_pbook_open(&b, f->path), GKV_EFORMAT);
-    expect_msg(gkv_pbook_errmsg(NULL), "not a valid JSON");
+    gkvt_expect_msg(gkv_pbook_errmsg(NULL), "not a valid JSON");
     put_text(f, "[1, 2]");
     assert_int_equal(gkv_pbook_open(&b, f->path), GKV_EFORMAT);
-    expect_msg(gkv_pbook_errmsg(NULL), "expected a JSON object");
+    gkvt_expect_msg(gkv_pbook_errmsg(NULL), "expected a JSON object");
     snprintf(dir_json, sizeof dir_json, "%s/none.json", f->dir);
     assert_int_equal(gkv_pbook_open(&b, dir_json), GKV_ENOENT);
-    expect_msg(gkv_pbook_errmsg(NULL), "none.json");
+    gkvt_expect_msg(gkv_pbook_errmsg(NULL), "none.json");
     assert_int_equal(gkv_pbook_open(&b, f->dir), GKV_EINVAL);
     assert_int_equal(gkv_pbook_open(NULL, f->path), GKV_EINVAL);
 }
@@ -803,7 +792,7 @@ test_open_mem(void **state)
                                             "the servers' config"),
                          GKV_EFORMAT);
         assert_null(b);
-        expect_msg(gkv_pbook_errmsg(NULL), "the servers' config");
+        gkvt_expect_msg(gkv_pbook_errmsg(NULL), "the servers' config");
     }
     assert_int_equal(gkv_pbook_open_mem(&b, NULL, 3, "x"), GKV_EINVAL);
     assert_int_equal(gkv_pbook_open_mem(&b, "{}", 2, NULL), GKV_EINVAL);
@@ -1025,15 +1014,15 @@ test_split_hand(void **state)
                                               &n), GKV_EINVAL);
         assert_int_equal(gkv_pbook_node_split(b, 0, mask, NULL, 3, 2, 0, &out,
                                               &n), GKV_EINVAL);
-        expect_msg(gkv_pbook_errmsg(b), "3 entries");
+        gkvt_expect_msg(gkv_pbook_errmsg(b), "3 entries");
         assert_int_equal(gkv_pbook_node_split(b, 0, NULL, bad, 2, 2, 0, &out,
                                               &n), GKV_ERANGE);
-        expect_msg(gkv_pbook_errmsg(b), "ids[1] = 4");
+        gkvt_expect_msg(gkv_pbook_errmsg(b), "ids[1] = 4");
         assert_int_equal(gkv_pbook_node_split(b, 0, mask, NULL, 4, 0, 0, &out,
                                               &n), GKV_EINVAL);
         assert_int_equal(gkv_pbook_node_split(b, 0, mask, NULL, 4, 2, 2, &out,
                                               &n), GKV_EINVAL);
-        expect_msg(gkv_pbook_errmsg(b), "rank 2 of 2");
+        gkvt_expect_msg(gkv_pbook_errmsg(b), "rank 2 of 2");
         assert_int_equal(gkv_pbook_node_split(b, 0, mask, NULL, 4, 2, -1,
                                               &out, &n), GKV_EINVAL);
         assert_int_equal(gkv_pbook_node_split(b, 7, mask, NULL, 4, 2, 0, &out,

@@ -16,12 +16,7 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-
-    if (f == NULL || (f->dir = gkvt_mkdtemp("toolsf")) == NULL)
-        return -1;
-    *state = f;
-    return 0;
+    return gkvt_dir_setup(state, sizeof(struct fx), "toolsf");
 }
 
 static int

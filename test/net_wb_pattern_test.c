@@ -1,4 +1,4 @@
-/* writeback_pattern_test.c - what a real gkv-server says about its
+/* net_wb_pattern_test.c - what a real gkv-server says about its
  * --writeback patterns: at start, which tensors each matched, or a warning
  * that one matches none yet (with a hint on a graph partition's names);
  * later, a tensor a client creates that a pattern takes into write-back;
@@ -36,17 +36,6 @@ teardown(void **state)
     return gkvt_job_teardown(state);
 }
 
-static void
-make_tensor(const char *st, const char *name, uint64_t lo, uint64_t hi)
-{
-    gkv_store *s;
-    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, 4, lo, hi, GKV_INIT_UNIFORM);
-
-    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
-    GKVT_OK(gkv_tensor_create(s, name, &sp));
-    gkv_store_close(s);
-}
-
 /* The log must (want 1) or must not (want 0) hold 'needle'. */
 static void
 log_check(const struct gkvt_proc *p, const char *needle, int want)
@@ -76,7 +65,7 @@ test_matches_none(void **state)
     const char *extra[] = {"--writeback", "emb*", "--writeback", "x", NULL};
     struct gkvt_proc *srv[1];
 
-    make_tensor(f->st[0], "feat", 0, 100);
+    gkvt_make_f32(f->st[0], "feat", 4, 0, 100);
     gkvt_serve(f, 1, 1, extra, srv);
     log_check(srv[0], "write-back: WARNING: 'emb*' " NO_MATCH, 1);
     log_check(srv[0], "write-back: WARNING: 'x' " NO_MATCH, 1);
@@ -105,10 +94,10 @@ test_matches_and_later(void **state)
     gkv_client *c;
     gkv_store *s;
 
-    make_tensor(f->st[0], "emb_a", 0, 100);
-    make_tensor(f->st[0], "emb_b", 0, 50);
-    make_tensor(f->st[0], "feat", 0, 100);
-    make_tensor(f->st[0], "other", 0, 100);
+    gkvt_make_f32(f->st[0], "emb_a", 4, 0, 100);
+    gkvt_make_f32(f->st[0], "emb_b", 4, 0, 50);
+    gkvt_make_f32(f->st[0], "feat", 4, 0, 100);
+    gkvt_make_f32(f->st[0], "other", 4, 0, 100);
     gkvt_serve(f, 1, 1, extra, srv);
     log_check(srv[0], "write-back: 'emb*' matches 2 tensors: 'emb_a', "
               "'emb_b'", 1);
@@ -146,7 +135,7 @@ test_held_then_deleted(void **state)
     gkv_tensor_spec sp = gkvt_spec(GKV_F32, 4, 0, 10);
     gkv_client *c;
 
-    make_tensor(f->st[0], "feat", 0, 100);
+    gkvt_make_f32(f->st[0], "feat", 4, 0, 100);
     gkvt_serve(f, 1, 1, extra, srv);
     log_check(srv[0], "write-back: WARNING: 'emb*' " NO_MATCH, 1);
     c = gkvt_connect(f->cfg, "wb", 0, NULL);
