@@ -457,8 +457,4 @@ kv__wb_any(gkv_store *s)
     return __atomic_load_n(&s->st_wb, __ATOMIC_ACQUIRE) != NULL;
 }
 
-/* XXX(base): the tests still include this header; until each includes
- * kv/kv_test.h instead, they get its names from here. Then delete. */
-#include "kv/kv_test.h"
-
 #endif /* KV_INT_H */

@@ -13,10 +13,4 @@
 
 #include "kv/kv_int.h"
 
-/* Names from before base/: the allocation hooks (base/alloc.c) and the
- * size of a message (base/err.c). */
-#define kv__alloc_fail_at gkv__alloc_fail_at
-#define kv__alloc_live    gkv__alloc_live
-#define KV_MSG_MAX        GKV__MSG_MAX
-
 #endif /* KV_TEST_H */

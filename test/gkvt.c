@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "gkvt.h"
-#include "kv_int.h"
+#include "kv/kv_test.h"
 
 char *
 gkvt_mkdtemp(const char *tag)
@@ -255,13 +255,13 @@ gkvt_run(char *const argv[], const char *in, size_t in_len,
 void
 gkvt_alloc_fail_at(long n)
 {
-    kv__alloc_fail_at(n);
+    gkv__alloc_fail_at(n);
 }
 
 long
 gkvt_alloc_live(void)
 {
-    return kv__alloc_live();
+    return gkv__alloc_live();
 }
 
 /* ---- processes and servers -------------------------------------------------- */

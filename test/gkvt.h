@@ -36,7 +36,7 @@ const char *gkvt_prog(const char *name);
 void gkvt_tmpfs_or_skip(char *dir, const char *opts);
 void gkvt_tmpfs_done(char *dir);
 
-/* Allocation fault injection (see kv/kv_int.h): fail the n-th gkv__malloc
+/* Allocation fault injection (see base/base.h): fail the n-th gkv__malloc
  * from now (0 = the next one); -1 turns it off. */
 void   gkvt_alloc_fail_at(long n);
 /* Number of gkv__malloc'd blocks not yet freed. */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gkvt_net.h"
-#include "wire.h"
+#include "net/wire.h"
 
 int
 gkvt_job_init(struct gkvt_job *j, const char *tag, int maxproc)

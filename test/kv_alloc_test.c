@@ -1,7 +1,7 @@
 /* kv_alloc_test.c - allocation failures, SQLite style: for every call that
  * may allocate, fail its 1st, 2nd, 3rd ... gkv__malloc until the call
  * succeeds. Each failure must be GKV_ENOMEM, free everything the call took
- * (kv__alloc_live back where it was) and leave the store exactly as it was:
+ * (gkv__alloc_live back where it was) and leave the store exactly as it was:
  * the same tensors, the same ids, the same bytes, and verify passing. When
  * the call finally succeeds, its effect must equal that of the same call
  * on a twin store that never saw a failure. */

@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include <lmdb.h>
 #include "gkvt.h"
-#include "kv_int.h"         /* st_env, st_swept_ms */
+#include "kv/kv_test.h"         /* st_env, st_swept_ms */
 
 #define ROWS      20000u   /* feat and hot: IDs [0, ROWS) */
 #define W         16u      /* floats per row of feat, hot and tmp_i */

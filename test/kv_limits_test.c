@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <lmdb.h>
 #include "gkvt.h"
-#include "kv_int.h"
+#include "kv/kv_test.h"
 
 struct fx {
     char *dir;
@@ -116,7 +116,7 @@ raw_count(const char *dir, const char *db)
 struct child_out {
     int done;                 /* 1 once fn returned */
     int rc;                   /* fn's gkv_err */
-    char msg[KV_MSG_MAX];     /* gkv_store_errmsg after fn */
+    char msg[GKV__MSG_MAX];     /* gkv_store_errmsg after fn */
     unsigned char data[4096]; /* whatever fn wants to hand back */
 };
 

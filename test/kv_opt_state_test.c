@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <lmdb.h>
 #include "gkvt.h"
-#include "kv_int.h"     /* kv__wb_flush_hook */
+#include "kv/kv_test.h"     /* kv__wb_flush_hook */
 
 #define W  6            /* row width */
 #define N  1500         /* rows, IDs [LO, LO + N) */

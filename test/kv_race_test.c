@@ -1,6 +1,6 @@
 /* kv_race_test.c - races between loading a write-back copy and other
  * writers, made deterministic with the load hook (kv__wb_load_hook in
- * kv/kv_int.h): it runs another handle's (or thread's) call at the exact
+ * kv/kv_test.h): it runs another handle's (or thread's) call at the exact
  * point inside a load where the race hurt.
  *
  * 1. gkv_writeback_start read the tensor and each state companion through
@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include "gkvt.h"
 #include "gkvt_wb.h"
-#include "kv_int.h"     /* kv__wb_load_hook, kv__wb_find, kv_mirror */
+#include "kv/kv_test.h"     /* kv__wb_load_hook, kv__wb_find, kv_mirror */
 
 /* ---- the hook ---------------------------------------------------------- */
 

@@ -14,7 +14,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include "gkvt.h"
-#include "kv_int.h"
+#include "kv/kv_test.h"
 
 /* A tensor whose initializer would write more than the disk can hold (a
  * mistyped range) is refused at once with GKV_EMAPFULL, before a byte is

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <lmdb.h>
 #include "gkvt.h"
-#include "kv_int.h"
+#include "kv/kv_test.h"
 
 struct fx {
     char *dir;

@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include "gkvt.h"
 #include "gkvt_wb.h"
-#include "kv_int.h"     /* kv__wb_flush_hook, kv__wb_find, kv_mirror */
+#include "kv/kv_test.h"     /* kv__wb_flush_hook, kv__wb_find, kv_mirror */
 
 #define LO 100u
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include "gkvt.h"
 #include "gkvt_wb.h"
-#include "kv_int.h"     /* st_wbo_fd */
+#include "kv/kv_test.h"     /* st_wbo_fd */
 
 #define W 8            /* row width (f32) of the small tensors */
 #define N 3000         /* rows */

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "gkvt.h"
-#include "kv_int.h"
+#include "kv/kv_test.h"
 
 static int
 setup(void **state)
@@ -90,7 +90,7 @@ struct race_arg {
     int n;                    /* calls */
     int stop;
     gkv_err rc;
-    char msg[KV_MSG_MAX];
+    char msg[GKV__MSG_MAX];
 };
 
 static void *

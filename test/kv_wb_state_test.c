@@ -9,7 +9,7 @@
 #include <string.h>
 #include "gkvt.h"
 #include "gkvt_wb.h"
-#include "kv_int.h"     /* st_wb_running */
+#include "kv/kv_test.h"     /* st_wb_running */
 
 #define W 8            /* row width (f32) */
 #define N 2000         /* rows, IDs [100, 100 + N) */

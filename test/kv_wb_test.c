@@ -21,7 +21,7 @@
 #include <unistd.h>
 #include "gkvt.h"
 #include "gkvt_wb.h"
-#include "kv_int.h"     /* kv__wb_flush_hook */
+#include "kv/kv_test.h"     /* kv__wb_flush_hook */
 
 #define W 8            /* row width (f32) of the small tensors */
 #define N 3000         /* rows */

@@ -1,4 +1,4 @@
-/* net_client_faults_test.c - the client (net/client.c) against servers that
+/* net_client_faults_test.c - the client (net/client*.c) against servers that
  * die, stop, restart or lie: real gkv-server processes on loopback, and a
  * fake server (this program run again as "--fake ...": a nanomsg REP
  * socket speaking the wire format of net/wire.h) whose replies are wrong
@@ -37,7 +37,7 @@
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
 #include "gkvt_net.h"
-#include "wire.h"
+#include "net/wire.h"
 
 #define MAXPROC 12
 

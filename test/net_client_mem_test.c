@@ -1,4 +1,4 @@
-/* net_client_mem_test.c - the client's sampling calls (net/client.c) at
+/* net_client_mem_test.c - the client's sampling calls (net/client*.c) at
  * their edges: out of memory, shared by threads, requests larger than a
  * server takes, options at the edge of the rules, results fed back.
  *
@@ -35,7 +35,7 @@
 #include "gkvt_graph.h"
 #include "gkvt_net.h"
 #include "gkv.h"
-#include "wire.h"
+#include "net/wire.h"
 
 #define MAXPROC 8
 #define NU      GKVT_UI_USERS    /* users (type 0) */

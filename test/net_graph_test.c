@@ -41,7 +41,7 @@
 #include "gkvt_graph.h"
 #include "gkvt_net.h"
 #include "gkv.h"
-#include "wire.h"
+#include "net/wire.h"
 #ifdef GKV_HAVE_CUDA
 #include "gpu/gkv_gpu.h"
 #include "gpu/loader_int.h"

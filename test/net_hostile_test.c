@@ -41,7 +41,7 @@
 #include "gkv_partition.h"
 #include "gkv_sample.h"
 #include "kv/gkv_npy.h"
-#include "wire.h"
+#include "net/wire.h"
 
 #define MAXPROC 8
 

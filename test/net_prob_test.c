@@ -47,8 +47,8 @@
 #include "gkvt_graph.h"
 #include "gkvt_net.h"
 #include "gkv.h"
-#include "wire.h"
-#include "graph_int.h"       /* graph__sample_hop */
+#include "net/wire.h"
+#include "graph/graph_seam.h"       /* graph__sample_hop */
 
 #define MAXPROC 8
 #define NU      GKVT_UI_USERS    /* users (type 0) */

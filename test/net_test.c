@@ -27,7 +27,7 @@
 #include <nanomsg/nn.h>
 #include <nanomsg/reqrep.h>
 #include "gkvt_net.h"
-#include "wire.h"
+#include "net/wire.h"
 
 #define MAXPROC 16
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include "gkvt.h"
 #include "gkv_net.h"
-#include "wire.h"
+#include "net/wire.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 

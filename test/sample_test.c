@@ -12,7 +12,7 @@
 #include "gkvt_graph.h"
 #include "graph/gkv_graph.h"
 #include "graph/gkv_sample.h"
-#include "graph_int.h"       /* graph__sample_hop */
+#include "graph/graph_seam.h"       /* graph__sample_hop */
 
 #define N_OF(a) (sizeof (a) / sizeof (a)[0])
 

@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "kv_int.h"
+#include "kv/kv_test.h"
 #include "wire.h"
 
 static volatile unsigned char sink;
