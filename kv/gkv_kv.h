@@ -89,6 +89,11 @@ typedef struct gkv_open_opts {
                            * space only: the file grows as pages are used).
                            * The map grows by itself while the disk has room. */
     unsigned max_readers; /* concurrent read snapshots; 0 = 512 */
+    unsigned mode;        /* permissions of the files a GKV_CREATE open
+                           * makes (less the umask); the directory gets
+                           * them with x where r is, and rwx for its owner.
+                           * 0 = 0600: private to the owner (the directory
+                           * 0700); 0640 shares it with the group */
 } gkv_open_opts;
 
 /* Opens the store in directory 'path'. With GKV_CREATE the directory and
