@@ -322,11 +322,12 @@ launch__run_job(struct job *j)
             }
         say_sargs_not_applied(j, (size_t)nlisten);
     }
-    if (launch__make_workspace(j) != 0) {
+    if (launch__make_workspace(j) != 0 || launch__token_job(j) != 0) {
         tools__note("nothing was started");
         return EX_USAGE;
     }
-    tools__say("workspace %s (logs in %s/logs)", j->ws, j->ws);
+    tools__say("workspace %s (logs in %s/logs, token %s)", j->ws, j->ws,
+               j->tok_abs);
     for (size_t i = 0; i < j->np; i++) {
         struct proc *p = &j->p[i];
         if (p->role != R_SERVER || p->reused)

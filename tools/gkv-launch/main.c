@@ -39,6 +39,7 @@
  *   proc.c      local processes: start, signal, reap, stop
  *   remote.c    ssh: which hosts are remote, the remote command line
  *   reuse.c     persistent (--keep-alive) servers a launch reuses
+ *   token.c     the job's token: --token-file, or one made per job
  *   cluster.c   Slurm and MPI: one role per task
  *   shutdown.c  --shutdown
  *   job.c       the job: servers, then trainers; waiting; stopping
