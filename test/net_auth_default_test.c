@@ -413,9 +413,10 @@ test_launch_makes_job_token(void **state)
     free(err);
 }
 
-/* --keep-alive --server-name N without --token-file: the token lives in
- * $XDG_STATE_HOME/gkv/server-N.token; the next launch finds it (reusing the
- * servers), and --shutdown --server-name N stops them with it. */
+/* --keep-alive without --token-file: the token lives in
+ * $XDG_STATE_HOME/gkv/server-HOST-PORT.token (machine 0's address); the
+ * next launch finds it (reusing the servers), and --shutdown stops them
+ * with it and removes it. */
 static void
 test_launch_persistent_token(void **state)
 {
@@ -444,7 +445,8 @@ test_launch_persistent_token(void **state)
             free(err);
         }
     }
-    snprintf(tf, sizeof tf, "%s/gkv/server-auth-persist.token", state_dir);
+    snprintf(tf, sizeof tf, "%s/gkv/server-127.0.0.1-%d.token", state_dir,
+             j->base);
     snprintf(log, sizeof log, "%s/gkv", state_dir);
     assert_int_equal(mode_of(log), 0700);
     assert_int_equal(mode_of(tf), 0600);
@@ -452,8 +454,7 @@ test_launch_persistent_token(void **state)
     assert_true(gkvt_file_has(log, "auth on"));
     {
         char *args[] = {"--ip-config", j->cfg, "--num-servers", "1",
-            "--shutdown", "--server-name", "auth-persist", "--timeout", "30",
-            NULL};
+            "--shutdown", "--timeout", "30", NULL};
         rc = launch(args, &out, &err);
         if (rc != 0)
             fail_msg("--shutdown: exit %d\nstdout: %s\nstderr: %s", rc, out,
@@ -461,6 +462,7 @@ test_launch_persistent_token(void **state)
         free(out);
         free(err);
     }
+    assert_int_equal(access(tf, F_OK), -1);     /* the servers' token went */
     unsetenv("XDG_STATE_HOME");
 }
 

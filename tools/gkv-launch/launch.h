@@ -79,6 +79,8 @@ struct job {
     int *local;             /* per machine: 1 when this host */
     char ipc_abs[PATH_MAX], part_abs[PATH_MAX], store_abs[PATH_MAX];
     char tok_abs[PATH_MAX], cwd[PATH_MAX], ws[PATH_MAX + 64];
+    int tok_persistent;     /* tok_abs is the persistent servers' token
+                             * file (token.c), not --token-file */
     char group[GKV_NET_GROUP_MAX + 1];
     char instance[160];             /* GKV_JOB_INSTANCE: this run's */
     char sgroup[GKV_NET_GROUP_MAX + 1];   /* the samplers' group */
@@ -149,13 +151,17 @@ void launch__print_tail(const char *path);
 
 /* token.c: the job's token. Read j->tok_abs into buf (GKV_TOKEN_MAX + 1
  * bytes; 0, or -1). Without --token-file: persistent servers' (with
- * --keep-alive or --shutdown and --server-name; --shutdown uses it only
- * when it exists), made when missing (0, or -1); a job's, in the
+ * --keep-alive, or --shutdown, which uses it only when it exists), made
+ * when missing (0, or -1; sets j->tok_persistent); a job's, in the
  * workspace, made after it (0, or -1). Either sets j->token_file and
  * j->tok_abs as --token-file would. */
 int launch__load_token(const struct job *j, char *buf, size_t cap);
 int launch__token_persistent(struct job *j);
 int launch__token_job(struct job *j);
+/* Whether a command shown to the user (--shutdown) needs --token-file:
+ * the token is one the user gave, not the persistent servers' (found
+ * without it). */
+int launch__token_shown(const struct job *j);
 
 /* reuse.c: persistent servers. Server k of
  * machine m as an address and as words for messages; gkv_net_errmsg()

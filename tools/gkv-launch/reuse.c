@@ -142,8 +142,8 @@ launch__check_reused(struct job *j)
                 in.name, addr, (unsigned)in.pid, in.store, want, p->machine,
                 j->book != NULL ? "--part-config" : "--store",
                 j->book != NULL ? j->part_abs : j->store_abs, j->ipc_abs, j->S,
-                j->token_file != NULL ? " --token-file " : "",
-                j->token_file != NULL ? j->tok_abs : "");
+                launch__token_shown(j) ? " --token-file " : "",
+                launch__token_shown(j) ? j->tok_abs : "");
             other_store = 1;
         }
     }

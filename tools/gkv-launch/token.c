@@ -1,10 +1,12 @@
 /* token.c - the job's token: read from --token-file, or, when none is
  * given, made by gkv-launch. A job's token is 32 random bytes (libsodium
- * randombytes), base64, in WORKSPACE/token (mode 0600); persistent servers
- * (--keep-alive --server-name N) keep one token job after job, in
- * $XDG_STATE_HOME/gkv/server-N.token (default ~/.local/state/gkv/, the
- * folder 0700), where the next launch with that name, and --shutdown
- * --server-name N, find it. */
+ * randombytes), base64, in WORKSPACE/token (mode 0600). Persistent
+ * servers (--keep-alive) keep one token job after job, named by where
+ * they listen: $XDG_STATE_HOME/gkv/server-HOST-PORT.token (default
+ * ~/.local/state/gkv/, the folder 0700; HOST and PORT of machine 0's
+ * server 0 in the ip_config), where the next launch with that ip_config
+ * finds it, and --shutdown too (which removes it once every server has
+ * stopped). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -133,23 +135,27 @@ state_dir(char *out, size_t cap, int create)
 int
 launch__token_persistent(struct job *j)
 {
-    char dir[PATH_MAX - 290], name[256];
+    const gkv_machine *m0 = gkv_ipconfig_machine(j->ipc, 0);
+    char dir[PATH_MAX - 400], host[300];
     size_t n = 0;
 
-    if (j->token_file != NULL || j->server_name == NULL ||
-        !(j->keep_alive || j->shutdown))
+    if (j->token_file != NULL || !(j->keep_alive || j->shutdown))
         return 0;
     if (state_dir(dir, sizeof dir, !j->shutdown) != 0)
         return j->shutdown ? 0 : -1;
-    /* the name as a file name: anything but [A-Za-z0-9._-] becomes '_' */
-    for (const char *c = j->server_name; *c && n < sizeof name - 1; c++)
-        name[n++] = (strchr("._-", *c) != NULL || (*c >= '0' && *c <= '9') ||
+    /* the address as a file name: anything but [A-Za-z0-9.-] becomes '_'
+     * (an IPv6 address's colons) */
+    for (const char *c = m0->host; *c && n < sizeof host - 1; c++)
+        host[n++] = (strchr(".-", *c) != NULL || (*c >= '0' && *c <= '9') ||
                      (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')) ?
                     *c : '_';
-    name[n] = '\0';
-    snprintf(j->tok_abs, sizeof j->tok_abs, "%s/server-%s.token", dir, name);
+    host[n] = '\0';
+    snprintf(j->tok_abs, sizeof j->tok_abs, "%s/server-%s-%u.token", dir, host,
+             m0->port);
+    j->tok_persistent = 1;
     if (j->shutdown) {
-        /* servers started before tokens were the default have none */
+        /* servers started without one (by hand, or before tokens were the
+         * default) need none */
         if (access(j->tok_abs, F_OK) == 0)
             token_use(j);
         else
@@ -176,4 +182,10 @@ launch__token_job(struct job *j)
         return -1;
     token_use(j);
     return 0;
+}
+
+int
+launch__token_shown(const struct job *j)
+{
+    return j->token_file != NULL && !j->tok_persistent;
 }
