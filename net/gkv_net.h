@@ -226,7 +226,7 @@ typedef struct gkv_client_opts {
  * characters), proving knowledge of 'token' (NULL: none): the secret
  * itself, which gkv_token_load() reads from a token file such as
  * $GKV_TOKEN_FILE (trailing blanks and newlines are ignored, as in the
- * file). 'opts' may be
+ * file; at least GKV_TOKEN_MIN bytes, else GKV_EINVAL). 'opts' may be
  * NULL. On GKV_OK *out is yours until gkv_client_close(); on error *out is
  * NULL and gkv_net_errmsg() names the server that failed.
  * Errors: GKV_ETIMEDOUT (a server did not answer), GKV_EPERM (rejected),
