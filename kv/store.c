@@ -773,6 +773,8 @@ lock_prealloc(const char *dir, unsigned readers, mode_t mode)
         return GKV_OK;                      /* LMDB will say what is wrong */
     if ((fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)) < 0)
         return GKV_OK;
+    /* a group-shared store's readers must write it: not the umask's say */
+    (void)fchmod(fd, mode);
     e = posix_fallocate(fd, 0, (off_t)readers * 64 + 128);
     close(fd);
     if (e == 0 || e == EOPNOTSUPP || e == EINVAL)
@@ -790,10 +792,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     struct stat sb;
     char *data = NULL;
     unsigned ef = MDB_NOTLS | MDB_NORDAHEAD;
-    /* private unless opts->mode says otherwise: a store holds a job's
-     * data, and its lock file lets a writer's readers be stalled */
-    mode_t fmode = opts != NULL && opts->mode != 0 ? opts->mode & 0666 : 0600;
-    mode_t dmode = 0700 | (fmode & 0066) | ((fmode & 0044) >> 2);
+    /* private unless GKV_SHARE_GROUP: a store holds a job's data, and
+     * its lock file lets whoever writes it stall the store's writers */
+    int share = (flags & GKV_SHARE_GROUP) != 0;
+    mode_t dmode = share ? 0750 : 0700, fmode = share ? 0640 : 0600;
+    mode_t lmode = share ? 0660 : 0600;
     gkv_err rc;
     int mrc;
 
@@ -803,9 +806,10 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         return kv__fail(NULL, GKV_EINVAL, "empty store path");
     if ((flags & GKV_CREATE) && (flags & GKV_RDONLY))
         return kv__fail(NULL, GKV_EINVAL, "GKV_CREATE and GKV_RDONLY together");
-    if (flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC))
+    if (flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC | GKV_SHARE_GROUP))
         return kv__fail(NULL, GKV_EINVAL, "store '%s': unknown open flags 0x%x",
-                        path, flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC));
+                        path, flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC |
+                                        GKV_SHARE_GROUP));
     if ((s = gkv__calloc(1, sizeof *s)) == NULL)
         return GKV_ENOMEM;
     s->st_wbo_fd = -1;
@@ -871,7 +875,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     if (!(flags & GKV_RDONLY) &&
         (rc = lock_prealloc(path, opts && opts->max_readers ?
                             opts->max_readers : DEFAULT_READERS,
-                            fmode)) != GKV_OK)
+                            lmode)) != GKV_OK)
         goto fail;
     if (flags & GKV_RDONLY)
         ef |= MDB_RDONLY;

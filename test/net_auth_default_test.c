@@ -320,7 +320,6 @@ test_store_private_unless_asked(void **state)
 {
     struct gkvt_job *j = *state;
     const char *create[] = {"--create", NULL};
-    gkv_open_opts oo = {0};
     char p[4400], st[4300];
     gkv_store *s;
     struct gkvt_proc *srv;
@@ -336,16 +335,15 @@ test_store_private_unless_asked(void **state)
     assert_int_equal(mode_of(p), 0600);
     snprintf(p, sizeof p, "%s/writeback.lock", j->st[0]);
     assert_int_equal(mode_of(p), 0600);
-    /* asked otherwise: opts.mode */
-    oo.mode = 0640;
+    /* asked otherwise: GKV_SHARE_GROUP */
     snprintf(st, sizeof st, "%s/shared", j->dir);
-    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, &oo));
+    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE | GKV_SHARE_GROUP, NULL));
     gkv_store_close(s);
     assert_int_equal(mode_of(st), 0750);
     snprintf(p, sizeof p, "%s/data.mdb", st);
     assert_int_equal(mode_of(p), 0640);
     snprintf(p, sizeof p, "%s/lock.mdb", st);
-    assert_int_equal(mode_of(p), 0640);
+    assert_int_equal(mode_of(p), 0660);
     /* a store gkv-server --create makes */
     snprintf(j->st[0], sizeof j->st[0], "%s/made-by-server", j->dir);
     gkvt_serve(j, 1, 1, create, &srv);
