@@ -83,6 +83,12 @@ GKV_API uint16_t gkv_f32_to_bf16(float f);
 #define GKV_NOSYNC  0x04u  /* skip fsync at commit: a process crash (kill -9)
                             * still loses nothing committed, an OS crash or
                             * power loss may lose the last commits */
+#define GKV_SHARE_GROUP 0x08u /* with GKV_CREATE: a store this open makes may
+                            * be read by the owner's group (directory 0750,
+                            * data.mdb 0640 less the umask, lock.mdb 0660
+                            * whatever the umask: LMDB readers record
+                            * themselves there). Without it a new store is
+                            * private: directory 0700, files 0600 */
 
 typedef struct gkv_open_opts {
     uint64_t map_size;    /* initial map size in bytes; 0 = 1 GiB (address

@@ -764,15 +764,17 @@ out:
  * so it neither truncates the file nor grows its reader table. An
  * existing file is left to LMDB (another process may hold it). */
 static gkv_err
-lock_prealloc(const char *dir, unsigned readers)
+lock_prealloc(const char *dir, unsigned readers, mode_t mode)
 {
     char p[4096];
     int fd, e;
 
     if ((size_t)snprintf(p, sizeof p, "%s/lock.mdb", dir) >= sizeof p)
         return GKV_OK;                      /* LMDB will say what is wrong */
-    if ((fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0)
+    if ((fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode)) < 0)
         return GKV_OK;
+    /* a group-shared store's readers must write it: not the umask's say */
+    (void)fchmod(fd, mode);
     e = posix_fallocate(fd, 0, (off_t)readers * 64 + 128);
     close(fd);
     if (e == 0 || e == EOPNOTSUPP || e == EINVAL)
@@ -790,6 +792,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     struct stat sb;
     char *data = NULL;
     unsigned ef = MDB_NOTLS | MDB_NORDAHEAD;
+    /* private unless GKV_SHARE_GROUP: a store holds a job's data, and
+     * its lock file lets whoever writes it stall the store's writers */
+    int share = (flags & GKV_SHARE_GROUP) != 0;
+    mode_t dmode = share ? 0750 : 0700, fmode = share ? 0640 : 0600;
+    mode_t lmode = share ? 0660 : 0600;
     gkv_err rc;
     int mrc;
 
@@ -799,9 +806,10 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         return kv__fail(NULL, GKV_EINVAL, "empty store path");
     if ((flags & GKV_CREATE) && (flags & GKV_RDONLY))
         return kv__fail(NULL, GKV_EINVAL, "GKV_CREATE and GKV_RDONLY together");
-    if (flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC))
+    if (flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC | GKV_SHARE_GROUP))
         return kv__fail(NULL, GKV_EINVAL, "store '%s': unknown open flags 0x%x",
-                        path, flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC));
+                        path, flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC |
+                                        GKV_SHARE_GROUP));
     if ((s = gkv__calloc(1, sizeof *s)) == NULL)
         return GKV_ENOMEM;
     s->st_wbo_fd = -1;
@@ -831,7 +839,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
             goto fail;
         }
         /* another process creating the same store may win the race */
-        if (mkdir(path, 0755) != 0 &&
+        if (mkdir(path, dmode) != 0 &&
             !(errno == EEXIST && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))) {
             rc = kv__fail(NULL, kv__from_mdb(errno), "cannot create store "
                           "directory '%s': %s", path, strerror(errno));
@@ -866,7 +874,8 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     }
     if (!(flags & GKV_RDONLY) &&
         (rc = lock_prealloc(path, opts && opts->max_readers ?
-                            opts->max_readers : DEFAULT_READERS)) != GKV_OK)
+                            opts->max_readers : DEFAULT_READERS,
+                            lmode)) != GKV_OK)
         goto fail;
     if (flags & GKV_RDONLY)
         ef |= MDB_RDONLY;
@@ -878,7 +887,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
                                       ? opts->max_readers : DEFAULT_READERS)) != 0 ||
         (mrc = mdb_env_set_mapsize(s->st_env, opts && opts->map_size
                                    ? opts->map_size : DEFAULT_MAP)) != 0 ||
-        (mrc = mdb_env_open(s->st_env, path, ef, 0644)) != 0) {
+        (mrc = mdb_env_open(s->st_env, path, ef, fmode)) != 0) {
         char lock[4200];
         int lock_ro = (mrc == EACCES || mrc == EROFS || mrc == EPERM) &&
                       (size_t)snprintf(lock, sizeof lock, "%s/lock.mdb",
@@ -911,7 +920,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
          * as before it */
         char wl[4200];
         if ((size_t)snprintf(wl, sizeof wl, "%s/writeback.lock", path) < sizeof wl &&
-            (s->st_wbo_fd = open(wl, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0)
+            (s->st_wbo_fd = open(wl, O_RDWR | O_CREAT | O_CLOEXEC, fmode)) < 0)
             /* another user's file: read-only still sees the lock */
             s->st_wbo_fd = open(wl, O_RDONLY | O_CLOEXEC);
     }

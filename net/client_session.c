@@ -327,6 +327,19 @@ hb_start(gkv_client *c, unsigned ms)
     return GKV_OK;
 }
 
+/* The length of the secret in 'token': as a token file is read
+ * (gkv_token_load, the server's), trailing blanks and newlines are not
+ * part of it. */
+static size_t
+token_len(const char *token)
+{
+    size_t tl = strlen(token);
+
+    while (tl > 1 && strchr(" \t\r\n", token[tl - 1]) != NULL)
+        tl--;
+    return tl;
+}
+
 /* A client object from the options (not connected): *out is the
  * caller's (net__client_free). */
 static gkv_err
@@ -360,13 +373,8 @@ client_new(gkv_client **out, const gkv_client_opts *o, const char *group,
     if (gethostname(c->host, sizeof c->host - 1) != 0)
         c->host[0] = '\0';
     if (token != NULL) {
-        /* as a token file is read (gkv_token_load, the server's): trailing
-         * blanks and newlines are not part of the secret */
-        size_t tl = strlen(token);
-        while (tl > 1 && strchr(" \t\r\n", token[tl - 1]) != NULL)
-            tl--;
         c->auth = 1;
-        net__token_key(token, tl, c->key);
+        net__token_key(token, token_len(token), c->key);
     }
     *out = c;
     return GKV_OK;
@@ -396,6 +404,10 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
     if (token != NULL && (token[0] == '\0' || strlen(token) > GKV_TOKEN_MAX))
         return net__fail(GKV_EINVAL, "token: empty or longer than %d bytes",
                          GKV_TOKEN_MAX);
+    if (token != NULL && token_len(token) < GKV_TOKEN_MIN)
+        return net__fail(GKV_EINVAL, "token: %zu bytes; a token must be at "
+                         "least %d (gkv-launch makes one of 44)",
+                         token_len(token), GKV_TOKEN_MIN);
     if (o.timeout_ms < 0)
         return net__fail(GKV_EINVAL, "timeout %d ms", o.timeout_ms);
     if (o.max_msg != 0 && (o.max_msg < 4096 ||

@@ -75,13 +75,17 @@ GKV_API gkv_err gkv_ipconfig_find_local(const gkv_ipconfig *c, size_t *machine);
 /* ---- tokens -------------------------------------------------------------- */
 
 #define GKV_TOKEN_MAX 4096   /* bytes of a token */
+#define GKV_TOKEN_MIN 16     /* a shorter token is refused (server, client,
+                              * gkv-launch): gkv-launch writes 32 random
+                              * bytes, base64 */
 
 /* Reads the job's secret token from 'path' into buf (cap bytes, at least
  * 2), NUL-terminated, trailing whitespace (a final newline) removed. The
  * file must be a regular file that neither group nor others may read or
  * write (mode 0600 or 0400): otherwise GKV_EPERM with a message saying to
- * chmod 600 it. An empty token is GKV_EINVAL. Errors also: GKV_ENOENT,
- * GKV_EIO, GKV_EINVAL (longer than cap - 1 or GKV_TOKEN_MAX bytes). */
+ * chmod 600 it. A token shorter than GKV_TOKEN_MIN bytes (an empty one
+ * too) is GKV_EINVAL. Errors also: GKV_ENOENT, GKV_EIO, GKV_EINVAL (longer
+ * than cap - 1 or GKV_TOKEN_MAX bytes). */
 GKV_API gkv_err gkv_token_load(const char *path, char *buf, size_t cap);
 
 /* ---- the server -------------------------------------------------------- */
@@ -98,6 +102,13 @@ typedef struct gkv_server gkv_server;   /* opaque */
                                        * not an OS crash */
 #define GKV_SERVER_NO_PREFAULT 0x10u  /* skip gkv_store_prefault() at start */
 #define GKV_SERVER_QUIET       0x20u  /* no log lines */
+#define GKV_SERVER_INSECURE_NO_TOKEN 0x40u /* without token_file, listen on
+                                       * a non-loopback address (or every
+                                       * interface) all the same: anyone
+                                       * who reaches the port may read,
+                                       * write and delete tensors and stop
+                                       * the server. Without this flag such
+                                       * a server is refused (GKV_EPERM) */
 
 typedef struct gkv_server_opts {
     const char *store;        /* store directory (required unless
@@ -111,7 +122,9 @@ typedef struct gkv_server_opts {
     unsigned server_id;       /* which server of the machine: 0..num-1 */
     unsigned num_servers;     /* servers per machine; 0 = 1 */
     unsigned threads;         /* worker threads; 0 = 2 */
-    const char *token_file;   /* NULL: no authentication */
+    const char *token_file;   /* NULL: no authentication, allowed on a
+                               * loopback address only (else see
+                               * GKV_SERVER_INSECURE_NO_TOKEN) */
     const char *server_name;  /* persistent server's name; NULL = "" */
     unsigned flags;           /* GKV_SERVER_* */
     unsigned lease_ms;        /* heartbeat timeout: a client silent this
@@ -140,7 +153,8 @@ typedef struct gkv_server_opts {
  * listening socket; serves nothing until gkv_server_run(). On GKV_OK *out
  * is yours until gkv_server_close(); on error *out is NULL.
  * Errors: GKV_EINVAL (options, ip_config check), GKV_EFORMAT (ip_config),
- * GKV_EPERM (token file mode), GKV_ENOENT (store or file missing),
+ * GKV_EPERM (token file mode; no token on a non-loopback address
+ * without GKV_SERVER_INSECURE_NO_TOKEN), GKV_ENOENT (store or file missing),
  * GKV_EBUSY (address in use), GKV_EIO, GKV_ENOMEM. */
 GKV_API gkv_err gkv_server_open(gkv_server **out, const gkv_server_opts *o);
 
@@ -212,7 +226,7 @@ typedef struct gkv_client_opts {
  * characters), proving knowledge of 'token' (NULL: none): the secret
  * itself, which gkv_token_load() reads from a token file such as
  * $GKV_TOKEN_FILE (trailing blanks and newlines are ignored, as in the
- * file). 'opts' may be
+ * file; at least GKV_TOKEN_MIN bytes, else GKV_EINVAL). 'opts' may be
  * NULL. On GKV_OK *out is yours until gkv_client_close(); on error *out is
  * NULL and gkv_net_errmsg() names the server that failed.
  * Errors: GKV_ETIMEDOUT (a server did not answer), GKV_EPERM (rejected),

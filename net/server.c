@@ -554,6 +554,51 @@ bind_url(gkv_server *s, const gkv_machine *m, unsigned port, int any)
     return GKV_OK;
 }
 
+/* 1 when s->io.url (bind_url's) is a loopback address: 127.0.0.0/8 or
+ * ::1; 0 for every interface ("*") and any other address. */
+static int
+url_loopback(const gkv_server *s)
+{
+    const char *h = s->io.url + sizeof "tcp://" - 1;
+    char ip[INET6_ADDRSTRLEN + 2];
+    const char *end;
+    struct in_addr a4;
+    struct in6_addr a6;
+    size_t n;
+
+    if (*h == '[') {
+        if ((end = strchr(++h, ']')) == NULL)
+            return 0;
+    } else if ((end = strrchr(h, ':')) == NULL) {
+        return 0;
+    }
+    if ((n = (size_t)(end - h)) >= sizeof ip)
+        return 0;
+    memcpy(ip, h, n);
+    ip[n] = '\0';
+    if (inet_pton(AF_INET, ip, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    return inet_pton(AF_INET6, ip, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+/* A server without a token listens on a loopback address only, unless
+ * its operator said GKV_SERVER_INSECURE_NO_TOKEN (--insecure-no-token):
+ * anyone who reaches its port may read, write and delete tensors and stop
+ * it. Called once s->io.url is known, before binding. */
+static gkv_err
+auth_check(const gkv_server *s, const gkv_server_opts *o)
+{
+    if (s->auth.on || url_loopback(s) ||
+        (o->flags & GKV_SERVER_INSECURE_NO_TOKEN))
+        return GKV_OK;
+    return net__fail(GKV_EPERM, "refusing to listen on %s without a token: "
+                     "anyone who could reach it could read, write and delete "
+                     "tensors and stop the server. Give --token-file FILE "
+                     "(gkv-launch makes one per job), listen on a loopback "
+                     "address (127.0.0.1) only, or, on a network you trust "
+                     "entirely, say --insecure-no-token", s->io.url);
+}
+
 static int
 sockopt(int sock, int opt, int v)
 {
@@ -727,7 +772,8 @@ sock_open(gkv_server *s, const gkv_server_opts *o, const gkv_machine *m)
     gkv_err rc;
 
     if ((rc = bind_url(s, m, m->port + o->server_id,
-                       (o->flags & GKV_SERVER_BIND_ANY) != 0)) != GKV_OK)
+                       (o->flags & GKV_SERVER_BIND_ANY) != 0)) != GKV_OK ||
+        (rc = auth_check(s, o)) != GKV_OK)
         return rc;
     if ((s->io.sock = nn_socket(AF_SP_RAW, NN_REP)) < 0)
         return net__fail(net__from_nn(nn_errno()), "nn_socket: %s",
@@ -811,6 +857,16 @@ say_start(gkv_server *s, const gkv_server_opts *o, const gkv_machine *m,
                  gkv_pbook_num_etypes(s->graph.book),
                  gkv_pbook_has_csr(s->graph.book) ? ", CSR" : "");
     srv__log(s, "listening on %s", s->io.url);
+    if (!s->auth.on && url_loopback(s))
+        srv__log(s, "auth off: anyone who can reach %s can read, write, "
+                 "delete tensors and stop this server (local users of this "
+                 "host; give --token-file to require the job's token)",
+                 s->io.url + sizeof "tcp://" - 1);
+    else if (!s->auth.on)
+        srv__log(s, "WARNING: auth off on %s (--insecure-no-token): ANYONE "
+                 "WHO CAN REACH %s FROM THE NETWORK CAN READ, WRITE, DELETE "
+                 "TENSORS AND STOP THIS SERVER; give --token-file to require "
+                 "the job's token", s->io.url, s->io.url + sizeof "tcp://" - 1);
 }
 
 gkv_err

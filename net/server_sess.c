@@ -300,6 +300,28 @@ nonce_good(const gkv_server *s, const unsigned char *n, uint64_t *rnd,
     return ok && t <= now && now < *exp_ms;
 }
 
+/* The identity a HELLO tells, to anyone: what a client needs to
+ * hand-shake (the protocol, whether a token is required, the servers per
+ * machine, the limits, the version), never where the server runs or what
+ * it serves (host, pid, start time, name, store path): those come in the
+ * HANDSHAKE reply, to a client that proved the token (or to anyone, when
+ * the server has none: then everyone is trusted, see auth_check). */
+static void
+hello_ident(const gkv_server *s, net_ident *id)
+{
+    const net_ident *all = &s->conf.id;
+
+    memset(id, 0, sizeof *id);
+    id->proto = all->proto;
+    id->server_id = all->server_id;
+    id->num_servers = all->num_servers;
+    id->machine = all->machine;
+    id->lease_ms = all->lease_ms;
+    id->flags = all->flags;
+    id->max_msg = all->max_msg;
+    snprintf(id->version, sizeof id->version, "%s", all->version);
+}
+
 static void
 op_hello(gkv_server *s, srv_req *r)
 {
@@ -313,7 +335,7 @@ op_hello(gkv_server *s, srv_req *r)
     }
     memset(&hr, 0, sizeof hr);
     nonce_make(s, hr.nonce);
-    hr.id = s->conf.id;
+    hello_ident(s, &hr.id);
     srv__reply_build(r, enc_hello, &hr);
 }
 

@@ -98,6 +98,13 @@ gkv_token_load(const char *path, char *buf, size_t cap)
         sodium_memzero(buf, cap);
         return net__fail(GKV_EINVAL, "token file %s: holds a NUL byte", path);
     }
+    if (len < GKV_TOKEN_MIN) {
+        sodium_memzero(buf, cap);
+        return net__fail(GKV_EINVAL, "token file %s: the token is %zu bytes; "
+                         "a token must be at least %d (make one: umask 077; "
+                         "head -c 32 /dev/urandom | base64 > %s)", path, len,
+                         GKV_TOKEN_MIN, path);
+    }
     return GKV_OK;
 }
 

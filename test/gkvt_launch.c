@@ -310,6 +310,8 @@ gkvt_lt_setup(void **state)
         gkv_store_close(st);
     }
     setenv("LT_DIR", f->ws, 1);
+    /* persistent servers' tokens (gkv-launch keeps them there) */
+    setenv("XDG_STATE_HOME", f->dir, 1);
     *state = f;
     return 0;
 }
@@ -383,8 +385,15 @@ child_late(const char *dir, const char *rank)
     o.timeout_ms = 3000;
     o.group_size = (unsigned)atoi(getenv("GKV_WORLD_SIZE"));
     o.flags = GKV_CLIENT_NO_HEARTBEAT;
-    rc = gkv_client_connect(&c, getenv("GKV_IP_CONFIG"), NULL,
-                            getenv("GKV_GROUP"), (uint32_t)atoi(rank), &o);
+    {   /* the job's token, as a trainer reads it */
+        const char *tf = getenv("GKV_TOKEN_FILE");
+        char tok[GKV_TOKEN_MAX + 1];
+        int auth = tf != NULL && *tf != '\0' &&
+                   gkv_token_load(tf, tok, sizeof tok) == GKV_OK;
+
+        rc = gkv_client_connect(&c, getenv("GKV_IP_CONFIG"), auth ? tok : NULL,
+                                getenv("GKV_GROUP"), (uint32_t)atoi(rank), &o);
+    }
     if (rc != GKV_OK) {
         fprintf(stderr, "rank %s: connect: %s\n", rank, gkv_net_errmsg());
         return 4;

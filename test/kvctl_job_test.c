@@ -524,7 +524,7 @@ test_plain_job(void **state)
     int64_t map[EN];
 
     snprintf(tok, sizeof tok, "%s/token", f->dir);
-    gkvt_write_text(tok, "job-secret\n", 0600);
+    gkvt_write_text(tok, "job-secret-0123456789\n", 0600);
     serve(f, 2, 1, NULL, extra);
 
     /* the servers want the token */

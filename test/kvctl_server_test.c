@@ -455,7 +455,7 @@ test_server_token(void **state)
     snprintf(tok, sizeof tok, "%s/token", f->dir);
     fd = open(tok, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
-    assert_int_equal(write(fd, "s3cret\n", 7), 7);
+    assert_int_equal(write(fd, "s3cret-s3cret-s3cret\n", 21), 21);
     close(fd);
     assert_int_equal(kv(f, f->st, "create", "t", "--dtype", "i64", "--range",
                         "0:4", "--init", "const:7", NULL), 0);

@@ -83,7 +83,8 @@ test_env(void **state)
         GKVT_LT_ENV_EQ(e, "GKV_IP_CONFIG", f->cfg);
         GKVT_LT_ENV_EQ(e, "GKV_STORE", f->store);
         GKVT_LT_ENV_EQ(e, "GKV_PART_CONFIG", "");
-        GKVT_LT_ENV_EQ(e, "GKV_TOKEN_FILE", "");
+        snprintf(path, sizeof path, "%s/token", f->ws);  /* made per job */
+        GKVT_LT_ENV_EQ(e, "GKV_TOKEN_FILE", path);
         GKVT_LT_ENV_EQ(e, "GKV_SERVER_NAME", "");
         GKVT_LT_ENV_EQ(e, "GKV_WORKSPACE", f->ws);
         /* torch.distributed's env:// for the trainers */

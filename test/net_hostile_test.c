@@ -1176,7 +1176,7 @@ test_hello_flood(void **state)
 
     gkvt_make_f32(f->st, "feat", 4, 0, 100);
     snprintf(tok, sizeof tok, "%s/token", f->dir);
-    gkvt_write_text(tok, "correct horse\n", 0600);
+    gkvt_write_text(tok, "correct horse staple\n", 0600);
     srv = serve(f, extra);
     s = rsock(f->base, 5000);
     rhello(s, n0);
@@ -1194,15 +1194,15 @@ test_hello_flood(void **state)
     }
     for (int i = 0; i < K; i++)
         nn_close(fl[i]);
-    if (rhs(s, n0, "correct horse", "job", 0, 0, &r) == 0)
+    if (rhs(s, n0, "correct horse staple", "job", 0, 0, &r) == 0)
         fail_msg("a handshake after %d HELLOs from others: %s", FLOOD, r.msg);
     assert_true(peak_kib(srv->pid) - before < 4 * 1024);
     /* spent: a replay is refused */
-    rhs_refused(s, n0, "correct horse", GKV_EPERM, "nonce already used");
+    rhs_refused(s, n0, "correct horse staple", GKV_EPERM, "nonce already used");
     /* a wrong proof does not spend a nonce */
     rhello(s, n1);
-    rhs_refused(s, n1, "battery staple", GKV_EPERM, "wrong token");
-    if (rhs(s, n1, "correct horse", "job", 1, 0, &r) == 0)
+    rhs_refused(s, n1, "battery staple horse", GKV_EPERM, "wrong token");
+    if (rhs(s, n1, "correct horse staple", "job", 1, 0, &r) == 0)
         fail_msg("a handshake after a wrong proof with its nonce: %s", r.msg);
     /* many spent nonces (the set grows and rehashes): each one refused
      * again, the first ones after the last */
@@ -1211,21 +1211,21 @@ test_hello_flood(void **state)
         unsigned char (*ns)[NET_NONCE_LEN] = malloc(M * sizeof *ns);
         for (uint32_t i = 0; i < M; i++) {
             rhello(s, ns[i]);
-            if (rhs(s, ns[i], "correct horse", "many", i, 0, &r) == 0)
+            if (rhs(s, ns[i], "correct horse staple", "many", i, 0, &r) == 0)
                 fail_msg("handshake %u: %s", i, r.msg);
         }
         for (uint32_t i = 0; i < M; i += 7)
-            rhs_refused(s, ns[i], "correct horse", GKV_EPERM, "nonce already used");
+            rhs_refused(s, ns[i], "correct horse staple", GKV_EPERM, "nonce already used");
         free(ns);
     }
     /* nonces the server did not make, or changed in any byte */
     for (unsigned i = 0; i < NET_NONCE_LEN; i++) {
         rhello(s, bad);
         bad[i] ^= 0x10;
-        rhs_refused(s, bad, "correct horse", GKV_EPERM, "nonce not from this server");
+        rhs_refused(s, bad, "correct horse staple", GKV_EPERM, "nonce not from this server");
     }
     memset(bad, 0, sizeof bad);
-    rhs_refused(s, bad, "correct horse", GKV_EPERM, "nonce not from this server");
+    rhs_refused(s, bad, "correct horse staple", GKV_EPERM, "nonce not from this server");
     free(r.pl);
     nn_close(s);
     assert_true(gkvt_file_has(srv->log, "nonce already used"));

@@ -909,19 +909,19 @@ test_token(void **state)
     make_tensor(f->st[0], "emb", GKV_F32, 4, 0, 100, GKV_INIT_ZEROS, 0);
     snprintf(tok, sizeof tok, "%s/token", f->dir);
     snprintf(extra_tok, sizeof extra_tok, "%s", tok);
-    gkvt_write_text(tok, "correct horse\n", 0600);
+    gkvt_write_text(tok, "correct horse staple\n", 0600);
     gkvt_serve(f, 1, 1, extra, srv);
     o.timeout_ms = 3000;
     /* the right token */
-    NET_OK(gkv_client_connect(&c, f->cfg, "correct horse", "job", 0, &o));
+    NET_OK(gkv_client_connect(&c, f->cfg, "correct horse staple", "job", 0, &o));
     NET_OK(gkv_client_close(c));
     /* a wrong one, none */
-    assert_int_equal(gkv_client_connect(&c, f->cfg, "battery staple", "job", 1, &o),
+    assert_int_equal(gkv_client_connect(&c, f->cfg, "battery staple horse", "job", 1, &o),
                      GKV_EPERM);
     assert_null(c);
     assert_non_null(strstr(gkv_net_errmsg(), "wrong token"));
     /* the token as read from a file with its newline: the same secret */
-    NET_OK(gkv_client_connect(&c, f->cfg, "correct horse\n", "job", 0, &o));
+    NET_OK(gkv_client_connect(&c, f->cfg, "correct horse staple\n", "job", 0, &o));
     NET_OK(gkv_client_close(c));
     /* the token file's path instead of its contents: said so */
     assert_int_equal(gkv_client_connect(&c, f->cfg, tok, "job", 1, &o), GKV_EPERM);
@@ -935,7 +935,7 @@ test_token(void **state)
     assert_int_equal(sess, 0);
     assert_int_equal(st, GKV_EPERM);
     /* a replayed handshake: the nonce is spent */
-    sess = raw_handshake(s, "correct horse", "raw", 0, replay, &rlen, &st);
+    sess = raw_handshake(s, "correct horse staple", "raw", 0, replay, &rlen, &st);
     assert_true(sess != 0);
     assert_int_equal(raw_call(s, replay, rlen, &h, pl, sizeof pl, &plen), 0);
     assert_int_equal(h.status, GKV_EPERM);

@@ -932,16 +932,16 @@ test_token_file(void **state)
     struct fx *f = *state;
     char tok[64], big[5000];
 
-    write_text(fpath(f, "tok"), "s3cret\n", 0600);
+    write_text(fpath(f, "tok"), "s3cret-s3cret-s3cret\n", 0600);
     assert_int_equal(gkv_token_load(f->p, tok, sizeof tok), GKV_OK);
-    assert_string_equal(tok, "s3cret");
-    write_text(fpath(f, "tok"), "s3cret\n", 0400);
+    assert_string_equal(tok, "s3cret-s3cret-s3cret");
+    write_text(fpath(f, "tok"), "s3cret-s3cret-s3cret\n", 0400);
     assert_int_equal(gkv_token_load(f->p, tok, sizeof tok), GKV_OK);
-    write_text(fpath(f, "tok"), "s3cret\n", 0644);
+    write_text(fpath(f, "tok"), "s3cret-s3cret-s3cret\n", 0644);
     assert_int_equal(gkv_token_load(f->p, tok, sizeof tok), GKV_EPERM);
     assert_non_null(strstr(gkv_net_errmsg(), "mode 0644"));
     assert_non_null(strstr(gkv_net_errmsg(), "chmod 600"));
-    write_text(fpath(f, "tok"), "s3cret\n", 0620);
+    write_text(fpath(f, "tok"), "s3cret-s3cret-s3cret\n", 0620);
     assert_int_equal(gkv_token_load(f->p, tok, sizeof tok), GKV_EPERM);
     write_text(fpath(f, "tok"), "\n\n", 0600);
     assert_int_equal(gkv_token_load(f->p, tok, sizeof tok), GKV_EINVAL);

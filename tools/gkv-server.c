@@ -4,6 +4,9 @@
  *   gkv-server --part-config G.json --part-id P --ip-config FILE ...
  *              [--keep-alive --server-name NAME] [--token-file F] ...
  *
+ * Without --token-file it listens on a loopback address only, unless
+ * --insecure-no-token says otherwise (net/server.c refuses it).
+ *
  * All the work is in net/ (gkv_server_open / run / close); this file reads
  * the options, installs the SIGTERM/SIGINT handler and maps the outcome to
  * an exit status: 0 a normal stop (the last client left, a shutdown
@@ -65,7 +68,12 @@ usage(FILE *f)
 "  --num-servers N          servers per machine (default 1)\n"
 "  --threads N              worker threads (default 2)\n"
 "  --token-file F           clients must prove they know the secret in F\n"
-"                           (F must be private: chmod 600)\n"
+"                           (F must be private: chmod 600; at least 16\n"
+"                           bytes; gkv-launch makes one per job)\n"
+"  --insecure-no-token      allow listening on a non-loopback address (or\n"
+"                           --bind-any) without --token-file: ANYONE WHO\n"
+"                           CAN REACH THE PORT CAN READ, WRITE AND DELETE\n"
+"                           TENSORS AND STOP THE SERVER; the log says so\n"
 "  --keep-alive             persistent: go on serving when the last client\n"
 "                           leaves; a later job connects to it again\n"
 "  --num-clients N          without --keep-alive: stop when the last client\n"
@@ -77,7 +85,8 @@ usage(FILE *f)
 "                           (default 30000)\n"
 "  --max-msg BYTES          largest request payload (default 1073741824)\n"
 "  --bind-any               listen on every interface, not only the\n"
-"                           ip_config address\n"
+"                           ip_config address (needs --token-file, or\n"
+"                           --insecure-no-token)\n"
 "  --nosync                 no fsync per commit (a process crash loses\n"
 "                           nothing committed, an OS crash may)\n"
 "  --no-prefault            do not pre-fault the store's map at start\n"
@@ -94,6 +103,10 @@ usage(FILE *f)
 "  -q, --quiet              no log lines on stderr\n"
 "  -h, --help               print this help and exit\n"
 "  -V, --version            print the version and exit\n"
+"\n"
+"Without --token-file the server listens on a loopback address only\n"
+"(127.0.0.1, ::1), where every local user may use it, and refuses any other\n"
+"address unless --insecure-no-token is given.\n"
 "\n"
 "Log lines go to stderr, one per event, each with a UTC timestamp.\n"
 "Exit status: 0 stopped normally, 1 failure, 2 bad usage.\n", f);
@@ -143,6 +156,8 @@ parse_args(gkv_server_opts *o, struct wb *w, int argc, char **argv)
          .bits = GKV_SERVER_KEEP_ALIVE},
         {"--bind-any", OPT_BITS, .dst = &o->flags,
          .bits = GKV_SERVER_BIND_ANY},
+        {"--insecure-no-token", OPT_BITS, .dst = &o->flags,
+         .bits = GKV_SERVER_INSECURE_NO_TOKEN},
         {"--nosync", OPT_BITS, .dst = &o->flags, .bits = GKV_SERVER_NOSYNC},
         {"--no-prefault", OPT_BITS, .dst = &o->flags,
          .bits = GKV_SERVER_NO_PREFAULT},

@@ -70,8 +70,9 @@ launch__make_workspace(struct job *j)
     int fd;
 
     snprintf(logs, sizeof logs, "%s/logs", j->ws);
-    if ((mkdir(j->ws, 0755) != 0 && errno != EEXIST) ||
-        (mkdir(logs, 0755) != 0 && errno != EEXIST)) {
+    /* private: the logs name the stores and the job's token lives here */
+    if ((mkdir(j->ws, 0700) != 0 && errno != EEXIST) ||
+        (mkdir(logs, 0700) != 0 && errno != EEXIST)) {
         tools__note("workspace %s: cannot create it: %s", j->ws,
                     strerror(errno));
         return -1;
@@ -190,8 +191,11 @@ launch__prepare(struct job *j)
     }
     if (j->store != NULL)
         absolute(j->store, j->cwd, j->store_abs, sizeof j->store_abs);
-    if (j->token_file != NULL) {
+    if (j->token_file != NULL)
         absolute(j->token_file, j->cwd, j->tok_abs, sizeof j->tok_abs);
+    else if (launch__token_persistent(j) != 0)
+        return -1;
+    if (j->token_file != NULL) {
         if (launch__load_token(j, token, sizeof token) != 0)
             return -1;
         memset(token, 0, sizeof token);

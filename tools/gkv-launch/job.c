@@ -103,7 +103,7 @@ say_servers_kept(struct job *j)
     tools__say("--keep-alive: leaving the servers running (persistent server "
         "'%s'; stop them with: " PROG " --ip-config %s --num-servers %u "
         "--shutdown%s%s)", j->server_name, j->ipc_abs, j->S,
-        j->token_file ? " --token-file " : "", j->token_file ? j->tok_abs : "");
+        launch__token_shown(j) ? " --token-file " : "", launch__token_shown(j) ? j->tok_abs : "");
     for (size_t i = 0; i < j->np; i++)
         if (j->p[i].role == R_SERVER && launch__proc_live(&j->p[i]))
             tools__say("%s keeps running (pid %ld)", j->p[i].name,
@@ -214,8 +214,8 @@ say_sargs_not_applied(struct job *j, size_t nre)
     }
     snprintf(stop, sizeof stop, PROG " --ip-config %s --num-servers %u "
              "--shutdown%s%s", j->ipc_abs, j->S,
-             j->token_file ? " --token-file " : "",
-             j->token_file ? j->tok_abs : "");
+             launch__token_shown(j) ? " --token-file " : "",
+             launch__token_shown(j) ? j->tok_abs : "");
     if (nre == nsrv)
         tools__say(
             "note: the %zu reused server%s (persistent server '%s') keep%s "
@@ -322,11 +322,12 @@ launch__run_job(struct job *j)
             }
         say_sargs_not_applied(j, (size_t)nlisten);
     }
-    if (launch__make_workspace(j) != 0) {
+    if (launch__make_workspace(j) != 0 || launch__token_job(j) != 0) {
         tools__note("nothing was started");
         return EX_USAGE;
     }
-    tools__say("workspace %s (logs in %s/logs)", j->ws, j->ws);
+    tools__say("workspace %s (logs in %s/logs, token %s)", j->ws, j->ws,
+               j->tok_abs);
     for (size_t i = 0; i < j->np; i++) {
         struct proc *p = &j->p[i];
         if (p->role != R_SERVER || p->reused)

@@ -79,6 +79,8 @@ struct job {
     int *local;             /* per machine: 1 when this host */
     char ipc_abs[PATH_MAX], part_abs[PATH_MAX], store_abs[PATH_MAX];
     char tok_abs[PATH_MAX], cwd[PATH_MAX], ws[PATH_MAX + 64];
+    int tok_persistent;     /* tok_abs is the persistent servers' token
+                             * file (token.c), not --token-file */
     char group[GKV_NET_GROUP_MAX + 1];
     char instance[160];             /* GKV_JOB_INSTANCE: this run's */
     char sgroup[GKV_NET_GROUP_MAX + 1];   /* the samplers' group */
@@ -147,12 +149,25 @@ size_t launch__nreused(const struct job *j);
 void launch__describe_status(int st, char *b, size_t cap);
 void launch__print_tail(const char *path);
 
-/* reuse.c: persistent servers. The job's token (0, or -1); server k of
+/* token.c: the job's token. Read j->tok_abs into buf (GKV_TOKEN_MAX + 1
+ * bytes; 0, or -1). Without --token-file: persistent servers' (with
+ * --keep-alive, or --shutdown, which uses it only when it exists), made
+ * when missing (0, or -1; sets j->tok_persistent); a job's, in the
+ * workspace, made after it (0, or -1). Either sets j->token_file and
+ * j->tok_abs as --token-file would. */
+int launch__load_token(const struct job *j, char *buf, size_t cap);
+int launch__token_persistent(struct job *j);
+int launch__token_job(struct job *j);
+/* Whether a command shown to the user (--shutdown) needs --token-file:
+ * the token is one the user gave, not the persistent servers' (found
+ * without it). */
+int launch__token_shown(const struct job *j);
+
+/* reuse.c: persistent servers. Server k of
  * machine m as an address and as words for messages; gkv_net_errmsg()
  * without the client's label of addr; whether the servers found running
  * are the ones this launch would start (EX_OK, EX_FAIL: a port held by
  * something else, EX_USAGE: they serve another store). */
-int launch__load_token(const struct job *j, char *buf, size_t cap);
 void launch__server_addr(const struct job *j, unsigned m, unsigned k,
                          char *out, size_t cap);
 void launch__server_label(const struct job *j, unsigned m, unsigned k,

@@ -39,12 +39,15 @@
  *   proc.c      local processes: start, signal, reap, stop
  *   remote.c    ssh: which hosts are remote, the remote command line
  *   reuse.c     persistent (--keep-alive) servers a launch reuses
+ *   token.c     the job's token: --token-file, or one made per job (or
+ *               kept for persistent servers)
  *   cluster.c   Slurm and MPI: one role per task
  *   shutdown.c  --shutdown
  *   job.c       the job: servers, then trainers; waiting; stopping
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "launch.h"
 #include "util.h"
 
@@ -80,6 +83,9 @@ main(int argc, char **argv)
     }
     if (j.shutdown) {
         rc = launch__do_shutdown(&j);
+        /* the persistent servers are gone: so is their token */
+        if (rc == EX_OK && j.tok_persistent && j.token_file != NULL)
+            unlink(j.tok_abs);
         goto out;
     }
     if ((rc = launch__cluster_task(&j)) >= 0)

@@ -16,7 +16,7 @@ static pid_t
 spawn(char **argv, char **envp, const char *log)
 {
     int fd = open(log ? log : "/dev/null",
-                  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+                  O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     pid_t pid;
 
     if (fd < 0)

@@ -5,26 +5,6 @@
 #include "launch.h"
 #include "util.h"
 
-/* Reads the job's token into buf (GKV_TOKEN_MAX + 1 bytes). 0, or -1 after
- * saying why: the net/ message names the file and the problem ("token
- * file F: mode 0644 lets group or others ... chmod 600"), so it is printed
- * without gkv_strerror()'s text, which for a missing file would be GKV_ENOENT's
- * "no store at that path". */
-int
-launch__load_token(const struct job *j, char *buf, size_t cap)
-{
-    gkv_err rc = gkv_token_load(j->tok_abs, buf, cap);
-
-    if (rc == GKV_OK)
-        return 0;
-    if (rc == GKV_ENOENT)
-        tools__note("--token-file %s: the token file does not exist (make one: "
-            "umask 077; head -c 32 /dev/urandom | base64 > FILE)", j->tok_abs);
-    else
-        tools__note("--token-file: %s", gkv_net_errmsg());
-    return -1;
-}
-
 /* "host:port" of server k of machine m ("[v6]:port" for an IPv6 address),
  * as gkv_client_connect_addr() takes it. */
 void
@@ -162,8 +142,8 @@ launch__check_reused(struct job *j)
                 in.name, addr, (unsigned)in.pid, in.store, want, p->machine,
                 j->book != NULL ? "--part-config" : "--store",
                 j->book != NULL ? j->part_abs : j->store_abs, j->ipc_abs, j->S,
-                j->token_file != NULL ? " --token-file " : "",
-                j->token_file != NULL ? j->tok_abs : "");
+                launch__token_shown(j) ? " --token-file " : "",
+                launch__token_shown(j) ? j->tok_abs : "");
             other_store = 1;
         }
     }
