@@ -988,6 +988,61 @@ row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
 }
 #undef ADD_INT
 
+/* ---- finite inputs ------------------------------------------------------
+ *
+ * A NaN or an infinity pushed through add or an optimizer stays in the row
+ * and, through an optimizer, in its state (adagrad's sum of squares, adam's
+ * moments) for good: every later step reads it back. Such a push is
+ * refused whole, before anything is applied. assign is not checked: it
+ * stores what it is given (a NaN can be data, a missing value), touches no
+ * state, and the next assign replaces it all; a registered handler decides
+ * for itself. */
+
+/* An element is not finite when its exponent bits are all ones. The scan
+ * ORs that test over blocks of elements through memcpy (rows need not be
+ * aligned), which the compiler vectorises, and looks for the element
+ * only in a block that has one. */
+#define SCAN_BLOCK 256
+#define SCAN(T, MASK) do {                                                          for (size_t b_ = 0; b_ < n; b_ += SCAN_BLOCK) {                                 size_t e_ = n - b_ < SCAN_BLOCK ? n : b_ + SCAN_BLOCK;                      unsigned bad_ = 0;                                                          for (size_t j_ = b_; j_ < e_; j_++) {                                           T w_;                                                                       memcpy(&w_, p + j_ * sizeof w_, sizeof w_);                                 bad_ |= (w_ & (MASK)) == (MASK);                                        }                                                                           for (size_t j_ = b_; bad_ && j_ < e_; j_++) {                                   T w_;                                                                       memcpy(&w_, p + j_ * sizeof w_, sizeof w_);                                 if ((w_ & (MASK)) == (MASK))                                                    return j_;                                                          }                                                                       }                                                                       } while (0)
+
+/* The index of the first of the n elements of dtype dt at p that is NaN
+ * or infinite, or SIZE_MAX when all are finite (and for integer dtypes). */
+static size_t
+nonfinite_find(gkv_dtype dt, const unsigned char *p, size_t n)
+{
+    switch (dt) {
+    case GKV_F32:  SCAN(uint32_t, 0x7f800000u); break;
+    case GKV_F64:  SCAN(uint64_t, 0x7ff0000000000000ull); break;
+    case GKV_F16:  SCAN(uint16_t, 0x7c00u); break;
+    case GKV_BF16: SCAN(uint16_t, 0x7f80u); break;
+    default:       break;
+    }
+    return SIZE_MAX;
+}
+#undef SCAN
+#undef SCAN_BLOCK
+
+/* GKV_EINVAL, naming the row and column, when push a (add or an
+ * optimizer, on tensor r) carries a NaN or an infinity; else GKV_OK. */
+static gkv_err
+push_finite(gkv_store *s, const kv_push *a, const kv_rec *r)
+{
+    size_t j;
+    double x;
+
+    if (a->kind < KV_H_ADD || a->kind > KV_H_ADAM || !dtype_is_float(r->dtype) ||
+        a->n == 0 ||
+        (j = nonfinite_find(r->dtype, a->rows, a->n * r->row_elems)) == SIZE_MAX)
+        return GKV_OK;
+    x = elem_load(r->dtype, a->rows, j);
+    return kv__fail(s, GKV_EINVAL, "tensor '%s': push '%s': row %llu col %llu "
+                    "is %s: refused, nothing applied", a->name,
+                    builtin_names[a->kind],
+                    (unsigned long long)a->ids[j / r->row_elems],
+                    (unsigned long long)(j % r->row_elems),
+                    isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf");
+}
+
 gkv_err
 kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r)
 {
@@ -1003,7 +1058,7 @@ kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r)
         return kv__fail(s, GKV_EINVAL, "tensor '%s': optimizer '%s' needs a "
                         "floating dtype, not %s", a->name,
                         builtin_names[a->kind], gkv_dtype_name(r->dtype));
-    return GKV_OK;
+    return push_finite(s, a, r);
 }
 
 /* The refusal of an adam push to ID 'id', whose step count t is
