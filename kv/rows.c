@@ -1003,13 +1003,34 @@ row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
  * aligned), which the compiler vectorises, and looks for the element
  * only in a block that has one. */
 #define SCAN_BLOCK 256
-#define SCAN(T, MASK) do {                                                          for (size_t b_ = 0; b_ < n; b_ += SCAN_BLOCK) {                                 size_t e_ = n - b_ < SCAN_BLOCK ? n : b_ + SCAN_BLOCK;                      unsigned bad_ = 0;                                                          for (size_t j_ = b_; j_ < e_; j_++) {                                           T w_;                                                                       memcpy(&w_, p + j_ * sizeof w_, sizeof w_);                                 bad_ |= (w_ & (MASK)) == (MASK);                                        }                                                                           for (size_t j_ = b_; bad_ && j_ < e_; j_++) {                                   T w_;                                                                       memcpy(&w_, p + j_ * sizeof w_, sizeof w_);                                 if ((w_ & (MASK)) == (MASK))                                                    return j_;                                                          }                                                                       }                                                                       } while (0)
+#define SCAN(T, MASK) do {                                                  \
+        for (size_t b_ = 0; b_ < n; b_ += SCAN_BLOCK) {                     \
+            size_t e_ = n - b_ < SCAN_BLOCK ? n : b_ + SCAN_BLOCK;          \
+            unsigned bad_ = 0;                                              \
+            for (size_t j_ = b_; j_ < e_; j_++) {                           \
+                T w_;                                                       \
+                memcpy(&w_, p + j_ * sizeof w_, sizeof w_);                 \
+                bad_ |= (w_ & (MASK)) == (MASK);                            \
+            }                                                               \
+            for (size_t j_ = b_; bad_ && j_ < e_; j_++) {                   \
+                T w_;                                                       \
+                memcpy(&w_, p + j_ * sizeof w_, sizeof w_);                 \
+                if ((w_ & (MASK)) == (MASK)) {                              \
+                    j = j_;                                                 \
+                    goto found;                                             \
+                }                                                           \
+            }                                                               \
+        }                                                                   \
+    } while (0)
 
-/* The index of the first of the n elements of dtype dt at p that is NaN
- * or infinite, or SIZE_MAX when all are finite (and for integer dtypes). */
-static size_t
-nonfinite_find(gkv_dtype dt, const unsigned char *p, size_t n)
+size_t
+gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
+                    const char **what)
 {
+    const unsigned char *p = rows;
+    size_t j;
+    double x;
+
     switch (dt) {
     case GKV_F32:  SCAN(uint32_t, 0x7f800000u); break;
     case GKV_F64:  SCAN(uint64_t, 0x7ff0000000000000ull); break;
@@ -1018,6 +1039,11 @@ nonfinite_find(gkv_dtype dt, const unsigned char *p, size_t n)
     default:       break;
     }
     return SIZE_MAX;
+found:
+    x = elem_load(dt, p, j);
+    if (what != NULL)
+        *what = isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf";
+    return j;
 }
 #undef SCAN
 #undef SCAN_BLOCK
@@ -1027,20 +1053,19 @@ nonfinite_find(gkv_dtype dt, const unsigned char *p, size_t n)
 static gkv_err
 push_finite(gkv_store *s, const kv_push *a, const kv_rec *r)
 {
+    const char *what;
     size_t j;
-    double x;
 
     if (a->kind < KV_H_ADD || a->kind > KV_H_ADAM || !dtype_is_float(r->dtype) ||
-        a->n == 0 ||
-        (j = nonfinite_find(r->dtype, a->rows, a->n * r->row_elems)) == SIZE_MAX)
+        a->n == 0 || (j = gkv_dtype_nonfinite(r->dtype, a->rows,
+                                              a->n * r->row_elems,
+                                              &what)) == SIZE_MAX)
         return GKV_OK;
-    x = elem_load(r->dtype, a->rows, j);
     return kv__fail(s, GKV_EINVAL, "tensor '%s': push '%s': row %llu col %llu "
                     "is %s: refused, nothing applied", a->name,
                     builtin_names[a->kind],
                     (unsigned long long)a->ids[j / r->row_elems],
-                    (unsigned long long)(j % r->row_elems),
-                    isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf");
+                    (unsigned long long)(j % r->row_elems), what);
 }
 
 gkv_err
