@@ -998,30 +998,58 @@ row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
  * state, and the next assign replaces it all; a registered handler decides
  * for itself. */
 
-/* An element is not finite when its exponent bits are all ones. The scan
- * ORs that test over blocks of elements through memcpy (rows need not be
- * aligned), which the compiler vectorises, and looks for the element
- * only in a block that has one. */
+/* An element is NaN or infinite when its magnitude bits (all but the
+ * sign) are above those of the dtype's largest finite value (f64: of its
+ * high word). Signed compares of masked words, through memcpy (rows need
+ * not be aligned), which the compiler vectorises over a block of fixed
+ * length; the element itself is looked for only from the first block
+ * that has one. */
 #define SCAN_BLOCK 256
-#define SCAN(T, MASK) do {                                                  \
-        for (size_t b_ = 0; b_ < n; b_ += SCAN_BLOCK) {                     \
-            size_t e_ = n - b_ < SCAN_BLOCK ? n : b_ + SCAN_BLOCK;          \
-            unsigned bad_ = 0;                                              \
-            for (size_t j_ = b_; j_ < e_; j_++) {                           \
-                T w_;                                                       \
-                memcpy(&w_, p + j_ * sizeof w_, sizeof w_);                 \
-                bad_ |= (w_ & (MASK)) == (MASK);                            \
-            }                                                               \
-            for (size_t j_ = b_; bad_ && j_ < e_; j_++) {                   \
-                T w_;                                                       \
-                memcpy(&w_, p + j_ * sizeof w_, sizeof w_);                 \
-                if ((w_ & (MASK)) == (MASK)) {                              \
-                    j = j_;                                                 \
-                    goto found;                                             \
-                }                                                           \
-            }                                                               \
+#define SCAN(T, BAD) do {                                                   \
+        size_t b_ = 0;                                                      \
+        for (; b_ + SCAN_BLOCK <= n; b_ += SCAN_BLOCK) {                    \
+            T acc_ = 0;                                                     \
+            for (size_t j_ = 0; j_ < SCAN_BLOCK; j_++)                      \
+                acc_ |= BAD(p, b_ + j_) ? -1 : 0;                           \
+            if (acc_ != 0)                                                  \
+                break;                                                      \
         }                                                                   \
+        for (j = b_; j < n; j++)                                            \
+            if (BAD(p, j))                                                  \
+                goto found;                                                 \
     } while (0)
+
+static inline int
+bad_f32(const unsigned char *p, size_t j)
+{
+    int32_t w;
+    memcpy(&w, p + 4 * j, 4);
+    return (w & 0x7fffffff) > 0x7f7fffff;
+}
+
+static inline int
+bad_f64(const unsigned char *p, size_t j)
+{
+    uint64_t w;
+    memcpy(&w, p + 8 * j, 8);
+    return (int32_t)((w >> 32) & 0x7fffffff) > 0x7fefffff;
+}
+
+static inline int
+bad_f16(const unsigned char *p, size_t j)
+{
+    int16_t w;
+    memcpy(&w, p + 2 * j, 2);
+    return (int16_t)(w & 0x7fff) > 0x7bff;
+}
+
+static inline int
+bad_bf16(const unsigned char *p, size_t j)
+{
+    int16_t w;
+    memcpy(&w, p + 2 * j, 2);
+    return (int16_t)(w & 0x7fff) > 0x7f7f;
+}
 
 size_t
 gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
@@ -1032,10 +1060,10 @@ gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
     double x;
 
     switch (dt) {
-    case GKV_F32:  SCAN(uint32_t, 0x7f800000u); break;
-    case GKV_F64:  SCAN(uint64_t, 0x7ff0000000000000ull); break;
-    case GKV_F16:  SCAN(uint16_t, 0x7c00u); break;
-    case GKV_BF16: SCAN(uint16_t, 0x7f80u); break;
+    case GKV_F32:  SCAN(int32_t, bad_f32); break;
+    case GKV_F64:  SCAN(int32_t, bad_f64); break;
+    case GKV_F16:  SCAN(int16_t, bad_f16); break;
+    case GKV_BF16: SCAN(int16_t, bad_bf16); break;
     default:       break;
     }
     return SIZE_MAX;

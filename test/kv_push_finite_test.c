@@ -3,7 +3,8 @@
  * tensor, the handler, the row ID and the column), for every float dtype,
  * directly and in write-back mode: the rows and the optimizer state are
  * byte for byte what they were. assign stores such values (data), and the
- * next assign replaces them. */
+ * next assign replaces them. The scan (gkv_dtype_nonfinite) finds a bad
+ * value anywhere and passes every finite one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +271,50 @@ test_large_unaligned(void **state)
     free(ids);
 }
 
+/* gkv_dtype_nonfinite itself: the largest finite values, negative ones,
+ * zeros and subnormals pass; a NaN or an infinity is found wherever it is
+ * (first, last of a block, first of the next, in the tail), and named. */
+static void
+test_scan_edges(void **state)
+{
+    enum { NE = 700 };
+    static const size_t at[] = {0, 255, 256, 511, 512, 699};
+    /* per dtype: the largest finite value, a subnormal */
+    static const double big[] = {3.4028234663852886e38, 65504.0,
+                                 3.3895313892515355e38, 1.7976931348623157e308};
+    static const double tiny[] = {1e-45, 6e-8, 1e-40, 5e-324};
+    unsigned char buf[NE * 8 + 1], *p = buf + 1;
+    const char *what;
+
+    (void)state;
+    for (size_t di = 0; di < sizeof dtypes / sizeof *dtypes; di++) {
+        gkv_dtype dt = dtypes[di];
+
+        for (size_t j = 0; j < NE; j++)
+            elem_set(dt, p, j, j % 4 == 0 ? big[di] : j % 4 == 1 ? -big[di] :
+                     j % 4 == 2 ? tiny[di] : -0.0);
+        assert_int_equal(gkv_dtype_nonfinite(dt, p, NE, &what), SIZE_MAX);
+        for (size_t k = 0; k < sizeof at / sizeof *at; k++)
+            for (int b = BAD_NAN; b <= BAD_NINF; b++) {
+                unsigned char keep[8];
+                size_t es = gkv_dtype_size(dt);
+
+                memcpy(keep, p + at[k] * es, es);
+                elem_set(dt, p, at[k], bad_value((enum bad)b));
+                assert_int_equal(gkv_dtype_nonfinite(dt, p, NE, &what), at[k]);
+                assert_string_equal(what, bad_text[b]);
+                /* only the first is named */
+                elem_set(dt, p, NE - 1, NAN);
+                assert_int_equal(gkv_dtype_nonfinite(dt, p, NE, NULL), at[k]);
+                elem_set(dt, p, NE - 1, 1.0);
+                memcpy(p + at[k] * es, keep, es);
+            }
+    }
+    /* integer dtypes hold no NaN */
+    memset(buf, 0xff, sizeof buf);
+    assert_int_equal(gkv_dtype_nonfinite(GKV_I32, buf, NE, &what), SIZE_MAX);
+}
+
 int
 main(void)
 {
@@ -279,6 +324,7 @@ main(void)
         cmocka_unit_test(test_refused_first_push_creates_no_state),
         cmocka_unit_test(test_assign_stores_nan),
         cmocka_unit_test(test_large_unaligned),
+        cmocka_unit_test(test_scan_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
