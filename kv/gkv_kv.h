@@ -75,6 +75,14 @@ GKV_API float    gkv_f16_to_f32(uint16_t h);
 GKV_API uint16_t gkv_f32_to_f16(float f);
 GKV_API float    gkv_bf16_to_f32(uint16_t h);
 GKV_API uint16_t gkv_f32_to_bf16(float f);
+/* The index of the first of the n elements of dtype dt at 'rows' (any
+ * alignment) that is a NaN or an infinity, *what (may be NULL) saying
+ * which ("NaN", "+inf", "-inf": constant strings); SIZE_MAX when every one
+ * is finite, and always for an integer dtype. What a push through add or
+ * an optimizer is checked with (gkv_tensor_push); about a memory read's
+ * cost. */
+GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
+                                     const char **what);
 
 /* ---- the store ------------------------------------------------------- */
 
@@ -230,6 +238,16 @@ typedef struct gkv_tensor_desc {
  * GKV_EMAPFULL, GKV_ENOMEM, GKV_EIO. */
 GKV_API gkv_err gkv_tensor_create(gkv_store *s, const char *name,
                                   const gkv_tensor_spec *spec);
+/* gkv_tensor_create(), or, when tensor 'name' exists, nothing; either way
+ * *out describes, from the same transaction, the tensor that then has the
+ * name: the one this call made (*created 1) or the one already there
+ * (*created 0; compare it with spec). So *out describes what this call did
+ * whatever creates and deletes of the name race with it, as a separate
+ * gkv_tensor_info() cannot. Errors: as gkv_tensor_create() but GKV_EEXIST,
+ * and GKV_EINVAL (out or created NULL). */
+GKV_API gkv_err gkv_tensor_ensure(gkv_store *s, const char *name,
+                                  const gkv_tensor_spec *spec,
+                                  gkv_tensor_desc *out, int *created);
 
 /* Describes tensor 'name'. 'tx' may be NULL (a fresh snapshot).
  * Errors: GKV_ENOTFOUND. */
@@ -392,8 +410,13 @@ typedef struct gkv_push_args {
 /* Scatters rows[i] (row_bytes each) to global IDs ids[i] with the handler.
  * 'rows_len' must be exactly n * row_bytes. 'args' may be NULL (assign).
  * IDs are checked before anything is written: one bad ID fails the call
- * and nothing changes. Errors: GKV_ENOTFOUND, GKV_ERANGE, GKV_ESHAPE,
- * GKV_EHANDLER, GKV_EINVAL (optimizer on an integer dtype), GKV_ERDONLY,
+ * and nothing changes. So are the values pushed through add, sgd, adagrad
+ * or adam to a float tensor: a NaN or an infinity would stay in the row
+ * and the optimizer state for good, so it fails the call (GKV_EINVAL
+ * naming the row ID and column) and nothing changes; assign stores any
+ * value. Errors: GKV_ENOTFOUND, GKV_ERANGE, GKV_ESHAPE, GKV_EHANDLER,
+ * GKV_EINVAL (optimizer on an integer dtype, a NaN or an infinity),
+ * GKV_ERDONLY,
  * GKV_EBUSY (in write-back mode in another process), GKV_EMAPFULL,
  * GKV_ENOMEM, GKV_EIO. */
 GKV_API gkv_err gkv_tensor_push(gkv_store *s, const char *name,

@@ -988,6 +988,114 @@ row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
 }
 #undef ADD_INT
 
+/* ---- finite inputs ------------------------------------------------------
+ *
+ * A NaN or an infinity pushed through add or an optimizer stays in the row
+ * and, through an optimizer, in its state (adagrad's sum of squares, adam's
+ * moments) for good: every later step reads it back. Such a push is
+ * refused whole, before anything is applied. assign is not checked: it
+ * stores what it is given (a NaN can be data, a missing value), touches no
+ * state, and the next assign replaces it all; a registered handler decides
+ * for itself. */
+
+/* An element is NaN or infinite when its magnitude bits (all but the
+ * sign) are above those of the dtype's largest finite value (f64: of its
+ * high word). Signed compares of masked words, through memcpy (rows need
+ * not be aligned), which the compiler vectorises over a block of fixed
+ * length; the element itself is looked for only from the first block
+ * that has one. */
+#define SCAN_BLOCK 256
+#define SCAN(T, BAD) do {                                                   \
+        size_t b_ = 0;                                                      \
+        for (; b_ + SCAN_BLOCK <= n; b_ += SCAN_BLOCK) {                    \
+            T acc_ = 0;                                                     \
+            for (size_t j_ = 0; j_ < SCAN_BLOCK; j_++)                      \
+                acc_ |= BAD(p, b_ + j_) ? -1 : 0;                           \
+            if (acc_ != 0)                                                  \
+                break;                                                      \
+        }                                                                   \
+        for (j = b_; j < n; j++)                                            \
+            if (BAD(p, j))                                                  \
+                goto found;                                                 \
+    } while (0)
+
+static inline int
+bad_f32(const unsigned char *p, size_t j)
+{
+    int32_t w;
+    memcpy(&w, p + 4 * j, 4);
+    return (w & 0x7fffffff) > 0x7f7fffff;
+}
+
+static inline int
+bad_f64(const unsigned char *p, size_t j)
+{
+    uint64_t w;
+    memcpy(&w, p + 8 * j, 8);
+    return (int32_t)((w >> 32) & 0x7fffffff) > 0x7fefffff;
+}
+
+static inline int
+bad_f16(const unsigned char *p, size_t j)
+{
+    int16_t w;
+    memcpy(&w, p + 2 * j, 2);
+    return (int16_t)(w & 0x7fff) > 0x7bff;
+}
+
+static inline int
+bad_bf16(const unsigned char *p, size_t j)
+{
+    int16_t w;
+    memcpy(&w, p + 2 * j, 2);
+    return (int16_t)(w & 0x7fff) > 0x7f7f;
+}
+
+size_t
+gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
+                    const char **what)
+{
+    const unsigned char *p = rows;
+    size_t j;
+    double x;
+
+    switch (dt) {
+    case GKV_F32:  SCAN(int32_t, bad_f32); break;
+    case GKV_F64:  SCAN(int32_t, bad_f64); break;
+    case GKV_F16:  SCAN(int16_t, bad_f16); break;
+    case GKV_BF16: SCAN(int16_t, bad_bf16); break;
+    default:       break;
+    }
+    return SIZE_MAX;
+found:
+    x = elem_load(dt, p, j);
+    if (what != NULL)
+        *what = isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf";
+    return j;
+}
+#undef SCAN
+#undef SCAN_BLOCK
+
+/* GKV_EINVAL, naming the row and column, when push a (add or an
+ * optimizer, on tensor r) carries a NaN or an infinity; else GKV_OK. */
+static gkv_err
+push_finite(gkv_store *s, const kv_push *a, const kv_rec *r)
+{
+    const char *what;
+    size_t j;
+
+    if (a->kind < KV_H_ADD || a->kind > KV_H_ADAM || !dtype_is_float(r->dtype) ||
+        a->n == 0 || (j = gkv_dtype_nonfinite(r->dtype, a->rows,
+                                              a->n * r->row_elems,
+                                              &what)) == SIZE_MAX)
+        return GKV_OK;
+    return kv__fail(s, GKV_EINVAL, "tensor '%s': push '%s': row %llu col %llu "
+                    "is %s: refused, nothing applied", a->name,
+                    builtin_names[a->kind],
+                    (unsigned long long)a->ids[j / r->row_elems],
+                    (unsigned long long)(j % r->row_elems), what);
+}
+
 gkv_err
 kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r)
 {
@@ -1003,7 +1111,7 @@ kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r)
         return kv__fail(s, GKV_EINVAL, "tensor '%s': optimizer '%s' needs a "
                         "floating dtype, not %s", a->name,
                         builtin_names[a->kind], gkv_dtype_name(r->dtype));
-    return GKV_OK;
+    return push_finite(s, a, r);
 }
 
 /* The refusal of an adam push to ID 'id', whose step count t is

@@ -292,13 +292,30 @@ mdb_fail:
 
 /* ---- create, info, list ------------------------------------------------ */
 
-struct create_arg { const char *name; const gkv_tensor_spec *spec; };
+struct create_arg {
+    const char *name;
+    const gkv_tensor_spec *spec;
+    gkv_tensor_desc *out;     /* gkv_tensor_ensure: what has the name */
+    int *created;             /* ... and whether this call made it */
+};
 
 static gkv_err
 create_fn(gkv_store *s, MDB_txn *txn, void *arg)
 {
     struct create_arg *a = arg;
-    return kv__rec_create(s, txn, a->name, a->spec, NULL);
+    kv_rec r;
+    gkv_err rc = kv__rec_create(s, txn, a->name, a->spec, &r);
+
+    if (a->out == NULL)
+        return rc;
+    *a->created = rc == GKV_OK;
+    if (rc == GKV_EEXIST) {   /* describe the one there, in this txn */
+        kv__clear(s);
+        rc = kv__rec_get(s, txn, a->name, &r);
+    }
+    if (rc == GKV_OK)
+        kv__rec_to_desc(a->name, &r, a->out);
+    return rc;
 }
 
 /* Before a create of a name this handle holds in write-back mode. While
@@ -329,10 +346,11 @@ create_wb_check(gkv_store *s, const char *name)
                     "drops the copy) before creating it again", name);
 }
 
-gkv_err
-gkv_tensor_create(gkv_store *s, const char *name, const gkv_tensor_spec *spec)
+static gkv_err
+create_call(gkv_store *s, struct create_arg *a)
 {
-    struct create_arg a = {name, spec};
+    const char *name = a->name;
+    const gkv_tensor_spec *spec = a->spec;
     gkv_err rc;
 
     kv__clear(s);
@@ -350,7 +368,30 @@ gkv_tensor_create(gkv_store *s, const char *name, const gkv_tensor_spec *spec)
     pthread_rwlock_unlock(&s->st_wb_lock);
     if (rc != GKV_OK)
         return rc;
-    return kv__write(s, create_fn, &a);
+    return kv__write(s, create_fn, a);
+}
+
+gkv_err
+gkv_tensor_create(gkv_store *s, const char *name, const gkv_tensor_spec *spec)
+{
+    struct create_arg a = {name, spec, NULL, NULL};
+
+    return create_call(s, &a);
+}
+
+gkv_err
+gkv_tensor_ensure(gkv_store *s, const char *name, const gkv_tensor_spec *spec,
+                  gkv_tensor_desc *out, int *created)
+{
+    struct create_arg a = {name, spec, out, created};
+
+    if (out == NULL || created == NULL) {
+        kv__clear(s);
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': gkv_tensor_ensure "
+                        "without out or created", name != NULL ? name : "(null)");
+    }
+    *created = 0;
+    return create_call(s, &a);
 }
 
 gkv_err

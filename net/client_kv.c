@@ -797,6 +797,32 @@ push_span(gkv_client *c, struct push *ps, const struct span *sp, size_t base,
     return GKV_OK;
 }
 
+/* A push through add or an optimizer is refused before anything is sent
+ * when it carries a NaN or an infinity (each server would refuse its
+ * part, but the others would apply theirs): GKV_EINVAL, in the words of
+ * gkv_tensor_push's refusal. */
+static gkv_err
+push_finite(const char *name, const char *handler, const struct route *r,
+            const uint64_t *ids, size_t n, const void *rows)
+{
+    static const char *const checked[] = {"add", "sgd", "adagrad", "adam"};
+    gkv_dtype dt = (gkv_dtype)r->t.dtype;
+    size_t es = gkv_dtype_size(dt), re = es ? (size_t)r->t.row_bytes / es : 0, j;
+    const char *what;
+
+    for (size_t k = 0; re > 0 && k < sizeof checked / sizeof *checked; k++) {
+        if (strcmp(handler, checked[k]) != 0)
+            continue;
+        if ((j = gkv_dtype_nonfinite(dt, rows, n * re, &what)) == SIZE_MAX)
+            return GKV_OK;
+        return net__fail(GKV_EINVAL, "tensor '%s': push '%s': row %llu col "
+                         "%zu is %s: refused, nothing applied (not sent)",
+                         name, handler, (unsigned long long)ids[j / re],
+                         j % re, what);
+    }
+    return GKV_OK;
+}
+
 gkv_err
 gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
                 size_t n, const void *rows, size_t rows_len,
@@ -835,6 +861,8 @@ gkv_client_push(gkv_client *c, const char *name, const uint64_t *ids,
         goto out;
     }
     if (n == 0)
+        goto out;
+    if ((rc = push_finite(name, handler, r, ids, n, rows)) != GKV_OK)
         goto out;
     if ((rc = split_ids(c, r, ids, n, &mach, &count, &start, &pos)) != GKV_OK)
         goto out;

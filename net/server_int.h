@@ -59,6 +59,9 @@ struct pw;                           /* an edge-weight cache entry */
  * s->mu, as its session. */
 struct done {
     uint64_t req;           /* its request id */
+    uint64_t digest;        /* XXH3 of its type and payload: a request
+                             * that reuses the id with other bytes is
+                             * refused, not taken for a copy */
     int32_t status;         /* its outcome, once applied */
     int busy;               /* being applied now */
     uint32_t rep_len;       /* its reply's payload, once applied and OK */

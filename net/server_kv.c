@@ -458,13 +458,19 @@ spec_from(const net_create_req *cq, gkv_tensor_spec *sp)
     sp->seed = cq->seed;
 }
 
-/* A tensor r's client just created: logged, and taken into write-back
- * when it matches --writeback. When that fails it is deleted again (not
- * as configured: undone, so a retry starts afresh). GKV_OK, or r failed. */
+/* A tensor r's client just created (d, as created): logged, and taken
+ * into write-back when it matches --writeback. When that fails it is
+ * deleted again (not as configured: undone, so a retry starts afresh),
+ * but only while the name is still that tensor (its id): a racing client
+ * may have deleted it and created another, which is not this request's to
+ * undo. A write-back already on for the name (a racing create took it) is
+ * what was wanted. GKV_OK, or r failed. */
 static gkv_err
-create_taken(gkv_server *s, srv_req *r, const net_create_req *cq)
+create_taken(gkv_server *s, srv_req *r, const net_create_req *cq,
+             const gkv_tensor_desc *d)
 {
     char by[NET_GROUP_MAX + 32], why[512];
+    gkv_tensor_desc now;
     gkv_err rc;
 
     srv__log(s, "group '%s' rank %u created tensor '%s' rows [%llu, %llu)",
@@ -472,16 +478,27 @@ create_taken(gkv_server *s, srv_req *r, const net_create_req *cq)
              (unsigned long long)cq->t.hi);
     snprintf(by, sizeof by, "group '%s' rank %u", r->group, r->rank);
     if (!srv__wb_match(s, cq->t.name) ||
-        (rc = wb_begin(s, cq->t.name, by)) == GKV_OK)
+        (rc = wb_begin(s, cq->t.name, by)) == GKV_OK || rc == GKV_EEXIST)
         return GKV_OK;
     snprintf(why, sizeof why, "%s", gkv_net_errmsg());
+    if (gkv_tensor_info(s->store, NULL, cq->t.name, &now) != GKV_OK ||
+        now.id != d->id) {
+        srv__log(s, "%s; tensor '%s' was deleted (or replaced) meanwhile",
+                 why, cq->t.name);
+        return srv__fail(r, rc, "%s; the tensor this request created was "
+                         "deleted meanwhile", why);
+    }
     srv__log(s, "%s; tensor '%s' deleted again", why, cq->t.name);
     gkv_tensor_delete(s->store, cq->t.name);
     return srv__fail(r, rc, "%s; the tensor was not kept", why);
 }
 
 /* CREATE: a tensor, or the same one again (idempotent: a tensor that
- * exists must match the request). */
+ * exists must match the request). The reply describes what this request
+ * did: the store creates or finds the tensor and describes it in one
+ * transaction (gkv_tensor_ensure), so a DELETE (and another CREATE) of
+ * the name racing with it cannot make it answer "no tensor" or describe
+ * another request's tensor. */
 static void
 op_create(gkv_server *s, srv_req *r)
 {
@@ -491,6 +508,7 @@ op_create(gkv_server *s, srv_req *r)
     gkv_tensor_desc d;
     char diff[800];
     net_rd rd;
+    int created;
     gkv_err rc;
 
     net__rd_init(&rd, r->pl, r->plen);
@@ -505,22 +523,15 @@ op_create(gkv_server *s, srv_req *r)
     }
     spec_from(&cq, &sp);
     memset(&cr, 0, sizeof cr);
-    rc = gkv_tensor_create(s->store, cq.t.name, &sp);
-    if (rc == GKV_OK) {
-        cr.created = 1;
-        if (create_taken(s, r, &cq) != GKV_OK)
-            return;
-    } else if (rc != GKV_EEXIST) {
+    if ((rc = gkv_tensor_ensure(s->store, cq.t.name, &sp, &d,
+                                &created)) != GKV_OK) {
         srv__fail(r, rc, "%s", gkv_store_errmsg(s->store));
         return;
     }
-    /* created now or before (also by a racing client): describe it, and
-     * an old one must match */
-    if ((rc = gkv_tensor_info(s->store, NULL, cq.t.name, &d)) != GKV_OK) {
-        srv__fail(r, rc, "%s", gkv_store_errmsg(s->store));
+    cr.created = (uint8_t)created;
+    if (created && create_taken(s, r, &cq, &d) != GKV_OK)
         return;
-    }
-    if (!cr.created) {
+    if (!created) {   /* made before (also by a racing client): must match */
         spec_diff(&d, &cq, diff, sizeof diff);
         if (diff[0] != '\0') {
             srv__fail(r, GKV_EEXIST, "%s", diff);

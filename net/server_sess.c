@@ -561,6 +561,9 @@ done_find(struct sess *ss, uint64_t req)
  * applied waits for it. A repeat gets the first one's answer without
  * being applied again (1); otherwise the request is recorded as being
  * applied, and the core calls srv__once_end() with its outcome (0).
+ * A copy is the same bytes: a request that reuses the id of one
+ * remembered with another type or payload (a client's bug) is refused
+ * with GKV_EINVAL (1), and the first one's record stays as it was.
  * When the session is gone (a rejoin of its group and rank, its lease, a
  * LEAVE), before or while the copy waited, its record went with it: the
  * request is refused with GKV_EPERM and NET_F_SESSION (1), never applied
@@ -570,7 +573,8 @@ srv__once_begin(gkv_server *s, srv_req *r)
 {
     struct sess *ss;
     struct done *d, first = {0};
-    int dup = 0, gone = 1;
+    int dup = 0, gone = 1, reused = 0;
+    uint64_t digest = XXH3_64bits_withSeed(r->pl, r->plen, r->h.type);
 
     pthread_mutex_lock(&s->mu);
     while ((ss = srv__sess_find(s, r->h.session)) != NULL) {
@@ -585,7 +589,12 @@ srv__once_begin(gkv_server *s, srv_req *r)
                 ss->ndone++;
             memset(d, 0, sizeof *d);
             d->req = r->h.req_id;
+            d->digest = digest;
             d->busy = 1;
+            break;
+        }
+        if (d->digest != digest) {
+            reused = 1;
             break;
         }
         if (!d->busy) {
@@ -604,6 +613,19 @@ srv__once_begin(gkv_server *s, srv_req *r)
                   net__type_name(r->h.type), (unsigned long long)r->h.req_id,
                   (unsigned long long)r->h.session);
         r->rflags |= NET_F_SESSION;
+        return 1;
+    }
+    if (reused) {
+        if (srv__log_allowed(s, LOG_REJECT))
+            srv__log(s, "group '%s' rank %u: request %llu (%s) reuses the "
+                     "id of another request; refused", r->group, r->rank,
+                     (unsigned long long)r->h.req_id,
+                     net__type_name(r->h.type));
+        srv__fail(r, GKV_EINVAL, "request id %llu reused with a different "
+                  "payload (%s of %zu bytes): refused, not applied; the "
+                  "first request with that id stands",
+                  (unsigned long long)r->h.req_id, net__type_name(r->h.type),
+                  r->plen);
         return 1;
     }
     if (!dup)
