@@ -349,7 +349,8 @@ gkv_err kv__state_create(gkv_store *s, const char *name, enum kv_hkind k,
 /* Stable order of ids by value (*out gkv__malloc'd). */
 gkv_err kv__sort_order(const uint64_t *ids, size_t n, uint64_t lo,
                        uint64_t range, uint32_t **out);
-/* Checks a push against r (lengths, ID range, dtype): the error it would
+/* Checks a push against r (lengths, ID range, dtype, and finite values
+ * through add and the optimizers): the error it would
  * fail with, or GKV_OK. */
 gkv_err kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r);
 /* Applies the handler to the IDs a->ids[order[i..e)] (sorted). The row of
