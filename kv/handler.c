@@ -6,6 +6,12 @@
 #include <string.h>
 #include "kv/kv_int.h"
 
+static inline int
+aligned(const void *a, const void *b, size_t n)
+{
+    return (((uintptr_t)a | (uintptr_t)b) & (n - 1)) == 0;
+}
+
 static const char *const builtin_names[] = {
     "assign", "add", "sgd", "adagrad", "adam"
 };
@@ -21,7 +27,7 @@ optim_step(const kv_push *a, const kv_rec *r, unsigned char *w,
             kv__elem_store(r->dtype, w, j, kv__elem_load(r->dtype, w, j) - a->lr * g[j]);
         break;
     case KV_H_ADAGRAD:
-        if (r->dtype == GKV_F32 && sdt == GKV_F32 && kv__aligned(w, st[0], 4)) {
+        if (r->dtype == GKV_F32 && sdt == GKV_F32 && aligned(w, st[0], 4)) {
             /* the common case, in a loop the compiler can vectorise; the
              * same operations, so the same bits, as the general one */
             float *wv = (float *)w, *sv = (float *)st[0];
@@ -107,7 +113,7 @@ row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
     default:      break;
     }
     /* floats: a typed loop only on aligned rows (see kv__elem_load) */
-    if (dt == GKV_F32 && kv__aligned(row, in, 4)) {
+    if (dt == GKV_F32 && aligned(row, in, 4)) {
         float *w = row;
         const float *x = in;
         for (uint64_t j = 0; j < E; j++)
@@ -292,7 +298,7 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                 g[j] = 0;
             for (; f < e && a->ids[order[f]] == id; f++) {
                 const unsigned char *gi = a->rows + (size_t)order[f] * r->row_bytes;
-                if (r->dtype == GKV_F32 && kv__aligned(gi, gi, 4)) {
+                if (r->dtype == GKV_F32 && aligned(gi, gi, 4)) {
                     const float *gf = (const float *)gi;
                     for (uint64_t j = 0; j < r->row_elems; j++)
                         g[j] += gf[j];

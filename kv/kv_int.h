@@ -371,29 +371,32 @@ gkv_err kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
 /* Rows inside an LMDB value are only as aligned as LMDB places the value
  * (2 bytes for a small one): elements are moved with memcpy, which the
  * compiler turns into plain loads and stores. */
-#define LD(T) do { T x_; memcpy(&x_, (const unsigned char *)p + i * sizeof x_, \
-                               sizeof x_); return (double)x_; } while (0)
+#define KV_LD(T) do { T x_; memcpy(&x_, (const unsigned char *)p + \
+                                  i * sizeof x_, sizeof x_); \
+                           return (double)x_; } while (0)
+/* Element i of the row at p (dtype dt), as a double. */
 static inline double
 kv__elem_load(gkv_dtype dt, const void *p, uint64_t i)
 {
     uint16_t h;
 
     switch (dt) {
-    case GKV_F32:  LD(float);
-    case GKV_F64:  LD(double);
+    case GKV_F32:  KV_LD(float);
+    case GKV_F64:  KV_LD(double);
     case GKV_F16:  memcpy(&h, (const unsigned char *)p + 2 * i, 2);
                    return gkv_f16_to_f32(h);
     case GKV_BF16: memcpy(&h, (const unsigned char *)p + 2 * i, 2);
                    return gkv_bf16_to_f32(h);
-    case GKV_I8:   LD(int8_t);
-    case GKV_U8:   LD(uint8_t);
-    case GKV_I32:  LD(int32_t);
-    case GKV_I64:  LD(int64_t);
+    case GKV_I8:   KV_LD(int8_t);
+    case GKV_U8:   KV_LD(uint8_t);
+    case GKV_I32:  KV_LD(int32_t);
+    case GKV_I64:  KV_LD(int64_t);
     }
     return 0;
 }
-#undef LD
+#undef KV_LD
 
+/* v clamped to [lo, hi], NaN to 0 (kv__elem_store of an integer). */
 static inline double
 kv__clampd(double v, double lo, double hi)
 {
@@ -402,31 +405,31 @@ kv__clampd(double v, double lo, double hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-#define ST(T, v) do { T x_ = (v); memcpy((unsigned char *)p + i * sizeof x_, \
-                                      &x_, sizeof x_); } while (0)
+#define KV_ST(T, v) do { T x_ = (v); memcpy((unsigned char *)p + \
+                                         i * sizeof x_, &x_, sizeof x_); \
+                            } while (0)
+/* Stores v as element i of the row at p (dtype dt): floats rounded,
+ * integers truncated and saturated. */
 static inline void
 kv__elem_store(gkv_dtype dt, void *p, uint64_t i, double v)
 {
     switch (dt) {
-    case GKV_F32:  ST(float, (float)v); break;
-    case GKV_F64:  ST(double, v); break;
-    case GKV_F16:  ST(uint16_t, gkv_f32_to_f16((float)v)); break;
-    case GKV_BF16: ST(uint16_t, gkv_f32_to_bf16((float)v)); break;
-    case GKV_I8:   ST(int8_t, (int8_t)kv__clampd(trunc(v), -128, 127)); break;
-    case GKV_U8:   ST(uint8_t, (uint8_t)kv__clampd(trunc(v), 0, 255)); break;
-    case GKV_I32:  ST(int32_t, (int32_t)kv__clampd(trunc(v), -2147483648.0,
-                                                2147483647.0)); break;
-    case GKV_I64:  ST(int64_t, (int64_t)kv__clampd(trunc(v), -9.2233720368547758e18,
-                                                9.2233720368547748e18)); break;
+    case GKV_F32:  KV_ST(float, (float)v); break;
+    case GKV_F64:  KV_ST(double, v); break;
+    case GKV_F16:  KV_ST(uint16_t, gkv_f32_to_f16((float)v)); break;
+    case GKV_BF16: KV_ST(uint16_t, gkv_f32_to_bf16((float)v)); break;
+    case GKV_I8:   KV_ST(int8_t, (int8_t)kv__clampd(trunc(v), -128, 127)); break;
+    case GKV_U8:   KV_ST(uint8_t, (uint8_t)kv__clampd(trunc(v), 0, 255)); break;
+    case GKV_I32:  KV_ST(int32_t, (int32_t)kv__clampd(trunc(v), -2147483648.0,
+                                                      2147483647.0)); break;
+    case GKV_I64:  KV_ST(int64_t, (int64_t)kv__clampd(trunc(v),
+                                                      -9.2233720368547758e18,
+                                                      9.2233720368547748e18));
+                   break;
     }
 }
 
-static inline int
-kv__aligned(const void *a, const void *b, size_t n)
-{
-    return (((uintptr_t)a | (uintptr_t)b) & (n - 1)) == 0;
-}
-
+/* 1 for f32, f64, f16 and bf16. */
 static inline int
 kv__dtype_is_float(gkv_dtype dt)
 {

@@ -55,8 +55,8 @@ net__sample_free(gkv_client *c)
 
 /* Whether p points into what the arena holds now: the results of the
  * last sampling call, which the next one's net__arena_reset overwrites. */
-int
-net__arena_holds(const gkv_client *c, const void *p)
+static int
+arena_holds(const gkv_client *c, const void *p)
 {
     uintptr_t q = (uintptr_t)p;
 
@@ -121,12 +121,12 @@ net__inputs_own(gkv_client *c, const int64_t *const **seeds,
 
     *own = NULL;
     for (int t = 0; t < nnt; t++)
-        if (nseeds[t] > 0 && net__arena_holds(c, (*seeds)[t])) {
+        if (nseeds[t] > 0 && arena_holds(c, (*seeds)[t])) {
             ids += nseeds[t];
             xs = 1;
         }
     for (int e = 0; o != NULL && e < net_; e++)
-        if (net__ex_count(o, e) > 0 && net__arena_holds(c, o->exclude[e])) {
+        if (net__ex_count(o, e) > 0 && arena_holds(c, o->exclude[e])) {
             ids += net__ex_count(o, e);
             xe = 1;
         }
@@ -142,7 +142,7 @@ net__inputs_own(gkv_client *c, const int64_t *const **seeds,
     d = (int64_t *)(xv + net_);
     for (int t = 0; t < nnt; t++) {
         sv[t] = (*seeds)[t];
-        if (nseeds[t] > 0 && net__arena_holds(c, sv[t])) {
+        if (nseeds[t] > 0 && arena_holds(c, sv[t])) {
             memcpy(d + at, sv[t], nseeds[t] * sizeof *d);
             sv[t] = d + at;
             at += nseeds[t];
@@ -151,7 +151,7 @@ net__inputs_own(gkv_client *c, const int64_t *const **seeds,
     for (int e = 0; xe && e < net_; e++) {
         size_t k = net__ex_count(o, e);
         xv[e] = o->exclude != NULL ? o->exclude[e] : NULL;
-        if (k > 0 && net__arena_holds(c, xv[e])) {
+        if (k > 0 && arena_holds(c, xv[e])) {
             memcpy(d + at, xv[e], k * sizeof *d);
             xv[e] = d + at;
             at += k;

@@ -198,8 +198,8 @@ struct gkv_client {
     unsigned char *book_json;
     uint64_t book_len, book_sum;
     gkv_pbook *book;
-    /* sampling (client_sample.c): the results of the last sampling call,
-     * reused by the next one */
+    /* sampling (client_arena.c, client_blocks.c, client_edge_batch.c):
+     * the results of the last sampling call, reused by the next one */
     struct achunk { void *p; size_t cap, used; } *ar;
     size_t nar, capar;
     int32_t **mk;                  /* sample_blocks' relabelling markers */
@@ -334,8 +334,6 @@ void     net__sample_free(gkv_client *c);
 /* Empties the arena (at the start of a sampling call): what the last call
  * returned is overwritten by this one's results. */
 void     net__arena_reset(gkv_client *c);
-/* Whether p points into what the arena holds now. */
-int      net__arena_holds(const gkv_client *c, const void *p);
 /* 'bytes' of memory, 16-aligned, that live until the next sampling call's
  * net__arena_reset; NULL when out of memory. */
 void    *net__arena_alloc(gkv_client *c, size_t bytes);
