@@ -8,7 +8,9 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 #include <sys/types.h>
 #include "base/base.h"
@@ -206,7 +208,7 @@ gkv_err kv__rec_create(gkv_store *s, MDB_txn *txn, const char *name,
                        const gkv_tensor_spec *spec, kv_rec *out);
 void    kv__rec_derive(kv_rec *r);
 
-/* ---- chunks (rows.c) --------------------------------------------------- */
+/* ---- chunks (init.c, chunk.c) ------------------------------------------ */
 
 static inline void
 kv__key(unsigned char k[KV_KEY_LEN], uint32_t tid, uint64_t chunk)
@@ -270,7 +272,7 @@ void     kv__chunk_seal(const kv_rec *r, uint64_t c, unsigned char *val);
 gkv_err  kv__chunk_stamp(gkv_store *s, MDB_txn *txn, uint32_t tid, uint64_t c,
                          uint64_t *sum, int *have);
 
-/* ---- push (rows.c), shared with write-back (wb.c) ---------------------- */
+/* ---- push (push.c, handler.c, opt_state.c), shared with wb.c ----------- */
 
 enum kv_hkind { KV_H_ASSIGN, KV_H_ADD, KV_H_SGD, KV_H_ADAGRAD, KV_H_ADAM,
                 KV_H_CUSTOM };
@@ -362,6 +364,180 @@ gkv_err kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                       size_t nst, const uint32_t *order, size_t i, size_t e,
                       uint64_t base_id, unsigned char *base,
                       unsigned char *const sbase[3], double *g);
+
+/* ---- rows: shared by init.c, chunk.c, pull.c, push.c, handler.c,
+ * opt_state.c, write.c, wb_rows.c ------------------------------------------ */
+
+/* Rows inside an LMDB value are only as aligned as LMDB places the value
+ * (2 bytes for a small one): elements are moved with memcpy, which the
+ * compiler turns into plain loads and stores. */
+#define KV_LD(T) do { T x_; memcpy(&x_, (const unsigned char *)p + \
+                                  i * sizeof x_, sizeof x_); \
+                           return (double)x_; } while (0)
+/* Element i of the row at p (dtype dt), as a double. */
+static inline double
+kv__elem_load(gkv_dtype dt, const void *p, uint64_t i)
+{
+    uint16_t h;
+
+    switch (dt) {
+    case GKV_F32:  KV_LD(float);
+    case GKV_F64:  KV_LD(double);
+    case GKV_F16:  memcpy(&h, (const unsigned char *)p + 2 * i, 2);
+                   return gkv_f16_to_f32(h);
+    case GKV_BF16: memcpy(&h, (const unsigned char *)p + 2 * i, 2);
+                   return gkv_bf16_to_f32(h);
+    case GKV_I8:   KV_LD(int8_t);
+    case GKV_U8:   KV_LD(uint8_t);
+    case GKV_I32:  KV_LD(int32_t);
+    case GKV_I64:  KV_LD(int64_t);
+    }
+    return 0;
+}
+#undef KV_LD
+
+/* v clamped to [lo, hi], NaN to 0 (kv__elem_store of an integer). */
+static inline double
+kv__clampd(double v, double lo, double hi)
+{
+    if (isnan(v))
+        return 0;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+#define KV_ST(T, v) do { T x_ = (v); memcpy((unsigned char *)p + \
+                                         i * sizeof x_, &x_, sizeof x_); \
+                            } while (0)
+/* Stores v as element i of the row at p (dtype dt): floats rounded,
+ * integers truncated and saturated. */
+static inline void
+kv__elem_store(gkv_dtype dt, void *p, uint64_t i, double v)
+{
+    switch (dt) {
+    case GKV_F32:  KV_ST(float, (float)v); break;
+    case GKV_F64:  KV_ST(double, v); break;
+    case GKV_F16:  KV_ST(uint16_t, gkv_f32_to_f16((float)v)); break;
+    case GKV_BF16: KV_ST(uint16_t, gkv_f32_to_bf16((float)v)); break;
+    case GKV_I8:   KV_ST(int8_t, (int8_t)kv__clampd(trunc(v), -128, 127)); break;
+    case GKV_U8:   KV_ST(uint8_t, (uint8_t)kv__clampd(trunc(v), 0, 255)); break;
+    case GKV_I32:  KV_ST(int32_t, (int32_t)kv__clampd(trunc(v), -2147483648.0,
+                                                      2147483647.0)); break;
+    case GKV_I64:  KV_ST(int64_t, (int64_t)kv__clampd(trunc(v),
+                                                      -9.2233720368547758e18,
+                                                      9.2233720368547748e18));
+                   break;
+    }
+}
+
+/* 1 for f32, f64, f16 and bf16. */
+static inline int
+kv__dtype_is_float(gkv_dtype dt)
+{
+    return dt == GKV_F32 || dt == GKV_F64 || dt == GKV_F16 || dt == GKV_BF16;
+}
+
+/* Row r (0-based inside the tensor) -> chunk index, without a division when
+ * chunk_rows is a power of two. */
+typedef struct kv_chunk_div { uint64_t cr; int shift; } kv_chunk_div;
+
+static inline kv_chunk_div
+kv__div_make(uint32_t cr)
+{
+    kv_chunk_div d = {cr, -1};
+    if ((cr & (cr - 1)) == 0)
+        d.shift = __builtin_ctz(cr);
+    return d;
+}
+
+static inline uint64_t
+kv__div_chunk(kv_chunk_div d, uint64_t r)
+{
+    return d.shift >= 0 ? r >> d.shift : r / d.cr;
+}
+
+/* The largest adam step count a row may hold: a restore refuses more
+ * (steps_check), and an adam push refuses a row already there (its t + 1
+ * would be INT64_MAX, which no restore takes back), so t + 1 never
+ * overflows. */
+#define KV_STEP_MAX (INT64_MAX - 1)
+
+/* GKV_ERANGE, with the message: ID 'id' (at index i of the caller's list)
+ * is outside tensor 'name' (record r). */
+gkv_err kv__range_error(gkv_store *s, const char *name, const kv_rec *r,
+                        uint64_t id, size_t i);
+/* GKV_ESHAPE, with the message: 'len' bytes are not n rows of tensor
+ * 'name' (record r). */
+gkv_err kv__len_error(gkv_store *s, const char *name, const kv_rec *r,
+                      uint64_t n, size_t len);
+/* Makes chunk c of r writable through 'cur' (a cursor on st_data in a
+ * write txn) and returns its value in *val, the current rows in place
+ * (zeros for an unwritten chunk of a zeros tensor; GKV_ECORRUPT for any
+ * other missing chunk or a wrong size). *val is valid until the next write
+ * call in the txn; the caller seals it (kv__chunk_seal). */
+gkv_err kv__chunk_cow(gkv_store *s, MDB_cursor *cur, const kv_rec *r,
+                      const char *name, uint64_t c, unsigned char **val);
+
+/* Applies push a (its handler set: kv__handler_find) inside write txn
+ * 'txn' (a kv__write callback): checks it, creates the state companions
+ * it needs, and changes each chunk touched once. */
+gkv_err kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg);
+/* Sets a->kind from handler name h (a built-in), or a->kind KV_H_CUSTOM and
+ * a->fn, a->ctx from the handlers registered on s. GKV_EHANDLER, naming
+ * tensor a->name, when there is no such handler. Takes st_mu itself. */
+gkv_err kv__handler_find(gkv_store *s, const char *h, kv_push *a);
+/* The refusal of an adam push to ID 'id', whose step count t is
+ * KV_STEP_MAX or more (GKV_EINVAL, with the message). */
+gkv_err kv__step_full(gkv_store *s, const kv_push *a, uint64_t id, int64_t t);
+
+/* A range write of rows [a, b) of tensor 'name' (kv__write_fn). */
+struct kv_write_arg {
+    const char *name;
+    uint64_t a, b;
+    const unsigned char *rows;
+    size_t rows_len;
+};
+/* Checks a range write of rows [a, b), len bytes, against r: the error,
+ * with the message, or GKV_OK. */
+gkv_err kv__write_check(gkv_store *s, const char *name, const kv_rec *r,
+                        uint64_t a, uint64_t b, size_t len);
+/* Writes the rows of arg (a struct kv_write_arg) in write txn 'txn' (a
+ * kv__write callback). */
+gkv_err kv__write_fn(gkv_store *s, MDB_txn *txn, void *arg);
+/* The write (push by ID: range 0, ids and n; range write: range 1, rows
+ * [a, b)) of 'len' bytes of 'rows' into optimizer state companion 'name'
+ * ("T#adam_m"), restoring saved state. Only handler "assign" (or NULL)
+ * writes it. Goes to the companion's RAM copy when T is in write-back
+ * mode. */
+gkv_err kv__state_write(gkv_store *s, const char *name, int range,
+                        const uint64_t *ids, size_t n, uint64_t a, uint64_t b,
+                        const void *rows, size_t len, const char *handler);
+
+/* Write-back RAM side (wb_rows.c). Each does nothing and sets *done = 0
+ * when 'name' is not (or no longer) in write-back mode on s; else *done
+ * = 1 and the result is the call's. Each takes st_wb_lock itself. */
+/* Push a into the RAM copies of tensor a->name and its state. */
+gkv_err kv__wb_push(gkv_store *s, const kv_push *a, int *done);
+/* Pull (range 0: ids, n) or range read (range 1: rows [a, b)) of 'name',
+ * a write-back tensor or a loaded state companion of one, into dst. */
+gkv_err kv__wb_read(gkv_store *s, const char *name, int range,
+                    const uint64_t *ids, size_t n, uint64_t a, uint64_t b,
+                    void *dst, size_t len, int *done);
+/* Range write of rows [a, b) into the RAM copy of tensor 'name'. */
+gkv_err kv__wb_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
+                     const void *rows, size_t len, int *done);
+/* Marks dirty the chunks of mirror m that hold rows 'ids'. Caller holds
+ * st_wb_lock exclusively. */
+struct kv_mirror;
+void    kv__mirror_dirty(struct kv_mirror *m, const uint64_t *ids, size_t n);
+/* Before changing the rows 'ids' of m during a flush: saves the chunks the
+ * flush still has to write as they were (kv__wb_touch; same locks). */
+void    kv__mirror_touch(gkv_store *s, struct kv_mirror *m,
+                         const uint64_t *ids, size_t n);
+/* For a write to the store itself: takes st_wb_lock shared when 'name' is
+ * not in write-back mode, so that no gkv_writeback_start of it runs until
+ * the caller unlocks, and returns 1. Returns 0, holding nothing, when it
+ * is in write-back mode: then the caller writes into the copy instead. */
+int     kv__direct_lock(gkv_store *s, const char *name);
 
 /* ---- write-back mode (wb.c) ------------------------------------------- */
 

@@ -15,8 +15,14 @@
  *                     by the tensors' ID ranges; describe
  *   client_graph.c    FIND_EDGES, IN/OUT_DEGREES, IN_SUBGRAPH: routing by
  *                     the partition book
- *   client_sample.c   SAMPLE: hops, blocks, edge batches, and the arena
- *                     their results live in
+ *   client_sample.c   SAMPLE: one hop (routing by the partition book,
+ *                     pieces that fit a message, replies merged), and
+ *                     sample_neighbors
+ *   client_weights.c  hops weighted by position (edge_w arrays, out-edge
+ *                     features): weights gathered by the client
+ *   client_blocks.c   multi-layer blocks, relabelled as replies merge
+ *   client_edge_batch.c  edge mini-batches composed on the client
+ *   client_arena.c    the arena sampling results live in
  *   client_admin.c    BARRIER, STATS, SHUTDOWN; server info
  *
  * A family sends a message type through one const struct part_ops of its
@@ -192,8 +198,8 @@ struct gkv_client {
     unsigned char *book_json;
     uint64_t book_len, book_sum;
     gkv_pbook *book;
-    /* sampling (client_sample.c): the results of the last sampling call,
-     * reused by the next one */
+    /* sampling (client_arena.c, client_blocks.c, client_edge_batch.c):
+     * the results of the last sampling call, reused by the next one */
     struct achunk { void *p; size_t cap, used; } *ar;
     size_t nar, capar;
     int32_t **mk;                  /* sample_blocks' relabelling markers */
@@ -319,9 +325,80 @@ gkv_err  net__find_edges_locked(gkv_client *c, int etype,
                                 const int64_t *eids, size_t n, int64_t *src,
                                 int64_t *dst);
 
-/* ---- sampling (client_sample.c) ----------------------------------------- */
+/* ---- sampling (client_sample.c, client_arena.c, client_weights.c,
+ * client_blocks.c, client_edge_batch.c) ---------------------------------- */
 
-/* Frees the sampling state (arena, markers, edge-batch pairs). */
+/* The arena (client_arena.c). Frees the sampling state (arena, markers,
+ * edge-batch pairs). */
 void     net__sample_free(gkv_client *c);
+/* Empties the arena (at the start of a sampling call): what the last call
+ * returned is overwritten by this one's results. */
+void     net__arena_reset(gkv_client *c);
+/* 'bytes' of memory, 16-aligned, that live until the next sampling call's
+ * net__arena_reset; NULL when out of memory. */
+void    *net__arena_alloc(gkv_client *c, size_t bytes);
+/* Copies the inputs of a sampling call (checked) that point into the arena
+ * (the last call's results fed back) into *own (gkv__malloc'd, the
+ * caller's to free; NULL when nothing needed copying), before the call
+ * empties the arena: *seeds and *opts then point at the copies (*opts at
+ * *obuf). */
+gkv_err  net__inputs_own(gkv_client *c, const int64_t *const **seeds,
+                         const size_t *nseeds, const gkv_sample_opts **opts,
+                         gkv_sample_opts *obuf, void **own);
+
+/* The relabelling of sample_blocks, done while merging a hop: the hop's
+ * seeds (distinct) are the block's destination nodes; every neighbour
+ * gets a local ID in order of first appearance. */
+struct relab {
+    int32_t **mk;              /* [nnt] markers: local ID + 1, 0 = none */
+    int64_t **ids;             /* [nnt] out: the block's node lists */
+    size_t *nsrc;              /* [nnt] out: their lengths (markers set) */
+    gkv_sample_edges *be;      /* [net] out: local src, dst and eid */
+};
+
+/* The excluded edges of type e a request carries (in-process ignores
+ * exclude_n without exclude, and exclude_n[e] with exclude[e] NULL). */
+static inline size_t
+net__ex_count(const gkv_sample_opts *o, int e)
+{
+    return o->exclude != NULL && o->exclude[e] != NULL ? o->exclude_n[e] : 0;
+}
+
+/* Checks the arguments of sampling call 'what' (messages name it). */
+gkv_err  net__sample_args(gkv_client *c, const char *what,
+                          const int64_t *const *seeds, const size_t *nseeds,
+                          const int *fan, int nfan, int nlayers,
+                          const gkv_sample_opts *o);
+/* A hop's seeds of each of the nnt types, each once in order of first
+ * appearance: seeds_in itself when 'known' distinct (or empty), else a
+ * copy in useeds[t] with smap[t] mapping each input to its place (both
+ * the caller's to free). */
+gkv_err  net__seeds_distinct(int nnt, int known,
+                             const int64_t *const *seeds_in,
+                             const size_t *nseeds_in, const int64_t **seeds,
+                             size_t *nseeds, int64_t **useeds, size_t **smap);
+struct graph__wpos;             /* graph/graph_seam.h */
+/* One hop through the servers (client_sample.c). Without rl: the edges
+ * into out[0 .. net) (arena memory), repeated seeds asked once. With rl
+ * (the seeds distinct, out unused): relabelled into rl's block. wp: NULL,
+ * or per edge type weights by position, indexed by the hop's distinct
+ * seeds (in order of first appearance), sent with each piece. */
+gkv_err  net__hop_once(gkv_client *c, const int64_t *const *seeds_in,
+                       const size_t *nseeds_in, const int *fan, int nfan,
+                       int layer, const gkv_sample_opts *o, struct relab *rl,
+                       gkv_sample_edges *out, const struct graph__wpos *wp);
+/* One hop as net__hop_once, with the weights the servers cannot find
+ * themselves (an edge_w array, an edge feature along out-edges) sent by
+ * position (client_weights.c). */
+gkv_err  net__sample_hop(gkv_client *c, const int64_t *const *seeds_in,
+                         const size_t *nseeds_in, const int *fan, int nfan,
+                         int layer, const gkv_sample_opts *o, struct relab *rl,
+                         gkv_sample_edges *out);
+/* gkv_client_sample_blocks with c->mu held, blocks[0 .. nlayers) zeroed
+ * (client_blocks.c; the edge batch calls it inside its own call). */
+gkv_err  net__blocks_locked(gkv_client *c, const int64_t *const *seeds,
+                            const size_t *nseeds, const int *fanouts, int nfan,
+                            int nlayers, const gkv_sample_opts *opts,
+                            gkv_block *blocks);
 
 #endif /* NET_CLIENT_INT_H */

@@ -1,12 +1,12 @@
 /* client_sample.c - the sampling family: SAMPLE. One hop through the
- * servers (hop_once: the seeds routed by the partition book, cut into
+ * servers (net__hop_once: the seeds routed by the partition book, cut into
  * pieces that fit a message, the replies merged seed by seed in request
- * order), weights by position (sample_hop), sampled neighbours, blocks
- * relabelled as the replies are merged, and edge mini-batches composed
- * on the client.
+ * order, relabelled into a block when asked), and sampled neighbours.
+ * Weights by position are in client_weights.c (net__sample_hop), blocks
+ * in client_blocks.c, edge mini-batches in client_edge_batch.c.
  *
- * The results of a sampling call live in the client's arena until the
- * next sampling call (c->mu held throughout).
+ * The results of a sampling call live in the client's arena
+ * (client_arena.c) until the next sampling call (c->mu held throughout).
  */
 #include <limits.h>
 #include <math.h>
@@ -17,105 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/base.h"
-#include "graph/graph_seam.h"   /* graph__sample_hop, graph__eb_*, graph__wpos */
-#include "graph/gkv_partition.h" /* GKV_PART_REVERSE_FEAT */
+#include "graph/graph_seam.h"   /* graph__wpos */
 #include "net/gkv_net.h"
 #include "net/wire.h"
 #include "net/client_int.h"
-
-/* ---- the arena ---------------------------------------------------------- */
-
-/* The results of sampling calls live in an arena: chunks bumped from the
- * front, emptied (not freed) by the next call, and merged into one chunk
- * of their total size, so a steady stream of calls allocates nothing (and
- * touches no fresh pages). */
-static void
-arena_reset(gkv_client *c)
-{
-    size_t total = 0;
-
-    for (size_t i = 0; i < c->nar; i++) {
-        c->ar[i].used = 0;
-        total += c->ar[i].cap;
-    }
-    if (c->nar > 1) {
-        void *p;
-        for (size_t i = 0; i < c->nar; i++)
-            gkv__free(c->ar[i].p);
-        c->nar = 0;
-        if ((p = gkv__malloc(total)) != NULL) {
-            c->ar[0].p = p;
-            c->ar[0].cap = total;
-            c->ar[0].used = 0;
-            c->nar = 1;
-        }
-    }
-}
-
-void
-net__sample_free(gkv_client *c)
-{
-    for (size_t i = 0; i < c->nar; i++)
-        gkv__free(c->ar[i].p);
-    gkv__free(c->ar);
-    c->ar = NULL;
-    c->nar = c->capar = 0;
-    gkv__free(c->eb);
-    c->eb = NULL;
-    c->ebcap = 0;
-    for (int t = 0; c->mk != NULL && t < c->nmk; t++)
-        gkv__free(c->mk[t]);
-    gkv__free(c->mk);
-    c->mk = NULL;
-    c->nmk = 0;
-}
-
-/* Whether p points into what the arena holds now: the results of the
- * last sampling call, which the next one's arena_reset overwrites. */
-static int
-arena_holds(const gkv_client *c, const void *p)
-{
-    uintptr_t q = (uintptr_t)p;
-
-    for (size_t i = 0; p != NULL && i < c->nar; i++) {
-        uintptr_t a = (uintptr_t)c->ar[i].p;
-        if (q >= a && q - a < c->ar[i].used)
-            return 1;
-    }
-    return 0;
-}
-
-/* Memory that lives until the next sampling call, 16-aligned. */
-static void *
-arena_alloc(gkv_client *c, size_t bytes)
-{
-    struct achunk *a = c->nar > 0 ? &c->ar[c->nar - 1] : NULL;
-    size_t need = (bytes + 15) & ~(size_t)15;
-
-    if (need == 0)
-        need = 16;
-    if (a == NULL || a->cap - a->used < need) {
-        size_t cap = need < (1u << 20) ? (1u << 20) : need;
-        if (a != NULL && cap < 2 * a->cap)
-            cap = 2 * a->cap;
-        if (c->nar == c->capar) {
-            size_t nc = c->capar ? c->capar * 2 : 8;
-            struct achunk *na = gkv__realloc(c->ar, nc * sizeof *na);
-            if (na == NULL)
-                return NULL;
-            c->ar = na;
-            c->capar = nc;
-        }
-        a = &c->ar[c->nar];
-        if ((a->p = gkv__malloc(cap)) == NULL)
-            return NULL;
-        a->cap = cap;
-        a->used = 0;
-        c->nar++;
-    }
-    a->used += need;
-    return (unsigned char *)a->p + a->used - need;
-}
 
 /* ---- sampling ---- */
 
@@ -140,16 +45,6 @@ struct spiece {                /* one SAMPLE message: seeds of one machine */
     float **w;
 };
 
-/* The relabelling of sample_blocks, done while merging a hop: the hop's
- * seeds (distinct) are the block's destination nodes; every neighbour
- * gets a local ID in order of first appearance. */
-struct relab {
-    int32_t **mk;              /* [nnt] markers: local ID + 1, 0 = none */
-    int64_t **ids;             /* [nnt] out: the block's node lists */
-    size_t *nsrc;              /* [nnt] out: their lengths (markers set) */
-    gkv_sample_edges *be;      /* [net] out: local src, dst and eid */
-};
-
 static void
 penc_sample(net_wr *w, const struct part *p)
 {
@@ -163,7 +58,7 @@ static const void *
 col_copy(gkv_client *c, const unsigned char *p, size_t n, int wide)
 {
     size_t b = n * (wide ? 8 : 4);
-    void *d = arena_alloc(c, b);
+    void *d = net__arena_alloc(c, b);
 
     if (d != NULL && b > 0)
         memcpy(d, p, b);
@@ -235,7 +130,7 @@ col_widen(int64_t *dst, const void *col, int wide, size_t at, size_t k)
 static gkv_err
 edges_alloc(gkv_client *c, gkv_sample_edges *out, size_t n, int64_t **ap)
 {
-    int64_t *a = arena_alloc(c, 3 * n * 8);
+    int64_t *a = net__arena_alloc(c, 3 * n * 8);
 
     *ap = a;
     if (a == NULL)
@@ -267,7 +162,7 @@ relab_begin(gkv_client *c, struct relab *rl, const int64_t *const *seeds,
         if (room > INT32_MAX - 1)
             return net__fail(GKV_EINVAL, "sample_blocks: %zu nodes of type "
                              "%d in one block: too many", room, t);
-        if ((rl->ids[t] = arena_alloc(c, room * 8)) == NULL)
+        if ((rl->ids[t] = net__arena_alloc(c, room * 8)) == NULL)
             return net__fail(GKV_ENOMEM, "out of memory");
     }
     for (int t = 0; t < nnt; t++) {
@@ -302,7 +197,7 @@ relab_etype(gkv_client *c, struct relab *rl, int e, int dir,
     nn = gkv_pbook_num_nodes(c->book, nt);
     for (size_t i = 0; i < ns; i++)
         total += cnt[i];
-    if ((a = arena_alloc(c, 3 * total * 8)) == NULL)
+    if ((a = net__arena_alloc(c, 3 * total * 8)) == NULL)
         return net__fail(GKV_ENOMEM, "out of memory for %zu edges", total);
     mk = rl->mk[nt];
     nids = rl->ids[nt];
@@ -348,10 +243,10 @@ relab_etype(gkv_client *c, struct relab *rl, int e, int dir,
 }
 
 /* Checks the arguments of a sampling call. */
-static gkv_err
-sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
-            const size_t *nseeds, const int *fan, int nfan, int nlayers,
-            const gkv_sample_opts *o)
+gkv_err
+net__sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
+                 const size_t *nseeds, const int *fan, int nfan, int nlayers,
+                 const gkv_sample_opts *o)
 {
     int nnt, net_;
     gkv_err rc;
@@ -428,7 +323,7 @@ sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
                                  "choose one source of weights", what, e, fn);
         }
         /* as in-process: exclude_n alone, or exclude[e] NULL with
-         * exclude_n[e] > 0, excludes nothing (ex_count) */
+         * exclude_n[e] > 0, excludes nothing (net__ex_count) */
         if (o->exclude != NULL && o->exclude_n == NULL)
             return net__fail(GKV_EINVAL, "%s: exclude is given without "
                              "exclude_n", what);
@@ -515,10 +410,10 @@ pieces_reset(struct spiece **sp, struct part **parts, size_t *np, int nnt)
  * appearance: seeds_in itself when 'known' distinct (or empty), else a
  * copy in useeds[t] with smap[t] mapping each input to its place (both
  * the caller's to free). */
-static gkv_err
-seeds_distinct(int nnt, int known, const int64_t *const *seeds_in,
-               const size_t *nseeds_in, const int64_t **seeds, size_t *nseeds,
-               int64_t **useeds, size_t **smap)
+gkv_err
+net__seeds_distinct(int nnt, int known, const int64_t *const *seeds_in,
+                    const size_t *nseeds_in, const int64_t **seeds,
+                    size_t *nseeds, int64_t **useeds, size_t **smap)
 {
     gkv_err rc;
 
@@ -620,14 +515,6 @@ sample_enc_init(net_sample_enc *x, const gkv_sample_opts *o, int layer,
         }
 }
 
-/* The excluded edges of type e a request carries (in-process ignores
- * exclude_n without exclude, and exclude_n[e] with exclude[e] NULL). */
-static size_t
-ex_count(const gkv_sample_opts *o, int e)
-{
-    return o->exclude != NULL && o->exclude[e] != NULL ? o->exclude_n[e] : 0;
-}
-
 /* Whether the part of a SAMPLE request every piece to machine m carries
  * (the options and the exclusions, sent in full with each piece) fits the
  * message limit 'cap' of m's servers; GKV_EINVAL, naming its size, when
@@ -648,7 +535,7 @@ sample_fixed_fits(const gkv_sample_opts *o, int layer, int nnt, int net_,
     if (b <= cap)
         return GKV_OK;
     for (int e = 0; e < net_; e++)
-        nex += ex_count(o, e);
+        nex += net__ex_count(o, e);
     return net__fail(GKV_EINVAL, "sample: the %zu excluded edges (%zu "
                      "bytes) go whole with every request, which takes %zu "
                      "bytes before any seed, and a request to machine %zu "
@@ -660,7 +547,7 @@ sample_fixed_fits(const gkv_sample_opts *o, int layer, int nnt, int net_,
 
 /* ---- one hop ---- */
 
-/* One hop's state (hop_once): its distinct seeds, where they go, and the
+/* One hop's state (net__hop_once): its distinct seeds, where they go, and the
  * pieces (SAMPLE messages) of the current cut. */
 struct hop {
     int nnt, net_;
@@ -724,8 +611,8 @@ hop_seeds(struct hop *h, const int64_t *const *seeds_in,
         (h->nseeds = gkv__calloc(nt, sizeof *h->nseeds)) == NULL ||
         (h->smap = gkv__calloc(nt, sizeof *h->smap)) == NULL)
         return net__fail(GKV_ENOMEM, "out of memory");
-    return seeds_distinct(h->nnt, known, seeds_in, nseeds_in, h->seeds,
-                          h->nseeds, h->useeds, h->smap);
+    return net__seeds_distinct(h->nnt, known, seeds_in, nseeds_in, h->seeds,
+                               h->nseeds, h->useeds, h->smap);
 }
 
 /* Which machine owns each distinct seed; fails when the exclusions alone
@@ -760,7 +647,7 @@ hop_route(gkv_client *c, struct hop *h)
             h->nall = h->nseeds[t];
     }
     for (int e = 0; e < h->net_; e++)
-        h->nex += ex_count(h->o, e);
+        h->nex += net__ex_count(h->o, e);
     /* the exclusions go whole with every piece: when they alone are more
      * than a server takes, no cut of the seeds helps (and the request
      * would be dropped unanswered, a timeout) */
@@ -994,11 +881,11 @@ out:
  * out unused): relabelled into rl's block. wp: NULL, or per edge type
  * weights by position, indexed by the hop's distinct seeds (in order of
  * first appearance), sent with each piece. */
-static gkv_err
-hop_once(gkv_client *c, const int64_t *const *seeds_in,
-         const size_t *nseeds_in, const int *fan, int nfan, int layer,
-         const gkv_sample_opts *o, struct relab *rl, gkv_sample_edges *out,
-         const graph__wpos *wp)
+gkv_err
+net__hop_once(gkv_client *c, const int64_t *const *seeds_in,
+              const size_t *nseeds_in, const int *fan, int nfan, int layer,
+              const gkv_sample_opts *o, struct relab *rl,
+              gkv_sample_edges *out, const graph__wpos *wp)
 {
     static const gkv_sample_opts zero;
     struct hop h;
@@ -1043,298 +930,6 @@ out:
     return rc;
 }
 
-/* rc, with the message of the failed pull of edge feature 'name' (edge
- * type e) put in context. */
-static gkv_err
-wpos_fail(gkv_err rc, int e, const char *name)
-{
-    char why[1024];
-
-    snprintf(why, sizeof why, "%s", gkv_net_errmsg());
-    return net__fail(rc, "sample: weights of edge type %d from edge feature "
-                     "'%s': %s", e, name, why);
-}
-
-/* Out-edge weights from edge feature e's tensor 'name' for the n edges
- * eids (int64), converted to floats into w (n of them). */
-static gkv_err
-wpos_pull(gkv_client *c, int e, const char *name, const int64_t *eids,
-          size_t n, float *w)
-{
-    const struct route *r;
-    size_t rb, es;
-    gkv_dtype dt;
-    unsigned char *buf = NULL;
-    int64_t bad;
-    gkv_err rc;
-
-    if ((rc = net__route_fresh(c, name,
-                               net__deadline((uint64_t)c->timeout_ms), &r))
-        != GKV_OK)
-        return wpos_fail(rc, e, name);
-    rb = (size_t)r->t.row_bytes;
-    dt = (gkv_dtype)r->t.dtype;
-    es = gkv_dtype_size(dt);
-    if (es == 0 || rb != es)
-        return net__fail(GKV_EINVAL, "sample: edge feature '%s' has rows of "
-                         "%zu elements; a sampling weight needs one per edge "
-                         "(row shape () or (1))", name, es ? rb / es : 0);
-    if (n == 0)
-        return GKV_OK;
-    if ((buf = gkv__malloc(n * rb)) == NULL)
-        return net__fail(GKV_ENOMEM, "out of memory for %zu weights", n);
-    if ((rc = net__pull_locked(c, name, r, (const uint64_t *)eids, n, buf,
-                               n * rb)) != GKV_OK) {
-        gkv__free(buf);
-        return wpos_fail(rc, e, name);
-    }
-    bad = net__w_convert(buf, dt, n, w);
-    gkv__free(buf);
-    if (bad >= 0) {
-        int32_t own = -1;
-        gkv_pbook_edge_owner(c->book, e, &eids[bad], 1, &own);
-        return net__fail(GKV_EINVAL, "sample: edge feature '%s': edge %lld "
-                         "(on partition %d) has weight %g; sampling weights "
-                         "must be finite and >= 0", name,
-                         (long long)eids[bad], own, (double)w[bad]);
-    }
-    return GKV_OK;
-}
-
-/* Weights of the n listed edges eids of type e from the caller's edge_w
- * array, into w: the checks in-process sampling makes. */
-static gkv_err
-wpos_array(const gkv_sample_opts *o, int e, const int64_t *eids, size_t n,
-           float *w)
-{
-    int64_t lo = o->edge_w_lo != NULL ? o->edge_w_lo[e] : 0;
-    int64_t len = o->edge_w_len[e];
-
-    for (size_t j = 0; j < n; j++) {
-        int64_t id = eids[j];
-        float v;
-
-        if (id < lo || id - lo >= len)
-            return net__fail(GKV_ERANGE, "sample: edge type %d: edge %lld "
-                             "has no entry in edge_w[%d] (%lld weights, of "
-                             "edges from %lld)", e, (long long)id, e,
-                             (long long)len, (long long)lo);
-        v = o->edge_w[e][id - lo];
-        if (!(v >= 0.0f) || isinf(v))
-            return net__fail(GKV_EINVAL, "sample: edge type %d: edge %lld "
-                             "has weight %g in edge_w; weights must be "
-                             "finite and >= 0", e, (long long)id, (double)v);
-        w[j] = v;
-    }
-    return GKV_OK;
-}
-
-/* Edge type e's weights by position into *wp (arena memory), for the
- * edges *ea that a listing hop found for the distinct seeds u[0 .. nu) of
- * the centre type: seed i's slice is off[i] .. off[i + 1). From the
- * caller's edge_w array, else pulled from feature o->edge_w_feat[e]. */
-static gkv_err
-wpos_etype(gkv_client *c, const gkv_sample_opts *o, int e,
-           const gkv_sample_edges *ea, const int64_t *u, size_t nu,
-           graph__wpos *wp)
-{
-    char name[GKV_NAME_MAX + 2];
-    const int64_t *ctr = o->dir == GKV_DIR_IN ? ea->dst : ea->src;
-    size_t j = 0, n = ea->n;
-    int64_t *off = arena_alloc(c, (nu + 1) * sizeof *off);
-    float *w = arena_alloc(c, n * sizeof *w + 4);
-    gkv_err rc;
-
-    if (off == NULL || w == NULL)
-        return net__fail(GKV_ENOMEM, "out of memory for %zu weights", n);
-    for (size_t i = 0; i < nu; i++) {
-        off[i] = (int64_t)j;
-        while (j < n && ctr[j] == u[i])
-            j++;
-    }
-    off[nu] = (int64_t)j;
-    if (j != n)
-        return net__fail(GKV_EPROTO, "sample: the edges of edge type %d "
-                         "came back out of seed order", e);
-    if (o->edge_w != NULL && o->edge_w[e] != NULL) {
-        rc = wpos_array(o, e, ea->eid, n, w);
-    } else {
-        snprintf(name, sizeof name, "edge/%s/%s",
-                 gkv_pbook_etype_name(c->book, e), o->edge_w_feat[e]);
-        rc = wpos_pull(c, e, name, ea->eid, n, w);
-    }
-    if (rc != GKV_OK)
-        return rc;
-    wp->off = off;
-    wp->w = w;
-    return GKV_OK;
-}
-
-/* One hop through the servers (hop_once). Weights the servers cannot
- * find themselves go by position, in three steps: an edge_w array the
- * caller holds (either direction), and an edge feature along out-edges
- * (a node's out-edges include edges other machines own, with their
- * feature rows). A fanout -1 hop lists each distinct seed's non-excluded
- * edges of those types, the client takes their weights from the array or
- * pulls them from the edges' owners, and the hop proper sends them with
- * the seeds: the servers sample exactly as in-process edge_w would. When
- * some type goes by position, so do in-edge features of the hop (a
- * request carries one source of weights). */
-static gkv_err
-sample_hop(gkv_client *c, const int64_t *const *seeds_in,
-           const size_t *nseeds_in, const int *fan, int nfan, int layer,
-           const gkv_sample_opts *o, struct relab *rl, gkv_sample_edges *out)
-{
-    int nnt = gkv_pbook_num_ntypes(c->book), net_ = gkv_pbook_num_etypes(c->book);
-    int any = 0, *fa = NULL;
-    int64_t **useeds = NULL;
-    const int64_t **u = NULL;
-    size_t *nu = NULL, **smap = NULL;
-    gkv_sample_edges *ea = NULL;
-    graph__wpos *wp = NULL;
-    gkv_sample_opts oa;
-    gkv_err rc = GKV_OK;
-
-#define HOP_ARR(e)  (o->edge_w != NULL && o->edge_w[e] != NULL)
-#define HOP_FEAT(e) (o->edge_w_feat != NULL && o->edge_w_feat[e] != NULL)
-#define HOP_FAN(e)  (fan[nfan == 1 ? 0 : (e)] != 0)
-    for (int e = 0; o != NULL && e < net_; e++)
-        any |= HOP_FAN(e) && (HOP_ARR(e) ||
-                              (o->dir == GKV_DIR_OUT && HOP_FEAT(e)));
-    if (!any && (o == NULL || (o->dir == GKV_DIR_IN && o->edge_w == NULL)))
-        return hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, o, rl, out,
-                        NULL);
-    oa = *o;
-    oa.edge_w = NULL;           /* the weights go, not arrays */
-    oa.edge_w_len = NULL;
-    oa.edge_w_lo = NULL;
-    if (!any) {
-        if (o->dir == GKV_DIR_OUT)
-            oa.edge_w_feat = NULL;
-        return hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, &oa, rl,
-                        out, NULL);
-    }
-    oa.edge_w_feat = NULL;      /* ... nor names */
-    /* (+ 1: never a request for 0 bytes) */
-    if ((fa = gkv__calloc((size_t)net_ + 1, sizeof *fa)) == NULL ||
-        (useeds = gkv__calloc((size_t)nnt + 1, sizeof *useeds)) == NULL ||
-        (u = gkv__calloc((size_t)nnt + 1, sizeof *u)) == NULL ||
-        (nu = gkv__calloc((size_t)nnt + 1, sizeof *nu)) == NULL ||
-        (smap = gkv__calloc((size_t)nnt + 1, sizeof *smap)) == NULL ||
-        (ea = gkv__calloc((size_t)net_ + 1, sizeof *ea)) == NULL ||
-        (wp = gkv__calloc((size_t)net_ + 1, sizeof *wp)) == NULL) {
-        rc = net__fail(GKV_ENOMEM, "out of memory");
-        goto out;
-    }
-    /* the distinct seeds, in hop_once's order (first appearance) */
-    if ((rc = seeds_distinct(nnt, rl != NULL, seeds_in, nseeds_in, u, nu,
-                             useeds, smap)) != GKV_OK)
-        goto out;
-    for (int e = 0; e < net_; e++)
-        fa[e] = HOP_FAN(e) && (HOP_ARR(e) || HOP_FEAT(e)) ? -1 : 0;
-    if ((rc = hop_once(c, u, nu, fa, net_, layer, &oa, NULL, ea, NULL))
-        != GKV_OK)
-        goto out;
-    for (int e = 0; e < net_; e++) {
-        gkv_etype_info ei;
-        int ct;
-
-        if (fa[e] == 0)
-            continue;
-        gkv_pbook_etype_info(c->book, e, &ei);
-        ct = o->dir == GKV_DIR_IN ? ei.dst_ntype : ei.src_ntype;
-        if ((rc = wpos_etype(c, o, e, &ea[e], u[ct], nu[ct], &wp[e])) !=
-            GKV_OK)
-            goto out;
-    }
-#undef HOP_ARR
-#undef HOP_FEAT
-#undef HOP_FAN
-    rc = hop_once(c, seeds_in, nseeds_in, fan, nfan, layer, &oa, rl, out, wp);
-out:
-    for (int t = 0; useeds != NULL && t < nnt; t++)   /* as hop_once */
-        gkv__free(useeds[t]);
-    for (int t = 0; smap != NULL && t < nnt; t++)
-        gkv__free(smap[t]);
-    gkv__free(useeds);
-    gkv__free(smap);
-    gkv__free((void *)u);
-    gkv__free(nu);
-    gkv__free(fa);
-    gkv__free(ea);
-    gkv__free(wp);
-    if (rc != GKV_OK && rl == NULL)
-        memset(out, 0, (size_t)net_ * sizeof *out);
-    return rc;
-}
-
-/* The inputs of a sampling call (checked) that point into the arena, the
- * previous call's results fed back (a seed list from out[e].src or a
- * block's node IDs, exclusions from out[e].eid), copied into *own (one
- * gkv__malloc'd block, NULL when nothing needed copying) before the call
- * empties the arena: *seeds and *opts then point at the copies (*opts at
- * *obuf). Cheap: a look at each array's first address. */
-static gkv_err
-inputs_own(gkv_client *c, const int64_t *const **seeds, const size_t *nseeds,
-           const gkv_sample_opts **opts, gkv_sample_opts *obuf, void **own)
-{
-    int nnt = gkv_pbook_num_ntypes(c->book), net_ = gkv_pbook_num_etypes(c->book);
-    const gkv_sample_opts *o = *opts;
-    size_t ids = 0, at = 0;
-    int xs = 0, xe = 0;
-    const int64_t **sv, **xv;
-    int64_t *d;
-    char *blk;
-
-    *own = NULL;
-    for (int t = 0; t < nnt; t++)
-        if (nseeds[t] > 0 && arena_holds(c, (*seeds)[t])) {
-            ids += nseeds[t];
-            xs = 1;
-        }
-    for (int e = 0; o != NULL && e < net_; e++)
-        if (ex_count(o, e) > 0 && arena_holds(c, o->exclude[e])) {
-            ids += ex_count(o, e);
-            xe = 1;
-        }
-    if (!xs && !xe)
-        return GKV_OK;
-    blk = gkv__malloc((size_t)(nnt + net_) * sizeof *sv + ids * sizeof *d);
-    if (blk == NULL)
-        return net__fail(GKV_ENOMEM, "out of memory for a copy of %zu seeds "
-                         "and excluded edges from the last call's results",
-                         ids);
-    sv = (const int64_t **)blk;
-    xv = sv + nnt;
-    d = (int64_t *)(xv + net_);
-    for (int t = 0; t < nnt; t++) {
-        sv[t] = (*seeds)[t];
-        if (nseeds[t] > 0 && arena_holds(c, sv[t])) {
-            memcpy(d + at, sv[t], nseeds[t] * sizeof *d);
-            sv[t] = d + at;
-            at += nseeds[t];
-        }
-    }
-    for (int e = 0; xe && e < net_; e++) {
-        size_t k = ex_count(o, e);
-        xv[e] = o->exclude != NULL ? o->exclude[e] : NULL;
-        if (k > 0 && arena_holds(c, xv[e])) {
-            memcpy(d + at, xv[e], k * sizeof *d);
-            xv[e] = d + at;
-            at += k;
-        }
-    }
-    if (xs)
-        *seeds = sv;
-    if (xe) {
-        *obuf = *o;
-        obuf->exclude = xv;
-        *opts = obuf;
-    }
-    *own = blk;
-    return GKV_OK;
-}
-
 gkv_err
 gkv_client_sample_neighbors(gkv_client *c, const int64_t *const *seeds,
                             const size_t *nseeds, const int *fanout, int nfan,
@@ -1352,471 +947,17 @@ gkv_client_sample_neighbors(gkv_client *c, const int64_t *const *seeds,
     /* as in-process: out is cleared on any failure, the checks' too */
     if (c->book != NULL)
         memset(out, 0, (size_t)gkv_pbook_num_etypes(c->book) * sizeof *out);
-    if ((rc = sample_args(c, "sample_neighbors", seeds, nseeds, fanout, nfan,
-                          1, opts)) == GKV_OK && layer < 0)
+    if ((rc = net__sample_args(c, "sample_neighbors", seeds, nseeds, fanout,
+                               nfan, 1, opts)) == GKV_OK && layer < 0)
         rc = net__fail(GKV_EINVAL, "sample_neighbors: layer %d", layer);
     if (rc == GKV_OK &&
-        (rc = inputs_own(c, &seeds, nseeds, &opts, &obuf, &own)) == GKV_OK) {
-        arena_reset(c);
-        rc = sample_hop(c, seeds, nseeds, fanout, nfan, layer, opts, NULL,
-                        out);
+        (rc = net__inputs_own(c, &seeds, nseeds, &opts, &obuf,
+                              &own)) == GKV_OK) {
+        net__arena_reset(c);
+        rc = net__sample_hop(c, seeds, nseeds, fanout, nfan, layer, opts, NULL,
+                             out);
     }
     gkv__free(own);
     pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-/* The relabelling markers of sample_blocks: per node type, 4 bytes per
- * node (local ID + 1, 0 = not in the block), allocated on the first call;
- * every marker set is cleared again before the call returns. */
-static gkv_err
-markers_get(gkv_client *c, int nnt)
-{
-    int32_t **mk;
-
-    if (c->mk != NULL)
-        return GKV_OK;
-    if ((mk = gkv__calloc((size_t)nnt, sizeof *mk)) == NULL)
-        return net__fail(GKV_ENOMEM, "out of memory");
-    for (int t = 0; t < nnt; t++) {
-        int64_t n = gkv_pbook_num_nodes(c->book, t);
-        if ((mk[t] = gkv__calloc((size_t)n + 1, sizeof *mk[t])) == NULL) {
-            /* c->mk is set only when whole: a later call would take a
-             * half-built table for a ready one */
-            for (int u = 0; u < t; u++)
-                gkv__free(mk[u]);
-            gkv__free(mk);
-            return net__fail(GKV_ENOMEM, "sample_blocks: out of memory for "
-                             "the relabelling markers (%lld nodes of type %d)",
-                             (long long)n, t);
-        }
-    }
-    c->mk = mk;
-    c->nmk = nnt;
-    return GKV_OK;
-}
-
-/* Checks that seeds s[0 .. n) of node type t are nodes of that type,
- * each given once (the type's markers, clear before, are clear after). */
-static gkv_err
-seeds_check(gkv_client *c, int t, const int64_t *s, size_t n)
-{
-    int32_t *mk = c->mk[t];
-    gkv_err rc = GKV_OK;
-    size_t i;
-
-    for (i = 0; i < n; i++) {
-        int64_t v = s[i];
-        if (v < 0 || v >= gkv_pbook_num_nodes(c->book, t)) {
-            rc = net__fail(GKV_ERANGE, "sample_blocks: seeds[%d][%zu] = "
-                           "%lld is not a node of type %d '%s' (%lld "
-                           "nodes)", t, i, (long long)v, t,
-                           gkv_pbook_ntype_name(c->book, t),
-                           (long long)gkv_pbook_num_nodes(c->book, t));
-            break;
-        }
-        if (mk[v] != 0) {
-            rc = net__fail(GKV_EINVAL, "sample_blocks: seeds[%d][%zu] = "
-                           "%lld is given twice (first at index %d)", t, i,
-                           (long long)v, mk[v] - 1);
-            break;
-        }
-        mk[v] = (int32_t)i + 1;
-    }
-    while (i-- > 0)
-        mk[s[i]] = 0;
-    return rc;
-}
-
-/* Block *b (arena memory): the hop at layer hi from the destination
- * nodes dst[t][0 .. ndst[t]), each neighbour given its local ID as the
- * replies are merged. On GKV_OK dst and ndst hold the block's source
- * nodes, the next hop's destination nodes. */
-static gkv_err
-block_hop(gkv_client *c, const int64_t **dst, size_t *ndst, const int *fan,
-          int nfan, int hi, const gkv_sample_opts *o, gkv_block *b)
-{
-    int nnt = gkv_pbook_num_ntypes(c->book);
-    int net_ = gkv_pbook_num_etypes(c->book);
-    gkv_block_nodes *bn;
-    struct relab rl;
-    int64_t **ids;
-    size_t *nsrc;
-    gkv_err rc;
-
-    bn = arena_alloc(c, (size_t)nnt * sizeof *bn);
-    rl.be = arena_alloc(c, (size_t)net_ * sizeof *rl.be);
-    ids = arena_alloc(c, (size_t)nnt * sizeof *ids);
-    nsrc = arena_alloc(c, (size_t)nnt * sizeof *nsrc);
-    if (bn == NULL || rl.be == NULL || ids == NULL || nsrc == NULL)
-        return net__fail(GKV_ENOMEM, "out of memory");
-    memset(nsrc, 0, (size_t)nnt * sizeof *nsrc);
-    memset(ids, 0, (size_t)nnt * sizeof *ids);
-    memset(rl.be, 0, (size_t)net_ * sizeof *rl.be);
-    rl.mk = c->mk;
-    rl.ids = ids;
-    rl.nsrc = nsrc;
-    rc = sample_hop(c, dst, ndst, fan, nfan, hi, o, &rl, NULL);
-    /* every marker set is on a node list */
-    for (int t = 0; t < nnt; t++) {
-        int32_t *mk = c->mk[t];
-        for (size_t i = 0; i < nsrc[t]; i++)
-            mk[ids[t][i]] = 0;
-    }
-    if (rc != GKV_OK)
-        return rc;
-    for (int t = 0; t < nnt; t++) {
-        bn[t].ids = ids[t];
-        bn[t].num_dst = ndst[t];
-        bn[t].num_src = nsrc[t];
-        dst[t] = ids[t];
-        ndst[t] = nsrc[t];
-    }
-    b->num_ntypes = nnt;
-    b->num_etypes = net_;
-    b->nodes = bn;
-    b->edges = rl.be;
-    return GKV_OK;
-}
-
-/* gkv_client_sample_blocks with c->mu held, blocks[0 .. nlayers) zeroed
- * (the edge batch calls it inside its own call). */
-static gkv_err
-blocks_locked(gkv_client *c, const int64_t *const *seeds,
-              const size_t *nseeds, const int *fanouts, int nfan,
-              int nlayers, const gkv_sample_opts *opts, gkv_block *blocks)
-{
-    static const gkv_sample_opts zero;
-    const gkv_sample_opts *o;
-    gkv_sample_opts obuf;
-    const int64_t **dst = NULL;
-    size_t *ndst = NULL;
-    void *own = NULL;
-    int nnt = 0;
-    gkv_err rc;
-
-    if ((rc = sample_args(c, "sample_blocks", seeds, nseeds, fanouts, nfan,
-                          nlayers, opts)) != GKV_OK ||
-        (rc = inputs_own(c, &seeds, nseeds, &opts, &obuf, &own)) != GKV_OK)
-        goto out;
-    arena_reset(c);
-    o = opts != NULL ? opts : &zero;
-    nnt = gkv_pbook_num_ntypes(c->book);
-    if ((rc = markers_get(c, nnt)) != GKV_OK)
-        goto out;
-    if ((dst = gkv__calloc((size_t)nnt, sizeof *dst)) == NULL ||
-        (ndst = gkv__calloc((size_t)nnt, sizeof *ndst)) == NULL) {
-        rc = net__fail(GKV_ENOMEM, "out of memory");
-        goto out;
-    }
-    /* the seeds must be distinct per type (then every hop's destination
-     * nodes are: the previous block's source nodes) */
-    for (int t = 0; t < nnt && rc == GKV_OK; t++) {
-        rc = seeds_check(c, t, seeds[t], nseeds[t]);
-        dst[t] = seeds[t];
-        ndst[t] = nseeds[t];
-    }
-    if (rc != GKV_OK)
-        goto out;
-    /* block nlayers - 1 first: its hop (layer 0) starts from the seeds */
-    for (int hi = 0; hi < nlayers; hi++) {
-        int bi = nlayers - 1 - hi;
-
-        if ((rc = block_hop(c, dst, ndst, fanouts + (size_t)bi *
-                            (size_t)nfan, nfan, hi, o, &blocks[bi])) != GKV_OK)
-            goto out;
-    }
-out:
-    if (rc != GKV_OK)
-        memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
-    gkv__free(dst);
-    gkv__free(ndst);
-    gkv__free(own);
-    return rc;
-}
-
-gkv_err
-gkv_client_sample_blocks(gkv_client *c, const int64_t *const *seeds,
-                         const size_t *nseeds, const int *fanouts, int nfan,
-                         int nlayers, const gkv_sample_opts *opts,
-                         gkv_block *blocks)
-{
-    gkv_err rc;
-
-    net__clear();
-    if (c == NULL || blocks == NULL)
-        return net__fail(GKV_EINVAL, "sample_blocks: no client or no blocks");
-    if (nlayers < 1)
-        return net__fail(GKV_EINVAL, "sample_blocks: nlayers %d: at least "
-                         "one layer", nlayers);
-    memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
-    pthread_mutex_lock(&c->mu);
-    rc = blocks_locked(c, seeds, nseeds, fanouts, nfan, nlayers, opts,
-                       blocks);
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-/* ---- edge mini-batches -------------------------------------------------- */
-
-/* The stored reverses of the batch's edges into out[0 .. sp->n): the
- * partitioner's reverse_eid feature of the positive edges' type (the edge
- * IDs here are renumbered per type: edge k of the reverse type is not the
- * reverse of edge k). Called with c->mu held. */
-static gkv_err
-eb_stored_reverse(gkv_client *c, const gkv_edge_batch_spec *sp, int64_t *out)
-{
-    const char *canon = gkv_pbook_etype_name(c->book, sp->etype);
-    char name[GKV_NAME_MAX + 1], m[512];
-    int nf = gkv_pbook_num_edge_feats(c->book, sp->etype), have = 0;
-    int paired = gkv_pbook_reverse_etype(c->book, sp->etype);
-
-    for (int i = 0; i < nf && !have; i++)
-        have = strcmp(gkv_pbook_edge_feat(c->book, sp->etype, i),
-                      GKV_PART_REVERSE_FEAT) == 0;
-    if (have && paired < 0)
-        return net__fail(GKV_EINVAL, "sample_edge_batch: partition config "
-                         "without \"reverse_etypes\": it does not say which "
-                         "edge type edge/%s/" GKV_PART_REVERSE_FEAT " holds "
-                         "IDs of (a partition written before the field was; "
-                         "partition again)", canon);
-    if (!have || paired < 0 ||
-        graph__eb_stored_name(name, sizeof name, canon) != 0) {
-        graph__eb_no_stored(canon,
-                            gkv_pbook_etype_name(c->book, sp->reverse_etype),
-                            m, sizeof m);
-        return net__fail(GKV_EINVAL, "sample_edge_batch: %s", m);
-    }
-    if (paired != sp->reverse_etype) {
-        graph__eb_wrong_pair(canon, gkv_pbook_etype_name(c->book, paired),
-                             gkv_pbook_etype_name(c->book, sp->reverse_etype),
-                             m, sizeof m);
-        return net__fail(GKV_EINVAL, "sample_edge_batch: %s", m);
-    }
-    return net__pull_locked(c, name, NULL, (const uint64_t *)sp->eids,
-                            sp->n, out, sp->n * sizeof *out);
-}
-
-/* opts' exclusions plus the batch's edges (GKV_EXCLUDE_SELF) and their
- * reverses (GKV_EXCLUDE_REVERSE) into *ex (one gkv__malloc'd block:
- * pointers, counts, IDs); *ex NULL when nothing is excluded. */
-static gkv_err
-eb_exclude(gkv_client *c, const gkv_edge_batch_spec *sp,
-           const gkv_sample_opts *o, void **ex, const int64_t *const **xv,
-           const size_t **xn)
-{
-    int net_ = gkv_pbook_num_etypes(c->book);
-    size_t total = 0, *cnt, at = 0;
-    const int64_t **ptr;
-    int64_t *ids;
-    char *blk;
-
-    *ex = NULL;
-    *xv = o->exclude;
-    *xn = o->exclude_n;
-    if (!(sp->exclude & (GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE)) ||
-        sp->n == 0)
-        return GKV_OK;
-    for (int e = 0; e < net_; e++)
-        total += ex_count(o, e);
-    total += 2 * sp->n;
-    blk = gkv__malloc((size_t)net_ * (sizeof *ptr + sizeof *cnt) +
-                      total * sizeof *ids);
-    if (blk == NULL)
-        return net__fail(GKV_ENOMEM, "sample_edge_batch: out of memory for "
-                         "%zu excluded edges", total);
-    ptr = (const int64_t **)blk;
-    cnt = (size_t *)(blk + (size_t)net_ * sizeof *ptr);
-    ids = (int64_t *)(blk + (size_t)net_ * (sizeof *ptr + sizeof *cnt));
-    for (int e = 0; e < net_; e++) {
-        size_t k = ex_count(o, e);
-        ptr[e] = ids + at;
-        if (k > 0)
-            memcpy(ids + at, o->exclude[e], k * sizeof *ids);
-        at += k;
-        if ((sp->exclude & GKV_EXCLUDE_SELF) && e == sp->etype) {
-            memcpy(ids + at, sp->eids, sp->n * sizeof *ids);
-            at += sp->n, k += sp->n;
-        }
-        if ((sp->exclude & GKV_EXCLUDE_REVERSE) && e == sp->reverse_etype) {
-            char m[256];
-            gkv_err rc;
-
-            /* stored ones into place, then checked like given ones */
-            if (sp->reverse_eids == NULL &&
-                (rc = eb_stored_reverse(c, sp, ids + at)) != GKV_OK) {
-                gkv__free(blk);
-                return rc;
-            }
-            rc = graph__eb_reverse(sp, sp->reverse_eids == NULL ? ids + at
-                                   : NULL, ids + at, m, sizeof m);
-            if (rc != GKV_OK) {
-                gkv__free(blk);
-                return net__fail(rc, "sample_edge_batch: %s", m);
-            }
-            at += sp->n, k += sp->n;
-        }
-        cnt[e] = k;
-    }
-    *ex = blk;
-    *xv = ptr;
-    *xn = cnt;
-    return GKV_OK;
-}
-
-/* The seed set of an edge batch, per node type the endpoints in order of
- * first appearance (positive i's source, then its destination; then the
- * negatives' destinations), and the pairs in those local IDs into c->eb:
- * pos_src, pos_dst (n each), neg_src, neg_dst (n x k each). */
-static gkv_err
-eb_seeds(gkv_client *c, const gkv_edge_batch_spec *sp, uint64_t seed,
-         const int64_t *src, const int64_t *dst, int64_t **uniq, size_t *nu)
-{
-    gkv_etype_info ei;
-    size_t n = sp->n, k = (size_t)sp->num_neg, nneg = n * k, len[2] = {0, 0};
-    int64_t *seq[2], nn_dst;
-    size_t *map[2] = {NULL, NULL}, need = 2 * n + 2 * nneg;
-    int same, st, dt;
-    gkv_err rc = GKV_OK;
-
-    gkv_pbook_etype_info(c->book, sp->etype, &ei);
-    st = ei.src_ntype;
-    dt = ei.dst_ntype;
-    same = st == dt;
-    nn_dst = gkv_pbook_num_nodes(c->book, dt);
-    if (c->ebcap < need) {
-        int64_t *p = gkv__malloc(need * sizeof *p + 8);
-        if (p == NULL)
-            return net__fail(GKV_ENOMEM, "sample_edge_batch: out of memory "
-                             "for %zu pairs", n + nneg);
-        gkv__free(c->eb);
-        c->eb = p;
-        c->ebcap = need;
-    }
-    /* the endpoints of each type in labelling order: seq[0] the source
-     * type's, seq[1] the destination type's (one list when they are one
-     * type) */
-    seq[0] = gkv__malloc((2 * n + nneg) * sizeof *seq[0] + 8);
-    seq[1] = same ? seq[0] : gkv__malloc((n + nneg) * sizeof *seq[1] + 8);
-    if (seq[0] == NULL || seq[1] == NULL) {
-        rc = net__fail(GKV_ENOMEM, "sample_edge_batch: out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        seq[0][len[0]++] = src[i];
-        seq[same ? 0 : 1][len[same ? 0 : 1]++] = dst[i];
-    }
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < k; j++)
-            seq[same ? 0 : 1][len[same ? 0 : 1]++] =
-                gkv_sample_negative(seed, sp->etype, sp->eids[i], j, nn_dst);
-    for (int q = 0; q < (same ? 1 : 2); q++)
-        if ((rc = net__dedup(seq[q], len[q], &uniq[q == 0 ? st : dt],
-                             &nu[q == 0 ? st : dt], &map[q])) != GKV_OK)
-            goto out;
-    /* the pairs in local IDs */
-    for (size_t i = 0, a = 0, b = 0; i < n; i++) {
-        c->eb[i] = (int64_t)map[0][a++];
-        c->eb[n + i] = (int64_t)(same ? map[0][a++] : map[1][b++]);
-    }
-    for (size_t i = 0, a = same ? 2 * n : n; i < n; i++)
-        for (size_t j = 0; j < k; j++, a++) {
-            c->eb[2 * n + i * k + j] = c->eb[i];
-            c->eb[2 * n + nneg + i * k + j] =
-                (int64_t)(same ? map[0][a] : map[1][a]);
-        }
-out:
-    gkv__free(map[0]);
-    gkv__free(map[1]);
-    gkv__free(seq[0]);
-    if (!same)
-        gkv__free(seq[1]);
-    return rc;
-}
-
-gkv_err
-gkv_client_sample_edge_batch(gkv_client *c, const gkv_edge_batch_spec *spec,
-                             const int *fanouts, int nfan, int nlayers,
-                             const gkv_sample_opts *opts,
-                             gkv_edge_batch *batch, gkv_block *blocks)
-{
-    static const gkv_sample_opts zero;
-    const gkv_sample_opts *o = opts != NULL ? opts : &zero;
-    gkv_sample_opts ox;
-    int64_t *src = NULL, **uniq = NULL;
-    size_t *nu = NULL, n;
-    void *ex = NULL;
-    int nnt = 0;
-    gkv_err rc;
-
-    net__clear();
-    if (batch != NULL)
-        memset(batch, 0, sizeof *batch);
-    if (c == NULL || spec == NULL || batch == NULL || blocks == NULL)
-        return net__fail(GKV_EINVAL, "sample_edge_batch: client, spec, batch "
-                         "or blocks is NULL");
-    if (nlayers < 1)
-        return net__fail(GKV_EINVAL, "sample_edge_batch: nlayers %d: at least "
-                         "one layer", nlayers);
-    memset(blocks, 0, (size_t)nlayers * sizeof *blocks);
-    /* held for the whole call: c->eb and the arena are this call's until
-     * it returns (another thread's call would rewrite them) */
-    pthread_mutex_lock(&c->mu);
-    if ((rc = net__need_book(c, "sample_edge_batch")) != GKV_OK)
-        goto out;
-    {
-        char m[256];
-        if ((rc = graph__eb_check(spec, gkv_pbook_num_etypes(c->book), m,
-                                  sizeof m)) != GKV_OK) {
-            rc = net__fail(rc, "sample_edge_batch: %s", m);
-            goto out;
-        }
-    }
-    n = spec->n;
-    if (spec->num_neg > 0 && n > SIZE_MAX / 8 / (size_t)spec->num_neg) {
-        rc = net__fail(GKV_ENOMEM, "sample_edge_batch: %zu x %d negatives: "
-                       "too many", n, spec->num_neg);
-        goto out;
-    }
-    nnt = gkv_pbook_num_ntypes(c->book);
-    src = gkv__malloc(2 * n * sizeof *src + 8);
-    uniq = gkv__calloc((size_t)nnt, sizeof *uniq);
-    nu = gkv__calloc((size_t)nnt, sizeof *nu);
-    if (src == NULL || uniq == NULL || nu == NULL) {
-        rc = net__fail(GKV_ENOMEM, "sample_edge_batch: out of memory");
-        goto out;
-    }
-    /* fanouts and opts checked before any request (no seeds yet) */
-    if ((rc = sample_args(c, "sample_edge_batch",
-                          (const int64_t *const *)uniq, nu, fanouts, nfan,
-                          nlayers, opts)) != GKV_OK)
-        goto out;
-    /* the positive edges' endpoints from their owners */
-    if (n > 0 && (rc = net__find_edges_locked(c, spec->etype, spec->eids, n,
-                                              src, src + n)) != GKV_OK)
-        goto out;
-    ox = *o;
-    if ((rc = eb_exclude(c, spec, o, &ex, &ox.exclude, &ox.exclude_n)) !=
-        GKV_OK ||
-        (rc = eb_seeds(c, spec, o->seed, src, src + n, uniq, nu)) != GKV_OK)
-        goto out;
-    rc = blocks_locked(c, (const int64_t *const *)uniq, nu, fanouts, nfan,
-                       nlayers, &ox, blocks);
-    if (rc != GKV_OK)
-        goto out;
-    batch->pos_src = c->eb;
-    batch->pos_dst = c->eb + n;
-    batch->num_pos = n;
-    batch->neg_src = c->eb + 2 * n;
-    batch->neg_dst = c->eb + 2 * n + n * (size_t)spec->num_neg;
-    batch->num_neg = n * (size_t)spec->num_neg;
-out:
-    pthread_mutex_unlock(&c->mu);
-    for (int t = 0; uniq != NULL && t < nnt; t++)
-        gkv__free(uniq[t]);
-    gkv__free(uniq);
-    gkv__free(nu);
-    gkv__free(src);
-    gkv__free(ex);
     return rc;
 }

@@ -1,0 +1,389 @@
+/* handler.c - push handlers: the built-in ones (assign, add, sgd,
+ * adagrad, adam), registered ones, and the check of a push's input
+ * (lengths, IDs, finite values). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include "kv/kv_int.h"
+
+static inline int
+aligned(const void *a, const void *b, size_t n)
+{
+    return (((uintptr_t)a | (uintptr_t)b) & (n - 1)) == 0;
+}
+
+static const char *const builtin_names[] = {
+    "assign", "add", "sgd", "adagrad", "adam"
+};
+
+static void
+optim_step(const kv_push *a, const kv_rec *r, unsigned char *w,
+           unsigned char *const st[3], gkv_dtype sdt, uint64_t E,
+           const double *g)
+{
+    switch (a->kind) {
+    case KV_H_SGD:
+        for (uint64_t j = 0; j < E; j++)
+            kv__elem_store(r->dtype, w, j, kv__elem_load(r->dtype, w, j) - a->lr * g[j]);
+        break;
+    case KV_H_ADAGRAD:
+        if (r->dtype == GKV_F32 && sdt == GKV_F32 && aligned(w, st[0], 4)) {
+            /* the common case, in a loop the compiler can vectorise; the
+             * same operations, so the same bits, as the general one */
+            float *wv = (float *)w, *sv = (float *)st[0];
+            const double lr = a->lr, eps = a->eps;
+            for (uint64_t j = 0; j < E; j++) {
+                float ss = (float)((double)sv[j] + g[j] * g[j]);
+                sv[j] = ss;
+                wv[j] = (float)((double)wv[j] - lr * g[j] / (sqrt((double)ss) + eps));
+            }
+            break;
+        }
+        for (uint64_t j = 0; j < E; j++) {
+            double ss = kv__elem_load(sdt, st[0], j) + g[j] * g[j];
+            kv__elem_store(sdt, st[0], j, ss);
+            ss = kv__elem_load(sdt, st[0], j);  /* the stored value, as rounded */
+            kv__elem_store(r->dtype, w, j, kv__elem_load(r->dtype, w, j) -
+                           a->lr * g[j] / (sqrt(ss) + a->eps));
+        }
+        break;
+    case KV_H_ADAM: {
+        int64_t t;
+        double bc1, bc2;
+
+        memcpy(&t, st[2], 8);
+        t++;
+        memcpy(st[2], &t, 8);
+        bc1 = 1 - pow(a->b1, (double)t);
+        bc2 = 1 - pow(a->b2, (double)t);
+        for (uint64_t j = 0; j < E; j++) {
+            double m = a->b1 * kv__elem_load(sdt, st[0], j) + (1 - a->b1) * g[j];
+            double v = a->b2 * kv__elem_load(sdt, st[1], j) + (1 - a->b2) * g[j] * g[j];
+            kv__elem_store(sdt, st[0], j, m);
+            kv__elem_store(sdt, st[1], j, v);
+            m = kv__elem_load(sdt, st[0], j);
+            v = kv__elem_load(sdt, st[1], j);
+            kv__elem_store(r->dtype, w, j, kv__elem_load(r->dtype, w, j) -
+                           a->lr * (m / bc1) / (sqrt(v / bc2) + a->eps));
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* Exact integer sum of a and b, saturated to [lo, hi] (which hold the
+ * dtype's range; a and b are in it, so a + b cannot overflow int64 unless
+ * the dtype is i64). */
+static inline int64_t
+sat_add(int64_t a, int64_t b, int64_t lo, int64_t hi)
+{
+    int64_t v;
+
+    if (__builtin_add_overflow(a, b, &v))
+        return b < 0 ? INT64_MIN : INT64_MAX;
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Integer "add": element by element through memcpy (rows in an LMDB value
+ * are only 2-byte aligned, see kv__elem_load), exact in the dtype's own width
+ * (never through double, which rounds above 2^53), and saturating at its
+ * limits as every integer store does (kv__elem_store clamps). So the result
+ * depends neither on where LMDB put the row nor on the path (a write-back
+ * copy is aligned, a stored row often not). */
+#define ADD_INT(T, lo, hi) do {                                            \
+        for (uint64_t j = 0; j < E; j++) {                                  \
+            T w_, x_;                                                       \
+            memcpy(&w_, (unsigned char *)row + j * sizeof w_, sizeof w_);   \
+            memcpy(&x_, (const unsigned char *)in + j * sizeof x_, sizeof x_); \
+            w_ = (T)sat_add(w_, x_, (lo), (hi));                            \
+            memcpy((unsigned char *)row + j * sizeof w_, &w_, sizeof w_);   \
+        }                                                                   \
+    } while (0)
+
+static void
+row_add(gkv_dtype dt, void *row, const void *in, uint64_t E)
+{
+    switch (dt) {
+    case GKV_I64: ADD_INT(int64_t, INT64_MIN, INT64_MAX); return;
+    case GKV_I32: ADD_INT(int32_t, INT32_MIN, INT32_MAX); return;
+    case GKV_I8:  ADD_INT(int8_t, INT8_MIN, INT8_MAX); return;
+    case GKV_U8:  ADD_INT(uint8_t, 0, UINT8_MAX); return;
+    default:      break;
+    }
+    /* floats: a typed loop only on aligned rows (see kv__elem_load) */
+    if (dt == GKV_F32 && aligned(row, in, 4)) {
+        float *w = row;
+        const float *x = in;
+        for (uint64_t j = 0; j < E; j++)
+            w[j] += x[j];
+    } else {
+        for (uint64_t j = 0; j < E; j++)
+            kv__elem_store(dt, row, j, kv__elem_load(dt, row, j) + kv__elem_load(dt, in, j));
+    }
+}
+#undef ADD_INT
+
+/* ---- finite inputs ------------------------------------------------------
+ *
+ * A NaN or an infinity pushed through add or an optimizer stays in the row
+ * and, through an optimizer, in its state (adagrad's sum of squares, adam's
+ * moments) for good: every later step reads it back. Such a push is
+ * refused whole, before anything is applied. assign is not checked: it
+ * stores what it is given (a NaN can be data, a missing value), touches no
+ * state, and the next assign replaces it all; a registered handler decides
+ * for itself. */
+
+/* An element is NaN or infinite when its magnitude bits (all but the
+ * sign) are above those of the dtype's largest finite value (f64: of its
+ * high word). Signed compares of masked words, through memcpy (rows need
+ * not be aligned), which the compiler vectorises over a block of fixed
+ * length; the element itself is looked for only from the first block
+ * that has one. */
+#define SCAN_BLOCK 256
+#define SCAN(T, BAD) do {                                                   \
+        size_t b_ = 0;                                                      \
+        for (; b_ + SCAN_BLOCK <= n; b_ += SCAN_BLOCK) {                    \
+            T acc_ = 0;                                                     \
+            for (size_t j_ = 0; j_ < SCAN_BLOCK; j_++)                      \
+                acc_ |= BAD(p, b_ + j_) ? -1 : 0;                           \
+            if (acc_ != 0)                                                  \
+                break;                                                      \
+        }                                                                   \
+        for (j = b_; j < n; j++)                                            \
+            if (BAD(p, j))                                                  \
+                goto found;                                                 \
+    } while (0)
+
+static inline int
+bad_f32(const unsigned char *p, size_t j)
+{
+    int32_t w;
+    memcpy(&w, p + 4 * j, 4);
+    return (w & 0x7fffffff) > 0x7f7fffff;
+}
+
+static inline int
+bad_f64(const unsigned char *p, size_t j)
+{
+    uint64_t w;
+    memcpy(&w, p + 8 * j, 8);
+    return (int32_t)((w >> 32) & 0x7fffffff) > 0x7fefffff;
+}
+
+static inline int
+bad_f16(const unsigned char *p, size_t j)
+{
+    int16_t w;
+    memcpy(&w, p + 2 * j, 2);
+    return (int16_t)(w & 0x7fff) > 0x7bff;
+}
+
+static inline int
+bad_bf16(const unsigned char *p, size_t j)
+{
+    int16_t w;
+    memcpy(&w, p + 2 * j, 2);
+    return (int16_t)(w & 0x7fff) > 0x7f7f;
+}
+
+size_t
+gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
+                    const char **what)
+{
+    const unsigned char *p = rows;
+    size_t j;
+    double x;
+
+    switch (dt) {
+    case GKV_F32:  SCAN(int32_t, bad_f32); break;
+    case GKV_F64:  SCAN(int32_t, bad_f64); break;
+    case GKV_F16:  SCAN(int16_t, bad_f16); break;
+    case GKV_BF16: SCAN(int16_t, bad_bf16); break;
+    default:       break;
+    }
+    return SIZE_MAX;
+found:
+    x = kv__elem_load(dt, p, j);
+    if (what != NULL)
+        *what = isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf";
+    return j;
+}
+#undef SCAN
+#undef SCAN_BLOCK
+
+/* GKV_EINVAL, naming the row and column, when push a (add or an
+ * optimizer, on tensor r) carries a NaN or an infinity; else GKV_OK. */
+static gkv_err
+push_finite(gkv_store *s, const kv_push *a, const kv_rec *r)
+{
+    const char *what;
+    size_t j;
+
+    if (a->kind < KV_H_ADD || a->kind > KV_H_ADAM || !kv__dtype_is_float(r->dtype) ||
+        a->n == 0 || (j = gkv_dtype_nonfinite(r->dtype, a->rows,
+                                              a->n * r->row_elems,
+                                              &what)) == SIZE_MAX)
+        return GKV_OK;
+    return kv__fail(s, GKV_EINVAL, "tensor '%s': push '%s': row %llu col %llu "
+                    "is %s: refused, nothing applied", a->name,
+                    builtin_names[a->kind],
+                    (unsigned long long)a->ids[j / r->row_elems],
+                    (unsigned long long)(j % r->row_elems), what);
+}
+
+gkv_err
+kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r)
+{
+    if (a->n > SIZE_MAX / r->row_bytes || a->rows_len != a->n * r->row_bytes)
+        return kv__len_error(s, a->name, r, a->n, a->rows_len);
+    if (a->n > UINT32_MAX)
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': push of %zu rows; at most "
+                        "%u per call", a->name, a->n, UINT32_MAX);
+    for (size_t i = 0; i < a->n; i++)
+        if (a->ids[i] < r->lo || a->ids[i] >= r->hi)
+            return kv__range_error(s, a->name, r, a->ids[i], i);
+    if (a->kind >= KV_H_SGD && a->kind <= KV_H_ADAM && !kv__dtype_is_float(r->dtype))
+        return kv__fail(s, GKV_EINVAL, "tensor '%s': optimizer '%s' needs a "
+                        "floating dtype, not %s", a->name,
+                        builtin_names[a->kind], gkv_dtype_name(r->dtype));
+    return push_finite(s, a, r);
+}
+
+/* The refusal of an adam push to ID 'id', whose step count t is
+ * KV_STEP_MAX or more. */
+gkv_err
+kv__step_full(gkv_store *s, const kv_push *a, uint64_t id, int64_t t)
+{
+    return kv__fail(s, GKV_EINVAL, "tensor '%s': ID %llu has adam step count "
+                    "%lld, the most a row may hold (INT64_MAX - 1): the push "
+                    "is refused (restore a smaller '%s#adam_t', or "
+                    "gkv_opt_reset())", a->name, (unsigned long long)id,
+                    (long long)t, a->name);
+}
+
+gkv_err
+kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
+              const gkv_tensor_desc *desc, const kv_rec *st, size_t nst,
+              const uint32_t *order, size_t i, size_t e, uint64_t base_id,
+              unsigned char *base, unsigned char *const sbase[3], double *g)
+{
+    for (; i < e; i++) {
+        uint64_t id = a->ids[order[i]];
+        unsigned char *row = base + (id - base_id) * r->row_bytes;
+        const unsigned char *in = a->rows + (size_t)order[i] * r->row_bytes;
+        gkv_err rc;
+
+        switch (a->kind) {
+        case KV_H_ASSIGN:
+            memcpy(row, in, r->row_bytes);
+            break;
+        case KV_H_ADD:
+            row_add(r->dtype, row, in, r->row_elems);
+            break;
+        case KV_H_CUSTOM:
+            if ((rc = a->fn(a->ctx, desc, id, row, in)) != GKV_OK)
+                return kv__fail(s, GKV_EHANDLER, "tensor '%s': push handler "
+                                "failed at ID %llu: %s", a->name,
+                                (unsigned long long)id, gkv_strerror(rc));
+            break;
+        default: {
+            /* average (or sum) the gradients of every copy of this ID,
+             * step once */
+            unsigned char *sp[3] = {NULL, NULL, NULL};
+            size_t f = i;
+
+            for (uint64_t j = 0; j < r->row_elems; j++)
+                g[j] = 0;
+            for (; f < e && a->ids[order[f]] == id; f++) {
+                const unsigned char *gi = a->rows + (size_t)order[f] * r->row_bytes;
+                if (r->dtype == GKV_F32 && aligned(gi, gi, 4)) {
+                    const float *gf = (const float *)gi;
+                    for (uint64_t j = 0; j < r->row_elems; j++)
+                        g[j] += gf[j];
+                } else {
+                    for (uint64_t j = 0; j < r->row_elems; j++)
+                        g[j] += kv__elem_load(r->dtype, gi, j);
+                }
+            }
+            if (f - i > 1 && !a->dups_sum)
+                for (uint64_t j = 0; j < r->row_elems; j++)
+                    g[j] /= (double)(f - i);
+            for (size_t k = 0; k < nst; k++)
+                sp[k] = sbase[k] + (id - base_id) * st[k].row_bytes;
+            if (a->kind == KV_H_ADAM && nst == 3) {
+                /* t + 1 must stay restorable; the direct push's
+                 * transaction aborts, kv__wb_push checked before it began */
+                int64_t t;
+                memcpy(&t, sp[2], 8);
+                if (t >= KV_STEP_MAX)
+                    return kv__step_full(s, a, id, t);
+            }
+            optim_step(a, r, row, sp, nst ? st[0].dtype : GKV_F32,
+                       r->row_elems, g);
+            i = f - 1;
+            break;
+        }
+        }
+    }
+    return GKV_OK;
+}
+
+gkv_err
+kv__handler_find(gkv_store *s, const char *h, kv_push *a)
+{
+    struct handler *hd;
+
+    a->kind = KV_H_CUSTOM;
+    for (int k = 0; k < (int)(sizeof builtin_names / sizeof *builtin_names); k++)
+        if (strcmp(h, builtin_names[k]) == 0)
+            a->kind = (enum kv_hkind)k;
+    if (a->kind == KV_H_CUSTOM) {
+        pthread_mutex_lock(&s->st_mu);
+        for (hd = s->st_handlers; hd != NULL; hd = hd->next)
+            if (strcmp(hd->name, h) == 0) {
+                a->fn = hd->fn;
+                a->ctx = hd->ctx;
+                break;
+            }
+        pthread_mutex_unlock(&s->st_mu);
+        if (a->fn == NULL)
+            return kv__fail(s, GKV_EHANDLER, "tensor '%s': no push handler "
+                            "'%.64s' (built in: assign, add, sgd, adagrad, "
+                            "adam; others need gkv_handler_register)",
+                            a->name, h);
+    }
+    return GKV_OK;
+}
+
+gkv_err
+gkv_handler_register(gkv_store *s, const char *name, gkv_push_fn fn, void *ctx)
+{
+    struct handler *h;
+
+    kv__clear(s);
+    if (name == NULL || *name == '\0' || strlen(name) > 63 || fn == NULL)
+        return kv__fail(s, GKV_EINVAL, "handler name must be 1..63 characters "
+                        "and the function non-NULL");
+    for (size_t k = 0; k < sizeof builtin_names / sizeof *builtin_names; k++)
+        if (strcmp(name, builtin_names[k]) == 0)
+            return kv__fail(s, GKV_EINVAL, "'%s' is a built-in handler", name);
+    pthread_mutex_lock(&s->st_mu);
+    for (h = s->st_handlers; h != NULL; h = h->next)
+        if (strcmp(h->name, name) == 0)
+            break;
+    if (h == NULL) {
+        if ((h = gkv__calloc(1, sizeof *h)) == NULL) {
+            pthread_mutex_unlock(&s->st_mu);
+            return kv__fail(s, GKV_ENOMEM, "out of memory registering '%s'", name);
+        }
+        snprintf(h->name, sizeof h->name, "%s", name);
+        h->next = s->st_handlers;
+        s->st_handlers = h;
+    }
+    h->fn = fn;
+    h->ctx = ctx;
+    pthread_mutex_unlock(&s->st_mu);
+    return GKV_OK;
+}
