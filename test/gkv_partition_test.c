@@ -1201,8 +1201,8 @@ again:
         _exit(127);
     }
     /* wait until OUT.tmp-PID exists, then interrupt */
-    end = gkvt_now_s() + 60;
-    while (!seen && gkvt_now_s() < end) {
+    end = tools__now_s() + 60;
+    while (!seen && tools__now_s() < end) {
         char tmp[4200];
         struct timespec ts = {0, 1000000};
         snprintf(tmp, sizeof tmp, "%s.tmp-%ld", f->out, (long)pid);
@@ -1213,7 +1213,7 @@ again:
             nanosleep(&ts, NULL);
     }
     if (w == 0 && seen) {
-        gkvt_sleep_ms(ms);
+        tools__sleep_ms(ms);
         kill(pid, sig);
     } else if (w == 0) {
         kill(pid, SIGKILL);
@@ -1222,7 +1222,7 @@ again:
     }
     for (int i = 0; i < 6000 && w == 0 &&
                     (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     if (w == 0) {
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);
@@ -1445,7 +1445,7 @@ fifo_signal(struct fx *f, int sig, int with_writer)
         for (int i = 0; i < 2000 && wfd < 0; i++) {
             wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
             if (wfd < 0)
-                gkvt_sleep_ms(5);
+                tools__sleep_ms(5);
         }
         if (wfd < 0) {
             kill(pid, SIGKILL);
@@ -1454,10 +1454,10 @@ fifo_signal(struct fx *f, int sig, int with_writer)
         }
         assert_int_equal(write(wfd, "0 1\n1 2\n", 8), 8);
     }
-    gkvt_sleep_ms(300);        /* it is blocked in read() or open() now */
+    tools__sleep_ms(300);        /* it is blocked in read() or open() now */
     kill(pid, sig);
     for (int i = 0; i < 3000 && (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     if (w == 0) {
         kill(pid, SIGKILL);
         waitpid(pid, &st, 0);

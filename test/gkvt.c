@@ -73,15 +73,6 @@ gkvt_seed(void)
     return seed;
 }
 
-uint64_t
-gkvt_rand(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* tmpfs mounts of the running test program, unmounted at exit when a
  * failed test left them (lazily: the failed test may have left a store
  * open on it, which a plain umount refuses as busy) */
@@ -266,24 +257,6 @@ gkvt_alloc_live(void)
 
 /* ---- processes and servers -------------------------------------------------- */
 
-double
-gkvt_now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void
-gkvt_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 char *
 gkvt_slurp(const char *path)
 {
@@ -423,7 +396,7 @@ gkvt_spawn(struct gkvt_proc *procs, int *np, int max, const char *dir,
 int
 gkvt_server_listening(struct gkvt_proc *p)
 {
-    double end = gkvt_now_s() + 20;
+    double end = tools__now_s() + 20;
 
     while (!gkvt_file_has(p->log, "listening on")) {
         if (!gkvt_proc_alive(p)) {
@@ -432,9 +405,9 @@ gkvt_server_listening(struct gkvt_proc *p)
             fail_msg("gkv-server exited with %d before listening:\n%s",
                      gkvt_proc_code(p), gkvt_slurp(p->log));
         }
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             fail_msg("gkv-server did not listen within 20 s");
-        gkvt_sleep_ms(5);
+        tools__sleep_ms(5);
     }
     return 1;
 }
@@ -476,12 +449,12 @@ gkvt_proc_alive(struct gkvt_proc *p)
 int
 gkvt_proc_wait(struct gkvt_proc *p, int ms)
 {
-    double end = gkvt_now_s() + ms / 1000.0;
+    double end = tools__now_s() + ms / 1000.0;
 
     while (gkvt_proc_alive(p)) {
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             return 0;
-        gkvt_sleep_ms(5);
+        tools__sleep_ms(5);
     }
     return 1;
 }
@@ -572,7 +545,7 @@ gkvt_run_tty(char *const argv[], char *buf, size_t cap)
         if (r <= 0) {
             if (done)
                 break;
-            gkvt_sleep_ms(10);
+            tools__sleep_ms(10);
             continue;
         }
         if (got + 1 < cap)
@@ -654,7 +627,7 @@ gkvt_stop_proc(int pid)
 {
     kill(pid, SIGSTOP);
     for (int i = 0; i < 3000 && !all_stopped(pid); i++)
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     assert_true(all_stopped(pid));
 }
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include "gkv.h"
+#include "tools/common/util.h"
 
 /* Makes a fresh directory under $TMPDIR (or /tmp); returns a malloc'd path. */
 char *gkvt_mkdtemp(const char *tag);
@@ -16,8 +17,7 @@ void  gkvt_rmtree(char *dir);
 /* The run's random seed: GKVT_SEED if set, else time-based. Printed once to
  * stderr so a failing run can be repeated. */
 uint64_t gkvt_seed(void);
-/* splitmix64 step: a small deterministic generator for tests. */
-uint64_t gkvt_rand(uint64_t *state);
+/* A small deterministic generator for tests: tools__splitmix64(). */
 
 /* Runs argv[0] (a path) with argv; stdin from 'in' (NULL: /dev/null).
  * Captures stdout and stderr (each truncated to 1 MiB) into malloc'd
@@ -77,9 +77,8 @@ void gkvt_expect_i64(const int64_t *got, const int64_t *want, size_t n,
 uint64_t gkvt_fnv64(uint64_t h, uint64_t v);
 
 /* ---- for tests that run processes and servers ---- */
-/* Seconds on the monotonic clock. */
-double gkvt_now_s(void);
-void   gkvt_sleep_ms(int ms);
+/* The clock and sleep are tools/common's (linked into every test):
+ * tools__now_s(), tools__sleep_ms(). */
 /* The whole file as a malloc'd string ("" when it cannot be read); reads
  * to the end, so /proc files work too. */
 char  *gkvt_slurp(const char *path);

@@ -271,7 +271,7 @@ gkvt_distinct_seeds(int64_t N, uint64_t *st)
     for (int64_t i = 0; i < N; i++)
         perm[i] = i;
     for (int64_t i = N - 1; i > 0; i--) {
-        int64_t j = (int64_t)(gkvt_rand(st) % (uint64_t)(i + 1)), t = perm[i];
+        int64_t j = (int64_t)(tools__splitmix64(st) % (uint64_t)(i + 1)), t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }

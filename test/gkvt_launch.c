@@ -62,12 +62,12 @@ gkvt_lt_pid_gone(pid_t pid)
 int
 gkvt_lt_wait_gone(pid_t pid, int ms)
 {
-    double end = gkvt_now_s() + ms / 1000.0;
+    double end = tools__now_s() + ms / 1000.0;
 
     while (!gkvt_lt_pid_gone(pid)) {
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             return 0;
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     }
     return 1;
 }
@@ -96,11 +96,11 @@ gkvt_lt_pid_file(const char *dir, const char *name)
 pid_t
 gkvt_lt_wait_pid_file(const char *dir, const char *name, int ms)
 {
-    double end = gkvt_now_s() + ms / 1000.0;
+    double end = tools__now_s() + ms / 1000.0;
     pid_t p;
 
-    while ((p = gkvt_lt_pid_file(dir, name)) <= 0 && gkvt_now_s() < end)
-        gkvt_sleep_ms(10);
+    while ((p = gkvt_lt_pid_file(dir, name)) <= 0 && tools__now_s() < end)
+        tools__sleep_ms(10);
     return p;
 }
 
@@ -137,12 +137,12 @@ gkvt_lt_port_connects(int port)
 int
 gkvt_lt_port_closed(int port)
 {
-    double end = gkvt_now_s() + 15.0;
+    double end = tools__now_s() + 15.0;
 
     while (gkvt_lt_port_connects(port)) {
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             return 0;
-        gkvt_sleep_ms(20);
+        tools__sleep_ms(20);
     }
     return 1;
 }
@@ -218,14 +218,14 @@ gkvt_lt_start(struct gkvt_lt_fx *f, const char *const *args,
 int
 gkvt_lt_wait(struct gkvt_lt_fx *f, int timeout_s)
 {
-    double end = gkvt_now_s() + timeout_s;
+    double end = tools__now_s() + timeout_s;
     int st;
 
     for (;;) {
         pid_t r = waitpid(f->launcher, &st, WNOHANG);
         if (r == f->launcher)
             break;
-        if (gkvt_now_s() > end) {
+        if (tools__now_s() > end) {
             char *o = gkvt_slurp(f->out), *e = gkvt_slurp(f->err);
             kill(f->launcher, SIGKILL);
             waitpid(f->launcher, &st, 0);
@@ -233,7 +233,7 @@ gkvt_lt_wait(struct gkvt_lt_fx *f, int timeout_s)
             fail_msg("gkv-launch did not finish in %d s\nstdout:\n%s\nstderr:\n%s",
                      timeout_s, o, e);
         }
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     }
     f->launcher = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -376,10 +376,10 @@ child_late(const char *dir, const char *rank)
 
     snprintf(path, sizeof path, "%s/left-0", dir);
     if (strcmp(rank, "0") != 0) {
-        double end = gkvt_now_s() + 15;
-        while (access(path, F_OK) != 0 && gkvt_now_s() < end)
-            gkvt_sleep_ms(10);
-        gkvt_sleep_ms(500);          /* a server stopping on it has stopped */
+        double end = tools__now_s() + 15;
+        while (access(path, F_OK) != 0 && tools__now_s() < end)
+            tools__sleep_ms(10);
+        tools__sleep_ms(500);          /* a server stopping on it has stopped */
     }
     memset(&o, 0, sizeof o);
     o.timeout_ms = 3000;
@@ -470,10 +470,10 @@ gkvt_lt_child_main(int argc, char **argv)
     }
     if (strcmp(mode, "fail") == 0) {
         if (strcmp(role, "trainer") == 0 && strcmp(rank, "1") == 0) {
-            double end = gkvt_now_s() + 30;
+            double end = tools__now_s() + 30;
             snprintf(path, sizeof path, "%s/pid-trainer-0", dir);
-            while (access(path, F_OK) != 0 && gkvt_now_s() < end)
-                gkvt_sleep_ms(10);
+            while (access(path, F_OK) != 0 && tools__now_s() < end)
+                tools__sleep_ms(10);
             fprintf(stderr, "rank 1 failing on purpose\n");
             return 3;
         }

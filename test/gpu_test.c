@@ -52,7 +52,7 @@ rmat_weighted(int scale, uint64_t seed)
     assert_non_null(w);
     GKVT_OK(gkv_rmat_edges(&sp, 0, n, src, dst));
     for (int64_t i = 0; i < n; i++) {
-        uint64_t r = gkvt_rand(&st);
+        uint64_t r = tools__splitmix64(&st);
         w[i] = (r & 3) == 0 ? 0.0f : (float)((r >> 8) % 4096 + 1) / 1024.0f;
     }
     GKVT_OK(gkv_graph_new_homo(&g, (int64_t)1 << scale));
@@ -727,7 +727,7 @@ gather_check(struct fx *f, size_t ti, const gkv_gpu_feat_opts *o,
     GKVT_OK(gkv_tensor_info(f->st, NULL, tens[ti].name, &d));
     rb = d.row_bytes;
     for (size_t i = 0; i < n; i++) {
-        uids[i] = d.lo + gkvt_rand(st) % (d.hi - d.lo);
+        uids[i] = d.lo + tools__splitmix64(st) % (d.hi - d.lo);
         ids[i] = (int64_t)uids[i];
     }
     uids[0] = d.lo;

@@ -227,14 +227,14 @@ rgraph_make(struct rgraph *r, uint64_t *st, int weighted)
     static const int pairs[RT][2] = {{0, 0}, {0, 1}, {1, 0}};
 
     memset(r, 0, sizeof *r);
-    r->nn[0] = 20 + (int64_t)(gkvt_rand(st) % 40);
-    r->nn[1] = 1 + (int64_t)(gkvt_rand(st) % 30);
+    r->nn[0] = 20 + (int64_t)(tools__splitmix64(st) % 40);
+    r->nn[1] = 1 + (int64_t)(tools__splitmix64(st) % 30);
     GKVT_OK(gkv_graph_new(&r->g));
     GKVT_OK(gkv_graph_add_ntype(r->g, "a", r->nn[0], NULL));
     GKVT_OK(gkv_graph_add_ntype(r->g, "b", r->nn[1], NULL));
     for (int e = 0; e < RT; e++) {
         char rel[8];
-        size_t n = (size_t)(gkvt_rand(st) % 400);
+        size_t n = (size_t)(tools__splitmix64(st) % 400);
         int64_t *src = malloc((n + 1) * sizeof *src);
         int64_t *dst = malloc((n + 1) * sizeof *dst);
         float *w = malloc((n + 1) * sizeof *w);
@@ -247,14 +247,14 @@ rgraph_make(struct rgraph *r, uint64_t *st, int weighted)
         /* skewed: a hub with many in-edges (k above 64 takes other paths),
          * parallel edges and self-loops come by chance; node nn - 1 of
          * each type has no edges at all */
-        hub = (int64_t)(gkvt_rand(st) % (uint64_t)(r->nn[r->dnt[e]] - 1 > 0 ?
+        hub = (int64_t)(tools__splitmix64(st) % (uint64_t)(r->nn[r->dnt[e]] - 1 > 0 ?
                                                     r->nn[r->dnt[e]] - 1 : 1));
         for (size_t i = 0; i < n; i++) {
             int64_t ns = r->nn[r->snt[e]] - 1, nd = r->nn[r->dnt[e]] - 1;
-            src[i] = ns > 0 ? (int64_t)(gkvt_rand(st) % (uint64_t)ns) : 0;
-            dst[i] = gkvt_rand(st) % 3 == 0 ? hub :
-                     nd > 0 ? (int64_t)(gkvt_rand(st) % (uint64_t)nd) : 0;
-            w[i] = wv[gkvt_rand(st) % N_OF(wv)];
+            src[i] = ns > 0 ? (int64_t)(tools__splitmix64(st) % (uint64_t)ns) : 0;
+            dst[i] = tools__splitmix64(st) % 3 == 0 ? hub :
+                     nd > 0 ? (int64_t)(tools__splitmix64(st) % (uint64_t)nd) : 0;
+            w[i] = wv[tools__splitmix64(st) % N_OF(wv)];
         }
         GKVT_OK(gkv_graph_add_edges(r->g, e, src, dst, weighted ? w : NULL,
                                     n));
@@ -498,22 +498,22 @@ rreq_make(struct rreq *q, const struct rgraph *r, uint64_t *st, int weighted,
           int64_t *buf, float **ewbuf)
 {
     memset(q, 0, sizeof *q);
-    q->seed = gkvt_rand(st);
-    q->dir = (int)(gkvt_rand(st) % 2);
-    q->replace = (int)(gkvt_rand(st) % 2);
-    q->wmode = weighted ? (int)(gkvt_rand(st) % 3) : 0;
+    q->seed = tools__splitmix64(st);
+    q->dir = (int)(tools__splitmix64(st) % 2);
+    q->replace = (int)(tools__splitmix64(st) % 2);
+    q->wmode = weighted ? (int)(tools__splitmix64(st) % 3) : 0;
     for (int e = 0; e < RT; e++) {
-        if (q->wmode == 2 && gkvt_rand(st) % 3 != 0) {
+        if (q->wmode == 2 && tools__splitmix64(st) % 3 != 0) {
             for (int64_t i = 0; i < r->ne[e]; i++)
-                ewbuf[e][i] = (float)(gkvt_rand(st) % 4) * 0.25f;
+                ewbuf[e][i] = (float)(tools__splitmix64(st) % 4) * 0.25f;
             q->ew[e] = ewbuf[e];
             q->ewlen[e] = r->ne[e];
         }
-        if (gkvt_rand(st) % 2 && r->ne[e] > 0) {
-            size_t n = (size_t)(gkvt_rand(st) % 64);
+        if (tools__splitmix64(st) % 2 && r->ne[e] > 0) {
+            size_t n = (size_t)(tools__splitmix64(st) % 64);
             for (size_t i = 0; i < n; i++)   /* some beyond the type */
                 buf[e * 64 + (int64_t)i] =
-                    (int64_t)(gkvt_rand(st) % (uint64_t)(r->ne[e] + 5));
+                    (int64_t)(tools__splitmix64(st) % (uint64_t)(r->ne[e] + 5));
             q->ex[e] = buf + e * 64;
             q->nex[e] = n;
         }
@@ -541,7 +541,7 @@ rand_fan(uint64_t *st)
 {
     static const int f[] = {-1, 0, 1, 2, 3, 5, 17, 64, 65, 100};
 
-    return f[gkvt_rand(st) % N_OF(f)];
+    return f[tools__splitmix64(st) % N_OF(f)];
 }
 
 static void
@@ -567,7 +567,7 @@ test_neighbors_vs_reference(void **state)
         for (int call = 0; call < 12; call++) {
             struct rreq q;
             gkv_sample_opts o;
-            int fan[RT], layer = (int)(gkvt_rand(&st) % 4);
+            int fan[RT], layer = (int)(tools__splitmix64(&st) % 4);
             int64_t *seeds[2];
             size_t ns[2];
             struct trip want[RT] = {{0}};
@@ -579,10 +579,10 @@ test_neighbors_vs_reference(void **state)
             for (int e = 0; e < RT; e++)
                 fan[e] = rand_fan(&st);
             for (int t = 0; t < 2; t++) {   /* duplicates allowed here */
-                ns[t] = (size_t)(gkvt_rand(&st) % 300);
+                ns[t] = (size_t)(tools__splitmix64(&st) % 300);
                 seeds[t] = malloc((ns[t] + 1) * sizeof *seeds[t]);
                 for (size_t i = 0; i < ns[t]; i++)
-                    seeds[t][i] = (int64_t)(gkvt_rand(&st) %
+                    seeds[t][i] = (int64_t)(tools__splitmix64(&st) %
                                             (uint64_t)r.nn[t]);
             }
             ref_hop(&r, &q, layer, fan, seeds, ns, want);
@@ -732,7 +732,7 @@ test_blocks_vs_reference(void **state)
         for (int call = 0; call < 8; call++) {
             struct rreq q;
             gkv_sample_opts o;
-            int nl = 1 + (int)(gkvt_rand(&st) % 3), fans[3 * RT];
+            int nl = 1 + (int)(tools__splitmix64(&st) % 3), fans[3 * RT];
             int64_t *seeds[2];
             size_t ns[2];
             struct rblk want[3];
@@ -749,12 +749,12 @@ test_blocks_vs_reference(void **state)
                 for (int64_t i = 0; i < n; i++)
                     seeds[t][i] = i;
                 for (int64_t i = n - 1; i > 0; i--) {
-                    int64_t j = (int64_t)(gkvt_rand(&st) % (uint64_t)(i + 1));
+                    int64_t j = (int64_t)(tools__splitmix64(&st) % (uint64_t)(i + 1));
                     int64_t x = seeds[t][i];
                     seeds[t][i] = seeds[t][j];
                     seeds[t][j] = x;
                 }
-                ns[t] = (size_t)(gkvt_rand(&st) % (uint64_t)(n + 1));
+                ns[t] = (size_t)(tools__splitmix64(&st) % (uint64_t)(n + 1));
             }
             ref_blocks(&r, &q, fans, nl, seeds, ns, want);
             for (int nt = 1; nt <= 3; nt += 2) {
@@ -806,13 +806,13 @@ test_edge_batch_vs_reference(void **state)
             struct rreq q, q2;
             gkv_sample_opts o;
             gkv_edge_batch_spec sp;
-            int nl = 1 + (int)(gkvt_rand(&st) % 2), fans[2 * RT];
+            int nl = 1 + (int)(tools__splitmix64(&st) % 2), fans[2 * RT];
             int64_t eids[40], rev[400], *seeds[2], *allx[RT];
             size_t ns[2] = {0, 0};
             struct rblk want[2];
             gkv_block got[2];
             gkv_edge_batch eb;
-            int et = (int)(gkvt_rand(&st) % RT), st_, dt_;
+            int et = (int)(tools__splitmix64(&st) % RT), st_, dt_;
             int64_t *wps, *wpd, *wns, *wnd;
             char what[96];
 
@@ -824,18 +824,18 @@ test_edge_batch_vs_reference(void **state)
                 fans[i] = rand_fan(&st);
             memset(&sp, 0, sizeof sp);
             sp.etype = et;
-            sp.n = (size_t)(gkvt_rand(&st) % N_OF(eids));
+            sp.n = (size_t)(tools__splitmix64(&st) % N_OF(eids));
             sp.eids = eids;
-            sp.num_neg = (int)(gkvt_rand(&st) % 4);
+            sp.num_neg = (int)(tools__splitmix64(&st) % 4);
             for (size_t i = 0; i < sp.n; i++)
-                eids[i] = (int64_t)(gkvt_rand(&st) % (uint64_t)r.ne[et]);
-            sp.exclude = (unsigned)(gkvt_rand(&st) % 4);
+                eids[i] = (int64_t)(tools__splitmix64(&st) % (uint64_t)r.ne[et]);
+            sp.exclude = (unsigned)(tools__splitmix64(&st) % 4);
             if (sp.exclude & GKV_EXCLUDE_REVERSE) {
-                if (gkvt_rand(&st) % 2) {   /* by map, into any etype */
-                    sp.reverse_etype = (int)(gkvt_rand(&st) % RT);
+                if (tools__splitmix64(&st) % 2) {   /* by map, into any etype */
+                    sp.reverse_etype = (int)(tools__splitmix64(&st) % RT);
                     sp.reverse_n = r.ne[et];
                     for (int64_t i = 0; i < r.ne[et]; i++)
-                        rev[i] = (int64_t)(gkvt_rand(&st) % 500);
+                        rev[i] = (int64_t)(tools__splitmix64(&st) % 500);
                     sp.reverse_eids = rev;
                 } else {
                     sp.reverse_etype = (et + 1) % RT;

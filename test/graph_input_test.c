@@ -560,9 +560,9 @@ test_text_large_file(void **state)
     gkv_coo c;
 
     for (size_t i = 0; i < n; i++) {
-        s[i] = (int64_t)(gkvt_rand(&x) % 100000);
-        d[i] = (int64_t)(gkvt_rand(&x) % 100000);
-        w[i] = (float)(gkvt_rand(&x) % 1000) / 8.0f;
+        s[i] = (int64_t)(tools__splitmix64(&x) % 100000);
+        d[i] = (int64_t)(tools__splitmix64(&x) % 100000);
+        w[i] = (float)(tools__splitmix64(&x) % 1000) / 8.0f;
         p += sprintf(p, i % 3 ? "%lld %lld %g\n" : "%lld,%lld,%g\r\n",
                      (long long)s[i], (long long)d[i], (double)w[i]);
     }
@@ -949,7 +949,7 @@ test_alloc_failures(void **state)
     {
         uint64_t x = 12345;
         for (int i = 0; i < 300000; i++) {
-            col[i] = (int64_t)(gkvt_rand(&x) % 20000);
+            col[i] = (int64_t)(tools__splitmix64(&x) % 20000);
             oth[i] = i;
         }
     }

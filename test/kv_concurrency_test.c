@@ -108,12 +108,12 @@ reader_run(gkv_store *s, uint64_t seed, uint32_t final_g, double deadline,
 
     memset(res, 0, sizeof *res);
     while (last < final_g) {
-        size_t m = 1 + gkvt_rand(&seed) % PULL_MAX;
+        size_t m = 1 + tools__splitmix64(&seed) % PULL_MAX;
 
         if (now_ms() > deadline)
             RFAIL("timed out at generation %u of %u", last, final_g);
         for (size_t k = 0; k < m; k++)
-            ids[k] = LO + gkvt_rand(&seed) % NROWS;
+            ids[k] = LO + tools__splitmix64(&seed) % NROWS;
         if ((rc = gkv_txn_begin(s, &tx)) != GKV_OK)
             RFAIL("txn_begin: %s (%s)", gkv_err_name(rc), gkv_store_errmsg(s));
         if ((rc = gkv_tensor_pull(s, tx, "gen", ids, m, pulled,
@@ -130,7 +130,7 @@ reader_run(gkv_store *s, uint64_t seed, uint32_t final_g, double deadline,
             RFAIL("snapshot %u: the pull saw generation %u, the read of the "
                   "same snapshot %u", res->snaps, g0, g1);
         for (int k = 0; k < 4; k++) {
-            uint64_t id = LO + gkvt_rand(&seed) % NROWS;
+            uint64_t id = LO + tools__splitmix64(&seed) % NROWS;
             const void *view;
             float row[W];
 
@@ -196,7 +196,7 @@ writer_run(gkv_store *s, uint64_t seed, uint32_t final_g, double deadline,
             RFAIL("timed out at generation %u of %u", g, final_g);
         if (!ranged)
             for (uint64_t k = NROWS - 1; k > 0; k--) {
-                uint64_t j = gkvt_rand(&seed) % (k + 1), t = perm[k];
+                uint64_t j = tools__splitmix64(&seed) % (k + 1), t = perm[k];
                 perm[k] = perm[j];
                 perm[j] = t;
             }

@@ -100,7 +100,7 @@ static void
 step_make(const struct model *m, uint32_t i, struct step *st)
 {
     uint64_t r = m->seed ^ ((uint64_t)i * 0xd1342543de82ef95ULL);
-    unsigned k = (unsigned)(gkvt_rand(&r) % 16);
+    unsigned k = (unsigned)(tools__splitmix64(&r) % 16);
     uint64_t range = ROWS;
 
     st->i = i;
@@ -122,9 +122,9 @@ step_make(const struct model *m, uint32_t i, struct step *st)
         st->width = EMB_W;
         range = EMB_ROWS;
     }
-    st->n = 100 + gkvt_rand(&r) % (PUSH_MAX - 100 + 1);
+    st->n = 100 + tools__splitmix64(&r) % (PUSH_MAX - 100 + 1);
     for (size_t p = 0; p < st->n; p++)
-        st->ids[p] = gkvt_rand(&r) % range;
+        st->ids[p] = tools__splitmix64(&r) % range;
     for (size_t p = 0; p < st->n; p++)
         for (size_t j = 0; j < st->width; j++)
             st->rows[p * st->width + j] = st->op == OP_ADAGRAD
@@ -722,7 +722,7 @@ crash_rounds(struct fx *f, unsigned flags)
     double t0 = now_ms();
 
     for (int round = 0; round < rounds; round++) {
-        double kill_ms = 2 + (double)(gkvt_rand(&rs) % 199);
+        double kill_ms = 2 + (double)(tools__splitmix64(&rs) % 199);
         gkv_store *held = NULL;
         uint32_t acked;
 
@@ -851,7 +851,7 @@ test_kill_at_the_commit_point(void **state)
     GKVT_OK(gkv_store_open(&h, f->dir, 0, NULL));
     GKVT_OK(gkv_tensor_create(h, "n", &sp));
     for (int a = 0; a < (soak() ? 40 : 8); a++) {
-        int at_meta = a % 2, adds = 1 + (int)(gkvt_rand(&rs) % 6), p[2], status;
+        int at_meta = a % 2, adds = 1 + (int)(tools__splitmix64(&rs) % 6), p[2], status;
         uint32_t acked = 0, err_step = 0;
         int32_t err_rc = 0;
         int64_t want = v + adds - !at_meta;

@@ -269,7 +269,7 @@ partition(struct fx *f)
 
     assert_non_null(fp);
     for (int i = 0; i < 4 * NN; i++) {
-        uint64_t a = gkvt_rand(&r) % NN, b = gkvt_rand(&r) % NN;
+        uint64_t a = tools__splitmix64(&r) % NN, b = tools__splitmix64(&r) % NN;
         fprintf(fp, "%llu %llu\n", (unsigned long long)a, (unsigned long long)b);
     }
     fclose(fp);
@@ -877,10 +877,10 @@ test_server_down(void **state)
     has(f->out, "emb\tf32\t100x3\t[0,100)\t");
 
     gkvt_proc_kill(server_of(f, 1, 1));
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     KV(f, 1, "--ip-config", f->cfg, "export", "emb",
                         path(f, "out.npy"), NULL);
-    assert_true(gkvt_now_s() - t0 < 5);
+    assert_true(tools__now_s() - t0 < 5);
     snprintf(line, sizeof line, "server 1 of machine 1 at 127.0.0.1:%d", f->base + 9);
     has(f->err, line);
     has(f->err, "is down");

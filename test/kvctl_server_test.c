@@ -268,11 +268,11 @@ test_server_commands(void **state)
     {
         char down[64];
         int dp = gkvt_port_base(1);
-        double t0 = gkvt_now_s();
+        double t0 = tools__now_s();
 
         snprintf(down, sizeof down, "127.0.0.1:%d", dp);
         assert_int_equal(kv(f, "--server", down, "get", "feat", "10", NULL), 1);
-        assert_true(gkvt_now_s() - t0 < 5);
+        assert_true(tools__now_s() - t0 < 5);
         assert_non_null(strstr(f->err, "is down: nothing accepts connections"));
         assert_non_null(strstr(f->err, down));
         /* a usage error is one before any server is asked */
@@ -752,8 +752,8 @@ test_get_by_original_id(void **state)
     fp = fopen(path(f, "edges.txt"), "w");
     assert_non_null(fp);
     for (int i = 0; i < 3 * NN; i++)
-        fprintf(fp, "%llu %llu\n", (unsigned long long)(gkvt_rand(&r) % NN),
-                (unsigned long long)(gkvt_rand(&r) % NN));
+        fprintf(fp, "%llu %llu\n", (unsigned long long)(tools__splitmix64(&r) % NN),
+                (unsigned long long)(tools__splitmix64(&r) % NN));
     fclose(fp);
     snprintf(nodes, sizeof nodes, "%d", NN);
     snprintf(featarg, sizeof featarg, "feat=%s", path(f, "feat.npy"));

@@ -1224,9 +1224,9 @@ spawn(char *const argv[], const char *errpath)
 static int
 wait_tensor(const char *st, const char *name, pid_t pid, int *status)
 {
-    double end = gkvt_now_s() + 60;
+    double end = tools__now_s() + 60;
 
-    while (gkvt_now_s() < end) {
+    while (tools__now_s() < end) {
         gkv_store *s;
         gkv_tensor_desc d;
         int ok = 0;
@@ -1239,7 +1239,7 @@ wait_tensor(const char *st, const char *name, pid_t pid, int *status)
             return 1;
         if (waitpid(pid, status, WNOHANG) == pid)
             return -1;
-        gkvt_sleep_ms(1);
+        tools__sleep_ms(1);
     }
     return 0;
 }
@@ -1339,14 +1339,14 @@ test_signal_during_export(void **state)
     assert_int_equal(kv(f, f->st, "import", "big", path(f, "big.npy"), NULL), 0);
     unlink(path(f, "big.npy"));
     for (int attempt = 0;; attempt++) {
-        double end = gkvt_now_s() + 60;
+        double end = tools__now_s() + 60;
         int done = 0;
 
         pid = spawn(argv, path(f, "err.txt"));
         snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path(f, "out.npy"), (long)pid);
-        while (!gkvt_exists(tmp) && gkvt_now_s() < end &&
+        while (!gkvt_exists(tmp) && tools__now_s() < end &&
                !(done = waitpid(pid, &st, WNOHANG) == pid))
-            gkvt_sleep_ms(1);
+            tools__sleep_ms(1);
         if (!done) {
             assert_true(gkvt_exists(tmp));
             kill(pid, SIGTERM);

@@ -224,7 +224,7 @@ test_keep_alive_failure(void **state)
     assert_true(gkvt_lt_has(f, "--keep-alive: leaving the servers running"));
     assert_true(gkvt_lt_has(f, "--shutdown"));
     assert_false(gkvt_lt_has(f, "server 0/0 exited"));
-    gkvt_sleep_ms(300);
+    tools__sleep_ms(300);
     assert_false(gkvt_lt_pid_gone(sp[0]));
     assert_true(gkvt_lt_port_connects(f->base));
 

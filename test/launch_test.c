@@ -181,11 +181,11 @@ test_failure(void **state)
     char *e;
 
     gkvt_lt_ports(f);
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     rc = gkvt_lt_retry(f, args, NULL, 20);
     assert_int_equal(rc, 1);
     /* stopped at the failure, not when trainer 0's sleep of 60 s ends */
-    assert_true(gkvt_now_s() - t0 < 45);
+    assert_true(tools__now_s() - t0 < 45);
     e = gkvt_slurp(f->err);
     assert_non_null(strstr(e, "trainer rank 1 (machine 0) failed: exit status 3"));
     assert_non_null(strstr(e, "rank 1 failing on purpose"));   /* log tail */

@@ -94,7 +94,7 @@ feat_add(struct fx *f, int i, const char *name, int et, int mask)
     assert_true(t->orig != NULL && t->w != NULL);
     for (int64_t k = 0; k < n; k++) {
         uint64_t h = (uint64_t)k * 131 + (uint64_t)et * 7 + (uint64_t)name[0];
-        h = gkvt_rand(&h);
+        h = tools__splitmix64(&h);
         t->orig[k] = mask ? (float)(h % 5 < 2) : (float)(h % 5) * 0.75f;
     }
 }
@@ -649,10 +649,10 @@ test_request_size(void **state)
         for (int i = 0; i < 3000; i++)
             ex[i] = i;
         xn[0] = 3000;
-        t0 = gkvt_now_s();
+        t0 = tools__now_s();
         assert_int_equal(gkv_client_sample_blocks(c, sv, ns, fan, 1, 1, &o,
                                                   cb), GKV_EINVAL);
-        assert_true(gkvt_now_s() - t0 < 2.0);
+        assert_true(tools__now_s() - t0 < 2.0);
         if (strstr(gkv_net_errmsg(), "3000 excluded edges (24000 bytes)") ==
             NULL)
             fail_msg("the message does not name the exclusions: %s",
@@ -665,10 +665,10 @@ test_request_size(void **state)
             of.dir = GKV_DIR_OUT;
             of.edge_w_feat = nm;
             xn[0] = 300;
-            t0 = gkvt_now_s();
+            t0 = tools__now_s();
             assert_int_equal(gkv_client_sample_blocks(c, sv, ns, fan, 1, 1,
                                                       &of, cb), GKV_EINVAL);
-            assert_true(gkvt_now_s() - t0 < 2.0);
+            assert_true(tools__now_s() - t0 < 2.0);
             if (strstr(gkv_net_errmsg(), "300 excluded edges") == NULL ||
                 strstr(gkv_net_errmsg(), "weights") != NULL)
                 fail_msg("the message does not name the exclusions: %s",

@@ -355,14 +355,14 @@ rrequests(int s, uint64_t sess)
 static void
 await_taken(int s, uint64_t sess, uint64_t before)
 {
-    double t0 = gkvt_now_s();
+    double t0 = tools__now_s();
 
     for (uint64_t polls = 1;; polls++) {
         if (rrequests(s, sess) > before + polls)
             return;
-        if (gkvt_now_s() - t0 > 30)
+        if (tools__now_s() - t0 > 30)
             fail_msg("the server did not take up a request in 30 s");
-        gkvt_sleep_ms(5);
+        tools__sleep_ms(5);
     }
 }
 
@@ -478,8 +478,8 @@ test_lease_not_expired_under_load(void **state)
         s[i] = rsock(f->base, 5000);
     /* the last sessions of the table heart-beat for 8 s, well under the
      * 600 s lease */
-    t0 = gkvt_now_s();
-    while (gkvt_now_s() - t0 < 8) {
+    t0 = tools__now_s();
+    while (tools__now_s() - t0 < 8) {
         for (int i = 0; i < H; i++)
             rsend(s[i], NET_HEARTBEAT, sess[NS - 1 - i], (uint64_t)calls + i + 10,
                   NULL, 0);
@@ -487,7 +487,7 @@ test_lease_not_expired_under_load(void **state)
             assert_int_equal(rrecv(s[i], &r), 0);
             if (r.h.status != 0 && refused++ == 0)
                 fprintf(stderr, "heartbeat %d refused after %.2f s: %s\n",
-                        calls + i, gkvt_now_s() - t0, r.msg);
+                        calls + i, tools__now_s() - t0, r.msg);
         }
         calls += H;
     }
@@ -636,12 +636,12 @@ test_push_resent_session_replaced(void **state)
     assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
     len = enc_add(b, sizeof b, "acc", 3, 1, 4, 1.0f);
     rsend(s1, NET_PUSH, sess, 5, b, len);     /* blocks on the lock */
-    gkvt_sleep_ms(300);
+    tools__sleep_ms(300);
     rsend(s2, NET_PUSH, sess, 5, b, len);     /* waits for the first */
-    gkvt_sleep_ms(300);
+    tools__sleep_ms(300);
     assert_int_not_equal(rjoin(s3, "job", 0, 0, &r3), 0);
     assert_int_equal(r3.h.status, 0);
-    gkvt_sleep_ms(100);
+    tools__sleep_ms(100);
     mdb_txn_abort(txn);
     mdb_env_close(env);
     assert_int_equal(rrecv(s1, &r1), 0);
@@ -1397,7 +1397,7 @@ test_sigterm_around_push(void **state)
         if (round == 0)
             kill(srv->pid, SIGTERM);
         rsend(s, NET_PUSH, sess, 9, b, len);
-        gkvt_sleep_ms(round * 3);
+        tools__sleep_ms(round * 3);
         if (round > 0)
             kill(srv->pid, SIGTERM);
         answered = rrecv(s, &r) == 0;
@@ -1700,7 +1700,7 @@ test_peer_never_reads(void **state)
     NET_OK(gkv_client_connect(&c, f->cfg, NULL, "probe", 0, &o));
     for (int k = 0; k < 200 && ss.pulls < NQ; k++) {
         NET_OK(gkv_client_stats(c, 0, &ss));
-        gkvt_sleep_ms(50);
+        tools__sleep_ms(50);
     }
     assert_true(ss.pulls >= NQ);
     NET_OK(gkv_client_pull(c, "wide", ids, NR, got, NR * 4096));

@@ -106,7 +106,7 @@ client(struct fx *f, uint32_t rank)
 static uint64_t
 hash(uint64_t x)
 {
-    return gkvt_rand(&x);
+    return tools__splitmix64(&x);
 }
 
 /* Adds feature 'name' of etype et, dtype dt, value i from gen(i). */
@@ -1381,14 +1381,14 @@ test_concurrent(void **state)
     /* 16 pushes, and more while the samplers have not done 4 samples in
      * all (they connect first; a slow machine may hold them back): the
      * samples are taken while the weights change */
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     for (int round = 0; round < 16 || (atomic_load(&k.ran) < 4 &&
                                        atomic_load(&k.bad) == 0 &&
-                                       gkvt_now_s() - t0 < 30); round++) {
+                                       tools__now_s() - t0 < 30); round++) {
         NET_OK(gkv_client_push(c, "edge/user:follows:user/w", ids,
                                (size_t)ehi, vals[(round + 1) % 2],
                                (size_t)ehi * 4, NULL));
-        gkvt_sleep_ms(30);
+        tools__sleep_ms(30);
     }
     atomic_store(&k.done, 1);
     for (int i = 0; i < 3; i++)

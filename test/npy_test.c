@@ -446,13 +446,13 @@ test_truncations_and_flips(void **state)
     }
     for (int i = 0; i < 20000; i++) {
         unsigned char *c = malloc(len);
-        size_t at = (size_t)(gkvt_rand(&rs) % hdr);
+        size_t at = (size_t)(tools__splitmix64(&rs) % hdr);
         gkv_npy_header h;
         char msg[128];
         gkv_err rc;
 
         memcpy(c, b, len);
-        c[at] = (unsigned char)gkvt_rand(&rs);
+        c[at] = (unsigned char)tools__splitmix64(&rs);
         rc = gkv_npy_parse(c, len, len, &h, msg, sizeof msg);
         if (rc == GKV_OK)
             assert_true(h.data_offset + h.data_bytes <= len);

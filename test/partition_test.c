@@ -191,7 +191,7 @@ add_feat(struct fx *f, struct tg *t, int is_edge, const char *type,
     s->row_bytes = gkv_dtype_size(dt) * (rdim ? cols : 1);
     s->rows = malloc(rows * s->row_bytes + 1);
     for (uint64_t i = 0; i < rows * s->row_bytes; i++)
-        s->rows[i] = (unsigned char)(gkvt_rand(&seed) >> 13);
+        s->rows[i] = (unsigned char)(tools__splitmix64(&seed) >> 13);
     snprintf(s->type, sizeof s->type, "%s", type);
     snprintf(s->name, sizeof s->name, "%s", name);
     memset(&s->pf, 0, sizeof s->pf);

@@ -299,19 +299,19 @@ static void
 random_cfg(struct cfg *c, uint64_t *rng)
 {
     memset(c, 0, sizeof *c);
-    c->P = 1 + (int)(gkvt_rand(rng) % 7);
-    c->nnt = 1 + (int)(gkvt_rand(rng) % 6);
-    c->net = (int)(gkvt_rand(rng) % 7);
+    c->P = 1 + (int)(tools__splitmix64(rng) % 7);
+    c->nnt = 1 + (int)(tools__splitmix64(rng) % 6);
+    c->net = (int)(tools__splitmix64(rng) % 7);
     for (int t = 0; t < c->nnt; t++)
         for (int p = 0; p < c->P; p++)   /* about a third empty */
-            c->ncnt[t][p] = gkvt_rand(rng) % 3 == 0 ? 0
-                            : (int64_t)(gkvt_rand(rng) % 40);
+            c->ncnt[t][p] = tools__splitmix64(rng) % 3 == 0 ? 0
+                            : (int64_t)(tools__splitmix64(rng) % 40);
     for (int t = 0; t < c->net; t++) {
-        c->esrc[t] = (int)(gkvt_rand(rng) % (uint64_t)c->nnt);
-        c->edst[t] = (int)(gkvt_rand(rng) % (uint64_t)c->nnt);
+        c->esrc[t] = (int)(tools__splitmix64(rng) % (uint64_t)c->nnt);
+        c->edst[t] = (int)(tools__splitmix64(rng) % (uint64_t)c->nnt);
         for (int p = 0; p < c->P; p++)
-            c->ecnt[t][p] = gkvt_rand(rng) % 3 == 0 ? 0
-                            : (int64_t)(gkvt_rand(rng) % 50);
+            c->ecnt[t][p] = tools__splitmix64(rng) % 3 == 0 ? 0
+                            : (int64_t)(tools__splitmix64(rng) % 50);
     }
 }
 
@@ -1060,23 +1060,23 @@ test_split_random(void **state)
             int64_t *list = malloc(((size_t)count * 2 + 1) * 8);
             size_t m = 0, nl = 0;
             /* density: none, all, or a per-partition skewed fraction */
-            int mode = (int)(gkvt_rand(&rng) % 4);
+            int mode = (int)(tools__splitmix64(&rng) % 4);
 
             for (int64_t v = 0; v < count; v++) {
                 int32_t own;
                 (edge ? gkv_pbook_edge_owner : gkv_pbook_node_owner)(
                     b, t, &v, 1, &own);
                 mask[v] = mode == 0 ? 0 : mode == 1 ? 1
-                          : gkvt_rand(&rng) % (uint64_t)(own + 2) == 0;
+                          : tools__splitmix64(&rng) % (uint64_t)(own + 2) == 0;
                 if (mask[v]) {
                     S[m++] = v;
                     list[nl++] = v;
-                    if (gkvt_rand(&rng) % 4 == 0)
+                    if (tools__splitmix64(&rng) % 4 == 0)
                         list[nl++] = v;      /* a duplicate */
                 }
             }
             for (size_t i = nl; i > 1; i--) {       /* shuffle the list */
-                size_t k = gkvt_rand(&rng) % i;
+                size_t k = tools__splitmix64(&rng) % i;
                 int64_t x = list[i - 1];
                 list[i - 1] = list[k];
                 list[k] = x;
