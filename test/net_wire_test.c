@@ -5,6 +5,7 @@
  * one fails. */
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -924,6 +925,26 @@ test_ipconfig(void **state)
     gkv_ipconfig_free(c);
 }
 
+/* gkv_net_host_is_local(): loopback by interface, the wider 127/8 only
+ * when asked, and a documentation address (or an unknown name) never. */
+static void
+test_host_is_local(void **state)
+{
+    struct ifaddrs *ifs = NULL;
+
+    assert_int_equal(gkv_net_host_is_local("127.0.0.1", NULL, 0), 1);
+    assert_int_equal(gkv_net_host_is_local("127.0.0.2", NULL, 0), 0);
+    assert_int_equal(gkv_net_host_is_local("127.0.0.2", NULL, 1), 1);
+    assert_int_equal(gkv_net_host_is_local("192.0.2.1", NULL, 1), 0);
+    assert_int_equal(gkv_net_host_is_local("no-such-host.invalid", NULL, 1),
+                     0);
+    assert_int_equal(gkv_net_host_is_local(NULL, NULL, 1), 0);
+    assert_int_equal(getifaddrs(&ifs), 0);
+    assert_int_equal(gkv_net_host_is_local("127.0.0.1", ifs, 0), 1);
+    assert_int_equal(gkv_net_host_is_local("192.0.2.1", ifs, 0), 0);
+    freeifaddrs(ifs);
+}
+
 /* ---- token files and proofs ------------------------------------------------------- */
 
 static void
@@ -1234,6 +1255,7 @@ main(void)
         cmocka_unit_test(test_lying_counts),
         cmocka_unit_test(test_schema_alloc_failure),
         cmocka_unit_test_setup_teardown(test_ipconfig, setup, teardown),
+        cmocka_unit_test(test_host_is_local),
         cmocka_unit_test_setup_teardown(test_token_file, setup, teardown),
         cmocka_unit_test(test_proof),
         cmocka_unit_test(test_graph_codec),
