@@ -37,13 +37,7 @@ static char tool[PATH_MAX + 32];
 static int
 setup(void **state)
 {
-    struct fx *f;
-
-    if (gkvt_dir_setup(state, sizeof *f, "gkvpart") != 0)
-        return -1;
-    f = *state;
-    snprintf(f->out, sizeof f->out, "%s/out", f->dir);
-    return 0;
+    return gkvt_file_setup(state, sizeof(struct fx), "gkvpart", "out");
 }
 
 static int
@@ -53,9 +47,7 @@ teardown(void **state)
 
     free(f->sout);
     free(f->serr);
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
+    return gkvt_dir_teardown(state);
 }
 
 /* BUILD/gkv-partition for this binary's BUILD/test/. */

@@ -682,6 +682,18 @@ gkvt_dir_teardown(void **state)
 }
 
 int
+gkvt_file_setup(void **state, size_t size, const char *tag, const char *name)
+{
+    struct gkvt_file_fx *f;
+
+    if (gkvt_dir_setup(state, size, tag) != 0)
+        return -1;
+    f = *state;
+    snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
+    return 0;
+}
+
+int
 gkvt_store_setup(void **state, size_t size, const char *tag)
 {
     struct gkvt_store_fx *f;

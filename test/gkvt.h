@@ -49,6 +49,16 @@ long   gkvt_alloc_live(void);
 int  gkvt_dir_setup(void **state, size_t size, const char *tag);
 /* Its teardown: removes the directory and frees the struct; 0. */
 int  gkvt_dir_teardown(void **state);
+/* A directory and one path in it; a test's fixture is this struct, or one
+ * that begins with its two members (the second may have another name). */
+struct gkvt_file_fx {
+    char *dir;
+    char path[4096];
+};
+/* gkvt_dir_setup(), then path gets DIR/name; -1 when it fails. Its
+ * teardown is gkvt_dir_teardown(). */
+int  gkvt_file_setup(void **state, size_t size, const char *tag,
+                     const char *name);
 /* A directory and a store opened there (GKV_CREATE); a test's fixture is
  * this struct, or one that begins with its two members. */
 struct gkvt_store_fx {

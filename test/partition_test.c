@@ -34,19 +34,7 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f;
-
-    if (gkvt_dir_setup(state, sizeof *f, "part") != 0)
-        return -1;
-    f = *state;
-    snprintf(f->out, sizeof f->out, "%s/out", f->dir);
-    return 0;
-}
-
-static int
-teardown(void **state)
-{
-    return gkvt_dir_teardown(state);
+    return gkvt_file_setup(state, sizeof(struct fx), "part", "out");
 }
 
 /* ---- .npy files ----------------------------------------------------------- */
@@ -1466,19 +1454,19 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_round_trip_hetero, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_round_trip_homo, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_round_trip_rmat, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_empty_types, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_range_hand_checked, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_metis_two_cliques, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_metis_mask_and_edges, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_spec, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bool_node_feature, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_features, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_outdir_rules, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_everywhere, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip_hetero, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip_homo, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip_rmat, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_empty_types, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_range_hand_checked, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_metis_two_cliques, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_metis_mask_and_edges, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_spec, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_bool_node_feature, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_features, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_outdir_rules, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_everywhere, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, gkvt_dir_teardown),
     };
 
     return cmocka_run_group_tests_name("partition", tests, NULL, NULL);

@@ -21,19 +21,7 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f;
-
-    if (gkvt_dir_setup(state, sizeof *f, "pbook") != 0)
-        return -1;
-    f = *state;
-    snprintf(f->path, sizeof f->path, "%s/g.json", f->dir);
-    return 0;
-}
-
-static int
-teardown(void **state)
-{
-    return gkvt_dir_teardown(state);
+    return gkvt_file_setup(state, sizeof(struct fx), "pbook", "g.json");
 }
 
 static void
@@ -1144,18 +1132,18 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_hetero_accessors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_random_configs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_homogeneous_ids, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_ids, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ambiguous_relation, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_malformed_configs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_not_json, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_mem, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_split_hand, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_split_random, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_split_balanced_local, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hetero_accessors, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_random_configs, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_homogeneous_ids, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_ids, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_ambiguous_relation, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_configs, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_not_json, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_open_mem, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_split_hand, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_split_random, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_split_balanced_local, setup, gkvt_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
