@@ -40,4 +40,11 @@ float *gkvt_npy_f32(const char *path, uint64_t n, uint64_t w, uint64_t seed);
 void   gkvt_npy_i64(const char *path, const int64_t *v, uint64_t n,
                     uint64_t cols);
 
+/* gkv-partition of a random graph into 2 random partitions (seed 3) under
+ * DIR/g: nn nodes, nedges edges (pairs of splitmix64 draws from 'seed',
+ * modulo nn) written to DIR/edges.txt, node feature "feat" from feat_npy.
+ * A cmocka failure, showing its output, when gkv-partition fails. */
+void   gkvt_partition_random(const char *dir, int nn, int nedges,
+                             uint64_t seed, const char *feat_npy);
+
 #endif

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <jansson.h>
 #include "gkvt.h"
+#include "gkvt_kvctl.h"
 #include "gkv.h"
 
 #define MAXPROC 8
@@ -262,31 +263,9 @@ static float *
 partition(struct fx *f)
 {
     float *feat = make_rows(NN, FW, 1);
-    FILE *fp = fopen(path(f, "edges.txt"), "w");
-    uint64_t r = 7;
-    char nodes[16], featarg[4200], *so = NULL, *se = NULL;
-    int code;
 
-    assert_non_null(fp);
-    for (int i = 0; i < 4 * NN; i++) {
-        uint64_t a = tools__splitmix64(&r) % NN, b = tools__splitmix64(&r) % NN;
-        fprintf(fp, "%llu %llu\n", (unsigned long long)a, (unsigned long long)b);
-    }
-    fclose(fp);
     write_npy(path(f, "feat.npy"), GKV_F32, feat, NN, FW);
-    snprintf(nodes, sizeof nodes, "%d", NN);
-    snprintf(featarg, sizeof featarg, "feat=%s", path(f, "feat.npy"));
-    {
-        char *argv[] = {(char *)gkvt_prog("gkv-partition"), "--parts", "2",
-                        "--method", "random", "--seed", "3", "--input",
-                        path(f, "edges.txt"), "--num-nodes", nodes,
-                        "--node-feat", featarg, path(f, "g"), NULL};
-        code = gkvt_run(argv, NULL, 0, &so, &se, 120);
-    }
-    if (code != 0)
-        fail_msg("gkv-partition: exit %d\n%s%s", code, so, se);
-    free(so);
-    free(se);
+    gkvt_partition_random(f->dir, NN, 4 * NN, 7, path(f, "feat.npy"));
     return feat;
 }
 

@@ -736,38 +736,18 @@ test_get_by_original_id(void **state)
     struct gkvt_kvctl_fx *f = *state;
     enum { NN = 120, FW = 4 };
     float *feat, got[2 * FW];
-    uint64_t ids[2], r = 5;
+    uint64_t ids[2];
     int64_t lo0, hi0, o0 = -1, o1 = -1, n0 = -1, n1 = -1;
     char json[4200], part0[4200], map[4200], cfg[4200], ids_s[64], addr[64];
-    char nodes[16], featarg[4200], *so = NULL, *se = NULL;
     gkv_npy_map mm;
     gkv_pbook *b;
     json_t *j;
-    FILE *fp;
-    int code, port = 0;
+    int port = 0;
 
     /* a random graph of NN nodes with feature rows gkvt_npy_val(i, c), 2 random
      * partitions */
     feat = gkvt_npy_f32(path(f, "feat.npy"), NN, FW, 0);
-    fp = fopen(path(f, "edges.txt"), "w");
-    assert_non_null(fp);
-    for (int i = 0; i < 3 * NN; i++)
-        fprintf(fp, "%llu %llu\n", (unsigned long long)(tools__splitmix64(&r) % NN),
-                (unsigned long long)(tools__splitmix64(&r) % NN));
-    fclose(fp);
-    snprintf(nodes, sizeof nodes, "%d", NN);
-    snprintf(featarg, sizeof featarg, "feat=%s", path(f, "feat.npy"));
-    {
-        char *argv[] = {(char *)gkvt_prog("gkv-partition"), "--parts", "2",
-                        "--method", "random", "--seed", "3", "--input",
-                        path(f, "edges.txt"), "--num-nodes", nodes,
-                        "--node-feat", featarg, path(f, "g"), NULL};
-        code = gkvt_run(argv, NULL, 0, &so, &se, 120);
-    }
-    if (code != 0)
-        fail_msg("gkv-partition: exit %d\n%s%s", code, so, se);
-    free(so);
-    free(se);
+    gkvt_partition_random(f->dir, NN, 3 * NN, 5, path(f, "feat.npy"));
     snprintf(json, sizeof json, "%s/g/graph.json", f->dir);
     snprintf(part0, sizeof part0, "%s/g/part-0", f->dir);
     snprintf(map, sizeof map, "%s/g/mapping/node-_N.npy", f->dir);
