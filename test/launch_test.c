@@ -237,6 +237,24 @@ test_sigterm(void **state)
     assert_true(gkvt_lt_port_closed(f->base + 1));
 }
 
+/* Holds 127.0.0.1:f->base: a listening socket in f->lsock (the teardown
+ * closes it). */
+static void
+hold_port(struct gkvt_lt_fx *f)
+{
+    struct sockaddr_in a;
+    int one = 1;
+
+    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)f->base);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->lsock, 16), 0);
+}
+
 /* A port held by something that is not a gkv server. */
 static void
 test_port_taken(void **state)
@@ -250,19 +268,10 @@ test_port_taken(void **state)
         "--num-servers", "1", "--num-trainers", "1",
         "--keep-alive", "--server-name", "n1", "--workspace", f->ws,
         "--", gkvt_lt_self, "--child", "env", NULL};
-    struct sockaddr_in a;
     char want[64];
-    int one = 1;
 
     gkvt_lt_ports(f);
-    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)f->base);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(f->lsock, 16), 0);
+    hold_port(f);
 
     assert_int_equal(gkvt_lt_launch(f, args, NULL, 20), 1);
     snprintf(want, sizeof want, "port 127.0.0.1:%d of server 0/0 is already "
@@ -336,9 +345,7 @@ test_slurm_mpi(void **state)
         "OMPI_COMM_WORLD_LOCAL_RANK=1", "PMIX_NAMESPACE=prte-x-1@1", NULL};
     const char *mpi_bad[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3",
         "OMPI_COMM_WORLD_LOCAL_RANK=0", NULL};
-    struct sockaddr_in a;
     char *t;
-    int one = 1;
 
     gkvt_lt_ports(f);
     assert_int_equal(mkdir(f->ws, 0755), 0);
@@ -360,14 +367,7 @@ test_slurm_mpi(void **state)
     free(t);
 
     /* trainer task: waits for the server port (held here), then runs */
-    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)f->base);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(f->lsock, 16), 0);
+    hold_port(f);
     assert_int_equal(gkvt_lt_launch(f, srv, task_t, 20), 0);
     t = gkvt_lt_read_env(f, "trainer-1");
     GKVT_LT_ENV_EQ(t, "GKV_ROLE", "trainer");
@@ -796,18 +796,9 @@ test_refused_no_workspace(void **state)
         "--num-servers", "1", "--num-trainers", "1",
         "--keep-alive", "--server-name", "n1", "--workspace", f->ws,
         "--", gkvt_lt_self, "--child", "env", NULL};
-    struct sockaddr_in a;
-    int one = 1;
 
     gkvt_lt_ports(f);
-    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)f->base);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(f->lsock, 16), 0);
+    hold_port(f);
 
     assert_int_equal(gkvt_lt_launch(f, args, NULL, 20), 1);
     assert_true(gkvt_lt_has(f, "is already in use"));
