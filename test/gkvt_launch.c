@@ -268,6 +268,15 @@ gkvt_lt_dump(struct gkvt_lt_fx *f)
     free(e);
 }
 
+void
+gkvt_lt_expect_ok(struct gkvt_lt_fx *f, int rc, const char *what)
+{
+    if (rc != 0) {
+        gkvt_lt_dump(f);
+        fail_msg("%s failed: exit %d", what, rc);
+    }
+}
+
 /* PIDs of the "started server ... (local pid N)" lines, into pids. */
 int
 gkvt_lt_server_pids(struct gkvt_lt_fx *f, pid_t *pids, int max)

@@ -81,6 +81,9 @@ int gkvt_lt_launch(struct gkvt_lt_fx *f, const char *const *args,
 int gkvt_lt_has(struct gkvt_lt_fx *f, const char *needle);
 /* Prints the launcher's stdout and stderr to stderr. */
 void gkvt_lt_dump(struct gkvt_lt_fx *f);
+/* Unless rc (a launch's exit status) is 0: gkvt_lt_dump(), then fails the
+ * test with "WHAT failed: exit RC". */
+void gkvt_lt_expect_ok(struct gkvt_lt_fx *f, int rc, const char *what);
 /* PIDs of the "started server ... (local pid N)" lines, into pids. */
 int gkvt_lt_server_pids(struct gkvt_lt_fx *f, pid_t *pids, int max);
 /* A cmocka setup: a new struct gkvt_lt_fx with its directory; cfg

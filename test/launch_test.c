@@ -47,9 +47,7 @@ test_env(void **state)
 
     gkvt_lt_ports(f);
     rc = gkvt_lt_retry(f, args, NULL, 20);
-    if (rc != 0)
-        gkvt_lt_dump(f);
-    assert_int_equal(rc, 0);
+    gkvt_lt_expect_ok(f, rc, "the launch");
     ns = gkvt_lt_server_pids(f, sp, 8);
     assert_int_equal(ns, 2);
     for (int i = 0; i < ns; i++) {
@@ -516,10 +514,7 @@ test_remote(void **state)
     gkvt_lt_ports(f);
     /* the stand-in ssh clears LT_DIR: children write to GKV_WORKSPACE */
     unsetenv("LT_DIR");
-    if (gkvt_lt_retry(f, args, NULL, 20) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("remote launch failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_retry(f, args, NULL, 20), "remote launch");
     assert_true(gkvt_lt_has(f, "(ssh pid"));
     /* arguments survive the remote shell byte for byte */
     snprintf(path, sizeof path, "%s/args-trainer-1", f->ws);
@@ -718,9 +713,7 @@ test_example_train_mask(void **state)
     snprintf(train, sizeof train, "%s", gkvt_prog("gkv-example-train"));
     gkvt_lt_graph_mask(f, "gm", SCALE, 2, mask, json, sizeof json);
     rc = gkvt_lt_retry2(f, args, cfg2, sizeof cfg2, 60);
-    if (rc != 0)
-        gkvt_lt_dump(f);
-    assert_int_equal(rc, 0);
+    gkvt_lt_expect_ok(f, rc, "the launch");
 
     /* the split the trainers should have made, in the partitions' IDs */
     GKVT_OK(gkv_pbook_open(&b, json));
@@ -772,9 +765,7 @@ test_late_client(void **state)
 
     gkvt_lt_ports(f);
     rc = gkvt_lt_retry(f, args, NULL, 40);
-    if (rc != 0)
-        gkvt_lt_dump(f);
-    assert_int_equal(rc, 0);
+    gkvt_lt_expect_ok(f, rc, "the launch");
     gkvt_lt_log_has(f, "trainer-0-0.log", "rank 0: connected");
     gkvt_lt_log_has(f, "trainer-0-1.log", "rank 1: connected");
     assert_int_equal(gkvt_lt_server_pids(f, sp, 4), 1);
