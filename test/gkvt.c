@@ -849,6 +849,19 @@ gkvt_expect_i64(const int64_t *got, const int64_t *want, size_t n,
                      (long long)want[i]);
 }
 
+void
+gkvt_expect_etype_info(const gkv_etype_info *got, const gkv_etype_info *want)
+{
+    assert_string_equal(got->canonical, want->canonical);
+    assert_string_equal(got->relation, want->relation);
+    assert_string_equal(got->src_type, want->src_type);
+    assert_string_equal(got->dst_type, want->dst_type);
+    assert_int_equal(got->src_ntype, want->src_ntype);
+    assert_int_equal(got->dst_ntype, want->dst_ntype);
+    assert_int_equal(got->num_edges, want->num_edges);
+    assert_int_equal(got->weighted, want->weighted);
+}
+
 uint64_t
 gkvt_fnv64(uint64_t h, uint64_t v)
 {

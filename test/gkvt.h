@@ -83,6 +83,10 @@ unsigned char *gkvt_tensor_all(gkv_store *s, gkv_txn *tx, const char *name,
 /* Fails naming the first i where got[i] != want[i] (as "what[i]"). */
 void gkvt_expect_i64(const int64_t *got, const int64_t *want, size_t n,
                      const char *what);
+/* Fails naming the first field of an edge type's info that differs from
+ * want's (names compared as strings). */
+void gkvt_expect_etype_info(const gkv_etype_info *got,
+                            const gkv_etype_info *want);
 /* FNV-1a of h with the 8 bytes of v, low first. */
 uint64_t gkvt_fnv64(uint64_t h, uint64_t v);
 

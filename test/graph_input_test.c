@@ -185,14 +185,8 @@ test_schema(void **state)
     assert_int_equal(gkv_graph_etype_find(g, "user:buys:user", &i),
                      GKV_ENOTFOUND);
     GKVT_OK(gkv_graph_etype_info(g, 1, &info));
-    assert_string_equal(info.canonical, "user:buys:item");
-    assert_string_equal(info.relation, "buys");
-    assert_string_equal(info.src_type, "user");
-    assert_string_equal(info.dst_type, "item");
-    assert_int_equal(info.src_ntype, 0);
-    assert_int_equal(info.dst_ntype, 1);
-    assert_int_equal(info.num_edges, 0);
-    assert_int_equal(info.weighted, 0);
+    gkvt_expect_etype_info(&info, &(gkv_etype_info){"user:buys:item", "buys",
+                           "user", "item", 0, 1, 0, 0});
     assert_int_equal(gkv_graph_etype_info(g, 9, &info), GKV_EINVAL);
 
     /* bad schema changes fail with a message and change nothing */

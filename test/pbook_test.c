@@ -109,14 +109,8 @@ test_hetero_accessors(void **state)
     assert_int_equal(gkv_pbook_etype_find(b, "user:buys:user", &t),
                      GKV_ENOTFOUND);
     GKVT_OK(gkv_pbook_etype_info(b, 1, &ei));
-    assert_string_equal(ei.canonical, "user:buys:item");
-    assert_string_equal(ei.relation, "buys");
-    assert_string_equal(ei.src_type, "user");
-    assert_string_equal(ei.dst_type, "item");
-    assert_int_equal(ei.src_ntype, 0);
-    assert_int_equal(ei.dst_ntype, 1);
-    assert_int_equal(ei.num_edges, 7);
-    assert_int_equal(ei.weighted, 1);
+    gkvt_expect_etype_info(&ei, &(gkv_etype_info){"user:buys:item", "buys",
+                           "user", "item", 0, 1, 7, 1});
     GKVT_OK(gkv_pbook_etype_info(b, 0, &ei));
     assert_int_equal(ei.weighted, 0);
     assert_int_equal(ei.num_edges, 6);
