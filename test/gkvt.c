@@ -315,10 +315,10 @@ gkvt_write_text(const char *path, const char *text, unsigned mode)
 }
 
 int
-gkvt_port_free(int port)
+gkvt_port_bindable(int port, int reuse)
 {
     struct sockaddr_in a;
-    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1, ok;
 
     if (s < 0)
         return 0;
@@ -326,9 +326,17 @@ gkvt_port_free(int port)
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (reuse)
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
     close(s);
     return ok;
+}
+
+int
+gkvt_port_free(int port)
+{
+    return gkvt_port_bindable(port, 0);
 }
 
 int
@@ -354,7 +362,8 @@ gkvt_port_candidate(unsigned k, int n, int align)
 }
 
 int
-gkvt_port_base(int n)
+gkvt_port_find(int n, int align, unsigned salt, int env_off,
+               int (*usable)(int port))
 {
     static unsigned seq;
     const char *e = getenv("GKVT_PORT_BASE");
@@ -364,18 +373,24 @@ gkvt_port_base(int n)
         int base, ok = 1;
 
         if (e != NULL && *e != '\0')
-            base = atoi(e) + (int)(k * 32);
+            base = atoi(e) + env_off + (int)k * align;
         else
-            base = gkvt_port_candidate(k, n, 32);
+            base = gkvt_port_candidate(salt + k, n, align);
         if (base < 1024 || base + n > 65535)
             continue;
         for (int i = 0; i < n && ok; i++)
-            ok = gkvt_port_free(base + i);
+            ok = usable(base + i);
         if (ok)
             return base;
     }
     fail_msg("no free range of %d ports found", n);
     return -1;
+}
+
+int
+gkvt_port_base(int n)
+{
+    return gkvt_port_find(n, 32, 0, 0, gkvt_port_free);
 }
 
 struct gkvt_proc *

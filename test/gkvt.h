@@ -123,8 +123,17 @@ void   gkvt_expect_has(const char *text, const char *needle);
 /* Writes 'text' to 'path' with mode 'mode' (a cmocka failure if it
  * cannot). */
 void   gkvt_write_text(const char *path, const char *text, unsigned mode);
-/* Whether TCP port 'port' on 127.0.0.1 can be bound now. */
+/* Whether TCP port 'port' on 127.0.0.1 can be bound now; with 'reuse'
+ * the bind sets SO_REUSEADDR (a port in TIME_WAIT counts as free). */
+int    gkvt_port_bindable(int port, int reuse);
+/* gkvt_port_bindable(port, 0). */
 int    gkvt_port_free(int port);
+/* The first of n consecutive loopback ports that each pass usable(port),
+ * a multiple of 'align': candidate k is gkvt_port_candidate(salt + k, n,
+ * align), or with GKVT_PORT_BASE set, that + env_off + k * align. A
+ * cmocka failure when 500 candidates fail. */
+int    gkvt_port_find(int n, int align, unsigned salt, int env_off,
+                      int (*usable)(int port));
 /* The first of n consecutive loopback ports nobody listens on now, spread
  * by PID so parallel runs rarely meet (a server that still finds its port
  * taken must make the caller pick again). GKVT_PORT_BASE fixes the start. */

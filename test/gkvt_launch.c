@@ -106,22 +106,6 @@ gkvt_lt_wait_pid_file(const char *dir, const char *name, int ms)
 
 /* ---- ports ---------------------------------------------------------------------- */
 
-int
-gkvt_lt_port_bindable(int port)
-{
-    struct sockaddr_in a;
-    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1, ok;
-
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
-    close(s);
-    return ok;
-}
-
 /* Something listens on the port (the launcher's own look, which does not
  * count a connect that TCP joined to itself: a plain connect to a port
  * nobody listens on does that once in some thousands). */
@@ -147,34 +131,22 @@ gkvt_lt_port_closed(int port)
     return 1;
 }
 
+/* Free for a launch: bindable (a TIME_WAIT left by the last test is
+ * fine) and nothing answers there. */
+static int
+lt_port_usable(int port)
+{
+    return gkvt_port_bindable(port, 1) && !gkvt_lt_port_connects(port);
+}
+
 void
 gkvt_lt_ports(struct gkvt_lt_fx *f)
 {
-    static unsigned seq;
-    const char *e = getenv("GKVT_PORT_BASE");
+    char text[128];
 
-    for (int attempt = 0; attempt < 500; attempt++) {
-        unsigned k = seq++;
-        int base, ok = 1;
-
-        if (e != NULL && *e != '\0')
-            base = atoi(e) + 1000 + (int)(k * 16);
-        else
-            base = gkvt_port_candidate(k + 7777u, 16, 16);
-        if (base < 1024 || base + 16 > 65535)
-            continue;
-        for (int i = 0; i < 16 && ok; i++)
-            ok = gkvt_lt_port_bindable(base + i) &&
-                 !gkvt_lt_port_connects(base + i);
-        if (ok) {
-            char text[128];
-            f->base = base;
-            snprintf(text, sizeof text, "# launch_test\n127.0.0.1 %d\n", base);
-            gkvt_write_text(f->cfg, text, 0644);
-            return;
-        }
-    }
-    fail_msg("no free port range found");
+    f->base = gkvt_port_find(16, 16, 7777u, 1000, lt_port_usable);
+    snprintf(text, sizeof text, "# launch_test\n127.0.0.1 %d\n", f->base);
+    gkvt_write_text(f->cfg, text, 0644);
 }
 
 /* ---- running the launcher --------------------------------------------------------- */

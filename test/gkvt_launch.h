@@ -53,8 +53,6 @@ void gkvt_lt_track(struct gkvt_lt_fx *f, pid_t pid);
 pid_t gkvt_lt_pid_file(const char *dir, const char *name);
 /* gkvt_lt_pid_file(), waiting up to ms for it to be written. */
 pid_t gkvt_lt_wait_pid_file(const char *dir, const char *name, int ms);
-/* Whether 127.0.0.1:port can be bound now. */
-int gkvt_lt_port_bindable(int port);
 /* Something listens on the port (the launcher's own look, which does not
  * count a connect that TCP joined to itself: a plain connect to a port
  * nobody listens on does that once in some thousands). */

@@ -564,6 +564,8 @@ static const struct {
     {"node/_N/b16", GKV_BF16, 100, 0, 3000},
 };
 
+/* Its teardown is gkvt_store_teardown() (struct fx begins as struct
+ * gkvt_store_fx does). */
 static int
 fx_setup(void **state)
 {
@@ -586,17 +588,6 @@ fx_setup(void **state)
         GKVT_OK(gkv_tensor_create(f->st, tens[i].name, &sp));
     }
     *state = f;
-    return 0;
-}
-
-static int
-fx_teardown(void **state)
-{
-    struct fx *f = *state;
-
-    gkv_store_close(f->st);
-    gkvt_rmtree(f->dir);
-    free(f);
     return 0;
 }
 
@@ -1430,18 +1421,18 @@ main(void)
         cmocka_unit_test(test_model_blocks),
 #ifdef GKV_HAVE_CUDA
         cmocka_unit_test(test_hot_by_degree),
-        cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_gather, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_errors, fx_setup, gkvt_store_teardown),
+        cmocka_unit_test_setup_teardown(test_gather, fx_setup, gkvt_store_teardown),
         cmocka_unit_test(test_gpu_blocks),
         cmocka_unit_test(test_gpu_blocks_large),
         cmocka_unit_test(test_gpu_blocks_partial),
         cmocka_unit_test_setup_teardown(test_gpu_minibatch, fx_setup,
-                                        fx_teardown),
+                                        gkvt_store_teardown),
 #ifdef GKVT_GPU_EMU
         cmocka_unit_test_setup_teardown(test_emu_checks, fx_setup,
-                                        fx_teardown),
+                                        gkvt_store_teardown),
         cmocka_unit_test_setup_teardown(test_emu_out_of_memory, fx_setup,
-                                        fx_teardown),
+                                        gkvt_store_teardown),
         cmocka_unit_test(test_emu_bench),
 #endif
 #else

@@ -56,7 +56,7 @@ test_env(void **state)
     }
     for (int k = 0; k < 2; k++) {
         assert_true(gkvt_lt_port_closed(f->base + k));        /* and no port held */
-        assert_true(gkvt_lt_port_bindable(f->base + k));
+        assert_true(gkvt_port_bindable(f->base + k, 1));
     }
     assert_true(gkvt_lt_has(f, "job done"));
     for (int r = 0; r < 2; r++) {

@@ -150,13 +150,13 @@ read_all(const char *st, const char *name, size_t n, size_t rb)
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
+    struct fx *f;
 
-    if (f == NULL || (f->dir = gkvt_mkdtemp("nethostile")) == NULL)
+    if (gkvt_dir_setup(state, sizeof *f, "nethostile") != 0)
         return -1;
+    f = *state;
     snprintf(f->st, sizeof f->st, "%s/st", f->dir);
     snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
-    *state = f;
     return 0;
 }
 
@@ -168,8 +168,7 @@ teardown(void **state)
     struct fx *f = *state;
     int bad = gkvt_proc_reap_all(f->p, f->np);
 
-    gkvt_rmtree(f->dir);
-    free(f);
+    gkvt_dir_teardown(state);
     return bad ? -1 : 0;
 }
 
