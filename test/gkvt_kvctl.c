@@ -130,3 +130,14 @@ gkvt_partition_random(const char *dir, int nn, int nedges, uint64_t seed,
     free(so);
     free(se);
 }
+
+json_t *
+gkvt_json_parse(const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+
+    if (j == NULL)
+        fail_msg("bad JSON (%s at line %d): %s", e.text, e.line, text);
+    return j;
+}

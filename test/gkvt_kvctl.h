@@ -5,6 +5,7 @@
 #ifndef GKVT_KVCTL_H
 #define GKVT_KVCTL_H
 #include <sys/types.h>
+#include <jansson.h>
 #include "gkvt.h"
 
 struct gkvt_kvctl_fx {
@@ -23,6 +24,10 @@ int gkvt_kvctl_teardown(void **state);
  * status, stdout and stderr in f->out and f->err. */
 #define gkvt_kvctl(f, ...) \
     gkvt_tool("kvctl", &(f)->out, &(f)->err, __VA_ARGS__)
+
+/* The JSON document 'text' (kvctl --json output), the caller's reference;
+ * a cmocka failure, showing the text, when it does not parse. */
+json_t *gkvt_json_parse(const char *text);
 
 /* The header np.save writes, built here by hand the way numpy's format.py
  * does: the dict, spaces, '\n', 128 bytes in all for these shapes; returns

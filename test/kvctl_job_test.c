@@ -243,17 +243,6 @@ store_rows(const char *st, const char *name, gkv_tensor_desc *d)
     return b;
 }
 
-static json_t *
-parse_json(const char *text)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
-
-    if (j == NULL)
-        fail_msg("bad JSON (%s): %s", e.text, text);
-    return j;
-}
-
 /* ---- a partitioned graph ---------------------------------------------------- */
 
 /* gkv-partition of a random graph of NN nodes with the node feature
@@ -402,7 +391,7 @@ test_graph_job(void **state)
              (unsigned long long)(d1.hi - d1.lo));
     has(f->out, line);
     KV(f, 0, "--json", "--ip-config", f->cfg, "info", name, NULL);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_int_equal(json_integer_value(json_object_get(j, "rows")), NN);
     a = json_object_get(j, "machines");
     assert_int_equal(json_array_size(a), 2);
@@ -428,7 +417,7 @@ test_graph_job(void **state)
     }
     /* stat: every server of the job */
     KV(f, 0, "--json", "--ip-config", f->cfg, "stat", NULL);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_int_equal(json_array_size(json_object_get(j, "servers")), 4);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(
         json_object_get(j, "servers"), 3), "machine")), 1);
@@ -765,7 +754,7 @@ test_job_writes(void **state)
                 "emb#adagrad_s");
     KV(f, 0, "--json", "--ip-config", f->cfg, "info", "emb", NULL);
     {
-        json_t *j = parse_json(f->out);
+        json_t *j = gkvt_json_parse(f->out);
         assert_true(json_is_null(json_object_get(j, "state_tensors")));
         json_decref(j);
     }

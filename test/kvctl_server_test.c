@@ -221,7 +221,6 @@ test_server_commands(void **state)
     gkv_client *member;
     gkv_client_opts o = {0};
     json_t *j;
-    json_error_t je;
     int port, st;
 
     assert_int_equal(kv(f, f->st, "create", "feat", "--dtype", "f32",
@@ -240,8 +239,7 @@ test_server_commands(void **state)
     assert_non_null(strstr(f->out, "feat"));
     assert_non_null(strstr(f->out, "[10,110)"));
     assert_int_equal(kv(f, "--json", "--server", addr, "info", "feat", NULL), 0);
-    j = json_loads(f->out, 0, &je);
-    assert_non_null(j);
+    j = gkvt_json_parse(f->out);
     assert_int_equal(json_integer_value(json_object_get(j, "lo")), 10);
     assert_int_equal(json_integer_value(json_object_get(j, "hi")), 110);
     /* a server's schema has no chunk count or id: null, not 0 */
@@ -787,9 +785,7 @@ test_get_by_original_id(void **state)
                         "--orig-ids", map, NULL), 0);
     assert_string_equal(f->err, "");
     {
-        json_error_t e;
-        j = json_loads(f->out, 0, &e);
-        assert_non_null(j);
+        j = gkvt_json_parse(f->out);
         assert_string_equal(json_string_value(json_object_get(j, "id_space")),
                             "original");
         assert_int_equal(json_integer_value(json_array_get(
@@ -803,8 +799,7 @@ test_get_by_original_id(void **state)
         json_decref(j);
         assert_int_equal(kv(f, "--json", part0, "get", "node/_N/feat", ids_s,
                             NULL), 0);
-        j = json_loads(f->out, 0, &e);
-        assert_non_null(j);
+        j = gkvt_json_parse(f->out);
         assert_string_equal(json_string_value(json_object_get(j, "id_space")),
                             "partitioned");
         assert_null(json_object_get(j, "new_ids"));
