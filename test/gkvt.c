@@ -791,6 +791,31 @@ gkvt_read_file(const char *path, size_t *len)
     return b;
 }
 
+char *
+gkvt_listing(const char *dir)
+{
+    struct dirent **ents;
+    int n = scandir(dir, &ents, NULL, alphasort);
+    size_t len = 0;
+    char *s = calloc(1, 1);
+
+    assert_non_null(s);
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(ents[i]->d_name);
+
+        s = realloc(s, len + k + 2);
+        assert_non_null(s);
+        memcpy(s + len, ents[i]->d_name, k);
+        len += k;
+        s[len++] = '\n';
+        s[len] = '\0';
+        free(ents[i]);
+    }
+    if (n >= 0)
+        free(ents);
+    return s;
+}
+
 void
 gkvt_write_file(const char *path, const void *b, size_t len)
 {

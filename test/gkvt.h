@@ -106,6 +106,9 @@ unsigned char *gkvt_read_file(const char *path, size_t *len);
 /* Writes len bytes to path (created or truncated, mode 0644); a cmocka
  * failure when it cannot. */
 void   gkvt_write_file(const char *path, const void *b, size_t len);
+/* The names in directory dir (with "." and ".."), sorted, each followed
+ * by '\n', as a malloc'd string ("" when dir cannot be read). */
+char  *gkvt_listing(const char *dir);
 /* Whether path exists (stat). */
 int    gkvt_exists(const char *path);
 /* Fails unless files a and b hold the same bytes. */
