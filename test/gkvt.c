@@ -121,6 +121,20 @@ gkvt_tmpfs_done(char *dir)
 }
 
 const char *
+gkvt_self(void)
+{
+    static char self[4096];
+
+    if (self[0] == '\0') {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+
+        assert_true(n > 0);
+        self[n] = '\0';
+    }
+    return self;
+}
+
+const char *
 gkvt_prog(const char *name)
 {
     static __thread char buf[4096];

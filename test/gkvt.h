@@ -26,6 +26,9 @@ uint64_t gkvt_seed(void);
 int gkvt_run(char *const argv[], const char *in, size_t in_len,
              char **out, char **err, int timeout_s);
 
+/* The running test program's path (from /proc/self/exe), read once; a
+ * cmocka failure when it cannot be read. */
+const char *gkvt_self(void);
 /* Path of a built program, e.g. gkvt_prog("kvctl") -> "build/kvctl";
  * honours GKVT_BUILD. Returned string is static per call site use. */
 const char *gkvt_prog(const char *name);

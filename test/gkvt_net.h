@@ -86,6 +86,10 @@ void gkvt_serve(struct gkvt_job *j, int nmach, int nserv,
 gkv_client *gkvt_connect(const char *cfg, const char *group, uint32_t rank,
                          const gkv_client_opts *o);
 
+/* A raw nanomsg REQ socket connected to 127.0.0.1:port, for hand-made
+ * messages: any reply size, replies awaited timeout_ms, no resends. The
+ * caller nn_close()s it. */
+int gkvt_raw_socket(int port, int timeout_ms);
 /* Writes a request of 'type' to b (NET_HDR_LEN + plen bytes): the
  * header (magic, version, req, session, plen) and the payload pl.
  * Returns its length. */

@@ -42,7 +42,6 @@
 #define MAXPROC 12
 
 static char g_server_path[PATH_MAX + 16];
-static char g_self[PATH_MAX];
 
 /* ---- processes and servers ------------------------------------------------ */
 
@@ -105,8 +104,9 @@ fake_spawn(struct gkvt_job *f, const char *max_msg, const char *pulls,
            const char *pushes, const char *session, const char *pushlog)
 {
     char port[16];
-    char *argv[] = {g_self, "--fake", port, (char *)max_msg, (char *)pulls,
-                    (char *)pushes, (char *)session, (char *)pushlog, NULL};
+    char *argv[] = {(char *)gkvt_self(), "--fake", port, (char *)max_msg,
+                    (char *)pulls, (char *)pushes, (char *)session,
+                    (char *)pushlog, NULL};
 
     snprintf(port, sizeof port, "%d", f->base);
     return wait_listening(gkvt_job_spawn(f, argv, "fake.log"));
@@ -1144,10 +1144,6 @@ next:
 static void
 find_programs(void)
 {
-    ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
-
-    assert_true(n > 0);
-    g_self[n] = '\0';
     snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 

@@ -32,7 +32,6 @@
 #define MAXPROC 16
 
 static char g_server_path[PATH_MAX + 16];
-static char g_self[PATH_MAX];
 
 /* ---- stores ---------------------------------------------------------------------- */
 
@@ -321,7 +320,7 @@ child(struct gkvt_job *f, const char *logname, ...)
     int n = 0;
     va_list ap;
 
-    argv[n++] = g_self;
+    argv[n++] = (char *)gkvt_self();
     argv[n++] = "--child";
     va_start(ap, logname);
     while (n < 31 && (argv[n] = va_arg(ap, char *)) != NULL)
@@ -794,23 +793,6 @@ test_barrier_and_lease(void **state)
 
 /* ---- authentication ---------------------------------------------------------------------- */
 
-/* A raw REQ socket for hand-made messages. */
-static int
-raw_socket(struct gkvt_job *f, int timeout_ms)
-{
-    int s = nn_socket(AF_SP, NN_REQ), v = -1;
-    char url[64];
-
-    assert_true(s >= 0);
-    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVMAXSIZE, &v, sizeof v);
-    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
-    v = INT_MAX;
-    nn_setsockopt(s, NN_REQ, NN_REQ_RESEND_IVL, &v, sizeof v);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", f->base);
-    assert_true(nn_connect(s, url) >= 0);
-    return s;
-}
-
 /* Sends b (len bytes) and returns the reply's header and payload (into
  * pl, cap bytes; *plen its length); -1 when no reply came. */
 static int
@@ -930,7 +912,7 @@ test_token(void **state)
                            "a file: pass its contents (gkv_token_load)"));
     assert_int_equal(gkv_client_connect(&c, f->cfg, NULL, "job", 1, &o), GKV_EPERM);
     assert_non_null(strstr(gkv_net_errmsg(), "requires a token"));
-    s = raw_socket(f, 3000);
+    s = gkvt_raw_socket(f->base, 3000);
     sess = raw_handshake(s, NULL, "raw", 0, NULL, NULL, &st);
     assert_int_equal(sess, 0);
     assert_int_equal(st, GKV_EPERM);
@@ -1036,7 +1018,7 @@ test_bad_requests_are_answered_counted_and_logged(void **state)
     gkv_client *c;
     int s, tcp = bad_serve(f, srv);
 
-    s = raw_socket(f, 3000);
+    s = gkvt_raw_socket(f->base, 3000);
     /* truncated: shorter than a header */
     memcpy(b, "GKVN\x01\x00\x04\x00", 8);
     expect_error(s, b, 10, GKV_EPROTO, "shorter than the 48-byte header");
@@ -1123,7 +1105,7 @@ test_bad_oversized_message_drops_only_that_peer(void **state)
     uint64_t sess;
     int s, tcp = bad_serve(f, srv);
 
-    s = raw_socket(f, 3000);
+    s = gkvt_raw_socket(f->base, 3000);
     sess = raw_handshake(s, NULL, "raw", 0, NULL, NULL, &st);
     assert_true(sess != 0);
     len = gkvt_raw_msg(b, NET_STATS, sess, 8, NULL, 0);
@@ -1438,10 +1420,6 @@ test_two_machines(void **state)
 static void
 find_programs(void)
 {
-    ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
-
-    assert_true(n > 0);
-    g_self[n] = '\0';
     snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 
