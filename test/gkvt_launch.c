@@ -657,11 +657,7 @@ gkvt_lt_log_has(struct gkvt_lt_fx *f, const char *log, const char *needle)
 void
 gkvt_lt_find_programs(void)
 {
-    ssize_t n = readlink("/proc/self/exe", gkvt_lt_self,
-                         sizeof gkvt_lt_self - 1);
-
-    assert_true(n > 0);
-    gkvt_lt_self[n] = '\0';
+    snprintf(gkvt_lt_self, sizeof gkvt_lt_self, "%s", gkvt_self());
     snprintf(g_launch, sizeof g_launch, "%s", gkvt_prog("gkv-launch"));
     snprintf(g_server, sizeof g_server, "%s", gkvt_prog("gkv-server"));
 }
