@@ -19,6 +19,19 @@
 
 typedef void (*enc_fn)(net_wr *w, const void *arg);
 
+/* Every cut of message b (len bytes) short of its end fails dec(&rd,
+ * out) with a reason and allocates nothing. */
+#define EXPECT_CUTS_FAIL(b, len, dec, out) do { \
+    for (size_t cut_ = 0; cut_ < (len); cut_++) { \
+        long live_ = gkvt_alloc_live(); \
+        net_rd rd_; \
+        net__rd_init(&rd_, (b), cut_); \
+        assert_int_equal(dec(&rd_, (out)), -1); \
+        assert_true(rd_.why[0] != '\0'); \
+        assert_int_equal(gkvt_alloc_live(), live_); \
+    } \
+} while (0)
+
 /* Encodes with the two passes the server and client use; returns a
  * malloc'd payload of *len bytes. */
 static unsigned char *
@@ -1143,13 +1156,7 @@ test_graph_codec(void **state)
     assert_memory_equal(sq.ex[0], ex0, 16);
     net__sample_req_free(&sq);
     /* every truncation fails with a reason and allocates nothing */
-    for (size_t cut = 0; cut < len; cut++) {
-        long live = gkvt_alloc_live();
-        net__rd_init(&rd, b, cut);
-        assert_int_equal(net__dec_sample_req(&rd, &sq), -1);
-        assert_true(rd.why[0] != '\0');
-        assert_int_equal(gkvt_alloc_live(), live);
-    }
+    EXPECT_CUTS_FAIL(b, len, net__dec_sample_req, &sq);
     /* a node-type count that cannot fit */
     b[12] = 0xff;
     b[13] = 0xff;
@@ -1181,13 +1188,7 @@ test_graph_codec(void **state)
         assert_int_equal(u, 5);
     }
     net__sample_rep_free(&sr);
-    for (size_t cut = 0; cut < len; cut++) {
-        long live = gkvt_alloc_live();
-        net__rd_init(&rd, b, cut);
-        assert_int_equal(net__dec_sample_rep(&rd, &sr), -1);
-        assert_true(rd.why[0] != '\0');
-        assert_int_equal(gkvt_alloc_live(), live);
-    }
+    EXPECT_CUTS_FAIL(b, len, net__dec_sample_rep, &sr);
     /* counts that do not sum to the edges: the first count is at byte 24
      * (num_etypes 4, n 8, nc 8, wide 4) */
     b[24] = 3;
