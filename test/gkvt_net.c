@@ -167,6 +167,25 @@ gkvt_connect(const char *cfg, const char *group, uint32_t rank,
     return c;
 }
 
+unsigned char *
+gkvt_encode(void (*enc)(net_wr *w, const void *arg), const void *arg,
+            size_t *len)
+{
+    net_wr w = {0};
+    unsigned char *b;
+
+    enc(&w, arg);
+    *len = w.off;
+    b = malloc(w.off + 1);
+    assert_non_null(b);
+    w.p = b;
+    w.cap = w.off;
+    w.off = 0;
+    enc(&w, arg);
+    assert_int_equal(w.off, *len);
+    return b;
+}
+
 int
 gkvt_raw_socket(int port, int timeout_ms)
 {

@@ -1406,6 +1406,12 @@ test_edge_w_lo(void **state)
     }
 }
 
+static void
+enc_sample_req(net_wr *w, const void *enc)
+{
+    net__enc_sample_req(w, enc);
+}
+
 /* The SAMPLE codec: names round-trip; bad ones are refused on decode with
  * the reason; the flag without the section is truncated input. */
 static void
@@ -1424,7 +1430,7 @@ test_wire(void **state)
         {NULL, "more bytes than"}};
     char big[GKV_NAME_MAX + 2];
     unsigned char *buf;
-    net_wr w;
+    size_t len;
 
     (void)state;
     memset(big, 'y', sizeof big - 1);
@@ -1443,15 +1449,8 @@ test_wire(void **state)
     for (int k = -1; k < (int)(sizeof bad / sizeof bad[0]); k++) {
         const char *names[2] = {k < 0 ? "prob" : bad[k].name, NULL};
         enc.feat = k < 0 ? good : names;
-        memset(&w, 0, sizeof w);
-        net__enc_sample_req(&w, &enc);           /* measure */
-        buf = calloc(1, w.off + 8);
-        assert_non_null(buf);
-        w.p = buf;
-        w.cap = w.off;
-        w.off = 0;
-        net__enc_sample_req(&w, &enc);
-        net__rd_init(&rd, buf, w.off);
+        buf = gkvt_encode(enc_sample_req, &enc, &len);
+        net__rd_init(&rd, buf, len);
         if (k < 0) {
             assert_int_equal(net__dec_sample_req(&rd, &q), 0);
             assert_non_null(q.feat);
@@ -1459,14 +1458,14 @@ test_wire(void **state)
             assert_null(q.feat[1]);
             net__sample_req_free(&q);
             /* the flag without the names: truncated */
-            net__rd_init(&rd, buf, w.off - 2 - 4 - 2);
+            net__rd_init(&rd, buf, len - 2 - 4 - 2);
             assert_int_not_equal(net__dec_sample_req(&rd, &q), 0);
             /* names without the flag: bytes left over */
             {
                 unsigned char *fl = buf + 8;      /* layer, dir, flags */
                 uint32_t v = 0;
                 memcpy(fl, &v, 4);
-                net__rd_init(&rd, buf, w.off);
+                net__rd_init(&rd, buf, len);
                 assert_int_not_equal(net__dec_sample_req(&rd, &q), 0);
                 assert_non_null(strstr(rd.why, "left over"));
             }
@@ -1494,15 +1493,8 @@ test_wire(void **state)
         enc.nw = nw;
         enc.wc = wc;
         enc.w = wv;
-        memset(&w, 0, sizeof w);
-        net__enc_sample_req(&w, &enc);
-        buf = calloc(1, w.off + 8);
-        assert_non_null(buf);
-        w.p = buf;
-        w.cap = w.off;
-        w.off = 0;
-        net__enc_sample_req(&w, &enc);
-        net__rd_init(&rd, buf, k == 2 ? w.off - 4 : w.off);
+        buf = gkvt_encode(enc_sample_req, &enc, &len);
+        net__rd_init(&rd, buf, k == 2 ? len - 4 : len);
         if (k == 0) {
             uint32_t got;
             assert_int_equal(net__dec_sample_req(&rd, &q), 0);

@@ -12,12 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gkvt.h"
+#include "gkvt_net.h"
 #include "gkv_net.h"
 #include "net/wire.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-typedef void (*enc_fn)(net_wr *w, const void *arg);
 
 /* Every cut of message b (len bytes) short of its end fails dec(&rd,
  * out) with a reason and allocates nothing. */
@@ -31,25 +30,6 @@ typedef void (*enc_fn)(net_wr *w, const void *arg);
         assert_int_equal(gkvt_alloc_live(), live_); \
     } \
 } while (0)
-
-/* Encodes with the two passes the server and client use; returns a
- * malloc'd payload of *len bytes. */
-static unsigned char *
-encode(enc_fn enc, const void *arg, size_t *len)
-{
-    net_wr w = {0};
-    unsigned char *b;
-
-    enc(&w, arg);
-    *len = w.off;
-    b = malloc(w.off + 1);
-    w.p = b;
-    w.cap = w.off;
-    w.off = 0;
-    enc(&w, arg);
-    assert_int_equal(w.off, *len);
-    return b;
-}
 
 static void
 write_text(const char *path, const char *text, mode_t mode)
@@ -305,7 +285,7 @@ test_roundtrip(void **state)
         for (int i = 0; i < 32; i++)
             in.nonce[i] = (unsigned char)(i * 7);
         fill_ident(&in.id);
-        b = encode(enc_hello, &in, &len);
+        b = gkvt_encode(enc_hello, &in, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_hello_rep(&rd, &out), 0);
         assert_memory_equal(in.nonce, out.nonce, 32);
@@ -319,7 +299,7 @@ test_roundtrip(void **state)
         in.rank = 3;
         in.flags = NET_HS_PROOF;
         memset(in.mac, 0x5a, 32);
-        b = encode(enc_hs, &in, &len);
+        b = gkvt_encode(enc_hs, &in, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_hs_req(&rd, &out), 0);
         assert_string_equal(out.group, "job-17");
@@ -331,7 +311,7 @@ test_roundtrip(void **state)
         /* with a job instance after the proof; instance 0 is refused */
         in.flags = NET_HS_PROOF | NET_HS_INSTANCE;
         in.instance = 0x1122334455667788ull;
-        b = encode(enc_hs, &in, &len);
+        b = gkvt_encode(enc_hs, &in, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_hs_req(&rd, &out), 0);
         assert_int_equal(out.flags, NET_HS_PROOF | NET_HS_INSTANCE);
@@ -340,7 +320,7 @@ test_roundtrip(void **state)
         assert_int_not_equal(net__dec_hs_req(&rd, &out), 0);
         free(b);
         in.instance = 0;
-        b = encode(enc_hs, &in, &len);
+        b = gkvt_encode(enc_hs, &in, &len);
         net__rd_init(&rd, b, len);
         assert_int_not_equal(net__dec_hs_req(&rd, &out), 0);
         assert_non_null(strstr(rd.why, "job instance 0"));
@@ -361,7 +341,7 @@ test_roundtrip(void **state)
         a.id = &id;
         a.t = t;
         a.n = 2;
-        b = encode(enc_hs_rep, &a, &len);
+        b = gkvt_encode(enc_hs_rep, &a, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_hs_rep(&rd, &out), 0);
         assert_int_equal(out.session, 0xfeed);
@@ -372,7 +352,7 @@ test_roundtrip(void **state)
         net__schema_free(&out.schema);
         free(b);
         a.id = NULL;
-        b = encode(enc_hs_rep, &a, &len);
+        b = gkvt_encode(enc_hs_rep, &a, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_schema(&rd, &sc), 0);
         assert_int_equal(sc.n, 2);
@@ -387,7 +367,7 @@ test_roundtrip(void **state)
         net_pull_req out;
         uint64_t got;
 
-        b = encode(enc_pull, &a, &len);
+        b = gkvt_encode(enc_pull, &a, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_pull_req(&rd, &out), 0);
         assert_string_equal(out.name, "node/paper/feat");
@@ -397,7 +377,7 @@ test_roundtrip(void **state)
         free(b);
         a.idx = idx;
         a.n = 3;
-        b = encode(enc_pull, &a, &len);
+        b = gkvt_encode(enc_pull, &a, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_pull_req(&rd, &out), 0);
         assert_int_equal(out.n, 3);
@@ -410,7 +390,7 @@ test_roundtrip(void **state)
     {   /* pull reply */
         float rows[6] = {1, 2, 3, 4, 5, 6};
         net_pull_rep out;
-        b = encode(enc_pull_rep, rows, &len);
+        b = gkvt_encode(enc_pull_rep, rows, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_pull_rep(&rd, &out), 0);
         assert_int_equal(out.n, 3);
@@ -426,7 +406,7 @@ test_roundtrip(void **state)
         net_push_req out;
         float r[6];
 
-        b = encode(enc_push, &a, &len);
+        b = gkvt_encode(enc_push, &a, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_push_req(&rd, &out), 0);
         assert_string_equal(out.name, "emb");
@@ -444,14 +424,14 @@ test_roundtrip(void **state)
         unsigned fl = GKV_PUSH_DUPS_SUM;
         net_push_req out;
 
-        b = encode(enc_push_flags, &fl, &len);
+        b = gkvt_encode(enc_push_flags, &fl, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_push_req(&rd, &out), 0);
         assert_int_equal(out.flags, GKV_PUSH_DUPS_SUM);
         assert_int_equal(out.n, 2);
         free(b);
         fl = 0x4;
-        b = encode(enc_push_flags, &fl, &len);
+        b = gkvt_encode(enc_push_flags, &fl, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_push_req(&rd, &out), -1);
         assert_non_null(strstr(rd.why, "unknown flags 0x4"));
@@ -468,7 +448,7 @@ test_roundtrip(void **state)
         in.a = 0.0;
         in.b = 0.02;
         in.seed = 77;
-        b = encode(enc_create, &in, &len);
+        b = gkvt_encode(enc_create, &in, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_create_req(&rd, &out), 0);
         assert_tensor_equal(&in.t, &out.t);
@@ -479,7 +459,7 @@ test_roundtrip(void **state)
         memset(&rin, 0, sizeof rin);
         rin.created = 1;
         fill_tensor(&rin.t, "emb", 0, 10);
-        b = encode(enc_create_rep, &rin, &len);
+        b = gkvt_encode(enc_create_rep, &rin, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_create_rep(&rd, &rout), 0);
         assert_int_equal(rout.created, 1);
@@ -491,14 +471,14 @@ test_roundtrip(void **state)
         net_stats *st = malloc(sizeof *st);
         char msg[64];
 
-        b = encode(enc_barrier, &in, &len);
+        b = gkvt_encode(enc_barrier, &in, &len);
         assert_int_equal(len, 12);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_barrier(&rd, &out), 0);
         assert_int_equal(out.group_size, 4);
         assert_int_equal(out.seq, 9);
         free(b);
-        b = encode(enc_stats, NULL, &len);
+        b = gkvt_encode(enc_stats, NULL, &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_stats(&rd, st), 0);
         assert_int_equal(st->n, 2);
@@ -506,7 +486,7 @@ test_roundtrip(void **state)
         assert_int_equal(st->kv[0].val, 17);
         free(st);
         free(b);
-        b = encode(enc_err, "ID 99\x01 outside", &len);
+        b = gkvt_encode(enc_err, "ID 99\x01 outside", &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_err(&rd, msg, sizeof msg), 0);
         assert_string_equal(msg, "ID 99? outside");    /* made printable */
@@ -576,7 +556,7 @@ test_truncated_and_trailing(void **state)
         net_hello_rep in;
         memset(&in, 0, sizeof in);
         fill_ident(&in.id);
-        b = encode(enc_hello, &in, &len);
+        b = gkvt_encode(enc_hello, &in, &len);
         check_prefixes(b, len, dec_hello, out);
         free(b);
     }
@@ -584,14 +564,14 @@ test_truncated_and_trailing(void **state)
         net_hs_req in;
         memset(&in, 0, sizeof in);
         snprintf(in.group, sizeof in.group, "g");
-        b = encode(enc_hs, &in, &len);
+        b = gkvt_encode(enc_hs, &in, &len);
         check_prefixes(b, len, dec_hs, out);
         free(b);
     }
     {
         uint64_t ids[3] = {1, 2, 3};
         struct pull_arg a = {ids, NULL, 3};
-        b = encode(enc_pull, &a, &len);
+        b = gkvt_encode(enc_pull, &a, &len);
         check_prefixes(b, len, dec_pull, out);
         free(b);
     }
@@ -599,7 +579,7 @@ test_truncated_and_trailing(void **state)
         uint64_t ids[3] = {1, 2, 3};
         float rows[9] = {0};
         struct push_arg a = {ids, rows, NULL, 3};
-        b = encode(enc_push, &a, &len);
+        b = gkvt_encode(enc_push, &a, &len);
         check_prefixes(b, len, dec_push, out);
         free(b);
     }
@@ -607,13 +587,13 @@ test_truncated_and_trailing(void **state)
         net_create_req in;
         memset(&in, 0, sizeof in);
         fill_tensor(&in.t, "x", 0, 5);
-        b = encode(enc_create, &in, &len);
+        b = gkvt_encode(enc_create, &in, &len);
         check_prefixes(b, len, dec_create, out);
         free(b);
     }
     {
         net_barrier in = {2, 1};
-        b = encode(enc_barrier, &in, &len);
+        b = gkvt_encode(enc_barrier, &in, &len);
         check_prefixes(b, len, dec_barrier, out);
         free(b);
     }
@@ -623,7 +603,7 @@ test_truncated_and_trailing(void **state)
         fill_tensor(&t[0], "a", 0, 1);
         fill_tensor(&t[1], "b", 0, 2);
         fill_tensor(&t[2], "c", 0, 3);
-        b = encode(enc_hs_rep, &a, &len);
+        b = gkvt_encode(enc_hs_rep, &a, &len);
         check_prefixes(b, len, dec_schema, out);
         free(b);
     }
@@ -780,13 +760,13 @@ test_lying_counts(void **state)
 
         fill_tensor(&t, "x", 0, 4);
         t.row_bytes = 12;
-        e = encode(enc_hs_rep, &a, &len);
+        e = gkvt_encode(enc_hs_rep, &a, &len);
         net__rd_init(&rd, e, len);
         assert_int_equal(net__dec_schema(&rd, &sc), -1);
         assert_non_null(strstr(rd.why, "row_bytes"));
         free(e);
         fill_tensor(&t, "x", 5, 5);
-        e = encode(enc_hs_rep, &a, &len);
+        e = gkvt_encode(enc_hs_rep, &a, &len);
         net__rd_init(&rd, e, len);
         assert_int_equal(net__dec_schema(&rd, &sc), -1);
         assert_non_null(strstr(rd.why, "empty ID range"));
@@ -812,7 +792,7 @@ test_schema_alloc_failure(void **state)
     (void)state;
     for (int i = 0; i < 4; i++)
         fill_tensor(&t[i], "t", 0, (uint64_t)i + 1);
-    b = encode(enc_hs_rep, &a, &len);
+    b = gkvt_encode(enc_hs_rep, &a, &len);
     for (n = 0;; n++) {
         net__rd_init(&rd, b, len);
         gkvt_alloc_fail_at(n);
@@ -1091,7 +1071,7 @@ test_graph_codec(void **state)
     int32_t f32;
 
     (void)state;
-    b = encode(enc_book, &bk, &len);
+    b = gkvt_encode(enc_book, &bk, &len);
     net__rd_init(&rd, b, len);
     assert_int_equal(net__dec_book(&rd, &bo), 0);
     assert_int_equal(bo.part_id, 3);
@@ -1102,7 +1082,7 @@ test_graph_codec(void **state)
     assert_non_null(strstr(rd.why, "book.json"));
     free(b);
 
-    b = encode(enc_ids, x, &len);
+    b = gkvt_encode(enc_ids, x, &len);
     net__rd_init(&rd, b, len);
     assert_int_equal(net__dec_ids_req(&rd, &iq), 0);
     assert_int_equal(iq.etype, 5);
@@ -1113,7 +1093,7 @@ test_graph_codec(void **state)
     assert_int_equal(v, 10);
     free(b);
 
-    b = encode(enc_cols3, cols, &len);
+    b = gkvt_encode(enc_cols3, cols, &len);
     net__rd_init(&rd, b, len);
     assert_int_equal(net__dec_cols(&rd, 3, &co, "c"), 0);
     assert_int_equal(co.n, 3);
@@ -1137,7 +1117,7 @@ test_graph_codec(void **state)
     se.nseeds = ns;
     se.ex = ex;
     se.nex = nex;
-    b = encode(enc_sample, &se, &len);
+    b = gkvt_encode(enc_sample, &se, &len);
     net__rd_init(&rd, b, len);
     assert_int_equal(net__dec_sample_req(&rd, &sq), 0);
     assert_int_equal(sq.layer, 2);
@@ -1165,7 +1145,7 @@ test_graph_codec(void **state)
     assert_non_null(strstr(rd.why, "num_ntypes"));
     free(b);
 
-    b = encode(enc_sample_rep, cols, &len);
+    b = gkvt_encode(enc_sample_rep, cols, &len);
     net__rd_init(&rd, b, len);
     assert_int_equal(net__dec_sample_rep(&rd, &sr), 0);
     assert_int_equal(sr.net, 2);
@@ -1227,7 +1207,7 @@ test_opt_reset_codec(void **state)
 
     (void)state;
     for (int i = 0; i < 3; i++) {
-        b = encode(enc_opt_reset, ok[i], &len);
+        b = gkvt_encode(enc_opt_reset, ok[i], &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_opt_reset(&rd, name, opt), 0);
         assert_string_equal(name, ok[i][0]);
@@ -1238,7 +1218,7 @@ test_opt_reset_codec(void **state)
             assert_true(rd.why[0] != '\0');
         }
         free(b);
-        b = encode(enc_opt_reset, bad[i], &len);
+        b = gkvt_encode(enc_opt_reset, bad[i], &len);
         net__rd_init(&rd, b, len);
         assert_int_equal(net__dec_opt_reset(&rd, name, opt), -1);
         assert_non_null(strstr(rd.why, "opt_reset"));
