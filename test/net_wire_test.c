@@ -612,6 +612,21 @@ test_truncated_and_trailing(void **state)
     free(out);
 }
 
+/* A PUSH request's head, written by hand from w's start: tensor "t", no
+ * handler, lr, eps, beta1 and beta2 0, row_bytes, n, padding. */
+static void
+push_head(net_wr *w, uint64_t row_bytes, uint64_t n)
+{
+    w->off = 0;
+    net__wr_str(w, "t");
+    net__wr_str(w, "");
+    for (int i = 0; i < 4; i++)
+        net__wr_f64(w, 0);
+    net__wr_u64(w, row_bytes);
+    net__wr_u64(w, n);
+    net__wr_pad(w);
+}
+
 static void
 test_lying_counts(void **state)
 {
@@ -642,39 +657,18 @@ test_lying_counts(void **state)
     net__rd_init(&rd, b, w.off);
     assert_int_equal(net__dec_pull_rep(&rd, &pr), -1);
     assert_non_null(strstr(rd.why, "overflow"));
-    w.off = 0;
-    net__wr_str(&w, "t");
-    net__wr_str(&w, "");
-    for (int i = 0; i < 4; i++)
-        net__wr_f64(&w, 0);
-    net__wr_u64(&w, 1ull << 40);
-    net__wr_u64(&w, 0);
-    net__wr_pad(&w);
+    push_head(&w, 1ull << 40, 0);
     net__wr_u8(&w, 0);                                   /* flags */
     net__rd_init(&rd, b, w.off);
     assert_int_equal(net__dec_push_req(&rd, &uq), 0);   /* zero rows is fine */
     /* rows of 0 bytes are not (n rows would take no room at all) */
-    w.off = 0;
-    net__wr_str(&w, "t");
-    net__wr_str(&w, "");
-    for (int i = 0; i < 4; i++)
-        net__wr_f64(&w, 0);
-    net__wr_u64(&w, 0);
-    net__wr_u64(&w, 3);
-    net__wr_pad(&w);
+    push_head(&w, 0, 3);
     for (int i = 0; i < 3; i++)
         net__wr_u64(&w, (uint64_t)i);
     net__rd_init(&rd, b, w.off);
     assert_int_equal(net__dec_push_req(&rd, &uq), -1);
     assert_non_null(strstr(rd.why, "rows of 0 bytes"));
-    w.off = 0;
-    net__wr_str(&w, "t");
-    net__wr_str(&w, "");
-    for (int i = 0; i < 4; i++)
-        net__wr_f64(&w, 0);
-    net__wr_u64(&w, 1ull << 40);
-    net__wr_u64(&w, 1ull << 30);
-    net__wr_pad(&w);
+    push_head(&w, 1ull << 40, 1ull << 30);
     net__rd_init(&rd, b, w.off);
     assert_int_equal(net__dec_push_req(&rd, &uq), -1);
     assert_non_null(strstr(rd.why, "push.ids"));
