@@ -463,3 +463,16 @@ gkvt_ui_partition_efeats(const gkv_graph *g, const char *dir,
     gkvt_ref_sampler(ref);
     gkv_part_close(part);
 }
+
+void
+gkvt_ui_efeats_free(struct gkvt_ref *ref, int64_t *emap[3],
+                    struct gkvt_efeat *ft, int nft)
+{
+    gkvt_ref_free(ref);
+    for (int e = 0; e < 3; e++) {
+        free(emap[e]);
+        emap[e] = NULL;
+    }
+    for (int i = 0; i < nft; i++)
+        gkvt_efeat_free(&ft[i]);
+}

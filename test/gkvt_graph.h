@@ -133,6 +133,9 @@ void  gkvt_ui_partition_efeats(const gkv_graph *g, const char *dir,
                                struct gkvt_efeat *ft, int nft, char *json,
                                size_t cap, struct gkvt_ref *ref,
                                int64_t *emap[3]);
+/* Frees what gkvt_ui_partition_efeats() made, and ft[0..nft). */
+void  gkvt_ui_efeats_free(struct gkvt_ref *ref, int64_t *emap[3],
+                          struct gkvt_efeat *ft, int nft);
 
 /* ---- checks of graphs and CSC arrays ---- */
 /* Edge type et of g holds exactly the edges s[i] -> d[i], i < n, in that

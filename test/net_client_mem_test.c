@@ -106,11 +106,7 @@ teardown(void **state)
     int bad = gkvt_job_fini(&f->j);
 
     gkvt_alloc_fail_at(-1);
-    gkvt_ref_free(&f->ref);
-    for (int e = 0; e < 3; e++)
-        free(f->emap[e]);
-    for (int i = 0; i < NFEAT; i++)
-        gkvt_efeat_free(&f->ft[i]);
+    gkvt_ui_efeats_free(&f->ref, f->emap, f->ft, NFEAT);
     free(f);
     return bad;
 }

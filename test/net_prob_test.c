@@ -155,13 +155,9 @@ teardown(void **state)
     struct fx *f = *state;
     int bad = gkvt_job_fini(&f->j);
 
-    gkvt_ref_free(&f->ref);
     for (int q = 0; q < 2; q++)
         gkv_part_close(f->part[q]);
-    for (int e = 0; e < 3; e++)
-        free(f->emap[e]);
-    for (int i = 0; i < f->nft; i++)
-        gkvt_efeat_free(&f->ft[i]);
+    gkvt_ui_efeats_free(&f->ref, f->emap, f->ft, f->nft);
     free(f);
     return bad;
 }
