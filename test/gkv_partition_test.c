@@ -1187,16 +1187,14 @@ again:
         tools__sleep_ms(ms);
         kill(pid, sig);
     } else if (w == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
+        gkvt_kill_child(pid);
         fail_msg("the temporary directory never appeared in 60 s");
     }
     for (int i = 0; i < 6000 && w == 0 &&
                     (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
         tools__sleep_ms(10);
     if (w == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
+        gkvt_kill_child(pid);
         fail_msg("%s: still running 60 s after signal %d", method, sig);
     }
     assert_int_equal(w, pid);
@@ -1419,8 +1417,7 @@ fifo_signal(struct fx *f, int sig, int with_writer)
                 tools__sleep_ms(5);
         }
         if (wfd < 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
+            gkvt_kill_child(pid);
             fail_msg("gkv-partition never opened the FIFO");
         }
         assert_int_equal(write(wfd, "0 1\n1 2\n", 8), 8);
@@ -1430,8 +1427,7 @@ fifo_signal(struct fx *f, int sig, int with_writer)
     for (int i = 0; i < 3000 && (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
         tools__sleep_ms(10);
     if (w == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
+        gkvt_kill_child(pid);
         if (wfd >= 0)
             close(wfd);
         fail_msg("still running 30 s after signal %d, blocked on a FIFO "
