@@ -76,8 +76,9 @@ GKV_API gkv_err gkv_ipconfig_find_local(const gkv_ipconfig *c, size_t *machine);
  * getifaddrs() list to compare with (declared in <ifaddrs.h>; the caller
  * keeps it), or NULL: the function reads and frees its own. With
  * 'any_loopback', any 127.0.0.0/8 address counts as this host's too (a
- * name /etc/hosts maps to 127.0.1.1). A name that does not resolve, or a
- * failed getifaddrs(), gives 0: there is no error and no detail is set.
+ * name /etc/hosts maps to 127.0.1.1). It has no error: a name that does
+ * not resolve, or a failed getifaddrs(), gives 0, and gkv_net_errmsg() is
+ * "" after it, as after any success.
  * Thread-safe: yes (getaddrinfo and getifaddrs are); it may block on
  * name resolution. */
 struct ifaddrs;

@@ -191,6 +191,7 @@ gkv_net_host_is_local(const char *host, const struct ifaddrs *ifs,
     struct ifaddrs *own = NULL;
     int hit = 0;
 
+    net__clear();
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     if (host == NULL || getaddrinfo(host, NULL, &hints, &res) != 0)
