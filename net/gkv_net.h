@@ -71,6 +71,19 @@ GKV_API gkv_err gkv_ipconfig_check(const gkv_ipconfig *c, unsigned num_servers);
  * resolution). Errors: GKV_ENOTFOUND (none), GKV_EINVAL (several: the
  * caller must say which). */
 GKV_API gkv_err gkv_ipconfig_find_local(const gkv_ipconfig *c, size_t *machine);
+/* Whether 'host' (an address or a name) is this host: 1 when an address
+ * it resolves to is one of this host's interfaces', else 0. 'ifs' is the
+ * getifaddrs() list to compare with (declared in <ifaddrs.h>; the caller
+ * keeps it), or NULL: the function reads and frees its own. With
+ * 'any_loopback', any 127.0.0.0/8 address counts as this host's too (a
+ * name /etc/hosts maps to 127.0.1.1). It has no error: a name that does
+ * not resolve, or a failed getifaddrs(), gives 0, and gkv_net_errmsg() is
+ * "" after it, as after any success.
+ * Thread-safe: yes (getaddrinfo and getifaddrs are); it may block on
+ * name resolution. */
+struct ifaddrs;
+GKV_API int gkv_net_host_is_local(const char *host, const struct ifaddrs *ifs,
+                                  int any_loopback);
 
 /* ---- tokens -------------------------------------------------------------- */
 

@@ -183,19 +183,28 @@ gkv_ipconfig_check(const gkv_ipconfig *c, unsigned num_servers)
     return GKV_OK;
 }
 
-/* Whether 'host' resolves to an address of one of this host's interfaces. */
-static int
-is_local(const char *host, struct ifaddrs *ifs)
+int
+gkv_net_host_is_local(const char *host, const struct ifaddrs *ifs,
+                      int any_loopback)
 {
     struct addrinfo hints = {0}, *res = NULL;
+    struct ifaddrs *own = NULL;
     int hit = 0;
 
+    net__clear();
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0)
+    if (host == NULL || getaddrinfo(host, NULL, &hints, &res) != 0)
         return 0;
-    for (struct addrinfo *a = res; a != NULL && !hit; a = a->ai_next)
-        for (struct ifaddrs *i = ifs; i != NULL && !hit; i = i->ifa_next) {
+    if (ifs == NULL && getifaddrs(&own) == 0)
+        ifs = own;
+    for (struct addrinfo *a = res; a != NULL && !hit; a = a->ai_next) {
+        if (any_loopback && a->ai_family == AF_INET &&
+            (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >>
+             24) == 127)
+            hit = 1;
+        for (const struct ifaddrs *i = ifs; i != NULL && !hit;
+             i = i->ifa_next) {
             if (i->ifa_addr == NULL || i->ifa_addr->sa_family != a->ai_family)
                 continue;
             if (a->ai_family == AF_INET)
@@ -206,6 +215,9 @@ is_local(const char *host, struct ifaddrs *ifs)
                              &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
                              16) == 0;
         }
+    }
+    if (own != NULL)
+        freeifaddrs(own);
     freeaddrinfo(res);
     return hit;
 }
@@ -223,7 +235,7 @@ gkv_ipconfig_find_local(const gkv_ipconfig *c, size_t *machine)
     if (getifaddrs(&ifs) != 0)
         return net__fail(GKV_EIO, "getifaddrs: %s", strerror(errno));
     for (size_t i = 0; i < c->n; i++)
-        if (is_local(c->m[i].host, ifs)) {
+        if (gkv_net_host_is_local(c->m[i].host, ifs, 0)) {
             if (found < 2)
                 lines[found] = c->m[i].line;
             if (found++ == 0)

@@ -18,26 +18,7 @@ struct fx {
 static int
 fx_setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
-    char path[4096];
-
-    assert_non_null(f);
-    f->dir = gkvt_mkdtemp("base");
-    snprintf(path, sizeof path, "%s/store", f->dir);
-    GKVT_OK(gkv_store_open(&f->s, path, GKV_CREATE, NULL));
-    *state = f;
-    return 0;
-}
-
-static int
-fx_teardown(void **state)
-{
-    struct fx *f = *state;
-
-    gkv_store_close(f->s);
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
+    return gkvt_store_setup(state, sizeof(struct fx), "base");
 }
 
 /* ---- kv/ -------------------------------------------------------------- */
@@ -244,12 +225,12 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kv_detail, fx_setup,
-                                        fx_teardown),
+                                        gkvt_store_teardown),
         cmocka_unit_test(test_graph_detail),
         cmocka_unit_test_setup_teardown(test_net_detail, fx_setup,
-                                        fx_teardown),
+                                        gkvt_store_teardown),
         cmocka_unit_test_setup_teardown(test_threads_apart, fx_setup,
-                                        fx_teardown),
+                                        gkvt_store_teardown),
         cmocka_unit_test(test_fail_reads_slot),
         cmocka_unit_test(test_alloc_and_clock),
     };

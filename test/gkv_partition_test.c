@@ -37,13 +37,7 @@ static char tool[PATH_MAX + 32];
 static int
 setup(void **state)
 {
-    struct fx *f;
-
-    if (gkvt_dir_setup(state, sizeof *f, "gkvpart") != 0)
-        return -1;
-    f = *state;
-    snprintf(f->out, sizeof f->out, "%s/out", f->dir);
-    return 0;
+    return gkvt_file_setup(state, sizeof(struct fx), "gkvpart", "out");
 }
 
 static int
@@ -53,9 +47,7 @@ teardown(void **state)
 
     free(f->sout);
     free(f->serr);
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
+    return gkvt_dir_teardown(state);
 }
 
 /* BUILD/gkv-partition for this binary's BUILD/test/. */
@@ -127,27 +119,6 @@ put_npy(struct fx *f, const char *name, gkv_dtype dt, uint64_t rows,
     GKVT_OK(gkv_npy_write_header(fd, dt, 2, shape, NULL, NULL, 0));
     assert_int_equal(write(fd, data, len), (ssize_t)len);
     close(fd);
-}
-
-static char *
-listing(const char *dir)
-{
-    struct dirent **ents;
-    int n = scandir(dir, &ents, NULL, alphasort);
-    size_t len = 0;
-    char *s = calloc(1, 1);
-
-    for (int i = 0; i < n; i++) {
-        size_t k = strlen(ents[i]->d_name);
-        s = realloc(s, len + k + 2);
-        memcpy(s + len, ents[i]->d_name, k);
-        len += k;
-        s[len++] = '\n';
-        s[len] = '\0';
-        free(ents[i]);
-    }
-    free(ents);
-    return s;
 }
 
 static void
@@ -375,7 +346,7 @@ test_usage_errors_exit_2(void **state)
 
     put(f, "E", edges, sizeof edges - 1);
     assert_int_equal(chdir(f->dir), 0);
-    before = listing(f->dir);
+    before = gkvt_listing(f->dir);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *argv[16], *after;
         int n = 0, rc;
@@ -391,7 +362,7 @@ test_usage_errors_exit_2(void **state)
         expect_text("stderr", f->serr, cases[i].says);
         expect_text("stderr", f->serr, "Try 'gkv-partition --help'");
         assert_string_equal(f->sout, "");
-        after = listing(f->dir);
+        after = gkvt_listing(f->dir);
         assert_string_equal(before, after);
         free(after);
     }
@@ -455,7 +426,7 @@ test_text_every_method(void **state)
             json_object_get(j, "node_feats"), "_N"), 0)), "feat");
         check_node_feat(f->out, j, "_N", "node/_N/feat", feat, 8, 3);
         json_decref(j);
-        l = listing(f->dir);
+        l = gkvt_listing(f->dir);
         assert_null(strstr(l, ".tmp-"));
         free(l);
         gkvt_rmtree(strdup(f->out));
@@ -886,13 +857,13 @@ test_binary_with_weights(void **state)
     json_decref(j);
     /* a weight file of the wrong size: the reader's message, no OUT2 */
     put(f, "w3.bin", c.w, 3 * sizeof(float));
-    before = listing(f->dir);
+    before = gkvt_listing(f->dir);
     rc = run(f, "--parts", "2", "--binary", path(f, "e.bin"), "--weights",
              path(f, "w3.bin"), path(f, "out2"), NULL);
     assert_int_equal(rc, 1);
     expect_text("stderr", f->serr, "w3.bin");
     {
-        char *after = listing(f->dir);
+        char *after = gkvt_listing(f->dir);
         assert_string_equal(before, after);
         free(after);
     }
@@ -972,7 +943,7 @@ expect_bad_input(struct fx *f, const char *const *args,
     put(f, "garbage.npy", "\x93NUMPY garbage", 14);
     put_npy(f, "three.npy", GKV_F32, 2, 3, three);
     put_npy(f, "mask3.npy", GKV_F32, 2, 1, three);
-    before = listing(f->dir);
+    before = gkvt_listing(f->dir);
     argv[n++] = tool;
     for (int k = 0; args[k] != NULL; k++) {
         const char *a = args[k];
@@ -1007,7 +978,7 @@ expect_bad_input(struct fx *f, const char *const *args,
     expect_text("stderr", f->serr, "gkv-partition: ");
     for (int k = 0; k < 3 && says[k] != NULL; k++)
         expect_text("stderr", f->serr, says[k]);
-    after = listing(f->dir);
+    after = gkvt_listing(f->dir);
     assert_string_equal(before, after);
     free(after);
     free(before);
@@ -1082,7 +1053,7 @@ test_existing_partition_and_force(void **state)
     fp = fopen(j1p, "rb");
     n1 = fread(j1, 1, sizeof j1, fp);
     fclose(fp);
-    l1 = listing(f->out);
+    l1 = gkvt_listing(f->out);
     rc = run(f, "--parts", "4", "--method", "range", "--input",
              path(f, "e.txt"), f->out, NULL);
     assert_int_equal(rc, 1);
@@ -1091,12 +1062,12 @@ test_existing_partition_and_force(void **state)
     fp = fopen(j1p, "rb");
     n2 = fread(j2, 1, sizeof j2, fp);
     fclose(fp);
-    l2 = listing(f->out);
+    l2 = gkvt_listing(f->out);
     assert_int_equal(n1, n2);
     assert_memory_equal(j1, j2, n1);
     assert_string_equal(l1, l2);
     free(l2);
-    l2 = listing(f->dir);
+    l2 = gkvt_listing(f->dir);
     assert_null(strstr(l2, ".tmp-"));
     free(l2);
     rc = run(f, "--parts", "4", "--method", "range", "--force", "--input",
@@ -1115,7 +1086,7 @@ test_existing_partition_and_force(void **state)
         json_decref(j);
         gkv_graph_free(g);
     }
-    l2 = listing(f->dir);
+    l2 = gkvt_listing(f->dir);
     assert_null(strstr(l2, ".old-"));
     free(l2);
     free(l1);
@@ -1125,12 +1096,12 @@ test_existing_partition_and_force(void **state)
     {
         char dot[8300];
         snprintf(dot, sizeof dot, "%s/.", f->out);
-        l1 = listing(f->dir);
+        l1 = gkvt_listing(f->dir);
         rc = run(f, "--parts", "2", "--force", "--input", path(f, "e.txt"),
                  dot, NULL);
         assert_int_equal(rc, 1);
         expect_text("stderr", f->serr, "ends in '.'; name the directory");
-        l2 = listing(f->dir);
+        l2 = gkvt_listing(f->dir);
         assert_string_equal(l1, l2);
         free(l1);
         free(l2);
@@ -1181,7 +1152,7 @@ sig_leaves_nothing(struct fx *f, const char *scale, const char *method,
     char *argv[] = {tool, "--rmat", (char *)scale, "--parts", "4",
                     "--method", (char *)method, "--threads", "1", f->out,
                     NULL};
-    char *before = listing(f->dir), *after;
+    char *before = gkvt_listing(f->dir), *after;
     int st = 0, seen = 0, attempt = 0;
     pid_t pid, w = 0;
     double end;
@@ -1201,8 +1172,8 @@ again:
         _exit(127);
     }
     /* wait until OUT.tmp-PID exists, then interrupt */
-    end = gkvt_now_s() + 60;
-    while (!seen && gkvt_now_s() < end) {
+    end = tools__now_s() + 60;
+    while (!seen && tools__now_s() < end) {
         char tmp[4200];
         struct timespec ts = {0, 1000000};
         snprintf(tmp, sizeof tmp, "%s.tmp-%ld", f->out, (long)pid);
@@ -1213,19 +1184,17 @@ again:
             nanosleep(&ts, NULL);
     }
     if (w == 0 && seen) {
-        gkvt_sleep_ms(ms);
+        tools__sleep_ms(ms);
         kill(pid, sig);
     } else if (w == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
+        gkvt_kill_child(pid);
         fail_msg("the temporary directory never appeared in 60 s");
     }
     for (int i = 0; i < 6000 && w == 0 &&
                     (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     if (w == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
+        gkvt_kill_child(pid);
         fail_msg("%s: still running 60 s after signal %d", method, sig);
     }
     assert_int_equal(w, pid);
@@ -1237,7 +1206,7 @@ again:
     if (!WIFSIGNALED(st) || WTERMSIG(st) != sig)
         fail_msg("%s: status 0x%x: expected death by signal %d", method, st,
                  sig);
-    after = listing(f->dir);
+    after = gkvt_listing(f->dir);
     assert_string_equal(before, after);
     free(before);
     free(after);
@@ -1280,7 +1249,7 @@ test_negative_weight_refused(void **state)
     put(f, "negw.txt", txt, sizeof txt - 1);
     put(f, "negw.bin", pairs, sizeof pairs);
     put(f, "negw.w", w, sizeof w);
-    before = listing(f->dir);
+    before = gkvt_listing(f->dir);
     rc = run(f, "--parts", "2", "--method", "range", "--text-weights",
              "--input", path(f, "negw.txt"), f->out, NULL);
     if (rc != 1)
@@ -1289,7 +1258,7 @@ test_negative_weight_refused(void **state)
              path(f, "negw.txt"));
     expect_text("stderr", f->serr, want);
     expect_text("stderr", f->serr, "(GKV_EFORMAT)");
-    after = listing(f->dir);
+    after = gkvt_listing(f->dir);
     assert_string_equal(before, after);
     free(after);
     rc = run(f, "--parts", "2", "--method", "range", "--binary",
@@ -1300,7 +1269,7 @@ test_negative_weight_refused(void **state)
     snprintf(want, sizeof want, "%s: weight 1 (byte 4) is -3, negative",
              path(f, "negw.w"));
     expect_text("stderr", f->serr, want);
-    after = listing(f->dir);
+    after = gkvt_listing(f->dir);
     assert_string_equal(before, after);
     free(after);
     free(before);
@@ -1397,14 +1366,14 @@ test_train_mask_path_with_eq(void **state)
         fail_msg("_N=: exit %d: %s", rc, f->serr);
     gkvt_rmtree(strdup(f->out));
     /* neither a type nor a file */
-    before = listing(f->dir);
+    before = gkvt_listing(f->dir);
     snprintf(bad, sizeof bad, "itme=mask.npy");
     rc = run(f, "--parts", "2", "--input", "e.txt", "--train-mask", bad,
              f->out, NULL);
     assert_int_equal(rc, 1);
     expect_text("stderr", f->serr, "--train-mask 'itme=mask.npy': 'itme' is "
                 "not a node type, and there is no file 'itme=mask.npy'");
-    after = listing(f->dir);
+    after = gkvt_listing(f->dir);
     assert_string_equal(before, after);
     free(after);
     free(before);
@@ -1427,7 +1396,7 @@ fifo_signal(struct fx *f, int sig, int with_writer)
 
     snprintf(fifo, sizeof fifo, "%s", path(f, "fifo_in"));
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    before = listing(f->dir);
+    before = gkvt_listing(f->dir);
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -1445,22 +1414,20 @@ fifo_signal(struct fx *f, int sig, int with_writer)
         for (int i = 0; i < 2000 && wfd < 0; i++) {
             wfd = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
             if (wfd < 0)
-                gkvt_sleep_ms(5);
+                tools__sleep_ms(5);
         }
         if (wfd < 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
+            gkvt_kill_child(pid);
             fail_msg("gkv-partition never opened the FIFO");
         }
         assert_int_equal(write(wfd, "0 1\n1 2\n", 8), 8);
     }
-    gkvt_sleep_ms(300);        /* it is blocked in read() or open() now */
+    tools__sleep_ms(300);        /* it is blocked in read() or open() now */
     kill(pid, sig);
     for (int i = 0; i < 3000 && (w = waitpid(pid, &st, WNOHANG)) == 0; i++)
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     if (w == 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
+        gkvt_kill_child(pid);
         if (wfd >= 0)
             close(wfd);
         fail_msg("still running 30 s after signal %d, blocked on a FIFO "
@@ -1471,7 +1438,7 @@ fifo_signal(struct fx *f, int sig, int with_writer)
     assert_int_equal(w, pid);
     if (!WIFSIGNALED(st) || WTERMSIG(st) != sig)
         fail_msg("status 0x%x: expected death by signal %d", st, sig);
-    after = listing(f->dir);
+    after = gkvt_listing(f->dir);
     assert_string_equal(before, after);       /* no OUT, no OUT.tmp-PID */
     free(before);
     free(after);

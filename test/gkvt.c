@@ -73,15 +73,6 @@ gkvt_seed(void)
     return seed;
 }
 
-uint64_t
-gkvt_rand(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* tmpfs mounts of the running test program, unmounted at exit when a
  * failed test left them (lazily: the failed test may have left a store
  * open on it, which a plain umount refuses as busy) */
@@ -127,6 +118,20 @@ gkvt_tmpfs_done(char *dir)
             tmpfs_dirs[i] = NULL;
     umount(dir);
     gkvt_rmtree(dir);
+}
+
+const char *
+gkvt_self(void)
+{
+    static char self[4096];
+
+    if (self[0] == '\0') {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+
+        assert_true(n > 0);
+        self[n] = '\0';
+    }
+    return self;
 }
 
 const char *
@@ -266,24 +271,6 @@ gkvt_alloc_live(void)
 
 /* ---- processes and servers -------------------------------------------------- */
 
-double
-gkvt_now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void
-gkvt_sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 char *
 gkvt_slurp(const char *path)
 {
@@ -342,10 +329,10 @@ gkvt_write_text(const char *path, const char *text, unsigned mode)
 }
 
 int
-gkvt_port_free(int port)
+gkvt_port_bindable(int port, int reuse)
 {
     struct sockaddr_in a;
-    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1, ok;
 
     if (s < 0)
         return 0;
@@ -353,9 +340,17 @@ gkvt_port_free(int port)
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (reuse)
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
     close(s);
     return ok;
+}
+
+int
+gkvt_port_free(int port)
+{
+    return gkvt_port_bindable(port, 0);
 }
 
 int
@@ -381,7 +376,8 @@ gkvt_port_candidate(unsigned k, int n, int align)
 }
 
 int
-gkvt_port_base(int n)
+gkvt_port_find(int n, int align, unsigned salt, int env_off,
+               int (*usable)(int port))
 {
     static unsigned seq;
     const char *e = getenv("GKVT_PORT_BASE");
@@ -391,18 +387,24 @@ gkvt_port_base(int n)
         int base, ok = 1;
 
         if (e != NULL && *e != '\0')
-            base = atoi(e) + (int)(k * 32);
+            base = atoi(e) + env_off + (int)k * align;
         else
-            base = gkvt_port_candidate(k, n, 32);
+            base = gkvt_port_candidate(salt + k, n, align);
         if (base < 1024 || base + n > 65535)
             continue;
         for (int i = 0; i < n && ok; i++)
-            ok = gkvt_port_free(base + i);
+            ok = usable(base + i);
         if (ok)
             return base;
     }
     fail_msg("no free range of %d ports found", n);
     return -1;
+}
+
+int
+gkvt_port_base(int n)
+{
+    return gkvt_port_find(n, 32, 0, 0, gkvt_port_free);
 }
 
 struct gkvt_proc *
@@ -423,7 +425,7 @@ gkvt_spawn(struct gkvt_proc *procs, int *np, int max, const char *dir,
 int
 gkvt_server_listening(struct gkvt_proc *p)
 {
-    double end = gkvt_now_s() + 20;
+    double end = tools__now_s() + 20;
 
     while (!gkvt_file_has(p->log, "listening on")) {
         if (!gkvt_proc_alive(p)) {
@@ -432,9 +434,9 @@ gkvt_server_listening(struct gkvt_proc *p)
             fail_msg("gkv-server exited with %d before listening:\n%s",
                      gkvt_proc_code(p), gkvt_slurp(p->log));
         }
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             fail_msg("gkv-server did not listen within 20 s");
-        gkvt_sleep_ms(5);
+        tools__sleep_ms(5);
     }
     return 1;
 }
@@ -476,12 +478,12 @@ gkvt_proc_alive(struct gkvt_proc *p)
 int
 gkvt_proc_wait(struct gkvt_proc *p, int ms)
 {
-    double end = gkvt_now_s() + ms / 1000.0;
+    double end = tools__now_s() + ms / 1000.0;
 
     while (gkvt_proc_alive(p)) {
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             return 0;
-        gkvt_sleep_ms(5);
+        tools__sleep_ms(5);
     }
     return 1;
 }
@@ -572,7 +574,7 @@ gkvt_run_tty(char *const argv[], char *buf, size_t cap)
         if (r <= 0) {
             if (done)
                 break;
-            gkvt_sleep_ms(10);
+            tools__sleep_ms(10);
             continue;
         }
         if (got + 1 < cap)
@@ -654,7 +656,7 @@ gkvt_stop_proc(int pid)
 {
     kill(pid, SIGSTOP);
     for (int i = 0; i < 3000 && !all_stopped(pid); i++)
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     assert_true(all_stopped(pid));
 }
 
@@ -705,6 +707,18 @@ gkvt_dir_teardown(void **state)
 
     gkvt_rmtree(*f);
     free(f);
+    return 0;
+}
+
+int
+gkvt_file_setup(void **state, size_t size, const char *tag, const char *name)
+{
+    struct gkvt_file_fx *f;
+
+    if (gkvt_dir_setup(state, size, tag) != 0)
+        return -1;
+    f = *state;
+    snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
     return 0;
 }
 
@@ -791,6 +805,31 @@ gkvt_read_file(const char *path, size_t *len)
     return b;
 }
 
+char *
+gkvt_listing(const char *dir)
+{
+    struct dirent **ents;
+    int n = scandir(dir, &ents, NULL, alphasort);
+    size_t len = 0;
+    char *s = calloc(1, 1);
+
+    assert_non_null(s);
+    for (int i = 0; i < n; i++) {
+        size_t k = strlen(ents[i]->d_name);
+
+        s = realloc(s, len + k + 2);
+        assert_non_null(s);
+        memcpy(s + len, ents[i]->d_name, k);
+        len += k;
+        s[len++] = '\n';
+        s[len] = '\0';
+        free(ents[i]);
+    }
+    if (n >= 0)
+        free(ents);
+    return s;
+}
+
 void
 gkvt_write_file(const char *path, const void *b, size_t len)
 {
@@ -862,6 +901,19 @@ gkvt_expect_i64(const int64_t *got, const int64_t *want, size_t n,
         if (got[i] != want[i])
             fail_msg("%s[%zu] = %lld, want %lld", what, i, (long long)got[i],
                      (long long)want[i]);
+}
+
+void
+gkvt_expect_etype_info(const gkv_etype_info *got, const gkv_etype_info *want)
+{
+    assert_string_equal(got->canonical, want->canonical);
+    assert_string_equal(got->relation, want->relation);
+    assert_string_equal(got->src_type, want->src_type);
+    assert_string_equal(got->dst_type, want->dst_type);
+    assert_int_equal(got->src_ntype, want->src_ntype);
+    assert_int_equal(got->dst_ntype, want->dst_ntype);
+    assert_int_equal(got->num_edges, want->num_edges);
+    assert_int_equal(got->weighted, want->weighted);
 }
 
 uint64_t

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include "gkv.h"
+#include "tools/common/util.h"
 
 /* Makes a fresh directory under $TMPDIR (or /tmp); returns a malloc'd path. */
 char *gkvt_mkdtemp(const char *tag);
@@ -16,8 +17,7 @@ void  gkvt_rmtree(char *dir);
 /* The run's random seed: GKVT_SEED if set, else time-based. Printed once to
  * stderr so a failing run can be repeated. */
 uint64_t gkvt_seed(void);
-/* splitmix64 step: a small deterministic generator for tests. */
-uint64_t gkvt_rand(uint64_t *state);
+/* A small deterministic generator for tests: tools__splitmix64(). */
 
 /* Runs argv[0] (a path) with argv; stdin from 'in' (NULL: /dev/null).
  * Captures stdout and stderr (each truncated to 1 MiB) into malloc'd
@@ -26,6 +26,9 @@ uint64_t gkvt_rand(uint64_t *state);
 int gkvt_run(char *const argv[], const char *in, size_t in_len,
              char **out, char **err, int timeout_s);
 
+/* The running test program's path (from /proc/self/exe), read once; a
+ * cmocka failure when it cannot be read. */
+const char *gkvt_self(void);
 /* Path of a built program, e.g. gkvt_prog("kvctl") -> "build/kvctl";
  * honours GKVT_BUILD. Returned string is static per call site use. */
 const char *gkvt_prog(const char *name);
@@ -49,6 +52,16 @@ long   gkvt_alloc_live(void);
 int  gkvt_dir_setup(void **state, size_t size, const char *tag);
 /* Its teardown: removes the directory and frees the struct; 0. */
 int  gkvt_dir_teardown(void **state);
+/* A directory and one path in it; a test's fixture is this struct, or one
+ * that begins with its two members (the second may have another name). */
+struct gkvt_file_fx {
+    char *dir;
+    char path[4096];
+};
+/* gkvt_dir_setup(), then path gets DIR/name; -1 when it fails. Its
+ * teardown is gkvt_dir_teardown(). */
+int  gkvt_file_setup(void **state, size_t size, const char *tag,
+                     const char *name);
 /* A directory and a store opened there (GKV_CREATE); a test's fixture is
  * this struct, or one that begins with its two members. */
 struct gkvt_store_fx {
@@ -73,13 +86,16 @@ unsigned char *gkvt_tensor_all(gkv_store *s, gkv_txn *tx, const char *name,
 /* Fails naming the first i where got[i] != want[i] (as "what[i]"). */
 void gkvt_expect_i64(const int64_t *got, const int64_t *want, size_t n,
                      const char *what);
+/* Fails naming the first field of an edge type's info that differs from
+ * want's (names compared as strings). */
+void gkvt_expect_etype_info(const gkv_etype_info *got,
+                            const gkv_etype_info *want);
 /* FNV-1a of h with the 8 bytes of v, low first. */
 uint64_t gkvt_fnv64(uint64_t h, uint64_t v);
 
 /* ---- for tests that run processes and servers ---- */
-/* Seconds on the monotonic clock. */
-double gkvt_now_s(void);
-void   gkvt_sleep_ms(int ms);
+/* The clock and sleep are tools/common's (linked into every test):
+ * tools__now_s(), tools__sleep_ms(). */
 /* The whole file as a malloc'd string ("" when it cannot be read); reads
  * to the end, so /proc files work too. */
 char  *gkvt_slurp(const char *path);
@@ -93,6 +109,9 @@ unsigned char *gkvt_read_file(const char *path, size_t *len);
 /* Writes len bytes to path (created or truncated, mode 0644); a cmocka
  * failure when it cannot. */
 void   gkvt_write_file(const char *path, const void *b, size_t len);
+/* The names in directory dir (with "." and ".."), sorted, each followed
+ * by '\n', as a malloc'd string ("" when dir cannot be read). */
+char  *gkvt_listing(const char *dir);
 /* Whether path exists (stat). */
 int    gkvt_exists(const char *path);
 /* Fails unless files a and b hold the same bytes. */
@@ -110,8 +129,17 @@ void   gkvt_expect_has(const char *text, const char *needle);
 /* Writes 'text' to 'path' with mode 'mode' (a cmocka failure if it
  * cannot). */
 void   gkvt_write_text(const char *path, const char *text, unsigned mode);
-/* Whether TCP port 'port' on 127.0.0.1 can be bound now. */
+/* Whether TCP port 'port' on 127.0.0.1 can be bound now; with 'reuse'
+ * the bind sets SO_REUSEADDR (a port in TIME_WAIT counts as free). */
+int    gkvt_port_bindable(int port, int reuse);
+/* gkvt_port_bindable(port, 0). */
 int    gkvt_port_free(int port);
+/* The first of n consecutive loopback ports that each pass usable(port),
+ * a multiple of 'align': candidate k is gkvt_port_candidate(salt + k, n,
+ * align), or with GKVT_PORT_BASE set, that + env_off + k * align. A
+ * cmocka failure when 500 candidates fail. */
+int    gkvt_port_find(int n, int align, unsigned salt, int env_off,
+                      int (*usable)(int port));
 /* The first of n consecutive loopback ports nobody listens on now, spread
  * by PID so parallel runs rarely meet (a server that still finds its port
  * taken must make the caller pick again). GKVT_PORT_BASE fixes the start. */

@@ -1,4 +1,5 @@
 /* gkvt_graph.c - graphs for the sampling tests (gkvt_graph.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,7 +272,7 @@ gkvt_distinct_seeds(int64_t N, uint64_t *st)
     for (int64_t i = 0; i < N; i++)
         perm[i] = i;
     for (int64_t i = N - 1; i > 0; i--) {
-        int64_t j = (int64_t)(gkvt_rand(st) % (uint64_t)(i + 1)), t = perm[i];
+        int64_t j = (int64_t)(tools__splitmix64(st) % (uint64_t)(i + 1)), t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
     }
@@ -364,4 +365,114 @@ gkvt_ref_free(struct gkvt_ref *r)
     gkv_sgraph_free(r->wsg);
     gkv_graph_free(r->whole);
     memset(r, 0, sizeof *r);
+}
+
+/* ---- edge features of the user/item graph ---------------------------------- */
+
+void
+gkvt_efeat_make(struct gkvt_efeat *t, const char *name, int et, gkv_dtype dt,
+                unsigned ndim, uint64_t shape0, int64_t n)
+{
+    uint64_t elems = ndim == 0 ? 1 : shape0;
+
+    memset(t, 0, sizeof *t);
+    t->name = name;
+    t->et = et;
+    t->dt = dt;
+    t->ndim = ndim;
+    t->shape0 = shape0;
+    t->orig = calloc((size_t)(n * (int64_t)elems), gkv_dtype_size(dt));
+    t->w = calloc((size_t)n, sizeof *t->w);
+    assert_true(t->orig != NULL && t->w != NULL);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t h = (uint64_t)i * 131 + (uint64_t)et * 7 + (uint64_t)name[0];
+
+        h = tools__splitmix64(&h);
+        for (uint64_t j = 0; j < elems; j++) {
+            size_t at = (size_t)((uint64_t)i * elems + j);
+
+            switch (dt) {
+            case GKV_F32: ((float *)t->orig)[at] = (float)(h % 5) * 0.75f; break;
+            case GKV_F64: ((double *)t->orig)[at] = (double)(h % 7) / 3.0; break;
+            case GKV_F16: ((uint16_t *)t->orig)[at] =
+                gkv_f32_to_f16((float)(h % 6) * 0.3f); break;
+            case GKV_I32: ((int32_t *)t->orig)[at] = (int32_t)(h % 4); break;
+            case GKV_U8: ((uint8_t *)t->orig)[at] = (uint8_t)(h % 5 < 2); break;
+            default: fail_msg("gkvt_efeat_make: dtype %d", (int)dt); break;
+            }
+        }
+    }
+}
+
+float
+gkvt_efeat_float(const struct gkvt_efeat *t, int64_t i)
+{
+    uint64_t elems = t->ndim == 0 ? 1 : t->shape0;
+    size_t at = (size_t)((uint64_t)i * elems);
+
+    switch (t->dt) {
+    case GKV_F32: return ((float *)t->orig)[at];
+    case GKV_F64: return (float)((double *)t->orig)[at];
+    case GKV_F16: return gkv_f16_to_f32(((uint16_t *)t->orig)[at]);
+    case GKV_I32: return (float)((int32_t *)t->orig)[at];
+    case GKV_U8: return (float)((uint8_t *)t->orig)[at];
+    default: return NAN;
+    }
+}
+
+void
+gkvt_efeat_free(struct gkvt_efeat *t)
+{
+    free(t->orig);
+    free(t->w);
+    t->orig = NULL;
+    t->w = NULL;
+}
+
+void
+gkvt_ui_partition_efeats(const gkv_graph *g, const char *dir,
+                         struct gkvt_efeat *ft, int nft, char *json,
+                         size_t cap, struct gkvt_ref *ref, int64_t *emap[3])
+{
+    gkv_part_feat *pf = calloc((size_t)nft + 1, sizeof *pf);
+    gkv_part *part;
+
+    assert_non_null(pf);
+    for (int i = 0; i < nft; i++) {
+        pf[i].is_edge = 1;
+        pf[i].type = gkvt_ui_canon[ft[i].et];
+        pf[i].name = ft[i].name;
+        pf[i].data = ft[i].orig;
+        pf[i].dtype = ft[i].dt;
+        pf[i].ndim = ft[i].ndim;
+        pf[i].shape[0] = ft[i].shape0;
+        pf[i].nrows = (uint64_t)gkv_graph_num_edges(g, ft[i].et);
+    }
+    gkvt_partition(g, dir, "parts", "p", 2, 5, pf, (size_t)nft, json, cap);
+    free(pf);
+    GKVT_OK(gkv_part_open(&part, json, 0, 0));
+    ref->whole = gkvt_graph_renumber(g, gkv_part_book(part), emap, NULL);
+    ref->rev = gkvt_ui_reverse(gkv_part_book(part));
+    for (int i = 0; i < nft; i++) {
+        struct gkvt_efeat *t = &ft[i];
+        int64_t n = gkv_graph_num_edges(g, t->et);
+
+        for (int64_t k = 0; k < n; k++)
+            t->w[emap[t->et][k]] = gkvt_efeat_float(t, k);
+    }
+    gkvt_ref_sampler(ref);
+    gkv_part_close(part);
+}
+
+void
+gkvt_ui_efeats_free(struct gkvt_ref *ref, int64_t *emap[3],
+                    struct gkvt_efeat *ft, int nft)
+{
+    gkvt_ref_free(ref);
+    for (int e = 0; e < 3; e++) {
+        free(emap[e]);
+        emap[e] = NULL;
+    }
+    for (int i = 0; i < nft; i++)
+        gkvt_efeat_free(&ft[i]);
 }

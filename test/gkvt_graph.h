@@ -102,6 +102,41 @@ void gkvt_ref_sampler(struct gkvt_ref *r);
 /* Frees what r holds (NULLs are fine) and zeroes it. */
 void gkvt_ref_free(struct gkvt_ref *r);
 
+/* ---- edge features of the user/item graph ---- */
+/* A feature of edge type et: its values by original edge ID, and as
+ * floats by new edge ID, what the in-process reference gets as edge_w
+ * (net_prob_test, net_client_mem_test). */
+struct gkvt_efeat {
+    const char *name;
+    int et;
+    gkv_dtype dt;
+    unsigned ndim;            /* 0: a value an edge; 1: rows of shape0 */
+    uint64_t shape0;
+    void *orig;               /* [n] (rows) of dt, by original edge ID */
+    float *w;                 /* [n] by new edge ID */
+};
+/* Makes t for n edges (w zeroed): every element of edge i's row is one
+ * value from a hash of i, et and name[0]: F32 (h % 5) * 0.75, F64
+ * (h % 7) / 3, F16 (h % 6) * 0.3, I32 h % 4, U8 h % 5 < 2. */
+void  gkvt_efeat_make(struct gkvt_efeat *t, const char *name, int et,
+                      gkv_dtype dt, unsigned ndim, uint64_t shape0,
+                      int64_t n);
+/* Element 0 of original edge i's row as a float (as a server makes it). */
+float gkvt_efeat_float(const struct gkvt_efeat *t, int64_t i);
+/* Frees orig and w (NULLs are fine). */
+void  gkvt_efeat_free(struct gkvt_efeat *t);
+/* The user/item graph g with edge features ft[0..nft), partitioned by
+ * gkvt_partition(g, dir, "parts", "p", 2, 5, ...) (json, cap: the
+ * config's path); then from its book: emap[e] (malloc'd, the caller frees
+ * them), every ft[i].w, and ref's whole graph, reverse map and sampler. */
+void  gkvt_ui_partition_efeats(const gkv_graph *g, const char *dir,
+                               struct gkvt_efeat *ft, int nft, char *json,
+                               size_t cap, struct gkvt_ref *ref,
+                               int64_t *emap[3]);
+/* Frees what gkvt_ui_partition_efeats() made, and ft[0..nft). */
+void  gkvt_ui_efeats_free(struct gkvt_ref *ref, int64_t *emap[3],
+                          struct gkvt_efeat *ft, int nft);
+
 /* ---- checks of graphs and CSC arrays ---- */
 /* Edge type et of g holds exactly the edges s[i] -> d[i], i < n, in that
  * order, with weights w (NULL: none). */

@@ -94,3 +94,50 @@ gkvt_npy_i64(const char *path, const int64_t *v, uint64_t n, uint64_t cols)
     assert_int_equal(write(fd, v, n * 8), (ssize_t)(n * 8));
     close(fd);
 }
+
+void
+gkvt_partition_random(const char *dir, int nn, int nedges, uint64_t seed,
+                      const char *feat_npy)
+{
+    char edges[4200], out[4200], nodes[16], featarg[4200];
+    char *so = NULL, *se = NULL;
+    FILE *fp;
+    int code;
+
+    snprintf(edges, sizeof edges, "%s/edges.txt", dir);
+    snprintf(out, sizeof out, "%s/g", dir);
+    fp = fopen(edges, "w");
+    assert_non_null(fp);
+    for (int i = 0; i < nedges; i++) {
+        uint64_t a = tools__splitmix64(&seed) % (uint64_t)nn;
+        uint64_t b = tools__splitmix64(&seed) % (uint64_t)nn;
+
+        fprintf(fp, "%llu %llu\n", (unsigned long long)a,
+                (unsigned long long)b);
+    }
+    fclose(fp);
+    snprintf(nodes, sizeof nodes, "%d", nn);
+    snprintf(featarg, sizeof featarg, "feat=%s", feat_npy);
+    {
+        char *argv[] = {(char *)gkvt_prog("gkv-partition"), "--parts", "2",
+                        "--method", "random", "--seed", "3", "--input",
+                        edges, "--num-nodes", nodes, "--node-feat", featarg,
+                        out, NULL};
+        code = gkvt_run(argv, NULL, 0, &so, &se, 120);
+    }
+    if (code != 0)
+        fail_msg("gkv-partition: exit %d\n%s%s", code, so, se);
+    free(so);
+    free(se);
+}
+
+json_t *
+gkvt_json_parse(const char *text)
+{
+    json_error_t e;
+    json_t *j = json_loads(text, 0, &e);
+
+    if (j == NULL)
+        fail_msg("bad JSON (%s at line %d): %s", e.text, e.line, text);
+    return j;
+}

@@ -5,6 +5,7 @@
 #ifndef GKVT_KVCTL_H
 #define GKVT_KVCTL_H
 #include <sys/types.h>
+#include <jansson.h>
 #include "gkvt.h"
 
 struct gkvt_kvctl_fx {
@@ -24,6 +25,10 @@ int gkvt_kvctl_teardown(void **state);
 #define gkvt_kvctl(f, ...) \
     gkvt_tool("kvctl", &(f)->out, &(f)->err, __VA_ARGS__)
 
+/* The JSON document 'text' (kvctl --json output), the caller's reference;
+ * a cmocka failure, showing the text, when it does not parse. */
+json_t *gkvt_json_parse(const char *text);
+
 /* The header np.save writes, built here by hand the way numpy's format.py
  * does: the dict, spaces, '\n', 128 bytes in all for these shapes; returns
  * 128. */
@@ -39,5 +44,12 @@ float *gkvt_npy_f32(const char *path, uint64_t n, uint64_t w, uint64_t seed);
  * one dimension) with gkv's own header writer. */
 void   gkvt_npy_i64(const char *path, const int64_t *v, uint64_t n,
                     uint64_t cols);
+
+/* gkv-partition of a random graph into 2 random partitions (seed 3) under
+ * DIR/g: nn nodes, nedges edges (pairs of splitmix64 draws from 'seed',
+ * modulo nn) written to DIR/edges.txt, node feature "feat" from feat_npy.
+ * A cmocka failure, showing its output, when gkv-partition fails. */
+void   gkvt_partition_random(const char *dir, int nn, int nedges,
+                             uint64_t seed, const char *feat_npy);
 
 #endif

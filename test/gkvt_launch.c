@@ -62,12 +62,12 @@ gkvt_lt_pid_gone(pid_t pid)
 int
 gkvt_lt_wait_gone(pid_t pid, int ms)
 {
-    double end = gkvt_now_s() + ms / 1000.0;
+    double end = tools__now_s() + ms / 1000.0;
 
     while (!gkvt_lt_pid_gone(pid)) {
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             return 0;
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     }
     return 1;
 }
@@ -96,31 +96,15 @@ gkvt_lt_pid_file(const char *dir, const char *name)
 pid_t
 gkvt_lt_wait_pid_file(const char *dir, const char *name, int ms)
 {
-    double end = gkvt_now_s() + ms / 1000.0;
+    double end = tools__now_s() + ms / 1000.0;
     pid_t p;
 
-    while ((p = gkvt_lt_pid_file(dir, name)) <= 0 && gkvt_now_s() < end)
-        gkvt_sleep_ms(10);
+    while ((p = gkvt_lt_pid_file(dir, name)) <= 0 && tools__now_s() < end)
+        tools__sleep_ms(10);
     return p;
 }
 
 /* ---- ports ---------------------------------------------------------------------- */
-
-int
-gkvt_lt_port_bindable(int port)
-{
-    struct sockaddr_in a;
-    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1, ok;
-
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
-    close(s);
-    return ok;
-}
 
 /* Something listens on the port (the launcher's own look, which does not
  * count a connect that TCP joined to itself: a plain connect to a port
@@ -137,44 +121,32 @@ gkvt_lt_port_connects(int port)
 int
 gkvt_lt_port_closed(int port)
 {
-    double end = gkvt_now_s() + 15.0;
+    double end = tools__now_s() + 15.0;
 
     while (gkvt_lt_port_connects(port)) {
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             return 0;
-        gkvt_sleep_ms(20);
+        tools__sleep_ms(20);
     }
     return 1;
+}
+
+/* Free for a launch: bindable (a TIME_WAIT left by the last test is
+ * fine) and nothing answers there. */
+static int
+lt_port_usable(int port)
+{
+    return gkvt_port_bindable(port, 1) && !gkvt_lt_port_connects(port);
 }
 
 void
 gkvt_lt_ports(struct gkvt_lt_fx *f)
 {
-    static unsigned seq;
-    const char *e = getenv("GKVT_PORT_BASE");
+    char text[128];
 
-    for (int attempt = 0; attempt < 500; attempt++) {
-        unsigned k = seq++;
-        int base, ok = 1;
-
-        if (e != NULL && *e != '\0')
-            base = atoi(e) + 1000 + (int)(k * 16);
-        else
-            base = gkvt_port_candidate(k + 7777u, 16, 16);
-        if (base < 1024 || base + 16 > 65535)
-            continue;
-        for (int i = 0; i < 16 && ok; i++)
-            ok = gkvt_lt_port_bindable(base + i) &&
-                 !gkvt_lt_port_connects(base + i);
-        if (ok) {
-            char text[128];
-            f->base = base;
-            snprintf(text, sizeof text, "# launch_test\n127.0.0.1 %d\n", base);
-            gkvt_write_text(f->cfg, text, 0644);
-            return;
-        }
-    }
-    fail_msg("no free port range found");
+    f->base = gkvt_port_find(16, 16, 7777u, 1000, lt_port_usable);
+    snprintf(text, sizeof text, "# launch_test\n127.0.0.1 %d\n", f->base);
+    gkvt_write_text(f->cfg, text, 0644);
 }
 
 /* ---- running the launcher --------------------------------------------------------- */
@@ -218,14 +190,14 @@ gkvt_lt_start(struct gkvt_lt_fx *f, const char *const *args,
 int
 gkvt_lt_wait(struct gkvt_lt_fx *f, int timeout_s)
 {
-    double end = gkvt_now_s() + timeout_s;
+    double end = tools__now_s() + timeout_s;
     int st;
 
     for (;;) {
         pid_t r = waitpid(f->launcher, &st, WNOHANG);
         if (r == f->launcher)
             break;
-        if (gkvt_now_s() > end) {
+        if (tools__now_s() > end) {
             char *o = gkvt_slurp(f->out), *e = gkvt_slurp(f->err);
             kill(f->launcher, SIGKILL);
             waitpid(f->launcher, &st, 0);
@@ -233,7 +205,7 @@ gkvt_lt_wait(struct gkvt_lt_fx *f, int timeout_s)
             fail_msg("gkv-launch did not finish in %d s\nstdout:\n%s\nstderr:\n%s",
                      timeout_s, o, e);
         }
-        gkvt_sleep_ms(10);
+        tools__sleep_ms(10);
     }
     f->launcher = 0;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -266,6 +238,15 @@ gkvt_lt_dump(struct gkvt_lt_fx *f)
     fprintf(stderr, "gkv-launch stdout:\n%s\ngkv-launch stderr:\n%s\n", o, e);
     free(o);
     free(e);
+}
+
+void
+gkvt_lt_expect_ok(struct gkvt_lt_fx *f, int rc, const char *what)
+{
+    if (rc != 0) {
+        gkvt_lt_dump(f);
+        fail_msg("%s failed: exit %d", what, rc);
+    }
 }
 
 /* PIDs of the "started server ... (local pid N)" lines, into pids. */
@@ -376,10 +357,10 @@ child_late(const char *dir, const char *rank)
 
     snprintf(path, sizeof path, "%s/left-0", dir);
     if (strcmp(rank, "0") != 0) {
-        double end = gkvt_now_s() + 15;
-        while (access(path, F_OK) != 0 && gkvt_now_s() < end)
-            gkvt_sleep_ms(10);
-        gkvt_sleep_ms(500);          /* a server stopping on it has stopped */
+        double end = tools__now_s() + 15;
+        while (access(path, F_OK) != 0 && tools__now_s() < end)
+            tools__sleep_ms(10);
+        tools__sleep_ms(500);          /* a server stopping on it has stopped */
     }
     memset(&o, 0, sizeof o);
     o.timeout_ms = 3000;
@@ -470,10 +451,10 @@ gkvt_lt_child_main(int argc, char **argv)
     }
     if (strcmp(mode, "fail") == 0) {
         if (strcmp(role, "trainer") == 0 && strcmp(rank, "1") == 0) {
-            double end = gkvt_now_s() + 30;
+            double end = tools__now_s() + 30;
             snprintf(path, sizeof path, "%s/pid-trainer-0", dir);
-            while (access(path, F_OK) != 0 && gkvt_now_s() < end)
-                gkvt_sleep_ms(10);
+            while (access(path, F_OK) != 0 && tools__now_s() < end)
+                tools__sleep_ms(10);
             fprintf(stderr, "rank 1 failing on purpose\n");
             return 3;
         }
@@ -676,11 +657,7 @@ gkvt_lt_log_has(struct gkvt_lt_fx *f, const char *log, const char *needle)
 void
 gkvt_lt_find_programs(void)
 {
-    ssize_t n = readlink("/proc/self/exe", gkvt_lt_self,
-                         sizeof gkvt_lt_self - 1);
-
-    assert_true(n > 0);
-    gkvt_lt_self[n] = '\0';
+    snprintf(gkvt_lt_self, sizeof gkvt_lt_self, "%s", gkvt_self());
     snprintf(g_launch, sizeof g_launch, "%s", gkvt_prog("gkv-launch"));
     snprintf(g_server, sizeof g_server, "%s", gkvt_prog("gkv-server"));
 }

@@ -53,8 +53,6 @@ void gkvt_lt_track(struct gkvt_lt_fx *f, pid_t pid);
 pid_t gkvt_lt_pid_file(const char *dir, const char *name);
 /* gkvt_lt_pid_file(), waiting up to ms for it to be written. */
 pid_t gkvt_lt_wait_pid_file(const char *dir, const char *name, int ms);
-/* Whether 127.0.0.1:port can be bound now. */
-int gkvt_lt_port_bindable(int port);
 /* Something listens on the port (the launcher's own look, which does not
  * count a connect that TCP joined to itself: a plain connect to a port
  * nobody listens on does that once in some thousands). */
@@ -81,6 +79,9 @@ int gkvt_lt_launch(struct gkvt_lt_fx *f, const char *const *args,
 int gkvt_lt_has(struct gkvt_lt_fx *f, const char *needle);
 /* Prints the launcher's stdout and stderr to stderr. */
 void gkvt_lt_dump(struct gkvt_lt_fx *f);
+/* Unless rc (a launch's exit status) is 0: gkvt_lt_dump(), then fails the
+ * test with "WHAT failed: exit RC". */
+void gkvt_lt_expect_ok(struct gkvt_lt_fx *f, int rc, const char *what);
 /* PIDs of the "started server ... (local pid N)" lines, into pids. */
 int gkvt_lt_server_pids(struct gkvt_lt_fx *f, pid_t *pids, int max);
 /* A cmocka setup: a new struct gkvt_lt_fx with its directory; cfg

@@ -1,7 +1,10 @@
 /* gkvt_net.c - a test's gkv-server processes on loopback (gkvt_net.h). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <nanomsg/nn.h>
+#include <nanomsg/reqrep.h>
 #include "gkvt_net.h"
 #include "net/wire.h"
 
@@ -162,6 +165,41 @@ gkvt_connect(const char *cfg, const char *group, uint32_t rank,
         fail_msg("connect to the servers of %s as %s rank %u: %s: %s", cfg,
                  group, (unsigned)rank, gkv_err_name(rc), gkv_net_errmsg());
     return c;
+}
+
+unsigned char *
+gkvt_encode(void (*enc)(net_wr *w, const void *arg), const void *arg,
+            size_t *len)
+{
+    net_wr w = {0};
+    unsigned char *b;
+
+    enc(&w, arg);
+    *len = w.off;
+    b = malloc(w.off + 1);
+    assert_non_null(b);
+    w.p = b;
+    w.cap = w.off;
+    w.off = 0;
+    enc(&w, arg);
+    assert_int_equal(w.off, *len);
+    return b;
+}
+
+int
+gkvt_raw_socket(int port, int timeout_ms)
+{
+    int s = nn_socket(AF_SP, NN_REQ), v = -1;
+    char url[64];
+
+    assert_true(s >= 0);
+    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVMAXSIZE, &v, sizeof v);
+    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
+    v = INT_MAX;
+    nn_setsockopt(s, NN_REQ, NN_REQ_RESEND_IVL, &v, sizeof v);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    assert_true(nn_connect(s, url) >= 0);
+    return s;
 }
 
 size_t

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "gkvt.h"
 #include "gkv_net.h"
+#include "net/wire.h"
 
 /* A net/ call must fail with 'want', its message holding 'text'. */
 #define NET_FAILS(expr, want, text) do { gkv_err rc_ = (expr); \
@@ -86,6 +87,15 @@ void gkvt_serve(struct gkvt_job *j, int nmach, int nserv,
 gkv_client *gkvt_connect(const char *cfg, const char *group, uint32_t rank,
                          const gkv_client_opts *o);
 
+/* A raw nanomsg REQ socket connected to 127.0.0.1:port, for hand-made
+ * messages: any reply size, replies awaited timeout_ms, no resends. The
+ * caller nn_close()s it. */
+int gkvt_raw_socket(int port, int timeout_ms);
+/* A payload encoded by enc(w, arg) with the two passes the server and
+ * client use (the first only counts): malloc'd, *len bytes (and one more
+ * allocated); a cmocka failure when the passes disagree. */
+unsigned char *gkvt_encode(void (*enc)(net_wr *w, const void *arg),
+                           const void *arg, size_t *len);
 /* Writes a request of 'type' to b (NET_HDR_LEN + plen bytes): the
  * header (magic, version, req, session, plen) and the payload pl.
  * Returns its length. */

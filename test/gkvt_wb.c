@@ -57,10 +57,10 @@ gkvt_rand_rows(uint64_t *rs, uint64_t *ids, float *rows, size_t n,
                uint64_t lo, uint64_t range, uint64_t w)
 {
     for (size_t i = 0; i < n; i++) {
-        ids[i] = lo + gkvt_rand(rs) % range;
+        ids[i] = lo + tools__splitmix64(rs) % range;
         for (uint64_t j = 0; j < w; j++)
             rows[i * w + j] =
-                (float)((int)(gkvt_rand(rs) % 2001) - 1000) / 1000.0f;
+                (float)((int)(tools__splitmix64(rs) % 2001) - 1000) / 1000.0f;
     }
 }
 

@@ -52,7 +52,7 @@ rmat_weighted(int scale, uint64_t seed)
     assert_non_null(w);
     GKVT_OK(gkv_rmat_edges(&sp, 0, n, src, dst));
     for (int64_t i = 0; i < n; i++) {
-        uint64_t r = gkvt_rand(&st);
+        uint64_t r = tools__splitmix64(&st);
         w[i] = (r & 3) == 0 ? 0.0f : (float)((r >> 8) % 4096 + 1) / 1024.0f;
     }
     GKVT_OK(gkv_graph_new_homo(&g, (int64_t)1 << scale));
@@ -564,6 +564,8 @@ static const struct {
     {"node/_N/b16", GKV_BF16, 100, 0, 3000},
 };
 
+/* Its teardown is gkvt_store_teardown() (struct fx begins as struct
+ * gkvt_store_fx does). */
 static int
 fx_setup(void **state)
 {
@@ -586,17 +588,6 @@ fx_setup(void **state)
         GKVT_OK(gkv_tensor_create(f->st, tens[i].name, &sp));
     }
     *state = f;
-    return 0;
-}
-
-static int
-fx_teardown(void **state)
-{
-    struct fx *f = *state;
-
-    gkv_store_close(f->st);
-    gkvt_rmtree(f->dir);
-    free(f);
     return 0;
 }
 
@@ -727,7 +718,7 @@ gather_check(struct fx *f, size_t ti, const gkv_gpu_feat_opts *o,
     GKVT_OK(gkv_tensor_info(f->st, NULL, tens[ti].name, &d));
     rb = d.row_bytes;
     for (size_t i = 0; i < n; i++) {
-        uids[i] = d.lo + gkvt_rand(st) % (d.hi - d.lo);
+        uids[i] = d.lo + tools__splitmix64(st) % (d.hi - d.lo);
         ids[i] = (int64_t)uids[i];
     }
     uids[0] = d.lo;
@@ -1430,18 +1421,18 @@ main(void)
         cmocka_unit_test(test_model_blocks),
 #ifdef GKV_HAVE_CUDA
         cmocka_unit_test(test_hot_by_degree),
-        cmocka_unit_test_setup_teardown(test_errors, fx_setup, fx_teardown),
-        cmocka_unit_test_setup_teardown(test_gather, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_errors, fx_setup, gkvt_store_teardown),
+        cmocka_unit_test_setup_teardown(test_gather, fx_setup, gkvt_store_teardown),
         cmocka_unit_test(test_gpu_blocks),
         cmocka_unit_test(test_gpu_blocks_large),
         cmocka_unit_test(test_gpu_blocks_partial),
         cmocka_unit_test_setup_teardown(test_gpu_minibatch, fx_setup,
-                                        fx_teardown),
+                                        gkvt_store_teardown),
 #ifdef GKVT_GPU_EMU
         cmocka_unit_test_setup_teardown(test_emu_checks, fx_setup,
-                                        fx_teardown),
+                                        gkvt_store_teardown),
         cmocka_unit_test_setup_teardown(test_emu_out_of_memory, fx_setup,
-                                        fx_teardown),
+                                        gkvt_store_teardown),
         cmocka_unit_test(test_emu_bench),
 #endif
 #else

@@ -227,14 +227,14 @@ rgraph_make(struct rgraph *r, uint64_t *st, int weighted)
     static const int pairs[RT][2] = {{0, 0}, {0, 1}, {1, 0}};
 
     memset(r, 0, sizeof *r);
-    r->nn[0] = 20 + (int64_t)(gkvt_rand(st) % 40);
-    r->nn[1] = 1 + (int64_t)(gkvt_rand(st) % 30);
+    r->nn[0] = 20 + (int64_t)(tools__splitmix64(st) % 40);
+    r->nn[1] = 1 + (int64_t)(tools__splitmix64(st) % 30);
     GKVT_OK(gkv_graph_new(&r->g));
     GKVT_OK(gkv_graph_add_ntype(r->g, "a", r->nn[0], NULL));
     GKVT_OK(gkv_graph_add_ntype(r->g, "b", r->nn[1], NULL));
     for (int e = 0; e < RT; e++) {
         char rel[8];
-        size_t n = (size_t)(gkvt_rand(st) % 400);
+        size_t n = (size_t)(tools__splitmix64(st) % 400);
         int64_t *src = malloc((n + 1) * sizeof *src);
         int64_t *dst = malloc((n + 1) * sizeof *dst);
         float *w = malloc((n + 1) * sizeof *w);
@@ -247,14 +247,14 @@ rgraph_make(struct rgraph *r, uint64_t *st, int weighted)
         /* skewed: a hub with many in-edges (k above 64 takes other paths),
          * parallel edges and self-loops come by chance; node nn - 1 of
          * each type has no edges at all */
-        hub = (int64_t)(gkvt_rand(st) % (uint64_t)(r->nn[r->dnt[e]] - 1 > 0 ?
+        hub = (int64_t)(tools__splitmix64(st) % (uint64_t)(r->nn[r->dnt[e]] - 1 > 0 ?
                                                     r->nn[r->dnt[e]] - 1 : 1));
         for (size_t i = 0; i < n; i++) {
             int64_t ns = r->nn[r->snt[e]] - 1, nd = r->nn[r->dnt[e]] - 1;
-            src[i] = ns > 0 ? (int64_t)(gkvt_rand(st) % (uint64_t)ns) : 0;
-            dst[i] = gkvt_rand(st) % 3 == 0 ? hub :
-                     nd > 0 ? (int64_t)(gkvt_rand(st) % (uint64_t)nd) : 0;
-            w[i] = wv[gkvt_rand(st) % N_OF(wv)];
+            src[i] = ns > 0 ? (int64_t)(tools__splitmix64(st) % (uint64_t)ns) : 0;
+            dst[i] = tools__splitmix64(st) % 3 == 0 ? hub :
+                     nd > 0 ? (int64_t)(tools__splitmix64(st) % (uint64_t)nd) : 0;
+            w[i] = wv[tools__splitmix64(st) % N_OF(wv)];
         }
         GKVT_OK(gkv_graph_add_edges(r->g, e, src, dst, weighted ? w : NULL,
                                     n));
@@ -280,6 +280,37 @@ rgraph_free(struct rgraph *r)
         gkv_csc_free(&r->adj[e][1]);
     }
     gkv_graph_free(r->g);
+}
+
+/* A round of a cross-check: a random graph, room for its edge weights
+ * (ewbuf[e]: etype e's) and samplers of 1 and 3 threads over its CSR. */
+struct round {
+    struct rgraph r;
+    gkv_sgraph *sg;
+    gkv_sampler *s1, *s3;
+    float *ewbuf[RT];
+};
+
+static void
+round_begin(struct round *w, uint64_t *st, int weighted)
+{
+    rgraph_make(&w->r, st, weighted);
+    for (int e = 0; e < RT; e++)
+        w->ewbuf[e] = malloc((size_t)(w->r.ne[e] + 1) * sizeof *w->ewbuf[e]);
+    GKVT_OK(gkv_sgraph_from_graph(&w->sg, w->r.g, GKV_SG_CSR, 1));
+    GKVT_OK(gkv_sampler_new(&w->s1, w->sg, 1));
+    GKVT_OK(gkv_sampler_new(&w->s3, w->sg, 3));
+}
+
+static void
+round_end(struct round *w)
+{
+    gkv_sampler_free(w->s1);
+    gkv_sampler_free(w->s3);
+    gkv_sgraph_free(w->sg);
+    for (int e = 0; e < RT; e++)
+        free(w->ewbuf[e]);
+    rgraph_free(&w->r);
 }
 
 /* What one call asks for, as the reference sees it. */
@@ -498,22 +529,22 @@ rreq_make(struct rreq *q, const struct rgraph *r, uint64_t *st, int weighted,
           int64_t *buf, float **ewbuf)
 {
     memset(q, 0, sizeof *q);
-    q->seed = gkvt_rand(st);
-    q->dir = (int)(gkvt_rand(st) % 2);
-    q->replace = (int)(gkvt_rand(st) % 2);
-    q->wmode = weighted ? (int)(gkvt_rand(st) % 3) : 0;
+    q->seed = tools__splitmix64(st);
+    q->dir = (int)(tools__splitmix64(st) % 2);
+    q->replace = (int)(tools__splitmix64(st) % 2);
+    q->wmode = weighted ? (int)(tools__splitmix64(st) % 3) : 0;
     for (int e = 0; e < RT; e++) {
-        if (q->wmode == 2 && gkvt_rand(st) % 3 != 0) {
+        if (q->wmode == 2 && tools__splitmix64(st) % 3 != 0) {
             for (int64_t i = 0; i < r->ne[e]; i++)
-                ewbuf[e][i] = (float)(gkvt_rand(st) % 4) * 0.25f;
+                ewbuf[e][i] = (float)(tools__splitmix64(st) % 4) * 0.25f;
             q->ew[e] = ewbuf[e];
             q->ewlen[e] = r->ne[e];
         }
-        if (gkvt_rand(st) % 2 && r->ne[e] > 0) {
-            size_t n = (size_t)(gkvt_rand(st) % 64);
+        if (tools__splitmix64(st) % 2 && r->ne[e] > 0) {
+            size_t n = (size_t)(tools__splitmix64(st) % 64);
             for (size_t i = 0; i < n; i++)   /* some beyond the type */
                 buf[e * 64 + (int64_t)i] =
-                    (int64_t)(gkvt_rand(st) % (uint64_t)(r->ne[e] + 5));
+                    (int64_t)(tools__splitmix64(st) % (uint64_t)(r->ne[e] + 5));
             q->ex[e] = buf + e * 64;
             q->nex[e] = n;
         }
@@ -541,7 +572,7 @@ rand_fan(uint64_t *st)
 {
     static const int f[] = {-1, 0, 1, 2, 3, 5, 17, 64, 65, 100};
 
-    return f[gkvt_rand(st) % N_OF(f)];
+    return f[tools__splitmix64(st) % N_OF(f)];
 }
 
 static void
@@ -552,45 +583,37 @@ test_neighbors_vs_reference(void **state)
 
     (void)state;
     for (int round = 0; round < 40; round++) {
-        struct rgraph r;
-        gkv_sgraph *sg;
-        gkv_sampler *s1, *s3;
+        struct round w;
         int weighted = round % 2;
-        float *ewbuf[RT];
 
-        rgraph_make(&r, &st, weighted);
-        for (int e = 0; e < RT; e++)
-            ewbuf[e] = malloc((size_t)(r.ne[e] + 1) * sizeof *ewbuf[e]);
-        GKVT_OK(gkv_sgraph_from_graph(&sg, r.g, GKV_SG_CSR, 1));
-        GKVT_OK(gkv_sampler_new(&s1, sg, 1));
-        GKVT_OK(gkv_sampler_new(&s3, sg, 3));
+        round_begin(&w, &st, weighted);
         for (int call = 0; call < 12; call++) {
             struct rreq q;
             gkv_sample_opts o;
-            int fan[RT], layer = (int)(gkvt_rand(&st) % 4);
+            int fan[RT], layer = (int)(tools__splitmix64(&st) % 4);
             int64_t *seeds[2];
             size_t ns[2];
             struct trip want[RT] = {{0}};
             gkv_sample_edges out[RT];
             char what[96];
 
-            rreq_make(&q, &r, &st, weighted, exbuf, ewbuf);
+            rreq_make(&q, &w.r, &st, weighted, exbuf, w.ewbuf);
             rreq_opts(&q, &o);
             for (int e = 0; e < RT; e++)
                 fan[e] = rand_fan(&st);
             for (int t = 0; t < 2; t++) {   /* duplicates allowed here */
-                ns[t] = (size_t)(gkvt_rand(&st) % 300);
+                ns[t] = (size_t)(tools__splitmix64(&st) % 300);
                 seeds[t] = malloc((ns[t] + 1) * sizeof *seeds[t]);
                 for (size_t i = 0; i < ns[t]; i++)
-                    seeds[t][i] = (int64_t)(gkvt_rand(&st) %
-                                            (uint64_t)r.nn[t]);
+                    seeds[t][i] = (int64_t)(tools__splitmix64(&st) %
+                                            (uint64_t)w.r.nn[t]);
             }
-            ref_hop(&r, &q, layer, fan, seeds, ns, want);
+            ref_hop(&w.r, &q, layer, fan, seeds, ns, want);
             for (int nt = 1; nt <= 3; nt += 2) {
                 snprintf(what, sizeof what, "round %d call %d (%d threads, "
                          "dir %d, replace %d, wmode %d)", round, call, nt,
                          q.dir, q.replace, q.wmode);
-                GKVT_OK(gkv_sample_neighbors(nt == 1 ? s1 : s3,
+                GKVT_OK(gkv_sample_neighbors(nt == 1 ? w.s1 : w.s3,
                                              (const int64_t *const *)seeds,
                                              ns, fan, RT, layer, &o, out));
                 for (int e = 0; e < RT; e++)
@@ -601,12 +624,7 @@ test_neighbors_vs_reference(void **state)
             free(seeds[0]);
             free(seeds[1]);
         }
-        gkv_sampler_free(s1);
-        gkv_sampler_free(s3);
-        gkv_sgraph_free(sg);
-        for (int e = 0; e < RT; e++)
-            free(ewbuf[e]);
-        rgraph_free(&r);
+        round_end(&w);
     }
 }
 
@@ -717,51 +735,43 @@ test_blocks_vs_reference(void **state)
 
     (void)state;
     for (int round = 0; round < 24; round++) {
-        struct rgraph r;
-        gkv_sgraph *sg;
-        gkv_sampler *s1, *s3;
+        struct round w;
         int weighted = round % 2;
-        float *ewbuf[RT];
 
-        rgraph_make(&r, &st, weighted);
-        for (int e = 0; e < RT; e++)
-            ewbuf[e] = malloc((size_t)(r.ne[e] + 1) * sizeof *ewbuf[e]);
-        GKVT_OK(gkv_sgraph_from_graph(&sg, r.g, GKV_SG_CSR, 1));
-        GKVT_OK(gkv_sampler_new(&s1, sg, 1));
-        GKVT_OK(gkv_sampler_new(&s3, sg, 3));
+        round_begin(&w, &st, weighted);
         for (int call = 0; call < 8; call++) {
             struct rreq q;
             gkv_sample_opts o;
-            int nl = 1 + (int)(gkvt_rand(&st) % 3), fans[3 * RT];
+            int nl = 1 + (int)(tools__splitmix64(&st) % 3), fans[3 * RT];
             int64_t *seeds[2];
             size_t ns[2];
             struct rblk want[3];
             gkv_block got[3];
             char what[96];
 
-            rreq_make(&q, &r, &st, weighted, exbuf, ewbuf);
+            rreq_make(&q, &w.r, &st, weighted, exbuf, w.ewbuf);
             rreq_opts(&q, &o);
             for (int i = 0; i < nl * RT; i++)
                 fans[i] = rand_fan(&st);
             for (int t = 0; t < 2; t++) {   /* distinct: a shuffled prefix */
-                int64_t n = r.nn[t];
+                int64_t n = w.r.nn[t];
                 seeds[t] = malloc((size_t)n * sizeof *seeds[t]);
                 for (int64_t i = 0; i < n; i++)
                     seeds[t][i] = i;
                 for (int64_t i = n - 1; i > 0; i--) {
-                    int64_t j = (int64_t)(gkvt_rand(&st) % (uint64_t)(i + 1));
+                    int64_t j = (int64_t)(tools__splitmix64(&st) % (uint64_t)(i + 1));
                     int64_t x = seeds[t][i];
                     seeds[t][i] = seeds[t][j];
                     seeds[t][j] = x;
                 }
-                ns[t] = (size_t)(gkvt_rand(&st) % (uint64_t)(n + 1));
+                ns[t] = (size_t)(tools__splitmix64(&st) % (uint64_t)(n + 1));
             }
-            ref_blocks(&r, &q, fans, nl, seeds, ns, want);
+            ref_blocks(&w.r, &q, fans, nl, seeds, ns, want);
             for (int nt = 1; nt <= 3; nt += 2) {
                 snprintf(what, sizeof what, "round %d call %d (%d threads, "
                          "dir %d, replace %d, wmode %d, %d layers)", round,
                          call, nt, q.dir, q.replace, q.wmode, nl);
-                GKVT_OK(gkv_sample_blocks(nt == 1 ? s1 : s3,
+                GKVT_OK(gkv_sample_blocks(nt == 1 ? w.s1 : w.s3,
                                           (const int64_t *const *)seeds, ns,
                                           fans, RT, nl, &o, got));
                 expect_same_blocks(got, want, nl, what);
@@ -771,12 +781,7 @@ test_blocks_vs_reference(void **state)
             free(seeds[0]);
             free(seeds[1]);
         }
-        gkv_sampler_free(s1);
-        gkv_sampler_free(s3);
-        gkv_sgraph_free(sg);
-        for (int e = 0; e < RT; e++)
-            free(ewbuf[e]);
-        rgraph_free(&r);
+        round_end(&w);
     }
 }
 
@@ -791,51 +796,43 @@ test_edge_batch_vs_reference(void **state)
 
     (void)state;
     for (int round = 0; round < 16; round++) {
-        struct rgraph r;
-        gkv_sgraph *sg;
-        gkv_sampler *s1, *s3;
-        float *ewbuf[RT];
+        struct round w;
 
-        rgraph_make(&r, &st, round % 2);
-        for (int e = 0; e < RT; e++)
-            ewbuf[e] = malloc((size_t)(r.ne[e] + 1) * sizeof *ewbuf[e]);
-        GKVT_OK(gkv_sgraph_from_graph(&sg, r.g, GKV_SG_CSR, 1));
-        GKVT_OK(gkv_sampler_new(&s1, sg, 1));
-        GKVT_OK(gkv_sampler_new(&s3, sg, 3));
+        round_begin(&w, &st, round % 2);
         for (int call = 0; call < 8; call++) {
             struct rreq q, q2;
             gkv_sample_opts o;
             gkv_edge_batch_spec sp;
-            int nl = 1 + (int)(gkvt_rand(&st) % 2), fans[2 * RT];
+            int nl = 1 + (int)(tools__splitmix64(&st) % 2), fans[2 * RT];
             int64_t eids[40], rev[400], *seeds[2], *allx[RT];
             size_t ns[2] = {0, 0};
             struct rblk want[2];
             gkv_block got[2];
             gkv_edge_batch eb;
-            int et = (int)(gkvt_rand(&st) % RT), st_, dt_;
+            int et = (int)(tools__splitmix64(&st) % RT), st_, dt_;
             int64_t *wps, *wpd, *wns, *wnd;
             char what[96];
 
-            if (r.ne[et] == 0)
+            if (w.r.ne[et] == 0)
                 continue;
-            rreq_make(&q, &r, &st, round % 2, exbuf, ewbuf);
+            rreq_make(&q, &w.r, &st, round % 2, exbuf, w.ewbuf);
             rreq_opts(&q, &o);
             for (int i = 0; i < nl * RT; i++)
                 fans[i] = rand_fan(&st);
             memset(&sp, 0, sizeof sp);
             sp.etype = et;
-            sp.n = (size_t)(gkvt_rand(&st) % N_OF(eids));
+            sp.n = (size_t)(tools__splitmix64(&st) % N_OF(eids));
             sp.eids = eids;
-            sp.num_neg = (int)(gkvt_rand(&st) % 4);
+            sp.num_neg = (int)(tools__splitmix64(&st) % 4);
             for (size_t i = 0; i < sp.n; i++)
-                eids[i] = (int64_t)(gkvt_rand(&st) % (uint64_t)r.ne[et]);
-            sp.exclude = (unsigned)(gkvt_rand(&st) % 4);
+                eids[i] = (int64_t)(tools__splitmix64(&st) % (uint64_t)w.r.ne[et]);
+            sp.exclude = (unsigned)(tools__splitmix64(&st) % 4);
             if (sp.exclude & GKV_EXCLUDE_REVERSE) {
-                if (gkvt_rand(&st) % 2) {   /* by map, into any etype */
-                    sp.reverse_etype = (int)(gkvt_rand(&st) % RT);
-                    sp.reverse_n = r.ne[et];
-                    for (int64_t i = 0; i < r.ne[et]; i++)
-                        rev[i] = (int64_t)(gkvt_rand(&st) % 500);
+                if (tools__splitmix64(&st) % 2) {   /* by map, into any etype */
+                    sp.reverse_etype = (int)(tools__splitmix64(&st) % RT);
+                    sp.reverse_n = w.r.ne[et];
+                    for (int64_t i = 0; i < w.r.ne[et]; i++)
+                        rev[i] = (int64_t)(tools__splitmix64(&st) % 500);
                     sp.reverse_eids = rev;
                 } else {
                     sp.reverse_etype = (et + 1) % RT;
@@ -860,8 +857,8 @@ test_edge_batch_vs_reference(void **state)
                 q2.nex[e] = n;
             }
             /* seeds: src, dst of each positive, then the negatives */
-            st_ = r.snt[et];
-            dt_ = r.dnt[et];
+            st_ = w.r.snt[et];
+            dt_ = w.r.dnt[et];
             seeds[0] = malloc((3 * sp.n + 4 * sp.n + 1) * sizeof *seeds[0]);
             seeds[1] = malloc((3 * sp.n + 4 * sp.n + 1) * sizeof *seeds[1]);
             wps = malloc((sp.n + 1) * sizeof *wps);
@@ -872,7 +869,7 @@ test_edge_batch_vs_reference(void **state)
                 struct rblk tmp;
                 gkv_coo c;
                 memset(&tmp, 0, sizeof tmp);
-                GKVT_OK(gkv_graph_edges(r.g, et, &c));
+                GKVT_OK(gkv_graph_edges(w.r.g, et, &c));
                 for (size_t i = 0; i < sp.n; i++) {
                     wps[i] = rblk_label(&tmp, st_, c.src[eids[i]]);
                     wpd[i] = rblk_label(&tmp, dt_, c.dst[eids[i]]);
@@ -885,7 +882,7 @@ test_edge_batch_vs_reference(void **state)
                         uint64_t rj = ref_m(bv + ((uint64_t)j + 1) *
                                             0x9e3779b97f4a7c15ULL);
                         int64_t v = (int64_t)ref_below(rj,
-                                                       (uint64_t)r.nn[dt_]);
+                                                       (uint64_t)w.r.nn[dt_]);
                         wns[i * (size_t)sp.num_neg + (size_t)j] = wps[i];
                         wnd[i * (size_t)sp.num_neg + (size_t)j] =
                             rblk_label(&tmp, dt_, v);
@@ -898,12 +895,12 @@ test_edge_batch_vs_reference(void **state)
                 }
                 rblk_free(&tmp);
             }
-            ref_blocks(&r, &q2, fans, nl, seeds, ns, want);
+            ref_blocks(&w.r, &q2, fans, nl, seeds, ns, want);
             for (int nt = 1; nt <= 3; nt += 2) {
                 snprintf(what, sizeof what, "round %d call %d (%d threads, "
                          "exclude %u, etype %d)", round, call, nt,
                          sp.exclude, et);
-                GKVT_OK(gkv_sample_edge_batch(nt == 1 ? s1 : s3, &sp, fans,
+                GKVT_OK(gkv_sample_edge_batch(nt == 1 ? w.s1 : w.s3, &sp, fans,
                                               RT, nl, &o, &eb, got));
                 assert_int_equal(eb.num_pos, sp.n);
                 assert_int_equal(eb.num_neg, sp.n * (size_t)sp.num_neg);
@@ -928,12 +925,7 @@ test_edge_batch_vs_reference(void **state)
             free(wns);
             free(wnd);
         }
-        gkv_sampler_free(s1);
-        gkv_sampler_free(s3);
-        gkv_sgraph_free(sg);
-        for (int e = 0; e < RT; e++)
-            free(ewbuf[e]);
-        rgraph_free(&r);
+        round_end(&w);
     }
 }
 

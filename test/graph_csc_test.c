@@ -149,13 +149,13 @@ test_csc_random_vs_reference(void **state)
         gkv_csc a, b;
 
         for (size_t i = 0; i < n; i++) {
-            uint64_t r = gkvt_rand(&x);
+            uint64_t r = tools__splitmix64(&x);
             col[i] = (int64_t)(r % (uint64_t)nc);
             if (cases[c].skew && r % 2)
                 col[i] = (int64_t)(r % 3);
-            oth[i] = (int64_t)(gkvt_rand(&x) % 1000000);
+            oth[i] = (int64_t)(tools__splitmix64(&x) % 1000000);
             if (eid != NULL)
-                eid[i] = (int64_t)(gkvt_rand(&x) >> 2);
+                eid[i] = (int64_t)(tools__splitmix64(&x) >> 2);
         }
         GKVT_OK(gkv_csc_build(&a, col, oth, eid, n, nc, cases[c].threads));
         gkvt_csc_check(&a, col, oth, eid, n, nc);

@@ -45,7 +45,7 @@ setup(void **state)
         gkv_graph_new_homo(&f->g, f->n) != GKV_OK)
         return -1;
     for (int64_t e = 0; e < f->m; e++)   /* weights 0..3, a quarter zero */
-        w[e] = (float)(gkvt_rand(&r) % 4);
+        w[e] = (float)(tools__splitmix64(&r) % 4);
     if (gkv_graph_add_edges(f->g, 0, src, dst, w, (size_t)f->m) != GKV_OK)
         return -1;
     free(src);
@@ -237,7 +237,7 @@ check_method(struct fx *f, gkv_part_method method)
     for (size_t i = 0; i < 300; i++)        /* distinct, in random order */
         seeds[i] = (int64_t)((i * 1597 + 11) % (uint64_t)f->n);
     for (int k = 0; k < 64; k++)
-        excl[k] = (int64_t)(gkvt_rand(&r) % (uint64_t)f->m);
+        excl[k] = (int64_t)(tools__splitmix64(&r) % (uint64_t)f->m);
 
     o.seed = 42;
     check_hop(&pt, seeds, 300, 5, 0, &o);

@@ -185,14 +185,8 @@ test_schema(void **state)
     assert_int_equal(gkv_graph_etype_find(g, "user:buys:user", &i),
                      GKV_ENOTFOUND);
     GKVT_OK(gkv_graph_etype_info(g, 1, &info));
-    assert_string_equal(info.canonical, "user:buys:item");
-    assert_string_equal(info.relation, "buys");
-    assert_string_equal(info.src_type, "user");
-    assert_string_equal(info.dst_type, "item");
-    assert_int_equal(info.src_ntype, 0);
-    assert_int_equal(info.dst_ntype, 1);
-    assert_int_equal(info.num_edges, 0);
-    assert_int_equal(info.weighted, 0);
+    gkvt_expect_etype_info(&info, &(gkv_etype_info){"user:buys:item", "buys",
+                           "user", "item", 0, 1, 0, 0});
     assert_int_equal(gkv_graph_etype_info(g, 9, &info), GKV_EINVAL);
 
     /* bad schema changes fail with a message and change nothing */
@@ -560,9 +554,9 @@ test_text_large_file(void **state)
     gkv_coo c;
 
     for (size_t i = 0; i < n; i++) {
-        s[i] = (int64_t)(gkvt_rand(&x) % 100000);
-        d[i] = (int64_t)(gkvt_rand(&x) % 100000);
-        w[i] = (float)(gkvt_rand(&x) % 1000) / 8.0f;
+        s[i] = (int64_t)(tools__splitmix64(&x) % 100000);
+        d[i] = (int64_t)(tools__splitmix64(&x) % 100000);
+        w[i] = (float)(tools__splitmix64(&x) % 1000) / 8.0f;
         p += sprintf(p, i % 3 ? "%lld %lld %g\n" : "%lld,%lld,%g\r\n",
                      (long long)s[i], (long long)d[i], (double)w[i]);
     }
@@ -949,7 +943,7 @@ test_alloc_failures(void **state)
     {
         uint64_t x = 12345;
         for (int i = 0; i < 300000; i++) {
-            col[i] = (int64_t)(gkvt_rand(&x) % 20000);
+            col[i] = (int64_t)(tools__splitmix64(&x) % 20000);
             oth[i] = i;
         }
     }

@@ -49,7 +49,7 @@ test_rmat_deterministic(void **state)
     assert_true(edge_hash(s, d, m) == 0x5c2adc6aa1bece71ULL);
     /* in random chunks, the same */
     for (int64_t at = 0; at < m;) {
-        int64_t k = (int64_t)(gkvt_rand(&x) % 5000);
+        int64_t k = (int64_t)(tools__splitmix64(&x) % 5000);
         if (k > m - at)
             k = m - at;
         GKVT_OK(gkv_rmat_edges(&sp, at, k, s2 + at, d2 + at));

@@ -76,9 +76,7 @@ teardown(void **state)
 
     free(f->out);
     free(f->err);
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
+    return gkvt_dir_teardown(state);
 }
 
 /* Runs "sh -c CMD" in the repository; keeps stdout and stderr. */

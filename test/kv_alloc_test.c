@@ -318,11 +318,11 @@ push_make(const char *name, const char *handler, size_t n, uint64_t lo,
     float *v = p.rows;
 
     for (size_t i = 0; i < n; i++)
-        p.ids[i] = sorted ? lo + i * (hi - lo) / n : lo + gkvt_rand(seed) % (hi - lo);
+        p.ids[i] = sorted ? lo + i * (hi - lo) / n : lo + tools__splitmix64(seed) % (hi - lo);
     if (!sorted && n > 2)
         p.ids[n - 1] = p.ids[0];
     for (size_t i = 0; i < n * width; i++)
-        v[i] = (float)((int64_t)(gkvt_rand(seed) % 33) - 16) / 8.0f;
+        v[i] = (float)((int64_t)(tools__splitmix64(seed) % 33) - 16) / 8.0f;
     return p;
 }
 
@@ -461,7 +461,7 @@ test_pull(void **state)
             p.want = malloc(p.n * p.row_bytes);
             p.got = malloc(p.n * p.row_bytes);
             for (size_t j = 0; j < p.n; j++)
-                p.ids[j] = t[i].lo + gkvt_rand(&seed) % (t[i].hi - t[i].lo);
+                p.ids[j] = t[i].lo + tools__splitmix64(&seed) % (t[i].hi - t[i].lo);
             snprintf(what, sizeof what, "pull '%s'%s", t[i].name,
                      use_txn ? " in a snapshot" : "");
             failed = countdown(f, what, op_pull, &p);

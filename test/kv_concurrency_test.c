@@ -41,15 +41,6 @@ soak(void)
 
 #define WORK_MS  (soak() ? 200000.0 : 45000.0)   /* a role's time limit */
 
-static double
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---- what a reader checks ----------------------------------------------- */
 
 struct result {
@@ -108,12 +99,12 @@ reader_run(gkv_store *s, uint64_t seed, uint32_t final_g, double deadline,
 
     memset(res, 0, sizeof *res);
     while (last < final_g) {
-        size_t m = 1 + gkvt_rand(&seed) % PULL_MAX;
+        size_t m = 1 + tools__splitmix64(&seed) % PULL_MAX;
 
-        if (now_ms() > deadline)
+        if (tools__now_s() * 1e3 > deadline)
             RFAIL("timed out at generation %u of %u", last, final_g);
         for (size_t k = 0; k < m; k++)
-            ids[k] = LO + gkvt_rand(&seed) % NROWS;
+            ids[k] = LO + tools__splitmix64(&seed) % NROWS;
         if ((rc = gkv_txn_begin(s, &tx)) != GKV_OK)
             RFAIL("txn_begin: %s (%s)", gkv_err_name(rc), gkv_store_errmsg(s));
         if ((rc = gkv_tensor_pull(s, tx, "gen", ids, m, pulled,
@@ -130,7 +121,7 @@ reader_run(gkv_store *s, uint64_t seed, uint32_t final_g, double deadline,
             RFAIL("snapshot %u: the pull saw generation %u, the read of the "
                   "same snapshot %u", res->snaps, g0, g1);
         for (int k = 0; k < 4; k++) {
-            uint64_t id = LO + gkvt_rand(&seed) % NROWS;
+            uint64_t id = LO + tools__splitmix64(&seed) % NROWS;
             const void *view;
             float row[W];
 
@@ -192,11 +183,11 @@ writer_run(gkv_store *s, uint64_t seed, uint32_t final_g, double deadline,
     for (uint32_t g = 1; g <= final_g; g++) {
         int ranged = g % 3 == 0;
 
-        if (now_ms() > deadline)
+        if (tools__now_s() * 1e3 > deadline)
             RFAIL("timed out at generation %u of %u", g, final_g);
         if (!ranged)
             for (uint64_t k = NROWS - 1; k > 0; k--) {
-                uint64_t j = gkvt_rand(&seed) % (k + 1), t = perm[k];
+                uint64_t j = tools__splitmix64(&seed) % (k + 1), t = perm[k];
                 perm[k] = perm[j];
                 perm[j] = t;
             }
@@ -318,7 +309,7 @@ child_main(const char *dir, enum role role, uint64_t seed, uint32_t final_g,
     while (read(go, &c, 1) < 0 && errno == EINTR)
         ;
     if (s != NULL) {
-        double deadline = now_ms() + WORK_MS;
+        double deadline = tools__now_s() * 1e3 + WORK_MS;
         if (role == WRITER)
             writer_run(s, seed, final_g, deadline, &res);
         else
@@ -340,7 +331,7 @@ test_processes_two_readers_one_writer(void **state)
     struct result res[3];
     int go[2], ready[2], out[3][2], status[3], left = 3;
     uint64_t seed = gkvt_seed();
-    double t0 = now_ms(), deadline = t0 + WORK_MS + 15000;
+    double t0 = tools__now_s() * 1e3, deadline = t0 + WORK_MS + 15000;
 
     assert_int_equal(pipe(go), 0);
     assert_int_equal(pipe(ready), 0);
@@ -385,11 +376,12 @@ test_processes_two_readers_one_writer(void **state)
         }
         if (p < 0 && errno != EINTR)
             break;
-        if (now_ms() > deadline) {
+        if (tools__now_s() * 1e3 > deadline) {
             for (int k = 0; k < 3; k++)
                 if (f->kids[k] > 0)
                     kill(f->kids[k], SIGKILL);
-            deadline = now_ms() + 1e9;      /* once; the loop reaps them */
+            /* once; the loop reaps them */
+            deadline = tools__now_s() * 1e3 + 1e9;
             continue;
         }
         usleep(5000);
@@ -416,7 +408,7 @@ test_processes_two_readers_one_writer(void **state)
         assert_true(res[k].distinct >= 2);
         assert_true(res[k].first_g < final_g);
     }
-    print_message("  %.1f s\n", (now_ms() - t0) / 1e3);
+    print_message("  %.1f s\n", (tools__now_s() * 1e3 - t0) / 1e3);
 }
 
 /* ---- opening while another process grows the map ----------------------------
@@ -583,7 +575,7 @@ test_threads_share_one_handle(void **state)
     pthread_t th[1 + NREADERS];
     uint64_t seed = gkvt_seed() ^ 0x7472;
     const uint32_t final_g = soak() ? 1200 : 120;
-    double t0 = now_ms();
+    double t0 = tools__now_s() * 1e3;
     gkv_store *s;
 
     GKVT_OK(gkv_store_open(&s, f->dir, 0, &small_map));
@@ -623,7 +615,7 @@ test_threads_share_one_handle(void **state)
     }
     GKVT_OK(gkv_store_verify(s, NULL, NULL));
     gkv_store_close(s);
-    print_message("  %.1f s\n", (now_ms() - t0) / 1e3);
+    print_message("  %.1f s\n", (tools__now_s() * 1e3 - t0) / 1e3);
 }
 
 /* Several processes create the same new store at once (as the servers of

@@ -100,7 +100,7 @@ static void
 step_make(const struct model *m, uint32_t i, struct step *st)
 {
     uint64_t r = m->seed ^ ((uint64_t)i * 0xd1342543de82ef95ULL);
-    unsigned k = (unsigned)(gkvt_rand(&r) % 16);
+    unsigned k = (unsigned)(tools__splitmix64(&r) % 16);
     uint64_t range = ROWS;
 
     st->i = i;
@@ -122,9 +122,9 @@ step_make(const struct model *m, uint32_t i, struct step *st)
         st->width = EMB_W;
         range = EMB_ROWS;
     }
-    st->n = 100 + gkvt_rand(&r) % (PUSH_MAX - 100 + 1);
+    st->n = 100 + tools__splitmix64(&r) % (PUSH_MAX - 100 + 1);
     for (size_t p = 0; p < st->n; p++)
-        st->ids[p] = gkvt_rand(&r) % range;
+        st->ids[p] = tools__splitmix64(&r) % range;
     for (size_t p = 0; p < st->n; p++)
         for (size_t j = 0; j < st->width; j++)
             st->rows[p * st->width + j] = st->op == OP_ADAGRAD
@@ -378,15 +378,6 @@ child_write(const char *dir, unsigned flags, struct model *m, uint32_t max, int 
     _exit(0);
 }
 
-static double
-now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Reads acks from fd until 'until_ms' (or EOF when until_ms < 0). Records
  * the last good step in *acked and a failure in *err_step / *err_rc. */
 static void
@@ -402,7 +393,7 @@ read_acks(int fd, double until_ms, uint32_t *acked, uint32_t *err_step,
         ssize_t r;
 
         if (until_ms >= 0) {
-            double left = until_ms - now_ms();
+            double left = until_ms - tools__now_s() * 1e3;
             if (left <= 0)
                 return;
             tmo = (int)left + 1;
@@ -608,7 +599,7 @@ run_child(struct fx *f, unsigned flags, uint32_t max, double kill_ms, int round)
     uint32_t acked = f->m.steps, err_step = 0;
     int32_t err_rc = 0;
     int p[2], status = 0;
-    double t0 = now_ms();
+    double t0 = tools__now_s() * 1e3;
 
     assert_int_equal(pipe(p), 0);
     fflush(NULL);
@@ -719,10 +710,10 @@ crash_rounds(struct fx *f, unsigned flags)
     int rounds = soak() ? 400 : 24;
     struct tally t = {0};
     uint32_t first_steps;
-    double t0 = now_ms();
+    double t0 = tools__now_s() * 1e3;
 
     for (int round = 0; round < rounds; round++) {
-        double kill_ms = 2 + (double)(gkvt_rand(&rs) % 199);
+        double kill_ms = 2 + (double)(tools__splitmix64(&rs) % 199);
         gkv_store *held = NULL;
         uint32_t acked;
 
@@ -743,7 +734,8 @@ crash_rounds(struct fx *f, unsigned flags)
     check_store(f, NULL, first_steps + 40, rounds, &t);
     assert_int_equal(f->m.steps, first_steps + 40);
     print_message("  %d kills, %u calls; %d committed but unacknowledged; "
-                  "%.1f s\n", rounds, f->m.steps, t.ahead, (now_ms() - t0) / 1e3);
+                  "%.1f s\n", rounds, f->m.steps, t.ahead,
+                  (tools__now_s() * 1e3 - t0) / 1e3);
     /* the kills landed among the writes, not before them */
     assert_true(f->m.steps > (uint32_t)rounds);
 }
@@ -851,7 +843,7 @@ test_kill_at_the_commit_point(void **state)
     GKVT_OK(gkv_store_open(&h, f->dir, 0, NULL));
     GKVT_OK(gkv_tensor_create(h, "n", &sp));
     for (int a = 0; a < (soak() ? 40 : 8); a++) {
-        int at_meta = a % 2, adds = 1 + (int)(gkvt_rand(&rs) % 6), p[2], status;
+        int at_meta = a % 2, adds = 1 + (int)(tools__splitmix64(&rs) % 6), p[2], status;
         uint32_t acked = 0, err_step = 0;
         int32_t err_rc = 0;
         int64_t want = v + adds - !at_meta;
@@ -866,7 +858,8 @@ test_kill_at_the_commit_point(void **state)
             child_count(f->dir, adds, at_meta, p[1]);
         }
         close(p[1]);
-        read_acks(p[0], now_ms() + 30000, &acked, &err_step, &err_rc);
+        read_acks(p[0], tools__now_s() * 1e3 + 30000, &acked, &err_step,
+                  &err_rc);
         if (waitpid(f->child, &status, WNOHANG) == 0)
             kill(f->child, SIGKILL);          /* hung: fail below */
         while (waitpid(f->child, &status, 0) < 0 && errno == EINTR)

@@ -657,12 +657,12 @@ test_big_adagrad_push(void **state)
     for (uint64_t i = 0; i < n; i++)
         ids[i] = 100 + i;
     for (uint64_t i = n - 1; i > 0; i--) {           /* shuffle */
-        uint64_t j = gkvt_rand(&rs) % (i + 1), t = ids[i];
+        uint64_t j = tools__splitmix64(&rs) % (i + 1), t = ids[i];
         ids[i] = ids[j];
         ids[j] = t;
     }
     for (uint64_t i = 0; i < n * w; i++)
-        g[i] = (float)((int)(gkvt_rand(&rs) % 2001) - 1000) / 500.0f;
+        g[i] = (float)((int)(tools__splitmix64(&rs) % 2001) - 1000) / 500.0f;
     w0 = (float *)gkvt_tensor_dump(s, NULL, "e", &len);
     assert_int_equal(len, n * w * sizeof *w0);
     GKVT_OK(gkv_tensor_push(s, "e", ids, n, g, n * w * sizeof *g, &pa));

@@ -170,9 +170,9 @@ rounds(gkv_store *s, const char *name, const char *opt, gkv_dtype dt,
 
     for (int r = 0; r < k; r++) {
         for (int i = 0; i < NP; i++) {
-            ids[i] = LO + gkvt_rand(&rs) % (i % 4 == 0 ? 40 : N);
+            ids[i] = LO + tools__splitmix64(&rs) % (i % 4 == 0 ? 40 : N);
             for (int j = 0; j < W; j++) {
-                g[i * W + j] = (double)((int)(gkvt_rand(&rs) % 2001) - 1000) / 700.0;
+                g[i * W + j] = (double)((int)(tools__splitmix64(&rs) % 2001) - 1000) / 700.0;
                 gf[i * W + j] = (float)g[i * W + j];
             }
         }

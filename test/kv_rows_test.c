@@ -48,7 +48,7 @@ check_pull_random(gkv_store *s, const char *name, uint64_t lo, uint64_t hi,
     float *out = malloc(n * w * sizeof *out);
 
     for (size_t i = 0; i < n; i++)
-        ids[i] = lo + gkvt_rand(seed) % (hi - lo);
+        ids[i] = lo + tools__splitmix64(seed) % (hi - lo);
     ids[1] = ids[0];                     /* duplicates allowed */
     ids[n - 1] = hi - 1;
     ids[n - 2] = lo;
@@ -191,14 +191,14 @@ test_read_and_write_ranges(void **state)
     for (int i = 0; i < 3000; i++)
         ref[i] = 9;
     for (int round = 0; round < 50; round++) {
-        uint64_t a = gkvt_rand(&seed) % 1000, b = gkvt_rand(&seed) % 1000;
+        uint64_t a = tools__splitmix64(&seed) % 1000, b = tools__splitmix64(&seed) % 1000;
         if (a > b) { uint64_t t = a; a = b; b = t; }
         for (uint64_t i = a; i < b; i++)
             for (int j = 0; j < 3; j++)
                 in[(i - a) * 3 + j] = ref[i * 3 + j] = (int32_t)(round * 10000 + i * 3 + j);
         GKVT_OK(gkv_tensor_write(f->s, "t", 50 + a, 50 + b, in, (b - a) * 12));
-        a = gkvt_rand(&seed) % 1000;
-        b = a + gkvt_rand(&seed) % (1000 - a);
+        a = tools__splitmix64(&seed) % 1000;
+        b = a + tools__splitmix64(&seed) % (1000 - a);
         GKVT_OK(gkv_tensor_read(f->s, NULL, "t", 50 + a, 50 + b, got, (b - a) * 12));
         assert_memory_equal(got, ref + a * 3, (b - a) * 12);
     }
@@ -228,9 +228,9 @@ test_push_assign_last_wins_add_sums(void **state)
     for (int round = 0; round < 6; round++) {
         int is_add = round % 2;
         for (int i = 0; i < P; i++) {
-            ids[i] = 100 + gkvt_rand(&seed) % (N / 4);   /* many duplicates */
+            ids[i] = 100 + tools__splitmix64(&seed) % (N / 4);   /* many duplicates */
             for (int j = 0; j < W; j++) {
-                in[i * W + j] = (int64_t)(gkvt_rand(&seed) % 1000) - 500;
+                in[i * W + j] = (int64_t)(tools__splitmix64(&seed) % 1000) - 500;
                 if (is_add)
                     ref[(ids[i] - 100) * W + j] += in[i * W + j];
                 else
@@ -521,10 +521,10 @@ test_optimizers_match_reference(void **state)
             memset(gsum, 0, sizeof gsum);
             memset(seen, 0, sizeof seen);
             for (int i = 0; i < P; i++) {
-                ids[i] = gkvt_rand(&seed) % N;
+                ids[i] = tools__splitmix64(&seed) % N;
                 seen[ids[i]]++;
                 for (int j = 0; j < E; j++) {
-                    in[i * E + j] = (float)((double)(gkvt_rand(&seed) % 2001) / 1000.0 - 1.0);
+                    in[i * E + j] = (float)((double)(tools__splitmix64(&seed) % 2001) / 1000.0 - 1.0);
                     gsum[ids[i] * E + j] += in[i * E + j];
                 }
             }

@@ -40,7 +40,7 @@ test_create_beyond_disk_refused(void **state)
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, &(gkv_open_opts){1u << 20, 0}));
     sp.init = GKV_INIT_CONST;
     sp.a = 1;
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     assert_int_equal(gkv_tensor_create(s, "big", &sp), GKV_EMAPFULL);
     assert_non_null(strstr(gkv_store_errmsg(s), "tensor 'big': its "
                            "initializer writes 20480000 bytes"));
@@ -50,7 +50,7 @@ test_create_beyond_disk_refused(void **state)
     assert_int_equal(gkv_tensor_create(s, "huge", &sp), GKV_EMAPFULL);
     assert_non_null(strstr(gkv_store_errmsg(s), "writes 18446744073709551615 "
                            "bytes"));
-    assert_true(gkvt_now_s() - t0 < 5);
+    assert_true(tools__now_s() - t0 < 5);
     assert_int_equal(gkv_tensor_info(s, NULL, "huge", &d), GKV_ENOTFOUND);
     sp.init = GKV_INIT_ZEROS;
     GKVT_OK(gkv_tensor_create(s, "huge", &sp));

@@ -239,25 +239,25 @@ static void
 do_op(gkv_store *s, struct failctx *f, const char *name, geo g, int kind,
       uint64_t *rs, size_t maxn)
 {
-    size_t n = 1 + gkvt_rand(rs) % maxn;
+    size_t n = 1 + tools__splitmix64(rs) % maxn;
     uint64_t *ids = malloc((n + 1) * sizeof *ids);
     float *rows = malloc((n + 1) * g.w * sizeof *rows + g.n * g.w * 4);
     gkv_err rc;
 
     for (size_t i = 0; i < n; i++)
-        ids[i] = LO + gkvt_rand(rs) % g.n;
+        ids[i] = LO + tools__splitmix64(rs) % g.n;
     if (n > 2)
         ids[n - 1] = ids[0];                           /* a duplicate */
     for (size_t i = 0; i < n * g.w; i++)
-        rows[i] = (float)((int)(gkvt_rand(rs) % 2001) - 1000) / 1000.0f;
+        rows[i] = (float)((int)(tools__splitmix64(rs) % 2001) - 1000) / 1000.0f;
     if (kind == OP_WRITE || kind == OP_WRITE_TAIL) {
         /* a range across chunk boundaries; _TAIL: up to the last row */
-        uint64_t len = 1 + gkvt_rand(rs) % (3 * (uint64_t)g.cr + 2);
+        uint64_t len = 1 + tools__splitmix64(rs) % (3 * (uint64_t)g.cr + 2);
         uint64_t a, b;
 
         if (len > g.n)
             len = g.n;
-        a = kind == OP_WRITE_TAIL ? g.n - len : gkvt_rand(rs) % (g.n - len + 1);
+        a = kind == OP_WRITE_TAIL ? g.n - len : tools__splitmix64(rs) % (g.n - len + 1);
         b = a + len;
         for (size_t i = 0; i < len * g.w; i++)
             rows[i] = (float)(i % 977) * 0.25f - (float)kind;
@@ -270,7 +270,7 @@ do_op(gkv_store *s, struct failctx *f, const char *name, geo g, int kind,
         gkv_push_args pa = {op_handler[kind], 0.05, 0, 0, 0, 0};
 
         f->count = 0;
-        f->fail_at = 1 + (int)(gkvt_rand(rs) % n);
+        f->fail_at = 1 + (int)(tools__splitmix64(rs) % n);
         do {
             rc = gkv_tensor_push(s, name, ids, n, rows, n * g.w * 4, &pa);
         } while (rc == GKV_EBUSY);
@@ -622,9 +622,9 @@ stress_ucycle(void *arg)
     }
     while (!__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) {
         GKVT_OK(gkv_writeback_start(x->p->s, "u", 1));
-        usleep((useconds_t)(gkvt_rand(&r) % 2000));
+        usleep((useconds_t)(tools__splitmix64(&r) % 2000));
         GKVT_OK(gkv_writeback_stop(x->p->s, "u"));
-        usleep((useconds_t)(gkvt_rand(&r) % 1000));
+        usleep((useconds_t)(tools__splitmix64(&r) % 1000));
     }
     return NULL;
 }
@@ -635,7 +635,7 @@ u_kind(uint64_t *rs)
     static const int kinds[] = {
         OP_ASSIGN, OP_ADAM, OP_WRITE, OP_ADAGRAD, OP_ADD, OP_MUL, OP_SGD
     };
-    return kinds[gkvt_rand(rs) % (sizeof kinds / sizeof *kinds)];
+    return kinds[tools__splitmix64(rs) % (sizeof kinds / sizeof *kinds)];
 }
 
 static void *
@@ -661,7 +661,7 @@ stress_d(void *arg)
     while (!__atomic_load_n(&x->stop, __ATOMIC_ACQUIRE)) {
         do_op(x->p->s, &f, "d", x->g, OP_ADAGRAD, &x->rs_d, 200);
         x->n_d++;
-        if (gkvt_rand(&x->rs_d) % 4 == 0)
+        if (tools__splitmix64(&x->rs_d) % 4 == 0)
             GKVT_OK(gkv_writeback_flush(x->p->s));
     }
     return NULL;
@@ -747,7 +747,7 @@ test_adv_stress_boundaries(void **state)
         do_op(p.ref, &p.rf, "u", g, u_kind(&ru), &ru, 40);
     for (long i = 0; i < x->n_d; i++) {
         do_op(p.ref, &p.rf, "d", g, OP_ADAGRAD, &rd0, 200);
-        (void)gkvt_rand(&rd0);
+        (void)tools__splitmix64(&rd0);
     }
     store_equal(p.s, p.ref, "u", "u after start and stop raced its pushes");
     store_equal(p.s, p.ref, "d", "d");
@@ -984,7 +984,7 @@ test_adv_replaced_tensor_state_untouched(void **state)
         gkv_err prc;
 
         for (size_t i = 0; i < 50; i++) {
-            ids[i] = LO + gkvt_rand(&rs) % g.n;
+            ids[i] = LO + tools__splitmix64(&rs) % g.n;
             for (size_t j = 0; j < 8; j++)
                 rows[i * 8 + j] = 0.5f + (float)j;
         }
@@ -1364,10 +1364,10 @@ test_adv_stop_while_pushing(void **state)
     assert_int_equal(pthread_create(&th, &at, stop_thread, &x), 0);
     pthread_attr_destroy(&at);
     /* push (without a pause) until the stop returns, or for 10 s */
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     while (!__atomic_load_n(&x.done, __ATOMIC_ACQUIRE)) {
         stop_push(p.s, x.pushes++);
-        if (x.pushes % 256 == 0 && gkvt_now_s() - t0 > 10)
+        if (x.pushes % 256 == 0 && tools__now_s() - t0 > 10)
             break;
     }
     returned = __atomic_load_n(&x.done, __ATOMIC_ACQUIRE);

@@ -107,7 +107,7 @@ race_main(void *p)
 
         /* a gap of a few microseconds lets a start take the lock (it waits
          * behind readers otherwise) */
-        for (volatile unsigned j = gkvt_rand(&rs) % 20000; j > 0; j--)
+        for (volatile unsigned j = tools__splitmix64(&rs) % 20000; j > 0; j--)
             ;
 
         a->rc = a->write
@@ -250,8 +250,8 @@ test_writeback_start_while_last_stops(void **state)
         pthread_t thx, thy;
         int bad;
 
-        y.spin = (unsigned)(gkvt_rand(&rs) % 20000);
-        x.spin = (unsigned)(gkvt_rand(&rs) % 2000);
+        y.spin = (unsigned)(tools__splitmix64(&rs) % 20000);
+        x.spin = (unsigned)(tools__splitmix64(&rs) % 2000);
         GKVT_OK(gkv_writeback_start(f->s, "a", 20));
         assert_int_equal(pthread_create(&thx, NULL, flip_main, &x), 0);
         assert_int_equal(pthread_create(&thy, NULL, flip_main, &y), 0);
@@ -266,13 +266,13 @@ test_writeback_start_while_last_stops(void **state)
             /* a push to "b" reaches the store within a few intervals */
             uint64_t id = 7;
             float row[4] = {(float)round + 1}, got[4] = {0};
-            double t0 = gkvt_now_s();
+            double t0 = tools__now_s();
 
             GKVT_OK(gkv_tensor_push(f->s, "b", &id, 1, row, sizeof row, NULL));
-            while (got[0] != row[0] && gkvt_now_s() - t0 < 2) {
+            while (got[0] != row[0] && tools__now_s() - t0 < 2) {
                 gkv_txn *tx;
 
-                gkvt_sleep_ms(10);
+                tools__sleep_ms(10);
                 GKVT_OK(gkv_txn_begin(f->s, &tx));
                 GKVT_OK(gkv_tensor_read(f->s, tx, "b", 7, 8, got, sizeof got));
                 gkv_txn_end(tx);
@@ -307,8 +307,8 @@ test_writeback_last_two_stop_at_once(void **state)
         struct timespec dl;
         int running;
 
-        x.spin = (unsigned)(gkvt_rand(&rs) % 3000);
-        y.spin = (unsigned)(gkvt_rand(&rs) % 3000);
+        x.spin = (unsigned)(tools__splitmix64(&rs) % 3000);
+        y.spin = (unsigned)(tools__splitmix64(&rs) % 3000);
         GKVT_OK(gkv_writeback_start(f->s, "a", 20));
         GKVT_OK(gkv_writeback_start(f->s, "b", 20));
         assert_int_equal(pthread_create(&tx, NULL, flip_main, &x), 0);

@@ -226,8 +226,8 @@ test_tensor_writes_to_copy(void **state)
     b0 = family_stored(s, "t", &l0);
     for (int round = 0; round < 18; round++) {
         gkv_push_args pa = {hs[round % 6], 0.05, 0, 0, 0, 0};
-        size_t n = 1 + gkvt_rand(&rs) % 300;
-        uint64_t a = 100 + gkvt_rand(&rs) % (N - 300);
+        size_t n = 1 + tools__splitmix64(&rs) % 300;
+        uint64_t a = 100 + tools__splitmix64(&rs) % (N - 300);
         uint64_t len = round % 3 == 0 ? 1 : round % 3 == 1 ? d.chunk_rows
                                                            : 2 * d.chunk_rows + 5;
 
@@ -485,12 +485,12 @@ test_close_after_last_copy_dropped(void **state)
             assert_int_equal(s->st_wb_running, 0);
             pthread_mutex_unlock(&s->st_wb_mu);
         }
-        t0 = gkvt_now_s();
+        t0 = tools__now_s();
         gkv_store_close(s);
-        if (gkvt_now_s() - t0 > 5)
+        if (tools__now_s() - t0 > 5)
             fail_msg("close took %.1f s: it waited for the flusher thread of "
                      "a store with no write-back tensor left",
-                     gkvt_now_s() - t0);
+                     tools__now_s() - t0);
     }
     GKVT_OK(gkv_store_open(&s, dir, GKV_RDONLY, NULL));
     b = gkvt_tensor_all(s, NULL, "ref", &lb);

@@ -50,7 +50,7 @@ test_wb_equals_direct(void **state)
     GKVT_OK(gkv_writeback_start(s, "wb", 100000));   /* flushes only when asked */
     for (int round = 0; round < 24; round++) {
         gkv_push_args pa = {hs[round % 6], 0.05, 0, 0, 0, 0};
-        size_t n = 1 + gkvt_rand(&rs) % 500;
+        size_t n = 1 + tools__splitmix64(&rs) % 500;
 
         gkvt_rand_rows(&rs, ids, rows, n, 100, N, W);
         ids[n / 2] = ids[0];                         /* a duplicate */
@@ -195,7 +195,7 @@ test_wb_background(void **state)
     GKVT_OK(gkv_writeback_flush(s));
     GKVT_OK(gkv_store_sync(s));
     GKVT_OK(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL));
-    for (double end = gkvt_now_s() + 30; !seen && gkvt_now_s() < end;) {
+    for (double end = tools__now_s() + 30; !seen && tools__now_s() < end;) {
         gkv_txn *tx;
         GKVT_OK(gkv_txn_begin(s, &tx));
         GKVT_OK(gkv_tensor_pull(s, tx, "t", &id, 1, got, sizeof got));

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <jansson.h>
 #include "gkvt.h"
+#include "gkvt_kvctl.h"
 #include "gkv.h"
 
 #define MAXPROC 8
@@ -242,17 +243,6 @@ store_rows(const char *st, const char *name, gkv_tensor_desc *d)
     return b;
 }
 
-static json_t *
-parse_json(const char *text)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
-
-    if (j == NULL)
-        fail_msg("bad JSON (%s): %s", e.text, text);
-    return j;
-}
-
 /* ---- a partitioned graph ---------------------------------------------------- */
 
 /* gkv-partition of a random graph of NN nodes with the node feature
@@ -262,31 +252,9 @@ static float *
 partition(struct fx *f)
 {
     float *feat = make_rows(NN, FW, 1);
-    FILE *fp = fopen(path(f, "edges.txt"), "w");
-    uint64_t r = 7;
-    char nodes[16], featarg[4200], *so = NULL, *se = NULL;
-    int code;
 
-    assert_non_null(fp);
-    for (int i = 0; i < 4 * NN; i++) {
-        uint64_t a = gkvt_rand(&r) % NN, b = gkvt_rand(&r) % NN;
-        fprintf(fp, "%llu %llu\n", (unsigned long long)a, (unsigned long long)b);
-    }
-    fclose(fp);
     write_npy(path(f, "feat.npy"), GKV_F32, feat, NN, FW);
-    snprintf(nodes, sizeof nodes, "%d", NN);
-    snprintf(featarg, sizeof featarg, "feat=%s", path(f, "feat.npy"));
-    {
-        char *argv[] = {(char *)gkvt_prog("gkv-partition"), "--parts", "2",
-                        "--method", "random", "--seed", "3", "--input",
-                        path(f, "edges.txt"), "--num-nodes", nodes,
-                        "--node-feat", featarg, path(f, "g"), NULL};
-        code = gkvt_run(argv, NULL, 0, &so, &se, 120);
-    }
-    if (code != 0)
-        fail_msg("gkv-partition: exit %d\n%s%s", code, so, se);
-    free(so);
-    free(se);
+    gkvt_partition_random(f->dir, NN, 4 * NN, 7, path(f, "feat.npy"));
     return feat;
 }
 
@@ -423,7 +391,7 @@ test_graph_job(void **state)
              (unsigned long long)(d1.hi - d1.lo));
     has(f->out, line);
     KV(f, 0, "--json", "--ip-config", f->cfg, "info", name, NULL);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_int_equal(json_integer_value(json_object_get(j, "rows")), NN);
     a = json_object_get(j, "machines");
     assert_int_equal(json_array_size(a), 2);
@@ -449,7 +417,7 @@ test_graph_job(void **state)
     }
     /* stat: every server of the job */
     KV(f, 0, "--json", "--ip-config", f->cfg, "stat", NULL);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_int_equal(json_array_size(json_object_get(j, "servers")), 4);
     assert_int_equal(json_integer_value(json_object_get(json_array_get(
         json_object_get(j, "servers"), 3), "machine")), 1);
@@ -786,7 +754,7 @@ test_job_writes(void **state)
                 "emb#adagrad_s");
     KV(f, 0, "--json", "--ip-config", f->cfg, "info", "emb", NULL);
     {
-        json_t *j = parse_json(f->out);
+        json_t *j = gkvt_json_parse(f->out);
         assert_true(json_is_null(json_object_get(j, "state_tensors")));
         json_decref(j);
     }
@@ -877,10 +845,10 @@ test_server_down(void **state)
     has(f->out, "emb\tf32\t100x3\t[0,100)\t");
 
     gkvt_proc_kill(server_of(f, 1, 1));
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     KV(f, 1, "--ip-config", f->cfg, "export", "emb",
                         path(f, "out.npy"), NULL);
-    assert_true(gkvt_now_s() - t0 < 5);
+    assert_true(tools__now_s() - t0 < 5);
     snprintf(line, sizeof line, "server 1 of machine 1 at 127.0.0.1:%d", f->base + 9);
     has(f->err, line);
     has(f->err, "is down");

@@ -221,7 +221,6 @@ test_server_commands(void **state)
     gkv_client *member;
     gkv_client_opts o = {0};
     json_t *j;
-    json_error_t je;
     int port, st;
 
     assert_int_equal(kv(f, f->st, "create", "feat", "--dtype", "f32",
@@ -240,8 +239,7 @@ test_server_commands(void **state)
     assert_non_null(strstr(f->out, "feat"));
     assert_non_null(strstr(f->out, "[10,110)"));
     assert_int_equal(kv(f, "--json", "--server", addr, "info", "feat", NULL), 0);
-    j = json_loads(f->out, 0, &je);
-    assert_non_null(j);
+    j = gkvt_json_parse(f->out);
     assert_int_equal(json_integer_value(json_object_get(j, "lo")), 10);
     assert_int_equal(json_integer_value(json_object_get(j, "hi")), 110);
     /* a server's schema has no chunk count or id: null, not 0 */
@@ -268,11 +266,11 @@ test_server_commands(void **state)
     {
         char down[64];
         int dp = gkvt_port_base(1);
-        double t0 = gkvt_now_s();
+        double t0 = tools__now_s();
 
         snprintf(down, sizeof down, "127.0.0.1:%d", dp);
         assert_int_equal(kv(f, "--server", down, "get", "feat", "10", NULL), 1);
-        assert_true(gkvt_now_s() - t0 < 5);
+        assert_true(tools__now_s() - t0 < 5);
         assert_non_null(strstr(f->err, "is down: nothing accepts connections"));
         assert_non_null(strstr(f->err, down));
         /* a usage error is one before any server is asked */
@@ -736,38 +734,18 @@ test_get_by_original_id(void **state)
     struct gkvt_kvctl_fx *f = *state;
     enum { NN = 120, FW = 4 };
     float *feat, got[2 * FW];
-    uint64_t ids[2], r = 5;
+    uint64_t ids[2];
     int64_t lo0, hi0, o0 = -1, o1 = -1, n0 = -1, n1 = -1;
     char json[4200], part0[4200], map[4200], cfg[4200], ids_s[64], addr[64];
-    char nodes[16], featarg[4200], *so = NULL, *se = NULL;
     gkv_npy_map mm;
     gkv_pbook *b;
     json_t *j;
-    FILE *fp;
-    int code, port = 0;
+    int port = 0;
 
     /* a random graph of NN nodes with feature rows gkvt_npy_val(i, c), 2 random
      * partitions */
     feat = gkvt_npy_f32(path(f, "feat.npy"), NN, FW, 0);
-    fp = fopen(path(f, "edges.txt"), "w");
-    assert_non_null(fp);
-    for (int i = 0; i < 3 * NN; i++)
-        fprintf(fp, "%llu %llu\n", (unsigned long long)(gkvt_rand(&r) % NN),
-                (unsigned long long)(gkvt_rand(&r) % NN));
-    fclose(fp);
-    snprintf(nodes, sizeof nodes, "%d", NN);
-    snprintf(featarg, sizeof featarg, "feat=%s", path(f, "feat.npy"));
-    {
-        char *argv[] = {(char *)gkvt_prog("gkv-partition"), "--parts", "2",
-                        "--method", "random", "--seed", "3", "--input",
-                        path(f, "edges.txt"), "--num-nodes", nodes,
-                        "--node-feat", featarg, path(f, "g"), NULL};
-        code = gkvt_run(argv, NULL, 0, &so, &se, 120);
-    }
-    if (code != 0)
-        fail_msg("gkv-partition: exit %d\n%s%s", code, so, se);
-    free(so);
-    free(se);
+    gkvt_partition_random(f->dir, NN, 3 * NN, 5, path(f, "feat.npy"));
     snprintf(json, sizeof json, "%s/g/graph.json", f->dir);
     snprintf(part0, sizeof part0, "%s/g/part-0", f->dir);
     snprintf(map, sizeof map, "%s/g/mapping/node-_N.npy", f->dir);
@@ -807,9 +785,7 @@ test_get_by_original_id(void **state)
                         "--orig-ids", map, NULL), 0);
     assert_string_equal(f->err, "");
     {
-        json_error_t e;
-        j = json_loads(f->out, 0, &e);
-        assert_non_null(j);
+        j = gkvt_json_parse(f->out);
         assert_string_equal(json_string_value(json_object_get(j, "id_space")),
                             "original");
         assert_int_equal(json_integer_value(json_array_get(
@@ -823,8 +799,7 @@ test_get_by_original_id(void **state)
         json_decref(j);
         assert_int_equal(kv(f, "--json", part0, "get", "node/_N/feat", ids_s,
                             NULL), 0);
-        j = json_loads(f->out, 0, &e);
-        assert_non_null(j);
+        j = gkvt_json_parse(f->out);
         assert_string_equal(json_string_value(json_object_get(j, "id_space")),
                             "partitioned");
         assert_null(json_object_get(j, "new_ids"));

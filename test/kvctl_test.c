@@ -58,17 +58,6 @@ dump(const char *st, const char *name, gkv_tensor_desc *d, size_t *len)
     return b;
 }
 
-static json_t *
-parse_json(const char *text)
-{
-    json_error_t e;
-    json_t *j = json_loads(text, 0, &e);
-
-    if (j == NULL)
-        fail_msg("bad JSON (%s at line %d): %s", e.text, e.line, text);
-    return j;
-}
-
 /* The f32 test tensor 'feat' (N x W, gkvt_npy_val(row, col)) in f->st. */
 static float *
 make_feat(struct gkvt_kvctl_fx *f)
@@ -608,7 +597,7 @@ test_put_then_get(void **state)
     assert_string_equal(f->out, "0: -inf\n");
     assert_int_equal(kv(f, f->st, "get", "h", "0", "--json", NULL), 0);
     {
-        json_t *j = parse_json(f->out);
+        json_t *j = gkvt_json_parse(f->out);
         assert_true(json_is_null(json_array_get(json_array_get(
             json_object_get(j, "rows"), 0), 0)));
         json_decref(j);
@@ -638,7 +627,7 @@ test_create_and_json(void **state)
 
     /* info --json (the option after the command) */
     assert_int_equal(kv(f, f->st, "info", "emb", "--json", NULL), 0);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_string_equal(json_string_value(json_object_get(j, "name")), "emb");
     assert_string_equal(json_string_value(json_object_get(j, "dtype")), "f16");
     a = json_object_get(j, "shape");
@@ -655,7 +644,7 @@ test_create_and_json(void **state)
 
     /* ls --json (the option first) */
     assert_int_equal(kv(f, "--json", f->st, "ls", NULL), 0);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     a = json_object_get(j, "tensors");
     assert_int_equal(json_array_size(a), 3);
     assert_string_equal(json_string_value(json_object_get(json_array_get(a, 0), "name")), "emb");
@@ -666,7 +655,7 @@ test_create_and_json(void **state)
 
     /* get --json: ids and rows as numbers */
     assert_int_equal(kv(f, f->st, "--json", "get", "emb", "199,100", NULL), 0);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_string_equal(json_string_value(json_object_get(j, "name")), "emb");
     a = json_object_get(j, "ids");
     assert_int_equal(json_array_size(a), 2);
@@ -685,7 +674,7 @@ test_create_and_json(void **state)
         uint64_t id = 3;
 
         assert_int_equal(kv(f, f->st, "get", "w", "3", "--json", NULL), 0);
-        j = parse_json(f->out);
+        j = gkvt_json_parse(f->out);
         GKVT_OK(gkv_store_open(&s, f->st, GKV_RDONLY, NULL));
         GKVT_OK(gkv_tensor_pull(s, NULL, "w", &id, 1, row, sizeof row));
         gkv_store_close(s);
@@ -697,7 +686,7 @@ test_create_and_json(void **state)
 
     /* stat --json */
     assert_int_equal(kv(f, f->st, "stat", "--json", NULL), 0);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_int_equal(json_integer_value(json_object_get(j, "ntensors")), 3);
     assert_int_equal(json_integer_value(json_object_get(j, "format")), 1);
     assert_true(json_integer_value(json_object_get(j, "page_size")) > 0);
@@ -709,7 +698,7 @@ test_create_and_json(void **state)
 
     /* verify --json on a clean store */
     assert_int_equal(kv(f, f->st, "verify", "--json", NULL), 0);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_true(json_is_true(json_object_get(j, "ok")));
     assert_int_equal(json_integer_value(json_object_get(j, "bad_chunks")), 0);
     assert_true(json_integer_value(json_object_get(j, "chunks_checked")) > 0);
@@ -747,7 +736,7 @@ test_huge_range_output(void **state)
     assert_non_null(strstr(f->out, "data bytes:   18446744073709551615 (or more)\n"));
 
     assert_int_equal(kv(f, "--json", f->st, "info", "big", NULL), 0);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_int_equal(json_integer_value(json_object_get(j, "lo")), 0);
     assert_string_equal(json_string_value(json_object_get(j, "hi")),
                         "18446744073709551615");
@@ -760,13 +749,13 @@ test_huge_range_output(void **state)
     assert_int_equal(json_integer_value(json_object_get(j, "row_bytes")), 32);
     json_decref(j);
     assert_int_equal(kv(f, "--json", f->st, "ls", NULL), 0);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     t = json_array_get(json_object_get(j, "tensors"), 1);
     assert_string_equal(json_string_value(json_object_get(t, "name")), "small");
     assert_int_equal(json_integer_value(json_object_get(t, "bytes")), 16);
     json_decref(j);
     assert_int_equal(kv(f, "--json", f->st, "stat", NULL), 0);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_string_equal(json_string_value(json_object_get(j, "data_bytes")),
                         "18446744073709551615");
     assert_int_equal(json_integer_value(json_object_get(j, "ntensors")), 2);
@@ -806,7 +795,7 @@ test_rm_rename_ls(void **state)
     assert_string_equal(f->out, "NAME\tDTYPE\tSHAPE\tRANGE\tCHUNK_ROWS\tBYTES\n");
     assert_int_equal(kv(f, f->st, "ls", "--json", NULL), 0);
     {
-        json_t *j = parse_json(f->out);
+        json_t *j = gkvt_json_parse(f->out);
         assert_int_equal(json_array_size(json_object_get(j, "tensors")), 0);
         json_decref(j);
     }
@@ -866,7 +855,7 @@ test_verify_finds_flipped_byte(void **state)
     assert_int_equal(kv(f, f->st, "verify", "nope", NULL), 1);
     assert_non_null(strstr(f->err, "'nope'"));
     assert_int_equal(kv(f, "--json", f->st, "verify", NULL), 1);
-    j = parse_json(f->out);
+    j = gkvt_json_parse(f->out);
     assert_true(json_is_false(json_object_get(j, "ok")));
     assert_int_equal(json_integer_value(json_object_get(j, "bad_chunks")), 1);
     assert_string_equal(json_string_value(json_object_get(
@@ -1224,9 +1213,9 @@ spawn(char *const argv[], const char *errpath)
 static int
 wait_tensor(const char *st, const char *name, pid_t pid, int *status)
 {
-    double end = gkvt_now_s() + 60;
+    double end = tools__now_s() + 60;
 
-    while (gkvt_now_s() < end) {
+    while (tools__now_s() < end) {
         gkv_store *s;
         gkv_tensor_desc d;
         int ok = 0;
@@ -1239,7 +1228,7 @@ wait_tensor(const char *st, const char *name, pid_t pid, int *status)
             return 1;
         if (waitpid(pid, status, WNOHANG) == pid)
             return -1;
-        gkvt_sleep_ms(1);
+        tools__sleep_ms(1);
     }
     return 0;
 }
@@ -1339,14 +1328,14 @@ test_signal_during_export(void **state)
     assert_int_equal(kv(f, f->st, "import", "big", path(f, "big.npy"), NULL), 0);
     unlink(path(f, "big.npy"));
     for (int attempt = 0;; attempt++) {
-        double end = gkvt_now_s() + 60;
+        double end = tools__now_s() + 60;
         int done = 0;
 
         pid = spawn(argv, path(f, "err.txt"));
         snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path(f, "out.npy"), (long)pid);
-        while (!gkvt_exists(tmp) && gkvt_now_s() < end &&
+        while (!gkvt_exists(tmp) && tools__now_s() < end &&
                !(done = waitpid(pid, &st, WNOHANG) == pid))
-            gkvt_sleep_ms(1);
+            tools__sleep_ms(1);
         if (!done) {
             assert_true(gkvt_exists(tmp));
             kill(pid, SIGTERM);

@@ -38,10 +38,7 @@ test_keep_alive(void **state)
     char *e;
 
     gkvt_lt_ports(f);
-    if (gkvt_lt_retry(f, args, NULL, 20) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("first launch failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_retry(f, args, NULL, 20), "first launch");
     assert_int_equal(gkvt_lt_server_pids(f, sp, 4), 2);
     gkvt_lt_track(f, sp[0]);
     gkvt_lt_track(f, sp[1]);
@@ -79,10 +76,7 @@ test_keep_alive(void **state)
     snprintf(ws2, sizeof ws2, "%s2", f->ws);
     args[12] = ws2;
     setenv("LT_DIR", ws2, 1);
-    if (gkvt_lt_launch(f, args, NULL, 20) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("second launch failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_launch(f, args, NULL, 20), "second launch");
     assert_true(gkvt_lt_has(f, "reusing server 0/0"));
     assert_true(gkvt_lt_has(f, "reusing server 0/1"));
     assert_false(gkvt_lt_has(f, "started server"));
@@ -141,10 +135,7 @@ test_keep_alive_other_store(void **state)
     gkvt_lt_graph(f, "g1", 6, 1, json, sizeof json);
 
     gkvt_lt_ports(f);
-    if (gkvt_lt_retry(f, args, NULL, 20) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("first launch failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_retry(f, args, NULL, 20), "first launch");
     assert_int_equal(gkvt_lt_server_pids(f, sp, 4), 1);
     gkvt_lt_track(f, sp[0]);
     assert_false(gkvt_lt_pid_gone(sp[0]));
@@ -183,10 +174,8 @@ test_keep_alive_other_store(void **state)
     /* the same store through a symlink is the same store */
     args[3] = link;
     args[12] = f->ws;
-    if (gkvt_lt_launch(f, args, NULL, 20) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("launch with the store through a symlink failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_launch(f, args, NULL, 20),
+                      "launch with the store through a symlink");
     assert_true(gkvt_lt_has(f, "reusing server 0/0"));
     e = gkvt_lt_read_env(f, "trainer-0");
     GKVT_LT_ENV_EQ(e, "GKV_ROLE", "trainer");
@@ -224,7 +213,7 @@ test_keep_alive_failure(void **state)
     assert_true(gkvt_lt_has(f, "--keep-alive: leaving the servers running"));
     assert_true(gkvt_lt_has(f, "--shutdown"));
     assert_false(gkvt_lt_has(f, "server 0/0 exited"));
-    gkvt_sleep_ms(300);
+    tools__sleep_ms(300);
     assert_false(gkvt_lt_pid_gone(sp[0]));
     assert_true(gkvt_lt_port_connects(f->base));
 
@@ -279,10 +268,7 @@ test_shutdown_partial(void **state)
 
     /* a persistent server on machine 0 of a two-machine ip_config only */
     gkvt_lt_ports(f);
-    if (gkvt_lt_retry(f, args, NULL, 20) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("launch failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_retry(f, args, NULL, 20), "launch");
     assert_int_equal(gkvt_lt_server_pids(f, sp, 4), 1);
     gkvt_lt_track(f, sp[0]);
     gkvt_lt_two_machines(f, cfg2, sizeof cfg2);
@@ -336,10 +322,8 @@ test_shutdown_more_servers(void **state)
     /* three servers, stopped by a --shutdown that says one */
     gkvt_lt_ports(f);
     start_persistent(f, "lt-more", "3", f->ws, sp, 3);
-    if (gkvt_lt_launch(f, stop, NULL, 30) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("--shutdown --num-servers 1 failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_launch(f, stop, NULL, 30),
+                      "--shutdown --num-servers 1");
     {
         char *o = gkvt_slurp(f->out);
         snprintf(want, sizeof want, "server 0/0 at 127.0.0.1:%d says machine "
@@ -439,10 +423,8 @@ test_shutdown_token(void **state)
 
     snprintf(tok, sizeof tok, "%s/token", f->dir);
     gkvt_write_text(tok, "lt-shutdown-secret\n", 0600);
-    if (gkvt_lt_retry2(f, args, cfg2, sizeof cfg2, 30) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("launch failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_retry2(f, args, cfg2, sizeof cfg2, 30),
+                      "launch");
     assert_int_equal(gkvt_lt_server_pids(f, sp, 8), 4);
     for (int i = 0; i < 4; i++)
         gkvt_lt_track(f, sp[i]);
@@ -470,10 +452,8 @@ test_shutdown_token(void **state)
     for (int i = 0; i < 4; i++)
         assert_false(gkvt_lt_pid_gone(sp[i]));
 
-    if (gkvt_lt_launch(f, stop_tok, NULL, 30) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("--shutdown --token-file failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_launch(f, stop_tok, NULL, 30),
+                      "--shutdown --token-file");
     for (int i = 0; i < 4; i++)
         if (!gkvt_lt_wait_gone(sp[i], 30000))
             fail_msg("server pid %ld still runs", (long)sp[i]);
@@ -507,19 +487,13 @@ test_keep_alive_server_args(void **state)
     char *o;
 
     gkvt_lt_ports(f);
-    if (gkvt_lt_retry(f, args, NULL, 20) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("first launch failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_retry(f, args, NULL, 20), "first launch");
     assert_int_equal(gkvt_lt_server_pids(f, sp, 4), 1);
     gkvt_lt_track(f, sp[0]);
 
     snprintf(ws2, sizeof ws2, "%s2", f->ws);
     setenv("LT_DIR", ws2, 1);
-    if (gkvt_lt_launch(f, args2, NULL, 20) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("second launch failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_launch(f, args2, NULL, 20), "second launch");
     setenv("LT_DIR", f->ws, 1);
     o = gkvt_slurp(f->out);
     if (strstr(o, "reusing server 0/0") == NULL ||
@@ -601,16 +575,13 @@ test_shutdown_then_relaunch(void **state)
             fail_msg("server 0/%d (pid %ld) still runs after --shutdown "
                      "returned", i, (long)sp[i]);
         assert_false(gkvt_lt_port_connects(f->base + i));
-        assert_true(gkvt_lt_port_bindable(f->base + i));
+        assert_true(gkvt_port_bindable(f->base + i, 1));
     }
     /* a launch on the same ports, at once */
     snprintf(ws2, sizeof ws2, "%s2", f->ws);
     setenv("LT_DIR", ws2, 1);
     rc = gkvt_lt_launch(f, args, NULL, 60);
-    if (rc != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("the launch right after --shutdown exited %d", rc);
-    }
+    gkvt_lt_expect_ok(f, rc, "the launch right after --shutdown");
     assert_true(gkvt_lt_has(f, "started server 0/0"));
     assert_false(gkvt_lt_has(f, "already in use"));
     assert_int_equal(gkvt_lt_server_pids(f, np, 4), 2);

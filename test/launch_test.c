@@ -47,9 +47,7 @@ test_env(void **state)
 
     gkvt_lt_ports(f);
     rc = gkvt_lt_retry(f, args, NULL, 20);
-    if (rc != 0)
-        gkvt_lt_dump(f);
-    assert_int_equal(rc, 0);
+    gkvt_lt_expect_ok(f, rc, "the launch");
     ns = gkvt_lt_server_pids(f, sp, 8);
     assert_int_equal(ns, 2);
     for (int i = 0; i < ns; i++) {
@@ -58,7 +56,7 @@ test_env(void **state)
     }
     for (int k = 0; k < 2; k++) {
         assert_true(gkvt_lt_port_closed(f->base + k));        /* and no port held */
-        assert_true(gkvt_lt_port_bindable(f->base + k));
+        assert_true(gkvt_port_bindable(f->base + k, 1));
     }
     assert_true(gkvt_lt_has(f, "job done"));
     for (int r = 0; r < 2; r++) {
@@ -181,11 +179,11 @@ test_failure(void **state)
     char *e;
 
     gkvt_lt_ports(f);
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     rc = gkvt_lt_retry(f, args, NULL, 20);
     assert_int_equal(rc, 1);
     /* stopped at the failure, not when trainer 0's sleep of 60 s ends */
-    assert_true(gkvt_now_s() - t0 < 45);
+    assert_true(tools__now_s() - t0 < 45);
     e = gkvt_slurp(f->err);
     assert_non_null(strstr(e, "trainer rank 1 (machine 0) failed: exit status 3"));
     assert_non_null(strstr(e, "rank 1 failing on purpose"));   /* log tail */
@@ -237,6 +235,24 @@ test_sigterm(void **state)
     assert_true(gkvt_lt_port_closed(f->base + 1));
 }
 
+/* Holds 127.0.0.1:f->base: a listening socket in f->lsock (the teardown
+ * closes it). */
+static void
+hold_port(struct gkvt_lt_fx *f)
+{
+    struct sockaddr_in a;
+    int one = 1;
+
+    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)f->base);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(f->lsock, 16), 0);
+}
+
 /* A port held by something that is not a gkv server. */
 static void
 test_port_taken(void **state)
@@ -250,19 +266,10 @@ test_port_taken(void **state)
         "--num-servers", "1", "--num-trainers", "1",
         "--keep-alive", "--server-name", "n1", "--workspace", f->ws,
         "--", gkvt_lt_self, "--child", "env", NULL};
-    struct sockaddr_in a;
     char want[64];
-    int one = 1;
 
     gkvt_lt_ports(f);
-    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)f->base);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(f->lsock, 16), 0);
+    hold_port(f);
 
     assert_int_equal(gkvt_lt_launch(f, args, NULL, 20), 1);
     snprintf(want, sizeof want, "port 127.0.0.1:%d of server 0/0 is already "
@@ -336,9 +343,7 @@ test_slurm_mpi(void **state)
         "OMPI_COMM_WORLD_LOCAL_RANK=1", "PMIX_NAMESPACE=prte-x-1@1", NULL};
     const char *mpi_bad[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3",
         "OMPI_COMM_WORLD_LOCAL_RANK=0", NULL};
-    struct sockaddr_in a;
     char *t;
-    int one = 1;
 
     gkvt_lt_ports(f);
     assert_int_equal(mkdir(f->ws, 0755), 0);
@@ -360,14 +365,7 @@ test_slurm_mpi(void **state)
     free(t);
 
     /* trainer task: waits for the server port (held here), then runs */
-    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)f->base);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(f->lsock, 16), 0);
+    hold_port(f);
     assert_int_equal(gkvt_lt_launch(f, srv, task_t, 20), 0);
     t = gkvt_lt_read_env(f, "trainer-1");
     GKVT_LT_ENV_EQ(t, "GKV_ROLE", "trainer");
@@ -516,10 +514,7 @@ test_remote(void **state)
     gkvt_lt_ports(f);
     /* the stand-in ssh clears LT_DIR: children write to GKV_WORKSPACE */
     unsetenv("LT_DIR");
-    if (gkvt_lt_retry(f, args, NULL, 20) != 0) {
-        gkvt_lt_dump(f);
-        fail_msg("remote launch failed");
-    }
+    gkvt_lt_expect_ok(f, gkvt_lt_retry(f, args, NULL, 20), "remote launch");
     assert_true(gkvt_lt_has(f, "(ssh pid"));
     /* arguments survive the remote shell byte for byte */
     snprintf(path, sizeof path, "%s/args-trainer-1", f->ws);
@@ -718,9 +713,7 @@ test_example_train_mask(void **state)
     snprintf(train, sizeof train, "%s", gkvt_prog("gkv-example-train"));
     gkvt_lt_graph_mask(f, "gm", SCALE, 2, mask, json, sizeof json);
     rc = gkvt_lt_retry2(f, args, cfg2, sizeof cfg2, 60);
-    if (rc != 0)
-        gkvt_lt_dump(f);
-    assert_int_equal(rc, 0);
+    gkvt_lt_expect_ok(f, rc, "the launch");
 
     /* the split the trainers should have made, in the partitions' IDs */
     GKVT_OK(gkv_pbook_open(&b, json));
@@ -772,9 +765,7 @@ test_late_client(void **state)
 
     gkvt_lt_ports(f);
     rc = gkvt_lt_retry(f, args, NULL, 40);
-    if (rc != 0)
-        gkvt_lt_dump(f);
-    assert_int_equal(rc, 0);
+    gkvt_lt_expect_ok(f, rc, "the launch");
     gkvt_lt_log_has(f, "trainer-0-0.log", "rank 0: connected");
     gkvt_lt_log_has(f, "trainer-0-1.log", "rank 1: connected");
     assert_int_equal(gkvt_lt_server_pids(f, sp, 4), 1);
@@ -796,18 +787,9 @@ test_refused_no_workspace(void **state)
         "--num-servers", "1", "--num-trainers", "1",
         "--keep-alive", "--server-name", "n1", "--workspace", f->ws,
         "--", gkvt_lt_self, "--child", "env", NULL};
-    struct sockaddr_in a;
-    int one = 1;
 
     gkvt_lt_ports(f);
-    f->lsock = socket(AF_INET, SOCK_STREAM, 0);
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)f->base);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    setsockopt(f->lsock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    assert_int_equal(bind(f->lsock, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(f->lsock, 16), 0);
+    hold_port(f);
 
     assert_int_equal(gkvt_lt_launch(f, args, NULL, 20), 1);
     assert_true(gkvt_lt_has(f, "is already in use"));

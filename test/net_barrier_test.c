@@ -122,7 +122,7 @@ both_pass(gkv_client *r0, gkv_client *r1, int round)
     pthread_t t0, t1;
 
     assert_int_equal(pthread_create(&t0, NULL, bar_run, &b0), 0);
-    gkvt_sleep_ms(50);
+    tools__sleep_ms(50);
     assert_int_equal(pthread_create(&t1, NULL, bar_run, &b1), 0);
     pthread_join(t0, NULL);
     pthread_join(t1, NULL);
@@ -148,13 +148,13 @@ test_timed_out_barrier_counts(void **state)
     NET_FAILS(gkv_client_barrier(r0, 300), GKV_ETIMEDOUT,
               "no reply to barrier 1 of group 'g' (2 clients) within 300 ms: "
               "not every rank arrived");
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     NET_OK(gkv_client_barrier(r1, 10000));
-    assert_true(gkvt_now_s() - t0 < 10);
+    assert_true(tools__now_s() - t0 < 10);
     /* rank 0 tries barrier 1 again: the group passed it */
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     NET_OK(gkv_client_barrier(r0, 10000));
-    assert_true(gkvt_now_s() - t0 < 10);
+    assert_true(tools__now_s() - t0 < 10);
     assert_true(gkvt_file_has(srv->log, "group 'g' rank 0: barrier 1 arrived "
                               "again after it was released"));
     assert_true(gkvt_file_has(srv->log, "the same client after a failed "
@@ -255,10 +255,10 @@ test_close_leave_bounded(void **state)
     NET_OK(gkv_client_stats(c, 0, &st));
     gkvt_stop_proc(srv->pid);
     NET_FAILS(gkv_client_barrier(c, 200), GKV_ETIMEDOUT, "within 200 ms");
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     NET_FAILS(gkv_client_close(c), GKV_ETIMEDOUT,
               "no reply to leave within 1000 ms");
-    took = gkvt_now_s() - t0;
+    took = tools__now_s() - t0;
     if (took > 3.0)
         fail_msg("close took %.2f s", took);
     kill(srv->pid, SIGCONT);
@@ -369,10 +369,10 @@ test_old_heartbeat_refusal(void **state)
     for (int i = 0; i < n; i++) {
         NET_FAILS(gkv_client_barrier(c, 30), GKV_ETIMEDOUT, "within 30 ms");
         NET_OK(gkv_client_stats(c, 0, &st));        /* one rejoin */
-        gkvt_sleep_ms(20);
+        tools__sleep_ms(20);
         NET_OK(gkv_client_stats(c, 0, &st));        /* none */
         /* under the server's 50 logged rejoins per 10 s */
-        gkvt_sleep_ms(250);
+        tools__sleep_ms(250);
     }
     NET_OK(gkv_client_close(c));
     assert_true(gkvt_proc_wait(srv, 10000));
@@ -413,7 +413,7 @@ three_pass(struct gkvt_job *f, gkv_client *c[3], int seq,
         b[i].msg[0] = '\0';
     }
     assert_int_equal(pthread_create(&t[2], NULL, bar_run, &b[2]), 0);
-    gkvt_sleep_ms(400);
+    tools__sleep_ms(400);
     if (atomic_load(&b[2].done))
         fail_msg("barrier %d: rank 2 came back alone: %s (%s)", seq,
                  gkv_err_name(b[2].rc), b[2].msg);
@@ -512,10 +512,10 @@ test_observer_lines_rationed(void **state)
     int obs;
 
     o.flags = GKV_CLIENT_OBSERVER;
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     for (int i = 0; i < 60; i++)
         NET_OK(gkv_client_close(gkvt_connect(f->cfg, "kvctl", 0, &o)));
-    took = gkvt_now_s() - t0;
+    took = tools__now_s() - t0;
     NET_OK(gkv_client_close(m));
     kill(srv->pid, SIGTERM);
     assert_true(gkvt_proc_wait(srv, 10000));

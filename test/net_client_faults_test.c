@@ -42,7 +42,6 @@
 #define MAXPROC 12
 
 static char g_server_path[PATH_MAX + 16];
-static char g_self[PATH_MAX];
 
 /* ---- processes and servers ------------------------------------------------ */
 
@@ -105,8 +104,9 @@ fake_spawn(struct gkvt_job *f, const char *max_msg, const char *pulls,
            const char *pushes, const char *session, const char *pushlog)
 {
     char port[16];
-    char *argv[] = {g_self, "--fake", port, (char *)max_msg, (char *)pulls,
-                    (char *)pushes, (char *)session, (char *)pushlog, NULL};
+    char *argv[] = {(char *)gkvt_self(), "--fake", port, (char *)max_msg,
+                    (char *)pulls, (char *)pushes, (char *)session,
+                    (char *)pushlog, NULL};
 
     snprintf(port, sizeof port, "%d", f->base);
     return wait_listening(gkvt_job_spawn(f, argv, "fake.log"));
@@ -225,10 +225,10 @@ test_dead_machine_named(void **state)
     /* the first call after the kill, and every later one, names machine
      * 1; machine 0 answered in time each time */
     for (int k = 0; k < 2; k++) {
-        t0 = gkvt_now_s();
+        t0 = tools__now_s();
         NET_FAILS(gkv_client_pull(c, "t", ids, 4, got, sizeof got),
                   GKV_ETIMEDOUT, m1);
-        took = gkvt_now_s() - t0;
+        took = tools__now_s() - t0;
         if (took > 5.0)
             fail_msg("call %d took %.2f s with a 3 s timeout", k, took);
     }
@@ -268,12 +268,12 @@ test_close_not_held_by_heartbeat(void **state)
     /* the server dies; the heartbeat's next round (at 4 s) waits on it
      * until 8 s */
     gkvt_proc_kill(srv[0]);
-    gkvt_sleep_ms(4200);
+    tools__sleep_ms(4200);
     /* close's LEAVE waits the 3 s timeout; held by the heartbeat, it
      * would first wait out the rest of that round (some 3.7 s more) */
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     NET_FAILS(gkv_client_close(c), GKV_ETIMEDOUT, m0);
-    took = gkvt_now_s() - t0;
+    took = tools__now_s() - t0;
     if (took > 5.0)
         fail_msg("close took %.2f s with a 3 s timeout", took);
 }
@@ -301,7 +301,7 @@ test_heartbeat_shortest_lease(void **state)
     /* idle for more than twice machine 1's lease: the heartbeat must keep
      * it (else that server, not keeping alive, stops with its last
      * session gone) */
-    gkvt_sleep_ms(6200);
+    tools__sleep_ms(6200);
     if (gkvt_file_has(srv[1]->log, "lease expired"))
         fail_msg("machine 1 dropped the idle client:\n%s",
                  gkvt_slurp(srv[1]->log));
@@ -359,7 +359,7 @@ test_hostile_replies(void **state)
     for (int i = 0; i < 3; i++)
         fake_row(ids[i], want + 4 * i);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        double t0 = gkvt_now_s();
+        double t0 = tools__now_s();
 
         memset(got, 0, sizeof got);
         snprintf(text, sizeof text, "%s: ", m0);
@@ -368,7 +368,7 @@ test_hostile_replies(void **state)
         if (strstr(gkv_net_errmsg(), bad[i].text) == NULL)
             fail_msg("%s: '%s' lacks '%s'", bad[i].beh, gkv_net_errmsg(),
                      bad[i].text);
-        assert_true(gkvt_now_s() - t0 < 5.0);
+        assert_true(tools__now_s() - t0 < 5.0);
         /* the next call gets correct rows, byte for byte */
         NET_OK(gkv_client_pull(c, "t", ids, 3, got, sizeof got));
         assert_memory_equal(got, want, sizeof got);
@@ -471,9 +471,9 @@ test_stopped_server(void **state)
     NET_OK(gkv_client_pull(c, "t", ids, 3, got, sizeof got));
     assert_memory_equal(got, want, sizeof got);
     gkvt_stop_proc(srv[0]->pid);
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     NET_FAILS(gkv_client_pull(c, "t", ids, 3, got, sizeof got), GKV_ETIMEDOUT, m0);
-    took = gkvt_now_s() - t0;
+    took = tools__now_s() - t0;
     /* it waited out the timeout, and not much longer */
     if (took < 2.95 || took >= 5.0)
         fail_msg("the pull from a stopped server failed after %.2f s with a "
@@ -533,9 +533,9 @@ test_restart_mid_call(void **state)
      * again on the same port: the request goes to the new one, which does
      * not know the session; the client hand-shakes and asks again */
     gkvt_stop_proc(srv[0]->pid);
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     assert_int_equal(pthread_create(&th, NULL, bg_pull, &b), 0);
-    gkvt_sleep_ms(300);
+    tools__sleep_ms(300);
     gkvt_proc_kill(srv[0]);
     srv[0] = server_try(f, 0, extra);
     pthread_join(th, NULL);
@@ -545,7 +545,7 @@ test_restart_mid_call(void **state)
         fail_msg("pull across a restart: %s: %s", gkv_err_name(b.rc), b.msg);
     assert_memory_equal(b.got, want, sizeof want);
     /* within one timeout (and a little), the restart included */
-    assert_true(gkvt_now_s() - t0 < 8.5);
+    assert_true(tools__now_s() - t0 < 8.5);
     assert_true(gkvt_file_has(srv[0]->log, "unknown session"));
     NET_OK(gkv_client_close(b.c));
 }
@@ -590,13 +590,13 @@ lines_of(const char *path)
 static void
 wait_lease_expired(struct gkvt_proc *srv, int before)
 {
-    double end = gkvt_now_s() + 15;
+    double end = tools__now_s() + 15;
 
     while (gkvt_file_count(srv->log, "lease expired") <= before) {
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             fail_msg("the idle client's lease did not expire:\n%s",
                      gkvt_slurp(srv->log));
-        gkvt_sleep_ms(20);
+        tools__sleep_ms(20);
     }
 }
 
@@ -625,7 +625,7 @@ test_push_not_resent_after_restart(void **state)
     b.c = client(f, 8000, GKV_CLIENT_NO_HEARTBEAT, 0);
     b.id = 5;
     memcpy(b.row, row, sizeof row);
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     assert_int_equal(pthread_create(&th, NULL, bg_push, &b), 0);
     if (!gkvt_proc_wait(fk1, 3000)) {
         pthread_join(th, NULL);              /* b lives in this frame */
@@ -644,7 +644,7 @@ test_push_not_resent_after_restart(void **state)
         strstr(b.msg, "may or may not have been applied") == NULL)
         fail_msg("push across a restart: message '%s'", b.msg);
     /* answered by the restarted server, not waited out (8 s) */
-    assert_true(gkvt_now_s() - t0 < 7.5);
+    assert_true(tools__now_s() - t0 < 7.5);
     assert_int_equal(lines_of(log), 1);          /* applied once, by fk1 */
     /* the client hand-shakes with the new server on the next call */
     NET_OK(gkv_client_push(b.c, "t", &id, 1, row, sizeof row, NULL));
@@ -1144,10 +1144,6 @@ next:
 static void
 find_programs(void)
 {
-    ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
-
-    assert_true(n > 0);
-    g_self[n] = '\0';
     snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 

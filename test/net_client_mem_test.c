@@ -44,19 +44,12 @@
 #define NE1     GKVT_UI_CLICKS   /* clicks, and their reverses */
 #define NFEAT   2
 
-struct feat {
-    const char *name;
-    int et;
-    float *orig;              /* by original edge ID */
-    float *w;                 /* by new edge ID: in-process edge_w */
-};
-
 struct fx {
     struct gkvt_job j;        /* first (gkvt_job_setup): the servers, of
                                * partition config j.json */
     int64_t ne[3];
     int64_t *emap[3];         /* original edge ID -> new */
-    struct feat ft[NFEAT];
+    struct gkvt_efeat ft[NFEAT];   /* "w" (f32), "mask" (u8) */
     struct gkvt_ref ref;     /* the whole graph, in new IDs */
 };
 
@@ -79,63 +72,22 @@ client(struct fx *f, int timeout_ms)
 
 /* ---- the graph ------------------------------------------------------------ */
 
-/* f32 weights 0, 0.75, .. 3 ("w" on follows) and a 0/1 mask ("mask" on
- * clicks), by original edge ID. */
-static void
-feat_add(struct fx *f, int i, const char *name, int et, int mask)
-{
-    struct feat *t = &f->ft[i];
-    int64_t n = f->ne[et];
-
-    t->name = name;
-    t->et = et;
-    t->orig = calloc((size_t)n, sizeof *t->orig);
-    t->w = calloc((size_t)n, sizeof *t->w);
-    assert_true(t->orig != NULL && t->w != NULL);
-    for (int64_t k = 0; k < n; k++) {
-        uint64_t h = (uint64_t)k * 131 + (uint64_t)et * 7 + (uint64_t)name[0];
-        h = gkvt_rand(&h);
-        t->orig[k] = mask ? (float)(h % 5 < 2) : (float)(h % 5) * 0.75f;
-    }
-}
-
 /* The user/item graph (follows carry stored weights, for
- * GKV_SAMPLE_WEIGHTED) with its features, two partitions, the
+ * GKV_SAMPLE_WEIGHTED) with its features, f32 weights 0, 0.75, .. 3 ("w"
+ * on follows) and a 0/1 mask ("mask" on clicks), two partitions, the
  * references. */
 static void
 graph_make(struct fx *f)
 {
     gkv_graph *g = gkvt_ui_graph(77, 1);
-    gkv_part_feat pf[NFEAT];
-    gkv_part *part;
 
     f->ne[0] = NE0;
     f->ne[1] = NE1;
     f->ne[2] = NE1;
-    feat_add(f, 0, "w", 0, 0);
-    feat_add(f, 1, "mask", 1, 1);
-    memset(pf, 0, sizeof pf);
-    for (int i = 0; i < NFEAT; i++) {
-        pf[i].is_edge = 1;
-        pf[i].type = gkvt_ui_canon[f->ft[i].et];
-        pf[i].name = f->ft[i].name;
-        pf[i].data = f->ft[i].orig;
-        pf[i].dtype = GKV_F32;
-        pf[i].ndim = 0;
-        pf[i].nrows = (uint64_t)f->ne[f->ft[i].et];
-    }
-    gkvt_partition(g, f->j.dir, "parts", "p", 2, 5, pf, NFEAT, f->j.json,
-                   sizeof f->j.json);
-    GKVT_OK(gkv_part_open(&part, f->j.json, 0, 0));
-    f->ref.whole = gkvt_graph_renumber(g, gkv_part_book(part), f->emap, NULL);
-    f->ref.rev = gkvt_ui_reverse(gkv_part_book(part));
-    for (int i = 0; i < NFEAT; i++) {
-        struct feat *t = &f->ft[i];
-        for (int64_t k = 0; k < f->ne[t->et]; k++)
-            t->w[f->emap[t->et][k]] = t->orig[k];
-    }
-    gkvt_ref_sampler(&f->ref);
-    gkv_part_close(part);
+    gkvt_efeat_make(&f->ft[0], "w", 0, GKV_F32, 0, 0, NE0);
+    gkvt_efeat_make(&f->ft[1], "mask", 1, GKV_U8, 0, 0, NE1);
+    gkvt_ui_partition_efeats(g, f->j.dir, f->ft, NFEAT, f->j.json,
+                             sizeof f->j.json, &f->ref, f->emap);
     gkv_graph_free(g);
 }
 
@@ -154,13 +106,7 @@ teardown(void **state)
     int bad = gkvt_job_fini(&f->j);
 
     gkvt_alloc_fail_at(-1);
-    gkvt_ref_free(&f->ref);
-    for (int e = 0; e < 3; e++)
-        free(f->emap[e]);
-    for (int i = 0; i < NFEAT; i++) {
-        free(f->ft[i].orig);
-        free(f->ft[i].w);
-    }
+    gkvt_ui_efeats_free(&f->ref, f->emap, f->ft, NFEAT);
     free(f);
     return bad;
 }
@@ -649,10 +595,10 @@ test_request_size(void **state)
         for (int i = 0; i < 3000; i++)
             ex[i] = i;
         xn[0] = 3000;
-        t0 = gkvt_now_s();
+        t0 = tools__now_s();
         assert_int_equal(gkv_client_sample_blocks(c, sv, ns, fan, 1, 1, &o,
                                                   cb), GKV_EINVAL);
-        assert_true(gkvt_now_s() - t0 < 2.0);
+        assert_true(tools__now_s() - t0 < 2.0);
         if (strstr(gkv_net_errmsg(), "3000 excluded edges (24000 bytes)") ==
             NULL)
             fail_msg("the message does not name the exclusions: %s",
@@ -665,10 +611,10 @@ test_request_size(void **state)
             of.dir = GKV_DIR_OUT;
             of.edge_w_feat = nm;
             xn[0] = 300;
-            t0 = gkvt_now_s();
+            t0 = tools__now_s();
             assert_int_equal(gkv_client_sample_blocks(c, sv, ns, fan, 1, 1,
                                                       &of, cb), GKV_EINVAL);
-            assert_true(gkvt_now_s() - t0 < 2.0);
+            assert_true(tools__now_s() - t0 < 2.0);
             if (strstr(gkv_net_errmsg(), "300 excluded edges") == NULL ||
                 strstr(gkv_net_errmsg(), "weights") != NULL)
                 fail_msg("the message does not name the exclusions: %s",

@@ -162,7 +162,7 @@ static void
 mixed_push(uint64_t *rng, uint64_t *ids, float *rows, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        uint64_t r = gkvt_rand(rng), k = r % 10;
+        uint64_t r = tools__splitmix64(rng), k = r % 10;
         if (i < SP_HOT)
             ids[i] = 150000;
         else if (k < 4)
@@ -173,13 +173,13 @@ mixed_push(uint64_t *rng, uint64_t *ids, float *rows, size_t n)
             ids[i] = (r >> 8) % 3000;
     }
     for (size_t i = n - 1; i > 0; i--) {
-        size_t j = (size_t)(gkvt_rand(rng) % (i + 1));
+        size_t j = (size_t)(tools__splitmix64(rng) % (i + 1));
         uint64_t t = ids[i];
         ids[i] = ids[j];
         ids[j] = t;
     }
     for (size_t i = 0; i < n * 3; i++)
-        rows[i] = (float)((double)(gkvt_rand(rng) >> 11) / 0x1p53 * 2 - 1);
+        rows[i] = (float)((double)(tools__splitmix64(rng) >> 11) / 0x1p53 * 2 - 1);
 }
 
 /* A push split into many messages (limit 64 KiB: 1638 rows of 20 bytes)
@@ -320,11 +320,11 @@ test_push_one_id_over_limit(void **state)
         in[2 * i + 1] = 2;
     }
     add.handler = "add";
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     NET_FAILS(gkv_client_push(c, "one", ids, n, in, n * 8, &add), GKV_EINVAL,
               "ID 5 comes 10000 times, 160000 bytes");
-    if (gkvt_now_s() - t0 > 5)
-        fail_msg("the refusal took %.1f s", gkvt_now_s() - t0);
+    if (tools__now_s() - t0 > 5)
+        fail_msg("the refusal took %.1f s", tools__now_s() - t0);
     NET_FAILS(gkv_client_push(c, "wide", ids, n, in, n * 8, &add), GKV_EINVAL,
               "ID 5 comes 10000 times");
     msgs = pushes_of(c, 1, &rows);
@@ -380,13 +380,13 @@ test_close_skips_restarted_server(void **state)
      * heartbeat thread, which marked the connection stale (the thread
      * sends its next round after it has waited up to 1000 ms for that
      * reply, sent at once on loopback) */
-    end = gkvt_now_s() + 15;
+    end = tools__now_s() + 15;
     while (gkvt_file_count(srv[0]->log,
                     "heartbeat request with unknown session") < 2) {
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             fail_msg("A's heartbeat was not refused:\n%s",
                      gkvt_slurp(srv[0]->log));
-        gkvt_sleep_ms(20);
+        tools__sleep_ms(20);
     }
     NET_OK(gkv_client_close(a));
     if (!gkvt_proc_alive(srv[0]))

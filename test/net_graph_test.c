@@ -119,7 +119,7 @@ graph_make(struct fx *f, int scale, int nparts)
     GKVT_OK(gkv_rmat_edges(&sp, 0, f->m, src, dst));
     GKVT_OK(gkv_graph_new_homo(&g, f->n));
     for (int64_t e = 0; e < f->m; e++)   /* weights 0..3, a quarter zero */
-        w[e] = (float)(gkvt_rand(&r) % 4);
+        w[e] = (float)(tools__splitmix64(&r) % 4);
     GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, w, (size_t)f->m));
     for (int64_t v = 0; v < f->n; v++)
         for (int j = 0; j < FEAT_W; j++)
@@ -490,9 +490,9 @@ test_sampling_three_parts(void **state)
     rep[10] = rep[9];
     rep[11] = rep[9];
     for (size_t i = 0; i < 300; i++)
-        eids[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)f->m);
+        eids[i] = (int64_t)(tools__splitmix64(&r) % (uint64_t)f->m);
     for (size_t i = 0; i < 200; i++)
-        excl[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)f->m);
+        excl[i] = (int64_t)(tools__splitmix64(&r) % (uint64_t)f->m);
 
     o.seed = 42;
     assert_true(check_blocks(f, c, seeds, 200, fan3, 3, &o) > 1000);
@@ -1135,9 +1135,9 @@ test_edge_batches(void **state)
     serve(f, 1);
     c = client(f, "edges");
     for (size_t i = 0; i < 300; i++)
-        eids[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)f->m);
+        eids[i] = (int64_t)(tools__splitmix64(&r) % (uint64_t)f->m);
     for (size_t i = 0; i < 50; i++)
-        extra[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)f->m);
+        extra[i] = (int64_t)(tools__splitmix64(&r) % (uint64_t)f->m);
     rev = malloc((size_t)f->m * 8);
     for (int64_t e = 0; e < f->m; e++)       /* any map will do */
         rev[e] = (e * 7 + 3) % f->m;
@@ -1638,7 +1638,7 @@ test_hetero(void **state)
     for (int i = 0; i < 60; i++)
         is[i] = (i * 97 + 1) % HN_ITEM;
     for (int i = 0; i < 150; i++)
-        eids[i] = (int64_t)(gkvt_rand(&r) % (uint64_t)(4 * HN_USER));
+        eids[i] = (int64_t)(tools__splitmix64(&r) % (uint64_t)(4 * HN_USER));
 
     /* blocks, per-etype fanouts, in and out */
     o.seed = 8;

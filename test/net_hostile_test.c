@@ -150,13 +150,13 @@ read_all(const char *st, const char *name, size_t n, size_t rb)
 static int
 setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof *f);
+    struct fx *f;
 
-    if (f == NULL || (f->dir = gkvt_mkdtemp("nethostile")) == NULL)
+    if (gkvt_dir_setup(state, sizeof *f, "nethostile") != 0)
         return -1;
+    f = *state;
     snprintf(f->st, sizeof f->st, "%s/st", f->dir);
     snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
-    *state = f;
     return 0;
 }
 
@@ -168,8 +168,7 @@ teardown(void **state)
     struct fx *f = *state;
     int bad = gkvt_proc_reap_all(f->p, f->np);
 
-    gkvt_rmtree(f->dir);
-    free(f);
+    gkvt_dir_teardown(state);
     return bad ? -1 : 0;
 }
 
@@ -181,22 +180,6 @@ struct rep {
     size_t plen;
     char msg[1100];          /* an error reply's message */
 };
-
-static int
-rsock(int port, int timeout_ms)
-{
-    int s = nn_socket(AF_SP, NN_REQ), v = -1;
-    char url[64];
-
-    assert_true(s >= 0);
-    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVMAXSIZE, &v, sizeof v);
-    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
-    v = INT_MAX;
-    nn_setsockopt(s, NN_REQ, NN_REQ_RESEND_IVL, &v, sizeof v);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    assert_true(nn_connect(s, url) >= 0);
-    return s;
-}
 
 /* Sends request 'type' (header and payload) without waiting. */
 static void
@@ -355,14 +338,14 @@ rrequests(int s, uint64_t sess)
 static void
 await_taken(int s, uint64_t sess, uint64_t before)
 {
-    double t0 = gkvt_now_s();
+    double t0 = tools__now_s();
 
     for (uint64_t polls = 1;; polls++) {
         if (rrequests(s, sess) > before + polls)
             return;
-        if (gkvt_now_s() - t0 > 30)
+        if (tools__now_s() - t0 > 30)
             fail_msg("the server did not take up a request in 30 s");
-        gkvt_sleep_ms(5);
+        tools__sleep_ms(5);
     }
 }
 
@@ -409,7 +392,7 @@ flood_sessions(int port, const char *group, int n, uint64_t *sess)
     struct rep r = {0};
 
     for (int i = 0; i < K; i++)
-        s[i] = rsock(port, 10000);
+        s[i] = gkvt_raw_socket(port, 10000);
     for (int base = 0; base < n; base += K) {
         int k = n - base < K ? n - base : K;
         net_hello_rep hr[K];
@@ -475,11 +458,11 @@ test_lease_not_expired_under_load(void **state)
     serve(f, extra);
     flood_sessions(f->base, "flood", NS, sess);
     for (int i = 0; i < H; i++)
-        s[i] = rsock(f->base, 5000);
+        s[i] = gkvt_raw_socket(f->base, 5000);
     /* the last sessions of the table heart-beat for 8 s, well under the
      * 600 s lease */
-    t0 = gkvt_now_s();
-    while (gkvt_now_s() - t0 < 8) {
+    t0 = tools__now_s();
+    while (tools__now_s() - t0 < 8) {
         for (int i = 0; i < H; i++)
             rsend(s[i], NET_HEARTBEAT, sess[NS - 1 - i], (uint64_t)calls + i + 10,
                   NULL, 0);
@@ -487,7 +470,7 @@ test_lease_not_expired_under_load(void **state)
             assert_int_equal(rrecv(s[i], &r), 0);
             if (r.h.status != 0 && refused++ == 0)
                 fprintf(stderr, "heartbeat %d refused after %.2f s: %s\n",
-                        calls + i, gkvt_now_s() - t0, r.msg);
+                        calls + i, tools__now_s() - t0, r.msg);
         }
         calls += H;
     }
@@ -522,8 +505,8 @@ test_push_resent_after_a_later_push(void **state)
     gkvt_make_f32(f->st, "acc", 4, 0, 100);
     was = read_all(f->st, "acc", 100, 16);
     serve(f, extra);
-    s1 = rsock(f->base, 5000);
-    s2 = rsock(f->base, 5000);
+    s1 = gkvt_raw_socket(f->base, 5000);
+    s2 = gkvt_raw_socket(f->base, 5000);
     sess = rhandshake(s1, "job", 0);
     len = enc_add(b, sizeof b, "acc", 3, 1, 4, 1.0f);      /* row 3 */
     assert_int_equal(rcall(s1, NET_PUSH, sess, 7, b, len, &r), 0);
@@ -574,8 +557,8 @@ test_push_resent_while_applied(void **state)
     gkvt_make_f32(f->st, "big", W, 0, NR);
     was = read_all(f->st, "big", NR, W * 4);
     serve(f, extra);
-    s1 = rsock(f->base, 20000);
-    s2 = rsock(f->base, 20000);
+    s1 = gkvt_raw_socket(f->base, 20000);
+    s2 = gkvt_raw_socket(f->base, 20000);
     sess = rhandshake(s1, "job", 0);
     len = enc_add(b, cap, "big", 0, NR, W, 1.0f);
     rsend(s1, NET_PUSH, sess, 5, b, len);
@@ -626,9 +609,9 @@ test_push_resent_session_replaced(void **state)
     gkvt_make_f32(f->st, "acc", 4, 0, 10);
     was = read_all(f->st, "acc", 10, 16);
     serve(f, extra);
-    s1 = rsock(f->base, 20000);
-    s2 = rsock(f->base, 20000);
-    s3 = rsock(f->base, 20000);
+    s1 = gkvt_raw_socket(f->base, 20000);
+    s2 = gkvt_raw_socket(f->base, 20000);
+    s3 = gkvt_raw_socket(f->base, 20000);
     sess = rhandshake(s1, "job", 0);
     assert_int_equal(mdb_env_create(&env), 0);
     assert_int_equal(mdb_env_set_maxdbs(env, 8), 0);
@@ -636,12 +619,12 @@ test_push_resent_session_replaced(void **state)
     assert_int_equal(mdb_txn_begin(env, NULL, 0, &txn), 0);
     len = enc_add(b, sizeof b, "acc", 3, 1, 4, 1.0f);
     rsend(s1, NET_PUSH, sess, 5, b, len);     /* blocks on the lock */
-    gkvt_sleep_ms(300);
+    tools__sleep_ms(300);
     rsend(s2, NET_PUSH, sess, 5, b, len);     /* waits for the first */
-    gkvt_sleep_ms(300);
+    tools__sleep_ms(300);
     assert_int_not_equal(rjoin(s3, "job", 0, 0, &r3), 0);
     assert_int_equal(r3.h.status, 0);
-    gkvt_sleep_ms(100);
+    tools__sleep_ms(100);
     mdb_txn_abort(txn);
     mdb_env_close(env);
     assert_int_equal(rrecv(s1, &r1), 0);
@@ -834,7 +817,7 @@ test_graph_reply_bounded_first(void **state)
 
     hub = hub_graph(f);
     srv = start(f, lead, NULL);
-    s = rsock(f->base, 20000);
+    s = gkvt_raw_socket(f->base, 20000);
     sess = rhandshake(s, "g", 0);
     for (int i = 0; i < 3000; i++)
         many[i] = hub;
@@ -915,7 +898,7 @@ test_unknown_features_kept_no_memory(void **state)
 
     hub = hub_graph(f);
     srv = start(f, lead, NULL);
-    s = rsock(f->base, 20000);
+    s = gkvt_raw_socket(f->base, 20000);
     sess = rhandshake(s, "g", 0);
     for (int i = 0; i < 8500; i++) {
         size_t len;
@@ -973,7 +956,7 @@ test_rejection_log_not_forged(void **state)
     gkvt_make_f32(f->st, "feat", 4, 0, 100);
     was = read_all(f->st, "feat", 100, 16);
     serve(f, extra);
-    s = rsock(f->base, 5000);
+    s = gkvt_raw_socket(f->base, 5000);
     /* no session, an unknown session */
     w.off = enc_add(b, sizeof b, "feat", 5, 1, 4, 1.0f);
     assert_int_equal(rcall(s, NET_PUSH, 0, 3, b, w.off, &r), 0);
@@ -1067,7 +1050,7 @@ test_num_clients(void **state)
 
     gkvt_make_f32(f->st, "feat", 4, 0, 100);
     srv = serve(f, extra);
-    s = rsock(f->base, 5000);
+    s = gkvt_raw_socket(f->base, 5000);
     /* rank 0 joins and leaves, twice; an observer comes and goes */
     for (int k = 0; k < 2; k++) {
         a = rhandshake(s, "job", 0);
@@ -1115,8 +1098,8 @@ test_same_identity_named(void **state)
 
     gkvt_make_f32(f->st, "feat", 4, 0, 100);
     serve(f, extra);
-    s1 = rsock(f->base, 5000);
-    s2 = rsock(f->base, 5000);
+    s1 = gkvt_raw_socket(f->base, 5000);
+    s2 = gkvt_raw_socket(f->base, 5000);
     a = rhandshake(s1, "p", 0);
     b = rhandshake(s2, "p", 0);
     assert_true(a != b);
@@ -1178,11 +1161,11 @@ test_hello_flood(void **state)
     snprintf(tok, sizeof tok, "%s/token", f->dir);
     gkvt_write_text(tok, "correct horse staple\n", 0600);
     srv = serve(f, extra);
-    s = rsock(f->base, 5000);
+    s = gkvt_raw_socket(f->base, 5000);
     rhello(s, n0);
     /* FLOOD HELLOs, K in flight at a time */
     for (int i = 0; i < K; i++)
-        fl[i] = rsock(f->base, 5000);
+        fl[i] = gkvt_raw_socket(f->base, 5000);
     before = peak_kib(srv->pid);
     for (int sent = 0; sent < FLOOD; sent += K) {
         for (int i = 0; i < K; i++)
@@ -1250,7 +1233,7 @@ test_nonce_expiry_and_origin(void **state)
     setenv("GKV_SERVER_NONCE_TTL_MS", "3000", 1);
     srv = serve(f, extra);
     unsetenv("GKV_SERVER_NONCE_TTL_MS");
-    s = rsock(f->base, 5000);
+    s = gkvt_raw_socket(f->base, 5000);
     rhello(s, n0);
     rhello(s, n1);
     /* without a token, a nonce within its TTL may serve again */
@@ -1262,12 +1245,12 @@ test_nonce_expiry_and_origin(void **state)
     assert_true(rhs(s, n0, NULL, "job", 2, 0, &r) != 0);
     nn_close(s);
     /* a restarted server does not take its earlier run's nonces */
-    rhello(s = rsock(f->base, 5000), n0);
+    rhello(s = gkvt_raw_socket(f->base, 5000), n0);
     nn_close(s);
     kill(srv->pid, SIGTERM);
     assert_true(gkvt_proc_wait(srv, 10000));
     srv = serve(f, extra);
-    s = rsock(f->base, 5000);
+    s = gkvt_raw_socket(f->base, 5000);
     rhs_refused(s, n0, NULL, GKV_EPERM, "nonce not from this server");
     free(r.pl);
     nn_close(s);
@@ -1291,8 +1274,8 @@ test_observer_handshake_keeps_a_member(void **state)
 
     gkvt_make_f32(f->st, "feat", 4, 0, 100);
     srv = serve(f, NULL);
-    s0 = rsock(f->base, 5000);
-    so = rsock(f->base, 5000);
+    s0 = gkvt_raw_socket(f->base, 5000);
+    so = gkvt_raw_socket(f->base, 5000);
     a0 = rhandshake(s0, "job", 0);
     ao = rjoin(so, "job", 0, NET_HS_OBSERVER, &rh);
     /* every client leaves with the session it holds */
@@ -1335,9 +1318,9 @@ test_observer_handshake_keeps_the_count(void **state)
     gkvt_make_f32(f->st, "feat", 4, 0, 100);
     was = read_all(f->st, "feat", 100, 16);
     srv = serve(f, NULL);
-    s0 = rsock(f->base, 5000);
-    s1 = rsock(f->base, 5000);
-    so = rsock(f->base, 5000);
+    s0 = gkvt_raw_socket(f->base, 5000);
+    s1 = gkvt_raw_socket(f->base, 5000);
+    so = gkvt_raw_socket(f->base, 5000);
     a0 = rhandshake(s0, "job", 0);
     a1 = rhandshake(s1, "job", 1);
     ao = rjoin(so, "job", 1, NET_HS_OBSERVER, &rh);
@@ -1390,14 +1373,14 @@ test_sigterm_around_push(void **state)
     len = enc_add(b, cap, "big", 0, NR, W, 1.0f);
     for (int round = 0; round < 3; round++) {
         struct gkvt_proc *srv = serve(f, extra);
-        int s = rsock(f->base, 3000), answered, applied;
+        int s = gkvt_raw_socket(f->base, 3000), answered, applied;
         uint64_t sess = rhandshake(s, "job", 0);
         struct rep r = {0};
 
         if (round == 0)
             kill(srv->pid, SIGTERM);
         rsend(s, NET_PUSH, sess, 9, b, len);
-        gkvt_sleep_ms(round * 3);
+        tools__sleep_ms(round * 3);
         if (round > 0)
             kill(srv->pid, SIGTERM);
         answered = rrecv(s, &r) == 0;
@@ -1438,8 +1421,8 @@ test_barrier_rejoin_and_stop(void **state)
 
     gkvt_make_f32(f->st, "feat", 4, 0, 100);
     srv = serve(f, extra);
-    s0 = rsock(f->base, 5000);
-    s1 = rsock(f->base, 5000);
+    s0 = gkvt_raw_socket(f->base, 5000);
+    s1 = gkvt_raw_socket(f->base, 5000);
     a0 = rhandshake(s0, "bar", 0);
     a1 = rhandshake(s1, "bar", 1);
     net__enc_barrier(&w, &nb);
@@ -1450,7 +1433,7 @@ test_barrier_rejoin_and_stop(void **state)
     rsend(s0, NET_BARRIER, a0, 3, b, w.off);
     await_taken(s1, a1, n);
     nn_close(s0);
-    s2 = rsock(f->base, 5000);
+    s2 = gkvt_raw_socket(f->base, 5000);
     a2 = rhandshake(s2, "bar", 0);
     assert_true(a2 != a0);
     n = rrequests(s1, a1);
@@ -1503,9 +1486,9 @@ test_barrier_resent_after_release(void **state)
 
     gkvt_make_f32(f->st, "feat", 4, 0, 100);
     serve(f, extra);
-    s0 = rsock(f->base, 3000);
-    s1 = rsock(f->base, 3000);
-    s0b = rsock(f->base, 3000);
+    s0 = gkvt_raw_socket(f->base, 3000);
+    s1 = gkvt_raw_socket(f->base, 3000);
+    s0b = gkvt_raw_socket(f->base, 3000);
     a0 = rhandshake(s0, "bar", 0);
     a1 = rhandshake(s1, "bar", 1);
     net__enc_barrier(&w, &nb);
@@ -1534,8 +1517,8 @@ test_barrier_resent_after_release(void **state)
      * again: its barrier 1 waits for the group, not answered by the old
      * session's release */
     {
-        int g0 = rsock(f->base, 3000), g1 = rsock(f->base, 3000),
-            g1b = rsock(f->base, 3000), brief = 600;
+        int g0 = gkvt_raw_socket(f->base, 3000), g1 = gkvt_raw_socket(f->base, 3000),
+            g1b = gkvt_raw_socket(f->base, 3000), brief = 600;
         uint64_t b0 = rhandshake(g0, "bar2", 0), b1 = rhandshake(g1, "bar2", 1),
                  b1b;
         nb.seq = 1;
@@ -1573,7 +1556,7 @@ test_rejoin_flood_rationed(void **state)
 
     gkvt_make_f32(f->st, "feat", 4, 0, 100);
     serve(f, extra);
-    s = rsock(f->base, 5000);
+    s = gkvt_raw_socket(f->base, 5000);
     for (int i = 0; i < 300; i++)
         (void)rhandshake(s, "flood", 0);
     nn_close(s);
@@ -1677,7 +1660,7 @@ test_peer_never_reads(void **state)
             unsetenv("ASAN_OPTIONS");
         free(old);
     }
-    s = rsock(f->base, 5000);
+    s = gkvt_raw_socket(f->base, 5000);
     sess = rhandshake(s, "job", 0);
     nn_close(s);
     for (int i = 0; i < NR; i++)
@@ -1700,7 +1683,7 @@ test_peer_never_reads(void **state)
     NET_OK(gkv_client_connect(&c, f->cfg, NULL, "probe", 0, &o));
     for (int k = 0; k < 200 && ss.pulls < NQ; k++) {
         NET_OK(gkv_client_stats(c, 0, &ss));
-        gkvt_sleep_ms(50);
+        tools__sleep_ms(50);
     }
     assert_true(ss.pulls >= NQ);
     NET_OK(gkv_client_pull(c, "wide", ids, NR, got, NR * 4096));

@@ -61,8 +61,7 @@ teardown(void **state)
     struct fx *f = *state;
     int bad = gkvt_proc_reap_all(f->p, f->np);
 
-    gkvt_rmtree(f->dir);
-    free(f);
+    gkvt_dir_teardown(state);
     return bad ? -1 : 0;
 }
 

@@ -57,24 +57,12 @@
 #define NE1     GKVT_UI_CLICKS   /* clicks, and their reverses */
 #define NFEAT   8
 
-/* An edge feature: its values by original edge ID, and as floats by new
- * edge ID (what the in-process reference gets as edge_w). */
-struct feat {
-    const char *name;
-    int et;
-    gkv_dtype dt;
-    unsigned ndim;
-    uint64_t shape0;
-    void *orig;
-    float *w;                 /* [ne[et]] by new edge ID */
-};
-
 struct fx {
     struct gkvt_job j;        /* first (gkvt_job_setup): the servers, of
                                * partition config j.json */
     int64_t ne[3];
     int64_t *emap[3];         /* original edge ID -> new */
-    struct feat ft[NFEAT];
+    struct gkvt_efeat ft[NFEAT];
     int nft;
     struct gkvt_ref ref;     /* the whole graph, in new IDs */
     gkv_part *part[2];
@@ -106,64 +94,22 @@ client(struct fx *f, uint32_t rank)
 static uint64_t
 hash(uint64_t x)
 {
-    return gkvt_rand(&x);
+    return tools__splitmix64(&x);
 }
 
-/* Adds feature 'name' of etype et, dtype dt, value i from gen(i). */
-static struct feat *
+/* Adds feature 'name' of etype et (gkvt_efeat_make). */
+static struct gkvt_efeat *
 feat_add(struct fx *f, const char *name, int et, gkv_dtype dt, unsigned ndim,
          uint64_t shape0)
 {
-    struct feat *t = &f->ft[f->nft++];
-    int64_t n = f->ne[et];
-    uint64_t elems = ndim == 0 ? 1 : shape0;
+    struct gkvt_efeat *t = &f->ft[f->nft++];
 
     assert_true(f->nft <= NFEAT);
-    t->name = name;
-    t->et = et;
-    t->dt = dt;
-    t->ndim = ndim;
-    t->shape0 = shape0;
-    t->orig = calloc((size_t)(n * (int64_t)elems), gkv_dtype_size(dt));
-    t->w = calloc((size_t)n, sizeof *t->w);
-    assert_true(t->orig != NULL && t->w != NULL);
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t h = hash((uint64_t)i * 131 + (uint64_t)et * 7 +
-                          (uint64_t)name[0]);
-        for (uint64_t j = 0; j < elems; j++) {
-            size_t at = (size_t)((uint64_t)i * elems + j);
-            switch (dt) {
-            case GKV_F32: ((float *)t->orig)[at] = (float)(h % 5) * 0.75f; break;
-            case GKV_F64: ((double *)t->orig)[at] = (double)(h % 7) / 3.0; break;
-            case GKV_F16: ((uint16_t *)t->orig)[at] =
-                gkv_f32_to_f16((float)(h % 6) * 0.3f); break;
-            case GKV_I32: ((int32_t *)t->orig)[at] = (int32_t)(h % 4); break;
-            case GKV_U8: ((uint8_t *)t->orig)[at] = (uint8_t)(h % 5 < 2); break;
-            default: fail_msg("dtype"); break;
-            }
-        }
-    }
+    gkvt_efeat_make(t, name, et, dt, ndim, shape0, f->ne[et]);
     return t;
 }
 
-/* The float a server makes of the value (element 0 of the row). */
-static float
-as_float(const struct feat *t, int64_t i)
-{
-    uint64_t elems = t->ndim == 0 ? 1 : t->shape0;
-    size_t at = (size_t)((uint64_t)i * elems);
-
-    switch (t->dt) {
-    case GKV_F32: return ((float *)t->orig)[at];
-    case GKV_F64: return (float)((double *)t->orig)[at];
-    case GKV_F16: return gkv_f16_to_f32(((uint16_t *)t->orig)[at]);
-    case GKV_I32: return (float)((int32_t *)t->orig)[at];
-    case GKV_U8: return (float)((uint8_t *)t->orig)[at];
-    default: return NAN;
-    }
-}
-
-static const struct feat *
+static const struct gkvt_efeat *
 feat_get(const struct fx *f, int et, const char *name)
 {
     for (int i = 0; i < f->nft; i++)
@@ -178,7 +124,6 @@ static void
 graph_make(struct fx *f)
 {
     gkv_graph *g = gkvt_ui_graph(77, 0);
-    gkv_part_feat pf[NFEAT];
 
     f->ne[0] = NE0;
     f->ne[1] = NE1;
@@ -189,30 +134,10 @@ graph_make(struct fx *f)
     feat_add(f, "mask", 1, GKV_U8, 0, 0);      /* bool, 40 % ones */
     feat_add(f, "h", 1, GKV_F16, 0, 0);        /* f16 */
     feat_add(f, "w64", 2, GKV_F64, 0, 0);      /* thirds, as f64 */
-    memset(pf, 0, sizeof pf);
-    for (int i = 0; i < f->nft; i++) {
-        pf[i].is_edge = 1;
-        pf[i].type = gkvt_ui_canon[f->ft[i].et];
-        pf[i].name = f->ft[i].name;
-        pf[i].data = f->ft[i].orig;
-        pf[i].dtype = f->ft[i].dt;
-        pf[i].ndim = f->ft[i].ndim;
-        pf[i].shape[0] = f->ft[i].shape0;
-        pf[i].nrows = (uint64_t)f->ne[f->ft[i].et];
-    }
-    gkvt_partition(g, f->j.dir, "parts", "p", 2, 5, pf, (size_t)f->nft,
-                   f->j.json, sizeof f->j.json);
+    gkvt_ui_partition_efeats(g, f->j.dir, f->ft, f->nft, f->j.json,
+                             sizeof f->j.json, &f->ref, f->emap);
     for (int q = 0; q < 2; q++)
         GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
-    f->ref.rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
-    f->ref.whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), f->emap,
-                                       NULL);
-    for (int i = 0; i < f->nft; i++) {
-        struct feat *t = &f->ft[i];
-        for (int64_t k = 0; k < f->ne[t->et]; k++)
-            t->w[f->emap[t->et][k]] = as_float(t, k);
-    }
-    gkvt_ref_sampler(&f->ref);
     gkv_graph_free(g);
 }
 
@@ -230,15 +155,9 @@ teardown(void **state)
     struct fx *f = *state;
     int bad = gkvt_job_fini(&f->j);
 
-    gkvt_ref_free(&f->ref);
     for (int q = 0; q < 2; q++)
         gkv_part_close(f->part[q]);
-    for (int e = 0; e < 3; e++)
-        free(f->emap[e]);
-    for (int i = 0; i < f->nft; i++) {
-        free(f->ft[i].orig);
-        free(f->ft[i].w);
-    }
+    gkvt_ui_efeats_free(&f->ref, f->emap, f->ft, f->nft);
     free(f);
     return bad;
 }
@@ -604,7 +523,7 @@ test_push_invalidates(void **state)
     static const char *const nm[3] = {"w", NULL, NULL};
     static const char *const nc[3] = {"wc", NULL, NULL};
     int fan[9] = {4, 0, 0, 3, 0, 0, 5, 0, 0};
-    struct feat *w;
+    struct gkvt_efeat *w;
     gkv_client *c;
     struct gkvt_ui_seeds sd;
     gkv_block cb[3], first[3];
@@ -619,7 +538,7 @@ test_push_invalidates(void **state)
     serve(f, 1, NULL);
     c = client(f, 0);
     gkvt_ui_seeds_make(&sd, 2);
-    w = (struct feat *)feat_get(f, 0, "w");
+    w = (struct gkvt_efeat *)feat_get(f, 0, "w");
     oc.seed = 21;
     oc.edge_w_feat = nm;
     check_blocks(f, c, &sd, nm, fan, 3, 21, 0, &differs);
@@ -664,7 +583,7 @@ test_push_invalidates(void **state)
     ts.a = 1.0;
     NET_OK(gkv_client_create(c, "edge/user:follows:user/wc", &ts, -1));
     {
-        struct feat *t = &f->ft[f->nft++];
+        struct gkvt_efeat *t = &f->ft[f->nft++];
         memset(t, 0, sizeof *t);
         t->name = "wc";
         t->et = 0;
@@ -724,7 +643,7 @@ test_writeback_feature(void **state)
         "--writeback", "edge/user:follows:user/w", "--flush-ms", "60000",
         NULL};
     int fan[6] = {4, 2, 0, 3, 3, 0}, differs = 0;
-    struct feat *w;
+    struct gkvt_efeat *w;
     gkv_client *c;
     struct gkvt_ui_seeds sd;
     uint64_t *ids = malloc(NE0 * 8);
@@ -736,7 +655,7 @@ test_writeback_feature(void **state)
                                   "'edge/user:follows:user/w'"));
     c = client(f, 0);
     gkvt_ui_seeds_make(&sd, 5);
-    w = (struct feat *)feat_get(f, 0, "w");
+    w = (struct gkvt_efeat *)feat_get(f, 0, "w");
     check_blocks(f, c, &sd, nm, fan, 2, 31, 0, &differs);
     for (int round = 0; round < 3; round++) {
         for (int64_t i = 0; i < NE0; i++) {
@@ -1381,14 +1300,14 @@ test_concurrent(void **state)
     /* 16 pushes, and more while the samplers have not done 4 samples in
      * all (they connect first; a slow machine may hold them back): the
      * samples are taken while the weights change */
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     for (int round = 0; round < 16 || (atomic_load(&k.ran) < 4 &&
                                        atomic_load(&k.bad) == 0 &&
-                                       gkvt_now_s() - t0 < 30); round++) {
+                                       tools__now_s() - t0 < 30); round++) {
         NET_OK(gkv_client_push(c, "edge/user:follows:user/w", ids,
                                (size_t)ehi, vals[(round + 1) % 2],
                                (size_t)ehi * 4, NULL));
-        gkvt_sleep_ms(30);
+        tools__sleep_ms(30);
     }
     atomic_store(&k.done, 1);
     for (int i = 0; i < 3; i++)
@@ -1410,7 +1329,7 @@ static void
 test_edge_w_lo(void **state)
 {
     struct fx *f = *state;
-    const struct feat *w;
+    const struct gkvt_efeat *w;
     int fan[3] = {5, 0, 0};
 
     graph_make(f);
@@ -1483,6 +1402,12 @@ test_edge_w_lo(void **state)
     }
 }
 
+static void
+enc_sample_req(net_wr *w, const void *enc)
+{
+    net__enc_sample_req(w, enc);
+}
+
 /* The SAMPLE codec: names round-trip; bad ones are refused on decode with
  * the reason; the flag without the section is truncated input. */
 static void
@@ -1501,7 +1426,7 @@ test_wire(void **state)
         {NULL, "more bytes than"}};
     char big[GKV_NAME_MAX + 2];
     unsigned char *buf;
-    net_wr w;
+    size_t len;
 
     (void)state;
     memset(big, 'y', sizeof big - 1);
@@ -1520,15 +1445,8 @@ test_wire(void **state)
     for (int k = -1; k < (int)(sizeof bad / sizeof bad[0]); k++) {
         const char *names[2] = {k < 0 ? "prob" : bad[k].name, NULL};
         enc.feat = k < 0 ? good : names;
-        memset(&w, 0, sizeof w);
-        net__enc_sample_req(&w, &enc);           /* measure */
-        buf = calloc(1, w.off + 8);
-        assert_non_null(buf);
-        w.p = buf;
-        w.cap = w.off;
-        w.off = 0;
-        net__enc_sample_req(&w, &enc);
-        net__rd_init(&rd, buf, w.off);
+        buf = gkvt_encode(enc_sample_req, &enc, &len);
+        net__rd_init(&rd, buf, len);
         if (k < 0) {
             assert_int_equal(net__dec_sample_req(&rd, &q), 0);
             assert_non_null(q.feat);
@@ -1536,14 +1454,14 @@ test_wire(void **state)
             assert_null(q.feat[1]);
             net__sample_req_free(&q);
             /* the flag without the names: truncated */
-            net__rd_init(&rd, buf, w.off - 2 - 4 - 2);
+            net__rd_init(&rd, buf, len - 2 - 4 - 2);
             assert_int_not_equal(net__dec_sample_req(&rd, &q), 0);
             /* names without the flag: bytes left over */
             {
                 unsigned char *fl = buf + 8;      /* layer, dir, flags */
                 uint32_t v = 0;
                 memcpy(fl, &v, 4);
-                net__rd_init(&rd, buf, w.off);
+                net__rd_init(&rd, buf, len);
                 assert_int_not_equal(net__dec_sample_req(&rd, &q), 0);
                 assert_non_null(strstr(rd.why, "left over"));
             }
@@ -1571,15 +1489,8 @@ test_wire(void **state)
         enc.nw = nw;
         enc.wc = wc;
         enc.w = wv;
-        memset(&w, 0, sizeof w);
-        net__enc_sample_req(&w, &enc);
-        buf = calloc(1, w.off + 8);
-        assert_non_null(buf);
-        w.p = buf;
-        w.cap = w.off;
-        w.off = 0;
-        net__enc_sample_req(&w, &enc);
-        net__rd_init(&rd, buf, k == 2 ? w.off - 4 : w.off);
+        buf = gkvt_encode(enc_sample_req, &enc, &len);
+        net__rd_init(&rd, buf, k == 2 ? len - 4 : len);
         if (k == 0) {
             uint32_t got;
             assert_int_equal(net__dec_sample_req(&rd, &q), 0);

@@ -32,7 +32,6 @@
 #define MAXPROC 16
 
 static char g_server_path[PATH_MAX + 16];
-static char g_self[PATH_MAX];
 
 /* ---- stores ---------------------------------------------------------------------- */
 
@@ -201,7 +200,7 @@ test_kv_requests(void **state)
 
     /* pull: random IDs with duplicates, against the store read directly */
     for (size_t i = 0; i < n; i++)
-        ids[i] = gkvt_rand(&x) % 3000;
+        ids[i] = tools__splitmix64(&x) % 3000;
     ids[7] = ids[8];
     got = malloc(n * 64);
     want = read_rows(f->st[0], "feat", ids, n, 64);
@@ -221,7 +220,7 @@ test_kv_requests(void **state)
     make_tensor(path, "emb", GKV_F32, 4, 100, 1100, GKV_INIT_ZEROS, GKV_TENSOR_HOT);
     GKVT_OK(gkv_store_open(&ref, path, 0, NULL));
     for (int i = 0; i < 64; i++) {
-        eid[i] = 100 + (gkvt_rand(&x) % 1000);
+        eid[i] = 100 + (tools__splitmix64(&x) % 1000);
         for (int j = 0; j < 4; j++)
             erows[i * 4 + j] = fval(eid[i], j);
     }
@@ -321,7 +320,7 @@ child(struct gkvt_job *f, const char *logname, ...)
     int n = 0;
     va_list ap;
 
-    argv[n++] = g_self;
+    argv[n++] = (char *)gkvt_self();
     argv[n++] = "--child";
     va_start(ap, logname);
     while (n < 31 && (argv[n] = va_arg(ap, char *)) != NULL)
@@ -376,7 +375,7 @@ child_main(int argc, char **argv)
             for (int i = 0; i < 512; i++)
                 ids[i] = (uint64_t)i;
             for (int i = 511; i > 0; i--) {
-                int j = (int)(gkvt_rand(&x) % (uint64_t)(i + 1));
+                int j = (int)(tools__splitmix64(&x) % (uint64_t)(i + 1));
                 uint64_t t = ids[i];
                 ids[i] = ids[j];
                 ids[j] = t;
@@ -409,7 +408,7 @@ child_main(int argc, char **argv)
          * must see every rank's row */
         uint64_t id = rank, all[8];
         float row[4] = {(float)rank + 1, 0, 0, 0}, got[8 * 4];
-        gkvt_sleep_ms((int)rank * 150);
+        tools__sleep_ms((int)rank * 150);
         if ((rc = gkv_client_push(c, "emb", &id, 1, row, sizeof row, NULL)) != GKV_OK)
             return child_fail("push", rc);
         if ((rc = gkv_client_barrier(c, 20000)) != GKV_OK)
@@ -427,7 +426,7 @@ child_main(int argc, char **argv)
     } else if (strcmp(role, "hold") == 0) {
         fprintf(stderr, "holding\n");
         for (;;)
-            gkvt_sleep_ms(1000);
+            tools__sleep_ms(1000);
     } else if (strcmp(role, "bigpush") == 0) {
         /* 3 MB pushes and pulls of tensor "wide", over and over, until
          * killed in the middle of one */
@@ -483,7 +482,7 @@ test_persistent_two_jobs(void **state)
     j1 = child(f, "job1.log", "job1", f->cfg, "job1", "0", "1", NULL);
     wait_code(j1, 20000);
     assert_true(gkvt_file_has(srv[0]->log, "leave: group 'job1' rank 0"));
-    gkvt_sleep_ms(300);
+    tools__sleep_ms(300);
     assert_true(gkvt_proc_alive(srv[0]));      /* persistent: still serving */
     /* job 2, another group, sees what job 1 left */
     c = client(f, "job2", 0, NULL, 5000, 0);
@@ -498,7 +497,7 @@ test_persistent_two_jobs(void **state)
             assert_true(got[i * 4 + j] == fval(ids[i], j));
     /* a plain shutdown does not stop it; a forced one does */
     NET_OK(gkv_client_shutdown(c, 0));
-    gkvt_sleep_ms(300);
+    tools__sleep_ms(300);
     assert_true(gkvt_proc_alive(srv[0]));
     assert_true(gkvt_file_has(srv[0]->log, "ignored"));
     NET_OK(gkv_client_shutdown(c, 1));
@@ -582,9 +581,9 @@ test_kill9_and_restart(void **state)
     NET_OK(gkv_client_push(c, "emb", ids, 3, rows, sizeof rows, NULL));
     /* kill -9: the next call fails within the timeout, naming the server */
     gkvt_proc_kill(srv[0]);
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     rc = gkv_client_pull(c, "emb", ids, 3, got, sizeof got);
-    took = gkvt_now_s() - t0;
+    took = tools__now_s() - t0;
     assert_int_equal(rc, GKV_ETIMEDOUT);
     snprintf(addr, sizeof addr, "server 127.0.0.1:%d", f->base);
     assert_non_null(strstr(gkv_net_errmsg(), addr));
@@ -672,7 +671,7 @@ test_writeback_server(void **state)
     GKVT_OK(gkv_store_open(&ref, f->st[1], 0, NULL));
     for (int k = 0; k < 6; k++) {
         for (int i = 0; i < 64 * 4; i++)
-            rows[i] = (float)((int)(gkvt_rand(&rs) % 2001) - 1000) / 1000.0f;
+            rows[i] = (float)((int)(tools__splitmix64(&rs) % 2001) - 1000) / 1000.0f;
         ids[k] = ids[63 - k];                     /* duplicates */
         NET_OK(gkv_client_push(c, "emb", ids, 64, rows, sizeof rows,
                                k % 2 ? &ada : NULL));
@@ -769,47 +768,30 @@ test_barrier_and_lease(void **state)
     /* a client that stays: its heartbeats keep its lease for longer than
      * the lease */
     hold = child(f, "hold.log", "hold", f->cfg, "holders", "0", "1", NULL);
-    t0 = gkvt_now_s();
-    while (!gkvt_file_has(hold->log, "holding") && gkvt_now_s() - t0 < 10)
-        gkvt_sleep_ms(10);
+    t0 = tools__now_s();
+    while (!gkvt_file_has(hold->log, "holding") && tools__now_s() - t0 < 10)
+        tools__sleep_ms(10);
     for (int r = 0; r < 3; r++) {
         snprintf(rank[r], sizeof rank[r], "%d", r);
         kid[r] = child(f, "barrier.log", "barrier", f->cfg, "bar", rank[r], "3", NULL);
     }
     for (int r = 0; r < 3; r++)
         wait_code(kid[r], 20000);
-    gkvt_sleep_ms(6000);                      /* longer than the lease */
+    tools__sleep_ms(6000);                      /* longer than the lease */
     assert_true(gkvt_proc_alive(srv[0]));
     assert_false(gkvt_file_has(srv[0]->log, "lease expired"));
     /* killed, it stops heart-beating: the lease expires, and with it the
      * last client: the server stops */
     gkvt_proc_kill(hold);
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     assert_true(gkvt_proc_wait(srv[0], 15000));
-    assert_true(gkvt_now_s() - t0 >= 1.0);
+    assert_true(tools__now_s() - t0 >= 1.0);
     assert_int_equal(gkvt_proc_code(srv[0]), 0);
     assert_true(gkvt_file_has(srv[0]->log, "lease expired"));
     assert_true(gkvt_file_has(srv[0]->log, "group 'holders' rank 0"));
 }
 
 /* ---- authentication ---------------------------------------------------------------------- */
-
-/* A raw REQ socket for hand-made messages. */
-static int
-raw_socket(struct gkvt_job *f, int timeout_ms)
-{
-    int s = nn_socket(AF_SP, NN_REQ), v = -1;
-    char url[64];
-
-    assert_true(s >= 0);
-    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVMAXSIZE, &v, sizeof v);
-    nn_setsockopt(s, NN_SOL_SOCKET, NN_RCVTIMEO, &timeout_ms, sizeof timeout_ms);
-    v = INT_MAX;
-    nn_setsockopt(s, NN_REQ, NN_REQ_RESEND_IVL, &v, sizeof v);
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", f->base);
-    assert_true(nn_connect(s, url) >= 0);
-    return s;
-}
 
 /* Sends b (len bytes) and returns the reply's header and payload (into
  * pl, cap bytes; *plen its length); -1 when no reply came. */
@@ -930,7 +912,7 @@ test_token(void **state)
                            "a file: pass its contents (gkv_token_load)"));
     assert_int_equal(gkv_client_connect(&c, f->cfg, NULL, "job", 1, &o), GKV_EPERM);
     assert_non_null(strstr(gkv_net_errmsg(), "requires a token"));
-    s = raw_socket(f, 3000);
+    s = gkvt_raw_socket(f->base, 3000);
     sess = raw_handshake(s, NULL, "raw", 0, NULL, NULL, &st);
     assert_int_equal(sess, 0);
     assert_int_equal(st, GKV_EPERM);
@@ -1036,7 +1018,7 @@ test_bad_requests_are_answered_counted_and_logged(void **state)
     gkv_client *c;
     int s, tcp = bad_serve(f, srv);
 
-    s = raw_socket(f, 3000);
+    s = gkvt_raw_socket(f->base, 3000);
     /* truncated: shorter than a header */
     memcpy(b, "GKVN\x01\x00\x04\x00", 8);
     expect_error(s, b, 10, GKV_EPROTO, "shorter than the 48-byte header");
@@ -1051,7 +1033,7 @@ test_bad_requests_are_answered_counted_and_logged(void **state)
     expect_error(s, b, len - 1, GKV_EPROTO, "4 payload bytes, 3 arrived");
     /* random bytes */
     for (int i = 0; i < 5000; i++)
-        b[i] = (unsigned char)gkvt_rand(&x);
+        b[i] = (unsigned char)tools__splitmix64(&x);
     expect_error(s, b, 5000, GKV_EPROTO, "bad magic");
     /* a reply sent to the server; trailing bytes after a hello */
     len = gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
@@ -1123,7 +1105,7 @@ test_bad_oversized_message_drops_only_that_peer(void **state)
     uint64_t sess;
     int s, tcp = bad_serve(f, srv);
 
-    s = raw_socket(f, 3000);
+    s = gkvt_raw_socket(f->base, 3000);
     sess = raw_handshake(s, NULL, "raw", 0, NULL, NULL, &st);
     assert_true(sess != 0);
     len = gkvt_raw_msg(b, NET_STATS, sess, 8, NULL, 0);
@@ -1151,10 +1133,10 @@ test_bad_client_killed_mid_push_harms_no_one(void **state)
 
     big = child(f, "big.log", "bigpush", f->cfg, "big", "0", "1", NULL);
     {
-        double t0 = gkvt_now_s();
-        while (!gkvt_file_has(big->log, "pushing") && gkvt_now_s() - t0 < 10)
-            gkvt_sleep_ms(10);
-        gkvt_sleep_ms(200);
+        double t0 = tools__now_s();
+        while (!gkvt_file_has(big->log, "pushing") && tools__now_s() - t0 < 10)
+            tools__sleep_ms(10);
+        tools__sleep_ms(200);
     }
     gkvt_proc_kill(big);
     still_serves(f);
@@ -1386,7 +1368,7 @@ test_two_machines(void **state)
     GKVT_OK(gkv_store_open(&ref, refdir, GKV_CREATE, NULL));
     GKVT_OK(gkv_tensor_create(ref, "split", &sp));
     for (int i = 0; i < 700; i++)
-        ids[i] = gkvt_rand(&x) % 1001;
+        ids[i] = tools__splitmix64(&x) % 1001;
     NET_OK(gkv_client_pull(c, "split", ids, 700, got, sizeof got));
     GKVT_OK(gkv_tensor_pull(ref, NULL, "split", ids, 700, want, sizeof want));
     assert_memory_equal(got, want, sizeof got);
@@ -1438,10 +1420,6 @@ test_two_machines(void **state)
 static void
 find_programs(void)
 {
-    ssize_t n = readlink("/proc/self/exe", g_self, sizeof g_self - 1);
-
-    assert_true(n > 0);
-    g_self[n] = '\0';
     snprintf(g_server_path, sizeof g_server_path, "%s", gkvt_prog("gkv-server"));
 }
 

@@ -151,7 +151,7 @@ proc_kill(struct proc *p)
 static int
 proc_wait(struct proc *p, double secs)
 {
-    double end = gkvt_now_s() + secs;
+    double end = tools__now_s() + secs;
 
     while (!p->reaped) {
         pid_t r = waitpid(p->pid, &p->status, WNOHANG);
@@ -159,7 +159,7 @@ proc_wait(struct proc *p, double secs)
             p->reaped = 1;
             break;
         }
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             return -1000;
         usleep(20000);
     }
@@ -268,7 +268,7 @@ server_start(struct fx *f, int m)
                     mach, "--keep-alive", "--server-name", "netns",
                     "--insecure-no-token", NULL};
     struct proc *p;
-    double end = gkvt_now_s() + 30;
+    double end = tools__now_s() + 30;
 
     snprintf(mach, sizeof mach, "%d", m);
     snprintf(part, sizeof part, "%d", m);
@@ -279,7 +279,7 @@ server_start(struct fx *f, int m)
             char *t = gkvt_slurp(p->log);
             fail_msg("server in %s exited before listening:\n%s", f->ns[m + 1], t);
         }
-        if (gkvt_now_s() > end)
+        if (tools__now_s() > end)
             fail_msg("server in %s did not listen within 30 s", f->ns[m + 1]);
         usleep(20000);
     }
@@ -471,9 +471,9 @@ check_cut(struct fx *f)
         if (read(0, &ack, 1) != 1)
             return 1;
     }
-    t0 = gkvt_now_s();
+    t0 = tools__now_s();
     rc = gkv_client_pull(c, "node/_N/feat", ids, 2, rows, sizeof rows);
-    took = gkvt_now_s() - t0;
+    took = tools__now_s() - t0;
     CHECK(rc == GKV_ETIMEDOUT, "pull after the cut: %s (%s)", gkv_err_name(rc),
           gkv_net_errmsg());
     snprintf(want, sizeof want, "10.77.0.2:%d", PORT);
@@ -641,7 +641,7 @@ test_launch_cut(void **state)
     la = spawn_in(f, f->ns[3], argv, "launch-h3");
     /* wait until both trainers are training */
     snprintf(logs, sizeof logs, "%s/logs", ws);
-    end = gkvt_now_s() + 60;
+    end = tools__now_s() + 60;
     for (;;) {
         char p0[4200], p1[4200];
         struct proc t0 = {0}, t1 = {0};
@@ -655,7 +655,7 @@ test_launch_cut(void **state)
             t = gkvt_slurp(la->log);
             fail_msg("the launcher exited before training:\n%s", t);
         }
-        if (gkvt_now_s() > end) {
+        if (tools__now_s() > end) {
             t = gkvt_slurp(la->log);
             fail_msg("the trainers did not start within 60 s:\n%s", t);
         }
@@ -675,9 +675,9 @@ test_launch_cut(void **state)
         fail_msg("the launcher's output (above) does not name the failure");
     }
     free(t);
-    end = gkvt_now_s() + 15;
+    end = tools__now_s() + 15;
     while (job_procs(f) > 0) {
-        if (gkvt_now_s() > end) {
+        if (tools__now_s() > end) {
             sh("ps -ef | grep -- '%s/' | grep -v grep >&2", f->dir);
             fail_msg("processes of the job are left after the launcher exited");
         }

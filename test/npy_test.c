@@ -19,19 +19,7 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f;
-
-    if (gkvt_dir_setup(state, sizeof *f, "npy") != 0)
-        return -1;
-    f = *state;
-    snprintf(f->path, sizeof f->path, "%s/a.npy", f->dir);
-    return 0;
-}
-
-static int
-teardown(void **state)
-{
-    return gkvt_dir_teardown(state);
+    return gkvt_file_setup(state, sizeof(struct fx), "npy", "a.npy");
 }
 
 /* A .npy image: magic, version, header length, 'dict' + '\n', then
@@ -446,13 +434,13 @@ test_truncations_and_flips(void **state)
     }
     for (int i = 0; i < 20000; i++) {
         unsigned char *c = malloc(len);
-        size_t at = (size_t)(gkvt_rand(&rs) % hdr);
+        size_t at = (size_t)(tools__splitmix64(&rs) % hdr);
         gkv_npy_header h;
         char msg[128];
         gkv_err rc;
 
         memcpy(c, b, len);
-        c[at] = (unsigned char)gkvt_rand(&rs);
+        c[at] = (unsigned char)tools__splitmix64(&rs);
         rc = gkv_npy_parse(c, len, len, &h, msg, sizeof msg);
         if (rc == GKV_OK)
             assert_true(h.data_offset + h.data_bytes <= len);
@@ -680,19 +668,19 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_each_dtype, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_shapes_and_syntax, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_versions_2_and_3, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_header_matches_numpy, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_format_then_parse, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_format_rejects, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rejects_each_bad_header, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_rejects_bad_files, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_truncations_and_flips, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_map_npy_and_raw, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_map_rejects_and_zero_rows, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_map_bool, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_header_alloc_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_each_dtype, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_shapes_and_syntax, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_versions_2_and_3, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_header_matches_numpy, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_format_then_parse, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_format_rejects, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_rejects_each_bad_header, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_rejects_bad_files, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_truncations_and_flips, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_map_npy_and_raw, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_map_rejects_and_zero_rows, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_map_bool, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_read_header_alloc_failure, setup, gkvt_dir_teardown),
     };
 
     return cmocka_run_group_tests_name("npy", tests, NULL, NULL);

@@ -684,7 +684,7 @@ test_homo_random_assign(void **state)
         struct tp t;
 
         for (int v = 0; v < 8; v++)
-            nodes[v] = (int)(gkvt_rand(&rng) % 3);
+            nodes[v] = (int)(tools__splitmix64(&rng) % 3);
         snprintf(sub, sizeof sub, "%s/r%d", f->dir, round);
         assert_int_equal(mkdir(sub, 0755), 0);
         tp_write(&t, sub, g, 3, assign, round != 1);

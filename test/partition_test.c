@@ -34,19 +34,7 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f;
-
-    if (gkvt_dir_setup(state, sizeof *f, "part") != 0)
-        return -1;
-    f = *state;
-    snprintf(f->out, sizeof f->out, "%s/out", f->dir);
-    return 0;
-}
-
-static int
-teardown(void **state)
-{
-    return gkvt_dir_teardown(state);
+    return gkvt_file_setup(state, sizeof(struct fx), "part", "out");
 }
 
 /* ---- .npy files ----------------------------------------------------------- */
@@ -95,47 +83,6 @@ static void write_bool_npy(const char *path, uint64_t rows, unsigned rdim,
 
 /* ---- the directory as a list of names (to see that nothing appeared) ---- */
 
-static char *
-listing(const char *dir)
-{
-    struct dirent **ents;
-    int n = scandir(dir, &ents, NULL, alphasort);
-    size_t len = 0, cap = 1;
-    char *s = malloc(1);
-
-    s[0] = '\0';
-    for (int i = 0; i < n; i++) {
-        size_t k = strlen(ents[i]->d_name);
-        cap += k + 1;
-        s = realloc(s, cap);
-        memcpy(s + len, ents[i]->d_name, k);
-        len += k;
-        s[len++] = '\n';
-        s[len] = '\0';
-        free(ents[i]);
-    }
-    free(ents);
-    return s;
-}
-
-static unsigned char *
-slurp(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    unsigned char *b;
-    long n;
-
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    b = malloc((size_t)n + 1);
-    assert_int_equal(fread(b, 1, (size_t)n, fp), (size_t)n);
-    fclose(fp);
-    *len = (size_t)n;
-    return b;
-}
-
 static void
 write_bool_npy(const char *path, uint64_t rows, unsigned rdim,
                const uint64_t *rshape, const void *data)
@@ -146,7 +93,7 @@ write_bool_npy(const char *path, uint64_t rows, unsigned rdim,
     FILE *fp;
 
     write_npy(path, GKV_U8, rows, rdim, rshape, data);
-    b = slurp(path, &len);
+    b = gkvt_read_file(path, &len);
     at = strstr((char *)b + 10, "'|u1'");
     assert_non_null(at);
     memcpy(at, "'|b1'", 5);
@@ -191,7 +138,7 @@ add_feat(struct fx *f, struct tg *t, int is_edge, const char *type,
     s->row_bytes = gkv_dtype_size(dt) * (rdim ? cols : 1);
     s->rows = malloc(rows * s->row_bytes + 1);
     for (uint64_t i = 0; i < rows * s->row_bytes; i++)
-        s->rows[i] = (unsigned char)(gkvt_rand(&seed) >> 13);
+        s->rows[i] = (unsigned char)(tools__splitmix64(&seed) >> 13);
     snprintf(s->type, sizeof s->type, "%s", type);
     snprintf(s->name, sizeof s->name, "%s", name);
     memset(&s->pf, 0, sizeof s->pf);
@@ -765,7 +712,7 @@ round_trips(struct fx *f, struct tg *t)
 
     for (size_t mi = 0; mi < 3; mi++)
         for (int P = 1; P <= 4; P++) {
-            char *before = listing(f->dir), *after;
+            char *before = gkvt_listing(f->dir), *after;
             spec_init(&sp, t, pf, methods[mi], P);
             if (P % 2 == 0)
                 sp.flags |= GKV_PART_CSR;
@@ -780,7 +727,7 @@ round_trips(struct fx *f, struct tg *t)
             if (P == 1)
                 assert_int_equal(rep.edge_cut, 0);
             /* exactly OUT appeared: no temporary left */
-            after = listing(f->dir);
+            after = gkvt_listing(f->dir);
             assert_true(strstr(after, "out\n") != NULL);
             assert_null(strstr(after, ".tmp-"));
             assert_int_equal(strlen(after), strlen(before) + 4);
@@ -969,7 +916,7 @@ test_metis_mask_and_edges(void **state)
         FILE *fp;
         snprintf(path, sizeof path, "%s/mask.npy", f->dir);
         write_npy(path, GKV_U8, 1024, 0, none, mask);
-        b = slurp(path, &len);
+        b = gkvt_read_file(path, &len);
         at = strstr((char *)b + 10, "'|u1'");
         assert_non_null(at);
         memcpy(at, "'|b1'", 5);
@@ -1091,7 +1038,7 @@ static void
 expect_fail(struct fx *f, const gkv_graph *g, const gkv_part_spec *sp,
             const char *out, gkv_err want, ...)
 {
-    char *before = listing(f->dir), *after;
+    char *before = gkvt_listing(f->dir), *after;
     gkv_err rc = gkv_partition_write(g, sp, out, NULL, f->msg, sizeof f->msg);
     va_list ap;
     const char *s;
@@ -1104,7 +1051,7 @@ expect_fail(struct fx *f, const gkv_graph *g, const gkv_part_spec *sp,
         if (strstr(f->msg, s) == NULL)
             fail_msg("message '%s' does not mention '%s'", f->msg, s);
     va_end(ap);
-    after = listing(f->dir);
+    after = gkvt_listing(f->dir);
     if (strcmp(before, after) != 0)
         fail_msg("directory changed:\n%s---\n%s", before, after);
     free(before);
@@ -1293,15 +1240,15 @@ test_outdir_rules(void **state)
     spec_init(&sp, &t, pf, GKV_PART_RANGE, 2);
     GKVT_OK(gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg));
     snprintf(p, sizeof p, "%s/g.json", f->out);
-    j1 = (char *)slurp(p, &n1);
-    l1 = listing(f->out);
+    j1 = (char *)gkvt_read_file(p, &n1);
+    l1 = gkvt_listing(f->out);
 
     /* an existing partition stays untouched without FORCE */
     sp.num_parts = 3;
     expect_fail(f, t.g, &sp, f->out, GKV_EEXIST, "already holds a partition",
                 "--force", NULL);
-    j2 = (char *)slurp(p, &n2);
-    l2 = listing(f->out);
+    j2 = (char *)gkvt_read_file(p, &n2);
+    l2 = gkvt_listing(f->out);
     assert_int_equal(n1, n2);
     assert_memory_equal(j1, j2, n1);
     assert_string_equal(l1, l2);
@@ -1318,10 +1265,10 @@ test_outdir_rules(void **state)
     sp.flags = GKV_PART_FORCE;
     GKVT_OK(gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg));
     verify(f->out, &t, &sp);
-    l2 = listing(f->out);
+    l2 = gkvt_listing(f->out);
     assert_non_null(strstr(l2, "part-2\n"));
     free(l2);
-    l2 = listing(f->dir);
+    l2 = gkvt_listing(f->dir);
     assert_null(strstr(l2, ".old-"));
     assert_null(strstr(l2, ".tmp-"));
     free(l2);
@@ -1397,12 +1344,12 @@ test_cancel_everywhere(void **state)
     sp.progress = cancel_at;
     sp.progress_ctx = &c;
     for (int k = 0; !done; k++) {
-        char *before = listing(f->dir), *after;
+        char *before = gkvt_listing(f->dir), *after;
         gkv_err rc;
         c.calls = 0;
         c.at = k;
         rc = gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg);
-        after = listing(f->dir);
+        after = gkvt_listing(f->dir);
         if (rc == GKV_OK) {
             /* the only call left is the one after publishing; the one
              * before it comes after every store and file is synced (a
@@ -1439,7 +1386,7 @@ test_alloc_failures(void **state)
     sp.flags = GKV_PART_CSR;
     live = gkvt_alloc_live();
     for (n = 0; n < 20000; n++) {
-        char *before = listing(f->dir), *after;
+        char *before = gkvt_listing(f->dir), *after;
         gkv_err rc;
         gkvt_alloc_fail_at(n);
         rc = gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg);
@@ -1451,7 +1398,7 @@ test_alloc_failures(void **state)
         }
         if (rc != GKV_ENOMEM)
             fail_msg("allocation %d: %s (%s)", n, gkv_err_name(rc), f->msg);
-        after = listing(f->dir);
+        after = gkvt_listing(f->dir);
         assert_string_equal(before, after);
         free(before);
         free(after);
@@ -1466,19 +1413,19 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_round_trip_hetero, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_round_trip_homo, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_round_trip_rmat, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_empty_types, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_range_hand_checked, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_metis_two_cliques, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_metis_mask_and_edges, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_spec, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bool_node_feature, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_features, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_outdir_rules, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_everywhere, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip_hetero, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip_homo, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_round_trip_rmat, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_empty_types, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_range_hand_checked, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_metis_two_cliques, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_metis_mask_and_edges, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_spec, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_bool_node_feature, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_features, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_outdir_rules, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_everywhere, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, gkvt_dir_teardown),
     };
 
     return cmocka_run_group_tests_name("partition", tests, NULL, NULL);

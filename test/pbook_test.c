@@ -21,19 +21,7 @@ struct fx {
 static int
 setup(void **state)
 {
-    struct fx *f;
-
-    if (gkvt_dir_setup(state, sizeof *f, "pbook") != 0)
-        return -1;
-    f = *state;
-    snprintf(f->path, sizeof f->path, "%s/g.json", f->dir);
-    return 0;
-}
-
-static int
-teardown(void **state)
-{
-    return gkvt_dir_teardown(state);
+    return gkvt_file_setup(state, sizeof(struct fx), "pbook", "g.json");
 }
 
 static void
@@ -121,14 +109,8 @@ test_hetero_accessors(void **state)
     assert_int_equal(gkv_pbook_etype_find(b, "user:buys:user", &t),
                      GKV_ENOTFOUND);
     GKVT_OK(gkv_pbook_etype_info(b, 1, &ei));
-    assert_string_equal(ei.canonical, "user:buys:item");
-    assert_string_equal(ei.relation, "buys");
-    assert_string_equal(ei.src_type, "user");
-    assert_string_equal(ei.dst_type, "item");
-    assert_int_equal(ei.src_ntype, 0);
-    assert_int_equal(ei.dst_ntype, 1);
-    assert_int_equal(ei.num_edges, 7);
-    assert_int_equal(ei.weighted, 1);
+    gkvt_expect_etype_info(&ei, &(gkv_etype_info){"user:buys:item", "buys",
+                           "user", "item", 0, 1, 7, 1});
     GKVT_OK(gkv_pbook_etype_info(b, 0, &ei));
     assert_int_equal(ei.weighted, 0);
     assert_int_equal(ei.num_edges, 6);
@@ -299,19 +281,19 @@ static void
 random_cfg(struct cfg *c, uint64_t *rng)
 {
     memset(c, 0, sizeof *c);
-    c->P = 1 + (int)(gkvt_rand(rng) % 7);
-    c->nnt = 1 + (int)(gkvt_rand(rng) % 6);
-    c->net = (int)(gkvt_rand(rng) % 7);
+    c->P = 1 + (int)(tools__splitmix64(rng) % 7);
+    c->nnt = 1 + (int)(tools__splitmix64(rng) % 6);
+    c->net = (int)(tools__splitmix64(rng) % 7);
     for (int t = 0; t < c->nnt; t++)
         for (int p = 0; p < c->P; p++)   /* about a third empty */
-            c->ncnt[t][p] = gkvt_rand(rng) % 3 == 0 ? 0
-                            : (int64_t)(gkvt_rand(rng) % 40);
+            c->ncnt[t][p] = tools__splitmix64(rng) % 3 == 0 ? 0
+                            : (int64_t)(tools__splitmix64(rng) % 40);
     for (int t = 0; t < c->net; t++) {
-        c->esrc[t] = (int)(gkvt_rand(rng) % (uint64_t)c->nnt);
-        c->edst[t] = (int)(gkvt_rand(rng) % (uint64_t)c->nnt);
+        c->esrc[t] = (int)(tools__splitmix64(rng) % (uint64_t)c->nnt);
+        c->edst[t] = (int)(tools__splitmix64(rng) % (uint64_t)c->nnt);
         for (int p = 0; p < c->P; p++)
-            c->ecnt[t][p] = gkvt_rand(rng) % 3 == 0 ? 0
-                            : (int64_t)(gkvt_rand(rng) % 50);
+            c->ecnt[t][p] = tools__splitmix64(rng) % 3 == 0 ? 0
+                            : (int64_t)(tools__splitmix64(rng) % 50);
     }
 }
 
@@ -1060,23 +1042,23 @@ test_split_random(void **state)
             int64_t *list = malloc(((size_t)count * 2 + 1) * 8);
             size_t m = 0, nl = 0;
             /* density: none, all, or a per-partition skewed fraction */
-            int mode = (int)(gkvt_rand(&rng) % 4);
+            int mode = (int)(tools__splitmix64(&rng) % 4);
 
             for (int64_t v = 0; v < count; v++) {
                 int32_t own;
                 (edge ? gkv_pbook_edge_owner : gkv_pbook_node_owner)(
                     b, t, &v, 1, &own);
                 mask[v] = mode == 0 ? 0 : mode == 1 ? 1
-                          : gkvt_rand(&rng) % (uint64_t)(own + 2) == 0;
+                          : tools__splitmix64(&rng) % (uint64_t)(own + 2) == 0;
                 if (mask[v]) {
                     S[m++] = v;
                     list[nl++] = v;
-                    if (gkvt_rand(&rng) % 4 == 0)
+                    if (tools__splitmix64(&rng) % 4 == 0)
                         list[nl++] = v;      /* a duplicate */
                 }
             }
             for (size_t i = nl; i > 1; i--) {       /* shuffle the list */
-                size_t k = gkvt_rand(&rng) % i;
+                size_t k = tools__splitmix64(&rng) % i;
                 int64_t x = list[i - 1];
                 list[i - 1] = list[k];
                 list[k] = x;
@@ -1144,18 +1126,18 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_hetero_accessors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_random_configs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_homogeneous_ids, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_ids, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_ambiguous_relation, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_malformed_configs, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_not_json, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_open_mem, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_split_hand, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_split_random, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_split_balanced_local, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hetero_accessors, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_random_configs, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_homogeneous_ids, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_ids, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_ambiguous_relation, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_configs, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_not_json, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_open_mem, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_split_hand, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_split_random, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_split_balanced_local, setup, gkvt_dir_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1145,7 +1145,7 @@ test_edge_batch(void **state)
     GKVT_OK(gkv_sgraph_from_graph(&sg, g2, 0, 1));
     s1 = gkvt_sampler(sg, 1);
     for (int i = 0; i < 64; i++)
-        batch[i] = (int64_t)(gkvt_rand(&st) % (uint64_t)(2 * m));
+        batch[i] = (int64_t)(tools__splitmix64(&st) % (uint64_t)(2 * m));
     for (int ex = 0; ex < 3; ex++) {
         gkv_edge_batch_spec sp;
         gkv_edge_batch eb;

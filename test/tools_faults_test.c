@@ -26,9 +26,7 @@ teardown(void **state)
 
     free(f->out);
     free(f->err);
-    gkvt_rmtree(f->dir);
-    free(f);
-    return 0;
+    return gkvt_dir_teardown(state);
 }
 
 /* Runs argv (argv[0] a program name) with cwd-independent paths; keeps

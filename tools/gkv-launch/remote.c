@@ -51,41 +51,16 @@ launch__raw_append(char **buf, size_t *len, size_t *cap, const char *s)
     *len += n;
 }
 
-/* Whether 'host' names this host: 127.x, ::1, localhost, or an address of
- * one of its interfaces. */
+/* Whether 'host' names this host: 127.x, ::1, localhost, or (by the
+ * library's check, where any 127.0.0.0/8 address counts) a name or
+ * address of one of its interfaces. */
 int
 launch__host_is_local(const char *host, struct ifaddrs *ifs)
 {
-    struct addrinfo hints, *res = NULL;
-    int hit = 0;
-
     if (strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0 ||
         strcmp(host, "localhost") == 0)
         return 1;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    if (getaddrinfo(host, NULL, &hints, &res) != 0)
-        return 0;
-    for (struct addrinfo *a = res; a != NULL && !hit; a = a->ai_next) {
-        if (a->ai_family == AF_INET &&
-            (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >>
-             24) == 127)
-            hit = 1;
-        for (struct ifaddrs *i = ifs; i != NULL && !hit; i = i->ifa_next) {
-            if (i->ifa_addr == NULL || i->ifa_addr->sa_family != a->ai_family)
-                continue;
-            if (a->ai_family == AF_INET)
-                hit = ((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr ==
-                      ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr;
-            else if (a->ai_family == AF_INET6)
-                hit = memcmp(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr,
-                             &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
-                             16) == 0;
-        }
-    }
-    freeaddrinfo(res);
-    return hit;
+    return gkv_net_host_is_local(host, ifs, 1);
 }
 
 /* Whether 'host' is an address a server can listen on and clients can
