@@ -1,4 +1,4 @@
-/* gpu_test.c - gpu/: the shared generator (gpu/gen.h) against the CPU
+/* gpu_test.c - gpu/: the shared generator (base/gen.h) against the CPU
  * sampler, a host model of the GPU block pipeline against
  * gkv_sample_blocks(), the hot-set choice against a reference, clean errors
  * without a device, and (only where a CUDA device is visible) gathers

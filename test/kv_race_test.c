@@ -475,7 +475,7 @@ state_agrees(gkv_store *s, gkv_txn *tx, uint64_t id)
     if (rm != GKV_OK || rv != GKV_OK || rt != GKV_OK)
         fail_msg("adam state half there: adam_m %s, adam_v %s, adam_t %s",
                  gkv_err_name(rm), gkv_err_name(rv), gkv_err_name(rt));
-    for (int64_t k = 0; k < t; k++) {   /* as kv/rows.c computes it */
+    for (int64_t k = 0; k < t; k++) {   /* as kv/handler.c computes it */
         const double b1 = 0.9, b2 = 0.999, gr = 1;
         em = (float)(b1 * em + (1 - b1) * gr);
         ev = (float)(b2 * ev + (1 - b2) * gr * gr);
