@@ -294,7 +294,7 @@ coverage:
 	  --csv $(COV_BUILD)/coverage.csv $(COV_BUILD) || exit 1; \
 	awk -F, 'NR > 1 { l = $$1; sub("/.*", "", l); n[l] += $$2; c[l] += $$3; \
 	    N += $$2; C += $$3 } \
-	  END { k = split("kv graph net gpu tools", L, " "); \
+	  END { k = split("base kv graph net gpu tools", L, " "); \
 	    for (i = 1; i <= k; i++) if (n[L[i]]) printf "  %-6s %5.1f%% of %6d lines\n", \
 	      L[i], 100 * c[L[i]] / n[L[i]], n[L[i]]; \
 	    printf "  all    %5.1f%% of %6d lines\n", 100 * C / N, N }' $(COV_BUILD)/coverage.csv; \
