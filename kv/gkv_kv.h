@@ -83,6 +83,12 @@ GKV_API uint16_t gkv_f32_to_bf16(float f);
 #define GKV_NOSYNC  0x04u  /* skip fsync at commit: a process crash (kill -9)
                             * still loses nothing committed, an OS crash or
                             * power loss may lose the last commits */
+#define GKV_NOCHECK 0x08u  /* skip the structure check of the open: every
+                            * page of every B-tree and the free list are
+                            * read (pread) and checked before LMDB follows
+                            * a pointer in them, and a damaged store is
+                            * refused with GKV_ECORRUPT. It reads the tree
+                            * pages and one page per stored chunk */
 
 typedef struct gkv_open_opts {
     uint64_t map_size;    /* initial map size in bytes; 0 = 1 GiB (address
@@ -99,7 +105,10 @@ typedef struct gkv_open_opts {
  * newer on-disk format), GKV_EBUSY (this process has the directory open
  * already, by whatever path; share that handle), GKV_EMAPFULL (no room on
  * the disk), GKV_EINVAL (an empty path, unknown flags, GKV_CREATE with
- * GKV_RDONLY), GKV_EPERM, GKV_EIO, GKV_ENOMEM. opts->max_readers takes
+ * GKV_RDONLY), GKV_ECORRUPT (a damaged data.mdb, or one cut short: the
+ * message names the first bad page), GKV_EPERM, GKV_EIO, GKV_ENOMEM.
+ * Unless GKV_NOCHECK, the structure of the store's file is checked first
+ * (GKV_NOCHECK above). opts->max_readers takes
  * effect when the store's lock file is made (its first open). */
 GKV_API gkv_err gkv_store_open(gkv_store **out, const char *path,
                                unsigned flags, const gkv_open_opts *opts);

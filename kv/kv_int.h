@@ -195,6 +195,37 @@ gkv_err kv__env_sync(gkv_store *s);
  * and ENOSPC (GKV_EMAPFULL) here, the rest by gkv__from_errno(). */
 gkv_err kv__from_mdb(int rc);
 
+/* ---- the structure of data.mdb (walk.c) -------------------------------- */
+
+/* What a walk found: the snapshot's pages and how they are used, and the
+ * first bad page (UINT64_MAX: the record of database bad_db). */
+typedef struct kv_walk_info {
+    uint64_t pages;           /* last page + 1 */
+    uint32_t page_size;
+    uint64_t tree_pages;      /* branch and leaf pages of every tree */
+    uint64_t overflow_pages;  /* pages of values too big for a leaf */
+    uint64_t free_pages;      /* page numbers on the free list */
+    uint64_t bad_page;
+    char bad_db[16];
+} kv_walk_info;
+
+/* Checks the two meta (header) pages of data.mdb, open at 'fd', before
+ * LMDB reads them (LMDB divides by their page size and maps by their last
+ * page). GKV_ECORRUPT, with "store 'path' is damaged: ..." as the message
+ * of the NULL handle, when either is damaged; GKV_EVERSION only when both
+ * are whole LMDB meta pages of another data version. */
+gkv_err kv__walk_meta(const char *path, int fd);
+/* Checks the structure of the snapshot of transaction 'txnid' (0: the
+ * newest meta page's) with pread: every tree of it and the free list, as
+ * walk.c describes, following no number before it is checked. The caller
+ * holds a read transaction of 'txnid' (so no writer reuses its pages
+ * meanwhile), or no writer can run. GKV_ECORRUPT with the first bad page,
+ * its database and, for data pages, the tensor; GKV_EBUSY when 'txnid' is no longer on the meta pages.
+ * 'info' may be NULL. Reads every tree page and the first page of every
+ * overflow value. The message goes to handle 's' (NULL: a failed open). */
+gkv_err kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
+                 kv_walk_info *info);
+
 /* ---- catalog (tensor.c) ------------------------------------------------ */
 
 /* Checks a user-visible name; fills the message and returns GKV_EINVAL. */

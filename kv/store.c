@@ -782,6 +782,55 @@ lock_prealloc(const char *dir, unsigned readers)
                     "for its lock file: %s", dir, strerror(e));
 }
 
+#define OPEN_FLAGS (GKV_CREATE | GKV_RDONLY | GKV_NOSYNC | GKV_NOCHECK)
+
+/* kv__walk_meta of DIR/data.mdb ('data'). A commit writing a header page
+ * while it is read can look like damage: a fault is believed when it
+ * stays over a few reads. */
+static gkv_err
+header_check(const char *path, const char *data)
+{
+    gkv_err rc = GKV_OK;
+    int fd;
+
+    if ((fd = open(data, O_RDONLY | O_CLOEXEC)) < 0)
+        return GKV_OK;                  /* LMDB will say what is wrong */
+    for (int i = 0; i < 4; i++) {
+        if ((rc = kv__walk_meta(path, fd)) != GKV_ECORRUPT)
+            break;
+        usleep(20000);
+    }
+    close(fd);
+    return rc;
+}
+
+/* kv__walk of the newest snapshot, pinned by a read transaction while it
+ * runs (so no writer in another process reuses its pages). The message
+ * goes to the NULL handle (a failed open). */
+static gkv_err
+structure_check(gkv_store *s)
+{
+    MDB_txn *txn = NULL;
+    mdb_filehandle_t fd;
+    gkv_err rc = GKV_EBUSY;
+    int mrc;
+
+    if (mdb_env_get_fd(s->st_env, &fd) != 0)
+        return GKV_OK;
+    for (int i = 0; i < 4 && rc == GKV_EBUSY; i++) {
+        mrc = mdb_txn_begin(s->st_env, NULL, MDB_RDONLY, &txn);
+        if (mrc == MDB_MAP_RESIZED &&
+            (mrc = mdb_env_set_mapsize(s->st_env, 0)) == 0)
+            mrc = mdb_txn_begin(s->st_env, NULL, MDB_RDONLY, &txn);
+        if (mrc != 0)
+            return kv__fail(NULL, kv__from_mdb(mrc), "store '%s': %s",
+                            s->st_path, mdb_strerror(mrc));
+        rc = kv__walk(NULL, s->st_path, fd, mdb_txn_id(txn), NULL);
+        mdb_txn_abort(txn);
+    }
+    return rc;
+}
+
 gkv_err
 gkv_store_open(gkv_store **out, const char *path, unsigned flags,
                const gkv_open_opts *opts)
@@ -799,9 +848,9 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         return kv__fail(NULL, GKV_EINVAL, "empty store path");
     if ((flags & GKV_CREATE) && (flags & GKV_RDONLY))
         return kv__fail(NULL, GKV_EINVAL, "GKV_CREATE and GKV_RDONLY together");
-    if (flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC))
+    if (flags & ~OPEN_FLAGS)
         return kv__fail(NULL, GKV_EINVAL, "store '%s': unknown open flags 0x%x",
-                        path, flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC));
+                        path, flags & ~OPEN_FLAGS);
     if ((s = gkv__calloc(1, sizeof *s)) == NULL)
         return GKV_ENOMEM;
     s->st_wbo_fd = -1;
@@ -864,6 +913,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
                       "no data.mdb");
         goto fail;
     }
+    /* LMDB trusts the header pages: their page size divides, their last
+     * page sizes the map */
+    if (stat(data, &sb) == 0 && sb.st_size > 0 &&
+        (rc = header_check(path, data)) != GKV_OK)
+        goto fail;
     if (!(flags & GKV_RDONLY) &&
         (rc = lock_prealloc(path, opts && opts->max_readers ?
                             opts->max_readers : DEFAULT_READERS)) != GKV_OK)
@@ -936,6 +990,8 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
             goto fail;
         }
     }
+    if (!(flags & GKV_NOCHECK) && (rc = structure_check(s)) != GKV_OK)
+        goto fail;
     if ((rc = store_init(s)) != GKV_OK) {
         /* move the message from the store handle to the NULL handle */
         char msg[640];
