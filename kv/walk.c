@@ -548,6 +548,12 @@ meta_why(const struct meta *m, char *b, size_t bl)
         snprintf(b, bl, "page size %u", m->psize);
         return b;
     }
+    /* LMDB takes the free list's database flags from here (only its key
+     * order is fixed): DUPSORT makes every cursor on it fail an assertion */
+    if ((m->dbs[0].flags & 0x7eu) != 0x08u) {
+        snprintf(b, bl, "free list flags 0x%x", m->dbs[0].flags);
+        return b;
+    }
     /* a last page past the end of the file is left to the caller, who
      * says the file was cut short (the newer meta page; the older one
      * must not reach further) */
