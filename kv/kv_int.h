@@ -73,6 +73,10 @@ struct gkv_store {
     size_t st_nowners;
     int st_listed;
     size_t st_psize;              /* LMDB page size, bytes */
+    /* set (__atomic) once this handle found the store damaged under it:
+     * data.mdb cut short, or a verify's structure check failed; writes
+     * are refused from then on, until the store is reopened */
+    int st_damaged;
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing
      * set so no new txn starts meanwhile. */
@@ -162,7 +166,10 @@ gkv_err kv__enter(gkv_store *s);
 void    kv__leave(gkv_store *s);
 
 /* Begins an LMDB txn (read-only when 'rdonly'), adopting a map that another
- * process grew. The caller has done kv__enter(). */
+ * process grew. The caller has done kv__enter(). GKV_ECORRUPT when
+ * data.mdb is shorter than the snapshot's pages (cut short while open: a
+ * read of the missing pages would be SIGBUS), and for a write when the
+ * handle found the store damaged (st_damaged). */
 gkv_err kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out);
 
 /* A read snapshot for one call: 'tx' if given, else a fresh one that
@@ -187,6 +194,9 @@ gkv_err kv__write_named(gkv_store *s, const char *n1, const char *n2,
 /* Waits for LMDB's writer lock once (a write transaction begun and
  * aborted): every write transaction begun before has ended. */
 gkv_err kv__writer_barrier(gkv_store *s);
+
+/* Marks s damaged (st_damaged): its writes are refused from now on. */
+void    kv__damaged(gkv_store *s);
 
 /* mdb_env_sync, with the message (no write-back flush first). */
 gkv_err kv__env_sync(gkv_store *s);

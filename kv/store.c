@@ -26,8 +26,10 @@ kv__from_mdb(int rc)
     case MDB_NOTFOUND:         return GKV_ENOTFOUND;
     case MDB_MAP_FULL:         return GKV_EMAPFULL;
     case ENOSPC:               return GKV_EMAPFULL;
-    case MDB_INVALID:
     case MDB_VERSION_MISMATCH: return GKV_EVERSION;
+    /* "not an LMDB file": for a store's data.mdb, a damaged header (the
+     * structure check at open says which page) */
+    case MDB_INVALID:
     case MDB_CORRUPTED:
     case MDB_PAGE_NOTFOUND:    return GKV_ECORRUPT;
     case MDB_READERS_FULL:     return GKV_EBUSY;
@@ -280,6 +282,38 @@ snapshot_lags(gkv_store *s, MDB_txn *txn)
            ei.me_last_txnid > mdb_txn_id(txn);
 }
 
+void
+kv__damaged(gkv_store *s)
+{
+    __atomic_store_n(&s->st_damaged, 1, __ATOMIC_RELEASE);
+}
+
+/* The size of data.mdb against the pages of the snapshot 'txn' would read
+ * (NULL: against its two meta pages, which beginning one reads): a file cut
+ * short under this process faults (SIGBUS) at the first read of a missing
+ * page, so the request fails instead, and the handle writes no more. */
+static gkv_err
+size_check(gkv_store *s, MDB_txn *txn)
+{
+    MDB_envinfo ei;
+    mdb_filehandle_t fd;
+    struct stat st;
+    uint64_t need = 2 * (uint64_t)s->st_psize;
+
+    if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
+        return GKV_OK;
+    if (txn != NULL && mdb_env_info(s->st_env, &ei) == 0)
+        need = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+    if ((uint64_t)st.st_size >= need)
+        return GKV_OK;
+    kv__damaged(s);
+    return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its data.mdb "
+                    "is now %llu bytes, but its pages reach %llu bytes (cut "
+                    "short while open); this handle refuses writes until the "
+                    "store is repaired and reopened", s->st_path,
+                    (unsigned long long)st.st_size, (unsigned long long)need);
+}
+
 gkv_err
 kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
 {
@@ -287,6 +321,12 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
     gkv_err rc;
 
     *out = NULL;
+    if (!rdonly && __atomic_load_n(&s->st_damaged, __ATOMIC_ACQUIRE))
+        return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged (found so "
+                        "while open): writes are refused until it is repaired "
+                        "and reopened", s->st_path);
+    if ((rc = size_check(s, NULL)) != GKV_OK)
+        return rc;
     if (!rdonly)
         reader_sweep(s, 0);
     for (int attempt = 0; attempt < 8; attempt++) {
@@ -313,7 +353,11 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
                         "transaction: %s", s->st_path, mdb_strerror(mrc));
     }
-    return GKV_OK;
+    if ((rc = size_check(s, *out)) != GKV_OK) {
+        mdb_txn_abort(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 /* Whether the file system holding the store has (next to) no room left:
@@ -731,6 +775,12 @@ store_init(gkv_store *s)
         goto out;
     } else if (rc != GKV_OK) {
         rc = kv__fail(s, rc, "store '%s': bad format record", s->st_path);
+        goto out;
+    }
+    if (fmt > KV_FORMAT + 1000u) {
+        /* no gkv will write that many formats: a damaged record */
+        rc = kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its format "
+                      "record reads %u", s->st_path, fmt);
         goto out;
     }
     if (fmt > KV_FORMAT) {

@@ -899,6 +899,8 @@ verify_structure(gkv_store *s, kv_snap *sn)
                            NULL)) == GKV_OK)
             return GKV_OK;
         kv__snap_end(sn);
+        if (rc == GKV_ECORRUPT)
+            kv__damaged(s);       /* no write may follow its pointers */
         if (rc != GKV_EBUSY)
             break;
     }

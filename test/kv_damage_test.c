@@ -473,33 +473,40 @@ test_multi_byte_and_truncation(void **state)
 }
 
 static uint64_t
-img64(const struct fx *f, uint64_t off)
+img64(const unsigned char *img, uint64_t off)
 {
     uint64_t v;
-    memcpy(&v, f->img + off, 8);
+    memcpy(&v, img + off, 8);
     return v;
 }
 
-/* The root page of named database 'name' in the image as built, from the
- * newest meta page and the main database's root (a leaf: three keys). */
+/* The root page of named database 'name' (NULL: the main database) in
+ * data.mdb image 'img', from its newest meta page and the main database's
+ * root (a leaf: three keys). */
 static uint64_t
-db_root(const struct fx *f, const char *name)
+db_root_in(const unsigned char *img, const char *name)
 {
-    uint64_t m = img64(f, 144) > img64(f, PSIZE + 144) ? 0 : PSIZE;
-    uint64_t main = img64(f, m + 128), p = main * PSIZE;
+    uint64_t m = img64(img, 144) > img64(img, PSIZE + 144) ? 0 : PSIZE;
+    uint64_t main = img64(img, m + 128), p = main * PSIZE;
     uint16_t lower, off, ks;
 
     if (name == NULL)
         return main;
-    memcpy(&lower, f->img + p + 12, 2);
+    memcpy(&lower, img + p + 12, 2);
     for (unsigned i = 0; i < (lower - 16u) / 2; i++) {
-        memcpy(&off, f->img + p + 16 + 2 * i, 2);
-        memcpy(&ks, f->img + p + off + 6, 2);
-        if (ks == strlen(name) && memcmp(f->img + p + off + 8, name, ks) == 0)
-            return img64(f, p + off + 8 + ks + 40);
+        memcpy(&off, img + p + 16 + 2 * i, 2);
+        memcpy(&ks, img + p + off + 6, 2);
+        if (ks == strlen(name) && memcmp(img + p + off + 8, name, ks) == 0)
+            return img64(img, p + off + 8 + ks + 40);
     }
     fail_msg("no database '%s' in the image", name);
     return 0;
+}
+
+static uint64_t
+db_root(const struct fx *f, const char *name)
+{
+    return db_root_in(f->img, name);
 }
 
 /* gkv-server refuses a damaged store at start, with a message; kvctl's
@@ -553,6 +560,80 @@ test_server_and_kvctl_refuse(void **state)
     }
 }
 
+/* data.mdb cut short under an open handle (a server's): the next pull
+ * faulted (SIGBUS). Now each request fails with GKV_ECORRUPT; the handle
+ * refuses writes from then on, also once the file is whole again, until
+ * the store is reopened. A structure damaged under it is found by verify,
+ * which also stops its writes. */
+static void
+test_damaged_while_open(void **state)
+{
+    struct fx *f = *state;
+    struct dcase whole = {D_XOR, 0, 1, 0, 0};
+    struct dcase cut = {D_TRUNC, f->img_len / 2, 0, 0, 0};
+    char lock[4300], p[4300];
+    uint64_t id = 5;
+    float row[4] = {1, 2, 3, 4}, got[4];
+    gkv_store *s;
+    int fd;
+
+    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
+    snprintf(p, sizeof p, "%s/data.mdb", f->st);
+    unlink(lock);
+    assert_int_equal(restore(f, &whole), 0);
+    GKVT_OK(gkv_store_open(&s, f->st, 0, NULL));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got));
+    assert_int_equal(truncate(p, (off_t)cut.off), 0);
+    assert_int_equal(gkv_tensor_pull(s, NULL, "plain", &id, 1, got,
+                                     sizeof got), GKV_ECORRUPT);
+    if (strstr(gkv_store_errmsg(s), "cut short while open") == NULL)
+        fail_msg("message: %s", gkv_store_errmsg(s));
+    assert_int_equal(gkv_tensor_push(s, "plain", &id, 1, row, sizeof row,
+                                     NULL), GKV_ECORRUPT);
+    assert_int_equal(gkv_store_verify(s, NULL, NULL), GKV_ECORRUPT);
+    assert_int_equal(gkv_store_prefault(s), GKV_ECORRUPT);
+    /* the operator puts the file back: reads work, writes wait for a
+     * reopen */
+    fd = open(p, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, f->img, f->img_len, 0), (ssize_t)f->img_len);
+    close(fd);
+    GKVT_OK(gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got));
+    assert_int_equal(gkv_tensor_push(s, "plain", &id, 1, row, sizeof row,
+                                     NULL), GKV_ECORRUPT);
+    assert_non_null(strstr(gkv_store_errmsg(s), "reopened"));
+    gkv_store_close(s);
+    GKVT_OK(gkv_store_open(&s, f->st, 0, NULL));
+    GKVT_OK(gkv_tensor_push(s, "plain", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    /* a page's flags overwritten under it (as a stray write would): the
+     * next write would take the page for its own dirty copy and write into
+     * the read-only map. Verify names the page; the handle writes no more */
+    {
+        unsigned char *now = malloc(f->img_len * 2);
+        uint64_t pg;
+        uint16_t fl;
+        char want[64];
+
+        fd = open(p, O_RDWR);
+        assert_true(fd >= 0);
+        assert_true(pread(fd, now, f->img_len * 2, 0) >= (ssize_t)f->img_len);
+        pg = db_root_in(now, "data");
+        memcpy(&fl, now + pg * PSIZE + 10, 2);
+        fl |= 0x10;                               /* P_DIRTY */
+        assert_int_equal(pwrite(fd, &fl, 2, (off_t)(pg * PSIZE + 10)), 2);
+        close(fd);
+        free(now);
+        assert_int_equal(gkv_store_verify(s, NULL, NULL), GKV_ECORRUPT);
+        snprintf(want, sizeof want, "data page %llu", (unsigned long long)pg);
+        if (strstr(gkv_store_errmsg(s), want) == NULL)
+            fail_msg("message: %s", gkv_store_errmsg(s));
+        assert_int_equal(gkv_tensor_push(s, "plain", &id, 1, row, sizeof row,
+                                         NULL), GKV_ECORRUPT);
+    }
+    gkv_store_close(s);
+}
+
 int
 main(void)
 {
@@ -560,6 +641,7 @@ main(void)
         cmocka_unit_test(test_flip_each_byte),
         cmocka_unit_test(test_multi_byte_and_truncation),
         cmocka_unit_test(test_server_and_kvctl_refuse),
+        cmocka_unit_test(test_damaged_while_open),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
