@@ -116,7 +116,7 @@ struct walk {
     uint64_t bad_pg;
     char why[200];
     uint32_t bad_tid_lo, bad_tid_hi;  /* data: the tensor ids of the page */
-    int bad_has_tid;
+    int bad_has_tid;          /* bit 0: bad_tid_lo known, bit 1: _hi */
     struct tname *names;
     size_t nnames, cnames;
     kv_walk_info *info;
@@ -201,9 +201,9 @@ note_tids(struct walk *w, const struct key *lo, const struct key *hi)
 {
     if (!w->is_data || w->bad_has_tid)
         return;
-    w->bad_has_tid = 1;
-    w->bad_tid_lo = lo->set && lo->len >= 4 ? kv__key_tid(lo->p) : 0;
-    w->bad_tid_hi = hi->set && hi->len >= 4 ? kv__key_tid(hi->p) : UINT32_MAX;
+    w->bad_has_tid = (lo->set && lo->len >= 4) | (hi->set && hi->len >= 4) << 1;
+    w->bad_tid_lo = w->bad_has_tid & 1 ? kv__key_tid(lo->p) : 0;
+    w->bad_tid_hi = w->bad_has_tid & 2 ? kv__key_tid(hi->p) : UINT32_MAX;
 }
 
 static int walk_db(struct walk *w, const char *name, const struct db *d);
@@ -246,7 +246,7 @@ leaf_value(struct walk *w, uint64_t pg, unsigned i, const unsigned char *n,
         uint64_t op = get64(dp), need = (HDR - 1 + dsize) / w->psize + 1;
         uint32_t have;
 
-        if ((flags & F_SUBDATA) || dsize <= 0)
+        if ((flags & F_SUBDATA) || dsize == 0)
             return bad(w, pg, "node %u: bad overflow value", i);
         if (op < 2 || op >= w->npages)
             return bad(w, pg, "node %u: overflow page %llu is outside the "
@@ -274,7 +274,6 @@ leaf_value(struct walk *w, uint64_t pg, unsigned i, const unsigned char *n,
     }
     if (flags & F_SUBDATA) {
         struct db sub;
-        char name[64];
         const char *const known[] = {"catalog", "data", "meta"};
         size_t k;
 
@@ -287,7 +286,6 @@ leaf_value(struct walk *w, uint64_t pg, unsigned i, const unsigned char *n,
         if (k == 3)
             return bad(w, pg, "node %u: a database gkv does not make "
                        "(name of %zu bytes)", i, klen);
-        snprintf(name, sizeof name, "%s", known[k]);
         db_decode(dp, &sub);
         return walk_db(w, known[k], &sub);
     }
@@ -576,6 +574,7 @@ kv__walk_meta(const char *path, int fd)
     char b0[120], b1[120];
     const char *w0, *w1;
     uint32_t ps;
+    int older;              /* the meta page of the older transaction */
 
     if (fstat(fd, &st) != 0)
         return kv__fail(NULL, gkv__from_errno(errno), "store '%s': data.mdb: "
@@ -607,8 +606,8 @@ kv__walk_meta(const char *path, int fd)
     /* each commit writes the meta page of its txnid's parity, so the two
      * hold consecutive transactions (both 0 in a store never written);
      * one damaged into the newer would be read instead of the newest */
-    if (m[0].psize != m[1].psize ||
-        m[m[0].txnid > m[1].txnid].last_pg > m[m[0].txnid <= m[1].txnid].last_pg ||
+    older = m[0].txnid > m[1].txnid;
+    if (m[0].psize != m[1].psize || m[older].last_pg > m[!older].last_pg ||
         !((m[0].txnid == 0 && m[1].txnid == 0) ||
           ((m[0].txnid & 1) == 0 && (m[1].txnid & 1) == 1 &&
            (m[0].txnid + 1 == m[1].txnid || m[1].txnid + 1 == m[0].txnid))))
@@ -689,18 +688,19 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
             snprintf(at, sizeof at, " record");
         if (w.bad_has_tid) {
             const char *nm = NULL;
+            uint32_t a = w.bad_tid_lo, b = w.bad_tid_hi;
+
             for (size_t i = 0; i < w.nnames; i++)
-                if (w.names[i].tid == w.bad_tid_lo)
+                if (w.names[i].tid == a)
                     nm = w.names[i].name;
-            if (w.bad_tid_lo == w.bad_tid_hi || w.bad_tid_hi == UINT32_MAX)
-                snprintf(tn, sizeof tn, ", tensor %s%s%s id %u%s",
-                         nm ? "'" : "", nm ? nm : "", nm ? "'," : "",
-                         w.bad_tid_lo,
-                         w.bad_tid_hi == UINT32_MAX ? " or later" : "");
+            if (!(w.bad_has_tid & 1))
+                snprintf(tn, sizeof tn, ", tensors of ids up to %u", b);
+            else if (nm != NULL)
+                snprintf(tn, sizeof tn, ", tensor '%s' (id %u)%s", nm, a,
+                         a == b ? "" : " or later");
             else
-                snprintf(tn, sizeof tn, ", tensor %s%s%s id %u..%u",
-                         nm ? "'" : "", nm ? nm : "", nm ? "'," : "",
-                         w.bad_tid_lo, w.bad_tid_hi);
+                snprintf(tn, sizeof tn, ", tensor id %u%s", a,
+                         a == b ? "" : " or later");
         }
         if (info != NULL) {
             info->bad_page = w.bad_pg;
