@@ -570,9 +570,10 @@ typedef struct gkv_verify_report {
 
 /* First checks the structure of the store's file (data.mdb: every page of
  * every B-tree and of the free list, as gkv_store_open does unless
- * GKV_NOCHECK); GKV_ECORRUPT, with nothing counted in *rep, naming the
- * first bad page (and its tensor) in gkv_store_errmsg(), when it is
- * damaged. Then recomputes the XXH3 checksum of every chunk of tensor 'name' (NULL: all
+ * GKV_NOCHECK): when it is damaged, GKV_ECORRUPT with nothing counted in
+ * *rep, the first bad page (and its tensor) named in gkv_store_errmsg(),
+ * and the handle refuses writes until the store is reopened. Then
+ * recomputes the XXH3 checksum of every chunk of tensor 'name' (NULL: all
  * tensors) and checks every chunk is present with the right size. With
  * 'name' NULL it also counts orphans: data keys that belong to no tensor.
  * Returns GKV_ECORRUPT when any chunk is bad or any key an orphan; the

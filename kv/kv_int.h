@@ -77,6 +77,7 @@ struct gkv_store {
      * data.mdb cut short, or a verify's structure check failed; writes
      * are refused from then on, until the store is reopened */
     int st_damaged;
+    uint64_t st_fsize;            /* data.mdb's largest size seen (__atomic) */
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing
      * set so no new txn starts meanwhile. */
@@ -167,8 +168,8 @@ void    kv__leave(gkv_store *s);
 
 /* Begins an LMDB txn (read-only when 'rdonly'), adopting a map that another
  * process grew. The caller has done kv__enter(). GKV_ECORRUPT when
- * data.mdb is shorter than the snapshot's pages (cut short while open: a
- * read of the missing pages would be SIGBUS), and for a write when the
+ * data.mdb is shorter than this handle saw it (cut short while open: a
+ * read of a missing page would be SIGBUS), and for a write when the
  * handle found the store damaged (st_damaged). */
 gkv_err kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out);
 

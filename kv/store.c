@@ -288,30 +288,35 @@ kv__damaged(gkv_store *s)
     __atomic_store_n(&s->st_damaged, 1, __ATOMIC_RELEASE);
 }
 
-/* The size of data.mdb against the pages of the snapshot 'txn' would read
- * (NULL: against its two meta pages, which beginning one reads): a file cut
- * short under this process faults (SIGBUS) at the first read of a missing
- * page, so the request fails instead, and the handle writes no more. */
+/* data.mdb's size against the largest this handle has seen: LMDB never
+ * makes the file shorter, so a shorter one was cut short under this
+ * process, and a read of a missing page would fault (SIGBUS). The request
+ * fails instead, and the handle writes no more. (Not against the newest
+ * meta page's last page: a commit leaves the pages it allocated and freed
+ * again at the end unwritten, so a sound file may end before it.) */
 static gkv_err
-size_check(gkv_store *s, MDB_txn *txn)
+size_check(gkv_store *s)
 {
-    MDB_envinfo ei;
     mdb_filehandle_t fd;
     struct stat st;
-    uint64_t need = 2 * (uint64_t)s->st_psize;
+    uint64_t seen;
 
     if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
         return GKV_OK;
-    if (txn != NULL && mdb_env_info(s->st_env, &ei) == 0)
-        need = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
-    if ((uint64_t)st.st_size >= need)
+    seen = __atomic_load_n(&s->st_fsize, __ATOMIC_RELAXED);
+    while ((uint64_t)st.st_size > seen &&
+           !__atomic_compare_exchange_n(&s->st_fsize, &seen,
+                                        (uint64_t)st.st_size, 0,
+                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    if ((uint64_t)st.st_size >= seen)
         return GKV_OK;
     kv__damaged(s);
     return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its data.mdb "
-                    "is now %llu bytes, but its pages reach %llu bytes (cut "
-                    "short while open); this handle refuses writes until the "
-                    "store is repaired and reopened", s->st_path,
-                    (unsigned long long)st.st_size, (unsigned long long)need);
+                    "is now %llu bytes, but was %llu (cut short while open); "
+                    "this handle refuses writes until the store is repaired "
+                    "and reopened", s->st_path, (unsigned long long)st.st_size,
+                    (unsigned long long)seen);
 }
 
 gkv_err
@@ -325,7 +330,7 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged (found so "
                         "while open): writes are refused until it is repaired "
                         "and reopened", s->st_path);
-    if ((rc = size_check(s, NULL)) != GKV_OK)
+    if ((rc = size_check(s)) != GKV_OK)
         return rc;
     if (!rdonly)
         reader_sweep(s, 0);
@@ -353,11 +358,7 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
                         "transaction: %s", s->st_path, mdb_strerror(mrc));
     }
-    if ((rc = size_check(s, *out)) != GKV_OK) {
-        mdb_txn_abort(*out);
-        *out = NULL;
-    }
-    return rc;
+    return GKV_OK;
 }
 
 /* Whether the file system holding the store has (next to) no room left:
@@ -1042,6 +1043,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     }
     if (!(flags & GKV_NOCHECK) && (rc = structure_check(s)) != GKV_OK)
         goto fail;
+    (void)size_check(s);            /* the size it starts from */
     if ((rc = store_init(s)) != GKV_OK) {
         /* move the message from the store handle to the NULL handle */
         char msg[640];

@@ -100,17 +100,22 @@ struct walk {
     int fd;
     uint32_t psize;
     uint64_t npages;          /* last_pg + 1 of the snapshot walked */
+    uint64_t fpages;          /* whole pages in the file: a sound file may
+                               * end before npages (a commit does not write
+                               * the pages it allocated and freed again) */
     uint64_t txnid;
     uint8_t *seen;            /* a bit per page: reached already */
     /* a page per level being walked: the main tree's, then a named
      * database's below one of its leaves */
     unsigned char *buf[2 * MAX_DEPTH + 2];
     unsigned level;
-    /* the database being walked, for the message */
-    const char *db;
-    int is_free, is_main, is_data, is_cat;
-    /* counts of the database being walked */
-    uint64_t n_branch, n_leaf, n_over, n_entries;
+    /* the database being walked (saved while a named one under the main
+     * database is): its name, kind, and what its tree has so far */
+    struct dbwalk {
+        const char *db;
+        int is_free, is_main, is_data, is_cat;
+        uint64_t n_branch, n_leaf, n_over, n_entries;
+    } d;
     /* the first fault */
     gkv_err rc;
     uint64_t bad_pg;
@@ -186,7 +191,7 @@ static int
 key_cmp(const struct walk *w, const unsigned char *a, size_t al,
         const unsigned char *b, size_t bl)
 {
-    if (w->is_free) {
+    if (w->d.is_free) {
         uint64_t x = get64(a), y = get64(b);
         return (x > y) - (x < y);
     }
@@ -199,7 +204,7 @@ struct key { const unsigned char *p; size_t len; int set; };
 static void
 note_tids(struct walk *w, const struct key *lo, const struct key *hi)
 {
-    if (!w->is_data || w->bad_has_tid)
+    if (!w->d.is_data || w->bad_has_tid)
         return;
     w->bad_has_tid = (lo->set && lo->len >= 4) | (hi->set && hi->len >= 4) << 1;
     w->bad_tid_lo = w->bad_has_tid & 1 ? kv__key_tid(lo->p) : 0;
@@ -239,7 +244,7 @@ leaf_value(struct walk *w, uint64_t pg, unsigned i, const unsigned char *n,
     unsigned flags = get16(n + 4);
     const unsigned char *dp = n + NODE + klen;
 
-    if (flags & ~(F_BIGDATA | (w->is_main ? F_SUBDATA : 0u)))
+    if (flags & ~(F_BIGDATA | (w->d.is_main ? F_SUBDATA : 0u)))
         return bad(w, pg, "node %u has flags 0x%x", i, flags);
     if (flags & F_BIGDATA) {
         unsigned char oh[HDR];
@@ -265,9 +270,13 @@ leaf_value(struct walk *w, uint64_t pg, unsigned i, const unsigned char *n,
                        "bytes (needs %llu, file has %llu pages)", have,
                        (unsigned long long)dsize, (unsigned long long)need,
                        (unsigned long long)w->npages);
+        if (op + have > w->fpages)
+            return bad(w, op, "overflow run of %u pages past the end of the "
+                       "file (%llu pages): cut short", have,
+                       (unsigned long long)w->fpages);
         if (mark(w, op, have, "overflow") != 0)
             return -1;
-        w->n_over += have;
+        w->d.n_over += have;
         if (w->info != NULL)
             w->info->overflow_pages += have;
         return 0;
@@ -289,9 +298,9 @@ leaf_value(struct walk *w, uint64_t pg, unsigned i, const unsigned char *n,
         db_decode(dp, &sub);
         return walk_db(w, known[k], &sub);
     }
-    if (w->is_cat)
+    if (w->d.is_cat)
         catalog_note(w, key, klen, dp, dsize);
-    if (w->is_free) {
+    if (w->d.is_free) {
         /* an IDL: a count, then that many page numbers, descending */
         uint64_t cnt = dsize >= 8 ? get64(dp) : 0, prev = UINT64_MAX;
 
@@ -369,9 +378,9 @@ walk_nodes(struct walk *w, uint64_t pg, unsigned char *p, unsigned depth,
                    flags == P_LEAF ? "leaf" : "branch", nkeys, depth, want);
     }
     if (flags == P_LEAF)
-        w->n_leaf++;
+        w->d.n_leaf++;
     else
-        w->n_branch++;
+        w->d.n_branch++;
     /* every node first: a child's walk reuses deeper buffers only */
     for (unsigned i = 0; i < nkeys; i++) {
         unsigned off = get16(p + HDR + 2 * i), klen;
@@ -397,7 +406,7 @@ walk_nodes(struct walk *w, uint64_t pg, unsigned char *p, unsigned depth,
          * parent's lower bound */
         if (flags == P_BRANCH && i == 0)
             continue;
-        if ((w->is_free && klen != 8) || (!w->is_free && klen == 0) ||
+        if ((w->d.is_free && klen != 8) || (!w->d.is_free && klen == 0) ||
             klen > 511) {
             note_tids(w, lo, hi);
             return bad(w, pg, "node %u: key of %u bytes", i, klen);
@@ -408,7 +417,7 @@ walk_nodes(struct walk *w, uint64_t pg, unsigned char *p, unsigned depth,
             note_tids(w, lo, hi);
             return bad(w, pg, "node %u: keys out of order", i);
         }
-        if (w->is_free && get64(n + NODE) > w->txnid) {
+        if (w->d.is_free && get64(n + NODE) > w->txnid) {
             return bad(w, pg, "node %u: free-list entry of transaction %llu, "
                        "after the last one (%llu)", i,
                        (unsigned long long)get64(n + NODE),
@@ -424,9 +433,9 @@ walk_nodes(struct walk *w, uint64_t pg, unsigned char *p, unsigned depth,
             uint64_t dsize = get16(n) | (uint64_t)get16(n + 2) << 16;
             struct key k = {n + NODE, klen, 1};
 
-            w->n_entries++;
+            w->d.n_entries++;
             if (leaf_value(w, pg, i, n, n + NODE, klen, dsize) != 0) {
-                if (w->is_data)
+                if (w->d.is_data)
                     note_tids(w, &k, &k);
                 return -1;
             }
@@ -457,18 +466,15 @@ static int
 walk_db(struct walk *w, const char *name, const struct db *d)
 {
     struct key none = {0};
-    uint64_t b = w->n_branch, l = w->n_leaf, o = w->n_over, e = w->n_entries;
-    const char *db = w->db;
-    int f = w->is_free, m = w->is_main, dt = w->is_data, ct = w->is_cat;
+    struct dbwalk saved = w->d;
     int rc = 0;
 
-    w->db = name;
-    w->is_free = strcmp(name, "free list") == 0;
-    w->is_main = strcmp(name, "main") == 0;
-    w->is_data = strcmp(name, "data") == 0;
-    w->is_cat = strcmp(name, "catalog") == 0;
-    w->n_branch = w->n_leaf = w->n_over = w->n_entries = 0;
-    if (!w->is_free && d->flags != 0)
+    w->d = (struct dbwalk){.db = name};
+    w->d.is_free = strcmp(name, "free list") == 0;
+    w->d.is_main = strcmp(name, "main") == 0;
+    w->d.is_data = strcmp(name, "data") == 0;
+    w->d.is_cat = strcmp(name, "catalog") == 0;
+    if (!w->d.is_free && d->flags != 0)
         rc = bad(w, NO_PAGE, "database flags 0x%x (gkv's are 0)", d->flags);
     else if (d->root == NO_PAGE) {
         if (d->depth != 0 || d->entries != 0 || d->branch != 0 ||
@@ -482,30 +488,23 @@ walk_db(struct walk *w, const char *name, const struct db *d)
                  "pages", (unsigned long long)d->root,
                  (unsigned long long)w->npages);
     } else if ((rc = walk_page(w, d->root, 1, d->depth, &none, &none)) == 0 &&
-               (w->n_branch != d->branch || w->n_leaf != d->leaf ||
-                w->n_over != d->overflow || w->n_entries != d->entries)) {
+               (w->d.n_branch != d->branch || w->d.n_leaf != d->leaf ||
+                w->d.n_over != d->overflow || w->d.n_entries != d->entries)) {
         rc = bad(w, NO_PAGE, "its record counts %llu/%llu/%llu pages and "
                  "%llu entries, the tree has %llu/%llu/%llu and %llu",
                  (unsigned long long)d->branch, (unsigned long long)d->leaf,
                  (unsigned long long)d->overflow,
                  (unsigned long long)d->entries,
-                 (unsigned long long)w->n_branch, (unsigned long long)w->n_leaf,
-                 (unsigned long long)w->n_over,
-                 (unsigned long long)w->n_entries);
+                 (unsigned long long)w->d.n_branch,
+                 (unsigned long long)w->d.n_leaf,
+                 (unsigned long long)w->d.n_over,
+                 (unsigned long long)w->d.n_entries);
     }
-    if (w->info != NULL && rc == 0)
-        w->info->tree_pages += w->n_branch + w->n_leaf;
     if (rc != 0)
         return rc;        /* keep the faulty database's name */
-    w->db = db;
-    w->is_free = f;
-    w->is_main = m;
-    w->is_data = dt;
-    w->is_cat = ct;
-    w->n_branch = b;
-    w->n_leaf = l;
-    w->n_over = o;
-    w->n_entries = e;
+    if (w->info != NULL)
+        w->info->tree_pages += w->d.n_branch + w->d.n_leaf;
+    w->d = saved;
     return 0;
 }
 
@@ -657,6 +656,11 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
     w.psize = cur->psize;
     w.npages = cur->last_pg + 1;
     w.txnid = cur->txnid;
+    {
+        struct stat st;
+        w.fpages = fstat(fd, &st) == 0 ? (uint64_t)st.st_size / w.psize
+                                       : w.npages;
+    }
     w.info = info;
     w.rc = GKV_OK;
     w.bad_pg = NO_PAGE;
@@ -705,10 +709,10 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
         if (info != NULL) {
             info->bad_page = w.bad_pg;
             snprintf(info->bad_db, sizeof info->bad_db, "%s",
-                     w.db ? w.db : "?");
+                     w.d.db ? w.d.db : "?");
         }
         rc = kv__fail(s, rc, "store '%s' is damaged: data.mdb %s%s%s: %s",
-                      path, w.db ? w.db : "?", at, tn, w.why);
+                      path, w.d.db ? w.d.db : "?", at, tn, w.why);
     }
 out:
     for (unsigned i = 0; i < sizeof w.buf / sizeof w.buf[0]; i++)
