@@ -299,18 +299,22 @@ size_check(gkv_store *s)
 {
     mdb_filehandle_t fd;
     struct stat st;
-    uint64_t seen;
+    /* read before the fstat: a size another thread saw after ours was
+     * taken may be larger than ours, and no sign of a cut */
+    uint64_t seen = __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE), cur;
 
     if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
         return GKV_OK;
-    seen = __atomic_load_n(&s->st_fsize, __ATOMIC_RELAXED);
-    while ((uint64_t)st.st_size > seen &&
-           !__atomic_compare_exchange_n(&s->st_fsize, &seen,
-                                        (uint64_t)st.st_size, 0,
-                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-    if ((uint64_t)st.st_size >= seen)
+    if ((uint64_t)st.st_size >= seen) {
+        cur = seen;                 /* raise it to ours, if still larger */
+        while ((uint64_t)st.st_size > cur &&
+               !__atomic_compare_exchange_n(&s->st_fsize, &cur,
+                                            (uint64_t)st.st_size, 0,
+                                            __ATOMIC_RELEASE,
+                                            __ATOMIC_ACQUIRE))
+            ;
         return GKV_OK;
+    }
     kv__damaged(s);
     return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its data.mdb "
                     "is now %llu bytes, but was %llu (cut short while open); "
@@ -855,12 +859,18 @@ header_check(const char *path, const char *data)
     return rc;
 }
 
-/* kv__walk of the newest snapshot, pinned by a read transaction while it
- * runs (so no writer in another process reuses its pages). The message
- * goes to the NULL handle (a failed open). */
+/* kv__walk of the newest snapshot while no writer can free its pages: a
+ * writable handle holds LMDB's writer lock (a write transaction begun and
+ * aborted: it reads no page), so the newest meta page stays too; a
+ * read-only one pins a snapshot with a read transaction, and a writer in
+ * another process may overwrite that snapshot's meta page (two commits):
+ * then it tries again, and after 8 tries opens unchecked (a store written
+ * so busily by another process is one that process reads whole). The
+ * message goes to the NULL handle (a failed open). */
 static gkv_err
 structure_check(gkv_store *s)
 {
+    int rdonly = (s->st_flags & GKV_RDONLY) != 0;
     MDB_txn *txn = NULL;
     mdb_filehandle_t fd;
     gkv_err rc = GKV_EBUSY;
@@ -868,18 +878,20 @@ structure_check(gkv_store *s)
 
     if (mdb_env_get_fd(s->st_env, &fd) != 0)
         return GKV_OK;
-    for (int i = 0; i < 4 && rc == GKV_EBUSY; i++) {
-        mrc = mdb_txn_begin(s->st_env, NULL, MDB_RDONLY, &txn);
+    for (int i = 0; i < 8 && rc == GKV_EBUSY; i++) {
+        mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, &txn);
         if (mrc == MDB_MAP_RESIZED &&
             (mrc = mdb_env_set_mapsize(s->st_env, 0)) == 0)
-            mrc = mdb_txn_begin(s->st_env, NULL, MDB_RDONLY, &txn);
+            mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0,
+                                &txn);
         if (mrc != 0)
             return kv__fail(NULL, kv__from_mdb(mrc), "store '%s': %s",
                             s->st_path, mdb_strerror(mrc));
-        rc = kv__walk(NULL, s->st_path, fd, mdb_txn_id(txn), NULL);
+        /* a write transaction's id is the newest commit's plus one */
+        rc = kv__walk(NULL, s->st_path, fd, mdb_txn_id(txn) - !rdonly, NULL);
         mdb_txn_abort(txn);
     }
-    return rc;
+    return rc == GKV_EBUSY ? GKV_OK : rc;
 }
 
 gkv_err
