@@ -224,8 +224,13 @@ catalog_note(struct walk *w, const unsigned char *k, size_t kl,
     if (w->nnames == w->cnames) {
         size_t c = w->cnames ? 2 * w->cnames : 16;
         struct tname *n = gkv__realloc(w->names, c * sizeof *n);
-        if (n == NULL)
+        if (n == NULL) {
+            if (w->rc == GKV_OK) {
+                w->rc = GKV_ENOMEM;
+                snprintf(w->why, sizeof w->why, "out of memory");
+            }
             return;
+        }
         w->names = n;
         w->cnames = c;
     }
@@ -298,8 +303,11 @@ leaf_value(struct walk *w, uint64_t pg, unsigned i, const unsigned char *n,
         db_decode(dp, &sub);
         return walk_db(w, known[k], &sub);
     }
-    if (w->d.is_cat)
+    if (w->d.is_cat) {
         catalog_note(w, key, klen, dp, dsize);
+        if (w->rc != GKV_OK)
+            return -1;
+    }
     if (w->d.is_free) {
         /* an IDL: a count, then that many page numbers, descending */
         uint64_t cnt = dsize >= 8 ? get64(dp) : 0, prev = UINT64_MAX;
@@ -628,6 +636,8 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
     struct walk w;
     struct meta m[2];
     const struct meta *cur = NULL;
+    unsigned char *block = NULL;
+    size_t nbuf;
     gkv_err rc;
 
     memset(&w, 0, sizeof w);
@@ -664,17 +674,18 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
     w.info = info;
     w.rc = GKV_OK;
     w.bad_pg = NO_PAGE;
-    if ((w.seen = gkv__calloc(1, (size_t)(w.npages / 8 + 1))) == NULL) {
-        rc = kv__fail(s, GKV_ENOMEM, "store '%s': no memory to check it",
-                      path);
+    /* one block: the page buffers, then the bitmap of pages reached */
+    nbuf = sizeof w.buf / sizeof w.buf[0];
+    if (w.npages / 8 + 1 > SIZE_MAX - (size_t)nbuf * w.psize ||
+        (block = gkv__calloc(1, (size_t)nbuf * w.psize +
+                                (size_t)(w.npages / 8 + 1))) == NULL) {
+        rc = kv__fail(s, GKV_ENOMEM, "store '%s': out of memory to check "
+                      "its structure", path);
         goto out;
     }
-    for (unsigned i = 0; i < sizeof w.buf / sizeof w.buf[0]; i++)
-        if ((w.buf[i] = gkv__malloc(w.psize)) == NULL) {
-            rc = kv__fail(s, GKV_ENOMEM, "store '%s': no memory to check "
-                          "it", path);
-            goto out;
-        }
+    for (size_t i = 0; i < nbuf; i++)
+        w.buf[i] = block + i * w.psize;
+    w.seen = block + nbuf * w.psize;
     w.seen[0] |= 3;                 /* the meta pages */
     if (walk_db(&w, "main", &cur->dbs[1]) == 0)
         (void)walk_db(&w, "free list", &cur->dbs[0]);
@@ -711,13 +722,15 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
             snprintf(info->bad_db, sizeof info->bad_db, "%s",
                      w.d.db ? w.d.db : "?");
         }
-        rc = kv__fail(s, rc, "store '%s' is damaged: data.mdb %s%s%s: %s",
-                      path, w.d.db ? w.d.db : "?", at, tn, w.why);
+        if (rc != GKV_ECORRUPT)
+            rc = kv__fail(s, rc, "store '%s': checking data.mdb: %s", path,
+                          w.why);
+        else
+            rc = kv__fail(s, rc, "store '%s' is damaged: data.mdb %s%s%s: %s",
+                          path, w.d.db ? w.d.db : "?", at, tn, w.why);
     }
 out:
-    for (unsigned i = 0; i < sizeof w.buf / sizeof w.buf[0]; i++)
-        gkv__free(w.buf[i]);
-    gkv__free(w.seen);
+    gkv__free(block);
     gkv__free(w.names);
     return rc;
 }
