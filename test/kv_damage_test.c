@@ -27,7 +27,9 @@
  * the next case in a new child.
  *
  * Last, gkv-server and kvctl meet a damaged store: the server refuses it
- * at start with a message, kvctl's commands fail cleanly (exit 1). */
+ * at start with a message, kvctl's commands fail cleanly (exit 1); and a
+ * store cut short under an open handle, or under a running server, fails
+ * each request with an error instead of SIGBUS, and writes stay refused. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -672,6 +674,67 @@ test_damaged_while_open(void **state)
     gkv_store_close(s);
 }
 
+/* The same under a real gkv-server: data.mdb cut short while it serves
+ * faulted the server (SIGBUS) at the next pull. Now the request fails
+ * with an error reply (kvctl --server exits 1 naming the damage), the
+ * server stays up, and a put is refused too. */
+static void
+test_server_survives_cut_short(void **state)
+{
+    struct fx *f = *state;
+    struct dcase whole = {D_XOR, 0, 1, 0, 0};
+    struct gkvt_proc procs[4];
+    int np = 0, port = 0;
+    char cfg[4300], lock[4300], p[4300], addr[64];
+    char *sp = strdup(gkvt_prog("gkv-server"));
+    char *kp = strdup(gkvt_prog("kvctl"));
+    char *out = NULL, *err = NULL;
+
+    snprintf(cfg, sizeof cfg, "%s/ip2.cfg", f->dir);
+    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
+    snprintf(p, sizeof p, "%s/data.mdb", f->st);
+    unlink(lock);
+    assert_int_equal(restore(f, &whole), 0);
+    for (int k = 0; port == 0 && k < 20; k++) {
+        char *srv[] = {sp, "--store", f->st, "--ip-config", cfg, "--machine",
+                       "0", NULL};
+        struct gkvt_proc *pr;
+        FILE *fp = fopen(cfg, "w");
+        int cand = gkvt_port_candidate((unsigned)k + 71u, 1, 1);
+
+        assert_non_null(fp);
+        fprintf(fp, "127.0.0.1 %d\n", cand);
+        fclose(fp);
+        pr = gkvt_spawn(procs, &np, 4, f->dir, srv, "server.log");
+        if (gkvt_server_listening(pr))
+            port = cand;
+    }
+    assert_true(port != 0);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    {
+        char *get[] = {kp, "--server", addr, "get", "plain", "5", NULL};
+        char *put[] = {kp, "--server", addr, "put", "plain", "5", "1", "2",
+                       "3", "4", NULL};
+
+        assert_int_equal(gkvt_run(get, NULL, 0, &out, &err, 30), 0);
+        free(out);
+        free(err);
+        assert_int_equal(truncate(p, (off_t)(f->img_len / 3)), 0);
+        for (int k = 0; k < 2; k++) {
+            if (gkvt_run(k ? put : get, NULL, 0, &out, &err, 30) != 1 ||
+                strstr(err, "damaged") == NULL)
+                fail_msg("kvctl --server %s on a store cut short: %s",
+                         k ? "put" : "get", err);
+            free(out);
+            free(err);
+        }
+        assert_true(gkvt_proc_alive(&procs[np - 1]));
+    }
+    assert_int_equal(gkvt_proc_reap_all(procs, np), 0);
+    free(sp);
+    free(kp);
+}
+
 int
 main(void)
 {
@@ -680,6 +743,7 @@ main(void)
         cmocka_unit_test(test_multi_byte_and_truncation),
         cmocka_unit_test(test_server_and_kvctl_refuse),
         cmocka_unit_test(test_damaged_while_open),
+        cmocka_unit_test(test_server_survives_cut_short),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
