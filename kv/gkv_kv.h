@@ -88,7 +88,9 @@ GKV_API uint16_t gkv_f32_to_bf16(float f);
                             * read (pread) and checked before LMDB follows
                             * a pointer in them, and a damaged store is
                             * refused with GKV_ECORRUPT. It reads the tree
-                            * pages and one page per stored chunk */
+                            * pages and one page per stored chunk. (The two
+                            * header pages are checked still: LMDB divides
+                            * by their page size.) */
 
 typedef struct gkv_open_opts {
     uint64_t map_size;    /* initial map size in bytes; 0 = 1 GiB (address
