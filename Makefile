@@ -268,9 +268,12 @@ bench:
 	@$(BUILD)/gkv-bench-net $(BENCH_NET_ARGS)
 	@if [ -x $(BUILD)/gkv-bench-gpu ]; then $(BUILD)/gkv-bench-gpu $(BENCH_GPU_ARGS); fi
 
+# A soak program may run for long (kv_damage_test changes every byte of a
+# store, one case at a time): an hour each unless GKVT_TIMEOUT says.
 soak: deps
 	@$(MAKE) --no-print-directory build-tests
-	@GKVT_SOAK=1 GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS) $(EMU_TESTS)
+	@GKVT_SOAK=1 GKVT_TIMEOUT=$${GKVT_TIMEOUT:-3600} \
+	  GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS) $(EMU_TESTS)
 
 # make coverage: the tests built with gcov counters (-O0 --coverage;
 # atomic, as threads share them) in COV_BUILD, so build/ keeps its flags,

@@ -97,6 +97,14 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * whatever the umask: LMDB readers record
                             * themselves there). Without it a new store is
                             * private: directory 0700, files 0600 */
+#define GKV_NOCHECK 0x10u  /* skip the structure check of the open: every
+                            * page of every B-tree and the free list are
+                            * read (pread) and checked before LMDB follows
+                            * a pointer in them, and a damaged store is
+                            * refused with GKV_ECORRUPT. It reads the tree
+                            * pages and one page per stored chunk. (The two
+                            * header pages are checked still: LMDB divides
+                            * by their page size.) */
 
 typedef struct gkv_open_opts {
     uint64_t map_size;    /* initial map size in bytes; 0 = 1 GiB (address
@@ -113,7 +121,10 @@ typedef struct gkv_open_opts {
  * newer on-disk format), GKV_EBUSY (this process has the directory open
  * already, by whatever path; share that handle), GKV_EMAPFULL (no room on
  * the disk), GKV_EINVAL (an empty path, unknown flags, GKV_CREATE with
- * GKV_RDONLY), GKV_EPERM, GKV_EIO, GKV_ENOMEM. opts->max_readers takes
+ * GKV_RDONLY), GKV_ECORRUPT (a damaged data.mdb, or one cut short: the
+ * message names the first bad page), GKV_EPERM, GKV_EIO, GKV_ENOMEM.
+ * Unless GKV_NOCHECK, the structure of the store's file is checked first
+ * (GKV_NOCHECK above). opts->max_readers takes
  * effect when the store's lock file is made (its first open). */
 GKV_API gkv_err gkv_store_open(gkv_store **out, const char *path,
                                unsigned flags, const gkv_open_opts *opts);
@@ -588,7 +599,12 @@ typedef struct gkv_verify_report {
                              * the whole store only) */
 } gkv_verify_report;
 
-/* Recomputes the XXH3 checksum of every chunk of tensor 'name' (NULL: all
+/* First checks the structure of the store's file (data.mdb: every page of
+ * every B-tree and of the free list, as gkv_store_open does unless
+ * GKV_NOCHECK): when it is damaged, GKV_ECORRUPT with nothing counted in
+ * *rep, the first bad page (and its tensor) named in gkv_store_errmsg(),
+ * and the handle refuses writes until the store is reopened. Then
+ * recomputes the XXH3 checksum of every chunk of tensor 'name' (NULL: all
  * tensors) and checks every chunk is present with the right size. With
  * 'name' NULL it also counts orphans: data keys that belong to no tensor.
  * Returns GKV_ECORRUPT when any chunk is bad or any key an orphan; the

@@ -75,6 +75,11 @@ struct gkv_store {
     size_t st_nowners;
     int st_listed;
     size_t st_psize;              /* LMDB page size, bytes */
+    /* set (__atomic) once this handle found the store damaged under it:
+     * data.mdb cut short, or a verify's structure check failed; writes
+     * are refused from then on, until the store is reopened */
+    int st_damaged;
+    uint64_t st_fsize;            /* data.mdb's largest size seen (__atomic) */
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing
      * set so no new txn starts meanwhile. */
@@ -164,7 +169,10 @@ gkv_err kv__enter(gkv_store *s);
 void    kv__leave(gkv_store *s);
 
 /* Begins an LMDB txn (read-only when 'rdonly'), adopting a map that another
- * process grew. The caller has done kv__enter(). */
+ * process grew. The caller has done kv__enter(). GKV_ECORRUPT when
+ * data.mdb is shorter than this handle saw it (cut short while open: a
+ * read of a missing page would be SIGBUS), and for a write when the
+ * handle found the store damaged (st_damaged). */
 gkv_err kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out);
 
 /* A read snapshot for one call: 'tx' if given, else a fresh one that
@@ -190,12 +198,46 @@ gkv_err kv__write_named(gkv_store *s, const char *n1, const char *n2,
  * aborted): every write transaction begun before has ended. */
 gkv_err kv__writer_barrier(gkv_store *s);
 
+/* Marks s damaged (st_damaged): its writes are refused from now on. */
+void    kv__damaged(gkv_store *s);
+
 /* mdb_env_sync, with the message (no write-back flush first). */
 gkv_err kv__env_sync(gkv_store *s);
 
 /* Translates an LMDB or errno code (once, at the boundary): MDB_* codes
  * and ENOSPC (GKV_EMAPFULL) here, the rest by gkv__from_errno(). */
 gkv_err kv__from_mdb(int rc);
+
+/* ---- the structure of data.mdb (walk.c) -------------------------------- */
+
+/* What a walk found: the snapshot's pages and how they are used, and the
+ * first bad page (UINT64_MAX: the record of database bad_db). */
+typedef struct kv_walk_info {
+    uint64_t pages;           /* last page + 1 */
+    uint32_t page_size;
+    uint64_t tree_pages;      /* branch and leaf pages of every tree */
+    uint64_t overflow_pages;  /* pages of values too big for a leaf */
+    uint64_t free_pages;      /* page numbers on the free list */
+    uint64_t bad_page;
+    char bad_db[16];
+} kv_walk_info;
+
+/* Checks the two meta (header) pages of data.mdb, open at 'fd', before
+ * LMDB reads them (LMDB divides by their page size and maps by their last
+ * page). GKV_ECORRUPT, with "store 'path' is damaged: ..." as the message
+ * of the NULL handle, when either is damaged; GKV_EVERSION only when both
+ * are whole LMDB meta pages of another data version. */
+gkv_err kv__walk_meta(const char *path, int fd);
+/* Checks the structure of the snapshot of transaction 'txnid' (0: the
+ * newest meta page's) with pread: every tree of it and the free list, as
+ * walk.c describes, following no number before it is checked. The caller
+ * holds a read transaction of 'txnid' (so no writer reuses its pages
+ * meanwhile), or no writer can run. GKV_ECORRUPT with the first bad page,
+ * its database and, for data pages, the tensor; GKV_EBUSY when 'txnid' is no longer on the meta pages.
+ * 'info' may be NULL. Reads every tree page and the first page of every
+ * overflow value. The message goes to handle 's' (NULL: a failed open). */
+gkv_err kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
+                 kv_walk_info *info);
 
 /* ---- catalog (tensor.c) ------------------------------------------------ */
 

@@ -26,8 +26,10 @@ kv__from_mdb(int rc)
     case MDB_NOTFOUND:         return GKV_ENOTFOUND;
     case MDB_MAP_FULL:         return GKV_EMAPFULL;
     case ENOSPC:               return GKV_EMAPFULL;
-    case MDB_INVALID:
     case MDB_VERSION_MISMATCH: return GKV_EVERSION;
+    /* "not an LMDB file": for a store's data.mdb, a damaged header (the
+     * structure check at open says which page) */
+    case MDB_INVALID:
     case MDB_CORRUPTED:
     case MDB_PAGE_NOTFOUND:    return GKV_ECORRUPT;
     case MDB_READERS_FULL:     return GKV_EBUSY;
@@ -280,6 +282,47 @@ snapshot_lags(gkv_store *s, MDB_txn *txn)
            ei.me_last_txnid > mdb_txn_id(txn);
 }
 
+void
+kv__damaged(gkv_store *s)
+{
+    __atomic_store_n(&s->st_damaged, 1, __ATOMIC_RELEASE);
+}
+
+/* data.mdb's size against the largest this handle has seen: LMDB never
+ * makes the file shorter, so a shorter one was cut short under this
+ * process, and a read of a missing page would fault (SIGBUS). The request
+ * fails instead, and the handle writes no more. (Not against the newest
+ * meta page's last page: a commit leaves the pages it allocated and freed
+ * again at the end unwritten, so a sound file may end before it.) */
+static gkv_err
+size_check(gkv_store *s)
+{
+    mdb_filehandle_t fd;
+    struct stat st;
+    /* read before the fstat: a size another thread saw after ours was
+     * taken may be larger than ours, and no sign of a cut */
+    uint64_t seen = __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE), cur;
+
+    if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
+        return GKV_OK;
+    if ((uint64_t)st.st_size >= seen) {
+        cur = seen;                 /* raise it to ours, if still larger */
+        while ((uint64_t)st.st_size > cur &&
+               !__atomic_compare_exchange_n(&s->st_fsize, &cur,
+                                            (uint64_t)st.st_size, 0,
+                                            __ATOMIC_RELEASE,
+                                            __ATOMIC_ACQUIRE))
+            ;
+        return GKV_OK;
+    }
+    kv__damaged(s);
+    return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its data.mdb "
+                    "is now %llu bytes, but was %llu (cut short while open); "
+                    "this handle refuses writes until the store is repaired "
+                    "and reopened", s->st_path, (unsigned long long)st.st_size,
+                    (unsigned long long)seen);
+}
+
 gkv_err
 kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
 {
@@ -287,6 +330,12 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
     gkv_err rc;
 
     *out = NULL;
+    if (!rdonly && __atomic_load_n(&s->st_damaged, __ATOMIC_ACQUIRE))
+        return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged (found so "
+                        "while open): writes are refused until it is repaired "
+                        "and reopened", s->st_path);
+    if ((rc = size_check(s)) != GKV_OK)
+        return rc;
     if (!rdonly)
         reader_sweep(s, 0);
     for (int attempt = 0; attempt < 8; attempt++) {
@@ -733,6 +782,12 @@ store_init(gkv_store *s)
         rc = kv__fail(s, rc, "store '%s': bad format record", s->st_path);
         goto out;
     }
+    if (fmt > KV_FORMAT + 1000u) {
+        /* no gkv will write that many formats: a damaged record */
+        rc = kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its format "
+                      "record reads %u", s->st_path, fmt);
+        goto out;
+    }
     if (fmt > KV_FORMAT) {
         rc = kv__fail(s, GKV_EVERSION, "store '%s' has on-disk format %u; this "
                       "gkv (%s) reads format %u and older", s->st_path, fmt,
@@ -784,6 +839,64 @@ lock_prealloc(const char *dir, unsigned readers, mode_t mode)
                     "for its lock file: %s", dir, strerror(e));
 }
 
+#define OPEN_FLAGS (GKV_CREATE | GKV_RDONLY | GKV_NOSYNC | GKV_SHARE_GROUP | \
+                    GKV_NOCHECK)
+
+/* kv__walk_meta of DIR/data.mdb ('data'). A commit writing a header page
+ * while it is read can look like damage: a fault is believed when it
+ * stays over a few reads. */
+static gkv_err
+header_check(const char *path, const char *data)
+{
+    gkv_err rc = GKV_OK;
+    int fd;
+
+    if ((fd = open(data, O_RDONLY | O_CLOEXEC)) < 0)
+        return GKV_OK;                  /* LMDB will say what is wrong */
+    for (int i = 0; i < 4; i++) {
+        if ((rc = kv__walk_meta(path, fd)) != GKV_ECORRUPT)
+            break;
+        usleep(20000);
+    }
+    close(fd);
+    return rc;
+}
+
+/* kv__walk of the newest snapshot while no writer can free its pages: a
+ * writable handle holds LMDB's writer lock (a write transaction begun and
+ * aborted: it reads no page), so the newest meta page stays too; a
+ * read-only one pins a snapshot with a read transaction, and a writer in
+ * another process may overwrite that snapshot's meta page (two commits):
+ * then it tries again, and after 8 tries opens unchecked (a store written
+ * so busily by another process is one that process reads whole). The
+ * message goes to the NULL handle (a failed open). */
+static gkv_err
+structure_check(gkv_store *s)
+{
+    int rdonly = (s->st_flags & GKV_RDONLY) != 0;
+    MDB_txn *txn = NULL;
+    mdb_filehandle_t fd;
+    gkv_err rc = GKV_EBUSY;
+    int mrc;
+
+    if (mdb_env_get_fd(s->st_env, &fd) != 0)
+        return GKV_OK;
+    for (int i = 0; i < 8 && rc == GKV_EBUSY; i++) {
+        mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, &txn);
+        if (mrc == MDB_MAP_RESIZED &&
+            (mrc = mdb_env_set_mapsize(s->st_env, 0)) == 0)
+            mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0,
+                                &txn);
+        if (mrc != 0)
+            return kv__fail(NULL, kv__from_mdb(mrc), "store '%s': %s",
+                            s->st_path, mdb_strerror(mrc));
+        /* a write transaction's id is the newest commit's plus one */
+        rc = kv__walk(NULL, s->st_path, fd, mdb_txn_id(txn) - !rdonly, NULL);
+        mdb_txn_abort(txn);
+    }
+    return rc == GKV_EBUSY ? GKV_OK : rc;
+}
+
 gkv_err
 gkv_store_open(gkv_store **out, const char *path, unsigned flags,
                const gkv_open_opts *opts)
@@ -806,10 +919,9 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         return kv__fail(NULL, GKV_EINVAL, "empty store path");
     if ((flags & GKV_CREATE) && (flags & GKV_RDONLY))
         return kv__fail(NULL, GKV_EINVAL, "GKV_CREATE and GKV_RDONLY together");
-    if (flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC | GKV_SHARE_GROUP))
+    if (flags & ~OPEN_FLAGS)
         return kv__fail(NULL, GKV_EINVAL, "store '%s': unknown open flags 0x%x",
-                        path, flags & ~(GKV_CREATE | GKV_RDONLY | GKV_NOSYNC |
-                                        GKV_SHARE_GROUP));
+                        path, flags & ~OPEN_FLAGS);
     if ((s = gkv__calloc(1, sizeof *s)) == NULL)
         return GKV_ENOMEM;
     s->st_wbo_fd = -1;
@@ -872,6 +984,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
                       "no data.mdb");
         goto fail;
     }
+    /* LMDB trusts the header pages: their page size divides, their last
+     * page sizes the map */
+    if (stat(data, &sb) == 0 && sb.st_size > 0 &&
+        (rc = header_check(path, data)) != GKV_OK)
+        goto fail;
     if (!(flags & GKV_RDONLY) &&
         (rc = lock_prealloc(path, opts && opts->max_readers ?
                             opts->max_readers : DEFAULT_READERS,
@@ -945,6 +1062,9 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
             goto fail;
         }
     }
+    if (!(flags & GKV_NOCHECK) && (rc = structure_check(s)) != GKV_OK)
+        goto fail;
+    (void)size_check(s);            /* the size it starts from */
     if ((rc = store_init(s)) != GKV_OK) {
         /* move the message from the store handle to the NULL handle */
         char msg[640];

@@ -230,6 +230,35 @@ spec_check(gkv_store *s, const char *name, const gkv_tensor_spec *sp, kv_rec *r)
     return GKV_OK;
 }
 
+/* A damaged meta/next_tid would hand out an id that stored chunks have:
+ * the new tensor would read, and verify would check, another's rows. One
+ * cursor step finds a chunk of id 'tid' (ids start at 1). */
+static gkv_err
+tid_unused(gkv_store *s, MDB_txn *txn, uint32_t tid)
+{
+    unsigned char kb[KV_KEY_LEN];
+    MDB_cursor *cur;
+    MDB_val k = {KV_KEY_LEN, kb}, d;
+    int mrc, used;
+
+    if (tid == 0)
+        return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its "
+                        "meta/next_tid is 0", s->st_path);
+    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
+        return kv__fail(s, kv__from_mdb(mrc), "data: %s", mdb_strerror(mrc));
+    kv__key(kb, tid, 0);
+    mrc = mdb_cursor_get(cur, &k, &d, MDB_SET_RANGE);
+    used = mrc == 0 && k.mv_size >= 4 && kv__key_tid(k.mv_data) == tid;
+    mdb_cursor_close(cur);
+    if (mrc != 0 && mrc != MDB_NOTFOUND)
+        return kv__fail(s, kv__from_mdb(mrc), "data: %s", mdb_strerror(mrc));
+    if (used)
+        return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its "
+                        "meta/next_tid (%u) is an id stored chunks have",
+                        s->st_path, tid);
+    return GKV_OK;
+}
+
 gkv_err
 kv__rec_create(gkv_store *s, MDB_txn *txn, const char *name,
                const gkv_tensor_spec *spec, kv_rec *out)
@@ -255,6 +284,8 @@ kv__rec_create(gkv_store *s, MDB_txn *txn, const char *name,
     if (tid == UINT32_MAX)
         return kv__fail(s, GKV_EINVAL, "store '%s': tensor ids exhausted",
                         s->st_path);
+    if ((rc = tid_unused(s, txn, tid)) != GKV_OK)
+        return rc;
     r.tid = tid++;
     d.mv_size = 4;
     d.mv_data = &tid;
@@ -922,6 +953,55 @@ verify_orphans(gkv_store *s, MDB_txn *txn, gkv_tensor_desc *v, size_t n,
     return GKV_OK;
 }
 
+/* meta/next_tid is above every id a record has (else the next create
+ * would take a used id). v[0..n): every catalog record. */
+static gkv_err
+verify_next_tid(gkv_store *s, MDB_txn *txn, const gkv_tensor_desc *v,
+                size_t n)
+{
+    MDB_val k = {8, "next_tid"}, d;
+    uint32_t next;
+    int mrc;
+
+    if ((mrc = mdb_get(txn, s->st_meta, &k, &d)) != 0 || d.mv_size != 4)
+        return kv__fail(s, GKV_ECORRUPT, "store '%s': no tensor id counter",
+                        s->st_path);
+    memcpy(&next, d.mv_data, 4);
+    for (size_t i = 0; i < n; i++)
+        if (v[i].id >= next || next == 0)
+            return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its "
+                            "meta/next_tid (%u) is not above the id of "
+                            "tensor '%s' (%u)", s->st_path, next, v[i].name,
+                            v[i].id);
+    return GKV_OK;
+}
+
+/* Begins snapshot *sn and walks the structure of data.mdb in it (walk.c)
+ * before anything follows a pointer of it. The walk needs the snapshot's
+ * meta page, which two commits since it began overwrite: then it tries a
+ * newer snapshot. On an error no snapshot is left open. */
+static gkv_err
+verify_structure(gkv_store *s, kv_snap *sn)
+{
+    mdb_filehandle_t fd;
+    gkv_err rc = GKV_OK;
+
+    for (int i = 0; i < 16; i++) {
+        if ((rc = kv__snap_begin(s, NULL, sn)) != GKV_OK)
+            return rc;
+        if (mdb_env_get_fd(s->st_env, &fd) != 0 ||
+            (rc = kv__walk(s, s->st_path, fd, mdb_txn_id(sn->txn),
+                           NULL)) == GKV_OK)
+            return GKV_OK;
+        kv__snap_end(sn);
+        if (rc == GKV_ECORRUPT)
+            kv__damaged(s);       /* no write may follow its pointers */
+        if (rc != GKV_EBUSY)
+            break;
+    }
+    return rc;
+}
+
 gkv_err
 gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
 {
@@ -938,7 +1018,7 @@ gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
     memset(rep, 0, sizeof *rep);
     if (name != NULL && (rc = kv__name_check(s, name, 1)) != GKV_OK)
         return rc;
-    if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+    if ((rc = verify_structure(s, &sn)) != GKV_OK)
         return rc;
     if (name != NULL) {
         rc = verify_one(s, sn.txn, name, rep);
@@ -947,6 +1027,8 @@ gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
         if ((rc = gkv_tensor_list(s, &tx, 1, &v, &n)) == GKV_OK)
             for (size_t i = 0; i < n && rc == GKV_OK; i++)
                 rc = verify_one(s, sn.txn, v[i].name, rep);
+        if (rc == GKV_OK)
+            rc = verify_next_tid(s, sn.txn, v, n);
         if (rc == GKV_OK)
             rc = verify_orphans(s, sn.txn, v, n, rep, orphan, sizeof orphan);
     }

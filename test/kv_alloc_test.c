@@ -523,7 +523,7 @@ test_verify_and_list(void **state)
         GKVT_OK(gkv_tensor_create(f->a, name, &sp));
         GKVT_OK(gkv_tensor_create(f->b, name, &sp));
     }
-    assert_int_equal(countdown(f, "verify all", op_verify, NULL), 2);
+    assert_int_equal(countdown(f, "verify all", op_verify, NULL), 5);
     countdown(f, "verify one", op_verify, "emb");
     assert_int_equal(countdown(f, "list", op_list, &zero), 2);
     assert_int_equal(countdown(f, "list with state", op_list, &one), 2);

@@ -165,7 +165,8 @@ static const struct cmd cmds[] = {
     {"rename", kvctl__cmd_rename, 2, 2, 0, "rename FROM TO",
      "Renames tensor FROM (and its optimizer state) to TO.\n"},
     {"verify", kvctl__cmd_verify, 0, 1, 0, "verify [NAME]",
-     "Recomputes the checksum of every chunk of NAME (default: all tensors).\n"
+     "Checks the structure of the store's file (every B-tree page), then\n"
+     "recomputes the checksum of every chunk of NAME (default: all tensors).\n"
      "Exit status 1 when any chunk is corrupt; the first bad one is named.\n"},
     {"stat", kvctl__cmd_stat, 0, 0, 0, "stat",
      "Prints store statistics: format, map size, bytes in use, page size,\n"
@@ -209,7 +210,7 @@ usage(FILE *f)
 "                          drop a tensor's optimizer state\n"
 "  rm NAME                 delete a tensor and its optimizer state\n"
 "  rename FROM TO          rename a tensor\n"
-"  verify [NAME]           check the checksum of every chunk\n"
+"  verify [NAME]           check the file's structure and every chunk\n"
 "  stat                    store statistics\n"
 "\n"
 "       kvctl [--json] --server HOST:PORT [--token-file F] [--group NAME]\n"

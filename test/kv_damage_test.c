@@ -1,0 +1,749 @@
+/* kv_damage_test.c - a damaged store never crashes gkv (issue 26).
+ *
+ * SQLite's way: a small store holding every kind of tensor (plain, with
+ * chunks small enough to need branch pages; GKV_TENSOR_HOT; optimizer
+ * state companions; a tensor written in write-back mode and flushed; a
+ * zeros tensor partly written; a deleted one, so the free list holds
+ * pages) is damaged one way at a time, and after each: open (which checks
+ * the file's structure), verify, what a server does at start (prefault),
+ * pull every row of every tensor, push (assign and adam), pull the pushed
+ * row back, close. Nothing may crash or hang: every step ends in a clean
+ * error or a correct answer, and a store that verify passes must pull
+ * exactly the rows it was built with (a flipped byte that nothing notices
+ * and that changes an answer is a failure too). One exception is counted
+ * and printed, not failed: a changed transaction number in the older
+ * header page that makes it read as the newer one (parity and sequence
+ * kept) makes LMDB read the commit before the last, whose tree is whole;
+ * the rows must then be exactly those before the last commit. Nothing in
+ * LMDB 0.9's pages tells which commit is newer but that number.
+ *
+ * The damage: one byte changed (XOR with a random non-zero mask) at every
+ * byte of every page header, of both meta pages' records, and at a stride
+ * through the rest of data.mdb; a sample of multi-byte damage (runs of
+ * random bytes, zeroed and random pages); truncations. GKVT_SOAK=1 (make
+ * soak) changes every byte of the file and samples far more. The cases
+ * run in a child process, a batch at a time, each under an alarm; a
+ * crash or hang names the case and the step, and the sweep goes on with
+ * the next case in a new child.
+ *
+ * Last, gkv-server and kvctl meet a damaged store: the server refuses it
+ * at start with a message, kvctl's commands fail cleanly (exit 1); and a
+ * store cut short under an open handle, or under a running server, fails
+ * each request with an error instead of SIGBUS, and writes stay refused. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "gkvt.h"
+#include "kv_int.h"
+
+#define PSIZE      4096u
+#define MAX_FAILS  20
+#define CASE_S     20      /* seconds one case may take */
+
+/* One tensor's rows as built. */
+struct ref {
+    char name[GKV_NAME_MAX + 1];
+    uint64_t lo, hi;
+    size_t row_bytes;
+    unsigned char *rows;
+};
+
+/* The damage of one case. */
+enum dkind { D_XOR, D_RUN, D_PAGE_ZERO, D_PAGE_RAND, D_TRUNC };
+
+struct dcase {
+    enum dkind kind;
+    uint64_t off;          /* byte (D_XOR, D_RUN), page start, or new size */
+    uint32_t len;          /* bytes (D_RUN) */
+    uint8_t mask;          /* D_XOR */
+    uint64_t seed;         /* D_RUN, D_PAGE_RAND */
+};
+
+/* What the child says, in shared memory: the case it is on and its step. */
+struct shared {
+    volatile long cur;
+    volatile int step;
+    volatile long done;
+    /* counts of outcomes */
+    volatile long refused, corrupt, clean, pull_err, push_err;
+    volatile long rolled;   /* read the commit before the last: see below */
+    volatile long wrong;                     /* a wrong answer: a failure */
+    char wrong_msg[512];
+};
+
+static const char *const steps[] = {"restore", "open", "verify", "prefault",
+                                    "pull", "push", "pull after push",
+                                    "close"};
+
+struct fx {
+    char *dir;             /* the temporary directory */
+    char st[4200];         /* the store damaged case by case */
+    unsigned char *img;    /* data.mdb as built */
+    size_t img_len;
+    struct ref *refs;
+    size_t nrefs;
+    struct ref *prev;      /* the rows before the last commit */
+    size_t nprev;
+    struct shared *sh;
+};
+
+static void
+build_store(const char *st)
+{
+    gkv_store *s;
+    gkv_tensor_spec plain = gkvt_spec_init(GKV_F32, 4, 0, 2400,
+                                           GKV_INIT_UNIFORM);
+    gkv_tensor_spec hot = gkvt_spec_init(GKV_F32, 16, 100, 700,
+                                         GKV_INIT_NORMAL);
+    gkv_tensor_spec opt = gkvt_spec_init(GKV_F32, 8, 0, 300, GKV_INIT_CONST);
+    gkv_tensor_spec wb = gkvt_spec_init(GKV_F16, 8, 0, 500, GKV_INIT_UNIFORM);
+    gkv_tensor_spec zeros = gkvt_spec(GKV_I64, 2, 0, 4000);
+    gkv_tensor_spec tmp = gkvt_spec_init(GKV_F32, 64, 0, 200,
+                                         GKV_INIT_UNIFORM);
+    gkv_push_args adam = {.handler = "adam", .lr = 0.1};
+    uint64_t ids[40];
+    float g[40 * 8];
+    int64_t z[40 * 2];
+    uint16_t h[40 * 8];
+
+    plain.chunk_rows = 16;          /* 150 small chunks: branch pages */
+    hot.flags = GKV_TENSOR_HOT;
+    zeros.init = GKV_INIT_ZEROS;
+    zeros.chunk_rows = 256;
+    GKVT_OK(gkv_store_open(&s, st, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, "plain", &plain));
+    GKVT_OK(gkv_tensor_create(s, "hot", &hot));
+    GKVT_OK(gkv_tensor_create(s, "opt", &opt));
+    GKVT_OK(gkv_tensor_create(s, "wb", &wb));
+    GKVT_OK(gkv_tensor_create(s, "zeros", &zeros));
+    GKVT_OK(gkv_tensor_create(s, "tmp", &tmp));
+    for (int i = 0; i < 40; i++) {
+        ids[i] = (uint64_t)(i * 7);
+        for (int j = 0; j < 8; j++) {
+            g[i * 8 + j] = (float)(i - j) / 8;
+            h[i * 8 + j] = gkv_f32_to_f16((float)(i + j));
+        }
+        z[2 * i] = i;
+        z[2 * i + 1] = -i;
+    }
+    GKVT_OK(gkv_tensor_push(s, "opt", ids, 40, g, sizeof g, &adam));
+    GKVT_OK(gkv_tensor_push(s, "opt", ids, 20, g, 20 * 8 * 4, &adam));
+    GKVT_OK(gkv_tensor_push(s, "zeros", ids, 40, z, sizeof z, NULL));
+    GKVT_OK(gkv_writeback_start(s, "wb", 0));
+    GKVT_OK(gkv_tensor_push(s, "wb", ids, 40, h, sizeof h,
+                            &(gkv_push_args){.handler = "add"}));
+    GKVT_OK(gkv_writeback_flush(s));
+    GKVT_OK(gkv_writeback_stop(s, "wb"));
+    GKVT_OK(gkv_tensor_delete(s, "tmp"));      /* its pages: the free list */
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+}
+
+/* The store's last commit: a push to "plain". */
+static void
+last_commit(const char *st)
+{
+    gkv_store *s;
+    uint64_t ids[10];
+    float g[10 * 4];
+
+    for (int i = 0; i < 10; i++) {
+        ids[i] = (uint64_t)(i * 7);
+        for (int j = 0; j < 4; j++)
+            g[i * 4 + j] = (float)(i * j) + 0.25f;
+    }
+    GKVT_OK(gkv_store_open(&s, st, 0, NULL));
+    GKVT_OK(gkv_tensor_push(s, "plain", ids, 10, g, sizeof g, NULL));
+    gkv_store_close(s);
+}
+
+/* Reads every row of every tensor (state companions too) into refs. */
+static void
+read_refs(struct fx *f, struct ref **out, size_t *nout)
+{
+    gkv_tensor_desc *v;
+    gkv_store *s;
+    size_t n;
+
+    GKVT_OK(gkv_store_open(&s, f->st, GKV_RDONLY, NULL));
+    GKVT_OK(gkv_tensor_list(s, NULL, 1, &v, &n));
+    assert_true(n >= 8);          /* 5 tensors, adam's 3 companions */
+    *out = calloc(n, sizeof **out);
+    for (size_t i = 0; i < n; i++) {
+        struct ref *r = &(*out)[i];
+        size_t len = (size_t)(v[i].hi - v[i].lo) * v[i].row_bytes;
+
+        snprintf(r->name, sizeof r->name, "%s", v[i].name);
+        r->lo = v[i].lo;
+        r->hi = v[i].hi;
+        r->row_bytes = v[i].row_bytes;
+        r->rows = malloc(len);
+        GKVT_OK(gkv_tensor_read(s, NULL, r->name, r->lo, r->hi, r->rows, len));
+    }
+    *nout = n;
+    gkv_free(v);
+    gkv_store_close(s);
+}
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof *f);
+    char ref[4200], p[4300];
+    struct stat sb;
+    int fd;
+
+    f->dir = gkvt_mkdtemp("damage");
+    snprintf(ref, sizeof ref, "%s/ref", f->dir);
+    snprintf(f->st, sizeof f->st, "%s/st", f->dir);
+    build_store(ref);
+    snprintf(f->st, sizeof f->st, "%s", ref);
+    read_refs(f, &f->prev, &f->nprev);
+    last_commit(ref);
+    read_refs(f, &f->refs, &f->nrefs);
+    assert_int_equal(f->nprev, f->nrefs);
+    snprintf(f->st, sizeof f->st, "%s/st", f->dir);
+    snprintf(p, sizeof p, "%s/data.mdb", ref);
+    fd = open(p, O_RDONLY);
+    assert_true(fd >= 0 && fstat(fd, &sb) == 0);
+    f->img_len = (size_t)sb.st_size;
+    f->img = malloc(f->img_len);
+    assert_int_equal(pread(fd, f->img, f->img_len, 0), (ssize_t)f->img_len);
+    close(fd);
+    assert_int_equal(mkdir(f->st, 0755), 0);
+    f->sh = mmap(NULL, sizeof *f->sh, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(f->sh != MAP_FAILED);
+    print_message("damage: data.mdb of %zu bytes (%zu pages), %zu tensors\n",
+                  f->img_len, f->img_len / PSIZE, f->nrefs);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    for (size_t i = 0; i < f->nrefs; i++) {
+        free(f->refs[i].rows);
+        free(f->prev[i].rows);
+    }
+    free(f->refs);
+    free(f->prev);
+    free(f->img);
+    munmap(f->sh, sizeof *f->sh);
+    gkvt_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Writes data.mdb of the case: the image as built, damaged. */
+static int
+restore(struct fx *f, const struct dcase *c)
+{
+    char p[4300];
+    unsigned char *b = malloc(f->img_len);
+    size_t len = f->img_len;
+    uint64_t x = c->seed;
+    int fd, ok;
+
+    memcpy(b, f->img, len);
+    switch (c->kind) {
+    case D_XOR:
+        b[c->off] ^= c->mask;
+        break;
+    case D_RUN:
+        for (uint32_t i = 0; i < c->len && c->off + i < len; i++)
+            b[c->off + i] = (unsigned char)tools__splitmix64(&x);
+        break;
+    case D_PAGE_ZERO:
+        memset(b + c->off, 0, PSIZE);
+        break;
+    case D_PAGE_RAND:
+        for (uint32_t i = 0; i < PSIZE; i++)
+            b[c->off + i] = (unsigned char)tools__splitmix64(&x);
+        break;
+    case D_TRUNC:
+        len = (size_t)c->off;
+        break;
+    }
+    snprintf(p, sizeof p, "%s/data.mdb", f->st);
+    fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ok = fd >= 0 && write(fd, b, len) == (ssize_t)len;
+    if (fd >= 0)
+        close(fd);
+    free(b);
+    return ok ? 0 : -1;
+}
+
+static void
+wrong(struct fx *f, const struct dcase *c, const char *what)
+{
+    if (f->sh->wrong++ == 0)
+        snprintf(f->sh->wrong_msg, sizeof f->sh->wrong_msg, "case kind %d "
+                 "offset %llu mask 0x%02x: %s", (int)c->kind,
+                 (unsigned long long)c->off, c->mask, what);
+}
+
+/* Runs one case in this (child) process. */
+static void
+run_case(struct fx *f, const struct dcase *c)
+{
+    struct shared *sh = f->sh;
+    gkv_store *s = NULL;
+    gkv_err rc, vrc;
+    float row[4] = {7.5f, -1, 2, 3}, got[4], g[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    uint64_t id = 5, oid = 3;
+    int all_ok = 1, rolled = 0;
+
+    sh->step = 0;
+    if (restore(f, c) != 0) {
+        wrong(f, c, "cannot write data.mdb");
+        return;
+    }
+    sh->step = 1;
+    rc = gkv_store_open(&s, f->st, GKV_NOSYNC, NULL);
+    if (rc != GKV_OK) {
+        const char *m = gkv_store_errmsg(NULL);
+        sh->refused++;
+        if (m == NULL || *m == '\0')
+            wrong(f, c, "open failed without a message");
+        else if (rc == GKV_EVERSION && c->off < 2 * PSIZE)
+            wrong(f, c, "a damaged header page reads as a version mismatch");
+        return;
+    }
+    sh->step = 2;
+    vrc = gkv_store_verify(s, NULL, NULL);
+    if (vrc != GKV_OK)
+        sh->corrupt++;
+    sh->step = 3;
+    if (gkv_store_prefault(s) != GKV_OK)
+        all_ok = 0;
+    sh->step = 4;
+    for (size_t i = 0; i < f->nrefs; i++) {
+        const struct ref *r = &f->refs[i];
+        size_t len = (size_t)(r->hi - r->lo) * r->row_bytes;
+        unsigned char *b = malloc(len);
+
+        rc = gkv_tensor_read(s, NULL, r->name, r->lo, r->hi, b, len);
+        if (rc != GKV_OK)
+            all_ok = 0;
+        else if (vrc == GKV_OK && memcmp(b, r->rows, len) != 0) {
+            if (memcmp(b, f->prev[i].rows, len) == 0)
+                rolled = 1;
+            else
+                wrong(f, c, "verify passed, but a pull returned other rows");
+        }
+        free(b);
+    }
+    sh->step = 5;
+    rc = gkv_tensor_push(s, "plain", &id, 1, row, sizeof row, NULL);
+    if (gkv_tensor_push(s, "opt", &oid, 1, g, sizeof g,
+                        &(gkv_push_args){.handler = "adam"}) != GKV_OK)
+        sh->push_err++;
+    if (rc != GKV_OK) {
+        sh->push_err++;
+    } else {
+        sh->step = 6;
+        if (gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got) ==
+                GKV_OK) {
+            if (vrc == GKV_OK && memcmp(got, row, sizeof row) != 0)
+                wrong(f, c, "a pushed row pulled back different");
+        } else {
+            all_ok = 0;
+        }
+    }
+    if (rolled)
+        sh->rolled++;
+    if (!all_ok)
+        sh->pull_err++;
+    if (vrc == GKV_OK && all_ok)
+        sh->clean++;
+    sh->step = 7;
+    gkv_store_close(s);
+}
+
+static void
+describe(const struct dcase *c, char *b, size_t bl)
+{
+    static const char *const kinds[] = {"xor", "run", "zero page",
+                                        "random page", "truncate"};
+
+    snprintf(b, bl, "%s at %llu (page %llu + %llu) len %u mask 0x%02x "
+             "seed %llu", kinds[c->kind], (unsigned long long)c->off,
+             (unsigned long long)(c->off / PSIZE),
+             (unsigned long long)(c->off % PSIZE), c->len, c->mask,
+             (unsigned long long)c->seed);
+}
+
+/* Runs cases [0, n) in child processes; fails naming each crash or hang. */
+static void
+sweep(struct fx *f, const struct dcase *cs, long n)
+{
+    struct shared *sh = f->sh;
+    char lock[4300];
+    int fails = 0;
+    long next = 0;
+    double t0 = tools__now_s();
+
+    memset(sh, 0, sizeof *sh);
+    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
+    while (next < n) {
+        pid_t pid;
+        int wst;
+
+        unlink(lock);           /* a crash may have left it locked */
+        sh->cur = next;
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            for (long i = next; i < n; i++) {
+                sh->cur = i;
+                alarm(CASE_S);
+                run_case(f, &cs[i]);
+                sh->done++;
+            }
+            _exit(0);
+        }
+        assert_int_equal(waitpid(pid, &wst, 0), pid);
+        if (WIFEXITED(wst) && WEXITSTATUS(wst) == 0)
+            break;
+        {
+            char d[200];
+            describe(&cs[sh->cur], d, sizeof d);
+            print_error("case %ld (%s): %s in step '%s'\n", sh->cur, d,
+                        WIFSIGNALED(wst) ? (WTERMSIG(wst) == SIGALRM ?
+                        "hung" : strsignal(WTERMSIG(wst))) : "exited",
+                        steps[sh->step]);
+        }
+        fails++;
+        next = sh->cur + 1;
+        if (fails >= MAX_FAILS)
+            break;
+    }
+    print_message("damage: %ld cases in %.1f s: %ld refused at open, %ld "
+                  "more failed verify, %ld all correct, %ld read the commit "
+                  "before the last; %ld with a pull error, %ld push errors; "
+                  "%d crashed or hung\n", n, tools__now_s() - t0, sh->refused,
+                  sh->corrupt, sh->clean, sh->rolled, sh->pull_err,
+                  sh->push_err, fails);
+    if (sh->wrong > 0)
+        print_error("%ld wrong answers; first: %s\n", sh->wrong, sh->wrong_msg);
+    if (fails > 0 || sh->wrong > 0)
+        fail_msg("damage: %d crashes or hangs, %ld wrong answers", fails,
+                 sh->wrong);
+}
+
+static int
+soak(void)
+{
+    const char *e = getenv("GKVT_SOAK");
+    return e != NULL && *e != '\0' && strcmp(e, "0") != 0;
+}
+
+static uint8_t
+mask_of(uint64_t *x)
+{
+    uint8_t m;
+
+    while ((m = (uint8_t)tools__splitmix64(x)) == 0)
+        ;
+    return m;
+}
+
+/* Single-byte damage: every byte of every page header and of the meta
+ * pages' records, and every 'stride'-th byte of the rest (1: all). */
+static void
+test_flip_each_byte(void **state)
+{
+    struct fx *f = *state;
+    uint64_t x = gkvt_seed() ^ 0xda3a6e;
+    long stride = soak() ? 1 : 89, n = 0;
+    struct dcase *cs = calloc(f->img_len, sizeof *cs);
+
+    print_message("damage: seed %llu (GKVT_SEED), stride %ld\n",
+                  (unsigned long long)gkvt_seed(), stride);
+    for (uint64_t off = 0; off < f->img_len; off++) {
+        uint64_t in = off % PSIZE, pg = off / PSIZE;
+        if (stride == 1 || in < 16 || (pg < 2 && in < 152) ||
+            (long)(off % (uint64_t)stride) == 0)
+            cs[n++] = (struct dcase){D_XOR, off, 1, mask_of(&x), 0};
+    }
+    sweep(f, cs, n);
+    free(cs);
+}
+
+/* Multi-byte damage and truncations, sampled. */
+static void
+test_multi_byte_and_truncation(void **state)
+{
+    struct fx *f = *state;
+    uint64_t x = gkvt_seed() ^ 0x3717, npages = f->img_len / PSIZE;
+    long want = soak() ? 20000 : 300, n = 0;
+    struct dcase *cs = calloc((size_t)want + 2 * npages + 64, sizeof *cs);
+
+    for (uint64_t pg = 0; pg < npages; pg++) {
+        cs[n++] = (struct dcase){D_PAGE_ZERO, pg * PSIZE, PSIZE, 0, 0};
+        cs[n++] = (struct dcase){D_PAGE_RAND, pg * PSIZE, PSIZE, 0,
+                                 tools__splitmix64(&x)};
+    }
+    for (int i = 0; i < 48; i++) {
+        uint64_t sz = tools__splitmix64(&x) % f->img_len;
+        if (i < 8)
+            sz = (uint64_t)i * PSIZE / 2;
+        cs[n++] = (struct dcase){D_TRUNC, sz, 0, 0, 0};
+    }
+    for (long i = 0; i < want; i++) {
+        uint64_t off = tools__splitmix64(&x) % f->img_len;
+        uint32_t len = 2 + (uint32_t)(tools__splitmix64(&x) % 15);
+        if (i % 3 == 0)             /* aim at headers: the pointers */
+            off = off / PSIZE * PSIZE + tools__splitmix64(&x) % 24;
+        cs[n++] = (struct dcase){D_RUN, off, len, 0, tools__splitmix64(&x)};
+    }
+    sweep(f, cs, n);
+    free(cs);
+}
+
+static uint64_t
+img64(const unsigned char *img, uint64_t off)
+{
+    uint64_t v;
+    memcpy(&v, img + off, 8);
+    return v;
+}
+
+/* The root page of named database 'name' (NULL: the main database) in
+ * data.mdb image 'img', from its newest meta page and the main database's
+ * root (a leaf: three keys). */
+static uint64_t
+db_root_in(const unsigned char *img, const char *name)
+{
+    uint64_t m = img64(img, 144) > img64(img, PSIZE + 144) ? 0 : PSIZE;
+    uint64_t main = img64(img, m + 128), p = main * PSIZE;
+    uint16_t lower, off, ks;
+
+    if (name == NULL)
+        return main;
+    memcpy(&lower, img + p + 12, 2);
+    for (unsigned i = 0; i < (lower - 16u) / 2; i++) {
+        memcpy(&off, img + p + 16 + 2 * i, 2);
+        memcpy(&ks, img + p + off + 6, 2);
+        if (ks == strlen(name) && memcmp(img + p + off + 8, name, ks) == 0)
+            return img64(img, p + off + 8 + ks + 40);
+    }
+    fail_msg("no database '%s' in the image", name);
+    return 0;
+}
+
+static uint64_t
+db_root(const struct fx *f, const char *name)
+{
+    return db_root_in(f->img, name);
+}
+
+/* gkv-server refuses a damaged store at start, with a message; kvctl's
+ * commands fail with exit 1 and say the store is damaged. */
+static void
+test_server_and_kvctl_refuse(void **state)
+{
+    struct fx *f = *state;
+    uint64_t pages[] = {0, 1, db_root(f, NULL), db_root(f, "catalog"),
+                        db_root(f, "data")};
+    char cfg[4300];
+    FILE *fp;
+
+    snprintf(cfg, sizeof cfg, "%s/ip.cfg", f->dir);
+    fp = fopen(cfg, "w");
+    assert_non_null(fp);
+    fprintf(fp, "127.0.0.1 %d\n", gkvt_port_base(1));
+    fclose(fp);
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+        /* a page header's flags: a page LMDB would write in place */
+        struct dcase c = {D_XOR, pages[i] * PSIZE + (pages[i] < 2 ? 16 : 10),
+                          1, pages[i] < 2 ? 0x01 : 0x10, 0};
+        char *sp = strdup(gkvt_prog("gkv-server"));
+        char *kp = strdup(gkvt_prog("kvctl"));
+        char *srv[] = {sp, "--store", f->st, "--ip-config", cfg, "--machine",
+                       "0", NULL};
+        char *kv1[] = {kp, f->st, "verify", NULL};
+        char *kv2[] = {kp, f->st, "ls", NULL};
+        char *out = NULL, *err = NULL;
+        char lock[4300];
+
+        snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
+        unlink(lock);
+        assert_int_equal(restore(f, &c), 0);
+        if (gkvt_run(srv, NULL, 0, &out, &err, 30) != 1 ||
+            strstr(err, "damaged") == NULL)
+            fail_msg("gkv-server on damaged page %llu said: %s",
+                     (unsigned long long)pages[i], err);
+        free(out);
+        free(err);
+        for (int k = 0; k < 2; k++) {
+            if (gkvt_run(k ? kv2 : kv1, NULL, 0, &out, &err, 30) != 1 ||
+                strstr(err, "damaged") == NULL)
+                fail_msg("kvctl on damaged page %llu said: %s",
+                         (unsigned long long)pages[i], err);
+            free(out);
+            free(err);
+        }
+        free(sp);
+        free(kp);
+    }
+}
+
+/* data.mdb cut short under an open handle (a server's): the next pull
+ * faulted (SIGBUS). Now each request fails with GKV_ECORRUPT; the handle
+ * refuses writes from then on, also once the file is whole again, until
+ * the store is reopened. A structure damaged under it is found by verify,
+ * which also stops its writes. */
+static void
+test_damaged_while_open(void **state)
+{
+    struct fx *f = *state;
+    struct dcase whole = {D_XOR, 0, 1, 0, 0};
+    struct dcase cut = {D_TRUNC, f->img_len / 2, 0, 0, 0};
+    char lock[4300], p[4300];
+    uint64_t id = 5;
+    float row[4] = {1, 2, 3, 4}, got[4];
+    gkv_store *s;
+    int fd;
+
+    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
+    snprintf(p, sizeof p, "%s/data.mdb", f->st);
+    unlink(lock);
+    assert_int_equal(restore(f, &whole), 0);
+    GKVT_OK(gkv_store_open(&s, f->st, 0, NULL));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got));
+    assert_int_equal(truncate(p, (off_t)cut.off), 0);
+    assert_int_equal(gkv_tensor_pull(s, NULL, "plain", &id, 1, got,
+                                     sizeof got), GKV_ECORRUPT);
+    if (strstr(gkv_store_errmsg(s), "cut short while open") == NULL)
+        fail_msg("message: %s", gkv_store_errmsg(s));
+    assert_int_equal(gkv_tensor_push(s, "plain", &id, 1, row, sizeof row,
+                                     NULL), GKV_ECORRUPT);
+    assert_int_equal(gkv_store_verify(s, NULL, NULL), GKV_ECORRUPT);
+    assert_int_equal(gkv_store_prefault(s), GKV_ECORRUPT);
+    /* the operator puts the file back: reads work, writes wait for a
+     * reopen */
+    fd = open(p, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, f->img, f->img_len, 0), (ssize_t)f->img_len);
+    close(fd);
+    GKVT_OK(gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got));
+    assert_int_equal(gkv_tensor_push(s, "plain", &id, 1, row, sizeof row,
+                                     NULL), GKV_ECORRUPT);
+    assert_non_null(strstr(gkv_store_errmsg(s), "reopened"));
+    gkv_store_close(s);
+    GKVT_OK(gkv_store_open(&s, f->st, 0, NULL));
+    GKVT_OK(gkv_tensor_push(s, "plain", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    /* a page's flags overwritten under it (as a stray write would): the
+     * next write would take the page for its own dirty copy and write into
+     * the read-only map. Verify names the page; the handle writes no more */
+    {
+        unsigned char *now = malloc(f->img_len * 2);
+        uint64_t pg;
+        uint16_t fl;
+        char want[64];
+
+        fd = open(p, O_RDWR);
+        assert_true(fd >= 0);
+        assert_true(pread(fd, now, f->img_len * 2, 0) >= (ssize_t)f->img_len);
+        pg = db_root_in(now, "data");
+        memcpy(&fl, now + pg * PSIZE + 10, 2);
+        fl |= 0x10;                               /* P_DIRTY */
+        assert_int_equal(pwrite(fd, &fl, 2, (off_t)(pg * PSIZE + 10)), 2);
+        close(fd);
+        free(now);
+        assert_int_equal(gkv_store_verify(s, NULL, NULL), GKV_ECORRUPT);
+        snprintf(want, sizeof want, "data page %llu", (unsigned long long)pg);
+        if (strstr(gkv_store_errmsg(s), want) == NULL)
+            fail_msg("message: %s", gkv_store_errmsg(s));
+        assert_int_equal(gkv_tensor_push(s, "plain", &id, 1, row, sizeof row,
+                                         NULL), GKV_ECORRUPT);
+    }
+    gkv_store_close(s);
+}
+
+/* The same under a real gkv-server: data.mdb cut short while it serves
+ * faulted the server (SIGBUS) at the next pull. Now the request fails
+ * with an error reply (kvctl --server exits 1 naming the damage), the
+ * server stays up, and a put is refused too. */
+static void
+test_server_survives_cut_short(void **state)
+{
+    struct fx *f = *state;
+    struct dcase whole = {D_XOR, 0, 1, 0, 0};
+    struct gkvt_proc procs[4];
+    int np = 0, port = 0;
+    char cfg[4300], lock[4300], p[4300], addr[64];
+    char *sp = strdup(gkvt_prog("gkv-server"));
+    char *kp = strdup(gkvt_prog("kvctl"));
+    char *out = NULL, *err = NULL;
+
+    snprintf(cfg, sizeof cfg, "%s/ip2.cfg", f->dir);
+    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
+    snprintf(p, sizeof p, "%s/data.mdb", f->st);
+    unlink(lock);
+    assert_int_equal(restore(f, &whole), 0);
+    for (int k = 0; port == 0 && k < 20; k++) {
+        char *srv[] = {sp, "--store", f->st, "--ip-config", cfg, "--machine",
+                       "0", NULL};
+        struct gkvt_proc *pr;
+        FILE *fp = fopen(cfg, "w");
+        int cand = gkvt_port_candidate((unsigned)k + 71u, 1, 1);
+
+        assert_non_null(fp);
+        fprintf(fp, "127.0.0.1 %d\n", cand);
+        fclose(fp);
+        pr = gkvt_spawn(procs, &np, 4, f->dir, srv, "server.log");
+        if (gkvt_server_listening(pr))
+            port = cand;
+    }
+    assert_true(port != 0);
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    {
+        char *get[] = {kp, "--server", addr, "get", "plain", "5", NULL};
+        char *put[] = {kp, "--server", addr, "put", "plain", "5", "1", "2",
+                       "3", "4", NULL};
+
+        assert_int_equal(gkvt_run(get, NULL, 0, &out, &err, 30), 0);
+        free(out);
+        free(err);
+        assert_int_equal(truncate(p, (off_t)(f->img_len / 3)), 0);
+        for (int k = 0; k < 2; k++) {
+            if (gkvt_run(k ? put : get, NULL, 0, &out, &err, 30) != 1 ||
+                strstr(err, "damaged") == NULL)
+                fail_msg("kvctl --server %s on a store cut short: %s",
+                         k ? "put" : "get", err);
+            free(out);
+            free(err);
+        }
+        assert_true(gkvt_proc_alive(&procs[np - 1]));
+    }
+    assert_int_equal(gkvt_proc_reap_all(procs, np), 0);
+    free(sp);
+    free(kp);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flip_each_byte),
+        cmocka_unit_test(test_multi_byte_and_truncation),
+        cmocka_unit_test(test_server_and_kvctl_refuse),
+        cmocka_unit_test(test_damaged_while_open),
+        cmocka_unit_test(test_server_survives_cut_short),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
