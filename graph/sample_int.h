@@ -304,8 +304,28 @@ enum { P3_NONE, P3_LABEL, P3_COPY, P3_KEYS };
 /* Grows the array whose pointer is at 'pp' (*cap elements of 'elem'
  * bytes) to hold 'need', at least doubling. The pointer is read and written
  * with memcpy, so any object pointer type may be passed. 0, or -1 when out
- * of memory (the array is then unchanged). */
-int     graph__grow(void *pp, size_t *cap, size_t need, size_t elem);
+ * of memory (the array is then unchanged). Inline: the pick loops call it
+ * per node. */
+static inline int
+graph__grow(void *pp, size_t *cap, size_t need, size_t elem)
+{
+    void *p, *q;
+    size_t n;
+
+    if (need <= *cap)
+        return 0;
+    n = *cap * 2 > need ? *cap * 2 : need;
+    if (n < 64)
+        n = 64;
+    if (n > SIZE_MAX / elem)
+        return -1;
+    memcpy(&p, pp, sizeof p);
+    if ((q = gkv__realloc(p, n * elem)) == NULL)
+        return -1;
+    memcpy(pp, &q, sizeof q);
+    *cap = n;
+    return 0;
+}
 
 /* Three arrays that share one capacity *cap, grown together to hold
  * 'need' entries; *cap is what all three hold. -1: out of memory (*cap
