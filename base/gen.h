@@ -1,21 +1,21 @@
 /* gen.h - the sampling generator of gkv_sample.h, as header-only functions
- * that compile as C (C11, gcc: graph/sample.c, kv/util.c), as CUDA host and
+ * that compile as C (C11, gcc: graph/sample*.c, kv/util.c), as CUDA host and
  * device code (nvcc: gpu/sample.cu) and as C++ (g++: gpu/ against the
  * emulated device, gpu/emu), so the CPU sampler, the GPU sampler and the
  * tests run one copy of it. Not installed.
  *
- * The primitives (M, A, K, B, r_t, below, unit) are what graph/sample.c
+ * The primitives (M, A, K, B, r_t, below, unit) are what graph/sample_hop.c
  * samples with. The pick functions below them (Floyd's uniform sampling
  * without replacement, uniform with replacement, and weighted sampling by
  * inverse CDF with the rejection loop and its fallback) are the GPU's:
- * they reproduce graph/sample.c's picks bit for bit for a column without
+ * they reproduce graph/sample_hop.c's picks bit for bit for a column without
  * exclusions (allowed index x = column offset x), in the order
  * gkv_sample.h specifies, with a device's means (linear scans) where the
  * CPU uses hash sets and binary searches; test/gpu_test.c checks them
  * against gkv_sample_neighbors().
  *
  * The weighted search is a linear scan that accumulates S_{i+1} = S_i + w_i
- * in the same order as graph/sample.c's prefix array, so the sums are the
+ * in the same order as graph/sample_hop.c's prefix array, so the sums are the
  * same doubles and, S being non-decreasing, the first i with S_{i+1} > t is
  * the one its binary search finds. On the device the additions and the one
  * multiplication are __dadd_rn / __dmul_rn, which nvcc never contracts into
@@ -127,7 +127,7 @@ gkv_gen_npicks(int64_t m, int64_t z, int64_t k, int replace, int weighted)
 }
 
 /* Floyd: k distinct positions of [0, m) (k < m) into out[0 .. k), in the
- * order chosen, each pick checked against the earlier ones (graph/sample.c
+ * order chosen, each pick checked against the earlier ones (graph/sample_hop.c
  * uses a hash set instead above 64 picks: the same picks). */
 GKV_GEN void
 gkv_gen_floyd(uint64_t bv, int64_t m, int64_t k, int64_t *out)

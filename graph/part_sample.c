@@ -1,6 +1,6 @@
 /* part_sample.c - the sgraph of one partition: what a server samples from.
  * The glue between the partition reader (part.c) and the sampler
- * (sample.c): the schema comes from the partition book, the adjacency is
+ * (sgraph.c): the schema comes from the partition book, the adjacency is
  * borrowed from the partition's loaded CSC (and CSR). */
 #include <stdint.h>
 #include "graph/graph_int.h"

@@ -275,7 +275,7 @@ net__sample_args(gkv_client *c, const char *what, const int64_t *const *seeds,
         if (o->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED))
             return net__fail(GKV_EINVAL, "%s: flags 0x%x have unknown bits",
                              what, o->flags);
-        /* the rules of in-process sampling (graph/sample.c, opts_prep):
+        /* the rules of in-process sampling (graph/sample.c, graph__opts_prep):
          * GKV_SAMPLE_WEIGHTED with an edge_w array of any entries */
         if ((o->flags & GKV_SAMPLE_WEIGHTED) && o->edge_w != NULL)
             return net__fail(GKV_EINVAL, "%s: GKV_SAMPLE_WEIGHTED and "

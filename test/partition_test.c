@@ -1,4 +1,4 @@
-/* partition_test.c - the partitioner (graph/part_write.c) against the
+/* partition_test.c - the partitioner (graph/part_*.c) against the
  * partition format contract: for the fixed heterogeneous and homogeneous
  * graphs and a weighted R-MAT graph, every method and 1..4 parts, reopen
  * every store with the kv API and the JSON with jansson and check that
