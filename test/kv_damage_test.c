@@ -41,7 +41,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "gkvt.h"
-#include "kv_int.h"
+#include "kv/kv_test.h"
 
 #define PSIZE      4096u
 #define MAX_FAILS  20
