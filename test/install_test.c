@@ -1,13 +1,16 @@
 /* install_test.c - `make install` and `make uninstall` into a temporary
  * DESTDIR, from the already-built BUILD directory (GKVT_BUILD; the
  * repository is its parent), then what a user of the installed files
- * does: a small C program compiled with `pkg-config --cflags --libs gkv`
- * (PKG_CONFIG_PATH and PKG_CONFIG_SYSROOT_DIR into the staging tree), linked
- * against the shared library (found through an rpath) and against the
- * static one (pkg-config --static), opens a store, writes a tensor, reads
- * the same bytes back and prints the version; the installed gkv.pc names
- * the build's prefix; every installed tool answers --help with exit 0; the
- * man pages are there. Uninstall must remove every file install put there.
+ * does: a small C program compiled with `pkg-config --define-prefix
+ * --cflags --libs gkv` (PKG_CONFIG_PATH into the staging tree, as README.md
+ * says), linked against the shared library (found through an rpath) and
+ * against the static one (pkg-config --static), opens a store, writes a
+ * tensor, reads the same bytes back and prints the version; the installed
+ * gkv.pc names the build's prefix, and the CUDA runtime's directory only as
+ * its variable cudalibdir (which --define-variable replaces), or, built
+ * with CUDA=no, nothing of CUDA at all; every installed tool answers --help
+ * with exit 0; the man pages are there. Uninstall must remove every file
+ * install put there.
  *
  * The install goes to DESTDIR with the PREFIX the build was made with (read
  * from BUILD/gkv.pc), so nothing in BUILD is remade (a different PREFIX
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gkvt.h"
@@ -46,6 +50,7 @@ struct fx {
     char prefix[PATH_MAX];       /* the build's PREFIX */
     char dest[PATH_MAX + 16];    /* DESTDIR: dir/stage */
     const char *cuda;            /* "CUDA=yes" or "CUDA=no", as built */
+    char cudadir[PATH_MAX];      /* the CUDA runtime's directory, or "" */
     char *out, *err;
 };
 
@@ -191,6 +196,33 @@ static const char prog_c[] =
 "    return 0;\n"
 "}\n";
 
+/* The installed gkv.pc ('pc') names the build machine's CUDA directory
+ * once, as the variable cudalibdir that Libs.private uses, so a user
+ * whose CUDA is elsewhere can replace it; a CUDA=no build names nothing of
+ * CUDA. */
+static void
+check_pc_cuda(struct fx *f, const char *pc)
+{
+    char want[PATH_MAX + 32];
+    const char *at;
+
+    if (f->cudadir[0] == '\0') {
+        for (at = pc; *at != '\0'; at++)
+            if (strncasecmp(at, "cuda", 4) == 0)
+                fail_msg("gkv.pc of a CUDA=no build names CUDA:\n%s", pc);
+        return;
+    }
+    fmt_into(want, sizeof want, "\ncudalibdir=%s\n", f->cudadir);
+    if ((at = strstr(pc, want)) == NULL)
+        fail_msg("installed gkv.pc: no line '%s':\n%s", want + 1, pc);
+    if (strstr(pc, f->cudadir) != at + strlen("\ncudalibdir="))
+        fail_msg("installed gkv.pc: %s outside cudalibdir=:\n%s", f->cudadir, pc);
+    if (strstr(at + strlen(want) - 1, f->cudadir) != NULL)
+        fail_msg("installed gkv.pc: %s after cudalibdir=:\n%s", f->cudadir, pc);
+    if (strstr(pc, "-L${cudalibdir} -Wl,-rpath,${cudalibdir} -lcudart") == NULL)
+        fail_msg("installed gkv.pc: Libs.private without ${cudalibdir}:\n%s", pc);
+}
+
 static void
 test_install_uninstall(void **state)
 {
@@ -223,6 +255,9 @@ test_install_uninstall(void **state)
     if ((line = strstr(pc, " cuda=")) == NULL)
         fail_msg("%s: no cuda= in '%s'", p, pc);
     f->cuda = line[6] != '\n' && line[6] != '\0' ? "CUDA=yes" : "CUDA=no";
+    if (strcmp(f->cuda, "CUDA=yes") == 0 &&
+        sscanf(line, " cuda=-L%4095[^ \n]", f->cudadir) != 1)
+        fail_msg("%s: no -L directory in cuda=: '%s'", p, pc);
     free(pc);
 
     /* install, as a user would after make: nothing is rebuilt */
@@ -259,6 +294,7 @@ test_install_uninstall(void **state)
     if (strncmp(pc, want, strlen(want)) != 0)
         fail_msg("installed gkv.pc: want '%s' first, got:\n%s", want, pc);
     assert_non_null(strstr(pc, "Version: " GKV_VERSION_STRING "\n"));
+    check_pc_cuda(f, pc);
     free(pc);
     fmt_into(p, sizeof p, "%s/libgkv.a", lib);
     assert_true(exists(p));
@@ -297,27 +333,40 @@ test_install_uninstall(void **state)
     fputs(prog_c, fp);
     fclose(fp);
     /* a SAN= build's library needs its sanitizers in the program too
-     * (gkv.pc does not carry them), found from what libgkv.so links */
+     * (gkv.pc does not carry them), found from what libgkv.so links;
+     * --define-prefix takes gkv.pc's prefix from where it lies, the
+     * staging tree, and leaves the CUDA directory as it is */
     fmt_into(cmd, sizeof cmd,
-             "export PKG_CONFIG_PATH='%s' PKG_CONFIG_SYSROOT_DIR='%s'; "
+             "export PKG_CONFIG_PATH='%s'; pc='pkg-config --define-prefix'; "
              "san=$(ldd '%s/libgkv.so.0' | sed -n 's/.*lib\\(asan\\|ubsan\\|tsan\\)"
              "\\.so.*/\\1/p' | sed 's/^asan/address/;s/^ubsan/undefined/;"
              "s/^tsan/thread/' | paste -sd, -); sf=${san:+-fsanitize=$san}; "
-             "cd '%s' && pkg-config --cflags gkv | grep -q -- '-I%s%s/include/gkv' "
+             "cd '%s' && $pc --cflags gkv | grep -q -- '-I%s%s/include/gkv' "
+             "&& $pc --libs gkv | grep -q -- '-L%s ' "
              "&& ${CC:-cc} -std=c11 -Wall -Werror $sf -o prog_so prog.c "
-             "$(pkg-config --cflags --libs gkv) -Wl,-rpath,'%s' "
+             "$($pc --cflags --libs gkv) -Wl,-rpath,'%s' "
              "&& ${CC:-cc} -std=c11 -Wall -Werror $sf -o prog_a prog.c "
-             "$(pkg-config --cflags gkv) "
-             "$(pkg-config --static --libs gkv | sed 's/-lgkv /-l:libgkv.a /') "
+             "$($pc --cflags gkv) "
+             "$($pc --static --libs gkv | sed 's/-lgkv /-l:libgkv.a /') "
              "&& ./prog_so st_so && ./prog_a st_a "
              "&& ldd ./prog_so | grep libgkv.so.0",
-             pcdir, f->dest, lib, f->dir, f->dest, f->prefix, lib);
+             pcdir, lib, f->dir, f->dest, f->prefix, lib, lib);
     SH_OK(f, cmd);
     assert_non_null(strstr(f->out, "gkv " GKV_VERSION_STRING " rows ok\n"
                                    "gkv " GKV_VERSION_STRING " rows ok\n"));
     /* the shared one really is the installed library */
     fmt_into(want, sizeof want, "%s/libgkv.so.0", lib);
     assert_non_null(strstr(f->out, want));
+    /* a user whose CUDA is elsewhere names it, and the build's is gone */
+    if (f->cudadir[0] != '\0') {
+        fmt_into(cmd, sizeof cmd, "PKG_CONFIG_PATH='%s' pkg-config "
+                 "--define-prefix --define-variable=cudalibdir=/elsewhere/cuda "
+                 "--static --libs gkv", pcdir);
+        SH_OK(f, cmd);
+        if (strstr(f->out, "-L/elsewhere/cuda -Wl,-rpath,/elsewhere/cuda "
+                           "-lcudart") == NULL || strstr(f->out, f->cudadir) != NULL)
+            fail_msg("--define-variable=cudalibdir=/elsewhere/cuda: %s", f->out);
+    }
 
     /* uninstall removes every file install put there */
     walk(f->dest, "", &files, &nfiles);
