@@ -967,3 +967,19 @@ gkvt_expect_same_files(const char *a, const char *b)
     free(x);
     free(y);
 }
+
+void
+gkvt_elem_set(gkv_dtype dt, unsigned char *p, size_t j, double v)
+{
+    float f = (float)v;
+    uint16_t h;
+
+    switch (dt) {
+    case GKV_F32:  memcpy(p + 4 * j, &f, 4); break;
+    case GKV_F64:  memcpy(p + 8 * j, &v, 8); break;
+    case GKV_F16:  h = gkv_f32_to_f16(f); memcpy(p + 2 * j, &h, 2); break;
+    case GKV_BF16: h = gkv_f32_to_bf16(f); memcpy(p + 2 * j, &h, 2); break;
+    default:       fail_msg("gkvt_elem_set: %s is not a float dtype",
+                            gkv_dtype_name(dt));
+    }
+}

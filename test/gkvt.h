@@ -240,4 +240,9 @@ gkvt_emu_exit(const char *prog, int rc)
 }
 #endif
 
+/* Element j of the float dtype dt (f32, f64, f16, bf16) at p set to v
+ * (rounded as gkv's own conversions round); fails the test for another
+ * dtype. */
+void gkvt_elem_set(gkv_dtype dt, unsigned char *p, size_t j, double v);
+
 #endif

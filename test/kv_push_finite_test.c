@@ -26,22 +26,6 @@ static const char *const fam_suf[5] = {
 enum bad { BAD_NAN, BAD_PINF, BAD_NINF };
 static const char *const bad_text[] = {"NaN", "+inf", "-inf"};
 
-/* Element j of dtype dt at p set to v. */
-static void
-elem_set(gkv_dtype dt, unsigned char *p, size_t j, double v)
-{
-    float f = (float)v;
-    uint16_t h;
-
-    switch (dt) {
-    case GKV_F32:  memcpy(p + 4 * j, &f, 4); break;
-    case GKV_F64:  memcpy(p + 8 * j, &v, 8); break;
-    case GKV_F16:  h = gkv_f32_to_f16(f); memcpy(p + 2 * j, &h, 2); break;
-    case GKV_BF16: h = gkv_f32_to_bf16(f); memcpy(p + 2 * j, &h, 2); break;
-    default:       fail_msg("not a float dtype");
-    }
-}
-
 static double
 bad_value(enum bad b)
 {
@@ -55,7 +39,7 @@ batch(gkv_dtype dt, uint64_t *ids, unsigned char *rows, unsigned salt)
     for (size_t i = 0; i < NP; i++) {
         ids[i] = LO + (i * 23 + salt) % N;
         for (size_t j = 0; j < W; j++)
-            elem_set(dt, rows, i * W + j, 0.125 * (double)((i + j + salt) % 5) - 0.25);
+            gkvt_elem_set(dt, rows, i * W + j, 0.125 * (double)((i + j + salt) % 5) - 0.25);
     }
 }
 
@@ -134,7 +118,7 @@ refuse_all(int writeback)
                 gkv_err rc;
 
                 batch(dt, ids, rows, (unsigned)(hi + 7 * (unsigned)b));
-                elem_set(dt, rows, bi * W + bj, bad_value((enum bad)b));
+                gkvt_elem_set(dt, rows, bi * W + bj, bad_value((enum bad)b));
                 before = fam_get(s, "emb");
                 rc = gkv_tensor_push(s, "emb", ids, NP, rows,
                                      NP * W * gkv_dtype_size(dt), &pa);
@@ -197,7 +181,7 @@ test_refused_first_push_creates_no_state(void **state)
         if (wb)
             GKVT_OK(gkv_writeback_start(s, "emb", 1000));
         batch(GKV_F32, ids, rows, 1);
-        elem_set(GKV_F32, rows, NP * W - 1, NAN);
+        gkvt_elem_set(GKV_F32, rows, NP * W - 1, NAN);
         assert_int_equal(gkv_tensor_push(s, "emb", ids, NP, rows, sizeof rows, &pa),
                          GKV_EINVAL);
         assert_int_equal(gkv_tensor_info(s, NULL, "emb#adam_m", &d), GKV_ENOTFOUND);
@@ -256,14 +240,14 @@ test_large_unaligned(void **state)
     assert_non_null(ids);
     for (size_t i = 0; i < R; i++)
         ids[i] = i;
-    elem_set(GKV_F32, rows, (size_t)R * WW - 1, -INFINITY);
+    gkvt_elem_set(GKV_F32, rows, (size_t)R * WW - 1, -INFINITY);
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
     GKVT_OK(gkv_tensor_create(s, "emb", &sp));
     assert_int_equal(gkv_tensor_push(s, "emb", ids, R, rows, (size_t)R * WW * 4, &pa),
                      GKV_EINVAL);
     snprintf(want, sizeof want, "row %d col %d is -inf", R - 1, WW - 1);
     assert_non_null(strstr(gkv_store_errmsg(s), want));
-    elem_set(GKV_F32, rows, (size_t)R * WW - 1, 0);
+    gkvt_elem_set(GKV_F32, rows, (size_t)R * WW - 1, 0);
     GKVT_OK(gkv_tensor_push(s, "emb", ids, R, rows, (size_t)R * WW * 4, &pa));
     gkv_store_close(s);
     gkvt_rmtree(dir);
@@ -291,7 +275,7 @@ test_scan_edges(void **state)
         gkv_dtype dt = dtypes[di];
 
         for (size_t j = 0; j < NE; j++)
-            elem_set(dt, p, j, j % 4 == 0 ? big[di] : j % 4 == 1 ? -big[di] :
+            gkvt_elem_set(dt, p, j, j % 4 == 0 ? big[di] : j % 4 == 1 ? -big[di] :
                      j % 4 == 2 ? tiny[di] : -0.0);
         assert_int_equal(gkv_dtype_nonfinite(dt, p, NE, &what), SIZE_MAX);
         for (size_t k = 0; k < sizeof at / sizeof *at; k++)
@@ -300,13 +284,13 @@ test_scan_edges(void **state)
                 size_t es = gkv_dtype_size(dt);
 
                 memcpy(keep, p + at[k] * es, es);
-                elem_set(dt, p, at[k], bad_value((enum bad)b));
+                gkvt_elem_set(dt, p, at[k], bad_value((enum bad)b));
                 assert_int_equal(gkv_dtype_nonfinite(dt, p, NE, &what), at[k]);
                 assert_string_equal(what, bad_text[b]);
                 /* only the first is named */
-                elem_set(dt, p, NE - 1, NAN);
+                gkvt_elem_set(dt, p, NE - 1, NAN);
                 assert_int_equal(gkv_dtype_nonfinite(dt, p, NE, NULL), at[k]);
-                elem_set(dt, p, NE - 1, 1.0);
+                gkvt_elem_set(dt, p, NE - 1, 1.0);
                 memcpy(p + at[k] * es, keep, es);
             }
     }

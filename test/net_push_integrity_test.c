@@ -200,21 +200,6 @@ client(struct gkvt_job *j, uint32_t rank)
 #define NR 20                   /* rows [0, 20): [0, 10) on machine 0 */
 #define WD 4
 
-static void
-elem_set(gkv_dtype dt, unsigned char *p, size_t j, double v)
-{
-    float f = (float)v;
-    uint16_t h;
-
-    switch (dt) {
-    case GKV_F32:  memcpy(p + 4 * j, &f, 4); break;
-    case GKV_F64:  memcpy(p + 8 * j, &v, 8); break;
-    case GKV_F16:  h = gkv_f32_to_f16(f); memcpy(p + 2 * j, &h, 2); break;
-    case GKV_BF16: h = gkv_f32_to_bf16(f); memcpy(p + 2 * j, &h, 2); break;
-    default:       fail_msg("not a float dtype");
-    }
-}
-
 /* The tensor and the companions handler h keeps ("" ends). */
 static const char *const fams[4][5] = {
     {"emb", ""}, {"emb", ""}, {"emb", "emb#adagrad_s", ""},
@@ -258,11 +243,11 @@ nonfinite_client(struct gkvt_job *j, const char *const *extra)
             char want[160];
 
             for (size_t k = 0; k < NR * WD; k++)
-                elem_set(dts[di], rows, k, 0.25 * (double)(k % 3) - 0.25);
+                gkvt_elem_set(dts[di], rows, k, 0.25 * (double)(k % 3) - 0.25);
             NET_OK(gkv_client_push(c, "emb", ids, NR, rows, NR * rb, &pa));
             for (size_t k = 0; fams[hi][k][0] != '\0'; k++)
                 before[k] = pull_all(c, fams[hi][k], NR, fam_rb(dts[di], hi, k));
-            elem_set(dts[di], rows, 17 * WD + 3, hi % 2 ? INFINITY : NAN);
+            gkvt_elem_set(dts[di], rows, 17 * WD + 3, hi % 2 ? INFINITY : NAN);
             snprintf(want, sizeof want, "tensor 'emb': push '%s': row 17 col 3 "
                      "is %s: refused, nothing applied", hs[hi],
                      hi % 2 ? "+inf" : "NaN");
