@@ -983,3 +983,45 @@ gkvt_elem_set(gkv_dtype dt, unsigned char *p, size_t j, double v)
                             gkv_dtype_name(dt));
     }
 }
+
+long
+gkvt_status_kib(int pid, const char *field)
+{
+    char path[64], *t, *l;
+    long v = -1;
+
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    t = gkvt_slurp(path);
+    if ((l = strstr(t, field)) != NULL)
+        v = strtol(l + strlen(field), NULL, 10);
+    free(t);
+    assert_true(v > 0);
+    return v;
+}
+
+long
+gkvt_peak_kib(int pid)
+{
+    return gkvt_status_kib(pid, "VmHWM:");
+}
+
+/* Rows 0..n-1 of tensor 'name' (rb bytes each), read in-process after
+ * checking every chunk of the store. */
+void *
+gkvt_read_all(const char *st, const char *name, size_t n, size_t rb)
+{
+    gkv_store *s;
+    gkv_verify_report vr;
+    uint64_t *ids = malloc(n * 8);
+    void *b = malloc(n * rb);
+
+    for (size_t i = 0; i < n; i++)
+        ids[i] = i;
+    GKVT_OK(gkv_store_open(&s, st, GKV_RDONLY, NULL));
+    GKVT_OK(gkv_store_verify(s, NULL, &vr));
+    assert_int_equal(vr.bad_chunks, 0);
+    GKVT_OK(gkv_tensor_pull(s, NULL, name, ids, n, b, n * rb));
+    gkv_store_close(s);
+    free(ids);
+    return b;
+}

@@ -215,6 +215,14 @@ void gkvt_store_create(const char *st, const char *name,
  * [-1, 1] (seed 7): the net tests' tensors. */
 void gkvt_make_f32(const char *st, const char *name, uint64_t width,
                    uint64_t lo, uint64_t hi);
+/* A "Vm...:" field of /proc/PID/status ("VmHWM:", "VmRSS:"), KiB; a
+ * cmocka failure when it is missing. */
+long  gkvt_status_kib(int pid, const char *field);
+/* The peak resident set of process pid, in KiB (VmHWM). */
+long  gkvt_peak_kib(int pid);
+/* Rows 0..n-1 of tensor 'name' (rb bytes each) of store st, malloc'd,
+ * read in-process after checking every chunk of the store. */
+void *gkvt_read_all(const char *st, const char *name, size_t n, size_t rb);
 #define GKVT_OK(expr) assert_int_equal((expr), GKV_OK)
 /* A net/ call must succeed; else fail naming the call, code and detail. */
 #define NET_OK(expr) do { gkv_err rc_ = (expr); \

@@ -476,3 +476,77 @@ gkvt_ui_efeats_free(struct gkvt_ref *ref, int64_t *emap[3],
     for (int i = 0; i < nft; i++)
         gkvt_efeat_free(&ft[i]);
 }
+
+/* ---- copies of blocks ---- */
+
+int64_t *
+gkvt_dup64(const int64_t *p, size_t n)
+{
+    int64_t *q = malloc(n * sizeof *q + 1);
+    if (n > 0)
+        memcpy(q, p, n * sizeof *q);
+    return q;
+}
+
+void
+gkvt_bcopy_take(struct gkvt_bcopy *c, const gkv_block *b, int nl)
+{
+    memset(c, 0, sizeof *c);
+    c->nl = nl;
+    c->nnt = b[0].num_ntypes;
+    c->net = b[0].num_etypes;
+    assert_true(nl <= 8 && c->nnt <= 4 && c->net <= 4);
+    for (int l = 0; l < nl; l++) {
+        for (int t = 0; t < c->nnt; t++) {
+            c->nsrc[l][t] = b[l].nodes[t].num_src;
+            c->ndst[l][t] = b[l].nodes[t].num_dst;
+            c->ids[l][t] = gkvt_dup64(b[l].nodes[t].ids, c->nsrc[l][t]);
+        }
+        for (int e = 0; e < c->net; e++) {
+            size_t n = b[l].edges[e].n;
+            c->ne[l][e] = n;
+            c->es[l][e] = gkvt_dup64(b[l].edges[e].src, n);
+            c->ed[l][e] = gkvt_dup64(b[l].edges[e].dst, n);
+            c->ee[l][e] = gkvt_dup64(b[l].edges[e].eid, n);
+        }
+    }
+}
+
+void
+gkvt_bcopy_free(struct gkvt_bcopy *c)
+{
+    for (int l = 0; l < c->nl; l++) {
+        for (int t = 0; t < c->nnt; t++)
+            free(c->ids[l][t]);
+        for (int e = 0; e < c->net; e++) {
+            free(c->es[l][e]);
+            free(c->ed[l][e]);
+            free(c->ee[l][e]);
+        }
+    }
+}
+
+int
+gkvt_bcopy_same(const struct gkvt_bcopy *c, const gkv_block *b)
+{
+    for (int l = 0; l < c->nl; l++) {
+        for (int t = 0; t < c->nnt; t++) {
+            if (b[l].nodes[t].num_src != c->nsrc[l][t] ||
+                b[l].nodes[t].num_dst != c->ndst[l][t] ||
+                (c->nsrc[l][t] > 0 &&
+                 memcmp(b[l].nodes[t].ids, c->ids[l][t],
+                        c->nsrc[l][t] * 8) != 0))
+                return 0;
+        }
+        for (int e = 0; e < c->net; e++) {
+            size_t n = c->ne[l][e];
+            if (b[l].edges[e].n != n)
+                return 0;
+            if (n > 0 && (memcmp(b[l].edges[e].src, c->es[l][e], n * 8) ||
+                          memcmp(b[l].edges[e].dst, c->ed[l][e], n * 8) ||
+                          memcmp(b[l].edges[e].eid, c->ee[l][e], n * 8)))
+                return 0;
+        }
+    }
+    return 1;
+}

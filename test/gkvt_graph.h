@@ -149,4 +149,24 @@ void gkvt_csc_check(const gkv_csc *a, const int64_t *col,
                     const int64_t *other, const int64_t *eid, size_t n,
                     int64_t ncols);
 
+/* ---- copies of blocks ---- */
+/* A deep copy of blocks (at most 8 layers of 4 node and 4 edge types), to
+ * compare results of different calls. */
+struct gkvt_bcopy {
+    int nl, nnt, net;
+    int64_t *ids[8][4];
+    size_t nsrc[8][4], ndst[8][4];
+    int64_t *es[8][4], *ed[8][4], *ee[8][4];
+    size_t ne[8][4];
+};
+
+/* A malloc'd copy of p[0..n) (one byte more, so never NULL for n = 0). */
+int64_t *gkvt_dup64(const int64_t *p, size_t n);
+/* Copies the nl blocks b into c. */
+void gkvt_bcopy_take(struct gkvt_bcopy *c, const gkv_block *b, int nl);
+/* Frees what gkvt_bcopy_take allocated. */
+void gkvt_bcopy_free(struct gkvt_bcopy *c);
+/* 1 if the blocks b equal the copy c exactly, else 0. */
+int  gkvt_bcopy_same(const struct gkvt_bcopy *c, const gkv_block *b);
+
 #endif

@@ -1,5 +1,6 @@
 /* gkvt_net.c - a test's gkv-server processes on loopback (gkvt_net.h). */
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,4 +219,253 @@ gkvt_raw_msg(unsigned char *b, uint16_t type, uint64_t session, uint64_t req,
     if (plen > 0)
         memcpy(b + NET_HDR_LEN, pl, plen);
     return NET_HDR_LEN + plen;
+}
+
+/* ---- one server spoken to by hand ---------------------------------------- */
+
+struct gkvt_proc *
+gkvt_rawfx_spawn(struct gkvt_rawfx *f, char *const argv[], const char *logname)
+{
+    return gkvt_spawn(f->p, &f->np, GKVT_RAWFX_PROCS, f->dir, argv, logname);
+}
+
+struct gkvt_proc *
+gkvt_rawfx_start(struct gkvt_rawfx *f, const char *const *lead, const char *const *extra)
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        char *argv[48], text[128];
+        struct gkvt_proc *p;
+        int n = 0;
+
+        f->base = gkvt_port_base(8);
+        snprintf(text, sizeof text, "127.0.0.1 %d\n", f->base);
+        gkvt_write_text(f->cfg, text, 0644);
+        argv[n++] = f->server;
+        argv[n++] = "--ip-config";
+        argv[n++] = f->cfg;
+        for (int i = 0; lead[i] != NULL && n < 24; i++)
+            argv[n++] = (char *)lead[i];
+        for (int i = 0; extra != NULL && extra[i] != NULL && n < 46; i++)
+            argv[n++] = (char *)extra[i];
+        argv[n] = NULL;
+        p = gkvt_rawfx_spawn(f, argv, "server.log");
+        if (gkvt_server_listening(p))
+            return p;
+    }
+    fail_msg("could not find free ports in 20 tries");
+    return NULL;
+}
+
+struct gkvt_proc *
+gkvt_rawfx_serve(struct gkvt_rawfx *f, const char *const *extra)
+{
+    const char *lead[] = {"--store", f->st, "--machine", "0", NULL};
+
+    return gkvt_rawfx_start(f, lead, extra);
+}
+
+int
+gkvt_rawfx_setup(void **state, const char *tag)
+{
+    struct gkvt_rawfx *f;
+
+    if (gkvt_dir_setup(state, sizeof *f, tag) != 0)
+        return -1;
+    f = *state;
+    snprintf(f->st, sizeof f->st, "%s/st", f->dir);
+    snprintf(f->cfg, sizeof f->cfg, "%s/ip.cfg", f->dir);
+    snprintf(f->server, sizeof f->server, "%s", gkvt_prog("gkv-server"));
+    return 0;
+}
+
+int
+gkvt_rawfx_teardown(void **state)
+{
+    struct gkvt_rawfx *f = *state;
+    int bad = gkvt_proc_reap_all(f->p, f->np);
+
+    gkvt_dir_teardown(state);
+    return bad ? -1 : 0;
+}
+
+/* ---- the wire, by hand ------------------------------------------------- */
+
+void
+gkvt_rsend(int s, uint16_t type, uint64_t session, uint64_t req, const void *pl,
+      size_t plen)
+{
+    unsigned char *b = malloc(NET_HDR_LEN + plen + 1);
+    size_t len = gkvt_raw_msg(b, type, session, req, pl, plen);
+
+    assert_int_equal(nn_send(s, b, len, 0), (int)len);
+    free(b);
+}
+
+int
+gkvt_rrecv(int s, struct gkvt_rep *r)
+{
+    void *m = NULL;
+    char why[256];
+    int n;
+
+    free(r->pl);
+    memset(r, 0, sizeof *r);
+    if ((n = nn_recv(s, &m, NN_MSG, 0)) < 0)
+        return -1;
+    assert_int_equal(net__hdr_check(m, (size_t)n, &r->h, why, sizeof why), GKV_OK);
+    assert_true(r->h.flags & NET_F_REPLY);
+    r->plen = (size_t)r->h.len;
+    r->pl = malloc(r->plen + 1);
+    memcpy(r->pl, (unsigned char *)m + NET_HDR_LEN, r->plen);
+    nn_freemsg(m);
+    if (r->h.status != 0) {
+        net_rd rd;
+        net__rd_init(&rd, r->pl, r->plen);
+        assert_int_equal(net__dec_err(&rd, r->msg, sizeof r->msg), 0);
+    }
+    return 0;
+}
+
+int
+gkvt_rcall(int s, uint16_t type, uint64_t session, uint64_t req, const void *pl,
+      size_t plen, struct gkvt_rep *r)
+{
+    gkvt_rsend(s, type, session, req, pl, plen);
+    return gkvt_rrecv(s, r);
+}
+
+void
+gkvt_rhello(int s, unsigned char *n)
+{
+    struct gkvt_rep r = {0};
+    net_hello_rep hr;
+    net_rd rd;
+
+    assert_int_equal(gkvt_rcall(s, NET_HELLO, 0, 1, NULL, 0, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
+    memcpy(n, hr.nonce, NET_NONCE_LEN);
+    free(r.pl);
+}
+
+uint64_t
+gkvt_rhs(int s, const unsigned char *n, const char *token, const char *group,
+    uint32_t rank, uint32_t flags, struct gkvt_rep *r)
+{
+    unsigned char b[512];
+    net_wr w = {b, sizeof b, 0};
+    net_hs_req hs;
+    net_hs_rep hp;
+    net_rd rd;
+
+    memset(&hs, 0, sizeof hs);
+    memcpy(hs.nonce, n, NET_NONCE_LEN);
+    snprintf(hs.group, sizeof hs.group, "%s", group);
+    hs.rank = rank;
+    hs.flags = flags;
+    if (token != NULL) {
+        unsigned char key[NET_KEY_LEN];
+        net__token_key(token, strlen(token), key);
+        net__proof(key, hs.nonce, group, rank, hs.mac);
+        hs.flags |= NET_HS_PROOF;
+    }
+    net__enc_hs_req(&w, &hs);
+    assert_int_equal(gkvt_rcall(s, NET_HANDSHAKE, 0, 2, b, w.off, r), 0);
+    if (r->h.status != 0)
+        return 0;
+    net__rd_init(&rd, r->pl, r->plen);
+    assert_int_equal(net__dec_hs_rep(&rd, &hp), 0);
+    net__schema_free(&hp.schema);
+    return hp.session;
+}
+
+uint64_t
+gkvt_rjoin(int s, const char *group, uint32_t rank, uint32_t flags, struct gkvt_rep *r)
+{
+    unsigned char n[NET_NONCE_LEN];
+
+    gkvt_rhello(s, n);
+    return gkvt_rhs(s, n, NULL, group, rank, flags, r);
+}
+
+uint64_t
+gkvt_rhandshake(int s, const char *group, uint32_t rank)
+{
+    struct gkvt_rep r = {0};
+    uint64_t sess = gkvt_rjoin(s, group, rank, 0, &r);
+
+    if (r.h.status != 0)
+        fail_msg("handshake of '%s' rank %u: %s", group, rank, r.msg);
+    free(r.pl);
+    return sess;
+}
+
+uint64_t
+gkvt_rrequests(int s, uint64_t sess)
+{
+    static uint64_t req = 900;
+    struct gkvt_rep r = {0};
+    net_stats *st = malloc(sizeof *st);
+    uint64_t v = 0;
+    int found = 0;
+    net_rd rd;
+
+    assert_non_null(st);
+    assert_int_equal(gkvt_rcall(s, NET_STATS, sess, req++, NULL, 0, &r), 0);
+    if (r.h.status != 0)
+        fail_msg("stats: %s", r.msg);
+    net__rd_init(&rd, r.pl, r.plen);
+    assert_int_equal(net__dec_stats(&rd, st), 0);
+    for (uint32_t i = 0; i < st->n; i++)
+        if (strcmp(st->kv[i].key, "requests") == 0) {
+            v = st->kv[i].val;
+            found = 1;
+        }
+    assert_true(found);
+    free(st);
+    free(r.pl);
+    return v;
+}
+
+void
+gkvt_await_taken(int s, uint64_t sess, uint64_t before)
+{
+    double t0 = tools__now_s();
+
+    for (uint64_t polls = 1;; polls++) {
+        if (gkvt_rrequests(s, sess) > before + polls)
+            return;
+        if (tools__now_s() - t0 > 30)
+            fail_msg("the server did not take up a request in 30 s");
+        tools__sleep_ms(5);
+    }
+}
+
+size_t
+gkvt_enc_add(unsigned char *b, size_t cap, const char *name, uint64_t id, size_t n,
+        size_t w, float v)
+{
+    static const double opt[4] = {0};
+    net_wr wr = {b, cap, 0};
+    uint64_t *ids = malloc(n * 8);
+    float *rows = malloc(n * w * sizeof *rows);
+
+    for (size_t i = 0; i < n; i++)
+        ids[i] = id + i;
+    for (size_t i = 0; i < n * w; i++)
+        rows[i] = v;
+    net__enc_push_req(&wr, name, "add", 0, opt, w * sizeof *rows, ids, rows, NULL, n);
+    free(ids);
+    free(rows);
+    return wr.off;
+}
+
+void
+gkvt_assert_added(const float *got, const float *was, size_t n, float d)
+{
+    for (size_t i = 0; i < n; i++)
+        if (got[i] != was[i] + d)
+            fail_msg("element %zu is %g; it was %g and %g was added once",
+                     i, got[i], was[i], d);
 }

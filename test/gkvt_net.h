@@ -3,6 +3,7 @@
  * clash), clients connected to them. Shared by the net tests. */
 #ifndef GKVT_NET_H
 #define GKVT_NET_H
+#include <limits.h>
 #include <string.h>
 #include "gkvt.h"
 #include "gkv_net.h"
@@ -101,5 +102,85 @@ unsigned char *gkvt_encode(void (*enc)(net_wr *w, const void *arg),
  * Returns its length. */
 size_t gkvt_raw_msg(unsigned char *b, uint16_t type, uint64_t session,
                     uint64_t req, const void *pl, size_t plen);
+
+/* ---- one server spoken to by hand (the net_hostile tests) ----------------
+ * A test's directory with one store and one gkv-server, spoken to with raw
+ * REQ sockets (gkvt_raw_socket) in the wire format of net/wire.h. */
+
+#define GKVT_RAWFX_PROCS 8   /* processes a test may start */
+
+struct gkvt_rawfx {
+    char *dir;
+    char st[4200];           /* the store: DIR/st */
+    char cfg[4200];          /* the ip_config: DIR/ip.cfg */
+    char json[4400];         /* graph tests: the partition config */
+    char server[PATH_MAX + 16];  /* the gkv-server program */
+    int base;                /* the server's port */
+    struct gkvt_proc p[GKVT_RAWFX_PROCS];
+    int np;
+};
+
+/* A cmocka setup: *state gets a new zeroed gkvt_rawfx whose directory has
+ * "tag" in its name. */
+int  gkvt_rawfx_setup(void **state, const char *tag);
+/* Its teardown: kills and reaps every process the test started; a
+ * sanitizer report in a log fails the test. */
+int  gkvt_rawfx_teardown(void **state);
+/* Starts argv in the test (gkvt_spawn) with log DIR/<number>-logname. */
+struct gkvt_proc *gkvt_rawfx_spawn(struct gkvt_rawfx *f, char *const argv[],
+                                   const char *logname);
+/* Starts gkv-server with the leading arguments 'lead' and 'extra' (both
+ * NULL-terminated) on fresh ports (again on a port clash); returns it once
+ * it listens. */
+struct gkvt_proc *gkvt_rawfx_start(struct gkvt_rawfx *f, const char *const *lead,
+                                   const char *const *extra);
+/* gkvt_rawfx_start with "--store ST --machine 0" and extra. */
+struct gkvt_proc *gkvt_rawfx_serve(struct gkvt_rawfx *f, const char *const *extra);
+
+/* A reply as gkvt_rrecv gives it. */
+struct gkvt_rep {
+    net_hdr h;
+    unsigned char *pl;       /* payload (malloc'd; the next gkvt_rrecv frees it) */
+    size_t plen;
+    char msg[1100];          /* an error reply's message */
+};
+
+/* Sends request 'type' (header and payload) without waiting. */
+void gkvt_rsend(int s, uint16_t type, uint64_t session, uint64_t req,
+                const void *pl, size_t plen);
+/* Receives a reply into r (its header checked); -1 when none came. */
+int  gkvt_rrecv(int s, struct gkvt_rep *r);
+/* gkvt_rsend, then gkvt_rrecv. */
+int  gkvt_rcall(int s, uint16_t type, uint64_t session, uint64_t req,
+                const void *pl, size_t plen, struct gkvt_rep *r);
+/* A HELLO's nonce, into n. */
+void gkvt_rhello(int s, unsigned char *n);
+/* A HANDSHAKE with nonce n as (group, rank) with NET_HS_* 'flags', and a
+ * proof made from 'token' (none when NULL); returns the session, or 0 when
+ * refused (r holds the reply). */
+uint64_t gkvt_rhs(int s, const unsigned char *n, const char *token,
+                  const char *group, uint32_t rank, uint32_t flags,
+                  struct gkvt_rep *r);
+/* HELLO and HANDSHAKE as (group, rank) with NET_HS_* 'flags', no token;
+ * returns the session, or 0 when refused (r holds the reply). */
+uint64_t gkvt_rjoin(int s, const char *group, uint32_t rank, uint32_t flags,
+                    struct gkvt_rep *r);
+/* HELLO and HANDSHAKE as (group, rank), no token; returns the session. */
+uint64_t gkvt_rhandshake(int s, const char *group, uint32_t rank);
+/* The server's "requests" count, asked with a STATS over s as session
+ * sess (the count includes this STATS: handle() counts a request first). */
+uint64_t gkvt_rrequests(int s, uint64_t sess);
+/* Waits (30 s at most) until the server has taken up one more request
+ * than the STATS polls over s (session sess) since gkvt_rrequests() said
+ * 'before': the request sent on another socket after that call is in a
+ * worker's hands (answered, parked, or being handled), not waiting in
+ * nanomsg's queue. */
+void gkvt_await_taken(int s, uint64_t sess, uint64_t before);
+/* An "add" push of every element 'v' to rows id..id+n-1 (w floats each)
+ * into b (cap bytes); returns the payload length. */
+size_t gkvt_enc_add(unsigned char *b, size_t cap, const char *name,
+                    uint64_t id, size_t n, size_t w, float v);
+/* Asserts got[i] == was[i] + d for n floats. */
+void gkvt_assert_added(const float *got, const float *was, size_t n, float d);
 
 #endif
