@@ -88,9 +88,9 @@ srv__log(gkv_server *s, const char *fmt, ...)
 }
 
 /* Whether one more line of 'kind' may be logged: at most LOG_BURST per
- * window, so a flood of garbage (rejections) or of handshakes as one
+ * window, so a flood of garbage (rejections), of handshakes as one
  * group and rank (rejoins: anyone may hand-shake to a server without a
- * token) cannot flood the log. *dropped: the lines of the window that
+ * token) or of joins and leaves cannot flood the log. *dropped: the lines of the window that
  * just ended that were not logged, for the caller to say. Caller holds
  * s->mu. */
 int
@@ -114,7 +114,8 @@ srv__log_take(gkv_server *s, int kind, uint64_t *dropped)
 
 static const char *const log_what[LOG_KINDS] = {"rejections", "rejoins",
                                        "requests that arrived again",
-                                       "observer joins and leaves"};
+                                       "observer joins and leaves",
+                                       "joins and leaves"};
 
 void
 srv__log_say_dropped(gkv_server *s, int kind, uint64_t dropped)

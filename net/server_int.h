@@ -47,7 +47,7 @@
 #define SRV_ONCE_REPLY 16        /* payload bytes of a SRV_ONCE reply, at
                                   * most: kept to answer a copy */
 /* the kinds of log lines rationed (srv__log_take) */
-enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN, LOG_OBSERVER, LOG_KINDS };
+enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN, LOG_OBSERVER, LOG_JOIN, LOG_KINDS };
 
 /* ---- the state ---------------------------------------------------------- */
 

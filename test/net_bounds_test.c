@@ -1,0 +1,137 @@
+/* net_bounds_test.c - what one peer can make a server hold or write,
+ * whoever it is (issue 26): the log a join/leave loop writes, the sessions
+ * one group or member can take, the memory a peer that never
+ * authenticates can make the server hold. Each attack runs against a real
+ * gkv-server while a well-behaved client's latency is measured. */
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "gkvt.h"
+#include "gkvt_net.h"
+#include "gkv_net.h"
+
+#define MAXPROC 4
+
+static int
+setup(void **state)
+{
+    return gkvt_job_setup(state, sizeof (struct gkvt_job), "bounds",
+                          MAXPROC, NULL, 0);
+}
+
+static int
+teardown(void **state)
+{
+    return gkvt_job_teardown(state);
+}
+
+static long
+file_bytes(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* Seconds one pull of 8 rows of "feat" takes the client c. */
+static double
+probe_s(gkv_client *c)
+{
+    uint64_t ids[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    float got[8 * 4];
+    double t0 = tools__now_s();
+
+    NET_OK(gkv_client_pull(c, "feat", ids, 8, got, sizeof got));
+    return tools__now_s() - t0;
+}
+
+/* The sum of N in the log's "N more <what> were not logged" lines. */
+static unsigned long long
+not_logged(const char *log, const char *what)
+{
+    char *t = gkvt_slurp(log), *p, *q, pat[128];
+    unsigned long long sum = 0;
+
+    snprintf(pat, sizeof pat, " more %s were not logged", what);
+    for (p = t; (p = strstr(p, pat)) != NULL; p++) {
+        for (q = p; q > t && q[-1] >= '0' && q[-1] <= '9'; q--)
+            ;
+        sum += strtoull(q, NULL, 10);
+    }
+    free(t);
+    return sum;
+}
+
+/* ---- 1. join/leave lines are rationed ------------------------------------ */
+
+/* A member joining and leaving in a loop wrote two lines a cycle: 2.5 MB
+ * of log in 5 s. They are rationed like rejections (50 per 10 s), and the
+ * log says how many were not. */
+static void
+test_join_leave_loop_log_bounded(void **state)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    struct gkvt_proc *srv;
+    gkv_client *probe, *c;
+    gkv_client_opts o = {0};
+    long before, after;
+    double t0, worst = 0;
+    int cycles = 0, lines;
+    unsigned long long unlogged;
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 100);
+    gkvt_serve(j, 1, 1, extra, &srv);
+    probe = gkvt_connect(j->cfg, "probe", 0, NULL);
+    before = file_bytes(srv->log);
+    o.timeout_ms = 5000;
+    t0 = tools__now_s();
+    while (tools__now_s() - t0 < 3.0) {
+        NET_OK(gkv_client_connect(&c, j->cfg, NULL, "loop", 0, &o));
+        NET_OK(gkv_client_close(c));
+        cycles++;
+        if (cycles % 10 == 0) {
+            double d = probe_s(probe);
+            if (d > worst)
+                worst = d;
+        }
+    }
+    after = file_bytes(srv->log);
+    NET_OK(gkv_client_close(probe));
+    kill(srv->pid, SIGTERM);
+    assert_true(gkvt_proc_wait(srv, 10000));
+    lines = gkvt_file_count(srv->log, "join: group '") +
+            gkvt_file_count(srv->log, "leave: group '");
+    unlogged = not_logged(srv->log, "joins and leaves");
+    print_message("%d join/leave cycles in 3 s: %d lines, %llu not logged, "
+                  "log +%ld bytes; probe pull at worst %.1f ms\n", cycles,
+                  lines, unlogged, after - before, worst * 1e3);
+    assert_true(cycles > 60);          /* the loop outran the ration */
+    /* 50 a window of 10 s (a slow machine may see a second one), the
+     * probe's own join and leave among them */
+    if (lines < 1 || lines > 100)
+        fail_msg("%d join/leave lines for %d cycles", lines, cycles);
+    /* every join was counted, logged or not; a leave too (the loop's
+     * leaves all arrive: close waits for the reply) */
+    if ((unsigned long long)lines + unlogged != 2ull * cycles + 2)
+        fail_msg("%d lines and %llu not logged for %d cycles", lines,
+                 unlogged, cycles);
+    assert_true(after - before < 100 * 200);
+    assert_true(worst < 2.0);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_join_leave_loop_log_bounded,
+                                        setup, teardown),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    return cmocka_run_group_tests_name("net_bounds", tests, NULL, NULL);
+}
