@@ -44,6 +44,7 @@
 #define FLUSH_MS       150       /* replies in flight get this long before
                                   * the socket closes (nanomsg has no linger) */
 #define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (doc/BENCHMARKS.md) */
+#define GROUP_SESS_MAX 16384     /* default --max-group-sessions */
 #define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
 #define LOG_WINDOW_MS  10000
 
@@ -639,6 +640,9 @@ opts_check(const gkv_server_opts *o, unsigned *nserv)
     if (o->server_id >= *nserv)
         return net__fail(GKV_EINVAL, "server id %u is not below the number "
                          "of servers %u", o->server_id, *nserv);
+    if (o->max_group_sessions > 65536)
+        return net__fail(GKV_EINVAL, "sessions per group %u: must be in "
+                         "1..65536", o->max_group_sessions);
     if (o->max_msg != 0 && (o->max_msg < 4096 ||
                             o->max_msg > (uint64_t)INT_MAX - NET_HDR_LEN - 64))
         return net__fail(GKV_EINVAL, "max message size %llu: must be in "
@@ -708,6 +712,8 @@ server_new(const gkv_server_opts *o, size_t mi)
     s->io.max_msg = o->max_msg ? o->max_msg : GKV_NET_MAX_MSG;
     s->io.nthreads = o->threads ? o->threads : 2;
     s->conf.num_clients = o->num_clients;
+    s->conf.max_group_sessions = o->max_group_sessions ?
+                                 o->max_group_sessions : GROUP_SESS_MAX;
     w = getenv("GKV_SERVER_WIDE_IDS");
     s->conf.wide_ids = w != NULL && strcmp(w, "1") == 0;
     /* tests shorten the nonce TTL to see expiry */

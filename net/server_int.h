@@ -129,6 +129,7 @@ struct gkv_server {
         unsigned flags;              /* GKV_SERVER_* */
         unsigned lease_ms;
         unsigned num_clients;        /* members to see before stopping */
+        unsigned max_group_sessions; /* sessions a group may hold */
         int wide_ids;                /* SAMPLE replies always send i64 IDs
                                       * (GKV_SERVER_WIDE_IDS=1: tests) */
         uint32_t refuse_hs;          /* GKV_SERVER_REFUSE_HS_FLAGS (tests) */

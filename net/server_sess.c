@@ -452,7 +452,8 @@ hs_rejoin(gkv_server *s, struct sess *old, const net_hs_req *hs, uint64_t id)
 }
 
 /* A new member or observer: session 'id' in its group. GKV_OK, or
- * GKV_ENOMEM with nothing changed. Caller holds s->mu. */
+ * GKV_EBUSY (its group holds conf.max_group_sessions) or GKV_ENOMEM, with
+ * nothing changed. Caller holds s->mu. */
 static gkv_err
 hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id)
 {
@@ -463,6 +464,10 @@ hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id)
 
     if (s->sess.n >= SESS_MAX || (g = srv__group_find(s, hs->group, 1)) == NULL)
         return GKV_ENOMEM;
+    /* the peer's address is not known (nanomsg does not tell it), so the
+     * group is what one peer is capped by */
+    if (g->members >= s->conf.max_group_sessions)
+        return GKV_EBUSY;
     if (s->sess.n == s->sess.cap) {
         size_t nc = s->sess.cap ? s->sess.cap * 2 : 16;
         struct sess *ns = gkv__realloc(s->sess.tab, nc * sizeof *ns);
@@ -502,6 +507,7 @@ op_handshake(gkv_server *s, srv_req *r)
     net_hs_req hs;
     struct sess *old = NULL;
     uint64_t id;
+    gkv_err rc;
 
     if (hs_check(s, r, &hs) != GKV_OK)
         return;
@@ -528,9 +534,15 @@ op_handshake(gkv_server *s, srv_req *r)
     }
     if (old != NULL) {
         hs_rejoin(s, old, &hs, id);
-    } else if (hs_join(s, &hs, id) != GKV_OK) {
+    } else if ((rc = hs_join(s, &hs, id)) != GKV_OK) {
+        unsigned cap = s->conf.max_group_sessions;
         pthread_mutex_unlock(&s->mu);
-        srv__fail(r, GKV_ENOMEM, "handshake: no room for another client");
+        if (rc == GKV_EBUSY)
+            srv__fail(r, rc, "handshake of group '%s' rank %u: the group "
+                      "holds %u sessions, the most one group may "
+                      "(--max-group-sessions)", hs.group, hs.rank, cap);
+        else
+            srv__fail(r, rc, "handshake: no room for another client");
         return;
     }
     if (!(hs.flags & NET_HS_OBSERVER))

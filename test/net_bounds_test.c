@@ -124,12 +124,66 @@ test_join_leave_loop_log_bounded(void **state)
     assert_true(worst < 2.0);
 }
 
+/* ---- 2. sessions per group ------------------------------------------- */
+
+/* One group could take all 65,536 sessions and lock every other job out.
+ * A group holds --max-group-sessions at most; past it a handshake is
+ * refused naming the cap, its members go on, and another group joins. */
+static void
+test_group_session_cap(void **state)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", "--max-group-sessions", "8", NULL};
+    struct gkvt_proc *srv;
+    gkv_client *c[8], *extra_c = NULL, *other, *again;
+    gkv_client_opts o = {0};
+    double worst = 0, d;
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 100);
+    gkvt_serve(j, 1, 1, extra, &srv);
+    o.timeout_ms = 5000;
+    for (int i = 0; i < 8; i++)
+        c[i] = gkvt_connect(j->cfg, "one", (uint32_t)i, NULL);
+    NET_FAILS(gkv_client_connect(&extra_c, j->cfg, NULL, "one", 8, &o),
+              GKV_EBUSY, "--max-group-sessions");
+    assert_null(extra_c);
+    NET_FAILS(gkv_client_connect(&extra_c, j->cfg, NULL, "one", 9, &o),
+              GKV_EBUSY, "holds 8 sessions");
+    /* the group's members go on, and a member rejoining is no new session */
+    for (int i = 0; i < 8; i++)
+        if ((d = probe_s(c[i])) > worst)
+            worst = d;
+    again = gkvt_connect(j->cfg, "one", 3, NULL);
+    /* another group still joins */
+    other = gkvt_connect(j->cfg, "two", 0, NULL);
+    if ((d = probe_s(other)) > worst)
+        worst = d;
+    print_message("group capped at 8: probe pulls at worst %.1f ms\n",
+                  worst * 1e3);
+    assert_true(worst < 2.0);
+    /* a member leaving makes room */
+    NET_OK(gkv_client_close(c[0]));
+    NET_OK(gkv_client_connect(&extra_c, j->cfg, NULL, "one", 8, &o));
+    NET_OK(gkv_client_close(extra_c));
+    NET_OK(gkv_client_close(other));
+    NET_OK(gkv_client_close(again));
+    for (int i = 1; i < 8; i++)
+        if (i != 3)
+            NET_OK(gkv_client_close(c[i]));
+    /* c[3]'s session was replaced by 'again': its close is refused or not,
+     * either way it frees the client */
+    (void)gkv_client_close(c[3]);
+    assert_true(gkvt_proc_alive(srv));
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_join_leave_loop_log_bounded,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_session_cap, setup,
+                                        teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);
