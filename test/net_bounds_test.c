@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <nanomsg/nn.h>
 #include "gkvt.h"
 #include "gkvt_net.h"
 #include "gkv_net.h"
@@ -35,6 +36,22 @@ file_bytes(const char *path)
     struct stat st;
 
     return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
+/* A "Vm...:" field of /proc/PID/status ("VmHWM:", "VmRSS:"), KiB. */
+static long
+status_kib(int pid, const char *field)
+{
+    char path[64], *t, *l;
+    long v = -1;
+
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    t = gkvt_slurp(path);
+    if ((l = strstr(t, field)) != NULL)
+        v = strtol(l + strlen(field), NULL, 10);
+    free(t);
+    assert_true(v > 0);
+    return v;
 }
 
 /* Seconds one pull of 8 rows of "feat" takes the client c. */
@@ -176,6 +193,98 @@ test_group_session_cap(void **state)
     assert_true(gkvt_proc_alive(srv));
 }
 
+/* ---- 3. messages before a session ------------------------------------- */
+
+/* Writes a request header of 'type' saying 'plen' payload bytes to m (the
+ * payload is the caller's, at m + NET_HDR_LEN). */
+static void
+raw_head(unsigned char *m, uint16_t type, uint64_t session, uint64_t plen)
+{
+    net_hdr q;
+
+    (void)gkvt_raw_msg(m, type, session, 1, NULL, 0);
+    assert_int_equal(net__hdr_get(m, NET_HDR_LEN, &q), 0);
+    q.len = plen;
+    net__hdr_put(m, &q);
+}
+
+/* Peers without a session sent large messages: the server took each whole
+ * (nanomsg buffers a message up to --max-msg per connection before the
+ * server sees it) and then checked its checksum and header. Now such a
+ * message, larger than a handshake may be, is freed as soon as nn_recv
+ * hands it over, and its RSS comes back; a HANDSHAKE that large is
+ * refused naming the limit. */
+static void
+test_presession_message_dropped(void **state)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", "--max-msg", "67108864", NULL};
+    enum { NSOCK = 8, BIG = 32 << 20 };
+    struct gkvt_proc *srv;
+    gkv_client *probe;
+    unsigned char *m = calloc(1, NET_HDR_LEN + BIG), *rep = NULL;
+    int sk[NSOCK], n, port;
+    long rss0, hwm0, rss1, hwm1;
+    double worst = 0, d;
+    net_hdr h;
+
+    assert_non_null(m);
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 100);
+    gkvt_serve(j, 1, 1, extra, &srv);
+    port = j->base;
+    probe = gkvt_connect(j->cfg, "probe", 0, NULL);
+    (void)probe_s(probe);
+    /* a handshake of 2 KiB: refused, naming the limit */
+    sk[0] = gkvt_raw_socket(port, 10000);
+    raw_head(m, NET_HANDSHAKE, 0, 2048);
+    memset(m + NET_HDR_LEN, 'x', 2048);
+    assert_true(nn_send(sk[0], m, NET_HDR_LEN + 2048, 0) >= 0);
+    n = nn_recv(sk[0], &rep, NN_MSG, 0);
+    assert_true(n >= (int)NET_HDR_LEN);
+    assert_int_equal(net__hdr_get(rep, (size_t)n, &h), 0);
+    assert_int_equal(h.status, GKV_EPROTO);
+    assert_non_null(memmem(rep, (size_t)n, "before a handshake", 18));
+    nn_freemsg(rep);
+    nn_close(sk[0]);
+
+    /* 8 peers, each a 32 MiB PULL with a session that does not exist */
+    rss0 = status_kib(srv->pid, "VmRSS:");
+    hwm0 = status_kib(srv->pid, "VmHWM:");
+    raw_head(m, NET_PULL, 0x1234567, BIG);
+    for (int i = 0; i < NSOCK; i++) {
+        sk[i] = gkvt_raw_socket(port, 20000);
+        assert_true(nn_send(sk[i], m, NET_HDR_LEN + BIG, 0) >= 0);
+    }
+    for (int k = 0; k < 5; k++)
+        if ((d = probe_s(probe)) > worst)
+            worst = d;
+    for (int i = 0; i < NSOCK; i++) {
+        n = nn_recv(sk[i], &rep, NN_MSG, 0);
+        assert_true(n >= (int)NET_HDR_LEN);
+        assert_int_equal(net__hdr_get(rep, (size_t)n, &h), 0);
+        assert_int_equal(h.status, GKV_EPERM);
+        assert_non_null(memmem(rep, (size_t)n, "without a session", 17));
+        nn_freemsg(rep);
+        nn_close(sk[i]);
+    }
+    if ((d = probe_s(probe)) > worst)
+        worst = d;
+    tools__sleep_ms(200);
+    rss1 = status_kib(srv->pid, "VmRSS:");
+    hwm1 = status_kib(srv->pid, "VmHWM:");
+    print_message("%d peers x %d MiB without a session: server RSS %ld -> "
+                  "%ld KiB, peak +%ld KiB; probe pull at worst %.1f ms\n",
+                  NSOCK, BIG >> 20, rss0, rss1, hwm1 - hwm0, worst * 1e3);
+    /* what nanomsg buffered is given back once the server freed it */
+    assert_true(rss1 - rss0 < 32 * 1024);
+    /* and it was never more than one message per connection */
+    assert_true(hwm1 - hwm0 < (long)NSOCK * (BIG >> 10) + 64 * 1024);
+    assert_true(worst < 5.0);
+    NET_OK(gkv_client_close(probe));
+    assert_true(gkvt_proc_alive(srv));
+    free(m);
+}
+
 int
 main(void)
 {
@@ -184,6 +293,8 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_session_cap, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_presession_message_dropped,
+                                        setup, teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);
