@@ -160,6 +160,11 @@ typedef struct gkv_server_opts {
      * that connects after the first ones left still finds it. 0 = stop when
      * the members joined so far have left. */
     unsigned num_clients;
+    /* Sessions one group may hold at once (members and observers); a
+     * handshake past it is refused (GKV_EBUSY), so that one group cannot
+     * take every session of the server. 0 = 16384 (a quarter of the
+     * 65536 a server holds); at most 65536. */
+    unsigned max_group_sessions;
 } gkv_server_opts;
 
 /* Opens the store, pre-faults its map, reads the token and binds the

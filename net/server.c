@@ -44,6 +44,10 @@
 #define FLUSH_MS       150       /* replies in flight get this long before
                                   * the socket closes (nanomsg has no linger) */
 #define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (doc/BENCHMARKS.md) */
+#define PRESESS_MAX    1024      /* payload bytes a message may carry
+                                  * before its sender has a session: a
+                                  * handshake's are ~180 at most */
+#define GROUP_SESS_MAX 16384     /* default --max-group-sessions */
 #define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
 #define LOG_WINDOW_MS  10000
 
@@ -88,9 +92,9 @@ srv__log(gkv_server *s, const char *fmt, ...)
 }
 
 /* Whether one more line of 'kind' may be logged: at most LOG_BURST per
- * window, so a flood of garbage (rejections) or of handshakes as one
+ * window, so a flood of garbage (rejections), of handshakes as one
  * group and rank (rejoins: anyone may hand-shake to a server without a
- * token) cannot flood the log. *dropped: the lines of the window that
+ * token) or of joins and leaves cannot flood the log. *dropped: the lines of the window that
  * just ended that were not logged, for the caller to say. Caller holds
  * s->mu. */
 int
@@ -114,7 +118,8 @@ srv__log_take(gkv_server *s, int kind, uint64_t *dropped)
 
 static const char *const log_what[LOG_KINDS] = {"rejections", "rejoins",
                                        "requests that arrived again",
-                                       "observer joins and leaves"};
+                                       "observer joins and leaves",
+                                       "joins and leaves"};
 
 void
 srv__log_say_dropped(gkv_server *s, int kind, uint64_t dropped)
@@ -429,6 +434,33 @@ finish(gkv_server *s, srv_req *r, const void *msg, size_t len)
     }
 }
 
+/* Whether 'msg' (len bytes) is larger than a peer without a session may
+ * send: more than PRESESS_MAX payload bytes in a request that needs no
+ * session (HELLO, HANDSHAKE: 1) or whose session is not live (2); its
+ * header in *h. 0: it may go on (a header net__hdr_check refuses goes on
+ * too, to be refused there for what is wrong with it: those checks read
+ * the header only). Takes s->mu. */
+static int
+presess_too_big(gkv_server *s, const void *msg, size_t len, net_hdr *h)
+{
+    const srv_op *op;
+    int live;
+
+    memset(h, 0, sizeof *h);
+    if (len <= NET_HDR_LEN + PRESESS_MAX)
+        return 0;
+    if (net__hdr_get(msg, len, h) != 0 || h->magic != NET_MAGIC ||
+        h->version != NET_VERSION || h->len != len - NET_HDR_LEN)
+        return 0;
+    op = h->type <= NET_TYPE_MAX ? s->ops[h->type] : NULL;
+    if (op == NULL || !(op->flags & SRV_SESSION))
+        return 1;
+    pthread_mutex_lock(&s->mu);
+    live = srv__sess_find(s, h->session) != NULL;
+    pthread_mutex_unlock(&s->mu);
+    return live ? 0 : 2;
+}
+
 /* Handles one message that worker 'wk' received; consumes 'msg' and
  * 'ctl'. No lock is held. */
 static void
@@ -438,12 +470,27 @@ handle(gkv_server *s, unsigned wk, void *msg, size_t len, void *ctl)
     const srv_op *op;
     char why[512];
     gkv_err rc;
+    int big;
 
     memset(&r, 0, sizeof r);
     r.ctl = ctl;
     r.worker = wk;
     atomic_fetch_add_explicit(&s->stats.requests, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->stats.bytes_in, len, memory_order_relaxed);
+    if ((big = presess_too_big(s, msg, len, &r.h)) != 0) {
+        /* freed before anything else looks at it (no checksum over it,
+         * no decoding): nanomsg had to take it whole, the server keeps
+         * it no longer than this */
+        snprintf(why, sizeof why, "%zu payload bytes without a session: "
+                 "at most %d before a handshake", len - NET_HDR_LEN,
+                 PRESESS_MAX);
+        reject(s, "message", msg, len, why);
+        nn_freemsg(msg);
+        r.h.flags = 0;
+        srv__send_error(s, ctl, &r.h, big == 2 ? GKV_EPERM : GKV_EPROTO,
+                        big == 2 ? NET_F_SESSION : 0, why);
+        return;
+    }
     if ((rc = net__hdr_check(msg, len, &r.h, why, sizeof why)) != GKV_OK) {
         /* answer in the client's terms (type, request id) where its
          * header could be read; no checksum on this reply */
@@ -638,6 +685,9 @@ opts_check(const gkv_server_opts *o, unsigned *nserv)
     if (o->server_id >= *nserv)
         return net__fail(GKV_EINVAL, "server id %u is not below the number "
                          "of servers %u", o->server_id, *nserv);
+    if (o->max_group_sessions > 65536)
+        return net__fail(GKV_EINVAL, "sessions per group %u: must be in "
+                         "1..65536", o->max_group_sessions);
     if (o->max_msg != 0 && (o->max_msg < 4096 ||
                             o->max_msg > (uint64_t)INT_MAX - NET_HDR_LEN - 64))
         return net__fail(GKV_EINVAL, "max message size %llu: must be in "
@@ -707,6 +757,8 @@ server_new(const gkv_server_opts *o, size_t mi)
     s->io.max_msg = o->max_msg ? o->max_msg : GKV_NET_MAX_MSG;
     s->io.nthreads = o->threads ? o->threads : 2;
     s->conf.num_clients = o->num_clients;
+    s->conf.max_group_sessions = o->max_group_sessions ?
+                                 o->max_group_sessions : GROUP_SESS_MAX;
     w = getenv("GKV_SERVER_WIDE_IDS");
     s->conf.wide_ids = w != NULL && strcmp(w, "1") == 0;
     /* tests shorten the nonce TTL to see expiry */

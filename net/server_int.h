@@ -47,7 +47,7 @@
 #define SRV_ONCE_REPLY 16        /* payload bytes of a SRV_ONCE reply, at
                                   * most: kept to answer a copy */
 /* the kinds of log lines rationed (srv__log_take) */
-enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN, LOG_OBSERVER, LOG_KINDS };
+enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN, LOG_OBSERVER, LOG_JOIN, LOG_KINDS };
 
 /* ---- the state ---------------------------------------------------------- */
 
@@ -129,6 +129,7 @@ struct gkv_server {
         unsigned flags;              /* GKV_SERVER_* */
         unsigned lease_ms;
         unsigned num_clients;        /* members to see before stopping */
+        unsigned max_group_sessions; /* sessions a group may hold */
         int wide_ids;                /* SAMPLE replies always send i64 IDs
                                       * (GKV_SERVER_WIDE_IDS=1: tests) */
         uint32_t refuse_hs;          /* GKV_SERVER_REFUSE_HS_FLAGS (tests) */

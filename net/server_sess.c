@@ -79,6 +79,7 @@ srv__sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
     struct group *g = srv__group_find(s, old.group, 0);
     unsigned left = 0;
     uint64_t dropped = 0;
+    int kind;
 
     s->sess.tab[i] = s->sess.tab[--s->sess.n];
     gkv__free(old.done);
@@ -94,10 +95,11 @@ srv__sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
             *g = s->sess.grp[--s->sess.ngrp];
         }
     }
-    /* observers (kvctl, monitors polling stat) come and go all day: their
-     * lines are rationed */
-    if (!old.observer || srv__log_take(s, LOG_OBSERVER, &dropped)) {
-        srv__log_say_dropped(s, LOG_OBSERVER, dropped);
+    /* observers (kvctl, monitors polling stat) come and go all day, and
+     * a peer may join and leave in a loop: the lines are rationed */
+    kind = old.observer ? LOG_OBSERVER : LOG_JOIN;
+    if (srv__log_take(s, kind, &dropped)) {
+        srv__log_say_dropped(s, kind, dropped);
         srv__log(s, "%s: group '%s' rank %u%s (%u left in the group, %zu "
                  "clients in all)", how, old.group, old.rank, old.observer ?
                  " (observer)" : "", left, s->sess.n);
@@ -108,12 +110,15 @@ srv__sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
         size_t members = 0;
         for (size_t k = 0; k < s->sess.n; k++)
             members += !s->sess.tab[k].observer;
-        if (members == 0 && s->sess.nseen < s->conf.num_clients)
-            srv__log(s, "the last client left (group '%s' rank %u); %zu of the "
-                     "%u clients (--num-clients) have joined: waiting for the "
-                     "others", old.group, old.rank, s->sess.nseen,
-                     s->conf.num_clients);
-        else if (members == 0)
+        if (members == 0 && s->sess.nseen < s->conf.num_clients) {
+            if (srv__log_take(s, LOG_JOIN, &dropped)) {
+                srv__log_say_dropped(s, LOG_JOIN, dropped);
+                srv__log(s, "the last client left (group '%s' rank %u); %zu "
+                         "of the %u clients (--num-clients) have joined: "
+                         "waiting for the others", old.group, old.rank,
+                         s->sess.nseen, s->conf.num_clients);
+            }
+        } else if (members == 0)
             srv__stop_request(s, "the last client left (group '%s' rank %u)",
                               old.group, old.rank);
     }
@@ -447,16 +452,22 @@ hs_rejoin(gkv_server *s, struct sess *old, const net_hs_req *hs, uint64_t id)
 }
 
 /* A new member or observer: session 'id' in its group. GKV_OK, or
- * GKV_ENOMEM with nothing changed. Caller holds s->mu. */
+ * GKV_EBUSY (its group holds conf.max_group_sessions) or GKV_ENOMEM, with
+ * nothing changed. Caller holds s->mu. */
 static gkv_err
 hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id)
 {
     struct group *g;
     struct sess *ss;
     uint64_t dropped = 0;
+    int kind;
 
     if (s->sess.n >= SESS_MAX || (g = srv__group_find(s, hs->group, 1)) == NULL)
         return GKV_ENOMEM;
+    /* the peer's address is not known (nanomsg does not tell it), so the
+     * group is what one peer is capped by */
+    if (g->members >= s->conf.max_group_sessions)
+        return GKV_EBUSY;
     if (s->sess.n == s->sess.cap) {
         size_t nc = s->sess.cap ? s->sess.cap * 2 : 16;
         struct sess *ns = gkv__realloc(s->sess.tab, nc * sizeof *ns);
@@ -478,8 +489,9 @@ hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id)
     ss->inst = hs->instance;
     g->members++;
     s->sess.joined++;
-    if (!ss->observer || srv__log_take(s, LOG_OBSERVER, &dropped)) {
-        srv__log_say_dropped(s, LOG_OBSERVER, dropped);
+    kind = ss->observer ? LOG_OBSERVER : LOG_JOIN;
+    if (srv__log_take(s, kind, &dropped)) {
+        srv__log_say_dropped(s, kind, dropped);
         srv__log(s, "join: group '%s' rank %u%s (%u in the group, %zu "
                  "clients in all)", hs->group, hs->rank, ss->observer ?
                  " (observer)" : "", g->members, s->sess.n);
@@ -495,6 +507,7 @@ op_handshake(gkv_server *s, srv_req *r)
     net_hs_req hs;
     struct sess *old = NULL;
     uint64_t id;
+    gkv_err rc;
 
     if (hs_check(s, r, &hs) != GKV_OK)
         return;
@@ -521,9 +534,15 @@ op_handshake(gkv_server *s, srv_req *r)
     }
     if (old != NULL) {
         hs_rejoin(s, old, &hs, id);
-    } else if (hs_join(s, &hs, id) != GKV_OK) {
+    } else if ((rc = hs_join(s, &hs, id)) != GKV_OK) {
+        unsigned cap = s->conf.max_group_sessions;
         pthread_mutex_unlock(&s->mu);
-        srv__fail(r, GKV_ENOMEM, "handshake: no room for another client");
+        if (rc == GKV_EBUSY)
+            srv__fail(r, rc, "handshake of group '%s' rank %u: the group "
+                      "holds %u sessions, the most one group may "
+                      "(--max-group-sessions)", hs.group, hs.rank, cap);
+        else
+            srv__fail(r, rc, "handshake: no room for another client");
         return;
     }
     if (!(hs.flags & NET_HS_OBSERVER))

@@ -84,6 +84,8 @@ usage(FILE *f)
 "  --heartbeat-timeout MS   a client not heard from for MS is gone\n"
 "                           (default 30000)\n"
 "  --max-msg BYTES          largest request payload (default 1073741824)\n"
+"  --max-group-sessions N   sessions one group may hold at once; more are\n"
+"                           refused (default 16384)\n"
 "  --bind-any               listen on every interface, not only the\n"
 "                           ip_config address (needs --token-file, or\n"
 "                           --insecure-no-token)\n"
@@ -170,6 +172,8 @@ parse_args(gkv_server_opts *o, struct wb *w, int argc, char **argv)
          .hi = 65535},
         {"--num-clients", OPT_UINT, .dst = &o->num_clients, .lo = 0,
          .hi = 65536},
+        {"--max-group-sessions", OPT_UINT, .dst = &o->max_group_sessions,
+         .lo = 1, .hi = 65536},
         {"--threads", OPT_UINT, .dst = &o->threads, .lo = 1, .hi = 256},
         {"--heartbeat-timeout", OPT_UINT, .dst = &o->lease_ms, .lo = 1,
          .hi = 86400000, .bad = "is not a number of milliseconds in "
