@@ -228,23 +228,16 @@ main(int argc, char **argv)
     gkv_server_opts o;
     struct wb wb = {{NULL}, 0};
     gkv_server *srv = NULL;
-    struct sigaction sa;
     gkv_err rc;
     int urc;
 
     memset(&o, 0, sizeof o);
     if ((urc = parse_args(&o, &wb, argc, argv)) != 0)
         return urc;
-    signal(SIGPIPE, SIG_IGN);
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    /* a closed terminal or ssh session, or a log-rotating HUP: stop as on
-     * SIGTERM (write-back pushes written, store synced), never the default
-     * death that loses them */
-    sigaction(SIGHUP, &sa, NULL);
+    /* SIGHUP too: a closed terminal or ssh session, or a log-rotating
+     * HUP, stops the server as SIGTERM does (write-back pushes written,
+     * store synced), never the default death that loses them */
+    tools__stop_signals(on_signal);
     if ((rc = gkv_server_open(&srv, &o)) != GKV_OK) {
         const char *t = tools__err_text(rc, gkv_net_errmsg());
         fprintf(stderr, PROG ": %s%s%s\n", t != NULL ? t : "",

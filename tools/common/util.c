@@ -166,6 +166,20 @@ tools__catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+void
+tools__stop_signals(void (*fn)(int))
+{
+    struct sigaction sa;
+
+    signal(SIGPIPE, SIG_IGN);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fn;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 int
 tools__die_of_signal(int sig)
 {

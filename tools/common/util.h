@@ -46,6 +46,11 @@ uint64_t tools__splitmix64(uint64_t *state);
  * short); work loops poll it. */
 extern volatile sig_atomic_t tools__got_signal;
 void tools__catch_signals(void);
+/* For a long-running tool (a server, a launcher): SIGTERM, SIGINT and
+ * SIGHUP run fn (no SA_RESTART: a blocking call returns EINTR, so the tool
+ * notices at once and stops cleanly; a closed terminal's HUP stops it the
+ * same way instead of killing it), and SIGPIPE is ignored. */
+void tools__stop_signals(void (*fn)(int));
 /* After cleaning up for a caught signal: restores its default action,
  * unblocks SIGINT and SIGTERM and raises it, so a calling shell sees the
  * interrupt; returns 128 + sig should the process survive. */

@@ -63,20 +63,13 @@ int
 main(int argc, char **argv)
 {
     struct job j;
-    struct sigaction sa;
     int rc;
 
     tools__prog = PROG;
     memset(&j, 0, sizeof j);
     if ((rc = launch__parse_args(&j, argc, argv)) != EX_OK)
         return rc;
-    signal(SIGPIPE, SIG_IGN);
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    tools__stop_signals(on_signal);
     if (launch__prepare(&j) != 0) {
         rc = EX_USAGE;
         goto out;
