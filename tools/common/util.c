@@ -153,31 +153,33 @@ on_signal(int sig)
     tools__got_signal = sig;
 }
 
-void
-tools__catch_signals(void)
+/* SIGINT and SIGTERM (and SIGHUP when 'hup') run fn with sa_flags. */
+static void
+on_stop_signals(void (*fn)(int), int flags, int hup)
 {
     struct sigaction sa;
 
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
+    sa.sa_handler = fn;
+    sa.sa_flags = flags;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    if (hup)
+        sigaction(SIGHUP, &sa, NULL);
+}
+
+void
+tools__catch_signals(void)
+{
+    on_stop_signals(on_signal, SA_RESTART, 0);
 }
 
 void
 tools__stop_signals(void (*fn)(int))
 {
-    struct sigaction sa;
-
     signal(SIGPIPE, SIG_IGN);
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = fn;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    on_stop_signals(fn, 0, 1);
 }
 
 int
