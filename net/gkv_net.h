@@ -551,6 +551,74 @@ GKV_API gkv_err gkv_client_in_subgraph(gkv_client *c, int etype,
                                        int64_t **src, int64_t **dst,
                                        int64_t **eid, size_t *m);
 
+/* ---- whole batches sampled on the servers ------------------------------ */
+
+/* Rows a batch collects: of node type 'type' (input nodes, seeds) or of
+ * edge type 'type' (sampled edges), read by global type-wise ID from the
+ * tensor whose full name is 'name' ("node/paper/feat"). */
+typedef struct gkv_typed_tensor {
+    int         type;
+    const char *name;
+} gkv_typed_tensor;
+
+/* A batch to sample on the servers (gkv_client_sample_batch). */
+typedef struct gkv_batch_spec {
+    const int64_t *const *seeds;     /* per node type, distinct */
+    const size_t         *nseeds;    /* per node type */
+    const int            *fanouts;   /* nlayers x nfan, as sample_blocks */
+    int                   nfan, nlayers;
+    /* seed, dir and flags (GKV_SAMPLE_REPLACE, GKV_SAMPLE_WEIGHTED) are
+     * used; edge_w, exclude and edge_w_feat must be NULL (GKV_EINVAL).
+     * NULL: all defaults. */
+    const gkv_sample_opts *opts;
+    const gkv_typed_tensor *feats;   /* rows of blocks[0]'s source nodes */
+    int                     nfeats;
+    const gkv_typed_tensor *label;   /* rows of the seeds of label->type;
+                                      * NULL: none */
+    const gkv_typed_tensor *efeats;  /* rows of every layer's edges of
+                                      * efeats[f].type, by edge ID */
+    int                     nefeats;
+} gkv_batch_spec;
+
+/* What gkv_client_sample_batch() gives: the caller's struct holding
+ * arrays of the caller's (blocks: nlayers; feat, feat_bytes: nfeats;
+ * efeat, efeat_bytes: nefeats x nlayers, [f * nlayers + i] for layer i),
+ * whose contents it fills with memory borrowed from the client until its
+ * next call or gkv_client_close(). */
+typedef struct gkv_batch_out {
+    gkv_block   *blocks;
+    const void **feat;
+    size_t      *feat_bytes;
+    const void  *label;
+    size_t       label_bytes;
+    const void **efeat;
+    size_t      *efeat_bytes;
+} gkv_batch_out;
+
+/* Samples a whole mini-batch on the servers in one request: it goes to the
+ * server owning the most seeds (ties: the lowest machine; a machine's
+ * servers taken in turn), which samples every hop (its own partition's
+ * columns in process, the rest from its peers), relabels, gathers the
+ * rows of spec->feats for blocks[0]'s source nodes, of spec->label for
+ * the seeds and of spec->efeats for each block's edges (its own rows from
+ * its store, the rest from the servers owning them), and replies with all
+ * of it. The blocks are byte for byte gkv_client_sample_blocks()'s (and
+ * gkv_sample_blocks()'s on the whole graph) for the same seeds, fanouts
+ * and opts; the rows are gkv_client_pull()'s of those IDs.
+ * Errors: as gkv_client_sample_blocks() and gkv_client_pull() (unknown
+ * tensors, named), GKV_EINVAL (a bad spec, named), GKV_ETIMEDOUT naming
+ * the server asked (or the peer it waited for). */
+GKV_API gkv_err gkv_client_sample_batch(gkv_client *c,
+                                        const gkv_batch_spec *spec,
+                                        gkv_batch_out *out);
+
+/* Opens a second client to the same servers with the same token, group,
+ * rank and options, joined as an observer (GKV_CLIENT_OBSERVER: its
+ * leaving never stops a server), for a worker thread of the caller's
+ * (a loader's workers each use one). On GKV_OK *out is yours until
+ * gkv_client_close(). Errors: as gkv_client_connect(). */
+GKV_API gkv_err gkv_client_clone(gkv_client *c, gkv_client **out);
+
 #ifdef __cplusplus
 }
 #endif

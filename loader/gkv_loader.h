@@ -1,0 +1,191 @@
+/* gkv_loader.h - the mini-batch loader: a trainer's whole batches (seeds,
+ * blocks, the input nodes' feature rows, the seeds' labels, the sampled
+ * edges' feature rows), made ahead of time by worker threads and handed
+ * out in order, each in buffers the batch owns until it is released.
+ *
+ * It sits above net/ (layers: base <- kv <- graph <- net <- loader <- gpu
+ * <- tools) and is what DGL's DistNodeDataLoader and GraphLearn-for-
+ * PyTorch's DistNeighborLoader(collect_features=True, prefetch_size=K) are
+ * to their users.
+ *
+ * Three places to sample, one result (GKV_LOADER_*, opts.where):
+ *   GKV_LOADER_LOCAL   in process, on a gkv_part whose store holds every
+ *                      node a batch reaches (a one-partition config, the
+ *                      whole graph): no server.
+ *   GKV_LOADER_CLIENT  through the servers, hop by hop
+ *                      (gkv_client_sample_blocks), the rows pulled after
+ *                      (gkv_client_pull): the trainer does the relabelling.
+ *   GKV_LOADER_SERVER  on the servers: one request a batch
+ *                      (gkv_client_sample_batch) to the server owning most
+ *                      of its seeds, which samples every hop (asking its
+ *                      peers for the frontier it does not own), gathers
+ *                      the rows the same way, and replies with the batch.
+ * For the same seeds, options and seed, the three give byte for byte the
+ * same batches, for any number of worker threads and any prefetch depth:
+ * batch i of epoch e is sampled with the generator seed
+ *   gkv_loader_batch_seed(opts.sample_seed, e, i)
+ * (gkv_sample.h says what a seed decides), and the seeds of an epoch are
+ * opts.seeds in the order of gkv_loader_epoch_order().
+ *
+ * Threads. A loader belongs to one user thread. Its 'workers' threads each
+ * make whole batches (each with its own sampler, or its own connection to
+ * the servers: gkv_client_clone); at most 'prefetch' batches are made or
+ * held ahead of the one the caller asked for, so memory stays bounded by
+ * prefetch x a batch's size. Batches are handed out in index order
+ * whatever thread made them.
+ *
+ * Errors: calls return GKV_OK or a gkv_err, the detail in gkv_errmsg().
+ */
+#ifndef GKV_LOADER_H
+#define GKV_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "gkv_err.h"
+#include "gkv_kv.h"
+#include "gkv_part.h"
+#include "gkv_sample.h"
+#include "gkv_net.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GKV_LOADER_LOCAL   0
+#define GKV_LOADER_CLIENT  1
+#define GKV_LOADER_SERVER  2
+
+#define GKV_LOADER_DROP_LAST 0x01u  /* drop a last batch smaller than
+                                     * batch_size */
+#define GKV_LOADER_NO_SHUFFLE 0x02u /* every epoch in the order given */
+#define GKV_LOADER_PINNED    0x04u  /* batch buffers in page-locked host
+                                     * memory (a CUDA build; elsewhere
+                                     * GKV_ENOTSUP at gkv_loader_new) */
+
+typedef struct gkv_loader gkv_loader;   /* opaque */
+
+/* The tensors a batch collects are gkv_typed_tensor (gkv_net.h): rows of
+ * node type 'type' (input nodes) or of edge type 'type' (sampled edges),
+ * read by global type-wise ID from the tensor with full name 'name'. */
+
+typedef struct gkv_loader_opts {
+    int          where;          /* GKV_LOADER_* */
+    gkv_part    *part;           /* LOCAL: borrowed, outlives the loader */
+    gkv_client  *client;         /* CLIENT, SERVER: borrowed, outlives the
+                                  * loader; the workers use clones of it */
+    /* The seeds: node IDs of type seed_ntype. Either 'seeds' (nseeds IDs,
+     * distinct, copied at gkv_loader_new) or, with seeds NULL, DGL's
+     * node_split of the u8 mask tensor 'seed_mask' (a full name such as
+     * "node/paper/train_mask", one row of one element per node of the
+     * type) among num_trainers trainers, this one being 'rank'
+     * (gkv_pbook_node_split). */
+    int              seed_ntype;
+    const int64_t   *seeds;
+    size_t           nseeds;
+    const char      *seed_mask;
+    int              num_trainers, rank;
+    size_t           batch_size;     /* seeds a batch (>= 1) */
+    unsigned         flags;          /* GKV_LOADER_* */
+    uint64_t         shuffle_seed;   /* the epochs' orders */
+    /* Sampling as gkv_sample_blocks(): nlayers layers, fanouts
+     * [nlayers x nfan] (nfan 1 or the number of edge types), direction
+     * and GKV_SAMPLE_REPLACE / GKV_SAMPLE_WEIGHTED from these. */
+    int              nlayers, nfan;
+    const int       *fanouts;
+    int              dir;
+    unsigned         sample_flags;
+    uint64_t         sample_seed;
+    /* What a batch collects (copied at gkv_loader_new). */
+    const gkv_typed_tensor *feats;  /* per input node type, any number */
+    int              nfeats;
+    const char      *label;          /* rows of the seeds; NULL: none */
+    const gkv_typed_tensor *efeats; /* rows of each layer's sampled edges */
+    int              nefeats;
+    int              prefetch;       /* batches ahead; 0 = 2 */
+    int              workers;        /* worker threads; 0 = 1 */
+    int              sampler_threads;/* LOCAL: threads of each worker's
+                                      * sampler; 0 = 1 */
+} gkv_loader_opts;
+
+/* One batch, owned by the caller from gkv_loader_next() until
+ * gkv_batch_release(). Every array is one contiguous buffer the batch
+ * owns (no copy needed to wrap it as a tensor). */
+typedef struct gkv_batch {
+    uint64_t         epoch, index;   /* which batch */
+    uint64_t         sample_seed;    /* the generator seed it was made with */
+    int              num_ntypes, num_etypes, nlayers;
+    const int64_t   *seeds;          /* nseeds IDs of type seed_ntype */
+    size_t           nseeds;
+    int              seed_ntype;
+    /* blocks[0 .. nlayers), as gkv_sample_blocks() lays them out:
+     * blocks[nlayers-1]'s destination nodes are the seeds, blocks[0]'s
+     * source nodes (nodes[t].ids[0 .. num_src)) the input nodes. */
+    const gkv_block *blocks;
+    /* feat[f]: nodes x row bytes of opts.feats[f], row i for input node
+     * blocks[0].nodes[type].ids[i]; feat_bytes[f] its size. */
+    const void *const *feat;
+    const size_t     *feat_bytes;
+    int               nfeats;
+    const void       *label;         /* nseeds rows of opts.label, or NULL */
+    size_t            label_bytes;
+    /* efeat[f * nlayers + i]: the rows of opts.efeats[f] for the edges of
+     * blocks[i].edges[type] (by their global IDs, eid[]), in edge order. */
+    const void *const *efeat;
+    const size_t     *efeat_bytes;
+    int               nefeats;
+} gkv_batch;
+
+/* Makes a loader and starts its workers on epoch 0. Everything is checked
+ * here, each failure naming what was wrong: unknown tensors, a feature
+ * tensor whose rows do not cover its type's nodes, a label tensor whose
+ * row count is not the seed type's node count, fanouts of the wrong
+ * length or below -1, seeds out of range or given twice, a mask that is
+ * not one u8 per node, batch_size 0, a 'where' without its source.
+ * On GKV_OK *out is yours until gkv_loader_free(); on error *out is NULL.
+ * Errors: GKV_EINVAL, GKV_ERANGE, GKV_ENOTFOUND, GKV_ESHAPE, GKV_ENOTSUP,
+ * GKV_ENOMEM, and the client's errors. */
+GKV_API gkv_err gkv_loader_new(gkv_loader **out, const gkv_loader_opts *o);
+
+/* The next batch of the current epoch, in index order: on GKV_OK *out is
+ * the batch (yours until gkv_batch_release()), or NULL when the epoch is
+ * over (then call gkv_loader_epoch()). A batch that failed (a server
+ * killed: GKV_ETIMEDOUT naming it, within the client's timeout) returns
+ * its error here; the loader stays usable and the next call tries the
+ * batch after it. */
+GKV_API gkv_err gkv_loader_next(gkv_loader *l, gkv_batch **out);
+
+/* Starts epoch 'epoch' (a new order of the seeds unless
+ * GKV_LOADER_NO_SHUFFLE), dropping what is left of the current one.
+ * Batches already handed out stay valid. */
+GKV_API gkv_err gkv_loader_epoch(gkv_loader *l, uint64_t epoch);
+
+/* Batches in the current epoch. */
+GKV_API size_t  gkv_loader_num_batches(const gkv_loader *l);
+
+/* The seeds this loader samples from (node_split's result, or a copy of
+ * opts.seeds), in the order given. Borrowed until gkv_loader_free(). */
+GKV_API const int64_t *gkv_loader_seeds(const gkv_loader *l, size_t *n);
+
+/* Gives a batch back. NULL is fine. May be called after
+ * gkv_loader_free(). */
+GKV_API void    gkv_batch_release(gkv_batch *b);
+
+/* Stops the workers (mid-epoch too: batches in flight are dropped) and
+ * frees the loader; batches still held stay valid until released. NULL
+ * is fine. */
+GKV_API void    gkv_loader_free(gkv_loader *l);
+
+/* The generator seed of batch 'index' of epoch 'epoch'. Pure. */
+GKV_API uint64_t gkv_loader_batch_seed(uint64_t sample_seed, uint64_t epoch,
+                                       uint64_t index);
+
+/* The order of epoch 'epoch': perm[0 .. n) a permutation of 0 .. n-1
+ * (identity with GKV_LOADER_NO_SHUFFLE). Pure. */
+GKV_API void    gkv_loader_epoch_order(uint64_t shuffle_seed, uint64_t epoch,
+                                       unsigned flags, size_t n,
+                                       size_t *perm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* GKV_LOADER_H */
