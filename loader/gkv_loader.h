@@ -9,9 +9,8 @@
  * to their users.
  *
  * Three places to sample, one result (GKV_LOADER_*, opts.where):
- *   GKV_LOADER_LOCAL   in process, on a gkv_part whose store holds every
- *                      node a batch reaches (a one-partition config, the
- *                      whole graph): no server.
+ *   GKV_LOADER_LOCAL   in process, on the whole graph (a one-partition
+ *                      gkv_part, or an sgraph and a store): no server.
  *   GKV_LOADER_CLIENT  through the servers, hop by hop
  *                      (gkv_client_sample_blocks), the rows pulled after
  *                      (gkv_client_pull): the trainer does the relabelling.
@@ -70,7 +69,13 @@ typedef struct gkv_loader gkv_loader;   /* opaque */
 
 typedef struct gkv_loader_opts {
     int          where;          /* GKV_LOADER_* */
-    gkv_part    *part;           /* LOCAL: borrowed, outlives the loader */
+    /* LOCAL: either 'part' (a partition whose store and adjacency hold
+     * every node a batch reaches: a one-partition config) or 'sg' with
+     * 'store' (a whole-graph sgraph and a store holding the tensors by
+     * the same global IDs). Borrowed: they outlive the loader. */
+    gkv_part    *part;
+    const gkv_sgraph *sg;
+    gkv_store   *store;
     gkv_client  *client;         /* CLIENT, SERVER: borrowed, outlives the
                                   * loader; the workers use clones of it */
     /* The seeds: node IDs of type seed_ntype. Either 'seeds' (nseeds IDs,
