@@ -334,6 +334,45 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@tools/demo.sh
 
+# ---- Python (python/): the extension over libgkv.a, and its tests ----------------
+# python/setup.py links build/libgkv.a with the libraries `make python-libs`
+# prints (one list of link flags, this file's). `make python` installs the
+# package into a virtual environment of the project's own, PY_VENV, made
+# once per requirements file and Python version (the directory name holds
+# a hash of both) and kept between runs: pip downloads what
+# python/requirements-test.txt names (numpy, pytest, setuptools) into it
+# the first time, nothing after. The package is rebuilt (pip install
+# --no-build-isolation: no download) when its sources or libgkv.a change.
+# `make test-python` runs its tests (pytest) with the tools in GKVT_BUILD.
+PYTHON     ?= python3
+PY_REQ     := python/requirements-test.txt
+PY_KEY     := $(shell { $(PYTHON) -c 'import sys; print(sys.version)' 2>/dev/null; cat $(PY_REQ) 2>/dev/null; } | sha256sum | cut -c1-12)
+PY_VENV    ?= $(HOME)/.cache/gkv-venv/$(PY_KEY)
+PY_SRC     := $(wildcard python/src/*.c python/src/*.h python/gkv/*.py) python/setup.py python/pyproject.toml
+
+python-libs:
+	@echo $(LIBS)
+
+$(PY_VENV)/.requirements: $(PY_REQ)
+	@echo "  VENV    $(PY_VENV) (pip install -r $(PY_REQ))"
+	$(Q)$(PYTHON) -m venv $(PY_VENV)
+	$(Q)$(PY_VENV)/bin/pip install -q -r $(PY_REQ)
+	$(Q)cp $(PY_REQ) $@
+
+$(PY_VENV)/.gkv-installed: $(PY_VENV)/.requirements $(BUILD)/libgkv.a $(PY_SRC)
+	@echo "  PIP     python/ into $(PY_VENV)"
+	$(Q)rm -rf python/build python/gkv.egg-info
+	$(Q)GKV_BUILD=$(abspath $(BUILD)) $(PY_VENV)/bin/pip install -q --no-build-isolation --no-deps ./python
+	$(Q)rm -rf python/build python/gkv.egg-info
+	$(Q)touch $@
+
+python: $(PY_VENV)/.gkv-installed
+
+test-python: all python
+	@cd python/tests && GKVT_BUILD=$(abspath $(BUILD)) $(PY_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+.PHONY: python python-libs test-python
+
 # ---- install -------------------------------------------------------------------
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \

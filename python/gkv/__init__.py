@@ -1,0 +1,203 @@
+"""gkv: an embeddable tensor store with graph semantics, from Python.
+
+The objects mirror the C API (gkv.h):
+
+  Store      the embedded store: create, list, describe tensors; pull,
+             push with the handlers (assign, add, sgd, adagrad, adam),
+             write-back mode
+  Client     a job's servers: pull, push, create, delete, barrier, the
+             partition book, sample_neighbors, sample_blocks
+  Server     a gkv server on a thread of this process (tests, notebooks)
+  Partition  one partition of a partitioned graph opened in process, with
+             a sampler: the in-process answer the servers' sampling equals
+  Array      what every call returns: C-contiguous CPU memory the Array
+             owns, lent without a copy through __dlpack__ (DLPack 1.x and
+             the legacy capsule) and the buffer protocol
+  Error      the base of the exceptions, one subclass per gkv error code
+             (error_classes maps "GKV_EINVAL" to InvalidArgumentError ...);
+             each has .code, .name and .message
+
+Inputs (IDs, rows, out=) are numpy arrays, torch tensors, or anything with
+__dlpack__ or the buffer protocol, taken without a copy; they must be
+C-contiguous and of the tensor's dtype and row shape, else
+InvalidArgumentError / ShapeError is raised and nothing changes. Calls that
+may block release the interpreter lock. A Store used in a child
+after fork() reopens by itself; a Client reaches worker processes by
+pickling (Client says how).
+"""
+import os
+import threading
+
+from . import _gkv
+from ._gkv import (Array, Error, Store, __c_version__, error_classes,  # noqa: F401
+                   strerror)
+
+# the exception classes: gkv.NotFoundError, gkv.ShapeError, ...
+globals().update({cls.__name__: cls for cls in error_classes.values()})
+
+__version__ = "0.1.0"
+__all__ = ["Array", "Block", "Client", "Error", "Partition", "Server", "Store",
+           "error_classes", "strerror"] + [c.__name__ for c in error_classes.values()]
+
+
+class Block:
+    """One block (message-flow graph) of a sampled mini-batch.
+
+    nodes[t]: int64 Array of the block's source nodes of node type t (its
+    destination nodes are the first num_dst[t] of them); edges[e]: (src,
+    dst, eid) int64 Arrays of edge type e, src and dst block-local indices
+    into nodes of the edge type's source / destination type, eid global
+    edge IDs. blocks[-1]'s destination nodes are the seeds; blocks[0]'s
+    source nodes the input nodes (DGL's order)."""
+
+    __slots__ = ("nodes", "num_src", "num_dst", "edges")
+
+    def __init__(self, nodes, num_src, num_dst, edges):
+        self.nodes = nodes
+        self.num_src = num_src
+        self.num_dst = num_dst
+        self.edges = edges
+
+    def __repr__(self):
+        return "gkv.Block(num_src=%r, num_dst=%r, num_edges=%r)" % (
+            self.num_src, self.num_dst, tuple(len(e[0]) for e in self.edges))
+
+
+def _types(book, seeds, fanouts, layers):
+    """Node and edge type names to indices, by the partition book."""
+    if isinstance(seeds, dict):
+        seeds = {(book["ntypes"].index(k) if isinstance(k, str) and k in book["ntypes"]
+                  else k): v for k, v in seeds.items()}
+
+    def row(f):
+        if isinstance(f, dict):
+            r = [0] * len(book["etypes"])
+            for k, v in f.items():
+                if isinstance(k, str):
+                    if k not in book["etypes"]:
+                        raise InvalidArgumentError(  # noqa: F821
+                            "fanout: unknown edge type %r (GKV_EINVAL)" % k)
+                    k = book["etypes"].index(k)
+                r[k] = v
+            return r
+        return f
+
+    fanouts = [row(f) for f in fanouts] if layers else row(fanouts)
+    return seeds, fanouts
+
+
+class _Sampling:
+    """sample_neighbors and sample_blocks, shared by Client and Partition."""
+
+    def sample_neighbors(self, seeds, fanout, *, seed=0, dir="in",
+                         replace=False, weighted=False):
+        """One hop (gkv_sample_neighbors): per edge type (src, dst, eid),
+        int64 Arrays of global IDs, seed by seed in the order given.
+        seeds: int64 IDs (one node type) or {node type: IDs}; fanout: an
+        int, or per edge type a list or {edge type name: int}."""
+        book = self.pbook()
+        seeds, fanout = _types(book, seeds, fanout, False)
+        return self._sample_neighbors(seeds, fanout, seed=seed, dir=dir,
+                                      replace=replace, weighted=weighted)
+
+    def sample_blocks(self, seeds, fanouts, *, seed=0, dir="in",
+                      replace=False, weighted=False):
+        """Multi-layer blocks (gkv_sample_blocks): a list of Block,
+        blocks[i] sampled with fanouts[i]."""
+        book = self.pbook()
+        seeds, fanouts = _types(book, seeds, fanouts, True)
+        raw = self._sample_blocks(seeds, fanouts, seed=seed, dir=dir,
+                                  replace=replace, weighted=weighted)
+        return [Block(*b) for b in raw]
+
+
+class Client(_Sampling, _gkv._Client):
+    """Client(ip_config=None, *, addr=None, token=None, token_file=None,
+              group='gkv', rank=0, group_size=0, timeout_ms=0,
+              num_servers=0, observer=False, checksum=False,
+              local_read=False, heartbeat=True, instance=None)
+
+    Connects to every server of the ip_config file (gkv_client_connect),
+    or to the one server at addr ('HOST:PORT'). token is the job's secret
+    (or token_file, a file of mode 0600 holding it).
+
+    Worker processes: a Client pickles as its connect parameters, so one
+    handed to a worker started with 'spawn' or 'forkserver' (torch
+    DataLoader(..., multiprocessing_context='forkserver')) connects there by
+    itself, as an observer of the same group (rank 2^31 + its process ID:
+    an observer needs a rank no member has; its leaving never stops a
+    server, and it takes no part in barriers). The pickle holds the token when one was given as
+    token= (token_file= pickles the path). In a child made by a plain
+    fork() every call raises NotSupportedError: nanomsg's I/O thread is
+    not copied into the child, so no connection can be made there."""
+
+    def __init__(self, ip_config=None, **kw):
+        self._connect_args = (ip_config, dict(kw))
+        super().__init__(ip_config, **kw)
+
+    def __reduce__(self):
+        ip_config, kw = self._connect_args
+        return (_client_in_worker, (ip_config, kw))
+
+
+def _client_in_worker(ip_config, kw):
+    # an observer needs a (group, rank) no member has: the worker's own
+    # rank, 2^31 + its process ID, in the same group
+    return Client(ip_config, **dict(kw, observer=True, group_size=0,
+                                    rank=(1 << 31) + (os.getpid() & 0x7fffffff)))
+
+
+class Partition(_Sampling, _gkv._Partition):
+    """Partition(config, part=0, threads=1): partition 'part' of the
+    partition config (gkv-partition's JSON) opened read-only in this
+    process, with a sampler of 'threads' threads over it. With a
+    one-partition config it samples the whole graph: the answer that
+    Client.sample_blocks must equal byte for byte."""
+
+
+class Server:
+    """A gkv server (gkv_server_open, gkv_server_run) on a thread of this
+    process, for tests and notebooks:
+
+        with gkv.Server("ip_config.txt", store="/tmp/s", create=True):
+            c = gkv.Client("ip_config.txt")
+
+    Keyword arguments: store, part_config, part_id, machine, server_id,
+    num_servers, threads, token_file, keep_alive (True), create, nosync
+    (True), quiet (True), prefault (False), lease_ms, num_clients,
+    writeback (names), flush_ms. A store a server of this process serves
+    cannot be opened as a Store here too (one handle per process)."""
+
+    def __init__(self, ip_config, **kw):
+        self._s = _gkv._Server(ip_config, **kw)
+        self._err = None
+        self._t = threading.Thread(target=self._run, name="gkv-server", daemon=True)
+        self._t.start()
+
+    def _run(self):
+        try:
+            self._s.run()
+        except Error as e:          # reported by stop()
+            self._err = e
+
+    @property
+    def url(self):
+        return self._s.url
+
+    def stop(self):
+        """Stops the server, waits for its thread and closes it."""
+        if self._t is not None:
+            self._s.stop()
+            self._t.join()
+            self._t = None
+            self._s.close()
+            if self._err is not None:
+                raise self._err
+
+    close = stop
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,56 @@
+"""Builds gkv._gkv, the C extension, over the repository's build/libgkv.a.
+
+The archive and its link flags come from the top-level Makefile (`make
+build/libgkv.a`, run here when the archive is missing or stale, and `make
+python-libs`, which prints the libraries libgkv needs: LMDB, nanomsg, ...
+and the CUDA runtime when the build has gpu/), so the flags are written
+once, in the Makefile. The archive is linked into the extension: the
+installed package needs no library path. Environment: GKV_ROOT (the
+repository; default: this file's parent folder), GKV_BUILD (its build
+folder; default GKV_ROOT/build), MAKE.
+"""
+import os
+import shlex
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.environ.get("GKV_ROOT", os.path.join(HERE, "..")))
+BUILD = os.path.abspath(os.environ.get("GKV_BUILD", os.path.join(ROOT, "build")))
+MAKE = os.environ.get("MAKE", "make")
+
+
+def make(*args, capture=False):
+    cmd = [MAKE, "--no-print-directory", "-s", "-C", ROOT, "BUILD=" + BUILD, *args]
+    try:
+        r = subprocess.run(cmd, check=True, text=True,
+                           stdout=subprocess.PIPE if capture else None)
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit("gkv: '%s' failed (%s): run 'make deps && make' in %s first"
+                 % (" ".join(cmd), e, ROOT))
+    return r.stdout
+
+
+if not os.path.exists(os.path.join(ROOT, "gkv.h")):
+    sys.exit("gkv: %s is not the gkv repository (set GKV_ROOT)" % ROOT)
+archive = os.path.join(BUILD, "libgkv.a")
+make(os.path.relpath(archive, ROOT) if archive.startswith(ROOT + os.sep) else archive)
+libs = shlex.split(make("python-libs", capture=True))
+
+src = os.path.join("src")
+ext = Extension(
+    "gkv._gkv",
+    sources=[os.path.join(src, f) for f in
+             ("module.c", "array.c", "store.c", "client.c", "server.c", "part.c")],
+    depends=[os.path.join(src, f) for f in ("gkvpy.h", "dlpack.h")] + [archive],
+    include_dirs=[ROOT] + [os.path.join(ROOT, d) for d in ("kv", "graph", "net", "loader")],
+    extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra",
+                        "-Wno-unused-parameter", "-Wno-missing-field-initializers",
+                        "-fvisibility=hidden"],
+    extra_objects=[archive],
+    extra_link_args=libs,
+)
+
+setup(ext_modules=[ext])

@@ -1,0 +1,702 @@
+/* client.c - gkv.Client: the network client (net/gkv_net.h) from Python.
+ *
+ * The C client serialises its calls; here a lock per client is taken
+ * (without the interpreter lock) around each call and the copying out of
+ * what it lent, so a sampling result is copied before another thread's
+ * call reuses its memory.
+ *
+ * fork(): nanomsg's I/O thread is not copied into a child, so no nanomsg
+ * socket works there while the parent has any open (a connect would wait
+ * for its deadline). A call in a forked child fails at once (GKV_ENOTSUP,
+ * saying what to do) and the parent's handle is left alone there (closing
+ * it would leave the group in the parent's name). Workers started with
+ * 'spawn' or 'forkserver' get a fresh process: gkv.Client pickles as its
+ * connect parameters (Python side) and connects there as an observer. */
+#include "gkvpy.h"
+#include <pythread.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    PyObject_HEAD
+    gkv_client       *c;
+    PyThread_type_lock lock;
+    pid_t             pid;       /* the process that connected c */
+    int               inflight;  /* calls running (holding 'lock') */
+    /* how it connected */
+    PyObject         *ip_config; /* str, or NULL with addr */
+    PyObject         *addr;
+    char             *token;     /* malloc'd, or NULL */
+    PyObject         *group;
+    PyObject         *instance;
+    uint32_t          rank;
+    gkv_client_opts   opts;
+} client_obj;
+
+static gkv_err
+do_connect(client_obj *o, gkv_client **out)
+{
+    const char *group = PyUnicode_AsUTF8(o->group);
+    gkv_client_opts opts = o->opts;
+    gkv_err rc;
+
+    opts.instance = o->instance != NULL ? PyUnicode_AsUTF8(o->instance) : NULL;
+    Py_BEGIN_ALLOW_THREADS
+    if (o->ip_config != NULL)
+        rc = gkv_client_connect(out, PyUnicode_AsUTF8(o->ip_config), o->token,
+                                group, o->rank, &opts);
+    else
+        rc = gkv_client_connect_addr(out, PyUnicode_AsUTF8(o->addr), o->token,
+                                     group, o->rank, &opts);
+    Py_END_ALLOW_THREADS
+    return rc;
+}
+
+/* Takes the client for one call: checks it is open, reconnects in a child
+ * after fork(), takes the lock. NULL with an exception; else call
+ * client_end() after. */
+static gkv_client *
+client_begin(client_obj *o)
+{
+    if (o->c == NULL) {
+        gkvpy_raisef(GKV_EINVAL, "the client is closed");
+        return NULL;
+    }
+    if (o->pid != getpid()) {
+        gkvpy_raisef(GKV_ENOTSUP, "this client was connected by process %ld, "
+                     "and this is a child it forked: nanomsg cannot be used "
+                     "in a child forked while its parent has sockets open "
+                     "(its I/O thread is not copied). Start workers with "
+                     "'spawn' or 'forkserver' (torch DataLoader("
+                     "multiprocessing_context='forkserver')): a gkv.Client "
+                     "pickled to such a worker connects there by itself",
+                     (long)o->pid);
+        return NULL;
+    }
+    if (!PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(o->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    if (o->c == NULL) {                  /* closed while we waited */
+        PyThread_release_lock(o->lock);
+        gkvpy_raisef(GKV_EINVAL, "the client is closed");
+        return NULL;
+    }
+    o->inflight++;
+    return o->c;
+}
+
+static void
+client_end(client_obj *o)
+{
+    o->inflight--;
+    PyThread_release_lock(o->lock);
+}
+
+#define NOGIL(stmt) do { Py_BEGIN_ALLOW_THREADS stmt; Py_END_ALLOW_THREADS } while (0)
+
+static int
+client_init(client_obj *o, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"ip_config", "addr", "token", "token_file",
+                             "group", "rank", "group_size", "timeout_ms",
+                             "num_servers", "observer", "checksum",
+                             "local_read", "heartbeat", "instance", NULL};
+    PyObject *ipc = Py_None, *addr = Py_None, *tfile = Py_None,
+             *inst = Py_None;
+    const char *token = NULL, *group = "gkv";
+    unsigned rank = 0, group_size = 0, num_servers = 0;
+    int timeout_ms = 0, observer = 0, checksum = 0, local_read = 0,
+        heartbeat = 1;
+    gkv_client *c = NULL;
+    gkv_err rc;
+
+    if (o->c != NULL || o->lock != NULL) {
+        gkvpy_raisef(GKV_EINVAL, "Client.__init__ called twice");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$OzOsIIiIppppO", kwlist,
+                                     &ipc, &addr, &token, &tfile, &group,
+                                     &rank, &group_size, &timeout_ms,
+                                     &num_servers, &observer, &checksum,
+                                     &local_read, &heartbeat, &inst))
+        return -1;
+    if ((ipc == Py_None) == (addr == Py_None)) {
+        gkvpy_raisef(GKV_EINVAL, "give ip_config (a job's servers) or addr "
+                     "('HOST:PORT', one server), not both nor neither");
+        return -1;
+    }
+    if (ipc != Py_None && !PyUnicode_FSDecoder(ipc, &o->ip_config))
+        return -1;
+    if (addr != Py_None) {
+        if (!PyUnicode_Check(addr)) {
+            gkvpy_raisef(GKV_EINVAL, "addr: expected 'HOST:PORT'");
+            return -1;
+        }
+        o->addr = Py_NewRef(addr);
+    }
+    if (inst != Py_None) {
+        if (!PyUnicode_Check(inst)) {
+            gkvpy_raisef(GKV_EINVAL, "instance: expected a str");
+            return -1;
+        }
+        o->instance = Py_NewRef(inst);
+    }
+    if (tfile != Py_None) {
+        PyObject *p;
+        char buf[GKV_TOKEN_MAX + 1];
+
+        if (token != NULL) {
+            gkvpy_raisef(GKV_EINVAL, "give token or token_file, not both");
+            return -1;
+        }
+        if (!PyUnicode_FSDecoder(tfile, &p))
+            return -1;
+        NOGIL(rc = gkv_token_load(PyUnicode_AsUTF8(p), buf, sizeof buf));
+        Py_DECREF(p);
+        if (rc != GKV_OK) {
+            gkvpy_raise(rc);
+            return -1;
+        }
+        o->token = strdup(buf);
+        memset(buf, 0, sizeof buf);
+    } else if (token != NULL) {
+        o->token = strdup(token);
+    }
+    if ((tfile != Py_None || token != NULL) && o->token == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if ((o->group = PyUnicode_FromString(group)) == NULL)
+        return -1;
+    o->rank = rank;
+    o->opts.timeout_ms = timeout_ms;
+    o->opts.num_servers = num_servers;
+    o->opts.group_size = group_size;
+    o->opts.flags = (observer ? GKV_CLIENT_OBSERVER : 0) |
+                    (checksum ? GKV_CLIENT_CHECKSUM : 0) |
+                    (local_read ? GKV_CLIENT_LOCAL_READ : 0) |
+                    (heartbeat ? 0 : GKV_CLIENT_NO_HEARTBEAT);
+    if ((o->lock = PyThread_allocate_lock()) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if ((rc = do_connect(o, &c)) != GKV_OK) {
+        gkvpy_raise(rc);
+        return -1;
+    }
+    o->c = c;
+    o->pid = getpid();
+    return 0;
+}
+
+static PyObject *
+client_close(client_obj *o, PyObject *unused)
+{
+    gkv_client *c = o->c;
+    gkv_err rc = GKV_OK;
+
+    if (o->inflight > 0)
+        return gkvpy_raisef(GKV_EBUSY, "the client has %d calls running in "
+                            "other threads", o->inflight);
+    o->c = NULL;
+    if (c != NULL && o->pid == getpid())
+        NOGIL(rc = gkv_client_close(c));
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static void
+client_dealloc(client_obj *o)
+{
+    if (o->c != NULL && o->inflight == 0 && o->pid == getpid())
+        gkv_client_close(o->c);
+    if (o->lock != NULL && o->pid == getpid())
+        PyThread_free_lock(o->lock);
+    if (o->token != NULL) {
+        memset(o->token, 0, strlen(o->token));
+        free(o->token);
+    }
+    Py_XDECREF(o->ip_config);
+    Py_XDECREF(o->addr);
+    Py_XDECREF(o->group);
+    Py_XDECREF(o->instance);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static PyObject *
+client_enter(client_obj *o, PyObject *unused)
+{
+    return Py_NewRef((PyObject *)o);
+}
+
+static PyObject *
+client_exit(client_obj *o, PyObject *args)
+{
+    return client_close(o, NULL);
+}
+
+/* ---- tensors ---- */
+
+static int
+client_desc(gkv_client *c, const char *name, gkv_tensor_desc *d)
+{
+    gkv_err rc;
+
+    NOGIL(rc = gkv_client_tensor_info(c, name, d));
+    if (rc == GKV_ENOTFOUND)            /* created by another client? */
+        NOGIL(rc = gkv_client_refresh(c);
+              if (rc == GKV_OK) rc = gkv_client_tensor_info(c, name, d));
+    if (rc != GKV_OK) {
+        gkvpy_raise(rc);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+client_pull(client_obj *o, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "ids", "out", NULL};
+    const char *name;
+    PyObject *ids, *out = NULL, *ret = NULL;
+    gkvpy_in iin, oin;
+    gkv_tensor_desc d;
+    gkvpy_array *arr = NULL;
+    gkv_client *c;
+    gkv_err rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|O", kwlist, &name, &ids,
+                                     &out) ||
+        (c = client_begin(o)) == NULL)
+        return NULL;
+    memset(&oin, 0, sizeof oin);
+    if (client_desc(c, name, &d) < 0 || gkvpy_in_ids(ids, &iin, "ids") < 0)
+        goto out;
+    if (out != NULL && out != Py_None) {
+        if (gkvpy_in_rows(out, &oin, "out", &d, iin.n, GKVPY_IN_WRITABLE) < 0) {
+            gkvpy_in_release(&iin);
+            goto out;
+        }
+    } else {
+        Py_ssize_t sh[GKVPY_MAXDIM];
+
+        sh[0] = (Py_ssize_t)iin.n;
+        for (unsigned i = 0; i < d.ndim; i++)
+            sh[i + 1] = (Py_ssize_t)d.shape[i];
+        if ((arr = gkvpy_array_new(d.dtype, (int)d.ndim + 1, sh)) == NULL) {
+            gkvpy_in_release(&iin);
+            goto out;
+        }
+    }
+    NOGIL(rc = gkv_client_pull(c, name, iin.ptr, iin.n,
+                               arr != NULL ? arr->data : oin.ptr,
+                               iin.n * d.row_bytes));
+    gkvpy_in_release(&iin);
+    gkvpy_in_release(&oin);
+    if (rc != GKV_OK) {
+        Py_XDECREF(arr);
+        gkvpy_raise(rc);
+        goto out;
+    }
+    ret = arr != NULL ? (PyObject *)arr : Py_NewRef(out);
+out:
+    client_end(o);
+    return ret;
+}
+
+static PyObject *
+client_push(client_obj *o, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "ids", "rows", "handler", "lr", "eps",
+                             "beta1", "beta2", "dups_sum", NULL};
+    const char *name;
+    PyObject *ids, *rows, *handler = NULL, *ret = NULL;
+    double lr = 0, eps = 0, b1 = 0, b2 = 0;
+    int dups = 0;
+    gkv_push_args pa;
+    gkvpy_in iin, rin;
+    gkv_tensor_desc d;
+    gkv_client *c;
+    gkv_err rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sOO|O$ddddp", kwlist, &name,
+                                     &ids, &rows, &handler, &lr, &eps, &b1,
+                                     &b2, &dups) ||
+        gkvpy_push_args(handler, lr, eps, b1, b2, dups, &pa) < 0 ||
+        (c = client_begin(o)) == NULL)
+        return NULL;
+    if (client_desc(c, name, &d) < 0 || gkvpy_in_ids(ids, &iin, "ids") < 0)
+        goto out;
+    if (gkvpy_in_rows(rows, &rin, "rows", &d, iin.n, 0) < 0) {
+        gkvpy_in_release(&iin);
+        goto out;
+    }
+    NOGIL(rc = gkv_client_push(c, name, iin.ptr, iin.n, rin.ptr, rin.nbytes,
+                               &pa));
+    gkvpy_in_release(&iin);
+    gkvpy_in_release(&rin);
+    if (rc != GKV_OK)
+        gkvpy_raise(rc);
+    else
+        ret = Py_NewRef(Py_None);
+out:
+    client_end(o);
+    return ret;
+}
+
+static PyObject *
+client_create(client_obj *o, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "dtype", "row_shape", "hi", "lo", "init",
+                             "a", "b", "seed", "chunk_rows", "hot", "machine",
+                             NULL};
+    const char *name, *init = "zeros";
+    PyObject *dtype = NULL, *row_shape = NULL, *hi = NULL, *ret = NULL;
+    unsigned long long lo = 0, seed = 0;
+    double a = 0, b = 0;
+    unsigned chunk_rows = 0;
+    int hot = 0, machine = -1;
+    gkv_tensor_spec sp;
+    gkv_tensor_desc d;
+    gkv_client *c;
+    gkv_err rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$OOOKsddKIpi", kwlist, &name,
+                                     &dtype, &row_shape, &hi, &lo, &init, &a,
+                                     &b, &seed, &chunk_rows, &hot, &machine) ||
+        gkvpy_spec(dtype, row_shape, lo, hi, init, a, b, seed, chunk_rows, hot,
+                   &sp) < 0 ||
+        (c = client_begin(o)) == NULL)
+        return NULL;
+    NOGIL(rc = gkv_client_create(c, name, &sp, machine);
+          if (rc == GKV_OK) rc = gkv_client_tensor_info(c, name, &d));
+    if (rc != GKV_OK)
+        gkvpy_raise(rc);
+    else
+        ret = gkvpy_desc_dict(&d);
+    client_end(o);
+    return ret;
+}
+
+static PyObject *
+client_delete(client_obj *o, PyObject *args)
+{
+    const char *name;
+    gkv_client *c;
+    gkv_err rc;
+
+    if (!PyArg_ParseTuple(args, "s", &name) || (c = client_begin(o)) == NULL)
+        return NULL;
+    NOGIL(rc = gkv_client_delete(c, name));
+    client_end(o);
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+client_describe(client_obj *o, PyObject *args)
+{
+    const char *name;
+    gkv_tensor_desc d;
+    gkv_client *c;
+    int r;
+
+    if (!PyArg_ParseTuple(args, "s", &name) || (c = client_begin(o)) == NULL)
+        return NULL;
+    r = client_desc(c, name, &d);
+    client_end(o);
+    return r < 0 ? NULL : gkvpy_desc_dict(&d);
+}
+
+static PyObject *
+client_list(client_obj *o, PyObject *unused)
+{
+    gkv_tensor_desc *v = NULL;
+    PyObject *l;
+    size_t n = 0;
+    gkv_client *c;
+    gkv_err rc;
+
+    if ((c = client_begin(o)) == NULL)
+        return NULL;
+    NOGIL(rc = gkv_client_refresh(c);
+          if (rc == GKV_OK) rc = gkv_client_tensor_list(c, &v, &n));
+    client_end(o);
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l != NULL && i < n; i++) {
+        PyObject *d = gkvpy_desc_dict(&v[i]);
+
+        if (d == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, d);
+    }
+    gkv_free(v);
+    return l;
+}
+
+static PyObject *
+client_barrier(client_obj *o, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"timeout_ms", NULL};
+    int ms = 0;
+    gkv_client *c;
+    gkv_err rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|i", kwlist, &ms) ||
+        (c = client_begin(o)) == NULL)
+        return NULL;
+    NOGIL(rc = gkv_client_barrier(c, ms));
+    client_end(o);
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+client_shutdown(client_obj *o, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"force", NULL};
+    int force = 0;
+    gkv_client *c;
+    gkv_err rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", kwlist, &force) ||
+        (c = client_begin(o)) == NULL)
+        return NULL;
+    NOGIL(rc = gkv_client_shutdown(c, force));
+    client_end(o);
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+client_nservers(client_obj *o, PyObject *unused)
+{
+    gkv_client *c;
+    size_t n;
+
+    if ((c = client_begin(o)) == NULL)
+        return NULL;
+    n = gkv_client_nservers(c);
+    client_end(o);
+    return PyLong_FromSize_t(n);
+}
+
+/* ---- graph ---- */
+
+PyObject *gkvpy_pbook_dict(const gkv_pbook *b);
+
+static PyObject *
+client_pbook(client_obj *o, PyObject *unused)
+{
+    const gkv_pbook *b;
+    gkv_client *c;
+    PyObject *r;
+
+    if ((c = client_begin(o)) == NULL)
+        return NULL;
+    b = gkv_client_pbook(c);
+    r = b != NULL ? gkvpy_pbook_dict(b) : Py_NewRef(Py_None);
+    client_end(o);
+    return r;
+}
+
+static PyObject *
+client_node_owner(client_obj *o, PyObject *args)
+{
+    int ntype;
+    PyObject *ids, *ret = NULL;
+    gkvpy_in in;
+    const gkv_pbook *b;
+    gkvpy_array *arr;
+    gkv_client *c;
+    gkv_err rc;
+
+    if (!PyArg_ParseTuple(args, "iO", &ntype, &ids) ||
+        (c = client_begin(o)) == NULL)
+        return NULL;
+    if ((b = gkv_client_pbook(c)) == NULL) {
+        gkvpy_raisef(GKV_ENOTSUP, "the servers serve a plain store, not "
+                     "partitions: there is no partition book");
+        goto out;
+    }
+    if (gkvpy_in_ids(ids, &in, "ids") < 0)
+        goto out;
+    {
+        Py_ssize_t n = (Py_ssize_t)in.n;
+
+        if ((arr = gkvpy_array_new(GKV_I32, 1, &n)) == NULL) {
+            gkvpy_in_release(&in);
+            goto out;
+        }
+    }
+    rc = gkv_pbook_node_owner(b, ntype, in.ptr, in.n, arr->data);
+    gkvpy_in_release(&in);
+    if (rc != GKV_OK) {
+        Py_DECREF(arr);
+        gkvpy_raise(rc);
+        goto out;
+    }
+    ret = (PyObject *)arr;
+out:
+    client_end(o);
+    return ret;
+}
+
+#define SAMPLE_KWLIST(first) {"seeds", first, "seed", "dir", "replace", \
+                              "weighted", NULL}
+
+static PyObject *
+client_sample(client_obj *o, PyObject *args, PyObject *kw, int blocks)
+{
+    static char *kwn[] = SAMPLE_KWLIST("fanout");
+    static char *kwb[] = SAMPLE_KWLIST("fanouts");
+    PyObject *seeds, *fan, *ret = NULL;
+    unsigned long long seed = 0;
+    const char *dir = "in";
+    int replace = 0, weighted = 0, layer = 0;
+    gkvpy_sargs *s;
+    const gkv_pbook *b;
+    gkv_client *c;
+    gkv_err rc;
+
+    if (blocks) {
+        if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Kspp", kwb, &seeds,
+                                         &fan, &seed, &dir, &replace,
+                                         &weighted))
+            return NULL;
+    } else if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Kspp", kwn, &seeds,
+                                            &fan, &seed, &dir, &replace,
+                                            &weighted)) {
+        return NULL;
+    }
+    if ((c = client_begin(o)) == NULL)
+        return NULL;
+    if ((b = gkv_client_pbook(c)) == NULL) {
+        gkvpy_raisef(GKV_ENOTSUP, "the servers serve a plain store, not "
+                     "partitions: nothing to sample");
+        goto out;
+    }
+    if ((s = PyMem_Calloc(1, sizeof *s)) == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (gkvpy_sargs_get(s, gkv_pbook_num_ntypes(b), gkv_pbook_num_etypes(b),
+                        seeds, fan, blocks, seed, dir, replace, weighted) < 0) {
+        PyMem_Free(s);
+        goto out;
+    }
+    if (blocks) {
+        gkv_block bl[64];
+
+        NOGIL(rc = gkv_client_sample_blocks(c, s->seeds, s->nseeds, s->fan,
+                                            s->nfan, s->nlayers, &s->opts, bl));
+        ret = rc != GKV_OK ? gkvpy_raise(rc) : gkvpy_blocks_tuple(bl, s->nlayers);
+    } else {
+        gkv_sample_edges e[64];
+
+        NOGIL(rc = gkv_client_sample_neighbors(c, s->seeds, s->nseeds, s->fan,
+                                               s->nfan, layer, &s->opts, e));
+        ret = rc != GKV_OK ? gkvpy_raise(rc)
+                           : gkvpy_edges_list(e, gkv_pbook_num_etypes(b));
+    }
+    gkvpy_sargs_release(s);
+    PyMem_Free(s);
+out:
+    client_end(o);
+    return ret;
+}
+
+static PyObject *
+client_sample_neighbors(client_obj *o, PyObject *args, PyObject *kw)
+{
+    return client_sample(o, args, kw, 0);
+}
+
+static PyObject *
+client_sample_blocks(client_obj *o, PyObject *args, PyObject *kw)
+{
+    return client_sample(o, args, kw, 1);
+}
+
+static PyObject *
+client_get_closed(client_obj *o, void *unused)
+{
+    return PyBool_FromLong(o->c == NULL);
+}
+
+static PyMethodDef client_methods[] = {
+    {"close", (PyCFunction)client_close, METH_NOARGS,
+     "close(): leave the group (gkv_client_close); later calls raise."},
+    {"__enter__", (PyCFunction)client_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)client_exit, METH_VARARGS, NULL},
+    {"pull", (PyCFunction)(void (*)(void))client_pull,
+     METH_VARARGS | METH_KEYWORDS,
+     "pull(name, ids, out=None) -> Array (gkv_client_pull)"},
+    {"push", (PyCFunction)(void (*)(void))client_push,
+     METH_VARARGS | METH_KEYWORDS,
+     "push(name, ids, rows, handler='assign', *, lr=0, eps=0, beta1=0,\n"
+     "     beta2=0, dups_sum=False) (gkv_client_push)"},
+    {"create", (PyCFunction)(void (*)(void))client_create,
+     METH_VARARGS | METH_KEYWORDS,
+     "create(name, *, dtype='float32', row_shape=(), hi, lo=0, init='zeros',\n"
+     "       a=0, b=0, seed=0, chunk_rows=0, hot=False, machine=-1) -> dict"},
+    {"delete", (PyCFunction)client_delete, METH_VARARGS,
+     "delete(name) (idempotent)"},
+    {"describe", (PyCFunction)client_describe, METH_VARARGS,
+     "describe(name) -> dict: the tensor as the whole job sees it"},
+    {"tensors", (PyCFunction)client_list, METH_NOARGS,
+     "tensors() -> [dict]: every tensor of the job, in name order"},
+    {"barrier", (PyCFunction)(void (*)(void))client_barrier,
+     METH_VARARGS | METH_KEYWORDS,
+     "barrier(timeout_ms=0): wait for the group (needs group_size)"},
+    {"shutdown", (PyCFunction)(void (*)(void))client_shutdown,
+     METH_VARARGS | METH_KEYWORDS,
+     "shutdown(force=False): ask every server to stop"},
+    {"nservers", (PyCFunction)client_nservers, METH_NOARGS,
+     "nservers() -> servers known (machines x servers each)"},
+    {"pbook", (PyCFunction)client_pbook, METH_NOARGS,
+     "pbook() -> dict (the partition book's basics) or None (a plain store)"},
+    {"node_owner", (PyCFunction)client_node_owner, METH_VARARGS,
+     "node_owner(ntype, ids) -> int32 Array: the partition owning each ID"},
+    {"_sample_neighbors", (PyCFunction)(void (*)(void))client_sample_neighbors,
+     METH_VARARGS | METH_KEYWORDS, NULL},
+    {"_sample_blocks", (PyCFunction)(void (*)(void))client_sample_blocks,
+     METH_VARARGS | METH_KEYWORDS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef client_getset[] = {
+    {"closed", (getter)client_get_closed, NULL, "True once closed", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject gkvpy_client_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gkv._Client",
+    .tp_basicsize = sizeof(client_obj),
+    .tp_dealloc = (destructor)client_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C client; use gkv.Client.",
+    .tp_methods = client_methods,
+    .tp_getset = client_getset,
+    .tp_init = (initproc)client_init,
+    .tp_new = PyType_GenericNew,
+};
+
+int
+gkvpy_client_ready(PyObject *m)
+{
+    if (PyType_Ready(&gkvpy_client_type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(m, "_Client", (PyObject *)&gkvpy_client_type);
+}

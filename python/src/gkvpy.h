@@ -1,0 +1,139 @@
+/* gkvpy.h - what the files of the extension module gkv._gkv share.
+ *
+ *   module.c  the module, the gkv.Error hierarchy, dtype tables
+ *   array.c   gkv.Array (owned memory; __dlpack__, buffer protocol) and
+ *             the parsing of input arrays (buffer protocol, __dlpack__)
+ *   store.c   gkv.Store (the embedded store)
+ *   client.c  gkv.Client (the network client)
+ *   server.c  gkv._Server (a server run on a thread of this process)
+ *   part.c    gkv.Partition (a partition opened in process, its sampler)
+ *
+ * Every call that can block releases the interpreter lock around the C
+ * call. An object whose C call runs without the lock counts it in
+ * 'inflight' (changed only with the lock held), and close() refuses while
+ * it is non-zero, so no call ever runs on a freed handle. */
+#ifndef GKVPY_H
+#define GKVPY_H
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "gkv.h"
+
+#define GKVPY_MAXDIM 8          /* dims of an array (1 + GKV_MAX_DIMS rows) */
+#define GKVPY_U64    100        /* a pseudo-dtype: uint64 input (IDs) */
+#define GKVPY_U16    101        /* a pseudo-dtype: uint16 input (bf16 bits) */
+#define GKVPY_BOOL   102        /* a pseudo-dtype: bool input (as u8) */
+
+/* ---- module.c ---- */
+extern PyObject *gkvpy_error;              /* gkv.Error */
+/* Raises the gkv.Error subclass of 'rc' with gkv_errmsg() (or the
+ * strerror text when empty); returns NULL. Call with the GIL held, right
+ * after the failing call (same thread). */
+PyObject *gkvpy_raise(gkv_err rc);
+/* Raises the subclass of 'rc' with a message of the caller's. */
+PyObject *gkvpy_raisef(gkv_err rc, const char *fmt, ...);
+/* "float32", ...; NULL for an unknown dtype. */
+const char *gkvpy_dtype_name(int dt);
+/* Parses a dtype given as a gkv name ("f32"), a numpy-style name
+ * ("float32"), or an object with a 'name' or 'str' attribute naming one
+ * (numpy dtypes, torch dtypes: "torch.float32"). -1 with an exception. */
+int gkvpy_dtype_parse(PyObject *o);
+
+/* ---- array.c ---- */
+typedef struct {
+    PyObject_HEAD
+    void       *data;           /* the first byte */
+    size_t      nbytes;
+    int         dtype;          /* gkv_dtype */
+    int         ndim;
+    Py_ssize_t  shape[GKVPY_MAXDIM];
+    Py_ssize_t  strides[GKVPY_MAXDIM];  /* bytes, C order */
+    PyObject   *owner;          /* keeps 'data' alive; NULL: data is ours
+                                 * (malloc'd) */
+    Py_ssize_t  exports;        /* buffer views handed out */
+} gkvpy_array;
+
+extern PyTypeObject gkvpy_array_type;
+int gkvpy_array_ready(PyObject *m);
+/* A new array of 'dtype' and shape, memory malloc'd (not zeroed) and owned
+ * by the array. NULL with an exception. */
+gkvpy_array *gkvpy_array_new(int dtype, int ndim, const Py_ssize_t *shape);
+/* An array over memory 'owner' keeps alive (a batch): no copy. */
+gkvpy_array *gkvpy_array_view(PyObject *owner, void *data, int dtype, int ndim,
+                              const Py_ssize_t *shape);
+/* A new int64 array holding a copy of p[0 .. n). */
+PyObject *gkvpy_array_i64(const int64_t *p, size_t n);
+
+/* An input array: borrowed bytes of an object, held until gkvpy_in_release. */
+typedef struct {
+    const char *what;           /* "ids", "rows", ... for messages */
+    void       *ptr;
+    size_t      nbytes;
+    int         dtype;          /* gkv_dtype or GKVPY_* */
+    int         ndim;
+    int64_t     shape[GKVPY_MAXDIM];
+    size_t      n;              /* elements */
+    Py_buffer   view;
+    int         have_view;
+    void       *dlm;            /* DLManagedTensor(Versioned) consumed */
+    int         dlm_versioned;
+    void       *tmp;            /* converted from a Python sequence */
+} gkvpy_in;
+
+#define GKVPY_IN_WRITABLE 0x1u  /* the caller writes into it (out=) */
+#define GKVPY_IN_SEQ      0x2u  /* a list or tuple of ints is accepted */
+
+/* Borrows the bytes of 'o' without a copy: the buffer protocol (numpy,
+ * bytes, array.array, memoryview) or __dlpack__ (torch, jax, cupy on the
+ * CPU ...), C-contiguous only. 0, or -1 with gkv.InvalidArgumentError
+ * naming in->what. */
+int  gkvpy_in_get(PyObject *o, gkvpy_in *in, const char *what, unsigned flags);
+void gkvpy_in_release(gkvpy_in *in);
+/* Borrows 'o' as IDs: int64 or uint64, any shape, contiguous. */
+int  gkvpy_in_ids(PyObject *o, gkvpy_in *in, const char *what);
+/* Rows for a tensor of desc 'd': dtype equal, shape (n, *row shape) with n
+ * = nrows (or any n when nrows is (size_t)-1). */
+int  gkvpy_in_rows(PyObject *o, gkvpy_in *in, const char *what,
+                   const gkv_tensor_desc *d, size_t nrows, unsigned flags);
+
+/* ---- store.c, client.c, server.c, part.c ---- */
+extern PyTypeObject gkvpy_store_type, gkvpy_client_type, gkvpy_server_type,
+                    gkvpy_part_type;
+/* Parses handler keyword arguments into *a (handler points into o). */
+int gkvpy_push_args(PyObject *handler, double lr, double eps, double beta1,
+                    double beta2, int dups_sum, gkv_push_args *a);
+/* A dict describing a tensor. */
+PyObject *gkvpy_desc_dict(const gkv_tensor_desc *d);
+/* Fills a spec from create()'s arguments. 0, or -1 with an exception. */
+int gkvpy_spec(PyObject *dtype, PyObject *row_shape, unsigned long long lo,
+               PyObject *hi, const char *init, double a, double b,
+               unsigned long long seed, unsigned chunk_rows, int hot,
+               gkv_tensor_spec *sp);
+/* Sampling arguments shared by the client and the in-process partition:
+ * seeds (an array: node type 0; or a dict type -> array), fanouts. */
+typedef struct {
+    int         nt;                  /* node types */
+    gkvpy_in    in[64];
+    const int64_t *seeds[64];
+    size_t      nseeds[64];
+    int        *fan;
+    int         nfan, nlayers;
+    gkv_sample_opts opts;
+} gkvpy_sargs;
+int  gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
+                     PyObject *seeds, PyObject *fanouts, int layers,
+                     unsigned long long seed, const char *dir, int replace,
+                     int weighted);
+void gkvpy_sargs_release(gkvpy_sargs *s);
+/* A tuple of blocks (each (nodes, num_src, num_dst, edges)) copied out. */
+PyObject *gkvpy_blocks_tuple(const gkv_block *b, int nl);
+/* A list per etype of (src, dst, eid) copied out. */
+PyObject *gkvpy_edges_list(const gkv_sample_edges *e, int ne);
+
+int gkvpy_store_ready(PyObject *m);
+int gkvpy_client_ready(PyObject *m);
+int gkvpy_server_ready(PyObject *m);
+int gkvpy_part_ready(PyObject *m);
+
+#endif

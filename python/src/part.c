@@ -1,0 +1,488 @@
+/* part.c - gkv.Partition: one partition of a partitioned graph opened in
+ * this process (gkv_part_open) with a sampler over it: the in-process
+ * reference of what servers sample (a one-partition config holds the
+ * whole graph). Also the sampling arguments and results shared with the
+ * client, and the partition book as a dict. */
+#include <string.h>
+#include "gkvpy.h"
+
+/* ---- sampling arguments ---- */
+
+/* A fanout row: an int (nfan 1) or a sequence of num_etypes ints. Fills
+ * fan[0 .. *nfan); 0 or -1 with an exception. */
+static int
+fan_row(PyObject *o, int num_etypes, int *fan, int *nfan)
+{
+    PyObject *f;
+
+    if (PyLong_Check(o)) {
+        fan[0] = (int)PyLong_AsLong(o);
+        *nfan = 1;
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if ((f = PySequence_Fast(o, "")) == NULL) {
+        PyErr_Clear();
+        gkvpy_raisef(GKV_EINVAL, "fanout: expected an int or a list of one "
+                     "int per edge type");
+        return -1;
+    }
+    if (PySequence_Fast_GET_SIZE(f) != num_etypes) {
+        gkvpy_raisef(GKV_EINVAL, "fanout: %zd values, expected one per edge "
+                     "type (%d)", PySequence_Fast_GET_SIZE(f), num_etypes);
+        Py_DECREF(f);
+        return -1;
+    }
+    for (int e = 0; e < num_etypes; e++) {
+        fan[e] = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(f, e));
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            Py_DECREF(f);
+            gkvpy_raisef(GKV_EINVAL, "fanout: expected ints");
+            return -1;
+        }
+    }
+    Py_DECREF(f);
+    *nfan = num_etypes;
+    return 0;
+}
+
+int
+gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
+                PyObject *seeds, PyObject *fanouts, int layers,
+                unsigned long long seed, const char *dir, int replace,
+                int weighted)
+{
+    memset(s, 0, sizeof *s);
+    if (num_ntypes > 64 || num_etypes > 64) {
+        gkvpy_raisef(GKV_ENOTSUP, "more than 64 node or edge types");
+        return -1;
+    }
+    s->nt = num_ntypes;
+    if (PyDict_Check(seeds)) {
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+
+        while (PyDict_Next(seeds, &pos, &k, &v)) {
+            long t = PyLong_Check(k) ? PyLong_AsLong(k) : -1;
+
+            if (t < 0 || t >= num_ntypes) {
+                gkvpy_raisef(GKV_EINVAL, "seeds: key %R is not a node type "
+                             "index (0 .. %d)", k, num_ntypes - 1);
+                goto fail;
+            }
+            if (s->in[t].what != NULL) {
+                gkvpy_raisef(GKV_EINVAL, "seeds: node type %ld twice", t);
+                goto fail;
+            }
+            if (gkvpy_in_ids(v, &s->in[t], "seeds") < 0)
+                goto fail;
+            if (s->in[t].dtype != GKV_I64) {
+                gkvpy_raisef(GKV_EINVAL, "seeds: node IDs must be int64");
+                goto fail;
+            }
+            s->seeds[t] = s->in[t].ptr;
+            s->nseeds[t] = s->in[t].n;
+        }
+    } else {
+        if (num_ntypes != 1) {
+            gkvpy_raisef(GKV_EINVAL, "seeds: the graph has %d node types: "
+                         "give a dict {node type: IDs}", num_ntypes);
+            goto fail;
+        }
+        if (gkvpy_in_ids(seeds, &s->in[0], "seeds") < 0)
+            goto fail;
+        if (s->in[0].dtype != GKV_I64) {
+            gkvpy_raisef(GKV_EINVAL, "seeds: node IDs must be int64");
+            goto fail;
+        }
+        s->seeds[0] = s->in[0].ptr;
+        s->nseeds[0] = s->in[0].n;
+    }
+    if (layers) {
+        PyObject *f = PySequence_Fast(fanouts, "");
+        int nf;
+
+        if (f == NULL) {
+            PyErr_Clear();
+            gkvpy_raisef(GKV_EINVAL, "fanouts: expected a list, one fanout "
+                         "per layer");
+            goto fail;
+        }
+        s->nlayers = (int)PySequence_Fast_GET_SIZE(f);
+        if (s->nlayers < 1 || s->nlayers > 64) {
+            Py_DECREF(f);
+            gkvpy_raisef(GKV_EINVAL, "fanouts: 1 to 64 layers, not %d",
+                         s->nlayers);
+            goto fail;
+        }
+        s->fan = PyMem_Calloc((size_t)s->nlayers * (num_etypes + 1), sizeof(int));
+        if (s->fan == NULL) {
+            Py_DECREF(f);
+            PyErr_NoMemory();
+            goto fail;
+        }
+        /* rows of one int each, or of num_etypes each: not mixed */
+        for (int i = 0; i < s->nlayers; i++) {
+            int row[64];
+
+            if (fan_row(PySequence_Fast_GET_ITEM(f, i), num_etypes, row,
+                        &nf) < 0) {
+                Py_DECREF(f);
+                goto fail;
+            }
+            if (i > 0 && nf != s->nfan) {
+                Py_DECREF(f);
+                gkvpy_raisef(GKV_EINVAL, "fanouts: give every layer an int, "
+                             "or every layer a list per edge type");
+                goto fail;
+            }
+            s->nfan = nf;
+            memcpy(s->fan + (size_t)i * nf, row, (size_t)nf * sizeof(int));
+        }
+        Py_DECREF(f);
+    } else {
+        if ((s->fan = PyMem_Calloc((size_t)num_etypes + 1, sizeof(int))) == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        if (fan_row(fanouts, num_etypes, s->fan, &s->nfan) < 0)
+            goto fail;
+        s->nlayers = 1;
+    }
+    s->opts.seed = seed;
+    if (strcmp(dir, "in") == 0) {
+        s->opts.dir = GKV_DIR_IN;
+    } else if (strcmp(dir, "out") == 0) {
+        s->opts.dir = GKV_DIR_OUT;
+    } else {
+        gkvpy_raisef(GKV_EINVAL, "dir '%s': expected 'in' or 'out'", dir);
+        goto fail;
+    }
+    s->opts.flags = (replace ? GKV_SAMPLE_REPLACE : 0) |
+                    (weighted ? GKV_SAMPLE_WEIGHTED : 0);
+    return 0;
+fail:
+    gkvpy_sargs_release(s);
+    return -1;
+}
+
+void
+gkvpy_sargs_release(gkvpy_sargs *s)
+{
+    for (int t = 0; t < 64; t++)
+        if (s->in[t].what != NULL)
+            gkvpy_in_release(&s->in[t]);
+    PyMem_Free(s->fan);
+    s->fan = NULL;
+}
+
+/* ---- results, copied out of the sampler's or client's memory ---- */
+
+static PyObject *
+edges_tuple(const gkv_sample_edges *e)
+{
+    return Py_BuildValue("(NNN)", gkvpy_array_i64(e->src, e->n),
+                         gkvpy_array_i64(e->dst, e->n),
+                         gkvpy_array_i64(e->eid, e->n));
+}
+
+PyObject *
+gkvpy_edges_list(const gkv_sample_edges *e, int ne)
+{
+    PyObject *l = PyList_New(ne);
+
+    for (int i = 0; l != NULL && i < ne; i++) {
+        PyObject *t = edges_tuple(&e[i]);
+
+        if (t == NULL) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, i, t);
+    }
+    return l;
+}
+
+PyObject *
+gkvpy_blocks_tuple(const gkv_block *b, int nl)
+{
+    PyObject *r = PyTuple_New(nl);
+
+    for (int i = 0; r != NULL && i < nl; i++) {
+        PyObject *nodes = PyTuple_New(b[i].num_ntypes),
+                 *nsrc = PyTuple_New(b[i].num_ntypes),
+                 *ndst = PyTuple_New(b[i].num_ntypes),
+                 *edges = NULL, *blk;
+
+        if (nodes == NULL || nsrc == NULL || ndst == NULL)
+            goto fail_block;
+        for (int t = 0; t < b[i].num_ntypes; t++) {
+            const gkv_block_nodes *bn = &b[i].nodes[t];
+            PyObject *a = gkvpy_array_i64(bn->ids, bn->num_src);
+
+            if (a == NULL)
+                goto fail_block;
+            PyTuple_SET_ITEM(nodes, t, a);
+            PyTuple_SET_ITEM(nsrc, t, PyLong_FromSize_t(bn->num_src));
+            PyTuple_SET_ITEM(ndst, t, PyLong_FromSize_t(bn->num_dst));
+        }
+        if ((edges = gkvpy_edges_list(b[i].edges, b[i].num_etypes)) == NULL)
+            goto fail_block;
+        if ((blk = Py_BuildValue("(NNNN)", nodes, nsrc, ndst, edges)) == NULL) {
+            Py_CLEAR(r);
+            break;
+        }
+        PyTuple_SET_ITEM(r, i, blk);
+        continue;
+fail_block:
+        Py_XDECREF(nodes);
+        Py_XDECREF(nsrc);
+        Py_XDECREF(ndst);
+        Py_XDECREF(edges);
+        Py_CLEAR(r);
+    }
+    return r;
+}
+
+/* ---- the partition book ---- */
+
+PyObject *gkvpy_pbook_dict(const gkv_pbook *b);
+
+PyObject *
+gkvpy_pbook_dict(const gkv_pbook *b)
+{
+    int nt = gkv_pbook_num_ntypes(b), ne = gkv_pbook_num_etypes(b),
+        np = gkv_pbook_num_parts(b);
+    PyObject *ntypes = PyList_New(nt), *etypes = PyList_New(ne),
+             *nn = PyList_New(nt), *nedge = PyList_New(ne),
+             *nrange = PyList_New(nt), *erange = PyList_New(ne);
+
+    if (!ntypes || !etypes || !nn || !nedge || !nrange || !erange)
+        goto fail;
+    for (int t = 0; t < nt; t++) {
+        PyObject *rs = PyList_New(np);
+
+        if (rs == NULL)
+            goto fail;
+        for (int p = 0; p < np; p++) {
+            int64_t lo = 0, hi = 0;
+
+            gkv_pbook_node_range(b, t, p, &lo, &hi);
+            PyList_SET_ITEM(rs, p, Py_BuildValue("(LL)", (long long)lo,
+                                                 (long long)hi));
+        }
+        PyList_SET_ITEM(ntypes, t, PyUnicode_FromString(gkv_pbook_ntype_name(b, t)));
+        PyList_SET_ITEM(nn, t, PyLong_FromLongLong(gkv_pbook_num_nodes(b, t)));
+        PyList_SET_ITEM(nrange, t, rs);
+    }
+    for (int e = 0; e < ne; e++) {
+        PyObject *rs = PyList_New(np);
+
+        if (rs == NULL)
+            goto fail;
+        for (int p = 0; p < np; p++) {
+            int64_t lo = 0, hi = 0;
+
+            gkv_pbook_edge_range(b, e, p, &lo, &hi);
+            PyList_SET_ITEM(rs, p, Py_BuildValue("(LL)", (long long)lo,
+                                                 (long long)hi));
+        }
+        PyList_SET_ITEM(etypes, e, PyUnicode_FromString(gkv_pbook_etype_name(b, e)));
+        PyList_SET_ITEM(nedge, e, PyLong_FromLongLong(gkv_pbook_num_edges(b, e)));
+        PyList_SET_ITEM(erange, e, rs);
+    }
+    return Py_BuildValue("{s:s,s:s,s:i,s:N,s:N,s:N,s:N,s:N,s:N}",
+        "graph_name", gkv_pbook_graph_name(b),
+        "method", gkv_pbook_method(b),
+        "num_parts", np,
+        "ntypes", ntypes, "etypes", etypes,
+        "num_nodes", nn, "num_edges", nedge,
+        "node_ranges", nrange, "edge_ranges", erange);
+fail:
+    Py_XDECREF(ntypes);
+    Py_XDECREF(etypes);
+    Py_XDECREF(nn);
+    Py_XDECREF(nedge);
+    Py_XDECREF(nrange);
+    Py_XDECREF(erange);
+    return NULL;
+}
+
+/* ---- gkv.Partition ---- */
+
+typedef struct {
+    PyObject_HEAD
+    gkv_part    *p;
+    gkv_sgraph  *sg;
+    gkv_sampler *sp;
+    int          inflight;
+} part_obj;
+
+static void
+part_free(part_obj *o)
+{
+    gkv_sampler_free(o->sp);
+    gkv_sgraph_free(o->sg);
+    gkv_part_close(o->p);
+    o->sp = NULL;
+    o->sg = NULL;
+    o->p = NULL;
+}
+
+static int
+part_init(part_obj *o, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"config", "part", "threads", NULL};
+    PyObject *path;
+    int part = 0, threads = 1;
+    gkv_err rc;
+
+    if (o->p != NULL) {
+        gkvpy_raisef(GKV_EINVAL, "Partition.__init__ called twice");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|ii", kwlist,
+                                     PyUnicode_FSDecoder, &path, &part,
+                                     &threads))
+        return -1;
+    Py_BEGIN_ALLOW_THREADS
+    rc = gkv_part_open(&o->p, PyUnicode_AsUTF8(path), part, 0);
+    if (rc == GKV_OK)
+        rc = gkv_part_sgraph(o->p, &o->sg);
+    if (rc == GKV_OK)
+        rc = gkv_sampler_new(&o->sp, o->sg, threads);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(path);
+    if (rc != GKV_OK) {
+        gkvpy_raise(rc);
+        part_free(o);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+part_close(part_obj *o, PyObject *unused)
+{
+    if (o->inflight > 0)
+        return gkvpy_raisef(GKV_EBUSY, "the partition has calls running");
+    part_free(o);
+    Py_RETURN_NONE;
+}
+
+static void
+part_dealloc(part_obj *o)
+{
+    if (o->inflight == 0)
+        part_free(o);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static PyObject *
+part_pbook(part_obj *o, PyObject *unused)
+{
+    if (o->p == NULL)
+        return gkvpy_raisef(GKV_EINVAL, "the partition is closed");
+    return gkvpy_pbook_dict(gkv_part_book(o->p));
+}
+
+/* The sampler serialises nothing: one call at a time per Partition (the
+ * GIL is released, so the inflight count refuses a second). */
+static PyObject *
+part_sample(part_obj *o, PyObject *args, PyObject *kw, int blocks)
+{
+    static char *kwn[] = {"seeds", "fanout", "seed", "dir", "replace",
+                          "weighted", NULL};
+    static char *kwb[] = {"seeds", "fanouts", "seed", "dir", "replace",
+                          "weighted", NULL};
+    PyObject *seeds, *fan, *ret;
+    unsigned long long seed = 0;
+    const char *dir = "in";
+    int replace = 0, weighted = 0;
+    gkvpy_sargs *s;
+    gkv_err rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Kspp", blocks ? kwb : kwn,
+                                     &seeds, &fan, &seed, &dir, &replace,
+                                     &weighted))
+        return NULL;
+    if (o->p == NULL)
+        return gkvpy_raisef(GKV_EINVAL, "the partition is closed");
+    if (o->inflight > 0)
+        return gkvpy_raisef(GKV_EBUSY, "the partition's sampler is in use "
+                            "by another thread");
+    if ((s = PyMem_Calloc(1, sizeof *s)) == NULL)
+        return PyErr_NoMemory();
+    if (gkvpy_sargs_get(s, gkv_sgraph_num_ntypes(o->sg),
+                        gkv_sgraph_num_etypes(o->sg), seeds, fan, blocks, seed,
+                        dir, replace, weighted) < 0) {
+        PyMem_Free(s);
+        return NULL;
+    }
+    o->inflight++;
+    if (blocks) {
+        gkv_block bl[64];
+
+        Py_BEGIN_ALLOW_THREADS
+        rc = gkv_sample_blocks(o->sp, s->seeds, s->nseeds, s->fan, s->nfan,
+                               s->nlayers, &s->opts, bl);
+        Py_END_ALLOW_THREADS
+        ret = rc != GKV_OK ? gkvpy_raise(rc) : gkvpy_blocks_tuple(bl, s->nlayers);
+    } else {
+        gkv_sample_edges e[64];
+
+        Py_BEGIN_ALLOW_THREADS
+        rc = gkv_sample_neighbors(o->sp, s->seeds, s->nseeds, s->fan, s->nfan,
+                                  0, &s->opts, e);
+        Py_END_ALLOW_THREADS
+        ret = rc != GKV_OK ? gkvpy_raise(rc)
+                           : gkvpy_edges_list(e, gkv_sgraph_num_etypes(o->sg));
+    }
+    o->inflight--;
+    gkvpy_sargs_release(s);
+    PyMem_Free(s);
+    return ret;
+}
+
+static PyObject *
+part_sample_neighbors(part_obj *o, PyObject *args, PyObject *kw)
+{
+    return part_sample(o, args, kw, 0);
+}
+
+static PyObject *
+part_sample_blocks(part_obj *o, PyObject *args, PyObject *kw)
+{
+    return part_sample(o, args, kw, 1);
+}
+
+static PyMethodDef part_methods[] = {
+    {"close", (PyCFunction)part_close, METH_NOARGS, "close()"},
+    {"pbook", (PyCFunction)part_pbook, METH_NOARGS,
+     "pbook() -> dict: the partition book's basics"},
+    {"_sample_neighbors", (PyCFunction)(void (*)(void))part_sample_neighbors,
+     METH_VARARGS | METH_KEYWORDS, NULL},
+    {"_sample_blocks", (PyCFunction)(void (*)(void))part_sample_blocks,
+     METH_VARARGS | METH_KEYWORDS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject gkvpy_part_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gkv._Partition",
+    .tp_basicsize = sizeof(part_obj),
+    .tp_dealloc = (destructor)part_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C partition; use gkv.Partition.",
+    .tp_methods = part_methods,
+    .tp_init = (initproc)part_init,
+    .tp_new = PyType_GenericNew,
+};
+
+int
+gkvpy_part_ready(PyObject *m)
+{
+    if (PyType_Ready(&gkvpy_part_type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(m, "_Partition", (PyObject *)&gkvpy_part_type);
+}
