@@ -184,7 +184,8 @@ array_getbuffer(gkvpy_array *a, Py_buffer *v, int flags)
     v->readonly = 0;
     v->itemsize = (Py_ssize_t)d->size;
     v->format = (flags & PyBUF_FORMAT) ? (char *)d->fmt : NULL;
-    v->ndim = a->ndim;
+    /* without PyBUF_ND the consumer sees plain bytes (PyBuffer_FillInfo) */
+    v->ndim = (flags & PyBUF_ND) ? a->ndim : 1;
     v->shape = (flags & PyBUF_ND) ? a->shape : NULL;
     v->strides = (flags & PyBUF_STRIDES) ? a->strides : NULL;
     v->suboffsets = NULL;
@@ -780,4 +781,36 @@ gkvpy_in_rows(PyObject *o, gkvpy_in *in, const char *what,
         return -1;
     }
     return 0;
+}
+
+/* The shape (n, *row shape) of n rows of d. */
+int
+gkvpy_rows_shape(const gkv_tensor_desc *d, size_t n, Py_ssize_t *sh)
+{
+    sh[0] = (Py_ssize_t)n;
+    for (unsigned i = 0; i < d->ndim; i++)
+        sh[i + 1] = (Py_ssize_t)d->shape[i];
+    return (int)d->ndim + 1;
+}
+
+/* The destination of n rows of d: 'out' checked (borrowed into *in), or
+ * a new Array (*arr). */
+void *
+gkvpy_rows_dst(PyObject *out, gkvpy_in *in, gkvpy_array **arr,
+         const gkv_tensor_desc *d, size_t n)
+{
+    Py_ssize_t sh[GKVPY_MAXDIM];
+    int nd;
+
+    *arr = NULL;
+    if (out != NULL && out != Py_None) {
+        if (gkvpy_in_rows(out, in, "out", d, n, GKVPY_IN_WRITABLE) < 0)
+            return NULL;
+        return in->ptr;
+    }
+    memset(in, 0, sizeof *in);
+    nd = gkvpy_rows_shape(d, n, sh);
+    if ((*arr = gkvpy_array_new(d->dtype, nd, sh)) == NULL)
+        return NULL;
+    return (*arr)->data;
 }

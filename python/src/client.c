@@ -266,33 +266,20 @@ client_pull(client_obj *o, PyObject *args, PyObject *kw)
     gkv_tensor_desc d;
     gkvpy_array *arr = NULL;
     gkv_client *c;
+    void *dst;
     gkv_err rc;
 
     if (!PyArg_ParseTupleAndKeywords(args, kw, "sO|O", kwlist, &name, &ids,
                                      &out) ||
         (c = client_begin(o)) == NULL)
         return NULL;
-    memset(&oin, 0, sizeof oin);
     if (client_desc(c, name, &d) < 0 || gkvpy_in_ids(ids, &iin, "ids") < 0)
         goto out;
-    if (out != NULL && out != Py_None) {
-        if (gkvpy_in_rows(out, &oin, "out", &d, iin.n, GKVPY_IN_WRITABLE) < 0) {
-            gkvpy_in_release(&iin);
-            goto out;
-        }
-    } else {
-        Py_ssize_t sh[GKVPY_MAXDIM];
-
-        sh[0] = (Py_ssize_t)iin.n;
-        for (unsigned i = 0; i < d.ndim; i++)
-            sh[i + 1] = (Py_ssize_t)d.shape[i];
-        if ((arr = gkvpy_array_new(d.dtype, (int)d.ndim + 1, sh)) == NULL) {
-            gkvpy_in_release(&iin);
-            goto out;
-        }
+    if ((dst = gkvpy_rows_dst(out, &oin, &arr, &d, iin.n)) == NULL) {
+        gkvpy_in_release(&iin);
+        goto out;
     }
-    NOGIL(rc = gkv_client_pull(c, name, iin.ptr, iin.n,
-                               arr != NULL ? arr->data : oin.ptr,
+    NOGIL(rc = gkv_client_pull(c, name, iin.ptr, iin.n, dst,
                                iin.n * d.row_bytes));
     gkvpy_in_release(&iin);
     gkvpy_in_release(&oin);
@@ -416,7 +403,6 @@ static PyObject *
 client_list(client_obj *o, PyObject *unused)
 {
     gkv_tensor_desc *v = NULL;
-    PyObject *l;
     size_t n = 0;
     gkv_client *c;
     gkv_err rc;
@@ -428,18 +414,7 @@ client_list(client_obj *o, PyObject *unused)
     client_end(o);
     if (rc != GKV_OK)
         return gkvpy_raise(rc);
-    l = PyList_New((Py_ssize_t)n);
-    for (size_t i = 0; l != NULL && i < n; i++) {
-        PyObject *d = gkvpy_desc_dict(&v[i]);
-
-        if (d == NULL) {
-            Py_CLEAR(l);
-            break;
-        }
-        PyList_SET_ITEM(l, (Py_ssize_t)i, d);
-    }
-    gkv_free(v);
-    return l;
+    return gkvpy_desc_list(v, n);
 }
 
 static PyObject *
@@ -492,8 +467,6 @@ client_nservers(client_obj *o, PyObject *unused)
 }
 
 /* ---- graph ---- */
-
-PyObject *gkvpy_pbook_dict(const gkv_pbook *b);
 
 static PyObject *
 client_pbook(client_obj *o, PyObject *unused)

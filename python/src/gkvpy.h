@@ -97,6 +97,14 @@ int  gkvpy_in_ids(PyObject *o, gkvpy_in *in, const char *what);
 int  gkvpy_in_rows(PyObject *o, gkvpy_in *in, const char *what,
                    const gkv_tensor_desc *d, size_t nrows, unsigned flags);
 
+/* The shape (n, *row shape) of n rows of d into sh; returns its ndim. */
+int  gkvpy_rows_shape(const gkv_tensor_desc *d, size_t n, Py_ssize_t *sh);
+/* Where n rows of d go: 'out' checked and borrowed into *in (writable,
+ * the tensor's dtype, shape (n, *row shape)), or when out is NULL or None
+ * a new Array (*arr, in zeroed). NULL with an exception. */
+void *gkvpy_rows_dst(PyObject *out, gkvpy_in *in, gkvpy_array **arr,
+                     const gkv_tensor_desc *d, size_t n);
+
 /* ---- store.c, client.c, server.c, part.c ---- */
 extern PyTypeObject gkvpy_store_type, gkvpy_client_type, gkvpy_server_type,
                     gkvpy_part_type;
@@ -105,6 +113,8 @@ int gkvpy_push_args(PyObject *handler, double lr, double eps, double beta1,
                     double beta2, int dups_sum, gkv_push_args *a);
 /* A dict describing a tensor. */
 PyObject *gkvpy_desc_dict(const gkv_tensor_desc *d);
+/* A list of such dicts; frees v (gkv_free) either way. */
+PyObject *gkvpy_desc_list(gkv_tensor_desc *v, size_t n);
 /* Fills a spec from create()'s arguments. 0, or -1 with an exception. */
 int gkvpy_spec(PyObject *dtype, PyObject *row_shape, unsigned long long lo,
                PyObject *hi, const char *init, double a, double b,
@@ -128,6 +138,8 @@ int  gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
 void gkvpy_sargs_release(gkvpy_sargs *s);
 /* A tuple of blocks (each (nodes, num_src, num_dst, edges)) copied out. */
 PyObject *gkvpy_blocks_tuple(const gkv_block *b, int nl);
+/* The partition book's basics as a dict (names, counts, ranges). */
+PyObject *gkvpy_pbook_dict(const gkv_pbook *b);
 /* A list per etype of (src, dst, eid) copied out. */
 PyObject *gkvpy_edges_list(const gkv_sample_edges *e, int ne);
 

@@ -246,7 +246,28 @@ fail_block:
 
 /* ---- the partition book ---- */
 
-PyObject *gkvpy_pbook_dict(const gkv_pbook *b);
+/* [(lo, hi)] per partition of type 'type', by 'range' (the node or the
+ * edge ranges of the book). */
+static PyObject *
+ranges(const gkv_pbook *b,
+       gkv_err (*range)(const gkv_pbook *, int, int, int64_t *, int64_t *),
+       int type, int np)
+{
+    PyObject *rs = PyList_New(np);
+
+    for (int p = 0; rs != NULL && p < np; p++) {
+        int64_t lo = 0, hi = 0;
+        PyObject *t;
+
+        range(b, type, p, &lo, &hi);
+        if ((t = Py_BuildValue("(LL)", (long long)lo, (long long)hi)) == NULL) {
+            Py_CLEAR(rs);
+            break;
+        }
+        PyList_SET_ITEM(rs, p, t);
+    }
+    return rs;
+}
 
 PyObject *
 gkvpy_pbook_dict(const gkv_pbook *b)
@@ -260,33 +281,19 @@ gkvpy_pbook_dict(const gkv_pbook *b)
     if (!ntypes || !etypes || !nn || !nedge || !nrange || !erange)
         goto fail;
     for (int t = 0; t < nt; t++) {
-        PyObject *rs = PyList_New(np);
+        PyObject *rs = ranges(b, gkv_pbook_node_range, t, np);
 
         if (rs == NULL)
             goto fail;
-        for (int p = 0; p < np; p++) {
-            int64_t lo = 0, hi = 0;
-
-            gkv_pbook_node_range(b, t, p, &lo, &hi);
-            PyList_SET_ITEM(rs, p, Py_BuildValue("(LL)", (long long)lo,
-                                                 (long long)hi));
-        }
         PyList_SET_ITEM(ntypes, t, PyUnicode_FromString(gkv_pbook_ntype_name(b, t)));
         PyList_SET_ITEM(nn, t, PyLong_FromLongLong(gkv_pbook_num_nodes(b, t)));
         PyList_SET_ITEM(nrange, t, rs);
     }
     for (int e = 0; e < ne; e++) {
-        PyObject *rs = PyList_New(np);
+        PyObject *rs = ranges(b, gkv_pbook_edge_range, e, np);
 
         if (rs == NULL)
             goto fail;
-        for (int p = 0; p < np; p++) {
-            int64_t lo = 0, hi = 0;
-
-            gkv_pbook_edge_range(b, e, p, &lo, &hi);
-            PyList_SET_ITEM(rs, p, Py_BuildValue("(LL)", (long long)lo,
-                                                 (long long)hi));
-        }
         PyList_SET_ITEM(etypes, e, PyUnicode_FromString(gkv_pbook_etype_name(b, e)));
         PyList_SET_ITEM(nedge, e, PyLong_FromLongLong(gkv_pbook_num_edges(b, e)));
         PyList_SET_ITEM(erange, e, rs);

@@ -312,8 +312,8 @@ store_describe(store_obj *o, PyObject *args)
     return gkvpy_desc_dict(&d);
 }
 
-static PyObject *
-desc_list(gkv_tensor_desc *v, size_t n)
+PyObject *
+gkvpy_desc_list(gkv_tensor_desc *v, size_t n)
 {
     PyObject *l = PyList_New((Py_ssize_t)n);
 
@@ -346,7 +346,7 @@ store_list(store_obj *o, PyObject *args, PyObject *kw)
     NOGIL(o, rc = gkv_tensor_list(s, NULL, with_state, &v, &n));
     if (rc != GKV_OK)
         return gkvpy_raise(rc);
-    return desc_list(v, n);
+    return gkvpy_desc_list(v, n);
 }
 
 static PyObject *
@@ -362,38 +362,6 @@ store_delete(store_obj *o, PyObject *args)
     if (rc != GKV_OK)
         return gkvpy_raise(rc);
     Py_RETURN_NONE;
-}
-
-/* The shape (n, *row shape) of n rows of d. */
-static int
-rows_shape(const gkv_tensor_desc *d, size_t n, Py_ssize_t *sh)
-{
-    sh[0] = (Py_ssize_t)n;
-    for (unsigned i = 0; i < d->ndim; i++)
-        sh[i + 1] = (Py_ssize_t)d->shape[i];
-    return (int)d->ndim + 1;
-}
-
-/* The destination of n rows of d: 'out' checked (borrowed into *in), or
- * a new Array (*arr). */
-static void *
-rows_dst(PyObject *out, gkvpy_in *in, gkvpy_array **arr,
-         const gkv_tensor_desc *d, size_t n)
-{
-    Py_ssize_t sh[GKVPY_MAXDIM];
-    int nd;
-
-    *arr = NULL;
-    if (out != NULL && out != Py_None) {
-        if (gkvpy_in_rows(out, in, "out", d, n, GKVPY_IN_WRITABLE) < 0)
-            return NULL;
-        return in->ptr;
-    }
-    memset(in, 0, sizeof *in);
-    nd = rows_shape(d, n, sh);
-    if ((*arr = gkvpy_array_new(d->dtype, nd, sh)) == NULL)
-        return NULL;
-    return (*arr)->data;
 }
 
 static PyObject *
@@ -414,7 +382,7 @@ store_pull(store_obj *o, PyObject *args, PyObject *kw)
         (s = store_get(o)) == NULL || store_desc(o, s, name, &d) < 0 ||
         gkvpy_in_ids(ids, &iin, "ids") < 0)
         return NULL;
-    if ((dst = rows_dst(out, &oin, &arr, &d, iin.n)) == NULL) {
+    if ((dst = gkvpy_rows_dst(out, &oin, &arr, &d, iin.n)) == NULL) {
         gkvpy_in_release(&iin);
         return NULL;
     }
@@ -445,7 +413,7 @@ store_read(store_obj *o, PyObject *args)
         return NULL;
     if (b < a)
         return gkvpy_raisef(GKV_EINVAL, "read [%llu, %llu): hi below lo", a, b);
-    if ((arr = gkvpy_array_new(d.dtype, rows_shape(&d, b - a, sh), sh)) == NULL)
+    if ((arr = gkvpy_array_new(d.dtype, gkvpy_rows_shape(&d, b - a, sh), sh)) == NULL)
         return NULL;
     NOGIL(o, rc = gkv_tensor_read(s, NULL, name, a, b, arr->data, arr->nbytes));
     if (rc != GKV_OK) {

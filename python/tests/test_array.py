@@ -36,6 +36,7 @@ def test_buffer_protocol_is_zero_copy(arr):
     m = memoryview(arr)
     assert m.format == "f" and m.shape == (4, 3, 2) and m.nbytes == arr.nbytes
     np.testing.assert_array_equal(n[0], n[2])      # ID 4 twice
+    assert bytes(arr) == n.tobytes()               # a plain-bytes consumer
 
 
 def test_dlpack_numpy_is_zero_copy(arr):
