@@ -122,3 +122,85 @@ def test_torch_zero_copy_both_ways(store):
     np.testing.assert_array_equal(out.numpy(), np.asarray(a)[1:4])
     store.push("e", torch.tensor([0]), torch.ones(1, 4))
     np.testing.assert_array_equal(np.asarray(store.pull("e", [0])), np.ones((1, 4)))
+
+
+class DLPackOnly:
+    """An array with __dlpack__ and no buffer protocol (as a torch or JAX
+    tensor is to gkv): numpy's capsule, versioned when asked."""
+
+    def __init__(self, a, legacy=False):
+        self.a = a
+        self.legacy = legacy
+        self.asked = None
+
+    def __dlpack__(self, **kw):
+        if self.legacy and kw:
+            raise TypeError("__dlpack__() takes no keyword arguments")
+        self.asked = kw
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["versioned", "legacy"])
+def test_dlpack_inputs(store, legacy):
+    store.create("e", dtype="float32", row_shape=(2,), hi=10)
+    ids = DLPackOnly(np.array([1, 4], dtype=np.int64), legacy)
+    rows = DLPackOnly(np.array([[1, 2], [3, 4]], dtype=np.float32), legacy)
+    store.push("e", ids, rows)
+    assert (ids.asked == {}) == legacy
+    if not legacy:
+        assert ids.asked["max_version"] == (1, 0)
+    np.testing.assert_array_equal(np.asarray(store.pull("e", [1, 4])),
+                                  [[1, 2], [3, 4]])
+    out = np.zeros((2, 2), np.float32)
+    store.pull("e", DLPackOnly(np.array([4, 1], np.int64), legacy),
+               out=DLPackOnly(out, legacy))
+    np.testing.assert_array_equal(out, [[3, 4], [1, 2]])   # filled in place
+
+
+def test_dlpack_input_refusals(store):
+    store.create("e", dtype="float32", row_shape=(2,), hi=10)
+    with pytest.raises(gkv.InvalidArgumentError, match="C-contiguous"):
+        store.push("e", [1, 2], DLPackOnly(np.ones((2, 4), np.float32)[:, ::2]))
+    with pytest.raises(gkv.ShapeError, match="dtype float64"):
+        store.push("e", [1, 2], DLPackOnly(np.ones((2, 2))))
+    ro = np.zeros((1, 2), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(gkv.InvalidArgumentError, match="read-only|readonly|__dlpack__"):
+        store.pull("e", [1], out=DLPackOnly(ro))
+    np.testing.assert_array_equal(np.asarray(store.read("e", 0, 10)),
+                                  np.zeros((10, 2)))
+
+
+def test_array_as_input(store):
+    """An Array goes back in without a copy (the buffer protocol)."""
+    store.create("a", dtype="int64", hi=10, init="const", a=2)
+    store.create("b", dtype="int64", hi=10)
+    ids = store.pull("a", np.arange(3, dtype=np.int64))          # [2, 2, 2]
+    store.push("b", ids, store.pull("a", [5, 6, 7]), "add")
+    np.testing.assert_array_equal(np.asarray(store.pull("b", [2])), [6])
+
+
+def test_no_leak_in_a_loop(store):
+    """Arrays, capsules and borrowed inputs give their memory back."""
+    import resource
+    store.create("e", dtype="float32", row_shape=(64,), hi=1000)
+    ids = np.arange(1000, dtype=np.int64)
+
+    def rss_kb():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    def run(k):
+        for _ in range(k):
+            a = store.pull("e", ids)                # 256 KB each
+            np.from_dlpack(a)
+            a.__dlpack__(max_version=(1, 0))
+            a.__dlpack__()
+            store.push("e", DLPackOnly(ids), a)
+
+    run(50)
+    before = rss_kb()
+    run(400)                                        # 100 MB if leaked
+    assert rss_kb() - before < 20000
