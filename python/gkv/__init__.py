@@ -8,6 +8,8 @@ The objects mirror the C API (gkv.h):
   Client     a job's servers: pull, push, create, delete, barrier, the
              partition book, sample_neighbors, sample_blocks
   Server     a gkv server on a thread of this process (tests, notebooks)
+  partition  partitions a graph given as arrays (gkv_partition_write, the
+             library of gkv-partition)
   Partition  one partition of a partitioned graph opened in process, with
              a sampler: the in-process answer the servers' sampling equals
   Array      what every call returns: C-contiguous CPU memory the Array
@@ -37,7 +39,7 @@ globals().update({cls.__name__: cls for cls in error_classes.values()})
 
 __version__ = "0.1.0"
 __all__ = ["Array", "Block", "Client", "Error", "Partition", "Server", "Store",
-           "error_classes", "strerror"] + [c.__name__ for c in error_classes.values()]
+           "error_classes", "partition", "strerror"] + [c.__name__ for c in error_classes.values()]
 
 
 class Block:
@@ -201,3 +203,81 @@ class Server:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def _canon(et):
+    """("user", "buys", "item") or "user:buys:item" -> the three names."""
+    parts = tuple(et) if not isinstance(et, str) else tuple(et.split(":"))
+    if len(parts) != 3:
+        raise InvalidArgumentError(  # noqa: F821
+            "edge type %r: expected (src type, relation, dst type) or "
+            "'src:rel:dst' (GKV_EINVAL)" % (et,))
+    return parts
+
+
+def _typed(d, what):
+    """{name: rows} (the only type) or {(type, name): rows} or
+    {"type/name": rows} -> [(type or None, name, rows)]."""
+    out = []
+    for k, v in (d or {}).items():
+        if isinstance(k, tuple):
+            t, n = k
+        elif isinstance(k, str) and "/" in k:
+            t, n = k.rsplit("/", 1)
+        else:
+            t, n = None, k
+        out.append((t, n, v))
+    return out
+
+
+def partition(outdir, edges, num_nodes, num_parts, *, method="random", seed=0,
+              name="graph", weights=None, node_feats=None, edge_feats=None,
+              train_masks=None, reverse_etypes=None, csr=False, force=False,
+              balance_edges=False, threads=0):
+    """Partitions a graph into outdir (gkv_partition_write, what
+    gkv-partition does from files): one store per partition and the JSON
+    config <name>.json, which gkv-server --part-config and gkv.Partition
+    take. Returns the report (counts, edge cut, bytes, seconds) as a dict.
+
+    Homogeneous: edges = (src, dst), int64 arrays; num_nodes an int;
+    weights a float32 array; node_feats {name: rows}, edge_feats
+    {name: rows}, train_masks a bool array, rows indexed by the original IDs.
+    Heterogeneous: edges = {(src_type, rel, dst_type): (src, dst)};
+    num_nodes {ntype: count}; weights {etype: w}; node_feats
+    {(ntype, name): rows} (or "ntype/name"); edge_feats {(etype, name):
+    rows} with etype canonical "src:rel:dst"; train_masks {ntype: mask};
+    reverse_etypes {etype: reverse etype}. Features are stored as
+    node/<ntype>/<name> and edge/<canonical>/<name>.
+    method: random, range or metis; csr also stores out-edges (sampling
+    with dir='out'); force replaces a partition already in outdir."""
+    if isinstance(edges, dict):
+        nn = dict(num_nodes)
+        ets = [(_canon(k), v) for k, v in edges.items()]
+        w = {":".join(_canon(k)): v for k, v in (weights or {}).items()}
+        masks = list((train_masks or {}).items())
+        homo = False
+    else:
+        nn = {"_N": num_nodes}
+        ets = [(("_N", "_E", "_N"), edges)]
+        w = {"_N:_E:_N": weights} if weights is not None else {}
+        masks = [("_N", train_masks)] if train_masks is not None else []
+        homo = True
+    etypes = [(s, r, d, src, dst, w.get("%s:%s:%s" % (s, r, d)))
+              for (s, r, d), (src, dst) in ets]
+    feats = []
+    for is_edge, d in ((0, node_feats), (1, edge_feats)):
+        for t, n, rows in _typed(d, "feature"):
+            if t is None:
+                if not homo:
+                    raise InvalidArgumentError(  # noqa: F821
+                        "feature %r: name its type, {(type, name): rows} "
+                        "(GKV_EINVAL)" % n)
+                t = "_N:_E:_N" if is_edge else "_N"
+            feats.append((is_edge, ":".join(_canon(t)) if is_edge and ":" in t else t,
+                          n, rows))
+    rev = [(":".join(_canon(a)), ":".join(_canon(b)))
+           for a, b in (reverse_etypes or {}).items()]
+    return _gkv._partition(os.fspath(outdir), [(k, int(v)) for k, v in nn.items()],
+                           etypes, feats, masks, rev, method=method,
+                           num_parts=num_parts, seed=seed, csr=csr, force=force,
+                           balance_edges=balance_edges, threads=threads, name=name)

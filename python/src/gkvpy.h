@@ -7,6 +7,7 @@
  *   client.c  gkv.Client (the network client)
  *   server.c  gkv._Server (a server run on a thread of this process)
  *   part.c    gkv.Partition (a partition opened in process, its sampler)
+ *   partition.c  gkv._partition (gkv_partition_write on arrays)
  *
  * Every call that can block releases the interpreter lock around the C
  * call. An object whose C call runs without the lock counts it in
@@ -142,6 +143,10 @@ PyObject *gkvpy_blocks_tuple(const gkv_block *b, int nl);
 PyObject *gkvpy_pbook_dict(const gkv_pbook *b);
 /* A list per etype of (src, dst, eid) copied out. */
 PyObject *gkvpy_edges_list(const gkv_sample_edges *e, int ne);
+
+/* gkv._partition(outdir, ntypes, etypes, feats, masks, reverse, ...):
+ * partition.c says what the lists hold; returns the report as a dict. */
+PyObject *gkvpy_partition(PyObject *self, PyObject *args, PyObject *kw);
 
 int gkvpy_store_ready(PyObject *m);
 int gkvpy_client_ready(PyObject *m);

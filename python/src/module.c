@@ -184,6 +184,8 @@ py_strerror(PyObject *self, PyObject *arg)
 
 static PyMethodDef methods[] = {
     {"strerror", py_strerror, METH_O, "strerror(code) -> the text of a gkv error code"},
+    {"_partition", (PyCFunction)(void (*)(void))gkvpy_partition,
+     METH_VARARGS | METH_KEYWORDS, "gkv_partition_write(); use gkv.partition()"},
     {NULL, NULL, 0, NULL},
 };
 
