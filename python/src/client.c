@@ -525,6 +525,73 @@ out:
     return ret;
 }
 
+static gkv_err
+q_in_deg(void *h, int t, const int64_t *ids, size_t n, int64_t *a, int64_t *b)
+{
+    return gkv_client_in_degrees(h, t, ids, n, a);
+}
+
+static gkv_err
+q_out_deg(void *h, int t, const int64_t *ids, size_t n, int64_t *a, int64_t *b)
+{
+    return gkv_client_out_degrees(h, t, ids, n, a);
+}
+
+static gkv_err
+q_find_edges(void *h, int t, const int64_t *ids, size_t n, int64_t *a,
+             int64_t *b)
+{
+    return gkv_client_find_edges(h, t, ids, n, a, b);
+}
+
+static PyObject *
+client_query(client_obj *o, gkvpy_query_fn fn, int nout, PyObject *args)
+{
+    gkv_client *c;
+    PyObject *r;
+
+    if ((c = client_begin(o)) == NULL)
+        return NULL;
+    r = gkvpy_query(c, fn, nout, args);
+    client_end(o);
+    return r;
+}
+
+static PyObject *
+client_in_degrees(client_obj *o, PyObject *args)
+{
+    return client_query(o, q_in_deg, 1, args);
+}
+
+static PyObject *
+client_out_degrees(client_obj *o, PyObject *args)
+{
+    return client_query(o, q_out_deg, 1, args);
+}
+
+static PyObject *
+client_find_edges(client_obj *o, PyObject *args)
+{
+    return client_query(o, q_find_edges, 2, args);
+}
+
+static PyObject *
+client_opt_reset(client_obj *o, PyObject *args)
+{
+    const char *name, *opt = NULL;
+    gkv_client *c;
+    gkv_err rc;
+
+    if (!PyArg_ParseTuple(args, "s|z", &name, &opt) ||
+        (c = client_begin(o)) == NULL)
+        return NULL;
+    NOGIL(rc = gkv_client_opt_reset(c, name, opt));
+    client_end(o);
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
 #define SAMPLE_KWLIST(first) {"seeds", first, "seed", "dir", "replace", \
                               "weighted", NULL}
 
@@ -641,6 +708,14 @@ static PyMethodDef client_methods[] = {
      "pbook() -> dict (the partition book's basics) or None (a plain store)"},
     {"node_owner", (PyCFunction)client_node_owner, METH_VARARGS,
      "node_owner(ntype, ids) -> int32 Array: the partition owning each ID"},
+    {"in_degrees", (PyCFunction)client_in_degrees, METH_VARARGS,
+     "in_degrees(etype, nodes) -> int64 Array"},
+    {"out_degrees", (PyCFunction)client_out_degrees, METH_VARARGS,
+     "out_degrees(etype, nodes) -> int64 Array (needs the CSR)"},
+    {"find_edges", (PyCFunction)client_find_edges, METH_VARARGS,
+     "find_edges(etype, eids) -> (src, dst) int64 Arrays"},
+    {"opt_reset", (PyCFunction)client_opt_reset, METH_VARARGS,
+     "opt_reset(name, optimizer=None): drop adagrad/adam state (None: both)"},
     {"_sample_neighbors", (PyCFunction)(void (*)(void))client_sample_neighbors,
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"_sample_blocks", (PyCFunction)(void (*)(void))client_sample_blocks,

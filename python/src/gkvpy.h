@@ -139,6 +139,13 @@ int  gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
 void gkvpy_sargs_release(gkvpy_sargs *s);
 /* A tuple of blocks (each (nodes, num_src, num_dst, edges)) copied out. */
 PyObject *gkvpy_blocks_tuple(const gkv_block *b, int nl);
+/* A per-ID query of a graph handle h ('type' a node or edge type): out1
+ * (and out2 when nout is 2) get n int64 values. */
+typedef gkv_err (*gkvpy_query_fn)(void *h, int type, const int64_t *ids,
+                                  size_t n, int64_t *out1, int64_t *out2);
+/* Runs fn on args (type, ids) without the interpreter lock: one int64
+ * Array, or a tuple of two when nout is 2. */
+PyObject *gkvpy_query(void *h, gkvpy_query_fn fn, int nout, PyObject *args);
 /* The partition book's basics as a dict (names, counts, ranges). */
 PyObject *gkvpy_pbook_dict(const gkv_pbook *b);
 /* A list per etype of (src, dst, eid) copied out. */

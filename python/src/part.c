@@ -244,6 +244,42 @@ fail_block:
     return r;
 }
 
+/* ---- per-ID queries (degrees, find_edges) ---- */
+
+PyObject *
+gkvpy_query(void *h, gkvpy_query_fn fn, int nout, PyObject *args)
+{
+    PyObject *ids;
+    gkvpy_array *a = NULL, *b = NULL;
+    gkvpy_in in;
+    Py_ssize_t n;
+    int type;
+    gkv_err rc;
+
+    if (!PyArg_ParseTuple(args, "iO", &type, &ids) ||
+        gkvpy_in_ids(ids, &in, "ids") < 0)
+        return NULL;
+    n = (Py_ssize_t)in.n;
+    if ((a = gkvpy_array_new(GKV_I64, 1, &n)) == NULL ||
+        (nout == 2 && (b = gkvpy_array_new(GKV_I64, 1, &n)) == NULL)) {
+        gkvpy_in_release(&in);
+        Py_XDECREF(a);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = fn(h, type, in.ptr, in.n, a->data, b != NULL ? b->data : NULL);
+    Py_END_ALLOW_THREADS
+    gkvpy_in_release(&in);
+    if (rc != GKV_OK) {
+        Py_DECREF(a);
+        Py_XDECREF(b);
+        return gkvpy_raise(rc);
+    }
+    if (nout == 1)
+        return (PyObject *)a;
+    return Py_BuildValue("(NN)", a, b);
+}
+
 /* ---- the partition book ---- */
 
 /* [(lo, hi)] per partition of type 'type', by 'range' (the node or the
@@ -463,7 +499,67 @@ part_sample_blocks(part_obj *o, PyObject *args, PyObject *kw)
     return part_sample(o, args, kw, 1);
 }
 
+static gkv_err
+q_in_deg(void *h, int t, const int64_t *ids, size_t n, int64_t *a, int64_t *b)
+{
+    return gkv_part_in_degrees(h, t, ids, n, a);
+}
+
+static gkv_err
+q_out_deg(void *h, int t, const int64_t *ids, size_t n, int64_t *a, int64_t *b)
+{
+    return gkv_part_out_degrees(h, t, ids, n, a);
+}
+
+static gkv_err
+q_find_edges(void *h, int t, const int64_t *ids, size_t n, int64_t *a,
+             int64_t *b)
+{
+    return gkv_part_find_edges(h, t, ids, n, a, b);
+}
+
+/* One query at a time, like sampling. */
+static PyObject *
+part_query(part_obj *o, gkvpy_query_fn fn, int nout, PyObject *args)
+{
+    PyObject *r;
+
+    if (o->p == NULL)
+        return gkvpy_raisef(GKV_EINVAL, "the partition is closed");
+    if (o->inflight > 0)
+        return gkvpy_raisef(GKV_EBUSY, "the partition is in use by another "
+                            "thread");
+    o->inflight++;
+    r = gkvpy_query(o->p, fn, nout, args);
+    o->inflight--;
+    return r;
+}
+
+static PyObject *
+part_in_degrees(part_obj *o, PyObject *args)
+{
+    return part_query(o, q_in_deg, 1, args);
+}
+
+static PyObject *
+part_out_degrees(part_obj *o, PyObject *args)
+{
+    return part_query(o, q_out_deg, 1, args);
+}
+
+static PyObject *
+part_find_edges(part_obj *o, PyObject *args)
+{
+    return part_query(o, q_find_edges, 2, args);
+}
+
 static PyMethodDef part_methods[] = {
+    {"in_degrees", (PyCFunction)part_in_degrees, METH_VARARGS,
+     "in_degrees(etype, nodes) -> int64 Array (owned nodes)"},
+    {"out_degrees", (PyCFunction)part_out_degrees, METH_VARARGS,
+     "out_degrees(etype, nodes) -> int64 Array (needs the CSR)"},
+    {"find_edges", (PyCFunction)part_find_edges, METH_VARARGS,
+     "find_edges(etype, eids) -> (src, dst) int64 Arrays"},
     {"close", (PyCFunction)part_close, METH_NOARGS, "close()"},
     {"pbook", (PyCFunction)part_pbook, METH_NOARGS,
      "pbook() -> dict: the partition book's basics"},

@@ -543,6 +543,65 @@ store_sync(store_obj *o, PyObject *unused)
 }
 
 static PyObject *
+store_opt_reset(store_obj *o, PyObject *args)
+{
+    const char *name, *opt = NULL;
+    gkv_store *s;
+    gkv_err rc;
+
+    if (!PyArg_ParseTuple(args, "s|z", &name, &opt) ||
+        (s = store_get(o)) == NULL)
+        return NULL;
+    NOGIL(o, rc = gkv_opt_reset(s, name, opt));
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+store_verify(store_obj *o, PyObject *args)
+{
+    const char *name = NULL;
+    gkv_verify_report r;
+    gkv_store *s;
+    gkv_err rc;
+
+    if (!PyArg_ParseTuple(args, "|z", &name) || (s = store_get(o)) == NULL)
+        return NULL;
+    memset(&r, 0, sizeof r);
+    NOGIL(o, rc = gkv_store_verify(s, name, &r));
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    return Py_BuildValue("{s:K,s:K}", "chunks_checked",
+                         (unsigned long long)r.chunks_checked, "bytes_checked",
+                         (unsigned long long)r.bytes_checked);
+}
+
+static PyObject *
+store_stat(store_obj *o, PyObject *unused)
+{
+    gkv_store_stat st;
+    gkv_store *s;
+    gkv_err rc;
+
+    if ((s = store_get(o)) == NULL)
+        return NULL;
+    NOGIL(o, rc = gkv_store_stat_get(s, &st));
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    return Py_BuildValue("{s:I,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:K}",
+        "format", (unsigned)st.format,
+        "map_size", (unsigned long long)st.map_size,
+        "used_bytes", (unsigned long long)st.used_bytes,
+        "page_size", (unsigned long long)st.page_size,
+        "ntensors", (unsigned long long)st.ntensors,
+        "nchunks", (unsigned long long)st.nchunks,
+        "data_bytes", (unsigned long long)st.data_bytes,
+        "readers", st.readers, "max_readers", st.max_readers,
+        "free_bytes", (unsigned long long)st.free_bytes);
+}
+
+static PyObject *
 store_get_closed(store_obj *o, void *unused)
 {
     return PyBool_FromLong(o->s == NULL);
@@ -592,6 +651,11 @@ static PyMethodDef store_methods[] = {
     {"writeback_stop", (PyCFunction)store_wb_stop, METH_VARARGS,
      "writeback_stop(name): flush and leave write-back mode"},
     {"sync", (PyCFunction)store_sync, METH_NOARGS, "sync(): fsync"},
+    {"opt_reset", (PyCFunction)store_opt_reset, METH_VARARGS,
+     "opt_reset(name, optimizer=None): drop adagrad/adam state (None: both)"},
+    {"verify", (PyCFunction)store_verify, METH_VARARGS,
+     "verify(name=None) -> dict; CorruptError naming the first bad chunk"},
+    {"stat", (PyCFunction)store_stat, METH_NOARGS, "stat() -> dict"},
     {NULL, NULL, 0, NULL},
 };
 

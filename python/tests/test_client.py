@@ -185,3 +185,17 @@ def test_server_stop_and_url(tmp_path):
     srv.stop()
     with pytest.raises(gkv.TimedOutError):
         gkv.Client(ipc, timeout_ms=500)
+
+
+def test_client_opt_reset(served):
+    srv, c, ipc, port = served
+    c.create("w", dtype="float32", row_shape=(2,), hi=10, init="const", a=1)
+    c.push("w", [3], np.ones((1, 2), np.float32), "adagrad", lr=0.5)
+    w1 = np.asarray(c.pull("w", [3]))
+    np.testing.assert_allclose(w1, [[0.5, 0.5]], rtol=1e-6)   # 1 - 0.5 * 1/1
+    c.opt_reset("w")
+    c.push("w", [3], np.ones((1, 2), np.float32), "adagrad", lr=0.5)
+    np.testing.assert_allclose(np.asarray(c.pull("w", [3])), [[0.0, 0.0]],
+                               atol=1e-6)                     # fresh state again
+    with pytest.raises(gkv.NotFoundError):
+        c.opt_reset("nope")

@@ -100,3 +100,25 @@ def test_sampling_bad_input(both):
             s.sample_blocks(np.array([1, 256], np.int64), [2])
         with pytest.raises(gkv.RangeError, match="negative"):
             s.sample_blocks(np.array([-1], np.int64), [2])
+
+
+def test_degrees_and_find_edges_equal_in_process(both):
+    c, p, config, feat = both
+    nodes = np.arange(256, dtype=np.int64)
+    for f in ("in_degrees", "out_degrees"):
+        a = np.asarray(getattr(c, f)(0, nodes))
+        np.testing.assert_array_equal(a, np.asarray(getattr(p, f)(0, nodes)))
+        assert a.sum() == c.pbook()["num_edges"][0]
+    eids = np.array([0, 2047, 5, 5], dtype=np.int64)
+    s1, d1 = c.find_edges(0, eids)
+    s2, d2 = p.find_edges(0, eids)
+    np.testing.assert_array_equal(np.asarray(s1), np.asarray(s2))
+    np.testing.assert_array_equal(np.asarray(d1), np.asarray(d2))
+    # every edge found is an in-edge of its destination: sampled with
+    # fanout -1 (all neighbours) the seeds' edges are exactly theirs
+    e = c.sample_neighbors(np.asarray(d1)[:1], -1)[0]
+    assert 0 in np.asarray(e[2]).tolist()
+    with pytest.raises(gkv.RangeError):
+        c.find_edges(0, [2048])
+    with pytest.raises(gkv.RangeError):
+        p.in_degrees(0, [256])

@@ -134,3 +134,20 @@ def test_store_reopens_after_fork(store):
     _, st = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(st) == 0
     np.testing.assert_array_equal(np.asarray(store.pull("x", [1])), [5])
+
+
+def test_opt_reset_verify_stat(store):
+    store.create("w", dtype="float32", row_shape=(2,), hi=10)
+    store.push("w", [1], np.ones((1, 2), np.float32), "adam")
+    names = [t["name"] for t in store.list(with_state=True)]
+    assert "w#adam_m" in names and "w#adam_t" in names
+    t = np.asarray(store.pull("w#adam_t", [1, 2]))
+    np.testing.assert_array_equal(t, [1, 0])     # one step for row 1
+    store.opt_reset("w", "adam")
+    assert [t["name"] for t in store.list(with_state=True)] == ["w"]
+    r = store.verify()
+    assert r["chunks_checked"] >= 1
+    st = store.stat()
+    assert st["ntensors"] == 1 and st["page_size"] > 0
+    with pytest.raises(gkv.InvalidArgumentError):
+        store.opt_reset("w", "rmsprop")
