@@ -612,11 +612,14 @@ GKV_API gkv_err gkv_client_sample_batch(gkv_client *c,
                                         const gkv_batch_spec *spec,
                                         gkv_batch_out *out);
 
-/* Opens a second client to the same servers with the same token, group,
- * rank and options, joined as an observer (GKV_CLIENT_OBSERVER: its
- * leaving never stops a server), for a worker thread of the caller's
- * (a loader's workers each use one). On GKV_OK *out is yours until
- * gkv_client_close(). Errors: as gkv_client_connect(). */
+/* Opens a second client to the same servers with the same token, group
+ * and options, joined as an observer (GKV_CLIENT_OBSERVER: its leaving
+ * never stops a server), for a worker thread of the caller's (a loader's
+ * workers each use one). A server keeps one session per (group, rank), so
+ * the clone takes a rank of its own (2^31 + (rank mod 2^15) x 2^16 + its
+ * number among c's clones) and leaves c's session alone. Thread-safe
+ * (beside c's calls). On GKV_OK *out is yours until gkv_client_close(),
+ * independent of c. Errors: as gkv_client_connect(). */
 GKV_API gkv_err gkv_client_clone(gkv_client *c, gkv_client **out);
 
 #ifdef __cplusplus
