@@ -165,6 +165,12 @@ typedef struct gkv_server_opts {
      * take every session of the server. 0 = 16384 (a quarter of the
      * 65536 a server holds); at most 65536. */
     unsigned max_group_sessions;
+    /* A partition server's threads answering SAMPLE_BATCH
+     * (gkv_client_sample_batch), beside the workers: batches wait on
+     * other servers, and run on threads of their own so that the workers
+     * always answer those servers. Each keeps a peer client and 4 bytes a
+     * node of the graph for relabelling. 0 = threads; at most 256. */
+    unsigned batch_threads;
 } gkv_server_opts;
 
 /* Opens the store, pre-faults its map, reads the token and binds the

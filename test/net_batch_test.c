@@ -472,19 +472,24 @@ conc_run(void *arg)
 }
 
 /* NTHR threads, each with a clone, batches at once, half of them asked of
- * each machine: the two machines' servers (two each) sample and pull
- * through each other all the time. Every batch == the one made before,
+ * each machine: the two machines' servers (two each, one batch thread
+ * each) sample and pull through each other all the time. Every batch == the one made before,
  * alone; nothing hangs (the program's time limit). */
 static void
 test_concurrent(void **state)
 {
+    static const char *const one[] = {"--batch-threads", "1", NULL};
     struct gkvt_ng *f = *state;
-    gkv_client *c = homo_serve(f, 2, "conc");
+    gkv_client *c;
     struct conc x[NTHR];
     struct bres ref[NSETS];
     pthread_t th[NTHR];
     int64_t sets[NSETS][100];
 
+    /* one batch thread a server: batches queue behind each other */
+    gkvt_ng_extra = one;
+    c = homo_serve(f, 2, "conc");
+    gkvt_ng_extra = NULL;
     conc_sets(f, sets);
     for (int k = 0; k < NSETS; k++) {
         const int64_t *sv[1];
