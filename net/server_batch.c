@@ -54,8 +54,9 @@ struct side {
 
 /* A pool thread's own. */
 struct bthread {
-    struct side side;             /* reads the local rows while the pool
-                                   * thread waits on the peers' */
+    struct side side;             /* samples this partition's columns and
+                                   * reads the local rows while the pool
+                                   * thread waits on the peers */
     gkv_sampler *samp;            /* on the partition's sgraph, 1 thread */
     gkv_client *peer;             /* NULL until the first batch needs it */
     int32_t **mk;                 /* [nnt] local ID + 1, 0 = none; made on
@@ -400,7 +401,108 @@ tensor_check(struct batch *b, uint32_t k)
     return GKV_OK;
 }
 
+/* ---- the side thread ------------------------------------------------------ */
+
+/* Runs one job at a time for its pool thread (this partition's part of a
+ * hop, the local rows), started on the first batch that has one. */
+static void *
+side_main(void *arg)
+{
+    struct side *sd = arg;
+
+    pthread_mutex_lock(&sd->mu);
+    for (;;) {
+        while (!sd->busy && !sd->stop)
+            pthread_cond_wait(&sd->cv, &sd->mu);
+        if (!sd->busy)
+            break;
+        pthread_mutex_unlock(&sd->mu);
+        sd->fn(sd->arg);
+        pthread_mutex_lock(&sd->mu);
+        sd->busy = 0;
+        pthread_cond_broadcast(&sd->cv);
+    }
+    pthread_mutex_unlock(&sd->mu);
+    return NULL;
+}
+
+/* Hands fn(arg) to the side thread: 1, and side_wait() must follow; 0
+ * when the thread cannot be started (the caller runs fn itself). */
+static int
+side_start(struct side *sd, void (*fn)(void *), void *arg)
+{
+    if (!sd->up) {
+        pthread_mutex_init(&sd->mu, NULL);
+        pthread_cond_init(&sd->cv, NULL);
+        sd->busy = sd->stop = 0;
+        if (pthread_create(&sd->thr, NULL, side_main, sd) != 0) {
+            pthread_mutex_destroy(&sd->mu);
+            pthread_cond_destroy(&sd->cv);
+            return 0;
+        }
+        sd->up = 1;
+    }
+    pthread_mutex_lock(&sd->mu);
+    sd->fn = fn;
+    sd->arg = arg;
+    sd->busy = 1;
+    pthread_cond_broadcast(&sd->cv);
+    pthread_mutex_unlock(&sd->mu);
+    return 1;
+}
+
+static void
+side_wait(struct side *sd)
+{
+    pthread_mutex_lock(&sd->mu);
+    while (sd->busy)
+        pthread_cond_wait(&sd->cv, &sd->mu);
+    pthread_mutex_unlock(&sd->mu);
+}
+
+static void
+side_stop(struct side *sd)
+{
+    if (!sd->up)
+        return;
+    pthread_mutex_lock(&sd->mu);
+    sd->stop = 1;
+    pthread_cond_broadcast(&sd->cv);
+    pthread_mutex_unlock(&sd->mu);
+    pthread_join(sd->thr, NULL);
+    pthread_mutex_destroy(&sd->mu);
+    pthread_cond_destroy(&sd->cv);
+    sd->up = 0;
+}
+
 /* ---- the hops ------------------------------------------------------------------ */
+
+/* The hop's columns this partition owns, sampled in process (on the
+ * side thread while the peers sample theirs). */
+struct own_job {
+    gkv_sampler *samp;
+    const int64_t *const *seeds;
+    const size_t *ns;
+    const int *fan;
+    int nfan, layer;
+    const gkv_sample_opts *o;
+    int64_t *const *cnt;
+    gkv_sample_edges *out;
+    gkv_err rc;
+    char err[NET_ERRMSG_MAX];
+};
+
+static void
+own_hop(void *arg)
+{
+    struct own_job *oj = arg;
+
+    oj->rc = graph__sample_hop(oj->samp, oj->seeds, oj->ns, oj->fan,
+                               oj->nfan, oj->layer, oj->o, NULL, oj->cnt,
+                               oj->out);
+    if (oj->rc != GKV_OK)
+        snprintf(oj->err, sizeof oj->err, "%s", gkv_sampler_errmsg(oj->samp));
+}
 
 /* One hop (RNG layer hi) from the destination nodes dst[t][0 .. ndst[t])
  * (distinct per type) into block *blk: the nodes this partition owns
@@ -421,7 +523,9 @@ hop(struct batch *b, int hi, const int64_t *const *dst, const size_t *ndst,
     uint8_t **isown;
     gkv_sample_edges *oe, *pe, *be;
     gkv_block_nodes *bn;
+    struct own_job oj;
     gkv_err rc = GKV_OK;
+    int side;
 
     own = bmem(b, (size_t)nnt * sizeof *own);
     oth = bmem(b, (size_t)nnt * sizeof *oth);
@@ -463,26 +567,37 @@ hop(struct batch *b, int hi, const int64_t *const *dst, const size_t *ndst,
                                     ei.src_ntype] * 8)) == NULL)
             return b->r->status;
     }
-    /* the owners' picks: the peers' first, since the sampler's results
-     * live until its next call only */
+    /* the owners' picks: this partition's on the side thread while the
+     * peers sample theirs */
     memset(pe, 0, (size_t)net_ * sizeof *pe);
-    if (anyoth > 0) {
-        if ((rc = peer_get(b)) != GKV_OK)
-            return rc;
-        if ((rc = gkv_client_sample_neighbors(b->bt->peer,
-                                              (const int64_t *const *)oth,
-                                              noth, fan, b->nfan, hi, &b->o,
-                                              pe)) != GKV_OK) {
-            char what[64];
-            snprintf(what, sizeof what, "sampling hop %d", hi);
-            return peer_fail(b, rc, what);
-        }
+    memset(&oj, 0, sizeof oj);
+    oj.samp = b->bt->samp;
+    oj.seeds = (const int64_t *const *)own;
+    oj.ns = nown;
+    oj.fan = fan;
+    oj.nfan = b->nfan;
+    oj.layer = hi;
+    oj.o = &b->o;
+    oj.cnt = cnt;
+    oj.out = oe;
+    if (!(side = anyoth > 0 && side_start(&b->bt->side, own_hop, &oj)))
+        own_hop(&oj);
+    if (anyoth > 0 && (rc = peer_get(b)) == GKV_OK &&
+        (rc = gkv_client_sample_neighbors(b->bt->peer,
+                                          (const int64_t *const *)oth, noth,
+                                          fan, b->nfan, hi, &b->o,
+                                          pe)) != GKV_OK) {
+        char what[64];
+        snprintf(what, sizeof what, "sampling hop %d", hi);
+        peer_fail(b, rc, what);
     }
-    rc = graph__sample_hop(b->bt->samp, (const int64_t *const *)own, nown,
-                           fan, b->nfan, hi, &b->o, NULL, cnt, oe);
+    if (side)
+        side_wait(&b->bt->side);
     if (rc != GKV_OK)
-        return srv__fail(b->r, rc, "sample_batch on partition %d: %s",
-                         sb->part, gkv_sampler_errmsg(b->bt->samp));
+        return rc;
+    if (oj.rc != GKV_OK)
+        return srv__fail(b->r, oj.rc, "sample_batch on partition %d: %s",
+                         sb->part, oj.err);
     /* the block's node lists: room for every neighbour, the destination
      * nodes first, marked */
     for (int t = 0; t < nnt; t++) {
@@ -764,80 +879,6 @@ remote_rows(struct batch *b, struct entry *x)
     for (size_t i = 0; i < x->nr; i++)
         memcpy(x->slot + x->rpos[i] * x->rb, x->rtmp + i * x->rb, x->rb);
     return GKV_OK;
-}
-
-/* ---- the side thread ------------------------------------------------------ */
-
-/* Runs one job at a time for its pool thread, started on the first batch
- * that has local rows to read. */
-static void *
-side_main(void *arg)
-{
-    struct side *sd = arg;
-
-    pthread_mutex_lock(&sd->mu);
-    for (;;) {
-        while (!sd->busy && !sd->stop)
-            pthread_cond_wait(&sd->cv, &sd->mu);
-        if (!sd->busy)
-            break;
-        pthread_mutex_unlock(&sd->mu);
-        sd->fn(sd->arg);
-        pthread_mutex_lock(&sd->mu);
-        sd->busy = 0;
-        pthread_cond_broadcast(&sd->cv);
-    }
-    pthread_mutex_unlock(&sd->mu);
-    return NULL;
-}
-
-/* Hands fn(arg) to the side thread: 1, and side_wait() must follow; 0
- * when the thread cannot be started (the caller runs fn itself). */
-static int
-side_start(struct side *sd, void (*fn)(void *), void *arg)
-{
-    if (!sd->up) {
-        pthread_mutex_init(&sd->mu, NULL);
-        pthread_cond_init(&sd->cv, NULL);
-        sd->busy = sd->stop = 0;
-        if (pthread_create(&sd->thr, NULL, side_main, sd) != 0) {
-            pthread_mutex_destroy(&sd->mu);
-            pthread_cond_destroy(&sd->cv);
-            return 0;
-        }
-        sd->up = 1;
-    }
-    pthread_mutex_lock(&sd->mu);
-    sd->fn = fn;
-    sd->arg = arg;
-    sd->busy = 1;
-    pthread_cond_broadcast(&sd->cv);
-    pthread_mutex_unlock(&sd->mu);
-    return 1;
-}
-
-static void
-side_wait(struct side *sd)
-{
-    pthread_mutex_lock(&sd->mu);
-    while (sd->busy)
-        pthread_cond_wait(&sd->cv, &sd->mu);
-    pthread_mutex_unlock(&sd->mu);
-}
-
-static void
-side_stop(struct side *sd)
-{
-    if (!sd->up)
-        return;
-    pthread_mutex_lock(&sd->mu);
-    sd->stop = 1;
-    pthread_cond_broadcast(&sd->cv);
-    pthread_mutex_unlock(&sd->mu);
-    pthread_join(sd->thr, NULL);
-    pthread_mutex_destroy(&sd->mu);
-    pthread_cond_destroy(&sd->cv);
-    sd->up = 0;
 }
 
 /* The reply: the blocks, then room for every entry's rows, bounded by
