@@ -8,11 +8,15 @@
  * sampled edges: its own from its store, the rest pulled through the peer
  * client, scattered into place in the reply.
  *
- * Threads. The rows run on the core's pool (SRV_POOL), never on a worker:
+ * Threads. Batches run on the core's pool (SRV_POOL), never on a worker:
  * a batch waits on other servers, whose batches may be waiting on this
  * one, and the workers must stay free to answer their SAMPLE and PULL
  * requests. Pool thread i has the state th[i] alone: a sampler, the
- * relabelling markers and the peer client.
+ * relabelling markers, the peer client, an arena for the batch's arrays
+ * and a side thread, which samples this partition's part of a hop and
+ * reads the local rows while the pool thread waits on the peers (the
+ * sampler is the side thread's then, the peer client the pool
+ * thread's; the arena is used by the pool thread only).
  *
  * The peer client. Made on a thread's first batch from the server's own
  * ip_config and token, joined as an observer (GKV_CLIENT_OBSERVER: its
