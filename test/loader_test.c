@@ -830,6 +830,61 @@ test_server_killed(void **state)
     }
 }
 
+/* Allocation failures anywhere in gkv_loader_new (LOCAL, then CLIENT)
+ * and in the batches: GKV_ENOMEM or a working loader, nothing leaked. */
+static void
+test_alloc_faults(void **state)
+{
+    struct lfx *f = *state;
+    long live0;
+    int ok = 0;
+
+    graph_make(f, 0);
+    serve(f, 1, 20000, NULL);
+    g_cfg = f->j.cfg;
+    /* a first loader of each mode fills the caches of the store and the
+     * client, which stay */
+    for (int where = 0; where < 2; where++) {
+        gkv_loader_opts o = lopts(f, where, 2, 2);
+        assert_int_equal(expect_loader(f, &o, 0), 10);
+    }
+    live0 = gkvt_alloc_live();
+    for (int where = 0; where < 2; where++)
+        for (long n = 0; n < 400; n++) {
+            gkv_loader_opts o = lopts(f, where, 2, 2);
+            gkv_loader *l = NULL;
+            gkv_batch *b = NULL;
+            gkv_err rc;
+
+            gkvt_alloc_fail_at(n);
+            rc = gkv_loader_new(&l, &o);
+            if (rc == GKV_OK) {
+                rc = gkv_loader_next(l, &b);
+                if (rc == GKV_OK && b != NULL) {
+                    gkvt_alloc_fail_at(-1);
+                    expect_batch(f, &o, b, 0, 0);
+                }
+                gkv_batch_release(b);
+                gkv_loader_free(l);
+            } else {
+                assert_null(l);
+            }
+            gkvt_alloc_fail_at(-1);
+            /* (a clone's handshake that runs out of memory reading the
+             * schema says GKV_EPROTO, "out of memory": net/'s to mend) */
+            if (rc != GKV_OK && rc != GKV_ENOMEM &&
+                !(rc == GKV_EPROTO && strstr(gkv_errmsg(), "out of memory")))
+                fail_msg("allocation %ld failed: %s (%s)", n,
+                         gkv_err_name(rc), gkv_errmsg());
+            if (gkvt_alloc_live() != live0)
+                fail_msg("where %d, allocation %ld (%s): %ld blocks live, "
+                         "%ld before", where, n, gkv_err_name(rc),
+                         gkvt_alloc_live(), live0);
+            if (rc == GKV_OK && b != NULL && ++ok >= 2)
+                break;
+        }
+}
+
 /* A bad loader option: gkv_loader_new fails with 'want', its message
  * holding 'text', and *out NULL. */
 #define BAD(o_, want, text) do { gkv_loader *l_ = (gkv_loader *)&l_; \
@@ -1039,6 +1094,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_mask, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_faults, setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
