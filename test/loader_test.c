@@ -491,6 +491,14 @@ same_batches(struct lfx *f, int nserv)
             o = lopts(f, GKV_LOADER_SERVER, wk[a], pf[p]);
             n += expect_loader(f, &o, e0);
         }
+    /* out-edges, with replacement */
+    for (int where = 0; where < 3; where++) {
+        gkv_loader_opts o = lopts(f, where, 2, 2);
+
+        o.dir = GKV_DIR_OUT;
+        o.sample_flags = GKV_SAMPLE_REPLACE;
+        n += expect_loader(f, &o, 40);
+    }
     assert_true(n > 0);
 }
 
