@@ -618,14 +618,11 @@ sample_pass(int k, gkv_sampler *sm, gkv_client *c, const int64_t *perm,
 static void
 bench_sample(int scale, int nbatch, struct sres *out)
 {
-    gkv_rmat_spec sp = {0};
-    gkv_part_spec ps = {0};
     gkv_graph *g;
     gkv_sgraph *sg;
     gkv_sampler *sm;
     gkv_client *c;
-    char dir[PATH_MAX + 16], json[PATH_MAX + 32], cfg[PATH_MAX + 16], msg[512];
-    char text[128];
+    char json[PATH_MAX + 32], cfg[PATH_MAX + 16];
     int64_t n, *perm;
     int fan[2] = {10, 15};
     double *ti = tools__xmalloc(sizeof *ti * (size_t)reps);
@@ -636,27 +633,15 @@ bench_sample(int scale, int nbatch, struct sres *out)
     double *tq = tools__xmalloc(sizeof *tq * (size_t)reps);
     float *ew;
     int64_t ne;
-    int base;
-    pid_t s0, s1;
+    pid_t srv[2];
     uint64_t x = 77;
     gkv_err rc;
 
     memset(out, 0, sizeof *out);
-    sp.scale = scale;
-    sp.edge_factor = 16;
-    sp.seed = 1;
     tools__note("sampling: R-MAT scale %d, edge factor 16; partitioning "
                 "into 2 ...", scale);
-    if ((rc = gkv_rmat_graph(&g, &sp, 2)) != GKV_OK)
-        tools__die("rmat: %s", gkv_strerror(rc));
-    snprintf(dir, sizeof dir, "%s/g", tools__bench_dir);
-    ps.name = "g";
-    ps.method = GKV_PART_RANGE;
-    ps.num_parts = 2;
-    ps.nthreads = 2;
-    ps.flags = GKV_PART_CSR;             /* for the out-edge passes */
-    if ((rc = gkv_partition_write(g, &ps, dir, NULL, msg, sizeof msg)) != GKV_OK)
-        tools__die("partition: %s", msg);
+    /* CSR too, for the out-edge passes */
+    g = tools__bench_rmat_parts(scale, GKV_PART_CSR, json, sizeof json);
     if ((rc = gkv_sgraph_from_graph(&sg, g, 0, 2)) != GKV_OK ||
         (rc = gkv_sampler_new(&sm, sg, 1)) != GKV_OK)
         tools__die("sgraph: %s", gkv_strerror(rc));
@@ -667,25 +652,12 @@ bench_sample(int scale, int nbatch, struct sres *out)
     for (int64_t i = 0; i < ne; i++)
         ew[i] = 0.5f + (float)(tools__splitmix64(&x) >> 40) / (float)(1 << 24);
     gkv_graph_free(g);
-    snprintf(json, sizeof json, "%s/g.json", dir);
     snprintf(cfg, sizeof cfg, "%s/ip-sample.cfg", tools__bench_dir);
     add_edge_weights(json);
-    base = tools__bench_ports(16);
-    snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
-    tools__bench_write_file(cfg, text);
-    s0 = tools__bench_server(cfg, 0, base, NULL, json, NULL);
-    s1 = tools__bench_server(cfg, 1, base + 8, NULL, json, NULL);
+    tools__bench_part_servers(json, cfg, srv);
     c = tools__bench_connect(cfg);
     /* the batches: consecutive slices of a random permutation */
-    perm = tools__xmalloc((size_t)n * sizeof *perm);
-    for (int64_t i = 0; i < n; i++)
-        perm[i] = i;
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(tools__splitmix64(&x) % (uint64_t)(i + 1));
-        int64_t v = perm[i];
-        perm[i] = perm[j];
-        perm[j] = v;
-    }
+    perm = tools__bench_perm(n, &x);
     if ((int64_t)nbatch * BATCH > n)
         nbatch = (int)(n / BATCH);
     out->ok = 1;
@@ -755,8 +727,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
     out->out_eps = (double)out->oedges / tools__median(to, reps);
     out->oprob_eps = (double)out->opedges / tools__median(tq, reps);
     gkv_client_close(c);
-    tools__bench_stop(s0);
-    tools__bench_stop(s1);
+    tools__bench_stop(srv[0]);
+    tools__bench_stop(srv[1]);
     gkv_sampler_free(sm);
     gkv_sgraph_free(sg);
     free(perm);

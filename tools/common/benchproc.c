@@ -289,3 +289,59 @@ tools__bench_connect(const char *cfg)
         tools__die("connect: %s: %s", gkv_strerror(rc), gkv_net_errmsg());
     return c;
 }
+
+/* ---- the sampling benchmarks' graph ------------------------------------------ */
+
+gkv_graph *
+tools__bench_rmat_parts(int scale, unsigned part_flags, char *json, size_t len)
+{
+    gkv_rmat_spec sp = {0};
+    gkv_part_spec ps = {0};
+    char dir[PATH_MAX], msg[512];
+    gkv_graph *g;
+    gkv_err rc;
+
+    sp.scale = scale;
+    sp.edge_factor = 16;
+    sp.seed = 1;
+    if ((rc = gkv_rmat_graph(&g, &sp, 2)) != GKV_OK)
+        tools__die("rmat: %s", gkv_strerror(rc));
+    snprintf(dir, sizeof dir, "%s/g", tools__bench_dir);
+    ps.name = "g";
+    ps.method = GKV_PART_RANGE;
+    ps.num_parts = 2;
+    ps.nthreads = 2;
+    ps.flags = part_flags;
+    if ((rc = gkv_partition_write(g, &ps, dir, NULL, msg, sizeof msg)) != GKV_OK)
+        tools__die("partition: %s", msg);
+    snprintf(json, len, "%s/g.json", dir);
+    return g;
+}
+
+void
+tools__bench_part_servers(const char *json, const char *cfg, pid_t pids[2])
+{
+    char text[128];
+    int base = tools__bench_ports(16);
+
+    snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
+    tools__bench_write_file(cfg, text);
+    pids[0] = tools__bench_server(cfg, 0, base, NULL, json, NULL);
+    pids[1] = tools__bench_server(cfg, 1, base + 8, NULL, json, NULL);
+}
+
+int64_t *
+tools__bench_perm(int64_t n, uint64_t *x)
+{
+    int64_t *perm = tools__xmalloc((size_t)n * sizeof *perm);
+
+    for (int64_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(tools__splitmix64(x) % (uint64_t)(i + 1));
+        int64_t v = perm[i];
+        perm[i] = perm[j];
+        perm[j] = v;
+    }
+    return perm;
+}

@@ -57,4 +57,19 @@ gkv_client *tools__bench_connect(const char *cfg);
 /* rm -rf 'dir', only below /tmp/. */
 void  tools__bench_rmtree(const char *dir);
 
+/* The sampling benchmarks' graph: R-MAT (2^scale nodes, edge factor 16,
+ * generator seed 1) written to <work directory>/g as 2 range partitions
+ * (node IDs kept; part_flags: GKV_PART_*), the path of its JSON in
+ * json[0 .. len). Returns the graph, the caller's (gkv_graph_free). Dies
+ * on failure. */
+gkv_graph *tools__bench_rmat_parts(int scale, unsigned part_flags,
+                                   char *json, size_t len);
+/* One gkv-server per partition of the 2-partition 'json', on ip_config
+ * 'cfg' (written here: two machine lines on 127.0.0.1); pids[0..2). */
+void  tools__bench_part_servers(const char *json, const char *cfg,
+                                pid_t pids[2]);
+/* A random permutation of 0 .. n-1 (Fisher-Yates, drawing with
+ * tools__splitmix64(x)); the caller frees it. */
+int64_t *tools__bench_perm(int64_t n, uint64_t *x);
+
 #endif
