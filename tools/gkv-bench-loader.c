@@ -36,12 +36,13 @@
  *
  * With a fixed compute time per batch (--compute-ms, default 5; a sleep
  * between gkv_loader_next calls, as while a GPU computes; --busy spins
- * instead, as a CPU trainer would), the SERVER loader for every workers x
- * prefetch in --grid-workers x --grid-prefetch: time a batch over the
+ * instead, as a CPU trainer would), the SERVER loader (--grid-where
+ * client: the CLIENT one) for every workers x prefetch in --grid-workers x
+ * --grid-prefetch: time a batch over the
  * compute time measured in the same loop (target <= 1.1x), and the
- * smallest configuration meeting it. Then, at the largest configuration,
- * the same with a compute time of 1.5x the no-compute time a batch of the
- * server loader (what it takes to hide the data path at all).
+ * smallest configuration meeting it. Then, with the configuration that
+ * came closest, the same with a compute time of 1.5x the no-compute time
+ * a batch of that loader (whether the data path hides at all).
  *
  * Every batch of the first epoch of every path is checked against the
  * in-process one (an XXH64 of its node lists, local edges, feature rows
@@ -52,7 +53,8 @@
  *
  * usage: gkv-bench-loader [--quick] [--scale N] [--reps N] [--batches N]
  *          [--workers W] [--prefetch K] [--compute-ms MS] [--busy]
- *          [--grid-workers LIST] [--grid-prefetch LIST] [--no-grid]
+ *          [--grid-workers LIST] [--grid-prefetch LIST]
+ *          [--grid-where server|client] [--no-grid]
  * stdout: "RESULT name key=value ..." lines, then a table. Exit status 0,
  * 1 when a check failed or something could not run, 2 on bad usage.
  */
@@ -85,7 +87,7 @@ static int reps = 5;
 static size_t batch = 1024;
 static int nbatch = 32;
 
-/* ---- the job ------------------------------------------------------------------- */
+/* ---- the job ------------------------------------------------------------ */
 
 static struct job {
     gkv_sgraph *sg;                 /* the whole graph */
@@ -196,7 +198,7 @@ job_make(int scale)
     job.c = tools__bench_connect(job.cfg);
 }
 
-/* ---- one batch, checked ------------------------------------------------------------ */
+/* ---- one batch, checked ------------------------------------------------- */
 
 /* An XXH64 of a batch: node lists and local edges of every layer (not the
  * edge IDs), the feature rows, the labels. */
@@ -301,7 +303,7 @@ ref_batch(int net, int b, uint64_t e, int record)
     }
 }
 
-/* ---- the loader -------------------------------------------------------------------- */
+/* ---- the loader --------------------------------------------------------- */
 
 static const char *const where_name[] = {"local", "client", "server"};
 
@@ -427,7 +429,7 @@ wire_bytes(uint64_t *in, uint64_t *out)
     }
 }
 
-/* ---- no compute: the five paths, rep by rep ------------------------------------------ */
+/* ---- no compute: the five paths, rep by rep ----------------------------- */
 
 enum { P_REF, P_SERIAL, P_SERVER, P_CLIENT, P_LOCAL, NPATH };
 static const char *const path_name[NPATH] = {
@@ -501,7 +503,7 @@ bench_nocompute(int workers, int prefetch, struct nres *out)
     }
 }
 
-/* ---- compute between batches ---------------------------------------------------------- */
+/* ---- compute between batches -------------------------------------------- */
 
 struct cres {
     int workers, prefetch;
@@ -510,15 +512,15 @@ struct cres {
 };
 
 static void
-bench_compute(int workers, int prefetch, double csec, int busy,
+bench_compute(int where, int workers, int prefetch, double csec, int busy,
               struct cres *out)
 {
-    gkv_loader *l = loader_make(GKV_LOADER_SERVER, workers, prefetch);
+    gkv_loader *l = loader_make(where, workers, prefetch);
     double *t = tools__xmalloc(sizeof *t * (size_t)reps);
     double *tc = tools__xmalloc(sizeof *tc * (size_t)reps);
 
     for (int r = -1; r < reps; r++) {
-        double c, s = loader_epoch(l, "server loader with compute",
+        double c, s = loader_epoch(l, "loader with compute",
                                    (uint64_t)(r + 1), csec, busy, &c);
         if (r >= 0) {
             t[r] = s / nbatch;
@@ -535,14 +537,15 @@ bench_compute(int workers, int prefetch, double csec, int busy,
     free(tc);
 }
 
-/* ---- main -------------------------------------------------------------------------------- */
+/* ---- main --------------------------------------------------------------- */
 
 static void
 usage(FILE *f)
 {
     fputs("usage: " PROG " [--quick] [--scale N] [--reps N] [--batches N]\n"
           "         [--workers W] [--prefetch K] [--compute-ms MS] [--busy]\n"
-          "         [--grid-workers LIST] [--grid-prefetch LIST] [--no-grid]\n"
+          "         [--grid-workers LIST] [--grid-prefetch LIST]\n"
+          "         [--grid-where server|client] [--no-grid]\n"
           "  --quick          scale 16, 16 batches, 3 reps (a smoke run)\n"
           "  --scale N        R-MAT scale (default 20)\n"
           "  --reps N         timed epochs per figure (median; default 5)\n"
@@ -554,6 +557,8 @@ usage(FILE *f)
           "  --grid-workers LIST, --grid-prefetch LIST\n"
           "                   the configurations tried with compute\n"
           "                   (default 1,2,4 and 1,2,4,8)\n"
+          "  --grid-where server|client\n"
+          "                   the loader tried with compute (default server)\n"
           "  --no-grid        only the no-compute figures\n"
           "stdout: RESULT lines and a table; stderr: progress.\n", f);
 }
@@ -562,8 +567,9 @@ int
 main(int argc, char **argv)
 {
     int scale = 20, workers = 2, prefetch = 4, cms = 5, busy = 0, quick = 0;
-    int no_grid = 0, ngw, ngp, rc, best = -1, ncr = 0;
-    const char *gw_arg = "1,2,4", *gp_arg = "1,2,4,8";
+    int no_grid = 0, ngw, ngp, rc, best = -1, ncr = 0, fast = 0;
+    const char *gw_arg = "1,2,4", *gp_arg = "1,2,4,8", *gwhere_arg = "server";
+    int gwhere, gpath;
     uint64_t gw[MAXGRID], gp[MAXGRID];
     struct cres cr[MAXGRID * MAXGRID + 1];
     struct nres nr;
@@ -579,6 +585,7 @@ main(int argc, char **argv)
         {"--grid-workers", OPT_STR, .dst = &gw_arg},
         {"--grid-prefetch", OPT_STR, .dst = &gp_arg},
         {"--no-grid", OPT_FLAG, .dst = &no_grid},
+        {"--grid-where", OPT_STR, .dst = &gwhere_arg},
         {NULL},
     };
     const struct tools_opt_parser parser = {
@@ -602,6 +609,16 @@ main(int argc, char **argv)
         if (gp[i] > 1024)
             return tools__usage_error(PROG, "--grid-prefetch: %llu is over "
                                       "1024", (unsigned long long)gp[i]);
+    if (strcmp(gwhere_arg, "server") == 0) {
+        gwhere = GKV_LOADER_SERVER;
+        gpath = P_SERVER;
+    } else if (strcmp(gwhere_arg, "client") == 0) {
+        gwhere = GKV_LOADER_CLIENT;
+        gpath = P_CLIENT;
+    } else {
+        return tools__usage_error(PROG, "--grid-where: '%s' is not server "
+                                  "or client", gwhere_arg);
+    }
     if (quick) {
         scale = 16;
         nbatch = 16;
@@ -613,19 +630,24 @@ main(int argc, char **argv)
     bench_nocompute(workers, prefetch, &nr);
     if (!no_grid) {
         double csec = cms / 1000.0;
-        tools__note("compute %d ms a batch (%s): server loader, %d x %d "
-                    "configurations ...", cms, busy ? "spin" : "sleep", ngw,
-                    ngp);
+        tools__note("compute %d ms a batch (%s): %s loader, %d x %d "
+                    "configurations ...", cms, busy ? "spin" : "sleep",
+                    gwhere_arg, ngw, ngp);
         for (int i = 0; i < ngw; i++)
             for (int j = 0; j < ngp; j++) {
-                bench_compute((int)gw[i], (int)gp[j], csec, busy, &cr[ncr]);
+                bench_compute(gwhere, (int)gw[i], (int)gp[j], csec, busy,
+                              &cr[ncr]);
                 if (best < 0 && cr[ncr].per_batch <= 1.1 * cr[ncr].compute)
                     best = ncr;
                 ncr++;
             }
-        /* enough compute to hide the data path behind: 1.5x its time */
-        bench_compute((int)gw[ngw - 1], (int)gp[ngp - 1],
-                      1.5 * nr.sec[P_SERVER] / nbatch, busy, &cr[ncr]);
+        /* enough compute to hide the data path behind: 1.5x its time,
+         * with the configuration that came closest */
+        for (int i = 0; i < ncr; i++)
+            if (cr[i].per_batch < cr[fast].per_batch)
+                fast = i;
+        bench_compute(gwhere, cr[fast].workers, cr[fast].prefetch,
+                      1.5 * nr.sec[gpath] / nbatch, busy, &cr[ncr]);
     }
 
     /* ---- the figures ---- */
@@ -658,23 +680,26 @@ main(int argc, char **argv)
                (nr.bin[P_SERVER] + nr.bout[P_SERVER]) /
                (nr.bin[P_CLIENT] + nr.bout[P_CLIENT]));
         for (int i = 0; i < (no_grid ? 0 : ncr + 1); i++)
-            printf("RESULT loader_compute path=server compute_ms=%.2f mode=%s "
+            printf("RESULT loader_compute path=%s compute_ms=%.2f mode=%s "
                    "workers=%d prefetch=%d ms_per_batch=%.2f "
                    "measured_compute_ms=%.2f ratio=%.2f target=1.1%s\n",
-                   cr[i].csec * 1e3, busy ? "spin" : "sleep", cr[i].workers,
-                   cr[i].prefetch, cr[i].per_batch * 1e3, cr[i].compute * 1e3,
-                   cr[i].per_batch / cr[i].compute,
+                   gwhere_arg, cr[i].csec * 1e3, busy ? "spin" : "sleep",
+                   cr[i].workers, cr[i].prefetch, cr[i].per_batch * 1e3,
+                   cr[i].compute * 1e3, cr[i].per_batch / cr[i].compute,
                    i == ncr ? " (1.5x the no-compute batch time)" : "");
         if (!no_grid) {
             if (best >= 0)
-                printf("RESULT loader_compute_needed compute_ms=%d workers=%d "
-                       "prefetch=%d ratio=%.2f\n", cms, cr[best].workers,
-                       cr[best].prefetch, cr[best].per_batch / cr[best].compute);
+                printf("RESULT loader_compute_needed path=%s compute_ms=%d "
+                       "workers=%d prefetch=%d ratio=%.2f\n", gwhere_arg,
+                       cms, cr[best].workers,
+                       cr[best].prefetch,
+                       cr[best].per_batch / cr[best].compute);
             else
-                printf("RESULT loader_compute_needed compute_ms=%d met=no "
-                       "(no configuration tried hides the data path: a batch "
-                       "takes %.1f ms to make with no compute)\n", cms,
-                       1e3 * nr.sec[P_SERVER] / nbatch);
+                printf("RESULT loader_compute_needed path=%s compute_ms=%d "
+                       "met=no (no configuration tried hides the data path: "
+                       "a batch takes %.1f ms to make with no compute)\n",
+                       gwhere_arg, cms,
+                       1e3 * nr.sec[gpath] / nbatch);
         }
 
         printf("\n%-36s %12s %10s %14s\n", "figure (no compute)", "batches/s",
@@ -686,7 +711,8 @@ main(int argc, char **argv)
                "the serial client path: %.2fx, target 3x; over the "
                "reference target 0.7x)\n", bps[P_SERVER] / bps[P_SERIAL]);
         if (!no_grid) {
-            printf("\n%-36s %12s %10s %10s\n", "server loader with compute",
+            printf("\n%-36s %12s %10s %10s\n", gwhere == GKV_LOADER_SERVER ?
+                   "server loader with compute" : "client loader with compute",
                    "ms/batch", "compute", "ratio");
             for (int i = 0; i <= ncr; i++) {
                 char name[64];

@@ -26,7 +26,7 @@ static pid_t owner;                 /* clean-up runs in this process only */
 static char server_path[PATH_MAX + 16];
 static char rm_arg[300];
 
-/* ---- children and clean-up ------------------------------------------------ */
+/* ---- children and clean-up ---------------------------------------------- */
 
 void
 tools__bench_adopt(pid_t pid)
@@ -118,7 +118,8 @@ tools__bench_spawn(char *const argv[], const char *log)
         tools__die("fork: %s", strerror(errno));
     if (pid == 0) {
         int dn = open("/dev/null", O_RDWR);
-        int fe = log != NULL ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644) : dn;
+        int fe = log != NULL ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644)
+                             : dn;
         tools__bench_die_with_parent();
         dup2(dn, 0);
         dup2(dn, 1);
@@ -148,7 +149,8 @@ tools__bench_init(const char *tag)
     if (access(server_path, X_OK) != 0)
         tools__die("%s: not found (build it first)", server_path);
     /* mkdtemp's template: six X */
-    snprintf(tools__bench_dir, sizeof tools__bench_dir, "/tmp/%s-" "XX" "XX" "XX", tag);
+    snprintf(tools__bench_dir, sizeof tools__bench_dir,
+             "/tmp/%s-" "XX" "XX" "XX", tag);
     if (mkdtemp(tools__bench_dir) == NULL)
         tools__die("mkdtemp: %s", strerror(errno));
     snprintf(rm_arg, sizeof rm_arg, "%s", tools__bench_dir);
@@ -161,7 +163,7 @@ tools__bench_init(const char *tag)
     signal(SIGPIPE, SIG_IGN);
 }
 
-/* ---- ports and servers ------------------------------------------------------ */
+/* ---- ports and servers -------------------------------------------------- */
 
 static int
 port_free(int port)
@@ -290,7 +292,7 @@ tools__bench_connect(const char *cfg)
     return c;
 }
 
-/* ---- the sampling benchmarks' graph ------------------------------------------ */
+/* ---- the sampling benchmarks' graph ------------------------------------- */
 
 gkv_graph *
 tools__bench_rmat_parts(int scale, unsigned part_flags, char *json, size_t len)
@@ -312,7 +314,8 @@ tools__bench_rmat_parts(int scale, unsigned part_flags, char *json, size_t len)
     ps.num_parts = 2;
     ps.nthreads = 2;
     ps.flags = part_flags;
-    if ((rc = gkv_partition_write(g, &ps, dir, NULL, msg, sizeof msg)) != GKV_OK)
+    if ((rc = gkv_partition_write(g, &ps, dir, NULL, msg, sizeof msg)) !=
+        GKV_OK)
         tools__die("partition: %s", msg);
     snprintf(json, len, "%s/g.json", dir);
     return g;
