@@ -836,6 +836,9 @@ opts_check(const gkv_server_opts *o, unsigned *nserv)
     if (o->server_id >= *nserv)
         return net__fail(GKV_EINVAL, "server id %u is not below the number "
                          "of servers %u", o->server_id, *nserv);
+    if (o->batch_threads > 256)
+        return net__fail(GKV_EINVAL, "batch threads %u: at most 256",
+                         o->batch_threads);
     if (o->max_group_sessions > 65536)
         return net__fail(GKV_EINVAL, "sessions per group %u: must be in "
                          "1..65536", o->max_group_sessions);
@@ -1115,7 +1118,8 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
     /* batches (SRV_POOL) are served by partition servers, whose peer
      * clients join with the token */
     if (s->graph.part != NULL) {
-        s->pool.nthreads = s->io.nthreads;
+        s->pool.nthreads = o->batch_threads ? o->batch_threads :
+                           s->io.nthreads;
         if ((rc = srv__batch_open(s, o, s->auth.on ? token : NULL)) != GKV_OK)
             goto fail;
     }

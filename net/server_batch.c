@@ -36,7 +36,7 @@
 
 #define PEER_GROUP    "gkv.peer"  /* the peer clients' group */
 #define PEER_RANKS    256u        /* ranks a server's peer clients take
-                                   * (gkv-server --threads is at most 256) */
+                                   * (--batch-threads is at most 256) */
 #define PEER_CLOSE_MS 500         /* a peer client's leave waits this long */
 #define BATCH_MS      10000       /* a request's timeout when it says 0 */
 

@@ -31,6 +31,7 @@
 #include <sys/stat.h>
 #include "gkvt_ngraph.h"
 #include "base/base.h"
+#include "net/wire.h"
 
 #define NL_MAX 3
 
@@ -381,7 +382,7 @@ test_hetero_two_servers(void **state)
 
 struct conc {
     gkv_client *c;               /* the thread's clone */
-    int64_t *perm;
+    int64_t (*sets)[100];        /* [NSETS] seed sets */
     struct bres *ref;            /* [NSETS], made beforehand */
     int who, bad;
 };
@@ -407,17 +408,34 @@ bcopy_eq(const struct gkvt_bcopy *a, const struct gkvt_bcopy *b)
     return 1;
 }
 
+/* Set k: 100 seeds, 70 of machine k % 2's nodes and 30 of the other's,
+ * so that half the sets go to each machine and every batch needs both. */
+static void
+conc_sets(struct gkvt_ng *f, int64_t (*sets)[100])
+{
+    for (int k = 0; k < NSETS; k++) {
+        int n = 0, mine = 0;
+
+        for (int64_t v = 13 * k; v < f->n && n < 100; v += 3) {
+            int own = gkvt_ng_owner_of(f, v, 0) == k % 2;
+            if (own ? mine < 70 : n - mine < 30) {
+                sets[k][n++] = v;
+                mine += own;
+            }
+        }
+        assert_int_equal(n, 100);
+    }
+}
+
 static gkv_batch_spec
 conc_spec(const int64_t **sv, size_t *sn, gkv_sample_opts *o,
-          const int64_t *perm, int k)
+          int64_t (*sets)[100], int k)
 {
-    /* seeds from one end of the permutation or the other: with a random
-     * partition, each set's majority owner varies */
-    sv[0] = perm + 100 * k;
-    sn[0] = 60 + 10 * (size_t)k;
+    sv[0] = sets[k];
+    sn[0] = 100;
     memset(o, 0, sizeof *o);
     o->seed = 500 + (uint64_t)k;
-    o->dir = k % 2 ? GKV_DIR_OUT : GKV_DIR_IN;
+    o->dir = k % 4 < 2 ? GKV_DIR_IN : GKV_DIR_OUT;
     return homo_spec(sv, sn, conc_fan, 2, o);
 }
 
@@ -432,7 +450,7 @@ conc_run(void *arg)
             const int64_t *sv[1];
             size_t sn[1];
             gkv_sample_opts o;
-            gkv_batch_spec sp = conc_spec(sv, sn, &o, x->perm, k);
+            gkv_batch_spec sp = conc_spec(sv, sn, &o, x->sets, k);
             struct bres r;
 
             if (batch_take(x->c, &sp, &r) != GKV_OK) {
@@ -453,24 +471,31 @@ conc_run(void *arg)
     return NULL;
 }
 
-/* NTHR threads, each with a clone, batches at once: the two machines'
- * servers (two each) sample through each other all the time. */
+/* NTHR threads, each with a clone, batches at once, half of them asked of
+ * each machine: the two machines' servers (two each, one batch thread
+ * each) sample and pull through each other all the time. Every batch == the one made before,
+ * alone; nothing hangs (the program's time limit). */
 static void
 test_concurrent(void **state)
 {
+    static const char *const one[] = {"--batch-threads", "1", NULL};
     struct gkvt_ng *f = *state;
-    gkv_client *c = homo_serve(f, 2, "conc");
+    gkv_client *c;
     struct conc x[NTHR];
     struct bres ref[NSETS];
     pthread_t th[NTHR];
-    uint64_t st = 3;
-    int64_t *perm = gkvt_distinct_seeds(f->n, &st);
+    int64_t sets[NSETS][100];
 
+    /* one batch thread a server: batches queue behind each other */
+    gkvt_ng_extra = one;
+    c = homo_serve(f, 2, "conc");
+    gkvt_ng_extra = NULL;
+    conc_sets(f, sets);
     for (int k = 0; k < NSETS; k++) {
         const int64_t *sv[1];
         size_t sn[1];
         gkv_sample_opts o;
-        gkv_batch_spec sp = conc_spec(sv, sn, &o, perm, k);
+        gkv_batch_spec sp = conc_spec(sv, sn, &o, sets, k);
 
         batch_check(c, &sp);
         NET_OK(batch_take(c, &sp, &ref[k]));
@@ -478,7 +503,7 @@ test_concurrent(void **state)
     for (int i = 0; i < NTHR; i++) {
         memset(&x[i], 0, sizeof x[i]);
         NET_OK(gkv_client_clone(c, &x[i].c));
-        x[i].perm = perm;
+        x[i].sets = sets;
         x[i].ref = ref;
         x[i].who = i;
         assert_int_equal(pthread_create(&th[i], NULL, conc_run, &x[i]), 0);
@@ -490,7 +515,6 @@ test_concurrent(void **state)
     }
     for (int k = 0; k < NSETS; k++)
         bres_free(&ref[k]);
-    free(perm);
     NET_OK(gkv_client_close(c));
 }
 
@@ -700,6 +724,115 @@ test_clone(void **state)
     }
 }
 
+/* ---- the codec ---------------------------------------------------------------- */
+
+static void
+enc_req(net_wr *w, const void *a)
+{
+    net__enc_batch_req(w, a);
+}
+
+static void
+enc_rep(net_wr *w, const void *a)
+{
+    net__enc_batch_rep(w, a);
+}
+
+/* Request and reply through the codec and back, and every truncation of
+ * them refused (under ASan: without a read past the end or a leak). */
+static void
+test_wire(void **state)
+{
+    int64_t s0[3] = {5, 1, 9}, s1[1] = {4};
+    const int64_t *sv[2] = {s0, s1};
+    size_t sn[2] = {3, 1}, len;
+    int fan[4] = {2, -1, 0, 3};
+    net_tref ft[2] = {{0, "node/a/f"}, {1, "node/b/g"}}, lb = {0, "node/a/l"};
+    net_tref ef[1] = {{1, "edge/x:y:z/w"}};
+    net_batch_enc e = {0};
+    net_batch_req q;
+    net_batch_rep rp;
+    net_rd rd;
+    unsigned char *pl;
+    int64_t ids0[3] = {7, (int64_t)1 << 33, 3}, src[2] = {1, 2}, dst[2] = {0};
+    int64_t eid[2] = {5, 6};
+    gkv_block_nodes bn[2] = {{ids0, 3, 1}, {NULL, 0, 0}};
+    gkv_sample_edges be[2] = {{src, dst, eid, 2}, {NULL, NULL, NULL, 0}};
+    gkv_block blk = {2, 2, bn, be};
+    uint64_t rows_n[3] = {3, 1, 2}, row_bytes[3] = {4, 8, 2};
+    unsigned char *slot[3];
+    net_batch_renc re = {1, 2, 2, &blk, 1, 1, 1, rows_n, row_bytes, slot};
+
+    (void)state;
+    e.nlayers = 2;
+    e.dir = 1;
+    e.flags = 1;
+    e.nnt = 2;
+    e.net = 2;
+    e.nfan = 2;
+    e.seed = 77;
+    e.timeout_ms = 1234;
+    e.max_reply = 99999;
+    e.fanout = fan;
+    e.seeds = sv;
+    e.nseeds = sn;
+    e.feats = ft;
+    e.nfeats = 2;
+    e.label = &lb;
+    e.efeats = ef;
+    e.nefeats = 1;
+    pl = gkvt_encode(enc_req, &e, &len);
+    net__rd_init(&rd, pl, len);
+    assert_int_equal(net__dec_batch_req(&rd, &q), 0);
+    assert_int_equal(q.nlayers, 2);
+    assert_int_equal(q.dir, 1);
+    assert_int_equal(q.seed, 77);
+    assert_int_equal(q.timeout_ms, 1234);
+    assert_int_equal(q.max_reply, 99999);
+    assert_int_equal(q.nseeds[0], 3);
+    assert_memory_equal(q.seeds[0], s0, 24);
+    assert_memory_equal(q.seeds[1], s1, 8);
+    assert_int_equal(q.nfeats, 2);
+    assert_int_equal(q.has_label, 1);
+    assert_int_equal(q.nefeats, 1);
+    assert_string_equal(q.tref[1].name, "node/b/g");
+    assert_int_equal(q.tref[1].type, 1);
+    assert_string_equal(q.tref[2].name, "node/a/l");
+    assert_string_equal(q.tref[3].name, "edge/x:y:z/w");
+    net__batch_req_free(&q);
+    for (size_t cut = 0; cut < len; cut++) {
+        net__rd_init(&rd, pl, cut);
+        assert_int_equal(net__dec_batch_req(&rd, &q), -1);
+    }
+    free(pl);
+
+    pl = gkvt_encode(enc_rep, &re, &len);
+    memset(slot[0], 0xa1, 12);
+    memset(slot[1], 0xb2, 8);
+    memset(slot[2], 0xc3, 4);
+    net__rd_init(&rd, pl, len);
+    assert_int_equal(net__dec_batch_rep(&rd, &rp), 0);
+    assert_int_equal(rp.nlayers, 1);
+    assert_int_equal(rp.nodes[0].num_src, 3);
+    assert_int_equal(rp.nodes[0].num_dst, 1);
+    assert_int_equal(rp.nodes[0].wide, NET_BATCH_WIDE);
+    assert_memory_equal(rp.nodes[0].ids, ids0, 24);
+    assert_int_equal(rp.nodes[1].num_src, 0);
+    assert_int_equal(rp.edges[0].n, 2);
+    assert_int_equal(rp.edges[0].wide, 0);
+    assert_int_equal(rp.edges[1].n, 0);
+    assert_int_equal(rp.rows[2].n, 2);
+    assert_int_equal(rp.rows[2].row_bytes, 2);
+    assert_int_equal(rp.rows[0].p[11], 0xa1);
+    assert_int_equal(rp.rows[2].p[0], 0xc3);
+    net__batch_rep_free(&rp);
+    for (size_t cut = 0; cut < len; cut++) {
+        net__rd_init(&rd, pl, cut);
+        assert_int_equal(net__dec_batch_rep(&rd, &rp), -1);
+    }
+    free(pl);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, gkvt_ng_setup, \
                                                 gkvt_ng_teardown)
 
@@ -707,6 +840,7 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wire),
         T(test_homo_one_server),
         T(test_homo_two_servers),
         T(test_hetero_one_server),
