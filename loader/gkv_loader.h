@@ -180,12 +180,17 @@ GKV_API void    gkv_batch_release(gkv_batch *b);
  * is fine. */
 GKV_API void    gkv_loader_free(gkv_loader *l);
 
-/* The generator seed of batch 'index' of epoch 'epoch'. Pure. */
+/* The generator seed of batch 'index' of epoch 'epoch': with gkv_sample.h's
+ * M and A, A(A(A(0x474b564241544348 ("GKVBATCH"), sample_seed), epoch),
+ * index). Pure. */
 GKV_API uint64_t gkv_loader_batch_seed(uint64_t sample_seed, uint64_t epoch,
                                        uint64_t index);
 
 /* The order of epoch 'epoch': perm[0 .. n) a permutation of 0 .. n-1
- * (identity with GKV_LOADER_NO_SHUFFLE). Pure. */
+ * (identity with GKV_LOADER_NO_SHUFFLE). Fisher-Yates from the end, with
+ * gkv_sample.h's generator: K = A(A(0x474b56534855464c ("GKVSHUFL"),
+ * shuffle_seed), epoch); perm = identity; for i = n-1 down to 1: swap
+ * perm[i] and perm[below(M(K + (i + 1) G), i + 1)]. Pure. */
 GKV_API void    gkv_loader_epoch_order(uint64_t shuffle_seed, uint64_t epoch,
                                        unsigned flags, size_t n,
                                        size_t *perm);

@@ -98,6 +98,17 @@ check_shape(gkv_loader *l, const gkv_loader_opts *o)
         return gkv__fail(NULL, GKV_ENOTSUP, "loader: GKV_LOADER_PINNED needs "
                          "a build with CUDA");
 #else
+        void *probe = NULL;
+        int cerr;
+
+        if (cudaHostAlloc == NULL || cudaFreeHost == NULL)
+            return gkv__fail(NULL, GKV_ENOTSUP, "loader: GKV_LOADER_PINNED "
+                             "needs the CUDA runtime linked in");
+        if ((cerr = cudaHostAlloc(&probe, 64, 0)) != 0)
+            return gkv__fail(NULL, GKV_ENOTSUP, "loader: GKV_LOADER_PINNED: "
+                             "the CUDA runtime gives no page-locked memory "
+                             "(cudaHostAlloc: error %d)", cerr);
+        (void)cudaFreeHost(probe);
         l->pinned = 1;
 #endif
     }

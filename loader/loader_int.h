@@ -77,6 +77,15 @@ struct gkv_loader {
     loader_slot *slots;            /* [prefetch] */
 };
 
+/* Page-locked host memory, from the CUDA runtime when one is linked in:
+ * weak, so that a build linking the library without it (the emulated-GPU
+ * tests) links, and GKV_LOADER_PINNED is then GKV_ENOTSUP. */
+#ifdef GKV_HAVE_CUDA
+extern int cudaHostAlloc(void **p, size_t n, unsigned flags)
+    __attribute__((weak));
+extern int cudaFreeHost(void *p) __attribute__((weak));
+#endif
+
 /* loader_check.c: checks o and fills l's resolved fields (everything above
  * the queue but w). On error the message names what was wrong; l holds
  * what was made so far (freed by the caller). */

@@ -15,15 +15,6 @@
 #include <string.h>
 #include "loader/loader_int.h"
 
-/* Page-locked host memory, from the CUDA runtime when one is linked in
- * (weak: a build linking the library without it, such as the emulated-GPU
- * tests, has none, and a pinned batch then fails with GKV_ENOTSUP). */
-#ifdef GKV_HAVE_CUDA
-extern int cudaHostAlloc(void **p, size_t n, unsigned flags)
-    __attribute__((weak));
-extern int cudaFreeHost(void *p) __attribute__((weak));
-#endif
-
 typedef struct loader_batch {
     gkv_batch  pub;              /* first: a gkv_batch * is this */
     int        pinned;
