@@ -413,11 +413,15 @@ loader_epoch(gkv_loader *l, const char *what, uint64_t e, double csec,
     return tools__now_s() - t0;
 }
 
-/* Bytes the servers received and sent so far. */
+/* Bytes the servers received and sent so far (each read counted in
+ * 'looks': a read adds its own request and reply to the counters). */
+static uint64_t looks;
+
 static void
 wire_bytes(uint64_t *in, uint64_t *out)
 {
     *in = *out = 0;
+    looks++;
     for (size_t i = 0; i < gkv_client_nservers(job.c); i++) {
         gkv_server_stats st;
         gkv_err rc;
@@ -426,6 +430,49 @@ wire_bytes(uint64_t *in, uint64_t *out)
                        gkv_net_errmsg());
         *in += st.bytes_in;
         *out += st.bytes_out;
+    }
+}
+
+/* What one read adds to the counters (the least of a few tries). */
+static uint64_t look_in, look_out;
+
+static void
+wire_look(void)
+{
+    uint64_t i0, o0, i1, o1;
+
+    look_in = look_out = UINT64_MAX;
+    tools__sleep_ms(50);
+    wire_bytes(&i0, &o0);
+    for (int k = 0; k < 5; k++) {
+        wire_bytes(&i1, &o1);
+        if (i1 - i0 < look_in)
+            look_in = i1 - i0;
+        if (o1 - o0 < look_out)
+            look_out = o1 - o0;
+        i0 = i1;
+        o0 = o1;
+    }
+}
+
+/* wire_bytes() once the counters have settled: a server adds a reply's
+ * bytes after sending it, so the reply a pass ended with may not be
+ * counted when the pass ends. Reads until a read adds only itself. */
+static void
+wire_settled(uint64_t *in, uint64_t *out)
+{
+    wire_bytes(in, out);
+    for (int k = 0; k < 100; k++) {
+        uint64_t i1, o1;
+        int still;
+
+        tools__sleep_ms(10);
+        wire_bytes(&i1, &o1);
+        still = i1 - *in <= look_in && o1 - *out <= look_out;
+        *in = i1;
+        *out = o1;
+        if (still)
+            break;
     }
 }
 
@@ -448,7 +495,6 @@ bench_nocompute(int workers, int prefetch, struct nres *out)
 {
     gkv_loader *l[NPATH] = {0};
     double *t[NPATH];
-    uint64_t look_in, look_out;
 
     for (int k = 0; k < NPATH; k++)
         t[k] = tools__xmalloc(sizeof *t[k] * (size_t)reps);
@@ -461,21 +507,15 @@ bench_nocompute(int workers, int prefetch, struct nres *out)
     l[P_CLIENT] = loader_make(GKV_LOADER_CLIENT, workers, prefetch);
     l[P_LOCAL] = loader_make(GKV_LOADER_LOCAL, workers, prefetch);
     memset(out, 0, sizeof *out);
-    /* what a look at the counters itself adds to them */
-    {
-        uint64_t i0, o0, i1, o1;
-        wire_bytes(&i0, &o0);
-        wire_bytes(&i1, &o1);
-        look_in = i1 - i0;
-        look_out = o1 - o0;
-    }
+    wire_look();
     for (int r = -1; r < reps; r++) {
         uint64_t e = (uint64_t)(r + 1);
         for (int k = 0; k < NPATH; k++) {
-            uint64_t i0, o0, i1, o1;
+            uint64_t i0, o0, i1, o1, l0;
             double s, t0;
 
-            wire_bytes(&i0, &o0);
+            wire_settled(&i0, &o0);
+            l0 = looks;
             t0 = tools__now_s();
             if (k == P_REF || k == P_SERIAL) {
                 for (int b = 0; b < nbatch; b++)
@@ -484,11 +524,13 @@ bench_nocompute(int workers, int prefetch, struct nres *out)
             } else {
                 s = loader_epoch(l[k], path_key[k], e, 0, 0, NULL);
             }
-            wire_bytes(&i1, &o1);
+            wire_settled(&i1, &o1);
             if (r >= 0) {
+                double bi = (double)(i1 - i0) -
+                            (double)((looks - l0) * look_in);
+                double bo = (double)(o1 - o0) -
+                            (double)((looks - l0) * look_out);
                 t[k][r] = s;
-                double bi = (double)(i1 - i0) - (double)look_in;
-                double bo = (double)(o1 - o0) - (double)look_out;
                 out->bin[k] += (bi > 0 ? bi : 0) / nbatch / reps;
                 out->bout[k] += (bo > 0 ? bo : 0) / nbatch / reps;
             }
