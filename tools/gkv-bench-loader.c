@@ -37,8 +37,8 @@
  * With a fixed compute time per batch (--compute-ms, default 5; a sleep
  * between gkv_loader_next calls, as while a GPU computes; --busy spins
  * instead, as a CPU trainer would), the SERVER loader (--grid-where
- * client: the CLIENT one) for every workers x prefetch in --grid-workers x
- * --grid-prefetch: time a batch over the
+ * client: the CLIENT one; both: each) for every workers x prefetch in
+ * --grid-workers x --grid-prefetch: time a batch over the
  * compute time measured in the same loop (target <= 1.1x), and the
  * smallest configuration meeting it. Then, with the configuration that
  * came closest, the same with a compute time of 1.5x the no-compute time
@@ -54,7 +54,7 @@
  * usage: gkv-bench-loader [--quick] [--scale N] [--reps N] [--batches N]
  *          [--workers W] [--prefetch K] [--compute-ms MS] [--busy]
  *          [--grid-workers LIST] [--grid-prefetch LIST]
- *          [--grid-where server|client] [--no-grid]
+ *          [--grid-where server|client|both] [--no-grid]
  * stdout: "RESULT name key=value ..." lines, then a table. Exit status 0,
  * 1 when a check failed or something could not run, 2 on bad usage.
  */
@@ -579,6 +579,94 @@ bench_compute(int where, int workers, int prefetch, double csec, int busy,
     free(tc);
 }
 
+/* One loader's grid: every workers x prefetch with the fixed compute,
+ * then the closest configuration with 1.5x the no-compute batch time. */
+struct grid {
+    int where, path;                /* GKV_LOADER_*, P_* */
+    struct cres cr[MAXGRID * MAXGRID + 1];
+    int ncr;                        /* the grid's; cr[ncr] is the 1.5x run */
+    int best;                       /* the first meeting 1.1x, or -1 */
+};
+
+static void
+grid_run(struct grid *g, const uint64_t *gw, int ngw, const uint64_t *gp,
+         int ngp, double csec, int busy, const struct nres *nr)
+{
+    int fast = 0;
+
+    tools__note("compute %.0f ms a batch (%s): %s loader, %d x %d "
+                "configurations ...", csec * 1e3, busy ? "spin" : "sleep",
+                path_key[g->path], ngw, ngp);
+    g->ncr = 0;
+    g->best = -1;
+    for (int i = 0; i < ngw; i++)
+        for (int j = 0; j < ngp; j++) {
+            struct cres *c = &g->cr[g->ncr];
+            bench_compute(g->where, (int)gw[i], (int)gp[j], csec, busy, c);
+            if (g->best < 0 && c->per_batch <= 1.1 * c->compute)
+                g->best = g->ncr;
+            g->ncr++;
+        }
+    /* enough compute to hide the data path behind: 1.5x its time, with
+     * the configuration that came closest */
+    for (int i = 0; i < g->ncr; i++)
+        if (g->cr[i].per_batch < g->cr[fast].per_batch)
+            fast = i;
+    bench_compute(g->where, g->cr[fast].workers, g->cr[fast].prefetch,
+                  1.5 * nr->sec[g->path] / nbatch, busy, &g->cr[g->ncr]);
+}
+
+static void
+grid_results(const struct grid *g, int cms, int busy, const struct nres *nr)
+{
+    const char *key = path_key[g->path];
+
+    for (int i = 0; i <= g->ncr; i++) {
+        const struct cres *c = &g->cr[i];
+        printf("RESULT loader_compute path=%s compute_ms=%.2f mode=%s "
+               "workers=%d prefetch=%d ms_per_batch=%.2f "
+               "measured_compute_ms=%.2f ratio=%.2f target=1.1%s\n", key,
+               c->csec * 1e3, busy ? "spin" : "sleep", c->workers,
+               c->prefetch, c->per_batch * 1e3, c->compute * 1e3,
+               c->per_batch / c->compute,
+               i == g->ncr ? " (1.5x the no-compute batch time)" : "");
+    }
+    if (g->best >= 0)
+        printf("RESULT loader_compute_needed path=%s compute_ms=%d "
+               "workers=%d prefetch=%d ratio=%.2f\n", key, cms,
+               g->cr[g->best].workers, g->cr[g->best].prefetch,
+               g->cr[g->best].per_batch / g->cr[g->best].compute);
+    else
+        printf("RESULT loader_compute_needed path=%s compute_ms=%d met=no "
+               "nocompute_ms_per_batch=%.1f\n", key, cms,
+               1e3 * nr->sec[g->path] / nbatch);
+}
+
+static void
+grid_table(const struct grid *g, int cms)
+{
+    char title[64];
+
+    snprintf(title, sizeof title, "%s loader with compute",
+             path_key[g->path]);
+    printf("\n%-36s %12s %10s %10s\n", title, "ms/batch", "compute",
+           "ratio");
+    for (int i = 0; i <= g->ncr; i++) {
+        const struct cres *c = &g->cr[i];
+        char name[64];
+        snprintf(name, sizeof name, "%d workers, prefetch %d%s", c->workers,
+                 c->prefetch, i == g->ncr ? " (1.5x)" : "");
+        printf("%-36s %12.2f %10.2f %9.2fx\n", name, c->per_batch * 1e3,
+               c->compute * 1e3, c->per_batch / c->compute);
+    }
+    printf("(target: ms/batch within 1.1x the compute; ");
+    if (g->best >= 0)
+        printf("met with %d workers, prefetch %d)\n",
+               g->cr[g->best].workers, g->cr[g->best].prefetch);
+    else
+        printf("not met at %d ms by any configuration tried)\n", cms);
+}
+
 /* ---- main --------------------------------------------------------------- */
 
 static void
@@ -587,7 +675,7 @@ usage(FILE *f)
     fputs("usage: " PROG " [--quick] [--scale N] [--reps N] [--batches N]\n"
           "         [--workers W] [--prefetch K] [--compute-ms MS] [--busy]\n"
           "         [--grid-workers LIST] [--grid-prefetch LIST]\n"
-          "         [--grid-where server|client] [--no-grid]\n"
+          "         [--grid-where server|client|both] [--no-grid]\n"
           "  --quick          scale 16, 16 batches, 3 reps (a smoke run)\n"
           "  --scale N        R-MAT scale (default 20)\n"
           "  --reps N         timed epochs per figure (median; default 5)\n"
@@ -599,7 +687,7 @@ usage(FILE *f)
           "  --grid-workers LIST, --grid-prefetch LIST\n"
           "                   the configurations tried with compute\n"
           "                   (default 1,2,4 and 1,2,4,8)\n"
-          "  --grid-where server|client\n"
+          "  --grid-where server|client|both\n"
           "                   the loader tried with compute (default server)\n"
           "  --no-grid        only the no-compute figures\n"
           "stdout: RESULT lines and a table; stderr: progress.\n", f);
@@ -609,11 +697,10 @@ int
 main(int argc, char **argv)
 {
     int scale = 20, workers = 2, prefetch = 4, cms = 5, busy = 0, quick = 0;
-    int no_grid = 0, ngw, ngp, rc, best = -1, ncr = 0, fast = 0;
+    int no_grid = 0, ngw, ngp, rc, ngrid = 0;
     const char *gw_arg = "1,2,4", *gp_arg = "1,2,4,8", *gwhere_arg = "server";
-    int gwhere, gpath;
+    static struct grid grid[2];
     uint64_t gw[MAXGRID], gp[MAXGRID];
-    struct cres cr[MAXGRID * MAXGRID + 1];
     struct nres nr;
     const struct tools_opt opts[] = {
         {"--quick", OPT_FLAG, .dst = &quick},
@@ -651,16 +738,17 @@ main(int argc, char **argv)
         if (gp[i] > 1024)
             return tools__usage_error(PROG, "--grid-prefetch: %llu is over "
                                       "1024", (unsigned long long)gp[i]);
-    if (strcmp(gwhere_arg, "server") == 0) {
-        gwhere = GKV_LOADER_SERVER;
-        gpath = P_SERVER;
-    } else if (strcmp(gwhere_arg, "client") == 0) {
-        gwhere = GKV_LOADER_CLIENT;
-        gpath = P_CLIENT;
-    } else {
-        return tools__usage_error(PROG, "--grid-where: '%s' is not server "
-                                  "or client", gwhere_arg);
-    }
+    if (strcmp(gwhere_arg, "server") == 0 || strcmp(gwhere_arg, "both") == 0)
+        grid[ngrid++] = (struct grid){.where = GKV_LOADER_SERVER,
+                                      .path = P_SERVER};
+    if (strcmp(gwhere_arg, "client") == 0 || strcmp(gwhere_arg, "both") == 0)
+        grid[ngrid++] = (struct grid){.where = GKV_LOADER_CLIENT,
+                                      .path = P_CLIENT};
+    if (ngrid == 0)
+        return tools__usage_error(PROG, "--grid-where: '%s' is not server, "
+                                  "client or both", gwhere_arg);
+    if (no_grid)
+        ngrid = 0;
     if (quick) {
         scale = 16;
         nbatch = 16;
@@ -670,27 +758,8 @@ main(int argc, char **argv)
     job_make(scale);
 
     bench_nocompute(workers, prefetch, &nr);
-    if (!no_grid) {
-        double csec = cms / 1000.0;
-        tools__note("compute %d ms a batch (%s): %s loader, %d x %d "
-                    "configurations ...", cms, busy ? "spin" : "sleep",
-                    gwhere_arg, ngw, ngp);
-        for (int i = 0; i < ngw; i++)
-            for (int j = 0; j < ngp; j++) {
-                bench_compute(gwhere, (int)gw[i], (int)gp[j], csec, busy,
-                              &cr[ncr]);
-                if (best < 0 && cr[ncr].per_batch <= 1.1 * cr[ncr].compute)
-                    best = ncr;
-                ncr++;
-            }
-        /* enough compute to hide the data path behind: 1.5x its time,
-         * with the configuration that came closest */
-        for (int i = 0; i < ncr; i++)
-            if (cr[i].per_batch < cr[fast].per_batch)
-                fast = i;
-        bench_compute(gwhere, cr[fast].workers, cr[fast].prefetch,
-                      1.5 * nr.sec[gpath] / nbatch, busy, &cr[ncr]);
-    }
+    for (int i = 0; i < ngrid; i++)
+        grid_run(&grid[i], gw, ngw, gp, ngp, cms / 1000.0, busy, &nr);
 
     /* ---- the figures ---- */
     {
@@ -721,28 +790,8 @@ main(int argc, char **argv)
                "wire_bytes_ratio=%.2f\n", bps[P_SERVER] / bps[P_CLIENT],
                (nr.bin[P_SERVER] + nr.bout[P_SERVER]) /
                (nr.bin[P_CLIENT] + nr.bout[P_CLIENT]));
-        for (int i = 0; i < (no_grid ? 0 : ncr + 1); i++)
-            printf("RESULT loader_compute path=%s compute_ms=%.2f mode=%s "
-                   "workers=%d prefetch=%d ms_per_batch=%.2f "
-                   "measured_compute_ms=%.2f ratio=%.2f target=1.1%s\n",
-                   gwhere_arg, cr[i].csec * 1e3, busy ? "spin" : "sleep",
-                   cr[i].workers, cr[i].prefetch, cr[i].per_batch * 1e3,
-                   cr[i].compute * 1e3, cr[i].per_batch / cr[i].compute,
-                   i == ncr ? " (1.5x the no-compute batch time)" : "");
-        if (!no_grid) {
-            if (best >= 0)
-                printf("RESULT loader_compute_needed path=%s compute_ms=%d "
-                       "workers=%d prefetch=%d ratio=%.2f\n", gwhere_arg,
-                       cms, cr[best].workers,
-                       cr[best].prefetch,
-                       cr[best].per_batch / cr[best].compute);
-            else
-                printf("RESULT loader_compute_needed path=%s compute_ms=%d "
-                       "met=no (no configuration tried hides the data path: "
-                       "a batch takes %.1f ms to make with no compute)\n",
-                       gwhere_arg, cms,
-                       1e3 * nr.sec[gpath] / nbatch);
-        }
+        for (int i = 0; i < ngrid; i++)
+            grid_results(&grid[i], cms, busy, &nr);
 
         printf("\n%-36s %12s %10s %14s\n", "figure (no compute)", "batches/s",
                "ratio", "wire B/batch");
@@ -752,26 +801,8 @@ main(int argc, char **argv)
         printf("(ratios over the in-process reference; server loader over "
                "the serial client path: %.2fx, target 3x; over the "
                "reference target 0.7x)\n", bps[P_SERVER] / bps[P_SERIAL]);
-        if (!no_grid) {
-            printf("\n%-36s %12s %10s %10s\n", gwhere == GKV_LOADER_SERVER ?
-                   "server loader with compute" : "client loader with compute",
-                   "ms/batch", "compute", "ratio");
-            for (int i = 0; i <= ncr; i++) {
-                char name[64];
-                snprintf(name, sizeof name, "%d workers, prefetch %d%s",
-                         cr[i].workers, cr[i].prefetch,
-                         i == ncr ? " (1.5x)" : "");
-                printf("%-36s %12.2f %10.2f %9.2fx\n", name,
-                       cr[i].per_batch * 1e3, cr[i].compute * 1e3,
-                       cr[i].per_batch / cr[i].compute);
-            }
-            printf("(target: ms/batch within 1.1x the compute; ");
-            if (best >= 0)
-                printf("met with %d workers, prefetch %d)\n",
-                       cr[best].workers, cr[best].prefetch);
-            else
-                printf("not met at %d ms by any configuration tried)\n", cms);
-        }
+        for (int i = 0; i < ngrid; i++)
+            grid_table(&grid[i], cms);
     }
     gkv_client_close(job.c);
     gkv_store_close(job.whole);
