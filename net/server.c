@@ -373,8 +373,8 @@ srv__ids_aligned(const unsigned char *p, size_t n, uint64_t **tmp)
 /* ---- dispatch ----------------------------------------------------------- */
 
 struct srv_job;
-static int pool_push(gkv_server *s, const srv_op *op, srv_req *r, void *msg,
-                     size_t len);
+static gkv_err pool_push(gkv_server *s, const srv_op *op, srv_req *r,
+                         void *msg, size_t len);
 
 static void
 reject(gkv_server *s, const char *what, const void *m, size_t len,
@@ -534,9 +534,10 @@ handle(gkv_server *s, unsigned wk, void *msg, size_t len, void *ctl)
         goto out;
     }
     if ((op->flags & SRV_POOL) && s->pool.nthreads > 0) {
-        if (pool_push(s, op, &r, msg, len) == 0)
+        if ((rc = pool_push(s, op, &r, msg, len)) == GKV_OK)
             return;             /* the pool has msg and ctl now */
-        srv__send_error(s, ctl, &r.h, GKV_EBUSY, 0, r.err);
+        srv__send_error(s, ctl, &r.h, rc, rc == GKV_EINTR ?
+                        NET_F_STOPPING : 0, r.err);
         goto out;
     }
     dispatch(s, op, &r);
@@ -557,25 +558,31 @@ struct srv_job {
     srv_req r;
 };
 
-/* Queues r (which holds ctl) with msg for the pool: 0, and both are the
- * pool's; -1 when the queue is full or out of memory (r->err says which;
- * the caller still has both). */
-static int
+/* Queues r (which holds ctl) with msg for the pool: GKV_OK, and both are
+ * the pool's; else the error to answer r with (r->err says why; the
+ * caller still has both): GKV_EBUSY (the queue is full), GKV_EINTR (the
+ * server is stopping), GKV_ENOMEM. */
+static gkv_err
 pool_push(gkv_server *s, const srv_op *op, srv_req *r, void *msg, size_t len)
 {
-    struct srv_job *j;
+    struct srv_job *j = NULL;
+    gkv_err rc = GKV_OK;
 
     pthread_mutex_lock(&s->pool.mu);
-    if (s->pool.n >= POOL_QUEUE_MAX || s->pool.halt ||
-        (j = gkv__malloc(sizeof *j)) == NULL) {
-        int full = s->pool.n >= POOL_QUEUE_MAX;
+    if (s->pool.halt)
+        rc = srv__fail(r, GKV_EINTR, "%s: the server is stopping",
+                       net__type_name(r->h.type));
+    else if (s->pool.n >= POOL_QUEUE_MAX)
+        rc = srv__fail(r, GKV_EBUSY, "%s: %d requests wait for this "
+                       "server's %u batch threads already; try again",
+                       net__type_name(r->h.type), POOL_QUEUE_MAX,
+                       s->pool.nthreads);
+    else if ((j = gkv__malloc(sizeof *j)) == NULL)
+        rc = srv__fail(r, GKV_ENOMEM, "%s: out of memory",
+                       net__type_name(r->h.type));
+    if (rc != GKV_OK) {
         pthread_mutex_unlock(&s->pool.mu);
-        snprintf(r->err, sizeof r->err, full ?
-                 "%s: %d requests are queued for this server's %u batch "
-                 "threads already; try again" : "%s: out of memory or "
-                 "stopping", net__type_name(r->h.type), POOL_QUEUE_MAX,
-                 s->pool.nthreads);
-        return -1;
+        return rc;
     }
     j->next = NULL;
     j->op = op;
@@ -590,7 +597,7 @@ pool_push(gkv_server *s, const srv_op *op, srv_req *r, void *msg, size_t len)
     s->pool.n++;
     pthread_cond_signal(&s->pool.cv);
     pthread_mutex_unlock(&s->pool.mu);
-    return 0;
+    return GKV_OK;
 }
 
 /* The next job, or NULL once the pool halts (queued jobs are answered

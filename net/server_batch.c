@@ -46,6 +46,11 @@ struct bthread {
     gkv_client *peer;             /* NULL until the first batch needs it */
     int32_t **mk;                 /* [nnt] local ID + 1, 0 = none; made on
                                    * the first batch, clear between calls */
+    /* the batch's memory: chunks bumped from the front, emptied (and
+     * merged into one of their total size) by the next batch, so a steady
+     * stream of batches allocates nothing and touches no fresh pages */
+    struct bchunk { unsigned char *p; size_t cap, used; } *ar;
+    size_t nar, capar;
 };
 
 struct srv_batch {
@@ -70,8 +75,6 @@ struct batch {
     int *fan;                     /* [nl * nfan] */
     const int64_t **seeds;        /* [nnt] aligned */
     size_t *ns;
-    void **mem;                   /* allocations freed with the batch */
-    size_t nmem, capmem;
     gkv_sample_opts o;
     uint64_t deadline;            /* monotonic ms */
     gkv_block *blk;               /* [nl] */
@@ -83,36 +86,76 @@ struct batch {
 static void
 batch_free(struct batch *b)
 {
-    for (size_t i = 0; i < b->nmem; i++)
-        gkv__free(b->mem[i]);
-    gkv__free(b->mem);
     net__batch_req_free(&b->q);
 }
 
-/* 'bytes' (at least 1) that live until batch_free; NULL: out of memory
- * (r failed). */
+/* Empties the thread's arena for a new batch (one chunk of their total
+ * size when there were several). */
+static void
+arena_reset(struct bthread *bt)
+{
+    size_t total = 0;
+
+    for (size_t i = 0; i < bt->nar; i++) {
+        bt->ar[i].used = 0;
+        total += bt->ar[i].cap;
+    }
+    if (bt->nar > 1) {
+        for (size_t i = 0; i < bt->nar; i++)
+            gkv__free(bt->ar[i].p);
+        bt->nar = 0;
+        if ((bt->ar[0].p = gkv__malloc(total)) != NULL) {
+            bt->ar[0].cap = total;
+            bt->nar = 1;
+        }
+    }
+}
+
+static void
+arena_free(struct bthread *bt)
+{
+    for (size_t i = 0; i < bt->nar; i++)
+        gkv__free(bt->ar[i].p);
+    gkv__free(bt->ar);
+    bt->ar = NULL;
+    bt->nar = bt->capar = 0;
+}
+
+/* 'bytes' of the thread's arena, 16-aligned, until the next batch; NULL:
+ * out of memory (r failed). */
 static void *
 bmem(struct batch *b, size_t bytes)
 {
-    void *p;
+    struct bthread *bt = b->bt;
+    struct bchunk *a = bt->nar > 0 ? &bt->ar[bt->nar - 1] : NULL;
+    size_t need = ((bytes + 15) & ~(size_t)15) + 16;
 
-    if (b->nmem == b->capmem) {
-        size_t nc = b->capmem ? 2 * b->capmem : 64;
-        void **nm = gkv__realloc(b->mem, nc * sizeof *nm);
-        if (nm == NULL) {
-            srv__fail(b->r, GKV_ENOMEM, "sample_batch: out of memory");
-            return NULL;
+    if (a == NULL || a->cap - a->used < need) {
+        size_t cap = need < (4u << 20) ? (4u << 20) : need;
+
+        if (a != NULL && cap < 2 * a->cap)
+            cap = 2 * a->cap;
+        if (bt->nar == bt->capar) {
+            size_t nc = bt->capar ? 2 * bt->capar : 8;
+            struct bchunk *na = gkv__realloc(bt->ar, nc * sizeof *na);
+            if (na == NULL)
+                goto oom;
+            bt->ar = na;
+            bt->capar = nc;
         }
-        b->mem = nm;
-        b->capmem = nc;
+        a = &bt->ar[bt->nar];
+        if ((a->p = gkv__malloc(cap)) == NULL)
+            goto oom;
+        a->cap = cap;
+        a->used = 0;
+        bt->nar++;
     }
-    if ((p = gkv__malloc(bytes + 8)) == NULL) {
-        srv__fail(b->r, GKV_ENOMEM, "sample_batch: out of memory for %zu "
-                  "bytes", bytes);
-        return NULL;
-    }
-    b->mem[b->nmem++] = p;
-    return p;
+    a->used += need;
+    return a->p + a->used - need;
+oom:
+    srv__fail(b->r, GKV_ENOMEM, "sample_batch: out of memory for %zu bytes",
+              bytes);
+    return NULL;
 }
 
 /* ms left until the deadline (0 once past). */
@@ -732,6 +775,7 @@ op_sample_batch(gkv_server *s, srv_req *r)
         return;
     }
     b.bt = &b.sb->th[r->pool];
+    arena_reset(b.bt);
     net__rd_init(&rd, r->pl, r->plen);
     if (net__dec_batch_req(&rd, &b.q) != 0) {
         srv__fail(r, GKV_EPROTO, "sample_batch: %s", rd.why);
@@ -839,6 +883,7 @@ srv__batch_free(gkv_server *s)
         struct bthread *bt = &sb->th[i];
 
         gkv_sampler_free(bt->samp);
+        arena_free(bt);
         for (int t = 0; bt->mk != NULL && t < sb->nnt; t++)
             gkv__free(bt->mk[t]);
         gkv__free(bt->mk);

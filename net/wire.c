@@ -932,6 +932,50 @@ net__dec_cols(net_rd *r, unsigned k, net_cols *o, const char *what)
     return done(r);
 }
 
+/* The fanouts (an arr of n i32) and the seeds (per node type a u64 count
+ * and an i64 arr) of SAMPLE and SAMPLE_BATCH requests. */
+static void
+enc_fan_seeds(net_wr *w, const int *fan, size_t n, uint32_t nnt,
+              const int64_t *const *seeds, const size_t *nseeds)
+{
+    unsigned char *p;
+
+    if ((p = net__wr_arr(w, n * 4)) != NULL)
+        for (size_t i = 0; i < n; i++)
+            put32(p + 4 * i, (uint32_t)fan[i]);
+    for (uint32_t t = 0; t < nnt; t++) {
+        net__wr_u64(w, nseeds[t]);
+        if ((p = net__wr_arr(w, nseeds[t] * 8)) != NULL && nseeds[t] > 0)
+            memcpy(p, seeds[t], nseeds[t] * 8);
+    }
+}
+
+/* Their decoder ('what': the message's name in the reasons): the nnt
+ * counts and seed arrays into *nseeds and *seeds (gkv__calloc'd; the
+ * caller frees them, also on failure). 0, or -1 with r failed. */
+static int
+dec_seeds(net_rd *r, uint32_t nnt, uint64_t **nseeds,
+          const unsigned char ***seeds, const char *what)
+{
+    char fc[48], fs[48];
+
+    /* every type takes at least 8 bytes (its count): bound before
+     * allocating */
+    if (nnt == 0 || nnt > (r->len - r->off) / 8)
+        return rd_fail(r, "%s.num_ntypes: %u node types cannot fit in %zu "
+                       "bytes", what, nnt, r->len - r->off);
+    if ((*nseeds = gkv__calloc(nnt, sizeof **nseeds)) == NULL ||
+        (*seeds = gkv__calloc(nnt, sizeof **seeds)) == NULL)
+        return rd_fail(r, "%s: out of memory for %u node types", what, nnt);
+    snprintf(fc, sizeof fc, "%s.nseeds", what);
+    snprintf(fs, sizeof fs, "%s.seeds", what);
+    for (uint32_t t = 0; t < nnt && !r->err; t++) {
+        (*nseeds)[t] = net__rd_u64(r, fc);
+        (*seeds)[t] = net__rd_arr(r, (*nseeds)[t], 8, fs);
+    }
+    return r->err ? -1 : 0;
+}
+
 void
 net__enc_sample_req(net_wr *w, const net_sample_enc *o)
 {
@@ -944,14 +988,7 @@ net__enc_sample_req(net_wr *w, const net_sample_enc *o)
     net__wr_u32(w, o->net);
     net__wr_u32(w, o->nfan);
     net__wr_u64(w, o->seed);
-    if ((p = net__wr_arr(w, (size_t)o->nfan * 4)) != NULL)
-        for (uint32_t i = 0; i < o->nfan; i++)
-            put32(p + 4 * i, (uint32_t)o->fanout[i]);
-    for (uint32_t t = 0; t < o->nnt; t++) {
-        net__wr_u64(w, o->nseeds[t]);
-        if ((p = net__wr_arr(w, o->nseeds[t] * 8)) != NULL && o->nseeds[t] > 0)
-            memcpy(p, o->seeds[t], o->nseeds[t] * 8);
-    }
+    enc_fan_seeds(w, o->fanout, o->nfan, o->nnt, o->seeds, o->nseeds);
     net__wr_u32(w, o->ex != NULL);
     for (uint32_t e = 0; o->ex != NULL && e < o->net; e++) {
         size_t n = o->ex[e] != NULL ? o->nex[e] : 0;
@@ -1106,19 +1143,9 @@ net__dec_sample_req(net_rd *r, net_sample_req *o)
     o->fanout = net__rd_arr(r, o->nfan, 4, "sample.fanout");
     if (r->err)
         return -1;
-    /* every type takes at least 8 bytes (its count): bound before
-     * allocating */
-    if (o->nnt == 0 || o->nnt > (r->len - r->off) / 8)
-        return rd_fail(r, "sample.num_ntypes: %u node types cannot fit in "
-                       "%zu bytes", o->nnt, r->len - r->off);
-    if ((o->nseeds = gkv__calloc(o->nnt, sizeof *o->nseeds)) == NULL ||
-        (o->seeds = gkv__calloc(o->nnt, sizeof *o->seeds)) == NULL) {
+    if (dec_seeds(r, o->nnt, &o->nseeds, &o->seeds, "sample") != 0) {
         net__sample_req_free(o);
-        return rd_fail(r, "sample: out of memory for %u node types", o->nnt);
-    }
-    for (uint32_t t = 0; t < o->nnt && !r->err; t++) {
-        o->nseeds[t] = net__rd_u64(r, "sample.nseeds");
-        o->seeds[t] = net__rd_arr(r, o->nseeds[t], 8, "sample.seeds");
+        return -1;
     }
     o->has_ex = net__rd_u32(r, "sample.has_exclude");
     if (!r->err && o->has_ex > 1)
@@ -1243,9 +1270,6 @@ net__dec_sample_rep(net_rd *r, net_sample_rep *o)
 void
 net__enc_batch_req(net_wr *w, const net_batch_enc *o)
 {
-    size_t nf = (size_t)o->nlayers * o->nfan;
-    unsigned char *p;
-
     net__wr_u32(w, o->nlayers);
     net__wr_u32(w, o->dir);
     net__wr_u32(w, o->flags);
@@ -1255,14 +1279,8 @@ net__enc_batch_req(net_wr *w, const net_batch_enc *o)
     net__wr_u64(w, o->seed);
     net__wr_u32(w, o->timeout_ms);
     net__wr_u64(w, o->max_reply);
-    if ((p = net__wr_arr(w, nf * 4)) != NULL)
-        for (size_t i = 0; i < nf; i++)
-            put32(p + 4 * i, (uint32_t)o->fanout[i]);
-    for (uint32_t t = 0; t < o->nnt; t++) {
-        net__wr_u64(w, o->nseeds[t]);
-        if ((p = net__wr_arr(w, o->nseeds[t] * 8)) != NULL && o->nseeds[t] > 0)
-            memcpy(p, o->seeds[t], o->nseeds[t] * 8);
-    }
+    enc_fan_seeds(w, o->fanout, (size_t)o->nlayers * o->nfan, o->nnt,
+                  o->seeds, o->nseeds);
     net__wr_u32(w, o->nfeats);
     for (uint32_t f = 0; f < o->nfeats; f++) {
         net__wr_u32(w, (uint32_t)o->feats[f].type);
@@ -1341,18 +1359,9 @@ net__dec_batch_req(net_rd *r, net_batch_req *o)
                             "sample_batch.fanouts");
     if (r->err)
         return -1;
-    if (o->nnt == 0 || o->nnt > (r->len - r->off) / 8)
-        return rd_fail(r, "sample_batch.num_ntypes: %u node types cannot fit "
-                       "in %zu bytes", o->nnt, r->len - r->off);
-    if ((o->nseeds = gkv__calloc(o->nnt, sizeof *o->nseeds)) == NULL ||
-        (o->seeds = gkv__calloc(o->nnt, sizeof *o->seeds)) == NULL) {
+    if (dec_seeds(r, o->nnt, &o->nseeds, &o->seeds, "sample_batch") != 0) {
         net__batch_req_free(o);
-        return rd_fail(r, "sample_batch: out of memory for %u node types",
-                       o->nnt);
-    }
-    for (uint32_t t = 0; t < o->nnt && !r->err; t++) {
-        o->nseeds[t] = net__rd_u64(r, "sample_batch.nseeds");
-        o->seeds[t] = net__rd_arr(r, o->nseeds[t], 8, "sample_batch.seeds");
+        return -1;
     }
     /* the tensors: each reference is at least 6 bytes (its type and the
      * name's length); bound the counts by what is left before allocating */
