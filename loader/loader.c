@@ -9,6 +9,7 @@
  * worker copies the claimed batch's seeds under the lock, makes the batch
  * without it, and files it (or its error and message) only when the epoch
  * is still the one it claimed in (gen); otherwise it frees it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "base/gen.h"
@@ -251,10 +252,15 @@ gkv_loader_new(gkv_loader **out, const gkv_loader_opts *o)
         l->w[i].started = 1;
     }
     *out = l;
-    l = NULL;
-    rc = GKV_OK;
+    return GKV_OK;
 out:
-    gkv_loader_free(l);
+    if (l != NULL) {   /* closing clients clears the message: keep it */
+        char msg[GKV__MSG_MAX];
+
+        snprintf(msg, sizeof msg, "%s", gkv_errmsg());
+        gkv_loader_free(l);
+        gkv__fail(NULL, rc, "%s", msg);
+    }
     return rc;
 }
 

@@ -426,52 +426,6 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
     return got;
 }
 
-/* ---- temporary stand-ins until net/ has them (branch batch) ------------ */
-
-static const char *g_cfg;    /* the ip_config a stand-in clone connects to */
-
-__attribute__((weak)) gkv_err
-gkv_client_clone(gkv_client *c, gkv_client **out)
-{
-    static uint32_t rank;
-    gkv_client_opts o = {0};
-
-    (void)c;
-    o.timeout_ms = 3000;
-    o.flags = GKV_CLIENT_OBSERVER;
-    return gkv_client_connect(out, g_cfg, NULL, "loader-worker",
-                              __atomic_fetch_add(&rank, 1, __ATOMIC_SEQ_CST),
-                              &o);
-}
-
-__attribute__((weak)) gkv_err
-gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
-                        gkv_batch_out *out)
-{
-    (void)c;
-    (void)spec;
-    (void)out;
-    return GKV_ENOTSUP;
-}
-
-/* Whether SERVER mode works in this build (not the stand-in). */
-static int
-have_server_mode(struct lfx *f)
-{
-    gkv_loader_opts o = lopts(f, GKV_LOADER_SERVER, 1, 1);
-    gkv_loader *l;
-    gkv_batch *b;
-    gkv_err rc;
-
-    NET_OK(gkv_loader_new(&l, &o));
-    rc = gkv_loader_next(l, &b);
-    gkv_batch_release(b);
-    gkv_loader_free(l);
-    if (rc == GKV_ENOTSUP)
-        fprintf(stderr, "loader_test: SERVER mode not built yet: skipped\n");
-    return rc != GKV_ENOTSUP;
-}
-
 /* ---- tests ------------------------------------------------------------------ */
 
 static void
@@ -515,12 +469,9 @@ static void
 same_batches(struct lfx *f, int nserv)
 {
     static const int wk[3] = {1, 2, 3}, pf[3] = {1, 2, 4};
-    int server;
     size_t n = 0;
 
     serve(f, nserv, 20000, NULL);
-    g_cfg = f->j.cfg;
-    server = have_server_mode(f);
     for (int a = 0; a < 3; a++)
         for (int p = 0; p < 3; p++) {
             gkv_loader_opts o;
@@ -537,11 +488,17 @@ same_batches(struct lfx *f, int nserv)
                 continue;
             o = lopts(f, GKV_LOADER_CLIENT, wk[a], pf[p]);
             n += expect_loader(f, &o, e0);
-            if (server) {
-                o = lopts(f, GKV_LOADER_SERVER, wk[a], pf[p]);
-                n += expect_loader(f, &o, e0);
-            }
+            o = lopts(f, GKV_LOADER_SERVER, wk[a], pf[p]);
+            n += expect_loader(f, &o, e0);
         }
+    /* out-edges, with replacement */
+    for (int where = 0; where < 3; where++) {
+        gkv_loader_opts o = lopts(f, where, 2, 2);
+
+        o.dir = GKV_DIR_OUT;
+        o.sample_flags = GKV_SAMPLE_REPLACE;
+        n += expect_loader(f, &o, 40);
+    }
     assert_true(n > 0);
 }
 
@@ -612,7 +569,6 @@ test_epochs_and_free(void **state)
 
     graph_make(f, 0);
     serve(f, 1, 20000, NULL);
-    g_cfg = f->j.cfg;
     th0 = threads_now();
     /* drop_last: 300 seeds, 64 a batch: 4 batches, not 5 */
     o = lopts(f, GKV_LOADER_LOCAL, 2, 2);
@@ -683,7 +639,6 @@ test_mask(void **state)
 
     graph_make(f, 0);
     serve(f, 1, 20000, NULL);
-    g_cfg = f->j.cfg;
     bk = gkv_part_book(f->part[0]);
     GKVT_OK(gkv_tensor_read(f->whole, NULL, "node/_N/train_mask", 0, 512,
                             mask, sizeof mask));
@@ -773,16 +728,12 @@ test_server_killed(void **state)
     gkv_err rc = GKV_OK;
     char name[320];
     double t0, t1;
-    int modes = 1;
 
     graph_make(f, 0);
     serve(f, 1, 3000, srv);
-    g_cfg = f->j.cfg;
-    if (have_server_mode(f))
-        modes = 2;
     NET_OK(gkv_client_server_info(f->c, 1, &si));
     snprintf(name, sizeof name, "%s", si.addr);
-    for (int k = 0; k < modes; k++) {
+    for (int k = 0; k < 2; k++) {
         o = lopts(f, k == 0 ? GKV_LOADER_CLIENT : GKV_LOADER_SERVER, 2, 2);
         NET_OK(gkv_loader_new(&l, &o));
         NET_OK(gkv_loader_next(l, &b));
@@ -830,7 +781,7 @@ test_server_killed(void **state)
     }
 }
 
-/* Allocation failures anywhere in gkv_loader_new (LOCAL, then CLIENT)
+/* Allocation failures anywhere in gkv_loader_new (LOCAL, CLIENT, SERVER)
  * and in the batches: GKV_ENOMEM or a working loader, nothing leaked. */
 static void
 test_alloc_faults(void **state)
@@ -841,15 +792,14 @@ test_alloc_faults(void **state)
 
     graph_make(f, 0);
     serve(f, 1, 20000, NULL);
-    g_cfg = f->j.cfg;
     /* a first loader of each mode fills the caches of the store and the
      * client, which stay */
-    for (int where = 0; where < 2; where++) {
+    for (int where = 0; where < 3; where++) {
         gkv_loader_opts o = lopts(f, where, 2, 2);
         assert_int_equal(expect_loader(f, &o, 0), 10);
     }
     live0 = gkvt_alloc_live();
-    for (int where = 0; where < 2; where++)
+    for (int where = 0; where < 3; where++)
         for (long n = 0; n < 400; n++) {
             gkv_loader_opts o = lopts(f, where, 2, 2);
             gkv_loader *l = NULL;
@@ -903,7 +853,6 @@ test_bad(void **state)
 
     graph_make(f, 1);
     serve(f, 1, 20000, NULL);
-    g_cfg = f->j.cfg;
     for (int where = 0; where < 2; where++) {
         good = lopts(f, where == 0 ? GKV_LOADER_LOCAL : GKV_LOADER_CLIENT,
                      1, 1);
