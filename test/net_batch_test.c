@@ -208,7 +208,6 @@ homo_spec(const int64_t *const *sv, const size_t *sn, const int *fan, int nl,
 {
     gkv_batch_spec sp = {0};
 
-    h_efeat[0].name = g_efeat;
     sp.seeds = sv;
     sp.nseeds = sn;
     sp.fanouts = fan;
