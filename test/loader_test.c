@@ -842,6 +842,32 @@ test_alloc_faults(void **state)
     assert_null(l_); \
 } while (0)
 
+/* Bad tensors: kind 0 a feature (after a good one), 1 the label, 2 an
+ * edge feature. */
+static const struct bad_tensor {
+    int kind, type;
+    const char *name;
+    gkv_err want;
+    const char *text;
+    int client_only;            /* edge counts: from the book */
+} bad_tensors[] = {
+    /* unknown tensors */
+    {0, 1, "node/item/nope", GKV_ENOTFOUND, "node/item/nope", 0},
+    {1, 0, "node/user/nolabel", GKV_ENOTFOUND, "node/user/nolabel", 0},
+    {2, 0, "edge/user:follows:user/none", GKV_ENOTFOUND,
+     "edge/user:follows:user/none", 0},
+    /* types out of range */
+    {0, 2, "node/user/feat", GKV_EINVAL, "node type 2", 0},
+    {2, 3, "edge/user:follows:user/ew", GKV_EINVAL, "edge type 3", 0},
+    /* rows that do not cover their type: item rows for users, clicks'
+     * rows for follows */
+    {0, 0, "node/item/feat", GKV_ERANGE, "do not cover", 0},
+    {2, 0, "edge/user:clicks:item/reverse_eid", GKV_ERANGE, "do not cover",
+     1},
+    /* a label of the wrong row count (item rows for user seeds) */
+    {1, 0, "node/item/feat", GKV_ESHAPE, "node/item/feat", 0},
+};
+
 static void
 test_bad(void **state)
 {
@@ -856,52 +882,26 @@ test_bad(void **state)
     for (int where = 0; where < 2; where++) {
         good = lopts(f, where == 0 ? GKV_LOADER_LOCAL : GKV_LOADER_CLIENT,
                      1, 1);
-        /* unknown tensors */
-        o = good;
-        t[0] = f->feats[0];
-        t[1].type = 1;
-        t[1].name = "node/item/nope";
-        o.feats = t;
-        o.nfeats = 2;
-        BAD(o, GKV_ENOTFOUND, "node/item/nope");
-        o = good;
-        o.label = "node/user/nolabel";
-        BAD(o, GKV_ENOTFOUND, "node/user/nolabel");
-        o = good;
-        t[0].type = 0;
-        t[0].name = "edge/user:follows:user/none";
-        o.efeats = t;
-        BAD(o, GKV_ENOTFOUND, "edge/user:follows:user/none");
-        /* types out of range */
-        o = good;
-        t[0].type = 2;
-        t[0].name = "node/user/feat";
-        o.feats = t;
-        o.nfeats = 1;
-        BAD(o, GKV_EINVAL, "node type 2");
-        o = good;
-        t[0].type = 3;
-        t[0].name = "edge/user:follows:user/ew";
-        o.efeats = t;
-        BAD(o, GKV_EINVAL, "edge type 3");
-        /* a feature whose rows do not cover its type: item rows for users */
-        o = good;
-        t[0].type = 0;
-        t[0].name = "node/item/feat";
-        o.feats = t;
-        o.nfeats = 1;
-        BAD(o, GKV_ERANGE, "do not cover");
-        /* an edge feature of another edge type's count */
-        o = good;
-        t[0].type = 0;
-        t[0].name = "edge/user:clicks:item/reverse_eid";
-        o.efeats = t;
-        if (where == 1)   /* counts of edges: from the book */
-            BAD(o, GKV_ERANGE, "do not cover");
-        /* a label of the wrong row count (item rows for user seeds) */
-        o = good;
-        o.label = "node/item/feat";
-        BAD(o, GKV_ESHAPE, "node/item/feat");
+        for (size_t k = 0; k < sizeof bad_tensors / sizeof bad_tensors[0];
+             k++) {
+            const struct bad_tensor *bt = &bad_tensors[k];
+
+            if (bt->client_only && where == 0)
+                continue;
+            o = good;
+            t[0] = f->feats[0];
+            t[1].type = bt->type;
+            t[1].name = bt->name;
+            if (bt->kind == 0) {
+                o.feats = t;
+                o.nfeats = 2;           /* a good one, then this one */
+            } else if (bt->kind == 1) {
+                o.label = bt->name;
+            } else {
+                o.efeats = &t[1];
+            }
+            BAD(o, bt->want, bt->text);
+        }
         /* fanouts */
         o = good;
         o.nfan = 2;
