@@ -25,6 +25,7 @@
  * again (a restarted peer is picked up).
  */
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,8 +41,21 @@
 #define PEER_CLOSE_MS 500         /* a peer client's leave waits this long */
 #define BATCH_MS      10000       /* a request's timeout when it says 0 */
 
+/* A helper of a pool thread's (server_batch.c's side thread). */
+struct side {
+    pthread_t thr;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;               /* a job was handed over, it is done,
+                                      * or stop */
+    void (*fn)(void *);
+    void *arg;
+    int busy, stop, up;
+};
+
 /* A pool thread's own. */
 struct bthread {
+    struct side side;             /* reads the local rows while the pool
+                                   * thread waits on the peers' */
     gkv_sampler *samp;            /* on the partition's sgraph, 1 thread */
     gkv_client *peer;             /* NULL until the first batch needs it */
     int32_t **mk;                 /* [nnt] local ID + 1, 0 = none; made on
@@ -640,68 +654,190 @@ entry_ids(const struct batch *b, uint32_t k, const int64_t **ids, size_t *n)
     }
 }
 
-/* The rows of entry k into its slot: those in this store's range of the
- * tensor read here (gkv_tensor_pull, which also reads a write-back
- * tensor's RAM copy), the rest pulled through the peer client. */
+/* One entry's rows on their way into its slot, split by where they are
+ * read: those in this store's range of the tensor here, the others from
+ * their servers through the peer client. */
+struct entry {
+    const char *name;
+    size_t rb, nl, nr;                /* row bytes; local and remote rows */
+    uint64_t *lid, *rid;              /* their IDs */
+    size_t *lpos, *rpos;              /* and their places in the slot */
+    unsigned char *ltmp, *rtmp, *slot;
+};
+
+/* Entry k of the reply split (arena memory). GKV_OK, or r failed. */
 static gkv_err
-entry_gather(struct batch *b, uint32_t k, const char *name)
+entry_split(struct batch *b, uint32_t k, const char *name, struct entry *x)
 {
-    size_t rb = (size_t)b->row_bytes[k], n, nl = 0, nr = 0;
-    unsigned char *slot = b->slot[k], *tmp;
     const int64_t *ids;
-    uint64_t *lid, *rid;
-    size_t *lpos, *rpos;
     gkv_tensor_desc d;
+    size_t n;
     gkv_err rc;
 
+    memset(x, 0, sizeof *x);
+    x->name = name;
+    x->rb = (size_t)b->row_bytes[k];
+    x->slot = b->slot[k];
     entry_ids(b, k, &ids, &n);
-    if (n == 0 || rb == 0)
+    if (n == 0 || x->rb == 0)
         return GKV_OK;
     rc = gkv_tensor_info(b->s->store, NULL, name, &d);
     if (rc != GKV_OK && rc != GKV_ENOTFOUND)
         return srv__fail(b->r, rc, "sample_batch: tensor '%s': %s", name,
                          gkv_store_errmsg(b->s->store));
-    if (rc == GKV_OK && d.row_bytes != rb)
+    if (rc == GKV_OK && d.row_bytes != x->rb)
         return srv__fail(b->r, GKV_ESHAPE, "sample_batch: tensor '%s' has "
                          "rows of %zu bytes here and of %zu on other "
-                         "servers", name, d.row_bytes, rb);
-    if ((lid = bmem(b, n * 8)) == NULL || (rid = bmem(b, n * 8)) == NULL ||
-        (lpos = bmem(b, n * sizeof *lpos)) == NULL ||
-        (rpos = bmem(b, n * sizeof *rpos)) == NULL ||
-        (tmp = bmem(b, n * rb)) == NULL)
+                         "servers", name, d.row_bytes, x->rb);
+    if ((x->lid = bmem(b, n * 8)) == NULL || (x->rid = bmem(b, n * 8)) == NULL ||
+        (x->lpos = bmem(b, n * sizeof *x->lpos)) == NULL ||
+        (x->rpos = bmem(b, n * sizeof *x->rpos)) == NULL)
         return b->r->status;
     for (size_t i = 0; i < n; i++) {
         uint64_t v = (uint64_t)ids[i];
         if (rc == GKV_OK && v >= d.lo && v < d.hi) {
-            lid[nl] = v;
-            lpos[nl++] = i;
+            x->lid[x->nl] = v;
+            x->lpos[x->nl++] = i;
         } else {
-            rid[nr] = v;
-            rpos[nr++] = i;
+            x->rid[x->nr] = v;
+            x->rpos[x->nr++] = i;
         }
     }
-    if (nl > 0) {
-        if ((rc = gkv_tensor_pull(b->s->store, NULL, name, lid, nl,
-                                  nr == 0 ? slot : tmp, nl * rb)) != GKV_OK)
-            return srv__fail(b->r, rc, "sample_batch: %s",
-                             gkv_store_errmsg(b->s->store));
-        for (size_t i = 0; nr > 0 && i < nl; i++)
-            memcpy(slot + lpos[i] * rb, tmp + i * rb, rb);
-    }
-    if (nr > 0) {
-        char what[GKV_NAME_MAX + 32];
-
-        if ((rc = peer_get(b)) != GKV_OK)
-            return rc;
-        if ((rc = gkv_client_pull(b->bt->peer, name, rid, nr, tmp,
-                                  nr * rb)) != GKV_OK) {
-            snprintf(what, sizeof what, "pulling rows of '%s'", name);
-            return peer_fail(b, rc, what);
-        }
-        for (size_t i = 0; i < nr; i++)
-            memcpy(slot + rpos[i] * rb, tmp + i * rb, rb);
-    }
+    /* local rows go straight into the slot when they are all of it */
+    if ((x->nr > 0 && x->nl > 0 &&
+         (x->ltmp = bmem(b, x->nl * x->rb)) == NULL) ||
+        (x->nr > 0 && (x->rtmp = bmem(b, x->nr * x->rb)) == NULL))
+        return b->r->status;
     return GKV_OK;
+}
+
+/* The local rows of every entry: the side thread's job, while the pool
+ * thread pulls the others from the peers. */
+struct local_job {
+    gkv_store *st;
+    struct entry *e;
+    uint32_t n;
+    gkv_err rc;
+    char err[NET_ERRMSG_MAX];
+};
+
+static void
+local_rows(void *arg)
+{
+    struct local_job *lj = arg;
+
+    lj->rc = GKV_OK;
+    for (uint32_t k = 0; k < lj->n; k++) {
+        struct entry *x = &lj->e[k];
+
+        if (x->nl == 0)
+            continue;
+        if ((lj->rc = gkv_tensor_pull(lj->st, NULL, x->name, x->lid, x->nl,
+                                      x->nr == 0 ? x->slot : x->ltmp,
+                                      x->nl * x->rb)) != GKV_OK) {
+            snprintf(lj->err, sizeof lj->err, "sample_batch: %s",
+                     gkv_store_errmsg(lj->st));
+            return;
+        }
+        for (size_t i = 0; x->nr > 0 && i < x->nl; i++)
+            memcpy(x->slot + x->lpos[i] * x->rb, x->ltmp + i * x->rb, x->rb);
+    }
+}
+
+/* Entry x's remote rows, pulled through the peer client and scattered
+ * into place. GKV_OK, or r failed. */
+static gkv_err
+remote_rows(struct batch *b, struct entry *x)
+{
+    char what[GKV_NAME_MAX + 32];
+    gkv_err rc;
+
+    if (x->nr == 0)
+        return GKV_OK;
+    if ((rc = peer_get(b)) != GKV_OK)
+        return rc;
+    if ((rc = gkv_client_pull(b->bt->peer, x->name, x->rid, x->nr, x->rtmp,
+                              x->nr * x->rb)) != GKV_OK) {
+        snprintf(what, sizeof what, "pulling rows of '%s'", x->name);
+        return peer_fail(b, rc, what);
+    }
+    for (size_t i = 0; i < x->nr; i++)
+        memcpy(x->slot + x->rpos[i] * x->rb, x->rtmp + i * x->rb, x->rb);
+    return GKV_OK;
+}
+
+/* ---- the side thread ------------------------------------------------------ */
+
+/* Runs one job at a time for its pool thread, started on the first batch
+ * that has local rows to read. */
+static void *
+side_main(void *arg)
+{
+    struct side *sd = arg;
+
+    pthread_mutex_lock(&sd->mu);
+    for (;;) {
+        while (!sd->busy && !sd->stop)
+            pthread_cond_wait(&sd->cv, &sd->mu);
+        if (!sd->busy)
+            break;
+        pthread_mutex_unlock(&sd->mu);
+        sd->fn(sd->arg);
+        pthread_mutex_lock(&sd->mu);
+        sd->busy = 0;
+        pthread_cond_broadcast(&sd->cv);
+    }
+    pthread_mutex_unlock(&sd->mu);
+    return NULL;
+}
+
+/* Hands fn(arg) to the side thread: 1, and side_wait() must follow; 0
+ * when the thread cannot be started (the caller runs fn itself). */
+static int
+side_start(struct side *sd, void (*fn)(void *), void *arg)
+{
+    if (!sd->up) {
+        pthread_mutex_init(&sd->mu, NULL);
+        pthread_cond_init(&sd->cv, NULL);
+        sd->busy = sd->stop = 0;
+        if (pthread_create(&sd->thr, NULL, side_main, sd) != 0) {
+            pthread_mutex_destroy(&sd->mu);
+            pthread_cond_destroy(&sd->cv);
+            return 0;
+        }
+        sd->up = 1;
+    }
+    pthread_mutex_lock(&sd->mu);
+    sd->fn = fn;
+    sd->arg = arg;
+    sd->busy = 1;
+    pthread_cond_broadcast(&sd->cv);
+    pthread_mutex_unlock(&sd->mu);
+    return 1;
+}
+
+static void
+side_wait(struct side *sd)
+{
+    pthread_mutex_lock(&sd->mu);
+    while (sd->busy)
+        pthread_cond_wait(&sd->cv, &sd->mu);
+    pthread_mutex_unlock(&sd->mu);
+}
+
+static void
+side_stop(struct side *sd)
+{
+    if (!sd->up)
+        return;
+    pthread_mutex_lock(&sd->mu);
+    sd->stop = 1;
+    pthread_cond_broadcast(&sd->cv);
+    pthread_mutex_unlock(&sd->mu);
+    pthread_join(sd->thr, NULL);
+    pthread_mutex_destroy(&sd->mu);
+    pthread_cond_destroy(&sd->cv);
+    sd->up = 0;
 }
 
 /* The reply: the blocks, then room for every entry's rows, bounded by
@@ -710,8 +846,12 @@ static gkv_err
 batch_reply(struct batch *b)
 {
     const net_batch_req *q = &b->q;
+    struct local_job lj;
+    struct entry *ent;
     net_batch_renc re;
     net_wr w = {0};
+    gkv_err rc = GKV_OK;
+    int side;
 
     for (uint32_t k = 0; k < b->nrows; k++) {
         const int64_t *ids;
@@ -745,15 +885,29 @@ batch_reply(struct batch *b)
     w.cap = w.off;
     w.off = 0;
     net__enc_batch_rep(&w, &re);
+    if ((ent = bmem(b, b->nrows * sizeof *ent)) == NULL)
+        return b->r->status;
     for (uint32_t k = 0; k < b->nrows; k++) {
         uint32_t ti = k < q->nfeats + q->has_label ? k :
             q->nfeats + q->has_label +
             (k - q->nfeats - q->has_label) / (uint32_t)b->nl;
-        gkv_err rc = entry_gather(b, k, q->tref[ti].name);
-        if (rc != GKV_OK)
+        if ((rc = entry_split(b, k, q->tref[ti].name, &ent[k])) != GKV_OK)
             return rc;          /* the core frees r->out */
     }
-    return GKV_OK;
+    /* the local rows on the side thread while the peers send theirs */
+    memset(&lj, 0, sizeof lj);
+    lj.st = b->s->store;
+    lj.e = ent;
+    lj.n = b->nrows;
+    if (!(side = side_start(&b->bt->side, local_rows, &lj)))
+        local_rows(&lj);
+    for (uint32_t k = 0; k < b->nrows && rc == GKV_OK; k++)
+        rc = remote_rows(b, &ent[k]);
+    if (side)
+        side_wait(&b->bt->side);
+    if (rc == GKV_OK && lj.rc != GKV_OK)
+        rc = srv__fail(b->r, lj.rc, "%s", lj.err);
+    return rc;
 }
 
 /* SAMPLE_BATCH: a whole mini-batch (gkv_client_sample_batch). On a pool
@@ -882,6 +1036,7 @@ srv__batch_free(gkv_server *s)
     for (unsigned i = 0; sb->th != NULL && i < s->pool.nthreads; i++) {
         struct bthread *bt = &sb->th[i];
 
+        side_stop(&bt->side);
         gkv_sampler_free(bt->samp);
         arena_free(bt);
         for (int t = 0; bt->mk != NULL && t < sb->nnt; t++)
