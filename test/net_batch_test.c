@@ -17,8 +17,10 @@
  *   - bad input named: an unknown tensor, a label of the wrong row count,
  *     fanouts of the wrong length or below -1, a seed out of range or
  *     given twice, exclusions, edge weights;
+ *   - requests the client would not send, by hand: refused, named;
  *   - a peer server killed: GKV_ETIMEDOUT naming it within the timeout,
  *     and once it is back, batches go on;
+ *   - a feature in write-back mode: a batch's rows see the pushes;
  *   - clones (with a token): a clone and its original both work; closing
  *     the clone stops no server; closing the original (the last member)
  *     stops them all, peer clients or not.
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <nanomsg/nn.h>
 #include "gkvt_ngraph.h"
 #include "base/base.h"
 #include "net/wire.h"
@@ -665,6 +668,150 @@ test_peer_killed(void **state)
     NET_OK(gkv_client_close(c));
 }
 
+/* ---- write-back and requests by hand ------------------------------------------ */
+
+static void enc_req(net_wr *w, const void *a);
+
+/* A feature the servers keep in write-back mode (pushes in RAM, flushed
+ * later): a batch's rows are what a pull sees, the pushes included. */
+static void
+test_writeback(void **state)
+{
+    static const char *const wb[] = {"--writeback", "node/_N/emb", NULL};
+    static const gkv_typed_tensor emb = {0, "node/_N/emb"};
+    struct gkvt_ng *f = *state;
+    gkv_client *c;
+    int64_t seeds[50];
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {50};
+    int fan[2] = {6, 6};
+    gkv_sample_opts o = {0};
+    gkv_batch_spec sp;
+    uint64_t *ids = malloc((size_t)1024 * 8);
+    float *rows = malloc((size_t)1024 * 4 * 4);
+
+    gkvt_ng_extra = wb;
+    c = homo_serve(f, 1, "wb");
+    gkvt_ng_extra = NULL;
+    tensor_make(c, "node/_N/emb", (uint64_t)f->n, 4, 8, -1);
+    for (int i = 0; i < 50; i++)
+        seeds[i] = (i * 37 + 11) % f->n;
+    sp = homo_spec(sv, sn, fan, 2, &o);
+    sp.feats = &emb;
+    batch_check(c, &sp);
+    /* every row pushed (assign), then batches see the new values */
+    assert_non_null(ids);
+    assert_non_null(rows);
+    for (int64_t v = 0; v < f->n; v++) {
+        ids[v] = (uint64_t)v;
+        for (int j = 0; j < 4; j++)
+            rows[v * 4 + j] = (float)v * 2 + (float)j;
+    }
+    NET_OK(gkv_client_push(c, "node/_N/emb", ids, (size_t)f->n, rows,
+                           (size_t)f->n * 16, NULL));
+    {
+        struct bres r;
+        NET_OK(batch_take(c, &sp, &r));
+        for (size_t i = 0; i < r.bc.nsrc[0][0]; i++)
+            assert_memory_equal((float *)r.feat[0] + 4 * i,
+                                rows + 4 * r.bc.ids[0][0][i], 16);
+        bres_free(&r);
+    }
+    batch_check(c, &sp);
+    free(ids);
+    free(rows);
+    NET_OK(gkv_client_close(c));
+}
+
+/* Requests the gkv client would not send, by hand: each refused, naming
+ * what was wrong, and the server goes on. */
+static void
+test_raw_requests(void **state)
+{
+    struct gkvt_ng *f = *state;
+    gkv_client *c = homo_serve(f, 1, "raw");
+    int64_t s0[3] = {1, 2, 3};
+    const int64_t *sv[2] = {s0, s0};
+    size_t sn[2] = {3, 3}, len;
+    int fan[2] = {3, 3};
+    net_tref ft = {0, "node/_N/feat"};
+    net_batch_enc e = {0}, x;
+    struct gkvt_rep rep = {0};
+    uint64_t sess, req = 1;
+    unsigned char *pl;
+    int s;
+    static const struct {
+        const char *what;
+        gkv_err rc;
+    } want[] = {
+        {"the request has 2 node types", GKV_EINVAL},
+        {"fanouts[1] = -2", GKV_EINVAL},
+        {"flags 0x100 have unknown bits", GKV_EINVAL},
+        {"direction 5", GKV_EINVAL},
+        {"seeds[0][2] = 1024 is not a node of type 0", GKV_ERANGE},
+        {"is given node type 3", GKV_EINVAL},
+        {"more than the client takes in a reply (100", GKV_EINVAL},
+        {"3 fanouts a layer", GKV_EINVAL},
+    };
+
+    e.nlayers = 1;
+    e.nnt = 1;
+    e.net = 1;
+    e.nfan = 1;
+    e.seed = 3;
+    e.timeout_ms = 5000;
+    e.max_reply = 1u << 30;
+    e.fanout = fan;
+    e.seeds = sv;
+    e.nseeds = sn;
+    e.feats = &ft;
+    e.nfeats = 1;
+    s = gkvt_raw_socket(f->j.base, 10000);
+    sess = gkvt_rjoin(s, "raw", 7, NET_HS_OBSERVER, &rep);
+    assert_true(sess != 0);
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
+        int64_t big[3] = {1, 2, f->n};
+        net_tref bad = {3, "node/_N/feat"};
+        int fan3[3] = {1, 1, 1};
+
+        x = e;
+        switch (k) {
+        case 0: x.nnt = 2; break;
+        case 1: x.nlayers = 2; fan[1] = -2; break;
+        case 2: x.flags = 0x100; break;
+        case 3: x.dir = 5; break;
+        case 4: sv[0] = big; break;
+        case 5: x.feats = &bad; break;
+        case 6: x.max_reply = 100; break;
+        case 7: x.nfan = 3; x.fanout = fan3; break;
+        }
+        pl = gkvt_encode(enc_req, &x, &len);
+        assert_int_equal(gkvt_rcall(s, NET_SAMPLE_BATCH, sess, req++, pl, len,
+                                    &rep), 0);
+        free(pl);
+        fan[1] = 3;
+        sv[0] = s0;
+        if (rep.h.status != (int32_t)want[k].rc ||
+            strstr(rep.msg, want[k].what) == NULL)
+            fail_msg("case %zu: status %d '%s', expected %s '%s'", k,
+                     rep.h.status, rep.msg, gkv_err_name(want[k].rc),
+                     want[k].what);
+    }
+    /* a truncated payload: malformed */
+    pl = gkvt_encode(enc_req, &e, &len);
+    assert_int_equal(gkvt_rcall(s, NET_SAMPLE_BATCH, sess, req++, pl, len - 3,
+                                &rep), 0);
+    assert_int_equal(rep.h.status, GKV_EPROTO);
+    /* the request as sent: answered */
+    assert_int_equal(gkvt_rcall(s, NET_SAMPLE_BATCH, sess, req++, pl, len,
+                                &rep), 0);
+    assert_int_equal(rep.h.status, 0);
+    free(pl);
+    free(rep.pl);
+    nn_close(s);
+    NET_OK(gkv_client_close(c));
+}
+
 /* ---- clones --------------------------------------------------------------------- */
 
 /* With a token: a clone and its original both sample batches and pull;
@@ -847,6 +994,8 @@ main(void)
         T(test_concurrent),
         T(test_bad_input),
         T(test_peer_killed),
+        T(test_writeback),
+        T(test_raw_requests),
         T(test_clone),
     };
 
