@@ -7,7 +7,7 @@
 #   SAN                  empty, or e.g. address,undefined
 #   V                    1 shows full compiler lines
 #   BENCH_ARGS, BENCH_GRAPH_ARGS, BENCH_GRAPH_SCALES, BENCH_PART_SCALE,
-#   BENCH_PART_METHODS, BENCH_NET_ARGS, BENCH_GPU_ARGS
+#   BENCH_PART_METHODS, BENCH_NET_ARGS, BENCH_LOADER_ARGS, BENCH_GPU_ARGS
 #                        what make bench runs (see doc/BENCHMARKS.md)
 # (Comments sit on their own lines: a trailing "# ..." would leave spaces in
 # the value.)
@@ -282,6 +282,7 @@ bench:
 	  $(BUILD)/gkv-bench-graph --scale $$s $(BENCH_GRAPH_ARGS) || exit 1; done
 	@BUILD=$(BUILD) tools/bench-partition.sh $(BENCH_PART_SCALE) $(BENCH_PART_METHODS)
 	@$(BUILD)/gkv-bench-net $(BENCH_NET_ARGS)
+	@$(BUILD)/gkv-bench-loader $(BENCH_LOADER_ARGS)
 	@if [ -x $(BUILD)/gkv-bench-gpu ]; then $(BUILD)/gkv-bench-gpu $(BENCH_GPU_ARGS); fi
 
 # A soak program may run for long (kv_damage_test changes every byte of a
