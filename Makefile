@@ -7,7 +7,7 @@
 #   SAN                  empty, or e.g. address,undefined
 #   V                    1 shows full compiler lines
 #   BENCH_ARGS, BENCH_GRAPH_ARGS, BENCH_GRAPH_SCALES, BENCH_PART_SCALE,
-#   BENCH_PART_METHODS, BENCH_NET_ARGS, BENCH_GPU_ARGS
+#   BENCH_PART_METHODS, BENCH_NET_ARGS, BENCH_LOADER_ARGS, BENCH_GPU_ARGS
 #                        what make bench runs (see doc/BENCHMARKS.md)
 # (Comments sit on their own lines: a trailing "# ..." would leave spaces in
 # the value.)
@@ -32,7 +32,7 @@ PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -llmdb -lxxh
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 
 GKV_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
-              -fPIC -fvisibility=hidden -MMD -MP -Ikv -Igraph -Inet -I. $(PKG_CFLAGS)
+              -fPIC -fvisibility=hidden -MMD -MP -Ikv -Igraph -Inet -Iloader -I. $(PKG_CFLAGS)
 ifneq ($(SAN),)
 GKV_CFLAGS += -fsanitize=$(SAN) -fno-omit-frame-pointer
 LDFLAGS    += -fsanitize=$(SAN)
@@ -78,9 +78,10 @@ GPU_HEADERS :=
 endif
 
 # ---- library -----------------------------------------------------------------
-LIB_SRC := $(wildcard base/*.c kv/*.c graph/*.c net/*.c)
+LIB_SRC := $(wildcard base/*.c kv/*.c graph/*.c net/*.c loader/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(GPU_OBJ)
-HEADERS := gkv.h $(wildcard kv/gkv_*.h graph/gkv_*.h net/gkv_*.h) $(GPU_HEADERS)
+HEADERS := gkv.h $(wildcard kv/gkv_*.h graph/gkv_*.h net/gkv_*.h loader/gkv_*.h) \
+           $(GPU_HEADERS)
 
 # ---- tools: build/NAME is tools/NAME.c, a program of one file, or
 # tools/NAME/*.c, a program of several; tools/common/*.c is shared by them --
@@ -108,7 +109,7 @@ $(BUILD)/gpu/%.o: gpu/%.cu
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  NVCC    $<")
 	$(Q)$(NVCC) -O2 $(NVCC_ARCH) -MMD -MP -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Wshadow,-Wno-unused-parameter \
-	  -Ikv -Igraph -Inet -I. -c -o $@ $<
+	  -Ikv -Igraph -Inet -Iloader -I. -c -o $@ $<
 
 $(BUILD)/libgkv.a: $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
@@ -159,7 +160,7 @@ EMU_OBJ := $(GPU_SRC:%.cu=$(BUILD)/emu/%.o) $(BUILD)/emu/gpu/emu/emu.o
 EMU_CXXFLAGS := -std=c++17 -fno-exceptions -fno-rtti -Wall -Wextra -Wshadow \
   -Wno-unused-parameter -fPIC -fvisibility=hidden -MMD -MP -DGKV_HAVE_CUDA=1 \
   $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer) \
-  -Igpu/emu -Ikv -Igraph -Inet -I.
+  -Igpu/emu -Ikv -Igraph -Inet -Iloader -I.
 EMU_TESTS := $(BUILD)/test/gpu_emu_test $(BUILD)/test/net_graph_emu_test
 EMU_TOOLS := $(BUILD)/emu/gkv-example-train $(BUILD)/emu/gkv-bench-gpu
 
@@ -281,6 +282,7 @@ bench:
 	  $(BUILD)/gkv-bench-graph --scale $$s $(BENCH_GRAPH_ARGS) || exit 1; done
 	@BUILD=$(BUILD) tools/bench-partition.sh $(BENCH_PART_SCALE) $(BENCH_PART_METHODS)
 	@$(BUILD)/gkv-bench-net $(BENCH_NET_ARGS)
+	@$(BUILD)/gkv-bench-loader $(BENCH_LOADER_ARGS)
 	@if [ -x $(BUILD)/gkv-bench-gpu ]; then $(BUILD)/gkv-bench-gpu $(BENCH_GPU_ARGS); fi
 
 # A soak program may run for long (kv_damage_test changes every byte of a
@@ -312,7 +314,7 @@ coverage:
 	  --csv $(COV_BUILD)/coverage.csv $(COV_BUILD) || exit 1; \
 	awk -F, 'NR > 1 { l = $$1; sub("/.*", "", l); n[l] += $$2; c[l] += $$3; \
 	    N += $$2; C += $$3 } \
-	  END { k = split("base kv graph net gpu tools", L, " "); \
+	  END { k = split("base kv graph net loader gpu tools", L, " "); \
 	    for (i = 1; i <= k; i++) if (n[L[i]]) printf "  %-6s %5.1f%% of %6d lines\n", \
 	      L[i], 100 * c[L[i]] / n[L[i]], n[L[i]]; \
 	    printf "  all    %5.1f%% of %6d lines\n", 100 * C / N, N }' $(COV_BUILD)/coverage.csv; \

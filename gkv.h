@@ -35,4 +35,5 @@
 #include "gkv_partition.h"
 #include "gkv_sample.h"
 #include "gkv_net.h"
+#include "gkv_loader.h"
 #endif

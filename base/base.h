@@ -1,7 +1,7 @@
 /* base.h - what every layer of gkv shares: allocation with fault
  * injection, the monotonic clock, and the per-thread error detail.
  *
- * The layers stack base <- kv <- graph <- net <- gpu <- tools: a layer
+ * The layers stack base <- kv <- graph <- net <- loader <- gpu <- tools: a layer
  * includes the public headers of those below it and this one, never their
  * private headers (kv/kv_int.h, graph/graph_int.h). Private: not
  * installed. Compiled as C and as C++ (nvcc, and g++ for gpu/emu). */

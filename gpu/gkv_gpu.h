@@ -243,14 +243,25 @@ GKV_API gkv_err gkv_gpu_sample_blocks_feat(gkv_gpu_sampler *s,
  *
  * A trainer of a distributed job (gkv_net.h) asks for its blocks and input
  * features on its GPU in one call, as DGL's DistNodeDataLoader followed by
- * .to(device) or GraphLearn-for-PyTorch's server-mode loader give them:
- * the blocks are sampled through the servers (gkv_client_sample_blocks()),
- * the input rows are read on the device from a local feature cache where
- * it holds them (typically this machine's partition: see below) and pulled
- * from their owners (gkv_client_pull()) into pinned host memory that the
- * same gather kernel reads zero-copy where it does not. */
+ * .to(device) or GraphLearn-for-PyTorch's server-mode loader give them.
+ *
+ * With opts.batches (the usual way) the GPU loader makes a gkv_loader
+ * (gkv_loader.h) of its own from those options and uploads its batches:
+ * they are sampled and gathered where the gkv_loader says (on the servers,
+ * through them, or in process), ahead of time by its worker threads, and
+ * gkv_gpu_loader_next_batch() puts the next one on the device: the blocks
+ * in one transfer, the input rows from the batch, except those a local
+ * feature cache holds (typically this machine's partition: see below),
+ * which the gather kernel reads on the device instead of uploading them.
+ *
+ * Without it, gkv_gpu_loader_next() takes the seeds of each batch: the
+ * blocks are sampled through the servers (gkv_client_sample_blocks()) and
+ * the rows the cache does not hold pulled from their owners
+ * (gkv_client_pull()), one step after the other, nothing made ahead. */
 
 typedef struct gkv_gpu_loader gkv_gpu_loader;     /* opaque */
+struct gkv_loader_opts;                           /* gkv_loader.h */
+struct gkv_batch;
 
 /* Zero-initialise, then set fields. */
 typedef struct gkv_gpu_loader_opts {
@@ -266,6 +277,13 @@ typedef struct gkv_gpu_loader_opts {
      * read from it; the rest are pulled. Borrowed: the caches must outlive
      * the loader. */
     gkv_gpu_feat *const *cache;
+    /* NULL, or the options of the gkv_loader the batches come from
+     * (copied, with what they point to, at gkv_gpu_loader_new()): its
+     * where, part, sg, store, client (NULL: the loader's 'c'), seeds,
+     * batch, sampling, label, efeats, prefetch and workers are used as
+     * given; its feats must be empty (nfeats 0): the GPU loader collects
+     * tensor "node/<ntype>/<feat>" of every node type that has one. */
+    const struct gkv_loader_opts *batches;
 } gkv_gpu_loader_opts;
 
 /* One mini-batch on the device. */
@@ -283,21 +301,46 @@ typedef struct gkv_gpu_batch {
     void *const     *feat_dev;
     const size_t    *row_bytes;
     size_t           rows_cached;  /* input rows read from the caches */
-    size_t           rows_pulled;  /* input rows pulled from the servers */
+    size_t           rows_pulled;  /* input rows pulled from the servers, or
+                                    * (opts.batches) uploaded from the
+                                    * batch */
+    /* opts.batches: the host batch it was made from (its seeds, epoch and
+     * index, host copies of the blocks and rows, the labels), borrowed
+     * until the loader's next call; else NULL. */
+    const struct gkv_batch *host;
 } gkv_gpu_batch;
 
 /* A loader over client 'c' (borrowed: it must outlive the loader; a client
  * belongs to one thread at a time, and so does the loader). The servers
  * must serve a partitioned graph. Its buffers (pinned host and device
- * memory) grow to the largest batch and are kept.
+ * memory) grow to the largest batch and are kept. With opts->batches its
+ * gkv_loader is made here, on epoch 0.
  * Errors: GKV_EINVAL (NULL, a cache on another device or of another row
- * width), GKV_ENOTFOUND (no node type has the feature), GKV_ENOTSUP (no
- * device; servers of a plain store), GKV_ENOMEM. */
+ * width, opts->batches with feats of its own), GKV_ENOTFOUND (no node type
+ * has the feature), GKV_ENOTSUP (no device; servers of a plain store),
+ * GKV_ENOMEM, and gkv_loader_new()'s (the message says which step). */
 GKV_API gkv_err gkv_gpu_loader_new(gkv_gpu_loader **out, gkv_client *c,
                                    const gkv_gpu_loader_opts *opts);
 GKV_API void    gkv_gpu_loader_free(gkv_gpu_loader *l);   /* NULL is fine */
 
-/* Samples blocks for seeds (per node type, as gkv_client_sample_blocks()
+/* With opts.batches: the next batch of the current epoch on the device,
+ * ordered on 'stream'; returns when it is complete. At the end of the
+ * epoch it returns GKV_OK with out->nlayers 0 (then call
+ * gkv_gpu_loader_epoch()). The batch (and out->host) is borrowed until the
+ * loader's next call. A failed batch (gkv_loader_next()'s error, e.g. a
+ * server gone) leaves the loader usable; the next call tries the batch
+ * after it.
+ * Errors: GKV_EINVAL (NULL; a loader without opts.batches),
+ * gkv_loader_next()'s, GKV_ENOMEM, GKV_EIO (a CUDA failure). */
+GKV_API gkv_err gkv_gpu_loader_next_batch(gkv_gpu_loader *l,
+                                          gkv_gpu_batch *out, void *stream);
+
+/* With opts.batches: starts epoch 'epoch' of its gkv_loader
+ * (gkv_loader_epoch()); the batch handed out last is released.
+ * Errors: GKV_EINVAL (NULL; a loader without opts.batches), the loader's. */
+GKV_API gkv_err gkv_gpu_loader_epoch(gkv_gpu_loader *l, uint64_t epoch);
+
+/* Without opts.batches: samples blocks for seeds (per node type, as gkv_client_sample_blocks()
  * takes them: seeds[t][0 .. nseeds[t]), distinct) with fanouts, nfan,
  * nlayers (1 .. 16) and opts through the servers, then puts the blocks and
  * the input rows of blocks[0] on the device, ordered on 'stream'; returns
@@ -305,7 +348,8 @@ GKV_API void    gkv_gpu_loader_free(gkv_gpu_loader *l);   /* NULL is fine */
  * until its next call. A failed call leaves the loader usable.
  * Errors: as gkv_client_sample_blocks() and gkv_client_pull() (the message
  * says which step failed and carries the client's detail), GKV_EINVAL
- * (NULL, nlayers out of range), GKV_ENOMEM, GKV_EIO (a CUDA failure). */
+ * (NULL, nlayers out of range, a loader with opts.batches), GKV_ENOMEM,
+ * GKV_EIO (a CUDA failure). */
 GKV_API gkv_err gkv_gpu_loader_next(gkv_gpu_loader *l,
                                     const int64_t *const *seeds,
                                     const size_t *nseeds, const int *fanouts,

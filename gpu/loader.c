@@ -1,6 +1,7 @@
-/* loader.c - gkv_gpu_loader: a trainer's mini-batch (blocks sampled
- * through the graph servers, input features) on its GPU in one call. The
- * host half and the device half are described in loader_int.h. Host C:
+/* loader.c - gkv_gpu_loader: a trainer's mini-batch (blocks and input
+ * features, from a gkv_loader or sampled through the graph servers) on its
+ * GPU in one call. The host half and the device half are described in
+ * loader_int.h. Host C:
  * the device work goes through the gkv_gpu_* calls and one private gather
  * (gpu__feat_gather_mixed). */
 #include <stdio.h>
@@ -72,6 +73,8 @@ gkv_gpu_loader_free(gkv_gpu_loader *l)
 {
     if (l == NULL)
         return;
+    gkv_batch_release(l->held);
+    gkv_loader_free(l->src);
     for (int t = 0; l->t != NULL && t < l->nt; t++) {
         gkv__free(l->t[t].tensor);
         buf_free(l, 1, l->t[t].feat_dev);
@@ -142,6 +145,46 @@ type_init(gkv_gpu_loader *l, const gkv_pbook *b, int t,
     T->cache = o->cache[t];
     T->clo = fi.lo;
     T->chi = fi.hi;
+    return GKV_OK;
+}
+
+/* opts.batches: the gkv_loader the batches come from, collecting the
+ * feature of every type that has one (fidx: its index in a batch). */
+static gkv_err
+src_new(gkv_gpu_loader *l, gkv_client *c, const gkv_loader_opts *bo)
+{
+    gkv_loader_opts lo = *bo;
+    gkv_typed_tensor *ft;
+    char why[512];
+    int k = 0;
+    gkv_err rc;
+
+    if (bo->feats != NULL || bo->nfeats != 0)
+        return gpu__fail(GKV_EINVAL, "gkv_gpu_loader_new: opts.batches has "
+                         "feats of its own (nfeats %d): leave them empty, the "
+                         "GPU loader collects opts.feat of every node type",
+                         bo->nfeats);
+    if ((ft = gkv__calloc((size_t)l->nt + 1, sizeof *ft)) == NULL)
+        return gpu__fail(GKV_ENOMEM, "gkv_gpu_loader_new: out of memory");
+    for (int t = 0; t < l->nt; t++) {
+        l->t[t].fidx = -1;
+        if (l->t[t].rb == 0)
+            continue;
+        ft[k].type = t;
+        ft[k].name = l->t[t].tensor;
+        l->t[t].fidx = k++;
+    }
+    lo.feats = k > 0 ? ft : NULL;
+    lo.nfeats = k;
+    if (lo.client == NULL && lo.where != GKV_LOADER_LOCAL)
+        lo.client = c;
+    rc = gkv_loader_new(&l->src, &lo);
+    gkv__free(ft);                 /* the loader copied the names */
+    if (rc != GKV_OK) {
+        snprintf(why, sizeof why, "%s", gkv_errmsg());
+        return gpu__fail(rc, "gkv_gpu_loader_new: the host loader "
+                         "(opts.batches): %s", why);
+    }
     return GKV_OK;
 }
 
@@ -217,6 +260,10 @@ gpu__ldr_new(gkv_gpu_loader **out, gkv_client *c,
                          "has a tensor 'node/<ntype>/%s' on the servers",
                          o.feat);
     }
+    if (o.batches != NULL && (rc = src_new(l, c, o.batches)) != GKV_OK) {
+        gkv_gpu_loader_free(l);
+        return rc;
+    }
     *out = l;
     return GKV_OK;
 }
@@ -287,17 +334,18 @@ pack_blocks(gkv_gpu_loader *l, const gkv_block *hb, int nlayers)
     return GKV_OK;
 }
 
-/* Splits each type's input nodes between its cache and the servers and
- * pulls the servers' share into stage. */
+/* Splits each type's input nodes between its cache and the rest (l->miss
+ * their IDs, type by type) and lays the rest's rows out in stage. */
 static gkv_err
-pull_inputs(gkv_gpu_loader *l)
+split_inputs(gkv_gpu_loader *l)
 {
     size_t total = 0, at = 0;
-    gkv_err rc;
-    char step[256];
 
-    for (int t = 0; t < l->nt; t++)
+    l->stage_len = 0;
+    for (int t = 0; t < l->nt; t++) {
+        l->t[t].nmiss = 0;
         total += l->t[t].n;
+    }
     if (total == 0)
         return GKV_OK;
     if (l->miss_cap < total) {
@@ -337,10 +385,20 @@ pull_inputs(gkv_gpu_loader *l)
         l->rows_cached += T->n - T->nmiss;
         l->rows_pulled += T->nmiss;
     }
-    if ((rc = buf_grow(l, 0, &l->stage, &l->stage_cap, l->stage_len,
-                       "the pulled rows")) != GKV_OK)
+    return buf_grow(l, 0, &l->stage, &l->stage_cap, l->stage_len,
+                    "the input rows");
+}
+
+/* Pulls the rows split_inputs() left out of the caches into stage. */
+static gkv_err
+pull_inputs(gkv_gpu_loader *l)
+{
+    size_t at = 0;
+    gkv_err rc;
+    char step[256];
+
+    if ((rc = split_inputs(l)) != GKV_OK)
         return rc;
-    at = 0;
     for (int t = 0; t < l->nt; t++) {
         struct gpu_ldr_type *T = &l->t[t];
         if (T->nmiss == 0)
@@ -354,6 +412,75 @@ pull_inputs(gkv_gpu_loader *l)
         }
         at += T->nmiss;
     }
+    return GKV_OK;
+}
+
+/* Copies the batch's rows that split_inputs() left out of the caches into
+ * stage. */
+static gkv_err
+copy_inputs(gkv_gpu_loader *l, const gkv_batch *b)
+{
+    gkv_err rc;
+
+    if ((rc = split_inputs(l)) != GKV_OK)
+        return rc;
+    for (int t = 0; t < l->nt; t++) {
+        struct gpu_ldr_type *T = &l->t[t];
+        const char *rows;
+        char *dst = l->stage + T->stage_off;
+
+        if (T->nmiss == 0)
+            continue;
+        if (T->fidx < 0 || T->fidx >= b->nfeats ||
+            b->feat_bytes[T->fidx] != T->n * T->rb)
+            return gpu__fail(GKV_EPROTO, "gkv_gpu_loader_next_batch: batch "
+                             "%llu holds %zu bytes of '%s', not %zu input "
+                             "rows of %zu", (unsigned long long)b->index,
+                             T->fidx >= 0 && T->fidx < b->nfeats ?
+                             b->feat_bytes[T->fidx] : 0, T->tensor, T->n,
+                             T->rb);
+        rows = b->feat[T->fidx];
+        if (T->nmiss == T->n) {            /* no cache: all of them */
+            memcpy(dst, rows, T->n * T->rb);
+            continue;
+        }
+        {
+            const int64_t *mi = (const int64_t *)(l->pack + T->miss_off);
+            for (size_t i = 0; i < T->n; i++)
+                if (mi[i] >= 0)
+                    memcpy(dst + (size_t)mi[i] * T->rb, rows + i * T->rb,
+                           T->rb);
+        }
+    }
+    return GKV_OK;
+}
+
+gkv_err
+gpu__ldr_take(gkv_gpu_loader *l)
+{
+    gkv_batch *b = NULL;
+    char why[512];
+    gkv_err rc;
+
+    gkv_batch_release(l->held);
+    l->held = NULL;
+    l->nlayers = 0;
+    l->rows_cached = l->rows_pulled = 0;
+    if ((rc = gkv_loader_next(l->src, &b)) != GKV_OK) {
+        snprintf(why, sizeof why, "%s", gkv_errmsg());
+        return gpu__fail(rc, "gkv_gpu_loader_next_batch: the host loader: %s",
+                         why);
+    }
+    if (b == NULL)                         /* the end of the epoch */
+        return GKV_OK;
+    l->held = b;
+    if (b->nlayers < 1 || b->nlayers > GPU_LDR_MAX_LAYERS)
+        return gpu__fail(GKV_EINVAL, "gkv_gpu_loader_next_batch: %d layers "
+                         "(1 to %d)", b->nlayers, GPU_LDR_MAX_LAYERS);
+    if ((rc = pack_blocks(l, b->blocks, b->nlayers)) != GKV_OK ||
+        (rc = copy_inputs(l, b)) != GKV_OK)
+        return rc;
+    l->nlayers = b->nlayers;
     return GKV_OK;
 }
 
@@ -450,28 +577,13 @@ to_device(gkv_gpu_loader *l, void *stream)
     return GKV_OK;
 }
 
-gkv_err
-gkv_gpu_loader_next(gkv_gpu_loader *l, const int64_t *const *seeds,
-                    const size_t *nseeds, const int *fanouts, int nfan,
-                    int nlayers, const gkv_sample_opts *opts,
-                    gkv_gpu_batch *out, void *stream)
+/* The device half of a staged batch, then *out (host: the batch it came
+ * from, or NULL). */
+static gkv_err
+hand_out(gkv_gpu_loader *l, gkv_gpu_batch *out, void *stream)
 {
     gkv_err rc;
 
-    gpu__clear();
-    if (out != NULL)
-        memset(out, 0, sizeof *out);
-    if (l == NULL || out == NULL)
-        return gpu__fail(GKV_EINVAL, "gkv_gpu_loader_next: NULL %s",
-                         l == NULL ? "loader" : "out");
-    if (l->host)
-        return gpu__fail(GKV_EINVAL, "gkv_gpu_loader_next: a host-mode "
-                         "loader has no device");
-    if ((rc = gpu__ldr_stage(l, seeds, nseeds, fanouts, nfan, nlayers,
-                             opts)) != GKV_OK) {
-        l->nlayers = 0;
-        return rc;
-    }
     if ((rc = to_device(l, stream)) != GKV_OK) {
         char why[512];
         /* A copy or gather queued before the failure may still read pack,
@@ -487,5 +599,87 @@ gkv_gpu_loader_next(gkv_gpu_loader *l, const int64_t *const *seeds,
     out->row_bytes = l->rb_out;
     out->rows_cached = l->rows_cached;
     out->rows_pulled = l->rows_pulled;
+    out->host = l->held;
+    return GKV_OK;
+}
+
+/* The checks both calls start with; 'src': whether the call is the one
+ * of a loader with opts.batches. */
+static gkv_err
+next_check(gkv_gpu_loader *l, gkv_gpu_batch *out, int src, const char *fn)
+{
+    gpu__clear();
+    if (out != NULL)
+        memset(out, 0, sizeof *out);
+    if (l == NULL || out == NULL)
+        return gpu__fail(GKV_EINVAL, "%s: NULL %s", fn,
+                         l == NULL ? "loader" : "out");
+    if (l->host)
+        return gpu__fail(GKV_EINVAL, "%s: a host-mode loader has no device",
+                         fn);
+    if (src && l->src == NULL)
+        return gpu__fail(GKV_EINVAL, "%s: this loader was made without "
+                         "opts.batches: give each batch's seeds to "
+                         "gkv_gpu_loader_next()", fn);
+    if (!src && l->src != NULL)
+        return gpu__fail(GKV_EINVAL, "%s: this loader takes its batches from "
+                         "its gkv_loader (opts.batches): call "
+                         "gkv_gpu_loader_next_batch()", fn);
+    return GKV_OK;
+}
+
+gkv_err
+gkv_gpu_loader_next(gkv_gpu_loader *l, const int64_t *const *seeds,
+                    const size_t *nseeds, const int *fanouts, int nfan,
+                    int nlayers, const gkv_sample_opts *opts,
+                    gkv_gpu_batch *out, void *stream)
+{
+    gkv_err rc;
+
+    if ((rc = next_check(l, out, 0, "gkv_gpu_loader_next")) != GKV_OK)
+        return rc;
+    if ((rc = gpu__ldr_stage(l, seeds, nseeds, fanouts, nfan, nlayers,
+                             opts)) != GKV_OK) {
+        l->nlayers = 0;
+        return rc;
+    }
+    return hand_out(l, out, stream);
+}
+
+gkv_err
+gkv_gpu_loader_next_batch(gkv_gpu_loader *l, gkv_gpu_batch *out,
+                          void *stream)
+{
+    gkv_err rc;
+
+    if ((rc = next_check(l, out, 1, "gkv_gpu_loader_next_batch")) != GKV_OK)
+        return rc;
+    if ((rc = gpu__ldr_take(l)) != GKV_OK) {
+        l->nlayers = 0;
+        return rc;
+    }
+    if (l->nlayers == 0)                   /* the end of the epoch */
+        return GKV_OK;
+    return hand_out(l, out, stream);
+}
+
+gkv_err
+gkv_gpu_loader_epoch(gkv_gpu_loader *l, uint64_t epoch)
+{
+    gkv_err rc;
+    char why[512];
+
+    gpu__clear();
+    if (l == NULL || l->src == NULL)
+        return gpu__fail(GKV_EINVAL, "gkv_gpu_loader_epoch: %s",
+                         l == NULL ? "NULL loader" : "this loader was made "
+                         "without opts.batches");
+    gkv_batch_release(l->held);
+    l->held = NULL;
+    l->nlayers = 0;
+    if ((rc = gkv_loader_epoch(l->src, epoch)) != GKV_OK) {
+        snprintf(why, sizeof why, "%s", gkv_errmsg());
+        return gpu__fail(rc, "gkv_gpu_loader_epoch: %s", why);
+    }
     return GKV_OK;
 }

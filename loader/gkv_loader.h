@@ -70,9 +70,10 @@ typedef struct gkv_loader gkv_loader;   /* opaque */
 typedef struct gkv_loader_opts {
     int          where;          /* GKV_LOADER_* */
     /* LOCAL: either 'part' (a partition whose store and adjacency hold
-     * every node a batch reaches: a one-partition config) or 'sg' with
-     * 'store' (a whole-graph sgraph and a store holding the tensors by
-     * the same global IDs). Borrowed: they outlive the loader. */
+     * every node a batch reaches: a one-partition config, else
+     * GKV_EINVAL) or 'sg' with 'store' (a whole-graph sgraph and a store
+     * holding the tensors by the same global IDs; 'store' may be NULL
+     * when nothing is collected). Borrowed: they outlive the loader. */
     gkv_part    *part;
     const gkv_sgraph *sg;
     gkv_store   *store;
@@ -106,8 +107,8 @@ typedef struct gkv_loader_opts {
     const char      *label;          /* rows of the seeds; NULL: none */
     const gkv_typed_tensor *efeats; /* rows of each layer's sampled edges */
     int              nefeats;
-    int              prefetch;       /* batches ahead; 0 = 2 */
-    int              workers;        /* worker threads; 0 = 1 */
+    int              prefetch;       /* batches ahead; 0 = 2; <= 1024 */
+    int              workers;        /* worker threads; 0 = 1; <= 64 */
     int              sampler_threads;/* LOCAL: threads of each worker's
                                       * sampler; 0 = 1 */
 } gkv_loader_opts;
@@ -140,15 +141,21 @@ typedef struct gkv_batch {
     int               nefeats;
 } gkv_batch;
 
-/* Makes a loader and starts its workers on epoch 0. Everything is checked
- * here, each failure naming what was wrong: unknown tensors, a feature
- * tensor whose rows do not cover its type's nodes, a label tensor whose
- * row count is not the seed type's node count, fanouts of the wrong
- * length or below -1, seeds out of range or given twice, a mask that is
- * not one u8 per node, batch_size 0, a 'where' without its source.
+/* Makes a loader and starts its workers on epoch 0 (CLIENT, SERVER: each
+ * with its gkv_client_clone of opts.client, made here). Everything is
+ * checked here, each failure naming what was wrong: unknown tensors (and
+ * types out of range), a feature tensor whose rows do not cover its
+ * type's nodes (an edge feature's edges: not checked for LOCAL with 'sg',
+ * which has no edge counts), a label tensor whose rows are not exactly
+ * the seed type's nodes, fanouts of the wrong length or below -1, nlayers
+ * below 1, seeds out of range or given twice, a mask that is not one u8
+ * per node (and, LOCAL with 'sg', a mask at all: no partition book to
+ * split by, so give the seeds), batch_size 0, a 'where' without its
+ * source, unknown flags, GKV_LOADER_PINNED without a CUDA runtime that
+ * gives page-locked memory (GKV_ENOTSUP).
  * On GKV_OK *out is yours until gkv_loader_free(); on error *out is NULL.
  * Errors: GKV_EINVAL, GKV_ERANGE, GKV_ENOTFOUND, GKV_ESHAPE, GKV_ENOTSUP,
- * GKV_ENOMEM, and the client's errors. */
+ * GKV_ENOMEM, GKV_EIO (a thread), and the client's errors. */
 GKV_API gkv_err gkv_loader_new(gkv_loader **out, const gkv_loader_opts *o);
 
 /* The next batch of the current epoch, in index order: on GKV_OK *out is
@@ -180,12 +187,17 @@ GKV_API void    gkv_batch_release(gkv_batch *b);
  * is fine. */
 GKV_API void    gkv_loader_free(gkv_loader *l);
 
-/* The generator seed of batch 'index' of epoch 'epoch'. Pure. */
+/* The generator seed of batch 'index' of epoch 'epoch': with gkv_sample.h's
+ * M and A, A(A(A(0x474b564241544348 ("GKVBATCH"), sample_seed), epoch),
+ * index). Pure. */
 GKV_API uint64_t gkv_loader_batch_seed(uint64_t sample_seed, uint64_t epoch,
                                        uint64_t index);
 
 /* The order of epoch 'epoch': perm[0 .. n) a permutation of 0 .. n-1
- * (identity with GKV_LOADER_NO_SHUFFLE). Pure. */
+ * (identity with GKV_LOADER_NO_SHUFFLE). Fisher-Yates from the end, with
+ * gkv_sample.h's generator: K = A(A(0x474b56534855464c ("GKVSHUFL"),
+ * shuffle_seed), epoch); perm = identity; for i = n-1 down to 1: swap
+ * perm[i] and perm[below(M(K + (i + 1) G), i + 1)]. Pure. */
 GKV_API void    gkv_loader_epoch_order(uint64_t shuffle_seed, uint64_t epoch,
                                        unsigned flags, size_t n,
                                        size_t *perm);

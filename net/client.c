@@ -685,6 +685,7 @@ net__client_free(gkv_client *c)
     gkv__free(c->mc);
     gkv__free(c->cn);
     gkv_ipconfig_free(c->cfg);
+    gkv__free(c->src);
     sodium_memzero(c->key, sizeof c->key);
     pthread_mutex_destroy(&c->mu);
     pthread_mutex_destroy(&c->hb_mu);

@@ -24,6 +24,8 @@
  *   client_edge_batch.c  edge mini-batches composed on the client
  *   client_arena.c    the arena sampling results live in
  *   client_admin.c    BARRIER, STATS, SHUTDOWN; server info
+ *   client_batch.c    SAMPLE_BATCH: whole mini-batches sampled on a
+ *                     server, decoded into the arena
  *
  * A family sends a message type through one const struct part_ops of its
  * own (the encoder, the reply reader, the re-send rule) and parts whose
@@ -180,6 +182,11 @@ struct gkv_client {
     unsigned rr;                   /* round robin over a machine's servers */
     char host[NET_HOST_MAX + 1];
     int single;                    /* gkv_client_connect_addr: one server */
+    /* clones (gkv_client_clone): what connected it */
+    char *src;                     /* the ip_config's real path, or the
+                                    * address (single) */
+    unsigned hb_opt;               /* opts.heartbeat_ms */
+    atomic_uint nclone;            /* clones made: each takes a rank */
     /* sessions (client_session.c) */
     uint64_t instance;             /* the job instance's hash; 0: none */
     int hs_legacy;                 /* a server refused the newer handshake

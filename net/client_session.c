@@ -344,7 +344,7 @@ token_len(const char *token)
  * caller's (net__client_free). */
 static gkv_err
 client_new(gkv_client **out, const gkv_client_opts *o, const char *group,
-           uint32_t rank, const char *token)
+           uint32_t rank, const char *token, const unsigned char *key)
 {
     const char *in = o->instance != NULL ? o->instance
                                          : getenv("GKV_JOB_INSTANCE");
@@ -375,17 +375,23 @@ client_new(gkv_client **out, const gkv_client_opts *o, const char *group,
     if (token != NULL) {
         c->auth = 1;
         net__token_key(token, token_len(token), c->key);
+    } else if (key != NULL) {
+        c->auth = 1;
+        memcpy(c->key, key, NET_KEY_LEN);
     }
+    atomic_init(&c->nclone, 0);
     *out = c;
     return GKV_OK;
 }
 
-/* gkv_client_connect (ip_config) and gkv_client_connect_addr (addr). */
+/* gkv_client_connect (ip_config) and gkv_client_connect_addr (addr);
+ * a clone gives the token's key instead of the token. */
 static gkv_err
 client_connect(gkv_client **out, const char *ip_config, const char *addr,
-               const char *token, const char *group, uint32_t rank,
-               const gkv_client_opts *opts)
+               const char *token, const unsigned char *key, const char *group,
+               uint32_t rank, const gkv_client_opts *opts)
 {
+    char *rp;
     gkv_client *c = NULL;
     gkv_client_opts o = {0};
     uint64_t deadline;
@@ -415,8 +421,18 @@ client_connect(gkv_client **out, const char *ip_config, const char *addr,
         return net__fail(GKV_EINVAL, "max message size %llu: must be in "
                          "4096..%d", (unsigned long long)o.max_msg,
                          (int)(INT_MAX - NET_HDR_LEN - PART_SLACK));
-    if ((rc = client_new(&c, &o, group, rank, token)) != GKV_OK)
+    if ((rc = client_new(&c, &o, group, rank, token, key)) != GKV_OK)
         return rc;
+    /* what a clone connects with: the ip_config's real path (the
+     * working directory may change) */
+    rp = addr == NULL ? realpath(ip_config, NULL) : NULL;
+    c->src = gkv__strdup(addr != NULL ? addr : rp != NULL ? rp : ip_config);
+    free(rp);
+    c->hb_opt = o.heartbeat_ms;
+    if (c->src == NULL) {
+        rc = net__fail(GKV_ENOMEM, "out of memory");
+        goto fail;
+    }
     deadline = net__deadline((uint64_t)c->timeout_ms);
     c->single = addr != NULL;
     if ((rc = c->single ? net__ipconfig_addr(&c->cfg, addr) :
@@ -479,7 +495,8 @@ gkv_client_connect(gkv_client **out, const char *ip_config, const char *token,
             *out = NULL;
         return net__fail(GKV_EINVAL, "gkv_client_connect: no ip_config");
     }
-    return client_connect(out, ip_config, NULL, token, group, rank, opts);
+    return client_connect(out, ip_config, NULL, token, NULL, group, rank,
+                          opts);
 }
 
 gkv_err
@@ -493,7 +510,39 @@ gkv_client_connect_addr(gkv_client **out, const char *addr, const char *token,
             *out = NULL;
         return net__fail(GKV_EINVAL, "gkv_client_connect_addr: no address");
     }
-    return client_connect(out, NULL, addr, token, group, rank, opts);
+    return client_connect(out, NULL, addr, token, NULL, group, rank, opts);
+}
+
+/* A clone's rank: 2^31 + (rank mod 2^15) x 2^16 + its number among the
+ * client's clones (mod 2^16). A session is one per (group, rank), and a
+ * server refuses an observer the rank of a member (server_sess.c): the
+ * clone must have a rank of its own to coexist with its original. */
+gkv_err
+gkv_client_clone(gkv_client *c, gkv_client **out)
+{
+    gkv_client_opts o = {0};
+    unsigned k;
+    uint32_t rank;
+
+    net__clear();
+    if (out != NULL)
+        *out = NULL;
+    if (c == NULL || out == NULL)
+        return net__fail(GKV_EINVAL, "gkv_client_clone: no client or no out "
+                         "pointer");
+    pthread_mutex_lock(&c->mu);
+    o.timeout_ms = c->timeout_ms;
+    pthread_mutex_unlock(&c->mu);
+    o.num_servers = c->nserv;
+    o.group_size = c->group_size;
+    o.flags = c->flags | GKV_CLIENT_OBSERVER;
+    o.heartbeat_ms = c->hb_opt;
+    o.max_msg = c->max_msg;
+    k = atomic_fetch_add(&c->nclone, 1);
+    rank = 0x80000000u | ((c->rank & 0x7fffu) << 16) | (k & 0xffffu);
+    return client_connect(out, c->single ? NULL : c->src,
+                          c->single ? c->src : NULL, NULL,
+                          c->auth ? c->key : NULL, c->group, rank, &o);
 }
 
 gkv_err

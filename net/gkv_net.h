@@ -165,6 +165,12 @@ typedef struct gkv_server_opts {
      * take every session of the server. 0 = 16384 (a quarter of the
      * 65536 a server holds); at most 65536. */
     unsigned max_group_sessions;
+    /* A partition server's threads answering SAMPLE_BATCH
+     * (gkv_client_sample_batch), beside the workers: batches wait on
+     * other servers, and run on threads of their own so that the workers
+     * always answer those servers. Each keeps a peer client and 4 bytes a
+     * node of the graph for relabelling. 0 = threads; at most 256. */
+    unsigned batch_threads;
 } gkv_server_opts;
 
 /* Opens the store, pre-faults its map, reads the token and binds the
@@ -612,11 +618,14 @@ GKV_API gkv_err gkv_client_sample_batch(gkv_client *c,
                                         const gkv_batch_spec *spec,
                                         gkv_batch_out *out);
 
-/* Opens a second client to the same servers with the same token, group,
- * rank and options, joined as an observer (GKV_CLIENT_OBSERVER: its
- * leaving never stops a server), for a worker thread of the caller's
- * (a loader's workers each use one). On GKV_OK *out is yours until
- * gkv_client_close(). Errors: as gkv_client_connect(). */
+/* Opens a second client to the same servers with the same token, group
+ * and options, joined as an observer (GKV_CLIENT_OBSERVER: its leaving
+ * never stops a server), for a worker thread of the caller's (a loader's
+ * workers each use one). A server keeps one session per (group, rank), so
+ * the clone takes a rank of its own (2^31 + (rank mod 2^15) x 2^16 + its
+ * number among c's clones) and leaves c's session alone. Thread-safe
+ * (beside c's calls). On GKV_OK *out is yours until gkv_client_close(),
+ * independent of c. Errors: as gkv_client_connect(). */
 GKV_API gkv_err gkv_client_clone(gkv_client *c, gkv_client **out);
 
 #ifdef __cplusplus

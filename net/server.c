@@ -9,6 +9,11 @@
  * applies the row's flags (session, partition, at most once) and runs the
  * family's handler, then sends its reply or its error. It also keeps the
  * log and its rate limits, and the housekeeping tick (leases, the stop).
+ * Rows marked SRV_POOL (SAMPLE_BATCH, which waits on peer servers) run on
+ * a small pool of threads of their own instead, so a worker is never held
+ * by a request that waits on another server, which may be waiting on
+ * this one: the core queues them after the session check, a pool thread
+ * runs them and replies.
  *
  * Locking: s->mu guards sessions, groups (members and parked barrier
  * requests), spent nonces, the log's counters and the stop reason. The
@@ -50,6 +55,8 @@
 #define GROUP_SESS_MAX 16384     /* default --max-group-sessions */
 #define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
 #define LOG_WINDOW_MS  10000
+#define POOL_QUEUE_MAX 256       /* SRV_POOL requests queued at most; more
+                                  * are refused with GKV_EBUSY */
 
 /* ---- time and logs ---------------------------------------------------- */
 
@@ -365,6 +372,10 @@ srv__ids_aligned(const unsigned char *p, size_t n, uint64_t **tmp)
 
 /* ---- dispatch ----------------------------------------------------------- */
 
+struct srv_job;
+static gkv_err pool_push(gkv_server *s, const srv_op *op, srv_req *r,
+                         void *msg, size_t len);
+
 static void
 reject(gkv_server *s, const char *what, const void *m, size_t len,
        const char *why)
@@ -522,10 +533,156 @@ handle(gkv_server *s, unsigned wk, void *msg, size_t len, void *ctl)
         srv__send_error(s, ctl, &r.h, GKV_EPERM, NET_F_SESSION, why);
         goto out;
     }
+    if ((op->flags & SRV_POOL) && s->pool.nthreads > 0) {
+        if ((rc = pool_push(s, op, &r, msg, len)) == GKV_OK)
+            return;             /* the pool has msg and ctl now */
+        srv__send_error(s, ctl, &r.h, rc, rc == GKV_EINTR ?
+                        NET_F_STOPPING : 0, r.err);
+        goto out;
+    }
     dispatch(s, op, &r);
     finish(s, &r, msg, len);
 out:
     nn_freemsg(msg);
+}
+
+/* ---- the pool (SRV_POOL rows) ------------------------------------------- */
+
+/* A request handed to the pool: its message (freed once answered) and
+ * the core's srv_req, checked up to the session. */
+struct srv_job {
+    struct srv_job *next;
+    const srv_op *op;
+    void *msg;
+    size_t len;
+    srv_req r;
+};
+
+/* Queues r (which holds ctl) with msg for the pool: GKV_OK, and both are
+ * the pool's; else the error to answer r with (r->err says why; the
+ * caller still has both): GKV_EBUSY (the queue is full), GKV_EINTR (the
+ * server is stopping), GKV_ENOMEM. */
+static gkv_err
+pool_push(gkv_server *s, const srv_op *op, srv_req *r, void *msg, size_t len)
+{
+    struct srv_job *j = NULL;
+    gkv_err rc = GKV_OK;
+
+    pthread_mutex_lock(&s->pool.mu);
+    if (s->pool.halt)
+        rc = srv__fail(r, GKV_EINTR, "%s: the server is stopping",
+                       net__type_name(r->h.type));
+    else if (s->pool.n >= POOL_QUEUE_MAX)
+        rc = srv__fail(r, GKV_EBUSY, "%s: %d requests wait for this "
+                       "server's %u batch threads already; try again",
+                       net__type_name(r->h.type), POOL_QUEUE_MAX,
+                       s->pool.nthreads);
+    else if ((j = gkv__malloc(sizeof *j)) == NULL)
+        rc = srv__fail(r, GKV_ENOMEM, "%s: out of memory",
+                       net__type_name(r->h.type));
+    if (rc != GKV_OK) {
+        pthread_mutex_unlock(&s->pool.mu);
+        return rc;
+    }
+    j->next = NULL;
+    j->op = op;
+    j->msg = msg;
+    j->len = len;
+    j->r = *r;
+    if (s->pool.tail != NULL)
+        s->pool.tail->next = j;
+    else
+        s->pool.head = j;
+    s->pool.tail = j;
+    s->pool.n++;
+    pthread_cond_signal(&s->pool.cv);
+    pthread_mutex_unlock(&s->pool.mu);
+    return GKV_OK;
+}
+
+/* The next job, or NULL once the pool halts (queued jobs are answered
+ * GKV_EINTR by pool_stop). */
+static struct srv_job *
+pool_pop(gkv_server *s)
+{
+    struct srv_job *j = NULL;
+
+    pthread_mutex_lock(&s->pool.mu);
+    while (!s->pool.halt && s->pool.head == NULL)
+        pthread_cond_wait(&s->pool.cv, &s->pool.mu);
+    if (!s->pool.halt) {
+        j = s->pool.head;
+        s->pool.head = j->next;
+        if (s->pool.head == NULL)
+            s->pool.tail = NULL;
+        s->pool.n--;
+    }
+    pthread_mutex_unlock(&s->pool.mu);
+    return j;
+}
+
+static void *
+pool_main(void *arg)
+{
+    gkv_server *s = arg;
+    unsigned idx = atomic_fetch_add(&s->pool.next, 1);
+    struct srv_job *j;
+    sigset_t all;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    while ((j = pool_pop(s)) != NULL) {
+        j->r.worker = UINT_MAX;
+        j->r.pool = idx;
+        dispatch(s, j->op, &j->r);
+        finish(s, &j->r, j->msg, j->len);
+        nn_freemsg(j->msg);
+        gkv__free(j);
+    }
+    return NULL;
+}
+
+/* Starts the pool's threads; GKV_OK, or GKV_EIO naming the one that did
+ * not start (those started run). */
+static gkv_err
+pool_start(gkv_server *s)
+{
+    if (s->pool.nthreads == 0)
+        return GKV_OK;
+    if ((s->pool.thr = gkv__calloc(s->pool.nthreads,
+                                   sizeof *s->pool.thr)) == NULL)
+        return net__fail(GKV_ENOMEM, "server: out of memory");
+    for (; s->pool.started < s->pool.nthreads; s->pool.started++)
+        if (pthread_create(&s->pool.thr[s->pool.started], NULL, pool_main,
+                           s) != 0)
+            return net__fail(GKV_EIO, "cannot start batch thread %u",
+                             s->pool.started);
+    return GKV_OK;
+}
+
+/* Stops the pool: its threads finish the job in hand (bounded by its
+ * deadline) and leave; queued jobs are answered GKV_EINTR. */
+static void
+pool_stop(gkv_server *s)
+{
+    struct srv_job *j;
+
+    pthread_mutex_lock(&s->pool.mu);
+    s->pool.halt = 1;
+    pthread_cond_broadcast(&s->pool.cv);
+    pthread_mutex_unlock(&s->pool.mu);
+    for (unsigned i = 0; i < s->pool.started; i++)
+        pthread_join(s->pool.thr[i], NULL);
+    s->pool.started = 0;
+    while ((j = s->pool.head) != NULL) {
+        s->pool.head = j->next;
+        srv__send_error(s, j->r.ctl, &j->r.h, GKV_EINTR, NET_F_STOPPING,
+                        "the server is stopping");
+        nn_freemsg(j->msg);
+        gkv__free(j);
+    }
+    s->pool.tail = NULL;
+    s->pool.n = 0;
 }
 
 /* ---- the workers -------------------------------------------------------- */
@@ -655,7 +812,7 @@ sockopt(int sock, int opt, int v)
 /* The families' tables, merged into one by ops_build(). */
 static const srv_op *const families[] = {
     srv__sess_ops, srv__kv_ops, srv__graph_ops, srv__sample_ops,
-    srv__admin_ops,
+    srv__admin_ops, srv__batch_ops,
 };
 
 /* s->ops from the families' rows: one row a type. */
@@ -667,6 +824,7 @@ ops_build(gkv_server *s)
             assert(op->type <= NET_TYPE_MAX && s->ops[op->type] == NULL);
             assert(!(op->flags & SRV_ONCE) ||
                    ((op->flags & SRV_SESSION) && op->check != NULL));
+            assert(!((op->flags & SRV_ONCE) && (op->flags & SRV_POOL)));
             s->ops[op->type] = op;
         }
 }
@@ -685,6 +843,9 @@ opts_check(const gkv_server_opts *o, unsigned *nserv)
     if (o->server_id >= *nserv)
         return net__fail(GKV_EINVAL, "server id %u is not below the number "
                          "of servers %u", o->server_id, *nserv);
+    if (o->batch_threads > 256)
+        return net__fail(GKV_EINVAL, "batch threads %u: at most 256",
+                         o->batch_threads);
     if (o->max_group_sessions > 65536)
         return net__fail(GKV_EINVAL, "sessions per group %u: must be in "
                          "1..65536", o->max_group_sessions);
@@ -774,6 +935,8 @@ server_new(const gkv_server_opts *o, size_t mi)
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->sess.done_cv, NULL);
     pthread_mutex_init(&s->pw.mu, NULL);
+    pthread_mutex_init(&s->pool.mu, NULL);
+    pthread_cond_init(&s->pool.cv, NULL);
     return s;
 }
 
@@ -952,7 +1115,6 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
         if ((rc = gkv_token_load(o->token_file, token, sizeof token)) != GKV_OK)
             goto fail;
         net__token_key(token, strlen(token), s->auth.key);
-        sodium_memzero(token, sizeof token);
         s->auth.on = 1;
     }
     if ((rc = store_open(s, o, cfg, &prefault_ms)) != GKV_OK ||
@@ -960,11 +1122,21 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
         (rc = sock_open(s, o, m)) != GKV_OK)
         goto fail;
     ident_fill(s, o, nserv, mi);
+    /* batches (SRV_POOL) are served by partition servers, whose peer
+     * clients join with the token */
+    if (s->graph.part != NULL) {
+        s->pool.nthreads = o->batch_threads ? o->batch_threads :
+                           s->io.nthreads;
+        if ((rc = srv__batch_open(s, o, s->auth.on ? token : NULL)) != GKV_OK)
+            goto fail;
+    }
+    sodium_memzero(token, sizeof token);
     say_start(s, o, m, prefault_ms);
     gkv_ipconfig_free(cfg);
     *out = s;
     return GKV_OK;
 fail:
+    sodium_memzero(token, sizeof token);
     gkv_ipconfig_free(cfg);
     gkv_server_close(s);
     return rc;
@@ -990,6 +1162,11 @@ gkv_server_run(gkv_server *s)
             rc = net__fail(GKV_EIO, "cannot start worker threads");
             break;
         }
+    if (rc == GKV_OK && (rc = pool_start(s)) != GKV_OK) {
+        pthread_mutex_lock(&s->mu);
+        srv__stop_request(s, "%s", gkv_net_errmsg());
+        pthread_mutex_unlock(&s->mu);
+    }
     while (!atomic_load(&s->run.stop)) {
         struct timespec ts = {0, TICK_MS * 1000000L};
 
@@ -1004,6 +1181,11 @@ gkv_server_run(gkv_server *s)
         log_flush_dropped(s, 0);
     }
     srv__log(s, "stopping: %s; finishing requests in flight", s->run.why);
+    /* the pool first, while the workers still answer: a batch in hand may
+     * wait on this server's own workers (its peer client is a client of
+     * every server, this one too), and so may the peer clients' leave */
+    pool_stop(s);
+    srv__batch_stop(s);
     atomic_store(&s->run.halt, 1);
     for (unsigned i = 0; i < started; i++)
         pthread_join(s->io.thr[i], NULL);
@@ -1057,6 +1239,11 @@ gkv_server_close(gkv_server *s)
         nn_close(s->io.sock);
     srv__sess_free_all(s);
     gkv__free(s->io.thr);
+    pool_stop(s);               /* nothing runs now: frees what is queued */
+    gkv__free(s->pool.thr);
+    pthread_mutex_destroy(&s->pool.mu);
+    pthread_cond_destroy(&s->pool.cv);
+    srv__batch_free(s);
     sodium_memzero(s->auth.nkey, sizeof s->auth.nkey);
     for (unsigned i = 0; s->graph.samp != NULL && i < s->io.nthreads; i++)
         gkv_sampler_free(s->graph.samp[i]);

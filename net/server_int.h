@@ -17,6 +17,9 @@
  *   server_pw.c      the edge-weight cache SAMPLE uses (edge features as
  *                    sampling weights)
  *   server_admin.c   BARRIER, STATS, SHUTDOWN
+ *   server_batch.c   SAMPLE_BATCH: whole mini-batches, sampled here and
+ *                    through the peer servers (a client of theirs), on
+ *                    the pool's threads (SRV_POOL)
  *
  * Each family exports one table of srv_op rows (srv__*_ops below); the
  * core puts them into its dispatch table, indexed by message type, when
@@ -53,6 +56,8 @@ enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN, LOG_OBSERVER, LOG_JOIN, LOG_KINDS };
 
 typedef struct srv_op srv_op;        /* a row of the dispatch table */
 struct pw;                           /* an edge-weight cache entry */
+struct srv_job;                      /* a request queued for the pool */
+struct srv_batch;                    /* server_batch.c's state */
 
 /* A SRV_ONCE request (a push) of a session, remembered so that a copy
  * nanomsg sends again after a lost connection is not applied twice. Under
@@ -205,6 +210,25 @@ struct gkv_server {
         uint64_t window[LOG_KINDS], count[LOG_KINDS], dropped[LOG_KINDS];
     } log;
 
+    struct {                         /* the pool (SRV_POOL rows): threads
+                                      * of their own for handlers that wait
+                                      * on other servers, so that the
+                                      * workers always answer those
+                                      * servers' requests */
+        pthread_mutex_t mu;          /* guards the queue and halt */
+        pthread_cond_t cv;           /* a job was queued, or halt */
+        struct srv_job *head, *tail;
+        size_t n;                    /* jobs queued */
+        unsigned nthreads;           /* fixed; 0: no pool (a plain store) */
+        unsigned started;            /* gkv_server_run()'s */
+        pthread_t *thr;
+        atomic_uint next;            /* pool indices handed out */
+        int halt;                    /* under mu: threads must leave */
+    } pool;
+
+    struct srv_batch *batch;         /* server_batch.c's (per pool thread:
+                                      * a sampler, markers, a peer client) */
+
     struct {                         /* stopping */
         volatile sig_atomic_t sig;   /* gkv_server_stop() */
         atomic_int stop;             /* a stop was decided */
@@ -235,7 +259,11 @@ typedef struct srv_req {
     char group[NET_GROUP_MAX + 1];   /* the session's (SRV_SESSION) */
     uint32_t rank;
     unsigned worker;                 /* the worker thread's index, below
-                                      * io.nthreads: its sampler */
+                                      * io.nthreads: its sampler (UINT_MAX
+                                      * on the pool) */
+    unsigned pool;                   /* on the pool (SRV_POOL): its
+                                      * thread's index, below
+                                      * pool.nthreads */
     /* the outcome */
     gkv_err status;
     char err[NET_ERRMSG_MAX];
@@ -264,6 +292,16 @@ typedef struct srv_req {
                            * copy of one still running waits for it. Needs
                            * SRV_SESSION and 'check'; the reply payload
                            * must fit SRV_ONCE_REPLY bytes */
+#define SRV_POOL    0x8u  /* runs on a pool thread, not a worker: the core
+                           * queues the request (message and control header)
+                           * after the session check, and a pool thread
+                           * runs the row as a worker would and replies
+                           * (a raw REP socket replies from any thread).
+                           * For handlers that wait on other servers, which
+                           * may be waiting on this one: the workers stay
+                           * free to answer them. Without a pool (a server
+                           * that serves no partition) the row runs on the
+                           * worker. Not with SRV_ONCE */
 
 struct srv_op {
     unsigned type;                   /* NET_*; 0 ends a family's table */
@@ -282,6 +320,7 @@ extern const srv_op srv__kv_ops[];       /* server_kv.c */
 extern const srv_op srv__graph_ops[];    /* server_graph.c */
 extern const srv_op srv__sample_ops[];   /* server_sample.c */
 extern const srv_op srv__admin_ops[];    /* server_admin.c */
+extern const srv_op srv__batch_ops[];    /* server_batch.c */
 
 /* ---- the core (server.c) ------------------------------------------------ */
 
@@ -395,5 +434,21 @@ void srv__pw_release(gkv_server *s, struct pw **held, int net_);
 void srv__pw_free_all(gkv_server *s);
 /* At the stop: parked barrier requests answered GKV_EINTR. Takes s->mu. */
 void srv__barrier_fail_parked(gkv_server *s);
+
+/* ---- batches (server_batch.c) ------------------------------------------- */
+
+/* At open, for a server of a partition with a pool: the state of each of
+ * the pool's threads, and what its peer client connects with (the
+ * ip_config's path, the token: NULL when none). Errors set
+ * gkv_net_errmsg(). */
+gkv_err srv__batch_open(gkv_server *s, const gkv_server_opts *o,
+                        const char *token);
+/* At the stop, once the pool's threads are joined and while the workers
+ * still run (a peer client is also a client of this server): the peer
+ * clients leave (briefly waiting on servers that are gone). */
+void srv__batch_stop(gkv_server *s);
+/* At close: everything (srv__batch_stop first when the server ran). NULL
+ * state is fine. */
+void srv__batch_free(gkv_server *s);
 
 #endif

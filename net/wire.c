@@ -20,7 +20,7 @@ static const char *const type_names[NET_TYPE_MAX + 1] = {
     [NET_PBOOK] = "pbook",           [NET_SAMPLE] = "sample",
     [NET_FIND_EDGES] = "find_edges", [NET_IN_DEGREES] = "in_degrees",
     [NET_OUT_DEGREES] = "out_degrees", [NET_IN_SUBGRAPH] = "in_subgraph",
-    [NET_EDGE_BATCH] = "edge_batch",
+    [NET_EDGE_BATCH] = "edge_batch", [NET_SAMPLE_BATCH] = "sample_batch",
 };
 
 const char *
@@ -932,6 +932,50 @@ net__dec_cols(net_rd *r, unsigned k, net_cols *o, const char *what)
     return done(r);
 }
 
+/* The fanouts (an arr of n i32) and the seeds (per node type a u64 count
+ * and an i64 arr) of SAMPLE and SAMPLE_BATCH requests. */
+static void
+enc_fan_seeds(net_wr *w, const int *fan, size_t n, uint32_t nnt,
+              const int64_t *const *seeds, const size_t *nseeds)
+{
+    unsigned char *p;
+
+    if ((p = net__wr_arr(w, n * 4)) != NULL)
+        for (size_t i = 0; i < n; i++)
+            put32(p + 4 * i, (uint32_t)fan[i]);
+    for (uint32_t t = 0; t < nnt; t++) {
+        net__wr_u64(w, nseeds[t]);
+        if ((p = net__wr_arr(w, nseeds[t] * 8)) != NULL && nseeds[t] > 0)
+            memcpy(p, seeds[t], nseeds[t] * 8);
+    }
+}
+
+/* Their decoder ('what': the message's name in the reasons): the nnt
+ * counts and seed arrays into *nseeds and *seeds (gkv__calloc'd; the
+ * caller frees them, also on failure). 0, or -1 with r failed. */
+static int
+dec_seeds(net_rd *r, uint32_t nnt, uint64_t **nseeds,
+          const unsigned char ***seeds, const char *what)
+{
+    char fc[48], fs[48];
+
+    /* every type takes at least 8 bytes (its count): bound before
+     * allocating */
+    if (nnt == 0 || nnt > (r->len - r->off) / 8)
+        return rd_fail(r, "%s.num_ntypes: %u node types cannot fit in %zu "
+                       "bytes", what, nnt, r->len - r->off);
+    if ((*nseeds = gkv__calloc(nnt, sizeof **nseeds)) == NULL ||
+        (*seeds = gkv__calloc(nnt, sizeof **seeds)) == NULL)
+        return rd_fail(r, "%s: out of memory for %u node types", what, nnt);
+    snprintf(fc, sizeof fc, "%s.nseeds", what);
+    snprintf(fs, sizeof fs, "%s.seeds", what);
+    for (uint32_t t = 0; t < nnt && !r->err; t++) {
+        (*nseeds)[t] = net__rd_u64(r, fc);
+        (*seeds)[t] = net__rd_arr(r, (*nseeds)[t], 8, fs);
+    }
+    return r->err ? -1 : 0;
+}
+
 void
 net__enc_sample_req(net_wr *w, const net_sample_enc *o)
 {
@@ -944,14 +988,7 @@ net__enc_sample_req(net_wr *w, const net_sample_enc *o)
     net__wr_u32(w, o->net);
     net__wr_u32(w, o->nfan);
     net__wr_u64(w, o->seed);
-    if ((p = net__wr_arr(w, (size_t)o->nfan * 4)) != NULL)
-        for (uint32_t i = 0; i < o->nfan; i++)
-            put32(p + 4 * i, (uint32_t)o->fanout[i]);
-    for (uint32_t t = 0; t < o->nnt; t++) {
-        net__wr_u64(w, o->nseeds[t]);
-        if ((p = net__wr_arr(w, o->nseeds[t] * 8)) != NULL && o->nseeds[t] > 0)
-            memcpy(p, o->seeds[t], o->nseeds[t] * 8);
-    }
+    enc_fan_seeds(w, o->fanout, o->nfan, o->nnt, o->seeds, o->nseeds);
     net__wr_u32(w, o->ex != NULL);
     for (uint32_t e = 0; o->ex != NULL && e < o->net; e++) {
         size_t n = o->ex[e] != NULL ? o->nex[e] : 0;
@@ -1106,19 +1143,9 @@ net__dec_sample_req(net_rd *r, net_sample_req *o)
     o->fanout = net__rd_arr(r, o->nfan, 4, "sample.fanout");
     if (r->err)
         return -1;
-    /* every type takes at least 8 bytes (its count): bound before
-     * allocating */
-    if (o->nnt == 0 || o->nnt > (r->len - r->off) / 8)
-        return rd_fail(r, "sample.num_ntypes: %u node types cannot fit in "
-                       "%zu bytes", o->nnt, r->len - r->off);
-    if ((o->nseeds = gkv__calloc(o->nnt, sizeof *o->nseeds)) == NULL ||
-        (o->seeds = gkv__calloc(o->nnt, sizeof *o->seeds)) == NULL) {
+    if (dec_seeds(r, o->nnt, &o->nseeds, &o->seeds, "sample") != 0) {
         net__sample_req_free(o);
-        return rd_fail(r, "sample: out of memory for %u node types", o->nnt);
-    }
-    for (uint32_t t = 0; t < o->nnt && !r->err; t++) {
-        o->nseeds[t] = net__rd_u64(r, "sample.nseeds");
-        o->seeds[t] = net__rd_arr(r, o->nseeds[t], 8, "sample.seeds");
+        return -1;
     }
     o->has_ex = net__rd_u32(r, "sample.has_exclude");
     if (!r->err && o->has_ex > 1)
@@ -1233,6 +1260,322 @@ net__dec_sample_rep(net_rd *r, net_sample_rep *o)
         dec_sample_et(r, &o->e[e]);
     if (done(r) != 0) {
         net__sample_rep_free(o);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- SAMPLE_BATCH ----------------------------------------------------- */
+
+void
+net__enc_batch_req(net_wr *w, const net_batch_enc *o)
+{
+    net__wr_u32(w, o->nlayers);
+    net__wr_u32(w, o->dir);
+    net__wr_u32(w, o->flags);
+    net__wr_u32(w, o->nnt);
+    net__wr_u32(w, o->net);
+    net__wr_u32(w, o->nfan);
+    net__wr_u64(w, o->seed);
+    net__wr_u32(w, o->timeout_ms);
+    net__wr_u64(w, o->max_reply);
+    enc_fan_seeds(w, o->fanout, (size_t)o->nlayers * o->nfan, o->nnt,
+                  o->seeds, o->nseeds);
+    net__wr_u32(w, o->nfeats);
+    for (uint32_t f = 0; f < o->nfeats; f++) {
+        net__wr_u32(w, (uint32_t)o->feats[f].type);
+        net__wr_str(w, o->feats[f].name);
+    }
+    net__wr_u32(w, o->label != NULL);
+    if (o->label != NULL) {
+        net__wr_u32(w, (uint32_t)o->label->type);
+        net__wr_str(w, o->label->name);
+    }
+    net__wr_u32(w, o->nefeats);
+    for (uint32_t f = 0; f < o->nefeats; f++) {
+        net__wr_u32(w, (uint32_t)o->efeats[f].type);
+        net__wr_str(w, o->efeats[f].name);
+    }
+}
+
+void
+net__batch_req_free(net_batch_req *o)
+{
+    gkv__free(o->nseeds);
+    gkv__free(o->seeds);
+    gkv__free(o->tref);
+    gkv__free(o->nbuf);
+    o->nseeds = NULL;
+    o->seeds = NULL;
+    o->tref = NULL;
+    o->nbuf = NULL;
+}
+
+/* Tensor references k .. k + n of a SAMPLE_BATCH request ('what' names
+ * them): u32 type, str name; each name non-empty, copied into nbuf at
+ * *at. */
+static void
+dec_trefs(net_rd *r, net_batch_req *o, uint32_t k, uint32_t n, size_t *at,
+          const char *what)
+{
+    for (uint32_t i = 0; i < n && !r->err; i++) {
+        net_tref *t = &o->tref[k + i];
+        char name[GKV_NAME_MAX + 1];
+
+        t->type = (int)net__rd_u32(r, what);
+        net__rd_str(r, name, sizeof name, what);
+        if (r->err)
+            return;
+        if (name[0] == '\0' || t->type < 0) {
+            rd_fail(r, "%s[%u]: %s", what, i, name[0] == '\0' ?
+                    "an empty tensor name" : "a type above 2^31");
+            return;
+        }
+        memcpy(o->nbuf + *at, name, strlen(name) + 1);
+        t->name = o->nbuf + *at;
+        *at += strlen(name) + 1;
+    }
+}
+
+int
+net__dec_batch_req(net_rd *r, net_batch_req *o)
+{
+    size_t at = 0, nt, left;
+
+    memset(o, 0, sizeof *o);
+    o->nlayers = net__rd_u32(r, "sample_batch.num_layers");
+    o->dir = net__rd_u32(r, "sample_batch.dir");
+    o->flags = net__rd_u32(r, "sample_batch.flags");
+    o->nnt = net__rd_u32(r, "sample_batch.num_ntypes");
+    o->net = net__rd_u32(r, "sample_batch.num_etypes");
+    o->nfan = net__rd_u32(r, "sample_batch.nfan");
+    o->seed = net__rd_u64(r, "sample_batch.seed");
+    o->timeout_ms = net__rd_u32(r, "sample_batch.timeout_ms");
+    o->max_reply = net__rd_u64(r, "sample_batch.max_reply");
+    if (!r->err && (o->nlayers == 0 || o->nlayers > NET_BATCH_LAYERS_MAX))
+        return rd_fail(r, "sample_batch.num_layers: %u is not in 1..%u",
+                       o->nlayers, NET_BATCH_LAYERS_MAX);
+    o->fanout = net__rd_arr(r, (uint64_t)o->nlayers * o->nfan, 4,
+                            "sample_batch.fanouts");
+    if (r->err)
+        return -1;
+    if (dec_seeds(r, o->nnt, &o->nseeds, &o->seeds, "sample_batch") != 0) {
+        net__batch_req_free(o);
+        return -1;
+    }
+    /* the tensors: each reference is at least 6 bytes (its type and the
+     * name's length); bound the counts by what is left before allocating */
+    o->nfeats = net__rd_u32(r, "sample_batch.num_feats");
+    left = r->err ? 0 : r->len - r->off;
+    if (!r->err && o->nfeats > left / 6)
+        rd_fail(r, "sample_batch.num_feats: %u cannot fit in %zu bytes",
+                o->nfeats, left);
+    if (!r->err) {
+        /* at most every byte left is a name byte, plus a NUL each */
+        nt = (size_t)o->nfeats + 1 + left / 6;
+        if ((o->tref = gkv__calloc(nt, sizeof *o->tref)) == NULL ||
+            (o->nbuf = gkv__malloc(left + nt)) == NULL)
+            rd_fail(r, "sample_batch: out of memory for %zu tensor names",
+                    nt);
+    }
+    dec_trefs(r, o, 0, o->nfeats, &at, "sample_batch.feats");
+    o->has_label = net__rd_u32(r, "sample_batch.has_label");
+    if (!r->err && o->has_label > 1)
+        rd_fail(r, "sample_batch.has_label: %u is neither 0 nor 1",
+                o->has_label);
+    dec_trefs(r, o, o->nfeats, o->has_label, &at, "sample_batch.label");
+    o->nefeats = net__rd_u32(r, "sample_batch.num_efeats");
+    if (!r->err && o->nefeats > (r->len - r->off) / 6)
+        rd_fail(r, "sample_batch.num_efeats: %u cannot fit in %zu bytes",
+                o->nefeats, r->len - r->off);
+    dec_trefs(r, o, o->nfeats + o->has_label, o->nefeats, &at,
+              "sample_batch.efeats");
+    if (done(r) != 0) {
+        net__batch_req_free(o);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether any of v[0 .. n) needs 64 bits on the wire. */
+static int
+ids_wide(const int64_t *v, size_t n)
+{
+    uint64_t big = 0;
+
+    for (size_t i = 0; i < n; i++)
+        big |= (uint64_t)v[i];
+    return big > UINT32_MAX;
+}
+
+/* A column of n local IDs (each below 2^31): u32. */
+static void
+enc_u32col(net_wr *w, const int64_t *v, size_t n)
+{
+    unsigned char *p = net__wr_arr(w, n * 4);
+
+    for (size_t i = 0; p != NULL && i < n; i++)
+        put32(p + 4 * i, (uint32_t)v[i]);
+}
+
+void
+net__enc_batch_rep(net_wr *w, const net_batch_renc *o)
+{
+    uint32_t nrows = o->nfeats + o->has_label + o->nefeats * o->nlayers;
+
+    net__wr_u32(w, o->nlayers);
+    net__wr_u32(w, o->nnt);
+    net__wr_u32(w, o->net);
+    for (uint32_t i = 0; i < o->nlayers; i++) {
+        const gkv_block *b = &o->blocks[i];
+
+        for (uint32_t t = 0; t < o->nnt; t++) {
+            const gkv_block_nodes *x = &b->nodes[t];
+            int wide = ids_wide(x->ids, x->num_src);
+
+            net__wr_u64(w, x->num_src);
+            net__wr_u64(w, x->num_dst);
+            net__wr_u32(w, wide ? NET_BATCH_WIDE : 0);
+            enc_idcol(w, x->ids, x->num_src, wide);
+        }
+        for (uint32_t e = 0; e < o->net; e++) {
+            const gkv_sample_edges *x = &b->edges[e];
+            int wide = ids_wide(x->eid, x->n);
+
+            net__wr_u64(w, x->n);
+            net__wr_u32(w, wide ? NET_BATCH_WIDE : 0);
+            enc_u32col(w, x->src, x->n);
+            enc_u32col(w, x->dst, x->n);
+            enc_idcol(w, x->eid, x->n, wide);
+        }
+    }
+    net__wr_u32(w, o->nfeats);
+    net__wr_u32(w, o->has_label);
+    net__wr_u32(w, o->nefeats);
+    for (uint32_t k = 0; k < nrows; k++) {
+        unsigned char *p;
+
+        net__wr_u64(w, o->rows_n[k]);
+        net__wr_u64(w, o->row_bytes[k]);
+        p = net__wr_arr(w, (size_t)(o->rows_n[k] * o->row_bytes[k]));
+        if (w->p != NULL)
+            o->slot[k] = p;
+    }
+}
+
+void
+net__batch_rep_free(net_batch_rep *o)
+{
+    gkv__free(o->nodes);
+    gkv__free(o->edges);
+    gkv__free(o->rows);
+    o->nodes = NULL;
+    o->edges = NULL;
+    o->rows = NULL;
+}
+
+/* The block lists of a SAMPLE_BATCH reply: per layer, per node type 20
+ * bytes at least and per edge type 12 (bound before allocating). */
+static int
+dec_batch_blocks(net_rd *r, net_batch_rep *o)
+{
+    uint64_t nn = (uint64_t)o->nlayers * o->nnt;
+    uint64_t ne = (uint64_t)o->nlayers * o->net;
+
+    if (o->nlayers == 0 || o->nlayers > NET_BATCH_LAYERS_MAX || o->nnt == 0 ||
+        o->net == 0 || nn > (r->len - r->off) / 20 ||
+        ne > (r->len - r->off) / 12)
+        return rd_fail(r, "sample_batch reply: %u layers of %u node and %u "
+                       "edge types cannot fit in %zu bytes", o->nlayers,
+                       o->nnt, o->net, r->len - r->off);
+    if ((o->nodes = gkv__calloc((size_t)nn, sizeof *o->nodes)) == NULL ||
+        (o->edges = gkv__calloc((size_t)ne, sizeof *o->edges)) == NULL) {
+        rd_fail(r, "sample_batch reply: out of memory for %u layers",
+                o->nlayers);
+        return NET_DEC_NOMEM;
+    }
+    for (uint32_t i = 0; i < o->nlayers && !r->err; i++) {
+        for (uint32_t t = 0; t < o->nnt && !r->err; t++) {
+            net_bnodes *x = &o->nodes[i * o->nnt + t];
+
+            x->num_src = net__rd_u64(r, "sample_batch.num_src");
+            x->num_dst = net__rd_u64(r, "sample_batch.num_dst");
+            x->wide = net__rd_u32(r, "sample_batch.wide");
+            if (!r->err && (x->wide & ~NET_BATCH_WIDE))
+                return rd_fail(r, "sample_batch.wide: flags 0x%x have "
+                               "unknown bits", x->wide);
+            if (!r->err && x->num_dst > x->num_src)
+                return rd_fail(r, "sample_batch: block %u, node type %u: "
+                               "%llu destination nodes of %llu", i, t,
+                               (unsigned long long)x->num_dst,
+                               (unsigned long long)x->num_src);
+            x->ids = net__rd_arr(r, x->num_src, x->wide ? 8 : 4,
+                                 "sample_batch.ids");
+        }
+        for (uint32_t e = 0; e < o->net && !r->err; e++) {
+            net_bedges *x = &o->edges[i * o->net + e];
+
+            x->n = net__rd_u64(r, "sample_batch.num_edges");
+            x->wide = net__rd_u32(r, "sample_batch.wide");
+            if (!r->err && (x->wide & ~NET_BATCH_WIDE))
+                return rd_fail(r, "sample_batch.wide: flags 0x%x have "
+                               "unknown bits", x->wide);
+            x->src = net__rd_arr(r, x->n, 4, "sample_batch.src");
+            x->dst = net__rd_arr(r, x->n, 4, "sample_batch.dst");
+            x->eid = net__rd_arr(r, x->n, x->wide ? 8 : 4,
+                                 "sample_batch.eids");
+        }
+    }
+    return r->err ? -1 : 0;
+}
+
+int
+net__dec_batch_rep(net_rd *r, net_batch_rep *o)
+{
+    uint64_t nrows;
+    int d;
+
+    memset(o, 0, sizeof *o);
+    o->nlayers = net__rd_u32(r, "sample_batch.num_layers");
+    o->nnt = net__rd_u32(r, "sample_batch.num_ntypes");
+    o->net = net__rd_u32(r, "sample_batch.num_etypes");
+    if (r->err)
+        return -1;
+    if ((d = dec_batch_blocks(r, o)) != 0) {
+        net__batch_rep_free(o);
+        return d;
+    }
+    o->nfeats = net__rd_u32(r, "sample_batch.num_feats");
+    o->has_label = net__rd_u32(r, "sample_batch.has_label");
+    o->nefeats = net__rd_u32(r, "sample_batch.num_efeats");
+    nrows = (uint64_t)o->nfeats + o->has_label +
+            (uint64_t)o->nefeats * o->nlayers;
+    /* each entry is at least its two counts */
+    if (!r->err && (o->has_label > 1 || nrows > (r->len - r->off) / 16))
+        rd_fail(r, "sample_batch reply: %llu row entries cannot fit in %zu "
+                "bytes", (unsigned long long)nrows, r->len - r->off);
+    if (!r->err && (o->rows = gkv__calloc((size_t)nrows + 1,
+                                          sizeof *o->rows)) == NULL) {
+        rd_fail(r, "sample_batch reply: out of memory");
+        net__batch_rep_free(o);
+        return NET_DEC_NOMEM;
+    }
+    for (uint64_t k = 0; k < nrows && !r->err; k++) {
+        net_rows *x = &o->rows[k];
+
+        x->n = net__rd_u64(r, "sample_batch.num_rows");
+        x->row_bytes = net__rd_u64(r, "sample_batch.row_bytes");
+        if (!r->err && x->row_bytes != 0 &&
+            x->n > (r->len - r->off) / x->row_bytes)
+            rd_fail(r, "sample_batch: %llu rows of %llu bytes cannot fit in "
+                    "%zu bytes", (unsigned long long)x->n,
+                    (unsigned long long)x->row_bytes, r->len - r->off);
+        else
+            x->p = net__rd_arr(r, x->n * x->row_bytes, 1,
+                               "sample_batch.rows");
+    }
+    if (done(r) != 0) {
+        net__batch_rep_free(o);
         return -1;
     }
     return 0;

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "base/base.h"
 #include "kv/gkv_kv.h"
+#include "graph/gkv_sample.h"   /* gkv_block (SAMPLE_BATCH replies) */
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the wire codec assumes a little-endian host; add byte swaps first"
@@ -64,6 +65,7 @@ enum net_type {
     NET_OUT_DEGREES = 36,
     NET_IN_SUBGRAPH = 37,
     NET_EDGE_BATCH = 38,
+    NET_SAMPLE_BATCH = 39, /* a whole mini-batch sampled on the server */
     NET_TYPE_MAX = 63
 };
 
@@ -357,6 +359,94 @@ typedef struct net_sample_enc {
     const float *const *w;            /* [net]: nw[e] weights */
 } net_sample_enc;
 
+/* SAMPLE_BATCH: a whole mini-batch (gkv_client_sample_batch). A tensor
+ * the batch collects rows of: a node type (feats, label) or an edge type
+ * (efeats) and the tensor's full name. */
+typedef struct net_tref {
+    int type;
+    const char *name;                 /* request: NUL-terminated; decoded:
+                                       * into nbuf */
+} net_tref;
+
+#define NET_BATCH_LAYERS_MAX 64u      /* layers of one batch */
+
+/* What the SAMPLE_BATCH encoder sends (the client's view). */
+typedef struct net_batch_enc {
+    uint32_t nlayers, dir, flags, nnt, net, nfan;
+    uint64_t seed;
+    uint32_t timeout_ms;              /* the client's deadline for the call */
+    uint64_t max_reply;               /* the largest reply payload it takes */
+    const int *fanout;                /* nlayers x nfan */
+    const int64_t *const *seeds;      /* [nnt] */
+    const size_t *nseeds;             /* [nnt] */
+    const net_tref *feats;            /* [nfeats] */
+    uint32_t nfeats;
+    const net_tref *label;            /* NULL: none */
+    const net_tref *efeats;           /* [nefeats] */
+    uint32_t nefeats;
+} net_batch_enc;
+
+/* A SAMPLE_BATCH request as decoded. Arrays are gkv__malloc'd:
+ * net__batch_req_free(); pointers marked "payload" point into it. */
+typedef struct net_batch_req {
+    uint32_t nlayers, dir, flags, nnt, net, nfan;
+    uint64_t seed;
+    uint32_t timeout_ms;
+    uint64_t max_reply;
+    const unsigned char *fanout;      /* payload: nlayers x nfan x i32 */
+    uint64_t *nseeds;                 /* [nnt] */
+    const unsigned char **seeds;      /* [nnt], payload: nseeds[t] x i64 */
+    uint32_t nfeats, has_label, nefeats;
+    net_tref *tref;                   /* [nfeats + has_label + nefeats]:
+                                       * the feats, the label, the efeats */
+    char *nbuf;                       /* their names */
+} net_batch_req;
+
+/* One entry of rows in a SAMPLE_BATCH reply: n rows of row_bytes. */
+typedef struct net_rows {
+    uint64_t n, row_bytes;
+    const unsigned char *p;           /* payload: n x row_bytes */
+} net_rows;
+
+/* A block's node list or edge list as sent: global IDs and edge IDs in
+ * u32 unless wide, local IDs always u32. */
+#define NET_BATCH_WIDE 0x1u
+typedef struct net_bnodes {
+    uint64_t num_src, num_dst;
+    uint32_t wide;
+    const unsigned char *ids;         /* payload: num_src x (u32 or i64) */
+} net_bnodes;
+
+typedef struct net_bedges {
+    uint64_t n;
+    uint32_t wide;                    /* of the edge IDs */
+    const unsigned char *src, *dst;   /* payload: n x u32 (local IDs) */
+    const unsigned char *eid;         /* payload: n x (u32 or i64) */
+} net_bedges;
+
+/* A SAMPLE_BATCH reply as decoded (arrays gkv__malloc'd:
+ * net__batch_rep_free()). Rows: nfeats entries, then the label's (when
+ * has_label), then nefeats x nlayers ([f * nlayers + i] for layer i). */
+typedef struct net_batch_rep {
+    uint32_t nlayers, nnt, net;
+    net_bnodes *nodes;                /* [nlayers x nnt] */
+    net_bedges *edges;                /* [nlayers x net] */
+    uint32_t nfeats, has_label, nefeats;
+    net_rows *rows;
+} net_batch_rep;
+
+/* What the SAMPLE_BATCH reply encoder sends (the server's view): the
+ * blocks, and per rows entry its count and row size; on the writing pass
+ * slot[k] gets where entry k's rows go (the caller fills them after). */
+typedef struct net_batch_renc {
+    uint32_t nlayers, nnt, net;
+    const gkv_block *blocks;          /* [nlayers] */
+    uint32_t nfeats, has_label, nefeats;
+    const uint64_t *rows_n, *row_bytes;   /* [nfeats + has_label +
+                                           * nefeats x nlayers] */
+    unsigned char **slot;             /* out, the same count */
+} net_batch_renc;
+
 typedef struct net_barrier {
     uint32_t group_size;
     uint64_t seq;                     /* the client's barrier count */
@@ -411,6 +501,12 @@ void net__sample_req_free(net_sample_req *o);
 int net__dec_sample_rep(net_rd *r, net_sample_rep *o);   /* frees on failure */
 void net__sample_rep_free(net_sample_rep *o);
 
+int net__dec_batch_req(net_rd *r, net_batch_req *o);     /* frees on failure */
+void net__batch_req_free(net_batch_req *o);
+/* The SAMPLE_BATCH reply; NET_DEC_NOMEM when out of memory. */
+int net__dec_batch_rep(net_rd *r, net_batch_rep *o);     /* frees on failure */
+void net__batch_rep_free(net_batch_rep *o);
+
 /* Encoders (the same fields in the same order). Pull and push requests
  * take an optional index list: element j is ids[idx[j]] (and its row),
  * so a client can send its request's parts without gathering first. */
@@ -438,6 +534,8 @@ void net__enc_cols(net_wr *w, unsigned k, const int64_t *const *cols,
                    size_t n);
 void net__enc_sample_req(net_wr *w, const net_sample_enc *o);
 void net__enc_sample_rep(net_wr *w, uint32_t net, const net_sample_renc_et *e);
+void net__enc_batch_req(net_wr *w, const net_batch_enc *o);
+void net__enc_batch_rep(net_wr *w, const net_batch_renc *o);
 
 /* ---- authentication ------------------------------------------------------ */
 
@@ -492,6 +590,14 @@ gkv_err net__state_rows(const char *name, const net_tensor *t, int is_step,
  * first that is negative, NaN or infinite, or -1. Servers convert the
  * features of the edges they own, clients those of out-edges. */
 int64_t net__w_convert(const void *src, gkv_dtype dt, size_t n, float *dst);
+
+/* ---- a server's peer client (server_batch.c) ----------------------------- */
+
+/* Sets the timeout of client c's later calls to ms (> 0): a server gives
+ * its peer client the time left until a batch's deadline. Takes c's lock
+ * (c->mu): not while another thread's call holds it. */
+typedef struct gkv_client gkv_client;
+void net__client_timeout(gkv_client *c, int ms);
 
 /* nn_errno() of a failed nanomsg call, translated once. */
 gkv_err net__from_nn(int e);

@@ -386,7 +386,7 @@ child_late(const char *dir, const char *rank)
     return 0;
 }
 
-/* Writes DIR/env-ROLE-RANK[-SAMPLER] (GKV_* lines), args-... (each
+/* Writes DIR/env-ROLE-RANK (GKV_* lines), args-... (each
  * argument then a NUL), pid-... and ports-... ("ok" when every server of
  * the ip_config accepts connections). */
 int
@@ -395,7 +395,6 @@ gkvt_lt_child_main(int argc, char **argv)
     extern char **environ;
     const char *dir = out_dir(), *mode = argc > 0 ? argv[0] : "env";
     const char *role = getenv("GKV_ROLE"), *rank = getenv("GKV_RANK");
-    const char *sid = getenv("GKV_SAMPLER_ID");
     char tag[128], path[PATH_MAX + 200];
     FILE *fp;
     gkv_ipconfig *ipc = NULL;
@@ -403,7 +402,7 @@ gkvt_lt_child_main(int argc, char **argv)
 
     if (dir == NULL || role == NULL || rank == NULL)
         return 90;
-    snprintf(tag, sizeof tag, "%s-%s%s%s", role, rank, sid ? "-" : "", sid ? sid : "");
+    snprintf(tag, sizeof tag, "%s-%s", role, rank);
     snprintf(path, sizeof path, "%s/env-%s", dir, tag);
     if ((fp = fopen(path, "w")) == NULL)
         return 91;

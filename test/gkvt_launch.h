@@ -90,7 +90,7 @@ int gkvt_lt_server_pids(struct gkvt_lt_fx *f, pid_t *pids, int max);
  * test tracked or started and removes the directory. */
 int gkvt_lt_setup(void **state);
 int gkvt_lt_teardown(void **state);
-/* Writes DIR/env-ROLE-RANK[-SAMPLER] (GKV_* lines), args-... (each
+/* Writes DIR/env-ROLE-RANK (GKV_* lines), args-... (each
  * argument then a NUL), pid-... and ports-... ("ok" when every server of
  * the ip_config accepts connections). */
 int gkvt_lt_child_main(int argc, char **argv);

@@ -41,15 +41,24 @@ test_env(void **state)
     pid_t sp[8];
     int rc, ns;
     char want[PATH_MAX + 64];
-    char ids[6][96];                 /* (group, rank) of every client */
+    char ids[2][96];                 /* (group, rank) of every client */
     char inst0[PATH_MAX] = "";
     int nid = 0;
 
     gkvt_lt_ports(f);
+    /* an inherited copy is replaced by --num-samplers' value */
+    setenv("GKV_LOADER_WORKERS", "9", 1);
     rc = gkvt_lt_retry(f, args, NULL, 20);
+    unsetenv("GKV_LOADER_WORKERS");
     gkvt_lt_expect_ok(f, rc, "the launch");
     ns = gkvt_lt_server_pids(f, sp, 8);
     assert_int_equal(ns, 2);
+    /* --num-samplers 2 (deprecated) starts no sampler processes: it gives
+     * each trainer's loader 2 worker threads, and says so */
+    assert_true(gkvt_lt_has(f, "--num-samplers 2 (deprecated): no sampler "
+                            "processes; each trainer's loader gets 2 worker "
+                            "threads (GKV_LOADER_WORKERS=2)"));
+    assert_false(gkvt_lt_has(f, "started sampler"));
     for (int i = 0; i < ns; i++) {
         gkvt_lt_track(f, sp[i]);
         assert_true(gkvt_lt_wait_gone(sp[i], 2000));          /* servers stopped */
@@ -75,7 +84,8 @@ test_env(void **state)
         GKVT_LT_ENV_EQ(e, "GKV_WORLD_SIZE", "2");
         GKVT_LT_ENV_EQ(e, "GKV_NUM_SERVERS", "2");
         GKVT_LT_ENV_EQ(e, "GKV_NUM_TRAINERS", "2");
-        GKVT_LT_ENV_EQ(e, "GKV_NUM_SAMPLERS", "2");
+        GKVT_LT_ENV_EQ(e, "GKV_NUM_SAMPLERS", "");
+        GKVT_LT_ENV_EQ(e, "GKV_LOADER_WORKERS", "2");
         GKVT_LT_ENV_EQ(e, "GKV_GROUP", "g-env");
         GKVT_LT_ENV_EQ(e, "GKV_TRAINER_RANK", "");
         GKVT_LT_ENV_EQ(e, "GKV_IP_CONFIG", f->cfg);
@@ -122,36 +132,11 @@ test_env(void **state)
         assert_true(gkvt_lt_has(f, want));
         snprintf(want, sizeof want, "%s/logs/trainer-0-%d.log", f->ws, r);
         assert_true(access(want, F_OK) == 0);
-
-        /* the samplers of this trainer: a (group, rank) of their own,
-         * GROUP.sampler and trainer rank x K + j, in a world of M x T x K */
-        for (int s = 0; s < 2; s++) {
-            char srank[16], sid[16];
-
-            snprintf(srank, sizeof srank, "%d", r * 2 + s);
-            snprintf(sid, sizeof sid, "%d", s);
-            snprintf(tag, sizeof tag, "sampler-%d-%d", r * 2 + s, s);
-            e = gkvt_lt_read_env(f, tag);
-            if (e[0] == '\0')
-                fail_msg("no environment file %s/env-%s", f->ws, tag);
-            GKVT_LT_ENV_EQ(e, "GKV_ROLE", "sampler");
-            GKVT_LT_ENV_EQ(e, "GKV_RANK", srank);
-            GKVT_LT_ENV_EQ(e, "GKV_TRAINER_RANK", num);
-            GKVT_LT_ENV_EQ(e, "GKV_LOCAL_RANK", num);
-            GKVT_LT_ENV_EQ(e, "GKV_SAMPLER_ID", sid);
-            GKVT_LT_ENV_EQ(e, "GKV_WORLD_SIZE", "4");
-            GKVT_LT_ENV_EQ(e, "GKV_GROUP", "g-env.sampler");
-            GKVT_LT_ENV_EQ(e, "RANK", "");       /* torch's variables: trainers' */
-            snprintf(ids[nid++], sizeof ids[0], "%s/%s",
-                     gkvt_lt_env_in(e, "GKV_GROUP", path, sizeof path), srank);
-            free(e);
-            snprintf(want, sizeof want, "started sampler %d of trainer rank %d",
-                     s, r);
-            assert_true(gkvt_lt_has(f, want));
-        }
+        snprintf(want, sizeof want, "%s/logs/sampler-0-%d.log", f->ws, r);
+        assert_true(access(want, F_OK) != 0);
     }
     /* no two clients share an identity on the servers */
-    assert_int_equal(nid, 6);
+    assert_int_equal(nid, 2);
     for (int a = 0; a < nid; a++)
         for (int b = a + 1; b < nid; b++)
             if (strcmp(ids[a], ids[b]) == 0)
@@ -326,17 +311,20 @@ test_slurm_mpi(void **state)
         "--num-servers", "1", "--num-trainers", "2", "--server-bin", gkvt_lt_self,
         "--keep-alive", "--server-name", "k", "--", gkvt_lt_self, "--child", "env",
         NULL};
-    /* with one sampler per trainer: 1 + 2 x 2 = 5 tasks; local rank 4 is
-     * the sampler of trainer 1 */
+    /* --num-samplers 3 (deprecated) adds no tasks: still 1 + 2 = 3, and
+     * the trainers' loaders get 3 threads; the 5 tasks sampler processes
+     * once took are refused */
     const char *srvk[] = {"--ip-config", f->cfg, "--store", f->store,
-        "--num-servers", "1", "--num-trainers", "2", "--num-samplers", "1",
+        "--num-servers", "1", "--num-trainers", "2", "--num-samplers", "3",
         "--server-bin", gkvt_lt_self, "--server-arg", "--fake-server", "--", gkvt_lt_self,
         "--child", "env", NULL};
-    const char *task_k[] = {"SLURM_PROCID=4", "SLURM_NTASKS=5", "SLURM_NODEID=0",
-        "SLURM_LOCALID=4", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1",
+    const char *task_k[] = {"SLURM_PROCID=2", "SLURM_NTASKS=3", "SLURM_NODEID=0",
+        "SLURM_LOCALID=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1",
         "SLURM_NNODES=1", NULL};
-    const char *task_ks[] = {"SLURM_PROCID=0", "SLURM_NTASKS=5", "SLURM_NODEID=0",
+    const char *task_ks[] = {"SLURM_PROCID=0", "SLURM_NTASKS=3", "SLURM_NODEID=0",
         "SLURM_LOCALID=0", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1", NULL};
+    const char *task_k5[] = {"SLURM_PROCID=4", "SLURM_NTASKS=5", "SLURM_NODEID=0",
+        "SLURM_LOCALID=4", "SLURM_JOB_ID=77", "SLURM_STEP_ID=1", NULL};
     const char *task_bad[] = {"SLURM_PROCID=2", "SLURM_NTASKS=4", "SLURM_NODEID=0",
         "SLURM_LOCALID=2", "SLURM_STEP_ID=1", NULL};
     const char *mpi_t[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=3",
@@ -380,24 +368,27 @@ test_slurm_mpi(void **state)
     assert_int_equal(gkvt_lt_launch(f, srv, task_nodes, 20), 2);
     assert_true(gkvt_lt_has(f, "Slurm: 2 nodes, but"));
 
-    /* a sampler task: a (group, rank) of its own; the servers wait for
-     * the 2 trainers and 2 samplers */
+    /* --num-samplers: the last task is trainer 1, with 3 loader threads;
+     * the servers wait for the 2 trainers only */
     assert_int_equal(gkvt_lt_launch(f, srvk, task_k, 20), 0);
-    t = gkvt_lt_read_env(f, "sampler-1-0");
-    GKVT_LT_ENV_EQ(t, "GKV_ROLE", "sampler");
+    t = gkvt_lt_read_env(f, "trainer-1");
+    GKVT_LT_ENV_EQ(t, "GKV_ROLE", "trainer");
     GKVT_LT_ENV_EQ(t, "GKV_RANK", "1");
-    GKVT_LT_ENV_EQ(t, "GKV_TRAINER_RANK", "1");
-    GKVT_LT_ENV_EQ(t, "GKV_SAMPLER_ID", "0");
+    GKVT_LT_ENV_EQ(t, "GKV_LOADER_WORKERS", "3");
+    GKVT_LT_ENV_EQ(t, "GKV_SAMPLER_ID", "");
     GKVT_LT_ENV_EQ(t, "GKV_WORLD_SIZE", "2");
-    GKVT_LT_ENV_EQ(t, "GKV_GROUP", "slurm-77-1.sampler");
+    GKVT_LT_ENV_EQ(t, "GKV_GROUP", "slurm-77-1");
     free(t);
-    assert_true(gkvt_lt_has(f, "slurm task 4 of 5: sampler 0 of trainer rank 1 on "
+    assert_true(gkvt_lt_has(f, "slurm task 2 of 3: trainer rank 1 on "
                            "machine 0"));
     assert_int_equal(gkvt_lt_launch(f, srvk, task_ks, 20), 0);
     snprintf(fake, sizeof fake, "%s/fake-server", f->ws);
     t = gkvt_slurp(fake);
-    assert_non_null(strstr(t, "arg --num-clients\narg 4\n"));
+    assert_non_null(strstr(t, "arg --num-clients\narg 2\n"));
+    GKVT_LT_ENV_EQ(t, "GKV_LOADER_WORKERS", "");   /* a trainer's only */
     free(t);
+    assert_int_equal(gkvt_lt_launch(f, srvk, task_k5, 20), 2);
+    assert_true(gkvt_lt_has(f, "need 3 tasks, 3 per node"));
 
     /* a layout that does not fit */
     assert_int_equal(gkvt_lt_launch(f, srv, task_bad, 20), 2);
@@ -608,18 +599,19 @@ test_remote(void **state)
     free(t);
 }
 
-/* The example trainer with one sampler per trainer, two machines serving
- * the two partitions of a graph. A sampler used to share its trainer's
- * (group, rank), so each handshake took over the other's session and the
- * job failed; now samplers are clients of their own (GROUP.sampler, rank
- * trainer rank x K + j) and the job succeeds. */
+/* The example trainer under --num-samplers 3 (deprecated), two machines
+ * serving the two partitions of a graph: no sampler process is started
+ * (samplers used to sample blocks nobody used); each trainer's loader
+ * runs 3 worker threads instead, its batches sampled on the servers, its
+ * pushes on a thread with a client of its own (an observer: no session
+ * of the trainer's is taken over, and the job ends when the trainers do). */
 static void
-test_samplers_example(void **state)
+test_loader_workers_example(void **state)
 {
     struct gkvt_lt_fx *f = *state;
     char json[PATH_MAX + 64], cfg2[PATH_MAX + 16], train[PATH_MAX + 16];
     const char *args[] = {"--ip-config", cfg2, "--part-config", json,
-        "--num-servers", "1", "--num-trainers", "1", "--num-samplers", "1",
+        "--num-servers", "1", "--num-trainers", "1", "--num-samplers", "3",
         "--workspace", f->ws, "--group", "g-samp", "--", train,
         "--max-batches", "50", "--batch", "64", NULL};
     int rc;
@@ -637,40 +629,75 @@ test_samplers_example(void **state)
     }
     assert_int_equal(rc, 0);
     assert_true(gkvt_lt_has(f, "job done"));
+    assert_false(gkvt_lt_has(f, "started sampler"));
     for (int m = 0; m < 2; m++) {
-        char log[64], want[160];
+        char log[64], want[256], path[PATH_MAX + 64], *t;
 
-        snprintf(log, sizeof log, "sampler-%d-0.log", m);
-        snprintf(want, sizeof want, "sampler 0 of trainer rank %d (rank %d/2 "
-                 "of group 'g-samp.sampler')", m, m);
-        gkvt_lt_log_has(f, log, want);
-        snprintf(want, sizeof want, "sampler 0 of trainer rank %d epoch 0: ", m);
-        gkvt_lt_log_has(f, log, want);
-        /* no mask in this graph: the trainer says it falls back */
-        snprintf(want, sizeof want, "sampler 0 of trainer rank %d: training "
-                 "mask: the servers hold no 'node/_N/train_mask'; a random "
-                 "0.6 of the nodes (--train-frac)", m);
-        gkvt_lt_log_has(f, log, want);
+        snprintf(path, sizeof path, "%s/logs/sampler-%d-0.log", f->ws, m);
+        assert_true(access(path, F_OK) != 0);
         snprintf(log, sizeof log, "trainer-%d-0.log", m);
+        snprintf(want, sizeof want, "rank %d: batches from gkv_loader, "
+                 "sampled and gathered on the servers (--sample-on server), "
+                 "3 worker threads, 4 batches ahead; Adagrad pushes on a "
+                 "thread of their own, one outstanding", m);
+        gkvt_lt_log_has(f, log, want);
         snprintf(want, sizeof want, "rank %d epoch 0: ", m);
         gkvt_lt_log_has(f, log, want);
+        gkvt_lt_log_has(f, log, "for the loader and ");
         snprintf(want, sizeof want, "rank %d: embedding 'node/_N/emb' mean |x|", m);
         gkvt_lt_log_has(f, log, want);
+        /* no mask in this graph: the trainer says it falls back */
         snprintf(want, sizeof want, "rank %d: training mask: the servers hold "
                  "no 'node/_N/train_mask'; a random 0.6 of the nodes "
                  "(--train-frac)", m);
         gkvt_lt_log_has(f, log, want);
         /* and no session was taken over */
-        {
-            char path[PATH_MAX + 64], *t;
-            snprintf(path, sizeof path, "%s/logs/server-%d-0.log", f->ws, m);
-            t = gkvt_slurp(path);
-            assert_non_null(strstr(t, "listening on"));
-            if (strstr(t, "rejoin") != NULL)
-                fail_msg("a client rejoined on server %d/0:\n%s", m, t);
-            free(t);
-        }
+        snprintf(path, sizeof path, "%s/logs/server-%d-0.log", f->ws, m);
+        t = gkvt_slurp(path);
+        assert_non_null(strstr(t, "listening on"));
+        if (strstr(t, "rejoin") != NULL)
+            fail_msg("a client rejoined on server %d/0:\n%s", m, t);
+        free(t);
     }
+}
+
+/* --sample-on local: the trainer's loader samples in its own process on
+ * the partition config's one partition (GKV_PART_CONFIG), and pushes
+ * through the server; on a graph of two partitions it fails, saying why. */
+static void
+test_example_local(void **state)
+{
+    struct gkvt_lt_fx *f = *state;
+    char json[PATH_MAX + 64], json2[PATH_MAX + 64], cfg2[PATH_MAX + 16];
+    char train[PATH_MAX + 16];
+    const char *args[] = {"--ip-config", f->cfg, "--part-config", json,
+        "--num-servers", "1", "--num-trainers", "1", "--workspace", f->ws,
+        "--group", "g-local", "--", train, "--max-batches", "5", "--batch",
+        "64", "--sample-on", "local", "--prefetch", "2", NULL};
+    const char *args2[] = {"--ip-config", cfg2, "--part-config", json2,
+        "--num-servers", "1", "--num-trainers", "1", "--workspace", f->ws,
+        "--group", "g-local2", "--", train, "--sample-on", "local", NULL};
+    int rc;
+
+    snprintf(train, sizeof train, "%s", gkvt_prog("gkv-example-train"));
+    gkvt_lt_graph(f, "g1", 9, 1, json, sizeof json);
+    gkvt_lt_ports(f);
+    rc = gkvt_lt_retry(f, args, NULL, 60);
+    gkvt_lt_expect_ok(f, rc, "the launch");
+    gkvt_lt_log_has(f, "trainer-0-0.log", "rank 0: batches from gkv_loader, "
+                    "sampled in this process (--sample-on local), 2 worker "
+                    "threads, 2 batches ahead");
+    gkvt_lt_log_has(f, "trainer-0-0.log", "rank 0 epoch 0: 5 batches in ");
+    gkvt_lt_log_has(f, "trainer-0-0.log", "rank 0: embedding 'node/_N/emb' "
+                    "mean |x|");
+
+    gkvt_lt_graph(f, "g2", 9, 2, json2, sizeof json2);
+    rc = gkvt_lt_retry2(f, args2, cfg2, sizeof cfg2, 60);
+    assert_int_equal(rc, 1);
+    gkvt_lt_log_has(f, "trainer-0-0.log", "--sample-on local samples in this "
+                    "process on the whole graph: it needs a graph of one "
+                    "partition, this one has 2 (use --sample-on server or "
+                    "client)");
 }
 
 static uint64_t
@@ -688,7 +715,8 @@ mix64(uint64_t z)
  * every trainer names the mask and its count, and its training nodes are
  * exactly its share of gkv_pbook_node_split over that mask (count, sum and
  * hash of the IDs it prints), so all are mask nodes and they add up to the
- * mask's count. It used to draw a mask of its own from --train-frac. */
+ * mask's count. It used to draw a mask of its own from --train-frac.
+ * The batches are sampled client side here (--sample-on client). */
 static void
 test_example_train_mask(void **state)
 {
@@ -697,7 +725,7 @@ test_example_train_mask(void **state)
     const char *args[] = {"--ip-config", cfg2, "--part-config", json,
         "--num-servers", "1", "--num-trainers", "2", "--workspace", f->ws,
         "--group", "g-mask", "--", train, "--max-batches", "1", "--batch",
-        "32", "--fanouts", "2,2", NULL};
+        "32", "--fanouts", "2,2", "--sample-on", "client", NULL};
     enum { SCALE = 10, N = 1 << SCALE, W = 4 };
     uint8_t mask[N], *newmask = calloc(N, 1);
     int64_t *nmap, *split;
@@ -751,7 +779,7 @@ test_example_train_mask(void **state)
 
 /* A trainer that connects after the others have come and gone still finds
  * the servers: gkv-launch starts them with --num-clients (every trainer
- * and sampler of the job), so they stop on "last client left" only once
+ * of the job), so they stop on "last client left" only once
  * all have joined. */
 static void
 test_late_client(void **state)
@@ -814,8 +842,9 @@ main(int argc, char **argv)
         T(test_port_taken),
         T(test_slurm_mpi),
         T(test_remote),
-        T(test_samplers_example),
+        T(test_loader_workers_example),
         T(test_example_train_mask),
+        T(test_example_local),
         T(test_refused_no_workspace),
         /* last: it needs gkv-server --num-clients */
         T(test_late_client),

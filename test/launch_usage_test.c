@@ -168,20 +168,18 @@ test_bad_token_file_missing(void **state)
     }
 }
 
-/* With samplers the group name must leave room for ".sampler". */
+/* --num-samplers (deprecated: the trainers' loader threads) takes 0..64,
+ * the loader's bound, and says so. */
 static void
-test_bad_group_too_long_for_samplers(void **state)
+test_bad_num_samplers(void **state)
 {
     struct gkvt_lt_fx *f = *state;
-    /* 56 characters: GROUP.sampler would be 64, one too many */
-    static const char g56[] =
-        "g-56-characters-long-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
-    const char *longgrp[] = LAUNCH_ARGS("--group", g56, "--num-samplers",
-                                        "1",);
+    const char *many[] = LAUNCH_ARGS("--num-samplers", "65",);
+    const char *word[] = LAUNCH_ARGS("--num-samplers", "two",);
 
-    assert_int_equal(strlen(g56), 56);
     gkvt_lt_ports(f);
-    expect_usage(f, longgrp, "samplers join as group", "give at most 55");
+    expect_usage(f, many, "--num-samplers", "loader threads in 0..64");
+    expect_usage(f, word, "--num-samplers", "loader threads in 0..64");
 }
 
 static void
@@ -218,6 +216,10 @@ test_help_exits_0(void **state)
     assert_int_equal(gkvt_lt_launch(f, help, NULL, 10), 0);
     o = gkvt_slurp(f->out);
     assert_non_null(strstr(o, "Usage: gkv-launch"));
+    /* no sampler processes any more: the flag is the loader's threads */
+    assert_non_null(strstr(o, "--num-samplers K       deprecated: starts no "
+                           "processes; sets each\n                         "
+                           "trainer's GKV_LOADER_WORKERS=K"));
     free(o);
     /* nothing was started: no port of the ip_config is held */
     assert_true(gkvt_lt_port_closed(f->base));
@@ -244,6 +246,12 @@ test_trainer_usage(void **state)
         {{"--train-mask", "node/_N/m", NULL}, "--train-mask 'node/_N/m': a "
          "feature name, without '/' or '#'"},
         {{"stray", NULL}, "unexpected argument 'stray'"},
+        {{"--sample-on", "gpu", NULL}, "--sample-on 'gpu': server, client or "
+         "local"},
+        {{"--loader-workers", "0", NULL}, "'0' is not a number of threads in "
+         "1..64"},
+        {{"--prefetch", "0", NULL}, "'0' is not a number of batches in "
+         "1..1024"},
     };
     char prog[PATH_MAX];
     char *out = NULL, *err = NULL;
@@ -377,7 +385,7 @@ main(int argc, char **argv)
         T(test_bad_keep_alive_without_server_name),
         T(test_bad_token_file_readable_by_others),
         T(test_bad_token_file_missing),
-        T(test_bad_group_too_long_for_samplers),
+        T(test_bad_num_samplers),
         T(test_bad_workspace_under_a_file),
         T(test_bad_ip_config_missing),
         T(test_help_exits_0),

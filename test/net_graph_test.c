@@ -36,7 +36,11 @@
 #ifdef GKV_HAVE_CUDA
 #include "gpu/gkv_gpu.h"
 #include "gpu/loader_int.h"
+#include "loader/gkv_loader.h"
 #endif
+
+static void hblocks_equal(const gkv_block *a, const gkv_block *b, int nl,
+                          int dev);
 
 #ifdef GKV_HAVE_CUDA
 /* ---- the GPU loader ---------------------------------------------------------- */
@@ -282,6 +286,225 @@ ldr_check_dev(struct gkvt_ng *f, gkv_gpu_loader *l, const int64_t *inv,
     gkvt_ng_bcopy_free(&ref);
 }
 
+/* The host loader's options of the GPU loader tests: every 3rd node a
+ * seed (n/3 of them), batches of 200, fanouts 'fan', sampled 'where'. */
+static gkv_loader_opts
+batches_opts(int where, const int64_t *seeds, size_t n, const int *fan,
+             int nl)
+{
+    gkv_loader_opts bo;
+
+    memset(&bo, 0, sizeof bo);
+    bo.where = where;
+    bo.seeds = seeds;
+    bo.nseeds = n;
+    bo.batch_size = 200;
+    bo.shuffle_seed = 3;
+    bo.nlayers = nl;
+    bo.nfan = 1;
+    bo.fanouts = fan;
+    bo.sample_seed = 11;
+    bo.prefetch = 3;
+    bo.workers = 2;
+    return bo;
+}
+
+/* Host batch hb against the references: its seeds are those of its place
+ * in the epoch's order, its blocks the in-process blocks of its seeds and
+ * sample seed; returns the reference (the caller frees it). */
+static void
+batch_check_ref(struct gkvt_ng *f, const gkv_loader_opts *bo,
+                const gkv_batch *hb, uint64_t epoch, uint64_t index,
+                struct gkvt_ng_bcopy *ref)
+{
+    size_t *perm = malloc(bo->nseeds * sizeof *perm), at;
+    gkv_sample_opts o = {0};
+
+    assert_non_null(perm);
+    assert_int_equal(hb->epoch, epoch);
+    assert_int_equal(hb->index, index);
+    gkv_loader_epoch_order(bo->shuffle_seed, epoch, bo->flags, bo->nseeds,
+                           perm);
+    at = (size_t)index * bo->batch_size;
+    assert_int_equal(hb->nseeds, bo->nseeds - at < bo->batch_size ?
+                     bo->nseeds - at : bo->batch_size);
+    for (size_t i = 0; i < hb->nseeds; i++)
+        assert_int_equal(hb->seeds[i], bo->seeds[perm[at + i]]);
+    free(perm);
+    o.seed = gkv_loader_batch_seed(bo->sample_seed, epoch, index);
+    assert_int_equal(hb->sample_seed, o.seed);
+    gkvt_ng_ref_blocks(f, ref, hb->seeds, hb->nseeds, bo->fanouts,
+                       bo->nlayers, &o);
+    assert_true(gkvt_ng_blocks_equal(ref, hb->blocks, bo->nlayers, 0) > 0);
+}
+
+/* A host-mode loader over a gkv_loader (opts.batches), client and server
+ * side: every batch of two epochs is staged from the host batch (the
+ * packed blocks equal its blocks, which equal the in-process ones; the
+ * input rows outside the "cache" copied from its rows, which are the
+ * nodes' feature rows; the cached ones marked -1), in order, then the
+ * end of the epoch; bad options name what is wrong. */
+static void
+test_gpu_loader_batches_host(void **state)
+{
+    struct gkvt_ng *f = *state;
+    gkv_client *c;
+    gkv_gpu_loader *l = NULL;
+    gkv_gpu_loader_opts lo = {0};
+    gkv_loader_opts bo;
+    gkv_gpu_batch bt;
+    int64_t rg[2], *inv, *seeds;
+    int fan2[2] = {5, 10}, bad[1] = {3};
+    gkv_typed_tensor ft = {0, "node/_N/feat"};
+
+    c = loader_fixture(f, 11, &inv, &seeds, rg);
+    for (int w = GKV_LOADER_CLIENT; w <= GKV_LOADER_SERVER; w++) {
+        size_t nb = 0;
+
+        bo = batches_opts(w, seeds, (size_t)f->n / 3, fan2, 2);
+        lo.feat = "feat";
+        lo.batches = &bo;
+        GPU_OK(gpu__ldr_new(&l, c, &lo, rg));
+        nb = (bo.nseeds + bo.batch_size - 1) / bo.batch_size;
+        for (uint64_t ep = 0; ep < 2; ep++) {
+            if (ep > 0)
+                GPU_OK(gkv_gpu_loader_epoch(l, ep));
+            for (uint64_t i = 0;; i++) {
+                struct gpu_ldr_type *T = &l->t[0];
+                struct gkvt_ng_bcopy ref;
+                const int64_t *ids, *mi;
+                const char *hrows;
+                size_t k = 0;
+
+                GPU_OK(gpu__ldr_take(l));
+                if (l->nlayers == 0) {
+                    assert_int_equal(i, nb);
+                    assert_null(l->held);
+                    break;
+                }
+                assert_non_null(l->held);
+                batch_check_ref(f, &bo, l->held, ep, i, &ref);
+                gpu__ldr_point(l, l->pack);
+                assert_true(gkvt_ng_blocks_equal(&ref, l->blocks, 2, 0) > 0);
+                assert_int_equal(T->n, ref.nsrc[0]);
+                assert_int_equal(l->held->nfeats, 1);
+                assert_int_equal(l->held->feat_bytes[0],
+                                 T->n * GKVT_NG_FEAT_W * 4);
+                ids = l->blocks[0].nodes[0].ids;
+                mi = (const int64_t *)(l->pack + T->miss_off);
+                hrows = l->held->feat[0];
+                for (size_t r = 0; r < T->n; r++) {
+                    int cached = ids[r] >= rg[0] && ids[r] < rg[1];
+                    row_check(f, inv, hrows + r * GKVT_NG_FEAT_W * 4, ids[r]);
+                    assert_int_equal(mi[r], cached ? -1 : (int64_t)k);
+                    if (!cached)
+                        row_check(f, inv, l->stage + T->stage_off +
+                                  k++ * GKVT_NG_FEAT_W * 4, ids[r]);
+                }
+                assert_int_equal(l->rows_pulled, k);
+                assert_int_equal(l->rows_cached, T->n - k);
+                gkvt_ng_bcopy_free(&ref);
+            }
+        }
+        /* a host-mode loader has no device half, whichever call */
+        assert_int_equal(gkv_gpu_loader_next_batch(l, &bt, NULL), GKV_EINVAL);
+        gkv_gpu_loader_free(l);         /* mid-epoch 2: nothing left over */
+        l = NULL;
+    }
+
+    /* bad options: named, nothing made */
+    bo = batches_opts(GKV_LOADER_SERVER, seeds, 1000, fan2, 2);
+    bo.feats = &ft;
+    bo.nfeats = 1;
+    l = (gkv_gpu_loader *)&lo;
+    assert_int_equal(gpu__ldr_new(&l, c, &lo, rg), GKV_EINVAL);
+    assert_null(l);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "opts.batches has feats of its "
+                           "own"));
+    bo = batches_opts(GKV_LOADER_SERVER, seeds, 1000, bad, 2);
+    bo.nfan = 2;                       /* 2 layers x 2 fanouts, 1 given */
+    bo.fanouts = fan2;
+    bo.nlayers = 1;
+    assert_int_equal(gpu__ldr_new(&l, c, &lo, rg), GKV_EINVAL);
+    print_message("bad host loader: %s\n", gkv_gpu_errmsg());
+    assert_non_null(strstr(gkv_gpu_errmsg(), "the host loader (opts.batches)"));
+    assert_int_equal(gkv_gpu_loader_epoch(NULL, 1), GKV_EINVAL);
+    lo.batches = NULL;
+    GPU_OK(gpu__ldr_new(&l, c, &lo, rg));
+    assert_int_equal(gkv_gpu_loader_epoch(l, 1), GKV_EINVAL);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "without opts.batches"));
+    gkv_gpu_loader_free(l);
+    NET_OK(gkv_client_close(c));
+    free(seeds);
+    free(inv);
+}
+
+/* A whole epoch through a device loader over a gkv_loader (server side,
+ * with the cache): each batch on the device equals its host batch, block
+ * by block, and every input row the node's feature row; then the end of
+ * the epoch. The two calls refuse the other kind of loader. */
+static void
+ldr_check_dev_batches(struct gkvt_ng *f, gkv_client *c, const int64_t *inv,
+                      const int64_t *seeds, gkv_gpu_feat *const *caches)
+{
+    gkv_gpu_loader *l = NULL;
+    gkv_gpu_loader_opts lo = {0};
+    gkv_loader_opts bo;
+    gkv_gpu_batch bt;
+    int fan2[2] = {10, 15};
+    size_t nb, i, cached = 0;
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {10};
+    gkv_sample_opts o = {0};
+
+    bo = batches_opts(GKV_LOADER_SERVER, seeds, (size_t)f->n / 3, fan2, 2);
+    lo.feat = "feat";
+    lo.cache = caches;
+    lo.batches = &bo;
+    GPU_OK(gkv_gpu_loader_new(&l, c, &lo));
+    nb = (bo.nseeds + bo.batch_size - 1) / bo.batch_size;
+    for (i = 0;; i++) {
+        struct gkvt_ng_bcopy ref;
+        size_t ni;
+        char *rows;
+
+        GPU_OK(gkv_gpu_loader_next_batch(l, &bt, NULL));
+        if (bt.nlayers == 0)
+            break;
+        assert_non_null(bt.host);
+        batch_check_ref(f, &bo, bt.host, 0, i, &ref);
+        hblocks_equal(bt.host->blocks, bt.blocks, 2, 1);
+        ni = ref.nsrc[0];
+        assert_int_equal(bt.rows_cached + bt.rows_pulled, ni);
+        cached += bt.rows_cached;
+        rows = malloc(ni * GKVT_NG_FEAT_W * 4 + 1);
+        GPU_OK(gkv_gpu_copy(rows, bt.feat_dev[0], ni * GKVT_NG_FEAT_W * 4,
+                            NULL));
+        for (size_t r = 0; r < ni; r++)
+            row_check(f, inv, rows + r * GKVT_NG_FEAT_W * 4, ref.ids[0][r]);
+        free(rows);
+        gkvt_ng_bcopy_free(&ref);
+    }
+    assert_int_equal(i, nb);
+    if (caches != NULL)
+        assert_true(cached > 0);
+    else
+        assert_int_equal(cached, 0);
+    assert_int_equal(gkv_gpu_loader_next(l, sv, sn, fan2, 1, 2, &o, &bt,
+                                         NULL), GKV_EINVAL);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "call "
+                           "gkv_gpu_loader_next_batch()"));
+    GPU_OK(gkv_gpu_loader_epoch(l, 1));
+    GPU_OK(gkv_gpu_loader_next_batch(l, &bt, NULL));   /* then freed mid-epoch */
+    assert_int_equal(bt.host->epoch, 1);
+    gkv_gpu_loader_free(l);
+    lo.batches = NULL;
+    GPU_OK(gkv_gpu_loader_new(&l, c, &lo));
+    assert_int_equal(gkv_gpu_loader_next_batch(l, &bt, NULL), GKV_EINVAL);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "made without opts.batches"));
+    gkv_gpu_loader_free(l);
+}
+
 static void
 test_gpu_loader_device(void **state)
 {
@@ -334,11 +557,13 @@ test_gpu_loader_device(void **state)
     }
 #endif
     gkv_gpu_loader_free(l);
+    ldr_check_dev_batches(f, c, inv, seeds, caches);
     /* without a cache */
     lo.cache = NULL;
     GPU_OK(gkv_gpu_loader_new(&l, c, &lo));
     ldr_check_dev(f, l, inv, seeds, 900, fan2, 2, &o, 0);
     gkv_gpu_loader_free(l);
+    ldr_check_dev_batches(f, c, inv, seeds, NULL);
     gkv_gpu_feat_close(fc);
     NET_OK(gkv_client_close(c));
     free(seeds);
@@ -607,6 +832,7 @@ main(void)
         T(test_hetero),
 #ifdef GKV_HAVE_CUDA
         T(test_gpu_loader_host),
+        T(test_gpu_loader_batches_host),
         T(test_gpu_loader_device),
 #endif
     };

@@ -32,7 +32,7 @@
  * warm-up; every result is verified (rows against the store, blocks
  * against in-process sampling). Servers and redis-server are child
  * processes started and killed by PID on every exit path (normal, error,
- * SIGINT/SIGTERM), which also remove the work directory in /tmp; they die
+ * SIGINT/SIGTERM; tools/common/benchproc.c), which also remove the work directory in /tmp; they die
  * with this program even when it is killed with -9 (PR_SET_PDEATHSIG).
  *
  * usage: gkv-bench-net [--quick] [--reps N] [--scale N] [--rows N]
@@ -42,23 +42,20 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "gkv.h"
+#include "benchproc.h"
 #include "opt.h"
 #include "util.h"
 
@@ -66,243 +63,8 @@
 #define D       128                 /* floats per row: 512 bytes */
 #define RB      (D * sizeof(float))
 #define BATCH   1024                /* seeds per sampling batch */
-#define MAXKIDS 8
 
-static pid_t kids[MAXKIDS];
-static int nkids;
-static char workdir[256];
-static pid_t owner;                 /* clean-up runs in this process only */
-static char server_path[PATH_MAX + 16];
 static int reps = 5;
-
-/* ---- children and clean-up ------------------------------------------------ */
-
-static void
-kid_stop(pid_t pid)
-{
-    for (int i = 0; i < nkids; i++)
-        if (kids[i] == pid) {
-            int st;
-            kill(pid, SIGTERM);
-            for (int k = 0; k < 200 && waitpid(pid, &st, WNOHANG) == 0; k++)
-                usleep(10000);
-            if (waitpid(pid, &st, WNOHANG) == 0) {
-                kill(pid, SIGKILL);
-                waitpid(pid, &st, 0);
-            }
-            kids[i] = kids[--nkids];
-            return;
-        }
-}
-
-static void
-rmtree(const char *dir)
-{
-    char cmd[PATH_MAX + 32];
-
-    if (dir[0] == '\0' || strncmp(dir, "/tmp/", 5) != 0)
-        return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        tools__note("could not remove %s", dir);
-}
-
-static void
-cleanup(void)
-{
-    if (getpid() != owner)
-        return;
-    while (nkids > 0)
-        kid_stop(kids[nkids - 1]);
-    rmtree(workdir);
-    workdir[0] = '\0';
-}
-
-/* SIGINT, SIGTERM: kill the children, remove the work directory (rm in a
- * child: fork, execv and waitpid are async-signal-safe), leave with
- * 128 + sig. The children also die with this process whatever kills it
- * (PR_SET_PDEATHSIG). */
-static char rm_arg[300];
-
-static void
-on_signal(int sig)
-{
-    pid_t pid = -1;
-
-    for (int i = 0; i < nkids; i++)
-        kill(kids[i], SIGKILL);
-    if (getpid() == owner && rm_arg[0] != '\0' && (pid = fork()) == 0) {
-        char *argv[] = {"/bin/rm", "-rf", rm_arg, NULL};
-        execv(argv[0], argv);
-        _exit(127);
-    } else if (pid > 0) {
-        waitpid(pid, NULL, 0);
-    }
-    _exit(128 + sig);
-}
-
-/* In a child: die with the benchmark. */
-static void
-die_with_parent(void)
-{
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != owner)
-        _exit(1);                       /* the parent is already gone */
-}
-
-static pid_t
-spawn(char *const argv[], const char *log)
-{
-    pid_t pid;
-
-    if (nkids == MAXKIDS)
-        tools__die("too many child processes");
-    if ((pid = fork()) < 0)
-        tools__die("fork: %s", strerror(errno));
-    if (pid == 0) {
-        int dn = open("/dev/null", O_RDWR);
-        int fe = log != NULL ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644) : dn;
-        die_with_parent();
-        dup2(dn, 0);
-        dup2(dn, 1);
-        dup2(fe, 2);
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    kids[nkids++] = pid;
-    return pid;
-}
-
-static int
-port_free(int port)
-{
-    struct sockaddr_in a = {0};
-    int s = socket(AF_INET, SOCK_STREAM, 0), ok;
-
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok = bind(s, (struct sockaddr *)&a, sizeof a) == 0;
-    close(s);
-    return ok;
-}
-
-/* A range of n ports nobody listens on now. */
-static int
-pick_ports(int n)
-{
-    static unsigned seq;
-
-    for (int attempt = 0; attempt < 200; attempt++) {
-        int base = 21000 + (int)(((unsigned)getpid() * 40503u + seq++ * 613u) %
-                                 28000u), ok = 1;
-        for (int i = 0; i < n && ok; i++)
-            ok = port_free(base + i);
-        if (ok)
-            return base;
-    }
-    tools__die("no free port range found");
-    return -1;
-}
-
-static int
-tcp_connect(int port)
-{
-    struct sockaddr_in a = {0};
-    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
-
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(s);
-        return -1;
-    }
-    setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return s;
-}
-
-/* Waits until something listens on port (pid must stay alive). */
-static void
-wait_listen(pid_t pid, int port, const char *what, const char *log)
-{
-    for (int i = 0; i < 6000; i++) {
-        int s, st;
-
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            for (int k = 0; k < nkids; k++)
-                if (kids[k] == pid)
-                    kids[k] = kids[--nkids];
-            tools__die("%s exited before listening%s%s", what,
-                       log ? "; see " : "", log ? log : "");
-        }
-        if ((s = tcp_connect(port)) >= 0) {
-            close(s);
-            return;
-        }
-        usleep(10000);
-    }
-    tools__die("%s did not listen within 60 s", what);
-}
-
-/* Starts gkv-server for machine m of cfg with extra arguments. */
-static pid_t
-server_start(const char *cfg, int m, int port, const char *store,
-             const char *part_config, const char *const *extra)
-{
-    char mach[16], log[PATH_MAX + 32];
-    char *argv[24];
-    int n = 0;
-    pid_t pid;
-
-    snprintf(mach, sizeof mach, "%d", m);
-    snprintf(log, sizeof log, "%s/server-%d-%d.log", workdir, port, m);
-    argv[n++] = server_path;
-    if (part_config != NULL) {
-        argv[n++] = "--part-config";
-        argv[n++] = (char *)part_config;
-        argv[n++] = "--part-id";
-    } else {
-        argv[n++] = "--store";
-        argv[n++] = (char *)store;
-        argv[n++] = "--machine";
-    }
-    argv[n++] = mach;
-    argv[n++] = "--ip-config";
-    argv[n++] = (char *)cfg;
-    argv[n++] = "--threads";
-    argv[n++] = "2";
-    for (int i = 0; extra != NULL && extra[i] != NULL && n < 23; i++)
-        argv[n++] = (char *)extra[i];
-    argv[n] = NULL;
-    pid = spawn(argv, log);
-    wait_listen(pid, port, "gkv-server", log);
-    return pid;
-}
-
-static void
-write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-
-    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0)
-        tools__die("%s: %s", path, strerror(errno));
-}
-
-static gkv_client *
-connect_job(const char *cfg)
-{
-    gkv_client_opts o = {0};
-    gkv_client *c;
-    gkv_err rc;
-
-    o.timeout_ms = 120000;
-    if ((rc = gkv_client_connect(&c, cfg, NULL, "bench", 0, &o)) != GKV_OK)
-        tools__die("connect: %s: %s", gkv_strerror(rc), gkv_net_errmsg());
-    return c;
-}
 
 /* ---- the rows ------------------------------------------------------------------- */
 
@@ -464,15 +226,13 @@ tcp_open(struct tcpref *t, size_t bytes)
     if (bind(ls, (struct sockaddr *)&a, sizeof a) != 0 || listen(ls, 1) != 0 ||
         getsockname(ls, (struct sockaddr *)&a, &al) != 0)
         tools__die("tcp reference: bind: %s", strerror(errno));
-    if (nkids == MAXKIDS)
-        tools__die("too many child processes");
     if ((t->pid = fork()) < 0)
         tools__die("fork: %s", strerror(errno));
     if (t->pid == 0) {
         unsigned char *buf = malloc(1 << 20), req[64];
         int c;
 
-        die_with_parent();
+        tools__bench_die_with_parent();
         c = accept(ls, NULL, NULL);
         if (buf == NULL || c < 0)
             _exit(1);
@@ -493,9 +253,9 @@ tcp_open(struct tcpref *t, size_t bytes)
             }
         }
     }
-    kids[nkids++] = t->pid;
+    tools__bench_adopt(t->pid);
     close(ls);
-    if ((t->fd = tcp_connect(ntohs(a.sin_port))) < 0)
+    if ((t->fd = tools__bench_tcp_connect(ntohs(a.sin_port))) < 0)
         tools__die("tcp reference: connect: %s", strerror(errno));
     t->bytes = bytes;
 }
@@ -520,7 +280,7 @@ static void
 tcp_close(struct tcpref *t)
 {
     close(t->fd);
-    kid_stop(t->pid);
+    tools__bench_stop(t->pid);
 }
 
 /* ---- Redis over RESP ------------------------------------------------------------------ */
@@ -616,18 +376,18 @@ redis_start(void)
     char port[16];
     char *argv[] = {"redis-server", "--port", port, "--bind", "127.0.0.1",
                     "--save", "", "--appendonly", "no", "--daemonize", "no",
-                    "--dir", workdir, NULL};
+                    "--dir", tools__bench_dir, NULL};
 
     if (system("command -v redis-server >/dev/null 2>&1") != 0) {
         tools__note("redis-server is not installed: the Redis reference is "
                     "skipped (tools/deps.sh --bench installs it)");
         return -1;
     }
-    redis_port = pick_ports(1);
+    redis_port = tools__bench_ports(1);
     snprintf(port, sizeof port, "%d", redis_port);
-    redis_pid = spawn(argv, NULL);
-    wait_listen(redis_pid, redis_port, "redis-server", NULL);
-    return tcp_connect(redis_port);
+    redis_pid = tools__bench_spawn(argv, NULL);
+    tools__bench_wait_listen(redis_pid, redis_port, "redis-server", NULL);
+    return tools__bench_tcp_connect(redis_port);
 }
 
 /* Loads rows [0, nrows) as feat:<id> with pipelined SETs. */
@@ -858,14 +618,11 @@ sample_pass(int k, gkv_sampler *sm, gkv_client *c, const int64_t *perm,
 static void
 bench_sample(int scale, int nbatch, struct sres *out)
 {
-    gkv_rmat_spec sp = {0};
-    gkv_part_spec ps = {0};
     gkv_graph *g;
     gkv_sgraph *sg;
     gkv_sampler *sm;
     gkv_client *c;
-    char dir[PATH_MAX + 16], json[PATH_MAX + 32], cfg[PATH_MAX + 16], msg[512];
-    char text[128];
+    char json[PATH_MAX + 32], cfg[PATH_MAX + 16];
     int64_t n, *perm;
     int fan[2] = {10, 15};
     double *ti = tools__xmalloc(sizeof *ti * (size_t)reps);
@@ -876,27 +633,15 @@ bench_sample(int scale, int nbatch, struct sres *out)
     double *tq = tools__xmalloc(sizeof *tq * (size_t)reps);
     float *ew;
     int64_t ne;
-    int base;
-    pid_t s0, s1;
+    pid_t srv[2];
     uint64_t x = 77;
     gkv_err rc;
 
     memset(out, 0, sizeof *out);
-    sp.scale = scale;
-    sp.edge_factor = 16;
-    sp.seed = 1;
     tools__note("sampling: R-MAT scale %d, edge factor 16; partitioning "
                 "into 2 ...", scale);
-    if ((rc = gkv_rmat_graph(&g, &sp, 2)) != GKV_OK)
-        tools__die("rmat: %s", gkv_strerror(rc));
-    snprintf(dir, sizeof dir, "%s/g", workdir);
-    ps.name = "g";
-    ps.method = GKV_PART_RANGE;
-    ps.num_parts = 2;
-    ps.nthreads = 2;
-    ps.flags = GKV_PART_CSR;             /* for the out-edge passes */
-    if ((rc = gkv_partition_write(g, &ps, dir, NULL, msg, sizeof msg)) != GKV_OK)
-        tools__die("partition: %s", msg);
+    /* CSR too, for the out-edge passes */
+    g = tools__bench_rmat_parts(scale, GKV_PART_CSR, json, sizeof json);
     if ((rc = gkv_sgraph_from_graph(&sg, g, 0, 2)) != GKV_OK ||
         (rc = gkv_sampler_new(&sm, sg, 1)) != GKV_OK)
         tools__die("sgraph: %s", gkv_strerror(rc));
@@ -907,25 +652,12 @@ bench_sample(int scale, int nbatch, struct sres *out)
     for (int64_t i = 0; i < ne; i++)
         ew[i] = 0.5f + (float)(tools__splitmix64(&x) >> 40) / (float)(1 << 24);
     gkv_graph_free(g);
-    snprintf(json, sizeof json, "%s/g.json", dir);
-    snprintf(cfg, sizeof cfg, "%s/ip-sample.cfg", workdir);
+    snprintf(cfg, sizeof cfg, "%s/ip-sample.cfg", tools__bench_dir);
     add_edge_weights(json);
-    base = pick_ports(16);
-    snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
-    write_file(cfg, text);
-    s0 = server_start(cfg, 0, base, NULL, json, NULL);
-    s1 = server_start(cfg, 1, base + 8, NULL, json, NULL);
-    c = connect_job(cfg);
+    tools__bench_part_servers(json, cfg, srv);
+    c = tools__bench_connect(cfg);
     /* the batches: consecutive slices of a random permutation */
-    perm = tools__xmalloc((size_t)n * sizeof *perm);
-    for (int64_t i = 0; i < n; i++)
-        perm[i] = i;
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(tools__splitmix64(&x) % (uint64_t)(i + 1));
-        int64_t v = perm[i];
-        perm[i] = perm[j];
-        perm[j] = v;
-    }
+    perm = tools__bench_perm(n, &x);
     if ((int64_t)nbatch * BATCH > n)
         nbatch = (int)(n / BATCH);
     out->ok = 1;
@@ -995,8 +727,8 @@ bench_sample(int scale, int nbatch, struct sres *out)
     out->out_eps = (double)out->oedges / tools__median(to, reps);
     out->oprob_eps = (double)out->opedges / tools__median(tq, reps);
     gkv_client_close(c);
-    kid_stop(s0);
-    kid_stop(s1);
+    tools__bench_stop(srv[0]);
+    tools__bench_stop(srv[1]);
     gkv_sampler_free(sm);
     gkv_sgraph_free(sg);
     free(perm);
@@ -1064,8 +796,6 @@ main(int argc, char **argv)
     gkv_client *c;
     pid_t p0, p1;
     int base, rfd;
-    char self[PATH_MAX], *sl;
-    ssize_t k;
     uint64_t rows_arg = 0;
     int quick = 0, rc;
     const struct tools_opt opts[] = {
@@ -1095,31 +825,7 @@ main(int argc, char **argv)
         return tools__usage_error(PROG, "--no-pull with --no-sample leaves "
                                   "nothing to measure");
     nrows = 2 * n;
-    owner = getpid();
-    /* gkv-server sits next to this program */
-    if ((k = readlink("/proc/self/exe", self, sizeof self - 1)) <= 0)
-        tools__die("cannot find myself");
-    self[k] = '\0';
-    if ((sl = strrchr(self, '/')) != NULL)
-        *sl = '\0';
-    snprintf(server_path, sizeof server_path, "%s/gkv-server", self);
-    if (access(server_path, X_OK) != 0)
-        tools__die("%s: not found (build it first)", server_path);
-    /* mkdtemp's template: six X */
-    snprintf(workdir, sizeof workdir, "/tmp/gkv-bench-net-" "XX" "XX" "XX");
-    if (mkdtemp(workdir) == NULL)
-        tools__die("mkdtemp: %s", strerror(errno));
-    snprintf(rm_arg, sizeof rm_arg, "%s", workdir);
-    atexit(cleanup);
-    {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigfillset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-    }
-    signal(SIGPIPE, SIG_IGN);
+    tools__bench_init("gkv-bench-net");
 
     if (no_pull) {
         bench_sample(scale, nbatch, &sr);
@@ -1127,7 +833,7 @@ main(int argc, char **argv)
         return tools__checks_failed ? 1 : 0;
     }
     /* the stores: one with every row, two with half each */
-    snprintf(st[0], sizeof st[0], "%s/one", workdir);
+    snprintf(st[0], sizeof st[0], "%s/one", tools__bench_dir);
     make_store(st[0], 0, nrows);
     ids = tools__xmalloc(n * sizeof *ids);
     {
@@ -1152,17 +858,17 @@ main(int argc, char **argv)
     /* (a) one server */
     tools__note("pull: %zu random rows of %zu bytes from one server ...", n,
                 (size_t)RB);
-    base = pick_ports(8);
-    snprintf(cfg, sizeof cfg, "%s/ip1.cfg", workdir);
+    base = tools__bench_ports(8);
+    snprintf(cfg, sizeof cfg, "%s/ip1.cfg", tools__bench_dir);
     snprintf(text, sizeof text, "127.0.0.1 %d\n", base);
-    write_file(cfg, text);
-    p0 = server_start(cfg, 0, base, st[0], NULL, NULL);
-    c = connect_job(cfg);
+    tools__bench_write_file(cfg, text);
+    p0 = tools__bench_server(cfg, 0, base, st[0], NULL, NULL);
+    c = tools__bench_connect(cfg);
     tcp_open(&tr, n * RB);
     t1 = time_pull(c, ids, n, dst, want, "one server", &tr, &ttcp);
     tcp_close(&tr);
     gkv_client_close(c);
-    kid_stop(p0);
+    tools__bench_stop(p0);
 
     /* (b) Redis */
     if (!no_redis && (rfd = redis_start()) >= 0) {
@@ -1188,30 +894,30 @@ main(int argc, char **argv)
         tred = time_redis(&r, ids, n, dst, want, &redis_how, tred2);
         close(rfd);
         free(r.b);
-        kid_stop(redis_pid);
+        tools__bench_stop(redis_pid);
     }
 
     /* (c) two servers, half the rows each */
     tools__note("pull: the same rows from 2 servers ...");
-    snprintf(st[0], sizeof st[0], "%s/half0", workdir);
-    snprintf(st[1], sizeof st[1], "%s/half1", workdir);
+    snprintf(st[0], sizeof st[0], "%s/half0", tools__bench_dir);
+    snprintf(st[1], sizeof st[1], "%s/half1", tools__bench_dir);
     make_store(st[0], 0, n);
     make_store(st[1], n, nrows);
     split2[0] = 0;
     split2[1] = n;
     split2[2] = nrows;
     expect_rows(st, split2, 2, ids, n, want);
-    base = pick_ports(16);
-    snprintf(cfg, sizeof cfg, "%s/ip2.cfg", workdir);
+    base = tools__bench_ports(16);
+    snprintf(cfg, sizeof cfg, "%s/ip2.cfg", tools__bench_dir);
     snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
-    write_file(cfg, text);
-    p0 = server_start(cfg, 0, base, st[0], NULL, NULL);
-    p1 = server_start(cfg, 1, base + 8, st[1], NULL, NULL);
-    c = connect_job(cfg);
+    tools__bench_write_file(cfg, text);
+    p0 = tools__bench_server(cfg, 0, base, st[0], NULL, NULL);
+    p1 = tools__bench_server(cfg, 1, base + 8, st[1], NULL, NULL);
+    c = tools__bench_connect(cfg);
     t2 = time_pull(c, ids, n, dst, want, "two servers", NULL, NULL);
     gkv_client_close(c);
-    kid_stop(p0);
-    kid_stop(p1);
+    tools__bench_stop(p0);
+    tools__bench_stop(p1);
 
     /* (e) pushes to one server, direct and in write-back mode; the IDs
      * are distinct (a push's duplicate IDs would make the check ambiguous) */
@@ -1228,25 +934,25 @@ main(int argc, char **argv)
         for (size_t i = 0; i < n; i++)
             pids[i] = ids[i] * 5 + (tools__splitmix64(&x) % 5);   /* distinct */
         memcpy(rows, want, n * RB);
-        snprintf(st[0], sizeof st[0], "%s/push", workdir);
+        snprintf(st[0], sizeof st[0], "%s/push", tools__bench_dir);
         make_store(st[0], 0, 10 * (uint64_t)n);
-        base = pick_ports(8);
-        snprintf(cfg, sizeof cfg, "%s/ip3.cfg", workdir);
+        base = tools__bench_ports(8);
+        snprintf(cfg, sizeof cfg, "%s/ip3.cfg", tools__bench_dir);
         snprintf(text, sizeof text, "127.0.0.1 %d\n", base);
-        write_file(cfg, text);
+        tools__bench_write_file(cfg, text);
         for (int w = 0; w < 2; w++) {
             tools__note("push: %zu random rows to one server%s ...", n,
                         w ? " in write-back mode" : "");
-            p0 = server_start(cfg, 0, base, st[0], NULL, w ? wback : direct);
-            c = connect_job(cfg);
+            p0 = tools__bench_server(cfg, 0, base, st[0], NULL, w ? wback : direct);
+            c = tools__bench_connect(cfg);
             tpush[w] = time_push(c, pids, n, rows, dst,
                                  w ? "write-back push" : "direct push");
             gkv_client_close(c);
-            kid_stop(p0);
+            tools__bench_stop(p0);
         }
         free(rows);
         free(pids);
-        rmtree(st[0]);
+        tools__bench_rmtree(st[0]);
     }
 
     /* (d) sampling */

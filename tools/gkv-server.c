@@ -67,6 +67,8 @@ usage(FILE *f)
 "  --server-id K            which server of this machine (default 0)\n"
 "  --num-servers N          servers per machine (default 1)\n"
 "  --threads N              worker threads (default 2)\n"
+"  --batch-threads N        threads answering whole batches (SAMPLE_BATCH)\n"
+"                           of a partition server (default: --threads)\n"
 "  --token-file F           clients must prove they know the secret in F\n"
 "                           (F must be private: chmod 600; at least 16\n"
 "                           bytes; gkv-launch makes one per job)\n"
@@ -175,6 +177,8 @@ parse_args(gkv_server_opts *o, struct wb *w, int argc, char **argv)
         {"--max-group-sessions", OPT_UINT, .dst = &o->max_group_sessions,
          .lo = 1, .hi = 65536},
         {"--threads", OPT_UINT, .dst = &o->threads, .lo = 1, .hi = 256},
+        {"--batch-threads", OPT_UINT, .dst = &o->batch_threads, .lo = 1,
+         .hi = 256},
         {"--heartbeat-timeout", OPT_UINT, .dst = &o->lease_ms, .lo = 1,
          .hi = 86400000, .bad = "is not a number of milliseconds in "
          "1..86400000"},

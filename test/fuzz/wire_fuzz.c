@@ -30,7 +30,7 @@ touch(const unsigned char *p, size_t n)
     sink ^= x;
 }
 
-#define NDEC 24   /* decoders */
+#define NDEC 26   /* decoders */
 
 /* Runs decoder k (0..NDEC-1) over payload p. */
 static void
@@ -176,6 +176,38 @@ decode(unsigned k, const unsigned char *p, size_t n)
         net__dec_opt_reset(&rd, name, opt);
         break;
     }
+    case 24: {
+        net_batch_req o;
+        if (net__dec_batch_req(&rd, &o) == 0) {
+            touch(o.fanout, (size_t)o.nlayers * o.nfan * 4);
+            for (uint32_t t = 0; t < o.nnt; t++)
+                touch(o.seeds[t], (size_t)o.nseeds[t] * 8);
+            for (uint32_t i = 0; i < o.nfeats + o.has_label + o.nefeats; i++)
+                touch((const unsigned char *)o.tref[i].name,
+                      strlen(o.tref[i].name));
+            net__batch_req_free(&o);
+        }
+        break;
+    }
+    case 25: {
+        net_batch_rep o;
+        if (net__dec_batch_rep(&rd, &o) == 0) {
+            for (uint32_t i = 0; i < o.nlayers * o.nnt; i++)
+                touch(o.nodes[i].ids, (size_t)o.nodes[i].num_src *
+                      (o.nodes[i].wide & NET_BATCH_WIDE ? 8 : 4));
+            for (uint32_t i = 0; i < o.nlayers * o.net; i++) {
+                touch(o.edges[i].src, (size_t)o.edges[i].n * 4);
+                touch(o.edges[i].dst, (size_t)o.edges[i].n * 4);
+                touch(o.edges[i].eid, (size_t)o.edges[i].n *
+                      (o.edges[i].wide & NET_BATCH_WIDE ? 8 : 4));
+            }
+            for (uint32_t i = 0; i < o.nfeats + o.has_label +
+                 o.nefeats * o.nlayers; i++)
+                touch(o.rows[i].p, (size_t)(o.rows[i].n * o.rows[i].row_bytes));
+            net__batch_rep_free(&o);
+        }
+        break;
+    }
     default:
         if (net__dec_err(&rd, msg, sizeof msg) == 0)
             touch((const unsigned char *)msg, strlen(msg));
@@ -212,6 +244,7 @@ decode_message(const net_hdr *h, const unsigned char *p, size_t n)
     case NET_OPT_RESET: decode(reply ? 12 : 23, p, n); break;
     case NET_PBOOK:     decode(reply ? 16 : 15, p, n); break;
     case NET_SAMPLE:    decode(reply ? 22 : 21, p, n); break;
+    case NET_SAMPLE_BATCH: decode(reply ? 25 : 24, p, n); break;
     case NET_FIND_EDGES: decode(reply ? 19 : 17, p, n); break;
     case NET_IN_DEGREES:
     case NET_OUT_DEGREES: decode(reply ? 18 : 17, p, n); break;

@@ -86,7 +86,7 @@ pmi_is_slurms(void)
 int
 launch__cluster_task(struct job *j)
 {
-    unsigned L = j->S + j->T * (1 + j->K), rank = 0, size = 0, node, local;
+    unsigned L = j->S + j->T, rank = 0, size = 0, node, local;
     unsigned nnodes = 0;
     const char *kind = NULL, *mode = j->cluster ? j->cluster : "auto";
     struct proc p;
@@ -150,8 +150,8 @@ launch__cluster_task(struct job *j)
             !tasks_per_node_is(tpn, L)) {
             tools__note("Slurm: the step places tasks %s per node "
                 "(SLURM_STEP_TASKS_PER_NODE), but this job needs %u on every "
-                "node (S + T x (1 + K) = %u + %u x (1 + %u)): srun "
-                "--ntasks-per-node=%u", tpn, L, j->S, j->T, j->K, L);
+                "node (S + T = %u + %u): srun --ntasks-per-node=%u", tpn, L,
+                j->S, j->T, L);
             return EX_USAGE;
         }
     } else {
@@ -172,20 +172,19 @@ launch__cluster_task(struct job *j)
         if (has_lr && lr != local) {
             tools__note(
                 "MPI: rank %u has local rank %u, but the layout needs ranks "
-                "placed in blocks of %u per node (S + T x (1 + K) = %u + %u x "
-                "(1 + %u)), so local rank %u (e.g. mpirun --map-by "
-                "ppr:%u:node)",
-                rank, lr, L, j->S, j->T, j->K, local, L);
+                "placed in blocks of %u per node (S + T = %u + %u), so local "
+                "rank %u (e.g. mpirun --map-by ppr:%u:node)",
+                rank, lr, L, j->S, j->T, local, L);
             return EX_USAGE;
         }
     }
     if (size != j->M * L || node >= j->M || local >= L) {
         tools__note(
             "%s layout does not match the job: %u tasks (this one on node %u, "
-            "local rank %u), but %u machines in %s x (%u servers + %u trainers "
-            "x (1 + %u samplers)) need %u tasks, %u per node (use --cluster "
-            "none to launch over ssh instead)",
-            kind, size, node, local, j->M, j->ip_config, j->S, j->T, j->K,
+            "local rank %u), but %u machines in %s x (%u servers + %u trainers) "
+            "need %u tasks, %u per node (use --cluster none to launch over "
+            "ssh instead)",
+            kind, size, node, local, j->M, j->ip_config, j->S, j->T,
             j->M * L, L);
         return EX_USAGE;
     }
@@ -246,8 +245,6 @@ launch__cluster_task(struct job *j)
             return EX_USAGE;
         }
     }
-    if (launch__make_sampler_group(j) != 0)
-        return EX_USAGE;
     /* every task of this run, and only of this run, says the same: a
      * requeued Slurm job counts its restarts */
     if (strcmp(kind, "slurm") == 0) {
@@ -274,15 +271,10 @@ launch__cluster_task(struct job *j)
         p.role = R_SERVER;
         p.idx = local;
         p.rank = node * j->S + local;
-    } else if (local < j->S + j->T) {
+    } else {
         p.role = R_TRAINER;
         p.idx = local - j->S;
-        p.rank = p.trank = node * j->T + p.idx;
-    } else {
-        p.role = R_SAMPLER;
-        p.idx = local - j->S - j->T;
-        p.trank = node * j->T + p.idx / j->K;
-        p.rank = p.trank * j->K + p.idx % j->K;
+        p.rank = node * j->T + p.idx;
     }
     launch__proc_name(j, &p);
     genv = launch__proc_env(j, &p);

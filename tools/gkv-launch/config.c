@@ -181,10 +181,10 @@ launch__prepare(struct job *j)
             return -1;
         }
     }
-    nclients = (unsigned long long)j->M * j->T * (1ull + j->K);
+    nclients = (unsigned long long)j->M * j->T;
     if (!j->shutdown && nclients > MAX_CLIENTS) {
         tools__note(
-            "the job has %llu trainer and sampler processes, each a client of "
+            "the job has %llu trainer processes, each a client of "
             "every server, but a server takes at most %d clients",
             nclients, MAX_CLIENTS);
         return -1;
@@ -238,8 +238,6 @@ launch__prepare(struct job *j)
             o += (size_t)snprintf(j->instance + o, sizeof j->instance - o,
                                   "%02x", rb[i]);
     }
-    if (launch__make_sampler_group(j) != 0)
-        return -1;
     find_server_bin(j);
     return 0;
 }

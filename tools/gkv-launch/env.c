@@ -5,15 +5,15 @@
 #include "launch.h"
 #include "util.h"
 
-const char *const launch__role_names[] = {"server", "trainer", "sampler"};
+const char *const launch__role_names[] = {"server", "trainer"};
 
 /* Every GKV_* variable this tool sets; inherited copies are dropped. */
 static const char *const env_names[] = {
     "GKV_ROLE", "GKV_SERVER_ID", "GKV_MACHINE", "GKV_NUM_MACHINES",
     "GKV_IP_CONFIG", "GKV_PART_CONFIG", "GKV_STORE", "GKV_NUM_SERVERS",
-    "GKV_NUM_TRAINERS", "GKV_NUM_SAMPLERS", "GKV_RANK", "GKV_LOCAL_RANK",
-    "GKV_WORLD_SIZE", "GKV_GROUP", "GKV_TOKEN_FILE", "GKV_SERVER_NAME",
-    "GKV_SAMPLER_ID", "GKV_TRAINER_RANK", "GKV_WORKSPACE", "GKV_JOB_INSTANCE",
+    "GKV_NUM_TRAINERS", "GKV_RANK", "GKV_LOCAL_RANK", "GKV_WORLD_SIZE",
+    "GKV_GROUP", "GKV_TOKEN_FILE", "GKV_SERVER_NAME", "GKV_WORKSPACE",
+    "GKV_JOB_INSTANCE",
     /* trainers: torch.distributed's env:// (as torchrun or DGL's launch
      * give them); dropped for the others, whose inherited copies (an outer
      * launcher's) would be wrong for them */
@@ -22,15 +22,15 @@ static const char *const env_names[] = {
 };
 #define NENV (sizeof env_names / sizeof env_names[0])
 
-/* The GKV_* values of process p (NENV strings "NAME=value", malloc'd). */
+/* The GKV_* values of process p (at most NENV strings "NAME=value", and a
+ * trainer's GKV_LOADER_WORKERS, malloc'd). */
 char **
 launch__proc_env(const struct job *j, const struct proc *p)
 {
-    char **e = tools__xcalloc(NENV + 1, sizeof *e);
-    char v[NENV][PATH_MAX + 128], st[PATH_MAX];
+    char **e = tools__xcalloc(NENV + 2, sizeof *e);
+    char v[NENV + 1][PATH_MAX + 128], st[PATH_MAX];
     size_t n = 0;
-    unsigned t = p->role == R_SERVER ? 0 :
-                 p->role == R_TRAINER ? p->idx : p->idx / (j->K ? j->K : 1);
+    unsigned t = p->role == R_SERVER ? 0 : p->idx;
 
 #define SET(...) snprintf(v[n++], sizeof v[0], __VA_ARGS__)
     SET("GKV_ROLE=%s", launch__role_names[p->role]);
@@ -43,17 +43,12 @@ launch__proc_env(const struct job *j, const struct proc *p)
     SET("GKV_STORE=%s", st);
     SET("GKV_NUM_SERVERS=%u", j->S);
     SET("GKV_NUM_TRAINERS=%u", j->T);
-    SET("GKV_NUM_SAMPLERS=%u", j->K);
     SET("GKV_RANK=%u", p->rank);
     SET("GKV_LOCAL_RANK=%u", p->role == R_SERVER ? p->idx : t);
-    SET("GKV_WORLD_SIZE=%u", j->M * j->T * (p->role == R_SAMPLER ? j->K : 1));
-    SET("GKV_GROUP=%s", p->role == R_SAMPLER ? j->sgroup : j->group);
+    SET("GKV_WORLD_SIZE=%u", j->M * j->T);
+    SET("GKV_GROUP=%s", j->group);
     SET("GKV_TOKEN_FILE=%s", j->tok_abs);
     SET("GKV_SERVER_NAME=%s", j->server_name ? j->server_name : "");
-    if (p->role == R_SAMPLER) {
-        SET("GKV_SAMPLER_ID=%u", p->idx % j->K);
-        SET("GKV_TRAINER_RANK=%u", p->trank);
-    }
     SET("GKV_WORKSPACE=%s", j->ws);
     SET("GKV_JOB_INSTANCE=%s", j->instance);
     if (p->role == R_TRAINER) {
@@ -65,6 +60,9 @@ launch__proc_env(const struct job *j, const struct proc *p)
         SET("LOCAL_WORLD_SIZE=%u", j->T);
         SET("MASTER_ADDR=%s", gkv_ipconfig_machine(j->ipc, 0)->host);
         SET("MASTER_PORT=%s", mp != NULL && *mp != '\0' ? mp : "29500");
+        /* --num-samplers K, deprecated: the trainer's loader threads */
+        if (j->loader_workers > 0)
+            SET("GKV_LOADER_WORKERS=%u", j->loader_workers);
     }
 #undef SET
     for (size_t i = 0; i < n; i++)
@@ -82,7 +80,7 @@ launch__strv_free(char **v)
     free(v);
 }
 
-/* environ without the names of env_names, plus 'add'. */
+/* environ without the names of env_names and of 'add', plus 'add'. */
 char **
 launch__merged_env(char **add)
 {
@@ -101,6 +99,10 @@ launch__merged_env(char **add)
             size_t l = strlen(env_names[k]);
             ours = strncmp(environ[i], env_names[k], l) == 0 &&
                    environ[i][l] == '=';
+        }
+        for (size_t k = 0; k < na && !ours; k++) {
+            size_t l = strcspn(add[k], "=");
+            ours = strncmp(environ[i], add[k], l + 1) == 0;
         }
         if (!ours)
             out[n++] = environ[i];
@@ -122,12 +124,11 @@ launch__server_argv(const struct job *j, const struct proc *p, char num[4][16],
     snprintf(num[0], 16, "%u", p->machine);
     snprintf(num[1], 16, "%u", p->idx);
     snprintf(num[2], 16, "%u", j->S);
-    /* every trainer and sampler of the job is a client of every server: a
+    /* every trainer of the job is a client of every server: a
      * server without --keep-alive stops when its last client leaves only
      * once all of them have joined (one that connects late still finds
      * it) */
-    snprintf(num[3], 16, "%llu",
-             (unsigned long long)j->M * j->T * (1ull + j->K));
+    snprintf(num[3], 16, "%u", j->M * j->T);   /* <= MAX_CLIENTS */
     a[n++] = (char *)j->server_bin;
     a[n++] = "--ip-config";
     a[n++] = (char *)j->ipc_abs;

@@ -1,4 +1,4 @@
-/* job.c - running a job: servers first, then trainers and samplers once
+/* job.c - running a job: servers first, then the trainers once
  * every server accepts connections; watching them until the job ends, and
  * stopping them all when one fails. */
 #include <errno.h>
@@ -6,27 +6,6 @@
 #include <string.h>
 #include "launch.h"
 #include "util.h"
-
-/* The samplers' group, GROUP.sampler (only with samplers). 0, or -1 after
- * saying that the group name leaves no room for it. */
-int
-launch__make_sampler_group(struct job *j)
-{
-    j->sgroup[0] = '\0';
-    if (j->K == 0)
-        return 0;
-    if (strlen(j->group) > GROUP_MAX_WITH_SAMPLERS) {
-        tools__note(
-            "group name '%s' is %zu characters, but the samplers join as "
-            "group '%s" SAMPLER_SUFFIX "', which must fit in %d: give "
-            "--group NAME of at most %d characters",
-            j->group, strlen(j->group), j->group, GKV_NET_GROUP_MAX,
-            GROUP_MAX_WITH_SAMPLERS);
-        return -1;
-    }
-    snprintf(j->sgroup, sizeof j->sgroup, "%s" SAMPLER_SUFFIX, j->group);
-    return 0;
-}
 
 /* Waits until every server of the job accepts connections (or the
  * deadline, or a signal). 0 when they all do. */
@@ -61,7 +40,7 @@ launch__wait_all_ports(struct job *j)
 static void
 build_procs(struct job *j)
 {
-    size_t per = j->S + (size_t)j->T * (1 + j->K), n = 0;
+    size_t per = j->S + (size_t)j->T, n = 0;
 
     j->p = tools__xcalloc(j->M * per, sizeof *j->p);
     for (unsigned m = 0; m < j->M; m++) {
@@ -77,17 +56,8 @@ build_procs(struct job *j)
             p->role = R_TRAINER;
             p->machine = m;
             p->idx = t;
-            p->rank = p->trank = m * j->T + t;
+            p->rank = m * j->T + t;
         }
-        for (unsigned t = 0; t < j->T; t++)
-            for (unsigned s = 0; s < j->K; s++) {
-                struct proc *p = &j->p[n++];
-                p->role = R_SAMPLER;
-                p->machine = m;
-                p->idx = t * j->K + s;
-                p->trank = m * j->T + t;
-                p->rank = p->trank * j->K + s;
-            }
     }
     j->np = n;
     for (size_t i = 0; i < n; i++) {
@@ -110,14 +80,13 @@ say_servers_kept(struct job *j)
                        (long)j->p[i].pid);
 }
 
-/* Stops the trainers and samplers, then the servers we started, except
+/* Stops the trainers, then the servers we started, except
  * that with --keep-alive the servers stay (whether this launch started
  * them or reused them) unless they are what failed. */
 static void
 stop_job(struct job *j, int servers_failed)
 {
     launch__stop_procs(j, R_TRAINER);
-    launch__stop_procs(j, R_SAMPLER);
     if (j->keep_alive && !servers_failed) {
         if (launch__count_live(j, R_SERVER) > 0 || launch__nreused(j) > 0)
             say_servers_kept(j);
@@ -270,16 +239,14 @@ launch__run_job(struct job *j)
     double end, server_gone = 0;
 
     build_procs(j);
-    if (j->K > 0)
-        tools__say(
-            "job %s: %u machine%s, %u server%s and %u trainer%s each, %u "
-            "sampler%s per trainer (group %s)",
-            j->group, j->M, j->M == 1 ? "" : "s", j->S, j->S == 1 ? "" : "s",
-            j->T, j->T == 1 ? "" : "s", j->K, j->K == 1 ? "" : "s", j->sgroup);
-    else
-        tools__say("job %s: %u machine%s, %u server%s and %u trainer%s each",
-            j->group, j->M, j->M == 1 ? "" : "s", j->S,
-            j->S == 1 ? "" : "s", j->T, j->T == 1 ? "" : "s");
+    tools__say("job %s: %u machine%s, %u server%s and %u trainer%s each",
+        j->group, j->M, j->M == 1 ? "" : "s", j->S,
+        j->S == 1 ? "" : "s", j->T, j->T == 1 ? "" : "s");
+    if (j->loader_workers > 0)
+        tools__say("--num-samplers %u (deprecated): no sampler processes; "
+            "each trainer's loader gets %u worker thread%s "
+            "(GKV_LOADER_WORKERS=%u)", j->loader_workers, j->loader_workers,
+            j->loader_workers == 1 ? "" : "s", j->loader_workers);
     /* which servers are up already */
     for (size_t i = 0; i < j->np; i++) {
         struct proc *p = &j->p[i];
@@ -389,8 +356,7 @@ launch__run_job(struct job *j)
             if (j->p[i].remote && j->p[i].rpgid == 0 &&
                 launch__proc_live(&j->p[i]))
                 launch__proc_find_rpgid(&j->p[i]);
-        workers = launch__count_live(j, R_TRAINER) +
-                  launch__count_live(j, R_SAMPLER);
+        workers = launch__count_live(j, R_TRAINER);
         if (workers == 0)
             break;
         /* a server that stopped normally (exit 0) while trainers still run:
@@ -399,7 +365,7 @@ launch__run_job(struct job *j)
             if (j->p[i].role == R_SERVER && j->p[i].started && j->p[i].reaped) {
                 server_gone = tools__now_s();
                 tools__say(
-                    "%s stopped while %zu trainer or sampler processes still "
+                    "%s stopped while %zu trainer processes still "
                     "run; they have %.0f s to finish",
                     j->p[i].name, workers, SERVER_GONE_GRACE_S);
             }

@@ -15,35 +15,22 @@
 #define PROG "gkv-launch"
 
 enum { EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2 };
-enum { R_SERVER, R_TRAINER, R_SAMPLER };
+enum { R_SERVER, R_TRAINER };
 
 #define GRACE_S      5.0     /* SIGTERM -> SIGKILL */
 #define SERVER_GONE_GRACE_S 10.0 /* trainers may finish after a server stops */
 #define TAIL_LINES   20
 #define MAX_SARGS    64
 #define MAX_CLIENTS  65536   /* gkv-server --num-clients' bound (sessions) */
-/* Samplers join the servers as GROUP.sampler: their ranks (trainer rank x K
- * + j) would otherwise be trainers' identities, and barriers count the
- * members of one group. */
-#define SAMPLER_SUFFIX ".sampler"
-#define GROUP_MAX_WITH_SAMPLERS \
-    (GKV_NET_GROUP_MAX - (int)(sizeof SAMPLER_SUFFIX - 1))
-
-/* "server", "trainer", "sampler", by R_*. */
+/* "server", "trainer", by R_*. */
 extern const char *const launch__role_names[];
 
 
 struct proc {
     int role;
     unsigned machine;
-    unsigned idx;           /* server k, trainer t, sampler t * K + j */
-    unsigned rank;          /* servers: m * S + k; trainers: m * T + t;
-                             * samplers: trank * K + j (in the sampler
-                             * group: (group, rank) is a client's identity
-                             * on the servers, so no two processes share
-                             * one) */
-    unsigned trank;         /* trainers and samplers: the trainer's rank
-                             * m * T + t */
+    unsigned idx;           /* server k, trainer t */
+    unsigned rank;          /* servers: m * S + k; trainers: m * T + t */
     int remote;
     pid_t pid;              /* the local child: the process or its ssh */
     int started, reaped, status;
@@ -65,7 +52,9 @@ struct job {
     const char *ip_config, *part_config, *store, *workspace, *server_name;
     const char *token_file, *ssh_user, *server_bin, *ssh_cmd, *group_opt;
     const char *cluster;
-    unsigned S, T, K, ssh_port;
+    unsigned S, T, ssh_port;
+    unsigned loader_workers;    /* --num-samplers (deprecated): the
+                                 * trainers' GKV_LOADER_WORKERS; 0: unset */
     int keep_alive, force_ssh, shutdown;
     unsigned timeout_arg;       /* --timeout SEC; 0: not given */
     double timeout_s;           /* --timeout, or 60 */
@@ -83,7 +72,6 @@ struct job {
                              * file (token.c), not --token-file */
     char group[GKV_NET_GROUP_MAX + 1];
     char instance[160];             /* GKV_JOB_INSTANCE: this run's */
-    char sgroup[GKV_NET_GROUP_MAX + 1];   /* the samplers' group */
     gkv_pbook *book;        /* --part-config's book; NULL with --store */
     char server_bin_buf[PATH_MAX + 16];
     struct proc *p;
@@ -185,10 +173,8 @@ const char *launch__env_get(const char *name);
  * freed its port. */
 int launch__do_shutdown(struct job *j);
 
-/* job.c: the samplers' group name (0, or -1: no room for the suffix);
- * waiting until every server accepts connections (0, or -1: the timeout
- * or a signal); running the job to its end (its exit status). */
-int launch__make_sampler_group(struct job *j);
+/* job.c: waiting until every server accepts connections (0, or -1: the
+ * timeout or a signal); running the job to its end (its exit status). */
 int launch__wait_all_ports(struct job *j);
 int launch__run_job(struct job *j);
 

@@ -6,12 +6,14 @@
  *
  * Per machine m of the ip_config: S gkv-server processes (server k on the
  * machine's port + k), then, once every server of the job accepts TCP
- * connections, T trainer processes running COMMAND (and K sampler
- * processes per trainer with --num-samplers K). Roles travel in GKV_*
- * environment variables (doc/DEPLOY.md lists them); every trainer and
- * sampler gets a (GKV_GROUP, GKV_RANK) of its own, the identity it joins
- * the servers with (samplers: group GROUP.sampler), and every server
- * --num-clients with their number.
+ * connections, T trainer processes running COMMAND. Roles travel in GKV_*
+ * environment variables (doc/DEPLOY.md lists them); every trainer gets a
+ * (GKV_GROUP, GKV_RANK) of its own, the identity it joins the servers
+ * with, and every server --num-clients with their number. The trainers
+ * make their mini-batches with the loader's worker threads (gkv_loader);
+ * --num-samplers K, which used to start sampler processes that could not
+ * hand their batches over, is kept as a deprecated way to set those
+ * threads (GKV_LOADER_WORKERS=K) and starts nothing.
  *
  * Local machines (an address of this host) get plain child processes, each
  * in a process group of its own; remote ones get
@@ -21,7 +23,7 @@
  * the first line of its output; stopping it is `ssh HOST kill -TERM -- -PGID`
  * (then -KILL after the grace period).
  *
- * Under Slurm or an MPI launcher (one task per role, S + T x (1 + K) tasks
+ * Under Slurm or an MPI launcher (one task per role, S + T tasks
  * per node) the task takes its role from its local rank and execs it.
  *
  * Exit status: 0 the job succeeded, 1 it failed (or was stopped by a

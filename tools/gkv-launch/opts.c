@@ -20,9 +20,9 @@ usage(FILE *f)
 "the end of its log, and the exit status is 1. When every trainer exits 0\n"
 "the servers are stopped (kept with --keep-alive) and the exit status is 0.\n"
 "Roles and settings reach every process in GKV_* environment variables\n"
-"(doc/DEPLOY.md); every trainer and sampler has a (GKV_GROUP, GKV_RANK) of\n"
-"its own to connect with (samplers: group GROUP.sampler), and the job's\n"
-"token in GKV_TOKEN_FILE: no one else can use the servers. Under srun or\n"
+"(doc/DEPLOY.md); every trainer has a (GKV_GROUP, GKV_RANK) of its own to\n"
+"connect with, and the job's token in GKV_TOKEN_FILE: no one else can use\n"
+"the servers. Under srun or\n"
 "mpirun each task runs one role instead (give --token-file there).\n"
 "\n"
 "Options:\n"
@@ -32,9 +32,11 @@ usage(FILE *f)
 "                         machine index)\n"
 "  --num-servers S        servers per machine (>= 1)\n"
 "  --num-trainers T       trainer processes per machine (>= 1)\n"
-"  --num-samplers K       sampler processes per trainer (default 0); they\n"
-"                         join as group GROUP.sampler, rank trainer rank x K\n"
-"                         + j (GKV_TRAINER_RANK names the trainer)\n"
+"  --num-samplers K       deprecated: starts no processes; sets each\n"
+"                         trainer's GKV_LOADER_WORKERS=K, the worker threads\n"
+"                         of its mini-batch loader (gkv_loader), which make\n"
+"                         the batches it uses (sampler processes could not\n"
+"                         hand theirs over)\n"
 "  --workspace DIR        logs go to DIR/logs (default ./gkv-launch-PID, or\n"
 "                         $TMPDIR/gkv-launch-PID when . is not writable)\n"
 "  --keep-alive           leave the servers running after the job, also when\n"
@@ -44,7 +46,7 @@ usage(FILE *f)
 "                         the same name reuses running servers when they\n"
 "                         serve the same store or partition\n"
 "  --group NAME           the job's group name (default job-HOST-PID; at\n"
-"                         most 63 characters, 55 with samplers)\n"
+"                         most 63 characters)\n"
 "  --token-file F         the job's secret (mode 0600, at least 16 bytes),\n"
 "                         passed to all (default: a random token made per\n"
 "                         job in WORKSPACE/token, or, with --keep-alive,\n"
@@ -115,7 +117,8 @@ launch__parse_args(struct job *j, int argc, char **argv)
         {"--store", OPT_STR, .dst = &j->store},
         {"--num-servers", OPT_UINT, .dst = &j->S, .lo = 1, .hi = 1000},
         {"--num-trainers", OPT_UINT, .dst = &j->T, .lo = 1, .hi = 100000},
-        {"--num-samplers", OPT_UINT, .dst = &j->K, .lo = 0, .hi = 1000},
+        {"--num-samplers", OPT_UINT, .dst = &j->loader_workers, .lo = 0,
+         .hi = 64, .bad = "is not a number of loader threads in 0..64"},
         {"--workspace", OPT_STR, .dst = &j->workspace},
         {"--keep-alive", OPT_FLAG, .dst = &j->keep_alive},
         {"--server-name", OPT_STR, .dst = &j->server_name},
@@ -183,14 +186,6 @@ launch__parse_args(struct job *j, int argc, char **argv)
             return tools__usage_error(PROG, "--group: '%s' is not 1..%d "
                                       "printable characters without spaces",
                                       j->group_opt, GKV_NET_GROUP_MAX);
-        if (j->K > 0 && n > GROUP_MAX_WITH_SAMPLERS)
-            return tools__usage_error(PROG, "--group: '%s' is %zu characters, "
-                                      "but with --num-samplers the samplers "
-                                      "join as group '%s" SAMPLER_SUFFIX "', "
-                                      "which must fit in %d: give at most %d",
-                                      j->group_opt, n, j->group_opt,
-                                      GKV_NET_GROUP_MAX,
-                                      GROUP_MAX_WITH_SAMPLERS);
     }
     return EX_OK;
 }

@@ -51,11 +51,8 @@ launch__proc_name(const struct job *j, struct proc *p)
 {
     if (p->role == R_SERVER)
         snprintf(p->name, sizeof p->name, "server %u/%u", p->machine, p->idx);
-    else if (p->role == R_TRAINER)
-        snprintf(p->name, sizeof p->name, "trainer rank %u", p->rank);
     else
-        snprintf(p->name, sizeof p->name, "sampler %u of trainer rank %u",
-                 p->idx % j->K, p->trank);
+        snprintf(p->name, sizeof p->name, "trainer rank %u", p->rank);
     snprintf(p->log, sizeof p->log, "%s/logs/%s-%u-%u.log", j->ws,
              launch__role_names[p->role], p->machine, p->idx);
 }

@@ -1,0 +1,392 @@
+/* loader_make.c - making one batch, in each of the three places, and the
+ * batch's memory.
+ *
+ * A batch is three kinds of allocation: its head (the gkv_batch, the
+ * blocks' structs and the pointer and size arrays), one buffer of every
+ * ID array (seeds, then per block its node lists and its edges' src, dst
+ * and eid), and one buffer per tensor (each feature, the label, each
+ * efeat x layer), page-locked with GKV_LOADER_PINNED. The head records
+ * what to free, so gkv_batch_release needs no loader. The blocks are
+ * sampled into the sampler's or client's memory and copied into the ID
+ * buffer; the rows are then read straight into their buffers by those
+ * copied IDs (LOCAL: the store, CLIENT: gkv_client_pull), or copied from
+ * the server's reply (SERVER). */
+#include <stdlib.h>
+#include <string.h>
+#include "loader/loader_int.h"
+
+typedef struct loader_batch {
+    gkv_batch  pub;              /* first: a gkv_batch * is this */
+    int        pinned;
+    int        nbufs;
+    void     **bufs;             /* [nbufs] tensor buffers */
+    int64_t   *ids;              /* the ID buffer */
+} loader_batch;
+
+static void *
+buf_alloc(int pinned, size_t n)
+{
+#ifdef GKV_HAVE_CUDA
+    if (pinned) {
+        void *p = NULL;
+
+        if (cudaHostAlloc == NULL ||
+            cudaHostAlloc(&p, n ? n : 1, 0 /* cudaHostAllocDefault */) != 0)
+            return NULL;
+        return p;
+    }
+#else
+    (void)pinned;
+#endif
+    return gkv__malloc(n);
+}
+
+static void
+buf_free(int pinned, void *p)
+{
+#ifdef GKV_HAVE_CUDA
+    if (pinned) {
+        if (p != NULL && cudaFreeHost != NULL)
+            (void)cudaFreeHost(p);
+        return;
+    }
+#else
+    (void)pinned;
+#endif
+    gkv__free(p);
+}
+
+void
+gkv_batch_release(gkv_batch *b)
+{
+    loader_batch *lb = (loader_batch *)b;
+
+    if (lb == NULL)
+        return;
+    for (int i = 0; lb->bufs != NULL && i < lb->nbufs; i++)
+        buf_free(lb->pinned, lb->bufs[i]);
+    gkv__free(lb->ids);
+    gkv__free(lb);
+}
+
+/* The head of a batch for blocks like 'bl', its ID buffer holding the
+ * seeds and a copy of the blocks, and its tensor buffers. */
+static gkv_err
+batch_new(gkv_loader *l, const int64_t *seeds, size_t n, const gkv_block *bl,
+          uint64_t epoch, uint64_t index, uint64_t seed, loader_batch **out)
+{
+    int nl = l->o.nlayers, nt = l->num_ntypes, ne = l->num_etypes;
+    int nf = l->o.nfeats, nef = l->o.nefeats;
+    int nbufs = nf + (l->label.name != NULL) + nef * nl;
+    size_t head, nids = n, at;
+    loader_batch *lb;
+    gkv_block *blocks;
+    gkv_block_nodes *nodes;
+    gkv_sample_edges *edges;
+    const void **feat, **efeat;
+    size_t *feat_bytes, *efeat_bytes;
+    char *p;
+
+    *out = NULL;
+    for (int i = 0; i < nl; i++) {
+        for (int t = 0; t < nt; t++)
+            nids += bl[i].nodes[t].num_src;
+        for (int e = 0; e < ne; e++)
+            nids += 3 * bl[i].edges[e].n;
+    }
+    head = sizeof *lb + (size_t)nl * sizeof *blocks +
+           (size_t)nl * (size_t)nt * sizeof *nodes +
+           (size_t)nl * (size_t)ne * sizeof *edges +
+           (size_t)(nf + nef * nl) * (sizeof (void *) + sizeof (size_t)) +
+           (size_t)nbufs * sizeof (void *);
+    if ((p = gkv__calloc(1, head)) == NULL)
+        return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+    lb = (loader_batch *)p;
+    p += sizeof *lb;
+    blocks = (gkv_block *)p;          p += (size_t)nl * sizeof *blocks;
+    nodes = (gkv_block_nodes *)p;     p += (size_t)nl * nt * sizeof *nodes;
+    edges = (gkv_sample_edges *)p;    p += (size_t)nl * ne * sizeof *edges;
+    feat = (const void **)p;          p += (size_t)nf * sizeof (void *);
+    efeat = (const void **)p;         p += (size_t)nef * nl * sizeof (void *);
+    lb->bufs = (void **)p;            p += (size_t)nbufs * sizeof (void *);
+    feat_bytes = (size_t *)p;         p += (size_t)nf * sizeof (size_t);
+    efeat_bytes = (size_t *)p;
+    lb->pinned = l->pinned;
+    if ((lb->ids = gkv__malloc(nids * sizeof (int64_t))) == NULL) {
+        gkv_batch_release(&lb->pub);
+        return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+    }
+    memcpy(lb->ids, seeds, n * sizeof (int64_t));
+    at = n;
+    for (int i = 0; i < nl; i++) {
+        blocks[i].num_ntypes = nt;
+        blocks[i].num_etypes = ne;
+        blocks[i].nodes = &nodes[(size_t)i * nt];
+        blocks[i].edges = &edges[(size_t)i * ne];
+        for (int t = 0; t < nt; t++) {
+            gkv_block_nodes *d = &nodes[(size_t)i * nt + t];
+            const gkv_block_nodes *s = &bl[i].nodes[t];
+
+            d->num_src = s->num_src;
+            d->num_dst = s->num_dst;
+            d->ids = lb->ids + at;
+            if (s->num_src > 0)
+                memcpy(lb->ids + at, s->ids, s->num_src * sizeof (int64_t));
+            at += s->num_src;
+        }
+        for (int e = 0; e < ne; e++) {
+            gkv_sample_edges *d = &edges[(size_t)i * ne + e];
+            const gkv_sample_edges *s = &bl[i].edges[e];
+            size_t m = s->n;
+
+            d->n = m;
+            d->src = lb->ids + at;
+            d->dst = lb->ids + at + m;
+            d->eid = lb->ids + at + 2 * m;
+            if (m > 0) {
+                memcpy(lb->ids + at, s->src, m * sizeof (int64_t));
+                memcpy(lb->ids + at + m, s->dst, m * sizeof (int64_t));
+                memcpy(lb->ids + at + 2 * m, s->eid, m * sizeof (int64_t));
+            }
+            at += 3 * m;
+        }
+    }
+    lb->pub.epoch = epoch;
+    lb->pub.index = index;
+    lb->pub.sample_seed = seed;
+    lb->pub.num_ntypes = nt;
+    lb->pub.num_etypes = ne;
+    lb->pub.nlayers = nl;
+    lb->pub.seeds = lb->ids;
+    lb->pub.nseeds = n;
+    lb->pub.seed_ntype = l->o.seed_ntype;
+    lb->pub.blocks = blocks;
+    lb->pub.feat = (const void *const *)feat;
+    lb->pub.feat_bytes = feat_bytes;
+    lb->pub.nfeats = nf;
+    lb->pub.efeat = (const void *const *)efeat;
+    lb->pub.efeat_bytes = efeat_bytes;
+    lb->pub.nefeats = nef;
+    /* the tensor buffers: features, label, efeats */
+    for (int f = 0; f < nf; f++) {
+        size_t bytes = blocks[0].nodes[l->feats[f].type].num_src *
+                       l->feats[f].row_bytes;
+
+        feat_bytes[f] = bytes;
+        if ((feat[f] = lb->bufs[lb->nbufs++] = buf_alloc(lb->pinned, bytes))
+            == NULL)
+            goto nomem;
+    }
+    if (l->label.name != NULL) {
+        lb->pub.label_bytes = n * l->label.row_bytes;
+        if ((lb->pub.label = lb->bufs[lb->nbufs++] =
+             buf_alloc(lb->pinned, lb->pub.label_bytes)) == NULL)
+            goto nomem;
+    }
+    for (int f = 0; f < nef; f++)
+        for (int i = 0; i < nl; i++) {
+            size_t k = (size_t)f * nl + i;
+            size_t bytes = blocks[i].edges[l->efeats[f].type].n *
+                           l->efeats[f].row_bytes;
+
+            efeat_bytes[k] = bytes;
+            if ((efeat[k] = lb->bufs[lb->nbufs++] =
+                 buf_alloc(lb->pinned, bytes)) == NULL)
+                goto nomem;
+        }
+    *out = lb;
+    return GKV_OK;
+nomem:
+    gkv_batch_release(&lb->pub);
+    return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory%s",
+                     l->pinned ? " (page-locked)" : "");
+}
+
+/* Reads rows ids[0 .. n) of tensor t into dst (LOCAL: the store through
+ * tx; CLIENT: a pull). */
+static gkv_err
+rows_read(gkv_loader *l, loader_worker *w, gkv_txn *tx,
+          const loader_tensor *t, const int64_t *ids, size_t n, void *dst)
+{
+    gkv_err rc;
+
+    if (n == 0)
+        return GKV_OK;
+    if (l->where == GKV_LOADER_LOCAL)
+        rc = gkv_tensor_pull(l->store, tx, t->name, (const uint64_t *)ids, n,
+                             dst, n * t->row_bytes);
+    else
+        rc = gkv_client_pull(w->c, t->name, (const uint64_t *)ids, n, dst,
+                             n * t->row_bytes);
+    if (rc != GKV_OK)
+        return gkv__fail(NULL, rc, "rows of '%s': %s", t->name,
+                         gkv_errmsg());
+    return GKV_OK;
+}
+
+/* LOCAL and CLIENT: the rows, read by the batch's own IDs. */
+static gkv_err
+batch_read(gkv_loader *l, loader_worker *w, loader_batch *lb)
+{
+    const gkv_batch *b = &lb->pub;
+    gkv_txn *tx = NULL;
+    gkv_err rc = GKV_OK;
+
+    if (l->o.nfeats + l->o.nefeats == 0 && l->label.name == NULL)
+        return GKV_OK;
+    if (l->where == GKV_LOADER_LOCAL &&
+        (rc = gkv_txn_begin(l->store, &tx)) != GKV_OK)
+        return gkv__fail(NULL, rc, "loader: %s", gkv_errmsg());
+    for (int f = 0; rc == GKV_OK && f < l->o.nfeats; f++) {
+        const gkv_block_nodes *in = &b->blocks[0].nodes[l->feats[f].type];
+
+        rc = rows_read(l, w, tx, &l->feats[f], in->ids, in->num_src,
+                       (void *)b->feat[f]);
+    }
+    if (rc == GKV_OK && l->label.name != NULL)
+        rc = rows_read(l, w, tx, &l->label, b->seeds, b->nseeds,
+                       (void *)b->label);
+    for (int f = 0; rc == GKV_OK && f < l->o.nefeats; f++)
+        for (int i = 0; rc == GKV_OK && i < b->nlayers; i++) {
+            const gkv_sample_edges *e =
+                &b->blocks[i].edges[l->efeats[f].type];
+
+            rc = rows_read(l, w, tx, &l->efeats[f], e->eid, e->n,
+                           (void *)b->efeat[(size_t)f * b->nlayers + i]);
+        }
+    gkv_txn_end(tx);
+    return rc;
+}
+
+/* SERVER: the rows of the reply, copied (their sizes checked). */
+static gkv_err
+batch_copy(gkv_loader *l, loader_batch *lb, const gkv_batch_out *r)
+{
+    const gkv_batch *b = &lb->pub;
+    int nl = b->nlayers;
+
+    for (int f = 0; f < b->nfeats; f++) {
+        if (r->feat_bytes[f] != b->feat_bytes[f])
+            goto bad;
+        if (b->feat_bytes[f] > 0)
+            memcpy((void *)b->feat[f], r->feat[f], b->feat_bytes[f]);
+    }
+    if (b->label != NULL) {
+        if (r->label_bytes != b->label_bytes)
+            goto bad;
+        if (b->label_bytes > 0)
+            memcpy((void *)b->label, r->label, b->label_bytes);
+    }
+    for (size_t k = 0; k < (size_t)b->nefeats * nl; k++) {
+        if (r->efeat_bytes[k] != b->efeat_bytes[k])
+            goto bad;
+        if (b->efeat_bytes[k] > 0)
+            memcpy((void *)b->efeat[k], r->efeat[k], b->efeat_bytes[k]);
+    }
+    return GKV_OK;
+bad:
+    return gkv__fail(NULL, GKV_EPROTO, "loader: the server's batch has rows "
+                     "of another size than its blocks imply");
+}
+
+gkv_err
+loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
+             const int64_t *seeds, size_t n, gkv_batch **out)
+{
+    int nl = l->o.nlayers, nt = l->num_ntypes;
+    uint64_t seed = gkv_loader_batch_seed(l->o.sample_seed, epoch, index);
+    gkv_sample_opts so = {0};
+    gkv_block *bl = NULL;
+    const int64_t **sv = NULL;
+    size_t *sn = NULL;
+    loader_batch *lb = NULL;
+    gkv_batch_out r = {0};
+    gkv_err rc;
+
+    *out = NULL;
+    so.seed = seed;
+    so.dir = l->o.dir;
+    so.flags = l->o.sample_flags;
+    bl = gkv__calloc((size_t)nl, sizeof *bl);
+    sv = gkv__calloc((size_t)nt, sizeof *sv);
+    sn = gkv__calloc((size_t)nt, sizeof *sn);
+    if (bl == NULL || sv == NULL || sn == NULL) {
+        rc = gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+        goto out;
+    }
+    sv[l->o.seed_ntype] = seeds;
+    sn[l->o.seed_ntype] = n;
+    if (l->where == GKV_LOADER_SERVER) {
+        gkv_batch_spec sp = {0};
+        gkv_typed_tensor *ft = NULL, *eft = NULL, lab;
+        int nf = l->o.nfeats, nef = l->o.nefeats;
+
+        ft = gkv__calloc((size_t)nf + 1, sizeof *ft);
+        eft = gkv__calloc((size_t)nef + 1, sizeof *eft);
+        r.feat = gkv__calloc((size_t)nf + 1, sizeof *r.feat);
+        r.feat_bytes = gkv__calloc((size_t)nf + 1, sizeof *r.feat_bytes);
+        r.efeat = gkv__calloc((size_t)nef * nl + 1, sizeof *r.efeat);
+        r.efeat_bytes = gkv__calloc((size_t)nef * nl + 1,
+                                    sizeof *r.efeat_bytes);
+        if (ft == NULL || eft == NULL || r.feat == NULL ||
+            r.feat_bytes == NULL || r.efeat == NULL || r.efeat_bytes == NULL) {
+            gkv__free(ft);
+            gkv__free(eft);
+            rc = gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+            goto out;
+        }
+        for (int f = 0; f < nf; f++) {
+            ft[f].type = l->feats[f].type;
+            ft[f].name = l->feats[f].name;
+        }
+        for (int f = 0; f < nef; f++) {
+            eft[f].type = l->efeats[f].type;
+            eft[f].name = l->efeats[f].name;
+        }
+        lab.type = l->label.type;
+        lab.name = l->label.name;
+        sp.seeds = sv;
+        sp.nseeds = sn;
+        sp.fanouts = l->fanouts;
+        sp.nfan = l->o.nfan;
+        sp.nlayers = nl;
+        sp.opts = &so;
+        sp.feats = ft;
+        sp.nfeats = nf;
+        sp.label = l->label.name != NULL ? &lab : NULL;
+        sp.efeats = eft;
+        sp.nefeats = nef;
+        r.blocks = bl;
+        rc = gkv_client_sample_batch(w->c, &sp, &r);
+        gkv__free(ft);
+        gkv__free(eft);
+    } else if (l->where == GKV_LOADER_CLIENT) {
+        rc = gkv_client_sample_blocks(w->c, sv, sn, l->fanouts, l->o.nfan,
+                                      nl, &so, bl);
+    } else {
+        rc = gkv_sample_blocks(w->smp, sv, sn, l->fanouts, l->o.nfan, nl,
+                               &so, bl);
+    }
+    if (rc != GKV_OK)
+        goto out;
+    if ((rc = batch_new(l, seeds, n, bl, epoch, index, seed, &lb)) != GKV_OK)
+        goto out;
+    if (l->where == GKV_LOADER_SERVER)
+        rc = batch_copy(l, lb, &r);
+    else
+        rc = batch_read(l, w, lb);
+    if (rc != GKV_OK)
+        goto out;
+    *out = &lb->pub;
+    lb = NULL;
+out:
+    gkv_batch_release(lb ? &lb->pub : NULL);
+    gkv__free((void *)r.feat);
+    gkv__free(r.feat_bytes);
+    gkv__free((void *)r.efeat);
+    gkv__free(r.efeat_bytes);
+    gkv__free(bl);
+    gkv__free((void *)sv);
+    gkv__free(sn);
+    return rc;
+}

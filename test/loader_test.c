@@ -1,0 +1,1050 @@
+/* loader_test.c - the mini-batch loader (loader/gkv_loader.h).
+ *
+ * A graph (homogeneous R-MAT, or the heterogeneous user/item graph) with
+ * node features, labels, a training mask and an edge feature is
+ * partitioned in two and served by gkv-server processes on loopback, one
+ * or two a machine. The reference is computed here, in the partitions' ID
+ * space: the whole graph renumbered as the partitions number it (its
+ * sgraph, with one sampler), and a store holding every partition's rows at
+ * their global IDs. For every batch a loader hands out, the test samples
+ * the same seeds with gkv_sample_blocks() and the batch's generator seed,
+ * reads the rows with gkv_tensor_pull(), and compares byte for byte: so
+ * LOCAL (on that sgraph and store), CLIENT and SERVER give the same
+ * batches, for 1, 2 and 3 workers and prefetch 1, 2 and 4.
+ * Then: epoch orders, drop_last, num_batches, an epoch dropped mid-way,
+ * the loader freed with batches in flight and held, a server killed
+ * mid-epoch and restarted, the split of a mask, and every bad input
+ * gkv_loader_new refuses. Every process a test starts is killed and
+ * reaped by PID (gkvt_net.h). */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gkvt.h"
+#include "gkvt_graph.h"
+#include "gkvt_net.h"
+
+#define LT_PROCS  12
+#define LT_FEAT_W 4        /* floats a node feature row (user, _N) */
+#define LT_ITEM_W 3        /* floats an item feature row */
+#define LT_EF_W   2        /* floats an edge feature row */
+#define LT_SEEDS  300      /* seeds a loader samples */
+#define LT_BS     64       /* seeds a batch */
+
+static const char *const g_opts[] = {"--nosync", NULL};
+
+/* One test's graph, servers and references. */
+struct lfx {
+    struct gkvt_job j;       /* first: gkvt_job_setup */
+    int hetero;
+    gkv_part *part[2];
+    struct gkvt_ref ref;     /* the whole graph in the partitions' IDs */
+    gkv_store *whole;        /* every partition's rows at their IDs */
+    char wdir[4300];
+    gkv_client *c;           /* a member: keeps the servers up */
+    int64_t seeds[LT_SEEDS];
+    /* what the loaders collect */
+    gkv_typed_tensor feats[2], efeats[1];
+    int nfeats;
+    const char *label;
+    int fan[6], nfan, nl;
+};
+
+/* ---- the graph, its partitions and the references ---------------------- */
+
+/* Copies every node/ and edge/ tensor of the partitions into f->whole, at
+ * the same global IDs. */
+static void
+whole_store(struct lfx *f)
+{
+    gkv_store *ps[2];
+    gkv_tensor_desc *d;
+    size_t n;
+
+    snprintf(f->wdir, sizeof f->wdir, "%s/whole", f->j.dir);
+    GKVT_OK(gkv_store_open(&f->whole, f->wdir, GKV_CREATE | GKV_NOSYNC,
+                           NULL));
+    for (int q = 0; q < 2; q++)
+        ps[q] = gkv_part_store(f->part[q]);
+    GKVT_OK(gkv_tensor_list(ps[0], NULL, 0, &d, &n));
+    for (size_t i = 0; i < n; i++) {
+        gkv_tensor_spec sp = {0};
+        uint64_t lo = UINT64_MAX, hi = 0;
+
+        if (strncmp(d[i].name, "node/", 5) != 0 &&
+            strncmp(d[i].name, "edge/", 5) != 0)
+            continue;
+        for (int q = 0; q < 2; q++) {
+            gkv_tensor_desc e;
+            if (gkv_tensor_info(ps[q], NULL, d[i].name, &e) != GKV_OK)
+                continue;
+            lo = e.lo < lo ? e.lo : lo;
+            hi = e.hi > hi ? e.hi : hi;
+        }
+        sp.dtype = d[i].dtype;
+        sp.ndim = d[i].ndim;
+        memcpy(sp.shape, d[i].shape, sizeof sp.shape);
+        sp.lo = lo;
+        sp.hi = hi;
+        GKVT_OK(gkv_tensor_create(f->whole, d[i].name, &sp));
+        for (int q = 0; q < 2; q++) {
+            gkv_tensor_desc e;
+            unsigned char *rows;
+            size_t len;
+
+            if (gkv_tensor_info(ps[q], NULL, d[i].name, &e) != GKV_OK)
+                continue;
+            len = (size_t)(e.hi - e.lo) * e.row_bytes;
+            rows = malloc(len + 1);
+            assert_non_null(rows);
+            GKVT_OK(gkv_tensor_read(ps[q], NULL, d[i].name, e.lo, e.hi, rows,
+                                    len));
+            GKVT_OK(gkv_tensor_write(f->whole, d[i].name, e.lo, e.hi, rows,
+                                     len));
+            free(rows);
+        }
+    }
+    gkv_free(d);
+}
+
+/* Rows of n nodes (or edges) of width w: element j of row v is a value of
+ * (v, j, salt) as exact float. */
+static float *
+rows_make(int64_t n, int w, float salt)
+{
+    float *r = malloc((size_t)n * (size_t)w * 4 + 4);
+
+    assert_non_null(r);
+    for (int64_t v = 0; v < n; v++)
+        for (int j = 0; j < w; j++)
+            r[v * w + j] = (float)v * 0.5f + (float)j * 0.125f + salt;
+    return r;
+}
+
+static gkv_part_feat
+pfeat(int is_edge, const char *type, const char *name, const void *data,
+      gkv_dtype dt, unsigned ndim, uint64_t w, uint64_t nrows)
+{
+    gkv_part_feat p = {0};
+
+    p.is_edge = is_edge;
+    p.type = type;
+    p.name = name;
+    p.data = data;
+    p.dtype = dt;
+    p.ndim = ndim;
+    p.shape[0] = w;
+    p.nrows = nrows;
+    return p;
+}
+
+/* The graph (hetero: the user/item graph; else R-MAT scale 9), its
+ * features, two partitions, the references; servers not yet. */
+static void
+graph_make(struct lfx *f, int hetero)
+{
+    gkv_graph *g;
+    gkv_part_feat pf[6];
+    int npf = 0;
+    int64_t n0, n1 = 0, m0;
+    float *feat, *feat1 = NULL, *ef;
+    int64_t *label;
+    uint8_t *mask;
+    uint64_t st = 77;
+    int64_t *perm;
+
+    f->hetero = hetero;
+    f->j.nmach = 2;
+    if (hetero) {
+        g = gkvt_ui_graph(31, 0);
+    } else {
+        gkv_rmat_spec sp = gkvt_rmat_spec(9, 2026, 0);
+        int64_t m = 512 * 8, *s = malloc(m * 8), *d = malloc(m * 8);
+
+        assert_true(s != NULL && d != NULL);
+        GKVT_OK(gkv_rmat_edges(&sp, 0, m, s, d));
+        GKVT_OK(gkv_graph_new_homo(&g, 512));
+        GKVT_OK(gkv_graph_add_edges(g, 0, s, d, NULL, (size_t)m));
+        free(s);
+        free(d);
+    }
+    n0 = gkv_graph_num_nodes(g, 0);
+    m0 = gkv_graph_num_edges(g, 0);
+    feat = rows_make(n0, LT_FEAT_W, 0.0f);
+    ef = rows_make(m0, LT_EF_W, 0.25f);
+    label = malloc((size_t)n0 * 8);
+    mask = malloc((size_t)n0);
+    assert_true(label != NULL && mask != NULL);
+    for (int64_t v = 0; v < n0; v++) {
+        label[v] = v * 7 + 3;
+        mask[v] = v % 3 == 0;
+    }
+    pf[npf++] = pfeat(0, hetero ? "user" : "_N", "feat", feat, GKV_F32, 1,
+                      LT_FEAT_W, (uint64_t)n0);
+    pf[npf++] = pfeat(0, hetero ? "user" : "_N", "label", label, GKV_I64, 0,
+                      0, (uint64_t)n0);
+    pf[npf++] = pfeat(0, hetero ? "user" : "_N", "train_mask", mask, GKV_U8,
+                      0, 0, (uint64_t)n0);
+    pf[npf++] = pfeat(1, hetero ? gkvt_ui_canon[0] : "_N:_E:_N", "ew", ef,
+                      GKV_F32, 1, LT_EF_W, (uint64_t)m0);
+    if (hetero) {
+        n1 = gkv_graph_num_nodes(g, 1);
+        feat1 = rows_make(n1, LT_ITEM_W, 1000.0f);
+        pf[npf++] = pfeat(0, "item", "feat", feat1, GKV_F32, 1, LT_ITEM_W,
+                          (uint64_t)n1);
+    }
+    gkvt_partition(g, f->j.dir, "parts", "p", 2, 5, pf, (size_t)npf,
+                   f->j.json, sizeof f->j.json);
+    for (int q = 0; q < 2; q++)
+        GKVT_OK(gkv_part_open(&f->part[q], f->j.json, q, 0));
+    f->ref.whole = gkvt_graph_renumber(g, gkv_part_book(f->part[0]), NULL,
+                                       NULL);
+    gkvt_ref_sampler(&f->ref);
+    whole_store(f);
+    /* what the loaders collect */
+    if (hetero) {
+        f->feats[0].type = 0;
+        f->feats[0].name = "node/user/feat";
+        f->feats[1].type = 1;
+        f->feats[1].name = "node/item/feat";
+        f->nfeats = 2;
+        f->label = "node/user/label";
+        f->efeats[0].type = 0;
+        f->efeats[0].name = "edge/user:follows:user/ew";
+        f->nfan = 3;
+        f->nl = 2;
+        memcpy(f->fan, (int[]){3, 2, 2, 4, 3, 2}, 6 * sizeof (int));
+    } else {
+        f->feats[0].type = 0;
+        f->feats[0].name = "node/_N/feat";
+        f->nfeats = 1;
+        f->label = "node/_N/label";
+        f->efeats[0].type = 0;
+        f->efeats[0].name = "edge/_N:_E:_N/ew";
+        f->nfan = 1;
+        f->nl = 2;
+        f->fan[0] = 4;
+        f->fan[1] = 5;
+    }
+    perm = gkvt_distinct_seeds(n0, &st);
+    memcpy(f->seeds, perm, sizeof f->seeds);
+    free(perm);
+    gkv_graph_free(g);
+    free(feat);
+    free(feat1);
+    free(ef);
+    free(label);
+    free(mask);
+}
+
+static int
+setup(void **state)
+{
+    return gkvt_job_setup(state, sizeof (struct lfx), "loader", LT_PROCS,
+                          g_opts, 1);
+}
+
+static int
+teardown(void **state)
+{
+    struct lfx *f = *state;
+
+    if (f->c != NULL)
+        (void)gkv_client_close(f->c);
+    gkvt_ref_free(&f->ref);
+    gkv_store_close(f->whole);
+    for (int q = 0; q < 2; q++)
+        gkv_part_close(f->part[q]);
+    return gkvt_job_teardown(state);
+}
+
+/* nserv servers a machine and a member client (20 s timeout, or
+ * timeout_ms). */
+static void
+serve(struct lfx *f, int nserv, int timeout_ms, struct gkvt_proc **srv)
+{
+    gkv_client_opts o = {0};
+
+    gkvt_serve(&f->j, 2, nserv, NULL, srv);
+    o.timeout_ms = timeout_ms;
+    f->c = gkvt_connect(f->j.cfg, "trainer", 0, &o);
+}
+
+/* ---- the reference ------------------------------------------------------- */
+
+/* The options of a loader of f's seeds and tensors. */
+static gkv_loader_opts
+lopts(struct lfx *f, int where, int workers, int prefetch)
+{
+    gkv_loader_opts o = {0};
+
+    o.where = where;
+    if (where == GKV_LOADER_LOCAL) {
+        o.sg = f->ref.wsg;
+        o.store = f->whole;
+    } else {
+        o.client = f->c;
+    }
+    o.seed_ntype = 0;
+    o.seeds = f->seeds;
+    o.nseeds = LT_SEEDS;
+    o.batch_size = LT_BS;
+    o.shuffle_seed = 11;
+    o.nlayers = f->nl;
+    o.nfan = f->nfan;
+    o.fanouts = f->fan;
+    o.dir = GKV_DIR_IN;
+    o.sample_seed = 5;
+    o.feats = f->feats;
+    o.nfeats = f->nfeats;
+    o.label = f->label;
+    o.efeats = f->efeats;
+    o.nefeats = 1;
+    o.prefetch = prefetch;
+    o.workers = workers;
+    return o;
+}
+
+/* Rows ids[0 .. n) of 'name' from the whole store == got (bytes). */
+static void
+expect_rows(struct lfx *f, const char *name, const int64_t *ids, size_t n,
+            const void *got, size_t got_bytes)
+{
+    gkv_tensor_desc d;
+    unsigned char *want;
+
+    GKVT_OK(gkv_tensor_info(f->whole, NULL, name, &d));
+    assert_int_equal(got_bytes, n * d.row_bytes);
+    if (n == 0)
+        return;
+    want = malloc(n * d.row_bytes);
+    assert_non_null(want);
+    GKVT_OK(gkv_tensor_pull(f->whole, NULL, name, (const uint64_t *)ids, n,
+                            want, n * d.row_bytes));
+    assert_memory_equal(got, want, n * d.row_bytes);
+    free(want);
+}
+
+/* Batch b is batch 'index' of 'epoch' of a loader made with o, byte for
+ * byte: its seeds, blocks and rows as computed here. */
+static void
+expect_batch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
+             uint64_t epoch, size_t index)
+{
+    size_t ns = o->nseeds, bs = o->batch_size, lo = index * bs;
+    size_t n = ns - lo < bs ? ns - lo : bs;
+    size_t *perm = malloc(ns * sizeof *perm + 8);
+    int64_t *seeds = malloc(bs * 8);
+    gkv_sample_opts so = {0};
+    gkv_block wb[8];
+    const int64_t *sv[2] = {NULL, NULL};
+    size_t sn[2] = {0, 0};
+    int nl = o->nlayers, nt, ne;
+
+    assert_true(perm != NULL && seeds != NULL);
+    assert_non_null(b);
+    assert_int_equal(b->epoch, epoch);
+    assert_int_equal(b->index, index);
+    assert_int_equal(b->sample_seed,
+                     gkv_loader_batch_seed(o->sample_seed, epoch, index));
+    gkv_loader_epoch_order(o->shuffle_seed, epoch, o->flags, ns, perm);
+    for (size_t i = 0; i < n; i++)
+        seeds[i] = o->seeds[perm[lo + i]];
+    assert_int_equal(b->nseeds, n);
+    assert_int_equal(b->seed_ntype, o->seed_ntype);
+    assert_memory_equal(b->seeds, seeds, n * 8);
+    sv[o->seed_ntype] = seeds;
+    sn[o->seed_ntype] = n;
+    so.seed = b->sample_seed;
+    so.dir = o->dir;
+    so.flags = o->sample_flags;
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, sv, sn, o->fanouts, o->nfan, nl,
+                              &so, wb));
+    nt = wb[0].num_ntypes;
+    ne = wb[0].num_etypes;
+    assert_int_equal(b->nlayers, nl);
+    assert_int_equal(b->num_ntypes, nt);
+    assert_int_equal(b->num_etypes, ne);
+    assert_true(gkvt_blocks_same(b->blocks, wb, nl));
+    /* the rows, by the reference's IDs */
+    assert_int_equal(b->nfeats, o->nfeats);
+    for (int k = 0; k < o->nfeats; k++) {
+        const gkv_block_nodes *in = &wb[0].nodes[o->feats[k].type];
+
+        expect_rows(f, o->feats[k].name, in->ids, in->num_src, b->feat[k],
+                    b->feat_bytes[k]);
+    }
+    if (o->label != NULL)
+        expect_rows(f, o->label, seeds, n, b->label, b->label_bytes);
+    else
+        assert_null(b->label);
+    assert_int_equal(b->nefeats, o->nefeats);
+    for (int k = 0; k < o->nefeats; k++)
+        for (int i = 0; i < nl; i++) {
+            const gkv_sample_edges *e = &wb[i].edges[o->efeats[k].type];
+            size_t at = (size_t)k * nl + i;
+
+            expect_rows(f, o->efeats[k].name, e->eid, e->n, b->efeat[at],
+                        b->efeat_bytes[at]);
+        }
+    free(perm);
+    free(seeds);
+}
+
+/* Every batch of epochs 'e0' and 'e0' + 1 of a loader of o == the
+ * reference; returns the batches compared. */
+static size_t
+expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
+{
+    gkv_loader *l;
+    gkv_batch *b;
+    size_t got = 0;
+
+    NET_OK(gkv_loader_new(&l, o));
+    assert_int_equal(gkv_loader_num_batches(l),
+                     (o->flags & GKV_LOADER_DROP_LAST) ? o->nseeds / LT_BS
+                     : (o->nseeds + LT_BS - 1) / LT_BS);
+    for (uint64_t e = e0; e < e0 + 2; e++) {
+        size_t i = 0;
+
+        if (e != 0)
+            NET_OK(gkv_loader_epoch(l, e));
+        for (;;) {
+            NET_OK(gkv_loader_next(l, &b));
+            if (b == NULL)
+                break;
+            expect_batch(f, o, b, e, i++);
+            gkv_batch_release(b);
+        }
+        assert_int_equal(i, gkv_loader_num_batches(l));
+        got += i;
+        /* the epoch is over: NULL again */
+        NET_OK(gkv_loader_next(l, &b));
+        assert_null(b);
+    }
+    gkv_loader_free(l);
+    return got;
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+static void
+test_order(void **state)
+{
+    size_t a[100], b[100], c[100];
+    int seen[100] = {0};
+
+    (void)state;
+    gkv_loader_epoch_order(3, 0, 0, 100, a);
+    gkv_loader_epoch_order(3, 0, 0, 100, b);
+    gkv_loader_epoch_order(3, 1, 0, 100, c);
+    assert_memory_equal(a, b, sizeof a);           /* same seed, same order */
+    assert_memory_not_equal(a, c, sizeof a);       /* a new one each epoch */
+    for (int i = 0; i < 100; i++) {
+        assert_true(a[i] < 100);
+        seen[a[i]]++;
+    }
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(seen[i], 1);              /* a permutation */
+    gkv_loader_epoch_order(4, 0, 0, 100, b);
+    assert_memory_not_equal(a, b, sizeof a);       /* another seed */
+    gkv_loader_epoch_order(3, 5, GKV_LOADER_NO_SHUFFLE, 100, b);
+    for (size_t i = 0; i < 100; i++)
+        assert_int_equal(b[i], i);
+    gkv_loader_epoch_order(3, 0, 0, 1, b);
+    assert_int_equal(b[0], 0);
+    gkv_loader_epoch_order(3, 0, 0, 0, b);         /* nothing to order */
+    assert_int_equal(gkv_loader_batch_seed(1, 2, 3),
+                     gkv_loader_batch_seed(1, 2, 3));
+    assert_true(gkv_loader_batch_seed(1, 2, 3) !=
+                gkv_loader_batch_seed(1, 2, 4));
+    assert_true(gkv_loader_batch_seed(1, 2, 3) !=
+                gkv_loader_batch_seed(1, 3, 3));
+    assert_true(gkv_loader_batch_seed(1, 2, 3) !=
+                gkv_loader_batch_seed(2, 2, 3));
+}
+
+/* LOCAL, CLIENT and SERVER == the reference, every workers x prefetch. */
+static void
+same_batches(struct lfx *f, int nserv)
+{
+    static const int wk[3] = {1, 2, 3}, pf[3] = {1, 2, 4};
+    size_t n = 0;
+
+    serve(f, nserv, 20000, NULL);
+    for (int a = 0; a < 3; a++)
+        for (int p = 0; p < 3; p++) {
+            gkv_loader_opts o;
+            uint64_t e0 = (uint64_t)(a * 3 + p) * 2;
+
+            /* LOCAL on every pair; the servers on the diagonal and on two
+             * corners (each pair's batches are the same anyway) */
+            o = lopts(f, GKV_LOADER_LOCAL, wk[a], pf[p]);
+            n += expect_loader(f, &o, e0);
+            if (nserv == 2 && a != p)
+                continue;
+            if (nserv == 1 && a != p && !(a == 0 && p == 2) &&
+                !(a == 2 && p == 0))
+                continue;
+            o = lopts(f, GKV_LOADER_CLIENT, wk[a], pf[p]);
+            n += expect_loader(f, &o, e0);
+            o = lopts(f, GKV_LOADER_SERVER, wk[a], pf[p]);
+            n += expect_loader(f, &o, e0);
+        }
+    /* out-edges, with replacement */
+    for (int where = 0; where < 3; where++) {
+        gkv_loader_opts o = lopts(f, where, 2, 2);
+
+        o.dir = GKV_DIR_OUT;
+        o.sample_flags = GKV_SAMPLE_REPLACE;
+        n += expect_loader(f, &o, 40);
+    }
+    assert_true(n > 0);
+}
+
+static void
+test_homo_1(void **state)
+{
+    struct lfx *f = *state;
+
+    graph_make(f, 0);
+    same_batches(f, 1);
+}
+
+static void
+test_homo_2(void **state)
+{
+    struct lfx *f = *state;
+
+    graph_make(f, 0);
+    same_batches(f, 2);
+}
+
+static void
+test_hetero_1(void **state)
+{
+    struct lfx *f = *state;
+
+    graph_make(f, 1);
+    same_batches(f, 1);
+}
+
+static void
+test_hetero_2(void **state)
+{
+    struct lfx *f = *state;
+
+    graph_make(f, 1);
+    same_batches(f, 2);
+}
+
+/* The number of this process's threads. */
+static int
+threads_now(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* drop_last, an epoch left mid-way, the loader freed with batches in
+ * flight and held (held ones stay valid after the free; no thread is
+ * left), the seeds it reports. */
+static void
+test_epochs_and_free(void **state)
+{
+    struct lfx *f = *state;
+    gkv_loader_opts o;
+    gkv_loader *l;
+    gkv_batch *b, *held[2];
+    const int64_t *s;
+    size_t n;
+    int th0;
+
+    graph_make(f, 0);
+    serve(f, 1, 20000, NULL);
+    th0 = threads_now();
+    /* drop_last: 300 seeds, 64 a batch: 4 batches, not 5 */
+    o = lopts(f, GKV_LOADER_LOCAL, 2, 2);
+    o.flags = GKV_LOADER_DROP_LAST;
+    assert_int_equal(expect_loader(f, &o, 3), 8);
+    o.flags = GKV_LOADER_NO_SHUFFLE;
+    assert_int_equal(expect_loader(f, &o, 0), 10);
+    /* seeds as given; an epoch dropped after two batches */
+    o = lopts(f, GKV_LOADER_CLIENT, 3, 4);
+    NET_OK(gkv_loader_new(&l, &o));
+    s = gkv_loader_seeds(l, &n);
+    assert_int_equal(n, LT_SEEDS);
+    assert_memory_equal(s, f->seeds, sizeof f->seeds);
+    assert_int_equal(gkv_loader_num_batches(l), 5);
+    for (size_t i = 0; i < 2; i++) {
+        NET_OK(gkv_loader_next(l, &b));
+        expect_batch(f, &o, b, 0, i);
+        held[i] = b;
+    }
+    NET_OK(gkv_loader_epoch(l, 7));
+    for (size_t i = 0; i < 5; i++) {
+        NET_OK(gkv_loader_next(l, &b));
+        expect_batch(f, &o, b, 7, i);
+        gkv_batch_release(b);
+    }
+    NET_OK(gkv_loader_next(l, &b));
+    assert_null(b);
+    /* mid-epoch with the queue full and two batches held */
+    NET_OK(gkv_loader_epoch(l, 8));
+    NET_OK(gkv_loader_next(l, &b));
+    tools__sleep_ms(100);     /* let the workers fill the queue */
+    gkv_loader_free(l);
+    expect_batch(f, &o, b, 8, 0);
+    expect_batch(f, &o, held[1], 0, 1);
+    gkv_batch_release(b);
+    gkv_batch_release(held[0]);
+    gkv_batch_release(held[1]);
+    gkv_batch_release(NULL);
+    gkv_loader_free(NULL);
+    /* freed at once, while its workers are making their first batches */
+    for (int k = 0; k < 3; k++) {
+        o = lopts(f, k == 0 ? GKV_LOADER_LOCAL : GKV_LOADER_CLIENT, 3, 4);
+        NET_OK(gkv_loader_new(&l, &o));
+        gkv_loader_free(l);
+    }
+    assert_int_equal(threads_now(), th0);
+}
+
+/* The seeds of a mask: gkv_pbook_node_split's, read from the servers
+ * (CLIENT) or from the store (LOCAL with a one-partition config); with
+ * an sgraph there is no book to split by. */
+static void
+test_mask(void **state)
+{
+    struct lfx *f = *state;
+    const gkv_pbook *bk;
+    gkv_loader_opts o;
+    gkv_loader *l;
+    gkv_batch *b;
+    gkv_graph *g;
+    gkv_part *p1;
+    gkv_part_feat pf;
+    uint8_t mask[512], m1[512];
+    int64_t *want;
+    const int64_t *got;
+    size_t nwant, ngot;
+    char json1[4300];
+
+    graph_make(f, 0);
+    serve(f, 1, 20000, NULL);
+    bk = gkv_part_book(f->part[0]);
+    GKVT_OK(gkv_tensor_read(f->whole, NULL, "node/_N/train_mask", 0, 512,
+                            mask, sizeof mask));
+    for (int rank = 0; rank < 3; rank++) {
+        o = lopts(f, GKV_LOADER_CLIENT, 2, 2);
+        o.seeds = NULL;
+        o.nseeds = 0;
+        o.seed_mask = "node/_N/train_mask";
+        o.num_trainers = 3;
+        o.rank = rank;
+        NET_OK(gkv_loader_new(&l, &o));
+        GKVT_OK(gkv_pbook_node_split(bk, 0, mask, NULL, 512, 3, rank, &want,
+                                     &nwant));
+        got = gkv_loader_seeds(l, &ngot);
+        assert_int_equal(ngot, nwant);
+        assert_true(nwant > 0);
+        assert_memory_equal(got, want, nwant * 8);
+        /* its batches are those of the same seeds given */
+        o.seeds = want;
+        o.nseeds = nwant;
+        NET_OK(gkv_loader_next(l, &b));
+        expect_batch(f, &o, b, 0, 0);
+        gkv_batch_release(b);
+        gkv_loader_free(l);
+        gkv_free(want);
+    }
+    /* LOCAL with an sgraph: no book, so explicit seeds are needed */
+    o = lopts(f, GKV_LOADER_LOCAL, 1, 1);
+    o.seeds = NULL;
+    o.seed_mask = "node/_N/train_mask";
+    o.num_trainers = 1;
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "give the seeds");
+    assert_null(l);
+    /* LOCAL on a one-partition config: the mask read from its store */
+    GKVT_OK(gkv_graph_new_homo(&g, 64));
+    for (int64_t v = 0; v < 64; v++) {
+        int64_t s = v, d = (v * 5 + 1) % 64;
+        GKVT_OK(gkv_graph_add_edges(g, 0, &s, &d, NULL, 1));
+        m1[v] = v % 4 == 1;
+    }
+    pf = pfeat(0, "_N", "train_mask", m1, GKV_U8, 0, 0, 64);
+    gkvt_partition(g, f->j.dir, "one", "one", 1, 5, &pf, 1, json1,
+                   sizeof json1);
+    GKVT_OK(gkv_part_open(&p1, json1, 0, 0));
+    o = lopts(f, GKV_LOADER_LOCAL, 1, 1);
+    o.sg = NULL;
+    o.store = NULL;
+    o.part = p1;
+    o.seeds = NULL;
+    o.seed_mask = "node/_N/train_mask";
+    o.num_trainers = 2;
+    o.rank = 1;
+    o.nfeats = o.nefeats = 0;
+    o.label = NULL;
+    o.nfan = 1;
+    NET_OK(gkv_loader_new(&l, &o));
+    GKVT_OK(gkv_tensor_read(gkv_part_store(p1), NULL, "node/_N/train_mask",
+                            0, 64, m1, 64));
+    GKVT_OK(gkv_pbook_node_split(gkv_part_book(p1), 0, m1, NULL, 64, 2, 1,
+                                 &want, &nwant));
+    got = gkv_loader_seeds(l, &ngot);
+    assert_int_equal(ngot, nwant);
+    assert_memory_equal(got, want, nwant * 8);
+    NET_OK(gkv_loader_next(l, &b));
+    assert_non_null(b);
+    assert_int_equal(b->nseeds, nwant < LT_BS ? nwant : LT_BS);
+    assert_int_equal(b->blocks[1].nodes[0].num_dst, b->nseeds);
+    gkv_batch_release(b);
+    gkv_loader_free(l);
+    gkv_free(want);
+    gkv_part_close(p1);
+    gkv_graph_free(g);
+}
+
+/* A server killed mid-epoch: the batch that needs it fails within the
+ * client's timeout with GKV_ETIMEDOUT naming it, later calls return (no
+ * hang), and once it is back a new loader goes on. */
+static void
+test_server_killed(void **state)
+{
+    struct lfx *f = *state;
+    struct gkvt_proc *srv[2];
+    gkv_server_info si;
+    gkv_loader_opts o;
+    gkv_loader *l;
+    gkv_batch *b;
+    gkv_err rc = GKV_OK;
+    char name[320];
+    double t0, t1;
+
+    graph_make(f, 0);
+    serve(f, 1, 3000, srv);
+    NET_OK(gkv_client_server_info(f->c, 1, &si));
+    snprintf(name, sizeof name, "%s", si.addr);
+    for (int k = 0; k < 2; k++) {
+        o = lopts(f, k == 0 ? GKV_LOADER_CLIENT : GKV_LOADER_SERVER, 2, 2);
+        NET_OK(gkv_loader_new(&l, &o));
+        NET_OK(gkv_loader_next(l, &b));
+        expect_batch(f, &o, b, 0, 0);
+        gkv_batch_release(b);
+        gkvt_proc_kill(srv[1]);
+        /* batches made before the kill may still come; one then fails */
+        t0 = tools__now_s();
+        for (size_t i = 1; i < gkv_loader_num_batches(l); i++) {
+            rc = gkv_loader_next(l, &b);
+            gkv_batch_release(b);
+            if (rc != GKV_OK)
+                break;
+        }
+        t1 = tools__now_s();
+        if (rc != GKV_ETIMEDOUT)
+            fail_msg("after the kill: %s (%s)", gkv_err_name(rc),
+                     gkv_errmsg());
+        gkvt_expect_msg(gkv_errmsg(), name);
+        fprintf(stderr, "loader_test: %s after the kill, %.1f s: %s\n",
+                gkv_err_name(rc), t1 - t0, gkv_errmsg());
+        assert_true(t1 - t0 < 3 * 3.0 + 2.0);
+        /* the loader is still usable: the next calls return */
+        t0 = tools__now_s();
+        for (int i = 0; i < 10; i++) {
+            b = NULL;
+            rc = gkv_loader_next(l, &b);
+            gkv_batch_release(b);
+            if (rc == GKV_OK && b == NULL)
+                break;
+        }
+        assert_true(tools__now_s() - t0 < 10 * 3.0 + 2.0);
+        gkv_loader_free(l);
+        /* back again: a new loader goes on */
+        srv[1] = gkvt_server_try(&f->j, 1, 0, NULL);
+        assert_non_null(srv[1]);
+        NET_OK(gkv_loader_new(&l, &o));
+        for (size_t i = 0; i < 2; i++) {
+            rc = gkv_loader_next(l, &b);
+            NET_OK(rc);
+            expect_batch(f, &o, b, 0, i);
+            gkv_batch_release(b);
+        }
+        gkv_loader_free(l);
+    }
+}
+
+/* Allocation failures anywhere in gkv_loader_new (LOCAL, CLIENT, SERVER)
+ * and in the batches: GKV_ENOMEM or a working loader, nothing leaked. */
+static void
+test_alloc_faults(void **state)
+{
+    struct lfx *f = *state;
+    long live0;
+    int ok = 0;
+
+    graph_make(f, 0);
+    serve(f, 1, 20000, NULL);
+    /* a first loader of each mode fills the caches of the store and the
+     * client, which stay */
+    for (int where = 0; where < 3; where++) {
+        gkv_loader_opts o = lopts(f, where, 2, 2);
+        assert_int_equal(expect_loader(f, &o, 0), 10);
+    }
+    live0 = gkvt_alloc_live();
+    for (int where = 0; where < 3; where++)
+        for (long n = 0; n < 400; n++) {
+            gkv_loader_opts o = lopts(f, where, 2, 2);
+            gkv_loader *l = NULL;
+            gkv_batch *b = NULL;
+            gkv_err rc;
+
+            gkvt_alloc_fail_at(n);
+            rc = gkv_loader_new(&l, &o);
+            if (rc == GKV_OK) {
+                rc = gkv_loader_next(l, &b);
+                if (rc == GKV_OK && b != NULL) {
+                    gkvt_alloc_fail_at(-1);
+                    expect_batch(f, &o, b, 0, 0);
+                }
+                gkv_batch_release(b);
+                gkv_loader_free(l);
+            } else {
+                assert_null(l);
+            }
+            gkvt_alloc_fail_at(-1);
+            /* (a clone's handshake that runs out of memory reading the
+             * schema says GKV_EPROTO, "out of memory": net/'s to mend) */
+            if (rc != GKV_OK && rc != GKV_ENOMEM &&
+                !(rc == GKV_EPROTO && strstr(gkv_errmsg(), "out of memory")))
+                fail_msg("allocation %ld failed: %s (%s)", n,
+                         gkv_err_name(rc), gkv_errmsg());
+            if (gkvt_alloc_live() != live0)
+                fail_msg("where %d, allocation %ld (%s): %ld blocks live, "
+                         "%ld before", where, n, gkv_err_name(rc),
+                         gkvt_alloc_live(), live0);
+            if (rc == GKV_OK && b != NULL && ++ok >= 2)
+                break;
+        }
+}
+
+/* A bad loader option: gkv_loader_new fails with 'want', its message
+ * holding 'text', and *out NULL. */
+#define BAD(o_, want, text) do { gkv_loader *l_ = (gkv_loader *)&l_; \
+    NET_FAILS(gkv_loader_new(&l_, &(o_)), (want), (text)); \
+    assert_null(l_); \
+} while (0)
+
+/* Bad tensors: kind 0 a feature (after a good one), 1 the label, 2 an
+ * edge feature. */
+static const struct bad_tensor {
+    int kind, type;
+    const char *name;
+    gkv_err want;
+    const char *text;
+    int client_only;            /* edge counts: from the book */
+} bad_tensors[] = {
+    /* unknown tensors */
+    {0, 1, "node/item/nope", GKV_ENOTFOUND, "node/item/nope", 0},
+    {1, 0, "node/user/nolabel", GKV_ENOTFOUND, "node/user/nolabel", 0},
+    {2, 0, "edge/user:follows:user/none", GKV_ENOTFOUND,
+     "edge/user:follows:user/none", 0},
+    /* types out of range */
+    {0, 2, "node/user/feat", GKV_EINVAL, "node type 2", 0},
+    {2, 3, "edge/user:follows:user/ew", GKV_EINVAL, "edge type 3", 0},
+    /* rows that do not cover their type: item rows for users, clicks'
+     * rows for follows */
+    {0, 0, "node/item/feat", GKV_ERANGE, "do not cover", 0},
+    {2, 0, "edge/user:clicks:item/reverse_eid", GKV_ERANGE, "do not cover",
+     1},
+    /* a label of the wrong row count (item rows for user seeds) */
+    {1, 0, "node/item/feat", GKV_ESHAPE, "node/item/feat", 0},
+};
+
+static void
+test_bad(void **state)
+{
+    struct lfx *f = *state;
+    gkv_loader_opts o, good;
+    gkv_typed_tensor t[2];
+    int64_t s2[3];
+    int fan[6];
+
+    graph_make(f, 1);
+    serve(f, 1, 20000, NULL);
+    for (int where = 0; where < 2; where++) {
+        good = lopts(f, where == 0 ? GKV_LOADER_LOCAL : GKV_LOADER_CLIENT,
+                     1, 1);
+        for (size_t k = 0; k < sizeof bad_tensors / sizeof bad_tensors[0];
+             k++) {
+            const struct bad_tensor *bt = &bad_tensors[k];
+
+            if (bt->client_only && where == 0)
+                continue;
+            o = good;
+            t[0] = f->feats[0];
+            t[1].type = bt->type;
+            t[1].name = bt->name;
+            if (bt->kind == 0) {
+                o.feats = t;
+                o.nfeats = 2;           /* a good one, then this one */
+            } else if (bt->kind == 1) {
+                o.label = bt->name;
+            } else {
+                o.efeats = &t[1];
+            }
+            BAD(o, bt->want, bt->text);
+        }
+        /* fanouts */
+        o = good;
+        o.nfan = 2;
+        BAD(o, GKV_EINVAL, "nfan is 2");
+        o = good;
+        memcpy(fan, f->fan, sizeof fan);
+        fan[4] = -2;
+        o.fanouts = fan;
+        BAD(o, GKV_EINVAL, "below -1");
+        o = good;
+        o.fanouts = NULL;
+        BAD(o, GKV_EINVAL, "no fanouts");
+        o = good;
+        o.nlayers = 0;
+        BAD(o, GKV_EINVAL, "nlayers is 0");
+        /* seeds */
+        o = good;
+        s2[0] = 5;
+        s2[1] = GKVT_UI_USERS;
+        o.seeds = s2;
+        o.nseeds = 2;
+        BAD(o, GKV_ERANGE, "seeds[1] = 1024");
+        s2[1] = -1;
+        BAD(o, GKV_ERANGE, "seeds[1] = -1");
+        s2[1] = 9;
+        s2[2] = 5;
+        o.nseeds = 3;
+        BAD(o, GKV_EINVAL, "seed 5 is given twice (seeds[0] and seeds[2])");
+        o = good;
+        o.seeds = NULL;
+        BAD(o, GKV_EINVAL, "no seeds");
+        o = good;
+        o.seed_ntype = 2;
+        BAD(o, GKV_EINVAL, "seed_ntype 2");
+        /* masks */
+        o = good;
+        o.seeds = NULL;
+        o.seed_mask = "node/user/feat";         /* f32 x 4 */
+        o.num_trainers = 1;
+        if (where == 0) {   /* LOCAL with an sgraph: no book */
+            BAD(o, GKV_EINVAL, "give the seeds");
+        } else {
+            BAD(o, GKV_ESHAPE, "node/user/feat");
+            o.seed_mask = "node/user/label";    /* i64 */
+            BAD(o, GKV_ESHAPE, "u8, one element per node");
+            o.seed_ntype = 1;                   /* a user mask for items */
+            o.label = NULL;
+            o.seed_mask = "node/user/train_mask";
+            BAD(o, GKV_ESHAPE, "node/user/train_mask");
+            o.seed_ntype = 0;
+            o.seed_mask = "node/user/none";
+            BAD(o, GKV_ENOTFOUND, "node/user/none");
+            o.seed_mask = "node/user/train_mask";
+            o.num_trainers = 2;
+            o.rank = 2;
+            BAD(o, GKV_EINVAL, "train_mask");
+        }
+        /* sizes, flags, modes */
+        o = good;
+        o.batch_size = 0;
+        BAD(o, GKV_EINVAL, "batch_size is 0");
+        o = good;
+        o.flags = 0x80;
+        BAD(o, GKV_EINVAL, "unknown flags");
+        o = good;
+        o.sample_flags = 0x80;
+        BAD(o, GKV_EINVAL, "unknown sample_flags");
+        o = good;
+        o.dir = 7;
+        BAD(o, GKV_EINVAL, "dir 7");
+        o = good;
+        o.prefetch = -1;
+        BAD(o, GKV_EINVAL, "prefetch -1");
+        o = good;
+        o.workers = 1000;
+        BAD(o, GKV_EINVAL, "workers 1000");
+#ifndef GKV_HAVE_CUDA
+        o = good;
+        o.flags = GKV_LOADER_PINNED;
+        BAD(o, GKV_ENOTSUP, "CUDA");
+#else
+        /* with a device: pinned batches are the same bytes; without one
+         * (or without the runtime linked: the emulated-GPU build),
+         * GKV_ENOTSUP at once */
+        o = good;
+        o.flags = GKV_LOADER_PINNED;
+        {
+            gkv_loader *l = NULL;
+            gkv_batch *b;
+            gkv_err rc = gkv_loader_new(&l, &o);
+
+            if (rc == GKV_ENOTSUP) {
+                gkvt_expect_msg(gkv_errmsg(), "GKV_LOADER_PINNED");
+                assert_null(l);
+            } else {
+                NET_OK(rc);
+                NET_OK(gkv_loader_next(l, &b));
+                gkv_loader_free(l);
+                expect_batch(f, &o, b, 0, 0);
+                gkv_batch_release(b);
+            }
+        }
+#endif
+    }
+    /* a mode without its source */
+    o = lopts(f, GKV_LOADER_LOCAL, 1, 1);
+    o.sg = NULL;
+    BAD(o, GKV_EINVAL, "neither was given");
+    o = lopts(f, GKV_LOADER_LOCAL, 1, 1);
+    o.part = f->part[0];
+    BAD(o, GKV_EINVAL, "not both");
+    o.sg = NULL;
+    BAD(o, GKV_EINVAL, "one-partition config");   /* partition 0 of 2 */
+    o = lopts(f, GKV_LOADER_LOCAL, 1, 1);
+    o.store = NULL;
+    BAD(o, GKV_EINVAL, "'store', which is NULL");
+    o = lopts(f, GKV_LOADER_CLIENT, 1, 1);
+    o.client = NULL;
+    BAD(o, GKV_EINVAL, "CLIENT needs 'client'");
+    o = lopts(f, GKV_LOADER_SERVER, 1, 1);
+    o.client = NULL;
+    BAD(o, GKV_EINVAL, "SERVER needs 'client'");
+    o.where = 3;
+    BAD(o, GKV_EINVAL, "'where' is 3");
+    NET_FAILS(gkv_loader_new(NULL, &o), GKV_EINVAL, "NULL out");
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_order),
+        cmocka_unit_test_setup_teardown(test_homo_1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_homo_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hetero_1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hetero_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_epochs_and_free, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_mask, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_killed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_faults, setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
