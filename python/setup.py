@@ -44,7 +44,7 @@ ext = Extension(
     "gkv._gkv",
     sources=[os.path.join(src, f) for f in
              ("module.c", "array.c", "store.c", "client.c", "server.c", "part.c",
-              "partition.c")],
+              "partition.c", "loader.c")],
     depends=[os.path.join(src, f) for f in ("gkvpy.h", "dlpack.h")] + [archive],
     include_dirs=[ROOT] + [os.path.join(ROOT, d) for d in ("kv", "graph", "net", "loader")],
     extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra",

@@ -10,6 +10,9 @@ The objects mirror the C API (gkv.h):
   Server     a gkv server on a thread of this process (tests, notebooks)
   partition  partitions a graph given as arrays (gkv_partition_write, the
              library of gkv-partition)
+  Loader     mini-batches (gkv_loader.h): blocks, seeds, features and
+             labels made ahead by worker threads, in place, each array a
+             view into its batch (Batch)
   Partition  one partition of a partitioned graph opened in process, with
              a sampler: the in-process answer the servers' sampling equals
   Array      what every call returns: C-contiguous CPU memory the Array
@@ -27,6 +30,7 @@ may block release the interpreter lock. A Store used in a child
 after fork() reopens by itself; a Client reaches worker processes by
 pickling (Client says how).
 """
+import array
 import os
 import threading
 
@@ -38,7 +42,8 @@ from ._gkv import (Array, Error, Store, __c_version__, error_classes,  # noqa: F
 globals().update({cls.__name__: cls for cls in error_classes.values()})
 
 __version__ = "0.1.0"
-__all__ = ["Array", "Block", "Client", "Error", "Partition", "Server", "Store",
+__all__ = ["Array", "Batch", "Block", "Client", "Error", "Loader", "Partition",
+           "Server", "Store",
            "error_classes", "partition", "strerror"] + [c.__name__ for c in error_classes.values()]
 
 
@@ -281,3 +286,148 @@ def partition(outdir, edges, num_nodes, num_parts, *, method="random", seed=0,
                            etypes, feats, masks, rev, method=method,
                            num_parts=num_parts, seed=seed, csr=csr, force=force,
                            balance_edges=balance_edges, threads=threads, name=name)
+
+
+class Batch:
+    """One mini-batch of a Loader; every array is a view into the batch's
+    own memory (no copy), which lives while any of them does.
+
+    epoch, index, sample_seed: which batch, and the generator seed it was
+    sampled with; seeds: the seed IDs (int64), of node type seed_ntype;
+    blocks: list of Block (blocks[-1]'s destinations are the seeds,
+    blocks[0]'s sources the input nodes); feats[f]: the rows of the f-th
+    feature tensor for blocks[0]'s source nodes of its type, shape
+    (nodes, *row_shape); label: the seeds' rows of the label tensor, or
+    None; efeats[f][i]: the rows of the f-th edge feature for blocks[i]'s
+    edges of its type."""
+
+    __slots__ = ("epoch", "index", "sample_seed", "seeds", "seed_ntype",
+                 "blocks", "feats", "label", "efeats")
+
+    def __init__(self, raw):
+        (self.epoch, self.index, self.sample_seed, self.seeds, self.seed_ntype,
+         blocks, self.feats, self.label, self.efeats) = raw
+        self.blocks = [Block(*b) for b in blocks]
+
+    def __repr__(self):
+        return "gkv.Batch(epoch=%d, index=%d, seeds=%d)" % (
+            self.epoch, self.index, len(self.seeds))
+
+
+_WHERE = {"local": 0, "client": 1, "server": 2}
+
+
+class Loader(_gkv._Loader):
+    """Loader(source, seeds=None, *, batch_size, fanouts, feats=(),
+              label=None, efeats=(), where=None, seed_ntype=0,
+              seed_mask=None, num_trainers=1, rank=0, shuffle=True,
+              drop_last=False, shuffle_seed=0, sample_seed=0, dir='in',
+              replace=False, weighted=False, prefetch=0, workers=0,
+              sampler_threads=0, pinned=False)
+
+    Mini-batches made ahead by worker threads (gkv_loader_new): iterate it
+    for one epoch's Batch objects; iterating again starts the next epoch
+    (set_epoch(e) chooses one). source is a gkv.Partition (a one-partition
+    config: sampled in this process, where='local') or a gkv.Client
+    (where='server': each batch sampled on the servers in one request, the
+    default; or 'client': hop by hop through them). The three give the same
+    batches. seeds: int64 node IDs of type seed_ntype, or None with
+    seed_mask, a uint8 mask tensor's name split among num_trainers (DGL's
+    node_split). fanouts: one per layer (an int, or per edge type a list
+    or {edge type: int}), blocks[0] first as in Client.sample_blocks.
+    feats: tensor names "node/<ntype>/<name>" (rows of the input nodes),
+    label: a tensor name (rows of the seeds), efeats: "edge/<canonical
+    etype>/<name>" (rows of each block's edges). The source must stay
+    open while the loader is (close() of it refuses)."""
+
+    def __init__(self, source, seeds=None, *, batch_size, fanouts, feats=(),
+                 label=None, efeats=(), where=None, seed_ntype=0,
+                 seed_mask=None, num_trainers=1, rank=0, shuffle=True,
+                 drop_last=False, shuffle_seed=0, sample_seed=0, dir="in",
+                 replace=False, weighted=False, prefetch=0, workers=0,
+                 sampler_threads=0, pinned=False):
+        if where is None:
+            where = "local" if isinstance(source, _gkv._Partition) else "server"
+        if where not in _WHERE:
+            raise InvalidArgumentError(  # noqa: F821
+                "where %r: expected 'local', 'client' or 'server' (GKV_EINVAL)"
+                % (where,))
+        book = source.pbook()
+        if book is None:
+            raise NotSupportedError(  # noqa: F821
+                "the servers serve a plain store: nothing to sample (GKV_ENOTSUP)")
+        if isinstance(seed_ntype, str):
+            seed_ntype = book["ntypes"].index(seed_ntype)
+        rows = _types(book, {}, fanouts, True)[1]
+        ne = len(book["etypes"])
+        for r in rows:
+            if not isinstance(r, int) and len(r) != ne:
+                raise InvalidArgumentError(  # noqa: F821
+                    "fanouts: layer %r has %d values, expected an int or one "
+                    "per edge type (%d) (GKV_EINVAL)" % (r, len(r), ne))
+        nfan = 1 if all(isinstance(r, int) for r in rows) else ne
+        flat = []
+        for r in rows:
+            flat += [r] if nfan == 1 else ([r] * ne if isinstance(r, int) else list(r))
+        fan = array.array("i", flat)
+
+        def typed(names, kind):
+            out = []
+            for n in names:
+                if isinstance(n, tuple):
+                    out.append(n)
+                    continue
+                parts = n.split("/")
+                types = book["ntypes"] if kind == "node" else book["etypes"]
+                if len(parts) < 3 or parts[0] != kind or parts[1] not in types:
+                    raise InvalidArgumentError(  # noqa: F821
+                        "%r: expected '%s/<%s type>/<name>' of a type the graph "
+                        "has (GKV_EINVAL)" % (n, kind, kind))
+                out.append((types.index(parts[1]), n))
+            return out
+
+        flags = ((0 if shuffle else _gkv.LOADER_NO_SHUFFLE) |
+                 (_gkv.LOADER_DROP_LAST if drop_last else 0) |
+                 (_gkv.LOADER_PINNED if pinned else 0))
+        dirs = {"in": 0, "out": 1}
+        if dir not in dirs:
+            raise InvalidArgumentError(  # noqa: F821
+                "dir %r: expected 'in' or 'out' (GKV_EINVAL)" % (dir,))
+        super().__init__(source, _WHERE[where], seeds, seed_ntype, seed_mask,
+                         num_trainers, rank, batch_size=batch_size, flags=flags,
+                         shuffle_seed=shuffle_seed, fanouts=fan, nfan=nfan,
+                         nlayers=len(rows), dir=dirs[dir],
+                         sample_flags=(1 if replace else 0) | (2 if weighted else 0),
+                         sample_seed=sample_seed, feats=typed(feats, "node"),
+                         label=label, efeats=typed(efeats, "edge"),
+                         prefetch=prefetch, workers=workers,
+                         sampler_threads=sampler_threads)
+        self._epoch = 0
+        self._ended = False
+
+    def __iter__(self):
+        if self._ended:
+            self.set_epoch(self._epoch + 1)
+        return self
+
+    def __next__(self):
+        raw = self._next()
+        if raw is None:
+            self._ended = True
+            raise StopIteration
+        return Batch(raw)
+
+    def set_epoch(self, epoch):
+        """Starts epoch 'epoch', dropping what is left of the current one."""
+        super().set_epoch(epoch)
+        self._epoch = epoch
+        self._ended = False
+
+    def __len__(self):
+        return self.num_batches()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

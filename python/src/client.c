@@ -23,6 +23,7 @@ typedef struct {
     PyThread_type_lock lock;
     pid_t             pid;       /* the process that connected c */
     int               inflight;  /* calls running (holding 'lock') */
+    int               users;     /* Loaders borrowing c */
     /* how it connected */
     PyObject         *ip_config; /* str, or NULL with addr */
     PyObject         *addr;
@@ -200,6 +201,9 @@ client_close(client_obj *o, PyObject *unused)
     if (o->inflight > 0)
         return gkvpy_raisef(GKV_EBUSY, "the client has %d calls running in "
                             "other threads", o->inflight);
+    if (o->users > 0)
+        return gkvpy_raisef(GKV_EBUSY, "%d loaders use the client: close "
+                            "them first", o->users);
     o->c = NULL;
     if (c != NULL && o->pid == getpid())
         NOGIL(rc = gkv_client_close(c));
@@ -740,6 +744,29 @@ PyTypeObject gkvpy_client_type = {
     .tp_init = (initproc)client_init,
     .tp_new = PyType_GenericNew,
 };
+
+gkv_client *
+gkvpy_client_hold(PyObject *o)
+{
+    if (!PyObject_TypeCheck(o, &gkvpy_client_type)) {
+        gkvpy_raisef(GKV_EINVAL, "expected a gkv.Client, not %s",
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return client_begin((client_obj *)o);
+}
+
+void
+gkvpy_client_unhold(PyObject *o)
+{
+    client_end((client_obj *)o);
+}
+
+void
+gkvpy_client_use(PyObject *o, int delta)
+{
+    ((client_obj *)o)->users += delta;
+}
 
 int
 gkvpy_client_ready(PyObject *m)

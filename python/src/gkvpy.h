@@ -8,6 +8,7 @@
  *   server.c  gkv._Server (a server run on a thread of this process)
  *   part.c    gkv.Partition (a partition opened in process, its sampler)
  *   partition.c  gkv._partition (gkv_partition_write on arrays)
+ *   loader.c  gkv._Loader and the memory of its batches
  *
  * Every call that can block releases the interpreter lock around the C
  * call. An object whose C call runs without the lock counts it in
@@ -154,6 +155,19 @@ PyObject *gkvpy_edges_list(const gkv_sample_edges *e, int ne);
 /* gkv._partition(outdir, ntypes, etypes, feats, masks, reverse, ...):
  * partition.c says what the lists hold; returns the report as a dict. */
 PyObject *gkvpy_partition(PyObject *self, PyObject *args, PyObject *kw);
+
+/* A Client's handle for a call of another object (client_begin: checked,
+ * locked; NULL with an exception), and its end. */
+gkv_client *gkvpy_client_hold(PyObject *o);
+void gkvpy_client_unhold(PyObject *o);
+/* A Partition's handle (NULL with an exception: not one, or closed). */
+gkv_part *gkvpy_part_get(PyObject *o);
+/* Counts a Loader borrowing the handle (+1) or done with it (-1): close()
+ * refuses while one does. */
+void gkvpy_client_use(PyObject *o, int delta);
+void gkvpy_part_use(PyObject *o, int delta);
+extern PyTypeObject gkvpy_loader_type, gkvpy_batchmem_type;
+int gkvpy_loader_ready(PyObject *m);
 
 int gkvpy_store_ready(PyObject *m);
 int gkvpy_client_ready(PyObject *m);

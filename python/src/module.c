@@ -233,7 +233,7 @@ PyInit__gkv(void)
     if (PyModule_AddStringConstant(m, "__c_version__", GKV_VERSION_STRING) < 0 ||
         gkvpy_array_ready(m) < 0 || gkvpy_store_ready(m) < 0 ||
         gkvpy_client_ready(m) < 0 || gkvpy_server_ready(m) < 0 ||
-        gkvpy_part_ready(m) < 0)
+        gkvpy_part_ready(m) < 0 || gkvpy_loader_ready(m) < 0)
         goto fail;
     return m;
 fail_codes:

@@ -359,6 +359,7 @@ typedef struct {
     gkv_sgraph  *sg;
     gkv_sampler *sp;
     int          inflight;
+    int          users;          /* Loaders borrowing p */
 } part_obj;
 
 static void
@@ -409,6 +410,9 @@ part_close(part_obj *o, PyObject *unused)
 {
     if (o->inflight > 0)
         return gkvpy_raisef(GKV_EBUSY, "the partition has calls running");
+    if (o->users > 0)
+        return gkvpy_raisef(GKV_EBUSY, "%d loaders use the partition: close "
+                            "them first", o->users);
     part_free(o);
     Py_RETURN_NONE;
 }
@@ -581,6 +585,27 @@ PyTypeObject gkvpy_part_type = {
     .tp_init = (initproc)part_init,
     .tp_new = PyType_GenericNew,
 };
+
+gkv_part *
+gkvpy_part_get(PyObject *o)
+{
+    if (!PyObject_TypeCheck(o, &gkvpy_part_type)) {
+        gkvpy_raisef(GKV_EINVAL, "expected a gkv.Partition, not %s",
+                     Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    if (((part_obj *)o)->p == NULL) {
+        gkvpy_raisef(GKV_EINVAL, "the partition is closed");
+        return NULL;
+    }
+    return ((part_obj *)o)->p;
+}
+
+void
+gkvpy_part_use(PyObject *o, int delta)
+{
+    ((part_obj *)o)->users += delta;
+}
 
 int
 gkvpy_part_ready(PyObject *m)

@@ -1,0 +1,550 @@
+/* loader.c - gkv._Loader (loader/gkv_loader.h) and _BatchMem, the memory
+ * of one batch.
+ *
+ * Every array of a batch is a view into the C batch (gkv.Array with
+ * owner = the batch's _BatchMem): no copy. The _BatchMem gives the batch
+ * back (gkv_batch_release) when the last view of it is gone, which may be
+ * after the loader was freed (the header allows it). gkv.Loader and
+ * gkv.Batch in Python wrap these. */
+#include <string.h>
+#include <unistd.h>
+#include "gkvpy.h"
+#include "gkv_loader.h"
+
+#define MAXT 64                      /* tensors a batch collects */
+
+/* How to view the rows of one collected tensor. */
+typedef struct {
+    int        dtype;
+    int        ndim;                 /* of a row */
+    Py_ssize_t shape[GKV_MAX_DIMS];
+    size_t     row_bytes;
+} rowfmt;
+
+typedef struct {
+    PyObject_HEAD
+    gkv_loader *l;
+    PyObject   *source;              /* the Partition or Client lent */
+    int         is_client;
+    pid_t       pid;
+    int         inflight;
+    int         nfeats, nefeats, has_label, nlayers;
+    int         efeat_type[MAXT];
+    rowfmt      feat[MAXT], efeat[MAXT], label;
+} loader_obj;
+
+typedef struct {
+    PyObject_HEAD
+    gkv_batch *b;
+} batchmem_obj;
+
+/* ---- _BatchMem ---- */
+
+static void
+batchmem_dealloc(batchmem_obj *o)
+{
+    gkv_batch_release(o->b);
+    PyObject_Free(o);
+}
+
+PyTypeObject gkvpy_batchmem_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gkv._BatchMem",
+    .tp_basicsize = sizeof(batchmem_obj),
+    .tp_dealloc = (destructor)batchmem_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The memory of one batch; freed when its last Array is gone.",
+};
+
+/* ---- views ---- */
+
+static PyObject *
+view_i64(PyObject *mem, const int64_t *p, size_t n)
+{
+    Py_ssize_t sh = (Py_ssize_t)n;
+
+    return (PyObject *)gkvpy_array_view(mem, (void *)p, GKV_I64, 1, &sh);
+}
+
+/* Rows of format f in 'bytes' bytes at p, viewed as (n, *row shape). */
+static PyObject *
+view_rows(PyObject *mem, const void *p, size_t bytes, const rowfmt *f)
+{
+    Py_ssize_t sh[GKVPY_MAXDIM];
+
+    sh[0] = (Py_ssize_t)(f->row_bytes ? bytes / f->row_bytes : 0);
+    for (int i = 0; i < f->ndim; i++)
+        sh[i + 1] = f->shape[i];
+    return (PyObject *)gkvpy_array_view(mem, (void *)p, f->dtype, f->ndim + 1, sh);
+}
+
+static PyObject *
+view_blocks(PyObject *mem, const gkv_block *b, int nl)
+{
+    PyObject *r = PyTuple_New(nl);
+
+    for (int i = 0; r != NULL && i < nl; i++) {
+        PyObject *nodes = PyTuple_New(b[i].num_ntypes),
+                 *nsrc = PyTuple_New(b[i].num_ntypes),
+                 *ndst = PyTuple_New(b[i].num_ntypes),
+                 *edges = PyList_New(b[i].num_etypes), *blk;
+        int ok = nodes && nsrc && ndst && edges;
+
+        for (int t = 0; ok && t < b[i].num_ntypes; t++) {
+            const gkv_block_nodes *bn = &b[i].nodes[t];
+            PyObject *a = view_i64(mem, bn->ids, bn->num_src);
+
+            ok = a != NULL;
+            if (ok) {
+                PyTuple_SET_ITEM(nodes, t, a);
+                PyTuple_SET_ITEM(nsrc, t, PyLong_FromSize_t(bn->num_src));
+                PyTuple_SET_ITEM(ndst, t, PyLong_FromSize_t(bn->num_dst));
+            }
+        }
+        for (int e = 0; ok && e < b[i].num_etypes; e++) {
+            const gkv_sample_edges *se = &b[i].edges[e];
+            PyObject *t = Py_BuildValue("(NNN)", view_i64(mem, se->src, se->n),
+                                        view_i64(mem, se->dst, se->n),
+                                        view_i64(mem, se->eid, se->n));
+
+            ok = t != NULL;
+            if (ok)
+                PyList_SET_ITEM(edges, e, t);
+        }
+        if (!ok || (blk = Py_BuildValue("(NNNN)", nodes, nsrc, ndst, edges)) == NULL) {
+            if (!ok) {
+                Py_XDECREF(nodes);
+                Py_XDECREF(nsrc);
+                Py_XDECREF(ndst);
+                Py_XDECREF(edges);
+            }
+            Py_CLEAR(r);
+            break;
+        }
+        PyTuple_SET_ITEM(r, i, blk);
+    }
+    return r;
+}
+
+/* ---- _Loader ---- */
+
+/* Describes tensor 'name' (held through the source) into *f. */
+static int
+row_format(loader_obj *o, const char *name, rowfmt *f)
+{
+    gkv_tensor_desc d;
+    gkv_err rc;
+
+    if (o->is_client) {
+        gkv_client *c = gkvpy_client_hold(o->source);
+
+        if (c == NULL)
+            return -1;
+        Py_BEGIN_ALLOW_THREADS
+        rc = gkv_client_tensor_info(c, name, &d);
+        Py_END_ALLOW_THREADS
+        gkvpy_client_unhold(o->source);
+    } else {
+        gkv_part *p = gkvpy_part_get(o->source);
+
+        if (p == NULL)
+            return -1;
+        Py_BEGIN_ALLOW_THREADS
+        rc = gkv_tensor_info(gkv_part_store(p), NULL, name, &d);
+        Py_END_ALLOW_THREADS
+    }
+    if (rc != GKV_OK) {
+        gkvpy_raise(rc);
+        return -1;
+    }
+    f->dtype = d.dtype;
+    f->ndim = (int)d.ndim;
+    for (unsigned i = 0; i < d.ndim; i++)
+        f->shape[i] = (Py_ssize_t)d.shape[i];
+    f->row_bytes = d.row_bytes;
+    return 0;
+}
+
+/* [(type, name)] into t (names borrowed from the list's strings). */
+static int
+typed_list(PyObject *l, gkv_typed_tensor *t, int *n, const char *what)
+{
+    *n = (int)PyList_GET_SIZE(l);
+    if (*n > MAXT) {
+        gkvpy_raisef(GKV_EINVAL, "%s: at most %d tensors", what, MAXT);
+        return -1;
+    }
+    for (int i = 0; i < *n; i++)
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(l, i), "is", &t[i].type,
+                              &t[i].name))
+            return -1;
+    return 0;
+}
+
+static int
+loader_init(loader_obj *o, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"source", "where", "seeds", "seed_ntype",
+                             "seed_mask", "num_trainers", "rank", "batch_size",
+                             "flags", "shuffle_seed", "fanouts", "nfan",
+                             "nlayers", "dir", "sample_flags", "sample_seed",
+                             "feats", "label", "efeats", "prefetch", "workers",
+                             "sampler_threads", NULL};
+    PyObject *source, *seeds = Py_None, *fanouts = NULL, *feats = NULL,
+             *efeats = NULL;
+    const char *mask = NULL, *label = NULL;
+    int where, seed_ntype = 0, ntr = 1, rank = 0, nfan, nlayers, dir = 0,
+        prefetch = 0, workers = 0, sthreads = 0;
+    unsigned flags = 0, sflags = 0;
+    unsigned long long bsize = 0, shuffle_seed = 0, sample_seed = 0;
+    gkv_typed_tensor ft[MAXT], eft[MAXT];
+    gkv_loader_opts lo;
+    gkvpy_in sin, fin;
+    gkv_client *c = NULL;
+    gkv_loader *l = NULL;
+    gkv_err rc;
+    int ret = -1, have_seeds = 0, have_fan = 0;
+
+    if (o->l != NULL) {
+        gkvpy_raisef(GKV_EINVAL, "Loader.__init__ called twice");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw,
+            "OiOizii|$KIKOiiiIKO!zO!iii", kwlist, &source, &where, &seeds,
+            &seed_ntype, &mask, &ntr, &rank, &bsize, &flags, &shuffle_seed,
+            &fanouts, &nfan, &nlayers, &dir, &sflags, &sample_seed,
+            &PyList_Type, &feats, &label, &PyList_Type, &efeats, &prefetch,
+            &workers, &sthreads))
+        return -1;
+    if (fanouts == NULL || feats == NULL || efeats == NULL) {
+        gkvpy_raisef(GKV_EINVAL, "fanouts, feats and efeats are required");
+        return -1;
+    }
+    memset(&lo, 0, sizeof lo);
+    o->is_client = where != GKV_LOADER_LOCAL;
+    Py_XSETREF(o->source, Py_NewRef(source));
+    if (typed_list(feats, ft, &o->nfeats, "feats") < 0 ||
+        typed_list(efeats, eft, &o->nefeats, "efeats") < 0)
+        return -1;
+    for (int i = 0; i < o->nfeats; i++)
+        if (row_format(o, ft[i].name, &o->feat[i]) < 0)
+            return -1;
+    for (int i = 0; i < o->nefeats; i++) {
+        if (row_format(o, eft[i].name, &o->efeat[i]) < 0)
+            return -1;
+        o->efeat_type[i] = eft[i].type;
+    }
+    o->has_label = label != NULL;
+    if (label != NULL && row_format(o, label, &o->label) < 0)
+        return -1;
+    if (seeds != Py_None) {
+        if (gkvpy_in_ids(seeds, &sin, "seeds") < 0)
+            return -1;
+        have_seeds = 1;
+        if (sin.dtype != GKV_I64) {
+            gkvpy_raisef(GKV_EINVAL, "seeds: node IDs must be int64");
+            goto out;
+        }
+        lo.seeds = sin.ptr;
+        lo.nseeds = sin.n;
+    }
+    if (gkvpy_in_get(fanouts, &fin, "fanouts", 0) < 0)
+        goto out;
+    have_fan = 1;
+    if (fin.dtype != GKV_I32 || fin.n != (size_t)nfan * (size_t)nlayers) {
+        gkvpy_raisef(GKV_EINVAL, "fanouts: int32, nlayers x nfan");
+        goto out;
+    }
+    lo.where = where;
+    lo.seed_ntype = seed_ntype;
+    lo.seed_mask = mask;
+    lo.num_trainers = ntr;
+    lo.rank = rank;
+    lo.batch_size = (size_t)bsize;
+    lo.flags = flags;
+    lo.shuffle_seed = shuffle_seed;
+    lo.nlayers = nlayers;
+    lo.nfan = nfan;
+    lo.fanouts = fin.ptr;
+    lo.dir = dir;
+    lo.sample_flags = sflags;
+    lo.sample_seed = sample_seed;
+    lo.feats = ft;
+    lo.nfeats = o->nfeats;
+    lo.label = label;
+    lo.efeats = eft;
+    lo.nefeats = o->nefeats;
+    lo.prefetch = prefetch;
+    lo.workers = workers;
+    lo.sampler_threads = sthreads;
+    if (o->is_client) {
+        if ((c = gkvpy_client_hold(source)) == NULL)
+            goto out;
+        lo.client = c;
+    } else if ((lo.part = gkvpy_part_get(source)) == NULL) {
+        goto out;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = gkv_loader_new(&l, &lo);
+    Py_END_ALLOW_THREADS
+    if (c != NULL)
+        gkvpy_client_unhold(source);
+    if (rc != GKV_OK) {
+        gkvpy_raise(rc);
+        goto out;
+    }
+    o->l = l;
+    o->nlayers = nlayers;
+    o->pid = getpid();
+    if (o->is_client)
+        gkvpy_client_use(source, 1);
+    else
+        gkvpy_part_use(source, 1);
+    ret = 0;
+out:
+    if (have_seeds)
+        gkvpy_in_release(&sin);
+    if (have_fan)
+        gkvpy_in_release(&fin);
+    return ret;
+}
+
+static gkv_loader *
+loader_get(loader_obj *o)
+{
+    if (o->l == NULL) {
+        gkvpy_raisef(GKV_EINVAL, "the loader is closed");
+        return NULL;
+    }
+    if (o->pid != getpid()) {
+        gkvpy_raisef(GKV_ENOTSUP, "this loader was made by process %ld: its "
+                     "worker threads are not in this forked child", (long)o->pid);
+        return NULL;
+    }
+    if (o->inflight > 0) {
+        gkvpy_raisef(GKV_EBUSY, "the loader is in use by another thread (a "
+                     "loader belongs to one thread)");
+        return NULL;
+    }
+    return o->l;
+}
+
+/* The next batch as a tuple (epoch, index, sample_seed, seeds, seed_ntype,
+ * blocks, feats, label, efeats), every array a view of the batch's memory;
+ * None when the epoch is over. */
+static PyObject *
+loader_next(loader_obj *o, PyObject *unused)
+{
+    gkv_loader *l = loader_get(o);
+    PyObject *mem, *feats = NULL, *efeats = NULL, *label = NULL, *blocks,
+             *seeds;
+    batchmem_obj *bm;
+    gkv_batch *b = NULL;
+    gkv_err rc;
+
+    if (l == NULL)
+        return NULL;
+    o->inflight++;
+    Py_BEGIN_ALLOW_THREADS
+    rc = gkv_loader_next(l, &b);
+    Py_END_ALLOW_THREADS
+    o->inflight--;
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    if (b == NULL)
+        Py_RETURN_NONE;
+    if ((bm = PyObject_New(batchmem_obj, &gkvpy_batchmem_type)) == NULL) {
+        gkv_batch_release(b);
+        return NULL;
+    }
+    bm->b = b;
+    mem = (PyObject *)bm;
+    seeds = view_i64(mem, b->seeds, b->nseeds);
+    blocks = view_blocks(mem, b->blocks, b->nlayers);
+    if ((feats = PyList_New(b->nfeats)) != NULL)
+        for (int f = 0; f < b->nfeats; f++)
+            PyList_SET_ITEM(feats, f, view_rows(mem, b->feat[f], b->feat_bytes[f],
+                                                &o->feat[f]));
+    if ((efeats = PyList_New(b->nefeats)) != NULL)
+        for (int f = 0; f < b->nefeats; f++) {
+            PyObject *per = PyList_New(b->nlayers);
+
+            for (int i = 0; per != NULL && i < b->nlayers; i++) {
+                size_t k = (size_t)f * b->nlayers + i;
+
+                PyList_SET_ITEM(per, i, view_rows(mem, b->efeat[k],
+                                                  b->efeat_bytes[k], &o->efeat[f]));
+            }
+            PyList_SET_ITEM(efeats, f, per);
+        }
+    label = b->label != NULL && o->has_label
+        ? view_rows(mem, b->label, b->label_bytes, &o->label)
+        : Py_NewRef(Py_None);
+    Py_DECREF(mem);                   /* the views hold it now */
+    if (PyErr_Occurred()) {
+        Py_XDECREF(seeds);
+        Py_XDECREF(blocks);
+        Py_XDECREF(feats);
+        Py_XDECREF(efeats);
+        Py_XDECREF(label);
+        return NULL;
+    }
+    return Py_BuildValue("(KKKNiNNNN)", (unsigned long long)b->epoch,
+                         (unsigned long long)b->index,
+                         (unsigned long long)b->sample_seed, seeds,
+                         b->seed_ntype, blocks, feats, label, efeats);
+}
+
+static PyObject *
+loader_epoch(loader_obj *o, PyObject *args)
+{
+    unsigned long long e;
+    gkv_loader *l;
+    gkv_err rc;
+
+    if (!PyArg_ParseTuple(args, "K", &e) || (l = loader_get(o)) == NULL)
+        return NULL;
+    o->inflight++;
+    Py_BEGIN_ALLOW_THREADS
+    rc = gkv_loader_epoch(l, e);
+    Py_END_ALLOW_THREADS
+    o->inflight--;
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+loader_num_batches(loader_obj *o, PyObject *unused)
+{
+    gkv_loader *l = loader_get(o);
+
+    return l == NULL ? NULL : PyLong_FromSize_t(gkv_loader_num_batches(l));
+}
+
+static PyObject *
+loader_seeds(loader_obj *o, PyObject *unused)
+{
+    gkv_loader *l = loader_get(o);
+    const int64_t *p;
+    size_t n = 0;
+
+    if (l == NULL)
+        return NULL;
+    p = gkv_loader_seeds(l, &n);
+    return gkvpy_array_i64(p, n);
+}
+
+static void
+loader_free(loader_obj *o)
+{
+    gkv_loader *l = o->l;
+
+    if (l == NULL)
+        return;
+    o->l = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    gkv_loader_free(l);               /* batches held stay valid */
+    Py_END_ALLOW_THREADS
+    if (o->is_client)
+        gkvpy_client_use(o->source, -1);
+    else
+        gkvpy_part_use(o->source, -1);
+}
+
+static PyObject *
+loader_close(loader_obj *o, PyObject *unused)
+{
+    if (o->inflight > 0)
+        return gkvpy_raisef(GKV_EBUSY, "the loader is in use by another thread");
+    if (o->l != NULL && o->pid != getpid()) {
+        o->l = NULL;                  /* the parent's; its threads are not here */
+        Py_RETURN_NONE;
+    }
+    loader_free(o);
+    Py_RETURN_NONE;
+}
+
+static void
+loader_dealloc(loader_obj *o)
+{
+    if (o->l != NULL && o->inflight == 0 && o->pid == getpid())
+        loader_free(o);
+    Py_XDECREF(o->source);
+    Py_TYPE(o)->tp_free((PyObject *)o);
+}
+
+static PyObject *
+py_batch_seed(PyObject *self, PyObject *args)
+{
+    unsigned long long s, e, i;
+
+    if (!PyArg_ParseTuple(args, "KKK", &s, &e, &i))
+        return NULL;
+    return PyLong_FromUnsignedLongLong(gkv_loader_batch_seed(s, e, i));
+}
+
+static PyObject *
+py_epoch_order(PyObject *self, PyObject *args)
+{
+    unsigned long long s, e;
+    unsigned flags;
+    Py_ssize_t n;
+    gkvpy_array *a;
+    size_t *perm;
+
+    if (!PyArg_ParseTuple(args, "KKIn", &s, &e, &flags, &n))
+        return NULL;
+    if (n < 0)
+        return gkvpy_raisef(GKV_EINVAL, "n must be >= 0");
+    if ((perm = PyMem_Malloc((size_t)n * sizeof *perm + 1)) == NULL)
+        return PyErr_NoMemory();
+    gkv_loader_epoch_order(s, e, flags, (size_t)n, perm);
+    if ((a = gkvpy_array_new(GKV_I64, 1, &n)) != NULL)
+        for (Py_ssize_t i = 0; i < n; i++)
+            ((int64_t *)a->data)[i] = (int64_t)perm[i];
+    PyMem_Free(perm);
+    return (PyObject *)a;
+}
+
+static PyMethodDef loader_methods[] = {
+    {"_next", (PyCFunction)loader_next, METH_NOARGS, NULL},
+    {"set_epoch", (PyCFunction)loader_epoch, METH_VARARGS,
+     "set_epoch(epoch): start that epoch (gkv_loader_epoch)"},
+    {"num_batches", (PyCFunction)loader_num_batches, METH_NOARGS,
+     "num_batches() -> batches in the current epoch"},
+    {"seeds", (PyCFunction)loader_seeds, METH_NOARGS,
+     "seeds() -> int64 Array: the seeds sampled from, in the order given"},
+    {"close", (PyCFunction)loader_close, METH_NOARGS,
+     "close(): stop the workers; batches held stay valid"},
+    {"batch_seed", (PyCFunction)py_batch_seed, METH_VARARGS | METH_STATIC,
+     "batch_seed(sample_seed, epoch, index) -> the generator seed of a batch"},
+    {"epoch_order", (PyCFunction)py_epoch_order, METH_VARARGS | METH_STATIC,
+     "epoch_order(shuffle_seed, epoch, flags, n) -> int64 Array: the order"},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject gkvpy_loader_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gkv._Loader",
+    .tp_basicsize = sizeof(loader_obj),
+    .tp_dealloc = (destructor)loader_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The C loader; use gkv.Loader.",
+    .tp_methods = loader_methods,
+    .tp_init = (initproc)loader_init,
+    .tp_new = PyType_GenericNew,
+};
+
+int
+gkvpy_loader_ready(PyObject *m)
+{
+    if (PyType_Ready(&gkvpy_loader_type) < 0 ||
+        PyType_Ready(&gkvpy_batchmem_type) < 0)
+        return -1;
+    if (PyModule_AddIntConstant(m, "LOADER_DROP_LAST", GKV_LOADER_DROP_LAST) < 0 ||
+        PyModule_AddIntConstant(m, "LOADER_NO_SHUFFLE", GKV_LOADER_NO_SHUFFLE) < 0 ||
+        PyModule_AddIntConstant(m, "LOADER_PINNED", GKV_LOADER_PINNED) < 0)
+        return -1;
+    return PyModule_AddObjectRef(m, "_Loader", (PyObject *)&gkvpy_loader_type);
+}
