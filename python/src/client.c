@@ -644,14 +644,14 @@ client_sample(client_obj *o, PyObject *args, PyObject *kw, int blocks)
 
         NOGIL(rc = gkv_client_sample_blocks(c, s->seeds, s->nseeds, s->fan,
                                             s->nfan, s->nlayers, &s->opts, bl));
-        ret = rc != GKV_OK ? gkvpy_raise(rc) : gkvpy_blocks_tuple(bl, s->nlayers);
+        ret = rc != GKV_OK ? gkvpy_raise(rc) : gkvpy_blocks_tuple(NULL, bl, s->nlayers);
     } else {
         gkv_sample_edges e[64];
 
         NOGIL(rc = gkv_client_sample_neighbors(c, s->seeds, s->nseeds, s->fan,
                                                s->nfan, layer, &s->opts, e));
         ret = rc != GKV_OK ? gkvpy_raise(rc)
-                           : gkvpy_edges_list(e, gkv_pbook_num_etypes(b));
+                           : gkvpy_edges_list(NULL, e, gkv_pbook_num_etypes(b));
     }
     gkvpy_sargs_release(s);
     PyMem_Free(s);

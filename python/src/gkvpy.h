@@ -138,8 +138,9 @@ int  gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
                      unsigned long long seed, const char *dir, int replace,
                      int weighted);
 void gkvpy_sargs_release(gkvpy_sargs *s);
-/* A tuple of blocks (each (nodes, num_src, num_dst, edges)) copied out. */
-PyObject *gkvpy_blocks_tuple(const gkv_block *b, int nl);
+/* A tuple of blocks (each (nodes, num_src, num_dst, edges)): copies the
+ * Arrays own (owner NULL), or views that keep owner (a batch) alive. */
+PyObject *gkvpy_blocks_tuple(PyObject *owner, const gkv_block *b, int nl);
 /* A per-ID query of a graph handle h ('type' a node or edge type): out1
  * (and out2 when nout is 2) get n int64 values. */
 typedef gkv_err (*gkvpy_query_fn)(void *h, int type, const int64_t *ids,
@@ -149,8 +150,8 @@ typedef gkv_err (*gkvpy_query_fn)(void *h, int type, const int64_t *ids,
 PyObject *gkvpy_query(void *h, gkvpy_query_fn fn, int nout, PyObject *args);
 /* The partition book's basics as a dict (names, counts, ranges). */
 PyObject *gkvpy_pbook_dict(const gkv_pbook *b);
-/* A list per etype of (src, dst, eid) copied out. */
-PyObject *gkvpy_edges_list(const gkv_sample_edges *e, int ne);
+/* A list per etype of (src, dst, eid), copies or views as above. */
+PyObject *gkvpy_edges_list(PyObject *owner, const gkv_sample_edges *e, int ne);
 
 /* gkv._partition(outdir, ntypes, etypes, feats, masks, reverse, ...):
  * partition.c says what the lists hold; returns the report as a dict. */

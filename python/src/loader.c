@@ -78,54 +78,6 @@ view_rows(PyObject *mem, const void *p, size_t bytes, const rowfmt *f)
     return (PyObject *)gkvpy_array_view(mem, (void *)p, f->dtype, f->ndim + 1, sh);
 }
 
-static PyObject *
-view_blocks(PyObject *mem, const gkv_block *b, int nl)
-{
-    PyObject *r = PyTuple_New(nl);
-
-    for (int i = 0; r != NULL && i < nl; i++) {
-        PyObject *nodes = PyTuple_New(b[i].num_ntypes),
-                 *nsrc = PyTuple_New(b[i].num_ntypes),
-                 *ndst = PyTuple_New(b[i].num_ntypes),
-                 *edges = PyList_New(b[i].num_etypes), *blk;
-        int ok = nodes && nsrc && ndst && edges;
-
-        for (int t = 0; ok && t < b[i].num_ntypes; t++) {
-            const gkv_block_nodes *bn = &b[i].nodes[t];
-            PyObject *a = view_i64(mem, bn->ids, bn->num_src);
-
-            ok = a != NULL;
-            if (ok) {
-                PyTuple_SET_ITEM(nodes, t, a);
-                PyTuple_SET_ITEM(nsrc, t, PyLong_FromSize_t(bn->num_src));
-                PyTuple_SET_ITEM(ndst, t, PyLong_FromSize_t(bn->num_dst));
-            }
-        }
-        for (int e = 0; ok && e < b[i].num_etypes; e++) {
-            const gkv_sample_edges *se = &b[i].edges[e];
-            PyObject *t = Py_BuildValue("(NNN)", view_i64(mem, se->src, se->n),
-                                        view_i64(mem, se->dst, se->n),
-                                        view_i64(mem, se->eid, se->n));
-
-            ok = t != NULL;
-            if (ok)
-                PyList_SET_ITEM(edges, e, t);
-        }
-        if (!ok || (blk = Py_BuildValue("(NNNN)", nodes, nsrc, ndst, edges)) == NULL) {
-            if (!ok) {
-                Py_XDECREF(nodes);
-                Py_XDECREF(nsrc);
-                Py_XDECREF(ndst);
-                Py_XDECREF(edges);
-            }
-            Py_CLEAR(r);
-            break;
-        }
-        PyTuple_SET_ITEM(r, i, blk);
-    }
-    return r;
-}
-
 /* ---- _Loader ---- */
 
 /* Describes tensor 'name' (held through the source) into *f. */
@@ -360,7 +312,7 @@ loader_next(loader_obj *o, PyObject *unused)
     bm->b = b;
     mem = (PyObject *)bm;
     seeds = view_i64(mem, b->seeds, b->nseeds);
-    blocks = view_blocks(mem, b->blocks, b->nlayers);
+    blocks = gkvpy_blocks_tuple(mem, b->blocks, b->nlayers);
     if ((feats = PyList_New(b->nfeats)) != NULL)
         for (int f = 0; f < b->nfeats; f++)
             PyList_SET_ITEM(feats, f, view_rows(mem, b->feat[f], b->feat_bytes[f],

@@ -178,21 +178,33 @@ gkvpy_sargs_release(gkvpy_sargs *s)
 
 /* ---- results, copied out of the sampler's or client's memory ---- */
 
+/* n int64 values at p: a copy the Array owns (owner NULL), or a view that
+ * keeps 'owner' alive. */
 static PyObject *
-edges_tuple(const gkv_sample_edges *e)
+ids_array(PyObject *owner, const int64_t *p, size_t n)
 {
-    return Py_BuildValue("(NNN)", gkvpy_array_i64(e->src, e->n),
-                         gkvpy_array_i64(e->dst, e->n),
-                         gkvpy_array_i64(e->eid, e->n));
+    Py_ssize_t sh = (Py_ssize_t)n;
+
+    if (owner == NULL)
+        return gkvpy_array_i64(p, n);
+    return (PyObject *)gkvpy_array_view(owner, (void *)p, GKV_I64, 1, &sh);
+}
+
+static PyObject *
+edges_tuple(PyObject *owner, const gkv_sample_edges *e)
+{
+    return Py_BuildValue("(NNN)", ids_array(owner, e->src, e->n),
+                         ids_array(owner, e->dst, e->n),
+                         ids_array(owner, e->eid, e->n));
 }
 
 PyObject *
-gkvpy_edges_list(const gkv_sample_edges *e, int ne)
+gkvpy_edges_list(PyObject *owner, const gkv_sample_edges *e, int ne)
 {
     PyObject *l = PyList_New(ne);
 
     for (int i = 0; l != NULL && i < ne; i++) {
-        PyObject *t = edges_tuple(&e[i]);
+        PyObject *t = edges_tuple(owner, &e[i]);
 
         if (t == NULL) {
             Py_CLEAR(l);
@@ -204,7 +216,7 @@ gkvpy_edges_list(const gkv_sample_edges *e, int ne)
 }
 
 PyObject *
-gkvpy_blocks_tuple(const gkv_block *b, int nl)
+gkvpy_blocks_tuple(PyObject *owner, const gkv_block *b, int nl)
 {
     PyObject *r = PyTuple_New(nl);
 
@@ -218,7 +230,7 @@ gkvpy_blocks_tuple(const gkv_block *b, int nl)
             goto fail_block;
         for (int t = 0; t < b[i].num_ntypes; t++) {
             const gkv_block_nodes *bn = &b[i].nodes[t];
-            PyObject *a = gkvpy_array_i64(bn->ids, bn->num_src);
+            PyObject *a = ids_array(owner, bn->ids, bn->num_src);
 
             if (a == NULL)
                 goto fail_block;
@@ -226,7 +238,7 @@ gkvpy_blocks_tuple(const gkv_block *b, int nl)
             PyTuple_SET_ITEM(nsrc, t, PyLong_FromSize_t(bn->num_src));
             PyTuple_SET_ITEM(ndst, t, PyLong_FromSize_t(bn->num_dst));
         }
-        if ((edges = gkvpy_edges_list(b[i].edges, b[i].num_etypes)) == NULL)
+        if ((edges = gkvpy_edges_list(owner, b[i].edges, b[i].num_etypes)) == NULL)
             goto fail_block;
         if ((blk = Py_BuildValue("(NNNN)", nodes, nsrc, ndst, edges)) == NULL) {
             Py_CLEAR(r);
@@ -474,7 +486,7 @@ part_sample(part_obj *o, PyObject *args, PyObject *kw, int blocks)
         rc = gkv_sample_blocks(o->sp, s->seeds, s->nseeds, s->fan, s->nfan,
                                s->nlayers, &s->opts, bl);
         Py_END_ALLOW_THREADS
-        ret = rc != GKV_OK ? gkvpy_raise(rc) : gkvpy_blocks_tuple(bl, s->nlayers);
+        ret = rc != GKV_OK ? gkvpy_raise(rc) : gkvpy_blocks_tuple(NULL, bl, s->nlayers);
     } else {
         gkv_sample_edges e[64];
 
@@ -483,7 +495,7 @@ part_sample(part_obj *o, PyObject *args, PyObject *kw, int blocks)
                                   0, &s->opts, e);
         Py_END_ALLOW_THREADS
         ret = rc != GKV_OK ? gkvpy_raise(rc)
-                           : gkvpy_edges_list(e, gkv_sgraph_num_etypes(o->sg));
+                           : gkvpy_edges_list(NULL, e, gkv_sgraph_num_etypes(o->sg));
     }
     o->inflight--;
     gkvpy_sargs_release(s);
