@@ -342,7 +342,7 @@ demo: deps
 # package into a virtual environment of the project's own, PY_VENV, made
 # once per requirements file and Python version (the directory name holds
 # a hash of both) and kept between runs: pip downloads what
-# python/requirements-test.txt names (numpy, pytest, setuptools) into it
+# python/requirements-test.txt names (numpy, pytest, setuptools, wheel) into it
 # the first time, nothing after. The package is rebuilt (pip install
 # --no-build-isolation: no download) when its sources or libgkv.a change.
 # `make test-python` runs its tests (pytest) with the tools in GKVT_BUILD.
