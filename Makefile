@@ -1,6 +1,7 @@
 # gkv - embeddable key-value store engine with graph semantics.
 #
-# Targets: all (default), test, coverage, bench, fuzz, soak, demo, deps,
+# Targets: all (default), test (C tests, then test-python), python,
+# test-python, coverage, bench, fuzz, soak, demo, deps,
 # install, uninstall, clean.  Overridable:
 #   PREFIX, DESTDIR      install locations
 #   CUDA                 auto | yes | no  (gpu/ is built when nvcc is there)
@@ -271,6 +272,7 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory build-tests
 	@GKVT_BUILD=$(abspath $(BUILD)) test/run.sh $(TESTS) $(EMU_TESTS)
+	@$(MAKE) --no-print-directory test-python
 
 build-tests: all $(TESTS) $(EMU_TESTS) $(EMU_TOOLS)
 

@@ -14,7 +14,8 @@ set -u
 build_pkgs=(build-essential pkg-config liblmdb-dev libnanomsg-dev
             libxxhash-dev libjansson-dev libmetis-dev libsodium-dev
             libhiredis-dev)
-pkgs=("${build_pkgs[@]}" lmdb-utils libcmocka-dev iproute2 procps strace)
+pkgs=("${build_pkgs[@]}" lmdb-utils libcmocka-dev iproute2 procps strace
+      python3 python3-dev python3-venv)
 case "${1:-}" in
 --bench) pkgs+=(redis-server) ;;
 --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
