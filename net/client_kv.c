@@ -1309,6 +1309,10 @@ gkv_client_tensor_list(gkv_client *c, gkv_tensor_desc **out, size_t *n)
         const struct route *r;
         if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
             continue;
+        /* a partition's adjacency: positions local to it, not routable */
+        if (c->book != NULL && (strncmp(names[i], "csc/", 4) == 0 ||
+                                strncmp(names[i], "csr/", 4) == 0))
+            continue;
         if ((rc = route_get(c, names[i], &r)) != GKV_OK)
             goto out;
         desc_of(r, &d[k++]);

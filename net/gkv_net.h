@@ -312,7 +312,10 @@ GKV_API gkv_err gkv_client_server_info(gkv_client *c, size_t i,
  * nchunks and id are 0. Errors: GKV_ENOTFOUND. */
 GKV_API gkv_err gkv_client_tensor_info(gkv_client *c, const char *name,
                                        gkv_tensor_desc *out);
-/* All tensors of the job in name order; free *out with gkv_free(). */
+/* All tensors of the job in name order; free *out with gkv_free(). With
+ * graph servers, each partition's own adjacency (csc/..., csr/...: rows at
+ * positions local to that partition, not global IDs) is not a tensor of
+ * the job and is left out (kvctl --server lists one server's). */
 GKV_API gkv_err gkv_client_tensor_list(gkv_client *c, gkv_tensor_desc **out,
                                        size_t *n);
 /* Fetches every server's schema again (after another client created or
