@@ -363,6 +363,17 @@ $(PY_VENV)/.requirements: $(PY_REQ)
 	$(Q)$(PY_VENV)/bin/pip install -q -r $(PY_REQ)
 	$(Q)cp $(PY_REQ) $@
 
+# The torch layer (python/requirements-torch.txt: torch, torch_geometric;
+# about 3.3 GB from PyPI the first time, README.md "Python") goes into the
+# same environment; PY_TORCH=no leaves it out (the torch tests then skip).
+PY_TORCH     ?= yes
+PY_REQ_TORCH := python/requirements-torch.txt
+
+$(PY_VENV)/.requirements-torch: $(PY_REQ_TORCH) $(PY_VENV)/.requirements
+	@echo "  VENV    $(PY_VENV) (pip install -r $(PY_REQ_TORCH): torch, ~3.3 GB the first time)"
+	$(Q)$(PY_VENV)/bin/pip install -q -r $(PY_REQ) -r $(PY_REQ_TORCH)
+	$(Q)cp $(PY_REQ_TORCH) $@
+
 $(PY_VENV)/.gkv-installed: $(PY_VENV)/.requirements $(BUILD)/libgkv.a $(PY_SRC)
 	@echo "  PIP     python/ into $(PY_VENV)"
 	$(Q)rm -rf python/build python/gkv.egg-info
@@ -370,7 +381,7 @@ $(PY_VENV)/.gkv-installed: $(PY_VENV)/.requirements $(BUILD)/libgkv.a $(PY_SRC)
 	$(Q)rm -rf python/build python/gkv.egg-info
 	$(Q)touch $@
 
-python: $(PY_VENV)/.gkv-installed
+python: $(PY_VENV)/.gkv-installed $(if $(filter yes,$(PY_TORCH)),$(PY_VENV)/.requirements-torch)
 
 test-python: all python
 	@cd python/tests && GKVT_BUILD=$(abspath $(BUILD)) $(PY_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
