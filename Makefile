@@ -357,6 +357,9 @@ PY_SRC     := $(wildcard python/src/*.c python/src/*.h python/gkv/*.py) python/s
 python-libs:
 	@echo $(LIBS)
 
+python-venv:
+	@echo $(PY_VENV)
+
 $(PY_VENV)/.requirements: $(PY_REQ)
 	@echo "  VENV    $(PY_VENV) (pip install -r $(PY_REQ))"
 	$(Q)$(PYTHON) -m venv $(PY_VENV)
@@ -386,7 +389,7 @@ python: $(PY_VENV)/.gkv-installed $(if $(filter yes,$(PY_TORCH)),$(PY_VENV)/.req
 test-python: all python
 	@cd python/tests && GKVT_BUILD=$(abspath $(BUILD)) $(PY_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
-.PHONY: python python-libs test-python
+.PHONY: python python-libs python-venv test-python
 
 # ---- install -------------------------------------------------------------------
 install: all
