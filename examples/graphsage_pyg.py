@@ -11,12 +11,16 @@
    gives it);
 2. partitions it with gkv.partition() (features "x" and labels "y" stored
    as node/_N/x, node/_N/y);
-3. starts the servers with gkv-launch (one per partition), which runs this
-   script again as the trainer (--trainer): it connects with the GKV_*
-   variables gkv-launch sets, and trains a PyG GraphSAGE (SAGEConv, mean
-   aggregation: no pyg-lib or torch-sparse) on mini-batches from
-   gkv.pyg.NeighborLoader (sampled with their rows on the servers), then
-   measures test accuracy, printing epoch time and batches/s.
+3. starts the servers with gkv-launch (one per partition, each on a
+   "machine" of a loopback ip_config), which runs this script again as
+   the trainers (--trainer, one per machine): each connects with the GKV_*
+   variables gkv-launch sets, and together they train one PyG GraphSAGE
+   (SAGEConv, mean aggregation: no pyg-lib or torch-sparse) with
+   DistributedDataParallel (gloo, through the torch.distributed variables
+   gkv-launch sets), each on its slice of the training nodes, in
+   mini-batches from gkv.pyg.NeighborLoader (sampled with their rows on the
+   servers); then they measure test accuracy, printing epoch time and
+   batches/s (rank 0's output is shown at the end).
 
 It exits 1 unless the test accuracy reaches --target (0.9). --in-process
 serves the partitions with gkv.Server threads instead of gkv-launch (what
@@ -73,13 +77,21 @@ class SAGE(torch.nn.Module):
 
 
 def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
-          lr, seed, classes, log=print, workers=2, part_config=None):
-    """Trains on train_ids through gkv.pyg; returns the test accuracy."""
+          lr, seed, classes, log=print, workers=2, part_config=None, dist=None):
+    """Trains on train_ids through gkv.pyg; returns the test accuracy.
+    dist: torch.distributed, initialized, when several trainers share the
+    work (each takes an equal slice of the IDs; DistributedDataParallel
+    averages the gradients; the accuracy counts every slice)."""
     torch.manual_seed(seed)
     fs = gkv.pyg.FeatureStore(client, part_config)
     gs = gkv.pyg.GraphStore(client)
     d_in = fs.get_tensor_size(None, "x")[1]
     model = SAGE(d_in, hidden, classes, len(fanouts))
+    world, rank = (dist.get_world_size(), dist.get_rank()) if dist else (1, 0)
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+        train_ids = train_ids[rank::world][:len(train_ids) // world]
+        test_ids = test_ids[rank::world]
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     with gkv.pyg.NeighborLoader((fs, gs), num_neighbors=fanouts,
                                 input_nodes=train_ids, batch_size=batch_size,
@@ -106,8 +118,11 @@ def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
         for data in loader:
             pred = model(data.x, data.edge_index)[:data.batch_size].argmax(1)
             correct += int((pred == data.y[:data.batch_size]).sum())
-    acc = correct / len(test_ids)
-    log("test accuracy %.4f (%d nodes)" % (acc, len(test_ids)))
+    counts = torch.tensor([correct, len(test_ids)])
+    if world > 1:
+        dist.all_reduce(counts)
+    acc = int(counts[0]) / int(counts[1])
+    log("test accuracy %.4f (%d nodes)" % (acc, int(counts[1])))
     return acc
 
 
@@ -138,16 +153,23 @@ def trainer(args):
                    group=env.get("GKV_GROUP", "gkv"), rank=int(env.get("GKV_RANK", 0)),
                    group_size=int(env.get("GKV_WORLD_SIZE", 1)),
                    num_servers=int(env.get("GKV_NUM_SERVERS", 0)), timeout_ms=60000)
+    dist = None
+    if int(env.get("WORLD_SIZE", 1)) > 1:     # gkv-launch sets torch's env://
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
     try:
         train_ids, test_ids = split(args.nodes, args.seed)
-        acc = run_train(c, train_ids, test_ids, args)
+        acc = run_train(c, train_ids, test_ids, args, dist=dist)
     finally:
+        if dist is not None:
+            dist.destroy_process_group()
         c.close()
     return acc
 
 
-def run_train(c, train_ids, test_ids, args, part_config=None):
-    return train(c, train_ids, test_ids, part_config=part_config, fanouts=args.fanouts,
+def run_train(c, train_ids, test_ids, args, part_config=None, dist=None):
+    return train(c, train_ids, test_ids, part_config=part_config, dist=dist,
+                 fanouts=args.fanouts,
                  batch_size=args.batch_size, epochs=args.epochs, hidden=args.hidden,
                  lr=args.lr, seed=args.seed, classes=args.classes,
                  workers=args.workers)
@@ -202,7 +224,9 @@ def parse(argv):
 
 def main(argv=None):
     args = parse(argv)
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    # the trainers of a machine share its cores
+    per = int(os.environ.get("GKV_NUM_TRAINERS", 1)) if args.trainer else 1
+    torch.set_num_threads(max(1, min(4, (os.cpu_count() or 1) // per)))
     if args.trainer:
         return 0 if trainer(args) >= args.target else 1
     work = args.dir or tempfile.mkdtemp(prefix="graphsage-")
@@ -226,12 +250,19 @@ def main(argv=None):
         me = [sys.executable, os.path.abspath(__file__), "--trainer"] + \
             [a for a in (argv if argv is not None else sys.argv[1:])
              if a != "--in-process"]
+        with socket.socket() as s:            # torch.distributed's rendezvous
+            s.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
         cmd = [os.path.join(build, "gkv-launch"), "--ip-config", ipc,
                "--part-config", config, "--num-servers", "1", "--num-trainers", "1",
                "--workspace", os.path.join(work, "launch"), "--"] + me
         print("$ " + " ".join(cmd), flush=True)
         t0 = time.perf_counter()
-        rc = subprocess.run(cmd).returncode       # it shows the trainer's output
+        rc = subprocess.run(cmd).returncode
+        log = os.path.join(work, "launch", "logs", "trainer-0-0.log")
+        if os.path.exists(log):
+            print("-- rank 0 (%s):" % log)
+            sys.stdout.write(open(log).read())
         print("job: %.1f s, gkv-launch exit status %d" % (time.perf_counter() - t0, rc))
         ok = rc == 0
     print("graphsage_pyg: %s (target test accuracy %.2f)"

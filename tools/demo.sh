@@ -22,7 +22,7 @@
 # size (default 18), DEMO_PORT the first port (default: a free one from 31050 up),
 # DEMO_FLUSH_MS the write-back interval (default 100), DEMO_SAMPLE_ON where
 # the loader samples (server or client: the trainers' --sample-on; default
-# server), DEMO_GS_NODES the GraphSAGE graph's nodes (default 20000), BUILD the
+# server), DEMO_GS_NODES the GraphSAGE graph's nodes (default 10000), BUILD the
 # build directory (default build; make demo BUILD=DIR passes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -145,5 +145,5 @@ step "6. a model learning through gkv: GraphSAGE with PyTorch Geometric (example
 run make --no-print-directory python BUILD="$B"
 PY=$(make --no-print-directory -s python-venv)/bin/python
 run env BUILD="$B" "$PY" examples/graphsage_pyg.py --dir $D/graphsage \
-    --nodes "${DEMO_GS_NODES:-20000}"
+    --nodes "${DEMO_GS_NODES:-10000}"
 printf 'demo: GraphSAGE learned through gkv; all done in %d s\n' $(( $(date +%s) - t_start ))
