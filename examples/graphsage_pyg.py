@@ -28,6 +28,7 @@ the test does). BUILD names the build directory holding gkv-launch.
 """
 import argparse
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -175,17 +176,23 @@ def run_train(c, train_ids, test_ids, args, part_config=None, dist=None):
                  workers=args.workers)
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ip_config(path, machines):
+    """A loopback ip_config of 'machines' machines on free ports."""
+    with open(path, "w") as f:
+        f.writelines("127.0.0.1 %d\n" % free_port() for _ in range(machines))
+    return path
+
+
 def in_process(config, args):
     """Serves every partition on a gkv.Server thread of this process."""
-    import socket
-    servers, lines = [], []
-    for _ in range(args.parts):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            lines.append("127.0.0.1 %d\n" % s.getsockname()[1])
-    ipc = os.path.join(os.path.dirname(config), "ip_config.txt")
-    with open(ipc, "w") as f:
-        f.writelines(lines)
+    servers = []
+    ipc = ip_config(os.path.join(os.path.dirname(config), "ip_config.txt"), args.parts)
     try:
         for m in range(args.parts):
             servers.append(gkv.Server(ipc, part_config=config, part_id=m, machine=m))
@@ -201,21 +208,17 @@ def in_process(config, args):
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--nodes", type=int, default=20000)
-    p.add_argument("--classes", type=int, default=8)
-    p.add_argument("--deg-in", type=int, default=8)
-    p.add_argument("--deg-out", type=int, default=4)
-    p.add_argument("--noise", type=float, default=1.0)
-    p.add_argument("--parts", type=int, default=2)
+    for name, typ, default in (("nodes", int, 20000), ("classes", int, 8),
+                               ("deg-in", int, 8), ("deg-out", int, 4),
+                               ("noise", float, 1.0), ("parts", int, 2),
+                               ("batch-size", int, 128), ("epochs", int, 4),
+                               ("hidden", int, 64), ("lr", float, 0.02),
+                               ("seed", int, 1), ("workers", int, 2),
+                               ("target", float, 0.9)):
+        p.add_argument("--" + name, type=typ, default=default,
+                       help="(default %s)" % default)
     p.add_argument("--fanouts", type=lambda s: [int(v) for v in s.split(",")],
                    default=[10, 5], help="per hop, hop 1 first (default 10,5)")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.02)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--target", type=float, default=0.9)
     p.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
     p.add_argument("--in-process", action="store_true")
     p.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
@@ -238,21 +241,11 @@ def main(argv=None):
     else:
         build = os.environ.get("BUILD", os.path.join(os.path.dirname(
             os.path.abspath(__file__)), "..", "build"))
-        import socket
-        lines = []
-        for _ in range(args.parts):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                lines.append("127.0.0.1 %d\n" % s.getsockname()[1])
-        ipc = os.path.join(work, "ip_config.txt")
-        with open(ipc, "w") as f:
-            f.writelines(lines)
+        ipc = ip_config(os.path.join(work, "ip_config.txt"), args.parts)
         me = [sys.executable, os.path.abspath(__file__), "--trainer"] + \
             [a for a in (argv if argv is not None else sys.argv[1:])
              if a != "--in-process"]
-        with socket.socket() as s:            # torch.distributed's rendezvous
-            s.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+        os.environ["MASTER_PORT"] = str(free_port())   # torch.distributed's
         cmd = [os.path.join(build, "gkv-launch"), "--ip-config", ipc,
                "--part-config", config, "--num-servers", "1", "--num-trainers", "1",
                "--workspace", os.path.join(work, "launch"), "--"] + me

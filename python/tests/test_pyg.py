@@ -148,6 +148,16 @@ def test_feature_store_put_update_remove(tmp_path):
         srv.stop()
 
 
+def test_feature_store_over_an_embedded_store(store):
+    fs = gkv.pyg.FeatureStore(store)
+    x = torch.arange(12, dtype=torch.int64).view(6, 2)
+    assert fs.put_tensor(x, None, "h", None)
+    assert fs.get_all_tensor_attrs() == [TensorAttr(None, "h")]
+    got = fs.get_tensor(None, "h", torch.tensor([5, 1]))
+    np.testing.assert_array_equal(got.numpy(), np.asarray(store.pull("node/_N/h", [5, 1])))
+    assert got.dtype == torch.int64
+
+
 # ---- GraphStore -----------------------------------------------------------------
 
 def test_graph_store(env):
@@ -169,6 +179,11 @@ def test_graph_store(env):
     np.testing.assert_array_equal(row.numpy(), np.asarray(s)[order])
     np.testing.assert_array_equal(np.diff(colptr.numpy()),
                                   np.asarray(c.in_degrees(0, np.arange(N))))
+    rowptr, col = gs.get_edge_index(None, "csr")
+    np.testing.assert_array_equal(np.diff(rowptr.numpy()),
+                                  np.asarray(c.out_degrees(0, np.arange(N))))
+    order = np.argsort(np.asarray(s), kind="stable")
+    np.testing.assert_array_equal(col.numpy(), np.asarray(d)[order])
     with pytest.raises(KeyError):
         gs.get_edge_index(("a", "b", "c"), "coo")
     with pytest.raises(gkv.NotSupportedError, match="fixed"):
