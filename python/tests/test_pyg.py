@@ -407,3 +407,27 @@ def test_graphsage_example_learns(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "batches/s" in out and "epoch 3" in out
     assert acc >= 0.9, out
+
+
+def test_hetero_link_loader(hetero):
+    c, p = hetero
+    fs, gs = gkv.pyg.FeatureStore(c), gkv.pyg.GraphStore(c)
+    et = ("user", "buys", "item")
+    e = c.pbook()["etypes"].index("user:buys:item")
+    s, d = c.find_edges(e, np.arange(24))
+    eli = torch.stack([torch.from_dlpack(s), torch.from_dlpack(d)])
+    n = 0
+    for data in gkv.pyg.LinkNeighborLoader((fs, gs), [2, 2], edge_label_index=(et, eli),
+                                           batch_size=8, seed=2):
+        local = data[et].edge_label_index
+        np.testing.assert_array_equal(data["user"].n_id[local[0]].numpy(),
+                                      eli[0, data[et].input_id].numpy())
+        np.testing.assert_array_equal(data["item"].n_id[local[1]].numpy(),
+                                      eli[1, data[et].input_id].numpy())
+        for nt in ("user", "item"):
+            np.testing.assert_array_equal(
+                data[nt].x.numpy(), pulled(c, data[nt].n_id, "node/%s/x" % nt))
+        n += 1
+    assert n == 3
+    with pytest.raises(ValueError, match="edge type"):
+        gkv.pyg.LinkNeighborLoader((fs, gs), [2], edge_label_index=eli)
