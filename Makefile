@@ -357,13 +357,31 @@ PY_SRC     := $(wildcard python/src/*.c python/src/*.h python/gkv/*.py) python/s
 python-libs:
 	@echo $(LIBS)
 
+python-venv:
+	@echo $(PY_VENV)
+
 $(PY_VENV)/.requirements: $(PY_REQ)
 	@echo "  VENV    $(PY_VENV) (pip install -r $(PY_REQ))"
 	$(Q)$(PYTHON) -m venv $(PY_VENV)
 	$(Q)$(PY_VENV)/bin/pip install -q -r $(PY_REQ)
 	$(Q)cp $(PY_REQ) $@
 
-$(PY_VENV)/.gkv-installed: $(PY_VENV)/.requirements $(BUILD)/libgkv.a $(PY_SRC)
+# The torch layer (python/requirements-torch.txt: torch, torch_geometric;
+# about 3.3 GB from PyPI the first time, README.md "Python") goes into the
+# same environment; PY_TORCH=no leaves it out (the torch tests then skip).
+PY_TORCH     ?= yes
+PY_REQ_TORCH := python/requirements-torch.txt
+
+$(PY_VENV)/.requirements-torch: $(PY_REQ_TORCH) $(PY_VENV)/.requirements
+	@echo "  VENV    $(PY_VENV) (pip install -r $(PY_REQ_TORCH): torch, ~3.3 GB the first time)"
+	$(Q)$(PY_VENV)/bin/pip install -q -r $(PY_REQ) -r $(PY_REQ_TORCH)
+	$(Q)cp $(PY_REQ_TORCH) $@
+
+# The package goes in after the torch layer (two pip runs in one
+# environment at once, as make -j would start them, could break it).
+PY_TORCH_LAYER := $(if $(filter yes,$(PY_TORCH)),$(PY_VENV)/.requirements-torch)
+
+$(PY_VENV)/.gkv-installed: $(PY_VENV)/.requirements $(BUILD)/libgkv.a $(PY_SRC) | $(PY_TORCH_LAYER)
 	@echo "  PIP     python/ into $(PY_VENV)"
 	$(Q)rm -rf python/build python/gkv.egg-info
 	$(Q)GKV_BUILD=$(abspath $(BUILD)) $(PY_VENV)/bin/pip install -q --no-build-isolation --no-deps ./python
@@ -375,7 +393,7 @@ python: $(PY_VENV)/.gkv-installed
 test-python: all python
 	@cd python/tests && GKVT_BUILD=$(abspath $(BUILD)) $(PY_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
-.PHONY: python python-libs test-python
+.PHONY: python python-libs python-venv test-python
 
 # ---- install -------------------------------------------------------------------
 install: all
