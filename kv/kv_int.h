@@ -217,7 +217,8 @@ gkv_err kv__writer_barrier(gkv_store *s);
  * (doc/BENCHMARKS.md, "Write-back flush (issue 27)"). A slice is a
  * nested transaction of at most 'every' steps; its dirty list stays short,
  * and committing it merges that list into the parent's in one linear pass.
- * Nothing reaches the file before the parent commits, so the write stays
+ * Only the parent's commit makes the write durable or visible (a slice's
+ * spilled pages go to pages no committed state uses), so the write stays
  * one atomic transaction. kv__slice_begin begins the first slice (every
  * 0: no nesting, sl->txn is 'parent') with a cursor on st_data (sl->cur);
  * kv__slice_step, called after each step, when no pointer into a page
