@@ -204,7 +204,9 @@ state_mirrors_load(gkv_store *s, MDB_txn *txn, const char *name,
  * So the store gets the state at the push boundary, pushes never wait for
  * the flush's copy or its write, and no second copy of the dirty data is
  * made unless pushes come during the flush (and then only of the chunks
- * they change). */
+ * they change). The transaction writes its chunks in slices of
+ * kv__wb_slice (nested transactions, kv__slice_begin), so its cost follows
+ * the pages it writes, not the state of LMDB's free list. */
 
 void (*kv__wb_flush_hook)(gkv_store *s);
 
