@@ -220,7 +220,9 @@ gkv_err kv__writer_barrier(gkv_store *s);
  * Only the parent's commit makes the write durable or visible (a slice's
  * spilled pages go to pages no committed state uses), so the write stays
  * one atomic transaction. kv__slice_begin begins the first slice (every
- * 0: no nesting, sl->txn is 'parent') with a cursor on st_data (sl->cur);
+ * 0: no nesting, sl->txn is 'parent'; callers pass 0 for a write of one
+ * slice or less, which nesting would only slow) with a cursor on st_data
+ * (sl->cur);
  * kv__slice_step, called after each step, when no pointer into a page
  * of the slice is used any more, commits the slice and begins the next
  * every 'every' steps; kv__slice_end commits the last one (rc GKV_OK) or

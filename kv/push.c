@@ -125,6 +125,7 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
     unsigned char *sbuf = NULL;   /* nst state chunks, sbuf_one bytes each */
     size_t sbuf_one = 0;
     kv_slice sl = {0};
+    uint64_t nc = 0;              /* chunks the push touches */
     gkv_tensor_desc desc;
     gkv_err rc;
 
@@ -158,7 +159,7 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
          * held in RAM until the commit: IDs spread over a large tensor
          * cost a chunk each. Refuse at once what the disk cannot take
          * (looked up only past 64 MiB: no system call for the usual push) */
-        uint64_t nc = 0, prev = UINT64_MAX, per = kv__chunk_size(&r, 0), bytes;
+        uint64_t prev = UINT64_MAX, per = kv__chunk_size(&r, 0), bytes;
         uint64_t bound = 0;
         for (size_t k = 0; k < nst; k++)
             per += kv__chunk_size(&st[k], 0);
@@ -189,8 +190,10 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
         gkv_tensor_info(s, &(gkv_txn){.tx_store = s, .tx_txn = txn}, a->name, &desc);
     }
     /* a slice per a->slice chunks (kv__slice_begin): LMDB's sorted dirty
-     * list stays short however fragmented its free list is */
-    if ((rc = kv__slice_begin(s, txn, a->slice, &sl)) != GKV_OK)
+     * list stays short however fragmented its free list is. A push of one
+     * slice or less is not nested: that would only cost. */
+    if ((rc = kv__slice_begin(s, txn, nc > a->slice ? a->slice : 0,
+                              &sl)) != GKV_OK)
         goto out;
     for (size_t i = 0; i < a->n;) {
         uint64_t c = (a->ids[order[i]] - r.lo) / r.chunk_rows;

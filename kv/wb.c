@@ -290,7 +290,9 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
     gkv_err rc;
     int mrc;
 
-    if ((rc = kv__slice_begin(s, txn, st->slice, &sl)) != GKV_OK)
+    /* no nesting for a flush of one slice or less: it would only cost */
+    if ((rc = kv__slice_begin(s, txn, st->np > st->slice ? st->slice : 0,
+                              &sl)) != GKV_OK)
         return kv__slice_end(&sl, rc);
     for (size_t i = 0; i < st->np; i++)   /* a retry looks again */
         st->p[i].m->gone = st->p[i].parent->gone = 0;
