@@ -268,7 +268,8 @@ batch_check(struct batch *b)
     if (q->dir != GKV_DIR_IN && q->dir != GKV_DIR_OUT)
         return srv__fail(r, GKV_EINVAL, "sample_batch: direction %u is "
                          "neither in (0) nor out (1)", q->dir);
-    if (q->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED))
+    if (q->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED |
+                     NET_BATCH_OWN_ROWS))
         return srv__fail(r, GKV_EINVAL, "sample_batch: flags 0x%x have "
                          "unknown bits", q->flags);
     if (q->dir == GKV_DIR_OUT && !gkv_pbook_has_csr(bk))
@@ -773,6 +774,16 @@ entry_ids(const struct batch *b, uint32_t k, const int64_t **ids, size_t *n)
     }
 }
 
+/* Entry k's tensor: its index in q->tref. */
+static uint32_t
+entry_tref(const struct batch *b, uint32_t k)
+{
+    const net_batch_req *q = &b->q;
+    uint32_t nh = q->nfeats + q->has_label;
+
+    return k < nh ? k : nh + (k - nh) / (uint32_t)b->nl;
+}
+
 /* One entry's rows on their way into its slot, split by where they are
  * read: those in this store's range of the tensor here, the others from
  * their servers through the peer client. */
@@ -784,9 +795,12 @@ struct entry {
     unsigned char *ltmp, *rtmp, *slot;
 };
 
-/* Entry k of the reply split (arena memory). GKV_OK, or r failed. */
+/* Entry k of the reply split (arena memory); with 'own' (the reply has
+ * the local rows only) the remote ones are counted and left. GKV_OK, or r
+ * failed. */
 static gkv_err
-entry_split(struct batch *b, uint32_t k, const char *name, struct entry *x)
+entry_split(struct batch *b, uint32_t k, const char *name, int own,
+            struct entry *x)
 {
     const int64_t *ids;
     gkv_tensor_desc d;
@@ -821,6 +835,10 @@ entry_split(struct batch *b, uint32_t k, const char *name, struct entry *x)
             x->rid[x->nr] = v;
             x->rpos[x->nr++] = i;
         }
+    }
+    if (own) {
+        x->nr = 0;                  /* the client pulls them */
+        return GKV_OK;
     }
     /* local rows go straight into the slot when they are all of it */
     if ((x->nr > 0 && x->nl > 0 &&
@@ -885,12 +903,14 @@ remote_rows(struct batch *b, struct entry *x)
     return GKV_OK;
 }
 
-/* The reply: the blocks, then room for every entry's rows, bounded by
- * what the client takes; then the rows gathered into it. */
+/* The reply: the blocks, then room for every entry's rows (with
+ * NET_BATCH_OWN_ROWS: the local ones only), bounded by what the client
+ * takes; then the rows gathered into it. */
 static gkv_err
 batch_reply(struct batch *b)
 {
     const net_batch_req *q = &b->q;
+    int own = (q->flags & NET_BATCH_OWN_ROWS) != 0;
     struct local_job lj;
     struct entry *ent;
     net_batch_renc re;
@@ -898,11 +918,21 @@ batch_reply(struct batch *b)
     gkv_err rc = GKV_OK;
     int side;
 
+    if ((ent = bmem(b, b->nrows * sizeof *ent)) == NULL)
+        return b->r->status;
     for (uint32_t k = 0; k < b->nrows; k++) {
+        uint32_t ti = entry_tref(b, k);
         const int64_t *ids;
         size_t n;
+
         entry_ids(b, k, &ids, &n);
         b->rows_n[k] = n;
+        if (own) {
+            if ((rc = entry_split(b, k, q->tref[ti].name, 1,
+                                  &ent[k])) != GKV_OK)
+                return rc;
+            b->rows_n[k] = ent[k].nl;
+        }
     }
     memset(&re, 0, sizeof re);
     re.nlayers = (uint32_t)b->nl;
@@ -930,13 +960,12 @@ batch_reply(struct batch *b)
     w.cap = w.off;
     w.off = 0;
     net__enc_batch_rep(&w, &re);
-    if ((ent = bmem(b, b->nrows * sizeof *ent)) == NULL)
-        return b->r->status;
     for (uint32_t k = 0; k < b->nrows; k++) {
-        uint32_t ti = k < q->nfeats + q->has_label ? k :
-            q->nfeats + q->has_label +
-            (k - q->nfeats - q->has_label) / (uint32_t)b->nl;
-        if ((rc = entry_split(b, k, q->tref[ti].name, &ent[k])) != GKV_OK)
+        uint32_t ti = entry_tref(b, k);
+        if (own)
+            ent[k].slot = b->slot[k];
+        else if ((rc = entry_split(b, k, q->tref[ti].name, 0,
+                                   &ent[k])) != GKV_OK)
             return rc;          /* the core frees r->out */
     }
     /* the local rows on the side thread while the peers send theirs */
@@ -988,7 +1017,7 @@ op_sample_batch(gkv_server *s, srv_req *r)
     b.nfan = (int)b.q.nfan;
     b.o.seed = b.q.seed;
     b.o.dir = (int)b.q.dir;
-    b.o.flags = b.q.flags;
+    b.o.flags = b.q.flags & ~NET_BATCH_OWN_ROWS;
     ntref = b.q.nfeats + b.q.has_label + b.q.nefeats;
     b.nrows = b.q.nfeats + b.q.has_label + b.q.nefeats * b.q.nlayers;
     if (batch_check(&b) != GKV_OK || batch_inputs(&b) != GKV_OK ||

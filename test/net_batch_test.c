@@ -18,8 +18,14 @@
  *     fanouts of the wrong length or below -1, a seed out of range or
  *     given twice, exclusions, edge weights;
  *   - requests the client would not send, by hand: refused, named;
+ *   - every batch both ways the rows may come (the asked server's own
+ *     rows in its reply and the others pulled from their owners by the
+ *     client, the default; GKV_BATCH_RELAY: all in the reply), each with
+ *     the rows in the client's memory and in the caller's (rows_alloc):
+ *     the same bytes;
  *   - a peer server killed: GKV_ETIMEDOUT naming it within the timeout,
- *     and once it is back, batches go on;
+ *     and once it is back, batches go on; the same for the owner of rows
+ *     the client pulls after the asked server replied, both ways;
  *   - a feature in write-back mode: a batch's rows see the pushes;
  *   - clones (with a token): a clone and its original both work; closing
  *     the clone stops no server; closing the original (the last member)
@@ -70,35 +76,97 @@ bres_free(struct bres *r)
     memset(r, 0, sizeof *r);
 }
 
-/* gkv_client_sample_batch(c, sp) into *r (copied). */
+/* batch_take's modes: spec flags, and ALLOC: the rows into the caller's
+ * memory (rows_alloc) */
+#define ALLOC 0x10000u
+#define MODES 4
+static const unsigned modes[MODES] = {0, GKV_BATCH_RELAY, ALLOC,
+                                      GKV_BATCH_RELAY | ALLOC};
+
+/* rows_alloc for batch_take: memory recorded straight in the bres, each
+ * entry once, poisoned so rows left unwritten show. */
+struct ralloc {
+    struct bres *r;
+    int calls;
+};
+
+static void *
+ralloc(void *arg, int kind, size_t index, size_t bytes)
+{
+    struct ralloc *a = arg;
+    void *p = malloc(bytes + 1), **at;
+
+    assert_non_null(p);
+    memset(p, 0xa5, bytes + 1);
+    at = kind == GKV_BATCH_FEAT ? &a->r->feat[index] :
+         kind == GKV_BATCH_LABEL ? &a->r->label : &a->r->ef[index];
+    assert_true(kind == GKV_BATCH_LABEL ? index == 0 :
+                index < (kind == GKV_BATCH_FEAT ? 4u : 4u * NL_MAX));
+    assert_null(*at);
+    *at = p;
+    a->calls++;
+    return p;
+}
+
+/* gkv_client_sample_batch(c, sp) into *r (copied, or written there with
+ * ALLOC), with spec flags 'mode' (less ALLOC). */
 static gkv_err
-batch_take(gkv_client *c, const gkv_batch_spec *sp, struct bres *r)
+batch_take_mode(gkv_client *c, const gkv_batch_spec *sp, unsigned mode,
+                struct bres *r)
 {
     gkv_block blocks[NL_MAX];
     const void *feat[4], *ef[4 * NL_MAX];
     size_t fb[4], efb[4 * NL_MAX];
-    gkv_batch_out out = {blocks, feat, fb, NULL, 0, ef, efb};
+    gkv_batch_out out = {blocks, feat, fb, NULL, 0, ef, efb, NULL, NULL};
+    gkv_batch_spec s2 = *sp;
+    struct ralloc ra = {r, 0};
+    int alloc = (mode & ALLOC) != 0;
     gkv_err rc;
 
     memset(r, 0, sizeof *r);
-    if ((rc = gkv_client_sample_batch(c, sp, &out)) != GKV_OK)
+    s2.flags = mode & ~ALLOC;
+    if (alloc) {
+        out.rows_alloc = ralloc;
+        out.rows_arg = &ra;
+    }
+    if ((rc = gkv_client_sample_batch(c, &s2, &out)) != GKV_OK) {
+        bres_free(r);           /* rows_alloc's memory is ours anyway */
         return rc;
+    }
+    if (alloc)
+        assert_int_equal(ra.calls, sp->nfeats + (sp->label != NULL) +
+                                   sp->nefeats * sp->nlayers);
     gkvt_bcopy_take(&r->bc, blocks, sp->nlayers);
     for (int f = 0; f < sp->nfeats; f++) {
-        r->feat[f] = dup_bytes(feat[f], fb[f]);
+        if (alloc)
+            assert_ptr_equal(feat[f], r->feat[f]);
+        else
+            r->feat[f] = dup_bytes(feat[f], fb[f]);
         r->fb[f] = fb[f];
     }
     if (sp->label != NULL) {
-        r->label = dup_bytes(out.label, out.label_bytes);
+        if (alloc)
+            assert_ptr_equal(out.label, r->label);
+        else
+            r->label = dup_bytes(out.label, out.label_bytes);
         r->lb = out.label_bytes;
     } else {
         assert_null(out.label);
     }
     for (int k = 0; k < sp->nefeats * sp->nlayers; k++) {
-        r->ef[k] = dup_bytes(ef[k], efb[k]);
+        if (alloc)
+            assert_ptr_equal(ef[k], r->ef[k]);
+        else
+            r->ef[k] = dup_bytes(ef[k], efb[k]);
         r->efb[k] = efb[k];
     }
     return GKV_OK;
+}
+
+static gkv_err
+batch_take(gkv_client *c, const gkv_batch_spec *sp, struct bres *r)
+{
+    return batch_take_mode(c, sp, 0, r);
 }
 
 /* Rows ids[0 .. n) of tensor 'name' pulled by c == the n rows at got
@@ -121,16 +189,16 @@ rows_same(gkv_client *c, const char *name, const int64_t *ids, size_t n,
     free(want);
 }
 
-/* A batch == sample_blocks and pulls of the same IDs on c; returns the
- * number of edges of its blocks. */
+/* A batch taken in 'mode' == sample_blocks and pulls of the same IDs on
+ * c; returns the number of edges of its blocks. */
 static size_t
-batch_check(gkv_client *c, const gkv_batch_spec *sp)
+batch_check_mode(gkv_client *c, const gkv_batch_spec *sp, unsigned mode)
 {
     gkv_block blocks[NL_MAX];
     struct bres r;
     size_t edges = 0;
 
-    NET_OK(batch_take(c, sp, &r));
+    NET_OK(batch_take_mode(c, sp, mode, &r));
     NET_OK(gkv_client_sample_blocks(c, sp->seeds, sp->nseeds, sp->fanouts,
                                     sp->nfan, sp->nlayers, sp->opts, blocks));
     assert_true(gkvt_bcopy_same(&r.bc, blocks));
@@ -152,6 +220,18 @@ batch_check(gkv_client *c, const gkv_batch_spec *sp)
         for (int e = 0; e < r.bc.net; e++)
             edges += r.bc.ne[i][e];
     bres_free(&r);
+    return edges;
+}
+
+/* A batch == sample_blocks and pulls of the same IDs on c, taken in each
+ * of the modes; returns the number of edges of its blocks. */
+static size_t
+batch_check(gkv_client *c, const gkv_batch_spec *sp)
+{
+    size_t edges = 0;
+
+    for (int m = 0; m < MODES; m++)
+        edges = batch_check_mode(c, sp, modes[m]);
     return edges;
 }
 
@@ -256,16 +336,25 @@ homo_batches(struct gkvt_ng *f, gkv_client *c)
         /* the seeds fed back from the last batch's results */
         if (k == 2) {
             gkv_block blocks[NL_MAX];
-            gkv_batch_out out = {blocks, NULL, NULL, NULL, 0, NULL, NULL};
+            gkv_batch_out out = {blocks, NULL, NULL, NULL, 0, NULL, NULL, NULL,
+                                 NULL};
             gkv_batch_spec s2 = sp;
 
             s2.nfeats = s2.nefeats = 0;
             s2.label = NULL;
+            int64_t *fed;
+
             NET_OK(gkv_client_sample_batch(c, &s2, &out));
             sv[0] = blocks[0].nodes[0].ids;
             sn[0] = blocks[0].nodes[0].num_dst;
+            fed = dup_bytes(sv[0], sn[0] * 8);
             s2.nlayers = 1;
-            edges += batch_check(c, &s2);
+            edges += batch_check_mode(c, &s2, modes[0]);
+            /* the arena's seeds last one call: the other modes on a copy */
+            sv[0] = fed;
+            for (int m = 1; m < MODES; m++)
+                batch_check_mode(c, &s2, modes[m]);
+            free(fed);
         }
     }
     assert_true(edges > 1000);
@@ -536,7 +625,7 @@ test_bad_input(void **state)
     gkv_block blocks[NL_MAX];
     const void *feat[4], *ef[4 * NL_MAX];
     size_t fb[4], efb[4 * NL_MAX];
-    gkv_batch_out out = {blocks, feat, fb, NULL, 0, ef, efb};
+    gkv_batch_out out = {blocks, feat, fb, NULL, 0, ef, efb, NULL, NULL};
     gkv_typed_tensor t;
     const int64_t *exv[1] = {seeds};
     size_t exn[1] = {1};
@@ -746,7 +835,7 @@ test_raw_requests(void **state)
     } want[] = {
         {"the request has 2 node types", GKV_EINVAL},
         {"fanouts[1] = -2", GKV_EINVAL},
-        {"flags 0x100 have unknown bits", GKV_EINVAL},
+        {"flags 0x204 have unknown bits", GKV_EINVAL},
         {"direction 5", GKV_EINVAL},
         {"seeds[0][2] = 1024 is not a node of type 0", GKV_ERANGE},
         {"is given node type 3", GKV_EINVAL},
@@ -778,7 +867,7 @@ test_raw_requests(void **state)
         switch (k) {
         case 0: x.nnt = 2; break;
         case 1: x.nlayers = 2; fan[1] = -2; break;
-        case 2: x.flags = 0x100; break;
+        case 2: x.flags = 0x204; break;
         case 3: x.dir = 5; break;
         case 4: sv[0] = big; break;
         case 5: x.feats = &bad; break;
