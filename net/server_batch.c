@@ -5,8 +5,11 @@
  * on just those seeds: their owners sample them), merged per edge type
  * back into the frontier's order and relabelled as gkv_sample_blocks()
  * does; then the rows of the input nodes, the seeds' labels and the
- * sampled edges: its own from its store, the rest pulled through the peer
- * client, scattered into place in the reply.
+ * sampled edges: its own from its store; the rest, when the request
+ * lacks NET_BATCH_OWN_ROWS (GKV_BATCH_RELAY), pulled through the peer
+ * client and scattered into place in the reply. With NET_BATCH_OWN_ROWS
+ * (the client's default) the reply carries its own rows only, and the
+ * client pulls the others from their owners.
  *
  * Threads. Batches run on the core's pool (SRV_POOL), never on a worker:
  * a batch waits on other servers, whose batches may be waiting on this

@@ -611,6 +611,16 @@ test_concurrent(void **state)
 
 /* ---- bad input --------------------------------------------------------------------- */
 
+static void *
+null_alloc(void *arg, int kind, size_t index, size_t bytes)
+{
+    (void)arg;
+    (void)kind;
+    (void)index;
+    (void)bytes;
+    return NULL;
+}
+
 static void
 test_bad_input(void **state)
 {
@@ -693,6 +703,19 @@ test_bad_input(void **state)
     NET_FAILS(gkv_client_sample_batch(c, &sp, &out), GKV_EINVAL,
               "opts->edge_w_feat is given");
     o.edge_w_feat = NULL;
+    /* flags it does not know; a rows_alloc that fails */
+    s2 = sp;
+    s2.flags = 0x6;
+    NET_FAILS(gkv_client_sample_batch(c, &s2, &out), GKV_EINVAL,
+              "flags 0x6 have unknown bits");
+    out.rows_alloc = null_alloc;
+    NET_FAILS(gkv_client_sample_batch(c, &sp, &out), GKV_ENOMEM,
+              "rows_alloc returned NULL");
+    sp.flags = GKV_BATCH_RELAY;
+    NET_FAILS(gkv_client_sample_batch(c, &sp, &out), GKV_ENOMEM,
+              "rows_alloc returned NULL");
+    sp.flags = 0;
+    out.rows_alloc = NULL;
     /* the client goes on */
     batch_check(c, &sp);
     NET_OK(gkv_client_close(c));
@@ -752,6 +775,73 @@ test_peer_killed(void **state)
     assert_true(gkv__now_ms() - t0 < 3000);
     assert_non_null(strstr(gkv_net_errmsg(), m1));
     /* back on its port: the next batch hand-shakes with it again */
+    assert_non_null(srv[1] = gkvt_server_try(&f->j, 1, 0, NULL));
+    batch_check(c, &sp);
+    NET_OK(gkv_client_close(c));
+}
+
+/* The owner of rows the client pulls after the asked server replied
+ * killed: machine 0's seeds and one hop (machine 0 samples their columns
+ * itself), so machine 1 is needed only for the input nodes' rows it
+ * holds. By default the client's own pull of them fails with
+ * GKV_ETIMEDOUT naming machine 1's server within the client's timeout
+ * (the rows_alloc memory the caller's, freed by batch_take_mode); with
+ * GKV_BATCH_RELAY the asked server's pull fails, named, before that.
+ * Restarted, batches go on every way. */
+static void
+test_owner_killed(void **state)
+{
+    static const unsigned kill_modes[3] = {0, ALLOC, GKV_BATCH_RELAY};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    gkv_client_opts co = {0};
+    gkv_client *c;
+    int64_t seeds[64];
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {0}, far = 0;
+    int fan[1] = {8};
+    gkv_sample_opts o = {0};
+    gkv_batch_spec sp;
+    struct bres r;
+    char m1[64];
+    uint64_t t0, ms;
+    gkv_err rc;
+
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, NULL, srv);
+    co.timeout_ms = 3000;
+    c = gkvt_connect(f->j.cfg, "owner", 0, &co);
+    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
+             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
+    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
+    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
+    for (int64_t v = 0; v < f->n && sn[0] < 64; v++)
+        if (gkvt_ng_owner_of(f, v, 0) == 0)
+            seeds[sn[0]++] = v;
+    sp = homo_spec(sv, sn, fan, 1, &o);
+    batch_check(c, &sp);
+    /* the batch does need machine 1's rows */
+    NET_OK(batch_take(c, &sp, &r));
+    for (size_t i = 0; i < r.bc.nsrc[0][0]; i++)
+        far += gkvt_ng_owner_of(f, r.bc.ids[0][0][i], 0) == 1;
+    bres_free(&r);
+    assert_true(far > 0);
+    gkvt_proc_kill(srv[1]);
+    snprintf(m1, sizeof m1, "127.0.0.1:%d", f->j.base + 8);
+    for (int k = 0; k < 3; k++) {
+        int relay = (kill_modes[k] & GKV_BATCH_RELAY) != 0;
+
+        t0 = gkv__now_ms();
+        rc = batch_take_mode(c, &sp, kill_modes[k], &r);
+        ms = gkv__now_ms() - t0;
+        if (rc != GKV_ETIMEDOUT || strstr(gkv_net_errmsg(), m1) == NULL)
+            fail_msg("mode 0x%x: %s: %s", kill_modes[k], gkv_err_name(rc),
+                     gkv_net_errmsg());
+        /* relayed: the asked server's error; else the client's own */
+        assert_true((strstr(gkv_net_errmsg(), "through the peer servers") !=
+                     NULL) == relay);
+        assert_true(ms < (relay ? 3000u : 3500u));
+    }
     assert_non_null(srv[1] = gkvt_server_try(&f->j, 1, 0, NULL));
     batch_check(c, &sp);
     NET_OK(gkv_client_close(c));
@@ -1083,6 +1173,7 @@ main(void)
         T(test_concurrent),
         T(test_bad_input),
         T(test_peer_killed),
+        T(test_owner_killed),
         T(test_writeback),
         T(test_raw_requests),
         T(test_clone),
