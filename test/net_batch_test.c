@@ -723,6 +723,30 @@ test_bad_input(void **state)
 
 /* ---- a peer server dies --------------------------------------------------------- */
 
+/* The homogeneous graph on 2 machines of one server each (srv), a client
+ * of 'group' with a timeout of 3 s, and up to 64 seeds of machine 0's. */
+static gkv_client *
+kill_serve(struct gkvt_ng *f, const char *group, struct gkvt_proc *srv[2],
+           int64_t seeds[64], size_t sn[1])
+{
+    gkv_client_opts co = {0};
+    gkv_client *c;
+
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, NULL, srv);
+    co.timeout_ms = 3000;
+    c = gkvt_connect(f->j.cfg, group, 0, &co);
+    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
+             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
+    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
+    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
+    sn[0] = 0;
+    for (int64_t v = 0; v < f->n && sn[0] < 64; v++)
+        if (gkvt_ng_owner_of(f, v, 0) == 0)
+            seeds[sn[0]++] = v;
+    return c;
+}
+
 /* The server of machine 1 killed: a batch asked of machine 0 (its seeds
  * are) fails with GKV_ETIMEDOUT naming machine 1's server within the
  * client's timeout; restarted, batches go on. */
@@ -731,7 +755,6 @@ test_peer_killed(void **state)
 {
     struct gkvt_ng *f = *state;
     struct gkvt_proc *srv[2];
-    gkv_client_opts co = {0};
     gkv_client *c;
     int64_t seeds[64];
     const int64_t *sv[1] = {seeds};
@@ -744,19 +767,9 @@ test_peer_killed(void **state)
     uint64_t t0, ms;
     gkv_err rc;
 
-    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
-    gkvt_serve(&f->j, 2, 1, NULL, srv);
-    co.timeout_ms = 3000;
-    c = gkvt_connect(f->j.cfg, "peer", 0, &co);
-    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
-             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
-    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
-    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
     /* machine 0's nodes: machine 0's server is asked, and needs machine 1
      * for their neighbours */
-    for (int64_t v = 0; v < f->n && sn[0] < 64; v++)
-        if (gkvt_ng_owner_of(f, v, 0) == 0)
-            seeds[sn[0]++] = v;
+    c = kill_serve(f, "peer", srv, seeds, sn);
     sp = homo_spec(sv, sn, fan, 2, &o);
     batch_check(c, &sp);
     gkvt_proc_kill(srv[1]);
@@ -794,7 +807,6 @@ test_owner_killed(void **state)
     static const unsigned kill_modes[3] = {0, ALLOC, GKV_BATCH_RELAY};
     struct gkvt_ng *f = *state;
     struct gkvt_proc *srv[2];
-    gkv_client_opts co = {0};
     gkv_client *c;
     int64_t seeds[64];
     const int64_t *sv[1] = {seeds};
@@ -807,17 +819,7 @@ test_owner_killed(void **state)
     uint64_t t0, ms;
     gkv_err rc;
 
-    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
-    gkvt_serve(&f->j, 2, 1, NULL, srv);
-    co.timeout_ms = 3000;
-    c = gkvt_connect(f->j.cfg, "owner", 0, &co);
-    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
-             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
-    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
-    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
-    for (int64_t v = 0; v < f->n && sn[0] < 64; v++)
-        if (gkvt_ng_owner_of(f, v, 0) == 0)
-            seeds[sn[0]++] = v;
+    c = kill_serve(f, "owner", srv, seeds, sn);
     sp = homo_spec(sv, sn, fan, 1, &o);
     batch_check(c, &sp);
     /* the batch does need machine 1's rows */
