@@ -1,10 +1,10 @@
 /* client_batch.c - the batch family: SAMPLE_BATCH. A whole mini-batch in
  * one request (gkv_client_sample_batch) to the server owning the most
  * seeds, which samples every hop (server_batch.c) and replies with the
- * blocks and the rows its machine holds; the client then pulls the other
- * rows straight from their machines, all in one exchange, into place
- * (with GKV_BATCH_RELAY the server pulls them from its peers and replies
- * with all). The blocks are decoded into the client's arena
+ * blocks; the client then pulls the rows straight from the machines
+ * holding them, all in one exchange, into place (with GKV_BATCH_RELAY
+ * the server gathers them, pulling other machines' from its peers, and
+ * replies with all). The blocks are decoded into the client's arena
  * (client_arena.c), where they live until the next sampling call; the
  * rows into the arena too, or into the caller's memory (rows_alloc). Also
  * the timeout a server sets on its peer client. */
@@ -25,9 +25,8 @@ struct bcall {
     const int64_t *const *seeds;   /* as sent */
     gkv_batch_out *out;
     uint32_t nrows;                /* entries of rows */
-    int own;                       /* NET_BATCH_OWN_ROWS */
-    size_t am;                     /* the asked server's machine */
-    struct rowjob *job;            /* [nrows] with own: the rows to pull */
+    int pull;                      /* NET_BATCH_NO_ROWS: the client pulls */
+    struct rowjob *job;            /* [nrows] with pull: the rows */
 };
 
 static void
@@ -203,23 +202,26 @@ rows_take(gkv_client *c, struct part *p, const net_rows *x, uint32_t k)
     return GKV_OK;
 }
 
-/* Entry k of the reply (x: the rows the asked machine holds, in order)
- * scattered into place; the others' left to bc->job[k]. */
+/* Entry k of the reply (x: its row size, no rows): its memory, and its
+ * pull from the owners set up in bc->job[k]. */
 static gkv_err
-rows_own(gkv_client *c, struct part *p, const net_rows *x, uint32_t k)
+rows_pull(gkv_client *c, struct part *p, const net_rows *x, uint32_t k)
 {
     struct bcall *bc = p->arg;
     struct rowjob *j = &bc->job[k];
     const int64_t *ids;
     const void **dst;
-    const size_t *pos;
-    size_t *bytes, n, index, rb, cnt;
+    size_t *bytes, n, index, rb;
     uint32_t ti;
     unsigned char *d;
     int kind;
     gkv_err rc;
 
     entry_of(bc, k, &kind, &index, &ti, &ids, &n, &dst, &bytes);
+    if (x->n != 0)
+        return net__cfail(p->cn, GKV_EPROTO, "sample_batch reply: %llu rows "
+                          "of tensor '%s' where none were asked",
+                          (unsigned long long)x->n, j->name);
     if (j->r == NULL)
         return net__fail(GKV_ENOTFOUND, "sample_batch: tensor '%s': this "
                          "client knows no server holding it, and the server "
@@ -240,23 +242,7 @@ rows_own(gkv_client *c, struct part *p, const net_rows *x, uint32_t k)
     j->ids = (const uint64_t *)ids;
     j->n = n;
     j->dst = d;
-    if (n == 0)
-        return GKV_OK;
-    if ((rc = net__rowjob_split(c, j)) != GKV_OK)
-        return rc;
-    if ((cnt = net__rowjob_at(j, bc->am, &pos)) != x->n) {
-        c->schema_stale = 1;
-        return net__cfail(p->cn, GKV_EPROTO, "sample_batch reply: %llu rows "
-                          "of tensor '%s', and its machine holds %zu of the "
-                          "%zu asked (by this client's schema)",
-                          (unsigned long long)x->n, j->name, cnt, n);
-    }
-    if (pos == NULL)
-        memcpy(d, x->p, cnt * rb);
-    else
-        for (size_t i = 0; i < cnt; i++)
-            memcpy(d + pos[i] * rb, x->p + i * rb, rb);
-    return GKV_OK;
+    return n > 0 ? net__rowjob_split(c, j) : GKV_OK;
 }
 
 static gkv_err
@@ -289,8 +275,8 @@ done_batch(gkv_client *c, struct part *p, net_rd *rd)
     for (int i = 0; i < sp->nlayers && rc == GKV_OK; i++)
         rc = block_take(c, p, &rep, i);
     for (uint32_t k = 0; k < bc->nrows && rc == GKV_OK; k++)
-        rc = bc->own ? rows_own(c, p, &rep.rows[k], k) :
-                       rows_take(c, p, &rep.rows[k], k);
+        rc = bc->pull ? rows_pull(c, p, &rep.rows[k], k) :
+                        rows_take(c, p, &rep.rows[k], k);
 out:
     net__batch_rep_free(&rep);
     return rc;
@@ -376,7 +362,7 @@ spec_check(gkv_client *c, const gkv_batch_spec *sp, const gkv_batch_out *out,
     return GKV_OK;
 }
 
-/* With bc->own: the route of each entry's tensor, fetched now (the reply
+/* With bc->pull: the route of each entry's tensor, fetched now (the reply
  * is read inside the exchange, which cannot fetch). One that no server is
  * known to hold stays NULL: the server asked names it. */
 static gkv_err
@@ -492,10 +478,10 @@ gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
     bc.out = out;
     bc.nrows = (uint32_t)spec->nfeats + (spec->label != NULL) +
                (uint32_t)spec->nefeats * (uint32_t)spec->nlayers;
-    bc.own = !(spec->flags & GKV_BATCH_RELAY);
+    bc.pull = !(spec->flags & GKV_BATCH_RELAY);
     bc.enc.nlayers = (uint32_t)spec->nlayers;
     bc.enc.dir = (uint32_t)opts->dir;
-    bc.enc.flags = opts->flags | (bc.own ? NET_BATCH_OWN_ROWS : 0);
+    bc.enc.flags = opts->flags | (bc.pull ? NET_BATCH_NO_ROWS : 0);
     bc.enc.nnt = (uint32_t)bc.nnt;
     bc.enc.net = (uint32_t)bc.net;
     bc.enc.nfan = (uint32_t)spec->nfan;
@@ -513,13 +499,12 @@ gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
     if ((rc = batch_server(c, seeds, spec->nseeds, bc.nnt,
                            &part.cn)) != GKV_OK)
         goto out;
-    bc.am = (size_t)(part.cn - c->cn) / c->nserv;
-    if (bc.own && (rc = routes_get(c, &bc, deadline)) != GKV_OK)
+    if (bc.pull && (rc = routes_get(c, &bc, deadline)) != GKV_OK)
         goto out;
     part.ops = &batch_ops;
     part.arg = &bc;
-    if ((rc = net__exchange(c, &part, 1, deadline)) == GKV_OK && bc.own)
-        rc = net__rowjob_pull(c, bc.job, bc.nrows, bc.am, deadline);
+    if ((rc = net__exchange(c, &part, 1, deadline)) == GKV_OK && bc.pull)
+        rc = net__rowjob_pull(c, bc.job, bc.nrows, deadline);
 out:
     if (rc != GKV_OK && spec->nlayers > 0 && out->blocks != NULL &&
         (unsigned)spec->nlayers <= NET_BATCH_LAYERS_MAX)

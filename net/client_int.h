@@ -308,8 +308,8 @@ gkv_err  net__pull_locked(gkv_client *c, const char *name,
                           const struct route *r, const uint64_t *ids,
                           size_t n, void *dst, size_t dst_len);
 
-/* The rows of one tensor a batch collects (gkv_client_sample_batch, in
- * owner-pull mode): ids[0 .. n) into dst (n x the route's row bytes), split
+/* The rows of one tensor a batch collects (gkv_client_sample_batch, but
+ * with GKV_BATCH_RELAY): ids[0 .. n) into dst (n x the route's row bytes), split
  * by the machine holding each (net__rowjob_split: the four arrays, freed
  * by net__rowjob_free, also after an error). */
 struct rowjob {
@@ -326,14 +326,10 @@ const struct route *net__route_cached(gkv_client *c, const char *name);
 /* j's IDs split by machine. Errors: GKV_ERANGE (an ID no server holds,
  * named), GKV_ENOMEM. */
 gkv_err  net__rowjob_split(gkv_client *c, struct rowjob *j);
-/* Machine m's count of j's IDs; *pos: their positions in request order,
- * or NULL when they are all of them, in order. */
-size_t   net__rowjob_at(const struct rowjob *j, size_t m, const size_t **pos);
-/* The rows of j[0 .. nj) held by every machine but 'skip' (>= nmach:
- * none skipped), pulled in one exchange straight into place (their
- * servers in parallel; a local store read here). */
+/* The rows of j[0 .. nj) (split), pulled in one exchange straight into
+ * place (every machine's servers in parallel; a local store read here). */
 gkv_err  net__rowjob_pull(gkv_client *c, const struct rowjob *j, size_t nj,
-                          size_t skip, uint64_t deadline);
+                          uint64_t deadline);
 void     net__rowjob_free(struct rowjob *j);
 
 /* ---- graph requests (client_graph.c) ------------------------------------ */

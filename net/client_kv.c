@@ -658,8 +658,10 @@ net__rowjob_split(gkv_client *c, struct rowjob *j)
                      &j->pos);
 }
 
-size_t
-net__rowjob_at(const struct rowjob *j, size_t m, const size_t **pos)
+/* Machine m's count of j's IDs; *pos: their positions in request order,
+ * or NULL when they are all of them, in order. */
+static size_t
+rowjob_at(const struct rowjob *j, size_t m, const size_t **pos)
 {
     *pos = j->pos != NULL ? j->pos + j->start[m] : NULL;
     return j->count != NULL ? j->count[m] : 0;
@@ -667,7 +669,7 @@ net__rowjob_at(const struct rowjob *j, size_t m, const size_t **pos)
 
 gkv_err
 net__rowjob_pull(gkv_client *c, const struct rowjob *j, size_t nj,
-                 size_t skip, uint64_t deadline)
+                 uint64_t deadline)
 {
     struct plist pl = {0};
     gkv_err rc = GKV_OK;
@@ -675,9 +677,9 @@ net__rowjob_pull(gkv_client *c, const struct rowjob *j, size_t nj,
     for (size_t k = 0; k < nj && rc == GKV_OK; k++)
         for (size_t m = 0; m < c->nmach && rc == GKV_OK; m++) {
             const size_t *pos;
-            size_t cnt = net__rowjob_at(&j[k], m, &pos);
+            size_t cnt = rowjob_at(&j[k], m, &pos);
 
-            if (m != skip && cnt > 0)
+            if (cnt > 0)
                 rc = pull_mach(c, &pl, j[k].name, m, j[k].ids, pos, cnt,
                                j[k].dst, (size_t)j[k].r->t.row_bytes);
         }

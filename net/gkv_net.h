@@ -591,10 +591,9 @@ typedef struct gkv_batch_spec {
  * row itself, pulling those other machines hold from its peers, and
  * replies with all of them (one round trip for the client, but those rows
  * cross the wire twice). Without it (the default) the asked server
- * replies with the blocks and the rows its own machine holds, and the
- * client pulls the others straight from the machines holding them, in
- * parallel, in the same call: each row crosses the wire once. The
- * results are the same. */
+ * replies with the blocks, and the client pulls the rows straight from
+ * the machines holding them, all in parallel, in the same call: each row
+ * crosses the wire once. The results are the same. */
 #define GKV_BATCH_RELAY 0x1u
 
 /* gkv_batch_out.rows_alloc's kinds of rows. */
@@ -633,14 +632,15 @@ typedef struct gkv_batch_out {
 /* Samples a whole mini-batch on the servers in one request: it goes to the
  * server owning the most seeds (ties: the lowest machine; a machine's
  * servers taken in turn), which samples every hop (its own partition's
- * columns in process, the rest from its peers), relabels, and reads the
- * rows of spec->feats for blocks[0]'s source nodes, of spec->label for
- * the seeds and of spec->efeats for each block's edges that its machine
- * holds; it replies with the blocks and those rows. The client then pulls
- * the other rows straight from the machines holding them (all of them in
- * parallel, into place), so each row crosses the wire once; with
- * GKV_BATCH_RELAY the asked server pulls them from its peers instead and
- * replies with every row. The blocks are byte for byte
+ * columns in process, the rest from its peers), relabels and replies
+ * with the blocks. The client then pulls the rows of spec->feats for
+ * blocks[0]'s source nodes, of spec->label for the seeds and of
+ * spec->efeats for each block's edges straight from the machines holding
+ * them (all in parallel, into place), so each row crosses the wire once;
+ * with GKV_BATCH_RELAY the asked server gathers them (its own from its
+ * store, the rest from its peers) and replies with every row. The
+ * tensors are checked by the asked server before it samples, either way.
+ * The blocks are byte for byte
  * gkv_client_sample_blocks()'s (and gkv_sample_blocks()'s on the whole
  * graph) for the same seeds, fanouts and opts; the rows are
  * gkv_client_pull()'s of those IDs, whichever way they came. The whole

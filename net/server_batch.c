@@ -5,11 +5,11 @@
  * on just those seeds: their owners sample them), merged per edge type
  * back into the frontier's order and relabelled as gkv_sample_blocks()
  * does; then the rows of the input nodes, the seeds' labels and the
- * sampled edges: its own from its store; the rest, when the request
- * lacks NET_BATCH_OWN_ROWS (GKV_BATCH_RELAY), pulled through the peer
- * client and scattered into place in the reply. With NET_BATCH_OWN_ROWS
- * (the client's default) the reply carries its own rows only, and the
- * client pulls the others from their owners.
+ * sampled edges, when the request lacks NET_BATCH_NO_ROWS
+ * (GKV_BATCH_RELAY): its own from its store, the rest pulled through the
+ * peer client, scattered into place in the reply. With NET_BATCH_NO_ROWS
+ * (the client's default) the reply carries the blocks and each entry's
+ * row size only, and the client pulls the rows from their owners.
  *
  * Threads. Batches run on the core's pool (SRV_POOL), never on a worker:
  * a batch waits on other servers, whose batches may be waiting on this
@@ -272,7 +272,7 @@ batch_check(struct batch *b)
         return srv__fail(r, GKV_EINVAL, "sample_batch: direction %u is "
                          "neither in (0) nor out (1)", q->dir);
     if (q->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED |
-                     NET_BATCH_OWN_ROWS))
+                     NET_BATCH_NO_ROWS))
         return srv__fail(r, GKV_EINVAL, "sample_batch: flags 0x%x have "
                          "unknown bits", q->flags);
     if (q->dir == GKV_DIR_OUT && !gkv_pbook_has_csr(bk))
@@ -798,12 +798,9 @@ struct entry {
     unsigned char *ltmp, *rtmp, *slot;
 };
 
-/* Entry k of the reply split (arena memory); with 'own' (the reply has
- * the local rows only) the remote ones are counted and left. GKV_OK, or r
- * failed. */
+/* Entry k of the reply split (arena memory). GKV_OK, or r failed. */
 static gkv_err
-entry_split(struct batch *b, uint32_t k, const char *name, int own,
-            struct entry *x)
+entry_split(struct batch *b, uint32_t k, const char *name, struct entry *x)
 {
     const int64_t *ids;
     gkv_tensor_desc d;
@@ -838,10 +835,6 @@ entry_split(struct batch *b, uint32_t k, const char *name, int own,
             x->rid[x->nr] = v;
             x->rpos[x->nr++] = i;
         }
-    }
-    if (own) {
-        x->nr = 0;                  /* the client pulls them */
-        return GKV_OK;
     }
     /* local rows go straight into the slot when they are all of it */
     if ((x->nr > 0 && x->nl > 0 &&
@@ -906,14 +899,14 @@ remote_rows(struct batch *b, struct entry *x)
     return GKV_OK;
 }
 
-/* The reply: the blocks, then room for every entry's rows (with
- * NET_BATCH_OWN_ROWS: the local ones only), bounded by what the client
- * takes; then the rows gathered into it. */
+/* The reply: the blocks, then room for every entry's rows (none with
+ * NET_BATCH_NO_ROWS), bounded by what the client takes; then the rows
+ * gathered into it. */
 static gkv_err
 batch_reply(struct batch *b)
 {
     const net_batch_req *q = &b->q;
-    int own = (q->flags & NET_BATCH_OWN_ROWS) != 0;
+    int norows = (q->flags & NET_BATCH_NO_ROWS) != 0;
     struct local_job lj;
     struct entry *ent;
     net_batch_renc re;
@@ -921,21 +914,11 @@ batch_reply(struct batch *b)
     gkv_err rc = GKV_OK;
     int side;
 
-    if ((ent = bmem(b, b->nrows * sizeof *ent)) == NULL)
-        return b->r->status;
     for (uint32_t k = 0; k < b->nrows; k++) {
-        uint32_t ti = entry_tref(b, k);
         const int64_t *ids;
         size_t n;
-
         entry_ids(b, k, &ids, &n);
-        b->rows_n[k] = n;
-        if (own) {
-            if ((rc = entry_split(b, k, q->tref[ti].name, 1,
-                                  &ent[k])) != GKV_OK)
-                return rc;
-            b->rows_n[k] = ent[k].nl;
-        }
+        b->rows_n[k] = norows ? 0 : n;
     }
     memset(&re, 0, sizeof re);
     re.nlayers = (uint32_t)b->nl;
@@ -963,14 +946,14 @@ batch_reply(struct batch *b)
     w.cap = w.off;
     w.off = 0;
     net__enc_batch_rep(&w, &re);
-    for (uint32_t k = 0; k < b->nrows; k++) {
-        uint32_t ti = entry_tref(b, k);
-        if (own)
-            ent[k].slot = b->slot[k];
-        else if ((rc = entry_split(b, k, q->tref[ti].name, 0,
-                                   &ent[k])) != GKV_OK)
+    if (norows)
+        return GKV_OK;
+    if ((ent = bmem(b, b->nrows * sizeof *ent)) == NULL)
+        return b->r->status;
+    for (uint32_t k = 0; k < b->nrows; k++)
+        if ((rc = entry_split(b, k, q->tref[entry_tref(b, k)].name,
+                              &ent[k])) != GKV_OK)
             return rc;          /* the core frees r->out */
-    }
     /* the local rows on the side thread while the peers send theirs */
     memset(&lj, 0, sizeof lj);
     lj.st = b->s->store;
@@ -1020,7 +1003,7 @@ op_sample_batch(gkv_server *s, srv_req *r)
     b.nfan = (int)b.q.nfan;
     b.o.seed = b.q.seed;
     b.o.dir = (int)b.q.dir;
-    b.o.flags = b.q.flags & ~NET_BATCH_OWN_ROWS;
+    b.o.flags = b.q.flags & ~NET_BATCH_NO_ROWS;
     ntref = b.q.nfeats + b.q.has_label + b.q.nefeats;
     b.nrows = b.q.nfeats + b.q.has_label + b.q.nefeats * b.q.nlayers;
     if (batch_check(&b) != GKV_OK || batch_inputs(&b) != GKV_OK ||

@@ -369,11 +369,11 @@ typedef struct net_tref {
 } net_tref;
 
 #define NET_BATCH_LAYERS_MAX 64u      /* layers of one batch */
-/* A SAMPLE_BATCH request's flags beside GKV_SAMPLE_*: the reply carries
- * only the rows the asked server's store holds (each entry's in request
- * order, n of them); the client pulls the others from their owners.
- * Without it the server pulls them from its peers and replies with all. */
-#define NET_BATCH_OWN_ROWS 0x100u
+/* A SAMPLE_BATCH request's flags beside GKV_SAMPLE_*: the reply's row
+ * entries carry no rows (n = 0; row_bytes the tensor's), the client pulls
+ * them all from their owners. Without it the server gathers every row
+ * (its own, and the others through its peer client) into the reply. */
+#define NET_BATCH_NO_ROWS 0x100u
 
 /* What the SAMPLE_BATCH encoder sends (the client's view). */
 typedef struct net_batch_enc {

@@ -18,11 +18,10 @@
  *     fanouts of the wrong length or below -1, a seed out of range or
  *     given twice, exclusions, edge weights;
  *   - requests the client would not send, by hand: refused, named;
- *   - every batch both ways the rows may come (the asked server's own
- *     rows in its reply and the others pulled from their owners by the
- *     client, the default; GKV_BATCH_RELAY: all in the reply), each with
- *     the rows in the client's memory and in the caller's (rows_alloc):
- *     the same bytes;
+ *   - every batch both ways the rows may come (pulled from their owners
+ *     by the client, the default; GKV_BATCH_RELAY: all in the asked
+ *     server's reply), each with the rows in the client's memory and in
+ *     the caller's (rows_alloc): the same bytes;
  *   - a peer server killed: GKV_ETIMEDOUT naming it within the timeout,
  *     and once it is back, batches go on; the same for the owner of rows
  *     the client pulls after the asked server replied, both ways;
@@ -795,8 +794,9 @@ test_peer_killed(void **state)
 
 /* The owner of rows the client pulls after the asked server replied
  * killed: machine 0's seeds and one hop (machine 0 samples their columns
- * itself), so machine 1 is needed only for the input nodes' rows it
- * holds. By default the client's own pull of them fails with
+ * itself, and its peer client knows the tensors from the first batch), so
+ * machine 1 is needed only for the input nodes' rows it holds. By
+ * default the client's own pull of them fails with
  * GKV_ETIMEDOUT naming machine 1's server within the client's timeout
  * (the rows_alloc memory the caller's, freed by batch_take_mode); with
  * GKV_BATCH_RELAY the asked server's pull fails, named, before that.
