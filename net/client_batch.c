@@ -222,11 +222,11 @@ rows_pull(gkv_client *c, struct part *p, const net_rows *x, uint32_t k)
         return net__cfail(p->cn, GKV_EPROTO, "sample_batch reply: %llu rows "
                           "of tensor '%s' where none were asked",
                           (unsigned long long)x->n, j->name);
-    if (j->r == NULL)
+    if (j->rt.sp == NULL)
         return net__fail(GKV_ENOTFOUND, "sample_batch: tensor '%s': this "
                          "client knows no server holding it, and the server "
                          "asked does", bc->tref[ti].name);
-    rb = (size_t)j->r->t.row_bytes;
+    rb = (size_t)j->rt.t.row_bytes;
     if (x->row_bytes != rb) {
         c->schema_stale = 1;
         return net__cfail(p->cn, GKV_ESHAPE, "sample_batch: tensor '%s' has "
@@ -364,7 +364,7 @@ spec_check(gkv_client *c, const gkv_batch_spec *sp, const gkv_batch_out *out,
 
 /* With bc->pull: the route of each entry's tensor, fetched now (the reply
  * is read inside the exchange, which cannot fetch). One that no server is
- * known to hold stays NULL: the server asked names it. */
+ * known to hold stays without spans: the server asked names it. */
 static gkv_err
 routes_get(gkv_client *c, struct bcall *bc, uint64_t deadline)
 {
@@ -382,13 +382,16 @@ routes_get(gkv_client *c, struct bcall *bc, uint64_t deadline)
     if ((bc->job = gkv__calloc((size_t)bc->nrows + 1, sizeof *bc->job)) ==
         NULL)
         return net__fail(GKV_ENOMEM, "out of memory");
-    /* looked up again: a later fetch may have moved the cache */
+    /* copied once all are fetched: a later fetch may have dropped an
+     * earlier one, and a hand-shake in the exchange drops them all */
     for (uint32_t k = 0; k < bc->nrows; k++) {
         uint32_t ti = k < nf + hl ? k :
                       nf + hl + (k - nf - hl) / (uint32_t)sp->nlayers;
+        gkv_err rc;
 
         bc->job[k].name = bc->tref[ti].name;
-        bc->job[k].r = net__route_cached(c, bc->job[k].name);
+        if ((rc = net__rowjob_route(c, &bc->job[k])) != GKV_OK)
+            return rc;
     }
     return GKV_OK;
 }

@@ -314,15 +314,18 @@ gkv_err  net__pull_locked(gkv_client *c, const char *name,
  * by net__rowjob_free, also after an error). */
 struct rowjob {
     const char *name;
-    const struct route *r;
+    struct route rt;               /* a copy (the cache may be dropped by
+                                    * a hand-shake meanwhile); rt.sp NULL:
+                                    * no server known to hold it */
     const uint64_t *ids;
     size_t n;
     unsigned char *dst;
     unsigned *mach;
     size_t *count, *start, *pos;
 };
-/* The route of 'name' if the cache has it, else NULL; never fetches. */
-const struct route *net__route_cached(gkv_client *c, const char *name);
+/* A copy of j->name's route into j->rt if the cache has it (else rt.sp
+ * stays NULL); never fetches. Errors: GKV_ENOMEM. */
+gkv_err  net__rowjob_route(gkv_client *c, struct rowjob *j);
 /* j's IDs split by machine. Errors: GKV_ERANGE (an ID no server holds,
  * named), GKV_ENOMEM. */
 gkv_err  net__rowjob_split(gkv_client *c, struct rowjob *j);

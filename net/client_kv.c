@@ -642,20 +642,30 @@ out:
 
 /* ---- rows of several tensors at once (client_batch.c) ------------------- */
 
-const struct route *
-net__route_cached(gkv_client *c, const char *name)
+gkv_err
+net__rowjob_route(gkv_client *c, struct rowjob *j)
 {
     for (size_t i = 0; i < c->nrt; i++)
-        if (strcmp(c->rt[i].name, name) == 0)
-            return &c->rt[i];
-    return NULL;
+        if (strcmp(c->rt[i].name, j->name) == 0) {
+            const struct route *r = &c->rt[i];
+
+            if ((j->rt.sp = gkv__malloc(r->nsp * sizeof *r->sp + 1)) ==
+                NULL)
+                return net__fail(GKV_ENOMEM, "out of memory");
+            memcpy(j->rt.sp, r->sp, r->nsp * sizeof *r->sp);
+            j->rt.nsp = r->nsp;
+            j->rt.t = r->t;
+            snprintf(j->rt.name, sizeof j->rt.name, "%s", r->name);
+            break;
+        }
+    return GKV_OK;
 }
 
 gkv_err
 net__rowjob_split(gkv_client *c, struct rowjob *j)
 {
-    return split_ids(c, j->r, j->ids, j->n, &j->mach, &j->count, &j->start,
-                     &j->pos);
+    return split_ids(c, &j->rt, j->ids, j->n, &j->mach, &j->count,
+                     &j->start, &j->pos);
 }
 
 /* Machine m's count of j's IDs; *pos: their positions in request order,
@@ -681,7 +691,7 @@ net__rowjob_pull(gkv_client *c, const struct rowjob *j, size_t nj,
 
             if (cnt > 0)
                 rc = pull_mach(c, &pl, j[k].name, m, j[k].ids, pos, cnt,
-                               j[k].dst, (size_t)j[k].r->t.row_bytes);
+                               j[k].dst, (size_t)j[k].rt.t.row_bytes);
         }
     if (rc == GKV_OK) {
         plist_link(&pl, &pull_ops);
@@ -700,8 +710,10 @@ net__rowjob_free(struct rowjob *j)
     gkv__free(j->count);
     gkv__free(j->start);
     gkv__free(j->pos);
+    gkv__free(j->rt.sp);
     j->mach = NULL;
     j->count = j->start = j->pos = NULL;
+    j->rt.sp = NULL;
 }
 
 gkv_err
