@@ -17,8 +17,12 @@
  *   GKV_LOADER_SERVER  on the servers: one request a batch
  *                      (gkv_client_sample_batch) to the server owning most
  *                      of its seeds, which samples every hop (asking its
- *                      peers for the frontier it does not own), gathers
- *                      the rows the same way, and replies with the batch.
+ *                      peers for the frontier it does not own) and replies
+ *                      with the blocks; the worker then pulls every row
+ *                      straight from the machine holding it, all machines
+ *                      in parallel, into the batch's own buffers
+ *                      (gkv_net.h: GKV_BATCH_RELAY has the asked server
+ *                      gather and relay the rows instead).
  * For the same seeds, options and seed, the three give byte for byte the
  * same batches, for any number of worker threads and any prefetch depth:
  * batch i of epoch e is sampled with the generator seed

@@ -21,8 +21,8 @@
  *   serial  today's client path: gkv_client_sample_blocks, then
  *           gkv_client_pull of the features, then of the labels, one
  *           after another.
- *   server  gkv_loader, GKV_LOADER_SERVER (one request a batch; the
- *           servers sample and gather), --workers W, --prefetch K.
+ *   server  gkv_loader, GKV_LOADER_SERVER (one request a batch: a
+ *           server samples; the trainer pulls the rows from their owners), --workers W, --prefetch K.
  *   client  gkv_loader, GKV_LOADER_CLIENT (hop by hop, then the pulls),
  *           the same W and K.
  *   local   gkv_loader, GKV_LOADER_LOCAL on the whole graph and store, the
