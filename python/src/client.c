@@ -488,6 +488,23 @@ client_pbook(client_obj *o, PyObject *unused)
 }
 
 static PyObject *
+client_split(client_obj *o, PyObject *args, PyObject *kw)
+{
+    const gkv_pbook *b;
+    gkv_client *c;
+    PyObject *r;
+
+    if ((c = client_begin(o)) == NULL)
+        return NULL;
+    b = gkv_client_pbook(c);
+    r = b != NULL ? gkvpy_pbook_split(b, args, kw)
+                  : gkvpy_raisef(GKV_ENOTSUP, "the servers serve a plain "
+                                 "store: there is no partition book");
+    client_end(o);
+    return r;
+}
+
+static PyObject *
 client_node_owner(client_obj *o, PyObject *args)
 {
     int ntype;
@@ -710,6 +727,8 @@ static PyMethodDef client_methods[] = {
      "nservers() -> servers known (machines x servers each)"},
     {"pbook", (PyCFunction)client_pbook, METH_NOARGS,
      "pbook() -> dict (the partition book's basics) or None (a plain store)"},
+    {"_split", (PyCFunction)(void (*)(void))client_split,
+     METH_VARARGS | METH_KEYWORDS, NULL},
     {"node_owner", (PyCFunction)client_node_owner, METH_VARARGS,
      "node_owner(ntype, ids) -> int32 Array: the partition owning each ID"},
     {"in_degrees", (PyCFunction)client_in_degrees, METH_VARARGS,
