@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""GraphSAGE trained through gkv with a dgl.distributed-style script (gkv.dgl).
+
+    python examples/graphsage_dgl.py [--nodes 20000] [--parts 2] ...
+
+1. generates the planted-community graph of examples/sbm_graph.py (the
+   same one examples/graphsage_pyg.py learns: label = community, feature
+   a noisy one-hot view of it) and a 60/40 train/test split of it;
+2. partitions it with gkv.partition() (node/_N/x, node/_N/y and the
+   masks node/_N/train_mask, node/_N/test_mask);
+3. starts the servers with gkv-launch (one per partition), which runs this
+   script again as the trainer (--trainer). The trainer is a DGL
+   distributed script with `import gkv.dgl as dist` in place of
+   dgl.distributed: dist.initialize(), dist.DistGraph, dist.node_split of
+   the train mask, dist.DistNodeDataLoader yielding (input_nodes, seeds,
+   blocks) sampled on the servers with their feature and label rows, and
+   DGL's SAGEConv (mean) on the blocks; without dgl installed, a mean
+   aggregation of the loader's CSC blocks in plain PyTorch. It prints
+   epoch time and batches/s, then the test accuracy.
+
+It exits 1 unless the test accuracy reaches --target (0.9). --in-process
+serves the partitions with gkv.Server threads instead of gkv-launch (what
+the test does). BUILD names the build directory holding gkv-launch.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sbm_graph  # noqa: E402
+
+import gkv  # noqa: E402
+import gkv.dgl as dist  # noqa: E402
+
+
+class CSCSAGEConv(torch.nn.Module):
+    """SAGEConv (mean) on a gkv.dgl.CSCBlock: W_self h_dst + W_neigh mean."""
+
+    def __init__(self, d_in, d_out):
+        super().__init__()
+        self.fc_self = torch.nn.Linear(d_in, d_out)
+        self.fc_neigh = torch.nn.Linear(d_in, d_out, bias=False)
+
+    def forward(self, block, h):
+        et = block.canonical_etypes[0]
+        nd = block.num_dst_nodes()
+        ptr, idx = block.indptr[et], block.indices[et]
+        deg = ptr[1:] - ptr[:-1]
+        to = torch.repeat_interleave(torch.arange(nd), deg)
+        agg = torch.zeros(nd, h.shape[1]).index_add_(0, to, h[idx])
+        agg = agg / deg.clamp(min=1).unsqueeze(1)
+        return self.fc_self(h[:nd]) + self.fc_neigh(agg)
+
+
+class SAGE(torch.nn.Module):
+    def __init__(self, d_in, hidden, d_out, layers):
+        super().__init__()
+        dims = [d_in] + [hidden] * (layers - 1) + [d_out]
+        if dist.HAVE_DGL:
+            from dgl.nn import SAGEConv
+            conv = lambda a, b: SAGEConv(a, b, "mean")  # noqa: E731
+        else:
+            conv = CSCSAGEConv
+        self.convs = torch.nn.ModuleList(conv(a, b) for a, b in zip(dims, dims[1:]))
+
+    def forward(self, blocks, x):
+        h = x
+        for i, (conv, block) in enumerate(zip(self.convs, blocks)):
+            h = conv(block, h)
+            if i < len(self.convs) - 1:
+                h = F.relu(h)
+        return h
+
+
+def train(g, *, fanouts, batch_size, epochs, hidden, lr, seed, classes,
+          workers=2, log=print):
+    """Trains on this trainer's share of the train mask; returns the test
+    accuracy."""
+    torch.manual_seed(seed)
+    pb = g.get_partition_book()
+    train_ids = dist.node_split(g.ndata["train_mask"], pb)
+    test_ids = dist.node_split(g.ndata["test_mask"], pb)
+    d_in = g.ndata["x"].shape[1]
+    model = SAGE(d_in, hidden, classes, len(fanouts))
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sampler = dist.NeighborSampler(fanouts)
+    with dist.DistNodeDataLoader(g, train_ids, sampler, batch_size=batch_size,
+                                 shuffle=True, feats=["x"], label="y",
+                                 seed=seed, workers=workers) as loader:
+        for epoch in range(epochs):
+            model.train()
+            t0, nb, total = time.perf_counter(), 0, 0.0
+            for input_nodes, seeds, blocks in loader:
+                opt.zero_grad()
+                out = model(blocks, blocks[0].srcdata["x"])
+                loss = F.cross_entropy(out, blocks[-1].dstdata["y"])
+                loss.backward()
+                opt.step()
+                nb += 1
+                total += float(loss)
+            dt = time.perf_counter() - t0
+            log("epoch %d: loss %.4f, %.2f s, %d batches, %.1f batches/s"
+                % (epoch, total / max(nb, 1), dt, nb, nb / dt))
+    model.eval()
+    correct = 0
+    with torch.no_grad(), dist.DistNodeDataLoader(
+            g, test_ids, sampler, batch_size=1024, feats=["x"], label="y",
+            seed=seed + 1, workers=workers) as loader:
+        for input_nodes, seeds, blocks in loader:
+            pred = model(blocks, blocks[0].srcdata["x"]).argmax(1)
+            correct += int((pred == blocks[-1].dstdata["y"]).sum())
+    acc = correct / max(len(test_ids), 1)
+    log("test accuracy %.4f (%d nodes, %s)" % (
+        acc, len(test_ids), "dgl.nn.SAGEConv on DGL blocks" if dist.HAVE_DGL
+        else "mean aggregation on CSC blocks"))
+    return acc
+
+
+def partition(outdir, args):
+    src, dst, x, y = sbm_graph.make_graph(args.nodes, args.classes, args.deg_in,
+                                          args.deg_out, args.noise, args.seed)
+    tr, te = sbm_graph.split(args.nodes, args.seed)
+    train_mask = np.zeros(args.nodes, np.uint8)
+    test_mask = np.zeros(args.nodes, np.uint8)
+    train_mask[tr], test_mask[te] = 1, 1
+    t0 = time.perf_counter()
+    gkv.partition(outdir, (src, dst), args.nodes, args.parts, method="random",
+                  seed=args.seed, name="sbm", force=True,
+                  node_feats={"x": x, "y": y, "train_mask": train_mask,
+                              "test_mask": test_mask})
+    print("graph: %d nodes, %d edges, %d communities, in %d partitions (%.2f s)"
+          % (args.nodes, len(src), args.classes, args.parts,
+             time.perf_counter() - t0))
+    return os.path.join(outdir, "sbm.json")
+
+
+def run_train(args, **kw):
+    dist.initialize(timeout_ms=60000, **kw)     # gkv-launch's environment
+    try:
+        return train(dist.DistGraph("sbm"), fanouts=args.fanouts,
+                     batch_size=args.batch_size, epochs=args.epochs,
+                     hidden=args.hidden, lr=args.lr, seed=args.seed,
+                     classes=args.classes, workers=args.workers)
+    finally:
+        dist.exit_client()
+
+
+def in_process(config, args):
+    """Serves every partition on a gkv.Server thread of this process."""
+    ipc = os.path.join(os.path.dirname(config), "ip_config.txt")
+    with open(ipc, "w") as f:
+        f.writelines(sbm_graph.ip_config_lines(args.parts))
+    servers = []
+    try:
+        for m in range(args.parts):
+            servers.append(gkv.Server(ipc, part_config=config, part_id=m, machine=m))
+        return run_train(args, ip_config=ipc, group="graphsage-dgl", rank=0,
+                         group_size=1)
+    finally:
+        for s in servers:
+            s.stop()
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nodes", type=int, default=20000)
+    p.add_argument("--classes", type=int, default=8)
+    p.add_argument("--deg-in", type=int, default=8)
+    p.add_argument("--deg-out", type=int, default=4)
+    p.add_argument("--noise", type=float, default=1.0)
+    p.add_argument("--parts", type=int, default=2)
+    p.add_argument("--fanouts", type=lambda s: [int(v) for v in s.split(",")],
+                   default=[10, 5], help="per layer, the input layer first "
+                   "(default 10,5)")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.02)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--target", type=float, default=0.9)
+    p.add_argument("--dir", default=None,
+                   help="working directory (default: a temporary one)")
+    p.add_argument("--in-process", action="store_true")
+    p.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    if args.trainer:
+        return 0 if run_train(args) >= args.target else 1
+    work = args.dir or tempfile.mkdtemp(prefix="graphsage-dgl-")
+    os.makedirs(work, exist_ok=True)
+    config = partition(os.path.join(work, "parts"), args)
+    if args.in_process:
+        ok = in_process(config, args) >= args.target
+    else:
+        build = os.environ.get("BUILD", os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "..", "build"))
+        ipc = os.path.join(work, "ip_config.txt")
+        with open(ipc, "w") as f:
+            f.writelines(sbm_graph.ip_config_lines(args.parts))
+        me = [sys.executable, os.path.abspath(__file__), "--trainer"] + \
+            [a for a in (argv if argv is not None else sys.argv[1:])
+             if a != "--in-process"]
+        cmd = [os.path.join(build, "gkv-launch"), "--ip-config", ipc,
+               "--part-config", config, "--num-servers", "1",
+               "--num-trainers", "1", "--workspace", os.path.join(work, "launch"),
+               "--"] + me
+        print("$ " + " ".join(cmd), flush=True)
+        t0 = time.perf_counter()
+        rc = subprocess.run(cmd).returncode     # it shows the trainer's output
+        print("job: %.1f s, gkv-launch exit status %d" % (time.perf_counter() - t0, rc))
+        ok = rc == 0
+    print("graphsage_dgl: %s (target test accuracy %.2f)"
+          % ("reached" if ok else "NOT reached", args.target))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
