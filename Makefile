@@ -357,11 +357,25 @@ PY_SRC     := $(wildcard python/src/*.c python/src/*.h python/gkv/*.py) python/s
 python-libs:
 	@echo $(LIBS)
 
+python-venv:
+	@echo $(PY_VENV)
+
 $(PY_VENV)/.requirements: $(PY_REQ)
 	@echo "  VENV    $(PY_VENV) (pip install -r $(PY_REQ))"
 	$(Q)$(PYTHON) -m venv $(PY_VENV)
 	$(Q)$(PY_VENV)/bin/pip install -q -r $(PY_REQ)
 	$(Q)cp $(PY_REQ) $@
+
+# The torch layer (python/requirements-torch.txt: torch, torch_geometric;
+# about 3.3 GB from PyPI the first time, README.md "Python") goes into the
+# same environment; PY_TORCH=no leaves it out (the torch tests then skip).
+PY_TORCH     ?= yes
+PY_REQ_TORCH := python/requirements-torch.txt
+
+$(PY_VENV)/.requirements-torch: $(PY_REQ_TORCH) $(PY_VENV)/.requirements
+	@echo "  VENV    $(PY_VENV) (pip install -r $(PY_REQ_TORCH): torch, ~3.3 GB the first time)"
+	$(Q)$(PY_VENV)/bin/pip install -q -r $(PY_REQ) -r $(PY_REQ_TORCH)
+	$(Q)cp $(PY_REQ_TORCH) $@
 
 $(PY_VENV)/.gkv-installed: $(PY_VENV)/.requirements $(BUILD)/libgkv.a $(PY_SRC)
 	@echo "  PIP     python/ into $(PY_VENV)"
@@ -370,12 +384,12 @@ $(PY_VENV)/.gkv-installed: $(PY_VENV)/.requirements $(BUILD)/libgkv.a $(PY_SRC)
 	$(Q)rm -rf python/build python/gkv.egg-info
 	$(Q)touch $@
 
-python: $(PY_VENV)/.gkv-installed
+python: $(PY_VENV)/.gkv-installed $(if $(filter yes,$(PY_TORCH)),$(PY_VENV)/.requirements-torch)
 
 test-python: all python
 	@cd python/tests && GKVT_BUILD=$(abspath $(BUILD)) $(PY_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
-.PHONY: python python-libs test-python
+.PHONY: python python-libs python-venv test-python
 
 # ---- install -------------------------------------------------------------------
 install: all

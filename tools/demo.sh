@@ -13,13 +13,16 @@
 #   3. run a second job against the same running servers: it sees the
 #      embedding the first job left;
 #   4. show the running servers' tensors with kvctl --server;
-#   5. shut the servers down and print a summary.
+#   5. shut the servers down and print a summary;
+#   6. train GraphSAGE with PyTorch Geometric through gkv (gkv.pyg) on a
+#      planted-community graph, to >= 0.9 test accuracy (installs the
+#      Python environment the first time: torch from PyPI, ~3.3 GB).
 #
 # Everything lives under tmp/demo. DEMO_SCALE sets the graph
 # size (default 18), DEMO_PORT the first port (default: a free one from 31050 up),
 # DEMO_FLUSH_MS the write-back interval (default 100), DEMO_SAMPLE_ON where
 # the loader samples (server or client: the trainers' --sample-on; default
-# server), BUILD the
+# server), DEMO_GS_NODES the GraphSAGE graph's nodes (default 20000), BUILD the
 # build directory (default build; make demo BUILD=DIR passes it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -133,3 +136,14 @@ if [ -z "$left" ] || [ "$left" != "$found" ]; then
 fi
 printf 'demo: done in %d s; logs in %s/job1/logs and %s/job2/logs\n' \
     $(( $(date +%s) - t_start )) "$D" "$D"
+
+step "6. a model learning through gkv: GraphSAGE with PyTorch Geometric (examples/graphsage_pyg.py)"
+# make python installs the Python package and, the first time, its virtual
+# environment: numpy, pytest, torch 2.2.2 with its CUDA wheels and
+# torch_geometric from PyPI (about 3.3 GB, kept in ~/.cache; README.md,
+# "Python"); later runs download nothing.
+run make --no-print-directory python BUILD="$B"
+PY=$(make --no-print-directory -s python-venv)/bin/python
+run env BUILD="$B" "$PY" examples/graphsage_pyg.py --dir $D/graphsage \
+    --nodes "${DEMO_GS_NODES:-20000}"
+printf 'demo: GraphSAGE learned through gkv; all done in %d s\n' $(( $(date +%s) - t_start ))

@@ -145,6 +145,9 @@ class DLPackOnly:
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["versioned", "legacy"])
 def test_dlpack_inputs(store, legacy):
+    if not legacy and np.lib.NumpyVersion(np.__version__) < "2.0.0":
+        # numpy 1.x (what torch 2.2 needs beside it) makes legacy capsules only
+        pytest.skip("numpy %s makes no versioned DLPack capsule" % np.__version__)
     store.create("e", dtype="float32", row_shape=(2,), hi=10)
     ids = DLPackOnly(np.array([1, 4], dtype=np.int64), legacy)
     rows = DLPackOnly(np.array([[1, 2], [3, 4]], dtype=np.float32), legacy)

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""GraphSAGE trained through gkv with PyTorch Geometric (gkv.pyg).
+
+    python examples/graphsage_pyg.py [--nodes 20000] [--parts 2] ...
+
+1. generates a graph whose labels can be learned: a stochastic block model
+   of C planted communities (each node has about --deg-in neighbours in
+   its own community and --deg-out in others); the label is the
+   community, the feature a noisy one-hot view of it (alone, a node's
+   feature gives its label only about half the time; its neighbourhood
+   gives it);
+2. partitions it with gkv.partition() (features "x" and labels "y" stored
+   as node/_N/x, node/_N/y);
+3. starts the servers with gkv-launch (one per partition), which runs this
+   script again as the trainer (--trainer): it connects with the GKV_*
+   variables gkv-launch sets, and trains a PyG GraphSAGE (SAGEConv, mean
+   aggregation: no pyg-lib or torch-sparse) on mini-batches from
+   gkv.pyg.NeighborLoader (sampled with their rows on the servers), then
+   measures test accuracy, printing epoch time and batches/s.
+
+It exits 1 unless the test accuracy reaches --target (0.9). --in-process
+serves the partitions with gkv.Server threads instead of gkv-launch (what
+the test does). BUILD names the build directory holding gkv-launch.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import gkv
+import gkv.pyg
+from torch_geometric.nn import SAGEConv
+
+
+def make_graph(n, classes, deg_in, deg_out, noise, seed):
+    """(src, dst, x, y): a planted-community graph, edges both ways."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n).astype(np.int64)
+    d = deg_in + deg_out
+    src = np.repeat(np.arange(n, dtype=np.int64), d)
+    dst = rng.integers(0, n, (n, d))            # deg_out: anywhere
+    for c in range(classes):                    # deg_in: in the community
+        members = np.flatnonzero(y == c)
+        dst[members, :deg_in] = members[rng.integers(0, len(members),
+                                                     (len(members), deg_in))]
+    dst = dst.reshape(-1).astype(np.int64)
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    x = rng.normal(0.0, noise, (n, classes)).astype(np.float32)
+    x[np.arange(n), y] += 1.0
+    return src, dst, x, y
+
+
+class SAGE(torch.nn.Module):
+    def __init__(self, d_in, hidden, d_out, layers):
+        super().__init__()
+        dims = [d_in] + [hidden] * (layers - 1) + [d_out]
+        self.convs = torch.nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims, dims[1:]))
+
+    def forward(self, x, edge_index):
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index)
+            if i < len(self.convs) - 1:
+                x = F.relu(x)
+        return x
+
+
+def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
+          lr, seed, classes, log=print, workers=2, part_config=None):
+    """Trains on train_ids through gkv.pyg; returns the test accuracy."""
+    torch.manual_seed(seed)
+    fs = gkv.pyg.FeatureStore(client, part_config)
+    gs = gkv.pyg.GraphStore(client)
+    d_in = fs.get_tensor_size(None, "x")[1]
+    model = SAGE(d_in, hidden, classes, len(fanouts))
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    with gkv.pyg.NeighborLoader((fs, gs), num_neighbors=fanouts,
+                                input_nodes=train_ids, batch_size=batch_size,
+                                shuffle=True, seed=seed, workers=workers) as loader:
+        for epoch in range(epochs):
+            model.train()
+            t0, nb, total = time.perf_counter(), 0, 0.0
+            for data in loader:
+                opt.zero_grad()
+                out = model(data.x, data.edge_index)[:data.batch_size]
+                loss = F.cross_entropy(out, data.y[:data.batch_size])
+                loss.backward()
+                opt.step()
+                nb += 1
+                total += float(loss)
+            dt = time.perf_counter() - t0
+            log("epoch %d: loss %.4f, %.2f s, %d batches, %.1f batches/s"
+                % (epoch, total / max(nb, 1), dt, nb, nb / dt))
+    model.eval()
+    correct = 0
+    with torch.no_grad(), gkv.pyg.NeighborLoader(
+            (fs, gs), num_neighbors=fanouts, input_nodes=test_ids,
+            batch_size=1024, seed=seed + 1, workers=workers) as loader:
+        for data in loader:
+            pred = model(data.x, data.edge_index)[:data.batch_size].argmax(1)
+            correct += int((pred == data.y[:data.batch_size]).sum())
+    acc = correct / len(test_ids)
+    log("test accuracy %.4f (%d nodes)" % (acc, len(test_ids)))
+    return acc
+
+
+def split(n, seed, train_frac=0.6):
+    """Train and test node IDs (gkv's IDs: any split of them is random,
+    as the partitioning relabels nodes)."""
+    perm = np.random.default_rng(seed + 7).permutation(n).astype(np.int64)
+    k = int(n * train_frac)
+    return np.sort(perm[:k]), np.sort(perm[k:])
+
+
+def partition(outdir, args):
+    src, dst, x, y = make_graph(args.nodes, args.classes, args.deg_in, args.deg_out,
+                                args.noise, args.seed)
+    t0 = time.perf_counter()
+    rep = gkv.partition(outdir, (src, dst), args.nodes, args.parts, method="random",
+                        seed=args.seed, name="sbm", node_feats={"x": x, "y": y},
+                        force=True)
+    print("graph: %d nodes, %d edges, %d communities, in %d partitions (%.2f s)"
+          % (args.nodes, len(src), args.classes, args.parts, time.perf_counter() - t0))
+    return os.path.join(outdir, "sbm.json"), rep
+
+
+def trainer(args):
+    """Run by gkv-launch: connect with its GKV_* variables and train."""
+    env = os.environ
+    c = gkv.Client(env["GKV_IP_CONFIG"], token_file=env.get("GKV_TOKEN_FILE"),
+                   group=env.get("GKV_GROUP", "gkv"), rank=int(env.get("GKV_RANK", 0)),
+                   group_size=int(env.get("GKV_WORLD_SIZE", 1)),
+                   num_servers=int(env.get("GKV_NUM_SERVERS", 0)), timeout_ms=60000)
+    try:
+        train_ids, test_ids = split(args.nodes, args.seed)
+        acc = run_train(c, train_ids, test_ids, args)
+    finally:
+        c.close()
+    return acc
+
+
+def run_train(c, train_ids, test_ids, args, part_config=None):
+    return train(c, train_ids, test_ids, part_config=part_config, fanouts=args.fanouts,
+                 batch_size=args.batch_size, epochs=args.epochs, hidden=args.hidden,
+                 lr=args.lr, seed=args.seed, classes=args.classes,
+                 workers=args.workers)
+
+
+def in_process(config, args):
+    """Serves every partition on a gkv.Server thread of this process."""
+    import socket
+    servers, lines = [], []
+    for _ in range(args.parts):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            lines.append("127.0.0.1 %d\n" % s.getsockname()[1])
+    ipc = os.path.join(os.path.dirname(config), "ip_config.txt")
+    with open(ipc, "w") as f:
+        f.writelines(lines)
+    try:
+        for m in range(args.parts):
+            servers.append(gkv.Server(ipc, part_config=config, part_id=m, machine=m))
+        c = gkv.Client(ipc, group="graphsage", rank=0, group_size=1, timeout_ms=60000)
+        try:
+            return run_train(c, *split(args.nodes, args.seed), args, config)
+        finally:
+            c.close()
+    finally:
+        for s in servers:
+            s.stop()
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nodes", type=int, default=20000)
+    p.add_argument("--classes", type=int, default=8)
+    p.add_argument("--deg-in", type=int, default=8)
+    p.add_argument("--deg-out", type=int, default=4)
+    p.add_argument("--noise", type=float, default=1.0)
+    p.add_argument("--parts", type=int, default=2)
+    p.add_argument("--fanouts", type=lambda s: [int(v) for v in s.split(",")],
+                   default=[10, 5], help="per hop, hop 1 first (default 10,5)")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.02)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--target", type=float, default=0.9)
+    p.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
+    p.add_argument("--in-process", action="store_true")
+    p.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    if args.trainer:
+        return 0 if trainer(args) >= args.target else 1
+    work = args.dir or tempfile.mkdtemp(prefix="graphsage-")
+    os.makedirs(work, exist_ok=True)
+    config, _ = partition(os.path.join(work, "parts"), args)
+    if args.in_process:
+        acc = in_process(config, args)
+        ok = acc >= args.target
+    else:
+        build = os.environ.get("BUILD", os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "..", "build"))
+        import socket
+        lines = []
+        for _ in range(args.parts):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                lines.append("127.0.0.1 %d\n" % s.getsockname()[1])
+        ipc = os.path.join(work, "ip_config.txt")
+        with open(ipc, "w") as f:
+            f.writelines(lines)
+        me = [sys.executable, os.path.abspath(__file__), "--trainer"] + \
+            [a for a in (argv if argv is not None else sys.argv[1:])
+             if a != "--in-process"]
+        cmd = [os.path.join(build, "gkv-launch"), "--ip-config", ipc,
+               "--part-config", config, "--num-servers", "1", "--num-trainers", "1",
+               "--workspace", os.path.join(work, "launch"), "--"] + me
+        print("$ " + " ".join(cmd), flush=True)
+        t0 = time.perf_counter()
+        rc = subprocess.run(cmd).returncode       # it shows the trainer's output
+        print("job: %.1f s, gkv-launch exit status %d" % (time.perf_counter() - t0, rc))
+        ok = rc == 0
+    print("graphsage_pyg: %s (target test accuracy %.2f)"
+          % ("reached" if ok else "NOT reached", args.target))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
