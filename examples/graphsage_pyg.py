@@ -3,7 +3,8 @@
 
     python examples/graphsage_pyg.py [--nodes 20000] [--parts 2] ...
 
-1. generates a graph whose labels can be learned: a stochastic block model
+1. generates a graph whose labels can be learned (examples/sbm_graph.py,
+   shared with graphsage_dgl.py): a stochastic block model
    of C planted communities (each node has about --deg-in neighbours in
    its own community and --deg-out in others); the label is the
    community, the feature a noisy one-hot view of it (alone, a node's
@@ -33,29 +34,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import gkv
-import gkv.pyg
-from torch_geometric.nn import SAGEConv
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sbm_graph import ip_config_lines, make_graph, split  # noqa: E402
 
-
-def make_graph(n, classes, deg_in, deg_out, noise, seed):
-    """(src, dst, x, y): a planted-community graph, edges both ways."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, classes, n).astype(np.int64)
-    d = deg_in + deg_out
-    src = np.repeat(np.arange(n, dtype=np.int64), d)
-    dst = rng.integers(0, n, (n, d))            # deg_out: anywhere
-    for c in range(classes):                    # deg_in: in the community
-        members = np.flatnonzero(y == c)
-        dst[members, :deg_in] = members[rng.integers(0, len(members),
-                                                     (len(members), deg_in))]
-    dst = dst.reshape(-1).astype(np.int64)
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-    x = rng.normal(0.0, noise, (n, classes)).astype(np.float32)
-    x[np.arange(n), y] += 1.0
-    return src, dst, x, y
+import gkv  # noqa: E402
+import gkv.pyg  # noqa: E402
+from torch_geometric.nn import SAGEConv  # noqa: E402
 
 
 class SAGE(torch.nn.Module):
@@ -111,14 +95,6 @@ def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
     return acc
 
 
-def split(n, seed, train_frac=0.6):
-    """Train and test node IDs (gkv's IDs: any split of them is random,
-    as the partitioning relabels nodes)."""
-    perm = np.random.default_rng(seed + 7).permutation(n).astype(np.int64)
-    k = int(n * train_frac)
-    return np.sort(perm[:k]), np.sort(perm[k:])
-
-
 def partition(outdir, args):
     src, dst, x, y = make_graph(args.nodes, args.classes, args.deg_in, args.deg_out,
                                 args.noise, args.seed)
@@ -155,15 +131,10 @@ def run_train(c, train_ids, test_ids, args, part_config=None):
 
 def in_process(config, args):
     """Serves every partition on a gkv.Server thread of this process."""
-    import socket
-    servers, lines = [], []
-    for _ in range(args.parts):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            lines.append("127.0.0.1 %d\n" % s.getsockname()[1])
+    servers = []
     ipc = os.path.join(os.path.dirname(config), "ip_config.txt")
     with open(ipc, "w") as f:
-        f.writelines(lines)
+        f.writelines(ip_config_lines(args.parts))
     try:
         for m in range(args.parts):
             servers.append(gkv.Server(ipc, part_config=config, part_id=m, machine=m))
@@ -214,15 +185,9 @@ def main(argv=None):
     else:
         build = os.environ.get("BUILD", os.path.join(os.path.dirname(
             os.path.abspath(__file__)), "..", "build"))
-        import socket
-        lines = []
-        for _ in range(args.parts):
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", 0))
-                lines.append("127.0.0.1 %d\n" % s.getsockname()[1])
         ipc = os.path.join(work, "ip_config.txt")
         with open(ipc, "w") as f:
-            f.writelines(lines)
+            f.writelines(ip_config_lines(args.parts))
         me = [sys.executable, os.path.abspath(__file__), "--trainer"] + \
             [a for a in (argv if argv is not None else sys.argv[1:])
              if a != "--in-process"]

@@ -569,3 +569,22 @@ def test_dgl_load_partition_book_reads_gkv_config(tmp_path, hetero):
         sum(book["node_ranges"][t][p][1] - book["node_ranges"][t][p][0]
             for t in range(len(book["ntypes"]))) for p in range(3)]
     part.close()
+
+
+# ---- the example ------------------------------------------------------------------
+
+def test_graphsage_dgl_example_learns(tmp_path, capsys):
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                        "examples", "graphsage_dgl.py")
+    spec = importlib.util.spec_from_file_location("graphsage_dgl", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    args = mod.parse(["--nodes", "3000", "--epochs", "4", "--seed", "1",
+                      "--dir", str(tmp_path)])
+    config = mod.partition(os.path.join(str(tmp_path), "parts"), args)
+    acc = mod.in_process(config, args)
+    out = capsys.readouterr().out
+    assert "batches/s" in out and "epoch 3" in out
+    assert ("dgl.nn.SAGEConv" if dist.HAVE_DGL else "CSC blocks") in out
+    assert acc >= 0.9, out
