@@ -25,16 +25,14 @@ the test does). BUILD names the build directory holding gkv-launch.
 """
 import argparse
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sbm_graph  # noqa: E402
 from sbm_graph import ip_config_lines, make_graph, split  # noqa: E402
 
 import gkv  # noqa: E402
@@ -68,20 +66,11 @@ def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
     with gkv.pyg.NeighborLoader((fs, gs), num_neighbors=fanouts,
                                 input_nodes=train_ids, batch_size=batch_size,
                                 shuffle=True, seed=seed, workers=workers) as loader:
-        for epoch in range(epochs):
-            model.train()
-            t0, nb, total = time.perf_counter(), 0, 0.0
-            for data in loader:
-                opt.zero_grad()
-                out = model(data.x, data.edge_index)[:data.batch_size]
-                loss = F.cross_entropy(out, data.y[:data.batch_size])
-                loss.backward()
-                opt.step()
-                nb += 1
-                total += float(loss)
-            dt = time.perf_counter() - t0
-            log("epoch %d: loss %.4f, %.2f s, %d batches, %.1f batches/s"
-                % (epoch, total / max(nb, 1), dt, nb, nb / dt))
+        def loss_of(data):
+            out = model(data.x, data.edge_index)[:data.batch_size]
+            return F.cross_entropy(out, data.y[:data.batch_size])
+
+        sbm_graph.fit(model, opt, loader, epochs, loss_of, log)
     model.eval()
     correct = 0
     with torch.no_grad(), gkv.pyg.NeighborLoader(
@@ -150,25 +139,8 @@ def in_process(config, args):
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--nodes", type=int, default=20000)
-    p.add_argument("--classes", type=int, default=8)
-    p.add_argument("--deg-in", type=int, default=8)
-    p.add_argument("--deg-out", type=int, default=4)
-    p.add_argument("--noise", type=float, default=1.0)
-    p.add_argument("--parts", type=int, default=2)
-    p.add_argument("--fanouts", type=lambda s: [int(v) for v in s.split(",")],
-                   default=[10, 5], help="per hop, hop 1 first (default 10,5)")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--epochs", type=int, default=4)
-    p.add_argument("--hidden", type=int, default=64)
-    p.add_argument("--lr", type=float, default=0.02)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--target", type=float, default=0.9)
-    p.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
-    p.add_argument("--in-process", action="store_true")
-    p.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    return sbm_graph.add_args(p, "per hop, hop 1 first (default 10,5)"
+                              ).parse_args(argv)
 
 
 def main(argv=None):
@@ -176,32 +148,9 @@ def main(argv=None):
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     if args.trainer:
         return 0 if trainer(args) >= args.target else 1
-    work = args.dir or tempfile.mkdtemp(prefix="graphsage-")
-    os.makedirs(work, exist_ok=True)
-    config, _ = partition(os.path.join(work, "parts"), args)
-    if args.in_process:
-        acc = in_process(config, args)
-        ok = acc >= args.target
-    else:
-        build = os.environ.get("BUILD", os.path.join(os.path.dirname(
-            os.path.abspath(__file__)), "..", "build"))
-        ipc = os.path.join(work, "ip_config.txt")
-        with open(ipc, "w") as f:
-            f.writelines(ip_config_lines(args.parts))
-        me = [sys.executable, os.path.abspath(__file__), "--trainer"] + \
-            [a for a in (argv if argv is not None else sys.argv[1:])
-             if a != "--in-process"]
-        cmd = [os.path.join(build, "gkv-launch"), "--ip-config", ipc,
-               "--part-config", config, "--num-servers", "1", "--num-trainers", "1",
-               "--workspace", os.path.join(work, "launch"), "--"] + me
-        print("$ " + " ".join(cmd), flush=True)
-        t0 = time.perf_counter()
-        rc = subprocess.run(cmd).returncode       # it shows the trainer's output
-        print("job: %.1f s, gkv-launch exit status %d" % (time.perf_counter() - t0, rc))
-        ok = rc == 0
-    print("graphsage_pyg: %s (target test accuracy %.2f)"
-          % ("reached" if ok else "NOT reached", args.target))
-    return 0 if ok else 1
+    return sbm_graph.run_job("graphsage_pyg", __file__, argv, args,
+                             lambda d: partition(d, args)[0],
+                             lambda config: in_process(config, args))
 
 
 if __name__ == "__main__":

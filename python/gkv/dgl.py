@@ -146,15 +146,20 @@ def _trainers(client):
     return int(kw.get("rank") or 0) if n > 0 else 0, max(n, 1)
 
 
+def _only(names, what):
+    """The one type of a kind, when no type is named."""
+    if len(names) != 1:
+        raise InvalidArgumentError("the graph has %d %s types: name one "
+                                   "(GKV_EINVAL)" % (len(names), what))
+    return names[0]
+
+
 def _canon_str(book, etype):
     """An edge type (canonical tuple, 'src:rel:dst' or its unique relation
     name) as the canonical string of the partition book."""
     names = book["etypes"]
     if etype is None:
-        if len(names) != 1:
-            raise InvalidArgumentError("the graph has %d edge types: name one "
-                                       "(GKV_EINVAL)" % len(names))
-        return names[0]
+        return _only(names, "edge")
     s = ":".join(etype) if isinstance(etype, tuple) else str(etype)
     if s in names:
         return s
@@ -169,10 +174,7 @@ def _canon_str(book, etype):
 def _ntype(book, ntype):
     names = book["ntypes"]
     if ntype is None:
-        if len(names) != 1:
-            raise InvalidArgumentError("the graph has %d node types: name one "
-                                       "(GKV_EINVAL)" % len(names))
-        return names[0]
+        return _only(names, "node")
     if ntype not in names:
         raise InvalidArgumentError("node type %r: the graph has %s (GKV_EINVAL)"
                                    % (ntype, ", ".join(names)))
