@@ -8,6 +8,7 @@ tests marked needs_dgl also dgl (skipped without it: the rest then runs
 the CSC-block path)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -588,3 +589,79 @@ def test_graphsage_dgl_example_learns(tmp_path, capsys):
     assert "batches/s" in out and "epoch 3" in out
     assert ("dgl.nn.SAGEConv" if dist.HAVE_DGL else "CSC blocks") in out
     assert acc >= 0.9, out
+
+
+# ---- a heterogeneous graph ----------------------------------------------------------------
+
+def test_hetero_graph_and_loader(tmp_path):
+    rng = np.random.default_rng(12)
+    edges = {("user", "buys", "item"): (rng.integers(0, 40, 200), rng.integers(0, 30, 200)),
+             ("item", "bought_by", "user"): (rng.integers(0, 30, 150),
+                                             rng.integers(0, 40, 150)),
+             ("user", "follows", "user"): (rng.integers(0, 40, 100),
+                                           rng.integers(0, 40, 100))}
+    uf = rng.standard_normal((40, 3)).astype(np.float32)
+    itf = rng.standard_normal((30, 2)).astype(np.float32)
+    gkv.partition(str(tmp_path / "h"), edges, {"user": 40, "item": 30}, 1,
+                  method="random", name="shop",
+                  node_feats={("user", "feat"): uf, ("item", "feat"): itf})
+    config = str(tmp_path / "h" / "shop.json")
+    um = np.argsort(np.load(tmp_path / "h" / "mapping" / "node-user.npy"))
+    im = np.argsort(np.load(tmp_path / "h" / "mapping" / "node-item.npy"))
+    shutil.copytree(tmp_path / "h", tmp_path / "ref")   # one handle a store
+    p = gkv.Partition(str(tmp_path / "ref" / "shop.json"))
+    servers, ipc = serve_parts(tmp_path, config, 1)
+    try:
+        dist.initialize(ipc, group="pytest-hetero", timeout_ms=20000)
+        g = dist.DistGraph("shop", part_config=config)
+        assert sorted(g.ntypes) == ["item", "user"] and not g.is_homogeneous()
+        assert g.num_nodes("user") == 40 and g.num_nodes() == 70
+        assert g.num_edges("buys") == 200 and g.num_edges(("user", "follows", "user")) == 100
+        assert ("item", "bought_by", "user") in g.canonical_etypes
+        assert g.nodes["item"].data.keys() == ["feat"]
+        np.testing.assert_array_equal(g.nodes["item"].data["feat"][[0, 29]].numpy(),
+                                      itf[im[[0, 29]]])
+        with pytest.raises(gkv.InvalidArgumentError, match="2 node types"):
+            g.ndata
+        with pytest.raises(gkv.InvalidArgumentError, match="node type 'shop'"):
+            g.nodes["shop"]
+        fan = [{"buys": 2, "bought_by": 3, "follows": 2}, {"buys": 2, "bought_by": 2,
+                                                          "follows": 1}]
+        ut = g.ntypes.index("user")
+        with dist.DistNodeDataLoader(g, {"user": torch.arange(0, 40, 3)},
+                                     dist.NeighborSampler(fan), batch_size=5,
+                                     feats=["feat"], label="feat", seed=3) as ld:
+            for i, (inp, seeds, blocks) in enumerate(ld):
+                canon = [{et: f[et.split(":")[1]] for et in p.pbook()["etypes"]}
+                         for f in fan]
+                ref = p.sample_blocks({ut: seeds["user"].numpy()}, canon,
+                                      seed=gkv.Loader.batch_seed(3, 0, i))
+                for t, nt in enumerate(p.pbook()["ntypes"]):
+                    np.testing.assert_array_equal(inp[nt].numpy(),
+                                                  np.asarray(ref[0].nodes[t]))
+                for blk, r in zip(blocks, ref):
+                    for e, et in enumerate(p.pbook()["etypes"]):
+                        cet = tuple(et.split(":"))
+                        s, d, eid = (np.asarray(a) for a in r.edges[e])
+                        if dist.HAVE_DGL:
+                            bs, bd = blk.edges(etype=cet, order="eid")
+                            np.testing.assert_array_equal(bs.numpy(), s)
+                            np.testing.assert_array_equal(bd.numpy(), d)
+                            np.testing.assert_array_equal(
+                                blk.edges[cet].data[dist._dgl.EID].numpy(), eid)
+                        else:
+                            assert blk.indptr[cet][-1] == len(s)
+                src0 = (blocks[0].srcnodes["user"].data["feat"] if dist.HAVE_DGL
+                        else blocks[0].srcdata["feat"])
+                np.testing.assert_array_equal(src0.numpy(), uf[um[inp["user"].numpy()]])
+                lab = (blocks[-1].dstnodes["user"].data["feat"] if dist.HAVE_DGL
+                       else blocks[-1].dstdata["feat"])
+                np.testing.assert_array_equal(lab.numpy(), uf[um[seeds["user"].numpy()]])
+        with pytest.raises(gkv.NotSupportedError, match="one node type"):
+            dist.DistNodeDataLoader(g, {"user": torch.arange(2), "item": torch.arange(2)},
+                                    dist.NeighborSampler([1]), batch_size=2)
+    finally:
+        dist.exit_client()
+        p.close()
+        for s in servers:
+            s.stop()
