@@ -15,8 +15,11 @@
    the train mask, dist.DistNodeDataLoader yielding (input_nodes, seeds,
    blocks) sampled on the servers with their feature and label rows, and
    DGL's SAGEConv (mean) on the blocks; without dgl installed, a mean
-   aggregation of the loader's CSC blocks in plain PyTorch. It prints
-   epoch time and batches/s, then the test accuracy.
+   aggregation of the loader's CSC blocks in plain PyTorch. The trainers
+   (one per machine) train one model with DistributedDataParallel (gloo,
+   from the torch.distributed variables gkv-launch sets), each on its
+   node_split share. It prints epoch time and batches/s, then the test
+   accuracy over every trainer's share.
 
 It exits 1 unless the test accuracy reaches --target (0.9). --in-process
 serves the partitions with gkv.Server threads instead of gkv-launch (what
@@ -86,7 +89,9 @@ def train(g, *, fanouts, batch_size, epochs, hidden, lr, seed, classes,
     train_ids = dist.node_split(g.ndata["train_mask"], pb)
     test_ids = dist.node_split(g.ndata["test_mask"], pb)
     d_in = g.ndata["x"].shape[1]
-    model = SAGE(d_in, hidden, classes, len(fanouts))
+    net = SAGE(d_in, hidden, classes, len(fanouts))
+    ddp = torch.distributed.is_initialized()      # several trainers
+    model = torch.nn.parallel.DistributedDataParallel(net) if ddp else net
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sampler = dist.NeighborSampler(fanouts)
     with dist.DistNodeDataLoader(g, train_ids, sampler, batch_size=batch_size,
@@ -97,18 +102,22 @@ def train(g, *, fanouts, batch_size, epochs, hidden, lr, seed, classes,
             out = model(blocks, blocks[0].srcdata["x"])
             return F.cross_entropy(out, blocks[-1].dstdata["y"])
 
-        sbm_graph.fit(model, opt, loader, epochs, loss_of, log)
-    model.eval()
+        sbm_graph.fit(model, opt, loader, epochs, loss_of, log,
+                      join=model.join if ddp else None)
+    net.eval()
     correct = 0
     with torch.no_grad(), dist.DistNodeDataLoader(
             g, test_ids, sampler, batch_size=1024, feats=["x"], label="y",
             seed=seed + 1, workers=workers) as loader:
         for input_nodes, seeds, blocks in loader:
-            pred = model(blocks, blocks[0].srcdata["x"]).argmax(1)
+            pred = net(blocks, blocks[0].srcdata["x"]).argmax(1)
             correct += int((pred == blocks[-1].dstdata["y"]).sum())
-    acc = correct / max(len(test_ids), 1)
+    counts = torch.tensor([correct, len(test_ids)], dtype=torch.float64)
+    if ddp:                                       # every trainer's share
+        torch.distributed.all_reduce(counts)
+    acc = float(counts[0] / counts[1].clamp(min=1))
     log("test accuracy %.4f (%d nodes, %s)" % (
-        acc, len(test_ids), "dgl.nn.SAGEConv on DGL blocks" if dist.HAVE_DGL
+        acc, int(counts[1]), "dgl.nn.SAGEConv on DGL blocks" if dist.HAVE_DGL
         else "mean aggregation on CSC blocks"))
     return acc
 
@@ -133,12 +142,17 @@ def partition(outdir, args):
 
 def run_train(args, **kw):
     dist.initialize(timeout_ms=60000, **kw)     # gkv-launch's environment
+    ddp = int(os.environ.get("WORLD_SIZE", 1)) > 1 and "ip_config" not in kw
+    if ddp:                 # gkv-launch gives torch.distributed's env:// too
+        torch.distributed.init_process_group("gloo")
     try:
         return train(dist.DistGraph("sbm"), fanouts=args.fanouts,
                      batch_size=args.batch_size, epochs=args.epochs,
                      hidden=args.hidden, lr=args.lr, seed=args.seed,
                      classes=args.classes, workers=args.workers)
     finally:
+        if ddp:
+            torch.distributed.destroy_process_group()
         dist.exit_client()
 
 

@@ -9,6 +9,7 @@ gives its label about half the time at noise 1.0; its neighbourhood gives
 it). Edges go both ways.
 """
 import argparse
+import contextlib
 import os
 import socket
 import subprocess
@@ -99,24 +100,30 @@ def launch(script, argv, args, config, work):
            "--workspace", os.path.join(work, "launch"), "--"] + me
     print("$ " + " ".join(cmd), flush=True)
     t0 = time.perf_counter()
-    rc = subprocess.run(cmd).returncode       # it shows the trainer's output
+    # torch.distributed's rendezvous port (gkv-launch passes MASTER_PORT on
+    # to the trainers): a free one rather than 29500
+    env = dict(os.environ, MASTER_PORT=ip_config_lines(1)[0].split()[1])
+    rc = subprocess.run(cmd, env=env).returncode       # it shows the trainer's output
     print("job: %.1f s, gkv-launch exit status %d" % (time.perf_counter() - t0, rc))
     return rc == 0
 
 
-def fit(model, opt, loader, epochs, loss_of, log=print):
+def fit(model, opt, loader, epochs, loss_of, log=print, join=None):
     """Trains model for 'epochs' passes over loader (loss_of(batch): the
-    batch's loss), printing each epoch's mean loss, time and batches/s."""
+    batch's loss), printing each epoch's mean loss, time and batches/s.
+    join: DistributedDataParallel's join (trainers with uneven batch
+    counts), or None."""
     for epoch in range(epochs):
         model.train()
         t0, nb, total = time.perf_counter(), 0, 0.0
-        for batch in loader:
-            opt.zero_grad()
-            loss = loss_of(batch)
-            loss.backward()
-            opt.step()
-            nb += 1
-            total += float(loss)
+        with join() if join is not None else contextlib.nullcontext():
+            for batch in loader:
+                opt.zero_grad()
+                loss = loss_of(batch)
+                loss.backward()
+                opt.step()
+                nb += 1
+                total += float(loss)
         dt = time.perf_counter() - t0
         log("epoch %d: loss %.4f, %.2f s, %d batches, %.1f batches/s"
             % (epoch, total / max(nb, 1), dt, nb, nb / dt))

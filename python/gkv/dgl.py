@@ -194,7 +194,9 @@ class PartitionBook:
         if self._b is None:
             raise NotSupportedError("the servers serve a plain store: there is "
                                     "no partition book (GKV_ENOTSUP)")
-        self.partid = 0
+        # this trainer's partition: its machine's under gkv-launch (machine
+        # m serves partition m), else 0
+        self.partid = int(os.environ.get("GKV_MACHINE", 0) or 0)
 
     def num_partitions(self):
         return self._b["num_parts"]
