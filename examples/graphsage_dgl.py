@@ -151,7 +151,8 @@ def run_train(args, **kw):
                      hidden=args.hidden, lr=args.lr, seed=args.seed,
                      classes=args.classes, workers=args.workers)
     finally:
-        if ddp:
+        if ddp:             # together: rank 0 alone in it could wait forever
+            torch.distributed.barrier()
             torch.distributed.destroy_process_group()
         dist.exit_client()
 
@@ -180,7 +181,7 @@ def parse(argv):
 
 def main(argv=None):
     args = parse(argv)
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    torch.set_num_threads(sbm_graph.torch_threads())
     if args.trainer:
         return 0 if run_train(args) >= args.target else 1
     return sbm_graph.run_job("graphsage_dgl", __file__, argv, args, lambda d: partition(d, args),

@@ -145,7 +145,7 @@ def parse(argv):
 
 def main(argv=None):
     args = parse(argv)
-    torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
+    torch.set_num_threads(sbm_graph.torch_threads())
     if args.trainer:
         return 0 if trainer(args) >= args.target else 1
     return sbm_graph.run_job("graphsage_pyg", __file__, argv, args,

@@ -59,6 +59,16 @@ def ip_config_lines(count):
     return lines
 
 
+def torch_threads():
+    """Threads for torch's operators in a trainer: a quarter of the CPUs,
+    1 to 4. Its OpenMP threads spin while they wait; on a small machine
+    that also runs the servers (and, under gkv-launch on one host, one
+    server and one trainer per partition) more threads starve the servers:
+    on 2 cores with 2 threads, batches from gkv-server processes came 10 to
+    20 times slower than with 1."""
+    return max(1, min(4, (os.cpu_count() or 1) // 4))
+
+
 def add_args(p, fanout_help):
     """The options both examples take, on argparse parser p."""
     p.add_argument("--nodes", type=int, default=20000)
