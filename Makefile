@@ -377,14 +377,18 @@ $(PY_VENV)/.requirements-torch: $(PY_REQ_TORCH) $(PY_VENV)/.requirements
 	$(Q)$(PY_VENV)/bin/pip install -q -r $(PY_REQ) -r $(PY_REQ_TORCH)
 	$(Q)cp $(PY_REQ_TORCH) $@
 
-$(PY_VENV)/.gkv-installed: $(PY_VENV)/.requirements $(BUILD)/libgkv.a $(PY_SRC)
+# The package goes in after the torch layer (two pip runs in one
+# environment at once, as make -j would start them, could break it).
+PY_TORCH_LAYER := $(if $(filter yes,$(PY_TORCH)),$(PY_VENV)/.requirements-torch)
+
+$(PY_VENV)/.gkv-installed: $(PY_VENV)/.requirements $(BUILD)/libgkv.a $(PY_SRC) | $(PY_TORCH_LAYER)
 	@echo "  PIP     python/ into $(PY_VENV)"
 	$(Q)rm -rf python/build python/gkv.egg-info
 	$(Q)GKV_BUILD=$(abspath $(BUILD)) $(PY_VENV)/bin/pip install -q --no-build-isolation --no-deps ./python
 	$(Q)rm -rf python/build python/gkv.egg-info
 	$(Q)touch $@
 
-python: $(PY_VENV)/.gkv-installed $(if $(filter yes,$(PY_TORCH)),$(PY_VENV)/.requirements-torch)
+python: $(PY_VENV)/.gkv-installed
 
 test-python: all python
 	@cd python/tests && GKVT_BUILD=$(abspath $(BUILD)) $(PY_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)

@@ -12,12 +12,16 @@
    gives it);
 2. partitions it with gkv.partition() (features "x" and labels "y" stored
    as node/_N/x, node/_N/y);
-3. starts the servers with gkv-launch (one per partition), which runs this
-   script again as the trainer (--trainer): it connects with the GKV_*
-   variables gkv-launch sets, and trains a PyG GraphSAGE (SAGEConv, mean
-   aggregation: no pyg-lib or torch-sparse) on mini-batches from
-   gkv.pyg.NeighborLoader (sampled with their rows on the servers), then
-   measures test accuracy, printing epoch time and batches/s.
+3. starts the servers with gkv-launch (one per partition, each on a
+   "machine" of a loopback ip_config), which runs this script again as
+   the trainers (--trainer, one per machine): each connects with the GKV_*
+   variables gkv-launch sets, and together they train one PyG GraphSAGE
+   (SAGEConv, mean aggregation: no pyg-lib or torch-sparse) with
+   DistributedDataParallel (gloo, through the torch.distributed variables
+   gkv-launch sets), each on its slice of the training nodes, in
+   mini-batches from gkv.pyg.NeighborLoader (sampled with their rows on the
+   servers); then they measure test accuracy, printing epoch time and
+   batches/s (rank 0's output is shown at the end).
 
 It exits 1 unless the test accuracy reaches --target (0.9). --in-process
 serves the partitions with gkv.Server threads instead of gkv-launch (what
@@ -33,7 +37,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sbm_graph  # noqa: E402
-from sbm_graph import ip_config_lines, make_graph, split  # noqa: E402
+from sbm_graph import make_graph, split  # noqa: E402
 
 import gkv  # noqa: E402
 import gkv.pyg  # noqa: E402
@@ -55,13 +59,21 @@ class SAGE(torch.nn.Module):
 
 
 def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
-          lr, seed, classes, log=print, workers=2, part_config=None):
-    """Trains on train_ids through gkv.pyg; returns the test accuracy."""
+          lr, seed, classes, log=print, workers=2, part_config=None, dist=None):
+    """Trains on train_ids through gkv.pyg; returns the test accuracy.
+    dist: torch.distributed, initialized, when several trainers share the
+    work (each takes an equal slice of the IDs; DistributedDataParallel
+    averages the gradients; the accuracy counts every slice)."""
     torch.manual_seed(seed)
     fs = gkv.pyg.FeatureStore(client, part_config)
     gs = gkv.pyg.GraphStore(client)
     d_in = fs.get_tensor_size(None, "x")[1]
     model = SAGE(d_in, hidden, classes, len(fanouts))
+    world, rank = (dist.get_world_size(), dist.get_rank()) if dist else (1, 0)
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+        train_ids = train_ids[rank::world][:len(train_ids) // world]
+        test_ids = test_ids[rank::world]
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     with gkv.pyg.NeighborLoader((fs, gs), num_neighbors=fanouts,
                                 input_nodes=train_ids, batch_size=batch_size,
@@ -70,7 +82,8 @@ def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
             out = model(data.x, data.edge_index)[:data.batch_size]
             return F.cross_entropy(out, data.y[:data.batch_size])
 
-        sbm_graph.fit(model, opt, loader, epochs, loss_of, log)
+        sbm_graph.fit(model, opt, loader, epochs, loss_of, log,
+                      join=model.join if world > 1 else None)
     model.eval()
     correct = 0
     with torch.no_grad(), gkv.pyg.NeighborLoader(
@@ -79,8 +92,11 @@ def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
         for data in loader:
             pred = model(data.x, data.edge_index)[:data.batch_size].argmax(1)
             correct += int((pred == data.y[:data.batch_size]).sum())
-    acc = correct / len(test_ids)
-    log("test accuracy %.4f (%d nodes)" % (acc, len(test_ids)))
+    counts = torch.tensor([correct, len(test_ids)])
+    if world > 1:
+        dist.all_reduce(counts)
+    acc = int(counts[0]) / int(counts[1])
+    log("test accuracy %.4f (%d nodes)" % (acc, int(counts[1])))
     return acc
 
 
@@ -103,16 +119,24 @@ def trainer(args):
                    group=env.get("GKV_GROUP", "gkv"), rank=int(env.get("GKV_RANK", 0)),
                    group_size=int(env.get("GKV_WORLD_SIZE", 1)),
                    num_servers=int(env.get("GKV_NUM_SERVERS", 0)), timeout_ms=60000)
+    dist = None
+    if int(env.get("WORLD_SIZE", 1)) > 1:     # gkv-launch sets torch's env://
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
     try:
         train_ids, test_ids = split(args.nodes, args.seed)
-        acc = run_train(c, train_ids, test_ids, args)
+        acc = run_train(c, train_ids, test_ids, args, dist=dist)
     finally:
+        if dist is not None:    # together: rank 0 alone in it could wait forever
+            dist.barrier()
+            dist.destroy_process_group()
         c.close()
     return acc
 
 
-def run_train(c, train_ids, test_ids, args, part_config=None):
-    return train(c, train_ids, test_ids, part_config=part_config, fanouts=args.fanouts,
+def run_train(c, train_ids, test_ids, args, part_config=None, dist=None):
+    return train(c, train_ids, test_ids, part_config=part_config, dist=dist,
+                 fanouts=args.fanouts,
                  batch_size=args.batch_size, epochs=args.epochs, hidden=args.hidden,
                  lr=args.lr, seed=args.seed, classes=args.classes,
                  workers=args.workers)
@@ -123,7 +147,7 @@ def in_process(config, args):
     servers = []
     ipc = os.path.join(os.path.dirname(config), "ip_config.txt")
     with open(ipc, "w") as f:
-        f.writelines(ip_config_lines(args.parts))
+        f.writelines(sbm_graph.ip_config_lines(args.parts))
     try:
         for m in range(args.parts):
             servers.append(gkv.Server(ipc, part_config=config, part_id=m, machine=m))

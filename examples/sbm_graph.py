@@ -61,12 +61,14 @@ def ip_config_lines(count):
 
 def torch_threads():
     """Threads for torch's operators in a trainer: a quarter of the CPUs,
+    shared by the machine's trainers (GKV_NUM_TRAINERS under gkv-launch),
     1 to 4. Its OpenMP threads spin while they wait; on a small machine
     that also runs the servers (and, under gkv-launch on one host, one
     server and one trainer per partition) more threads starve the servers:
     on 2 cores with 2 threads, batches from gkv-server processes came 10 to
     20 times slower than with 1."""
-    return max(1, min(4, (os.cpu_count() or 1) // 4))
+    per = max(1, int(os.environ.get("GKV_NUM_TRAINERS", 1) or 1))
+    return max(1, min(4, (os.cpu_count() or 1) // 4 // per))
 
 
 def add_args(p, fanout_help):
@@ -113,7 +115,11 @@ def launch(script, argv, args, config, work):
     # torch.distributed's rendezvous port (gkv-launch passes MASTER_PORT on
     # to the trainers): a free one rather than 29500
     env = dict(os.environ, MASTER_PORT=ip_config_lines(1)[0].split()[1])
-    rc = subprocess.run(cmd, env=env).returncode       # it shows the trainer's output
+    rc = subprocess.run(cmd, env=env).returncode
+    log = os.path.join(work, "launch", "logs", "trainer-0-0.log")
+    if os.path.exists(log):
+        print("-- rank 0 (%s):" % log)
+        sys.stdout.write(open(log).read())
     print("job: %.1f s, gkv-launch exit status %d" % (time.perf_counter() - t0, rc))
     return rc == 0
 

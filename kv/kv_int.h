@@ -188,15 +188,61 @@ void    kv__snap_end(kv_snap *sn);
  * must be restartable. On any error the store is unchanged. */
 typedef gkv_err (*kv_write_fn)(gkv_store *s, MDB_txn *txn, void *arg);
 gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
+/* kv__write() of a write done in slices (kv__slice_begin) of *every steps
+ * (fn reads *every; NULL or 0: no slices). When a slice finds LMDB's
+ * dirty list full (KV_ETXNFULL), runs fn once more with *every 0. */
+gkv_err kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg,
+                         size_t *every);
+/* What kv__from_mdb() makes of MDB_TXN_FULL; kv__write returns GKV_EIO. */
+#define KV_ETXNFULL ((gkv_err)-1001)
 /* kv__write() of a write to tensors n1 and n2 (either may be NULL): inside
  * the transaction, under LMDB's writer lock, first kv__wb_foreign() of
  * each (wbown.c: where another process keeps them in write-back, the
  * write would be lost at its next flush). */
 gkv_err kv__write_named(gkv_store *s, const char *n1, const char *n2,
                         kv_write_fn fn, void *arg);
+/* The same, in slices of *every steps (kv__write_sliced). */
+gkv_err kv__write_named_sliced(gkv_store *s, const char *n1, const char *n2,
+                               kv_write_fn fn, void *arg, size_t *every);
 /* Waits for LMDB's writer lock once (a write transaction begun and
  * aborted): every write transaction begun before has ended. */
 gkv_err kv__writer_barrier(gkv_store *s);
+
+/* A write transaction's work in slices: LMDB keeps a transaction's dirty
+ * pages in one sorted array, and inserting a page number below the
+ * largest one moves every entry above it. A write that dirties more than
+ * a few thousand pages taken from a fragmented free list (every free-list
+ * record merged during the write spans the whole file) spent most of its
+ * time there: 74 % of a write-back flush of 170,000 one-page chunks
+ * (doc/BENCHMARKS.md, "Write-back flush (issue 27)"). A slice is a
+ * nested transaction of at most 'every' steps; its dirty list stays short,
+ * and committing it merges that list into the parent's in one linear pass.
+ * Only the parent's commit makes the write durable or visible (a slice's
+ * spilled pages go to pages no committed state uses), so the write stays
+ * one atomic transaction. kv__slice_begin begins the first slice (every
+ * 0: no nesting, sl->txn is 'parent'; callers pass 0 for a write of one
+ * slice or less, which nesting would only slow) with a cursor on st_data
+ * (sl->cur);
+ * kv__slice_step, called after each step, when no pointer into a page
+ * of the slice is used any more, commits the slice and begins the next
+ * every 'every' steps; kv__slice_end commits the last one (rc GKV_OK) or
+ * aborts it and returns rc. Past LMDB's 131,072 dirty pages a slice can
+ * only spill its own pages, and may have none yet (MDB_TXN_FULL):
+ * kv__write_sliced then runs the whole write again unsliced, where LMDB
+ * spills as it needs. */
+typedef struct kv_slice {
+    gkv_store *s;
+    MDB_txn *parent, *txn;
+    MDB_cursor *cur;
+    size_t n, every;
+} kv_slice;
+gkv_err kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every,
+                        kv_slice *sl);
+gkv_err kv__slice_step(kv_slice *sl);
+/* Tests only: when set, the step of a sliced write that brings it to 0
+ * fails as a full dirty list would (KV_ETXNFULL). 0 normally. */
+extern size_t kv__slice_full_at;
+gkv_err kv__slice_end(kv_slice *sl, gkv_err rc);
 
 /* Marks s damaged (st_damaged): its writes are refused from now on. */
 void    kv__damaged(gkv_store *s);
@@ -331,7 +377,11 @@ typedef struct kv_push {
                                * else averaged */
     gkv_push_fn fn;
     void *ctx;
+    size_t slice;             /* chunks per nested transaction of a push
+                               * to the store (kv__slice_begin; 0: none) */
 } kv_push;
+/* The slice of gkv_tensor_push (16384 chunks; tests set other values). */
+extern size_t kv__push_slice;
 
 /* Optimizer state companions of handler k: how many, and the i-th suffix
  * ("#adagrad_s", ...). */
@@ -647,6 +697,9 @@ kv__wb_touch(gkv_store *s, kv_mirror *m, uint64_t c)
 /* Tests only: called by a flush once it has marked its chunks pending,
  * before it writes them (no lock held). NULL normally. */
 extern void (*kv__wb_flush_hook)(gkv_store *s);
+/* Chunks a flush writes per nested transaction (kv__slice_begin; 0: no
+ * nesting). 16384 by default; tests set other values. */
+extern size_t kv__wb_slice;
 /* Tests only: called by a load of a write-back copy (the tensor, at
  * gkv_writeback_start, or a state companion 'name') once it has read the
  * record of 'name', inside the snapshot it reads the rows from, before it

@@ -124,10 +124,10 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
     double *g = NULL;
     unsigned char *sbuf = NULL;   /* nst state chunks, sbuf_one bytes each */
     size_t sbuf_one = 0;
-    MDB_cursor *cur = NULL;
+    kv_slice sl = {0};
+    uint64_t nc = 0;              /* chunks the push touches */
     gkv_tensor_desc desc;
     gkv_err rc;
-    int mrc;
 
     if ((rc = kv__rec_get(s, txn, a->name, &r)) != GKV_OK ||
         (rc = kv__push_check(s, a, &r)) != GKV_OK || a->n == 0)
@@ -159,7 +159,7 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
          * held in RAM until the commit: IDs spread over a large tensor
          * cost a chunk each. Refuse at once what the disk cannot take
          * (looked up only past 64 MiB: no system call for the usual push) */
-        uint64_t nc = 0, prev = UINT64_MAX, per = kv__chunk_size(&r, 0), bytes;
+        uint64_t prev = UINT64_MAX, per = kv__chunk_size(&r, 0), bytes;
         uint64_t bound = 0;
         for (size_t k = 0; k < nst; k++)
             per += kv__chunk_size(&st[k], 0);
@@ -185,15 +185,16 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
         rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory", a->name);
         goto out;
     }
-    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0) {
-        rc = kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", a->name,
-                      mdb_strerror(mrc));
-        goto out;
-    }
     if (a->kind == KV_H_CUSTOM) {
         memset(&desc, 0, sizeof desc);
         gkv_tensor_info(s, &(gkv_txn){.tx_store = s, .tx_txn = txn}, a->name, &desc);
     }
+    /* a slice per a->slice chunks (kv__slice_begin): LMDB's sorted dirty
+     * list stays short however fragmented its free list is. A push of one
+     * slice or less is not nested: that would only cost. */
+    if ((rc = kv__slice_begin(s, txn, nc > a->slice ? a->slice : 0,
+                              &sl)) != GKV_OK)
+        goto out;
     for (size_t i = 0; i < a->n;) {
         uint64_t c = (a->ids[order[i]] - r.lo) / r.chunk_rows;
         uint64_t c0 = r.lo + c * r.chunk_rows;   /* first ID of the chunk */
@@ -208,11 +209,11 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
          * place and sealed, and only then are the state chunks put back. */
         for (size_t k = 0; k < nst; k++) {
             sval[k] = sbuf + k * sbuf_one;
-            if ((rc = state_load(s, cur, &st[k], a->name, c, sval[k])) != GKV_OK)
+            if ((rc = state_load(s, sl.cur, &st[k], a->name, c, sval[k])) != GKV_OK)
                 goto out;
             sval[k] += KV_CHUNK_HDR;
         }
-        if ((rc = kv__chunk_cow(s, cur, &r, a->name, c, &val)) != GKV_OK)
+        if ((rc = kv__chunk_cow(s, sl.cur, &r, a->name, c, &val)) != GKV_OK)
             goto out;
         if ((rc = kv__apply_run(s, a, &r, &desc, st, nst, order, i, e, c0,
                                 val + KV_CHUNK_HDR, sval, g)) != GKV_OK)
@@ -221,19 +222,22 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
         for (size_t k = 0; k < nst; k++) {
             sval[k] -= KV_CHUNK_HDR;
             kv__chunk_seal(&st[k], c, sval[k]);
-            if ((rc = chunk_put(s, cur, &st[k], a->name, c, sval[k])) != GKV_OK)
+            if ((rc = chunk_put(s, sl.cur, &st[k], a->name, c, sval[k])) != GKV_OK)
                 goto out;
         }
+        if ((rc = kv__slice_step(&sl)) != GKV_OK)
+            goto out;
         i = e;
     }
 out:
-    if (cur != NULL)
-        mdb_cursor_close(cur);
+    rc = kv__slice_end(&sl, rc);
     gkv__free(order);
     gkv__free(g);
     gkv__free(sbuf);
     return rc;
 }
+size_t kv__push_slice = 16384;
+
 gkv_err
 gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
                 const void *rows, size_t rows_len, const gkv_push_args *args)
@@ -285,7 +289,8 @@ gkv_tensor_push(gkv_store *s, const char *name, const uint64_t *ids, size_t n,
         if (kv__direct_lock(s, name))
             break;
     }
-    rc = kv__write_named(s, name, NULL, kv__push_fn, &a);
+    a.slice = kv__push_slice;
+    rc = kv__write_named_sliced(s, name, NULL, kv__push_fn, &a, &a.slice);
     pthread_rwlock_unlock(&s->st_wb_lock);
     return rc;
 }

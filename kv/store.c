@@ -33,6 +33,7 @@ kv__from_mdb(int rc)
     case MDB_CORRUPTED:
     case MDB_PAGE_NOTFOUND:    return GKV_ECORRUPT;
     case MDB_READERS_FULL:     return GKV_EBUSY;
+    case MDB_TXN_FULL:         return KV_ETXNFULL;   /* kv__write: GKV_EIO */
     default:                   return gkv__from_errno(rc);
     }
 }
@@ -410,8 +411,8 @@ touch_commit(gkv_store *s)
     return mrc;
 }
 
-gkv_err
-kv__write(gkv_store *s, kv_write_fn fn, void *arg)
+static gkv_err
+write_loop(gkv_store *s, kv_write_fn fn, void *arg)
 {
     gkv_err rc;
     int touched = 0;
@@ -464,6 +465,28 @@ kv__write(gkv_store *s, kv_write_fn fn, void *arg)
     }
 }
 
+gkv_err
+kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg, size_t *every)
+{
+    size_t want = every != NULL ? *every : 0;
+    gkv_err rc = write_loop(s, fn, arg);
+
+    if (rc == KV_ETXNFULL && want > 0) {
+        /* a slice found LMDB's dirty list full: once more, unsliced */
+        kv__clear(s);
+        *every = 0;
+        rc = write_loop(s, fn, arg);
+        *every = want;
+    }
+    return rc == KV_ETXNFULL ? GKV_EIO : rc;   /* as before slices */
+}
+
+gkv_err
+kv__write(gkv_store *s, kv_write_fn fn, void *arg)
+{
+    return kv__write_sliced(s, fn, arg, NULL);
+}
+
 struct named_arg {
     const char *n1, *n2;
     kv_write_fn fn;
@@ -483,12 +506,80 @@ named_fn(gkv_store *s, MDB_txn *txn, void *arg)
 }
 
 gkv_err
-kv__write_named(gkv_store *s, const char *n1, const char *n2, kv_write_fn fn,
-                void *arg)
+kv__write_named_sliced(gkv_store *s, const char *n1, const char *n2,
+                       kv_write_fn fn, void *arg, size_t *every)
 {
     struct named_arg a = {n1, n2, fn, arg};
 
-    return kv__write(s, named_fn, &a);
+    return kv__write_sliced(s, named_fn, &a, every);
+}
+
+gkv_err
+kv__write_named(gkv_store *s, const char *n1, const char *n2, kv_write_fn fn,
+                void *arg)
+{
+    return kv__write_named_sliced(s, n1, n2, fn, arg, NULL);
+}
+
+/* ---- a write in slices (nested transactions) ---------------------------- */
+
+gkv_err
+kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
+{
+    int mrc;
+
+    sl->s = s;
+    sl->parent = sl->txn = parent;
+    sl->cur = NULL;
+    sl->n = 0;
+    sl->every = every;
+    if (every > 0 && (mrc = mdb_txn_begin(s->st_env, parent, 0, &sl->txn)) != 0) {
+        sl->txn = NULL;
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
+                        "nested transaction: %s", s->st_path, mdb_strerror(mrc));
+    }
+    if ((mrc = mdb_cursor_open(sl->txn, s->st_data, &sl->cur)) != 0) {
+        sl->cur = NULL;
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                        mdb_strerror(mrc));
+    }
+    return GKV_OK;
+}
+
+size_t kv__slice_full_at;
+
+gkv_err
+kv__slice_step(kv_slice *sl)
+{
+    gkv_err rc;
+
+    if (sl->every > 0 && kv__slice_full_at > 0 && --kv__slice_full_at == 0)
+        return kv__fail(sl->s, KV_ETXNFULL, "store '%s': %s (test)",
+                        sl->s->st_path, mdb_strerror(MDB_TXN_FULL));
+    if (sl->every == 0 || ++sl->n % sl->every != 0)
+        return GKV_OK;
+    if ((rc = kv__slice_end(sl, GKV_OK)) != GKV_OK)
+        return rc;
+    return kv__slice_begin(sl->s, sl->parent, sl->every, sl);
+}
+
+gkv_err
+kv__slice_end(kv_slice *sl, gkv_err rc)
+{
+    int mrc;
+
+    if (sl->cur != NULL)
+        mdb_cursor_close(sl->cur);
+    sl->cur = NULL;
+    if (sl->txn == NULL || sl->txn == sl->parent)
+        return rc;
+    if (rc != GKV_OK)
+        mdb_txn_abort(sl->txn);
+    else if ((mrc = mdb_txn_commit(sl->txn)) != 0)   /* frees it either way */
+        rc = kv__fail(sl->s, kv__from_mdb(mrc), "store '%s': cannot commit a "
+                      "nested transaction: %s", sl->s->st_path, mdb_strerror(mrc));
+    sl->txn = NULL;
+    return rc;
 }
 
 gkv_err

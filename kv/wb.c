@@ -204,7 +204,9 @@ state_mirrors_load(gkv_store *s, MDB_txn *txn, const char *name,
  * So the store gets the state at the push boundary, pushes never wait for
  * the flush's copy or its write, and no second copy of the dirty data is
  * made unless pushes come during the flush (and then only of the chunks
- * they change). */
+ * they change). The transaction writes its chunks in slices of
+ * kv__wb_slice (nested transactions, kv__slice_begin), so its cost follows
+ * the pages it writes, not the state of LMDB's free list. */
 
 void (*kv__wb_flush_hook)(gkv_store *s);
 
@@ -224,7 +226,11 @@ typedef struct wb_stage {
     size_t used;                /* saved copies fill it from the front, so
                                  * what stays resident is the most one
                                  * flush saved */
+    size_t slice;               /* chunks per nested transaction (0: one
+                                 * transaction, no nesting) */
 } wb_stage;
+
+size_t kv__wb_slice = 16384;
 
 static size_t
 chunk_len(const kv_rec *r, uint64_t c)
@@ -280,19 +286,20 @@ static gkv_err
 flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
 {
     wb_stage *st = arg;
-    MDB_cursor *cur;
+    kv_slice sl;
+    gkv_err rc;
     int mrc;
 
-    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
-        return kv__fail(s, kv__from_mdb(mrc), "write-back flush: %s",
-                        mdb_strerror(mrc));
+    /* no nesting for a flush of one slice or less: it would only cost */
+    if ((rc = kv__slice_begin(s, txn, st->np > st->slice ? st->slice : 0,
+                              &sl)) != GKV_OK)
+        return kv__slice_end(&sl, rc);
     for (size_t i = 0; i < st->np; i++)   /* a retry looks again */
         st->p[i].m->gone = st->p[i].parent->gone = 0;
     for (size_t i = 0; i < st->np; i++) {
         const wb_piece *p = &st->p[i];
         unsigned char kb[KV_KEY_LEN];
         MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(&p->m->r, p->c), NULL};
-        gkv_err rc;
 
         /* the tensor and this companion must still be the ones we
          * loaded: another handle may have deleted or replaced them. Then
@@ -300,21 +307,19 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
          * others still written. A companion of a gone tensor is skipped
          * even when it is the store's: it could be the new tensor's. */
         if (i == 0 || p->m != st->p[i - 1].m) {
-            if ((rc = check_gone(s, txn, p->parent)) != GKV_OK ||
+            if ((rc = check_gone(s, sl.txn, p->parent)) != GKV_OK ||
                 (p->m != p->parent &&
-                 (rc = check_gone(s, txn, p->m)) != GKV_OK)) {
-                mdb_cursor_close(cur);
-                return rc;
-            }
+                 (rc = check_gone(s, sl.txn, p->m)) != GKV_OK))
+                return kv__slice_end(&sl, rc);
         }
         if (p->m->gone || p->parent->gone)
             continue;
         kv__key(kb, p->m->r.tid, p->c);
-        if ((mrc = mdb_cursor_put(cur, &k, &d, MDB_RESERVE)) != 0) {
-            mdb_cursor_close(cur);
-            return kv__fail(s, kv__from_mdb(mrc), "write-back flush: tensor "
-                            "'%s' chunk %llu: %s", p->m->name,
-                            (unsigned long long)p->c, mdb_strerror(mrc));
+        if ((mrc = mdb_cursor_put(sl.cur, &k, &d, MDB_RESERVE)) != 0) {
+            rc = kv__fail(s, kv__from_mdb(mrc), "write-back flush: tensor "
+                          "'%s' chunk %llu: %s", p->m->name,
+                          (unsigned long long)p->c, mdb_strerror(mrc));
+            return kv__slice_end(&sl, rc);
         }
         /* a retry after a map resize runs this again: pending chunks are
          * still unchanged in the mirror, saved ones in the stage */
@@ -324,9 +329,19 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
                d.mv_size - KV_CHUNK_HDR);
         pthread_mutex_unlock(&s->st_wb_copy_mu);
         kv__chunk_seal(&p->m->r, p->c, d.mv_data);
+        if ((rc = kv__slice_step(&sl)) != GKV_OK)
+            return kv__slice_end(&sl, rc);
     }
-    mdb_cursor_close(cur);
-    return GKV_OK;
+    return kv__slice_end(&sl, GKV_OK);
+}
+
+/* Runs 'fn' (flush_fn, or one that calls it) in one transaction, in
+ * slices of kv__wb_slice chunks (kv__write_sliced). */
+static gkv_err
+flush_write(gkv_store *s, kv_write_fn fn, void *arg, wb_stage *st)
+{
+    st->slice = kv__wb_slice;
+    return kv__write_sliced(s, fn, arg, &st->slice);
 }
 
 /* Counts the dirty chunks of every mirror and their bytes. Caller holds
@@ -415,7 +430,7 @@ drop_report(gkv_store *s)
 static gkv_err
 wb_flush(gkv_store *s)
 {
-    wb_stage st = {NULL, 0, NULL, 0};
+    wb_stage st = {NULL, 0, NULL, 0, 0};
     size_t cap = 0, np, bytes;
     kv_wb *dead = NULL;
     gkv_err rc = GKV_OK;
@@ -466,7 +481,7 @@ wb_flush(gkv_store *s)
 
     if (kv__wb_flush_hook != NULL)
         kv__wb_flush_hook(s);
-    rc = kv__write(s, flush_fn, &st);
+    rc = flush_write(s, flush_fn, &st, &st);
 
     /* written: pending chunks are clean (saved ones are dirty already);
      * failed: all of them are dirty again, for the next flush */
@@ -895,7 +910,7 @@ reset_fn(gkv_store *s, MDB_txn *txn, void *arg)
 gkv_err
 kv__wb_reset(gkv_store *s, const char *name, unsigned kinds, int *done)
 {
-    struct wb_reset_arg a = {{NULL, 0, NULL, 0}, name, kinds, 0};
+    struct wb_reset_arg a = {{NULL, 0, NULL, 0, 0}, name, kinds, 0};
     kv_wb *w, *dead = NULL;
     size_t np, bytes;
     gkv_err rc = GKV_OK;
@@ -926,7 +941,7 @@ kv__wb_reset(gkv_store *s, const char *name, unsigned kinds, int *done)
                 if (m->dirty[c] == KV_WB_DIRTY)
                     a.st.p[a.st.np++] = (wb_piece){m, &x->m[0], c, 0, 0};
         }
-    rc = kv__write(s, reset_fn, &a);
+    rc = flush_write(s, reset_fn, &a, &a.st);
     if (rc == GKV_OK) {
         s->st_wb_gen++;   /* a state load in progress must not install */
         for (size_t i = 0; i < a.st.np; i++)   /* no push came meanwhile */

@@ -9,8 +9,10 @@
  * what to free, so gkv_batch_release needs no loader. The blocks are
  * sampled into the sampler's or client's memory and copied into the ID
  * buffer; the rows are then read straight into their buffers by those
- * copied IDs (LOCAL: the store, CLIENT: gkv_client_pull), or copied from
- * the server's reply (SERVER). */
+ * copied IDs (LOCAL: the store, CLIENT: gkv_client_pull). SERVER: the
+ * client writes them straight into tensor buffers made for the batch as
+ * it reads the reply and the pulls (gkv_batch_out.rows_alloc), which the
+ * batch then takes over: no copy after. */
 #include <stdlib.h>
 #include <string.h>
 #include "loader/loader_int.h"
@@ -69,11 +71,51 @@ gkv_batch_release(gkv_batch *b)
     gkv__free(lb);
 }
 
+/* SERVER: the tensor buffers made while the client reads the batch
+ * (rows_alloc), in the batch's order (feats, label, efeats f-major);
+ * batch_new takes them over. */
+struct given {
+    int pinned, nf, hl;
+    size_t nbufs;
+    void **buf;                      /* [nbufs] */
+};
+
+static void *
+given_alloc(void *arg, int kind, size_t index, size_t bytes)
+{
+    struct given *g = arg;
+    size_t k = kind == GKV_BATCH_FEAT ? index :
+               kind == GKV_BATCH_LABEL ? (size_t)g->nf :
+               (size_t)g->nf + (size_t)g->hl + index;
+
+    if (k >= g->nbufs || g->buf[k] != NULL)
+        return NULL;
+    return g->buf[k] = buf_alloc(g->pinned, bytes);
+}
+
+/* Tensor buffer number lb->nbufs of 'bytes': given[that] when there is
+ * one (taken over), else a new one. */
+static void *
+buf_next(loader_batch *lb, void **given, size_t bytes)
+{
+    void *p;
+
+    if (given != NULL && given[lb->nbufs] != NULL) {
+        p = given[lb->nbufs];
+        given[lb->nbufs] = NULL;
+    } else {
+        p = buf_alloc(lb->pinned, bytes);
+    }
+    return lb->bufs[lb->nbufs++] = p;
+}
+
 /* The head of a batch for blocks like 'bl', its ID buffer holding the
- * seeds and a copy of the blocks, and its tensor buffers. */
+ * seeds and a copy of the blocks, and its tensor buffers (given's when
+ * not NULL: see struct given). */
 static gkv_err
 batch_new(gkv_loader *l, const int64_t *seeds, size_t n, const gkv_block *bl,
-          uint64_t epoch, uint64_t index, uint64_t seed, loader_batch **out)
+          void **given, uint64_t epoch, uint64_t index, uint64_t seed,
+          loader_batch **out)
 {
     int nl = l->o.nlayers, nt = l->num_ntypes, ne = l->num_etypes;
     int nf = l->o.nfeats, nef = l->o.nefeats;
@@ -173,14 +215,13 @@ batch_new(gkv_loader *l, const int64_t *seeds, size_t n, const gkv_block *bl,
                        l->feats[f].row_bytes;
 
         feat_bytes[f] = bytes;
-        if ((feat[f] = lb->bufs[lb->nbufs++] = buf_alloc(lb->pinned, bytes))
-            == NULL)
+        if ((feat[f] = buf_next(lb, given, bytes)) == NULL)
             goto nomem;
     }
     if (l->label.name != NULL) {
         lb->pub.label_bytes = n * l->label.row_bytes;
-        if ((lb->pub.label = lb->bufs[lb->nbufs++] =
-             buf_alloc(lb->pinned, lb->pub.label_bytes)) == NULL)
+        if ((lb->pub.label = buf_next(lb, given, lb->pub.label_bytes)) ==
+            NULL)
             goto nomem;
     }
     for (int f = 0; f < nef; f++)
@@ -190,8 +231,7 @@ batch_new(gkv_loader *l, const int64_t *seeds, size_t n, const gkv_block *bl,
                            l->efeats[f].row_bytes;
 
             efeat_bytes[k] = bytes;
-            if ((efeat[k] = lb->bufs[lb->nbufs++] =
-                 buf_alloc(lb->pinned, bytes)) == NULL)
+            if ((efeat[k] = buf_next(lb, given, bytes)) == NULL)
                 goto nomem;
         }
     *out = lb;
@@ -258,31 +298,24 @@ batch_read(gkv_loader *l, loader_worker *w, loader_batch *lb)
     return rc;
 }
 
-/* SERVER: the rows of the reply, copied (their sizes checked). */
+/* SERVER: the rows the client wrote into the batch's buffers (their
+ * sizes checked against the blocks'). */
 static gkv_err
-batch_copy(gkv_loader *l, loader_batch *lb, const gkv_batch_out *r)
+batch_took(loader_batch *lb, const gkv_batch_out *r)
 {
     const gkv_batch *b = &lb->pub;
     int nl = b->nlayers;
 
-    for (int f = 0; f < b->nfeats; f++) {
-        if (r->feat_bytes[f] != b->feat_bytes[f])
+    for (int f = 0; f < b->nfeats; f++)
+        if (r->feat_bytes[f] != b->feat_bytes[f] || r->feat[f] != b->feat[f])
             goto bad;
-        if (b->feat_bytes[f] > 0)
-            memcpy((void *)b->feat[f], r->feat[f], b->feat_bytes[f]);
-    }
-    if (b->label != NULL) {
-        if (r->label_bytes != b->label_bytes)
+    if (b->label != NULL &&
+        (r->label_bytes != b->label_bytes || r->label != b->label))
+        goto bad;
+    for (size_t k = 0; k < (size_t)b->nefeats * nl; k++)
+        if (r->efeat_bytes[k] != b->efeat_bytes[k] ||
+            r->efeat[k] != b->efeat[k])
             goto bad;
-        if (b->label_bytes > 0)
-            memcpy((void *)b->label, r->label, b->label_bytes);
-    }
-    for (size_t k = 0; k < (size_t)b->nefeats * nl; k++) {
-        if (r->efeat_bytes[k] != b->efeat_bytes[k])
-            goto bad;
-        if (b->efeat_bytes[k] > 0)
-            memcpy((void *)b->efeat[k], r->efeat[k], b->efeat_bytes[k]);
-    }
     return GKV_OK;
 bad:
     return gkv__fail(NULL, GKV_EPROTO, "loader: the server's batch has rows "
@@ -301,6 +334,7 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
     size_t *sn = NULL;
     loader_batch *lb = NULL;
     gkv_batch_out r = {0};
+    struct given g = {0};
     gkv_err rc;
 
     *out = NULL;
@@ -328,7 +362,14 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
         r.efeat = gkv__calloc((size_t)nef * nl + 1, sizeof *r.efeat);
         r.efeat_bytes = gkv__calloc((size_t)nef * nl + 1,
                                     sizeof *r.efeat_bytes);
-        if (ft == NULL || eft == NULL || r.feat == NULL ||
+        g.pinned = l->pinned;
+        g.nf = nf;
+        g.hl = l->label.name != NULL;
+        g.nbufs = (size_t)nf + (size_t)g.hl + (size_t)nef * (size_t)nl;
+        g.buf = gkv__calloc(g.nbufs + 1, sizeof *g.buf);
+        r.rows_alloc = given_alloc;
+        r.rows_arg = &g;
+        if (ft == NULL || eft == NULL || r.feat == NULL || g.buf == NULL ||
             r.feat_bytes == NULL || r.efeat == NULL || r.efeat_bytes == NULL) {
             gkv__free(ft);
             gkv__free(eft);
@@ -369,10 +410,11 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
     }
     if (rc != GKV_OK)
         goto out;
-    if ((rc = batch_new(l, seeds, n, bl, epoch, index, seed, &lb)) != GKV_OK)
+    if ((rc = batch_new(l, seeds, n, bl, g.buf, epoch, index, seed,
+                        &lb)) != GKV_OK)
         goto out;
     if (l->where == GKV_LOADER_SERVER)
-        rc = batch_copy(l, lb, &r);
+        rc = batch_took(lb, &r);
     else
         rc = batch_read(l, w, lb);
     if (rc != GKV_OK)
@@ -381,6 +423,10 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
     lb = NULL;
 out:
     gkv_batch_release(lb ? &lb->pub : NULL);
+    for (size_t k = 0; g.buf != NULL && k < g.nbufs; k++)
+        if (g.buf[k] != NULL)       /* not taken over: an error */
+            buf_free(g.pinned, g.buf[k]);
+    gkv__free(g.buf);
     gkv__free((void *)r.feat);
     gkv__free(r.feat_bytes);
     gkv__free((void *)r.efeat);

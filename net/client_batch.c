@@ -1,9 +1,13 @@
 /* client_batch.c - the batch family: SAMPLE_BATCH. A whole mini-batch in
  * one request (gkv_client_sample_batch) to the server owning the most
- * seeds, which samples every hop and gathers the rows (server_batch.c);
- * the reply decoded into the client's arena (client_arena.c), where it
- * lives until the next sampling call. Also the timeout a server sets on
- * its peer client. */
+ * seeds, which samples every hop (server_batch.c) and replies with the
+ * blocks; the client then pulls the rows straight from the machines
+ * holding them, all in one exchange, into place (with GKV_BATCH_RELAY
+ * the server gathers them, pulling other machines' from its peers, and
+ * replies with all). The blocks are decoded into the client's arena
+ * (client_arena.c), where they live until the next sampling call; the
+ * rows into the arena too, or into the caller's memory (rows_alloc). Also
+ * the timeout a server sets on its peer client. */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -18,7 +22,11 @@ struct bcall {
     net_tref *tref;                /* the request's tensors */
     int nnt, net, dir;
     const gkv_batch_spec *spec;
+    const int64_t *const *seeds;   /* as sent */
     gkv_batch_out *out;
+    uint32_t nrows;                /* entries of rows */
+    int pull;                      /* NET_BATCH_NO_ROWS: the client pulls */
+    struct rowjob *job;            /* [nrows] with pull: the rows */
 };
 
 static void
@@ -106,21 +114,87 @@ block_take(gkv_client *c, struct part *p, const net_batch_rep *rep, int i)
     return GKV_OK;
 }
 
-/* The rows of entry k (rep->rows[k]: 'want' of them) into the arena. */
-static gkv_err
-rows_take(gkv_client *c, struct part *p, const net_rows *x, size_t want,
-          const void **dst, size_t *bytes)
+/* Entry k of the rows (the feats, the label, the efeats f-major): its
+ * tensor's index in bc->tref, its IDs, and where its result goes. */
+static void
+entry_of(const struct bcall *bc, uint32_t k, int *kind, size_t *index,
+         uint32_t *ti, const int64_t **ids, size_t *n, const void ***dst,
+         size_t **bytes)
 {
-    size_t len = (size_t)(x->n * x->row_bytes);
-    void *d;
+    const gkv_batch_spec *sp = bc->spec;
+    gkv_batch_out *out = bc->out;
+    uint32_t nf = (uint32_t)sp->nfeats, hl = sp->label != NULL;
 
+    if (k < nf) {
+        const gkv_block_nodes *x = &out->blocks[0].nodes[sp->feats[k].type];
+        *kind = GKV_BATCH_FEAT;
+        *index = k;
+        *ti = k;
+        *ids = x->ids;
+        *n = x->num_src;
+        *dst = &out->feat[k];
+        *bytes = &out->feat_bytes[k];
+    } else if (k < nf + hl) {
+        *kind = GKV_BATCH_LABEL;
+        *index = 0;
+        *ti = k;
+        *ids = bc->seeds[sp->label->type];
+        *n = sp->nseeds[sp->label->type];
+        *dst = &out->label;
+        *bytes = &out->label_bytes;
+    } else {
+        uint32_t x = k - nf - hl, f = x / (uint32_t)sp->nlayers;
+        const gkv_sample_edges *e =
+            &out->blocks[x % (uint32_t)sp->nlayers].edges[sp->efeats[f].type];
+        *kind = GKV_BATCH_EFEAT;
+        *index = x;
+        *ti = nf + hl + f;
+        *ids = e->eid;
+        *n = e->n;
+        *dst = &out->efeat[x];
+        *bytes = &out->efeat_bytes[x];
+    }
+}
+
+/* 'len' bytes for entry k's rows: the caller's (rows_alloc) or the
+ * arena's. */
+static gkv_err
+rows_dst(gkv_client *c, const struct bcall *bc, int kind, size_t index,
+         size_t len, unsigned char **d)
+{
+    gkv_batch_out *out = bc->out;
+
+    if (out->rows_alloc != NULL)
+        *d = out->rows_alloc(out->rows_arg, kind, index, len);
+    else
+        *d = net__arena_alloc(c, len);
+    if (*d == NULL)
+        return net__fail(GKV_ENOMEM, "out of memory for %zu bytes of rows%s",
+                         len, out->rows_alloc != NULL ?
+                         " (rows_alloc returned NULL)" : "");
+    return GKV_OK;
+}
+
+/* Entry k of the reply (x: all its rows) into place. */
+static gkv_err
+rows_take(gkv_client *c, struct part *p, const net_rows *x, uint32_t k)
+{
+    struct bcall *bc = p->arg;
+    const int64_t *ids;
+    const void **dst;
+    size_t *bytes, want, index, len = (size_t)(x->n * x->row_bytes);
+    uint32_t ti;
+    unsigned char *d;
+    int kind;
+    gkv_err rc;
+
+    entry_of(bc, k, &kind, &index, &ti, &ids, &want, &dst, &bytes);
     if (x->n != want)
         return net__cfail(p->cn, GKV_EPROTO, "sample_batch reply: %llu rows "
                           "where %zu were asked", (unsigned long long)x->n,
                           want);
-    if ((d = net__arena_alloc(c, len)) == NULL)
-        return net__fail(GKV_ENOMEM, "out of memory for %zu bytes of rows",
-                         len);
+    if ((rc = rows_dst(c, bc, kind, index, len, &d)) != GKV_OK)
+        return rc;
     if (len > 0)
         memcpy(d, x->p, len);
     *dst = d;
@@ -128,14 +202,55 @@ rows_take(gkv_client *c, struct part *p, const net_rows *x, size_t want,
     return GKV_OK;
 }
 
+/* Entry k of the reply (x: its row size, no rows): its memory, and its
+ * pull from the owners set up in bc->job[k]. */
+static gkv_err
+rows_pull(gkv_client *c, struct part *p, const net_rows *x, uint32_t k)
+{
+    struct bcall *bc = p->arg;
+    struct rowjob *j = &bc->job[k];
+    const int64_t *ids;
+    const void **dst;
+    size_t *bytes, n, index, rb;
+    uint32_t ti;
+    unsigned char *d;
+    int kind;
+    gkv_err rc;
+
+    entry_of(bc, k, &kind, &index, &ti, &ids, &n, &dst, &bytes);
+    if (x->n != 0)
+        return net__cfail(p->cn, GKV_EPROTO, "sample_batch reply: %llu rows "
+                          "of tensor '%s' where none were asked",
+                          (unsigned long long)x->n, j->name);
+    if (j->rt.sp == NULL)
+        return net__fail(GKV_ENOTFOUND, "sample_batch: tensor '%s': this "
+                         "client knows no server holding it, and the server "
+                         "asked does", bc->tref[ti].name);
+    rb = (size_t)j->rt.t.row_bytes;
+    if (x->row_bytes != rb) {
+        c->schema_stale = 1;
+        return net__cfail(p->cn, GKV_ESHAPE, "sample_batch: tensor '%s' has "
+                          "%llu-byte rows on this server, %zu-byte in this "
+                          "client's schema (another client replaced it?); "
+                          "the schema is fetched again on the next call",
+                          j->name, (unsigned long long)x->row_bytes, rb);
+    }
+    if ((rc = rows_dst(c, bc, kind, index, n * rb, &d)) != GKV_OK)
+        return rc;
+    *dst = d;
+    *bytes = n * rb;
+    j->ids = (const uint64_t *)ids;
+    j->n = n;
+    j->dst = d;
+    return n > 0 ? net__rowjob_split(c, j) : GKV_OK;
+}
+
 static gkv_err
 done_batch(gkv_client *c, struct part *p, net_rd *rd)
 {
     struct bcall *bc = p->arg;
     const gkv_batch_spec *sp = bc->spec;
-    gkv_batch_out *out = bc->out;
     net_batch_rep rep;
-    size_t k = 0;
     gkv_err rc = GKV_OK;
     int d = net__dec_batch_rep(rd, &rep);
 
@@ -159,20 +274,9 @@ done_batch(gkv_client *c, struct part *p, net_rd *rd)
     }
     for (int i = 0; i < sp->nlayers && rc == GKV_OK; i++)
         rc = block_take(c, p, &rep, i);
-    for (int f = 0; f < sp->nfeats && rc == GKV_OK; f++)
-        rc = rows_take(c, p, &rep.rows[k++],
-                       out->blocks[0].nodes[sp->feats[f].type].num_src,
-                       &out->feat[f], &out->feat_bytes[f]);
-    if (sp->label != NULL && rc == GKV_OK)
-        rc = rows_take(c, p, &rep.rows[k++], sp->nseeds[sp->label->type],
-                       &out->label, &out->label_bytes);
-    for (int f = 0; f < sp->nefeats && rc == GKV_OK; f++)
-        for (int i = 0; i < sp->nlayers && rc == GKV_OK; i++) {
-            size_t at = (size_t)f * (size_t)sp->nlayers + (size_t)i;
-            rc = rows_take(c, p, &rep.rows[k++],
-                           out->blocks[i].edges[sp->efeats[f].type].n,
-                           &out->efeat[at], &out->efeat_bytes[at]);
-        }
+    for (uint32_t k = 0; k < bc->nrows && rc == GKV_OK; k++)
+        rc = bc->pull ? rows_pull(c, p, &rep.rows[k], k) :
+                        rows_take(c, p, &rep.rows[k], k);
 out:
     net__batch_rep_free(&rep);
     return rc;
@@ -236,6 +340,10 @@ spec_check(gkv_client *c, const gkv_batch_spec *sp, const gkv_batch_out *out,
     if (sp->nfeats < 0 || sp->nefeats < 0)
         return net__fail(GKV_EINVAL, "sample_batch: nfeats %d, nefeats %d",
                          sp->nfeats, sp->nefeats);
+    if (sp->flags & ~GKV_BATCH_RELAY)
+        return net__fail(GKV_EINVAL, "sample_batch: flags 0x%x have unknown "
+                         "bits (GKV_BATCH_RELAY is 0x%x)", sp->flags,
+                         GKV_BATCH_RELAY);
     if (out->blocks == NULL ||
         (sp->nfeats > 0 && (out->feat == NULL || out->feat_bytes == NULL)) ||
         (sp->nefeats > 0 && (out->efeat == NULL || out->efeat_bytes == NULL)))
@@ -251,6 +359,40 @@ spec_check(gkv_client *c, const gkv_batch_spec *sp, const gkv_batch_out *out,
         (rc = trefs_check(sp->efeats, sp->nefeats, "efeats", bc->net, 1,
                           bc->tref + sp->nfeats + 1)) != GKV_OK)
         return rc;
+    return GKV_OK;
+}
+
+/* With bc->pull: the route of each entry's tensor, fetched now (the reply
+ * is read inside the exchange, which cannot fetch). One that no server is
+ * known to hold stays without spans: the server asked names it. */
+static gkv_err
+routes_get(gkv_client *c, struct bcall *bc, uint64_t deadline)
+{
+    const gkv_batch_spec *sp = bc->spec;
+    uint32_t nf = (uint32_t)sp->nfeats, hl = sp->label != NULL;
+    uint32_t nt = nf + hl + (uint32_t)sp->nefeats;
+
+    for (uint32_t i = 0; i < nt; i++) {
+        const struct route *r;
+        gkv_err rc = net__route_fresh(c, bc->tref[i].name, deadline, &r);
+
+        if (rc != GKV_OK && rc != GKV_ENOTFOUND)
+            return rc;
+    }
+    if ((bc->job = gkv__calloc((size_t)bc->nrows + 1, sizeof *bc->job)) ==
+        NULL)
+        return net__fail(GKV_ENOMEM, "out of memory");
+    /* copied once all are fetched: a later fetch may have dropped an
+     * earlier one, and a hand-shake in the exchange drops them all */
+    for (uint32_t k = 0; k < bc->nrows; k++) {
+        uint32_t ti = k < nf + hl ? k :
+                      nf + hl + (k - nf - hl) / (uint32_t)sp->nlayers;
+        gkv_err rc;
+
+        bc->job[k].name = bc->tref[ti].name;
+        if ((rc = net__rowjob_route(c, &bc->job[k])) != GKV_OK)
+            return rc;
+    }
     return GKV_OK;
 }
 
@@ -306,6 +448,7 @@ gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
     struct bcall bc;
     struct part part;
     void *own = NULL;
+    uint64_t deadline;
     gkv_err rc;
 
     net__clear();
@@ -329,14 +472,19 @@ gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
                               &own)) != GKV_OK)
         goto out;
     net__arena_reset(c);
+    deadline = net__deadline((uint64_t)c->timeout_ms);
     if (opts == NULL)
         opts = &zero;
     bc.dir = opts->dir;
     bc.spec = spec;
+    bc.seeds = seeds;
     bc.out = out;
+    bc.nrows = (uint32_t)spec->nfeats + (spec->label != NULL) +
+               (uint32_t)spec->nefeats * (uint32_t)spec->nlayers;
+    bc.pull = !(spec->flags & GKV_BATCH_RELAY);
     bc.enc.nlayers = (uint32_t)spec->nlayers;
     bc.enc.dir = (uint32_t)opts->dir;
-    bc.enc.flags = opts->flags;
+    bc.enc.flags = opts->flags | (bc.pull ? NET_BATCH_NO_ROWS : 0);
     bc.enc.nnt = (uint32_t)bc.nnt;
     bc.enc.net = (uint32_t)bc.net;
     bc.enc.nfan = (uint32_t)spec->nfan;
@@ -354,14 +502,20 @@ gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
     if ((rc = batch_server(c, seeds, spec->nseeds, bc.nnt,
                            &part.cn)) != GKV_OK)
         goto out;
+    if (bc.pull && (rc = routes_get(c, &bc, deadline)) != GKV_OK)
+        goto out;
     part.ops = &batch_ops;
     part.arg = &bc;
-    rc = net__exchange(c, &part, 1, net__deadline((uint64_t)c->timeout_ms));
+    if ((rc = net__exchange(c, &part, 1, deadline)) == GKV_OK && bc.pull)
+        rc = net__rowjob_pull(c, bc.job, bc.nrows, deadline);
 out:
     if (rc != GKV_OK && spec->nlayers > 0 && out->blocks != NULL &&
         (unsigned)spec->nlayers <= NET_BATCH_LAYERS_MAX)
         memset(out->blocks, 0, (size_t)spec->nlayers * sizeof *out->blocks);
     pthread_mutex_unlock(&c->mu);
+    for (uint32_t k = 0; bc.job != NULL && k < bc.nrows; k++)
+        net__rowjob_free(&bc.job[k]);
+    gkv__free(bc.job);
     gkv__free(bc.tref);
     gkv__free(own);
     return rc;

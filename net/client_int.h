@@ -308,6 +308,33 @@ gkv_err  net__pull_locked(gkv_client *c, const char *name,
                           const struct route *r, const uint64_t *ids,
                           size_t n, void *dst, size_t dst_len);
 
+/* The rows of one tensor a batch collects (gkv_client_sample_batch, but
+ * with GKV_BATCH_RELAY): ids[0 .. n) into dst (n x the route's row bytes), split
+ * by the machine holding each (net__rowjob_split: the four arrays, freed
+ * by net__rowjob_free, also after an error). */
+struct rowjob {
+    const char *name;
+    struct route rt;               /* a copy (the cache may be dropped by
+                                    * a hand-shake meanwhile); rt.sp NULL:
+                                    * no server known to hold it */
+    const uint64_t *ids;
+    size_t n;
+    unsigned char *dst;
+    unsigned *mach;
+    size_t *count, *start, *pos;
+};
+/* A copy of j->name's route into j->rt if the cache has it (else rt.sp
+ * stays NULL); never fetches. Errors: GKV_ENOMEM. */
+gkv_err  net__rowjob_route(gkv_client *c, struct rowjob *j);
+/* j's IDs split by machine. Errors: GKV_ERANGE (an ID no server holds,
+ * named), GKV_ENOMEM. */
+gkv_err  net__rowjob_split(gkv_client *c, struct rowjob *j);
+/* The rows of j[0 .. nj) (split), pulled in one exchange straight into
+ * place (every machine's servers in parallel; a local store read here). */
+gkv_err  net__rowjob_pull(gkv_client *c, const struct rowjob *j, size_t nj,
+                          uint64_t deadline);
+void     net__rowjob_free(struct rowjob *j);
+
 /* ---- graph requests (client_graph.c) ------------------------------------ */
 
 /* GKV_ENOTSUP, naming 'what', unless the servers serve a graph and the

@@ -540,6 +540,64 @@ split_ids(gkv_client *c, const struct route *r, const uint64_t *ids,
     return GKV_OK;
 }
 
+/* The parts pulling machine m's 'cnt' rows of tensor 'name' (row size
+ * rb) onto pl: ids[0 .. cnt) into dst[0 .. cnt) when mpos is NULL, else
+ * ids[mpos[j]] into dst + mpos[j] x rb; read here instead when the
+ * machine's store is local. */
+static gkv_err
+pull_mach(gkv_client *c, struct plist *pl, const char *name, size_t m,
+          const uint64_t *ids, const size_t *mpos, size_t cnt,
+          unsigned char *dst, size_t rb)
+{
+    size_t per, k, pieces, base;
+    gkv_err rc;
+
+    /* a companion is read through the servers: one not created yet is
+     * zeros there, not an error */
+    if (c->mc[m].local != NULL && strchr(name, '#') == NULL) {
+        if ((rc = local_pull(c, m, name, ids, mpos, cnt, dst, rb)) ==
+            GKV_ESHAPE)
+            c->schema_stale = 1;
+        return rc;
+    }
+    per = net__part_cap(c, m, PULL_CAP) / (rb > 8 ? rb : 8);
+    if (per == 0) {
+        /* rows wider than the preferred message: one per message, as long
+         * as the hard limit allows */
+        if (rb > net__part_cap(c, m, UINT64_MAX))
+            return net__fail(GKV_EINVAL, "tensor '%s': one row of %zu bytes "
+                             "is more than a message may carry", name, rb);
+        per = 1;
+    }
+    k = share(c, cnt);
+    pieces = (cnt + per - 1) / per;
+    if (pieces < k)
+        pieces = k;
+    base = c->rr++;
+    for (size_t j = 0; j < pieces; j++) {
+        size_t a = cnt * j / pieces, b = cnt * (j + 1) / pieces;
+        struct rows_msg *q;
+
+        if (a == b)
+            continue;
+        if ((q = plist_add(pl, &c->cn[m * c->nserv +
+                                      (base + j) % c->nserv])) == NULL)
+            return net__fail(GKV_ENOMEM, "out of memory");
+        q->name = name;
+        q->n = b - a;
+        q->row_bytes = rb;
+        if (mpos == NULL) {
+            q->ids = ids + a;
+            q->dst = dst + a * rb;
+        } else {
+            q->ids = ids;
+            q->idx = mpos + a;
+            q->dst = dst;
+        }
+    }
+    return GKV_OK;
+}
+
 gkv_err
 net__pull_locked(gkv_client *c, const char *name, const struct route *r,
                  const uint64_t *ids, size_t n, void *dst, size_t dst_len)
@@ -562,63 +620,12 @@ net__pull_locked(gkv_client *c, const char *name, const struct route *r,
         goto out;
     if ((rc = split_ids(c, r, ids, n, &mach, &count, &start, &pos)) != GKV_OK)
         goto out;
-    for (size_t m = 0; m < c->nmach; m++) {
-        size_t cnt = count[m], per, k, pieces, base;
-        const size_t *mpos = pos != NULL ? pos + start[m] : NULL;
-
-        if (cnt == 0)
-            continue;
-        /* a companion is read through the servers: one not created yet
-         * is zeros there, not an error */
-        if (c->mc[m].local != NULL && strchr(name, '#') == NULL) {
-            if ((rc = local_pull(c, m, name, ids, mpos, cnt, dst, rb)) != GKV_OK) {
-                if (rc == GKV_ESHAPE)
-                    c->schema_stale = 1;
-                goto out;
-            }
-            continue;
-        }
-        per = net__part_cap(c, m, PULL_CAP) / (rb > 8 ? rb : 8);
-        if (per == 0) {
-            /* rows wider than the preferred message: one per message, as
-             * long as the hard limit allows */
-            if (rb > net__part_cap(c, m, UINT64_MAX)) {
-                rc = net__fail(GKV_EINVAL, "tensor '%s': one row of %zu "
-                               "bytes is more than a message may carry", name,
-                               rb);
-                goto out;
-            }
-            per = 1;
-        }
-        k = share(c, cnt);
-        pieces = (cnt + per - 1) / per;
-        if (pieces < k)
-            pieces = k;
-        base = c->rr++;
-        for (size_t j = 0; j < pieces; j++) {
-            size_t a = cnt * j / pieces, b = cnt * (j + 1) / pieces;
-            struct rows_msg *q;
-
-            if (a == b)
-                continue;
-            if ((q = plist_add(&pl, &c->cn[m * c->nserv +
-                                           (base + j) % c->nserv])) == NULL) {
-                rc = net__fail(GKV_ENOMEM, "out of memory");
-                goto out;
-            }
-            q->name = name;
-            q->n = b - a;
-            q->row_bytes = rb;
-            if (mpos == NULL) {
-                q->ids = ids + a;
-                q->dst = (unsigned char *)dst + a * rb;
-            } else {
-                q->ids = ids;
-                q->idx = mpos + a;
-                q->dst = dst;
-            }
-        }
-    }
+    for (size_t m = 0; m < c->nmach; m++)
+        if (count[m] > 0 &&
+            (rc = pull_mach(c, &pl, name, m, ids,
+                            pos != NULL ? pos + start[m] : NULL, count[m],
+                            dst, rb)) != GKV_OK)
+            goto out;
     plist_link(&pl, &pull_ops);
     rc = net__exchange(c, pl.p, pl.n, deadline);
     if (rc == GKV_ESHAPE)
@@ -631,6 +638,82 @@ out:
     gkv__free(start);
     gkv__free(pos);
     return rc;
+}
+
+/* ---- rows of several tensors at once (client_batch.c) ------------------- */
+
+gkv_err
+net__rowjob_route(gkv_client *c, struct rowjob *j)
+{
+    for (size_t i = 0; i < c->nrt; i++)
+        if (strcmp(c->rt[i].name, j->name) == 0) {
+            const struct route *r = &c->rt[i];
+
+            if ((j->rt.sp = gkv__malloc(r->nsp * sizeof *r->sp + 1)) ==
+                NULL)
+                return net__fail(GKV_ENOMEM, "out of memory");
+            memcpy(j->rt.sp, r->sp, r->nsp * sizeof *r->sp);
+            j->rt.nsp = r->nsp;
+            j->rt.t = r->t;
+            snprintf(j->rt.name, sizeof j->rt.name, "%s", r->name);
+            break;
+        }
+    return GKV_OK;
+}
+
+gkv_err
+net__rowjob_split(gkv_client *c, struct rowjob *j)
+{
+    return split_ids(c, &j->rt, j->ids, j->n, &j->mach, &j->count,
+                     &j->start, &j->pos);
+}
+
+/* Machine m's count of j's IDs; *pos: their positions in request order,
+ * or NULL when they are all of them, in order. */
+static size_t
+rowjob_at(const struct rowjob *j, size_t m, const size_t **pos)
+{
+    *pos = j->pos != NULL ? j->pos + j->start[m] : NULL;
+    return j->count != NULL ? j->count[m] : 0;
+}
+
+gkv_err
+net__rowjob_pull(gkv_client *c, const struct rowjob *j, size_t nj,
+                 uint64_t deadline)
+{
+    struct plist pl = {0};
+    gkv_err rc = GKV_OK;
+
+    for (size_t k = 0; k < nj && rc == GKV_OK; k++)
+        for (size_t m = 0; m < c->nmach && rc == GKV_OK; m++) {
+            const size_t *pos;
+            size_t cnt = rowjob_at(&j[k], m, &pos);
+
+            if (cnt > 0)
+                rc = pull_mach(c, &pl, j[k].name, m, j[k].ids, pos, cnt,
+                               j[k].dst, (size_t)j[k].rt.t.row_bytes);
+        }
+    if (rc == GKV_OK) {
+        plist_link(&pl, &pull_ops);
+        if ((rc = net__exchange(c, pl.p, pl.n, deadline)) == GKV_ESHAPE)
+            c->schema_stale = 1;
+    }
+    gkv__free(pl.p);
+    gkv__free(pl.q);
+    return rc;
+}
+
+void
+net__rowjob_free(struct rowjob *j)
+{
+    gkv__free(j->mach);
+    gkv__free(j->count);
+    gkv__free(j->start);
+    gkv__free(j->pos);
+    gkv__free(j->rt.sp);
+    j->mach = NULL;
+    j->count = j->start = j->pos = NULL;
+    j->rt.sp = NULL;
 }
 
 gkv_err
@@ -1308,6 +1391,10 @@ gkv_client_tensor_list(gkv_client *c, gkv_tensor_desc **out, size_t *n)
     for (size_t i = 0; i < total; i++) {
         const struct route *r;
         if (i > 0 && strcmp(names[i], names[i - 1]) == 0)
+            continue;
+        /* a partition's adjacency: positions local to it, not routable */
+        if (c->book != NULL && (strncmp(names[i], "csc/", 4) == 0 ||
+                                strncmp(names[i], "csr/", 4) == 0))
             continue;
         if ((rc = route_get(c, names[i], &r)) != GKV_OK)
             goto out;

@@ -312,7 +312,10 @@ GKV_API gkv_err gkv_client_server_info(gkv_client *c, size_t i,
  * nchunks and id are 0. Errors: GKV_ENOTFOUND. */
 GKV_API gkv_err gkv_client_tensor_info(gkv_client *c, const char *name,
                                        gkv_tensor_desc *out);
-/* All tensors of the job in name order; free *out with gkv_free(). */
+/* All tensors of the job in name order; free *out with gkv_free(). With
+ * graph servers, each partition's own adjacency (csc/..., csr/...: rows at
+ * positions local to that partition, not global IDs) is not a tensor of
+ * the job and is left out (kvctl --server lists one server's). */
 GKV_API gkv_err gkv_client_tensor_list(gkv_client *c, gkv_tensor_desc **out,
                                        size_t *n);
 /* Fetches every server's schema again (after another client created or
@@ -584,13 +587,38 @@ typedef struct gkv_batch_spec {
     const gkv_typed_tensor *efeats;  /* rows of every layer's edges of
                                       * efeats[f].type, by edge ID */
     int                     nefeats;
+    unsigned                flags;   /* GKV_BATCH_*; 0: the default */
 } gkv_batch_spec;
+
+/* gkv_batch_spec.flags. GKV_BATCH_RELAY: the asked server gathers every
+ * row itself, pulling those other machines hold from its peers, and
+ * replies with all of them (one round trip for the client, but those rows
+ * cross the wire twice). Without it (the default) the asked server
+ * replies with the blocks, and the client pulls the rows straight from
+ * the machines holding them, all in parallel, in the same call: each row
+ * crosses the wire once. The results are the same. */
+#define GKV_BATCH_RELAY 0x1u
+
+/* gkv_batch_out.rows_alloc's kinds of rows. */
+enum { GKV_BATCH_FEAT = 0, GKV_BATCH_LABEL = 1, GKV_BATCH_EFEAT = 2 };
 
 /* What gkv_client_sample_batch() gives: the caller's struct holding
  * arrays of the caller's (blocks: nlayers; feat, feat_bytes: nfeats;
  * efeat, efeat_bytes: nefeats x nlayers, [f * nlayers + i] for layer i),
  * whose contents it fills with memory borrowed from the client until its
- * next call or gkv_client_close(). */
+ * next call or gkv_client_close().
+ *
+ * rows_alloc (optional; NULL: the rows too are the client's memory, as
+ * above) lets the rows be written straight into the caller's memory, with
+ * no copy after: once the blocks are known, it is called for each entry
+ * of rows in turn (kind GKV_BATCH_FEAT with index f, GKV_BATCH_LABEL with
+ * 0, GKV_BATCH_EFEAT with f * nlayers + i; also with bytes 0) and returns
+ * at least 'bytes' bytes (any alignment the caller wants), which the rows
+ * are written to and feat[f], label or efeat[k] then point at. That
+ * memory is the caller's whatever the outcome (on an error its contents
+ * are undefined); NULL from rows_alloc fails the call with GKV_ENOMEM. It
+ * runs on the calling thread, with the client's lock held: it must not
+ * call the client. */
 typedef struct gkv_batch_out {
     gkv_block   *blocks;
     const void **feat;
@@ -599,21 +627,31 @@ typedef struct gkv_batch_out {
     size_t       label_bytes;
     const void **efeat;
     size_t      *efeat_bytes;
+    void      *(*rows_alloc)(void *arg, int kind, size_t index,
+                             size_t bytes);
+    void        *rows_arg;
 } gkv_batch_out;
 
 /* Samples a whole mini-batch on the servers in one request: it goes to the
  * server owning the most seeds (ties: the lowest machine; a machine's
  * servers taken in turn), which samples every hop (its own partition's
- * columns in process, the rest from its peers), relabels, gathers the
- * rows of spec->feats for blocks[0]'s source nodes, of spec->label for
- * the seeds and of spec->efeats for each block's edges (its own rows from
- * its store, the rest from the servers owning them), and replies with all
- * of it. The blocks are byte for byte gkv_client_sample_blocks()'s (and
- * gkv_sample_blocks()'s on the whole graph) for the same seeds, fanouts
- * and opts; the rows are gkv_client_pull()'s of those IDs.
+ * columns in process, the rest from its peers), relabels and replies
+ * with the blocks. The client then pulls the rows of spec->feats for
+ * blocks[0]'s source nodes, of spec->label for the seeds and of
+ * spec->efeats for each block's edges straight from the machines holding
+ * them (all in parallel, into place), so each row crosses the wire once;
+ * with GKV_BATCH_RELAY the asked server gathers them (its own from its
+ * store, the rest from its peers) and replies with every row. The
+ * tensors are checked by the asked server before it samples, either way.
+ * The blocks are byte for byte
+ * gkv_client_sample_blocks()'s (and gkv_sample_blocks()'s on the whole
+ * graph) for the same seeds, fanouts and opts; the rows are
+ * gkv_client_pull()'s of those IDs, whichever way they came. The whole
+ * call, the pulls included, takes at most the client's timeout.
  * Errors: as gkv_client_sample_blocks() and gkv_client_pull() (unknown
- * tensors, named), GKV_EINVAL (a bad spec, named), GKV_ETIMEDOUT naming
- * the server asked (or the peer it waited for). */
+ * tensors, named), GKV_EINVAL (a bad spec, named), GKV_ENOMEM (also
+ * rows_alloc's NULL), GKV_ETIMEDOUT naming the server asked (or the peer
+ * it waited for, or the server a row was pulled from). */
 GKV_API gkv_err gkv_client_sample_batch(gkv_client *c,
                                         const gkv_batch_spec *spec,
                                         gkv_batch_out *out);

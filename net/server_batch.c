@@ -5,8 +5,11 @@
  * on just those seeds: their owners sample them), merged per edge type
  * back into the frontier's order and relabelled as gkv_sample_blocks()
  * does; then the rows of the input nodes, the seeds' labels and the
- * sampled edges: its own from its store, the rest pulled through the peer
- * client, scattered into place in the reply.
+ * sampled edges, when the request lacks NET_BATCH_NO_ROWS
+ * (GKV_BATCH_RELAY): its own from its store, the rest pulled through the
+ * peer client, scattered into place in the reply. With NET_BATCH_NO_ROWS
+ * (the client's default) the reply carries the blocks and each entry's
+ * row size only, and the client pulls the rows from their owners.
  *
  * Threads. Batches run on the core's pool (SRV_POOL), never on a worker:
  * a batch waits on other servers, whose batches may be waiting on this
@@ -268,7 +271,8 @@ batch_check(struct batch *b)
     if (q->dir != GKV_DIR_IN && q->dir != GKV_DIR_OUT)
         return srv__fail(r, GKV_EINVAL, "sample_batch: direction %u is "
                          "neither in (0) nor out (1)", q->dir);
-    if (q->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED))
+    if (q->flags & ~(GKV_SAMPLE_REPLACE | GKV_SAMPLE_WEIGHTED |
+                     NET_BATCH_NO_ROWS))
         return srv__fail(r, GKV_EINVAL, "sample_batch: flags 0x%x have "
                          "unknown bits", q->flags);
     if (q->dir == GKV_DIR_OUT && !gkv_pbook_has_csr(bk))
@@ -773,6 +777,16 @@ entry_ids(const struct batch *b, uint32_t k, const int64_t **ids, size_t *n)
     }
 }
 
+/* Entry k's tensor: its index in q->tref. */
+static uint32_t
+entry_tref(const struct batch *b, uint32_t k)
+{
+    const net_batch_req *q = &b->q;
+    uint32_t nh = q->nfeats + q->has_label;
+
+    return k < nh ? k : nh + (k - nh) / (uint32_t)b->nl;
+}
+
 /* One entry's rows on their way into its slot, split by where they are
  * read: those in this store's range of the tensor here, the others from
  * their servers through the peer client. */
@@ -885,12 +899,14 @@ remote_rows(struct batch *b, struct entry *x)
     return GKV_OK;
 }
 
-/* The reply: the blocks, then room for every entry's rows, bounded by
- * what the client takes; then the rows gathered into it. */
+/* The reply: the blocks, then room for every entry's rows (none with
+ * NET_BATCH_NO_ROWS), bounded by what the client takes; then the rows
+ * gathered into it. */
 static gkv_err
 batch_reply(struct batch *b)
 {
     const net_batch_req *q = &b->q;
+    int norows = (q->flags & NET_BATCH_NO_ROWS) != 0;
     struct local_job lj;
     struct entry *ent;
     net_batch_renc re;
@@ -902,7 +918,7 @@ batch_reply(struct batch *b)
         const int64_t *ids;
         size_t n;
         entry_ids(b, k, &ids, &n);
-        b->rows_n[k] = n;
+        b->rows_n[k] = norows ? 0 : n;
     }
     memset(&re, 0, sizeof re);
     re.nlayers = (uint32_t)b->nl;
@@ -930,15 +946,14 @@ batch_reply(struct batch *b)
     w.cap = w.off;
     w.off = 0;
     net__enc_batch_rep(&w, &re);
+    if (norows)
+        return GKV_OK;
     if ((ent = bmem(b, b->nrows * sizeof *ent)) == NULL)
         return b->r->status;
-    for (uint32_t k = 0; k < b->nrows; k++) {
-        uint32_t ti = k < q->nfeats + q->has_label ? k :
-            q->nfeats + q->has_label +
-            (k - q->nfeats - q->has_label) / (uint32_t)b->nl;
-        if ((rc = entry_split(b, k, q->tref[ti].name, &ent[k])) != GKV_OK)
+    for (uint32_t k = 0; k < b->nrows; k++)
+        if ((rc = entry_split(b, k, q->tref[entry_tref(b, k)].name,
+                              &ent[k])) != GKV_OK)
             return rc;          /* the core frees r->out */
-    }
     /* the local rows on the side thread while the peers send theirs */
     memset(&lj, 0, sizeof lj);
     lj.st = b->s->store;
@@ -988,7 +1003,7 @@ op_sample_batch(gkv_server *s, srv_req *r)
     b.nfan = (int)b.q.nfan;
     b.o.seed = b.q.seed;
     b.o.dir = (int)b.q.dir;
-    b.o.flags = b.q.flags;
+    b.o.flags = b.q.flags & ~NET_BATCH_NO_ROWS;
     ntref = b.q.nfeats + b.q.has_label + b.q.nefeats;
     b.nrows = b.q.nfeats + b.q.has_label + b.q.nefeats * b.q.nlayers;
     if (batch_check(&b) != GKV_OK || batch_inputs(&b) != GKV_OK ||

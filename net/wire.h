@@ -369,6 +369,11 @@ typedef struct net_tref {
 } net_tref;
 
 #define NET_BATCH_LAYERS_MAX 64u      /* layers of one batch */
+/* A SAMPLE_BATCH request's flags beside GKV_SAMPLE_*: the reply's row
+ * entries carry no rows (n = 0; row_bytes the tensor's), the client pulls
+ * them all from their owners. Without it the server gathers every row
+ * (its own, and the others through its peer client) into the reply. */
+#define NET_BATCH_NO_ROWS 0x10000u
 
 /* What the SAMPLE_BATCH encoder sends (the client's view). */
 typedef struct net_batch_enc {

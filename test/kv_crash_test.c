@@ -30,7 +30,7 @@
 #include <unistd.h>
 #include <lmdb.h>
 #include "gkvt.h"
-#include "kv/kv_test.h"         /* st_env, st_swept_ms */
+#include "kv/kv_test.h"         /* st_env, st_swept_ms, kv__push_slice */
 
 #define ROWS      20000u   /* feat and hot: IDs [0, ROWS) */
 #define W         16u      /* floats per row of feat, hot and tmp_i */
@@ -752,6 +752,18 @@ test_kill_during_writes_nosync(void **state)
     crash_rounds(*state, GKV_NOSYNC);
 }
 
+/* Pushes in slices of 3 chunks (kv__push_slice; the children inherit
+ * it): many nested transactions, still one commit a call. */
+static void
+test_kill_during_writes_sliced(void **state)
+{
+    size_t old = kv__push_slice;
+
+    kv__push_slice = 3;
+    crash_rounds(*state, GKV_NOSYNC);
+    kv__push_slice = old;
+}
+
 /* ---- kills at chosen points of a commit ------------------------------------
  *
  * LMDB (linked as a shared library) calls pwrite() and fdatasync() from the
@@ -937,6 +949,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_killed_reader_slot_freed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_during_writes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_during_writes_nosync, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kill_during_writes_sliced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kill_at_the_commit_point, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -7,6 +7,7 @@
  *   kv_wb_state_test       optimizer-state companions of a write-back tensor
  *   kv_wb_process_test     other processes: the write-back lock, deletes
  *   kv_wb_start_stop_test  start and stop against concurrent calls
+ *   kv_wb_slice_test       flushes and pushes in slices (nested transactions)
  *   net_wb_pattern_test    gkv-server's --writeback patterns */
 #include <math.h>
 #include <pthread.h>
@@ -21,7 +22,7 @@
 #include <unistd.h>
 #include "gkvt.h"
 #include "gkvt_wb.h"
-#include "kv/kv_test.h"     /* kv__wb_flush_hook */
+#include "kv/kv_test.h"     /* kv__wb_flush_hook, kv__wb_slice */
 
 #define W 8            /* row width (f32) of the small tensors */
 #define N 3000         /* rows */
@@ -264,17 +265,19 @@ test_wb_sync_flushes(void **state)
 
 /* kill -9 while pushing in write-back mode: the store always holds the
  * state after some whole push k, with k at least the last push a flush
- * call confirmed and at most the last push made. */
+ * call confirmed and at most the last push made. Flushes in slices of
+ * 'slice' chunks (kv__wb_slice; the child inherits it). */
 static void
-test_wb_crash(void **state)
+wb_crash_rounds(size_t slice)
 {
     enum { P = 3000, B = 200 };
     char *dir = gkvt_mkdtemp("wbcrash");
     gkv_tensor_spec sp = gkvt_wb_spec(N, W, GKV_TENSOR_HOT);
-    uint64_t seed = gkvt_seed() ^ 3;
+    uint64_t seed = gkvt_seed() ^ 3 ^ slice;
+    size_t old = kv__wb_slice;
     gkv_store *s;
 
-    (void)state;
+    kv__wb_slice = slice;
     sp.init = GKV_INIT_ZEROS;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
@@ -372,6 +375,23 @@ test_wb_crash(void **state)
         gkv_store_close(s);
     }
     gkvt_rmtree(dir);
+    kv__wb_slice = old;
+}
+
+static void
+test_wb_crash(void **state)
+{
+    (void)state;
+    wb_crash_rounds(kv__wb_slice);
+}
+
+/* The same with slices of 2 chunks: a flush is many nested transactions,
+ * still one commit. */
+static void
+test_wb_crash_sliced(void **state)
+{
+    (void)state;
+    wb_crash_rounds(2);
 }
 
 int
@@ -383,6 +403,7 @@ main(void)
         cmocka_unit_test(test_wb_background),
         cmocka_unit_test(test_wb_sync_flushes),
         cmocka_unit_test(test_wb_crash),
+        cmocka_unit_test(test_wb_crash_sliced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,8 +18,13 @@
  *     fanouts of the wrong length or below -1, a seed out of range or
  *     given twice, exclusions, edge weights;
  *   - requests the client would not send, by hand: refused, named;
+ *   - every batch both ways the rows may come (pulled from their owners
+ *     by the client, the default; GKV_BATCH_RELAY: all in the asked
+ *     server's reply), each with the rows in the client's memory and in
+ *     the caller's (rows_alloc): the same bytes;
  *   - a peer server killed: GKV_ETIMEDOUT naming it within the timeout,
- *     and once it is back, batches go on;
+ *     and once it is back, batches go on; the same for the owner of rows
+ *     the client pulls after the asked server replied, both ways;
  *   - a feature in write-back mode: a batch's rows see the pushes;
  *   - clones (with a token): a clone and its original both work; closing
  *     the clone stops no server; closing the original (the last member)
@@ -70,35 +75,97 @@ bres_free(struct bres *r)
     memset(r, 0, sizeof *r);
 }
 
-/* gkv_client_sample_batch(c, sp) into *r (copied). */
+/* batch_take's modes: spec flags, and ALLOC: the rows into the caller's
+ * memory (rows_alloc) */
+#define ALLOC 0x10000u
+#define MODES 4
+static const unsigned modes[MODES] = {0, GKV_BATCH_RELAY, ALLOC,
+                                      GKV_BATCH_RELAY | ALLOC};
+
+/* rows_alloc for batch_take: memory recorded straight in the bres, each
+ * entry once, poisoned so rows left unwritten show. */
+struct ralloc {
+    struct bres *r;
+    int calls;
+};
+
+static void *
+ralloc(void *arg, int kind, size_t index, size_t bytes)
+{
+    struct ralloc *a = arg;
+    void *p = malloc(bytes + 1), **at;
+
+    assert_non_null(p);
+    memset(p, 0xa5, bytes + 1);
+    at = kind == GKV_BATCH_FEAT ? &a->r->feat[index] :
+         kind == GKV_BATCH_LABEL ? &a->r->label : &a->r->ef[index];
+    assert_true(kind == GKV_BATCH_LABEL ? index == 0 :
+                index < (kind == GKV_BATCH_FEAT ? 4u : 4u * NL_MAX));
+    assert_null(*at);
+    *at = p;
+    a->calls++;
+    return p;
+}
+
+/* gkv_client_sample_batch(c, sp) into *r (copied, or written there with
+ * ALLOC), with spec flags 'mode' (less ALLOC). */
 static gkv_err
-batch_take(gkv_client *c, const gkv_batch_spec *sp, struct bres *r)
+batch_take_mode(gkv_client *c, const gkv_batch_spec *sp, unsigned mode,
+                struct bres *r)
 {
     gkv_block blocks[NL_MAX];
     const void *feat[4], *ef[4 * NL_MAX];
     size_t fb[4], efb[4 * NL_MAX];
-    gkv_batch_out out = {blocks, feat, fb, NULL, 0, ef, efb};
+    gkv_batch_out out = {blocks, feat, fb, NULL, 0, ef, efb, NULL, NULL};
+    gkv_batch_spec s2 = *sp;
+    struct ralloc ra = {r, 0};
+    int alloc = (mode & ALLOC) != 0;
     gkv_err rc;
 
     memset(r, 0, sizeof *r);
-    if ((rc = gkv_client_sample_batch(c, sp, &out)) != GKV_OK)
+    s2.flags = mode & ~ALLOC;
+    if (alloc) {
+        out.rows_alloc = ralloc;
+        out.rows_arg = &ra;
+    }
+    if ((rc = gkv_client_sample_batch(c, &s2, &out)) != GKV_OK) {
+        bres_free(r);           /* rows_alloc's memory is ours anyway */
         return rc;
+    }
+    if (alloc)
+        assert_int_equal(ra.calls, sp->nfeats + (sp->label != NULL) +
+                                   sp->nefeats * sp->nlayers);
     gkvt_bcopy_take(&r->bc, blocks, sp->nlayers);
     for (int f = 0; f < sp->nfeats; f++) {
-        r->feat[f] = dup_bytes(feat[f], fb[f]);
+        if (alloc)
+            assert_ptr_equal(feat[f], r->feat[f]);
+        else
+            r->feat[f] = dup_bytes(feat[f], fb[f]);
         r->fb[f] = fb[f];
     }
     if (sp->label != NULL) {
-        r->label = dup_bytes(out.label, out.label_bytes);
+        if (alloc)
+            assert_ptr_equal(out.label, r->label);
+        else
+            r->label = dup_bytes(out.label, out.label_bytes);
         r->lb = out.label_bytes;
     } else {
         assert_null(out.label);
     }
     for (int k = 0; k < sp->nefeats * sp->nlayers; k++) {
-        r->ef[k] = dup_bytes(ef[k], efb[k]);
+        if (alloc)
+            assert_ptr_equal(ef[k], r->ef[k]);
+        else
+            r->ef[k] = dup_bytes(ef[k], efb[k]);
         r->efb[k] = efb[k];
     }
     return GKV_OK;
+}
+
+static gkv_err
+batch_take(gkv_client *c, const gkv_batch_spec *sp, struct bres *r)
+{
+    return batch_take_mode(c, sp, 0, r);
 }
 
 /* Rows ids[0 .. n) of tensor 'name' pulled by c == the n rows at got
@@ -121,16 +188,16 @@ rows_same(gkv_client *c, const char *name, const int64_t *ids, size_t n,
     free(want);
 }
 
-/* A batch == sample_blocks and pulls of the same IDs on c; returns the
- * number of edges of its blocks. */
+/* A batch taken in 'mode' == sample_blocks and pulls of the same IDs on
+ * c; returns the number of edges of its blocks. */
 static size_t
-batch_check(gkv_client *c, const gkv_batch_spec *sp)
+batch_check_mode(gkv_client *c, const gkv_batch_spec *sp, unsigned mode)
 {
     gkv_block blocks[NL_MAX];
     struct bres r;
     size_t edges = 0;
 
-    NET_OK(batch_take(c, sp, &r));
+    NET_OK(batch_take_mode(c, sp, mode, &r));
     NET_OK(gkv_client_sample_blocks(c, sp->seeds, sp->nseeds, sp->fanouts,
                                     sp->nfan, sp->nlayers, sp->opts, blocks));
     assert_true(gkvt_bcopy_same(&r.bc, blocks));
@@ -152,6 +219,18 @@ batch_check(gkv_client *c, const gkv_batch_spec *sp)
         for (int e = 0; e < r.bc.net; e++)
             edges += r.bc.ne[i][e];
     bres_free(&r);
+    return edges;
+}
+
+/* A batch == sample_blocks and pulls of the same IDs on c, taken in each
+ * of the modes; returns the number of edges of its blocks. */
+static size_t
+batch_check(gkv_client *c, const gkv_batch_spec *sp)
+{
+    size_t edges = 0;
+
+    for (int m = 0; m < MODES; m++)
+        edges = batch_check_mode(c, sp, modes[m]);
     return edges;
 }
 
@@ -256,16 +335,25 @@ homo_batches(struct gkvt_ng *f, gkv_client *c)
         /* the seeds fed back from the last batch's results */
         if (k == 2) {
             gkv_block blocks[NL_MAX];
-            gkv_batch_out out = {blocks, NULL, NULL, NULL, 0, NULL, NULL};
+            gkv_batch_out out = {blocks, NULL, NULL, NULL, 0, NULL, NULL, NULL,
+                                 NULL};
             gkv_batch_spec s2 = sp;
 
             s2.nfeats = s2.nefeats = 0;
             s2.label = NULL;
+            int64_t *fed;
+
             NET_OK(gkv_client_sample_batch(c, &s2, &out));
             sv[0] = blocks[0].nodes[0].ids;
             sn[0] = blocks[0].nodes[0].num_dst;
+            fed = dup_bytes(sv[0], sn[0] * 8);
             s2.nlayers = 1;
-            edges += batch_check(c, &s2);
+            edges += batch_check_mode(c, &s2, modes[0]);
+            /* the arena's seeds last one call: the other modes on a copy */
+            sv[0] = fed;
+            for (int m = 1; m < MODES; m++)
+                batch_check_mode(c, &s2, modes[m]);
+            free(fed);
         }
     }
     assert_true(edges > 1000);
@@ -522,6 +610,16 @@ test_concurrent(void **state)
 
 /* ---- bad input --------------------------------------------------------------------- */
 
+static void *
+null_alloc(void *arg, int kind, size_t index, size_t bytes)
+{
+    (void)arg;
+    (void)kind;
+    (void)index;
+    (void)bytes;
+    return NULL;
+}
+
 static void
 test_bad_input(void **state)
 {
@@ -536,7 +634,7 @@ test_bad_input(void **state)
     gkv_block blocks[NL_MAX];
     const void *feat[4], *ef[4 * NL_MAX];
     size_t fb[4], efb[4 * NL_MAX];
-    gkv_batch_out out = {blocks, feat, fb, NULL, 0, ef, efb};
+    gkv_batch_out out = {blocks, feat, fb, NULL, 0, ef, efb, NULL, NULL};
     gkv_typed_tensor t;
     const int64_t *exv[1] = {seeds};
     size_t exn[1] = {1};
@@ -604,12 +702,49 @@ test_bad_input(void **state)
     NET_FAILS(gkv_client_sample_batch(c, &sp, &out), GKV_EINVAL,
               "opts->edge_w_feat is given");
     o.edge_w_feat = NULL;
+    /* flags it does not know; a rows_alloc that fails */
+    s2 = sp;
+    s2.flags = 0x6;
+    NET_FAILS(gkv_client_sample_batch(c, &s2, &out), GKV_EINVAL,
+              "flags 0x6 have unknown bits");
+    out.rows_alloc = null_alloc;
+    NET_FAILS(gkv_client_sample_batch(c, &sp, &out), GKV_ENOMEM,
+              "rows_alloc returned NULL");
+    sp.flags = GKV_BATCH_RELAY;
+    NET_FAILS(gkv_client_sample_batch(c, &sp, &out), GKV_ENOMEM,
+              "rows_alloc returned NULL");
+    sp.flags = 0;
+    out.rows_alloc = NULL;
     /* the client goes on */
     batch_check(c, &sp);
     NET_OK(gkv_client_close(c));
 }
 
 /* ---- a peer server dies --------------------------------------------------------- */
+
+/* The homogeneous graph on 2 machines of one server each (srv), a client
+ * of 'group' with a timeout of 3 s, and up to 64 seeds of machine 0's. */
+static gkv_client *
+kill_serve(struct gkvt_ng *f, const char *group, struct gkvt_proc *srv[2],
+           int64_t seeds[64], size_t sn[1])
+{
+    gkv_client_opts co = {0};
+    gkv_client *c;
+
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, NULL, srv);
+    co.timeout_ms = 3000;
+    c = gkvt_connect(f->j.cfg, group, 0, &co);
+    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
+             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
+    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
+    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
+    sn[0] = 0;
+    for (int64_t v = 0; v < f->n && sn[0] < 64; v++)
+        if (gkvt_ng_owner_of(f, v, 0) == 0)
+            seeds[sn[0]++] = v;
+    return c;
+}
 
 /* The server of machine 1 killed: a batch asked of machine 0 (its seeds
  * are) fails with GKV_ETIMEDOUT naming machine 1's server within the
@@ -619,7 +754,6 @@ test_peer_killed(void **state)
 {
     struct gkvt_ng *f = *state;
     struct gkvt_proc *srv[2];
-    gkv_client_opts co = {0};
     gkv_client *c;
     int64_t seeds[64];
     const int64_t *sv[1] = {seeds};
@@ -632,19 +766,9 @@ test_peer_killed(void **state)
     uint64_t t0, ms;
     gkv_err rc;
 
-    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
-    gkvt_serve(&f->j, 2, 1, NULL, srv);
-    co.timeout_ms = 3000;
-    c = gkvt_connect(f->j.cfg, "peer", 0, &co);
-    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
-             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
-    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
-    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
     /* machine 0's nodes: machine 0's server is asked, and needs machine 1
      * for their neighbours */
-    for (int64_t v = 0; v < f->n && sn[0] < 64; v++)
-        if (gkvt_ng_owner_of(f, v, 0) == 0)
-            seeds[sn[0]++] = v;
+    c = kill_serve(f, "peer", srv, seeds, sn);
     sp = homo_spec(sv, sn, fan, 2, &o);
     batch_check(c, &sp);
     gkvt_proc_kill(srv[1]);
@@ -663,6 +787,63 @@ test_peer_killed(void **state)
     assert_true(gkv__now_ms() - t0 < 3000);
     assert_non_null(strstr(gkv_net_errmsg(), m1));
     /* back on its port: the next batch hand-shakes with it again */
+    assert_non_null(srv[1] = gkvt_server_try(&f->j, 1, 0, NULL));
+    batch_check(c, &sp);
+    NET_OK(gkv_client_close(c));
+}
+
+/* The owner of rows the client pulls after the asked server replied
+ * killed: machine 0's seeds and one hop (machine 0 samples their columns
+ * itself, and its peer client knows the tensors from the first batch), so
+ * machine 1 is needed only for the input nodes' rows it holds. By
+ * default the client's own pull of them fails with
+ * GKV_ETIMEDOUT naming machine 1's server within the client's timeout
+ * (the rows_alloc memory the caller's, freed by batch_take_mode); with
+ * GKV_BATCH_RELAY the asked server's pull fails, named, before that.
+ * Restarted, batches go on every way. */
+static void
+test_owner_killed(void **state)
+{
+    static const unsigned kill_modes[3] = {0, ALLOC, GKV_BATCH_RELAY};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    gkv_client *c;
+    int64_t seeds[64];
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {0}, far = 0;
+    int fan[1] = {8};
+    gkv_sample_opts o = {0};
+    gkv_batch_spec sp;
+    struct bres r;
+    char m1[64];
+    uint64_t t0, ms;
+    gkv_err rc;
+
+    c = kill_serve(f, "owner", srv, seeds, sn);
+    sp = homo_spec(sv, sn, fan, 1, &o);
+    batch_check(c, &sp);
+    /* the batch does need machine 1's rows */
+    NET_OK(batch_take(c, &sp, &r));
+    for (size_t i = 0; i < r.bc.nsrc[0][0]; i++)
+        far += gkvt_ng_owner_of(f, r.bc.ids[0][0][i], 0) == 1;
+    bres_free(&r);
+    assert_true(far > 0);
+    gkvt_proc_kill(srv[1]);
+    snprintf(m1, sizeof m1, "127.0.0.1:%d", f->j.base + 8);
+    for (int k = 0; k < 3; k++) {
+        int relay = (kill_modes[k] & GKV_BATCH_RELAY) != 0;
+
+        t0 = gkv__now_ms();
+        rc = batch_take_mode(c, &sp, kill_modes[k], &r);
+        ms = gkv__now_ms() - t0;
+        if (rc != GKV_ETIMEDOUT || strstr(gkv_net_errmsg(), m1) == NULL)
+            fail_msg("mode 0x%x: %s: %s", kill_modes[k], gkv_err_name(rc),
+                     gkv_net_errmsg());
+        /* relayed: the asked server's error; else the client's own */
+        assert_true((strstr(gkv_net_errmsg(), "through the peer servers") !=
+                     NULL) == relay);
+        assert_true(ms < (relay ? 3000u : 3500u));
+    }
     assert_non_null(srv[1] = gkvt_server_try(&f->j, 1, 0, NULL));
     batch_check(c, &sp);
     NET_OK(gkv_client_close(c));
@@ -746,7 +927,7 @@ test_raw_requests(void **state)
     } want[] = {
         {"the request has 2 node types", GKV_EINVAL},
         {"fanouts[1] = -2", GKV_EINVAL},
-        {"flags 0x100 have unknown bits", GKV_EINVAL},
+        {"flags 0x204 have unknown bits", GKV_EINVAL},
         {"direction 5", GKV_EINVAL},
         {"seeds[0][2] = 1024 is not a node of type 0", GKV_ERANGE},
         {"is given node type 3", GKV_EINVAL},
@@ -778,7 +959,7 @@ test_raw_requests(void **state)
         switch (k) {
         case 0: x.nnt = 2; break;
         case 1: x.nlayers = 2; fan[1] = -2; break;
-        case 2: x.flags = 0x100; break;
+        case 2: x.flags = 0x204; break;
         case 3: x.dir = 5; break;
         case 4: sv[0] = big; break;
         case 5: x.feats = &bad; break;
@@ -994,6 +1175,7 @@ main(void)
         T(test_concurrent),
         T(test_bad_input),
         T(test_peer_killed),
+        T(test_owner_killed),
         T(test_writeback),
         T(test_raw_requests),
         T(test_clone),

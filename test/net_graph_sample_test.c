@@ -223,6 +223,26 @@ test_create_follows_book(void **state)
         assert_int_equal(d.lo, 341);
         assert_int_equal(d.hi, 682);
     }
+    /* the job's tensor list: every partition holds its own csc/...
+     * (local positions, overlapping ranges); they were listed and failed
+     * the whole list. Now the job's tensors, with their whole ranges. */
+    {
+        gkv_tensor_desc *v;
+        size_t n, k = 0;
+        NET_OK(gkv_client_tensor_list(c, &v, &n));
+        for (size_t i = 0; i < n; i++) {
+            assert_true(strncmp(v[i].name, "csc/", 4) != 0 &&
+                        strncmp(v[i].name, "csr/", 4) != 0);
+            if (strcmp(v[i].name, "node/_N/emb") == 0 ||
+                strcmp(v[i].name, "emb") == 0) {
+                assert_int_equal(v[i].lo, 0);
+                assert_int_equal(v[i].hi, f->n);
+                k++;
+            }
+        }
+        assert_int_equal(k, 2);
+        gkv_free(v);
+    }
     NET_OK(gkv_client_close(c));
 }
 

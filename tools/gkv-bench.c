@@ -1095,10 +1095,14 @@ bench_push(void)
             printf(" ram_gather_rows_s=%.3g x_ram_gather=%.4f verify=%s",
                    b / gath_med, gath_med / med[q][h], ok[q] ? "ok" : "FAIL");
             if (pc->wb) {
-                /* sustained: both pushes of the rep and the flush after */
+                /* sustained: both pushes of the rep and the flush after,
+                 * which writes every touched chunk of the weights and of
+                 * the adagrad state (cow: one tensor's) */
                 double fl = tools__median(t_flush[q], push_reps);
                 double sus = 2.0 * b / (med[q][ASSIGN] + med[q][ADAGRAD] + fl);
-                printf(" flush_s=%.3f sustained_rows_s=%.3g", fl, sus);
+                printf(" flush_s=%.3f dirty_MB=%.0f flush_ms_per_dirty_MB=%.2f "
+                       "sustained_rows_s=%.3g", fl, 2 * cow / 1e6,
+                       fl * 1e3 / (2 * cow / 1e6), sus);
                 if (rc != NULL)
                     printf(" sustained_x_redis_set=%.2f", sus * redis_med / b);
             }
@@ -1109,10 +1113,16 @@ bench_push(void)
             snprintf(v, sizeof v, "%.3f M rows/s", b / med[q][h] / 1e6);
             if (rc != NULL) {
                 double x = redis_med / med[q][h];
+                /* the second wave's target for the direct HOT push */
+                int hot_direct = pc->tflags == GKV_TENSOR_HOT && !pc->wb &&
+                                 (pc->oflags & GKV_NOSYNC);
                 snprintf(ref, sizeof ref, "Redis SET %.3f M/s", b / redis_med / 1e6);
                 snprintf(ratio, sizeof ratio, "%.2fx", x);
-                table_add(what, v, ref, ratio, h == ASSIGN
-                          ? (x >= 4 ? ">=4x: met" : ">=4x: NOT met") : "-");
+                table_add(what, v, ref, ratio, h != ASSIGN ? "-"
+                          : x >= 4 ? ">=4x: met"
+                          : hot_direct ? (x >= 1 ? ">=4x: NOT; >=1x: met"
+                                                 : ">=4x, >=1x: NOT met")
+                          : ">=4x: NOT met");
             } else {
                 table_add(what, v, "Redis skipped", "-", h == ASSIGN ? ">=4x: n/a" : "-");
             }
@@ -1121,15 +1131,16 @@ bench_push(void)
             double fl = tools__median(t_flush[q], push_reps);
             double sus = 2.0 * b / (med[q][ASSIGN] + med[q][ADAGRAD] + fl);
 
-            snprintf(what, sizeof what, "  sustained: assign+adagrad+flush (%.2f s)",
-                     fl);
+            snprintf(what, sizeof what, "  sustained: 2 pushes+flush (%.2f s, "
+                     "%.2f ms/dirty MB)", fl, fl * 1e3 / (2 * cow / 1e6));
             snprintf(v, sizeof v, "%.3f M rows/s", sus / 1e6);
             if (rc != NULL) {
                 snprintf(ref, sizeof ref, "Redis SET %.3f M/s", b / redis_med / 1e6);
                 snprintf(ratio, sizeof ratio, "%.2fx", sus * redis_med / b);
             }
             table_add(what, v, rc != NULL ? ref : "Redis skipped",
-                      rc != NULL ? ratio : "-", "-");
+                      rc != NULL ? ratio : "-", rc == NULL ? ">=1x: n/a"
+                      : sus * redis_med / b >= 1 ? ">=1x: met" : ">=1x: NOT met");
         }
         nfail += !ok[q];
     }

@@ -554,7 +554,11 @@ class NeighborLoader:
     one request; the default for a Client), 'client' or 'local' (a
     Partition). seed: sampling and shuffling seed (batch i of epoch e is
     sampled with gkv.Loader.batch_seed(seed, e, i)). Iterating again starts
-    the next epoch."""
+    the next epoch. workers and prefetch are gkv.Loader's worker threads
+    and batches made ahead; PyG's num_workers, persistent_workers and
+    pin_memory are accepted and ignored (no worker processes are needed);
+    disjoint, non-directional subgraphs and temporal sampling are
+    refused."""
 
     def __init__(self, data, num_neighbors, *, input_nodes=None, batch_size=1,
                  shuffle=False, drop_last=False, replace=False, node_attrs=None,

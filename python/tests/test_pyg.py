@@ -148,6 +148,16 @@ def test_feature_store_put_update_remove(tmp_path):
         srv.stop()
 
 
+def test_feature_store_over_an_embedded_store(store):
+    fs = gkv.pyg.FeatureStore(store)
+    x = torch.arange(12, dtype=torch.int64).view(6, 2)
+    assert fs.put_tensor(x, None, "h", None)
+    assert fs.get_all_tensor_attrs() == [TensorAttr(None, "h")]
+    got = fs.get_tensor(None, "h", torch.tensor([5, 1]))
+    np.testing.assert_array_equal(got.numpy(), np.asarray(store.pull("node/_N/h", [5, 1])))
+    assert got.dtype == torch.int64
+
+
 # ---- GraphStore -----------------------------------------------------------------
 
 def test_graph_store(env):
@@ -169,6 +179,11 @@ def test_graph_store(env):
     np.testing.assert_array_equal(row.numpy(), np.asarray(s)[order])
     np.testing.assert_array_equal(np.diff(colptr.numpy()),
                                   np.asarray(c.in_degrees(0, np.arange(N))))
+    rowptr, col = gs.get_edge_index(None, "csr")
+    np.testing.assert_array_equal(np.diff(rowptr.numpy()),
+                                  np.asarray(c.out_degrees(0, np.arange(N))))
+    order = np.argsort(np.asarray(s), kind="stable")
+    np.testing.assert_array_equal(col.numpy(), np.asarray(d)[order])
     with pytest.raises(KeyError):
         gs.get_edge_index(("a", "b", "c"), "coo")
     with pytest.raises(gkv.NotSupportedError, match="fixed"):
@@ -392,3 +407,27 @@ def test_graphsage_example_learns(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "batches/s" in out and "epoch 3" in out
     assert acc >= 0.9, out
+
+
+def test_hetero_link_loader(hetero):
+    c, p = hetero
+    fs, gs = gkv.pyg.FeatureStore(c), gkv.pyg.GraphStore(c)
+    et = ("user", "buys", "item")
+    e = c.pbook()["etypes"].index("user:buys:item")
+    s, d = c.find_edges(e, np.arange(24))
+    eli = torch.stack([torch.from_dlpack(s), torch.from_dlpack(d)])
+    n = 0
+    for data in gkv.pyg.LinkNeighborLoader((fs, gs), [2, 2], edge_label_index=(et, eli),
+                                           batch_size=8, seed=2):
+        local = data[et].edge_label_index
+        np.testing.assert_array_equal(data["user"].n_id[local[0]].numpy(),
+                                      eli[0, data[et].input_id].numpy())
+        np.testing.assert_array_equal(data["item"].n_id[local[1]].numpy(),
+                                      eli[1, data[et].input_id].numpy())
+        for nt in ("user", "item"):
+            np.testing.assert_array_equal(
+                data[nt].x.numpy(), pulled(c, data[nt].n_id, "node/%s/x" % nt))
+        n += 1
+    assert n == 3
+    with pytest.raises(ValueError, match="edge type"):
+        gkv.pyg.LinkNeighborLoader((fs, gs), [2], edge_label_index=eli)

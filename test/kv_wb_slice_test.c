@@ -1,0 +1,260 @@
+/* kv_wb_slice_test.c - writes in slices (kv__slice_begin): a write-back
+ * flush and a direct push run as nested LMDB transactions of a few chunks
+ * each inside their one transaction. The bytes they leave are the same for
+ * every slice size (none, 1, 3, 7 chunks, the default); a slice that finds
+ * LMDB's dirty list full runs the whole write again unsliced; and a flush
+ * writes about the pages of the chunks its dirty rows are in, not the
+ * tensor (the system calls that write data.mdb counted). Crash safety with
+ * slices: kv_wb_test.c (test_wb_crash_sliced) and kv_crash_test.c
+ * (test_kill_during_writes_sliced). */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include "gkvt.h"
+#include "gkvt_wb.h"
+#include "kv/kv_test.h"     /* kv__wb_slice, kv__push_slice, kv__slice_full_at */
+
+#define N  3000     /* rows, IDs [100, 100 + N) */
+#define W  64       /* f32: 256-byte rows, 15 to a HOT chunk: 200 chunks */
+#define B  400      /* IDs per push */
+
+/* ---- the same bytes for every slice size ------------------------------------ */
+
+/* The store's rows and Adagrad state of "t" (through a snapshot: what the
+ * file holds), malloc'd, 2 x N x W floats. */
+static float *
+store_bytes(gkv_store *s)
+{
+    float *out = malloc(2 * N * W * sizeof *out), *st;
+    gkv_txn *tx;
+
+    assert_non_null(out);
+    GKVT_OK(gkv_txn_begin(s, &tx));
+    st = gkvt_wb_rows(s, tx, "t", N, W);
+    memcpy(out, st, N * W * sizeof *out);
+    free(st);
+    GKVT_OK(gkv_tensor_read(s, tx, "t#adagrad_s", 100, 100 + N, out + N * W,
+                            N * W * sizeof *out));
+    gkv_txn_end(tx);
+    return out;
+}
+
+/* Direct pushes (assign, adagrad, add), then write-back pushes and
+ * flushes, with slices of 'slice' chunks for both; the last push is a
+ * direct assign whose rows are checked against what was pushed. Returns
+ * store_bytes() of the end. */
+static float *
+run_sequence(size_t slice, uint64_t seed)
+{
+    static uint64_t ids[B];
+    static float rows[B * W], got[B * W];
+    const char *hs[3] = {"assign", "adagrad", "add"};
+    char *dir = gkvt_mkdtemp("slice");
+    gkv_tensor_spec sp = gkvt_wb_spec(N, W, GKV_TENSOR_HOT);
+    uint64_t rs = seed;
+    size_t old_wb = kv__wb_slice, old_push = kv__push_slice;
+    float *out;
+    gkv_store *s;
+
+    kv__wb_slice = kv__push_slice = slice;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    for (int i = 0; i < 6; i++) {
+        gkv_push_args pa = {hs[i % 3], 0.05, 0, 0, 0, 0};
+        gkvt_rand_rows(&rs, ids, rows, B, 100, N, W);
+        GKVT_OK(gkv_tensor_push(s, "t", ids, B, rows, sizeof rows, &pa));
+    }
+    GKVT_OK(gkv_writeback_start(s, "t", 1000000));   /* flushes when asked */
+    for (int i = 0; i < 6; i++) {
+        gkv_push_args pa = {hs[i % 3], 0.05, 0, 0, 0, 0};
+        gkvt_rand_rows(&rs, ids, rows, B, 100, N, W);
+        GKVT_OK(gkv_tensor_push(s, "t", ids, B, rows, sizeof rows, &pa));
+        if (i % 2 == 1)
+            GKVT_OK(gkv_writeback_flush(s));
+    }
+    GKVT_OK(gkv_writeback_stop(s, "t"));
+    gkvt_rand_rows(&rs, ids, rows, B, 100, N, W);
+    for (size_t i = 0; i < B; i++)   /* distinct IDs: the pushed row wins */
+        ids[i] = 100 + (i * 7 + rs % 7) % N;
+    GKVT_OK(gkv_tensor_push(s, "t", ids, B, rows, sizeof rows, NULL));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "t", ids, B, got, sizeof got));
+    assert_memory_equal(got, rows, sizeof rows);
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    out = store_bytes(s);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+    kv__wb_slice = old_wb;
+    kv__push_slice = old_push;
+    return out;
+}
+
+static void
+test_slices_same_bytes(void **state)
+{
+    const size_t slices[] = {1, 3, 7, 16384};
+    uint64_t seed = gkvt_seed();
+    float *ref = run_sequence(0, seed);
+
+    (void)state;
+    for (size_t i = 0; i < sizeof slices / sizeof *slices; i++) {
+        float *got = run_sequence(slices[i], seed);
+        if (memcmp(got, ref, 2 * N * W * sizeof *ref) != 0)
+            fail_msg("slices of %zu chunks left other bytes than none",
+                     slices[i]);
+        free(got);
+    }
+    free(ref);
+}
+
+/* ---- a slice that finds the dirty list full ------------------------------- */
+
+static void
+test_slice_full_reruns(void **state)
+{
+    static uint64_t ids[B];
+    static float rows[B * W], got[B * W];
+    char *dir = gkvt_mkdtemp("slicefull");
+    gkv_tensor_spec sp = gkvt_wb_spec(N, W, GKV_TENSOR_HOT);
+    size_t old_wb = kv__wb_slice, old_push = kv__push_slice;
+    gkv_store *s;
+
+    (void)state;
+    kv__wb_slice = kv__push_slice = 2;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    for (int wb = 0; wb < 2; wb++) {
+        for (size_t i = 0; i < B; i++)     /* distinct, over most chunks */
+            ids[i] = 100 + (i * 7 + (uint64_t)wb) % N;
+        for (size_t i = 0; i < B * W; i++)
+            rows[i] = (float)(i % 977) * 0.5f + (float)wb;
+        /* the 5th chunk's step fails as LMDB would with too many dirty
+         * pages: the push (wb 0) or the flush (wb 1) runs again, unsliced */
+        if (wb) {
+            GKVT_OK(gkv_writeback_start(s, "t", 1000000));
+            GKVT_OK(gkv_tensor_push(s, "t", ids, B, rows, sizeof rows, NULL));
+            kv__slice_full_at = 5;
+            GKVT_OK(gkv_writeback_flush(s));
+        } else {
+            kv__slice_full_at = 5;
+            GKVT_OK(gkv_tensor_push(s, "t", ids, B, rows, sizeof rows, NULL));
+        }
+        assert_int_equal(kv__slice_full_at, 0);   /* it fired */
+        if (wb)
+            GKVT_OK(gkv_writeback_stop(s, "t"));
+        {   /* what the file holds */
+            gkv_txn *tx;
+            GKVT_OK(gkv_txn_begin(s, &tx));
+            GKVT_OK(gkv_tensor_pull(s, tx, "t", ids, B, got, sizeof got));
+            gkv_txn_end(tx);
+        }
+        assert_memory_equal(got, rows, sizeof rows);
+        GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    }
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+    kv__wb_slice = old_wb;
+    kv__push_slice = old_push;
+}
+
+/* ---- a flush writes the pages of its dirty chunks ---------------------------
+ * LMDB writes a commit's pages with pwrite and writev (and the meta page
+ * with pwrite); this program's versions count the bytes while 'counting'
+ * is set. (Exported by hand: the build hides symbols.) */
+
+static int counting;
+static size_t written;
+
+__attribute__((visibility("default"))) ssize_t
+pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+    ssize_t r = syscall(SYS_pwrite64, fd, buf, n, off);
+
+    if (counting && r > 0)
+        written += (size_t)r;
+    return r;
+}
+
+__attribute__((visibility("default"))) ssize_t
+writev(int fd, const struct iovec *iov, int cnt)
+{
+    ssize_t r = syscall(SYS_writev, fd, iov, cnt);
+
+    if (counting && r > 0)
+        written += (size_t)r;
+    return r;
+}
+
+__attribute__((visibility("default"))) ssize_t
+pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+    ssize_t r = syscall(SYS_pwritev, fd, iov, cnt, (long)off, (long)(off >> 32));
+
+    if (counting && r > 0)
+        written += (size_t)r;
+    return r;
+}
+
+static void
+test_flush_writes_dirty_pages(void **state)
+{
+    enum { BN = 20000, BW = 128 };   /* 512-byte rows, 7 to a HOT chunk */
+    const size_t ks[] = {10, 100, 1000};
+    char *dir = gkvt_mkdtemp("slicepages");
+    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, BW, 0, BN, GKV_INIT_UNIFORM);
+    size_t tensor_bytes = (size_t)BN * BW * 4;
+    static uint64_t ids[1000];
+    static float rows[1000 * BW];
+    uint64_t rs = gkvt_seed() ^ 11;
+    gkv_tensor_desc d;
+    gkv_store *s;
+
+    (void)state;
+    sp.flags = GKV_TENSOR_HOT;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "e", &sp));
+    GKVT_OK(gkv_tensor_info(s, NULL, "e", &d));
+    GKVT_OK(gkv_writeback_start(s, "e", 1000000));   /* flushes when asked */
+    for (size_t j = 0; j < sizeof ks / sizeof *ks; j++) {
+        size_t k = ks[j], nchunks = 0;
+        unsigned char *seen = calloc(BN / d.chunk_rows + 1, 1);
+
+        assert_non_null(seen);
+        gkvt_rand_rows(&rs, ids, rows, k, 0, BN, BW);
+        for (size_t i = 0; i < k; i++)
+            nchunks += !seen[ids[i] / d.chunk_rows]++;
+        free(seen);
+        GKVT_OK(gkv_tensor_push(s, "e", ids, k, rows, k * BW * 4, NULL));
+        written = 0;
+        counting = 1;
+        GKVT_OK(gkv_writeback_flush(s));
+        counting = 0;
+        print_message("  %zu dirty rows in %zu chunks: the flush wrote %zu "
+                      "bytes (%.1f pages a chunk); the tensor has %zu\n", k,
+                      nchunks, written, (double)written / 4096 / nchunks,
+                      tensor_bytes);
+        /* every dirty chunk is a page of its own, written whole; besides
+         * them, the leaf and branch pages above them, the free list and
+         * the meta page: at most one more page a chunk, and a few */
+        assert_true(written >= nchunks * 4096);
+        assert_true(written <= nchunks * 2 * 4096 + 16 * 4096);
+    }
+    GKVT_OK(gkv_writeback_stop(s, "e"));
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slices_same_bytes),
+        cmocka_unit_test(test_slice_full_reruns),
+        cmocka_unit_test(test_flush_writes_dirty_pages),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
