@@ -33,7 +33,6 @@ is importable, else CSCBlock (indptr / indices tensors per edge type).
 Arrays come from gkv as gkv.Array and reach torch with torch.from_dlpack,
 without a copy. PyTorch is required; dgl is not.
 """
-import json
 import os
 
 import numpy as np
@@ -372,10 +371,8 @@ class DistTensor:
 
 class _Data:
     """ndata / edata of one type: name -> DistTensor of the job's tensor
-    "<kind>/<type>/<name>", looked up by name (describe) when indexed.
-    Listing the names reads the partition config's node_feats / edge_feats
-    when the config is at hand (DistGraph's part_config, or GKV_PART_CONFIG
-    under gkv-launch), else the job's tensor list."""
+    "<kind>/<type>/<name>", looked up by name (describe) when indexed;
+    keys() lists the job's tensors."""
 
     def __init__(self, g, kind, t):
         self._g, self._kind, self._t = g, kind, t
@@ -407,12 +404,8 @@ class _Data:
         return True
 
     def keys(self):
-        conf = self._g._config()
-        if conf is not None:
-            names = list(conf.get(self._kind + "_feats", {}).get(self._t, []))
-        else:
-            names = [d["name"][len(self._prefix):] for d in self._g._c.tensors()
-                     if d["name"].startswith(self._prefix) and "#" not in d["name"]]
+        names = [d["name"][len(self._prefix):] for d in self._g._c.tensors()
+                 if d["name"].startswith(self._prefix) and "#" not in d["name"]]
         return sorted(set(n for n in names if "/" not in n) | set(self._added))
 
     def __iter__(self):
@@ -462,7 +455,6 @@ class DistGraph:
             raise InvalidArgumentError("DistGraph %r: the servers serve graph %r "
                                        "(GKV_EINVAL)" % (graph_name, gn))
         self.graph_name = gn
-        self._part_config = part_config or os.environ.get("GKV_PART_CONFIG")
         self.nodes = _TypeViews(self, "node")
         self.edges = _TypeViews(self, "edge")
 
@@ -470,13 +462,6 @@ class DistGraph:
     def client(self):
         return self._c
 
-    def _config(self):
-        """The partition config as a dict, when readable here; else None."""
-        try:
-            with open(self._part_config) as f:
-                return json.load(f)
-        except (TypeError, OSError, ValueError):
-            return None
 
     @property
     def ntypes(self):

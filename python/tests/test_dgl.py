@@ -245,6 +245,8 @@ def test_node_split_equals_the_c_split(parted):
         g = dist.DistGraph("pg")
         pb = g.get_partition_book()
         assert pb.num_partitions() == 3
+        assert g.ndata.keys() == ["feat", "mask"]          # three servers' lists
+        np.testing.assert_array_equal(g.ndata["feat"][torch.arange(300)].numpy(), feat)
         for nt in (1, 2, 3, 5):
             seen = []
             for r in range(nt):
