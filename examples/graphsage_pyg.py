@@ -3,7 +3,8 @@
 
     python examples/graphsage_pyg.py [--nodes 20000] [--parts 2] ...
 
-1. generates a graph whose labels can be learned: a stochastic block model
+1. generates a graph whose labels can be learned (examples/sbm_graph.py,
+   shared with graphsage_dgl.py): a stochastic block model
    of C planted communities (each node has about --deg-in neighbours in
    its own community and --deg-out in others); the label is the
    community, the feature a noisy one-hot view of it (alone, a node's
@@ -28,39 +29,19 @@ the test does). BUILD names the build directory holding gkv-launch.
 """
 import argparse
 import os
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-import gkv
-import gkv.pyg
-from torch_geometric.nn import SAGEConv
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sbm_graph  # noqa: E402
+from sbm_graph import make_graph, split  # noqa: E402
 
-
-def make_graph(n, classes, deg_in, deg_out, noise, seed):
-    """(src, dst, x, y): a planted-community graph, edges both ways."""
-    rng = np.random.default_rng(seed)
-    y = rng.integers(0, classes, n).astype(np.int64)
-    d = deg_in + deg_out
-    src = np.repeat(np.arange(n, dtype=np.int64), d)
-    dst = rng.integers(0, n, (n, d))            # deg_out: anywhere
-    for c in range(classes):                    # deg_in: in the community
-        members = np.flatnonzero(y == c)
-        dst[members, :deg_in] = members[rng.integers(0, len(members),
-                                                     (len(members), deg_in))]
-    dst = dst.reshape(-1).astype(np.int64)
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
-    x = rng.normal(0.0, noise, (n, classes)).astype(np.float32)
-    x[np.arange(n), y] += 1.0
-    return src, dst, x, y
+import gkv  # noqa: E402
+import gkv.pyg  # noqa: E402
+from torch_geometric.nn import SAGEConv  # noqa: E402
 
 
 class SAGE(torch.nn.Module):
@@ -97,20 +78,12 @@ def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
     with gkv.pyg.NeighborLoader((fs, gs), num_neighbors=fanouts,
                                 input_nodes=train_ids, batch_size=batch_size,
                                 shuffle=True, seed=seed, workers=workers) as loader:
-        for epoch in range(epochs):
-            model.train()
-            t0, nb, total = time.perf_counter(), 0, 0.0
-            for data in loader:
-                opt.zero_grad()
-                out = model(data.x, data.edge_index)[:data.batch_size]
-                loss = F.cross_entropy(out, data.y[:data.batch_size])
-                loss.backward()
-                opt.step()
-                nb += 1
-                total += float(loss)
-            dt = time.perf_counter() - t0
-            log("epoch %d: loss %.4f, %.2f s, %d batches, %.1f batches/s"
-                % (epoch, total / max(nb, 1), dt, nb, nb / dt))
+        def loss_of(data):
+            out = model(data.x, data.edge_index)[:data.batch_size]
+            return F.cross_entropy(out, data.y[:data.batch_size])
+
+        sbm_graph.fit(model, opt, loader, epochs, loss_of, log,
+                      join=model.join if world > 1 else None)
     model.eval()
     correct = 0
     with torch.no_grad(), gkv.pyg.NeighborLoader(
@@ -125,14 +98,6 @@ def train(client, train_ids, test_ids, *, fanouts, batch_size, epochs, hidden,
     acc = int(counts[0]) / int(counts[1])
     log("test accuracy %.4f (%d nodes)" % (acc, int(counts[1])))
     return acc
-
-
-def split(n, seed, train_frac=0.6):
-    """Train and test node IDs (gkv's IDs: any split of them is random,
-    as the partitioning relabels nodes)."""
-    perm = np.random.default_rng(seed + 7).permutation(n).astype(np.int64)
-    k = int(n * train_frac)
-    return np.sort(perm[:k]), np.sort(perm[k:])
 
 
 def partition(outdir, args):
@@ -162,7 +127,8 @@ def trainer(args):
         train_ids, test_ids = split(args.nodes, args.seed)
         acc = run_train(c, train_ids, test_ids, args, dist=dist)
     finally:
-        if dist is not None:
+        if dist is not None:    # together: rank 0 alone in it could wait forever
+            dist.barrier()
             dist.destroy_process_group()
         c.close()
     return acc
@@ -176,23 +142,12 @@ def run_train(c, train_ids, test_ids, args, part_config=None, dist=None):
                  workers=args.workers)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def ip_config(path, machines):
-    """A loopback ip_config of 'machines' machines on free ports."""
-    with open(path, "w") as f:
-        f.writelines("127.0.0.1 %d\n" % free_port() for _ in range(machines))
-    return path
-
-
 def in_process(config, args):
     """Serves every partition on a gkv.Server thread of this process."""
     servers = []
-    ipc = ip_config(os.path.join(os.path.dirname(config), "ip_config.txt"), args.parts)
+    ipc = os.path.join(os.path.dirname(config), "ip_config.txt")
+    with open(ipc, "w") as f:
+        f.writelines(sbm_graph.ip_config_lines(args.parts))
     try:
         for m in range(args.parts):
             servers.append(gkv.Server(ipc, part_config=config, part_id=m, machine=m))
@@ -208,59 +163,18 @@ def in_process(config, args):
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    for name, typ, default in (("nodes", int, 20000), ("classes", int, 8),
-                               ("deg-in", int, 8), ("deg-out", int, 4),
-                               ("noise", float, 1.0), ("parts", int, 2),
-                               ("batch-size", int, 128), ("epochs", int, 4),
-                               ("hidden", int, 64), ("lr", float, 0.02),
-                               ("seed", int, 1), ("workers", int, 2),
-                               ("target", float, 0.9)):
-        p.add_argument("--" + name, type=typ, default=default,
-                       help="(default %s)" % default)
-    p.add_argument("--fanouts", type=lambda s: [int(v) for v in s.split(",")],
-                   default=[10, 5], help="per hop, hop 1 first (default 10,5)")
-    p.add_argument("--dir", default=None, help="working directory (default: a temporary one)")
-    p.add_argument("--in-process", action="store_true")
-    p.add_argument("--trainer", action="store_true", help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    return sbm_graph.add_args(p, "per hop, hop 1 first (default 10,5)"
+                              ).parse_args(argv)
 
 
 def main(argv=None):
     args = parse(argv)
-    # the trainers of a machine share its cores
-    per = int(os.environ.get("GKV_NUM_TRAINERS", 1)) if args.trainer else 1
-    torch.set_num_threads(max(1, min(4, (os.cpu_count() or 1) // per)))
+    torch.set_num_threads(sbm_graph.torch_threads())
     if args.trainer:
         return 0 if trainer(args) >= args.target else 1
-    work = args.dir or tempfile.mkdtemp(prefix="graphsage-")
-    os.makedirs(work, exist_ok=True)
-    config, _ = partition(os.path.join(work, "parts"), args)
-    if args.in_process:
-        acc = in_process(config, args)
-        ok = acc >= args.target
-    else:
-        build = os.environ.get("BUILD", os.path.join(os.path.dirname(
-            os.path.abspath(__file__)), "..", "build"))
-        ipc = ip_config(os.path.join(work, "ip_config.txt"), args.parts)
-        me = [sys.executable, os.path.abspath(__file__), "--trainer"] + \
-            [a for a in (argv if argv is not None else sys.argv[1:])
-             if a != "--in-process"]
-        os.environ["MASTER_PORT"] = str(free_port())   # torch.distributed's
-        cmd = [os.path.join(build, "gkv-launch"), "--ip-config", ipc,
-               "--part-config", config, "--num-servers", "1", "--num-trainers", "1",
-               "--workspace", os.path.join(work, "launch"), "--"] + me
-        print("$ " + " ".join(cmd), flush=True)
-        t0 = time.perf_counter()
-        rc = subprocess.run(cmd).returncode
-        log = os.path.join(work, "launch", "logs", "trainer-0-0.log")
-        if os.path.exists(log):
-            print("-- rank 0 (%s):" % log)
-            sys.stdout.write(open(log).read())
-        print("job: %.1f s, gkv-launch exit status %d" % (time.perf_counter() - t0, rc))
-        ok = rc == 0
-    print("graphsage_pyg: %s (target test accuracy %.2f)"
-          % ("reached" if ok else "NOT reached", args.target))
-    return 0 if ok else 1
+    return sbm_graph.run_job("graphsage_pyg", __file__, argv, args,
+                             lambda d: partition(d, args)[0],
+                             lambda config: in_process(config, args))
 
 
 if __name__ == "__main__":

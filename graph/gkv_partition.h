@@ -59,13 +59,17 @@ typedef enum gkv_part_method {
     GKV_PART_RANGE  = 2,  /* each node type cut into num_parts contiguous
                            * equal slices of its IDs: a homogeneous graph
                            * keeps every node ID */
-    GKV_PART_METIS  = 3   /* libmetis k-way on the symmetric, loop-free
+    GKV_PART_METIS  = 3,  /* libmetis k-way on the symmetric, loop-free
                            * homogeneous view of all node and edge types,
                            * minimising the edge cut while balancing nodes
                            * (and in-edges, and training nodes: see flags) */
+    GKV_PART_GIVEN  = 4   /* the caller's assignment (spec.owners), e.g. that
+                           * of a graph another partitioner split; within a
+                           * partition nodes keep their order, so owners
+                           * that do not decrease keep every node ID */
 } gkv_part_method;
 
-/* "random", "range", "metis"; "?" for anything else. Constant string. */
+/* "random", "range", "metis", "given"; "?" for anything else. Constant string. */
 GKV_API const char *gkv_part_method_name(gkv_part_method m);
 /* Parses one of those names. Errors: GKV_EINVAL. */
 GKV_API gkv_err     gkv_part_method_parse(const char *s, gkv_part_method *out);
@@ -155,6 +159,11 @@ typedef struct gkv_part_spec {
     size_t               nreverse;
     gkv_part_progress_fn progress;   /* may be NULL */
     void                *progress_ctx;
+    const int32_t *const *owners;    /* GKV_PART_GIVEN (required; NULL for
+                                      * the others): owners[t][v], the
+                                      * partition 0..num_parts-1 of node v
+                                      * of node type t, types in the
+                                      * graph's order */
 } gkv_part_spec;
 
 /* What was done; filled on GKV_OK. */

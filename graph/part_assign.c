@@ -1,5 +1,5 @@
 /* part_assign.c - the partitioner's steps 2 and 3 (see part_write.c):
- * nodes assigned to partitions (random or range here, METIS in
+ * nodes assigned to partitions (random, range or given here, METIS in
  * part_write_metis.c) and given new IDs, and edges numbered in CSC order
  * without sorting. */
 #include <string.h>
@@ -34,6 +34,17 @@ pw__assign(struct pw *w, gkv_part_report *rep)
                                   "the owners");
         if (w->sp->method == GKV_PART_METIS)
             continue;
+        if (w->sp->method == GKV_PART_GIVEN) {
+            const int32_t *o = w->sp->owners[t];
+            for (size_t v = 0; v < n; v++) {
+                if (o == NULL || o[v] < 0 || o[v] >= P)
+                    return pw__fail(w, GKV_EINVAL, "owners[%d][%zu] = %d: "
+                                    "expected a partition 0..%d", t, v,
+                                    o != NULL ? (int)o[v] : -1, P - 1);
+                w->owner[t][v] = (uint16_t)o[v];
+            }
+            continue;
+        }
         /* equal slices: range keeps them, random shuffles them */
         for (int p = 0; p < P; p++) {
             int64_t a = slice_lo((int64_t)n, p, P), b = slice_lo((int64_t)n, p + 1, P);

@@ -323,6 +323,7 @@ gkv_part_method_name(gkv_part_method m)
     case GKV_PART_RANDOM: return "random";
     case GKV_PART_RANGE:  return "range";
     case GKV_PART_METIS:  return "metis";
+    case GKV_PART_GIVEN:  return "given";
     default:              return "?";
     }
 }
@@ -331,7 +332,7 @@ gkv_err
 gkv_part_method_parse(const char *s, gkv_part_method *out)
 {
     static const gkv_part_method all[] = {GKV_PART_RANDOM, GKV_PART_RANGE,
-                                          GKV_PART_METIS};
+                                          GKV_PART_METIS, GKV_PART_GIVEN};
 
     for (size_t i = 0; s != NULL && i < sizeof all / sizeof all[0]; i++)
         if (strcmp(s, gkv_part_method_name(all[i])) == 0) {
@@ -387,7 +388,11 @@ setup(struct pw *w, const char *outdir)
 
     if (gkv_part_method_name(sp->method)[0] == '?')
         return pw__fail(w, GKV_EINVAL, "unknown partition method %d (random, "
-                        "range or metis)", (int)sp->method);
+                        "range, metis or given)", (int)sp->method);
+    if ((sp->method == GKV_PART_GIVEN) != (sp->owners != NULL))
+        return pw__fail(w, GKV_EINVAL, sp->owners == NULL ?
+                        "method given: the owners of the nodes are missing" :
+                        "owners are for method given only");
     if (sp->num_parts < 1 || sp->num_parts > GKV_PART_MAX)
         return pw__fail(w, GKV_EINVAL, "%d partitions: need 1 to %d",
                         sp->num_parts, GKV_PART_MAX);

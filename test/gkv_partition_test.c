@@ -305,6 +305,8 @@ test_usage_errors_exit_2(void **state)
         {{"--input", "E", "OUT", "--parts", NULL}, "--parts needs a value"},
         {{"--parts=2", "--method", "kway", "--input", "E", "OUT", NULL},
          "--method 'kway'"},
+        {{"--parts=2", "--method", "given", "--input", "E", "OUT", NULL},
+         "--method 'given'"},
         {{"--parts", "2", "--bogus", "--input", "E", "OUT", NULL},
          "unknown option '--bogus'"},
         {{"--parts", "2", "--csr=1", "--input", "E", "OUT", NULL},

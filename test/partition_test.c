@@ -1110,6 +1110,68 @@ test_bad_spec(void **state)
     tg_free(&t);
 }
 
+/* Method given: the caller's owners. Nodes keep their order within a
+ * partition, so partition 0 gets 1, 3, 4, 5 as 0..3 and partition 1 gets
+ * 0, 2, 6, 7 as 4..7; owners that do not decrease keep every ID. An owner
+ * out of range, owners without the method or the method without owners
+ * are refused, leaving nothing. */
+static void
+test_given_owners(void **state)
+{
+    struct fx *f = *state;
+    gkv_graph *g;
+    gkv_part_spec sp;
+    char path[8192];
+    int64_t *nmap;
+    static const int32_t own[8] = {1, 0, 1, 0, 0, 0, 1, 1};
+    static const int32_t sorted[8] = {0, 0, 0, 1, 1, 1, 1, 1};
+    static const int32_t bad[8] = {0, 0, 0, 1, 1, 2, 1, 1};
+    static const int64_t want[8] = {4, 0, 5, 1, 2, 3, 6, 7};
+    const int32_t *owners[1] = {own};
+
+    GKVT_OK(gkv_graph_fixed_homo(&g));
+    memset(&sp, 0, sizeof sp);
+    sp.method = GKV_PART_GIVEN;
+    sp.num_parts = 2;
+    sp.owners = owners;
+    GKVT_OK(gkv_partition_write(g, &sp, f->out, NULL, f->msg, sizeof f->msg));
+    snprintf(path, sizeof path, "%s/mapping/node-_N.npy", f->out);
+    nmap = read_npy_i64(path, 8);
+    assert_memory_equal(nmap, want, sizeof want);
+    free(nmap);
+    owners[0] = sorted;
+    sp.flags = GKV_PART_FORCE;
+    GKVT_OK(gkv_partition_write(g, &sp, f->out, NULL, f->msg, sizeof f->msg));
+    nmap = read_npy_i64(path, 8);
+    for (int64_t v = 0; v < 8; v++)
+        assert_int_equal(nmap[v], v);
+    free(nmap);
+    snprintf(path, sizeof path, "%s/graph.json", f->out);
+    {
+        json_t *j = json_load_file(path, 0, NULL);
+        json_t *nm = json_object_get(json_object_get(j, "node_map"), "_N");
+        assert_non_null(j);
+        assert_string_equal(json_string_value(json_object_get(j, "part_method")),
+                            "given");
+        assert_int_equal(json_integer_value(json_array_get(json_array_get(nm, 0), 1)), 3);
+        json_decref(j);
+    }
+    sp.flags = 0;
+    owners[0] = bad;
+    snprintf(path, sizeof path, "%s/other", f->dir);
+    expect_fail(f, g, &sp, path, GKV_EINVAL, "owners[0][5] = 2",
+                "expected a partition 0..1", NULL);
+    sp.owners = NULL;
+    expect_fail(f, g, &sp, path, GKV_EINVAL, "owners of the nodes are missing",
+                NULL);
+    sp.owners = owners;
+    sp.method = GKV_PART_RANGE;
+    expect_fail(f, g, &sp, path, GKV_EINVAL, "for method given only", NULL);
+    assert_int_equal(gkv_part_method_parse("given", &sp.method), GKV_OK);
+    assert_int_equal(sp.method, GKV_PART_GIVEN);
+    gkv_graph_free(g);
+}
+
 static void
 test_bad_features(void **state)
 {
@@ -1418,6 +1480,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_round_trip_rmat, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_empty_types, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_range_hand_checked, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_given_owners, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_two_cliques, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_mask_and_edges, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_spec, setup, gkvt_dir_teardown),

@@ -139,11 +139,14 @@ printf 'demo: done in %d s; logs in %s/job1/logs and %s/job2/logs\n' \
 
 step "6. a model learning through gkv: GraphSAGE with PyTorch Geometric (examples/graphsage_pyg.py)"
 # make python installs the Python package and, the first time, its virtual
-# environment: numpy, pytest, torch 2.2.2 with its CUDA wheels and
-# torch_geometric from PyPI (about 3.3 GB, kept in ~/.cache; README.md,
+# environment: numpy, pytest, torch 2.2.1 with its CUDA wheels,
+# torch_geometric and dgl from PyPI (about 3.3 GB, kept in ~/.cache; README.md,
 # "Python"); later runs download nothing.
 run make --no-print-directory python BUILD="$B"
 PY=$(make --no-print-directory -s python-venv)/bin/python
 run env BUILD="$B" "$PY" examples/graphsage_pyg.py --dir $D/graphsage \
+    --nodes "${DEMO_GS_NODES:-10000}"
+step "7. the same model as a DGL script (gkv.dgl, DGL's SAGEConv on its blocks; examples/graphsage_dgl.py)"
+run env BUILD="$B" "$PY" examples/graphsage_dgl.py --dir $D/graphsage-dgl \
     --nodes "${DEMO_GS_NODES:-10000}"
 printf 'demo: GraphSAGE learned through gkv; all done in %d s\n' $(( $(date +%s) - t_start ))

@@ -238,7 +238,7 @@ def _typed(d, what):
 def partition(outdir, edges, num_nodes, num_parts, *, method="random", seed=0,
               name="graph", weights=None, node_feats=None, edge_feats=None,
               train_masks=None, reverse_etypes=None, csr=False, force=False,
-              balance_edges=False, threads=0):
+              balance_edges=False, threads=0, owners=None):
     """Partitions a graph into outdir (gkv_partition_write, what
     gkv-partition does from files): one store per partition and the JSON
     config <name>.json, which gkv-server --part-config and gkv.Partition
@@ -253,8 +253,11 @@ def partition(outdir, edges, num_nodes, num_parts, *, method="random", seed=0,
     rows} with etype canonical "src:rel:dst"; train_masks {ntype: mask};
     reverse_etypes {etype: reverse etype}. Features are stored as
     node/<ntype>/<name> and edge/<canonical>/<name>.
-    method: random, range or metis; csr also stores out-edges (sampling
-    with dir='out'); force replaces a partition already in outdir."""
+    method: random, range, metis or given (owners: the partition of each
+    node, an int32 array, or {ntype: array} for a heterogeneous graph;
+    nodes keep their order within a partition); csr also stores out-edges
+    (sampling with dir='out'); force replaces a partition already in
+    outdir."""
     if isinstance(edges, dict):
         nn = dict(num_nodes)
         ets = [(_canon(k), v) for k, v in edges.items()]
@@ -282,10 +285,13 @@ def partition(outdir, edges, num_nodes, num_parts, *, method="random", seed=0,
                           n, rows))
     rev = [(":".join(_canon(a)), ":".join(_canon(b)))
            for a, b in (reverse_etypes or {}).items()]
+    if owners is not None:
+        owners = [owners] if homo else [owners[t] for t in nn]
     return _gkv._partition(os.fspath(outdir), [(k, int(v)) for k, v in nn.items()],
                            etypes, feats, masks, rev, method=method,
                            num_parts=num_parts, seed=seed, csr=csr, force=force,
-                           balance_edges=balance_edges, threads=threads, name=name)
+                           balance_edges=balance_edges, threads=threads, name=name,
+                           owners=owners)
 
 
 class Batch:

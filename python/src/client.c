@@ -472,8 +472,10 @@ client_nservers(client_obj *o, PyObject *unused)
 
 /* ---- graph ---- */
 
+/* pbook() (args NULL: the book as a dict, or None for a plain store) or
+ * _split(args, kw) on the client's partition book. */
 static PyObject *
-client_pbook(client_obj *o, PyObject *unused)
+client_book(client_obj *o, PyObject *args, PyObject *kw)
 {
     const gkv_pbook *b;
     gkv_client *c;
@@ -482,9 +484,26 @@ client_pbook(client_obj *o, PyObject *unused)
     if ((c = client_begin(o)) == NULL)
         return NULL;
     b = gkv_client_pbook(c);
-    r = b != NULL ? gkvpy_pbook_dict(b) : Py_NewRef(Py_None);
+    if (args == NULL)
+        r = b != NULL ? gkvpy_pbook_dict(b) : Py_NewRef(Py_None);
+    else
+        r = b != NULL ? gkvpy_pbook_split(b, args, kw)
+                      : gkvpy_raisef(GKV_ENOTSUP, "the servers serve a plain "
+                                     "store: there is no partition book");
     client_end(o);
     return r;
+}
+
+static PyObject *
+client_pbook(client_obj *o, PyObject *unused)
+{
+    return client_book(o, NULL, NULL);
+}
+
+static PyObject *
+client_split(client_obj *o, PyObject *args, PyObject *kw)
+{
+    return client_book(o, args, kw);
 }
 
 static PyObject *
@@ -710,6 +729,8 @@ static PyMethodDef client_methods[] = {
      "nservers() -> servers known (machines x servers each)"},
     {"pbook", (PyCFunction)client_pbook, METH_NOARGS,
      "pbook() -> dict (the partition book's basics) or None (a plain store)"},
+    {"_split", (PyCFunction)(void (*)(void))client_split,
+     METH_VARARGS | METH_KEYWORDS, NULL},
     {"node_owner", (PyCFunction)client_node_owner, METH_VARARGS,
      "node_owner(ntype, ids) -> int32 Array: the partition owning each ID"},
     {"in_degrees", (PyCFunction)client_in_degrees, METH_VARARGS,

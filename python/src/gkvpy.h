@@ -150,6 +150,9 @@ typedef gkv_err (*gkvpy_query_fn)(void *h, int type, const int64_t *ids,
 PyObject *gkvpy_query(void *h, gkvpy_query_fn fn, int nout, PyObject *args);
 /* The partition book's basics as a dict (names, counts, ranges). */
 PyObject *gkvpy_pbook_dict(const gkv_pbook *b);
+/* _split(edge, type, mask=None, ids=None, num_trainers=1, rank=0):
+ * gkv_pbook_node_split / gkv_pbook_edge_split of b as an int64 Array. */
+PyObject *gkvpy_pbook_split(const gkv_pbook *b, PyObject *args, PyObject *kw);
 /* A list per etype of (src, dst, eid), copies or views as above. */
 PyObject *gkvpy_edges_list(PyObject *owner, const gkv_sample_edges *e, int ne);
 

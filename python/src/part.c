@@ -363,6 +363,46 @@ fail:
     return NULL;
 }
 
+PyObject *
+gkvpy_pbook_split(const gkv_pbook *b, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"edge", "type", "mask", "ids", "num_trainers",
+                             "rank", NULL};
+    int edge, type, nt = 1, rank = 0;
+    PyObject *mask = Py_None, *ids = Py_None, *ret = NULL;
+    gkvpy_in in;
+    int64_t *out = NULL;
+    size_t nout = 0;
+    gkv_err rc;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "pi|OOii", kwlist, &edge, &type,
+                                     &mask, &ids, &nt, &rank))
+        return NULL;
+    if ((mask == Py_None) == (ids == Py_None))
+        return gkvpy_raisef(GKV_EINVAL, "split: pass exactly one of mask and ids");
+    if (mask != Py_None) {
+        if (gkvpy_in_get(mask, &in, "mask", 0) < 0)
+            return NULL;
+        if ((in.dtype != GKV_U8 && in.dtype != GKVPY_BOOL) || in.ndim != 1) {
+            gkvpy_in_release(&in);
+            return gkvpy_raisef(GKV_EINVAL, "mask: expected a 1-d uint8 or bool "
+                                "array");
+        }
+    } else if (gkvpy_in_ids(ids, &in, "ids") < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = (edge ? gkv_pbook_edge_split : gkv_pbook_node_split)(
+        b, type, mask != Py_None ? in.ptr : NULL,
+        mask != Py_None ? NULL : in.ptr, in.n, nt, rank, &out, &nout);
+    Py_END_ALLOW_THREADS
+    gkvpy_in_release(&in);
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    ret = gkvpy_array_i64(out, nout);
+    gkv_free(out);
+    return ret;
+}
+
 /* ---- gkv.Partition ---- */
 
 typedef struct {
@@ -443,6 +483,14 @@ part_pbook(part_obj *o, PyObject *unused)
     if (o->p == NULL)
         return gkvpy_raisef(GKV_EINVAL, "the partition is closed");
     return gkvpy_pbook_dict(gkv_part_book(o->p));
+}
+
+static PyObject *
+part_split(part_obj *o, PyObject *args, PyObject *kw)
+{
+    if (o->p == NULL)
+        return gkvpy_raisef(GKV_EINVAL, "the partition is closed");
+    return gkvpy_pbook_split(gkv_part_book(o->p), args, kw);
 }
 
 /* The sampler serialises nothing: one call at a time per Partition (the
@@ -579,6 +627,8 @@ static PyMethodDef part_methods[] = {
     {"close", (PyCFunction)part_close, METH_NOARGS, "close()"},
     {"pbook", (PyCFunction)part_pbook, METH_NOARGS,
      "pbook() -> dict: the partition book's basics"},
+    {"_split", (PyCFunction)(void (*)(void))part_split,
+     METH_VARARGS | METH_KEYWORDS, NULL},
     {"_sample_neighbors", (PyCFunction)(void (*)(void))part_sample_neighbors,
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"_sample_blocks", (PyCFunction)(void (*)(void))part_sample_blocks,

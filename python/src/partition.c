@@ -50,8 +50,11 @@ gkvpy_partition(PyObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"outdir", "ntypes", "etypes", "feats", "masks",
                              "reverse", "method", "num_parts", "seed", "csr",
-                             "force", "balance_edges", "threads", "name", NULL};
+                             "force", "balance_edges", "threads", "name",
+                             "owners", NULL};
     PyObject *outdir, *ntypes, *etypes, *feats, *masks, *reverse, *ret = NULL;
+    PyObject *owners = Py_None;
+    const int32_t **po = NULL;
     const char *method = "random", *name = NULL;
     int num_parts = 0, csr = 0, force = 0, balance = 0, threads = 0;
     unsigned long long seed = 0;
@@ -66,18 +69,18 @@ gkvpy_partition(PyObject *self, PyObject *args, PyObject *kw)
     char msg[1024] = "";
     gkv_err rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O!O!O!O!O!|$siKpppiz", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O!O!O!O!O!|$siKpppizO", kwlist,
                                      PyUnicode_FSConverter, &outdir,
                                      &PyList_Type, &ntypes, &PyList_Type, &etypes,
                                      &PyList_Type, &feats, &PyList_Type, &masks,
                                      &PyList_Type, &reverse, &method, &num_parts,
                                      &seed, &csr, &force, &balance, &threads,
-                                     &name))
+                                     &name, &owners))
         return NULL;
     memset(&spec, 0, sizeof spec);
     if (gkv_part_method_parse(method, &spec.method) != GKV_OK) {
-        gkvpy_raisef(GKV_EINVAL, "method '%s': expected random, range or "
-                     "metis", method);
+        gkvpy_raisef(GKV_EINVAL, "method '%s': expected random, range, "
+                     "metis or given", method);
         goto out;
     }
     if ((pa = PyMem_Calloc(1, sizeof *pa)) == NULL) {
@@ -196,6 +199,35 @@ gkvpy_partition(PyObject *self, PyObject *args, PyObject *kw)
         if (!PyArg_ParseTuple(PyList_GET_ITEM(reverse, i), "ss", &pr[i].etype,
                               &pr[i].reverse_etype))
             goto out;
+    /* owners (method given): one int32 array per node type, in order */
+    if (owners != Py_None) {
+        Py_ssize_t nt = PyList_GET_SIZE(ntypes);
+
+        if (!PyList_Check(owners) || PyList_GET_SIZE(owners) != nt) {
+            gkvpy_raisef(GKV_EINVAL, "owners: expected a list of %zd arrays, "
+                         "one per node type", nt);
+            goto out;
+        }
+        if ((po = PyMem_Calloc((size_t)nt + 1, sizeof *po)) == NULL) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        for (Py_ssize_t i = 0; i < nt; i++) {
+            gkvpy_in *o = take(pa, PyList_GET_ITEM(owners, i), "owners");
+
+            if (o == NULL)
+                goto out;
+            if (o->dtype != GKV_I32 || o->ndim != 1 ||
+                (long long)o->n != gkv_graph_num_nodes(g, (int)i)) {
+                gkvpy_raisef(GKV_EINVAL, "owners of node type %zd: expected a "
+                             "1-D int32 array, one per node (%lld)", i,
+                             (long long)gkv_graph_num_nodes(g, (int)i));
+                goto out;
+            }
+            po[i] = o->ptr;
+        }
+        spec.owners = po;
+    }
     spec.name = name;
     spec.num_parts = num_parts;
     spec.seed = seed;
@@ -236,6 +268,7 @@ out:
     PyMem_Free(pf);
     PyMem_Free(pm);
     PyMem_Free(pr);
+    PyMem_Free(po);
     Py_DECREF(outdir);
     return ret;
 }

@@ -218,7 +218,8 @@ main(int argc, char **argv)
     }
     sp.num_parts = (int)parts;
     if (gkv_part_method_parse(o.method != NULL ? o.method : "metis",
-                              &sp.method) != GKV_OK) {
+                              &sp.method) != GKV_OK ||
+        sp.method == GKV_PART_GIVEN) {   /* owners come from the library only */
         ex = tools__usage_error(
             PROG, "--method '%s': expected metis, random or range", o.method);
         goto done;
