@@ -233,9 +233,12 @@ spec_check(gkv_client *c, const gkv_batch_spec *sp, const gkv_batch_out *out,
                          "with gkv_client_sample_blocks)",
                          o->edge_w != NULL ? "edge_w" : o->exclude != NULL ?
                          "exclude" : "edge_w_feat");
-    if (sp->nfeats < 0 || sp->nefeats < 0)
-        return net__fail(GKV_EINVAL, "sample_batch: nfeats %d, nefeats %d",
-                         sp->nfeats, sp->nefeats);
+    if (sp->nfeats < 0 || sp->nefeats < 0 ||
+        (unsigned)sp->nfeats > NET_BATCH_TENSORS_MAX ||
+        (unsigned)sp->nefeats > NET_BATCH_TENSORS_MAX)
+        return net__fail(GKV_EINVAL, "sample_batch: nfeats %d, nefeats %d: "
+                         "each is 0 to %u", sp->nfeats, sp->nefeats,
+                         NET_BATCH_TENSORS_MAX);
     if (out->blocks == NULL ||
         (sp->nfeats > 0 && (out->feat == NULL || out->feat_bytes == NULL)) ||
         (sp->nefeats > 0 && (out->efeat == NULL || out->efeat_bytes == NULL)))

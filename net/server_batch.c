@@ -97,7 +97,7 @@ struct batch {
     gkv_sample_opts o;
     uint64_t deadline;            /* monotonic ms */
     gkv_block *blk;               /* [nl] */
-    uint32_t nrows;               /* rows entries */
+    size_t nrows;                 /* rows entries */
     uint64_t *rows_n, *row_bytes;
     unsigned char **slot;
 };
@@ -964,6 +964,7 @@ op_sample_batch(gkv_server *s, srv_req *r)
     net_rd rd;
     uint32_t ntref;
     uint64_t ms;
+    int d;
 
     memset(&b, 0, sizeof b);
     b.s = s;
@@ -976,8 +977,9 @@ op_sample_batch(gkv_server *s, srv_req *r)
     b.bt = &b.sb->th[r->pool];
     arena_reset(b.bt);
     net__rd_init(&rd, r->pl, r->plen);
-    if (net__dec_batch_req(&rd, &b.q) != 0) {
-        srv__fail(r, GKV_EPROTO, "sample_batch: %s", rd.why);
+    if ((d = net__dec_batch_req(&rd, &b.q)) != 0) {
+        srv__fail(r, d == NET_DEC_NOMEM ? GKV_ENOMEM : GKV_EPROTO,
+                  "sample_batch: %s", rd.why);
         return;
     }
     ms = b.q.timeout_ms ? b.q.timeout_ms : BATCH_MS;
@@ -990,10 +992,11 @@ op_sample_batch(gkv_server *s, srv_req *r)
     b.o.dir = (int)b.q.dir;
     b.o.flags = b.q.flags;
     ntref = b.q.nfeats + b.q.has_label + b.q.nefeats;
-    b.nrows = b.q.nfeats + b.q.has_label + b.q.nefeats * b.q.nlayers;
+    b.nrows = (size_t)b.q.nfeats + b.q.has_label +
+              (size_t)b.q.nefeats * b.q.nlayers;
     if (batch_check(&b) != GKV_OK || batch_inputs(&b) != GKV_OK ||
-        (b.rows_n = bmem(&b, b.nrows * 8)) == NULL ||
-        (b.row_bytes = bmem(&b, b.nrows * 8)) == NULL ||
+        (b.rows_n = bmem(&b, (size_t)b.nrows * 8)) == NULL ||
+        (b.row_bytes = bmem(&b, (size_t)b.nrows * 8)) == NULL ||
         (b.slot = bmem(&b, b.nrows * sizeof *b.slot)) == NULL)
         goto out;
     for (uint32_t k = 0; k < ntref; k++)

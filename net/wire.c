@@ -1367,6 +1367,9 @@ net__dec_batch_req(net_rd *r, net_batch_req *o)
      * name's length); bound the counts by what is left before allocating */
     o->nfeats = net__rd_u32(r, "sample_batch.num_feats");
     left = r->err ? 0 : r->len - r->off;
+    if (!r->err && o->nfeats > NET_BATCH_TENSORS_MAX)
+        rd_fail(r, "sample_batch.num_feats: %u features, more than %u",
+                o->nfeats, NET_BATCH_TENSORS_MAX);
     if (!r->err && o->nfeats > left / 6)
         rd_fail(r, "sample_batch.num_feats: %u cannot fit in %zu bytes",
                 o->nfeats, left);
@@ -1374,9 +1377,13 @@ net__dec_batch_req(net_rd *r, net_batch_req *o)
         /* at most every byte left is a name byte, plus a NUL each */
         nt = (size_t)o->nfeats + 1 + left / 6;
         if ((o->tref = gkv__calloc(nt, sizeof *o->tref)) == NULL ||
-            (o->nbuf = gkv__malloc(left + nt)) == NULL)
+            (o->nbuf = gkv__malloc(left + nt)) == NULL) {
+            /* not the sender's fault: the server must not blame it */
             rd_fail(r, "sample_batch: out of memory for %zu tensor names",
                     nt);
+            net__batch_req_free(o);
+            return NET_DEC_NOMEM;
+        }
     }
     dec_trefs(r, o, 0, o->nfeats, &at, "sample_batch.feats");
     o->has_label = net__rd_u32(r, "sample_batch.has_label");
@@ -1385,6 +1392,9 @@ net__dec_batch_req(net_rd *r, net_batch_req *o)
                 o->has_label);
     dec_trefs(r, o, o->nfeats, o->has_label, &at, "sample_batch.label");
     o->nefeats = net__rd_u32(r, "sample_batch.num_efeats");
+    if (!r->err && o->nefeats > NET_BATCH_TENSORS_MAX)
+        rd_fail(r, "sample_batch.num_efeats: %u edge features, more than "
+                "%u", o->nefeats, NET_BATCH_TENSORS_MAX);
     if (!r->err && o->nefeats > (r->len - r->off) / 6)
         rd_fail(r, "sample_batch.num_efeats: %u cannot fit in %zu bytes",
                 o->nefeats, r->len - r->off);
@@ -1421,7 +1431,8 @@ enc_u32col(net_wr *w, const int64_t *v, size_t n)
 void
 net__enc_batch_rep(net_wr *w, const net_batch_renc *o)
 {
-    uint32_t nrows = o->nfeats + o->has_label + o->nefeats * o->nlayers;
+    size_t nrows = (size_t)o->nfeats + o->has_label +
+                   (size_t)o->nefeats * o->nlayers;
 
     net__wr_u32(w, o->nlayers);
     net__wr_u32(w, o->nnt);
@@ -1452,7 +1463,7 @@ net__enc_batch_rep(net_wr *w, const net_batch_renc *o)
     net__wr_u32(w, o->nfeats);
     net__wr_u32(w, o->has_label);
     net__wr_u32(w, o->nefeats);
-    for (uint32_t k = 0; k < nrows; k++) {
+    for (size_t k = 0; k < nrows; k++) {
         unsigned char *p;
 
         net__wr_u64(w, o->rows_n[k]);

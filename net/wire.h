@@ -369,6 +369,8 @@ typedef struct net_tref {
 } net_tref;
 
 #define NET_BATCH_LAYERS_MAX 64u      /* layers of one batch */
+#define NET_BATCH_TENSORS_MAX 1024u   /* features, and edge features, of one
+                                       * batch (bounds its row entries) */
 
 /* What the SAMPLE_BATCH encoder sends (the client's view). */
 typedef struct net_batch_enc {
@@ -501,6 +503,7 @@ void net__sample_req_free(net_sample_req *o);
 int net__dec_sample_rep(net_rd *r, net_sample_rep *o);   /* frees on failure */
 void net__sample_rep_free(net_sample_rep *o);
 
+/* The SAMPLE_BATCH request; NET_DEC_NOMEM when out of memory. */
 int net__dec_batch_req(net_rd *r, net_batch_req *o);     /* frees on failure */
 void net__batch_req_free(net_batch_req *o);
 /* The SAMPLE_BATCH reply; NET_DEC_NOMEM when out of memory. */

@@ -752,7 +752,12 @@ test_raw_requests(void **state)
         {"is given node type 3", GKV_EINVAL},
         {"more than the client takes in a reply (100", GKV_EINVAL},
         {"3 fanouts a layer", GKV_EINVAL},
+        /* just above the caps on the tensors (their row entries would
+         * overflow the server's 32-bit count with enough of them) */
+        {"num_feats: 1025 features, more than 1024", GKV_EPROTO},
+        {"num_efeats: 1025 edge features, more than 1024", GKV_EPROTO},
     };
+    static net_tref many[NET_BATCH_TENSORS_MAX + 1];
 
     e.nlayers = 1;
     e.nnt = 1;
@@ -769,6 +774,8 @@ test_raw_requests(void **state)
     s = gkvt_raw_socket(f->j.base, 10000);
     sess = gkvt_rjoin(s, "raw", 7, NET_HS_OBSERVER, &rep);
     assert_true(sess != 0);
+    for (size_t i = 0; i < sizeof many / sizeof *many; i++)
+        many[i] = ft;
     for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
         int64_t big[3] = {1, 2, f->n};
         net_tref bad = {3, "node/_N/feat"};
@@ -784,6 +791,8 @@ test_raw_requests(void **state)
         case 5: x.feats = &bad; break;
         case 6: x.max_reply = 100; break;
         case 7: x.nfan = 3; x.fanout = fan3; break;
+        case 8: x.feats = many; x.nfeats = NET_BATCH_TENSORS_MAX + 1; break;
+        case 9: x.efeats = many; x.nefeats = NET_BATCH_TENSORS_MAX + 1; break;
         }
         pl = gkvt_encode(enc_req, &x, &len);
         assert_int_equal(gkvt_rcall(s, NET_SAMPLE_BATCH, sess, req++, pl, len,
