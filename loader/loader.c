@@ -139,6 +139,12 @@ worker_main(void *arg)
         gkv_batch_release(b);   /* made for an epoch that was dropped */
     }
     pthread_mutex_unlock(&l->mu);
+    /* the clone's leave here, in parallel with the other workers': a
+     * server that died makes each wait up to the client's timeout */
+    if (w->c != NULL) {
+        (void)gkv_client_close(w->c);
+        w->c = NULL;
+    }
     return NULL;
 }
 

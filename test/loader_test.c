@@ -734,7 +734,8 @@ test_server_killed(void **state)
     NET_OK(gkv_client_server_info(f->c, 1, &si));
     snprintf(name, sizeof name, "%s", si.addr);
     for (int k = 0; k < 2; k++) {
-        o = lopts(f, k == 0 ? GKV_LOADER_CLIENT : GKV_LOADER_SERVER, 2, 2);
+        /* 6 workers: 6 clones whose leave waits on the dead server */
+        o = lopts(f, k == 0 ? GKV_LOADER_CLIENT : GKV_LOADER_SERVER, 6, 2);
         NET_OK(gkv_loader_new(&l, &o));
         NET_OK(gkv_loader_next(l, &b));
         expect_batch(f, &o, b, 0, 0);
@@ -766,7 +767,16 @@ test_server_killed(void **state)
                 break;
         }
         assert_true(tools__now_s() - t0 < 10 * 3.0 + 2.0);
+        /* the epoch is over, so no worker is making a batch: the free
+         * waits on the clones' leaves, together, not one after another */
+        t0 = tools__now_s();
         gkv_loader_free(l);
+        t1 = tools__now_s();
+        fprintf(stderr, "loader_test: freed after the kill in %.1f s\n",
+                t1 - t0);
+        if (t1 - t0 > 3.0 + 2.0)
+            fail_msg("gkv_loader_free took %.1f s after the kill (the "
+                     "client timeout is 3 s)", t1 - t0);
         /* back again: a new loader goes on */
         srv[1] = gkvt_server_try(&f->j, 1, 0, NULL);
         assert_non_null(srv[1]);
