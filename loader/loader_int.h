@@ -75,6 +75,9 @@ struct gkv_loader {
     size_t      *perm;             /* the epoch's order of seeds[] */
     size_t       nbatches, next_claim, next_out;
     loader_slot *slots;            /* [prefetch] */
+    gkv_batch  **drop;             /* [prefetch]: taken from the slots,
+                                    * released after mu (ndrop of them) */
+    int          ndrop;
 };
 
 /* Page-locked host memory, from the CUDA runtime when one is linked in:
