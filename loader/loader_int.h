@@ -19,6 +19,8 @@
 
 #define LOADER_WORKERS_MAX  64     /* opts.workers */
 #define LOADER_PREFETCH_MAX 1024   /* opts.prefetch */
+#define LOADER_SERVER_LAYERS 64    /* opts.nlayers in SERVER mode (what
+                                    * gkv_client_sample_batch takes) */
 
 /* A tensor a batch collects, resolved at gkv_loader_new. */
 typedef struct loader_tensor {

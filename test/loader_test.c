@@ -1060,6 +1060,27 @@ test_bad(void **state)
     o.where = 3;
     BAD(o, GKV_EINVAL, "'where' is 3");
     NET_FAILS(gkv_loader_new(NULL, &o), GKV_EINVAL, "NULL out");
+    /* SERVER: more layers than a batch sampled on the servers takes,
+     * refused here rather than by every batch */
+    {
+        int fan65[65];
+
+        for (int i = 0; i < 65; i++)
+            fan65[i] = 1;
+        o = lopts(f, GKV_LOADER_SERVER, 1, 1);
+        o.nlayers = 65;
+        o.nfan = 1;
+        o.fanouts = fan65;
+        o.nefeats = 0;
+        BAD(o, GKV_EINVAL, "nlayers is 65");
+        o.where = GKV_LOADER_CLIENT;    /* sampled here: no such limit */
+        {
+            gkv_loader *l = NULL;
+
+            NET_OK(gkv_loader_new(&l, &o));
+            gkv_loader_free(l);
+        }
+    }
 }
 
 int
