@@ -207,6 +207,11 @@ peer_get(struct batch *b)
     int left = left_ms(b);
     gkv_err rc;
 
+    if (atomic_load(&b->s->run.stop)) {     /* cut the batch short */
+        b->r->rflags |= NET_F_STOPPING;
+        return srv__fail(b->r, GKV_EINTR, "sample_batch on partition %d: "
+                         "the server is stopping", b->sb->part);
+    }
     if (left == 0)
         return srv__fail(b->r, GKV_ETIMEDOUT, "sample_batch on partition "
                          "%d: no time left for the peer servers (the "

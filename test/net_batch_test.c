@@ -821,6 +821,106 @@ test_raw_requests(void **state)
     NET_OK(gkv_client_close(c));
 }
 
+/* ---- stops and queues ------------------------------------------------------------ */
+
+/* Sends (without waiting) a one-layer SAMPLE_BATCH of seeds 1, 2, 3 with
+ * 'timeout_ms' to machine m's server over a raw socket joined as
+ * ("stopq", rank); the socket, for gkvt_rrecv, into *sock. */
+static void
+raw_batch_send(struct gkvt_ng *f, int m, uint32_t rank, uint32_t timeout_ms,
+               int *sock)
+{
+    static int64_t s0[3] = {1, 2, 3};
+    static const int64_t *sv[1] = {s0};
+    static size_t sn[1] = {3};
+    static int fan[1] = {3};
+    static net_tref ft = {0, "node/_N/feat"};
+    net_batch_enc e = {0};
+    struct gkvt_rep rep = {0};
+    unsigned char *pl;
+    uint64_t sess;
+    size_t len;
+
+    e.nlayers = 1;
+    e.nnt = 1;
+    e.net = 1;
+    e.nfan = 1;
+    e.seed = 3;
+    e.timeout_ms = timeout_ms;
+    e.max_reply = 1u << 30;
+    e.fanout = fan;
+    e.seeds = sv;
+    e.nseeds = sn;
+    e.feats = &ft;
+    e.nfeats = 1;
+    *sock = gkvt_raw_socket(f->j.base + 8 * m, 30000);
+    sess = gkvt_rjoin(*sock, "stopq", rank, NET_HS_OBSERVER, &rep);
+    assert_true(sess != 0);
+    free(rep.pl);
+    pl = gkvt_encode(enc_req, &e, &len);
+    gkvt_rsend(*sock, NET_SAMPLE_BATCH, sess, 1, pl, len);
+    free(pl);
+}
+
+/* A server stopped (SIGTERM) while its batch thread waits on a peer that
+ * does not answer (SIGSTOP), and killed 5 s later as gkv-launch does: the
+ * write-back pushes made before the stop are in its store all the same
+ * (written before the batch threads are waited on, not only after). */
+static void
+test_stop_writeback(void **state)
+{
+    static const char *const wb[] = {"--writeback", "node/_N/emb",
+                                     "--flush-ms", "600000", NULL};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    gkv_client *c, *c2;
+    uint64_t *ids = malloc((size_t)1024 * 8);
+    float *rows = malloc((size_t)1024 * 16), *got = malloc((size_t)1024 * 16);
+    int sock;
+
+    assert_non_null(ids);
+    assert_non_null(rows);
+    assert_non_null(got);
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, wb, srv);
+    c = gkvt_ng_client(f, "stopwb");
+    tensor_make(c, "node/_N/emb", (uint64_t)f->n, 4, 8, -1);
+    for (int64_t v = 0; v < f->n; v++) {
+        ids[v] = (uint64_t)v;
+        for (int j = 0; j < 4; j++)
+            rows[v * 4 + j] = (float)v * 3 + (float)j;
+    }
+    /* pushed: in the servers' RAM only (the next flush is 10 min away) */
+    NET_OK(gkv_client_push(c, "node/_N/emb", ids, (size_t)f->n, rows,
+                           (size_t)f->n * 16, NULL));
+    /* machine 0's batch thread stuck on machine 1 (its deadline 15 s) */
+    assert_int_equal(kill(srv[1]->pid, SIGSTOP), 0);
+    raw_batch_send(f, 0, 1, 20000, &sock);
+    tools__sleep_ms(500);
+    assert_int_equal(kill(srv[0]->pid, SIGTERM), 0);
+    if (!gkvt_proc_wait(srv[0], 5000))
+        gkvt_proc_kill(srv[0]);          /* gkv-launch's GRACE_S */
+    nn_close(sock);
+    assert_int_equal(kill(srv[1]->pid, SIGCONT), 0);
+    /* machine 0 again, on its store: the rows it owns are the pushed
+     * ones (c stays a member: its leave would stop machine 1) */
+    assert_non_null(srv[0] = gkvt_server_try(&f->j, 0, 0, NULL));
+    c2 = gkvt_ng_client(f, "stopwb2");
+    NET_OK(gkv_client_pull(c2, "node/_N/emb", ids, (size_t)f->n, got,
+                           (size_t)f->n * 16));
+    for (int64_t v = 0; v < f->n; v++)
+        if (gkvt_ng_owner_of(f, v, 0) == 0 &&
+            memcmp(got + 4 * v, rows + 4 * v, 16) != 0)
+            fail_msg("node %lld (machine 0's): %g, pushed %g: the push was "
+                     "lost with the stop", (long long)v, got[4 * v],
+                     rows[4 * v]);
+    NET_OK(gkv_client_close(c2));
+    (void)gkv_client_close(c);       /* its session on machine 0 is gone */
+    free(ids);
+    free(rows);
+    free(got);
+}
+
 /* ---- clones --------------------------------------------------------------------- */
 
 /* With a token: a clone and its original both sample batches and pull;
@@ -1005,6 +1105,7 @@ main(void)
         T(test_peer_killed),
         T(test_writeback),
         T(test_raw_requests),
+        T(test_stop_writeback),
         T(test_clone),
     };
 
