@@ -589,6 +589,7 @@ pool_push(gkv_server *s, const srv_op *op, srv_req *r, void *msg, size_t len)
     j->msg = msg;
     j->len = len;
     j->r = *r;
+    j->r.queued_ms = gkv__now_ms();
     if (s->pool.tail != NULL)
         s->pool.tail->next = j;
     else

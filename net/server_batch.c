@@ -968,7 +968,7 @@ op_sample_batch(gkv_server *s, srv_req *r)
     struct batch b;
     net_rd rd;
     uint32_t ntref;
-    uint64_t ms;
+    uint64_t ms, t0;
     int d;
 
     memset(&b, 0, sizeof b);
@@ -988,7 +988,18 @@ op_sample_batch(gkv_server *s, srv_req *r)
         return;
     }
     ms = b.q.timeout_ms ? b.q.timeout_ms : BATCH_MS;
-    b.deadline = gkv__now_ms() + ms * 3 / 4;
+    /* from its arrival: a batch that waited out its time in the queue
+     * is answered at once, not made for a client that gave up */
+    t0 = r->queued_ms ? r->queued_ms : gkv__now_ms();
+    b.deadline = t0 + ms * 3 / 4;
+    if (left_ms(&b) == 0) {
+        srv__fail(r, GKV_ETIMEDOUT, "sample_batch on partition %d: waited "
+                  "%llu ms in the batch queue, past the request's deadline "
+                  "(3/4 of its timeout of %llu ms)", b.sb->part,
+                  (unsigned long long)(gkv__now_ms() - t0),
+                  (unsigned long long)ms);
+        goto out;
+    }
     b.nl = (int)b.q.nlayers;
     b.nnt = b.sb->nnt;
     b.net = b.sb->net;

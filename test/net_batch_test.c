@@ -921,6 +921,43 @@ test_stop_writeback(void **state)
     free(got);
 }
 
+/* One batch thread held by a batch waiting on a peer that does not
+ * answer; a second batch, with a short timeout, waits in the queue past
+ * its deadline: answered GKV_ETIMEDOUT for its wait as soon as it is
+ * taken, not made for a client that gave up. */
+static void
+test_queue_deadline(void **state)
+{
+    static const char *const one[] = {"--batch-threads", "1", NULL};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    struct gkvt_rep rep = {0};
+    gkv_client *c;
+    int s1, s2;
+
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, one, srv);
+    c = gkvt_ng_client(f, "queue");
+    assert_int_equal(kill(srv[1]->pid, SIGSTOP), 0);
+    raw_batch_send(f, 0, 1, 20000, &s1);         /* holds the thread */
+    tools__sleep_ms(300);
+    raw_batch_send(f, 0, 2, 1000, &s2);          /* 750 ms to go */
+    tools__sleep_ms(1500);
+    /* the peer answers again: the first batch is made, then the second
+     * is taken, its deadline past */
+    assert_int_equal(kill(srv[1]->pid, SIGCONT), 0);
+    assert_int_equal(gkvt_rrecv(s1, &rep), 0);
+    assert_int_equal(gkvt_rrecv(s2, &rep), 0);
+    if (rep.h.status != GKV_ETIMEDOUT ||
+        strstr(rep.msg, "in the batch queue") == NULL)
+        fail_msg("the batch queued past its deadline: status %d '%s'",
+                 rep.h.status, rep.msg);
+    free(rep.pl);
+    nn_close(s1);
+    nn_close(s2);
+    NET_OK(gkv_client_close(c));
+}
+
 /* ---- clones --------------------------------------------------------------------- */
 
 /* With a token: a clone and its original both sample batches and pull;
@@ -1106,6 +1143,7 @@ main(void)
         T(test_writeback),
         T(test_raw_requests),
         T(test_stop_writeback),
+        T(test_queue_deadline),
         T(test_clone),
     };
 
