@@ -723,6 +723,44 @@ hop(struct batch *b, int hi, const int64_t *const *dst, const size_t *ndst,
     return GKV_OK;
 }
 
+/* The most reply bytes a batch may take: what the client takes (its
+ * max_msg), and what this server sends; *who names the smaller. */
+static uint64_t
+reply_max(const struct batch *b, const char **who)
+{
+    int cl = b->q.max_reply <= b->s->io.max_msg;
+
+    *who = cl ? "the client takes in a reply" : "this server sends in a "
+                                                "reply";
+    return cl ? b->q.max_reply : b->s->io.max_msg;
+}
+
+/* Fails the batch when its blocks so far take more than a reply may hold
+ * (counted at their narrowest: 4 bytes an ID), before the next hop grows
+ * them further. */
+static gkv_err
+blocks_fit(struct batch *b, int upto)
+{
+    uint64_t bytes = 0, max;
+    const char *who;
+
+    for (int i = b->nl - 1; i >= b->nl - 1 - upto; i--) {
+        const gkv_block *blk = &b->blk[i];
+        for (int t = 0; t < b->nnt; t++)
+            bytes += 20 + 4 * (uint64_t)blk->nodes[t].num_src;
+        for (int e = 0; e < b->net; e++)
+            bytes += 12 + 12 * (uint64_t)blk->edges[e].n;
+    }
+    if (bytes > (max = reply_max(b, &who)))
+        return srv__fail(b->r, GKV_EINVAL, "sample_batch: the blocks of "
+                         "hops 0..%d take %llu bytes at least, more than %s "
+                         "(%llu, its max_msg): use fewer seeds, smaller "
+                         "fanouts or fewer layers", upto,
+                         (unsigned long long)bytes, who,
+                         (unsigned long long)max);
+    return GKV_OK;
+}
+
 /* The blocks, block nl - 1 (the seeds') first. */
 static gkv_err
 batch_blocks(struct batch *b)
@@ -742,7 +780,8 @@ batch_blocks(struct batch *b)
     for (int hi = 0; hi < b->nl; hi++) {
         gkv_block *blk = &b->blk[b->nl - 1 - hi];
 
-        if ((rc = hop(b, hi, dst, ndst, blk)) != GKV_OK)
+        if ((rc = hop(b, hi, dst, ndst, blk)) != GKV_OK ||
+            (rc = blocks_fit(b, hi)) != GKV_OK)
             return rc;
         for (int t = 0; t < b->nnt; t++) {
             dst[t] = blk->nodes[t].ids;
@@ -901,6 +940,8 @@ batch_reply(struct batch *b)
     net_batch_renc re;
     net_wr w = {0};
     gkv_err rc = GKV_OK;
+    uint64_t max;
+    const char *who;
     int side;
 
     for (uint32_t k = 0; k < b->nrows; k++) {
@@ -921,12 +962,11 @@ batch_reply(struct batch *b)
     re.row_bytes = b->row_bytes;
     re.slot = b->slot;
     net__enc_batch_rep(&w, &re);
-    if (w.off > q->max_reply)
+    if (w.off > (max = reply_max(b, &who)))
         return srv__fail(b->r, GKV_EINVAL, "sample_batch: the batch takes "
-                         "%zu bytes, more than the client takes in a reply "
-                         "(%llu, its max_msg): use fewer seeds, smaller "
-                         "fanouts or fewer tensors", w.off,
-                         (unsigned long long)q->max_reply);
+                         "%zu bytes, more than %s (%llu, its max_msg): use "
+                         "fewer seeds, smaller fanouts or fewer tensors",
+                         w.off, who, (unsigned long long)max);
     if ((b->r->out = nn_allocmsg(NET_HDR_LEN + w.off, 0)) == NULL)
         return srv__fail(b->r, GKV_ENOMEM, "sample_batch: out of memory for "
                          "a reply of %zu bytes", w.off);

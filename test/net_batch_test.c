@@ -821,6 +821,61 @@ test_raw_requests(void **state)
     NET_OK(gkv_client_close(c));
 }
 
+/* A server whose max_msg is below the client's: a batch's reply is bounded
+ * by the smaller, and one too big is refused after the hop that made it
+ * so, before the next is sampled. */
+static void
+test_server_max_msg(void **state)
+{
+    static const char *const small[] = {"--max-msg", "4096", NULL};
+    struct gkvt_ng *f = *state;
+    gkv_client *c;
+    int64_t s0[50];
+    const int64_t *sv[1] = {s0};
+    size_t sn[1] = {50}, len;
+    int fan[3] = {10, 10, 10};
+    net_tref ft = {0, "node/_N/feat"};
+    net_batch_enc e = {0};
+    struct gkvt_rep rep = {0};
+    unsigned char *pl;
+    uint64_t sess;
+    int s;
+
+    gkvt_ng_extra = small;
+    c = homo_serve(f, 1, "maxmsg");
+    gkvt_ng_extra = NULL;
+    for (int i = 0; i < 50; i++)
+        s0[i] = (i * 37 + 11) % f->n;
+    e.nlayers = 3;
+    e.nnt = 1;
+    e.net = 1;
+    e.nfan = 1;
+    e.seed = 3;
+    e.timeout_ms = 5000;
+    e.max_reply = 1u << 30;          /* the client's: far above 4096 */
+    e.fanout = fan;
+    e.seeds = sv;
+    e.nseeds = sn;
+    e.feats = &ft;
+    e.nfeats = 1;
+    s = gkvt_raw_socket(f->j.base, 10000);
+    sess = gkvt_rjoin(s, "maxmsg", 7, NET_HS_OBSERVER, &rep);
+    assert_true(sess != 0);
+    pl = gkvt_encode(enc_req, &e, &len);
+    assert_int_equal(gkvt_rcall(s, NET_SAMPLE_BATCH, sess, 1, pl, len, &rep),
+                     0);
+    free(pl);
+    /* refused by the blocks of the first hops, not the last */
+    if (rep.h.status != GKV_EINVAL ||
+        strstr(rep.msg, "the blocks of hops 0..") == NULL ||
+        strstr(rep.msg, "hops 0..2") != NULL ||
+        strstr(rep.msg, "this server sends in a reply (4096") == NULL)
+        fail_msg("status %d '%s'", rep.h.status, rep.msg);
+    free(rep.pl);
+    nn_close(s);
+    NET_OK(gkv_client_close(c));
+}
+
 /* ---- stops and queues ------------------------------------------------------------ */
 
 /* Sends (without waiting) a one-layer SAMPLE_BATCH of seeds 1, 2, 3 with
@@ -1142,6 +1197,7 @@ main(void)
         T(test_peer_killed),
         T(test_writeback),
         T(test_raw_requests),
+        T(test_server_max_msg),
         T(test_stop_writeback),
         T(test_queue_deadline),
         T(test_clone),
