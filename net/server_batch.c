@@ -44,6 +44,8 @@
                                    * (--batch-threads is at most 256) */
 #define PEER_CLOSE_MS 500         /* a peer client's leave waits this long */
 #define BATCH_MS      10000       /* a request's timeout when it says 0 */
+#define ARENA_KEEP    (64u << 20) /* arena bytes a pool thread keeps after
+                                   * a batch; more is given back */
 
 /* A helper of a pool thread's (server_batch.c's side thread). */
 struct side {
@@ -128,6 +130,23 @@ arena_reset(struct bthread *bt)
             bt->nar = 1;
         }
     }
+}
+
+/* After a batch: an arena grown past ARENA_KEEP by an outsized batch is
+ * given back (a later one grows it again), so that a thread does not keep
+ * the peak of every batch it ever served. */
+static void
+arena_trim(struct bthread *bt)
+{
+    size_t total = 0;
+
+    for (size_t i = 0; i < bt->nar; i++)
+        total += bt->ar[i].cap;
+    if (total <= ARENA_KEEP)
+        return;
+    for (size_t i = 0; i < bt->nar; i++)
+        gkv__free(bt->ar[i].p);
+    bt->nar = 0;
 }
 
 static void
@@ -1062,6 +1081,7 @@ op_sample_batch(gkv_server *s, srv_req *r)
         batch_reply(&b);
 out:
     batch_free(&b);
+    arena_trim(b.bt);
 }
 
 const srv_op srv__batch_ops[] = {
