@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include "base/base.h"
 #include "net/gkv_net.h"
 #include "net/wire.h"
@@ -309,6 +310,7 @@ gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
     struct bcall bc;
     struct part part;
     void *own = NULL;
+    uint64_t dl;
     gkv_err rc;
 
     net__clear();
@@ -359,7 +361,17 @@ gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
         goto out;
     part.ops = &batch_ops;
     part.arg = &bc;
-    rc = net__exchange(c, &part, 1, net__deadline((uint64_t)c->timeout_ms));
+    dl = net__deadline((uint64_t)c->timeout_ms);
+    /* GKV_EBUSY: the server's batch queue was full and it did nothing;
+     * asked again with backoff while the call has time */
+    for (int ms = 10;; ms = ms < 640 ? 2 * ms : ms) {
+        rc = net__exchange(c, &part, 1, dl);
+        if (rc != GKV_EBUSY || net__left_ms(dl) <= ms)
+            break;
+        nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L},
+                  NULL);
+        bc.enc.timeout_ms = (uint32_t)net__left_ms(dl);
+    }
 out:
     if (rc != GKV_OK && spec->nlayers > 0 && out->blocks != NULL &&
         (unsigned)spec->nlayers <= NET_BATCH_LAYERS_MAX)

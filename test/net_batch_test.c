@@ -1013,6 +1013,67 @@ test_queue_deadline(void **state)
     NET_OK(gkv_client_close(c));
 }
 
+/* Sends SIGCONT to the pid *arg after 1.5 s (a thread's). */
+static void *
+cont_later(void *arg)
+{
+    tools__sleep_ms(1500);
+    kill(*(int *)arg, SIGCONT);
+    return NULL;
+}
+
+/* The batch queue full (one thread held on a peer that does not answer,
+ * 256 batches waiting): gkv_client_sample_batch, told GKV_EBUSY, asks
+ * again within its timeout and gets its batch once the queue drains. */
+static void
+test_queue_full(void **state)
+{
+    static const char *const one[] = {"--batch-threads", "1", NULL};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    struct gkvt_rep rep = {0};
+    gkv_client *c;
+    int64_t seeds[8];
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {0};
+    int fan[2] = {4, 4}, sk[257], pid;
+    gkv_sample_opts o = {0};
+    gkv_batch_spec sp;
+    struct bres r;
+    pthread_t th;
+
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, one, srv);
+    c = gkvt_ng_client(f, "queue");
+    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
+             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
+    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
+    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
+    for (int64_t v = 0; v < f->n && sn[0] < 8; v++)
+        if (gkvt_ng_owner_of(f, v, 0) == 0)
+            seeds[sn[0]++] = v;
+    sp = homo_spec(sv, sn, fan, 2, &o);
+    assert_int_equal(kill(srv[1]->pid, SIGSTOP), 0);
+    for (int i = 0; i < 257; i++) {
+        raw_batch_send(f, 0, 10 + (uint32_t)i, 20000, &sk[i]);
+        if (i == 0)
+            tools__sleep_ms(300);       /* the one in hand */
+    }
+    tools__sleep_ms(300);
+    pid = srv[1]->pid;
+    assert_int_equal(pthread_create(&th, NULL, cont_later, &pid), 0);
+    NET_OK(batch_take(c, &sp, &r));
+    bres_free(&r);
+    pthread_join(th, NULL);
+    for (int i = 0; i < 257; i++) {
+        assert_int_equal(gkvt_rrecv(sk[i], &rep), 0);
+        nn_close(sk[i]);
+    }
+    free(rep.pl);
+    batch_check(c, &sp);
+    NET_OK(gkv_client_close(c));
+}
+
 /* ---- clones --------------------------------------------------------------------- */
 
 /* With a token: a clone and its original both sample batches and pull;
@@ -1200,6 +1261,7 @@ main(void)
         T(test_server_max_msg),
         T(test_stop_writeback),
         T(test_queue_deadline),
+        T(test_queue_full),
         T(test_clone),
     };
 
