@@ -818,6 +818,16 @@ test_raw_requests(void **state)
     free(pl);
     free(rep.pl);
     nn_close(s);
+    /* a clone's rank is rank x 2^16 + a number: a trainer of rank 32768
+     * or more would share the clone ranks of rank - 32768's, refused */
+    {
+        gkv_client *hi = gkvt_connect(f->j.cfg, "raw", 32768 + 7, NULL);
+        gkv_client *cl = (gkv_client *)&cl;
+
+        NET_FAILS(gkv_client_clone(hi, &cl), GKV_EINVAL, "rank is 32775");
+        assert_null(cl);
+        NET_OK(gkv_client_close(hi));
+    }
     NET_OK(gkv_client_close(c));
 }
 
