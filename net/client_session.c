@@ -103,6 +103,7 @@ net__conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
     net_rd rd;
     void *rep = NULL;
     gkv_err rc;
+    int d;
 
     if (cn->sock[0] < 0 && (cn->sock[0] = net__req_socket(c, cn)) < 0)
         return net__cfail(cn, net__from_nn(nn_errno()), "cannot connect to "
@@ -162,8 +163,11 @@ net__conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
         }
         goto fail;
     }
-    if (net__dec_hs_rep(&rd, &hp) != 0) {
-        rc = net__cfail(cn, GKV_EPROTO, "malformed handshake reply: %s",
+    if ((d = net__dec_hs_rep(&rd, &hp)) != 0) {
+        /* our own shortage is no malformed reply */
+        rc = d == NET_DEC_NOMEM ?
+             net__cfail(cn, GKV_ENOMEM, "handshake reply: %s", rd.why) :
+             net__cfail(cn, GKV_EPROTO, "malformed handshake reply: %s",
                         rd.why);
         goto fail;
     }

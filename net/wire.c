@@ -543,8 +543,10 @@ dec_schema(net_rd *r, net_schema *o)
     if (n > (r->len - r->off) / TENSOR_MIN_BYTES)
         return rd_fail(r, "schema.count: %u tensors cannot fit in %zu bytes",
                        n, r->len - r->off);
-    if (n > 0 && (o->t = gkv__calloc(n, sizeof *o->t)) == NULL)
-        return rd_fail(r, "schema: out of memory for %u tensors", n);
+    if (n > 0 && (o->t = gkv__calloc(n, sizeof *o->t)) == NULL) {
+        rd_fail(r, "schema: out of memory for %u tensors", n);
+        return NET_DEC_NOMEM;
+    }
     for (uint32_t i = 0; i < n && !r->err; i++)
         dec_tensor(r, &o->t[i], 1);
     o->n = n;
@@ -558,8 +560,10 @@ dec_schema(net_rd *r, net_schema *o)
 int
 net__dec_schema(net_rd *r, net_schema *o)
 {
-    if (dec_schema(r, o) != 0)
-        return -1;
+    int d;
+
+    if ((d = dec_schema(r, o)) != 0)
+        return d;
     if (done(r) != 0) {
         net__schema_free(o);
         return -1;
@@ -581,13 +585,17 @@ dec_book(net_rd *r, net_book *o)
 int
 net__dec_hs_rep(net_rd *r, net_hs_rep *o)
 {
+    int d;
+
     memset(o, 0, sizeof *o);
     o->session = net__rd_u64(r, "handshake.session");
     dec_ident(r, &o->id);
     if (!r->err && o->session == 0)
         rd_fail(r, "handshake: session 0 granted");
-    if (r->err || dec_schema(r, &o->schema) != 0)
+    if (r->err)
         return -1;
+    if ((d = dec_schema(r, &o->schema)) != 0)
+        return d;
     if (o->id.flags & NET_ID_GRAPH)
         dec_book(r, &o->book);
     if (done(r) != 0) {
@@ -965,8 +973,10 @@ dec_seeds(net_rd *r, uint32_t nnt, uint64_t **nseeds,
         return rd_fail(r, "%s.num_ntypes: %u node types cannot fit in %zu "
                        "bytes", what, nnt, r->len - r->off);
     if ((*nseeds = gkv__calloc(nnt, sizeof **nseeds)) == NULL ||
-        (*seeds = gkv__calloc(nnt, sizeof **seeds)) == NULL)
-        return rd_fail(r, "%s: out of memory for %u node types", what, nnt);
+        (*seeds = gkv__calloc(nnt, sizeof **seeds)) == NULL) {
+        rd_fail(r, "%s: out of memory for %u node types", what, nnt);
+        return NET_DEC_NOMEM;
+    }
     snprintf(fc, sizeof fc, "%s.nseeds", what);
     snprintf(fs, sizeof fs, "%s.seeds", what);
     for (uint32_t t = 0; t < nnt && !r->err; t++) {
@@ -1341,6 +1351,7 @@ int
 net__dec_batch_req(net_rd *r, net_batch_req *o)
 {
     size_t at = 0, nt, left;
+    int d;
 
     memset(o, 0, sizeof *o);
     o->nlayers = net__rd_u32(r, "sample_batch.num_layers");
@@ -1359,9 +1370,10 @@ net__dec_batch_req(net_rd *r, net_batch_req *o)
                             "sample_batch.fanouts");
     if (r->err)
         return -1;
-    if (dec_seeds(r, o->nnt, &o->nseeds, &o->seeds, "sample_batch") != 0) {
+    if ((d = dec_seeds(r, o->nnt, &o->nseeds, &o->seeds,
+                       "sample_batch")) != 0) {
         net__batch_req_free(o);
-        return -1;
+        return d;
     }
     /* the tensors: each reference is at least 6 bytes (its type and the
      * name's length); bound the counts by what is left before allocating */

@@ -465,6 +465,7 @@ typedef struct net_stats {
  * results point into the payload. */
 int net__dec_hello_rep(net_rd *r, net_hello_rep *o);
 int net__dec_hs_req(net_rd *r, net_hs_req *o);
+/* These two: NET_DEC_NOMEM (below) when out of memory. */
 int net__dec_hs_rep(net_rd *r, net_hs_rep *o);      /* frees on failure */
 int net__dec_schema(net_rd *r, net_schema *o);      /* frees on failure */
 int net__dec_pull_req(net_rd *r, net_pull_req *o);
