@@ -107,6 +107,40 @@ block_take(gkv_client *c, struct part *p, const net_batch_rep *rep, int i)
     return GKV_OK;
 }
 
+/* The blocks chain: block i's destination nodes are block i + 1's source
+ * nodes (their IDs, in order), and the last block's are the seeds sent;
+ * a server's batch that does not is refused before it reaches the user. */
+static gkv_err
+blocks_chain(struct part *p)
+{
+    struct bcall *bc = p->arg;
+    const gkv_block *blk = bc->out->blocks;
+    int nl = bc->spec->nlayers;
+
+    for (int i = 0; i < nl; i++)
+        for (int t = 0; t < bc->nnt; t++) {
+            const gkv_block_nodes *x = &blk[i].nodes[t];
+            const int64_t *want;
+            size_t n;
+
+            if (i + 1 < nl) {
+                n = blk[i + 1].nodes[t].num_src;
+                want = blk[i + 1].nodes[t].ids;
+            } else {
+                n = bc->enc.nseeds[t];
+                want = bc->enc.seeds[t];
+            }
+            if (x->num_dst != n || x->num_dst > x->num_src ||
+                (n > 0 && memcmp(x->ids, want, n * 8) != 0))
+                return net__cfail(p->cn, GKV_EPROTO, "sample_batch reply: "
+                                  "block %d's destination nodes of type %d "
+                                  "are not %s", i, t, i + 1 < nl ?
+                                  "the next block's source nodes" :
+                                  "the seeds");
+        }
+    return GKV_OK;
+}
+
 /* The rows of entry k (rep->rows[k]: 'want' of them) into the arena. */
 static gkv_err
 rows_take(gkv_client *c, struct part *p, const net_rows *x, size_t want,
@@ -160,6 +194,8 @@ done_batch(gkv_client *c, struct part *p, net_rd *rd)
     }
     for (int i = 0; i < sp->nlayers && rc == GKV_OK; i++)
         rc = block_take(c, p, &rep, i);
+    if (rc == GKV_OK)
+        rc = blocks_chain(p);
     for (int f = 0; f < sp->nfeats && rc == GKV_OK; f++)
         rc = rows_take(c, p, &rep.rows[k++],
                        out->blocks[0].nodes[sp->feats[f].type].num_src,
