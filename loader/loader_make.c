@@ -264,20 +264,31 @@ batch_copy(gkv_loader *l, loader_batch *lb, const gkv_batch_out *r)
 {
     const gkv_batch *b = &lb->pub;
     int nl = b->nlayers;
+    const char *name = NULL;
+    size_t got = 0, want = 0;
 
     for (int f = 0; f < b->nfeats; f++) {
+        name = l->feats[f].name;
+        got = r->feat_bytes[f];
+        want = b->feat_bytes[f];
         if (r->feat_bytes[f] != b->feat_bytes[f])
             goto bad;
         if (b->feat_bytes[f] > 0)
             memcpy((void *)b->feat[f], r->feat[f], b->feat_bytes[f]);
     }
     if (b->label != NULL) {
+        name = l->label.name;
+        got = r->label_bytes;
+        want = b->label_bytes;
         if (r->label_bytes != b->label_bytes)
             goto bad;
         if (b->label_bytes > 0)
             memcpy((void *)b->label, r->label, b->label_bytes);
     }
     for (size_t k = 0; k < (size_t)b->nefeats * nl; k++) {
+        name = l->efeats[k / (size_t)nl].name;
+        got = r->efeat_bytes[k];
+        want = b->efeat_bytes[k];
         if (r->efeat_bytes[k] != b->efeat_bytes[k])
             goto bad;
         if (b->efeat_bytes[k] > 0)
@@ -285,8 +296,9 @@ batch_copy(gkv_loader *l, loader_batch *lb, const gkv_batch_out *r)
     }
     return GKV_OK;
 bad:
-    return gkv__fail(NULL, GKV_EPROTO, "loader: the server's batch has rows "
-                     "of another size than its blocks imply");
+    return gkv__fail(NULL, GKV_EPROTO, "loader: the server's batch has %zu "
+                     "bytes of rows of '%s', and its blocks imply %zu",
+                     got, name, want);
 }
 
 gkv_err
