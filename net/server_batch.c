@@ -1132,21 +1132,45 @@ srv__batch_open(gkv_server *s, const gkv_server_opts *o, const char *token)
     return GKV_OK;
 }
 
+/* Closes a peer client (a thread's, so that they leave together). */
+static void *
+peer_close(void *arg)
+{
+    gkv_client_close(arg);
+    return NULL;
+}
+
 void
 srv__batch_stop(gkv_server *s)
 {
     struct srv_batch *sb = s->batch;
+    pthread_t *thr;
+    int *up;
 
-    for (unsigned i = 0; sb != NULL && i < s->pool.nthreads; i++) {
+    if (sb == NULL)
+        return;
+    /* the peers may be stopping too: a short wait for each leave, all at
+     * once (one after another, a dead peer cost PEER_CLOSE_MS a thread) */
+    thr = gkv__calloc(s->pool.nthreads + 1, sizeof *thr);
+    up = gkv__calloc(s->pool.nthreads + 1, sizeof *up);
+    for (unsigned i = 0; i < s->pool.nthreads; i++) {
         struct bthread *bt = &sb->th[i];
 
         if (bt->peer == NULL)
             continue;
-        /* the peers may be stopping too: a short wait for their leave */
         net__client_timeout(bt->peer, PEER_CLOSE_MS);
-        gkv_client_close(bt->peer);
+        if (thr == NULL || up == NULL ||
+            pthread_create(&thr[i], NULL, peer_close, bt->peer) != 0)
+            gkv_client_close(bt->peer);
+        else
+            up[i] = 1;
         bt->peer = NULL;
     }
+    for (unsigned i = 0; up != NULL && i < s->pool.nthreads; i++)
+        if (up[i])
+            pthread_join(thr[i], NULL);
+    gkv__free(thr);
+    gkv__free(up);
 }
 
 void

@@ -1084,6 +1084,47 @@ test_queue_full(void **state)
     NET_OK(gkv_client_close(c));
 }
 
+/* A server stopped after its 8 batch threads each made a peer client,
+ * a peer dead: the peer clients leave together, so the stop takes about
+ * one leave's wait (500 ms), not one a thread. */
+static void
+test_stop_peer_clients(void **state)
+{
+    static const char *const eight[] = {"--batch-threads", "8", NULL};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    struct gkvt_rep rep = {0};
+    gkv_client *c;
+    int sk[8];
+    double t0, t;
+
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, eight, srv);
+    c = gkvt_ng_client(f, "stoppeers");
+    /* 8 batches at once (the peer held back until each thread has one) */
+    assert_int_equal(kill(srv[1]->pid, SIGSTOP), 0);
+    for (int i = 0; i < 8; i++)
+        raw_batch_send(f, 0, 40 + (uint32_t)i, 20000, &sk[i]);
+    tools__sleep_ms(500);
+    assert_int_equal(kill(srv[1]->pid, SIGCONT), 0);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(gkvt_rrecv(sk[i], &rep), 0);
+        assert_int_equal(rep.h.status, 0);
+        nn_close(sk[i]);
+    }
+    free(rep.pl);
+    gkvt_proc_kill(srv[1]);
+    t0 = tools__now_s();
+    assert_int_equal(kill(srv[0]->pid, SIGTERM), 0);
+    assert_true(gkvt_proc_wait(srv[0], 20000));
+    t = tools__now_s() - t0;
+    fprintf(stderr, "net_batch_test: stopped in %.2f s\n", t);
+    if (t > 2.5)
+        fail_msg("the stop took %.2f s with a dead peer and 8 peer clients",
+                 t);
+    (void)gkv_client_close(c);
+}
+
 /* ---- clones --------------------------------------------------------------------- */
 
 /* With a token: a clone and its original both sample batches and pull;
@@ -1272,6 +1313,7 @@ main(void)
         T(test_stop_writeback),
         T(test_queue_deadline),
         T(test_queue_full),
+        T(test_stop_peer_clients),
         T(test_clone),
     };
 
