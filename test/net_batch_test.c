@@ -181,6 +181,17 @@ tensor_make(gkv_client *c, const char *name, uint64_t hi, unsigned width,
 
 static char g_efeat[GKV_NAME_MAX + 1];   /* "edge/<canonical>/w" */
 
+/* The homogeneous graph's label and edge feature (g_efeat), made through
+ * c beside the partitions' feature. */
+static void
+homo_tensors(struct gkvt_ng *f, gkv_client *c)
+{
+    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
+             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
+    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
+    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
+}
+
 /* The R-MAT graph in two partitions, nserv servers a machine, a label
  * and an edge feature beside the partitions' feature; a client of
  * 'group'. */
@@ -192,10 +203,7 @@ homo_serve(struct gkvt_ng *f, int nserv, const char *group)
     gkvt_ng_graph_make(f, HOMO_SCALE, 2);
     gkvt_ng_serve(f, nserv);
     c = gkvt_ng_client(f, group);
-    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
-             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
-    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
-    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
+    homo_tensors(f, c);
     return c;
 }
 
@@ -1055,10 +1063,7 @@ test_queue_full(void **state)
     gkvt_ng_graph_make(f, HOMO_SCALE, 2);
     gkvt_serve(&f->j, 2, 1, one, srv);
     c = gkvt_ng_client(f, "queue");
-    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
-             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
-    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
-    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
+    homo_tensors(f, c);
     for (int64_t v = 0; v < f->n && sn[0] < 8; v++)
         if (gkvt_ng_owner_of(f, v, 0) == 0)
             seeds[sn[0]++] = v;
