@@ -58,21 +58,33 @@ batches_of(const gkv_loader *l)
     return (l->nseeds + bs - 1) / bs;
 }
 
-/* Drops every batch waiting in a slot (under mu). */
+/* Empties every slot (under mu), their batches into l->drop (released
+ * by drop_release() once mu is let go: a pinned batch's release may wait
+ * on the device, and must not stall the workers). */
 static void
 slots_drop(gkv_loader *l)
 {
     for (int i = 0; i < l->prefetch; i++) {
         loader_slot *s = &l->slots[i];
 
-        if (s->full)
-            gkv_batch_release(s->b);
+        if (s->full && s->b != NULL)
+            l->drop[l->ndrop++] = s->b;
         s->full = 0;
         s->b = NULL;
     }
 }
 
-/* Starts epoch e (under mu): its order, nothing claimed or waiting. */
+/* Releases the batches slots_drop() took (not under mu). */
+static void
+drop_release(gkv_loader *l)
+{
+    for (int i = 0; i < l->ndrop; i++)
+        gkv_batch_release(l->drop[i]);
+    l->ndrop = 0;
+}
+
+/* Starts epoch e (under mu): its order, nothing claimed or waiting (the
+ * batches waiting are left in l->drop: drop_release() after mu). */
 static void
 epoch_start(gkv_loader *l, uint64_t e)
 {
@@ -136,9 +148,19 @@ worker_main(void *arg)
             b = NULL;
             pthread_cond_broadcast(&l->ready);
         }
-        gkv_batch_release(b);   /* made for an epoch that was dropped */
+        if (b != NULL) {        /* made for an epoch that was dropped */
+            pthread_mutex_unlock(&l->mu);
+            gkv_batch_release(b);
+            pthread_mutex_lock(&l->mu);
+        }
     }
     pthread_mutex_unlock(&l->mu);
+    /* the clone's leave here, in parallel with the other workers': a
+     * server that died makes each wait up to the client's timeout */
+    if (w->c != NULL) {
+        (void)gkv_client_close(w->c);
+        w->c = NULL;
+    }
     return NULL;
 }
 
@@ -156,8 +178,10 @@ gkv_loader_free(gkv_loader *l)
     for (int i = 0; l->w != NULL && i < l->nworkers; i++)
         if (l->w[i].started)
             pthread_join(l->w[i].th, NULL);
-    if (l->slots != NULL)
+    if (l->slots != NULL && l->drop != NULL) {
         slots_drop(l);
+        drop_release(l);
+    }
     for (int i = 0; l->w != NULL && i < l->nworkers; i++) {
         gkv_sampler_free(l->w[i].smp);
         if (l->w[i].c != NULL)
@@ -179,6 +203,7 @@ gkv_loader_free(gkv_loader *l)
     gkv__free(l->efeats);
     gkv__free(l->w);
     gkv__free(l->slots);
+    gkv__free(l->drop);
     gkv__free(l->perm);
     gkv__free(l->seeds);
     gkv__free(l->fanouts);
@@ -230,7 +255,8 @@ gkv_loader_new(gkv_loader **out, const gkv_loader_opts *o)
         goto out;
     l->perm = gkv__malloc((l->nseeds + 1) * sizeof *l->perm);
     l->slots = gkv__calloc((size_t)l->prefetch, sizeof *l->slots);
-    if (l->perm == NULL || l->slots == NULL) {
+    l->drop = gkv__calloc((size_t)l->prefetch, sizeof *l->drop);
+    if (l->perm == NULL || l->slots == NULL || l->drop == NULL) {
         rc = gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
         goto out;
     }
@@ -309,6 +335,7 @@ gkv_loader_epoch(gkv_loader *l, uint64_t epoch)
     pthread_mutex_lock(&l->mu);
     epoch_start(l, epoch);
     pthread_mutex_unlock(&l->mu);
+    drop_release(l);
     return GKV_OK;
 }
 

@@ -127,6 +127,10 @@ check_shape(gkv_loader *l, const gkv_loader_opts *o)
     if (o->nlayers < 1)
         return gkv__fail(NULL, GKV_EINVAL, "loader: nlayers is %d (at least "
                          "1)", o->nlayers);
+    if (l->where == GKV_LOADER_SERVER && o->nlayers > LOADER_SERVER_LAYERS)
+        return gkv__fail(NULL, GKV_EINVAL, "loader: nlayers is %d: batches "
+                         "sampled on the servers (GKV_LOADER_SERVER) have "
+                         "at most %d", o->nlayers, LOADER_SERVER_LAYERS);
     if (o->nfan != 1 && o->nfan != l->num_etypes)
         return gkv__fail(NULL, GKV_EINVAL, "loader: nfan is %d: fanouts give "
                          "1 or %d (the edge types) per layer", o->nfan,

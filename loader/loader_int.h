@@ -19,6 +19,8 @@
 
 #define LOADER_WORKERS_MAX  64     /* opts.workers */
 #define LOADER_PREFETCH_MAX 1024   /* opts.prefetch */
+#define LOADER_SERVER_LAYERS 64    /* opts.nlayers in SERVER mode (what
+                                    * gkv_client_sample_batch takes) */
 
 /* A tensor a batch collects, resolved at gkv_loader_new. */
 typedef struct loader_tensor {
@@ -75,6 +77,9 @@ struct gkv_loader {
     size_t      *perm;             /* the epoch's order of seeds[] */
     size_t       nbatches, next_claim, next_out;
     loader_slot *slots;            /* [prefetch] */
+    gkv_batch  **drop;             /* [prefetch]: taken from the slots,
+                                    * released after mu (ndrop of them) */
+    int          ndrop;
 };
 
 /* Page-locked host memory, from the CUDA runtime when one is linked in:

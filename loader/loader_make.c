@@ -301,25 +301,40 @@ batch_read(gkv_loader *l, loader_worker *w, loader_batch *lb)
 /* SERVER: the rows the client wrote into the batch's buffers (their
  * sizes checked against the blocks'). */
 static gkv_err
-batch_took(loader_batch *lb, const gkv_batch_out *r)
+batch_took(const gkv_loader *l, loader_batch *lb, const gkv_batch_out *r)
 {
     const gkv_batch *b = &lb->pub;
     int nl = b->nlayers;
+    const char *name = NULL;
+    size_t got = 0, want = 0;
 
-    for (int f = 0; f < b->nfeats; f++)
-        if (r->feat_bytes[f] != b->feat_bytes[f] || r->feat[f] != b->feat[f])
+    for (int f = 0; f < b->nfeats; f++) {
+        name = l->feats[f].name;
+        got = r->feat_bytes[f];
+        want = b->feat_bytes[f];
+        if (got != want || r->feat[f] != b->feat[f])
             goto bad;
-    if (b->label != NULL &&
-        (r->label_bytes != b->label_bytes || r->label != b->label))
-        goto bad;
-    for (size_t k = 0; k < (size_t)b->nefeats * nl; k++)
-        if (r->efeat_bytes[k] != b->efeat_bytes[k] ||
-            r->efeat[k] != b->efeat[k])
+    }
+    if (b->label != NULL) {
+        name = l->label.name;
+        got = r->label_bytes;
+        want = b->label_bytes;
+        if (got != want || r->label != b->label)
             goto bad;
+    }
+    for (size_t k = 0; k < (size_t)b->nefeats * nl; k++) {
+        name = l->efeats[k / (size_t)nl].name;
+        got = r->efeat_bytes[k];
+        want = b->efeat_bytes[k];
+        if (got != want || r->efeat[k] != b->efeat[k])
+            goto bad;
+    }
     return GKV_OK;
 bad:
-    return gkv__fail(NULL, GKV_EPROTO, "loader: the server's batch has rows "
-                     "of another size than its blocks imply");
+    return gkv__fail(NULL, GKV_EPROTO, "loader: the server's batch has %zu "
+                     "bytes of rows of '%s', and its blocks imply %zu (or "
+                     "they are not in the batch's own buffers)",
+                     got, name, want);
 }
 
 gkv_err
@@ -414,7 +429,7 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
                         &lb)) != GKV_OK)
         goto out;
     if (l->where == GKV_LOADER_SERVER)
-        rc = batch_took(lb, &r);
+        rc = batch_took(l, lb, &r);
     else
         rc = batch_read(l, w, lb);
     if (rc != GKV_OK)

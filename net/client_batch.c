@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include "base/base.h"
 #include "net/gkv_net.h"
 #include "net/wire.h"
@@ -111,6 +112,40 @@ block_take(gkv_client *c, struct part *p, const net_batch_rep *rep, int i)
     bc->out->blocks[i].num_etypes = bc->net;
     bc->out->blocks[i].nodes = bn;
     bc->out->blocks[i].edges = be;
+    return GKV_OK;
+}
+
+/* The blocks chain: block i's destination nodes are block i + 1's source
+ * nodes (their IDs, in order), and the last block's are the seeds sent;
+ * a server's batch that does not is refused before it reaches the user. */
+static gkv_err
+blocks_chain(struct part *p)
+{
+    struct bcall *bc = p->arg;
+    const gkv_block *blk = bc->out->blocks;
+    int nl = bc->spec->nlayers;
+
+    for (int i = 0; i < nl; i++)
+        for (int t = 0; t < bc->nnt; t++) {
+            const gkv_block_nodes *x = &blk[i].nodes[t];
+            const int64_t *want;
+            size_t n;
+
+            if (i + 1 < nl) {
+                n = blk[i + 1].nodes[t].num_src;
+                want = blk[i + 1].nodes[t].ids;
+            } else {
+                n = bc->enc.nseeds[t];
+                want = bc->enc.seeds[t];
+            }
+            if (x->num_dst != n || x->num_dst > x->num_src ||
+                (n > 0 && memcmp(x->ids, want, n * 8) != 0))
+                return net__cfail(p->cn, GKV_EPROTO, "sample_batch reply: "
+                                  "block %d's destination nodes of type %d "
+                                  "are not %s", i, t, i + 1 < nl ?
+                                  "the next block's source nodes" :
+                                  "the seeds");
+        }
     return GKV_OK;
 }
 
@@ -274,6 +309,8 @@ done_batch(gkv_client *c, struct part *p, net_rd *rd)
     }
     for (int i = 0; i < sp->nlayers && rc == GKV_OK; i++)
         rc = block_take(c, p, &rep, i);
+    if (rc == GKV_OK)
+        rc = blocks_chain(p);
     for (uint32_t k = 0; k < bc->nrows && rc == GKV_OK; k++)
         rc = bc->pull ? rows_pull(c, p, &rep.rows[k], k) :
                         rows_take(c, p, &rep.rows[k], k);
@@ -337,9 +374,12 @@ spec_check(gkv_client *c, const gkv_batch_spec *sp, const gkv_batch_out *out,
                          "with gkv_client_sample_blocks)",
                          o->edge_w != NULL ? "edge_w" : o->exclude != NULL ?
                          "exclude" : "edge_w_feat");
-    if (sp->nfeats < 0 || sp->nefeats < 0)
-        return net__fail(GKV_EINVAL, "sample_batch: nfeats %d, nefeats %d",
-                         sp->nfeats, sp->nefeats);
+    if (sp->nfeats < 0 || sp->nefeats < 0 ||
+        (unsigned)sp->nfeats > NET_BATCH_TENSORS_MAX ||
+        (unsigned)sp->nefeats > NET_BATCH_TENSORS_MAX)
+        return net__fail(GKV_EINVAL, "sample_batch: nfeats %d, nefeats %d: "
+                         "each is 0 to %u", sp->nfeats, sp->nefeats,
+                         NET_BATCH_TENSORS_MAX);
     if (sp->flags & ~GKV_BATCH_RELAY)
         return net__fail(GKV_EINVAL, "sample_batch: flags 0x%x have unknown "
                          "bits (GKV_BATCH_RELAY is 0x%x)", sp->flags,
@@ -506,7 +546,17 @@ gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
         goto out;
     part.ops = &batch_ops;
     part.arg = &bc;
-    if ((rc = net__exchange(c, &part, 1, deadline)) == GKV_OK && bc.pull)
+    /* GKV_EBUSY: the server's batch queue was full and it did nothing;
+     * asked again with backoff while the call has time */
+    for (int ms = 10;; ms = ms < 640 ? 2 * ms : ms) {
+        rc = net__exchange(c, &part, 1, deadline);
+        if (rc != GKV_EBUSY || net__left_ms(deadline) <= ms)
+            break;
+        nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L},
+                  NULL);
+        bc.enc.timeout_ms = (uint32_t)net__left_ms(deadline);
+    }
+    if (rc == GKV_OK && bc.pull)
         rc = net__rowjob_pull(c, bc.job, bc.nrows, deadline);
 out:
     if (rc != GKV_OK && spec->nlayers > 0 && out->blocks != NULL &&

@@ -230,9 +230,11 @@ static gkv_err
 done_schema(gkv_client *c, struct part *p, net_rd *rd)
 {
     net_schema sc;
+    int d;
 
-    if (net__dec_schema(rd, &sc) != 0)
-        return net__cfail(p->cn, GKV_EPROTO, "malformed schema: %s", rd->why);
+    if ((d = net__dec_schema(rd, &sc)) != 0)
+        return net__cfail(p->cn, d == NET_DEC_NOMEM ? GKV_ENOMEM :
+                          GKV_EPROTO, "malformed schema: %s", rd->why);
     net__schema_set(c, p->cn, &sc);
     return GKV_OK;
 }

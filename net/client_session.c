@@ -103,6 +103,7 @@ net__conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
     net_rd rd;
     void *rep = NULL;
     gkv_err rc;
+    int d;
 
     if (cn->sock[0] < 0 && (cn->sock[0] = net__req_socket(c, cn)) < 0)
         return net__cfail(cn, net__from_nn(nn_errno()), "cannot connect to "
@@ -162,8 +163,11 @@ net__conn_open(gkv_client *c, struct conn *cn, uint64_t deadline)
         }
         goto fail;
     }
-    if (net__dec_hs_rep(&rd, &hp) != 0) {
-        rc = net__cfail(cn, GKV_EPROTO, "malformed handshake reply: %s",
+    if ((d = net__dec_hs_rep(&rd, &hp)) != 0) {
+        /* our own shortage is no malformed reply */
+        rc = d == NET_DEC_NOMEM ?
+             net__cfail(cn, GKV_ENOMEM, "handshake reply: %s", rd.why) :
+             net__cfail(cn, GKV_EPROTO, "malformed handshake reply: %s",
                         rd.why);
         goto fail;
     }
@@ -513,10 +517,17 @@ gkv_client_connect_addr(gkv_client **out, const char *addr, const char *token,
     return client_connect(out, NULL, addr, token, NULL, group, rank, opts);
 }
 
-/* A clone's rank: 2^31 + (rank mod 2^15) x 2^16 + its number among the
- * client's clones (mod 2^16). A session is one per (group, rank), and a
- * server refuses an observer the rank of a member (server_sess.c): the
- * clone must have a rank of its own to coexist with its original. */
+/* Clones made by this process: each takes a number (below 2^16, never
+ * reused: a clone may outlive its original, and a process may connect
+ * again with the same rank). */
+static atomic_uint clones_made;
+
+/* A clone's rank: 2^31 + rank x 2^16 + its number among this process's
+ * clones, refused rather than wrapped (rank below 2^15, number below
+ * 2^16), so that no two clones, of one trainer or of two, share a rank.
+ * A session is one per (group, rank), and a server refuses an observer
+ * the rank of a member (server_sess.c): the clone must have a rank of its
+ * own to coexist with its original. */
 gkv_err
 gkv_client_clone(gkv_client *c, gkv_client **out)
 {
@@ -538,8 +549,15 @@ gkv_client_clone(gkv_client *c, gkv_client **out)
     o.flags = c->flags | GKV_CLIENT_OBSERVER;
     o.heartbeat_ms = c->hb_opt;
     o.max_msg = c->max_msg;
-    k = atomic_fetch_add(&c->nclone, 1);
-    rank = 0x80000000u | ((c->rank & 0x7fffu) << 16) | (k & 0xffffu);
+    if (c->rank > 0x7fffu)
+        return net__fail(GKV_EINVAL, "gkv_client_clone: the client's rank "
+                         "is %u; clones are made for ranks below 32768",
+                         c->rank);
+    k = atomic_fetch_add(&clones_made, 1);
+    if (k > 0xffffu)
+        return net__fail(GKV_EBUSY, "gkv_client_clone: this process made "
+                         "65536 clones already; no clone rank is left");
+    rank = 0x80000000u | (c->rank << 16) | k;
     return client_connect(out, c->single ? NULL : c->src,
                           c->single ? c->src : NULL, NULL,
                           c->auth ? c->key : NULL, c->group, rank, &o);

@@ -589,6 +589,7 @@ pool_push(gkv_server *s, const srv_op *op, srv_req *r, void *msg, size_t len)
     j->msg = msg;
     j->len = len;
     j->r = *r;
+    j->r.queued_ms = gkv__now_ms();
     if (s->pool.tail != NULL)
         s->pool.tail->next = j;
     else
@@ -1181,6 +1182,15 @@ gkv_server_run(gkv_server *s)
         log_flush_dropped(s, 0);
     }
     srv__log(s, "stopping: %s; finishing requests in flight", s->run.why);
+    /* the pushes so far written first: a batch in hand may hold the
+     * pool's stop up to its deadline (a peer that stopped first does not
+     * answer), past a supervisor's grace (gkv-launch kills 5 s after its
+     * SIGTERM); the last flush below writes those since */
+    if (s->pool.started > 0 && s->wb.npat > 0 &&
+        atomic_load(&s->wb.held) > 0 &&
+        gkv_writeback_flush(s->store) != GKV_OK)
+        srv__log(s, "write-back: writing the pushes before the batch "
+                 "threads stop FAILED: %s", gkv_store_errmsg(s->store));
     /* the pool first, while the workers still answer: a batch in hand may
      * wait on this server's own workers (its peer client is a client of
      * every server, this one too), and so may the peer clients' leave */

@@ -47,6 +47,8 @@
                                    * (--batch-threads is at most 256) */
 #define PEER_CLOSE_MS 500         /* a peer client's leave waits this long */
 #define BATCH_MS      10000       /* a request's timeout when it says 0 */
+#define ARENA_KEEP    (64u << 20) /* arena bytes a pool thread keeps after
+                                   * a batch; more is given back */
 
 /* A helper of a pool thread's (server_batch.c's side thread). */
 struct side {
@@ -100,7 +102,7 @@ struct batch {
     gkv_sample_opts o;
     uint64_t deadline;            /* monotonic ms */
     gkv_block *blk;               /* [nl] */
-    uint32_t nrows;               /* rows entries */
+    size_t nrows;                 /* rows entries */
     uint64_t *rows_n, *row_bytes;
     unsigned char **slot;
 };
@@ -131,6 +133,23 @@ arena_reset(struct bthread *bt)
             bt->nar = 1;
         }
     }
+}
+
+/* After a batch: an arena grown past ARENA_KEEP by an outsized batch is
+ * given back (a later one grows it again), so that a thread does not keep
+ * the peak of every batch it ever served. */
+static void
+arena_trim(struct bthread *bt)
+{
+    size_t total = 0;
+
+    for (size_t i = 0; i < bt->nar; i++)
+        total += bt->ar[i].cap;
+    if (total <= ARENA_KEEP)
+        return;
+    for (size_t i = 0; i < bt->nar; i++)
+        gkv__free(bt->ar[i].p);
+    bt->nar = 0;
 }
 
 static void
@@ -210,6 +229,11 @@ peer_get(struct batch *b)
     int left = left_ms(b);
     gkv_err rc;
 
+    if (atomic_load(&b->s->run.stop)) {     /* cut the batch short */
+        b->r->rflags |= NET_F_STOPPING;
+        return srv__fail(b->r, GKV_EINTR, "sample_batch on partition %d: "
+                         "the server is stopping", b->sb->part);
+    }
     if (left == 0)
         return srv__fail(b->r, GKV_ETIMEDOUT, "sample_batch on partition "
                          "%d: no time left for the peer servers (the "
@@ -722,6 +746,44 @@ hop(struct batch *b, int hi, const int64_t *const *dst, const size_t *ndst,
     return GKV_OK;
 }
 
+/* The most reply bytes a batch may take: what the client takes (its
+ * max_msg), and what this server sends; *who names the smaller. */
+static uint64_t
+reply_max(const struct batch *b, const char **who)
+{
+    int cl = b->q.max_reply <= b->s->io.max_msg;
+
+    *who = cl ? "the client takes in a reply" : "this server sends in a "
+                                                "reply";
+    return cl ? b->q.max_reply : b->s->io.max_msg;
+}
+
+/* Fails the batch when its blocks so far take more than a reply may hold
+ * (counted at their narrowest: 4 bytes an ID), before the next hop grows
+ * them further. */
+static gkv_err
+blocks_fit(struct batch *b, int upto)
+{
+    uint64_t bytes = 0, max;
+    const char *who;
+
+    for (int i = b->nl - 1; i >= b->nl - 1 - upto; i--) {
+        const gkv_block *blk = &b->blk[i];
+        for (int t = 0; t < b->nnt; t++)
+            bytes += 20 + 4 * (uint64_t)blk->nodes[t].num_src;
+        for (int e = 0; e < b->net; e++)
+            bytes += 12 + 12 * (uint64_t)blk->edges[e].n;
+    }
+    if (bytes > (max = reply_max(b, &who)))
+        return srv__fail(b->r, GKV_EINVAL, "sample_batch: the blocks of "
+                         "hops 0..%d take %llu bytes at least, more than %s "
+                         "(%llu, its max_msg): use fewer seeds, smaller "
+                         "fanouts or fewer layers", upto,
+                         (unsigned long long)bytes, who,
+                         (unsigned long long)max);
+    return GKV_OK;
+}
+
 /* The blocks, block nl - 1 (the seeds') first. */
 static gkv_err
 batch_blocks(struct batch *b)
@@ -741,7 +803,8 @@ batch_blocks(struct batch *b)
     for (int hi = 0; hi < b->nl; hi++) {
         gkv_block *blk = &b->blk[b->nl - 1 - hi];
 
-        if ((rc = hop(b, hi, dst, ndst, blk)) != GKV_OK)
+        if ((rc = hop(b, hi, dst, ndst, blk)) != GKV_OK ||
+            (rc = blocks_fit(b, hi)) != GKV_OK)
             return rc;
         for (int t = 0; t < b->nnt; t++) {
             dst[t] = blk->nodes[t].ids;
@@ -912,6 +975,8 @@ batch_reply(struct batch *b)
     net_batch_renc re;
     net_wr w = {0};
     gkv_err rc = GKV_OK;
+    uint64_t max;
+    const char *who;
     int side;
 
     for (uint32_t k = 0; k < b->nrows; k++) {
@@ -932,12 +997,11 @@ batch_reply(struct batch *b)
     re.row_bytes = b->row_bytes;
     re.slot = b->slot;
     net__enc_batch_rep(&w, &re);
-    if (w.off > q->max_reply)
+    if (w.off > (max = reply_max(b, &who)))
         return srv__fail(b->r, GKV_EINVAL, "sample_batch: the batch takes "
-                         "%zu bytes, more than the client takes in a reply "
-                         "(%llu, its max_msg): use fewer seeds, smaller "
-                         "fanouts or fewer tensors", w.off,
-                         (unsigned long long)q->max_reply);
+                         "%zu bytes, more than %s (%llu, its max_msg): use "
+                         "fewer seeds, smaller fanouts or fewer tensors",
+                         w.off, who, (unsigned long long)max);
     if ((b->r->out = nn_allocmsg(NET_HDR_LEN + w.off, 0)) == NULL)
         return srv__fail(b->r, GKV_ENOMEM, "sample_batch: out of memory for "
                          "a reply of %zu bytes", w.off);
@@ -978,7 +1042,8 @@ op_sample_batch(gkv_server *s, srv_req *r)
     struct batch b;
     net_rd rd;
     uint32_t ntref;
-    uint64_t ms;
+    uint64_t ms, t0;
+    int d;
 
     memset(&b, 0, sizeof b);
     b.s = s;
@@ -991,12 +1056,24 @@ op_sample_batch(gkv_server *s, srv_req *r)
     b.bt = &b.sb->th[r->pool];
     arena_reset(b.bt);
     net__rd_init(&rd, r->pl, r->plen);
-    if (net__dec_batch_req(&rd, &b.q) != 0) {
-        srv__fail(r, GKV_EPROTO, "sample_batch: %s", rd.why);
+    if ((d = net__dec_batch_req(&rd, &b.q)) != 0) {
+        srv__fail(r, d == NET_DEC_NOMEM ? GKV_ENOMEM : GKV_EPROTO,
+                  "sample_batch: %s", rd.why);
         return;
     }
     ms = b.q.timeout_ms ? b.q.timeout_ms : BATCH_MS;
-    b.deadline = gkv__now_ms() + ms * 3 / 4;
+    /* from its arrival: a batch that waited out its time in the queue
+     * is answered at once, not made for a client that gave up */
+    t0 = r->queued_ms ? r->queued_ms : gkv__now_ms();
+    b.deadline = t0 + ms * 3 / 4;
+    if (left_ms(&b) == 0) {
+        srv__fail(r, GKV_ETIMEDOUT, "sample_batch on partition %d: waited "
+                  "%llu ms in the batch queue, past the request's deadline "
+                  "(3/4 of its timeout of %llu ms)", b.sb->part,
+                  (unsigned long long)(gkv__now_ms() - t0),
+                  (unsigned long long)ms);
+        goto out;
+    }
     b.nl = (int)b.q.nlayers;
     b.nnt = b.sb->nnt;
     b.net = b.sb->net;
@@ -1005,10 +1082,11 @@ op_sample_batch(gkv_server *s, srv_req *r)
     b.o.dir = (int)b.q.dir;
     b.o.flags = b.q.flags & ~NET_BATCH_NO_ROWS;
     ntref = b.q.nfeats + b.q.has_label + b.q.nefeats;
-    b.nrows = b.q.nfeats + b.q.has_label + b.q.nefeats * b.q.nlayers;
+    b.nrows = (size_t)b.q.nfeats + b.q.has_label +
+              (size_t)b.q.nefeats * b.q.nlayers;
     if (batch_check(&b) != GKV_OK || batch_inputs(&b) != GKV_OK ||
-        (b.rows_n = bmem(&b, b.nrows * 8)) == NULL ||
-        (b.row_bytes = bmem(&b, b.nrows * 8)) == NULL ||
+        (b.rows_n = bmem(&b, (size_t)b.nrows * 8)) == NULL ||
+        (b.row_bytes = bmem(&b, (size_t)b.nrows * 8)) == NULL ||
         (b.slot = bmem(&b, b.nrows * sizeof *b.slot)) == NULL)
         goto out;
     for (uint32_t k = 0; k < ntref; k++)
@@ -1018,6 +1096,7 @@ op_sample_batch(gkv_server *s, srv_req *r)
         batch_reply(&b);
 out:
     batch_free(&b);
+    arena_trim(b.bt);
 }
 
 const srv_op srv__batch_ops[] = {
@@ -1068,21 +1147,45 @@ srv__batch_open(gkv_server *s, const gkv_server_opts *o, const char *token)
     return GKV_OK;
 }
 
+/* Closes a peer client (a thread's, so that they leave together). */
+static void *
+peer_close(void *arg)
+{
+    gkv_client_close(arg);
+    return NULL;
+}
+
 void
 srv__batch_stop(gkv_server *s)
 {
     struct srv_batch *sb = s->batch;
+    pthread_t *thr;
+    int *up;
 
-    for (unsigned i = 0; sb != NULL && i < s->pool.nthreads; i++) {
+    if (sb == NULL)
+        return;
+    /* the peers may be stopping too: a short wait for each leave, all at
+     * once (one after another, a dead peer cost PEER_CLOSE_MS a thread) */
+    thr = gkv__calloc(s->pool.nthreads + 1, sizeof *thr);
+    up = gkv__calloc(s->pool.nthreads + 1, sizeof *up);
+    for (unsigned i = 0; i < s->pool.nthreads; i++) {
         struct bthread *bt = &sb->th[i];
 
         if (bt->peer == NULL)
             continue;
-        /* the peers may be stopping too: a short wait for their leave */
         net__client_timeout(bt->peer, PEER_CLOSE_MS);
-        gkv_client_close(bt->peer);
+        if (thr == NULL || up == NULL ||
+            pthread_create(&thr[i], NULL, peer_close, bt->peer) != 0)
+            gkv_client_close(bt->peer);
+        else
+            up[i] = 1;
         bt->peer = NULL;
     }
+    for (unsigned i = 0; up != NULL && i < s->pool.nthreads; i++)
+        if (up[i])
+            pthread_join(thr[i], NULL);
+    gkv__free(thr);
+    gkv__free(up);
 }
 
 void

@@ -264,6 +264,9 @@ typedef struct srv_req {
     unsigned pool;                   /* on the pool (SRV_POOL): its
                                       * thread's index, below
                                       * pool.nthreads */
+    uint64_t queued_ms;              /* on the pool: gkv__now_ms() when
+                                      * it was queued (its deadline
+                                      * counts from then) */
     /* the outcome */
     gkv_err status;
     char err[NET_ERRMSG_MAX];

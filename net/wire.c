@@ -543,8 +543,10 @@ dec_schema(net_rd *r, net_schema *o)
     if (n > (r->len - r->off) / TENSOR_MIN_BYTES)
         return rd_fail(r, "schema.count: %u tensors cannot fit in %zu bytes",
                        n, r->len - r->off);
-    if (n > 0 && (o->t = gkv__calloc(n, sizeof *o->t)) == NULL)
-        return rd_fail(r, "schema: out of memory for %u tensors", n);
+    if (n > 0 && (o->t = gkv__calloc(n, sizeof *o->t)) == NULL) {
+        rd_fail(r, "schema: out of memory for %u tensors", n);
+        return NET_DEC_NOMEM;
+    }
     for (uint32_t i = 0; i < n && !r->err; i++)
         dec_tensor(r, &o->t[i], 1);
     o->n = n;
@@ -558,8 +560,10 @@ dec_schema(net_rd *r, net_schema *o)
 int
 net__dec_schema(net_rd *r, net_schema *o)
 {
-    if (dec_schema(r, o) != 0)
-        return -1;
+    int d;
+
+    if ((d = dec_schema(r, o)) != 0)
+        return d;
     if (done(r) != 0) {
         net__schema_free(o);
         return -1;
@@ -581,13 +585,17 @@ dec_book(net_rd *r, net_book *o)
 int
 net__dec_hs_rep(net_rd *r, net_hs_rep *o)
 {
+    int d;
+
     memset(o, 0, sizeof *o);
     o->session = net__rd_u64(r, "handshake.session");
     dec_ident(r, &o->id);
     if (!r->err && o->session == 0)
         rd_fail(r, "handshake: session 0 granted");
-    if (r->err || dec_schema(r, &o->schema) != 0)
+    if (r->err)
         return -1;
+    if ((d = dec_schema(r, &o->schema)) != 0)
+        return d;
     if (o->id.flags & NET_ID_GRAPH)
         dec_book(r, &o->book);
     if (done(r) != 0) {
@@ -965,8 +973,10 @@ dec_seeds(net_rd *r, uint32_t nnt, uint64_t **nseeds,
         return rd_fail(r, "%s.num_ntypes: %u node types cannot fit in %zu "
                        "bytes", what, nnt, r->len - r->off);
     if ((*nseeds = gkv__calloc(nnt, sizeof **nseeds)) == NULL ||
-        (*seeds = gkv__calloc(nnt, sizeof **seeds)) == NULL)
-        return rd_fail(r, "%s: out of memory for %u node types", what, nnt);
+        (*seeds = gkv__calloc(nnt, sizeof **seeds)) == NULL) {
+        rd_fail(r, "%s: out of memory for %u node types", what, nnt);
+        return NET_DEC_NOMEM;
+    }
     snprintf(fc, sizeof fc, "%s.nseeds", what);
     snprintf(fs, sizeof fs, "%s.seeds", what);
     for (uint32_t t = 0; t < nnt && !r->err; t++) {
@@ -1341,6 +1351,7 @@ int
 net__dec_batch_req(net_rd *r, net_batch_req *o)
 {
     size_t at = 0, nt, left;
+    int d;
 
     memset(o, 0, sizeof *o);
     o->nlayers = net__rd_u32(r, "sample_batch.num_layers");
@@ -1359,14 +1370,18 @@ net__dec_batch_req(net_rd *r, net_batch_req *o)
                             "sample_batch.fanouts");
     if (r->err)
         return -1;
-    if (dec_seeds(r, o->nnt, &o->nseeds, &o->seeds, "sample_batch") != 0) {
+    if ((d = dec_seeds(r, o->nnt, &o->nseeds, &o->seeds,
+                       "sample_batch")) != 0) {
         net__batch_req_free(o);
-        return -1;
+        return d;
     }
     /* the tensors: each reference is at least 6 bytes (its type and the
      * name's length); bound the counts by what is left before allocating */
     o->nfeats = net__rd_u32(r, "sample_batch.num_feats");
     left = r->err ? 0 : r->len - r->off;
+    if (!r->err && o->nfeats > NET_BATCH_TENSORS_MAX)
+        rd_fail(r, "sample_batch.num_feats: %u features, more than %u",
+                o->nfeats, NET_BATCH_TENSORS_MAX);
     if (!r->err && o->nfeats > left / 6)
         rd_fail(r, "sample_batch.num_feats: %u cannot fit in %zu bytes",
                 o->nfeats, left);
@@ -1374,9 +1389,13 @@ net__dec_batch_req(net_rd *r, net_batch_req *o)
         /* at most every byte left is a name byte, plus a NUL each */
         nt = (size_t)o->nfeats + 1 + left / 6;
         if ((o->tref = gkv__calloc(nt, sizeof *o->tref)) == NULL ||
-            (o->nbuf = gkv__malloc(left + nt)) == NULL)
+            (o->nbuf = gkv__malloc(left + nt)) == NULL) {
+            /* not the sender's fault: the server must not blame it */
             rd_fail(r, "sample_batch: out of memory for %zu tensor names",
                     nt);
+            net__batch_req_free(o);
+            return NET_DEC_NOMEM;
+        }
     }
     dec_trefs(r, o, 0, o->nfeats, &at, "sample_batch.feats");
     o->has_label = net__rd_u32(r, "sample_batch.has_label");
@@ -1385,6 +1404,9 @@ net__dec_batch_req(net_rd *r, net_batch_req *o)
                 o->has_label);
     dec_trefs(r, o, o->nfeats, o->has_label, &at, "sample_batch.label");
     o->nefeats = net__rd_u32(r, "sample_batch.num_efeats");
+    if (!r->err && o->nefeats > NET_BATCH_TENSORS_MAX)
+        rd_fail(r, "sample_batch.num_efeats: %u edge features, more than "
+                "%u", o->nefeats, NET_BATCH_TENSORS_MAX);
     if (!r->err && o->nefeats > (r->len - r->off) / 6)
         rd_fail(r, "sample_batch.num_efeats: %u cannot fit in %zu bytes",
                 o->nefeats, r->len - r->off);
@@ -1421,7 +1443,8 @@ enc_u32col(net_wr *w, const int64_t *v, size_t n)
 void
 net__enc_batch_rep(net_wr *w, const net_batch_renc *o)
 {
-    uint32_t nrows = o->nfeats + o->has_label + o->nefeats * o->nlayers;
+    size_t nrows = (size_t)o->nfeats + o->has_label +
+                   (size_t)o->nefeats * o->nlayers;
 
     net__wr_u32(w, o->nlayers);
     net__wr_u32(w, o->nnt);
@@ -1452,7 +1475,7 @@ net__enc_batch_rep(net_wr *w, const net_batch_renc *o)
     net__wr_u32(w, o->nfeats);
     net__wr_u32(w, o->has_label);
     net__wr_u32(w, o->nefeats);
-    for (uint32_t k = 0; k < nrows; k++) {
+    for (size_t k = 0; k < nrows; k++) {
         unsigned char *p;
 
         net__wr_u64(w, o->rows_n[k]);

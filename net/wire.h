@@ -374,6 +374,8 @@ typedef struct net_tref {
  * them all from their owners. Without it the server gathers every row
  * (its own, and the others through its peer client) into the reply. */
 #define NET_BATCH_NO_ROWS 0x10000u
+#define NET_BATCH_TENSORS_MAX 1024u   /* features, and edge features, of one
+                                       * batch (bounds its row entries) */
 
 /* What the SAMPLE_BATCH encoder sends (the client's view). */
 typedef struct net_batch_enc {
@@ -468,6 +470,7 @@ typedef struct net_stats {
  * results point into the payload. */
 int net__dec_hello_rep(net_rd *r, net_hello_rep *o);
 int net__dec_hs_req(net_rd *r, net_hs_req *o);
+/* These two: NET_DEC_NOMEM (below) when out of memory. */
 int net__dec_hs_rep(net_rd *r, net_hs_rep *o);      /* frees on failure */
 int net__dec_schema(net_rd *r, net_schema *o);      /* frees on failure */
 int net__dec_pull_req(net_rd *r, net_pull_req *o);
@@ -506,6 +509,7 @@ void net__sample_req_free(net_sample_req *o);
 int net__dec_sample_rep(net_rd *r, net_sample_rep *o);   /* frees on failure */
 void net__sample_rep_free(net_sample_rep *o);
 
+/* The SAMPLE_BATCH request; NET_DEC_NOMEM when out of memory. */
 int net__dec_batch_req(net_rd *r, net_batch_req *o);     /* frees on failure */
 void net__batch_req_free(net_batch_req *o);
 /* The SAMPLE_BATCH reply; NET_DEC_NOMEM when out of memory. */

@@ -260,6 +260,17 @@ tensor_make(gkv_client *c, const char *name, uint64_t hi, unsigned width,
 
 static char g_efeat[GKV_NAME_MAX + 1];   /* "edge/<canonical>/w" */
 
+/* The homogeneous graph's label and edge feature (g_efeat), made through
+ * c beside the partitions' feature. */
+static void
+homo_tensors(struct gkvt_ng *f, gkv_client *c)
+{
+    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
+             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
+    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
+    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
+}
+
 /* The R-MAT graph in two partitions, nserv servers a machine, a label
  * and an edge feature beside the partitions' feature; a client of
  * 'group'. */
@@ -271,10 +282,7 @@ homo_serve(struct gkvt_ng *f, int nserv, const char *group)
     gkvt_ng_graph_make(f, HOMO_SCALE, 2);
     gkvt_ng_serve(f, nserv);
     c = gkvt_ng_client(f, group);
-    snprintf(g_efeat, sizeof g_efeat, "edge/%s/w",
-             gkv_pbook_etype_name(gkv_client_pbook(c), 0));
-    tensor_make(c, "node/_N/label", (uint64_t)f->n, 0, 5, -1);
-    tensor_make(c, g_efeat, (uint64_t)f->m, 2, 6, -1);
+    homo_tensors(f, c);
     return c;
 }
 
@@ -933,7 +941,12 @@ test_raw_requests(void **state)
         {"is given node type 3", GKV_EINVAL},
         {"more than the client takes in a reply (100", GKV_EINVAL},
         {"3 fanouts a layer", GKV_EINVAL},
+        /* just above the caps on the tensors (their row entries would
+         * overflow the server's 32-bit count with enough of them) */
+        {"num_feats: 1025 features, more than 1024", GKV_EPROTO},
+        {"num_efeats: 1025 edge features, more than 1024", GKV_EPROTO},
     };
+    static net_tref many[NET_BATCH_TENSORS_MAX + 1];
 
     e.nlayers = 1;
     e.nnt = 1;
@@ -950,6 +963,8 @@ test_raw_requests(void **state)
     s = gkvt_raw_socket(f->j.base, 10000);
     sess = gkvt_rjoin(s, "raw", 7, NET_HS_OBSERVER, &rep);
     assert_true(sess != 0);
+    for (size_t i = 0; i < sizeof many / sizeof *many; i++)
+        many[i] = ft;
     for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
         int64_t big[3] = {1, 2, f->n};
         net_tref bad = {3, "node/_N/feat"};
@@ -965,6 +980,8 @@ test_raw_requests(void **state)
         case 5: x.feats = &bad; break;
         case 6: x.max_reply = 100; break;
         case 7: x.nfan = 3; x.fanout = fan3; break;
+        case 8: x.feats = many; x.nfeats = NET_BATCH_TENSORS_MAX + 1; break;
+        case 9: x.efeats = many; x.nefeats = NET_BATCH_TENSORS_MAX + 1; break;
         }
         pl = gkvt_encode(enc_req, &x, &len);
         assert_int_equal(gkvt_rcall(s, NET_SAMPLE_BATCH, sess, req++, pl, len,
@@ -990,7 +1007,308 @@ test_raw_requests(void **state)
     free(pl);
     free(rep.pl);
     nn_close(s);
+    /* a clone's rank is rank x 2^16 + a number: a trainer of rank 32768
+     * or more would share the clone ranks of rank - 32768's, refused */
+    {
+        gkv_client *hi = gkvt_connect(f->j.cfg, "raw", 32768 + 7, NULL);
+        gkv_client *cl = (gkv_client *)&cl;
+
+        NET_FAILS(gkv_client_clone(hi, &cl), GKV_EINVAL, "rank is 32775");
+        assert_null(cl);
+        NET_OK(gkv_client_close(hi));
+    }
     NET_OK(gkv_client_close(c));
+}
+
+/* A server whose max_msg is below the client's: a batch's reply is bounded
+ * by the smaller, and one too big is refused after the hop that made it
+ * so, before the next is sampled. */
+static void
+test_server_max_msg(void **state)
+{
+    static const char *const small[] = {"--max-msg", "4096", NULL};
+    struct gkvt_ng *f = *state;
+    gkv_client *c;
+    int64_t s0[50];
+    const int64_t *sv[1] = {s0};
+    size_t sn[1] = {50}, len;
+    int fan[3] = {10, 10, 10};
+    net_tref ft = {0, "node/_N/feat"};
+    net_batch_enc e = {0};
+    struct gkvt_rep rep = {0};
+    unsigned char *pl;
+    uint64_t sess;
+    int s;
+
+    gkvt_ng_extra = small;
+    c = homo_serve(f, 1, "maxmsg");
+    gkvt_ng_extra = NULL;
+    for (int i = 0; i < 50; i++)
+        s0[i] = (i * 37 + 11) % f->n;
+    e.nlayers = 3;
+    e.nnt = 1;
+    e.net = 1;
+    e.nfan = 1;
+    e.seed = 3;
+    e.timeout_ms = 5000;
+    e.max_reply = 1u << 30;          /* the client's: far above 4096 */
+    e.fanout = fan;
+    e.seeds = sv;
+    e.nseeds = sn;
+    e.feats = &ft;
+    e.nfeats = 1;
+    s = gkvt_raw_socket(f->j.base, 10000);
+    sess = gkvt_rjoin(s, "maxmsg", 7, NET_HS_OBSERVER, &rep);
+    assert_true(sess != 0);
+    pl = gkvt_encode(enc_req, &e, &len);
+    assert_int_equal(gkvt_rcall(s, NET_SAMPLE_BATCH, sess, 1, pl, len, &rep),
+                     0);
+    free(pl);
+    /* refused by the blocks of the first hops, not the last */
+    if (rep.h.status != GKV_EINVAL ||
+        strstr(rep.msg, "the blocks of hops 0..") == NULL ||
+        strstr(rep.msg, "hops 0..2") != NULL ||
+        strstr(rep.msg, "this server sends in a reply (4096") == NULL)
+        fail_msg("status %d '%s'", rep.h.status, rep.msg);
+    free(rep.pl);
+    nn_close(s);
+    NET_OK(gkv_client_close(c));
+}
+
+/* ---- stops and queues ------------------------------------------------------------ */
+
+/* Sends (without waiting) a one-layer SAMPLE_BATCH of seeds 1, 2, 3 with
+ * 'timeout_ms' to machine m's server over a raw socket joined as
+ * ("stopq", rank); the socket, for gkvt_rrecv, into *sock. */
+static void
+raw_batch_send(struct gkvt_ng *f, int m, uint32_t rank, uint32_t timeout_ms,
+               int *sock)
+{
+    static int64_t s0[3] = {1, 2, 3};
+    static const int64_t *sv[1] = {s0};
+    static size_t sn[1] = {3};
+    static int fan[1] = {3};
+    static net_tref ft = {0, "node/_N/feat"};
+    net_batch_enc e = {0};
+    struct gkvt_rep rep = {0};
+    unsigned char *pl;
+    uint64_t sess;
+    size_t len;
+
+    e.nlayers = 1;
+    e.nnt = 1;
+    e.net = 1;
+    e.nfan = 1;
+    e.seed = 3;
+    e.timeout_ms = timeout_ms;
+    e.max_reply = 1u << 30;
+    e.fanout = fan;
+    e.seeds = sv;
+    e.nseeds = sn;
+    e.feats = &ft;
+    e.nfeats = 1;
+    *sock = gkvt_raw_socket(f->j.base + 8 * m, 30000);
+    sess = gkvt_rjoin(*sock, "stopq", rank, NET_HS_OBSERVER, &rep);
+    assert_true(sess != 0);
+    free(rep.pl);
+    pl = gkvt_encode(enc_req, &e, &len);
+    gkvt_rsend(*sock, NET_SAMPLE_BATCH, sess, 1, pl, len);
+    free(pl);
+}
+
+/* A server stopped (SIGTERM) while its batch thread waits on a peer that
+ * does not answer (SIGSTOP), and killed 5 s later as gkv-launch does: the
+ * write-back pushes made before the stop are in its store all the same
+ * (written before the batch threads are waited on, not only after). */
+static void
+test_stop_writeback(void **state)
+{
+    static const char *const wb[] = {"--writeback", "node/_N/emb",
+                                     "--flush-ms", "600000", NULL};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    gkv_client *c, *c2;
+    uint64_t *ids = malloc((size_t)1024 * 8);
+    float *rows = malloc((size_t)1024 * 16), *got = malloc((size_t)1024 * 16);
+    int sock;
+
+    assert_non_null(ids);
+    assert_non_null(rows);
+    assert_non_null(got);
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, wb, srv);
+    c = gkvt_ng_client(f, "stopwb");
+    tensor_make(c, "node/_N/emb", (uint64_t)f->n, 4, 8, -1);
+    for (int64_t v = 0; v < f->n; v++) {
+        ids[v] = (uint64_t)v;
+        for (int j = 0; j < 4; j++)
+            rows[v * 4 + j] = (float)v * 3 + (float)j;
+    }
+    /* pushed: in the servers' RAM only (the next flush is 10 min away) */
+    NET_OK(gkv_client_push(c, "node/_N/emb", ids, (size_t)f->n, rows,
+                           (size_t)f->n * 16, NULL));
+    /* machine 0's batch thread stuck on machine 1 (its deadline 15 s) */
+    assert_int_equal(kill(srv[1]->pid, SIGSTOP), 0);
+    raw_batch_send(f, 0, 1, 20000, &sock);
+    tools__sleep_ms(500);
+    assert_int_equal(kill(srv[0]->pid, SIGTERM), 0);
+    if (!gkvt_proc_wait(srv[0], 5000))
+        gkvt_proc_kill(srv[0]);          /* gkv-launch's GRACE_S */
+    nn_close(sock);
+    assert_int_equal(kill(srv[1]->pid, SIGCONT), 0);
+    /* machine 0 again, on its store: the rows it owns are the pushed
+     * ones (c stays a member: its leave would stop machine 1) */
+    assert_non_null(srv[0] = gkvt_server_try(&f->j, 0, 0, NULL));
+    c2 = gkvt_ng_client(f, "stopwb2");
+    NET_OK(gkv_client_pull(c2, "node/_N/emb", ids, (size_t)f->n, got,
+                           (size_t)f->n * 16));
+    for (int64_t v = 0; v < f->n; v++)
+        if (gkvt_ng_owner_of(f, v, 0) == 0 &&
+            memcmp(got + 4 * v, rows + 4 * v, 16) != 0)
+            fail_msg("node %lld (machine 0's): %g, pushed %g: the push was "
+                     "lost with the stop", (long long)v, got[4 * v],
+                     rows[4 * v]);
+    NET_OK(gkv_client_close(c2));
+    (void)gkv_client_close(c);       /* its session on machine 0 is gone */
+    free(ids);
+    free(rows);
+    free(got);
+}
+
+/* One batch thread held by a batch waiting on a peer that does not
+ * answer; a second batch, with a short timeout, waits in the queue past
+ * its deadline: answered GKV_ETIMEDOUT for its wait as soon as it is
+ * taken, not made for a client that gave up. */
+static void
+test_queue_deadline(void **state)
+{
+    static const char *const one[] = {"--batch-threads", "1", NULL};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    struct gkvt_rep rep = {0};
+    gkv_client *c;
+    int s1, s2;
+
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, one, srv);
+    c = gkvt_ng_client(f, "queue");
+    assert_int_equal(kill(srv[1]->pid, SIGSTOP), 0);
+    raw_batch_send(f, 0, 1, 20000, &s1);         /* holds the thread */
+    tools__sleep_ms(300);
+    raw_batch_send(f, 0, 2, 1000, &s2);          /* 750 ms to go */
+    tools__sleep_ms(1500);
+    /* the peer answers again: the first batch is made, then the second
+     * is taken, its deadline past */
+    assert_int_equal(kill(srv[1]->pid, SIGCONT), 0);
+    assert_int_equal(gkvt_rrecv(s1, &rep), 0);
+    assert_int_equal(gkvt_rrecv(s2, &rep), 0);
+    if (rep.h.status != GKV_ETIMEDOUT ||
+        strstr(rep.msg, "in the batch queue") == NULL)
+        fail_msg("the batch queued past its deadline: status %d '%s'",
+                 rep.h.status, rep.msg);
+    free(rep.pl);
+    nn_close(s1);
+    nn_close(s2);
+    NET_OK(gkv_client_close(c));
+}
+
+/* Sends SIGCONT to the pid *arg after 1.5 s (a thread's). */
+static void *
+cont_later(void *arg)
+{
+    tools__sleep_ms(1500);
+    kill(*(int *)arg, SIGCONT);
+    return NULL;
+}
+
+/* The batch queue full (one thread held on a peer that does not answer,
+ * 256 batches waiting): gkv_client_sample_batch, told GKV_EBUSY, asks
+ * again within its timeout and gets its batch once the queue drains. */
+static void
+test_queue_full(void **state)
+{
+    static const char *const one[] = {"--batch-threads", "1", NULL};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    struct gkvt_rep rep = {0};
+    gkv_client *c;
+    int64_t seeds[8];
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {0};
+    int fan[2] = {4, 4}, sk[257], pid;
+    gkv_sample_opts o = {0};
+    gkv_batch_spec sp;
+    struct bres r;
+    pthread_t th;
+
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, one, srv);
+    c = gkvt_ng_client(f, "queue");
+    homo_tensors(f, c);
+    for (int64_t v = 0; v < f->n && sn[0] < 8; v++)
+        if (gkvt_ng_owner_of(f, v, 0) == 0)
+            seeds[sn[0]++] = v;
+    sp = homo_spec(sv, sn, fan, 2, &o);
+    assert_int_equal(kill(srv[1]->pid, SIGSTOP), 0);
+    for (int i = 0; i < 257; i++) {
+        raw_batch_send(f, 0, 10 + (uint32_t)i, 20000, &sk[i]);
+        if (i == 0)
+            tools__sleep_ms(300);       /* the one in hand */
+    }
+    tools__sleep_ms(300);
+    pid = srv[1]->pid;
+    assert_int_equal(pthread_create(&th, NULL, cont_later, &pid), 0);
+    NET_OK(batch_take(c, &sp, &r));
+    bres_free(&r);
+    pthread_join(th, NULL);
+    for (int i = 0; i < 257; i++) {
+        assert_int_equal(gkvt_rrecv(sk[i], &rep), 0);
+        nn_close(sk[i]);
+    }
+    free(rep.pl);
+    batch_check(c, &sp);
+    NET_OK(gkv_client_close(c));
+}
+
+/* A server stopped after its 8 batch threads each made a peer client,
+ * a peer dead: the peer clients leave together, so the stop takes about
+ * one leave's wait (500 ms), not one a thread. */
+static void
+test_stop_peer_clients(void **state)
+{
+    static const char *const eight[] = {"--batch-threads", "8", NULL};
+    struct gkvt_ng *f = *state;
+    struct gkvt_proc *srv[2];
+    struct gkvt_rep rep = {0};
+    gkv_client *c;
+    int sk[8];
+    double t0, t;
+
+    gkvt_ng_graph_make(f, HOMO_SCALE, 2);
+    gkvt_serve(&f->j, 2, 1, eight, srv);
+    c = gkvt_ng_client(f, "stoppeers");
+    /* 8 batches at once (the peer held back until each thread has one) */
+    assert_int_equal(kill(srv[1]->pid, SIGSTOP), 0);
+    for (int i = 0; i < 8; i++)
+        raw_batch_send(f, 0, 40 + (uint32_t)i, 20000, &sk[i]);
+    tools__sleep_ms(500);
+    assert_int_equal(kill(srv[1]->pid, SIGCONT), 0);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(gkvt_rrecv(sk[i], &rep), 0);
+        assert_int_equal(rep.h.status, 0);
+        nn_close(sk[i]);
+    }
+    free(rep.pl);
+    gkvt_proc_kill(srv[1]);
+    t0 = tools__now_s();
+    assert_int_equal(kill(srv[0]->pid, SIGTERM), 0);
+    assert_true(gkvt_proc_wait(srv[0], 20000));
+    t = tools__now_s() - t0;
+    fprintf(stderr, "net_batch_test: stopped in %.2f s\n", t);
+    if (t > 2.5)
+        fail_msg("the stop took %.2f s with a dead peer and 8 peer clients",
+                 t);
+    (void)gkv_client_close(c);
 }
 
 /* ---- clones --------------------------------------------------------------------- */
@@ -1178,6 +1496,11 @@ main(void)
         T(test_owner_killed),
         T(test_writeback),
         T(test_raw_requests),
+        T(test_server_max_msg),
+        T(test_stop_writeback),
+        T(test_queue_deadline),
+        T(test_queue_full),
+        T(test_stop_peer_clients),
         T(test_clone),
     };
 
