@@ -34,8 +34,10 @@
  * make whole batches (each with its own sampler, or its own connection to
  * the servers: gkv_client_clone); at most 'prefetch' batches are made or
  * held ahead of the one the caller asked for, so memory stays bounded by
- * prefetch x a batch's size. Batches are handed out in index order
- * whatever thread made them.
+ * prefetch x a batch's size (plus those the caller holds; right after
+ * gkv_loader_epoch() up to min(workers, prefetch) batches of the old
+ * epoch may still be finishing, then dropped). Batches are handed out in
+ * index order whatever thread made them.
  *
  * Errors: calls return GKV_OK or a gkv_err, the detail in gkv_errmsg().
  */
@@ -187,8 +189,10 @@ GKV_API const int64_t *gkv_loader_seeds(const gkv_loader *l, size_t *n);
 GKV_API void    gkv_batch_release(gkv_batch *b);
 
 /* Stops the workers (mid-epoch too: batches in flight are dropped) and
- * frees the loader; batches still held stay valid until released. NULL
- * is fine. */
+ * frees the loader; batches still held stay valid until released. It
+ * waits for the batches being made, each bounded by the client's timeout
+ * when a server is dead (the workers' connections leave in parallel, so
+ * about one timeout in all). NULL is fine. */
 GKV_API void    gkv_loader_free(gkv_loader *l);
 
 /* The generator seed of batch 'index' of epoch 'epoch': with gkv_sample.h's

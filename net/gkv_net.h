@@ -651,7 +651,10 @@ typedef struct gkv_batch_out {
  * Errors: as gkv_client_sample_blocks() and gkv_client_pull() (unknown
  * tensors, named), GKV_EINVAL (a bad spec, named), GKV_ENOMEM (also
  * rows_alloc's NULL), GKV_ETIMEDOUT naming the server asked (or the peer
- * it waited for, or the server a row was pulled from). */
+ * it waited for, or the server a row was pulled from). A server whose
+ * batch queue is full answers GKV_EBUSY having done nothing; the call asks
+ * again with backoff (10 ms doubling to 640 ms) while its timeout lasts.
+ * A spec names at most 1024 feats and 1024 efeats. */
 GKV_API gkv_err gkv_client_sample_batch(gkv_client *c,
                                         const gkv_batch_spec *spec,
                                         gkv_batch_out *out);
@@ -660,10 +663,12 @@ GKV_API gkv_err gkv_client_sample_batch(gkv_client *c,
  * and options, joined as an observer (GKV_CLIENT_OBSERVER: its leaving
  * never stops a server), for a worker thread of the caller's (a loader's
  * workers each use one). A server keeps one session per (group, rank), so
- * the clone takes a rank of its own (2^31 + (rank mod 2^15) x 2^16 + its
- * number among c's clones) and leaves c's session alone. Thread-safe
- * (beside c's calls). On GKV_OK *out is yours until gkv_client_close(),
- * independent of c. Errors: as gkv_client_connect(). */
+ * the clone takes a rank of its own (2^31 + rank x 2^16 + its number
+ * among this process's clones, never wrapped) and leaves c's session
+ * alone. Thread-safe (beside c's calls). On GKV_OK *out is yours until
+ * gkv_client_close(), independent of c. Errors: as gkv_client_connect(),
+ * GKV_EINVAL (c's rank is 32768 or more), GKV_EBUSY (this process made
+ * 65536 clones already). */
 GKV_API gkv_err gkv_client_clone(gkv_client *c, gkv_client **out);
 
 #ifdef __cplusplus
