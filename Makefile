@@ -8,7 +8,8 @@
 #   SAN                  empty, or e.g. address,undefined
 #   V                    1 shows full compiler lines
 #   BENCH_ARGS, BENCH_GRAPH_ARGS, BENCH_GRAPH_SCALES, BENCH_PART_SCALE,
-#   BENCH_PART_METHODS, BENCH_NET_ARGS, BENCH_LOADER_ARGS, BENCH_GPU_ARGS
+#   BENCH_PART_METHODS, BENCH_NET_ARGS, BENCH_LOADER_ARGS, BENCH_GPU_ARGS,
+#   BENCH_PY_ARGS
 #                        what make bench runs (see doc/BENCHMARKS.md)
 # (Comments sit on their own lines: a trailing "# ..." would leave spaces in
 # the value.)
@@ -286,6 +287,8 @@ bench:
 	@$(BUILD)/gkv-bench-net $(BENCH_NET_ARGS)
 	@$(BUILD)/gkv-bench-loader $(BENCH_LOADER_ARGS)
 	@if [ -x $(BUILD)/gkv-bench-gpu ]; then $(BUILD)/gkv-bench-gpu $(BENCH_GPU_ARGS); fi
+	@$(MAKE) --no-print-directory python
+	@$(PY_VENV)/bin/python bench/python_bench.py --build $(BUILD) $(BENCH_PY_ARGS)
 
 # A soak program may run for long (kv_damage_test changes every byte of a
 # store, one case at a time): an hour each unless GKVT_TIMEOUT says.
