@@ -263,6 +263,28 @@ kv__step_full(gkv_store *s, const kv_push *a, uint64_t id, int64_t t)
                     (long long)t, a->name);
 }
 
+/* How far ahead kv__apply_run asks for rows, and how many bytes of each:
+ * rows spread over a large tensor miss the cache each (the row, its state,
+ * the gradient, which the sort order reads out of order), and waiting for
+ * them one after another was most of a write-back push. */
+#define KV_PF_AHEAD 8
+#define KV_PF_BYTES 256
+
+static inline void
+prefetch_row(const void *p, size_t len, int rw)
+{
+    const char *c = p;
+
+    if (len > KV_PF_BYTES)
+        len = KV_PF_BYTES;
+    for (size_t o = 0; o < len; o += 64) {
+        if (rw)
+            __builtin_prefetch(c + o, 1);
+        else
+            __builtin_prefetch(c + o, 0);
+    }
+}
+
 gkv_err
 kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
               const gkv_tensor_desc *desc, const kv_rec *st, size_t nst,
@@ -271,6 +293,16 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
 {
     for (; i < e; i++) {
         uint64_t id = a->ids[order[i]];
+        if (i + KV_PF_AHEAD < e) {
+            const size_t q = order[i + KV_PF_AHEAD];
+            const uint64_t off = a->ids[q] - base_id;
+
+            prefetch_row(base + off * r->row_bytes, r->row_bytes, 1);
+            prefetch_row(a->rows + q * r->row_bytes, r->row_bytes, 0);
+            for (size_t k = 0; k < nst; k++)
+                prefetch_row(sbase[k] + off * st[k].row_bytes,
+                             st[k].row_bytes, 1);
+        }
         unsigned char *row = base + (id - base_id) * r->row_bytes;
         const unsigned char *in = a->rows + (size_t)order[i] * r->row_bytes;
         gkv_err rc;
