@@ -2,6 +2,9 @@
  * adagrad, adam), registered ones, and the check of a push's input
  * (lengths, IDs, finite values). */
 #include <math.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 #include "kv/kv_int.h"
@@ -32,7 +35,28 @@ optim_step(const kv_push *a, const kv_rec *r, unsigned char *w,
              * same operations, so the same bits, as the general one */
             float *wv = (float *)w, *sv = (float *)st[0];
             const double lr = a->lr, eps = a->eps;
-            for (uint64_t j = 0; j < E; j++) {
+            uint64_t j = 0;
+#ifdef __SSE2__
+            /* two elements at a time: the same IEEE operations in the
+             * same order (no fused multiply-add), so the same bits; the
+             * scalar sqrt and division were most of the step */
+            const __m128d vlr = _mm_set1_pd(lr), veps = _mm_set1_pd(eps);
+            for (; j + 2 <= E; j += 2) {
+                __m128d gv = _mm_loadu_pd(g + j);
+                __m128d sd = _mm_cvtps_pd(_mm_castsi128_ps(
+                    _mm_loadl_epi64((const __m128i *)(sv + j))));
+                __m128 sf = _mm_cvtpd_ps(_mm_add_pd(sd, _mm_mul_pd(gv, gv)));
+                __m128d wd = _mm_cvtps_pd(_mm_castsi128_ps(
+                    _mm_loadl_epi64((const __m128i *)(wv + j))));
+                __m128d den = _mm_add_pd(_mm_sqrt_pd(_mm_cvtps_pd(sf)), veps);
+
+                _mm_storel_epi64((__m128i *)(sv + j), _mm_castps_si128(sf));
+                wd = _mm_sub_pd(wd, _mm_div_pd(_mm_mul_pd(vlr, gv), den));
+                _mm_storel_epi64((__m128i *)(wv + j),
+                                 _mm_castps_si128(_mm_cvtpd_ps(wd)));
+            }
+#endif
+            for (; j < E; j++) {
                 float ss = (float)((double)sv[j] + g[j] * g[j]);
                 sv[j] = ss;
                 wv[j] = (float)((double)wv[j] - lr * g[j] / (sqrt((double)ss) + eps));
