@@ -2,6 +2,9 @@
  * adagrad, adam), registered ones, and the check of a push's input
  * (lengths, IDs, finite values). */
 #include <math.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdio.h>
 #include <string.h>
 #include "kv/kv_int.h"
@@ -32,7 +35,28 @@ optim_step(const kv_push *a, const kv_rec *r, unsigned char *w,
              * same operations, so the same bits, as the general one */
             float *wv = (float *)w, *sv = (float *)st[0];
             const double lr = a->lr, eps = a->eps;
-            for (uint64_t j = 0; j < E; j++) {
+            uint64_t j = 0;
+#ifdef __SSE2__
+            /* two elements at a time: the same IEEE operations in the
+             * same order (no fused multiply-add), so the same bits; the
+             * scalar sqrt and division were most of the step */
+            const __m128d vlr = _mm_set1_pd(lr), veps = _mm_set1_pd(eps);
+            for (; j + 2 <= E; j += 2) {
+                __m128d gv = _mm_loadu_pd(g + j);
+                __m128d sd = _mm_cvtps_pd(_mm_castsi128_ps(
+                    _mm_loadl_epi64((const __m128i *)(sv + j))));
+                __m128 sf = _mm_cvtpd_ps(_mm_add_pd(sd, _mm_mul_pd(gv, gv)));
+                __m128d wd = _mm_cvtps_pd(_mm_castsi128_ps(
+                    _mm_loadl_epi64((const __m128i *)(wv + j))));
+                __m128d den = _mm_add_pd(_mm_sqrt_pd(_mm_cvtps_pd(sf)), veps);
+
+                _mm_storel_epi64((__m128i *)(sv + j), _mm_castps_si128(sf));
+                wd = _mm_sub_pd(wd, _mm_div_pd(_mm_mul_pd(vlr, gv), den));
+                _mm_storel_epi64((__m128i *)(wv + j),
+                                 _mm_castps_si128(_mm_cvtpd_ps(wd)));
+            }
+#endif
+            for (; j < E; j++) {
                 float ss = (float)((double)sv[j] + g[j] * g[j]);
                 sv[j] = ss;
                 wv[j] = (float)((double)wv[j] - lr * g[j] / (sqrt((double)ss) + eps));
@@ -263,6 +287,28 @@ kv__step_full(gkv_store *s, const kv_push *a, uint64_t id, int64_t t)
                     (long long)t, a->name);
 }
 
+/* How far ahead kv__apply_run asks for rows, and how many bytes of each:
+ * rows spread over a large tensor miss the cache each (the row, its state,
+ * the gradient, which the sort order reads out of order), and waiting for
+ * them one after another was most of a write-back push. */
+#define KV_PF_AHEAD 8
+#define KV_PF_BYTES 256
+
+static inline void
+prefetch_row(const void *p, size_t len, int rw)
+{
+    const char *c = p;
+
+    if (len > KV_PF_BYTES)
+        len = KV_PF_BYTES;
+    for (size_t o = 0; o < len; o += 64) {
+        if (rw)
+            __builtin_prefetch(c + o, 1);
+        else
+            __builtin_prefetch(c + o, 0);
+    }
+}
+
 gkv_err
 kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
               const gkv_tensor_desc *desc, const kv_rec *st, size_t nst,
@@ -271,6 +317,16 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
 {
     for (; i < e; i++) {
         uint64_t id = a->ids[order[i]];
+        if (i + KV_PF_AHEAD < e) {
+            const size_t q = order[i + KV_PF_AHEAD];
+            const uint64_t off = a->ids[q] - base_id;
+
+            prefetch_row(base + off * r->row_bytes, r->row_bytes, 1);
+            prefetch_row(a->rows + q * r->row_bytes, r->row_bytes, 0);
+            for (size_t k = 0; k < nst; k++)
+                prefetch_row(sbase[k] + off * st[k].row_bytes,
+                             st[k].row_bytes, 1);
+        }
         unsigned char *row = base + (id - base_id) * r->row_bytes;
         const unsigned char *in = a->rows + (size_t)order[i] * r->row_bytes;
         gkv_err rc;

@@ -621,10 +621,15 @@ gkv_err kv__wb_write(gkv_store *s, const char *name, uint64_t a, uint64_t b,
  * st_wb_lock exclusively. */
 struct kv_mirror;
 void    kv__mirror_dirty(struct kv_mirror *m, const uint64_t *ids, size_t n);
-/* Before changing the rows 'ids' of m during a flush: saves the chunks the
- * flush still has to write as they were (kv__wb_touch; same locks). */
+/* Before changing the rows 'ids' of m during a flush: saves those of them
+ * the flush still has to write as they were, each row once a flush
+ * (wb.c; same locks). */
 void    kv__mirror_touch(gkv_store *s, struct kv_mirror *m,
                          const uint64_t *ids, size_t n);
+/* The same for ids[order[0..n)], in ascending order (kv__sort_order). */
+void    kv__mirror_touch_sorted(gkv_store *s, struct kv_mirror *m,
+                                const uint64_t *ids, const uint32_t *order,
+                                size_t n);
 /* For a write to the store itself: takes st_wb_lock shared when 'name' is
  * not in write-back mode, so that no gkv_writeback_start of it runs until
  * the caller unlocks, and returns 1. Returns 0, holding nothing, when it

@@ -199,8 +199,13 @@ state_mirrors_load(gkv_store *s, MDB_txn *txn, const char *name,
  * per chunk. Then, without that lock, it writes the listed chunks in one
  * LMDB transaction, copying each straight from its mirror into LMDB's
  * page under st_wb_copy_mu (one chunk at a time). A push that meanwhile
- * changes a pending chunk first saves the chunk as it was (kv__wb_save),
- * and the flush writes that copy instead.
+ * changes rows of a pending chunk first saves those rows as they were
+ * (kv__mirror_touch: each row once a flush, so a push costs the rows it
+ * changes, not the chunks they lie in), and the flush overlays them on the
+ * chunk it copies; a range write saves the whole chunk (kv__wb_save), and
+ * the flush writes that copy instead. A chunk with saved rows stays
+ * KV_WB_PENDING, so that later pushes save theirs too, and is dirty once
+ * the flush ends.
  * So the store gets the state at the push boundary, pushes never wait for
  * the flush's copy or its write, and no second copy of the dirty data is
  * made unless pushes come during the flush (and then only of the chunks
@@ -216,8 +221,23 @@ typedef struct wb_piece {       /* one chunk of the flush */
     kv_mirror *parent;          /* m's tensor (m itself, or w->m[0]) */
     uint64_t c;
     size_t off;                 /* of its saved copy in the stage */
-    int saved;                  /* a push saved it: write the copy */
+    size_t bit;                 /* of its row bits in the stage's bitmap */
+    size_t head;                /* its last saved row (row_ent) in the
+                                 * stage, plus 1; 0: none */
+    size_t rbytes;              /* stage bytes its saved rows take */
+    int saved;                  /* 0: nothing saved; PIECE_WHOLE: saved
+                                 * whole: write the copy; PIECE_ROWS: rows
+                                 * saved (bits set): overlay them */
 } wb_piece;
+
+/* A row a push saved, in the stage: this header, then the row (padded to
+ * 8 bytes). */
+typedef struct row_ent {
+    size_t next;                /* the piece's previous one, plus 1; 0: none */
+    size_t k;                   /* its row in the chunk */
+} row_ent;
+
+enum { PIECE_WHOLE = 1, PIECE_ROWS = 2 };
 
 typedef struct wb_stage {
     wb_piece *p;
@@ -226,6 +246,11 @@ typedef struct wb_stage {
     size_t used;                /* saved copies fill it from the front, so
                                  * what stays resident is the most one
                                  * flush saved */
+    uint64_t *bits;             /* a bit per row of the pieces with saved
+                                 * rows (NULL: out of memory, or a stage of
+                                 * less than twice the pending bytes; then
+                                 * pushes save whole chunks) */
+    size_t bits_used;           /* words of it given to pieces */
     size_t slice;               /* chunks per nested transaction (0: one
                                  * transaction, no nesting) */
 } wb_stage;
@@ -244,12 +269,23 @@ chunk_rows(const kv_mirror *m, uint64_t c)
     return m->rows + c * m->r.chunk_rows * m->r.row_bytes;
 }
 
-void
-kv__wb_save(gkv_store *s, kv_mirror *m, uint64_t c)
+static size_t
+bit_words(const kv_rec *r)
 {
-    wb_stage *st = s->st_wb_fl;
+    return (r->chunk_rows + 63) / 64;
+}
+
+static int
+bit_get(const uint64_t *b, size_t k)
+{
+    return (int)((b[k / 64] >> (k % 64)) & 1);
+}
+
+/* The piece of pending chunk c of m in the flush in progress. */
+static wb_piece *
+piece_find(wb_stage *st, const kv_mirror *m, uint64_t c)
+{
     size_t lo = m->pend_lo, hi = m->pend_lo + m->pend_n;
-    wb_piece *p;
 
     while (lo < hi) {   /* a mirror's pieces are in chunk order */
         size_t mid = lo + (hi - lo) / 2;
@@ -258,12 +294,113 @@ kv__wb_save(gkv_store *s, kv_mirror *m, uint64_t c)
         else
             hi = mid;
     }
-    p = &st->p[lo];
+    return &st->p[lo];
+}
+
+static size_t
+ent_bytes(size_t rb)
+{
+    return sizeof(row_ent) + ((rb + 7) & ~(size_t)7);
+}
+
+/* Puts the rows pushes saved of piece p back into dst, its chunk. */
+static void
+rows_overlay(const wb_stage *st, const wb_piece *p, unsigned char *dst)
+{
+    const size_t rb = p->m->r.row_bytes;
+
+    for (size_t h = p->head; h != 0;) {
+        row_ent e;
+        memcpy(&e, st->buf + h - 1, sizeof e);
+        memcpy(dst + e.k * rb, st->buf + h - 1 + sizeof e, rb);
+        h = e.next;
+    }
+}
+
+void
+kv__wb_save(gkv_store *s, kv_mirror *m, uint64_t c)
+{
+    wb_stage *st = s->st_wb_fl;
+    wb_piece *p = piece_find(st, m, c);
+
     p->off = st->used;
     st->used += chunk_len(&m->r, c);
     memcpy(st->buf + p->off, chunk_rows(m, c), chunk_len(&m->r, c));
-    p->saved = 1;
+    if (p->saved == PIECE_ROWS)   /* those hold their old values */
+        rows_overlay(st, p, st->buf + p->off);
+    p->saved = PIECE_WHOLE;
     m->dirty[c] = KV_WB_DIRTY;
+}
+
+/* Saves row x (of m) of pending chunk c, piece p, at its first change in
+ * a flush: a piece's rows take at most the chunk's bytes (past that the
+ * chunk is saved whole), so a flush's stage holds at most twice the bytes
+ * it writes. */
+static void
+row_save(gkv_store *s, wb_stage *st, kv_mirror *m, wb_piece *p, uint64_t c,
+         uint64_t x)
+{
+    const size_t rb = m->r.row_bytes, eb = ent_bytes(rb);
+    const size_t k = (size_t)(x - c * m->r.chunk_rows);
+    row_ent e;
+    uint64_t *b;
+
+    if (st->bits == NULL || p->rbytes + eb > chunk_len(&m->r, c)) {
+        kv__wb_save(s, m, c);
+        return;
+    }
+    if (p->saved == 0) {
+        p->bit = st->bits_used;
+        st->bits_used += bit_words(&m->r);
+        memset(st->bits + p->bit, 0, bit_words(&m->r) * sizeof *st->bits);
+        p->saved = PIECE_ROWS;
+    }
+    b = st->bits + p->bit;
+    if (bit_get(b, k))
+        return;   /* saved by an earlier push of this flush */
+    b[k / 64] |= (uint64_t)1 << (k % 64);
+    e.next = p->head;
+    e.k = k;
+    memcpy(st->buf + st->used, &e, sizeof e);
+    memcpy(st->buf + st->used + sizeof e, m->rows + x * rb, rb);
+    p->head = st->used + 1;
+    st->used += eb;
+    p->rbytes += eb;
+}
+
+void
+kv__mirror_touch(gkv_store *s, kv_mirror *m, const uint64_t *ids, size_t n)
+{
+    const kv_chunk_div dv = kv__div_make(m->r.chunk_rows);
+
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t x = ids[i] - m->r.lo, c = kv__div_chunk(dv, x);
+
+        if (m->dirty[c] == KV_WB_PENDING)
+            row_save(s, s->st_wb_fl, m, piece_find(s->st_wb_fl, m, c), c, x);
+    }
+}
+
+void
+kv__mirror_touch_sorted(gkv_store *s, kv_mirror *m, const uint64_t *ids,
+                        const uint32_t *order, size_t n)
+{
+    wb_stage *st = s->st_wb_fl;
+    const kv_chunk_div dv = kv__div_make(m->r.chunk_rows);
+    const size_t rb = m->r.row_bytes;
+    size_t pi = m->pend_lo;
+
+    for (size_t i = 0; i < n; i++) {
+        const uint64_t x = ids[order[i]] - m->r.lo, c = kv__div_chunk(dv, x);
+
+        if (i + 8 < n)   /* the rows are far apart: ask for them early */
+            __builtin_prefetch(m->rows + (ids[order[i + 8]] - m->r.lo) * rb);
+        if (m->dirty[c] != KV_WB_PENDING)
+            continue;
+        while (st->p[pi].c < c)   /* c is pending: its piece is ahead */
+            pi++;
+        row_save(s, st, m, &st->p[pi], c, x);
+    }
 }
 
 /* Sets m->gone when the store no longer holds m's tensor (another handle
@@ -280,6 +417,19 @@ check_gone(gkv_store *s, MDB_txn *txn, kv_mirror *m)
         return GKV_OK;
     }
     return rc;
+}
+
+/* Copies piece p's chunk as it was when the flush began to dst (len
+ * bytes): from the stage when saved whole, else from the mirror, with the
+ * rows pushes saved put back. Caller holds st_wb_copy_mu. */
+static void
+piece_copy(const wb_stage *st, const wb_piece *p, unsigned char *dst,
+           size_t len)
+{
+    memcpy(dst, p->saved == PIECE_WHOLE ? st->buf + p->off
+                                        : chunk_rows(p->m, p->c), len);
+    if (p->saved == PIECE_ROWS)
+        rows_overlay(st, p, dst);
 }
 
 static gkv_err
@@ -324,9 +474,8 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
         /* a retry after a map resize runs this again: pending chunks are
          * still unchanged in the mirror, saved ones in the stage */
         pthread_mutex_lock(&s->st_wb_copy_mu);
-        memcpy((unsigned char *)d.mv_data + KV_CHUNK_HDR,
-               p->saved ? st->buf + p->off : chunk_rows(p->m, p->c),
-               d.mv_size - KV_CHUNK_HDR);
+        piece_copy(st, p, (unsigned char *)d.mv_data + KV_CHUNK_HDR,
+                   d.mv_size - KV_CHUNK_HDR);
         pthread_mutex_unlock(&s->st_wb_copy_mu);
         kv__chunk_seal(&p->m->r, p->c, d.mv_data);
         if ((rc = kv__slice_step(&sl)) != GKV_OK)
@@ -430,8 +579,9 @@ drop_report(gkv_store *s)
 static gkv_err
 wb_flush(gkv_store *s)
 {
-    wb_stage st = {NULL, 0, NULL, 0, 0};
-    size_t cap = 0, np, bytes;
+    wb_stage st = {NULL, 0, NULL, 0, NULL, 0, 0};
+    size_t cap = 0, np, bytes, want, words = 0;
+    int small = 0;   /* twice the bytes could not be had */
     kv_wb *dead = NULL;
     gkv_err rc = GKV_OK;
 
@@ -440,7 +590,9 @@ wb_flush(gkv_store *s)
     for (;;) {   /* room for what pushes may save, then mark, exclusive */
         pthread_rwlock_wrlock(&s->st_wb_lock);
         wb_count(s, &np, &bytes);
-        if (np == 0 || (np <= cap && bytes <= s->st_wb_stage_len))
+        want = bytes > SIZE_MAX / 2 ? bytes : 2 * bytes;
+        if (np == 0 || (np <= cap && (want <= s->st_wb_stage_len ||
+                                      (small && bytes <= s->st_wb_stage_len))))
             break;
         pthread_rwlock_unlock(&s->st_wb_lock);
         if (np > cap) {
@@ -450,14 +602,21 @@ wb_flush(gkv_store *s)
             st.p = p;
             cap = np;
         }
-        if (bytes > s->st_wb_stage_len) {
+        if ((want > s->st_wb_stage_len && !small) ||
+            bytes > s->st_wb_stage_len) {
             /* kept between flushes: fresh memory costs a fault per page;
-             * only what pushes save is ever touched */
+             * only what pushes save is ever touched. Twice the bytes
+             * lets pushes save rows (kv__mirror_touch); where that much
+             * cannot be had, once lets them save whole chunks. */
             big_free(s->st_wb_stage, s->st_wb_stage_len);
             s->st_wb_stage_len = 0;
-            if ((s->st_wb_stage = big_alloc(bytes)) == NULL)
+            if ((s->st_wb_stage = big_alloc(want)) != NULL)
+                s->st_wb_stage_len = want;
+            else if ((s->st_wb_stage = big_alloc(bytes)) != NULL)
+                s->st_wb_stage_len = bytes;
+            else
                 goto nomem;
-            s->st_wb_stage_len = bytes;
+            small = s->st_wb_stage_len < want;
         }
     }
     if (np == 0) {
@@ -470,11 +629,15 @@ wb_flush(gkv_store *s)
             m->pend_lo = st.np;
             for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++)
                 if (m->dirty[c] == KV_WB_DIRTY) {
-                    st.p[st.np++] = (wb_piece){m, &w->m[0], c, 0, 0};
+                    st.p[st.np++] = (wb_piece){m, &w->m[0], c, 0, 0, 0, 0, 0};
                     m->dirty[c] = KV_WB_PENDING;
                 }
             m->pend_n = st.np - m->pend_lo;
         }
+    for (size_t i = 0; i < st.np; i++)
+        words += bit_words(&st.p[i].m->r);
+    if (s->st_wb_stage_len / 2 >= bytes)   /* else NULL: whole chunks */
+        st.bits = gkv__malloc(words * sizeof *st.bits);
     st.buf = s->st_wb_stage;
     s->st_wb_fl = &st;
     pthread_rwlock_unlock(&s->st_wb_lock);
@@ -488,8 +651,8 @@ wb_flush(gkv_store *s)
     pthread_rwlock_wrlock(&s->st_wb_lock);
     for (size_t i = 0; i < st.np; i++) {
         uint8_t *d = &st.p[i].m->dirty[st.p[i].c];
-        if (rc != GKV_OK)
-            *d = KV_WB_DIRTY;
+        if (rc != GKV_OK || st.p[i].saved == PIECE_ROWS)
+            *d = KV_WB_DIRTY;   /* rows saved: changed since it began */
         else if (*d == KV_WB_PENDING)
             *d = KV_WB_CLEAN;
     }
@@ -502,6 +665,7 @@ wb_flush(gkv_store *s)
 out:
     pthread_mutex_unlock(&s->st_wb_flush_mu);
     gkv__free(st.p);
+    gkv__free(st.bits);
     while (dead != NULL) {
         kv_wb *w = dead;
         dead = w->next;
@@ -910,7 +1074,7 @@ reset_fn(gkv_store *s, MDB_txn *txn, void *arg)
 gkv_err
 kv__wb_reset(gkv_store *s, const char *name, unsigned kinds, int *done)
 {
-    struct wb_reset_arg a = {{NULL, 0, NULL, 0, 0}, name, kinds, 0};
+    struct wb_reset_arg a = {{NULL, 0, NULL, 0, NULL, 0, 0}, name, kinds, 0};
     kv_wb *w, *dead = NULL;
     size_t np, bytes;
     gkv_err rc = GKV_OK;
@@ -939,7 +1103,7 @@ kv__wb_reset(gkv_store *s, const char *name, unsigned kinds, int *done)
                 continue;   /* deleted by the same transaction */
             for (uint64_t c = 0; m->rows != NULL && c < m->r.nchunks; c++)
                 if (m->dirty[c] == KV_WB_DIRTY)
-                    a.st.p[a.st.np++] = (wb_piece){m, &x->m[0], c, 0, 0};
+                    a.st.p[a.st.np++] = (wb_piece){m, &x->m[0], c, 0, 0, 0, 0, 0};
         }
     rc = flush_write(s, reset_fn, &a, &a.st);
     if (rc == GKV_OK) {

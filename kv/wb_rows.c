@@ -3,22 +3,18 @@
 #include <string.h>
 #include "kv/kv_int.h"
 
+/* A chunk still pending had its rows saved by kv__mirror_touch: it stays
+ * pending, so that later pushes save theirs, and the flush marks it dirty
+ * when it ends. (kv__mirror_touch is in wb.c, with the flush's stage.) */
 void
 kv__mirror_dirty(kv_mirror *m, const uint64_t *ids, size_t n)
 {
     const kv_chunk_div dv = kv__div_make(m->r.chunk_rows);
-    for (size_t i = 0; i < n; i++)
-        m->dirty[kv__div_chunk(dv, ids[i] - m->r.lo)] = KV_WB_DIRTY;
-}
-
-/* Before changing the rows 'ids' of m during a flush: saves the chunks the
- * flush still has to write as they were. */
-void
-kv__mirror_touch(gkv_store *s, kv_mirror *m, const uint64_t *ids, size_t n)
-{
-    const kv_chunk_div dv = kv__div_make(m->r.chunk_rows);
-    for (size_t i = 0; i < n; i++)
-        kv__wb_touch(s, m, kv__div_chunk(dv, ids[i] - m->r.lo));
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *d = &m->dirty[kv__div_chunk(dv, ids[i] - m->r.lo)];
+        if (*d != KV_WB_PENDING)
+            *d = KV_WB_DIRTY;
+    }
 }
 
 /* Push into a write-back tensor's mirrors. *done = 0 when 'name' is not
@@ -105,9 +101,9 @@ again:
     if (s->st_wb_fl != NULL) {
         pthread_mutex_lock(&s->st_wb_copy_mu);
         copy_locked = 1;
-        kv__mirror_touch(s, &w->m[0], a->ids, a->n);
+        kv__mirror_touch_sorted(s, &w->m[0], a->ids, order, a->n);
         for (size_t k = 0; k < nst; k++)
-            kv__mirror_touch(s, sm[k], a->ids, a->n);
+            kv__mirror_touch_sorted(s, sm[k], a->ids, order, a->n);
     }
     /* a custom handler may fail half way: keep the old rows to put back */
     for (size_t i = 0; undo != NULL && i < a->n; i++)
