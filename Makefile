@@ -10,6 +10,8 @@
 #   BENCH_ARGS, BENCH_GRAPH_ARGS, BENCH_GRAPH_SCALES, BENCH_PART_SCALE,
 #   BENCH_PART_METHODS, BENCH_NET_ARGS, BENCH_LOADER_ARGS, BENCH_GPU_ARGS,
 #   BENCH_PY_ARGS
+#   BENCH_TRAINER_OLD    a build of an older trainer for bench/trainer.sh to
+#                        run beside this one (unset: this one alone)
 #                        what make bench runs (see doc/BENCHMARKS.md)
 # (Comments sit on their own lines: a trailing "# ..." would leave spaces in
 # the value.)
@@ -286,6 +288,7 @@ bench:
 	@BUILD=$(BUILD) tools/bench-partition.sh $(BENCH_PART_SCALE) $(BENCH_PART_METHODS)
 	@$(BUILD)/gkv-bench-net $(BENCH_NET_ARGS)
 	@$(BUILD)/gkv-bench-loader $(BENCH_LOADER_ARGS)
+	@BUILD=$(BUILD) OLD_BUILD=$(BENCH_TRAINER_OLD) bench/trainer.sh
 	@if [ -x $(BUILD)/gkv-bench-gpu ]; then $(BUILD)/gkv-bench-gpu $(BENCH_GPU_ARGS); fi
 	@$(MAKE) --no-print-directory python
 	@$(PY_VENV)/bin/python bench/python_bench.py --build $(BUILD) $(BENCH_PY_ARGS)
