@@ -10,9 +10,9 @@
 #   BENCH_ARGS, BENCH_GRAPH_ARGS, BENCH_GRAPH_SCALES, BENCH_PART_SCALE,
 #   BENCH_PART_METHODS, BENCH_NET_ARGS, BENCH_LOADER_ARGS, BENCH_GPU_ARGS,
 #   BENCH_PY_ARGS
+#                        what make bench runs (see doc/BENCHMARKS.md)
 #   BENCH_TRAINER_OLD    a build of an older trainer for bench/trainer.sh to
 #                        run beside this one (unset: this one alone)
-#                        what make bench runs (see doc/BENCHMARKS.md)
 # (Comments sit on their own lines: a trailing "# ..." would leave spaces in
 # the value.)
 PREFIX  ?= /usr/local
