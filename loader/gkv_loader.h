@@ -4,9 +4,10 @@
  * out in order, each in buffers the batch owns until it is released.
  *
  * It sits above net/ (layers: base <- kv <- graph <- net <- loader <- gpu
- * <- tools) and is what DGL's DistNodeDataLoader and GraphLearn-for-
- * PyTorch's DistNeighborLoader(collect_features=True, prefetch_size=K) are
- * to their users.
+ * <- tools) and is what DGL's DistNodeDataLoader (DistEdgeDataLoader with
+ * a uniform negative sampler, for edge seeds: opts.edge_seeds) and
+ * GraphLearn-for-PyTorch's DistNeighborLoader(collect_features=True,
+ * prefetch_size=K) are to their users.
  *
  * Three places to sample, one result (GKV_LOADER_*, opts.where):
  *   GKV_LOADER_LOCAL   in process, on the whole graph (a one-partition

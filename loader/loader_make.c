@@ -6,14 +6,15 @@
  * ID array (seeds, then per block its node lists and its edges' src, dst
  * and eid, then with edge seeds the positive and negative pairs), and one
  * buffer per tensor (each feature, the label, each efeat x layer),
- * page-locked with GKV_LOADER_PINNED. The head records
- * what to free, so gkv_batch_release needs no loader. The blocks are
- * sampled into the sampler's or client's memory and copied into the ID
- * buffer; the rows are then read straight into their buffers by those
- * copied IDs (LOCAL: the store, CLIENT: gkv_client_pull). SERVER: the
- * client writes them straight into tensor buffers made for the batch as
- * it reads the reply and the pulls (gkv_batch_out.rows_alloc), which the
- * batch then takes over: no copy after. */
+ * page-locked with GKV_LOADER_PINNED. The head records what to free, so
+ * gkv_batch_release needs no loader. The blocks (and an edge batch's
+ * pairs) are sampled into the sampler's or client's memory and copied
+ * into the ID buffer; the rows are then read straight into their
+ * buffers by those copied IDs (LOCAL: the store, CLIENT:
+ * gkv_client_pull). SERVER: the client writes them straight into tensor
+ * buffers made for the batch as it reads the reply and the pulls
+ * (gkv_batch_out.rows_alloc), which the batch then takes over: no copy
+ * after. */
 #include <stdlib.h>
 #include <string.h>
 #include "loader/loader_int.h"

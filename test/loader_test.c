@@ -11,6 +11,10 @@
  * reads the rows with gkv_tensor_pull(), and compares byte for byte: so
  * LOCAL (on that sgraph and store), CLIENT and SERVER give the same
  * batches, for 1, 2 and 3 workers and prefetch 1, 2 and 4.
+ * Edge seeds (link prediction): LOCAL and CLIENT batches against
+ * gkv_sample_edge_batch() on the same reference (negatives, the batch's
+ * edges and on the user/item graph the clicks' reverses excluded), the
+ * split of an edge mask, and the edge options gkv_loader_new refuses.
  * Then: epoch orders, drop_last, num_batches, an epoch dropped mid-way,
  * the loader freed with batches in flight and held, a server killed
  * mid-epoch and restarted, the split of a mask, and every bad input
@@ -385,6 +389,7 @@ expect_ebatch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
     gkv_edge_batch_spec es = {0};
     gkv_edge_batch eb;
     gkv_block wb[8];
+    int64_t *rev = NULL;
 
     assert_true(perm != NULL && seeds != NULL);
     assert_non_null(b);
@@ -404,6 +409,11 @@ expect_ebatch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
     es.num_neg = o->num_neg;
     es.exclude = o->exclude;
     es.reverse_etype = o->reverse_etype;
+    if (o->exclude & GKV_EXCLUDE_REVERSE) {
+        /* the reference's IDs are the partitions': reverses by the map */
+        es.reverse_eids = rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
+        es.reverse_n = GKVT_UI_CLICKS;
+    }
     so.seed = b->sample_seed;
     so.dir = o->dir;
     so.flags = o->sample_flags;
@@ -423,6 +433,7 @@ expect_ebatch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
     assert_true(gkvt_blocks_same(b->blocks, wb, o->nlayers));
     assert_null(b->label);
     expect_batch_rows(f, o, b, wb);
+    free(rev);
     free(perm);
     free(seeds);
 }
@@ -731,8 +742,16 @@ test_edge_hetero(void **state)
 {
     struct lfx *f = *state;
 
+    gkv_loader_opts o;
+
     graph_make(f, 1);
     same_edge_batches(f);
+    /* the clicks' reverses (clicked_by, by the servers' "reverse_eid"
+     * feature) excluded too */
+    o = elopts(f, GKV_LOADER_CLIENT, 2, 2, 2);
+    o.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
+    o.reverse_etype = 2;
+    assert_true(expect_loader(f, &o, 50) > 0);
 }
 
 /* Edge seeds gkv_loader_new refuses, each named. */
