@@ -375,34 +375,53 @@ expect_batch_rows(struct lfx *f, const gkv_loader_opts *o,
         }
 }
 
+/* Batch b's head is that of batch 'index' of 'epoch' of a loader made
+ * with o: returns its seeds (*n of them, malloc'd), checked against b's,
+ * and the sampling options it was made with. */
+static int64_t *
+expect_head(const gkv_loader_opts *o, const gkv_batch *b, uint64_t epoch,
+            size_t index, size_t *n, gkv_sample_opts *so)
+{
+    size_t ns = o->nseeds, bs = o->batch_size, lo = index * bs;
+    size_t *perm = malloc(ns * sizeof *perm + 8);
+    int64_t *seeds = malloc(bs * 8);
+
+    assert_true(perm != NULL && seeds != NULL);
+    assert_non_null(b);
+    *n = ns - lo < bs ? ns - lo : bs;
+    assert_int_equal(b->epoch, epoch);
+    assert_int_equal(b->index, index);
+    assert_int_equal(b->sample_seed,
+                     gkv_loader_batch_seed(o->sample_seed, epoch, index));
+    gkv_loader_epoch_order(o->shuffle_seed, epoch, o->flags, ns, perm);
+    for (size_t i = 0; i < *n; i++)
+        seeds[i] = o->seeds[perm[lo + i]];
+    assert_int_equal(b->nseeds, *n);
+    assert_int_equal(b->seed_ntype, o->edge_seeds ? -1 : o->seed_ntype);
+    assert_memory_equal(b->seeds, seeds, *n * 8);
+    assert_int_equal(b->nlayers, o->nlayers);
+    memset(so, 0, sizeof *so);
+    so->seed = b->sample_seed;
+    so->dir = o->dir;
+    so->flags = o->sample_flags;
+    free(perm);
+    return seeds;
+}
+
 /* Edge seeds: batch b == gkv_sample_edge_batch() of its edges on the
  * reference, byte for byte (the pairs, the blocks, the rows). */
 static void
 expect_ebatch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
               uint64_t epoch, size_t index)
 {
-    size_t ns = o->nseeds, bs = o->batch_size, lo = index * bs;
-    size_t n = ns - lo < bs ? ns - lo : bs;
-    size_t *perm = malloc(ns * sizeof *perm + 8);
-    int64_t *seeds = malloc(bs * 8);
-    gkv_sample_opts so = {0};
+    size_t n;
+    gkv_sample_opts so;
+    int64_t *seeds = expect_head(o, b, epoch, index, &n, &so);
     gkv_edge_batch_spec es = {0};
     gkv_edge_batch eb;
     gkv_block wb[8];
     int64_t *rev = NULL;
 
-    assert_true(perm != NULL && seeds != NULL);
-    assert_non_null(b);
-    assert_int_equal(b->epoch, epoch);
-    assert_int_equal(b->index, index);
-    assert_int_equal(b->sample_seed,
-                     gkv_loader_batch_seed(o->sample_seed, epoch, index));
-    gkv_loader_epoch_order(o->shuffle_seed, epoch, o->flags, ns, perm);
-    for (size_t i = 0; i < n; i++)
-        seeds[i] = o->seeds[perm[lo + i]];
-    assert_int_equal(b->nseeds, n);
-    assert_int_equal(b->seed_ntype, -1);
-    assert_memory_equal(b->seeds, seeds, n * 8);
     es.etype = o->seed_etype;
     es.eids = seeds;
     es.n = n;
@@ -414,9 +433,6 @@ expect_ebatch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
         es.reverse_eids = rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
         es.reverse_n = GKVT_UI_CLICKS;
     }
-    so.seed = b->sample_seed;
-    so.dir = o->dir;
-    so.flags = o->sample_flags;
     GKVT_OK(gkv_sample_edge_batch(f->ref.ws, &es, o->fanouts, o->nfan,
                                   o->nlayers, &so, &eb, wb));
     assert_int_equal(b->num_pos, n);
@@ -429,12 +445,10 @@ expect_ebatch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
         assert_memory_equal(b->neg_src, eb.neg_src, b->num_neg * 8);
         assert_memory_equal(b->neg_dst, eb.neg_dst, b->num_neg * 8);
     }
-    assert_int_equal(b->nlayers, o->nlayers);
     assert_true(gkvt_blocks_same(b->blocks, wb, o->nlayers));
     assert_null(b->label);
     expect_batch_rows(f, o, b, wb);
     free(rev);
-    free(perm);
     free(seeds);
 }
 
@@ -444,33 +458,16 @@ static void
 expect_batch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
              uint64_t epoch, size_t index)
 {
-    size_t ns = o->nseeds, bs = o->batch_size, lo = index * bs;
-    size_t n = ns - lo < bs ? ns - lo : bs;
-    size_t *perm = malloc(ns * sizeof *perm + 8);
-    int64_t *seeds = malloc(bs * 8);
-    gkv_sample_opts so = {0};
+    size_t n;
+    gkv_sample_opts so;
+    int64_t *seeds = expect_head(o, b, epoch, index, &n, &so);
     gkv_block wb[8];
     const int64_t *sv[2] = {NULL, NULL};
     size_t sn[2] = {0, 0};
     int nl = o->nlayers, nt, ne;
 
-    assert_true(perm != NULL && seeds != NULL);
-    assert_non_null(b);
-    assert_int_equal(b->epoch, epoch);
-    assert_int_equal(b->index, index);
-    assert_int_equal(b->sample_seed,
-                     gkv_loader_batch_seed(o->sample_seed, epoch, index));
-    gkv_loader_epoch_order(o->shuffle_seed, epoch, o->flags, ns, perm);
-    for (size_t i = 0; i < n; i++)
-        seeds[i] = o->seeds[perm[lo + i]];
-    assert_int_equal(b->nseeds, n);
-    assert_int_equal(b->seed_ntype, o->seed_ntype);
-    assert_memory_equal(b->seeds, seeds, n * 8);
     sv[o->seed_ntype] = seeds;
     sn[o->seed_ntype] = n;
-    so.seed = b->sample_seed;
-    so.dir = o->dir;
-    so.flags = o->sample_flags;
     GKVT_OK(gkv_sample_blocks(f->ref.ws, sv, sn, o->fanouts, o->nfan, nl,
                               &so, wb));
     nt = wb[0].num_ntypes;
@@ -487,7 +484,6 @@ expect_batch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
     else
         assert_null(b->label);
     expect_batch_rows(f, o, b, wb);
-    free(perm);
     free(seeds);
 }
 
@@ -527,6 +523,32 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
     }
     gkv_loader_free(l);
     return got;
+}
+
+/* Loader l (made with o, seeds from a mask) has split's seeds want[0 ..
+ * nwant), and its first batch is that of those seeds given; frees l. */
+static void
+expect_split(struct lfx *f, gkv_loader_opts o, gkv_loader *l,
+             const int64_t *want, size_t nwant)
+{
+    const int64_t *got;
+    size_t ngot;
+    gkv_batch *b;
+
+    got = gkv_loader_seeds(l, &ngot);
+    assert_int_equal(ngot, nwant);
+    assert_true(nwant > 0);
+    assert_memory_equal(got, want, nwant * 8);
+    o.seeds = want;
+    o.nseeds = nwant;
+    o.seed_mask = NULL;
+    NET_OK(gkv_loader_next(l, &b));
+    if (o.edge_seeds)
+        expect_ebatch(f, &o, b, 0, 0);
+    else
+        expect_batch(f, &o, b, 0, 0);
+    gkv_batch_release(b);
+    gkv_loader_free(l);
 }
 
 /* ---- tests ------------------------------------------------------------------ */
@@ -671,11 +693,9 @@ same_edge_batches(struct lfx *f)
                                   : "edge/_N:_E:_N/train_mask";
     gkv_loader_opts o;
     gkv_loader *l;
-    gkv_batch *b;
     uint8_t *mask;
     int64_t *want;
-    const int64_t *got;
-    size_t n = 0, nwant, ngot;
+    size_t n = 0, nwant;
 
     serve(f, 1, 20000, NULL);
     assert_true(f->neseeds > LT_BS);
@@ -714,16 +734,7 @@ same_edge_batches(struct lfx *f)
     NET_OK(gkv_loader_new(&l, &o));
     GKVT_OK(gkv_pbook_edge_split(bk, f->setype, mask, NULL,
                                  (size_t)f->nsedges, 2, 1, &want, &nwant));
-    got = gkv_loader_seeds(l, &ngot);
-    assert_true(nwant > 0);
-    assert_int_equal(ngot, nwant);
-    assert_memory_equal(got, want, nwant * 8);
-    o.seeds = want;
-    o.nseeds = nwant;
-    NET_OK(gkv_loader_next(l, &b));
-    expect_ebatch(f, &o, b, 0, 0);
-    gkv_batch_release(b);
-    gkv_loader_free(l);
+    expect_split(f, o, l, want, nwant);
     gkv_free(want);
     free(mask);
 }
@@ -942,17 +953,8 @@ test_mask(void **state)
         NET_OK(gkv_loader_new(&l, &o));
         GKVT_OK(gkv_pbook_node_split(bk, 0, mask, NULL, 512, 3, rank, &want,
                                      &nwant));
-        got = gkv_loader_seeds(l, &ngot);
-        assert_int_equal(ngot, nwant);
-        assert_true(nwant > 0);
-        assert_memory_equal(got, want, nwant * 8);
         /* its batches are those of the same seeds given */
-        o.seeds = want;
-        o.nseeds = nwant;
-        NET_OK(gkv_loader_next(l, &b));
-        expect_batch(f, &o, b, 0, 0);
-        gkv_batch_release(b);
-        gkv_loader_free(l);
+        expect_split(f, o, l, want, nwant);
         gkv_free(want);
     }
     /* LOCAL with an sgraph: no book, so explicit seeds are needed */
