@@ -86,8 +86,9 @@ typedef struct gkv_loader_opts {
     gkv_store   *store;
     gkv_client  *client;         /* CLIENT, SERVER: borrowed, outlives the
                                   * loader; the workers use clones of it */
-    /* The seeds: node IDs of type seed_ntype. Either 'seeds' (nseeds IDs,
-     * distinct, copied at gkv_loader_new) or, with seeds NULL, DGL's
+    /* The seeds: node IDs of type seed_ntype (edge IDs with edge_seeds,
+     * below). Either 'seeds' (nseeds IDs, distinct, copied at
+     * gkv_loader_new) or, with seeds NULL, DGL's
      * node_split of the u8 mask tensor 'seed_mask' (a full name such as
      * "node/paper/train_mask", one row of one element per node of the
      * type) among num_trainers trainers, this one being 'rank'
@@ -219,8 +220,8 @@ GKV_API gkv_err gkv_loader_epoch(gkv_loader *l, uint64_t epoch);
 /* Batches in the current epoch. */
 GKV_API size_t  gkv_loader_num_batches(const gkv_loader *l);
 
-/* The seeds this loader samples from (node_split's result, or a copy of
- * opts.seeds), in the order given. Borrowed until gkv_loader_free(). */
+/* The seeds this loader samples from (node_split's or edge_split's
+ * result, or a copy of opts.seeds), in the order given. Borrowed until gkv_loader_free(). */
 GKV_API const int64_t *gkv_loader_seeds(const gkv_loader *l, size_t *n);
 
 /* Gives a batch back. NULL is fine. May be called after
