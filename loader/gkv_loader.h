@@ -4,9 +4,10 @@
  * out in order, each in buffers the batch owns until it is released.
  *
  * It sits above net/ (layers: base <- kv <- graph <- net <- loader <- gpu
- * <- tools) and is what DGL's DistNodeDataLoader and GraphLearn-for-
- * PyTorch's DistNeighborLoader(collect_features=True, prefetch_size=K) are
- * to their users.
+ * <- tools) and is what DGL's DistNodeDataLoader (DistEdgeDataLoader with
+ * a uniform negative sampler, for edge seeds: opts.edge_seeds) and
+ * GraphLearn-for-PyTorch's DistNeighborLoader(collect_features=True,
+ * prefetch_size=K) are to their users.
  *
  * Three places to sample, one result (GKV_LOADER_*, opts.where):
  *   GKV_LOADER_LOCAL   in process, on the whole graph (a one-partition
@@ -85,8 +86,9 @@ typedef struct gkv_loader_opts {
     gkv_store   *store;
     gkv_client  *client;         /* CLIENT, SERVER: borrowed, outlives the
                                   * loader; the workers use clones of it */
-    /* The seeds: node IDs of type seed_ntype. Either 'seeds' (nseeds IDs,
-     * distinct, copied at gkv_loader_new) or, with seeds NULL, DGL's
+    /* The seeds: node IDs of type seed_ntype (edge IDs with edge_seeds,
+     * below). Either 'seeds' (nseeds IDs, distinct, copied at
+     * gkv_loader_new) or, with seeds NULL, DGL's
      * node_split of the u8 mask tensor 'seed_mask' (a full name such as
      * "node/paper/train_mask", one row of one element per node of the
      * type) among num_trainers trainers, this one being 'rank'
@@ -117,6 +119,30 @@ typedef struct gkv_loader_opts {
     int              workers;        /* worker threads; 0 = 1; <= 64 */
     int              sampler_threads;/* LOCAL: threads of each worker's
                                       * sampler; 0 = 1 */
+    /* Edge seeds (link prediction: DGL's EdgeDataLoader with a uniform
+     * negative sampler), as gkv_edge_batch_spec (gkv_sample.h) has them.
+     * 0 (the default): the seeds are node IDs, as above. 1: the seeds are
+     * edge IDs of edge type seed_etype ('seeds': distinct IDs; or with
+     * seeds NULL, DGL's edge_split of the u8 edge mask 'seed_mask', such
+     * as "edge/user:follows:user/train_mask", one element per edge of
+     * the type: gkv_pbook_edge_split), seed_ntype is ignored, and each
+     * batch is gkv_sample_edge_batch()'s (LOCAL) or
+     * gkv_client_sample_edge_batch()'s (CLIENT) for its edges with
+     * num_neg uniform negatives per edge (>= 0), the edges in 'exclude'
+     * (GKV_EXCLUDE_SELF: the batch's own edges; GKV_EXCLUDE_REVERSE:
+     * their reverses, of edge type reverse_etype, which must differ from
+     * seed_etype: through a partition book by the "reverse_eid" edge
+     * feature gkv-partition --reverse-etypes writes, with a whole-graph
+     * 'sg' edge eid of reverse_etype) left out of every layer. Not with
+     * GKV_LOADER_SERVER (GKV_ENOTSUP at gkv_loader_new: a server-side
+     * batch request cannot carry the batch's excluded edges; use
+     * GKV_LOADER_CLIENT), nor with a 'label' (GKV_EINVAL: the labels of
+     * link prediction are the pairs themselves). */
+    int              edge_seeds;
+    int              seed_etype;
+    int              num_neg;
+    unsigned         exclude;        /* GKV_EXCLUDE_* */
+    int              reverse_etype;
 } gkv_loader_opts;
 
 /* One batch, owned by the caller from gkv_loader_next() until
@@ -145,17 +171,31 @@ typedef struct gkv_batch {
     const void *const *efeat;
     const size_t     *efeat_bytes;
     int               nefeats;
+    /* Edge seeds (opts.edge_seeds): 'seeds' holds the batch's nseeds edge
+     * IDs (of opts.seed_etype, in the epoch's order), seed_ntype is -1,
+     * and these are the pairs as gkv_edge_batch has them: local IDs of
+     * the last block's destination nodes (pos_src[i] indexes
+     * blocks[nlayers-1].nodes[src_ntype(seed_etype)].ids, pos_dst[i] those
+     * of dst_ntype), positive i being edge seeds[i], negative j of
+     * positive i at i * opts.num_neg + j. Node seeds: all NULL and 0. */
+    const int64_t    *pos_src, *pos_dst;
+    size_t            num_pos;
+    const int64_t    *neg_src, *neg_dst;
+    size_t            num_neg;
 } gkv_batch;
 
 /* Makes a loader and starts its workers on epoch 0 (CLIENT, SERVER: each
  * with its gkv_client_clone of opts.client, made here). Everything is
- * checked here, each failure naming what was wrong: unknown tensors (and
- * types out of range), a feature tensor whose rows do not cover its
- * type's nodes (an edge feature's edges: not checked for LOCAL with 'sg',
- * which has no edge counts), a label tensor whose rows are not exactly
- * the seed type's nodes, fanouts of the wrong length or below -1, nlayers
- * below 1, seeds out of range or given twice, a mask that is not one u8
- * per node (and, LOCAL with 'sg', a mask at all: no partition book to
+ * checked here, each failure naming what was wrong: edge seeds with
+ * GKV_LOADER_SERVER (GKV_ENOTSUP), with a label, with num_neg below 0,
+ * unknown exclude bits or a bad seed_etype / reverse_etype; unknown
+ * tensors (and types out of range), a feature tensor whose rows do not
+ * cover its type's nodes (an edge feature's edges: not checked for LOCAL
+ * with 'sg', which has no edge counts), a label tensor whose rows are not
+ * exactly the seed type's nodes, fanouts of the wrong length or below
+ * -1, nlayers below 1, seeds (node or edge IDs) out of range or given
+ * twice, a mask that is not one u8 per node (per edge, for edge seeds) of
+ * the type (and, LOCAL with 'sg', a mask at all: no partition book to
  * split by, so give the seeds), batch_size 0, a 'where' without its
  * source, unknown flags, GKV_LOADER_PINNED without a CUDA runtime that
  * gives page-locked memory (GKV_ENOTSUP).
@@ -180,8 +220,8 @@ GKV_API gkv_err gkv_loader_epoch(gkv_loader *l, uint64_t epoch);
 /* Batches in the current epoch. */
 GKV_API size_t  gkv_loader_num_batches(const gkv_loader *l);
 
-/* The seeds this loader samples from (node_split's result, or a copy of
- * opts.seeds), in the order given. Borrowed until gkv_loader_free(). */
+/* The seeds this loader samples from (node_split's or edge_split's
+ * result, or a copy of opts.seeds), in the order given. Borrowed until gkv_loader_free(). */
 GKV_API const int64_t *gkv_loader_seeds(const gkv_loader *l, size_t *n);
 
 /* Gives a batch back. NULL is fine. May be called after

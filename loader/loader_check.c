@@ -1,7 +1,8 @@
 /* loader_check.c - what gkv_loader_new checks and resolves before any
  * worker starts: the source of the mode, the graph's counts, the seeds
- * (given, or the node_split of a mask), the sampling options and the
- * tensors a batch collects. Every failure names what was wrong. */
+ * (node or edge IDs: given, or the node_split / edge_split of a mask),
+ * the edge seeds' options, the sampling options and the tensors a batch
+ * collects. Every failure names what was wrong. */
 #include <stdlib.h>
 #include <string.h>
 #include "loader/loader_int.h"
@@ -258,6 +259,80 @@ check_tensors(gkv_loader *l, const gkv_loader_opts *o)
     return GKV_OK;
 }
 
+/* The seeds' type and kind, and their count (-1: unknown, edges of an
+ * 'sg'). */
+static int
+seed_type(const gkv_loader *l)
+{
+    return l->o.edge_seeds ? l->o.seed_etype : l->o.seed_ntype;
+}
+
+static const char *
+seed_kind(const gkv_loader *l)
+{
+    return l->o.edge_seeds ? "an edge" : "a node";
+}
+
+static int64_t
+seed_count(const gkv_loader *l)
+{
+    return l->o.edge_seeds ? l->nedges[l->o.seed_etype]
+                           : l->nnodes[l->o.seed_ntype];
+}
+
+/* LOCAL with an 'sg' (no edge counts): every edge seed held by it. */
+static gkv_err
+edges_held(gkv_loader *l, const gkv_loader_opts *o)
+{
+    int64_t s, d;
+
+    for (size_t i = 0; i < o->nseeds; i++)
+        if (gkv_sgraph_find_edges(l->sg, o->seed_etype, &o->seeds[i], 1, &s,
+                                  &d) != GKV_OK)
+            return gkv__fail(NULL, GKV_ERANGE, "loader: seeds[%zu] = %lld is "
+                             "not an edge of type %d that 'sg' holds", i,
+                             (long long)o->seeds[i], o->seed_etype);
+    return GKV_OK;
+}
+
+/* Edge seeds: their options (gkv_edge_batch_spec's), and no SERVER mode
+ * or label. */
+static gkv_err
+check_edge(gkv_loader *l, const gkv_loader_opts *o)
+{
+    if (o->edge_seeds != 1)
+        return gkv__fail(NULL, GKV_EINVAL, "loader: edge_seeds is %d (0: "
+                         "node seeds, 1: edge seeds)", o->edge_seeds);
+    if (l->where == GKV_LOADER_SERVER)
+        return gkv__fail(NULL, GKV_ENOTSUP, "loader: edge seeds are not "
+                         "sampled on the servers (a GKV_LOADER_SERVER "
+                         "request cannot carry the batch's excluded edges): "
+                         "use GKV_LOADER_CLIENT");
+    if (o->seed_etype < 0 || o->seed_etype >= l->num_etypes)
+        return gkv__fail(NULL, GKV_EINVAL, "loader: seed_etype %d is not one "
+                         "of the graph's %d edge types", o->seed_etype,
+                         l->num_etypes);
+    if (o->num_neg < 0)
+        return gkv__fail(NULL, GKV_EINVAL, "loader: num_neg is %d (negatives "
+                         "per edge seed, >= 0)", o->num_neg);
+    if (o->exclude & ~(GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE))
+        return gkv__fail(NULL, GKV_EINVAL, "loader: unknown exclude bits "
+                         "0x%x", o->exclude &
+                         ~(GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE));
+    if ((o->exclude & GKV_EXCLUDE_REVERSE) &&
+        (o->reverse_etype < 0 || o->reverse_etype >= l->num_etypes ||
+         o->reverse_etype == o->seed_etype))
+        return gkv__fail(NULL, GKV_EINVAL, "loader: GKV_EXCLUDE_REVERSE: "
+                         "reverse_etype %d is not one of the graph's %d edge "
+                         "types other than seed_etype %d", o->reverse_etype,
+                         l->num_etypes, o->seed_etype);
+    if (o->label != NULL)
+        return gkv__fail(NULL, GKV_EINVAL, "loader: label '%s' with edge "
+                         "seeds: an edge batch's labels are its positive and "
+                         "negative pairs (set label NULL)", o->label);
+    return GKV_OK;
+}
+
 /* seeds[i] before seeds[j] by value, then position. */
 static int
 cmp_pos(const void *a, const void *b, void *arg)
@@ -274,15 +349,18 @@ cmp_pos(const void *a, const void *b, void *arg)
 static gkv_err
 seeds_given(gkv_loader *l, const gkv_loader_opts *o)
 {
-    int64_t n = l->nnodes[o->seed_ntype];
+    int64_t n = seed_count(l);
     size_t *pos;
+    gkv_err rc;
 
-    for (size_t i = 0; i < o->nseeds; i++)
+    for (size_t i = 0; n >= 0 && i < o->nseeds; i++)
         if (o->seeds[i] < 0 || o->seeds[i] >= n)
             return gkv__fail(NULL, GKV_ERANGE, "loader: seeds[%zu] = %lld is "
-                             "not a node of type %d [0, %lld)", i,
-                             (long long)o->seeds[i], o->seed_ntype,
-                             (long long)n);
+                             "not %s of type %d [0, %lld)", i,
+                             (long long)o->seeds[i], seed_kind(l),
+                             seed_type(l), (long long)n);
+    if (n < 0 && (rc = edges_held(l, o)) != GKV_OK)
+        return rc;
     l->seeds = gkv__malloc((o->nseeds + 1) * sizeof *l->seeds);
     pos = gkv__malloc((o->nseeds + 1) * sizeof *pos);
     if (l->seeds == NULL || pos == NULL) {
@@ -296,10 +374,9 @@ seeds_given(gkv_loader *l, const gkv_loader_opts *o)
     qsort_r(pos, o->nseeds, sizeof *pos, cmp_pos, l->seeds);
     for (size_t i = 1; i < o->nseeds; i++)
         if (l->seeds[pos[i]] == l->seeds[pos[i - 1]]) {
-            gkv_err rc = gkv__fail(NULL, GKV_EINVAL, "loader: seed %lld is "
-                                   "given twice (seeds[%zu] and seeds[%zu])",
-                                   (long long)l->seeds[pos[i]], pos[i - 1],
-                                   pos[i]);
+            rc = gkv__fail(NULL, GKV_EINVAL, "loader: seed %lld is given "
+                           "twice (seeds[%zu] and seeds[%zu])",
+                           (long long)l->seeds[pos[i]], pos[i - 1], pos[i]);
             gkv__free(pos);
             return rc;
         }
@@ -312,7 +389,7 @@ static gkv_err
 seeds_split(gkv_loader *l, const gkv_loader_opts *o)
 {
     const gkv_pbook *b = book_of(l);
-    int64_t n = l->nnodes[o->seed_ntype];
+    int64_t n = seed_count(l);
     gkv_tensor_desc d;
     uint8_t *mask = NULL;
     uint64_t *ids = NULL;
@@ -330,11 +407,12 @@ seeds_split(gkv_loader *l, const gkv_loader_opts *o)
         d.hi != (uint64_t)n)
         return gkv__fail(NULL, GKV_ESHAPE, "loader: seed_mask '%s' is %s with "
                          "%llu elements a row and rows [%llu, %llu): a mask "
-                         "is u8, one element per node of type %d [0, %lld)",
+                         "is u8, one element per %s of type %d [0, %lld)",
                          o->seed_mask, gkv_dtype_name(d.dtype),
                          (unsigned long long)d.row_elems,
                          (unsigned long long)d.lo, (unsigned long long)d.hi,
-                         o->seed_ntype, (long long)n);
+                         o->edge_seeds ? "edge" : "node", seed_type(l),
+                         (long long)n);
     if ((mask = gkv__malloc((size_t)n + 1)) == NULL) {
         rc = gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
         goto out;
@@ -358,9 +436,13 @@ seeds_split(gkv_loader *l, const gkv_loader_opts *o)
                        gkv_errmsg());
         goto out;
     }
-    if ((rc = gkv_pbook_node_split(b, o->seed_ntype, mask, NULL, (size_t)n,
-                                   o->num_trainers, o->rank, &out, &nout))
-        != GKV_OK) {
+    if (o->edge_seeds)
+        rc = gkv_pbook_edge_split(b, o->seed_etype, mask, NULL, (size_t)n,
+                                  o->num_trainers, o->rank, &out, &nout);
+    else
+        rc = gkv_pbook_node_split(b, o->seed_ntype, mask, NULL, (size_t)n,
+                                  o->num_trainers, o->rank, &out, &nout);
+    if (rc != GKV_OK) {
         rc = gkv__fail(NULL, rc, "loader: seed_mask '%s': %s", o->seed_mask,
                        gkv_errmsg());
         goto out;
@@ -388,7 +470,10 @@ loader__check(gkv_loader *l, const gkv_loader_opts *o)
     if ((rc = check_source(l, o)) != GKV_OK ||
         (rc = check_shape(l, o)) != GKV_OK)
         return rc;
-    if (o->seed_ntype < 0 || o->seed_ntype >= l->num_ntypes)
+    if (o->edge_seeds != 0 && (rc = check_edge(l, o)) != GKV_OK)
+        return rc;
+    if (o->edge_seeds == 0 &&
+        (o->seed_ntype < 0 || o->seed_ntype >= l->num_ntypes))
         return gkv__fail(NULL, GKV_EINVAL, "loader: seed_ntype %d is not one "
                          "of the graph's %d node types", o->seed_ntype,
                          l->num_ntypes);

@@ -4,15 +4,17 @@
  * A batch is three kinds of allocation: its head (the gkv_batch, the
  * blocks' structs and the pointer and size arrays), one buffer of every
  * ID array (seeds, then per block its node lists and its edges' src, dst
- * and eid), and one buffer per tensor (each feature, the label, each
- * efeat x layer), page-locked with GKV_LOADER_PINNED. The head records
- * what to free, so gkv_batch_release needs no loader. The blocks are
- * sampled into the sampler's or client's memory and copied into the ID
- * buffer; the rows are then read straight into their buffers by those
- * copied IDs (LOCAL: the store, CLIENT: gkv_client_pull). SERVER: the
- * client writes them straight into tensor buffers made for the batch as
- * it reads the reply and the pulls (gkv_batch_out.rows_alloc), which the
- * batch then takes over: no copy after. */
+ * and eid, then with edge seeds the positive and negative pairs), and one
+ * buffer per tensor (each feature, the label, each efeat x layer),
+ * page-locked with GKV_LOADER_PINNED. The head records what to free, so
+ * gkv_batch_release needs no loader. The blocks (and an edge batch's
+ * pairs) are sampled into the sampler's or client's memory and copied
+ * into the ID buffer; the rows are then read straight into their
+ * buffers by those copied IDs (LOCAL: the store, CLIENT:
+ * gkv_client_pull). SERVER: the client writes them straight into tensor
+ * buffers made for the batch as it reads the reply and the pulls
+ * (gkv_batch_out.rows_alloc), which the batch then takes over: no copy
+ * after. */
 #include <stdlib.h>
 #include <string.h>
 #include "loader/loader_int.h"
@@ -109,13 +111,26 @@ buf_next(loader_batch *lb, void **given, size_t bytes)
     return lb->bufs[lb->nbufs++] = p;
 }
 
-/* The head of a batch for blocks like 'bl', its ID buffer holding the
+/* Copies src[0 .. n) to ids + *at, moving *at past it; returns where. */
+static const int64_t *
+ids_put(int64_t *ids, size_t *at, const int64_t *src, size_t n)
+{
+    int64_t *d = ids + *at;
+
+    if (n > 0)
+        memcpy(d, src, n * sizeof *d);
+    *at += n;
+    return d;
+}
+
+/* The head of a batch for blocks like 'bl' (and the pairs of 'eb', with
+ * edge seeds), its ID buffer holding the
  * seeds and a copy of the blocks, and its tensor buffers (given's when
  * not NULL: see struct given). */
 static gkv_err
 batch_new(gkv_loader *l, const int64_t *seeds, size_t n, const gkv_block *bl,
-          void **given, uint64_t epoch, uint64_t index, uint64_t seed,
-          loader_batch **out)
+          const gkv_edge_batch *eb, void **given, uint64_t epoch,
+          uint64_t index, uint64_t seed, loader_batch **out)
 {
     int nl = l->o.nlayers, nt = l->num_ntypes, ne = l->num_etypes;
     int nf = l->o.nfeats, nef = l->o.nefeats;
@@ -136,6 +151,8 @@ batch_new(gkv_loader *l, const int64_t *seeds, size_t n, const gkv_block *bl,
         for (int e = 0; e < ne; e++)
             nids += 3 * bl[i].edges[e].n;
     }
+    if (eb != NULL)
+        nids += 2 * (eb->num_pos + eb->num_neg);
     head = sizeof *lb + (size_t)nl * sizeof *blocks +
            (size_t)nl * (size_t)nt * sizeof *nodes +
            (size_t)nl * (size_t)ne * sizeof *edges +
@@ -154,7 +171,7 @@ batch_new(gkv_loader *l, const int64_t *seeds, size_t n, const gkv_block *bl,
     feat_bytes = (size_t *)p;         p += (size_t)nf * sizeof (size_t);
     efeat_bytes = (size_t *)p;
     lb->pinned = l->pinned;
-    if ((lb->ids = gkv__malloc(nids * sizeof (int64_t))) == NULL) {
+    if ((lb->ids = gkv__malloc((nids + 1) * sizeof (int64_t))) == NULL) {
         gkv_batch_release(&lb->pub);
         return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
     }
@@ -193,6 +210,14 @@ batch_new(gkv_loader *l, const int64_t *seeds, size_t n, const gkv_block *bl,
             at += 3 * m;
         }
     }
+    if (eb != NULL) {          /* the pairs, after the blocks */
+        lb->pub.pos_src = ids_put(lb->ids, &at, eb->pos_src, eb->num_pos);
+        lb->pub.pos_dst = ids_put(lb->ids, &at, eb->pos_dst, eb->num_pos);
+        lb->pub.neg_src = ids_put(lb->ids, &at, eb->neg_src, eb->num_neg);
+        lb->pub.neg_dst = ids_put(lb->ids, &at, eb->neg_dst, eb->num_neg);
+        lb->pub.num_pos = eb->num_pos;
+        lb->pub.num_neg = eb->num_neg;
+    }
     lb->pub.epoch = epoch;
     lb->pub.index = index;
     lb->pub.sample_seed = seed;
@@ -201,7 +226,7 @@ batch_new(gkv_loader *l, const int64_t *seeds, size_t n, const gkv_block *bl,
     lb->pub.nlayers = nl;
     lb->pub.seeds = lb->ids;
     lb->pub.nseeds = n;
-    lb->pub.seed_ntype = l->o.seed_ntype;
+    lb->pub.seed_ntype = l->o.edge_seeds ? -1 : l->o.seed_ntype;
     lb->pub.blocks = blocks;
     lb->pub.feat = (const void *const *)feat;
     lb->pub.feat_bytes = feat_bytes;
@@ -349,6 +374,7 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
     size_t *sn = NULL;
     loader_batch *lb = NULL;
     gkv_batch_out r = {0};
+    gkv_edge_batch eb = {0};
     struct given g = {0};
     gkv_err rc;
 
@@ -416,6 +442,21 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
         rc = gkv_client_sample_batch(w->c, &sp, &r);
         gkv__free(ft);
         gkv__free(eft);
+    } else if (l->o.edge_seeds) {
+        gkv_edge_batch_spec es = {0};
+
+        es.etype = l->o.seed_etype;
+        es.eids = seeds;
+        es.n = n;
+        es.num_neg = l->o.num_neg;
+        es.exclude = l->o.exclude;
+        es.reverse_etype = l->o.reverse_etype;
+        if (l->where == GKV_LOADER_CLIENT)
+            rc = gkv_client_sample_edge_batch(w->c, &es, l->fanouts,
+                                              l->o.nfan, nl, &so, &eb, bl);
+        else
+            rc = gkv_sample_edge_batch(w->smp, &es, l->fanouts, l->o.nfan,
+                                       nl, &so, &eb, bl);
     } else if (l->where == GKV_LOADER_CLIENT) {
         rc = gkv_client_sample_blocks(w->c, sv, sn, l->fanouts, l->o.nfan,
                                       nl, &so, bl);
@@ -425,8 +466,8 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
     }
     if (rc != GKV_OK)
         goto out;
-    if ((rc = batch_new(l, seeds, n, bl, g.buf, epoch, index, seed,
-                        &lb)) != GKV_OK)
+    if ((rc = batch_new(l, seeds, n, bl, l->o.edge_seeds ? &eb : NULL,
+                        g.buf, epoch, index, seed, &lb)) != GKV_OK)
         goto out;
     if (l->where == GKV_LOADER_SERVER)
         rc = batch_took(l, lb, &r);

@@ -11,6 +11,10 @@
  * reads the rows with gkv_tensor_pull(), and compares byte for byte: so
  * LOCAL (on that sgraph and store), CLIENT and SERVER give the same
  * batches, for 1, 2 and 3 workers and prefetch 1, 2 and 4.
+ * Edge seeds (link prediction): LOCAL and CLIENT batches against
+ * gkv_sample_edge_batch() on the same reference (negatives, the batch's
+ * edges and on the user/item graph the clicks' reverses excluded), the
+ * split of an edge mask, and the edge options gkv_loader_new refuses.
  * Then: epoch orders, drop_last, num_batches, an epoch dropped mid-way,
  * the loader freed with batches in flight and held, a server killed
  * mid-epoch and restarted, the split of a mask, and every bad input
@@ -44,6 +48,10 @@ struct lfx {
     char wdir[4300];
     gkv_client *c;           /* a member: keeps the servers up */
     int64_t seeds[LT_SEEDS];
+    int64_t eseeds[LT_SEEDS]; /* edge seeds of type setype (neseeds) */
+    size_t neseeds;
+    int setype;
+    int64_t nsedges;         /* edges of type setype */
     /* what the loaders collect */
     gkv_typed_tensor feats[2], efeats[1];
     int nfeats;
@@ -145,12 +153,12 @@ static void
 graph_make(struct lfx *f, int hetero)
 {
     gkv_graph *g;
-    gkv_part_feat pf[6];
+    gkv_part_feat pf[8];
     int npf = 0;
     int64_t n0, n1 = 0, m0;
     float *feat, *feat1 = NULL, *ef;
     int64_t *label;
-    uint8_t *mask;
+    uint8_t *mask, *emask;
     uint64_t st = 77;
     int64_t *perm;
 
@@ -188,6 +196,16 @@ graph_make(struct lfx *f, int hetero)
                       0, 0, (uint64_t)n0);
     pf[npf++] = pfeat(1, hetero ? gkvt_ui_canon[0] : "_N:_E:_N", "ew", ef,
                       GKV_F32, 1, LT_EF_W, (uint64_t)m0);
+    /* edge seeds: user clicks item (hetero), else the one type */
+    f->setype = hetero ? 1 : 0;
+    f->nsedges = gkv_graph_num_edges(g, f->setype);
+    emask = malloc((size_t)f->nsedges + 1);
+    assert_non_null(emask);
+    for (int64_t e = 0; e < f->nsedges; e++)
+        emask[e] = e % 4 == 1;
+    pf[npf++] = pfeat(1, hetero ? gkvt_ui_canon[1] : "_N:_E:_N",
+                      "train_mask", emask, GKV_U8, 0, 0,
+                      (uint64_t)f->nsedges);
     if (hetero) {
         n1 = gkv_graph_num_nodes(g, 1);
         feat1 = rows_make(n1, LT_ITEM_W, 1000.0f);
@@ -230,6 +248,11 @@ graph_make(struct lfx *f, int hetero)
     perm = gkvt_distinct_seeds(n0, &st);
     memcpy(f->seeds, perm, sizeof f->seeds);
     free(perm);
+    perm = gkvt_distinct_seeds(f->nsedges, &st);
+    f->neseeds = f->nsedges < LT_SEEDS ? (size_t)f->nsedges : LT_SEEDS;
+    memcpy(f->eseeds, perm, f->neseeds * sizeof *f->eseeds);
+    free(perm);
+    free(emask);
     gkv_graph_free(g);
     free(feat);
     free(feat1);
@@ -326,48 +349,14 @@ expect_rows(struct lfx *f, const char *name, const int64_t *ids, size_t n,
     free(want);
 }
 
-/* Batch b is batch 'index' of 'epoch' of a loader made with o, byte for
- * byte: its seeds, blocks and rows as computed here. */
+/* The rows of a batch's input nodes and sampled edges (o's tensors) ==
+ * those of the reference's blocks wb. */
 static void
-expect_batch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
-             uint64_t epoch, size_t index)
+expect_batch_rows(struct lfx *f, const gkv_loader_opts *o,
+                  const gkv_batch *b, const gkv_block *wb)
 {
-    size_t ns = o->nseeds, bs = o->batch_size, lo = index * bs;
-    size_t n = ns - lo < bs ? ns - lo : bs;
-    size_t *perm = malloc(ns * sizeof *perm + 8);
-    int64_t *seeds = malloc(bs * 8);
-    gkv_sample_opts so = {0};
-    gkv_block wb[8];
-    const int64_t *sv[2] = {NULL, NULL};
-    size_t sn[2] = {0, 0};
-    int nl = o->nlayers, nt, ne;
+    int nl = o->nlayers;
 
-    assert_true(perm != NULL && seeds != NULL);
-    assert_non_null(b);
-    assert_int_equal(b->epoch, epoch);
-    assert_int_equal(b->index, index);
-    assert_int_equal(b->sample_seed,
-                     gkv_loader_batch_seed(o->sample_seed, epoch, index));
-    gkv_loader_epoch_order(o->shuffle_seed, epoch, o->flags, ns, perm);
-    for (size_t i = 0; i < n; i++)
-        seeds[i] = o->seeds[perm[lo + i]];
-    assert_int_equal(b->nseeds, n);
-    assert_int_equal(b->seed_ntype, o->seed_ntype);
-    assert_memory_equal(b->seeds, seeds, n * 8);
-    sv[o->seed_ntype] = seeds;
-    sn[o->seed_ntype] = n;
-    so.seed = b->sample_seed;
-    so.dir = o->dir;
-    so.flags = o->sample_flags;
-    GKVT_OK(gkv_sample_blocks(f->ref.ws, sv, sn, o->fanouts, o->nfan, nl,
-                              &so, wb));
-    nt = wb[0].num_ntypes;
-    ne = wb[0].num_etypes;
-    assert_int_equal(b->nlayers, nl);
-    assert_int_equal(b->num_ntypes, nt);
-    assert_int_equal(b->num_etypes, ne);
-    assert_true(gkvt_blocks_same(b->blocks, wb, nl));
-    /* the rows, by the reference's IDs */
     assert_int_equal(b->nfeats, o->nfeats);
     for (int k = 0; k < o->nfeats; k++) {
         const gkv_block_nodes *in = &wb[0].nodes[o->feats[k].type];
@@ -375,10 +364,6 @@ expect_batch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
         expect_rows(f, o->feats[k].name, in->ids, in->num_src, b->feat[k],
                     b->feat_bytes[k]);
     }
-    if (o->label != NULL)
-        expect_rows(f, o->label, seeds, n, b->label, b->label_bytes);
-    else
-        assert_null(b->label);
     assert_int_equal(b->nefeats, o->nefeats);
     for (int k = 0; k < o->nefeats; k++)
         for (int i = 0; i < nl; i++) {
@@ -388,7 +373,117 @@ expect_batch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
             expect_rows(f, o->efeats[k].name, e->eid, e->n, b->efeat[at],
                         b->efeat_bytes[at]);
         }
+}
+
+/* Batch b's head is that of batch 'index' of 'epoch' of a loader made
+ * with o: returns its seeds (*n of them, malloc'd), checked against b's,
+ * and the sampling options it was made with. */
+static int64_t *
+expect_head(const gkv_loader_opts *o, const gkv_batch *b, uint64_t epoch,
+            size_t index, size_t *n, gkv_sample_opts *so)
+{
+    size_t ns = o->nseeds, bs = o->batch_size, lo = index * bs;
+    size_t *perm = malloc(ns * sizeof *perm + 8);
+    int64_t *seeds = malloc(bs * 8);
+
+    assert_true(perm != NULL && seeds != NULL);
+    assert_non_null(b);
+    *n = ns - lo < bs ? ns - lo : bs;
+    assert_int_equal(b->epoch, epoch);
+    assert_int_equal(b->index, index);
+    assert_int_equal(b->sample_seed,
+                     gkv_loader_batch_seed(o->sample_seed, epoch, index));
+    gkv_loader_epoch_order(o->shuffle_seed, epoch, o->flags, ns, perm);
+    for (size_t i = 0; i < *n; i++)
+        seeds[i] = o->seeds[perm[lo + i]];
+    assert_int_equal(b->nseeds, *n);
+    assert_int_equal(b->seed_ntype, o->edge_seeds ? -1 : o->seed_ntype);
+    assert_memory_equal(b->seeds, seeds, *n * 8);
+    assert_int_equal(b->nlayers, o->nlayers);
+    memset(so, 0, sizeof *so);
+    so->seed = b->sample_seed;
+    so->dir = o->dir;
+    so->flags = o->sample_flags;
     free(perm);
+    return seeds;
+}
+
+/* Edge seeds: batch b == gkv_sample_edge_batch() of its edges on the
+ * reference, byte for byte (the pairs, the blocks, the rows). */
+static void
+expect_ebatch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
+              uint64_t epoch, size_t index)
+{
+    size_t n;
+    gkv_sample_opts so;
+    int64_t *seeds = expect_head(o, b, epoch, index, &n, &so);
+    gkv_edge_batch_spec es = {0};
+    gkv_edge_batch eb;
+    gkv_block wb[8];
+    int64_t *rev = NULL;
+
+    es.etype = o->seed_etype;
+    es.eids = seeds;
+    es.n = n;
+    es.num_neg = o->num_neg;
+    es.exclude = o->exclude;
+    es.reverse_etype = o->reverse_etype;
+    if (o->exclude & GKV_EXCLUDE_REVERSE) {
+        /* the reference's IDs are the partitions': reverses by the map */
+        es.reverse_eids = rev = gkvt_ui_reverse(gkv_part_book(f->part[0]));
+        es.reverse_n = GKVT_UI_CLICKS;
+    }
+    GKVT_OK(gkv_sample_edge_batch(f->ref.ws, &es, o->fanouts, o->nfan,
+                                  o->nlayers, &so, &eb, wb));
+    assert_int_equal(b->num_pos, n);
+    assert_int_equal(eb.num_pos, n);
+    assert_int_equal(b->num_neg, n * (size_t)o->num_neg);
+    assert_int_equal(eb.num_neg, b->num_neg);
+    assert_memory_equal(b->pos_src, eb.pos_src, n * 8);
+    assert_memory_equal(b->pos_dst, eb.pos_dst, n * 8);
+    if (b->num_neg > 0) {
+        assert_memory_equal(b->neg_src, eb.neg_src, b->num_neg * 8);
+        assert_memory_equal(b->neg_dst, eb.neg_dst, b->num_neg * 8);
+    }
+    assert_true(gkvt_blocks_same(b->blocks, wb, o->nlayers));
+    assert_null(b->label);
+    expect_batch_rows(f, o, b, wb);
+    free(rev);
+    free(seeds);
+}
+
+/* Batch b is batch 'index' of 'epoch' of a loader made with o, byte for
+ * byte: its seeds, blocks and rows as computed here. */
+static void
+expect_batch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
+             uint64_t epoch, size_t index)
+{
+    size_t n;
+    gkv_sample_opts so;
+    int64_t *seeds = expect_head(o, b, epoch, index, &n, &so);
+    gkv_block wb[8];
+    const int64_t *sv[2] = {NULL, NULL};
+    size_t sn[2] = {0, 0};
+    int nl = o->nlayers, nt, ne;
+
+    sv[o->seed_ntype] = seeds;
+    sn[o->seed_ntype] = n;
+    GKVT_OK(gkv_sample_blocks(f->ref.ws, sv, sn, o->fanouts, o->nfan, nl,
+                              &so, wb));
+    nt = wb[0].num_ntypes;
+    ne = wb[0].num_etypes;
+    assert_int_equal(b->nlayers, nl);
+    assert_int_equal(b->num_ntypes, nt);
+    assert_int_equal(b->num_etypes, ne);
+    assert_true(gkvt_blocks_same(b->blocks, wb, nl));
+    assert_null(b->pos_src);
+    assert_int_equal(b->num_pos + b->num_neg, 0);
+    /* the rows, by the reference's IDs */
+    if (o->label != NULL)
+        expect_rows(f, o->label, seeds, n, b->label, b->label_bytes);
+    else
+        assert_null(b->label);
+    expect_batch_rows(f, o, b, wb);
     free(seeds);
 }
 
@@ -414,7 +509,10 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
             NET_OK(gkv_loader_next(l, &b));
             if (b == NULL)
                 break;
-            expect_batch(f, o, b, e, i++);
+            if (o->edge_seeds)
+                expect_ebatch(f, o, b, e, i++);
+            else
+                expect_batch(f, o, b, e, i++);
             gkv_batch_release(b);
         }
         assert_int_equal(i, gkv_loader_num_batches(l));
@@ -425,6 +523,32 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
     }
     gkv_loader_free(l);
     return got;
+}
+
+/* Loader l (made with o, seeds from a mask) has split's seeds want[0 ..
+ * nwant), and its first batch is that of those seeds given; frees l. */
+static void
+expect_split(struct lfx *f, gkv_loader_opts o, gkv_loader *l,
+             const int64_t *want, size_t nwant)
+{
+    const int64_t *got;
+    size_t ngot;
+    gkv_batch *b;
+
+    got = gkv_loader_seeds(l, &ngot);
+    assert_int_equal(ngot, nwant);
+    assert_true(nwant > 0);
+    assert_memory_equal(got, want, nwant * 8);
+    o.seeds = want;
+    o.nseeds = nwant;
+    o.seed_mask = NULL;
+    NET_OK(gkv_loader_next(l, &b));
+    if (o.edge_seeds)
+        expect_ebatch(f, &o, b, 0, 0);
+    else
+        expect_batch(f, &o, b, 0, 0);
+    gkv_batch_release(b);
+    gkv_loader_free(l);
 }
 
 /* ---- tests ------------------------------------------------------------------ */
@@ -540,6 +664,162 @@ test_hetero_2(void **state)
 }
 
 /* The number of this process's threads. */
+/* A loader of f's edge seeds (no label), num_neg negatives an edge, the
+ * batch's own edges excluded. */
+static gkv_loader_opts
+elopts(struct lfx *f, int where, int workers, int prefetch, int num_neg)
+{
+    gkv_loader_opts o = lopts(f, where, workers, prefetch);
+
+    o.edge_seeds = 1;
+    o.seed_etype = f->setype;
+    o.seeds = f->eseeds;
+    o.nseeds = f->neseeds;
+    o.label = NULL;
+    o.num_neg = num_neg;
+    o.exclude = GKV_EXCLUDE_SELF;
+    return o;
+}
+
+/* Edge seeds: LOCAL and CLIENT == gkv_sample_edge_batch() on the
+ * reference, workers 1 and 2 x prefetch 1 and 3 x num_neg 0 and 2 (the
+ * servers on the diagonal); then the split of an edge mask. */
+static void
+same_edge_batches(struct lfx *f)
+{
+    static const int wk[2] = {1, 2}, pf[2] = {1, 3};
+    const gkv_pbook *bk = gkv_part_book(f->part[0]);
+    const char *mname = f->hetero ? "edge/user:clicks:item/train_mask"
+                                  : "edge/_N:_E:_N/train_mask";
+    gkv_loader_opts o;
+    gkv_loader *l;
+    uint8_t *mask;
+    int64_t *want;
+    size_t n = 0, nwant;
+
+    serve(f, 1, 20000, NULL);
+    assert_true(f->neseeds > LT_BS);
+    for (int a = 0; a < 2; a++)
+        for (int p = 0; p < 2; p++)
+            for (int neg = 0; neg <= 2; neg += 2) {
+                uint64_t e0 = (uint64_t)(a * 4 + p * 2 + neg / 2) * 2;
+
+                o = elopts(f, GKV_LOADER_LOCAL, wk[a], pf[p], neg);
+                n += expect_loader(f, &o, e0);
+                if (a != p)
+                    continue;
+                o = elopts(f, GKV_LOADER_CLIENT, wk[a], pf[p], neg);
+                n += expect_loader(f, &o, e0);
+            }
+    /* nothing excluded, out-edges */
+    for (int where = 0; where < 2; where++) {
+        o = elopts(f, where, 2, 2, 1);
+        o.exclude = 0;
+        o.dir = GKV_DIR_OUT;
+        n += expect_loader(f, &o, 40);
+    }
+    assert_true(n > 0);
+    /* the seeds from an edge mask: gkv_pbook_edge_split's */
+    mask = malloc((size_t)f->nsedges + 1);
+    assert_non_null(mask);
+    GKVT_OK(gkv_tensor_read(f->whole, NULL, mname, 0,
+                            (uint64_t)f->nsedges, mask,
+                            (size_t)f->nsedges));
+    o = elopts(f, GKV_LOADER_CLIENT, 2, 2, 2);
+    o.seeds = NULL;
+    o.nseeds = 0;
+    o.seed_mask = mname;
+    o.num_trainers = 2;
+    o.rank = 1;
+    NET_OK(gkv_loader_new(&l, &o));
+    GKVT_OK(gkv_pbook_edge_split(bk, f->setype, mask, NULL,
+                                 (size_t)f->nsedges, 2, 1, &want, &nwant));
+    expect_split(f, o, l, want, nwant);
+    gkv_free(want);
+    free(mask);
+}
+
+static void
+test_edge_homo(void **state)
+{
+    struct lfx *f = *state;
+
+    graph_make(f, 0);
+    same_edge_batches(f);
+}
+
+static void
+test_edge_hetero(void **state)
+{
+    struct lfx *f = *state;
+
+    gkv_loader_opts o;
+
+    graph_make(f, 1);
+    same_edge_batches(f);
+    /* the clicks' reverses (clicked_by, by the servers' "reverse_eid"
+     * feature) excluded too */
+    o = elopts(f, GKV_LOADER_CLIENT, 2, 2, 2);
+    o.exclude = GKV_EXCLUDE_SELF | GKV_EXCLUDE_REVERSE;
+    o.reverse_etype = 2;
+    assert_true(expect_loader(f, &o, 50) > 0);
+}
+
+/* Edge seeds gkv_loader_new refuses, each named. */
+static void
+test_edge_bad(void **state)
+{
+    struct lfx *f = *state;
+    gkv_loader_opts o;
+    gkv_loader *l = (gkv_loader *)1;
+    int64_t s2[3];
+
+    graph_make(f, 0);
+    serve(f, 1, 20000, NULL);
+    for (int where = 0; where < 2; where++) {
+        o = elopts(f, where, 1, 1, 1);
+        s2[0] = 3;
+        s2[1] = f->nsedges;                 /* one past the last edge */
+        o.seeds = s2;
+        o.nseeds = 2;
+        NET_FAILS(gkv_loader_new(&l, &o), GKV_ERANGE, "seeds[1]");
+        assert_null(l);
+        s2[1] = -1;
+        NET_FAILS(gkv_loader_new(&l, &o), GKV_ERANGE, "seeds[1]");
+        s2[1] = 7;
+        s2[2] = 3;
+        o.nseeds = 3;
+        NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "given twice");
+        o = elopts(f, where, 1, 1, 1);
+        o.label = f->label;
+        NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "with edge seeds");
+        o = elopts(f, where, 1, 1, -1);
+        NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "num_neg is -1");
+        o = elopts(f, where, 1, 1, 1);
+        o.exclude = 0x10;
+        NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "exclude bits 0x10");
+        o = elopts(f, where, 1, 1, 1);
+        o.seed_etype = 1;
+        NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "seed_etype 1");
+        o = elopts(f, where, 1, 1, 1);
+        o.exclude |= GKV_EXCLUDE_REVERSE;   /* the same type: no reverse */
+        NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "reverse_etype 0");
+        o = elopts(f, where, 1, 1, 1);
+        o.edge_seeds = 2;
+        NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "edge_seeds is 2");
+        o = elopts(f, where, 1, 1, 1);
+        o.seeds = NULL;
+        o.seed_mask = "node/_N/train_mask";   /* one per node, not edge */
+        o.num_trainers = 1;
+        NET_FAILS(gkv_loader_new(&l, &o),
+                  where == 0 ? GKV_EINVAL : GKV_ESHAPE,
+                  where == 0 ? "give the seeds" : "per edge of type 0");
+    }
+    o = elopts(f, GKV_LOADER_SERVER, 1, 1, 1);
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_ENOTSUP, "use GKV_LOADER_CLIENT");
+    assert_null(l);
+}
+
 static int
 threads_now(void)
 {
@@ -673,17 +953,8 @@ test_mask(void **state)
         NET_OK(gkv_loader_new(&l, &o));
         GKVT_OK(gkv_pbook_node_split(bk, 0, mask, NULL, 512, 3, rank, &want,
                                      &nwant));
-        got = gkv_loader_seeds(l, &ngot);
-        assert_int_equal(ngot, nwant);
-        assert_true(nwant > 0);
-        assert_memory_equal(got, want, nwant * 8);
         /* its batches are those of the same seeds given */
-        o.seeds = want;
-        o.nseeds = nwant;
-        NET_OK(gkv_loader_next(l, &b));
-        expect_batch(f, &o, b, 0, 0);
-        gkv_batch_release(b);
-        gkv_loader_free(l);
+        expect_split(f, o, l, want, nwant);
         gkv_free(want);
     }
     /* LOCAL with an sgraph: no book, so explicit seeds are needed */
@@ -1089,6 +1360,9 @@ main(void)
         cmocka_unit_test_setup_teardown(test_homo_2, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hetero_1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hetero_2, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edge_homo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edge_hetero, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_edge_bad, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epochs_and_free, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mask, setup, teardown),
