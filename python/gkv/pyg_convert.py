@@ -35,21 +35,11 @@ import sys
 import numpy as np
 
 import gkv
-from gkv import InvalidArgumentError, NotFoundError, NotSupportedError
+from gkv import NotFoundError, NotSupportedError
 
-_HOMO_N, _HOMO_E = "_N", "_N:_E:_N"
+from .dgl_convert import _fail, _np     # shared with DGL's converter (no dgl import)
 
-
-def _fail(msg, cls=InvalidArgumentError):
-    raise cls(msg + " (GKV_%s)" % ("ENOTFOUND" if cls is NotFoundError else
-                                   "ENOTSUP" if cls is NotSupportedError else
-                                   "EINVAL"))
-
-
-def _np(x):
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    return np.asarray(x)
+_HOMO_N = "_N"
 
 
 def _load(torch, path, what):
