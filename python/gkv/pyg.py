@@ -668,3 +668,14 @@ class LinkNeighborLoader(LinkLoader):
         super().__init__(data, sampler, edge_label_index=edge_label_index,
                          edge_label=edge_label, neg_sampling=neg_sampling,
                          **kwargs)
+
+
+def _main(argv=None):
+    """python -m gkv.pyg convert ROOT OUTDIR: PyG Partitioner output as gkv
+    partitions (gkv.pyg_convert)."""
+    from .pyg_convert import main
+    return main(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
