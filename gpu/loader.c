@@ -164,6 +164,10 @@ src_new(gkv_gpu_loader *l, gkv_client *c, const gkv_loader_opts *bo)
                          "feats of its own (nfeats %d): leave them empty, the "
                          "GPU loader collects opts.feat of every node type",
                          bo->nfeats);
+    if (bo->edge_seeds)
+        return gpu__fail(GKV_ENOTSUP, "gkv_gpu_loader_new: opts.batches has "
+                         "edge seeds: the GPU loader uploads node batches "
+                         "only (no edge pairs); use the gkv_loader itself");
     if ((ft = gkv__calloc((size_t)l->nt + 1, sizeof *ft)) == NULL)
         return gpu__fail(GKV_ENOMEM, "gkv_gpu_loader_new: out of memory");
     for (int t = 0; t < l->nt; t++) {

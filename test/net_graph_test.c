@@ -421,6 +421,11 @@ test_gpu_loader_batches_host(void **state)
     assert_null(l);
     assert_non_null(strstr(gkv_gpu_errmsg(), "opts.batches has feats of its "
                            "own"));
+    bo = batches_opts(GKV_LOADER_CLIENT, seeds, 1000, fan2, 2);
+    bo.edge_seeds = 1;                 /* no pairs on the device */
+    assert_int_equal(gpu__ldr_new(&l, c, &lo, rg), GKV_ENOTSUP);
+    assert_null(l);
+    assert_non_null(strstr(gkv_gpu_errmsg(), "edge seeds"));
     bo = batches_opts(GKV_LOADER_SERVER, seeds, 1000, bad, 2);
     bo.nfan = 2;                       /* 2 layers x 2 fanouts, 1 given */
     bo.fanouts = fan2;
