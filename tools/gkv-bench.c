@@ -416,6 +416,33 @@ gather_timed(gkv_store *s, const char *name, const float *m, int pf, uint32_t d,
     return t0;
 }
 
+/* Reads a buffer of four times the last-level cache (32 MiB on the
+ * benchmark VM), one word per cache line, so that the next gather
+ * finds none of its rows in the caches. Without it, a gather that runs right
+ * after another of the same IDs from the same memory (gkv 2T after gkv 1T,
+ * or the RAM gathers one after another) finds much of its rows in L3 at
+ * D = 32 (100,000 rows of 128 B fit), and the order of the configurations
+ * decides the ratio. Reads, not a memset: glibc's memset of a large buffer
+ * uses non-temporal stores, which evict nothing. */
+#define EVICT_BYTES ((size_t)128 << 20)
+
+static volatile uint64_t evict_sink;
+
+static void
+cache_evict(void)
+{
+    static uint64_t *buf;
+    uint64_t sum = 0;
+
+    if (buf == NULL) {
+        buf = tools__xmalloc(EVICT_BYTES);
+        memset(buf, 1, EVICT_BYTES);
+    }
+    for (size_t i = 0; i < EVICT_BYTES / sizeof *buf; i += 8)
+        sum += buf[i];
+    evict_sink = sum;
+}
+
 static void
 bench_pull(uint32_t d)
 {
@@ -473,6 +500,7 @@ bench_pull(uint32_t d)
             float *out = gk ? out_gkv : pf ? out_pf : out_ram;
             double sec;
 
+            cache_evict();
             memset(out, 0, b * rb);
             sec = gather_timed(gk ? s : NULL, "feat", m, pf, d, ids, b, out, nt);
             if (r >= 0)
