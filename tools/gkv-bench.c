@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -443,6 +444,32 @@ cache_evict(void)
     evict_sink = sum;
 }
 
+/* The RAM rows of the pull's references. By default plain malloc, as the
+ * anchors' gather_ram: 4 KiB pages, rows 16 B past a cache-line boundary
+ * (glibc's mmap'd chunk header), as gkv's rows sit 32 B past one (LMDB's
+ * page header and the chunk header). GKV_BENCH_RAM=align puts the rows on
+ * 2 MiB (so cache-line) boundaries; GKV_BENCH_RAM=huge also asks for
+ * transparent huge pages (MADV_HUGEPAGE): the limit a gather from
+ * anonymous memory can reach, for the record, not the target's reference. */
+static float *
+ram_rows_alloc(size_t bytes)
+{
+    const char *how = getenv("GKV_BENCH_RAM");
+    size_t huge = (size_t)2 << 20;
+    void *p;
+
+    if (how == NULL || !*how)
+        return tools__xmalloc(bytes);
+    if (strcmp(how, "align") && strcmp(how, "huge"))
+        tools__die("GKV_BENCH_RAM: '%s' is not align or huge", how);
+    p = aligned_alloc(huge, (bytes + huge - 1) / huge * huge);
+    if (p == NULL)
+        tools__die("out of memory for %zu bytes of RAM rows", bytes);
+    if (!strcmp(how, "huge") && madvise(p, bytes, MADV_HUGEPAGE) != 0)
+        tools__die("madvise(MADV_HUGEPAGE): %s", strerror(errno));
+    return p;
+}
+
 static void
 bench_pull(uint32_t d)
 {
@@ -462,7 +489,7 @@ bench_pull(uint32_t d)
     int bad = 0;
 
     tools__note("pull D=%u: filling %.2f GB in RAM and in the store", d, bytes / 1e9);
-    m = tools__xmalloc(bytes);
+    m = ram_rows_alloc(bytes);
     fill_rows(m, 0, n, d);
     ids = random_ids(b, n);
     out_gkv = tools__xmalloc(b * rb);
