@@ -305,14 +305,23 @@ class Batch:
     feature tensor for blocks[0]'s source nodes of its type, shape
     (nodes, *row_shape); label: the seeds' rows of the label tensor, or
     None; efeats[f][i]: the rows of the f-th edge feature for blocks[i]'s
-    edges of its type."""
+    edges of its type.
+
+    Edge seeds (Loader(edge_seeds=True)): seeds are the batch's edge IDs
+    (seed_ntype -1), and pos_src, pos_dst (one per seed edge, seeds[i]
+    being pair i) and neg_src, neg_dst (negative j of pair i at
+    i * num_neg + j) are int64 indices into blocks[-1].nodes[t] of the
+    seed edge type's source / destination node type (its destination
+    nodes, DGL's pair graph). Node seeds: all four None."""
 
     __slots__ = ("epoch", "index", "sample_seed", "seeds", "seed_ntype",
-                 "blocks", "feats", "label", "efeats")
+                 "blocks", "feats", "label", "efeats", "pos_src", "pos_dst",
+                 "neg_src", "neg_dst")
 
     def __init__(self, raw):
         (self.epoch, self.index, self.sample_seed, self.seeds, self.seed_ntype,
-         blocks, self.feats, self.label, self.efeats) = raw
+         blocks, self.feats, self.label, self.efeats, self.pos_src,
+         self.pos_dst, self.neg_src, self.neg_dst) = raw
         self.blocks = [Block(*b) for b in blocks]
 
     def __repr__(self):
@@ -321,6 +330,45 @@ class Batch:
 
 
 _WHERE = {"local": 0, "client": 1, "server": 2}
+_EXCLUDE = {"self": _gkv.EXCLUDE_SELF, "reverse": _gkv.EXCLUDE_REVERSE}
+EXCLUDE_SELF = _gkv.EXCLUDE_SELF
+EXCLUDE_REVERSE = _gkv.EXCLUDE_REVERSE
+
+
+def _etype_index(book, et, what):
+    """An edge type given by name (canonical or relation) or index."""
+    if isinstance(et, str):
+        names = book["etypes"]
+        if et in names:
+            return names.index(et)
+        rel = [i for i, n in enumerate(names) if n.split(":")[1:2] == [et]]
+        if len(rel) == 1:
+            return rel[0]
+        raise InvalidArgumentError(  # noqa: F821
+            "%s %r: not one of the graph's edge types %r (GKV_EINVAL)"
+            % (what, et, names))
+    if not isinstance(et, int) or isinstance(et, bool):
+        raise InvalidArgumentError(  # noqa: F821
+            "%s %r: expected an edge type name or index (GKV_EINVAL)" % (what, et))
+    return et
+
+
+def _exclude(ex):
+    """exclude=None, 'self', 'reverse', a list of them or flags -> flags."""
+    if ex is None:
+        return 0
+    if isinstance(ex, int) and not isinstance(ex, bool):
+        return ex
+    if isinstance(ex, str):
+        ex = [ex]
+    flags = 0
+    for e in ex:
+        if e not in _EXCLUDE:
+            raise InvalidArgumentError(  # noqa: F821
+                "exclude %r: expected 'self', 'reverse', a list of them or "
+                "EXCLUDE_* flags (GKV_EINVAL)" % (e,))
+        flags |= _EXCLUDE[e]
+    return flags
 
 
 class Loader(_gkv._Loader):
@@ -329,7 +377,8 @@ class Loader(_gkv._Loader):
               seed_mask=None, num_trainers=1, rank=0, shuffle=True,
               drop_last=False, shuffle_seed=0, sample_seed=0, dir='in',
               replace=False, weighted=False, prefetch=0, workers=0,
-              sampler_threads=0, pinned=False)
+              sampler_threads=0, pinned=False, edge_seeds=False,
+              seed_etype=None, num_neg=0, exclude=None, reverse_etype=None)
 
     Mini-batches made ahead by worker threads (gkv_loader_new): iterate it
     for one epoch's Batch objects; iterating again starts the next epoch
@@ -344,14 +393,25 @@ class Loader(_gkv._Loader):
     feats: tensor names "node/<ntype>/<name>" (rows of the input nodes),
     label: a tensor name (rows of the seeds), efeats: "edge/<canonical
     etype>/<name>" (rows of each block's edges). The source must stay
-    open while the loader is (close() of it refuses)."""
+    open while the loader is (close() of it refuses).
+
+    Edge seeds (edge_seeds=True, or a seed_etype given): seeds are edge
+    IDs of edge type seed_etype (name or index, default 0), or seed_mask an
+    edge mask ("edge/<canonical etype>/<name>", DGL's edge_split); each
+    batch samples the blocks of its edges' end nodes with num_neg uniform
+    negatives per edge, leaving out of every layer the edges in exclude:
+    None, "self" (the batch's edges), "reverse" (their reverse edges, of
+    edge type reverse_etype), a list of those, or EXCLUDE_* flags. Batch
+    has the pairs (pos_src ...). Not with where='server' (NotSupportedError);
+    no label."""
 
     def __init__(self, source, seeds=None, *, batch_size, fanouts, feats=(),
                  label=None, efeats=(), where=None, seed_ntype=0,
                  seed_mask=None, num_trainers=1, rank=0, shuffle=True,
                  drop_last=False, shuffle_seed=0, sample_seed=0, dir="in",
                  replace=False, weighted=False, prefetch=0, workers=0,
-                 sampler_threads=0, pinned=False):
+                 sampler_threads=0, pinned=False, edge_seeds=False,
+                 seed_etype=None, num_neg=0, exclude=None, reverse_etype=None):
         if where is None:
             where = "local" if isinstance(source, _gkv._Partition) else "server"
         if where not in _WHERE:
@@ -364,6 +424,19 @@ class Loader(_gkv._Loader):
                 "the servers serve a plain store: nothing to sample (GKV_ENOTSUP)")
         if isinstance(seed_ntype, str):
             seed_ntype = book["ntypes"].index(seed_ntype)
+        edge_seeds = bool(edge_seeds) or seed_etype is not None
+        if not edge_seeds and (num_neg or exclude or reverse_etype is not None):
+            raise InvalidArgumentError(  # noqa: F821
+                "num_neg, exclude and reverse_etype are for edge seeds: give "
+                "edge_seeds=True or seed_etype (GKV_EINVAL)")
+        seed_etype = _etype_index(book, seed_etype or 0, "seed_etype")
+        ex = _exclude(exclude)
+        if reverse_etype is None:
+            if ex & _gkv.EXCLUDE_REVERSE:
+                raise InvalidArgumentError(  # noqa: F821
+                    "exclude 'reverse' needs reverse_etype (GKV_EINVAL)")
+            reverse_etype = 0
+        reverse_etype = _etype_index(book, reverse_etype, "reverse_etype")
         rows = _types(book, {}, fanouts, True)[1]
         ne = len(book["etypes"])
         for r in rows:
@@ -407,7 +480,10 @@ class Loader(_gkv._Loader):
                          sample_seed=sample_seed, feats=typed(feats, "node"),
                          label=label, efeats=typed(efeats, "edge"),
                          prefetch=prefetch, workers=workers,
-                         sampler_threads=sampler_threads)
+                         sampler_threads=sampler_threads,
+                         edge_seeds=edge_seeds, seed_etype=seed_etype,
+                         num_neg=num_neg, exclude=ex,
+                         reverse_etype=reverse_etype)
         self._epoch = 0
         self._ended = False
 

@@ -141,13 +141,15 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
                              "flags", "shuffle_seed", "fanouts", "nfan",
                              "nlayers", "dir", "sample_flags", "sample_seed",
                              "feats", "label", "efeats", "prefetch", "workers",
-                             "sampler_threads", NULL};
+                             "sampler_threads", "edge_seeds", "seed_etype",
+                             "num_neg", "exclude", "reverse_etype", NULL};
     PyObject *source, *seeds = Py_None, *fanouts = NULL, *feats = NULL,
              *efeats = NULL;
     const char *mask = NULL, *label = NULL;
     int where, seed_ntype = 0, ntr = 1, rank = 0, nfan, nlayers, dir = 0,
-        prefetch = 0, workers = 0, sthreads = 0;
-    unsigned flags = 0, sflags = 0;
+        prefetch = 0, workers = 0, sthreads = 0, edge_seeds = 0, seed_etype = 0,
+        num_neg = 0, reverse_etype = 0;
+    unsigned flags = 0, sflags = 0, exclude = 0;
     unsigned long long bsize = 0, shuffle_seed = 0, sample_seed = 0;
     gkv_typed_tensor ft[MAXT], eft[MAXT];
     gkv_loader_opts lo;
@@ -162,11 +164,12 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
         return -1;
     }
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-            "OiOizii|$KIKOiiiIKO!zO!iii", kwlist, &source, &where, &seeds,
+            "OiOizii|$KIKOiiiIKO!zO!iiipiiIi", kwlist, &source, &where, &seeds,
             &seed_ntype, &mask, &ntr, &rank, &bsize, &flags, &shuffle_seed,
             &fanouts, &nfan, &nlayers, &dir, &sflags, &sample_seed,
             &PyList_Type, &feats, &label, &PyList_Type, &efeats, &prefetch,
-            &workers, &sthreads))
+            &workers, &sthreads, &edge_seeds, &seed_etype, &num_neg, &exclude,
+            &reverse_etype))
         return -1;
     if (fanouts == NULL || feats == NULL || efeats == NULL) {
         gkvpy_raisef(GKV_EINVAL, "fanouts, feats and efeats are required");
@@ -194,7 +197,8 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
             return -1;
         have_seeds = 1;
         if (sin.dtype != GKV_I64) {
-            gkvpy_raisef(GKV_EINVAL, "seeds: node IDs must be int64");
+            gkvpy_raisef(GKV_EINVAL, "seeds: %s IDs must be int64",
+                         edge_seeds ? "edge" : "node");
             goto out;
         }
         lo.seeds = sin.ptr;
@@ -229,6 +233,11 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
     lo.prefetch = prefetch;
     lo.workers = workers;
     lo.sampler_threads = sthreads;
+    lo.edge_seeds = edge_seeds;
+    lo.seed_etype = seed_etype;
+    lo.num_neg = num_neg;
+    lo.exclude = exclude;
+    lo.reverse_etype = reverse_etype;
     if (o->is_client) {
         if ((c = gkvpy_client_hold(source)) == NULL)
             goto out;
@@ -282,14 +291,15 @@ loader_get(loader_obj *o)
 }
 
 /* The next batch as a tuple (epoch, index, sample_seed, seeds, seed_ntype,
- * blocks, feats, label, efeats), every array a view of the batch's memory;
+ * blocks, feats, label, efeats, pos_src, pos_dst, neg_src, neg_dst), every
+ * array a view of the batch's memory (the pairs None for node seeds);
  * None when the epoch is over. */
 static PyObject *
 loader_next(loader_obj *o, PyObject *unused)
 {
     gkv_loader *l = loader_get(o);
     PyObject *mem, *feats = NULL, *efeats = NULL, *label = NULL, *blocks,
-             *seeds;
+             *seeds, *pairs[4] = {NULL, NULL, NULL, NULL};
     batchmem_obj *bm;
     gkv_batch *b = NULL;
     gkv_err rc;
@@ -332,6 +342,13 @@ loader_next(loader_obj *o, PyObject *unused)
     label = b->label != NULL && o->has_label
         ? view_rows(mem, b->label, b->label_bytes, &o->label)
         : Py_NewRef(Py_None);
+    for (int k = 0; k < 4; k++) {
+        const int64_t *p[4] = {b->pos_src, b->pos_dst, b->neg_src, b->neg_dst};
+        size_t n = k < 2 ? b->num_pos : b->num_neg;
+
+        pairs[k] = b->seed_ntype < 0 ? view_i64(mem, p[k], n)
+                                     : Py_NewRef(Py_None);
+    }
     Py_DECREF(mem);                   /* the views hold it now */
     if (PyErr_Occurred()) {
         Py_XDECREF(seeds);
@@ -339,12 +356,15 @@ loader_next(loader_obj *o, PyObject *unused)
         Py_XDECREF(feats);
         Py_XDECREF(efeats);
         Py_XDECREF(label);
+        for (int k = 0; k < 4; k++)
+            Py_XDECREF(pairs[k]);
         return NULL;
     }
-    return Py_BuildValue("(KKKNiNNNN)", (unsigned long long)b->epoch,
+    return Py_BuildValue("(KKKNiNNNNNNNN)", (unsigned long long)b->epoch,
                          (unsigned long long)b->index,
                          (unsigned long long)b->sample_seed, seeds,
-                         b->seed_ntype, blocks, feats, label, efeats);
+                         b->seed_ntype, blocks, feats, label, efeats,
+                         pairs[0], pairs[1], pairs[2], pairs[3]);
 }
 
 static PyObject *
@@ -496,7 +516,9 @@ gkvpy_loader_ready(PyObject *m)
         return -1;
     if (PyModule_AddIntConstant(m, "LOADER_DROP_LAST", GKV_LOADER_DROP_LAST) < 0 ||
         PyModule_AddIntConstant(m, "LOADER_NO_SHUFFLE", GKV_LOADER_NO_SHUFFLE) < 0 ||
-        PyModule_AddIntConstant(m, "LOADER_PINNED", GKV_LOADER_PINNED) < 0)
+        PyModule_AddIntConstant(m, "LOADER_PINNED", GKV_LOADER_PINNED) < 0 ||
+        PyModule_AddIntConstant(m, "EXCLUDE_SELF", GKV_EXCLUDE_SELF) < 0 ||
+        PyModule_AddIntConstant(m, "EXCLUDE_REVERSE", GKV_EXCLUDE_REVERSE) < 0)
         return -1;
     return PyModule_AddObjectRef(m, "_Loader", (PyObject *)&gkvpy_loader_type);
 }
