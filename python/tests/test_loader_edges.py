@@ -150,3 +150,46 @@ def test_bad_edge_loaders(env):
     with pytest.raises(gkv.InvalidArgumentError, match="edge IDs must be int64"):
         gkv.Loader(p, np.array([0, 1], np.uint64), batch_size=2, fanouts=[2],
                    edge_seeds=True)
+
+
+@pytest.fixture(scope="module")
+def rgraph(tmp_path_factory):
+    """A one-partition graph with edge type u:f:u and its reverse u:rf:u
+    (no parallel edges, so a reverse edge is known by its end nodes)."""
+    d = tmp_path_factory.mktemp("rgraph")
+    rng = np.random.default_rng(3)
+    pairs = np.unique(rng.integers(0, 64, (600, 2)), axis=0)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    src, dst = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+    gkv.partition(str(d), {("u", "f", "u"): (src, dst), ("u", "rf", "u"): (dst, src)},
+                  {"u": 64}, 1, name="r", csr=True,
+                  reverse_etypes={"u:f:u": "u:rf:u"})
+    p = gkv.Partition(str(d / "r.json"))
+    yield p
+    p.close()
+
+
+def test_exclude_reverse(rgraph):
+    p = rgraph
+    f, rf = p.pbook()["etypes"].index("u:f:u"), p.pbook()["etypes"].index("u:rf:u")
+    seeds = np.arange(0, 200, 3, dtype=np.int64)
+    found = {}
+    for ex in ("self", ["self", "reverse"]):
+        hit = 0
+        with gkv.Loader(p, seeds, batch_size=8, fanouts=[8, 8], seed_etype="u:f:u",
+                        num_neg=2, exclude=ex, reverse_etype="rf",
+                        sample_seed=2) as ld:
+            for b in ld:
+                s, d = (np.asarray(a) for a in p.find_edges(f, np.asarray(b.seeds)))
+                rev = set(zip(d.tolist(), s.tolist()))
+                nodes = np.asarray(b.blocks[-1].nodes[0])
+                np.testing.assert_array_equal(nodes[np.asarray(b.pos_src)], s)
+                np.testing.assert_array_equal(nodes[np.asarray(b.pos_dst)], d)
+                for blk in b.blocks:
+                    assert not np.isin(np.asarray(blk.edges[f][2]), b.seeds).any()
+                    rs, rd = p.find_edges(rf, np.asarray(blk.edges[rf][2]))
+                    hit += len(rev & set(zip(np.asarray(rs).tolist(),
+                                             np.asarray(rd).tolist())))
+        found[str(ex)] = hit
+    assert found["self"] > 0                       # the reverses are sampled ...
+    assert found[str(["self", "reverse"])] == 0    # ... unless excluded
