@@ -82,6 +82,30 @@ const char *gkv__errmsg_about(const void *about);
  * EINVAL, anything else GKV_EIO. */
 gkv_err gkv__from_errno(int e);
 
+/* ---- arenas (arena.c) ---------------------------------------------------
+ * Memory handed out by bumping chunks, all of it given back at once: the
+ * client's sampling results and a server's batch arrays live in one. A
+ * reset keeps the memory, merged into one chunk of the total size, so a
+ * steady stream of calls allocates nothing and touches no fresh pages.
+ * Not thread-safe: an arena belongs to one thread (or lock) at a time.
+ * Zero-initialise. */
+typedef struct gkv__arena {
+    struct gkv__achunk { unsigned char *p; size_t cap, used; } *ar;
+    size_t nar, capar;
+} gkv__arena;
+
+/* 'bytes' (0: 16), 16-aligned, until the next reset; a new chunk is at
+ * least 'min_chunk' bytes and twice the last. NULL: out of memory. */
+void   *gkv__arena_alloc(gkv__arena *a, size_t bytes, size_t min_chunk);
+/* Empties the arena, keeping its memory (merged into one chunk). */
+void    gkv__arena_reset(gkv__arena *a);
+/* Frees all of it; the arena is empty and usable again. */
+void    gkv__arena_free(gkv__arena *a);
+/* The bytes of memory it holds (used or not). */
+size_t  gkv__arena_size(const gkv__arena *a);
+/* Whether p points into what the arena has handed out since its reset. */
+int     gkv__arena_holds(const gkv__arena *a, const void *p);
+
 #ifdef __cplusplus
 }
 #endif

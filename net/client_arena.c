@@ -15,34 +15,13 @@
 void
 net__arena_reset(gkv_client *c)
 {
-    size_t total = 0;
-
-    for (size_t i = 0; i < c->nar; i++) {
-        c->ar[i].used = 0;
-        total += c->ar[i].cap;
-    }
-    if (c->nar > 1) {
-        void *p;
-        for (size_t i = 0; i < c->nar; i++)
-            gkv__free(c->ar[i].p);
-        c->nar = 0;
-        if ((p = gkv__malloc(total)) != NULL) {
-            c->ar[0].p = p;
-            c->ar[0].cap = total;
-            c->ar[0].used = 0;
-            c->nar = 1;
-        }
-    }
+    gkv__arena_reset(&c->ar);
 }
 
 void
 net__sample_free(gkv_client *c)
 {
-    for (size_t i = 0; i < c->nar; i++)
-        gkv__free(c->ar[i].p);
-    gkv__free(c->ar);
-    c->ar = NULL;
-    c->nar = c->capar = 0;
+    gkv__arena_free(&c->ar);
     gkv__free(c->eb);
     c->eb = NULL;
     c->ebcap = 0;
@@ -58,46 +37,14 @@ net__sample_free(gkv_client *c)
 static int
 arena_holds(const gkv_client *c, const void *p)
 {
-    uintptr_t q = (uintptr_t)p;
-
-    for (size_t i = 0; p != NULL && i < c->nar; i++) {
-        uintptr_t a = (uintptr_t)c->ar[i].p;
-        if (q >= a && q - a < c->ar[i].used)
-            return 1;
-    }
-    return 0;
+    return gkv__arena_holds(&c->ar, p);
 }
 
 /* Memory that lives until the next sampling call, 16-aligned. */
 void *
 net__arena_alloc(gkv_client *c, size_t bytes)
 {
-    struct achunk *a = c->nar > 0 ? &c->ar[c->nar - 1] : NULL;
-    size_t need = (bytes + 15) & ~(size_t)15;
-
-    if (need == 0)
-        need = 16;
-    if (a == NULL || a->cap - a->used < need) {
-        size_t cap = need < (1u << 20) ? (1u << 20) : need;
-        if (a != NULL && cap < 2 * a->cap)
-            cap = 2 * a->cap;
-        if (c->nar == c->capar) {
-            size_t nc = c->capar ? c->capar * 2 : 8;
-            struct achunk *na = gkv__realloc(c->ar, nc * sizeof *na);
-            if (na == NULL)
-                return NULL;
-            c->ar = na;
-            c->capar = nc;
-        }
-        a = &c->ar[c->nar];
-        if ((a->p = gkv__malloc(cap)) == NULL)
-            return NULL;
-        a->cap = cap;
-        a->used = 0;
-        c->nar++;
-    }
-    a->used += need;
-    return (unsigned char *)a->p + a->used - need;
+    return gkv__arena_alloc(&c->ar, bytes, 1u << 20);
 }
 
 /* The inputs of a sampling call (checked) that point into the arena, the

@@ -207,8 +207,7 @@ struct gkv_client {
     gkv_pbook *book;
     /* sampling (client_arena.c, client_blocks.c, client_edge_batch.c):
      * the results of the last sampling call, reused by the next one */
-    struct achunk { void *p; size_t cap, used; } *ar;
-    size_t nar, capar;
+    gkv__arena ar;
     int32_t **mk;                  /* sample_blocks' relabelling markers */
     int nmk;
     int64_t *eb;                   /* the last edge batch's pairs */

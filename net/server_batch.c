@@ -73,8 +73,7 @@ struct bthread {
     /* the batch's memory: chunks bumped from the front, emptied (and
      * merged into one of their total size) by the next batch, so a steady
      * stream of batches allocates nothing and touches no fresh pages */
-    struct bchunk { unsigned char *p; size_t cap, used; } *ar;
-    size_t nar, capar;
+    gkv__arena ar;
 };
 
 struct srv_batch {
@@ -113,53 +112,14 @@ batch_free(struct batch *b)
     net__batch_req_free(&b->q);
 }
 
-/* Empties the thread's arena for a new batch (one chunk of their total
- * size when there were several). */
-static void
-arena_reset(struct bthread *bt)
-{
-    size_t total = 0;
-
-    for (size_t i = 0; i < bt->nar; i++) {
-        bt->ar[i].used = 0;
-        total += bt->ar[i].cap;
-    }
-    if (bt->nar > 1) {
-        for (size_t i = 0; i < bt->nar; i++)
-            gkv__free(bt->ar[i].p);
-        bt->nar = 0;
-        if ((bt->ar[0].p = gkv__malloc(total)) != NULL) {
-            bt->ar[0].cap = total;
-            bt->nar = 1;
-        }
-    }
-}
-
 /* After a batch: an arena grown past ARENA_KEEP by an outsized batch is
  * given back (a later one grows it again), so that a thread does not keep
  * the peak of every batch it ever served. */
 static void
 arena_trim(struct bthread *bt)
 {
-    size_t total = 0;
-
-    for (size_t i = 0; i < bt->nar; i++)
-        total += bt->ar[i].cap;
-    if (total <= ARENA_KEEP)
-        return;
-    for (size_t i = 0; i < bt->nar; i++)
-        gkv__free(bt->ar[i].p);
-    bt->nar = 0;
-}
-
-static void
-arena_free(struct bthread *bt)
-{
-    for (size_t i = 0; i < bt->nar; i++)
-        gkv__free(bt->ar[i].p);
-    gkv__free(bt->ar);
-    bt->ar = NULL;
-    bt->nar = bt->capar = 0;
+    if (gkv__arena_size(&bt->ar) > ARENA_KEEP)
+        gkv__arena_free(&bt->ar);
 }
 
 /* 'bytes' of the thread's arena, 16-aligned, until the next batch; NULL:
@@ -167,36 +127,13 @@ arena_free(struct bthread *bt)
 static void *
 bmem(struct batch *b, size_t bytes)
 {
-    struct bthread *bt = b->bt;
-    struct bchunk *a = bt->nar > 0 ? &bt->ar[bt->nar - 1] : NULL;
-    size_t need = ((bytes + 15) & ~(size_t)15) + 16;
+    /* 16 bytes past every array, and chunks of 4 MiB at least */
+    void *p = gkv__arena_alloc(&b->bt->ar, bytes + 16, 4u << 20);
 
-    if (a == NULL || a->cap - a->used < need) {
-        size_t cap = need < (4u << 20) ? (4u << 20) : need;
-
-        if (a != NULL && cap < 2 * a->cap)
-            cap = 2 * a->cap;
-        if (bt->nar == bt->capar) {
-            size_t nc = bt->capar ? 2 * bt->capar : 8;
-            struct bchunk *na = gkv__realloc(bt->ar, nc * sizeof *na);
-            if (na == NULL)
-                goto oom;
-            bt->ar = na;
-            bt->capar = nc;
-        }
-        a = &bt->ar[bt->nar];
-        if ((a->p = gkv__malloc(cap)) == NULL)
-            goto oom;
-        a->cap = cap;
-        a->used = 0;
-        bt->nar++;
-    }
-    a->used += need;
-    return a->p + a->used - need;
-oom:
-    srv__fail(b->r, GKV_ENOMEM, "sample_batch: out of memory for %zu bytes",
-              bytes);
-    return NULL;
+    if (p == NULL)
+        srv__fail(b->r, GKV_ENOMEM, "sample_batch: out of memory for %zu "
+                  "bytes", bytes);
+    return p;
 }
 
 /* ms left until the deadline (0 once past). */
@@ -1054,7 +991,7 @@ op_sample_batch(gkv_server *s, srv_req *r)
         return;
     }
     b.bt = &b.sb->th[r->pool];
-    arena_reset(b.bt);
+    gkv__arena_reset(&b.bt->ar);
     net__rd_init(&rd, r->pl, r->plen);
     if ((d = net__dec_batch_req(&rd, &b.q)) != 0) {
         srv__fail(r, d == NET_DEC_NOMEM ? GKV_ENOMEM : GKV_EPROTO,
@@ -1201,7 +1138,7 @@ srv__batch_free(gkv_server *s)
 
         side_stop(&bt->side);
         gkv_sampler_free(bt->samp);
-        arena_free(bt);
+        gkv__arena_free(&bt->ar);
         for (int t = 0; bt->mk != NULL && t < sb->nnt; t++)
             gkv__free(bt->mk[t]);
         gkv__free(bt->mk);

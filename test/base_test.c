@@ -220,6 +220,42 @@ test_alloc_and_clock(void **state)
     (void)state;
 }
 
+/* The arena: 16-aligned, distinct blocks; a reset keeps its memory as one
+ * chunk (the next allocations reuse it, allocating nothing); holds()
+ * tells handed-out memory; free gives everything back. */
+static void
+test_arena(void **state)
+{
+    long live;
+    gkv__arena a = {0};
+    unsigned char *p[40];
+    size_t size;
+
+    for (int i = 0; i < 40; i++) {
+        p[i] = gkv__arena_alloc(&a, (size_t)i * 100, 1024);
+        assert_non_null(p[i]);
+        assert_int_equal((uintptr_t)p[i] % 16, 0);
+        memset(p[i], i, (size_t)i * 100);
+        assert_true(gkv__arena_holds(&a, p[i]));
+    }
+    for (int i = 1; i < 40; i++)        /* nothing overwrote another */
+        assert_int_equal(p[i][0], i);
+    assert_true(a.nar > 1);
+    size = gkv__arena_size(&a);
+    gkv__arena_reset(&a);
+    assert_int_equal(a.nar, 1);
+    assert_int_equal(gkv__arena_size(&a), size);
+    assert_false(gkv__arena_holds(&a, p[0]));
+    live = gkv__alloc_live();
+    assert_non_null(gkv__arena_alloc(&a, size / 2, 1024));
+    assert_int_equal(gkv__alloc_live(), live);   /* reused, not allocated */
+    gkv__arena_free(&a);
+    assert_int_equal(a.nar, 0);
+    assert_non_null(gkv__arena_alloc(&a, 10, 64));   /* usable again */
+    gkv__arena_free(&a);
+    (void)state;
+}
+
 int
 main(void)
 {
@@ -233,6 +269,7 @@ main(void)
                                         gkvt_store_teardown),
         cmocka_unit_test(test_fail_reads_slot),
         cmocka_unit_test(test_alloc_and_clock),
+        cmocka_unit_test(test_arena),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
