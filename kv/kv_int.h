@@ -49,6 +49,14 @@ uint64_t kv__mix3(uint64_t seed, uint64_t row, uint64_t col);
 #define KV_KEY_LEN       12u      /* data key: tid (u32 BE) + chunk (u64 BE) */
 #define KV_CHUNK_MAGIC   0x31434b47u  /* "GKC1", last 4 bytes of a chunk header */
 #define KV_ZERO_LEN      (64ull << 20) /* read-only zeros: rows of unwritten chunks */
+/* A plain record in LMDB's main database (beside the named databases'
+ * records): the number of the transaction that last wrote the store, u64
+ * little-endian, put by every commit gkv makes. The header pages say
+ * which commit is newest by their transaction number alone; a damaged
+ * number in the older one makes LMDB read the commit before the last,
+ * whose tree is whole, and only this record, written inside that tree,
+ * shows that the number lies (kv__walk checks it). */
+#define KV_TXN_KEY       "gkv.txn"
 
 struct handler {
     struct handler *next;

@@ -377,6 +377,18 @@ disk_full(const gkv_store *s)
            (uint64_t)vf.f_bavail * vf.f_frsize < (1u << 20);
 }
 
+/* Puts KV_TXN_KEY: this transaction's number. 0 or an LMDB error. */
+static int
+txn_stamp(MDB_txn *txn)
+{
+    uint64_t id = (uint64_t)mdb_txn_id(txn);
+    MDB_val k = {sizeof KV_TXN_KEY - 1, KV_TXN_KEY}, d = {8, &id};
+    MDB_dbi main;
+    int mrc = mdb_dbi_open(txn, NULL, 0, &main);
+
+    return mrc != 0 ? mrc : mdb_put(txn, main, &k, &d, 0);
+}
+
 /* Commits a transaction that rewrites one meta value unchanged. LMDB does
  * not reuse the pages the last commit freed (a torn next commit must find
  * that one's tree whole), so on a full disk a write right after a delete
@@ -403,7 +415,7 @@ touch_commit(gkv_store *s)
     } else if (mrc == 0) {
         mrc = -1;
     }
-    if (mrc == 0)
+    if (mrc == 0 && (mrc = txn_stamp(txn)) == 0)
         mrc = mdb_txn_commit(txn);
     else
         mdb_txn_abort(txn);
@@ -428,6 +440,9 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
             return rc;
         if ((rc = kv__txn_begin(s, 0, &txn)) == GKV_OK) {
             rc = fn(s, txn, arg);
+            if (rc == GKV_OK && (mrc = txn_stamp(txn)) != 0)
+                rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s",
+                              s->st_path, mdb_strerror(mrc));
             if (rc == GKV_OK) {
                 mrc = mdb_txn_commit(txn);   /* frees txn either way */
                 if (mrc == EIO && disk_full(s)) {
@@ -861,7 +876,8 @@ store_init(gkv_store *s)
     if (rc == GKV_ENOTFOUND && create) {
         fmt = KV_FORMAT;
         if ((mrc = meta_put_u32(txn, s->st_meta, "format", KV_FORMAT)) != 0 ||
-            (mrc = meta_put_u32(txn, s->st_meta, "next_tid", 1)) != 0) {
+            (mrc = meta_put_u32(txn, s->st_meta, "next_tid", 1)) != 0 ||
+            (mrc = txn_stamp(txn)) != 0) {
             rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot initialise: "
                           "%s", s->st_path, mdb_strerror(mrc));
             goto out;

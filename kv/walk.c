@@ -104,6 +104,8 @@ struct walk {
                                * end before npages (a commit does not write
                                * the pages it allocated and freed again) */
     uint64_t txnid;
+    uint64_t other_txnid;     /* the other header page's */
+    uint64_t other_rec;       /* its tree's KV_TXN_KEY; UINT64_MAX: none */
     uint8_t *seen;            /* a bit per page: reached already */
     /* a page per level being walked: the main tree's, then a named
      * database's below one of its leaves */
@@ -251,6 +253,30 @@ leaf_value(struct walk *w, uint64_t pg, unsigned i, const unsigned char *n,
 
     if (flags & ~(F_BIGDATA | (w->d.is_main ? F_SUBDATA : 0u)))
         return bad(w, pg, "node %u has flags 0x%x", i, flags);
+    if (w->d.is_main && !(flags & (F_SUBDATA | F_BIGDATA)) &&
+        klen == sizeof KV_TXN_KEY - 1 && memcmp(key, KV_TXN_KEY, klen) == 0) {
+        /* the gkv commit that wrote this tree (kv_int.h). A damaged
+         * older header page that LMDB takes for the newest says record + 2
+         * with the other page at record + 1, whose tree gkv wrote in
+         * record + 1; anything else is a store that another program wrote
+         * after gkv (a commit each, no record), or compacted (mdb_copy -c
+         * numbers its commit 1), and is let be */
+        uint64_t rec = dsize == 8 ? get64(dp) : 0;
+
+        if (dsize != 8)
+            return bad(w, pg, "node %u: a transaction record of %llu bytes",
+                       i, (unsigned long long)dsize);
+        if (w->txnid == rec + 2 && w->other_txnid == rec + 1 &&
+            w->other_rec == rec + 1)
+            return bad(w, pg, "the header page names transaction %llu the "
+                       "newest, but gkv wrote this tree in transaction %llu "
+                       "and the other header page holds %llu: the older "
+                       "header page's transaction number is damaged (reading "
+                       "on would silently undo the last commit)",
+                       (unsigned long long)w->txnid,
+                       (unsigned long long)rec,
+                       (unsigned long long)w->other_txnid);
+    }
     if (flags & F_BIGDATA) {
         unsigned char oh[HDR];
         uint64_t op = get64(dp), need = (HDR - 1 + dsize) / w->psize + 1;
@@ -629,6 +655,47 @@ kv__walk_meta(const char *path, int fd)
     return GKV_OK;
 }
 
+/* The KV_TXN_KEY record of the tree header page 'm' points at, when its
+ * main database is one sound leaf page (it always is in a gkv store:
+ * three database records and this one); UINT64_MAX otherwise. Every
+ * number is checked before it is used, as walk_nodes does. */
+static uint64_t
+main_record(int fd, const struct meta *m, uint32_t psize, uint64_t fpages)
+{
+    uint64_t root = m->dbs[1].root, rec = UINT64_MAX;
+    unsigned char *p;
+    unsigned lower, upper;
+
+    if (m->dbs[1].depth != 1 || root < 2 || root > m->last_pg ||
+        root >= fpages || (p = gkv__malloc(psize)) == NULL)
+        return UINT64_MAX;
+    if (pread(fd, p, psize, (off_t)(root * psize)) != (ssize_t)psize)
+        goto out;
+    lower = get16(p + 12);
+    upper = get16(p + 14);
+    if (get64(p) != root || get16(p + 10) != P_LEAF || lower < HDR ||
+        lower > upper || upper > psize)
+        goto out;
+    for (unsigned i = 0; i < (lower - HDR) / 2; i++) {
+        unsigned off = get16(p + HDR + 2 * i), klen;
+        const unsigned char *n = p + off;
+
+        if (off < upper || off > psize - NODE)
+            goto out;
+        klen = get16(n + 6);
+        if (get16(n + 4) == 0 && klen == sizeof KV_TXN_KEY - 1 &&
+            (get16(n) | (uint64_t)get16(n + 2) << 16) == 8 &&
+            (uint64_t)klen + 8 <= psize - off - NODE &&
+            memcmp(n + NODE, KV_TXN_KEY, klen) == 0) {
+            rec = get64(n + NODE + klen);
+            break;
+        }
+    }
+out:
+    gkv__free(p);
+    return rec;
+}
+
 gkv_err
 kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
          kv_walk_info *info)
@@ -666,11 +733,13 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
     w.psize = cur->psize;
     w.npages = cur->last_pg + 1;
     w.txnid = cur->txnid;
+    w.other_txnid = m[cur == &m[0]].txnid;
     {
         struct stat st;
         w.fpages = fstat(fd, &st) == 0 ? (uint64_t)st.st_size / w.psize
                                        : w.npages;
     }
+    w.other_rec = main_record(fd, &m[cur == &m[0]], w.psize, w.fpages);
     w.info = info;
     w.rc = GKV_OK;
     w.bad_pg = NO_PAGE;
