@@ -9,6 +9,8 @@
  *   part.c    gkv.Partition (a partition opened in process, its sampler)
  *   partition.c  gkv._partition (gkv_partition_write on arrays)
  *   loader.c  gkv._Loader and the memory of its batches
+ *   nnshim.c  nanomsg through a table of its functions, a fresh copy of
+ *             the library loaded in each child after fork()
  *
  * Every call that can block releases the interpreter lock around the C
  * call. An object whose C call runs without the lock counts it in
@@ -177,5 +179,17 @@ int gkvpy_store_ready(PyObject *m);
 int gkvpy_client_ready(PyObject *m);
 int gkvpy_server_ready(PyObject *m);
 int gkvpy_part_ready(PyObject *m);
+
+/* ---- nnshim.c ---- */
+/* Loads nanomsg (module init): 0, or -1 with ImportError naming what is
+ * missing. */
+int gkvpy_nn_load(void);
+/* Before any call that may reach nanomsg (connect, a server): in a child
+ * after fork(), loads the child's own copy of the library first. 0, or -1
+ * with NotSupportedError saying why. Any thread; idempotent. */
+int gkvpy_nn_ready(void);
+/* _gkv._nn_loaded_by(): the process that loaded the nanomsg in use, 0
+ * while a forked child has not loaded its own yet (for the tests). */
+PyObject *gkvpy_nn_loaded_by(PyObject *self, PyObject *unused);
 
 #endif

@@ -184,6 +184,9 @@ py_strerror(PyObject *self, PyObject *arg)
 
 static PyMethodDef methods[] = {
     {"strerror", py_strerror, METH_O, "strerror(code) -> the text of a gkv error code"},
+    {"_nn_loaded_by", gkvpy_nn_loaded_by, METH_NOARGS,
+     "_nn_loaded_by() -> the PID that loaded the nanomsg copy in use (0: "
+     "a forked child that has not loaded its own yet)"},
     {"_partition", (PyCFunction)(void (*)(void))gkvpy_partition,
      METH_VARARGS | METH_KEYWORDS, "gkv_partition_write(); use gkv.partition()"},
     {NULL, NULL, 0, NULL},
@@ -203,6 +206,8 @@ PyInit__gkv(void)
 
     if (m == NULL)
         return NULL;
+    if (gkvpy_nn_load() < 0)
+        goto fail;
     gkvpy_error = PyErr_NewExceptionWithDoc("gkv.Error",
         "A gkv call failed. Attributes: code (the gkv_err value), name "
         "('GKV_EINVAL') and message (the detail, gkv_errmsg()).", NULL, NULL);
