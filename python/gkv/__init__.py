@@ -26,9 +26,15 @@ Inputs (IDs, rows, out=) are numpy arrays, torch tensors, or anything with
 __dlpack__ or the buffer protocol, taken without a copy; they must be
 C-contiguous and of the tensor's dtype and row shape, else
 InvalidArgumentError / ShapeError is raised and nothing changes. Calls that
-may block release the interpreter lock. A Store used in a child
-after fork() reopens by itself; a Client reaches worker processes by
-pickling (Client says how).
+may block release the interpreter lock.
+
+Worker processes: a Store used in a child after fork() reopens by itself,
+and a Client reconnects by itself there (Client says how), so torch
+DataLoader workers with the default 'fork' context work, as do 'spawn'
+and 'forkserver' ones (a Client pickles). The child gets a fresh copy of
+nanomsg (the extension loads it with dlopen; nanomsg's threads are not
+copied by fork). A Loader's worker threads stay in the parent: make
+loaders in the worker.
 """
 import array
 import os
@@ -128,15 +134,21 @@ class Client(_Sampling, _gkv._Client):
     or to the one server at addr ('HOST:PORT'). token is the job's secret
     (or token_file, a file of mode 0600 holding it).
 
-    Worker processes: a Client pickles as its connect parameters, so one
-    handed to a worker started with 'spawn' or 'forkserver' (torch
-    DataLoader(..., multiprocessing_context='forkserver')) connects there by
-    itself, as an observer of the same group (rank 2^31 + its process ID:
-    an observer needs a rank no member has; its leaving never stops a
-    server, and it takes no part in barriers). The pickle holds the token when one was given as
-    token= (token_file= pickles the path). In a child made by a plain
-    fork() every call raises NotSupportedError: nanomsg's I/O thread is
-    not copied into the child, so no connection can be made there."""
+    Worker processes: used in a child made by fork() (torch DataLoader
+    workers with the default context), a Client reconnects there by
+    itself at its first call, with its saved connect parameters, as an
+    observer of the same group (rank 2^31 + the child's process ID: an
+    observer needs a rank no member has; its leaving never stops a
+    server, and it takes no part in barriers), over the child's own copy
+    of nanomsg. The parent's connection is left alone in the child (its
+    descriptors stay open there until the child exits). A Client also
+    pickles as its connect parameters, so one handed to a worker started
+    with 'spawn' or 'forkserver' connects there the same way. The pickle
+    holds the token when one was given as token= (token_file= pickles the
+    path). A Loader over the client cannot follow it into a child (its
+    threads stay in the parent); a Loader made in the worker needs a
+    client connected there with a rank below 32768 (its threads use
+    clones of it)."""
 
     def __init__(self, ip_config=None, **kw):
         self._connect_args = (ip_config, dict(kw))
@@ -403,7 +415,13 @@ class Loader(_gkv._Loader):
     None, "self" (the batch's edges), "reverse" (their reverse edges, of
     edge type reverse_etype), a list of those, or EXCLUDE_* flags. Batch
     has the pairs (pos_src ...). Not with where='server' (NotSupportedError);
-    no label."""
+    no label.
+
+    Processes: the worker threads stay in the process that made the
+    loader; in a child made by fork() its calls raise NotSupportedError.
+    Make loaders in the worker process, over a Client connected there
+    with a rank below 32768 (the threads use clones of it, which
+    gkv_client_clone makes only for such ranks)."""
 
     def __init__(self, source, seeds=None, *, batch_size, fanouts, feats=(),
                  label=None, efeats=(), where=None, seed_ntype=0,

@@ -279,7 +279,9 @@ loader_get(loader_obj *o)
     }
     if (o->pid != getpid()) {
         gkvpy_raisef(GKV_ENOTSUP, "this loader was made by process %ld: its "
-                     "worker threads are not in this forked child", (long)o->pid);
+                     "worker threads are not in this forked child; make the "
+                     "loader in the worker (over a client connected there "
+                     "with a rank below 32768)", (long)o->pid);
         return NULL;
     }
     if (o->inflight > 0) {
