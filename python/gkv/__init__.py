@@ -48,7 +48,8 @@ from ._gkv import (Array, Error, Store, __c_version__, error_classes,  # noqa: F
 globals().update({cls.__name__: cls for cls in error_classes.values()})
 
 __version__ = "0.1.0"
-__all__ = ["Array", "Batch", "Block", "Client", "Error", "Loader", "Partition",
+__all__ = ["Array", "Batch", "Block", "Client", "Error", "GpuBatch", "GpuLoader",
+           "Loader", "Partition",
            "Server", "Store",
            "error_classes", "partition", "strerror"] + [c.__name__ for c in error_classes.values()]
 
@@ -341,6 +342,31 @@ class Batch:
             self.epoch, self.index, len(self.seeds))
 
 
+class GpuBatch:
+    """One mini-batch of a GpuLoader. blocks (list of Block) and feats (per
+    node type: the input nodes' feature rows, or None for a type without
+    the feature) are device memory: Arrays whose __dlpack_device__ is
+    (2, device) (kDLCUDA), exported through __dlpack__ only (no buffer
+    protocol), e.g. torch.from_dlpack(x) on that device. They are the
+    loader's until its next batch (the memory is reused then, and the
+    Arrays stop exporting): clone a tensor to keep it. seeds and label
+    are host copies. rows_cached / rows_pulled: the input rows read from
+    device caches / brought from the batch."""
+
+    __slots__ = ("epoch", "index", "sample_seed", "seeds", "seed_ntype",
+                 "blocks", "feats", "label", "rows_cached", "rows_pulled")
+
+    def __init__(self, raw):
+        (self.epoch, self.index, self.sample_seed, self.seeds, self.seed_ntype,
+         blocks, self.feats, self.label, self.rows_cached,
+         self.rows_pulled) = raw
+        self.blocks = [Block(*b) for b in blocks]
+
+    def __repr__(self):
+        return "gkv.GpuBatch(epoch=%d, index=%d, seeds=%d)" % (
+            self.epoch, self.index, len(self.seeds))
+
+
 _WHERE = {"local": 0, "client": 1, "server": 2}
 _EXCLUDE = {"self": _gkv.EXCLUDE_SELF, "reverse": _gkv.EXCLUDE_REVERSE}
 EXCLUDE_SELF = _gkv.EXCLUDE_SELF
@@ -429,7 +455,8 @@ class Loader(_gkv._Loader):
                  drop_last=False, shuffle_seed=0, sample_seed=0, dir="in",
                  replace=False, weighted=False, prefetch=0, workers=0,
                  sampler_threads=0, pinned=False, edge_seeds=False,
-                 seed_etype=None, num_neg=0, exclude=None, reverse_etype=None):
+                 seed_etype=None, num_neg=0, exclude=None, reverse_etype=None,
+                 _gpu=None):
         if where is None:
             where = "local" if isinstance(source, _gkv._Partition) else "server"
         if where not in _WHERE:
@@ -501,7 +528,8 @@ class Loader(_gkv._Loader):
                          sampler_threads=sampler_threads,
                          edge_seeds=edge_seeds, seed_etype=seed_etype,
                          num_neg=num_neg, exclude=ex,
-                         reverse_etype=reverse_etype)
+                         reverse_etype=reverse_etype,
+                         **(_gpu(book) if _gpu is not None else {}))
         self._epoch = 0
         self._ended = False
 
@@ -515,7 +543,9 @@ class Loader(_gkv._Loader):
         if raw is None:
             self._ended = True
             raise StopIteration
-        return Batch(raw)
+        return self._batch(raw)
+
+    _batch = Batch
 
     def set_epoch(self, epoch):
         """Starts epoch 'epoch', dropping what is left of the current one."""
@@ -531,3 +561,41 @@ class Loader(_gkv._Loader):
 
     def __exit__(self, *exc):
         self.close()
+
+
+class GpuLoader(Loader):
+    """GpuLoader(client, seeds=None, *, feat=None, device=0, **Loader's)
+
+    The GPU loader (gkv_gpu_loader, gpu/gkv_gpu.h): the batches of a Loader
+    with the same arguments (client a gkv.Client; where 'server' or
+    'client'), each put on CUDA device 'device': its blocks, and the rows
+    of tensor "node/<ntype>/<feat>" of every node type that has one for
+    the input nodes (feat None: blocks only). Iterating yields GpuBatch,
+    whose device arrays are valid until the next batch. Needs gkv built
+    with CUDA (gkv._gkv.HAVE_CUDA); the loader's own feats= are not taken
+    (feat= instead). Without a CUDA device it raises NotSupportedError.
+    Like any CUDA user, make it in the process that uses it: a child made
+    by fork() cannot use its parent's CUDA context."""
+
+    def __init__(self, client, seeds=None, *, feat=None, device=0, **kw):
+        if kw.get("feats"):
+            raise InvalidArgumentError(  # noqa: F821
+                "GpuLoader: give feat= (one feature name), not feats= (GKV_EINVAL)")
+
+        def formats(book):
+            out = []
+            for t in book["ntypes"]:
+                try:
+                    d = client.describe("node/%s/%s" % (t, feat)) if feat else None
+                except NotFoundError:  # noqa: F821
+                    d = None
+                out.append(None if d is None else
+                           (_gkv._dtype_code(d["dtype"]), tuple(d["row_shape"])))
+            return dict(gpu_device=int(device), gpu_feat=feat, gpu_formats=out)
+
+        if int(device) < 0:
+            raise InvalidArgumentError(  # noqa: F821
+                "GpuLoader: device must be >= 0 (GKV_EINVAL)")
+        super().__init__(client, seeds, _gpu=formats, **kw)
+
+    _batch = GpuBatch

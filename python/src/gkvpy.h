@@ -55,6 +55,8 @@ typedef struct {
     Py_ssize_t  strides[GKVPY_MAXDIM];  /* bytes, C order */
     PyObject   *owner;          /* keeps 'data' alive; NULL: data is ours
                                  * (malloc'd) */
+    int         cuda;           /* -1: CPU memory; else the CUDA device
+                                 * holding data (a GPU batch's view) */
     Py_ssize_t  exports;        /* buffer views handed out */
 } gkvpy_array;
 
@@ -63,7 +65,9 @@ int gkvpy_array_ready(PyObject *m);
 /* A new array of 'dtype' and shape, memory malloc'd (not zeroed) and owned
  * by the array. NULL with an exception. */
 gkvpy_array *gkvpy_array_new(int dtype, int ndim, const Py_ssize_t *shape);
-/* An array over memory 'owner' keeps alive (a batch): no copy. */
+/* An array over memory 'owner' keeps alive (a batch): no copy. When owner
+ * is a GPU batch's (_GpuBatchMem), data is device memory: the array then
+ * exports only through __dlpack__, as a CUDA tensor. */
 gkvpy_array *gkvpy_array_view(PyObject *owner, void *data, int dtype, int ndim,
                               const Py_ssize_t *shape);
 /* A new int64 array holding a copy of p[0 .. n). */
@@ -179,6 +183,11 @@ int gkvpy_store_ready(PyObject *m);
 int gkvpy_client_ready(PyObject *m);
 int gkvpy_server_ready(PyObject *m);
 int gkvpy_part_ready(PyObject *m);
+
+/* The CUDA device of the memory 'owner' (an Array's) keeps, -1 for CPU
+ * memory (any other owner). For a GPU batch no longer current (the loader
+ * moved on, its memory is reused) -1 with *stale set. (loader.c) */
+int gkvpy_owner_cuda(PyObject *owner, int *stale);
 
 /* ---- nnshim.c ---- */
 /* Loads nanomsg (module init): 0, or -1 with ImportError naming what is

@@ -182,7 +182,17 @@ py_strerror(PyObject *self, PyObject *arg)
     return PyUnicode_FromString(gkv_strerror((int)e));
 }
 
+static PyObject *
+py_dtype_code(PyObject *self, PyObject *arg)
+{
+    int dt = gkvpy_dtype_parse(arg);
+
+    return dt < 0 ? NULL : PyLong_FromLong(dt);
+}
+
 static PyMethodDef methods[] = {
+    {"_dtype_code", py_dtype_code, METH_O,
+     "_dtype_code(dtype) -> the gkv_dtype value of a dtype name"},
     {"strerror", py_strerror, METH_O, "strerror(code) -> the text of a gkv error code"},
     {"_nn_loaded_by", gkvpy_nn_loaded_by, METH_NOARGS,
      "_nn_loaded_by() -> the PID that loaded the nanomsg copy in use (0: "
