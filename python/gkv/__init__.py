@@ -13,6 +13,9 @@ The objects mirror the C API (gkv.h):
   Loader     mini-batches (gkv_loader.h): blocks, seeds, features and
              labels made ahead by worker threads, in place, each array a
              view into its batch (Batch)
+  GpuLoader  the same batches put on a GPU (gkv_gpu_loader, when built
+             with CUDA): blocks and input rows as CUDA DLPack arrays
+             (GpuBatch), valid until the next batch
   Partition  one partition of a partitioned graph opened in process, with
              a sampler: the in-process answer the servers' sampling equals
   Array      what every call returns: C-contiguous CPU memory the Array
