@@ -318,16 +318,17 @@ def test_pyg_loaders_with_fork_workers(gclient):
     c, config, ipc, feat = gclient
     fs, gs = gkv.pyg.FeatureStore(c), gkv.pyg.GraphStore(c)
 
+    def fields(loader, *names):
+        return [tuple(getattr(d, n).numpy().tobytes() for n in names)
+                for d in loader]
+
     def run(num_workers):
         # all neighbours (-1): the same batches whichever worker samples
-        s = gkv.pyg.Sampler(c, [-1, -1])
-        out = []
-        for d in NodeLoader((fs, gs), s, input_nodes=torch.arange(0, 48),
-                            batch_size=8, num_workers=num_workers,
-                            timeout=CHILD_TIMEOUT if num_workers else 0):
-            out.append((d.n_id.numpy().tobytes(), d.edge_index.numpy().tobytes(),
-                        d.feat.numpy().tobytes()))
-        return out
+        return fields(NodeLoader((fs, gs), gkv.pyg.Sampler(c, [-1, -1]),
+                                 input_nodes=torch.arange(0, 48), batch_size=8,
+                                 num_workers=num_workers,
+                                 timeout=CHILD_TIMEOUT if num_workers else 0),
+                      "n_id", "edge_index", "feat")
 
     want = run(0)
     assert len(want) == 6
@@ -336,13 +337,10 @@ def test_pyg_loaders_with_fork_workers(gclient):
     eli = torch.tensor([[0, 5, 9, 17], [1, 2, 3, 4]])
 
     def run_link(num_workers):
-        out = []
-        for d in gkv.pyg.LinkNeighborLoader((fs, gs), [-1], edge_label_index=eli,
-                                            batch_size=2, num_workers=num_workers,
-                                            timeout=CHILD_TIMEOUT if num_workers else 0):
-            out.append((d.n_id.numpy().tobytes(), d.feat.numpy().tobytes(),
-                        d.edge_label_index.numpy().tobytes()))
-        return out
+        return fields(gkv.pyg.LinkNeighborLoader(
+            (fs, gs), [-1], edge_label_index=eli, batch_size=2,
+            num_workers=num_workers, timeout=CHILD_TIMEOUT if num_workers else 0),
+            "n_id", "feat", "edge_label_index")
 
     want = run_link(0)
     assert len(want) == 2
