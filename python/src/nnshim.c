@@ -17,14 +17,25 @@
  * else holds it). RTLD_LOCAL keeps each copy out of the global scope, so
  * a copy's calls to its own nn_* bind inside itself. The old copy stays
  * mapped and is never called again in the child; the memfd stays open, so
- * a grandchild's memfd gets another number and another name. */
+ * a grandchild's memfd gets another number and another name.
+ *
+ * Host names. nanomsg resolves a connect address's host name with glibc's
+ * getaddrinfo_a(), whose helper threads, like nanomsg's, are not copied
+ * by fork(): for about a second after the parent resolved a name, glibc
+ * in the child counts an idle helper that is not there and queues the
+ * child's request to it for ever (a connect by name timed out; seen in
+ * the tests). So in a forked child nn_connect() resolves a host name
+ * itself, with the plain getaddrinfo() (no threads), and hands nanomsg
+ * the numeric address. */
 #define NN_EXPORT extern __attribute__((visibility("hidden")))
 #include "gkvpy.h"
 #include <nanomsg/nn.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <link.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,7 +53,6 @@
     X(nn_getsockopt, int, (int s, int l, int o, void *v, size_t *n), \
       (s, l, o, v, n), -1) \
     X(nn_bind, int, (int s, const char *a), (s, a), -1) \
-    X(nn_connect, int, (int s, const char *a), (s, a), -1) \
     X(nn_shutdown, int, (int s, int h), (s, h), -1) \
     X(nn_send, int, (int s, const void *b, size_t n, int f), (s, b, n, f), -1) \
     X(nn_recv, int, (int s, void *b, size_t n, int f), (s, b, n, f), -1) \
@@ -56,6 +66,7 @@
 #define X_FIELD(name, ret, params, args, fail) ret (*name) params;
 struct nn_tab {
     NN_FUNCS(X_FIELD)
+    int (*nn_connect)(int, const char *);
     int (*nn_errno)(void);
     const char *(*nn_strerror)(int);
 };
@@ -65,6 +76,7 @@ static void *handle;                /* the copy tab points into */
 static int   libfd = -1;            /* the library file, kept open */
 static int   stale;                 /* set in a child after fork() */
 static pid_t loaded_by;             /* the process that filled tab */
+static int   reloaded;              /* tab is a forked child's copy */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static char  why[512];              /* the last failure to load */
 
@@ -85,9 +97,11 @@ tab_fill(void *h, struct nn_tab *t)
     if ((*(void **)&t->name = dlsym(h, #name)) == NULL) \
         goto missing_##name;
     NN_FUNCS(X_SYM)
-    if ((*(void **)&t->nn_errno = dlsym(h, "nn_errno")) == NULL ||
+    if ((*(void **)&t->nn_connect = dlsym(h, "nn_connect")) == NULL ||
+        (*(void **)&t->nn_errno = dlsym(h, "nn_errno")) == NULL ||
         (*(void **)&t->nn_strerror = dlsym(h, "nn_strerror")) == NULL) {
-        snprintf(why, sizeof why, "%s has no nn_errno or nn_strerror", NN_SONAME);
+        snprintf(why, sizeof why, "%s has no nn_connect, nn_errno or "
+                 "nn_strerror", NN_SONAME);
         return -1;
     }
     return 0;
@@ -150,6 +164,7 @@ reload(void)
     }
     tab = t;
     handle = h;                     /* the old copy stays mapped, unused */
+    reloaded = 1;
     loaded_by = getpid();
     return 0;                       /* fd stays open: see the top */
 fail:
@@ -243,6 +258,61 @@ gkvpy_nn_loaded_by(PyObject *self, PyObject *unused)
         return tab.name args; \
     }
 NN_FUNCS(X_DEF)
+
+/* "tcp://[iface;]host:port" with host a name: the same address with the
+ * host's first address (IPv4 unless the socket takes IPv6), resolved by
+ * getaddrinfo(), into out; else 0 (leave addr as it is). */
+static int
+numeric_addr(int s, const char *addr, char *out, size_t cap)
+{
+    char host[256], ip[INET6_ADDRSTRLEN];
+    unsigned char bin[sizeof(struct in6_addr)];
+    struct addrinfo hints, *res = NULL;
+    const char *h, *semi, *colon;
+    int v4only = 1, n;
+    size_t sz = sizeof v4only, hl;
+
+    if (strncmp(addr, "tcp://", 6) != 0)
+        return 0;
+    h = addr + 6;
+    if ((semi = strchr(h, ';')) != NULL)
+        h = semi + 1;
+    if ((colon = strrchr(h, ':')) == NULL || *h == '[' ||
+        (hl = (size_t)(colon - h)) == 0 || hl >= sizeof host)
+        return 0;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    if (inet_pton(AF_INET, host, bin) == 1 || inet_pton(AF_INET6, host, bin) == 1)
+        return 0;                   /* numeric already */
+    (void)tab.nn_getsockopt(s, NN_SOL_SOCKET, NN_IPV4ONLY, &v4only, &sz);
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = v4only ? AF_INET : AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0 || res == NULL)
+        return 0;                   /* nanomsg will say it cannot connect */
+    if (res->ai_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr,
+                  ip, sizeof ip);
+    else
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)res->ai_addr)->sin6_addr,
+                  ip, sizeof ip);
+    n = snprintf(out, cap, res->ai_family == AF_INET ? "%.*s%s%s" : "%.*s[%s]%s",
+                 (int)(h - addr), addr, ip, colon);
+    freeaddrinfo(res);
+    return n > 0 && (size_t)n < cap;
+}
+
+int
+nn_connect(int s, const char *addr)
+{
+    char num[NN_SOCKADDR_MAX + 64];
+
+    if (ready() < 0)
+        return -1;
+    if (reloaded && numeric_addr(s, addr, num, sizeof num))
+        addr = num;
+    return tab.nn_connect(s, addr);
+}
 
 int
 nn_errno(void)

@@ -147,6 +147,32 @@ def test_child_pushes_creates_and_connects_anew(served):
     c.barrier(10000)                              # still the group's member
 
 
+def test_child_reconnects_by_host_name(served, tmp_path):
+    """An ip_config naming the host: the parent's connect resolved the name
+    (glibc's getaddrinfo_a, whose helper thread fork() does not copy) just
+    before the fork; the child's connect resolves it again and must not
+    wait on that missing thread (it timed out before nnshim.c resolved
+    names itself in a child)."""
+    srv, c, ipc, port = served
+    c.create("h", dtype="int64", hi=4, init="const", a=9)
+    named = tmp_path / "ipc-named"
+    named.write_text("localhost %d\n" % port)
+    byname = gkv.Client(str(named), group="pytest-fork-named", observer=True,
+                        rank=7, timeout_ms=5000)
+
+    def child():
+        return (np.asarray(byname.pull("h", [0, 3])).tolist(),
+                np.asarray(c.pull("h", [1])).tolist())
+
+    try:
+        for _ in range(3):             # each fork right after a resolution
+            assert fork_call(child) == ([9, 9], [9])
+            gkv.Client(str(named), group="pytest-fork-named2", observer=True,
+                       rank=8, timeout_ms=5000).close()
+    finally:
+        byname.close()
+
+
 def test_several_children_at_once(gclient):
     c, config, ipc, feat = gclient
     want = answers(c)
