@@ -200,6 +200,34 @@ def test_several_children_at_once(gclient):
     assert answers(c) == want
 
 
+def test_fork_while_other_threads_call(gclient):
+    """Threads of the parent in the middle of calls on the same client (its
+    lock held, nanomsg busy) when it forks: the child still gets answers."""
+    import threading
+    c, config, ipc, feat = gclient
+    want = answers(c)
+    stop, errs = threading.Event(), []
+
+    def work():
+        while not stop.is_set():
+            try:
+                if answers(c) != want:
+                    errs.append("a parent thread got a wrong answer")
+            except Exception as e:              # noqa: BLE001
+                errs.append(repr(e))
+
+    ts = [threading.Thread(target=work) for _ in range(3)]
+    [t.start() for t in ts]
+    try:
+        for _ in range(5):
+            time.sleep(0.02)
+            assert fork_call(lambda: answers(c)) == want
+    finally:
+        stop.set()
+        [t.join() for t in ts]
+    assert errs == []
+
+
 def test_child_of_a_child(gclient):
     c, config, ipc, feat = gclient
     want = answers(c)
