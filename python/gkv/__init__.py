@@ -576,7 +576,8 @@ class GpuLoader(Loader):
     the input nodes (feat None: blocks only). Iterating yields GpuBatch,
     whose device arrays are valid until the next batch. Needs gkv built
     with CUDA (gkv._gkv.HAVE_CUDA); the loader's own feats= are not taken
-    (feat= instead). Without a CUDA device it raises NotSupportedError.
+    (feat= instead); len() and seeds() are the CPU Loader's only
+    (NotSupportedError). Without a CUDA device it raises NotSupportedError.
     Like any CUDA user, make it in the process that uses it: a child made
     by fork() cannot use its parent's CUDA context."""
 
