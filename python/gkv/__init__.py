@@ -13,6 +13,9 @@ The objects mirror the C API (gkv.h):
   Loader     mini-batches (gkv_loader.h): blocks, seeds, features and
              labels made ahead by worker threads, in place, each array a
              view into its batch (Batch)
+  GpuLoader  the same batches put on a GPU (gkv_gpu_loader, when built
+             with CUDA): blocks and input rows as CUDA DLPack arrays
+             (GpuBatch), valid until the next batch
   Partition  one partition of a partitioned graph opened in process, with
              a sampler: the in-process answer the servers' sampling equals
   Array      what every call returns: C-contiguous CPU memory the Array
@@ -26,9 +29,15 @@ Inputs (IDs, rows, out=) are numpy arrays, torch tensors, or anything with
 __dlpack__ or the buffer protocol, taken without a copy; they must be
 C-contiguous and of the tensor's dtype and row shape, else
 InvalidArgumentError / ShapeError is raised and nothing changes. Calls that
-may block release the interpreter lock. A Store used in a child
-after fork() reopens by itself; a Client reaches worker processes by
-pickling (Client says how).
+may block release the interpreter lock.
+
+Worker processes: a Store used in a child after fork() reopens by itself,
+and a Client reconnects by itself there (Client says how), so torch
+DataLoader workers with the default 'fork' context work, as do 'spawn'
+and 'forkserver' ones (a Client pickles). The child gets a fresh copy of
+nanomsg (the extension loads it with dlopen; nanomsg's threads are not
+copied by fork). A Loader's worker threads stay in the parent: make
+loaders in the worker.
 """
 import array
 import os
@@ -42,7 +51,8 @@ from ._gkv import (Array, Error, Store, __c_version__, error_classes,  # noqa: F
 globals().update({cls.__name__: cls for cls in error_classes.values()})
 
 __version__ = "0.1.0"
-__all__ = ["Array", "Batch", "Block", "Client", "Error", "Loader", "Partition",
+__all__ = ["Array", "Batch", "Block", "Client", "Error", "GpuBatch", "GpuLoader",
+           "Loader", "Partition",
            "Server", "Store",
            "error_classes", "partition", "strerror"] + [c.__name__ for c in error_classes.values()]
 
@@ -128,15 +138,21 @@ class Client(_Sampling, _gkv._Client):
     or to the one server at addr ('HOST:PORT'). token is the job's secret
     (or token_file, a file of mode 0600 holding it).
 
-    Worker processes: a Client pickles as its connect parameters, so one
-    handed to a worker started with 'spawn' or 'forkserver' (torch
-    DataLoader(..., multiprocessing_context='forkserver')) connects there by
-    itself, as an observer of the same group (rank 2^31 + its process ID:
-    an observer needs a rank no member has; its leaving never stops a
-    server, and it takes no part in barriers). The pickle holds the token when one was given as
-    token= (token_file= pickles the path). In a child made by a plain
-    fork() every call raises NotSupportedError: nanomsg's I/O thread is
-    not copied into the child, so no connection can be made there."""
+    Worker processes: used in a child made by fork() (torch DataLoader
+    workers with the default context), a Client reconnects there by
+    itself at its first call, with its saved connect parameters, as an
+    observer of the same group (rank 2^31 + the child's process ID: an
+    observer needs a rank no member has; its leaving never stops a
+    server, and it takes no part in barriers), over the child's own copy
+    of nanomsg. The parent's connection is left alone in the child (its
+    descriptors stay open there until the child exits). A Client also
+    pickles as its connect parameters, so one handed to a worker started
+    with 'spawn' or 'forkserver' connects there the same way. The pickle
+    holds the token when one was given as token= (token_file= pickles the
+    path). A Loader over the client cannot follow it into a child (its
+    threads stay in the parent); a Loader made in the worker needs a
+    client connected there with a rank below 32768 (its threads use
+    clones of it)."""
 
     def __init__(self, ip_config=None, **kw):
         self._connect_args = (ip_config, dict(kw))
@@ -329,6 +345,31 @@ class Batch:
             self.epoch, self.index, len(self.seeds))
 
 
+class GpuBatch:
+    """One mini-batch of a GpuLoader. blocks (list of Block) and feats (per
+    node type: the input nodes' feature rows, or None for a type without
+    the feature) are device memory: Arrays whose __dlpack_device__ is
+    (2, device) (kDLCUDA), exported through __dlpack__ only (no buffer
+    protocol), e.g. torch.from_dlpack(x) on that device. They are the
+    loader's until its next batch (the memory is reused then, and the
+    Arrays stop exporting): clone a tensor to keep it. seeds and label
+    are host copies. rows_cached / rows_pulled: the input rows read from
+    device caches / brought from the batch."""
+
+    __slots__ = ("epoch", "index", "sample_seed", "seeds", "seed_ntype",
+                 "blocks", "feats", "label", "rows_cached", "rows_pulled")
+
+    def __init__(self, raw):
+        (self.epoch, self.index, self.sample_seed, self.seeds, self.seed_ntype,
+         blocks, self.feats, self.label, self.rows_cached,
+         self.rows_pulled) = raw
+        self.blocks = [Block(*b) for b in blocks]
+
+    def __repr__(self):
+        return "gkv.GpuBatch(epoch=%d, index=%d, seeds=%d)" % (
+            self.epoch, self.index, len(self.seeds))
+
+
 _WHERE = {"local": 0, "client": 1, "server": 2}
 _EXCLUDE = {"self": _gkv.EXCLUDE_SELF, "reverse": _gkv.EXCLUDE_REVERSE}
 EXCLUDE_SELF = _gkv.EXCLUDE_SELF
@@ -403,7 +444,13 @@ class Loader(_gkv._Loader):
     None, "self" (the batch's edges), "reverse" (their reverse edges, of
     edge type reverse_etype), a list of those, or EXCLUDE_* flags. Batch
     has the pairs (pos_src ...). Not with where='server' (NotSupportedError);
-    no label."""
+    no label.
+
+    Processes: the worker threads stay in the process that made the
+    loader; in a child made by fork() its calls raise NotSupportedError.
+    Make loaders in the worker process, over a Client connected there
+    with a rank below 32768 (the threads use clones of it, which
+    gkv_client_clone makes only for such ranks)."""
 
     def __init__(self, source, seeds=None, *, batch_size, fanouts, feats=(),
                  label=None, efeats=(), where=None, seed_ntype=0,
@@ -411,7 +458,8 @@ class Loader(_gkv._Loader):
                  drop_last=False, shuffle_seed=0, sample_seed=0, dir="in",
                  replace=False, weighted=False, prefetch=0, workers=0,
                  sampler_threads=0, pinned=False, edge_seeds=False,
-                 seed_etype=None, num_neg=0, exclude=None, reverse_etype=None):
+                 seed_etype=None, num_neg=0, exclude=None, reverse_etype=None,
+                 _gpu=None):
         if where is None:
             where = "local" if isinstance(source, _gkv._Partition) else "server"
         if where not in _WHERE:
@@ -483,7 +531,8 @@ class Loader(_gkv._Loader):
                          sampler_threads=sampler_threads,
                          edge_seeds=edge_seeds, seed_etype=seed_etype,
                          num_neg=num_neg, exclude=ex,
-                         reverse_etype=reverse_etype)
+                         reverse_etype=reverse_etype,
+                         **(_gpu(book) if _gpu is not None else {}))
         self._epoch = 0
         self._ended = False
 
@@ -497,7 +546,9 @@ class Loader(_gkv._Loader):
         if raw is None:
             self._ended = True
             raise StopIteration
-        return Batch(raw)
+        return self._batch(raw)
+
+    _batch = Batch
 
     def set_epoch(self, epoch):
         """Starts epoch 'epoch', dropping what is left of the current one."""
@@ -513,3 +564,42 @@ class Loader(_gkv._Loader):
 
     def __exit__(self, *exc):
         self.close()
+
+
+class GpuLoader(Loader):
+    """GpuLoader(client, seeds=None, *, feat=None, device=0, **Loader's)
+
+    The GPU loader (gkv_gpu_loader, gpu/gkv_gpu.h): the batches of a Loader
+    with the same arguments (client a gkv.Client; where 'server' or
+    'client'), each put on CUDA device 'device': its blocks, and the rows
+    of tensor "node/<ntype>/<feat>" of every node type that has one for
+    the input nodes (feat None: blocks only). Iterating yields GpuBatch,
+    whose device arrays are valid until the next batch. Needs gkv built
+    with CUDA (gkv._gkv.HAVE_CUDA); the loader's own feats= are not taken
+    (feat= instead); len() and seeds() are the CPU Loader's only
+    (NotSupportedError). Without a CUDA device it raises NotSupportedError.
+    Like any CUDA user, make it in the process that uses it: a child made
+    by fork() cannot use its parent's CUDA context."""
+
+    def __init__(self, client, seeds=None, *, feat=None, device=0, **kw):
+        if kw.get("feats"):
+            raise InvalidArgumentError(  # noqa: F821
+                "GpuLoader: give feat= (one feature name), not feats= (GKV_EINVAL)")
+
+        def formats(book):
+            out = []
+            for t in book["ntypes"]:
+                try:
+                    d = client.describe("node/%s/%s" % (t, feat)) if feat else None
+                except NotFoundError:  # noqa: F821
+                    d = None
+                out.append(None if d is None else
+                           (_gkv._dtype_code(d["dtype"]), tuple(d["row_shape"])))
+            return dict(gpu_device=int(device), gpu_feat=feat, gpu_formats=out)
+
+        if int(device) < 0:
+            raise InvalidArgumentError(  # noqa: F821
+                "GpuLoader: device must be >= 0 (GKV_EINVAL)")
+        super().__init__(client, seeds, _gpu=formats, **kw)
+
+    _batch = GpuBatch

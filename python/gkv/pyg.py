@@ -401,7 +401,10 @@ class Sampler(BaseSampler):
     disjoint=False): PyG's BaseSampler over gkv's sampler. source: a
     gkv.Client (sampled on the servers) or a gkv.Partition (in process).
     The i-th call samples with gkv.Loader.batch_seed(seed, 0, i), so a run
-    is reproducible (and checkable against Partition.sample_blocks)."""
+    is reproducible (and checkable against Partition.sample_blocks). With
+    DataLoader workers (num_workers > 0) each worker counts its own calls,
+    so the samples differ from a run without workers (not the
+    neighbourhoods taken whole: fanout -1)."""
 
     def __init__(self, source, num_neighbors, *, replace=False, seed=0):
         self.source = source

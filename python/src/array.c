@@ -11,6 +11,9 @@
 #include <string.h>
 #include "gkvpy.h"
 #include "dlpack.h"
+#ifdef GKV_HAVE_CUDA
+#include "gkv_gpu.h"
+#endif
 
 /* ---- dtypes ---- */
 
@@ -103,6 +106,7 @@ array_alloc(int dtype, int ndim, const Py_ssize_t *shape)
         return NULL;
     a->data = NULL;
     a->owner = NULL;
+    a->cuda = -1;
     a->exports = 0;
     a->dtype = dtype;
     a->ndim = ndim;
@@ -142,7 +146,24 @@ gkvpy_array_view(PyObject *owner, void *data, int dtype, int ndim,
         return NULL;
     a->data = data;
     a->owner = Py_NewRef(owner);
+    a->cuda = gkvpy_owner_cuda(owner, &(int){0});
     return a;
+}
+
+/* 0 for CPU memory or a current device batch; -1 with BufferError for a
+ * device batch the loader has moved past. */
+static int
+array_live(gkvpy_array *a)
+{
+    int stale = 0;
+
+    if (a->cuda >= 0 && (gkvpy_owner_cuda(a->owner, &stale), stale)) {
+        PyErr_SetString(PyExc_BufferError, "this device array's batch is "
+                        "gone: the GPU loader reuses its memory at its next "
+                        "batch (clone a tensor to keep it)");
+        return -1;
+    }
+    return 0;
 }
 
 PyObject *
@@ -171,6 +192,12 @@ array_getbuffer(gkvpy_array *a, Py_buffer *v, int flags)
 {
     const struct dtinfo *d = dt_find(a->dtype);
 
+    if (a->cuda >= 0) {
+        PyErr_Format(PyExc_BufferError, "this gkv.Array is memory of CUDA "
+                     "device %d: use __dlpack__ (torch.from_dlpack)", a->cuda);
+        v->obj = NULL;
+        return -1;
+    }
     if (d->fmt == NULL) {
         PyErr_Format(PyExc_BufferError, "gkv.Array of %s has no buffer "
                      "format (Python has no bfloat16): use __dlpack__ "
@@ -271,11 +298,15 @@ array_dlpack(gkvpy_array *a, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO", kwlist, &stream,
                                      &maxv, &dev, &copy))
         return NULL;
-    if (stream != Py_None) {
-        PyErr_SetString(PyExc_BufferError, "gkv.Array is CPU memory: "
-                        "stream must be None");
+    /* a device batch is complete when handed out: any stream may use it */
+    if (stream != Py_None && (a->cuda < 0 || !PyLong_Check(stream))) {
+        PyErr_SetString(PyExc_BufferError, a->cuda < 0
+                        ? "gkv.Array is CPU memory: stream must be None"
+                        : "stream: expected None or an int");
         return NULL;
     }
+    if (array_live(a) < 0)
+        return NULL;
     if (copy != Py_None && PyObject_IsTrue(copy)) {
         PyErr_SetString(PyExc_BufferError, "gkv.Array exports without a "
                         "copy (copy=True is not supported)");
@@ -286,7 +317,13 @@ array_dlpack(gkvpy_array *a, PyObject *args, PyObject *kw)
 
         if (!PyArg_ParseTuple(dev, "ll", &type, &id))
             return NULL;
-        if (type != kDLCPU || id != 0) {
+        if (a->cuda >= 0 && (type != kDLCUDA || id != a->cuda)) {
+            PyErr_Format(PyExc_BufferError, "this gkv.Array lives on CUDA "
+                         "device %d (dl_device (2, %d)); it is not copied",
+                         a->cuda, a->cuda);
+            return NULL;
+        }
+        if (a->cuda < 0 && (type != kDLCPU || id != 0)) {
             PyErr_SetString(PyExc_BufferError, "gkv.Array lives on the CPU "
                             "(dl_device (1, 0)); copy it to a device yourself");
             return NULL;
@@ -306,8 +343,8 @@ array_dlpack(gkvpy_array *a, PyObject *args, PyObject *kw)
     c->arr = Py_NewRef((PyObject *)a);
     t = versioned ? &c->m.v.dl_tensor : &c->m.l.dl_tensor;
     t->data = a->data;
-    t->device.device_type = kDLCPU;
-    t->device.device_id = 0;
+    t->device.device_type = a->cuda >= 0 ? kDLCUDA : kDLCPU;
+    t->device.device_id = a->cuda >= 0 ? a->cuda : 0;
     t->ndim = a->ndim;
     t->dtype.code = d->dl_code;
     t->dtype.bits = d->dl_bits;
@@ -337,6 +374,8 @@ array_dlpack(gkvpy_array *a, PyObject *args, PyObject *kw)
 static PyObject *
 array_dlpack_device(gkvpy_array *a, PyObject *unused)
 {
+    if (a->cuda >= 0)
+        return Py_BuildValue("(ii)", kDLCUDA, a->cuda);
     return Py_BuildValue("(ii)", kDLCPU, 0);
 }
 
@@ -403,7 +442,39 @@ array_repr(gkvpy_array *a)
     return r;
 }
 
+/* to_host(): a CPU copy of a device array (gkv_gpu_copy); self for a CPU
+ * one. */
+static PyObject *
+array_to_host(gkvpy_array *a, PyObject *unused)
+{
+    gkvpy_array *h;
+    gkv_err rc = GKV_OK;
+
+    if (a->cuda < 0)
+        return Py_NewRef((PyObject *)a);
+    if (array_live(a) < 0 ||
+        (h = gkvpy_array_new(a->dtype, a->ndim, a->shape)) == NULL)
+        return NULL;
+#ifdef GKV_HAVE_CUDA
+    if (a->nbytes > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = gkv_gpu_copy(h->data, a->data, a->nbytes, NULL);
+        if (rc == GKV_OK)
+            rc = gkv_gpu_sync(NULL);
+        Py_END_ALLOW_THREADS
+    }
+#endif
+    if (rc != GKV_OK) {
+        Py_DECREF(h);
+        return gkvpy_raise(rc);
+    }
+    return (PyObject *)h;
+}
+
 static PyMethodDef array_methods[] = {
+    {"to_host", (PyCFunction)array_to_host, METH_NOARGS,
+     "to_host() -> Array: a CPU copy of device memory (a GpuBatch's arrays); "
+     "a CPU Array returns itself"},
     {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack,
      METH_VARARGS | METH_KEYWORDS,
      "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n"

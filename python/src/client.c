@@ -5,13 +5,18 @@
  * what it lent, so a sampling result is copied before another thread's
  * call reuses its memory.
  *
- * fork(): nanomsg's I/O thread is not copied into a child, so no nanomsg
- * socket works there while the parent has any open (a connect would wait
- * for its deadline). A call in a forked child fails at once (GKV_ENOTSUP,
- * saying what to do) and the parent's handle is left alone there (closing
- * it would leave the group in the parent's name). Workers started with
- * 'spawn' or 'forkserver' get a fresh process: gkv.Client pickles as its
- * connect parameters (Python side) and connects there as an observer. */
+ * fork(): a client used in a child made by fork() reconnects there by
+ * itself at its first call, with its saved connect parameters, as an
+ * observer of the same group (rank 2^31 + the child's process ID, no
+ * barriers; its leaving never stops a server): the same as a Client
+ * pickled to a 'spawn' worker (gkv/__init__.py). The child's nanomsg is a
+ * fresh copy of the library (nnshim.c); the parent's gkv_client, whose
+ * sockets belong to the parent's copy and whose threads are not in the
+ * child, is abandoned there, never freed nor closed: closing it would
+ * call into the parent's copy, whose threads are gone, and leave the
+ * group in the parent's name. Its socket descriptors stay open in the
+ * child, so a server sees the parent's connections end only once the
+ * child has exited too. */
 #include "gkvpy.h"
 #include <pythread.h>
 #include <string.h>
@@ -22,6 +27,7 @@ typedef struct {
     gkv_client       *c;
     PyThread_type_lock lock;
     pid_t             pid;       /* the process that connected c */
+    int               refork;    /* c is a parent's: connect before use */
     int               inflight;  /* calls running (holding 'lock') */
     int               users;     /* Loaders borrowing c */
     /* how it connected */
@@ -53,6 +59,26 @@ do_connect(client_obj *o, gkv_client **out)
     return rc;
 }
 
+/* In a child after fork(): leaves the parent's c, lock and loaders
+ * behind (never freed: see the top) and marks c to be replaced by an
+ * observer connection of this process's own. -1 with an exception. */
+static int
+client_refork(client_obj *o)
+{
+    PyThread_type_lock lock = PyThread_allocate_lock();
+
+    if (lock == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->lock = lock;                     /* a parent's thread may hold the old */
+    o->inflight = 0;
+    o->users = 0;                       /* the parent's loaders are not here */
+    o->pid = getpid();
+    o->refork = 1;
+    return 0;
+}
+
 /* Takes the client for one call: checks it is open, reconnects in a child
  * after fork(), takes the lock. NULL with an exception; else call
  * client_end() after. */
@@ -63,17 +89,8 @@ client_begin(client_obj *o)
         gkvpy_raisef(GKV_EINVAL, "the client is closed");
         return NULL;
     }
-    if (o->pid != getpid()) {
-        gkvpy_raisef(GKV_ENOTSUP, "this client was connected by process %ld, "
-                     "and this is a child it forked: nanomsg cannot be used "
-                     "in a child forked while its parent has sockets open "
-                     "(its I/O thread is not copied). Start workers with "
-                     "'spawn' or 'forkserver' (torch DataLoader("
-                     "multiprocessing_context='forkserver')): a gkv.Client "
-                     "pickled to such a worker connects there by itself",
-                     (long)o->pid);
+    if (o->pid != getpid() && client_refork(o) < 0)
         return NULL;
-    }
     if (!PyThread_acquire_lock(o->lock, NOWAIT_LOCK)) {
         Py_BEGIN_ALLOW_THREADS
         PyThread_acquire_lock(o->lock, WAIT_LOCK);
@@ -83,6 +100,32 @@ client_begin(client_obj *o)
         PyThread_release_lock(o->lock);
         gkvpy_raisef(GKV_EINVAL, "the client is closed");
         return NULL;
+    }
+    if (o->refork) {                     /* first use in this forked child */
+        gkv_client *c = NULL;
+        uint32_t rank = o->rank;
+        gkv_client_opts opts = o->opts;
+        gkv_err rc;
+
+        if (gkvpy_nn_ready() < 0) {
+            PyThread_release_lock(o->lock);
+            return NULL;
+        }
+        o->rank = (uint32_t)((1u << 31) + ((uint32_t)getpid() & 0x7fffffffu));
+        o->opts.flags |= GKV_CLIENT_OBSERVER;
+        o->opts.group_size = 0;
+        o->inflight++;                   /* close() waits for the connect */
+        rc = do_connect(o, &c);
+        o->inflight--;
+        if (rc != GKV_OK) {
+            o->rank = rank;              /* the next call tries again */
+            o->opts = opts;
+            PyThread_release_lock(o->lock);
+            gkvpy_raise(rc);
+            return NULL;
+        }
+        o->c = c;                        /* the parent's is left behind */
+        o->refork = 0;
     }
     o->inflight++;
     return o->c;
@@ -183,6 +226,8 @@ client_init(client_obj *o, PyObject *args, PyObject *kw)
         PyErr_NoMemory();
         return -1;
     }
+    if (gkvpy_nn_ready() < 0)
+        return -1;
     if ((rc = do_connect(o, &c)) != GKV_OK) {
         gkvpy_raise(rc);
         return -1;
@@ -198,6 +243,10 @@ client_close(client_obj *o, PyObject *unused)
     gkv_client *c = o->c;
     gkv_err rc = GKV_OK;
 
+    if (c != NULL && o->pid != getpid()) {
+        o->c = NULL;                    /* a parent's, never used here */
+        Py_RETURN_NONE;
+    }
     if (o->inflight > 0)
         return gkvpy_raisef(GKV_EBUSY, "the client has %d calls running in "
                             "other threads", o->inflight);
@@ -205,7 +254,7 @@ client_close(client_obj *o, PyObject *unused)
         return gkvpy_raisef(GKV_EBUSY, "%d loaders use the client: close "
                             "them first", o->users);
     o->c = NULL;
-    if (c != NULL && o->pid == getpid())
+    if (c != NULL && o->pid == getpid() && !o->refork)
         NOGIL(rc = gkv_client_close(c));
     if (rc != GKV_OK)
         return gkvpy_raise(rc);
@@ -215,7 +264,7 @@ client_close(client_obj *o, PyObject *unused)
 static void
 client_dealloc(client_obj *o)
 {
-    if (o->c != NULL && o->inflight == 0 && o->pid == getpid())
+    if (o->c != NULL && o->inflight == 0 && o->pid == getpid() && !o->refork)
         gkv_client_close(o->c);
     if (o->lock != NULL && o->pid == getpid())
         PyThread_free_lock(o->lock);

@@ -9,6 +9,8 @@
  *   part.c    gkv.Partition (a partition opened in process, its sampler)
  *   partition.c  gkv._partition (gkv_partition_write on arrays)
  *   loader.c  gkv._Loader and the memory of its batches
+ *   nnshim.c  nanomsg through a table of its functions, a fresh copy of
+ *             the library loaded in each child after fork()
  *
  * Every call that can block releases the interpreter lock around the C
  * call. An object whose C call runs without the lock counts it in
@@ -53,6 +55,8 @@ typedef struct {
     Py_ssize_t  strides[GKVPY_MAXDIM];  /* bytes, C order */
     PyObject   *owner;          /* keeps 'data' alive; NULL: data is ours
                                  * (malloc'd) */
+    int         cuda;           /* -1: CPU memory; else the CUDA device
+                                 * holding data (a GPU batch's view) */
     Py_ssize_t  exports;        /* buffer views handed out */
 } gkvpy_array;
 
@@ -61,7 +65,9 @@ int gkvpy_array_ready(PyObject *m);
 /* A new array of 'dtype' and shape, memory malloc'd (not zeroed) and owned
  * by the array. NULL with an exception. */
 gkvpy_array *gkvpy_array_new(int dtype, int ndim, const Py_ssize_t *shape);
-/* An array over memory 'owner' keeps alive (a batch): no copy. */
+/* An array over memory 'owner' keeps alive (a batch): no copy. When owner
+ * is a GPU batch's (_GpuBatchMem), data is device memory: the array then
+ * exports only through __dlpack__, as a CUDA tensor. */
 gkvpy_array *gkvpy_array_view(PyObject *owner, void *data, int dtype, int ndim,
                               const Py_ssize_t *shape);
 /* A new int64 array holding a copy of p[0 .. n). */
@@ -177,5 +183,22 @@ int gkvpy_store_ready(PyObject *m);
 int gkvpy_client_ready(PyObject *m);
 int gkvpy_server_ready(PyObject *m);
 int gkvpy_part_ready(PyObject *m);
+
+/* The CUDA device of the memory 'owner' (an Array's) keeps, -1 for CPU
+ * memory (any other owner). For a GPU batch no longer current (the loader
+ * moved on, its memory is reused) -1 with *stale set. (loader.c) */
+int gkvpy_owner_cuda(PyObject *owner, int *stale);
+
+/* ---- nnshim.c ---- */
+/* Loads nanomsg (module init): 0, or -1 with ImportError naming what is
+ * missing. */
+int gkvpy_nn_load(void);
+/* Before any call that may reach nanomsg (connect, a server): in a child
+ * after fork(), loads the child's own copy of the library first. 0, or -1
+ * with NotSupportedError saying why. Any thread; idempotent. */
+int gkvpy_nn_ready(void);
+/* _gkv._nn_loaded_by(): the process that loaded the nanomsg in use, 0
+ * while a forked child has not loaded its own yet (for the tests). */
+PyObject *gkvpy_nn_loaded_by(PyObject *self, PyObject *unused);
 
 #endif

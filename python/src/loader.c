@@ -5,11 +5,20 @@
  * owner = the batch's _BatchMem): no copy. The _BatchMem gives the batch
  * back (gkv_batch_release) when the last view of it is gone, which may be
  * after the loader was freed (the header allows it). gkv.Loader and
- * gkv.Batch in Python wrap these. */
+ * gkv.Batch in Python wrap these.
+ *
+ * A _Loader made with gpu_device >= 0 is a GPU loader instead
+ * (gkv_gpu_loader over the same gkv_loader options, gpu/gkv_gpu.h): each
+ * batch's blocks and input features are device memory, viewed as CUDA
+ * arrays whose owner is a _GpuBatchMem; the loader reuses that memory at
+ * its next call, so such a view stops exporting then (its 'gen' is old). */
+#include "gkvpy.h"
 #include <string.h>
 #include <unistd.h>
-#include "gkvpy.h"
 #include "gkv_loader.h"
+#ifdef GKV_HAVE_CUDA
+#include "gkv_gpu.h"
+#endif
 
 #define MAXT 64                      /* tensors a batch collects */
 
@@ -31,7 +40,19 @@ typedef struct {
     int         nfeats, nefeats, has_label, nlayers;
     int         efeat_type[MAXT];
     rowfmt      feat[MAXT], efeat[MAXT], label;
+    /* a GPU loader: */
+    void       *gpu;                 /* gkv_gpu_loader *, or NULL */
+    int         device;
+    unsigned long long gen;          /* bumped when its batch memory is reused */
+    int         ngfeat;
+    rowfmt      gfeat[MAXT];         /* per node type: the feature's rows */
 } loader_obj;
+
+typedef struct {
+    PyObject_HEAD
+    loader_obj *l;                   /* a reference */
+    unsigned long long gen;
+} gpumem_obj;
 
 typedef struct {
     PyObject_HEAD
@@ -55,6 +76,36 @@ PyTypeObject gkvpy_batchmem_type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The memory of one batch; freed when its last Array is gone.",
 };
+
+/* ---- _GpuBatchMem ---- */
+
+static void
+gpumem_dealloc(gpumem_obj *o)
+{
+    Py_XDECREF((PyObject *)o->l);
+    PyObject_Free(o);
+}
+
+PyTypeObject gkvpy_gpumem_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "gkv._GpuBatchMem",
+    .tp_basicsize = sizeof(gpumem_obj),
+    .tp_dealloc = (destructor)gpumem_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "The device memory of a GPU loader's current batch.",
+};
+
+int
+gkvpy_owner_cuda(PyObject *owner, int *stale)
+{
+    gpumem_obj *m = (gpumem_obj *)owner;
+
+    *stale = 0;
+    if (owner == NULL || Py_TYPE(owner) != &gkvpy_gpumem_type)
+        return -1;
+    *stale = m->l->gpu == NULL || m->gen != m->l->gen;
+    return *stale ? -1 : m->l->device;
+}
 
 /* ---- views ---- */
 
@@ -133,6 +184,73 @@ typed_list(PyObject *l, gkv_typed_tensor *t, int *n, const char *what)
     return 0;
 }
 
+/* gpu_formats: per node type None or (dtype, row shape) of the feature. */
+static int
+gpu_formats_get(loader_obj *o, PyObject *l, int where)
+{
+#ifndef GKV_HAVE_CUDA
+    gkvpy_raisef(GKV_ENOTSUP, "gkv was built without CUDA (gpu/ needs nvcc "
+                 "at build time): there is no GPU loader");
+    return -1;
+#endif
+    if (where == GKV_LOADER_LOCAL) {
+        gkvpy_raisef(GKV_EINVAL, "a GPU loader takes its batches through a "
+                     "gkv.Client (where 'server' or 'client')");
+        return -1;
+    }
+    if (l == NULL || PyList_GET_SIZE(l) > MAXT) {
+        gkvpy_raisef(GKV_EINVAL, "gpu_formats: a list, one entry per node type");
+        return -1;
+    }
+    o->ngfeat = (int)PyList_GET_SIZE(l);
+    for (int t = 0; t < o->ngfeat; t++) {
+        PyObject *e = PyList_GET_ITEM(l, t), *sh;
+        rowfmt *f = &o->gfeat[t];
+
+        f->row_bytes = 0;
+        if (e == Py_None)
+            continue;
+        if (!PyArg_ParseTuple(e, "iO!", &f->dtype, &PyTuple_Type, &sh))
+            return -1;
+        f->ndim = (int)PyTuple_GET_SIZE(sh);
+        if (f->ndim >= GKVPY_MAXDIM) {
+            gkvpy_raisef(GKV_EINVAL, "gpu_formats: too many dimensions");
+            return -1;
+        }
+        for (int i = 0; i < f->ndim; i++)
+            if ((f->shape[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(sh, i))) < 0)
+                return -1;
+        f->row_bytes = 1;               /* has a feature; set per batch */
+    }
+    return 0;
+}
+
+/* The GPU loader of options lo over client c, into o->gpu. */
+static gkv_err
+gpu_new(loader_obj *o, gkv_client *c, int device, const char *feat,
+        const gkv_loader_opts *lo)
+{
+#ifdef GKV_HAVE_CUDA
+    gkv_gpu_loader_opts go;
+    gkv_gpu_loader *g = NULL;
+    gkv_err rc;
+
+    memset(&go, 0, sizeof go);
+    go.device = device;
+    go.feat = feat;
+    go.batches = lo;
+    Py_BEGIN_ALLOW_THREADS
+    rc = gkv_gpu_loader_new(&g, c, &go);
+    Py_END_ALLOW_THREADS
+    o->gpu = g;
+    o->device = device;
+    return rc;
+#else
+    (void)o; (void)c; (void)device; (void)feat; (void)lo;
+    return GKV_ENOTSUP;                 /* refused in gpu_formats_get() */
+#endif
+}
+
 static int
 loader_init(loader_obj *o, PyObject *args, PyObject *kw)
 {
@@ -142,10 +260,13 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
                              "nlayers", "dir", "sample_flags", "sample_seed",
                              "feats", "label", "efeats", "prefetch", "workers",
                              "sampler_threads", "edge_seeds", "seed_etype",
-                             "num_neg", "exclude", "reverse_etype", NULL};
+                             "num_neg", "exclude", "reverse_etype",
+                             "gpu_device", "gpu_feat", "gpu_formats", NULL};
     PyObject *source, *seeds = Py_None, *fanouts = NULL, *feats = NULL,
              *efeats = NULL;
-    const char *mask = NULL, *label = NULL;
+    const char *mask = NULL, *label = NULL, *gpu_feat = NULL;
+    PyObject *gpu_formats = NULL;
+    int gpu_device = -1;
     int where, seed_ntype = 0, ntr = 1, rank = 0, nfan, nlayers, dir = 0,
         prefetch = 0, workers = 0, sthreads = 0, edge_seeds = 0, seed_etype = 0,
         num_neg = 0, reverse_etype = 0;
@@ -159,17 +280,19 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
     gkv_err rc;
     int ret = -1, have_seeds = 0, have_fan = 0;
 
-    if (o->l != NULL) {
+    if (o->l != NULL || o->gpu != NULL) {
         gkvpy_raisef(GKV_EINVAL, "Loader.__init__ called twice");
         return -1;
     }
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-            "OiOizii|$KIKOiiiIKO!zO!iiipiiIi", kwlist, &source, &where, &seeds,
+            "OiOizii|$KIKOiiiIKO!zO!iiipiiIiizO!", kwlist, &source, &where, &seeds,
             &seed_ntype, &mask, &ntr, &rank, &bsize, &flags, &shuffle_seed,
             &fanouts, &nfan, &nlayers, &dir, &sflags, &sample_seed,
             &PyList_Type, &feats, &label, &PyList_Type, &efeats, &prefetch,
             &workers, &sthreads, &edge_seeds, &seed_etype, &num_neg, &exclude,
-            &reverse_etype))
+            &reverse_etype, &gpu_device, &gpu_feat, &PyList_Type, &gpu_formats))
+        return -1;
+    if (gpu_device >= 0 && gpu_formats_get(o, gpu_formats, where) < 0)
         return -1;
     if (fanouts == NULL || feats == NULL || efeats == NULL) {
         gkvpy_raisef(GKV_EINVAL, "fanouts, feats and efeats are required");
@@ -225,7 +348,7 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
     lo.dir = dir;
     lo.sample_flags = sflags;
     lo.sample_seed = sample_seed;
-    lo.feats = ft;
+    lo.feats = o->nfeats > 0 ? ft : NULL;
     lo.nfeats = o->nfeats;
     lo.label = label;
     lo.efeats = eft;
@@ -245,9 +368,13 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
     } else if ((lo.part = gkvpy_part_get(source)) == NULL) {
         goto out;
     }
-    Py_BEGIN_ALLOW_THREADS
-    rc = gkv_loader_new(&l, &lo);
-    Py_END_ALLOW_THREADS
+    if (gpu_device >= 0) {
+        rc = gpu_new(o, c, gpu_device, gpu_feat, &lo);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        rc = gkv_loader_new(&l, &lo);
+        Py_END_ALLOW_THREADS
+    }
     if (c != NULL)
         gkvpy_client_unhold(source);
     if (rc != GKV_OK) {
@@ -270,25 +397,118 @@ out:
     return ret;
 }
 
-static gkv_loader *
-loader_get(loader_obj *o)
+/* 0 when the loader (CPU or GPU) may be used now; else -1 with an
+ * exception. */
+static int
+loader_check(loader_obj *o)
 {
-    if (o->l == NULL) {
+    if (o->l == NULL && o->gpu == NULL) {
         gkvpy_raisef(GKV_EINVAL, "the loader is closed");
-        return NULL;
+        return -1;
     }
     if (o->pid != getpid()) {
         gkvpy_raisef(GKV_ENOTSUP, "this loader was made by process %ld: its "
-                     "worker threads are not in this forked child", (long)o->pid);
-        return NULL;
+                     "worker threads are not in this forked child; make the "
+                     "loader in the worker (over a client connected there "
+                     "with a rank below 32768)", (long)o->pid);
+        return -1;
     }
     if (o->inflight > 0) {
         gkvpy_raisef(GKV_EBUSY, "the loader is in use by another thread (a "
                      "loader belongs to one thread)");
+        return -1;
+    }
+    return 0;
+}
+
+/* The CPU loader, or NULL with an exception (closed, a GPU loader ...). */
+static gkv_loader *
+loader_get(loader_obj *o)
+{
+    if (loader_check(o) < 0)
+        return NULL;
+    if (o->gpu != NULL) {
+        gkvpy_raisef(GKV_ENOTSUP, "not for a GPU loader");
         return NULL;
     }
     return o->l;
 }
+
+#ifdef GKV_HAVE_CUDA
+/* The GPU loader's next batch: (epoch, index, sample_seed, seeds,
+ * seed_ntype, blocks, feats, label, rows_cached, rows_pulled), blocks and
+ * feats (per node type, None without the feature) views of device memory,
+ * seeds and label host copies; None when the epoch is over. */
+static PyObject *
+gpu_next(loader_obj *o)
+{
+    PyObject *blocks = NULL, *feats = NULL, *seeds = NULL, *label = NULL;
+    const struct gkv_batch *h;
+    gkv_gpu_batch gb;
+    gpumem_obj *m;
+    gkv_client *c;
+    gkv_err rc;
+
+    if ((c = gkvpy_client_hold(o->source)) == NULL)
+        return NULL;
+    o->inflight++;
+    o->gen++;                         /* the last batch's memory is reused */
+    Py_BEGIN_ALLOW_THREADS
+    rc = gkv_gpu_loader_next_batch(o->gpu, &gb, NULL);
+    Py_END_ALLOW_THREADS
+    o->inflight--;
+    gkvpy_client_unhold(o->source);
+    if (rc != GKV_OK)
+        return gkvpy_raise(rc);
+    if (gb.nlayers == 0)
+        Py_RETURN_NONE;
+    if ((m = PyObject_New(gpumem_obj, &gkvpy_gpumem_type)) == NULL)
+        return NULL;
+    m->l = (loader_obj *)Py_NewRef((PyObject *)o);
+    m->gen = o->gen;
+    h = gb.host;
+    blocks = gkvpy_blocks_tuple((PyObject *)m, gb.blocks, gb.nlayers);
+    if ((feats = PyList_New(gb.blocks[0].num_ntypes)) != NULL)
+        for (int t = 0; t < gb.blocks[0].num_ntypes; t++) {
+            rowfmt f = t < o->ngfeat ? o->gfeat[t] : (rowfmt){0};
+
+            if (gb.feat_dev[t] == NULL || f.row_bytes == 0) {
+                PyList_SET_ITEM(feats, t, Py_NewRef(Py_None));
+                continue;
+            }
+            f.row_bytes = gb.row_bytes[t];
+            PyList_SET_ITEM(feats, t, view_rows((PyObject *)m, gb.feat_dev[t],
+                gb.blocks[0].nodes[t].num_src * gb.row_bytes[t], &f));
+        }
+    seeds = gkvpy_array_i64(h->seeds, h->nseeds);
+    if (h->label != NULL && o->has_label) {
+        /* a host copy: the host batch is the loader's until its next call */
+        Py_ssize_t sh[GKVPY_MAXDIM];
+
+        sh[0] = (Py_ssize_t)(h->label_bytes / o->label.row_bytes);
+        for (int i = 0; i < o->label.ndim; i++)
+            sh[i + 1] = o->label.shape[i];
+        label = (PyObject *)gkvpy_array_new(o->label.dtype, o->label.ndim + 1, sh);
+        if (label != NULL)
+            memcpy(((gkvpy_array *)label)->data, h->label, h->label_bytes);
+    } else {
+        label = Py_NewRef(Py_None);
+    }
+    Py_DECREF(m);                     /* the views hold it now */
+    if (PyErr_Occurred()) {
+        Py_XDECREF(blocks);
+        Py_XDECREF(feats);
+        Py_XDECREF(seeds);
+        Py_XDECREF(label);
+        return NULL;
+    }
+    return Py_BuildValue("(KKKNiNNNnn)", (unsigned long long)h->epoch,
+                         (unsigned long long)h->index,
+                         (unsigned long long)h->sample_seed, seeds,
+                         h->seed_ntype, blocks, feats, label,
+                         (Py_ssize_t)gb.rows_cached, (Py_ssize_t)gb.rows_pulled);
+}
+#endif
 
 /* The next batch as a tuple (epoch, index, sample_seed, seeds, seed_ntype,
  * blocks, feats, label, efeats, pos_src, pos_dst, neg_src, neg_dst), every
@@ -297,14 +517,18 @@ loader_get(loader_obj *o)
 static PyObject *
 loader_next(loader_obj *o, PyObject *unused)
 {
-    gkv_loader *l = loader_get(o);
+    gkv_loader *l;
     PyObject *mem, *feats = NULL, *efeats = NULL, *label = NULL, *blocks,
              *seeds, *pairs[4] = {NULL, NULL, NULL, NULL};
     batchmem_obj *bm;
     gkv_batch *b = NULL;
     gkv_err rc;
 
-    if (l == NULL)
+#ifdef GKV_HAVE_CUDA
+    if (o->gpu != NULL && loader_check(o) == 0)
+        return gpu_next(o);
+#endif
+    if ((l = loader_get(o)) == NULL)
         return NULL;
     o->inflight++;
     Py_BEGIN_ALLOW_THREADS
@@ -371,14 +595,19 @@ static PyObject *
 loader_epoch(loader_obj *o, PyObject *args)
 {
     unsigned long long e;
-    gkv_loader *l;
     gkv_err rc;
 
-    if (!PyArg_ParseTuple(args, "K", &e) || (l = loader_get(o)) == NULL)
+    if (!PyArg_ParseTuple(args, "K", &e) || loader_check(o) < 0)
         return NULL;
     o->inflight++;
+    o->gen++;
     Py_BEGIN_ALLOW_THREADS
-    rc = gkv_loader_epoch(l, e);
+#ifdef GKV_HAVE_CUDA
+    if (o->gpu != NULL)
+        rc = gkv_gpu_loader_epoch(o->gpu, e);
+    else
+#endif
+        rc = gkv_loader_epoch(o->l, e);
     Py_END_ALLOW_THREADS
     o->inflight--;
     if (rc != GKV_OK)
@@ -411,11 +640,18 @@ static void
 loader_free(loader_obj *o)
 {
     gkv_loader *l = o->l;
+    void *g = o->gpu;
 
-    if (l == NULL)
+    if (l == NULL && g == NULL)
         return;
     o->l = NULL;
+    o->gpu = NULL;
+    o->gen++;                         /* device views stop exporting */
     Py_BEGIN_ALLOW_THREADS
+#ifdef GKV_HAVE_CUDA
+    if (g != NULL)
+        gkv_gpu_loader_free(g);
+#endif
     gkv_loader_free(l);               /* batches held stay valid */
     Py_END_ALLOW_THREADS
     if (o->is_client)
@@ -429,8 +665,9 @@ loader_close(loader_obj *o, PyObject *unused)
 {
     if (o->inflight > 0)
         return gkvpy_raisef(GKV_EBUSY, "the loader is in use by another thread");
-    if (o->l != NULL && o->pid != getpid()) {
+    if ((o->l != NULL || o->gpu != NULL) && o->pid != getpid()) {
         o->l = NULL;                  /* the parent's; its threads are not here */
+        o->gpu = NULL;
         Py_RETURN_NONE;
     }
     loader_free(o);
@@ -440,7 +677,8 @@ loader_close(loader_obj *o, PyObject *unused)
 static void
 loader_dealloc(loader_obj *o)
 {
-    if (o->l != NULL && o->inflight == 0 && o->pid == getpid())
+    if ((o->l != NULL || o->gpu != NULL) && o->inflight == 0 &&
+        o->pid == getpid())
         loader_free(o);
     Py_XDECREF(o->source);
     Py_TYPE(o)->tp_free((PyObject *)o);
@@ -512,8 +750,16 @@ int
 gkvpy_loader_ready(PyObject *m)
 {
     if (PyType_Ready(&gkvpy_loader_type) < 0 ||
-        PyType_Ready(&gkvpy_batchmem_type) < 0)
+        PyType_Ready(&gkvpy_batchmem_type) < 0 ||
+        PyType_Ready(&gkvpy_gpumem_type) < 0)
         return -1;
+#ifdef GKV_HAVE_CUDA
+    if (PyModule_AddIntConstant(m, "HAVE_CUDA", 1) < 0)
+        return -1;
+#else
+    if (PyModule_AddIntConstant(m, "HAVE_CUDA", 0) < 0)
+        return -1;
+#endif
     if (PyModule_AddIntConstant(m, "LOADER_DROP_LAST", GKV_LOADER_DROP_LAST) < 0 ||
         PyModule_AddIntConstant(m, "LOADER_NO_SHUFFLE", GKV_LOADER_NO_SHUFFLE) < 0 ||
         PyModule_AddIntConstant(m, "LOADER_PINNED", GKV_LOADER_PINNED) < 0 ||

@@ -182,8 +182,21 @@ py_strerror(PyObject *self, PyObject *arg)
     return PyUnicode_FromString(gkv_strerror((int)e));
 }
 
+static PyObject *
+py_dtype_code(PyObject *self, PyObject *arg)
+{
+    int dt = gkvpy_dtype_parse(arg);
+
+    return dt < 0 ? NULL : PyLong_FromLong(dt);
+}
+
 static PyMethodDef methods[] = {
+    {"_dtype_code", py_dtype_code, METH_O,
+     "_dtype_code(dtype) -> the gkv_dtype value of a dtype name"},
     {"strerror", py_strerror, METH_O, "strerror(code) -> the text of a gkv error code"},
+    {"_nn_loaded_by", gkvpy_nn_loaded_by, METH_NOARGS,
+     "_nn_loaded_by() -> the PID that loaded the nanomsg copy in use (0: "
+     "a forked child that has not loaded its own yet)"},
     {"_partition", (PyCFunction)(void (*)(void))gkvpy_partition,
      METH_VARARGS | METH_KEYWORDS, "gkv_partition_write(); use gkv.partition()"},
     {NULL, NULL, 0, NULL},
@@ -203,6 +216,8 @@ PyInit__gkv(void)
 
     if (m == NULL)
         return NULL;
+    if (gkvpy_nn_load() < 0)
+        goto fail;
     gkvpy_error = PyErr_NewExceptionWithDoc("gkv.Error",
         "A gkv call failed. Attributes: code (the gkv_err value), name "
         "('GKV_EINVAL') and message (the detail, gkv_errmsg()).", NULL, NULL);

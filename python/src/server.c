@@ -1,11 +1,18 @@
 /* server.c - gkv._Server: a gkv server (gkv_server_open / _run) in this
- * process, for tests and notebooks; gkv.Server runs it on a thread. */
-#include <string.h>
+ * process, for tests and notebooks; gkv.Server runs it on a thread.
+ *
+ * In a child made by fork() a parent's server is not there (its thread
+ * and nanomsg's are not copied): run() raises, stop() and close() only
+ * forget it, and it is never freed there (that would call into the
+ * parent's nanomsg, nnshim.c). */
 #include "gkvpy.h"
+#include <string.h>
+#include <unistd.h>
 
 typedef struct {
     PyObject_HEAD
     gkv_server *s;
+    pid_t       pid;             /* the process that opened s */
     int         running;
     PyObject   *keep;            /* strings the options point into */
     const char *wb[65];
@@ -101,6 +108,8 @@ server_init(server_obj *o, PyObject *args, PyObject *kw)
                (nosync ? GKV_SERVER_NOSYNC : 0) |
                (quiet ? GKV_SERVER_QUIET : 0) |
                (prefault ? 0 : GKV_SERVER_NO_PREFAULT);
+    if (gkvpy_nn_ready() < 0)
+        return -1;
     Py_BEGIN_ALLOW_THREADS
     rc = gkv_server_open(&o->s, &so);
     Py_END_ALLOW_THREADS
@@ -108,6 +117,7 @@ server_init(server_obj *o, PyObject *args, PyObject *kw)
         gkvpy_raise(rc);
         return -1;
     }
+    o->pid = getpid();
     return 0;
 }
 
@@ -119,6 +129,10 @@ server_run(server_obj *o, PyObject *unused)
 
     if (o->s == NULL)
         return gkvpy_raisef(GKV_EINVAL, "the server is closed");
+    if (o->pid != getpid())
+        return gkvpy_raisef(GKV_ENOTSUP, "this server was opened by process "
+                            "%ld: it serves there, not in this forked child",
+                            (long)o->pid);
     if (o->running)
         return gkvpy_raisef(GKV_EBUSY, "the server is running already");
     o->running = 1;
@@ -134,6 +148,8 @@ server_run(server_obj *o, PyObject *unused)
 static PyObject *
 server_stop(server_obj *o, PyObject *unused)
 {
+    if (o->s != NULL && o->pid != getpid())
+        o->s = NULL;                    /* the parent's: forget it here */
     if (o->s != NULL)
         gkv_server_stop(o->s);
     Py_RETURN_NONE;
@@ -142,7 +158,9 @@ server_stop(server_obj *o, PyObject *unused)
 static PyObject *
 server_close(server_obj *o, PyObject *unused)
 {
-    if (o->running)
+    if (o->s != NULL && o->pid != getpid())
+        o->s = NULL;                    /* the parent's: forget it here */
+    if (o->running && o->s != NULL)
         return gkvpy_raisef(GKV_EBUSY, "the server is running: stop() it and "
                             "wait for run() to return first");
     if (o->s != NULL) {
@@ -167,7 +185,7 @@ server_url(server_obj *o, void *unused)
 static void
 server_dealloc(server_obj *o)
 {
-    if (o->s != NULL && !o->running)
+    if (o->s != NULL && !o->running && o->pid == getpid())
         gkv_server_close(o->s);
     Py_XDECREF(o->keep);
     Py_TYPE(o)->tp_free((PyObject *)o);

@@ -132,24 +132,6 @@ def test_threads_share_a_client(served):
     np.testing.assert_array_equal(np.asarray(c.pull("w", [0, 1, 2, 3])), [20] * 4)
 
 
-def test_forked_child_fails_fast(served):
-    srv, c, ipc, port = served
-    c.create("x", dtype="int64", hi=4)
-    pid = os.fork()
-    if pid == 0:
-        t0 = time.time()
-        try:
-            c.pull("x", [0])
-            os._exit(1)
-        except gkv.NotSupportedError as e:
-            os._exit(0 if "spawn" in str(e) and time.time() - t0 < 1 else 2)
-        except BaseException:
-            os._exit(3)
-    _, st = os.waitpid(pid, 0)
-    assert os.WEXITSTATUS(st) == 0
-    np.testing.assert_array_equal(np.asarray(c.pull("x", [0])), [0])
-
-
 def _worker_pull(c, q):
     try:
         q.put(np.asarray(c.pull("x", [0, 1, 2])).tolist())
