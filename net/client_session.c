@@ -517,23 +517,22 @@ gkv_client_connect_addr(gkv_client **out, const char *addr, const char *token,
     return client_connect(out, NULL, addr, token, NULL, group, rank, opts);
 }
 
-/* Clones made by this process: each takes a number (below 2^16, never
- * reused: a clone may outlive its original, and a process may connect
- * again with the same rank). */
-static atomic_uint clones_made;
+uint32_t
+gkv_client_observer_rank(void)
+{
+    uint32_t r;
 
-/* A clone's rank: 2^31 + rank x 2^16 + its number among this process's
- * clones, refused rather than wrapped (rank below 2^15, number below
- * 2^16), so that no two clones, of one trainer or of two, share a rank.
- * A session is one per (group, rank), and a server refuses an observer
- * the rank of a member (server_sess.c): the clone must have a rank of its
- * own to coexist with its original. */
+    randombytes_buf(&r, sizeof r);      /* getrandom: safe after fork() */
+    return r | 0x80000000u;
+}
+
+/* A clone takes a rank of its own: a session is one per (group, rank),
+ * and a server refuses an observer the rank of a member (server_sess.c),
+ * so the clone must not share its original's rank to coexist with it. */
 gkv_err
 gkv_client_clone(gkv_client *c, gkv_client **out)
 {
     gkv_client_opts o = {0};
-    unsigned k;
-    uint32_t rank;
 
     net__clear();
     if (out != NULL)
@@ -549,18 +548,10 @@ gkv_client_clone(gkv_client *c, gkv_client **out)
     o.flags = c->flags | GKV_CLIENT_OBSERVER;
     o.heartbeat_ms = c->hb_opt;
     o.max_msg = c->max_msg;
-    if (c->rank > 0x7fffu)
-        return net__fail(GKV_EINVAL, "gkv_client_clone: the client's rank "
-                         "is %u; clones are made for ranks below 32768",
-                         c->rank);
-    k = atomic_fetch_add(&clones_made, 1);
-    if (k > 0xffffu)
-        return net__fail(GKV_EBUSY, "gkv_client_clone: this process made "
-                         "65536 clones already; no clone rank is left");
-    rank = 0x80000000u | (c->rank << 16) | k;
     return client_connect(out, c->single ? NULL : c->src,
                           c->single ? c->src : NULL, NULL,
-                          c->auth ? c->key : NULL, c->group, rank, &o);
+                          c->auth ? c->key : NULL, c->group,
+                          gkv_client_observer_rank(), &o);
 }
 
 gkv_err

@@ -663,13 +663,22 @@ GKV_API gkv_err gkv_client_sample_batch(gkv_client *c,
  * and options, joined as an observer (GKV_CLIENT_OBSERVER: its leaving
  * never stops a server), for a worker thread of the caller's (a loader's
  * workers each use one). A server keeps one session per (group, rank), so
- * the clone takes a rank of its own (2^31 + rank x 2^16 + its number
- * among this process's clones, never wrapped) and leaves c's session
- * alone. Thread-safe (beside c's calls). On GKV_OK *out is yours until
- * gkv_client_close(), independent of c. Errors: as gkv_client_connect(),
- * GKV_EINVAL (c's rank is 32768 or more), GKV_EBUSY (this process made
- * 65536 clones already). */
+ * the clone takes a rank of its own, gkv_client_observer_rank(), and
+ * leaves c's session alone. Thread-safe (beside c's calls). On GKV_OK
+ * *out is yours until gkv_client_close(), independent of c. Errors: as
+ * gkv_client_connect(). */
 GKV_API gkv_err gkv_client_clone(gkv_client *c, gkv_client **out);
+
+/* A rank for an observer of a group that must not share a member's or
+ * another observer's: 2^31 plus 31 random bits (members' ranks are below
+ * the group size). Drawn afresh each call from the kernel's generator,
+ * so processes forked from one parent, and trainers on other machines,
+ * draw independently: no counter or process ID repeats across them.
+ * Two live observers of one group draw the same rank with probability
+ * about n^2 / 2^32 for n of them (1,000: about 1 in 8,600); they would
+ * then take over each other's session by turns, and the server logs the
+ * rejoins. */
+GKV_API uint32_t gkv_client_observer_rank(void);
 
 #ifdef __cplusplus
 }

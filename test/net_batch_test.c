@@ -1007,14 +1007,26 @@ test_raw_requests(void **state)
     free(pl);
     free(rep.pl);
     nn_close(s);
-    /* a clone's rank is rank x 2^16 + a number: a trainer of rank 32768
-     * or more would share the clone ranks of rank - 32768's, refused */
+    /* a trainer of any rank has clones, each with an observer rank of
+     * its own: a clone of a clone, and two clones at once, all answer */
     {
         gkv_client *hi = gkvt_connect(f->j.cfg, "raw", 32768 + 7, NULL);
-        gkv_client *cl = (gkv_client *)&cl;
+        gkv_client *cl = NULL, *cl2 = NULL, *cl3 = NULL;
+        uint64_t ids[3] = {3, 0, 7};
+        int64_t r1[3], r2[3];
 
-        NET_FAILS(gkv_client_clone(hi, &cl), GKV_EINVAL, "rank is 32775");
-        assert_null(cl);
+        NET_OK(gkv_client_clone(hi, &cl));
+        NET_OK(gkv_client_clone(hi, &cl2));
+        NET_OK(gkv_client_clone(cl, &cl3));
+        NET_OK(gkv_client_pull(c, "node/_N/label", ids, 3, r1, sizeof r1));
+        NET_OK(gkv_client_pull(cl3, "node/_N/label", ids, 3, r2, sizeof r2));
+        assert_memory_equal(r1, r2, sizeof r1);
+        memset(r2, 0, sizeof r2);
+        NET_OK(gkv_client_pull(cl2, "node/_N/label", ids, 3, r2, sizeof r2));
+        assert_memory_equal(r1, r2, sizeof r1);
+        NET_OK(gkv_client_close(cl3));
+        NET_OK(gkv_client_close(cl2));
+        NET_OK(gkv_client_close(cl));
         NET_OK(gkv_client_close(hi));
     }
     NET_OK(gkv_client_close(c));
@@ -1362,6 +1374,19 @@ test_clone(void **state)
         assert_true(gkvt_proc_alive(srv[i]));
     batch_check(c, &sp);
     assert_int_equal(gkv_client_clone(NULL, &cc), GKV_EINVAL);
+    {
+        /* observer ranks: above every member's, drawn afresh */
+        uint32_t r[64];
+        int same = 0;
+
+        for (int i = 0; i < 64; i++) {
+            r[i] = gkv_client_observer_rank();
+            assert_true(r[i] >= 0x80000000u);
+            for (int j = 0; j < i; j++)
+                same += r[i] == r[j];
+        }
+        assert_true(same <= 1);
+    }
     NET_OK(gkv_client_close(c));
     for (int i = 0; i < 4; i++) {
         assert_true(gkvt_proc_wait(srv[i], 15000));

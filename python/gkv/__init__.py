@@ -141,18 +141,17 @@ class Client(_Sampling, _gkv._Client):
     Worker processes: used in a child made by fork() (torch DataLoader
     workers with the default context), a Client reconnects there by
     itself at its first call, with its saved connect parameters, as an
-    observer of the same group (rank 2^31 + the child's process ID: an
-    observer needs a rank no member has; its leaving never stops a
-    server, and it takes no part in barriers), over the child's own copy
+    observer of the same group (a rank of 2^31 plus 31 random bits: an
+    observer needs a rank no member or other observer has; its leaving
+    never stops a server, and it takes no part in barriers), over the child's own copy
     of nanomsg. The parent's connection is left alone in the child (its
     descriptors stay open there until the child exits). A Client also
     pickles as its connect parameters, so one handed to a worker started
     with 'spawn' or 'forkserver' connects there the same way. The pickle
     holds the token when one was given as token= (token_file= pickles the
     path). A Loader over the client cannot follow it into a child (its
-    threads stay in the parent); a Loader made in the worker needs a
-    client connected there with a rank below 32768 (its threads use
-    clones of it)."""
+    threads stay in the parent); make the Loader in the worker, over the
+    worker's client."""
 
     def __init__(self, ip_config=None, **kw):
         self._connect_args = (ip_config, dict(kw))
@@ -164,10 +163,10 @@ class Client(_Sampling, _gkv._Client):
 
 
 def _client_in_worker(ip_config, kw):
-    # an observer needs a (group, rank) no member has: the worker's own
-    # rank, 2^31 + its process ID, in the same group
+    # an observer needs a (group, rank) no member or other observer has:
+    # 2^31 plus 31 random bits (gkv_client_observer_rank), in the same group
     return Client(ip_config, **dict(kw, observer=True, group_size=0,
-                                    rank=(1 << 31) + (os.getpid() & 0x7fffffff)))
+                                    rank=_gkv._observer_rank()))
 
 
 class Partition(_Sampling, _gkv._Partition):
@@ -448,9 +447,8 @@ class Loader(_gkv._Loader):
 
     Processes: the worker threads stay in the process that made the
     loader; in a child made by fork() its calls raise NotSupportedError.
-    Make loaders in the worker process, over a Client connected there
-    with a rank below 32768 (the threads use clones of it, which
-    gkv_client_clone makes only for such ranks)."""
+    Make loaders in the worker process, over the worker's Client (the
+    threads use clones of it, each an observer with a rank of its own)."""
 
     def __init__(self, source, seeds=None, *, batch_size, fanouts, feats=(),
                  label=None, efeats=(), where=None, seed_ntype=0,

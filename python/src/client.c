@@ -7,7 +7,7 @@
  *
  * fork(): a client used in a child made by fork() reconnects there by
  * itself at its first call, with its saved connect parameters, as an
- * observer of the same group (rank 2^31 + the child's process ID, no
+ * observer of the same group (rank gkv_client_observer_rank(), no
  * barriers; its leaving never stops a server): the same as a Client
  * pickled to a 'spawn' worker (gkv/__init__.py). The child's nanomsg is a
  * fresh copy of the library (nnshim.c); the parent's gkv_client, whose
@@ -111,7 +111,7 @@ client_begin(client_obj *o)
             PyThread_release_lock(o->lock);
             return NULL;
         }
-        o->rank = (uint32_t)((1u << 31) + ((uint32_t)getpid() & 0x7fffffffu));
+        o->rank = gkv_client_observer_rank();
         o->opts.flags |= GKV_CLIENT_OBSERVER;
         o->opts.group_size = 0;
         o->inflight++;                   /* close() waits for the connect */

@@ -409,8 +409,8 @@ loader_check(loader_obj *o)
     if (o->pid != getpid()) {
         gkvpy_raisef(GKV_ENOTSUP, "this loader was made by process %ld: its "
                      "worker threads are not in this forked child; make the "
-                     "loader in the worker (over a client connected there "
-                     "with a rank below 32768)", (long)o->pid);
+                     "loader in the worker, over the worker's client",
+                     (long)o->pid);
         return -1;
     }
     if (o->inflight > 0) {

@@ -190,7 +190,18 @@ py_dtype_code(PyObject *self, PyObject *arg)
     return dt < 0 ? NULL : PyLong_FromLong(dt);
 }
 
+static PyObject *
+py_observer_rank(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyLong_FromUnsignedLong(gkv_client_observer_rank());
+}
+
 static PyMethodDef methods[] = {
+    {"_observer_rank", py_observer_rank, METH_NOARGS,
+     "_observer_rank() -> a fresh rank for an observer "
+     "(gkv_client_observer_rank: 2^31 plus 31 random bits)"},
     {"_dtype_code", py_dtype_code, METH_O,
      "_dtype_code(dtype) -> the gkv_dtype value of a dtype name"},
     {"strerror", py_strerror, METH_O, "strerror(code) -> the text of a gkv error code"},

@@ -279,13 +279,19 @@ def test_parent_loader_in_child_raises_clearly(gclient):
         with pytest.raises(gkv.NotSupportedError, match="forked child"):
             iter(loader).__next__()
         loader.close()                            # forgets the parent's
-        # a loader made in the child, over a client of the child's with a
-        # rank of its own below 2^15 (its worker threads use clones of it)
+        # loaders made in the child: over the parent's client, which
+        # reconnected here as an observer of a random rank above 2^31, and
+        # over a client of the child's own (the loaders' worker threads
+        # use clones of either)
+        mine = gkv.Loader(c, np.arange(32, dtype=np.int64), batch_size=8,
+                          fanouts=[2], feats=[FEAT], shuffle=False)
+        got = [np.asarray(b.seeds).tobytes() for b in mine]
+        mine.close()
         own = gkv.Client(ipc, group="pytest-fork", observer=True, rank=1000,
                          timeout_ms=20000)
         mine = gkv.Loader(own, np.arange(32, dtype=np.int64), batch_size=8,
                           fanouts=[2], feats=[FEAT], shuffle=False)
-        got = [np.asarray(b.seeds).tobytes() for b in mine]
+        assert [np.asarray(b.seeds).tobytes() for b in mine] == got
         mine.close()
         own.close()
         return got, answers(c)
