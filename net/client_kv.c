@@ -13,9 +13,6 @@
 #include "net/gkv_net.h"
 #include "net/wire.h"
 #include "net/client_int.h"
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
 #define SPLIT_ROWS   8192        /* rows per server before a machine's part
                                   * is shared among its servers */
@@ -23,9 +20,6 @@
                                     * moves 1-2 MiB messages fastest */
 #define PUSH_CAP     (64ull << 20) /* push bytes per message: each one is a
                                     * commit, so fewer and larger */
-#define PULL_STREAM  (16ull << 20) /* a machine's pull of this many bytes or
-                                    * more is copied out with non-temporal
-                                    * stores (copy_stream) */
 
 /* ---- schemas ------------------------------------------------------------ */
 
@@ -300,47 +294,10 @@ struct rows_msg {
     size_t n;
     size_t row_bytes;
     unsigned char *dst;            /* pull: where the rows go */
-    int stream;                    /* pull: copy out with copy_stream */
     const unsigned char *rows;     /* push: the rows */
     const char *handler;           /* push */
     const gkv_push_args *args;     /* push: the caller's, or NULL */
 };
-
-/* memcpy(dst, src, n) with non-temporal stores where the CPU has them
- * (SSE2): for a pull larger than the caches, whose rows would be evicted
- * before the caller reads them anyway, so the copy need not read every
- * destination line in first (doc/BENCHMARKS.md, "Remote pull (issue 27)").
- * The stores are fenced before it returns. */
-static void
-copy_stream(unsigned char *dst, const unsigned char *src, size_t n)
-{
-#if defined(__SSE2__)
-    size_t head = (size_t)(-(uintptr_t)dst & 15);
-
-    if (n < 4096) {
-        memcpy(dst, src, n);
-        return;
-    }
-    memcpy(dst, src, head);
-    dst += head;
-    src += head;
-    n -= head;
-    for (; n >= 64; n -= 64, dst += 64, src += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)src);
-        __m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
-        __m128i d = _mm_loadu_si128((const __m128i *)(src + 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(src + 48));
-        _mm_stream_si128((__m128i *)dst, a);
-        _mm_stream_si128((__m128i *)(dst + 16), b);
-        _mm_stream_si128((__m128i *)(dst + 32), d);
-        _mm_stream_si128((__m128i *)(dst + 48), e);
-    }
-    memcpy(dst, src, n);
-    _mm_sfence();
-#else
-    memcpy(dst, src, n);
-#endif
-}
 
 static void
 penc_pull(net_wr *w, const struct part *p)
@@ -372,9 +329,7 @@ done_pull(gkv_client *c, struct part *p, net_rd *rd)
                           "%llu bytes; asked for %zu rows of %zu bytes",
                           (unsigned long long)pr.n,
                           (unsigned long long)pr.row_bytes, q->n, rb);
-    if (q->idx == NULL && q->stream)
-        copy_stream(q->dst, pr.rows, q->n * rb);
-    else if (q->idx == NULL)
+    if (q->idx == NULL)
         memcpy(q->dst, pr.rows, q->n * rb);
     else
         for (size_t j = 0; j < q->n; j++)
@@ -633,7 +588,6 @@ pull_mach(gkv_client *c, struct plist *pl, const char *name, size_t m,
         q->name = name;
         q->n = b - a;
         q->row_bytes = rb;
-        q->stream = cnt * rb >= PULL_STREAM;
         if (mpos == NULL) {
             q->ids = ids + a;
             q->dst = dst + a * rb;

@@ -1,14 +1,12 @@
 /* net_pull_test.c - large remote pulls against a real gkv-server process on
  * loopback (started and stopped by PID; the teardown kills and reaps every
- * process a test started, also after a failed assertion). A pull of 16 MiB
- * or more from one machine is copied out of each reply with non-temporal
- * stores (net/client_kv.c, copy_stream); these tests compare its rows byte
- * for byte with the store's, read in-process:
- *   - 512-byte rows, random IDs with duplicates, into a destination at an
- *     odd address (the copy's unaligned head and tail), with guard bytes
- *     on both sides that must stay untouched;
- *   - 52-byte rows, so no reply is a multiple of the copy's 64-byte steps;
- *   - the same pull below the threshold (plain memcpy) gives the same bytes.
+ * process a test started, also after a failed assertion): pulls of tens of
+ * MB, as a mini-batch's features are, cut into many replies and copied out
+ * of each, compared byte for byte with the store's rows read in-process:
+ *   - 512-byte rows, random IDs with duplicates, into destinations at odd
+ *     addresses, with guard bytes on both sides that must stay untouched;
+ *   - 52-byte rows, so no reply is a multiple of 64 bytes;
+ *   - a small pull of the same IDs gives the same bytes.
  *
  * Ports: each test picks a range no one is listening on from a
  * PID-dependent start, and starts over on a fresh range when a server
@@ -104,7 +102,7 @@ test_large_pulls_match_the_store(void **state)
     pull_check(c, "wide", ids, nw, 512, 0, want);
     pull_check(c, "wide", ids, nw, 512, 3, want);
     pull_check(c, "wide", ids, nw, 512, 17, want);
-    /* below the threshold: the same bytes through memcpy */
+    /* a pull of one reply: the same bytes */
     pull_check(c, "wide", ids, 1000, 512, 5, want);
     free(want);
 
