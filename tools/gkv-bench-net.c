@@ -8,6 +8,9 @@
  *       then the bytes in 1 MiB writes, TCP_NODELAY: what
  *       bench/anchors/tcp_raw.c "stream" measures); the two alternate
  *       rep by rep, so both see the same machine. Target >= 0.8x.
+ *       Beside the times, the CPU seconds per GB of both ends of each
+ *       (/proc/PID/task/TID/schedstat, every thread): what the pull costs
+ *       the machine against the stream, whatever else runs beside them.
  *   (b) the same rows from Redis: a redis-server this program starts
  *       (no persistence), loaded with pipelined SETs of "feat:<id>", read
  *       with pipelined MGETs of 1,000 keys (as bench/anchors/redis_mget
@@ -36,7 +39,7 @@
  * with this program even when it is killed with -9 (PR_SET_PDEATHSIG).
  *
  * usage: gkv-bench-net [--quick] [--reps N] [--scale N] [--rows N]
- *                      [--no-redis] [--no-sample] [--no-pull]
+ *                      [--no-redis] [--no-sample] [--no-pull] [--pull-only]
  * stdout: "RESULT name key=value ..." lines, then a table. Exit status 0,
  * 1 when a check failed or something could not run, 2 on bad usage.
  */
@@ -985,7 +988,8 @@ main(int argc, char **argv)
         expect_rows(st, split2, 2, ids, n, want);
         base = tools__bench_ports(16);
         snprintf(cfg, sizeof cfg, "%s/ip2.cfg", tools__bench_dir);
-        snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
+        snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base,
+                 base + 8);
         tools__bench_write_file(cfg, text);
         p0 = tools__bench_server(cfg, 0, base, st[0], NULL, NULL);
         p1 = tools__bench_server(cfg, 1, base + 8, st[1], NULL, NULL);
@@ -1068,11 +1072,12 @@ main(int argc, char **argv)
         }
         if (!pull_only) {
             printf("RESULT net_pull servers=2 rows=%zu row_bytes=%zu reps=%d "
-                   "GBs=%.3f rows_s=%.3g ratio_to_1=%.2f\n", n, (size_t)RB, reps,
-                   bytes / t2 / 1e9, (double)n / t2, t1 / t2);
-            printf("RESULT net_push mode=direct sync=nosync rows=%zu row_bytes=%zu "
-                   "tensor_rows=%zu reps=%d rows_s=%.3g GBs=%.3f\n", n, (size_t)RB,
-                   10 * n, reps, (double)n / tpush[0], bytes / tpush[0] / 1e9);
+                   "GBs=%.3f rows_s=%.3g ratio_to_1=%.2f\n", n, (size_t)RB,
+                   reps, bytes / t2 / 1e9, (double)n / t2, t1 / t2);
+            printf("RESULT net_push mode=direct sync=nosync rows=%zu "
+                   "row_bytes=%zu tensor_rows=%zu reps=%d rows_s=%.3g "
+                   "GBs=%.3f\n", n, (size_t)RB, 10 * n, reps,
+                   (double)n / tpush[0], bytes / tpush[0] / 1e9);
             printf("RESULT net_push mode=writeback sync=nosync rows=%zu "
                    "row_bytes=%zu tensor_rows=%zu reps=%d rows_s=%.3g GBs=%.3f "
                    "x_direct=%.2f\n", n, (size_t)RB, 10 * n, reps,
