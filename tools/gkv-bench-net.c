@@ -8,6 +8,9 @@
  *       then the bytes in 1 MiB writes, TCP_NODELAY: what
  *       bench/anchors/tcp_raw.c "stream" measures); the two alternate
  *       rep by rep, so both see the same machine. Target >= 0.8x.
+ *       Beside the times, the CPU seconds per GB of both ends of each
+ *       (/proc/PID/task/TID/schedstat, every thread): what the pull costs
+ *       the machine against the stream, whatever else runs beside them.
  *   (b) the same rows from Redis: a redis-server this program starts
  *       (no persistence), loaded with pipelined SETs of "feat:<id>", read
  *       with pipelined MGETs of 1,000 keys (as bench/anchors/redis_mget
@@ -36,11 +39,12 @@
  * with this program even when it is killed with -9 (PR_SET_PDEATHSIG).
  *
  * usage: gkv-bench-net [--quick] [--reps N] [--scale N] [--rows N]
- *                      [--no-redis] [--no-sample] [--no-pull]
+ *                      [--no-redis] [--no-sample] [--no-pull] [--pull-only]
  * stdout: "RESULT name key=value ..." lines, then a table. Exit status 0,
  * 1 when a check failed or something could not run, 2 on bad usage.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -112,31 +116,91 @@ expect_rows(char st[][PATH_MAX], const uint64_t *split, int nst,
 
 struct tcpref;
 static double tcp_rep(struct tcpref *t, unsigned char *dst);
+static pid_t tcp_pid(const struct tcpref *t);
+
+/* CPU seconds that every thread of process pid (0: this one) has run so
+ * far, from /proc/PID/task/TID/schedstat (nanoseconds on the CPU); 0 when
+ * /proc cannot be read. */
+static double
+proc_cpu_s(pid_t pid)
+{
+    char dir[64], path[PATH_MAX];
+    unsigned long long ns, sum = 0;
+    struct dirent *e;
+    DIR *d;
+
+    if (pid == 0)
+        snprintf(dir, sizeof dir, "/proc/self/task");
+    else
+        snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    if ((d = opendir(dir)) == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL) {
+        FILE *f;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s/schedstat", dir, e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        if (fscanf(f, "%llu", &ns) == 1)
+            sum += ns;
+        fclose(f);
+    }
+    closedir(d);
+    return (double)sum * 1e-9;
+}
+
+/* CPU seconds of the timed reps: the pull's client (this process, its
+ * nanomsg threads included) and server, the TCP reference's receiver
+ * (this process) and sender (its child). */
+struct cpu_use {
+    pid_t server;
+    double pull_client, pull_server, tcp_recv, tcp_send;
+};
 
 /* Median seconds of reps pulls (after a warm-up), checked. With tr, each
  * pull is preceded by a plain TCP transfer of the same bytes (*ttcp: their
- * median), so both see the same conditions. */
+ * median), so both see the same conditions. With cu, the CPU time of both
+ * ends of both is added up over the timed reps. */
 static double
 time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
           const float *want, const char *what, struct tcpref *tr,
-          double *ttcp)
+          double *ttcp, struct cpu_use *cu)
 {
     double *t = tools__xmalloc(sizeof *t * (size_t)reps), med;
     double *tt = tools__xmalloc(sizeof *tt * (size_t)reps);
+    double c0 = 0, s0 = 0;
     gkv_err rc;
 
     for (int r = -1; r < reps; r++) {
         double t0;
         if (tr != NULL) {
-            double x = tcp_rep(tr, (unsigned char *)dst);
+            double x;
+            if (cu != NULL) {
+                c0 = proc_cpu_s(0);
+                s0 = proc_cpu_s(tcp_pid(tr));
+            }
+            x = tcp_rep(tr, (unsigned char *)dst);
             if (r >= 0)
                 tt[r] = x;
+            if (cu != NULL && r >= 0) {
+                cu->tcp_recv += proc_cpu_s(0) - c0;
+                cu->tcp_send += proc_cpu_s(tcp_pid(tr)) - s0;
+            }
         }
         memset(dst, 0, n * RB);
+        if (cu != NULL) {
+            c0 = proc_cpu_s(0);
+            s0 = proc_cpu_s(cu->server);
+        }
         t0 = tools__now_s();
         rc = gkv_client_pull(c, "feat", ids, n, dst, n * RB);
         if (r >= 0)
             t[r] = tools__now_s() - t0;
+        if (cu != NULL && r >= 0) {
+            cu->pull_client += proc_cpu_s(0) - c0;
+            cu->pull_server += proc_cpu_s(cu->server) - s0;
+        }
         if (rc != GKV_OK)
             tools__die("%s: pull: %s: %s", what, gkv_strerror(rc),
                        gkv_net_errmsg());
@@ -274,6 +338,12 @@ tcp_rep(struct tcpref *t, unsigned char *dst)
     if (dst[at] != (unsigned char)((at % (1u << 20)) * 31 + 7))
         tools__check_failed("tcp reference: payload differs");
     return t0;
+}
+
+static pid_t
+tcp_pid(const struct tcpref *t)
+{
+    return t->pid;
 }
 
 static void
@@ -770,12 +840,14 @@ static void
 usage(FILE *f)
 {
     fputs("usage: " PROG " [--quick] [--reps N] [--scale N] [--rows N] "
-          "[--no-redis] [--no-sample] [--no-pull]\n"
+          "[--no-redis] [--no-sample] [--no-pull] [--pull-only]\n"
           "  --quick      20,000 rows, scale 16 (a smoke run)\n"
           "  --reps N     timed reps per figure (median; default 5)\n"
           "  --scale N    R-MAT scale of the sampling graph (default 20)\n"
           "  --rows N     rows pulled (default 100000; the tensor has 2x)\n"
           "  --no-pull    only the sampling figure (part d)\n"
+          "  --pull-only  only the 1-server pull and its references (parts "
+          "a, b)\n"
           "stdout: RESULT lines and a table; stderr: progress.\n", f);
 }
 
@@ -784,14 +856,16 @@ main(int argc, char **argv)
 {
     size_t n = 100000, nrows;
     int scale = 20, nbatch = 64, no_redis = 0, no_sample = 0, no_pull = 0;
+    int pull_only = 0;
     char st[2][PATH_MAX], cfg[PATH_MAX + 16], text[128];
     uint64_t split1[2], split2[3], x = 12345;
     uint64_t *ids;
     float *dst, *want, *all;
-    double t1, t2, ttcp, tred = 0, tpush[2];
+    double t1, t2 = 0, ttcp, tred = 0, tpush[2] = {0, 0};
     const char *redis_how = "";
     double tred2[2] = {0, 0};
     struct sres sr = {0};
+    struct cpu_use cpu = {0};
     struct tcpref tr;
     gkv_client *c;
     pid_t p0, p1;
@@ -806,6 +880,7 @@ main(int argc, char **argv)
         {"--no-redis", OPT_FLAG, .dst = &no_redis},
         {"--no-sample", OPT_FLAG, .dst = &no_sample},
         {"--no-pull", OPT_FLAG, .dst = &no_pull},
+        {"--pull-only", OPT_FLAG, .dst = &pull_only},
         {NULL},
     };
     const struct tools_opt_parser parser = {
@@ -821,9 +896,11 @@ main(int argc, char **argv)
         nbatch = 16;
     }
     n = rows_arg != 0 ? (size_t)rows_arg : n;
-    if (no_pull && no_sample)
-        return tools__usage_error(PROG, "--no-pull with --no-sample leaves "
-                                  "nothing to measure");
+    if (pull_only)
+        no_sample = 1;
+    if (no_pull && (no_sample || pull_only))
+        return tools__usage_error(PROG, "--no-pull with --no-sample or "
+                                  "--pull-only leaves nothing to measure");
     nrows = 2 * n;
     tools__bench_init("gkv-bench-net");
 
@@ -865,7 +942,8 @@ main(int argc, char **argv)
     p0 = tools__bench_server(cfg, 0, base, st[0], NULL, NULL);
     c = tools__bench_connect(cfg);
     tcp_open(&tr, n * RB);
-    t1 = time_pull(c, ids, n, dst, want, "one server", &tr, &ttcp);
+    cpu.server = p0;
+    t1 = time_pull(c, ids, n, dst, want, "one server", &tr, &ttcp, &cpu);
     tcp_close(&tr);
     gkv_client_close(c);
     tools__bench_stop(p0);
@@ -898,30 +976,33 @@ main(int argc, char **argv)
     }
 
     /* (c) two servers, half the rows each */
-    tools__note("pull: the same rows from 2 servers ...");
-    snprintf(st[0], sizeof st[0], "%s/half0", tools__bench_dir);
-    snprintf(st[1], sizeof st[1], "%s/half1", tools__bench_dir);
-    make_store(st[0], 0, n);
-    make_store(st[1], n, nrows);
-    split2[0] = 0;
-    split2[1] = n;
-    split2[2] = nrows;
-    expect_rows(st, split2, 2, ids, n, want);
-    base = tools__bench_ports(16);
-    snprintf(cfg, sizeof cfg, "%s/ip2.cfg", tools__bench_dir);
-    snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base, base + 8);
-    tools__bench_write_file(cfg, text);
-    p0 = tools__bench_server(cfg, 0, base, st[0], NULL, NULL);
-    p1 = tools__bench_server(cfg, 1, base + 8, st[1], NULL, NULL);
-    c = tools__bench_connect(cfg);
-    t2 = time_pull(c, ids, n, dst, want, "two servers", NULL, NULL);
-    gkv_client_close(c);
-    tools__bench_stop(p0);
-    tools__bench_stop(p1);
+    if (!pull_only) {
+        tools__note("pull: the same rows from 2 servers ...");
+        snprintf(st[0], sizeof st[0], "%s/half0", tools__bench_dir);
+        snprintf(st[1], sizeof st[1], "%s/half1", tools__bench_dir);
+        make_store(st[0], 0, n);
+        make_store(st[1], n, nrows);
+        split2[0] = 0;
+        split2[1] = n;
+        split2[2] = nrows;
+        expect_rows(st, split2, 2, ids, n, want);
+        base = tools__bench_ports(16);
+        snprintf(cfg, sizeof cfg, "%s/ip2.cfg", tools__bench_dir);
+        snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", base,
+                 base + 8);
+        tools__bench_write_file(cfg, text);
+        p0 = tools__bench_server(cfg, 0, base, st[0], NULL, NULL);
+        p1 = tools__bench_server(cfg, 1, base + 8, st[1], NULL, NULL);
+        c = tools__bench_connect(cfg);
+        t2 = time_pull(c, ids, n, dst, want, "two servers", NULL, NULL, NULL);
+        gkv_client_close(c);
+        tools__bench_stop(p0);
+        tools__bench_stop(p1);
+    }
 
     /* (e) pushes to one server, direct and in write-back mode; the IDs
      * are distinct (a push's duplicate IDs would make the check ambiguous) */
-    {
+    if (!pull_only) {
         static const char *const direct[] = {"--nosync", NULL};
         static const char *const wback[] = {"--nosync", "--writeback", "feat",
                                             NULL};
@@ -968,6 +1049,16 @@ main(int argc, char **argv)
         printf("RESULT tcp_stream bytes=%.0f reps=%d GBs=%.3f\n", bytes, reps,
                bytes / ttcp / 1e9);
         printf("RESULT net_pull_vs_tcp ratio=%.2f target=0.8\n", ttcp / t1);
+        {
+            double gb = bytes * reps / 1e9;
+            printf("RESULT net_pull_cpu client_s_per_GB=%.3f "
+                   "server_s_per_GB=%.3f tcp_recv_s_per_GB=%.3f "
+                   "tcp_send_s_per_GB=%.3f pull_over_tcp=%.2f\n",
+                   cpu.pull_client / gb, cpu.pull_server / gb,
+                   cpu.tcp_recv / gb, cpu.tcp_send / gb,
+                   (cpu.pull_client + cpu.pull_server) /
+                       (cpu.tcp_recv + cpu.tcp_send + 1e-12));
+        }
         if (tred > 0) {
             printf("RESULT redis_mget rows=%zu batch=1000 mode='%s' reps=%d "
                    "GBs=%.3f rows_s=%.3g pipelined_GBs=%.3f "
@@ -979,19 +1070,22 @@ main(int argc, char **argv)
             printf("RESULT redis_mget skipped=%s\n", no_redis ? "--no-redis" :
                    "redis-server-missing");
         }
-        printf("RESULT net_pull servers=2 rows=%zu row_bytes=%zu reps=%d "
-               "GBs=%.3f rows_s=%.3g ratio_to_1=%.2f\n", n, (size_t)RB, reps,
-               bytes / t2 / 1e9, (double)n / t2, t1 / t2);
-        printf("RESULT net_push mode=direct sync=nosync rows=%zu row_bytes=%zu "
-               "tensor_rows=%zu reps=%d rows_s=%.3g GBs=%.3f\n", n, (size_t)RB,
-               10 * n, reps, (double)n / tpush[0], bytes / tpush[0] / 1e9);
-        printf("RESULT net_push mode=writeback sync=nosync rows=%zu "
-               "row_bytes=%zu tensor_rows=%zu reps=%d rows_s=%.3g GBs=%.3f "
-               "x_direct=%.2f\n", n, (size_t)RB, 10 * n, reps,
-               (double)n / tpush[1], bytes / tpush[1] / 1e9,
-               tpush[0] / tpush[1]);
-        if (!no_sample)
-            print_sample(&sr, scale, nbatch);
+        if (!pull_only) {
+            printf("RESULT net_pull servers=2 rows=%zu row_bytes=%zu reps=%d "
+                   "GBs=%.3f rows_s=%.3g ratio_to_1=%.2f\n", n, (size_t)RB,
+                   reps, bytes / t2 / 1e9, (double)n / t2, t1 / t2);
+            printf("RESULT net_push mode=direct sync=nosync rows=%zu "
+                   "row_bytes=%zu tensor_rows=%zu reps=%d rows_s=%.3g "
+                   "GBs=%.3f\n", n, (size_t)RB, 10 * n, reps,
+                   (double)n / tpush[0], bytes / tpush[0] / 1e9);
+            printf("RESULT net_push mode=writeback sync=nosync rows=%zu "
+                   "row_bytes=%zu tensor_rows=%zu reps=%d rows_s=%.3g GBs=%.3f "
+                   "x_direct=%.2f\n", n, (size_t)RB, 10 * n, reps,
+                   (double)n / tpush[1], bytes / tpush[1] / 1e9,
+                   tpush[0] / tpush[1]);
+            if (!no_sample)
+                print_sample(&sr, scale, nbatch);
+        }
         printf("\n%-40s %14s %10s\n", "figure", "value", "ratio");
         printf("%-40s %11.3f GB/s %10s\n", "pull, 1 server", bytes / t1 / 1e9, "");
         printf("%-40s %11.3f GB/s %9.2fx\n", "plain TCP stream (same bytes)",
@@ -999,12 +1093,14 @@ main(int argc, char **argv)
         if (tred > 0)
             printf("%-40s %11.3f GB/s %9.2fx\n", "Redis MGET of 1000 (faster "
                    "mode)", bytes / tred / 1e9, tred / t1);
-        printf("%-40s %11.3f GB/s %9.2fx\n", "pull, 2 servers", bytes / t2 / 1e9,
-               t1 / t2);
-        printf("%-40s %9.3g rows/s %10s\n", "push (assign), 1 server, direct",
-               (double)n / tpush[0], "");
-        printf("%-40s %9.3g rows/s %9.2fx\n", "push, 1 server, --writeback",
-               (double)n / tpush[1], tpush[0] / tpush[1]);
+        if (!pull_only) {
+            printf("%-40s %11.3f GB/s %9.2fx\n", "pull, 2 servers",
+                   bytes / t2 / 1e9, t1 / t2);
+            printf("%-40s %9.3g rows/s %10s\n", "push (assign), 1 server, "
+                   "direct", (double)n / tpush[0], "");
+            printf("%-40s %9.3g rows/s %9.2fx\n", "push, 1 server, "
+                   "--writeback", (double)n / tpush[1], tpush[0] / tpush[1]);
+        }
         if (!no_sample) {
             printf("%-40s %9.3g edges/s %10s\n", "sampling in-process (1 thread)",
                    sr.inproc_eps, "");
