@@ -121,7 +121,7 @@ struct walk {
     /* the first fault */
     gkv_err rc;
     uint64_t bad_pg;
-    char why[200];
+    char why[400];
     uint32_t bad_tid_lo, bad_tid_hi;  /* data: the tensor ids of the page */
     int bad_has_tid;          /* bit 0: bad_tid_lo known, bit 1: _hi */
     struct tname *names;
@@ -255,27 +255,34 @@ leaf_value(struct walk *w, uint64_t pg, unsigned i, const unsigned char *n,
         return bad(w, pg, "node %u has flags 0x%x", i, flags);
     if (w->d.is_main && !(flags & (F_SUBDATA | F_BIGDATA)) &&
         klen == sizeof KV_TXN_KEY - 1 && memcmp(key, KV_TXN_KEY, klen) == 0) {
-        /* the gkv commit that wrote this tree (kv_int.h). A damaged
-         * older header page that LMDB takes for the newest says record + 2
-         * with the other page at record + 1, whose tree gkv wrote in
-         * record + 1; anything else is a store that another program wrote
-         * after gkv (a commit each, no record), or compacted (mdb_copy -c
-         * numbers its commit 1), and is let be */
-        uint64_t rec = dsize == 8 ? get64(dp) : 0;
+        /* the gkv commit that wrote this tree (kv_int.h). Two header
+         * pages of consecutive numbers and right parities (checked by
+         * kv__walk_meta) can still lie by one byte: the older page (N-1)
+         * renumbered N+1, or the newer (N) renumbered N-2. Either way
+         * LMDB reads the commit before the last, whose tree is whole, and
+         * the other page's tree, gkv's last commit, has the larger record:
+         *   older renumbered: ours rec, header rec + 2, other rec + 1;
+         *   newer renumbered: ours rec = header, other header rec - 1,
+         *   its tree rec + 1.
+         * Anything else is let be: commits by another program (no record:
+         * the record lags its header), or a compacted copy (mdb_copy -c
+         * numbers its one commit 1: the other page's tree is no gkv's) */
+        uint64_t rec = dsize == 8 ? get64(dp) : 0, ot = w->other_txnid;
 
         if (dsize != 8)
             return bad(w, pg, "node %u: a transaction record of %llu bytes",
                        i, (unsigned long long)dsize);
-        if (w->txnid == rec + 2 && w->other_txnid == rec + 1 &&
-            w->other_rec == rec + 1)
-            return bad(w, pg, "the header page names transaction %llu the "
-                       "newest, but gkv wrote this tree in transaction %llu "
-                       "and the other header page holds %llu: the older "
-                       "header page's transaction number is damaged (reading "
-                       "on would silently undo the last commit)",
-                       (unsigned long long)w->txnid,
-                       (unsigned long long)rec,
-                       (unsigned long long)w->other_txnid);
+        if ((w->txnid == rec + 2 && ot == rec + 1 && w->other_rec == rec + 1) ||
+            (w->txnid == rec && ot > 1 && ot + 1 == rec &&
+             w->other_rec == rec + 1))
+            return bad(w, pg, "the header pages name transaction %llu the "
+                       "newest, whose tree gkv wrote in transaction %llu, but "
+                       "the other header page (%llu) holds a later tree (%llu):"
+                       " a header page's transaction number is damaged, and "
+                       "reading on would silently undo the last commit",
+                       (unsigned long long)w->txnid, (unsigned long long)rec,
+                       (unsigned long long)ot,
+                       (unsigned long long)w->other_rec);
     }
     if (flags & F_BIGDATA) {
         unsigned char oh[HDR];

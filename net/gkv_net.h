@@ -675,7 +675,7 @@ GKV_API gkv_err gkv_client_clone(gkv_client *c, gkv_client **out);
  * so processes forked from one parent, and trainers on other machines,
  * draw independently: no counter or process ID repeats across them.
  * Two live observers of one group draw the same rank with probability
- * about n^2 / 2^32 for n of them (1,000: about 1 in 8,600); they would
+ * about n^2 / 2^32 for n of them (1,000: about 1 in 4,300); they would
  * then take over each other's session by turns, and the server logs the
  * rejoins. */
 GKV_API uint32_t gkv_client_observer_rank(void);

@@ -56,14 +56,14 @@ struct ref {
 };
 
 /* The damage of one case. */
-enum dkind { D_XOR, D_RUN, D_PAGE_ZERO, D_PAGE_RAND, D_TRUNC };
+enum dkind { D_XOR, D_RUN, D_PAGE_ZERO, D_PAGE_RAND, D_TRUNC, D_U64 };
 
 struct dcase {
     enum dkind kind;
     uint64_t off;          /* byte (D_XOR, D_RUN), page start, or new size */
     uint32_t len;          /* bytes (D_RUN) */
     uint8_t mask;          /* D_XOR */
-    uint64_t seed;         /* D_RUN, D_PAGE_RAND */
+    uint64_t seed;         /* D_RUN, D_PAGE_RAND; D_U64: the value */
 };
 
 /* What the child says, in shared memory: the case it is on and its step. */
@@ -274,6 +274,9 @@ restore(struct fx *f, const struct dcase *c)
     case D_TRUNC:
         len = (size_t)c->off;
         break;
+    case D_U64:
+        memcpy(b + c->off, &c->seed, 8);
+        break;
     }
     snprintf(p, sizeof p, "%s/data.mdb", f->st);
     fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -376,7 +379,7 @@ static void
 describe(const struct dcase *c, char *b, size_t bl)
 {
     static const char *const kinds[] = {"xor", "run", "zero page",
-                                        "random page", "truncate"};
+                                        "random page", "truncate", "u64"};
 
     snprintf(b, bl, "%s at %llu (page %llu + %llu) len %u mask 0x%02x "
              "seed %llu", kinds[c->kind], (unsigned long long)c->off,
@@ -482,35 +485,39 @@ test_flip_each_byte(void **state)
     free(cs);
 }
 
-/* Every one-bit change of the older header page's transaction number
- * but the parity bit: one of them names it the newer commit's successor
- * (parity and sequence kept), which LMDB takes as the newest header and
- * so reads the commit before the last; the others break the sequence.
- * Every case must be refused at open, none may read the older rows. */
+/* A header page's transaction number changed so that the two still hold
+ * consecutive numbers of the right parities: the older page (N-1) reading
+ * N+1, or the newer (N) reading N-2. LMDB then takes the older commit's
+ * page for the newest and reads the commit before the last, whose tree is
+ * whole; only gkv's record of the transaction that wrote each tree tells.
+ * Those two numbers exactly, then every one-bit change of either page's
+ * number but the parity bit (those that keep the pattern are these two;
+ * the others break the sequence): each case must be refused at open, and
+ * none may read the older rows. */
 static void
-test_older_header_renumbered(void **state)
+test_header_renumbered(void **state)
 {
     struct fx *f = *state;
-    uint64_t t[2], at;
-    struct dcase cs[63];
-    long n = 0, succ = -1;
+    uint64_t t[2];
+    struct dcase cs[2 + 2 * 63];
+    long n = 0;
     unsigned older;
 
     memcpy(&t[0], f->img + 144, 8);
     memcpy(&t[1], f->img + PSIZE + 144, 8);
     older = t[0] > t[1];
     assert_int_equal(t[older] + 1, t[!older]);
-    at = older * PSIZE + 144;
-    for (unsigned bit = 1; bit < 64; bit++) {
-        if ((t[older] ^ (1ull << bit)) == t[!older] + 1)
-            succ = n;
-        cs[n++] = (struct dcase){D_XOR, at + bit / 8, 1,
-                                 (uint8_t)(1u << bit % 8), 0};
-    }
-    print_message("damage: older header txnid %llu, newer %llu; case %ld "
-                  "names it %llu\n", (unsigned long long)t[older],
-                  (unsigned long long)t[!older], succ,
-                  (unsigned long long)t[!older] + 1);
+    cs[n++] = (struct dcase){D_U64, older * PSIZE + 144, 8, 0, t[!older] + 1};
+    cs[n++] = (struct dcase){D_U64, !older * PSIZE + 144, 8, 0, t[older] - 1};
+    for (unsigned pg = 0; pg < 2; pg++)
+        for (unsigned bit = 1; bit < 64; bit++)
+            cs[n++] = (struct dcase){D_XOR, pg * PSIZE + 144 + bit / 8, 1,
+                                     (uint8_t)(1u << bit % 8), 0};
+    print_message("damage: header txnids %llu (older) and %llu; renumbered "
+                  "%llu and %llu\n", (unsigned long long)t[older],
+                  (unsigned long long)t[!older],
+                  (unsigned long long)t[!older] + 1,
+                  (unsigned long long)t[older] - 1);
     sweep(f, cs, n);
     assert_int_equal(f->sh->rolled, 0);
     assert_int_equal(f->sh->refused, n);
@@ -775,7 +782,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flip_each_byte),
-        cmocka_unit_test(test_older_header_renumbered),
+        cmocka_unit_test(test_header_renumbered),
         cmocka_unit_test(test_multi_byte_and_truncation),
         cmocka_unit_test(test_server_and_kvctl_refuse),
         cmocka_unit_test(test_damaged_while_open),
