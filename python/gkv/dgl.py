@@ -1178,8 +1178,9 @@ class DistEdgeDataLoader:
     NeighborSampler. The pair graphs hold the seed edges and the negatives
     (k per seed edge, with its source) over blocks[-1]'s destination nodes,
     as DGL graphs (dgl.NID, dgl.EID) or PairGraph without dgl; excluded
-    edges are in no block. feats: g.ndata names fetched into
-    blocks[0].srcdata. Sampled hop by hop through the servers (where
+    edges are in no block. feats: g.ndata names (or 'node/<ntype>/<name>')
+    fetched into blocks[0].srcdata[name] (srcnodes[ntype].data[name]).
+    Sampled hop by hop through the servers (where
     'client'; 'server' cannot carry the excluded edges: NotSupportedError);
     a sampler with prob is NotSupportedError here."""
 
@@ -1211,9 +1212,9 @@ class DistEdgeDataLoader:
                                     "supported with edge seeds (GKV_ENOTSUP)"
                                     % (prob,))
         self._neg = num_neg is not None
-        self._names = list(feats)
         self._feats = [n if n.startswith("node/") else
                        "node/%s/%s" % (_ntype(book, None), n) for n in feats]
+        self._names = [n.split("/")[2] for n in self._feats]
         self._loader = gkv.Loader(
             g._c, _ids(eids, "eids"), batch_size=batch_size, fanouts=fan,
             feats=self._feats, where=where, seed_etype=self._etype,
