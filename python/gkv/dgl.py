@@ -1179,7 +1179,8 @@ class DistEdgeDataLoader:
     (k per seed edge, with its source) over blocks[-1]'s destination nodes,
     as DGL graphs (dgl.NID, dgl.EID) or PairGraph without dgl; excluded
     edges are in no block. feats: g.ndata names (or 'node/<ntype>/<name>')
-    fetched into blocks[0].srcdata[name] (srcnodes[ntype].data[name]).
+    fetched into blocks[0].srcdata[name] (srcnodes[ntype].data[name] with
+    several node types; CSCBlock.srcdata['node/<ntype>/<name>'] then).
     Sampled hop by hop through the servers (where
     'client'; 'server' cannot carry the excluded edges: NotSupportedError);
     a sampler with prob is NotSupportedError here."""
@@ -1231,14 +1232,16 @@ class DistEdgeDataLoader:
 
     def __iter__(self):
         nts = self._book["ntypes"]
-        homo = len(nts) == 1 or _dgl is None
         et = tuple(self._etype.split(":"))
         for b in self._loader:
             blocks = [to_block(self._book, x) for x in b.blocks]
             for name, full, f in zip(self._names, self._feats, b.feats):
-                where = (blocks[0].srcdata if homo
-                         else blocks[0].srcnodes[full.split("/")[1]].data)
-                where[name] = _t(f)
+                if len(nts) == 1:
+                    blocks[0].srcdata[name] = _t(f)
+                elif _dgl is None:      # one dict for every type
+                    blocks[0].srcdata[full] = _t(f)
+                else:
+                    blocks[0].srcnodes[full.split("/")[1]].data[name] = _t(f)
             first, last = b.blocks[0], b.blocks[-1]
             input_nodes = (_t(first.nodes[0]) if len(nts) == 1 else
                            {t: _t(first.nodes[k]) for k, t in enumerate(nts)})

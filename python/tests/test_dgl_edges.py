@@ -267,3 +267,88 @@ def test_reverse_types(rjob, dgl_or_not):
                                     feats=["nope"])
     finally:
         dist.exit_client()
+
+
+@pytest.fixture(scope="module")
+def bjob(tmp_path_factory):
+    """Users and items, u:buys:i and its reverse i:bought:u, a node feature
+    per type; one partition served by a gkv.Server, a Partition of a copy."""
+    d = tmp_path_factory.mktemp("bgraph")
+    rng = np.random.default_rng(8)
+    pairs = np.unique(np.stack([rng.integers(0, 50, 500), rng.integers(0, 30, 500)], 1),
+                      axis=0)
+    s, t = pairs[:, 0].astype(np.int64), pairs[:, 1].astype(np.int64)
+    gkv.partition(str(d / "p"), {("u", "buys", "i"): (s, t), ("i", "bought", "u"): (t, s)},
+                  {"u": 50, "i": 30}, 1, name="b", csr=True,
+                  node_feats={("u", "x"): rng.standard_normal((50, 2)).astype(np.float32),
+                              ("i", "x"): rng.standard_normal((30, 2)).astype(np.float32)},
+                  reverse_etypes={"u:buys:i": "i:bought:u"})
+    shutil.copytree(d / "p", d / "q")
+    srv, ipc, _ = start_server(d, part_config=str(d / "q" / "b.json"),
+                               part_id=0, machine=0)
+    p = gkv.Partition(str(d / "p" / "b.json"))
+    yield ipc, p, len(s)
+    p.close()
+    srv.stop()
+
+
+def test_two_node_types(bjob, dgl_or_not):
+    """Seed edges from users to items: input nodes per type, the pairs'
+    sources index the users and destinations the items of the last
+    block's destination nodes, reverse_types leaves the bought edges of
+    the seeds out."""
+    ipc, p, ne = bjob
+    c = dist.initialize(ipc, group="pytest-dgl-bip", timeout_ms=20000)
+    try:
+        g = dist.DistGraph("b")
+        book = p.pbook()
+        nt = book["ntypes"]
+        bi, ri = book["etypes"].index("u:buys:i"), book["etypes"].index("i:bought:u")
+        seeds = np.arange(0, ne, 4, dtype=np.int64)
+        et = ("u", "buys", "i")
+        with dist.DistEdgeDataLoader(
+                g, {et: seeds}, dist.as_edge_prediction_sampler(
+                    dist.NeighborSampler([4, 4]), exclude="reverse_types",
+                    reverse_etypes={et: ("i", "bought", "u")},
+                    negative_sampler=dist.negative_sampler.Uniform(2)),
+                batch_size=10, seed=1, shuffle=True, feats=["node/u/x", "node/i/x"]) as ld, \
+            gkv.Loader(c, seeds, batch_size=10, fanouts=[4, 4], where="client",
+                       seed_etype="u:buys:i", num_neg=2, exclude=["self", "reverse"],
+                       reverse_etype="i:bought:u", sample_seed=1, shuffle_seed=1,
+                       feats=["node/u/x", "node/i/x"]) as ref:
+            n = 0
+            for (inp, pos, neg, blocks), rb in zip(ld, ref):
+                n += 1
+                assert set(inp) == {"u", "i"}
+                for k, t in enumerate(nt):
+                    eq(inp[t], rb.blocks[0].nodes[k])
+                last = rb.blocks[-1]
+                dst = {t: np.asarray(last.nodes[k])[:last.num_dst[k]]
+                       for k, t in enumerate(nt)}
+                s, d, nodes, e = pair_parts(pos, dgl_or_not, et)
+                eq(s, rb.pos_src)
+                eq(d, rb.pos_dst)
+                eq(e, rb.seeds)
+                for t in nt:
+                    eq(nodes[t], dst[t])
+                    assert pos.num_nodes(t) == len(dst[t])
+                ns, nd, _, _ = pair_parts(neg, dgl_or_not, et)
+                eq(ns, rb.neg_src)
+                eq(nd, rb.neg_dst)
+                for k, t in enumerate(nt):
+                    x = (blocks[0].srcnodes[t].data["x"] if dgl_or_not
+                         else blocks[0].srcdata["node/%s/x" % t])
+                    eq(x, rb.feats[k])
+                ss, sd = (np.asarray(a) for a in p.find_edges(bi, np.asarray(rb.seeds)))
+                eq(dst["u"][s.numpy()], ss)
+                eq(dst["i"][d.numpy()], sd)
+                eq(dst["u"][ns.numpy()], np.repeat(ss, 2))
+                pairs = set(zip(sd.tolist(), ss.tolist()))
+                for b in blocks:
+                    assert not np.isin(block_eids(b, dgl_or_not, et), rb.seeds).any()
+                    rs, rd = p.find_edges(ri, block_eids(b, dgl_or_not, ("i", "bought", "u")))
+                    assert not pairs & set(zip(np.asarray(rs).tolist(),
+                                               np.asarray(rd).tolist()))
+            assert n == len(ld) > 1
+    finally:
+        dist.exit_client()

@@ -15,6 +15,7 @@ import pytest
 
 import gkv
 from conftest import start_server
+from test_dgl_edges import dgl_or_not  # noqa: F401 (a fixture)
 
 torch = pytest.importorskip("torch")
 import gkv.dgl as dist  # noqa: E402
@@ -268,3 +269,67 @@ def test_bad_node_loader_with_prob(wjob, g):
     with pytest.raises(gkv.NotFoundError, match="node/_N/nope"):
         dist.DistNodeDataLoader(g, seeds, dist.NeighborSampler([2], prob="w"),
                                 batch_size=4, feats=["nope"])
+
+
+# ---- a heterogeneous graph: the feature on one edge type ----------------------------
+
+@pytest.fixture(scope="module")
+def hjob(tmp_path_factory):
+    """Users and items: u:buys:i with an edge feature w (zeros on a third),
+    i:bought:u without one; one partition served by a gkv.Server, a
+    Partition of a copy, w by edge ID."""
+    d = tmp_path_factory.mktemp("hgraph")
+    rng = np.random.default_rng(5)
+    nu, ni, ne = 80, 40, 900
+    s, t = rng.integers(0, nu, ne), rng.integers(0, ni, ne)
+    w = rng.random(ne).astype(np.float32)
+    w[rng.random(ne) < 0.35] = 0
+    gkv.partition(str(d / "p"), {("u", "buys", "i"): (s, t), ("i", "bought", "u"): (t, s)},
+                  {"u": nu, "i": ni}, 1, name="h", csr=True,
+                  edge_feats={("u:buys:i", "w"): w})
+    shutil.copytree(d / "p", d / "q")
+    srv, ipc, _ = start_server(d, part_config=str(d / "q" / "h.json"),
+                               part_id=0, machine=0)
+    c = dist.initialize(ipc, group="pytest-prob-h", timeout_ms=20000)
+    p = gkv.Partition(str(d / "p" / "h.json"))
+    wv = np.asarray(c.pull("edge/u:buys:i/w", np.arange(ne, dtype=np.int64)))
+    yield dist.DistGraph("h"), c, p, wv
+    dist.exit_client()
+    p.close()
+    srv.stop()
+
+
+def test_hetero_prob_weighs_the_types_that_have_it(hjob, dgl_or_not):
+    """prob='w' weighs u:buys:i by w and samples i:bought:u uniformly (it has
+    no w), as DGL does: the in-process answer with edge_w on buys only."""
+    g, c, p, wv = hjob
+    bi = p.pbook()["etypes"].index("u:buys:i")
+    seeds = {"i": np.arange(40, dtype=np.int64), "u": np.arange(0, 80, 2, dtype=np.int64)}
+    want = p.sample_neighbors(seeds, 3, seed=9, edge_w={"u:buys:i": wv})
+    same_edges(c.sample_neighbors(seeds, 3, seed=9, prob={"buys": "w"}), want)
+    sg = g.sample_neighbors(seeds, 3, prob="w", seed=9)
+    for k, et in enumerate(p.pbook()["etypes"]):
+        cet = tuple(et.split(":"))
+        if dgl_or_not:                  # global node IDs, edges in order
+            got = sg.edges(etype=cet, order="eid") + (sg.edges[cet].data[dist._dgl.EID],)
+        else:
+            got = sg[cet]
+        for x, y in zip(got, want[k]):
+            np.testing.assert_array_equal(x.numpy(), np.asarray(y))
+    assert (wv[np.asarray(want[bi][2])] > 0).all()
+    with pytest.raises(gkv.NotFoundError, match="no edge type has the feature"):
+        g.sample_neighbors(seeds, 3, prob="nope")
+    with pytest.raises(gkv.NotFoundError, match="edge/i:bought:u/w"):
+        c.sample_neighbors(seeds, 3, prob="w")          # the client is literal
+    # the node loader, seeds of one type, with dict inputs
+    ld = dist.DistNodeDataLoader(g, {"i": seeds["i"]}, dist.NeighborSampler(
+        [{"buys": 2, "bought": 2}, {"buys": 3, "bought": 0}], prob="w"),
+        batch_size=16, seed=3)
+    for k, (inp, out, blocks) in enumerate(ld):
+        ids = out["i"].numpy()
+        ref = c.sample_blocks({"i": ids}, [[2, 2], [3, 0]], prob={"buys": "w"},
+                              seed=gkv.Loader.batch_seed(3, 0, k))
+        assert set(inp) == {"u", "i"}
+        for t, name in enumerate(p.pbook()["ntypes"]):
+            np.testing.assert_array_equal(inp[name].numpy(), np.asarray(ref[0].nodes[t]))
+        assert (wv[np.asarray(ref[-1].edges[bi][2])] > 0).all()
