@@ -920,7 +920,26 @@ class _ClientBatch:
         self.seeds, self.blocks, self.feats, self.label = seeds, blocks, feats, label
 
 
-class DistNodeDataLoader:
+class _DataLoader:
+    """What both data loaders do with their loader (self._loader)."""
+
+    def __len__(self):
+        return len(self._loader)
+
+    def set_epoch(self, epoch):
+        self._loader.set_epoch(epoch)
+
+    def close(self):
+        self._loader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class DistNodeDataLoader(_DataLoader):
     """DistNodeDataLoader(g, nodes, graph_sampler, *, batch_size,
                           shuffle=False, drop_last=False, feats=(),
                           label=None, where=None, prefetch=0,
@@ -992,11 +1011,6 @@ class DistNodeDataLoader:
     def _full(self, n):
         return n if n.startswith("node/") else "node/%s/%s" % (self._ntype, n)
 
-    def __len__(self):
-        return len(self._loader)
-
-    def set_epoch(self, epoch):
-        self._loader.set_epoch(epoch)
 
     def __iter__(self):
         nts = self._book["ntypes"]
@@ -1019,15 +1033,6 @@ class DistNodeDataLoader:
                 input_nodes = {t: _t(first.nodes[k]) for k, t in enumerate(nts)}
                 seeds = {self._ntype: seeds}
             yield input_nodes, seeds, blocks
-
-    def close(self):
-        self._loader.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 NodeDataLoader = DistNodeDataLoader
@@ -1162,7 +1167,7 @@ def _pair_graph(book, blk, etype, src, dst, eids):
     return g
 
 
-class DistEdgeDataLoader:
+class DistEdgeDataLoader(_DataLoader):
     """DistEdgeDataLoader(g, eids, graph_sampler, *, batch_size,
                           shuffle=False, drop_last=False, feats=(),
                           where='client', prefetch=0, workers=0, seed=0)
@@ -1224,11 +1229,6 @@ class DistEdgeDataLoader:
             sample_seed=seed, dir=edge_dir, replace=replace,
             prefetch=prefetch, workers=workers)
 
-    def __len__(self):
-        return len(self._loader)
-
-    def set_epoch(self, epoch):
-        self._loader.set_epoch(epoch)
 
     def __iter__(self):
         nts = self._book["ntypes"]
@@ -1253,15 +1253,6 @@ class DistEdgeDataLoader:
             neg = _pair_graph(self._book, last, et, _t(b.neg_src),
                               _t(b.neg_dst), None)
             yield input_nodes, pair, neg, blocks
-
-    def close(self):
-        self._loader.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 EdgeDataLoader = DistEdgeDataLoader

@@ -115,6 +115,10 @@ def test_prob_forms(wjob):
     for form in (["w"], ("w",), {ET: "w"}, {"_E": "w"}, {("_N", "_E", "_N"): "w"},
                  {0: "w"}):
         same_edges(c.sample_neighbors(SEEDS, 4, seed=8, prob=form), want)
+    # the client also takes the values themselves (sent with the seeds)
+    _, _, _, vals = wjob
+    same_edges(c.sample_neighbors(SEEDS, 4, seed=8, edge_w=vals["w"]), want)
+    same_edges(c.sample_neighbors(SEEDS, 4, seed=8, edge_w={ET: vals["w"]}), want)
     uni = c.sample_neighbors(SEEDS, 4, seed=8)
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, prob={ET: None}), uni)
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, prob=[None]), uni)
