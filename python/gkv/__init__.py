@@ -107,24 +107,34 @@ class _Sampling:
     """sample_neighbors and sample_blocks, shared by Client and Partition."""
 
     def sample_neighbors(self, seeds, fanout, *, seed=0, dir="in",
-                         replace=False, weighted=False):
+                         replace=False, weighted=False, prob=None,
+                         edge_w=None):
         """One hop (gkv_sample_neighbors): per edge type (src, dst, eid),
         int64 Arrays of global IDs, seed by seed in the order given.
         seeds: int64 IDs (one node type) or {node type: IDs}; fanout: an
-        int, or per edge type a list or {edge type name: int}."""
+        int, or per edge type a list or {edge type name: int}.
+        Weighted (one source of weights per call): weighted=True (the
+        weights stored with the partitions); prob (Client only, DGL's
+        prob=): an edge feature's name FEAT, the tensor
+        "edge/<canonical etype>/FEAT" on the servers, for every edge type,
+        or per edge type a list or {edge type: FEAT or None (uniform)};
+        edge_w: float32 weights by edge ID, one array (a graph of one edge
+        type), or per edge type a list or dict."""
         book = self.pbook()
         seeds, fanout = _types(book, seeds, fanout, False)
         return self._sample_neighbors(seeds, fanout, seed=seed, dir=dir,
-                                      replace=replace, weighted=weighted)
+                                      replace=replace, weighted=weighted,
+                                      prob=prob, edge_w=edge_w)
 
     def sample_blocks(self, seeds, fanouts, *, seed=0, dir="in",
-                      replace=False, weighted=False):
+                      replace=False, weighted=False, prob=None, edge_w=None):
         """Multi-layer blocks (gkv_sample_blocks): a list of Block,
-        blocks[i] sampled with fanouts[i]."""
+        blocks[i] sampled with fanouts[i]; weights as sample_neighbors."""
         book = self.pbook()
         seeds, fanouts = _types(book, seeds, fanouts, True)
         raw = self._sample_blocks(seeds, fanouts, seed=seed, dir=dir,
-                                  replace=replace, weighted=weighted)
+                                  replace=replace, weighted=weighted,
+                                  prob=prob, edge_w=edge_w)
         return [Block(*b) for b in raw]
 
 

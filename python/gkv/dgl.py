@@ -23,7 +23,15 @@ node_split, edge_split
                 (gkv_pbook_node_split)
 DistNodeDataLoader (NodeDataLoader)
                 (input_nodes, seeds, blocks) per mini-batch, made ahead by
-                a gkv.Loader (sampled on the servers with the features)
+                a gkv.Loader (sampled on the servers with the features);
+                NeighborSampler(prob='w') samples by an edge feature,
+                through the client
+DistEdgeDataLoader (EdgeDataLoader), as_edge_prediction_sampler,
+negative_sampler.Uniform
+                link prediction: (input_nodes, pair_graph, neg_pair_graph,
+                blocks) per mini-batch of seed edges, made ahead by a
+                gkv.Loader with edge seeds (exclude 'self' or
+                'reverse_types')
 convert_dgl_partitions (gkv.dgl_convert)
                 a graph dgl.distributed.partition_graph split, as gkv
                 partitions with the same assignment and node IDs
@@ -55,7 +63,9 @@ from .dgl_convert import convert_dgl_partitions  # noqa: F401
 __all__ = ["initialize", "exit_client", "DistGraph", "DistTensor",
            "DistEmbedding", "SparseAdagrad", "SparseAdam", "node_split",
            "edge_split", "NeighborSampler", "DistNodeDataLoader",
-           "NodeDataLoader", "CSCBlock", "PartitionBook",
+           "NodeDataLoader", "DistEdgeDataLoader", "EdgeDataLoader",
+           "as_edge_prediction_sampler", "negative_sampler", "Uniform",
+           "CSCBlock", "PairGraph", "PartitionBook",
            "convert_dgl_partitions", "HAVE_DGL"]
 
 HAVE_DGL = _dgl is not None
@@ -516,21 +526,20 @@ class DistGraph:
         int or {etype: int}: a DGL graph of the whole node set holding the
         sampled edges (dgl.EID: their IDs), as
         dgl.distributed.sample_neighbors; without dgl, {canonical etype:
-        (src, dst, eid)} torch tensors. prob is not supported (weights are
-        the partition's stored edge weights: gkv.Client.sample_neighbors
-        weighted=True)."""
-        if prob is not None:
-            raise NotSupportedError("sample_neighbors: prob= is not supported; "
-                                    "sample by stored weights through "
-                                    "client.sample_neighbors(weighted=True) "
-                                    "(GKV_ENOTSUP)")
+        (src, dst, eid)} torch tensors. prob: the name of an edge feature
+        (g.edata / g.edges[etype].data) whose values weigh the edges (a
+        zero-weight edge is never picked; a 0/1 mask keeps its 1 edges), as
+        DGL's: on a heterogeneous graph the edge types without that feature
+        are sampled uniformly; or {etype: name}. Sampled on the servers
+        (gkv_sample_opts.edge_w_feat)."""
         seeds = ({k: _ids(v) for k, v in seeds.items()} if isinstance(seeds, dict)
                  else _ids(seeds))
         fan = fanout
         if isinstance(fanout, dict):
             fan = {_canon_str(self._book._b, k): v for k, v in fanout.items()}
         edges = self._c.sample_neighbors(seeds, fan, seed=seed, dir=edge_dir,
-                                         replace=replace)
+                                         replace=replace,
+                                         prob=_prob(self._c, self._book._b, prob))
         out = {tuple(n.split(":")): tuple(_t(a) for a in e)
                for n, e in zip(self._book._b["etypes"], edges)}
         if _dgl is None:
@@ -546,6 +555,31 @@ class DistGraph:
         for k, v in out.items():
             sg.edges[k].data[_dgl.EID] = v[2]
         return sg
+
+
+def _prob(client, book, prob):
+    """DGL's prob= as Client.sample_neighbors takes it: None; a feature name
+    (one edge type: that name; several: {etype: name} for the types that
+    have the tensor edge/<etype>/<name>, as DGL samples the others
+    uniformly; none having it is NotFoundError); or {etype: name or None}
+    by canonical names."""
+    if prob is None:
+        return None
+    if isinstance(prob, dict):
+        return {_canon_str(book, k): v for k, v in prob.items()}
+    if not isinstance(prob, str):
+        raise InvalidArgumentError("prob: expected an edge feature's name or "
+                                   "{etype: name}, not %s (GKV_EINVAL)"
+                                   % type(prob).__name__)
+    ets = book["etypes"]
+    if len(ets) == 1:
+        return prob
+    have = {d["name"] for d in client.tensors()}
+    hits = {e: prob for e in ets if "edge/%s/%s" % (e, prob) in have}
+    if not hits:
+        raise NotFoundError("prob %r: no edge type has the feature (no tensor "
+                            "edge/<etype>/%s) (GKV_ENOTFOUND)" % (prob, prob))
+    return hits
 
 
 # ---- learnable embeddings ------------------------------------------------------
@@ -725,14 +759,35 @@ def edge_split(edges, partition_book=None, etype=None, rank=None,
 
 class NeighborSampler:
     """dgl.dataloading.NeighborSampler(fanouts, edge_dir='in', prob=None,
-    replace=False): fanouts per layer, the input layer first (each an int
-    or {etype: int}). dgl's own NeighborSampler is accepted as well."""
+    mask=None, replace=False): fanouts per layer, the input layer first
+    (each an int or {etype: int}); prob (or mask, a 0/1 feature): an edge
+    feature's name weighing the edges, as DistGraph.sample_neighbors. dgl's
+    own NeighborSampler is accepted as well."""
 
-    def __init__(self, fanouts, edge_dir="in", prob=None, replace=False):
-        if prob is not None:
-            raise NotSupportedError("NeighborSampler: prob= is not supported "
-                                    "(GKV_ENOTSUP)")
+    def __init__(self, fanouts, edge_dir="in", prob=None, replace=False,
+                 mask=None):
+        if prob is not None and mask is not None:
+            raise InvalidArgumentError("NeighborSampler: give prob or mask, "
+                                       "not both (GKV_EINVAL)")
         self.fanouts, self.edge_dir, self.replace = list(fanouts), edge_dir, replace
+        self.prob = prob if prob is not None else mask
+
+
+def _sampling(book, graph_sampler):
+    """(fanouts, edge_dir, replace, prob) of a NeighborSampler (ours or
+    dgl's), fanout dicts keyed by canonical etype."""
+    fanouts = getattr(graph_sampler, "fanouts", None)
+    if fanouts is None:
+        raise InvalidArgumentError("graph_sampler: expected a NeighborSampler "
+                                   "(fanouts per layer) (GKV_EINVAL)")
+    fan = []
+    for f in fanouts:
+        if isinstance(f, dict):
+            f = {_canon_str(book, k): int(v) for k, v in f.items()}
+        fan.append(f if isinstance(f, dict) else int(f))
+    return (fan, getattr(graph_sampler, "edge_dir", "in"),
+            bool(getattr(graph_sampler, "replace", False)),
+            getattr(graph_sampler, "prob", None))
 
 
 class CSCBlock:
@@ -802,22 +857,112 @@ def to_block(book, blk):
     return b
 
 
-class DistNodeDataLoader:
+class _ClientBatches:
+    """Node batches sampled through the client, in the caller's thread, for
+    what a gkv.Loader cannot sample (prob=): the batches gkv.Loader(
+    where='client') would make with the same arguments (the same epoch
+    orders, gkv.Loader.epoch_order, and batch seeds,
+    gkv.Loader.batch_seed), but made when asked for, none ahead."""
+
+    def __init__(self, c, seeds, *, batch_size, fanouts, feats, label,
+                 seed_ntype, shuffle, drop_last, shuffle_seed, sample_seed,
+                 dir, replace, prob):
+        book = c.pbook()
+        if batch_size < 1:
+            raise InvalidArgumentError("batch_size must be >= 1, not %d "
+                                       "(GKV_EINVAL)" % batch_size)
+        self._c, self._seeds, self._bs = c, seeds.numpy(), int(batch_size)
+        self._args = dict(fanouts=fanouts, dir=dir, replace=replace, prob=prob)
+        self._feats = [(book["ntypes"].index(n.split("/")[1]), n) for n in feats]
+        self._label = label
+        self._nt = book["ntypes"].index(seed_ntype)
+        self._flags = 0 if shuffle else gkv._gkv.LOADER_NO_SHUFFLE
+        self._drop = drop_last
+        self._shuffle_seed, self._sample_seed = shuffle_seed, sample_seed
+        self._epoch, self._ended = 0, False
+        # what gkv_loader_new checks, here before the first batch
+        for _, n in self._feats + ([(0, label)] if label else []):
+            c.describe(n)
+        if len(self._seeds):
+            c.sample_blocks({self._nt: self._seeds[:1]}, **self._args)
+
+    def __len__(self):
+        n = len(self._seeds)
+        return n // self._bs if self._drop else -(-n // self._bs)
+
+    def set_epoch(self, epoch):
+        self._epoch, self._ended = epoch, False
+
+    def __iter__(self):
+        if self._ended:
+            self._epoch += 1
+        order = np.asarray(gkv.Loader.epoch_order(
+            self._shuffle_seed, self._epoch, self._flags, len(self._seeds)))
+        for i in range(len(self)):
+            ids = np.ascontiguousarray(
+                self._seeds[order[i * self._bs:(i + 1) * self._bs]])
+            blocks = self._c.sample_blocks(
+                {self._nt: ids}, seed=gkv.Loader.batch_seed(
+                    self._sample_seed, self._epoch, i), **self._args)
+            feats = [self._c.pull(n, blocks[0].nodes[t]) for t, n in self._feats]
+            label = self._c.pull(self._label, ids) if self._label else None
+            yield _ClientBatch(ids, blocks, feats, label)
+        self._ended = True
+
+    def close(self):
+        pass
+
+
+class _ClientBatch:
+    __slots__ = ("seeds", "blocks", "feats", "label")
+
+    def __init__(self, seeds, blocks, feats, label):
+        self.seeds, self.blocks, self.feats, self.label = seeds, blocks, feats, label
+
+
+class _DataLoader:
+    """What both data loaders do with their loader (self._loader)."""
+
+    def __len__(self):
+        return len(self._loader)
+
+    def set_epoch(self, epoch):
+        self._loader.set_epoch(epoch)
+
+    def close(self):
+        self._loader.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class DistNodeDataLoader(_DataLoader):
     """DistNodeDataLoader(g, nodes, graph_sampler, *, batch_size,
                           shuffle=False, drop_last=False, feats=(),
-                          label=None, where='server', prefetch=0,
+                          label=None, where=None, prefetch=0,
                           workers=0, seed=0)
 
     dgl.dataloading.DistNodeDataLoader over a gkv.Loader: each iteration
     yields (input_nodes, seeds, blocks), torch tensors viewing the batch
     (no copy) and DGL blocks (CSCBlock without dgl), sampled on the
-    servers ahead of the trainer. nodes: IDs (node_split's result) or
-    {ntype: IDs}. feats: names of g.ndata tensors fetched with each batch
-    into blocks[0].srcdata[name]; label: a name whose seed rows go into
-    blocks[-1].dstdata[name] (both with the batch, in the same request)."""
+    servers ahead of the trainer (where='server', the default; 'client':
+    hop by hop through them, the same batches). nodes: IDs (node_split's
+    result) or {ntype: IDs}. feats: names of g.ndata tensors fetched with
+    each batch into blocks[0].srcdata[name]; label: a name whose seed rows
+    go into blocks[-1].dstdata[name] (both with the batch, in the same
+    request).
+
+    A sampler with prob (an edge feature weighing the edges) samples
+    through the client (where='client', the default then), each batch
+    when asked for, in this thread (prefetch and workers do not apply):
+    a server-side batch request cannot carry the feature's name, so
+    where='server' with prob is NotSupportedError."""
 
     def __init__(self, g, nodes, graph_sampler, *, batch_size, shuffle=False,
-                 drop_last=False, feats=(), label=None, where="server",
+                 drop_last=False, feats=(), label=None, where=None,
                  prefetch=0, workers=0, seed=0, **kw):
         if not isinstance(g, DistGraph):
             raise InvalidArgumentError("DistNodeDataLoader: g must be a "
@@ -835,37 +980,37 @@ class DistNodeDataLoader:
             self._ntype = _ntype(book, self._ntype)
         else:
             self._ntype = _ntype(book, None)
-        fanouts = getattr(graph_sampler, "fanouts", None)
-        if fanouts is None:
-            raise InvalidArgumentError("graph_sampler: expected a NeighborSampler "
-                                       "(fanouts per layer) (GKV_EINVAL)")
-        fan = []
-        for f in fanouts:
-            if isinstance(f, dict):
-                f = {_canon_str(book, k): int(v) for k, v in f.items()}
-            fan.append(f if isinstance(f, dict) else int(f))
-        edge_dir = getattr(graph_sampler, "edge_dir", "in")
-        replace = bool(getattr(graph_sampler, "replace", False))
+        fan, edge_dir, replace, prob = _sampling(book, graph_sampler)
         self._feats = list(feats)
         self._label = label
         pre = "node/%s/" % self._ntype
         self._book = book
+        if prob is not None:
+            if where not in (None, "client"):
+                raise NotSupportedError(
+                    "DistNodeDataLoader: a sampler with prob=%r samples "
+                    "through the client (where='client'), not where=%r: a "
+                    "server-side batch request cannot carry an edge feature "
+                    "(GKV_ENOTSUP)" % (prob, where))
+            self._loader = _ClientBatches(
+                g._c, _ids(nodes, "nodes"), batch_size=batch_size,
+                fanouts=fan, feats=[self._full(n) for n in self._feats],
+                label=pre + label if label is not None else None,
+                seed_ntype=self._ntype, shuffle=shuffle, drop_last=drop_last,
+                shuffle_seed=seed, sample_seed=seed, dir=edge_dir,
+                replace=replace, prob=_prob(g._c, book, prob))
+            return
         self._loader = gkv.Loader(
             g._c, _ids(nodes, "nodes"), batch_size=batch_size, fanouts=fan,
             feats=[self._full(n) for n in self._feats],
             label=pre + label if label is not None else None,
-            where=where, seed_ntype=self._ntype, shuffle=shuffle,
+            where=where or "server", seed_ntype=self._ntype, shuffle=shuffle,
             drop_last=drop_last, shuffle_seed=seed, sample_seed=seed,
             dir=edge_dir, replace=replace, prefetch=prefetch, workers=workers)
 
     def _full(self, n):
         return n if n.startswith("node/") else "node/%s/%s" % (self._ntype, n)
 
-    def __len__(self):
-        return len(self._loader)
-
-    def set_epoch(self, epoch):
-        self._loader.set_epoch(epoch)
 
     def __iter__(self):
         nts = self._book["ntypes"]
@@ -889,17 +1034,228 @@ class DistNodeDataLoader:
                 seeds = {self._ntype: seeds}
             yield input_nodes, seeds, blocks
 
-    def close(self):
-        self._loader.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
 
 NodeDataLoader = DistNodeDataLoader
+
+
+# ---- link prediction ---------------------------------------------------------------
+
+class Uniform:
+    """dgl.dataloading.negative_sampler.Uniform(k): k negative pairs
+    (u, v') per seed edge (u, v), v' uniform over the nodes of v's type.
+    dgl's own (Uniform, PerSourceUniform) is accepted as well."""
+
+    def __init__(self, k):
+        self.k = int(k)
+
+
+negative_sampler = type("negative_sampler", (), {
+    "__doc__": "dgl.dataloading.negative_sampler's names gkv samples by",
+    "Uniform": Uniform, "PerSourceUniform": Uniform})
+
+
+class EdgePredictionSampler:
+    """What as_edge_prediction_sampler returns: a NeighborSampler with the
+    link-prediction options (dgl's own is accepted as well)."""
+
+    def __init__(self, sampler, exclude=None, reverse_eids=None,
+                 reverse_etypes=None, negative_sampler=None,
+                 prefetch_labels=None):
+        self.sampler, self.exclude = sampler, exclude
+        self.reverse_eids, self.reverse_etypes = reverse_eids, reverse_etypes
+        self.negative_sampler = negative_sampler
+
+
+def as_edge_prediction_sampler(sampler, exclude=None, reverse_eids=None,
+                               reverse_etypes=None, negative_sampler=None,
+                               prefetch_labels=None):
+    """dgl.dataloading.as_edge_prediction_sampler: sampler (a
+    NeighborSampler) over the end nodes of seed edges, with exclude None,
+    'self' or 'reverse_types' (reverse_etypes {etype: its reverse etype})
+    and negative_sampler Uniform(k) or None."""
+    return EdgePredictionSampler(sampler, exclude, reverse_eids,
+                                 reverse_etypes, negative_sampler,
+                                 prefetch_labels)
+
+
+def _edge_sampling(book, graph_sampler, etype):
+    """(neighbor sampler, num_neg, exclude, reverse_etype) of an edge
+    prediction sampler (ours or dgl's), or of a plain NeighborSampler (no
+    negatives, nothing excluded)."""
+    if not hasattr(graph_sampler, "negative_sampler"):
+        return graph_sampler, None, None, None
+    ns, num_neg = graph_sampler.negative_sampler, None
+    if ns is not None:
+        if (type(ns).__name__ not in ("Uniform", "PerSourceUniform")
+                or not isinstance(getattr(ns, "k", None), int)):
+            raise NotSupportedError(
+                "negative_sampler %s: gkv samples Uniform(k) negatives (the "
+                "seed's source, a uniform node of its destination type) "
+                "(GKV_ENOTSUP)" % type(ns).__name__)
+        num_neg = ns.k
+    ex, rev = graph_sampler.exclude, None
+    if ex == "reverse_types":
+        rmap = graph_sampler.reverse_etypes or {}
+        rmap = {_canon_str(book, k): v for k, v in rmap.items()}
+        if etype not in rmap:
+            raise InvalidArgumentError(
+                "exclude='reverse_types': reverse_etypes names no reverse of "
+                "%s (GKV_EINVAL)" % etype)
+        ex, rev = ["self", "reverse"], _canon_str(book, rmap[etype])
+    elif ex == "reverse_id":
+        raise NotSupportedError(
+            "exclude='reverse_id' (reverse edges in the same edge type, by "
+            "reverse_eids) is not supported: gkv excludes the reverse edges "
+            "of another edge type; partition with reverse_etypes and use "
+            "exclude='reverse_types' (GKV_ENOTSUP)")
+    elif ex not in (None, "self"):
+        raise NotSupportedError("exclude=%r: gkv excludes None, 'self' or "
+                                "'reverse_types' (GKV_ENOTSUP)" % (ex,))
+    return graph_sampler.sampler, num_neg, ex, rev
+
+
+class PairGraph:
+    """A pair graph without dgl: the seed edges (or their negatives) between
+    the batch's compacted nodes, those of blocks[-1]'s destination nodes.
+    nodes[ntype]: their global IDs; etype: the canonical seed edge type;
+    src, dst: local indices (into nodes[etype[0]] / nodes[etype[2]]);
+    eids: the seed edges' global IDs (None for negatives)."""
+
+    def __init__(self, nodes, etype, src, dst, eids):
+        self.nodes, self.etype = nodes, etype
+        self.ntypes, self.canonical_etypes = list(nodes), [etype]
+        self.src, self.dst, self.eids = src, dst, eids
+
+    def edges(self, etype=None):
+        return self.src, self.dst
+
+    def num_nodes(self, ntype=None):
+        return len(self.nodes[ntype or self.ntypes[0]])
+
+    def num_edges(self, etype=None):
+        return len(self.src)
+
+    def __repr__(self):
+        return "gkv.dgl.PairGraph(%s, num_edges=%d)" % (":".join(self.etype),
+                                                        len(self.src))
+
+
+def _pair_graph(book, blk, etype, src, dst, eids):
+    """The pairs (src, dst local to blocks[-1]'s destination nodes) as a
+    DGL graph of those nodes (ndata[dgl.NID] their global IDs,
+    edata[dgl.EID] the seed edges' IDs), every edge type of the graph
+    present as in DGL's, or a PairGraph without dgl."""
+    nts = book["ntypes"]
+    nodes = {t: _t(blk.nodes[i])[:blk.num_dst[i]] for i, t in enumerate(nts)}
+    if _dgl is None:
+        return PairGraph(nodes, etype, src, dst, eids)
+    ets = [tuple(e.split(":")) for e in book["etypes"]]
+    if len(nts) == 1 and len(ets) == 1:
+        g = _dgl.graph((src, dst), num_nodes=blk.num_dst[0])
+        g.ndata[_dgl.NID] = nodes[nts[0]]
+        if eids is not None:
+            g.edata[_dgl.EID] = eids
+        return g
+    empty = torch.zeros(0, dtype=torch.int64)
+    g = _dgl.heterograph({et: (src, dst) if et == etype else (empty, empty)
+                          for et in ets},
+                         num_nodes_dict={t: len(nodes[t]) for t in nts})
+    for t in nts:
+        g.nodes[t].data[_dgl.NID] = nodes[t]
+    if eids is not None:
+        g.edges[etype].data[_dgl.EID] = eids
+    return g
+
+
+class DistEdgeDataLoader(_DataLoader):
+    """DistEdgeDataLoader(g, eids, graph_sampler, *, batch_size,
+                          shuffle=False, drop_last=False, feats=(),
+                          where='client', prefetch=0, workers=0, seed=0)
+
+    dgl.dataloading.DistEdgeDataLoader for link prediction over a
+    gkv.Loader with edge seeds: each iteration yields (input_nodes,
+    pair_graph, neg_pair_graph, blocks) ((input_nodes, pair_graph, blocks)
+    when the sampler has no negative sampler). eids: edge IDs (edge_split's
+    result) or {etype: IDs} of one edge type. graph_sampler:
+    as_edge_prediction_sampler(NeighborSampler(fanouts),
+    negative_sampler=Uniform(k), exclude=None | 'self' | 'reverse_types',
+    reverse_etypes={etype: reverse}) (gkv's or dgl's), or a plain
+    NeighborSampler. The pair graphs hold the seed edges and the negatives
+    (k per seed edge, with its source) over blocks[-1]'s destination nodes,
+    as DGL graphs (dgl.NID, dgl.EID) or PairGraph without dgl; excluded
+    edges are in no block. feats: g.ndata names (or 'node/<ntype>/<name>')
+    fetched into blocks[0].srcdata[name] (srcnodes[ntype].data[name] with
+    several node types; CSCBlock.srcdata['node/<ntype>/<name>'] then).
+    Sampled hop by hop through the servers (where
+    'client'; 'server' cannot carry the excluded edges: NotSupportedError);
+    a sampler with prob is NotSupportedError here."""
+
+    def __init__(self, g, eids, graph_sampler, *, batch_size, shuffle=False,
+                 drop_last=False, feats=(), where="client", prefetch=0,
+                 workers=0, seed=0, **kw):
+        if not isinstance(g, DistGraph):
+            raise InvalidArgumentError("DistEdgeDataLoader: g must be a "
+                                       "gkv.dgl.DistGraph (GKV_EINVAL)")
+        for k in ("num_workers", "device", "use_ddp"):
+            kw.pop(k, None)
+        if kw:
+            raise InvalidArgumentError("DistEdgeDataLoader: unknown arguments %s "
+                                       "(GKV_EINVAL)" % ", ".join(sorted(kw)))
+        book = self._book = g._book._b
+        if isinstance(eids, dict):
+            if len(eids) != 1:
+                raise NotSupportedError("DistEdgeDataLoader: seed edges of one "
+                                        "edge type per loader (GKV_ENOTSUP)")
+            (et, eids), = eids.items()
+            self._etype = _canon_str(book, et)
+        else:
+            self._etype = _canon_str(book, None)
+        sampler, num_neg, ex, rev = _edge_sampling(book, graph_sampler,
+                                                   self._etype)
+        fan, edge_dir, replace, prob = _sampling(book, sampler)
+        if prob is not None:
+            raise NotSupportedError("DistEdgeDataLoader: prob=%r is not "
+                                    "supported with edge seeds (GKV_ENOTSUP)"
+                                    % (prob,))
+        self._neg = num_neg is not None
+        self._feats = [n if n.startswith("node/") else
+                       "node/%s/%s" % (_ntype(book, None), n) for n in feats]
+        self._names = [n.split("/")[2] for n in self._feats]
+        self._loader = gkv.Loader(
+            g._c, _ids(eids, "eids"), batch_size=batch_size, fanouts=fan,
+            feats=self._feats, where=where, seed_etype=self._etype,
+            num_neg=num_neg or 0, exclude=ex, reverse_etype=rev,
+            shuffle=shuffle, drop_last=drop_last, shuffle_seed=seed,
+            sample_seed=seed, dir=edge_dir, replace=replace,
+            prefetch=prefetch, workers=workers)
+
+
+    def __iter__(self):
+        nts = self._book["ntypes"]
+        et = tuple(self._etype.split(":"))
+        for b in self._loader:
+            blocks = [to_block(self._book, x) for x in b.blocks]
+            for name, full, f in zip(self._names, self._feats, b.feats):
+                if len(nts) == 1:
+                    blocks[0].srcdata[name] = _t(f)
+                elif _dgl is None:      # one dict for every type
+                    blocks[0].srcdata[full] = _t(f)
+                else:
+                    blocks[0].srcnodes[full.split("/")[1]].data[name] = _t(f)
+            first, last = b.blocks[0], b.blocks[-1]
+            input_nodes = (_t(first.nodes[0]) if len(nts) == 1 else
+                           {t: _t(first.nodes[k]) for k, t in enumerate(nts)})
+            pair = _pair_graph(self._book, last, et, _t(b.pos_src),
+                               _t(b.pos_dst), _t(b.seeds))
+            if not self._neg:
+                yield input_nodes, pair, blocks
+                continue
+            neg = _pair_graph(self._book, last, et, _t(b.neg_src),
+                              _t(b.neg_dst), None)
+            yield input_nodes, pair, neg, blocks
+
+
+EdgeDataLoader = DistEdgeDataLoader
 
 
 def _main(argv=None):

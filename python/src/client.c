@@ -665,14 +665,14 @@ client_opt_reset(client_obj *o, PyObject *args)
 }
 
 #define SAMPLE_KWLIST(first) {"seeds", first, "seed", "dir", "replace", \
-                              "weighted", NULL}
+                              "weighted", "prob", "edge_w", NULL}
 
 static PyObject *
 client_sample(client_obj *o, PyObject *args, PyObject *kw, int blocks)
 {
     static char *kwn[] = SAMPLE_KWLIST("fanout");
     static char *kwb[] = SAMPLE_KWLIST("fanouts");
-    PyObject *seeds, *fan, *ret = NULL;
+    PyObject *seeds, *fan, *ret = NULL, *prob = Py_None, *edge_w = Py_None;
     unsigned long long seed = 0;
     const char *dir = "in";
     int replace = 0, weighted = 0, layer = 0;
@@ -681,16 +681,10 @@ client_sample(client_obj *o, PyObject *args, PyObject *kw, int blocks)
     gkv_client *c;
     gkv_err rc;
 
-    if (blocks) {
-        if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Kspp", kwb, &seeds,
-                                         &fan, &seed, &dir, &replace,
-                                         &weighted))
-            return NULL;
-    } else if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Kspp", kwn, &seeds,
-                                            &fan, &seed, &dir, &replace,
-                                            &weighted)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$KsppOO",
+                                     blocks ? kwb : kwn, &seeds, &fan, &seed,
+                                     &dir, &replace, &weighted, &prob, &edge_w))
         return NULL;
-    }
     if ((c = client_begin(o)) == NULL)
         return NULL;
     if ((b = gkv_client_pbook(c)) == NULL) {
@@ -703,7 +697,8 @@ client_sample(client_obj *o, PyObject *args, PyObject *kw, int blocks)
         goto out;
     }
     if (gkvpy_sargs_get(s, gkv_pbook_num_ntypes(b), gkv_pbook_num_etypes(b),
-                        seeds, fan, blocks, seed, dir, replace, weighted) < 0) {
+                        seeds, fan, blocks, seed, dir, replace, weighted,
+                        prob, edge_w, b) < 0) {
         PyMem_Free(s);
         goto out;
     }

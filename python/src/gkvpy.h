@@ -129,7 +129,13 @@ int gkvpy_spec(PyObject *dtype, PyObject *row_shape, unsigned long long lo,
                unsigned long long seed, unsigned chunk_rows, int hot,
                gkv_tensor_spec *sp);
 /* Sampling arguments shared by the client and the in-process partition:
- * seeds (an array: node type 0; or a dict type -> array), fanouts. */
+ * seeds (an array: node type 0; or a dict type -> array), fanouts, and
+ * the edge weights: prob (opts.edge_w_feat: a feature name for every
+ * edge type, or per edge type a list or dict {etype: name or None}) and
+ * edge_w (opts.edge_w: float32 arrays by edge ID, one for a graph of one
+ * edge type, or per edge type a list or dict). Dict keys are edge type
+ * indices, canonical names ('src:rel:dst' or a tuple) or a relation name
+ * only one edge type has, resolved by 'book' (NULL: indices only). */
 typedef struct {
     int         nt;                  /* node types */
     gkvpy_in    in[64];
@@ -138,11 +144,17 @@ typedef struct {
     int        *fan;
     int         nfan, nlayers;
     gkv_sample_opts opts;
+    PyObject   *wref[64];            /* prob's str per etype (held) */
+    const char *wfeat[64];
+    gkvpy_in    win[64];             /* edge_w's arrays per etype */
+    const float *ew[64];
+    int64_t     ewlen[64];
 } gkvpy_sargs;
 int  gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
                      PyObject *seeds, PyObject *fanouts, int layers,
                      unsigned long long seed, const char *dir, int replace,
-                     int weighted);
+                     int weighted, PyObject *prob, PyObject *edge_w,
+                     const gkv_pbook *book);
 void gkvpy_sargs_release(gkvpy_sargs *s);
 /* A tuple of blocks (each (nodes, num_src, num_dst, edges)): copies the
  * Arrays own (owner NULL), or views that keep owner (a batch) alive. */

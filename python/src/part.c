@@ -46,11 +46,174 @@ fan_row(PyObject *o, int num_etypes, int *fan, int *nfan)
     return 0;
 }
 
+/* The edge type a key of a per-etype dict names: an int index, a
+ * canonical name ('src:rel:dst', or a tuple of three str) or a relation
+ * name only one edge type has (names need the book). -1 with an
+ * exception naming 'what'. */
+static int
+etype_key(PyObject *k, int ne, const gkv_pbook *b, const char *what)
+{
+    PyObject *str = NULL, *sep;
+    const char *name;
+    int hit = -1, nhit = 0;
+
+    if (PyLong_Check(k)) {
+        long t = PyLong_AsLong(k);
+
+        if (t < 0 || t >= ne) {
+            PyErr_Clear();
+            gkvpy_raisef(GKV_EINVAL, "%s: edge type %ld is not an index "
+                         "(0 .. %d)", what, t, ne - 1);
+            return -1;
+        }
+        return (int)t;
+    }
+    if (PyTuple_Check(k) && (sep = PyUnicode_FromString(":")) != NULL) {
+        str = PyUnicode_Join(sep, k);
+        Py_DECREF(sep);
+    } else if (PyUnicode_Check(k)) {
+        str = Py_NewRef(k);
+    }
+    if (str == NULL || (name = PyUnicode_AsUTF8(str)) == NULL) {
+        PyErr_Clear();
+        Py_XDECREF(str);
+        gkvpy_raisef(GKV_EINVAL, "%s: a key of type %s: expected an edge "
+                     "type (an index, a canonical name or a relation name)",
+                     what, Py_TYPE(k)->tp_name);
+        return -1;
+    }
+    for (int e = 0; b != NULL && e < ne; e++) {
+        const char *en = gkv_pbook_etype_name(b, e);
+        const char *r = strchr(en, ':'), *r2 = r ? strchr(r + 1, ':') : NULL;
+
+        if (strcmp(en, name) == 0) {
+            hit = e;
+            nhit = 1;
+            break;
+        }
+        if (r2 != NULL && strlen(name) == (size_t)(r2 - r - 1) &&
+            strncmp(r + 1, name, (size_t)(r2 - r - 1)) == 0) {
+            hit = e;
+            nhit++;
+        }
+    }
+    if (nhit != 1)
+        gkvpy_raisef(GKV_EINVAL, "%s: edge type '%s' %s", what, name,
+                     nhit > 1 ? "is ambiguous: give its canonical name"
+                              : "is not one of the graph's");
+    Py_DECREF(str);
+    return nhit == 1 ? hit : -1;
+}
+
+/* Spreads a per-etype argument over v[0 .. ne) (borrowed; NULL where not
+ * given): a dict by etype_key, a list or tuple of ne values, or one value
+ * ('one'): for every edge type when 'all', else only on a graph of one
+ * edge type. -1 with an exception. */
+static int
+per_etype(PyObject *o, int ne, const gkv_pbook *b, const char *what,
+          int one, int all, PyObject **v)
+{
+    memset(v, 0, (size_t)ne * sizeof *v);
+    if (PyDict_Check(o)) {
+        PyObject *k, *x;
+        Py_ssize_t pos = 0;
+
+        while (PyDict_Next(o, &pos, &k, &x)) {
+            int e = etype_key(k, ne, b, what);
+
+            if (e < 0)
+                return -1;
+            if (v[e] != NULL) {
+                gkvpy_raisef(GKV_EINVAL, "%s: edge type %d given twice",
+                             what, e);
+                return -1;
+            }
+            v[e] = x;
+        }
+        return 0;
+    }
+    if (!one && (PyList_Check(o) || PyTuple_Check(o))) {
+        if (PySequence_Fast_GET_SIZE(o) != ne) {
+            gkvpy_raisef(GKV_EINVAL, "%s: %zd values, expected one per edge "
+                         "type (%d)", what, PySequence_Fast_GET_SIZE(o), ne);
+            return -1;
+        }
+        for (int e = 0; e < ne; e++)
+            v[e] = PySequence_Fast_GET_ITEM(o, e);
+        return 0;
+    }
+    if (!all && ne != 1) {
+        gkvpy_raisef(GKV_EINVAL, "%s: the graph has %d edge types: give a "
+                     "list or a dict {edge type: value}", what, ne);
+        return -1;
+    }
+    for (int e = 0; e < ne; e++)
+        v[e] = o;
+    return 0;
+}
+
+/* prob and edge_w into s->opts (gkvpy_sargs_get). */
+static int
+weights_get(gkvpy_sargs *s, int ne, PyObject *prob, PyObject *edge_w,
+            const gkv_pbook *b)
+{
+    PyObject *v[64];
+    int any = 0;
+
+    if (prob != NULL && prob != Py_None) {
+        if (per_etype(prob, ne, b, "prob", PyUnicode_Check(prob), 1, v) < 0)
+            return -1;
+        for (int e = 0; e < ne; e++) {
+            if (v[e] == NULL || v[e] == Py_None)
+                continue;
+            if (!PyUnicode_Check(v[e])) {
+                gkvpy_raisef(GKV_EINVAL, "prob: edge type %d: expected an "
+                             "edge feature's name (str), not %s", e,
+                             Py_TYPE(v[e])->tp_name);
+                return -1;
+            }
+            if ((s->wfeat[e] = PyUnicode_AsUTF8(v[e])) == NULL)
+                return -1;
+            s->wref[e] = Py_NewRef(v[e]);
+            any = 1;
+        }
+        if (any)
+            s->opts.edge_w_feat = s->wfeat;
+    }
+    if (edge_w == NULL || edge_w == Py_None)
+        return 0;
+    if (per_etype(edge_w, ne, b, "edge_w", 0, 0, v) < 0)
+        return -1;
+    any = 0;
+    for (int e = 0; e < ne; e++) {
+        if (v[e] == NULL || v[e] == Py_None)
+            continue;
+        if (gkvpy_in_get(v[e], &s->win[e], "edge_w", 0) < 0)
+            return -1;
+        if (s->win[e].dtype != GKV_F32) {
+            gkvpy_raisef(GKV_EINVAL, "edge_w: edge type %d: expected float32 "
+                         "weights by edge ID, got %s", e,
+                         gkvpy_dtype_name(s->win[e].dtype)
+                         ? gkvpy_dtype_name(s->win[e].dtype) : "another dtype");
+            return -1;
+        }
+        s->ew[e] = s->win[e].ptr;
+        s->ewlen[e] = (int64_t)s->win[e].n;
+        any = 1;
+    }
+    if (any) {
+        s->opts.edge_w = s->ew;
+        s->opts.edge_w_len = s->ewlen;
+    }
+    return 0;
+}
+
 int
 gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
                 PyObject *seeds, PyObject *fanouts, int layers,
                 unsigned long long seed, const char *dir, int replace,
-                int weighted)
+                int weighted, PyObject *prob, PyObject *edge_w,
+                const gkv_pbook *book)
 {
     memset(s, 0, sizeof *s);
     if (num_ntypes > 64 || num_etypes > 64) {
@@ -66,8 +229,10 @@ gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
             long t = PyLong_Check(k) ? PyLong_AsLong(k) : -1;
 
             if (t < 0 || t >= num_ntypes) {
-                gkvpy_raisef(GKV_EINVAL, "seeds: key %R is not a node type "
-                             "index (0 .. %d)", k, num_ntypes - 1);
+                PyErr_Clear();
+                gkvpy_raisef(GKV_EINVAL, "seeds: a key (%s %ld) is not a node "
+                             "type index (0 .. %d)", Py_TYPE(k)->tp_name, t,
+                             num_ntypes - 1);
                 goto fail;
             }
             if (s->in[t].what != NULL) {
@@ -160,6 +325,8 @@ gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
     }
     s->opts.flags = (replace ? GKV_SAMPLE_REPLACE : 0) |
                     (weighted ? GKV_SAMPLE_WEIGHTED : 0);
+    if (weights_get(s, num_etypes, prob, edge_w, book) < 0)
+        goto fail;
     return 0;
 fail:
     gkvpy_sargs_release(s);
@@ -169,9 +336,13 @@ fail:
 void
 gkvpy_sargs_release(gkvpy_sargs *s)
 {
-    for (int t = 0; t < 64; t++)
+    for (int t = 0; t < 64; t++) {
         if (s->in[t].what != NULL)
             gkvpy_in_release(&s->in[t]);
+        if (s->win[t].what != NULL)
+            gkvpy_in_release(&s->win[t]);
+        Py_CLEAR(s->wref[t]);
+    }
     PyMem_Free(s->fan);
     s->fan = NULL;
 }
@@ -499,22 +670,27 @@ static PyObject *
 part_sample(part_obj *o, PyObject *args, PyObject *kw, int blocks)
 {
     static char *kwn[] = {"seeds", "fanout", "seed", "dir", "replace",
-                          "weighted", NULL};
+                          "weighted", "prob", "edge_w", NULL};
     static char *kwb[] = {"seeds", "fanouts", "seed", "dir", "replace",
-                          "weighted", NULL};
-    PyObject *seeds, *fan, *ret;
+                          "weighted", "prob", "edge_w", NULL};
+    PyObject *seeds, *fan, *ret, *prob = Py_None, *edge_w = Py_None;
     unsigned long long seed = 0;
     const char *dir = "in";
     int replace = 0, weighted = 0;
     gkvpy_sargs *s;
     gkv_err rc;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$Kspp", blocks ? kwb : kwn,
-                                     &seeds, &fan, &seed, &dir, &replace,
-                                     &weighted))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$KsppOO",
+                                     blocks ? kwb : kwn, &seeds, &fan, &seed,
+                                     &dir, &replace, &weighted, &prob, &edge_w))
         return NULL;
     if (o->p == NULL)
         return gkvpy_raisef(GKV_EINVAL, "the partition is closed");
+    if (prob != Py_None)
+        return gkvpy_raisef(GKV_ENOTSUP, "prob: a Partition samples in this "
+                            "process, with no server to read the edge "
+                            "feature: pass its values as edge_w (float32 by "
+                            "edge ID), or sample through a gkv.Client");
     if (o->inflight > 0)
         return gkvpy_raisef(GKV_EBUSY, "the partition's sampler is in use "
                             "by another thread");
@@ -522,7 +698,8 @@ part_sample(part_obj *o, PyObject *args, PyObject *kw, int blocks)
         return PyErr_NoMemory();
     if (gkvpy_sargs_get(s, gkv_sgraph_num_ntypes(o->sg),
                         gkv_sgraph_num_etypes(o->sg), seeds, fan, blocks, seed,
-                        dir, replace, weighted) < 0) {
+                        dir, replace, weighted, Py_None, edge_w,
+                        gkv_part_book(o->p)) < 0) {
         PyMem_Free(s);
         return NULL;
     }

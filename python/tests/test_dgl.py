@@ -179,7 +179,8 @@ def test_sample_neighbors_equals_the_sampler(job):
     for x, y in ((gs, s), (gd, d), (ge, e)):
         np.testing.assert_array_equal(x.numpy(), np.asarray(y))
     p.close()
-    with pytest.raises(gkv.NotSupportedError, match="prob"):
+    # prob= names an edge feature the servers hold (test_dgl_prob.py)
+    with pytest.raises(gkv.NotFoundError, match="edge/_N:_E:_N/w"):
         g.sample_neighbors(seeds, 3, prob="w")
 
 
