@@ -322,6 +322,12 @@ typedef struct gkv_gpu_batch {
 GKV_API gkv_err gkv_gpu_loader_new(gkv_gpu_loader **out, gkv_client *c,
                                    const gkv_gpu_loader_opts *opts);
 GKV_API void    gkv_gpu_loader_free(gkv_gpu_loader *l);   /* NULL is fine */
+/* Stops l's use of its client, for a loader that must outlive it: frees
+ * its gkv_loader (opts->batches: the worker threads stop) and the host
+ * batch it held, and keeps the device memory of its last batch (blocks and
+ * rows) and its caches, for views of them that live on. After it only
+ * gkv_gpu_loader_free() may be called on l. NULL is fine. */
+GKV_API void    gkv_gpu_loader_stop(gkv_gpu_loader *l);
 
 /* With opts.batches: the next batch of the current epoch on the device,
  * ordered on 'stream'; returns when it is complete. At the end of the

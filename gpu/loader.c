@@ -69,12 +69,22 @@ net_fail(gkv_err rc, const char *step)
 }
 
 void
-gkv_gpu_loader_free(gkv_gpu_loader *l)
+gkv_gpu_loader_stop(gkv_gpu_loader *l)
 {
     if (l == NULL)
         return;
     gkv_batch_release(l->held);
+    l->held = NULL;
     gkv_loader_free(l->src);
+    l->src = NULL;
+}
+
+void
+gkv_gpu_loader_free(gkv_gpu_loader *l)
+{
+    if (l == NULL)
+        return;
+    gkv_gpu_loader_stop(l);
     for (int t = 0; l->t != NULL && t < l->nt; t++) {
         gkv__free(l->t[t].tensor);
         buf_free(l, 1, l->t[t].feat_dev);

@@ -582,7 +582,16 @@ class GpuLoader(Loader):
     'client'), each put on CUDA device 'device': its blocks, and the rows
     of tensor "node/<ntype>/<feat>" of every node type that has one for
     the input nodes (feat None: blocks only). Iterating yields GpuBatch,
-    whose device arrays are valid until the next batch. Needs gkv built
+    whose device arrays are valid until the next batch: the loader writes
+    the next one into the same device memory, on CUDA's legacy default
+    stream, when next() is called. Work queued on another stream (a
+    non-blocking torch.cuda.Stream) that still reads a batch must be
+    synchronised before next() (torch.cuda.current_stream().synchronize()
+    or an event): the loader does not wait for streams it is not told of.
+    close() stops the loader and gives its client back at once; while
+    arrays of its last batch (or tensors made from them) are alive, their
+    device memory is kept until the last of them is gone, so a tensor
+    never reads freed memory. Needs gkv built
     with CUDA (gkv._gkv.HAVE_CUDA); the loader's own feats= are not taken
     (feat= instead); len() and seeds() are the CPU Loader's only
     (NotSupportedError). Without a CUDA device it raises NotSupportedError.

@@ -457,11 +457,13 @@ array_to_host(gkvpy_array *a, PyObject *unused)
         return NULL;
 #ifdef GKV_HAVE_CUDA
     if (a->nbytes > 0) {
+        gkvpy_owner_hold(a->owner, +1);   /* no next() reuses it meanwhile */
         Py_BEGIN_ALLOW_THREADS
         rc = gkv_gpu_copy(h->data, a->data, a->nbytes, NULL);
         if (rc == GKV_OK)
             rc = gkv_gpu_sync(NULL);
         Py_END_ALLOW_THREADS
+        gkvpy_owner_hold(a->owner, -1);
     }
 #endif
     if (rc != GKV_OK) {

@@ -200,6 +200,11 @@ int gkvpy_part_ready(PyObject *m);
  * memory (any other owner). For a GPU batch no longer current (the loader
  * moved on, its memory is reused) -1 with *stale set. (loader.c) */
 int gkvpy_owner_cuda(PyObject *owner, int *stale);
+/* Marks the GPU loader whose batch memory 'owner' is (a _GpuBatchMem)
+ * busy (delta +1) or done (-1) while a copy reads that memory without the
+ * interpreter lock: its next() and close() refuse meanwhile (GKV_EBUSY),
+ * as for a call of another thread. Nothing for other owners. */
+void gkvpy_owner_hold(PyObject *owner, int delta);
 
 /* ---- nnshim.c ---- */
 /* Loads nanomsg (module init): 0, or -1 with ImportError naming what is

@@ -44,6 +44,9 @@ typedef struct {
     void       *gpu;                 /* gkv_gpu_loader *, or NULL */
     int         device;
     unsigned long long gen;          /* bumped when its batch memory is reused */
+    int         live_mem;            /* _GpuBatchMem objects alive */
+    void       *gpu_parked;          /* closed while device views lived:
+                                      * freed with the last of them */
     int         ngfeat;
     rowfmt      gfeat[MAXT];         /* per node type: the feature's rows */
 } loader_obj;
@@ -79,10 +82,22 @@ PyTypeObject gkvpy_batchmem_type = {
 
 /* ---- _GpuBatchMem ---- */
 
+static void parked_free(loader_obj *o);
+
+/* The last device view of a closed GPU loader gone: its memory (and the
+ * loader) can go now. */
 static void
 gpumem_dealloc(gpumem_obj *o)
 {
-    Py_XDECREF((PyObject *)o->l);
+    loader_obj *l = o->l;
+
+    if (l != NULL && --l->live_mem == 0 && l->gpu_parked != NULL) {
+        if (l->pid == getpid())
+            parked_free(l);
+        else
+            l->gpu_parked = NULL;     /* the parent's; its threads are not here */
+    }
+    Py_XDECREF((PyObject *)l);
     PyObject_Free(o);
 }
 
@@ -105,6 +120,13 @@ gkvpy_owner_cuda(PyObject *owner, int *stale)
         return -1;
     *stale = m->l->gpu == NULL || m->gen != m->l->gen;
     return *stale ? -1 : m->l->device;
+}
+
+void
+gkvpy_owner_hold(PyObject *owner, int delta)
+{
+    if (owner != NULL && Py_TYPE(owner) == &gkvpy_gpumem_type)
+        ((gpumem_obj *)owner)->l->inflight += delta;
 }
 
 /* ---- views ---- */
@@ -466,6 +488,7 @@ gpu_next(loader_obj *o)
         return NULL;
     m->l = (loader_obj *)Py_NewRef((PyObject *)o);
     m->gen = o->gen;
+    o->live_mem++;
     h = gb.host;
     blocks = gkvpy_blocks_tuple((PyObject *)m, gb.blocks, gb.nlayers);
     if ((feats = PyList_New(gb.blocks[0].num_ntypes)) != NULL)
@@ -636,6 +659,28 @@ loader_seeds(loader_obj *o, PyObject *unused)
     return gkvpy_array_i64(p, n);
 }
 
+/* Frees the device memory of a GPU loader parked by loader_free. */
+static void
+parked_free(loader_obj *o)
+{
+    void *g = o->gpu_parked;
+
+    o->gpu_parked = NULL;
+#ifdef GKV_HAVE_CUDA
+    Py_BEGIN_ALLOW_THREADS
+    gkv_gpu_loader_free(g);
+    Py_END_ALLOW_THREADS
+#else
+    (void)g;
+#endif
+}
+
+/* Frees the loader. A GPU loader whose batch memory is still viewed
+ * (arrays, or tensors made from their DLPack capsules, which keep a view
+ * and so this object alive) is stopped and parked instead: closed to
+ * every call, its views no longer exported, its threads gone and its
+ * client given back, but its device memory kept until the last view is
+ * gone (gpumem_dealloc), so that no tensor ever reads freed memory. */
 static void
 loader_free(loader_obj *o)
 {
@@ -647,10 +692,15 @@ loader_free(loader_obj *o)
     o->l = NULL;
     o->gpu = NULL;
     o->gen++;                         /* device views stop exporting */
+    if (g != NULL && o->live_mem > 0) {
+        o->gpu_parked = g;
+        g = NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
 #ifdef GKV_HAVE_CUDA
     if (g != NULL)
         gkv_gpu_loader_free(g);
+    gkv_gpu_loader_stop(o->gpu_parked);   /* its client is given back */
 #endif
     gkv_loader_free(l);               /* batches held stay valid */
     Py_END_ALLOW_THREADS

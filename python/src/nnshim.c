@@ -40,6 +40,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NN_SONAME "libnanomsg.so.5"
@@ -74,6 +75,8 @@ struct nn_tab {
 static struct nn_tab tab;
 static void *handle;                /* the copy tab points into */
 static int   libfd = -1;            /* the library file, kept open */
+static struct stat libst;           /* its device and inode */
+static char  libpath[4096];         /* its path, to open it again */
 static int   stale;                 /* set in a child after fork() */
 static pid_t loaded_by;             /* the process that filled tab */
 static int   reloaded;              /* tab is a forked child's copy */
@@ -124,6 +127,22 @@ reload(void)
     void *h;
     int fd;
 
+    {
+        /* the process may have closed libfd and reused its number */
+        struct stat st;
+
+        if (fstat(libfd, &st) != 0 || st.st_dev != libst.st_dev ||
+            st.st_ino != libst.st_ino) {
+            int nfd = open(libpath, O_RDONLY | O_CLOEXEC);
+
+            if (nfd < 0) {
+                snprintf(why, sizeof why, "opening %.400s again: %s", libpath,
+                         strerror(errno));
+                return -1;
+            }
+            libfd = nfd;
+        }
+    }
     fd = memfd_create("gkv-" NN_SONAME, MFD_CLOEXEC);
     if (fd < 0) {
         snprintf(why, sizeof why, "memfd_create: %s", strerror(errno));
@@ -154,8 +173,10 @@ reload(void)
                  NN_SONAME, dlerror());
         goto fail;
     }
-    if (tab_fill(h, &t) < 0)
+    if (tab_fill(h, &t) < 0) {
+        dlclose(h);
         goto fail;
+    }
     if ((void *)t.nn_socket == (void *)tab.nn_socket) {
         /* the loader handed back the old copy: its threads are gone */
         snprintf(why, sizeof why, "dlopen(%s) returned the parent's copy of %s",
@@ -182,7 +203,7 @@ ready(void)
         return 0;
     pthread_mutex_lock(&mu);
     if (__atomic_load_n(&stale, __ATOMIC_ACQUIRE)) {
-        if (loaded_by == getpid() || reload() == 0)
+        if (reload() == 0)
             __atomic_store_n(&stale, 0, __ATOMIC_RELEASE);
         else
             rc = -1;
@@ -210,12 +231,14 @@ gkvpy_nn_load(void)
         goto fail;
     }
     if (dlinfo(handle, RTLD_DI_LINKMAP, &lm) != 0 || lm == NULL ||
-        (libfd = open(lm->l_name, O_RDONLY | O_CLOEXEC)) < 0) {
+        (libfd = open(lm->l_name, O_RDONLY | O_CLOEXEC)) < 0 ||
+        fstat(libfd, &libst) != 0) {
         PyErr_Format(PyExc_ImportError, "gkv: cannot open the file of %s "
                      "(%s), needed to give forked children a copy of their own",
                      NN_SONAME, lm != NULL ? lm->l_name : dlerror());
         goto fail;
     }
+    snprintf(libpath, sizeof libpath, "%s", lm->l_name);
     if ((errno = pthread_atfork(NULL, NULL, at_fork_child)) != 0) {
         PyErr_SetFromErrno(PyExc_ImportError);
         goto fail;

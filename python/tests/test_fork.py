@@ -253,6 +253,25 @@ def test_grandchild_of_an_unused_child(gclient):
     assert fork_call(lambda: fork_call(lambda: answers(c))) == want
 
 
+def test_child_that_closed_the_library_file(gclient):
+    """A child that closed every descriptor it did not know (as daemons
+    do), the library file's among them, and opened another file that took
+    its number: the copy is made from the library all the same."""
+    c, config, ipc, feat = gclient
+    want = answers(c)
+
+    def child():
+        fds = [int(f) for f in os.listdir("/proc/self/fd")
+               if "libnanomsg" in os.path.realpath("/proc/self/fd/" + f)]
+        assert len(fds) == 1
+        os.close(fds[0])
+        other = os.open("/etc/hostname", os.O_RDONLY)
+        assert other == fds[0]
+        return answers(c)
+
+    assert fork_call(child) == want
+
+
 def test_store_and_client_in_the_child(store, served):
     srv, c, ipc, port = served
     store.create("s", dtype="int64", hi=4, init="const", a=3)

@@ -89,6 +89,32 @@ SCRIPT = textwrap.dedent(r"""
         raise AssertionError("an array of a closed loader exported")
     except BufferError:
         pass
+    # close() while an array of the last batch (and an unconsumed DLPack
+    # capsule of it) lives keeps that device memory until they are gone:
+    # the emulated device unmaps what cudaFree frees
+    def mapped(ptr):
+        for ln in open("/proc/self/maps"):
+            lo, hi = (int(v, 16) for v in ln.split()[0].split("-"))
+            if lo <= ptr < hi:
+                return True
+        return False
+    g3 = gkv.GpuLoader(c, seeds, feat="feat", device=0, **args)
+    x = next(iter(g3))
+    keep = x.feats[0]
+    cap = keep.__dlpack__()
+    p = keep.ptr
+    del x
+    g3.close()
+    assert mapped(p), "close() freed device memory that a view still held"
+    try:
+        next(iter(g3))
+        raise AssertionError("a closed GPU loader gave a batch")
+    except gkv.Error as e:
+        assert "closed" in str(e)
+    del keep
+    assert mapped(p), "the capsule's memory was freed before the capsule"
+    del cap
+    assert not mapped(p), "the device memory outlived its last view"
     errs = []
     for bad in (dict(device=3), dict(feats=["node/_N/feat"])):
         try:
