@@ -21,7 +21,9 @@
  *   - by default recursive bisection (METIS_PartGraphRecursive) with random
  *     matching (CTYPE RM), 2-6x faster than k-way with heavy-edge matching
  *     (METIS's and DGL's choice) on R-MAT and with half the cut there;
- *     GKV_PART_METIS_KWAY and GKV_PART_METIS_SHEM choose METIS's own. */
+ *     GKV_PART_METIS_KWAY and GKV_PART_METIS_SHEM choose METIS's own;
+ *   - with 3 or more parts and 2 or more threads, bisection's first level
+ *     by hand (metis_split), its two sides then cut at once. */
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -31,6 +33,10 @@
 #include <string.h>
 #include <metis.h>
 #include "graph/part_write.h"
+
+/* Below this many vertices the sides of the top bisection are not worth
+ * a second thread. */
+#define SPLIT_MIN 256
 
 #if IDXTYPEWIDTH == 32
 #define IDX_LIMIT INT32_MAX
@@ -51,39 +57,216 @@ pw__msg(char *msg, size_t msglen, gkv_err rc, const char *fmt, ...)
     return rc;
 }
 
-/* METIS_PartGraphKway (or Recursive: rb) without METIS's signal handling: for the call,
- * libmetis (GKlib) installs handlers of its own for SIGTERM and SIGABRT
- * that longjmp out of whatever it was doing (malloc included) and free
- * its memory, so a SIGTERM meant for the program made the call fail, hang
- * on malloc's lock or crash, and the program's own handler never ran. The
- * calling thread holds SIGTERM blocked for the call and the program's
- * handlers are put back as they were (GKlib restores them with signal(),
- * which drops their flags and masks); a SIGTERM that came meanwhile is
- * delivered after, to the program's handler. The price: GKlib reports its
- * own internal errors with raise(SIGTERM) too, and those (out of memory
- * inside METIS; bad input is checked before the call) now end the
- * program by that signal once METIS returns, instead of the call
- * returning METIS_ERROR. Only the calling thread blocks the signal. */
-static int
-metis_call(int rb, idx_t *nv, idx_t *ncon, idx_t *xadj, idx_t *adj,
-           idx_t *vwgt, idx_t *adjwgt, idx_t *nparts, idx_t *options,
-           idx_t *cut, idx_t *part)
-{
+/* METIS without METIS's signal handling: for each call, libmetis (GKlib)
+ * installs handlers of its own for SIGTERM and SIGABRT that longjmp out of
+ * whatever it was doing (malloc included) and free its memory, so a
+ * SIGTERM meant for the program made the call fail, hang on malloc's lock
+ * or crash, and the program's own handler never ran. sig_hold() blocks
+ * SIGTERM in the calling thread (and so in the threads it starts) and
+ * notes the program's handlers; sig_release(), once every call is over,
+ * puts them back as they were (GKlib restores them with signal(), which
+ * drops their flags and masks, and two concurrent calls can leave GKlib's
+ * own installed) and unblocks: a SIGTERM that came meanwhile is delivered
+ * then, to the program's handler. The price: GKlib reports its own
+ * internal errors with raise(SIGTERM) too, and those (out of memory inside
+ * METIS; bad input is checked before the call) now end the program by
+ * that signal once METIS returns, instead of the call returning
+ * METIS_ERROR. */
+struct sig_held {
     struct sigaction term, abrt;
-    sigset_t block, old;
-    int mrc;
+    sigset_t old;
+};
+
+static void
+sig_hold(struct sig_held *h)
+{
+    sigset_t block;
 
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
-    sigaction(SIGTERM, NULL, &term);
-    sigaction(SIGABRT, NULL, &abrt);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    mrc = (rb ? METIS_PartGraphRecursive : METIS_PartGraphKway)(
-        nv, ncon, xadj, adj, vwgt, NULL, adjwgt, nparts, NULL, NULL, options,
-        cut, part);
-    sigaction(SIGTERM, &term, NULL);
-    sigaction(SIGABRT, &abrt, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    sigaction(SIGTERM, NULL, &h->term);
+    sigaction(SIGABRT, NULL, &h->abrt);
+    pthread_sigmask(SIG_BLOCK, &block, &h->old);
+}
+
+static void
+sig_release(const struct sig_held *h)
+{
+    sigaction(SIGTERM, &h->term, NULL);
+    sigaction(SIGABRT, &h->abrt, NULL);
+    pthread_sigmask(SIG_SETMASK, &h->old, NULL);
+}
+
+/* One METIS call on a graph of its own: the whole graph, the top
+ * bisection of it, or one side of that bisection. */
+struct mjob {
+    idx_t n, ncon, nparts, cut;
+    idx_t *xadj, *adj, *vwgt, *ew, *part;   /* ew may be NULL: unit */
+    real_t *tpwgts;                         /* NULL: equal parts */
+    idx_t options[METIS_NOPTIONS];
+    int rb, mrc;
+};
+
+static void *
+mjob_run(void *arg)
+{
+    struct mjob *j = arg;
+
+    j->cut = 0;
+    j->mrc = METIS_OK;
+    if (j->nparts <= 1 || j->n == 0) {
+        for (idx_t k = 0; k < j->n; k++)
+            j->part[k] = 0;
+        return NULL;
+    }
+    j->mrc = (j->rb ? METIS_PartGraphRecursive : METIS_PartGraphKway)(
+        &j->n, &j->ncon, j->xadj, j->adj, j->vwgt, NULL, j->ew, &j->nparts,
+        j->tpwgts, NULL, j->options, &j->cut, j->part);
+    return NULL;
+}
+
+/* Recursive bisection into nparts >= 3 with its first level split by
+ * hand, so that the two sides (independent problems) run at once, one on
+ * a second thread: top bisects the whole graph (part[] 0 or 1, in the
+ * ratio of the two sides' part counts), then each side becomes a graph of
+ * its own (the edges across dropped: they are cut whatever happens) and
+ * is cut into its parts. The whole graph's arrays (top's) are freed once
+ * the sides are built. part[k] ends as the final part, top->cut as the
+ * whole cut. Returns a METIS status, or METIS_ERROR_MEMORY. */
+static int
+metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
+            idx_t **vwgt)
+{
+    struct mjob side[2];
+    idx_t *sid = NULL, nc = top->ncon, np = top->nparts;
+    real_t *tp = NULL;
+    int64_t *ld = NULL, all[2] = {0, 0};
+    idx_t fill[2] = {0, 0};
+    pthread_t th;
+    int started = 0, mrc = METIS_ERROR_MEMORY;
+
+    memset(side, 0, sizeof side);
+    side[0].nparts = (np + 1) / 2;
+    side[1].nparts = np - side[0].nparts;
+    if ((tp = gkv__malloc(2 * (size_t)nc * sizeof *tp)) == NULL ||
+        (sid = gkv__malloc(((size_t)top->n + 1) * sizeof *sid)) == NULL)
+        goto out;
+    for (idx_t c = 0; c < nc; c++) {
+        tp[c] = (real_t)side[0].nparts / (real_t)np;
+        tp[nc + c] = 1 - tp[c];
+    }
+    top->nparts = 2;
+    top->tpwgts = tp;
+    mjob_run(top);
+    top->nparts = np;
+    top->tpwgts = NULL;
+    if ((mrc = top->mrc) != METIS_OK)
+        goto out;
+
+    /* the sides' sizes, each vertex's ID in its side (-1: no neighbour
+     * left there, and one constraint: placed after, as pw__metis places
+     * its isolated nodes; they slow bisection several times), then their
+     * arrays */
+    for (idx_t k = 0; k < top->n; k++) {
+        struct mjob *s = &side[top->part[k] != 0];
+        idx_t d = 0;
+        for (idx_t i = top->xadj[k]; i < top->xadj[k + 1]; i++)
+            d += top->part[top->adj[i]] == top->part[k];
+        sid[k] = d > 0 || nc > 1 ? s->n++ : -1;
+        s->cut += d;
+    }
+    mrc = METIS_ERROR_MEMORY;
+    for (int h = 0; h < 2; h++) {
+        struct mjob *s = &side[h];
+        memcpy(s->options, top->options, sizeof s->options);
+        s->ncon = nc;
+        s->rb = 1;
+        size_t n1 = (size_t)s->n + 1, e1 = (size_t)s->cut + 1;
+        if ((s->xadj = gkv__malloc(n1 * sizeof *s->xadj)) == NULL ||
+            (s->adj = gkv__malloc(e1 * sizeof *s->adj)) == NULL ||
+            (top->ew != NULL &&
+             (s->ew = gkv__malloc(e1 * sizeof *s->ew)) == NULL) ||
+            (s->vwgt = gkv__malloc(n1 * (size_t)nc * sizeof *s->vwgt)) == NULL ||
+            (s->part = gkv__malloc(n1 * sizeof *s->part)) == NULL)
+            goto out;
+        s->n = 0;
+        s->cut = 0;
+    }
+    for (idx_t k = 0; k < top->n; k++) {
+        struct mjob *s = &side[top->part[k] != 0];
+        idx_t me;
+        if (sid[k] < 0)
+            continue;
+        me = s->n++;
+        s->xadj[me] = s->cut;
+        for (idx_t i = top->xadj[k]; i < top->xadj[k + 1]; i++)
+            if (top->part[top->adj[i]] == top->part[k]) {
+                if (s->ew != NULL)
+                    s->ew[s->cut] = top->ew[i];
+                s->adj[s->cut++] = sid[top->adj[i]];
+            }
+        memcpy(s->vwgt + (size_t)me * nc, top->vwgt + (size_t)k * nc,
+               (size_t)nc * sizeof *s->vwgt);
+    }
+    for (int h = 0; h < 2; h++)
+        side[h].xadj[side[h].n] = side[h].cut;
+    gkv__free(*xadj);
+    gkv__free(*adj);
+    gkv__free(*ew);
+    gkv__free(*vwgt);
+    *xadj = *adj = *ew = *vwgt = NULL;
+
+    started = pthread_create(&th, NULL, mjob_run, &side[1]) == 0;
+    mjob_run(&side[0]);
+    if (started)
+        pthread_join(th, NULL);
+    else
+        mjob_run(&side[1]);
+    if ((mrc = side[0].mrc) != METIS_OK || (mrc = side[1].mrc) != METIS_OK)
+        goto out;
+    /* each part's vertices, then the side's dropped ones fill its parts
+     * below ceil(side's vertices / side's parts), in order */
+    if ((ld = gkv__calloc((size_t)np, sizeof *ld)) == NULL) {
+        mrc = METIS_ERROR_MEMORY;
+        goto out;
+    }
+    for (int h = 0; h < 2; h++) {
+        idx_t base = h ? side[0].nparts : 0;
+        for (idx_t j = 0; j < side[h].n; j++) {
+            if (side[h].part[j] < 0 || side[h].part[j] >= side[h].nparts)
+                side[h].part[j] = 0;
+            ld[base + side[h].part[j]]++;
+        }
+    }
+    for (idx_t k = 0; k < top->n; k++)
+        all[top->part[k] != 0]++;
+    for (idx_t k = 0; k < top->n; k++) {
+        int h = top->part[k] != 0;
+        idx_t base = h ? side[0].nparts : 0, last = base + side[h].nparts - 1;
+        int64_t mark = (all[h] + side[h].nparts - 1) / side[h].nparts;
+        if (sid[k] >= 0) {
+            top->part[k] = base + side[h].part[sid[k]];
+            continue;
+        }
+        if (fill[h] < base)
+            fill[h] = base;
+        while (fill[h] < last && ld[fill[h]] >= mark)
+            fill[h]++;
+        ld[fill[h]]++;
+        top->part[k] = fill[h];
+    }
+    top->cut += side[0].cut + side[1].cut;
+out:
+    for (int h = 0; h < 2; h++) {
+        gkv__free(side[h].xadj);
+        gkv__free(side[h].adj);
+        gkv__free(side[h].ew);
+        gkv__free(side[h].vwgt);
+        gkv__free(side[h].part);
+    }
+    gkv__free(sid);
+    gkv__free(tp);
+    gkv__free(ld);
     return mrc;
 }
 
@@ -102,16 +285,18 @@ pw__metis_check(const gkv_graph *g, char *msg, size_t msglen)
 }
 
 gkv_err
-pw__metis(const gkv_graph *g, int nparts, uint64_t seed, unsigned flags,
-          uint8_t *const *mask, uint16_t *const *owner, int64_t *objval,
-          char *msg, size_t msglen)
+pw__metis(const gkv_graph *g, int nparts, int nthreads, uint64_t seed,
+          unsigned flags, uint8_t *const *mask, uint16_t *const *owner,
+          int64_t *objval, char *msg, size_t msglen)
 {
     int nnt = gkv_graph_num_ntypes(g), net = gkv_graph_num_etypes(g);
     int64_t *off = NULL, *ptr = NULL, *cur = NULL, *load = NULL, nv = 0;
     int64_t total = 0, pre = 0, nk = 0, w;
     idx_t *adj = NULL, *ew = NULL, *xadj = NULL, *vwgt = NULL, *part = NULL;
     idx_t *map = NULL;
-    idx_t options[METIS_NOPTIONS], n_idx, ncon, np_idx, cut = 0;
+    idx_t options[METIS_NOPTIONS], ncon, cut = 0;
+    struct mjob job;
+    struct sig_held held;
     int use_deg = 0, use_mask = 0, mrc;
     int64_t degsum = 0, masksum = 0;
     gkv_err rc = GKV_OK;
@@ -304,12 +489,30 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed, unsigned flags,
     options[METIS_OPTION_SEED] = (idx_t)(seed & 0x7fffffff);
     if (!(flags & GKV_PART_METIS_SHEM))
         options[METIS_OPTION_CTYPE] = METIS_CTYPE_RM;
-    n_idx = (idx_t)nk;
-    np_idx = (idx_t)nparts;
-    /* the weights sum to twice the input's edges: past idx_t, unit ones */
-    mrc = metis_call(!(flags & GKV_PART_METIS_KWAY), &n_idx, &ncon, xadj, adj,
-                     vwgt, pre <= IDX_LIMIT ? ew : NULL, &np_idx, options,
-                     &cut, part);
+    memset(&job, 0, sizeof job);
+    memcpy(job.options, options, sizeof job.options);
+    job.n = (idx_t)nk;
+    job.ncon = ncon;
+    job.nparts = (idx_t)nparts;
+    job.xadj = xadj;
+    job.adj = adj;
+    job.vwgt = vwgt;
+    job.ew = pre <= IDX_LIMIT ? ew : NULL; /* weights sum to 2x the edges */
+    job.part = part;
+    job.rb = !(flags & GKV_PART_METIS_KWAY);
+    sig_hold(&held);
+    if (job.rb && nparts >= 3 && nthreads >= 2 && nk >= SPLIT_MIN) {
+        if (job.ew == NULL) {
+            gkv__free(ew);
+            ew = NULL;
+        }
+        mrc = metis_split(&job, &xadj, &adj, &ew, &vwgt);
+    } else {
+        mjob_run(&job);
+        mrc = job.mrc;
+    }
+    sig_release(&held);
+    cut = job.cut;
     if (mrc != METIS_OK) {
         rc = pw__msg(msg, msglen,
                      mrc == METIS_ERROR_MEMORY ? GKV_ENOMEM :

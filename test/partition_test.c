@@ -923,9 +923,10 @@ metis_owners(const char *out, int64_t n, int P, int *owner)
  * For each choice of routine and matching, on three 8-cliques joined by a
  * bridge taken 3 times and one taken once, with self-loops, duplicates
  * and 12 isolated nodes between them, and on R-MAT scale 10 (~15 % of its
- * nodes isolated): every node in one part, the parts balanced within
- * METIS's tolerance, the reported cut the input edges cut, counted here,
- * and on the cliques the bridges alone cut by bisection. */
+ * nodes isolated; into 3 and 4 parts, which puts the top bisection's two
+ * sides on two threads): every node in one part, the parts balanced
+ * within METIS's tolerance, the reported cut the input edges cut, counted
+ * here, and on the cliques the bridges alone cut by bisection. */
 static void
 test_metis_graph_given(void **state)
 {
@@ -964,7 +965,6 @@ test_metis_graph_given(void **state)
         gkv_part_feat pf[MAXF];
         gkv_coo c;
         int64_t nn;
-        int P = graph == 0 ? 3 : 4;
 
         if (graph == 0) {
             memset(&t, 0, sizeof t);
@@ -979,6 +979,9 @@ test_metis_graph_given(void **state)
             gkv_part_spec sp;
             gkv_part_report rep;
             int64_t cut = 0, size[4] = {0}, vcut;
+            /* bisection of R-MAT into 3 and 4: its top level on two threads
+             * (sides of odd and even part counts) */
+            int P = graph == 0 ? 3 : 3 + (int)(i & 1);
 
             spec_init(&sp, &t, pf, GKV_PART_METIS, P);
             sp.flags = variants[i] | GKV_PART_FORCE;
