@@ -79,7 +79,7 @@ GKV_API gkv_err     gkv_part_method_parse(const char *s, gkv_part_method *out);
 #define GKV_PART_BALANCE_EDGES 0x04u  /* METIS: also balance in-edges per
                                        * partition (vertex weight = in-degree) */
 /* METIS runs recursive bisection with random matching by default (on
- * R-MAT 2-6x faster than METIS's own defaults, with half the cut); these
+ * R-MAT 2-3x faster than METIS's own defaults, with half the cut); these
  * choose METIS's defaults (and DGL's): */
 #define GKV_PART_METIS_KWAY    0x08u  /* METIS_PartGraphKway */
 #define GKV_PART_METIS_SHEM    0x10u  /* heavy-edge matching (CTYPE SHEM) */

@@ -19,7 +19,7 @@
  *     bisection 6x. They fill the lightest parts afterwards, so each part
  *     still holds its share of all nodes within METIS's tolerance;
  *   - by default recursive bisection (METIS_PartGraphRecursive) with random
- *     matching (CTYPE RM), 2-6x faster than k-way with heavy-edge matching
+ *     matching (CTYPE RM), 2-3x faster than k-way with heavy-edge matching
  *     (METIS's and DGL's choice) on R-MAT and with half the cut there;
  *     GKV_PART_METIS_KWAY and GKV_PART_METIS_SHEM choose METIS's own;
  *   - with 3 or more parts and 2 or more threads, bisection's first level

@@ -29,7 +29,7 @@ usage(FILE *f)
 "  --train-mask [NTYPE=]FILE.npy\n"
 "                       metis: also balance training nodes (non-zero = train)\n"
 "  --metis-ptype P      rb (default): recursive bisection, or kway: k-way\n"
-"                       (METIS's and DGL's choice; on R-MAT 2-6x slower)\n"
+"                       (METIS's and DGL's choice; on R-MAT 2-3x slower)\n"
 "  --metis-ctype C      rm (default): random matching, or shem: heavy-edge\n"
 "                       matching (METIS's default; on R-MAT twice the cut)\n"
 "  --csr                also store the CSR of out-edges in each partition\n"
