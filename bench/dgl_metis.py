@@ -20,6 +20,10 @@ side's alone:
        libmetis, 64-bit idx_t, with NITER=1, NIPARTS=1, DROPEDGES=1,
        ONDISK=1, OBJTYPE=CUT, one balance constraint: nodes, UFACTOR 30).
 
+DGL 2.1.0 aborts inside metis_partition_assignment on this graph at
+scale 12 (heap corruption, with or without self-loops): use scale 14 or
+more.
+
 Both edge cuts are counted the same way, as gkv-partition counts them:
 the input edges (duplicates included) whose two endpoints lie in
 different parts. Balance: the largest part over the mean part (nodes).

@@ -70,7 +70,7 @@ if [[ " ${METHODS[*]} " == *" metis "* ]]; then
             status=1
         }
     else
-        echo "SKIP metis_vs_dgl: no DGL_PYTHON with dgl; the venv: make -s python-venv)"
+        echo "SKIP metis_vs_dgl: no DGL_PYTHON with dgl (the venv: make -s python-venv)"
     fi
 fi
 exit $status
