@@ -396,10 +396,13 @@ setup(struct pw *w, const char *outdir)
     if (sp->num_parts < 1 || sp->num_parts > GKV_PART_MAX)
         return pw__fail(w, GKV_EINVAL, "%d partitions: need 1 to %d",
                         sp->num_parts, GKV_PART_MAX);
-    if (sp->flags & ~(GKV_PART_CSR | GKV_PART_FORCE | GKV_PART_BALANCE_EDGES))
+    if (sp->flags & ~(GKV_PART_CSR | GKV_PART_FORCE | GKV_PART_BALANCE_EDGES |
+                      GKV_PART_METIS_KWAY | GKV_PART_METIS_SHEM))
         return pw__fail(w, GKV_EINVAL, "unknown flags 0x%x",
                         sp->flags & ~(GKV_PART_CSR | GKV_PART_FORCE |
-                                  GKV_PART_BALANCE_EDGES));
+                                      GKV_PART_BALANCE_EDGES |
+                                      GKV_PART_METIS_KWAY |
+                                      GKV_PART_METIS_SHEM));
     w->name = sp->name != NULL ? sp->name : "graph";
     if (!pw__name_ok(w->name, &why))
         return pw__fail(w, GKV_EINVAL, "graph name '%s' %s", w->name, why);

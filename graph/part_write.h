@@ -93,19 +93,29 @@ slice_lo(int64_t count, int p, int P)
     return (int64_t)(((unsigned __int128)count * (unsigned)p) / (unsigned)P);
 }
 
-/* Assigns every node of 'g' to one of 'nparts' partitions with METIS k-way
- * on the homogeneous view: all node types in one ID space (type 0 first),
- * the edges of all types made symmetric, without self-loops or duplicates.
- * Vertex weights (multi-constraint): 1 per node; with 'balance_edges' the
- * node's in-degree (all edge types); with a non-NULL mask[t] for some type,
- * 1 per training node. A constraint whose total is 0 is left out.
+/* Assigns every node of 'g' to one of 'nparts' partitions with METIS on
+ * the homogeneous view: all node types in one ID space (type 0 first), the
+ * edges of all types made symmetric, without self-loops, each neighbour
+ * once with the number of input edges between the two as edge weight.
+ * Recursive bisection with random matching, or (flags GKV_PART_METIS_KWAY,
+ * GKV_PART_METIS_SHEM) k-way, heavy-edge matching. Vertex weights
+ * (multi-constraint): 1 per node; with GKV_PART_BALANCE_EDGES in 'flags'
+ * the node's in-degree (all edge types); with a non-NULL mask[t] for some
+ * type, 1 per training node. A constraint whose total is 0 is left out.
+ * With one constraint and bisection, nodes without a neighbour are left
+ * out of METIS's graph and fill the lightest parts afterwards (up to
+ * ceil(nodes / nparts) each).
  * owner[t] (gkv_graph_num_nodes(g, t) entries each) receives the partition
- * of every node. *objval (may be NULL) gets METIS's edge cut of the
- * symmetric graph. Runs on the calling thread (libmetis is serial).
+ * of every node. *objval (may be NULL) gets METIS's edge cut: the input
+ * edges whose ends lie in different parts (unit weights, so pairs rather
+ * than edges, only when twice the edges exceed idx_t). libmetis is
+ * serial: runs on the calling thread, and with 'nthreads' >= 2, bisection
+ * and 3 or more parts, the two sides of the first bisection at once (one
+ * on a second thread).
  * Errors, with the detail in msg: GKV_ERANGE (the graph or a weight total
  * exceeds METIS's idx_t), GKV_ENOMEM, GKV_EINVAL / GKV_EIO (METIS failed). */
-gkv_err pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
-                  int balance_edges, uint8_t *const *mask, uint16_t *const *owner,
+gkv_err pw__metis(const gkv_graph *g, int nparts, int nthreads, uint64_t seed,
+                  unsigned flags, uint8_t *const *mask, uint16_t *const *owner,
                   int64_t *objval, char *msg, size_t msglen);
 
 /* Refuses (GKV_ERANGE, with msg) a graph whose node count alone exceeds

@@ -1,4 +1,4 @@
-/* part_write_metis.c - METIS k-way assignment for the partitioner.
+/* part_write_metis.c - METIS assignment for the partitioner.
  *
  * libmetis wants an undirected graph in CSR form (xadj, adjncy) without
  * self-loops or duplicate entries, in its idx_t, which Debian builds as 32
@@ -6,7 +6,24 @@
  * every node type in one ID space (type t starts at the sum of the counts of
  * types 0..t-1) and lists each edge (u, v), u != v, at both ends. Counting
  * and filling use int64 offsets, so a graph too big for idx_t is refused
- * with a message before METIS sees it, never truncated. */
+ * with a message before METIS sees it, never truncated.
+ *
+ * What METIS gets (doc/BENCHMARKS.md, "METIS against DGL", has the
+ * figures behind each choice):
+ *   - each neighbour once, weighing the input edges between the two nodes
+ *     (duplicates and both directions), so METIS's cut is the cut that the
+ *     partitioner reports: input edges whose ends lie in different parts;
+ *   - only the nodes with a neighbour, when node count is the only balance
+ *     constraint and METIS bisects: a node without one cannot change the
+ *     cut, and an R-MAT graph has ~38 % of them, which slowed recursive
+ *     bisection 6x. They fill the lightest parts afterwards, so each part
+ *     still holds its share of all nodes within METIS's tolerance;
+ *   - by default recursive bisection (METIS_PartGraphRecursive) with random
+ *     matching (CTYPE RM), 2-3x faster than k-way with heavy-edge matching
+ *     (METIS's and DGL's choice) on R-MAT and with half the cut there;
+ *     GKV_PART_METIS_KWAY and GKV_PART_METIS_SHEM choose METIS's own;
+ *   - with 3 or more parts and 2 or more threads, bisection's first level
+ *     by hand (metis_split), its two sides then cut at once. */
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -16,6 +33,10 @@
 #include <string.h>
 #include <metis.h>
 #include "graph/part_write.h"
+
+/* Below this many vertices the sides of the top bisection are not worth
+ * a second thread. */
+#define SPLIT_MIN 256
 
 #if IDXTYPEWIDTH == 32
 #define IDX_LIMIT INT32_MAX
@@ -36,74 +57,217 @@ pw__msg(char *msg, size_t msglen, gkv_err rc, const char *fmt, ...)
     return rc;
 }
 
-static int
-idx_cmp(const void *a, const void *b)
-{
-    idx_t x = *(const idx_t *)a, y = *(const idx_t *)b;
-
-    return (x > y) - (x < y);
-}
-
-/* METIS_PartGraphKway without METIS's signal handling: for the call,
- * libmetis (GKlib) installs handlers of its own for SIGTERM and SIGABRT
- * that longjmp out of whatever it was doing (malloc included) and free
- * its memory, so a SIGTERM meant for the program made the call fail, hang
- * on malloc's lock or crash, and the program's own handler never ran. The
- * calling thread holds SIGTERM blocked for the call and the program's
- * handlers are put back as they were (GKlib restores them with signal(),
- * which drops their flags and masks); a SIGTERM that came meanwhile is
- * delivered after, to the program's handler. The price: GKlib reports its
- * own internal errors with raise(SIGTERM) too, and those (out of memory
- * inside METIS; bad input is checked before the call) now end the
- * program by that signal once METIS returns, instead of the call
- * returning METIS_ERROR. Only the calling thread blocks the signal. */
-static int
-metis_call(idx_t *nv, idx_t *ncon, idx_t *xadj, idx_t *adj, idx_t *vwgt,
-           idx_t *nparts, idx_t *options, idx_t *cut, idx_t *part)
-{
+/* METIS without METIS's signal handling: for each call, libmetis (GKlib)
+ * installs handlers of its own for SIGTERM and SIGABRT that longjmp out of
+ * whatever it was doing (malloc included) and free its memory, so a
+ * SIGTERM meant for the program made the call fail, hang on malloc's lock
+ * or crash, and the program's own handler never ran. sig_hold() blocks
+ * SIGTERM in the calling thread (and so in the threads it starts) and
+ * notes the program's handlers; sig_release(), once every call is over,
+ * puts them back as they were (GKlib restores them with signal(), which
+ * drops their flags and masks, and two concurrent calls can leave GKlib's
+ * own installed) and unblocks: a SIGTERM that came meanwhile is delivered
+ * then, to the program's handler. The price: GKlib reports its own
+ * internal errors with raise(SIGTERM) too, and those (out of memory inside
+ * METIS; bad input is checked before the call) now end the program by
+ * that signal once METIS returns, instead of the call returning
+ * METIS_ERROR. */
+struct sig_held {
     struct sigaction term, abrt;
-    sigset_t block, old;
-    int mrc;
+    sigset_t old;
+};
+
+static void
+sig_hold(struct sig_held *h)
+{
+    sigset_t block;
 
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
-    sigaction(SIGTERM, NULL, &term);
-    sigaction(SIGABRT, NULL, &abrt);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    mrc = METIS_PartGraphKway(nv, ncon, xadj, adj, vwgt, NULL, NULL, nparts,
-                              NULL, NULL, options, cut, part);
-    sigaction(SIGTERM, &term, NULL);
-    sigaction(SIGABRT, &abrt, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return mrc;
+    sigaction(SIGTERM, NULL, &h->term);
+    sigaction(SIGABRT, NULL, &h->abrt);
+    pthread_sigmask(SIG_BLOCK, &block, &h->old);
 }
 
-/* Sorts v[0..n) and drops repeats; returns the new length. */
-static int64_t
-sort_unique(idx_t *v, int64_t n)
+static void
+sig_release(const struct sig_held *h)
 {
-    int64_t k;
+    sigaction(SIGTERM, &h->term, NULL);
+    sigaction(SIGABRT, &h->abrt, NULL);
+    pthread_sigmask(SIG_SETMASK, &h->old, NULL);
+}
 
-    if (n < 2)
-        return n;
-    if (n <= 32) {
-        for (int64_t i = 1; i < n; i++) {
-            idx_t x = v[i];
-            int64_t j = i;
-            while (j > 0 && v[j - 1] > x) {
-                v[j] = v[j - 1];
-                j--;
-            }
-            v[j] = x;
-        }
-    } else {
-        qsort(v, (size_t)n, sizeof *v, idx_cmp);
+/* One METIS call on a graph of its own: the whole graph, the top
+ * bisection of it, or one side of that bisection. */
+struct mjob {
+    idx_t n, ncon, nparts, cut;
+    idx_t *xadj, *adj, *vwgt, *ew, *part;   /* ew may be NULL: unit */
+    real_t *tpwgts;                         /* NULL: equal parts */
+    idx_t options[METIS_NOPTIONS];
+    int rb, mrc;
+};
+
+static void *
+mjob_run(void *arg)
+{
+    struct mjob *j = arg;
+
+    j->cut = 0;
+    j->mrc = METIS_OK;
+    if (j->nparts <= 1 || j->n == 0) {
+        for (idx_t k = 0; k < j->n; k++)
+            j->part[k] = 0;
+        return NULL;
     }
-    k = 1;
-    for (int64_t i = 1; i < n; i++)
-        if (v[i] != v[k - 1])
-            v[k++] = v[i];
-    return k;
+    j->mrc = (j->rb ? METIS_PartGraphRecursive : METIS_PartGraphKway)(
+        &j->n, &j->ncon, j->xadj, j->adj, j->vwgt, NULL, j->ew, &j->nparts,
+        j->tpwgts, NULL, j->options, &j->cut, j->part);
+    return NULL;
+}
+
+/* Recursive bisection into nparts >= 3 with its first level split by
+ * hand, so that the two sides (independent problems) run at once, one on
+ * a second thread: top bisects the whole graph (part[] 0 or 1, in the
+ * ratio of the two sides' part counts), then each side becomes a graph of
+ * its own (the edges across dropped: they are cut whatever happens) and
+ * is cut into its parts. The whole graph's arrays (top's) are freed once
+ * the sides are built. part[k] ends as the final part, top->cut as the
+ * whole cut. Returns a METIS status, or METIS_ERROR_MEMORY. */
+static int
+metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
+            idx_t **vwgt)
+{
+    struct mjob side[2];
+    idx_t *sid = NULL, nc = top->ncon, np = top->nparts;
+    real_t *tp = NULL;
+    int64_t *ld = NULL, all[2] = {0, 0};
+    idx_t fill[2] = {0, 0};
+    pthread_t th;
+    int started = 0, mrc = METIS_ERROR_MEMORY;
+
+    memset(side, 0, sizeof side);
+    side[0].nparts = (np + 1) / 2;
+    side[1].nparts = np - side[0].nparts;
+    if ((tp = gkv__malloc(2 * (size_t)nc * sizeof *tp)) == NULL ||
+        (sid = gkv__malloc(((size_t)top->n + 1) * sizeof *sid)) == NULL)
+        goto out;
+    for (idx_t c = 0; c < nc; c++) {
+        tp[c] = (real_t)side[0].nparts / (real_t)np;
+        tp[nc + c] = 1 - tp[c];
+    }
+    top->nparts = 2;
+    top->tpwgts = tp;
+    mjob_run(top);
+    top->nparts = np;
+    top->tpwgts = NULL;
+    if ((mrc = top->mrc) != METIS_OK)
+        goto out;
+
+    /* the sides' sizes, each vertex's ID in its side (-1: no neighbour
+     * left there, and one constraint: placed after, as pw__metis places
+     * its isolated nodes; they slow bisection several times), then their
+     * arrays */
+    for (idx_t k = 0; k < top->n; k++) {
+        struct mjob *s = &side[top->part[k] != 0];
+        idx_t d = 0;
+        for (idx_t i = top->xadj[k]; i < top->xadj[k + 1]; i++)
+            d += top->part[top->adj[i]] == top->part[k];
+        sid[k] = d > 0 || nc > 1 ? s->n++ : -1;
+        s->cut += d;
+    }
+    mrc = METIS_ERROR_MEMORY;
+    for (int h = 0; h < 2; h++) {
+        struct mjob *s = &side[h];
+        memcpy(s->options, top->options, sizeof s->options);
+        s->ncon = nc;
+        s->rb = 1;
+        size_t n1 = (size_t)s->n + 1, e1 = (size_t)s->cut + 1;
+        if ((s->xadj = gkv__malloc(n1 * sizeof *s->xadj)) == NULL ||
+            (s->adj = gkv__malloc(e1 * sizeof *s->adj)) == NULL ||
+            (top->ew != NULL &&
+             (s->ew = gkv__malloc(e1 * sizeof *s->ew)) == NULL) ||
+            (s->vwgt = gkv__malloc(n1 * (size_t)nc * sizeof *s->vwgt)) == NULL ||
+            (s->part = gkv__malloc(n1 * sizeof *s->part)) == NULL)
+            goto out;
+        s->n = 0;
+        s->cut = 0;
+    }
+    for (idx_t k = 0; k < top->n; k++) {
+        struct mjob *s = &side[top->part[k] != 0];
+        idx_t me;
+        if (sid[k] < 0)
+            continue;
+        me = s->n++;
+        s->xadj[me] = s->cut;
+        for (idx_t i = top->xadj[k]; i < top->xadj[k + 1]; i++)
+            if (top->part[top->adj[i]] == top->part[k]) {
+                if (s->ew != NULL)
+                    s->ew[s->cut] = top->ew[i];
+                s->adj[s->cut++] = sid[top->adj[i]];
+            }
+        memcpy(s->vwgt + (size_t)me * nc, top->vwgt + (size_t)k * nc,
+               (size_t)nc * sizeof *s->vwgt);
+    }
+    for (int h = 0; h < 2; h++)
+        side[h].xadj[side[h].n] = side[h].cut;
+    gkv__free(*xadj);
+    gkv__free(*adj);
+    gkv__free(*ew);
+    gkv__free(*vwgt);
+    *xadj = *adj = *ew = *vwgt = NULL;
+
+    started = pthread_create(&th, NULL, mjob_run, &side[1]) == 0;
+    mjob_run(&side[0]);
+    if (started)
+        pthread_join(th, NULL);
+    else
+        mjob_run(&side[1]);
+    if ((mrc = side[0].mrc) != METIS_OK || (mrc = side[1].mrc) != METIS_OK)
+        goto out;
+    /* each part's vertices, then the side's dropped ones fill its parts
+     * below ceil(side's vertices / side's parts), in order */
+    if ((ld = gkv__calloc((size_t)np, sizeof *ld)) == NULL) {
+        mrc = METIS_ERROR_MEMORY;
+        goto out;
+    }
+    for (int h = 0; h < 2; h++) {
+        idx_t base = h ? side[0].nparts : 0;
+        for (idx_t j = 0; j < side[h].n; j++) {
+            if (side[h].part[j] < 0 || side[h].part[j] >= side[h].nparts)
+                side[h].part[j] = 0;
+            ld[base + side[h].part[j]]++;
+        }
+    }
+    for (idx_t k = 0; k < top->n; k++)
+        all[top->part[k] != 0]++;
+    for (idx_t k = 0; k < top->n; k++) {
+        int h = top->part[k] != 0;
+        idx_t base = h ? side[0].nparts : 0, last = base + side[h].nparts - 1;
+        int64_t mark = (all[h] + side[h].nparts - 1) / side[h].nparts;
+        if (sid[k] >= 0) {
+            top->part[k] = base + side[h].part[sid[k]];
+            continue;
+        }
+        if (fill[h] < base)
+            fill[h] = base;
+        while (fill[h] < last && ld[fill[h]] >= mark)
+            fill[h]++;
+        ld[fill[h]]++;
+        top->part[k] = fill[h];
+    }
+    top->cut += side[0].cut + side[1].cut;
+out:
+    for (int h = 0; h < 2; h++) {
+        gkv__free(side[h].xadj);
+        gkv__free(side[h].adj);
+        gkv__free(side[h].ew);
+        gkv__free(side[h].vwgt);
+        gkv__free(side[h].part);
+    }
+    gkv__free(sid);
+    gkv__free(tp);
+    gkv__free(ld);
+    return mrc;
 }
 
 gkv_err
@@ -121,14 +285,18 @@ pw__metis_check(const gkv_graph *g, char *msg, size_t msglen)
 }
 
 gkv_err
-pw__metis(const gkv_graph *g, int nparts, uint64_t seed, int balance_edges,
-          uint8_t *const *mask, uint16_t *const *owner, int64_t *objval,
-          char *msg, size_t msglen)
+pw__metis(const gkv_graph *g, int nparts, int nthreads, uint64_t seed,
+          unsigned flags, uint8_t *const *mask, uint16_t *const *owner,
+          int64_t *objval, char *msg, size_t msglen)
 {
     int nnt = gkv_graph_num_ntypes(g), net = gkv_graph_num_etypes(g);
-    int64_t *off = NULL, *ptr = NULL, *cur = NULL, nv = 0, total = 0, w;
-    idx_t *adj = NULL, *xadj = NULL, *vwgt = NULL, *part = NULL;
-    idx_t options[METIS_NOPTIONS], n_idx, ncon, np_idx, cut = 0;
+    int64_t *off = NULL, *ptr = NULL, *cur = NULL, *load = NULL, nv = 0;
+    int64_t total = 0, pre = 0, nk = 0, w;
+    idx_t *adj = NULL, *ew = NULL, *xadj = NULL, *vwgt = NULL, *part = NULL;
+    idx_t *map = NULL;
+    idx_t options[METIS_NOPTIONS], ncon, cut = 0;
+    struct mjob job;
+    struct sig_held held;
     int use_deg = 0, use_mask = 0, mrc;
     int64_t degsum = 0, masksum = 0;
     gkv_err rc = GKV_OK;
@@ -176,11 +344,13 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed, int balance_edges,
     }
     for (int64_t u = 0; u < nv; u++)
         ptr[u + 1] += ptr[u];
-    total = ptr[nv];
+    pre = total = ptr[nv];
     if ((uint64_t)total > SIZE_MAX / sizeof *adj)
         goto nomem;
     if ((adj = gkv__malloc((size_t)(total ? total : 1) * sizeof *adj)) == NULL ||
-        (cur = gkv__malloc((size_t)nv * sizeof *cur)) == NULL)
+        (ew = gkv__malloc((size_t)(total ? total : 1) * sizeof *ew)) == NULL ||
+        (cur = gkv__malloc((size_t)nv * sizeof *cur)) == NULL ||
+        (map = gkv__malloc((size_t)nv * sizeof *map)) == NULL)
         goto nomem;
     memcpy(cur, ptr, (size_t)nv * sizeof *cur);
     for (int e = 0; e < net; e++) {
@@ -200,20 +370,36 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed, int balance_edges,
             }
         }
     }
+
+    /* Merge each list's repeats into one entry weighing as many input
+     * edges, compacting in place (writes never pass reads): map[v] == u
+     * marks v seen in u's list, at position cur[v]. The lists stay in
+     * input order (METIS does not need them sorted). ptr becomes the
+     * compacted offsets. */
+    for (int64_t u = 0; u < nv; u++)
+        map[u] = -1;
+    {
+        int64_t s = 0, k = 0;
+        for (int64_t u = 0; u < nv; u++) {
+            int64_t e = ptr[u + 1];
+            ptr[u] = k;
+            for (int64_t i = s; i < e; i++) {
+                idx_t v = adj[i];
+                if (map[v] == (idx_t)u) {
+                    ew[cur[v]]++;
+                } else {
+                    map[v] = (idx_t)u;
+                    cur[v] = k;
+                    adj[k] = v;
+                    ew[k++] = 1;
+                }
+            }
+            s = e;
+        }
+        ptr[nv] = total = k;
+    }
     gkv__free(cur);
     cur = NULL;
-
-    /* Sort and deduplicate each list, compacting in place; xadj in idx_t. */
-    if ((xadj = gkv__malloc(((size_t)nv + 1) * sizeof *xadj)) == NULL)
-        goto nomem;
-    total = 0;
-    for (int64_t u = 0; u < nv; u++) {
-        int64_t s = ptr[u], n = sort_unique(adj + s, ptr[u + 1] - s);
-        xadj[u] = (idx_t)(total <= IDX_LIMIT ? total : 0);
-        if (total != s)
-            memmove(adj + total, adj + s, (size_t)n * sizeof *adj);
-        total += n;
-    }
     if (total > IDX_LIMIT) {
         rc = pw__msg(msg, msglen, GKV_ERANGE, "graph too large for METIS: "
                      "its symmetric adjacency has %lld entries, but METIS's "
@@ -221,9 +407,6 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed, int balance_edges,
                      IDXTYPEWIDTH, (long long)IDX_LIMIT);
         goto out;
     }
-    xadj[nv] = (idx_t)total;
-    gkv__free(ptr);
-    ptr = NULL;
 
     if (total == 0) {
         /* No edge between distinct nodes: nothing to cut, so balance by
@@ -236,7 +419,7 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed, int balance_edges,
     }
 
     /* Vertex weights: which constraints carry weight at all. */
-    if (balance_edges)
+    if (flags & GKV_PART_BALANCE_EDGES)
         for (int e = 0; e < net; e++)
             degsum += gkv_graph_num_edges(g, e);
     for (int t = 0; mask != NULL && t < nnt; t++)
@@ -252,11 +435,25 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed, int balance_edges,
         goto out;
     }
     ncon = (idx_t)(1 + use_deg + use_mask);
-    if ((vwgt = gkv__calloc((size_t)nv * (size_t)ncon, sizeof *vwgt)) == NULL ||
-        (part = gkv__malloc((size_t)nv * sizeof *part)) == NULL)
-        goto nomem;
+
+    /* The vertices METIS sees: map[u] is u's vertex there, or -1 when u
+     * has no neighbour, node count is the only constraint and METIS
+     * bisects (placed afterwards; k-way balances better with them and
+     * cuts less). Too few vertices for the parts: every node goes. */
     for (int64_t u = 0; u < nv; u++)
-        vwgt[u * ncon] = 1;
+        nk += ncon > 1 || (flags & GKV_PART_METIS_KWAY) || ptr[u + 1] > ptr[u];
+    if (nk < nparts)
+        nk = nv;
+    for (int64_t u = 0, k = 0; u < nv; u++)
+        map[u] = nk == nv || ptr[u + 1] > ptr[u] ? (idx_t)k++ : -1;
+
+    if ((vwgt = gkv__calloc((size_t)nk * (size_t)ncon, sizeof *vwgt)) == NULL ||
+        (xadj = gkv__malloc(((size_t)nk + 1) * sizeof *xadj)) == NULL ||
+        (part = gkv__malloc((size_t)nk * sizeof *part)) == NULL ||
+        (load = gkv__calloc((size_t)nparts, sizeof *load)) == NULL)
+        goto nomem;
+    for (int64_t k = 0; k < nk; k++)
+        vwgt[k * ncon] = 1;
     if (use_deg)
         for (int e = 0; e < net; e++) {
             gkv_etype_info info;
@@ -267,38 +464,93 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed, int balance_edges,
             gkv_graph_edges(g, e, &c);
             dof = off[info.dst_ntype];
             for (int64_t i = 0; i < c.n; i++)
-                vwgt[(dof + c.dst[i]) * ncon + 1]++;
+                vwgt[(int64_t)map[dof + c.dst[i]] * ncon + 1]++;
         }
     if (use_mask)
         for (int t = 0; t < nnt; t++)
             if (mask[t] != NULL)
                 for (int64_t v = 0; v < gkv_graph_num_nodes(g, t); v++)
-                    vwgt[(off[t] + v) * ncon + ncon - 1] = mask[t][v] != 0;
+                    vwgt[(int64_t)map[off[t] + v] * ncon + ncon - 1] =
+                        mask[t][v] != 0;
+    /* xadj of the vertices kept; a dropped node has no list to drop */
+    for (int64_t u = 0; u < nv; u++)
+        if (map[u] >= 0)
+            xadj[map[u]] = (idx_t)ptr[u];
+    xadj[nk] = (idx_t)total;
+    gkv__free(ptr);
+    ptr = NULL;
+    if (nk < nv)
+        for (int64_t i = 0; i < total; i++)
+            adj[i] = map[adj[i]];
 
     METIS_SetDefaultOptions(options);
     options[METIS_OPTION_OBJTYPE] = METIS_OBJTYPE_CUT;
     options[METIS_OPTION_NUMBERING] = 0;
     options[METIS_OPTION_SEED] = (idx_t)(seed & 0x7fffffff);
-    n_idx = (idx_t)nv;
-    np_idx = (idx_t)nparts;
-    mrc = metis_call(&n_idx, &ncon, xadj, adj, vwgt, &np_idx, options, &cut,
-                     part);
+    if (!(flags & GKV_PART_METIS_SHEM))
+        options[METIS_OPTION_CTYPE] = METIS_CTYPE_RM;
+    memset(&job, 0, sizeof job);
+    memcpy(job.options, options, sizeof job.options);
+    job.n = (idx_t)nk;
+    job.ncon = ncon;
+    job.nparts = (idx_t)nparts;
+    job.xadj = xadj;
+    job.adj = adj;
+    job.vwgt = vwgt;
+    job.ew = pre <= IDX_LIMIT ? ew : NULL; /* weights sum to 2x the edges */
+    job.part = part;
+    job.rb = !(flags & GKV_PART_METIS_KWAY);
+    sig_hold(&held);
+    if (job.rb && nparts >= 3 && nthreads >= 2 && nk >= SPLIT_MIN) {
+        if (job.ew == NULL) {
+            gkv__free(ew);
+            ew = NULL;
+        }
+        mrc = metis_split(&job, &xadj, &adj, &ew, &vwgt);
+    } else {
+        mjob_run(&job);
+        mrc = job.mrc;
+    }
+    sig_release(&held);
+    cut = job.cut;
     if (mrc != METIS_OK) {
         rc = pw__msg(msg, msglen,
                      mrc == METIS_ERROR_MEMORY ? GKV_ENOMEM :
                      mrc == METIS_ERROR_INPUT ? GKV_EINVAL : GKV_EIO,
-                     "METIS_PartGraphKway failed (%s) on %lld nodes and %lld "
+                     "METIS_PartGraph%s failed (%s) on %lld nodes and %lld "
                      "adjacency entries into %d parts",
+                     flags & GKV_PART_METIS_KWAY ? "Kway" : "Recursive",
                      mrc == METIS_ERROR_MEMORY ? "out of memory" :
                      mrc == METIS_ERROR_INPUT ? "input error" : "error",
-                     (long long)nv, (long long)total, nparts);
+                     (long long)nk, (long long)total, nparts);
         goto out;
     }
-    for (int t = 0; t < nnt; t++)
-        for (int64_t v = 0; v < gkv_graph_num_nodes(g, t); v++) {
-            w = part[off[t] + v];
-            owner[t][v] = (uint16_t)(w >= 0 && w < nparts ? w : 0);
-        }
+
+    /* Each part's nodes from METIS, then the dropped nodes, in ID order,
+     * fill the parts below ceil(nv / nparts) (there is room: the parts'
+     * room to that mark adds up to at least the nodes left). */
+    for (int64_t k = 0; k < nk; k++) {
+        if (part[k] < 0 || part[k] >= nparts)
+            part[k] = 0;
+        load[part[k]]++;
+    }
+    {
+        int64_t mark = (nv + nparts - 1) / nparts;
+        int p = 0;
+        for (int t = 0; t < nnt; t++)
+            for (int64_t v = 0; v < gkv_graph_num_nodes(g, t); v++) {
+                idx_t m = map[off[t] + v];
+                if (m >= 0) {
+                    w = part[m];
+                } else {
+                    while (p < nparts - 1 && load[p] >= mark)
+                        p++;
+                    load[p]++;
+                    w = p;
+                }
+                owner[t][v] = (uint16_t)w;
+            }
+    }
     if (objval != NULL)
         *objval = cut;
     goto out;
@@ -311,6 +563,9 @@ out:
     gkv__free(ptr);
     gkv__free(cur);
     gkv__free(adj);
+    gkv__free(ew);
+    gkv__free(map);
+    gkv__free(load);
     gkv__free(xadj);
     gkv__free(vwgt);
     gkv__free(part);

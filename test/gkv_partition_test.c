@@ -322,6 +322,12 @@ test_usage_errors_exit_2(void **state)
           "E", "OUT", NULL}, "--balance-edges is for --method metis"},
         {{"--parts", "2", "--method", "random", "--train-mask", "M.npy",
           "--input", "E", "OUT", NULL}, "--train-mask is for --method metis"},
+        {{"--parts", "2", "--method", "range", "--metis-ptype", "kway",
+          "--input", "E", "OUT", NULL}, "--metis-ptype is for --method metis"},
+        {{"--parts", "2", "--metis-ptype", "ring", "--input", "E", "OUT",
+          NULL}, "--metis-ptype 'ring': expected rb or kway"},
+        {{"--parts", "2", "--metis-ctype", "hem", "--input", "E", "OUT",
+          NULL}, "--metis-ctype 'hem': expected rm or shem"},
         {{"--parts", "2", "--seed", "-1", "--input", "E", "OUT", NULL},
          "--seed '-1'"},
         {{"--parts", "2", "--num-nodes", "many", "--input", "E", "OUT", NULL},
@@ -397,14 +403,15 @@ test_text_every_method(void **state)
     struct fx *f = *state;
     gkv_graph *g;
     float feat[8 * 3];
-    static const char *methods[] = {"random", "range", "metis"};
+    /* the last: metis with METIS's own routine and matching */
+    static const char *methods[] = {"random", "range", "metis", "metis"};
 
     GKVT_OK(gkv_graph_fixed_homo(&g));
     put(f, "e.txt", homo_txt, sizeof homo_txt - 1);
     for (int i = 0; i < 24; i++)
         feat[i] = (float)i * 0.5f - 3;
     put_npy(f, "feat.npy", GKV_F32, 8, 3, feat);
-    for (int m = 0; m < 3; m++) {
+    for (int m = 0; m < 4; m++) {
         json_t *j;
         char *l;
         int rc;
@@ -414,7 +421,9 @@ test_text_every_method(void **state)
             rc = run(f, "--parts", "3", "--method", methods[m],
                      "--text-weights", "--input", path(f, "e.txt"),
                      "--num-nodes", "8", "--csr", "--node-feat", nf,
-                     "--name", "homo", f->out, NULL);
+                     "--name", "homo", "--force",
+                     m == 3 ? "--metis-ptype=kway" : "--force",
+                     m == 3 ? "--metis-ctype=shem" : "--force", f->out, NULL);
         }
         if (rc != 0)
             fail_msg("%s: exit %d: %s", methods[m], rc, f->serr);

@@ -886,6 +886,137 @@ test_metis_two_cliques(void **state)
     gkv_graph_free(g);
 }
 
+/* The owner of every original node of a homogeneous partition in out:
+ * node_map's ranges and mapping/node-_N.npy; each new ID in one range. */
+static void
+metis_owners(const char *out, int64_t n, int P, int *owner)
+{
+    char path[8300];
+    int64_t *nmap, st[GKV_PART_MAX + 1] = {0};
+    json_t *j;
+
+    snprintf(path, sizeof path, "%s/g.json", out);
+    j = json_load_file(path, 0, NULL);
+    assert_non_null(j);
+    for (int p = 0; p < P; p++) {
+        json_t *a = json_array_get(json_object_get(json_object_get(j, "node_map"), "_N"), (size_t)p);
+        assert_int_equal(json_integer_value(json_array_get(a, 0)), st[p]);
+        st[p + 1] = json_integer_value(json_array_get(a, 1));
+    }
+    json_decref(j);
+    assert_int_equal(st[P], n);
+    snprintf(path, sizeof path, "%s/mapping/node-_N.npy", out);
+    nmap = read_npy_i64(path, n);
+    for (int64_t v = 0; v < n; v++) {
+        owner[v] = -1;
+        for (int p = 0; p < P; p++)
+            if (nmap[v] >= st[p] && nmap[v] < st[p + 1])
+                owner[v] = p;
+        assert_true(owner[v] >= 0);
+    }
+    free(nmap);
+}
+
+/* What METIS is given: each neighbour once, weighing its input edges
+ * (duplicates, both directions), no self-loops, and (bisection, one
+ * constraint) no node without a neighbour, which fills the parts after.
+ * For each choice of routine and matching, on three 8-cliques joined by a
+ * bridge taken 3 times and one taken once, with self-loops, duplicates
+ * and 12 isolated nodes between them, and on R-MAT scale 10 (~15 % of its
+ * nodes isolated; into 3 and 4 parts, which puts the top bisection's two
+ * sides on two threads): every node in one part, the parts balanced
+ * within METIS's tolerance, the reported cut the input edges cut, counted
+ * here, and on the cliques the bridges alone cut by bisection. */
+static void
+test_metis_graph_given(void **state)
+{
+    struct fx *f = *state;
+    static const unsigned variants[] = {
+        0, GKV_PART_METIS_KWAY, GKV_PART_METIS_SHEM,
+        GKV_PART_METIS_KWAY | GKV_PART_METIS_SHEM};
+    int64_t src[400], dst[400], id[24];
+    size_t n = 0;
+    int owner[1024];
+
+    for (int i = 0, k = 0; i < 36; i++)    /* every third node isolated */
+        if (i % 3 != 2)
+            id[k++] = i;
+    for (int c = 0; c < 3; c++)
+        for (int a = 0; a < 8; a++)
+            for (int b = 0; b < 8; b++)
+                if (a != b || a == 3) {    /* one self-loop per clique */
+                    src[n] = id[8 * c + a];
+                    dst[n++] = id[8 * c + b];
+                }
+    for (int r = 0; r < 4; r++) {          /* duplicates inside a clique */
+        src[n] = id[0];
+        dst[n++] = id[1];
+    }
+    for (int r = 0; r < 3; r++) {          /* bridge 0-1, three times */
+        src[n] = id[7];
+        dst[n++] = id[8];
+    }
+    src[n] = id[16];                       /* bridge 1-2, once */
+    dst[n++] = id[15];
+    assert_true(n <= 400);
+
+    for (int graph = 0; graph < 2; graph++) {
+        struct tg t;
+        gkv_part_feat pf[MAXF];
+        gkv_coo c;
+        int64_t nn;
+
+        if (graph == 0) {
+            memset(&t, 0, sizeof t);
+            GKVT_OK(gkv_graph_new_homo(&t.g, 36));
+            GKVT_OK(gkv_graph_add_edges(t.g, 0, src, dst, NULL, n));
+        } else {
+            make_rmat(f, &t);
+        }
+        nn = gkv_graph_num_nodes(t.g, 0);
+        GKVT_OK(gkv_graph_edges(t.g, 0, &c));
+        for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+            gkv_part_spec sp;
+            gkv_part_report rep;
+            int64_t cut = 0, size[4] = {0}, vcut;
+            /* bisection of R-MAT into 3 and 4: its top level on two threads
+             * (sides of odd and even part counts) */
+            int P = graph == 0 ? 3 : 3 + (int)(i & 1);
+
+            spec_init(&sp, &t, pf, GKV_PART_METIS, P);
+            sp.flags = variants[i] | GKV_PART_FORCE;
+            if (gkv_partition_write(t.g, &sp, f->out, &rep, f->msg,
+                                    sizeof f->msg) != GKV_OK)
+                fail_msg("%s", f->msg);
+            vcut = verify(f->out, &t, &sp);
+            metis_owners(f->out, nn, P, owner);
+            for (int64_t e = 0; e < c.n; e++)
+                cut += owner[c.src[e]] != owner[c.dst[e]];
+            for (int64_t v = 0; v < nn; v++)
+                size[owner[v]]++;
+            print_message("graph %d, flags 0x%x: cut %lld of %lld, parts "
+                          "%lld %lld %lld %lld\n", graph, variants[i],
+                          (long long)cut, (long long)c.n,
+                          (long long)size[0], (long long)size[1],
+                          (long long)size[2], (long long)size[3]);
+            assert_int_equal(rep.edge_cut, cut);
+            assert_int_equal(vcut, cut);
+            for (int p = 0; p < P; p++) {
+                /* k-way's tolerance is 3 %, bisection's 0.1 % a level;
+                 * both round to whole nodes */
+                assert_true(size[p] * P <= nn * 103 / 100 + P);
+                assert_true(size[p] > 0);
+            }
+            for (int p = 1; p < P; p++)
+                size[0] = size[p] > size[0] ? size[p] : size[0];
+            assert_int_equal(rep.max_part_nodes, size[0]);
+            if (graph == 0 && !(variants[i] & GKV_PART_METIS_KWAY))
+                assert_int_equal(cut, 4);    /* the bridges, as weighed */
+        }
+        tg_free(&t);
+    }
+}
+
 /* METIS with a training mask and edge balance on R-MAT: still a valid
  * partition, and the training nodes are balanced. */
 static void
@@ -1483,6 +1614,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_given_owners, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_two_cliques, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_mask_and_edges, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_metis_graph_given, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_spec, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bool_node_feature, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_features, setup, gkvt_dir_teardown),

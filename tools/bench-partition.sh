@@ -10,7 +10,12 @@
 # usage: tools/bench-partition.sh [SCALE [METHOD...]]
 #   SCALE     R-MAT scale (default 22: 67 M edges)
 #   METHOD    random, range, metis (default: random range)
-# Env: BUILD (default build), BENCH_TMP (scratch directory, default tmp/).
+# Env: BUILD (default build), BENCH_TMP (scratch directory, default tmp/),
+#   DGL_PYTHON (a python with dgl and torch, e.g. the project's venv:
+#   `make -s python-venv` names it): when set and metis is among the
+#   methods, bench/dgl_metis.py then measures DGL's METIS on the same edges
+#   beside gkv's (target: gkv >= 2x DGL's speed, no more memory, a cut at
+#   most 5 % larger; issue 27). Unset, or without dgl: a SKIP line.
 # Exit status: 0, 1 when a run failed, 2 on bad usage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,4 +61,16 @@ for m in "${METHODS[@]}"; do
         "$(awk -v x="$rss" 'BEGIN{print x / 2^30}')" "$ratio" "$cut"
 done
 echo "(peak RSS as a multiple of the raw edge list, 16 bytes per edge; target < 3x for random and range)"
+if [[ " ${METHODS[*]} " == *" metis "* ]]; then
+    if [ -n "${DGL_PYTHON:-}" ] && "$DGL_PYTHON" -c 'import dgl' 2>/dev/null; then
+        "$DGL_PYTHON" bench/dgl_metis.py --build "$BUILD" --scale "$SCALE" \
+            --dir "$SCRATCH" 2>"$SCRATCH/dgl.err" || {
+            echo "bench-partition: bench/dgl_metis.py failed:" >&2
+            tail -5 "$SCRATCH/dgl.err" >&2
+            status=1
+        }
+    else
+        echo "SKIP metis_vs_dgl: no DGL_PYTHON with dgl (the venv: make -s python-venv)"
+    fi
+fi
 exit $status

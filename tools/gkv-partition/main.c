@@ -251,9 +251,31 @@ main(int argc, char **argv)
                   "range take no weights)");
         goto done;
     }
+    if ((o.metis_ptype != NULL || o.metis_ctype != NULL) &&
+        sp.method != GKV_PART_METIS) {
+        ex = tools__usage_error(PROG, "--metis-%s is for --method metis",
+                                o.metis_ptype != NULL ? "ptype" : "ctype");
+        goto done;
+    }
+    if (o.metis_ptype != NULL && strcmp(o.metis_ptype, "rb") != 0 &&
+        strcmp(o.metis_ptype, "kway") != 0) {
+        ex = tools__usage_error(PROG, "--metis-ptype '%s': expected rb or "
+                                "kway", o.metis_ptype);
+        goto done;
+    }
+    if (o.metis_ctype != NULL && strcmp(o.metis_ctype, "rm") != 0 &&
+        strcmp(o.metis_ctype, "shem") != 0) {
+        ex = tools__usage_error(PROG, "--metis-ctype '%s': expected rm or "
+                                "shem", o.metis_ctype);
+        goto done;
+    }
     sp.name = o.name;
     sp.flags = (o.csr ? GKV_PART_CSR : 0) | (o.force ? GKV_PART_FORCE : 0) |
-               (o.balance_edges ? GKV_PART_BALANCE_EDGES : 0);
+               (o.balance_edges ? GKV_PART_BALANCE_EDGES : 0) |
+               (o.metis_ptype != NULL && strcmp(o.metis_ptype, "kway") == 0 ?
+                GKV_PART_METIS_KWAY : 0) |
+               (o.metis_ctype != NULL && strcmp(o.metis_ctype, "shem") == 0 ?
+                GKV_PART_METIS_SHEM : 0);
 
     if ((ex = part__build_graph(&o, sp.nthreads, seed, &g)) != EX_OK)
         goto done;

@@ -28,6 +28,10 @@ usage(FILE *f)
 "  --balance-edges      metis: also balance the in-edges per partition\n"
 "  --train-mask [NTYPE=]FILE.npy\n"
 "                       metis: also balance training nodes (non-zero = train)\n"
+"  --metis-ptype P      rb (default): recursive bisection, or kway: k-way\n"
+"                       (METIS's and DGL's choice; on R-MAT 2-3x slower)\n"
+"  --metis-ctype C      rm (default): random matching, or shem: heavy-edge\n"
+"                       matching (METIS's default; on R-MAT twice the cut)\n"
 "  --csr                also store the CSR of out-edges in each partition\n"
 "  --force              replace a partition already in OUTDIR\n"
 "\n"
@@ -356,6 +360,8 @@ part__parse_args(int argc, char **argv, struct opts *o)
         {"--method", OPT_STR, .dst = &o->method, .flags = OPT_EMPTY_OK},
         {"--seed", OPT_STR, .dst = &o->seed, .flags = OPT_EMPTY_OK},
         {"--balance-edges", OPT_FLAG, .dst = &o->balance_edges},
+        {"--metis-ptype", OPT_STR, .dst = &o->metis_ptype, .flags = OPT_EMPTY_OK},
+        {"--metis-ctype", OPT_STR, .dst = &o->metis_ctype, .flags = OPT_EMPTY_OK},
         {"--train-mask", OPT_FN, .fn = opt_mask, .flags = OPT_EMPTY_OK},
         {"--csr", OPT_FLAG, .dst = &o->csr},
         {"--force", OPT_FLAG, .dst = &o->force},
