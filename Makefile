@@ -285,7 +285,7 @@ bench:
 	@$(BUILD)/gkv-bench $(BENCH_ARGS)
 	@for s in $(BENCH_GRAPH_SCALES); do \
 	  $(BUILD)/gkv-bench-graph --scale $$s $(BENCH_GRAPH_ARGS) || exit 1; done
-	@BUILD=$(BUILD) tools/bench-partition.sh $(BENCH_PART_SCALE) $(BENCH_PART_METHODS)
+	@BUILD=$(BUILD) DGL_PYTHON=$(PY_VENV)/bin/python tools/bench-partition.sh $(BENCH_PART_SCALE) $(BENCH_PART_METHODS)
 	@$(BUILD)/gkv-bench-net $(BENCH_NET_ARGS)
 	@$(BUILD)/gkv-bench-loader $(BENCH_LOADER_ARGS)
 	@BUILD=$(BUILD) OLD_BUILD=$(BENCH_TRAINER_OLD) bench/trainer.sh
