@@ -665,16 +665,17 @@ kv__walk_meta(const char *path, int fd)
 /* The KV_TXN_KEY record of the tree header page 'm' points at, when its
  * main database is one sound leaf page (it always is in a gkv store:
  * three database records and this one); UINT64_MAX otherwise. Every
- * number is checked before it is used, as walk_nodes does. */
+ * number is checked before it is used, as walk_nodes does; the page is
+ * read into p (psize bytes). */
 static uint64_t
-main_record(int fd, const struct meta *m, uint32_t psize, uint64_t fpages)
+main_record(int fd, const struct meta *m, uint32_t psize, uint64_t fpages,
+            unsigned char *p)
 {
     uint64_t root = m->dbs[1].root, rec = UINT64_MAX;
-    unsigned char *p;
     unsigned lower, upper;
 
     if (m->dbs[1].depth != 1 || root < 2 || root > m->last_pg ||
-        root >= fpages || (p = gkv__malloc(psize)) == NULL)
+        root >= fpages)
         return UINT64_MAX;
     if (pread(fd, p, psize, (off_t)(root * psize)) != (ssize_t)psize)
         goto out;
@@ -699,7 +700,6 @@ main_record(int fd, const struct meta *m, uint32_t psize, uint64_t fpages)
         }
     }
 out:
-    gkv__free(p);
     return rec;
 }
 
@@ -746,7 +746,6 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
         w.fpages = fstat(fd, &st) == 0 ? (uint64_t)st.st_size / w.psize
                                        : w.npages;
     }
-    w.other_rec = main_record(fd, &m[cur == &m[0]], w.psize, w.fpages);
     w.info = info;
     w.rc = GKV_OK;
     w.bad_pg = NO_PAGE;
@@ -762,6 +761,9 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
     for (size_t i = 0; i < nbuf; i++)
         w.buf[i] = block + i * w.psize;
     w.seen = block + nbuf * w.psize;
+    /* the first page buffer, before the walk uses it */
+    w.other_rec = main_record(fd, &m[cur == &m[0]], w.psize, w.fpages,
+                              w.buf[0]);
     w.seen[0] |= 3;                 /* the meta pages */
     if (walk_db(&w, "main", &cur->dbs[1]) == 0)
         (void)walk_db(&w, "free list", &cur->dbs[0]);
