@@ -535,7 +535,7 @@ ovr_add(struct tbuf *tb, uint64_t k, uint64_t v)
  * read the frontier, which may be the block's node list, so the new nodes
  * go to s->pid until the hop's merge; a marker holding a worker's key
  * (sample_par.c) is overwritten too, as the prefix comes first. */
-static gkv_err
+static inline __attribute__((always_inline)) gkv_err
 p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
          int pre)
 {
@@ -545,7 +545,7 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
     int nb = nbr_ntype(s->sg, et, R->dir);
     amark *mk = s->mk[nb];
     size_t nn = L->nodes[nb].num_src, o = L->edges[et].n, j = d->uoff;
-    size_t ni = pre ? nn - s->ntot[nb] : nn;      /* next in ids */
+    size_t ni = pre ? nn - s->ntot[nb] : 0;       /* pre: next in ids */
     const int64_t *cnt = tb->cnt + d->coff, *u = tb->u, *e = tb->e;
     int64_t *ids, *es, *ed, *ee;
     uint64_t m0;
@@ -571,7 +571,7 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
             int64_t x = u[j];
             uint64_t m = LOAD(&mk[x]);
             if (m - 1 >= KEYBIT - 1) {      /* 0 (unseen) or a key */
-                ids[ni++] = x;
+                ids[pre ? ni++ : nn] = x;
                 m = ++nn;
                 if (!pre) {
                     STORE(&mk[x], m);
@@ -691,9 +691,11 @@ graph__pipe_range(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t lo,
         }
         if (j >= 2 && mode != P3_NONE) {
             const struct sbk *d = &q[(j - 2) % 3];
+            /* p3_label inlined twice: the one-thread loop stays plain */
             if ((rc = mode == P3_KEYS ? p3_keys(s, tb, et, d, ci, cbase)
                       : mode == P3_COPY ? p3_copy(s, tb, et, d)
-                      : p3_label(s, tb, et, d, mode == P3_PREFIX)) != GKV_OK)
+                      : mode == P3_PREFIX ? p3_label(s, tb, et, d, 1)
+                      : p3_label(s, tb, et, d, 0)) != GKV_OK)
                 return rc;
         }
     }
