@@ -38,6 +38,7 @@ graph__blocks_run(gkv_sampler *s, const int *fan, int nfan, int nlayers,
         for (int e = 0; e < s->net; e++)
             L->edges[e].n = 0;
         R->L = L;
+        R->last = h == nlayers - 1;
         for (int t = 0; t < s->nnt; t++) {
             s->fv[t] = L->ids[t];
             s->nfv[t] = L->nodes[t].num_dst;

@@ -304,6 +304,7 @@ tb_free(struct tbuf *tb)
     gkv__free(tb->wv);
     gkv__free(tb->pick);
     gkv__free(tb->hset);
+    gkv__free(tb->ovr);
 }
 
 void
@@ -340,6 +341,11 @@ gkv_sampler_free(gkv_sampler *s)
     gkv__free(s->fv);
     gkv__free(s->nfv);
     gkv__free(s->ntot);
+    if (s->pid != NULL)
+        for (int t = 0; t < s->nnt; t++)
+            gkv__free(s->pid[t]);
+    gkv__free(s->pid);
+    gkv__free(s->pidcap);
     for (int i = 0; i < s->nlay; i++)
         blay_free(s, &s->lay[i]);
     gkv__free(s->lay);
@@ -371,6 +377,7 @@ gkv_sampler_new(gkv_sampler **out, const gkv_sgraph *sg, int nthreads)
     s->sg = sg;
     s->nt = nthreads < 1 ? 1 : nthreads;
     s->share_par = 1.0;
+    s->pre_max = SIZE_MAX;
     s->nnt = sg->nnt;
     s->net = sg->net;
     nnt = (size_t)s->nnt;
@@ -394,11 +401,14 @@ gkv_sampler_new(gkv_sampler **out, const gkv_sgraph *sg, int nthreads)
     s->fv = gkv__calloc(nnt, sizeof *s->fv);
     s->nfv = gkv__calloc(nnt, sizeof *s->nfv);
     s->ntot = gkv__calloc(nnt, sizeof *s->ntot);
+    s->pid = gkv__calloc(nnt, sizeof *s->pid);
+    s->pidcap = gkv__calloc(nnt, sizeof *s->pidcap);
     if (s->tb == NULL || s->mk == NULL || s->mkraw == NULL ||
         s->ex == NULL || s->nex == NULL || s->excap == NULL ||
         s->nea == NULL || s->nlen == NULL || s->fanv == NULL ||
         s->fastv == NULL || s->wmodev == NULL || s->keyv == NULL ||
-        s->fv == NULL || s->nfv == NULL || s->ntot == NULL) {
+        s->fv == NULL || s->nfv == NULL || s->ntot == NULL ||
+        s->pid == NULL || s->pidcap == NULL) {
         gkv_sampler_free(s);
         return GKV_ENOMEM;
     }

@@ -23,23 +23,28 @@
  * sub-block j, P2 of j - 1 and P3 of j - 2, so each prefetch has a
  * sub-block's time to land.
  *
- * On one thread P3 writes the block directly. On several, the frontier is
- * cut into chunks that the threads take in any order, and the relabel is
- * made deterministic:
- *   A   P1 + P2 into the thread's buffers, and as P3 an atomic minimum of
- *       KEY(chunk, index) on each neighbour's marker (a marker already
- *       holding a local ID, always below KEYBIT, stays); the pick notes
- *       whether its key went in. Afterwards a new node's marker names its
- *       first appearance in chunk order, which is edge-list order;
- *   C   per chunk, the picks that are their node's first appearance (only
- *       those whose key went in can be);
- *   -   (serial) each chunk's first local ID and edge offset: prefix sums
- *       in chunk order;
- *   D1  the first appearances write the node list and turn their key into
- *       local ID + 1;
- *   D2  every pick's local source, read from its marker, into the block.
- * The result is the one-thread result, for any thread count. Markers are
- * not reset between hops: the next hop's destination nodes are this hop's
+ * On one thread P3 writes the block directly. On several (a relabelling
+ * hop; sample_par.c), the frontier is cut into chunks and the relabel is
+ * made deterministic without a second pass over the markers:
+ *   A   the caller takes chunks from the front, in order, and labels them
+ *       as one thread would (the prefix: P3 with plain loads, and an
+ *       atomic exchange where it gives a node its local ID); the workers
+ *       take chunks from the back (the suffix) and, as P3, put
+ *       KEY(chunk, index) on each neighbour's marker as an atomic minimum
+ *       (a local ID + 1, always below KEYBIT, stays). A pick's rank is its
+ *       key when it went in, else what the marker held. Whoever takes a
+ *       key off a marker logs it with what replaced it;
+ *   -   the logs are applied to the ranks: a pick whose rank is still its
+ *       own key is its node's first appearance in edge order, as the
+ *       keys follow edge order and the prefix comes first;
+ *   -   (serial, per chunk) the suffix's first local IDs and edge offsets;
+ *   W   every suffix pick's local source from its rank (following the
+ *       keys it names), into the block; the first appearances write the
+ *       node list and, unless it is the batch's last hop, their markers.
+ * Front and back meet where the work runs out, so a worker that the OS
+ * does not run only lengthens the prefix. The result is the one-thread
+ * result, for any thread count and any meeting point. Markers are not
+ * reset between hops: the next hop's destination nodes are this hop's
  * node list in the same order, so the local IDs stay right. They are reset
  * once at the end of a batch (every node labelled is in the last list).
  */
@@ -511,10 +516,28 @@ struct sbk {                  /* one sub-block in the pipeline */
     size_t  coff, uoff, np;   /* its counts, picks in tb's buffers */
 };
 
-/* P3, one thread, relabel: new neighbours get the next local IDs; the
- * edges go straight into the block. */
-static gkv_err
-p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d)
+/* Logs that key k left a marker for v (a later key's replacement, or a
+ * local ID + 1). -1 when out of memory. */
+static inline int
+ovr_add(struct tbuf *tb, uint64_t k, uint64_t v)
+{
+    if (graph__grow(&tb->ovr, &tb->ovr_cap, tb->ovr_len + 2,
+                    sizeof *tb->ovr))
+        return -1;
+    tb->ovr[tb->ovr_len++] = k;
+    tb->ovr[tb->ovr_len++] = v;
+    return 0;
+}
+
+/* P3, relabel in edge order: new neighbours get the next local IDs; the
+ * edges go straight into the block. One thread (pre 0): the node list is
+ * the block's. The caller's prefix of a parallel hop (pre 1): the workers
+ * read the frontier, which may be the block's node list, so the new nodes
+ * go to s->pid until the hop's merge; a marker holding a worker's key
+ * (sample_par.c) is overwritten too, as the prefix comes first. */
+static inline __attribute__((always_inline)) gkv_err
+p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
+         int pre)
 {
     struct run *R = &s->R;
     struct blay *L = R->L;
@@ -522,16 +545,24 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d)
     int nb = nbr_ntype(s->sg, et, R->dir);
     amark *mk = s->mk[nb];
     size_t nn = L->nodes[nb].num_src, o = L->edges[et].n, j = d->uoff;
+    size_t ni = pre ? nn - s->ntot[nb] : 0;       /* pre: next in ids */
     const int64_t *cnt = tb->cnt + d->coff, *u = tb->u, *e = tb->e;
     int64_t *ids, *es, *ed, *ee;
+    uint64_t m0;
 
     if (graph__earr_grow(ea, o + d->np) ||
-        graph__grow(&L->ids[nb], &L->idcap[nb], nn + d->np,
-                    sizeof *L->ids[nb]))
+        (pre ? graph__grow(&s->pid[nb], &s->pidcap[nb], ni + d->np,
+                           sizeof *s->pid[nb])
+         : graph__grow(&L->ids[nb], &L->idcap[nb], nn + d->np,
+                       sizeof *L->ids[nb])))
         return graph__tb_fail(s, tb, 0, GKV_ENOMEM, "out of memory for a "
                               "block of %zu edges", o + d->np);
-    R->f[nb] = L->ids[nb];
-    ids = L->ids[nb];
+    if (pre) {
+        ids = s->pid[nb];
+    } else {
+        R->f[nb] = L->ids[nb];
+        ids = L->ids[nb];
+    }
     es = ea->s;
     ed = ea->d;
     ee = ea->e;
@@ -539,10 +570,17 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d)
         for (int64_t c = cnt[i - d->lo]; c > 0; c--, j++, o++) {
             int64_t x = u[j];
             uint64_t m = LOAD(&mk[x]);
-            if (m == 0) {
-                ids[nn] = x;
+            if (m - 1 >= KEYBIT - 1) {      /* 0 (unseen) or a key */
+                ids[pre ? ni++ : nn] = x;
                 m = ++nn;
-                STORE(&mk[x], m);
+                if (!pre) {
+                    STORE(&mk[x], m);
+                } else if ((m0 = atomic_exchange_explicit(
+                                &mk[x], m, memory_order_relaxed)) != 0) {
+                    /* a worker's key: its pick is no first appearance */
+                    if (ovr_add(tb, m0, m))
+                        goto nomem;
+                }
             }
             es[o] = (int64_t)m - 1;
             ed[o] = i;
@@ -552,6 +590,9 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d)
     L->nodes[nb].num_src = nn;
     L->edges[et].n = o;
     return GKV_OK;
+nomem:
+    return graph__tb_fail(s, tb, 0, GKV_ENOMEM, "out of memory for the "
+                          "relabel");
 }
 
 /* P3, one thread, single hop: the edges in global IDs. */
@@ -581,11 +622,12 @@ p3_copy(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d)
     return GKV_OK;
 }
 
-/* P3, parallel phase A: each pick's key (chunk ci, index from the chunk's
- * start 'cbase' in tb->u) as an atomic minimum on its neighbour's marker;
- * tb->rank[j] = 1 where this pick's key went in (only those can be first
- * appearances). */
-static void
+/* P3 of a worker's chunk in a parallel relabel: each pick's key (chunk
+ * ci, index from the chunk's start 'cbase' in tb->u) as an atomic minimum
+ * on its neighbour's marker; tb->rank[j] = the key when it went in, else
+ * what the marker held (a local ID + 1, or an earlier pick's key). A key
+ * taken off a marker is logged with the one that replaced it. */
+static gkv_err
 p3_keys(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
         long ci, size_t cbase)
 {
@@ -595,16 +637,19 @@ p3_keys(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
         uint64_t key = KEY(ci, j - cbase);
         amark *p = &mk[tb->u[j]];
         uint64_t m = LOAD(p);
-        int64_t in = 0;
         while (m == 0 || m > key) {
             if (atomic_compare_exchange_weak_explicit(
                     p, &m, key, memory_order_relaxed, memory_order_relaxed)) {
-                in = 1;
+                if (m != 0 && ovr_add(tb, m, key))
+                    return graph__tb_fail(s, tb, ci, GKV_ENOMEM, "out of "
+                                          "memory for the relabel");
+                m = key;
                 break;
             }
         }
-        tb->rank[j] = in;
+        tb->rank[j] = (int64_t)m;
     }
+    return GKV_OK;
 }
 
 /* Samples frontier nodes [lo, hi) of edge type et in sub-blocks of SUB,
@@ -617,7 +662,8 @@ graph__pipe_range(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t lo,
                   int64_t hi, int mode, size_t cbase)
 {
     const int nb = nbr_ntype(s->sg, et, s->R.dir);
-    amark *mk = mode == P3_LABEL || mode == P3_KEYS ? s->mk[nb] : NULL;
+    amark *mk = mode == P3_LABEL || mode == P3_KEYS || mode == P3_PREFIX ?
+                s->mk[nb] : NULL;
     int64_t nsub = (hi - lo + SUB - 1) / SUB;
     struct sbk q[3];
     gkv_err rc;
@@ -645,10 +691,11 @@ graph__pipe_range(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t lo,
         }
         if (j >= 2 && mode != P3_NONE) {
             const struct sbk *d = &q[(j - 2) % 3];
-            if (mode == P3_KEYS)
-                p3_keys(s, tb, et, d, ci, cbase);
-            else if ((rc = mode == P3_LABEL ? p3_label(s, tb, et, d)
-                           : p3_copy(s, tb, et, d)) != GKV_OK)
+            /* p3_label inlined twice: the one-thread loop stays plain */
+            if ((rc = mode == P3_KEYS ? p3_keys(s, tb, et, d, ci, cbase)
+                      : mode == P3_COPY ? p3_copy(s, tb, et, d)
+                      : mode == P3_PREFIX ? p3_label(s, tb, et, d, 1)
+                      : p3_label(s, tb, et, d, 0)) != GKV_OK)
                 return rc;
         }
     }

@@ -31,6 +31,10 @@
 #define KEY_CH_BITS  22
 #define KEY_IX_BITS  40
 #define KEY(ci, j)   (KEYBIT | ((uint64_t)(ci) << KEY_IX_BITS) | (uint64_t)(j))
+#define FIRSTBIT     (UINT64_C(1) << 63)  /* rank: first appearance */
+#define KEY_CH(k)    ((size_t)((k) >> KEY_IX_BITS) & \
+                      (((size_t)1 << KEY_CH_BITS) - 1))
+#define KEY_IX(k)    ((size_t)((k) & ((UINT64_C(1) << KEY_IX_BITS) - 1)))
 
 typedef _Atomic uint64_t amark;
 
@@ -163,6 +167,10 @@ struct tbuf {                 /* one thread's scratch */
     size_t   w_cap;
     int64_t *hset;            /* chosen-index hash set (large k) */
     size_t   hset_cap;
+    uint64_t *ovr;            /* parallel relabel: (key, new value) pairs,
+                               * one per key this thread took off a
+                               * marker */
+    size_t   ovr_len, ovr_cap;
     long     err_ci;          /* chunk of the first error, or -1 */
     gkv_err  err;
     char     msg[MSG_MAX];
@@ -175,8 +183,10 @@ struct chunk {
     int     tid;
     size_t  uoff, coff;       /* into tb[tid].u / .cnt */
     size_t  n;                /* picks */
-    size_t  nnew;             /* first appearances (relabel) */
-    int64_t base;             /* local ID of the first of them */
+    int     pre;              /* relabel: 1 when the caller labelled it
+                               * as part of the prefix */
+    size_t  nnew;             /* relabel: its first appearances */
+    int64_t base;             /* relabel: local ID of the first of them */
     size_t  eoff;             /* offset in the etype's output */
 };
 
@@ -198,6 +208,8 @@ struct run {                  /* the current call and hop */
     unsigned  flags;
     uint64_t  seed;
     int       relabel;        /* 1: blocks; 0: single hop, global IDs */
+    int       last;           /* relabel: the batch's last hop (markers
+                               * need not hold the local IDs after it) */
     int      *fan;            /* [net] this hop's fanouts */
     uint64_t *key;            /* [net] this hop's generator keys */
     int      *fast;           /* [net] 1: plain uniform Floyd path */
@@ -248,6 +260,10 @@ struct gkv_sampler {
     struct chunk *ch;
     size_t       nch, chcap;
     _Atomic size_t next;              /* next chunk to take */
+    _Atomic uint64_t fb;              /* relabel: front | back << 32, the
+                                       * chunks not yet taken */
+    size_t       pre_max;             /* relabel: most chunks the caller
+                                       * labels in order (the prefix) */
     _Atomic long fail_ci;             /* lowest chunk with an error */
     /* per etype */
     int         *fanv, *fastv, *wmodev;
@@ -259,7 +275,11 @@ struct gkv_sampler {
     /* per node type */
     const int64_t **fv;
     size_t      *nfv;
-    size_t      *ntot;                /* parallel relabel: nodes per type */
+    size_t      *ntot;                /* parallel relabel: nodes per type
+                                       * at the hop's start */
+    int64_t    **pid;                 /* [nnt] parallel relabel: the
+                                       * prefix's new nodes */
+    size_t      *pidcap;
     /* blocks */
     struct blay *lay;
     int          nlay;
@@ -295,7 +315,7 @@ counts_out(gkv_sampler *s, int et, int64_t lo, int64_t hi,
 }
 
 /* What P3 does with a sub-block's picks. */
-enum { P3_NONE, P3_LABEL, P3_COPY, P3_KEYS };
+enum { P3_NONE, P3_LABEL, P3_COPY, P3_KEYS, P3_PREFIX };
 
 /* ---- shared between the sampler's files -------------------------------- */
 
@@ -423,6 +443,13 @@ gkv_err graph__hop_run(gkv_sampler *s);
 /* The hop of s->R on the workers; 'total' frontier nodes. The result is
  * the one-thread result. */
 gkv_err graph__hop_parallel(gkv_sampler *s, size_t total);
+
+/* At most n chunks of a parallel relabelling hop in the caller's prefix
+ * (default SIZE_MAX: as many as it takes before the workers' suffix
+ * reaches it). The result is the same for every n; tests set it so that
+ * the suffix's path runs however the threads are scheduled. Not in
+ * gkv_sample.h: for tests, which declare it themselves. */
+void    graph__sample_prefix_max(gkv_sampler *s, size_t n);
 
 /* Markers of the nodes in L's lists back to 0 (on the workers when many). */
 void    graph__markers_reset(gkv_sampler *s, struct blay *L);

@@ -1,17 +1,17 @@
-/* sample_par.c - a hop on several threads: the frontier cut into chunks
- * that the workers take in any order, and the relabel made deterministic
- * (phases A, C, D1, D2 in sample_hop.c's opening comment), so that the
- * result is the one-thread result; and the parallel reset of the markers. */
+/* sample_par.c - a hop on several threads: the frontier cut into chunks;
+ * with relabelling, the caller's prefix labelled in order and the
+ * workers' suffix keyed on the markers and merged (sample_hop.c's opening
+ * comment), so that the result is the one-thread result; and the parallel
+ * reset of the markers. */
 #include <limits.h>
 #include "graph/sample_int.h"
 
-/* Phase A: picks into the thread's buffers; with relabel, the atomic
- * minimum of each pick's key on its neighbour's marker. */
+/* Single hop: the picks (P1 and P2 only; the copy waits for the
+ * offsets) into the thread's buffers, chunks taken in any order. */
 static void
 ph_pick(gkv_sampler *s, int tid)
 {
     struct tbuf *tb = &s->tb[tid];
-    const struct run *R = &s->R;
 
     for (;;) {
         size_t ci = atomic_fetch_add_explicit(&s->next, 1,
@@ -26,14 +26,50 @@ ph_pick(gkv_sampler *s, int tid)
         c->n = 0;
         if ((long)ci > atomic_load_explicit(&s->fail_ci, memory_order_relaxed))
             continue;
-        if (R->relabel) {
-            graph__pipe_range(s, tb, (long)ci, c->et, c->lo, c->hi, P3_KEYS,
-                              c->uoff);
-        } else {
-            /* P1 and P2 only: the copy waits for the offsets */
-            graph__pipe_range(s, tb, (long)ci, c->et, c->lo, c->hi, P3_NONE,
-                              0);
+        graph__pipe_range(s, tb, (long)ci, c->et, c->lo, c->hi, P3_NONE, 0);
+        c->n = tb->ue_len - c->uoff;
+    }
+}
+
+/* Relabel, phase A: the caller (tid 0) takes chunks from the front, in
+ * order, and labels them as one thread would (the prefix, at most
+ * s->pre_max chunks); the workers take chunks from the back and leave
+ * their keys on the markers (the suffix), as the caller does once it has
+ * labelled pre_max chunks. Front and back meet where the work runs out,
+ * so a worker that the OS does not run only makes the prefix longer. */
+static void
+ph_label(gkv_sampler *s, int tid)
+{
+    struct tbuf *tb = &s->tb[tid];
+    const uint64_t lo32 = 0xffffffffu;
+    size_t nfront = 0;
+
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&s->fb, memory_order_relaxed);
+        int front = tid == 0 && nfront < s->pre_max;
+        size_t ci;
+        struct chunk *c;
+        do {
+            if ((w & lo32) >= (w >> 32))
+                return;
+        } while (!atomic_compare_exchange_weak_explicit(
+                     &s->fb, &w, front ? w + 1 : w - (lo32 + 1),
+                     memory_order_relaxed, memory_order_relaxed));
+        ci = front ? (size_t)(w & lo32) : (size_t)(w >> 32) - 1;
+        c = &s->ch[ci];
+        c->tid = tid;
+        c->pre = front;
+        if (front) {
+            nfront++;
+            tb->ue_len = tb->cnt_len = 0;
         }
+        c->uoff = tb->ue_len;
+        c->coff = tb->cnt_len;
+        c->n = 0;
+        if ((long)ci > atomic_load_explicit(&s->fail_ci, memory_order_relaxed))
+            continue;
+        graph__pipe_range(s, tb, (long)ci, c->et, c->lo, c->hi,
+                          front ? P3_PREFIX : P3_KEYS, c->uoff);
         c->n = tb->ue_len - c->uoff;
         if (c->n >= (UINT64_C(1) << KEY_IX_BITS))
             graph__tb_fail(s, tb, (long)ci, GKV_ENOMEM, "%zu picks in one "
@@ -41,9 +77,37 @@ ph_pick(gkv_sampler *s, int tid)
     }
 }
 
-/* Phase C: the chunk's first appearances (picks whose key is still on the
- * marker), their indices compacted in order into the front of its rank
- * array. */
+/* The rank entry of the pick whose key is k. */
+static inline int64_t *
+key_slot(const gkv_sampler *s, uint64_t k)
+{
+    const struct chunk *c = &s->ch[KEY_CH(k)];
+    return s->tb[c->tid].rank + c->uoff + KEY_IX(k);
+}
+
+/* Relabel, after phase A: the logs (one per thread, taken from s->next).
+ * The rank of a pick whose key left its marker names what replaced it: an
+ * earlier pick's key, or a local ID + 1. */
+static void
+ph_logs(gkv_sampler *s, int tid)
+{
+    (void)tid;
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&s->next, 1,
+                                             memory_order_relaxed);
+        const struct tbuf *tb;
+        if (i >= (size_t)s->nt)
+            break;
+        tb = &s->tb[i];
+        for (size_t q = 0; q < tb->ovr_len; q += 2)
+            *key_slot(s, tb->ovr[q]) = (int64_t)tb->ovr[q + 1];
+    }
+}
+
+/* Relabel, after the logs: in each suffix chunk (from s->next), a pick
+ * whose rank is still its own key is its node's first appearance; its
+ * rank becomes FIRSTBIT | its chunk | its index among the chunk's first
+ * appearances, counted in c->nnew. */
 static void
 ph_first(gkv_sampler *s, int tid)
 {
@@ -52,29 +116,56 @@ ph_first(gkv_sampler *s, int tid)
         size_t ci = atomic_fetch_add_explicit(&s->next, 1,
                                               memory_order_relaxed);
         struct chunk *c;
-        struct tbuf *tb;
-        amark *mk;
-        const int64_t *u;
         int64_t *rank;
-        size_t nnew = 0;
+        uint64_t r, r0;
         if (ci >= s->nch)
             break;
         c = &s->ch[ci];
-        tb = &s->tb[c->tid];
-        mk = s->mk[nbr_ntype(s->sg, c->et, s->R.dir)];
-        u = tb->u + c->uoff;
-        rank = tb->rank + c->uoff;
+        rank = s->tb[c->tid].rank + c->uoff;
+        r = r0 = FIRSTBIT | ((uint64_t)ci << KEY_IX_BITS);
         for (size_t j = 0; j < c->n; j++)
-            if (rank[j] && LOAD(&mk[u[j]]) == KEY(ci, j))
-                rank[nnew++] = (int64_t)j;
-        c->nnew = nnew;
+            if ((uint64_t)rank[j] == KEY(ci, j))
+                rank[j] = (int64_t)r++;
+        c->nnew = r - r0;
     }
 }
 
-/* Phase D1: the first appearances get their local IDs (marker = local ID
- * + 1) and their place in the node list. */
+/* Relabel, between ph_first and ph_write (one thread): each suffix chunk's
+ * first local ID (in chunk order, after the prefix's) and edge offset;
+ * grows the node lists and the edges. */
+static gkv_err
+suffix_place(gkv_sampler *s, size_t front)
+{
+    struct run *R = &s->R;
+    struct blay *L = R->L;
+
+    for (size_t ci = front; ci < s->nch; ci++) {
+        struct chunk *c = &s->ch[ci];
+        int nb = nbr_ntype(s->sg, c->et, R->dir);
+        c->base = (int64_t)L->nodes[nb].num_src;
+        L->nodes[nb].num_src += c->nnew;
+        c->eoff = L->edges[c->et].n;
+        L->edges[c->et].n += c->n;
+    }
+    for (int t = 0; t < s->nnt; t++) {
+        if (graph__grow(&L->ids[t], &L->idcap[t], L->nodes[t].num_src,
+                        sizeof *L->ids[t]))
+            return GKV_ENOMEM;
+        R->f[t] = L->ids[t];
+    }
+    for (int e = 0; e < s->net; e++)
+        if (graph__earr_grow(&L->ea[e], L->edges[e].n))
+            return GKV_ENOMEM;
+    return GKV_OK;
+}
+
+/* Relabel, the last phase: the suffix chunks' edges into the block, each
+ * pick's local source from its rank, following the keys it names to a
+ * local ID + 1 or a first appearance; a first appearance also writes the
+ * node list and its marker (local ID + 1, for the next hop). Chunks from
+ * s->next. */
 static void
-ph_newlab(gkv_sampler *s, int tid)
+ph_write(gkv_sampler *s, int tid)
 {
     struct blay *L = s->R.L;
 
@@ -84,58 +175,47 @@ ph_newlab(gkv_sampler *s, int tid)
                                               memory_order_relaxed);
         const struct chunk *c;
         const struct tbuf *tb;
-        const int64_t *u, *rank;
-        int64_t *ids;
+        const int64_t *u, *e, *cnt, *rank;
+        int64_t *ids, *es, *ed, *ee;
         amark *mk;
+        size_t j = 0, o;
         int nb;
         if (ci >= s->nch)
             break;
         c = &s->ch[ci];
         tb = &s->tb[c->tid];
         nb = nbr_ntype(s->sg, c->et, s->R.dir);
-        mk = s->mk[nb];
-        ids = L->ids[nb] + c->base;
-        u = tb->u + c->uoff;
-        rank = tb->rank + c->uoff;
-        for (size_t r = 0; r < c->nnew; r++) {
-            int64_t x = u[rank[r]];
-            ids[r] = x;
-            STORE(&mk[x], (uint64_t)(c->base + (int64_t)r) + 1);
-        }
-    }
-}
-
-/* Phase D2: every pick's local source from its marker, into the block. */
-static void
-ph_label(gkv_sampler *s, int tid)
-{
-    struct blay *L = s->R.L;
-
-    (void)tid;
-    for (;;) {
-        size_t ci = atomic_fetch_add_explicit(&s->next, 1,
-                                              memory_order_relaxed);
-        const struct chunk *c;
-        const struct tbuf *tb;
-        const int64_t *u, *e, *cnt;
-        struct earr *ea;
-        amark *mk;
-        size_t j = 0, o;
-        if (ci >= s->nch)
-            break;
-        c = &s->ch[ci];
-        tb = &s->tb[c->tid];
-        mk = s->mk[nbr_ntype(s->sg, c->et, s->R.dir)];
-        ea = &L->ea[c->et];
+        /* after the batch's last hop only the reset reads the markers,
+         * and it finds the nodes in the lists */
+        mk = s->R.last ? NULL : s->mk[nb];
+        ids = L->ids[nb];
+        es = L->ea[c->et].s;
+        ed = L->ea[c->et].d;
+        ee = L->ea[c->et].e;
         u = tb->u + c->uoff;
         e = tb->e + c->uoff;
+        rank = tb->rank + c->uoff;
         cnt = tb->cnt + c->coff;
         o = c->eoff;
         for (int64_t i = c->lo; i < c->hi; i++) {
             for (int64_t k = cnt[i - c->lo]; k > 0; k--, j++, o++) {
-                ea->s[o] = (int64_t)LOAD(&mk[u[j]]) - 1;
-                ea->d[o] = i;
-                ea->e[o] = e[j];
+                uint64_t m = (uint64_t)rank[j];
+                int64_t lab;
+                if (m & FIRSTBIT) {
+                    lab = c->base + (int64_t)KEY_IX(m);
+                    ids[lab] = u[j];
+                    if (mk != NULL)
+                        STORE(&mk[u[j]], (uint64_t)lab + 1);
+                } else {
+                    while (m >= KEYBIT && !(m & FIRSTBIT))
+                        m = (uint64_t)*key_slot(s, m);
+                    lab = m & FIRSTBIT ? s->ch[KEY_CH(m)].base +
+                                         (int64_t)KEY_IX(m)
+                          : (int64_t)m - 1;
+                }
+                es[o] = lab;
+                ed[o] = i;
+                ee[o] = e[j];
             }
         }
     }
@@ -179,7 +259,32 @@ ph_copy(gkv_sampler *s, int tid)
     }
 }
 
-/* After a failed parallel hop: markers still holding a key go back to 0. */
+/* After phase A of a relabel: the prefix's new nodes into the node lists
+ * (where the end of the batch resets their markers). When there is no
+ * room, their markers go back to 0 here and GKV_ENOMEM. */
+static gkv_err
+prefix_list(gkv_sampler *s)
+{
+    struct blay *L = s->R.L;
+    gkv_err rc = GKV_OK;
+
+    for (int t = 0; t < s->nnt; t++) {
+        size_t n0 = s->ntot[t], n = L->nodes[t].num_src;
+        if (n == n0)
+            continue;
+        if (graph__grow(&L->ids[t], &L->idcap[t], n, sizeof *L->ids[t])) {
+            for (size_t i = 0; i < n - n0; i++)
+                STORE(&s->mk[t][s->pid[t][i]], 0);
+            L->nodes[t].num_src = n0;
+            rc = GKV_ENOMEM;
+            continue;
+        }
+        memcpy(L->ids[t] + n0, s->pid[t], (n - n0) * sizeof *L->ids[t]);
+    }
+    return rc;
+}
+
+/* After a failed relabel: markers still holding a key back to 0. */
 static void
 keys_clear(gkv_sampler *s)
 {
@@ -187,10 +292,52 @@ keys_clear(gkv_sampler *s)
         const struct chunk *c = &s->ch[ci];
         const int64_t *u = s->tb[c->tid].u + c->uoff;
         amark *mk = s->mk[nbr_ntype(s->sg, c->et, s->R.dir)];
+        if (c->pre)
+            continue;
         for (size_t j = 0; j < c->n; j++)
             if (LOAD(&mk[u[j]]) >= KEYBIT)
                 STORE(&mk[u[j]], 0);
     }
+}
+
+/* The relabelling hop of s->R on the workers: phase A, the merge, the
+ * suffix's edges. */
+static gkv_err
+hop_relabel(gkv_sampler *s)
+{
+    struct blay *L = s->R.L;
+    size_t front;
+    gkv_err rc;
+
+    for (int t = 0; t < s->nnt; t++)
+        s->ntot[t] = L->nodes[t].num_src;
+    atomic_store(&s->fb, (uint64_t)s->nch << 32);
+    graph__pool_run(s, ph_label);
+    front = (size_t)(atomic_load(&s->fb) & 0xffffffffu);
+    rc = prefix_list(s);
+    for (int t = 0; t < s->nnt; t++)
+        s->ntot[t] = L->nodes[t].num_src;
+    if (atomic_load(&s->fail_ci) != LONG_MAX) {
+        keys_clear(s);
+        return GKV_EINVAL;
+    }
+    atomic_store(&s->next, 0);
+    graph__pool_run(s, ph_logs);
+    atomic_store(&s->next, front);
+    graph__pool_run(s, ph_first);
+    if (rc != GKV_OK || suffix_place(s, front) != GKV_OK) {
+        /* the lists as the prefix left them; the suffix's nodes still
+         * hold keys */
+        for (int t = 0; t < s->nnt; t++)
+            L->nodes[t].num_src = s->ntot[t];
+        keys_clear(s);
+        graph__tb_fail(s, &s->tb[0], 0, GKV_ENOMEM, "out of memory for the "
+                       "sampled edges");
+        return GKV_ENOMEM;
+    }
+    atomic_store(&s->next, front);
+    graph__pool_run(s, ph_write);
+    return GKV_OK;
 }
 
 gkv_err
@@ -236,67 +383,27 @@ graph__hop_parallel(gkv_sampler *s, size_t total)
         }
     }
     for (int i = 0; i < s->nt; i++)
-        s->tb[i].ue_len = s->tb[i].cnt_len = 0;
+        s->tb[i].ue_len = s->tb[i].cnt_len = s->tb[i].ovr_len = 0;
+    if (R->relabel)
+        return hop_relabel(s);
     atomic_store(&s->next, 0);
     graph__pool_run(s, ph_pick);
-    if (atomic_load(&s->fail_ci) != LONG_MAX) {
-        if (R->relabel)
-            keys_clear(s);
+    if (atomic_load(&s->fail_ci) != LONG_MAX)
         return GKV_EINVAL;
+    for (size_t ci = 0; ci < s->nch; ci++) {
+        struct chunk *c = &s->ch[ci];
+        c->eoff = R->olen[c->et];
+        R->olen[c->et] += c->n;
     }
-    if (R->relabel) {
-        struct blay *L = R->L;
-        size_t *ntot = s->ntot, *etot = s->nlen;
-        atomic_store(&s->next, 0);
-        graph__pool_run(s, ph_first);
-        for (int t = 0; t < s->nnt; t++)
-            ntot[t] = L->nodes[t].num_src;
-        for (int e = 0; e < s->net; e++)
-            etot[e] = L->edges[e].n;
-        for (size_t ci = 0; ci < s->nch; ci++) {
-            struct chunk *c = &s->ch[ci];
-            int nb = nbr_ntype(s->sg, c->et, R->dir);
-            c->base = (int64_t)ntot[nb];
-            ntot[nb] += c->nnew;
-            c->eoff = etot[c->et];
-            etot[c->et] += c->n;
+    for (int e = 0; e < s->net; e++)
+        if (graph__earr_grow(&R->out[e], R->olen[e])) {
+            graph__tb_fail(s, tb0, 0, GKV_ENOMEM, "out of memory for the "
+                           "sampled edges");
+            return GKV_ENOMEM;
         }
-        for (int t = 0; t < s->nnt; t++)
-            if (graph__grow(&L->ids[t], &L->idcap[t], ntot[t],
-                            sizeof *L->ids[t]))
-                goto nomem;
-        for (int e = 0; e < s->net; e++)
-            if (graph__earr_grow(&L->ea[e], etot[e]))
-                goto nomem;
-        atomic_store(&s->next, 0);
-        graph__pool_run(s, ph_newlab);
-        atomic_store(&s->next, 0);
-        graph__pool_run(s, ph_label);
-        for (int t = 0; t < s->nnt; t++) {
-            L->nodes[t].num_src = ntot[t];
-            R->f[t] = L->ids[t];
-        }
-        for (int e = 0; e < s->net; e++)
-            L->edges[e].n = etot[e];
-    } else {
-        for (size_t ci = 0; ci < s->nch; ci++) {
-            struct chunk *c = &s->ch[ci];
-            c->eoff = R->olen[c->et];
-            R->olen[c->et] += c->n;
-        }
-        for (int e = 0; e < s->net; e++)
-            if (graph__earr_grow(&R->out[e], R->olen[e]))
-                goto nomem;
-        atomic_store(&s->next, 0);
-        graph__pool_run(s, ph_copy);
-    }
+    atomic_store(&s->next, 0);
+    graph__pool_run(s, ph_copy);
     return GKV_OK;
-nomem:
-    if (R->relabel)
-        keys_clear(s);
-    graph__tb_fail(s, tb0, 0, GKV_ENOMEM, "out of memory for the sampled "
-                   "edges");
-    return GKV_ENOMEM;
 }
 
 #define RESET_CHUNK 4096
@@ -346,4 +453,10 @@ graph__markers_reset(gkv_sampler *s, struct blay *L)
         graph__pool_run(s, ph_reset);
     else
         ph_reset(s, 0);
+}
+
+void
+graph__sample_prefix_max(gkv_sampler *s, size_t n)
+{
+    s->pre_max = n;
 }

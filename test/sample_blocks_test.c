@@ -1,6 +1,7 @@
 /* sample_blocks_test.c - the sampler (graph/gkv_sample.h) gives the same
  * blocks however they are made: over seeds and thread counts
- * (determinism), split over column ranges as partitions own them, as edge
+ * (determinism; wherever a parallel hop's in-order prefix meets the
+ * workers' suffix), split over column ranges as partitions own them, as edge
  * mini-batches, and after allocation failures (each failing call reports
  * GKV_ENOMEM and leaks nothing). Hand-checked samples on fixed graphs:
  * sample_test.c. */
@@ -13,6 +14,10 @@
 #include "graph/gkv_graph.h"
 #include "graph/gkv_sample.h"
 #include "graph/graph_seam.h"       /* graph__sample_hop */
+
+/* graph/sample_par.c, for tests: at most n chunks of a parallel
+ * relabelling hop in the caller's in-order prefix. */
+void graph__sample_prefix_max(gkv_sampler *s, size_t n);
 
 /* ---- determinism -------------------------------------------------------- */
 
@@ -115,6 +120,69 @@ test_determinism(void **state)
     }
     for (int t = 1; t <= 3; t++)
         gkv_sampler_free(s[t]);
+    gkv_sgraph_free(sg);
+    gkv_graph_free(g);
+    free(seeds);
+}
+
+/* A parallel relabelling hop cuts the frontier into a prefix that the
+ * caller labels in order and a suffix that the workers key and merge;
+ * where they meet depends on the scheduling. Fixing the meeting point
+ * (no prefix at all: every thread keys; one or three chunks; the default)
+ * on 2, 3 and 4 threads, in every mode, gives the one-thread blocks. */
+static void
+test_prefix_split(void **state)
+{
+    gkv_graph *g = gkvt_rmat(13, 5);
+    int64_t N = gkv_graph_num_nodes(g, 0);
+    uint64_t st = 99;
+    int64_t *seeds = gkvt_distinct_seeds(N, &st);
+    gkv_sgraph *sg;
+    gkv_sampler *s1;
+    int fan[3] = {5, 10, 15};
+    const size_t pm[4] = {0, 1, 3, SIZE_MAX};
+    int64_t exl[256];
+    size_t nexl = 256;
+    const int64_t *exp[1] = {exl};
+
+    (void)state;
+    for (int i = 0; i < 256; i++)
+        exl[i] = i * 7919 % gkv_graph_num_edges(g, 0);
+    GKVT_OK(gkv_sgraph_from_graph(&sg, g, 0, 2));
+    s1 = gkvt_sampler(sg, 1);
+    for (int mode = 0; mode < 5; mode++) {
+        /* 1,000 or 3,000 seeds: a last hop of tens of thousands of edges */
+        struct gkvt_seeds1 sd = gkvt_one(seeds + mode * 100,
+                                         mode == 4 ? 3000 : 1000);
+        gkv_sample_opts o;
+        gkv_block b[3];
+        struct gkvt_bcopy ref;
+        memset(&o, 0, sizeof o);
+        o.seed = 1000 + (uint64_t)mode;
+        if (mode == 1)
+            o.flags = GKV_SAMPLE_REPLACE;
+        if (mode == 2) {
+            o.exclude = exp;
+            o.exclude_n = &nexl;
+        }
+        fan[2] = mode == 3 ? -1 : 15;
+        GKVT_OK(gkv_sample_blocks(s1, sd.p, sd.n, fan, 1, 3, &o, b));
+        gkvt_bcopy_take(&ref, b, 3);
+        assert_true(ref.ne[0][0] > 10000);
+        for (int t = 2; t <= 4; t++)
+            for (int q = 0; q < 4; q++) {
+                /* fresh: a sampler's first call runs on all its threads */
+                gkv_sampler *x = gkvt_sampler(sg, t);
+                graph__sample_prefix_max(x, pm[q]);
+                GKVT_OK(gkv_sample_blocks(x, sd.p, sd.n, fan, 1, 3, &o, b));
+                if (!gkvt_bcopy_same(&ref, b))
+                    fail_msg("mode %d, %d threads, prefix of at most %zu "
+                             "chunks: differs from 1 thread", mode, t, pm[q]);
+                gkv_sampler_free(x);
+            }
+        gkvt_bcopy_free(&ref);
+    }
+    gkv_sampler_free(s1);
     gkv_sgraph_free(sg);
     gkv_graph_free(g);
     free(seeds);
@@ -507,6 +575,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_prefix_split),
         cmocka_unit_test(test_split_adjacency),
         cmocka_unit_test(test_edge_batch),
         cmocka_unit_test(test_alloc_failures),

@@ -12,7 +12,14 @@
  *     gkv's (DGL's) order, fanouts[i] belongs to blocks[i] and blocks[0] is
  *     the input layer, so they are passed as [10,15] and [5,10,15];
  *   - sampled edges/s = edges emitted over all layers / time; each figure
- *     is the median of 5 reps of 64 batches; 1 and 2 threads.
+ *     is the median of 5 reps of 64 batches, three ways in turn rep by
+ *     rep: 1 thread; a sampler of 2 threads on each batch ("2 in 1", the
+ *     target: >= 1.8x 1 thread); two samplers of 1 thread, each its own
+ *     batches ("2 x 1", what the loader's workers do). Beside each, the
+ *     process's CPU time per batch (on a shared machine the work, where
+ *     the wall clock says little);
+ *   - the machine's own bound: random 8-byte reads over 256 MiB, 32 in
+ *     flight per thread, on 1 thread and on 2 at once.
  *
  * Before timing, a few batches per configuration are verified: node lists
  * unique with destination nodes first, every edge an edge of the graph with
@@ -36,6 +43,7 @@
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -253,11 +261,138 @@ usage(FILE *fp)
             "  --no-anchor     do not build or run the anchor\n");
 }
 
+/* The ways a figure samples: one thread; a sampler of 2 threads on each
+ * batch; 2 threads with a 1-thread sampler each, each its own batches. */
+enum { WAY_1T, WAY_2T, WAY_BATCHPAR, NWAY };
+static const char *const way_name[NWAY] = {"one", "intra", "batchpar"};
+static const char *const way_label[NWAY] = {"1", "2 in 1", "2 x 1"};
+
 struct result {
     const char *fans;
-    int threads;
-    double eps, epb, anchor;
+    int way;
+    double eps, epb, cpu, anchor;
+    double base;                /* the 1-thread figure beside it */
 };
+
+/* This process's CPU time, all threads, in seconds. */
+static double
+cpu_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Batches first, first + step, ... < batches of a rep starting at batch
+ * bi, on sampler s; their edges are summed in edges. */
+struct bp_arg {
+    gkv_sampler *s;
+    const int64_t *seeds;
+    int64_t nbatch, bi;
+    int batches, first, step, nl;
+    const int *fan;
+    size_t edges;
+};
+
+static void *
+bp_run(void *p)
+{
+    struct bp_arg *a = p;
+
+    a->edges = 0;
+    for (int k = a->first; k < a->batches; k += a->step) {
+        int64_t bi = a->bi + k;
+        const int64_t *seeds = a->seeds + (size_t)(bi % a->nbatch) * BATCH;
+        size_t n = BATCH;
+        gkv_block b[3];
+        gkv_sample_opts o;
+        memset(&o, 0, sizeof o);
+        o.seed = (uint64_t)bi;
+        if (gkv_sample_blocks(a->s, &seeds, &n, a->fan, 1, a->nl, &o, b) !=
+            GKV_OK)
+            tools__die("gkv_sample_blocks: %s", gkv_sampler_errmsg(a->s));
+        for (int l = 0; l < a->nl; l++)
+            a->edges += b[l].edges[0].n;
+    }
+    return NULL;
+}
+
+/* ---- the machine's own bound: random reads on 1 and 2 threads ---------- */
+
+#define MR_WORDS  ((size_t)32 << 20)      /* 256 MiB of uint64 */
+#define MR_READS  ((long)1 << 24)         /* per thread and rep */
+
+static const uint64_t *mr_buf;
+static double mr_one, mr_two, mr_ratio;
+
+struct mr_arg {
+    uint64_t seed, sum;
+};
+
+/* MR_READS random 8-byte reads, 32 prefetched ahead in each group, as the
+ * sampler's pipeline keeps many misses in flight. */
+static void *
+mr_run(void *p)
+{
+    struct mr_arg *a = p;
+    uint64_t x = a->seed | 1, sum = 0;
+    size_t ix[32];
+
+    for (long i = 0; i < MR_READS; i += 32) {
+        for (int k = 0; k < 32; k++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ix[k] = (size_t)(x >> 11) % MR_WORDS;
+            __builtin_prefetch(mr_buf + ix[k]);
+        }
+        for (int k = 0; k < 32; k++)
+            sum += mr_buf[ix[k]];
+    }
+    a->sum = sum;
+    return NULL;
+}
+
+/* Random-read throughput of 1 thread and of 2 at once (medians of reps,
+ * in turn): how far 2 threads can go on this machine's memory, whatever
+ * the sampler does. */
+static void
+memref(int reps)
+{
+    uint64_t *buf = malloc(MR_WORDS * sizeof *buf);
+    double one[1000], two[1000];
+
+    if (buf == NULL) {
+        tools__note("no memory for the random-read reference");
+        return;
+    }
+    for (size_t i = 0; i < MR_WORDS; i++)
+        buf[i] = i;
+    mr_buf = buf;
+    for (int r = 0; r < reps; r++) {
+        struct mr_arg a[2] = {{.seed = 11 + (uint64_t)r},
+                              {.seed = 977 + (uint64_t)r}};
+        pthread_t th;
+        double t0 = tools__now_s();
+        mr_run(&a[0]);
+        one[r] = (double)MR_READS / (tools__now_s() - t0);
+        t0 = tools__now_s();
+        if (pthread_create(&th, NULL, mr_run, &a[1]) != 0)
+            tools__die("pthread_create failed");
+        mr_run(&a[0]);
+        pthread_join(th, NULL);
+        two[r] = 2.0 * (double)MR_READS / (tools__now_s() - t0);
+        if (a[0].sum == 42)               /* keeps the reads */
+            tools__note("(sum)");
+    }
+    mr_one = tools__median(one, reps);
+    mr_two = tools__median(two, reps);
+    mr_ratio = mr_two / mr_one;
+    printf("RESULT graph_memref reads_s_1thread=%.4g reads_s_2threads=%.4g "
+           "ratio=%.3f\n", mr_one, mr_two, mr_ratio);
+    free(buf);
+}
 
 int
 main(int argc, char **argv)
@@ -282,7 +417,7 @@ main(int argc, char **argv)
         int nl;
         int fan[3];              /* DGL order: fan[i] for blocks[i] */
     } cfg[2] = {{"15,10", 2, {10, 15}}, {"15,10,5", 3, {5, 10, 15}}};
-    struct result res[4];
+    struct result res[2 * NWAY];
     int nres = 0;
     gkv_rmat_spec sp;
     gkv_sgraph *sg = NULL;
@@ -349,11 +484,13 @@ main(int argc, char **argv)
     nbatch = nnodes / BATCH;
 
     for (int c = 0; c < 2; c++) {
-        gkv_sampler *s[2];
+        gkv_sampler *s[2], *sbp;
         double anchor_eps = 0, ab;
         for (int t = 0; t < 2; t++)
             if (gkv_sampler_new(&s[t], sg, t + 1) != GKV_OK)
                 tools__die("gkv_sampler_new failed");
+        if (gkv_sampler_new(&sbp, sg, 1) != GKV_OK)
+            tools__die("gkv_sampler_new failed");
         /* verify: 8 batches on 1 thread, and 2 threads give the same */
         for (int v = 0; v < 8; v++) {
             const int64_t *seeds = perm + (size_t)(v % nbatch) * BATCH;
@@ -377,54 +514,76 @@ main(int argc, char **argv)
             if (!same_blocks(b1, b2, cfg[c].nl))
                 tools__check_failed("%s: 2 threads differ from 1", what);
         }
-        for (int t = 0; t < 2; t++) {
-            double eps[1000], tot_e = 0;
-            int64_t bi = 0;
-            for (int r = 0; r < reps; r++) {
-                size_t edges = 0;
-                t0 = tools__now_s();
-                for (int k = 0; k < batches; k++, bi++) {
-                    const int64_t *seeds = perm + (size_t)(bi % nbatch) *
-                                                  BATCH;
-                    size_t n = BATCH;
-                    gkv_block b[3];
-                    gkv_sample_opts o;
-                    memset(&o, 0, sizeof o);
-                    o.seed = (uint64_t)bi;
-                    if (gkv_sample_blocks(s[t], &seeds, &n, cfg[c].fan, 1,
-                                          cfg[c].nl, &o, b) != GKV_OK)
-                        tools__die("gkv_sample_blocks: %s", gkv_sampler_errmsg(s[t]));
-                    for (int l = 0; l < cfg[c].nl; l++)
-                        edges += b[l].edges[0].n;
+        /* the three ways, rep by rep in turn, so that the machine's load
+         * weighs on each alike */
+        {
+            double eps[NWAY][1000], cpu[NWAY][1000], tot_e[NWAY] = {0};
+            for (int r = 0; r < reps; r++)
+                for (int w = 0; w < NWAY; w++) {
+                    struct bp_arg a[2];
+                    double c0 = cpu_now();
+                    size_t edges;
+                    t0 = tools__now_s();
+                    if (w == WAY_BATCHPAR) {
+                        pthread_t th;
+                        for (int i = 0; i < 2; i++)
+                            a[i] = (struct bp_arg){
+                                .s = i == 0 ? s[0] : sbp,
+                                .seeds = perm, .nbatch = nbatch,
+                                .bi = (int64_t)r * batches, .batches = batches,
+                                .first = i, .step = 2, .fan = cfg[c].fan,
+                                .nl = cfg[c].nl};
+                        if (pthread_create(&th, NULL, bp_run, &a[1]) != 0)
+                            tools__die("pthread_create failed");
+                        bp_run(&a[0]);
+                        pthread_join(th, NULL);
+                        edges = a[0].edges + a[1].edges;
+                    } else {
+                        a[0] = (struct bp_arg){
+                            .s = s[w], .seeds = perm, .nbatch = nbatch,
+                            .bi = (int64_t)r * batches, .batches = batches,
+                            .first = 0, .step = 1, .fan = cfg[c].fan,
+                            .nl = cfg[c].nl};
+                        bp_run(&a[0]);
+                        edges = a[0].edges;
+                    }
+                    eps[w][r] = (double)edges / (tools__now_s() - t0);
+                    cpu[w][r] = (cpu_now() - c0) / batches;
+                    tot_e[w] += (double)edges;
                 }
-                eps[r] = (double)edges / (tools__now_s() - t0);
-                tot_e += (double)edges;
+            for (int w = 0; w < NWAY; w++) {
+                res[nres].fans = cfg[c].name;
+                res[nres].way = w;
+                res[nres].eps = tools__median(eps[w], reps);
+                res[nres].cpu = tools__median(cpu[w], reps);
+                res[nres].epb = tot_e[w] / ((double)reps * batches);
+                nres++;
             }
-            res[nres].fans = cfg[c].name;
-            res[nres].threads = t + 1;
-            res[nres].eps = tools__median(eps, reps);
-            res[nres].epb = tot_e / ((double)reps * batches);
-            nres++;
         }
         for (int t = 0; t < 2; t++)
             gkv_sampler_free(s[t]);
+        gkv_sampler_free(sbp);
         if (use_anchor) {
             anchor_run(scale, cfg[c].name, reps, batches, &anchor_eps, &ab);
             if (ab > 0)
                 a_build = ab;
         }
-        for (int t = 0; t < 2; t++) {
-            struct result *x = &res[nres - 2 + t];
+        for (int w = 0; w < NWAY; w++) {
+            struct result *x = &res[nres - NWAY + w];
             x->anchor = anchor_eps;
+            x->base = res[nres - NWAY].eps;
             printf("RESULT graph_sample scale=%d fanouts=%s dgl_fanouts=%s "
-                   "batch=%d threads=%d edges_per_batch=%.0f "
-                   "sampled_edges_s=%.4g anchor_sampled_edges_s=%.4g "
+                   "batch=%d threads=%d way=%s edges_per_batch=%.0f "
+                   "sampled_edges_s=%.4g cpu_ms_per_batch=%.3f "
+                   "vs_1thread=%.3f anchor_sampled_edges_s=%.4g "
                    "ratio=%.3f\n", scale, cfg[c].name,
-                   c == 0 ? "10,15" : "5,10,15", BATCH, x->threads, x->epb,
-                   x->eps, anchor_eps, anchor_eps > 0 ? x->eps / anchor_eps
-                                                      : 0.0);
+                   c == 0 ? "10,15" : "5,10,15", BATCH,
+                   w == WAY_1T ? 1 : 2, way_name[w], x->epb, x->eps, x->cpu * 1e3,
+                   x->eps / x->base, anchor_eps,
+                   anchor_eps > 0 ? x->eps / anchor_eps : 0.0);
         }
     }
+    memref(reps);
 
     printf("\nR-MAT scale %d: %lld nodes, %lld edges; batches of %d distinct "
            "seeds; median of %d reps x %d batches\n", scale,
@@ -434,21 +593,32 @@ main(int argc, char **argv)
     if (a_build > 0)
         printf("; anchor (counting sort, uint32) %.1f M edges/s",
                a_build / 1e6);
-    printf("\n\n%-9s %-9s %7s %10s %11s %11s %7s %7s\n", "fanouts", "DGL",
-           "threads", "edges/bat", "M edges/s", "anchor 1T", "ratio",
-           "target");
+    printf("\n\n%-9s %-9s %-13s %10s %10s %8s %7s %10s %7s %7s\n",
+           "fanouts", "DGL", "threads", "edges/bat", "M edges/s", "CPU ms/b",
+           "vs 1T", "anchor 1T", "ratio", "target");
     for (int i = 0; i < nres; i++) {
         const struct result *x = &res[i];
-        char ratio[16] = "-", an[16] = "-";
+        char ratio[16] = "-", an[16] = "-", vs[16];
         if (x->anchor > 0) {
             snprintf(ratio, sizeof ratio, "%.2fx", x->eps / x->anchor);
             snprintf(an, sizeof an, "%.1f", x->anchor / 1e6);
         }
-        printf("%-9s %-9s %7d %10.0f %11.1f %11s %7s %7s\n", x->fans,
-               strcmp(x->fans, "15,10") == 0 ? "[10,15]" : "[5,10,15]",
-               x->threads, x->epb, x->eps / 1e6, an, ratio,
-               x->threads == 1 ? ">=1.0x" : ">=1.8x");
+        snprintf(vs, sizeof vs, "%.2fx", x->eps / x->base);
+        printf("%-9s %-9s %-13s %10.0f %10.1f %8.3f %7s %10s %7s %7s\n",
+               x->fans, strcmp(x->fans, "15,10") == 0 ? "[10,15]" : "[5,10,15]",
+               way_label[x->way], x->epb, x->eps / 1e6, x->cpu * 1e3,
+               x->way == WAY_1T ? "-" : vs, an, ratio,
+               x->way == WAY_1T ? ">=1.0x" : x->way == WAY_2T ? ">=1.8x 1T"
+                                                                : "-");
     }
+    if (mr_ratio > 0)
+        printf("random 8-byte reads over 256 MiB (32 in flight per thread): "
+               "1 thread %.1f M/s, 2 threads %.1f M/s, %.2fx\n",
+               mr_one / 1e6, mr_two / 1e6, mr_ratio);
+    printf("(2 in 1: one sampler of 2 threads, each batch split between "
+           "them; 2 x 1: two samplers of 1 thread, each its own batches, as "
+           "the loader's workers; CPU ms/b: the process's CPU time per "
+           "batch, the workers' waits included)\n");
     printf("(fanouts counted from the seeds: the seed hop takes 15; the DGL "
            "column is what gkv_sample_blocks is given)\n");
     printf("load average at the start %.2f, at the end %.2f (with %ld "
