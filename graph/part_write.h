@@ -103,8 +103,8 @@ slice_lo(int64_t count, int p, int P)
  * the node's in-degree (all edge types); with a non-NULL mask[t] for some
  * type, 1 per training node. A constraint whose total is 0 is left out.
  * With one constraint and bisection, nodes without a neighbour are left
- * out of METIS's graph and fill the lightest parts afterwards (up to
- * ceil(nodes / nparts) each).
+ * out of METIS's graph and afterwards fill, in order, the parts holding
+ * fewer than ceil(nodes / nparts), up to that many.
  * owner[t] (gkv_graph_num_nodes(g, t) entries each) receives the partition
  * of every node. *objval (may be NULL) gets METIS's edge cut: the input
  * edges whose ends lie in different parts (unit weights, so pairs rather

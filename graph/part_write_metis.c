@@ -16,7 +16,8 @@
  *   - only the nodes with a neighbour, when node count is the only balance
  *     constraint and METIS bisects: a node without one cannot change the
  *     cut, and an R-MAT graph has ~38 % of them, which slowed recursive
- *     bisection 6x. They fill the lightest parts afterwards, so each part
+ *     bisection 6x. They then fill, in order, the parts holding fewer
+ *     than ceil(nodes / nparts), so each part
  *     still holds its share of all nodes within METIS's tolerance;
  *   - by default recursive bisection (METIS_PartGraphRecursive) with random
  *     matching (CTYPE RM), 2-3x faster than k-way with heavy-edge matching
@@ -165,15 +166,28 @@ metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
 
     /* the sides' sizes, each vertex's ID in its side (-1: no neighbour
      * left there, and one constraint: placed after, as pw__metis places
-     * its isolated nodes; they slow bisection several times), then their
-     * arrays */
-    for (idx_t k = 0; k < top->n; k++) {
-        struct mjob *s = &side[top->part[k] != 0];
-        idx_t d = 0;
-        for (idx_t i = top->xadj[k]; i < top->xadj[k + 1]; i++)
-            d += top->part[top->adj[i]] == top->part[k];
-        sid[k] = d > 0 || nc > 1 ? s->n++ : -1;
-        s->cut += d;
+     * its isolated nodes; they slow bisection several times; unless that
+     * left the side fewer vertices than parts, which libmetis refuses
+     * with a message on stdout), then their arrays */
+    {
+        idx_t kept[2] = {0, 0};
+        int keep_all[2];
+
+        for (idx_t k = 0; k < top->n; k++) {
+            int h = top->part[k] != 0;
+            idx_t d = 0;
+            for (idx_t i = top->xadj[k]; i < top->xadj[k + 1]; i++)
+                d += top->part[top->adj[i]] == top->part[k];
+            sid[k] = d > 0 || nc > 1 ? 0 : -1;
+            kept[h] += sid[k] == 0;
+            side[h].cut += d;
+        }
+        for (int h = 0; h < 2; h++)
+            keep_all[h] = kept[h] < side[h].nparts;
+        for (idx_t k = 0; k < top->n; k++) {
+            int h = top->part[k] != 0;
+            sid[k] = sid[k] == 0 || keep_all[h] ? side[h].n++ : -1;
+        }
     }
     mrc = METIS_ERROR_MEMORY;
     for (int h = 0; h < 2; h++) {

@@ -591,6 +591,11 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
     L->edges[et].n = o;
     return GKV_OK;
 nomem:
+    /* the nodes labelled so far go in the list, so that the reset after
+     * the failed call clears their markers (else the next call on this
+     * sampler took them for labelled, with stale IDs) */
+    L->nodes[nb].num_src = nn;
+    L->edges[et].n = o;
     return graph__tb_fail(s, tb, 0, GKV_ENOMEM, "out of memory for the "
                           "relabel");
 }

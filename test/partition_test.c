@@ -886,6 +886,66 @@ test_metis_two_cliques(void **state)
     gkv_graph_free(g);
 }
 
+/* A star (a centre and 400 leaves) and one more edge into 11 parts by
+ * bisection on two threads: the top bisection leaves a side whose every
+ * vertex but one lost its neighbours (the leaves, placed after), fewer
+ * vertices than its parts, which libmetis refused with "***Cannot bisect
+ * a graph with 0 vertices!" on stdout. Now nothing on stdout, and every
+ * node in a part, each within 10 % of 403/11. */
+static void metis_owners(const char *out, int64_t n, int P, int *owner);
+
+static void
+test_metis_star_sides(void **state)
+{
+    struct fx *f = *state;
+    int64_t src[802], dst[802];
+    int owner[403], size[11] = {0};
+    char path[8300];
+    gkv_part_spec sp;
+    gkv_part_report rep;
+    gkv_graph *g;
+    size_t n = 0;
+    struct stat st;
+    int fd, saved;
+
+    for (int l = 1; l <= 400; l++) {
+        src[n] = 0;
+        dst[n++] = l;
+    }
+    src[n] = 401;
+    dst[n++] = 402;
+    GKVT_OK(gkv_graph_new_homo(&g, 403));
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, n));
+    memset(&sp, 0, sizeof sp);
+    sp.name = "g";
+    sp.method = GKV_PART_METIS;
+    sp.num_parts = 11;
+    sp.seed = 1;
+    sp.nthreads = 2;
+    sp.flags = GKV_PART_FORCE;
+    snprintf(path, sizeof path, "%s/stdout", f->dir);
+    fflush(stdout);
+    saved = dup(1);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(saved >= 0 && fd >= 0 && dup2(fd, 1) == 1);
+    close(fd);
+    gkv_err rc_keep = gkv_partition_write(g, &sp, f->out, &rep, f->msg, sizeof f->msg);
+    fflush(stdout);
+    assert_int_equal(dup2(saved, 1), 1);
+    close(saved);
+    if (rc_keep != GKV_OK)
+        fail_msg("%s", f->msg);
+    assert_int_equal(stat(path, &st), 0);
+    if (st.st_size != 0)
+        fail_msg("libmetis wrote %lld bytes on stdout", (long long)st.st_size);
+    metis_owners(f->out, 403, 11, owner);
+    for (int v = 0; v < 403; v++)
+        size[owner[v]]++;
+    for (int p = 0; p < 11; p++)              /* 36.6 each, within 10 % */
+        assert_true(size[p] >= 33 && size[p] <= 40);
+    gkv_graph_free(g);
+}
+
 /* The owner of every original node of a homogeneous partition in out:
  * node_map's ranges and mapping/node-_N.npy; each new ID in one range. */
 static void
@@ -979,9 +1039,10 @@ test_metis_graph_given(void **state)
             gkv_part_spec sp;
             gkv_part_report rep;
             int64_t cut = 0, size[4] = {0}, vcut;
-            /* bisection of R-MAT into 3 and 4: its top level on two threads
-             * (sides of odd and even part counts) */
-            int P = graph == 0 ? 3 : 3 + (int)(i & 1);
+            /* R-MAT: bisection and k-way each into 3 and 4 parts
+             * (bisection's top level on two threads: sides of 2 and 1
+             * parts, and of 2 and 2, both cut by METIS at once) */
+            int P = graph == 0 ? 3 : 3 + (int)(i >= 2);
 
             spec_init(&sp, &t, pf, GKV_PART_METIS, P);
             sp.flags = variants[i] | GKV_PART_FORCE;
@@ -1615,6 +1676,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_metis_two_cliques, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_mask_and_edges, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_graph_given, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_metis_star_sides, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_spec, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bool_node_feature, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_features, setup, gkvt_dir_teardown),
