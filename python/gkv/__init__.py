@@ -118,8 +118,9 @@ class _Sampling:
         prob=): an edge feature's name FEAT, the tensor
         "edge/<canonical etype>/FEAT" on the servers, for every edge type,
         or per edge type a list or {edge type: FEAT or None (uniform)};
-        edge_w: float32 weights by edge ID, one array (a graph of one edge
-        type), or per edge type a list or dict."""
+        edge_w: float32 weights by edge ID (shape (E,) or (E, 1)), one
+        array (a graph of one edge type), or per edge type a list or
+        dict."""
         book = self.pbook()
         seeds, fanout = _types(book, seeds, fanout, False)
         return self._sample_neighbors(seeds, fanout, seed=seed, dir=dir,

@@ -119,6 +119,8 @@ def test_prob_forms(wjob):
     _, _, _, vals = wjob
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, edge_w=vals["w"]), want)
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, edge_w={ET: vals["w"]}), want)
+    same_edges(c.sample_neighbors(SEEDS, 4, seed=8,
+                                  edge_w=vals["w"].reshape(E, 1)), want)
     uni = c.sample_neighbors(SEEDS, 4, seed=8)
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, prob={ET: None}), uni)
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, prob=[None]), uni)
@@ -151,6 +153,22 @@ def test_bad_prob(wjob):
         p.sample_neighbors(SEEDS, 4, edge_w=vals["w"][:10])
     with pytest.raises(gkv.NotSupportedError, match="edge_w"):
         p.sample_neighbors(SEEDS, 4, prob="w")
+    # one weight per edge: (E, 2) or a 0-d array is not weights by edge ID
+    for who in (c, p):
+        for bad, shape in ((np.stack([vals["w"], np.ones(E, np.float32)], 1),
+                            r"\(2400, 2\)"),
+                           (np.ones((), np.float32), r"\(\)")):
+            with pytest.raises(gkv.InvalidArgumentError, match=r"edge_w: edge "
+                               r"type 0: one weight per edge \(shape \(E,\) or "
+                               r"\(E, 1\)\), got shape " + shape):
+                who.sample_neighbors(SEEDS, 4, edge_w=bad)
+    # a name with a NUL is not cut short at it
+    with pytest.raises(gkv.InvalidArgumentError, match="prob: edge type 0: "
+                       "the feature name holds a NUL"):
+        c.sample_neighbors(SEEDS, 4, prob="w\0garbage")
+    with pytest.raises(gkv.InvalidArgumentError, match="prob: edge type "
+                       "'_E...' holds a NUL"):
+        c.sample_neighbors(SEEDS, 4, prob={"_E\0x": "w"})
     # the client still works after each refusal
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, prob="w"),
                p.sample_neighbors(SEEDS, 4, seed=8, edge_w=vals["w"]))
