@@ -83,8 +83,12 @@ class Block:
 def _types(book, seeds, fanouts, layers):
     """Node and edge type names to indices, by the partition book."""
     if isinstance(seeds, dict):
-        seeds = {(book["ntypes"].index(k) if isinstance(k, str) and k in book["ntypes"]
-                  else k): v for k, v in seeds.items()}
+        for k in seeds:
+            if isinstance(k, str) and k not in book["ntypes"]:
+                raise InvalidArgumentError(  # noqa: F821
+                    "seeds: unknown node type %r (GKV_EINVAL)" % k)
+        seeds = {(book["ntypes"].index(k) if isinstance(k, str) else k): v
+                 for k, v in seeds.items()}
 
     def row(f):
         if isinstance(f, dict):

@@ -162,6 +162,13 @@ def test_bad_prob(wjob):
                                r"type 0: one weight per edge \(shape \(E,\) or "
                                r"\(E, 1\)\), got shape " + shape):
                 who.sample_neighbors(SEEDS, 4, edge_w=bad)
+    for who in (c, p):
+        with pytest.raises(gkv.InvalidArgumentError,
+                           match="seeds: unknown node type 'nope'"):
+            who.sample_neighbors({"nope": SEEDS}, 4)
+        with pytest.raises(gkv.InvalidArgumentError,
+                           match="seeds: unknown node type 'nope'"):
+            who.sample_blocks({"_N": SEEDS, "nope": SEEDS}, [4])
     # a name with a NUL is not cut short at it
     with pytest.raises(gkv.InvalidArgumentError, match="prob: edge type 0: "
                        "the feature name holds a NUL"):
