@@ -764,8 +764,8 @@ class NeighborSampler:
     feature's name weighing the edges, as DistGraph.sample_neighbors. dgl's
     own NeighborSampler is accepted as well."""
 
-    def __init__(self, fanouts, edge_dir="in", prob=None, replace=False,
-                 mask=None):
+    def __init__(self, fanouts, edge_dir="in", prob=None, mask=None,
+                 replace=False):
         if prob is not None and mask is not None:
             raise InvalidArgumentError("NeighborSampler: give prob or mask, "
                                        "not both (GKV_EINVAL)")
@@ -862,7 +862,10 @@ class _ClientBatches:
     what a gkv.Loader cannot sample (prob=): the batches gkv.Loader(
     where='client') would make with the same arguments (the same epoch
     orders, gkv.Loader.epoch_order, and batch seeds,
-    gkv.Loader.batch_seed), but made when asked for, none ahead."""
+    gkv.Loader.batch_seed), but made when asked for, none ahead. An
+    iterator as gkv.Loader is: iterating again after a break goes on with
+    the epoch's remaining batches, after its end starts the next epoch;
+    the seeds are copied and checked (in range, none twice) here."""
 
     def __init__(self, c, seeds, *, batch_size, fanouts, feats, label,
                  seed_ntype, shuffle, drop_last, shuffle_seed, sample_seed,
@@ -871,7 +874,8 @@ class _ClientBatches:
         if batch_size < 1:
             raise InvalidArgumentError("batch_size must be >= 1, not %d "
                                        "(GKV_EINVAL)" % batch_size)
-        self._c, self._seeds, self._bs = c, seeds.numpy(), int(batch_size)
+        # a copy: the caller may reuse its tensor, as gkv.Loader allows
+        self._c, self._seeds, self._bs = c, np.array(seeds.numpy()), int(batch_size)
         self._args = dict(fanouts=fanouts, dir=dir, replace=replace, prob=prob)
         self._feats = [(book["ntypes"].index(n.split("/")[1]), n) for n in feats]
         self._label = label
@@ -879,8 +883,25 @@ class _ClientBatches:
         self._flags = 0 if shuffle else gkv._gkv.LOADER_NO_SHUFFLE
         self._drop = drop_last
         self._shuffle_seed, self._sample_seed = shuffle_seed, sample_seed
-        self._epoch, self._ended = 0, False
+        self._epoch, self._ended, self._pos, self._order = 0, False, 0, None
         # what gkv_loader_new checks, here before the first batch
+        s, n = self._seeds, book["num_nodes"][self._nt]
+        bad = np.nonzero(s < 0)[0]
+        if len(bad):
+            raise gkv.RangeError("seeds: ID %d (index %d) is negative "
+                                 "(GKV_ERANGE)" % (s[bad[0]], bad[0]))
+        bad = np.nonzero(s >= n)[0]
+        if len(bad):
+            raise gkv.RangeError("loader: seeds[%d] = %d is not a node of type "
+                                 "%d [0, %d) (GKV_ERANGE)"
+                                 % (bad[0], s[bad[0]], self._nt, n))
+        pos = np.argsort(s, kind="stable")
+        twice = np.nonzero(s[pos[1:]] == s[pos[:-1]])[0]
+        if len(twice):
+            i, j = pos[twice[0]], pos[twice[0] + 1]
+            raise InvalidArgumentError("loader: seed %d is given twice "
+                                       "(seeds[%d] and seeds[%d]) (GKV_EINVAL)"
+                                       % (s[i], i, j))
         for _, n in self._feats + ([(0, label)] if label else []):
             c.describe(n)
         if len(self._seeds):
@@ -891,23 +912,31 @@ class _ClientBatches:
         return n // self._bs if self._drop else -(-n // self._bs)
 
     def set_epoch(self, epoch):
-        self._epoch, self._ended = epoch, False
+        """Starts epoch 'epoch', dropping what is left of the current one."""
+        self._epoch, self._ended, self._pos, self._order = epoch, False, 0, None
 
     def __iter__(self):
         if self._ended:
-            self._epoch += 1
-        order = np.asarray(gkv.Loader.epoch_order(
-            self._shuffle_seed, self._epoch, self._flags, len(self._seeds)))
-        for i in range(len(self)):
-            ids = np.ascontiguousarray(
-                self._seeds[order[i * self._bs:(i + 1) * self._bs]])
-            blocks = self._c.sample_blocks(
-                {self._nt: ids}, seed=gkv.Loader.batch_seed(
-                    self._sample_seed, self._epoch, i), **self._args)
-            feats = [self._c.pull(n, blocks[0].nodes[t]) for t, n in self._feats]
-            label = self._c.pull(self._label, ids) if self._label else None
-            yield _ClientBatch(ids, blocks, feats, label)
-        self._ended = True
+            self.set_epoch(self._epoch + 1)
+        return self
+
+    def __next__(self):
+        i = self._pos
+        if i >= len(self):
+            self._ended = True
+            raise StopIteration
+        if self._order is None:
+            self._order = np.asarray(gkv.Loader.epoch_order(
+                self._shuffle_seed, self._epoch, self._flags, len(self._seeds)))
+        self._pos += 1
+        ids = np.ascontiguousarray(
+            self._seeds[self._order[i * self._bs:(i + 1) * self._bs]])
+        blocks = self._c.sample_blocks(
+            {self._nt: ids}, seed=gkv.Loader.batch_seed(
+                self._sample_seed, self._epoch, i), **self._args)
+        feats = [self._c.pull(n, blocks[0].nodes[t]) for t, n in self._feats]
+        label = self._c.pull(self._label, ids) if self._label else None
+        return _ClientBatch(ids, blocks, feats, label)
 
     def close(self):
         pass

@@ -282,6 +282,56 @@ def test_node_loader_with_prob(wjob, g):
         np.testing.assert_array_equal(o1.numpy(), o2.numpy())
 
 
+def seeds_of(ld):
+    return [out.numpy().copy() for _, out, _ in ld]
+
+
+@pytest.mark.parametrize("prob", [None, "w"])
+def test_node_loader_iterates_as_gkv_loader(wjob, g, prob):
+    """With prob or without, the loader is gkv.Loader's iterator: a break
+    mid-epoch leaves the rest of the epoch to the next loop, after its end
+    iterating starts the next epoch; the seeds are copied when it is made
+    (the caller may reuse its tensor)."""
+    c, _, _, _ = wjob
+    keep = np.arange(0, N, 2, dtype=np.int64)
+    seeds = torch.from_numpy(keep.copy())
+    ld = dist.DistNodeDataLoader(g, seeds, dist.NeighborSampler([3], prob=prob),
+                                 batch_size=16, shuffle=True, seed=7,
+                                 where="client")
+    seeds[:] = torch.arange(100, 200)             # the caller's buffer reused
+    ref = gkv.Loader(c, keep, batch_size=16, fanouts=[3], where="client",
+                     shuffle_seed=7, sample_seed=7)
+    want = [[np.asarray(b.seeds).copy() for b in ref] for _ in range(2)]
+    ref.close()
+    assert len(ld) == len(want[0]) == 7
+    got = []
+    for k, (_, out, _) in enumerate(ld):
+        got.append(out.numpy().copy())
+        if k == 2:
+            break
+    got += seeds_of(ld)                           # the rest of epoch 0
+    assert len(got) == 7
+    for a, b in zip(got, want[0]):
+        np.testing.assert_array_equal(a, b)
+    got = seeds_of(ld)                            # epoch 1, whole
+    assert len(got) == 7
+    for a, b in zip(got, want[1]):
+        np.testing.assert_array_equal(a, b)
+    ld.set_epoch(0)                               # set_epoch starts over
+    np.testing.assert_array_equal(next(iter(ld))[1].numpy(), want[0][0])
+
+
+def test_neighbor_sampler_takes_dgls_positional_order(wjob, g):
+    s = dist.NeighborSampler([2], "out", "w", None, True)
+    assert (s.fanouts, s.edge_dir, s.prob, s.replace) == ([2], "out", "w", True)
+    s = dist.NeighborSampler([2], "in", None, "m")
+    assert (s.prob, s.replace) == ("m", False)
+    if dist.HAVE_DGL:
+        import dgl
+        t = dgl.dataloading.NeighborSampler([2], "out", "w", None, True)
+        assert (t.fanouts, t.edge_dir, t.prob, t.replace) == ([2], "out", "w", True)
+
+
 def test_bad_node_loader_with_prob(wjob, g):
     seeds = np.arange(10, dtype=np.int64)
     with pytest.raises(gkv.NotSupportedError, match="where='server'"):
@@ -298,6 +348,20 @@ def test_bad_node_loader_with_prob(wjob, g):
     with pytest.raises(gkv.NotFoundError, match="node/_N/nope"):
         dist.DistNodeDataLoader(g, seeds, dist.NeighborSampler([2], prob="w"),
                                 batch_size=4, feats=["nope"])
+    # bad seeds are refused when the loader is made, as gkv.Loader does
+    for prob in (None, "w"):
+        with pytest.raises(gkv.InvalidArgumentError, match=r"loader: seed 2 is "
+                           r"given twice \(seeds\[1\] and seeds\[2\]\)"):
+            dist.DistNodeDataLoader(g, np.array([1, 2, 2, 3]), dist.NeighborSampler(
+                [2], prob=prob), batch_size=4, where="client")
+        with pytest.raises(gkv.RangeError, match=r"loader: seeds\[1\] = %d is "
+                           r"not a node of type 0 \[0, %d\)" % (N, N)):
+            dist.DistNodeDataLoader(g, np.array([1, N, 2]), dist.NeighborSampler(
+                [2], prob=prob), batch_size=4, where="client")
+        with pytest.raises(gkv.RangeError, match=r"seeds: ID -1 \(index 0\) is "
+                           r"negative"):
+            dist.DistNodeDataLoader(g, np.array([-1]), dist.NeighborSampler(
+                [2], prob=prob), batch_size=4, where="client")
 
 
 # ---- a heterogeneous graph: the feature on one edge type ----------------------------
