@@ -11,6 +11,7 @@
         ...
 
 initialize      connects this trainer to the job's servers (a gkv.Client)
+exit_client     closes the data loaders made over it, then it
 DistGraph       ndata / edata (name -> DistTensor), num_nodes / num_edges,
                 ntypes / etypes / canonical_etypes, sample_neighbors,
                 get_partition_book, barrier
@@ -42,6 +43,7 @@ Arrays come from gkv as gkv.Array and reach torch with torch.from_dlpack,
 without a copy. PyTorch is required; dgl is not.
 """
 import os
+import weakref
 
 import numpy as np
 
@@ -71,6 +73,7 @@ __all__ = ["initialize", "exit_client", "DistGraph", "DistTensor",
 HAVE_DGL = _dgl is not None
 
 _client = None          # the trainer's Client, set by initialize()
+_loaders = weakref.WeakSet()    # the data loaders made, for exit_client
 
 
 def _t(a):
@@ -121,6 +124,7 @@ def initialize(ip_config=None, *, token=None, token_file=None, group=None,
         token_file = env.get("GKV_TOKEN_FILE") or None
     kw.setdefault("num_servers", int(env.get("GKV_NUM_SERVERS", 0)))
     if _client is not None and not _client.closed:
+        _close_loaders(_client)
         _client.close()
     _client = gkv.Client(
         ip_config, token=token, token_file=token_file,
@@ -132,10 +136,21 @@ def initialize(ip_config=None, *, token=None, token_file=None, group=None,
     return _client
 
 
+def _close_loaders(c):
+    """Closes the data loaders gkv.dgl made over client c that are still
+    alive (a client refuses to close while loaders use it)."""
+    for ld in list(_loaders):
+        if ld._c is c:
+            ld.close()
+
+
 def exit_client():
-    """Closes the connection initialize() made."""
+    """Closes the connection initialize() made, and first the data loaders
+    made over it that are still alive (DGL scripts do not close theirs):
+    iterating one afterwards raises a gkv error."""
     global _client
     if _client is not None and not _client.closed:
+        _close_loaders(_client)
         _client.close()
     _client = None
 
@@ -949,8 +964,22 @@ class _ClientBatch:
         self.seeds, self.blocks, self.feats, self.label = seeds, blocks, feats, label
 
 
+def _cpu_only(who, device):
+    """DGL's device= of a distributed loader: None or 'cpu' only."""
+    if device is not None and str(device) != "cpu":
+        raise NotSupportedError(
+            "%s: device=%r: gkv.dgl's loaders give CPU tensors (DGL's "
+            "distributed loaders take only 'cpu' as well): give None or 'cpu' "
+            "and move the batch with .to(device) (GKV_ENOTSUP)" % (who, device))
+
+
 class _DataLoader:
-    """What both data loaders do with their loader (self._loader)."""
+    """What both data loaders do with their loader (self._loader); each
+    is kept in _loaders (weakly) so exit_client can close it."""
+
+    def _track(self, c):
+        self._c = c
+        _loaders.add(self)
 
     def __len__(self):
         return len(self._loader)
@@ -972,7 +1001,7 @@ class DistNodeDataLoader(_DataLoader):
     """DistNodeDataLoader(g, nodes, graph_sampler, *, batch_size,
                           shuffle=False, drop_last=False, feats=(),
                           label=None, where=None, prefetch=0,
-                          workers=0, seed=0)
+                          workers=0, seed=0, device=None)
 
     dgl.dataloading.DistNodeDataLoader over a gkv.Loader: each iteration
     yields (input_nodes, seeds, blocks), torch tensors viewing the batch
@@ -982,20 +1011,26 @@ class DistNodeDataLoader(_DataLoader):
     result) or {ntype: IDs}. feats: names of g.ndata tensors fetched with
     each batch into blocks[0].srcdata[name]; label: a name whose seed rows
     go into blocks[-1].dstdata[name] (both with the batch, in the same
-    request).
+    request). device: None or 'cpu' (the batches are CPU tensors; others
+    are NotSupportedError). Iterating it after a break goes on with the
+    epoch's remaining batches; after the epoch's end, with the next epoch
+    (set_epoch(e) chooses one), as gkv.Loader. exit_client() closes it.
 
     A sampler with prob (an edge feature weighing the edges) samples
     through the client (where='client', the default then), each batch
     when asked for, in this thread (prefetch and workers do not apply):
     a server-side batch request cannot carry the feature's name, so
-    where='server' with prob is NotSupportedError."""
+    where='server' with prob is NotSupportedError. The seeds are copied
+    and checked (in range, none twice) when the loader is made, with
+    prob as without."""
 
     def __init__(self, g, nodes, graph_sampler, *, batch_size, shuffle=False,
                  drop_last=False, feats=(), label=None, where=None,
-                 prefetch=0, workers=0, seed=0, **kw):
+                 prefetch=0, workers=0, seed=0, device=None, **kw):
         if not isinstance(g, DistGraph):
             raise InvalidArgumentError("DistNodeDataLoader: g must be a "
                                        "gkv.dgl.DistGraph (GKV_EINVAL)")
+        _cpu_only("DistNodeDataLoader", device)
         kw.pop("num_workers", None)
         if kw:
             raise InvalidArgumentError("DistNodeDataLoader: unknown arguments %s "
@@ -1028,14 +1063,16 @@ class DistNodeDataLoader(_DataLoader):
                 seed_ntype=self._ntype, shuffle=shuffle, drop_last=drop_last,
                 shuffle_seed=seed, sample_seed=seed, dir=edge_dir,
                 replace=replace, prob=_prob(g._c, book, prob))
-            return
-        self._loader = gkv.Loader(
-            g._c, _ids(nodes, "nodes"), batch_size=batch_size, fanouts=fan,
-            feats=[self._full(n) for n in self._feats],
-            label=pre + label if label is not None else None,
-            where=where or "server", seed_ntype=self._ntype, shuffle=shuffle,
-            drop_last=drop_last, shuffle_seed=seed, sample_seed=seed,
-            dir=edge_dir, replace=replace, prefetch=prefetch, workers=workers)
+        else:
+            self._loader = gkv.Loader(
+                g._c, _ids(nodes, "nodes"), batch_size=batch_size, fanouts=fan,
+                feats=[self._full(n) for n in self._feats],
+                label=pre + label if label is not None else None,
+                where=where or "server", seed_ntype=self._ntype,
+                shuffle=shuffle, drop_last=drop_last, shuffle_seed=seed,
+                sample_seed=seed, dir=edge_dir, replace=replace,
+                prefetch=prefetch, workers=workers)
+        self._track(g._c)
 
     def _full(self, n):
         return n if n.startswith("node/") else "node/%s/%s" % (self._ntype, n)
@@ -1131,6 +1168,19 @@ def _edge_sampling(book, graph_sampler, etype):
                 "exclude='reverse_types': reverse_etypes names no reverse of "
                 "%s (GKV_EINVAL)" % etype)
         ex, rev = ["self", "reverse"], _canon_str(book, rmap[etype])
+        paired = book["reverse_etypes"].get(etype)
+        if paired is None:
+            raise InvalidArgumentError(
+                "exclude='reverse_types': the graph was partitioned without "
+                "reverse edge types, so gkv does not know the reverse of each "
+                "%s edge: partition it with reverse_etypes={%r: %r} "
+                "(gkv.partition, gkv-partition --reverse-etypes %s=%s) "
+                "(GKV_EINVAL)" % (etype, etype, rev, etype, rev))
+        if paired != rev:
+            raise InvalidArgumentError(
+                "exclude='reverse_types': reverse_etypes gives %s as the "
+                "reverse of %s, but the graph was partitioned with %s as its "
+                "reverse (GKV_EINVAL)" % (rev, etype, paired))
     elif ex == "reverse_id":
         raise NotSupportedError(
             "exclude='reverse_id' (reverse edges in the same edge type, by "
@@ -1199,7 +1249,9 @@ def _pair_graph(book, blk, etype, src, dst, eids):
 class DistEdgeDataLoader(_DataLoader):
     """DistEdgeDataLoader(g, eids, graph_sampler, *, batch_size,
                           shuffle=False, drop_last=False, feats=(),
-                          where='client', prefetch=0, workers=0, seed=0)
+                          where='client', prefetch=0, workers=0, seed=0,
+                          device=None, exclude=None, reverse_eids=None,
+                          reverse_etypes=None, negative_sampler=None)
 
     dgl.dataloading.DistEdgeDataLoader for link prediction over a
     gkv.Loader with edge seeds: each iteration yields (input_nodes,
@@ -1209,7 +1261,12 @@ class DistEdgeDataLoader(_DataLoader):
     as_edge_prediction_sampler(NeighborSampler(fanouts),
     negative_sampler=Uniform(k), exclude=None | 'self' | 'reverse_types',
     reverse_etypes={etype: reverse}) (gkv's or dgl's), or a plain
-    NeighborSampler. The pair graphs hold the seed edges and the negatives
+    NeighborSampler: alone (no negatives, nothing excluded), or with
+    exclude, reverse_eids, reverse_etypes and negative_sampler given to
+    the loader, as DGL's DistEdgeDataLoader takes them (the same as
+    as_edge_prediction_sampler with them; both at once is
+    InvalidArgumentError). exclude='reverse_types' needs the graph
+    partitioned with that pair as reverse_etypes (checked here). The pair graphs hold the seed edges and the negatives
     (k per seed edge, with its source) over blocks[-1]'s destination nodes,
     as DGL graphs (dgl.NID, dgl.EID) or PairGraph without dgl; excluded
     edges are in no block. feats: g.ndata names (or 'node/<ntype>/<name>')
@@ -1217,19 +1274,35 @@ class DistEdgeDataLoader(_DataLoader):
     several node types; CSCBlock.srcdata['node/<ntype>/<name>'] then).
     Sampled hop by hop through the servers (where
     'client'; 'server' cannot carry the excluded edges: NotSupportedError);
-    a sampler with prob is NotSupportedError here."""
+    a sampler with prob is NotSupportedError here. device: None or 'cpu',
+    as DistNodeDataLoader. exit_client() closes it."""
 
     def __init__(self, g, eids, graph_sampler, *, batch_size, shuffle=False,
                  drop_last=False, feats=(), where="client", prefetch=0,
-                 workers=0, seed=0, **kw):
+                 workers=0, seed=0, device=None, exclude=None,
+                 reverse_eids=None, reverse_etypes=None, negative_sampler=None,
+                 **kw):
         if not isinstance(g, DistGraph):
             raise InvalidArgumentError("DistEdgeDataLoader: g must be a "
                                        "gkv.dgl.DistGraph (GKV_EINVAL)")
-        for k in ("num_workers", "device", "use_ddp"):
+        _cpu_only("DistEdgeDataLoader", device)
+        for k in ("num_workers", "use_ddp"):
             kw.pop(k, None)
         if kw:
             raise InvalidArgumentError("DistEdgeDataLoader: unknown arguments %s "
                                        "(GKV_EINVAL)" % ", ".join(sorted(kw)))
+        lp = {k: v for k, v in (("exclude", exclude),
+                                ("reverse_eids", reverse_eids),
+                                ("reverse_etypes", reverse_etypes),
+                                ("negative_sampler", negative_sampler))
+              if v is not None}
+        if lp:          # DGL's own form: a plain sampler, the options here
+            if hasattr(graph_sampler, "negative_sampler"):
+                raise InvalidArgumentError(
+                    "DistEdgeDataLoader: %s given both to the loader and in "
+                    "as_edge_prediction_sampler(...): give them in one place "
+                    "(GKV_EINVAL)" % ", ".join(sorted(lp)))
+            graph_sampler = as_edge_prediction_sampler(graph_sampler, **lp)
         book = self._book = g._book._b
         if isinstance(eids, dict):
             if len(eids) != 1:
@@ -1257,7 +1330,7 @@ class DistEdgeDataLoader(_DataLoader):
             shuffle=shuffle, drop_last=drop_last, shuffle_seed=seed,
             sample_seed=seed, dir=edge_dir, replace=replace,
             prefetch=prefetch, workers=workers)
-
+        self._track(g._c)
 
     def __iter__(self):
         nts = self._book["ntypes"]

@@ -531,9 +531,10 @@ gkvpy_pbook_dict(const gkv_pbook *b)
         np = gkv_pbook_num_parts(b);
     PyObject *ntypes = PyList_New(nt), *etypes = PyList_New(ne),
              *nn = PyList_New(nt), *nedge = PyList_New(ne),
-             *nrange = PyList_New(nt), *erange = PyList_New(ne);
+             *nrange = PyList_New(nt), *erange = PyList_New(ne),
+             *rev = PyDict_New();
 
-    if (!ntypes || !etypes || !nn || !nedge || !nrange || !erange)
+    if (!ntypes || !etypes || !nn || !nedge || !nrange || !erange || !rev)
         goto fail;
     for (int t = 0; t < nt; t++) {
         PyObject *rs = ranges(b, gkv_pbook_node_range, t, np);
@@ -553,14 +554,30 @@ gkvpy_pbook_dict(const gkv_pbook *b)
         PyList_SET_ITEM(nedge, e, PyLong_FromLongLong(gkv_pbook_num_edges(b, e)));
         PyList_SET_ITEM(erange, e, rs);
     }
-    return Py_BuildValue("{s:s,s:s,s:i,s:N,s:N,s:N,s:N,s:N,s:N}",
+    for (int e = 0; e < ne; e++) {          /* --reverse-etypes pairs */
+        int r = gkv_pbook_reverse_etype(b, e);
+        PyObject *v;
+
+        if (r < 0)
+            continue;
+        v = PyUnicode_FromString(gkv_pbook_etype_name(b, r));
+        if (v == NULL ||
+            PyDict_SetItemString(rev, gkv_pbook_etype_name(b, e), v) < 0) {
+            Py_XDECREF(v);
+            goto fail;
+        }
+        Py_DECREF(v);
+    }
+    return Py_BuildValue("{s:s,s:s,s:i,s:N,s:N,s:N,s:N,s:N,s:N,s:N}",
         "graph_name", gkv_pbook_graph_name(b),
         "method", gkv_pbook_method(b),
         "num_parts", np,
         "ntypes", ntypes, "etypes", etypes,
         "num_nodes", nn, "num_edges", nedge,
-        "node_ranges", nrange, "edge_ranges", erange);
+        "node_ranges", nrange, "edge_ranges", erange,
+        "reverse_etypes", rev);
 fail:
+    Py_XDECREF(rev);
     Py_XDECREF(ntypes);
     Py_XDECREF(etypes);
     Py_XDECREF(nn);
@@ -839,7 +856,9 @@ static PyMethodDef part_methods[] = {
      "find_edges(etype, eids) -> (src, dst) int64 Arrays"},
     {"close", (PyCFunction)part_close, METH_NOARGS, "close()"},
     {"pbook", (PyCFunction)part_pbook, METH_NOARGS,
-     "pbook() -> dict: the partition book's basics"},
+     "pbook() -> dict: the partition book's basics (graph_name, method, "
+     "num_parts, ntypes, etypes, num_nodes, num_edges, node_ranges, "
+     "edge_ranges, reverse_etypes {etype: its reverse etype})"},
     {"_split", (PyCFunction)(void (*)(void))part_split,
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"_sample_neighbors", (PyCFunction)(void (*)(void))part_sample_neighbors,

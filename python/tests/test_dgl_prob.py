@@ -418,6 +418,7 @@ def test_hetero_prob_weighs_the_types_that_have_it(hjob, dgl_or_not):
     ld = dist.DistNodeDataLoader(g, {"i": seeds["i"]}, dist.NeighborSampler(
         [{"buys": 2, "bought": 2}, {"buys": 3, "bought": 0}], prob="w"),
         batch_size=16, seed=3)
+    k = -1
     for k, (inp, out, blocks) in enumerate(ld):
         ids = out["i"].numpy()
         ref = c.sample_blocks({"i": ids}, [[2, 2], [3, 0]], prob={"buys": "w"},
@@ -426,3 +427,4 @@ def test_hetero_prob_weighs_the_types_that_have_it(hjob, dgl_or_not):
         for t, name in enumerate(p.pbook()["ntypes"]):
             np.testing.assert_array_equal(inp[name].numpy(), np.asarray(ref[0].nodes[t]))
         assert (wv[np.asarray(ref[-1].edges[bi][2])] > 0).all()
+    assert k + 1 == len(ld) == 3
