@@ -83,8 +83,12 @@ class Block:
 def _types(book, seeds, fanouts, layers):
     """Node and edge type names to indices, by the partition book."""
     if isinstance(seeds, dict):
-        seeds = {(book["ntypes"].index(k) if isinstance(k, str) and k in book["ntypes"]
-                  else k): v for k, v in seeds.items()}
+        for k in seeds:
+            if isinstance(k, str) and k not in book["ntypes"]:
+                raise InvalidArgumentError(  # noqa: F821
+                    "seeds: unknown node type %r (GKV_EINVAL)" % k)
+        seeds = {(book["ntypes"].index(k) if isinstance(k, str) else k): v
+                 for k, v in seeds.items()}
 
     def row(f):
         if isinstance(f, dict):
@@ -118,8 +122,9 @@ class _Sampling:
         prob=): an edge feature's name FEAT, the tensor
         "edge/<canonical etype>/FEAT" on the servers, for every edge type,
         or per edge type a list or {edge type: FEAT or None (uniform)};
-        edge_w: float32 weights by edge ID, one array (a graph of one edge
-        type), or per edge type a list or dict."""
+        edge_w: float32 weights by edge ID (shape (E,) or (E, 1)), one
+        array (a graph of one edge type), or per edge type a list or
+        dict."""
         book = self.pbook()
         seeds, fanout = _types(book, seeds, fanout, False)
         return self._sample_neighbors(seeds, fanout, seed=seed, dir=dir,

@@ -11,6 +11,7 @@
         ...
 
 initialize      connects this trainer to the job's servers (a gkv.Client)
+exit_client     closes the data loaders made over it, then it
 DistGraph       ndata / edata (name -> DistTensor), num_nodes / num_edges,
                 ntypes / etypes / canonical_etypes, sample_neighbors,
                 get_partition_book, barrier
@@ -42,6 +43,7 @@ Arrays come from gkv as gkv.Array and reach torch with torch.from_dlpack,
 without a copy. PyTorch is required; dgl is not.
 """
 import os
+import weakref
 
 import numpy as np
 
@@ -71,6 +73,7 @@ __all__ = ["initialize", "exit_client", "DistGraph", "DistTensor",
 HAVE_DGL = _dgl is not None
 
 _client = None          # the trainer's Client, set by initialize()
+_loaders = weakref.WeakSet()    # the data loaders made, for exit_client
 
 
 def _t(a):
@@ -121,6 +124,7 @@ def initialize(ip_config=None, *, token=None, token_file=None, group=None,
         token_file = env.get("GKV_TOKEN_FILE") or None
     kw.setdefault("num_servers", int(env.get("GKV_NUM_SERVERS", 0)))
     if _client is not None and not _client.closed:
+        _close_loaders(_client)
         _client.close()
     _client = gkv.Client(
         ip_config, token=token, token_file=token_file,
@@ -132,10 +136,21 @@ def initialize(ip_config=None, *, token=None, token_file=None, group=None,
     return _client
 
 
+def _close_loaders(c):
+    """Closes the data loaders gkv.dgl made over client c that are still
+    alive (a client refuses to close while loaders use it)."""
+    for ld in list(_loaders):
+        if ld._c is c:
+            ld.close()
+
+
 def exit_client():
-    """Closes the connection initialize() made."""
+    """Closes the connection initialize() made, and first the data loaders
+    made over it that are still alive (DGL scripts do not close theirs):
+    iterating one afterwards raises a gkv error."""
     global _client
     if _client is not None and not _client.closed:
+        _close_loaders(_client)
         _client.close()
     _client = None
 
@@ -764,8 +779,8 @@ class NeighborSampler:
     feature's name weighing the edges, as DistGraph.sample_neighbors. dgl's
     own NeighborSampler is accepted as well."""
 
-    def __init__(self, fanouts, edge_dir="in", prob=None, replace=False,
-                 mask=None):
+    def __init__(self, fanouts, edge_dir="in", prob=None, mask=None,
+                 replace=False):
         if prob is not None and mask is not None:
             raise InvalidArgumentError("NeighborSampler: give prob or mask, "
                                        "not both (GKV_EINVAL)")
@@ -862,7 +877,10 @@ class _ClientBatches:
     what a gkv.Loader cannot sample (prob=): the batches gkv.Loader(
     where='client') would make with the same arguments (the same epoch
     orders, gkv.Loader.epoch_order, and batch seeds,
-    gkv.Loader.batch_seed), but made when asked for, none ahead."""
+    gkv.Loader.batch_seed), but made when asked for, none ahead. An
+    iterator as gkv.Loader is: iterating again after a break goes on with
+    the epoch's remaining batches, after its end starts the next epoch;
+    the seeds are copied and checked (in range, none twice) here."""
 
     def __init__(self, c, seeds, *, batch_size, fanouts, feats, label,
                  seed_ntype, shuffle, drop_last, shuffle_seed, sample_seed,
@@ -871,7 +889,8 @@ class _ClientBatches:
         if batch_size < 1:
             raise InvalidArgumentError("batch_size must be >= 1, not %d "
                                        "(GKV_EINVAL)" % batch_size)
-        self._c, self._seeds, self._bs = c, seeds.numpy(), int(batch_size)
+        # a copy: the caller may reuse its tensor, as gkv.Loader allows
+        self._c, self._seeds, self._bs = c, np.array(seeds.numpy()), int(batch_size)
         self._args = dict(fanouts=fanouts, dir=dir, replace=replace, prob=prob)
         self._feats = [(book["ntypes"].index(n.split("/")[1]), n) for n in feats]
         self._label = label
@@ -879,8 +898,25 @@ class _ClientBatches:
         self._flags = 0 if shuffle else gkv._gkv.LOADER_NO_SHUFFLE
         self._drop = drop_last
         self._shuffle_seed, self._sample_seed = shuffle_seed, sample_seed
-        self._epoch, self._ended = 0, False
+        self._epoch, self._ended, self._pos, self._order = 0, False, 0, None
         # what gkv_loader_new checks, here before the first batch
+        s, n = self._seeds, book["num_nodes"][self._nt]
+        bad = np.nonzero(s < 0)[0]
+        if len(bad):
+            raise gkv.RangeError("seeds: ID %d (index %d) is negative "
+                                 "(GKV_ERANGE)" % (s[bad[0]], bad[0]))
+        bad = np.nonzero(s >= n)[0]
+        if len(bad):
+            raise gkv.RangeError("loader: seeds[%d] = %d is not a node of type "
+                                 "%d [0, %d) (GKV_ERANGE)"
+                                 % (bad[0], s[bad[0]], self._nt, n))
+        pos = np.argsort(s, kind="stable")
+        twice = np.nonzero(s[pos[1:]] == s[pos[:-1]])[0]
+        if len(twice):
+            i, j = pos[twice[0]], pos[twice[0] + 1]
+            raise InvalidArgumentError("loader: seed %d is given twice "
+                                       "(seeds[%d] and seeds[%d]) (GKV_EINVAL)"
+                                       % (s[i], i, j))
         for _, n in self._feats + ([(0, label)] if label else []):
             c.describe(n)
         if len(self._seeds):
@@ -891,23 +927,31 @@ class _ClientBatches:
         return n // self._bs if self._drop else -(-n // self._bs)
 
     def set_epoch(self, epoch):
-        self._epoch, self._ended = epoch, False
+        """Starts epoch 'epoch', dropping what is left of the current one."""
+        self._epoch, self._ended, self._pos, self._order = epoch, False, 0, None
 
     def __iter__(self):
         if self._ended:
-            self._epoch += 1
-        order = np.asarray(gkv.Loader.epoch_order(
-            self._shuffle_seed, self._epoch, self._flags, len(self._seeds)))
-        for i in range(len(self)):
-            ids = np.ascontiguousarray(
-                self._seeds[order[i * self._bs:(i + 1) * self._bs]])
-            blocks = self._c.sample_blocks(
-                {self._nt: ids}, seed=gkv.Loader.batch_seed(
-                    self._sample_seed, self._epoch, i), **self._args)
-            feats = [self._c.pull(n, blocks[0].nodes[t]) for t, n in self._feats]
-            label = self._c.pull(self._label, ids) if self._label else None
-            yield _ClientBatch(ids, blocks, feats, label)
-        self._ended = True
+            self.set_epoch(self._epoch + 1)
+        return self
+
+    def __next__(self):
+        i = self._pos
+        if i >= len(self):
+            self._ended = True
+            raise StopIteration
+        if self._order is None:
+            self._order = np.asarray(gkv.Loader.epoch_order(
+                self._shuffle_seed, self._epoch, self._flags, len(self._seeds)))
+        self._pos += 1
+        ids = np.ascontiguousarray(
+            self._seeds[self._order[i * self._bs:(i + 1) * self._bs]])
+        blocks = self._c.sample_blocks(
+            {self._nt: ids}, seed=gkv.Loader.batch_seed(
+                self._sample_seed, self._epoch, i), **self._args)
+        feats = [self._c.pull(n, blocks[0].nodes[t]) for t, n in self._feats]
+        label = self._c.pull(self._label, ids) if self._label else None
+        return _ClientBatch(ids, blocks, feats, label)
 
     def close(self):
         pass
@@ -920,8 +964,22 @@ class _ClientBatch:
         self.seeds, self.blocks, self.feats, self.label = seeds, blocks, feats, label
 
 
+def _cpu_only(who, device):
+    """DGL's device= of a distributed loader: None or 'cpu' only."""
+    if device is not None and str(device) != "cpu":
+        raise NotSupportedError(
+            "%s: device=%r: gkv.dgl's loaders give CPU tensors (DGL's "
+            "distributed loaders take only 'cpu' as well): give None or 'cpu' "
+            "and move the batch with .to(device) (GKV_ENOTSUP)" % (who, device))
+
+
 class _DataLoader:
-    """What both data loaders do with their loader (self._loader)."""
+    """What both data loaders do with their loader (self._loader); each
+    is kept in _loaders (weakly) so exit_client can close it."""
+
+    def _track(self, c):
+        self._c = c
+        _loaders.add(self)
 
     def __len__(self):
         return len(self._loader)
@@ -943,7 +1001,7 @@ class DistNodeDataLoader(_DataLoader):
     """DistNodeDataLoader(g, nodes, graph_sampler, *, batch_size,
                           shuffle=False, drop_last=False, feats=(),
                           label=None, where=None, prefetch=0,
-                          workers=0, seed=0)
+                          workers=0, seed=0, device=None)
 
     dgl.dataloading.DistNodeDataLoader over a gkv.Loader: each iteration
     yields (input_nodes, seeds, blocks), torch tensors viewing the batch
@@ -953,20 +1011,26 @@ class DistNodeDataLoader(_DataLoader):
     result) or {ntype: IDs}. feats: names of g.ndata tensors fetched with
     each batch into blocks[0].srcdata[name]; label: a name whose seed rows
     go into blocks[-1].dstdata[name] (both with the batch, in the same
-    request).
+    request). device: None or 'cpu' (the batches are CPU tensors; others
+    are NotSupportedError). Iterating it after a break goes on with the
+    epoch's remaining batches; after the epoch's end, with the next epoch
+    (set_epoch(e) chooses one), as gkv.Loader. exit_client() closes it.
 
     A sampler with prob (an edge feature weighing the edges) samples
     through the client (where='client', the default then), each batch
     when asked for, in this thread (prefetch and workers do not apply):
     a server-side batch request cannot carry the feature's name, so
-    where='server' with prob is NotSupportedError."""
+    where='server' with prob is NotSupportedError. The seeds are copied
+    and checked (in range, none twice) when the loader is made, with
+    prob as without."""
 
     def __init__(self, g, nodes, graph_sampler, *, batch_size, shuffle=False,
                  drop_last=False, feats=(), label=None, where=None,
-                 prefetch=0, workers=0, seed=0, **kw):
+                 prefetch=0, workers=0, seed=0, device=None, **kw):
         if not isinstance(g, DistGraph):
             raise InvalidArgumentError("DistNodeDataLoader: g must be a "
                                        "gkv.dgl.DistGraph (GKV_EINVAL)")
+        _cpu_only("DistNodeDataLoader", device)
         kw.pop("num_workers", None)
         if kw:
             raise InvalidArgumentError("DistNodeDataLoader: unknown arguments %s "
@@ -999,14 +1063,16 @@ class DistNodeDataLoader(_DataLoader):
                 seed_ntype=self._ntype, shuffle=shuffle, drop_last=drop_last,
                 shuffle_seed=seed, sample_seed=seed, dir=edge_dir,
                 replace=replace, prob=_prob(g._c, book, prob))
-            return
-        self._loader = gkv.Loader(
-            g._c, _ids(nodes, "nodes"), batch_size=batch_size, fanouts=fan,
-            feats=[self._full(n) for n in self._feats],
-            label=pre + label if label is not None else None,
-            where=where or "server", seed_ntype=self._ntype, shuffle=shuffle,
-            drop_last=drop_last, shuffle_seed=seed, sample_seed=seed,
-            dir=edge_dir, replace=replace, prefetch=prefetch, workers=workers)
+        else:
+            self._loader = gkv.Loader(
+                g._c, _ids(nodes, "nodes"), batch_size=batch_size, fanouts=fan,
+                feats=[self._full(n) for n in self._feats],
+                label=pre + label if label is not None else None,
+                where=where or "server", seed_ntype=self._ntype,
+                shuffle=shuffle, drop_last=drop_last, shuffle_seed=seed,
+                sample_seed=seed, dir=edge_dir, replace=replace,
+                prefetch=prefetch, workers=workers)
+        self._track(g._c)
 
     def _full(self, n):
         return n if n.startswith("node/") else "node/%s/%s" % (self._ntype, n)
@@ -1102,6 +1168,19 @@ def _edge_sampling(book, graph_sampler, etype):
                 "exclude='reverse_types': reverse_etypes names no reverse of "
                 "%s (GKV_EINVAL)" % etype)
         ex, rev = ["self", "reverse"], _canon_str(book, rmap[etype])
+        paired = book["reverse_etypes"].get(etype)
+        if paired is None:
+            raise InvalidArgumentError(
+                "exclude='reverse_types': the graph was partitioned without "
+                "reverse edge types, so gkv does not know the reverse of each "
+                "%s edge: partition it with reverse_etypes={%r: %r} "
+                "(gkv.partition, gkv-partition --reverse-etypes %s=%s) "
+                "(GKV_EINVAL)" % (etype, etype, rev, etype, rev))
+        if paired != rev:
+            raise InvalidArgumentError(
+                "exclude='reverse_types': reverse_etypes gives %s as the "
+                "reverse of %s, but the graph was partitioned with %s as its "
+                "reverse (GKV_EINVAL)" % (rev, etype, paired))
     elif ex == "reverse_id":
         raise NotSupportedError(
             "exclude='reverse_id' (reverse edges in the same edge type, by "
@@ -1170,7 +1249,9 @@ def _pair_graph(book, blk, etype, src, dst, eids):
 class DistEdgeDataLoader(_DataLoader):
     """DistEdgeDataLoader(g, eids, graph_sampler, *, batch_size,
                           shuffle=False, drop_last=False, feats=(),
-                          where='client', prefetch=0, workers=0, seed=0)
+                          where='client', prefetch=0, workers=0, seed=0,
+                          device=None, exclude=None, reverse_eids=None,
+                          reverse_etypes=None, negative_sampler=None)
 
     dgl.dataloading.DistEdgeDataLoader for link prediction over a
     gkv.Loader with edge seeds: each iteration yields (input_nodes,
@@ -1180,7 +1261,12 @@ class DistEdgeDataLoader(_DataLoader):
     as_edge_prediction_sampler(NeighborSampler(fanouts),
     negative_sampler=Uniform(k), exclude=None | 'self' | 'reverse_types',
     reverse_etypes={etype: reverse}) (gkv's or dgl's), or a plain
-    NeighborSampler. The pair graphs hold the seed edges and the negatives
+    NeighborSampler: alone (no negatives, nothing excluded), or with
+    exclude, reverse_eids, reverse_etypes and negative_sampler given to
+    the loader, as DGL's DistEdgeDataLoader takes them (the same as
+    as_edge_prediction_sampler with them; both at once is
+    InvalidArgumentError). exclude='reverse_types' needs the graph
+    partitioned with that pair as reverse_etypes (checked here). The pair graphs hold the seed edges and the negatives
     (k per seed edge, with its source) over blocks[-1]'s destination nodes,
     as DGL graphs (dgl.NID, dgl.EID) or PairGraph without dgl; excluded
     edges are in no block. feats: g.ndata names (or 'node/<ntype>/<name>')
@@ -1188,19 +1274,35 @@ class DistEdgeDataLoader(_DataLoader):
     several node types; CSCBlock.srcdata['node/<ntype>/<name>'] then).
     Sampled hop by hop through the servers (where
     'client'; 'server' cannot carry the excluded edges: NotSupportedError);
-    a sampler with prob is NotSupportedError here."""
+    a sampler with prob is NotSupportedError here. device: None or 'cpu',
+    as DistNodeDataLoader. exit_client() closes it."""
 
     def __init__(self, g, eids, graph_sampler, *, batch_size, shuffle=False,
                  drop_last=False, feats=(), where="client", prefetch=0,
-                 workers=0, seed=0, **kw):
+                 workers=0, seed=0, device=None, exclude=None,
+                 reverse_eids=None, reverse_etypes=None, negative_sampler=None,
+                 **kw):
         if not isinstance(g, DistGraph):
             raise InvalidArgumentError("DistEdgeDataLoader: g must be a "
                                        "gkv.dgl.DistGraph (GKV_EINVAL)")
-        for k in ("num_workers", "device", "use_ddp"):
+        _cpu_only("DistEdgeDataLoader", device)
+        for k in ("num_workers", "use_ddp"):
             kw.pop(k, None)
         if kw:
             raise InvalidArgumentError("DistEdgeDataLoader: unknown arguments %s "
                                        "(GKV_EINVAL)" % ", ".join(sorted(kw)))
+        lp = {k: v for k, v in (("exclude", exclude),
+                                ("reverse_eids", reverse_eids),
+                                ("reverse_etypes", reverse_etypes),
+                                ("negative_sampler", negative_sampler))
+              if v is not None}
+        if lp:          # DGL's own form: a plain sampler, the options here
+            if hasattr(graph_sampler, "negative_sampler"):
+                raise InvalidArgumentError(
+                    "DistEdgeDataLoader: %s given both to the loader and in "
+                    "as_edge_prediction_sampler(...): give them in one place "
+                    "(GKV_EINVAL)" % ", ".join(sorted(lp)))
+            graph_sampler = as_edge_prediction_sampler(graph_sampler, **lp)
         book = self._book = g._book._b
         if isinstance(eids, dict):
             if len(eids) != 1:
@@ -1228,7 +1330,7 @@ class DistEdgeDataLoader(_DataLoader):
             shuffle=shuffle, drop_last=drop_last, shuffle_seed=seed,
             sample_seed=seed, dir=edge_dir, replace=replace,
             prefetch=prefetch, workers=workers)
-
+        self._track(g._c)
 
     def __iter__(self):
         nts = self._book["ntypes"]

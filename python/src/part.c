@@ -55,6 +55,7 @@ etype_key(PyObject *k, int ne, const gkv_pbook *b, const char *what)
 {
     PyObject *str = NULL, *sep;
     const char *name;
+    Py_ssize_t len = 0;
     int hit = -1, nhit = 0;
 
     if (PyLong_Check(k)) {
@@ -74,12 +75,18 @@ etype_key(PyObject *k, int ne, const gkv_pbook *b, const char *what)
     } else if (PyUnicode_Check(k)) {
         str = Py_NewRef(k);
     }
-    if (str == NULL || (name = PyUnicode_AsUTF8(str)) == NULL) {
+    if (str == NULL || (name = PyUnicode_AsUTF8AndSize(str, &len)) == NULL) {
         PyErr_Clear();
         Py_XDECREF(str);
         gkvpy_raisef(GKV_EINVAL, "%s: a key of type %s: expected an edge "
                      "type (an index, a canonical name or a relation name)",
                      what, Py_TYPE(k)->tp_name);
+        return -1;
+    }
+    if (strlen(name) != (size_t)len) {
+        gkvpy_raisef(GKV_EINVAL, "%s: edge type '%s...' holds a NUL "
+                     "character", what, name);
+        Py_DECREF(str);
         return -1;
     }
     for (int e = 0; b != NULL && e < ne; e++) {
@@ -152,12 +159,29 @@ per_etype(PyObject *o, int ne, const gkv_pbook *b, const char *what,
     return 0;
 }
 
+/* in's shape as Python writes a tuple, "(400, 2)", into buf. */
+static const char *
+shape_str(const gkvpy_in *in, char *buf, size_t cap)
+{
+    size_t at = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < in->ndim && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, "%s%lld", i ? ", " : "(",
+                               (long long)in->shape[i]);
+    if (at < cap)
+        snprintf(buf + at, cap - at, "%s", in->ndim == 0 ? "()" : ")");
+    return buf;
+}
+
 /* prob and edge_w into s->opts (gkvpy_sargs_get). */
 static int
 weights_get(gkvpy_sargs *s, int ne, PyObject *prob, PyObject *edge_w,
             const gkv_pbook *b)
 {
     PyObject *v[64];
+    Py_ssize_t len;
+    char buf[128];
     int any = 0;
 
     if (prob != NULL && prob != Py_None) {
@@ -172,8 +196,13 @@ weights_get(gkvpy_sargs *s, int ne, PyObject *prob, PyObject *edge_w,
                              Py_TYPE(v[e])->tp_name);
                 return -1;
             }
-            if ((s->wfeat[e] = PyUnicode_AsUTF8(v[e])) == NULL)
+            if ((s->wfeat[e] = PyUnicode_AsUTF8AndSize(v[e], &len)) == NULL)
                 return -1;
+            if (strlen(s->wfeat[e]) != (size_t)len) {
+                gkvpy_raisef(GKV_EINVAL, "prob: edge type %d: the feature "
+                             "name holds a NUL character", e);
+                return -1;
+            }
             s->wref[e] = Py_NewRef(v[e]);
             any = 1;
         }
@@ -190,6 +219,13 @@ weights_get(gkvpy_sargs *s, int ne, PyObject *prob, PyObject *edge_w,
             continue;
         if (gkvpy_in_get(v[e], &s->win[e], "edge_w", 0) < 0)
             return -1;
+        if (s->win[e].ndim != 1 &&
+            (s->win[e].ndim != 2 || s->win[e].shape[1] != 1)) {
+            gkvpy_raisef(GKV_EINVAL, "edge_w: edge type %d: one weight per "
+                         "edge (shape (E,) or (E, 1)), got shape %s", e,
+                         shape_str(&s->win[e], buf, sizeof buf));
+            return -1;
+        }
         if (s->win[e].dtype != GKV_F32) {
             gkvpy_raisef(GKV_EINVAL, "edge_w: edge type %d: expected float32 "
                          "weights by edge ID, got %s", e,
@@ -495,9 +531,10 @@ gkvpy_pbook_dict(const gkv_pbook *b)
         np = gkv_pbook_num_parts(b);
     PyObject *ntypes = PyList_New(nt), *etypes = PyList_New(ne),
              *nn = PyList_New(nt), *nedge = PyList_New(ne),
-             *nrange = PyList_New(nt), *erange = PyList_New(ne);
+             *nrange = PyList_New(nt), *erange = PyList_New(ne),
+             *rev = PyDict_New();
 
-    if (!ntypes || !etypes || !nn || !nedge || !nrange || !erange)
+    if (!ntypes || !etypes || !nn || !nedge || !nrange || !erange || !rev)
         goto fail;
     for (int t = 0; t < nt; t++) {
         PyObject *rs = ranges(b, gkv_pbook_node_range, t, np);
@@ -517,14 +554,30 @@ gkvpy_pbook_dict(const gkv_pbook *b)
         PyList_SET_ITEM(nedge, e, PyLong_FromLongLong(gkv_pbook_num_edges(b, e)));
         PyList_SET_ITEM(erange, e, rs);
     }
-    return Py_BuildValue("{s:s,s:s,s:i,s:N,s:N,s:N,s:N,s:N,s:N}",
+    for (int e = 0; e < ne; e++) {          /* --reverse-etypes pairs */
+        int r = gkv_pbook_reverse_etype(b, e);
+        PyObject *v;
+
+        if (r < 0)
+            continue;
+        v = PyUnicode_FromString(gkv_pbook_etype_name(b, r));
+        if (v == NULL ||
+            PyDict_SetItemString(rev, gkv_pbook_etype_name(b, e), v) < 0) {
+            Py_XDECREF(v);
+            goto fail;
+        }
+        Py_DECREF(v);
+    }
+    return Py_BuildValue("{s:s,s:s,s:i,s:N,s:N,s:N,s:N,s:N,s:N,s:N}",
         "graph_name", gkv_pbook_graph_name(b),
         "method", gkv_pbook_method(b),
         "num_parts", np,
         "ntypes", ntypes, "etypes", etypes,
         "num_nodes", nn, "num_edges", nedge,
-        "node_ranges", nrange, "edge_ranges", erange);
+        "node_ranges", nrange, "edge_ranges", erange,
+        "reverse_etypes", rev);
 fail:
+    Py_XDECREF(rev);
     Py_XDECREF(ntypes);
     Py_XDECREF(etypes);
     Py_XDECREF(nn);
@@ -803,7 +856,9 @@ static PyMethodDef part_methods[] = {
      "find_edges(etype, eids) -> (src, dst) int64 Arrays"},
     {"close", (PyCFunction)part_close, METH_NOARGS, "close()"},
     {"pbook", (PyCFunction)part_pbook, METH_NOARGS,
-     "pbook() -> dict: the partition book's basics"},
+     "pbook() -> dict: the partition book's basics (graph_name, method, "
+     "num_parts, ntypes, etypes, num_nodes, num_edges, node_ranges, "
+     "edge_ranges, reverse_etypes {etype: its reverse etype})"},
     {"_split", (PyCFunction)(void (*)(void))part_split,
      METH_VARARGS | METH_KEYWORDS, NULL},
     {"_sample_neighbors", (PyCFunction)(void (*)(void))part_sample_neighbors,

@@ -4,8 +4,13 @@ features, byte for byte), with DGL pair graphs where dgl is installed and
 PairGraph without it; the positive pairs are the seed edges' end nodes,
 the negatives keep the seed's source, excluded edges ('self',
 'reverse_types') are in no block; dgl's own sampler objects give the same
-yields; what gkv cannot do (exclude='reverse_id', other negative
-samplers, prob, where='server') is refused naming it."""
+yields, and so does DGL's keyword form (a plain NeighborSampler, the
+options given to the loader); what gkv cannot do (exclude='reverse_id',
+other negative samplers, prob, where='server', a device other than the
+CPU, 'reverse_types' on a graph partitioned without that reverse pair) is
+refused naming it, when the loader is made; exit_client() closes the
+loaders made over its client."""
+import re
 import shutil
 
 import numpy as np
@@ -143,13 +148,121 @@ def test_dgl_sampler_objects(g):
                                 shuffle=True)
     b = dist.DistEdgeDataLoader(g, EDGES, sampler(), batch_size=16, seed=4,
                                 shuffle=True)
+    n = 0
     for (i1, p1, n1, b1), (i2, p2, n2, b2) in zip(a, b):
+        n += 1
         eq(i1, i2)
         for x, y in ((p1, p2), (n1, n2)):
             eq(torch.stack(x.edges()), torch.stack(y.edges()))
             eq(x.ndata[dgl.NID], y.ndata[dgl.NID])
         for x, y in zip(b1, b2):
             eq(x.edata[dgl.EID], y.edata[dgl.EID])
+    assert n == len(a) == len(b) > 0
+
+
+def same_yields(a, b, has_dgl):
+    """Every yield of loaders a and b alike (pairs, input nodes, block
+    edges); returns how many."""
+    n = 0
+    for ya, yb in zip(a, b):
+        n += 1
+        assert len(ya) == len(yb)
+        eq(ya[0], yb[0])
+        for x, y in zip(ya[1:-1], yb[1:-1]):
+            for u, v in zip(pair_parts(x, has_dgl), pair_parts(y, has_dgl)):
+                if isinstance(u, dict):
+                    for t in u:
+                        eq(u[t], v[t])
+                elif u is None:
+                    assert v is None
+                else:
+                    eq(u, v)
+        for x, y in zip(ya[-1], yb[-1]):
+            eq(block_eids(x, has_dgl), block_eids(y, has_dgl))
+    assert n == len(a) == len(b) > 0
+    return n
+
+
+def test_dgls_keyword_form(g, dgl_or_not):
+    """DGL's DistEdgeDataLoader takes the link-prediction options as its
+    own keywords, with a plain NeighborSampler: the same yields as
+    as_edge_prediction_sampler's form; both at once is refused."""
+    g, c = g
+    kw = dict(batch_size=16, seed=4, shuffle=True)
+    same_yields(dist.DistEdgeDataLoader(g, EDGES, dist.NeighborSampler([3, 2]),
+                                        exclude="self", negative_sampler=dist
+                                        .negative_sampler.Uniform(3), **kw),
+                dist.DistEdgeDataLoader(g, EDGES, sampler(), **kw), dgl_or_not)
+    same_yields(dist.DistEdgeDataLoader(g, EDGES, dist.NeighborSampler([3, 2]),
+                                        exclude="self", **kw),
+                dist.DistEdgeDataLoader(g, EDGES, sampler(k=0), **kw),
+                dgl_or_not)
+    if dgl_or_not:
+        import dgl
+        same_yields(dist.DistEdgeDataLoader(
+            g, EDGES, dgl.dataloading.NeighborSampler([3, 2]), exclude="self",
+            negative_sampler=dgl.dataloading.negative_sampler.Uniform(3), **kw),
+            dist.DistEdgeDataLoader(g, EDGES, sampler(), **kw), dgl_or_not)
+    with pytest.raises(gkv.InvalidArgumentError, match="exclude, negative_sampler "
+                       r"given both to the loader and in as_edge_prediction_sampler"):
+        dist.DistEdgeDataLoader(g, EDGES, sampler(), exclude="self",
+                                negative_sampler=dist.negative_sampler.Uniform(3),
+                                batch_size=4)
+    with pytest.raises(gkv.NotSupportedError, match="reverse_id"):
+        dist.DistEdgeDataLoader(g, EDGES, dist.NeighborSampler([2]),
+                                exclude="reverse_id", reverse_eids=torch.arange(10),
+                                batch_size=4)
+
+
+def test_device_is_cpu_only(g):
+    g, c = g
+    for dev in (None, "cpu", torch.device("cpu")):
+        dist.DistEdgeDataLoader(g, EDGES, sampler(), batch_size=16,
+                                device=dev).close()
+        dist.DistNodeDataLoader(g, np.arange(40), dist.NeighborSampler([2]),
+                                batch_size=16, device=dev).close()
+    for dev in ("cuda", torch.device("cuda", 0), "cuda:0"):
+        msg = r"device=%s: gkv.dgl's loaders give CPU tensors" % re.escape(repr(dev))
+        with pytest.raises(gkv.NotSupportedError, match="DistEdgeDataLoader: " + msg):
+            dist.DistEdgeDataLoader(g, EDGES, sampler(), batch_size=16, device=dev)
+        with pytest.raises(gkv.NotSupportedError, match="DistNodeDataLoader: " + msg):
+            dist.DistNodeDataLoader(g, np.arange(40), dist.NeighborSampler([2]),
+                                    batch_size=16, device=dev)
+
+
+def test_exit_client_closes_the_loaders(graph):
+    """DGL scripts end with exit_client() and never close their loaders:
+    it closes those made over its client (one of them mid-epoch, one
+    closed already), then the client; initialize() again does the same
+    with the client it replaces."""
+    _, ipc, _ = graph
+    for again in (False, True):
+        c = dist.initialize(ipc, group="pytest-dgl-exit", timeout_ms=20000)
+        g = dist.DistGraph("g")
+        node = dist.DistNodeDataLoader(g, np.arange(50), dist.NeighborSampler([2]),
+                                       batch_size=16)
+        edge = dist.DistEdgeDataLoader(g, EDGES, sampler(), batch_size=16)
+        done = dist.DistEdgeDataLoader(g, EDGES, sampler(), batch_size=16)
+        done.close()
+        it = iter(edge)
+        next(it)
+        if again:
+            c2 = dist.initialize(ipc, group="pytest-dgl-exit", timeout_ms=20000)
+            assert c.closed and not c2.closed
+        else:
+            dist.exit_client()
+            assert c.closed and dist._client is None
+        with pytest.raises(gkv.Error):
+            next(iter(node))
+        with pytest.raises(gkv.Error):
+            next(it)
+        if again:               # the new client's loaders work, and close
+            g2 = dist.DistGraph("g")
+            ld = dist.DistNodeDataLoader(g2, np.arange(50), dist.NeighborSampler([2]),
+                                         batch_size=16)
+            assert len(next(iter(ld))[1]) == 16
+            dist.exit_client()
+            assert c2.closed
 
 
 def test_bad_edge_loaders(g):
@@ -265,8 +378,46 @@ def test_reverse_types(rjob, dgl_or_not):
         with pytest.raises(gkv.NotFoundError, match="node/u/nope"):
             dist.DistEdgeDataLoader(g, {"f": seeds}, sampler(), batch_size=4,
                                     feats=["nope"])
+        with pytest.raises(gkv.InvalidArgumentError, match="reverse_etypes gives "
+                           "u:f:u as the reverse of u:f:u, but the graph was "
+                           "partitioned with u:rf:u as its reverse"):
+            dist.DistEdgeDataLoader(g, {"f": seeds}, dist.NeighborSampler([2]),
+                                    exclude="reverse_types",
+                                    reverse_etypes={"f": "f"}, batch_size=4)
     finally:
         dist.exit_client()
+
+
+def test_reverse_types_without_reverse_partitions(tmp_path):
+    """exclude='reverse_types' on a graph partitioned without reverse edge
+    types is refused when the loader is made, saying to partition with
+    them (not at the first batch, nor asking for reverse_eids)."""
+    rng = np.random.default_rng(3)
+    s, t = rng.integers(0, 30, 200), rng.integers(0, 30, 200)
+    gkv.partition(str(tmp_path / "p"), {("u", "f", "u"): (s, t),
+                                        ("u", "rf", "u"): (t, s)},
+                  {"u": 30}, 1, name="r", csr=True)
+    srv, ipc, _ = start_server(tmp_path, part_config=str(tmp_path / "p" / "r.json"),
+                               part_id=0, machine=0)
+    try:
+        dist.initialize(ipc, group="pytest-dgl-norev", timeout_ms=20000)
+        g = dist.DistGraph("r")
+        with pytest.raises(gkv.InvalidArgumentError, match=re.escape(
+                "exclude='reverse_types': the graph was partitioned without "
+                "reverse edge types, so gkv does not know the reverse of each "
+                "u:f:u edge: partition it with reverse_etypes={'u:f:u': "
+                "'u:rf:u'}")):
+            dist.DistEdgeDataLoader(g, {"f": np.arange(20)}, dist.NeighborSampler(
+                [2]), exclude="reverse_types", reverse_etypes={"f": "rf"},
+                negative_sampler=dist.negative_sampler.Uniform(1), batch_size=8)
+        # 'self' needs no reverse types
+        ld = dist.DistEdgeDataLoader(g, {"f": np.arange(20)}, dist.NeighborSampler(
+            [2]), exclude="self", batch_size=8)
+        pos = next(iter(ld))[1]
+        assert len(pos.edges(etype="f")[0] if dist.HAVE_DGL else pos.src) == 8
+    finally:
+        dist.exit_client()
+        srv.stop()
 
 
 @pytest.fixture(scope="module")

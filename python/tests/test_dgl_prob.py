@@ -119,6 +119,8 @@ def test_prob_forms(wjob):
     _, _, _, vals = wjob
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, edge_w=vals["w"]), want)
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, edge_w={ET: vals["w"]}), want)
+    same_edges(c.sample_neighbors(SEEDS, 4, seed=8,
+                                  edge_w=vals["w"].reshape(E, 1)), want)
     uni = c.sample_neighbors(SEEDS, 4, seed=8)
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, prob={ET: None}), uni)
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, prob=[None]), uni)
@@ -151,6 +153,29 @@ def test_bad_prob(wjob):
         p.sample_neighbors(SEEDS, 4, edge_w=vals["w"][:10])
     with pytest.raises(gkv.NotSupportedError, match="edge_w"):
         p.sample_neighbors(SEEDS, 4, prob="w")
+    # one weight per edge: (E, 2) or a 0-d array is not weights by edge ID
+    for who in (c, p):
+        for bad, shape in ((np.stack([vals["w"], np.ones(E, np.float32)], 1),
+                            r"\(2400, 2\)"),
+                           (np.ones((), np.float32), r"\(\)")):
+            with pytest.raises(gkv.InvalidArgumentError, match=r"edge_w: edge "
+                               r"type 0: one weight per edge \(shape \(E,\) or "
+                               r"\(E, 1\)\), got shape " + shape):
+                who.sample_neighbors(SEEDS, 4, edge_w=bad)
+    for who in (c, p):
+        with pytest.raises(gkv.InvalidArgumentError,
+                           match="seeds: unknown node type 'nope'"):
+            who.sample_neighbors({"nope": SEEDS}, 4)
+        with pytest.raises(gkv.InvalidArgumentError,
+                           match="seeds: unknown node type 'nope'"):
+            who.sample_blocks({"_N": SEEDS, "nope": SEEDS}, [4])
+    # a name with a NUL is not cut short at it
+    with pytest.raises(gkv.InvalidArgumentError, match="prob: edge type 0: "
+                       "the feature name holds a NUL"):
+        c.sample_neighbors(SEEDS, 4, prob="w\0garbage")
+    with pytest.raises(gkv.InvalidArgumentError, match="prob: edge type "
+                       "'_E...' holds a NUL"):
+        c.sample_neighbors(SEEDS, 4, prob={"_E\0x": "w"})
     # the client still works after each refusal
     same_edges(c.sample_neighbors(SEEDS, 4, seed=8, prob="w"),
                p.sample_neighbors(SEEDS, 4, seed=8, edge_w=vals["w"]))
@@ -257,6 +282,56 @@ def test_node_loader_with_prob(wjob, g):
         np.testing.assert_array_equal(o1.numpy(), o2.numpy())
 
 
+def seeds_of(ld):
+    return [out.numpy().copy() for _, out, _ in ld]
+
+
+@pytest.mark.parametrize("prob", [None, "w"])
+def test_node_loader_iterates_as_gkv_loader(wjob, g, prob):
+    """With prob or without, the loader is gkv.Loader's iterator: a break
+    mid-epoch leaves the rest of the epoch to the next loop, after its end
+    iterating starts the next epoch; the seeds are copied when it is made
+    (the caller may reuse its tensor)."""
+    c, _, _, _ = wjob
+    keep = np.arange(0, N, 2, dtype=np.int64)
+    seeds = torch.from_numpy(keep.copy())
+    ld = dist.DistNodeDataLoader(g, seeds, dist.NeighborSampler([3], prob=prob),
+                                 batch_size=16, shuffle=True, seed=7,
+                                 where="client")
+    seeds[:] = torch.arange(100, 200)             # the caller's buffer reused
+    ref = gkv.Loader(c, keep, batch_size=16, fanouts=[3], where="client",
+                     shuffle_seed=7, sample_seed=7)
+    want = [[np.asarray(b.seeds).copy() for b in ref] for _ in range(2)]
+    ref.close()
+    assert len(ld) == len(want[0]) == 7
+    got = []
+    for k, (_, out, _) in enumerate(ld):
+        got.append(out.numpy().copy())
+        if k == 2:
+            break
+    got += seeds_of(ld)                           # the rest of epoch 0
+    assert len(got) == 7
+    for a, b in zip(got, want[0]):
+        np.testing.assert_array_equal(a, b)
+    got = seeds_of(ld)                            # epoch 1, whole
+    assert len(got) == 7
+    for a, b in zip(got, want[1]):
+        np.testing.assert_array_equal(a, b)
+    ld.set_epoch(0)                               # set_epoch starts over
+    np.testing.assert_array_equal(next(iter(ld))[1].numpy(), want[0][0])
+
+
+def test_neighbor_sampler_takes_dgls_positional_order(wjob, g):
+    s = dist.NeighborSampler([2], "out", "w", None, True)
+    assert (s.fanouts, s.edge_dir, s.prob, s.replace) == ([2], "out", "w", True)
+    s = dist.NeighborSampler([2], "in", None, "m")
+    assert (s.prob, s.replace) == ("m", False)
+    if dist.HAVE_DGL:
+        import dgl
+        t = dgl.dataloading.NeighborSampler([2], "out", "w", None, True)
+        assert (t.fanouts, t.edge_dir, t.prob, t.replace) == ([2], "out", "w", True)
+
+
 def test_bad_node_loader_with_prob(wjob, g):
     seeds = np.arange(10, dtype=np.int64)
     with pytest.raises(gkv.NotSupportedError, match="where='server'"):
@@ -273,6 +348,20 @@ def test_bad_node_loader_with_prob(wjob, g):
     with pytest.raises(gkv.NotFoundError, match="node/_N/nope"):
         dist.DistNodeDataLoader(g, seeds, dist.NeighborSampler([2], prob="w"),
                                 batch_size=4, feats=["nope"])
+    # bad seeds are refused when the loader is made, as gkv.Loader does
+    for prob in (None, "w"):
+        with pytest.raises(gkv.InvalidArgumentError, match=r"loader: seed 2 is "
+                           r"given twice \(seeds\[1\] and seeds\[2\]\)"):
+            dist.DistNodeDataLoader(g, np.array([1, 2, 2, 3]), dist.NeighborSampler(
+                [2], prob=prob), batch_size=4, where="client")
+        with pytest.raises(gkv.RangeError, match=r"loader: seeds\[1\] = %d is "
+                           r"not a node of type 0 \[0, %d\)" % (N, N)):
+            dist.DistNodeDataLoader(g, np.array([1, N, 2]), dist.NeighborSampler(
+                [2], prob=prob), batch_size=4, where="client")
+        with pytest.raises(gkv.RangeError, match=r"seeds: ID -1 \(index 0\) is "
+                           r"negative"):
+            dist.DistNodeDataLoader(g, np.array([-1]), dist.NeighborSampler(
+                [2], prob=prob), batch_size=4, where="client")
 
 
 # ---- a heterogeneous graph: the feature on one edge type ----------------------------
@@ -329,6 +418,7 @@ def test_hetero_prob_weighs_the_types_that_have_it(hjob, dgl_or_not):
     ld = dist.DistNodeDataLoader(g, {"i": seeds["i"]}, dist.NeighborSampler(
         [{"buys": 2, "bought": 2}, {"buys": 3, "bought": 0}], prob="w"),
         batch_size=16, seed=3)
+    k = -1
     for k, (inp, out, blocks) in enumerate(ld):
         ids = out["i"].numpy()
         ref = c.sample_blocks({"i": ids}, [[2, 2], [3, 0]], prob={"buys": "w"},
@@ -337,3 +427,4 @@ def test_hetero_prob_weighs_the_types_that_have_it(hjob, dgl_or_not):
         for t, name in enumerate(p.pbook()["ntypes"]):
             np.testing.assert_array_equal(inp[name].numpy(), np.asarray(ref[0].nodes[t]))
         assert (wv[np.asarray(ref[-1].edges[bi][2])] > 0).all()
+    assert k + 1 == len(ld) == 3
