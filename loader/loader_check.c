@@ -259,6 +259,106 @@ check_tensors(gkv_loader *l, const gkv_loader_opts *o)
     return GKV_OK;
 }
 
+/* Edge type e's tensor of edge_w_feat[e] ('name', checked by the
+ * client's own rules already): on the servers, one element a row, rows
+ * covering the type's edges. */
+static gkv_err
+wfeat_tensor(gkv_loader *l, int e, const char *name)
+{
+    gkv_tensor_desc d;
+    gkv_err rc;
+
+    rc = gkv_client_tensor_info(l->client, name, &d);
+    if (rc == GKV_ENOTFOUND)
+        return gkv__fail(NULL, rc, "loader: edge_w_feat[%d]: edge feature "
+                         "of edge type '%s': no tensor '%s' on the servers",
+                         e, gkv_pbook_etype_name(book_of(l), e), name);
+    if (rc != GKV_OK)
+        return gkv__fail(NULL, rc, "loader: edge_w_feat[%d]: edge feature "
+                         "'%s': %s", e, name, gkv_errmsg());
+    if (d.row_elems != 1)
+        return gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: edge "
+                         "feature '%s' has rows of %llu elements; a sampling "
+                         "weight needs one per edge (row shape () or (1))",
+                         e, name, (unsigned long long)d.row_elems);
+    if (d.lo > 0 || d.hi < (uint64_t)l->nedges[e])
+        return gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: edge "
+                         "feature '%s' holds edges [%llu, %llu), and edge "
+                         "type %d has %lld", e, name, (unsigned long long)d.lo,
+                         (unsigned long long)d.hi, e,
+                         (long long)l->nedges[e]);
+    return GKV_OK;
+}
+
+/* Sampling by edge features (o->edge_w_feat): CLIENT only; the names by
+ * gkv_client_sample_blocks()'s own checks (a call without seeds), then
+ * the tensors of the types some layer samples. Copies the names. */
+static gkv_err
+check_wfeat(gkv_loader *l, const gkv_loader_opts *o)
+{
+    int ne = l->num_etypes, first = -1;
+    gkv_sample_opts so = {0};
+    gkv_block *bl = NULL;
+    const int64_t **sv = NULL;
+    size_t *sn = NULL;
+    char name[GKV_NAME_MAX + 2];
+    gkv_err rc = GKV_OK;
+
+    for (int e = 0; o->edge_w_feat != NULL && e < ne && first < 0; e++)
+        if (o->edge_w_feat[e] != NULL)
+            first = e;
+    if (first < 0)
+        return GKV_OK;
+    if (l->where != GKV_LOADER_CLIENT)
+        return gkv__fail(NULL, GKV_ENOTSUP, "loader: edge_w_feat[%d] ('%s') "
+                         "with GKV_LOADER_%s: %s; use GKV_LOADER_CLIENT",
+                         first, o->edge_w_feat[first], mode_name[l->where],
+                         l->where == GKV_LOADER_SERVER
+                         ? "a batch request to the servers (SAMPLE_BATCH) "
+                           "cannot carry edge-feature names"
+                         : "the in-process sampler resolves no "
+                           "edge-feature names");
+    if ((l->wfeat = gkv__calloc((size_t)ne + 1, sizeof *l->wfeat)) == NULL)
+        return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+    for (int e = 0; e < ne; e++)
+        if (o->edge_w_feat[e] != NULL &&
+            (l->wfeat[e] = gkv__strdup(o->edge_w_feat[e])) == NULL)
+            return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+    so.dir = o->dir;
+    so.flags = o->sample_flags;
+    so.edge_w_feat = (const char *const *)l->wfeat;
+    bl = gkv__calloc((size_t)o->nlayers, sizeof *bl);
+    sv = gkv__calloc((size_t)l->num_ntypes + 1, sizeof *sv);
+    sn = gkv__calloc((size_t)l->num_ntypes + 1, sizeof *sn);
+    if (bl == NULL || sv == NULL || sn == NULL) {
+        rc = gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+        goto out;
+    }
+    if ((rc = gkv_client_sample_blocks(l->client, sv, sn, l->fanouts,
+                                       o->nfan, o->nlayers, &so, bl))
+        != GKV_OK) {
+        rc = gkv__fail(NULL, rc, "loader: %s", gkv_errmsg());
+        goto out;
+    }
+    for (int e = 0; e < ne && rc == GKV_OK; e++) {
+        int used = 0;
+
+        for (int i = 0; i < o->nlayers; i++)
+            used |= l->fanouts[(size_t)i * o->nfan +
+                               (o->nfan == 1 ? 0 : e)] != 0;
+        if (l->wfeat[e] == NULL || !used)
+            continue;       /* as the servers: fanout 0 is not looked up */
+        snprintf(name, sizeof name, "edge/%s/%s",
+                 gkv_pbook_etype_name(book_of(l), e), l->wfeat[e]);
+        rc = wfeat_tensor(l, e, name);
+    }
+out:
+    gkv__free(bl);
+    gkv__free((void *)sv);
+    gkv__free(sn);
+    return rc;
+}
+
 /* The seeds' type and kind, and their count (-1: unknown, edges of an
  * 'sg'). */
 static int
@@ -477,7 +577,8 @@ loader__check(gkv_loader *l, const gkv_loader_opts *o)
         return gkv__fail(NULL, GKV_EINVAL, "loader: seed_ntype %d is not one "
                          "of the graph's %d node types", o->seed_ntype,
                          l->num_ntypes);
-    if ((rc = check_tensors(l, o)) != GKV_OK)
+    if ((rc = check_tensors(l, o)) != GKV_OK ||
+        (rc = check_wfeat(l, o)) != GKV_OK)
         return rc;
     if (o->seeds != NULL)
         return seeds_given(l, o);

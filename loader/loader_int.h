@@ -63,6 +63,8 @@ struct gkv_loader {
     int         *fanouts;          /* nlayers x nfan, owned */
     loader_tensor *feats, *efeats; /* o.nfeats, o.nefeats */
     loader_tensor label;           /* name NULL: none */
+    char       **wfeat;            /* [num_etypes] copies of
+                                    * o.edge_w_feat, or NULL: none */
     int          prefetch, nworkers;
     loader_worker *w;              /* [nworkers] */
 

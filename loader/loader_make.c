@@ -382,6 +382,7 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
     so.seed = seed;
     so.dir = l->o.dir;
     so.flags = l->o.sample_flags;
+    so.edge_w_feat = (const char *const *)l->wfeat;   /* CLIENT only */
     bl = gkv__calloc((size_t)nl, sizeof *bl);
     sv = gkv__calloc((size_t)nt, sizeof *sv);
     sn = gkv__calloc((size_t)nt, sizeof *sn);

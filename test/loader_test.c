@@ -487,6 +487,63 @@ expect_batch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
     free(seeds);
 }
 
+/* The u8 rows of edge mask 'name' for edges e (whole store): how many are
+ * 0, the rest being 1. */
+static size_t
+mask_zeros(struct lfx *f, const char *name, const gkv_sample_edges *e)
+{
+    uint8_t *m = malloc(e->n + 1);
+    size_t z = 0;
+
+    assert_non_null(m);
+    if (e->n > 0)
+        GKVT_OK(gkv_tensor_pull(f->whole, NULL, name,
+                                (const uint64_t *)e->eid, e->n, m, e->n));
+    for (size_t i = 0; i < e->n; i++) {
+        assert_true(m[i] <= 1);
+        z += m[i] == 0;
+    }
+    free(m);
+    return z;
+}
+
+/* Node seeds sampled by the edge mask o->edge_w_feat[0] (the homogeneous
+ * graph's "train_mask"): batch b == gkv_client_sample_blocks() of its
+ * seeds with the same options, byte for byte (blocks and rows); none of
+ * its edges has mask 0, while a uniform sample of the same seeds has
+ * some (added to *uzero). */
+static void
+expect_wbatch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
+              uint64_t epoch, size_t index, size_t *uzero)
+{
+    static const char *const mask = "edge/_N:_E:_N/train_mask";
+    size_t n, nedges = 0;
+    gkv_sample_opts so;
+    int64_t *seeds = expect_head(o, b, epoch, index, &n, &so);
+    gkv_block wb[8];
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {n};
+    int nl = o->nlayers;
+
+    assert_string_equal(o->edge_w_feat[0], "train_mask");
+    NET_OK(gkv_client_sample_blocks(f->c, sv, sn, o->fanouts, o->nfan, nl,
+                                    &so, wb));      /* uniform */
+    for (int i = 0; i < nl; i++)
+        *uzero += mask_zeros(f, mask, &wb[i].edges[0]);
+    so.edge_w_feat = o->edge_w_feat;
+    NET_OK(gkv_client_sample_blocks(f->c, sv, sn, o->fanouts, o->nfan, nl,
+                                    &so, wb));
+    assert_true(gkvt_blocks_same(b->blocks, wb, nl));
+    for (int i = 0; i < nl; i++) {
+        assert_int_equal(mask_zeros(f, mask, &b->blocks[i].edges[0]), 0);
+        nedges += b->blocks[i].edges[0].n;
+    }
+    assert_true(nedges > 0);
+    expect_rows(f, o->label, seeds, n, b->label, b->label_bytes);
+    expect_batch_rows(f, o, b, wb);
+    free(seeds);
+}
+
 /* Every batch of epochs 'e0' and 'e0' + 1 of a loader of o == the
  * reference; returns the batches compared. */
 static size_t
@@ -494,7 +551,7 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
 {
     gkv_loader *l;
     gkv_batch *b;
-    size_t got = 0;
+    size_t got = 0, uzero = 0;
 
     NET_OK(gkv_loader_new(&l, o));
     assert_int_equal(gkv_loader_num_batches(l),
@@ -511,6 +568,8 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
                 break;
             if (o->edge_seeds)
                 expect_ebatch(f, o, b, e, i++);
+            else if (o->edge_w_feat != NULL)
+                expect_wbatch(f, o, b, e, i++, &uzero);
             else
                 expect_batch(f, o, b, e, i++);
             gkv_batch_release(b);
@@ -522,6 +581,8 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
         assert_null(b);
     }
     gkv_loader_free(l);
+    if (o->edge_w_feat != NULL)     /* the mask did leave edges out */
+        assert_true(uzero > 0);
     return got;
 }
 
@@ -666,6 +727,61 @@ test_hetero_2(void **state)
 /* The number of this process's threads. */
 /* A loader of f's edge seeds (no label), num_neg negatives an edge, the
  * batch's own edges excluded. */
+/* Sampling by an edge feature (edge_w_feat, DGL's mask= / prob=) through
+ * the servers: CLIENT batches == gkv_client_sample_blocks()'s with the
+ * same names, for 1 and 2 workers and prefetch 1 and 3, no masked-out
+ * edge ever sampled; and what gkv_loader_new refuses. */
+static void
+test_wfeat(void **state)
+{
+    static const char *const wf[1] = {"train_mask"};
+    static const int wk[2] = {1, 2}, pf[2] = {1, 3};
+    struct lfx *f = *state;
+    const char *bad[1];
+    gkv_loader_opts o;
+    gkv_loader *l = (gkv_loader *)1;
+    size_t n = 0;
+
+    graph_make(f, 0);
+    serve(f, 1, 20000, NULL);
+    for (int a = 0; a < 2; a++)
+        for (int p = 0; p < 2; p++) {
+            o = lopts(f, GKV_LOADER_CLIENT, wk[a], pf[p]);
+            o.edge_w_feat = wf;
+            n += expect_loader(f, &o, (uint64_t)(a * 2 + p) * 2);
+        }
+    assert_true(n > 0);
+    /* out-edges (the client pulls the weights), with replacement */
+    o = lopts(f, GKV_LOADER_CLIENT, 2, 2);
+    o.edge_w_feat = wf;
+    o.dir = GKV_DIR_OUT;
+    o.sample_flags = GKV_SAMPLE_REPLACE;
+    assert_true(expect_loader(f, &o, 9) > 0);
+    /* the modes that cannot */
+    o = lopts(f, GKV_LOADER_LOCAL, 1, 1);
+    o.edge_w_feat = wf;
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_ENOTSUP, "GKV_LOADER_LOCAL");
+    assert_null(l);
+    o = lopts(f, GKV_LOADER_SERVER, 1, 1);
+    o.edge_w_feat = wf;
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_ENOTSUP, "SAMPLE_BATCH");
+    assert_null(l);
+    /* bad features, as gkv_client_sample_blocks finds them */
+    o = lopts(f, GKV_LOADER_CLIENT, 1, 1);
+    o.edge_w_feat = bad;
+    bad[0] = "nosuch";
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_ENOTFOUND,
+              "no tensor 'edge/_N:_E:_N/nosuch'");
+    bad[0] = "ew";                      /* two floats a row */
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "rows of 2 elements");
+    bad[0] = "a b";
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "edge_w_feat[0] ('a b'");
+    bad[0] = "train_mask";
+    o.sample_flags = GKV_SAMPLE_WEIGHTED;
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "GKV_SAMPLE_WEIGHTED");
+    assert_null(l);
+}
+
 static gkv_loader_opts
 elopts(struct lfx *f, int where, int workers, int prefetch, int num_neg)
 {
@@ -1363,6 +1479,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_edge_homo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_hetero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_bad, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wfeat, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epochs_and_free, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mask, setup, teardown),
