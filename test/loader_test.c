@@ -15,6 +15,9 @@
  * gkv_sample_edge_batch() on the same reference (negatives, the batch's
  * edges and on the user/item graph the clicks' reverses excluded), the
  * split of an edge mask, and the edge options gkv_loader_new refuses.
+ * Sampling by an edge feature (edge_w_feat, CLIENT): batches against
+ * gkv_client_sample_blocks() with the same names, a 0/1 mask's zero
+ * edges never sampled, the modes and features gkv_loader_new refuses.
  * Then: epoch orders, drop_last, num_batches, an epoch dropped mid-way,
  * the loader freed with batches in flight and held, a server killed
  * mid-epoch and restarted, the split of a mask, and every bad input
@@ -1204,34 +1207,41 @@ test_server_killed(void **state)
 static void
 test_alloc_faults(void **state)
 {
+    static const char *const wf[1] = {"train_mask"};
     struct lfx *f = *state;
     long live0;
     int ok;
+    size_t uz = 0;
 
     graph_make(f, 0);
     serve(f, 1, 20000, NULL);
-    /* a first loader of each mode fills the caches of the store and the
-     * client, which stay */
-    for (int where = 0; where < 3; where++) {
-        gkv_loader_opts o = lopts(f, where, 2, 2);
+    /* a first loader of each mode (where 3: CLIENT, by an edge feature)
+     * fills the caches of the store and the client, which stay */
+    for (int where = 0; where < 4; where++) {
+        gkv_loader_opts o = lopts(f, where % 3 + (where == 3), 2, 2);
+        o.edge_w_feat = where == 3 ? wf : NULL;
         assert_int_equal(expect_loader(f, &o, 0), 10);
     }
     live0 = gkvt_alloc_live();
-    for (int where = 0; where < 3; where++) {
+    for (int where = 0; where < 4; where++) {
         ok = 0;     /* two loaders that made a batch, in each mode */
         for (long n = 0; n < 400; n++) {
-            gkv_loader_opts o = lopts(f, where, 2, 2);
+            gkv_loader_opts o = lopts(f, where % 3 + (where == 3), 2, 2);
             gkv_loader *l = NULL;
             gkv_batch *b = NULL;
             gkv_err rc;
 
+            o.edge_w_feat = where == 3 ? wf : NULL;
             gkvt_alloc_fail_at(n);
             rc = gkv_loader_new(&l, &o);
             if (rc == GKV_OK) {
                 rc = gkv_loader_next(l, &b);
                 if (rc == GKV_OK && b != NULL) {
                     gkvt_alloc_fail_at(-1);
-                    expect_batch(f, &o, b, 0, 0);
+                    if (where == 3)
+                        expect_wbatch(f, &o, b, 0, 0, &uz);
+                    else
+                        expect_batch(f, &o, b, 0, 0);
                 }
                 gkv_batch_release(b);
                 gkv_loader_free(l);
