@@ -65,6 +65,9 @@ struct gkv_loader {
     loader_tensor label;           /* name NULL: none */
     char       **wfeat;            /* [num_etypes] copies of
                                     * o.edge_w_feat, or NULL: none */
+    float      **ew;               /* LOCAL with wfeat: [num_etypes] the
+                                    * features' values by edge ID, or NULL */
+    int64_t     *ewlen;            /* [num_etypes] their lengths */
     int          prefetch, nworkers;
     loader_worker *w;              /* [nworkers] */
 

@@ -760,10 +760,10 @@ test_wfeat(void **state)
     o.dir = GKV_DIR_OUT;
     o.sample_flags = GKV_SAMPLE_REPLACE;
     assert_true(expect_loader(f, &o, 9) > 0);
-    /* the modes that cannot */
+    /* what cannot: SERVER, LOCAL on an sgraph (no edge type names) */
     o = lopts(f, GKV_LOADER_LOCAL, 1, 1);
     o.edge_w_feat = wf;
-    NET_FAILS(gkv_loader_new(&l, &o), GKV_ENOTSUP, "GKV_LOADER_LOCAL");
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "needs 'part'");
     assert_null(l);
     o = lopts(f, GKV_LOADER_SERVER, 1, 1);
     o.edge_w_feat = wf;
@@ -783,6 +783,135 @@ test_wfeat(void **state)
     o.sample_flags = GKV_SAMPLE_WEIGHTED;
     NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "GKV_SAMPLE_WEIGHTED");
     assert_null(l);
+}
+
+/* LOCAL by an edge feature, on a one-partition config: a 64-node graph
+ * (8 out-edges a node) with edge features w (f32, a third zeros), m (a u8
+ * 0/1 mask) and neg (one negative). Every batch of an epoch (2 workers,
+ * prefetch 3) == gkv_sample_blocks() on the partition's sgraph with the
+ * feature's values, read here and converted, as edge_w; no zero-weight
+ * edge sampled, though a uniform sample has some; and the refusals. */
+static void
+test_wfeat_local(void **state)
+{
+    enum { NV = 64, NE = NV * 8 };
+    static const char *const feats[2] = {"w", "m"};
+    struct lfx *f = *state;
+    float w[NE], neg[NE], ref[NE];
+    uint8_t m[NE];
+    int64_t src[NE], dst[NE], seeds[NV];
+    int fan[2] = {3, 2};
+    gkv_part_feat pf[3];
+    gkv_graph *g;
+    gkv_part *p1;
+    gkv_sgraph *sg;
+    gkv_sampler *smp;
+    gkv_loader_opts o = {0};
+    gkv_loader *l;
+    gkv_batch *b;
+    const char *wf[1];
+    char json1[4300];
+    size_t uzero = 0;
+
+    f->j.nmach = 1;
+    GKVT_OK(gkv_graph_new_homo(&g, NV));
+    for (int64_t e = 0; e < NE; e++) {
+        src[e] = e % NV;
+        dst[e] = (src[e] * (e / NV + 1) + 1 + e / NV) % NV;
+        w[e] = e % 3 == 0 ? 0.0f : (float)(e % 7 + 1) * 0.5f;
+        m[e] = e % 4 == 1;
+        neg[e] = e == 17 ? -1.0f : 1.0f;
+    }
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, NE));
+    pf[0] = pfeat(1, "_N:_E:_N", "w", w, GKV_F32, 0, 0, NE);
+    pf[1] = pfeat(1, "_N:_E:_N", "m", m, GKV_U8, 0, 0, NE);
+    pf[2] = pfeat(1, "_N:_E:_N", "neg", neg, GKV_F32, 0, 0, NE);
+    gkvt_partition(g, f->j.dir, "onew", "onew", 1, 5, pf, 3, json1,
+                   sizeof json1);
+    gkv_graph_free(g);
+    GKVT_OK(gkv_part_open(&p1, json1, 0, 0));
+    GKVT_OK(gkv_part_sgraph(p1, &sg));
+    GKVT_OK(gkv_sampler_new(&smp, sg, 1));
+    for (int v = 0; v < NV; v++)
+        seeds[v] = (v * 37) % NV;
+    o.where = GKV_LOADER_LOCAL;
+    o.part = p1;
+    o.seeds = seeds;
+    o.nseeds = NV;
+    o.batch_size = 12;
+    o.shuffle_seed = 3;
+    o.nlayers = 2;
+    o.nfan = 1;
+    o.fanouts = fan;
+    o.sample_seed = 8;
+    o.workers = 2;
+    o.prefetch = 3;
+    o.edge_w_feat = wf;
+    for (int k = 0; k < 2; k++) {
+        size_t i = 0;
+        char name[64];
+
+        /* the reference's weights: the partition's rows, converted here */
+        snprintf(name, sizeof name, "edge/_N:_E:_N/%s", feats[k]);
+        if (k == 0) {
+            GKVT_OK(gkv_tensor_read(gkv_part_store(p1), NULL, name, 0, NE,
+                                    ref, sizeof ref));
+        } else {
+            GKVT_OK(gkv_tensor_read(gkv_part_store(p1), NULL, name, 0, NE,
+                                    m, sizeof m));
+            for (int e = 0; e < NE; e++)
+                ref[e] = m[e];
+        }
+        wf[0] = feats[k];
+        NET_OK(gkv_loader_new(&l, &o));
+        for (;;) {
+            size_t n;
+            gkv_sample_opts so;
+            int64_t *bs;
+            const int64_t *sv[1];
+            gkv_block wb[2];
+            const float *ew[1] = {ref};
+            int64_t ewlen[1] = {NE};
+
+            NET_OK(gkv_loader_next(l, &b));
+            if (b == NULL)
+                break;
+            bs = expect_head(&o, b, 0, i++, &n, &so);
+            sv[0] = bs;
+            GKVT_OK(gkv_sample_blocks(smp, sv, &n, fan, 1, 2, &so, wb));
+            for (int j = 0; j < 2; j++)
+                for (size_t x = 0; x < wb[j].edges[0].n; x++)
+                    uzero += ref[wb[j].edges[0].eid[x]] == 0.0f;
+            so.edge_w = ew;
+            so.edge_w_len = ewlen;
+            GKVT_OK(gkv_sample_blocks(smp, sv, &n, fan, 1, 2, &so, wb));
+            assert_true(gkvt_blocks_same(b->blocks, wb, 2));
+            for (int j = 0; j < 2; j++)
+                for (size_t x = 0; x < b->blocks[j].edges[0].n; x++)
+                    assert_true(ref[b->blocks[j].edges[0].eid[x]] > 0.0f);
+            gkv_batch_release(b);
+            free(bs);
+        }
+        assert_int_equal(i, gkv_loader_num_batches(l));
+        gkv_loader_free(l);
+    }
+    assert_true(uzero > 0);
+    /* refused when made: a negative value, a missing feature, two
+     * sources of weights */
+    wf[0] = "neg";
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL,
+              "'edge/_N:_E:_N/neg': edge ");
+    assert_true(strstr(gkv_errmsg(), "has weight -1") != NULL);
+    wf[0] = "nosuch";
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_ENOTFOUND,
+              "no tensor 'edge/_N:_E:_N/nosuch'");
+    wf[0] = "w";
+    o.sample_flags = GKV_SAMPLE_WEIGHTED;
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "one source of weights");
+    assert_null(l);
+    gkv_sampler_free(smp);
+    gkv_sgraph_free(sg);
+    gkv_part_close(p1);
 }
 
 static gkv_loader_opts
@@ -1490,6 +1619,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_edge_hetero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_bad, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wfeat, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wfeat_local, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epochs_and_free, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mask, setup, teardown),
