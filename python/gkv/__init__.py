@@ -464,10 +464,11 @@ class Loader(_gkv._Loader):
     prob: sampling probabilities from a stored edge feature (DGL's prob= or
     a 0/1 mask=): a feature name for every edge type, or per edge type a
     list or {edge type: name or None}, as Client.sample_blocks takes it;
-    the tensor "edge/<canonical etype>/<name>" on the servers, one element
-    per edge, and a zero never sampled. where='client' only (each batch is
-    Client.sample_blocks' with that prob); 'local' and 'server' raise
-    NotSupportedError.
+    the tensor "edge/<canonical etype>/<name>", one element
+    per edge, and a zero never sampled. where='client': each batch is
+    Client.sample_blocks' with that prob; 'local' (a Partition): the
+    feature read from the partition's store when the loader is made, the
+    same batches; 'server' raises NotSupportedError.
 
     Processes: the worker threads stay in the process that made the
     loader; in a child made by fork() its calls raise NotSupportedError.

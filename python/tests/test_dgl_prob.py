@@ -9,7 +9,8 @@ feature, a row of two elements, a negative weight, a float64 edge_w, a
 Partition given prob, a SERVER-mode loader with prob, two weight
 sources) raises a gkv error naming it. gkv.Loader(where='client', prob=)
 batches equal Client.sample_blocks with prob, byte for byte, with 1 and
-2 workers and prefetch; LOCAL and SERVER loaders refuse prob."""
+2 workers and prefetch, and a LOCAL one's on the same partition equal
+them; SERVER loaders refuse prob."""
 import shutil
 
 import numpy as np
@@ -224,15 +225,39 @@ def test_loader_prob_equals_sample_blocks(wjob, workers, prefetch):
             assert n == len(ld) == 5
 
 
+@pytest.mark.parametrize("feat", ["w", "m"])
+def test_local_loader_prob_equals_client(wjob, feat):
+    """A LOCAL gkv.Loader(prob=) on the Partition gives the CLIENT loader's
+    batches over the server holding the same partition, byte for byte, and
+    Partition.sample_blocks' with the feature's values as edge_w."""
+    c, p, _, vals = wjob
+    seeds = np.arange(0, N, 3, dtype=np.int64)
+    args = dict(batch_size=20, fanouts=[3, 3], shuffle_seed=2, sample_seed=9,
+                prob=feat, workers=2, prefetch=2)
+    with gkv.Loader(p, seeds, **args) as lo, \
+            gkv.Loader(c, seeds, where="client", **args) as cl:
+        n = 0
+        for i, (a, b) in enumerate(zip(lo, cl)):
+            n += 1
+            np.testing.assert_array_equal(np.asarray(a.seeds), np.asarray(b.seeds))
+            same_blocks(a.blocks, b.blocks)
+            same_blocks(a.blocks, p.sample_blocks(
+                np.asarray(a.seeds), [3, 3], edge_w=vals[feat],
+                seed=gkv.Loader.batch_seed(9, 0, i)))
+        assert n == len(lo) == 4
+
+
 def test_loader_prob_refusals(wjob):
-    """prob= is CLIENT-only: LOCAL and SERVER refuse it, never sampling
-    uniformly; a bad feature is refused when the loader is made."""
+    """prob= is refused by SERVER, never sampled uniformly; a bad feature
+    is refused when the loader is made."""
     c, p, _, _ = wjob
     seeds = np.arange(10, dtype=np.int64)
     with pytest.raises(gkv.NotSupportedError, match="GKV_LOADER_SERVER"):
         gkv.Loader(c, seeds, batch_size=4, fanouts=[2], where="server", prob="w")
-    with pytest.raises(gkv.NotSupportedError, match="GKV_LOADER_LOCAL"):
-        gkv.Loader(p, seeds, batch_size=4, fanouts=[2], prob="w")
+    with pytest.raises(gkv.InvalidArgumentError, match=r"neg': edge \d+ has weight -1"):
+        gkv.Loader(p, seeds, batch_size=4, fanouts=[2], prob="neg")
+    with pytest.raises(gkv.NotFoundError, match="edge/_N:_E:_N/nope"):
+        gkv.Loader(p, seeds, batch_size=4, fanouts=[2], prob="nope")
     with pytest.raises(gkv.NotFoundError, match="edge/_N:_E:_N/nope"):
         gkv.Loader(c, seeds, batch_size=4, fanouts=[2], where="client", prob="nope")
     with pytest.raises(gkv.InvalidArgumentError, match="wide' has rows of 2"):
