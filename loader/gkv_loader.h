@@ -143,6 +143,21 @@ typedef struct gkv_loader_opts {
     int              num_neg;
     unsigned         exclude;        /* GKV_EXCLUDE_* */
     int              reverse_etype;
+    /* Sampling probabilities from a stored edge feature (DGL's prob= /
+     * mask=), as gkv_sample_opts.edge_w_feat has them: NULL, or per edge
+     * type NULL (uniform) or a feature name FEAT, the tensor
+     * "edge/<canonical etype>/<FEAT>" (copied at gkv_loader_new).
+     * GKV_LOADER_CLIENT: every batch is gkv_client_sample_blocks()'s
+     * (gkv_client_sample_edge_batch()'s, for edge seeds) with these
+     * names, byte for byte. GKV_LOADER_LOCAL with 'part' (whose book
+     * names the edge types; with 'sg': GKV_EINVAL): gkv_loader_new reads
+     * each feature of a sampled type from the partition's store,
+     * converted to float as the servers convert it (4 bytes an edge,
+     * shared by the workers), and the samplers take the values as edge_w
+     * arrays: the same batches as CLIENT on the same partitions.
+     * GKV_LOADER_SERVER refuses them (GKV_ENOTSUP: a SAMPLE_BATCH request
+     * cannot carry them). */
+    const char *const *edge_w_feat;
 } gkv_loader_opts;
 
 /* One batch, owned by the caller from gkv_loader_next() until
@@ -198,7 +213,16 @@ typedef struct gkv_batch {
  * the type (and, LOCAL with 'sg', a mask at all: no partition book to
  * split by, so give the seeds), batch_size 0, a 'where' without its
  * source, unknown flags, GKV_LOADER_PINNED without a CUDA runtime that
- * gives page-locked memory (GKV_ENOTSUP).
+ * gives page-locked memory (GKV_ENOTSUP); edge_w_feat with
+ * GKV_LOADER_SERVER (GKV_ENOTSUP) or LOCAL with 'sg' (GKV_EINVAL), a bad
+ * name or one with GKV_SAMPLE_WEIGHTED (GKV_EINVAL; CLIENT:
+ * gkv_client_sample_blocks()'s own check and message), and, for an edge
+ * type some layer samples, no such tensor (GKV_ENOTFOUND), rows of more
+ * than one element or not covering the type's edges (GKV_EINVAL); LOCAL
+ * also a value that is negative, NaN or infinite (GKV_EINVAL naming the
+ * edge). CLIENT leaves the values to the servers, which check them when
+ * they sample: the batch fails at gkv_loader_next() with
+ * gkv_client_sample_blocks()'s message naming the edge.
  * On GKV_OK *out is yours until gkv_loader_free(); on error *out is NULL.
  * Errors: GKV_EINVAL, GKV_ERANGE, GKV_ENOTFOUND, GKV_ESHAPE, GKV_ENOTSUP,
  * GKV_ENOMEM, GKV_EIO (a thread), and the client's errors. */

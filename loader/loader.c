@@ -199,6 +199,13 @@ gkv_loader_free(gkv_loader *l)
     for (int f = 0; l->efeats != NULL && f < l->o.nefeats; f++)
         gkv__free(l->efeats[f].name);
     gkv__free(l->label.name);
+    for (int e = 0; l->wfeat != NULL && e < l->num_etypes; e++) {
+        gkv__free(l->wfeat[e]);
+        gkv__free(l->ew != NULL ? l->ew[e] : NULL);
+    }
+    gkv__free(l->wfeat);
+    gkv__free(l->ew);
+    gkv__free(l->ewlen);
     gkv__free(l->feats);
     gkv__free(l->efeats);
     gkv__free(l->w);

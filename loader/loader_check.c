@@ -3,6 +3,7 @@
  * (node or edge IDs: given, or the node_split / edge_split of a mask),
  * the edge seeds' options, the sampling options and the tensors a batch
  * collects. Every failure names what was wrong. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "loader/loader_int.h"
@@ -259,6 +260,162 @@ check_tensors(gkv_loader *l, const gkv_loader_opts *o)
     return GKV_OK;
 }
 
+/* Edge type e's tensor 'name' of edge_w_feat[e] in the mode's source:
+ * one element a row, rows covering the type's edges. LOCAL (a partition
+ * of the whole graph): read and converted to floats into l->ew[e], each
+ * value finite and >= 0, as the servers keep them. */
+static gkv_err
+wfeat_tensor(gkv_loader *l, int e, const char *name)
+{
+    gkv_tensor_desc d;
+    char what[64];
+    int64_t n = l->nedges[e];
+    unsigned char *buf = NULL;
+    float *w;
+    size_t es;
+    gkv_err rc;
+
+    snprintf(what, sizeof what, "edge_w_feat[%d]", e);
+    if ((rc = tensor_desc(l, what, name, &d)) != GKV_OK)
+        return rc;
+    if (d.row_elems != 1)
+        return gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: edge "
+                         "feature '%s' has rows of %llu elements; a sampling "
+                         "weight needs one per edge (row shape () or (1))",
+                         e, name, (unsigned long long)d.row_elems);
+    if (d.lo > 0 || d.hi < (uint64_t)n)
+        return gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: edge "
+                         "feature '%s' holds edges [%llu, %llu), and edge "
+                         "type %d has %lld", e, name, (unsigned long long)d.lo,
+                         (unsigned long long)d.hi, e, (long long)n);
+    if (l->where != GKV_LOADER_LOCAL)
+        return GKV_OK;
+    es = gkv_dtype_size(d.dtype);
+    if ((w = l->ew[e] = gkv__malloc(((size_t)n + 1) * sizeof *w)) == NULL ||
+        (buf = gkv__malloc((size_t)n * es + 1)) == NULL)
+        return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory for the "
+                         "%lld weights of '%s'", (long long)n, name);
+    l->ewlen[e] = n;
+    rc = n == 0 ? GKV_OK : gkv_tensor_read(l->store, NULL, name, 0,
+                                           (uint64_t)n, buf, (size_t)n * es);
+    if (rc != GKV_OK) {
+        rc = gkv__fail(NULL, rc, "loader: edge_w_feat[%d]: edge feature "
+                       "'%s': %s", e, name, gkv_errmsg());
+        goto out;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const unsigned char *p = buf + (size_t)i * es;
+        union { float f; double d; uint16_t h; int32_t i32; int64_t i64; } v;
+
+        memcpy(&v, p, es);
+        w[i] = d.dtype == GKV_F32 ? v.f : d.dtype == GKV_F64 ? (float)v.d :
+               d.dtype == GKV_F16 ? gkv_f16_to_f32(v.h) :
+               d.dtype == GKV_BF16 ? gkv_bf16_to_f32(v.h) :
+               d.dtype == GKV_I8 ? (float)(int8_t)p[0] :
+               d.dtype == GKV_U8 ? (float)p[0] :
+               d.dtype == GKV_I32 ? (float)v.i32 : (float)v.i64;
+        if (!(w[i] >= 0.0f) || isinf(w[i])) {
+            rc = gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: edge "
+                           "feature '%s': edge %lld has weight %g; sampling "
+                           "weights must be finite and >= 0", e, name,
+                           (long long)i, (double)w[i]);
+            goto out;
+        }
+    }
+out:
+    gkv__free(buf);
+    return rc;
+}
+
+/* Sampling by edge features (o->edge_w_feat): not SERVER; CLIENT checks
+ * the names with gkv_client_sample_blocks()'s own checks (a call without
+ * seeds); LOCAL needs a partition (its book names the edge types). Then
+ * the tensors of the types some layer samples. Copies the names. */
+static gkv_err
+check_wfeat(gkv_loader *l, const gkv_loader_opts *o)
+{
+    int ne = l->num_etypes, first = -1;
+    gkv_sample_opts so = {0};
+    gkv_block *bl = NULL;
+    const int64_t **sv = NULL;
+    size_t *sn = NULL;
+    char name[GKV_NAME_MAX + 2];
+    gkv_err rc = GKV_OK;
+
+    for (int e = 0; o->edge_w_feat != NULL && e < ne && first < 0; e++)
+        if (o->edge_w_feat[e] != NULL)
+            first = e;
+    if (first < 0)
+        return GKV_OK;
+    if (l->where == GKV_LOADER_SERVER)
+        return gkv__fail(NULL, GKV_ENOTSUP, "loader: edge_w_feat[%d] ('%s') "
+                         "with GKV_LOADER_SERVER: a batch request to the "
+                         "servers (SAMPLE_BATCH) cannot carry edge-feature "
+                         "names; use GKV_LOADER_CLIENT", first,
+                         o->edge_w_feat[first]);
+    if (l->where == GKV_LOADER_LOCAL && o->part == NULL)
+        return gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d] ('%s') "
+                         "with GKV_LOADER_LOCAL needs 'part': 'sg' has no "
+                         "edge type names to find the feature by", first,
+                         o->edge_w_feat[first]);
+    if (l->where == GKV_LOADER_LOCAL && (o->sample_flags & GKV_SAMPLE_WEIGHTED))
+        return gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d] ('%s') "
+                         "and GKV_SAMPLE_WEIGHTED both give weights; choose "
+                         "one source of weights", first,
+                         o->edge_w_feat[first]);
+    if ((l->wfeat = gkv__calloc((size_t)ne + 1, sizeof *l->wfeat)) == NULL ||
+        (l->ew = gkv__calloc((size_t)ne + 1, sizeof *l->ew)) == NULL ||
+        (l->ewlen = gkv__calloc((size_t)ne + 1, sizeof *l->ewlen)) == NULL)
+        return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+    for (int e = 0; e < ne; e++)
+        if (o->edge_w_feat[e] != NULL &&
+            (l->wfeat[e] = gkv__strdup(o->edge_w_feat[e])) == NULL)
+            return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+    if (l->where == GKV_LOADER_CLIENT) {
+        so.dir = o->dir;
+        so.flags = o->sample_flags;
+        so.edge_w_feat = (const char *const *)l->wfeat;
+        bl = gkv__calloc((size_t)o->nlayers, sizeof *bl);
+        sv = gkv__calloc((size_t)l->num_ntypes + 1, sizeof *sv);
+        sn = gkv__calloc((size_t)l->num_ntypes + 1, sizeof *sn);
+        if (bl == NULL || sv == NULL || sn == NULL) {
+            rc = gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
+            goto out;
+        }
+        if ((rc = gkv_client_sample_blocks(l->client, sv, sn, l->fanouts,
+                                           o->nfan, o->nlayers, &so, bl))
+            != GKV_OK) {
+            rc = gkv__fail(NULL, rc, "loader: %s", gkv_errmsg());
+            goto out;
+        }
+    }
+    for (int e = 0; e < ne && rc == GKV_OK; e++) {
+        const char *canon = gkv_pbook_etype_name(book_of(l), e);
+        int used = 0;
+
+        for (int i = 0; i < o->nlayers; i++)
+            used |= l->fanouts[(size_t)i * o->nfan +
+                               (o->nfan == 1 ? 0 : e)] != 0;
+        if (l->wfeat[e] == NULL || !used)
+            continue;       /* as the servers: fanout 0 is not looked up */
+        if (strlen("edge//") + strlen(canon) + strlen(l->wfeat[e]) >
+            GKV_NAME_MAX)   /* (CLIENT: refused above already) */
+            rc = gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: tensor "
+                           "'edge/%s/%.300s' would be longer than a tensor "
+                           "name may be (%d bytes)", e, canon, l->wfeat[e],
+                           GKV_NAME_MAX);
+        else
+            snprintf(name, sizeof name, "edge/%s/%s", canon, l->wfeat[e]);
+        if (rc == GKV_OK)
+            rc = wfeat_tensor(l, e, name);
+    }
+out:
+    gkv__free(bl);
+    gkv__free((void *)sv);
+    gkv__free(sn);
+    return rc;
+}
+
 /* The seeds' type and kind, and their count (-1: unknown, edges of an
  * 'sg'). */
 static int
@@ -477,7 +634,8 @@ loader__check(gkv_loader *l, const gkv_loader_opts *o)
         return gkv__fail(NULL, GKV_EINVAL, "loader: seed_ntype %d is not one "
                          "of the graph's %d node types", o->seed_ntype,
                          l->num_ntypes);
-    if ((rc = check_tensors(l, o)) != GKV_OK)
+    if ((rc = check_tensors(l, o)) != GKV_OK ||
+        (rc = check_wfeat(l, o)) != GKV_OK)
         return rc;
     if (o->seeds != NULL)
         return seeds_given(l, o);

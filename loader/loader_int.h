@@ -63,6 +63,11 @@ struct gkv_loader {
     int         *fanouts;          /* nlayers x nfan, owned */
     loader_tensor *feats, *efeats; /* o.nfeats, o.nefeats */
     loader_tensor label;           /* name NULL: none */
+    char       **wfeat;            /* [num_etypes] copies of
+                                    * o.edge_w_feat, or NULL: none */
+    float      **ew;               /* LOCAL with wfeat: [num_etypes] the
+                                    * features' values by edge ID, or NULL */
+    int64_t     *ewlen;            /* [num_etypes] their lengths */
     int          prefetch, nworkers;
     loader_worker *w;              /* [nworkers] */
 

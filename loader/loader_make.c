@@ -382,6 +382,12 @@ loader__make(gkv_loader *l, loader_worker *w, uint64_t epoch, uint64_t index,
     so.seed = seed;
     so.dir = l->o.dir;
     so.flags = l->o.sample_flags;
+    if (l->where == GKV_LOADER_LOCAL && l->wfeat != NULL) {
+        so.edge_w = (const float *const *)l->ew;    /* the same values */
+        so.edge_w_len = l->ewlen;
+    } else {
+        so.edge_w_feat = (const char *const *)l->wfeat;
+    }
     bl = gkv__calloc((size_t)nl, sizeof *bl);
     sv = gkv__calloc((size_t)nt, sizeof *sv);
     sn = gkv__calloc((size_t)nt, sizeof *sn);

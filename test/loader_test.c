@@ -15,6 +15,9 @@
  * gkv_sample_edge_batch() on the same reference (negatives, the batch's
  * edges and on the user/item graph the clicks' reverses excluded), the
  * split of an edge mask, and the edge options gkv_loader_new refuses.
+ * Sampling by an edge feature (edge_w_feat, CLIENT): batches against
+ * gkv_client_sample_blocks() with the same names, a 0/1 mask's zero
+ * edges never sampled, the modes and features gkv_loader_new refuses.
  * Then: epoch orders, drop_last, num_batches, an epoch dropped mid-way,
  * the loader freed with batches in flight and held, a server killed
  * mid-epoch and restarted, the split of a mask, and every bad input
@@ -487,6 +490,63 @@ expect_batch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
     free(seeds);
 }
 
+/* The u8 rows of edge mask 'name' for edges e (whole store): how many are
+ * 0, the rest being 1. */
+static size_t
+mask_zeros(struct lfx *f, const char *name, const gkv_sample_edges *e)
+{
+    uint8_t *m = malloc(e->n + 1);
+    size_t z = 0;
+
+    assert_non_null(m);
+    if (e->n > 0)
+        GKVT_OK(gkv_tensor_pull(f->whole, NULL, name,
+                                (const uint64_t *)e->eid, e->n, m, e->n));
+    for (size_t i = 0; i < e->n; i++) {
+        assert_true(m[i] <= 1);
+        z += m[i] == 0;
+    }
+    free(m);
+    return z;
+}
+
+/* Node seeds sampled by the edge mask o->edge_w_feat[0] (the homogeneous
+ * graph's "train_mask"): batch b == gkv_client_sample_blocks() of its
+ * seeds with the same options, byte for byte (blocks and rows); none of
+ * its edges has mask 0, while a uniform sample of the same seeds has
+ * some (added to *uzero). */
+static void
+expect_wbatch(struct lfx *f, const gkv_loader_opts *o, const gkv_batch *b,
+              uint64_t epoch, size_t index, size_t *uzero)
+{
+    static const char *const mask = "edge/_N:_E:_N/train_mask";
+    size_t n, nedges = 0;
+    gkv_sample_opts so;
+    int64_t *seeds = expect_head(o, b, epoch, index, &n, &so);
+    gkv_block wb[8];
+    const int64_t *sv[1] = {seeds};
+    size_t sn[1] = {n};
+    int nl = o->nlayers;
+
+    assert_string_equal(o->edge_w_feat[0], "train_mask");
+    NET_OK(gkv_client_sample_blocks(f->c, sv, sn, o->fanouts, o->nfan, nl,
+                                    &so, wb));      /* uniform */
+    for (int i = 0; i < nl; i++)
+        *uzero += mask_zeros(f, mask, &wb[i].edges[0]);
+    so.edge_w_feat = o->edge_w_feat;
+    NET_OK(gkv_client_sample_blocks(f->c, sv, sn, o->fanouts, o->nfan, nl,
+                                    &so, wb));
+    assert_true(gkvt_blocks_same(b->blocks, wb, nl));
+    for (int i = 0; i < nl; i++) {
+        assert_int_equal(mask_zeros(f, mask, &b->blocks[i].edges[0]), 0);
+        nedges += b->blocks[i].edges[0].n;
+    }
+    assert_true(nedges > 0);
+    expect_rows(f, o->label, seeds, n, b->label, b->label_bytes);
+    expect_batch_rows(f, o, b, wb);
+    free(seeds);
+}
+
 /* Every batch of epochs 'e0' and 'e0' + 1 of a loader of o == the
  * reference; returns the batches compared. */
 static size_t
@@ -494,7 +554,7 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
 {
     gkv_loader *l;
     gkv_batch *b;
-    size_t got = 0;
+    size_t got = 0, uzero = 0;
 
     NET_OK(gkv_loader_new(&l, o));
     assert_int_equal(gkv_loader_num_batches(l),
@@ -511,6 +571,8 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
                 break;
             if (o->edge_seeds)
                 expect_ebatch(f, o, b, e, i++);
+            else if (o->edge_w_feat != NULL)
+                expect_wbatch(f, o, b, e, i++, &uzero);
             else
                 expect_batch(f, o, b, e, i++);
             gkv_batch_release(b);
@@ -522,6 +584,8 @@ expect_loader(struct lfx *f, const gkv_loader_opts *o, uint64_t e0)
         assert_null(b);
     }
     gkv_loader_free(l);
+    if (o->edge_w_feat != NULL)     /* the mask did leave edges out */
+        assert_true(uzero > 0);
     return got;
 }
 
@@ -666,6 +730,190 @@ test_hetero_2(void **state)
 /* The number of this process's threads. */
 /* A loader of f's edge seeds (no label), num_neg negatives an edge, the
  * batch's own edges excluded. */
+/* Sampling by an edge feature (edge_w_feat, DGL's mask= / prob=) through
+ * the servers: CLIENT batches == gkv_client_sample_blocks()'s with the
+ * same names, for 1 and 2 workers and prefetch 1 and 3, no masked-out
+ * edge ever sampled; and what gkv_loader_new refuses. */
+static void
+test_wfeat(void **state)
+{
+    static const char *const wf[1] = {"train_mask"};
+    static const int wk[2] = {1, 2}, pf[2] = {1, 3};
+    struct lfx *f = *state;
+    const char *bad[1];
+    gkv_loader_opts o;
+    gkv_loader *l = (gkv_loader *)1;
+    size_t n = 0;
+
+    graph_make(f, 0);
+    serve(f, 1, 20000, NULL);
+    for (int a = 0; a < 2; a++)
+        for (int p = 0; p < 2; p++) {
+            o = lopts(f, GKV_LOADER_CLIENT, wk[a], pf[p]);
+            o.edge_w_feat = wf;
+            n += expect_loader(f, &o, (uint64_t)(a * 2 + p) * 2);
+        }
+    assert_true(n > 0);
+    /* out-edges (the client pulls the weights), with replacement */
+    o = lopts(f, GKV_LOADER_CLIENT, 2, 2);
+    o.edge_w_feat = wf;
+    o.dir = GKV_DIR_OUT;
+    o.sample_flags = GKV_SAMPLE_REPLACE;
+    assert_true(expect_loader(f, &o, 9) > 0);
+    /* what cannot: SERVER, LOCAL on an sgraph (no edge type names) */
+    o = lopts(f, GKV_LOADER_LOCAL, 1, 1);
+    o.edge_w_feat = wf;
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "needs 'part'");
+    assert_null(l);
+    o = lopts(f, GKV_LOADER_SERVER, 1, 1);
+    o.edge_w_feat = wf;
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_ENOTSUP, "SAMPLE_BATCH");
+    assert_null(l);
+    /* bad features, as gkv_client_sample_blocks finds them */
+    o = lopts(f, GKV_LOADER_CLIENT, 1, 1);
+    o.edge_w_feat = bad;
+    bad[0] = "nosuch";
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_ENOTFOUND,
+              "no tensor 'edge/_N:_E:_N/nosuch'");
+    bad[0] = "ew";                      /* two floats a row */
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "rows of 2 elements");
+    bad[0] = "a b";
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "edge_w_feat[0] ('a b'");
+    bad[0] = "train_mask";
+    o.sample_flags = GKV_SAMPLE_WEIGHTED;
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "GKV_SAMPLE_WEIGHTED");
+    assert_null(l);
+}
+
+/* LOCAL by an edge feature, on a one-partition config: a 64-node graph
+ * (8 out-edges a node) with edge features w (f32, a third zeros), m (a u8
+ * 0/1 mask) and neg (one negative). Every batch of an epoch (2 workers,
+ * prefetch 3) == gkv_sample_blocks() on the partition's sgraph with the
+ * feature's values, read here and converted, as edge_w; no zero-weight
+ * edge sampled, though a uniform sample has some; and the refusals. */
+static void
+test_wfeat_local(void **state)
+{
+    enum { NV = 64, NE = NV * 8 };
+    static const char *const feats[2] = {"w", "m"};
+    struct lfx *f = *state;
+    float w[NE], neg[NE], ref[NE];
+    uint8_t m[NE];
+    int64_t src[NE], dst[NE], seeds[NV];
+    int fan[2] = {3, 2};
+    gkv_part_feat pf[3];
+    gkv_graph *g;
+    gkv_part *p1;
+    gkv_sgraph *sg;
+    gkv_sampler *smp;
+    gkv_loader_opts o = {0};
+    gkv_loader *l;
+    gkv_batch *b;
+    const char *wf[1];
+    char json1[4300];
+    size_t uzero = 0;
+
+    f->j.nmach = 1;
+    GKVT_OK(gkv_graph_new_homo(&g, NV));
+    for (int64_t e = 0; e < NE; e++) {
+        src[e] = e % NV;
+        dst[e] = (src[e] * (e / NV + 1) + 1 + e / NV) % NV;
+        w[e] = e % 3 == 0 ? 0.0f : (float)(e % 7 + 1) * 0.5f;
+        m[e] = e % 4 == 1;
+        neg[e] = e == 17 ? -1.0f : 1.0f;
+    }
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, NE));
+    pf[0] = pfeat(1, "_N:_E:_N", "w", w, GKV_F32, 0, 0, NE);
+    pf[1] = pfeat(1, "_N:_E:_N", "m", m, GKV_U8, 0, 0, NE);
+    pf[2] = pfeat(1, "_N:_E:_N", "neg", neg, GKV_F32, 0, 0, NE);
+    gkvt_partition(g, f->j.dir, "onew", "onew", 1, 5, pf, 3, json1,
+                   sizeof json1);
+    gkv_graph_free(g);
+    GKVT_OK(gkv_part_open(&p1, json1, 0, 0));
+    GKVT_OK(gkv_part_sgraph(p1, &sg));
+    GKVT_OK(gkv_sampler_new(&smp, sg, 1));
+    for (int v = 0; v < NV; v++)
+        seeds[v] = (v * 37) % NV;
+    o.where = GKV_LOADER_LOCAL;
+    o.part = p1;
+    o.seeds = seeds;
+    o.nseeds = NV;
+    o.batch_size = 12;
+    o.shuffle_seed = 3;
+    o.nlayers = 2;
+    o.nfan = 1;
+    o.fanouts = fan;
+    o.sample_seed = 8;
+    o.workers = 2;
+    o.prefetch = 3;
+    o.edge_w_feat = wf;
+    for (int k = 0; k < 2; k++) {
+        size_t i = 0;
+        char name[64];
+
+        /* the reference's weights: the partition's rows, converted here */
+        snprintf(name, sizeof name, "edge/_N:_E:_N/%s", feats[k]);
+        if (k == 0) {
+            GKVT_OK(gkv_tensor_read(gkv_part_store(p1), NULL, name, 0, NE,
+                                    ref, sizeof ref));
+        } else {
+            GKVT_OK(gkv_tensor_read(gkv_part_store(p1), NULL, name, 0, NE,
+                                    m, sizeof m));
+            for (int e = 0; e < NE; e++)
+                ref[e] = m[e];
+        }
+        wf[0] = feats[k];
+        NET_OK(gkv_loader_new(&l, &o));
+        for (;;) {
+            size_t n;
+            gkv_sample_opts so;
+            int64_t *bs;
+            const int64_t *sv[1];
+            gkv_block wb[2];
+            const float *ew[1] = {ref};
+            int64_t ewlen[1] = {NE};
+
+            NET_OK(gkv_loader_next(l, &b));
+            if (b == NULL)
+                break;
+            bs = expect_head(&o, b, 0, i++, &n, &so);
+            sv[0] = bs;
+            GKVT_OK(gkv_sample_blocks(smp, sv, &n, fan, 1, 2, &so, wb));
+            for (int j = 0; j < 2; j++)
+                for (size_t x = 0; x < wb[j].edges[0].n; x++)
+                    uzero += ref[wb[j].edges[0].eid[x]] == 0.0f;
+            so.edge_w = ew;
+            so.edge_w_len = ewlen;
+            GKVT_OK(gkv_sample_blocks(smp, sv, &n, fan, 1, 2, &so, wb));
+            assert_true(gkvt_blocks_same(b->blocks, wb, 2));
+            for (int j = 0; j < 2; j++)
+                for (size_t x = 0; x < b->blocks[j].edges[0].n; x++)
+                    assert_true(ref[b->blocks[j].edges[0].eid[x]] > 0.0f);
+            gkv_batch_release(b);
+            free(bs);
+        }
+        assert_int_equal(i, gkv_loader_num_batches(l));
+        gkv_loader_free(l);
+    }
+    assert_true(uzero > 0);
+    /* refused when made: a negative value, a missing feature, two
+     * sources of weights */
+    wf[0] = "neg";
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL,
+              "'edge/_N:_E:_N/neg': edge ");
+    assert_true(strstr(gkv_errmsg(), "has weight -1") != NULL);
+    wf[0] = "nosuch";
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_ENOTFOUND,
+              "no tensor 'edge/_N:_E:_N/nosuch'");
+    wf[0] = "w";
+    o.sample_flags = GKV_SAMPLE_WEIGHTED;
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "one source of weights");
+    assert_null(l);
+    gkv_sampler_free(smp);
+    gkv_sgraph_free(sg);
+    gkv_part_close(p1);
+}
+
 static gkv_loader_opts
 elopts(struct lfx *f, int where, int workers, int prefetch, int num_neg)
 {
@@ -1088,34 +1336,41 @@ test_server_killed(void **state)
 static void
 test_alloc_faults(void **state)
 {
+    static const char *const wf[1] = {"train_mask"};
     struct lfx *f = *state;
     long live0;
     int ok;
+    size_t uz = 0;
 
     graph_make(f, 0);
     serve(f, 1, 20000, NULL);
-    /* a first loader of each mode fills the caches of the store and the
-     * client, which stay */
-    for (int where = 0; where < 3; where++) {
-        gkv_loader_opts o = lopts(f, where, 2, 2);
+    /* a first loader of each mode (where 3: CLIENT, by an edge feature)
+     * fills the caches of the store and the client, which stay */
+    for (int where = 0; where < 4; where++) {
+        gkv_loader_opts o = lopts(f, where % 3 + (where == 3), 2, 2);
+        o.edge_w_feat = where == 3 ? wf : NULL;
         assert_int_equal(expect_loader(f, &o, 0), 10);
     }
     live0 = gkvt_alloc_live();
-    for (int where = 0; where < 3; where++) {
+    for (int where = 0; where < 4; where++) {
         ok = 0;     /* two loaders that made a batch, in each mode */
         for (long n = 0; n < 400; n++) {
-            gkv_loader_opts o = lopts(f, where, 2, 2);
+            gkv_loader_opts o = lopts(f, where % 3 + (where == 3), 2, 2);
             gkv_loader *l = NULL;
             gkv_batch *b = NULL;
             gkv_err rc;
 
+            o.edge_w_feat = where == 3 ? wf : NULL;
             gkvt_alloc_fail_at(n);
             rc = gkv_loader_new(&l, &o);
             if (rc == GKV_OK) {
                 rc = gkv_loader_next(l, &b);
                 if (rc == GKV_OK && b != NULL) {
                     gkvt_alloc_fail_at(-1);
-                    expect_batch(f, &o, b, 0, 0);
+                    if (where == 3)
+                        expect_wbatch(f, &o, b, 0, 0, &uz);
+                    else
+                        expect_batch(f, &o, b, 0, 0);
                 }
                 gkv_batch_release(b);
                 gkv_loader_free(l);
@@ -1363,6 +1618,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_edge_homo, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_hetero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_bad, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wfeat, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wfeat_local, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epochs_and_free, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_mask, setup, teardown),

@@ -433,7 +433,8 @@ class Loader(_gkv._Loader):
               drop_last=False, shuffle_seed=0, sample_seed=0, dir='in',
               replace=False, weighted=False, prefetch=0, workers=0,
               sampler_threads=0, pinned=False, edge_seeds=False,
-              seed_etype=None, num_neg=0, exclude=None, reverse_etype=None)
+              seed_etype=None, num_neg=0, exclude=None, reverse_etype=None,
+              prob=None)
 
     Mini-batches made ahead by worker threads (gkv_loader_new): iterate it
     for one epoch's Batch objects; iterating again starts the next epoch
@@ -460,6 +461,15 @@ class Loader(_gkv._Loader):
     has the pairs (pos_src ...). Not with where='server' (NotSupportedError);
     no label.
 
+    prob: sampling probabilities from a stored edge feature (DGL's prob= or
+    a 0/1 mask=): a feature name for every edge type, or per edge type a
+    list or {edge type: name or None}, as Client.sample_blocks takes it;
+    the tensor "edge/<canonical etype>/<name>", one element
+    per edge, and a zero never sampled. where='client': each batch is
+    Client.sample_blocks' with that prob; 'local' (a Partition): the
+    feature read from the partition's store when the loader is made, the
+    same batches; 'server' raises NotSupportedError.
+
     Processes: the worker threads stay in the process that made the
     loader; in a child made by fork() its calls raise NotSupportedError.
     Make loaders in the worker process, over the worker's Client (the
@@ -472,7 +482,7 @@ class Loader(_gkv._Loader):
                  replace=False, weighted=False, prefetch=0, workers=0,
                  sampler_threads=0, pinned=False, edge_seeds=False,
                  seed_etype=None, num_neg=0, exclude=None, reverse_etype=None,
-                 _gpu=None):
+                 prob=None, _gpu=None):
         if where is None:
             where = "local" if isinstance(source, _gkv._Partition) else "server"
         if where not in _WHERE:
@@ -544,7 +554,7 @@ class Loader(_gkv._Loader):
                          sampler_threads=sampler_threads,
                          edge_seeds=edge_seeds, seed_etype=seed_etype,
                          num_neg=num_neg, exclude=ex,
-                         reverse_etype=reverse_etype,
+                         reverse_etype=reverse_etype, prob=prob,
                          **(_gpu(book) if _gpu is not None else {}))
         self._epoch = 0
         self._ended = False

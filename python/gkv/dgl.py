@@ -872,98 +872,6 @@ def to_block(book, blk):
     return b
 
 
-class _ClientBatches:
-    """Node batches sampled through the client, in the caller's thread, for
-    what a gkv.Loader cannot sample (prob=): the batches gkv.Loader(
-    where='client') would make with the same arguments (the same epoch
-    orders, gkv.Loader.epoch_order, and batch seeds,
-    gkv.Loader.batch_seed), but made when asked for, none ahead. An
-    iterator as gkv.Loader is: iterating again after a break goes on with
-    the epoch's remaining batches, after its end starts the next epoch;
-    the seeds are copied and checked (in range, none twice) here."""
-
-    def __init__(self, c, seeds, *, batch_size, fanouts, feats, label,
-                 seed_ntype, shuffle, drop_last, shuffle_seed, sample_seed,
-                 dir, replace, prob):
-        book = c.pbook()
-        if batch_size < 1:
-            raise InvalidArgumentError("batch_size must be >= 1, not %d "
-                                       "(GKV_EINVAL)" % batch_size)
-        # a copy: the caller may reuse its tensor, as gkv.Loader allows
-        self._c, self._seeds, self._bs = c, np.array(seeds.numpy()), int(batch_size)
-        self._args = dict(fanouts=fanouts, dir=dir, replace=replace, prob=prob)
-        self._feats = [(book["ntypes"].index(n.split("/")[1]), n) for n in feats]
-        self._label = label
-        self._nt = book["ntypes"].index(seed_ntype)
-        self._flags = 0 if shuffle else gkv._gkv.LOADER_NO_SHUFFLE
-        self._drop = drop_last
-        self._shuffle_seed, self._sample_seed = shuffle_seed, sample_seed
-        self._epoch, self._ended, self._pos, self._order = 0, False, 0, None
-        # what gkv_loader_new checks, here before the first batch
-        s, n = self._seeds, book["num_nodes"][self._nt]
-        bad = np.nonzero(s < 0)[0]
-        if len(bad):
-            raise gkv.RangeError("seeds: ID %d (index %d) is negative "
-                                 "(GKV_ERANGE)" % (s[bad[0]], bad[0]))
-        bad = np.nonzero(s >= n)[0]
-        if len(bad):
-            raise gkv.RangeError("loader: seeds[%d] = %d is not a node of type "
-                                 "%d [0, %d) (GKV_ERANGE)"
-                                 % (bad[0], s[bad[0]], self._nt, n))
-        pos = np.argsort(s, kind="stable")
-        twice = np.nonzero(s[pos[1:]] == s[pos[:-1]])[0]
-        if len(twice):
-            i, j = pos[twice[0]], pos[twice[0] + 1]
-            raise InvalidArgumentError("loader: seed %d is given twice "
-                                       "(seeds[%d] and seeds[%d]) (GKV_EINVAL)"
-                                       % (s[i], i, j))
-        for _, n in self._feats + ([(0, label)] if label else []):
-            c.describe(n)
-        if len(self._seeds):
-            c.sample_blocks({self._nt: self._seeds[:1]}, **self._args)
-
-    def __len__(self):
-        n = len(self._seeds)
-        return n // self._bs if self._drop else -(-n // self._bs)
-
-    def set_epoch(self, epoch):
-        """Starts epoch 'epoch', dropping what is left of the current one."""
-        self._epoch, self._ended, self._pos, self._order = epoch, False, 0, None
-
-    def __iter__(self):
-        if self._ended:
-            self.set_epoch(self._epoch + 1)
-        return self
-
-    def __next__(self):
-        i = self._pos
-        if i >= len(self):
-            self._ended = True
-            raise StopIteration
-        if self._order is None:
-            self._order = np.asarray(gkv.Loader.epoch_order(
-                self._shuffle_seed, self._epoch, self._flags, len(self._seeds)))
-        self._pos += 1
-        ids = np.ascontiguousarray(
-            self._seeds[self._order[i * self._bs:(i + 1) * self._bs]])
-        blocks = self._c.sample_blocks(
-            {self._nt: ids}, seed=gkv.Loader.batch_seed(
-                self._sample_seed, self._epoch, i), **self._args)
-        feats = [self._c.pull(n, blocks[0].nodes[t]) for t, n in self._feats]
-        label = self._c.pull(self._label, ids) if self._label else None
-        return _ClientBatch(ids, blocks, feats, label)
-
-    def close(self):
-        pass
-
-
-class _ClientBatch:
-    __slots__ = ("seeds", "blocks", "feats", "label")
-
-    def __init__(self, seeds, blocks, feats, label):
-        self.seeds, self.blocks, self.feats, self.label = seeds, blocks, feats, label
-
-
 def _cpu_only(who, device):
     """DGL's device= of a distributed loader: None or 'cpu' only."""
     if device is not None and str(device) != "cpu":
@@ -1017,9 +925,9 @@ class DistNodeDataLoader(_DataLoader):
     (set_epoch(e) chooses one), as gkv.Loader. exit_client() closes it.
 
     A sampler with prob (an edge feature weighing the edges) samples
-    through the client (where='client', the default then), each batch
-    when asked for, in this thread (prefetch and workers do not apply):
-    a server-side batch request cannot carry the feature's name, so
+    through the client (where='client', the default then: a gkv.Loader
+    with prob=, its batches made ahead by its workers as without prob): a
+    server-side batch request cannot carry the feature's name, so
     where='server' with prob is NotSupportedError. The seeds are copied
     and checked (in range, none twice) when the loader is made, with
     prob as without."""
@@ -1049,29 +957,21 @@ class DistNodeDataLoader(_DataLoader):
         self._label = label
         pre = "node/%s/" % self._ntype
         self._book = book
-        if prob is not None:
-            if where not in (None, "client"):
-                raise NotSupportedError(
-                    "DistNodeDataLoader: a sampler with prob=%r samples "
-                    "through the client (where='client'), not where=%r: a "
-                    "server-side batch request cannot carry an edge feature "
-                    "(GKV_ENOTSUP)" % (prob, where))
-            self._loader = _ClientBatches(
-                g._c, _ids(nodes, "nodes"), batch_size=batch_size,
-                fanouts=fan, feats=[self._full(n) for n in self._feats],
-                label=pre + label if label is not None else None,
-                seed_ntype=self._ntype, shuffle=shuffle, drop_last=drop_last,
-                shuffle_seed=seed, sample_seed=seed, dir=edge_dir,
-                replace=replace, prob=_prob(g._c, book, prob))
-        else:
-            self._loader = gkv.Loader(
-                g._c, _ids(nodes, "nodes"), batch_size=batch_size, fanouts=fan,
-                feats=[self._full(n) for n in self._feats],
-                label=pre + label if label is not None else None,
-                where=where or "server", seed_ntype=self._ntype,
-                shuffle=shuffle, drop_last=drop_last, shuffle_seed=seed,
-                sample_seed=seed, dir=edge_dir, replace=replace,
-                prefetch=prefetch, workers=workers)
+        if prob is not None and where not in (None, "client"):
+            raise NotSupportedError(
+                "DistNodeDataLoader: a sampler with prob=%r samples "
+                "through the client (where='client'), not where=%r: a "
+                "server-side batch request cannot carry an edge feature "
+                "(GKV_ENOTSUP)" % (prob, where))
+        self._loader = gkv.Loader(
+            g._c, _ids(nodes, "nodes"), batch_size=batch_size, fanouts=fan,
+            feats=[self._full(n) for n in self._feats],
+            label=pre + label if label is not None else None,
+            where=where or ("server" if prob is None else "client"),
+            seed_ntype=self._ntype, shuffle=shuffle, drop_last=drop_last,
+            shuffle_seed=seed, sample_seed=seed, dir=edge_dir, replace=replace,
+            prefetch=prefetch, workers=workers,
+            prob=None if prob is None else _prob(g._c, book, prob))
         self._track(g._c)
 
     def _full(self, n):

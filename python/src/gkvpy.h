@@ -156,6 +156,11 @@ int  gkvpy_sargs_get(gkvpy_sargs *s, int num_ntypes, int num_etypes,
                      int weighted, PyObject *prob, PyObject *edge_w,
                      const gkv_pbook *book);
 void gkvpy_sargs_release(gkvpy_sargs *s);
+/* prob alone (as gkvpy_sargs_get takes it) into s->wfeat, s->wref and
+ * s->opts.edge_w_feat (left NULL when no edge type has a name), for a
+ * zeroed s (release it with gkvpy_sargs_release): the loader's prob=. */
+int  gkvpy_prob_get(gkvpy_sargs *s, int num_etypes, PyObject *prob,
+                    const gkv_pbook *book);
 /* A tuple of blocks (each (nodes, num_src, num_dst, edges)): copies the
  * Arrays own (owner NULL), or views that keep owner (a batch) alive. */
 PyObject *gkvpy_blocks_tuple(PyObject *owner, const gkv_block *b, int nl);

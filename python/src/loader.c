@@ -283,11 +283,12 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
                              "feats", "label", "efeats", "prefetch", "workers",
                              "sampler_threads", "edge_seeds", "seed_etype",
                              "num_neg", "exclude", "reverse_etype",
-                             "gpu_device", "gpu_feat", "gpu_formats", NULL};
+                             "gpu_device", "gpu_feat", "gpu_formats", "prob",
+                             NULL};
     PyObject *source, *seeds = Py_None, *fanouts = NULL, *feats = NULL,
              *efeats = NULL;
     const char *mask = NULL, *label = NULL, *gpu_feat = NULL;
-    PyObject *gpu_formats = NULL;
+    PyObject *gpu_formats = NULL, *prob = Py_None;
     int gpu_device = -1;
     int where, seed_ntype = 0, ntr = 1, rank = 0, nfan, nlayers, dir = 0,
         prefetch = 0, workers = 0, sthreads = 0, edge_seeds = 0, seed_etype = 0,
@@ -296,6 +297,7 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
     unsigned long long bsize = 0, shuffle_seed = 0, sample_seed = 0;
     gkv_typed_tensor ft[MAXT], eft[MAXT];
     gkv_loader_opts lo;
+    gkvpy_sargs *pa = NULL;          /* prob's names */
     gkvpy_in sin, fin;
     gkv_client *c = NULL;
     gkv_loader *l = NULL;
@@ -307,12 +309,13 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
         return -1;
     }
     if (!PyArg_ParseTupleAndKeywords(args, kw,
-            "OiOizii|$KIKOiiiIKO!zO!iiipiiIiizO!", kwlist, &source, &where, &seeds,
+            "OiOizii|$KIKOiiiIKO!zO!iiipiiIiizO!O", kwlist, &source, &where, &seeds,
             &seed_ntype, &mask, &ntr, &rank, &bsize, &flags, &shuffle_seed,
             &fanouts, &nfan, &nlayers, &dir, &sflags, &sample_seed,
             &PyList_Type, &feats, &label, &PyList_Type, &efeats, &prefetch,
             &workers, &sthreads, &edge_seeds, &seed_etype, &num_neg, &exclude,
-            &reverse_etype, &gpu_device, &gpu_feat, &PyList_Type, &gpu_formats))
+            &reverse_etype, &gpu_device, &gpu_feat, &PyList_Type, &gpu_formats,
+            &prob))
         return -1;
     if (gpu_device >= 0 && gpu_formats_get(o, gpu_formats, where) < 0)
         return -1;
@@ -390,6 +393,19 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
     } else if ((lo.part = gkvpy_part_get(source)) == NULL) {
         goto out;
     }
+    if (prob != Py_None) {
+        const gkv_pbook *b = c != NULL ? gkv_client_pbook(c)
+                                       : gkv_part_book(lo.part);
+
+        if ((pa = PyMem_Calloc(1, sizeof *pa)) == NULL) {
+            PyErr_NoMemory();
+            goto unhold;
+        }
+        if (b != NULL &&
+            gkvpy_prob_get(pa, gkv_pbook_num_etypes(b), prob, b) < 0)
+            goto unhold;
+        lo.edge_w_feat = pa->opts.edge_w_feat;
+    }
     if (gpu_device >= 0) {
         rc = gpu_new(o, c, gpu_device, gpu_feat, &lo);
     } else {
@@ -399,6 +415,7 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
     }
     if (c != NULL)
         gkvpy_client_unhold(source);
+    c = NULL;
     if (rc != GKV_OK) {
         gkvpy_raise(rc);
         goto out;
@@ -411,7 +428,14 @@ loader_init(loader_obj *o, PyObject *args, PyObject *kw)
     else
         gkvpy_part_use(source, 1);
     ret = 0;
+unhold:
+    if (c != NULL)
+        gkvpy_client_unhold(source);
 out:
+    if (pa != NULL) {
+        gkvpy_sargs_release(pa);
+        PyMem_Free(pa);
+    }
     if (have_seeds)
         gkvpy_in_release(&sin);
     if (have_fan)

@@ -174,14 +174,11 @@ shape_str(const gkvpy_in *in, char *buf, size_t cap)
     return buf;
 }
 
-/* prob and edge_w into s->opts (gkvpy_sargs_get). */
-static int
-weights_get(gkvpy_sargs *s, int ne, PyObject *prob, PyObject *edge_w,
-            const gkv_pbook *b)
+int
+gkvpy_prob_get(gkvpy_sargs *s, int ne, PyObject *prob, const gkv_pbook *b)
 {
     PyObject *v[64];
     Py_ssize_t len;
-    char buf[128];
     int any = 0;
 
     if (prob != NULL && prob != Py_None) {
@@ -209,6 +206,20 @@ weights_get(gkvpy_sargs *s, int ne, PyObject *prob, PyObject *edge_w,
         if (any)
             s->opts.edge_w_feat = s->wfeat;
     }
+    return 0;
+}
+
+/* prob and edge_w into s->opts (gkvpy_sargs_get). */
+static int
+weights_get(gkvpy_sargs *s, int ne, PyObject *prob, PyObject *edge_w,
+            const gkv_pbook *b)
+{
+    PyObject *v[64];
+    char buf[128];
+    int any = 0;
+
+    if (gkvpy_prob_get(s, ne, prob, b) < 0)
+        return -1;
     if (edge_w == NULL || edge_w == Py_None)
         return 0;
     if (per_etype(edge_w, ne, b, "edge_w", 0, 0, v) < 0)

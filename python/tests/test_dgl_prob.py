@@ -7,7 +7,10 @@ DistGraph.sample_neighbors(prob=) and DistNodeDataLoader over
 NeighborSampler(prob=) give the client's answer; bad input (an unknown
 feature, a row of two elements, a negative weight, a float64 edge_w, a
 Partition given prob, a SERVER-mode loader with prob, two weight
-sources) raises a gkv error naming it."""
+sources) raises a gkv error naming it. gkv.Loader(where='client', prob=)
+batches equal Client.sample_blocks with prob, byte for byte, with 1 and
+2 workers and prefetch, and a LOCAL one's on the same partition equal
+them; SERVER loaders refuse prob."""
 import shutil
 
 import numpy as np
@@ -190,6 +193,86 @@ def test_feature_of_wrong_row_count(wjob):
             c.sample_neighbors(SEEDS, 4, prob="short")
     finally:
         c.delete("edge/%s/short" % ET)
+
+
+# ---- gkv.Loader(prob=) --------------------------------------------------------------
+
+@pytest.mark.parametrize("workers,prefetch", [(1, 1), (2, 3)])
+def test_loader_prob_equals_sample_blocks(wjob, workers, prefetch):
+    """gkv.Loader(where='client', prob=): every batch is Client.sample_blocks
+    of its seeds with the same prob and the batch's seed, byte for byte,
+    over two epochs, for 1 and 2 workers with prefetch; no zero-weight edge
+    is sampled; the features are the pulled rows."""
+    c, _, _, vals = wjob
+    seeds = np.arange(1, N, 2, dtype=np.int64)
+    with gkv.Loader(c, seeds, batch_size=24, fanouts=[4, 3], where="client",
+                    feats=["node/_N/feat"], efeats=["edge/%s/w" % ET],
+                    shuffle_seed=4, sample_seed=5, prob="w", workers=workers,
+                    prefetch=prefetch) as ld:
+        for epoch in range(2):
+            ld.set_epoch(epoch)
+            n = 0
+            for i, b in enumerate(ld):
+                n += 1
+                want = c.sample_blocks(np.asarray(b.seeds), [4, 3], prob="w",
+                                       seed=gkv.Loader.batch_seed(5, epoch, i))
+                same_blocks(b.blocks, want)
+                for blk in b.blocks:
+                    assert (vals["w"][np.asarray(blk.edges[0][2])] > 0).all()
+                np.testing.assert_array_equal(
+                    np.asarray(b.feats[0]),
+                    np.asarray(c.pull("node/_N/feat", np.asarray(want[0].nodes[0]))))
+            assert n == len(ld) == 5
+
+
+@pytest.mark.parametrize("feat", ["w", "m"])
+def test_local_loader_prob_equals_client(wjob, feat):
+    """A LOCAL gkv.Loader(prob=) on the Partition gives the CLIENT loader's
+    batches over the server holding the same partition, byte for byte, and
+    Partition.sample_blocks' with the feature's values as edge_w."""
+    c, p, _, vals = wjob
+    seeds = np.arange(0, N, 3, dtype=np.int64)
+    args = dict(batch_size=20, fanouts=[3, 3], shuffle_seed=2, sample_seed=9,
+                prob=feat, workers=2, prefetch=2)
+    with gkv.Loader(p, seeds, **args) as lo, \
+            gkv.Loader(c, seeds, where="client", **args) as cl:
+        n = 0
+        for i, (a, b) in enumerate(zip(lo, cl)):
+            n += 1
+            np.testing.assert_array_equal(np.asarray(a.seeds), np.asarray(b.seeds))
+            same_blocks(a.blocks, b.blocks)
+            same_blocks(a.blocks, p.sample_blocks(
+                np.asarray(a.seeds), [3, 3], edge_w=vals[feat],
+                seed=gkv.Loader.batch_seed(9, 0, i)))
+        assert n == len(lo) == 4
+
+
+def test_loader_prob_refusals(wjob):
+    """prob= is refused by SERVER, never sampled uniformly; a bad feature
+    is refused when the loader is made."""
+    c, p, _, _ = wjob
+    seeds = np.arange(10, dtype=np.int64)
+    with pytest.raises(gkv.NotSupportedError, match="GKV_LOADER_SERVER"):
+        gkv.Loader(c, seeds, batch_size=4, fanouts=[2], where="server", prob="w")
+    with pytest.raises(gkv.InvalidArgumentError, match=r"neg': edge \d+ has weight -1"):
+        gkv.Loader(p, seeds, batch_size=4, fanouts=[2], prob="neg")
+    with pytest.raises(gkv.NotFoundError, match="edge/_N:_E:_N/nope"):
+        gkv.Loader(p, seeds, batch_size=4, fanouts=[2], prob="nope")
+    with pytest.raises(gkv.NotFoundError, match="edge/_N:_E:_N/nope"):
+        gkv.Loader(c, seeds, batch_size=4, fanouts=[2], where="client", prob="nope")
+    with pytest.raises(gkv.InvalidArgumentError, match="wide' has rows of 2"):
+        gkv.Loader(c, seeds, batch_size=4, fanouts=[2], where="client", prob="wide")
+    with pytest.raises(gkv.InvalidArgumentError, match="prob: edge type 0: "
+                       "expected an edge feature's name"):
+        gkv.Loader(c, seeds, batch_size=4, fanouts=[2], where="client", prob=[3])
+    with pytest.raises(gkv.InvalidArgumentError, match="one source of weights"):
+        gkv.Loader(c, seeds, batch_size=4, fanouts=[2], where="client",
+                   prob="w", weighted=True)
+    # a negative weight fails the batch that meets it, naming the edge
+    with gkv.Loader(c, np.arange(N, dtype=np.int64), batch_size=N, fanouts=[-1],
+                    where="client", prob="neg") as ld:
+        with pytest.raises(gkv.InvalidArgumentError, match=r"neg.: edge \d+ has weight -1"):
+            next(iter(ld))
 
 
 # ---- gkv.dgl -----------------------------------------------------------------------
