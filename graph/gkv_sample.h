@@ -316,7 +316,9 @@ typedef struct gkv_sample_opts {
      * array for the same edge type (which the client calls also take).
      * In-process calls (gkv_sample_neighbors, _blocks, _edge_batch) have no
      * store to resolve names in: a non-NULL name there is GKV_EINVAL (pass
-     * the values as edge_w). Etypes with fanout 0 are not looked up. */
+     * the values as edge_w). Etypes with fanout 0 are not looked up. The
+     * loader (gkv_loader.h) takes the same names in its CLIENT and LOCAL
+     * modes. */
     const char *const *edge_w_feat;
 } gkv_sample_opts;
 
