@@ -156,7 +156,11 @@ typedef struct gkv_loader_opts {
      * shared by the workers), and the samplers take the values as edge_w
      * arrays: the same batches as CLIENT on the same partitions.
      * GKV_LOADER_SERVER refuses them (GKV_ENOTSUP: a SAMPLE_BATCH request
-     * cannot carry them). */
+     * cannot carry them). Every name is checked at gkv_loader_new
+     * (gkv_edge_feat_name_bad, the tensor name's length; not with
+     * GKV_SAMPLE_WEIGHTED: GKV_EINVAL). LOCAL reads the features once, at
+     * gkv_loader_new: a later push to one is seen by CLIENT batches (the
+     * servers read what changed) and not by LOCAL ones. */
     const char *const *edge_w_feat;
 } gkv_loader_opts;
 

@@ -290,7 +290,10 @@ wfeat_tensor(gkv_loader *l, int e, const char *name)
                          (unsigned long long)d.hi, e, (long long)n);
     if (l->where != GKV_LOADER_LOCAL)
         return GKV_OK;
-    es = gkv_dtype_size(d.dtype);
+    if ((es = gkv_dtype_size(d.dtype)) == 0)
+        return gkv__fail(NULL, GKV_ECORRUPT, "loader: edge_w_feat[%d]: edge "
+                         "feature '%s' has an unknown dtype (%d)", e, name,
+                         (int)d.dtype);
     if ((w = l->ew[e] = gkv__malloc(((size_t)n + 1) * sizeof *w)) == NULL ||
         (buf = gkv__malloc((size_t)n * es + 1)) == NULL)
         return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory for the "
@@ -327,18 +330,16 @@ out:
     return rc;
 }
 
-/* Sampling by edge features (o->edge_w_feat): not SERVER; CLIENT checks
- * the names with gkv_client_sample_blocks()'s own checks (a call without
- * seeds); LOCAL needs a partition (its book names the edge types). Then
- * the tensors of the types some layer samples. Copies the names. */
+/* Sampling by edge features (o->edge_w_feat): not SERVER; LOCAL needs a
+ * partition (its book names the edge types). Every name is checked as the
+ * client's sampling calls check them (gkv_edge_feat_name_bad, the tensor
+ * name's length, not with GKV_SAMPLE_WEIGHTED), without a sampling call:
+ * the caller's client holds its own borrowed results. Then the tensors of
+ * the types some layer samples. Copies the names. */
 static gkv_err
 check_wfeat(gkv_loader *l, const gkv_loader_opts *o)
 {
     int ne = l->num_etypes, first = -1;
-    gkv_sample_opts so = {0};
-    gkv_block *bl = NULL;
-    const int64_t **sv = NULL;
-    size_t *sn = NULL;
     char name[GKV_NAME_MAX + 2];
     gkv_err rc = GKV_OK;
 
@@ -358,11 +359,29 @@ check_wfeat(gkv_loader *l, const gkv_loader_opts *o)
                          "with GKV_LOADER_LOCAL needs 'part': 'sg' has no "
                          "edge type names to find the feature by", first,
                          o->edge_w_feat[first]);
-    if (l->where == GKV_LOADER_LOCAL && (o->sample_flags & GKV_SAMPLE_WEIGHTED))
+    if (o->sample_flags & GKV_SAMPLE_WEIGHTED)
         return gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d] ('%s') "
                          "and GKV_SAMPLE_WEIGHTED both give weights; choose "
                          "one source of weights", first,
                          o->edge_w_feat[first]);
+    for (int e = 0; e < ne; e++) {
+        const char *fn = o->edge_w_feat[e], *why;
+
+        if (fn == NULL)
+            continue;
+        if ((why = gkv_edge_feat_name_bad(fn)) != NULL)
+            return gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d] "
+                             "('%.300s', %zu bytes) has %s: a feature name is "
+                             "1 to %d bytes of printable ASCII without spaces "
+                             "or '#'", e, fn, strlen(fn), why, GKV_NAME_MAX);
+        if (strlen("edge//") + strlen(gkv_pbook_etype_name(book_of(l), e)) +
+            strlen(fn) > GKV_NAME_MAX)
+            return gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: "
+                             "tensor 'edge/%s/%.300s' would be longer than a "
+                             "tensor name may be (%d bytes)", e,
+                             gkv_pbook_etype_name(book_of(l), e), fn,
+                             GKV_NAME_MAX);
+    }
     if ((l->wfeat = gkv__calloc((size_t)ne + 1, sizeof *l->wfeat)) == NULL ||
         (l->ew = gkv__calloc((size_t)ne + 1, sizeof *l->ew)) == NULL ||
         (l->ewlen = gkv__calloc((size_t)ne + 1, sizeof *l->ewlen)) == NULL)
@@ -371,24 +390,6 @@ check_wfeat(gkv_loader *l, const gkv_loader_opts *o)
         if (o->edge_w_feat[e] != NULL &&
             (l->wfeat[e] = gkv__strdup(o->edge_w_feat[e])) == NULL)
             return gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
-    if (l->where == GKV_LOADER_CLIENT) {
-        so.dir = o->dir;
-        so.flags = o->sample_flags;
-        so.edge_w_feat = (const char *const *)l->wfeat;
-        bl = gkv__calloc((size_t)o->nlayers, sizeof *bl);
-        sv = gkv__calloc((size_t)l->num_ntypes + 1, sizeof *sv);
-        sn = gkv__calloc((size_t)l->num_ntypes + 1, sizeof *sn);
-        if (bl == NULL || sv == NULL || sn == NULL) {
-            rc = gkv__fail(NULL, GKV_ENOMEM, "loader: out of memory");
-            goto out;
-        }
-        if ((rc = gkv_client_sample_blocks(l->client, sv, sn, l->fanouts,
-                                           o->nfan, o->nlayers, &so, bl))
-            != GKV_OK) {
-            rc = gkv__fail(NULL, rc, "loader: %s", gkv_errmsg());
-            goto out;
-        }
-    }
     for (int e = 0; e < ne && rc == GKV_OK; e++) {
         const char *canon = gkv_pbook_etype_name(book_of(l), e);
         int used = 0;
@@ -398,21 +399,9 @@ check_wfeat(gkv_loader *l, const gkv_loader_opts *o)
                                (o->nfan == 1 ? 0 : e)] != 0;
         if (l->wfeat[e] == NULL || !used)
             continue;       /* as the servers: fanout 0 is not looked up */
-        if (strlen("edge//") + strlen(canon) + strlen(l->wfeat[e]) >
-            GKV_NAME_MAX)   /* (CLIENT: refused above already) */
-            rc = gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: tensor "
-                           "'edge/%s/%.300s' would be longer than a tensor "
-                           "name may be (%d bytes)", e, canon, l->wfeat[e],
-                           GKV_NAME_MAX);
-        else
-            snprintf(name, sizeof name, "edge/%s/%s", canon, l->wfeat[e]);
-        if (rc == GKV_OK)
-            rc = wfeat_tensor(l, e, name);
+        snprintf(name, sizeof name, "edge/%s/%s", canon, l->wfeat[e]);
+        rc = wfeat_tensor(l, e, name);
     }
-out:
-    gkv__free(bl);
-    gkv__free((void *)sv);
-    gkv__free(sn);
     return rc;
 }
 

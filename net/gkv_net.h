@@ -680,6 +680,12 @@ GKV_API gkv_err gkv_client_clone(gkv_client *c, gkv_client **out);
  * rejoins. */
 GKV_API uint32_t gkv_client_observer_rank(void);
 
+/* Why 'name' cannot name an edge feature to sample by (edge_w_feat: the
+ * tensor "edge/<canonical>/<name>"), or NULL when it can: 1 to 255 bytes
+ * of printable ASCII, no space, no '#' (which marks optimizer state). The
+ * sampling calls and the loader refuse such a name with GKV_EINVAL. */
+GKV_API const char *gkv_edge_feat_name_bad(const char *name);
+
 #ifdef __cplusplus
 }
 #endif

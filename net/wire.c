@@ -1020,6 +1020,12 @@ net__enc_sample_req(net_wr *w, const net_sample_enc *o)
 }
 
 const char *
+gkv_edge_feat_name_bad(const char *name)
+{
+    return name == NULL ? "no name" : net__feat_name_bad(name, strlen(name));
+}
+
+const char *
 net__feat_name_bad(const char *name, size_t n)
 {
     if (n == 0)

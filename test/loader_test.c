@@ -896,8 +896,11 @@ test_wfeat_local(void **state)
         gkv_loader_free(l);
     }
     assert_true(uzero > 0);
-    /* refused when made: a negative value, a missing feature, two
+    /* refused when made: a name no sampling call takes (LOCAL checks
+     * names as the client does), a negative value, a missing feature, two
      * sources of weights */
+    wf[0] = "w#adagrad_s";
+    NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL, "'#'");
     wf[0] = "neg";
     NET_FAILS(gkv_loader_new(&l, &o), GKV_EINVAL,
               "'edge/_N:_E:_N/neg': edge ");
@@ -912,6 +915,45 @@ test_wfeat_local(void **state)
     gkv_sampler_free(smp);
     gkv_sgraph_free(sg);
     gkv_part_close(p1);
+}
+
+/* Making a CLIENT loader that samples by an edge feature leaves the
+ * caller's client alone: blocks it lent from an earlier sampling call
+ * keep their bytes (the names were once checked by a sampling call on
+ * that client, which reset its arena). */
+static void
+test_wfeat_leaves_client_results(void **state)
+{
+    static const char *const wf[1] = {"train_mask"};
+    struct lfx *f = *state;
+    gkv_block bl[2];
+    const int64_t *sv[1];
+    size_t sn[1] = {16};
+    gkv_loader *l;
+
+    graph_make(f, 0);
+    serve(f, 1, 20000, NULL);
+    for (int with = 0; with < 2; with++) {
+        gkv_loader_opts o = lopts(f, GKV_LOADER_CLIENT, 1, 1);
+        int64_t *save[2];
+        size_t n[2];
+
+        sv[0] = f->seeds;
+        NET_OK(gkv_client_sample_blocks(f->c, sv, sn, f->fan, f->nfan, f->nl,
+                                        NULL, bl));
+        for (int j = 0; j < 2; j++) {
+            n[j] = bl[j].nodes[0].num_src;
+            save[j] = malloc(n[j] * 8 + 8);
+            memcpy(save[j], bl[j].nodes[0].ids, n[j] * 8);
+        }
+        o.edge_w_feat = with ? wf : NULL;
+        NET_OK(gkv_loader_new(&l, &o));
+        gkv_loader_free(l);
+        for (int j = 0; j < 2; j++) {
+            assert_memory_equal(save[j], bl[j].nodes[0].ids, n[j] * 8);
+            free(save[j]);
+        }
+    }
 }
 
 static gkv_loader_opts
@@ -1619,6 +1661,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_edge_hetero, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edge_bad, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wfeat, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wfeat_leaves_client_results,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_wfeat_local, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epochs_and_free, setup,
                                         teardown),

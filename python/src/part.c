@@ -182,6 +182,11 @@ gkvpy_prob_get(gkvpy_sargs *s, int ne, PyObject *prob, const gkv_pbook *b)
     int any = 0;
 
     if (prob != NULL && prob != Py_None) {
+        if (ne > 64) {              /* v, s->wfeat and s->wref hold 64 */
+            gkvpy_raisef(GKV_ENOTSUP, "prob: more than 64 edge types (%d)",
+                         ne);
+            return -1;
+        }
         if (per_etype(prob, ne, b, "prob", PyUnicode_Check(prob), 1, v) < 0)
             return -1;
         for (int e = 0; e < ne; e++) {

@@ -511,3 +511,29 @@ def test_hetero_prob_weighs_the_types_that_have_it(hjob, dgl_or_not):
             np.testing.assert_array_equal(inp[name].numpy(), np.asarray(ref[0].nodes[t]))
         assert (wv[np.asarray(ref[-1].edges[bi][2])] > 0).all()
     assert k + 1 == len(ld) == 3
+
+
+def test_loader_prob_more_than_64_edge_types(tmp_path):
+    """prob= on a graph of 65 edge types is refused by name, not written
+    past the 64 entries its arrays hold (it overwrote the first name, and
+    crashed from about 70 types)."""
+    rng = np.random.default_rng(1)
+    k = 65
+    edges = {("n", "r%d" % i, "n"): (rng.integers(0, 50, 100),
+                                     rng.integers(0, 50, 100))
+             for i in range(k)}
+    ef = {("n:r%d:n" % i, "w"): rng.random(100).astype(np.float32)
+          for i in range(k)}
+    gkv.partition(str(tmp_path / "p"), edges, {"n": 50}, 1, name="g",
+                  edge_feats=ef)
+    p = gkv.Partition(str(tmp_path / "p" / "g.json"))
+    assert len(p.pbook()["etypes"]) == k
+    with pytest.raises(gkv.NotSupportedError, match="more than 64 edge types"):
+        gkv.Loader(p, np.arange(50, dtype=np.int64), batch_size=10,
+                   fanouts=[2], prob={"n:r%d:n" % (k - 1): "w"})
+    # without prob= the same graph loads
+    ld = gkv.Loader(p, np.arange(50, dtype=np.int64), batch_size=10,
+                    fanouts=[2])
+    assert sum(1 for _ in ld) == 5
+    ld.close()
+    p.close()
