@@ -117,6 +117,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "gkv_err.h"
+#include "gkv_kv.h"
 #include "gkv_graph.h"
 
 #ifdef __cplusplus
@@ -321,6 +322,15 @@ typedef struct gkv_sample_opts {
      * modes. */
     const char *const *edge_w_feat;
 } gkv_sample_opts;
+
+/* Sampling weights from an edge feature's values: dst[0 .. n) = the n
+ * values at src, of dtype dt (f32, f64, f16, bf16, i8, u8 (a 0/1 mask),
+ * i32, i64), as floats. Returns the index of the first value that is
+ * negative, NaN or infinite (any value of another dtype is NaN), or -1.
+ * The servers convert the features of the edges they own this way, the
+ * clients those of out-edges, the loader a partition's in LOCAL mode. */
+GKV_API int64_t gkv_sample_weights_from(const void *src, gkv_dtype dt,
+                                        size_t n, float *dst);
 
 /* Edges of one type, borrowed from the sampler until its next sampling
  * call or gkv_sampler_free(). Results are not inputs: passing any of

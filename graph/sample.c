@@ -2,6 +2,7 @@
  * that runs a hop's phases, per-thread errors, and the checks and set-up
  * of a call's fanouts, seeds and options (see gkv_sample.h for the
  * contract and the exact generator; sample_hop.c for how a hop runs). */
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -690,4 +691,30 @@ graph__seeds_check(gkv_sampler *s, const int64_t *const *seeds,
                               (long long)seeds[t][i], t, (long long)nn);
     }
     return GKV_OK;
+}
+
+int64_t
+gkv_sample_weights_from(const void *src, gkv_dtype dt, size_t n, float *dst)
+{
+    int64_t bad = -1;
+
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *b = (const unsigned char *)src;
+        float w;
+        switch (dt) {
+        case GKV_F32: { float v; memcpy(&v, b + 4 * i, 4); w = v; break; }
+        case GKV_F64: { double v; memcpy(&v, b + 8 * i, 8); w = (float)v; break; }
+        case GKV_F16: { uint16_t v; memcpy(&v, b + 2 * i, 2); w = gkv_f16_to_f32(v); break; }
+        case GKV_BF16: { uint16_t v; memcpy(&v, b + 2 * i, 2); w = gkv_bf16_to_f32(v); break; }
+        case GKV_I8: w = (float)(int8_t)b[i]; break;
+        case GKV_U8: w = (float)b[i]; break;
+        case GKV_I32: { int32_t v; memcpy(&v, b + 4 * i, 4); w = (float)v; break; }
+        case GKV_I64: { int64_t v; memcpy(&v, b + 8 * i, 8); w = (float)v; break; }
+        default: w = NAN; break;
+        }
+        dst[i] = w;
+        if (bad < 0 && (!(w >= 0.0f) || isinf(w)))
+            bad = (int64_t)i;
+    }
+    return bad;
 }

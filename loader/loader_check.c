@@ -3,7 +3,6 @@
  * (node or edge IDs: given, or the node_split / edge_split of a mask),
  * the edge seeds' options, the sampling options and the tensors a batch
  * collects. Every failure names what was wrong. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "loader/loader_int.h"
@@ -269,7 +268,7 @@ wfeat_tensor(gkv_loader *l, int e, const char *name)
 {
     gkv_tensor_desc d;
     char what[64];
-    int64_t n = l->nedges[e];
+    int64_t n = l->nedges[e], bad;
     unsigned char *buf = NULL;
     float *w;
     size_t es;
@@ -306,25 +305,11 @@ wfeat_tensor(gkv_loader *l, int e, const char *name)
                        "'%s': %s", e, name, gkv_errmsg());
         goto out;
     }
-    for (int64_t i = 0; i < n; i++) {
-        const unsigned char *p = buf + (size_t)i * es;
-        union { float f; double d; uint16_t h; int32_t i32; int64_t i64; } v;
-
-        memcpy(&v, p, es);
-        w[i] = d.dtype == GKV_F32 ? v.f : d.dtype == GKV_F64 ? (float)v.d :
-               d.dtype == GKV_F16 ? gkv_f16_to_f32(v.h) :
-               d.dtype == GKV_BF16 ? gkv_bf16_to_f32(v.h) :
-               d.dtype == GKV_I8 ? (float)(int8_t)p[0] :
-               d.dtype == GKV_U8 ? (float)p[0] :
-               d.dtype == GKV_I32 ? (float)v.i32 : (float)v.i64;
-        if (!(w[i] >= 0.0f) || isinf(w[i])) {
-            rc = gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: edge "
-                           "feature '%s': edge %lld has weight %g; sampling "
-                           "weights must be finite and >= 0", e, name,
-                           (long long)i, (double)w[i]);
-            goto out;
-        }
-    }
+    if ((bad = gkv_sample_weights_from(buf, d.dtype, (size_t)n, w)) >= 0)
+        rc = gkv__fail(NULL, GKV_EINVAL, "loader: edge_w_feat[%d]: edge "
+                       "feature '%s': edge %lld has weight %g; sampling "
+                       "weights must be finite and >= 0", e, name,
+                       (long long)bad, (double)w[bad]);
 out:
     gkv__free(buf);
     return rc;

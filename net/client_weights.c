@@ -57,7 +57,7 @@ wpos_pull(gkv_client *c, int e, const char *name, const int64_t *eids,
         gkv__free(buf);
         return wpos_fail(rc, e, name);
     }
-    bad = net__w_convert(buf, dt, n, w);
+    bad = gkv_sample_weights_from(buf, dt, n, w);
     gkv__free(buf);
     if (bad >= 0) {
         int32_t own = -1;

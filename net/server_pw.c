@@ -181,7 +181,7 @@ pw_convert(gkv_server *s, srv_req *r, struct pw *p, gkv_txn *tx,
                          "rows [%llu, %llu): %s", p->pw_name,
                          gkv_part_id(s->graph.part), (unsigned long long)a,
                          (unsigned long long)b, gkv_store_errmsg(s->store));
-    bad = net__w_convert(tmp != NULL ? (const void *)tmp : (const void *)dst,
+    bad = gkv_sample_weights_from(tmp != NULL ? (const void *)tmp : (const void *)dst,
                          d->dtype, (size_t)(b - a), dst);
     p->pw_bad[i] = bad < 0 ? -1 : (int64_t)a + bad;
     return GKV_OK;

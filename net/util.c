@@ -85,30 +85,3 @@ net__state_rows(const char *name, const net_tensor *t, int is_step,
     return GKV_OK;
 }
 
-/* dst[0 .. n) = the n values at src (dtype dt) as floats; the index of the
- * first that is negative, NaN or infinite, or -1. */
-int64_t
-net__w_convert(const void *src, gkv_dtype dt, size_t n, float *dst)
-{
-    int64_t bad = -1;
-
-    for (size_t i = 0; i < n; i++) {
-        const unsigned char *b = (const unsigned char *)src;
-        float w;
-        switch (dt) {
-        case GKV_F32: { float v; memcpy(&v, b + 4 * i, 4); w = v; break; }
-        case GKV_F64: { double v; memcpy(&v, b + 8 * i, 8); w = (float)v; break; }
-        case GKV_F16: { uint16_t v; memcpy(&v, b + 2 * i, 2); w = gkv_f16_to_f32(v); break; }
-        case GKV_BF16: { uint16_t v; memcpy(&v, b + 2 * i, 2); w = gkv_bf16_to_f32(v); break; }
-        case GKV_I8: w = (float)(int8_t)b[i]; break;
-        case GKV_U8: w = (float)b[i]; break;
-        case GKV_I32: { int32_t v; memcpy(&v, b + 4 * i, 4); w = (float)v; break; }
-        case GKV_I64: { int64_t v; memcpy(&v, b + 8 * i, 8); w = (float)v; break; }
-        default: w = NAN; break;
-        }
-        dst[i] = w;
-        if (bad < 0 && (!(w >= 0.0f) || isinf(w)))
-            bad = (int64_t)i;
-    }
-    return bad;
-}

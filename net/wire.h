@@ -595,10 +595,6 @@ gkv_err net__state_rows(const char *name, const net_tensor *t, int is_step,
 
 /* ---- sampling weights from edge features ------------------------------ */
 
-/* dst[0 .. n) = the n values at src (dtype dt) as floats; the index of the
- * first that is negative, NaN or infinite, or -1. Servers convert the
- * features of the edges they own, clients those of out-edges. */
-int64_t net__w_convert(const void *src, gkv_dtype dt, size_t n, float *dst);
 
 /* ---- a server's peer client (server_batch.c) ----------------------------- */
 
