@@ -35,6 +35,7 @@ extern "C" {
 #define GKV_NET_PORT        30050      /* ip_config's default port (DGL's) */
 #define GKV_NET_GROUP_MAX   63         /* bytes in a group name */
 #define GKV_NET_MAX_MSG     (1ull << 30) /* default payload bound: 1 GiB */
+#define GKV_NET_MAX_REPLY_MEM (2ull << 30) /* default max_reply_mem: 2 GiB */
 
 /* gkv_errmsg(): the detail of this thread's last failed call ("" after a
  * success). Valid until the thread's next gkv call. */
@@ -171,6 +172,13 @@ typedef struct gkv_server_opts {
      * always answer those servers. Each keeps a peer client and 4 bytes a
      * node of the graph for relabelling. 0 = threads; at most 256. */
     unsigned batch_threads;
+    /* Bytes of replies the server may hold at once, handed to nanomsg and
+     * not yet sent (a client that does not read its replies keeps its
+     * last one for as long as it stays connected). A reply of 64 KiB or
+     * more that would pass it is refused at once with GKV_EBUSY, before
+     * the work where the size is known up front (pulls); smaller replies
+     * always go. 0 = 2 GiB (GKV_NET_MAX_REPLY_MEM); at least max_msg. */
+    uint64_t max_reply_mem;
 } gkv_server_opts;
 
 /* Opens the store, pre-faults its map, reads the token and binds the
@@ -417,6 +425,10 @@ typedef struct gkv_server_stats {
                                        * answered and edges returned */
     uint64_t store_free_bytes;        /* gkv_store_stat.free_bytes (0 from
                                        * a server that predates it) */
+    /* Reply memory (0 from a server that predates it): bytes of replies
+     * the server's process holds, not yet sent; its cap (0: not bounded);
+     * replies refused for it (GKV_EBUSY). */
+    uint64_t reply_mem_bytes, reply_mem_max, reply_mem_refused;
 } gkv_server_stats;
 
 /* Statistics of server i. */

@@ -183,4 +183,14 @@ size_t gkvt_enc_add(unsigned char *b, size_t cap, const char *name,
 /* Asserts got[i] == was[i] + d for n floats. */
 void gkvt_assert_added(const float *got, const float *was, size_t n, float d);
 
+/* A peer speaking SP over TCP by hand (nanomsg's framing: an 8-byte
+ * greeting, then per message a u64 big-endian size and the bytes, a REQ
+ * message starting with its 4-byte request id), so that it can send
+ * requests and never read a reply: a TCP socket connected to
+ * 127.0.0.1:port with a small receive buffer, greeted as a socket of
+ * protocol 'proto' (NN_REQ, NN_PAIR); the caller close()s it. */
+int  gkvt_sp_connect(int port, int proto);
+/* Sends msg (len bytes) as a REQ message with request id 'id'. */
+void gkvt_sp_send(int fd, uint32_t id, const void *msg, size_t len);
+
 #endif
