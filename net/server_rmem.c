@@ -55,7 +55,6 @@ static int probe_ok;                   /* the layout matched */
 static char probe_why[256];            /* else why not */
 static free_fn orig_free;              /* nanomsg's own (for type 0) */
 static atomic_uint_fast64_t held;      /* bytes of counted replies alive */
-static atomic_uint_fast64_t untagged;  /* blocks found with another ffn */
 static void *probe_seen;               /* probe_free()'s argument */
 
 static uint32_t
@@ -196,7 +195,6 @@ srv__rmem_alloc(size_t bytes, uint64_t cap, int *busy)
     if (c->ffn != orig_free || c->size != bytes) {
         /* not the block the probe saw: left as it is, not counted */
         atomic_fetch_sub_explicit(&held, bytes, memory_order_relaxed);
-        atomic_fetch_add_explicit(&untagged, 1, memory_order_relaxed);
         return m;
     }
     c->ffn = rmem_free;

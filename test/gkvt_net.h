@@ -136,6 +136,10 @@ struct gkvt_proc *gkvt_rawfx_start(struct gkvt_rawfx *f, const char *const *lead
                                    const char *const *extra);
 /* gkvt_rawfx_start with "--store ST --machine 0" and extra. */
 struct gkvt_proc *gkvt_rawfx_serve(struct gkvt_rawfx *f, const char *const *extra);
+/* gkvt_rawfx_serve with no ASan quarantine in the server (SAN=address),
+ * so that its peak resident set (gkvt_peak_kib) shows what it keeps. */
+struct gkvt_proc *gkvt_rawfx_serve_peak(struct gkvt_rawfx *f,
+                                        const char *const *extra);
 
 /* A reply as gkvt_rrecv gives it. */
 struct gkvt_rep {

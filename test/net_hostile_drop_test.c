@@ -253,23 +253,7 @@ test_peer_never_reads(void **state)
 
     gkvt_make_f32(f->st, "wide", 1024, 0, NR);      /* 4 KiB rows */
     want = gkvt_read_all(f->st, "wide", NR, 4096);
-    {
-        /* SAN=address: freed memory would wait in ASan's quarantine and
-         * count as resident; the server gets none, so that its peak shows
-         * what it keeps (other builds ignore the variable) */
-        const char *e = getenv("ASAN_OPTIONS");
-        char *old = e != NULL ? strdup(e) : NULL, env[1024];
-
-        snprintf(env, sizeof env, "%s%squarantine_size_mb=0",
-                 old != NULL ? old : "", old != NULL && *old ? ":" : "");
-        setenv("ASAN_OPTIONS", env, 1);
-        srv = gkvt_rawfx_serve(f, extra);
-        if (old != NULL)
-            setenv("ASAN_OPTIONS", old, 1);
-        else
-            unsetenv("ASAN_OPTIONS");
-        free(old);
-    }
+    srv = gkvt_rawfx_serve_peak(f, extra);
     s = gkvt_raw_socket(f->base, 5000);
     sess = gkvt_rhandshake(s, "job", 0);
     nn_close(s);

@@ -231,22 +231,7 @@ test_peers_never_read(void **state)
     want = gkvt_read_all(f->st, "big", NROW, rb);
     for (int i = 0; i < NROW; i++)
         ids[i] = (uint64_t)i;
-    {
-        /* as net_hostile_drop's peer_never_reads: no ASan quarantine, so
-         * that the server's peak shows what it keeps */
-        const char *e = getenv("ASAN_OPTIONS");
-        char *old = e != NULL ? strdup(e) : NULL, env[1024];
-
-        snprintf(env, sizeof env, "%s%squarantine_size_mb=0",
-                 old != NULL ? old : "", old != NULL && *old ? ":" : "");
-        setenv("ASAN_OPTIONS", env, 1);
-        srv = gkvt_rawfx_serve(f, extra);
-        if (old != NULL)
-            setenv("ASAN_OPTIONS", old, 1);
-        else
-            unsetenv("ASAN_OPTIONS");
-        free(old);
-    }
+    srv = gkvt_rawfx_serve_peak(f, extra);
     assert_true(gkvt_file_has(srv->log, "max reply memory " CAP_S " bytes"));
     o.timeout_ms = 10000;
     NET_OK(gkv_client_connect(&c, f->cfg, NULL, "good", 0, &o));
