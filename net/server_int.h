@@ -390,6 +390,10 @@ void srv__send_error(gkv_server *s, void *ctl, const net_hdr *rq,
  * replies can be counted; probed once a process. 0: 'why' says what did
  * not match (why may be NULL). Thread-safe. */
 int srv__rmem_probe(char *why, size_t cap);
+/* The probe's check of one message: 'data' (from nn_allocmsg(size, 0),
+ * or a copy of its header and data) has the known chunk header, with a
+ * free function in nanomsg's library. 0: 'why' says what differs. */
+int srv__rmem_layout(const void *data, size_t size, char *why, size_t cap);
 /* A message of 'bytes' (nn_allocmsg's, header space included), counted
  * until freed. NULL: out of memory, or *busy set: it is of at least
  * SRV_REPLY_SMALL bytes and the count would pass 'cap' (0: no cap). When

@@ -111,6 +111,30 @@ fn_in_nanomsg(free_fn fn, char *why, size_t cap)
     return 0;
 }
 
+int
+srv__rmem_layout(const void *data, size_t size, char *why, size_t cap)
+{
+    const unsigned char *p = data;
+    const struct chunk *c = chunk_of((void *)data);
+
+    /* the tag and offset first: they are in any nanomsg header, so the
+     * fields before them are read only when the header is as long */
+    if (get_be32(p - 4) != CHUNK_TAG)
+        snprintf(why, cap, "no chunk tag before the data (0x%08x)",
+                 get_be32(p - 4));
+    else if (get_be32(p - 8) != 0)
+        snprintf(why, cap, "a chunk offset %u, not 0", get_be32(p - 8));
+    else if (c->size != size)
+        snprintf(why, cap, "the chunk's size field reads %zu for a %zu-byte "
+                 "message", c->size, size);
+    else if (c->refcount != 1)
+        snprintf(why, cap, "the chunk's reference count reads %u",
+                 c->refcount);
+    else
+        return fn_in_nanomsg(c->ffn, why, cap);
+    return 0;
+}
+
 /* The layout of a message of an odd size, checked field by field, then a
  * free through a replaced function: probe_ok, or probe_why says what did
  * not match. */
@@ -127,19 +151,7 @@ rmem_probe(void)
         return;
     }
     c = chunk_of(p);
-    if (get_be32(p - 4) != CHUNK_TAG)
-        snprintf(why, sizeof why, "no chunk tag before the data (0x%08x)",
-                 get_be32(p - 4));
-    else if (get_be32(p - 8) != 0)
-        snprintf(why, sizeof why, "a chunk offset %u, not 0",
-                 get_be32(p - 8));
-    else if (c->size != ODD)
-        snprintf(why, sizeof why, "the chunk's size field reads %zu for a "
-                 "%d-byte message", c->size, ODD);
-    else if (c->refcount != 1)
-        snprintf(why, sizeof why, "the chunk's reference count reads %u",
-                 c->refcount);
-    else if (fn_in_nanomsg(c->ffn, why, sizeof why)) {
+    if (srv__rmem_layout(p, ODD, why, sizeof why)) {
         orig_free = c->ffn;
         c->ffn = probe_free;
         nn_freemsg(p);
@@ -231,6 +243,15 @@ srv__reply_alloc(srv_req *r, size_t payload)
                   "bytes", net__type_name(r->h.type), payload);
         return NULL;
     }
+    /* said in the log too (rationed as rejections are): the operator
+     * learns that some client is not reading */
+    if (srv__log_allowed(s, LOG_REJECT))
+        srv__log(s, "refused a %s reply of %zu bytes: %llu bytes of replies "
+                 "are held unsent, the cap is %llu (--max-reply-memory); "
+                 "clients are not reading their replies",
+                 net__type_name(r->h.type), payload,
+                 (unsigned long long)srv__rmem_held(),
+                 (unsigned long long)s->rmem.cap);
     srv__fail(r, GKV_EBUSY, "%s: a reply of %zu bytes would take the "
               "replies this server holds unsent past its cap of %llu bytes "
               "(--max-reply-memory; %llu held now): clients are not reading "

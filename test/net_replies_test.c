@@ -1,7 +1,8 @@
 /* net_replies_test.c - the replies a server holds for clients that do not
  * read them are bounded in total (--max-reply-memory, server_rmem.c):
  *
- *   - the probe of nanomsg's message layout, and the count, in-process:
+ *   - the probe of nanomsg's message layout (each field changed in a copy
+ *     of a real header is named), and the count, in-process:
  *     a message counts from its allocation until nanomsg frees it (freed,
  *     received and freed, its socket closed unsent); a large one past the
  *     cap is refused, a small one never; the option's bounds;
@@ -17,6 +18,7 @@
  * Servers are real gkv-server processes on loopback, killed and reaped by
  * PID in the teardown. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +129,59 @@ test_probe_and_count(void **state)
     nn_close(tx);
     await_held(h0);
     close(fd);
+}
+
+/* The probe's check, field by field, on a copy of a real message's
+ * header (nanomsg 1.1.5: struct nn_chunk {u32 refcount; size_t size;
+ * free function}, u32 offset, u32 tag, big-endian, then the data): the
+ * copy passes, and each field changed is named. */
+static void
+own_free(void *p)
+{
+    (void)p;
+}
+
+static void
+test_probe_layout(void **state)
+{
+    enum { ODD = 4099 };
+    struct {
+        uint32_t refcount;
+        size_t size;
+        void (*ffn)(void *);
+        unsigned char off[4], tag[4];
+        unsigned char data[ODD];
+    } k, good;
+    unsigned char *m = nn_allocmsg(ODD, 0);
+    char why[256] = "";
+
+    (void)state;
+    assert_non_null(m);
+    assert_int_equal(offsetof(__typeof__(k), data), 32);
+    memcpy(&good, m - 32, 32);
+    nn_freemsg(m);
+    k = good;
+    if (!srv__rmem_layout(k.data, ODD, why, sizeof why))
+        fail_msg("a copy of a real header: %s", why);
+    k.tag[3] ^= 1;
+    assert_false(srv__rmem_layout(k.data, ODD, why, sizeof why));
+    gkvt_expect_has(why, "no chunk tag before the data (0xdeadcaff)");
+    k = good;
+    k.off[3] = 8;
+    assert_false(srv__rmem_layout(k.data, ODD, why, sizeof why));
+    gkvt_expect_has(why, "a chunk offset 8, not 0");
+    k = good;
+    assert_false(srv__rmem_layout(k.data, ODD + 1, why, sizeof why));
+    gkvt_expect_has(why, "the chunk's size field reads 4099 for a 4100-byte "
+                    "message");
+    k.refcount = 2;
+    assert_false(srv__rmem_layout(k.data, ODD, why, sizeof why));
+    gkvt_expect_has(why, "the chunk's reference count reads 2");
+    k = good;
+    k.ffn = own_free;
+    assert_false(srv__rmem_layout(k.data, ODD, why, sizeof why));
+    gkvt_expect_has(why, "its free function lies in ");
+    gkvt_expect_has(why, "net_replies_test, not in nanomsg");
 }
 
 /* The option's bounds: below max_msg refused by the library, not a byte
@@ -268,6 +323,11 @@ test_peers_never_read(void **state)
     assert_int_equal(CAP, strtoull(CAP_S, NULL, 10));
     assert_true(ss.reply_mem_bytes >= KEEP * PULL_MSG);
     assert_true(ss.reply_mem_bytes < KEEP * PULL_MSG + SRV_REPLY_SMALL);
+    assert_true(gkvt_file_has(srv->log, "refused a pull reply of 33554448 "
+                              "bytes: "));
+    assert_true(gkvt_file_has(srv->log, "the cap is " CAP_S " "
+                              "(--max-reply-memory); clients are not "
+                              "reading their replies"));
     peak = gkvt_peak_kib(srv->pid);
     printf("# server peak grew by %ld KiB during the attack (cap %llu KiB; "
            "%d unread 32 MiB pulls would be %d KiB)\n", peak - before,
@@ -343,6 +403,7 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_probe_layout),
         cmocka_unit_test(test_probe_and_count),
         cmocka_unit_test_setup_teardown(test_option_bounds, setup, gkvt_rawfx_teardown),
         cmocka_unit_test_setup_teardown(test_peers_never_read, setup, gkvt_rawfx_teardown),
