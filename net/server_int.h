@@ -17,6 +17,8 @@
  *   server_pw.c      the edge-weight cache SAMPLE uses (edge features as
  *                    sampling weights)
  *   server_admin.c   BARRIER, STATS, SHUTDOWN
+ *   server_rmem.c    reply memory: every reply message counted until
+ *                    nanomsg frees it, bounded in total (max_reply_mem)
  *   server_batch.c   SAMPLE_BATCH: whole mini-batches, sampled here and
  *                    through the peer servers (a client of theirs), on
  *                    the pool's threads (SRV_POOL)
