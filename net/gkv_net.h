@@ -174,10 +174,12 @@ typedef struct gkv_server_opts {
     unsigned batch_threads;
     /* Bytes of replies the server may hold at once, handed to nanomsg and
      * not yet sent (a client that does not read its replies keeps its
-     * last one for as long as it stays connected). A reply of 64 KiB or
-     * more that would pass it is refused at once with GKV_EBUSY, before
-     * the work where the size is known up front (pulls); smaller replies
-     * always go. 0 = 2 GiB (GKV_NET_MAX_REPLY_MEM); at least max_msg. */
+     * last one for as long as it stays connected). A reply carrying data
+     * to read (pull, samples, graph queries) of 64 KiB or more that would
+     * pass it is refused at once with GKV_EBUSY, before the work where
+     * the size is known up front (pulls); control replies, smaller ones
+     * and any reply while nothing is held always go. 0 = 2 GiB
+     * (GKV_NET_MAX_REPLY_MEM); at least max_msg + 48. */
     uint64_t max_reply_mem;
 } gkv_server_opts;
 
@@ -335,8 +337,13 @@ GKV_API gkv_err gkv_client_refresh(gkv_client *c);
 /* Gathers rows ids[0..n) of tensor 'name' into dst (dst_len = n x
  * row_bytes, row i at dst + i x row_bytes), from every server that holds
  * some of them, in parallel; servers of one machine share the work.
+ * A server whose reply memory is full (max_reply_mem, clients not
+ * reading) answers GKV_EBUSY having read nothing; the call asks again
+ * with backoff (10 ms doubling to 640 ms) while its timeout lasts.
  * Errors: GKV_ENOTFOUND, GKV_ERANGE (an ID no server holds, named),
- * GKV_ESHAPE (dst_len), GKV_ETIMEDOUT, GKV_EPROTO, server errors. */
+ * GKV_ESHAPE (dst_len), GKV_ETIMEDOUT, GKV_EBUSY (the timeout passed
+ * while the server's reply memory stayed full), GKV_EPROTO, server
+ * errors. */
 GKV_API gkv_err gkv_client_pull(gkv_client *c, const char *name,
                                 const uint64_t *ids, size_t n,
                                 void *dst, size_t dst_len);

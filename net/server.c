@@ -249,8 +249,12 @@ srv__send_reply(gkv_server *s, void *ctl, const net_hdr *rq, gkv_err status,
     mh.msg_control = &ctl;
     mh.msg_controllen = NN_MSG;
     if (nn_sendmsg(s->io.sock, &mh, 0) < 0) {
+        /* nanomsg 1.1.5 hands a failed NN_MSG body back to the caller but
+         * frees the control message with its own copy of the message
+         * (nn_sendmsg's nn_msg_term): ctl is not ours to free here. It
+         * fails only on a socket being closed, which gkv_server_close
+         * does after joining the workers. */
         nn_freemsg(m);
-        nn_freemsg(ctl);
         return;
     }
     atomic_fetch_add_explicit(&s->stats.bytes_out, NET_HDR_LEN + len,
@@ -267,7 +271,7 @@ srv__send_error(gkv_server *s, void *ctl, const net_hdr *rq, gkv_err status,
     int busy;           /* never: an error is smaller than SRV_REPLY_SMALL */
 
     net__enc_err(&w, msg);
-    if ((m = srv__reply_msg(s, w.off, &busy)) == NULL) {
+    if ((m = srv__reply_msg(s, rq->type, w.off, &busy)) == NULL) {
         nn_freemsg(ctl);
         return;
     }
@@ -856,13 +860,16 @@ opts_check(const gkv_server_opts *o, unsigned *nserv)
                          "4096..%d", (unsigned long long)o->max_msg,
                          INT_MAX - NET_HDR_LEN - 64);
     if (o->max_reply_mem != 0 &&
-        o->max_reply_mem < (o->max_msg ? o->max_msg : GKV_NET_MAX_MSG))
+        o->max_reply_mem < (o->max_msg ? o->max_msg : GKV_NET_MAX_MSG) +
+                           NET_HDR_LEN)
         return net__fail(GKV_EINVAL, "max reply memory %llu is less than the "
-                         "largest message, %llu bytes: a reply of that size "
-                         "could never be sent; lower max_msg (--max-msg) too",
+                         "largest message, %llu bytes with its header: a "
+                         "reply of that size could never be sent; lower "
+                         "max_msg (--max-msg) too",
                          (unsigned long long)o->max_reply_mem,
-                         (unsigned long long)(o->max_msg ? o->max_msg :
-                                              GKV_NET_MAX_MSG));
+                         (unsigned long long)((o->max_msg ? o->max_msg :
+                                               GKV_NET_MAX_MSG) +
+                                              NET_HDR_LEN));
     if (o->server_name != NULL && strlen(o->server_name) > NET_HOST_MAX)
         return net__fail(GKV_EINVAL, "server name longer than %u bytes",
                          NET_HOST_MAX);

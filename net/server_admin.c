@@ -97,8 +97,8 @@ bar_release(gkv_server *s, struct parked *rel, size_t n, const net_barrier *b)
         net_hdr h = {0};
         net_wr w = {0};
         net_barrier rb = {b->group_size, b->seq};
-        int busy;       /* never: 12 bytes */
-        void *m = srv__reply_msg(s, 12, &busy);
+        int busy;       /* never: a control reply */
+        void *m = srv__reply_msg(s, NET_BARRIER, 12, &busy);
 
         h.type = NET_BARRIER;
         h.flags = rel[i].flags;

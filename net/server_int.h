@@ -398,15 +398,19 @@ int srv__rmem_probe(char *why, size_t cap);
 int srv__rmem_layout(const void *data, size_t size, char *why, size_t cap);
 /* A message of 'bytes' (nn_allocmsg's, header space included), counted
  * until freed. NULL: out of memory, or *busy set: it is of at least
- * SRV_REPLY_SMALL bytes and the count would pass 'cap' (0: no cap). When
+ * SRV_REPLY_SMALL bytes, the count is not 0 and would pass 'cap' (0: no
+ * cap). When
  * the probe failed nothing is counted and nothing refused. Thread-safe. */
 void *srv__rmem_alloc(size_t bytes, uint64_t cap, int *busy);
 /* The bytes counted now: the process's replies not yet freed (servers in
  * one process share the count). */
 uint64_t srv__rmem_held(void);
-/* A reply message of 'payload' bytes (plus header space) under s's cap:
- * as srv__rmem_alloc, counting a refusal in s's stats. */
-void *srv__reply_msg(gkv_server *s, size_t payload, int *busy);
+/* A reply message of 'payload' bytes (plus header space) to a request of
+ * 'type': as srv__rmem_alloc, under s's cap when the type's reply carries
+ * data to read (pull, samples, graph queries; control replies are never
+ * refused), counting a refusal in s's stats. */
+void *srv__reply_msg(gkv_server *s, unsigned type, size_t payload,
+                     int *busy);
 /* The same for request r: NULL with r failed, GKV_EBUSY (the cap, named
  * with what holds it) or GKV_ENOMEM. */
 void *srv__reply_alloc(srv_req *r, size_t payload);

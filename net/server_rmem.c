@@ -192,7 +192,10 @@ srv__rmem_alloc(size_t bytes, uint64_t cap, int *busy)
      * once cannot pass the cap together */
     cur = atomic_load_explicit(&held, memory_order_relaxed);
     do {
-        if (cap != 0 && bytes >= SRV_REPLY_SMALL && bytes + cur > cap) {
+        /* nothing held: admitted whatever its size, so that a cap set
+         * near the largest message cannot refuse a reply for ever */
+        if (cap != 0 && bytes >= SRV_REPLY_SMALL && cur != 0 &&
+            bytes + cur > cap) {
             *busy = 1;
             return NULL;
         }
@@ -219,10 +222,28 @@ srv__rmem_held(void)
     return atomic_load_explicit(&held, memory_order_relaxed);
 }
 
-void *
-srv__reply_msg(gkv_server *s, size_t payload, int *busy)
+/* Replies that carry data a client asked to read (rows, samples, graph
+ * queries) may be refused, and nothing is done for them; control replies
+ * (hello, handshake, schema, partition book, barrier, stats, the answers
+ * to writes) are small or change state, and always go. */
+static int
+refusable(unsigned type)
 {
-    void *m = srv__rmem_alloc(NET_HDR_LEN + payload, s->rmem.cap, busy);
+    switch (type) {
+    case NET_PULL: case NET_SAMPLE: case NET_SAMPLE_BATCH:
+    case NET_FIND_EDGES: case NET_IN_DEGREES: case NET_OUT_DEGREES:
+    case NET_IN_SUBGRAPH: case NET_EDGE_BATCH:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void *
+srv__reply_msg(gkv_server *s, unsigned type, size_t payload, int *busy)
+{
+    void *m = srv__rmem_alloc(NET_HDR_LEN + payload,
+                              refusable(type) ? s->rmem.cap : 0, busy);
 
     if (*busy)
         atomic_fetch_add_explicit(&s->rmem.refused, 1, memory_order_relaxed);
@@ -236,7 +257,7 @@ srv__reply_alloc(srv_req *r, size_t payload)
     void *m;
     int busy;
 
-    if ((m = srv__reply_msg(s, payload, &busy)) != NULL)
+    if ((m = srv__reply_msg(s, r->h.type, payload, &busy)) != NULL)
         return m;
     if (!busy) {
         srv__fail(r, GKV_ENOMEM, "%s: out of memory for a reply of %zu "
@@ -253,9 +274,10 @@ srv__reply_alloc(srv_req *r, size_t payload)
                  (unsigned long long)srv__rmem_held(),
                  (unsigned long long)s->rmem.cap);
     srv__fail(r, GKV_EBUSY, "%s: a reply of %zu bytes would take the "
-              "replies this server holds unsent past its cap of %llu bytes "
-              "(--max-reply-memory; %llu held now): clients are not reading "
-              "their replies. Nothing was changed; try again later",
+              "replies this server process holds unsent past its cap of "
+              "%llu bytes (--max-reply-memory; %llu held now): clients are "
+              "not reading their replies. Nothing was read or changed; try "
+              "again later",
               net__type_name(r->h.type), payload,
               (unsigned long long)s->rmem.cap,
               (unsigned long long)srv__rmem_held());

@@ -13,11 +13,16 @@
  *     the documented refusal for a 32 MiB reply, a well-behaved client's
  *     pulls (which ask for 2 MiB a message) get the right rows meanwhile
  *     (latency printed); once the peers go, the count is 0 again (server
- *     stats, kvctl) and 32 MiB replies are made again.
+ *     stats, kvctl) and 32 MiB replies are made again;
+ *   - two peers hold the cap to the byte: a handshake whose schema reply
+ *     is over 64 KiB still goes (control replies are never refused); a
+ *     client's pull asks again until its deadline (GKV_EBUSY then), and
+ *     with a longer one gets its rows once the peers go.
  *
  * Servers are real gkv-server processes on loopback, killed and reaped by
  * PID in the teardown. */
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +72,15 @@ test_probe_and_count(void **state)
         fail_msg("the probe refused this nanomsg: %s", why);
     assert_true(srv__rmem_probe(NULL, 0));  /* once a process, same answer */
     h0 = srv__rmem_held();
+    assert_int_equal(h0, 0);    /* nothing of this process's is counted */
+    /* with nothing held, a message larger than the cap is admitted (a cap
+     * set near the largest message cannot refuse one for ever) */
+    a = srv__rmem_alloc(3 * MB, 2 * MB, &busy);
+    assert_non_null(a);
+    assert_int_equal(busy, 0);
+    assert_int_equal(srv__rmem_held(), 3 * MB);
+    nn_freemsg(a);
+    assert_int_equal(srv__rmem_held(), 0);
 
     /* counted from the allocation; past the cap refused, counted nothing */
     a = srv__rmem_alloc(MB, 2 * MB, &busy);
@@ -201,8 +215,23 @@ test_option_bounds(void **state)
     assert_int_equal(gkv_server_open(&s, &o), GKV_EINVAL);
     assert_null(s);
     gkvt_expect_has(gkv_net_errmsg(), "max reply memory 1048575 is less than "
-                    "the largest message, 1048576 bytes");
+                    "the largest message, 1048624 bytes with its header");
     gkvt_expect_has(gkv_net_errmsg(), "lower max_msg (--max-msg) too");
+    /* the largest message's header counts too */
+    o.max_reply_mem = 1 << 20;
+    assert_int_equal(gkv_server_open(&s, &o), GKV_EINVAL);
+    assert_null(s);
+    o.max_reply_mem = (1 << 20) + NET_HDR_LEN;
+    gkvt_make_f32(f->st, "t", 1, 0, 1);
+    {
+        char text[64];
+
+        snprintf(text, sizeof text, "127.0.0.1 %d\n", gkvt_port_base(1));
+        gkvt_write_text(f->cfg, text, 0644);
+    }
+    if (gkv_server_open(&s, &o) != GKV_OK)
+        fail_msg("gkv_server_open: %s", gkv_net_errmsg());
+    gkv_server_close(s);
     assert_int_not_equal(gkvt_tool("gkv-server", &out, &err, "--store",
                                    f->st, "--ip-config", f->cfg,
                                    "--max-reply-memory", "lots", NULL), 0);
@@ -339,7 +368,7 @@ test_peers_never_read(void **state)
                                 &rep), 0);
     assert_int_equal(rep.h.status, GKV_EBUSY);
     gkvt_expect_has(rep.msg, "pull: a reply of 33554448 bytes would take the "
-                    "replies this server holds unsent past its cap of "
+                    "replies this server process holds unsent past its cap of "
                     CAP_S " bytes (--max-reply-memory;");
     gkvt_expect_has(rep.msg, "clients are not reading their replies");
     /* the client's pulls are served, with the right rows: a whole one
@@ -399,6 +428,141 @@ test_peers_never_read(void **state)
     free(want);
 }
 
+/* ---- the cap full to the byte: control replies go, pulls wait ----------- */
+
+enum { ROW2 = 4096, NROW2 = 1024, NATK2 = 2, NSCHEMA = 320 };
+#define PULL2_MSG ((uint64_t)NET_HDR_LEN + 16 + (uint64_t)NROW2 * ROW2 * 4)
+#define CAP2_S "33554560"        /* NATK2 whole 16 MiB pulls: no room left */
+
+struct later_pull {
+    gkv_client *c;
+    const uint64_t *ids;
+    size_t n, rb;
+    void *dst;
+    gkv_err rc;
+};
+
+static void *
+later_pull_run(void *arg)
+{
+    struct later_pull *lp = arg;
+
+    lp->rc = gkv_client_pull(lp->c, "big", lp->ids, lp->n, lp->dst,
+                             lp->n * lp->rb);
+    return NULL;
+}
+
+/* Two peers that never read hold the cap to the byte. A client's
+ * handshake (a schema reply of over 64 KiB: 320 tensors of long names) is
+ * a control reply and goes through; its 128 KiB pull with a short
+ * deadline ends in GKV_EBUSY naming the cap; the same pull with a longer
+ * one waits, asking again, and gets the right rows once the peers have
+ * gone (the server refused it at least once meanwhile). */
+static void
+test_cap_full(void **state)
+{
+    struct gkvt_rawfx *f = *state;
+    const char *extra[] = {"--keep-alive", "--max-reply-memory", CAP2_S,
+                           "--max-msg", "17000000", "--heartbeat-timeout",
+                           "600000", NULL};
+    static uint64_t ids[NROW2];
+    static unsigned char m[NET_HDR_LEN + 16 + NROW2 * 8 + 64],
+        pl[16 + NROW2 * 8 + 64];
+    size_t plen, rb = (size_t)ROW2 * 4;
+    enum { PN = 8 };              /* 8 rows: a 128 KiB reply */
+    float *want, *got = calloc(NROW2, rb);
+    gkv_server_stats ss = {0};
+    gkv_client_opts o = {0};
+    struct gkvt_proc *srv;
+    struct later_pull lp = {0};
+    gkv_client *c, *late, *hasty;
+    uint64_t sess[NATK2], base, refused;
+    pthread_t th;
+    int fd[NATK2], s;
+
+    assert_int_equal(2 * PULL2_MSG, strtoull(CAP2_S, NULL, 10));
+    gkvt_make_f32(f->st, "big", ROW2, 0, NROW2);
+    for (int i = 0; i < NSCHEMA; i++) {
+        char name[GKV_NAME_MAX + 1];
+
+        snprintf(name, sizeof name, "schema_%03d_%0200d", i, 0);
+        gkvt_make_f32(f->st, name, 1, 0, 1);
+    }
+    want = gkvt_read_all(f->st, "big", NROW2, rb);
+    for (int i = 0; i < NROW2; i++)
+        ids[i] = (uint64_t)i;
+    srv = gkvt_rawfx_serve(f, extra);
+    o.timeout_ms = 10000;
+    NET_OK(gkv_client_connect(&c, f->cfg, NULL, "good", 0, &o));
+    s = gkvt_raw_socket(f->base, 10000);
+    for (int i = 0; i < NATK2; i++)
+        sess[i] = gkvt_rhandshake(s, "atk", (uint32_t)i);
+    NET_OK(gkv_client_stats(c, 0, &ss));
+    base = ss.pulls;
+    {
+        net_wr w = {pl, sizeof pl, 0};
+
+        net__enc_pull_req(&w, "big", ids, NULL, NROW2);
+        plen = w.off;
+    }
+    for (int i = 0; i < NATK2; i++) {
+        size_t len = gkvt_raw_msg(m, NET_PULL, sess[i], 100 + (uint64_t)i,
+                                  pl, plen);
+
+        fd[i] = gkvt_sp_connect(f->base, NN_REQ);
+        gkvt_sp_send(fd[i], 1, m, len);
+    }
+    await_pulls(c, base + NATK2, &ss);
+    assert_int_equal(ss.pulls - base, NATK2);
+    assert_int_equal(ss.reply_mem_refused, 0);
+    assert_true(ss.reply_mem_bytes >= 2 * PULL2_MSG);
+
+    /* handshakes with a schema of over 64 KiB: never refused */
+    o.timeout_ms = 1500;
+    NET_OK(gkv_client_connect(&hasty, f->cfg, NULL, "late", 0, &o));
+    o.timeout_ms = 10000;
+    NET_OK(gkv_client_connect(&late, f->cfg, NULL, "late", 1, &o));
+    NET_OK(gkv_client_stats(late, 0, &ss));
+    assert_int_equal(ss.reply_mem_refused, 0);
+    /* a pull with a short deadline: asked again until it, then refused */
+    assert_int_equal(gkv_client_pull(hasty, "big", ids, PN, got, PN * rb),
+                     GKV_EBUSY);
+    gkvt_expect_has(gkv_net_errmsg(), "pull: a reply of 131088 bytes would "
+                    "take the replies this server process holds unsent past "
+                    "its cap of " CAP2_S " bytes (--max-reply-memory;");
+    gkvt_expect_has(gkv_net_errmsg(), "Nothing was read or changed");
+    NET_OK(gkv_client_stats(c, 0, &ss));
+    assert_true(ss.reply_mem_refused >= 2);  /* asked more than once */
+    refused = ss.reply_mem_refused;
+
+    NET_OK(gkv_client_close(hasty));
+    /* a longer deadline: it waits, and gets its rows once the peers go */
+    lp.c = late;
+    lp.ids = ids + 5;
+    lp.n = PN;
+    lp.rb = rb;
+    lp.dst = got;
+    assert_int_equal(pthread_create(&th, NULL, later_pull_run, &lp), 0);
+    for (int k = 0; k < 100; k++) {
+        NET_OK(gkv_client_stats(c, 0, &ss));
+        if (ss.reply_mem_refused > refused)
+            break;
+        tools__sleep_ms(20);
+    }
+    assert_true(ss.reply_mem_refused > refused);  /* it was refused ... */
+    for (int i = 0; i < NATK2; i++)
+        close(fd[i]);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    NET_OK(lp.rc);                                /* ... and then served */
+    assert_memory_equal(got, (unsigned char *)want + 5 * rb, PN * rb);
+    NET_OK(gkv_client_close(late));
+    NET_OK(gkv_client_close(c));
+    nn_close(s);
+    assert_true(gkvt_proc_alive(srv));
+    free(got);
+    free(want);
+}
+
 int
 main(void)
 {
@@ -407,6 +571,7 @@ main(void)
         cmocka_unit_test(test_probe_and_count),
         cmocka_unit_test_setup_teardown(test_option_bounds, setup, gkvt_rawfx_teardown),
         cmocka_unit_test_setup_teardown(test_peers_never_read, setup, gkvt_rawfx_teardown),
+        cmocka_unit_test_setup_teardown(test_cap_full, setup, gkvt_rawfx_teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);
