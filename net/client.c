@@ -550,6 +550,30 @@ silent_fail(gkv_client *c, struct conn **pc, const int *pl, int np)
     }
 }
 
+int
+net__busy_again(int *ms, uint64_t deadline)
+{
+    if (net__left_ms(deadline) <= *ms)
+        return 0;
+    nanosleep(&(struct timespec){*ms / 1000, (*ms % 1000) * 1000000L}, NULL);
+    if (*ms < 640)
+        *ms *= 2;
+    return 1;
+}
+
+gkv_err
+net__exchange_reads(gkv_client *c, struct part *parts, size_t n,
+                    uint64_t deadline)
+{
+    gkv_err rc;
+    int ms = 10;
+
+    while ((rc = net__exchange(c, parts, n, deadline)) == GKV_EBUSY &&
+           net__busy_again(&ms, deadline))
+        ;
+    return rc;
+}
+
 gkv_err
 net__exchange(gkv_client *c, struct part *parts, size_t n, uint64_t deadline)
 {

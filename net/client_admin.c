@@ -140,7 +140,8 @@ done_stats(gkv_client *c, struct part *p, net_rd *rd)
         K(bytes_out), K(pulls), K(pull_rows), K(pushes), K(push_rows),
         K(sessions), K(groups), K(joined), K(tensors),
         K(store_used_bytes), K(store_map_size), K(samples), K(sample_edges),
-        K(store_free_bytes),
+        K(store_free_bytes), K(reply_mem_bytes), K(reply_mem_max),
+        K(reply_mem_refused),
 #undef K
     };
     net_stats *st = gkv__malloc(sizeof *st);

@@ -548,12 +548,10 @@ gkv_client_sample_batch(gkv_client *c, const gkv_batch_spec *spec,
     part.arg = &bc;
     /* GKV_EBUSY: the server's batch queue was full and it did nothing;
      * asked again with backoff while the call has time */
-    for (int ms = 10;; ms = ms < 640 ? 2 * ms : ms) {
+    for (int ms = 10;;) {
         rc = net__exchange(c, &part, 1, deadline);
-        if (rc != GKV_EBUSY || net__left_ms(deadline) <= ms)
+        if (rc != GKV_EBUSY || !net__busy_again(&ms, deadline))
             break;
-        nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L},
-                  NULL);
         bc.enc.timeout_ms = (uint32_t)net__left_ms(deadline);
     }
     if (rc == GKV_OK && bc.pull)

@@ -267,6 +267,16 @@ gkv_err  net__roundtrip(gkv_client *c, struct conn *cn, uint16_t type,
  * parts and their payloads stay the caller's. */
 gkv_err  net__exchange(gkv_client *c, struct part *parts, size_t n,
                        uint64_t deadline);
+/* After an answer of GKV_EBUSY (the server did nothing: its batch queue
+ * or its reply memory was full): waits *ms, doubling it up to 640 ms for
+ * the next time, and returns 1 when 'deadline' leaves time to ask again;
+ * else returns 0 at once. */
+int      net__busy_again(int *ms, uint64_t deadline);
+/* net__exchange(), asked again while the answer is GKV_EBUSY and the
+ * deadline leaves time: for requests that read only (pulls), so that
+ * asking again cannot apply anything twice. */
+gkv_err  net__exchange_reads(gkv_client *c, struct part *parts, size_t n,
+                             uint64_t deadline);
 /* A part_ops.done for replies of one byte (an acknowledgement): checks
  * the payload is one byte and reads nothing from it. */
 gkv_err  net__done_u8(gkv_client *c, struct part *p, net_rd *rd);

@@ -629,7 +629,7 @@ net__pull_locked(gkv_client *c, const char *name, const struct route *r,
                             dst, rb)) != GKV_OK)
             goto out;
     plist_link(&pl, &pull_ops);
-    rc = net__exchange(c, pl.p, pl.n, deadline);
+    rc = net__exchange_reads(c, pl.p, pl.n, deadline);
     if (rc == GKV_ESHAPE)
         c->schema_stale = 1;
 out:
@@ -697,7 +697,8 @@ net__rowjob_pull(gkv_client *c, const struct rowjob *j, size_t nj,
         }
     if (rc == GKV_OK) {
         plist_link(&pl, &pull_ops);
-        if ((rc = net__exchange(c, pl.p, pl.n, deadline)) == GKV_ESHAPE)
+        if ((rc = net__exchange_reads(c, pl.p, pl.n, deadline)) ==
+            GKV_ESHAPE)
             c->schema_stale = 1;
     }
     gkv__free(pl.p);

@@ -35,6 +35,7 @@ extern "C" {
 #define GKV_NET_PORT        30050      /* ip_config's default port (DGL's) */
 #define GKV_NET_GROUP_MAX   63         /* bytes in a group name */
 #define GKV_NET_MAX_MSG     (1ull << 30) /* default payload bound: 1 GiB */
+#define GKV_NET_MAX_REPLY_MEM (2ull << 30) /* default max_reply_mem: 2 GiB */
 
 /* gkv_errmsg(): the detail of this thread's last failed call ("" after a
  * success). Valid until the thread's next gkv call. */
@@ -171,6 +172,15 @@ typedef struct gkv_server_opts {
      * always answer those servers. Each keeps a peer client and 4 bytes a
      * node of the graph for relabelling. 0 = threads; at most 256. */
     unsigned batch_threads;
+    /* Bytes of replies the server may hold at once, handed to nanomsg and
+     * not yet sent (a client that does not read its replies keeps its
+     * last one for as long as it stays connected). A reply carrying data
+     * to read (pull, samples, graph queries) of 64 KiB or more that would
+     * pass it is refused at once with GKV_EBUSY, before the work where
+     * the size is known up front (pulls); control replies, smaller ones
+     * and any reply while nothing is held always go. 0 = 2 GiB
+     * (GKV_NET_MAX_REPLY_MEM); at least max_msg + 48. */
+    uint64_t max_reply_mem;
 } gkv_server_opts;
 
 /* Opens the store, pre-faults its map, reads the token and binds the
@@ -327,8 +337,13 @@ GKV_API gkv_err gkv_client_refresh(gkv_client *c);
 /* Gathers rows ids[0..n) of tensor 'name' into dst (dst_len = n x
  * row_bytes, row i at dst + i x row_bytes), from every server that holds
  * some of them, in parallel; servers of one machine share the work.
+ * A server whose reply memory is full (max_reply_mem, clients not
+ * reading) answers GKV_EBUSY having read nothing; the call asks again
+ * with backoff (10 ms doubling to 640 ms) while its timeout lasts.
  * Errors: GKV_ENOTFOUND, GKV_ERANGE (an ID no server holds, named),
- * GKV_ESHAPE (dst_len), GKV_ETIMEDOUT, GKV_EPROTO, server errors. */
+ * GKV_ESHAPE (dst_len), GKV_ETIMEDOUT, GKV_EBUSY (the timeout passed
+ * while the server's reply memory stayed full), GKV_EPROTO, server
+ * errors. */
 GKV_API gkv_err gkv_client_pull(gkv_client *c, const char *name,
                                 const uint64_t *ids, size_t n,
                                 void *dst, size_t dst_len);
@@ -417,6 +432,10 @@ typedef struct gkv_server_stats {
                                        * answered and edges returned */
     uint64_t store_free_bytes;        /* gkv_store_stat.free_bytes (0 from
                                        * a server that predates it) */
+    /* Reply memory (0 from a server that predates it): bytes of replies
+     * the server's process holds, not yet sent; its cap (0: not bounded);
+     * replies refused for it (GKV_EBUSY). */
+    uint64_t reply_mem_bytes, reply_mem_max, reply_mem_refused;
 } gkv_server_stats;
 
 /* Statistics of server i. */

@@ -249,8 +249,12 @@ srv__send_reply(gkv_server *s, void *ctl, const net_hdr *rq, gkv_err status,
     mh.msg_control = &ctl;
     mh.msg_controllen = NN_MSG;
     if (nn_sendmsg(s->io.sock, &mh, 0) < 0) {
+        /* nanomsg 1.1.5 hands a failed NN_MSG body back to the caller but
+         * frees the control message with its own copy of the message
+         * (nn_sendmsg's nn_msg_term): ctl is not ours to free here. It
+         * fails only on a socket being closed, which gkv_server_close
+         * does after joining the workers. */
         nn_freemsg(m);
-        nn_freemsg(ctl);
         return;
     }
     atomic_fetch_add_explicit(&s->stats.bytes_out, NET_HDR_LEN + len,
@@ -264,9 +268,10 @@ srv__send_error(gkv_server *s, void *ctl, const net_hdr *rq, gkv_err status,
 {
     net_wr w = {0};
     void *m;
+    int busy;           /* never: an error is smaller than SRV_REPLY_SMALL */
 
     net__enc_err(&w, msg);
-    if ((m = nn_allocmsg(NET_HDR_LEN + w.off, 0)) == NULL) {
+    if ((m = srv__reply_msg(s, rq->type, w.off, &busy)) == NULL) {
         nn_freemsg(ctl);
         return;
     }
@@ -284,9 +289,8 @@ srv__reply_build(srv_req *r, srv_enc_fn enc, const void *arg)
     net_wr w = {0};
 
     enc(&w, arg);
-    if ((r->out = nn_allocmsg(NET_HDR_LEN + w.off, 0)) == NULL)
-        return srv__fail(r, GKV_ENOMEM, "out of memory for a reply of %zu "
-                         "bytes", w.off);
+    if ((r->out = srv__reply_alloc(r, w.off)) == NULL)
+        return r->status;
     r->out_len = w.off;
     w.p = (unsigned char *)r->out + NET_HDR_LEN;
     w.cap = w.off;
@@ -334,9 +338,8 @@ srv__reply_u64(srv_req *r, uint64_t v)
 gkv_err
 srv__reply_bytes(srv_req *r, const void *p, size_t len)
 {
-    if ((r->out = nn_allocmsg(NET_HDR_LEN + len, 0)) == NULL)
-        return srv__fail(r, GKV_ENOMEM, "out of memory for a reply of %zu "
-                         "bytes", len);
+    if ((r->out = srv__reply_alloc(r, len)) == NULL)
+        return r->status;
     if (len > 0)
         memcpy((unsigned char *)r->out + NET_HDR_LEN, p, len);
     r->out_len = len;
@@ -484,6 +487,7 @@ handle(gkv_server *s, unsigned wk, void *msg, size_t len, void *ctl)
     int big;
 
     memset(&r, 0, sizeof r);
+    r.srv = s;
     r.ctl = ctl;
     r.worker = wk;
     atomic_fetch_add_explicit(&s->stats.requests, 1, memory_order_relaxed);
@@ -855,6 +859,17 @@ opts_check(const gkv_server_opts *o, unsigned *nserv)
         return net__fail(GKV_EINVAL, "max message size %llu: must be in "
                          "4096..%d", (unsigned long long)o->max_msg,
                          INT_MAX - NET_HDR_LEN - 64);
+    if (o->max_reply_mem != 0 &&
+        o->max_reply_mem < (o->max_msg ? o->max_msg : GKV_NET_MAX_MSG) +
+                           NET_HDR_LEN)
+        return net__fail(GKV_EINVAL, "max reply memory %llu is less than the "
+                         "largest message, %llu bytes with its header: a "
+                         "reply of that size could never be sent; lower "
+                         "max_msg (--max-msg) too",
+                         (unsigned long long)o->max_reply_mem,
+                         (unsigned long long)((o->max_msg ? o->max_msg :
+                                               GKV_NET_MAX_MSG) +
+                                              NET_HDR_LEN));
     if (o->server_name != NULL && strlen(o->server_name) > NET_HOST_MAX)
         return net__fail(GKV_EINVAL, "server name longer than %u bytes",
                          NET_HOST_MAX);
@@ -1053,14 +1068,16 @@ say_start(gkv_server *s, const gkv_server_opts *o, const gkv_machine *m,
     srv__log(s, "start: gkv %s, store %s (%zu tensors, map pre-faulted in "
              "%llu ms), machine %u (%s line %u) server %u of %u%s%s%s, auth "
              "%s, keep-alive %s, lease %u ms, %u threads, max message %llu "
-             "bytes", GKV_VERSION_STRING, s->store_path, nt,
+             "bytes, max reply memory %llu bytes%s", GKV_VERSION_STRING, s->store_path, nt,
              (unsigned long long)prefault_ms, id->machine, o->ip_config,
              m->line, o->server_id, id->num_servers,
              id->name[0] ? ", name '" : "", id->name, id->name[0] ? "'" : "",
              s->auth.on ? "on" : "off",
              (o->flags & GKV_SERVER_KEEP_ALIVE) ? "on" : "off",
              s->conf.lease_ms, s->io.nthreads,
-             (unsigned long long)s->io.max_msg);
+             (unsigned long long)s->io.max_msg,
+             (unsigned long long)s->rmem.cap,
+             s->rmem.cap == 0 ? " (not bounded)" : "");
     if (s->conf.num_clients > 0 && !(o->flags & GKV_SERVER_KEEP_ALIVE))
         srv__log(s, "stops when the last client leaves once %u clients have "
                  "joined", s->conf.num_clients);
@@ -1122,6 +1139,7 @@ gkv_server_open(gkv_server **out, const gkv_server_opts *o)
         (rc = srv__wb_open(s, o, nserv)) != GKV_OK ||
         (rc = sock_open(s, o, m)) != GKV_OK)
         goto fail;
+    srv__rmem_open(s, o);
     ident_fill(s, o, nserv, mi);
     /* batches (SRV_POOL) are served by partition servers, whose peer
      * clients join with the token */

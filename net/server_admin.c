@@ -97,7 +97,8 @@ bar_release(gkv_server *s, struct parked *rel, size_t n, const net_barrier *b)
         net_hdr h = {0};
         net_wr w = {0};
         net_barrier rb = {b->group_size, b->seq};
-        void *m = nn_allocmsg(NET_HDR_LEN + 12, 0);
+        int busy;       /* never: a control reply */
+        void *m = srv__reply_msg(s, NET_BARRIER, 12, &busy);
 
         h.type = NET_BARRIER;
         h.flags = rel[i].flags;
@@ -256,7 +257,6 @@ op_stats(gkv_server *s, srv_req *r)
     stat_add(&sa, "push_rows", LD(stats.push_rows));
     stat_add(&sa, "samples", LD(stats.samples));
     stat_add(&sa, "sample_edges", LD(stats.sample_edges));
-#undef LD
     stat_add(&sa, "sessions", nsess);
     stat_add(&sa, "groups", ngrp);
     stat_add(&sa, "joined", joined);
@@ -264,6 +264,10 @@ op_stats(gkv_server *s, srv_req *r)
     stat_add(&sa, "store_used_bytes", st.used_bytes);
     stat_add(&sa, "store_map_size", st.map_size);
     stat_add(&sa, "store_free_bytes", st.free_bytes);
+    stat_add(&sa, "reply_mem_bytes", srv__rmem_held());
+    stat_add(&sa, "reply_mem_max", s->rmem.cap);
+    stat_add(&sa, "reply_mem_refused", LD(rmem.refused));
+#undef LD
     srv__reply_build(r, enc_stats, &sa);
 }
 

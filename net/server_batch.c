@@ -939,9 +939,8 @@ batch_reply(struct batch *b)
                          "%zu bytes, more than %s (%llu, its max_msg): use "
                          "fewer seeds, smaller fanouts or fewer tensors",
                          w.off, who, (unsigned long long)max);
-    if ((b->r->out = nn_allocmsg(NET_HDR_LEN + w.off, 0)) == NULL)
-        return srv__fail(b->r, GKV_ENOMEM, "sample_batch: out of memory for "
-                         "a reply of %zu bytes", w.off);
+    if ((b->r->out = srv__reply_alloc(b->r, w.off)) == NULL)
+        return b->r->status;    /* GKV_EBUSY: the client tries again */
     b->r->out_len = w.off;
     w.p = (unsigned char *)b->r->out + NET_HDR_LEN;
     w.cap = w.off;

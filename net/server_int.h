@@ -17,6 +17,8 @@
  *   server_pw.c      the edge-weight cache SAMPLE uses (edge features as
  *                    sampling weights)
  *   server_admin.c   BARRIER, STATS, SHUTDOWN
+ *   server_rmem.c    reply memory: every reply message counted until
+ *                    nanomsg frees it, bounded in total (max_reply_mem)
  *   server_batch.c   SAMPLE_BATCH: whole mini-batches, sampled here and
  *                    through the peer servers (a client of theirs), on
  *                    the pool's threads (SRV_POOL)
@@ -49,6 +51,9 @@
 #define DONE_MAX       16        /* SRV_ONCE requests a session remembers */
 #define SRV_ONCE_REPLY 16        /* payload bytes of a SRV_ONCE reply, at
                                   * most: kept to answer a copy */
+#define SRV_REPLY_SMALL (64u << 10) /* replies (whole messages) smaller
+                                  * than this are never refused for the
+                                  * reply memory cap (server_rmem.c) */
 /* the kinds of log lines rationed (srv__log_take) */
 enum { LOG_REJECT, LOG_REJOIN, LOG_AGAIN, LOG_OBSERVER, LOG_JOIN, LOG_KINDS };
 
@@ -226,6 +231,13 @@ struct gkv_server {
         int halt;                    /* under mu: threads must leave */
     } pool;
 
+    struct {                         /* reply memory (server_rmem.c) */
+        uint64_t cap;                /* fixed; bytes of replies not yet
+                                      * freed by nanomsg, at most (0: not
+                                      * bounded, the probe failed) */
+        atomic_uint_fast64_t refused;/* replies refused for it */
+    } rmem;
+
     struct srv_batch *batch;         /* server_batch.c's (per pool thread:
                                       * a sampler, markers, a peer client) */
 
@@ -251,6 +263,7 @@ struct gkv_server {
  * (srv__reply_*), or parks it (takes r->ctl, sets r->parked, and answers
  * it later with srv__send_reply). */
 typedef struct srv_req {
+    gkv_server *srv;                 /* the server it came to */
     net_hdr h;
     const unsigned char *pl;         /* payload, r->plen bytes (checked
                                       * against the header; not aligned) */
@@ -367,6 +380,42 @@ void srv__send_reply(gkv_server *s, void *ctl, const net_hdr *rq,
 /* An error reply: status and message. Consumes ctl. As srv__send_reply. */
 void srv__send_error(gkv_server *s, void *ctl, const net_hdr *rq,
                      gkv_err status, uint32_t rflags, const char *msg);
+
+/* ---- reply memory (server_rmem.c) -----------------------------------------
+ *
+ * Every reply message comes from srv__rmem_alloc() (through the two calls
+ * below): its bytes count in srv__rmem_held() until nanomsg frees it
+ * (sent, dropped, its connection or the socket closed, nn_freemsg), so
+ * that the replies clients have not read are bounded in total. */
+
+/* Whether this nanomsg's message layout is the one known (1.1.5), so that
+ * replies can be counted; probed once a process. 0: 'why' says what did
+ * not match (why may be NULL). Thread-safe. */
+int srv__rmem_probe(char *why, size_t cap);
+/* The probe's check of one message: 'data' (from nn_allocmsg(size, 0),
+ * or a copy of its header and data) has the known chunk header, with a
+ * free function in nanomsg's library. 0: 'why' says what differs. */
+int srv__rmem_layout(const void *data, size_t size, char *why, size_t cap);
+/* A message of 'bytes' (nn_allocmsg's, header space included), counted
+ * until freed. NULL: out of memory, or *busy set: it is of at least
+ * SRV_REPLY_SMALL bytes, the count is not 0 and would pass 'cap' (0: no
+ * cap). When
+ * the probe failed nothing is counted and nothing refused. Thread-safe. */
+void *srv__rmem_alloc(size_t bytes, uint64_t cap, int *busy);
+/* The bytes counted now: the process's replies not yet freed (servers in
+ * one process share the count). */
+uint64_t srv__rmem_held(void);
+/* A reply message of 'payload' bytes (plus header space) to a request of
+ * 'type': as srv__rmem_alloc, under s's cap when the type's reply carries
+ * data to read (pull, samples, graph queries; control replies are never
+ * refused), counting a refusal in s's stats. */
+void *srv__reply_msg(gkv_server *s, unsigned type, size_t payload,
+                     int *busy);
+/* The same for request r: NULL with r failed, GKV_EBUSY (the cap, named
+ * with what holds it) or GKV_ENOMEM. */
+void *srv__reply_alloc(srv_req *r, size_t payload);
+/* At open: the probe, s->rmem.cap from o (logged when not bounded). */
+void srv__rmem_open(gkv_server *s, const gkv_server_opts *o);
 
 /* p itself when 8-aligned, else a copy in *tmp (yours to gkv__free; NULL
  * when none was made). NULL: out of memory. Payload arrays are 8-aligned

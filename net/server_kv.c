@@ -298,11 +298,14 @@ op_pull(gkv_server *s, srv_req *r)
         goto out;
     }
     bytes = (size_t)pq.n * d.row_bytes;
-    if ((ids = srv__ids_aligned(pq.ids, (size_t)pq.n, &tmp)) == NULL ||
-        (r->out = nn_allocmsg(NET_HDR_LEN + 16 + bytes, 0)) == NULL) {
-        srv__fail(r, GKV_ENOMEM, "pull: out of memory for a %zu-byte reply",
-                  bytes);
+    /* the reply first, before any row is read: refused at once when it
+     * would pass the reply memory cap */
+    if ((r->out = srv__reply_alloc(r, 16 + bytes)) == NULL)
         goto out;
+    if ((ids = srv__ids_aligned(pq.ids, (size_t)pq.n, &tmp)) == NULL) {
+        srv__fail(r, GKV_ENOMEM, "pull: out of memory for %llu IDs",
+                  (unsigned long long)pq.n);
+        goto out;       /* the core frees r->out */
     }
     w.p = (unsigned char *)r->out + NET_HDR_LEN;
     w.cap = 16 + bytes;

@@ -136,6 +136,10 @@ struct gkvt_proc *gkvt_rawfx_start(struct gkvt_rawfx *f, const char *const *lead
                                    const char *const *extra);
 /* gkvt_rawfx_start with "--store ST --machine 0" and extra. */
 struct gkvt_proc *gkvt_rawfx_serve(struct gkvt_rawfx *f, const char *const *extra);
+/* gkvt_rawfx_serve with no ASan quarantine in the server (SAN=address),
+ * so that its peak resident set (gkvt_peak_kib) shows what it keeps. */
+struct gkvt_proc *gkvt_rawfx_serve_peak(struct gkvt_rawfx *f,
+                                        const char *const *extra);
 
 /* A reply as gkvt_rrecv gives it. */
 struct gkvt_rep {
@@ -182,5 +186,15 @@ size_t gkvt_enc_add(unsigned char *b, size_t cap, const char *name,
                     uint64_t id, size_t n, size_t w, float v);
 /* Asserts got[i] == was[i] + d for n floats. */
 void gkvt_assert_added(const float *got, const float *was, size_t n, float d);
+
+/* A peer speaking SP over TCP by hand (nanomsg's framing: an 8-byte
+ * greeting, then per message a u64 big-endian size and the bytes, a REQ
+ * message starting with its 4-byte request id), so that it can send
+ * requests and never read a reply: a TCP socket connected to
+ * 127.0.0.1:port with a small receive buffer, greeted as a socket of
+ * protocol 'proto' (NN_REQ, NN_PAIR); the caller close()s it. */
+int  gkvt_sp_connect(int port, int proto);
+/* Sends msg (len bytes) as a REQ message with request id 'id'. */
+void gkvt_sp_send(int fd, uint32_t id, const void *msg, size_t len);
 
 #endif

@@ -230,42 +230,6 @@ test_barrier_resent_after_release(void **state)
     nn_close(s1);
 }
 
-/* A peer speaking SP over TCP by hand (nanomsg's framing: an 8-byte
- * greeting, then per message a u64 big-endian size and the bytes, a REQ
- * message starting with its 4-byte request id), so that it can send
- * requests and never read a reply. */
-static int
-sp_connect(int port)
-{
-    static const unsigned char hello[8] = {0, 'S', 'P', 0, 0, 48, 0, 0};
-    struct sockaddr_in a = {0};
-    int fd = socket(AF_INET, SOCK_STREAM, 0), small = 4096;
-
-    assert_true(fd >= 0);
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(write(fd, hello, 8), 8);
-    return fd;
-}
-
-static void
-sp_send(int fd, uint32_t id, const void *msg, size_t len)
-{
-    unsigned char hdr[12];
-    uint64_t n = len + 4;
-
-    for (int i = 0; i < 8; i++)
-        hdr[i] = (unsigned char)(n >> (56 - 8 * i));
-    id |= 0x80000000u;
-    for (int i = 0; i < 4; i++)
-        hdr[8 + i] = (unsigned char)(id >> (24 - 8 * i));
-    assert_int_equal(write(fd, hdr, 12), 12);
-    assert_int_equal(write(fd, msg, len), (ssize_t)len);
-}
-
 /* 300 pulls with 800 KB replies from a peer that never reads: the server
  * makes all of them, keeps no more than its socket buffers hold, and
  * serves a normal client the right rows meanwhile. */
@@ -289,23 +253,7 @@ test_peer_never_reads(void **state)
 
     gkvt_make_f32(f->st, "wide", 1024, 0, NR);      /* 4 KiB rows */
     want = gkvt_read_all(f->st, "wide", NR, 4096);
-    {
-        /* SAN=address: freed memory would wait in ASan's quarantine and
-         * count as resident; the server gets none, so that its peak shows
-         * what it keeps (other builds ignore the variable) */
-        const char *e = getenv("ASAN_OPTIONS");
-        char *old = e != NULL ? strdup(e) : NULL, env[1024];
-
-        snprintf(env, sizeof env, "%s%squarantine_size_mb=0",
-                 old != NULL ? old : "", old != NULL && *old ? ":" : "");
-        setenv("ASAN_OPTIONS", env, 1);
-        srv = gkvt_rawfx_serve(f, extra);
-        if (old != NULL)
-            setenv("ASAN_OPTIONS", old, 1);
-        else
-            unsetenv("ASAN_OPTIONS");
-        free(old);
-    }
+    srv = gkvt_rawfx_serve_peak(f, extra);
     s = gkvt_raw_socket(f->base, 5000);
     sess = gkvt_rhandshake(s, "job", 0);
     nn_close(s);
@@ -318,12 +266,12 @@ test_peer_never_reads(void **state)
     h.session = sess;
     h.len = w.off;
     before = gkvt_peak_kib(srv->pid);
-    fd = sp_connect(f->base);
+    fd = gkvt_sp_connect(f->base, NN_REQ);
     for (uint32_t q = 0; q < NQ; q++) {
         h.req_id = 100 + q;
         net__hdr_put(m, &h);
         memcpy(m + NET_HDR_LEN, b, w.off);
-        sp_send(fd, q + 1, m, NET_HDR_LEN + w.off);
+        gkvt_sp_send(fd, q + 1, m, NET_HDR_LEN + w.off);
     }
     o.timeout_ms = 5000;
     NET_OK(gkv_client_connect(&c, f->cfg, NULL, "probe", 0, &o));

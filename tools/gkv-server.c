@@ -88,6 +88,8 @@ usage(FILE *f)
 "  --heartbeat-timeout MS   a client not heard from for MS is gone\n"
 "                           (default 30000)\n"
 "  --max-msg BYTES          largest request payload (default 1073741824)\n"
+"  --max-reply-memory BYTES replies held unsent, in total (default 2147483648);\n"
+"                           a reply of 64 KiB or more past it gets GKV_EBUSY\n"
 "  --max-group-sessions N   sessions one group may hold at once; more are\n"
 "                           refused (default 16384)\n"
 "  --bind-any               listen on every interface, not only the\n"
@@ -186,6 +188,9 @@ parse_args(gkv_server_opts *o, struct wb *w, int argc, char **argv)
          "1..86400000"},
         {"--max-msg", OPT_U64, .dst = &o->max_msg, .lo = 4096,
          .hi = 2000000000, .bad = "is not a byte count in 4096..2000000000"},
+        {"--max-reply-memory", OPT_U64, .dst = &o->max_reply_mem,
+         .lo = 4096, .hi = 1ull << 50, .bad = "is not a byte count of at "
+         "least 4096 (and at least --max-msg)"},
         {"--writeback", OPT_FN, .fn = add_writeback},
         {"--flush-ms", OPT_UINT, .dst = &o->flush_ms, .lo = 1,
          .hi = 86400000, .bad = "is not a number of milliseconds in "

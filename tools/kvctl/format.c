@@ -273,6 +273,11 @@ kvctl__server_stat_json(const gkv_server_info *psi,
     json_object_set_new(o, "used_bytes", kvctl__json_u64(st.store_used_bytes));
     json_object_set_new(o, "free_bytes", kvctl__json_u64(st.store_free_bytes));
     json_object_set_new(o, "map_size", kvctl__json_u64(st.store_map_size));
+    json_object_set_new(o, "reply_mem_bytes",
+                        kvctl__json_u64(st.reply_mem_bytes));
+    json_object_set_new(o, "reply_mem_max", kvctl__json_u64(st.reply_mem_max));
+    json_object_set_new(o, "reply_mem_refused",
+                        kvctl__json_u64(st.reply_mem_refused));
     return o;
 }
 
@@ -308,6 +313,10 @@ kvctl__server_stat_text(const gkv_server_info *psi,
     printf("used bytes:   %" PRIu64 " (%" PRIu64 " of them free for reuse)\n",
            st.store_used_bytes, st.store_free_bytes);
     printf("map size:     %" PRIu64 "\n", st.store_map_size);
+    printf("reply memory: %" PRIu64 " bytes held unsent, of %" PRIu64 "%s (%"
+           PRIu64 " replies refused)\n", st.reply_mem_bytes,
+           st.reply_mem_max, st.reply_mem_max ? "" : " (not bounded)",
+           st.reply_mem_refused);
 }
 
 /* The server's identity and statistics (kvctl --server ADDR stat); with
