@@ -222,11 +222,12 @@ typedef struct gkv_server_gate {
     /* Which connection carried the handshake whose digest is 'digest': the
      * XXH3-64 (seed 0) of its SP frame's payload, that is its request id (4
      * bytes, as the REQ peer sent it) and then the gkv message (header and
-     * payload). Returns how many connections carried it; on 1 it marks
-     * that connection authenticated and writes its peer address ("IP", at
-     * most GKV_PEER_ADDR_MAX bytes with the NUL) to addr. Called with the
-     * server's lock held: must not block or call the server. */
-    int  (*link)(void *ctx, uint64_t digest, char *addr);
+     * payload). Returns how many connections carried it; on 1 it writes
+     * that connection's peer address ("IP", at most GKV_PEER_ADDR_MAX
+     * bytes with the NUL) to addr and, with 'accept' (the handshake was
+     * accepted), marks it authenticated and forgets the digest. Called with
+     * the server's lock held: must not block or call the server. */
+    int  (*link)(void *ctx, uint64_t digest, char *addr, int accept);
     /* Session 'id' was granted (live 1) or ended (live 0). A connection
      * whose first request carries a live session is authenticated (a
      * client's second lane, a reconnected socket). Called as link. */

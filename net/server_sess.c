@@ -351,6 +351,74 @@ op_hello(gkv_server *s, srv_req *r)
     srv__reply_build(r, enc_hello, &hr);
 }
 
+/* The digest the gate keeps of the handshake r as it came on the wire
+ * (gkv_server_gate.link): XXH3-64 of the SP frame's payload, the REQ
+ * request id (the raw REP control header after the 4-byte pipe key) and
+ * the gkv message. 0 when the control header is not the expected one. */
+static uint64_t
+hs_wire_digest(const srv_req *r)
+{
+    unsigned char b[8 + NET_HDR_LEN + GKV_PRESESS_MAX];
+    void *ctl = r->ctl;
+    struct nn_msghdr mh;
+    struct nn_cmsghdr *c;
+    size_t sp = 0;
+
+    memset(&mh, 0, sizeof mh);
+    mh.msg_control = &ctl;
+    mh.msg_controllen = NN_MSG;
+    /* SP_HDR's data (nanomsg 1.1.5, nn_recvmsg): its size (a size_t),
+     * then the header: the pipe key and the request id */
+    for (c = NN_CMSG_FIRSTHDR(&mh); c != NULL; c = NN_CMSG_NXTHDR(&mh, c))
+        if (c->cmsg_level == PROTO_SP && c->cmsg_type == SP_HDR) {
+            if (c->cmsg_len >= NN_CMSG_LEN(sizeof sp + 8))
+                memcpy(&sp, NN_CMSG_DATA(c), sizeof sp);
+            break;
+        }
+    /* a REQ peer's header is one request id; a longer one (a device in
+     * between) is not a connection of ours to link */
+    if (c == NULL || sp != 8 || r->plen > GKV_PRESESS_MAX)
+        return 0;
+    memcpy(b, NN_CMSG_DATA(c) + sizeof sp + 4, 4);
+    memcpy(b + 4, r->pl - NET_HDR_LEN, NET_HDR_LEN + r->plen);
+    return XXH3_64bits(b, 4 + NET_HDR_LEN + r->plen);
+}
+
+/* With a gate, the connection that carried handshake r (*digest: the
+ * gate's digest of it): its peer address in addr (GKV_PEER_ADDR_MAX
+ * bytes); "" without a gate. GKV_OK, or r failed: its bytes came on no
+ * connection the gate watched, or on more than one (a copy replayed on
+ * another connection). The connection is marked authenticated only once
+ * the handshake is accepted (op_handshake). */
+static gkv_err
+hs_link(gkv_server *s, srv_req *r, const net_hs_req *hs, char *addr,
+        uint64_t *digest)
+{
+    uint64_t d;
+    int n;
+
+    addr[0] = '\0';
+    *digest = 0;
+    if (s->gate == NULL)
+        return GKV_OK;
+    d = hs_wire_digest(r);
+    pthread_mutex_lock(&s->mu);
+    n = d != 0 ? s->gate->link(s->gate->ctx, d, addr, 0) : 0;
+    pthread_mutex_unlock(&s->mu);
+    *digest = d;
+    if (n == 1)
+        return GKV_OK;
+    addr[0] = '\0';
+    if (srv__log_allowed(s, LOG_REJECT))
+        srv__log(s, "handshake of group '%s' rank %u refused: its bytes came "
+                 "on %d connections, not one (a replayed handshake?)",
+                 hs->group, hs->rank, n);
+    return srv__fail(r, GKV_EPERM, "handshake of group '%s' rank %u: its "
+                     "message came on %d connections, not exactly one (a "
+                     "copy replayed on another connection?): refused",
+                     hs->group, hs->rank, n);
+}
+
 /* A handshake's checks before any state changes: its payload, group
  * name, nonce and (with a token) proof, and the nonce spent. GKV_OK, or
  * r failed. */
@@ -544,69 +612,6 @@ hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id, const char *addr,
     return GKV_OK;
 }
 
-/* The digest the gate keeps of the handshake r as it came on the wire
- * (gkv_server_gate.link): XXH3-64 of the SP frame's payload, the REQ
- * request id (the raw REP control header after the 4-byte pipe key) and
- * the gkv message. 0 when the control header is not the expected one. */
-static uint64_t
-hs_wire_digest(const srv_req *r)
-{
-    unsigned char b[8 + NET_HDR_LEN + GKV_PRESESS_MAX];
-    void *ctl = r->ctl;
-    struct nn_msghdr mh;
-    struct nn_cmsghdr *c;
-    size_t sp = 0;
-
-    memset(&mh, 0, sizeof mh);
-    mh.msg_control = &ctl;
-    mh.msg_controllen = NN_MSG;
-    /* SP_HDR's data (nanomsg 1.1.5, nn_recvmsg): its size (a size_t),
-     * then the header: the pipe key and the request id */
-    for (c = NN_CMSG_FIRSTHDR(&mh); c != NULL; c = NN_CMSG_NXTHDR(&mh, c))
-        if (c->cmsg_level == PROTO_SP && c->cmsg_type == SP_HDR) {
-            if (c->cmsg_len >= NN_CMSG_LEN(sizeof sp + 8))
-                memcpy(&sp, NN_CMSG_DATA(c), sizeof sp);
-            break;
-        }
-    /* a REQ peer's header is one request id; a longer one (a device in
-     * between) is not a connection of ours to link */
-    if (c == NULL || sp != 8 || r->plen > GKV_PRESESS_MAX)
-        return 0;
-    memcpy(b, NN_CMSG_DATA(c) + sizeof sp + 4, 4);
-    memcpy(b + 4, r->pl - NET_HDR_LEN, NET_HDR_LEN + r->plen);
-    return XXH3_64bits(b, 4 + NET_HDR_LEN + r->plen);
-}
-
-/* With a gate, the connection that carried handshake r: its peer address
- * in addr (GKV_PEER_ADDR_MAX bytes); "" without a gate. GKV_OK, or r
- * failed: its bytes came on no connection the gate watched, or on more
- * than one (a copy replayed on another connection). */
-static gkv_err
-hs_link(gkv_server *s, srv_req *r, const net_hs_req *hs, char *addr)
-{
-    uint64_t d;
-    int n;
-
-    addr[0] = '\0';
-    if (s->gate == NULL)
-        return GKV_OK;
-    d = hs_wire_digest(r);
-    pthread_mutex_lock(&s->mu);
-    n = d != 0 ? s->gate->link(s->gate->ctx, d, addr) : 0;
-    pthread_mutex_unlock(&s->mu);
-    if (n == 1)
-        return GKV_OK;
-    addr[0] = '\0';
-    if (srv__log_allowed(s, LOG_REJECT))
-        srv__log(s, "handshake of group '%s' rank %u refused: its bytes came "
-                 "on %d connections, not one (a replayed handshake?)",
-                 hs->group, hs->rank, n);
-    return srv__fail(r, GKV_EPERM, "handshake of group '%s' rank %u: its "
-                     "message came on %d connections, not exactly one (a "
-                     "copy replayed on another connection?): refused",
-                     hs->group, hs->rank, n);
-}
-
 /* HANDSHAKE: a session for (group, rank), replacing the member's earlier
  * one; the reply is the session, the identity and the schema. With a
  * gate, only once the proof checked (with a token) is the connection that
@@ -616,12 +621,16 @@ op_handshake(gkv_server *s, srv_req *r)
 {
     net_hs_req hs;
     struct sess *old = NULL;
-    char addr[GKV_PEER_ADDR_MAX];
-    uint64_t id;
+    char addr[GKV_PEER_ADDR_MAX], again[GKV_PEER_ADDR_MAX];
+    uint64_t id, digest;
     gkv_err rc;
     int peer;
 
-    if (hs_check(s, r, &hs) != GKV_OK || hs_link(s, r, &hs, addr) != GKV_OK)
+    /* the gate is asked once the proof checked and the nonce is spent: a
+     * copy handled after the first is refused for its nonce, two copies
+     * present at once are both refused here */
+    if (hs_check(s, r, &hs) != GKV_OK ||
+        hs_link(s, r, &hs, addr, &digest) != GKV_OK)
         return;
     do
         randombytes_buf(&id, sizeof id);
@@ -668,6 +677,10 @@ op_handshake(gkv_server *s, srv_req *r)
     }
     if (!(hs.flags & NET_HS_OBSERVER))
         seen_add(s, hs.group, hs.rank);
+    /* accepted: its connection is authenticated (no longer capped as one
+     * that has not, no frame limit) */
+    if (s->gate != NULL)
+        (void)s->gate->link(s->gate->ctx, digest, again, 1);
     pthread_mutex_unlock(&s->mu);
     reply_schema(s, r, id, 1);
 }

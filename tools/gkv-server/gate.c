@@ -608,24 +608,29 @@ forget(int fd)
     free(c);
 }
 
+/* A connection closed at a cap is reported as one the peer gave up before
+ * it was accepted (ECONNABORTED): nanomsg then waits for the next one
+ * (EAGAIN would break its assumption that a ready listener accepts). */
 EXPORT int
 accept4(int l, struct sockaddr *a, socklen_t *al, int flags)
 {
-    for (;;) {
-        int fd = REAL(accept4)(l, a, al, flags);
-        if (fd < 0 || admit(fd))
-            return fd;
-    }
+    int fd = REAL(accept4)(l, a, al, flags);
+
+    if (fd < 0 || admit(fd))
+        return fd;
+    errno = ECONNABORTED;
+    return -1;
 }
 
 EXPORT int
 accept(int l, struct sockaddr *a, socklen_t *al)
 {
-    for (;;) {
-        int fd = REAL(accept)(l, a, al);
-        if (fd < 0 || admit(fd))
-            return fd;
-    }
+    int fd = REAL(accept)(l, a, al);
+
+    if (fd < 0 || admit(fd))
+        return fd;
+    errno = ECONNABORTED;
+    return -1;
 }
 
 EXPORT int
@@ -721,7 +726,7 @@ recvmsg(int fd, struct msghdr *msg, int flags)
 /* ---- the server's hook --------------------------------------------------- */
 
 static int
-hook_link(void *ctx, uint64_t digest, char *addr)
+hook_link(void *ctx, uint64_t digest, char *addr, int accept)
 {
     struct conn *one = NULL;
     int n = 0;
@@ -739,13 +744,14 @@ hook_link(void *ctx, uint64_t digest, char *addr)
                 break;
             }
     }
-    if (n == 1) {
+    if (n == 1 && accept) {
         for (unsigned k = 0; k < NDIG; k++)
             if (one->dig[k] == digest)
                 one->dig[k] = 0;
         conn_auth(one);
-        snprintf(addr, GKV_PEER_ADDR_MAX, "%s", one->addr);
     }
+    if (n == 1)
+        snprintf(addr, GKV_PEER_ADDR_MAX, "%s", one->addr);
     pthread_mutex_unlock(&g.mu);
     return n;
 }
