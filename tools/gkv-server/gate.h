@@ -8,7 +8,7 @@
 #include "gkv_net.h"
 
 #define GATE_UNAUTH_MAX      1024  /* default --max-unauth */
-#define GATE_UNAUTH_PEER_MAX 64    /* default --max-unauth-per-peer */
+#define GATE_UNAUTH_PEER_MAX 256   /* default --max-unauth-per-peer */
 
 struct gate_opts {
     unsigned max_unauth;       /* connections not yet authenticated, in

@@ -98,7 +98,7 @@ usage(FILE *f)
 "  --max-unauth N           connections that have not authenticated yet,\n"
 "                           in all (default 1024); past it the oldest one\n"
 "                           older than 5 s is closed, else the new one\n"
-"  --max-unauth-per-peer N  the same from one address (default 64)\n"
+"  --max-unauth-per-peer N  the same from one address (default 256)\n"
 "  --bind-any               listen on every interface, not only the\n"
 "                           ip_config address (needs --token-file, or\n"
 "                           --insecure-no-token)\n"
