@@ -211,6 +211,52 @@ GKV_API const char *gkv_server_url(const gkv_server *s);
 /* Closes the socket and the store. NULL is fine. */
 GKV_API void    gkv_server_close(gkv_server *s);
 
+/* ---- a connection gate (the gkv-server program's) ------------------------
+ * nanomsg neither tells a server a peer's address nor bounds what one
+ * connection makes it buffer before the peer authenticates. gkv-server
+ * watches its accepted TCP connections from below nanomsg (it interposes
+ * accept, recvmsg and close: tools/gkv-server/gate.c) and registers this
+ * hook so that the server can ask which connection carried a handshake and
+ * tell which sessions are live. A program that embeds gkv_server_open()
+ * has no gate unless it brings one: then no peer address is known and
+ * sessions are capped per group only. */
+
+#define GKV_PRESESS_MAX  1024   /* payload bytes a request may carry before
+                                 * its sender has a session: a handshake's
+                                 * are about 180 at most */
+#define GKV_PEER_ADDR_MAX 48    /* a peer address as text, with its NUL */
+#define GKV_PEER_SESSIONS 1024  /* default cap of sessions per address */
+
+typedef struct gkv_server_gate {
+    void *ctx;
+    /* Which connection carried the handshake whose digest is 'digest': the
+     * XXH3-64 (seed 0) of its SP frame's payload, that is its request id (4
+     * bytes, as the REQ peer sent it) and then the gkv message (header and
+     * payload). Returns how many connections carried it; on 1 it writes
+     * that connection's peer address ("IP", at most GKV_PEER_ADDR_MAX
+     * bytes with the NUL) to addr and, with 'accept' (the handshake was
+     * accepted), marks it authenticated and forgets the digest. Called with
+     * the server's lock held: must not block or call the server. */
+    int  (*link)(void *ctx, uint64_t digest, char *addr, int accept);
+    /* Session 'id' was granted (live 1) or ended (live 0). A connection
+     * whose first request carries a live session is authenticated (a
+     * client's second lane, a reconnected socket). Called as link. */
+    void (*session)(void *ctx, uint64_t id, int live);
+    unsigned max_peer_sessions; /* sessions one peer address may hold
+                                 * (members and observers); past it a
+                                 * handshake is refused (GKV_EBUSY).
+                                 * 0 = GKV_PEER_SESSIONS */
+} gkv_server_gate;
+
+/* Registers gate g (borrowed until gkv_server_close) with server s, before
+ * gkv_server_run(). From then on a handshake is accepted only when
+ * g->link() finds the one connection that carried it (else GKV_EPERM:
+ * its bytes came on no connection or on several, a replay), and the
+ * session gets that connection's address: in the join and leave log
+ * lines, and counted against max_peer_sessions. Errors: GKV_EINVAL (NULL,
+ * a missing function, or the server runs). */
+GKV_API gkv_err gkv_server_set_gate(gkv_server *s, const gkv_server_gate *g);
+
 /* ---- the client -------------------------------------------------------- */
 
 typedef struct gkv_client gkv_client;   /* opaque */

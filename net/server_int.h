@@ -92,6 +92,9 @@ struct sess {                /* a client's session; under s->mu */
     int bar_any;            /* a barrier of this session was released: */
     uint64_t bar_seq;       /* the last one's seq */
     uint64_t inst;          /* its job instance (NET_HS_INSTANCE), or 0 */
+    char addr[GKV_PEER_ADDR_MAX]; /* its peer's address (the connection
+                             * its handshake came on, s->gate's), or ""
+                             * without a gate */
 };
 
 struct parked {             /* a barrier request waiting for its group */
@@ -237,6 +240,9 @@ struct gkv_server {
                                       * bounded, the probe failed) */
         atomic_uint_fast64_t refused;/* replies refused for it */
     } rmem;
+    const gkv_server_gate *gate;     /* fixed once running
+                                      * (gkv_server_set_gate); NULL: none.
+                                      * Its functions are called under mu */
 
     struct srv_batch *batch;         /* server_batch.c's (per pool thread:
                                       * a sampler, markers, a peer client) */

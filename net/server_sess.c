@@ -20,6 +20,10 @@
 #define SPENT_MAX      (1u << 18) /* spent nonces kept (live ones, at most) */
 #define SESS_MAX       65536     /* sessions at once */
 
+/* " from ADDR" for the log lines of a session, or "" without a gate */
+#define FROM_FMT       "%s%s"
+#define FROM(a)        (a)[0] ? " from " : "", (a)
+
 static void enc_hello(net_wr *w, const void *a) { net__enc_hello_rep(w, a); }
 
 /* ---- the tables (caller holds s->mu) ------------------------------------ */
@@ -83,6 +87,8 @@ srv__sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
 
     s->sess.tab[i] = s->sess.tab[--s->sess.n];
     gkv__free(old.done);
+    if (s->gate != NULL)
+        s->gate->session(s->gate->ctx, old.id, 0);
     if (g != NULL) {
         srv__unpark(g, old.id);
         if (g->members > 0)
@@ -100,9 +106,10 @@ srv__sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
     kind = old.observer ? LOG_OBSERVER : LOG_JOIN;
     if (srv__log_take(s, kind, &dropped)) {
         srv__log_say_dropped(s, kind, dropped);
-        srv__log(s, "%s: group '%s' rank %u%s (%u left in the group, %zu "
-                 "clients in all)", how, old.group, old.rank, old.observer ?
-                 " (observer)" : "", left, s->sess.n);
+        srv__log(s, "%s: group '%s' rank %u%s" FROM_FMT " (%u left in the "
+                 "group, %zu clients in all)", how, old.group, old.rank,
+                 old.observer ? " (observer)" : "", FROM(old.addr), left,
+                 s->sess.n);
     }
     /* an observer (kvctl) leaving never stops the server; the last member
      * leaving does, observers or not, once num_clients members joined */
@@ -344,6 +351,74 @@ op_hello(gkv_server *s, srv_req *r)
     srv__reply_build(r, enc_hello, &hr);
 }
 
+/* The digest the gate keeps of the handshake r as it came on the wire
+ * (gkv_server_gate.link): XXH3-64 of the SP frame's payload, the REQ
+ * request id (the raw REP control header after the 4-byte pipe key) and
+ * the gkv message. 0 when the control header is not the expected one. */
+static uint64_t
+hs_wire_digest(const srv_req *r)
+{
+    unsigned char b[8 + NET_HDR_LEN + GKV_PRESESS_MAX];
+    void *ctl = r->ctl;
+    struct nn_msghdr mh;
+    struct nn_cmsghdr *c;
+    size_t sp = 0;
+
+    memset(&mh, 0, sizeof mh);
+    mh.msg_control = &ctl;
+    mh.msg_controllen = NN_MSG;
+    /* SP_HDR's data (nanomsg 1.1.5, nn_recvmsg): its size (a size_t),
+     * then the header: the pipe key and the request id */
+    for (c = NN_CMSG_FIRSTHDR(&mh); c != NULL; c = NN_CMSG_NXTHDR(&mh, c))
+        if (c->cmsg_level == PROTO_SP && c->cmsg_type == SP_HDR) {
+            if (c->cmsg_len >= NN_CMSG_LEN(sizeof sp + 8))
+                memcpy(&sp, NN_CMSG_DATA(c), sizeof sp);
+            break;
+        }
+    /* a REQ peer's header is one request id; a longer one (a device in
+     * between) is not a connection of ours to link */
+    if (c == NULL || sp != 8 || r->plen > GKV_PRESESS_MAX)
+        return 0;
+    memcpy(b, NN_CMSG_DATA(c) + sizeof sp + 4, 4);
+    memcpy(b + 4, r->pl - NET_HDR_LEN, NET_HDR_LEN + r->plen);
+    return XXH3_64bits(b, 4 + NET_HDR_LEN + r->plen);
+}
+
+/* With a gate, the connection that carried handshake r (*digest: the
+ * gate's digest of it): its peer address in addr (GKV_PEER_ADDR_MAX
+ * bytes); "" without a gate. GKV_OK, or r failed: its bytes came on no
+ * connection the gate watched, or on more than one (a copy replayed on
+ * another connection). The connection is marked authenticated only once
+ * the handshake is accepted (op_handshake). */
+static gkv_err
+hs_link(gkv_server *s, srv_req *r, const net_hs_req *hs, char *addr,
+        uint64_t *digest)
+{
+    uint64_t d;
+    int n;
+
+    addr[0] = '\0';
+    *digest = 0;
+    if (s->gate == NULL)
+        return GKV_OK;
+    d = hs_wire_digest(r);
+    pthread_mutex_lock(&s->mu);
+    n = d != 0 ? s->gate->link(s->gate->ctx, d, addr, 0) : 0;
+    pthread_mutex_unlock(&s->mu);
+    *digest = d;
+    if (n == 1)
+        return GKV_OK;
+    addr[0] = '\0';
+    if (srv__log_allowed(s, LOG_REJECT))
+        srv__log(s, "handshake of group '%s' rank %u refused: its bytes came "
+                 "on %d connections, not one (a replayed handshake?)",
+                 hs->group, hs->rank, n);
+    return srv__fail(r, GKV_EPERM, "handshake of group '%s' rank %u: its "
+                     "message came on %d connections, not exactly one (a "
+                     "copy replayed on another connection?): refused",
+                     hs->group, hs->rank, n);
+}
+
 /* A handshake's checks before any state changes: its payload, group
  * name, nonce and (with a token) proof, and the nonce spent. GKV_OK, or
  * r failed. */
@@ -413,7 +488,8 @@ hs_drop_other_runs(gkv_server *s, const net_hs_req *hs)
  * the old one 'old', and a barrier it had parked is dropped. Caller holds
  * s->mu. */
 static void
-hs_rejoin(gkv_server *s, struct sess *old, const net_hs_req *hs, uint64_t id)
+hs_rejoin(gkv_server *s, struct sess *old, const net_hs_req *hs, uint64_t id,
+          const char *addr)
 {
     struct gone *gn = &s->sess.gone[s->sess.gone_next];
     uint64_t now = gkv__now_ms(), idle = now - old->last_ms, dropped;
@@ -426,7 +502,12 @@ hs_rejoin(gkv_server *s, struct sess *old, const net_hs_req *hs, uint64_t id)
     gn->when_ms = now;
     snprintf(gn->group, sizeof gn->group, "%s", old->group);
     gn->rank = old->rank;
+    if (s->gate != NULL) {
+        s->gate->session(s->gate->ctx, old->id, 0);
+        s->gate->session(s->gate->ctx, id, 1);
+    }
     old->id = id;
+    snprintf(old->addr, sizeof old->addr, "%s", addr);
     old->last_ms = now;
     old->ndone = old->done_next = 0;
     /* a new session may be a new process, whose barriers count from 1
@@ -443,29 +524,57 @@ hs_rejoin(gkv_server *s, struct sess *old, const net_hs_req *hs, uint64_t id)
     old->inst = hs->instance;
     if (srv__log_take(s, LOG_REJOIN, &dropped)) {
         srv__log_say_dropped(s, LOG_REJOIN, dropped);
-        srv__log(s, "rejoin: group '%s' rank %u (new session; the old one "
-                 "was last heard %llu ms ago%s)", hs->group, hs->rank,
-                 (unsigned long long)idle, (hs->flags & NET_HS_RESUME) ?
+        srv__log(s, "rejoin: group '%s' rank %u" FROM_FMT " (new session; "
+                 "the old one was last heard %llu ms ago%s)", hs->group,
+                 hs->rank, FROM(addr), (unsigned long long)idle,
+                 (hs->flags & NET_HS_RESUME) ?
                  "; the same client after a failed call" : idle < 1000 ?
                  ": two clients with one group and rank?" : "");
     }
 }
 
-/* A new member or observer: session 'id' in its group. GKV_OK, or
- * GKV_EBUSY (its group holds conf.max_group_sessions) or GKV_ENOMEM, with
- * nothing changed. Caller holds s->mu. */
+/* The sessions peer address 'addr' holds ("": none, without a gate).
+ * Caller holds s->mu. */
+static unsigned
+addr_sessions(const gkv_server *s, const char *addr)
+{
+    unsigned n = 0;
+
+    if (addr[0] == '\0')
+        return 0;
+    for (size_t i = 0; i < s->sess.n; i++)
+        n += strcmp(s->sess.tab[i].addr, addr) == 0;
+    return n;
+}
+
+/* The cap of sessions per peer address (with a gate). */
+static unsigned
+peer_cap(const gkv_server *s)
+{
+    return s->gate->max_peer_sessions ? s->gate->max_peer_sessions :
+           GKV_PEER_SESSIONS;
+}
+
+/* A new member or observer: session 'id' in its group, from peer address
+ * 'addr'. GKV_OK, or GKV_EBUSY (its group holds conf.max_group_sessions:
+ * *peer 0; its address holds the gate's max_peer_sessions: *peer 1) or
+ * GKV_ENOMEM, with nothing changed. Caller holds s->mu. */
 static gkv_err
-hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id)
+hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id, const char *addr,
+        int *peer)
 {
     struct group *g;
     struct sess *ss;
     uint64_t dropped = 0;
     int kind;
 
+    *peer = 0;
+    if (s->gate != NULL && addr_sessions(s, addr) >= peer_cap(s)) {
+        *peer = 1;
+        return GKV_EBUSY;
+    }
     if (s->sess.n >= SESS_MAX || (g = srv__group_find(s, hs->group, 1)) == NULL)
         return GKV_ENOMEM;
-    /* the peer's address is not known (nanomsg does not tell it), so the
-     * group is what one peer is capped by */
     if (g->members >= s->conf.max_group_sessions)
         return GKV_EBUSY;
     if (s->sess.n == s->sess.cap) {
@@ -487,29 +596,41 @@ hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id)
     ss->last_ms = gkv__now_ms();
     ss->observer = (hs->flags & NET_HS_OBSERVER) != 0;
     ss->inst = hs->instance;
+    snprintf(ss->addr, sizeof ss->addr, "%s", addr);
+    if (s->gate != NULL)
+        s->gate->session(s->gate->ctx, id, 1);
     g->members++;
     s->sess.joined++;
     kind = ss->observer ? LOG_OBSERVER : LOG_JOIN;
     if (srv__log_take(s, kind, &dropped)) {
         srv__log_say_dropped(s, kind, dropped);
-        srv__log(s, "join: group '%s' rank %u%s (%u in the group, %zu "
-                 "clients in all)", hs->group, hs->rank, ss->observer ?
-                 " (observer)" : "", g->members, s->sess.n);
+        srv__log(s, "join: group '%s' rank %u%s" FROM_FMT " (%u in the "
+                 "group, %zu clients in all)", hs->group, hs->rank,
+                 ss->observer ? " (observer)" : "", FROM(addr), g->members,
+                 s->sess.n);
     }
     return GKV_OK;
 }
 
 /* HANDSHAKE: a session for (group, rank), replacing the member's earlier
- * one; the reply is the session, the identity and the schema. */
+ * one; the reply is the session, the identity and the schema. With a
+ * gate, only once the proof checked (with a token) is the connection that
+ * carried it looked for, and the session gets its address. */
 static void
 op_handshake(gkv_server *s, srv_req *r)
 {
     net_hs_req hs;
     struct sess *old = NULL;
-    uint64_t id;
+    char addr[GKV_PEER_ADDR_MAX], again[GKV_PEER_ADDR_MAX];
+    uint64_t id, digest;
     gkv_err rc;
+    int peer;
 
-    if (hs_check(s, r, &hs) != GKV_OK)
+    /* the gate is asked once the proof checked and the nonce is spent: a
+     * copy handled after the first is refused for its nonce, two copies
+     * present at once are both refused here */
+    if (hs_check(s, r, &hs) != GKV_OK ||
+        hs_link(s, r, &hs, addr, &digest) != GKV_OK)
         return;
     do
         randombytes_buf(&id, sizeof id);
@@ -533,11 +654,20 @@ op_handshake(gkv_server *s, srv_req *r)
         return;
     }
     if (old != NULL) {
-        hs_rejoin(s, old, &hs, id);
-    } else if ((rc = hs_join(s, &hs, id)) != GKV_OK) {
+        hs_rejoin(s, old, &hs, id, addr);
+    } else if ((rc = hs_join(s, &hs, id, addr, &peer)) != GKV_OK) {
         unsigned cap = s->conf.max_group_sessions;
         pthread_mutex_unlock(&s->mu);
-        if (rc == GKV_EBUSY)
+        if (rc == GKV_EBUSY && peer) {
+            if (srv__log_allowed(s, LOG_REJECT))
+                srv__log(s, "handshake of group '%s' rank %u from %s refused: "
+                         "the address holds %u sessions (--max-peer-sessions)",
+                         hs.group, hs.rank, addr, peer_cap(s));
+            srv__fail(r, rc, "handshake of group '%s' rank %u: %s holds %u "
+                      "sessions, the most one peer address may "
+                      "(--max-peer-sessions)", hs.group, hs.rank, addr,
+                      peer_cap(s));
+        } else if (rc == GKV_EBUSY)
             srv__fail(r, rc, "handshake of group '%s' rank %u: the group "
                       "holds %u sessions, the most one group may "
                       "(--max-group-sessions)", hs.group, hs.rank, cap);
@@ -547,6 +677,10 @@ op_handshake(gkv_server *s, srv_req *r)
     }
     if (!(hs.flags & NET_HS_OBSERVER))
         seen_add(s, hs.group, hs.rank);
+    /* accepted: its connection is authenticated (no longer capped as one
+     * that has not, no frame limit) */
+    if (s->gate != NULL)
+        (void)s->gate->link(s->gate->ctx, digest, again, 1);
     pthread_mutex_unlock(&s->mu);
     reply_schema(s, r, id, 1);
 }
@@ -723,6 +857,21 @@ op_heartbeat(gkv_server *s, srv_req *r)
         return;
     }
     srv__reply_u32(r, lease);
+}
+
+/* ---- the gate ------------------------------------------------------------ */
+
+gkv_err
+gkv_server_set_gate(gkv_server *s, const gkv_server_gate *g)
+{
+    if (s == NULL || g == NULL || g->link == NULL || g->session == NULL)
+        return net__fail(GKV_EINVAL, "gkv_server_set_gate: a server and a "
+                         "gate with both functions are required");
+    if (s->run.ran)
+        return net__fail(GKV_EINVAL, "gkv_server_set_gate: the server runs "
+                         "already");
+    s->gate = g;
+    return GKV_OK;
 }
 
 /* ---- the core's hooks ---------------------------------------------------- */

@@ -194,10 +194,14 @@ raw_head(unsigned char *m, uint16_t type, uint64_t session, uint64_t plen)
 
 /* Peers without a session sent large messages: the server took each whole
  * (nanomsg buffers a message up to --max-msg per connection before the
- * server sees it) and then checked its checksum and header. Now such a
- * message, larger than a handshake may be, is freed as soon as nn_recv
- * hands it over, and its RSS comes back; a HANDSHAKE that large is
- * refused naming the limit. */
+ * server sees it) and then checked its checksum and header; then it freed
+ * such a message as soon as nn_recv handed it over (peak RSS +160 MiB for
+ * these 8 peers, given back at once). Now gkv-server's connection gate
+ * answers a message larger than a handshake may be on a connection that
+ * has not authenticated before nanomsg reads any of it, and swallows its
+ * bytes: the peak grows by a few KiB. A HANDSHAKE that large is refused
+ * naming the limit. (net_gate_test: stalled and over-limit frames, caps
+ * on connections.) */
 static void
 test_presession_message_dropped(void **state)
 {
@@ -272,10 +276,9 @@ test_presession_message_dropped(void **state)
     print_message("%d peers x %d MiB without a session: server RSS %ld -> "
                   "%ld KiB, peak +%ld KiB; probe pull at worst %.1f ms\n",
                   NSOCK, BIG >> 20, rss0, rss1, hwm1 - hwm0, worst * 1e3);
-    /* what nanomsg buffered is given back once the server freed it */
-    assert_true(rss1 - rss0 < 32 * 1024);
-    /* and it was never more than one message per connection */
-    assert_true(hwm1 - hwm0 < (long)NSOCK * (BIG >> 10) + 64 * 1024);
+    /* nothing of the 256 MiB was ever held: not one message's worth */
+    assert_true(rss1 - rss0 < 16 * 1024);
+    assert_true(hwm1 - hwm0 < 16 * 1024);
     assert_true(worst < 5.0);
     NET_OK(gkv_client_close(probe));
     assert_true(gkvt_proc_alive(srv));

@@ -7,11 +7,13 @@
  * Without --token-file it listens on a loopback address only, unless
  * --insecure-no-token says otherwise (net/server.c refuses it).
  *
- * All the work is in net/ (gkv_server_open / run / close); this file reads
- * the options, installs the SIGTERM/SIGINT handler and maps the outcome to
- * an exit status: 0 a normal stop (the last client left, a shutdown
- * request, SIGTERM or SIGINT: requests in flight finish, the store is
- * synced), 1 a failure (the reason on stderr), 2 bad usage.
+ * The work is in net/ (gkv_server_open / run / close) and gate.c (the
+ * connection gate: peer addresses, the caps on connections that have not
+ * authenticated, the pre-session frame limit); this file reads the
+ * options, starts the gate, installs the SIGTERM/SIGINT handler and maps
+ * the outcome to an exit status: 0 a normal stop (the last client left, a
+ * shutdown request, SIGTERM or SIGINT: requests in flight finish, the
+ * store is synced), 1 a failure (the reason on stderr), 2 bad usage.
  */
 #include <limits.h>
 #include <signal.h>
@@ -20,6 +22,7 @@
 #include <string.h>
 #include "gkv.h"
 #include "gkv_net.h"
+#include "gate.h"
 #include "opt.h"
 #include "util.h"
 
@@ -92,6 +95,12 @@ usage(FILE *f)
 "                           a reply of 64 KiB or more past it gets GKV_EBUSY\n"
 "  --max-group-sessions N   sessions one group may hold at once; more are\n"
 "                           refused (default 16384)\n"
+"  --max-peer-sessions N    sessions one peer address may hold at once;\n"
+"                           more are refused (default 1024)\n"
+"  --max-unauth N           connections that have not authenticated yet,\n"
+"                           in all (default 1024); past it the oldest one\n"
+"                           older than 5 s is closed, else the new one\n"
+"  --max-unauth-per-peer N  the same from one address (default 256)\n"
 "  --bind-any               listen on every interface, not only the\n"
 "                           ip_config address (needs --token-file, or\n"
 "                           --insecure-no-token)\n"
@@ -111,6 +120,11 @@ usage(FILE *f)
 "  -q, --quiet              no log lines on stderr\n"
 "  -h, --help               print this help and exit\n"
 "  -V, --version            print the version and exit\n"
+"\n"
+"Before a connection authenticates (its handshake, or a request with a\n"
+"live session) it may send at most 1024 payload bytes a message: a larger\n"
+"one is answered and dropped unread, so a peer without the token makes\n"
+"the server hold a few KiB at most.\n"
 "\n"
 "Without --token-file the server listens on a loopback address only\n"
 "(127.0.0.1, ::1), where every local user may use it, and refuses any other\n"
@@ -147,7 +161,8 @@ add_writeback(void *ctx, const char *val)
 /* Fills *o from argv (w keeps the --writeback names o points to). 0, or
  * the exit status of a usage error (its message printed). */
 static int
-parse_args(gkv_server_opts *o, struct wb *w, int argc, char **argv)
+parse_args(gkv_server_opts *o, struct gate_opts *go, struct wb *w, int argc,
+           char **argv)
 {
     unsigned part_id = UINT_MAX, machine = UINT_MAX;
     char version[64];
@@ -179,6 +194,12 @@ parse_args(gkv_server_opts *o, struct wb *w, int argc, char **argv)
         {"--num-clients", OPT_UINT, .dst = &o->num_clients, .lo = 0,
          .hi = 65536},
         {"--max-group-sessions", OPT_UINT, .dst = &o->max_group_sessions,
+         .lo = 1, .hi = 65536},
+        {"--max-peer-sessions", OPT_UINT, .dst = &go->max_peer_sessions,
+         .lo = 1, .hi = 65536},
+        {"--max-unauth", OPT_UINT, .dst = &go->max_unauth, .lo = 1,
+         .hi = 65536},
+        {"--max-unauth-per-peer", OPT_UINT, .dst = &go->max_unauth_peer,
          .lo = 1, .hi = 65536},
         {"--threads", OPT_UINT, .dst = &o->threads, .lo = 1, .hi = 256},
         {"--batch-threads", OPT_UINT, .dst = &o->batch_threads, .lo = 1,
@@ -237,14 +258,23 @@ int
 main(int argc, char **argv)
 {
     gkv_server_opts o;
+    struct gate_opts go;
     struct wb wb = {{NULL}, 0};
     gkv_server *srv = NULL;
     gkv_err rc;
     int urc;
 
     memset(&o, 0, sizeof o);
-    if ((urc = parse_args(&o, &wb, argc, argv)) != 0)
+    memset(&go, 0, sizeof go);
+    if ((urc = parse_args(&o, &go, &wb, argc, argv)) != 0)
         return urc;
+    go.quiet = (o.flags & GKV_SERVER_QUIET) != 0;
+    go.max_msg = o.max_msg;
+    /* before the socket listens: every connection is gated */
+    if (gate_start(&go) != GKV_OK) {
+        fprintf(stderr, PROG ": out of memory for the connection gate\n");
+        return EX_FAIL;
+    }
     /* SIGHUP too: a closed terminal or ssh session, or a log-rotating
      * HUP, stops the server as SIGTERM does (write-back pushes written,
      * store synced), never the default death that loses them */
@@ -253,6 +283,11 @@ main(int argc, char **argv)
         const char *t = tools__err_text(rc, gkv_net_errmsg());
         fprintf(stderr, PROG ": %s%s%s\n", t != NULL ? t : "",
                 t != NULL ? ": " : "", gkv_net_errmsg());
+        return EX_FAIL;
+    }
+    if ((rc = gkv_server_set_gate(srv, gate_hook())) != GKV_OK) {
+        fprintf(stderr, PROG ": %s\n", gkv_net_errmsg());
+        gkv_server_close(srv);
         return EX_FAIL;
     }
     g_server = srv;

@@ -1,0 +1,805 @@
+/* gate.c - gkv-server's connection gate (gate.h; doc/DESIGN.md, net/,
+ * "Bounded, whoever the peer is").
+ *
+ * nanomsg 1.1.5 reads each message whole, up to NN_RCVMAXSIZE, before
+ * nn_recvmsg hands it to the server, and never says which peer sent it.
+ * So this program defines accept, accept4, recvmsg, close and socket: the
+ * executable's definitions interpose libc's for libnanomsg (they call the
+ * real ones through dlsym(RTLD_NEXT)). They live in the program, never in
+ * libgkv, which would interpose them in every program that embeds it.
+ *
+ *   accept, accept4  record each accepted TCP connection by descriptor:
+ *                    its peer address, "not yet authenticated". Such
+ *                    connections are capped per address and in all; past
+ *                    a cap the oldest one older than GRACE_MS of that
+ *                    address (or of any) is shut down, else the new one
+ *                    is closed at once. Logged, rationed.
+ *   recvmsg          follows each gated connection's SP-over-TCP stream:
+ *                    the 8-byte SP header, then frames (8-byte big-endian
+ *                    length, payload: the REQ request id, 4 bytes, then
+ *                    the gkv message). On a connection not yet
+ *                    authenticated, a frame longer than SMALL (a handshake
+ *                    fits with room) is held back until its first PREFIX
+ *                    bytes show its gkv header: with a live session (a
+ *                    client's second lane, a reconnected socket) the
+ *                    connection is authenticated and the frame goes on;
+ *                    else nanomsg never sees it: the gate answers it as
+ *                    the server would have (GKV_EPERM "without a session",
+ *                    GKV_EPROTO for a HELLO or HANDSHAKE, or what is wrong
+ *                    with its header) and swallows its bytes as they
+ *                    come, so it costs no memory; a connection whose
+ *                    answer cannot be sent at once is shut down
+ *                    (ECONNRESET: nanomsg drops it). The digest of each
+ *                    handshake frame is kept (NDIG per connection) for
+ *                    the server's link().
+ *   close, socket    forget the descriptor: its number is reused, also by
+ *                    the server's own outgoing connections (its peer
+ *                    clients), which are never gated.
+ *
+ * nanomsg 1.1.5 runs one worker thread, which makes every recvmsg and
+ * accept call; the server's threads call link() and session() under their
+ * lock. One mutex, g.mu, guards the tables; nothing else is taken under
+ * it (the log is a write(2)); on[] lets recvmsg pass an ungated
+ * descriptor on without it.
+ */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+#include "gate.h"
+#include "wire.h"
+
+#define EXPORT        __attribute__((visibility("default")))
+#define SP_HDR_LEN    8u               /* opens each SP stream */
+#define REQ_ID_LEN    4u               /* a REQ peer's request id */
+#define PREFIX        (REQ_ID_LEN + NET_HDR_LEN) /* a frame's first bytes:
+                                        * request id and gkv header */
+#define SMALL         (PREFIX + GKV_PRESESS_MAX) /* frame bytes any peer may
+                                        * send before it has a session */
+#define NDIG          4                /* handshake digests per connection */
+#define GRACE_MS      5000             /* a connection not authenticated
+                                        * this long may make room */
+#define SESS_SLOTS    (1u << 17)       /* live sessions: 65536 at most */
+#define LOG_BURST     50               /* lines per LOG_WINDOW_MS */
+#define LOG_WINDOW_MS 10000
+#define FD_TAB_MAX    (1 << 20)
+
+enum { C_PRE = 1, C_AUTH, C_DEAD };
+
+struct conn {                    /* an accepted TCP connection */
+    int fd, state;               /* C_* */
+    char addr[GKV_PEER_ADDR_MAX];
+    uint64_t since_ms;           /* accepted (monotonic) */
+    unsigned skip;               /* SP header bytes still to come */
+    unsigned nlen;               /* length bytes of the frame seen */
+    unsigned char len[8];
+    uint64_t left;               /* payload bytes of the frame to come */
+    int drop;                    /* the frame is swallowed, not delivered */
+    uint64_t then_drop;          /* bytes to swallow after the frame */
+    int collect;                 /* body[] gets the frame (a small one) */
+    size_t nbody;
+    unsigned char body[SMALL];
+    unsigned char hold[8 + PREFIX]; /* read, not delivered yet */
+    size_t nhold;
+    uint64_t dig[NDIG];          /* digests of its handshake frames */
+    unsigned dnext;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    int cap;                     /* fixed by gate_start: tab's size */
+    struct conn **tab;           /* by descriptor */
+    _Atomic unsigned char *on;   /* tab[fd] != NULL, read without mu */
+    int top;                     /* one past the highest fd gated */
+    struct conn **pre;           /* the connections not yet authenticated */
+    unsigned npre;
+    unsigned max_pre, max_pre_peer;
+    uint64_t max_frame;          /* the server's NN_RCVMAXSIZE */
+    uint64_t *sess;              /* live sessions, open addressing */
+    int quiet;
+    uint64_t window, count, dropped; /* the log's ration */
+    gkv_server_gate hook;
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- the real functions ------------------------------------------------- */
+
+static struct {
+    int (*accept)(int, struct sockaddr *, socklen_t *);
+    int (*accept4)(int, struct sockaddr *, socklen_t *, int);
+    ssize_t (*recvmsg)(int, struct msghdr *, int);
+    int (*close)(int);
+    int (*socket)(int, int, int);
+} real;
+
+#define REAL(f) (__atomic_load_n(&real.f, __ATOMIC_ACQUIRE) != NULL ?       \
+                 real.f : real_load_##f())
+#define REAL_LOADER(f)                                                     \
+    static __typeof__(real.f) real_load_##f(void)                          \
+    {                                                                       \
+        __typeof__(real.f) p;                                               \
+        *(void **)&p = dlsym(RTLD_NEXT, #f);                                \
+        if (p == NULL)                                                      \
+            abort();                                                        \
+        __atomic_store_n(&real.f, p, __ATOMIC_RELEASE);                     \
+        return p;                                                           \
+    }
+REAL_LOADER(accept)
+REAL_LOADER(accept4)
+REAL_LOADER(recvmsg)
+REAL_LOADER(close)
+REAL_LOADER(socket)
+
+/* ---- small things ------------------------------------------------------- */
+
+static uint64_t
+mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t
+get_be64(const unsigned char *p)
+{
+    uint64_t v = 0;
+
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static int
+gated(int fd)
+{
+    return fd >= 0 && fd < g.cap &&
+           atomic_load_explicit(&g.on[fd], memory_order_acquire) != 0;
+}
+
+/* A log line as the server writes them, rationed (LOG_BURST per window,
+ * then one line saying how many were not written). Caller holds g.mu. */
+__attribute__((format(printf, 1, 2)))
+static void
+gate_log(const char *fmt, ...)
+{
+    char line[768], ts[40];
+    struct timespec now;
+    struct tm tm;
+    uint64_t t = mono_ms(), dropped = 0;
+    va_list ap;
+    int n;
+
+    if (g.quiet)
+        return;
+    if (t - g.window >= LOG_WINDOW_MS) {
+        dropped = g.dropped;
+        g.window = t;
+        g.count = g.dropped = 0;
+    }
+    if (g.count++ >= LOG_BURST) {
+        g.dropped++;
+        return;
+    }
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    n = snprintf(line, sizeof line, "%s.%03ldZ gkv-server[%ld] gate: ", ts,
+                 now.tv_nsec / 1000000, (long)getpid());
+    if (dropped > 0)
+        n += snprintf(line + n, sizeof line - (size_t)n, "(%llu more gate "
+                      "lines were not logged) ", (unsigned long long)dropped);
+    va_start(ap, fmt);
+    n += vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    if (write(2, line, (size_t)n) < 0)
+        return;
+}
+
+/* ---- the tables (caller holds g.mu) ------------------------------------- */
+
+static void
+pre_remove(struct conn *c)
+{
+    for (unsigned i = 0; i < g.npre; i++)
+        if (g.pre[i] == c) {
+            g.pre[i] = g.pre[--g.npre];
+            return;
+        }
+}
+
+/* c is authenticated: no longer counted, no frame limit. */
+static void
+conn_auth(struct conn *c)
+{
+    if (c->state == C_PRE)
+        pre_remove(c);
+    c->state = C_AUTH;
+}
+
+/* c must go: shut down (nanomsg's next read fails and it closes c). */
+static void
+conn_kill(struct conn *c)
+{
+    if (c->state == C_PRE)
+        pre_remove(c);
+    c->state = C_DEAD;
+    shutdown(c->fd, SHUT_RDWR);
+}
+
+static size_t
+sess_slot(uint64_t id)
+{
+    return (size_t)(id ^ id >> 29) & (SESS_SLOTS - 1);
+}
+
+static int
+sess_live(uint64_t id)
+{
+    if (id == 0)
+        return 0;
+    for (size_t i = sess_slot(id); g.sess[i] != 0;
+         i = (i + 1) & (SESS_SLOTS - 1))
+        if (g.sess[i] == id)
+            return 1;
+    return 0;
+}
+
+static void
+sess_add(uint64_t id)
+{
+    size_t i;
+
+    for (i = sess_slot(id); g.sess[i] != 0; i = (i + 1) & (SESS_SLOTS - 1))
+        if (g.sess[i] == id)
+            return;
+    g.sess[i] = id;
+}
+
+/* Linear probing's deletion: later entries of the run move up so that
+ * every entry stays reachable from its home slot. */
+static void
+sess_del(uint64_t id)
+{
+    size_t i, j, h, m = SESS_SLOTS - 1;
+
+    for (i = sess_slot(id); g.sess[i] != id; i = (i + 1) & m)
+        if (g.sess[i] == 0)
+            return;
+    for (j = i;;) {
+        j = (j + 1) & m;
+        if (g.sess[j] == 0)
+            break;
+        h = sess_slot(g.sess[j]);
+        /* move j to i unless its home lies cyclically in (i, j] */
+        if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
+            g.sess[i] = g.sess[j];
+            i = j;
+        }
+    }
+    g.sess[i] = 0;
+}
+
+/* ---- the stream ---------------------------------------------------------- */
+
+/* Answers the frame whose first PREFIX bytes are p with an error reply
+ * (status, extra flags, message), its type and request id copied from
+ * header q when q is a gkv header (else 0), as the server answers. 0, or
+ * -1 when it could not be sent at once (the connection must go). */
+static int
+refuse_frame(struct conn *c, const unsigned char *p, const net_hdr *q,
+             gkv_err status, uint32_t flags, const char *msg)
+{
+    unsigned char out[8 + PREFIX + 2 + 256];
+    size_t ml = strlen(msg), frame;
+    net_hdr h;
+
+    if (ml > 256)
+        ml = 256;
+    frame = PREFIX + 2 + ml;
+    for (int i = 0; i < 8; i++)
+        out[i] = (unsigned char)(frame >> (56 - 8 * i));
+    memcpy(out + 8, p, REQ_ID_LEN);
+    memset(&h, 0, sizeof h);
+    h.magic = NET_MAGIC;
+    h.version = NET_VERSION;
+    if (q->magic == NET_MAGIC) {
+        h.type = q->type;
+        h.req_id = q->req_id;
+    }
+    h.flags = NET_F_REPLY | flags;
+    h.status = status;
+    h.len = 2 + ml;
+    net__hdr_put(out + 8 + REQ_ID_LEN, &h);
+    out[8 + PREFIX] = (unsigned char)ml;
+    out[8 + PREFIX + 1] = (unsigned char)(ml >> 8);
+    memcpy(out + 8 + PREFIX + 2, msg, ml);
+    return send(c->fd, out, 8 + frame, MSG_DONTWAIT | MSG_NOSIGNAL) ==
+           (ssize_t)(8 + frame) ? 0 : -1;
+}
+
+/* A frame of L bytes, longer than SMALL, on a connection not yet
+ * authenticated; p: its first PREFIX bytes. J_ON: it goes on (a request
+ * with a live session: c is authenticated now); J_REFUSE: answered as the
+ * server would have ("without a session"), to be swallowed; J_CUT: a
+ * header the server refuses by itself: the server gets the frame cut to
+ * its first PREFIX bytes (it answers, counts and logs what is wrong), the
+ * rest is swallowed; J_END: c must go (a frame over the server's message
+ * limit, which nanomsg would drop it for, or an answer that could not be
+ * sent at once). */
+enum { J_END = -1, J_REFUSE, J_ON, J_CUT };
+
+static int
+judge_big(struct conn *c, const unsigned char *p, uint64_t L)
+{
+    unsigned char hb[NET_HDR_LEN];
+    char why[256];
+    const char *name;
+    net_hdr q;
+    gkv_err rc;
+    int sess;
+
+    if (L > g.max_frame) {
+        gate_log("connection from %s closed: a frame of %llu bytes, over the "
+                 "message limit (--max-msg), before it authenticated", c->addr,
+                 (unsigned long long)L);
+        return J_END;
+    }
+    /* the header's checks, but the checksum: the payload is not here */
+    memcpy(hb, p + REQ_ID_LEN, NET_HDR_LEN);
+    hb[8] &= (unsigned char)~NET_F_SUM;
+    rc = net__hdr_check(hb, NET_HDR_LEN + (size_t)(L - PREFIX), &q, why,
+                        sizeof why);
+    name = net__type_name(q.type);
+    /* HELLO, HANDSHAKE and unknown types need no session (server.c's
+     * presess_too_big): their refusal has no NET_F_SESSION */
+    sess = name != NULL && q.type != NET_HELLO && q.type != NET_HANDSHAKE;
+    if (rc != GKV_OK)
+        return J_CUT;
+    if (sess && sess_live(q.session)) {
+        conn_auth(c);
+        return J_ON;
+    }
+    snprintf(why, sizeof why, "%llu payload bytes without a session: at most "
+             "%d before a handshake", (unsigned long long)q.len,
+             GKV_PRESESS_MAX);
+    gate_log("connection from %s: a %s request of %llu payload bytes before "
+             "it authenticated, refused unread", c->addr, name != NULL ? name :
+             "unknown", (unsigned long long)q.len);
+    return refuse_frame(c, p, &q, sess ? GKV_EPERM : GKV_EPROTO,
+                        sess ? NET_F_SESSION : 0, why) == 0 ? J_REFUSE : J_END;
+}
+
+/* The end of a small frame c collected in body[]. */
+static void
+frame_done(struct conn *c)
+{
+    net_hdr q;
+
+    if (c->nbody < PREFIX)
+        return;
+    net__hdr_get(c->body + REQ_ID_LEN, NET_HDR_LEN, &q);
+    if (q.type == NET_HANDSHAKE) {
+        c->dig[c->dnext] = XXH3_64bits(c->body, c->nbody);
+        c->dnext = (c->dnext + 1) % NDIG;
+    } else if (c->state == C_PRE && q.type != NET_HELLO &&
+               sess_live(q.session)) {
+        conn_auth(c);
+    }
+}
+
+/* Follows c's stream over b[0..n), the bytes read. What nanomsg may see
+ * is moved to b's start and counted in the return value; bytes that must
+ * wait for more (the start of a frame not judged yet) go to c->hold.
+ * -1: c must go. */
+static ssize_t
+stream(struct conn *c, unsigned char *b, size_t n)
+{
+    size_t i = 0, w = 0, k;
+
+#define DELIVER(cnt) do {                                                   \
+        if (w != i)                                                         \
+            memmove(b + w, b + i, (cnt));                                   \
+        w += (cnt);                                                         \
+        i += (cnt);                                                         \
+    } while (0)
+
+    while (i < n) {
+        if (c->skip > 0) {
+            k = n - i < c->skip ? n - i : c->skip;
+            c->skip -= (unsigned)k;
+            DELIVER(k);
+            continue;
+        }
+        if (c->left == 0 && c->nlen == 0 && c->state == C_PRE) {
+            /* a frame starts: judged before nanomsg sees a byte of it */
+            uint64_t L;
+            int v;
+
+            if (n - i < 8)
+                break;
+            L = get_be64(b + i);
+            if (L > SMALL) {
+                if (n - i < 8 + PREFIX)
+                    break;
+                if ((v = judge_big(c, b + i + 8, L)) == J_END)
+                    return -1;
+                if (v == J_REFUSE) {
+                    c->drop = 1;
+                    c->left = L;
+                    i += 8;         /* swallowed with the rest */
+                    continue;
+                }
+                if (v == J_CUT) {
+                    /* a frame of PREFIX bytes, then the rest swallowed */
+                    for (int s = 0; s < 8; s++)
+                        b[i + s] = (unsigned char)
+                                   ((uint64_t)PREFIX >> (56 - 8 * s));
+                    c->then_drop = L - PREFIX;
+                }
+            }
+        }
+        if (c->left == 0) {
+            /* the length, byte by byte: it may straddle reads */
+            c->len[c->nlen++] = b[i];
+            DELIVER(1);
+            if (c->nlen == 8) {
+                c->nlen = 0;
+                c->left = get_be64(c->len);
+                c->drop = 0;
+                c->collect = c->left <= SMALL;
+                c->nbody = 0;
+                if (c->left == 0)
+                    frame_done(c);
+            }
+            continue;
+        }
+        k = n - i < c->left ? n - i : (size_t)c->left;
+        if (c->drop) {
+            i += k;                 /* swallowed */
+        } else {
+            if (c->collect) {
+                memcpy(c->body + c->nbody, b + i, k);
+                c->nbody += k;
+            }
+            DELIVER(k);
+        }
+        c->left -= k;
+        if (c->left == 0 && !c->drop && c->collect)
+            frame_done(c);
+        if (c->left == 0 && c->then_drop > 0) {
+            c->drop = 1;
+            c->left = c->then_drop;
+            c->then_drop = 0;
+        }
+    }
+#undef DELIVER
+    c->nhold = n - i;
+    memcpy(c->hold, b + i, c->nhold);
+    return (ssize_t)w;
+}
+
+/* ---- the wrappers -------------------------------------------------------- */
+
+/* "IP" of a TCP peer (an IPv4-mapped IPv6 one as IPv4); 0 when not one. */
+static int
+peer_text(int fd, char *addr)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
+        return 0;
+    if (ss.ss_family == AF_INET)
+        return inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr,
+                         addr, GKV_PEER_ADDR_MAX) != NULL;
+    if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a))
+            return inet_ntop(AF_INET, a->s6_addr + 12, addr,
+                             GKV_PEER_ADDR_MAX) != NULL;
+        return inet_ntop(AF_INET6, a, addr, GKV_PEER_ADDR_MAX) != NULL;
+    }
+    return 0;
+}
+
+/* Makes room among the connections not yet authenticated (of 'addr', or
+ * of any when NULL): the oldest one older than GRACE_MS goes. 1 when one
+ * went. Caller holds g.mu. */
+static int
+make_room(const char *addr, uint64_t now)
+{
+    struct conn *old = NULL;
+
+    for (unsigned i = 0; i < g.npre; i++) {
+        struct conn *c = g.pre[i];
+        if ((addr == NULL || strcmp(c->addr, addr) == 0) &&
+            now - c->since_ms >= GRACE_MS &&
+            (old == NULL || c->since_ms < old->since_ms))
+            old = c;
+    }
+    if (old == NULL)
+        return 0;
+    gate_log("connection from %s closed: not authenticated after %llu ms, "
+             "and a new one needs its place", old->addr,
+             (unsigned long long)(now - old->since_ms));
+    conn_kill(old);
+    return 1;
+}
+
+/* Takes accepted descriptor fd into the gate: 1, or 0 when it was closed
+ * (a cap). */
+static int
+admit(int fd)
+{
+    char addr[GKV_PEER_ADDR_MAX];
+    struct conn *c = NULL;
+    unsigned per = 0;
+    uint64_t now;
+
+    if (g.cap == 0 || !peer_text(fd, addr))
+        return 1;                   /* not started, or no TCP peer */
+    now = mono_ms();
+    pthread_mutex_lock(&g.mu);
+    for (unsigned i = 0; i < g.npre; i++)
+        per += strcmp(g.pre[i]->addr, addr) == 0;
+    if (fd >= g.cap)
+        gate_log("connection from %s closed at once: descriptor %d is past "
+                 "the gate's table (%d, from ulimit -n)", addr, fd, g.cap);
+    else if (per >= g.max_pre_peer && !make_room(addr, now))
+        gate_log("connection from %s closed at once: %u of its connections "
+                 "have not authenticated yet, the most one address may "
+                 "(--max-unauth-per-peer)", addr, per);
+    else if (g.npre >= g.max_pre && !make_room(NULL, now))
+        gate_log("connection from %s closed at once: %u connections have not "
+                 "authenticated yet, the most the server takes "
+                 "(--max-unauth)", addr, g.npre);
+    else if ((c = calloc(1, sizeof *c)) == NULL)
+        gate_log("connection from %s closed at once: out of memory", addr);
+    if (c == NULL) {
+        pthread_mutex_unlock(&g.mu);
+        REAL(close)(fd);
+        return 0;
+    }
+    c->fd = fd;
+    c->state = C_PRE;
+    snprintf(c->addr, sizeof c->addr, "%s", addr);
+    c->since_ms = now;
+    c->skip = SP_HDR_LEN;
+    free(g.tab[fd]);                /* none: close forgets it */
+    g.tab[fd] = c;
+    g.pre[g.npre++] = c;
+    if (fd >= g.top)
+        g.top = fd + 1;
+    atomic_store_explicit(&g.on[fd], 1, memory_order_release);
+    pthread_mutex_unlock(&g.mu);
+    return 1;
+}
+
+/* fd is closed or new: not a connection of the gate's. */
+static void
+forget(int fd)
+{
+    struct conn *c;
+
+    pthread_mutex_lock(&g.mu);
+    c = g.tab[fd];
+    g.tab[fd] = NULL;
+    atomic_store_explicit(&g.on[fd], 0, memory_order_release);
+    if (c != NULL && c->state == C_PRE)
+        pre_remove(c);
+    pthread_mutex_unlock(&g.mu);
+    free(c);
+}
+
+/* A connection closed at a cap is reported as one the peer gave up before
+ * it was accepted (ECONNABORTED): nanomsg then waits for the next one
+ * (EAGAIN would break its assumption that a ready listener accepts). */
+EXPORT int
+accept4(int l, struct sockaddr *a, socklen_t *al, int flags)
+{
+    int fd = REAL(accept4)(l, a, al, flags);
+
+    if (fd < 0 || admit(fd))
+        return fd;
+    errno = ECONNABORTED;
+    return -1;
+}
+
+EXPORT int
+accept(int l, struct sockaddr *a, socklen_t *al)
+{
+    int fd = REAL(accept)(l, a, al);
+
+    if (fd < 0 || admit(fd))
+        return fd;
+    errno = ECONNABORTED;
+    return -1;
+}
+
+EXPORT int
+close(int fd)
+{
+    if (gated(fd))
+        forget(fd);
+    return REAL(close)(fd);
+}
+
+EXPORT int
+socket(int domain, int type, int protocol)
+{
+    int fd = REAL(socket)(domain, type, protocol);
+
+    if (gated(fd))
+        forget(fd);
+    return fd;
+}
+
+EXPORT ssize_t
+recvmsg(int fd, struct msghdr *msg, int flags)
+{
+    struct conn *c;
+    unsigned char *b;
+    size_t cap, got;
+    ssize_t rc, w;
+    int e;
+
+    if (!gated(fd) || (flags & MSG_PEEK) || msg->msg_iovlen < 1 ||
+        msg->msg_iov[0].iov_len == 0)
+        return REAL(recvmsg)(fd, msg, flags);
+    pthread_mutex_lock(&g.mu);
+    if ((c = g.tab[fd]) == NULL) {
+        pthread_mutex_unlock(&g.mu);
+        return REAL(recvmsg)(fd, msg, flags);
+    }
+    if (c->state == C_DEAD) {
+        pthread_mutex_unlock(&g.mu);
+        errno = ECONNRESET;
+        return -1;
+    }
+    /* one buffer (nanomsg passes one): what was held, then what came */
+    b = msg->msg_iov[0].iov_base;
+    cap = msg->msg_iov[0].iov_len;
+    if (cap < c->nhold) {
+        /* nanomsg reads at least 2048 bytes while a frame starts */
+        gate_log("connection from %s closed: a read of %zu bytes while %zu "
+                 "were held", c->addr, cap, c->nhold);
+        conn_kill(c);
+        pthread_mutex_unlock(&g.mu);
+        errno = ECONNRESET;
+        return -1;
+    }
+    got = c->nhold < cap ? c->nhold : cap;
+    memcpy(b, c->hold, got);
+    memmove(c->hold, c->hold + got, c->nhold - got);
+    c->nhold -= got;
+    msg->msg_controllen = 0;
+    msg->msg_flags = 0;
+    if (got < cap) {
+        struct msghdr m = *msg;
+        struct iovec v = {b + got, cap - got};
+
+        m.msg_iov = &v;
+        m.msg_iovlen = 1;
+        rc = REAL(recvmsg)(fd, &m, flags);
+        e = errno;
+        if (rc > 0) {
+            got += (size_t)rc;
+        } else if (got == 0 || rc == 0 || (e != EAGAIN && e != EWOULDBLOCK)) {
+            /* nothing, the end, or an error: as it came (what was held
+             * was a frame not judged yet) */
+            pthread_mutex_unlock(&g.mu);
+            errno = e;
+            return rc;
+        }
+    }
+    if ((w = stream(c, b, got)) < 0) {
+        conn_kill(c);
+        pthread_mutex_unlock(&g.mu);
+        errno = ECONNRESET;
+        return -1;
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (w == 0) {
+        errno = EAGAIN;             /* all held or swallowed: wait for more */
+        return -1;
+    }
+    return w;
+}
+
+/* ---- the server's hook --------------------------------------------------- */
+
+static int
+hook_link(void *ctx, uint64_t digest, char *addr, int accept)
+{
+    struct conn *one = NULL;
+    int n = 0;
+
+    (void)ctx;
+    pthread_mutex_lock(&g.mu);
+    for (int fd = 0; fd < g.top; fd++) {
+        struct conn *c = g.tab[fd];
+        if (c == NULL || c->state == C_DEAD)
+            continue;
+        for (unsigned k = 0; k < NDIG; k++)
+            if (c->dig[k] == digest) {
+                n++;
+                one = c;
+                break;
+            }
+    }
+    if (n == 1 && accept) {
+        for (unsigned k = 0; k < NDIG; k++)
+            if (one->dig[k] == digest)
+                one->dig[k] = 0;
+        conn_auth(one);
+    }
+    if (n == 1)
+        snprintf(addr, GKV_PEER_ADDR_MAX, "%s", one->addr);
+    pthread_mutex_unlock(&g.mu);
+    return n;
+}
+
+static void
+hook_session(void *ctx, uint64_t id, int live)
+{
+    (void)ctx;
+    pthread_mutex_lock(&g.mu);
+    if (live)
+        sess_add(id);
+    else
+        sess_del(id);
+    pthread_mutex_unlock(&g.mu);
+}
+
+gkv_err
+gate_start(const struct gate_opts *o)
+{
+    struct rlimit rl;
+    int cap = 65536;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        cap = rl.rlim_cur < 1024 ? 1024 : rl.rlim_cur > FD_TAB_MAX ?
+              FD_TAB_MAX : (int)rl.rlim_cur;
+    g.max_pre = o->max_unauth ? o->max_unauth : GATE_UNAUTH_MAX;
+    g.max_pre_peer = o->max_unauth_peer ? o->max_unauth_peer :
+                     GATE_UNAUTH_PEER_MAX;
+    g.quiet = o->quiet;
+    g.max_frame = (o->max_msg ? o->max_msg : GKV_NET_MAX_MSG) + NET_HDR_LEN +
+                  64;
+    g.tab = calloc((size_t)cap, sizeof *g.tab);
+    g.on = calloc((size_t)cap, sizeof *g.on);
+    g.pre = calloc(g.max_pre, sizeof *g.pre);
+    g.sess = calloc(SESS_SLOTS, sizeof *g.sess);
+    if (g.tab == NULL || g.on == NULL || g.pre == NULL || g.sess == NULL)
+        return GKV_ENOMEM;
+    g.hook.link = hook_link;
+    g.hook.session = hook_session;
+    g.hook.max_peer_sessions = o->max_peer_sessions;
+    pthread_mutex_lock(&g.mu);
+    g.cap = cap;                    /* accept gates from now on */
+    pthread_mutex_unlock(&g.mu);
+    return GKV_OK;
+}
+
+const gkv_server_gate *
+gate_hook(void)
+{
+    return &g.hook;
+}
