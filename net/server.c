@@ -49,9 +49,9 @@
 #define FLUSH_MS       150       /* replies in flight get this long before
                                   * the socket closes (nanomsg has no linger) */
 #define SOCK_BUF       (4 << 20) /* NN_SNDBUF / NN_RCVBUF: 4 MiB (doc/BENCHMARKS.md) */
-#define PRESESS_MAX    1024      /* payload bytes a message may carry
-                                  * before its sender has a session: a
-                                  * handshake's are ~180 at most */
+#define PRESESS_MAX    GKV_PRESESS_MAX /* payload bytes a message may
+                                  * carry before its sender has a session:
+                                  * a handshake's are ~180 at most */
 #define GROUP_SESS_MAX 16384     /* default --max-group-sessions */
 #define LOG_BURST      50        /* lines of a kind per LOG_WINDOW_MS */
 #define LOG_WINDOW_MS  10000
@@ -453,7 +453,9 @@ finish(gkv_server *s, srv_req *r, const void *msg, size_t len)
  * session (HELLO, HANDSHAKE: 1) or whose session is not live (2); its
  * header in *h. 0: it may go on (a header net__hdr_check refuses goes on
  * too, to be refused there for what is wrong with it: those checks read
- * the header only). Takes s->mu. */
+ * the header only). Takes s->mu. Under gkv-server's connection gate such
+ * a message never arrives whole (the gate answers it below nanomsg); an
+ * embedding program without a gate gets it whole, as nanomsg reads it. */
 static int
 presess_too_big(gkv_server *s, const void *msg, size_t len, net_hdr *h)
 {
