@@ -105,6 +105,23 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * pages and one page per stored chunk. (The two
                             * header pages are checked still: LMDB divides
                             * by their page size.) */
+#define GKV_GUARD   0x20u  /* guard the map: when data.mdb is overwritten
+                            * or cut short under this handle (a stray dd,
+                            * another program writing it), a pull, read,
+                            * write (push, create, ...) or prefault that
+                            * reads a changed page fails with GKV_ECORRUPT
+                            * ("store 'S' is damaged: data.mdb changed
+                            * under this handle ...") instead of killing the
+                            * process by SIGSEGV, SIGBUS or LMDB's abort(),
+                            * and the handle refuses writes from then on,
+                            * until the store is repaired and reopened. For
+                            * it, the first such open installs a SIGSEGV and
+                            * a SIGBUS handler for the whole process (a fault
+                            * outside a guarded call goes on to the handler
+                            * that was there, or kills the process as
+                            * before) and sets LMDB's assertion callback.
+                            * Costs a sigsetjmp (no system call) per call.
+                            * gkv-server and kvctl set it */
 
 typedef struct gkv_open_opts {
     uint64_t map_size;    /* initial map size in bytes; 0 = 1 GiB (address
