@@ -1015,6 +1015,97 @@ test_server_survives_cut_short(void **state)
     free(kp);
 }
 
+/* Bytes overwritten in place under a running gkv-server (it opens its
+ * store with GKV_GUARD), as a stray dd would: a header page's byte (the
+ * change that made LMDB abort the server at the next pull) and, with a
+ * new server, the data tree's root page zeroed. The next requests fail
+ * with an error reply, kvctl --server exits 1 printing it, the server
+ * stays up, and puts are refused ("damaged"). (LMDB itself finds the
+ * zeroed page on a read: "Located page was wrong type"; the guard, the
+ * changed header.) */
+static void
+test_server_survives_overwrite(void **state)
+{
+    struct fx *f = *state;
+    struct dcase whole = {D_XOR, 0, 1, 0, 0};
+    char *sp = strdup(gkvt_prog("gkv-server"));
+    char *kp = strdup(gkvt_prog("kvctl"));
+    char cfg[4300], lock[4300], p[4300], addr[64];
+
+    snprintf(cfg, sizeof cfg, "%s/ip3.cfg", f->dir);
+    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
+    snprintf(p, sizeof p, "%s/data.mdb", f->st);
+    for (int kind = 0; kind < 2; kind++) {
+        struct gkvt_proc procs[4];
+        int np = 0, port = 0, fd;
+        char *out = NULL, *err = NULL;
+        char *get[] = {kp, "--server", addr, "get", "plain", "5", NULL};
+        char *put[] = {kp, "--server", addr, "put", "plain", "5", "1", "2",
+                       "3", "4", NULL};
+
+        unlink(lock);
+        assert_int_equal(restore(f, &whole), 0);
+        for (int k = 0; port == 0 && k < 20; k++) {
+            char *srv[] = {sp, "--store", f->st, "--ip-config", cfg,
+                           "--machine", "0", NULL};
+            struct gkvt_proc *pr;
+            FILE *fp = fopen(cfg, "w");
+            int cand = gkvt_port_candidate((unsigned)k + 91u + 20u *
+                                           (unsigned)kind, 1, 1);
+
+            assert_non_null(fp);
+            fprintf(fp, "127.0.0.1 %d\n", cand);
+            fclose(fp);
+            pr = gkvt_spawn(procs, &np, 4, f->dir, srv, kind ?
+                            "server-tree.log" : "server-header.log");
+            if (gkvt_server_listening(pr))
+                port = cand;
+        }
+        assert_true(port != 0);
+        snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+        if (gkvt_run(get, NULL, 0, &out, &err, 30) != 0)
+            fail_msg("kvctl --server get before the damage: %s", err);
+        free(out);
+        free(err);
+        fd = open(p, O_RDWR);
+        assert_true(fd >= 0);
+        if (kind == 0) {
+            unsigned char b;
+
+            assert_int_equal(pread(fd, &b, 1, PSIZE + 92), 1);
+            b ^= 0x0c;
+            assert_int_equal(pwrite(fd, &b, 1, PSIZE + 92), 1);
+        } else {
+            unsigned char *now = malloc(f->img_len * 2), zero[PSIZE] = {0};
+            uint64_t pg;
+
+            assert_true(pread(fd, now, f->img_len * 2, 0) >=
+                        (ssize_t)f->img_len);
+            pg = db_root_in(now, "data");
+            assert_int_equal(pwrite(fd, zero, PSIZE, (off_t)(pg * PSIZE)),
+                             PSIZE);
+            free(now);
+        }
+        close(fd);
+        for (int k = 0; k < 3; k++) {
+            int r = gkvt_run(k == 1 ? put : get, NULL, 0, &out, &err, 30);
+
+            if (r != 1 || err == NULL || *err == '\0' ||
+                ((kind == 0 || k == 1) && strstr(err, "damaged") == NULL))
+                fail_msg("kvctl --server %s after %s overwritten: exit %d: "
+                         "%s", k == 1 ? "put" : "get", kind ? "the data "
+                         "tree's root page" : "a header page byte", r,
+                         err != NULL ? err : "");
+            free(out);
+            free(err);
+        }
+        assert_true(gkvt_proc_alive(&procs[np - 1]));
+        assert_int_equal(gkvt_proc_reap_all(procs, np), 0);
+    }
+    free(sp);
+    free(kp);
+}
+
 int
 main(void)
 {
@@ -1027,6 +1118,7 @@ main(void)
         cmocka_unit_test(test_damaged_in_place),
         cmocka_unit_test(test_guard_catches),
         cmocka_unit_test(test_server_survives_cut_short),
+        cmocka_unit_test(test_server_survives_overwrite),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
