@@ -121,6 +121,12 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * that was there, or kills the process as
                             * before) and sets LMDB's assertion callback.
                             * Costs a sigsetjmp (no system call) per call.
+                            * A write after data.mdb was written by
+                            * anything but this handle's commits (an
+                            * inotify watch; one descriptor per handle)
+                            * first checks the structure it writes on, as
+                            * the open does. Memory returned by
+                            * gkv_row_view is read outside any guard.
                             * gkv-server and kvctl set it */
 
 typedef struct gkv_open_opts {
@@ -142,7 +148,12 @@ typedef struct gkv_open_opts {
  * message names the first bad page), GKV_EPERM, GKV_EIO, GKV_ENOMEM.
  * Unless GKV_NOCHECK, the structure of the store's file is checked first
  * (GKV_NOCHECK above). opts->max_readers takes
- * effect when the store's lock file is made (its first open). */
+ * effect when the store's lock file is made (its first open).
+ * Without GKV_GUARD, bytes of data.mdb overwritten while the handle is open
+ * can kill the process at the next call that reads them (LMDB trusts its
+ * pages); with it, such a call fails with GKV_ECORRUPT and the handle
+ * refuses writes until the store is reopened (GKV_GUARD above). A file cut
+ * short while open fails calls either way. */
 GKV_API gkv_err gkv_store_open(gkv_store **out, const char *path,
                                unsigned flags, const gkv_open_opts *opts);
 
