@@ -954,6 +954,33 @@ test_guard_catches(void **state)
     gkv_store_close(s);
 }
 
+/* Starts gkv-server 'sp' on f->st at a free loopback port (config file
+ * 'cfg', log 'log', port candidates from 'salt'); its address to addr. */
+static void
+server_start(struct fx *f, struct gkvt_proc *procs, int *np, char *sp,
+             const char *cfg, const char *log, unsigned salt, char *addr,
+             size_t addr_len)
+{
+    int port = 0;
+
+    for (int k = 0; port == 0 && k < 20; k++) {
+        char *srv[] = {sp, "--store", f->st, "--ip-config", (char *)cfg,
+                       "--machine", "0", NULL};
+        struct gkvt_proc *pr;
+        FILE *fp = fopen(cfg, "w");
+        int cand = gkvt_port_candidate((unsigned)k + salt, 1, 1);
+
+        assert_non_null(fp);
+        fprintf(fp, "127.0.0.1 %d\n", cand);
+        fclose(fp);
+        pr = gkvt_spawn(procs, np, 4, f->dir, srv, log);
+        if (gkvt_server_listening(pr))
+            port = cand;
+    }
+    assert_true(port != 0);
+    snprintf(addr, addr_len, "127.0.0.1:%d", port);
+}
+
 /* The same under a real gkv-server: data.mdb cut short while it serves
  * faulted the server (SIGBUS) at the next pull. Now the request fails
  * with an error reply (kvctl --server exits 1 naming the damage), the
@@ -964,7 +991,7 @@ test_server_survives_cut_short(void **state)
     struct fx *f = *state;
     struct dcase whole = {D_XOR, 0, 1, 0, 0};
     struct gkvt_proc procs[4];
-    int np = 0, port = 0;
+    int np = 0;
     char cfg[4300], lock[4300], p[4300], addr[64];
     char *sp = strdup(gkvt_prog("gkv-server"));
     char *kp = strdup(gkvt_prog("kvctl"));
@@ -975,22 +1002,8 @@ test_server_survives_cut_short(void **state)
     snprintf(p, sizeof p, "%s/data.mdb", f->st);
     unlink(lock);
     assert_int_equal(restore(f, &whole), 0);
-    for (int k = 0; port == 0 && k < 20; k++) {
-        char *srv[] = {sp, "--store", f->st, "--ip-config", cfg, "--machine",
-                       "0", NULL};
-        struct gkvt_proc *pr;
-        FILE *fp = fopen(cfg, "w");
-        int cand = gkvt_port_candidate((unsigned)k + 71u, 1, 1);
-
-        assert_non_null(fp);
-        fprintf(fp, "127.0.0.1 %d\n", cand);
-        fclose(fp);
-        pr = gkvt_spawn(procs, &np, 4, f->dir, srv, "server.log");
-        if (gkvt_server_listening(pr))
-            port = cand;
-    }
-    assert_true(port != 0);
-    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    server_start(f, procs, &np, sp, cfg, "server.log", 71u, addr,
+                 sizeof addr);
     {
         char *get[] = {kp, "--server", addr, "get", "plain", "5", NULL};
         char *put[] = {kp, "--server", addr, "put", "plain", "5", "1", "2",
@@ -1037,7 +1050,7 @@ test_server_survives_overwrite(void **state)
     snprintf(p, sizeof p, "%s/data.mdb", f->st);
     for (int kind = 0; kind < 2; kind++) {
         struct gkvt_proc procs[4];
-        int np = 0, port = 0, fd;
+        int np = 0, fd;
         char *out = NULL, *err = NULL;
         char *get[] = {kp, "--server", addr, "get", "plain", "5", NULL};
         char *put[] = {kp, "--server", addr, "put", "plain", "5", "1", "2",
@@ -1045,24 +1058,9 @@ test_server_survives_overwrite(void **state)
 
         unlink(lock);
         assert_int_equal(restore(f, &whole), 0);
-        for (int k = 0; port == 0 && k < 20; k++) {
-            char *srv[] = {sp, "--store", f->st, "--ip-config", cfg,
-                           "--machine", "0", NULL};
-            struct gkvt_proc *pr;
-            FILE *fp = fopen(cfg, "w");
-            int cand = gkvt_port_candidate((unsigned)k + 91u + 20u *
-                                           (unsigned)kind, 1, 1);
-
-            assert_non_null(fp);
-            fprintf(fp, "127.0.0.1 %d\n", cand);
-            fclose(fp);
-            pr = gkvt_spawn(procs, &np, 4, f->dir, srv, kind ?
-                            "server-tree.log" : "server-header.log");
-            if (gkvt_server_listening(pr))
-                port = cand;
-        }
-        assert_true(port != 0);
-        snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+        server_start(f, procs, &np, sp, cfg, kind ? "server-tree.log" :
+                     "server-header.log", 91u + 20u * (unsigned)kind, addr,
+                     sizeof addr);
         if (gkvt_run(get, NULL, 0, &out, &err, 30) != 0)
             fail_msg("kvctl --server get before the damage: %s", err);
         free(out);
