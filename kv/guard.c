@@ -115,6 +115,8 @@ install(void)
 {
     struct sigaction sa;
 
+    if (!KV_GUARD_SIGNALS)
+        return;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
