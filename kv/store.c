@@ -256,8 +256,39 @@ map_grow(gkv_store *s)
 static gkv_err
 adopt_map(gkv_store *s)
 {
+    mdb_filehandle_t fd;
+    MDB_envinfo ei;
+    struct stat st;
     gkv_err rc;
 
+    /* LMDB maps as far as the newest header page's last page says: one
+     * changed under this handle (a stray write) would make it map
+     * petabytes, fail, and leave the environment without a map. Check
+     * the header pages, and the last page against the file, first, as
+     * the open does */
+    if (mdb_env_get_fd(s->st_env, &fd) == 0) {
+        if ((rc = kv__walk_meta(s->st_path, fd)) != GKV_OK) {
+            char msg[640];
+
+            snprintf(msg, sizeof msg, "%s", gkv_store_errmsg(NULL));
+            kv__damaged(s);
+            return kv__fail(s, rc, "%s (changed while open); this handle "
+                            "refuses writes until the store is repaired and "
+                            "reopened", msg);
+        }
+        if (mdb_env_info(s->st_env, &ei) == 0 && fstat(fd, &st) == 0 &&
+            (uint64_t)st.st_size < (uint64_t)(ei.me_last_pgno + 1) *
+                                   s->st_psize) {
+            kv__damaged(s);
+            return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its "
+                            "header says its pages reach %llu bytes, but "
+                            "data.mdb is %llu (changed while open); this "
+                            "handle refuses writes until the store is "
+                            "repaired and reopened", s->st_path,
+                            (unsigned long long)(ei.me_last_pgno + 1) *
+                            s->st_psize, (unsigned long long)st.st_size);
+        }
+    }
     kv__leave(s);
     rc = map_resize(s, 0);
     pthread_mutex_lock(&s->st_mu);

@@ -692,7 +692,7 @@ test_damaged_in_place(void **state)
 {
     struct fx *f = *state;
     uint64_t x = gkvt_seed() ^ 0x9a4d, npages = f->img_len / PSIZE;
-    long stride = soak() ? 1 : 7, want = soak() ? 20000 : 60, n = 0;
+    long stride = soak() ? 1 : 3, want = soak() ? 20000 : 200, n = 0;
     struct dcase *cs;
 
     if (!KV_GUARD_SIGNALS) {
@@ -707,7 +707,7 @@ test_damaged_in_place(void **state)
             ((in < 16 || (pg < 2 && in < 152)) && off % (uint64_t)stride == 0))
             cs[n++] = (struct dcase){D_XOR, off, 1, mask_of(&x), 0};
     }
-    for (uint64_t pg = 0; pg < npages; pg += soak() ? 1 : 5) {
+    for (uint64_t pg = 0; pg < npages; pg++) {
         cs[n++] = (struct dcase){D_PAGE_ZERO, pg * PSIZE, PSIZE, 0, 0};
         cs[n++] = (struct dcase){D_PAGE_RAND, pg * PSIZE, PSIZE, 0,
                                  tools__splitmix64(&x)};
