@@ -176,6 +176,41 @@ watch_drain(gkv_store *s)
     return any;
 }
 
+/* data.mdb's modification time, ns (0 when unknown). */
+static uint64_t
+file_mtime(gkv_store *s)
+{
+    mdb_filehandle_t fd;
+    struct stat st;
+
+    if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
+        return 0;
+    return (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+           (uint64_t)st.st_mtim.tv_nsec;
+}
+
+gkv_err
+kv__guard_read_check(gkv_store *s, MDB_txn *txn, uint64_t now)
+{
+    mdb_filehandle_t fd;
+    gkv_err rc = GKV_OK;
+
+    if (!(s->st_flags & GKV_GUARD) ||
+        now == __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE) ||
+        mdb_env_get_fd(s->st_env, &fd) != 0)
+        return GKV_OK;
+    pthread_mutex_lock(&s->st_gmu);
+    if (now != __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE)) {
+        rc = kv__walk(s, s->st_path, fd, mdb_txn_id(txn), NULL);
+        if (rc == GKV_OK)
+            __atomic_store_n(&s->st_gmtime, now, __ATOMIC_RELEASE);
+        else if (rc == GKV_ECORRUPT)
+            kv__damaged(s);
+    }
+    pthread_mutex_unlock(&s->st_gmu);
+    return rc == GKV_EBUSY ? GKV_OK : rc;
+}
+
 gkv_err
 kv__guard_write_check(gkv_store *s, MDB_txn *txn)
 {
@@ -196,8 +231,11 @@ kv__guard_write_check(gkv_store *s, MDB_txn *txn)
 void
 kv__guard_committed(gkv_store *s)
 {
-    if ((s->st_flags & GKV_GUARD) && s->st_gfd >= 0)
+    if (!(s->st_flags & GKV_GUARD))
+        return;
+    if (s->st_gfd >= 0)
         (void)watch_drain(s);
+    __atomic_store_n(&s->st_gmtime, file_mtime(s), __ATOMIC_RELEASE);
 }
 
 gkv_err
@@ -219,6 +257,7 @@ kv__guard_open(gkv_store *s)
         return kv__fail(NULL, GKV_EIO, "cannot open store '%s' with "
                         "GKV_GUARD: its map is not in /proc/self/maps",
                         s->st_path);
+    __atomic_store_n(&s->st_gmtime, file_mtime(s), __ATOMIC_RELEASE);
     /* after the open's structure check: changes from now on */
     if ((size_t)snprintf(p, sizeof p, "%s/data.mdb", s->st_path) < sizeof p &&
         (s->st_gfd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) >= 0 &&

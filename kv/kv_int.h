@@ -95,6 +95,10 @@ struct gkv_store {
     uintptr_t st_map_lo, st_map_hi;
     int st_gfd;                   /* with GKV_GUARD: an inotify watch of
                                    * data.mdb (guard.c), or -1 */
+    uint64_t st_gmtime;           /* with GKV_GUARD: data.mdb's mtime (ns)
+                                   * when its structure was last known
+                                   * whole (__atomic; guard.c) */
+    pthread_mutex_t st_gmu;       /* one such check at a time */
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing
      * set so no new txn starts meanwhile. */
@@ -330,6 +334,14 @@ gkv_err kv__guard_open(gkv_store *s);
  * GKV_ECORRUPT, the handle marked damaged, when it is damaged. No-op
  * without GKV_GUARD. */
 gkv_err kv__guard_write_check(gkv_store *s, MDB_txn *txn);
+/* In a read transaction just begun, with data.mdb's mtime 'now' (ns, from
+ * the size check's fstat): when it changed since
+ * its structure was last known whole (not by this handle's commits),
+ * checks the structure of the snapshot (kv__walk) before LMDB follows any
+ * pointer, so that a changed page fails the read instead of sending LMDB
+ * into a loop; GKV_ECORRUPT, the handle marked damaged, when damaged.
+ * No-op without GKV_GUARD. */
+gkv_err kv__guard_read_check(gkv_store *s, MDB_txn *txn, uint64_t now);
 /* After a commit of this handle: its own changes are no news. */
 void    kv__guard_committed(gkv_store *s);
 /* Records where the map lies now (after a resize); no-op unguarded. */

@@ -329,7 +329,7 @@ kv__damaged(gkv_store *s)
  * meta page's last page: a commit leaves the pages it allocated and freed
  * again at the end unwritten, so a sound file may end before it.) */
 static gkv_err
-size_check(gkv_store *s)
+size_check(gkv_store *s, uint64_t *mtime)
 {
     mdb_filehandle_t fd;
     struct stat st;
@@ -337,8 +337,11 @@ size_check(gkv_store *s)
      * taken may be larger than ours, and no sign of a cut */
     uint64_t seen = __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE), cur;
 
+    *mtime = 0;
     if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
         return GKV_OK;
+    *mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+             (uint64_t)st.st_mtim.tv_nsec;
     if ((uint64_t)st.st_size >= seen) {
         cur = seen;                 /* raise it to ours, if still larger */
         while ((uint64_t)st.st_size > cur &&
@@ -360,6 +363,7 @@ size_check(gkv_store *s)
 gkv_err
 kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
 {
+    uint64_t mtime;
     int mrc = 0, repaired = 0;
     gkv_err rc;
 
@@ -368,7 +372,7 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged (found so "
                         "while open): writes are refused until it is repaired "
                         "and reopened", s->st_path);
-    if ((rc = size_check(s)) != GKV_OK)
+    if ((rc = size_check(s, &mtime)) != GKV_OK)
         return rc;
     if (!rdonly)
         reader_sweep(s, 0);
@@ -396,7 +400,8 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
                         "transaction: %s", s->st_path, mdb_strerror(mrc));
     }
-    if (!rdonly && (rc = kv__guard_write_check(s, *out)) != GKV_OK) {
+    if ((rc = rdonly ? kv__guard_read_check(s, *out, mtime)
+                     : kv__guard_write_check(s, *out)) != GKV_OK) {
         mdb_txn_abort(*out);
         *out = NULL;
         return rc;
@@ -862,6 +867,7 @@ store_destroy(gkv_store *s)
     }
     if (s->st_gfd >= 0)
         close(s->st_gfd);
+    pthread_mutex_destroy(&s->st_gmu);
     pthread_cond_destroy(&s->st_cv);
     pthread_mutex_destroy(&s->st_mu);
     pthread_rwlock_destroy(&s->st_wb_lock);
@@ -1088,6 +1094,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         return GKV_ENOMEM;
     s->st_wbo_fd = -1;
     s->st_gfd = -1;
+    pthread_mutex_init(&s->st_gmu, NULL);
     pthread_mutex_init(&s->st_mu, NULL);
     gkv__cond_init_mono(&s->st_cv);
     pthread_rwlock_init(&s->st_wb_lock, NULL);
@@ -1229,7 +1236,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     }
     if (!(flags & GKV_NOCHECK) && (rc = structure_check(s)) != GKV_OK)
         goto fail;
-    (void)size_check(s);            /* the size it starts from */
+    {
+        uint64_t mt;
+
+        (void)size_check(s, &mt);  /* the size it starts from */
+    }
     if ((rc = store_init(s)) != GKV_OK) {
         /* move the message from the store handle to the NULL handle */
         char msg[640];
