@@ -123,9 +123,10 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * Costs a sigsetjmp (no system call) per call.
                             * A write after data.mdb was written by
                             * anything but this handle's commits (an
-                            * inotify watch; one descriptor per handle)
-                            * first checks the structure it writes on, as
-                            * the open does. Memory returned by
+                            * inotify watch; one descriptor per handle),
+                            * and a read after its mtime changed so,
+                            * first checks the structure of its snapshot,
+                            * as the open does. Needs /proc/self/maps. Memory returned by
                             * gkv_row_view is read outside any guard.
                             * gkv-server and kvctl set it */
 
