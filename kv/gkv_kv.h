@@ -105,6 +105,30 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * pages and one page per stored chunk. (The two
                             * header pages are checked still: LMDB divides
                             * by their page size.) */
+#define GKV_GUARD   0x20u  /* guard the map: when data.mdb is overwritten
+                            * or cut short under this handle (a stray dd,
+                            * another program writing it), a pull, read,
+                            * write (push, create, ...) or prefault that
+                            * reads a changed page fails with GKV_ECORRUPT
+                            * ("store 'S' is damaged: data.mdb changed
+                            * under this handle ...") instead of killing the
+                            * process by SIGSEGV, SIGBUS or LMDB's abort(),
+                            * and the handle refuses writes from then on,
+                            * until the store is repaired and reopened. For
+                            * it, the first such open installs a SIGSEGV and
+                            * a SIGBUS handler for the whole process (a fault
+                            * outside a guarded call goes on to the handler
+                            * that was there, or kills the process as
+                            * before) and sets LMDB's assertion callback.
+                            * Costs a sigsetjmp (no system call) per call.
+                            * A write after data.mdb was written by
+                            * anything but this handle's commits (an
+                            * inotify watch; one descriptor per handle),
+                            * and a read after its mtime changed so,
+                            * first checks the structure of its snapshot,
+                            * as the open does. Needs /proc/self/maps. Memory returned by
+                            * gkv_row_view is read outside any guard.
+                            * gkv-server and kvctl set it */
 
 typedef struct gkv_open_opts {
     uint64_t map_size;    /* initial map size in bytes; 0 = 1 GiB (address
@@ -125,7 +149,12 @@ typedef struct gkv_open_opts {
  * message names the first bad page), GKV_EPERM, GKV_EIO, GKV_ENOMEM.
  * Unless GKV_NOCHECK, the structure of the store's file is checked first
  * (GKV_NOCHECK above). opts->max_readers takes
- * effect when the store's lock file is made (its first open). */
+ * effect when the store's lock file is made (its first open).
+ * Without GKV_GUARD, bytes of data.mdb overwritten while the handle is open
+ * can kill the process at the next call that reads them (LMDB trusts its
+ * pages); with it, such a call fails with GKV_ECORRUPT and the handle
+ * refuses writes until the store is reopened (GKV_GUARD above). A file cut
+ * short while open fails calls either way. */
 GKV_API gkv_err gkv_store_open(gkv_store **out, const char *path,
                                unsigned flags, const gkv_open_opts *opts);
 

@@ -6,6 +6,8 @@
 #define KV_INT_H
 
 #include <pthread.h>
+#include <setjmp.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <math.h>
@@ -88,6 +90,15 @@ struct gkv_store {
      * are refused from then on, until the store is reopened */
     int st_damaged;
     uint64_t st_fsize;            /* data.mdb's largest size seen (__atomic) */
+    /* with GKV_GUARD: where the map of data.mdb lies, [lo, hi) (__atomic;
+     * guard.c, set at open and at each map resize) */
+    uintptr_t st_map_lo, st_map_hi;
+    int st_gfd;                   /* with GKV_GUARD: an inotify watch of
+                                   * data.mdb (guard.c), or -1 */
+    uint64_t st_gmtime;           /* with GKV_GUARD: data.mdb's mtime (ns)
+                                   * when its structure was last known
+                                   * whole (__atomic; guard.c) */
+    pthread_mutex_t st_gmu;       /* one such check at a time */
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing
      * set so no new txn starts meanwhile. */
@@ -254,6 +265,95 @@ gkv_err kv__slice_end(kv_slice *sl, gkv_err rc);
 
 /* Marks s damaged (st_damaged): its writes are refused from now on. */
 void    kv__damaged(gkv_store *s);
+
+/* ---- the fault guard (guard.c) ----------------------------------------
+ * An entry point that reads the map through LMDB, on a handle opened with
+ * GKV_GUARD, sets a guard once its transaction has begun:
+ *     kv_guard g = {.g_store = NULL};
+ *     ... begin the transaction ...
+ *     KV_GUARD_BEGIN(s, &g, caught);
+ *     ... the reads and writes through LMDB ...
+ *     KV_GUARD_END(&g);          (on every path out, before the txn ends)
+ *     ...
+ *   caught:                      (reached only by a jump)
+ *     rc = kv__guard_caught(&g);
+ *     ... abort the transaction, release what was taken after the guard
+ * A fault (SIGSEGV, SIGBUS) inside the store's map or an LMDB assertion
+ * while the guard is set jumps to 'caught'. Nothing between BEGIN and END
+ * may hold a lock or own memory that the caught path does not release
+ * (a jump leaves it held), and the locals it changes are not read after
+ * the jump. Without GKV_GUARD, BEGIN and END cost a flag test. */
+/* ThreadSanitizer does not follow a siglongjmp out of a signal handler:
+ * its per-thread state stays "in a handler" and every later malloc is
+ * reported (google/sanitizers#482, llvm-project#215833). Under it,
+ * GKV_GUARD installs no fault handler (LMDB's assertions and the check
+ * before writes still work); the tests that need one skip. */
+#if defined(__SANITIZE_THREAD__)
+#define KV_GUARD_SIGNALS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KV_GUARD_SIGNALS 0
+#endif
+#endif
+#ifndef KV_GUARD_SIGNALS
+#define KV_GUARD_SIGNALS 1
+#endif
+typedef struct kv_guard {
+    sigjmp_buf g_jb;
+    gkv_store *g_store;          /* NULL: not set */
+    struct kv_guard *g_prev;     /* the thread's enclosing guard */
+    uintptr_t g_addr;            /* where it faulted */
+    int g_sig;                   /* SIGSEGV, SIGBUS; 0: an LMDB assertion */
+    char g_what[200];            /* the assertion */
+} kv_guard;
+extern __thread kv_guard *kv__guard_top;
+#define KV_GUARD_BEGIN(s, g, caught)                                    \
+    do {                                                                \
+        if ((s)->st_flags & GKV_GUARD) {                                \
+            if (sigsetjmp((g)->g_jb, 0) != 0)                           \
+                goto caught;                                            \
+            (g)->g_prev = kv__guard_top;                                \
+            (g)->g_store = (s);                                         \
+            kv__guard_top = (g);                                        \
+        }                                                               \
+    } while (0)
+#define KV_GUARD_END(g)                                                 \
+    do {                                                                \
+        if ((g)->g_store != NULL) {                                     \
+            kv__guard_top = (g)->g_prev;                                \
+            (g)->g_store = NULL;                                        \
+        }                                                               \
+    } while (0)
+/* At open with GKV_GUARD: installs the handlers (once per process), LMDB's
+ * assertion callback, and finds the map. The message goes to the NULL
+ * handle. */
+gkv_err kv__guard_open(gkv_store *s);
+/* In a write transaction just begun: when data.mdb was written since the
+ * handle's last look other than by its own commits (or it cannot tell),
+ * checks the structure of the snapshot the write builds on (kv__walk);
+ * GKV_ECORRUPT, the handle marked damaged, when it is damaged. No-op
+ * without GKV_GUARD. */
+gkv_err kv__guard_write_check(gkv_store *s, MDB_txn *txn);
+/* In a read transaction just begun, with data.mdb's mtime 'now' (ns, from
+ * the size check's fstat): when it changed since
+ * its structure was last known whole (not by this handle's commits),
+ * checks the structure of the snapshot (kv__walk) before LMDB follows any
+ * pointer, so that a changed page fails the read instead of sending LMDB
+ * into a loop; GKV_ECORRUPT, the handle marked damaged, when damaged.
+ * No-op without GKV_GUARD. */
+gkv_err kv__guard_read_check(gkv_store *s, MDB_txn *txn, uint64_t now);
+/* After a commit of this handle: its own changes are no news. */
+void    kv__guard_committed(gkv_store *s);
+/* Records where the map lies now (after a resize); no-op unguarded. */
+void    kv__guard_map(gkv_store *s);
+/* After a jump to 'caught': unsets the guard, marks the handle damaged and
+ * returns GKV_ECORRUPT with the message "store 'S' is damaged: ...". */
+gkv_err kv__guard_caught(kv_guard *g);
+/* fn(s, txn, arg) under a guard: GKV_ECORRUPT as kv__guard_caught() when
+ * it faults in the map; what fn holds then must be reachable from arg (the
+ * caller frees it), and fn takes no lock. Without GKV_GUARD, a call. */
+typedef gkv_err (*kv_read_fn)(gkv_store *s, MDB_txn *txn, void *arg);
+gkv_err kv__guarded(gkv_store *s, MDB_txn *txn, kv_read_fn fn, void *arg);
 
 /* mdb_env_sync, with the message (no write-back flush first). */
 gkv_err kv__env_sync(gkv_store *s);

@@ -83,6 +83,7 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
     const unsigned char *src[PULL_BATCH];
     unsigned char *out = dst;
     ptab pt = {0};
+    kv_guard g = {.g_store = NULL};
     kv_snap sn;
     kv_rec r;
     gkv_err rc;
@@ -103,6 +104,7 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
     }
     if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
+    KV_GUARD_BEGIN(s, &g, caught);
     if ((rc = kv__rec_get(s, sn.txn, name, &r)) != GKV_OK)
         goto out;
     if (n > SIZE_MAX / (r.row_bytes ? r.row_bytes : 1) || dst_len != n * r.row_bytes) {
@@ -158,16 +160,46 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
         }
     }
 out:
+    KV_GUARD_END(&g);
     ptab_free(&pt);
     kv__snap_end(&sn);
     return rc;
+caught:
+    rc = kv__guard_caught(&g);
+    goto out;
+}
+
+/* Copies rows [a, b) of tensor 'name' (record r) to out. */
+static gkv_err
+read_chunks(gkv_store *s, MDB_txn *txn, const kv_rec *r, const char *name,
+            uint64_t a, uint64_t b, unsigned char *out)
+{
+    gkv_err rc;
+
+    for (uint64_t row = a - r->lo; row < b - r->lo;) {
+        uint64_t c = row / r->chunk_rows, off = row - c * r->chunk_rows;
+        uint64_t take = kv__chunk_nrows(r, c) - off;
+        const unsigned char *v;
+
+        if (take > b - r->lo - row)
+            take = b - r->lo - row;
+        if ((rc = chunk_get(s, txn, r, name, c, &v)) != GKV_OK)
+            return rc;
+        if (v == NULL)
+            memset(out, 0, take * r->row_bytes);
+        else
+            memcpy(out, v + KV_CHUNK_HDR + off * r->row_bytes, take * r->row_bytes);
+        out += take * r->row_bytes;
+        row += take;
+    }
+    return GKV_OK;
 }
 
 gkv_err
 gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
                 uint64_t a, uint64_t b, void *dst, size_t dst_len)
 {
-    unsigned char *out = dst;
+    kv_guard g = {.g_store = NULL};
     kv_snap sn;
     kv_rec r;
     gkv_err rc;
@@ -189,6 +221,7 @@ gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
     }
     if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
+    KV_GUARD_BEGIN(s, &g, caught);
     if ((rc = kv__rec_get(s, sn.txn, name, &r)) != GKV_OK)
         goto out;
     if (a > b || a < r.lo || b > r.hi) {
@@ -202,25 +235,14 @@ gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
         rc = kv__len_error(s, name, &r, b - a, dst_len);
         goto out;
     }
-    for (uint64_t row = a - r.lo; row < b - r.lo;) {
-        uint64_t c = row / r.chunk_rows, off = row - c * r.chunk_rows;
-        uint64_t take = kv__chunk_nrows(&r, c) - off;
-        const unsigned char *v;
-
-        if (take > b - r.lo - row)
-            take = b - r.lo - row;
-        if ((rc = chunk_get(s, sn.txn, &r, name, c, &v)) != GKV_OK)
-            goto out;
-        if (v == NULL)
-            memset(out, 0, take * r.row_bytes);
-        else
-            memcpy(out, v + KV_CHUNK_HDR + off * r.row_bytes, take * r.row_bytes);
-        out += take * r.row_bytes;
-        row += take;
-    }
+    rc = read_chunks(s, sn.txn, &r, name, a, b, dst);
 out:
+    KV_GUARD_END(&g);
     kv__snap_end(&sn);
     return rc;
+caught:
+    rc = kv__guard_caught(&g);
+    goto out;
 }
 
 gkv_err
