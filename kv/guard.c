@@ -4,49 +4,59 @@
  *
  * LMDB follows page numbers and offsets it reads from the map without
  * checks, so bytes changed in data.mdb under an open handle can make it
- * read outside the file (SIGBUS) or outside the map (SIGSEGV), or fail
- * one of its assertions (abort()). An entry point that reads the map
- * through LMDB sets a guard (KV_GUARD_SET in kv_int.h) after it began its
- * transaction: sigsetjmp without the signal mask (no system call), and the
- * guard put on this thread's stack of guards. The process-wide SIGSEGV and
- * SIGBUS handler, installed when the first guarded handle opens, jumps
- * back to the innermost guard of the faulting thread when the address is
- * inside that store's map or at most 4 GiB past its end (LMDB reads at
- * most a 32-bit size past a page of the map); any other fault goes to the
- * handler that was there before (a sanitizer's, say), or, when that was
- * the default, kills the process as it would have. LMDB's assertion
- * callback jumps the same way. The entry point then aborts its
- * transaction, releases what it took after the guard, marks the handle
- * damaged (writes refused) and returns GKV_ECORRUPT.
+ * read outside the file (SIGBUS), outside the map or through a NULL or
+ * wild pointer (SIGSEGV), or fail one of its assertions (abort()). An
+ * entry point that reads the map through LMDB sets a guard (KV_GUARD_BEGIN
+ * in kv_int.h) around its LMDB calls: sigsetjmp without the signal mask
+ * (no system call), and the guard put on this thread's stack of guards.
+ * The process-wide SIGSEGV and SIGBUS handler, installed when the first
+ * guarded handle opens, jumps back to the innermost guard of the faulting
+ * thread when the fault is a real read or access fault (raised by the
+ * kernel, not sent by kill()) and either its address is inside that
+ * store's map or at most 4 GiB past its end (LMDB and gkv read at most a
+ * 32-bit size past a page of the map), or the faulting instruction is in
+ * liblmdb's code (found once, at install). Any other fault goes to the
+ * handler that was there before (a sanitizer's, say) as the kernel would
+ * have run it, or, when that was the default, kills the process as it
+ * would have. LMDB's assertion callback jumps the same way. The entry
+ * point then aborts its transaction, releases what it took after the
+ * guard, marks the handle damaged (writes refused) and returns
+ * GKV_ECORRUPT.
  *
- * A guard cannot make a write through a changed page safe: LMDB copies a
+ * A guard cannot make every read of a changed page safe (a changed page
+ * can send LMDB into a loop) nor any write through one (LMDB copies a
  * page it writes to by the sizes in its header, and frees a value's
  * overflow pages by the count in the first one, so a changed header can
- * overrun the heap or make it free billions of pages, without a fault. So
- * a guarded handle watches data.mdb (inotify, IN_MODIFY): when the file
- * was written since this handle's last look, other than by its own
- * commits, a write transaction first checks the structure of the snapshot
- * it writes on (kv__walk, under LMDB's writer lock), and a damaged one
- * fails the write and marks the handle damaged. Where inotify is not to
- * be had, every write transaction checks. */
+ * overrun the heap or make it free billions of pages, without a fault).
+ * So a transaction that begins after data.mdb changed first checks the
+ * structure of its snapshot (kv__walk), unless newer commits explain the
+ * change (kv__guard_check). */
 #include <errno.h>
 #include <inttypes.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <sys/sysmacros.h>
+#include <ucontext.h>
+#include <unistd.h>
 #include "kv/kv_int.h"
 
-__thread kv_guard *kv__guard_top;
+__thread kv_guard *kv__guard_top KV_TLS_IE;
+/* the text of the LMDB assertion caught last on this thread */
+static __thread char guard_what[200] KV_TLS_IE;
 
 static struct sigaction prev_segv, prev_bus;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
 static int install_err;
+/* liblmdb's code, [lo, hi) (0, 0: not found, as when it is linked
+ * statically into the program; then only faults in the map are caught) */
+static uintptr_t lmdb_lo, lmdb_hi;
 
 /* Whether address a lies where LMDB may read from the map of s. */
 static int
@@ -58,27 +68,83 @@ in_map(const gkv_store *s, uintptr_t a)
     return lo != 0 && a >= lo && a - lo < hi - lo + (UINT64_C(1) << 32);
 }
 
+/* Whether a signal is a read or access fault raised by the kernel for an
+ * instruction of this thread: not one sent (kill, raise, sigqueue:
+ * si_code <= 0), nor another kind of fault. SI_KERNEL: a non-canonical
+ * address on x86-64 (a wild pointer), whose si_addr reads 0. */
+static int
+is_access_fault(int sig, const siginfo_t *si)
+{
+    if (sig == SIGSEGV)
+        return si->si_code == SEGV_MAPERR || si->si_code == SEGV_ACCERR ||
+               si->si_code == SI_KERNEL;
+    return si->si_code == BUS_ADRERR || si->si_code == BUS_OBJERR;
+}
+
+/* The faulting instruction's address, from the handler's context; 0 on
+ * an architecture this does not know (then only the map's rule holds). */
+static uintptr_t
+fault_ip(const void *ctx)
+{
+    const ucontext_t *uc = ctx;
+
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.pc;
+#else
+    (void)uc;
+    return 0;
+#endif
+}
+
+static void
+set_default(int sig)
+{
+    struct sigaction dfl;
+
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+}
+
+/* Runs the handler that was there before, as the kernel would have run it
+ * for this signal: its mask (and the signal itself unless SA_NODEFER)
+ * blocked during the call, SA_RESETHAND honoured. SIG_IGN ignores a sent
+ * signal; a fault cannot be ignored (the kernel kills for it). Under
+ * SIG_DFL, or SIG_IGN and a fault, the default is restored: a fault
+ * returns and its instruction faults again, killing the process with its
+ * core dump as it would have; a sent signal is raised again (not blocked:
+ * this handler runs with SA_NODEFER). */
 static void
 chain(int sig, siginfo_t *si, void *ctx)
 {
     const struct sigaction *p = sig == SIGBUS ? &prev_bus : &prev_segv;
+    int info = (p->sa_flags & SA_SIGINFO) != 0;
+    void (*h)(int) = info ? (void (*)(int))(void *)p->sa_sigaction
+                          : p->sa_handler;
+    sigset_t mask, old;
 
-    if ((p->sa_flags & SA_SIGINFO) && p->sa_sigaction != NULL) {
-        p->sa_sigaction(sig, si, ctx);
-    } else if (p->sa_handler != SIG_DFL && p->sa_handler != SIG_IGN) {
-        p->sa_handler(sig);
-    } else {
-        /* the default: restore it and raise the signal again (not
-         * blocked: SA_NODEFER), so the process dies of it, with its core
-         * dump, as it would have; a signal sent by kill() too */
-        struct sigaction dfl;
-
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        sigemptyset(&dfl.sa_mask);
-        sigaction(sig, &dfl, NULL);
-        raise(sig);
+    if (h == SIG_IGN && si->si_code <= 0)
+        return;                         /* sent, and ignored before */
+    if (h == SIG_DFL || h == SIG_IGN) {
+        set_default(sig);
+        if (si->si_code <= 0)
+            raise(sig);
+        return;
     }
+    mask = p->sa_mask;
+    if (!(p->sa_flags & SA_NODEFER))
+        sigaddset(&mask, sig);
+    if (p->sa_flags & SA_RESETHAND)
+        set_default(sig);
+    pthread_sigmask(SIG_BLOCK, &mask, &old);
+    if (info)
+        p->sa_sigaction(sig, si, ctx);
+    else
+        h(sig);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static void
@@ -87,11 +153,16 @@ on_fault(int sig, siginfo_t *si, void *ctx)
     kv_guard *g = kv__guard_top;
     int saved = errno;
 
-    if (g != NULL && g->g_store != NULL &&
-        in_map(g->g_store, (uintptr_t)si->si_addr)) {
-        g->g_sig = sig;
-        g->g_addr = (uintptr_t)si->si_addr;
-        siglongjmp(g->g_jb, 1);
+    if (g != NULL && g->g_store != NULL && is_access_fault(sig, si)) {
+        uintptr_t ip = fault_ip(ctx);
+
+        if (in_map(g->g_store, (uintptr_t)si->si_addr) ||
+            ip - lmdb_lo < lmdb_hi - lmdb_lo) {
+            g->g_sig = sig;
+            g->g_addr = (uintptr_t)si->si_addr;
+            g->g_ip = ip;
+            siglongjmp(g->g_jb, 1);
+        }
     }
     errno = saved;
     chain(sig, si, ctx);
@@ -104,10 +175,35 @@ on_assert(MDB_env *env, const char *msg)
 
     if (g != NULL && g->g_store != NULL && g->g_store->st_env == env) {
         g->g_sig = 0;
-        snprintf(g->g_what, sizeof g->g_what, "%s", msg);
+        g->g_addr = g->g_ip = 0;
+        snprintf(guard_what, sizeof guard_what, "%s", msg);
         siglongjmp(g->g_jb, 1);
     }
     /* unguarded: LMDB aborts, as it would have */
+}
+
+/* dl_iterate_phdr: the executable segment of the loaded liblmdb. */
+static int
+find_lmdb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    const char *base;
+
+    (void)size;
+    (void)arg;
+    if (info->dlpi_name == NULL ||
+        (base = strrchr(info->dlpi_name, '/')) == NULL ||
+        strncmp(base + 1, "liblmdb.so", 10) != 0)
+        return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+            lmdb_lo = (uintptr_t)(info->dlpi_addr + ph->p_vaddr);
+            lmdb_hi = lmdb_lo + (uintptr_t)ph->p_memsz;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 static void
@@ -117,6 +213,7 @@ install(void)
 
     if (!KV_GUARD_SIGNALS)
         return;
+    (void)dl_iterate_phdr(find_lmdb, NULL);
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
@@ -124,6 +221,14 @@ install(void)
     if (sigaction(SIGSEGV, &sa, &prev_segv) != 0 ||
         sigaction(SIGBUS, &sa, &prev_bus) != 0)
         install_err = errno;
+}
+
+int
+kv__guard_lmdb_code(uintptr_t *lo, uintptr_t *hi)
+{
+    *lo = lmdb_lo;
+    *hi = lmdb_hi;
+    return lmdb_hi > lmdb_lo;
 }
 
 /* Where the map of data.mdb lies: LMDB tells it only with MDB_FIXEDMAP,
@@ -158,8 +263,17 @@ kv__guard_map(gkv_store *s)
     __atomic_store_n(&s->st_map_lo, lo, __ATOMIC_RELEASE);
 }
 
-/* Reads the events the watch holds; 1 when there were any (or no
- * watch), 0 when none. */
+/* Whether the watch holds events (not read); 1 without a watch. */
+static int
+watch_pending(gkv_store *s)
+{
+    int n = 0;
+
+    return s->st_gfd < 0 || ioctl(s->st_gfd, FIONREAD, &n) != 0 || n > 0;
+}
+
+/* Reads the events the watch holds; 1 when there were any, 0 when none
+ * or without a watch. */
 static int
 watch_drain(gkv_store *s)
 {
@@ -168,7 +282,7 @@ watch_drain(gkv_store *s)
     ssize_t n;
 
     if (s->st_gfd < 0)
-        return 1;
+        return 0;
     while ((n = read(s->st_gfd, buf, sizeof buf)) > 0)
         any = 1;
     if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -176,35 +290,70 @@ watch_drain(gkv_store *s)
     return any;
 }
 
-/* data.mdb's modification time, ns (0 when unknown). */
-static uint64_t
-file_mtime(gkv_store *s)
+/* Records the state (mtime, size, txn) as checked: whole, or damaged
+ * (bad) with the walk's message, which is s's message now. Under st_gmu
+ * (or at open). */
+static void
+state_set(gkv_store *s, uint64_t mtime, uint64_t size, uint64_t txn, int bad)
 {
-    mdb_filehandle_t fd;
-    struct stat st;
-
-    if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
-        return 0;
-    return (uint64_t)st.st_mtim.tv_sec * 1000000000u +
-           (uint64_t)st.st_mtim.tv_nsec;
+    if (bad)
+        snprintf(s->st_gbad_msg, sizeof s->st_gbad_msg, "%s",
+                 gkv_store_errmsg(s));
+    s->st_gsize = size;
+    s->st_gtxn = txn;
+    __atomic_store_n(&s->st_gbad, bad, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->st_gmtime, mtime, __ATOMIC_RELEASE);
 }
 
 gkv_err
-kv__guard_read_check(gkv_store *s, MDB_txn *txn, uint64_t now)
+kv__guard_check(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
+                uint64_t size)
 {
     mdb_filehandle_t fd;
+    uint64_t id;
     gkv_err rc = GKV_OK;
+    int events;
 
-    if (!(s->st_flags & GKV_GUARD) ||
-        now == __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE) ||
-        mdb_env_get_fd(s->st_env, &fd) != 0)
+    if (!(s->st_flags & GKV_GUARD))
         return GKV_OK;
+    /* the fast path: data.mdb as last checked, and whole (a write asks
+     * the watch, which also sees a change within one mtime tick) */
+    if (!__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE) &&
+        (write && s->st_gfd >= 0
+             ? !watch_pending(s)
+             : mtime == __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE)))
+        return GKV_OK;
+    if (mdb_env_get_fd(s->st_env, &fd) != 0)
+        return GKV_OK;
+    /* the newest commit this snapshot sees (a write transaction's id is
+     * the newest commit's plus one; holding the writer lock, no commit
+     * can overwrite that snapshot's pages) */
+    id = (uint64_t)mdb_txn_id(txn) - (write ? 1u : 0u);
     pthread_mutex_lock(&s->st_gmu);
-    if (now != __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE)) {
-        rc = kv__walk(s, s->st_path, fd, mdb_txn_id(txn), NULL);
-        if (rc == GKV_OK)
-            __atomic_store_n(&s->st_gmtime, now, __ATOMIC_RELEASE);
-        else if (rc == GKV_ECORRUPT)
+    events = watch_drain(s);
+    if (!events && mtime == s->st_gmtime && size == s->st_gsize &&
+        id == s->st_gtxn) {
+        /* checked meanwhile; or the state known damaged: refused again
+         * without a walk */
+        if (s->st_gbad) {
+            __atomic_add_fetch(&s->st_grefused, 1, __ATOMIC_RELAXED);
+            rc = kv__fail(s, GKV_ECORRUPT, "%s", s->st_gbad_msg);
+        }
+    } else if (!s->st_gbad && id > s->st_gtxn &&
+               kv__walk_meta(s->st_path, fd) == GKV_OK) {
+        /* newer commits (another handle's, another process's, or this
+         * handle's own), with sound header pages: no walk */
+        __atomic_add_fetch(&s->st_gcommits, 1, __ATOMIC_RELAXED);
+        state_set(s, mtime, size, id, 0);
+    } else if (!s->st_gbad && id < s->st_gtxn) {
+        /* a snapshot older than the state last checked (begun before that
+         * check, checked after it): nothing newer to learn */
+    } else {
+        __atomic_add_fetch(&s->st_gwalks, 1, __ATOMIC_RELAXED);
+        rc = kv__walk(s, s->st_path, fd, id, NULL);
+        if (rc == GKV_OK || rc == GKV_ECORRUPT)
+            state_set(s, mtime, size, id, rc == GKV_ECORRUPT);
+        if (rc == GKV_ECORRUPT)
             kv__damaged(s);
     }
     pthread_mutex_unlock(&s->st_gmu);
@@ -212,35 +361,11 @@ kv__guard_read_check(gkv_store *s, MDB_txn *txn, uint64_t now)
 }
 
 gkv_err
-kv__guard_write_check(gkv_store *s, MDB_txn *txn)
-{
-    mdb_filehandle_t fd;
-    gkv_err rc;
-
-    if (!(s->st_flags & GKV_GUARD) || !watch_drain(s) ||
-        mdb_env_get_fd(s->st_env, &fd) != 0)
-        return GKV_OK;
-    /* a write transaction's id is the newest commit's plus one; holding
-     * the writer lock, no commit can overwrite that snapshot's pages */
-    rc = kv__walk(s, s->st_path, fd, mdb_txn_id(txn) - 1, NULL);
-    if (rc == GKV_ECORRUPT)
-        kv__damaged(s);
-    return rc == GKV_EBUSY ? GKV_OK : rc;
-}
-
-void
-kv__guard_committed(gkv_store *s)
-{
-    if (!(s->st_flags & GKV_GUARD))
-        return;
-    if (s->st_gfd >= 0)
-        (void)watch_drain(s);
-    __atomic_store_n(&s->st_gmtime, file_mtime(s), __ATOMIC_RELEASE);
-}
-
-gkv_err
 kv__guard_open(gkv_store *s)
 {
+    mdb_filehandle_t fd;
+    MDB_envinfo ei;
+    struct stat st;
     char p[4200];
     int mrc;
 
@@ -257,8 +382,14 @@ kv__guard_open(gkv_store *s)
         return kv__fail(NULL, GKV_EIO, "cannot open store '%s' with "
                         "GKV_GUARD: its map is not in /proc/self/maps",
                         s->st_path);
-    __atomic_store_n(&s->st_gmtime, file_mtime(s), __ATOMIC_RELEASE);
-    /* after the open's structure check: changes from now on */
+    /* the state the open's structure check sees (it runs after this: a
+     * change in between is one it checks) */
+    if (mdb_env_get_fd(s->st_env, &fd) == 0 && fstat(fd, &st) == 0 &&
+        mdb_env_info(s->st_env, &ei) == 0)
+        state_set(s, (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+                     (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_size,
+                  (uint64_t)ei.me_last_txnid, 0);
+    /* changes from now on */
     if ((size_t)snprintf(p, sizeof p, "%s/data.mdb", s->st_path) < sizeof p &&
         (s->st_gfd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) >= 0 &&
         inotify_add_watch(s->st_gfd, p, IN_MODIFY) < 0) {
@@ -274,31 +405,56 @@ kv__guard_caught(kv_guard *g)
     gkv_store *s = g->g_store;
 
     kv__guard_top = g->g_prev;
+    g->g_store = NULL;
+    __atomic_add_fetch(&s->st_gcaught, 1, __ATOMIC_RELAXED);
     kv__damaged(s);
     if (g->g_sig == 0)
         return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: data.mdb "
                         "changed under this handle (LMDB: %s); this handle "
                         "refuses writes until the store is repaired and "
-                        "reopened", s->st_path, g->g_what);
+                        "reopened", s->st_path, guard_what);
+    if (in_map(s, g->g_addr))
+        return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: data.mdb "
+                        "changed under this handle (%s at map offset %#"
+                        PRIxPTR "); this handle refuses writes until the "
+                        "store is repaired and reopened", s->st_path,
+                        g->g_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
+                        g->g_addr - __atomic_load_n(&s->st_map_lo,
+                                                    __ATOMIC_RELAXED));
     return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: data.mdb "
-                    "changed under this handle (%s at map offset %#" PRIxPTR
-                    "); this handle refuses writes until the store is "
-                    "repaired and reopened", s->st_path,
-                    g->g_sig == SIGBUS ? "SIGBUS" : "SIGSEGV",
-                    g->g_addr - __atomic_load_n(&s->st_map_lo,
-                                                __ATOMIC_RELAXED));
+                    "changed under this handle (%s in LMDB at address %#"
+                    PRIxPTR ", outside the map); this handle refuses writes "
+                    "until the store is repaired and reopened", s->st_path,
+                    g->g_sig == SIGBUS ? "SIGBUS" : "SIGSEGV", g->g_addr);
 }
 
 gkv_err
 kv__guarded(gkv_store *s, MDB_txn *txn, kv_read_fn fn, void *arg)
 {
-    kv_guard g = {.g_store = NULL};
+    kv_guard g;
     gkv_err rc;
 
+    KV_GUARD_INIT(&g);
     KV_GUARD_BEGIN(s, &g, caught);
     rc = fn(s, txn, arg);
     KV_GUARD_END(&g);
     return rc;
 caught:
+    return kv__guard_caught(&g);
+}
+
+gkv_err
+kv__guard_txn_begin(gkv_store *s, unsigned flags, MDB_txn **out, int *mrc)
+{
+    kv_guard g;
+
+    KV_GUARD_INIT(&g);
+    KV_GUARD_BEGIN(s, &g, caught);
+    *mrc = mdb_txn_begin(s->st_env, NULL, flags, out);
+    KV_GUARD_END(&g);
+    return GKV_OK;
+caught:
+    *out = NULL;
+    *mrc = 0;
     return kv__guard_caught(&g);
 }

@@ -95,9 +95,18 @@ struct gkv_store {
     uintptr_t st_map_lo, st_map_hi;
     int st_gfd;                   /* with GKV_GUARD: an inotify watch of
                                    * data.mdb (guard.c), or -1 */
-    uint64_t st_gmtime;           /* with GKV_GUARD: data.mdb's mtime (ns)
-                                   * when its structure was last known
-                                   * whole (__atomic; guard.c) */
+    /* with GKV_GUARD, the state of data.mdb last checked (guard.c): its
+     * mtime (ns; __atomic, the read path's fast test), size and newest
+     * transaction; st_gbad (__atomic) when that state was found damaged,
+     * with the walk's message. Under st_gmu but st_gmtime and st_gbad. */
+    uint64_t st_gmtime, st_gsize, st_gtxn;
+    int st_gbad;
+    char st_gbad_msg[640];
+    /* counts (__atomic), for the tests and gkv_store_stat: structure
+     * walks the guard ran, changes it took for newer commits (no walk),
+     * reads it refused from a state known damaged (no walk), faults and
+     * LMDB assertions it caught */
+    uint64_t st_gwalks, st_gcommits, st_grefused, st_gcaught;
     pthread_mutex_t st_gmu;       /* one such check at a time */
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing
@@ -269,7 +278,8 @@ void    kv__damaged(gkv_store *s);
 /* ---- the fault guard (guard.c) ----------------------------------------
  * An entry point that reads the map through LMDB, on a handle opened with
  * GKV_GUARD, sets a guard once its transaction has begun:
- *     kv_guard g = {.g_store = NULL};
+ *     kv_guard g;
+ *     KV_GUARD_INIT(&g);
  *     ... begin the transaction ...
  *     KV_GUARD_BEGIN(s, &g, caught);
  *     ... the reads and writes through LMDB ...
@@ -278,8 +288,11 @@ void    kv__damaged(gkv_store *s);
  *   caught:                      (reached only by a jump)
  *     rc = kv__guard_caught(&g);
  *     ... abort the transaction, release what was taken after the guard
- * A fault (SIGSEGV, SIGBUS) inside the store's map or an LMDB assertion
- * while the guard is set jumps to 'caught'. Nothing between BEGIN and END
+ * While the guard is set, a fault (SIGSEGV, SIGBUS raised by the kernel,
+ * not sent) at an address inside the store's map (or up to 4 GiB past
+ * it), or at any address from an instruction of liblmdb (a NULL or wild
+ * pointer read from a changed page), and an LMDB assertion jump to
+ * 'caught'. Nothing between BEGIN and END
  * may hold a lock or own memory that the caught path does not release
  * (a jump leaves it held), and the locals it changes are not read after
  * the jump. Without GKV_GUARD, BEGIN and END cost a flag test. */
@@ -298,15 +311,23 @@ void    kv__damaged(gkv_store *s);
 #ifndef KV_GUARD_SIGNALS
 #define KV_GUARD_SIGNALS 1
 #endif
+/* Not zero-filled (KV_GUARD_INIT sets g_store only): a guard is set on
+ * every pull; the handler fills g_addr, g_ip and g_sig before it jumps. */
 typedef struct kv_guard {
     sigjmp_buf g_jb;
     gkv_store *g_store;          /* NULL: not set */
     struct kv_guard *g_prev;     /* the thread's enclosing guard */
     uintptr_t g_addr;            /* where it faulted */
-    int g_sig;                   /* SIGSEGV, SIGBUS; 0: an LMDB assertion */
-    char g_what[200];            /* the assertion */
+    uintptr_t g_ip;              /* the faulting instruction (0: unknown) */
+    int g_sig;                   /* SIGSEGV, SIGBUS; 0: an LMDB assertion
+                                  * (its text: kv__guard_what) */
 } kv_guard;
-extern __thread kv_guard *kv__guard_top;
+/* initial-exec: the signal handler reads it, and a global-dynamic
+ * thread-local in libgkv.so may be reached through __tls_get_addr, which
+ * can call malloc (not async-signal-safe) on a thread's first use */
+#define KV_TLS_IE __attribute__((tls_model("initial-exec")))
+extern __thread kv_guard *kv__guard_top KV_TLS_IE;
+#define KV_GUARD_INIT(g) ((g)->g_store = NULL)
 #define KV_GUARD_BEGIN(s, g, caught)                                    \
     do {                                                                \
         if ((s)->st_flags & GKV_GUARD) {                                \
@@ -328,27 +349,36 @@ extern __thread kv_guard *kv__guard_top;
  * assertion callback, and finds the map. The message goes to the NULL
  * handle. */
 gkv_err kv__guard_open(gkv_store *s);
-/* In a write transaction just begun: when data.mdb was written since the
- * handle's last look other than by its own commits (or it cannot tell),
- * checks the structure of the snapshot the write builds on (kv__walk);
- * GKV_ECORRUPT, the handle marked damaged, when it is damaged. No-op
+/* In a transaction just begun (write: 1 for a write transaction), with
+ * data.mdb's mtime 'mtime' (ns) and size 'size' from the size check's
+ * fstat: whether data.mdb changed since the state last checked (a read:
+ * its mtime; a write: the inotify watch, which sees a change within one
+ * mtime tick too). A change explained by newer commits (the snapshot's
+ * transaction is newer than the one last checked, and both header pages
+ * pass kv__walk_meta) is taken without a walk; any other change (bytes
+ * written with no commit, or after a state found damaged) checks the
+ * structure of the snapshot (kv__walk) before LMDB follows any pointer.
+ * A state found damaged is remembered (mtime, size, transaction): reads
+ * that begin on it again fail at once, with the walk's message, without
+ * a walk. GKV_ECORRUPT, the handle marked damaged, when damaged. No-op
  * without GKV_GUARD. */
-gkv_err kv__guard_write_check(gkv_store *s, MDB_txn *txn);
-/* In a read transaction just begun, with data.mdb's mtime 'now' (ns, from
- * the size check's fstat): when it changed since
- * its structure was last known whole (not by this handle's commits),
- * checks the structure of the snapshot (kv__walk) before LMDB follows any
- * pointer, so that a changed page fails the read instead of sending LMDB
- * into a loop; GKV_ECORRUPT, the handle marked damaged, when damaged.
- * No-op without GKV_GUARD. */
-gkv_err kv__guard_read_check(gkv_store *s, MDB_txn *txn, uint64_t now);
-/* After a commit of this handle: its own changes are no news. */
-void    kv__guard_committed(gkv_store *s);
+gkv_err kv__guard_check(gkv_store *s, MDB_txn *txn, int write,
+                        uint64_t mtime, uint64_t size);
 /* Records where the map lies now (after a resize); no-op unguarded. */
 void    kv__guard_map(gkv_store *s);
 /* After a jump to 'caught': unsets the guard, marks the handle damaged and
  * returns GKV_ECORRUPT with the message "store 'S' is damaged: ...". */
 gkv_err kv__guard_caught(kv_guard *g);
+/* mdb_txn_begin under a guard. A fault there (the header pages, cut off)
+ * returns GKV_ECORRUPT as kv__guard_caught() with *out NULL: what LMDB
+ * had taken stays taken (a read's reader slot and its memory; a write's
+ * writer lock, which this process then holds until it exits, and other
+ * processes' writers wait for). 'mrc' gets LMDB's return code. */
+gkv_err kv__guard_txn_begin(gkv_store *s, unsigned flags, MDB_txn **out,
+                            int *mrc);
+/* liblmdb's code as the handler knows it ([*lo, *hi)); 0 when not found
+ * (liblmdb linked statically, or no handle opened with GKV_GUARD yet). */
+int     kv__guard_lmdb_code(uintptr_t *lo, uintptr_t *hi);
 /* fn(s, txn, arg) under a guard: GKV_ECORRUPT as kv__guard_caught() when
  * it faults in the map; what fn holds then must be reachable from arg (the
  * caller frees it), and fn takes no lock. Without GKV_GUARD, a call. */

@@ -83,11 +83,12 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
     const unsigned char *src[PULL_BATCH];
     unsigned char *out = dst;
     ptab pt = {0};
-    kv_guard g = {.g_store = NULL};
+    kv_guard g;
     kv_snap sn;
     kv_rec r;
     gkv_err rc;
 
+    KV_GUARD_INIT(&g);
     kv__clear(s);
     if (kv__forked(s))          /* a parent's handle after fork() */
         return kv__fork_refused(s);
@@ -199,11 +200,12 @@ gkv_err
 gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
                 uint64_t a, uint64_t b, void *dst, size_t dst_len)
 {
-    kv_guard g = {.g_store = NULL};
+    kv_guard g;
     kv_snap sn;
     kv_rec r;
     gkv_err rc;
 
+    KV_GUARD_INIT(&g);
     kv__clear(s);
     if (kv__forked(s))          /* a parent's handle after fork() */
         return kv__fork_refused(s);
@@ -245,14 +247,36 @@ caught:
     goto out;
 }
 
-gkv_err
-gkv_row_view(gkv_txn *tx, const char *name, uint64_t id, const void **row)
+/* gkv_row_view's lookups, under a guard (kv__guarded). */
+struct view_arg { const char *name; uint64_t id; const void **row; };
+
+static gkv_err
+view_fn(gkv_store *s, MDB_txn *txn, void *arg)
 {
-    gkv_store *s;
+    struct view_arg *a = arg;
     const unsigned char *v;
     kv_rec r;
     gkv_err rc;
     uint64_t c;
+
+    if ((rc = kv__rec_get(s, txn, a->name, &r)) != GKV_OK)
+        return rc;
+    if (a->id < r.lo || a->id >= r.hi)
+        return kv__range_error(s, a->name, &r, a->id, 0);
+    c = (a->id - r.lo) / r.chunk_rows;
+    if ((rc = chunk_get(s, txn, &r, a->name, c, &v)) != GKV_OK)
+        return rc;
+    *a->row = v == NULL ? s->st_zero
+                        : v + KV_CHUNK_HDR +
+                          (a->id - r.lo - c * r.chunk_rows) * r.row_bytes;
+    return GKV_OK;
+}
+
+gkv_err
+gkv_row_view(gkv_txn *tx, const char *name, uint64_t id, const void **row)
+{
+    gkv_store *s;
+    gkv_err rc;
 
     *row = NULL;
     if (tx == NULL)
@@ -262,14 +286,9 @@ gkv_row_view(gkv_txn *tx, const char *name, uint64_t id, const void **row)
     kv__clear(s);
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
         return rc;
-    if ((rc = kv__rec_get(s, tx->tx_txn, name, &r)) != GKV_OK)
-        return rc;
-    if (id < r.lo || id >= r.hi)
-        return kv__range_error(s, name, &r, id, 0);
-    c = (id - r.lo) / r.chunk_rows;
-    if ((rc = chunk_get(s, tx->tx_txn, &r, name, c, &v)) != GKV_OK)
-        return rc;
-    *row = v == NULL ? s->st_zero
-                     : v + KV_CHUNK_HDR + (id - r.lo - c * r.chunk_rows) * r.row_bytes;
-    return GKV_OK;
+    rc = kv__guarded(s, tx->tx_txn, view_fn,
+                     &(struct view_arg){name, id, row});
+    if (rc != GKV_OK)
+        *row = NULL;
+    return rc;
 }

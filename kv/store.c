@@ -329,7 +329,7 @@ kv__damaged(gkv_store *s)
  * meta page's last page: a commit leaves the pages it allocated and freed
  * again at the end unwritten, so a sound file may end before it.) */
 static gkv_err
-size_check(gkv_store *s, uint64_t *mtime)
+size_check(gkv_store *s, uint64_t *mtime, uint64_t *size)
 {
     mdb_filehandle_t fd;
     struct stat st;
@@ -337,11 +337,12 @@ size_check(gkv_store *s, uint64_t *mtime)
      * taken may be larger than ours, and no sign of a cut */
     uint64_t seen = __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE), cur;
 
-    *mtime = 0;
+    *mtime = *size = 0;
     if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
         return GKV_OK;
     *mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
              (uint64_t)st.st_mtim.tv_nsec;
+    *size = (uint64_t)st.st_size;
     if ((uint64_t)st.st_size >= seen) {
         cur = seen;                 /* raise it to ours, if still larger */
         while ((uint64_t)st.st_size > cur &&
@@ -363,7 +364,7 @@ size_check(gkv_store *s, uint64_t *mtime)
 gkv_err
 kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
 {
-    uint64_t mtime;
+    uint64_t mtime, size;
     int mrc = 0, repaired = 0;
     gkv_err rc;
 
@@ -372,12 +373,15 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged (found so "
                         "while open): writes are refused until it is repaired "
                         "and reopened", s->st_path);
-    if ((rc = size_check(s, &mtime)) != GKV_OK)
+    if ((rc = size_check(s, &mtime, &size)) != GKV_OK)
         return rc;
     if (!rdonly)
         reader_sweep(s, 0);
     for (int attempt = 0; attempt < 8; attempt++) {
-        mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, out);
+        /* guarded: it reads the header pages */
+        if ((rc = kv__guard_txn_begin(s, rdonly ? MDB_RDONLY : 0, out,
+                                      &mrc)) != GKV_OK)
+            return rc;
         if (mrc == 0 && rdonly && !repaired && snapshot_lags(s, *out)) {
             MDB_txn *w;
 
@@ -400,8 +404,7 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
                         "transaction: %s", s->st_path, mdb_strerror(mrc));
     }
-    if ((rc = rdonly ? kv__guard_read_check(s, *out, mtime)
-                     : kv__guard_write_check(s, *out)) != GKV_OK) {
+    if ((rc = kv__guard_check(s, *out, !rdonly, mtime, size)) != GKV_OK) {
         mdb_txn_abort(*out);
         *out = NULL;
         return rc;
@@ -442,15 +445,18 @@ touch_commit(gkv_store *s)
 {
     MDB_val k = {8, "next_tid"}, d;
     MDB_txn *txn = NULL;
+    kv_guard g;
     uint32_t v;
     int mrc;
 
+    KV_GUARD_INIT(&g);
     if (kv__enter(s) != GKV_OK)
         return -1;
     if (kv__txn_begin(s, 0, &txn) != GKV_OK) {
         kv__leave(s);
         return -1;
     }
+    KV_GUARD_BEGIN(s, &g, caught);
     if ((mrc = mdb_get(txn, s->st_meta, &k, &d)) == 0 && d.mv_size == 4) {
         memcpy(&v, d.mv_data, 4);
         d.mv_data = &v;
@@ -458,12 +464,20 @@ touch_commit(gkv_store *s)
     } else if (mrc == 0) {
         mrc = -1;
     }
-    if (mrc == 0 && (mrc = txn_stamp(txn)) == 0)
+    if (mrc == 0 && (mrc = txn_stamp(txn)) == 0) {
         mrc = mdb_txn_commit(txn);
-    else
+        KV_GUARD_END(&g);
+    } else {
+        KV_GUARD_END(&g);
         mdb_txn_abort(txn);
+    }
     kv__leave(s);
     return mrc;
+caught:
+    (void)kv__guard_caught(&g);       /* its message stays on s */
+    mdb_txn_abort(txn);
+    kv__leave(s);
+    return -1;
 }
 
 static gkv_err
@@ -482,8 +496,9 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
         if ((rc = kv__enter(s)) != GKV_OK)
             return rc;
         if ((rc = kv__txn_begin(s, 0, &txn)) == GKV_OK) {
-            kv_guard g = {.g_store = NULL};
+            kv_guard g;
 
+            KV_GUARD_INIT(&g);
             /* fn takes no lock it holds while it reads the map (the
              * write-back flush copies out of a mirror under st_wb_copy_mu,
              * into a page of its own); its callers' locks are released
@@ -516,8 +531,6 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
                 if (mrc != 0)
                     rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': commit "
                                   "failed: %s", s->st_path, mdb_strerror(mrc));
-                else
-                    kv__guard_committed(s);
             } else {
                 KV_GUARD_END(&g);
                 mdb_txn_abort(txn);
@@ -1237,9 +1250,9 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     if (!(flags & GKV_NOCHECK) && (rc = structure_check(s)) != GKV_OK)
         goto fail;
     {
-        uint64_t mt;
+        uint64_t mt, sz;
 
-        (void)size_check(s, &mt);  /* the size it starts from */
+        (void)size_check(s, &mt, &sz);  /* the size it starts from */
     }
     if ((rc = store_init(s)) != GKV_OK) {
         /* move the message from the store handle to the NULL handle */
@@ -1339,7 +1352,7 @@ prefault_walk(gkv_store *s, MDB_txn *txn, MDB_cursor **cur)
 gkv_err
 gkv_store_prefault(gkv_store *s)
 {
-    kv_guard g = {.g_store = NULL};
+    kv_guard g;
     MDB_cursor *cur = NULL;
     kv_snap sn;
     gkv_err rc;
@@ -1348,6 +1361,7 @@ gkv_store_prefault(gkv_store *s)
      * MDB_FIXEDMAP), so walk every value: this touches the B-tree pages and
      * every chunk's pages, which is what later pulls read. */
     kv__clear(s);
+    KV_GUARD_INIT(&g);
     if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
         return rc;
     KV_GUARD_BEGIN(s, &g, caught);

@@ -764,14 +764,58 @@ kv__chunk_sum(uint32_t tid, uint64_t c, const void *rows, size_t len)
 
 /* The version is LMDB's txn id (a read txn's is its snapshot's); a stamp
  * is the checksum in the chunk's header, which covers the tensor id. */
+/* gkv_tensor_changed's reads of the catalog and the stamps, under a
+ * guard (kv__guarded). */
+struct changed_arg {
+    const char *name;
+    uint64_t c0, *mark;
+    size_t nc, n;
+    uint8_t *changed;
+};
+
+static gkv_err
+changed_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct changed_arg *a = arg;
+    const char *name = a->name;
+    kv_rec r;
+    gkv_err rc;
+
+    if ((rc = kv__rec_get(s, txn, name, &r)) != GKV_OK)
+        return rc;
+    if (a->c0 > r.nchunks || a->nc > r.nchunks - a->c0)
+        return kv__fail(s, GKV_ERANGE, "tensor '%s' has %llu chunks; asked "
+                        "about chunks [%llu, %llu)", name,
+                        (unsigned long long)r.nchunks,
+                        (unsigned long long)a->c0,
+                        (unsigned long long)a->c0 + a->nc);
+    for (size_t i = 0; i < a->nc; i++) {
+        uint64_t sum;
+        int have;
+
+        if ((rc = kv__chunk_stamp(s, txn, r.tid, a->c0 + i, &sum,
+                                  &have)) != GKV_OK)
+            return kv__fail(s, rc, "tensor '%s': chunk %llu: %s", name,
+                            (unsigned long long)(a->c0 + i),
+                            gkv_strerror(rc));
+        sum = !have ? 0 : sum != 0 ? sum : 1;
+        if (a->mark[0] == 0 || sum != a->mark[1 + i]) {
+            if (a->changed != NULL)
+                a->changed[i] = 1;
+            a->n++;
+        }
+        a->mark[1 + i] = sum;
+    }
+    return GKV_OK;
+}
+
 gkv_err
 gkv_tensor_changed(gkv_txn *tx, const char *name, uint64_t c0, size_t nc,
                    uint64_t *mark, uint8_t *changed, size_t *nchanged)
 {
+    struct changed_arg a = {name, c0, mark, nc, 0, changed};
     gkv_store *s;
     uint64_t ver;
-    size_t n = 0;
-    kv_rec r;
     gkv_err rc = GKV_OK;
 
     if (nchanged != NULL)
@@ -789,37 +833,16 @@ gkv_tensor_changed(gkv_txn *tx, const char *name, uint64_t c0, size_t nc,
     if (ver <= mark[0])
         return GKV_OK;
     if (nc == 0) {
-        n = 1;
+        a.n = 1;
         goto out;
     }
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK ||
-        (rc = kv__rec_get(s, tx->tx_txn, name, &r)) != GKV_OK)
+        (rc = kv__guarded(s, tx->tx_txn, changed_fn, &a)) != GKV_OK)
         return rc;
-    if (c0 > r.nchunks || nc > r.nchunks - c0)
-        return kv__fail(s, GKV_ERANGE, "tensor '%s' has %llu chunks; asked "
-                        "about chunks [%llu, %llu)", name,
-                        (unsigned long long)r.nchunks, (unsigned long long)c0,
-                        (unsigned long long)c0 + nc);
-    for (size_t i = 0; i < nc; i++) {
-        uint64_t sum;
-        int have;
-
-        if ((rc = kv__chunk_stamp(s, tx->tx_txn, r.tid, c0 + i, &sum,
-                                  &have)) != GKV_OK)
-            return kv__fail(s, rc, "tensor '%s': chunk %llu: %s", name,
-                            (unsigned long long)(c0 + i), gkv_strerror(rc));
-        sum = !have ? 0 : sum != 0 ? sum : 1;
-        if (mark[0] == 0 || sum != mark[1 + i]) {
-            if (changed != NULL)
-                changed[i] = 1;
-            n++;
-        }
-        mark[1 + i] = sum;
-    }
 out:
     mark[0] = ver;
     if (nchanged != NULL)
-        *nchanged = n;
+        *nchanged = a.n;
     return rc;
 }
 
