@@ -306,22 +306,19 @@ state_set(gkv_store *s, uint64_t mtime, uint64_t size, uint64_t txn, int bad)
 }
 
 gkv_err
-kv__guard_check(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
-                uint64_t size)
+kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
+                     uint64_t size)
 {
     mdb_filehandle_t fd;
     uint64_t id;
     gkv_err rc = GKV_OK;
     int events;
 
-    if (!(s->st_flags & GKV_GUARD))
-        return GKV_OK;
-    /* the fast path: data.mdb as last checked, and whole (a write asks
-     * the watch, which also sees a change within one mtime tick) */
-    if (!__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE) &&
-        (write && s->st_gfd >= 0
-             ? !watch_pending(s)
-             : mtime == __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE)))
+    /* the fast path of a write (a read's is kv__guard_check, inline):
+     * the watch holds no event, and the state last checked was whole. The
+     * watch also sees a change within one mtime tick */
+    if (write && s->st_gfd >= 0 && !watch_pending(s) &&
+        !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE))
         return GKV_OK;
     if (mdb_env_get_fd(s->st_env, &fd) != 0)
         return GKV_OK;

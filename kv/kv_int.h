@@ -362,14 +362,27 @@ gkv_err kv__guard_open(gkv_store *s);
  * that begin on it again fail at once, with the walk's message, without
  * a walk. GKV_ECORRUPT, the handle marked damaged, when damaged. No-op
  * without GKV_GUARD. */
-gkv_err kv__guard_check(gkv_store *s, MDB_txn *txn, int write,
-                        uint64_t mtime, uint64_t size);
+gkv_err kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write,
+                             uint64_t mtime, uint64_t size);
+static inline gkv_err
+kv__guard_check(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
+                uint64_t size)
+{
+    /* inline: a read of a store unchanged since its last check costs two
+     * loads and a compare */
+    if (!(s->st_flags & GKV_GUARD) ||
+        (!write && mtime == __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE) &&
+         !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE)))
+        return GKV_OK;
+    return kv__guard_check_slow(s, txn, write, mtime, size);
+}
 /* Records where the map lies now (after a resize); no-op unguarded. */
 void    kv__guard_map(gkv_store *s);
 /* After a jump to 'caught': unsets the guard, marks the handle damaged and
  * returns GKV_ECORRUPT with the message "store 'S' is damaged: ...". */
 gkv_err kv__guard_caught(kv_guard *g);
-/* mdb_txn_begin under a guard. A fault there (the header pages, cut off)
+/* mdb_txn_begin under a guard (a handle with GKV_GUARD; the caller tests
+ * the flag). A fault there (the header pages, cut off)
  * returns GKV_ECORRUPT as kv__guard_caught() with *out NULL: what LMDB
  * had taken stays taken (a read's reader slot and its memory; a write's
  * writer lock, which this process then holds until it exits, and other

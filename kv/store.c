@@ -379,8 +379,11 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         reader_sweep(s, 0);
     for (int attempt = 0; attempt < 8; attempt++) {
         /* guarded: it reads the header pages */
-        if ((rc = kv__guard_txn_begin(s, rdonly ? MDB_RDONLY : 0, out,
-                                      &mrc)) != GKV_OK)
+        if (!(s->st_flags & GKV_GUARD))
+            mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0,
+                                out);
+        else if ((rc = kv__guard_txn_begin(s, rdonly ? MDB_RDONLY : 0, out,
+                                           &mrc)) != GKV_OK)
             return rc;
         if (mrc == 0 && rdonly && !repaired && snapshot_lags(s, *out)) {
             MDB_txn *w;
