@@ -1198,6 +1198,18 @@ write_in_place(const struct fx *f, const void *b, size_t len, uint64_t off)
     close(fd);
 }
 
+/* f->st as built, whole, with no lock file left by an earlier case. */
+static void
+restore_whole(struct fx *f)
+{
+    static const struct dcase whole = {D_XOR, 0, 1, 0, 0};
+    char lock[4300];
+
+    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
+    unlink(lock);
+    assert_int_equal(restore(f, &whole), 0);
+}
+
 /* Sets F_DUPDATA (0x04) on every node of every leaf page under page pg
  * of image img: in a database without MDB_DUPSORT, LMDB then follows its
  * cursor's sub-cursor, NULL: a fault outside the map, in liblmdb's code.
@@ -1311,22 +1323,18 @@ static void
 test_guard_outside_map(void **state)
 {
     struct fx *f = *state;
-    struct dcase whole = {D_XOR, 0, 1, 0, 0};
     static const char *const how[] = {"read", "pull", "tensor_changed",
                                       "row_view"};
-    char lock[4300];
 
     if (!KV_GUARD_SIGNALS) {
         skip();                 /* ThreadSanitizer: no fault handler */
         return;
     }
-    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
     for (int h = 0; h < 4; h++) {
         pid_t pid;
         int wst;
 
-        unlink(lock);
-        assert_int_equal(restore(f, &whole), 0);
+        restore_whole(f);
         pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
@@ -1355,16 +1363,12 @@ static void
 test_guard_foreign_commit_no_walk(void **state)
 {
     struct fx *f = *state;
-    struct dcase whole = {D_XOR, 0, 1, 0, 0};
-    char lock[4300];
     char *kp = strdup(gkvt_prog("kvctl"));
     uint64_t id = 5, walks;
     float row[4] = {1, 2, 3, 4}, got[4];
     gkv_store *s;
 
-    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
-    unlink(lock);
-    assert_int_equal(restore(f, &whole), 0);
+    restore_whole(f);
     GKVT_OK(gkv_store_open(&s, f->st, GKV_GUARD, NULL));
     GKVT_OK(gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got));
     walks = s->st_gwalks;
@@ -1411,8 +1415,7 @@ static void
 test_guard_damage_not_rewalked(void **state)
 {
     struct fx *f = *state;
-    struct dcase whole = {D_XOR, 0, 1, 0, 0};
-    char lock[4300], want[64], first[640];
+    char want[64], first[640];
     uint64_t id = 5, root, leaf, walks;
     uint16_t fl, lo, hi;
     float row[4] = {1, 2, 3, 4}, got[4];
@@ -1420,9 +1423,7 @@ test_guard_damage_not_rewalked(void **state)
     size_t len;
     gkv_store *s;
 
-    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
-    unlink(lock);
-    assert_int_equal(restore(f, &whole), 0);
+    restore_whole(f);
     GKVT_OK(gkv_store_open(&s, f->st, GKV_GUARD, NULL));
     GKVT_OK(gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got));
     walks = s->st_gwalks;
@@ -1530,8 +1531,6 @@ static void
 test_guard_chain_ignored(void **state)
 {
     struct fx *f = *state;
-    struct dcase whole = {D_XOR, 0, 1, 0, 0};
-    char lock[4300];
     pid_t pid;
     int wst;
 
@@ -1539,9 +1538,7 @@ test_guard_chain_ignored(void **state)
         skip();                 /* ThreadSanitizer: no fault handler */
         return;
     }
-    snprintf(lock, sizeof lock, "%s/lock.mdb", f->st);
-    unlink(lock);
-    assert_int_equal(restore(f, &whole), 0);
+    restore_whole(f);
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
