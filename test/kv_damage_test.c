@@ -1184,17 +1184,34 @@ file_now(const struct fx *f, size_t *len)
 }
 
 /* Writes len bytes at off of f->st's data.mdb in place (no truncation),
- * as a stray dd would. */
+ * as a stray dd would. A file system whose timestamps tick coarsely may
+ * leave the modification time as it was (a write within the tick of the
+ * last): then it is set one millisecond on, as a write a moment later
+ * would have left it, so that the reads' check sees the change whatever
+ * the kernel's clock. */
 static void
 write_in_place(const struct fx *f, const void *b, size_t len, uint64_t off)
 {
     char p[4300];
+    struct stat before, after;
     int fd;
 
     snprintf(p, sizeof p, "%s/data.mdb", f->st);
     fd = open(p, O_WRONLY);
-    assert_true(fd >= 0);
+    assert_true(fd >= 0 && fstat(fd, &before) == 0);
     assert_int_equal(pwrite(fd, b, len, (off_t)off), (ssize_t)len);
+    assert_int_equal(fstat(fd, &after), 0);
+    if (after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+        after.st_mtim.tv_nsec == before.st_mtim.tv_nsec) {
+        struct timespec ts[2] = {{0, UTIME_OMIT}, after.st_mtim};
+
+        ts[1].tv_nsec += 1000000;
+        if (ts[1].tv_nsec >= 1000000000) {
+            ts[1].tv_sec++;
+            ts[1].tv_nsec -= 1000000000;
+        }
+        assert_int_equal(futimens(fd, ts), 0);
+    }
     close(fd);
 }
 
