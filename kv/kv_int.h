@@ -107,6 +107,8 @@ struct gkv_store {
      * reads it refused from a state known damaged (no walk), faults and
      * LMDB assertions it caught */
     uint64_t st_gwalks, st_gcommits, st_grefused, st_gcaught;
+    int st_gcommitting;           /* commits of this handle in flight
+                                   * (__atomic; store.c, guard.c) */
     pthread_mutex_t st_gmu;       /* one such check at a time */
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing

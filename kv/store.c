@@ -468,7 +468,9 @@ touch_commit(gkv_store *s)
         mrc = -1;
     }
     if (mrc == 0 && (mrc = txn_stamp(txn)) == 0) {
+        __atomic_add_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
         mrc = mdb_txn_commit(txn);
+        __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
         KV_GUARD_END(&g);
     } else {
         KV_GUARD_END(&g);
@@ -478,6 +480,9 @@ touch_commit(gkv_store *s)
     return mrc;
 caught:
     (void)kv__guard_caught(&g);       /* its message stays on s */
+    /* a fault in the commit: it is over (this thread holds the writer
+     * lock: no other commit of the handle is in flight) */
+    __atomic_store_n(&s->st_gcommitting, 0, __ATOMIC_RELEASE);
     mdb_txn_abort(txn);
     kv__leave(s);
     return -1;
@@ -514,9 +519,15 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
             if (0) {
             caught:
                 rc = kv__guard_caught(&g);
+                /* as in touch_commit */
+                __atomic_store_n(&s->st_gcommitting, 0, __ATOMIC_RELEASE);
             }
             if (rc == GKV_OK) {
+                /* readers meanwhile see the file changed before the
+                 * commit's header (kv__guard_check) */
+                __atomic_add_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
                 mrc = mdb_txn_commit(txn);   /* frees txn either way */
+                __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
                 KV_GUARD_END(&g);
                 if (mrc == EIO && disk_full(s)) {
                     /* LMDB reports a short write (ENOSPC) as EIO. The
