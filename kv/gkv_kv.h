@@ -130,8 +130,10 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * checks the structure of its snapshot, as the
                             * open does; newer commits (this or another
                             * process's) cost a read of the two header
-                            * pages. A state found damaged fails every
-                            * read that begins on it, at once. Needs
+                            * pages, and a read that begins inside another
+                            * process's commit waits for its header page
+                            * (up to 20 ms). A state found damaged fails
+                            * every read that begins on it, at once. Needs
                             * /proc/self/maps. Memory returned by
                             * gkv_row_view is read outside any guard.
                             * gkv-server and kvctl set it */
