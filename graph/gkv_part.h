@@ -241,8 +241,8 @@ GKV_API gkv_err gkv_pbook_edge_split_all(const gkv_pbook *b, int etype,
 #define GKV_PART_WRITABLE 0x100u   /* open the store for writes (pushes) */
 
 /* Opens partition 'part' of the config 'json_path': reads the book, opens
- * the partition's store (read-only unless GKV_PART_WRITABLE; GKV_NOSYNC is
- * passed through to the store) and loads every edge type's CSC, and the
+ * the partition's store (read-only unless GKV_PART_WRITABLE; GKV_NOSYNC and
+ * GKV_GUARD are passed through to the store) and loads every edge type's CSC, and the
  * CSR when the config says "csr", into memory, checking it: the tensors
  * have the dtype and ID ranges the config implies, indptr starts at 0, never
  * decreases and ends at the edge count, every source / destination is a

@@ -295,9 +295,10 @@ gkv_part_open(gkv_part **out, const char *json_path, int part,
     if (out == NULL || json_path == NULL)
         return pt_fail(NULL, GKV_EINVAL, "gkv_part_open: NULL argument");
     *out = NULL;
-    if ((flags & ~(GKV_PART_WRITABLE | GKV_NOSYNC)) != 0)
+    if ((flags & ~(GKV_PART_WRITABLE | GKV_NOSYNC | GKV_GUARD)) != 0)
         return pt_fail(NULL, GKV_EINVAL, "gkv_part_open: unknown flags "
-                       "0x%x", flags & ~(GKV_PART_WRITABLE | GKV_NOSYNC));
+                       "0x%x", flags & ~(GKV_PART_WRITABLE | GKV_NOSYNC |
+                                         GKV_GUARD));
     if ((p = gkv__calloc(1, sizeof *p)) == NULL)
         return pt_fail(NULL, GKV_ENOMEM, "out of memory");
     c.p = p;
@@ -313,7 +314,7 @@ gkv_part_open(gkv_part **out, const char *json_path, int part,
     }
     rc = gkv_store_open(&p->pt_store, gkv_pbook_part_path(p->pt_book, part),
                         ((flags & GKV_PART_WRITABLE) ? 0 : GKV_RDONLY) |
-                        (flags & GKV_NOSYNC), NULL);
+                        (flags & (GKV_NOSYNC | GKV_GUARD)), NULL);
     if (rc != GKV_OK) {
         pt_fail(NULL, rc, "partition %d: store '%s': %s", part,
                 gkv_pbook_part_path(p->pt_book, part),

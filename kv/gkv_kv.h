@@ -105,6 +105,38 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * pages and one page per stored chunk. (The two
                             * header pages are checked still: LMDB divides
                             * by their page size.) */
+#define GKV_GUARD   0x20u  /* guard the map: when data.mdb is overwritten
+                            * or cut short under this handle (a stray dd,
+                            * another program writing it), a pull, read,
+                            * write (push, create, ...) or prefault that
+                            * meets a changed page fails with GKV_ECORRUPT
+                            * ("store 'S' is damaged: ...") instead of
+                            * killing the process by SIGSEGV, SIGBUS or
+                            * LMDB's abort(), and the handle refuses writes
+                            * from then on, until the store is repaired and
+                            * reopened. For it, the first such open
+                            * installs a SIGSEGV and a SIGBUS handler for
+                            * the whole process, which catches, while a
+                            * guarded call runs on the faulting thread,
+                            * faults in the store's map or in liblmdb's
+                            * code; any other fault goes on to the handler
+                            * that was there, or kills the process as
+                            * before. It also sets LMDB's assertion
+                            * callback. Costs two sigsetjmp (no system
+                            * call) per call. A transaction that begins
+                            * after data.mdb changed other than by commits
+                            * (a read: its mtime; a write: an inotify
+                            * watch, one descriptor per handle) first
+                            * checks the structure of its snapshot, as the
+                            * open does; newer commits (this or another
+                            * process's) cost a read of the two header
+                            * pages, and a read that begins inside another
+                            * process's commit waits for its header page
+                            * (up to 20 ms). A state found damaged fails
+                            * every read that begins on it, at once. Needs
+                            * /proc/self/maps. Memory returned by
+                            * gkv_row_view is read outside any guard.
+                            * gkv-server and kvctl set it */
 
 typedef struct gkv_open_opts {
     uint64_t map_size;    /* initial map size in bytes; 0 = 1 GiB (address
@@ -125,7 +157,12 @@ typedef struct gkv_open_opts {
  * message names the first bad page), GKV_EPERM, GKV_EIO, GKV_ENOMEM.
  * Unless GKV_NOCHECK, the structure of the store's file is checked first
  * (GKV_NOCHECK above). opts->max_readers takes
- * effect when the store's lock file is made (its first open). */
+ * effect when the store's lock file is made (its first open).
+ * Without GKV_GUARD, bytes of data.mdb overwritten while the handle is open
+ * can kill the process at the next call that reads them (LMDB trusts its
+ * pages); with it, such a call fails with GKV_ECORRUPT and the handle
+ * refuses writes until the store is reopened (GKV_GUARD above). A file cut
+ * short while open fails calls either way. */
 GKV_API gkv_err gkv_store_open(gkv_store **out, const char *path,
                                unsigned flags, const gkv_open_opts *opts);
 
@@ -314,6 +351,11 @@ GKV_API gkv_err gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
 
 /* Borrowed view of row 'id': *row points into the map and stays valid until
  * gkv_txn_end(tx); never write through it or free it. 'tx' is required.
+ * With GKV_GUARD, the lookup is guarded, but the caller reads *row after
+ * the call, outside any guard: when data.mdb is cut short or overwritten
+ * under the handle meanwhile, that read can fault (SIGBUS, SIGSEGV) and
+ * kill the process, or see changed bytes. Copy rows out with
+ * gkv_tensor_pull instead where the store may be damaged while open.
  * A chunk of 2 KiB or more (the default chunking gives such chunks, but
  * a tensor's last chunk holds only the rows left and may be smaller)
  * starts 16-byte aligned, so its row 'id' is aligned to the largest power

@@ -6,6 +6,8 @@
 #define KV_INT_H
 
 #include <pthread.h>
+#include <setjmp.h>
+#include <stdint.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <math.h>
@@ -88,6 +90,26 @@ struct gkv_store {
      * are refused from then on, until the store is reopened */
     int st_damaged;
     uint64_t st_fsize;            /* data.mdb's largest size seen (__atomic) */
+    /* with GKV_GUARD: where the map of data.mdb lies, [lo, hi) (__atomic;
+     * guard.c, set at open and at each map resize) */
+    uintptr_t st_map_lo, st_map_hi;
+    int st_gfd;                   /* with GKV_GUARD: an inotify watch of
+                                   * data.mdb (guard.c), or -1 */
+    /* with GKV_GUARD, the state of data.mdb last checked (guard.c): its
+     * mtime (ns; __atomic, the read path's fast test), size and newest
+     * transaction; st_gbad (__atomic) when that state was found damaged,
+     * with the walk's message. Under st_gmu but st_gmtime and st_gbad. */
+    uint64_t st_gmtime, st_gsize, st_gtxn;
+    int st_gbad;
+    char st_gbad_msg[640];
+    /* counts (__atomic), for the tests and gkv_store_stat: structure
+     * walks the guard ran, changes it took for newer commits (no walk),
+     * reads it refused from a state known damaged (no walk), faults and
+     * LMDB assertions it caught */
+    uint64_t st_gwalks, st_gcommits, st_grefused, st_gcaught;
+    int st_gcommitting;           /* commits of this handle in flight
+                                   * (__atomic; store.c, guard.c) */
+    pthread_mutex_t st_gmu;       /* one such check at a time */
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing
      * set so no new txn starts meanwhile. */
@@ -254,6 +276,129 @@ gkv_err kv__slice_end(kv_slice *sl, gkv_err rc);
 
 /* Marks s damaged (st_damaged): its writes are refused from now on. */
 void    kv__damaged(gkv_store *s);
+
+/* ---- the fault guard (guard.c) ----------------------------------------
+ * An entry point that reads the map through LMDB, on a handle opened with
+ * GKV_GUARD, sets a guard once its transaction has begun:
+ *     kv_guard g;
+ *     KV_GUARD_INIT(&g);
+ *     ... begin the transaction ...
+ *     KV_GUARD_BEGIN(s, &g, caught);
+ *     ... the reads and writes through LMDB ...
+ *     KV_GUARD_END(&g);          (on every path out, before the txn ends)
+ *     ...
+ *   caught:                      (reached only by a jump)
+ *     rc = kv__guard_caught(&g);
+ *     ... abort the transaction, release what was taken after the guard
+ * While the guard is set, a fault (SIGSEGV, SIGBUS raised by the kernel,
+ * not sent) at an address inside the store's map (or up to 4 GiB past
+ * it), or at any address from an instruction of liblmdb (a NULL or wild
+ * pointer read from a changed page), and an LMDB assertion jump to
+ * 'caught'. Nothing between BEGIN and END
+ * may hold a lock or own memory that the caught path does not release
+ * (a jump leaves it held), and the locals it changes are not read after
+ * the jump. Without GKV_GUARD, BEGIN and END cost a flag test. */
+/* ThreadSanitizer does not follow a siglongjmp out of a signal handler:
+ * its per-thread state stays "in a handler" and every later malloc is
+ * reported (google/sanitizers#482, llvm-project#215833). Under it,
+ * GKV_GUARD installs no fault handler (LMDB's assertions and the check
+ * before writes still work); the tests that need one skip. */
+#if defined(__SANITIZE_THREAD__)
+#define KV_GUARD_SIGNALS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define KV_GUARD_SIGNALS 0
+#endif
+#endif
+#ifndef KV_GUARD_SIGNALS
+#define KV_GUARD_SIGNALS 1
+#endif
+/* Not zero-filled (KV_GUARD_INIT sets g_store only): a guard is set on
+ * every pull; the handler fills g_addr, g_ip and g_sig before it jumps. */
+typedef struct kv_guard {
+    sigjmp_buf g_jb;
+    gkv_store *g_store;          /* NULL: not set */
+    struct kv_guard *g_prev;     /* the thread's enclosing guard */
+    uintptr_t g_addr;            /* where it faulted */
+    uintptr_t g_ip;              /* the faulting instruction (0: unknown) */
+    int g_sig;                   /* SIGSEGV, SIGBUS; 0: an LMDB assertion
+                                  * (its text: kv__guard_what) */
+} kv_guard;
+/* initial-exec: the signal handler reads it, and a global-dynamic
+ * thread-local in libgkv.so may be reached through __tls_get_addr, which
+ * can call malloc (not async-signal-safe) on a thread's first use */
+#define KV_TLS_IE __attribute__((tls_model("initial-exec")))
+extern __thread kv_guard *kv__guard_top KV_TLS_IE;
+#define KV_GUARD_INIT(g) ((g)->g_store = NULL)
+#define KV_GUARD_BEGIN(s, g, caught)                                    \
+    do {                                                                \
+        if ((s)->st_flags & GKV_GUARD) {                                \
+            if (sigsetjmp((g)->g_jb, 0) != 0)                           \
+                goto caught;                                            \
+            (g)->g_prev = kv__guard_top;                                \
+            (g)->g_store = (s);                                         \
+            kv__guard_top = (g);                                        \
+        }                                                               \
+    } while (0)
+#define KV_GUARD_END(g)                                                 \
+    do {                                                                \
+        if ((g)->g_store != NULL) {                                     \
+            kv__guard_top = (g)->g_prev;                                \
+            (g)->g_store = NULL;                                        \
+        }                                                               \
+    } while (0)
+/* At open with GKV_GUARD: installs the handlers (once per process), LMDB's
+ * assertion callback, and finds the map. The message goes to the NULL
+ * handle. */
+gkv_err kv__guard_open(gkv_store *s);
+/* In a transaction just begun (write: 1 for a write transaction), with
+ * data.mdb's mtime 'mtime' (ns) and size 'size' from the size check's
+ * fstat: whether data.mdb changed since the state last checked (a read:
+ * its mtime; a write: the inotify watch, which sees a change within one
+ * mtime tick too). A change explained by newer commits (the snapshot's
+ * transaction is newer than the one last checked, and both header pages
+ * pass kv__walk_meta) is taken without a walk; any other change (bytes
+ * written with no commit, or after a state found damaged) checks the
+ * structure of the snapshot (kv__walk) before LMDB follows any pointer.
+ * A state found damaged is remembered (mtime, size, transaction): reads
+ * that begin on it again fail at once, with the walk's message, without
+ * a walk. GKV_ECORRUPT, the handle marked damaged, when damaged. No-op
+ * without GKV_GUARD. */
+gkv_err kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write,
+                             uint64_t mtime, uint64_t size);
+static inline gkv_err
+kv__guard_check(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
+                uint64_t size)
+{
+    /* inline: a read of a store unchanged since its last check costs two
+     * loads and a compare */
+    if (!(s->st_flags & GKV_GUARD) ||
+        (!write && mtime == __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE) &&
+         !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE)))
+        return GKV_OK;
+    return kv__guard_check_slow(s, txn, write, mtime, size);
+}
+/* Records where the map lies now (after a resize); no-op unguarded. */
+void    kv__guard_map(gkv_store *s);
+/* After a jump to 'caught': unsets the guard, marks the handle damaged and
+ * returns GKV_ECORRUPT with the message "store 'S' is damaged: ...". */
+gkv_err kv__guard_caught(kv_guard *g);
+/* mdb_txn_begin under a guard (a handle with GKV_GUARD; the caller tests
+ * the flag). A fault there (the header pages, cut off)
+ * returns GKV_ECORRUPT as kv__guard_caught() with *out NULL: what LMDB
+ * had taken stays taken (a read's reader slot and its memory; a write's
+ * writer lock, which this process then holds until it exits, and other
+ * processes' writers wait for). 'mrc' gets LMDB's return code. */
+gkv_err kv__guard_txn_begin(gkv_store *s, unsigned flags, MDB_txn **out,
+                            int *mrc);
+/* liblmdb's code as the handler knows it ([*lo, *hi)); 0 when not found
+ * (liblmdb linked statically, or no handle opened with GKV_GUARD yet). */
+int     kv__guard_lmdb_code(uintptr_t *lo, uintptr_t *hi);
+/* fn(s, txn, arg) under a guard: GKV_ECORRUPT as kv__guard_caught() when
+ * it faults in the map; what fn holds then must be reachable from arg (the
+ * caller frees it), and fn takes no lock. Without GKV_GUARD, a call. */
+typedef gkv_err (*kv_read_fn)(gkv_store *s, MDB_txn *txn, void *arg);
+gkv_err kv__guarded(gkv_store *s, MDB_txn *txn, kv_read_fn fn, void *arg);
 
 /* mdb_env_sync, with the message (no write-back flush first). */
 gkv_err kv__env_sync(gkv_store *s);

@@ -294,6 +294,37 @@ state_check(gkv_store *s, const struct state_write_arg *a, const kv_rec *r,
     return kv__push_check(s, &a->p, want);
 }
 
+struct state_info_arg {
+    const char *name, *base;
+    enum kv_hkind k;
+    size_t idx;
+    gkv_tensor_desc *out;
+    int *exists;
+};
+
+/* gkv_opt_state_info's reads, under a guard (kv__guarded). */
+static gkv_err
+state_info_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct state_info_arg *a = arg;
+    kv_rec r, st;
+    gkv_err rc;
+
+    if ((rc = state_base(s, txn, a->name, a->base, &r)) != GKV_OK)
+        return rc;
+    if ((rc = kv__rec_get(s, txn, a->name, &st)) == GKV_OK) {
+        *a->exists = 1;
+    } else if (rc == GKV_ENOTFOUND) {
+        /* what it gets when created; none when it never can be */
+        kv__clear(s);
+        kv__state_rec(&r, kv__state_is_step(a->k, a->idx), &st);
+        rc = kv__state_fits(s, a->base, a->name, &st);
+    }
+    if (rc == GKV_OK)
+        kv__rec_to_desc(a->name, &st, a->out);
+    return rc;
+}
+
 gkv_err
 gkv_opt_state_info(gkv_store *s, gkv_txn *tx, const char *name,
                    gkv_tensor_desc *out, int *exists)
@@ -302,7 +333,6 @@ gkv_opt_state_info(gkv_store *s, gkv_txn *tx, const char *name,
     enum kv_hkind k;
     size_t idx;
     kv_snap sn;
-    kv_rec r, st;
     gkv_err rc;
 
     kv__clear(s);
@@ -310,18 +340,9 @@ gkv_opt_state_info(gkv_store *s, gkv_txn *tx, const char *name,
     if ((rc = kv__state_parse(s, name, base, &k, &idx)) != GKV_OK ||
         (rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
-    if ((rc = state_base(s, sn.txn, name, base, &r)) == GKV_OK) {
-        if ((rc = kv__rec_get(s, sn.txn, name, &st)) == GKV_OK) {
-            *exists = 1;
-        } else if (rc == GKV_ENOTFOUND) {
-            /* what it gets when created; none when it never can be */
-            kv__clear(s);
-            kv__state_rec(&r, kv__state_is_step(k, idx), &st);
-            rc = kv__state_fits(s, base, name, &st);
-        }
-        if (rc == GKV_OK)
-            kv__rec_to_desc(name, &st, out);
-    }
+    rc = kv__guarded(s, sn.txn, state_info_fn,
+                     &(struct state_info_arg){name, base, k, idx, out,
+                                              exists});
     kv__snap_end(&sn);
     return rc;
 }

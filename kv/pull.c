@@ -83,10 +83,12 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
     const unsigned char *src[PULL_BATCH];
     unsigned char *out = dst;
     ptab pt = {0};
+    kv_guard g;
     kv_snap sn;
     kv_rec r;
     gkv_err rc;
 
+    KV_GUARD_INIT(&g);
     kv__clear(s);
     if (kv__forked(s))          /* a parent's handle after fork() */
         return kv__fork_refused(s);
@@ -103,6 +105,7 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
     }
     if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
+    KV_GUARD_BEGIN(s, &g, caught);
     if ((rc = kv__rec_get(s, sn.txn, name, &r)) != GKV_OK)
         goto out;
     if (n > SIZE_MAX / (r.row_bytes ? r.row_bytes : 1) || dst_len != n * r.row_bytes) {
@@ -158,20 +161,51 @@ gkv_tensor_pull(gkv_store *s, gkv_txn *tx, const char *name,
         }
     }
 out:
+    KV_GUARD_END(&g);
     ptab_free(&pt);
     kv__snap_end(&sn);
     return rc;
+caught:
+    rc = kv__guard_caught(&g);
+    goto out;
+}
+
+/* Copies rows [a, b) of tensor 'name' (record r) to out. */
+static gkv_err
+read_chunks(gkv_store *s, MDB_txn *txn, const kv_rec *r, const char *name,
+            uint64_t a, uint64_t b, unsigned char *out)
+{
+    gkv_err rc;
+
+    for (uint64_t row = a - r->lo; row < b - r->lo;) {
+        uint64_t c = row / r->chunk_rows, off = row - c * r->chunk_rows;
+        uint64_t take = kv__chunk_nrows(r, c) - off;
+        const unsigned char *v;
+
+        if (take > b - r->lo - row)
+            take = b - r->lo - row;
+        if ((rc = chunk_get(s, txn, r, name, c, &v)) != GKV_OK)
+            return rc;
+        if (v == NULL)
+            memset(out, 0, take * r->row_bytes);
+        else
+            memcpy(out, v + KV_CHUNK_HDR + off * r->row_bytes, take * r->row_bytes);
+        out += take * r->row_bytes;
+        row += take;
+    }
+    return GKV_OK;
 }
 
 gkv_err
 gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
                 uint64_t a, uint64_t b, void *dst, size_t dst_len)
 {
-    unsigned char *out = dst;
+    kv_guard g;
     kv_snap sn;
     kv_rec r;
     gkv_err rc;
 
+    KV_GUARD_INIT(&g);
     kv__clear(s);
     if (kv__forked(s))          /* a parent's handle after fork() */
         return kv__fork_refused(s);
@@ -189,6 +223,7 @@ gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
     }
     if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
+    KV_GUARD_BEGIN(s, &g, caught);
     if ((rc = kv__rec_get(s, sn.txn, name, &r)) != GKV_OK)
         goto out;
     if (a > b || a < r.lo || b > r.hi) {
@@ -202,35 +237,46 @@ gkv_tensor_read(gkv_store *s, gkv_txn *tx, const char *name,
         rc = kv__len_error(s, name, &r, b - a, dst_len);
         goto out;
     }
-    for (uint64_t row = a - r.lo; row < b - r.lo;) {
-        uint64_t c = row / r.chunk_rows, off = row - c * r.chunk_rows;
-        uint64_t take = kv__chunk_nrows(&r, c) - off;
-        const unsigned char *v;
-
-        if (take > b - r.lo - row)
-            take = b - r.lo - row;
-        if ((rc = chunk_get(s, sn.txn, &r, name, c, &v)) != GKV_OK)
-            goto out;
-        if (v == NULL)
-            memset(out, 0, take * r.row_bytes);
-        else
-            memcpy(out, v + KV_CHUNK_HDR + off * r.row_bytes, take * r.row_bytes);
-        out += take * r.row_bytes;
-        row += take;
-    }
+    rc = read_chunks(s, sn.txn, &r, name, a, b, dst);
 out:
+    KV_GUARD_END(&g);
     kv__snap_end(&sn);
     return rc;
+caught:
+    rc = kv__guard_caught(&g);
+    goto out;
+}
+
+/* gkv_row_view's lookups, under a guard (kv__guarded). */
+struct view_arg { const char *name; uint64_t id; const void **row; };
+
+static gkv_err
+view_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct view_arg *a = arg;
+    const unsigned char *v;
+    kv_rec r;
+    gkv_err rc;
+    uint64_t c;
+
+    if ((rc = kv__rec_get(s, txn, a->name, &r)) != GKV_OK)
+        return rc;
+    if (a->id < r.lo || a->id >= r.hi)
+        return kv__range_error(s, a->name, &r, a->id, 0);
+    c = (a->id - r.lo) / r.chunk_rows;
+    if ((rc = chunk_get(s, txn, &r, a->name, c, &v)) != GKV_OK)
+        return rc;
+    *a->row = v == NULL ? s->st_zero
+                        : v + KV_CHUNK_HDR +
+                          (a->id - r.lo - c * r.chunk_rows) * r.row_bytes;
+    return GKV_OK;
 }
 
 gkv_err
 gkv_row_view(gkv_txn *tx, const char *name, uint64_t id, const void **row)
 {
     gkv_store *s;
-    const unsigned char *v;
-    kv_rec r;
     gkv_err rc;
-    uint64_t c;
 
     *row = NULL;
     if (tx == NULL)
@@ -240,14 +286,9 @@ gkv_row_view(gkv_txn *tx, const char *name, uint64_t id, const void **row)
     kv__clear(s);
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
         return rc;
-    if ((rc = kv__rec_get(s, tx->tx_txn, name, &r)) != GKV_OK)
-        return rc;
-    if (id < r.lo || id >= r.hi)
-        return kv__range_error(s, name, &r, id, 0);
-    c = (id - r.lo) / r.chunk_rows;
-    if ((rc = chunk_get(s, tx->tx_txn, &r, name, c, &v)) != GKV_OK)
-        return rc;
-    *row = v == NULL ? s->st_zero
-                     : v + KV_CHUNK_HDR + (id - r.lo - c * r.chunk_rows) * r.row_bytes;
-    return GKV_OK;
+    rc = kv__guarded(s, tx->tx_txn, view_fn,
+                     &(struct view_arg){name, id, row});
+    if (rc != GKV_OK)
+        *row = NULL;
+    return rc;
 }

@@ -177,6 +177,8 @@ map_resize(gkv_store *s, size_t size)
             rc = GKV_EBUSY;
     if (rc == GKV_OK && (mrc = mdb_env_set_mapsize(s->st_env, size)) != 0)
         rc = kv__from_mdb(mrc);
+    if (rc == GKV_OK)
+        kv__guard_map(s);           /* moved, maybe */
     s->st_growing = 0;
     pthread_cond_broadcast(&s->st_cv);
     pthread_mutex_unlock(&s->st_mu);
@@ -254,8 +256,39 @@ map_grow(gkv_store *s)
 static gkv_err
 adopt_map(gkv_store *s)
 {
+    mdb_filehandle_t fd;
+    MDB_envinfo ei;
+    struct stat st;
     gkv_err rc;
 
+    /* LMDB maps as far as the newest header page's last page says: one
+     * changed under this handle (a stray write) would make it map
+     * petabytes, fail, and leave the environment without a map. Check
+     * the header pages, and the last page against the file, first, as
+     * the open does */
+    if (mdb_env_get_fd(s->st_env, &fd) == 0) {
+        if ((rc = kv__walk_meta(s->st_path, fd)) != GKV_OK) {
+            char msg[640];
+
+            snprintf(msg, sizeof msg, "%s", gkv_store_errmsg(NULL));
+            kv__damaged(s);
+            return kv__fail(s, rc, "%s (changed while open); this handle "
+                            "refuses writes until the store is repaired and "
+                            "reopened", msg);
+        }
+        if (mdb_env_info(s->st_env, &ei) == 0 && fstat(fd, &st) == 0 &&
+            (uint64_t)st.st_size < (uint64_t)(ei.me_last_pgno + 1) *
+                                   s->st_psize) {
+            kv__damaged(s);
+            return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its "
+                            "header says its pages reach %llu bytes, but "
+                            "data.mdb is %llu (changed while open); this "
+                            "handle refuses writes until the store is "
+                            "repaired and reopened", s->st_path,
+                            (unsigned long long)(ei.me_last_pgno + 1) *
+                            s->st_psize, (unsigned long long)st.st_size);
+        }
+    }
     kv__leave(s);
     rc = map_resize(s, 0);
     pthread_mutex_lock(&s->st_mu);
@@ -296,7 +329,7 @@ kv__damaged(gkv_store *s)
  * meta page's last page: a commit leaves the pages it allocated and freed
  * again at the end unwritten, so a sound file may end before it.) */
 static gkv_err
-size_check(gkv_store *s)
+size_check(gkv_store *s, uint64_t *mtime, uint64_t *size)
 {
     mdb_filehandle_t fd;
     struct stat st;
@@ -304,8 +337,12 @@ size_check(gkv_store *s)
      * taken may be larger than ours, and no sign of a cut */
     uint64_t seen = __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE), cur;
 
+    *mtime = *size = 0;
     if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
         return GKV_OK;
+    *mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+             (uint64_t)st.st_mtim.tv_nsec;
+    *size = (uint64_t)st.st_size;
     if ((uint64_t)st.st_size >= seen) {
         cur = seen;                 /* raise it to ours, if still larger */
         while ((uint64_t)st.st_size > cur &&
@@ -327,6 +364,7 @@ size_check(gkv_store *s)
 gkv_err
 kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
 {
+    uint64_t mtime, size;
     int mrc = 0, repaired = 0;
     gkv_err rc;
 
@@ -335,12 +373,18 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged (found so "
                         "while open): writes are refused until it is repaired "
                         "and reopened", s->st_path);
-    if ((rc = size_check(s)) != GKV_OK)
+    if ((rc = size_check(s, &mtime, &size)) != GKV_OK)
         return rc;
     if (!rdonly)
         reader_sweep(s, 0);
     for (int attempt = 0; attempt < 8; attempt++) {
-        mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0, out);
+        /* guarded: it reads the header pages */
+        if (!(s->st_flags & GKV_GUARD))
+            mrc = mdb_txn_begin(s->st_env, NULL, rdonly ? MDB_RDONLY : 0,
+                                out);
+        else if ((rc = kv__guard_txn_begin(s, rdonly ? MDB_RDONLY : 0, out,
+                                           &mrc)) != GKV_OK)
+            return rc;
         if (mrc == 0 && rdonly && !repaired && snapshot_lags(s, *out)) {
             MDB_txn *w;
 
@@ -362,6 +406,11 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         *out = NULL;
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
                         "transaction: %s", s->st_path, mdb_strerror(mrc));
+    }
+    if ((rc = kv__guard_check(s, *out, !rdonly, mtime, size)) != GKV_OK) {
+        mdb_txn_abort(*out);
+        *out = NULL;
+        return rc;
     }
     return GKV_OK;
 }
@@ -399,15 +448,18 @@ touch_commit(gkv_store *s)
 {
     MDB_val k = {8, "next_tid"}, d;
     MDB_txn *txn = NULL;
+    kv_guard g;
     uint32_t v;
     int mrc;
 
+    KV_GUARD_INIT(&g);
     if (kv__enter(s) != GKV_OK)
         return -1;
     if (kv__txn_begin(s, 0, &txn) != GKV_OK) {
         kv__leave(s);
         return -1;
     }
+    KV_GUARD_BEGIN(s, &g, caught);
     if ((mrc = mdb_get(txn, s->st_meta, &k, &d)) == 0 && d.mv_size == 4) {
         memcpy(&v, d.mv_data, 4);
         d.mv_data = &v;
@@ -415,19 +467,32 @@ touch_commit(gkv_store *s)
     } else if (mrc == 0) {
         mrc = -1;
     }
-    if (mrc == 0 && (mrc = txn_stamp(txn)) == 0)
+    if (mrc == 0 && (mrc = txn_stamp(txn)) == 0) {
+        __atomic_add_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
         mrc = mdb_txn_commit(txn);
-    else
+        __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
+        KV_GUARD_END(&g);
+    } else {
+        KV_GUARD_END(&g);
         mdb_txn_abort(txn);
+    }
     kv__leave(s);
     return mrc;
+caught:
+    (void)kv__guard_caught(&g);       /* its message stays on s */
+    /* a fault in the commit: it is over (this thread holds the writer
+     * lock: no other commit of the handle is in flight) */
+    __atomic_store_n(&s->st_gcommitting, 0, __ATOMIC_RELEASE);
+    mdb_txn_abort(txn);
+    kv__leave(s);
+    return -1;
 }
 
 static gkv_err
 write_loop(gkv_store *s, kv_write_fn fn, void *arg)
 {
     gkv_err rc;
-    int touched = 0;
+    volatile int touched = 0;       /* volatile: write_loop has a guard */
 
     if (s->st_flags & GKV_RDONLY)
         return kv__fail(s, GKV_ERDONLY, "store '%s' is open read-only",
@@ -439,12 +504,31 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
         if ((rc = kv__enter(s)) != GKV_OK)
             return rc;
         if ((rc = kv__txn_begin(s, 0, &txn)) == GKV_OK) {
+            kv_guard g;
+
+            KV_GUARD_INIT(&g);
+            /* fn takes no lock it holds while it reads the map (the
+             * write-back flush copies out of a mirror under st_wb_copy_mu,
+             * into a page of its own); its callers' locks are released
+             * by them after the return */
+            KV_GUARD_BEGIN(s, &g, caught);
             rc = fn(s, txn, arg);
             if (rc == GKV_OK && (mrc = txn_stamp(txn)) != 0)
                 rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s",
                               s->st_path, mdb_strerror(mrc));
+            if (0) {
+            caught:
+                rc = kv__guard_caught(&g);
+                /* as in touch_commit */
+                __atomic_store_n(&s->st_gcommitting, 0, __ATOMIC_RELEASE);
+            }
             if (rc == GKV_OK) {
+                /* readers meanwhile see the file changed before the
+                 * commit's header (kv__guard_check) */
+                __atomic_add_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
                 mrc = mdb_txn_commit(txn);   /* frees txn either way */
+                __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
+                KV_GUARD_END(&g);
                 if (mrc == EIO && disk_full(s)) {
                     /* LMDB reports a short write (ENOSPC) as EIO. The
                      * last commit's freed pages become usable after one
@@ -462,6 +546,7 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
                     rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': commit "
                                   "failed: %s", s->st_path, mdb_strerror(mrc));
             } else {
+                KV_GUARD_END(&g);
                 mdb_txn_abort(txn);
             }
         }
@@ -807,6 +892,9 @@ store_destroy(gkv_store *s)
         next = h->next;
         gkv__free(h);
     }
+    if (s->st_gfd >= 0)
+        close(s->st_gfd);
+    pthread_mutex_destroy(&s->st_gmu);
     pthread_cond_destroy(&s->st_cv);
     pthread_mutex_destroy(&s->st_mu);
     pthread_rwlock_destroy(&s->st_wb_lock);
@@ -947,7 +1035,7 @@ lock_prealloc(const char *dir, unsigned readers, mode_t mode)
 }
 
 #define OPEN_FLAGS (GKV_CREATE | GKV_RDONLY | GKV_NOSYNC | GKV_SHARE_GROUP | \
-                    GKV_NOCHECK)
+                    GKV_NOCHECK | GKV_GUARD)
 
 /* kv__walk_meta of DIR/data.mdb ('data'). A commit writing a header page
  * while it is read can look like damage: a fault is believed when it
@@ -1032,6 +1120,8 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     if ((s = gkv__calloc(1, sizeof *s)) == NULL)
         return GKV_ENOMEM;
     s->st_wbo_fd = -1;
+    s->st_gfd = -1;
+    pthread_mutex_init(&s->st_gmu, NULL);
     pthread_mutex_init(&s->st_mu, NULL);
     gkv__cond_init_mono(&s->st_cv);
     pthread_rwlock_init(&s->st_wb_lock, NULL);
@@ -1139,6 +1229,8 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
             (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
     }
     reader_sweep(s, 1);             /* slots left by killed readers */
+    if ((flags & GKV_GUARD) && (rc = kv__guard_open(s)) != GKV_OK)
+        goto fail;
     if (!(flags & GKV_RDONLY)) {
         /* write-back ownership (wbown.c); without it, writes go unchecked
          * as before it */
@@ -1171,7 +1263,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     }
     if (!(flags & GKV_NOCHECK) && (rc = structure_check(s)) != GKV_OK)
         goto fail;
-    (void)size_check(s);            /* the size it starts from */
+    {
+        uint64_t mt, sz;
+
+        (void)size_check(s, &mt, &sz);  /* the size it starts from */
+    }
     if ((rc = store_init(s)) != GKV_OK) {
         /* move the message from the store handle to the NULL handle */
         char msg[640];
@@ -1246,37 +1342,53 @@ touch(const unsigned char *p, size_t len, size_t psize)
     (void)sink;
 }
 
+/* Touches every value of the data tree; *cur is the caller's to close. */
+static gkv_err
+prefault_walk(gkv_store *s, MDB_txn *txn, MDB_cursor **cur)
+{
+    MDB_val k, d;
+    int mrc;
+
+    if ((mrc = mdb_cursor_open(txn, s->st_data, cur)) != 0) {
+        *cur = NULL;
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                        mdb_strerror(mrc));
+    }
+    while ((mrc = mdb_cursor_get(*cur, &k, &d, MDB_NEXT)) == 0)
+        if (d.mv_size > 0)
+            touch(d.mv_data, d.mv_size, s->st_psize);
+    if (mrc != MDB_NOTFOUND)
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                        mdb_strerror(mrc));
+    return GKV_OK;
+}
+
 gkv_err
 gkv_store_prefault(gkv_store *s)
 {
+    kv_guard g;
     MDB_cursor *cur = NULL;
-    MDB_val k, d;
     kv_snap sn;
     gkv_err rc;
-    int mrc;
 
     /* LMDB does not tell where the map is (me_mapaddr is only set with
      * MDB_FIXEDMAP), so walk every value: this touches the B-tree pages and
      * every chunk's pages, which is what later pulls read. */
     kv__clear(s);
+    KV_GUARD_INIT(&g);
     if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
         return rc;
-    if ((mrc = mdb_cursor_open(sn.txn, s->st_data, &cur)) != 0) {
-        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
-                      mdb_strerror(mrc));
-        goto out;
-    }
-    while ((mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) == 0)
-        if (d.mv_size > 0)
-            touch(d.mv_data, d.mv_size, s->st_psize);
-    if (mrc != MDB_NOTFOUND)
-        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
-                      mdb_strerror(mrc));
+    KV_GUARD_BEGIN(s, &g, caught);
+    rc = prefault_walk(s, sn.txn, &cur);
 out:
+    KV_GUARD_END(&g);
     if (cur != NULL)
         mdb_cursor_close(cur);
     kv__snap_end(&sn);
     return rc;
+caught:
+    rc = kv__guard_caught(&g);
+    goto out;
 }
 
 /* A range over most of [0, 2^64) times its row bytes, or a few such
@@ -1294,75 +1406,85 @@ add_sat(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-gkv_err
-gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
+/* gkv_store_stat_get's reads, under a guard (kv__guarded); *arg is the
+ * cursor it leaves open (the caller closes it) and the stat. */
+struct stat_arg { gkv_store_stat *st; MDB_cursor *cur; };
+
+static gkv_err
+stat_fn(gkv_store *s, MDB_txn *txn, void *arg)
 {
-    MDB_envinfo ei;
+    struct stat_arg *a = arg;
+    gkv_store_stat *st = a->st;
     MDB_stat ms;
-    MDB_cursor *cur = NULL;
     MDB_val k, d;
-    kv_snap sn;
-    gkv_err rc;
     int mrc;
 
-    kv__clear(s);
-    memset(st, 0, sizeof *st);
-    if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
-        return rc;
-    mdb_env_info(s->st_env, &ei);
     st->format = KV_FORMAT;
-    meta_get_u32(sn.txn, s->st_meta, "format", &st->format);
-    st->map_size = ei.me_mapsize;
-    st->page_size = s->st_psize;
-    st->used_bytes = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
-    st->readers = ei.me_numreaders;
-    st->max_readers = ei.me_maxreaders;
-    if (mdb_stat(sn.txn, s->st_data, &ms) == 0)
+    meta_get_u32(txn, s->st_meta, "format", &st->format);
+    if (mdb_stat(txn, s->st_data, &ms) == 0)
         st->nchunks = ms.ms_entries;
     /* the free list (database 0): each value counts its page numbers
      * first (an MDB_IDL) */
-    if ((mrc = mdb_cursor_open(sn.txn, 0, &cur)) == 0) {
-        while ((mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) == 0)
+    if ((mrc = mdb_cursor_open(txn, 0, &a->cur)) == 0) {
+        while ((mrc = mdb_cursor_get(a->cur, &k, &d, MDB_NEXT)) == 0)
             if (d.mv_size >= sizeof(size_t)) {
                 size_t np;
                 memcpy(&np, d.mv_data, sizeof np);
                 st->free_bytes += (uint64_t)np * s->st_psize;
             }
-        mdb_cursor_close(cur);
-        cur = NULL;
+        mdb_cursor_close(a->cur);
     }
-    if (mrc != MDB_NOTFOUND) {
-        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': its free list: %s",
-                      s->st_path, mdb_strerror(mrc));
-        goto out;
+    a->cur = NULL;
+    if (mrc != MDB_NOTFOUND)
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': its free list: "
+                        "%s", s->st_path, mdb_strerror(mrc));
+    if ((mrc = mdb_cursor_open(txn, s->st_cat, &a->cur)) != 0) {
+        a->cur = NULL;
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
+                        mdb_strerror(mrc));
     }
-    if ((mrc = mdb_cursor_open(sn.txn, s->st_cat, &cur)) != 0) {
-        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': %s", s->st_path,
-                      mdb_strerror(mrc));
-        goto out;
-    }
-    while ((mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) == 0) {
+    while ((mrc = mdb_cursor_get(a->cur, &k, &d, MDB_NEXT)) == 0) {
         char name[GKV_NAME_MAX + 1];
         kv_rec r;
         size_t kl = k.mv_size < GKV_NAME_MAX ? k.mv_size : GKV_NAME_MAX;
 
         memcpy(name, k.mv_data, kl);
         name[kl] = '\0';
-        if (kv__rec_get(s, sn.txn, name, &r) != GKV_OK)
+        if (kv__rec_get(s, txn, name, &r) != GKV_OK)
             continue;
         if (strchr(name, '#') == NULL)
             st->ntensors++;
         st->data_bytes = add_sat(st->data_bytes,
                                  mul_sat(r.hi - r.lo, r.row_bytes));
     }
-    if (mrc != MDB_NOTFOUND) {
-        rc = kv__fail(s, kv__from_mdb(mrc), "store '%s': its catalog: %s",
-                      s->st_path, mdb_strerror(mrc));
-        goto out;
-    }
+    if (mrc != MDB_NOTFOUND)
+        return kv__fail(s, kv__from_mdb(mrc), "store '%s': its catalog: %s",
+                        s->st_path, mdb_strerror(mrc));
     kv__clear(s);
-out:
-    mdb_cursor_close(cur);
+    return GKV_OK;
+}
+
+gkv_err
+gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
+{
+    struct stat_arg a = {st, NULL};
+    MDB_envinfo ei;
+    kv_snap sn;
+    gkv_err rc;
+
+    kv__clear(s);
+    memset(st, 0, sizeof *st);
+    if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
+        return rc;
+    mdb_env_info(s->st_env, &ei);
+    st->map_size = ei.me_mapsize;
+    st->page_size = s->st_psize;
+    st->used_bytes = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+    st->readers = ei.me_numreaders;
+    st->max_readers = ei.me_maxreaders;
+    rc = kv__guarded(s, sn.txn, stat_fn, &a);
+    if (a.cur != NULL)
+        mdb_cursor_close(a.cur);
     kv__snap_end(&sn);
     return rc;
 }

@@ -355,6 +355,16 @@ create_fn(gkv_store *s, MDB_txn *txn, void *arg)
  * a flush drops it, and this handle's pulls and pushes of the name would
  * go to that copy, not to the new tensor, and be dropped with it: then
  * GKV_EBUSY. Caller holds st_wb_lock (the snapshot reads no mirror). */
+struct rec_arg { const char *name; kv_rec *r; };
+
+static gkv_err
+rec_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct rec_arg *a = arg;
+
+    return kv__rec_get(s, txn, a->name, a->r);
+}
+
 static gkv_err
 create_wb_check(gkv_store *s, const char *name)
 {
@@ -364,7 +374,7 @@ create_wb_check(gkv_store *s, const char *name)
 
     if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
         return rc;
-    rc = kv__rec_get(s, sn.txn, name, &r);
+    rc = kv__guarded(s, sn.txn, rec_fn, &(struct rec_arg){name, &r});
     kv__snap_end(&sn);
     if (rc != GKV_ENOTFOUND) {
         if (rc == GKV_OK)
@@ -425,11 +435,24 @@ gkv_tensor_ensure(gkv_store *s, const char *name, const gkv_tensor_spec *spec,
     return create_call(s, &a);
 }
 
+struct info_arg { const char *name; gkv_tensor_desc *out; };
+
+static gkv_err
+info_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct info_arg *a = arg;
+    kv_rec r;
+    gkv_err rc;
+
+    if ((rc = kv__rec_get(s, txn, a->name, &r)) == GKV_OK)
+        kv__rec_to_desc(a->name, &r, a->out);
+    return rc;
+}
+
 gkv_err
 gkv_tensor_info(gkv_store *s, gkv_txn *tx, const char *name, gkv_tensor_desc *out)
 {
     kv_snap sn;
-    kv_rec r;
     gkv_err rc;
 
     kv__clear(s);
@@ -437,34 +460,32 @@ gkv_tensor_info(gkv_store *s, gkv_txn *tx, const char *name, gkv_tensor_desc *ou
         return rc;
     if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
         return rc;
-    if ((rc = kv__rec_get(s, sn.txn, name, &r)) == GKV_OK)
-        kv__rec_to_desc(name, &r, out);
+    rc = kv__guarded(s, sn.txn, info_fn, &(struct info_arg){name, out});
     kv__snap_end(&sn);
     return rc;
 }
 
-gkv_err
-gkv_tensor_list(gkv_store *s, gkv_txn *tx, int with_state,
-                gkv_tensor_desc **out, size_t *n)
+/* The catalog's records, into a->v (the caller frees it). */
+struct list_arg {
+    int with_state;
+    gkv_tensor_desc *v;
+    size_t cnt, cap;
+    MDB_cursor *cur;              /* the caller closes it */
+};
+
+static gkv_err
+list_fn(gkv_store *s, MDB_txn *txn, void *arg)
 {
-    gkv_tensor_desc *v = NULL, *nv;
-    size_t cnt = 0, cap = 0;
-    MDB_cursor *cur = NULL;
+    struct list_arg *a = arg;
+    gkv_tensor_desc *nv;
     MDB_val k, d;
-    kv_snap sn;
-    gkv_err rc;
     int mrc;
 
-    kv__clear(s);
-    *out = NULL;
-    *n = 0;
-    if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
-        return rc;
-    if ((mrc = mdb_cursor_open(sn.txn, s->st_cat, &cur)) != 0) {
-        rc = kv__fail(s, kv__from_mdb(mrc), "catalog: %s", mdb_strerror(mrc));
-        goto out;
+    if ((mrc = mdb_cursor_open(txn, s->st_cat, &a->cur)) != 0) {
+        a->cur = NULL;
+        return kv__fail(s, kv__from_mdb(mrc), "catalog: %s", mdb_strerror(mrc));
     }
-    while ((mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) == 0) {
+    while ((mrc = mdb_cursor_get(a->cur, &k, &d, MDB_NEXT)) == 0) {
         char name[GKV_NAME_MAX + 1];
         kv_rec r;
 
@@ -472,38 +493,52 @@ gkv_tensor_list(gkv_store *s, gkv_txn *tx, int with_state,
             continue;
         memcpy(name, k.mv_data, k.mv_size);
         name[k.mv_size] = '\0';
-        if (!with_state && strchr(name, '#') != NULL)
+        if (!a->with_state && strchr(name, '#') != NULL)
             continue;
-        if (rec_decode(d.mv_data, d.mv_size, &r) != 0) {
-            rc = kv__fail(s, GKV_ECORRUPT, "tensor '%s': catalog record is "
-                          "corrupt or from a newer gkv", name);
-            goto out;
+        if (rec_decode(d.mv_data, d.mv_size, &r) != 0)
+            return kv__fail(s, GKV_ECORRUPT, "tensor '%s': catalog record is "
+                            "corrupt or from a newer gkv", name);
+        if (a->cnt == a->cap) {
+            size_t cap = a->cap ? a->cap * 2 : 16;
+
+            if ((nv = gkv__realloc(a->v, cap * sizeof *nv)) == NULL)
+                return kv__fail(s, GKV_ENOMEM, "out of memory listing tensors");
+            a->v = nv;
+            a->cap = cap;
         }
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 16;
-            if ((nv = gkv__realloc(v, cap * sizeof *v)) == NULL) {
-                rc = kv__fail(s, GKV_ENOMEM, "out of memory listing tensors");
-                goto out;
-            }
-            v = nv;
-        }
-        kv__rec_to_desc(name, &r, &v[cnt++]);
+        kv__rec_to_desc(name, &r, &a->v[a->cnt++]);
     }
-    if (mrc != MDB_NOTFOUND) {
-        rc = kv__fail(s, kv__from_mdb(mrc), "catalog: %s", mdb_strerror(mrc));
+    if (mrc != MDB_NOTFOUND)
+        return kv__fail(s, kv__from_mdb(mrc), "catalog: %s", mdb_strerror(mrc));
+    return GKV_OK;
+}
+
+gkv_err
+gkv_tensor_list(gkv_store *s, gkv_txn *tx, int with_state,
+                gkv_tensor_desc **out, size_t *n)
+{
+    struct list_arg a = {.with_state = with_state};
+    kv_snap sn;
+    gkv_err rc;
+
+    kv__clear(s);
+    *out = NULL;
+    *n = 0;
+    if ((rc = kv__snap_begin(s, tx, &sn)) != GKV_OK)
+        return rc;
+    if ((rc = kv__guarded(s, sn.txn, list_fn, &a)) != GKV_OK)
         goto out;
-    }
-    if (cnt == 0 && v == NULL && (v = gkv__malloc(sizeof *v)) == NULL) {
+    if (a.cnt == 0 && a.v == NULL && (a.v = gkv__malloc(sizeof *a.v)) == NULL) {
         rc = kv__fail(s, GKV_ENOMEM, "out of memory listing tensors");
         goto out;
     }
-    *out = v;
-    *n = cnt;
-    v = NULL;
+    *out = a.v;
+    *n = a.cnt;
+    a.v = NULL;
 out:
-    gkv__free(v);
-    if (cur != NULL)
-        mdb_cursor_close(cur);
+    gkv__free(a.v);
+    if (a.cur != NULL)
+        mdb_cursor_close(a.cur);
     kv__snap_end(&sn);
     return rc;
 }
@@ -729,14 +764,58 @@ kv__chunk_sum(uint32_t tid, uint64_t c, const void *rows, size_t len)
 
 /* The version is LMDB's txn id (a read txn's is its snapshot's); a stamp
  * is the checksum in the chunk's header, which covers the tensor id. */
+/* gkv_tensor_changed's reads of the catalog and the stamps, under a
+ * guard (kv__guarded). */
+struct changed_arg {
+    const char *name;
+    uint64_t c0, *mark;
+    size_t nc, n;
+    uint8_t *changed;
+};
+
+static gkv_err
+changed_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct changed_arg *a = arg;
+    const char *name = a->name;
+    kv_rec r;
+    gkv_err rc;
+
+    if ((rc = kv__rec_get(s, txn, name, &r)) != GKV_OK)
+        return rc;
+    if (a->c0 > r.nchunks || a->nc > r.nchunks - a->c0)
+        return kv__fail(s, GKV_ERANGE, "tensor '%s' has %llu chunks; asked "
+                        "about chunks [%llu, %llu)", name,
+                        (unsigned long long)r.nchunks,
+                        (unsigned long long)a->c0,
+                        (unsigned long long)a->c0 + a->nc);
+    for (size_t i = 0; i < a->nc; i++) {
+        uint64_t sum;
+        int have;
+
+        if ((rc = kv__chunk_stamp(s, txn, r.tid, a->c0 + i, &sum,
+                                  &have)) != GKV_OK)
+            return kv__fail(s, rc, "tensor '%s': chunk %llu: %s", name,
+                            (unsigned long long)(a->c0 + i),
+                            gkv_strerror(rc));
+        sum = !have ? 0 : sum != 0 ? sum : 1;
+        if (a->mark[0] == 0 || sum != a->mark[1 + i]) {
+            if (a->changed != NULL)
+                a->changed[i] = 1;
+            a->n++;
+        }
+        a->mark[1 + i] = sum;
+    }
+    return GKV_OK;
+}
+
 gkv_err
 gkv_tensor_changed(gkv_txn *tx, const char *name, uint64_t c0, size_t nc,
                    uint64_t *mark, uint8_t *changed, size_t *nchanged)
 {
+    struct changed_arg a = {name, c0, mark, nc, 0, changed};
     gkv_store *s;
     uint64_t ver;
-    size_t n = 0;
-    kv_rec r;
     gkv_err rc = GKV_OK;
 
     if (nchanged != NULL)
@@ -754,37 +833,16 @@ gkv_tensor_changed(gkv_txn *tx, const char *name, uint64_t c0, size_t nc,
     if (ver <= mark[0])
         return GKV_OK;
     if (nc == 0) {
-        n = 1;
+        a.n = 1;
         goto out;
     }
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK ||
-        (rc = kv__rec_get(s, tx->tx_txn, name, &r)) != GKV_OK)
+        (rc = kv__guarded(s, tx->tx_txn, changed_fn, &a)) != GKV_OK)
         return rc;
-    if (c0 > r.nchunks || nc > r.nchunks - c0)
-        return kv__fail(s, GKV_ERANGE, "tensor '%s' has %llu chunks; asked "
-                        "about chunks [%llu, %llu)", name,
-                        (unsigned long long)r.nchunks, (unsigned long long)c0,
-                        (unsigned long long)c0 + nc);
-    for (size_t i = 0; i < nc; i++) {
-        uint64_t sum;
-        int have;
-
-        if ((rc = kv__chunk_stamp(s, tx->tx_txn, r.tid, c0 + i, &sum,
-                                  &have)) != GKV_OK)
-            return kv__fail(s, rc, "tensor '%s': chunk %llu: %s", name,
-                            (unsigned long long)(c0 + i), gkv_strerror(rc));
-        sum = !have ? 0 : sum != 0 ? sum : 1;
-        if (mark[0] == 0 || sum != mark[1 + i]) {
-            if (changed != NULL)
-                changed[i] = 1;
-            n++;
-        }
-        mark[1 + i] = sum;
-    }
 out:
     mark[0] = ver;
     if (nchanged != NULL)
-        *nchanged = n;
+        *nchanged = a.n;
     return rc;
 }
 
@@ -1002,13 +1060,40 @@ verify_structure(gkv_store *s, kv_snap *sn)
     return rc;
 }
 
+/* What verify checks through the map, under a guard. */
+struct verify_arg {
+    const char *name;             /* NULL: every tensor */
+    gkv_verify_report *rep;
+    gkv_tensor_desc *v;           /* the caller frees it */
+    size_t n;
+    char orphan[160];
+};
+
+static gkv_err
+verify_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct verify_arg *a = arg;
+    gkv_txn tx = {.tx_store = s, .tx_txn = txn};
+    gkv_err rc;
+
+    if (a->name != NULL)
+        return verify_one(s, txn, a->name, a->rep);
+    if ((rc = gkv_tensor_list(s, &tx, 1, &a->v, &a->n)) == GKV_OK)
+        for (size_t i = 0; i < a->n && rc == GKV_OK; i++)
+            rc = verify_one(s, txn, a->v[i].name, a->rep);
+    if (rc == GKV_OK)
+        rc = verify_next_tid(s, txn, a->v, a->n);
+    if (rc == GKV_OK)
+        rc = verify_orphans(s, txn, a->v, a->n, a->rep, a->orphan,
+                            sizeof a->orphan);
+    return rc;
+}
+
 gkv_err
 gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
 {
     gkv_verify_report local;
-    gkv_tensor_desc *v = NULL;
-    char orphan[160] = "";
-    size_t n = 0;
+    struct verify_arg a = {.v = NULL};
     kv_snap sn;
     gkv_err rc;
 
@@ -1020,19 +1105,12 @@ gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
         return rc;
     if ((rc = verify_structure(s, &sn)) != GKV_OK)
         return rc;
-    if (name != NULL) {
-        rc = verify_one(s, sn.txn, name, rep);
-    } else {
-        gkv_txn tx = {.tx_store = s, .tx_txn = sn.txn};
-        if ((rc = gkv_tensor_list(s, &tx, 1, &v, &n)) == GKV_OK)
-            for (size_t i = 0; i < n && rc == GKV_OK; i++)
-                rc = verify_one(s, sn.txn, v[i].name, rep);
-        if (rc == GKV_OK)
-            rc = verify_next_tid(s, sn.txn, v, n);
-        if (rc == GKV_OK)
-            rc = verify_orphans(s, sn.txn, v, n, rep, orphan, sizeof orphan);
-    }
-    gkv__free(v);
+    /* the structure was whole when walked; a guard still covers a change
+     * since */
+    a.name = name;
+    a.rep = rep;
+    rc = kv__guarded(s, sn.txn, verify_fn, &a);
+    gkv__free(a.v);
     kv__snap_end(&sn);
     if (rc == GKV_OK && (rep->bad_chunks > 0 || rep->orphan_keys > 0)) {
         /* the message about the first bad chunk was recorded by verify_one;
@@ -1046,11 +1124,11 @@ gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
                      (unsigned long long)(rep->bad_chunks - 1));
         if (rep->orphan_keys == 1)
             snprintf(orph, sizeof orph, "%sorphan data key: %s",
-                     rep->bad_chunks ? "; " : "", orphan);
+                     rep->bad_chunks ? "; " : "", a.orphan);
         else if (rep->orphan_keys > 1)
             snprintf(orph, sizeof orph, "%s%llu orphan data keys; first: %s",
                      rep->bad_chunks ? "; " : "",
-                     (unsigned long long)rep->orphan_keys, orphan);
+                     (unsigned long long)rep->orphan_keys, a.orphan);
         kv__fail(s, GKV_ECORRUPT, "%.400s%s%s", first, more, orph);
         return GKV_ECORRUPT;
     }

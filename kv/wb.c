@@ -748,6 +748,33 @@ flusher_stop(gkv_store *s, int restart)
     pthread_mutex_unlock(&s->st_wb_mu);
 }
 
+/* mirror_load of 'first' (unless NULL), then state_mirrors_load, under a
+ * guard (kv__guarded): what they loaded is in the mirrors, which the
+ * callers free on an error. */
+struct load_arg {
+    const char *name;
+    kv_mirror *first;
+    const kv_rec *parent;         /* NULL: first's */
+    const int *slot, *load;
+    size_t n;
+    int missing_ok;
+    kv_mirror *m;
+};
+
+static gkv_err
+load_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct load_arg *a = arg;
+    gkv_err rc;
+
+    if (a->first != NULL &&
+        (rc = mirror_load(s, txn, a->name, NULL, NULL, a->first)) != GKV_OK)
+        return rc;
+    return state_mirrors_load(s, txn, a->name, a->first != NULL ?
+                              &a->first->r : a->parent, a->slot, a->load,
+                              a->n, a->missing_ok, a->m);
+}
+
 /* ---- the API ---------------------------------------------------------- */
 
 gkv_err
@@ -801,9 +828,10 @@ gkv_writeback_start(gkv_store *s, const char *name, unsigned interval_ms)
     if ((rc = kv__snap_begin(s, NULL, &sn)) == GKV_OK) {
         static const int slot[4] = {1, 2, 3, 4}, load[4] = {1, 1, 1, 1};
 
-        if ((rc = mirror_load(s, sn.txn, name, NULL, NULL, &w->m[0])) == GKV_OK)
-            rc = state_mirrors_load(s, sn.txn, name, &w->m[0].r, slot, load,
-                                    4, 1, &w->m[1]);
+        struct load_arg a = {name, &w->m[0], NULL, slot, load, 4, 1,
+                             &w->m[1]};
+
+        rc = kv__guarded(s, sn.txn, load_fn, &a);
         kv__snap_end(&sn);
     }
     if (rc != GKV_OK) {
@@ -960,7 +988,9 @@ kv__wb_state_load(gkv_store *s, const char *name, enum kv_hkind k)
             kv__wb_load_hook(s, "");
         if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
             return rc;
-        rc = state_mirrors_load(s, sn.txn, name, &parent, slot, load, n, 0, m);
+        rc = kv__guarded(s, sn.txn, load_fn,
+                         &(struct load_arg){name, NULL, &parent, slot, load,
+                                            n, 0, m});
         kv__snap_end(&sn);
         if (rc == GKV_ENOTFOUND) {
             /* a reset that committed between our create and our snapshot

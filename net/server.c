@@ -973,7 +973,8 @@ store_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg,
             return rc;
     } else if ((rc = gkv_store_open(&s->store, o->store,
                              ((o->flags & GKV_SERVER_CREATE) ? GKV_CREATE : 0) |
-                             ((o->flags & GKV_SERVER_NOSYNC) ? GKV_NOSYNC : 0),
+                             ((o->flags & GKV_SERVER_NOSYNC) ? GKV_NOSYNC : 0) |
+                             GKV_GUARD,
                              NULL)) != GKV_OK) {
         return net__fail(rc, "%s", gkv_store_errmsg(NULL)[0] ?
                          gkv_store_errmsg(NULL) : gkv_strerror(rc));

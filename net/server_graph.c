@@ -193,7 +193,7 @@ srv__graph_open(gkv_server *s, const gkv_server_opts *o,
     gkv_err rc;
 
     if ((rc = gkv_part_open(&s->graph.part, o->part_config, o->part_id,
-                            GKV_PART_WRITABLE |
+                            GKV_PART_WRITABLE | GKV_GUARD |
                             ((o->flags & GKV_SERVER_NOSYNC) ? GKV_NOSYNC : 0)))
         != GKV_OK)
         return net__fail(rc, "partition %d of %s: %s", o->part_id,

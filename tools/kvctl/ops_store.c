@@ -59,7 +59,11 @@ store_open(struct ctx *c, unsigned flags)
             c->made_files = 1;
         }
     }
-    if ((rc = gkv_store_open(&c->s, c->path, flags, NULL)) != GKV_OK) {
+    /* GKV_GUARD: a store changed under kvctl while it works (another
+     * program writing data.mdb) ends the command with an error, not a
+     * crash */
+    if ((rc = gkv_store_open(&c->s, c->path, flags | GKV_GUARD, NULL)) !=
+        GKV_OK) {
         /* the open may fail after making the files (the map cannot be
          * reserved, the disk is full): take them away again */
         store_undo(c);
