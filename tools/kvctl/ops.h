@@ -140,6 +140,16 @@ int kvctl__origmap_open(struct origmap *o, const char *map, const char *file,
 int kvctl__origmap_perm(struct origmap *o, const char *map, uint64_t lo,
                         const char *what);
 void kvctl__origmap_close(struct origmap *o);
+/* EX. Whether mapping o (file 'map') is the one graph tensor d's IDs
+ * need, for 'verb': node/NTYPE/F the node mapping of NTYPE, edge/CANON/F
+ * the edge mapping of CANON (known from the partition config's "mapping"
+ * field, else from gkv-partition's file names node-NTYPE.npy and
+ * edge-CANON.npy), of the type's length where the config is known (the
+ * job's, or the one beside a partition's store), else at least d->hi.
+ * Any other tensor: EX_OK. */
+int kvctl__origmap_fits(const struct ctx *c, const struct origmap *o,
+                        const char *verb, const char *map,
+                        const gkv_tensor_desc *d);
 /* Rows [at, at + n) of the tensor being imported from 'data': the file's
  * own rows, or (o->inv) the file rows they map from, gathered into buf. */
 const unsigned char *kvctl__origmap_rows(const struct origmap *o,
