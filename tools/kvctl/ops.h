@@ -199,4 +199,21 @@ int kvctl__job_check(struct ctx *c, const char *verb, const gkv_tensor_desc *d,
 int kvctl__job_ids_held(const struct ctx *c, const gkv_tensor_desc *d,
                         const struct origmap *om);
 
+/* ---- the chunks read from a store, checked (chunksum.c) ---- */
+
+/* gkv_err. After a read of rows [a, a + n) of 'name' into buf through
+ * c->tx: every chunk they touch, not checked before in this run, matches
+ * the checksum in its header (chunks the read holds whole are checked in
+ * buf, the others read once more). GKV_ECORRUPT when one does not, the
+ * chunk named by kvctl__sums_msg(). */
+gkv_err kvctl__sums_range(struct ctx *c, const char *name, uint64_t a,
+                          size_t n, const void *buf);
+/* The same after a pull of ids[0..n): each chunk they lie in. */
+gkv_err kvctl__sums_ids(struct ctx *c, const char *name, const uint64_t *ids,
+                        size_t n);
+/* The last check's failure ("chunk C (rows A..B) fails its checksum..."),
+ * or NULL. */
+const char *kvctl__sums_msg(struct ctx *c);
+void kvctl__sums_free(struct ctx *c);
+
 #endif
