@@ -815,16 +815,37 @@ test_rm_rename_ls(void **state)
     free(v);
 }
 
+/* XORs byte 'at' of the f32 row 'row' (W values) with 'mask' wherever
+ * the row lies in the store's data.mdb (at least once). */
+static void
+flip_row(struct gkvt_kvctl_fx *f, const float *row, size_t at, unsigned mask)
+{
+    unsigned char *db;
+    size_t len, hits = 0;
+    char data[4200];
+    int fd;
+
+    snprintf(data, sizeof data, "%s/data.mdb", f->st);
+    db = gkvt_read_file(data, &len);
+    fd = open(data, O_WRONLY);
+    assert_true(fd >= 0);
+    for (size_t i = 0; i + W * 4 <= len; i++)
+        if (memcmp(db + i, row, W * 4) == 0) {
+            unsigned char c = db[i + at] ^ (unsigned char)mask;
+            assert_int_equal(pwrite(fd, &c, 1, (off_t)(i + at)), 1);
+            hits++;
+        }
+    close(fd);
+    free(db);
+    assert_true(hits >= 1);
+}
+
 static void
 test_verify_finds_flipped_byte(void **state)
 {
     struct gkvt_kvctl_fx *f = *state;
     float *v = make_feat(f);
-    unsigned char *db;
-    size_t len, hits = 0;
-    char data[4200];
     json_t *j;
-    int fd;
 
     assert_int_equal(kv(f, f->st, "create", "other", "--dtype", "i64",
                         "--range", "0:100", "--init", "const:3", NULL), 0);
@@ -832,18 +853,7 @@ test_verify_finds_flipped_byte(void **state)
     assert_memory_equal(f->out, "ok: ", 4);
     assert_string_equal(f->err, "");
     /* flip one byte of row 77 where it lies in data.mdb */
-    snprintf(data, sizeof data, "%s/data.mdb", f->st);
-    db = gkvt_read_file(data, &len);
-    fd = open(data, O_WRONLY);
-    for (size_t i = 0; i + W * 4 <= len; i++)
-        if (memcmp(db + i, v + 77 * W, W * 4) == 0) {
-            unsigned char c = db[i + 21] ^ 0x10;
-            assert_int_equal(pwrite(fd, &c, 1, (off_t)(i + 21)), 1);
-            hits++;
-        }
-    close(fd);
-    free(db);
-    assert_true(hits >= 1);
+    flip_row(f, v + 77 * W, 21, 0x10);
     assert_int_equal(kv(f, f->st, "verify", NULL), 1);
     assert_non_null(strstr(f->out, "CORRUPT"));
     assert_non_null(strstr(f->err, "tensor 'feat'"));
@@ -876,27 +886,12 @@ test_get_export_check_chunks(void **state)
     struct gkvt_kvctl_fx *f = *state;
     float *v = gkvt_npy_f32(path(f, "feat.npy"), N, W, 0);
     const char *want = "chunk 1 (rows 64..127) fails its checksum";
-    unsigned char *db;
-    size_t len, hits = 0;
-    char data[4200];
     gkv_npy_map m;
-    int fd;
 
     assert_int_equal(kv(f, f->st, "import", "feat", path(f, "feat.npy"),
                         "--chunk-rows", "64", NULL), 0);
     /* flip one byte of row 77 (chunk 1) where it lies in data.mdb */
-    snprintf(data, sizeof data, "%s/data.mdb", f->st);
-    db = gkvt_read_file(data, &len);
-    fd = open(data, O_WRONLY);
-    for (size_t i = 0; i + W * 4 <= len; i++)
-        if (memcmp(db + i, v + 77 * W, W * 4) == 0) {
-            unsigned char c = db[i + 9] ^ 0x01;
-            assert_int_equal(pwrite(fd, &c, 1, (off_t)(i + 9)), 1);
-            hits++;
-        }
-    close(fd);
-    free(db);
-    assert_true(hits >= 1);
+    flip_row(f, v + 77 * W, 9, 0x01);
 
     assert_int_equal(kv(f, f->st, "get", "feat", "77", NULL), 1);
     assert_string_equal(f->out, "");

@@ -267,22 +267,20 @@ map_kind(const gkv_pbook *b, const char *map, int *node, char *type)
     const char *base = strrchr(map, '/'), *name;
     size_t n;
 
-    for (int t = 0; b != NULL && t < gkv_pbook_num_ntypes(b); t++)
-        if (same_file(gkv_pbook_node_mapping(b, t), map) &&
-            (name = gkv_pbook_ntype_name(b, t)) != NULL &&
-            strlen(name) <= GKV_NAME_MAX) {
-            *node = 1;
-            strcpy(type, name);
-            return 1;
-        }
-    for (int t = 0; b != NULL && t < gkv_pbook_num_etypes(b); t++)
-        if (same_file(gkv_pbook_edge_mapping(b, t), map) &&
-            (name = gkv_pbook_etype_name(b, t)) != NULL &&
-            strlen(name) <= GKV_NAME_MAX) {
-            *node = 0;
-            strcpy(type, name);
-            return 1;
-        }
+    for (int k = 1; b != NULL && k >= 0; k--) {      /* nodes, then edges */
+        int nt = k ? gkv_pbook_num_ntypes(b) : gkv_pbook_num_etypes(b);
+
+        for (int t = 0; t < nt; t++)
+            if (same_file(k ? gkv_pbook_node_mapping(b, t) :
+                              gkv_pbook_edge_mapping(b, t), map) &&
+                (name = k ? gkv_pbook_ntype_name(b, t) :
+                            gkv_pbook_etype_name(b, t)) != NULL &&
+                strlen(name) <= GKV_NAME_MAX) {
+                *node = k;
+                strcpy(type, name);
+                return 1;
+            }
+    }
     base = base != NULL ? base + 1 : map;
     n = strlen(base);
     if (n < 10 || strcmp(base + n - 4, ".npy") != 0)
