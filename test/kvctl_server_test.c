@@ -860,6 +860,21 @@ test_get_by_original_id(void **state)
                             path(f, "wrong.npy"), "--orig-ids", emap, NULL), 1);
         assert_non_null(strstr(f->err, "needs the mapping of nodes"));
         assert_int_equal(access(path(f, "wrong.npy"), F_OK), -1);
+        /* import: a file of as many rows as the edge mapping has entries */
+        {
+            gkv_npy_map em;
+            float *ef;
+
+            GKVT_OK(gkv_npy_map_open(&em, emap, NULL, 0));
+            ef = gkvt_npy_f32(path(f, "efeat.npy"), em.hdr.shape[0], FW, 0);
+            gkv_npy_map_close(&em);
+            free(ef);
+        }
+        assert_int_equal(kv(f, part0, "import", "node/_N/feat",
+                            path(f, "efeat.npy"), "--replace", "--orig-ids",
+                            emap, NULL), 1);
+        assert_non_null(strstr(f->err, "import: --orig-ids"));
+        assert_non_null(strstr(f->err, "needs the mapping of nodes"));
         /* the node mapping under another name: its kind is the config's */
         {
             gkv_npy_map nm;

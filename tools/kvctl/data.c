@@ -435,8 +435,13 @@ kvctl__cmd_import(struct ctx *c)
     sp.hi = sp.lo + rows;
     sp.init = GKV_INIT_ZEROS;           /* unwritten zeros cost nothing */
     if (c->opt[O_ORIG_IDS] != NULL) {
+        gkv_tensor_desc td = {.hi = 0};     /* only its name is asked */
+
+        snprintf(td.name, sizeof td.name, "%s", name);
         if ((ex = kvctl__origmap_open(&om, c->opt[O_ORIG_IDS], file, rows))
-            != EX_OK)
+            != EX_OK ||
+            (ex = kvctl__origmap_fits(c, &om, "import", c->opt[O_ORIG_IDS],
+                                      &td)) != EX_OK)
             goto out;
         omp = &om;
         ex = EX_FAIL;
