@@ -71,7 +71,16 @@ NVCC_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_75,code=c
 ifeq ($(USE_CUDA)$(if $(GPU_SRC),x,),1x)
 GKV_CFLAGS += -DGKV_HAVE_CUDA=1
 GPU_OBJ := $(GPU_SRC:%.cu=$(BUILD)/%.o) $(GPU_CSRC:%.c=$(BUILD)/%.o)
-CUDA_LIBDIR := /usr/local/cuda/lib64
+# The CUDA runtime's directory, lib64 or else lib of: `make CUDA_HOME=DIR`,
+# else the toolkit the nvcc in use lives in (NVCC=/opt/cuda-12.4/bin/nvcc
+# links /opt/cuda-12.4/lib64: the runtime of the compiler), else
+# $CUDA_HOME from the environment.
+ifneq ($(origin CUDA_HOME),command line)
+CUDA_HOME := $(or $(shell cd "$$(dirname "$$(command -v $(NVCC))")/.." \
+  2>/dev/null && pwd),$(CUDA_HOME))
+endif
+CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/lib) \
+  $(CUDA_HOME)/lib64)
 CUDA_LIBS := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart
 LIBS    += $(CUDA_LIBS)
 GPU_HEADERS := $(wildcard gpu/gkv_*.h)
@@ -247,23 +256,16 @@ $(sort $(LIB_OBJ) $(EMU_OBJ) $(TCOMMON_OBJ) $(THELP_OBJ) \
   $(foreach d,$(TOOL_DIRS),$(call tool_obj,$(d))) \
   $(shell find $(BUILD) -name '*.o' 2>/dev/null)): $(BUILD)/flags
 
-# The CUDA runtime's directory is the variable cudalibdir (its value the
-# directory this build linked against), named by Libs.private only through
-# it: a user whose CUDA is elsewhere builds with `pkg-config
-# --define-variable=cudalibdir=DIR`. A variable rather than CUDA's own
-# pkg-config module, because the toolkit's runfile installer ships none,
-# and NVIDIA's packages name theirs after the CUDA version (cudart-12.4),
-# which gkv.pc would then have to name. A variable, not a path under
-# ${prefix}: the staged install is used with `pkg-config --define-prefix`
-# (README.md), which moves prefix and leaves cudalibdir where CUDA is;
-# PKG_CONFIG_SYSROOT_DIR would move it too.
-# A CUDA=no build has neither the variable nor any CUDA flag.
-PC_CUDA_VAR  := $(if $(CUDA_LIBS),cudalibdir=$(CUDA_LIBDIR)\n)
-PC_CUDA_LIBS := $(if $(CUDA_LIBS),$(subst $(CUDA_LIBDIR),$${cudalibdir},$(CUDA_LIBS)))
+# gkv.pc names the CUDA runtime (-lcudart, for a static link) but not
+# the directory this build found it in: that is the build machine's, and
+# a user's CUDA may lie elsewhere. Where it is outside the linker's and
+# loader's default paths, the user adds -L DIR (and an rpath) of their
+# own, as README.md says. A CUDA=no build names no CUDA at all.
+PC_CUDA_LIBS := $(if $(CUDA_LIBS),-lcudart)
 
 $(BUILD)/gkv.pc: Makefile kv/gkv_kv.h $(BUILD)/gkv.pc.vars
 	@mkdir -p $(BUILD)
-	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n$(PC_CUDA_VAR)\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson nanomsg libsodium\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread $(PC_CUDA_LIBS)\nCflags: -I$${includedir}/gkv\n' \
+	@printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: gkv\nDescription: embeddable key-value store engine with graph semantics\nVersion: %s\nRequires.private: lmdb libxxhash jansson nanomsg libsodium\nLibs: -L$${libdir} -lgkv\nLibs.private: -lmetis -lm -lpthread $(PC_CUDA_LIBS)\nCflags: -I$${includedir}/gkv\n' \
 	  '$(PREFIX)' "$$(sed -n 's/^#define GKV_VERSION_STRING "\(.*\)"/\1/p' kv/gkv_kv.h)" > $@
 
 # ---- set-up, tests, benchmarks ------------------------------------------------

@@ -124,6 +124,8 @@ struct walk {
     char why[400];
     uint32_t bad_tid_lo, bad_tid_hi;  /* data: the tensor ids of the page */
     int bad_has_tid;          /* bit 0: bad_tid_lo known, bit 1: _hi */
+    int bad_noted;            /* note_tids ran for the fault: a data page's
+                               * (no bound known: its root, any tensor's) */
     struct tname *names;
     size_t nnames, cnames;
     kv_walk_info *info;
@@ -206,8 +208,9 @@ struct key { const unsigned char *p; size_t len; int set; };
 static void
 note_tids(struct walk *w, const struct key *lo, const struct key *hi)
 {
-    if (!w->d.is_data || w->bad_has_tid)
+    if (!w->d.is_data || w->bad_noted)
         return;
+    w->bad_noted = 1;
     w->bad_has_tid = (lo->set && lo->len >= 4) | (hi->set && hi->len >= 4) << 1;
     w->bad_tid_lo = w->bad_has_tid & 1 ? kv__key_tid(lo->p) : 0;
     w->bad_tid_hi = w->bad_has_tid & 2 ? kv__key_tid(hi->p) : UINT32_MAX;
@@ -473,10 +476,14 @@ walk_nodes(struct walk *w, uint64_t pg, unsigned char *p, unsigned depth,
         if (flags == P_LEAF) {
             uint64_t dsize = get16(n) | (uint64_t)get16(n + 2) << 16;
             struct key k = {n + NODE, klen, 1};
+            /* asked before: a named database's walk that fails leaves its
+             * state in w->d, and a main-tree leaf's key ("data") is no
+             * tensor id */
+            int data_leaf = w->d.is_data;
 
             w->d.n_entries++;
             if (leaf_value(w, pg, i, n, n + NODE, klen, dsize) != 0) {
-                if (w->d.is_data)
+                if (data_leaf)
                     note_tids(w, &k, &k);
                 return -1;
             }
@@ -779,7 +786,10 @@ kv__walk(gkv_store *s, const char *path, int fd, uint64_t txnid,
             snprintf(at, sizeof at, " page %llu", (unsigned long long)w.bad_pg);
         else
             snprintf(at, sizeof at, " record");
-        if (w.bad_has_tid) {
+        if (w.bad_noted && !w.bad_has_tid) {
+            /* the data tree's root: its keys are every tensor's */
+            snprintf(tn, sizeof tn, ", any tensor");
+        } else if (w.bad_has_tid) {
             const char *nm = NULL;
             uint32_t a = w.bad_tid_lo, b = w.bad_tid_hi;
 

@@ -8,6 +8,7 @@
  * twice. wb.pat is fixed at open; wb.taken and wb.held are atomics.
  */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <nanomsg/nn.h>
@@ -242,19 +243,68 @@ tensor_desc(gkv_server *s, srv_req *r, gkv_txn *tx, const char *what,
     return GKV_OK;
 }
 
+/* After a range error of ids[0..n) of tensor d, from a server of a
+ * partition: for a graph feature (node/T/F, edge/E/F, and their state)
+ * whose type the partition book knows, which partition owns the first ID
+ * outside d's range, and --ip-config; "" otherwise. Into buf. */
+static const char *
+owner_hint(const gkv_server *s, const gkv_tensor_desc *d,
+           const uint64_t *ids, uint64_t n, char *buf, size_t len)
+{
+    const gkv_pbook *b = s->graph.book;
+    const char *slash;
+    char type[GKV_NAME_MAX + 1];
+    int edge = strncmp(d->name, "edge/", 5) == 0, t;
+    int64_t v = -1;
+    int32_t part;
+    uint64_t i;
+
+    buf[0] = '\0';
+    if (b == NULL || s->graph.part == NULL ||
+        (!edge && strncmp(d->name, "node/", 5) != 0) ||
+        (slash = strchr(d->name + 5, '/')) == NULL)
+        return buf;
+    snprintf(type, sizeof type, "%.*s", (int)(slash - d->name - 5),
+             d->name + 5);
+    if ((edge ? gkv_pbook_etype_find(b, type, &t) :
+                gkv_pbook_ntype_find(b, type, &t)) != GKV_OK)
+        return buf;
+    for (i = 0; i < n && v < 0; i++)
+        if ((ids[i] < d->lo || ids[i] >= d->hi) && ids[i] <= INT64_MAX)
+            v = (int64_t)ids[i];
+    if (v < 0)
+        return buf;
+    if ((edge ? gkv_pbook_edge_owner(b, t, &v, 1, &part) :
+                gkv_pbook_node_owner(b, t, &v, 1, &part)) == GKV_OK)
+        snprintf(buf, len, ": partition %d owns ID %lld; this server serves "
+                 "partition %d: ask the whole job (kvctl --ip-config FILE, "
+                 "gkv_client_connect with its ip_config)", (int)part,
+                 (long long)v, gkv_part_id(s->graph.part));
+    else
+        snprintf(buf, len, ": no partition owns ID %lld: the graph has %lld "
+                 "%s of type '%s'", (long long)v, (long long)(edge ?
+                 gkv_pbook_num_edges(b, t) : gkv_pbook_num_nodes(b, t)),
+                 edge ? "edges" : "nodes", type);
+    return buf;
+}
+
 /* Fills 'rows' (n of d's rows) with zeros for IDs in d's range: the rows
  * of optimizer state not created yet. GKV_OK, or r failed. */
 static gkv_err
-pull_zeros(srv_req *r, const char *name, const gkv_tensor_desc *d,
-           const uint64_t *ids, uint64_t n, unsigned char *rows, size_t bytes)
+pull_zeros(const gkv_server *s, srv_req *r, const char *name,
+           const gkv_tensor_desc *d, const uint64_t *ids, uint64_t n,
+           unsigned char *rows, size_t bytes)
 {
+    char hint[320];
+
     for (uint64_t i = 0; i < n; i++)
         if (ids[i] < d->lo || ids[i] >= d->hi)
             return srv__fail(r, GKV_ERANGE, "tensor '%s': ID %llu (index "
-                             "%llu) is outside [%llu, %llu)", name,
+                             "%llu) is outside [%llu, %llu)%s", name,
                              (unsigned long long)ids[i],
                              (unsigned long long)i, (unsigned long long)d->lo,
-                             (unsigned long long)d->hi);
+                             (unsigned long long)d->hi,
+                             owner_hint(s, d, ids, n, hint, sizeof hint));
     if (bytes > 0)
         memset(rows, 0, bytes);
     return GKV_OK;
@@ -314,10 +364,15 @@ op_pull(gkv_server *s, srv_req *r)
     net__wr_u64(&w, d.row_bytes);
     rows = net__wr_arr(&w, bytes);
     if (zeros)
-        rc = pull_zeros(r, pq.name, &d, ids, pq.n, rows, bytes);
+        rc = pull_zeros(s, r, pq.name, &d, ids, pq.n, rows, bytes);
     else if ((rc = gkv_tensor_pull(s->store, tx, pq.name, ids, (size_t)pq.n,
-                                   rows, bytes)) != GKV_OK)
-        srv__fail(r, rc, "%s", gkv_store_errmsg(s->store));
+                                   rows, bytes)) != GKV_OK) {
+        char hint[320] = "";
+
+        if (rc == GKV_ERANGE)
+            owner_hint(s, &d, ids, pq.n, hint, sizeof hint);
+        srv__fail(r, rc, "%s%s", gkv_store_errmsg(s->store), hint);
+    }
     if (rc != GKV_OK)
         goto out;       /* the core frees r->out */
     r->out_len = w.off;
@@ -390,7 +445,11 @@ op_push(gkv_server *s, srv_req *r)
     rc = gkv_tensor_push(s->store, pq.name, ids, (size_t)pq.n, rows,
                          (size_t)(pq.n * pq.row_bytes), &pa);
     if (rc != GKV_OK) {
-        srv__fail(r, rc, "%s", gkv_store_errmsg(s->store));
+        char hint[320] = "";
+
+        if (rc == GKV_ERANGE)
+            owner_hint(s, &d, ids, pq.n, hint, sizeof hint);
+        srv__fail(r, rc, "%s%s", gkv_store_errmsg(s->store), hint);
         goto out;
     }
     atomic_fetch_add_explicit(&s->stats.pushes, 1, memory_order_relaxed);

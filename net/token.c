@@ -46,7 +46,10 @@ gkv_token_load(const char *path, char *buf, size_t cap)
         return net__fail(GKV_EINVAL, "token: no file or no buffer");
     buf[0] = '\0';
     lim = cap - 1 < GKV_TOKEN_MAX ? cap - 1 : GKV_TOKEN_MAX;
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    /* O_NONBLOCK: opening a FIFO without a writer (or a tty, a device)
+     * returns at once, for the check below to refuse it; a regular
+     * file's reads never block */
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) < 0)
         return net__fail(gkv__from_errno(errno), "token file %s: %s", path,
                          strerror(errno));
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {

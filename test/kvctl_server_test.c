@@ -836,6 +836,65 @@ test_get_by_original_id(void **state)
     assert_non_null(strstr(f->err, "original ID 120 is not in the mapping: it "
                                    "has 120 entries"));
     assert_string_equal(f->out, "");
+    /* a mapping of the wrong kind (the edges') or length is refused,
+     * naming what the tensor needs: without the check its new IDs are
+     * another node's row */
+    {
+        char emap[4200], cmd_ids[64];
+        int64_t idm[60];
+
+        snprintf(emap, sizeof emap, "%s/g/mapping/edge-_N:_E:_N.npy", f->dir);
+        snprintf(cmd_ids, sizeof cmd_ids, "%lld", (long long)o0);
+        assert_int_equal(kv(f, part0, "get", "node/_N/feat", cmd_ids,
+                            "--orig-ids", emap, NULL), 1);
+        if (strstr(f->err, "it is the mapping of edges of type '_N:_E:_N'") ==
+            NULL || strstr(f->err, "tensor 'node/_N/feat' needs the mapping "
+                           "of nodes of type '_N' (mapping/node-_N.npy)") ==
+            NULL)
+            fail_msg("stderr: %s", f->err);
+        assert_string_equal(f->out, "");
+        assert_int_equal(kv(f, part0, "put", "node/_N/feat", cmd_ids,
+                            "9,9,9,9", "--orig-ids", emap, NULL), 1);
+        assert_non_null(strstr(f->err, "needs the mapping of nodes"));
+        assert_int_equal(kv(f, part0, "export", "node/_N/feat",
+                            path(f, "wrong.npy"), "--orig-ids", emap, NULL), 1);
+        assert_non_null(strstr(f->err, "needs the mapping of nodes"));
+        assert_int_equal(access(path(f, "wrong.npy"), F_OK), -1);
+        /* import: a file of as many rows as the edge mapping has entries */
+        {
+            gkv_npy_map em;
+            float *ef;
+
+            GKVT_OK(gkv_npy_map_open(&em, emap, NULL, 0));
+            ef = gkvt_npy_f32(path(f, "efeat.npy"), em.hdr.shape[0], FW, 0);
+            gkv_npy_map_close(&em);
+            free(ef);
+        }
+        assert_int_equal(kv(f, part0, "import", "node/_N/feat",
+                            path(f, "efeat.npy"), "--replace", "--orig-ids",
+                            emap, NULL), 1);
+        assert_non_null(strstr(f->err, "import: --orig-ids"));
+        assert_non_null(strstr(f->err, "needs the mapping of nodes"));
+        /* the node mapping under another name: its kind is the config's */
+        {
+            gkv_npy_map nm;
+            GKVT_OK(gkv_npy_map_open(&nm, map, NULL, 0));
+            gkvt_npy_i64(path(f, "mine.npy"), nm.data, NN, 1);
+            gkv_npy_map_close(&nm);
+        }
+        assert_int_equal(kv(f, part0, "get", "node/_N/feat", cmd_ids,
+                            "--orig-ids", path(f, "mine.npy"), NULL), 0);
+        assert_string_equal(f->out + strlen(cmd_ids), ": 1 2 3 4.5\n");
+        /* one of the wrong length: the config says 120 nodes */
+        for (int i = 0; i < 60; i++)
+            idm[i] = i;
+        gkvt_npy_i64(path(f, "short.npy"), idm, 60, 1);
+        assert_int_equal(kv(f, part0, "get", "node/_N/feat", "3",
+                            "--orig-ids", path(f, "short.npy"), NULL), 1);
+        assert_non_null(strstr(f->err, "it has 60 entries, but the graph has "
+                                       "120 nodes of type '_N'"));
+        assert_string_equal(f->out, "");
+    }
     /* a plain tensor's IDs are its own: no note */
     assert_int_equal(kv(f, f->st, "create", "t", "--dtype", "i64", "--range",
                         "0:4", NULL), 0);
@@ -882,6 +941,10 @@ test_get_by_original_id(void **state)
     assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", ids_s,
                         NULL), 1);
     assert_non_null(strstr(f->err, "partition 1 owns it"));
+    assert_int_equal(kv(f, "--server", addr, "get", "node/_N/feat", "3",
+                        "--orig-ids", path(f, "g/mapping/edge-_N:_E:_N.npy"),
+                        NULL), 1);
+    assert_non_null(strstr(f->err, "needs the mapping of nodes of type '_N'"));
     assert_int_equal(kv(f, "--server", addr, "put", "node/_N/feat", ids_s,
                         "1,2,3,4", NULL), 1);
     assert_non_null(strstr(f->err, "partition 1 owns it"));

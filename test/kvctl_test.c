@@ -815,16 +815,37 @@ test_rm_rename_ls(void **state)
     free(v);
 }
 
+/* XORs byte 'at' of the f32 row 'row' (W values) with 'mask' wherever
+ * the row lies in the store's data.mdb (at least once). */
+static void
+flip_row(struct gkvt_kvctl_fx *f, const float *row, size_t at, unsigned mask)
+{
+    unsigned char *db;
+    size_t len, hits = 0;
+    char data[4200];
+    int fd;
+
+    snprintf(data, sizeof data, "%s/data.mdb", f->st);
+    db = gkvt_read_file(data, &len);
+    fd = open(data, O_WRONLY);
+    assert_true(fd >= 0);
+    for (size_t i = 0; i + W * 4 <= len; i++)
+        if (memcmp(db + i, row, W * 4) == 0) {
+            unsigned char c = db[i + at] ^ (unsigned char)mask;
+            assert_int_equal(pwrite(fd, &c, 1, (off_t)(i + at)), 1);
+            hits++;
+        }
+    close(fd);
+    free(db);
+    assert_true(hits >= 1);
+}
+
 static void
 test_verify_finds_flipped_byte(void **state)
 {
     struct gkvt_kvctl_fx *f = *state;
     float *v = make_feat(f);
-    unsigned char *db;
-    size_t len, hits = 0;
-    char data[4200];
     json_t *j;
-    int fd;
 
     assert_int_equal(kv(f, f->st, "create", "other", "--dtype", "i64",
                         "--range", "0:100", "--init", "const:3", NULL), 0);
@@ -832,18 +853,7 @@ test_verify_finds_flipped_byte(void **state)
     assert_memory_equal(f->out, "ok: ", 4);
     assert_string_equal(f->err, "");
     /* flip one byte of row 77 where it lies in data.mdb */
-    snprintf(data, sizeof data, "%s/data.mdb", f->st);
-    db = gkvt_read_file(data, &len);
-    fd = open(data, O_WRONLY);
-    for (size_t i = 0; i + W * 4 <= len; i++)
-        if (memcmp(db + i, v + 77 * W, W * 4) == 0) {
-            unsigned char c = db[i + 21] ^ 0x10;
-            assert_int_equal(pwrite(fd, &c, 1, (off_t)(i + 21)), 1);
-            hits++;
-        }
-    close(fd);
-    free(db);
-    assert_true(hits >= 1);
+    flip_row(f, v + 77 * W, 21, 0x10);
     assert_int_equal(kv(f, f->st, "verify", NULL), 1);
     assert_non_null(strstr(f->out, "CORRUPT"));
     assert_non_null(strstr(f->err, "tensor 'feat'"));
@@ -863,6 +873,57 @@ test_verify_finds_flipped_byte(void **state)
     assert_int_equal(json_integer_value(json_object_get(
         json_object_get(j, "first_bad"), "chunk")), 0);
     json_decref(j);
+    free(v);
+}
+
+/* get and export check each chunk they read against its checksum: a row
+ * whose stored bytes changed is refused with an error naming the tensor
+ * and the chunk (it was printed, changed, with exit 0); rows of the other
+ * chunks still come, byte for byte. */
+static void
+test_get_export_check_chunks(void **state)
+{
+    struct gkvt_kvctl_fx *f = *state;
+    float *v = gkvt_npy_f32(path(f, "feat.npy"), N, W, 0);
+    const char *want = "chunk 1 (rows 64..127) fails its checksum";
+    gkv_npy_map m;
+
+    assert_int_equal(kv(f, f->st, "import", "feat", path(f, "feat.npy"),
+                        "--chunk-rows", "64", NULL), 0);
+    /* flip one byte of row 77 (chunk 1) where it lies in data.mdb */
+    flip_row(f, v + 77 * W, 9, 0x01);
+
+    assert_int_equal(kv(f, f->st, "get", "feat", "77", NULL), 1);
+    assert_string_equal(f->out, "");
+    if (strstr(f->err, "tensor 'feat'") == NULL || strstr(f->err, want) == NULL)
+        fail_msg("stderr: %s", f->err);
+    /* another row of that chunk, among good ones, and --json */
+    assert_int_equal(kv(f, "--json", f->st, "get", "feat", "3,100,200", NULL),
+                     1);
+    assert_string_equal(f->out, "");
+    assert_non_null(strstr(f->err, want));
+    /* rows of other chunks */
+    assert_int_equal(kv(f, f->st, "get", "feat", "63", NULL), 0);
+    check_line(f->out, 63);
+    assert_int_equal(kv(f, f->st, "get", "feat", "128", NULL), 0);
+    check_line(f->out, 128);
+    /* export: refused, no file left */
+    assert_int_equal(kv(f, f->st, "export", "feat", path(f, "bad.npy"), NULL),
+                     1);
+    if (strstr(f->err, "export: tensor 'feat'") == NULL ||
+        strstr(f->err, want) == NULL)
+        fail_msg("stderr: %s", f->err);
+    assert_int_equal(access(path(f, "bad.npy"), F_OK), -1);
+    assert_int_equal(kv(f, f->st, "export", "feat", path(f, "bad.npy"),
+                        "--range", "70:80", NULL), 1);
+    assert_non_null(strstr(f->err, want));
+    /* a range that leaves the chunk out: byte for byte */
+    assert_int_equal(kv(f, f->st, "export", "feat", path(f, "rest.npy"),
+                        "--range", "128:3000", NULL), 0);
+    GKVT_OK(gkv_npy_map_open(&m, path(f, "rest.npy"), NULL, 0));
+    assert_int_equal(m.hdr.shape[0], N - 128);
+    assert_memory_equal(m.data, v + 128 * W, (size_t)(N - 128) * W * 4);
+    gkv_npy_map_close(&m);
     free(v);
 }
 
@@ -1454,6 +1515,7 @@ main(void)
         T(test_huge_range_output),
         T(test_rm_rename_ls),
         T(test_verify_finds_flipped_byte),
+        T(test_get_export_check_chunks),
         T(test_bad_import_changes_nothing),
         T(test_failed_open_leaves_nothing),
         T(test_import_orig_ids),

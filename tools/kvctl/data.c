@@ -203,6 +203,8 @@ kvctl__cmd_put(struct ctx *c)
     orig = id;
     if (c->opt[O_ORIG_IDS] != NULL &&
         ((ex = kvctl__origmap_load(&map, "put", c->opt[O_ORIG_IDS])) != EX_OK ||
+         (ex = kvctl__origmap_fits(c, &map, "put", c->opt[O_ORIG_IDS], &d)) !=
+         EX_OK ||
          (ex = kvctl__origmap_id(&map, "put", c->opt[O_ORIG_IDS], orig, &id)) !=
          EX_OK))
         goto out;
@@ -433,8 +435,13 @@ kvctl__cmd_import(struct ctx *c)
     sp.hi = sp.lo + rows;
     sp.init = GKV_INIT_ZEROS;           /* unwritten zeros cost nothing */
     if (c->opt[O_ORIG_IDS] != NULL) {
+        gkv_tensor_desc td = {.hi = 0};     /* only its name is asked */
+
+        snprintf(td.name, sizeof td.name, "%s", name);
         if ((ex = kvctl__origmap_open(&om, c->opt[O_ORIG_IDS], file, rows))
-            != EX_OK)
+            != EX_OK ||
+            (ex = kvctl__origmap_fits(c, &om, "import", c->opt[O_ORIG_IDS],
+                                      &td)) != EX_OK)
             goto out;
         omp = &om;
         ex = EX_FAIL;
@@ -536,7 +543,8 @@ orig_ids_open(struct ctx *c, const char *file, const gkv_tensor_desc *d,
                      c->server != NULL ? " as the server holds it" : "";
     int ex;
 
-    if ((ex = kvctl__origmap_load(m, "export", file)) != EX_OK)
+    if ((ex = kvctl__origmap_load(m, "export", file)) != EX_OK ||
+        (ex = kvctl__origmap_fits(c, m, "export", file, d)) != EX_OK)
         return ex;
     *count = m->n;
     for (uint64_t i = 0; i < *count; i++) {

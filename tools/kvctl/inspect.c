@@ -196,7 +196,9 @@ kvctl__cmd_get(struct ctx *c)
     }
     if (c->opt[O_ORIG_IDS] != NULL) {
         if ((ex = kvctl__origmap_load(&map, "get", c->opt[O_ORIG_IDS])) !=
-            EX_OK)
+            EX_OK ||
+            (ex = kvctl__origmap_fits(c, &map, "get", c->opt[O_ORIG_IDS], &d))
+            != EX_OK)
             goto out;
         om = &map;
     }

@@ -23,6 +23,7 @@
  *   data.c        put, create, import, export
  *   admin.c       rm, rename, reset-opt
  *   verify.c      verify
+ *   chunksum.c    the checksums of the chunks get and export read
  *
  * kvctl uses only the public API (gkv.h), so it doubles as an example of
  * it. Exit status: 0 ok; 1 the operation failed (the reason on stderr, as
@@ -73,6 +74,7 @@ struct ctx {
     gkv_store *s;
     gkv_txn *tx;                 /* a command's read snapshot, or NULL */
     int made_dir, made_files;    /* this run created the store (undo on failure) */
+    struct kvctl_sums *sums;     /* the chunks read and checked (chunksum.c) */
     /* servers (ops_server.c) */
     const char *server;          /* --server HOST:PORT, else NULL */
     const char *ipc;             /* --ip-config FILE, else NULL */

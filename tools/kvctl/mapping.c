@@ -1,10 +1,12 @@
 /* mapping.c - import's and export's --orig-ids MAPPING.npy (row i of FILE
  * is the row of new ID MAPPING[i]), and the check that a file's rows are
  * rows of a tensor. */
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kvctl.h"
 #include "ops.h"
@@ -186,4 +188,186 @@ kvctl__rows_fit(const char *file, const gkv_npy_map *m,
                            file, gkv_strerror(GKV_ERANGE), rows, lo, what,
                            d->name, d->lo, d->hi);
     return EX_OK;
+}
+
+/* ---- which mapping a graph tensor needs ---------------------------------- */
+
+/* The partition book that describes c's tensors: the job's (through
+ * servers), or for a store directory the config in its parent directory
+ * (gkv-partition writes OUTDIR/NAME.json beside OUTDIR/part-N) whose
+ * partition list names that store; opened into *own (close it). NULL
+ * when there is none. */
+static const gkv_pbook *
+ctx_pbook(const struct ctx *c, gkv_pbook **own)
+{
+    char dir[4200], cfg[4400], *st = NULL, *pp;
+    struct dirent *e;
+    DIR *dp = NULL;
+    size_t len;
+
+    *own = NULL;
+    if (c->cl != NULL)
+        return gkv_client_pbook(c->cl);
+    if (c->remote || c->path == NULL ||
+        (len = strlen(c->path)) >= sizeof dir ||
+        (st = realpath(c->path, NULL)) == NULL)
+        goto out;
+    memcpy(dir, c->path, len + 1);
+    while (len > 1 && dir[len - 1] == '/')
+        dir[--len] = '\0';
+    if ((pp = strrchr(dir, '/')) == NULL)
+        strcpy(dir, ".");
+    else
+        pp[pp == dir ? 1 : 0] = '\0';
+    if ((dp = opendir(dir)) == NULL)
+        goto out;
+    while (*own == NULL && (e = readdir(dp)) != NULL) {
+        size_t n = strlen(e->d_name);
+        gkv_pbook *b;
+
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0 ||
+            (size_t)snprintf(cfg, sizeof cfg, "%s/%s", dir, e->d_name) >=
+            sizeof cfg || gkv_pbook_open(&b, cfg) != GKV_OK)
+            continue;
+        for (int k = 0; k < gkv_pbook_num_parts(b) && *own == NULL; k++) {
+            const char *p = gkv_pbook_part_path(b, k);
+            char *rp = p != NULL ? realpath(p, NULL) : NULL;
+
+            if (rp != NULL && strcmp(rp, st) == 0)
+                *own = b;
+            free(rp);
+        }
+        if (*own == NULL)
+            gkv_pbook_close(b);
+    }
+out:
+    if (dp != NULL)
+        closedir(dp);
+    free(st);
+    return *own;
+}
+
+/* Whether two paths name one file (both exist). */
+static int
+same_file(const char *a, const char *b)
+{
+    struct stat x, y;
+
+    return a != NULL && b != NULL && stat(a, &x) == 0 && stat(b, &y) == 0 &&
+           x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* The kind of mapping file 'map': from the partition book (the file its
+ * "mapping" field names for a type), else from its name as gkv-partition
+ * writes it (mapping/node-NTYPE.npy, mapping/edge-SRC:REL:DST.npy). 1 with
+ * *node and type (GKV_NAME_MAX + 1 bytes) set; 0 when not known. */
+static int
+map_kind(const gkv_pbook *b, const char *map, int *node, char *type)
+{
+    const char *base = strrchr(map, '/'), *name;
+    size_t n;
+
+    for (int k = 1; b != NULL && k >= 0; k--) {      /* nodes, then edges */
+        int nt = k ? gkv_pbook_num_ntypes(b) : gkv_pbook_num_etypes(b);
+
+        for (int t = 0; t < nt; t++)
+            if (same_file(k ? gkv_pbook_node_mapping(b, t) :
+                              gkv_pbook_edge_mapping(b, t), map) &&
+                (name = k ? gkv_pbook_ntype_name(b, t) :
+                            gkv_pbook_etype_name(b, t)) != NULL &&
+                strlen(name) <= GKV_NAME_MAX) {
+                *node = k;
+                strcpy(type, name);
+                return 1;
+            }
+    }
+    base = base != NULL ? base + 1 : map;
+    n = strlen(base);
+    if (n < 10 || strcmp(base + n - 4, ".npy") != 0)
+        return 0;
+    if (strncmp(base, "node-", 5) == 0)
+        *node = 1;
+    else if (strncmp(base, "edge-", 5) == 0)
+        *node = 0;
+    else
+        return 0;
+    if (n - 9 > GKV_NAME_MAX)
+        return 0;
+    memcpy(type, base + 5, n - 9);
+    type[n - 9] = '\0';
+    return 1;
+}
+
+/* Whether type names a and b are one type of b's kind: equal, or for
+ * edges the same type by its relation or its canonical SRC:REL:DST. */
+static int
+same_type(const gkv_pbook *b, int node, const char *x, const char *y)
+{
+    int tx, ty;
+
+    if (strcmp(x, y) == 0)
+        return 1;
+    if (b == NULL)
+        return 0;
+    if (node)
+        return gkv_pbook_ntype_find(b, x, &tx) == GKV_OK &&
+               gkv_pbook_ntype_find(b, y, &ty) == GKV_OK && tx == ty;
+    return gkv_pbook_etype_find(b, x, &tx) == GKV_OK &&
+           gkv_pbook_etype_find(b, y, &ty) == GKV_OK && tx == ty;
+}
+
+int
+kvctl__origmap_fits(const struct ctx *c, const struct origmap *o,
+                    const char *verb, const char *map,
+                    const gkv_tensor_desc *d)
+{
+    char need[GKV_NAME_MAX + 1], have[GKV_NAME_MAX + 1];
+    const char *name = d->name, *slash;
+    int node = strncmp(name, "node/", 5) == 0, hnode, t, ex = EX_OK;
+    gkv_pbook *own;
+    const gkv_pbook *b;
+    int64_t k = -1;
+
+    /* only a graph's feature (node/NTYPE/F, edge/SRC:REL:DST/F) names its
+     * ID space */
+    if ((!node && strncmp(name, "edge/", 5) != 0) ||
+        (slash = strchr(name + 5, '/')) == NULL ||
+        (size_t)(slash - name - 5) >= sizeof need)
+        return EX_OK;
+    memcpy(need, name + 5, (size_t)(slash - name - 5));
+    need[slash - name - 5] = '\0';
+    b = ctx_pbook(c, &own);
+    if (map_kind(b, map, &hnode, have) &&
+        (hnode != node || !same_type(b, node, need, have))) {
+        ex = kvctl__fail("%s: --orig-ids '%s': %s: it is the mapping of %s of "
+                         "type '%s' (mapping/%s-%s.npy), but tensor '%s' "
+                         "needs the mapping of %s of type '%s' "
+                         "(mapping/%s-%s.npy)", verb, map,
+                         gkv_strerror(GKV_EINVAL), hnode ? "nodes" : "edges",
+                         have, hnode ? "node" : "edge", have, name,
+                         node ? "nodes" : "edges", need,
+                         node ? "node" : "edge", need);
+        goto out;
+    }
+    /* its length is the type's count, where the config says it */
+    if (b != NULL && (node ? gkv_pbook_ntype_find(b, need, &t) :
+                             gkv_pbook_etype_find(b, need, &t)) == GKV_OK)
+        k = node ? gkv_pbook_num_nodes(b, t) : gkv_pbook_num_edges(b, t);
+    if (k >= 0 && o->n != (uint64_t)k)
+        ex = kvctl__fail("%s: --orig-ids '%s': %s: it has %" PRIu64 " "
+                         "entries, but the graph has %" PRId64 " %s of type "
+                         "'%s' (tensor '%s'): the mapping of another type or "
+                         "graph?", verb, map, gkv_strerror(GKV_EINVAL), o->n,
+                         k, node ? "nodes" : "edges", need, name);
+    /* without a config: the new IDs of the type run from 0, so it has at
+     * least as many entries as the tensor's last row + 1 */
+    else if (k < 0 && o->n < d->hi)
+        ex = kvctl__fail("%s: --orig-ids '%s': %s: it has %" PRIu64 " "
+                         "entries, too few for tensor '%s' (rows to %" PRIu64
+                         "): the mapping of another type or graph?", verb,
+                         map, gkv_strerror(GKV_EINVAL), o->n, name, d->hi);
+out:
+    if (own != NULL)
+        gkv_pbook_close(own);
+    return ex;
 }

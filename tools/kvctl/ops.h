@@ -140,6 +140,16 @@ int kvctl__origmap_open(struct origmap *o, const char *map, const char *file,
 int kvctl__origmap_perm(struct origmap *o, const char *map, uint64_t lo,
                         const char *what);
 void kvctl__origmap_close(struct origmap *o);
+/* EX. Whether mapping o (file 'map') is the one graph tensor d's IDs
+ * need, for 'verb': node/NTYPE/F the node mapping of NTYPE, edge/CANON/F
+ * the edge mapping of CANON (known from the partition config's "mapping"
+ * field, else from gkv-partition's file names node-NTYPE.npy and
+ * edge-CANON.npy), of the type's length where the config is known (the
+ * job's, or the one beside a partition's store), else at least d->hi.
+ * Any other tensor: EX_OK. */
+int kvctl__origmap_fits(const struct ctx *c, const struct origmap *o,
+                        const char *verb, const char *map,
+                        const gkv_tensor_desc *d);
 /* Rows [at, at + n) of the tensor being imported from 'data': the file's
  * own rows, or (o->inv) the file rows they map from, gathered into buf. */
 const unsigned char *kvctl__origmap_rows(const struct origmap *o,
@@ -188,5 +198,22 @@ int kvctl__job_check(struct ctx *c, const char *verb, const gkv_tensor_desc *d,
 /* EX. Every ID the mapping names is held by some machine. */
 int kvctl__job_ids_held(const struct ctx *c, const gkv_tensor_desc *d,
                         const struct origmap *om);
+
+/* ---- the chunks read from a store, checked (chunksum.c) ---- */
+
+/* gkv_err. After a read of rows [a, a + n) of 'name' into buf through
+ * c->tx: every chunk they touch, not checked before in this run, matches
+ * the checksum in its header (chunks the read holds whole are checked in
+ * buf, the others read once more). GKV_ECORRUPT when one does not, the
+ * chunk named by kvctl__sums_msg(). */
+gkv_err kvctl__sums_range(struct ctx *c, const char *name, uint64_t a,
+                          size_t n, const void *buf);
+/* The same after a pull of ids[0..n): each chunk they lie in. */
+gkv_err kvctl__sums_ids(struct ctx *c, const char *name, const uint64_t *ids,
+                        size_t n);
+/* The last check's failure ("chunk C (rows A..B) fails its checksum..."),
+ * or NULL. */
+const char *kvctl__sums_msg(struct ctx *c);
+void kvctl__sums_free(struct ctx *c);
 
 #endif

@@ -82,6 +82,7 @@ store_close(struct ctx *c, int undo)
         return;
     gkv_store_close(c->s);
     c->s = NULL;
+    kvctl__sums_free(c);
     if (undo)
         store_undo(c);
 }
@@ -89,6 +90,10 @@ store_close(struct ctx *c, int undo)
 static int
 store_fail(struct ctx *c, gkv_err rc, const char *what)
 {
+    const char *bad = kvctl__sums_msg(c);
+
+    if (rc == GKV_ECORRUPT && bad != NULL)
+        return kvctl__fail("%s: %s: %s", what, gkv_strerror(rc), bad);
     return kvctl__fail_gkv(c->s, rc, "%s", what);
 }
 
@@ -107,6 +112,7 @@ store_end(struct ctx *c)
 {
     gkv_txn_end(c->tx);
     c->tx = NULL;
+    kvctl__sums_free(c);        /* what it checked was of that snapshot */
 }
 
 /* ---- reading ------------------------------------------------------------ */
@@ -179,18 +185,24 @@ store_state_info(struct ctx *c, const char *name, gkv_tensor_desc *d,
     return gkv_opt_state_info(c->s, c->tx, name, d, exists);
 }
 
+/* Reads check the checksums of the chunks they read (chunksum.c): a
+ * value kvctl prints or exports is what was written. */
 static gkv_err
 store_pull(struct ctx *c, const char *name, const uint64_t *ids, size_t n,
            void *buf, size_t len)
 {
-    return gkv_tensor_pull(c->s, c->tx, name, ids, n, buf, len);
+    gkv_err rc = gkv_tensor_pull(c->s, c->tx, name, ids, n, buf, len);
+
+    return rc != GKV_OK ? rc : kvctl__sums_ids(c, name, ids, n);
 }
 
 static gkv_err
 store_read(struct ctx *c, const char *name, uint64_t a, size_t n, void *buf,
            size_t len, uint64_t *ids)
 {
-    return gkv_tensor_read(c->s, c->tx, name, a, a + n, buf, len);
+    gkv_err rc = gkv_tensor_read(c->s, c->tx, name, a, a + n, buf, len);
+
+    return rc != GKV_OK ? rc : kvctl__sums_range(c, name, a, n, buf);
 }
 
 static int
