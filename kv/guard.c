@@ -48,8 +48,6 @@
 #include "kv/kv_int.h"
 
 __thread kv_guard *kv__guard_top KV_TLS_IE;
-/* the text of the LMDB assertion caught last on this thread */
-static __thread char guard_what[200] KV_TLS_IE;
 
 static struct sigaction prev_segv, prev_bus;
 static pthread_once_t install_once = PTHREAD_ONCE_INIT;
@@ -176,7 +174,7 @@ on_assert(MDB_env *env, const char *msg)
     if (g != NULL && g->g_store != NULL && g->g_store->st_env == env) {
         g->g_sig = 0;
         g->g_addr = g->g_ip = 0;
-        snprintf(guard_what, sizeof guard_what, "%s", msg);
+        snprintf(g->g_what, sizeof g->g_what, "%s", msg);
         siglongjmp(g->g_jb, 1);
     }
     /* unguarded: LMDB aborts, as it would have */
@@ -447,7 +445,7 @@ kv__guard_caught(kv_guard *g)
         return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: data.mdb "
                         "changed under this handle (LMDB: %s); this handle "
                         "refuses writes until the store is repaired and "
-                        "reopened", s->st_path, guard_what);
+                        "reopened", s->st_path, g->g_what);
     if (in_map(s, g->g_addr))
         return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: data.mdb "
                         "changed under this handle (%s at map offset %#"

@@ -322,11 +322,17 @@ typedef struct kv_guard {
     uintptr_t g_addr;            /* where it faulted */
     uintptr_t g_ip;              /* the faulting instruction (0: unknown) */
     int g_sig;                   /* SIGSEGV, SIGBUS; 0: an LMDB assertion
-                                  * (its text: kv__guard_what) */
+                                  * (its text in g_what) */
+    char g_what[200];            /* an LMDB assertion's text */
 } kv_guard;
 /* initial-exec: the signal handler reads it, and a global-dynamic
  * thread-local in libgkv.so may be reached through __tls_get_addr, which
- * can call malloc (not async-signal-safe) on a thread's first use */
+ * can call malloc (not async-signal-safe) on a thread's first use. One
+ * initial-exec variable makes the module's whole TLS block static, which
+ * a module loaded later by dlopen (libgkv.so, the Python extension) must
+ * find room for in glibc's few hundred spare bytes: so this pointer is
+ * the library's only thread-local (base/err.c keeps its messages through
+ * a pthread key; tls_size_test checks the block's size). */
 #define KV_TLS_IE __attribute__((tls_model("initial-exec")))
 extern __thread kv_guard *kv__guard_top KV_TLS_IE;
 #define KV_GUARD_INIT(g) ((g)->g_store = NULL)

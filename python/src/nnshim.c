@@ -62,7 +62,9 @@
     X(nn_poll, int, (struct nn_pollfd *p, int n, int t), (p, n, t), -1) \
     X(nn_allocmsg, void *, (size_t n, int t), (n, t), NULL) \
     X(nn_freemsg, int, (void *m), (m), -1) \
-    X(nn_get_statistic, uint64_t, (int s, int st), (s, st), (uint64_t)-1)
+    X(nn_get_statistic, uint64_t, (int s, int st), (s, st), (uint64_t)-1) \
+    X(nn_cmsg_nxthdr_, struct nn_cmsghdr *, \
+      (const struct nn_msghdr *m, const struct nn_cmsghdr *c), (m, c), NULL)
 
 #define X_FIELD(name, ret, params, args, fail) ret (*name) params;
 struct nn_tab {
