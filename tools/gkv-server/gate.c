@@ -79,7 +79,7 @@
 #define AUTH_PER_SESS 4                /* ... these per session of it (a
                                         * client: 2 lanes and a heartbeat) */
 #define SCRATCH       65536            /* a swallowed frame, read at once */
-#define DRAIN_MAX     (8u << 20)       /* ... at most this much per call */
+#define DRAIN_MAX     (1u << 20)       /* ... at most this much per call */
 #define SESS_SLOTS    (1u << 17)       /* live sessions: 65536 at most */
 #define LOG_BURST     50               /* lines per LOG_WINDOW_MS */
 #define LOG_WINDOW_MS 10000
