@@ -125,18 +125,26 @@ tcp_held(int fd, int ms)
     return poll(&pf, 1, ms) == 0;
 }
 
-/* Sends frame 'msg' (len bytes) with REQ request id 'rid'. */
+/* A frame's first 12 bytes into h: the length of a message of len bytes
+ * with REQ request id 'rid', and the id. */
 static void
-tcp_send(int fd, uint32_t rid, const void *msg, size_t len)
+frame_head(unsigned char *h, uint32_t rid, size_t len)
 {
-    unsigned char h[12];
-
     put_be64(h, 4 + len);
     rid |= 0x80000000u;
     h[8] = (unsigned char)(rid >> 24);
     h[9] = (unsigned char)(rid >> 16);
     h[10] = (unsigned char)(rid >> 8);
     h[11] = (unsigned char)rid;
+}
+
+/* Sends frame 'msg' (len bytes) with REQ request id 'rid'. */
+static void
+tcp_send(int fd, uint32_t rid, const void *msg, size_t len)
+{
+    unsigned char h[12];
+
+    frame_head(h, rid, len);
     send_all(fd, h, sizeof h);
     send_all(fd, msg, len);
 }
@@ -803,12 +811,7 @@ send_cut(int fd, uint32_t rid, const void *msg, size_t len,
     assert_non_null(f);
     assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
                                 sizeof one), 0);
-    put_be64(f, 4 + len);
-    rid |= 0x80000000u;
-    f[8] = (unsigned char)(rid >> 24);
-    f[9] = (unsigned char)(rid >> 16);
-    f[10] = (unsigned char)(rid >> 8);
-    f[11] = (unsigned char)rid;
+    frame_head(f, rid, len);
     memcpy(f + 12, msg, len);
     for (int k = 0; cuts[k] != 0 && off < n; k++) {
         size_t c = cuts[k] < n - off ? cuts[k] : n - off;
