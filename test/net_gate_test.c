@@ -436,6 +436,30 @@ test_sessions_per_address_capped(void **state)
     free(ref);
 }
 
+/* One host of 8 trainers, each with 2 loaders of 64 worker clones (a
+ * session each), holds 8 x (1 + 2 x 64) = 1032 sessions: past the old
+ * default of 1024 per address. With the defaults (4096) they all join. */
+static void
+test_one_host_of_1032_sessions_joins(void **state)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    enum { N = 8 * (1 + 2 * 64) };
+    struct gkvt_proc *srv;
+    uint64_t sess;
+    int s;
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 100);
+    gkvt_serve(j, 1, 1, extra, &srv);
+    s = gkvt_raw_socket(j->base, 10000);
+    for (uint32_t r = 0; r < N; r++)
+        sess = gkvt_rhandshake(s, "job", r);
+    assert_true(sess != 0);
+    assert_true(GKV_PEER_SESSIONS >= N);
+    nn_close(s);
+    assert_true(gkvt_proc_alive(srv));
+}
+
 /* ---- 4. a handshake copied onto another connection ---------------------- */
 
 /* A HELLO's nonce over connection fd (the server's SP header read first
@@ -943,6 +967,8 @@ main(void)
         cmocka_unit_test_setup_teardown(
             test_unauthenticated_connections_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sessions_per_address_capped,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_host_of_1032_sessions_joins,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_handshake_replayed_on_another_connection, setup, teardown),
