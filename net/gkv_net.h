@@ -225,7 +225,7 @@ GKV_API void    gkv_server_close(gkv_server *s);
                                  * its sender has a session: a handshake's
                                  * are about 180 at most */
 #define GKV_PEER_ADDR_MAX 48    /* a peer address as text, with its NUL */
-#define GKV_PEER_SESSIONS 1024  /* default cap of sessions per address */
+#define GKV_PEER_SESSIONS 4096  /* default cap of sessions per address */
 
 typedef struct gkv_server_gate {
     void *ctx;
@@ -234,14 +234,19 @@ typedef struct gkv_server_gate {
      * bytes, as the REQ peer sent it) and then the gkv message (header and
      * payload). Returns how many connections carried it; on 1 it writes
      * that connection's peer address ("IP", at most GKV_PEER_ADDR_MAX
-     * bytes with the NUL) to addr and, with 'accept' (the handshake was
-     * accepted), marks it authenticated and forgets the digest. Called with
-     * the server's lock held: must not block or call the server. */
-    int  (*link)(void *ctx, uint64_t digest, char *addr, int accept);
-    /* Session 'id' was granted (live 1) or ended (live 0). A connection
-     * whose first request carries a live session is authenticated (a
-     * client's second lane, a reconnected socket). Called as link. */
-    void (*session)(void *ctx, uint64_t id, int live);
+     * bytes with the NUL) to addr and, when 'session' is not 0 (the
+     * handshake was accepted and granted that session), marks the
+     * connection authenticated by that session and forgets the digest.
+     * Called with the server's lock held: must not block or call the
+     * server. */
+    int  (*link)(void *ctx, uint64_t digest, char *addr, uint64_t session);
+    /* Session 'id' of peer address 'addr' ("" when unknown) was granted
+     * (live 1) or ended (live 0). A connection from that address whose
+     * request carries a live session of it is authenticated by it (a
+     * client's second lane, a reconnected socket), up to a cap per address;
+     * a connection is no longer authenticated once the session that
+     * authenticated it ended. Called as link. */
+    void (*session)(void *ctx, uint64_t id, const char *addr, int live);
     unsigned max_peer_sessions; /* sessions one peer address may hold
                                  * (members and observers); past it a
                                  * handshake is refused (GKV_EBUSY).

@@ -454,8 +454,10 @@ finish(gkv_server *s, srv_req *r, const void *msg, size_t len)
  * header in *h. 0: it may go on (a header net__hdr_check refuses goes on
  * too, to be refused there for what is wrong with it: those checks read
  * the header only). Takes s->mu. Under gkv-server's connection gate such
- * a message never arrives whole (the gate answers it below nanomsg); an
- * embedding program without a gate gets it whole, as nanomsg reads it. */
+ * a message never arrives whole: the gate passes on its header alone (the
+ * length as sent) and swallows the rest, and that header is judged here
+ * the same; an embedding program without a gate gets it whole, as
+ * nanomsg reads it. */
 static int
 presess_too_big(gkv_server *s, const void *msg, size_t len, net_hdr *h)
 {
@@ -463,10 +465,14 @@ presess_too_big(gkv_server *s, const void *msg, size_t len, net_hdr *h)
     int live;
 
     memset(h, 0, sizeof *h);
-    if (len <= NET_HDR_LEN + PRESESS_MAX)
+    /* a larger message whole, or its header alone saying so: what
+     * gkv-server's gate passes on of one (the rest is never read) */
+    if (len < NET_HDR_LEN || (len > NET_HDR_LEN && len <= NET_HDR_LEN +
+                              PRESESS_MAX))
         return 0;
     if (net__hdr_get(msg, len, h) != 0 || h->magic != NET_MAGIC ||
-        h->version != NET_VERSION || h->len != len - NET_HDR_LEN)
+        h->version != NET_VERSION || h->len <= PRESESS_MAX ||
+        (len > NET_HDR_LEN && h->len != len - NET_HDR_LEN))
         return 0;
     op = h->type <= NET_TYPE_MAX ? s->ops[h->type] : NULL;
     if (op == NULL || !(op->flags & SRV_SESSION))
@@ -498,8 +504,8 @@ handle(gkv_server *s, unsigned wk, void *msg, size_t len, void *ctl)
         /* freed before anything else looks at it (no checksum over it,
          * no decoding): nanomsg had to take it whole, the server keeps
          * it no longer than this */
-        snprintf(why, sizeof why, "%zu payload bytes without a session: "
-                 "at most %d before a handshake", len - NET_HDR_LEN,
+        snprintf(why, sizeof why, "%llu payload bytes without a session: "
+                 "at most %d before a handshake", (unsigned long long)r.h.len,
                  PRESESS_MAX);
         reject(s, "message", msg, len, why);
         nn_freemsg(msg);

@@ -88,7 +88,7 @@ srv__sess_remove(gkv_server *s, size_t i, const char *how, int may_stop)
     s->sess.tab[i] = s->sess.tab[--s->sess.n];
     gkv__free(old.done);
     if (s->gate != NULL)
-        s->gate->session(s->gate->ctx, old.id, 0);
+        s->gate->session(s->gate->ctx, old.id, old.addr, 0);
     if (g != NULL) {
         srv__unpark(g, old.id);
         if (g->members > 0)
@@ -503,8 +503,8 @@ hs_rejoin(gkv_server *s, struct sess *old, const net_hs_req *hs, uint64_t id,
     snprintf(gn->group, sizeof gn->group, "%s", old->group);
     gn->rank = old->rank;
     if (s->gate != NULL) {
-        s->gate->session(s->gate->ctx, old->id, 0);
-        s->gate->session(s->gate->ctx, id, 1);
+        s->gate->session(s->gate->ctx, old->id, old->addr, 0);
+        s->gate->session(s->gate->ctx, id, addr, 1);
     }
     old->id = id;
     snprintf(old->addr, sizeof old->addr, "%s", addr);
@@ -598,7 +598,7 @@ hs_join(gkv_server *s, const net_hs_req *hs, uint64_t id, const char *addr,
     ss->inst = hs->instance;
     snprintf(ss->addr, sizeof ss->addr, "%s", addr);
     if (s->gate != NULL)
-        s->gate->session(s->gate->ctx, id, 1);
+        s->gate->session(s->gate->ctx, id, addr, 1);
     g->members++;
     s->sess.joined++;
     kind = ss->observer ? LOG_OBSERVER : LOG_JOIN;
@@ -677,10 +677,10 @@ op_handshake(gkv_server *s, srv_req *r)
     }
     if (!(hs.flags & NET_HS_OBSERVER))
         seen_add(s, hs.group, hs.rank);
-    /* accepted: its connection is authenticated (no longer capped as one
-     * that has not, no frame limit) */
+    /* accepted: its connection is authenticated by session id (no longer
+     * capped as one that has not, no frame limit) until that ends */
     if (s->gate != NULL)
-        (void)s->gate->link(s->gate->ctx, digest, again, 1);
+        (void)s->gate->link(s->gate->ctx, digest, again, id);
     pthread_mutex_unlock(&s->mu);
     reply_schema(s, r, id, 1);
 }

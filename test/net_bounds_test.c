@@ -197,9 +197,9 @@ raw_head(unsigned char *m, uint16_t type, uint64_t session, uint64_t plen)
  * server sees it) and then checked its checksum and header; then it freed
  * such a message as soon as nn_recv handed it over (peak RSS +160 MiB for
  * these 8 peers, given back at once). Now gkv-server's connection gate
- * answers a message larger than a handshake may be on a connection that
- * has not authenticated before nanomsg reads any of it, and swallows its
- * bytes: the peak grows by a few KiB. A HANDSHAKE that large is refused
+ * passes on only the header of a message larger than a handshake may be
+ * on a connection that has not authenticated, which the server answers,
+ * and swallows the rest: the peak grows by a few KiB. A HANDSHAKE that large is refused
  * naming the limit. (net_gate_test: stalled and over-limit frames, caps
  * on connections.) */
 static void

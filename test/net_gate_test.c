@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include "gkvt.h"
 #include "gkvt_net.h"
 #include "gkv_net.h"
+#include <nanomsg/nn.h>
 
 #define MAXPROC  4
 #define BIG      (32u << 20)         /* what an attacker's frame declares */
@@ -123,18 +125,26 @@ tcp_held(int fd, int ms)
     return poll(&pf, 1, ms) == 0;
 }
 
-/* Sends frame 'msg' (len bytes) with REQ request id 'rid'. */
+/* A frame's first 12 bytes into h: the length of a message of len bytes
+ * with REQ request id 'rid', and the id. */
 static void
-tcp_send(int fd, uint32_t rid, const void *msg, size_t len)
+frame_head(unsigned char *h, uint32_t rid, size_t len)
 {
-    unsigned char h[12];
-
     put_be64(h, 4 + len);
     rid |= 0x80000000u;
     h[8] = (unsigned char)(rid >> 24);
     h[9] = (unsigned char)(rid >> 16);
     h[10] = (unsigned char)(rid >> 8);
     h[11] = (unsigned char)rid;
+}
+
+/* Sends frame 'msg' (len bytes) with REQ request id 'rid'. */
+static void
+tcp_send(int fd, uint32_t rid, const void *msg, size_t len)
+{
+    unsigned char h[12];
+
+    frame_head(h, rid, len);
     send_all(fd, h, sizeof h);
     send_all(fd, msg, len);
 }
@@ -205,6 +215,24 @@ probe_worst(gkv_client *c, const float *ref, int n, double worst)
     return worst;
 }
 
+/* CPU seconds process pid has used (user and system). */
+static double
+cpu_s(int pid)
+{
+    char path[64], b[1024], *q;
+    unsigned long ut, st;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    assert_non_null(f = fopen(path, "r"));
+    assert_non_null(fgets(b, sizeof b, f));
+    fclose(f);
+    assert_non_null(q = strrchr(b, ')'));
+    assert_int_equal(sscanf(q + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u "
+                            "%*u %lu %lu", &ut, &st), 2);
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 /* ---- 1. frames before a session cost the server nothing ------------------ */
 
 /* 8 peers each send a 32 MiB PULL with a session that does not exist,
@@ -228,7 +256,7 @@ test_big_frames_before_a_session_cost_nothing(void **state)
     float *ref;
     int full[NFULL], stall[NSTALL], over[NOVER];
     long rss0, hwm0, rss1, hwm1;
-    double worst0, worst = 0;
+    double worst0, worst = 0, cpu0, cpu1;
     net_hdr q;
 
     assert_non_null(m);
@@ -261,6 +289,7 @@ test_big_frames_before_a_session_cost_nothing(void **state)
         send_all(over[i], m, NET_HDR_LEN);
     }
     /* whole ones, one after another, the client pulling between */
+    cpu0 = cpu_s(srv->pid);
     for (int i = 0; i < NFULL; i++) {
         assert_true((full[i] = tcp_open(j->base, NULL)) >= 0);
         tcp_send(full[i], 7, m, NET_HDR_LEN + BIG);
@@ -271,6 +300,7 @@ test_big_frames_before_a_session_cost_nothing(void **state)
         assert_non_null(strstr(r.msg, "without a session"));
         close(full[i]);
     }
+    cpu1 = cpu_s(srv->pid);
     worst = probe_worst(probe, ref, 20, worst);
     for (int i = 0; i < NSTALL; i++)
         assert_true(tcp_held(stall[i], 200));
@@ -280,9 +310,10 @@ test_big_frames_before_a_session_cost_nothing(void **state)
     hwm1 = gkvt_status_kib(srv->pid, "VmHWM:");
     print_message("%d peers x %u MiB whole, %d stalled mid-frame, %d over "
                   "--max-msg: server RSS %ld -> %ld KiB, peak +%ld KiB; probe "
-                  "pull at worst %.2f ms (%.2f ms before)\n", NFULL, BIG >> 20,
+                  "pull at worst %.2f ms (%.2f ms before); the server's CPU "
+                  "while the whole ones came: %.2f s\n", NFULL, BIG >> 20,
                   NSTALL, NOVER, rss0, rss1, hwm1 - hwm0, worst * 1e3,
-                  worst0 * 1e3);
+                  worst0 * 1e3, cpu1 - cpu0);
     assert_true(hwm1 - hwm0 < 16 * 1024);
     assert_true(gkvt_file_has(srv->log, "before it authenticated, refused "
                               "unread"));
@@ -301,10 +332,11 @@ test_big_frames_before_a_session_cost_nothing(void **state)
 /* ---- 2. connections that do not authenticate --------------------------- */
 
 /* One address opens 20 connections and never hand-shakes: 8 are kept
- * (--max-unauth-per-peer 8), the rest closed at once; another address
- * finds the total (--max-unauth 12) with 4 left. The client connected
- * before goes on (its connections authenticated), and once the idle ones
- * are older than 5 s a new client takes their place. */
+ * (--max-unauth-per-peer 8): past it the new one is closed at once, or
+ * the oldest when older than 200 ms; another address finds the total
+ * (--max-unauth 12): 12 are kept in all. The client connected before goes
+ * on (its connections authenticated), and a new client takes the place
+ * of an idle one at once. */
 static void
 test_unauthenticated_connections_capped(void **state)
 {
@@ -335,17 +367,16 @@ test_unauthenticated_connections_capped(void **state)
     print_message("20 idle connections from 127.0.0.1: %d kept; 8 from "
                   "127.0.0.2: %d kept; probe pull at worst %.2f ms\n", held1,
                   held2, worst * 1e3);
-    assert_int_equal(held1, 8);
-    assert_int_equal(held2, 4);
-    assert_true(gkvt_file_has(srv->log, "connection from 127.0.0.1 closed at "
-                              "once: 8 of its connections have not "
-                              "authenticated yet"));
-    assert_true(gkvt_file_has(srv->log, "(--max-unauth-per-peer)"));
-    assert_true(gkvt_file_has(srv->log, "connection from 127.0.0.2 closed at "
-                              "once: 12 connections have not authenticated "
-                              "yet, the most the server takes (--max-unauth)"));
-    /* the idle ones make room once older than 5 s */
-    tools__sleep_ms(5300);
+    /* which ones went depends on their ages (the oldest past 200 ms, or
+     * the new one): how many are kept does not */
+    assert_true(held1 <= 8);
+    assert_int_equal(held1 + held2, 12);
+    assert_true(gkvt_file_has(srv->log, "connection from 127.0.0.1 closed"));
+    assert_true(gkvt_file_has(srv->log, "(--max-unauth-per-peer)") ||
+                gkvt_file_has(srv->log, "needs its place"));
+    assert_true(gkvt_file_has(srv->log, "(--max-unauth)") ||
+                gkvt_file_has(srv->log, "needs its place"));
+    /* the idle ones (older than 200 ms by now) make room at once */
     late = gkvt_connect(j->cfg, "late", 0, NULL);
     (void)probe_s(late, ref);
     assert_true(gkvt_file_has(srv->log, "not authenticated after"));
@@ -405,6 +436,30 @@ test_sessions_per_address_capped(void **state)
     free(ref);
 }
 
+/* One host of 8 trainers, each with 2 loaders of 64 worker clones (a
+ * session each), holds 8 x (1 + 2 x 64) = 1032 sessions: past the old
+ * default of 1024 per address. With the defaults (4096) they all join. */
+static void
+test_one_host_of_1032_sessions_joins(void **state)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    enum { N = 8 * (1 + 2 * 64) };
+    struct gkvt_proc *srv;
+    uint64_t sess;
+    int s;
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 100);
+    gkvt_serve(j, 1, 1, extra, &srv);
+    s = gkvt_raw_socket(j->base, 10000);
+    for (uint32_t r = 0; r < N; r++)
+        sess = gkvt_rhandshake(s, "job", r);
+    assert_true(sess != 0);
+    assert_true(GKV_PEER_SESSIONS >= N);
+    nn_close(s);
+    assert_true(gkvt_proc_alive(srv));
+}
+
 /* ---- 4. a handshake copied onto another connection ---------------------- */
 
 /* A HELLO's nonce over connection fd (the server's SP header read first
@@ -453,9 +508,11 @@ hs_msg(const char *token, const unsigned char *nonce, unsigned char *msg,
  * which connection the client's is: the one it handles first is refused
  * ("came on 2 connections"; or, when the second had not been read yet,
  * accepted: it came first), the other by its spent nonce; at most one
- * session is granted. A copy sent after the first was accepted is refused
- * by its nonce, and its connection is not taken for authenticated: a
- * large request on it is still answered unread. */
+ * session is granted. Without the gate the first copy is always granted,
+ * so of up to 10 tries at least one must be refused as on 2 connections.
+ * A copy sent after the first was accepted is refused by its nonce, and
+ * its connection is not taken for authenticated: the gate's own log line
+ * says it refused a large request on it unread. */
 static void
 test_handshake_replayed_on_another_connection(void **state)
 {
@@ -479,37 +536,43 @@ test_handshake_replayed_on_another_connection(void **state)
     a = tcp_open(j->base, NULL);
     b = tcp_open(j->base, NULL);
     assert_true(a >= 0 && b >= 0);
-    tcp_hello(a, 1, nonce);
-    hs_msg(token, nonce, msg, &len);
-    assert_int_equal(kill(srv->pid, SIGSTOP), 0);
-    tcp_send(a, 2, msg, len);
-    tcp_send(b, 2, msg, len);
-    tools__sleep_ms(100);
-    assert_int_equal(kill(srv->pid, SIGCONT), 0);
-    assert_int_equal(tcp_recv(a, 0, 2, &ra, 10000), 0);
-    assert_int_equal(tcp_recv(b, 1, 2, &rb, 10000), 0);
-    for (int i = 0; i < 2; i++) {
-        if (rr[i]->h.status == 0) {
-            granted++;
-            continue;
+    for (int t = 0; t < 10 && two == 0; t++) {
+        int g0 = granted, s0 = spent, w0 = two;
+
+        tcp_hello(a, t == 0, nonce);
+        hs_msg(token, nonce, msg, &len);
+        assert_int_equal(kill(srv->pid, SIGSTOP), 0);
+        tcp_send(a, 2, msg, len);
+        tcp_send(b, 2, msg, len);
+        tools__sleep_ms(100);
+        assert_int_equal(kill(srv->pid, SIGCONT), 0);
+        assert_int_equal(tcp_recv(a, 0, 2, &ra, 10000), 0);
+        assert_int_equal(tcp_recv(b, t == 0, 2, &rb, 10000), 0);
+        for (int i = 0; i < 2; i++) {
+            if (rr[i]->h.status == 0) {
+                granted++;
+                continue;
+            }
+            assert_int_equal(rr[i]->h.status, GKV_EPERM);
+            if (strstr(rr[i]->msg, "nonce already used") != NULL)
+                spent++;
+            else if (strstr(rr[i]->msg, "its message came on 2 connections, "
+                            "not exactly one") != NULL)
+                two++;
+            else
+                fail_msg("copy %d refused with '%s'", i, rr[i]->msg);
         }
-        assert_int_equal(rr[i]->h.status, GKV_EPERM);
-        if (strstr(rr[i]->msg, "nonce already used") != NULL)
-            spent++;
-        else if (strstr(rr[i]->msg, "its message came on 2 connections, not "
-                        "exactly one") != NULL)
-            two++;
-        else
-            fail_msg("copy %d refused with '%s'", i, rr[i]->msg);
+        /* each try: one copy refused for its nonce, the other granted or
+         * refused as on 2 connections */
+        assert_int_equal(spent - s0, 1);
+        assert_int_equal(two - w0 + granted - g0, 1);
+        print_message("try %d: %d refused as on 2 connections, %d for the "
+                      "spent nonce, %d granted\n", t, two - w0, spent - s0,
+                      granted - g0);
     }
-    print_message("two copies at once: %d refused as on 2 connections, %d "
-                  "for the spent nonce, %d granted\n", two, spent, granted);
-    assert_int_equal(spent, 1);
-    assert_int_equal(two + granted, 1);
-    if (two)
-        assert_true(gkvt_file_has(srv->log, "handshake of group 'job' rank 0 "
-                                  "refused: its bytes came on 2 "
-                                  "connections"));
+    assert_true(two >= 1);
+    assert_true(gkvt_file_has(srv->log, "handshake of group 'job' rank 0 "
+                              "refused: its bytes came on 2 connections"));
     /* afterwards: the client's own handshake is accepted; its copy on a
      * third connection is refused, and that connection is still held to
      * the limit of one that has not authenticated */
@@ -531,6 +594,9 @@ test_handshake_replayed_on_another_connection(void **state)
     assert_int_equal(tcp_recv(c, 0, 4, &rb, 10000), 0);
     assert_int_equal(rb.h.status, GKV_EPERM);
     assert_non_null(strstr(rb.msg, "without a session"));
+    assert_true(gkvt_file_has(srv->log, "gate: connection from 127.0.0.1: a "
+                              "pull request of 1048576 payload bytes before it "
+                              "authenticated, refused unread"));
     close(a);
     close(b);
     close(c);
@@ -538,6 +604,358 @@ test_handshake_replayed_on_another_connection(void **state)
     free(ra.pl);
     free(rb.pl);
     free(big);
+}
+
+/* ---- 5. a session is no bearer token ------------------------------------- */
+
+/* A PULL of n ids (a message longer than a handshake may be when n > 130)
+ * with session 'sess' into msg; its length. ids[] gets the ids. */
+static size_t
+pull_msg(uint64_t sess, int n, uint64_t *ids, unsigned char *msg, size_t cap)
+{
+    unsigned char pl[4096];
+    net_wr w = {pl, sizeof pl, 0};
+
+    for (int i = 0; i < n; i++)
+        ids[i] = (uint64_t)(i * 37) % 1000;
+    net__enc_pull_req(&w, "feat", ids, NULL, (uint32_t)n);
+    assert_true(NET_HDR_LEN + w.off <= cap);
+    return gkvt_raw_msg(msg, NET_PULL, sess, 3, pl, w.off);
+}
+
+/* Sends pull 'msg' on fd (rid), its reply into r: 0 when the rows came
+ * and match ref, 1 when refused without a session (GKV_EPERM,
+ * NET_F_SESSION, "without a session"); anything else fails. */
+static int
+pull_on(int fd, int first, uint32_t rid, const unsigned char *msg,
+        size_t len, const uint64_t *ids, int n, const float *ref,
+        struct gkvt_rep *r)
+{
+    net_pull_rep pr;
+    net_rd rd;
+
+    tcp_send(fd, rid, msg, len);
+    assert_int_equal(tcp_recv(fd, first, rid, r, 10000), 0);
+    if (r->h.status != 0) {
+        assert_int_equal(r->h.status, GKV_EPERM);
+        assert_true(r->h.flags & NET_F_SESSION);
+        assert_non_null(strstr(r->msg, "without a session"));
+        return 1;
+    }
+    net__rd_init(&rd, r->pl + NET_HDR_LEN, r->plen);
+    assert_int_equal(net__dec_pull_rep(&rd, &pr), 0);
+    assert_int_equal(pr.n, (uint32_t)n);
+    for (int i = 0; i < n; i++)
+        assert_memory_equal(pr.rows + 16 * i, ref + 4 * ids[i], 16);
+    return 0;
+}
+
+/* A session id travels in cleartext; it used to authenticate any
+ * connection, from anywhere, in any number, for good: each could then
+ * make the server hold --max-msg. Now (a) a connection from another
+ * address than the session's is not authenticated by it: its large
+ * request is refused unread; (b) one address has at most 8 + 4 per
+ * session authenticated connections: past them a large request is
+ * refused; (c) a connection authenticated by a session is no longer once
+ * that session ended (here: replaced by a new handshake), and a live
+ * session of its address authenticates it again. */
+static void
+test_session_is_no_bearer_token(void **state)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    enum { NP = 300, NC = 20 };
+    struct gkvt_proc *srv;
+    struct gkvt_rep r = {0};
+    unsigned char msg[8192];
+    uint64_t ids[NP], sess, sess2;
+    float *ref;
+    size_t len;
+    int s, x, d, fd[NC], refused = 0, first_refused = -1;
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 1000);
+    ref = gkvt_read_all(j->st[0], "feat", 1000, 4 * sizeof (float));
+    gkvt_serve(j, 1, 1, extra, &srv);
+    s = gkvt_raw_socket(j->base, 10000);
+    sess = gkvt_rhandshake(s, "job", 0);
+    len = pull_msg(sess, NP, ids, msg, sizeof msg);
+    assert_true(len > NET_HDR_LEN + GKV_PRESESS_MAX);
+    /* (a) another address */
+    assert_true((x = tcp_open(j->base, "127.0.0.2")) >= 0);
+    assert_int_equal(pull_on(x, 1, 3, msg, len, ids, NP, ref, &r), 1);
+    assert_true(gkvt_file_has(srv->log, "gate: connection from 127.0.0.2: a "
+                              "pull request of 2416 payload bytes before it "
+                              "authenticated (its session is another "
+                              "address's), refused unread"));
+    close(x);
+    /* (b) the session's address, NC connections: the first ones are
+     * served, then refused (one session: 8 + 4 in all, the REQ socket's
+     * one among them) */
+    for (int i = 0; i < NC; i++) {
+        assert_true((fd[i] = tcp_open(j->base, "127.0.0.1")) >= 0);
+        if (pull_on(fd[i], 1, 3, msg, len, ids, NP, ref, &r) == 1) {
+            refused++;
+            if (first_refused < 0)
+                first_refused = i;
+        } else {
+            assert_true(first_refused < 0);
+        }
+    }
+    print_message("%d connections with one live session: %d served, %d "
+                  "refused\n", NC, NC - refused, refused);
+    assert_int_equal(NC - refused, 8 + 4 - 1);
+    assert_true(gkvt_file_has(srv->log, "not authenticated by its session: "
+                              "the address has 12 authenticated connections, "
+                              "the most 1 sessions allow"));
+    for (int i = 0; i < NC; i++)
+        close(fd[i]);
+    /* (c) authenticated by a session that then ends */
+    assert_true((d = tcp_open(j->base, "127.0.0.1")) >= 0);
+    assert_int_equal(pull_on(d, 1, 3, msg, len, ids, NP, ref, &r), 0);
+    sess2 = gkvt_rhandshake(s, "job", 0);     /* replaces sess */
+    assert_true(sess2 != sess);
+    len = pull_msg(sess, NP - 1, ids, msg, sizeof msg);
+    tcp_send(d, 4, msg, len);
+    assert_int_equal(tcp_recv(d, 0, 4, &r, 10000), 0);
+    assert_int_equal(r.h.status, GKV_EPERM);
+    assert_true(gkvt_file_has(srv->log, "gate: connection from 127.0.0.1: a "
+                              "pull request of 2408 payload bytes before it "
+                              "authenticated, refused unread"));
+    len = pull_msg(sess2, NP, ids, msg, sizeof msg);
+    assert_int_equal(pull_on(d, 0, 5, msg, len, ids, NP, ref, &r), 0);
+    close(d);
+    nn_close(s);
+    assert_true(gkvt_proc_alive(srv));
+    free(r.pl);
+    free(ref);
+}
+
+/* ---- 6. re-opened idle connections lock no one out ------------------------ */
+
+/* A peer that keeps its address's slots for connections not yet
+ * authenticated full (--max-unauth-per-peer 4), re-opening them every few
+ * seconds, kept a client of that address out: only connections older
+ * than 5 s made room. Now the oldest past 200 ms makes room at once. */
+static void
+test_reopened_slots_lock_no_one_out(void **state)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", "--max-unauth-per-peer", "4",
+                           NULL};
+    struct gkvt_proc *srv;
+    gkv_client *c = NULL;
+    gkv_client_opts o = {0};
+    float *ref;
+    int fd[4];
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 100);
+    ref = gkvt_read_all(j->st[0], "feat", 100, 4 * sizeof (float));
+    gkvt_serve(j, 1, 1, extra, &srv);
+    for (int i = 0; i < 4; i++)
+        assert_true((fd[i] = tcp_open(j->base, "127.0.0.1")) >= 0);
+    for (int i = 0; i < 4; i++)
+        assert_true(tcp_held(fd[i], 100));
+    tools__sleep_ms(300);
+    o.timeout_ms = 3000;
+    NET_OK(gkv_client_connect(&c, j->cfg, NULL, "job", 0, &o));
+    (void)probe_s(c, ref);
+    assert_true(gkvt_file_has(srv->log, "connection from 127.0.0.1 closed: "
+                              "not authenticated after"));
+    NET_OK(gkv_client_close(c));
+    for (int i = 0; i < 4; i++)
+        close(fd[i]);
+    assert_true(gkvt_proc_alive(srv));
+    free(ref);
+}
+
+/* ---- 7. large requests of a checksumming client's second lane ----------- */
+
+/* A pull of 4000 rows of 1 KiB is sent in 2 MiB parts on both of the
+ * client's lanes; the second lane's connection is authenticated by the
+ * session its first request carries. With checksums the gate used to
+ * judge that header with its checksum field but not its flag, cut the
+ * frame, and the client got GKV_EPROTO. Rows checked against the store. */
+static void
+pull_lanes(void **state, unsigned flags)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    enum { N = 4000, R = 5000, W = 256 };
+    struct gkvt_proc *srv;
+    gkv_client_opts o = {0};
+    gkv_client *c;
+    uint64_t *ids = malloc(N * sizeof *ids);
+    float *got = malloc((size_t)N * W * sizeof *got), *ref;
+
+    assert_non_null(ids);
+    assert_non_null(got);
+    gkvt_make_f32(j->st[0], "feat", W, 0, R);
+    ref = gkvt_read_all(j->st[0], "feat", R, W * sizeof (float));
+    gkvt_serve(j, 1, 1, extra, &srv);
+    o.flags = flags;
+    c = gkvt_connect(j->cfg, "job", 0, &o);
+    for (int i = 0; i < N; i++)
+        ids[i] = (uint64_t)(i * 7919) % R;
+    NET_OK(gkv_client_pull(c, "feat", ids, N, got, (size_t)N * W *
+                           sizeof *got));
+    for (int i = 0; i < N; i++)
+        assert_memory_equal(got + W * i, ref + W * ids[i], W * 4);
+    NET_OK(gkv_client_close(c));
+    assert_true(gkvt_proc_alive(srv));
+    free(ids);
+    free(got);
+    free(ref);
+}
+
+static void
+test_lanes_plain(void **state)
+{
+    pull_lanes(state, 0);
+}
+
+static void
+test_lanes_checksum(void **state)
+{
+    pull_lanes(state, GKV_CLIENT_CHECKSUM);
+}
+
+/* ---- 8. frames split anywhere ---------------------------------------------- */
+
+/* Sends frame (rid, msg) in pieces of the sizes in cuts[] (0-terminated;
+ * the rest at once), 3 ms apart, so that each piece is likely a read of
+ * its own (TCP_NODELAY). */
+static void
+send_cut(int fd, uint32_t rid, const void *msg, size_t len,
+         const size_t *cuts)
+{
+    unsigned char *f = malloc(12 + len);
+    size_t off = 0, n = 12 + len;
+    int one = 1;
+
+    assert_non_null(f);
+    assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
+                                sizeof one), 0);
+    frame_head(f, rid, len);
+    memcpy(f + 12, msg, len);
+    for (int k = 0; cuts[k] != 0 && off < n; k++) {
+        size_t c = cuts[k] < n - off ? cuts[k] : n - off;
+        send_all(fd, f + off, c);
+        off += c;
+        tools__sleep_ms(3);
+    }
+    if (off < n)
+        send_all(fd, f + off, n - off);
+    free(f);
+}
+
+/* The length, request id and header one byte at a time, then the rest */
+static const size_t ONES[] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0};
+static const size_t ODD[] = {3, 5, 7, 11, 13, 17, 2000, 1, 0};
+
+/* The gate follows each stream byte by byte; here the SP header, a
+ * HELLO and a HANDSHAKE come a byte per read, and large pulls (with the
+ * live session on a fresh connection: served; with a dead one: refused
+ * unread, and a HELLO after it on the same connection answered) in
+ * 1-byte and odd pieces. */
+static void
+test_frames_split_anywhere(void **state)
+{
+    static const unsigned char sp[8] = {0, 'S', 'P', 0, 0, 48, 0, 0};
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", NULL};
+    enum { NP = 300 };
+    struct gkvt_proc *srv;
+    struct gkvt_rep r = {0};
+    unsigned char hb[NET_HDR_LEN], msg[8192], pl[4096];
+    unsigned char nonce[NET_NONCE_LEN];
+    struct sockaddr_in sa = {0};
+    uint64_t sess, ids[NP];
+    net_hello_rep hr;
+    net_hs_rep hsr;
+    net_hs_req hs;
+    net_wr w;
+    net_rd rd;
+    float *ref;
+    size_t len;
+    int a, b, d, one = 1;
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 1000);
+    ref = gkvt_read_all(j->st[0], "feat", 1000, 4 * sizeof (float));
+    gkvt_serve(j, 1, 1, extra, &srv);
+    /* the SP header and a HELLO a byte at a time */
+    assert_true((a = socket(AF_INET, SOCK_STREAM, 0)) >= 0);
+    assert_int_equal(setsockopt(a, IPPROTO_TCP, TCP_NODELAY, &one,
+                                sizeof one), 0);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)j->base);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(a, (struct sockaddr *)&sa, sizeof sa), 0);
+    for (int i = 0; i < 8; i++) {
+        send_all(a, sp + i, 1);
+        tools__sleep_ms(3);
+    }
+    (void)gkvt_raw_msg(hb, NET_HELLO, 0, 1, NULL, 0);
+    send_cut(a, 1, hb, sizeof hb, ONES);
+    assert_int_equal(tcp_recv(a, 1, 1, &r, 10000), 0);
+    assert_int_equal(r.h.status, 0);
+    net__rd_init(&rd, r.pl + NET_HDR_LEN, r.plen);
+    assert_int_equal(net__dec_hello_rep(&rd, &hr), 0);
+    memcpy(nonce, hr.nonce, NET_NONCE_LEN);
+    /* a HANDSHAKE a byte at a time */
+    memset(&hs, 0, sizeof hs);
+    memcpy(hs.nonce, nonce, NET_NONCE_LEN);
+    snprintf(hs.group, sizeof hs.group, "job");
+    w = (net_wr){pl, sizeof pl, 0};
+    net__enc_hs_req(&w, &hs);
+    len = gkvt_raw_msg(msg, NET_HANDSHAKE, 0, 2, pl, w.off);
+    send_cut(a, 2, msg, len, ONES);
+    assert_int_equal(tcp_recv(a, 0, 2, &r, 10000), 0);
+    assert_int_equal(r.h.status, 0);
+    net__rd_init(&rd, r.pl + NET_HDR_LEN, r.plen);
+    memset(&hsr, 0, sizeof hsr);
+    assert_int_equal(net__dec_hs_rep(&rd, &hsr), 0);
+    sess = hsr.session;
+    net__schema_free(&hsr.schema);
+    /* large pulls with the live session on fresh connections */
+    len = pull_msg(sess, NP, ids, msg, sizeof msg);
+    for (int pass = 0; pass < 2; pass++) {
+        assert_true((b = tcp_open(j->base, NULL)) >= 0);
+        send_cut(b, 3, msg, len, pass ? ONES : ODD);
+        assert_int_equal(tcp_recv(b, 1, 3, &r, 10000), 0);
+        assert_int_equal(r.h.status, 0);
+        net__rd_init(&rd, r.pl + NET_HDR_LEN, r.plen);
+        {
+            net_pull_rep pr;
+            assert_int_equal(net__dec_pull_rep(&rd, &pr), 0);
+            assert_int_equal(pr.n, NP);
+            for (int i = 0; i < NP; i++)
+                assert_memory_equal(pr.rows + 16 * i, ref + 4 * ids[i], 16);
+        }
+        close(b);
+    }
+    /* with a dead session, then a HELLO on the same connection */
+    len = pull_msg(sess ^ 1, NP, ids, msg, sizeof msg);
+    for (int pass = 0; pass < 2; pass++) {
+        assert_true((d = tcp_open(j->base, NULL)) >= 0);
+        send_cut(d, 4, msg, len, pass ? ONES : ODD);
+        (void)gkvt_raw_msg(hb, NET_HELLO, 0, 5, NULL, 0);
+        send_cut(d, 5, hb, sizeof hb, pass ? ODD : ONES);
+        assert_int_equal(tcp_recv(d, 1, 4, &r, 10000), 0);
+        assert_int_equal(r.h.status, GKV_EPERM);
+        assert_true(r.h.flags & NET_F_SESSION);
+        assert_true(r.h.session == (sess ^ 1));
+        assert_non_null(strstr(r.msg, "without a session"));
+        assert_int_equal(tcp_recv(d, 0, 5, &r, 10000), 0);
+        assert_int_equal(r.h.status, 0);
+        close(d);
+    }
+    close(a);
+    assert_true(gkvt_proc_alive(srv));
+    free(r.pl);
+    free(ref);
 }
 
 int
@@ -550,8 +968,18 @@ main(void)
             test_unauthenticated_connections_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sessions_per_address_capped,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_host_of_1032_sessions_joins,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_handshake_replayed_on_another_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_is_no_bearer_token,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reopened_slots_lock_no_one_out,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lanes_plain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lanes_checksum, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_frames_split_anywhere, setup,
+                                        teardown),
     };
 
     signal(SIGPIPE, SIG_IGN);

@@ -10,28 +10,30 @@
  *
  *   accept, accept4  record each accepted TCP connection by descriptor:
  *                    its peer address, "not yet authenticated". Such
- *                    connections are capped per address and in all; past
- *                    a cap the oldest one older than GRACE_MS of that
- *                    address (or of any) is shut down, else the new one
- *                    is closed at once. Logged, rationed.
+ *                    connections are capped per address (an IPv6 one's
+ *                    /64) and in all; past a cap the oldest one of that
+ *                    address (or of any) older than FLOOR_MS is shut
+ *                    down, else the new one is closed at once. Logged,
+ *                    rationed.
  *   recvmsg          follows each gated connection's SP-over-TCP stream:
  *                    the 8-byte SP header, then frames (8-byte big-endian
  *                    length, payload: the REQ request id, 4 bytes, then
  *                    the gkv message). On a connection not yet
  *                    authenticated, a frame longer than SMALL (a handshake
  *                    fits with room) is held back until its first PREFIX
- *                    bytes show its gkv header: with a live session (a
- *                    client's second lane, a reconnected socket) the
- *                    connection is authenticated and the frame goes on;
- *                    else nanomsg never sees it: the gate answers it as
- *                    the server would have (GKV_EPERM "without a session",
- *                    GKV_EPROTO for a HELLO or HANDSHAKE, or what is wrong
- *                    with its header) and swallows its bytes as they
- *                    come, so it costs no memory; a connection whose
- *                    answer cannot be sent at once is shut down
- *                    (ECONNRESET: nanomsg drops it). The digest of each
- *                    handshake frame is kept (NDIG per connection) for
- *                    the server's link().
+ *                    bytes show its gkv header: with a live session of
+ *                    the connection's own address (a client's second
+ *                    lane, a reconnected socket) the connection is
+ *                    authenticated by that session, up to AUTH_SLACK +
+ *                    AUTH_PER_SESS per session of the address, and the
+ *                    frame goes on; else nanomsg gets the frame cut to its
+ *                    first PREFIX bytes (the server answers that header as
+ *                    a message too large before a handshake) and the rest
+ *                    is swallowed as it comes, so it costs no memory. An
+ *                    authenticated connection whose session ended is not
+ *                    authenticated from its next frame on. The digest of
+ *                    each handshake frame is kept (NDIG per connection)
+ *                    for the server's link().
  *   close, socket    forget the descriptor: its number is reused, also by
  *                    the server's own outgoing connections (its peer
  *                    clients), which are never gated.
@@ -39,8 +41,8 @@
  * nanomsg 1.1.5 runs one worker thread, which makes every recvmsg and
  * accept call; the server's threads call link() and session() under their
  * lock. One mutex, g.mu, guards the tables; nothing else is taken under
- * it (the log is a write(2)); on[] lets recvmsg pass an ungated
- * descriptor on without it.
+ * it, and nothing is written under it (log lines wait for unlock()); on[]
+ * lets recvmsg pass an ungated descriptor on without it.
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -70,8 +72,14 @@
 #define SMALL         (PREFIX + GKV_PRESESS_MAX) /* frame bytes any peer may
                                         * send before it has a session */
 #define NDIG          4                /* handshake digests per connection */
-#define GRACE_MS      5000             /* a connection not authenticated
+#define FLOOR_MS      200              /* a connection not authenticated
                                         * this long may make room */
+#define AUTH_SLACK    8                /* authenticated connections one
+                                        * address may have beyond */
+#define AUTH_PER_SESS 4                /* ... these per session of it (a
+                                        * client: 2 lanes and a heartbeat) */
+#define SCRATCH       65536            /* a swallowed frame, read at once */
+#define DRAIN_MAX     (1u << 20)       /* ... at most this much per call */
 #define SESS_SLOTS    (1u << 17)       /* live sessions: 65536 at most */
 #define LOG_BURST     50               /* lines per LOG_WINDOW_MS */
 #define LOG_WINDOW_MS 10000
@@ -79,9 +87,18 @@
 
 enum { C_PRE = 1, C_AUTH, C_DEAD };
 
+struct sent {                    /* a live session */
+    uint64_t id;                 /* 0: a free slot */
+    uint64_t ah;                 /* addr_hash() of its peer address */
+};
+
 struct conn {                    /* an accepted TCP connection */
     int fd, state;               /* C_* */
     char addr[GKV_PEER_ADDR_MAX];
+    char key[GKV_PEER_ADDR_MAX]; /* what its per-address caps count: the
+                                  * address, an IPv6 one's /64 */
+    uint64_t ah;                 /* addr_hash(addr) */
+    uint64_t sess;               /* the session that authenticated it */
     uint64_t since_ms;           /* accepted (monotonic) */
     unsigned skip;               /* SP header bytes still to come */
     unsigned nlen;               /* length bytes of the frame seen */
@@ -108,7 +125,8 @@ static struct {
     unsigned npre;
     unsigned max_pre, max_pre_peer;
     uint64_t max_frame;          /* the server's NN_RCVMAXSIZE */
-    uint64_t *sess;              /* live sessions, open addressing */
+    struct sent *sess;           /* live sessions, open addressing */
+    unsigned char scratch[SCRATCH]; /* swallowed bytes go here */
     int quiet;
     uint64_t window, count, dropped; /* the log's ration */
     gkv_server_gate hook;
@@ -170,8 +188,25 @@ gated(int fd)
            atomic_load_explicit(&g.on[fd], memory_order_acquire) != 0;
 }
 
+/* Log lines made under g.mu, written by unlock() once it is released: a
+ * thread's own (nanomsg's worker, or a server thread in link/session). */
+static __thread char tl_log[4096];
+static __thread size_t tl_n;
+
+static void
+unlock(void)
+{
+    size_t n = tl_n;
+
+    pthread_mutex_unlock(&g.mu);
+    tl_n = 0;
+    if (n > 0 && write(2, tl_log, n) < 0)
+        return;
+}
+
 /* A log line as the server writes them, rationed (LOG_BURST per window,
- * then one line saying how many were not written). Caller holds g.mu. */
+ * then one line saying how many were not written), kept for unlock().
+ * Caller holds g.mu. */
 __attribute__((format(printf, 1, 2)))
 static void
 gate_log(const char *fmt, ...)
@@ -208,8 +243,12 @@ gate_log(const char *fmt, ...)
     if (n > (int)sizeof line - 2)
         n = (int)sizeof line - 2;
     line[n++] = '\n';
-    if (write(2, line, (size_t)n) < 0)
+    if (tl_n + (size_t)n > sizeof tl_log) {
+        g.dropped++;
         return;
+    }
+    memcpy(tl_log + tl_n, line, (size_t)n);
+    tl_n += (size_t)n;
 }
 
 /* ---- the tables (caller holds g.mu) ------------------------------------- */
@@ -224,15 +263,6 @@ pre_remove(struct conn *c)
         }
 }
 
-/* c is authenticated: no longer counted, no frame limit. */
-static void
-conn_auth(struct conn *c)
-{
-    if (c->state == C_PRE)
-        pre_remove(c);
-    c->state = C_AUTH;
-}
-
 /* c must go: shut down (nanomsg's next read fails and it closes c). */
 static void
 conn_kill(struct conn *c)
@@ -243,33 +273,49 @@ conn_kill(struct conn *c)
     shutdown(c->fd, SHUT_RDWR);
 }
 
+static uint64_t
+addr_hash(const char *addr)
+{
+    return XXH3_64bits(addr, strlen(addr));
+}
+
 static size_t
 sess_slot(uint64_t id)
 {
     return (size_t)(id ^ id >> 29) & (SESS_SLOTS - 1);
 }
 
-static int
-sess_live(uint64_t id)
+static struct sent *
+sess_find(uint64_t id)
 {
     if (id == 0)
-        return 0;
-    for (size_t i = sess_slot(id); g.sess[i] != 0;
+        return NULL;
+    for (size_t i = sess_slot(id); g.sess[i].id != 0;
          i = (i + 1) & (SESS_SLOTS - 1))
-        if (g.sess[i] == id)
-            return 1;
-    return 0;
+        if (g.sess[i].id == id)
+            return &g.sess[i];
+    return NULL;
+}
+
+/* Whether session id is live and of the address whose hash is ah. */
+static int
+sess_ok(uint64_t id, uint64_t ah)
+{
+    struct sent *e = sess_find(id);
+
+    return e != NULL && e->ah == ah;
 }
 
 static void
-sess_add(uint64_t id)
+sess_add(uint64_t id, uint64_t ah)
 {
     size_t i;
 
-    for (i = sess_slot(id); g.sess[i] != 0; i = (i + 1) & (SESS_SLOTS - 1))
-        if (g.sess[i] == id)
-            return;
-    g.sess[i] = id;
+    for (i = sess_slot(id); g.sess[i].id != 0; i = (i + 1) & (SESS_SLOTS - 1))
+        if (g.sess[i].id == id)
+            break;
+    g.sess[i].id = id;
+    g.sess[i].ah = ah;
 }
 
 /* Linear probing's deletion: later entries of the run move up so that
@@ -279,81 +325,92 @@ sess_del(uint64_t id)
 {
     size_t i, j, h, m = SESS_SLOTS - 1;
 
-    for (i = sess_slot(id); g.sess[i] != id; i = (i + 1) & m)
-        if (g.sess[i] == 0)
+    for (i = sess_slot(id); g.sess[i].id != id; i = (i + 1) & m)
+        if (g.sess[i].id == 0)
             return;
     for (j = i;;) {
         j = (j + 1) & m;
-        if (g.sess[j] == 0)
+        if (g.sess[j].id == 0)
             break;
-        h = sess_slot(g.sess[j]);
+        h = sess_slot(g.sess[j].id);
         /* move j to i unless its home lies cyclically in (i, j] */
         if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
             g.sess[i] = g.sess[j];
             i = j;
         }
     }
-    g.sess[i] = 0;
+    g.sess[i].id = 0;
+    g.sess[i].ah = 0;
+}
+
+/* The live sessions of the address whose hash is ah. */
+static unsigned
+sess_of(uint64_t ah)
+{
+    unsigned n = 0;
+
+    for (size_t i = 0; i < SESS_SLOTS; i++)
+        n += g.sess[i].id != 0 && g.sess[i].ah == ah;
+    return n;
+}
+
+/* c is authenticated by session sid (0: by a handshake it carried that
+ * was not granted a session; not the case today): no longer counted, no
+ * frame limit, until sid ends. 'capped': only while its address has
+ * fewer than AUTH_SLACK + AUTH_PER_SESS x (its sessions) authenticated
+ * connections. 1, or 0 when c stays as it was (the cap). */
+static int
+conn_auth(struct conn *c, uint64_t sid, int capped)
+{
+    unsigned n = 0, ns;
+
+    if (capped) {
+        for (int fd = 0; fd < g.top; fd++) {
+            struct conn *o = g.tab[fd];
+            n += o != NULL && o->state == C_AUTH && o->ah == c->ah;
+        }
+        if (n >= AUTH_SLACK &&
+            n >= AUTH_SLACK + AUTH_PER_SESS * (ns = sess_of(c->ah))) {
+            gate_log("connection from %s not authenticated by its session: "
+                     "the address has %u authenticated connections, the most "
+                     "%u sessions allow", c->addr, n, ns);
+            return 0;
+        }
+    }
+    if (c->state == C_PRE)
+        pre_remove(c);
+    c->state = C_AUTH;
+    c->sess = sid;
+    return 1;
 }
 
 /* ---- the stream ---------------------------------------------------------- */
 
-/* Answers the frame whose first PREFIX bytes are p with an error reply
- * (status, extra flags, message), its type and request id copied from
- * header q when q is a gkv header (else 0), as the server answers. 0, or
- * -1 when it could not be sent at once (the connection must go). */
-static int
-refuse_frame(struct conn *c, const unsigned char *p, const net_hdr *q,
-             gkv_err status, uint32_t flags, const char *msg)
-{
-    unsigned char out[8 + PREFIX + 2 + 256];
-    size_t ml = strlen(msg), frame;
-    net_hdr h;
-
-    if (ml > 256)
-        ml = 256;
-    frame = PREFIX + 2 + ml;
-    for (int i = 0; i < 8; i++)
-        out[i] = (unsigned char)(frame >> (56 - 8 * i));
-    memcpy(out + 8, p, REQ_ID_LEN);
-    memset(&h, 0, sizeof h);
-    h.magic = NET_MAGIC;
-    h.version = NET_VERSION;
-    if (q->magic == NET_MAGIC) {
-        h.type = q->type;
-        h.req_id = q->req_id;
-    }
-    h.flags = NET_F_REPLY | flags;
-    h.status = status;
-    h.len = 2 + ml;
-    net__hdr_put(out + 8 + REQ_ID_LEN, &h);
-    out[8 + PREFIX] = (unsigned char)ml;
-    out[8 + PREFIX + 1] = (unsigned char)(ml >> 8);
-    memcpy(out + 8 + PREFIX + 2, msg, ml);
-    return send(c->fd, out, 8 + frame, MSG_DONTWAIT | MSG_NOSIGNAL) ==
-           (ssize_t)(8 + frame) ? 0 : -1;
-}
+static int conn_unauth(struct conn *c);
 
 /* A frame of L bytes, longer than SMALL, on a connection not yet
- * authenticated; p: its first PREFIX bytes. J_ON: it goes on (a request
- * with a live session: c is authenticated now); J_REFUSE: answered as the
- * server would have ("without a session"), to be swallowed; J_CUT: a
- * header the server refuses by itself: the server gets the frame cut to
- * its first PREFIX bytes (it answers, counts and logs what is wrong), the
- * rest is swallowed; J_END: c must go (a frame over the server's message
- * limit, which nanomsg would drop it for, or an answer that could not be
- * sent at once). */
-enum { J_END = -1, J_REFUSE, J_ON, J_CUT };
+ * authenticated; p: its first PREFIX bytes, which may be rewritten. J_ON:
+ * it goes on (a request with a live session of c's address: c is
+ * authenticated now); J_CUT: nanomsg gets the frame cut to its first
+ * PREFIX bytes, its header as sent (a live session it may not use set to
+ * 0), and the rest is swallowed: the server answers that header as it
+ * answers a message that large before a handshake (server.c's
+ * presess_too_big: "without a session", GKV_EPERM, or GKV_EPROTO for a
+ * HELLO or HANDSHAKE) or what else is wrong with it, and counts and logs
+ * it. J_END: c must go (a frame over the server's message limit, which
+ * nanomsg would drop it for). Nothing is sent from here: a reply of the
+ * gate's own could land in the middle of one of nanomsg's. */
+enum { J_END = -1, J_ON, J_CUT };
 
 static int
-judge_big(struct conn *c, const unsigned char *p, uint64_t L)
+judge_big(struct conn *c, unsigned char *p, uint64_t L)
 {
     unsigned char hb[NET_HDR_LEN];
     char why[256];
     const char *name;
     net_hdr q;
     gkv_err rc;
-    int sess;
+    int sess, live;
 
     if (L > g.max_frame) {
         gate_log("connection from %s closed: a frame of %llu bytes, over the "
@@ -364,26 +421,29 @@ judge_big(struct conn *c, const unsigned char *p, uint64_t L)
     /* the header's checks, but the checksum: the payload is not here */
     memcpy(hb, p + REQ_ID_LEN, NET_HDR_LEN);
     hb[8] &= (unsigned char)~NET_F_SUM;
+    memset(hb + 40, 0, 8);
     rc = net__hdr_check(hb, NET_HDR_LEN + (size_t)(L - PREFIX), &q, why,
                         sizeof why);
-    name = net__type_name(q.type);
-    /* HELLO, HANDSHAKE and unknown types need no session (server.c's
-     * presess_too_big): their refusal has no NET_F_SESSION */
-    sess = name != NULL && q.type != NET_HELLO && q.type != NET_HANDSHAKE;
     if (rc != GKV_OK)
         return J_CUT;
-    if (sess && sess_live(q.session)) {
-        conn_auth(c);
+    name = net__type_name(q.type);
+    /* HELLO, HANDSHAKE and unknown types need no session (server.c's
+     * presess_too_big) */
+    sess = name != NULL && q.type != NET_HELLO && q.type != NET_HANDSHAKE;
+    live = sess && sess_find(q.session) != NULL;
+    if (live && sess_ok(q.session, c->ah) && conn_auth(c, q.session, 1))
         return J_ON;
-    }
-    snprintf(why, sizeof why, "%llu payload bytes without a session: at most "
-             "%d before a handshake", (unsigned long long)q.len,
-             GKV_PRESESS_MAX);
     gate_log("connection from %s: a %s request of %llu payload bytes before "
-             "it authenticated, refused unread", c->addr, name != NULL ? name :
-             "unknown", (unsigned long long)q.len);
-    return refuse_frame(c, p, &q, sess ? GKV_EPERM : GKV_EPROTO,
-                        sess ? NET_F_SESSION : 0, why) == 0 ? J_REFUSE : J_END;
+             "it authenticated%s, refused unread", c->addr, name != NULL ?
+             name : "unknown", (unsigned long long)q.len, !live ? "" :
+             sess_ok(q.session, c->ah) ? " (its address has its most "
+             "authenticated connections)" : " (its session is another "
+             "address's)");
+    if (live) {
+        /* the header as sent, but the session */
+        memset(p + REQ_ID_LEN + 24, 0, 8);
+    }
+    return J_CUT;
 }
 
 /* The end of a small frame c collected in body[]. */
@@ -399,8 +459,8 @@ frame_done(struct conn *c)
         c->dig[c->dnext] = XXH3_64bits(c->body, c->nbody);
         c->dnext = (c->dnext + 1) % NDIG;
     } else if (c->state == C_PRE && q.type != NET_HELLO &&
-               sess_live(q.session)) {
-        conn_auth(c);
+               sess_ok(q.session, c->ah)) {
+        (void)conn_auth(c, q.session, 1);
     }
 }
 
@@ -427,6 +487,9 @@ stream(struct conn *c, unsigned char *b, size_t n)
             DELIVER(k);
             continue;
         }
+        if (c->left == 0 && c->nlen == 0 && c->state == C_AUTH &&
+            !sess_ok(c->sess, c->ah) && conn_unauth(c) != 0)
+            return -1;
         if (c->left == 0 && c->nlen == 0 && c->state == C_PRE) {
             /* a frame starts: judged before nanomsg sees a byte of it */
             uint64_t L;
@@ -440,12 +503,6 @@ stream(struct conn *c, unsigned char *b, size_t n)
                     break;
                 if ((v = judge_big(c, b + i + 8, L)) == J_END)
                     return -1;
-                if (v == J_REFUSE) {
-                    c->drop = 1;
-                    c->left = L;
-                    i += 8;         /* swallowed with the rest */
-                    continue;
-                }
                 if (v == J_CUT) {
                     /* a frame of PREFIX bytes, then the rest swallowed */
                     for (int s = 0; s < 8; s++)
@@ -497,40 +554,81 @@ stream(struct conn *c, unsigned char *b, size_t n)
 
 /* ---- the wrappers -------------------------------------------------------- */
 
-/* "IP" of a TCP peer (an IPv4-mapped IPv6 one as IPv4); 0 when not one. */
+/* While c's frame is swallowed, reads what has come of it (at most
+ * DRAIN_MAX bytes, never past the frame) in SCRATCH pieces here, rather
+ * than one of nanomsg's 2 KiB reads and a lock per piece. Caller holds
+ * g.mu. */
+static void
+drain(struct conn *c)
+{
+    size_t total = 0;
+    ssize_t k;
+
+    while (c->drop && c->left > 0 && c->nhold == 0 && total < DRAIN_MAX) {
+        k = recv(c->fd, g.scratch, c->left < SCRATCH ? (size_t)c->left :
+                 SCRATCH, MSG_DONTWAIT);
+        if (k <= 0)
+            break;
+        c->left -= (uint64_t)k;
+        total += (size_t)k;
+    }
+}
+
+/* "IP" of a TCP peer (an IPv4-mapped IPv6 one as IPv4) in addr, and what
+ * the per-address caps count it as in key: the same, but an IPv6 one's
+ * /64 ("2001:db8:1:2::/64"): one host has a /64 to pick from. 0 when not
+ * a TCP peer. */
 static int
-peer_text(int fd, char *addr)
+peer_text(int fd, char *addr, char *key)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
+    struct in6_addr net;
+    size_t n;
 
     if (getpeername(fd, (struct sockaddr *)&ss, &sl) != 0)
         return 0;
-    if (ss.ss_family == AF_INET)
-        return inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr,
-                         addr, GKV_PEER_ADDR_MAX) != NULL;
-    if (ss.ss_family == AF_INET6) {
+    if (ss.ss_family == AF_INET) {
+        if (inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, addr,
+                      GKV_PEER_ADDR_MAX) == NULL)
+            return 0;
+    } else if (ss.ss_family == AF_INET6) {
         const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
-        if (IN6_IS_ADDR_V4MAPPED(a))
-            return inet_ntop(AF_INET, a->s6_addr + 12, addr,
-                             GKV_PEER_ADDR_MAX) != NULL;
-        return inet_ntop(AF_INET6, a, addr, GKV_PEER_ADDR_MAX) != NULL;
+        if (IN6_IS_ADDR_V4MAPPED(a)) {
+            if (inet_ntop(AF_INET, a->s6_addr + 12, addr,
+                          GKV_PEER_ADDR_MAX) == NULL)
+                return 0;
+        } else {
+            if (inet_ntop(AF_INET6, a, addr, GKV_PEER_ADDR_MAX) == NULL)
+                return 0;
+            memset(&net, 0, sizeof net);
+            memcpy(net.s6_addr, a->s6_addr, 8);
+            if (inet_ntop(AF_INET6, &net, key, GKV_PEER_ADDR_MAX - 3) == NULL)
+                return 0;
+            n = strlen(key);
+            memcpy(key + n, "/64", 4);
+            return 1;
+        }
+    } else {
+        return 0;
     }
-    return 0;
+    memcpy(key, addr, GKV_PEER_ADDR_MAX);
+    return 1;
 }
 
-/* Makes room among the connections not yet authenticated (of 'addr', or
- * of any when NULL): the oldest one older than GRACE_MS goes. 1 when one
- * went. Caller holds g.mu. */
+/* Makes room among the connections not yet authenticated (of per-address
+ * key 'key', or of any when NULL): the oldest one goes, whatever its age
+ * past FLOOR_MS (one that re-opens its connections cannot lock another
+ * out). 1 when one went. Caller holds g.mu. */
 static int
-make_room(const char *addr, uint64_t now)
+make_room(const char *key, uint64_t now)
 {
     struct conn *old = NULL;
 
     for (unsigned i = 0; i < g.npre; i++) {
         struct conn *c = g.pre[i];
-        if ((addr == NULL || strcmp(c->addr, addr) == 0) &&
-            now - c->since_ms >= GRACE_MS &&
+        if ((key == NULL || strcmp(c->key, key) == 0) &&
+            now - c->since_ms >= FLOOR_MS &&
             (old == NULL || c->since_ms < old->since_ms))
             old = c;
     }
@@ -543,43 +641,79 @@ make_room(const char *addr, uint64_t now)
     return 1;
 }
 
+/* Whether one more connection of per-address key 'key' may be counted as
+ * not authenticated, room made if need be (make_room); addr: for the log.
+ * Caller holds g.mu. */
+static int
+pre_room(const char *key, const char *addr, uint64_t now)
+{
+    unsigned per = 0;
+
+    for (unsigned i = 0; i < g.npre; i++)
+        per += strcmp(g.pre[i]->key, key) == 0;
+    if (per >= g.max_pre_peer && !make_room(key, now)) {
+        gate_log("connection from %s closed at once: %u of its connections "
+                 "have not authenticated yet, the most one address may "
+                 "(--max-unauth-per-peer), none older than %d ms", addr, per,
+                 FLOOR_MS);
+        return 0;
+    }
+    if (g.npre >= g.max_pre && !make_room(NULL, now)) {
+        gate_log("connection from %s closed at once: %u connections have not "
+                 "authenticated yet, the most the server takes "
+                 "(--max-unauth), none older than %d ms", addr, g.npre,
+                 FLOOR_MS);
+        return 0;
+    }
+    return 1;
+}
+
+/* Authenticated c's session ended: c is counted as not authenticated
+ * again (from now), room made for it. 0, or -1: no room, c must go. */
+static int
+conn_unauth(struct conn *c)
+{
+    uint64_t now = mono_ms();
+
+    if (!pre_room(c->key, c->addr, now))
+        return -1;
+    c->state = C_PRE;
+    c->sess = 0;
+    c->since_ms = now;
+    g.pre[g.npre++] = c;
+    return 0;
+}
+
 /* Takes accepted descriptor fd into the gate: 1, or 0 when it was closed
  * (a cap). */
 static int
 admit(int fd)
 {
-    char addr[GKV_PEER_ADDR_MAX];
+    char addr[GKV_PEER_ADDR_MAX], key[GKV_PEER_ADDR_MAX];
     struct conn *c = NULL;
-    unsigned per = 0;
     uint64_t now;
 
-    if (g.cap == 0 || !peer_text(fd, addr))
+    if (g.cap == 0 || !peer_text(fd, addr, key))
         return 1;                   /* not started, or no TCP peer */
     now = mono_ms();
     pthread_mutex_lock(&g.mu);
-    for (unsigned i = 0; i < g.npre; i++)
-        per += strcmp(g.pre[i]->addr, addr) == 0;
     if (fd >= g.cap)
         gate_log("connection from %s closed at once: descriptor %d is past "
                  "the gate's table (%d, from ulimit -n)", addr, fd, g.cap);
-    else if (per >= g.max_pre_peer && !make_room(addr, now))
-        gate_log("connection from %s closed at once: %u of its connections "
-                 "have not authenticated yet, the most one address may "
-                 "(--max-unauth-per-peer)", addr, per);
-    else if (g.npre >= g.max_pre && !make_room(NULL, now))
-        gate_log("connection from %s closed at once: %u connections have not "
-                 "authenticated yet, the most the server takes "
-                 "(--max-unauth)", addr, g.npre);
+    else if (!pre_room(key, addr, now))
+        ;
     else if ((c = calloc(1, sizeof *c)) == NULL)
         gate_log("connection from %s closed at once: out of memory", addr);
     if (c == NULL) {
-        pthread_mutex_unlock(&g.mu);
+        unlock();
         REAL(close)(fd);
         return 0;
     }
     c->fd = fd;
     c->state = C_PRE;
     snprintf(c->addr, sizeof c->addr, "%s", addr);
+    snprintf(c->key, sizeof c->key, "%s", key);
+    c->ah = addr_hash(addr);
     c->since_ms = now;
     c->skip = SP_HDR_LEN;
     free(g.tab[fd]);                /* none: close forgets it */
@@ -588,7 +722,7 @@ admit(int fd)
     if (fd >= g.top)
         g.top = fd + 1;
     atomic_store_explicit(&g.on[fd], 1, memory_order_release);
-    pthread_mutex_unlock(&g.mu);
+    unlock();
     return 1;
 }
 
@@ -604,7 +738,7 @@ forget(int fd)
     atomic_store_explicit(&g.on[fd], 0, memory_order_release);
     if (c != NULL && c->state == C_PRE)
         pre_remove(c);
-    pthread_mutex_unlock(&g.mu);
+    unlock();
     free(c);
 }
 
@@ -665,11 +799,11 @@ recvmsg(int fd, struct msghdr *msg, int flags)
         return REAL(recvmsg)(fd, msg, flags);
     pthread_mutex_lock(&g.mu);
     if ((c = g.tab[fd]) == NULL) {
-        pthread_mutex_unlock(&g.mu);
+        unlock();
         return REAL(recvmsg)(fd, msg, flags);
     }
     if (c->state == C_DEAD) {
-        pthread_mutex_unlock(&g.mu);
+        unlock();
         errno = ECONNRESET;
         return -1;
     }
@@ -681,7 +815,7 @@ recvmsg(int fd, struct msghdr *msg, int flags)
         gate_log("connection from %s closed: a read of %zu bytes while %zu "
                  "were held", c->addr, cap, c->nhold);
         conn_kill(c);
-        pthread_mutex_unlock(&g.mu);
+        unlock();
         errno = ECONNRESET;
         return -1;
     }
@@ -704,18 +838,19 @@ recvmsg(int fd, struct msghdr *msg, int flags)
         } else if (got == 0 || rc == 0 || (e != EAGAIN && e != EWOULDBLOCK)) {
             /* nothing, the end, or an error: as it came (what was held
              * was a frame not judged yet) */
-            pthread_mutex_unlock(&g.mu);
+            unlock();
             errno = e;
             return rc;
         }
     }
     if ((w = stream(c, b, got)) < 0) {
         conn_kill(c);
-        pthread_mutex_unlock(&g.mu);
+        unlock();
         errno = ECONNRESET;
         return -1;
     }
-    pthread_mutex_unlock(&g.mu);
+    drain(c);
+    unlock();
     if (w == 0) {
         errno = EAGAIN;             /* all held or swallowed: wait for more */
         return -1;
@@ -726,7 +861,7 @@ recvmsg(int fd, struct msghdr *msg, int flags)
 /* ---- the server's hook --------------------------------------------------- */
 
 static int
-hook_link(void *ctx, uint64_t digest, char *addr, int accept)
+hook_link(void *ctx, uint64_t digest, char *addr, uint64_t session)
 {
     struct conn *one = NULL;
     int n = 0;
@@ -744,28 +879,28 @@ hook_link(void *ctx, uint64_t digest, char *addr, int accept)
                 break;
             }
     }
-    if (n == 1 && accept) {
+    if (n == 1 && session != 0) {
         for (unsigned k = 0; k < NDIG; k++)
             if (one->dig[k] == digest)
                 one->dig[k] = 0;
-        conn_auth(one);
+        (void)conn_auth(one, session, 0);
     }
     if (n == 1)
         snprintf(addr, GKV_PEER_ADDR_MAX, "%s", one->addr);
-    pthread_mutex_unlock(&g.mu);
+    unlock();
     return n;
 }
 
 static void
-hook_session(void *ctx, uint64_t id, int live)
+hook_session(void *ctx, uint64_t id, const char *addr, int live)
 {
     (void)ctx;
     pthread_mutex_lock(&g.mu);
     if (live)
-        sess_add(id);
+        sess_add(id, addr_hash(addr));
     else
         sess_del(id);
-    pthread_mutex_unlock(&g.mu);
+    unlock();
 }
 
 gkv_err
@@ -794,7 +929,7 @@ gate_start(const struct gate_opts *o)
     g.hook.max_peer_sessions = o->max_peer_sessions;
     pthread_mutex_lock(&g.mu);
     g.cap = cap;                    /* accept gates from now on */
-    pthread_mutex_unlock(&g.mu);
+    unlock();
     return GKV_OK;
 }
 
