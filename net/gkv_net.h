@@ -114,7 +114,8 @@ typedef struct gkv_server gkv_server;   /* opaque */
 #define GKV_SERVER_NOSYNC      0x08u  /* open the store with GKV_NOSYNC:
                                        * pushes survive a process crash,
                                        * not an OS crash */
-#define GKV_SERVER_NO_PREFAULT 0x10u  /* skip gkv_store_prefault() at start */
+#define GKV_SERVER_NO_PREFAULT 0x10u  /* skip gkv_store_prefault() at start
+                                       * (and the check of the chunks) */
 #define GKV_SERVER_QUIET       0x20u  /* no log lines */
 #define GKV_SERVER_INSECURE_NO_TOKEN 0x40u /* without token_file, listen on
                                        * a non-loopback address (or every
@@ -123,6 +124,11 @@ typedef struct gkv_server gkv_server;   /* opaque */
                                        * write and delete tensors and stop
                                        * the server. Without this flag such
                                        * a server is refused (GKV_EPERM) */
+#define GKV_SERVER_NO_VERIFY_DATA 0x80u /* at start, pre-fault the map
+                                       * without checking every chunk's
+                                       * checksum (gkv_store_verify); by
+                                       * default a store with a bad chunk
+                                       * is refused (GKV_ECORRUPT) */
 
 typedef struct gkv_server_opts {
     const char *store;        /* store directory (required unless

@@ -964,8 +964,44 @@ server_new(const gkv_server_opts *o, size_t mi)
     return s;
 }
 
+/* Pre-faults the store's map and, unless GKV_SERVER_NO_VERIFY_DATA,
+ * checks every chunk's checksum on the way (gkv_store_verify reads every
+ * chunk, which is what the pre-fault does): a store with a chunk whose
+ * bytes changed on disk is refused, so a pull never serves them. Data
+ * keys of no tensor (orphans) are logged, not refused: they are never
+ * read. */
+static gkv_err
+store_check(gkv_server *s, const gkv_server_opts *o, const char *path)
+{
+    gkv_verify_report rep = {0};
+    gkv_err rc;
+
+    if (o->flags & GKV_SERVER_NO_PREFAULT)
+        return GKV_OK;
+    if (o->flags & GKV_SERVER_NO_VERIFY_DATA) {
+        if ((rc = gkv_store_prefault(s->store)) != GKV_OK)
+            return net__fail(rc, "store %s: prefault: %s", path,
+                             gkv_store_errmsg(s->store));
+        return GKV_OK;
+    }
+    rc = gkv_store_verify(s->store, NULL, &rep);
+    if (rc == GKV_ECORRUPT && rep.bad_chunks == 0 && rep.orphan_keys > 0) {
+        srv__log(s, "warning: store %s holds %llu data keys of no tensor "
+                 "(%s); served all the same ('kvctl %s verify' names them)",
+                 path, (unsigned long long)rep.orphan_keys,
+                 gkv_store_errmsg(s->store), path);
+        rc = GKV_OK;
+    }
+    if (rc != GKV_OK)
+        return net__fail(rc, "store %s: %s (gkv-server checks every chunk's "
+                         "checksum at start; 'kvctl %s verify' names every "
+                         "bad one; --no-verify-data starts without the "
+                         "check)", path, gkv_store_errmsg(s->store), path);
+    return GKV_OK;
+}
+
 /* The store (a partition's, or o->store), its real path, and its map
- * pre-faulted (*ms: how long that took). */
+ * pre-faulted and checked (*ms: how long that took). */
 static gkv_err
 store_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg,
            uint64_t *ms)
@@ -995,10 +1031,8 @@ store_open(gkv_server *s, const gkv_server_opts *o, const gkv_ipconfig *cfg,
     }
     free(rp);
     *ms = gkv__now_ms();
-    if (!(o->flags & GKV_SERVER_NO_PREFAULT) &&
-        (rc = gkv_store_prefault(s->store)) != GKV_OK)
-        return net__fail(rc, "store %s: prefault: %s", o->store,
-                         gkv_store_errmsg(s->store));
+    if ((rc = store_check(s, o, path)) != GKV_OK)
+        return rc;
     *ms = gkv__now_ms() - *ms;
     return GKV_OK;
 }
@@ -1075,10 +1109,13 @@ say_start(gkv_server *s, const gkv_server_opts *o, const gkv_machine *m,
     gkv_tensor_list(s->store, NULL, 0, &d, &nt);
     gkv_free(d);
     srv__log(s, "start: gkv %s, store %s (%zu tensors, map pre-faulted in "
-             "%llu ms), machine %u (%s line %u) server %u of %u%s%s%s, auth "
+             "%llu ms%s), machine %u (%s line %u) server %u of %u%s%s%s, auth "
              "%s, keep-alive %s, lease %u ms, %u threads, max message %llu "
              "bytes, max reply memory %llu bytes%s", GKV_VERSION_STRING, s->store_path, nt,
-             (unsigned long long)prefault_ms, id->machine, o->ip_config,
+             (unsigned long long)prefault_ms,
+             (o->flags & GKV_SERVER_NO_PREFAULT) ? "" :
+             (o->flags & GKV_SERVER_NO_VERIFY_DATA) ? ", chunks not checked" :
+             ", every chunk's checksum checked", id->machine, o->ip_config,
              m->line, o->server_id, id->num_servers,
              id->name[0] ? ", name '" : "", id->name, id->name[0] ? "'" : "",
              s->auth.on ? "on" : "off",

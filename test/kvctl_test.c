@@ -927,6 +927,47 @@ test_get_export_check_chunks(void **state)
     free(v);
 }
 
+/* A chunk whose bytes changed on disk: gkv-server refuses the store at
+ * start, naming the tensor and the chunk (so that no pull serves the
+ * changed rows); --no-verify-data starts it all the same. */
+static void
+test_server_start_checks_chunks(void **state)
+{
+    struct gkvt_kvctl_fx *f = *state;
+    float *v = gkvt_npy_f32(path(f, "feat.npy"), N, W, 0);
+    struct gkvt_proc procs[1];
+    char cfg[4200], text[64], srv[4200], *out = NULL, *err = NULL;
+    int np = 0;
+
+    assert_int_equal(kv(f, f->st, "import", "feat", path(f, "feat.npy"),
+                        "--chunk-rows", "64", NULL), 0);
+    flip_row(f, v + 77 * W, 9, 0x01);
+    snprintf(cfg, sizeof cfg, "%s", path(f, "ip.cfg"));
+    snprintf(text, sizeof text, "127.0.0.1 %d\n", gkvt_port_base(1));
+    gkvt_write_text(cfg, text, 0644);
+    assert_int_not_equal(gkvt_tool("gkv-server", &out, &err, "--store",
+                                   f->st, "--ip-config", cfg, NULL), 0);
+    if (strstr(err, "tensor 'feat'") == NULL || strstr(err, "chunk 1") ==
+        NULL || strstr(err, "--no-verify-data") == NULL)
+        fail_msg("stderr: %s", err);
+    free(out);
+    free(err);
+    /* --no-verify-data: it starts (and serves the changed rows) */
+    snprintf(srv, sizeof srv, "%s/gkv-server", getenv("GKVT_BUILD") ?
+             getenv("GKVT_BUILD") : "build");
+    {
+        char *argv[] = {srv, "--store", f->st, "--ip-config", cfg,
+                        "--no-verify-data", NULL};
+        struct gkvt_proc *p = gkvt_spawn(procs, &np, 1, f->dir, argv,
+                                         "server.log");
+
+        assert_true(gkvt_server_listening(p));
+        assert_true(gkvt_file_has(p->log, "chunks not checked"));
+    }
+    gkvt_proc_reap_all(procs, np);
+    free(v);
+}
+
 /* ---- failed imports leave the store as it was ------------------------------ */
 
 /* ls output and every row of 'keep', to compare before and after. */
@@ -1516,6 +1557,7 @@ main(void)
         T(test_rm_rename_ls),
         T(test_verify_finds_flipped_byte),
         T(test_get_export_check_chunks),
+        T(test_server_start_checks_chunks),
         T(test_bad_import_changes_nothing),
         T(test_failed_open_leaves_nothing),
         T(test_import_orig_ids),

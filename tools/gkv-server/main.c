@@ -108,7 +108,11 @@ usage(FILE *f)
 "                           --insecure-no-token)\n"
 "  --nosync                 no fsync per commit (a process crash loses\n"
 "                           nothing committed, an OS crash may)\n"
-"  --no-prefault            do not pre-fault the store's map at start\n"
+"  --no-prefault            do not pre-fault the store's map at start (nor\n"
+"                           check its chunks)\n"
+"  --no-verify-data         pre-fault without checking every chunk's\n"
+"                           checksum (by default a store with a chunk\n"
+"                           changed on disk is refused at start)\n"
 "  --writeback NAME         keep tensor NAME in RAM, pushes at memory speed,\n"
 "                           written to the store every --flush-ms; NAME may\n"
 "                           end in '*' to match a prefix ('emb*', '*': all);\n"
@@ -191,6 +195,8 @@ parse_args(gkv_server_opts *o, struct gate_opts *go, struct wb *w, int argc,
         {"--nosync", OPT_BITS, .dst = &o->flags, .bits = GKV_SERVER_NOSYNC},
         {"--no-prefault", OPT_BITS, .dst = &o->flags,
          .bits = GKV_SERVER_NO_PREFAULT},
+        {"--no-verify-data", OPT_BITS, .dst = &o->flags,
+         .bits = GKV_SERVER_NO_VERIFY_DATA},
         {"--quiet", OPT_BITS, .dst = &o->flags, .bits = GKV_SERVER_QUIET,
          .alias = "-q"},
         {"--machine", OPT_UINT, .dst = &machine, .lo = 0, .hi = 1u << 20,
