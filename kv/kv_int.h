@@ -458,12 +458,17 @@ gkv_err kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r);
 /* Applies the handler to the IDs a->ids[order[i..e)] (sorted). The row of
  * ID x is at base + (x - base_id) x row bytes; its state in companion k at
  * sbase[k] + (x - base_id) x st[k].row_bytes. 'g' has row_elems doubles
- * (optimizers); 'desc' describes the tensor (custom handlers). */
+ * (optimizers); 'desc' describes the tensor (custom handlers). A step whose
+ * result is not finite in the row or the state (add, optimizers on a float
+ * dtype) fails it with GKV_EINVAL. 'undo' NULL, or room for e - i entries
+ * of 8 + r->row_bytes + the st[k].row_bytes bytes: it then puts back what
+ * it changed when it fails. */
 gkv_err kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                       const gkv_tensor_desc *desc, const kv_rec *st,
                       size_t nst, const uint32_t *order, size_t i, size_t e,
                       uint64_t base_id, unsigned char *base,
-                      unsigned char *const sbase[3], double *g);
+                      unsigned char *const sbase[3], double *g,
+                      unsigned char *undo);
 
 /* ---- rows: shared by init.c, chunk.c, pull.c, push.c, handler.c,
  * opt_state.c, write.c, wb_rows.c ------------------------------------------ */
