@@ -303,13 +303,20 @@ kv__step_full(gkv_store *s, const kv_push *a, uint64_t id, int64_t t)
  * bit to the magnitude then carries into the sign bit, and only then. An
  * OR over every element, with no early exit, which the compiler
  * vectorises; integer dtypes have none. */
+#define ANY_BAD_ONE(T, one, sign, j) do {                                   \
+        T w_;                                                               \
+        memcpy(&w_, p + (j) * sizeof w_, sizeof w_);                        \
+        acc_ |= (T)((T)(w_ & (T)~(T)(sign)) + (T)(one));                    \
+    } while (0)
+/* blocks of fixed length, which -O2's vectoriser takes, then the tail */
 #define ANY_BAD(T, one, sign) do {                                          \
         T acc_ = 0;                                                         \
-        for (uint64_t j_ = 0; j_ < n; j_++) {                               \
-            T w_;                                                           \
-            memcpy(&w_, p + j_ * sizeof w_, sizeof w_);                     \
-            acc_ |= (T)((T)(w_ & (T)~(T)(sign)) + (T)(one));                \
-        }                                                                   \
+        uint64_t j_ = 0;                                                    \
+        for (; j_ + 32 <= n; j_ += 32)                                      \
+            for (uint64_t k_ = 0; k_ < 32; k_++)                            \
+                ANY_BAD_ONE(T, one, sign, j_ + k_);                         \
+        for (; j_ < n; j_++)                                                \
+            ANY_BAD_ONE(T, one, sign, j_);                                  \
         return (acc_ & (T)(sign)) != 0;                                     \
     } while (0)
 
@@ -325,16 +332,48 @@ any_bad(gkv_dtype dt, const unsigned char *p, uint64_t n)
     }
 }
 #undef ANY_BAD
+#undef ANY_BAD_ONE
+
+/* Whether the row (at row) or a state row (sp[k]) of a step holds a NaN
+ * or an infinity. */
+static inline int
+step_bad(const kv_rec *r, const kv_rec *st, size_t nst,
+         const unsigned char *row, unsigned char *const sp[3])
+{
+    int bad = any_bad(r->dtype, row, r->row_elems);
+
+    for (size_t k = 0; k < nst; k++)
+        bad |= any_bad(st[k].dtype, sp[k], st[k].row_elems);
+    return bad;
+}
+
+/* Copies a step's row and state rows to dst, one after the other. */
+static unsigned char *
+step_save(unsigned char *dst, const kv_rec *r, const kv_rec *st, size_t nst,
+          const unsigned char *row, unsigned char *const sp[3])
+{
+    memcpy(dst, row, r->row_bytes);
+    dst += r->row_bytes;
+    for (size_t k = 0; k < nst; k++) {
+        memcpy(dst, sp[k], st[k].row_bytes);
+        dst += st[k].row_bytes;
+    }
+    return dst;
+}
 
 /* The refusal of push a at ID id, whose step (of 'copies' copies of the
  * ID) left a NaN or an infinity in the row (at row) or in a state
  * companion k (at sp[k]): names the first column, where (the row or the
- * companion) and why. 'in' is the pushed row (add), g the gradient. */
+ * companion) and why. 'in' is the pushed row (add), g the gradient.
+ * 'was' NULL when the row and state were all finite before the step;
+ * else what they were (step_save), and only an element that was finite
+ * counts: GKV_OK when there is none (a value already NaN or infinite,
+ * assigned or left by a registered handler, is not the push's doing). */
 static gkv_err
 result_fail(gkv_store *s, const kv_push *a, const kv_rec *r, const kv_rec *st,
             size_t nst, uint64_t id, const unsigned char *row,
             unsigned char *const sp[3], const unsigned char *in,
-            const double *g, size_t copies)
+            const double *g, size_t copies, const unsigned char *was)
 {
     char where[GKV_NAME_MAX + 48] = "", why[160];
     uint64_t j = 0;
@@ -343,15 +382,25 @@ result_fail(gkv_store *s, const kv_push *a, const kv_rec *r, const kv_rec *st,
 
     for (j = 0; j < r->row_elems; j++) {
         /* the state first: a step reads it, so it is the cause */
+        const unsigned char *w = was != NULL ? was + r->row_bytes : NULL;
+
         for (k = 0; k <= nst; k++) {
+            const unsigned char *now = k < nst ? sp[k] : row;
+            const gkv_dtype dt = k < nst ? st[k].dtype : r->dtype;
+            const unsigned char *old = k < nst ? w : was;
+
+            if (k < nst && w != NULL)
+                w += st[k].row_bytes;
             if (k < nst && kv__state_is_step(a->kind, k))
                 continue;
-            x = k < nst ? kv__elem_load(st[k].dtype, sp[k], j)
-                        : kv__elem_load(r->dtype, row, j);
-            if (!isfinite(x))
+            x = kv__elem_load(dt, now, j);
+            if (!isfinite(x) &&
+                (old == NULL || isfinite(kv__elem_load(dt, old, j))))
                 goto found;
         }
     }
+    if (was != NULL)
+        return GKV_OK;
     return kv__fail(s, GKV_EINVAL, "tensor '%s': push '%s': row %llu: a "
                     "result is not finite: refused, nothing applied", a->name,
                     builtin_names[a->kind], (unsigned long long)id);
@@ -430,6 +479,8 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
               unsigned char *undo)
 {
     size_t ue = 8 + r->row_bytes, nu = 0;   /* an undo entry's bytes; entries */
+    unsigned char *was = NULL;
+    int old_bad = 0;
     gkv_err rc = GKV_OK;
 
     for (size_t k = 0; k < nst; k++)
@@ -457,12 +508,18 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
             unsigned char *u = undo + nu++ * ue;
 
             memcpy(u, &id, 8);
-            memcpy(u + 8, row, r->row_bytes);
-            u += 8 + r->row_bytes;
-            for (size_t k = 0; k < nst; k++) {
-                memcpy(u, sp[k], st[k].row_bytes);
-                u += st[k].row_bytes;
+            step_save(u + 8, r, st, nst, row, sp);
+        }
+        if (a->kind >= KV_H_ADD && a->kind <= KV_H_ADAM &&
+            (old_bad = step_bad(r, st, nst, row, sp))) {
+            /* rare: a value already not finite; keep what was, so that
+             * only a value the step makes not finite counts */
+            if (was == NULL && (was = gkv__malloc(ue)) == NULL) {
+                rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory",
+                              a->name);
+                goto out;
             }
+            step_save(was, r, st, nst, row, sp);
         }
         switch (a->kind) {
         case KV_H_ASSIGN:
@@ -470,10 +527,10 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
             break;
         case KV_H_ADD:
             row_add(r->dtype, row, in, r->row_elems);
-            if (any_bad(r->dtype, row, r->row_elems)) {
-                rc = result_fail(s, a, r, st, nst, id, row, sp, in, g, 1);
+            if (any_bad(r->dtype, row, r->row_elems) &&
+                (rc = result_fail(s, a, r, st, nst, id, row, sp, in, g, 1,
+                                  old_bad ? was : NULL)) != GKV_OK)
                 goto out;
-            }
             break;
         case KV_H_CUSTOM:
             if ((rc = a->fn(a->ctx, desc, id, row, in)) != GKV_OK) {
@@ -487,7 +544,6 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
             /* average (or sum) the gradients of every copy of this ID,
              * step once */
             size_t f = i;
-            int bad;
 
             for (uint64_t j = 0; j < r->row_elems; j++)
                 g[j] = 0;
@@ -516,13 +572,10 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
             }
             optim_step(a, r, row, sp, nst ? st[0].dtype : GKV_F32,
                        r->row_elems, g);
-            bad = any_bad(r->dtype, row, r->row_elems);
-            for (size_t k = 0; k < nst; k++)
-                bad |= any_bad(st[k].dtype, sp[k], st[k].row_elems);
-            if (bad) {
-                rc = result_fail(s, a, r, st, nst, id, row, sp, in, g, f - i);
+            if (step_bad(r, st, nst, row, sp) &&
+                (rc = result_fail(s, a, r, st, nst, id, row, sp, in, g, f - i,
+                                  old_bad ? was : NULL)) != GKV_OK)
                 goto out;
-            }
             i = f - 1;
             break;
         }
@@ -535,6 +588,7 @@ out:
         nu--;
         undo_put(undo + nu * ue, r, st, nst, base_id, base, sbase);
     }
+    gkv__free(was);
     return rc;
 }
 

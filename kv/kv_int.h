@@ -122,6 +122,10 @@ struct gkv_store {
     unsigned char *st_wb_stage;       /* copies of pending chunks made by
                                        * pushes during a flush */
     size_t st_wb_stage_len;
+    unsigned char *st_wb_undo;        /* a write-back push's undo log,
+                                       * kept for the next (st_wb_lock
+                                       * held for writing; kv/wb_rows.c) */
+    size_t st_wb_undo_len;
     size_t st_wb_ndrop;               /* tensors flushes dropped (another
                                        * handle deleted them) since the last
                                        * report, and the first: */
@@ -428,6 +432,10 @@ gkv_err kv__state_fits(gkv_store *s, const char *name, const char *sname,
  * and the error for calls on it. */
 int     kv__forked(const gkv_store *s);
 gkv_err kv__fork_refused(gkv_store *s);
+/* A big buffer mapped directly, asked for huge pages (NULL, errno
+ * ENOMEM, past the machine's memory), and its release (kv/wb.c). */
+void   *kv__big_alloc(size_t len);
+void    kv__big_free(void *p, size_t len);
 /* Frees the write-back copies without writing them (a forked child). */
 void    kv__wb_discard(gkv_store *s);
 /* Tests: takes (1) or releases (0) the lock of the process's list of

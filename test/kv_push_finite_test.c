@@ -455,6 +455,49 @@ test_overflow_dups_and_first_push(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A row already holding a NaN or an infinity (assign stores them) still
+ * takes add and optimizer pushes: only a value the push makes not finite
+ * counts, and it is named. */
+static void
+test_overflow_row_already_nan(void **state)
+{
+    char *dir = gkvt_mkdtemp("finite");
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, W, LO, LO + N);
+    gkv_push_args add = {.handler = "add"}, ada = {.handler = "adagrad"};
+    float row[W] = {NAN, 1, INFINITY, 3e38f, 0}, in[W] = {1, 1, 1, 0, 1};
+    float back[W], want[W] = {NAN, 2, INFINITY, 3e38f, 1};
+    uint64_t id = LO + 9;
+    gkv_store *s;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "emb", &sp));
+    for (int wb = 0; wb < 2; wb++) {
+        if (wb)
+            GKVT_OK(gkv_writeback_start(s, "emb", 1000));
+        GKVT_OK(gkv_tensor_push(s, "emb", &id, 1, row, sizeof row, NULL));
+        GKVT_OK(gkv_tensor_push(s, "emb", &id, 1, in, sizeof in, &add));
+        GKVT_OK(gkv_tensor_pull(s, NULL, "emb", &id, 1, back, sizeof back));
+        assert_memory_equal(back, want, sizeof back);
+        GKVT_OK(gkv_tensor_push(s, "emb", &id, 1, in, sizeof in, &ada));
+        /* col 3 (3e38) would pass f32: refused, though cols 0 and 2 are
+         * not finite already */
+        GKVT_OK(gkv_tensor_pull(s, NULL, "emb", &id, 1, want, sizeof want));
+        in[3] = 3e38f;
+        assert_int_equal(gkv_tensor_push(s, "emb", &id, 1, in, sizeof in, &add),
+                         GKV_EINVAL);
+        assert_string_equal(gkv_store_errmsg(s), "tensor 'emb': push 'add': row "
+                            "19 col 3 would become +inf (adding 3e+38 overflows "
+                            "f32): refused, nothing applied");
+        GKVT_OK(gkv_tensor_pull(s, NULL, "emb", &id, 1, back, sizeof back));
+        assert_memory_equal(back, want, sizeof back);
+        in[3] = 0;
+        memcpy(want, (float[W]){NAN, 2, INFINITY, 3e38f, 1}, sizeof want);
+    }
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
+}
+
 /* A result that is exactly the largest finite value of its dtype, or
  * rounds to it, is applied; half an ulp more rounds to inf and is
  * refused. */
@@ -555,6 +598,7 @@ main(void)
         cmocka_unit_test(test_overflow_direct),
         cmocka_unit_test(test_overflow_writeback),
         cmocka_unit_test(test_overflow_dups_and_first_push),
+        cmocka_unit_test(test_overflow_row_already_nan),
         cmocka_unit_test(test_edge_direct),
         cmocka_unit_test(test_edge_writeback),
     };
