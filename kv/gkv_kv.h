@@ -433,7 +433,9 @@ typedef struct gkv_push_args {
  * call the same way, GKV_EINVAL naming the row ID, the column, where (the
  * row, or its state companion by name) and why, and nothing changes:
  * neither the rows nor the state, in write-back mode neither. A result
- * that is, or rounds to, the largest finite value is applied. (The
+ * that is, or rounds to, the largest finite value is applied; only a
+ * value the push turns from finite to not finite counts (a row already
+ * holding an assigned NaN still takes add and optimizer pushes). (The
  * gradients of an ID's copies are summed before they are averaged: copies
  * of an f64 gradient whose sum passes f64 are refused.) A registered
  * handler's results are its own. Errors: GKV_ENOTFOUND, GKV_ERANGE,

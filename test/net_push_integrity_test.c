@@ -222,6 +222,25 @@ fam_rb(gkv_dtype dt, size_t h, size_t k)
     return WD * (dt == GKV_F64 ? 8 : 4);
 }
 
+/* Fails unless every tensor of fams[h] (dtype dt) still holds what
+ * before[] (pulled before a push refused through handler 'hname') holds;
+ * frees before[]. */
+static void
+fam_unchanged(gkv_client *c, gkv_dtype dt, size_t h, const char *hname,
+              unsigned char *before[4])
+{
+    for (size_t k = 0; fams[h][k][0] != '\0'; k++) {
+        size_t frb = fam_rb(dt, h, k);
+        unsigned char *after = pull_all(c, fams[h][k], NR, frb);
+
+        if (memcmp(before[k], after, NR * frb) != 0)
+            fail_msg("%s %s: '%s' changed by a refused push",
+                     gkv_dtype_name(dt), hname, fams[h][k]);
+        free(before[k]);
+        free(after);
+    }
+}
+
 /* Through gkv_client_push over two machines: every float dtype and
  * handler that does arithmetic; nothing applied on either machine. */
 static void
@@ -258,16 +277,7 @@ nonfinite_client(struct gkvt_job *j, const char *const *extra)
                      hi % 2 ? "+inf" : "NaN");
             NET_FAILS(gkv_client_push(c, "emb", ids, NR, rows, NR * rb, &pa),
                       GKV_EINVAL, want);
-            for (size_t k = 0; fams[hi][k][0] != '\0'; k++) {
-                size_t frb = fam_rb(dts[di], hi, k);
-                unsigned char *after = pull_all(c, fams[hi][k], NR, frb);
-
-                if (memcmp(before[k], after, NR * frb) != 0)
-                    fail_msg("%s %s: '%s' changed by a refused push",
-                             gkv_dtype_name(dts[di]), hs[hi], fams[hi][k]);
-                free(before[k]);
-                free(after);
-            }
+            fam_unchanged(c, dts[di], hi, hs[hi], before);
         }
         NET_OK(gkv_client_delete(c, "emb"));
     }
@@ -417,16 +427,7 @@ overflow_client(struct gkvt_job *j, const char *const *extra)
                  cs[ci].want);
         NET_FAILS(gkv_client_push(c, "emb", ids, NR / 2, rows, NR / 2 * rb, &pa),
                   GKV_EINVAL, want);
-        for (size_t k = 0; fams[h][k][0] != '\0'; k++) {
-            size_t frb = fam_rb(cs[ci].dt, h, k);
-            unsigned char *after = pull_all(c, fams[h][k], NR, frb);
-
-            if (memcmp(before[k], after, NR * frb) != 0)
-                fail_msg("%s %s: '%s' changed by a refused push",
-                         gkv_dtype_name(cs[ci].dt), cs[ci].name, fams[h][k]);
-            free(before[k]);
-            free(after);
-        }
+        fam_unchanged(c, cs[ci].dt, h, cs[ci].name, before);
         NET_OK(gkv_client_delete(c, "emb"));
     }
     NET_OK(gkv_client_close(c));
