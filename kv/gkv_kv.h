@@ -467,9 +467,22 @@ typedef struct gkv_push_args {
  * or adam to a float tensor: a NaN or an infinity would stay in the row
  * and the optimizer state for good, so it fails the call (GKV_EINVAL
  * naming the row ID and column) and nothing changes; assign stores any
- * value. Errors: GKV_ENOTFOUND, GKV_ERANGE, GKV_ESHAPE, GKV_EHANDLER,
- * GKV_EINVAL (optimizer on an integer dtype, a NaN or an infinity),
- * GKV_ERDONLY,
+ * value. The results of add and the optimizers are checked too, in the
+ * dtype they are stored in (the tensor's; the state's f32, or f64 for an
+ * f64 tensor): finite values whose result is not finite there (adagrad's
+ * sum of squares of a gradient of 3e38 in f32, 60000 + 60000 in f16, lr
+ * 1e30 times a gradient of 1e30 in an f32 row; or NaN) fail the whole
+ * call the same way, GKV_EINVAL naming the row ID, the column, where (the
+ * row, or its state companion by name) and why, and nothing changes:
+ * neither the rows nor the state, in write-back mode neither. A result
+ * that is, or rounds to, the largest finite value is applied; only a
+ * value the push turns from finite to not finite counts (a row already
+ * holding an assigned NaN still takes add and optimizer pushes). (The
+ * gradients of an ID's copies are summed before they are averaged: copies
+ * of an f64 gradient whose sum passes f64 are refused.) A registered
+ * handler's results are its own. Errors: GKV_ENOTFOUND, GKV_ERANGE,
+ * GKV_ESHAPE, GKV_EHANDLER, GKV_EINVAL (optimizer on an integer dtype, a
+ * NaN or an infinity pushed or resulting), GKV_ERDONLY,
  * GKV_EBUSY (in write-back mode in another process), GKV_EMAPFULL,
  * GKV_ENOMEM, GKV_EIO. */
 GKV_API gkv_err gkv_tensor_push(gkv_store *s, const char *name,

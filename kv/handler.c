@@ -1,6 +1,6 @@
 /* handler.c - push handlers: the built-in ones (assign, add, sgd,
- * adagrad, adam), registered ones, and the check of a push's input
- * (lengths, IDs, finite values). */
+ * adagrad, adam), registered ones, the check of a push's input (lengths,
+ * IDs, finite values) and of its results (finite rows and state). */
 #include <math.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -287,6 +287,149 @@ kv__step_full(gkv_store *s, const kv_push *a, uint64_t id, int64_t t)
                     (long long)t, a->name);
 }
 
+/* ---- finite results -----------------------------------------------------
+ *
+ * Finite inputs can still give a result that is not finite in the dtype
+ * it is stored in: adagrad's sum of squares of a gradient of 3e38
+ * overflows f32, 60000 + 60000 overflows f16, lr 1e30 times a gradient of
+ * 1e30 overflows an f32 row. Stored, it would poison the row or its state
+ * as an infinite input would. So each step is checked right after it is
+ * applied, on the row and state it has just written (still in cache), and
+ * a hit fails the push whole: a direct push's transaction aborts; a
+ * write-back push passes an undo log that kv__apply_run puts back. */
+
+/* Whether any of the n elements of dtype dt at p (any alignment) is a NaN
+ * or an infinity (every exponent bit set): adding the exponent's lowest
+ * bit to the magnitude then carries into the sign bit, and only then. An
+ * OR over every element, with no early exit, which the compiler
+ * vectorises; integer dtypes have none. */
+#define ANY_BAD_ONE(T, one, sign, j) do {                                   \
+        T w_;                                                               \
+        memcpy(&w_, p + (j) * sizeof w_, sizeof w_);                        \
+        acc_ |= (T)((T)(w_ & (T)~(T)(sign)) + (T)(one));                    \
+    } while (0)
+/* blocks of fixed length, which -O2's vectoriser takes, then the tail */
+#define ANY_BAD(T, one, sign) do {                                          \
+        T acc_ = 0;                                                         \
+        uint64_t j_ = 0;                                                    \
+        for (; j_ + 32 <= n; j_ += 32)                                      \
+            for (uint64_t k_ = 0; k_ < 32; k_++)                            \
+                ANY_BAD_ONE(T, one, sign, j_ + k_);                         \
+        for (; j_ < n; j_++)                                                \
+            ANY_BAD_ONE(T, one, sign, j_);                                  \
+        return (acc_ & (T)(sign)) != 0;                                     \
+    } while (0)
+
+static inline int
+any_bad(gkv_dtype dt, const unsigned char *p, uint64_t n)
+{
+    switch (dt) {
+    case GKV_F32:  ANY_BAD(uint32_t, 0x00800000u, 0x80000000u);
+    case GKV_F64:  ANY_BAD(uint64_t, 0x0010000000000000ull, 0x8000000000000000ull);
+    case GKV_F16:  ANY_BAD(uint16_t, 0x0400u, 0x8000u);
+    case GKV_BF16: ANY_BAD(uint16_t, 0x0080u, 0x8000u);
+    default:       return 0;
+    }
+}
+#undef ANY_BAD
+#undef ANY_BAD_ONE
+
+/* Whether the row (at row) or a state row (sp[k]) of a step holds a NaN
+ * or an infinity. */
+static inline int
+step_bad(const kv_rec *r, const kv_rec *st, size_t nst,
+         const unsigned char *row, unsigned char *const sp[3])
+{
+    int bad = any_bad(r->dtype, row, r->row_elems);
+
+    for (size_t k = 0; k < nst; k++)
+        bad |= any_bad(st[k].dtype, sp[k], st[k].row_elems);
+    return bad;
+}
+
+/* Copies a step's row and state rows to dst, one after the other. */
+static unsigned char *
+step_save(unsigned char *dst, const kv_rec *r, const kv_rec *st, size_t nst,
+          const unsigned char *row, unsigned char *const sp[3])
+{
+    memcpy(dst, row, r->row_bytes);
+    dst += r->row_bytes;
+    for (size_t k = 0; k < nst; k++) {
+        memcpy(dst, sp[k], st[k].row_bytes);
+        dst += st[k].row_bytes;
+    }
+    return dst;
+}
+
+/* The refusal of push a at ID id, whose step (of 'copies' copies of the
+ * ID) left a NaN or an infinity in the row (at row) or in a state
+ * companion k (at sp[k]): names the first column, where (the row or the
+ * companion) and why. 'in' is the pushed row (add), g the gradient.
+ * 'was' NULL when the row and state were all finite before the step;
+ * else what they were (step_save), and only an element that was finite
+ * counts: GKV_OK when there is none (a value already NaN or infinite,
+ * assigned or left by a registered handler, is not the push's doing). */
+static gkv_err
+result_fail(gkv_store *s, const kv_push *a, const kv_rec *r, const kv_rec *st,
+            size_t nst, uint64_t id, const unsigned char *row,
+            unsigned char *const sp[3], const unsigned char *in,
+            const double *g, size_t copies, const unsigned char *was)
+{
+    char where[GKV_NAME_MAX + 48] = "", why[160];
+    uint64_t j = 0;
+    size_t k = 0;
+    double x = 0;
+
+    for (j = 0; j < r->row_elems; j++) {
+        /* the state first: a step reads it, so it is the cause */
+        const unsigned char *w = was != NULL ? was + r->row_bytes : NULL;
+
+        for (k = 0; k <= nst; k++) {
+            const unsigned char *now = k < nst ? sp[k] : row;
+            const gkv_dtype dt = k < nst ? st[k].dtype : r->dtype;
+            const unsigned char *old = k < nst ? w : was;
+
+            if (k < nst && w != NULL)
+                w += st[k].row_bytes;
+            if (k < nst && kv__state_is_step(a->kind, k))
+                continue;
+            x = kv__elem_load(dt, now, j);
+            if (!isfinite(x) &&
+                (old == NULL || isfinite(kv__elem_load(dt, old, j))))
+                goto found;
+        }
+    }
+    if (was != NULL)
+        return GKV_OK;
+    return kv__fail(s, GKV_EINVAL, "tensor '%s': push '%s': row %llu: a "
+                    "result is not finite: refused, nothing applied", a->name,
+                    builtin_names[a->kind], (unsigned long long)id);
+found:
+    if (k < nst)
+        snprintf(where, sizeof where, " in its state '%s%s'", a->name,
+                 kv__state_suffix(a->kind, k));
+    if (a->kind == KV_H_ADD)
+        snprintf(why, sizeof why, "adding %g overflows %s",
+                 kv__elem_load(r->dtype, in, j), gkv_dtype_name(r->dtype));
+    else if (!isfinite(g[j]))
+        snprintf(why, sizeof why, "the gradients of its %zu copies sum past "
+                 "f64", copies);
+    else if (isnan(x))
+        snprintf(why, sizeof why, "the step with gradient %g is not a "
+                 "number", g[j]);
+    else if (k < nst)
+        snprintf(why, sizeof why, "gradient %g overflows %s", g[j],
+                 gkv_dtype_name(st[k].dtype));
+    else
+        snprintf(why, sizeof why, "gradient %g with lr %g overflows %s", g[j],
+                 a->lr, gkv_dtype_name(r->dtype));
+    return kv__fail(s, GKV_EINVAL, "tensor '%s': push '%s': row %llu col %llu "
+                    "would become %s%s (%s): refused, nothing applied",
+                    a->name, builtin_names[a->kind], (unsigned long long)id,
+                    (unsigned long long)j,
+                    isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf", where, why);
+}
+
 /* How far ahead kv__apply_run asks for rows, and how many bytes of each:
  * rows spread over a large tensor miss the cache each (the row, its state,
  * the gradient, which the sort order reads out of order), and waiting for
@@ -309,12 +452,39 @@ prefetch_row(const void *p, size_t len, int rw)
     }
 }
 
+/* Puts back the undo entry at u (kv__apply_run): an ID, then its row and
+ * its state rows as they were before the step. */
+static void
+undo_put(const unsigned char *u, const kv_rec *r, const kv_rec *st,
+         size_t nst, uint64_t base_id, unsigned char *base,
+         unsigned char *const sbase[3])
+{
+    uint64_t id;
+
+    memcpy(&id, u, 8);
+    u += 8;
+    memcpy(base + (id - base_id) * r->row_bytes, u, r->row_bytes);
+    u += r->row_bytes;
+    for (size_t k = 0; k < nst; k++) {
+        memcpy(sbase[k] + (id - base_id) * st[k].row_bytes, u, st[k].row_bytes);
+        u += st[k].row_bytes;
+    }
+}
+
 gkv_err
 kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
               const gkv_tensor_desc *desc, const kv_rec *st, size_t nst,
               const uint32_t *order, size_t i, size_t e, uint64_t base_id,
-              unsigned char *base, unsigned char *const sbase[3], double *g)
+              unsigned char *base, unsigned char *const sbase[3], double *g,
+              unsigned char *undo)
 {
+    size_t ue = 8 + r->row_bytes, nu = 0;   /* an undo entry's bytes; entries */
+    unsigned char *was = NULL;
+    int old_bad = 0;
+    gkv_err rc = GKV_OK;
+
+    for (size_t k = 0; k < nst; k++)
+        ue += st[k].row_bytes;
     for (; i < e; i++) {
         uint64_t id = a->ids[order[i]];
         if (i + KV_PF_AHEAD < e) {
@@ -329,25 +499,50 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
         }
         unsigned char *row = base + (id - base_id) * r->row_bytes;
         const unsigned char *in = a->rows + (size_t)order[i] * r->row_bytes;
-        gkv_err rc;
+        unsigned char *sp[3] = {NULL, NULL, NULL};
 
+        for (size_t k = 0; k < nst; k++)
+            sp[k] = sbase[k] + (id - base_id) * st[k].row_bytes;
+        if (undo != NULL) {
+            /* what this step changes, to put back if the push fails */
+            unsigned char *u = undo + nu++ * ue;
+
+            memcpy(u, &id, 8);
+            step_save(u + 8, r, st, nst, row, sp);
+        }
+        if (a->kind >= KV_H_ADD && a->kind <= KV_H_ADAM &&
+            (old_bad = step_bad(r, st, nst, row, sp))) {
+            /* rare: a value already not finite; keep what was, so that
+             * only a value the step makes not finite counts */
+            if (was == NULL && (was = gkv__malloc(ue)) == NULL) {
+                rc = kv__fail(s, GKV_ENOMEM, "tensor '%s': out of memory",
+                              a->name);
+                goto out;
+            }
+            step_save(was, r, st, nst, row, sp);
+        }
         switch (a->kind) {
         case KV_H_ASSIGN:
             memcpy(row, in, r->row_bytes);
             break;
         case KV_H_ADD:
             row_add(r->dtype, row, in, r->row_elems);
+            if (any_bad(r->dtype, row, r->row_elems) &&
+                (rc = result_fail(s, a, r, st, nst, id, row, sp, in, g, 1,
+                                  old_bad ? was : NULL)) != GKV_OK)
+                goto out;
             break;
         case KV_H_CUSTOM:
-            if ((rc = a->fn(a->ctx, desc, id, row, in)) != GKV_OK)
-                return kv__fail(s, GKV_EHANDLER, "tensor '%s': push handler "
-                                "failed at ID %llu: %s", a->name,
-                                (unsigned long long)id, gkv_strerror(rc));
+            if ((rc = a->fn(a->ctx, desc, id, row, in)) != GKV_OK) {
+                rc = kv__fail(s, GKV_EHANDLER, "tensor '%s': push handler "
+                              "failed at ID %llu: %s", a->name,
+                              (unsigned long long)id, gkv_strerror(rc));
+                goto out;
+            }
             break;
         default: {
             /* average (or sum) the gradients of every copy of this ID,
              * step once */
-            unsigned char *sp[3] = {NULL, NULL, NULL};
             size_t f = i;
 
             for (uint64_t j = 0; j < r->row_elems; j++)
@@ -366,24 +561,35 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
             if (f - i > 1 && !a->dups_sum)
                 for (uint64_t j = 0; j < r->row_elems; j++)
                     g[j] /= (double)(f - i);
-            for (size_t k = 0; k < nst; k++)
-                sp[k] = sbase[k] + (id - base_id) * st[k].row_bytes;
             if (a->kind == KV_H_ADAM && nst == 3) {
-                /* t + 1 must stay restorable; the direct push's
-                 * transaction aborts, kv__wb_push checked before it began */
+                /* t + 1 must stay restorable */
                 int64_t t;
                 memcpy(&t, sp[2], 8);
-                if (t >= KV_STEP_MAX)
-                    return kv__step_full(s, a, id, t);
+                if (t >= KV_STEP_MAX) {
+                    rc = kv__step_full(s, a, id, t);
+                    goto out;
+                }
             }
             optim_step(a, r, row, sp, nst ? st[0].dtype : GKV_F32,
                        r->row_elems, g);
+            if (step_bad(r, st, nst, row, sp) &&
+                (rc = result_fail(s, a, r, st, nst, id, row, sp, in, g, f - i,
+                                  old_bad ? was : NULL)) != GKV_OK)
+                goto out;
             i = f - 1;
             break;
         }
         }
     }
-    return GKV_OK;
+out:
+    /* a failed push changes nothing: put back, newest first, what the
+     * steps so far changed (the direct push's transaction aborts) */
+    while (rc != GKV_OK && undo != NULL && nu > 0) {
+        nu--;
+        undo_put(undo + nu * ue, r, st, nst, base_id, base, sbase);
+    }
+    gkv__free(was);
+    return rc;
 }
 
 gkv_err

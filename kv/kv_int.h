@@ -144,6 +144,10 @@ struct gkv_store {
     unsigned char *st_wb_stage;       /* copies of pending chunks made by
                                        * pushes during a flush */
     size_t st_wb_stage_len;
+    unsigned char *st_wb_undo;        /* a write-back push's undo log,
+                                       * kept for the next (st_wb_lock
+                                       * held for writing; kv/wb_rows.c) */
+    size_t st_wb_undo_len;
     size_t st_wb_ndrop;               /* tensors flushes dropped (another
                                        * handle deleted them) since the last
                                        * report, and the first: */
@@ -579,6 +583,10 @@ gkv_err kv__state_fits(gkv_store *s, const char *name, const char *sname,
  * and the error for calls on it. */
 int     kv__forked(const gkv_store *s);
 gkv_err kv__fork_refused(gkv_store *s);
+/* A big buffer mapped directly, asked for huge pages (NULL, errno
+ * ENOMEM, past the machine's memory), and its release (kv/wb.c). */
+void   *kv__big_alloc(size_t len);
+void    kv__big_free(void *p, size_t len);
 /* Frees the write-back copies without writing them (a forked child). */
 void    kv__wb_discard(gkv_store *s);
 /* Tests: takes (1) or releases (0) the lock of the process's list of
@@ -609,12 +617,17 @@ gkv_err kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r);
 /* Applies the handler to the IDs a->ids[order[i..e)] (sorted). The row of
  * ID x is at base + (x - base_id) x row bytes; its state in companion k at
  * sbase[k] + (x - base_id) x st[k].row_bytes. 'g' has row_elems doubles
- * (optimizers); 'desc' describes the tensor (custom handlers). */
+ * (optimizers); 'desc' describes the tensor (custom handlers). A step whose
+ * result is not finite in the row or the state (add, optimizers on a float
+ * dtype) fails it with GKV_EINVAL. 'undo' NULL, or room for e - i entries
+ * of 8 + r->row_bytes + the st[k].row_bytes bytes: it then puts back what
+ * it changed when it fails. */
 gkv_err kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                       const gkv_tensor_desc *desc, const kv_rec *st,
                       size_t nst, const uint32_t *order, size_t i, size_t e,
                       uint64_t base_id, unsigned char *base,
-                      unsigned char *const sbase[3], double *g);
+                      unsigned char *const sbase[3], double *g,
+                      unsigned char *undo);
 
 /* ---- rows: shared by init.c, chunk.c, pull.c, push.c, handler.c,
  * opt_state.c, write.c, wb_rows.c ------------------------------------------ */

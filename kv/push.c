@@ -216,7 +216,7 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
         if ((rc = kv__chunk_cow(s, sl.cur, &r, a->name, c, &val)) != GKV_OK)
             goto out;
         if ((rc = kv__apply_run(s, a, &r, &desc, st, nst, order, i, e, c0,
-                                val + KV_CHUNK_HDR, sval, g)) != GKV_OK)
+                                val + KV_CHUNK_HDR, sval, g, NULL)) != GKV_OK)
             goto out;
         kv__chunk_seal(&r, c, val);
         for (size_t k = 0; k < nst; k++) {

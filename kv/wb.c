@@ -1065,6 +1065,9 @@ kv__wb_discard(gkv_store *s)
     big_free(s->st_wb_stage, s->st_wb_stage_len);
     s->st_wb_stage = NULL;
     s->st_wb_stage_len = 0;
+    big_free(s->st_wb_undo, s->st_wb_undo_len);
+    s->st_wb_undo = NULL;
+    s->st_wb_undo_len = 0;
 }
 
 /* ---- optimizer state reset (gkv_opt_reset) ------------------------------ */
@@ -1159,4 +1162,18 @@ out:
         wb_free(w);
     }
     return rc;
+}
+
+/* big_alloc and big_free for the other files of kv/ (a write-back push's
+ * undo log, kv/wb_rows.c). */
+void *
+kv__big_alloc(size_t len)
+{
+    return big_alloc(len);
+}
+
+void
+kv__big_free(void *p, size_t len)
+{
+    big_free(p, len);
 }

@@ -10,6 +10,11 @@
  *     finite), and by the server for a raw PUSH, directly and in
  *     write-back mode; rows and optimizer state are unchanged, byte for
  *     byte;
+ *   - a push of finite values whose result is not finite in the row or
+ *     its optimizer state (adagrad's sum of squares of 3e38 in f32, 60000
+ *     + 60000 in f16) is refused whole by the server that holds the rows,
+ *     with the same message as a local push, through the client and raw,
+ *     directly and in write-back mode; nothing changes;
  *   - a push that reuses a session's request id with another payload is
  *     refused (it was acknowledged with the first one's answer and not
  *     applied); a true copy still gets the first answer, applied once;
@@ -217,6 +222,25 @@ fam_rb(gkv_dtype dt, size_t h, size_t k)
     return WD * (dt == GKV_F64 ? 8 : 4);
 }
 
+/* Fails unless every tensor of fams[h] (dtype dt) still holds what
+ * before[] (pulled before a push refused through handler 'hname') holds;
+ * frees before[]. */
+static void
+fam_unchanged(gkv_client *c, gkv_dtype dt, size_t h, const char *hname,
+              unsigned char *before[4])
+{
+    for (size_t k = 0; fams[h][k][0] != '\0'; k++) {
+        size_t frb = fam_rb(dt, h, k);
+        unsigned char *after = pull_all(c, fams[h][k], NR, frb);
+
+        if (memcmp(before[k], after, NR * frb) != 0)
+            fail_msg("%s %s: '%s' changed by a refused push",
+                     gkv_dtype_name(dt), hname, fams[h][k]);
+        free(before[k]);
+        free(after);
+    }
+}
+
 /* Through gkv_client_push over two machines: every float dtype and
  * handler that does arithmetic; nothing applied on either machine. */
 static void
@@ -253,16 +277,7 @@ nonfinite_client(struct gkvt_job *j, const char *const *extra)
                      hi % 2 ? "+inf" : "NaN");
             NET_FAILS(gkv_client_push(c, "emb", ids, NR, rows, NR * rb, &pa),
                       GKV_EINVAL, want);
-            for (size_t k = 0; fams[hi][k][0] != '\0'; k++) {
-                size_t frb = fam_rb(dts[di], hi, k);
-                unsigned char *after = pull_all(c, fams[hi][k], NR, frb);
-
-                if (memcmp(before[k], after, NR * frb) != 0)
-                    fail_msg("%s %s: '%s' changed by a refused push",
-                             gkv_dtype_name(dts[di]), hs[hi], fams[hi][k]);
-                free(before[k]);
-                free(after);
-            }
+            fam_unchanged(c, dts[di], hi, hs[hi], before);
         }
         NET_OK(gkv_client_delete(c, "emb"));
     }
@@ -347,6 +362,169 @@ test_nonfinite_raw_writeback(void **state)
     const char *extra[] = {"--writeback", "emb", NULL};
 
     nonfinite_raw(*state, extra);
+}
+
+/* ---- results that overflow --------------------------------------------- */
+
+/* Finite values whose result overflows, through gkv_client_push to the
+ * rows of machine 1 ([10, 20)): refused by that server with the local
+ * push's message; the tensor and its state unchanged. */
+static void
+overflow_client(struct gkvt_job *j, const char *const *extra)
+{
+    static const struct {
+        gkv_dtype dt;
+        size_t h;               /* index in fams */
+        const char *name;
+        double lr, init, val;
+        const char *want;
+    } cs[] = {
+        {GKV_F32, 2, "adagrad", 0.1, 0, 3e38, "row 13 col 2 would become +inf "
+         "in its state 'emb#adagrad_s' (gradient 3e+38 overflows f32): "
+         "refused, nothing applied"},
+        {GKV_F32, 3, "adam", 0.1, 0, 3e38, "row 13 col 2 would become +inf in "
+         "its state 'emb#adam_v' (gradient 3e+38 overflows f32): refused, "
+         "nothing applied"},
+        {GKV_F64, 2, "adagrad", 0.1, 0, 1e200, "row 13 col 2 would become +inf "
+         "in its state 'emb#adagrad_s' (gradient 1e+200 overflows f64): "
+         "refused, nothing applied"},
+        {GKV_F32, 1, "sgd", 1e30, 0, 1e30, "row 13 col 2 would become -inf "
+         "(gradient 1e+30 with lr 1e+30 overflows f32): refused, nothing "
+         "applied"},
+        {GKV_F16, 0, "add", 0, 60000, 60000, "row 13 col 2 would become +inf "
+         "(adding 60000 overflows f16): refused, nothing applied"},
+    };
+    gkv_client *c;
+    uint64_t ids[NR / 2];
+
+    gkvt_serve(j, 2, 1, extra, NULL);
+    c = client(j, 0);
+    for (size_t i = 0; i < NR / 2; i++)
+        ids[i] = NR / 2 + i;
+    for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+        gkv_tensor_spec sp = gkvt_spec_init(cs[ci].dt, WD, 0, NR, GKV_INIT_UNIFORM);
+        gkv_push_args good = {.handler = cs[ci].name, .lr = 0.1};
+        gkv_push_args pa = {.handler = cs[ci].name, .lr = cs[ci].lr};
+        size_t rb = fam_rb(cs[ci].dt, 0, 0), h = cs[ci].h;
+        unsigned char rows[NR / 2 * WD * 8], *before[4];
+        char want[256];
+
+        NET_OK(gkv_client_create(c, "emb", &sp, -1));
+        for (size_t k = 0; k < NR / 2 * WD; k++)
+            gkvt_elem_set(cs[ci].dt, rows, k, 0.25 * (double)(k % 3) - 0.25);
+        NET_OK(gkv_client_push(c, "emb", ids, NR / 2, rows, NR / 2 * rb, &good));
+        if (cs[ci].init != 0) {
+            unsigned char one[WD * 8] = {0};
+            uint64_t id = 13;
+
+            gkvt_elem_set(cs[ci].dt, one, 2, cs[ci].init);
+            NET_OK(gkv_client_push(c, "emb", &id, 1, one, rb, NULL));
+        }
+        for (size_t k = 0; fams[h][k][0] != '\0'; k++)
+            before[k] = pull_all(c, fams[h][k], NR, fam_rb(cs[ci].dt, h, k));
+        gkvt_elem_set(cs[ci].dt, rows, 3 * WD + 2, cs[ci].val);
+        snprintf(want, sizeof want, "tensor 'emb': push '%s': %s", cs[ci].name,
+                 cs[ci].want);
+        NET_FAILS(gkv_client_push(c, "emb", ids, NR / 2, rows, NR / 2 * rb, &pa),
+                  GKV_EINVAL, want);
+        fam_unchanged(c, cs[ci].dt, h, cs[ci].name, before);
+        NET_OK(gkv_client_delete(c, "emb"));
+    }
+    NET_OK(gkv_client_close(c));
+}
+
+static void
+test_overflow_client(void **state)
+{
+    overflow_client(*state, NULL);
+}
+
+static void
+test_overflow_client_writeback(void **state)
+{
+    const char *extra[] = {"--writeback", "emb", NULL};
+
+    overflow_client(*state, extra);
+}
+
+/* A raw PUSH of f32 gradients of 3e38 through adagrad and adam, and of
+ * 2^127 through add to a row holding 2^127: the server refuses each. */
+static void
+overflow_raw(struct gkvt_job *j, const char *const *extra)
+{
+    static const char *const hs[] = {"add", "adagrad", "adam"};
+    static const char *const whys[] = {
+        "would become +inf (adding 1.70141e+38 overflows f32)",
+        "would become +inf in its state 'emb#adagrad_s' (gradient 3e+38 "
+        "overflows f32)",
+        "would become +inf in its state 'emb#adam_v' (gradient 3e+38 "
+        "overflows f32)",
+    };
+    static const char *const names[] = {
+        "emb", "emb#adagrad_s", "emb#adam_m", "emb#adam_v", "emb#adam_t"
+    };
+    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, WD, 0, NR, GKV_INIT_UNIFORM);
+    unsigned char b[4096], *was[5], *now;
+    float rows[NR * WD];
+    uint64_t ids[NR], sess;
+    struct rep r = {0};
+    gkv_client *c;
+    size_t len;
+    int s;
+
+    gkvt_serve(j, 1, 1, extra, NULL);
+    c = client(j, 0);
+    NET_OK(gkv_client_create(c, "emb", &sp, -1));
+    for (size_t i = 0; i < NR; i++)
+        ids[i] = i;
+    for (size_t k = 0; k < NR * WD; k++)
+        rows[k] = 0.5f;
+    for (size_t hi = 1; hi < 3; hi++) {      /* the state exists */
+        gkv_push_args pa = {.handler = hs[hi], .lr = 0.1};
+        NET_OK(gkv_client_push(c, "emb", ids, NR, rows, sizeof rows, &pa));
+    }
+    rows[17 * WD + 3] = 0x1p127f;
+    NET_OK(gkv_client_push(c, "emb", ids, NR, rows, sizeof rows, NULL));
+    for (size_t k = 0; k < 5; k++)
+        was[k] = pull_all(c, names[k], NR, k == 4 ? 8 : WD * 4);
+    assert_true((s = rsock(j->base)) >= 0);
+    assert_true((sess = rhandshake(s, "raw", 0)) != 0);
+    for (size_t hi = 0; hi < 3; hi++) {
+        char want[256];
+
+        rows[17 * WD + 3] = hi == 0 ? 0x1p127f : 3e38f;
+        len = enc_push(b, sizeof b, "emb", hs[hi], ids, rows, NR, WD);
+        assert_int_equal(rcall(s, NET_PUSH, sess, 10 + (uint64_t)hi, b, len, &r), 0);
+        assert_int_equal(r.h.status, GKV_EINVAL);
+        snprintf(want, sizeof want, "tensor 'emb': push '%s': row 17 col 3 %s: "
+                 "refused, nothing applied", hs[hi], whys[hi]);
+        if (strstr(r.msg, want) == NULL)
+            fail_msg("server said \"%s\", expected \"%s\"", r.msg, want);
+    }
+    for (size_t k = 0; k < 5; k++) {
+        now = pull_all(c, names[k], NR, k == 4 ? 8 : WD * 4);
+        if (memcmp(now, was[k], NR * (k == 4 ? 8 : WD * 4)) != 0)
+            fail_msg("'%s' changed by a refused push", names[k]);
+        free(now);
+        free(was[k]);
+    }
+    free(r.pl);
+    nn_close(s);
+    NET_OK(gkv_client_close(c));
+}
+
+static void
+test_overflow_raw(void **state)
+{
+    overflow_raw(*state, NULL);
+}
+
+static void
+test_overflow_raw_writeback(void **state)
+{
+    const char *extra[] = {"--writeback", "emb", NULL};
+
+    overflow_raw(*state, extra);
 }
 
 /* ---- a reused request id ------------------------------------------------ */
@@ -548,6 +726,10 @@ main(void)
         cmocka_unit_test_setup_teardown(test_nonfinite_client_writeback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonfinite_raw, setup, teardown),
         cmocka_unit_test_setup_teardown(test_nonfinite_raw_writeback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_client_writeback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_raw, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overflow_raw_writeback, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_id_reused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_delete_race, setup, teardown),
     };
