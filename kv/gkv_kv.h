@@ -185,6 +185,19 @@ GKV_API const char *gkv_store_errmsg(const gkv_store *s);
 /* The store's directory, as given to gkv_store_open(). Valid until close. */
 GKV_API const char *gkv_store_path(const gkv_store *s);
 
+/* Whether this process holds the store's writer lock until it exits: 1
+ * once a handle opened with GKV_GUARD caught a fault inside one of its
+ * write transactions (a push, create, delete, flush that met a page
+ * changed under it). That transaction is left unended (aborting it would
+ * free memory LMDB linked from the stack the fault jumped over), so its
+ * writer lock stays taken: writers of every other process wait until this
+ * one exits (LMDB's lock is a robust mutex, which then passes on), this
+ * handle refuses writes (GKV_ECORRUPT), reads go on as GKV_GUARD says,
+ * and after gkv_store_close a reopen in this process fails with
+ * GKV_ECORRUPT. A server should answer, then exit (gkv-server does).
+ * 0 otherwise, and for NULL. Thread-safe: yes. */
+GKV_API int gkv_store_writer_held(const gkv_store *s);
+
 typedef struct gkv_store_stat {
     uint32_t format;       /* on-disk format version */
     uint64_t map_size;     /* bytes the map may use now */
