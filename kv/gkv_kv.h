@@ -133,7 +133,15 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * pages, and a read that begins inside another
                             * process's commit waits for its header page
                             * (up to 20 ms). A state found damaged fails
-                            * every read that begins on it, at once. Needs
+                            * every read that begins on it, at once. A
+                            * fault inside a write transaction leaves it
+                            * unended and this process holding the store's
+                            * writer lock until it exits
+                            * (gkv_store_writer_held). A SIGSEGV/SIGBUS
+                            * handler installed later must chain to the
+                            * one it displaced or re-raise (as Python's
+                            * faulthandler does); each guarded open puts
+                            * the guard's back in front of it. Needs
                             * /proc/self/maps. Memory returned by
                             * gkv_row_view is read outside any guard.
                             * gkv-server and kvctl set it */
