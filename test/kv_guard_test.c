@@ -21,6 +21,7 @@
  * status and output say what happened. */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -383,6 +384,67 @@ test_lag_after_write_fault(void **state)
     gkvt_rmtree(dir);
 }
 
+/* ---- a fault in verify's cursor walk ------------------------------------ */
+
+#define VERIFIES 200
+
+/* gkv_store_verify of "t" with the data tree's compare function faulting
+ * (in the map) inside its cursor walk, VERIFIES times: each is caught, and
+ * the cursor it jumped over is closed (before, each leaked one). Prints
+ * the heap's growth over the loop. */
+static void
+verify_fault_child(const char *dir, int unused)
+{
+    gkv_store *s;
+    MDB_txn *txn;
+    size_t before = 0;
+
+    (void)unused;
+    if (gkv_store_open(&s, dir, GKV_GUARD, NULL) != GKV_OK)
+        _exit(3);
+    beyond = (const char *)s->st_map_hi - PSIZE;
+    /* a named database's compare function is the environment's */
+    if (mdb_txn_begin(s->st_env, NULL, MDB_RDONLY, &txn) != 0)
+        _exit(4);
+    mdb_set_compare(txn, s->st_data, faulting_cmp);
+    mdb_txn_abort(txn);
+    for (int i = 0; i < VERIFIES + 5; i++) {
+        if (i == 5)
+            before = mallinfo2().uordblks;      /* after a warm-up */
+        arm = 1;
+        if (gkv_store_verify(s, "t", NULL) != GKV_ECORRUPT || arm)
+            _exit(5);
+    }
+    printf("caught %llu, heap grew %zu bytes\n",
+           (unsigned long long)s->st_gcaught, mallinfo2().uordblks - before);
+    fflush(stdout);
+    if (s->st_gcaught != VERIFIES + 5)
+        _exit(6);
+    if (mallinfo2().uordblks - before > VERIFIES * 32)
+        _exit(7);
+    printf("alive\n");
+}
+
+static void
+test_verify_fault_closes_cursor(void **state)
+{
+    char *dir = gkvt_mkdtemp("guardv"), *out;
+    int wst;
+
+    (void)state;
+    if (!KV_GUARD_SIGNALS) {
+        skip();                 /* ThreadSanitizer: no fault handler */
+        gkvt_rmtree(dir);
+        return;
+    }
+    make_store(dir, 0);
+    wst = in_child(verify_fault_child, dir, 0, &out);
+    expect_exit0(wst, out, "verifies that fault inside their cursor walk");
+    assert_non_null(strstr(out, "alive"));
+    free(out);
+    gkvt_rmtree(dir);
+}
+
 /* ---- damage after this handle's own commits ----------------------------- */
 
 static void
@@ -626,6 +688,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_write_fault_left_unended),
         cmocka_unit_test(test_lag_after_write_fault),
+        cmocka_unit_test(test_verify_fault_closes_cursor),
         cmocka_unit_test(test_damage_after_own_commit),
         cmocka_unit_test(test_own_commits_no_walk),
         cmocka_unit_test(test_handler_installed_later),
