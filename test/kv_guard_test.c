@@ -384,6 +384,62 @@ test_lag_after_write_fault(void **state)
     gkvt_rmtree(dir);
 }
 
+/* ---- gkv-server's fail-stop ---------------------------------------------- */
+
+/* A server whose store handle holds the writer lock after a fault inside
+ * a write (st_wheld, as kv__guard_caught_write leaves it) stops by itself:
+ * gkv_server_run returns GKV_ECORRUPT (gkv-server then exits 1) and the
+ * log says why. */
+static void
+failstop_child(const char *dir, int port)
+{
+    char cfg[4200], logp[4200], text[64];
+    gkv_server_opts o;
+    gkv_server *srv;
+    FILE *log;
+    gkv_err rc;
+
+    snprintf(cfg, sizeof cfg, "%s/ip.cfg", dir);
+    snprintf(logp, sizeof logp, "%s/server.log", dir);
+    snprintf(text, sizeof text, "127.0.0.1 %d\n", port);
+    gkvt_write_text(cfg, text, 0644);
+    if ((log = fopen(logp, "w")) == NULL)
+        _exit(3);
+    memset(&o, 0, sizeof o);
+    o.store = dir;
+    o.ip_config = cfg;
+    o.machine = 0;
+    o.flags = GKV_SERVER_KEEP_ALIVE;
+    o.log = log;
+    if (gkv_server_open(&srv, &o) != GKV_OK) {
+        printf("open: %s\n", gkv_net_errmsg());
+        _exit(4);
+    }
+    __atomic_store_n(&gkv_server_store(srv)->st_wheld, 1, __ATOMIC_RELEASE);
+    rc = gkv_server_run(srv);
+    printf("run: %d %s\n", rc, gkv_net_errmsg());
+    fclose(log);
+    if (rc != GKV_ECORRUPT || !gkvt_file_has(logp, "stopping: store damaged: "
+                                             "a fault inside a write"))
+        _exit(5);
+    printf("alive\n");
+}
+
+static void
+test_server_fail_stop(void **state)
+{
+    char *dir = gkvt_mkdtemp("guards"), *out;
+    int wst;
+
+    (void)state;
+    make_store(dir, 0);
+    wst = in_child(failstop_child, dir, gkvt_port_base(1), &out);
+    expect_exit0(wst, out, "a server whose store holds the writer lock");
+    assert_non_null(strstr(out, "alive"));
+    free(out);
+    gkvt_rmtree(dir);
+}
+
 /* ---- a fault in verify's cursor walk ------------------------------------ */
 
 #define VERIFIES 200
@@ -689,6 +745,7 @@ main(void)
         cmocka_unit_test(test_write_fault_left_unended),
         cmocka_unit_test(test_lag_after_write_fault),
         cmocka_unit_test(test_verify_fault_closes_cursor),
+        cmocka_unit_test(test_server_fail_stop),
         cmocka_unit_test(test_damage_after_own_commit),
         cmocka_unit_test(test_own_commits_no_walk),
         cmocka_unit_test(test_handler_installed_later),
