@@ -411,8 +411,19 @@ again:
                kv__walk_meta(s->st_path, fd) == GKV_OK) {
         /* newer commits (another handle's, another process's; this
          * handle's own record their state as they commit), with sound
-         * header pages: no walk */
+         * header pages: no walk. The state recorded is the file's now,
+         * not the fstat taken before this snapshot began: that one may
+         * fall between the pages and the header of the commit it sees,
+         * and the next read would find the same commit with a later
+         * time */
+        struct stat st;
+
         __atomic_add_fetch(&s->st_gcommits, 1, __ATOMIC_RELAXED);
+        if (fstat(fd, &st) == 0) {
+            mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+                    (uint64_t)st.st_mtim.tv_nsec;
+            size = (uint64_t)st.st_size;
+        }
         state_set(s, mtime, size, id, 0);
     } else if (!s->st_gbad && id < s->st_gtxn) {
         /* a snapshot older than the state last checked (begun before that

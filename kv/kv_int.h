@@ -369,8 +369,9 @@ extern __thread kv_guard *kv__guard_top KV_TLS_IE;
 gkv_err kv__guard_open(gkv_store *s);
 /* In a transaction just begun (write: 1 for a write transaction), with
  * data.mdb's mtime 'mtime' (ns) and size 'size' from the size check's
- * fstat, taken after the transaction began (a state older than the one
- * last checked, mtime <= and transaction <=, is one checked): whether data.mdb changed since the state last checked (a read:
+ * fstat, taken before it began (a state no newer than the one last
+ * checked, mtime <= and transaction <=, is one checked; newer commits
+ * record the file's state as the check finds it): whether data.mdb changed since the state last checked (a read:
  * its mtime; a write: the inotify watch, which sees a change within one
  * mtime tick too). A change explained by newer commits (the snapshot's
  * transaction is newer than the one last checked, and both header pages

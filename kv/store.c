@@ -373,11 +373,9 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged (found so "
                         "while open): writes are refused until it is repaired "
                         "and reopened", s->st_path);
-    /* unguarded, the size check comes first: LMDB's begin reads the
-     * header pages. Guarded, after the begin (a fault there is caught):
-     * the mtime the guard records must be no older than the snapshot */
-    if (!(s->st_flags & GKV_GUARD) &&
-        (rc = size_check(s, &mtime, &size)) != GKV_OK)
+    /* first: LMDB's begin reads the header pages (a file cut short would
+     * fault there, and a write's begin takes the writer lock first) */
+    if ((rc = size_check(s, &mtime, &size)) != GKV_OK)
         return rc;
     if (!rdonly)
         reader_sweep(s, 0);
@@ -415,9 +413,7 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
                         "transaction: %s", s->st_path, mdb_strerror(mrc));
     }
-    if (((s->st_flags & GKV_GUARD) &&
-         (rc = size_check(s, &mtime, &size)) != GKV_OK) ||
-        (rc = kv__guard_check(s, *out, !rdonly, mtime, size)) != GKV_OK) {
+    if ((rc = kv__guard_check(s, *out, !rdonly, mtime, size)) != GKV_OK) {
         mdb_txn_abort(*out);
         *out = NULL;
         return rc;
