@@ -213,6 +213,29 @@ expect_exit0(int wst, const char *out, const char *what)
                  out);
 }
 
+/* One case: a fresh store, fn(dir, arg) in a child that must exit 0 after
+ * printing "alive"; 'what' names the case in a failure. Skipped where the
+ * fault handler is not installed (ThreadSanitizer) when 'faults'. */
+static void
+child_case(void (*fn)(const char *, int), int arg, int faults,
+           const char *what)
+{
+    char *dir, *out;
+    int wst;
+
+    if (faults && !KV_GUARD_SIGNALS) {
+        skip();
+        return;
+    }
+    dir = gkvt_mkdtemp("guard");
+    make_store(dir, 0);
+    wst = in_child(fn, dir, arg, &out);
+    expect_exit0(wst, out, what);
+    assert_non_null(strstr(out, "alive"));
+    free(out);
+    gkvt_rmtree(dir);
+}
+
 /* ---- a fault inside a write transaction --------------------------------- */
 
 static volatile int arm;
@@ -366,22 +389,9 @@ lag_after_write_fault_child(const char *dir, int how)
 static void
 test_lag_after_write_fault(void **state)
 {
-    char *dir = gkvt_mkdtemp("guardl"), *out;
-    int wst;
-
     (void)state;
-    if (!KV_GUARD_SIGNALS) {
-        skip();                 /* ThreadSanitizer: no fault handler */
-        gkvt_rmtree(dir);
-        return;
-    }
-    make_store(dir, 0);
-    wst = in_child(lag_after_write_fault_child, dir, 0, &out);
-    expect_exit0(wst, out, "a read that finds its snapshot behind after a "
-                 "fault inside a write");
-    assert_non_null(strstr(out, "alive"));
-    free(out);
-    gkvt_rmtree(dir);
+    child_case(lag_after_write_fault_child, 0, 1, "a read that finds its "
+               "snapshot behind after a fault inside a write");
 }
 
 /* ---- gkv-server's fail-stop ---------------------------------------------- */
@@ -428,16 +438,9 @@ failstop_child(const char *dir, int port)
 static void
 test_server_fail_stop(void **state)
 {
-    char *dir = gkvt_mkdtemp("guards"), *out;
-    int wst;
-
     (void)state;
-    make_store(dir, 0);
-    wst = in_child(failstop_child, dir, gkvt_port_base(1), &out);
-    expect_exit0(wst, out, "a server whose store holds the writer lock");
-    assert_non_null(strstr(out, "alive"));
-    free(out);
-    gkvt_rmtree(dir);
+    child_case(failstop_child, gkvt_port_base(1), 0, "a server whose store "
+               "holds the writer lock");
 }
 
 /* ---- a fault in verify's cursor walk ------------------------------------ */
@@ -484,21 +487,9 @@ verify_fault_child(const char *dir, int unused)
 static void
 test_verify_fault_closes_cursor(void **state)
 {
-    char *dir = gkvt_mkdtemp("guardv"), *out;
-    int wst;
-
     (void)state;
-    if (!KV_GUARD_SIGNALS) {
-        skip();                 /* ThreadSanitizer: no fault handler */
-        gkvt_rmtree(dir);
-        return;
-    }
-    make_store(dir, 0);
-    wst = in_child(verify_fault_child, dir, 0, &out);
-    expect_exit0(wst, out, "verifies that fault inside their cursor walk");
-    assert_non_null(strstr(out, "alive"));
-    free(out);
-    gkvt_rmtree(dir);
+    child_case(verify_fault_child, 0, 1, "verifies that fault inside their "
+               "cursor walk");
 }
 
 /* ---- damage after this handle's own commits ----------------------------- */
@@ -540,19 +531,10 @@ static void
 test_damage_after_own_commit(void **state)
 {
     (void)state;
-    for (int read_first = 0; read_first < 2; read_first++) {
-        char *dir = gkvt_mkdtemp("guardo"), *out;
-        int wst;
-
-        make_store(dir, 0);
-        wst = in_child(own_commit_child, dir, read_first, &out);
-        expect_exit0(wst, out, read_first ? "a read, then a write, after "
-                     "damage that followed own commits" : "a write after "
-                     "damage that followed own commits");
-        assert_non_null(strstr(out, "alive"));
-        free(out);
-        gkvt_rmtree(dir);
-    }
+    child_case(own_commit_child, 0, 0, "a write after damage that followed "
+               "own commits");
+    child_case(own_commit_child, 1, 0, "a read, then a write, after damage "
+               "that followed own commits");
 }
 
 /* ---- own commits read meanwhile: no walks ------------------------------- */
