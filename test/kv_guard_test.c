@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "gkvt.h"
+#include "gkvt_mdb.h"
 #include "kv/kv_test.h"
 
 #define PSIZE  4096u
@@ -101,33 +102,14 @@ push_row(gkv_store *s, uint64_t id, int gen)
     return gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL);
 }
 
-static uint64_t
-img64(const unsigned char *img, uint64_t off)
-{
-    uint64_t v;
-
-    memcpy(&v, img + off, 8);
-    return v;
-}
-
 /* The first leaf page of named database 'name' in data.mdb's newest
- * commit (64-bit LMDB, 4 KiB pages): from the main tree's root leaf. */
+ * commit: down the first children from its root. */
 static uint64_t
 first_leaf_of(const unsigned char *img, const char *name)
 {
-    uint64_t m = img64(img, 144) > img64(img, PSIZE + 144) ? 0 : PSIZE;
-    uint64_t p = img64(img, m + 128) * PSIZE, pg = 0;
-    uint16_t lower, off, ks, fl;
+    uint64_t pg = gkvt_mdb_db_root(img, name);
+    uint16_t fl, off;
 
-    memcpy(&lower, img + p + 12, 2);
-    for (unsigned i = 0; i < (lower - 16u) / 2; i++) {
-        memcpy(&off, img + p + 16 + 2 * i, 2);
-        memcpy(&ks, img + p + off + 6, 2);
-        if (ks == strlen(name) && memcmp(img + p + off + 8, name, ks) == 0)
-            pg = img64(img, p + off + 8 + ks + 40);     /* md_root */
-    }
-    if (pg == 0)
-        return 0;
     memcpy(&fl, img + pg * PSIZE + 10, 2);
     while (fl & 1) {                    /* P_BRANCH: its first child */
         uint16_t lo, hi, f2;
@@ -361,8 +343,8 @@ lag_after_write_fault_child(const char *dir, int how)
     if ((fd = open(p, O_RDWR)) < 0 ||
         pread(fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr)
         _exit(5);
-    t0 = img64(hdr, 144);
-    t1 = img64(hdr, PSIZE + 144);
+    t0 = gkvt_mdb_u64(hdr, 144);
+    t1 = gkvt_mdb_u64(hdr, PSIZE + 144);
     at = t0 < t1 ? 0 : PSIZE;               /* the older header page */
     v = ((t0 > t1 ? t0 : t1) + 1000) | 1;
     v -= at == 0;                           /* its parity kept */
