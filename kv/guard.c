@@ -21,7 +21,12 @@
  * would have. LMDB's assertion callback jumps the same way. The entry
  * point then aborts its transaction, releases what it took after the
  * guard, marks the handle damaged (writes refused) and returns
- * GKV_ECORRUPT.
+ * GKV_ECORRUPT; a write transaction is not aborted but left as it is
+ * (kv__guard_caught_write: LMDB links cursors on the stack the jump left
+ * into it), and with it the writer lock, until the process exits. Each
+ * guarded open puts the handler back in front of one installed since, and
+ * a fault that a later handler re-raise()d while a guard is set is let
+ * fault again under this one.
  *
  * A guard cannot make every read of a changed page safe (a changed page
  * can send LMDB into a loop) nor any write through one (LMDB copies a
