@@ -133,7 +133,15 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * pages, and a read that begins inside another
                             * process's commit waits for its header page
                             * (up to 20 ms). A state found damaged fails
-                            * every read that begins on it, at once. Needs
+                            * every read that begins on it, at once. A
+                            * fault inside a write transaction leaves it
+                            * unended and this process holding the store's
+                            * writer lock until it exits
+                            * (gkv_store_writer_held). A SIGSEGV/SIGBUS
+                            * handler installed later must chain to the
+                            * one it displaced or re-raise (as Python's
+                            * faulthandler does); each guarded open puts
+                            * the guard's back in front of it. Needs
                             * /proc/self/maps. Memory returned by
                             * gkv_row_view is read outside any guard.
                             * gkv-server and kvctl set it */
@@ -184,6 +192,19 @@ GKV_API const char *gkv_store_errmsg(const gkv_store *s);
 
 /* The store's directory, as given to gkv_store_open(). Valid until close. */
 GKV_API const char *gkv_store_path(const gkv_store *s);
+
+/* Whether this process holds the store's writer lock until it exits: 1
+ * once a handle opened with GKV_GUARD caught a fault inside one of its
+ * write transactions (a push, create, delete, flush that met a page
+ * changed under it). That transaction is left unended (aborting it would
+ * free memory LMDB linked from the stack the fault jumped over), so its
+ * writer lock stays taken: writers of every other process wait until this
+ * one exits (LMDB's lock is a robust mutex, which then passes on), this
+ * handle refuses writes (GKV_ECORRUPT), reads go on as GKV_GUARD says,
+ * and after gkv_store_close a reopen in this process fails with
+ * GKV_ECORRUPT. A server should answer, then exit (gkv-server does).
+ * 0 otherwise, and for NULL. Thread-safe: yes. */
+GKV_API int gkv_store_writer_held(const gkv_store *s);
 
 typedef struct gkv_store_stat {
     uint32_t format;       /* on-disk format version */

@@ -21,7 +21,12 @@
  * would have. LMDB's assertion callback jumps the same way. The entry
  * point then aborts its transaction, releases what it took after the
  * guard, marks the handle damaged (writes refused) and returns
- * GKV_ECORRUPT.
+ * GKV_ECORRUPT; a write transaction is not aborted but left as it is
+ * (kv__guard_caught_write: LMDB links cursors on the stack the jump left
+ * into it), and with it the writer lock, until the process exits. Each
+ * guarded open puts the handler back in front of one installed since, and
+ * a fault that a later handler re-raise()d while a guard is set is let
+ * fault again under this one.
  *
  * A guard cannot make every read of a changed page safe (a changed page
  * can send LMDB into a loop) nor any write through one (LMDB copies a
@@ -49,9 +54,13 @@
 
 __thread kv_guard *kv__guard_top KV_TLS_IE;
 
+/* the handlers that were there before ours (reinstalled: the one that
+ * had displaced ours); under install_mu but in the handler */
 static struct sigaction prev_segv, prev_bus;
-static pthread_once_t install_once = PTHREAD_ONCE_INIT;
-static int install_err;
+static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
+static int installed;
+/* calls into a previous handler in progress (chain) */
+static int chaining;
 /* liblmdb's code, [lo, hi) (0, 0: not found, as when it is linked
  * statically into the program; then only faults in the map are caught) */
 static uintptr_t lmdb_lo, lmdb_hi;
@@ -126,6 +135,9 @@ chain(int sig, siginfo_t *si, void *ctx)
 
     if (h == SIG_IGN && si->si_code <= 0)
         return;                         /* sent, and ignored before */
+    if (si->si_code <= 0 && __atomic_load_n(&chaining, __ATOMIC_RELAXED) > 0)
+        h = SIG_DFL;    /* raised again by the handler chained to (one that
+                         * put this handler back and raise()s): default */
     if (h == SIG_DFL || h == SIG_IGN) {
         set_default(sig);
         if (si->si_code <= 0)
@@ -138,10 +150,12 @@ chain(int sig, siginfo_t *si, void *ctx)
     if (p->sa_flags & SA_RESETHAND)
         set_default(sig);
     pthread_sigmask(SIG_BLOCK, &mask, &old);
+    __atomic_add_fetch(&chaining, 1, __ATOMIC_RELAXED);
     if (info)
         p->sa_sigaction(sig, si, ctx);
     else
         h(sig);
+    __atomic_sub_fetch(&chaining, 1, __ATOMIC_RELAXED);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
@@ -151,6 +165,17 @@ on_fault(int sig, siginfo_t *si, void *ctx)
     kv_guard *g = kv__guard_top;
     int saved = errno;
 
+    if (g != NULL && g->g_store != NULL && si->si_code == SI_TKILL &&
+        si->si_pid == getpid() &&
+        __atomic_load_n(&chaining, __ATOMIC_RELAXED) == 0) {
+        /* raised by this process while this thread runs a guarded call:
+         * a handler installed after this one (CPython's faulthandler, say)
+         * met a fault first, put this handler back and raise()d. Returning
+         * lets the faulting instruction run again, now under this
+         * handler, which decides as for any fault */
+        errno = saved;
+        return;
+    }
     if (g != NULL && g->g_store != NULL && is_access_fault(sig, si)) {
         uintptr_t ip = fault_ip(ctx);
 
@@ -204,21 +229,38 @@ find_lmdb(struct dl_phdr_info *info, size_t size, void *arg)
     return 0;
 }
 
-static void
+/* Installs on_fault for SIGSEGV and SIGBUS, the first time and whenever
+ * another handler has displaced it since (one installed after a guarded
+ * open that does not chain to it): that one becomes the previous handler,
+ * which on_fault chains to. Under install_mu. 0 or an errno. */
+static int
 install(void)
 {
-    struct sigaction sa;
+    static const int sigs[2] = {SIGSEGV, SIGBUS};
+    struct sigaction sa, cur;
 
     if (!KV_GUARD_SIGNALS)
-        return;
-    (void)dl_iterate_phdr(find_lmdb, NULL);
+        return 0;
+    if (!installed)
+        (void)dl_iterate_phdr(find_lmdb, NULL);
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(SIGSEGV, &sa, &prev_segv) != 0 ||
-        sigaction(SIGBUS, &sa, &prev_bus) != 0)
-        install_err = errno;
+    for (int i = 0; i < 2; i++) {
+        struct sigaction *prev = sigs[i] == SIGBUS ? &prev_bus : &prev_segv;
+
+        if (sigaction(sigs[i], NULL, &cur) != 0)
+            return errno;
+        if ((cur.sa_flags & SA_SIGINFO) && cur.sa_sigaction == on_fault)
+            continue;
+        /* the previous handler is read by on_fault: set before ours is */
+        *prev = cur;
+        if (sigaction(sigs[i], &sa, NULL) != 0)
+            return errno;
+    }
+    installed = 1;
+    return 0;
 }
 
 int
@@ -319,11 +361,12 @@ commit_lands(gkv_store *s, int fd, uint64_t id)
 }
 
 /* Records the state (mtime, size, txn) as checked: whole, or damaged
- * (bad) with the walk's message, which is s's message now. Under st_gmu
- * (or at open). */
+ * (bad) with the walk's message, which is s's message now; drains the
+ * watch. Under st_gmu (or at open). */
 static void
 state_set(gkv_store *s, uint64_t mtime, uint64_t size, uint64_t txn, int bad)
 {
+    (void)watch_drain(s);           /* the changes this state explains */
     if (bad)
         snprintf(s->st_gbad_msg, sizeof s->st_gbad_msg, "%s",
                  gkv_store_errmsg(s));
@@ -340,7 +383,7 @@ kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
     mdb_filehandle_t fd;
     uint64_t id;
     gkv_err rc = GKV_OK;
-    int events;
+    int events, polled = 0;
 
     /* the fast path of a write (a read's is kv__guard_check, inline):
      * the watch holds no event, and the state last checked was whole. The
@@ -354,21 +397,38 @@ kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
      * the newest commit's plus one; holding the writer lock, no commit
      * can overwrite that snapshot's pages) */
     id = (uint64_t)mdb_txn_id(txn) - (write ? 1u : 0u);
+again:
     pthread_mutex_lock(&s->st_gmu);
-    events = watch_drain(s);
-    if (!events && mtime == s->st_gmtime && size == s->st_gsize &&
-        id == s->st_gtxn) {
-        /* checked meanwhile; or the state known damaged: refused again
-         * without a walk */
+    /* not drained here: only a state recorded (state_set) takes the
+     * events it explains; a snapshot older than the state last checked
+     * leaves them to the next that records */
+    events = s->st_gfd >= 0 && watch_pending(s);
+    if (id <= s->st_gtxn && (mtime < s->st_gmtime ||
+                             (mtime == s->st_gmtime && !events))) {
+        /* a state no newer than the one last checked (checked meanwhile,
+         * or an fstat older than that check); or the state known damaged:
+         * refused again without a walk */
         if (s->st_gbad) {
             __atomic_add_fetch(&s->st_grefused, 1, __ATOMIC_RELAXED);
             rc = kv__fail(s, GKV_ECORRUPT, "%s", s->st_gbad_msg);
         }
     } else if (!s->st_gbad && id > s->st_gtxn &&
                kv__walk_meta(s->st_path, fd) == GKV_OK) {
-        /* newer commits (another handle's, another process's, or this
-         * handle's own), with sound header pages: no walk */
+        /* newer commits (another handle's, another process's; this
+         * handle's own record their state as they commit), with sound
+         * header pages: no walk. The state recorded is the file's now,
+         * not the fstat taken before this snapshot began: that one may
+         * fall between the pages and the header of the commit it sees,
+         * and the next read would find the same commit with a later
+         * time */
+        struct stat st;
+
         __atomic_add_fetch(&s->st_gcommits, 1, __ATOMIC_RELAXED);
+        if (fstat(fd, &st) == 0) {
+            mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+                    (uint64_t)st.st_mtim.tv_nsec;
+            size = (uint64_t)st.st_size;
+        }
         state_set(s, mtime, size, id, 0);
     } else if (!s->st_gbad && id < s->st_gtxn) {
         /* a snapshot older than the state last checked (begun before that
@@ -376,11 +436,19 @@ kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
     } else if (!write && !s->st_gbad &&
                __atomic_load_n(&s->st_gcommitting, __ATOMIC_ACQUIRE) > 0) {
         /* this handle's own commit in flight (a thread of this process
-         * writes): no walk and no wait; the next read takes it */
-    } else if (!write && !s->st_gbad && commit_lands(s, fd, id)) {
-        /* a commit was in flight: this snapshot predates it and is whole;
-         * the next read takes the commit without a walk */
-        __atomic_add_fetch(&s->st_gcommits, 1, __ATOMIC_RELAXED);
+         * writes): no walk and no wait; that commit records its state */
+    } else if (!write && !s->st_gbad && !polled) {
+        /* perhaps another process's commit in flight: wait for its header
+         * without st_gmu (other reads go on meanwhile), then look again */
+        pthread_mutex_unlock(&s->st_gmu);
+        polled = 1;
+        if (commit_lands(s, fd, id)) {
+            /* this snapshot predates that commit and is whole; the next
+             * read takes the commit without a walk */
+            __atomic_add_fetch(&s->st_gcommits, 1, __ATOMIC_RELAXED);
+            return GKV_OK;
+        }
+        goto again;
     } else {
         __atomic_add_fetch(&s->st_gwalks, 1, __ATOMIC_RELAXED);
         rc = kv__walk(s, s->st_path, fd, id, NULL);
@@ -393,6 +461,24 @@ kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
     return rc == GKV_EBUSY ? GKV_OK : rc;
 }
 
+void
+kv__guard_committed(gkv_store *s, uint64_t id)
+{
+    mdb_filehandle_t fd;
+    struct stat st;
+
+    if (!(s->st_flags & GKV_GUARD) || mdb_env_get_fd(s->st_env, &fd) != 0 ||
+        fstat(fd, &st) != 0)
+        return;
+    pthread_mutex_lock(&s->st_gmu);
+    /* a state found damaged stays so; an older commit does not go back */
+    if (!s->st_gbad && id >= s->st_gtxn)
+        state_set(s, (uint64_t)st.st_mtim.tv_sec * 1000000000u +
+                     (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_size, id,
+                  0);
+    pthread_mutex_unlock(&s->st_gmu);
+}
+
 gkv_err
 kv__guard_open(gkv_store *s)
 {
@@ -400,9 +486,11 @@ kv__guard_open(gkv_store *s)
     MDB_envinfo ei;
     struct stat st;
     char p[4200];
-    int mrc;
+    int mrc, install_err;
 
-    pthread_once(&install_once, install);
+    pthread_mutex_lock(&install_mu);
+    install_err = install();
+    pthread_mutex_unlock(&install_mu);
     if (install_err != 0)
         return kv__fail(NULL, gkv__from_errno(install_err), "cannot open "
                         "store '%s' with GKV_GUARD: sigaction: %s",
@@ -462,6 +550,23 @@ kv__guard_caught(kv_guard *g)
 }
 
 gkv_err
+kv__guard_caught_write(kv_guard *g)
+{
+    gkv_store *s = g->g_store;
+    char msg[700];
+
+    (void)kv__guard_caught(g);
+    /* a fault in a commit: it is over (this thread holds the writer lock:
+     * no other commit of the handle is in flight) */
+    __atomic_store_n(&s->st_gcommitting, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->st_wheld, 1, __ATOMIC_RELEASE);
+    snprintf(msg, sizeof msg, "%s", gkv_store_errmsg(s));
+    return kv__fail(s, GKV_ECORRUPT, "%s; the fault was inside a write "
+                    "transaction, which is left unended: this process holds "
+                    "the store's writer lock until it exits", msg);
+}
+
+gkv_err
 kv__guarded(gkv_store *s, MDB_txn *txn, kv_read_fn fn, void *arg)
 {
     kv_guard g;
@@ -489,5 +594,7 @@ kv__guard_txn_begin(gkv_store *s, unsigned flags, MDB_txn **out, int *mrc)
 caught:
     *out = NULL;
     *mrc = 0;
-    return kv__guard_caught(&g);
+    /* a write's begin took the writer lock first */
+    return (flags & MDB_RDONLY) ? kv__guard_caught(&g)
+                                : kv__guard_caught_write(&g);
 }

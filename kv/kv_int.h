@@ -109,6 +109,12 @@ struct gkv_store {
     uint64_t st_gwalks, st_gcommits, st_grefused, st_gcaught;
     int st_gcommitting;           /* commits of this handle in flight
                                    * (__atomic; store.c, guard.c) */
+    /* with GKV_GUARD (__atomic): a fault was caught inside a write
+     * transaction of this handle. That transaction is left as it was, not
+     * aborted (LMDB linked cursors on the jumped-over stack into it, and
+     * mdb_txn_abort would free them), so this process holds the store's
+     * writer lock until it exits (gkv_store_writer_held) */
+    int st_wheld;
     pthread_mutex_t st_gmu;       /* one such check at a time */
     /* Map growth needs no live transaction in this process: every txn
      * counts itself in st_users; a grower waits for zero, with st_growing
@@ -347,13 +353,17 @@ extern __thread kv_guard *kv__guard_top KV_TLS_IE;
                 goto caught;                                            \
             (g)->g_prev = kv__guard_top;                                \
             (g)->g_store = (s);                                         \
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);                    \
             kv__guard_top = (g);                                        \
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);                    \
         }                                                               \
     } while (0)
 #define KV_GUARD_END(g)                                                 \
     do {                                                                \
         if ((g)->g_store != NULL) {                                     \
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);                    \
             kv__guard_top = (g)->g_prev;                                \
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);                    \
             (g)->g_store = NULL;                                        \
         }                                                               \
     } while (0)
@@ -363,7 +373,9 @@ extern __thread kv_guard *kv__guard_top KV_TLS_IE;
 gkv_err kv__guard_open(gkv_store *s);
 /* In a transaction just begun (write: 1 for a write transaction), with
  * data.mdb's mtime 'mtime' (ns) and size 'size' from the size check's
- * fstat: whether data.mdb changed since the state last checked (a read:
+ * fstat, taken before it began (a state no newer than the one last
+ * checked, mtime <= and transaction <=, is one checked; newer commits
+ * record the file's state as the check finds it): whether data.mdb changed since the state last checked (a read:
  * its mtime; a write: the inotify watch, which sees a change within one
  * mtime tick too). A change explained by newer commits (the snapshot's
  * transaction is newer than the one last checked, and both header pages
@@ -383,11 +395,21 @@ kv__guard_check(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
     /* inline: a read of a store unchanged since its last check costs two
      * loads and a compare */
     if (!(s->st_flags & GKV_GUARD) ||
-        (!write && mtime == __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE) &&
+        (!write && mtime <= __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE) &&
          !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE)))
         return GKV_OK;
     return kv__guard_check_slow(s, txn, write, mtime, size);
 }
+/* After this handle's commit of write transaction 'id' succeeded (before
+ * st_gcommitting drops): records the state of data.mdb (an fstat now,
+ * 'id') as checked and drains the watch, so that only changes made until
+ * then are taken as that commit's; a later change with no newer commit
+ * is walked. No-op unguarded. */
+void    kv__guard_committed(gkv_store *s, uint64_t id);
+/* After a jump to 'caught' in a write transaction: as kv__guard_caught(),
+ * and st_wheld set; the caller must NOT end the transaction (it is
+ * leaked, with the writer lock: st_wheld above). GKV_ECORRUPT. */
+gkv_err kv__guard_caught_write(kv_guard *g);
 /* Records where the map lies now (after a resize); no-op unguarded. */
 void    kv__guard_map(gkv_store *s);
 /* After a jump to 'caught': unsets the guard, marks the handle damaged and

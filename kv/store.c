@@ -373,6 +373,8 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged (found so "
                         "while open): writes are refused until it is repaired "
                         "and reopened", s->st_path);
+    /* first: LMDB's begin reads the header pages (a file cut short would
+     * fault there, and a write's begin takes the writer lock first) */
     if ((rc = size_check(s, &mtime, &size)) != GKV_OK)
         return rc;
     if (!rdonly)
@@ -385,7 +387,11 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         else if ((rc = kv__guard_txn_begin(s, rdonly ? MDB_RDONLY : 0, out,
                                            &mrc)) != GKV_OK)
             return rc;
-        if (mrc == 0 && rdonly && !repaired && snapshot_lags(s, *out)) {
+        /* not on a handle found damaged: the writer lock may be held by
+         * this process's unended write (st_wheld) */
+        if (mrc == 0 && rdonly && !repaired &&
+            !__atomic_load_n(&s->st_damaged, __ATOMIC_ACQUIRE) &&
+            snapshot_lags(s, *out)) {
             MDB_txn *w;
 
             mdb_txn_abort(*out);
@@ -468,10 +474,14 @@ touch_commit(gkv_store *s)
         mrc = -1;
     }
     if (mrc == 0 && (mrc = txn_stamp(txn)) == 0) {
+        uint64_t id = (uint64_t)mdb_txn_id(txn);
+
         __atomic_add_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
         mrc = mdb_txn_commit(txn);
-        __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
         KV_GUARD_END(&g);
+        if (mrc == 0)
+            kv__guard_committed(s, id);
+        __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
     } else {
         KV_GUARD_END(&g);
         mdb_txn_abort(txn);
@@ -479,11 +489,8 @@ touch_commit(gkv_store *s)
     kv__leave(s);
     return mrc;
 caught:
-    (void)kv__guard_caught(&g);       /* its message stays on s */
-    /* a fault in the commit: it is over (this thread holds the writer
-     * lock: no other commit of the handle is in flight) */
-    __atomic_store_n(&s->st_gcommitting, 0, __ATOMIC_RELEASE);
-    mdb_txn_abort(txn);
+    /* its message stays on s; txn is left unended (kv__guard_caught_write) */
+    (void)kv__guard_caught_write(&g);
     kv__leave(s);
     return -1;
 }
@@ -518,17 +525,24 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
                               s->st_path, mdb_strerror(mrc));
             if (0) {
             caught:
-                rc = kv__guard_caught(&g);
-                /* as in touch_commit */
-                __atomic_store_n(&s->st_gcommitting, 0, __ATOMIC_RELEASE);
+                /* txn is left unended: LMDB may have linked a cursor of
+                 * the stack jumped over into it, which mdb_txn_abort
+                 * would free (kv__guard_caught_write) */
+                rc = kv__guard_caught_write(&g);
+                txn = NULL;
             }
             if (rc == GKV_OK) {
+                uint64_t id = (uint64_t)mdb_txn_id(txn);
+
                 /* readers meanwhile see the file changed before the
-                 * commit's header (kv__guard_check) */
+                 * commit's header (kv__guard_check); the state after the
+                 * commit is recorded before they stop skipping */
                 __atomic_add_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
                 mrc = mdb_txn_commit(txn);   /* frees txn either way */
-                __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
                 KV_GUARD_END(&g);
+                if (mrc == 0)
+                    kv__guard_committed(s, id);
+                __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
                 if (mrc == EIO && disk_full(s)) {
                     /* LMDB reports a short write (ENOSPC) as EIO. The
                      * last commit's freed pages become usable after one
@@ -547,7 +561,8 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
                                   "failed: %s", s->st_path, mdb_strerror(mrc));
             } else {
                 KV_GUARD_END(&g);
-                mdb_txn_abort(txn);
+                if (txn != NULL)
+                    mdb_txn_abort(txn);
             }
         }
         kv__leave(s);
@@ -811,6 +826,7 @@ open_list_add(gkv_store *s, const char *path)
 {
     char other[4096];
     gkv_store *o;
+    int held = 0;
 
     s->st_pid = getpid();
     pthread_once(&open_once, open_once_init);
@@ -828,8 +844,15 @@ open_list_add(gkv_store *s, const char *path)
         s->st_listed = 1;
     } else {                        /* o may be closed once we unlock */
         snprintf(other, sizeof other, "%s", o->st_path);
+        held = __atomic_load_n(&o->st_wheld, __ATOMIC_ACQUIRE);
     }
     pthread_mutex_unlock(&open_mu);
+    if (held)
+        return kv__fail(NULL, GKV_ECORRUPT, "store '%s' is damaged: a fault "
+                        "inside a write of this process's handle (as '%s') "
+                        "left it holding the store's writer lock until it "
+                        "exits; open the store in a new process once it is "
+                        "repaired", path, other);
     if (o != NULL)
         return kv__fail(NULL, GKV_EBUSY, "store '%s' is open already in this "
                         "process (as '%s'): LMDB allows one handle per store "
@@ -883,6 +906,16 @@ store_destroy(gkv_store *s)
     }
     kv__wb_close(s);   /* flushes write-back tensors */
     kv__wb_own_close(s);
+    if (__atomic_load_n(&s->st_wheld, __ATOMIC_ACQUIRE)) {
+        /* a write transaction left unended (st_wheld): the environment,
+         * its map and the writer lock stay until the process exits, and
+         * the handle stays listed, so that a reopen here is refused
+         * (open_list_add) rather than wait for that lock forever */
+        if (s->st_gfd >= 0)
+            close(s->st_gfd);
+        s->st_gfd = -1;
+        return;
+    }
     if (s->st_env != NULL)
         mdb_env_close(s->st_env);
     /* only once the environment is closed may another handle open it */
@@ -1321,6 +1354,12 @@ const char *
 gkv_store_path(const gkv_store *s)
 {
     return s->st_path;
+}
+
+int
+gkv_store_writer_held(const gkv_store *s)
+{
+    return s != NULL && __atomic_load_n(&s->st_wheld, __ATOMIC_ACQUIRE);
 }
 
 /* Touches the pages of [p, p + len): one madvise for large ranges, a read

@@ -906,8 +906,12 @@ verify_gap(gkv_store *s, const kv_rec *r, const char *name, uint64_t from,
     rep->bad_chunks += to - from - 1;
 }
 
+/* *curp: the cursor while open (a fault caught meanwhile leaves it to
+ * gkv_store_verify to close: a read transaction's cursors are not its
+ * own, and would leak). */
 static gkv_err
-verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep)
+verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep,
+           MDB_cursor **curp)
 {
     unsigned char kb[KV_KEY_LEN];
     MDB_cursor *cur;
@@ -919,8 +923,9 @@ verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep)
 
     if ((rc = kv__rec_get(s, txn, name, &r)) != GKV_OK)
         return rc;
-    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
+    if ((mrc = mdb_cursor_open(txn, s->st_data, curp)) != 0)
         return kv__fail(s, kv__from_mdb(mrc), "data: %s", mdb_strerror(mrc));
+    cur = *curp;
     kv__key(kb, r.tid, 0);
     k.mv_size = KV_KEY_LEN;
     k.mv_data = kb;
@@ -944,6 +949,7 @@ verify_one(gkv_store *s, MDB_txn *txn, const char *name, gkv_verify_report *rep)
             verify_bad(s, &r, name, c, why, rep);
     }
     mdb_cursor_close(cur);
+    *curp = NULL;
     if (mrc != 0 && mrc != MDB_NOTFOUND)
         return kv__fail(s, kv__from_mdb(mrc), "tensor '%s': %s", name,
                         mdb_strerror(mrc));
@@ -968,7 +974,8 @@ tid_cmp(const void *a, const void *b)
  * 'first'. */
 static gkv_err
 verify_orphans(gkv_store *s, MDB_txn *txn, gkv_tensor_desc *v, size_t n,
-               gkv_verify_report *rep, char *first, size_t first_len)
+               gkv_verify_report *rep, char *first, size_t first_len,
+               MDB_cursor **curp)
 {
     MDB_cursor *cur;
     MDB_stat ms;
@@ -980,8 +987,9 @@ verify_orphans(gkv_store *s, MDB_txn *txn, gkv_tensor_desc *v, size_t n,
     if (ms.ms_entries == rep->chunks_checked)
         return GKV_OK;
     qsort(v, n, sizeof *v, tid_cmp);
-    if ((mrc = mdb_cursor_open(txn, s->st_data, &cur)) != 0)
+    if ((mrc = mdb_cursor_open(txn, s->st_data, curp)) != 0)
         return kv__fail(s, kv__from_mdb(mrc), "data: %s", mdb_strerror(mrc));
+    cur = *curp;
     for (mrc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); mrc == 0;
          mrc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
         const unsigned char *kp = k.mv_data;
@@ -1006,6 +1014,7 @@ verify_orphans(gkv_store *s, MDB_txn *txn, gkv_tensor_desc *v, size_t n,
         }
     }
     mdb_cursor_close(cur);
+    *curp = NULL;
     if (mrc != MDB_NOTFOUND)
         return kv__fail(s, kv__from_mdb(mrc), "data: %s", mdb_strerror(mrc));
     return GKV_OK;
@@ -1067,6 +1076,7 @@ struct verify_arg {
     gkv_tensor_desc *v;           /* the caller frees it */
     size_t n;
     char orphan[160];
+    MDB_cursor *cur;              /* open: closed by gkv_store_verify */
 };
 
 static gkv_err
@@ -1077,15 +1087,15 @@ verify_fn(gkv_store *s, MDB_txn *txn, void *arg)
     gkv_err rc;
 
     if (a->name != NULL)
-        return verify_one(s, txn, a->name, a->rep);
+        return verify_one(s, txn, a->name, a->rep, &a->cur);
     if ((rc = gkv_tensor_list(s, &tx, 1, &a->v, &a->n)) == GKV_OK)
         for (size_t i = 0; i < a->n && rc == GKV_OK; i++)
-            rc = verify_one(s, txn, a->v[i].name, a->rep);
+            rc = verify_one(s, txn, a->v[i].name, a->rep, &a->cur);
     if (rc == GKV_OK)
         rc = verify_next_tid(s, txn, a->v, a->n);
     if (rc == GKV_OK)
         rc = verify_orphans(s, txn, a->v, a->n, a->rep, a->orphan,
-                            sizeof a->orphan);
+                            sizeof a->orphan, &a->cur);
     return rc;
 }
 
@@ -1110,6 +1120,8 @@ gkv_store_verify(gkv_store *s, const char *name, gkv_verify_report *rep)
     a.name = name;
     a.rep = rep;
     rc = kv__guarded(s, sn.txn, verify_fn, &a);
+    if (a.cur != NULL)              /* a fault jumped over its close */
+        mdb_cursor_close(a.cur);
     gkv__free(a.v);
     kv__snap_end(&sn);
     if (rc == GKV_OK && (rep->bad_chunks > 0 || rep->orphan_keys > 0)) {

@@ -1244,6 +1244,21 @@ gkv_server_run(gkv_server *s)
         }
         srv__sess_expire(s);
         log_flush_dropped(s, 0);
+        if (gkv_store_writer_held(s->store)) {
+            /* fail-stop: a fault inside a write left this process holding
+             * the store's writer lock (gkv_store_writer_held); it passes
+             * on to the next writer only when this process exits. The
+             * request that met it has its error reply */
+            pthread_mutex_lock(&s->mu);
+            srv__stop_request(s, "store damaged: a fault inside a write "
+                              "left this process holding the store's "
+                              "writer lock; exiting so that it passes on");
+            pthread_mutex_unlock(&s->mu);
+            rc = net__fail(GKV_ECORRUPT, "store '%s' is damaged: a fault "
+                           "inside a write left this process holding its "
+                           "writer lock, which passes on when it exits",
+                           gkv_store_path(s->store));
+        }
     }
     srv__log(s, "stopping: %s; finishing requests in flight", s->run.why);
     /* the pushes so far written first: a batch in hand may hold the

@@ -41,6 +41,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "gkvt.h"
+#include "gkvt_mdb.h"
 #include "kv/kv_test.h"
 
 #define PSIZE      4096u
@@ -776,34 +777,9 @@ test_damaged_in_place(void **state)
 }
 
 static uint64_t
-img64(const unsigned char *img, uint64_t off)
-{
-    uint64_t v;
-    memcpy(&v, img + off, 8);
-    return v;
-}
-
-/* The root page of named database 'name' (NULL: the main database) in
- * data.mdb image 'img', from its newest meta page and the main database's
- * root (a leaf: three keys). */
-static uint64_t
 db_root_in(const unsigned char *img, const char *name)
 {
-    uint64_t m = img64(img, 144) > img64(img, PSIZE + 144) ? 0 : PSIZE;
-    uint64_t main = img64(img, m + 128), p = main * PSIZE;
-    uint16_t lower, off, ks;
-
-    if (name == NULL)
-        return main;
-    memcpy(&lower, img + p + 12, 2);
-    for (unsigned i = 0; i < (lower - 16u) / 2; i++) {
-        memcpy(&off, img + p + 16 + 2 * i, 2);
-        memcpy(&ks, img + p + off + 6, 2);
-        if (ks == strlen(name) && memcmp(img + p + off + 8, name, ks) == 0)
-            return img64(img, p + off + 8 + ks + 40);
-    }
-    fail_msg("no database '%s' in the image", name);
-    return 0;
+    return gkvt_mdb_db_root(img, name);
 }
 
 static uint64_t
