@@ -18,20 +18,25 @@
  *   recvmsg          follows each gated connection's SP-over-TCP stream:
  *                    the 8-byte SP header, then frames (8-byte big-endian
  *                    length, payload: the REQ request id, 4 bytes, then
- *                    the gkv message). On a connection not yet
- *                    authenticated, a frame longer than SMALL (a handshake
- *                    fits with room) is held back until its first PREFIX
- *                    bytes show its gkv header: with a live session of
- *                    the connection's own address (a client's second
- *                    lane, a reconnected socket) the connection is
- *                    authenticated by that session, up to AUTH_SLACK +
- *                    AUTH_PER_SESS per session of the address, and the
- *                    frame goes on; else nanomsg gets the frame cut to its
- *                    first PREFIX bytes (the server answers that header as
- *                    a message too large before a handshake) and the rest
- *                    is swallowed as it comes, so it costs no memory. An
- *                    authenticated connection whose session ended is not
- *                    authenticated from its next frame on. The digest of
+ *                    the gkv message). Every frame of PREFIX bytes or
+ *                    more is held back until they are in: a live session
+ *                    of another address in its header is cleared. On a
+ *                    connection not yet authenticated, a frame longer
+ *                    than SMALL (a handshake fits with room) is then
+ *                    judged: with a live session of the connection's own
+ *                    address (a client's second lane, a reconnected
+ *                    socket) the connection is authenticated by that
+ *                    session while the address's live sessions
+ *                    authenticate fewer than AUTH_SLACK + AUTH_PER_SESS
+ *                    x (those sessions) connections, and the frame goes
+ *                    on; else nanomsg gets the frame cut to its first
+ *                    PREFIX bytes (the server answers that header as a
+ *                    message too large before a handshake, or, with a
+ *                    live session, GKV_EBUSY: the cap) and the rest is
+ *                    swallowed as it comes, so it costs no memory. An
+ *                    authenticated connection whose session ended counts
+ *                    no more and is not authenticated from its next frame
+ *                    on. The digest of
  *                    each handshake frame is kept (NDIG per connection)
  *                    for the server's link().
  *   close, socket    forget the descriptor: its number is reused, also by
