@@ -930,6 +930,55 @@ test_reopened_slots_lock_no_one_out(void **state)
     free(ref);
 }
 
+/* Past --max-unauth the connection that makes room is the oldest of the
+ * network (an IPv4 address, an IPv6 /64) holding the most connections
+ * not yet authenticated: until 2026-11-29 it was the oldest of any, so a
+ * peer opening connections fast kept every other client's waiting
+ * connections at 200 ms of life. */
+static void
+test_full_gate_evicts_the_busiest_network(void **state)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", "--max-unauth", "8", NULL};
+    struct gkvt_proc *srv;
+    struct pollfd pf;
+    unsigned char nonce[NET_NONCE_LEN];
+    int l, a[7], b[4], gone = 0;
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 100);
+    gkvt_serve(j, 1, 1, extra, &srv);
+    assert_true((l = tcp_open(j->base, "127.0.0.1")) >= 0);
+    assert_true(tcp_held(l, 100));          /* accepted, waiting */
+    tools__sleep_ms(300);
+    for (int i = 0; i < 7; i++) {
+        assert_true((a[i] = tcp_open(j->base, "127.0.0.2")) >= 0);
+        assert_true(tcp_held(a[i], 100));
+    }
+    tools__sleep_ms(300);                   /* all 8 may make room now */
+    for (int i = 0; i < 4; i++) {
+        assert_true((b[i] = tcp_open(j->base, "127.0.0.2")) >= 0);
+        assert_true(tcp_held(b[i], 100));
+    }
+    for (int i = 0; i < 7; i++) {
+        pf = (struct pollfd){a[i], POLLIN, 0};
+        gone += poll(&pf, 1, i < 4 ? 5000 : 100) == 1;
+    }
+    assert_int_equal(gone, 4);
+    pf = (struct pollfd){l, POLLIN, 0};
+    assert_int_equal(poll(&pf, 1, 0), 0);   /* the oldest, not shut down */
+    tcp_hello(l, 0, nonce);
+    assert_true(gkvt_file_has(srv->log, "connection from 127.0.0.2 closed: "
+                              "not authenticated after"));
+    assert_false(gkvt_file_has(srv->log, "connection from 127.0.0.1 "
+                               "closed"));
+    close(l);
+    for (int i = 0; i < 7; i++)
+        close(a[i]);
+    for (int i = 0; i < 4; i++)
+        close(b[i]);
+    assert_true(gkvt_proc_alive(srv));
+}
+
 /* ---- 7. large requests of a checksumming client's second lane ----------- */
 
 /* A pull of 4000 rows of 1 KiB is sent in 2 MiB parts on both of the
@@ -1142,6 +1191,8 @@ main(void)
             test_small_request_with_another_address_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopened_slots_lock_no_one_out,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_full_gate_evicts_the_busiest_network, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lanes_plain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lanes_checksum, setup, teardown),
         cmocka_unit_test_setup_teardown(test_frames_split_anywhere, setup,

@@ -10,11 +10,12 @@
  *
  *   accept, accept4  record each accepted TCP connection by descriptor:
  *                    its peer address, "not yet authenticated". Such
- *                    connections are capped per address (an IPv6 one's
- *                    /64) and in all; past a cap the oldest one of that
- *                    address (or of any) older than FLOOR_MS is shut
- *                    down, else the new one is closed at once. Logged,
- *                    rationed.
+ *                    connections are capped per address, per IPv6 /64
+ *                    (NET_MUL times as many) and in all; past a cap the
+ *                    oldest one of that address (that /64; in all: of the
+ *                    network holding the most) older than FLOOR_MS is
+ *                    shut down, else the new one is closed at once.
+ *                    Logged, rationed.
  *   recvmsg          follows each gated connection's SP-over-TCP stream:
  *                    the 8-byte SP header, then frames (8-byte big-endian
  *                    length, payload: the REQ request id, 4 bytes, then
@@ -77,6 +78,8 @@
 #define SMALL         (PREFIX + GKV_PRESESS_MAX) /* frame bytes any peer may
                                         * send before it has a session */
 #define NDIG          4                /* handshake digests per connection */
+#define NET_MUL       16               /* an IPv6 /64 may have this many
+                                        * times --max-unauth-per-peer */
 #define FLOOR_MS      200              /* a connection not authenticated
                                         * this long may make room */
 #define AUTH_SLACK    8                /* authenticated connections one
@@ -107,9 +110,10 @@ struct aent {                    /* an address with live sessions */
 struct conn {                    /* an accepted TCP connection */
     int fd, state;               /* C_* */
     char addr[GKV_PEER_ADDR_MAX];
-    char key[GKV_PEER_ADDR_MAX]; /* what its per-address caps count: the
-                                  * address, an IPv6 one's /64 */
+    char key[GKV_PEER_ADDR_MAX]; /* its network: the address, an IPv6
+                                  * one's /64 */
     uint64_t ah;                 /* addr_hash(addr) */
+    uint64_t kh;                 /* addr_hash(key) */
     uint64_t sess;               /* the session that authenticated it */
     uint64_t since_ms;           /* accepted (monotonic) */
     unsigned skip;               /* SP header bytes still to come */
@@ -139,6 +143,11 @@ static struct {
     uint64_t max_frame;          /* the server's NN_RCVMAXSIZE */
     struct sent *sess;           /* live sessions, open addressing */
     struct aent *addrs;          /* their addresses, open addressing */
+    struct {
+        uint64_t kh;
+        unsigned n;
+    } *tmp;                      /* most_net()'s counts, empty between */
+    size_t tmp_mask;
     unsigned char scratch[SCRATCH]; /* swallowed bytes go here */
     int quiet;
     uint64_t window, count, dropped; /* the log's ration */
@@ -715,18 +724,60 @@ peer_text(int fd, char *addr, char *key)
     return 1;
 }
 
-/* Makes room among the connections not yet authenticated (of per-address
- * key 'key', or of any when NULL): the oldest one goes, whatever its age
- * past FLOOR_MS (one that re-opens its connections cannot lock another
- * out). 1 when one went. Caller holds g.mu. */
-static int
-make_room(const char *key, uint64_t now)
+/* The connections not yet authenticated that make_room() may pick: all,
+ * those of one address (conn.ah), or of one network (conn.kh: an IPv6
+ * address's /64, an IPv4 address itself). */
+enum { BY_ANY, BY_ADDR, BY_NET };
+
+/* The network (kh) holding the most connections not yet authenticated
+ * older than FLOOR_MS: counted in g.tmp, an open-addressing table of
+ * g.tmp_mask + 1 slots (twice --max-unauth or more), emptied after. 0
+ * when none. Caller holds g.mu. */
+static uint64_t
+most_net(uint64_t now)
 {
-    struct conn *old = NULL;
+    uint64_t best = 0;
+    unsigned most = 0;
 
     for (unsigned i = 0; i < g.npre; i++) {
         struct conn *c = g.pre[i];
-        if ((key == NULL || strcmp(c->key, key) == 0) &&
+        size_t k;
+
+        if (now - c->since_ms < FLOOR_MS)
+            continue;
+        for (k = (size_t)(c->kh ^ c->kh >> 29) & g.tmp_mask;
+             g.tmp[k].kh != 0 && g.tmp[k].kh != c->kh;
+             k = (k + 1) & g.tmp_mask)
+            ;
+        g.tmp[k].kh = c->kh;
+        if (++g.tmp[k].n > most) {
+            most = g.tmp[k].n;
+            best = c->kh;
+        }
+    }
+    memset(g.tmp, 0, (g.tmp_mask + 1) * sizeof *g.tmp);
+    return best;
+}
+
+/* Makes room among the connections not yet authenticated ('by' and h:
+ * which; BY_ANY: of the network holding the most of them, so that a peer
+ * opening connections from many addresses of one network fast takes the
+ * room of its own, not a client's of another): the oldest one goes,
+ * whatever its age past FLOOR_MS (one that re-opens its connections
+ * cannot lock another out). 1 when one went. Caller holds g.mu. */
+static int
+make_room(int by, uint64_t h, uint64_t now)
+{
+    struct conn *old = NULL;
+
+    if (by == BY_ANY) {
+        if ((h = most_net(now)) == 0)
+            return 0;
+        by = BY_NET;
+    }
+    for (unsigned i = 0; i < g.npre; i++) {
+        struct conn *c = g.pre[i];
+        if ((by == BY_ADDR ? c->ah : c->kh) == h &&
             now - c->since_ms >= FLOOR_MS &&
             (old == NULL || c->since_ms < old->since_ms))
             old = c;
@@ -740,24 +791,37 @@ make_room(const char *key, uint64_t now)
     return 1;
 }
 
-/* Whether one more connection of per-address key 'key' may be counted as
- * not authenticated, room made if need be (make_room); addr: for the log.
- * Caller holds g.mu. */
+/* Whether one more connection of address addr (hash ah) of network key
+ * (hash kh: the same for IPv4, an IPv6 address's /64) may be counted as
+ * not authenticated, room made if need be (make_room): at most
+ * --max-unauth-per-peer of the address, NET_MUL times that of an IPv6
+ * /64, --max-unauth in all. Caller holds g.mu. */
 static int
-pre_room(const char *key, const char *addr, uint64_t now)
+pre_room(uint64_t ah, uint64_t kh, const char *addr, const char *key,
+         uint64_t now)
 {
-    unsigned per = 0;
+    unsigned per = 0, net = 0;
 
-    for (unsigned i = 0; i < g.npre; i++)
-        per += strcmp(g.pre[i]->key, key) == 0;
-    if (per >= g.max_pre_peer && !make_room(key, now)) {
+    for (unsigned i = 0; i < g.npre; i++) {
+        per += g.pre[i]->ah == ah;
+        net += g.pre[i]->kh == kh;
+    }
+    if (per >= g.max_pre_peer && !make_room(BY_ADDR, ah, now)) {
         gate_log("connection from %s closed at once: %u of its connections "
                  "have not authenticated yet, the most one address may "
                  "(--max-unauth-per-peer), none older than %d ms", addr, per,
                  FLOOR_MS);
         return 0;
     }
-    if (g.npre >= g.max_pre && !make_room(NULL, now)) {
+    if (kh != ah && net >= NET_MUL * g.max_pre_peer &&
+        !make_room(BY_NET, kh, now)) {
+        gate_log("connection from %s closed at once: %u connections of %s "
+                 "have not authenticated yet, the most one IPv6 /64 may (%u "
+                 "x --max-unauth-per-peer), none older than %d ms", addr, net,
+                 key, NET_MUL, FLOOR_MS);
+        return 0;
+    }
+    if (g.npre >= g.max_pre && !make_room(BY_ANY, 0, now)) {
         gate_log("connection from %s closed at once: %u connections have not "
                  "authenticated yet, the most the server takes "
                  "(--max-unauth), none older than %d ms", addr, g.npre,
@@ -774,7 +838,7 @@ conn_unauth(struct conn *c)
 {
     uint64_t now = mono_ms();
 
-    if (!pre_room(c->key, c->addr, now))
+    if (!pre_room(c->ah, c->kh, c->addr, c->key, now))
         return -1;
     auth_release(c);
     c->state = C_PRE;
@@ -800,7 +864,7 @@ admit(int fd)
     if (fd >= g.cap)
         gate_log("connection from %s closed at once: descriptor %d is past "
                  "the gate's table (%d, from ulimit -n)", addr, fd, g.cap);
-    else if (!pre_room(key, addr, now))
+    else if (!pre_room(addr_hash(addr), addr_hash(key), addr, key, now))
         ;
     else if ((c = calloc(1, sizeof *c)) == NULL)
         gate_log("connection from %s closed at once: out of memory", addr);
@@ -814,6 +878,7 @@ admit(int fd)
     snprintf(c->addr, sizeof c->addr, "%s", addr);
     snprintf(c->key, sizeof c->key, "%s", key);
     c->ah = addr_hash(addr);
+    c->kh = addr_hash(key);
     c->since_ms = now;
     c->skip = SP_HDR_LEN;
     free(g.tab[fd]);                /* none: close forgets it */
@@ -1027,8 +1092,12 @@ gate_start(const struct gate_opts *o)
     g.pre = calloc(g.max_pre, sizeof *g.pre);
     g.sess = calloc(SESS_SLOTS, sizeof *g.sess);
     g.addrs = calloc(SESS_SLOTS, sizeof *g.addrs);
+    for (g.tmp_mask = 1; g.tmp_mask < 2 * (size_t)g.max_pre;)
+        g.tmp_mask <<= 1;
+    g.tmp = calloc(g.tmp_mask, sizeof *g.tmp);
+    g.tmp_mask--;
     if (g.tab == NULL || g.on == NULL || g.pre == NULL || g.sess == NULL ||
-        g.addrs == NULL)
+        g.addrs == NULL || g.tmp == NULL)
         return GKV_ENOMEM;
     g.hook.link = hook_link;
     g.hook.session = hook_session;
