@@ -665,6 +665,21 @@ pull_on(int fd, int first, uint32_t rid, const unsigned char *msg,
     return 0;
 }
 
+/* A server of tensor "feat" (1000 rows of 4 floats, *ref: its rows) kept
+ * alive, and a session of group "job" rank 0 over a REQ socket (*s) from
+ * 127.0.0.1: the session. */
+static uint64_t
+serve_session(struct gkvt_job *j, struct gkvt_proc **srv, float **ref, int *s)
+{
+    const char *extra[] = {"--keep-alive", NULL};
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 1000);
+    *ref = gkvt_read_all(j->st[0], "feat", 1000, 4 * sizeof (float));
+    gkvt_serve(j, 1, 1, extra, srv);
+    *s = gkvt_raw_socket(j->base, 10000);
+    return gkvt_rhandshake(*s, "job", 0);
+}
+
 /* A session id travels in cleartext; it used to authenticate any
  * connection, from anywhere, in any number, for good: each could then
  * make the server hold --max-msg. Now (a) a connection from another
@@ -678,7 +693,6 @@ static void
 test_session_is_no_bearer_token(void **state)
 {
     struct gkvt_job *j = *state;
-    const char *extra[] = {"--keep-alive", NULL};
     enum { NP = 300, NC = 20 };
     struct gkvt_proc *srv;
     struct gkvt_rep r = {0};
@@ -688,11 +702,7 @@ test_session_is_no_bearer_token(void **state)
     size_t len;
     int s, x, d, fd[NC], refused = 0, first_refused = -1;
 
-    gkvt_make_f32(j->st[0], "feat", 4, 0, 1000);
-    ref = gkvt_read_all(j->st[0], "feat", 1000, 4 * sizeof (float));
-    gkvt_serve(j, 1, 1, extra, &srv);
-    s = gkvt_raw_socket(j->base, 10000);
-    sess = gkvt_rhandshake(s, "job", 0);
+    sess = serve_session(j, &srv, &ref, &s);
     len = pull_msg(sess, NP, ids, msg, sizeof msg);
     assert_true(len > NET_HDR_LEN + GKV_PRESESS_MAX);
     /* (a) another address */
@@ -762,7 +772,6 @@ static void
 test_ended_sessions_free_their_slots(void **state)
 {
     struct gkvt_job *j = *state;
-    const char *extra[] = {"--keep-alive", NULL};
     enum { NP = 300, NC = 11 };
     struct gkvt_proc *srv;
     struct gkvt_rep r = {0};
@@ -772,11 +781,7 @@ test_ended_sessions_free_their_slots(void **state)
     size_t len;
     int s, x, fd[NC];
 
-    gkvt_make_f32(j->st[0], "feat", 4, 0, 1000);
-    ref = gkvt_read_all(j->st[0], "feat", 1000, 4 * sizeof (float));
-    gkvt_serve(j, 1, 1, extra, &srv);
-    s = gkvt_raw_socket(j->base, 10000);
-    sess = gkvt_rhandshake(s, "job", 0);
+    sess = serve_session(j, &srv, &ref, &s);
     len = pull_msg(sess, NP, ids, msg, sizeof msg);
     assert_true(len > NET_HDR_LEN + GKV_PRESESS_MAX);
     /* the REQ socket's connection and NC more: 8 + 4 x 1, the cap */
@@ -850,7 +855,6 @@ static void
 test_small_request_with_another_address_session(void **state)
 {
     struct gkvt_job *j = *state;
-    const char *extra[] = {"--keep-alive", NULL};
     enum { NP = 100 };
     struct gkvt_proc *srv;
     struct gkvt_rep r = {0};
@@ -860,11 +864,7 @@ test_small_request_with_another_address_session(void **state)
     size_t len, olen;
     int s, x, y;
 
-    gkvt_make_f32(j->st[0], "feat", 4, 0, 1000);
-    ref = gkvt_read_all(j->st[0], "feat", 1000, 4 * sizeof (float));
-    gkvt_serve(j, 1, 1, extra, &srv);
-    s = gkvt_raw_socket(j->base, 10000);
-    sess = gkvt_rhandshake(s, "job", 0);
+    sess = serve_session(j, &srv, &ref, &s);
     len = pull_msg(sess, NP, ids, msg, sizeof msg);
     assert_true(len <= NET_HDR_LEN + GKV_PRESESS_MAX);
     /* not authenticated, from 127.0.0.2 */
