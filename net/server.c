@@ -457,7 +457,12 @@ finish(gkv_server *s, srv_req *r, const void *msg, size_t len)
  * a message never arrives whole: the gate passes on its header alone (the
  * length as sent) and swallows the rest, and that header is judged here
  * the same; an embedding program without a gate gets it whole, as
- * nanomsg reads it. */
+ * nanomsg reads it. A header alone with a live session (3) is what the
+ * gate passes on of a request on a connection its session could not
+ * authenticate (its address has its most authenticated connections): not
+ * the session's fault, so answered GKV_EBUSY (a pull asks again), not as
+ * a lost session. Only the gate sends that; a peer sending it itself is
+ * answered the same, and nothing is read or applied. */
 static int
 presess_too_big(gkv_server *s, const void *msg, size_t len, net_hdr *h)
 {
@@ -480,7 +485,7 @@ presess_too_big(gkv_server *s, const void *msg, size_t len, net_hdr *h)
     pthread_mutex_lock(&s->mu);
     live = srv__sess_find(s, h->session) != NULL;
     pthread_mutex_unlock(&s->mu);
-    return live ? 0 : 2;
+    return !live ? 2 : len == NET_HDR_LEN ? 3 : 0;
 }
 
 /* Handles one message that worker 'wk' received; consumes 'msg' and
@@ -504,14 +509,21 @@ handle(gkv_server *s, unsigned wk, void *msg, size_t len, void *ctl)
         /* freed before anything else looks at it (no checksum over it,
          * no decoding): nanomsg had to take it whole, the server keeps
          * it no longer than this */
-        snprintf(why, sizeof why, "%llu payload bytes without a session: "
-                 "at most %d before a handshake", (unsigned long long)r.h.len,
-                 PRESESS_MAX);
+        if (big == 3)
+            snprintf(why, sizeof why, "%llu payload bytes on a connection "
+                     "not authenticated: its address has its most "
+                     "authenticated connections (gkv-server: 8 + 4 per "
+                     "session); try again", (unsigned long long)r.h.len);
+        else
+            snprintf(why, sizeof why, "%llu payload bytes without a "
+                     "session: at most %d before a handshake",
+                     (unsigned long long)r.h.len, PRESESS_MAX);
         reject(s, "message", msg, len, why);
         nn_freemsg(msg);
         r.h.flags = 0;
-        srv__send_error(s, ctl, &r.h, big == 2 ? GKV_EPERM : GKV_EPROTO,
-                        big == 2 ? NET_F_SESSION : 0, why);
+        srv__send_error(s, ctl, &r.h, big == 2 ? GKV_EPERM : big == 3 ?
+                        GKV_EBUSY : GKV_EPROTO, big == 2 ? NET_F_SESSION : 0,
+                        why);
         return;
     }
     if ((rc = net__hdr_check(msg, len, &r.h, why, sizeof why)) != GKV_OK) {

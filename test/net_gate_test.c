@@ -625,7 +625,11 @@ pull_msg(uint64_t sess, int n, uint64_t *ids, unsigned char *msg, size_t cap)
 
 /* Sends pull 'msg' on fd (rid), its reply into r: 0 when the rows came
  * and match ref, 1 when refused without a session (GKV_EPERM,
- * NET_F_SESSION, "without a session"); anything else fails. */
+ * NET_F_SESSION, "without a session": a large one cut by the gate), 2
+ * when refused as over its address's authenticated connections
+ * (GKV_EBUSY, no NET_F_SESSION: the session stays), 3 when refused for no
+ * session (GKV_EPERM, NET_F_SESSION, "with no session": a small one whose
+ * session the gate cleared); anything else fails. */
 static int
 pull_on(int fd, int first, uint32_t rid, const unsigned char *msg,
         size_t len, const uint64_t *ids, int n, const float *ref,
@@ -636,6 +640,17 @@ pull_on(int fd, int first, uint32_t rid, const unsigned char *msg,
 
     tcp_send(fd, rid, msg, len);
     assert_int_equal(tcp_recv(fd, first, rid, r, 10000), 0);
+    if (r->h.status == GKV_EBUSY) {
+        assert_false(r->h.flags & NET_F_SESSION);
+        assert_non_null(strstr(r->msg, "its address has its most "
+                               "authenticated connections"));
+        return 2;
+    }
+    if (r->h.status != 0 && strstr(r->msg, "with no session") != NULL) {
+        assert_int_equal(r->h.status, GKV_EPERM);
+        assert_true(r->h.flags & NET_F_SESSION);
+        return 3;
+    }
     if (r->h.status != 0) {
         assert_int_equal(r->h.status, GKV_EPERM);
         assert_true(r->h.flags & NET_F_SESSION);
@@ -648,6 +663,21 @@ pull_on(int fd, int first, uint32_t rid, const unsigned char *msg,
     for (int i = 0; i < n; i++)
         assert_memory_equal(pr.rows + 16 * i, ref + 4 * ids[i], 16);
     return 0;
+}
+
+/* A server of tensor "feat" (1000 rows of 4 floats, *ref: its rows) kept
+ * alive, and a session of group "job" rank 0 over a REQ socket (*s) from
+ * 127.0.0.1: the session. */
+static uint64_t
+serve_session(struct gkvt_job *j, struct gkvt_proc **srv, float **ref, int *s)
+{
+    const char *extra[] = {"--keep-alive", NULL};
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 1000);
+    *ref = gkvt_read_all(j->st[0], "feat", 1000, 4 * sizeof (float));
+    gkvt_serve(j, 1, 1, extra, srv);
+    *s = gkvt_raw_socket(j->base, 10000);
+    return gkvt_rhandshake(*s, "job", 0);
 }
 
 /* A session id travels in cleartext; it used to authenticate any
@@ -663,7 +693,6 @@ static void
 test_session_is_no_bearer_token(void **state)
 {
     struct gkvt_job *j = *state;
-    const char *extra[] = {"--keep-alive", NULL};
     enum { NP = 300, NC = 20 };
     struct gkvt_proc *srv;
     struct gkvt_rep r = {0};
@@ -673,27 +702,27 @@ test_session_is_no_bearer_token(void **state)
     size_t len;
     int s, x, d, fd[NC], refused = 0, first_refused = -1;
 
-    gkvt_make_f32(j->st[0], "feat", 4, 0, 1000);
-    ref = gkvt_read_all(j->st[0], "feat", 1000, 4 * sizeof (float));
-    gkvt_serve(j, 1, 1, extra, &srv);
-    s = gkvt_raw_socket(j->base, 10000);
-    sess = gkvt_rhandshake(s, "job", 0);
+    sess = serve_session(j, &srv, &ref, &s);
     len = pull_msg(sess, NP, ids, msg, sizeof msg);
     assert_true(len > NET_HDR_LEN + GKV_PRESESS_MAX);
     /* (a) another address */
     assert_true((x = tcp_open(j->base, "127.0.0.2")) >= 0);
     assert_int_equal(pull_on(x, 1, 3, msg, len, ids, NP, ref, &r), 1);
     assert_true(gkvt_file_has(srv->log, "gate: connection from 127.0.0.2: a "
+                              "pull request carrying another address's "
+                              "session, its session cleared"));
+    assert_true(gkvt_file_has(srv->log, "gate: connection from 127.0.0.2: a "
                               "pull request of 2416 payload bytes before it "
-                              "authenticated (its session is another "
-                              "address's), refused unread"));
+                              "authenticated, refused unread"));
     close(x);
     /* (b) the session's address, NC connections: the first ones are
      * served, then refused (one session: 8 + 4 in all, the REQ socket's
-     * one among them) */
+     * one among them) with GKV_EBUSY, the session kept: a client would
+     * ask again, not hand-shake again (until 2026-11-29 its session was
+     * cleared: "without a session", and a client replaced it) */
     for (int i = 0; i < NC; i++) {
         assert_true((fd[i] = tcp_open(j->base, "127.0.0.1")) >= 0);
-        if (pull_on(fd[i], 1, 3, msg, len, ids, NP, ref, &r) == 1) {
+        if (pull_on(fd[i], 1, 3, msg, len, ids, NP, ref, &r) == 2) {
             refused++;
             if (first_refused < 0)
                 first_refused = i;
@@ -707,6 +736,10 @@ test_session_is_no_bearer_token(void **state)
     assert_true(gkvt_file_has(srv->log, "not authenticated by its session: "
                               "the address has 12 authenticated connections, "
                               "the most 1 sessions allow"));
+    assert_true(gkvt_file_has(srv->log, "before it authenticated (its "
+                              "address has its most authenticated "
+                              "connections), refused unread"));
+    assert_int_equal(pull_on(fd[0], 0, 4, msg, len, ids, NP, ref, &r), 0);
     for (int i = 0; i < NC; i++)
         close(fd[i]);
     /* (c) authenticated by a session that then ends */
@@ -724,6 +757,135 @@ test_session_is_no_bearer_token(void **state)
     len = pull_msg(sess2, NP, ids, msg, sizeof msg);
     assert_int_equal(pull_on(d, 0, 5, msg, len, ids, NP, ref, &r), 0);
     close(d);
+    nn_close(s);
+    assert_true(gkvt_proc_alive(srv));
+    free(r.pl);
+    free(ref);
+}
+
+/* Connections authenticated by a session that then ended are not counted
+ * against their address's cap: until 2026-11-29 every connection still
+ * marked authenticated was, and one leaves that mark only at its next
+ * frame, so idle ones of a lapsed session (or of one that was replaced)
+ * kept a client of that address from authenticating its second lane. */
+static void
+test_ended_sessions_free_their_slots(void **state)
+{
+    struct gkvt_job *j = *state;
+    enum { NP = 300, NC = 11 };
+    struct gkvt_proc *srv;
+    struct gkvt_rep r = {0};
+    unsigned char msg[8192];
+    uint64_t ids[NP], sess, sess2;
+    float *ref;
+    size_t len;
+    int s, x, fd[NC];
+
+    sess = serve_session(j, &srv, &ref, &s);
+    len = pull_msg(sess, NP, ids, msg, sizeof msg);
+    assert_true(len > NET_HDR_LEN + GKV_PRESESS_MAX);
+    /* the REQ socket's connection and NC more: 8 + 4 x 1, the cap */
+    for (int i = 0; i < NC; i++) {
+        assert_true((fd[i] = tcp_open(j->base, "127.0.0.1")) >= 0);
+        assert_int_equal(pull_on(fd[i], 1, 3, msg, len, ids, NP, ref, &r), 0);
+    }
+    assert_true((x = tcp_open(j->base, "127.0.0.1")) >= 0);
+    assert_int_equal(pull_on(x, 1, 3, msg, len, ids, NP, ref, &r), 2);
+    /* sess ends (replaced); its NC connections stay open, idle */
+    sess2 = gkvt_rhandshake(s, "job", 0);
+    assert_true(sess2 != sess);
+    len = pull_msg(sess2, NP, ids, msg, sizeof msg);
+    /* only the REQ socket's connection counts now: x is served, and so
+     * are the idle ones when they speak again, up to the cap exactly */
+    assert_int_equal(pull_on(x, 0, 4, msg, len, ids, NP, ref, &r), 0);
+    for (int i = 0; i < NC; i++)
+        assert_int_equal(pull_on(fd[i], 0, 4, msg, len, ids, NP, ref, &r),
+                         i < NC - 1 ? 0 : 2);
+    /* one closed makes room for the last */
+    close(x);
+    assert_int_equal(pull_on(fd[NC - 1], 0, 5, msg, len, ids, NP, ref, &r),
+                     0);
+    for (int i = 0; i < NC; i++)
+        close(fd[i]);
+    nn_close(s);
+    assert_true(gkvt_proc_alive(srv));
+    free(r.pl);
+    free(ref);
+}
+
+/* Session 'rank' of group "job" over connection fd by hand (no token),
+ * after a HELLO (the SP header read first when 'first'). */
+static uint64_t
+tcp_join(int fd, int first, uint32_t rank)
+{
+    unsigned char nonce[NET_NONCE_LEN], pl[512], msg[600];
+    net_wr w = {pl, sizeof pl, 0};
+    struct gkvt_rep r = {0};
+    net_hs_req hs;
+    net_hs_rep hp;
+    net_rd rd;
+    size_t len;
+
+    tcp_hello(fd, first, nonce);
+    memset(&hs, 0, sizeof hs);
+    memcpy(hs.nonce, nonce, NET_NONCE_LEN);
+    snprintf(hs.group, sizeof hs.group, "job");
+    hs.rank = rank;
+    net__enc_hs_req(&w, &hs);
+    len = gkvt_raw_msg(msg, NET_HANDSHAKE, 0, 2, pl, w.off);
+    tcp_send(fd, 2, msg, len);
+    assert_int_equal(tcp_recv(fd, 0, 2, &r, 10000), 0);
+    assert_int_equal(r.h.status, 0);
+    net__rd_init(&rd, r.pl + NET_HDR_LEN, r.plen);
+    assert_int_equal(net__dec_hs_rep(&rd, &hp), 0);
+    net__schema_free(&hp.schema);
+    free(r.pl);
+    return hp.session;
+}
+
+/* A session id seen on the wire is of no use from another address, for
+ * a small request too: until 2026-11-29 only requests larger than a
+ * handshake were checked, and a small pull (or a push, or a LEAVE) from
+ * anywhere carrying a live session was served. Now the gate clears a
+ * live session of another address in every request's header, on a
+ * connection not authenticated and on one authenticated by its own
+ * session alike; the server answers "no session", and the session's
+ * owner goes on unaffected. */
+static void
+test_small_request_with_another_address_session(void **state)
+{
+    struct gkvt_job *j = *state;
+    enum { NP = 100 };
+    struct gkvt_proc *srv;
+    struct gkvt_rep r = {0};
+    unsigned char msg[8192], own[8192];
+    uint64_t ids[NP], sess, sess2;
+    float *ref;
+    size_t len, olen;
+    int s, x, y;
+
+    sess = serve_session(j, &srv, &ref, &s);
+    len = pull_msg(sess, NP, ids, msg, sizeof msg);
+    assert_true(len <= NET_HDR_LEN + GKV_PRESESS_MAX);
+    /* not authenticated, from 127.0.0.2 */
+    assert_true((x = tcp_open(j->base, "127.0.0.2")) >= 0);
+    assert_int_equal(pull_on(x, 1, 3, msg, len, ids, NP, ref, &r), 3);
+    assert_true(gkvt_file_has(srv->log, "gate: connection from 127.0.0.2: a "
+                              "pull request carrying another address's "
+                              "session, its session cleared"));
+    /* authenticated by a session of its own (127.0.0.2's) */
+    assert_true((y = tcp_open(j->base, "127.0.0.2")) >= 0);
+    sess2 = tcp_join(y, 1, 1);
+    olen = pull_msg(sess2, NP, ids, own, sizeof own);
+    assert_int_equal(pull_on(y, 0, 3, own, olen, ids, NP, ref, &r), 0);
+    assert_int_equal(pull_on(y, 0, 4, msg, len, ids, NP, ref, &r), 3);
+    assert_int_equal(pull_on(y, 0, 5, own, olen, ids, NP, ref, &r), 0);
+    /* the owner's session goes on: at its own address it is served */
+    assert_int_equal(gkvt_rcall(s, NET_PULL, sess, 6, msg + NET_HDR_LEN,
+                                len - NET_HDR_LEN, &r), 0);
+    assert_int_equal(r.h.status, 0);
+    close(x);
+    close(y);
     nn_close(s);
     assert_true(gkvt_proc_alive(srv));
     free(r.pl);
@@ -766,6 +928,55 @@ test_reopened_slots_lock_no_one_out(void **state)
         close(fd[i]);
     assert_true(gkvt_proc_alive(srv));
     free(ref);
+}
+
+/* Past --max-unauth the connection that makes room is the oldest of the
+ * network (an IPv4 address, an IPv6 /64) holding the most connections
+ * not yet authenticated: until 2026-11-29 it was the oldest of any, so a
+ * peer opening connections fast kept every other client's waiting
+ * connections at 200 ms of life. */
+static void
+test_full_gate_evicts_the_busiest_network(void **state)
+{
+    struct gkvt_job *j = *state;
+    const char *extra[] = {"--keep-alive", "--max-unauth", "8", NULL};
+    struct gkvt_proc *srv;
+    struct pollfd pf;
+    unsigned char nonce[NET_NONCE_LEN];
+    int l, a[7], b[4], gone = 0;
+
+    gkvt_make_f32(j->st[0], "feat", 4, 0, 100);
+    gkvt_serve(j, 1, 1, extra, &srv);
+    assert_true((l = tcp_open(j->base, "127.0.0.1")) >= 0);
+    assert_true(tcp_held(l, 100));          /* accepted, waiting */
+    tools__sleep_ms(300);
+    for (int i = 0; i < 7; i++) {
+        assert_true((a[i] = tcp_open(j->base, "127.0.0.2")) >= 0);
+        assert_true(tcp_held(a[i], 100));
+    }
+    tools__sleep_ms(300);                   /* all 8 may make room now */
+    for (int i = 0; i < 4; i++) {
+        assert_true((b[i] = tcp_open(j->base, "127.0.0.2")) >= 0);
+        assert_true(tcp_held(b[i], 100));
+    }
+    for (int i = 0; i < 7; i++) {
+        pf = (struct pollfd){a[i], POLLIN, 0};
+        gone += poll(&pf, 1, i < 4 ? 5000 : 100) == 1;
+    }
+    assert_int_equal(gone, 4);
+    pf = (struct pollfd){l, POLLIN, 0};
+    assert_int_equal(poll(&pf, 1, 0), 0);   /* the oldest, not shut down */
+    tcp_hello(l, 0, nonce);
+    assert_true(gkvt_file_has(srv->log, "connection from 127.0.0.2 closed: "
+                              "not authenticated after"));
+    assert_false(gkvt_file_has(srv->log, "connection from 127.0.0.1 "
+                               "closed"));
+    close(l);
+    for (int i = 0; i < 7; i++)
+        close(a[i]);
+    for (int i = 0; i < 4; i++)
+        close(b[i]);
+    assert_true(gkvt_proc_alive(srv));
 }
 
 /* ---- 7. large requests of a checksumming client's second lane ----------- */
@@ -974,8 +1185,14 @@ main(void)
             test_handshake_replayed_on_another_connection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_is_no_bearer_token,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ended_sessions_free_their_slots,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_small_request_with_another_address_session, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reopened_slots_lock_no_one_out,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            test_full_gate_evicts_the_busiest_network, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lanes_plain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lanes_checksum, setup, teardown),
         cmocka_unit_test_setup_teardown(test_frames_split_anywhere, setup,

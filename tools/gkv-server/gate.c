@@ -10,28 +10,34 @@
  *
  *   accept, accept4  record each accepted TCP connection by descriptor:
  *                    its peer address, "not yet authenticated". Such
- *                    connections are capped per address (an IPv6 one's
- *                    /64) and in all; past a cap the oldest one of that
- *                    address (or of any) older than FLOOR_MS is shut
- *                    down, else the new one is closed at once. Logged,
- *                    rationed.
+ *                    connections are capped per address, per IPv6 /64
+ *                    (NET_MUL times as many) and in all; past a cap the
+ *                    oldest one of that address (that /64; in all: of the
+ *                    network holding the most) older than FLOOR_MS is
+ *                    shut down, else the new one is closed at once.
+ *                    Logged, rationed.
  *   recvmsg          follows each gated connection's SP-over-TCP stream:
  *                    the 8-byte SP header, then frames (8-byte big-endian
  *                    length, payload: the REQ request id, 4 bytes, then
- *                    the gkv message). On a connection not yet
- *                    authenticated, a frame longer than SMALL (a handshake
- *                    fits with room) is held back until its first PREFIX
- *                    bytes show its gkv header: with a live session of
- *                    the connection's own address (a client's second
- *                    lane, a reconnected socket) the connection is
- *                    authenticated by that session, up to AUTH_SLACK +
- *                    AUTH_PER_SESS per session of the address, and the
- *                    frame goes on; else nanomsg gets the frame cut to its
- *                    first PREFIX bytes (the server answers that header as
- *                    a message too large before a handshake) and the rest
- *                    is swallowed as it comes, so it costs no memory. An
- *                    authenticated connection whose session ended is not
- *                    authenticated from its next frame on. The digest of
+ *                    the gkv message). Every frame of PREFIX bytes or
+ *                    more is held back until they are in: a live session
+ *                    of another address in its header is cleared. On a
+ *                    connection not yet authenticated, a frame longer
+ *                    than SMALL (a handshake fits with room) is then
+ *                    judged: with a live session of the connection's own
+ *                    address (a client's second lane, a reconnected
+ *                    socket) the connection is authenticated by that
+ *                    session while the address's live sessions
+ *                    authenticate fewer than AUTH_SLACK + AUTH_PER_SESS
+ *                    x (those sessions) connections, and the frame goes
+ *                    on; else nanomsg gets the frame cut to its first
+ *                    PREFIX bytes (the server answers that header as a
+ *                    message too large before a handshake, or, with a
+ *                    live session, GKV_EBUSY: the cap) and the rest is
+ *                    swallowed as it comes, so it costs no memory. An
+ *                    authenticated connection whose session ended counts
+ *                    no more and is not authenticated from its next frame
+ *                    on. The digest of
  *                    each handshake frame is kept (NDIG per connection)
  *                    for the server's link().
  *   close, socket    forget the descriptor: its number is reused, also by
@@ -72,6 +78,8 @@
 #define SMALL         (PREFIX + GKV_PRESESS_MAX) /* frame bytes any peer may
                                         * send before it has a session */
 #define NDIG          4                /* handshake digests per connection */
+#define NET_MUL       16               /* an IPv6 /64 may have this many
+                                        * times --max-unauth-per-peer */
 #define FLOOR_MS      200              /* a connection not authenticated
                                         * this long may make room */
 #define AUTH_SLACK    8                /* authenticated connections one
@@ -90,14 +98,22 @@ enum { C_PRE = 1, C_AUTH, C_DEAD };
 struct sent {                    /* a live session */
     uint64_t id;                 /* 0: a free slot */
     uint64_t ah;                 /* addr_hash() of its peer address */
+    unsigned nauth;              /* connections it authenticates */
+};
+
+struct aent {                    /* an address with live sessions */
+    uint64_t ah;                 /* addr_hash(); 0: a free slot */
+    unsigned nsess;              /* its live sessions */
+    unsigned nauth;              /* connections they authenticate */
 };
 
 struct conn {                    /* an accepted TCP connection */
     int fd, state;               /* C_* */
     char addr[GKV_PEER_ADDR_MAX];
-    char key[GKV_PEER_ADDR_MAX]; /* what its per-address caps count: the
-                                  * address, an IPv6 one's /64 */
+    char key[GKV_PEER_ADDR_MAX]; /* its network: the address, an IPv6
+                                  * one's /64 */
     uint64_t ah;                 /* addr_hash(addr) */
+    uint64_t kh;                 /* addr_hash(key) */
     uint64_t sess;               /* the session that authenticated it */
     uint64_t since_ms;           /* accepted (monotonic) */
     unsigned skip;               /* SP header bytes still to come */
@@ -126,6 +142,12 @@ static struct {
     unsigned max_pre, max_pre_peer;
     uint64_t max_frame;          /* the server's NN_RCVMAXSIZE */
     struct sent *sess;           /* live sessions, open addressing */
+    struct aent *addrs;          /* their addresses, open addressing */
+    struct {
+        uint64_t kh;
+        unsigned n;
+    } *tmp;                      /* most_net()'s counts, empty between */
+    size_t tmp_mask;
     unsigned char scratch[SCRATCH]; /* swallowed bytes go here */
     int quiet;
     uint64_t window, count, dropped; /* the log's ration */
@@ -263,38 +285,91 @@ pre_remove(struct conn *c)
         }
 }
 
+static void auth_release(struct conn *c);
+
 /* c must go: shut down (nanomsg's next read fails and it closes c). */
 static void
 conn_kill(struct conn *c)
 {
     if (c->state == C_PRE)
         pre_remove(c);
+    auth_release(c);
     c->state = C_DEAD;
     shutdown(c->fd, SHUT_RDWR);
 }
 
+/* Never 0 (a free slot of the tables). */
 static uint64_t
 addr_hash(const char *addr)
 {
-    return XXH3_64bits(addr, strlen(addr));
+    return XXH3_64bits(addr, strlen(addr)) | 1;
 }
 
+/* The two tables, sessions by id and addresses by hash: open addressing
+ * with linear probing, SESS_SLOTS entries of 'sz' bytes that start with
+ * their 64-bit key (0: a free slot); at most SESS_SLOTS / 2 are used (live
+ * sessions, and so their addresses, are at most 65536). */
+#define KEY(t, sz, i) (*(uint64_t *)((char *)(t) + (i) * (sz)))
+
 static size_t
-sess_slot(uint64_t id)
+slot_home(uint64_t k)
 {
-    return (size_t)(id ^ id >> 29) & (SESS_SLOTS - 1);
+    return (size_t)(k ^ k >> 29) & (SESS_SLOTS - 1);
+}
+
+/* The slot of key k, or the free one where it would go. */
+static size_t
+slot_find(void *t, size_t sz, uint64_t k)
+{
+    size_t i;
+
+    for (i = slot_home(k); KEY(t, sz, i) != 0 && KEY(t, sz, i) != k;
+         i = (i + 1) & (SESS_SLOTS - 1))
+        ;
+    return i;
+}
+
+/* Empties slot i. Linear probing's deletion: later entries of the run
+ * move up so that every entry stays reachable from its home slot. */
+static void
+slot_del(void *t, size_t sz, size_t i)
+{
+    size_t j, h, m = SESS_SLOTS - 1;
+
+    for (j = i;;) {
+        j = (j + 1) & m;
+        if (KEY(t, sz, j) == 0)
+            break;
+        h = slot_home(KEY(t, sz, j));
+        /* move j to i unless its home lies cyclically in (i, j] */
+        if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
+            memcpy((char *)t + i * sz, (char *)t + j * sz, sz);
+            i = j;
+        }
+    }
+    memset((char *)t + i * sz, 0, sz);
 }
 
 static struct sent *
 sess_find(uint64_t id)
 {
+    size_t i;
+
     if (id == 0)
         return NULL;
-    for (size_t i = sess_slot(id); g.sess[i].id != 0;
-         i = (i + 1) & (SESS_SLOTS - 1))
-        if (g.sess[i].id == id)
-            return &g.sess[i];
-    return NULL;
+    i = slot_find(g.sess, sizeof *g.sess, id);
+    return g.sess[i].id == id ? &g.sess[i] : NULL;
+}
+
+/* Address ah's entry; with 'make', made if need be. */
+static struct aent *
+addr_find(uint64_t ah, int make)
+{
+    size_t i = slot_find(g.addrs, sizeof *g.addrs, ah);
+
+    if (g.addrs[i].ah == 0 && make)
+        g.addrs[i].ah = ah;
+    return g.addrs[i].ah == ah ? &g.addrs[i] : NULL;
 }
 
 /* Whether session id is live and of the address whose hash is ah. */
@@ -307,80 +382,91 @@ sess_ok(uint64_t id, uint64_t ah)
 }
 
 static void
-sess_add(uint64_t id, uint64_t ah)
-{
-    size_t i;
-
-    for (i = sess_slot(id); g.sess[i].id != 0; i = (i + 1) & (SESS_SLOTS - 1))
-        if (g.sess[i].id == id)
-            break;
-    g.sess[i].id = id;
-    g.sess[i].ah = ah;
-}
-
-/* Linear probing's deletion: later entries of the run move up so that
- * every entry stays reachable from its home slot. */
-static void
 sess_del(uint64_t id)
 {
-    size_t i, j, h, m = SESS_SLOTS - 1;
+    struct sent *e = sess_find(id);
+    struct aent *a;
 
-    for (i = sess_slot(id); g.sess[i].id != id; i = (i + 1) & m)
-        if (g.sess[i].id == 0)
-            return;
-    for (j = i;;) {
-        j = (j + 1) & m;
-        if (g.sess[j].id == 0)
-            break;
-        h = sess_slot(g.sess[j].id);
-        /* move j to i unless its home lies cyclically in (i, j] */
-        if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
-            g.sess[i] = g.sess[j];
-            i = j;
-        }
+    if (e == NULL)
+        return;
+    if ((a = addr_find(e->ah, 0)) != NULL) {
+        a->nauth -= e->nauth < a->nauth ? e->nauth : a->nauth;
+        if (--a->nsess == 0)
+            slot_del(g.addrs, sizeof *g.addrs, (size_t)(a - g.addrs));
     }
-    g.sess[i].id = 0;
-    g.sess[i].ah = 0;
+    slot_del(g.sess, sizeof *g.sess, (size_t)(e - g.sess));
 }
 
-/* The live sessions of the address whose hash is ah. */
-static unsigned
-sess_of(uint64_t ah)
+static void
+sess_add(uint64_t id, uint64_t ah)
 {
-    unsigned n = 0;
+    struct sent *e = sess_find(id);
+    size_t i;
 
-    for (size_t i = 0; i < SESS_SLOTS; i++)
-        n += g.sess[i].id != 0 && g.sess[i].ah == ah;
-    return n;
+    if (e != NULL && e->ah == ah)
+        return;
+    sess_del(id);                   /* another address's: from scratch */
+    i = slot_find(g.sess, sizeof *g.sess, id);
+    g.sess[i].id = id;
+    g.sess[i].ah = ah;
+    g.sess[i].nauth = 0;
+    addr_find(ah, 1)->nsess++;
+}
+
+/* Whether c, authenticated, is by a session that is live and of its
+ * address (then counted in that session's and address's nauth). */
+static int
+conn_live(const struct conn *c)
+{
+    return c->state == C_AUTH && sess_ok(c->sess, c->ah);
+}
+
+/* c leaves C_AUTH (or its session changes): no longer counted. */
+static void
+auth_release(struct conn *c)
+{
+    struct sent *e;
+    struct aent *a;
+
+    if (!conn_live(c))
+        return;
+    e = sess_find(c->sess);
+    if (e->nauth > 0)
+        e->nauth--;
+    if ((a = addr_find(c->ah, 0)) != NULL && a->nauth > 0)
+        a->nauth--;
 }
 
 /* c is authenticated by session sid (0: by a handshake it carried that
- * was not granted a session; not the case today): no longer counted, no
- * frame limit, until sid ends. 'capped': only while its address has
- * fewer than AUTH_SLACK + AUTH_PER_SESS x (its sessions) authenticated
- * connections. 1, or 0 when c stays as it was (the cap). */
+ * was not granted a session; not the case today): no longer counted as
+ * not authenticated, no frame limit, until sid ends. 'capped': only while
+ * its address's connections authenticated by its live sessions are fewer
+ * than AUTH_SLACK + AUTH_PER_SESS x (those sessions); connections whose
+ * session ended are not counted (they are judged again at their next
+ * frame). Counts kept where they change (g.addrs), so this costs no scan.
+ * 1, or 0 when c stays as it was (the cap). */
 static int
 conn_auth(struct conn *c, uint64_t sid, int capped)
 {
-    unsigned n = 0, ns;
+    struct aent *a = addr_find(c->ah, 0);
+    unsigned n = a != NULL ? a->nauth : 0, ns = a != NULL ? a->nsess : 0;
+    struct sent *e;
 
-    if (capped) {
-        for (int fd = 0; fd < g.top; fd++) {
-            struct conn *o = g.tab[fd];
-            n += o != NULL && o->state == C_AUTH && o->ah == c->ah;
-        }
-        if (n >= AUTH_SLACK &&
-            n >= AUTH_SLACK + AUTH_PER_SESS * (ns = sess_of(c->ah))) {
-            gate_log("connection from %s not authenticated by its session: "
-                     "the address has %u authenticated connections, the most "
-                     "%u sessions allow", c->addr, n, ns);
-            return 0;
-        }
+    if (capped && n >= AUTH_SLACK && n >= AUTH_SLACK + AUTH_PER_SESS * ns) {
+        gate_log("connection from %s not authenticated by its session: the "
+                 "address has %u authenticated connections, the most %u "
+                 "sessions allow", c->addr, n, ns);
+        return 0;
     }
+    auth_release(c);
     if (c->state == C_PRE)
         pre_remove(c);
     c->state = C_AUTH;
     c->sess = sid;
+    if ((e = sess_find(sid)) != NULL && e->ah == c->ah) {
+        e->nauth++;
+        addr_find(c->ah, 1)->nauth++;
+    }
     return 1;
 }
 
@@ -431,19 +517,39 @@ judge_big(struct conn *c, unsigned char *p, uint64_t L)
      * presess_too_big) */
     sess = name != NULL && q.type != NET_HELLO && q.type != NET_HANDSHAKE;
     live = sess && sess_find(q.session) != NULL;
-    if (live && sess_ok(q.session, c->ah) && conn_auth(c, q.session, 1))
-        return J_ON;
+    if (live && conn_auth(c, q.session, 1))
+        return J_ON;                /* foreign_clear() left only c's own */
     gate_log("connection from %s: a %s request of %llu payload bytes before "
              "it authenticated%s, refused unread", c->addr, name != NULL ?
              name : "unknown", (unsigned long long)q.len, !live ? "" :
-             sess_ok(q.session, c->ah) ? " (its address has its most "
-             "authenticated connections)" : " (its session is another "
-             "address's)");
-    if (live) {
-        /* the header as sent, but the session */
-        memset(p + REQ_ID_LEN + 24, 0, 8);
-    }
+             " (its address has its most authenticated connections)");
+    /* the header as sent, its session too when live: the server then
+     * answers GKV_EBUSY (presess_too_big), which a client's pull asks
+     * again with backoff, not "unknown session", which would make it hand
+     * shake again and end its session */
     return J_CUT;
+}
+
+/* A frame of PREFIX bytes or more starts on c; p: its first PREFIX bytes.
+ * A live session of another address in its header is cleared (bytes
+ * 24-31 of the header; the checksum covers only the payload): the server
+ * answers "unknown session", whatever the frame's size or c's state, so
+ * that a session id seen on the wire is of use only from its own
+ * address. */
+static void
+foreign_clear(struct conn *c, unsigned char *p)
+{
+    net_hdr q;
+
+    if (net__hdr_get(p + REQ_ID_LEN, NET_HDR_LEN, &q) != 0 ||
+        q.session == 0 || sess_find(q.session) == NULL ||
+        sess_ok(q.session, c->ah))
+        return;
+    gate_log("connection from %s: a %s request carrying another address's "
+             "session, its session cleared", c->addr,
+             net__type_name(q.type) != NULL ? net__type_name(q.type) :
+             "unknown");
+    memset(p + REQ_ID_LEN + 24, 0, 8);
 }
 
 /* The end of a small frame c collected in body[]. */
@@ -452,8 +558,8 @@ frame_done(struct conn *c)
 {
     net_hdr q;
 
-    if (c->nbody < PREFIX)
-        return;
+    if (c->nbody < PREFIX || c->then_drop > 0)
+        return;                     /* no header, or a cut frame's */
     net__hdr_get(c->body + REQ_ID_LEN, NET_HDR_LEN, &q);
     if (q.type == NET_HANDSHAKE) {
         c->dig[c->dnext] = XXH3_64bits(c->body, c->nbody);
@@ -487,20 +593,22 @@ stream(struct conn *c, unsigned char *b, size_t n)
             DELIVER(k);
             continue;
         }
-        if (c->left == 0 && c->nlen == 0 && c->state == C_AUTH &&
-            !sess_ok(c->sess, c->ah) && conn_unauth(c) != 0)
-            return -1;
-        if (c->left == 0 && c->nlen == 0 && c->state == C_PRE) {
+        if (c->left == 0 && c->nlen == 0) {
             /* a frame starts: judged before nanomsg sees a byte of it */
             uint64_t L;
             int v;
 
+            if (c->state == C_AUTH && !conn_live(c) && conn_unauth(c) != 0)
+                return -1;
             if (n - i < 8)
                 break;
             L = get_be64(b + i);
-            if (L > SMALL) {
+            if (L >= PREFIX) {
                 if (n - i < 8 + PREFIX)
                     break;
+                foreign_clear(c, b + i + 8);
+            }
+            if (L > SMALL && c->state == C_PRE) {
                 if ((v = judge_big(c, b + i + 8, L)) == J_END)
                     return -1;
                 if (v == J_CUT) {
@@ -556,8 +664,8 @@ stream(struct conn *c, unsigned char *b, size_t n)
 
 /* While c's frame is swallowed, reads what has come of it (at most
  * DRAIN_MAX bytes, never past the frame) in SCRATCH pieces here, rather
- * than one of nanomsg's 2 KiB reads and a lock per piece. Caller holds
- * g.mu. */
+ * than one of nanomsg's 2 KiB reads and a lock per piece. Called by
+ * nanomsg's worker without g.mu: recv() may take a while. */
 static void
 drain(struct conn *c)
 {
@@ -616,18 +724,60 @@ peer_text(int fd, char *addr, char *key)
     return 1;
 }
 
-/* Makes room among the connections not yet authenticated (of per-address
- * key 'key', or of any when NULL): the oldest one goes, whatever its age
- * past FLOOR_MS (one that re-opens its connections cannot lock another
- * out). 1 when one went. Caller holds g.mu. */
-static int
-make_room(const char *key, uint64_t now)
+/* The connections not yet authenticated that make_room() may pick: all,
+ * those of one address (conn.ah), or of one network (conn.kh: an IPv6
+ * address's /64, an IPv4 address itself). */
+enum { BY_ANY, BY_ADDR, BY_NET };
+
+/* The network (kh) holding the most connections not yet authenticated
+ * older than FLOOR_MS: counted in g.tmp, an open-addressing table of
+ * g.tmp_mask + 1 slots (twice --max-unauth or more), emptied after. 0
+ * when none. Caller holds g.mu. */
+static uint64_t
+most_net(uint64_t now)
 {
-    struct conn *old = NULL;
+    uint64_t best = 0;
+    unsigned most = 0;
 
     for (unsigned i = 0; i < g.npre; i++) {
         struct conn *c = g.pre[i];
-        if ((key == NULL || strcmp(c->key, key) == 0) &&
+        size_t k;
+
+        if (now - c->since_ms < FLOOR_MS)
+            continue;
+        for (k = (size_t)(c->kh ^ c->kh >> 29) & g.tmp_mask;
+             g.tmp[k].kh != 0 && g.tmp[k].kh != c->kh;
+             k = (k + 1) & g.tmp_mask)
+            ;
+        g.tmp[k].kh = c->kh;
+        if (++g.tmp[k].n > most) {
+            most = g.tmp[k].n;
+            best = c->kh;
+        }
+    }
+    memset(g.tmp, 0, (g.tmp_mask + 1) * sizeof *g.tmp);
+    return best;
+}
+
+/* Makes room among the connections not yet authenticated ('by' and h:
+ * which; BY_ANY: of the network holding the most of them, so that a peer
+ * opening connections from many addresses of one network fast takes the
+ * room of its own, not a client's of another): the oldest one goes,
+ * whatever its age past FLOOR_MS (one that re-opens its connections
+ * cannot lock another out). 1 when one went. Caller holds g.mu. */
+static int
+make_room(int by, uint64_t h, uint64_t now)
+{
+    struct conn *old = NULL;
+
+    if (by == BY_ANY) {
+        if ((h = most_net(now)) == 0)
+            return 0;
+        by = BY_NET;
+    }
+    for (unsigned i = 0; i < g.npre; i++) {
+        struct conn *c = g.pre[i];
+        if ((by == BY_ADDR ? c->ah : c->kh) == h &&
             now - c->since_ms >= FLOOR_MS &&
             (old == NULL || c->since_ms < old->since_ms))
             old = c;
@@ -641,24 +791,37 @@ make_room(const char *key, uint64_t now)
     return 1;
 }
 
-/* Whether one more connection of per-address key 'key' may be counted as
- * not authenticated, room made if need be (make_room); addr: for the log.
- * Caller holds g.mu. */
+/* Whether one more connection of address addr (hash ah) of network key
+ * (hash kh: the same for IPv4, an IPv6 address's /64) may be counted as
+ * not authenticated, room made if need be (make_room): at most
+ * --max-unauth-per-peer of the address, NET_MUL times that of an IPv6
+ * /64, --max-unauth in all. Caller holds g.mu. */
 static int
-pre_room(const char *key, const char *addr, uint64_t now)
+pre_room(uint64_t ah, uint64_t kh, const char *addr, const char *key,
+         uint64_t now)
 {
-    unsigned per = 0;
+    unsigned per = 0, net = 0;
 
-    for (unsigned i = 0; i < g.npre; i++)
-        per += strcmp(g.pre[i]->key, key) == 0;
-    if (per >= g.max_pre_peer && !make_room(key, now)) {
+    for (unsigned i = 0; i < g.npre; i++) {
+        per += g.pre[i]->ah == ah;
+        net += g.pre[i]->kh == kh;
+    }
+    if (per >= g.max_pre_peer && !make_room(BY_ADDR, ah, now)) {
         gate_log("connection from %s closed at once: %u of its connections "
                  "have not authenticated yet, the most one address may "
                  "(--max-unauth-per-peer), none older than %d ms", addr, per,
                  FLOOR_MS);
         return 0;
     }
-    if (g.npre >= g.max_pre && !make_room(NULL, now)) {
+    if (kh != ah && net >= NET_MUL * g.max_pre_peer &&
+        !make_room(BY_NET, kh, now)) {
+        gate_log("connection from %s closed at once: %u connections of %s "
+                 "have not authenticated yet, the most one IPv6 /64 may (%u "
+                 "x --max-unauth-per-peer), none older than %d ms", addr, net,
+                 key, NET_MUL, FLOOR_MS);
+        return 0;
+    }
+    if (g.npre >= g.max_pre && !make_room(BY_ANY, 0, now)) {
         gate_log("connection from %s closed at once: %u connections have not "
                  "authenticated yet, the most the server takes "
                  "(--max-unauth), none older than %d ms", addr, g.npre,
@@ -675,8 +838,9 @@ conn_unauth(struct conn *c)
 {
     uint64_t now = mono_ms();
 
-    if (!pre_room(c->key, c->addr, now))
+    if (!pre_room(c->ah, c->kh, c->addr, c->key, now))
         return -1;
+    auth_release(c);
     c->state = C_PRE;
     c->sess = 0;
     c->since_ms = now;
@@ -700,7 +864,7 @@ admit(int fd)
     if (fd >= g.cap)
         gate_log("connection from %s closed at once: descriptor %d is past "
                  "the gate's table (%d, from ulimit -n)", addr, fd, g.cap);
-    else if (!pre_room(key, addr, now))
+    else if (!pre_room(addr_hash(addr), addr_hash(key), addr, key, now))
         ;
     else if ((c = calloc(1, sizeof *c)) == NULL)
         gate_log("connection from %s closed at once: out of memory", addr);
@@ -714,6 +878,7 @@ admit(int fd)
     snprintf(c->addr, sizeof c->addr, "%s", addr);
     snprintf(c->key, sizeof c->key, "%s", key);
     c->ah = addr_hash(addr);
+    c->kh = addr_hash(key);
     c->since_ms = now;
     c->skip = SP_HDR_LEN;
     free(g.tab[fd]);                /* none: close forgets it */
@@ -738,6 +903,8 @@ forget(int fd)
     atomic_store_explicit(&g.on[fd], 0, memory_order_release);
     if (c != NULL && c->state == C_PRE)
         pre_remove(c);
+    if (c != NULL)
+        auth_release(c);
     unlock();
     free(c);
 }
@@ -849,8 +1016,10 @@ recvmsg(int fd, struct msghdr *msg, int flags)
         errno = ECONNRESET;
         return -1;
     }
-    drain(c);
     unlock();
+    /* without g.mu: only nanomsg's worker (this thread) reads and writes
+     * c's frame state (left, drop, nhold), and only it frees c (close) */
+    drain(c);
     if (w == 0) {
         errno = EAGAIN;             /* all held or swallowed: wait for more */
         return -1;
@@ -922,7 +1091,13 @@ gate_start(const struct gate_opts *o)
     g.on = calloc((size_t)cap, sizeof *g.on);
     g.pre = calloc(g.max_pre, sizeof *g.pre);
     g.sess = calloc(SESS_SLOTS, sizeof *g.sess);
-    if (g.tab == NULL || g.on == NULL || g.pre == NULL || g.sess == NULL)
+    g.addrs = calloc(SESS_SLOTS, sizeof *g.addrs);
+    for (g.tmp_mask = 1; g.tmp_mask < 2 * (size_t)g.max_pre;)
+        g.tmp_mask <<= 1;
+    g.tmp = calloc(g.tmp_mask, sizeof *g.tmp);
+    g.tmp_mask--;
+    if (g.tab == NULL || g.on == NULL || g.pre == NULL || g.sess == NULL ||
+        g.addrs == NULL || g.tmp == NULL)
         return GKV_ENOMEM;
     g.hook.link = hook_link;
     g.hook.session = hook_session;
