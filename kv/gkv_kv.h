@@ -495,8 +495,12 @@ typedef struct gkv_push_args {
  * 1e30 times a gradient of 1e30 in an f32 row; or NaN) fail the whole
  * call the same way, GKV_EINVAL naming the row ID, the column, where (the
  * row, or its state companion by name) and why, and nothing changes:
- * neither the rows nor the state, in write-back mode neither. A result
- * that is, or rounds to, the largest finite value is applied; only a
+ * neither the rows nor the state, in write-back mode neither (there a
+ * refused first optimizer push of a tensor leaves its state companion
+ * created, all zeros: what a missing one reads as). A result that is the
+ * largest finite value is applied (f16 and bf16 results are rounded
+ * through f32, so one within half an f32 ulp above the f16 maximum may be
+ * refused); only a
  * value the push turns from finite to not finite counts (a row already
  * holding an assigned NaN still takes add and optimizer pushes). (The
  * gradients of an ID's copies are summed before they are averaged: copies

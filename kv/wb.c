@@ -919,6 +919,12 @@ gkv_writeback_stop(gkv_store *s, const char *name)
         if (rc == GKV_OK) { /* atomic: kv__wb_any() reads the head */
             __atomic_store_n(pp, w->next, __ATOMIC_RELEASE);
             (void)kv__wb_own_publish(s, NULL);
+            if (s->st_wb == NULL) {     /* the last one: no push needs the
+                                         * undo log any more */
+                big_free(s->st_wb_undo, s->st_wb_undo_len);
+                s->st_wb_undo = NULL;
+                s->st_wb_undo_len = 0;
+            }
         }
     }
     pthread_rwlock_unlock(&s->st_wb_lock);

@@ -19,10 +19,13 @@ kv__mirror_dirty(kv_mirror *m, const uint64_t *ids, size_t n)
 
 /* The undo log of a push (kv__apply_run), len bytes. A large one is
  * mapped with huge pages, as the mirrors are, and kept for the next push
- * (st_wb_undo, freed with the write-back copies): faulting in the 4 KiB
+ * (st_wb_undo) up to UNDO_KEEP bytes, freed when the last tensor leaves
+ * write-back mode and with the write-back copies: faulting in the 4 KiB
  * pages of a fresh 100 MB log doubled the time of a push of 100,000 rows
- * of 512 bytes. Caller holds st_wb_lock for writing. */
-#define UNDO_BIG (4u << 20)
+ * of 512 bytes. A log over UNDO_KEEP (one outlier push) is not kept
+ * pinned. Caller holds st_wb_lock for writing. */
+#define UNDO_BIG  (4u << 20)
+#define UNDO_KEEP (256u << 20)
 
 static unsigned char *
 undo_get(gkv_store *s, size_t len)
@@ -39,11 +42,20 @@ undo_get(gkv_store *s, size_t len)
     return s->st_wb_undo;
 }
 
+/* Gives back undo log u (from undo_get). Caller holds st_wb_lock for
+ * writing: another push may replace st_wb_undo as soon as it is let go. */
 static void
 undo_put_back(gkv_store *s, unsigned char *u)
 {
-    if (u != s->st_wb_undo)
+    if (u == NULL)
+        return;
+    if (u != s->st_wb_undo) {
         gkv__free(u);
+    } else if (s->st_wb_undo_len > UNDO_KEEP) {
+        kv__big_free(s->st_wb_undo, s->st_wb_undo_len);
+        s->st_wb_undo = NULL;
+        s->st_wb_undo_len = 0;
+    }
 }
 
 /* Push into a write-back tensor's mirrors. *done = 0 when 'name' is not
@@ -141,12 +153,12 @@ again:
     for (size_t k = 0; k < nst; k++)
         kv__mirror_dirty(sm[k], a->ids, a->n);
 out:
+    undo_put_back(s, undo);     /* under the lock: the log is shared */
     if (copy_locked)
         pthread_mutex_unlock(&s->st_wb_copy_mu);
     pthread_rwlock_unlock(&s->st_wb_lock);
     gkv__free(order);
     gkv__free(g);
-    undo_put_back(s, undo);
     return rc;
 }
 
