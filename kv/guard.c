@@ -61,6 +61,12 @@ static pthread_mutex_t install_mu = PTHREAD_MUTEX_INITIALIZER;
 static int installed;
 /* calls into a previous handler in progress (chain) */
 static int chaining;
+/* The faults being handed to the previous handler now, one slot a thread
+ * that chains (no thread-local: libgkv keeps one, kv__guard_top): a
+ * handler that calls the one it displaced (this) hands the same siginfo
+ * back, and must not be called again for it. */
+#define CHAIN_SLOTS 16
+static siginfo_t *chain_si[CHAIN_SLOTS];
 /* liblmdb's code, [lo, hi) (0, 0: not found, as when it is linked
  * statically into the program; then only faults in the map are caught) */
 static uintptr_t lmdb_lo, lmdb_hi;
@@ -132,6 +138,7 @@ chain(int sig, siginfo_t *si, void *ctx)
     void (*h)(int) = info ? (void (*)(int))(void *)p->sa_sigaction
                           : p->sa_handler;
     sigset_t mask, old;
+    int slot;
 
     if (h == SIG_IGN && si->si_code <= 0)
         return;                         /* sent, and ignored before */
@@ -151,12 +158,32 @@ chain(int sig, siginfo_t *si, void *ctx)
         set_default(sig);
     pthread_sigmask(SIG_BLOCK, &mask, &old);
     __atomic_add_fetch(&chaining, 1, __ATOMIC_RELAXED);
+    for (slot = 0; slot < CHAIN_SLOTS; slot++) {
+        siginfo_t *none = NULL;
+
+        if (__atomic_compare_exchange_n(&chain_si[slot], &none, si, 0,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+            break;
+    }
     if (info)
         p->sa_sigaction(sig, si, ctx);
     else
         h(sig);
+    if (slot < CHAIN_SLOTS)
+        __atomic_store_n(&chain_si[slot], NULL, __ATOMIC_RELEASE);
     __atomic_sub_fetch(&chaining, 1, __ATOMIC_RELAXED);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Whether fault si is one this handler is handing to the previous one
+ * now (that handler called this one back). */
+static int
+chained_back(const siginfo_t *si)
+{
+    for (int i = 0; i < CHAIN_SLOTS; i++)
+        if (__atomic_load_n(&chain_si[i], __ATOMIC_ACQUIRE) == si)
+            return 1;
+    return 0;
 }
 
 static void
@@ -165,6 +192,14 @@ on_fault(int sig, siginfo_t *si, void *ctx)
     kv_guard *g = kv__guard_top;
     int saved = errno;
 
+    if (chained_back(si)) {
+        /* the previous handler called this one for the fault handed to
+         * it: the default for it (the instruction faults again and the
+         * process dies as it would have), not another round */
+        set_default(sig);
+        errno = saved;
+        return;
+    }
     if (g != NULL && g->g_store != NULL && si->si_code == SI_TKILL &&
         si->si_pid == getpid() &&
         __atomic_load_n(&chaining, __ATOMIC_RELAXED) == 0) {
@@ -361,12 +396,13 @@ commit_lands(gkv_store *s, int fd, uint64_t id)
 }
 
 /* Records the state (mtime, size, txn) as checked: whole, or damaged
- * (bad) with the walk's message, which is s's message now; drains the
- * watch. Under st_gmu (or at open). */
+ * (bad) with the walk's message, which is s's message now. The caller
+ * drained the watch BEFORE it took the observation it records (the walk,
+ * the fstat): events that come after stay pending for the next write.
+ * Under st_gmu (or at open). Bumps st_gseq last. */
 static void
 state_set(gkv_store *s, uint64_t mtime, uint64_t size, uint64_t txn, int bad)
 {
-    (void)watch_drain(s);           /* the changes this state explains */
     if (bad)
         snprintf(s->st_gbad_msg, sizeof s->st_gbad_msg, "%s",
                  gkv_store_errmsg(s));
@@ -374,11 +410,12 @@ state_set(gkv_store *s, uint64_t mtime, uint64_t size, uint64_t txn, int bad)
     s->st_gtxn = txn;
     __atomic_store_n(&s->st_gbad, bad, __ATOMIC_RELEASE);
     __atomic_store_n(&s->st_gmtime, mtime, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&s->st_gseq, 1, __ATOMIC_RELEASE);
 }
 
 gkv_err
 kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
-                     uint64_t size)
+                     uint64_t size, uint64_t seq)
 {
     mdb_filehandle_t fd;
     uint64_t id;
@@ -403,7 +440,11 @@ again:
      * events it explains; a snapshot older than the state last checked
      * leaves them to the next that records */
     events = s->st_gfd >= 0 && watch_pending(s);
-    if (id <= s->st_gtxn && (mtime < s->st_gmtime ||
+    /* an older time is one taken before the state last checked only when
+     * a state was recorded since it was taken (st_gseq moved); else the
+     * time went back (a file written in place with its time set back, a
+     * clock stepped back): looked at as any change */
+    if (id <= s->st_gtxn && ((mtime < s->st_gmtime && seq != s->st_gseq) ||
                              (mtime == s->st_gmtime && !events))) {
         /* a state no newer than the one last checked (checked meanwhile,
          * or an fstat older than that check); or the state known damaged:
@@ -424,6 +465,7 @@ again:
         struct stat st;
 
         __atomic_add_fetch(&s->st_gcommits, 1, __ATOMIC_RELAXED);
+        (void)watch_drain(s);       /* before the fstat it records */
         if (fstat(fd, &st) == 0) {
             mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
                     (uint64_t)st.st_mtim.tv_nsec;
@@ -451,6 +493,7 @@ again:
         goto again;
     } else {
         __atomic_add_fetch(&s->st_gwalks, 1, __ATOMIC_RELAXED);
+        (void)watch_drain(s);       /* before the walk it records */
         rc = kv__walk(s, s->st_path, fd, id, NULL);
         if (rc == GKV_OK || rc == GKV_ECORRUPT)
             state_set(s, mtime, size, id, rc == GKV_ECORRUPT);
@@ -467,8 +510,10 @@ kv__guard_committed(gkv_store *s, uint64_t id)
     mdb_filehandle_t fd;
     struct stat st;
 
-    if (!(s->st_flags & GKV_GUARD) || mdb_env_get_fd(s->st_env, &fd) != 0 ||
-        fstat(fd, &st) != 0)
+    if (!(s->st_flags & GKV_GUARD) || mdb_env_get_fd(s->st_env, &fd) != 0)
+        return;
+    (void)watch_drain(s);           /* before the fstat it records */
+    if (fstat(fd, &st) != 0)
         return;
     pthread_mutex_lock(&s->st_gmu);
     /* a state found damaged stays so; an older commit does not go back */

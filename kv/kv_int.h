@@ -100,6 +100,7 @@ struct gkv_store {
      * transaction; st_gbad (__atomic) when that state was found damaged,
      * with the walk's message. Under st_gmu but st_gmtime and st_gbad. */
     uint64_t st_gmtime, st_gsize, st_gtxn;
+    uint64_t st_gseq;                 /* states recorded: bumped by each */
     int st_gbad;
     char st_gbad_msg[640];
     /* counts (__atomic), for the tests and gkv_store_stat: structure
@@ -387,18 +388,25 @@ gkv_err kv__guard_open(gkv_store *s);
  * a walk. GKV_ECORRUPT, the handle marked damaged, when damaged. No-op
  * without GKV_GUARD. */
 gkv_err kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write,
-                             uint64_t mtime, uint64_t size);
+                             uint64_t mtime, uint64_t size, uint64_t seq);
+/* 'seq': st_gseq as loaded before the fstat that gave mtime. */
 static inline gkv_err
 kv__guard_check(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
-                uint64_t size)
+                uint64_t size, uint64_t seq)
 {
-    /* inline: a read of a store unchanged since its last check costs two
-     * loads and a compare */
-    if (!(s->st_flags & GKV_GUARD) ||
-        (!write && mtime <= __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE) &&
-         !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE)))
+    uint64_t gm;
+
+    /* inline: a read of a store unchanged since its last check costs a few
+     * loads and compares. An older time passes only when a state was
+     * recorded after it was taken (else the time went back: slow path) */
+    if (!(s->st_flags & GKV_GUARD))
         return GKV_OK;
-    return kv__guard_check_slow(s, txn, write, mtime, size);
+    gm = __atomic_load_n(&s->st_gmtime, __ATOMIC_ACQUIRE);
+    if (!write && !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE) &&
+        (mtime == gm ||
+         (mtime < gm && seq != __atomic_load_n(&s->st_gseq, __ATOMIC_ACQUIRE))))
+        return GKV_OK;
+    return kv__guard_check_slow(s, txn, write, mtime, size, seq);
 }
 /* After this handle's commit of write transaction 'id' succeeded (before
  * st_gcommitting drops): records the state of data.mdb (an fstat now,

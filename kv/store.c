@@ -364,7 +364,7 @@ size_check(gkv_store *s, uint64_t *mtime, uint64_t *size)
 gkv_err
 kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
 {
-    uint64_t mtime, size;
+    uint64_t mtime, size, seq;
     int mrc = 0, repaired = 0;
     gkv_err rc;
 
@@ -375,6 +375,7 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
                         "and reopened", s->st_path);
     /* first: LMDB's begin reads the header pages (a file cut short would
      * fault there, and a write's begin takes the writer lock first) */
+    seq = __atomic_load_n(&s->st_gseq, __ATOMIC_ACQUIRE);  /* before */
     if ((rc = size_check(s, &mtime, &size)) != GKV_OK)
         return rc;
     if (!rdonly)
@@ -413,7 +414,8 @@ kv__txn_begin(gkv_store *s, int rdonly, MDB_txn **out)
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
                         "transaction: %s", s->st_path, mdb_strerror(mrc));
     }
-    if ((rc = kv__guard_check(s, *out, !rdonly, mtime, size)) != GKV_OK) {
+    if ((rc = kv__guard_check(s, *out, !rdonly, mtime, size, seq)) !=
+        GKV_OK) {
         mdb_txn_abort(*out);
         *out = NULL;
         return rc;

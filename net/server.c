@@ -485,7 +485,8 @@ presess_too_big(gkv_server *s, const void *msg, size_t len, net_hdr *h)
     pthread_mutex_lock(&s->mu);
     live = srv__sess_find(s, h->session) != NULL;
     pthread_mutex_unlock(&s->mu);
-    return !live ? 2 : len == NET_HDR_LEN ? 3 : 0;
+    return !live ? 2 :
+           len == NET_HDR_LEN && !(h->flags & ~NET_F_KNOWN) ? 3 : 0;
 }
 
 /* Handles one message that worker 'wk' received; consumes 'msg' and

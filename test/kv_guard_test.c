@@ -519,6 +519,61 @@ test_damage_after_own_commit(void **state)
                "that followed own commits");
 }
 
+/* ---- damage written with the file's time set back ----------------------- */
+
+/* rsync --inplace, cp --preserve=timestamps onto the file, touch -r, a
+ * clock stepped back: the change's time is older than the state last
+ * checked. It is walked all the same (by a read, or by a write). */
+static void
+time_back_child(const char *dir, int read_first)
+{
+    char path[4200];
+    struct stat st;
+    struct timespec ts[2];
+    uint64_t walks, id = 5;
+    float got[DIM];
+    gkv_store *s;
+    gkv_err rc;
+
+    if (gkv_store_open(&s, dir, GKV_GUARD, NULL) != GKV_OK)
+        _exit(3);
+    if (gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got) != GKV_OK)
+        _exit(4);
+    snprintf(path, sizeof path, "%s/data.mdb", dir);
+    if (stat(path, &st) != 0)
+        _exit(4);
+    walks = __atomic_load_n(&s->st_gwalks, __ATOMIC_RELAXED);
+    damage_data_leaf(dir);
+    ts[0] = st.st_atim;
+    ts[1] = st.st_mtim;
+    ts[1].tv_sec -= 10;
+    if (utimensat(AT_FDCWD, path, ts, 0) != 0)
+        _exit(4);
+    if (read_first) {
+        rc = gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got);
+        printf("pull: %d %s\n", rc, gkv_store_errmsg(s));
+        if (rc != GKV_ECORRUPT || s->st_gwalks != walks + 1)
+            _exit(5);
+    }
+    rc = push_row(s, 5, 2);
+    printf("push: %d %s walks %llu\n", rc, gkv_store_errmsg(s),
+           (unsigned long long)(s->st_gwalks - walks));
+    if (rc != GKV_ECORRUPT || s->st_gwalks != walks + 1)
+        _exit(6);
+    printf("alive\n");
+    gkv_store_close(s);
+}
+
+static void
+test_damage_with_time_set_back(void **state)
+{
+    (void)state;
+    child_case(time_back_child, 0, 0, "a write after damage written with "
+               "the file's time set back");
+    child_case(time_back_child, 1, 0, "a read, then a write, after damage "
+               "written with the file's time set back");
+}
+
 /* ---- own commits read meanwhile: no walks ------------------------------- */
 
 #define COMMITS 400
@@ -711,6 +766,7 @@ main(void)
         cmocka_unit_test(test_verify_fault_closes_cursor),
         cmocka_unit_test(test_server_fail_stop),
         cmocka_unit_test(test_damage_after_own_commit),
+        cmocka_unit_test(test_damage_with_time_set_back),
         cmocka_unit_test(test_own_commits_no_walk),
         cmocka_unit_test(test_handler_installed_later),
     };

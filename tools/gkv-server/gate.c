@@ -510,8 +510,15 @@ judge_big(struct conn *c, unsigned char *p, uint64_t L)
     memset(hb + 40, 0, 8);
     rc = net__hdr_check(hb, NET_HDR_LEN + (size_t)(L - PREFIX), &q, why,
                         sizeof why);
-    if (rc != GKV_OK)
+    if (rc != GKV_OK) {
+        /* the server answers what is wrong with the header; its session
+         * cleared, so that the cut does not read as one over the cap */
+        gate_log("connection from %s: a frame of %llu bytes before it "
+                 "authenticated, refused unread: %s", c->addr,
+                 (unsigned long long)L, why);
+        memset(p + REQ_ID_LEN + 24, 0, 8);
         return J_CUT;
+    }
     name = net__type_name(q.type);
     /* HELLO, HANDSHAKE and unknown types need no session (server.c's
      * presess_too_big) */
