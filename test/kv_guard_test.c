@@ -684,6 +684,72 @@ other_handler(int sig)
     _exit(9);
 }
 
+/* A crash reporter's way: chain by calling the handler it displaced
+ * (here the guard's) directly. */
+static struct sigaction chained_prev;
+static volatile int chained_calls;
+
+static void
+chaining_handler(int sig, siginfo_t *si, void *ctx)
+{
+    static const char m[] = "chaining handler\n";
+
+    (void)!write(1, m, sizeof m - 1);
+    if (++chained_calls > 50)
+        _exit(8);                       /* handed back and forth */
+    if (chained_prev.sa_flags & SA_SIGINFO)
+        chained_prev.sa_sigaction(sig, si, ctx);
+}
+
+/* The guard's handler is displaced by one that calls it back, then put in
+ * front again by a second guarded open: a fault that is not the guard's
+ * must kill the process once, not go round between the two. */
+static void
+chain_back_child(const char *dir, int unused)
+{
+    gkv_store *s;
+    struct sigaction sa;
+
+    (void)unused;
+    if (gkv_store_open(&s, dir, GKV_GUARD, NULL) != GKV_OK)
+        _exit(3);
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sa.sa_sigaction = chaining_handler;
+    sigaction(SIGSEGV, &sa, &chained_prev);
+    gkv_store_close(s);
+    if (gkv_store_open(&s, dir, GKV_GUARD, NULL) != GKV_OK)
+        _exit(3);
+    fflush(stdout);
+    *(volatile int *)fault_at = 1;      /* not the guard's */
+    _exit(6);
+}
+
+static void
+test_handler_calling_back(void **state)
+{
+    char *dir, *out, *at;
+    int wst, n = 0;
+
+    (void)state;
+    if (!KV_GUARD_SIGNALS) {
+        skip();                 /* ThreadSanitizer: no fault handler */
+        return;
+    }
+    dir = gkvt_mkdtemp("guardc");
+    make_store(dir, 0);
+    wst = in_child(chain_back_child, dir, 0, &out);
+    for (at = out; (at = strstr(at, "chaining handler")) != NULL; at++)
+        n++;
+    if (!WIFSIGNALED(wst) || WTERMSIG(wst) != SIGSEGV || n < 1 || n > 2)
+        fail_msg("a fault not the guard's with a handler that calls the "
+                 "guard's back: status 0x%x, the handler ran %d times; "
+                 "output:\n%s", wst, n, out);
+    free(out);
+    gkvt_rmtree(dir);
+}
+
 static void
 handler_child(const char *dir, int how)
 {
@@ -769,6 +835,7 @@ main(void)
         cmocka_unit_test(test_damage_with_time_set_back),
         cmocka_unit_test(test_own_commits_no_walk),
         cmocka_unit_test(test_handler_installed_later),
+        cmocka_unit_test(test_handler_calling_back),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

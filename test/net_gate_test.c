@@ -680,6 +680,43 @@ serve_session(struct gkvt_job *j, struct gkvt_proc **srv, float **ref, int *s)
     return gkvt_rhandshake(*s, "job", 0);
 }
 
+/* A large request with a header the server refuses (an unknown flag),
+ * carrying its own address's live session, on a connection that has not
+ * authenticated: refused for what is wrong with it, never GKV_EBUSY as if
+ * its address were over its cap (a pull would retry that until its
+ * timeout); the gate logs why. */
+static void
+test_malformed_frame_is_not_over_the_cap(void **state)
+{
+    struct gkvt_job *j = *state;
+    enum { NP = 300 };
+    struct gkvt_proc *srv;
+    struct gkvt_rep r = {0};
+    unsigned char msg[8192];
+    uint64_t ids[NP], sess;
+    size_t len;
+    float *ref;
+    int s, fd;
+
+    sess = serve_session(j, &srv, &ref, &s);
+    len = pull_msg(sess, NP, ids, msg, sizeof msg);
+    assert_true(len > NET_HDR_LEN + 1024);
+    msg[8 + 3] |= 0x20;                 /* flags: an unknown bit */
+    assert_true((fd = tcp_open(j->base, "127.0.0.1")) >= 0);
+    tcp_send(fd, 7, msg, len);
+    assert_int_equal(tcp_recv(fd, 1, 7, &r, 10000), 0);
+    if (r.h.status == GKV_EBUSY ||
+        (r.h.status != GKV_EPROTO && r.h.status != GKV_EPERM))
+        fail_msg("a malformed large request before authentication: status "
+                 "%d: %s", r.h.status, r.msg);
+    assert_true(gkvt_file_has(srv->log, "before it authenticated, refused "
+                              "unread: "));
+    close(fd);
+    nn_close(s);
+    free(r.pl);
+    free(ref);
+}
+
 /* A session id travels in cleartext; it used to authenticate any
  * connection, from anywhere, in any number, for good: each could then
  * make the server hold --max-msg. Now (a) a connection from another
@@ -1183,6 +1220,8 @@ main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             test_handshake_replayed_on_another_connection, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_malformed_frame_is_not_over_the_cap,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_is_no_bearer_token,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_ended_sessions_free_their_slots,
