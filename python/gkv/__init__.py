@@ -203,7 +203,14 @@ class Server:
     num_servers, threads, token_file, keep_alive (True), create, nosync
     (True), quiet (True), prefault (False), lease_ms, num_clients,
     writeback (names), flush_ms. A store a server of this process serves
-    cannot be opened as a Store here too (one handle per process)."""
+    cannot be opened as a Store here too (one handle per process).
+
+    The server opens its store with the fault guard (GKV_GUARD): a store
+    changed under it fails requests, not the process. When a fault hits
+    inside a write, the server stops with GKV_ECORRUPT (raised by stop())
+    and this process keeps the store's writer lock until it exits: exit
+    after it, or other writers of the store wait. gkv.Store does not
+    open its store guarded."""
 
     def __init__(self, ip_config, **kw):
         self._s = _gkv._Server(ip_config, **kw)
