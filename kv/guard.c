@@ -467,8 +467,7 @@ again:
         __atomic_add_fetch(&s->st_gcommits, 1, __ATOMIC_RELAXED);
         (void)watch_drain(s);       /* before the fstat it records */
         if (fstat(fd, &st) == 0) {
-            mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
-                    (uint64_t)st.st_mtim.tv_nsec;
+            mtime = kv__mtime_ns(&st);
             size = (uint64_t)st.st_size;
         }
         state_set(s, mtime, size, id, 0);
@@ -518,9 +517,7 @@ kv__guard_committed(gkv_store *s, uint64_t id)
     pthread_mutex_lock(&s->st_gmu);
     /* a state found damaged stays so; an older commit does not go back */
     if (!s->st_gbad && id >= s->st_gtxn)
-        state_set(s, (uint64_t)st.st_mtim.tv_sec * 1000000000u +
-                     (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_size, id,
-                  0);
+        state_set(s, kv__mtime_ns(&st), (uint64_t)st.st_size, id, 0);
     pthread_mutex_unlock(&s->st_gmu);
 }
 
@@ -552,8 +549,7 @@ kv__guard_open(gkv_store *s)
      * change in between is one it checks) */
     if (mdb_env_get_fd(s->st_env, &fd) == 0 && fstat(fd, &st) == 0 &&
         mdb_env_info(s->st_env, &ei) == 0)
-        state_set(s, (uint64_t)st.st_mtim.tv_sec * 1000000000u +
-                     (uint64_t)st.st_mtim.tv_nsec, (uint64_t)st.st_size,
+        state_set(s, kv__mtime_ns(&st), (uint64_t)st.st_size,
                   (uint64_t)ei.me_last_txnid, 0);
     /* changes from now on */
     if ((size_t)snprintf(p, sizeof p, "%s/data.mdb", s->st_path) < sizeof p &&

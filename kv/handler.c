@@ -480,7 +480,6 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
 {
     size_t ue = 8 + r->row_bytes, nu = 0;   /* an undo entry's bytes; entries */
     unsigned char *was = NULL;
-    int old_bad = 0;
     gkv_err rc = GKV_OK;
 
     for (size_t k = 0; k < nst; k++)
@@ -500,18 +499,21 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
         unsigned char *row = base + (id - base_id) * r->row_bytes;
         const unsigned char *in = a->rows + (size_t)order[i] * r->row_bytes;
         unsigned char *sp[3] = {NULL, NULL, NULL};
+        const unsigned char *prev = NULL;   /* what was, when kept */
 
         for (size_t k = 0; k < nst; k++)
             sp[k] = sbase[k] + (id - base_id) * st[k].row_bytes;
         if (undo != NULL) {
-            /* what this step changes, to put back if the push fails */
+            /* what this step changes, to put back if the push fails; it
+             * also tells a value the step made not finite from one that
+             * was so (no scan of the old values needed) */
             unsigned char *u = undo + nu++ * ue;
 
             memcpy(u, &id, 8);
             step_save(u + 8, r, st, nst, row, sp);
-        }
-        if (a->kind >= KV_H_ADD && a->kind <= KV_H_ADAM &&
-            (old_bad = step_bad(r, st, nst, row, sp))) {
+            prev = u + 8;
+        } else if (a->kind >= KV_H_ADD && a->kind <= KV_H_ADAM &&
+                   step_bad(r, st, nst, row, sp)) {
             /* rare: a value already not finite; keep what was, so that
              * only a value the step makes not finite counts */
             if (was == NULL && (was = gkv__malloc(ue)) == NULL) {
@@ -520,6 +522,7 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                 goto out;
             }
             step_save(was, r, st, nst, row, sp);
+            prev = was;
         }
         switch (a->kind) {
         case KV_H_ASSIGN:
@@ -529,7 +532,7 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
             row_add(r->dtype, row, in, r->row_elems);
             if (any_bad(r->dtype, row, r->row_elems) &&
                 (rc = result_fail(s, a, r, st, nst, id, row, sp, in, g, 1,
-                                  old_bad ? was : NULL)) != GKV_OK)
+                                  prev)) != GKV_OK)
                 goto out;
             break;
         case KV_H_CUSTOM:
@@ -574,7 +577,7 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                        r->row_elems, g);
             if (step_bad(r, st, nst, row, sp) &&
                 (rc = result_fail(s, a, r, st, nst, id, row, sp, in, g, f - i,
-                                  old_bad ? was : NULL)) != GKV_OK)
+                                  prev)) != GKV_OK)
                 goto out;
             i = f - 1;
             break;

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 #include "base/base.h"
 #include "kv/gkv_kv.h"
 
@@ -326,6 +327,14 @@ void    kv__damaged(gkv_store *s);
 #endif
 /* Not zero-filled (KV_GUARD_INIT sets g_store only): a guard is set on
  * every pull; the handler fills g_addr, g_ip and g_sig before it jumps. */
+/* A file's modification time in ns, as the guard records states. */
+static inline uint64_t
+kv__mtime_ns(const struct stat *st)
+{
+    return (uint64_t)st->st_mtim.tv_sec * 1000000000u +
+           (uint64_t)st->st_mtim.tv_nsec;
+}
+
 typedef struct kv_guard {
     sigjmp_buf g_jb;
     gkv_store *g_store;          /* NULL: not set */
@@ -614,9 +623,11 @@ gkv_err kv__state_fits(gkv_store *s, const char *name, const char *sname,
 int     kv__forked(const gkv_store *s);
 gkv_err kv__fork_refused(gkv_store *s);
 /* A big buffer mapped directly, asked for huge pages (NULL, errno
- * ENOMEM, past the machine's memory), and its release (kv/wb.c). */
+ * ENOMEM, past the machine's memory) (kv/wb.c). */
 void   *kv__big_alloc(size_t len);
-void    kv__big_free(void *p, size_t len);
+/* Frees a write-back push's undo log (st_wb_undo); caller holds
+ * st_wb_lock for writing, or is the only user (close). */
+void    kv__wb_undo_drop(gkv_store *s);
 /* Frees the write-back copies without writing them (a forked child). */
 void    kv__wb_discard(gkv_store *s);
 /* Tests: takes (1) or releases (0) the lock of the process's list of

@@ -340,8 +340,7 @@ size_check(gkv_store *s, uint64_t *mtime, uint64_t *size)
     *mtime = *size = 0;
     if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
         return GKV_OK;
-    *mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u +
-             (uint64_t)st.st_mtim.tv_nsec;
+    *mtime = kv__mtime_ns(&st);
     *size = (uint64_t)st.st_size;
     if ((uint64_t)st.st_size >= seen) {
         cur = seen;                 /* raise it to ours, if still larger */

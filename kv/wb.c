@@ -921,9 +921,7 @@ gkv_writeback_stop(gkv_store *s, const char *name)
             (void)kv__wb_own_publish(s, NULL);
             if (s->st_wb == NULL) {     /* the last one: no push needs the
                                          * undo log any more */
-                big_free(s->st_wb_undo, s->st_wb_undo_len);
-                s->st_wb_undo = NULL;
-                s->st_wb_undo_len = 0;
+                kv__wb_undo_drop(s);
             }
         }
     }
@@ -1071,9 +1069,7 @@ kv__wb_discard(gkv_store *s)
     big_free(s->st_wb_stage, s->st_wb_stage_len);
     s->st_wb_stage = NULL;
     s->st_wb_stage_len = 0;
-    big_free(s->st_wb_undo, s->st_wb_undo_len);
-    s->st_wb_undo = NULL;
-    s->st_wb_undo_len = 0;
+    kv__wb_undo_drop(s);
 }
 
 /* ---- optimizer state reset (gkv_opt_reset) ------------------------------ */
@@ -1170,8 +1166,8 @@ out:
     return rc;
 }
 
-/* big_alloc and big_free for the other files of kv/ (a write-back push's
- * undo log, kv/wb_rows.c). */
+/* big_alloc for the other files of kv/ (a write-back push's undo log,
+ * kv/wb_rows.c), and the log's release. */
 void *
 kv__big_alloc(size_t len)
 {
@@ -1179,7 +1175,9 @@ kv__big_alloc(size_t len)
 }
 
 void
-kv__big_free(void *p, size_t len)
+kv__wb_undo_drop(gkv_store *s)
 {
-    big_free(p, len);
+    big_free(s->st_wb_undo, s->st_wb_undo_len);
+    s->st_wb_undo = NULL;
+    s->st_wb_undo_len = 0;
 }

@@ -33,8 +33,7 @@ undo_get(gkv_store *s, size_t len)
     if (len < UNDO_BIG)
         return gkv__malloc(len);
     if (s->st_wb_undo_len < len) {
-        kv__big_free(s->st_wb_undo, s->st_wb_undo_len);
-        s->st_wb_undo_len = 0;
+        kv__wb_undo_drop(s);
         if ((s->st_wb_undo = kv__big_alloc(len)) == NULL)
             return NULL;
         s->st_wb_undo_len = len;
@@ -52,9 +51,7 @@ undo_put_back(gkv_store *s, unsigned char *u)
     if (u != s->st_wb_undo) {
         gkv__free(u);
     } else if (s->st_wb_undo_len > UNDO_KEEP) {
-        kv__big_free(s->st_wb_undo, s->st_wb_undo_len);
-        s->st_wb_undo = NULL;
-        s->st_wb_undo_len = 0;
+        kv__wb_undo_drop(s);
     }
 }
 

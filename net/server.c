@@ -860,6 +860,10 @@ ops_build(gkv_server *s)
 static gkv_err
 opts_check(const gkv_server_opts *o, unsigned *nserv)
 {
+    /* the largest reply, with its header */
+    uint64_t largest = (o->max_msg ? o->max_msg : GKV_NET_MAX_MSG) +
+                       NET_HDR_LEN;
+
     if ((o->store == NULL && o->part_config == NULL) || o->ip_config == NULL)
         return net__fail(GKV_EINVAL, "server: a store directory (or a "
                          "partition config) and an ip_config are required");
@@ -880,17 +884,13 @@ opts_check(const gkv_server_opts *o, unsigned *nserv)
         return net__fail(GKV_EINVAL, "max message size %llu: must be in "
                          "4096..%d", (unsigned long long)o->max_msg,
                          INT_MAX - NET_HDR_LEN - 64);
-    if (o->max_reply_mem != 0 &&
-        o->max_reply_mem < (o->max_msg ? o->max_msg : GKV_NET_MAX_MSG) +
-                           NET_HDR_LEN)
+    if (o->max_reply_mem != 0 && o->max_reply_mem < largest)
         return net__fail(GKV_EINVAL, "max reply memory %llu is less than the "
                          "largest message, %llu bytes with its header: a "
                          "reply of that size could never be sent; lower "
                          "max_msg (--max-msg) too",
                          (unsigned long long)o->max_reply_mem,
-                         (unsigned long long)((o->max_msg ? o->max_msg :
-                                               GKV_NET_MAX_MSG) +
-                                              NET_HDR_LEN));
+                         (unsigned long long)largest);
     if (o->server_name != NULL && strlen(o->server_name) > NET_HOST_MAX)
         return net__fail(GKV_EINVAL, "server name longer than %u bytes",
                          NET_HOST_MAX);

@@ -288,6 +288,19 @@ owner_hint(const gkv_server *s, const gkv_tensor_desc *d,
     return buf;
 }
 
+/* r fails with the store's error rc about ids[0..n) of tensor d: its
+ * message, and for a range error the owner_hint. */
+static gkv_err
+store_fail(const gkv_server *s, srv_req *r, gkv_err rc,
+           const gkv_tensor_desc *d, const uint64_t *ids, uint64_t n)
+{
+    char hint[320] = "";
+
+    if (rc == GKV_ERANGE)
+        owner_hint(s, d, ids, n, hint, sizeof hint);
+    return srv__fail(r, rc, "%s%s", gkv_store_errmsg(s->store), hint);
+}
+
 /* Fills 'rows' (n of d's rows) with zeros for IDs in d's range: the rows
  * of optimizer state not created yet. GKV_OK, or r failed. */
 static gkv_err
@@ -366,13 +379,8 @@ op_pull(gkv_server *s, srv_req *r)
     if (zeros)
         rc = pull_zeros(s, r, pq.name, &d, ids, pq.n, rows, bytes);
     else if ((rc = gkv_tensor_pull(s->store, tx, pq.name, ids, (size_t)pq.n,
-                                   rows, bytes)) != GKV_OK) {
-        char hint[320] = "";
-
-        if (rc == GKV_ERANGE)
-            owner_hint(s, &d, ids, pq.n, hint, sizeof hint);
-        srv__fail(r, rc, "%s%s", gkv_store_errmsg(s->store), hint);
-    }
+                                   rows, bytes)) != GKV_OK)
+        store_fail(s, r, rc, &d, ids, pq.n);
     if (rc != GKV_OK)
         goto out;       /* the core frees r->out */
     r->out_len = w.off;
@@ -445,11 +453,7 @@ op_push(gkv_server *s, srv_req *r)
     rc = gkv_tensor_push(s->store, pq.name, ids, (size_t)pq.n, rows,
                          (size_t)(pq.n * pq.row_bytes), &pa);
     if (rc != GKV_OK) {
-        char hint[320] = "";
-
-        if (rc == GKV_ERANGE)
-            owner_hint(s, &d, ids, pq.n, hint, sizeof hint);
-        srv__fail(r, rc, "%s%s", gkv_store_errmsg(s->store), hint);
+        store_fail(s, r, rc, &d, ids, pq.n);
         goto out;
     }
     atomic_fetch_add_explicit(&s->stats.pushes, 1, memory_order_relaxed);

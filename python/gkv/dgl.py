@@ -123,9 +123,7 @@ def initialize(ip_config=None, *, token=None, token_file=None, group=None,
     if token is None and token_file is None:
         token_file = env.get("GKV_TOKEN_FILE") or None
     kw.setdefault("num_servers", int(env.get("GKV_NUM_SERVERS", 0)))
-    if _client is not None and not _client.closed:
-        _close_loaders(_client)
-        _client.close()
+    exit_client()
     _client = gkv.Client(
         ip_config, token=token, token_file=token_file,
         group=group if group is not None else env.get("GKV_GROUP", "gkv"),

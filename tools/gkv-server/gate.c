@@ -185,15 +185,6 @@ REAL_LOADER(socket)
 /* ---- small things ------------------------------------------------------- */
 
 static uint64_t
-mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static uint64_t
 get_be64(const unsigned char *p)
 {
     uint64_t v = 0;
@@ -236,7 +227,7 @@ gate_log(const char *fmt, ...)
     char line[768], ts[40];
     struct timespec now;
     struct tm tm;
-    uint64_t t = mono_ms(), dropped = 0;
+    uint64_t t = gkv__now_ms(), dropped = 0;
     va_list ap;
     int n;
 
@@ -428,9 +419,10 @@ auth_release(struct conn *c)
     struct sent *e;
     struct aent *a;
 
-    if (!conn_live(c))
+    /* conn_live(c), keeping the session found */
+    if (c->state != C_AUTH || (e = sess_find(c->sess)) == NULL ||
+        e->ah != c->ah)
         return;
-    e = sess_find(c->sess);
     if (e->nauth > 0)
         e->nauth--;
     if ((a = addr_find(c->ah, 0)) != NULL && a->nauth > 0)
@@ -546,11 +538,13 @@ judge_big(struct conn *c, unsigned char *p, uint64_t L)
 static void
 foreign_clear(struct conn *c, unsigned char *p)
 {
+    const struct sent *e;
     net_hdr q;
 
+    /* one lookup: a live session of another address (sess_find(0) is
+     * NULL) */
     if (net__hdr_get(p + REQ_ID_LEN, NET_HDR_LEN, &q) != 0 ||
-        q.session == 0 || sess_find(q.session) == NULL ||
-        sess_ok(q.session, c->ah))
+        (e = sess_find(q.session)) == NULL || e->ah == c->ah)
         return;
     gate_log("connection from %s: a %s request carrying another address's "
              "session, its session cleared", c->addr,
@@ -843,7 +837,7 @@ pre_room(uint64_t ah, uint64_t kh, const char *addr, const char *key,
 static int
 conn_unauth(struct conn *c)
 {
-    uint64_t now = mono_ms();
+    uint64_t now = gkv__now_ms();
 
     if (!pre_room(c->ah, c->kh, c->addr, c->key, now))
         return -1;
@@ -866,7 +860,7 @@ admit(int fd)
 
     if (g.cap == 0 || !peer_text(fd, addr, key))
         return 1;                   /* not started, or no TCP peer */
-    now = mono_ms();
+    now = gkv__now_ms();
     pthread_mutex_lock(&g.mu);
     if (fd >= g.cap)
         gate_log("connection from %s closed at once: descriptor %d is past "
