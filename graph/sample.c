@@ -11,16 +11,6 @@
 #include <time.h>
 #include "graph/sample_int.h"
 
-static inline void
-cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 /* Three arrays that share one capacity *cap, grown together to hold
  * 'need' entries; *cap is what all three hold. -1: out of memory (*cap
  * unchanged). */
@@ -298,14 +288,12 @@ tb_free(struct tbuf *tb)
     gkv__free(tb->spos[1]);
     gkv__free(tb->u);
     gkv__free(tb->e);
-    gkv__free(tb->rank);
     gkv__free(tb->cnt);
     gkv__free(tb->allow);
     gkv__free(tb->S);
     gkv__free(tb->wv);
     gkv__free(tb->pick);
     gkv__free(tb->hset);
-    gkv__free(tb->ovr);
 }
 
 void
@@ -324,6 +312,12 @@ gkv_sampler_free(gkv_sampler *s)
     gkv__free(s->mk);
     gkv__free(s->mkraw);
     gkv__free(s->ch);
+    for (size_t i = 0; i < s->cbcap; i++) {
+        gkv__free(s->cb[i].u);
+        gkv__free(s->cb[i].e);
+        gkv__free(s->cb[i].cnt);
+    }
+    gkv__free(s->cb);
     if (s->ex != NULL)
         for (int e = 0; e < s->net; e++)
             gkv__free(s->ex[e]);
@@ -378,7 +372,7 @@ gkv_sampler_new(gkv_sampler **out, const gkv_sgraph *sg, int nthreads)
     s->sg = sg;
     s->nt = nthreads < 1 ? 1 : nthreads;
     s->share_par = 1.0;
-    s->pre_max = SIZE_MAX;
+    s->caller_max = SIZE_MAX;
     s->nnt = sg->nnt;
     s->net = sg->net;
     nnt = (size_t)s->nnt;

@@ -1,8 +1,8 @@
-/* sample_par.c - a hop on several threads: the frontier cut into chunks;
- * with relabelling, the caller's prefix labelled in order and the
- * workers' suffix keyed on the markers and merged (sample_hop.c's opening
- * comment), so that the result is the one-thread result; and the parallel
- * reset of the markers. */
+/* sample_par.c - a hop on several threads: the frontier cut into chunks,
+ * picked side by side; with relabelling, each chunk's picks kept apart and
+ * labelled in frontier order by one thread at a time (sample_hop.c's
+ * opening comment), so that the result is the one-thread result; and the
+ * parallel reset of the markers. */
 #include <limits.h>
 #include "graph/sample_int.h"
 
@@ -26,198 +26,8 @@ ph_pick(gkv_sampler *s, int tid)
         c->n = 0;
         if ((long)ci > atomic_load_explicit(&s->fail_ci, memory_order_relaxed))
             continue;
-        graph__pipe_range(s, tb, (long)ci, c->et, c->lo, c->hi, P3_NONE, 0);
+        graph__pipe_range(s, tb, (long)ci, c->et, c->lo, c->hi, P3_NONE);
         c->n = tb->ue_len - c->uoff;
-    }
-}
-
-/* Relabel, phase A: the caller (tid 0) takes chunks from the front, in
- * order, and labels them as one thread would (the prefix, at most
- * s->pre_max chunks); the workers take chunks from the back and leave
- * their keys on the markers (the suffix), as the caller does once it has
- * labelled pre_max chunks. Front and back meet where the work runs out,
- * so a worker that the OS does not run only makes the prefix longer. */
-static void
-ph_label(gkv_sampler *s, int tid)
-{
-    struct tbuf *tb = &s->tb[tid];
-    const uint64_t lo32 = 0xffffffffu;
-    size_t nfront = 0;
-
-    for (;;) {
-        uint64_t w = atomic_load_explicit(&s->fb, memory_order_relaxed);
-        int front = tid == 0 && nfront < s->pre_max;
-        size_t ci;
-        struct chunk *c;
-        do {
-            if ((w & lo32) >= (w >> 32))
-                return;
-        } while (!atomic_compare_exchange_weak_explicit(
-                     &s->fb, &w, front ? w + 1 : w - (lo32 + 1),
-                     memory_order_relaxed, memory_order_relaxed));
-        ci = front ? (size_t)(w & lo32) : (size_t)(w >> 32) - 1;
-        c = &s->ch[ci];
-        c->tid = tid;
-        c->pre = front;
-        if (front) {
-            nfront++;
-            tb->ue_len = tb->cnt_len = 0;
-        }
-        c->uoff = tb->ue_len;
-        c->coff = tb->cnt_len;
-        c->n = 0;
-        if ((long)ci > atomic_load_explicit(&s->fail_ci, memory_order_relaxed))
-            continue;
-        graph__pipe_range(s, tb, (long)ci, c->et, c->lo, c->hi,
-                          front ? P3_PREFIX : P3_KEYS, c->uoff);
-        c->n = tb->ue_len - c->uoff;
-        if (c->n >= (UINT64_C(1) << KEY_IX_BITS))
-            graph__tb_fail(s, tb, (long)ci, GKV_ENOMEM, "%zu picks in one "
-                           "chunk of edge type %d: too many", c->n, c->et);
-    }
-}
-
-/* The rank entry of the pick whose key is k. */
-static inline int64_t *
-key_slot(const gkv_sampler *s, uint64_t k)
-{
-    const struct chunk *c = &s->ch[KEY_CH(k)];
-    return s->tb[c->tid].rank + c->uoff + KEY_IX(k);
-}
-
-/* Relabel, after phase A: the logs (one per thread, taken from s->next).
- * The rank of a pick whose key left its marker names what replaced it: an
- * earlier pick's key, or a local ID + 1. */
-static void
-ph_logs(gkv_sampler *s, int tid)
-{
-    (void)tid;
-    for (;;) {
-        size_t i = atomic_fetch_add_explicit(&s->next, 1,
-                                             memory_order_relaxed);
-        const struct tbuf *tb;
-        if (i >= (size_t)s->nt)
-            break;
-        tb = &s->tb[i];
-        for (size_t q = 0; q < tb->ovr_len; q += 2)
-            *key_slot(s, tb->ovr[q]) = (int64_t)tb->ovr[q + 1];
-    }
-}
-
-/* Relabel, after the logs: in each suffix chunk (from s->next), a pick
- * whose rank is still its own key is its node's first appearance; its
- * rank becomes FIRSTBIT | its chunk | its index among the chunk's first
- * appearances, counted in c->nnew. */
-static void
-ph_first(gkv_sampler *s, int tid)
-{
-    (void)tid;
-    for (;;) {
-        size_t ci = atomic_fetch_add_explicit(&s->next, 1,
-                                              memory_order_relaxed);
-        struct chunk *c;
-        int64_t *rank;
-        uint64_t r, r0;
-        if (ci >= s->nch)
-            break;
-        c = &s->ch[ci];
-        rank = s->tb[c->tid].rank + c->uoff;
-        r = r0 = FIRSTBIT | ((uint64_t)ci << KEY_IX_BITS);
-        for (size_t j = 0; j < c->n; j++)
-            if ((uint64_t)rank[j] == KEY(ci, j))
-                rank[j] = (int64_t)r++;
-        c->nnew = r - r0;
-    }
-}
-
-/* Relabel, between ph_first and ph_write (one thread): each suffix chunk's
- * first local ID (in chunk order, after the prefix's) and edge offset;
- * grows the node lists and the edges. */
-static gkv_err
-suffix_place(gkv_sampler *s, size_t front)
-{
-    struct run *R = &s->R;
-    struct blay *L = R->L;
-
-    for (size_t ci = front; ci < s->nch; ci++) {
-        struct chunk *c = &s->ch[ci];
-        int nb = nbr_ntype(s->sg, c->et, R->dir);
-        c->base = (int64_t)L->nodes[nb].num_src;
-        L->nodes[nb].num_src += c->nnew;
-        c->eoff = L->edges[c->et].n;
-        L->edges[c->et].n += c->n;
-    }
-    for (int t = 0; t < s->nnt; t++) {
-        if (graph__grow(&L->ids[t], &L->idcap[t], L->nodes[t].num_src,
-                        sizeof *L->ids[t]))
-            return GKV_ENOMEM;
-        R->f[t] = L->ids[t];
-    }
-    for (int e = 0; e < s->net; e++)
-        if (graph__earr_grow(&L->ea[e], L->edges[e].n))
-            return GKV_ENOMEM;
-    return GKV_OK;
-}
-
-/* Relabel, the last phase: the suffix chunks' edges into the block, each
- * pick's local source from its rank, following the keys it names to a
- * local ID + 1 or a first appearance; a first appearance also writes the
- * node list and its marker (local ID + 1, for the next hop). Chunks from
- * s->next. */
-static void
-ph_write(gkv_sampler *s, int tid)
-{
-    struct blay *L = s->R.L;
-
-    (void)tid;
-    for (;;) {
-        size_t ci = atomic_fetch_add_explicit(&s->next, 1,
-                                              memory_order_relaxed);
-        const struct chunk *c;
-        const struct tbuf *tb;
-        const int64_t *u, *e, *cnt, *rank;
-        int64_t *ids, *es, *ed, *ee;
-        amark *mk;
-        size_t j = 0, o;
-        int nb;
-        if (ci >= s->nch)
-            break;
-        c = &s->ch[ci];
-        tb = &s->tb[c->tid];
-        nb = nbr_ntype(s->sg, c->et, s->R.dir);
-        /* after the batch's last hop only the reset reads the markers,
-         * and it finds the nodes in the lists */
-        mk = s->R.last ? NULL : s->mk[nb];
-        ids = L->ids[nb];
-        es = L->ea[c->et].s;
-        ed = L->ea[c->et].d;
-        ee = L->ea[c->et].e;
-        u = tb->u + c->uoff;
-        e = tb->e + c->uoff;
-        rank = tb->rank + c->uoff;
-        cnt = tb->cnt + c->coff;
-        o = c->eoff;
-        for (int64_t i = c->lo; i < c->hi; i++) {
-            for (int64_t k = cnt[i - c->lo]; k > 0; k--, j++, o++) {
-                uint64_t m = (uint64_t)rank[j];
-                int64_t lab;
-                if (m & FIRSTBIT) {
-                    lab = c->base + (int64_t)KEY_IX(m);
-                    ids[lab] = u[j];
-                    if (mk != NULL)
-                        STORE(&mk[u[j]], (uint64_t)lab + 1);
-                } else {
-                    while (m >= KEYBIT && !(m & FIRSTBIT))
-                        m = (uint64_t)*key_slot(s, m);
-                    lab = m & FIRSTBIT ? s->ch[KEY_CH(m)].base +
-                                         (int64_t)KEY_IX(m)
-                          : (int64_t)m - 1;
-                }
-                es[o] = lab;
-                ed[o] = i;
-                ee[o] = e[j];
-            }
-        }
     }
 }
 
@@ -259,11 +69,11 @@ ph_copy(gkv_sampler *s, int tid)
     }
 }
 
-/* After phase A of a relabel: the prefix's new nodes into the node lists
- * (where the end of the batch resets their markers). When there is no
- * room, their markers go back to 0 here and GKV_ENOMEM. */
+/* After a relabelling hop: its new nodes into the node lists (where the
+ * end of the batch resets their markers). When there is no room, their
+ * markers go back to 0 here and GKV_ENOMEM. */
 static gkv_err
-prefix_list(gkv_sampler *s)
+new_nodes_list(gkv_sampler *s)
 {
     struct blay *L = s->R.L;
     gkv_err rc = GKV_OK;
@@ -284,60 +94,133 @@ prefix_list(gkv_sampler *s)
     return rc;
 }
 
-/* After a failed relabel: markers still holding a key back to 0. */
+/* Relabel: tb and chunk buffer b swap their picks (u, e, cnt). */
 static void
-keys_clear(gkv_sampler *s)
+cb_swap(struct tbuf *tb, struct cbuf *b)
 {
-    for (size_t ci = 0; ci < s->nch; ci++) {
-        const struct chunk *c = &s->ch[ci];
-        const int64_t *u = s->tb[c->tid].u + c->uoff;
-        amark *mk = s->mk[nbr_ntype(s->sg, c->et, s->R.dir)];
-        if (c->pre)
-            continue;
-        for (size_t j = 0; j < c->n; j++)
-            if (LOAD(&mk[u[j]]) >= KEYBIT)
-                STORE(&mk[u[j]], 0);
+    struct cbuf t = *b;
+
+    b->u = tb->u;
+    b->e = tb->e;
+    b->ue_cap = tb->ue_cap;
+    b->ue_len = tb->ue_len;
+    b->cnt = tb->cnt;
+    b->cnt_cap = tb->cnt_cap;
+    b->cnt_len = tb->cnt_len;
+    tb->u = t.u;
+    tb->e = t.e;
+    tb->ue_cap = t.ue_cap;
+    tb->ue_len = t.ue_len;
+    tb->cnt = t.cnt;
+    tb->cnt_cap = t.cnt_cap;
+    tb->cnt_len = t.cnt_len;
+}
+
+/* Relabel: while the next chunk to label has its picks and no other
+ * thread labels, label chunks in order (s->tok is the right to label,
+ * s->lab the next chunk). A thread that marks a chunk picked and finds
+ * another thread labelling leaves the chunk to it: that thread, after
+ * letting go, looks at the next chunk again, and with seq_cst on both
+ * sides one of the two sees the other's store. Labelling stops at the
+ * first chunk that failed. */
+static void
+label_ready(gkv_sampler *s, struct tbuf *tb)
+{
+    for (;;) {
+        size_t l = atomic_load(&s->lab);
+        int z = 0;
+        if (l >= s->nch || !atomic_load(&s->ch[l].ready) ||
+            !atomic_compare_exchange_strong(&s->tok, &z, 1))
+            return;
+        while ((l = atomic_load_explicit(&s->lab, memory_order_relaxed)) <
+               s->nch && atomic_load_explicit(&s->ch[l].ready,
+                                              memory_order_acquire)) {
+            const struct chunk *c = &s->ch[l];
+            if ((long)l >= atomic_load(&s->fail_ci)) {
+                atomic_store(&s->lab, s->nch);
+                break;
+            }
+            cb_swap(tb, &s->cb[l]);
+            (void)graph__label_chunk(s, tb, c->et, c->lo, c->hi);
+            cb_swap(tb, &s->cb[l]);
+            atomic_store_explicit(&s->lab, l + 1, memory_order_relaxed);
+        }
+        atomic_store(&s->tok, 0);
     }
 }
 
-/* The relabelling hop of s->R on the workers: phase A, the merge, the
- * suffix's edges. */
+/* Relabel: each thread takes chunks in frontier order from s->next, puts
+ * their picks (P1 and P2) in the chunk's buffers and marks them ready,
+ * then labels what is ready (label_ready). The caller picks at most
+ * s->caller_max chunks and then only labels until every chunk is taken;
+ * the job ends when the last chunk is labelled, by whoever picked it or
+ * was labelling then. */
+static void
+ph_relabel(gkv_sampler *s, int tid)
+{
+    struct tbuf *tb = &s->tb[tid];
+    size_t npick = 0;
+
+    for (;;) {
+        size_t ci;
+        struct chunk *c;
+        if (tid == 0 && npick >= s->caller_max) {
+            while (atomic_load(&s->next) < s->nch) {
+                label_ready(s, tb);
+                cpu_relax();
+            }
+            break;
+        }
+        ci = atomic_fetch_add(&s->next, 1);
+        if (ci >= s->nch)
+            break;
+        npick++;
+        c = &s->ch[ci];
+        if ((long)ci <= atomic_load_explicit(&s->fail_ci,
+                                             memory_order_relaxed)) {
+            cb_swap(tb, &s->cb[ci]);
+            tb->ue_len = tb->cnt_len = 0;
+            (void)graph__pipe_range(s, tb, (long)ci, c->et, c->lo, c->hi,
+                                    P3_NONE);
+            cb_swap(tb, &s->cb[ci]);
+        }
+        atomic_store(&c->ready, 1);
+        label_ready(s, tb);
+    }
+    label_ready(s, tb);
+}
+
+/* The relabelling hop of s->R on the workers. */
 static gkv_err
 hop_relabel(gkv_sampler *s)
 {
     struct blay *L = s->R.L;
-    size_t front;
     gkv_err rc;
 
-    for (int t = 0; t < s->nnt; t++)
-        s->ntot[t] = L->nodes[t].num_src;
-    atomic_store(&s->fb, (uint64_t)s->nch << 32);
-    graph__pool_run(s, ph_label);
-    front = (size_t)(atomic_load(&s->fb) & 0xffffffffu);
-    rc = prefix_list(s);
-    for (int t = 0; t < s->nnt; t++)
-        s->ntot[t] = L->nodes[t].num_src;
-    if (atomic_load(&s->fail_ci) != LONG_MAX) {
-        keys_clear(s);
-        return GKV_EINVAL;
+    if (s->nch > s->cbcap) {
+        size_t old = s->cbcap;
+        if (graph__grow(&s->cb, &s->cbcap, s->nch, sizeof *s->cb)) {
+            graph__tb_fail(s, &s->tb[0], 0, GKV_ENOMEM, "out of memory for "
+                           "the work list");
+            return GKV_ENOMEM;
+        }
+        memset(s->cb + old, 0, (s->cbcap - old) * sizeof *s->cb);
     }
+    for (size_t ci = 0; ci < s->nch; ci++)
+        atomic_store_explicit(&s->ch[ci].ready, 0, memory_order_relaxed);
+    for (int t = 0; t < s->nnt; t++)
+        s->ntot[t] = L->nodes[t].num_src;
     atomic_store(&s->next, 0);
-    graph__pool_run(s, ph_logs);
-    atomic_store(&s->next, front);
-    graph__pool_run(s, ph_first);
-    if (rc != GKV_OK || suffix_place(s, front) != GKV_OK) {
-        /* the lists as the prefix left them; the suffix's nodes still
-         * hold keys */
-        for (int t = 0; t < s->nnt; t++)
-            L->nodes[t].num_src = s->ntot[t];
-        keys_clear(s);
-        graph__tb_fail(s, &s->tb[0], 0, GKV_ENOMEM, "out of memory for the "
-                       "sampled edges");
-        return GKV_ENOMEM;
-    }
-    atomic_store(&s->next, front);
-    graph__pool_run(s, ph_write);
-    return GKV_OK;
+    atomic_store(&s->lab, 0);
+    atomic_store(&s->tok, 0);
+    graph__pool_run(s, ph_relabel);
+    rc = new_nodes_list(s);
+    if (atomic_load(&s->fail_ci) != LONG_MAX)
+        return GKV_EINVAL;
+    if (rc != GKV_OK)
+        graph__tb_fail(s, &s->tb[0], 0, rc, "out of memory for the node "
+                       "lists");
+    return rc;
 }
 
 gkv_err
@@ -345,23 +228,12 @@ graph__hop_parallel(gkv_sampler *s, size_t total)
 {
     struct run *R = &s->R;
     struct tbuf *tb0 = &s->tb[0];
-    size_t chs = total / ((size_t)s->nt * 8), maxch;
+    size_t chs = total / ((size_t)s->nt * 8);
 
     if (chs < SUB)
         chs = SUB;
     if (chs > 1024)
         chs = 1024;
-    /* a key holds the chunk index in KEY_CH_BITS bits */
-    maxch = ((size_t)1 << KEY_CH_BITS) - 1;
-    for (;;) {
-        size_t n = 0;
-        for (int et = 0; et < s->net; et++)
-            if (R->fan[et] != 0)
-                n += (R->nf[col_ntype(s->sg, et, R->dir)] + chs - 1) / chs;
-        if (n <= maxch)
-            break;
-        chs *= 2;
-    }
     s->nch = 0;
     for (int et = 0; et < s->net; et++) {
         size_t nf;
@@ -383,7 +255,7 @@ graph__hop_parallel(gkv_sampler *s, size_t total)
         }
     }
     for (int i = 0; i < s->nt; i++)
-        s->tb[i].ue_len = s->tb[i].cnt_len = s->tb[i].ovr_len = 0;
+        s->tb[i].ue_len = s->tb[i].cnt_len = 0;
     if (R->relabel)
         return hop_relabel(s);
     atomic_store(&s->next, 0);
@@ -456,7 +328,7 @@ graph__markers_reset(gkv_sampler *s, struct blay *L)
 }
 
 void
-graph__sample_prefix_max(gkv_sampler *s, size_t n)
+graph__sample_caller_max(gkv_sampler *s, size_t n)
 {
-    s->pre_max = n;
+    s->caller_max = n;
 }

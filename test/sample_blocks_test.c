@@ -1,7 +1,7 @@
 /* sample_blocks_test.c - the sampler (graph/gkv_sample.h) gives the same
  * blocks however they are made: over seeds and thread counts
- * (determinism; wherever a parallel hop's in-order prefix meets the
- * workers' suffix), split over column ranges as partitions own them, as edge
+ * (determinism; whichever thread picks or labels a parallel hop's
+ * chunks), split over column ranges as partitions own them, as edge
  * mini-batches, and after allocation failures (each failing call reports
  * GKV_ENOMEM and leaks nothing). Hand-checked samples on fixed graphs:
  * sample_test.c. */
@@ -16,8 +16,8 @@
 #include "graph/graph_seam.h"       /* graph__sample_hop */
 
 /* graph/sample_par.c, for tests: at most n chunks of a parallel
- * relabelling hop in the caller's in-order prefix. */
-void graph__sample_prefix_max(gkv_sampler *s, size_t n);
+ * relabelling hop picked by the caller (past them it only labels). */
+void graph__sample_caller_max(gkv_sampler *s, size_t n);
 
 /* ---- determinism -------------------------------------------------------- */
 
@@ -125,13 +125,14 @@ test_determinism(void **state)
     free(seeds);
 }
 
-/* A parallel relabelling hop cuts the frontier into a prefix that the
- * caller labels in order and a suffix that the workers key and merge;
- * where they meet depends on the scheduling. Fixing the meeting point
- * (no prefix at all: every thread keys; one or three chunks; the default)
- * on 2, 3 and 4 threads, in every mode, gives the one-thread blocks. */
+/* A parallel relabelling hop cuts the frontier into chunks that every
+ * thread picks and one thread at a time labels in order; who picks and
+ * who labels which chunk depends on the scheduling. Letting the caller
+ * pick at most 0, 1 or 3 chunks (so the workers pick the rest and the
+ * caller labels chunks they picked) or any number, on 2, 3 and 4 threads,
+ * in every mode, gives the one-thread blocks. */
 static void
-test_prefix_split(void **state)
+test_caller_split(void **state)
 {
     gkv_graph *g = gkvt_rmat(13, 5);
     int64_t N = gkv_graph_num_nodes(g, 0);
@@ -173,11 +174,12 @@ test_prefix_split(void **state)
             for (int q = 0; q < 4; q++) {
                 /* fresh: a sampler's first call runs on all its threads */
                 gkv_sampler *x = gkvt_sampler(sg, t);
-                graph__sample_prefix_max(x, pm[q]);
+                graph__sample_caller_max(x, pm[q]);
                 GKVT_OK(gkv_sample_blocks(x, sd.p, sd.n, fan, 1, 3, &o, b));
                 if (!gkvt_bcopy_same(&ref, b))
-                    fail_msg("mode %d, %d threads, prefix of at most %zu "
-                             "chunks: differs from 1 thread", mode, t, pm[q]);
+                    fail_msg("mode %d, %d threads, caller picking at most "
+                             "%zu chunks: differs from 1 thread", mode, t,
+                             pm[q]);
                 gkv_sampler_free(x);
             }
         gkvt_bcopy_free(&ref);
@@ -575,7 +577,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_prefix_split),
+        cmocka_unit_test(test_caller_split),
         cmocka_unit_test(test_split_adjacency),
         cmocka_unit_test(test_edge_batch),
         cmocka_unit_test(test_alloc_failures),

@@ -22,8 +22,8 @@
  * without replacement (k with replacement, 0 for deg 0), no duplicate eid
  * per dst without replacement, new sources in first-appearance order. */
 /* graph/sample_par.c, for tests: at most n chunks of a parallel
- * relabelling hop in the caller's in-order prefix. */
-void graph__sample_prefix_max(gkv_sampler *s, size_t n);
+ * relabelling hop picked by the caller (past them it only labels). */
+void graph__sample_caller_max(gkv_sampler *s, size_t n);
 
 static void
 check_blocks_homo(const gkv_graph *g, const gkv_csc *csc, const gkv_block *b,
@@ -149,17 +149,17 @@ test_hetero_threads(void **state)
         if (!gkvt_bcopy_same(&ref, b))
             fail_msg("%d threads differ from 1", t);
     }
-    /* wherever the caller's in-order prefix of a parallel hop meets the
-     * workers' suffix (no prefix, one chunk, the default), on fresh
+    /* whoever picks a parallel hop's chunks (the caller picking at most
+     * none, one chunk, any number: it labels the workers'), on fresh
      * samplers (their first call runs on all threads) */
     for (int t = 2; t <= 4; t++)
         for (int q = 0; q < 3; q++) {
             gkv_sampler *x = gkvt_sampler(sg, t);
-            graph__sample_prefix_max(x, q == 2 ? SIZE_MAX : (size_t)q);
+            graph__sample_caller_max(x, q == 2 ? SIZE_MAX : (size_t)q);
             GKVT_OK(gkv_sample_blocks(x, sp, sn, fan, 3, 2, NULL, b));
             if (!gkvt_bcopy_same(&ref, b))
-                fail_msg("%d threads, prefix of at most %d chunks: differ "
-                         "from 1 thread", t, q == 2 ? -1 : q);
+                fail_msg("%d threads, caller picking at most %d chunks: "
+                         "differ from 1 thread", t, q == 2 ? -1 : q);
             gkv_sampler_free(x);
         }
     GKVT_OK(gkv_sample_blocks(s[3], sp, sn, fan, 3, 2, NULL, b));
