@@ -288,12 +288,14 @@ tb_free(struct tbuf *tb)
     gkv__free(tb->spos[1]);
     gkv__free(tb->u);
     gkv__free(tb->e);
+    gkv__free(tb->rank);
     gkv__free(tb->cnt);
     gkv__free(tb->allow);
     gkv__free(tb->S);
     gkv__free(tb->wv);
     gkv__free(tb->pick);
     gkv__free(tb->hset);
+    gkv__free(tb->ovr);
 }
 
 void
@@ -315,6 +317,7 @@ gkv_sampler_free(gkv_sampler *s)
     for (size_t i = 0; i < s->cbcap; i++) {
         gkv__free(s->cb[i].u);
         gkv__free(s->cb[i].e);
+        gkv__free(s->cb[i].rank);
         gkv__free(s->cb[i].cnt);
     }
     gkv__free(s->cb);

@@ -24,19 +24,43 @@
  * sub-block's time to land.
  *
  * On one thread P3 writes the block directly. On several (a relabelling
- * hop; sample_par.c), the frontier is cut into chunks, taken in order from
- * a shared counter by every thread, and each chunk's picks (P1 and P2)
- * go to buffers of its own; the labels (P3) are then given chunk by chunk
- * in frontier order by whichever thread finds the next chunk picked and
- * no other thread labelling (graph__label_chunk), so they are the
- * one-thread labels, for any thread count and any schedule. The picks,
- * the larger part of the work, run side by side; the labelling, one
- * random marker access per pick, on one thread at a time beside the other
- * threads' picks.
- * Markers are not reset between hops: the next hop's destination nodes
- * are this hop's node list in the same order, so the local IDs stay
- * right. They are reset once at the end of a batch (every node labelled
- * is in the last list).
+ * hop; sample_par.c), the frontier is cut into chunks, and the relabel is
+ * made deterministic one of two ways.
+ *
+ * Ordered (two threads): both threads take chunks in frontier order from
+ * a shared counter and pick them (P1 and P2) into buffers that belong to
+ * the chunk; labels (P3) are given chunk by chunk in frontier order by
+ * whichever thread finds the next chunk picked and no other thread
+ * labelling (graph__label_chunk). The picks, about 60 % of the work, run
+ * side by side; the labelling, one random marker access per pick, runs
+ * on one thread at a time beside the other's picks, so two threads do
+ * little more work than one, but the labelling caps the gain at about
+ * 2.5x whatever the thread count.
+ *
+ * Keyed (three threads or more), without a second pass over the markers:
+ *   A   the caller takes chunks from the front, in order, and labels them
+ *       as one thread would (the prefix: P3 with plain loads, and an
+ *       atomic exchange where it gives a node its local ID); the workers
+ *       take chunks from the back (the suffix) and, as P3, put
+ *       KEY(chunk, index) on each neighbour's marker as an atomic minimum
+ *       (a local ID + 1, always below KEYBIT, stays). A pick's rank is its
+ *       key when it went in, else what the marker held. Whoever takes a
+ *       key off a marker logs it with what replaced it;
+ *   -   the logs are applied to the ranks: a pick whose rank is still its
+ *       own key is its node's first appearance in edge order, as the
+ *       keys follow edge order and the prefix comes first;
+ *   -   (serial, per chunk) the suffix's first local IDs and edge offsets;
+ *   W   every suffix pick's local source from its rank (following the
+ *       keys it names), into the block; the first appearances write the
+ *       node list and, unless it is the batch's last hop, their markers.
+ * Front and back meet where the work runs out, so a worker that the OS
+ * does not run only lengthens the prefix. Two threads do about 1.3x one
+ * thread's work this way, but every thread labels.
+ *
+ * Either way the result is the one-thread result, for any thread count
+ * and any schedule. Markers are not reset between hops: the next hop's destination nodes are this hop's
+ * node list in the same order, so the local IDs stay right. They are reset
+ * once at the end of a batch (every node labelled is in the last list).
  */
 #include <limits.h>
 #include <math.h>
@@ -160,19 +184,12 @@ wsearch(const double *S, const float *wv, int64_t m, double t)
     return 0;
 }
 
-/* Makes room for 'need' entries in tb->u and tb->e. */
+/* Makes room for 'need' entries in tb->u, tb->e and tb->rank. */
 static int
 ue_room(struct tbuf *tb, size_t need)
 {
-    size_t c = tb->ue_cap;
-
-    if (graph__grow(&tb->u, &c, need, sizeof *tb->u))
-        return -1;
-    c = tb->ue_cap;
-    if (graph__grow(&tb->e, &c, need, sizeof *tb->e))
-        return -1;
-    tb->ue_cap = c;
-    return 0;
+    return graph__grow3(&tb->u, sizeof *tb->u, &tb->e, sizeof *tb->e,
+                        &tb->rank, sizeof *tb->rank, &tb->ue_cap, need);
 }
 
 /* Makes room for 'need' more positions after the first np. */
@@ -513,11 +530,27 @@ struct sbk {                  /* one sub-block in the pipeline */
     size_t  coff, uoff, np;   /* its counts, picks in tb's buffers */
 };
 
+/* Logs that key k left a marker for v (a later key's replacement, or a
+ * local ID + 1). -1 when out of memory. */
+static inline int
+ovr_add(struct tbuf *tb, uint64_t k, uint64_t v)
+{
+    if (graph__grow(&tb->ovr, &tb->ovr_cap, tb->ovr_len + 2,
+                    sizeof *tb->ovr))
+        return -1;
+    tb->ovr[tb->ovr_len++] = k;
+    tb->ovr[tb->ovr_len++] = v;
+    return 0;
+}
+
 /* P3, relabel in edge order: new neighbours get the next local IDs; the
  * edges go straight into the block. One thread (pre 0): the node list is
- * the block's. A chunk of a parallel hop (pre 1, graph__label_chunk): the
- * other threads read the frontier, which may be the block's node list, so
- * the new nodes go to s->pid until the hop ends. */
+ * the block's. The caller's prefix of a keyed parallel hop (pre 1): the
+ * workers read the frontier, which may be the block's node list, so the
+ * new nodes go to s->pid until the hop's merge; a marker holding a
+ * worker's key (sample_par.c) is overwritten too, as the prefix comes
+ * first. A chunk of an ordered parallel hop (pre 2): new nodes to s->pid
+ * as well; no marker holds a key there. */
 static inline __attribute__((always_inline)) gkv_err
 p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
          int pre)
@@ -531,6 +564,7 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
     size_t ni = pre ? nn - s->ntot[nb] : 0;       /* pre: next in ids */
     const int64_t *cnt = tb->cnt + d->coff, *u = tb->u, *e = tb->e;
     int64_t *ids, *es, *ed, *ee;
+    uint64_t m0;
 
     if (graph__earr_grow(ea, o + d->np) ||
         (pre ? graph__grow(&s->pid[nb], &s->pidcap[nb], ni + d->np,
@@ -552,10 +586,17 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
         for (int64_t c = cnt[i - d->lo]; c > 0; c--, j++, o++) {
             int64_t x = u[j];
             uint64_t m = LOAD(&mk[x]);
-            if (m == 0) {                   /* unseen */
+            if (m - 1 >= KEYBIT - 1) {      /* 0 (unseen) or a key */
                 ids[pre ? ni++ : nn] = x;
                 m = ++nn;
-                STORE(&mk[x], m);
+                if (pre != 1) {
+                    STORE(&mk[x], m);
+                } else if ((m0 = atomic_exchange_explicit(
+                                &mk[x], m, memory_order_relaxed)) != 0) {
+                    /* a worker's key: its pick is no first appearance */
+                    if (ovr_add(tb, m0, m))
+                        goto nomem;
+                }
             }
             es[o] = (int64_t)m - 1;
             ed[o] = i;
@@ -565,6 +606,14 @@ p3_label(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
     L->nodes[nb].num_src = nn;
     L->edges[et].n = o;
     return GKV_OK;
+nomem:
+    /* the nodes labelled so far go in the list, so that the reset after
+     * the failed call clears their markers (else the next call on this
+     * sampler took them for labelled, with stale IDs) */
+    L->nodes[nb].num_src = nn;
+    L->edges[et].n = o;
+    return graph__tb_fail(s, tb, 0, GKV_ENOMEM, "out of memory for the "
+                          "relabel");
 }
 
 /* P3, one thread, single hop: the edges in global IDs. */
@@ -594,7 +643,37 @@ p3_copy(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d)
     return GKV_OK;
 }
 
-/* A chunk of a parallel relabelling hop (sample_par.c): the picks of
+/* P3 of a worker's chunk in a parallel relabel: each pick's key (chunk
+ * ci, index from the chunk's start 'cbase' in tb->u) as an atomic minimum
+ * on its neighbour's marker; tb->rank[j] = the key when it went in, else
+ * what the marker held (a local ID + 1, or an earlier pick's key). A key
+ * taken off a marker is logged with the one that replaced it. */
+static gkv_err
+p3_keys(gkv_sampler *s, struct tbuf *tb, int et, const struct sbk *d,
+        long ci, size_t cbase)
+{
+    amark *mk = s->mk[nbr_ntype(s->sg, et, s->R.dir)];
+
+    for (size_t j = d->uoff; j < d->uoff + d->np; j++) {
+        uint64_t key = KEY(ci, j - cbase);
+        amark *p = &mk[tb->u[j]];
+        uint64_t m = LOAD(p);
+        while (m == 0 || m > key) {
+            if (atomic_compare_exchange_weak_explicit(
+                    p, &m, key, memory_order_relaxed, memory_order_relaxed)) {
+                if (m != 0 && ovr_add(tb, m, key))
+                    return graph__tb_fail(s, tb, ci, GKV_ENOMEM, "out of "
+                                          "memory for the relabel");
+                m = key;
+                break;
+            }
+        }
+        tb->rank[j] = (int64_t)m;
+    }
+    return GKV_OK;
+}
+
+/* A chunk of an ordered parallel hop (sample_par.c): the picks of
  * frontier nodes [lo, hi) of edge type et, which tb's buffers hold from
  * their start (picked by any thread), labelled as one thread would after
  * the chunks before it; the new nodes go to s->pid. Each sub-block's
@@ -623,7 +702,7 @@ graph__label_chunk(gkv_sampler *s, struct tbuf *tb, int et, int64_t lo,
             y->np += (size_t)tb->cnt[i - lo];
         for (size_t q = y->uoff; q < y->uoff + y->np; q++)
             __builtin_prefetch((const void *)(mk + tb->u[q]), 1);
-        if (!first && (rc = p3_label(s, tb, et, x, 1)) != GKV_OK)
+        if (!first && (rc = p3_label(s, tb, et, x, 2)) != GKV_OK)
             return rc;
         if (y->lo == hi)
             return GKV_OK;
@@ -633,13 +712,15 @@ graph__label_chunk(gkv_sampler *s, struct tbuf *tb, int et, int64_t lo,
 /* Samples frontier nodes [lo, hi) of edge type et in sub-blocks of SUB,
  * software-pipelined so that every prefetch has a sub-block's time to
  * land: step j runs P1 of sub-block j, P2 of j - 1 and P3 of j - 2. Counts
- * and picks are appended to tb's buffers. */
+ * and picks are appended to tb's buffers; 'cbase' is where chunk ci's
+ * picks start there (P3_KEYS). */
 gkv_err
 graph__pipe_range(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t lo,
-                  int64_t hi, int mode)
+                  int64_t hi, int mode, size_t cbase)
 {
     const int nb = nbr_ntype(s->sg, et, s->R.dir);
-    amark *mk = mode == P3_LABEL ? s->mk[nb] : NULL;
+    amark *mk = mode == P3_LABEL || mode == P3_KEYS || mode == P3_PREFIX ?
+                s->mk[nb] : NULL;
     int64_t nsub = (hi - lo + SUB - 1) / SUB;
     struct sbk q[3];
     gkv_err rc;
@@ -667,7 +748,10 @@ graph__pipe_range(gkv_sampler *s, struct tbuf *tb, long ci, int et, int64_t lo,
         }
         if (j >= 2 && mode != P3_NONE) {
             const struct sbk *d = &q[(j - 2) % 3];
-            if ((rc = mode == P3_COPY ? p3_copy(s, tb, et, d)
+            /* p3_label inlined twice: the one-thread loop stays plain */
+            if ((rc = mode == P3_KEYS ? p3_keys(s, tb, et, d, ci, cbase)
+                      : mode == P3_COPY ? p3_copy(s, tb, et, d)
+                      : mode == P3_PREFIX ? p3_label(s, tb, et, d, 1)
                       : p3_label(s, tb, et, d, 0)) != GKV_OK)
                 return rc;
         }
@@ -711,8 +795,8 @@ hop_serial(gkv_sampler *s)
             size_t hi = lo + FUSE_CHUNK < nf ? lo + FUSE_CHUNK : nf;
             tb->ue_len = tb->cnt_len = 0;
             if (graph__pipe_range(s, tb, 0, et, (int64_t)lo, (int64_t)hi,
-                                  R->relabel ? P3_LABEL : P3_COPY) !=
-                GKV_OK)
+                                  R->relabel ? P3_LABEL : P3_COPY,
+                                  0) != GKV_OK)
                 return GKV_EINVAL;
         }
     }

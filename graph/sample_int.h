@@ -27,6 +27,14 @@
 #define PAR_MIN      128      /* frontier nodes below which one thread runs */
 #define MSG_MAX      512      /* a worker's message (tbuf) */
 
+#define KEYBIT       (UINT64_C(1) << 62)
+#define KEY_CH_BITS  22
+#define KEY_IX_BITS  40
+#define KEY(ci, j)   (KEYBIT | ((uint64_t)(ci) << KEY_IX_BITS) | (uint64_t)(j))
+#define FIRSTBIT     (UINT64_C(1) << 63)  /* rank: first appearance */
+#define KEY_CH(k)    ((size_t)((k) >> KEY_IX_BITS) & \
+                      (((size_t)1 << KEY_CH_BITS) - 1))
+#define KEY_IX(k)    ((size_t)((k) & ((UINT64_C(1) << KEY_IX_BITS) - 1)))
 
 typedef _Atomic uint64_t amark;
 
@@ -157,6 +165,9 @@ struct tbuf {                 /* one thread's scratch */
     int64_t *spos[2];         /* the two P1 slots of the pipeline */
     size_t   scap[2];
     int64_t *u, *e;           /* P2: neighbour and edge ID of each pick */
+    int64_t *rank;            /* parallel: after A, 1 where the pick's key
+                               * went in; after C, the indices of the
+                               * chunk's first appearances, in order */
     size_t   ue_cap, ue_len;
     int64_t *cnt;             /* picks per frontier node */
     size_t   cnt_cap, cnt_len;
@@ -167,6 +178,10 @@ struct tbuf {                 /* one thread's scratch */
     size_t   w_cap;
     int64_t *hset;            /* chosen-index hash set (large k) */
     size_t   hset_cap;
+    uint64_t *ovr;            /* parallel relabel: (key, new value) pairs,
+                               * one per key this thread took off a
+                               * marker */
+    size_t   ovr_len, ovr_cap;
     long     err_ci;          /* chunk of the first error, or -1 */
     gkv_err  err;
     char     msg[MSG_MAX];
@@ -177,16 +192,21 @@ struct chunk {
     int     et;
     int64_t lo, hi;           /* frontier indices */
     int     tid;
-    size_t  uoff, coff;       /* single hop: into tb[tid].u / .cnt */
-    size_t  n;                /* single hop: picks */
-    size_t  eoff;             /* single hop: offset in the etype's output */
-    _Atomic int ready;        /* relabel: picked, so it can be labelled */
+    size_t  uoff, coff;       /* into tb[tid].u / .cnt */
+    size_t  n;                /* picks */
+    int     pre;              /* relabel: 1 when the caller labelled it
+                               * as part of the prefix */
+    size_t  nnew;             /* relabel: its first appearances */
+    int64_t base;             /* relabel: local ID of the first of them */
+    size_t  eoff;             /* offset in the etype's output */
+    _Atomic int ready;        /* ordered relabel: picked, so it can be
+                               * labelled */
 };
 
-struct cbuf {                 /* relabel: one chunk's picks, the u, e and
-                               * cnt of the tbuf that picks or labels it
-                               * meanwhile (sample_par.c) */
-    int64_t *u, *e;
+struct cbuf {                 /* ordered relabel: one chunk's picks, the
+                               * u, e, rank and cnt of the tbuf that picks
+                               * or labels it meanwhile (sample_par.c) */
+    int64_t *u, *e, *rank;
     size_t   ue_cap, ue_len;
     int64_t *cnt;
     size_t   cnt_cap, cnt_len;
@@ -262,13 +282,18 @@ struct gkv_sampler {
     struct chunk *ch;
     size_t       nch, chcap;
     _Atomic size_t next;              /* next chunk to take */
+    _Atomic uint64_t fb;              /* relabel: front | back << 32, the
+                                       * chunks not yet taken */
     size_t       caller_max;          /* relabel: most chunks the caller
-                                       * picks (a test setting) */
+                                       * takes in order (a test setting):
+                                       * its prefix, or its picks */
     _Atomic long fail_ci;             /* lowest chunk with an error */
-    struct cbuf *cb;                  /* relabel: [chunk] its picks */
+    struct cbuf *cb;                  /* ordered relabel: [chunk] */
     size_t       cbcap;
-    _Atomic size_t lab;               /* relabel: next chunk to label */
-    _Atomic int  tok;                 /* relabel: 1 while a thread labels */
+    _Atomic size_t lab;               /* ordered relabel: next chunk to
+                                       * label */
+    _Atomic int  tok;                 /* ordered relabel: 1 while a thread
+                                       * labels */
     /* per etype */
     int         *fanv, *fastv, *wmodev;
     uint64_t    *keyv;
@@ -319,7 +344,7 @@ counts_out(gkv_sampler *s, int et, int64_t lo, int64_t hi,
 }
 
 /* What P3 does with a sub-block's picks. */
-enum { P3_NONE, P3_LABEL, P3_COPY };
+enum { P3_NONE, P3_LABEL, P3_COPY, P3_KEYS, P3_PREFIX };
 
 /* ---- shared between the sampler's files -------------------------------- */
 
@@ -434,16 +459,17 @@ gkv_err graph__inv_get(const gkv_sgraph *sg, const struct sg_adj *sac,
 /* Samples frontier nodes [lo, hi) of edge type et in sub-blocks of SUB,
  * software-pipelined so that every prefetch has a sub-block's time to
  * land: step j runs P1 of sub-block j, P2 of j - 1 and P3 of j - 2 (mode,
- * a P3_*). Counts and picks are appended to tb's buffers. */
+ * a P3_*). Counts and picks are appended to tb's buffers; 'cbase' is where
+ * chunk ci's picks start there (P3_KEYS). */
 gkv_err graph__pipe_range(gkv_sampler *s, struct tbuf *tb, long ci, int et,
-                          int64_t lo, int64_t hi, int mode);
+                          int64_t lo, int64_t hi, int mode, size_t cbase);
 
 /* Runs the hop described by s->R (fan, key, fast, f, nf, and L or out). */
 gkv_err graph__hop_run(gkv_sampler *s);
 
-/* Labels a parallel hop's chunk (edge type et, frontier nodes [lo, hi)),
- * whose picks tb's buffers hold from their start, as one thread would
- * after the chunks before it; new nodes go to s->pid. */
+/* Labels a chunk of an ordered parallel hop (edge type et, frontier nodes
+ * [lo, hi)), whose picks tb's buffers hold from their start, as one
+ * thread would after the chunks before it; new nodes go to s->pid. */
 gkv_err graph__label_chunk(gkv_sampler *s, struct tbuf *tb, int et,
                            int64_t lo, int64_t hi);
 
@@ -453,11 +479,13 @@ gkv_err graph__label_chunk(gkv_sampler *s, struct tbuf *tb, int et,
  * the one-thread result. */
 gkv_err graph__hop_parallel(gkv_sampler *s, size_t total);
 
-/* At most n chunks of each parallel relabelling hop picked by the caller
- * (default SIZE_MAX: as many as it takes); past them it only labels. The
- * result is the same for every n; tests set it so that chunks picked by a
- * worker are labelled by the caller however the threads are scheduled.
- * Not in gkv_sample.h: for tests, which declare it themselves. */
+/* At most n chunks of each parallel relabelling hop taken by the caller
+ * (default SIZE_MAX: as many as it takes): on two threads the chunks it
+ * picks (past them it only labels the worker's), on more the chunks of
+ * its in-order prefix (past them it keys the suffix as the workers do).
+ * The result is the same for every n; tests set it so that both paths run
+ * however the threads are scheduled. Not in gkv_sample.h: for tests,
+ * which declare it themselves. */
 void    graph__sample_caller_max(gkv_sampler *s, size_t n);
 
 /* Markers of the nodes in L's lists back to 0 (on the workers when many). */

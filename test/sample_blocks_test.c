@@ -1,7 +1,7 @@
 /* sample_blocks_test.c - the sampler (graph/gkv_sample.h) gives the same
  * blocks however they are made: over seeds and thread counts
- * (determinism; whichever thread picks or labels a parallel hop's
- * chunks), split over column ranges as partitions own them, as edge
+ * (determinism; whichever thread takes a parallel hop's chunks), split
+ * over column ranges as partitions own them, as edge
  * mini-batches, and after allocation failures (each failing call reports
  * GKV_ENOMEM and leaks nothing). Hand-checked samples on fixed graphs:
  * sample_test.c. */
@@ -16,7 +16,8 @@
 #include "graph/graph_seam.h"       /* graph__sample_hop */
 
 /* graph/sample_par.c, for tests: at most n chunks of a parallel
- * relabelling hop picked by the caller (past them it only labels). */
+ * relabelling hop taken by the caller (its picks on two threads, its
+ * in-order prefix on more). */
 void graph__sample_caller_max(gkv_sampler *s, size_t n);
 
 /* ---- determinism -------------------------------------------------------- */
@@ -125,12 +126,14 @@ test_determinism(void **state)
     free(seeds);
 }
 
-/* A parallel relabelling hop cuts the frontier into chunks that every
- * thread picks and one thread at a time labels in order; who picks and
- * who labels which chunk depends on the scheduling. Letting the caller
- * pick at most 0, 1 or 3 chunks (so the workers pick the rest and the
- * caller labels chunks they picked) or any number, on 2, 3 and 4 threads,
- * in every mode, gives the one-thread blocks. */
+/* A parallel relabelling hop cuts the frontier into chunks. On two
+ * threads both pick them and one at a time labels them in order; on
+ * three or more the caller labels a prefix in order and the workers key
+ * the suffix, merged after. Who takes which chunk depends on the
+ * scheduling. Letting the caller take at most 0, 1 or 3 chunks (so that
+ * it labels chunks a worker picked, or the suffix starts at once) or any
+ * number, on 2, 3 and 4 threads, in every mode, gives the one-thread
+ * blocks. */
 static void
 test_caller_split(void **state)
 {
@@ -177,7 +180,7 @@ test_caller_split(void **state)
                 graph__sample_caller_max(x, pm[q]);
                 GKVT_OK(gkv_sample_blocks(x, sd.p, sd.n, fan, 1, 3, &o, b));
                 if (!gkvt_bcopy_same(&ref, b))
-                    fail_msg("mode %d, %d threads, caller picking at most "
+                    fail_msg("mode %d, %d threads, caller taking at most "
                              "%zu chunks: differs from 1 thread", mode, t,
                              pm[q]);
                 gkv_sampler_free(x);

@@ -22,7 +22,8 @@
  * without replacement (k with replacement, 0 for deg 0), no duplicate eid
  * per dst without replacement, new sources in first-appearance order. */
 /* graph/sample_par.c, for tests: at most n chunks of a parallel
- * relabelling hop picked by the caller (past them it only labels). */
+ * relabelling hop taken by the caller (its picks on two threads, its
+ * in-order prefix on more). */
 void graph__sample_caller_max(gkv_sampler *s, size_t n);
 
 static void
@@ -149,8 +150,8 @@ test_hetero_threads(void **state)
         if (!gkvt_bcopy_same(&ref, b))
             fail_msg("%d threads differ from 1", t);
     }
-    /* whoever picks a parallel hop's chunks (the caller picking at most
-     * none, one chunk, any number: it labels the workers'), on fresh
+    /* whoever takes a parallel hop's chunks (the caller taking at most
+     * none, one chunk, any number), on fresh
      * samplers (their first call runs on all threads) */
     for (int t = 2; t <= 4; t++)
         for (int q = 0; q < 3; q++) {
@@ -158,7 +159,7 @@ test_hetero_threads(void **state)
             graph__sample_caller_max(x, q == 2 ? SIZE_MAX : (size_t)q);
             GKVT_OK(gkv_sample_blocks(x, sp, sn, fan, 3, 2, NULL, b));
             if (!gkvt_bcopy_same(&ref, b))
-                fail_msg("%d threads, caller picking at most %d chunks: "
+                fail_msg("%d threads, caller taking at most %d chunks: "
                          "differ from 1 thread", t, q == 2 ? -1 : q);
             gkv_sampler_free(x);
         }
