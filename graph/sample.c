@@ -208,7 +208,8 @@ graph__call_begin(gkv_sampler *s)
     if (s->nt == 1)
         return;
     s->ncalls++;
-    s->solo = s->share_par < SHARE_MIN && s->ncalls % EXPLORE != 0;
+    s->solo = s->share_par < SHARE_MIN && s->ncalls % EXPLORE != 0 &&
+              !s->always_par;
     if (!s->solo) {
         s->t0 = (double)gkv__now_ns() * 1e-9;
         s->c0 = cpu_s();

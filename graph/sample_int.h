@@ -306,8 +306,9 @@ struct gkv_sampler {
     size_t      *nfv;
     size_t      *ntot;                /* parallel relabel: nodes per type
                                        * at the hop's start */
-    int64_t    **pid;                 /* [nnt] parallel relabel: the
-                                       * prefix's new nodes */
+    int64_t    **pid;                 /* [nnt] parallel relabel: the new
+                                       * nodes labelled in order (the
+                                       * prefix's, or an ordered hop's) */
     size_t      *pidcap;
     /* blocks */
     struct blay *lay;
@@ -325,6 +326,7 @@ struct gkv_sampler {
      * CPU clocks), the call count */
     double       share_par, t0, c0;
     int          solo;
+    int          always_par;          /* a test setting: never solo */
     unsigned     ncalls;
     char         ebmsg[MSG_MAX];   /* a graph__eb_* call's detail */
 };
@@ -487,6 +489,10 @@ gkv_err graph__hop_parallel(gkv_sampler *s, size_t total);
  * however the threads are scheduled. Not in gkv_sample.h: for tests,
  * which declare it themselves. */
 void    graph__sample_caller_max(gkv_sampler *s, size_t n);
+
+/* Every later call of s on its workers, whatever the caller's share of a
+ * CPU (no adaptive threading): for tests, which declare it themselves. */
+void    graph__sample_always_par(gkv_sampler *s);
 
 /* Markers of the nodes in L's lists back to 0 (on the workers when many). */
 void    graph__markers_reset(gkv_sampler *s, struct blay *L);

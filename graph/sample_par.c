@@ -6,6 +6,7 @@
  * result is the one-thread result either way; and the parallel reset of
  * the markers. */
 #include <limits.h>
+#include <sched.h>
 #include "graph/sample_int.h"
 
 /* The most threads that relabel ordered: one thread labels while the
@@ -373,13 +374,40 @@ cb_swap(struct tbuf *tb, struct cbuf *b)
     tb->cnt_len = t.cnt_len;
 }
 
+#define CB_KEEP ((size_t)1 << 16)   /* entries a chunk's buffers keep */
+
+/* Ordered relabel: b's buffers freed when they hold over 4x the entries
+ * it used and over CB_KEEP (they grow again when needed). */
+static void
+cb_trim(struct cbuf *b)
+{
+    if (b->ue_cap > CB_KEEP && b->ue_cap / 4 > b->ue_len) {
+        gkv__free(b->u);
+        gkv__free(b->e);
+        gkv__free(b->rank);
+        b->u = b->e = b->rank = NULL;
+        b->ue_cap = 0;
+    }
+    if (b->cnt_cap > CB_KEEP && b->cnt_cap / 4 > b->cnt_len) {
+        gkv__free(b->cnt);
+        b->cnt = NULL;
+        b->cnt_cap = 0;
+    }
+}
+
 /* Ordered relabel: while the next chunk to label has its picks and no other
  * thread labels, label chunks in order (s->tok is the right to label,
- * s->lab the next chunk). A thread that marks a chunk picked and finds
- * another thread labelling leaves the chunk to it: that thread, after
- * letting go, looks at the next chunk again, and with seq_cst on both
- * sides one of the two sees the other's store. Labelling stops at the
- * first chunk that failed. */
+ * s->lab the next chunk, written only by the thread holding s->tok). A
+ * thread that marks a chunk picked and finds another thread labelling
+ * leaves the chunk to it: that thread, after letting go, looks at the
+ * next chunk again, and with seq_cst on both sides one of the two sees
+ * the other's store. A thread that reads s->lab and finds that chunk not
+ * yet picked leaves it to whoever marks it picked later, who then looks
+ * (after this read in the seq_cst order). A stale s->lab names a chunk
+ * already picked; the CAS then gives a fresh one. Labelling stops at the
+ * first chunk that failed. A chunk's buffers far larger than it used
+ * (a node with many neighbours and fanout -1) are given back, so that
+ * what the sampler keeps stays near its largest hop. */
 static void
 label_ready(gkv_sampler *s, struct tbuf *tb)
 {
@@ -400,6 +428,7 @@ label_ready(gkv_sampler *s, struct tbuf *tb)
             cb_swap(tb, &s->cb[l]);
             (void)graph__label_chunk(s, tb, c->et, c->lo, c->hi);
             cb_swap(tb, &s->cb[l]);
+            cb_trim(&s->cb[l]);
             atomic_store_explicit(&s->lab, l + 1, memory_order_relaxed);
         }
         atomic_store(&s->tok, 0);
@@ -422,9 +451,12 @@ ph_order(gkv_sampler *s, int tid)
         size_t ci;
         struct chunk *c;
         if (tid == 0 && npick >= s->caller_max) {
-            while (atomic_load(&s->next) < s->nch) {
+            for (unsigned spins = 0; atomic_load(&s->next) < s->nch;) {
                 label_ready(s, tb);
-                cpu_relax();
+                if (++spins % 4096 != 0)
+                    cpu_relax();
+                else
+                    sched_yield();
             }
             break;
         }
@@ -599,4 +631,10 @@ void
 graph__sample_caller_max(gkv_sampler *s, size_t n)
 {
     s->caller_max = n;
+}
+
+void
+graph__sample_always_par(gkv_sampler *s)
+{
+    s->always_par = 1;
 }

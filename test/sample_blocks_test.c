@@ -5,6 +5,7 @@
  * mini-batches, and after allocation failures (each failing call reports
  * GKV_ENOMEM and leaks nothing). Hand-checked samples on fixed graphs:
  * sample_test.c. */
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,8 @@
  * relabelling hop taken by the caller (its picks on two threads, its
  * in-order prefix on more). */
 void graph__sample_caller_max(gkv_sampler *s, size_t n);
+/* graph/sample_par.c, for tests: every call on the workers. */
+void graph__sample_always_par(gkv_sampler *s);
 
 /* ---- determinism -------------------------------------------------------- */
 
@@ -191,6 +194,66 @@ test_caller_split(void **state)
     gkv_sgraph_free(sg);
     gkv_graph_free(g);
     free(seeds);
+}
+
+/* What a two-thread sampler keeps between calls stays near its largest
+ * hop: a node with 2^18 in-edges sampled with fanout -1 from a different
+ * chunk of the frontier in each call (each chunk's buffers once held its
+ * picks, 6 MiB) must not leave a large buffer behind at every chunk. */
+static void
+test_hub_memory(void **state)
+{
+    const int64_t D = (int64_t)1 << 18, F = 1024;
+    int64_t *indptr = calloc((size_t)F + 1, sizeof *indptr);
+    int64_t *indices = malloc((size_t)(D + F) * sizeof *indices);
+    int64_t nn[1] = {F + D}, seeds[1024], p = 0;
+    int snt[1] = {0}, dnt[1] = {0}, fan[1] = {-1};
+    size_t first = 0;
+    gkv_sgraph *sg;
+    gkv_sampler *s;
+    gkv_adj a;
+
+    (void)state;
+    for (int64_t c = 0; c < F; c++) {        /* node 0: the hub */
+        if (c == 0)
+            for (int64_t j = 0; j < D; j++)
+                indices[p++] = F + j;
+        else
+            indices[p++] = F + (c * 7919) % D;
+        indptr[c + 1] = p;
+    }
+    memset(&a, 0, sizeof a);
+    a.col_hi = F;
+    a.indptr = indptr;
+    a.indices = indices;
+    GKVT_OK(gkv_sgraph_new(&sg, 1, nn, 1, snt, dnt));
+    GKVT_OK(gkv_sgraph_set_adj(sg, 0, GKV_DIR_IN, &a));
+    s = gkvt_sampler(sg, 2);
+    graph__sample_always_par(s);
+    for (int call = 0; call < 16; call++) {
+        /* the hub at frontier index 64 * call: chunks are 64 nodes here */
+        int64_t at = (int64_t)call * 64;
+        struct gkvt_seeds1 sd;
+        gkv_block b[1];
+        struct mallinfo2 m;
+        size_t live;
+        for (int64_t i = 0; i < F; i++)
+            seeds[i] = i == at ? 0 : i < at ? i + 1 : i;
+        sd = gkvt_one(seeds, (size_t)F);
+        GKVT_OK(gkv_sample_blocks(s, sd.p, sd.n, fan, 1, 1, NULL, b));
+        assert_int_equal(b[0].edges[0].n, (size_t)(D + F - 1));
+        m = mallinfo2();
+        live = m.uordblks + m.hblkhd;
+        if (call == 0)
+            first = live;
+        else if (live > first + (size_t)D * 3 * sizeof(int64_t))
+            fail_msg("call %d: %zu bytes live, %zu after the first call",
+                     call, live, first);
+    }
+    gkv_sampler_free(s);
+    gkv_sgraph_free(sg);
+    free(indptr);
+    free(indices);
 }
 
 /* ---- split adjacency (partitions) --------------------------------------- */
@@ -581,6 +644,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_caller_split),
+        cmocka_unit_test(test_hub_memory),
         cmocka_unit_test(test_split_adjacency),
         cmocka_unit_test(test_edge_batch),
         cmocka_unit_test(test_alloc_failures),
