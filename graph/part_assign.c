@@ -62,7 +62,7 @@ pw__assign(struct pw *w, gkv_part_report *rep)
         }
     }
     if (w->sp->method == GKV_PART_METIS &&
-        (rc = pw__metis(w->g, P, w->nthreads, w->sp->seed, w->sp->flags, w->mask,
+        (rc = pw__metis(w->g, P, w->sp->seed, w->sp->flags, w->mask,
                         w->owner, &objval, w->msg, w->msglen)) != GKV_OK)
         return rc;
 

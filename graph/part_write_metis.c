@@ -23,8 +23,12 @@
  *     matching (CTYPE RM), 2-3x faster than k-way with heavy-edge matching
  *     (METIS's and DGL's choice) on R-MAT and with half the cut there;
  *     GKV_PART_METIS_KWAY and GKV_PART_METIS_SHEM choose METIS's own;
- *   - with 3 or more parts and 2 or more threads, bisection's first level
- *     by hand (metis_split), its two sides then cut at once. */
+ *   - with 3 or more parts, bisection's first level by hand (metis_split),
+ *     so that each side's nodes left without a neighbour there are placed
+ *     after, as above.
+ * One METIS call at a time in the process (metis_lock): libmetis keeps its
+ * random state (GKlib's Mersenne Twister) in globals, so two calls at once
+ * made the partition differ from run to run. */
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -35,8 +39,7 @@
 #include <metis.h>
 #include "graph/part_write.h"
 
-/* Below this many vertices the sides of the top bisection are not worth
- * a second thread. */
+/* Below this many vertices the top bisection is not done by hand. */
 #define SPLIT_MIN 256
 
 #if IDXTYPEWIDTH == 32
@@ -108,31 +111,33 @@ struct mjob {
     int rb, mrc;
 };
 
-static void *
-mjob_run(void *arg)
-{
-    struct mjob *j = arg;
+static pthread_mutex_t metis_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void
+mjob_run(struct mjob *j)
+{
     j->cut = 0;
     j->mrc = METIS_OK;
     if (j->nparts <= 1 || j->n == 0) {
         for (idx_t k = 0; k < j->n; k++)
             j->part[k] = 0;
-        return NULL;
+        return;
     }
+    pthread_mutex_lock(&metis_lock);
     j->mrc = (j->rb ? METIS_PartGraphRecursive : METIS_PartGraphKway)(
         &j->n, &j->ncon, j->xadj, j->adj, j->vwgt, NULL, j->ew, &j->nparts,
         j->tpwgts, NULL, j->options, &j->cut, j->part);
-    return NULL;
+    pthread_mutex_unlock(&metis_lock);
 }
 
 /* Recursive bisection into nparts >= 3 with its first level split by
- * hand, so that the two sides (independent problems) run at once, one on
- * a second thread: top bisects the whole graph (part[] 0 or 1, in the
- * ratio of the two sides' part counts), then each side becomes a graph of
- * its own (the edges across dropped: they are cut whatever happens) and
- * is cut into its parts. The whole graph's arrays (top's) are freed once
- * the sides are built. part[k] ends as the final part, top->cut as the
+ * hand: top bisects the whole graph (part[] 0 or 1, in the ratio of the
+ * two sides' part counts), then each side becomes a graph of its own (the
+ * edges across dropped: they are cut whatever happens; its nodes without
+ * a neighbour left in it out, placed after) and is cut into its parts.
+ * The sides run one after the other: libmetis's random state is global
+ * (metis_lock), and on R-MAT one side holds nearly all the edges anyway.
+ * The whole graph's arrays (top's) are freed once the sides are built. part[k] ends as the final part, top->cut as the
  * whole cut. Returns a METIS status, or METIS_ERROR_MEMORY. */
 static int
 metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
@@ -143,8 +148,7 @@ metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
     real_t *tp = NULL;
     int64_t *ld = NULL, all[2] = {0, 0};
     idx_t fill[2] = {0, 0};
-    pthread_t th;
-    int started = 0, mrc = METIS_ERROR_MEMORY;
+    int mrc = METIS_ERROR_MEMORY;
 
     memset(side, 0, sizeof side);
     side[0].nparts = (np + 1) / 2;
@@ -230,12 +234,8 @@ metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
     gkv__free(*vwgt);
     *xadj = *adj = *ew = *vwgt = NULL;
 
-    started = pthread_create(&th, NULL, mjob_run, &side[1]) == 0;
     mjob_run(&side[0]);
-    if (started)
-        pthread_join(th, NULL);
-    else
-        mjob_run(&side[1]);
+    mjob_run(&side[1]);
     if ((mrc = side[0].mrc) != METIS_OK || (mrc = side[1].mrc) != METIS_OK)
         goto out;
     /* each part's vertices, then the side's dropped ones fill its parts
@@ -299,9 +299,9 @@ pw__metis_check(const gkv_graph *g, char *msg, size_t msglen)
 }
 
 gkv_err
-pw__metis(const gkv_graph *g, int nparts, int nthreads, uint64_t seed,
-          unsigned flags, uint8_t *const *mask, uint16_t *const *owner,
-          int64_t *objval, char *msg, size_t msglen)
+pw__metis(const gkv_graph *g, int nparts, uint64_t seed, unsigned flags,
+          uint8_t *const *mask, uint16_t *const *owner, int64_t *objval,
+          char *msg, size_t msglen)
 {
     int nnt = gkv_graph_num_ntypes(g), net = gkv_graph_num_etypes(g);
     int64_t *off = NULL, *ptr = NULL, *cur = NULL, *load = NULL, nv = 0;
@@ -515,7 +515,7 @@ pw__metis(const gkv_graph *g, int nparts, int nthreads, uint64_t seed,
     job.part = part;
     job.rb = !(flags & GKV_PART_METIS_KWAY);
     sig_hold(&held);
-    if (job.rb && nparts >= 3 && nthreads >= 2 && nk >= SPLIT_MIN) {
+    if (job.rb && nparts >= 3 && nk >= SPLIT_MIN) {
         if (job.ew == NULL) {
             gkv__free(ew);
             ew = NULL;

@@ -887,7 +887,7 @@ test_metis_two_cliques(void **state)
 }
 
 /* A star (a centre and 400 leaves) and one more edge into 11 parts by
- * bisection on two threads: the top bisection leaves a side whose every
+ * bisection, its top level by hand: the top bisection leaves a side whose every
  * vertex but one lost its neighbours (the leaves, placed after), fewer
  * vertices than its parts, which libmetis refused with "***Cannot bisect
  * a graph with 0 vertices!" on stdout. Now nothing on stdout, and every
@@ -983,8 +983,8 @@ metis_owners(const char *out, int64_t n, int P, int *owner)
  * For each choice of routine and matching, on three 8-cliques joined by a
  * bridge taken 3 times and one taken once, with self-loops, duplicates
  * and 12 isolated nodes between them, and on R-MAT scale 10 (~15 % of its
- * nodes isolated; into 3 and 4 parts, which puts the top bisection's two
- * sides on two threads): every node in one part, the parts balanced
+ * nodes isolated; into 3 and 4 parts, which does the top bisection by
+ * hand and then cuts its two sides): every node in one part, the parts balanced
  * within METIS's tolerance, the reported cut the input edges cut, counted
  * here, and on the cliques the bridges alone cut by bisection. */
 static void
@@ -1040,8 +1040,8 @@ test_metis_graph_given(void **state)
             gkv_part_report rep;
             int64_t cut = 0, size[4] = {0}, vcut;
             /* R-MAT: bisection and k-way each into 3 and 4 parts
-             * (bisection's top level on two threads: sides of 2 and 1
-             * parts, and of 2 and 2, both cut by METIS at once) */
+             * (bisection's top level by hand: sides of 2 and 1 parts,
+             * and of 2 and 2) */
             int P = graph == 0 ? 3 : 3 + (int)(i >= 2);
 
             spec_init(&sp, &t, pf, GKV_PART_METIS, P);
