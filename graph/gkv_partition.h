@@ -187,10 +187,10 @@ typedef struct gkv_part_spec {
 /* spec.metis_keep 0 keeps this many neighbours a node in graphs whose
  * symmetric adjacency (each neighbour of each node once) has 2^24 entries
  * or more (R-MAT scale 20 has 31 M), every edge in smaller graphs. On
- * R-MAT (scales 14 to 22) METIS is then up to 1.8x faster and cuts no
- * more (scale 22 into 4 parts: 35 s instead of 61, a cut of 15.7 % of the
- * edges instead of 17.2 %); on other graphs compare with
- * GKV_PART_METIS_KEEP_ALL. */
+ * R-MAT (scales 14 to 22) METIS is then 1.1-1.7x faster, the more the
+ * larger the graph, and cuts no more (scale 22 into 4 parts: 36 s
+ * instead of 61, a cut of 15.8 % of the edges instead of 17.1 %, half
+ * the memory); on other graphs compare with GKV_PART_METIS_KEEP_ALL. */
 #define GKV_PART_METIS_KEEP      32
 #define GKV_PART_METIS_KEEP_ALL  (-1)
 
