@@ -977,6 +977,46 @@ metis_owners(const char *out, int64_t n, int P, int *owner)
     free(nmap);
 }
 
+/* Partitions t by sp with METIS into f->out and checks the result: the
+ * verifier's checks, every one of the nn nodes in one part (owner[] gets
+ * them), each part non-empty and balanced within METIS's tolerance (k-way's
+ * 3 %, bisection's 0.1 % a level; both round to whole nodes), the largest
+ * as reported, and the reported cut the input edges src->dst (ne of them)
+ * cut, counted here. 'what' names the run in the log. Returns the cut. */
+static int64_t
+metis_checked(struct fx *f, const struct tg *t, const gkv_part_spec *sp,
+              int64_t nn, const int64_t *src, const int64_t *dst, int64_t ne,
+              int *owner, const char *what)
+{
+    gkv_part_report rep;
+    int64_t cut = 0, vcut, size[16] = {0}, big = 0;
+    int P = sp->num_parts;
+
+    assert_true(P <= 16);
+    if (gkv_partition_write(t->g, sp, f->out, &rep, f->msg,
+                            sizeof f->msg) != GKV_OK)
+        fail_msg("%s: %s", what, f->msg);
+    vcut = verify(f->out, t, sp);
+    metis_owners(f->out, nn, P, owner);
+    for (int64_t e = 0; e < ne; e++)
+        cut += owner[src[e]] != owner[dst[e]];
+    for (int64_t v = 0; v < nn; v++)
+        size[owner[v]]++;
+    print_message("%s, %d parts: cut %lld of %lld, parts %lld %lld %lld "
+                  "%lld\n", what, P, (long long)cut, (long long)ne,
+                  (long long)size[0], (long long)size[1],
+                  (long long)size[2], (long long)size[3]);
+    assert_int_equal(rep.edge_cut, cut);
+    assert_int_equal(vcut, cut);
+    for (int p = 0; p < P; p++) {
+        assert_true(size[p] * P <= nn * 103 / 100 + P);
+        assert_true(size[p] > 0);
+        big = size[p] > big ? size[p] : big;
+    }
+    assert_int_equal(rep.max_part_nodes, big);
+    return cut;
+}
+
 /* What METIS is given: each neighbour once, weighing its input edges
  * (duplicates, both directions), no self-loops, and (bisection, one
  * constraint) no node without a neighbour, which fills the parts after.
@@ -1037,8 +1077,8 @@ test_metis_graph_given(void **state)
         GKVT_OK(gkv_graph_edges(t.g, 0, &c));
         for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
             gkv_part_spec sp;
-            gkv_part_report rep;
-            int64_t cut = 0, size[4] = {0}, vcut;
+            char what[64];
+            int64_t cut;
             /* R-MAT: bisection and k-way each into 3 and 4 parts
              * (bisection's top level by hand: sides of 2 and 1 parts,
              * and of 2 and 2) */
@@ -1046,31 +1086,10 @@ test_metis_graph_given(void **state)
 
             spec_init(&sp, &t, pf, GKV_PART_METIS, P);
             sp.flags = variants[i] | GKV_PART_FORCE;
-            if (gkv_partition_write(t.g, &sp, f->out, &rep, f->msg,
-                                    sizeof f->msg) != GKV_OK)
-                fail_msg("%s", f->msg);
-            vcut = verify(f->out, &t, &sp);
-            metis_owners(f->out, nn, P, owner);
-            for (int64_t e = 0; e < c.n; e++)
-                cut += owner[c.src[e]] != owner[c.dst[e]];
-            for (int64_t v = 0; v < nn; v++)
-                size[owner[v]]++;
-            print_message("graph %d, flags 0x%x: cut %lld of %lld, parts "
-                          "%lld %lld %lld %lld\n", graph, variants[i],
-                          (long long)cut, (long long)c.n,
-                          (long long)size[0], (long long)size[1],
-                          (long long)size[2], (long long)size[3]);
-            assert_int_equal(rep.edge_cut, cut);
-            assert_int_equal(vcut, cut);
-            for (int p = 0; p < P; p++) {
-                /* k-way's tolerance is 3 %, bisection's 0.1 % a level;
-                 * both round to whole nodes */
-                assert_true(size[p] * P <= nn * 103 / 100 + P);
-                assert_true(size[p] > 0);
-            }
-            for (int p = 1; p < P; p++)
-                size[0] = size[p] > size[0] ? size[p] : size[0];
-            assert_int_equal(rep.max_part_nodes, size[0]);
+            snprintf(what, sizeof what, "graph %d, flags 0x%x", graph,
+                     variants[i]);
+            cut = metis_checked(f, &t, &sp, nn, c.src, c.dst, c.n, owner,
+                                what);
             if (graph == 0 && !(variants[i] & GKV_PART_METIS_KWAY))
                 assert_int_equal(cut, 4);    /* the bridges, as weighed */
         }
@@ -1619,34 +1638,15 @@ test_metis_thinned(void **state)
     for (size_t i = 0; i < sizeof keeps / sizeof *keeps; i++)
         for (int kway = 0; kway < 2; kway++)
             for (int P = 3; P <= 4; P++) {
-                gkv_part_report rep;
-                int64_t cut = 0, vcut, size[4] = {0}, big = 0;
+                char what[64];
 
                 spec_init(&sp, &t, pf, GKV_PART_METIS, P);
                 sp.metis_keep = keeps[i];
                 sp.flags = GKV_PART_FORCE | (kway ? GKV_PART_METIS_KWAY : 0);
-                if (gkv_partition_write(t.g, &sp, f->out, &rep, f->msg,
-                                        sizeof f->msg) != GKV_OK)
-                    fail_msg("%s", f->msg);
-                vcut = verify(f->out, &t, &sp);
-                metis_owners(f->out, NN, P, owner);
-                for (size_t e = 0; e < n; e++)
-                    cut += owner[src[e]] != owner[dst[e]];
-                for (int v = 0; v < NN; v++)
-                    size[owner[v]]++;
-                print_message("keep %d, %s, %d parts: cut %lld of %zu, parts "
-                              "%lld %lld %lld %lld\n", keeps[i],
-                              kway ? "k-way" : "bisection", P, (long long)cut,
-                              n, (long long)size[0], (long long)size[1],
-                              (long long)size[2], (long long)size[3]);
-                assert_int_equal(rep.edge_cut, cut);
-                assert_int_equal(vcut, cut);
-                for (int p = 0; p < P; p++) {
-                    assert_true(size[p] * P <= NN * 103 / 100 + P);
-                    assert_true(size[p] > 0);
-                    big = size[p] > big ? size[p] : big;
-                }
-                assert_int_equal(rep.max_part_nodes, big);
+                snprintf(what, sizeof what, "keep %d, %s", keeps[i],
+                         kway ? "k-way" : "bisection");
+                metis_checked(f, &t, &sp, NN, src, dst, (int64_t)n, owner,
+                              what);
                 if (kway || P != 4)
                     continue;
                 if (keeps[i] == 4)
