@@ -7,8 +7,8 @@ once: at scale 22 each needs about 10 GiB), so that each peak RSS is that
 side's alone:
 
   gkv  build/gkv-partition --binary EDGES --num-nodes 2^S --parts K
-       --method metis --stats OUT [--metis-ptype P --metis-ctype C]: the
-       whole tool (read
+       --method metis --stats OUT [--metis-ptype P --metis-ctype C
+       --metis-keep N]: the whole tool (read
        the edges, METIS, number, write the CSC stores), its stats line.
   DGL  dgl.graph() of the same edges, then, with --dgl-full,
        dgl.distributed.partition_graph(g, 'graph', K, OUT,
@@ -36,7 +36,8 @@ ratios DGL/gkv (time: > 1 means gkv is faster) and gkv/DGL (RSS, cut).
 Targets: METIS step >= 2x DGL's speed, RSS <= DGL's, cut <= 1.05x DGL's.
 
 usage: python bench/dgl_metis.py [--build DIR] [--scale S] [--parts K]
-         [--metis-ptype rb|kway] [--metis-ctype rm|shem] [--dgl-full]
+         [--metis-ptype rb|kway] [--metis-ctype rm|shem]
+         [--metis-keep N|all] [--dgl-full]
          [--only gkv|dgl] [--dir DIR]
 Prints "RESULT metis_vs_dgl ..." lines and a table; exit status 0 (a
 figure off its target is printed as a NOTE, not a failure), 1 on an
@@ -142,7 +143,7 @@ def run_gkv(args, edges, work):
     cmd = [os.path.join(args.build, "gkv-partition"), "--binary", edges,
            "--num-nodes", str(1 << args.scale), "--parts", str(args.parts),
            "--method", "metis", "--stats", "--force", out]
-    for opt in ("ptype", "ctype"):
+    for opt in ("ptype", "ctype", "keep"):
         if getattr(args, "metis_" + opt):
             cmd[-1:-1] = ["--metis-" + opt, getattr(args, "metis_" + opt)]
     t0 = time.perf_counter()
@@ -182,6 +183,9 @@ def main():
                     help="gkv-partition --metis-ptype (default: its own)")
     ap.add_argument("--metis-ctype", choices=("rm", "shem"),
                     help="gkv-partition --metis-ctype (default: its own)")
+    ap.add_argument("--metis-keep",
+                    help="gkv-partition --metis-keep: neighbours a node "
+                    "keeps in METIS's graph, or all (default: its own)")
     ap.add_argument("--dgl-full", action="store_true",
                     help="time DGL's whole partition_graph, not only its "
                     "METIS assignment")

@@ -62,8 +62,9 @@ pw__assign(struct pw *w, gkv_part_report *rep)
         }
     }
     if (w->sp->method == GKV_PART_METIS &&
-        (rc = pw__metis(w->g, P, w->nthreads, w->sp->seed, w->sp->flags, w->mask,
-                        w->owner, &objval, w->msg, w->msglen)) != GKV_OK)
+        (rc = pw__metis(w->g, P, w->sp->seed, w->sp->flags,
+                        w->sp->metis_keep, w->mask, w->owner, &objval,
+                        w->msg, w->msglen)) != GKV_OK)
         return rc;
 
     /* counts, starts, new IDs */

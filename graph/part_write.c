@@ -403,6 +403,11 @@ setup(struct pw *w, const char *outdir)
                                       GKV_PART_BALANCE_EDGES |
                                       GKV_PART_METIS_KWAY |
                                       GKV_PART_METIS_SHEM));
+    if (sp->metis_keep < 0 && sp->metis_keep != GKV_PART_METIS_KEEP_ALL)
+        return pw__fail(w, GKV_EINVAL, "metis_keep %d: expected the "
+                        "neighbours a node keeps (> 0), 0 (the default) or "
+                        "GKV_PART_METIS_KEEP_ALL (%d)", sp->metis_keep,
+                        GKV_PART_METIS_KEEP_ALL);
     w->name = sp->name != NULL ? sp->name : "graph";
     if (!pw__name_ok(w->name, &why))
         return pw__fail(w, GKV_EINVAL, "graph name '%s' %s", w->name, why);

@@ -106,17 +106,23 @@ slice_lo(int64_t count, int p, int P)
  * out of METIS's graph and afterwards fill, in order, the parts holding
  * fewer than ceil(nodes / nparts), up to that many.
  * owner[t] (gkv_graph_num_nodes(g, t) entries each) receives the partition
- * of every node. *objval (may be NULL) gets METIS's edge cut: the input
- * edges whose ends lie in different parts (unit weights, so pairs rather
- * than edges, only when twice the edges exceed idx_t). libmetis is
- * serial: runs on the calling thread, and with 'nthreads' >= 2, bisection
- * and 3 or more parts, the two sides of the first bisection at once (one
- * on a second thread).
+ * of every node. 'keep' (spec.metis_keep: > 0, 0 for the default, or
+ * GKV_PART_METIS_KEEP_ALL) thins METIS's graph first: each node keeps its
+ * 'keep' heaviest neighbours, an edge staying when either end keeps it.
+ * *objval (may be NULL) gets METIS's edge cut of the graph it was given:
+ * the input edges whose ends lie in different parts (unit weights, so
+ * pairs rather than edges, only when twice the edges exceed idx_t), less
+ * the edges thinning left out. libmetis is serial and keeps its random
+ * state in globals: runs on the calling thread, one METIS call at a time
+ * in the process (so the same input and seed give the same partition).
+ * With bisection and 3 or more parts, the first level is done by hand and
+ * each side's nodes left without a neighbour there are placed after.
  * Errors, with the detail in msg: GKV_ERANGE (the graph or a weight total
  * exceeds METIS's idx_t), GKV_ENOMEM, GKV_EINVAL / GKV_EIO (METIS failed). */
-gkv_err pw__metis(const gkv_graph *g, int nparts, int nthreads, uint64_t seed,
-                  unsigned flags, uint8_t *const *mask, uint16_t *const *owner,
-                  int64_t *objval, char *msg, size_t msglen);
+gkv_err pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
+                  unsigned flags, int keep, uint8_t *const *mask,
+                  uint16_t *const *owner, int64_t *objval, char *msg,
+                  size_t msglen);
 
 /* Refuses (GKV_ERANGE, with msg) a graph whose node count alone exceeds
  * METIS's idx_t, before anything is allocated for it. */

@@ -23,8 +23,15 @@
  *     matching (CTYPE RM), 2-3x faster than k-way with heavy-edge matching
  *     (METIS's and DGL's choice) on R-MAT and with half the cut there;
  *     GKV_PART_METIS_KWAY and GKV_PART_METIS_SHEM choose METIS's own;
- *   - with 3 or more parts and 2 or more threads, bisection's first level
- *     by hand (metis_split), its two sides then cut at once. */
+ *   - with 3 or more parts, bisection's first level by hand (metis_split),
+ *     so that each side's nodes left without a neighbour there are placed
+ *     after, as above;
+ *   - on large graphs, thinned (graph_thin): each node keeps its heaviest
+ *     neighbours, the idea of DROPEDGES in DGL's METIS (edges dropped
+ *     while coarsening), done here before METIS, which lacks it.
+ * One METIS call at a time in the process (metis_lock): libmetis keeps its
+ * random state (GKlib's Mersenne Twister) in globals, so two calls at once
+ * made the partition differ from run to run. */
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -35,9 +42,13 @@
 #include <metis.h>
 #include "graph/part_write.h"
 
-/* Below this many vertices the sides of the top bisection are not worth
- * a second thread. */
+/* Below this many vertices the top bisection is not done by hand. */
 #define SPLIT_MIN 256
+
+/* From this many symmetric adjacency entries (R-MAT scale 20 has 31 M),
+ * METIS's graph is thinned by default (GKV_PART_METIS_KEEP neighbours a
+ * node); below, METIS is quick enough on every edge. */
+#define THIN_MIN ((int64_t)1 << 24)
 
 #if IDXTYPEWIDTH == 32
 #define IDX_LIMIT INT32_MAX
@@ -108,31 +119,136 @@ struct mjob {
     int rb, mrc;
 };
 
-static void *
-mjob_run(void *arg)
-{
-    struct mjob *j = arg;
+static pthread_mutex_t metis_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void
+mjob_run(struct mjob *j)
+{
     j->cut = 0;
     j->mrc = METIS_OK;
     if (j->nparts <= 1 || j->n == 0) {
         for (idx_t k = 0; k < j->n; k++)
             j->part[k] = 0;
-        return NULL;
+        return;
     }
+    pthread_mutex_lock(&metis_lock);
     j->mrc = (j->rb ? METIS_PartGraphRecursive : METIS_PartGraphKway)(
         &j->n, &j->ncon, j->xadj, j->adj, j->vwgt, NULL, j->ew, &j->nparts,
         j->tpwgts, NULL, j->options, &j->cut, j->part);
-    return NULL;
+    pthread_mutex_unlock(&metis_lock);
+}
+
+/* ---- thinning: DROPEDGES on our side ------------------------------------ */
+
+/* An entry's rank in its node's list: the edge weight first, then a hash
+ * of the unordered pair (the same at both ends), so that both ends of an
+ * edge rank it alike and every choice is a function of the input. */
+static inline uint64_t
+thin_key(idx_t u, idx_t v, idx_t w)
+{
+    uint64_t a = (uint64_t)(u < v ? u : v), b = (uint64_t)(u < v ? v : u);
+    uint64_t z = (a << 32 | b) * 0x9e3779b97f4a7c15ull;
+
+    z ^= z >> 29;
+    z *= 0xbf58476d1ce4e5b9ull;
+    z ^= z >> 32;
+    return (uint64_t)(uint32_t)w << 32 | (z & 0xffffffffull);
+}
+
+/* The k-th largest of a[0..n) (0 < k <= n), reordering a. Deterministic:
+ * the pivot is the median of three fixed positions. */
+static uint64_t
+kth_largest(uint64_t *a, int64_t n, int64_t k)
+{
+    int64_t lo = 0, hi = n - 1, want = k - 1;
+
+    while (lo < hi) {
+        uint64_t x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi], p, t;
+        int64_t i = lo, j = hi;
+        p = x < y ? (y < z ? y : x < z ? z : x) : (x < z ? x : y < z ? z : y);
+        while (i <= j) {
+            while (a[i] > p)
+                i++;
+            while (a[j] < p)
+                j--;
+            if (i <= j) {
+                t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (want <= j)
+            hi = j;
+        else if (want >= i)
+            lo = i;
+        else
+            break;
+    }
+    return a[want];
+}
+
+/* Thins the symmetric graph (n vertices, xadj/adj/ew; ew NULL = unit
+ * weights) in place: a vertex of more than 'keep' neighbours keeps its
+ * 'keep' heaviest (ties by thin_key's hash), and an edge stays when
+ * either end keeps it, so the graph stays symmetric and no vertex loses
+ * its last neighbour. Returns the entries left, or -1 out of memory. */
+static int64_t
+graph_thin(idx_t n, idx_t *xadj, idx_t *adj, idx_t *ew, int64_t keep)
+{
+    uint64_t *thr = NULL, *buf = NULL;
+    int64_t dmax = 0, k = 0;
+
+    for (idx_t u = 0; u < n; u++)
+        if (xadj[u + 1] - xadj[u] > dmax)
+            dmax = xadj[u + 1] - xadj[u];
+    if ((thr = gkv__calloc((size_t)n + 1, sizeof *thr)) == NULL ||
+        (buf = gkv__malloc(((size_t)dmax + 1) * sizeof *buf)) == NULL) {
+        gkv__free(thr);
+        return -1;
+    }
+    /* thr[u]: the least key u keeps (0: all) */
+    for (idx_t u = 0; u < n; u++) {
+        int64_t d = xadj[u + 1] - xadj[u];
+        if (d <= keep)
+            continue;
+        for (int64_t i = 0; i < d; i++) {
+            idx_t j = xadj[u] + (idx_t)i;
+            buf[i] = thin_key(u, adj[j], ew != NULL ? ew[j] : 1);
+        }
+        thr[u] = kth_largest(buf, d, keep);
+    }
+    /* compaction in place: entry k is written after entry i >= k is read,
+     * xadj[u] after xadj[u] and xadj[u + 1] are */
+    for (idx_t u = 0, s = xadj[0], e; u < n; u++, s = e) {
+        e = xadj[u + 1];
+        xadj[u] = (idx_t)k;
+        for (idx_t i = s; i < e; i++) {
+            idx_t v = adj[i], w = ew != NULL ? ew[i] : 1;
+            if (thr[u] != 0 || thr[v] != 0) {
+                uint64_t key = thin_key(u, v, w);
+                if (key < thr[u] && key < thr[v])
+                    continue;
+            }
+            adj[k] = v;
+            if (ew != NULL)
+                ew[k] = w;
+            k++;
+        }
+    }
+    xadj[n] = (idx_t)k;
+    gkv__free(thr);
+    gkv__free(buf);
+    return k;
 }
 
 /* Recursive bisection into nparts >= 3 with its first level split by
- * hand, so that the two sides (independent problems) run at once, one on
- * a second thread: top bisects the whole graph (part[] 0 or 1, in the
- * ratio of the two sides' part counts), then each side becomes a graph of
- * its own (the edges across dropped: they are cut whatever happens) and
- * is cut into its parts. The whole graph's arrays (top's) are freed once
- * the sides are built. part[k] ends as the final part, top->cut as the
+ * hand: top bisects the whole graph (part[] 0 or 1, in the ratio of the
+ * two sides' part counts), then each side becomes a graph of its own (the
+ * edges across dropped: they are cut whatever happens; its nodes without
+ * a neighbour left in it out, placed after) and is cut into its parts.
+ * The sides run one after the other: libmetis's random state is global
+ * (metis_lock), and on R-MAT one side holds nearly all the edges anyway.
+ * The whole graph's arrays (top's) are freed once the sides are built. part[k] ends as the final part, top->cut as the
  * whole cut. Returns a METIS status, or METIS_ERROR_MEMORY. */
 static int
 metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
@@ -143,8 +259,7 @@ metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
     real_t *tp = NULL;
     int64_t *ld = NULL, all[2] = {0, 0};
     idx_t fill[2] = {0, 0};
-    pthread_t th;
-    int started = 0, mrc = METIS_ERROR_MEMORY;
+    int mrc = METIS_ERROR_MEMORY;
 
     memset(side, 0, sizeof side);
     side[0].nparts = (np + 1) / 2;
@@ -230,12 +345,8 @@ metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
     gkv__free(*vwgt);
     *xadj = *adj = *ew = *vwgt = NULL;
 
-    started = pthread_create(&th, NULL, mjob_run, &side[1]) == 0;
     mjob_run(&side[0]);
-    if (started)
-        pthread_join(th, NULL);
-    else
-        mjob_run(&side[1]);
+    mjob_run(&side[1]);
     if ((mrc = side[0].mrc) != METIS_OK || (mrc = side[1].mrc) != METIS_OK)
         goto out;
     /* each part's vertices, then the side's dropped ones fill its parts
@@ -299,9 +410,9 @@ pw__metis_check(const gkv_graph *g, char *msg, size_t msglen)
 }
 
 gkv_err
-pw__metis(const gkv_graph *g, int nparts, int nthreads, uint64_t seed,
-          unsigned flags, uint8_t *const *mask, uint16_t *const *owner,
-          int64_t *objval, char *msg, size_t msglen)
+pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
+          unsigned flags, int keep, uint8_t *const *mask,
+          uint16_t *const *owner, int64_t *objval, char *msg, size_t msglen)
 {
     int nnt = gkv_graph_num_ntypes(g), net = gkv_graph_num_etypes(g);
     int64_t *off = NULL, *ptr = NULL, *cur = NULL, *load = NULL, nv = 0;
@@ -497,6 +608,26 @@ pw__metis(const gkv_graph *g, int nparts, int nthreads, uint64_t seed,
         for (int64_t i = 0; i < total; i++)
             adj[i] = map[adj[i]];
 
+    /* Thinning (DROPEDGES, done before METIS rather than inside it): on
+     * R-MAT the hubs' many light edges kept every coarser level as dense
+     * as the last; without them METIS coarsens faster, and cuts less. */
+    if (keep == 0 && total >= THIN_MIN)
+        keep = GKV_PART_METIS_KEEP;
+    if (keep > 0) {
+        int64_t k = graph_thin((idx_t)nk, xadj, adj,
+                               pre <= IDX_LIMIT ? ew : NULL, keep);
+        if (k < 0)
+            goto nomem;
+        if (k < total) {
+            idx_t *p;
+            total = k;
+            if ((p = gkv__realloc(adj, (size_t)total * sizeof *adj)) != NULL)
+                adj = p;
+            if ((p = gkv__realloc(ew, (size_t)total * sizeof *ew)) != NULL)
+                ew = p;
+        }
+    }
+
     METIS_SetDefaultOptions(options);
     options[METIS_OPTION_OBJTYPE] = METIS_OBJTYPE_CUT;
     options[METIS_OPTION_NUMBERING] = 0;
@@ -515,7 +646,7 @@ pw__metis(const gkv_graph *g, int nparts, int nthreads, uint64_t seed,
     job.part = part;
     job.rb = !(flags & GKV_PART_METIS_KWAY);
     sig_hold(&held);
-    if (job.rb && nparts >= 3 && nthreads >= 2 && nk >= SPLIT_MIN) {
+    if (job.rb && nparts >= 3 && nk >= SPLIT_MIN) {
         if (job.ew == NULL) {
             gkv__free(ew);
             ew = NULL;

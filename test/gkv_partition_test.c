@@ -281,6 +281,7 @@ test_help_and_version(void **state)
     expect_text("--help", f->sout, "Usage: gkv-partition [options] OUTDIR");
     expect_text("--help", f->sout, "--parts N");
     expect_text("--help", f->sout, "--method M");
+    expect_text("--help", f->sout, "--metis-keep K");
     assert_string_equal(f->serr, "");
     assert_int_equal(run(f, "-h", "--parts", "0", NULL), 0);
     expect_text("-h", f->sout, "Usage:");
@@ -328,6 +329,19 @@ test_usage_errors_exit_2(void **state)
           NULL}, "--metis-ptype 'ring': expected rb or kway"},
         {{"--parts", "2", "--metis-ctype", "hem", "--input", "E", "OUT",
           NULL}, "--metis-ctype 'hem': expected rm or shem"},
+        {{"--parts", "2", "--method", "random", "--metis-keep", "8",
+          "--input", "E", "OUT", NULL}, "--metis-keep is for --method metis"},
+        {{"--parts", "2", "--metis-keep", "0", "--input", "E", "OUT", NULL},
+         "--metis-keep '0': expected a number of neighbours from 1 to "
+         "2147483647, or all"},
+        {{"--parts", "2", "--metis-keep", "-1", "--input", "E", "OUT", NULL},
+         "--metis-keep '-1'"},
+        {{"--parts", "2", "--metis-keep", "2147483648", "--input", "E", "OUT",
+          NULL}, "--metis-keep '2147483648'"},
+        {{"--parts", "2", "--metis-keep", "many", "--input", "E", "OUT",
+          NULL}, "--metis-keep 'many'"},
+        {{"--parts", "2", "--metis-keep=", "--input", "E", "OUT", NULL},
+         "--metis-keep ''"},
         {{"--parts", "2", "--seed", "-1", "--input", "E", "OUT", NULL},
          "--seed '-1'"},
         {{"--parts", "2", "--num-nodes", "many", "--input", "E", "OUT", NULL},
@@ -403,15 +417,21 @@ test_text_every_method(void **state)
     struct fx *f = *state;
     gkv_graph *g;
     float feat[8 * 3];
-    /* the last: metis with METIS's own routine and matching */
-    static const char *methods[] = {"random", "range", "metis", "metis"};
+    /* then metis with METIS's own routine and matching, with each node
+     * keeping one neighbour in METIS's graph, and keeping all */
+    static const char *methods[] = {"random", "range", "metis", "metis",
+                                    "metis", "metis"};
+    static const char *extra[][2] = {
+        {"--force", "--force"}, {"--force", "--force"},
+        {"--force", "--force"}, {"--metis-ptype=kway", "--metis-ctype=shem"},
+        {"--metis-keep", "1"}, {"--metis-keep=all", "--force"}};
 
     GKVT_OK(gkv_graph_fixed_homo(&g));
     put(f, "e.txt", homo_txt, sizeof homo_txt - 1);
     for (int i = 0; i < 24; i++)
         feat[i] = (float)i * 0.5f - 3;
     put_npy(f, "feat.npy", GKV_F32, 8, 3, feat);
-    for (int m = 0; m < 4; m++) {
+    for (int m = 0; m < 6; m++) {
         json_t *j;
         char *l;
         int rc;
@@ -422,8 +442,7 @@ test_text_every_method(void **state)
                      "--text-weights", "--input", path(f, "e.txt"),
                      "--num-nodes", "8", "--csr", "--node-feat", nf,
                      "--name", "homo", "--force",
-                     m == 3 ? "--metis-ptype=kway" : "--force",
-                     m == 3 ? "--metis-ctype=shem" : "--force", f->out, NULL);
+                     extra[m][0], extra[m][1], f->out, NULL);
         }
         if (rc != 0)
             fail_msg("%s: exit %d: %s", methods[m], rc, f->serr);

@@ -887,7 +887,7 @@ test_metis_two_cliques(void **state)
 }
 
 /* A star (a centre and 400 leaves) and one more edge into 11 parts by
- * bisection on two threads: the top bisection leaves a side whose every
+ * bisection, its top level by hand: the top bisection leaves a side whose every
  * vertex but one lost its neighbours (the leaves, placed after), fewer
  * vertices than its parts, which libmetis refused with "***Cannot bisect
  * a graph with 0 vertices!" on stdout. Now nothing on stdout, and every
@@ -977,14 +977,54 @@ metis_owners(const char *out, int64_t n, int P, int *owner)
     free(nmap);
 }
 
+/* Partitions t by sp with METIS into f->out and checks the result: the
+ * verifier's checks, every one of the nn nodes in one part (owner[] gets
+ * them), each part non-empty and balanced within METIS's tolerance (k-way's
+ * 3 %, bisection's 0.1 % a level; both round to whole nodes), the largest
+ * as reported, and the reported cut the input edges src->dst (ne of them)
+ * cut, counted here. 'what' names the run in the log. Returns the cut. */
+static int64_t
+metis_checked(struct fx *f, const struct tg *t, const gkv_part_spec *sp,
+              int64_t nn, const int64_t *src, const int64_t *dst, int64_t ne,
+              int *owner, const char *what)
+{
+    gkv_part_report rep;
+    int64_t cut = 0, vcut, size[16] = {0}, big = 0;
+    int P = sp->num_parts;
+
+    assert_true(P <= 16);
+    if (gkv_partition_write(t->g, sp, f->out, &rep, f->msg,
+                            sizeof f->msg) != GKV_OK)
+        fail_msg("%s: %s", what, f->msg);
+    vcut = verify(f->out, t, sp);
+    metis_owners(f->out, nn, P, owner);
+    for (int64_t e = 0; e < ne; e++)
+        cut += owner[src[e]] != owner[dst[e]];
+    for (int64_t v = 0; v < nn; v++)
+        size[owner[v]]++;
+    print_message("%s, %d parts: cut %lld of %lld, parts %lld %lld %lld "
+                  "%lld\n", what, P, (long long)cut, (long long)ne,
+                  (long long)size[0], (long long)size[1],
+                  (long long)size[2], (long long)size[3]);
+    assert_int_equal(rep.edge_cut, cut);
+    assert_int_equal(vcut, cut);
+    for (int p = 0; p < P; p++) {
+        assert_true(size[p] * P <= nn * 103 / 100 + P);
+        assert_true(size[p] > 0);
+        big = size[p] > big ? size[p] : big;
+    }
+    assert_int_equal(rep.max_part_nodes, big);
+    return cut;
+}
+
 /* What METIS is given: each neighbour once, weighing its input edges
  * (duplicates, both directions), no self-loops, and (bisection, one
  * constraint) no node without a neighbour, which fills the parts after.
  * For each choice of routine and matching, on three 8-cliques joined by a
  * bridge taken 3 times and one taken once, with self-loops, duplicates
  * and 12 isolated nodes between them, and on R-MAT scale 10 (~15 % of its
- * nodes isolated; into 3 and 4 parts, which puts the top bisection's two
- * sides on two threads): every node in one part, the parts balanced
+ * nodes isolated; into 3 and 4 parts, which does the top bisection by
+ * hand and then cuts its two sides): every node in one part, the parts balanced
  * within METIS's tolerance, the reported cut the input edges cut, counted
  * here, and on the cliques the bridges alone cut by bisection. */
 static void
@@ -1037,40 +1077,19 @@ test_metis_graph_given(void **state)
         GKVT_OK(gkv_graph_edges(t.g, 0, &c));
         for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
             gkv_part_spec sp;
-            gkv_part_report rep;
-            int64_t cut = 0, size[4] = {0}, vcut;
+            char what[64];
+            int64_t cut;
             /* R-MAT: bisection and k-way each into 3 and 4 parts
-             * (bisection's top level on two threads: sides of 2 and 1
-             * parts, and of 2 and 2, both cut by METIS at once) */
+             * (bisection's top level by hand: sides of 2 and 1 parts,
+             * and of 2 and 2) */
             int P = graph == 0 ? 3 : 3 + (int)(i >= 2);
 
             spec_init(&sp, &t, pf, GKV_PART_METIS, P);
             sp.flags = variants[i] | GKV_PART_FORCE;
-            if (gkv_partition_write(t.g, &sp, f->out, &rep, f->msg,
-                                    sizeof f->msg) != GKV_OK)
-                fail_msg("%s", f->msg);
-            vcut = verify(f->out, &t, &sp);
-            metis_owners(f->out, nn, P, owner);
-            for (int64_t e = 0; e < c.n; e++)
-                cut += owner[c.src[e]] != owner[c.dst[e]];
-            for (int64_t v = 0; v < nn; v++)
-                size[owner[v]]++;
-            print_message("graph %d, flags 0x%x: cut %lld of %lld, parts "
-                          "%lld %lld %lld %lld\n", graph, variants[i],
-                          (long long)cut, (long long)c.n,
-                          (long long)size[0], (long long)size[1],
-                          (long long)size[2], (long long)size[3]);
-            assert_int_equal(rep.edge_cut, cut);
-            assert_int_equal(vcut, cut);
-            for (int p = 0; p < P; p++) {
-                /* k-way's tolerance is 3 %, bisection's 0.1 % a level;
-                 * both round to whole nodes */
-                assert_true(size[p] * P <= nn * 103 / 100 + P);
-                assert_true(size[p] > 0);
-            }
-            for (int p = 1; p < P; p++)
-                size[0] = size[p] > size[0] ? size[p] : size[0];
-            assert_int_equal(rep.max_part_nodes, size[0]);
+            snprintf(what, sizeof what, "graph %d, flags 0x%x", graph,
+                     variants[i]);
+            cut = metis_checked(f, &t, &sp, nn, c.src, c.dst, c.n, owner,
+                                what);
             if (graph == 0 && !(variants[i] & GKV_PART_METIS_KWAY))
                 assert_int_equal(cut, 4);    /* the bridges, as weighed */
         }
@@ -1559,6 +1578,134 @@ test_outdir_rules(void **state)
     tg_free(&t);
 }
 
+
+/* Thinning (spec.metis_keep): on four communities of 100 nodes, each
+ * around a hub joined to all its members (some twice), the hubs joined to
+ * each other three times each, a few edges across, a self-loop and 100
+ * isolated nodes, each node keeping 4 or 1 neighbours (or all), with
+ * bisection and k-way into 3 and 4 parts: every node in one part, the
+ * parts balanced within METIS's tolerance, the reported cut the input
+ * edges cut (all of them, not only those METIS saw), counted here; the
+ * same input gives the same partition; thinning changes what METIS sees
+ * (1 neighbour gives another partition than all); out of memory anywhere
+ * fails cleanly; a negative count other than GKV_PART_METIS_KEEP_ALL is
+ * refused. */
+static void
+test_metis_thinned(void **state)
+{
+    struct fx *f = *state;
+    static const int keeps[] = {4, 1, GKV_PART_METIS_KEEP_ALL};
+    enum { NN = 500, ME = 4000 };
+    static int64_t src[ME], dst[ME];
+    static int owner[NN], first[NN], one[NN], all[NN];
+    size_t n = 0;
+    uint32_t x = 12345;
+    struct tg t;
+    gkv_part_feat pf[MAXF];
+    gkv_part_spec sp;
+    long live;
+    int ok_run;
+
+#define EDGE(a, b) do { src[n] = (a); dst[n++] = (b); } while (0)
+    for (int c = 0; c < 4; c++) {
+        int h = 100 * c;
+        for (int j = h + 1; j < h + 100; j++) {
+            EDGE(h, j);
+            if (j % 3 == 0)
+                EDGE(j, h);                   /* weight 2 */
+            for (int k = 0; k < 5; k++) {     /* members among themselves */
+                int o;
+                x = x * 1103515245u + 12345u;
+                o = h + 1 + (int)((x >> 8) % 99);
+                if (o != j)
+                    EDGE(j, o);
+            }
+        }
+        for (int r = 0; r < 3; r++)
+            EDGE(h, 100 * ((c + 1) % 4));
+    }
+    for (int r = 0; r < 30; r++) {            /* across communities */
+        x = x * 1103515245u + 12345u;
+        EDGE((int)((x >> 8) % 400), (int)((x >> 16) % 400));
+    }
+    EDGE(7, 7);
+#undef EDGE
+    assert_true(n <= ME);
+    memset(&t, 0, sizeof t);
+    GKVT_OK(gkv_graph_new_homo(&t.g, NN));
+    GKVT_OK(gkv_graph_add_edges(t.g, 0, src, dst, NULL, n));
+
+    for (size_t i = 0; i < sizeof keeps / sizeof *keeps; i++)
+        for (int kway = 0; kway < 2; kway++)
+            for (int P = 3; P <= 4; P++) {
+                char what[64];
+
+                spec_init(&sp, &t, pf, GKV_PART_METIS, P);
+                sp.metis_keep = keeps[i];
+                sp.flags = GKV_PART_FORCE | (kway ? GKV_PART_METIS_KWAY : 0);
+                snprintf(what, sizeof what, "keep %d, %s", keeps[i],
+                         kway ? "k-way" : "bisection");
+                metis_checked(f, &t, &sp, NN, src, dst, (int64_t)n, owner,
+                              what);
+                if (kway || P != 4)
+                    continue;
+                if (keeps[i] == 4)
+                    memcpy(first, owner, sizeof owner);
+                else if (keeps[i] == 1)
+                    memcpy(one, owner, sizeof owner);
+                else
+                    memcpy(all, owner, sizeof owner);
+            }
+    /* thinning took effect, and again gives the same partition */
+    assert_true(memcmp(one, all, sizeof one) != 0);
+    spec_init(&sp, &t, pf, GKV_PART_METIS, 4);
+    sp.metis_keep = 4;
+    sp.flags = GKV_PART_FORCE;
+    sp.nthreads = 1;
+    GKVT_OK(gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg));
+    metis_owners(f->out, NN, 4, owner);
+    assert_memory_equal(owner, first, sizeof owner);
+
+    /* out of memory at each allocation (the thinning's among them; the
+     * shrinking of METIS's arrays may fail and the call still succeed),
+     * into a new directory each time */
+    gkvt_rmtree(strdup(f->out));
+    sp.flags = 0;
+    live = gkvt_alloc_live();
+    ok_run = 0;
+    for (int k = 0; k < 20000 && ok_run < 20; k++) {
+        char *before = gkvt_listing(f->dir), *after;
+        gkv_err rc;
+        sp.metis_keep = 2;
+        gkvt_alloc_fail_at(k);
+        rc = gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg);
+        gkvt_alloc_fail_at(-1);
+        assert_int_equal(gkvt_alloc_live(), live);
+        after = gkvt_listing(f->dir);
+        if (rc == GKV_OK) {
+            ok_run++;
+            verify(f->out, &t, &sp);
+            gkvt_rmtree(strdup(f->out));
+        } else {
+            ok_run = 0;
+            if (rc != GKV_ENOMEM)
+                fail_msg("allocation %d: %s (%s)", k, gkv_err_name(rc), f->msg);
+            assert_string_equal(before, after);
+        }
+        free(before);
+        free(after);
+    }
+    assert_int_equal(ok_run, 20);
+
+    sp.metis_keep = -2;
+    expect_fail(f, t.g, &sp, f->out, GKV_EINVAL, "metis_keep -2",
+                "GKV_PART_METIS_KEEP_ALL", NULL);
+    sp.metis_keep = INT32_MIN;
+    expect_fail(f, t.g, &sp, f->out, GKV_EINVAL, "metis_keep -2147483648",
+                NULL);
+    tg_free(&t);
+}
+
 /* Cancels at the k-th progress call, for every k: GKV_EINTR and nothing
  * left; the call after the last one completes. */
 struct cancel {
@@ -1677,6 +1824,7 @@ main(void)
         cmocka_unit_test_setup_teardown(test_metis_mask_and_edges, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_graph_given, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_star_sides, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_metis_thinned, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_spec, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bool_node_feature, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_features, setup, gkvt_dir_teardown),

@@ -24,6 +24,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,11 +252,23 @@ main(int argc, char **argv)
                   "range take no weights)");
         goto done;
     }
-    if ((o.metis_ptype != NULL || o.metis_ctype != NULL) &&
-        sp.method != GKV_PART_METIS) {
+    if ((o.metis_ptype != NULL || o.metis_ctype != NULL ||
+         o.metis_keep != NULL) && sp.method != GKV_PART_METIS) {
         ex = tools__usage_error(PROG, "--metis-%s is for --method metis",
-                                o.metis_ptype != NULL ? "ptype" : "ctype");
+                                o.metis_ptype != NULL ? "ptype" :
+                                o.metis_ctype != NULL ? "ctype" : "keep");
         goto done;
+    }
+    if (o.metis_keep != NULL) {
+        int all = strcmp(o.metis_keep, "all") == 0;
+        long long k = all ? 0 : part__parse_count(o.metis_keep, INT_MAX);
+        if (!all && k < 1) {
+            ex = tools__usage_error(PROG, "--metis-keep '%s': expected a "
+                                    "number of neighbours from 1 to %d, or "
+                                    "all", o.metis_keep, INT_MAX);
+            goto done;
+        }
+        sp.metis_keep = all ? GKV_PART_METIS_KEEP_ALL : (int)k;
     }
     if (o.metis_ptype != NULL && strcmp(o.metis_ptype, "rb") != 0 &&
         strcmp(o.metis_ptype, "kway") != 0) {

@@ -32,6 +32,11 @@ usage(FILE *f)
 "                       (METIS's and DGL's choice; on R-MAT 2-3x slower)\n"
 "  --metis-ctype C      rm (default): random matching, or shem: heavy-edge\n"
 "                       matching (METIS's default; on R-MAT twice the cut)\n"
+"  --metis-keep K       METIS sees at most K neighbours of each node, the\n"
+"                       heaviest (an edge stays when either end keeps it;\n"
+"                       the cut reported counts every edge), or all: every\n"
+"                       edge (default: 32 when the graph has about 8 M\n"
+"                       distinct node pairs or more, all below)\n"
 "  --csr                also store the CSR of out-edges in each partition\n"
 "  --force              replace a partition already in OUTDIR\n"
 "\n"
@@ -362,6 +367,7 @@ part__parse_args(int argc, char **argv, struct opts *o)
         {"--balance-edges", OPT_FLAG, .dst = &o->balance_edges},
         {"--metis-ptype", OPT_STR, .dst = &o->metis_ptype, .flags = OPT_EMPTY_OK},
         {"--metis-ctype", OPT_STR, .dst = &o->metis_ctype, .flags = OPT_EMPTY_OK},
+        {"--metis-keep", OPT_STR, .dst = &o->metis_keep, .flags = OPT_EMPTY_OK},
         {"--train-mask", OPT_FN, .fn = opt_mask, .flags = OPT_EMPTY_OK},
         {"--csr", OPT_FLAG, .dst = &o->csr},
         {"--force", OPT_FLAG, .dst = &o->force},

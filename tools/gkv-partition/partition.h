@@ -26,7 +26,7 @@ struct named {            /* "[KEY=]VALUE" or "[TYPE/]NAME=FILE" options */
 
 struct opts {
     const char *out, *name, *method, *parts, *seed, *num_nodes, *rmat,
-               *threads, *metis_ptype, *metis_ctype;
+               *threads, *metis_ptype, *metis_ctype, *metis_keep;
     int csr, force, stats, balance_edges, etype_column, text_weights, header;
     struct named *ntypes, *etypes, *weights, *nfeat, *efeat, *masks, *rev;
     size_t n_ntypes, n_etypes, n_weights, n_nfeat, n_efeat, n_masks, n_rev;
