@@ -96,7 +96,7 @@ pw__check_outdir(struct pw *w)
     struct stat sb;
     DIR *d;
     struct dirent *de;
-    int n = 0;
+    int n = 0, oom = 0;
     gkv_err rc = GKV_OK;
 
     if ((parent = gkv__strdup(w->out)) == NULL)
@@ -136,21 +136,31 @@ pw__check_outdir(struct pw *w)
         n++;
         if (len > 5 && strcmp(nm + len - 5, ".json") == 0) {
             char *p = pw__path_join(w->out, nm);
-            json_t *j = p != NULL ? json_load_file(p, 0, NULL) : NULL;
+            json_t *j;
+            if (p == NULL) {
+                oom = 1;
+                break;
+            }
+            j = json_load_file(p, 0, NULL);
             if (j != NULL && json_is_object(j) &&
                 json_object_get(j, "gkv_format") != NULL && json == NULL)
-                json = gkv__strdup(nm);
+                oom = (json = gkv__strdup(nm)) == NULL;
             else if (other == NULL)
-                other = gkv__strdup(nm);
+                oom = (other = gkv__strdup(nm)) == NULL;
             json_decref(j);
             gkv__free(p);
         } else if (!is_part_dir(nm) && strcmp(nm, "mapping") != 0 &&
                    other == NULL) {
-            other = gkv__strdup(nm);
+            oom = (other = gkv__strdup(nm)) == NULL;
         }
+        if (oom)
+            break;
     }
     closedir(d);
-    if (n == 0)
+    if (oom)
+        rc = pw__fail(w, GKV_ENOMEM, "output directory '%s': out of memory "
+                      "while reading what it holds", w->out);
+    else if (n == 0)
         rc = GKV_OK;
     else if (other != NULL)
         rc = pw__fail(w, GKV_EEXIST, "output directory '%s' holds files that "

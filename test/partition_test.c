@@ -1807,6 +1807,32 @@ test_alloc_failures(void **state)
     print_message("succeeded after failing each of %d allocations\n", n);
     assert_true(n > 10);
     verify(f->out, &t, &sp);
+    /* over that partition with GKV_PART_FORCE: a failed allocation while
+     * the directory is read is GKV_ENOMEM (it was taken for a file that is
+     * no partition's: GKV_EEXIST), and the partition there stays whole */
+    sp.flags |= GKV_PART_FORCE;
+    for (n = 0; n < 20000; n++) {
+        char *before = gkvt_listing(f->dir), *after;
+        gkv_err rc;
+        gkvt_alloc_fail_at(n);
+        rc = gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg);
+        gkvt_alloc_fail_at(-1);
+        assert_int_equal(gkvt_alloc_live(), live);
+        if (rc == GKV_OK) {
+            free(before);
+            break;
+        }
+        if (rc != GKV_ENOMEM)
+            fail_msg("over a partition, allocation %d: %s (%s)", n,
+                     gkv_err_name(rc), f->msg);
+        after = gkvt_listing(f->dir);
+        assert_string_equal(before, after);
+        verify(f->out, &t, &sp);
+        free(before);
+        free(after);
+    }
+    assert_true(n > 10);
+    verify(f->out, &t, &sp);
     tg_free(&t);
 }
 
