@@ -26,7 +26,7 @@
  *   - with 3 or more parts, bisection's first level by hand (metis_split),
  *     so that each side's nodes left without a neighbour there are placed
  *     after, as above;
- *   - on large graphs, thinned (graph_thin): each node keeps its heaviest
+ *   - on large graphs, thinned (pw__thin): each node keeps its heaviest
  *     neighbours, the idea of DROPEDGES in DGL's METIS (edges dropped
  *     while coarsening), done here before METIS, which lacks it.
  * One METIS call at a time in the process (metis_lock): libmetis keeps its
@@ -49,6 +49,20 @@
  * METIS's graph is thinned by default (GKV_PART_METIS_KEEP neighbours a
  * node); below, METIS is quick enough on every edge. */
 #define THIN_MIN ((int64_t)1 << 24)
+
+static int64_t thin_min = THIN_MIN;
+
+/* Thinning by default from n entries (THIN_MIN): a test setting, so that
+ * the default path runs on a small graph. Not in part_write.h: tests
+ * declare it, and pw__thin, themselves. */
+void pw__set_thin_min(int64_t n);
+int64_t pw__thin(idx_t n, idx_t *xadj, idx_t *adj, idx_t *ew, int64_t keep);
+
+void
+pw__set_thin_min(int64_t n)
+{
+    thin_min = n;
+}
 
 #if IDXTYPEWIDTH == 32
 #define IDX_LIMIT INT32_MAX
@@ -124,6 +138,8 @@ static pthread_mutex_t metis_lock = PTHREAD_MUTEX_INITIALIZER;
 static void
 mjob_run(struct mjob *j)
 {
+    struct sig_held held;
+
     j->cut = 0;
     j->mrc = METIS_OK;
     if (j->nparts <= 1 || j->n == 0) {
@@ -131,10 +147,15 @@ mjob_run(struct mjob *j)
             j->part[k] = 0;
         return;
     }
+    /* the handlers are noted and put back under the lock: noted while
+     * another thread's call had libmetis's installed, they were put back
+     * for good (a later SIGTERM then jumped to a dead frame) */
     pthread_mutex_lock(&metis_lock);
+    sig_hold(&held);
     j->mrc = (j->rb ? METIS_PartGraphRecursive : METIS_PartGraphKway)(
         &j->n, &j->ncon, j->xadj, j->adj, j->vwgt, NULL, j->ew, &j->nparts,
         j->tpwgts, NULL, j->options, &j->cut, j->part);
+    sig_release(&held);
     pthread_mutex_unlock(&metis_lock);
 }
 
@@ -192,8 +213,8 @@ kth_largest(uint64_t *a, int64_t n, int64_t k)
  * 'keep' heaviest (ties by thin_key's hash), and an edge stays when
  * either end keeps it, so the graph stays symmetric and no vertex loses
  * its last neighbour. Returns the entries left, or -1 out of memory. */
-static int64_t
-graph_thin(idx_t n, idx_t *xadj, idx_t *adj, idx_t *ew, int64_t keep)
+int64_t
+pw__thin(idx_t n, idx_t *xadj, idx_t *adj, idx_t *ew, int64_t keep)
 {
     uint64_t *thr = NULL, *buf = NULL;
     int64_t dmax = 0, k = 0;
@@ -201,6 +222,8 @@ graph_thin(idx_t n, idx_t *xadj, idx_t *adj, idx_t *ew, int64_t keep)
     for (idx_t u = 0; u < n; u++)
         if (xadj[u + 1] - xadj[u] > dmax)
             dmax = xadj[u + 1] - xadj[u];
+    if (dmax <= keep)           /* every node keeps every neighbour */
+        return xadj[n];
     if ((thr = gkv__calloc((size_t)n + 1, sizeof *thr)) == NULL ||
         (buf = gkv__malloc(((size_t)dmax + 1) * sizeof *buf)) == NULL) {
         gkv__free(thr);
@@ -248,8 +271,9 @@ graph_thin(idx_t n, idx_t *xadj, idx_t *adj, idx_t *ew, int64_t keep)
  * a neighbour left in it out, placed after) and is cut into its parts.
  * The sides run one after the other: libmetis's random state is global
  * (metis_lock), and on R-MAT one side holds nearly all the edges anyway.
- * The whole graph's arrays (top's) are freed once the sides are built. part[k] ends as the final part, top->cut as the
- * whole cut. Returns a METIS status, or METIS_ERROR_MEMORY. */
+ * The whole graph's arrays (top's) are freed once the sides are built.
+ * part[k] ends as the final part, top->cut as the whole cut. Returns a
+ * METIS status, or METIS_ERROR_MEMORY. */
 static int
 metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
             idx_t **vwgt)
@@ -315,7 +339,8 @@ metis_split(struct mjob *top, idx_t **xadj, idx_t **adj, idx_t **ew,
             (s->adj = gkv__malloc(e1 * sizeof *s->adj)) == NULL ||
             (top->ew != NULL &&
              (s->ew = gkv__malloc(e1 * sizeof *s->ew)) == NULL) ||
-            (s->vwgt = gkv__malloc(n1 * (size_t)nc * sizeof *s->vwgt)) == NULL ||
+            (s->vwgt = gkv__malloc(n1 * (size_t)nc *
+                                   sizeof *s->vwgt)) == NULL ||
             (s->part = gkv__malloc(n1 * sizeof *s->part)) == NULL)
             goto out;
         s->n = 0;
@@ -421,7 +446,6 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
     idx_t *map = NULL;
     idx_t options[METIS_NOPTIONS], ncon, cut = 0;
     struct mjob job;
-    struct sig_held held;
     int use_deg = 0, use_mask = 0, mrc;
     int64_t degsum = 0, masksum = 0;
     gkv_err rc = GKV_OK;
@@ -472,7 +496,8 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
     pre = total = ptr[nv];
     if ((uint64_t)total > SIZE_MAX / sizeof *adj)
         goto nomem;
-    if ((adj = gkv__malloc((size_t)(total ? total : 1) * sizeof *adj)) == NULL ||
+    if ((adj = gkv__malloc((size_t)(total ? total : 1) *
+                           sizeof *adj)) == NULL ||
         (ew = gkv__malloc((size_t)(total ? total : 1) * sizeof *ew)) == NULL ||
         (cur = gkv__malloc((size_t)nv * sizeof *cur)) == NULL ||
         (map = gkv__malloc((size_t)nv * sizeof *map)) == NULL)
@@ -572,7 +597,8 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
     for (int64_t u = 0, k = 0; u < nv; u++)
         map[u] = nk == nv || ptr[u + 1] > ptr[u] ? (idx_t)k++ : -1;
 
-    if ((vwgt = gkv__calloc((size_t)nk * (size_t)ncon, sizeof *vwgt)) == NULL ||
+    if ((vwgt = gkv__calloc((size_t)nk * (size_t)ncon,
+                            sizeof *vwgt)) == NULL ||
         (xadj = gkv__malloc(((size_t)nk + 1) * sizeof *xadj)) == NULL ||
         (part = gkv__malloc((size_t)nk * sizeof *part)) == NULL ||
         (load = gkv__calloc((size_t)nparts, sizeof *load)) == NULL)
@@ -611,10 +637,10 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
     /* Thinning (DROPEDGES, done before METIS rather than inside it): on
      * R-MAT the hubs' many light edges kept every coarser level as dense
      * as the last; without them METIS coarsens faster, and cuts less. */
-    if (keep == 0 && total >= THIN_MIN)
+    if (keep == 0 && total >= thin_min)
         keep = GKV_PART_METIS_KEEP;
     if (keep > 0) {
-        int64_t k = graph_thin((idx_t)nk, xadj, adj,
+        int64_t k = pw__thin((idx_t)nk, xadj, adj,
                                pre <= IDX_LIMIT ? ew : NULL, keep);
         if (k < 0)
             goto nomem;
@@ -645,7 +671,6 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
     job.ew = pre <= IDX_LIMIT ? ew : NULL; /* weights sum to 2x the edges */
     job.part = part;
     job.rb = !(flags & GKV_PART_METIS_KWAY);
-    sig_hold(&held);
     if (job.rb && nparts >= 3 && nk >= SPLIT_MIN) {
         if (job.ew == NULL) {
             gkv__free(ew);
@@ -656,7 +681,6 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
         mjob_run(&job);
         mrc = job.mrc;
     }
-    sig_release(&held);
     cut = job.cut;
     if (mrc != METIS_OK) {
         rc = pw__msg(msg, msglen,

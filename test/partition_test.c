@@ -12,6 +12,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +24,10 @@
 #include "graph/gkv_graph.h"
 #include "graph/gkv_partition.h"
 #include "graph/gkv_part.h"
+
+/* graph/part_write_metis.c, for tests: METIS's graph is thinned by default
+ * from n adjacency entries (2^24). */
+void pw__set_thin_min(int64_t n);
 
 #define MAXF 8
 
@@ -1595,7 +1601,7 @@ test_metis_thinned(void **state)
 {
     struct fx *f = *state;
     static const int keeps[] = {4, 1, GKV_PART_METIS_KEEP_ALL};
-    enum { NN = 500, ME = 4000 };
+    enum { NN = 500, ME = 6000 };
     static int64_t src[ME], dst[ME];
     static int owner[NN], first[NN], one[NN], all[NN];
     size_t n = 0;
@@ -1629,6 +1635,14 @@ test_metis_thinned(void **state)
         EDGE((int)((x >> 8) % 400), (int)((x >> 16) % 400));
     }
     EDGE(7, 7);
+    for (int a = 400; a < 460; a++)           /* a dense block: every node */
+        for (int b = a + 1; b < 460; b++) {   /* of it over 32 neighbours */
+            x = x * 1103515245u + 12345u;
+            EDGE(a, b);
+            if ((x >> 12) % 3 == 0)
+                EDGE(b, a);
+        }
+    EDGE(459, 0);
 #undef EDGE
     assert_true(n <= ME);
     memset(&t, 0, sizeof t);
@@ -1658,6 +1672,26 @@ test_metis_thinned(void **state)
             }
     /* thinning took effect, and again gives the same partition */
     assert_true(memcmp(one, all, sizeof one) != 0);
+    /* the default (metis_keep 0) on a graph past the size where it thins:
+     * the 32 heaviest neighbours a node, as metis_keep 32 */
+    spec_init(&sp, &t, pf, GKV_PART_METIS, 4);
+    sp.flags = GKV_PART_FORCE;
+    sp.metis_keep = 32;
+    metis_checked(f, &t, &sp, NN, src, dst, (int64_t)n, first, "keep 32");
+    assert_true(memcmp(first, all, sizeof first) != 0);
+    pw__set_thin_min(0);
+    sp.metis_keep = 0;
+    metis_checked(f, &t, &sp, NN, src, dst, (int64_t)n, owner,
+                  "default, thinning");
+    pw__set_thin_min((int64_t)1 << 24);
+    assert_memory_equal(owner, first, sizeof owner);
+    metis_checked(f, &t, &sp, NN, src, dst, (int64_t)n, owner,
+                  "default, small");
+    assert_memory_equal(owner, all, sizeof owner);
+    spec_init(&sp, &t, pf, GKV_PART_METIS, 4);
+    sp.metis_keep = 4;
+    sp.flags = GKV_PART_FORCE;
+    metis_checked(f, &t, &sp, NN, src, dst, (int64_t)n, first, "keep 4");
     spec_init(&sp, &t, pf, GKV_PART_METIS, 4);
     sp.metis_keep = 4;
     sp.flags = GKV_PART_FORCE;
@@ -1772,6 +1806,109 @@ test_cancel_everywhere(void **state)
     tg_free(&t);
 }
 
+/* Two partitions with METIS at once, in two threads (distinct output
+ * directories; gkv_partition_write is thread-safe for those): each gives
+ * the partition it gives alone, and the program's SIGTERM handler is
+ * still its own afterwards (libmetis installs its own during a call; a
+ * call that noted the handlers while the other thread's was inside took
+ * libmetis's for the program's and put it back for good). */
+struct mrun {
+    const gkv_graph *g;
+    char dir[4200];
+    int64_t cut[3];
+    int bad;
+};
+
+static volatile sig_atomic_t term_seen;
+
+static void
+on_term(int sig)
+{
+    (void)sig;
+    term_seen = 1;
+}
+
+static void *
+metis_thread(void *arg)
+{
+    struct mrun *r = arg;
+
+    for (int i = 0; i < 3; i++) {
+        gkv_part_spec sp;
+        gkv_part_report rep;
+        char msg[512];
+        memset(&sp, 0, sizeof sp);
+        sp.method = GKV_PART_METIS;
+        sp.num_parts = 4;
+        sp.seed = 7;
+        sp.flags = GKV_PART_FORCE;
+        sp.metis_keep = 8;
+        if (gkv_partition_write(r->g, &sp, r->dir, &rep, msg,
+                                sizeof msg) != GKV_OK) {
+            print_error("%s: %s\n", r->dir, msg);
+            r->bad = 1;
+            return NULL;
+        }
+        r->cut[i] = rep.edge_cut;
+    }
+    return NULL;
+}
+
+static void
+test_metis_concurrent(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 20000, M = 200000 };
+    int64_t *src = malloc(M * sizeof *src), *dst = malloc(M * sizeof *dst);
+    struct sigaction sa, old, now;
+    struct mrun r[3];
+    pthread_t th[2];
+    gkv_graph *g;
+    uint64_t x = 1;
+
+    for (int e = 0; e < M; e++) {         /* skewed: hubs at low IDs */
+        double a, b;
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        a = (double)((x >> 20) & 0xffff) / 65536.0;
+        b = (double)((x >> 36) & 0xffff) / 65536.0;
+        src[e] = (int64_t)(a * a * N);
+        dst[e] = (int64_t)(b * N);
+    }
+    GKVT_OK(gkv_graph_new_homo(&g, N));
+    GKVT_OK(gkv_graph_add_edges(g, 0, src, dst, NULL, M));
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGTERM, &sa, &old), 0);
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 3; i++) {
+        r[i].g = g;
+        snprintf(r[i].dir, sizeof r[i].dir, "%s/conc%d", f->dir, i);
+    }
+    metis_thread(&r[2]);                  /* alone */
+    assert_false(r[2].bad);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, metis_thread, &r[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    assert_int_equal(sigaction(SIGTERM, NULL, &now), 0);
+    if (now.sa_handler != on_term)
+        fail_msg("after two METIS partitions at once, SIGTERM's handler "
+                 "is no longer the program's");
+    term_seen = 0;
+    raise(SIGTERM);
+    assert_int_equal(term_seen, 1);
+    for (int i = 0; i < 2; i++) {
+        assert_false(r[i].bad);
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(r[i].cut[k], r[2].cut[0]);
+    }
+    sigaction(SIGTERM, &old, NULL);
+    gkv_graph_free(g);
+    free(src);
+    free(dst);
+}
+
 static void
 test_alloc_failures(void **state)
 {
@@ -1851,6 +1988,8 @@ main(void)
         cmocka_unit_test_setup_teardown(test_metis_graph_given, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_star_sides, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_metis_thinned, setup, gkvt_dir_teardown),
+        cmocka_unit_test_setup_teardown(test_metis_concurrent, setup,
+                                        gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_spec, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bool_node_feature, setup, gkvt_dir_teardown),
         cmocka_unit_test_setup_teardown(test_bad_features, setup, gkvt_dir_teardown),
