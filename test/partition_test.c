@@ -1909,6 +1909,42 @@ test_metis_concurrent(void **state)
     free(dst);
 }
 
+/* gkv_partition_write of t into f->out failing at each allocation in
+ * turn until one run succeeds: every failure is GKV_ENOMEM, leaks
+ * nothing and leaves the directory as it was (with 'whole', also the
+ * partition already there readable and right). Returns the failures. */
+static int
+fail_each_alloc(struct fx *f, struct tg *t, gkv_part_spec *sp, int whole)
+{
+    long live = gkvt_alloc_live();
+    int n;
+
+    for (n = 0; n < 20000; n++) {
+        char *before = gkvt_listing(f->dir), *after;
+        gkv_err rc;
+        gkvt_alloc_fail_at(n);
+        rc = gkv_partition_write(t->g, sp, f->out, NULL, f->msg,
+                                 sizeof f->msg);
+        gkvt_alloc_fail_at(-1);
+        assert_int_equal(gkvt_alloc_live(), live);
+        if (rc == GKV_OK) {
+            free(before);
+            break;
+        }
+        if (rc != GKV_ENOMEM)
+            fail_msg("allocation %d%s: %s (%s)", n,
+                     whole ? ", over a partition" : "", gkv_err_name(rc),
+                     f->msg);
+        after = gkvt_listing(f->dir);
+        assert_string_equal(before, after);
+        if (whole)
+            verify(f->out, t, sp);
+        free(before);
+        free(after);
+    }
+    return n;
+}
+
 static void
 test_alloc_failures(void **state)
 {
@@ -1916,31 +1952,12 @@ test_alloc_failures(void **state)
     struct tg t;
     gkv_part_feat pf[MAXF];
     gkv_part_spec sp;
-    long live;
     int n;
 
     make_hetero(f, &t);
     spec_init(&sp, &t, pf, GKV_PART_RANDOM, 2);
     sp.flags = GKV_PART_CSR;
-    live = gkvt_alloc_live();
-    for (n = 0; n < 20000; n++) {
-        char *before = gkvt_listing(f->dir), *after;
-        gkv_err rc;
-        gkvt_alloc_fail_at(n);
-        rc = gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg);
-        gkvt_alloc_fail_at(-1);
-        assert_int_equal(gkvt_alloc_live(), live);
-        if (rc == GKV_OK) {
-            free(before);
-            break;
-        }
-        if (rc != GKV_ENOMEM)
-            fail_msg("allocation %d: %s (%s)", n, gkv_err_name(rc), f->msg);
-        after = gkvt_listing(f->dir);
-        assert_string_equal(before, after);
-        free(before);
-        free(after);
-    }
+    n = fail_each_alloc(f, &t, &sp, 0);
     print_message("succeeded after failing each of %d allocations\n", n);
     assert_true(n > 10);
     verify(f->out, &t, &sp);
@@ -1948,27 +1965,7 @@ test_alloc_failures(void **state)
      * the directory is read is GKV_ENOMEM (it was taken for a file that is
      * no partition's: GKV_EEXIST), and the partition there stays whole */
     sp.flags |= GKV_PART_FORCE;
-    for (n = 0; n < 20000; n++) {
-        char *before = gkvt_listing(f->dir), *after;
-        gkv_err rc;
-        gkvt_alloc_fail_at(n);
-        rc = gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg);
-        gkvt_alloc_fail_at(-1);
-        assert_int_equal(gkvt_alloc_live(), live);
-        if (rc == GKV_OK) {
-            free(before);
-            break;
-        }
-        if (rc != GKV_ENOMEM)
-            fail_msg("over a partition, allocation %d: %s (%s)", n,
-                     gkv_err_name(rc), f->msg);
-        after = gkvt_listing(f->dir);
-        assert_string_equal(before, after);
-        verify(f->out, &t, &sp);
-        free(before);
-        free(after);
-    }
-    assert_true(n > 10);
+    assert_true(fail_each_alloc(f, &t, &sp, 1) > 10);
     verify(f->out, &t, &sp);
     tg_free(&t);
 }
