@@ -171,12 +171,13 @@ typedef struct gkv_part_spec {
                                       * graph's order */
     int                  metis_keep; /* METIS: thinning (the idea of
                                       * DROPEDGES in DGL's METIS): each
-                                      * node of METIS's graph keeps at
-                                      * most this
+                                      * node of METIS's graph keeps this
                                       * many of its neighbours, the
                                       * heaviest (most input edges between
                                       * the two), an edge staying when
-                                      * either end keeps it. The cut
+                                      * either end keeps it (so only edges
+                                      * between two nodes of more than
+                                      * this many go). The cut
                                       * reported still counts every input
                                       * edge. 0: the default, see
                                       * GKV_PART_METIS_KEEP;
@@ -194,7 +195,7 @@ typedef struct gkv_part_spec {
  * edges between two nodes of more than K neighbours each can go, so on a
  * graph whose nodes mostly have many neighbours and no hubs (dense, or
  * k-nearest-neighbour) use GKV_PART_METIS_KEEP_ALL; a small K costs cut
- * (R-MAT scale 18: K = 8 twice the cut of every edge, K = 1 nearly 4x). */
+ * (R-MAT scale 20: K = 8 gave 2.2x the cut of every edge). */
 #define GKV_PART_METIS_KEEP      32
 #define GKV_PART_METIS_KEEP_ALL  (-1)
 

@@ -136,12 +136,19 @@ pw__check_outdir(struct pw *w)
         n++;
         if (len > 5 && strcmp(nm + len - 5, ".json") == 0) {
             char *p = pw__path_join(w->out, nm);
+            json_error_t jerr;
             json_t *j;
             if (p == NULL) {
                 oom = 1;
                 break;
             }
-            j = json_load_file(p, 0, NULL);
+            j = json_load_file(p, 0, &jerr);
+            if (j == NULL &&
+                json_error_code(&jerr) == json_error_out_of_memory) {
+                gkv__free(p);
+                oom = 1;
+                break;
+            }
             if (j != NULL && json_is_object(j) &&
                 json_object_get(j, "gkv_format") != NULL && json == NULL)
                 oom = (json = gkv__strdup(nm)) == NULL;

@@ -52,16 +52,17 @@
 
 static int64_t thin_min = THIN_MIN;
 
-/* Thinning by default from n entries (THIN_MIN): a test setting, so that
- * the default path runs on a small graph. Not in part_write.h: tests
- * declare it, and pw__thin, themselves. */
+/* Thinning by default from n entries (THIN_MIN; n < 0: THIN_MIN again):
+ * a test setting, so that the default path runs on a small graph, made
+ * while no partition runs. Not in part_write.h: tests declare it, and
+ * pw__thin, themselves. */
 void pw__set_thin_min(int64_t n);
 int64_t pw__thin(idx_t n, idx_t *xadj, idx_t *adj, idx_t *ew, int64_t keep);
 
 void
 pw__set_thin_min(int64_t n)
 {
-    thin_min = n;
+    thin_min = n < 0 ? THIN_MIN : n;
 }
 
 #if IDXTYPEWIDTH == 32
@@ -88,12 +89,16 @@ pw__msg(char *msg, size_t msglen, gkv_err rc, const char *fmt, ...)
  * whatever it was doing (malloc included) and free its memory, so a
  * SIGTERM meant for the program made the call fail, hang on malloc's lock
  * or crash, and the program's own handler never ran. sig_hold() blocks
- * SIGTERM in the calling thread (and so in the threads it starts) and
- * notes the program's handlers; sig_release(), once every call is over,
- * puts them back as they were (GKlib restores them with signal(), which
- * drops their flags and masks, and two concurrent calls can leave GKlib's
- * own installed) and unblocks: a SIGTERM that came meanwhile is delivered
- * then, to the program's handler. The price: GKlib reports its own
+ * SIGTERM in the calling thread and notes the program's handlers, under
+ * metis_lock (mjob_run); sig_release(), after the call, puts them back as
+ * they were (GKlib restores them with signal(), which drops their flags
+ * and masks) and unblocks: a SIGTERM that came meanwhile is delivered
+ * then, to the program's handler, still under the lock, so a handler
+ * must return or end the process (one that longjmps out leaves the lock
+ * held). The blocking covers the calling thread only: in a program with
+ * other threads that do not block SIGTERM, a SIGTERM sent to the process
+ * during a call may reach one of them and GKlib's handler; gkv-partition
+ * runs METIS on its only thread. The price: GKlib reports its own
  * internal errors with raise(SIGTERM) too, and those (out of memory inside
  * METIS; bad input is checked before the call) now end the program by
  * that signal once METIS returns, instead of the call returning

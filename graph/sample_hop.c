@@ -58,9 +58,10 @@
  * thread's work this way, but every thread labels.
  *
  * Either way the result is the one-thread result, for any thread count
- * and any schedule. Markers are not reset between hops: the next hop's destination nodes are this hop's
- * node list in the same order, so the local IDs stay right. They are reset
- * once at the end of a batch (every node labelled is in the last list).
+ * and any schedule. Markers are not reset between hops: the next hop's
+ * destination nodes are this hop's node list in the same order, so the
+ * local IDs stay right. They are reset once at the end of a batch (every
+ * node labelled is in the last list).
  */
 #include <limits.h>
 #include <math.h>

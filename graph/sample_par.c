@@ -10,8 +10,10 @@
 #include "graph/sample_int.h"
 
 /* The most threads that relabel ordered: one thread labels while the
- * others pick, and the labelling is about 40 % of a hop's work, so past
- * two threads the keyed relabel, whose work grows with no thread, wins. */
+ * others pick, and the labelling is about 40 % of a hop's work, which
+ * caps the ordered relabel near 2.5x one thread; the keyed relabel costs
+ * a third more work, but every thread labels, so past two threads it
+ * wins. */
 #define ORDER_MAX 2
 
 /* Single hop: the picks (P1 and P2 only; the copy waits for the

@@ -244,6 +244,14 @@ test_hub_memory(void **state)
         assert_int_equal(b[0].edges[0].n, (size_t)(D + F - 1));
         m = mallinfo2();
         live = m.uordblks + m.hblkhd;
+        if (call == 0 && live == 0) {
+            /* mallinfo2 counts nothing (AddressSanitizer's allocator) */
+            gkv_sampler_free(s);
+            gkv_sgraph_free(sg);
+            free(indptr);
+            free(indices);
+            skip();
+        }
         if (call == 0)
             first = live;
         else if (live > first + (size_t)D * 3 * sizeof(int64_t))
