@@ -298,19 +298,15 @@ test_nonfinite_client_writeback(void **state)
     nonfinite_client(*state, extra);
 }
 
-/* A raw PUSH (no client check) is refused by the server itself. */
-static void
-nonfinite_raw(struct gkvt_job *j, const char *const *extra)
+/* One server (machine 0) with extra arguments 'extra', and a client of
+ * it that created "emb" (f32, NR x WD); ids[] (NR) set to 0..NR-1 and
+ * rows[] (NR x WD) to 0.5. */
+static gkv_client *
+raw_serve(struct gkvt_job *j, const char *const *extra, uint64_t *ids,
+          float *rows)
 {
     gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, WD, 0, NR, GKV_INIT_UNIFORM);
-    gkv_push_args pa = {.handler = "adagrad", .lr = 0.1};
-    unsigned char b[4096], *was, *was_s, *now, *now_s;
-    float rows[NR * WD];
-    uint64_t ids[NR], sess;
-    struct rep r = {0};
     gkv_client *c;
-    size_t len;
-    int s;
 
     gkvt_serve(j, 1, 1, extra, NULL);
     c = client(j, 0);
@@ -319,6 +315,43 @@ nonfinite_raw(struct gkvt_job *j, const char *const *extra)
         ids[i] = i;
     for (size_t k = 0; k < NR * WD; k++)
         rows[k] = 0.5f;
+    return c;
+}
+
+/* Sends 'rows' (NR x WD f32) as a raw PUSH of "emb" through handler 'h'
+ * on socket s (session sess, request id rid); fails unless the server
+ * refuses it GKV_EINVAL with "tensor 'emb': push 'h': row 17 col 3 WHY:
+ * refused, nothing applied". The reply in *r. */
+static void
+raw_push_refused(int s, uint64_t sess, uint64_t rid, const char *h,
+                 const uint64_t *ids, const float *rows, const char *why,
+                 struct rep *r)
+{
+    unsigned char b[4096];
+    char want[256];
+    size_t len = enc_push(b, sizeof b, "emb", h, ids, rows, NR, WD);
+
+    assert_int_equal(rcall(s, NET_PUSH, sess, rid, b, len, r), 0);
+    assert_int_equal(r->h.status, GKV_EINVAL);
+    snprintf(want, sizeof want, "tensor 'emb': push '%s': row 17 col 3 %s: "
+             "refused, nothing applied", h, why);
+    if (strstr(r->msg, want) == NULL)
+        fail_msg("server said \"%s\", expected \"%s\"", r->msg, want);
+}
+
+/* A raw PUSH (no client check) is refused by the server itself. */
+static void
+nonfinite_raw(struct gkvt_job *j, const char *const *extra)
+{
+    gkv_push_args pa = {.handler = "adagrad", .lr = 0.1};
+    unsigned char *was, *was_s, *now, *now_s;
+    float rows[NR * WD];
+    uint64_t ids[NR], sess;
+    struct rep r = {0};
+    gkv_client *c;
+    int s;
+
+    c = raw_serve(j, extra, ids, rows);
     NET_OK(gkv_client_push(c, "emb", ids, NR, rows, sizeof rows, &pa));
     was = pull_all(c, "emb", NR, WD * 4);
     was_s = pull_all(c, "emb#adagrad_s", NR, WD * 4);
@@ -326,16 +359,10 @@ nonfinite_raw(struct gkvt_job *j, const char *const *extra)
     assert_true((sess = rhandshake(s, "raw", 0)) != 0);
     for (int hi = 0; hi < 4; hi++) {
         static const char *const hs[] = {"add", "sgd", "adagrad", "adam"};
-        char want[160];
 
         rows[17 * WD + 3] = hi % 2 ? -INFINITY : NAN;
-        len = enc_push(b, sizeof b, "emb", hs[hi], ids, rows, NR, WD);
-        assert_int_equal(rcall(s, NET_PUSH, sess, 10 + (uint64_t)hi, b, len, &r), 0);
-        assert_int_equal(r.h.status, GKV_EINVAL);
-        snprintf(want, sizeof want, "tensor 'emb': push '%s': row 17 col 3 is "
-                 "%s: refused, nothing applied", hs[hi], hi % 2 ? "-inf" : "NaN");
-        if (strstr(r.msg, want) == NULL)
-            fail_msg("server said \"%s\", expected \"%s\"", r.msg, want);
+        raw_push_refused(s, sess, 10 + (uint64_t)hi, hs[hi], ids, rows,
+                         hi % 2 ? "is -inf" : "is NaN", &r);
     }
     now = pull_all(c, "emb", NR, WD * 4);
     now_s = pull_all(c, "emb#adagrad_s", NR, WD * 4);
@@ -463,22 +490,14 @@ overflow_raw(struct gkvt_job *j, const char *const *extra)
     static const char *const names[] = {
         "emb", "emb#adagrad_s", "emb#adam_m", "emb#adam_v", "emb#adam_t"
     };
-    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, WD, 0, NR, GKV_INIT_UNIFORM);
-    unsigned char b[4096], *was[5], *now;
+    unsigned char *was[5], *now;
     float rows[NR * WD];
     uint64_t ids[NR], sess;
     struct rep r = {0};
     gkv_client *c;
-    size_t len;
     int s;
 
-    gkvt_serve(j, 1, 1, extra, NULL);
-    c = client(j, 0);
-    NET_OK(gkv_client_create(c, "emb", &sp, -1));
-    for (size_t i = 0; i < NR; i++)
-        ids[i] = i;
-    for (size_t k = 0; k < NR * WD; k++)
-        rows[k] = 0.5f;
+    c = raw_serve(j, extra, ids, rows);
     for (size_t hi = 1; hi < 3; hi++) {      /* the state exists */
         gkv_push_args pa = {.handler = hs[hi], .lr = 0.1};
         NET_OK(gkv_client_push(c, "emb", ids, NR, rows, sizeof rows, &pa));
@@ -490,16 +509,9 @@ overflow_raw(struct gkvt_job *j, const char *const *extra)
     assert_true((s = rsock(j->base)) >= 0);
     assert_true((sess = rhandshake(s, "raw", 0)) != 0);
     for (size_t hi = 0; hi < 3; hi++) {
-        char want[256];
-
         rows[17 * WD + 3] = hi == 0 ? 0x1p127f : 3e38f;
-        len = enc_push(b, sizeof b, "emb", hs[hi], ids, rows, NR, WD);
-        assert_int_equal(rcall(s, NET_PUSH, sess, 10 + (uint64_t)hi, b, len, &r), 0);
-        assert_int_equal(r.h.status, GKV_EINVAL);
-        snprintf(want, sizeof want, "tensor 'emb': push '%s': row 17 col 3 %s: "
-                 "refused, nothing applied", hs[hi], whys[hi]);
-        if (strstr(r.msg, want) == NULL)
-            fail_msg("server said \"%s\", expected \"%s\"", r.msg, want);
+        raw_push_refused(s, sess, 10 + (uint64_t)hi, hs[hi], ids, rows,
+                         whys[hi], &r);
     }
     for (size_t k = 0; k < 5; k++) {
         now = pull_all(c, names[k], NR, k == 4 ? 8 : WD * 4);
