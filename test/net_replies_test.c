@@ -288,6 +288,30 @@ await_pulls(gkv_client *c, uint64_t n, gkv_server_stats *ss)
              (unsigned long long)n);
 }
 
+/* Encodes a PULL of rows ids[0..nrow) of "big" into pl (cap bytes) and
+ * sends it from each of the n sessions sess[], each on a REQ socket of
+ * its own to port (fd[i]), never reading the replies. The payload's
+ * length. */
+static size_t
+send_unread_pulls(int port, const uint64_t *sess, int n, const uint64_t *ids,
+                  size_t nrow, unsigned char *pl, size_t cap, int *fd)
+{
+    net_wr w = {pl, cap, 0};
+    unsigned char *m = malloc(NET_HDR_LEN + cap);
+
+    assert_non_null(m);
+    net__enc_pull_req(&w, "big", ids, NULL, nrow);
+    for (int i = 0; i < n; i++) {
+        size_t len = gkvt_raw_msg(m, NET_PULL, sess[i], 100 + (uint64_t)i,
+                                  pl, w.off);
+
+        fd[i] = gkvt_sp_connect(port, NN_REQ);
+        gkvt_sp_send(fd[i], 1, m, len);
+    }
+    free(m);
+    return w.off;
+}
+
 static void
 test_peers_never_read(void **state)
 {
@@ -296,8 +320,7 @@ test_peers_never_read(void **state)
                            "--max-msg", "40000000", "--heartbeat-timeout",
                            "600000", NULL};
     static uint64_t ids[NROW];
-    static unsigned char m[NET_HDR_LEN + 16 + NROW * 8 + 64],
-        pl[16 + NROW * 8 + 64];
+    static unsigned char pl[16 + NROW * 8 + 64];
     size_t plen, rb = (size_t)ROWW * 4;
     float *want, *got = malloc((size_t)NROW * rb);
     gkv_server_stats ss = {0};
@@ -330,19 +353,8 @@ test_peers_never_read(void **state)
     before = gkvt_peak_kib(srv->pid);
     NET_OK(gkv_client_stats(c, 0, &ss));
     base = ss.pulls;
-    {
-        net_wr w = {pl, sizeof pl, 0};
-
-        net__enc_pull_req(&w, "big", ids, NULL, NROW);
-        plen = w.off;
-    }
-    for (int i = 0; i < NATK; i++) {
-        size_t len = gkvt_raw_msg(m, NET_PULL, sess[i], 100 + (uint64_t)i,
-                                  pl, plen);
-
-        fd[i] = gkvt_sp_connect(f->base, NN_REQ);
-        gkvt_sp_send(fd[i], 1, m, len);
-    }
+    plen = send_unread_pulls(f->base, sess, NATK, ids, NROW, pl, sizeof pl,
+                             fd);
     await_pulls(c, base + NATK, &ss);
     /* 3 fit the cap and are held (with at most a few small replies on
      * their way); the other 9 were refused */
@@ -466,9 +478,8 @@ test_cap_full(void **state)
                            "--max-msg", "17000000", "--heartbeat-timeout",
                            "600000", NULL};
     static uint64_t ids[NROW2];
-    static unsigned char m[NET_HDR_LEN + 16 + NROW2 * 8 + 64],
-        pl[16 + NROW2 * 8 + 64];
-    size_t plen, rb = (size_t)ROW2 * 4;
+    static unsigned char pl[16 + NROW2 * 8 + 64];
+    size_t rb = (size_t)ROW2 * 4;
     enum { PN = 8 };              /* 8 rows: a 128 KiB reply */
     float *want, *got = calloc(NROW2, rb);
     gkv_server_stats ss = {0};
@@ -499,19 +510,7 @@ test_cap_full(void **state)
         sess[i] = gkvt_rhandshake(s, "atk", (uint32_t)i);
     NET_OK(gkv_client_stats(c, 0, &ss));
     base = ss.pulls;
-    {
-        net_wr w = {pl, sizeof pl, 0};
-
-        net__enc_pull_req(&w, "big", ids, NULL, NROW2);
-        plen = w.off;
-    }
-    for (int i = 0; i < NATK2; i++) {
-        size_t len = gkvt_raw_msg(m, NET_PULL, sess[i], 100 + (uint64_t)i,
-                                  pl, plen);
-
-        fd[i] = gkvt_sp_connect(f->base, NN_REQ);
-        gkvt_sp_send(fd[i], 1, m, len);
-    }
+    send_unread_pulls(f->base, sess, NATK2, ids, NROW2, pl, sizeof pl, fd);
     await_pulls(c, base + NATK2, &ss);
     assert_int_equal(ss.pulls - base, NATK2);
     assert_int_equal(ss.reply_mem_refused, 0);
