@@ -236,13 +236,24 @@ gkvt_rawfx_spawn(struct gkvt_rawfx *f, char *const argv[], const char *logname)
 struct gkvt_proc *
 gkvt_rawfx_start(struct gkvt_rawfx *f, const char *const *lead, const char *const *extra)
 {
+    return gkvt_rawfx_start_n(f, 1, lead, extra);
+}
+
+struct gkvt_proc *
+gkvt_rawfx_start_n(struct gkvt_rawfx *f, int nmach, const char *const *lead,
+                   const char *const *extra)
+{
+    assert_true(nmach >= 1 && nmach <= 8);
     for (int attempt = 0; attempt < 20; attempt++) {
-        char *argv[48], text[128];
+        char *argv[48], text[8 * 32];
         struct gkvt_proc *p;
+        size_t off = 0;
         int n = 0;
 
-        f->base = gkvt_port_base(8);
-        snprintf(text, sizeof text, "127.0.0.1 %d\n", f->base);
+        f->base = gkvt_port_base(8 * nmach);
+        for (int m = 0; m < nmach; m++)
+            off += (size_t)snprintf(text + off, sizeof text - off,
+                                    "127.0.0.1 %d\n", f->base + 8 * m);
         gkvt_write_text(f->cfg, text, 0644);
         argv[n++] = f->server;
         argv[n++] = "--ip-config";

@@ -134,6 +134,12 @@ struct gkvt_proc *gkvt_rawfx_spawn(struct gkvt_rawfx *f, char *const argv[],
  * it listens. */
 struct gkvt_proc *gkvt_rawfx_start(struct gkvt_rawfx *f, const char *const *lead,
                                    const char *const *extra);
+/* The same for a job of nmach (1..8) machines: the ip_config has nmach
+ * lines, machine m's ports from f->base + 8 m; only the one server is
+ * started. */
+struct gkvt_proc *gkvt_rawfx_start_n(struct gkvt_rawfx *f, int nmach,
+                                     const char *const *lead,
+                                     const char *const *extra);
 /* gkvt_rawfx_start with "--store ST --machine 0" and extra. */
 struct gkvt_proc *gkvt_rawfx_serve(struct gkvt_rawfx *f, const char *const *extra);
 /* gkvt_rawfx_serve with no ASan quarantine in the server (SAN=address),

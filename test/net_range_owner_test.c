@@ -57,7 +57,7 @@ test_server_names_owner(void **state)
 {
     struct gkvt_rawfx *f = *state;
     struct gkvt_rep r = {0};
-    struct gkvt_proc *srv = NULL;
+    struct gkvt_proc *srv;
     int64_t lo0, hi0;
     uint64_t sess, other;
     char want[160];
@@ -75,18 +75,11 @@ test_server_names_owner(void **state)
     assert_true(lo0 == 0 && hi0 > 0 && hi0 < NN);
     other = (uint64_t)hi0;                /* partition 1's first node */
     /* partition 0's server of a two-machine job (machine 1 not started) */
-    for (int attempt = 0; attempt < 20 && srv == NULL; attempt++) {
-        char text[128];
-        char *argv[] = {f->server, "--part-config", f->json, "--part-id", "0",
-                        "--ip-config", f->cfg, "--nosync", NULL};
+    {
+        const char *lead[] = {"--part-config", f->json, "--part-id", "0",
+                              "--nosync", NULL};
 
-        f->base = gkvt_port_base(16);
-        snprintf(text, sizeof text, "127.0.0.1 %d\n127.0.0.1 %d\n", f->base,
-                 f->base + 8);
-        gkvt_write_text(f->cfg, text, 0644);
-        srv = gkvt_rawfx_spawn(f, argv, "server.log");
-        if (!gkvt_server_listening(srv))
-            srv = NULL;
+        srv = gkvt_rawfx_start_n(f, 2, lead, NULL);
     }
     assert_non_null(srv);
     s = gkvt_raw_socket(f->base, 20000);
