@@ -1,5 +1,6 @@
 /* gkvt_net.c - a test's gkv-server processes on loopback (gkvt_net.h). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdint.h>
@@ -526,16 +527,39 @@ gkvt_sp_connect(int port, int proto)
 }
 
 void
-gkvt_sp_send(int fd, uint32_t id, const void *msg, size_t len)
+gkvt_send_all(int fd, const void *p, size_t n)
 {
-    unsigned char hdr[12];
+    const unsigned char *b = p;
+
+    while (n > 0) {
+        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            fail_msg("send: %s", strerror(errno));
+        b += k;
+        n -= (size_t)k;
+    }
+}
+
+void
+gkvt_sp_head(unsigned char *h, uint32_t id, size_t len)
+{
     uint64_t n = len + 4;
 
     for (int i = 0; i < 8; i++)
-        hdr[i] = (unsigned char)(n >> (56 - 8 * i));
+        h[i] = (unsigned char)(n >> (56 - 8 * i));
     id |= 0x80000000u;
     for (int i = 0; i < 4; i++)
-        hdr[8 + i] = (unsigned char)(id >> (24 - 8 * i));
-    assert_int_equal(write(fd, hdr, 12), 12);
-    assert_int_equal(write(fd, msg, len), (ssize_t)len);
+        h[8 + i] = (unsigned char)(id >> (24 - 8 * i));
+}
+
+void
+gkvt_sp_send(int fd, uint32_t id, const void *msg, size_t len)
+{
+    unsigned char h[12];
+
+    gkvt_sp_head(h, id, len);
+    gkvt_send_all(fd, h, sizeof h);
+    gkvt_send_all(fd, msg, len);
 }

@@ -202,5 +202,12 @@ void gkvt_assert_added(const float *got, const float *was, size_t n, float d);
 int  gkvt_sp_connect(int port, int proto);
 /* Sends msg (len bytes) as a REQ message with request id 'id'. */
 void gkvt_sp_send(int fd, uint32_t id, const void *msg, size_t len);
+/* A REQ frame's first 12 bytes into h: the u64 big-endian length of a
+ * message of len bytes with its request id, then the id 'id' (its top bit
+ * set), as gkvt_sp_send sends them. */
+void gkvt_sp_head(unsigned char *h, uint32_t id, size_t len);
+/* Sends all n bytes of p on socket fd (no SIGPIPE); fails the test on an
+ * error. */
+void gkvt_send_all(int fd, const void *p, size_t n);
 
 #endif

@@ -40,29 +40,6 @@ teardown(void **state)
 
 /* ---- SP over TCP by hand -------------------------------------------------- */
 
-static void
-put_be64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (56 - 8 * i));
-}
-
-static void
-send_all(int fd, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-
-    while (n > 0) {
-        ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            fail_msg("send: %s", strerror(errno));
-        b += k;
-        n -= (size_t)k;
-    }
-}
-
 /* n bytes within ms; 0, or -1 at the end of the stream or a timeout. */
 static int
 recv_all(int fd, void *p, size_t n, int ms)
@@ -108,7 +85,7 @@ tcp_open(int port, const char *src)
         close(fd);
         return -1;
     }
-    send_all(fd, sp, sizeof sp);
+    gkvt_send_all(fd, sp, sizeof sp);
     return fd;
 }
 
@@ -123,30 +100,6 @@ tcp_held(int fd, int ms)
     if (recv_all(fd, b, 8, ms) != 0)
         return 0;
     return poll(&pf, 1, ms) == 0;
-}
-
-/* A frame's first 12 bytes into h: the length of a message of len bytes
- * with REQ request id 'rid', and the id. */
-static void
-frame_head(unsigned char *h, uint32_t rid, size_t len)
-{
-    put_be64(h, 4 + len);
-    rid |= 0x80000000u;
-    h[8] = (unsigned char)(rid >> 24);
-    h[9] = (unsigned char)(rid >> 16);
-    h[10] = (unsigned char)(rid >> 8);
-    h[11] = (unsigned char)rid;
-}
-
-/* Sends frame 'msg' (len bytes) with REQ request id 'rid'. */
-static void
-tcp_send(int fd, uint32_t rid, const void *msg, size_t len)
-{
-    unsigned char h[12];
-
-    frame_head(h, rid, len);
-    send_all(fd, h, sizeof h);
-    send_all(fd, msg, len);
 }
 
 /* The reply to request 'rid' into r (its payload malloc'd in r->pl; an
@@ -275,24 +228,22 @@ test_big_frames_before_a_session_cost_nothing(void **state)
     /* the stalled ones: the length, the request id and 16 header bytes */
     for (int i = 0; i < NSTALL; i++) {
         assert_true((stall[i] = tcp_open(j->base, NULL)) >= 0);
-        put_be64(h, 4 + NET_HDR_LEN + BIG);
-        memcpy(h + 8, "\x80\0\0\x07", 4);
-        send_all(stall[i], h, sizeof h);
-        send_all(stall[i], m, 16);
+        gkvt_sp_head(h, 7, NET_HDR_LEN + BIG);
+        gkvt_send_all(stall[i], h, sizeof h);
+        gkvt_send_all(stall[i], m, 16);
     }
     /* over the limit: dropped, as nanomsg drops them */
     for (int i = 0; i < NOVER; i++) {
         assert_true((over[i] = tcp_open(j->base, NULL)) >= 0);
-        put_be64(h, 4 + NET_HDR_LEN + (128u << 20));
-        memcpy(h + 8, "\x80\0\0\x07", 4);
-        send_all(over[i], h, sizeof h);
-        send_all(over[i], m, NET_HDR_LEN);
+        gkvt_sp_head(h, 7, NET_HDR_LEN + (128u << 20));
+        gkvt_send_all(over[i], h, sizeof h);
+        gkvt_send_all(over[i], m, NET_HDR_LEN);
     }
     /* whole ones, one after another, the client pulling between */
     cpu0 = cpu_s(srv->pid);
     for (int i = 0; i < NFULL; i++) {
         assert_true((full[i] = tcp_open(j->base, NULL)) >= 0);
-        tcp_send(full[i], 7, m, NET_HDR_LEN + BIG);
+        gkvt_sp_send(full[i], 7, m, NET_HDR_LEN + BIG);
         worst = probe_worst(probe, ref, 5, worst);
         assert_int_equal(tcp_recv(full[i], 1, 7, &r, 10000), 0);
         assert_int_equal(r.h.status, GKV_EPERM);
@@ -473,7 +424,7 @@ tcp_hello(int fd, int first, unsigned char *nonce)
     net_rd rd;
 
     (void)gkvt_raw_msg(b, NET_HELLO, 0, 1, NULL, 0);
-    tcp_send(fd, 1, b, sizeof b);
+    gkvt_sp_send(fd, 1, b, sizeof b);
     assert_int_equal(tcp_recv(fd, first, 1, &r, 10000), 0);
     assert_int_equal(r.h.status, 0);
     net__rd_init(&rd, r.pl + NET_HDR_LEN, r.plen);
@@ -542,8 +493,8 @@ test_handshake_replayed_on_another_connection(void **state)
         tcp_hello(a, t == 0, nonce);
         hs_msg(token, nonce, msg, &len);
         assert_int_equal(kill(srv->pid, SIGSTOP), 0);
-        tcp_send(a, 2, msg, len);
-        tcp_send(b, 2, msg, len);
+        gkvt_sp_send(a, 2, msg, len);
+        gkvt_sp_send(b, 2, msg, len);
         tools__sleep_ms(100);
         assert_int_equal(kill(srv->pid, SIGCONT), 0);
         assert_int_equal(tcp_recv(a, 0, 2, &ra, 10000), 0);
@@ -578,11 +529,11 @@ test_handshake_replayed_on_another_connection(void **state)
      * the limit of one that has not authenticated */
     tcp_hello(a, 0, nonce);
     hs_msg(token, nonce, msg, &len);
-    tcp_send(a, 3, msg, len);
+    gkvt_sp_send(a, 3, msg, len);
     assert_int_equal(tcp_recv(a, 0, 3, &ra, 10000), 0);
     assert_int_equal(ra.h.status, 0);
     assert_true((c = tcp_open(j->base, NULL)) >= 0);
-    tcp_send(c, 3, msg, len);
+    gkvt_sp_send(c, 3, msg, len);
     assert_int_equal(tcp_recv(c, 1, 3, &rb, 10000), 0);
     assert_int_equal(rb.h.status, GKV_EPERM);
     assert_non_null(strstr(rb.msg, "nonce already used"));
@@ -590,7 +541,7 @@ test_handshake_replayed_on_another_connection(void **state)
     assert_int_equal(net__hdr_get(big, NET_HDR_LEN, &q), 0);
     q.len = 1 << 20;
     net__hdr_put(big, &q);
-    tcp_send(c, 4, big, NET_HDR_LEN + (1 << 20));
+    gkvt_sp_send(c, 4, big, NET_HDR_LEN + (1 << 20));
     assert_int_equal(tcp_recv(c, 0, 4, &rb, 10000), 0);
     assert_int_equal(rb.h.status, GKV_EPERM);
     assert_non_null(strstr(rb.msg, "without a session"));
@@ -638,7 +589,7 @@ pull_on(int fd, int first, uint32_t rid, const unsigned char *msg,
     net_pull_rep pr;
     net_rd rd;
 
-    tcp_send(fd, rid, msg, len);
+    gkvt_sp_send(fd, rid, msg, len);
     assert_int_equal(tcp_recv(fd, first, rid, r, 10000), 0);
     if (r->h.status == GKV_EBUSY) {
         assert_false(r->h.flags & NET_F_SESSION);
@@ -703,7 +654,7 @@ test_malformed_frame_is_not_over_the_cap(void **state)
     assert_true(len > NET_HDR_LEN + 1024);
     msg[8 + 3] |= 0x20;                 /* flags: an unknown bit */
     assert_true((fd = tcp_open(j->base, "127.0.0.1")) >= 0);
-    tcp_send(fd, 7, msg, len);
+    gkvt_sp_send(fd, 7, msg, len);
     assert_int_equal(tcp_recv(fd, 1, 7, &r, 10000), 0);
     if (r.h.status == GKV_EBUSY ||
         (r.h.status != GKV_EPROTO && r.h.status != GKV_EPERM))
@@ -785,7 +736,7 @@ test_session_is_no_bearer_token(void **state)
     sess2 = gkvt_rhandshake(s, "job", 0);     /* replaces sess */
     assert_true(sess2 != sess);
     len = pull_msg(sess, NP - 1, ids, msg, sizeof msg);
-    tcp_send(d, 4, msg, len);
+    gkvt_sp_send(d, 4, msg, len);
     assert_int_equal(tcp_recv(d, 0, 4, &r, 10000), 0);
     assert_int_equal(r.h.status, GKV_EPERM);
     assert_true(gkvt_file_has(srv->log, "gate: connection from 127.0.0.1: a "
@@ -870,7 +821,7 @@ tcp_join(int fd, int first, uint32_t rank)
     hs.rank = rank;
     net__enc_hs_req(&w, &hs);
     len = gkvt_raw_msg(msg, NET_HANDSHAKE, 0, 2, pl, w.off);
-    tcp_send(fd, 2, msg, len);
+    gkvt_sp_send(fd, 2, msg, len);
     assert_int_equal(tcp_recv(fd, 0, 2, &r, 10000), 0);
     assert_int_equal(r.h.status, 0);
     net__rd_init(&rd, r.pl + NET_HDR_LEN, r.plen);
@@ -1083,16 +1034,16 @@ send_cut(int fd, uint32_t rid, const void *msg, size_t len,
     assert_non_null(f);
     assert_int_equal(setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one,
                                 sizeof one), 0);
-    frame_head(f, rid, len);
+    gkvt_sp_head(f, rid, len);
     memcpy(f + 12, msg, len);
     for (int k = 0; cuts[k] != 0 && off < n; k++) {
         size_t c = cuts[k] < n - off ? cuts[k] : n - off;
-        send_all(fd, f + off, c);
+        gkvt_send_all(fd, f + off, c);
         off += c;
         tools__sleep_ms(3);
     }
     if (off < n)
-        send_all(fd, f + off, n - off);
+        gkvt_send_all(fd, f + off, n - off);
     free(f);
 }
 
@@ -1142,7 +1093,7 @@ test_frames_split_anywhere(void **state)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     assert_int_equal(connect(a, (struct sockaddr *)&sa, sizeof sa), 0);
     for (int i = 0; i < 8; i++) {
-        send_all(a, sp + i, 1);
+        gkvt_send_all(a, sp + i, 1);
         tools__sleep_ms(3);
     }
     (void)gkvt_raw_msg(hb, NET_HELLO, 0, 1, NULL, 0);
