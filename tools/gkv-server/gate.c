@@ -303,21 +303,30 @@ addr_hash(const char *addr)
 #define KEY(t, sz, i) (*(uint64_t *)((char *)(t) + (i) * (sz)))
 
 static size_t
-slot_home(uint64_t k)
+slot_home(uint64_t k, size_t mask)
 {
-    return (size_t)(k ^ k >> 29) & (SESS_SLOTS - 1);
+    return (size_t)(k ^ k >> 29) & mask;
 }
 
-/* The slot of key k, or the free one where it would go. */
+/* The slot of key k in table t of mask + 1 slots (a power of two) of sz
+ * bytes, or the free one where it would go. most_net()'s g.tmp is such a
+ * table too. */
 static size_t
-slot_find(void *t, size_t sz, uint64_t k)
+slot_in(void *t, size_t sz, size_t mask, uint64_t k)
 {
     size_t i;
 
-    for (i = slot_home(k); KEY(t, sz, i) != 0 && KEY(t, sz, i) != k;
-         i = (i + 1) & (SESS_SLOTS - 1))
+    for (i = slot_home(k, mask); KEY(t, sz, i) != 0 && KEY(t, sz, i) != k;
+         i = (i + 1) & mask)
         ;
     return i;
+}
+
+/* slot_in() for the two tables of SESS_SLOTS slots. */
+static size_t
+slot_find(void *t, size_t sz, uint64_t k)
+{
+    return slot_in(t, sz, SESS_SLOTS - 1, k);
 }
 
 /* Empties slot i. Linear probing's deletion: later entries of the run
@@ -331,7 +340,7 @@ slot_del(void *t, size_t sz, size_t i)
         j = (j + 1) & m;
         if (KEY(t, sz, j) == 0)
             break;
-        h = slot_home(KEY(t, sz, j));
+        h = slot_home(KEY(t, sz, j), m);
         /* move j to i unless its home lies cyclically in (i, j] */
         if (i <= j ? (h <= i || h > j) : (h <= i && h > j)) {
             memcpy((char *)t + i * sz, (char *)t + j * sz, sz);
@@ -746,10 +755,7 @@ most_net(uint64_t now)
 
         if (now - c->since_ms < FLOOR_MS)
             continue;
-        for (k = (size_t)(c->kh ^ c->kh >> 29) & g.tmp_mask;
-             g.tmp[k].kh != 0 && g.tmp[k].kh != c->kh;
-             k = (k + 1) & g.tmp_mask)
-            ;
+        k = slot_in(g.tmp, sizeof *g.tmp, g.tmp_mask, c->kh);
         g.tmp[k].kh = c->kh;
         if (++g.tmp[k].n > most) {
             most = g.tmp[k].n;
