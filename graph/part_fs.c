@@ -137,20 +137,13 @@ pw__check_outdir(struct pw *w)
         if (len > 5 && strcmp(nm + len - 5, ".json") == 0) {
             char *p = pw__path_join(w->out, nm);
             json_error_t jerr;
-            json_t *j;
-            if (p == NULL) {
+            json_t *j = p != NULL ? json_load_file(p, 0, &jerr) : NULL;
+            if (p == NULL || (j == NULL && json_error_code(&jerr) ==
+                                           json_error_out_of_memory))
                 oom = 1;
-                break;
-            }
-            j = json_load_file(p, 0, &jerr);
-            if (j == NULL &&
-                json_error_code(&jerr) == json_error_out_of_memory) {
-                gkv__free(p);
-                oom = 1;
-                break;
-            }
-            if (j != NULL && json_is_object(j) &&
-                json_object_get(j, "gkv_format") != NULL && json == NULL)
+            else if (j != NULL && json_is_object(j) &&
+                     json_object_get(j, "gkv_format") != NULL &&
+                     json == NULL)
                 oom = (json = gkv__strdup(nm)) == NULL;
             else if (other == NULL)
                 oom = (other = gkv__strdup(nm)) == NULL;

@@ -13,8 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 #include "gkvt.h"
+#include "gkvt_mdb.h"
 
-#define PSIZE 4096u
+#define PSIZE GKVT_MDB_PSIZE
 
 struct fx {
     char *dir;
@@ -22,15 +23,6 @@ struct fx {
     unsigned char *img;       /* data.mdb as built */
     size_t len;
 };
-
-static uint64_t
-at64(const unsigned char *b, size_t off)
-{
-    uint64_t v;
-
-    memcpy(&v, b + off, 8);
-    return v;
-}
 
 static uint16_t
 at16(const unsigned char *b, size_t off)
@@ -48,8 +40,6 @@ setup(void **state)
     gkv_store *s;
     gkv_tensor_spec a = gkvt_spec_init(GKV_F32, 4, 0, 4000, GKV_INIT_UNIFORM);
     gkv_tensor_spec b = gkvt_spec_init(GKV_F32, 4, 0, 100, GKV_INIT_UNIFORM);
-    int fd;
-    off_t end;
 
     if (gkvt_dir_setup(state, sizeof *f, "kv_walk_name") != 0)
         return -1;
@@ -62,15 +52,8 @@ setup(void **state)
     GKVT_OK(gkv_tensor_create(s, "beta", &b));
     GKVT_OK(gkv_store_verify(s, NULL, NULL));
     gkv_store_close(s);
-    fd = open(f->mdb, O_RDONLY);
-    assert_true(fd >= 0);
-    end = lseek(fd, 0, SEEK_END);
-    assert_true(end > 0);
-    f->len = (size_t)end;
-    f->img = malloc(f->len);
-    assert_non_null(f->img);
-    assert_int_equal(pread(fd, f->img, f->len, 0), (ssize_t)f->len);
-    close(fd);
+    f->img = gkvt_read_file(f->mdb, &f->len);
+    assert_true(f->len > 0);
     return 0;
 }
 
@@ -84,13 +67,11 @@ teardown(void **state)
 }
 
 /* The data database's record (MDB_db, 48 bytes) in the image: from the
- * newest meta page, the main database's root (one leaf) and its "data"
- * node. */
+ * main database's root (one leaf; gkvt_mdb_db_root) its "data" node. */
 static const unsigned char *
 data_db(const struct fx *f)
 {
-    size_t m = at64(f->img, 144) > at64(f->img, PSIZE + 144) ? 0 : PSIZE;
-    size_t p = at64(f->img, m + 128) * PSIZE;
+    size_t p = gkvt_mdb_db_root(f->img, NULL) * PSIZE;
     uint16_t lower = at16(f->img, p + 12);
 
     assert_int_equal(at16(f->img, p + 10), 0x02);    /* a leaf */
@@ -139,7 +120,7 @@ test_data_root_names_no_tensor(void **state)
 {
     struct fx *f = *state;
     const unsigned char *db = data_db(f);
-    uint64_t root = at64(db, 40);
+    uint64_t root = gkvt_mdb_u64(db, 40);
     const char *msg = damaged_msg(f, root);
     char want[64];
 
@@ -154,7 +135,7 @@ test_data_leaf_names_its_tensor(void **state)
 {
     struct fx *f = *state;
     const unsigned char *db = data_db(f);
-    uint64_t root = at64(db, 40), child;
+    uint64_t root = gkvt_mdb_u64(db, 40), child;
     size_t n;
     const char *msg;
     char want[64];

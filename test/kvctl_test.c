@@ -936,7 +936,7 @@ test_server_start_checks_chunks(void **state)
     struct gkvt_kvctl_fx *f = *state;
     float *v = gkvt_npy_f32(path(f, "feat.npy"), N, W, 0);
     struct gkvt_proc procs[1];
-    char cfg[4200], text[64], srv[4200], *out = NULL, *err = NULL;
+    char cfg[4200], text[64], *out = NULL, *err = NULL;
     int np = 0;
 
     assert_int_equal(kv(f, f->st, "import", "feat", path(f, "feat.npy"),
@@ -953,10 +953,8 @@ test_server_start_checks_chunks(void **state)
     free(out);
     free(err);
     /* --no-verify-data: it starts (and serves the changed rows) */
-    snprintf(srv, sizeof srv, "%s/gkv-server", getenv("GKVT_BUILD") ?
-             getenv("GKVT_BUILD") : "build");
     {
-        char *argv[] = {srv, "--store", f->st, "--ip-config", cfg,
+        char *argv[] = {(char *)gkvt_prog("gkv-server"), "--store", f->st, "--ip-config", cfg,
                         "--no-verify-data", NULL};
         struct gkvt_proc *p = gkvt_spawn(procs, &np, 1, f->dir, argv,
                                          "server.log");

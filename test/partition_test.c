@@ -1696,9 +1696,6 @@ test_metis_thinned(void **state)
     sp.metis_keep = 4;
     sp.flags = GKV_PART_FORCE;
     metis_checked(f, &t, &sp, NN, src, dst, (int64_t)n, first, "keep 4");
-    spec_init(&sp, &t, pf, GKV_PART_METIS, 4);
-    sp.metis_keep = 4;
-    sp.flags = GKV_PART_FORCE;
     sp.nthreads = 1;
     GKVT_OK(gkv_partition_write(t.g, &sp, f->out, NULL, f->msg, sizeof f->msg));
     metis_owners(f->out, NN, 4, owner);

@@ -160,14 +160,6 @@ kvctl__sums_range(struct ctx *c, const char *name, uint64_t a, size_t n,
     return GKV_OK;
 }
 
-static int
-u64_cmp(const void *x, const void *y)
-{
-    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-
-    return (a > b) - (a < b);
-}
-
 gkv_err
 kvctl__sums_ids(struct ctx *c, const char *name, const uint64_t *ids,
                 size_t n)
@@ -190,7 +182,7 @@ kvctl__sums_ids(struct ctx *c, const char *name, const uint64_t *ids,
     /* the pull succeeded: every ID is a row of the tensor */
     for (size_t i = 0; i < n; i++)
         k->idx[i] = (ids[i] - k->d.lo) / k->d.chunk_rows;
-    qsort(k->idx, n, sizeof *k->idx, u64_cmp);
+    qsort(k->idx, n, sizeof *k->idx, kvctl__u64_cmp);
     for (size_t i = 0; i < n; i++)
         if ((i == 0 || k->idx[i] != k->idx[i - 1]) &&
             (rc = check_chunk(c, k, k->idx[i], NULL)) != GKV_OK)

@@ -74,10 +74,40 @@ kvctl__cmd_stat(struct ctx *c)
 /* ---- the IDs of get and put ------------------------------------------- */
 
 int
+kvctl__graph_type(const char *name, int *node, char *type)
+{
+    int is_node = strncmp(name, "node/", 5) == 0;
+    const char *slash;
+
+    if ((!is_node && strncmp(name, "edge/", 5) != 0) ||
+        (slash = strchr(name + 5, '/')) == NULL)
+        return 0;
+    if (type != NULL) {
+        if ((size_t)(slash - name - 5) > GKV_NAME_MAX)
+            return 0;
+        memcpy(type, name + 5, (size_t)(slash - name - 5));
+        type[slash - name - 5] = '\0';
+    }
+    if (node != NULL)
+        *node = is_node;
+    return 1;
+}
+
+int
 kvctl__graph_name(const char *name)
 {
-    return (strncmp(name, "node/", 5) == 0 || strncmp(name, "edge/", 5) == 0) &&
-           strchr(name + 5, '/') != NULL;
+    return kvctl__graph_type(name, NULL, NULL);
+}
+
+int64_t
+kvctl__type_count(const gkv_pbook *b, int node, const char *type)
+{
+    int t;
+
+    if (b == NULL || (node ? gkv_pbook_ntype_find(b, type, &t) :
+                             gkv_pbook_etype_find(b, type, &t)) != GKV_OK)
+        return -1;
+    return node ? gkv_pbook_num_nodes(b, t) : gkv_pbook_num_edges(b, t);
 }
 
 const char *

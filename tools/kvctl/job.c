@@ -88,22 +88,12 @@ graph_span(const struct ctx *c, const char *name, uint64_t *count, char *what,
            size_t len)
 {
     const gkv_pbook *b = gkv_client_pbook(c->cl);
-    int node = strncmp(name, "node/", 5) == 0, t;
-    const char *slash;
     char type[GKV_NAME_MAX + 1];
+    int node;
     int64_t k;
 
-    if (b == NULL || (!node && strncmp(name, "edge/", 5) != 0) ||
-        (slash = strchr(name + 5, '/')) == NULL ||
-        (size_t)(slash - name - 5) >= sizeof type)
-        return 0;
-    memcpy(type, name + 5, (size_t)(slash - name - 5));
-    type[slash - name - 5] = '\0';
-    if (node ? gkv_pbook_ntype_find(b, type, &t) != GKV_OK :
-               gkv_pbook_etype_find(b, type, &t) != GKV_OK)
-        return 0;
-    k = node ? gkv_pbook_num_nodes(b, t) : gkv_pbook_num_edges(b, t);
-    if (k < 0)
+    if (b == NULL || !kvctl__graph_type(name, &node, type) ||
+        (k = kvctl__type_count(b, node, type)) < 0)
         return 0;
     *count = (uint64_t)k;
     snprintf(what, len, "%s of type '%s'", node ? "nodes" : "edges", type);

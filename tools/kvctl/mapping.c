@@ -20,8 +20,8 @@ kvctl__origmap_at(const struct origmap *o, uint64_t i)
     return (uint64_t)v;
 }
 
-static int
-u64_cmp(const void *a, const void *b)
+int
+kvctl__u64_cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
@@ -101,7 +101,7 @@ kvctl__origmap_open(struct origmap *o, const char *map, const char *file,
                                (int64_t)kvctl__origmap_at(o, i));
         }
     }
-    qsort(sorted, o->n, sizeof *sorted, u64_cmp);
+    qsort(sorted, o->n, sizeof *sorted, kvctl__u64_cmp);
     for (uint64_t i = 1; i < o->n; i++)
         if (sorted[i] == sorted[i - 1]) {
             uint64_t dup = sorted[i];
@@ -322,20 +322,16 @@ kvctl__origmap_fits(const struct ctx *c, const struct origmap *o,
                     const gkv_tensor_desc *d)
 {
     char need[GKV_NAME_MAX + 1], have[GKV_NAME_MAX + 1];
-    const char *name = d->name, *slash;
-    int node = strncmp(name, "node/", 5) == 0, hnode, t, ex = EX_OK;
+    const char *name = d->name;
+    int node, hnode, ex = EX_OK;
     gkv_pbook *own;
     const gkv_pbook *b;
-    int64_t k = -1;
+    int64_t k;
 
     /* only a graph's feature (node/NTYPE/F, edge/SRC:REL:DST/F) names its
      * ID space */
-    if ((!node && strncmp(name, "edge/", 5) != 0) ||
-        (slash = strchr(name + 5, '/')) == NULL ||
-        (size_t)(slash - name - 5) >= sizeof need)
+    if (!kvctl__graph_type(name, &node, need))
         return EX_OK;
-    memcpy(need, name + 5, (size_t)(slash - name - 5));
-    need[slash - name - 5] = '\0';
     b = ctx_pbook(c, &own);
     if (map_kind(b, map, &hnode, have) &&
         (hnode != node || !same_type(b, node, need, have))) {
@@ -350,9 +346,7 @@ kvctl__origmap_fits(const struct ctx *c, const struct origmap *o,
         goto out;
     }
     /* its length is the type's count, where the config says it */
-    if (b != NULL && (node ? gkv_pbook_ntype_find(b, need, &t) :
-                             gkv_pbook_etype_find(b, need, &t)) == GKV_OK)
-        k = node ? gkv_pbook_num_nodes(b, t) : gkv_pbook_num_edges(b, t);
+    k = kvctl__type_count(b, node, need);
     if (k >= 0 && o->n != (uint64_t)k)
         ex = kvctl__fail("%s: --orig-ids '%s': %s: it has %" PRIu64 " "
                          "entries, but the graph has %" PRId64 " %s of type "

@@ -125,6 +125,8 @@ struct origmap {
 };
 
 uint64_t kvctl__origmap_at(const struct origmap *o, uint64_t i);
+/* qsort's comparison of two uint64_t, ascending. */
+int kvctl__u64_cmp(const void *a, const void *b);
 /* EX. Maps MAPPING for 'verb' (import, export, get, put): int64, N or
  * N x 1. */
 int kvctl__origmap_load(struct origmap *o, const char *verb, const char *map);
@@ -172,6 +174,13 @@ int kvctl__rows_fit(const char *file, const gkv_npy_map *m,
 const char *kvctl__id_space(const struct ctx *c, const char *name);
 /* 1 when 'name' is a partitioned graph's feature: "node/T/F", "edge/E/F". */
 int kvctl__graph_name(const char *name);
+/* The same, with *node (1: "node/T/F", 0: "edge/E/F") and T or E into
+ * 'type' (GKV_NAME_MAX + 1 bytes) set; either may be NULL. 0 for any
+ * other name, or a type longer than GKV_NAME_MAX when 'type' is given. */
+int kvctl__graph_type(const char *name, int *node, char *type);
+/* The count of nodes (node 1) or edges of type 'type' in book b, or -1
+ * when b is NULL or has no such type. */
+int64_t kvctl__type_count(const gkv_pbook *b, int node, const char *type);
 /* EX_FAIL: "tensor 'NAME': ERANGE: ID X is outside its range [lo, hi)"
  * (with orig, "original ID O is new ID X, outside ..."), then where the
  * row is as the backend knows it (ops->whereis). */
