@@ -325,8 +325,6 @@ void    kv__damaged(gkv_store *s);
 #ifndef KV_GUARD_SIGNALS
 #define KV_GUARD_SIGNALS 1
 #endif
-/* Not zero-filled (KV_GUARD_INIT sets g_store only): a guard is set on
- * every pull; the handler fills g_addr, g_ip and g_sig before it jumps. */
 /* A file's modification time in ns, as the guard records states. */
 static inline uint64_t
 kv__mtime_ns(const struct stat *st)
@@ -335,6 +333,8 @@ kv__mtime_ns(const struct stat *st)
            (uint64_t)st->st_mtim.tv_nsec;
 }
 
+/* Not zero-filled (KV_GUARD_INIT sets g_store only): a guard is set on
+ * every pull; the handler fills g_addr, g_ip and g_sig before it jumps. */
 typedef struct kv_guard {
     sigjmp_buf g_jb;
     gkv_store *g_store;          /* NULL: not set */
@@ -385,11 +385,12 @@ gkv_err kv__guard_open(gkv_store *s);
  * data.mdb's mtime 'mtime' (ns) and size 'size' from the size check's
  * fstat, taken before it began (a state no newer than the one last
  * checked, mtime <= and transaction <=, is one checked; newer commits
- * record the file's state as the check finds it): whether data.mdb changed since the state last checked (a read:
- * its mtime; a write: the inotify watch, which sees a change within one
- * mtime tick too). A change explained by newer commits (the snapshot's
- * transaction is newer than the one last checked, and both header pages
- * pass kv__walk_meta) is taken without a walk; any other change (bytes
+ * record the file's state as the check finds it): whether data.mdb
+ * changed since the state last checked (a read: its mtime; a write: the
+ * inotify watch, which sees a change within one mtime tick too). A
+ * change explained by newer commits (the snapshot's transaction is newer
+ * than the one last checked, and both header pages pass kv__walk_meta)
+ * is taken without a walk; any other change (bytes
  * written with no commit, or after a state found damaged) checks the
  * structure of the snapshot (kv__walk) before LMDB follows any pointer.
  * A state found damaged is remembered (mtime, size, transaction): reads
