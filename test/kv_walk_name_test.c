@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "gkvt.h"
+#include "gkvt_mdb.h"
 
 #define PSIZE 4096u
 
@@ -22,15 +23,6 @@ struct fx {
     unsigned char *img;       /* data.mdb as built */
     size_t len;
 };
-
-static uint64_t
-at64(const unsigned char *b, size_t off)
-{
-    uint64_t v;
-
-    memcpy(&v, b + off, 8);
-    return v;
-}
 
 static uint16_t
 at16(const unsigned char *b, size_t off)
@@ -48,8 +40,6 @@ setup(void **state)
     gkv_store *s;
     gkv_tensor_spec a = gkvt_spec_init(GKV_F32, 4, 0, 4000, GKV_INIT_UNIFORM);
     gkv_tensor_spec b = gkvt_spec_init(GKV_F32, 4, 0, 100, GKV_INIT_UNIFORM);
-    int fd;
-    off_t end;
 
     if (gkvt_dir_setup(state, sizeof *f, "kv_walk_name") != 0)
         return -1;
@@ -62,15 +52,8 @@ setup(void **state)
     GKVT_OK(gkv_tensor_create(s, "beta", &b));
     GKVT_OK(gkv_store_verify(s, NULL, NULL));
     gkv_store_close(s);
-    fd = open(f->mdb, O_RDONLY);
-    assert_true(fd >= 0);
-    end = lseek(fd, 0, SEEK_END);
-    assert_true(end > 0);
-    f->len = (size_t)end;
-    f->img = malloc(f->len);
-    assert_non_null(f->img);
-    assert_int_equal(pread(fd, f->img, f->len, 0), (ssize_t)f->len);
-    close(fd);
+    f->img = gkvt_read_file(f->mdb, &f->len);
+    assert_true(f->len > 0);
     return 0;
 }
 
@@ -89,20 +72,10 @@ teardown(void **state)
 static const unsigned char *
 data_db(const struct fx *f)
 {
-    size_t m = at64(f->img, 144) > at64(f->img, PSIZE + 144) ? 0 : PSIZE;
-    size_t p = at64(f->img, m + 128) * PSIZE;
-    uint16_t lower = at16(f->img, p + 12);
+    uint64_t p = gkvt_mdb_db_root(f->img, NULL) * PSIZE;
 
     assert_int_equal(at16(f->img, p + 10), 0x02);    /* a leaf */
-    for (unsigned i = 0; i < (lower - 16u) / 2; i++) {
-        size_t off = p + at16(f->img, p + 16 + 2 * i);
-        uint16_t ks = at16(f->img, off + 6);
-
-        if (ks == 4 && memcmp(f->img + off + 8, "data", 4) == 0)
-            return f->img + off + 8 + ks;
-    }
-    fail_msg("no data database in the image");
-    return NULL;
+    return gkvt_mdb_db(f->img, "data");
 }
 
 /* Writes the image back with page pg's flags byte XOR 0xff; opens the
@@ -139,7 +112,7 @@ test_data_root_names_no_tensor(void **state)
 {
     struct fx *f = *state;
     const unsigned char *db = data_db(f);
-    uint64_t root = at64(db, 40);
+    uint64_t root = gkvt_mdb_u64(db, 40);
     const char *msg = damaged_msg(f, root);
     char want[64];
 
@@ -154,7 +127,7 @@ test_data_leaf_names_its_tensor(void **state)
 {
     struct fx *f = *state;
     const unsigned char *db = data_db(f);
-    uint64_t root = at64(db, 40), child;
+    uint64_t root = gkvt_mdb_u64(db, 40), child;
     size_t n;
     const char *msg;
     char want[64];
