@@ -1138,18 +1138,9 @@ static unsigned char *
 file_now(const struct fx *f, size_t *len)
 {
     char p[4300];
-    struct stat sb;
-    unsigned char *b;
-    int fd;
 
     snprintf(p, sizeof p, "%s/data.mdb", f->st);
-    fd = open(p, O_RDONLY);
-    assert_true(fd >= 0 && fstat(fd, &sb) == 0);
-    b = malloc((size_t)sb.st_size);
-    assert_int_equal(pread(fd, b, (size_t)sb.st_size, 0), sb.st_size);
-    close(fd);
-    *len = (size_t)sb.st_size;
-    return b;
+    return gkvt_read_file(p, len);
 }
 
 /* Writes len bytes at off of f->st's data.mdb in place (no truncation),
