@@ -662,14 +662,25 @@ gkv_err kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r);
  * (optimizers); 'desc' describes the tensor (custom handlers). A step whose
  * result is not finite in the row or the state (add, optimizers on a float
  * dtype) fails it with GKV_EINVAL. 'undo' NULL, or room for e - i entries
- * of 8 + r->row_bytes + the st[k].row_bytes bytes: it then puts back what
- * it changed when it fails. */
+ * of kv__undo_entry_bytes(): it then puts back what it changed when it
+ * fails. */
 gkv_err kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                       const gkv_tensor_desc *desc, const kv_rec *st,
                       size_t nst, const uint32_t *order, size_t i, size_t e,
                       uint64_t base_id, unsigned char *base,
                       unsigned char *const sbase[3], double *g,
                       unsigned char *undo);
+/* The bytes of one entry of kv__apply_run's undo log: an ID, the row, and
+ * the row of each of the nst state companions st. */
+static inline size_t
+kv__undo_entry_bytes(const kv_rec *r, const kv_rec *st, size_t nst)
+{
+    size_t ue = 8 + r->row_bytes;
+
+    for (size_t k = 0; k < nst; k++)
+        ue += st[k].row_bytes;
+    return ue;
+}
 
 /* ---- rows: shared by init.c, chunk.c, pull.c, push.c, handler.c,
  * opt_state.c, write.c, wb_rows.c ------------------------------------------ */
