@@ -370,12 +370,13 @@ watch_drain(gkv_store *s)
 
 /* Whether a commit newer than 'id' lands in data.mdb's header pages
  * within COMMIT_WAIT_MS (the header pages at their offsets of a 64-bit
- * LMDB: the transaction number 144 bytes into each). Another process's commit writes its pages first
- * (the file changes), syncs them, and only then its header page: a read
- * that begins in between sees the file changed and no newer commit. Its
- * snapshot is whole (a commit writes no page the newest commit uses), so
- * it waits for the header rather than walk: a walk costs tens of
- * milliseconds a store of a few hundred MB, every time. */
+ * LMDB: the transaction number 144 bytes into each). Another process's
+ * commit writes its pages first (the file changes), syncs them, and only
+ * then its header page: a read that begins in between sees the file
+ * changed and no newer commit. Its snapshot is whole (a commit writes
+ * no page the newest commit uses), so it waits for the header rather
+ * than walk: a walk costs tens of milliseconds a store of a few hundred
+ * MB, every time. */
 static int
 commit_lands(gkv_store *s, int fd, uint64_t id)
 {

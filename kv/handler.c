@@ -478,12 +478,10 @@ kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
               unsigned char *base, unsigned char *const sbase[3], double *g,
               unsigned char *undo)
 {
-    size_t ue = 8 + r->row_bytes, nu = 0;   /* an undo entry's bytes; entries */
+    size_t ue = kv__undo_entry_bytes(r, st, nst), nu = 0;   /* entries */
     unsigned char *was = NULL;
     gkv_err rc = GKV_OK;
 
-    for (size_t k = 0; k < nst; k++)
-        ue += st[k].row_bytes;
     for (; i < e; i++) {
         uint64_t id = a->ids[order[i]];
         if (i + KV_PF_AHEAD < e) {

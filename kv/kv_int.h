@@ -325,8 +325,6 @@ void    kv__damaged(gkv_store *s);
 #ifndef KV_GUARD_SIGNALS
 #define KV_GUARD_SIGNALS 1
 #endif
-/* Not zero-filled (KV_GUARD_INIT sets g_store only): a guard is set on
- * every pull; the handler fills g_addr, g_ip and g_sig before it jumps. */
 /* A file's modification time in ns, as the guard records states. */
 static inline uint64_t
 kv__mtime_ns(const struct stat *st)
@@ -335,6 +333,8 @@ kv__mtime_ns(const struct stat *st)
            (uint64_t)st->st_mtim.tv_nsec;
 }
 
+/* Not zero-filled (KV_GUARD_INIT sets g_store only): a guard is set on
+ * every pull; the handler fills g_addr, g_ip and g_sig before it jumps. */
 typedef struct kv_guard {
     sigjmp_buf g_jb;
     gkv_store *g_store;          /* NULL: not set */
@@ -385,11 +385,12 @@ gkv_err kv__guard_open(gkv_store *s);
  * data.mdb's mtime 'mtime' (ns) and size 'size' from the size check's
  * fstat, taken before it began (a state no newer than the one last
  * checked, mtime <= and transaction <=, is one checked; newer commits
- * record the file's state as the check finds it): whether data.mdb changed since the state last checked (a read:
- * its mtime; a write: the inotify watch, which sees a change within one
- * mtime tick too). A change explained by newer commits (the snapshot's
- * transaction is newer than the one last checked, and both header pages
- * pass kv__walk_meta) is taken without a walk; any other change (bytes
+ * record the file's state as the check finds it): whether data.mdb
+ * changed since the state last checked (a read: its mtime; a write: the
+ * inotify watch, which sees a change within one mtime tick too). A
+ * change explained by newer commits (the snapshot's transaction is newer
+ * than the one last checked, and both header pages pass kv__walk_meta)
+ * is taken without a walk; any other change (bytes
  * written with no commit, or after a state found damaged) checks the
  * structure of the snapshot (kv__walk) before LMDB follows any pointer.
  * A state found damaged is remembered (mtime, size, transaction): reads
@@ -661,14 +662,25 @@ gkv_err kv__push_check(gkv_store *s, const kv_push *a, const kv_rec *r);
  * (optimizers); 'desc' describes the tensor (custom handlers). A step whose
  * result is not finite in the row or the state (add, optimizers on a float
  * dtype) fails it with GKV_EINVAL. 'undo' NULL, or room for e - i entries
- * of 8 + r->row_bytes + the st[k].row_bytes bytes: it then puts back what
- * it changed when it fails. */
+ * of kv__undo_entry_bytes(): it then puts back what it changed when it
+ * fails. */
 gkv_err kv__apply_run(gkv_store *s, const kv_push *a, const kv_rec *r,
                       const gkv_tensor_desc *desc, const kv_rec *st,
                       size_t nst, const uint32_t *order, size_t i, size_t e,
                       uint64_t base_id, unsigned char *base,
                       unsigned char *const sbase[3], double *g,
                       unsigned char *undo);
+/* The bytes of one entry of kv__apply_run's undo log: an ID, the row, and
+ * the row of each of the nst state companions st. */
+static inline size_t
+kv__undo_entry_bytes(const kv_rec *r, const kv_rec *st, size_t nst)
+{
+    size_t ue = 8 + r->row_bytes;
+
+    for (size_t k = 0; k < nst; k++)
+        ue += st[k].row_bytes;
+    return ue;
+}
 
 /* ---- rows: shared by init.c, chunk.c, pull.c, push.c, handler.c,
  * opt_state.c, write.c, wb_rows.c ------------------------------------------ */

@@ -445,6 +445,26 @@ txn_stamp(MDB_txn *txn)
     return mrc != 0 ? mrc : mdb_put(txn, main, &k, &d, 0);
 }
 
+/* mdb_txn_commit of write transaction txn (freed either way) under guard
+ * g, which it unsets after; mdb_txn_commit's result. Readers meanwhile see
+ * the file changed before the commit's header (kv__guard_check): the
+ * state after the commit is recorded (kv__guard_committed) before they
+ * stop skipping. */
+static int
+commit_guarded(gkv_store *s, MDB_txn *txn, kv_guard *g)
+{
+    uint64_t id = (uint64_t)mdb_txn_id(txn);
+    int mrc;
+
+    __atomic_add_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
+    mrc = mdb_txn_commit(txn);
+    KV_GUARD_END(g);
+    if (mrc == 0)
+        kv__guard_committed(s, id);
+    __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
+    return mrc;
+}
+
 /* Commits a transaction that rewrites one meta value unchanged. LMDB does
  * not reuse the pages the last commit freed (a torn next commit must find
  * that one's tree whole), so on a full disk a write right after a delete
@@ -475,14 +495,7 @@ touch_commit(gkv_store *s)
         mrc = -1;
     }
     if (mrc == 0 && (mrc = txn_stamp(txn)) == 0) {
-        uint64_t id = (uint64_t)mdb_txn_id(txn);
-
-        __atomic_add_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
-        mrc = mdb_txn_commit(txn);
-        KV_GUARD_END(&g);
-        if (mrc == 0)
-            kv__guard_committed(s, id);
-        __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
+        mrc = commit_guarded(s, txn, &g);
     } else {
         KV_GUARD_END(&g);
         mdb_txn_abort(txn);
@@ -533,17 +546,7 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
                 txn = NULL;
             }
             if (rc == GKV_OK) {
-                uint64_t id = (uint64_t)mdb_txn_id(txn);
-
-                /* readers meanwhile see the file changed before the
-                 * commit's header (kv__guard_check); the state after the
-                 * commit is recorded before they stop skipping */
-                __atomic_add_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
-                mrc = mdb_txn_commit(txn);   /* frees txn either way */
-                KV_GUARD_END(&g);
-                if (mrc == 0)
-                    kv__guard_committed(s, id);
-                __atomic_sub_fetch(&s->st_gcommitting, 1, __ATOMIC_ACQ_REL);
+                mrc = commit_guarded(s, txn, &g);
                 if (mrc == EIO && disk_full(s)) {
                     /* LMDB reports a short write (ENOSPC) as EIO. The
                      * last commit's freed pages become usable after one

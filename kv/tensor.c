@@ -349,32 +349,37 @@ create_fn(gkv_store *s, MDB_txn *txn, void *arg)
     return rc;
 }
 
+/* Tensor a->name's record, as a description in a->out (NULL: whether it
+ * exists only), under a guard (kv__guarded). */
+struct info_arg { const char *name; gkv_tensor_desc *out; };
+
+static gkv_err
+info_fn(gkv_store *s, MDB_txn *txn, void *arg)
+{
+    struct info_arg *a = arg;
+    kv_rec r;
+    gkv_err rc;
+
+    if ((rc = kv__rec_get(s, txn, a->name, &r)) == GKV_OK && a->out != NULL)
+        kv__rec_to_desc(a->name, &r, a->out);
+    return rc;
+}
+
 /* Before a create of a name this handle holds in write-back mode. While
  * the store has that tensor, GKV_OK: the create fails as any other would
  * (GKV_EEXIST). When another handle deleted it, the copy stays here until
  * a flush drops it, and this handle's pulls and pushes of the name would
  * go to that copy, not to the new tensor, and be dropped with it: then
  * GKV_EBUSY. Caller holds st_wb_lock (the snapshot reads no mirror). */
-struct rec_arg { const char *name; kv_rec *r; };
-
-static gkv_err
-rec_fn(gkv_store *s, MDB_txn *txn, void *arg)
-{
-    struct rec_arg *a = arg;
-
-    return kv__rec_get(s, txn, a->name, a->r);
-}
-
 static gkv_err
 create_wb_check(gkv_store *s, const char *name)
 {
     kv_snap sn;
-    kv_rec r;
     gkv_err rc;
 
     if ((rc = kv__snap_begin(s, NULL, &sn)) != GKV_OK)
         return rc;
-    rc = kv__guarded(s, sn.txn, rec_fn, &(struct rec_arg){name, &r});
+    rc = kv__guarded(s, sn.txn, info_fn, &(struct info_arg){name, NULL});
     kv__snap_end(&sn);
     if (rc != GKV_ENOTFOUND) {
         if (rc == GKV_OK)
@@ -433,20 +438,6 @@ gkv_tensor_ensure(gkv_store *s, const char *name, const gkv_tensor_spec *spec,
     }
     *created = 0;
     return create_call(s, &a);
-}
-
-struct info_arg { const char *name; gkv_tensor_desc *out; };
-
-static gkv_err
-info_fn(gkv_store *s, MDB_txn *txn, void *arg)
-{
-    struct info_arg *a = arg;
-    kv_rec r;
-    gkv_err rc;
-
-    if ((rc = kv__rec_get(s, txn, a->name, &r)) == GKV_OK)
-        kv__rec_to_desc(a->name, &r, a->out);
-    return rc;
 }
 
 gkv_err
@@ -762,8 +753,6 @@ kv__chunk_sum(uint32_t tid, uint64_t c, const void *rows, size_t len)
     return XXH3_64bits_withSeed(rows, len, ((uint64_t)tid << 40) ^ c);
 }
 
-/* The version is LMDB's txn id (a read txn's is its snapshot's); a stamp
- * is the checksum in the chunk's header, which covers the tensor id. */
 /* gkv_tensor_changed's reads of the catalog and the stamps, under a
  * guard (kv__guarded). */
 struct changed_arg {
@@ -809,6 +798,8 @@ changed_fn(gkv_store *s, MDB_txn *txn, void *arg)
     return GKV_OK;
 }
 
+/* The version is LMDB's txn id (a read txn's is its snapshot's); a stamp
+ * is the checksum in the chunk's header, which covers the tensor id. */
 gkv_err
 gkv_tensor_changed(gkv_txn *tx, const char *name, uint64_t c0, size_t nc,
                    uint64_t *mark, uint8_t *changed, size_t *nchanged)

@@ -122,9 +122,7 @@ again:
      * step count at its limit, a custom handler's error): kv__apply_run
      * then puts back the rows and state it changed, from an undo log of
      * what each step changes. assign cannot fail, nor add on integers. */
-    ue = 8 + r->row_bytes;
-    for (size_t k = 0; k < nst; k++)
-        ue += st[k].row_bytes;
+    ue = kv__undo_entry_bytes(r, st, nst);
     need_undo = a->kind != KV_H_ASSIGN &&
         (a->kind != KV_H_ADD || kv__dtype_is_float(r->dtype));
     if ((rc = kv__sort_order(a->ids, a->n, r->lo, r->hi - r->lo, &order)) != GKV_OK ||

@@ -48,8 +48,6 @@
 #define MAX_FAILS  20
 #define CASE_S     20      /* seconds one case may take */
 
-static uint64_t db_root_in(const unsigned char *img, const char *name);
-
 /* One tensor's rows as built. */
 struct ref {
     char name[GKV_NAME_MAX + 1];
@@ -757,7 +755,8 @@ test_damaged_in_place(void **state)
      * "i < NUMKEYS(mp)", which the guard catches */
     cs[n++] = (struct dcase){D_XOR, PSIZE + 92, 1, 0x0c, 0};
     cs[n++] = (struct dcase){D_XOR, 92, 1, 0x0c, 0};
-    cs[n++] = (struct dcase){D_U16, db_root_in(f->img, "data") * PSIZE + 12,
+    cs[n++] = (struct dcase){D_U16,
+                             gkvt_mdb_db_root(f->img, "data") * PSIZE + 12,
                              2, 0, 16};
     for (long i = 0; i < want; i++) {
         uint64_t off = tools__splitmix64(&x) % f->img_len;
@@ -777,15 +776,9 @@ test_damaged_in_place(void **state)
 }
 
 static uint64_t
-db_root_in(const unsigned char *img, const char *name)
-{
-    return gkvt_mdb_db_root(img, name);
-}
-
-static uint64_t
 db_root(const struct fx *f, const char *name)
 {
-    return db_root_in(f->img, name);
+    return gkvt_mdb_db_root(f->img, name);
 }
 
 /* gkv-server refuses a damaged store at start, with a message; kvctl's
@@ -897,7 +890,7 @@ test_damaged_while_open(void **state)
         fd = open(p, O_RDWR);
         assert_true(fd >= 0);
         assert_true(pread(fd, now, f->img_len * 2, 0) >= (ssize_t)f->img_len);
-        pg = db_root_in(now, "data");
+        pg = gkvt_mdb_db_root(now, "data");
         memcpy(&fl, now + pg * PSIZE + 10, 2);
         fl |= 0x10;                               /* P_DIRTY */
         assert_int_equal(pwrite(fd, &fl, 2, (off_t)(pg * PSIZE + 10)), 2);
@@ -1112,7 +1105,7 @@ test_server_survives_overwrite(void **state)
 
             assert_true(pread(fd, now, f->img_len * 2, 0) >=
                         (ssize_t)f->img_len);
-            pg = db_root_in(now, "data");
+            pg = gkvt_mdb_db_root(now, "data");
             assert_int_equal(pwrite(fd, zero, PSIZE, (off_t)(pg * PSIZE)),
                              PSIZE);
             free(now);
@@ -1145,18 +1138,9 @@ static unsigned char *
 file_now(const struct fx *f, size_t *len)
 {
     char p[4300];
-    struct stat sb;
-    unsigned char *b;
-    int fd;
 
     snprintf(p, sizeof p, "%s/data.mdb", f->st);
-    fd = open(p, O_RDONLY);
-    assert_true(fd >= 0 && fstat(fd, &sb) == 0);
-    b = malloc((size_t)sb.st_size);
-    assert_int_equal(pread(fd, b, (size_t)sb.st_size, 0), sb.st_size);
-    close(fd);
-    *len = (size_t)sb.st_size;
-    return b;
+    return gkvt_read_file(p, len);
 }
 
 /* Writes len bytes at off of f->st's data.mdb in place (no truncation),
@@ -1261,7 +1245,7 @@ outside_map_child(struct fx *f, int how)
         gkv_store_prefault(s) != GKV_OK || gkv_txn_begin(s, &tx) != GKV_OK)
         _exit(OM_OPEN);
     img = file_now(f, &len);
-    root = db_root_in(img, "data");
+    root = gkvt_mdb_db_root(img, "data");
     if (dupdata_leaves(img, len, root, 0) < 2)
         _exit(OM_OPEN);
     write_in_place(f, img, len, 0);
@@ -1421,7 +1405,7 @@ test_guard_damage_not_rewalked(void **state)
     GKVT_OK(gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got));
     walks = s->st_gwalks;
     img = file_now(f, &len);
-    root = db_root_in(img, "data");
+    root = gkvt_mdb_db_root(img, "data");
     {
         /* the root's first child: a leaf page */
         uint16_t off;

@@ -53,17 +53,10 @@ static void
 make_store(const char *dir, unsigned flags)
 {
     gkv_store *s;
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec(GKV_F32, DIM, 0, ROWS);   /* zeros */
     static float rows[ROWS][DIM];
     static uint64_t ids[ROWS];
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = GKV_F32;
-    sp.ndim = 1;
-    sp.shape[0] = DIM;
-    sp.lo = 0;
-    sp.hi = ROWS;
-    sp.init = GKV_INIT_ZEROS;
     sp.chunk_rows = 8;
     for (uint64_t i = 0; i < ROWS; i++) {
         ids[i] = i;
@@ -124,9 +117,22 @@ first_leaf_of(const unsigned char *img, const char *name)
     return pg;
 }
 
+/* Sets fd's atime and mtime a second later than now (so that a read sees
+ * a change even within one mtime tick of the last commit); futimens's
+ * result. */
+static int
+mtime_ahead(int fd)
+{
+    struct timespec ts[2];
+
+    clock_gettime(CLOCK_REALTIME, &ts[1]);
+    ts[1].tv_sec += 1;
+    ts[0] = ts[1];
+    return futimens(fd, ts);
+}
+
 /* Sets the first data leaf's mp_lower to 0xfff0 in place, and data.mdb's
- * mtime a second later than now (so that a read sees a change even within
- * one mtime tick of the last commit). */
+ * mtime a second later than now (mtime_ahead). */
 static void
 damage_data_leaf(const char *dir)
 {
@@ -135,15 +141,11 @@ damage_data_leaf(const char *dir)
     unsigned char *img = gkvt_read_file(p, &len);
     uint64_t pg = first_leaf_of(img, "data");
     uint16_t bad = 0xfff0;
-    struct timespec ts[2];
     int fd = open(p, O_RDWR);
 
     assert_true(pg != 0 && fd >= 0);
     assert_int_equal(pwrite(fd, &bad, 2, (off_t)(pg * PSIZE + 12)), 2);
-    clock_gettime(CLOCK_REALTIME, &ts[1]);
-    ts[1].tv_sec += 1;
-    ts[0] = ts[1];
-    assert_int_equal(futimens(fd, ts), 0);
+    assert_int_equal(mtime_ahead(fd), 0);
     close(fd);
     free(img);
 }
@@ -330,7 +332,6 @@ lag_after_write_fault_child(const char *dir, int how)
     unsigned char hdr[2 * PSIZE];
     uint64_t t0, t1, v;
     off_t at;
-    struct timespec ts[2];
     gkv_err rc;
     int fd;
 
@@ -348,10 +349,7 @@ lag_after_write_fault_child(const char *dir, int how)
     at = t0 < t1 ? 0 : PSIZE;               /* the older header page */
     v = ((t0 > t1 ? t0 : t1) + 1000) | 1;
     v -= at == 0;                           /* its parity kept */
-    clock_gettime(CLOCK_REALTIME, &ts[1]);
-    ts[1].tv_sec += 1;
-    ts[0] = ts[1];
-    if (pwrite(fd, &v, 8, at + 144) != 8 || futimens(fd, ts) != 0)
+    if (pwrite(fd, &v, 8, at + 144) != 8 || mtime_ahead(fd) != 0)
         _exit(6);
     close(fd);
     {

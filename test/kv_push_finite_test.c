@@ -378,10 +378,10 @@ overflow_all(int writeback)
         if (rc != GKV_EINVAL)
             fail_msg("%s: push answered %s, not GKV_EINVAL", what, gkv_err_name(rc));
         snprintf(want, sizeof want, "tensor 'emb': push '%s': row %llu col %zu "
-                 "would become %s%s%s%s%s (%s): refused, nothing applied", o->h,
+                 "would become %s%s%s%s (%s): refused, nothing applied", o->h,
                  (unsigned long long)ids[bi], bj, o->sign,
                  o->where[0] ? " in its state 'emb" : "", o->where,
-                 o->where[0] ? "'" : "", "", o->why);
+                 o->where[0] ? "'" : "", o->why);
         if (strcmp(gkv_store_errmsg(s), want) != 0)
             fail_msg("%s: message \"%s\", expected \"%s\"", what,
                      gkv_store_errmsg(s), want);

@@ -15,7 +15,7 @@
 #include "gkvt.h"
 #include "gkvt_mdb.h"
 
-#define PSIZE GKVT_MDB_PSIZE
+#define PSIZE 4096u
 
 struct fx {
     char *dir;
@@ -67,23 +67,15 @@ teardown(void **state)
 }
 
 /* The data database's record (MDB_db, 48 bytes) in the image: from the
- * main database's root (one leaf; gkvt_mdb_db_root) its "data" node. */
+ * newest meta page, the main database's root (one leaf) and its "data"
+ * node. */
 static const unsigned char *
 data_db(const struct fx *f)
 {
-    size_t p = gkvt_mdb_db_root(f->img, NULL) * PSIZE;
-    uint16_t lower = at16(f->img, p + 12);
+    uint64_t p = gkvt_mdb_db_root(f->img, NULL) * PSIZE;
 
     assert_int_equal(at16(f->img, p + 10), 0x02);    /* a leaf */
-    for (unsigned i = 0; i < (lower - 16u) / 2; i++) {
-        size_t off = p + at16(f->img, p + 16 + 2 * i);
-        uint16_t ks = at16(f->img, off + 6);
-
-        if (ks == 4 && memcmp(f->img + off + 8, "data", 4) == 0)
-            return f->img + off + 8 + ks;
-    }
-    fail_msg("no data database in the image");
-    return NULL;
+    return gkvt_mdb_db(f->img, "data");
 }
 
 /* Writes the image back with page pg's flags byte XOR 0xff; opens the

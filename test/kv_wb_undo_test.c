@@ -13,7 +13,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include "gkvt.h"
 #include "kv/kv_int.h"
 
@@ -64,19 +63,10 @@ pusher_run(void *arg)
 static gkv_store *
 make(const char *dir)
 {
-    gkv_tensor_spec sp;
+    gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, W, 0, 2 * HALF,
+                                        GKV_INIT_UNIFORM);
     gkv_store *s;
 
-    memset(&sp, 0, sizeof sp);
-    sp.dtype = GKV_F32;
-    sp.ndim = 1;
-    sp.shape[0] = W;
-    sp.lo = 0;
-    sp.hi = 2 * HALF;
-    sp.init = GKV_INIT_UNIFORM;
-    sp.a = -1;
-    sp.b = 1;
-    sp.seed = 7;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
     GKVT_OK(gkv_tensor_create(s, "e", &sp));
     return s;
