@@ -17,7 +17,10 @@
  *     target: >= 1.8x 1 thread); two samplers of 1 thread, each its own
  *     batches ("2 x 1", what the loader's workers do). Beside each, the
  *     process's CPU time per batch (on a shared machine the work, where
- *     the wall clock says little);
+ *     the wall clock says little); before each rep, a cache line's round
+ *     trip between two threads, which tells the reps where the host ran
+ *     the two vCPUs far apart (RESULT graph_sample_placement: the ratios
+ *     of the other reps beside the medians of all);
  *   - the machine's own bound: random 8-byte reads over 256 MiB, 32 in
  *     flight per thread, on 1 thread and on 2 at once.
  *
@@ -44,7 +47,9 @@
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -318,6 +323,67 @@ bp_run(void *p)
     return NULL;
 }
 
+/* ---- where the two vCPUs are: a cache line's round trip ------------------ */
+
+/* A line passed back and forth between two threads: about 55 ns on this
+ * project's 2-vCPU VM when its vCPUs share a cache, 300 ns and more when
+ * the host runs them far apart, which it does now and then for a while.
+ * A sampler of 2 threads on one batch hands its picks from one thread to
+ * the other and shares its markers, so such a rep runs near one thread's
+ * speed, while two samplers on their own batches share nothing. Taken
+ * before each rep, so that a rep can be told by where it ran. At most
+ * 20 ms (a waiting thread yields now and then: on a busy machine both
+ * may share one vCPU). */
+static _Atomic long rt_flag;
+
+static void *
+rt_pong(void *p)
+{
+    (void)p;
+    for (long i = 1, spins = 0;; spins++) {
+        long f = atomic_load(&rt_flag);
+        if (f < 0)
+            return NULL;
+        if (f == 2 * i - 1) {
+            atomic_store(&rt_flag, 2 * i);
+            i++;
+            spins = 0;
+        } else if (spins > 4096) {
+            sched_yield();
+            spins = 0;
+        }
+    }
+}
+
+static double
+roundtrip_ns(void)
+{
+    pthread_t th;
+    long i, n = 0;
+    double t0, t;
+
+    atomic_store(&rt_flag, 0);
+    if (pthread_create(&th, NULL, rt_pong, NULL) != 0)
+        tools__die("pthread_create failed");
+    t0 = tools__now_s();
+    for (i = 1; i <= 20000; i++) {
+        long spins = 0;
+        atomic_store(&rt_flag, 2 * i - 1);
+        while (atomic_load(&rt_flag) != 2 * i)
+            if (++spins > 4096) {
+                sched_yield();
+                spins = 0;
+            }
+        n = i;
+        if (i % 256 == 0 && tools__now_s() - t0 > 0.02)
+            break;
+    }
+    t = tools__now_s() - t0;
+    atomic_store(&rt_flag, -1);
+    pthread_join(th, NULL);
+    return t / (double)n * 1e9;
+}
+
 /* ---- the machine's own bound: random reads on 1 and 2 threads ---------- */
 
 #define MR_WORDS  ((size_t)32 << 20)      /* 256 MiB of uint64 */
@@ -418,6 +484,10 @@ main(int argc, char **argv)
         int fan[3];              /* DGL order: fan[i] for blocks[i] */
     } cfg[2] = {{"15,10", 2, {10, 15}}, {"15,10,5", 3, {5, 10, 15}}};
     struct result res[2 * NWAY];
+    struct {
+        double rt_min, rt_med, near2, nearb;
+        int far;
+    } plc[2];
     int nres = 0;
     gkv_rmat_spec sp;
     gkv_sgraph *sg = NULL;
@@ -518,7 +588,10 @@ main(int argc, char **argv)
          * weighs on each alike */
         {
             double eps[NWAY][1000], cpu[NWAY][1000], tot_e[NWAY] = {0};
-            for (int r = 0; r < reps; r++)
+            double rt[1000], near[2][1000];
+            int nnear = 0;
+            for (int r = 0; r < reps; r++) {
+                rt[r] = roundtrip_ns();
                 for (int w = 0; w < NWAY; w++) {
                     struct bp_arg a[2];
                     double c0 = cpu_now();
@@ -551,6 +624,33 @@ main(int argc, char **argv)
                     cpu[w][r] = (cpu_now() - c0) / batches;
                     tot_e[w] += (double)edges;
                 }
+            }
+            /* the reps whose threads were near each other: a round trip
+             * under twice the run's shortest */
+            {
+                double lo = rt[0];
+                for (int r = 1; r < reps; r++)
+                    if (rt[r] < lo)
+                        lo = rt[r];
+                for (int r = 0; r < reps; r++)
+                    if (rt[r] < 2 * lo) {
+                        near[0][nnear] = eps[WAY_2T][r] / eps[WAY_1T][r];
+                        near[1][nnear] = eps[WAY_BATCHPAR][r] /
+                                         eps[WAY_1T][r];
+                        nnear++;
+                    }
+                plc[c].rt_min = lo;
+                plc[c].rt_med = tools__median(rt, reps);
+                plc[c].far = reps - nnear;
+                plc[c].near2 = tools__median(near[0], nnear);
+                plc[c].nearb = tools__median(near[1], nnear);
+                printf("RESULT graph_sample_placement scale=%d fanouts=%s "
+                       "roundtrip_ns_min=%.0f roundtrip_ns_median=%.0f "
+                       "far_reps=%d reps=%d vs_1thread_near=%.3f "
+                       "batchpar_vs_1thread_near=%.3f\n", scale, cfg[c].name,
+                       lo, plc[c].rt_med, plc[c].far, reps, plc[c].near2,
+                       plc[c].nearb);
+            }
             for (int w = 0; w < NWAY; w++) {
                 res[nres].fans = cfg[c].name;
                 res[nres].way = w;
@@ -615,6 +715,13 @@ main(int argc, char **argv)
         printf("random 8-byte reads over 256 MiB (32 in flight per thread): "
                "1 thread %.1f M/s, 2 threads %.1f M/s, %.2fx\n",
                mr_one / 1e6, mr_two / 1e6, mr_ratio);
+    for (int c = 0; c < 2; c++)
+        printf("%s: a cache line's round trip between two threads %.0f ns "
+               "(shortest) to %.0f (median); %d of %d reps ran with the "
+               "threads far apart (over twice the shortest); in the others "
+               "2 in 1 ran %.2fx and 2 x 1 %.2fx one thread (medians)\n",
+               cfg[c].name, plc[c].rt_min, plc[c].rt_med, plc[c].far, reps,
+               plc[c].near2, plc[c].nearb);
     printf("(2 in 1: one sampler of 2 threads, each batch split between "
            "them; 2 x 1: two samplers of 1 thread, each its own batches, as "
            "the loader's workers; CPU ms/b: the process's CPU time per "
