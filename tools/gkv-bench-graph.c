@@ -47,9 +47,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,67 +321,6 @@ bp_run(void *p)
     return NULL;
 }
 
-/* ---- where the two vCPUs are: a cache line's round trip ------------------ */
-
-/* A line passed back and forth between two threads: about 55 ns on this
- * project's 2-vCPU VM when its vCPUs share a cache, 300 ns and more when
- * the host runs them far apart, which it does now and then for a while.
- * A sampler of 2 threads on one batch hands its picks from one thread to
- * the other and shares its markers, so such a rep runs near one thread's
- * speed, while two samplers on their own batches share nothing. Taken
- * before each rep, so that a rep can be told by where it ran. At most
- * 20 ms (a waiting thread yields now and then: on a busy machine both
- * may share one vCPU). */
-static _Atomic long rt_flag;
-
-static void *
-rt_pong(void *p)
-{
-    (void)p;
-    for (long i = 1, spins = 0;; spins++) {
-        long f = atomic_load(&rt_flag);
-        if (f < 0)
-            return NULL;
-        if (f == 2 * i - 1) {
-            atomic_store(&rt_flag, 2 * i);
-            i++;
-            spins = 0;
-        } else if (spins > 4096) {
-            sched_yield();
-            spins = 0;
-        }
-    }
-}
-
-static double
-roundtrip_ns(void)
-{
-    pthread_t th;
-    long i, n = 0;
-    double t0, t;
-
-    atomic_store(&rt_flag, 0);
-    if (pthread_create(&th, NULL, rt_pong, NULL) != 0)
-        tools__die("pthread_create failed");
-    t0 = tools__now_s();
-    for (i = 1; i <= 20000; i++) {
-        long spins = 0;
-        atomic_store(&rt_flag, 2 * i - 1);
-        while (atomic_load(&rt_flag) != 2 * i)
-            if (++spins > 4096) {
-                sched_yield();
-                spins = 0;
-            }
-        n = i;
-        if (i % 256 == 0 && tools__now_s() - t0 > 0.02)
-            break;
-    }
-    t = tools__now_s() - t0;
-    atomic_store(&rt_flag, -1);
-    pthread_join(th, NULL);
-    return t / (double)n * 1e9;
-}
-
 /* ---- the machine's own bound: random reads on 1 and 2 threads ---------- */
 
 #define MR_WORDS  ((size_t)32 << 20)      /* 256 MiB of uint64 */
@@ -591,7 +528,7 @@ main(int argc, char **argv)
             double rt[1000], near[2][1000];
             int nnear = 0;
             for (int r = 0; r < reps; r++) {
-                rt[r] = roundtrip_ns();
+                rt[r] = tools__roundtrip_ns();
                 for (int w = 0; w < NWAY; w++) {
                     struct bp_arg a[2];
                     double c0 = cpu_now();

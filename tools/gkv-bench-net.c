@@ -158,10 +158,19 @@ struct cpu_use {
     double pull_client, pull_server, tcp_recv, tcp_send;
 };
 
+/* With a TCP reference: a cache line's round trip before each rep
+ * (tools__roundtrip_ns), and pull / TCP stream over the reps whose round
+ * trip was under twice the shortest (the vCPUs near each other). */
+static struct {
+    double rt_min, rt_med, near;
+    int far;
+} pull_plc;
+
 /* Median seconds of reps pulls (after a warm-up), checked. With tr, each
  * pull is preceded by a plain TCP transfer of the same bytes (*ttcp: their
- * median), so both see the same conditions. With cu, the CPU time of both
- * ends of both is added up over the timed reps. */
+ * median), so both see the same conditions, and pull_plc is filled. With
+ * cu, the CPU time of both ends of both is added up over the timed
+ * reps. */
 static double
 time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
           const float *want, const char *what, struct tcpref *tr,
@@ -169,6 +178,7 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
 {
     double *t = tools__xmalloc(sizeof *t * (size_t)reps), med;
     double *tt = tools__xmalloc(sizeof *tt * (size_t)reps);
+    double *rt = tools__xmalloc(sizeof *rt * (size_t)reps);
     double c0 = 0, s0 = 0;
     gkv_err rc;
 
@@ -176,6 +186,8 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
         double t0;
         if (tr != NULL) {
             double x;
+            if (r >= 0)
+                rt[r] = tools__roundtrip_ns();
             if (cu != NULL) {
                 c0 = proc_cpu_s(0);
                 s0 = proc_cpu_s(tcp_pid(tr));
@@ -209,10 +221,23 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
                                 what);
     }
     med = tools__median(t, reps);
-    if (tr != NULL)
+    if (tr != NULL) {
+        int nn = 0;
         *ttcp = tools__median(tt, reps);
+        pull_plc.rt_min = rt[0];
+        for (int r = 1; r < reps; r++)
+            if (rt[r] < pull_plc.rt_min)
+                pull_plc.rt_min = rt[r];
+        pull_plc.rt_med = tools__median(rt, reps);
+        for (int r = 0; r < reps; r++)        /* rt becomes the ratios */
+            if (rt[r] < 2 * pull_plc.rt_min)
+                rt[nn++] = tt[r] / t[r];
+        pull_plc.far = reps - nn;
+        pull_plc.near = tools__median(rt, nn);
+    }
     free(t);
     free(tt);
+    free(rt);
     return med;
 }
 
@@ -1049,6 +1074,10 @@ main(int argc, char **argv)
         printf("RESULT tcp_stream bytes=%.0f reps=%d GBs=%.3f\n", bytes, reps,
                bytes / ttcp / 1e9);
         printf("RESULT net_pull_vs_tcp ratio=%.2f target=0.8\n", ttcp / t1);
+        printf("RESULT net_pull_placement roundtrip_ns_min=%.0f "
+               "roundtrip_ns_median=%.0f far_reps=%d reps=%d "
+               "pull_vs_tcp_near=%.2f\n", pull_plc.rt_min, pull_plc.rt_med,
+               pull_plc.far, reps, pull_plc.near);
         {
             double gb = bytes * reps / 1e9;
             printf("RESULT net_pull_cpu client_s_per_GB=%.3f "

@@ -37,6 +37,14 @@ double tools__now_s(void);
 void tools__sleep_ms(int ms);
 /* The median of v[0..n) (n >= 1); v is not changed. */
 double tools__median(const double *v, int n);
+/* Nanoseconds for a cache line to go from one thread to another and back
+ * (a new thread and this one, at most 20 ms of round trips): about 55 on
+ * this project's 2-vCPU VM when its vCPUs share a cache, 300 and more
+ * when the host runs them far apart, which it does now and then for a
+ * while. Work that hands data between threads or processes then runs
+ * slower, so benchmarks take it before each rep and say which reps ran
+ * far apart. */
+double tools__roundtrip_ns(void);
 /* SplitMix64: advances *state and returns its next 64 random bits (the
  * benchmarks' and examples' reproducible ID streams). */
 uint64_t tools__splitmix64(uint64_t *state);
