@@ -525,8 +525,8 @@ main(int argc, char **argv)
          * weighs on each alike */
         {
             double eps[NWAY][1000], cpu[NWAY][1000], tot_e[NWAY] = {0};
-            double rt[1000], near[2][1000];
-            int nnear = 0;
+            double rt[1000], rt2[1000], near[2][1000];
+            int nnear;
             for (int r = 0; r < reps; r++) {
                 rt[r] = tools__roundtrip_ns();
                 for (int w = 0; w < NWAY; w++) {
@@ -562,25 +562,21 @@ main(int argc, char **argv)
                     tot_e[w] += (double)edges;
                 }
             }
-            /* the reps whose threads were near each other: a round trip
-             * under twice the run's shortest */
+            /* the reps whose threads were near each other */
             {
-                double lo = rt[0];
-                for (int r = 1; r < reps; r++)
-                    if (rt[r] < lo)
-                        lo = rt[r];
-                for (int r = 0; r < reps; r++)
-                    if (rt[r] < 2 * lo) {
-                        near[0][nnear] = eps[WAY_2T][r] / eps[WAY_1T][r];
-                        near[1][nnear] = eps[WAY_BATCHPAR][r] /
-                                         eps[WAY_1T][r];
-                        nnear++;
-                    }
-                plc[c].rt_min = lo;
+                double lo;
                 plc[c].rt_med = tools__median(rt, reps);
+                for (int r = 0; r < reps; r++) {
+                    rt2[r] = rt[r];
+                    near[0][r] = eps[WAY_2T][r] / eps[WAY_1T][r];
+                    near[1][r] = eps[WAY_BATCHPAR][r] / eps[WAY_1T][r];
+                }
+                nnear = tools__near_reps(rt, reps, near[0], &lo);
+                (void)tools__near_reps(rt2, reps, near[1], &lo);
+                plc[c].rt_min = lo;
                 plc[c].far = reps - nnear;
-                plc[c].near2 = tools__median(near[0], nnear);
-                plc[c].nearb = tools__median(near[1], nnear);
+                plc[c].near2 = tools__median(rt, nnear);
+                plc[c].nearb = tools__median(rt2, nnear);
                 printf("RESULT graph_sample_placement scale=%d fanouts=%s "
                        "roundtrip_ns_min=%.0f roundtrip_ns_median=%.0f "
                        "far_reps=%d reps=%d vs_1thread_near=%.3f "

@@ -38,13 +38,21 @@ void tools__sleep_ms(int ms);
 /* The median of v[0..n) (n >= 1); v is not changed. */
 double tools__median(const double *v, int n);
 /* Nanoseconds for a cache line to go from one thread to another and back
- * (a new thread and this one, at most 20 ms of round trips): about 55 on
- * this project's 2-vCPU VM when its vCPUs share a cache, 300 and more
+ * (a new thread and this one; about 20 ms of round trips, a time slice
+ * more when the two share a busy vCPU; one caller at a time): about 55
+ * on this project's 2-vCPU VM when its vCPUs share a cache, 300 and more
  * when the host runs them far apart, which it does now and then for a
- * while. Work that hands data between threads or processes then runs
+ * while, and microseconds when both threads land on one vCPU (a loaded
+ * machine). Work that hands data between threads or processes then runs
  * slower, so benchmarks take it before each rep and say which reps ran
  * far apart. */
 double tools__roundtrip_ns(void);
+/* Of n reps with round trips rt[0..n) and figures x[0..n): *lo = the
+ * shortest round trip; the figures of the reps under twice it (the
+ * "near" reps, at least one) go to rt[0..k), and k is returned. Near is
+ * relative: when every rep ran far apart, all are near, and only *lo
+ * says so. */
+int tools__near_reps(double *rt, int n, const double *x, double *lo);
 /* SplitMix64: advances *state and returns its next 64 random bits (the
  * benchmarks' and examples' reproducible ID streams). */
 uint64_t tools__splitmix64(uint64_t *state);
