@@ -165,6 +165,7 @@ struct placement {
     double rt_min, rt_med, near;
     int far;
 };
+static double rt_base;       /* the shortest of 5 round trips at the start */
 
 /* Median seconds of reps pulls (after a warm-up), checked. With tr, each
  * pull is preceded by a plain TCP transfer of the same bytes (*ttcp: their
@@ -226,9 +227,9 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
         pl->rt_med = tools__median(rt, reps);
         for (int r = 0; r < reps; r++)        /* tt becomes the ratios */
             tt[r] /= t[r];
-        nn = tools__near_reps(rt, reps, tt, &pl->rt_min);
+        nn = tools__near_reps(rt, reps, tt, rt_base, &pl->rt_min);
         pl->far = reps - nn;
-        pl->near = tools__median(rt, nn);
+        pl->near = nn > 0 ? tools__median(rt, nn) : 0;
     }
     free(t);
     free(tt);
@@ -924,6 +925,7 @@ main(int argc, char **argv)
                                   "--pull-only leaves nothing to measure");
     nrows = 2 * n;
     tools__bench_init("gkv-bench-net");
+    rt_base = tools__roundtrip_base();
 
     if (no_pull) {
         bench_sample(scale, nbatch, &sr);

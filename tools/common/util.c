@@ -144,12 +144,25 @@ rt_pong(void *p)
     }
 }
 
+double
+tools__roundtrip_base(void)
+{
+    double lo = tools__roundtrip_ns();
+
+    for (int i = 1; i < 5; i++) {
+        double x = tools__roundtrip_ns();
+        if (x < lo)
+            lo = x;
+    }
+    return lo;
+}
+
 int
-tools__near_reps(double *rt, int n, const double *x, double *lo)
+tools__near_reps(double *rt, int n, const double *x, double base, double *lo)
 {
     int k = 0;
 
-    *lo = rt[0];
+    *lo = base > 0 && base < rt[0] ? base : rt[0];
     for (int r = 1; r < n; r++)
         if (rt[r] < *lo)
             *lo = rt[r];

@@ -47,12 +47,17 @@ double tools__median(const double *v, int n);
  * slower, so benchmarks take it before each rep and say which reps ran
  * far apart. */
 double tools__roundtrip_ns(void);
+/* The shortest of 5 round trips (tools__roundtrip_ns): at a program's
+ * start, the base its reps' round trips are compared with. */
+double tools__roundtrip_base(void);
 /* Of n reps with round trips rt[0..n) and figures x[0..n): *lo = the
- * shortest round trip; the figures of the reps under twice it (the
- * "near" reps, at least one) go to rt[0..k), and k is returned. Near is
- * relative: when every rep ran far apart, all are near, and only *lo
- * says so. */
-int tools__near_reps(double *rt, int n, const double *x, double *lo);
+ * shortest of those round trips and of 'base' (one taken before, say at
+ * the start of the program; 0 for none); the figures of the reps under
+ * twice it (the "near" reps) go to rt[0..k), and k is returned (0: every
+ * rep ran far apart). Near is relative to what the process saw: when all
+ * of it ran far apart, all count as near, and only *lo says so. */
+int tools__near_reps(double *rt, int n, const double *x, double base,
+                     double *lo);
 /* SplitMix64: advances *state and returns its next 64 random bits (the
  * benchmarks' and examples' reproducible ID streams). */
 uint64_t tools__splitmix64(uint64_t *state);
