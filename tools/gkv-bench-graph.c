@@ -17,7 +17,12 @@
  *     target: >= 1.8x 1 thread); two samplers of 1 thread, each its own
  *     batches ("2 x 1", what the loader's workers do). Beside each, the
  *     process's CPU time per batch (on a shared machine the work, where
- *     the wall clock says little);
+ *     the wall clock says little); before each rep, a cache line's round
+ *     trip between two threads, which tells the reps where the host ran
+ *     the two vCPUs far apart (over twice the shortest round trip, five
+ *     of which are taken at the start) from the others (RESULT
+ *     graph_sample_placement: the ratios of the others beside the
+ *     medians of all);
  *   - the machine's own bound: random 8-byte reads over 256 MiB, 32 in
  *     flight per thread, on 1 thread and on 2 at once.
  *
@@ -325,6 +330,7 @@ bp_run(void *p)
 
 static const uint64_t *mr_buf;
 static double mr_one, mr_two, mr_ratio;
+static double rt_base;       /* the shortest of 5 round trips at the start */
 
 struct mr_arg {
     uint64_t seed, sum;
@@ -418,6 +424,10 @@ main(int argc, char **argv)
         int fan[3];              /* DGL order: fan[i] for blocks[i] */
     } cfg[2] = {{"15,10", 2, {10, 15}}, {"15,10,5", 3, {5, 10, 15}}};
     struct result res[2 * NWAY];
+    struct {
+        double rt_min, rt_med, near2, nearb;
+        int far;
+    } plc[2];
     int nres = 0;
     gkv_rmat_spec sp;
     gkv_sgraph *sg = NULL;
@@ -435,6 +445,7 @@ main(int argc, char **argv)
     if (use_anchor)
         anchor_build(anchor_src);
     load0 = loadavg();
+    rt_base = tools__roundtrip_base();
 
     memset(&sp, 0, sizeof sp);
     sp.scale = scale;
@@ -518,7 +529,10 @@ main(int argc, char **argv)
          * weighs on each alike */
         {
             double eps[NWAY][1000], cpu[NWAY][1000], tot_e[NWAY] = {0};
-            for (int r = 0; r < reps; r++)
+            double rt[1000], rt2[1000], near[2][1000];
+            int nnear;
+            for (int r = 0; r < reps; r++) {
+                rt[r] = tools__roundtrip_ns();
                 for (int w = 0; w < NWAY; w++) {
                     struct bp_arg a[2];
                     double c0 = cpu_now();
@@ -551,6 +565,29 @@ main(int argc, char **argv)
                     cpu[w][r] = (cpu_now() - c0) / batches;
                     tot_e[w] += (double)edges;
                 }
+            }
+            /* the reps whose threads were near each other */
+            {
+                double lo;
+                plc[c].rt_med = tools__median(rt, reps);
+                for (int r = 0; r < reps; r++) {
+                    rt2[r] = rt[r];
+                    near[0][r] = eps[WAY_2T][r] / eps[WAY_1T][r];
+                    near[1][r] = eps[WAY_BATCHPAR][r] / eps[WAY_1T][r];
+                }
+                nnear = tools__near_reps(rt, reps, near[0], rt_base, &lo);
+                (void)tools__near_reps(rt2, reps, near[1], rt_base, &lo);
+                plc[c].rt_min = lo;
+                plc[c].far = reps - nnear;
+                plc[c].near2 = nnear > 0 ? tools__median(rt, nnear) : 0;
+                plc[c].nearb = nnear > 0 ? tools__median(rt2, nnear) : 0;
+                printf("RESULT graph_sample_placement scale=%d fanouts=%s "
+                       "roundtrip_ns_min=%.0f roundtrip_ns_median=%.0f "
+                       "far_reps=%d reps=%d vs_1thread_near=%.3f "
+                       "batchpar_vs_1thread_near=%.3f\n", scale, cfg[c].name,
+                       lo, plc[c].rt_med, plc[c].far, reps, plc[c].near2,
+                       plc[c].nearb);
+            }
             for (int w = 0; w < NWAY; w++) {
                 res[nres].fans = cfg[c].name;
                 res[nres].way = w;
@@ -615,6 +652,17 @@ main(int argc, char **argv)
         printf("random 8-byte reads over 256 MiB (32 in flight per thread): "
                "1 thread %.1f M/s, 2 threads %.1f M/s, %.2fx\n",
                mr_one / 1e6, mr_two / 1e6, mr_ratio);
+    for (int c = 0; c < 2; c++) {
+        printf("%s: a cache line's round trip between two threads %.0f ns "
+               "(shortest, at the start or before a rep) to %.0f (median of "
+               "the reps); %d of %d reps ran with the threads far apart "
+               "(over twice the shortest)", cfg[c].name, plc[c].rt_min,
+               plc[c].rt_med, plc[c].far, reps);
+        if (plc[c].far < reps)
+            printf("; in the others 2 in 1 ran %.2fx and 2 x 1 %.2fx one "
+                   "thread (medians)", plc[c].near2, plc[c].nearb);
+        printf("\n");
+    }
     printf("(2 in 1: one sampler of 2 threads, each batch split between "
            "them; 2 x 1: two samplers of 1 thread, each its own batches, as "
            "the loader's workers; CPU ms/b: the process's CPU time per "

@@ -158,17 +158,27 @@ struct cpu_use {
     double pull_client, pull_server, tcp_recv, tcp_send;
 };
 
+/* Where the vCPUs were during the pulls with a TCP reference: a cache
+ * line's round trip before each rep (tools__roundtrip_ns), and pull / TCP
+ * stream over the reps whose round trip was under twice the shortest. */
+struct placement {
+    double rt_min, rt_med, near;
+    int far;
+};
+static double rt_base;       /* the shortest of 5 round trips at the start */
+
 /* Median seconds of reps pulls (after a warm-up), checked. With tr, each
  * pull is preceded by a plain TCP transfer of the same bytes (*ttcp: their
- * median), so both see the same conditions. With cu, the CPU time of both
- * ends of both is added up over the timed reps. */
+ * median), so both see the same conditions, and *pl is filled. With cu,
+ * the CPU time of both ends of both is added up over the timed reps. */
 static double
 time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
           const float *want, const char *what, struct tcpref *tr,
-          double *ttcp, struct cpu_use *cu)
+          double *ttcp, struct placement *pl, struct cpu_use *cu)
 {
     double *t = tools__xmalloc(sizeof *t * (size_t)reps), med;
     double *tt = tools__xmalloc(sizeof *tt * (size_t)reps);
+    double *rt = tools__xmalloc(sizeof *rt * (size_t)reps);
     double c0 = 0, s0 = 0;
     gkv_err rc;
 
@@ -176,6 +186,8 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
         double t0;
         if (tr != NULL) {
             double x;
+            if (r >= 0)
+                rt[r] = tools__roundtrip_ns();
             if (cu != NULL) {
                 c0 = proc_cpu_s(0);
                 s0 = proc_cpu_s(tcp_pid(tr));
@@ -209,10 +221,19 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
                                 what);
     }
     med = tools__median(t, reps);
-    if (tr != NULL)
+    if (tr != NULL) {
+        int nn;
         *ttcp = tools__median(tt, reps);
+        pl->rt_med = tools__median(rt, reps);
+        for (int r = 0; r < reps; r++)        /* tt becomes the ratios */
+            tt[r] /= t[r];
+        nn = tools__near_reps(rt, reps, tt, rt_base, &pl->rt_min);
+        pl->far = reps - nn;
+        pl->near = nn > 0 ? tools__median(rt, nn) : 0;
+    }
     free(t);
     free(tt);
+    free(rt);
     return med;
 }
 
@@ -862,6 +883,7 @@ main(int argc, char **argv)
     uint64_t *ids;
     float *dst, *want, *all;
     double t1, t2 = 0, ttcp, tred = 0, tpush[2] = {0, 0};
+    struct placement plc = {0};
     const char *redis_how = "";
     double tred2[2] = {0, 0};
     struct sres sr = {0};
@@ -903,6 +925,7 @@ main(int argc, char **argv)
                                   "--pull-only leaves nothing to measure");
     nrows = 2 * n;
     tools__bench_init("gkv-bench-net");
+    rt_base = tools__roundtrip_base();
 
     if (no_pull) {
         bench_sample(scale, nbatch, &sr);
@@ -943,7 +966,8 @@ main(int argc, char **argv)
     c = tools__bench_connect(cfg);
     tcp_open(&tr, n * RB);
     cpu.server = p0;
-    t1 = time_pull(c, ids, n, dst, want, "one server", &tr, &ttcp, &cpu);
+    t1 = time_pull(c, ids, n, dst, want, "one server", &tr, &ttcp, &plc,
+                   &cpu);
     tcp_close(&tr);
     gkv_client_close(c);
     tools__bench_stop(p0);
@@ -994,7 +1018,8 @@ main(int argc, char **argv)
         p0 = tools__bench_server(cfg, 0, base, st[0], NULL, NULL);
         p1 = tools__bench_server(cfg, 1, base + 8, st[1], NULL, NULL);
         c = tools__bench_connect(cfg);
-        t2 = time_pull(c, ids, n, dst, want, "two servers", NULL, NULL, NULL);
+        t2 = time_pull(c, ids, n, dst, want, "two servers", NULL, NULL, NULL,
+                       NULL);
         gkv_client_close(c);
         tools__bench_stop(p0);
         tools__bench_stop(p1);
@@ -1049,6 +1074,10 @@ main(int argc, char **argv)
         printf("RESULT tcp_stream bytes=%.0f reps=%d GBs=%.3f\n", bytes, reps,
                bytes / ttcp / 1e9);
         printf("RESULT net_pull_vs_tcp ratio=%.2f target=0.8\n", ttcp / t1);
+        printf("RESULT net_pull_placement roundtrip_ns_min=%.0f "
+               "roundtrip_ns_median=%.0f far_reps=%d reps=%d "
+               "pull_vs_tcp_near=%.2f\n", plc.rt_min, plc.rt_med, plc.far,
+               reps, plc.near);
         {
             double gb = bytes * reps / 1e9;
             printf("RESULT net_pull_cpu client_s_per_GB=%.3f "

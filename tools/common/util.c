@@ -3,6 +3,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +118,90 @@ tools__sleep_ms(int ms)
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 
     nanosleep(&ts, NULL);
+}
+
+/* The line tools__roundtrip_ns passes: 2i - 1 from the caller, 2i back;
+ * -1 stops the other thread. A waiting thread yields now and then, as on
+ * a busy machine both may share one vCPU. */
+static _Atomic long rt_flag;
+
+static void *
+rt_pong(void *p)
+{
+    (void)p;
+    for (long i = 1, spins = 0;; spins++) {
+        long f = atomic_load(&rt_flag);
+        if (f < 0)
+            return NULL;
+        if (f == 2 * i - 1) {
+            atomic_store(&rt_flag, 2 * i);
+            i++;
+            spins = 0;
+        } else if (spins > 4096) {
+            sched_yield();
+            spins = 0;
+        }
+    }
+}
+
+double
+tools__roundtrip_base(void)
+{
+    double lo = tools__roundtrip_ns();
+
+    for (int i = 1; i < 5; i++) {
+        double x = tools__roundtrip_ns();
+        if (x < lo)
+            lo = x;
+    }
+    return lo;
+}
+
+int
+tools__near_reps(double *rt, int n, const double *x, double base, double *lo)
+{
+    int k = 0;
+
+    *lo = base > 0 && base < rt[0] ? base : rt[0];
+    for (int r = 1; r < n; r++)
+        if (rt[r] < *lo)
+            *lo = rt[r];
+    for (int r = 0; r < n; r++)
+        if (rt[r] < 2 * *lo)
+            rt[k++] = x[r];
+    return k;
+}
+
+double
+tools__roundtrip_ns(void)
+{
+    pthread_t th;
+    long n = 0;
+    double t0, t;
+
+    atomic_store(&rt_flag, 0);
+    if (pthread_create(&th, NULL, rt_pong, NULL) != 0)
+        tools__die("pthread_create failed");
+    t0 = tools__now_s();
+    for (long i = 1; i <= 20000; i++) {
+        long spins = 0;
+        int yielded = 0;
+        atomic_store(&rt_flag, 2 * i - 1);
+        while (atomic_load(&rt_flag) != 2 * i)
+            if (++spins > 4096) {
+                sched_yield();
+                spins = 0;
+                yielded = 1;
+            }
+        n = i;
+        /* a round trip that needed a yield can take a time slice */
+        if ((yielded || i % 16 == 0) && tools__now_s() - t0 > 0.02)
+            break;
+    }
+    t = tools__now_s() - t0;
+    atomic_store(&rt_flag, -1);
+    pthread_join(th, NULL);
+    return t / (double)n * 1e9;
 }
 
 uint64_t
