@@ -1089,14 +1089,17 @@ test_server_max_msg(void **state)
 
 /* ---- stops and queues ------------------------------------------------------------ */
 
-/* Sends (without waiting) a one-layer SAMPLE_BATCH of seeds 1, 2, 3 with
- * 'timeout_ms' to machine m's server over a raw socket joined as
- * ("stopq", rank); the socket, for gkvt_rrecv, into *sock. */
+/* Sends (without waiting) a one-layer SAMPLE_BATCH of three seeds that
+ * machine 1 owns, so that every such batch needs machine 1 to sample
+ * them (seeds of machine 0 could need machine 1 only the first time,
+ * for what machine 0 then keeps), with 'timeout_ms', to machine m's
+ * server over a raw socket joined as ("stopq", rank); the socket, for
+ * gkvt_rrecv, into *sock. */
 static void
 raw_batch_send(struct gkvt_ng *f, int m, uint32_t rank, uint32_t timeout_ms,
                int *sock)
 {
-    static int64_t s0[3] = {1, 2, 3};
+    static int64_t s0[3];
     static const int64_t *sv[1] = {s0};
     static size_t sn[1] = {3};
     static int fan[1] = {3};
@@ -1107,6 +1110,11 @@ raw_batch_send(struct gkvt_ng *f, int m, uint32_t rank, uint32_t timeout_ms,
     uint64_t sess;
     size_t len;
 
+    for (int64_t v = 0, k = 0; k < 3; v++) {
+        assert_true(v < f->n);
+        if (gkvt_ng_owner_of(f, v, 0) == 1)
+            s0[k++] = v;
+    }
     e.nlayers = 1;
     e.nnt = 1;
     e.net = 1;
@@ -1190,7 +1198,11 @@ test_stop_writeback(void **state)
 /* One batch thread held by a batch waiting on a peer that does not
  * answer; a second batch, with a short timeout, waits in the queue past
  * its deadline: answered GKV_ETIMEDOUT for its wait as soon as it is
- * taken, not made for a client that gave up. */
+ * taken, not made for a client that gave up. The same batch is made once
+ * before the peer stops, so that machine 0's link to it is up (a link
+ * still being set up when the peer stops could fail the first batch at
+ * once and free the thread early), and the first batch must come back
+ * made. */
 static void
 test_queue_deadline(void **state)
 {
@@ -1204,6 +1216,12 @@ test_queue_deadline(void **state)
     gkvt_ng_graph_make(f, HOMO_SCALE, 2);
     gkvt_serve(&f->j, 2, 1, one, srv);
     c = gkvt_ng_client(f, "queue");
+    raw_batch_send(f, 0, 3, 20000, &s1);         /* both machines up */
+    assert_int_equal(gkvt_rrecv(s1, &rep), 0);
+    if (rep.h.status != GKV_OK)
+        fail_msg("the batch with both machines up: status %d '%s'",
+                 rep.h.status, rep.msg);
+    nn_close(s1);
     assert_int_equal(kill(srv[1]->pid, SIGSTOP), 0);
     raw_batch_send(f, 0, 1, 20000, &s1);         /* holds the thread */
     tools__sleep_ms(300);
@@ -1213,6 +1231,9 @@ test_queue_deadline(void **state)
      * is taken, its deadline past */
     assert_int_equal(kill(srv[1]->pid, SIGCONT), 0);
     assert_int_equal(gkvt_rrecv(s1, &rep), 0);
+    if (rep.h.status != GKV_OK)
+        fail_msg("the batch that held the thread: status %d '%s'",
+                 rep.h.status, rep.msg);
     assert_int_equal(gkvt_rrecv(s2, &rep), 0);
     if (rep.h.status != GKV_ETIMEDOUT ||
         strstr(rep.msg, "in the batch queue") == NULL)
