@@ -1091,10 +1091,12 @@ test_server_max_msg(void **state)
 
 /* Sends (without waiting) a one-layer SAMPLE_BATCH of three seeds that
  * machine 1 owns, so that every such batch needs machine 1 to sample
- * them (seeds of machine 0 could need machine 1 only the first time,
- * for what machine 0 then keeps), with 'timeout_ms', to machine m's
- * server over a raw socket joined as ("stopq", rank); the socket, for
- * gkvt_rrecv, into *sock. */
+ * them (after its first batch, machine 0 keeps its link to machine 1 and
+ * the routes, and then needs machine 1 for seeds of its own only for the
+ * rows of neighbours machine 1 owns: seeds 1, 2 and 3, used before, have
+ * no in-neighbours), with 'timeout_ms', to machine m's server over a raw
+ * socket joined as ("stopq", rank); the socket, for gkvt_rrecv, into
+ * *sock. */
 static void
 raw_batch_send(struct gkvt_ng *f, int m, uint32_t rank, uint32_t timeout_ms,
                int *sock)
@@ -1199,10 +1201,10 @@ test_stop_writeback(void **state)
  * answer; a second batch, with a short timeout, waits in the queue past
  * its deadline: answered GKV_ETIMEDOUT for its wait as soon as it is
  * taken, not made for a client that gave up. The same batch is made once
- * before the peer stops, so that machine 0's link to it is up (a link
- * still being set up when the peer stops could fail the first batch at
- * once and free the thread early), and the first batch must come back
- * made. */
+ * before the peer stops, so that the held batch is not machine 0's first
+ * (which needed machine 1 for its routes whatever the seeds: the test
+ * then failed only now and then when the seeds stopped needing machine
+ * 1; now it fails every time), and the held batch must come back made. */
 static void
 test_queue_deadline(void **state)
 {

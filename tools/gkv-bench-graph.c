@@ -529,7 +529,7 @@ main(int argc, char **argv)
          * weighs on each alike */
         {
             double eps[NWAY][1000], cpu[NWAY][1000], tot_e[NWAY] = {0};
-            double rt[1000], rt2[1000], near[2][1000];
+            double rt[1000];
             int nnear;
             for (int r = 0; r < reps; r++) {
                 rt[r] = tools__roundtrip_ns();
@@ -570,17 +570,15 @@ main(int argc, char **argv)
             {
                 double lo;
                 plc[c].rt_med = tools__median(rt, reps);
-                for (int r = 0; r < reps; r++) {
-                    rt2[r] = rt[r];
-                    near[0][r] = eps[WAY_2T][r] / eps[WAY_1T][r];
-                    near[1][r] = eps[WAY_BATCHPAR][r] / eps[WAY_1T][r];
-                }
-                nnear = tools__near_reps(rt, reps, near[0], rt_base, &lo);
-                (void)tools__near_reps(rt2, reps, near[1], rt_base, &lo);
+                plc[c].near2 = tools__near_ratio(rt, reps, eps[WAY_2T],
+                                                 eps[WAY_1T], rt_base, &lo,
+                                                 &nnear);
+                plc[c].nearb = tools__near_ratio(rt, reps,
+                                                 eps[WAY_BATCHPAR],
+                                                 eps[WAY_1T], rt_base, &lo,
+                                                 &nnear);
                 plc[c].rt_min = lo;
                 plc[c].far = reps - nnear;
-                plc[c].near2 = nnear > 0 ? tools__median(rt, nnear) : 0;
-                plc[c].nearb = nnear > 0 ? tools__median(rt2, nnear) : 0;
                 printf("RESULT graph_sample_placement scale=%d fanouts=%s "
                        "roundtrip_ns_min=%.0f roundtrip_ns_median=%.0f "
                        "far_reps=%d reps=%d vs_1thread_near=%.3f "

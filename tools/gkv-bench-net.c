@@ -225,11 +225,9 @@ time_pull(gkv_client *c, const uint64_t *ids, size_t n, float *dst,
         int nn;
         *ttcp = tools__median(tt, reps);
         pl->rt_med = tools__median(rt, reps);
-        for (int r = 0; r < reps; r++)        /* tt becomes the ratios */
-            tt[r] /= t[r];
-        nn = tools__near_reps(rt, reps, tt, rt_base, &pl->rt_min);
+        pl->near = tools__near_ratio(rt, reps, tt, t, rt_base, &pl->rt_min,
+                                     &nn);
         pl->far = reps - nn;
-        pl->near = nn > 0 ? tools__median(rt, nn) : 0;
     }
     free(t);
     free(tt);
@@ -925,13 +923,13 @@ main(int argc, char **argv)
                                   "--pull-only leaves nothing to measure");
     nrows = 2 * n;
     tools__bench_init("gkv-bench-net");
-    rt_base = tools__roundtrip_base();
 
     if (no_pull) {
         bench_sample(scale, nbatch, &sr);
         print_sample(&sr, scale, nbatch);
         return tools__checks_failed ? 1 : 0;
     }
+    rt_base = tools__roundtrip_base();
     /* the stores: one with every row, two with half each */
     snprintf(st[0], sizeof st[0], "%s/one", tools__bench_dir);
     make_store(st[0], 0, nrows);

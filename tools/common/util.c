@@ -1,5 +1,6 @@
 /* util.c - see util.h. */
 #include <errno.h>
+#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -157,9 +158,11 @@ tools__roundtrip_base(void)
     return lo;
 }
 
-int
-tools__near_reps(double *rt, int n, const double *x, double base, double *lo)
+double
+tools__near_ratio(const double *rt, int n, const double *num,
+                  const double *den, double base, double *lo, int *nnear)
 {
+    double *a = tools__xmalloc(2 * (size_t)n * sizeof *a), *b = a + n, q;
     int k = 0;
 
     *lo = base > 0 && base < rt[0] ? base : rt[0];
@@ -167,23 +170,25 @@ tools__near_reps(double *rt, int n, const double *x, double base, double *lo)
         if (rt[r] < *lo)
             *lo = rt[r];
     for (int r = 0; r < n; r++)
-        if (rt[r] < 2 * *lo)
-            rt[k++] = x[r];
-    return k;
+        if (rt[r] < 2 * *lo) {
+            a[k] = num[r];
+            b[k++] = den[r];
+        }
+    q = k > 0 ? tools__median(a, k) / tools__median(b, k) : NAN;
+    free(a);
+    *nnear = k;
+    return q;
 }
 
-double
-tools__roundtrip_ns(void)
+/* Round trips i = from, from + 1, ... (2i - 1 out, 2i back) until 'to'
+ * or until 'limit' seconds after t0 (the clock read after every yield and
+ * every 16 trips); returns the i after the last. */
+static long
+rt_run(long from, long to, double t0, double limit)
 {
-    pthread_t th;
-    long n = 0;
-    double t0, t;
+    long i;
 
-    atomic_store(&rt_flag, 0);
-    if (pthread_create(&th, NULL, rt_pong, NULL) != 0)
-        tools__die("pthread_create failed");
-    t0 = tools__now_s();
-    for (long i = 1; i <= 20000; i++) {
+    for (i = from; i < to; i++) {
         long spins = 0;
         int yielded = 0;
         atomic_store(&rt_flag, 2 * i - 1);
@@ -193,11 +198,28 @@ tools__roundtrip_ns(void)
                 spins = 0;
                 yielded = 1;
             }
-        n = i;
         /* a round trip that needed a yield can take a time slice */
-        if ((yielded || i % 16 == 0) && tools__now_s() - t0 > 0.02)
-            break;
+        if ((yielded || i % 16 == 0) && tools__now_s() - t0 > limit)
+            return i + 1;
     }
+    return i;
+}
+
+double
+tools__roundtrip_ns(void)
+{
+    pthread_t th;
+    long i, n;
+    double t0, t;
+
+    atomic_store(&rt_flag, 0);
+    if (pthread_create(&th, NULL, rt_pong, NULL) != 0)
+        tools__die("pthread_create failed");
+    /* untimed first, about 1 ms: a vCPU that was idle answers slowly at
+     * first, which says nothing of where it runs */
+    i = rt_run(1, 20001, tools__now_s(), 0.001);
+    t0 = tools__now_s();
+    n = rt_run(i, i + 20000, t0, 0.02) - i;
     t = tools__now_s() - t0;
     atomic_store(&rt_flag, -1);
     pthread_join(th, NULL);

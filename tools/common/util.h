@@ -38,26 +38,29 @@ void tools__sleep_ms(int ms);
 /* The median of v[0..n) (n >= 1); v is not changed. */
 double tools__median(const double *v, int n);
 /* Nanoseconds for a cache line to go from one thread to another and back
- * (a new thread and this one; about 20 ms of round trips, a time slice
- * more when the two share a busy vCPU; one caller at a time): about 55
+ * (a new thread and this one; after 1 ms untimed, 20,000 round trips or
+ * 20 ms, whichever ends first: about 1.2 ms when near, a time slice more
+ * when both threads share a busy vCPU; one caller at a time): about 55
  * on this project's 2-vCPU VM when its vCPUs share a cache, 300 and more
  * when the host runs them far apart, which it does now and then for a
- * while, and microseconds when both threads land on one vCPU (a loaded
- * machine). Work that hands data between threads or processes then runs
- * slower, so benchmarks take it before each rep and say which reps ran
- * far apart. */
+ * while, and microseconds to milliseconds when both threads land on one
+ * busy vCPU. Work that hands data between threads or processes then runs
+ * slower, so benchmarks take it before each rep and say how many reps
+ * ran far apart. */
 double tools__roundtrip_ns(void);
 /* The shortest of 5 round trips (tools__roundtrip_ns): at a program's
  * start, the base its reps' round trips are compared with. */
 double tools__roundtrip_base(void);
-/* Of n reps with round trips rt[0..n) and figures x[0..n): *lo = the
- * shortest of those round trips and of 'base' (one taken before, say at
- * the start of the program; 0 for none); the figures of the reps under
- * twice it (the "near" reps) go to rt[0..k), and k is returned (0: every
- * rep ran far apart). Near is relative to what the process saw: when all
- * of it ran far apart, all count as near, and only *lo says so. */
-int tools__near_reps(double *rt, int n, const double *x, double base,
-                     double *lo);
+/* Of n reps with round trips rt[0..n): *lo = the shortest of those and of
+ * 'base' (one taken before, say at the program's start; 0 for none); the
+ * reps under twice it are "near", *nnear of them; returns the median of
+ * num[] over the near reps / the median of den[] over them (a ratio of
+ * medians, as the benchmarks' figures are), NAN when none is near. Near
+ * is relative to what the process saw: when all of it ran far apart, all
+ * count as near, and only *lo says so. */
+double tools__near_ratio(const double *rt, int n, const double *num,
+                         const double *den, double base, double *lo,
+                         int *nnear);
 /* SplitMix64: advances *state and returns its next 64 random bits (the
  * benchmarks' and examples' reproducible ID streams). */
 uint64_t tools__splitmix64(uint64_t *state);
