@@ -1257,8 +1257,10 @@ cont_later(void *arg)
 }
 
 /* The batch queue full (one thread held on a peer that does not answer,
- * 256 batches waiting): gkv_client_sample_batch, told GKV_EBUSY, asks
- * again within its timeout and gets its batch once the queue drains. */
+ * 256 batches waiting): one more batch is refused at once (GKV_EBUSY);
+ * gkv_client_sample_batch, told GKV_EBUSY, asks again within its timeout
+ * and gets its batch once the queue drains, as every queued batch is
+ * made. */
 static void
 test_queue_full(void **state)
 {
@@ -1270,7 +1272,7 @@ test_queue_full(void **state)
     int64_t seeds[8];
     const int64_t *sv[1] = {seeds};
     size_t sn[1] = {0};
-    int fan[2] = {4, 4}, sk[257], pid;
+    int fan[2] = {4, 4}, sk[257], sx, pid;
     gkv_sample_opts o = {0};
     gkv_batch_spec sp;
     struct bres r;
@@ -1291,6 +1293,12 @@ test_queue_full(void **state)
             tools__sleep_ms(300);       /* the one in hand */
     }
     tools__sleep_ms(300);
+    raw_batch_send(f, 0, 10 + 257, 20000, &sx);
+    assert_int_equal(gkvt_rrecv(sx, &rep), 0);
+    if (rep.h.status != GKV_EBUSY || strstr(rep.msg, "requests wait") == NULL)
+        fail_msg("a batch past the full queue: status %d '%s'", rep.h.status,
+                 rep.msg);
+    nn_close(sx);
     pid = srv[1]->pid;
     assert_int_equal(pthread_create(&th, NULL, cont_later, &pid), 0);
     NET_OK(batch_take(c, &sp, &r));
@@ -1298,6 +1306,9 @@ test_queue_full(void **state)
     pthread_join(th, NULL);
     for (int i = 0; i < 257; i++) {
         assert_int_equal(gkvt_rrecv(sk[i], &rep), 0);
+        if (rep.h.status != GKV_OK)
+            fail_msg("queued batch %d: status %d '%s'", i, rep.h.status,
+                     rep.msg);
         nn_close(sk[i]);
     }
     free(rep.pl);
