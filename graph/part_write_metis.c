@@ -639,14 +639,18 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
         for (int64_t i = 0; i < total; i++)
             adj[i] = map[adj[i]];
 
+    /* weights sum to 2x the edges: past idx_t, METIS gets none */
+    if (pre > IDX_LIMIT) {
+        gkv__free(ew);
+        ew = NULL;
+    }
     /* Thinning (DROPEDGES, done before METIS rather than inside it): on
      * R-MAT the hubs' many light edges kept every coarser level as dense
      * as the last; without them METIS coarsens faster, and cuts less. */
     if (keep == 0 && total >= thin_min)
         keep = GKV_PART_METIS_KEEP;
     if (keep > 0) {
-        int64_t k = pw__thin((idx_t)nk, xadj, adj,
-                               pre <= IDX_LIMIT ? ew : NULL, keep);
+        int64_t k = pw__thin((idx_t)nk, xadj, adj, ew, keep);
         if (k < 0)
             goto nomem;
         if (k < total) {
@@ -654,7 +658,8 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
             total = k;
             if ((p = gkv__realloc(adj, (size_t)total * sizeof *adj)) != NULL)
                 adj = p;
-            if ((p = gkv__realloc(ew, (size_t)total * sizeof *ew)) != NULL)
+            if (ew != NULL &&
+                (p = gkv__realloc(ew, (size_t)total * sizeof *ew)) != NULL)
                 ew = p;
         }
     }
@@ -673,14 +678,10 @@ pw__metis(const gkv_graph *g, int nparts, uint64_t seed,
     job.xadj = xadj;
     job.adj = adj;
     job.vwgt = vwgt;
-    job.ew = pre <= IDX_LIMIT ? ew : NULL; /* weights sum to 2x the edges */
+    job.ew = ew;
     job.part = part;
     job.rb = !(flags & GKV_PART_METIS_KWAY);
     if (job.rb && nparts >= 3 && nk >= SPLIT_MIN) {
-        if (job.ew == NULL) {
-            gkv__free(ew);
-            ew = NULL;
-        }
         mrc = metis_split(&job, &xadj, &adj, &ew, &vwgt);
     } else {
         mjob_run(&job);

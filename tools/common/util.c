@@ -126,23 +126,70 @@ tools__sleep_ms(int ms)
  * a busy machine both may share one vCPU. */
 static _Atomic long rt_flag;
 
+/* Waits until rt_flag is 'want' or negative and returns it; *yielded
+ * (may be NULL) is set when the wait had to yield. */
+static long
+rt_wait(long want, int *yielded)
+{
+    long f, spins = 0;
+
+    while ((f = atomic_load(&rt_flag)) != want && f >= 0)
+        if (++spins > 4096) {
+            sched_yield();
+            spins = 0;
+            if (yielded != NULL)
+                *yielded = 1;
+        }
+    return f;
+}
+
 static void *
 rt_pong(void *p)
 {
     (void)p;
-    for (long i = 1, spins = 0;; spins++) {
-        long f = atomic_load(&rt_flag);
-        if (f < 0)
-            return NULL;
-        if (f == 2 * i - 1) {
-            atomic_store(&rt_flag, 2 * i);
-            i++;
-            spins = 0;
-        } else if (spins > 4096) {
-            sched_yield();
-            spins = 0;
-        }
+    for (long i = 1; rt_wait(2 * i - 1, NULL) >= 0; i++)
+        atomic_store(&rt_flag, 2 * i);
+    return NULL;
+}
+
+/* Round trips i = from, from + 1, ... (2i - 1 out, 2i back) until 'to'
+ * or until 'limit' seconds after t0 (the clock read after every yield and
+ * every 16 trips); returns the i after the last. */
+static long
+rt_run(long from, long to, double t0, double limit)
+{
+    long i;
+
+    for (i = from; i < to; i++) {
+        int yielded = 0;
+        atomic_store(&rt_flag, 2 * i - 1);
+        (void)rt_wait(2 * i, &yielded);
+        /* a round trip that needed a yield can take a time slice */
+        if ((yielded || i % 16 == 0) && tools__now_s() - t0 > limit)
+            return i + 1;
     }
+    return i;
+}
+
+double
+tools__roundtrip_ns(void)
+{
+    pthread_t th;
+    long i, n;
+    double t0, t;
+
+    atomic_store(&rt_flag, 0);
+    if (pthread_create(&th, NULL, rt_pong, NULL) != 0)
+        tools__die("pthread_create failed");
+    /* untimed first, about 1 ms: a vCPU that was idle answers slowly at
+     * first, which says nothing of where it runs */
+    i = rt_run(1, 20001, tools__now_s(), 0.001);
+    t0 = tools__now_s();
+    n = rt_run(i, i + 20000, t0, 0.02) - i;
+    t = tools__now_s() - t0;
+    atomic_store(&rt_flag, -1);
+    pthread_join(th, NULL);
+    return t / (double)n * 1e9;
 }
 
 double
@@ -178,52 +225,6 @@ tools__near_ratio(const double *rt, int n, const double *num,
     free(a);
     *nnear = k;
     return q;
-}
-
-/* Round trips i = from, from + 1, ... (2i - 1 out, 2i back) until 'to'
- * or until 'limit' seconds after t0 (the clock read after every yield and
- * every 16 trips); returns the i after the last. */
-static long
-rt_run(long from, long to, double t0, double limit)
-{
-    long i;
-
-    for (i = from; i < to; i++) {
-        long spins = 0;
-        int yielded = 0;
-        atomic_store(&rt_flag, 2 * i - 1);
-        while (atomic_load(&rt_flag) != 2 * i)
-            if (++spins > 4096) {
-                sched_yield();
-                spins = 0;
-                yielded = 1;
-            }
-        /* a round trip that needed a yield can take a time slice */
-        if ((yielded || i % 16 == 0) && tools__now_s() - t0 > limit)
-            return i + 1;
-    }
-    return i;
-}
-
-double
-tools__roundtrip_ns(void)
-{
-    pthread_t th;
-    long i, n;
-    double t0, t;
-
-    atomic_store(&rt_flag, 0);
-    if (pthread_create(&th, NULL, rt_pong, NULL) != 0)
-        tools__die("pthread_create failed");
-    /* untimed first, about 1 ms: a vCPU that was idle answers slowly at
-     * first, which says nothing of where it runs */
-    i = rt_run(1, 20001, tools__now_s(), 0.001);
-    t0 = tools__now_s();
-    n = rt_run(i, i + 20000, t0, 0.02) - i;
-    t = tools__now_s() - t0;
-    atomic_store(&rt_flag, -1);
-    pthread_join(th, NULL);
-    return t / (double)n * 1e9;
 }
 
 uint64_t
