@@ -434,9 +434,11 @@ GKV_API gkv_err gkv_tensor_changed(gkv_txn *tx, const char *name,
  * inside the write transaction, once per incoming row, in request order for
  * one ID; it must not call into the same store. A non-GKV_OK return aborts
  * the whole push, which then has no effect. When the map fills mid-push, the
- * map grows and the transaction is retried from the start: the handler then
- * sees the same rows again (their effect on the store still happens once,
- * but side effects on 'ctx' repeat, so keep them idempotent). */
+ * map grows and the transaction is retried from the start, and when a push
+ * of very many chunks finds LMDB's list of pages to write full, a chunk's
+ * rows may be applied again: the handler then sees the same rows again
+ * (their effect on the store still happens once, but side effects on 'ctx'
+ * repeat, so keep them idempotent). */
 typedef gkv_err (*gkv_push_fn)(void *ctx, const gkv_tensor_desc *desc,
                                uint64_t id, void *row, const void *in);
 

@@ -591,7 +591,9 @@ kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg, size_t *every)
     gkv_err rc = write_loop(s, fn, arg);
 
     if (rc == KV_ETXNFULL && want > 0) {
-        /* a slice found LMDB's dirty list full: once more, unsliced */
+        /* a step in the parent found LMDB's dirty list full too
+         * (kv__slice_retry): once more, unsliced */
+        __atomic_add_fetch(&kv__slice_reruns, 1, __ATOMIC_RELAXED);
         kv__clear(s);
         *every = 0;
         rc = write_loop(s, fn, arg);
@@ -652,6 +654,9 @@ kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
     sl->cur = NULL;
     sl->n = 0;
     sl->every = every;
+    sl->mark = 0;
+    sl->in_parent = 0;
+    sl->total = 0;
     if (every > 0 && (mrc = mdb_txn_begin(s->st_env, parent, 0, &sl->txn)) != 0) {
         sl->txn = NULL;
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
@@ -665,21 +670,105 @@ kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
     return GKV_OK;
 }
 
-size_t kv__slice_full_at;
+/* A write's dirty pages may near LMDB's 131,072 once this many steps
+ * are done: from then on slice_poke runs between slices. */
+#define KV_SLICE_POKE_STEPS 65536
+/* The value slice_poke reserves: LMDB spills when its room is below
+ * twice the value's pages (8,192 + the B-tree path), and then that many
+ * pages, which fits a slice of 16,384 one-page chunks. */
+#define KV_SLICE_POKE_BYTES (32u << 20)
+
+/* Makes the parent spill part of its dirty list when its room is low.
+ * LMDB spills only pages of the transaction that needs room, and a slice
+ * begins with the room its parent has left: once the parent is nearly
+ * full, every slice spills its own few pages again and again (each time
+ * sorting its spill list), and the room it leaves to the next slice only
+ * shrinks. A write of 1.5-2 GB of one-page chunks took 12-30 s, most of it
+ * in LMDB's mdb_midl_sort. A put checks the room before it writes
+ * anything, against an estimate that grows with the value's size, and
+ * spills at least 16,384 pages when the room is below it: so a put of a
+ * large reserved value in the parent, deleted at once, leaves the next
+ * slice room for a slice, and changes nothing in the store (the key, one
+ * byte, is no key of a tensor; the pages are free again, for this
+ * transaction too). No API of LMDB says how full the list is; when
+ * nothing needs spilling this costs a 32 MiB allocation and a put and a
+ * delete in the parent. */
+static gkv_err
+slice_poke(kv_slice *sl)
+{
+    unsigned char kz = 0;
+    MDB_val k = {1, &kz}, d = {KV_SLICE_POKE_BYTES, NULL};
+    MDB_cursor *c;
+    int mrc;
+
+    if ((mrc = mdb_cursor_open(sl->parent, sl->s->st_data, &c)) == 0) {
+        if ((mrc = mdb_cursor_put(c, &k, &d, MDB_RESERVE)) == 0)
+            mrc = mdb_cursor_del(c, 0);
+        mdb_cursor_close(c);
+    }
+    if (mrc != 0)
+        return kv__fail(sl->s, kv__from_mdb(mrc), "store '%s': %s",
+                        sl->s->st_path, mdb_strerror(mrc));
+    return GKV_OK;
+}
+
+size_t kv__slice_full_at, kv__slice_full_again;
+unsigned long kv__slice_retries, kv__slice_reruns;
 
 gkv_err
-kv__slice_step(kv_slice *sl)
+kv__slice_step(kv_slice *sl, size_t next)
 {
+    size_t total;
     gkv_err rc;
 
-    if (sl->every > 0 && kv__slice_full_at > 0 && --kv__slice_full_at == 0)
+    if (sl->every > 0 && kv__slice_full_at > 0 && --kv__slice_full_at == 0) {
+        kv__slice_full_at = kv__slice_full_again;
+        kv__slice_full_again = 0;
         return kv__fail(sl->s, KV_ETXNFULL, "store '%s': %s (test)",
                         sl->s->st_path, mdb_strerror(MDB_TXN_FULL));
-    if (sl->every == 0 || ++sl->n % sl->every != 0)
+    }
+    if (sl->every == 0)
         return GKV_OK;
+    if (sl->in_parent > 0 ? --sl->in_parent > 0 : ++sl->n % sl->every != 0)
+        return GKV_OK;
+    /* the slice is whole, or the steps kv__slice_retry ran in the parent
+     * are done: the next slice */
     if ((rc = kv__slice_end(sl, GKV_OK)) != GKV_OK)
         return rc;
-    return kv__slice_begin(sl->s, sl->parent, sl->every, sl);
+    sl->total += sl->every;
+    if (sl->total >= KV_SLICE_POKE_STEPS && (rc = slice_poke(sl)) != GKV_OK)
+        return rc;
+    total = sl->total;
+    if ((rc = kv__slice_begin(sl->s, sl->parent, sl->every, sl)) == GKV_OK)
+        sl->mark = next;
+    sl->total = total;
+    return rc;
+}
+
+gkv_err
+kv__slice_retry(kv_slice *sl, gkv_err rc, size_t *pos)
+{
+    int mrc;
+
+    if (rc != KV_ETXNFULL || sl->every == 0 || sl->txn == NULL ||
+        sl->txn == sl->parent)
+        return rc;
+    /* the slice's steps again, in the parent: it spills as it needs, as
+     * the slice could not (it needed the room they took, so the parent
+     * runs out of room, and spills, within as many steps) */
+    kv__slice_end(sl, rc);
+    sl->txn = sl->parent;
+    sl->in_parent = sl->n + 1;
+    sl->n = 0;
+    if ((mrc = mdb_cursor_open(sl->txn, sl->s->st_data, &sl->cur)) != 0) {
+        sl->cur = NULL;
+        return kv__fail(sl->s, kv__from_mdb(mrc), "store '%s': %s",
+                        sl->s->st_path, mdb_strerror(mrc));
+    }
+    __atomic_add_fetch(&kv__slice_retries, 1, __ATOMIC_RELAXED);
+    kv__clear(sl->s);
+    *pos = sl->mark;
+    return GKV_OK;
 }
 
 gkv_err
@@ -1143,7 +1232,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     mode_t dmode = share ? 0750 : 0700, fmode = share ? 0640 : 0600;
     mode_t lmode = share ? 0660 : 0600;
     gkv_err rc;
-    int mrc;
+    int mrc, walked = 0;
 
     *out = NULL;
     kv__clear(NULL);
@@ -1280,7 +1369,13 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     {
         /* a file cut short (a partial copy, a disk that filled while
          * copying) would fault (SIGBUS) on the first read of a missing
-         * page: refuse it here */
+         * page: refuse it here. But a sound one may end before its last
+         * page: a commit leaves pages it allocated and freed again at the
+         * end unwritten (LMDB's own copy stops at the file's end; gkv's
+         * big writes do it, slice_poke). So a file that ends early is
+         * walked (kv__walk reads with pread, so a missing page is an
+         * error, not a fault), with GKV_NOCHECK too: sound if every page
+         * in use is in the file */
         MDB_envinfo ei;
         mdb_filehandle_t fd;
         struct stat fst;
@@ -1288,17 +1383,25 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         if (mdb_env_info(s->st_env, &ei) == 0 &&
             mdb_env_get_fd(s->st_env, &fd) == 0 && fstat(fd, &fst) == 0 &&
             (uint64_t)fst.st_size < (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
-            rc = kv__fail(NULL, GKV_ECORRUPT, "cannot open store '%s': its "
-                          "data.mdb is %llu bytes, but its pages reach %llu "
-                          "bytes: the file was cut short (a partial copy, or "
-                          "a disk that filled while copying it)", path,
-                          (unsigned long long)fst.st_size,
-                          (unsigned long long)(ei.me_last_pgno + 1) *
-                          s->st_psize);
-            goto fail;
+            if ((rc = structure_check(s)) == GKV_ECORRUPT) {
+                char why[512];
+
+                snprintf(why, sizeof why, "%s", gkv_store_errmsg(NULL));
+                rc = kv__fail(NULL, GKV_ECORRUPT, "cannot open store '%s': "
+                              "its data.mdb is %llu bytes, but its pages "
+                              "reach %llu bytes: the file was cut short (a "
+                              "partial copy, or a disk that filled while "
+                              "copying it): %s", path,
+                              (unsigned long long)fst.st_size,
+                              (unsigned long long)(ei.me_last_pgno + 1) *
+                              s->st_psize, why);
+            }
+            if (rc != GKV_OK)
+                goto fail;
+            walked = 1;
         }
     }
-    if (!(flags & GKV_NOCHECK) && (rc = structure_check(s)) != GKV_OK)
+    if (!(flags & GKV_NOCHECK) && !walked && (rc = structure_check(s)) != GKV_OK)
         goto fail;
     {
         uint64_t mt, sz;
