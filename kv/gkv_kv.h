@@ -104,7 +104,9 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * refused with GKV_ECORRUPT. It reads the tree
                             * pages and one page per stored chunk. (The two
                             * header pages are checked still: LMDB divides
-                            * by their page size.) */
+                            * by their page size; and a data.mdb that ends
+                            * before its last page is walked still, as a
+                            * sound one may: see doc/FORMAT.md.) */
 #define GKV_GUARD   0x20u  /* guard the map: when data.mdb is overwritten
                             * or cut short under this handle (a stray dd,
                             * another program writing it), a pull, read,

@@ -231,8 +231,9 @@ void    kv__snap_end(kv_snap *sn);
 typedef gkv_err (*kv_write_fn)(gkv_store *s, MDB_txn *txn, void *arg);
 gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
 /* kv__write() of a write done in slices (kv__slice_begin) of *every steps
- * (fn reads *every; NULL or 0: no slices). When a slice finds LMDB's
- * dirty list full (KV_ETXNFULL), runs fn once more with *every 0. */
+ * (fn reads *every; NULL or 0: no slices). When a step in the parent
+ * finds LMDB's dirty list full (KV_ETXNFULL; kv__slice_retry), runs fn
+ * once more with *every 0. */
 gkv_err kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg,
                          size_t *every);
 /* What kv__from_mdb() makes of MDB_TXN_FULL; kv__write returns GKV_EIO. */
@@ -272,7 +273,7 @@ gkv_err kv__writer_barrier(gkv_store *s);
  * GKV_OK) or aborts it and returns rc.
  * Past LMDB's 131,072 dirty pages some must be spilled to disk, and LMDB
  * spills only pages of the transaction that needs room: a slice its own,
- * while the parent's full list stays full. So past 65,536 steps,
+ * while the parent's full list stays full. So past 32,768 steps,
  * kv__slice_step makes the parent spill between slices when its room is
  * low (store.c, slice_poke); a slice may still find too few pages of its
  * own to spill (MDB_TXN_FULL). So kv__slice_retry, given the rc of a
@@ -296,6 +297,7 @@ typedef struct kv_slice {
     size_t mark;        /* the caller's position of this slice's first step */
     size_t in_parent;   /* steps still to run in the parent (retry) */
     size_t total;       /* steps of the slices committed so far */
+    size_t poked;       /* total at the last slice_poke */
 } kv_slice;
 gkv_err kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every,
                         kv_slice *sl);

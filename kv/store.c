@@ -253,6 +253,12 @@ map_grow(gkv_store *s)
 /* Adopts a map another process grew. The caller holds one use; step out
  * while resizing, then take it back unconditionally so the caller's
  * kv__leave() stays balanced. */
+/* How far the newest header page's last page may reach past the end of
+ * a sound data.mdb: a commit leaves pages it allocated and freed again at
+ * the end unwritten (LMDB's own copy stops at the file's end), gkv's
+ * slice_poke 8 MiB at most. A file shorter by more was cut short. */
+#define KV_TAIL_SLACK (64ull << 20)
+
 static gkv_err
 adopt_map(gkv_store *s)
 {
@@ -264,8 +270,8 @@ adopt_map(gkv_store *s)
     /* LMDB maps as far as the newest header page's last page says: one
      * changed under this handle (a stray write) would make it map
      * petabytes, fail, and leave the environment without a map. Check
-     * the header pages, and the last page against the file, first, as
-     * the open does */
+     * the header pages, and the last page against the file (which may
+     * end up to KV_TAIL_SLACK before it), first, as the open does */
     if (mdb_env_get_fd(s->st_env, &fd) == 0) {
         if ((rc = kv__walk_meta(s->st_path, fd)) != GKV_OK) {
             char msg[640];
@@ -277,8 +283,8 @@ adopt_map(gkv_store *s)
                             "reopened", msg);
         }
         if (mdb_env_info(s->st_env, &ei) == 0 && fstat(fd, &st) == 0 &&
-            (uint64_t)st.st_size < (uint64_t)(ei.me_last_pgno + 1) *
-                                   s->st_psize) {
+            (uint64_t)st.st_size + KV_TAIL_SLACK <
+                (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
             kv__damaged(s);
             return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its "
                             "header says its pages reach %llu bytes, but "
@@ -584,11 +590,52 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
     }
 }
 
+/* A write's dirty pages may near LMDB's 131,072 once this many steps
+ * are done (a push's step writes its chunk and up to 3 state chunks):
+ * from then on slice_poke runs between slices, at most once every
+ * KV_SLICE_POKE_EVERY steps. */
+#define KV_SLICE_POKE_STEPS 32768
+#define KV_SLICE_POKE_EVERY 16384
+/* The value slice_poke reserves (2,049 pages with its header): LMDB
+ * spills when its room is at most twice that (about 4,100 pages), and
+ * then 16,384 pages. So a slice begins with room for 4,100 pages or
+ * more, and spills its own pages a few times per slice at most. */
+#define KV_SLICE_POKE_BYTES (8u << 20)
+
+/* The map room a sliced write wants beyond the last page: slice_poke
+ * needs a free run of KV_SLICE_POKE_BYTES, maybe at the end. */
+#define KV_SLICE_SPARE (4ull * KV_SLICE_POKE_BYTES)
+
 gkv_err
 kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg, size_t *every)
 {
     size_t want = every != NULL ? *every : 0;
-    gkv_err rc = write_loop(s, fn, arg);
+    MDB_envinfo ei;
+    gkv_err rc;
+
+    /* a map with no room to spare past its last page is grown first,
+     * while no transaction of this write holds it, so that the write's
+     * pokes are not skipped (slice_poke); where it cannot grow now, the
+     * write goes on as it is. Only when the header pages and the last
+     * page against the file look sound, as adopt_map checks: a header
+     * changed under this handle must not size the map (the write's own
+     * transaction then reports the damage) */
+    if (want > 0 && !(s->st_flags & GKV_RDONLY) &&
+        mdb_env_info(s->st_env, &ei) == 0 &&
+        ei.me_mapsize < (uint64_t)(ei.me_last_pgno + 1) * s->st_psize +
+                        KV_SLICE_SPARE) {
+        mdb_filehandle_t fd;
+        struct stat st;
+
+        if (mdb_env_get_fd(s->st_env, &fd) == 0 &&
+            kv__walk_meta(s->st_path, fd) == GKV_OK && fstat(fd, &st) == 0 &&
+            (uint64_t)st.st_size + KV_TAIL_SLACK >=
+                (uint64_t)(ei.me_last_pgno + 1) * s->st_psize)
+            (void)map_grow(s);
+        kv__clear(s);
+        kv__clear(NULL);
+    }
+    rc = write_loop(s, fn, arg);
 
     if (rc == KV_ETXNFULL && want > 0) {
         /* a step in the parent found LMDB's dirty list full too
@@ -656,7 +703,7 @@ kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
     sl->every = every;
     sl->mark = 0;
     sl->in_parent = 0;
-    sl->total = 0;
+    sl->total = sl->poked = 0;
     if (every > 0 && (mrc = mdb_txn_begin(s->st_env, parent, 0, &sl->txn)) != 0) {
         sl->txn = NULL;
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
@@ -670,40 +717,46 @@ kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
     return GKV_OK;
 }
 
-/* A write's dirty pages may near LMDB's 131,072 once this many steps
- * are done: from then on slice_poke runs between slices. */
-#define KV_SLICE_POKE_STEPS 65536
-/* The value slice_poke reserves: LMDB spills when its room is below
- * twice the value's pages (8,192 + the B-tree path), and then that many
- * pages, which fits a slice of 16,384 one-page chunks. */
-#define KV_SLICE_POKE_BYTES (32u << 20)
-
 /* Makes the parent spill part of its dirty list when its room is low.
  * LMDB spills only pages of the transaction that needs room, and a slice
  * begins with the room its parent has left: once the parent is nearly
- * full, every slice spills its own few pages again and again (each time
- * sorting its spill list), and the room it leaves to the next slice only
- * shrinks. A write of 1.5-2 GB of one-page chunks took 12-30 s, most of it
+ * full, every slice spilled its own few pages again and again (each time
+ * sorting its spill list), and the room it left to the next slice only
+ * shrank. A flush of 1.5-2 GB of one-page chunks took 12-32 s, most of it
  * in LMDB's mdb_midl_sort. A put checks the room before it writes
  * anything, against an estimate that grows with the value's size, and
  * spills at least 16,384 pages when the room is below it: so a put of a
  * large reserved value in the parent, deleted at once, leaves the next
- * slice room for a slice, and changes nothing in the store (the key, one
- * byte, is no key of a tensor; the pages are free again, for this
- * transaction too). No API of LMDB says how full the list is; when
- * nothing needs spilling this costs a 32 MiB allocation and a put and a
- * delete in the parent. */
+ * slice room, and changes nothing in the store (the key, one byte, is no
+ * key of a tensor). No API of LMDB says how full the list is or spills.
+ * What it costs: the put and the delete, and 2,049 contiguous pages: from
+ * the free list when it has such a run, else at the end of the file. When
+ * the transaction has loaded LMDB's free list (it took a page from it),
+ * the run goes back to it at once and is never written: the file may then
+ * end before its last page (gkv_store_open and adopt_map allow
+ * KV_TAIL_SLACK); otherwise LMDB writes the freed run at the commit (8
+ * MiB, zeroed here so that no stale memory reaches the file) and lists
+ * it as free. The poke is skipped where the map has not 4 runs to spare
+ * (KV_SLICE_SPARE), so that it never makes a write fail for room;
+ * kv__write_sliced grows such a map before the write begins. */
 static gkv_err
 slice_poke(kv_slice *sl)
 {
     unsigned char kz = 0;
     MDB_val k = {1, &kz}, d = {KV_SLICE_POKE_BYTES, NULL};
+    MDB_envinfo ei;
     MDB_cursor *c;
     int mrc;
 
+    if (mdb_env_info(sl->s->st_env, &ei) != 0 ||
+        ei.me_mapsize < (uint64_t)(ei.me_last_pgno + 1) * sl->s->st_psize +
+                        KV_SLICE_SPARE)
+        return GKV_OK;
     if ((mrc = mdb_cursor_open(sl->parent, sl->s->st_data, &c)) == 0) {
-        if ((mrc = mdb_cursor_put(c, &k, &d, MDB_RESERVE)) == 0)
+        if ((mrc = mdb_cursor_put(c, &k, &d, MDB_RESERVE)) == 0) {
+            memset(d.mv_data, 0, d.mv_size);
             mrc = mdb_cursor_del(c, 0);
+        }
         mdb_cursor_close(c);
     }
     if (mrc != 0)
@@ -718,7 +771,7 @@ unsigned long kv__slice_retries, kv__slice_reruns;
 gkv_err
 kv__slice_step(kv_slice *sl, size_t next)
 {
-    size_t total;
+    size_t total, poked;
     gkv_err rc;
 
     if (sl->every > 0 && kv__slice_full_at > 0 && --kv__slice_full_at == 0) {
@@ -736,12 +789,18 @@ kv__slice_step(kv_slice *sl, size_t next)
     if ((rc = kv__slice_end(sl, GKV_OK)) != GKV_OK)
         return rc;
     sl->total += sl->every;
-    if (sl->total >= KV_SLICE_POKE_STEPS && (rc = slice_poke(sl)) != GKV_OK)
-        return rc;
+    if (sl->total >= KV_SLICE_POKE_STEPS &&
+        sl->total - sl->poked >= KV_SLICE_POKE_EVERY) {
+        if ((rc = slice_poke(sl)) != GKV_OK)
+            return rc;
+        sl->poked = sl->total;
+    }
     total = sl->total;
+    poked = sl->poked;
     if ((rc = kv__slice_begin(sl->s, sl->parent, sl->every, sl)) == GKV_OK)
         sl->mark = next;
     sl->total = total;
+    sl->poked = poked;
     return rc;
 }
 
@@ -1369,13 +1428,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     {
         /* a file cut short (a partial copy, a disk that filled while
          * copying) would fault (SIGBUS) on the first read of a missing
-         * page: refuse it here. But a sound one may end before its last
-         * page: a commit leaves pages it allocated and freed again at the
-         * end unwritten (LMDB's own copy stops at the file's end; gkv's
-         * big writes do it, slice_poke). So a file that ends early is
-         * walked (kv__walk reads with pread, so a missing page is an
-         * error, not a fault), with GKV_NOCHECK too: sound if every page
-         * in use is in the file */
+         * page: refuse it here. But a sound one may end up to
+         * KV_TAIL_SLACK before its last page. So a file that ends early
+         * by less is walked (kv__walk reads with pread, so a missing page
+         * is an error, not a fault), with GKV_NOCHECK too: sound if every
+         * page in use is in the file */
         MDB_envinfo ei;
         mdb_filehandle_t fd;
         struct stat fst;
@@ -1383,18 +1440,22 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         if (mdb_env_info(s->st_env, &ei) == 0 &&
             mdb_env_get_fd(s->st_env, &fd) == 0 && fstat(fd, &fst) == 0 &&
             (uint64_t)fst.st_size < (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
-            if ((rc = structure_check(s)) == GKV_ECORRUPT) {
-                char why[512];
+            uint64_t end = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+            int cut = (uint64_t)fst.st_size + KV_TAIL_SLACK < end;
 
-                snprintf(why, sizeof why, "%s", gkv_store_errmsg(NULL));
+            rc = cut ? GKV_ECORRUPT : structure_check(s);
+            if (rc == GKV_ECORRUPT) {
+                char why[520] = "";
+
+                if (!cut)       /* what the walk found missing */
+                    snprintf(why, sizeof why, ": %s", gkv_store_errmsg(NULL));
                 rc = kv__fail(NULL, GKV_ECORRUPT, "cannot open store '%s': "
                               "its data.mdb is %llu bytes, but its pages "
                               "reach %llu bytes: the file was cut short (a "
                               "partial copy, or a disk that filled while "
-                              "copying it): %s", path,
+                              "copying it)%s", path,
                               (unsigned long long)fst.st_size,
-                              (unsigned long long)(ei.me_last_pgno + 1) *
-                              s->st_psize, why);
+                              (unsigned long long)end, why);
             }
             if (rc != GKV_OK)
                 goto fail;

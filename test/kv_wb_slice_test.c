@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -145,13 +146,26 @@ test_slice_full(void **state)
         if (wb) {
             GKVT_OK(gkv_writeback_start(s, "t", 1000000));
             GKVT_OK(gkv_tensor_push(s, "t", ids, B, rows, sizeof rows, NULL));
+        } else {
+            /* a direct push adds: a chunk applied twice, or one of an
+             * earlier slice run again, would show */
+            gkv_push_args add = {"add", 0, 0, 0, 0, 0};
+
+            GKVT_OK(gkv_tensor_pull(s, NULL, "t", ids, B, got, sizeof got));
+            for (size_t i = 0; i < B * W; i++) {
+                float r = rows[i];
+                rows[i] = got[i] + r;       /* what the push must leave */
+                got[i] = r;                 /* what it adds */
+            }
+            kv__slice_full_at = at;
+            kv__slice_full_again = again;
+            GKVT_OK(gkv_tensor_push(s, "t", ids, B, got, sizeof got, &add));
         }
-        kv__slice_full_at = at;
-        kv__slice_full_again = again;   /* the first step in the parent */
-        if (wb)
+        if (wb) {
+            kv__slice_full_at = at;
+            kv__slice_full_again = again;   /* the first step in the parent */
             GKVT_OK(gkv_writeback_flush(s));
-        else
-            GKVT_OK(gkv_tensor_push(s, "t", ids, B, rows, sizeof rows, NULL));
+        }
         assert_int_equal(kv__slice_full_at, 0);   /* it fired */
         assert_int_equal(kv__slice_full_again, 0);
         assert_int_equal(kv__slice_retries - retries, 1);
@@ -178,7 +192,7 @@ test_slice_full(void **state)
  * disk, a slice only its own. A flush and a direct push of 150,000
  * one-page chunks (more than the list holds), in slices of 1,024 chunks,
  * run to the end in slices (the parent made to spill between slices past
- * 65,536 chunks, a slice that cannot spill enough run again in the
+ * 32,768 chunks, a slice that cannot spill enough run again in the
  * parent), and nothing runs again unsliced. Before, each such write ran
  * twice, the second time as slow as without slices. */
 
@@ -190,6 +204,9 @@ test_past_dirty_list(void **state)
     uint64_t *ids = malloc(BC * sizeof *ids), rs = gkvt_seed() ^ 23;
     float *rows = malloc((size_t)BC * BW * 4), *got = malloc((size_t)BC * BW * 4);
     size_t old_wb = kv__wb_slice, old_push = kv__push_slice;
+    gkv_open_opts o = {.map_size = 4ull << 30};   /* no map growth */
+    char p[4200];
+    struct stat sb;
     gkv_store *s;
 
     (void)state;
@@ -197,7 +214,7 @@ test_past_dirty_list(void **state)
     assert_non_null(rows);
     assert_non_null(got);
     kv__wb_slice = kv__push_slice = 1024;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, &o));
     for (int direct = 0; direct < 2; direct++) {
         const char *name = direct ? "d" : "e";
         gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, BW, 0, (uint64_t)BC * 7,
@@ -239,12 +256,46 @@ test_past_dirty_list(void **state)
     }
     GKVT_OK(gkv_store_verify(s, NULL, NULL));
     gkv_store_close(s);
+    /* two tensors of 150,000 one-page chunks: 1.23 GB; what LMDB and the
+     * spilling add (B-tree, free list, pages freed and written) stays small */
+    snprintf(p, sizeof p, "%s/data.mdb", dir);
+    assert_int_equal(stat(p, &sb), 0);
+    print_message("  data.mdb: %.2f GB\n", sb.st_size / 1e9);
+    assert_true((uint64_t)sb.st_size < 2ull * BC * 4096 * 5 / 4);
     gkvt_rmtree(dir);
     kv__wb_slice = old_wb;
     kv__push_slice = old_push;
     free(ids);
     free(rows);
     free(got);
+}
+
+/* A sliced write (every push) first grows a map with less than 32 MiB to
+ * spare past its last page, so that its pokes (slice_poke) have room: a
+ * push of one row, which needs no room, leaves the 8 MiB map larger. */
+static void
+test_tight_map_grown(void **state)
+{
+    char *dir = gkvt_mkdtemp("slicemap");
+    gkv_tensor_spec sp = gkvt_wb_spec(N, W, GKV_TENSOR_HOT);
+    gkv_open_opts o = {.map_size = 8u << 20};
+    gkv_store_stat st0, st1;
+    uint64_t id = 100;
+    float row[W] = {1.5f}, got[W];
+    gkv_store *s;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, &o));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_store_stat_get(s, &st0));
+    assert_true(st0.map_size < st0.used_bytes + (32u << 20));
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_store_stat_get(s, &st1));
+    assert_true(st1.map_size >= st1.used_bytes + (32u << 20));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got));
+    assert_memory_equal(got, row, sizeof row);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
 }
 
 /* ---- a flush writes the pages of its dirty chunks ---------------------------
@@ -342,6 +393,7 @@ main(void)
         cmocka_unit_test(test_slices_same_bytes),
         cmocka_unit_test(test_slice_full),
         cmocka_unit_test(test_past_dirty_list),
+        cmocka_unit_test(test_tight_map_grown),
         cmocka_unit_test(test_flush_writes_dirty_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
