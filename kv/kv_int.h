@@ -91,6 +91,10 @@ struct gkv_store {
      * are refused from then on, until the store is reopened */
     int st_damaged;
     uint64_t st_fsize;            /* data.mdb's largest size seen (__atomic) */
+    int st_poked;                 /* the last sliced write ran slice_poke
+                                   * (__atomic; a write of another thread
+                                   * may clear it early: a missed or extra
+                                   * slice_cover_tail does no harm) */
     /* with GKV_GUARD: where the map of data.mdb lies, [lo, hi) (__atomic;
      * guard.c, set at open and at each map resize) */
     uintptr_t st_map_lo, st_map_hi;
@@ -286,7 +290,7 @@ gkv_err kv__writer_barrier(gkv_store *s);
  * For any other rc, or a step in the parent, it returns rc, and
  * kv__write_sliced runs the whole write once more unsliced (correct, but
  * as slow as no slices). Before both, a write-back flush of 1.5-2 GB
- * (past the list) took 12-32 s, most of it LMDB sorting the spill lists of
+ * (past the list) took 15-32 s, most of it LMDB sorting the spill lists of
  * slices that had next to no room, or running the write twice
  * (doc/BENCHMARKS.md, "Write-back: batches per flush"). */
 typedef struct kv_slice {

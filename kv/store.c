@@ -606,35 +606,79 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
  * needs a free run of KV_SLICE_POKE_BYTES, maybe at the end. */
 #define KV_SLICE_SPARE (4ull * KV_SLICE_POKE_BYTES)
 
+/* Before a sliced write: a map with less than KV_SLICE_SPARE to spare past
+ * its last page is grown, so that the write's pokes are not skipped
+ * (slice_poke). Only where it costs no wait (no transaction of this
+ * process is live: map_resize would wait for them, and every write would
+ * wait again while the map stays small), and only where the file and its
+ * header pages look sound, read with fstat and pread first (the map's
+ * header pages fault in a file cut short under this handle; a header
+ * changed under it must not size the map: the write's own transaction
+ * then reports the damage, as before). Where it does not grow, the write
+ * goes on as it is. */
+static void
+slice_pregrow(gkv_store *s)
+{
+    mdb_filehandle_t fd;
+    MDB_envinfo ei;
+    struct stat st;
+    int idle;
+
+    if ((s->st_flags & GKV_RDONLY) ||
+        __atomic_load_n(&s->st_damaged, __ATOMIC_ACQUIRE) ||
+        mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0 ||
+        (uint64_t)st.st_size < 2ull * s->st_psize ||
+        (uint64_t)st.st_size < __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE) ||
+        kv__walk_meta(s->st_path, fd) != GKV_OK ||
+        mdb_env_info(s->st_env, &ei) != 0 ||
+        ei.me_mapsize >= (uint64_t)(ei.me_last_pgno + 1) * s->st_psize +
+                         KV_SLICE_SPARE ||
+        (uint64_t)st.st_size + KV_TAIL_SLACK <
+            (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
+        kv__clear(NULL);
+        return;
+    }
+    pthread_mutex_lock(&s->st_mu);
+    idle = s->st_users == 0 && !s->st_growing;
+    pthread_mutex_unlock(&s->st_mu);
+    if (idle)
+        (void)map_grow(s);
+    kv__clear(s);
+}
+
+/* After a sliced write that poked: its run of pages may lie past the end
+ * of data.mdb, unwritten. The file is extended over them (fallocate never
+ * shrinks a file, whatever another writer did meanwhile), so that such
+ * runs do not add up past KV_TAIL_SLACK over many commits (a reader that
+ * pins the free list makes each poke take a new run at the end). Where it
+ * cannot (no room, no support), the open's walk still tells. */
+static void
+slice_cover_tail(gkv_store *s)
+{
+    mdb_filehandle_t fd;
+    MDB_envinfo ei;
+    struct stat st;
+    uint64_t end;
+
+    if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0 ||
+        (uint64_t)st.st_size < 2ull * s->st_psize ||
+        (uint64_t)st.st_size < __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE) ||
+        mdb_env_info(s->st_env, &ei) != 0)
+        return;
+    end = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+    if ((uint64_t)st.st_size < end && end - (uint64_t)st.st_size <= KV_TAIL_SLACK)
+        (void)posix_fallocate(fd, (off_t)st.st_size, (off_t)(end - (uint64_t)st.st_size));
+}
+
 gkv_err
 kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg, size_t *every)
 {
     size_t want = every != NULL ? *every : 0;
-    MDB_envinfo ei;
     gkv_err rc;
 
-    /* a map with no room to spare past its last page is grown first,
-     * while no transaction of this write holds it, so that the write's
-     * pokes are not skipped (slice_poke); where it cannot grow now, the
-     * write goes on as it is. Only when the header pages and the last
-     * page against the file look sound, as adopt_map checks: a header
-     * changed under this handle must not size the map (the write's own
-     * transaction then reports the damage) */
-    if (want > 0 && !(s->st_flags & GKV_RDONLY) &&
-        mdb_env_info(s->st_env, &ei) == 0 &&
-        ei.me_mapsize < (uint64_t)(ei.me_last_pgno + 1) * s->st_psize +
-                        KV_SLICE_SPARE) {
-        mdb_filehandle_t fd;
-        struct stat st;
-
-        if (mdb_env_get_fd(s->st_env, &fd) == 0 &&
-            kv__walk_meta(s->st_path, fd) == GKV_OK && fstat(fd, &st) == 0 &&
-            (uint64_t)st.st_size + KV_TAIL_SLACK >=
-                (uint64_t)(ei.me_last_pgno + 1) * s->st_psize)
-            (void)map_grow(s);
-        kv__clear(s);
-        kv__clear(NULL);
-    }
+    if (want > 0)
+        slice_pregrow(s);
+    __atomic_store_n(&s->st_poked, 0, __ATOMIC_RELAXED);
     rc = write_loop(s, fn, arg);
 
     if (rc == KV_ETXNFULL && want > 0) {
@@ -646,6 +690,8 @@ kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg, size_t *every)
         rc = write_loop(s, fn, arg);
         *every = want;
     }
+    if (rc == GKV_OK && __atomic_load_n(&s->st_poked, __ATOMIC_RELAXED))
+        slice_cover_tail(s);
     return rc == KV_ETXNFULL ? GKV_EIO : rc;   /* as before slices */
 }
 
@@ -722,7 +768,7 @@ kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
  * begins with the room its parent has left: once the parent is nearly
  * full, every slice spilled its own few pages again and again (each time
  * sorting its spill list), and the room it left to the next slice only
- * shrank. A flush of 1.5-2 GB of one-page chunks took 12-32 s, most of it
+ * shrank. A flush of 1.5-2 GB of one-page chunks took 15-32 s, most of it
  * in LMDB's mdb_midl_sort. A put checks the room before it writes
  * anything, against an estimate that grows with the value's size, and
  * spills at least 16,384 pages when the room is below it: so a put of a
@@ -756,6 +802,7 @@ slice_poke(kv_slice *sl)
         if ((mrc = mdb_cursor_put(c, &k, &d, MDB_RESERVE)) == 0) {
             memset(d.mv_data, 0, d.mv_size);
             mrc = mdb_cursor_del(c, 0);
+            __atomic_store_n(&sl->s->st_poked, 1, __ATOMIC_RELAXED);
         }
         mdb_cursor_close(c);
     }

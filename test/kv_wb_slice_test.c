@@ -295,6 +295,19 @@ test_tight_map_grown(void **state)
     GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got));
     assert_memory_equal(got, row, sizeof row);
     gkv_store_close(s);
+    /* the look at the map before a write reads the file first: data.mdb
+     * cut to nothing under an open handle fails the push (GKV_ECORRUPT),
+     * it does not fault */
+    o.map_size = 0;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_NOSYNC, &o));
+    {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/data.mdb", dir);
+        assert_int_equal(truncate(p, 0), 0);
+    }
+    assert_int_equal(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL),
+                     GKV_ECORRUPT);
+    gkv_store_close(s);
     gkvt_rmtree(dir);
 }
 
