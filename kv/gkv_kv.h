@@ -104,7 +104,9 @@ GKV_API size_t   gkv_dtype_nonfinite(gkv_dtype dt, const void *rows, size_t n,
                             * refused with GKV_ECORRUPT. It reads the tree
                             * pages and one page per stored chunk. (The two
                             * header pages are checked still: LMDB divides
-                            * by their page size.) */
+                            * by their page size; and a data.mdb that ends
+                            * before its last page is walked still, as a
+                            * sound one may: see doc/FORMAT.md.) */
 #define GKV_GUARD   0x20u  /* guard the map: when data.mdb is overwritten
                             * or cut short under this handle (a stray dd,
                             * another program writing it), a pull, read,
@@ -434,9 +436,11 @@ GKV_API gkv_err gkv_tensor_changed(gkv_txn *tx, const char *name,
  * inside the write transaction, once per incoming row, in request order for
  * one ID; it must not call into the same store. A non-GKV_OK return aborts
  * the whole push, which then has no effect. When the map fills mid-push, the
- * map grows and the transaction is retried from the start: the handler then
- * sees the same rows again (their effect on the store still happens once,
- * but side effects on 'ctx' repeat, so keep them idempotent). */
+ * map grows and the transaction is retried from the start, and when a push
+ * of very many chunks finds LMDB's list of pages to write full, a chunk's
+ * rows may be applied again: the handler then sees the same rows again
+ * (their effect on the store still happens once, but side effects on 'ctx'
+ * repeat, so keep them idempotent). */
 typedef gkv_err (*gkv_push_fn)(void *ctx, const gkv_tensor_desc *desc,
                                uint64_t id, void *row, const void *in);
 

@@ -91,6 +91,10 @@ struct gkv_store {
      * are refused from then on, until the store is reopened */
     int st_damaged;
     uint64_t st_fsize;            /* data.mdb's largest size seen (__atomic) */
+    int st_poked;                 /* the last sliced write ran slice_poke
+                                   * (__atomic; a write of another thread
+                                   * may clear it early: a missed or extra
+                                   * slice_cover_tail does no harm) */
     /* with GKV_GUARD: where the map of data.mdb lies, [lo, hi) (__atomic;
      * guard.c, set at open and at each map resize) */
     uintptr_t st_map_lo, st_map_hi;
@@ -231,8 +235,9 @@ void    kv__snap_end(kv_snap *sn);
 typedef gkv_err (*kv_write_fn)(gkv_store *s, MDB_txn *txn, void *arg);
 gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
 /* kv__write() of a write done in slices (kv__slice_begin) of *every steps
- * (fn reads *every; NULL or 0: no slices). When a slice finds LMDB's
- * dirty list full (KV_ETXNFULL), runs fn once more with *every 0. */
+ * (fn reads *every; NULL or 0: no slices). When a step in the parent
+ * finds LMDB's dirty list full (KV_ETXNFULL; kv__slice_retry), runs fn
+ * once more with *every 0. */
 gkv_err kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg,
                          size_t *every);
 /* What kv__from_mdb() makes of MDB_TXN_FULL; kv__write returns GKV_EIO. */
@@ -266,24 +271,49 @@ gkv_err kv__writer_barrier(gkv_store *s);
  * slice or less, which nesting would only slow) with a cursor on st_data
  * (sl->cur);
  * kv__slice_step, called after each step, when no pointer into a page
- * of the slice is used any more, commits the slice and begins the next
- * every 'every' steps; kv__slice_end commits the last one (rc GKV_OK) or
- * aborts it and returns rc. Past LMDB's 131,072 dirty pages a slice can
- * only spill its own pages, and may have none yet (MDB_TXN_FULL):
- * kv__write_sliced then runs the whole write again unsliced, where LMDB
- * spills as it needs. */
+ * of the slice is used any more, with the caller's position of the next
+ * step ('next': an index of its own), commits the slice and begins the
+ * next every 'every' steps; kv__slice_end commits the last one (rc
+ * GKV_OK) or aborts it and returns rc.
+ * Past LMDB's 131,072 dirty pages some must be spilled to disk, and LMDB
+ * spills only pages of the transaction that needs room: a slice its own,
+ * while the parent's full list stays full. So past 32,768 steps,
+ * kv__slice_step makes the parent spill between slices when its room is
+ * low (store.c, slice_poke); a slice may still find too few pages of its
+ * own to spill (MDB_TXN_FULL). So kv__slice_retry, given the rc of a
+ * failed step:
+ * when it is KV_ETXNFULL in a slice, aborts the slice and returns GKV_OK
+ * with *pos the position of its first step (the 'next' it began at, 0 for
+ * the first slice): the caller runs its steps again from there on sl->cur,
+ * now in the parent, which spills as it needs; after as many steps as the
+ * slice had run (and the failed one) kv__slice_step begins a slice again.
+ * For any other rc, or a step in the parent, it returns rc, and
+ * kv__write_sliced runs the whole write once more unsliced (correct, but
+ * as slow as no slices). Before both, a write-back flush of 1.5-2 GB
+ * (past the list) took 15-32 s, most of it LMDB sorting the spill lists of
+ * slices that had next to no room, or running the write twice
+ * (doc/BENCHMARKS.md, "Write-back: batches per flush"). */
 typedef struct kv_slice {
     gkv_store *s;
     MDB_txn *parent, *txn;
     MDB_cursor *cur;
     size_t n, every;
+    size_t mark;        /* the caller's position of this slice's first step */
+    size_t in_parent;   /* steps still to run in the parent (retry) */
+    size_t total;       /* steps of the slices committed so far */
+    size_t poked;       /* total at the last slice_poke */
 } kv_slice;
 gkv_err kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every,
                         kv_slice *sl);
-gkv_err kv__slice_step(kv_slice *sl);
+gkv_err kv__slice_step(kv_slice *sl, size_t next);
+gkv_err kv__slice_retry(kv_slice *sl, gkv_err rc, size_t *pos);
 /* Tests only: when set, the step of a sliced write that brings it to 0
- * fails as a full dirty list would (KV_ETXNFULL). 0 normally. */
-extern size_t kv__slice_full_at;
+ * fails as a full dirty list would (KV_ETXNFULL), after its work, and it
+ * is set to kv__slice_full_again (then 0). 0 normally.
+ * kv__slice_retries counts the slices kv__slice_retry ran again in the
+ * parent, kv__slice_reruns the writes run again unsliced. */
+extern size_t kv__slice_full_at, kv__slice_full_again;
+extern unsigned long kv__slice_retries, kv__slice_reruns;
 gkv_err kv__slice_end(kv_slice *sl, gkv_err rc);
 
 /* Marks s damaged (st_damaged): its writes are refused from now on. */

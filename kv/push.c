@@ -210,24 +210,30 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
         for (size_t k = 0; k < nst; k++) {
             sval[k] = sbuf + k * sbuf_one;
             if ((rc = state_load(s, sl.cur, &st[k], a->name, c, sval[k])) != GKV_OK)
-                goto out;
+                goto failed;
             sval[k] += KV_CHUNK_HDR;
         }
         if ((rc = kv__chunk_cow(s, sl.cur, &r, a->name, c, &val)) != GKV_OK)
-            goto out;
+            goto failed;
         if ((rc = kv__apply_run(s, a, &r, &desc, st, nst, order, i, e, c0,
                                 val + KV_CHUNK_HDR, sval, g, NULL)) != GKV_OK)
-            goto out;
+            goto failed;
         kv__chunk_seal(&r, c, val);
         for (size_t k = 0; k < nst; k++) {
             sval[k] -= KV_CHUNK_HDR;
             kv__chunk_seal(&st[k], c, sval[k]);
             if ((rc = chunk_put(s, sl.cur, &st[k], a->name, c, sval[k])) != GKV_OK)
-                goto out;
+                goto failed;
         }
-        if ((rc = kv__slice_step(&sl)) != GKV_OK)
-            goto out;
+        if ((rc = kv__slice_step(&sl, e)) != GKV_OK)
+            goto failed;
         i = e;
+        continue;
+    failed:
+        /* a slice that found LMDB's dirty list full: its chunks again,
+         * from the first, in the parent (kv__slice_retry) */
+        if ((rc = kv__slice_retry(&sl, rc, &i)) != GKV_OK)
+            goto out;
     }
 out:
     rc = kv__slice_end(&sl, rc);

@@ -253,6 +253,12 @@ map_grow(gkv_store *s)
 /* Adopts a map another process grew. The caller holds one use; step out
  * while resizing, then take it back unconditionally so the caller's
  * kv__leave() stays balanced. */
+/* How far the newest header page's last page may reach past the end of
+ * a sound data.mdb: a commit leaves pages it allocated and freed again at
+ * the end unwritten (LMDB's own copy stops at the file's end), gkv's
+ * slice_poke 8 MiB at most. A file shorter by more was cut short. */
+#define KV_TAIL_SLACK (64ull << 20)
+
 static gkv_err
 adopt_map(gkv_store *s)
 {
@@ -264,8 +270,8 @@ adopt_map(gkv_store *s)
     /* LMDB maps as far as the newest header page's last page says: one
      * changed under this handle (a stray write) would make it map
      * petabytes, fail, and leave the environment without a map. Check
-     * the header pages, and the last page against the file, first, as
-     * the open does */
+     * the header pages, and the last page against the file (which may
+     * end up to KV_TAIL_SLACK before it), first, as the open does */
     if (mdb_env_get_fd(s->st_env, &fd) == 0) {
         if ((rc = kv__walk_meta(s->st_path, fd)) != GKV_OK) {
             char msg[640];
@@ -277,8 +283,8 @@ adopt_map(gkv_store *s)
                             "reopened", msg);
         }
         if (mdb_env_info(s->st_env, &ei) == 0 && fstat(fd, &st) == 0 &&
-            (uint64_t)st.st_size < (uint64_t)(ei.me_last_pgno + 1) *
-                                   s->st_psize) {
+            (uint64_t)st.st_size + KV_TAIL_SLACK <
+                (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
             kv__damaged(s);
             return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its "
                             "header says its pages reach %llu bytes, but "
@@ -584,19 +590,108 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
     }
 }
 
+/* A write's dirty pages may near LMDB's 131,072 once this many steps
+ * are done (a push's step writes its chunk and up to 3 state chunks):
+ * from then on slice_poke runs between slices, at most once every
+ * KV_SLICE_POKE_EVERY steps. */
+#define KV_SLICE_POKE_STEPS 32768
+#define KV_SLICE_POKE_EVERY 16384
+/* The value slice_poke reserves (2,049 pages with its header): LMDB
+ * spills when its room is at most twice that (about 4,100 pages), and
+ * then 16,384 pages. So a slice begins with room for 4,100 pages or
+ * more, and spills its own pages a few times per slice at most. */
+#define KV_SLICE_POKE_BYTES (8u << 20)
+
+/* The map room a sliced write wants beyond the last page: slice_poke
+ * needs a free run of KV_SLICE_POKE_BYTES, maybe at the end. */
+#define KV_SLICE_SPARE (4ull * KV_SLICE_POKE_BYTES)
+
+/* Before a sliced write: a map with less than KV_SLICE_SPARE to spare past
+ * its last page is grown, so that the write's pokes are not skipped
+ * (slice_poke). Only where it costs no wait (no transaction of this
+ * process is live: map_resize would wait for them, and every write would
+ * wait again while the map stays small), and only where the file and its
+ * header pages look sound, read with fstat and pread first (the map's
+ * header pages fault in a file cut short under this handle; a header
+ * changed under it must not size the map: the write's own transaction
+ * then reports the damage, as before). Where it does not grow, the write
+ * goes on as it is. */
+static void
+slice_pregrow(gkv_store *s)
+{
+    mdb_filehandle_t fd;
+    MDB_envinfo ei;
+    struct stat st;
+    int idle;
+
+    if ((s->st_flags & GKV_RDONLY) ||
+        __atomic_load_n(&s->st_damaged, __ATOMIC_ACQUIRE) ||
+        mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0 ||
+        (uint64_t)st.st_size < 2ull * s->st_psize ||
+        (uint64_t)st.st_size < __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE) ||
+        kv__walk_meta(s->st_path, fd) != GKV_OK ||
+        mdb_env_info(s->st_env, &ei) != 0 ||
+        ei.me_mapsize >= (uint64_t)(ei.me_last_pgno + 1) * s->st_psize +
+                         KV_SLICE_SPARE ||
+        (uint64_t)st.st_size + KV_TAIL_SLACK <
+            (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
+        kv__clear(NULL);
+        return;
+    }
+    pthread_mutex_lock(&s->st_mu);
+    idle = s->st_users == 0 && !s->st_growing;
+    pthread_mutex_unlock(&s->st_mu);
+    if (idle)
+        (void)map_grow(s);
+    kv__clear(s);
+}
+
+/* After a sliced write that poked: its run of pages may lie past the end
+ * of data.mdb, unwritten. The file is extended over them (fallocate never
+ * shrinks a file, whatever another writer did meanwhile), so that such
+ * runs do not add up past KV_TAIL_SLACK over many commits (a reader that
+ * pins the free list makes each poke take a new run at the end). Where it
+ * cannot (no room, no support), the open's walk still tells. */
+static void
+slice_cover_tail(gkv_store *s)
+{
+    mdb_filehandle_t fd;
+    MDB_envinfo ei;
+    struct stat st;
+    uint64_t end;
+
+    if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0 ||
+        (uint64_t)st.st_size < 2ull * s->st_psize ||
+        (uint64_t)st.st_size < __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE) ||
+        mdb_env_info(s->st_env, &ei) != 0)
+        return;
+    end = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+    if ((uint64_t)st.st_size < end && end - (uint64_t)st.st_size <= KV_TAIL_SLACK)
+        (void)posix_fallocate(fd, (off_t)st.st_size, (off_t)(end - (uint64_t)st.st_size));
+}
+
 gkv_err
 kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg, size_t *every)
 {
     size_t want = every != NULL ? *every : 0;
-    gkv_err rc = write_loop(s, fn, arg);
+    gkv_err rc;
+
+    if (want > 0)
+        slice_pregrow(s);
+    __atomic_store_n(&s->st_poked, 0, __ATOMIC_RELAXED);
+    rc = write_loop(s, fn, arg);
 
     if (rc == KV_ETXNFULL && want > 0) {
-        /* a slice found LMDB's dirty list full: once more, unsliced */
+        /* a step in the parent found LMDB's dirty list full too
+         * (kv__slice_retry): once more, unsliced */
+        __atomic_add_fetch(&kv__slice_reruns, 1, __ATOMIC_RELAXED);
         kv__clear(s);
         *every = 0;
         rc = write_loop(s, fn, arg);
         *every = want;
     }
+    if (rc == GKV_OK && __atomic_load_n(&s->st_poked, __ATOMIC_RELAXED))
+        slice_cover_tail(s);
     return rc == KV_ETXNFULL ? GKV_EIO : rc;   /* as before slices */
 }
 
@@ -652,6 +747,9 @@ kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
     sl->cur = NULL;
     sl->n = 0;
     sl->every = every;
+    sl->mark = 0;
+    sl->in_parent = 0;
+    sl->total = sl->poked = 0;
     if (every > 0 && (mrc = mdb_txn_begin(s->st_env, parent, 0, &sl->txn)) != 0) {
         sl->txn = NULL;
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
@@ -665,21 +763,118 @@ kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
     return GKV_OK;
 }
 
-size_t kv__slice_full_at;
+/* Makes the parent spill part of its dirty list when its room is low.
+ * LMDB spills only pages of the transaction that needs room, and a slice
+ * begins with the room its parent has left: once the parent is nearly
+ * full, every slice spilled its own few pages again and again (each time
+ * sorting its spill list), and the room it left to the next slice only
+ * shrank. A flush of 1.5-2 GB of one-page chunks took 15-32 s, most of it
+ * in LMDB's mdb_midl_sort. A put checks the room before it writes
+ * anything, against an estimate that grows with the value's size, and
+ * spills at least 16,384 pages when the room is below it: so a put of a
+ * large reserved value in the parent, deleted at once, leaves the next
+ * slice room, and changes nothing in the store (the key, one byte, is no
+ * key of a tensor). No API of LMDB says how full the list is or spills.
+ * What it costs: the put and the delete, and 2,049 contiguous pages: from
+ * the free list when it has such a run, else at the end of the file. When
+ * the transaction has loaded LMDB's free list (it took a page from it),
+ * the run goes back to it at once and is never written: the file may then
+ * end before its last page (gkv_store_open and adopt_map allow
+ * KV_TAIL_SLACK); otherwise LMDB writes the freed run at the commit (8
+ * MiB, zeroed here so that no stale memory reaches the file) and lists
+ * it as free. The poke is skipped where the map has not 4 runs to spare
+ * (KV_SLICE_SPARE), so that it never makes a write fail for room;
+ * kv__write_sliced grows such a map before the write begins. */
+static gkv_err
+slice_poke(kv_slice *sl)
+{
+    unsigned char kz = 0;
+    MDB_val k = {1, &kz}, d = {KV_SLICE_POKE_BYTES, NULL};
+    MDB_envinfo ei;
+    MDB_cursor *c;
+    int mrc;
+
+    if (mdb_env_info(sl->s->st_env, &ei) != 0 ||
+        ei.me_mapsize < (uint64_t)(ei.me_last_pgno + 1) * sl->s->st_psize +
+                        KV_SLICE_SPARE)
+        return GKV_OK;
+    if ((mrc = mdb_cursor_open(sl->parent, sl->s->st_data, &c)) == 0) {
+        if ((mrc = mdb_cursor_put(c, &k, &d, MDB_RESERVE)) == 0) {
+            memset(d.mv_data, 0, d.mv_size);
+            mrc = mdb_cursor_del(c, 0);
+            __atomic_store_n(&sl->s->st_poked, 1, __ATOMIC_RELAXED);
+        }
+        mdb_cursor_close(c);
+    }
+    if (mrc != 0)
+        return kv__fail(sl->s, kv__from_mdb(mrc), "store '%s': %s",
+                        sl->s->st_path, mdb_strerror(mrc));
+    return GKV_OK;
+}
+
+size_t kv__slice_full_at, kv__slice_full_again;
+unsigned long kv__slice_retries, kv__slice_reruns;
 
 gkv_err
-kv__slice_step(kv_slice *sl)
+kv__slice_step(kv_slice *sl, size_t next)
 {
+    size_t total, poked;
     gkv_err rc;
 
-    if (sl->every > 0 && kv__slice_full_at > 0 && --kv__slice_full_at == 0)
+    if (sl->every > 0 && kv__slice_full_at > 0 && --kv__slice_full_at == 0) {
+        kv__slice_full_at = kv__slice_full_again;
+        kv__slice_full_again = 0;
         return kv__fail(sl->s, KV_ETXNFULL, "store '%s': %s (test)",
                         sl->s->st_path, mdb_strerror(MDB_TXN_FULL));
-    if (sl->every == 0 || ++sl->n % sl->every != 0)
+    }
+    if (sl->every == 0)
         return GKV_OK;
+    if (sl->in_parent > 0 ? --sl->in_parent > 0 : ++sl->n % sl->every != 0)
+        return GKV_OK;
+    /* the slice is whole, or the steps kv__slice_retry ran in the parent
+     * are done: the next slice */
     if ((rc = kv__slice_end(sl, GKV_OK)) != GKV_OK)
         return rc;
-    return kv__slice_begin(sl->s, sl->parent, sl->every, sl);
+    sl->total += sl->every;
+    if (sl->total >= KV_SLICE_POKE_STEPS &&
+        sl->total - sl->poked >= KV_SLICE_POKE_EVERY) {
+        if ((rc = slice_poke(sl)) != GKV_OK)
+            return rc;
+        sl->poked = sl->total;
+    }
+    total = sl->total;
+    poked = sl->poked;
+    if ((rc = kv__slice_begin(sl->s, sl->parent, sl->every, sl)) == GKV_OK)
+        sl->mark = next;
+    sl->total = total;
+    sl->poked = poked;
+    return rc;
+}
+
+gkv_err
+kv__slice_retry(kv_slice *sl, gkv_err rc, size_t *pos)
+{
+    int mrc;
+
+    if (rc != KV_ETXNFULL || sl->every == 0 || sl->txn == NULL ||
+        sl->txn == sl->parent)
+        return rc;
+    /* the slice's steps again, in the parent: it spills as it needs, as
+     * the slice could not (it needed the room they took, so the parent
+     * runs out of room, and spills, within as many steps) */
+    kv__slice_end(sl, rc);
+    sl->txn = sl->parent;
+    sl->in_parent = sl->n + 1;
+    sl->n = 0;
+    if ((mrc = mdb_cursor_open(sl->txn, sl->s->st_data, &sl->cur)) != 0) {
+        sl->cur = NULL;
+        return kv__fail(sl->s, kv__from_mdb(mrc), "store '%s': %s",
+                        sl->s->st_path, mdb_strerror(mrc));
+    }
+    __atomic_add_fetch(&kv__slice_retries, 1, __ATOMIC_RELAXED);
+    kv__clear(sl->s);
+    *pos = sl->mark;
+    return GKV_OK;
 }
 
 gkv_err
@@ -1143,7 +1338,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     mode_t dmode = share ? 0750 : 0700, fmode = share ? 0640 : 0600;
     mode_t lmode = share ? 0660 : 0600;
     gkv_err rc;
-    int mrc;
+    int mrc, walked = 0;
 
     *out = NULL;
     kv__clear(NULL);
@@ -1280,7 +1475,11 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
     {
         /* a file cut short (a partial copy, a disk that filled while
          * copying) would fault (SIGBUS) on the first read of a missing
-         * page: refuse it here */
+         * page: refuse it here. But a sound one may end up to
+         * KV_TAIL_SLACK before its last page. So a file that ends early
+         * by less is walked (kv__walk reads with pread, so a missing page
+         * is an error, not a fault), with GKV_NOCHECK too: sound if every
+         * page in use is in the file */
         MDB_envinfo ei;
         mdb_filehandle_t fd;
         struct stat fst;
@@ -1288,17 +1487,29 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         if (mdb_env_info(s->st_env, &ei) == 0 &&
             mdb_env_get_fd(s->st_env, &fd) == 0 && fstat(fd, &fst) == 0 &&
             (uint64_t)fst.st_size < (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
-            rc = kv__fail(NULL, GKV_ECORRUPT, "cannot open store '%s': its "
-                          "data.mdb is %llu bytes, but its pages reach %llu "
-                          "bytes: the file was cut short (a partial copy, or "
-                          "a disk that filled while copying it)", path,
-                          (unsigned long long)fst.st_size,
-                          (unsigned long long)(ei.me_last_pgno + 1) *
-                          s->st_psize);
-            goto fail;
+            uint64_t end = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+            int cut = (uint64_t)fst.st_size + KV_TAIL_SLACK < end;
+
+            rc = cut ? GKV_ECORRUPT : structure_check(s);
+            if (rc == GKV_ECORRUPT) {
+                char why[520] = "";
+
+                if (!cut)       /* what the walk found missing */
+                    snprintf(why, sizeof why, ": %s", gkv_store_errmsg(NULL));
+                rc = kv__fail(NULL, GKV_ECORRUPT, "cannot open store '%s': "
+                              "its data.mdb is %llu bytes, but its pages "
+                              "reach %llu bytes: the file was cut short (a "
+                              "partial copy, or a disk that filled while "
+                              "copying it)%s", path,
+                              (unsigned long long)fst.st_size,
+                              (unsigned long long)end, why);
+            }
+            if (rc != GKV_OK)
+                goto fail;
+            walked = 1;
         }
     }
-    if (!(flags & GKV_NOCHECK) && (rc = structure_check(s)) != GKV_OK)
+    if (!(flags & GKV_NOCHECK) && !walked && (rc = structure_check(s)) != GKV_OK)
         goto fail;
     {
         uint64_t mt, sz;

@@ -446,11 +446,12 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
         return kv__slice_end(&sl, rc);
     for (size_t i = 0; i < st->np; i++)   /* a retry looks again */
         st->p[i].m->gone = st->p[i].parent->gone = 0;
-    for (size_t i = 0; i < st->np; i++) {
+    for (size_t i = 0, next; i < st->np; i = next) {
         const wb_piece *p = &st->p[i];
         unsigned char kb[KV_KEY_LEN];
         MDB_val k = {KV_KEY_LEN, kb}, d = {kv__chunk_size(&p->m->r, p->c), NULL};
 
+        next = i + 1;
         /* the tensor and this companion must still be the ones we
          * loaded: another handle may have deleted or replaced them. Then
          * their chunks are skipped (wb_flush drops the copies), and the
@@ -469,16 +470,20 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
             rc = kv__fail(s, kv__from_mdb(mrc), "write-back flush: tensor "
                           "'%s' chunk %llu: %s", p->m->name,
                           (unsigned long long)p->c, mdb_strerror(mrc));
-            return kv__slice_end(&sl, rc);
+        } else {
+            /* a retry (after a map resize, or of a slice that found LMDB's
+             * dirty list full) runs this again: pending chunks are still
+             * unchanged in the mirror, saved ones in the stage */
+            pthread_mutex_lock(&s->st_wb_copy_mu);
+            piece_copy(st, p, (unsigned char *)d.mv_data + KV_CHUNK_HDR,
+                       d.mv_size - KV_CHUNK_HDR);
+            pthread_mutex_unlock(&s->st_wb_copy_mu);
+            kv__chunk_seal(&p->m->r, p->c, d.mv_data);
+            rc = kv__slice_step(&sl, next);
         }
-        /* a retry after a map resize runs this again: pending chunks are
-         * still unchanged in the mirror, saved ones in the stage */
-        pthread_mutex_lock(&s->st_wb_copy_mu);
-        piece_copy(st, p, (unsigned char *)d.mv_data + KV_CHUNK_HDR,
-                   d.mv_size - KV_CHUNK_HDR);
-        pthread_mutex_unlock(&s->st_wb_copy_mu);
-        kv__chunk_seal(&p->m->r, p->c, d.mv_data);
-        if ((rc = kv__slice_step(&sl)) != GKV_OK)
+        /* a slice that found the dirty list full: its pieces again, from
+         * the first, in the parent */
+        if (rc != GKV_OK && (rc = kv__slice_retry(&sl, rc, &next)) != GKV_OK)
             return kv__slice_end(&sl, rc);
     }
     return kv__slice_end(&sl, GKV_OK);

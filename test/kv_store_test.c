@@ -687,6 +687,101 @@ test_truncated_data_mdb(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A sound data.mdb may end before its last page: a commit that allocated
+ * pages at the end and freed them again leaves them unwritten (here LMDB
+ * itself, a value of 8 MiB put and deleted in one transaction while its
+ * free list is loaded; gkv's own big writes do it too, kv/store.c
+ * slice_poke). A handle open meanwhile (its map smaller than the new last
+ * page: it adopts the map another process grew) goes on reading and
+ * writing; the store opens, read-only and writable, and verifies; cut
+ * short into its pages it is still refused. */
+static void
+test_short_sound_data_mdb(void **state)
+{
+    char *dir = gkvt_mkdtemp("shortdb"), p[4200];
+    gkv_store *s = NULL, *b = NULL;
+    gkv_tensor_spec sp = {.dtype = GKV_F32, .ndim = 1, .shape = {64},
+                          .lo = 0, .hi = 20000, .init = GKV_INIT_UNIFORM,
+                          .a = 0, .b = 1, .seed = 3};
+    gkv_open_opts o = {.map_size = 8u << 20};
+    uint64_t id = 7;
+    float row[64], got[64];
+    MDB_envinfo ei;
+    struct stat sb;
+    pid_t pid;
+    int st;
+
+    (void)state;
+    for (int i = 0; i < 64; i++)
+        row[i] = (float)i * 0.25f;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));        /* 5 MB of pages */
+    gkv_store_close(s);
+    GKVT_OK(gkv_store_open(&b, dir, 0, &o));        /* an 8 MiB map */
+    GKVT_OK(gkv_tensor_pull(b, NULL, "t", &id, 1, got, sizeof got));
+    if ((pid = fork()) == 0) {
+        /* another process: a value put, deleted (its pages freed), one
+         * more commit (so those pages may be taken again: LMDB loads its
+         * free list only then), and the big value put and deleted in one
+         * transaction: its pages go back to the loaded free list,
+         * unwritten */
+        unsigned char kz = 0;
+        MDB_val k = {1, &kz}, d = {8u << 20, NULL}, small = {8000, NULL};
+        MDB_env *env;
+        MDB_txn *txn;
+        MDB_dbi dbi;
+        int bad = mdb_env_create(&env) || mdb_env_set_maxdbs(env, 8) ||
+                  mdb_env_set_mapsize(env, 64u << 20) ||
+                  mdb_env_open(env, dir, 0, 0600);
+
+        for (int t = 0; t < 4 && !bad; t++) {
+            bad = mdb_txn_begin(env, NULL, 0, &txn) ||
+                  mdb_dbi_open(txn, "data", 0, &dbi) ||
+                  (t == 1 ? mdb_del(txn, dbi, &k, NULL)
+                          : mdb_put(txn, dbi, &k, t == 3 ? &d : &small,
+                                    MDB_RESERVE) ||
+                            (t >= 2 && mdb_del(txn, dbi, &k, NULL))) ||
+                  mdb_txn_commit(txn);
+        }
+        bad = bad || mdb_env_info(env, &ei);
+        mdb_env_close(env);
+        snprintf(p, sizeof p, "%s/data.mdb", dir);
+        /* exit 2: the file reaches its last page, nothing to test */
+        _exit(bad ? 1 : stat(p, &sb) != 0 ? 1 :
+              (uint64_t)sb.st_size >= (uint64_t)(ei.me_last_pgno + 1) * 4096 ? 2 : 0);
+    }
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    if (WEXITSTATUS(st) == 2)
+        fail_msg("data.mdb reaches its last page: nothing to test");
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* the open handle: the map another process grew, adopted */
+    GKVT_OK(gkv_tensor_pull(b, NULL, "t", &id, 1, got, sizeof got));
+    GKVT_OK(gkv_tensor_push(b, "t", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_tensor_pull(b, NULL, "t", &id, 1, got, sizeof got));
+    assert_memory_equal(got, row, sizeof row);
+    gkv_store_close(b);
+    snprintf(p, sizeof p, "%s/data.mdb", dir);
+    assert_int_equal(stat(p, &sb), 0);
+    for (int i = 0; i < 2; i++) {
+        GKVT_OK(gkv_store_open(&s, dir, i ? 0 : GKV_RDONLY, NULL));
+        GKVT_OK(gkv_store_verify(s, NULL, NULL));
+        GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got));
+        assert_memory_equal(got, row, sizeof row);
+        gkv_store_close(s);
+    }
+    assert_int_equal(truncate(p, sb.st_size / 2), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(gkv_store_open(&s, dir, i ? GKV_NOCHECK : GKV_RDONLY,
+                                        NULL), GKV_ECORRUPT);
+        assert_null(s);
+        if (strstr(gkv_store_errmsg(NULL), "was cut short") == NULL)
+            fail_msg("message: %s", gkv_store_errmsg(NULL));
+    }
+    gkvt_rmtree(dir);
+}
+
 /* Flips one byte of the stored row 'id' in data.mdb, found by its bytes. */
 static void
 flip_row_byte(const char *dir, const void *pattern, size_t plen)
@@ -959,6 +1054,7 @@ main(void)
         cmocka_unit_test(test_lock_file_not_writable),
         cmocka_unit_test(test_empty_data_mdb),
         cmocka_unit_test(test_truncated_data_mdb),
+        cmocka_unit_test(test_short_sound_data_mdb),
         cmocka_unit_test(test_stat_free_bytes),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_finds_missing_chunks, setup, teardown),

@@ -2,15 +2,18 @@
  * flush and a direct push run as nested LMDB transactions of a few chunks
  * each inside their one transaction. The bytes they leave are the same for
  * every slice size (none, 1, 3, 7 chunks, the default); a slice that finds
- * LMDB's dirty list full runs the whole write again unsliced; and a flush
- * writes about the pages of the chunks its dirty rows are in, not the
- * tensor (the system calls that write data.mdb counted). Crash safety with
+ * LMDB's dirty list full runs its chunks again in the parent, and a chunk
+ * that finds it full in the parent runs the whole write again unsliced;
+ * writes of more pages than the list holds run in slices to the end; and
+ * a flush writes about the pages of the chunks its dirty rows are in, not
+ * the tensor (the system calls that write data.mdb counted). Crash safety with
  * slices: kv_wb_test.c (test_wb_crash_sliced) and kv_crash_test.c
  * (test_kill_during_writes_sliced). */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -112,8 +115,14 @@ test_slices_same_bytes(void **state)
 
 /* ---- a slice that finds the dirty list full ------------------------------- */
 
+/* A step finds the dirty list full (as LMDB would with too many dirty
+ * pages): the first of its slice (the 5th chunk, slices of 2) or the
+ * second (the 6th), in a direct push or in a flush: the slice's chunks
+ * are written again in the parent, and the write goes on in slices. When
+ * a step in the parent finds it full too, the push or flush runs again,
+ * unsliced. Every way the bytes are the pushed rows. */
 static void
-test_slice_full_reruns(void **state)
+test_slice_full(void **state)
 {
     static uint64_t ids[B];
     static float rows[B * W], got[B * W];
@@ -126,23 +135,41 @@ test_slice_full_reruns(void **state)
     kv__wb_slice = kv__push_slice = 2;
     GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
     GKVT_OK(gkv_tensor_create(s, "t", &sp));
-    for (int wb = 0; wb < 2; wb++) {
+    for (int round = 0; round < 6; round++) {
+        int wb = round % 2, at = round / 2 == 1 ? 6 : 5, again = round / 2 == 2;
+        unsigned long retries = kv__slice_retries, reruns = kv__slice_reruns;
+
         for (size_t i = 0; i < B; i++)     /* distinct, over most chunks */
-            ids[i] = 100 + (i * 7 + (uint64_t)wb) % N;
+            ids[i] = 100 + (i * 7 + (uint64_t)round) % N;
         for (size_t i = 0; i < B * W; i++)
-            rows[i] = (float)(i % 977) * 0.5f + (float)wb;
-        /* the 5th chunk's step fails as LMDB would with too many dirty
-         * pages: the push (wb 0) or the flush (wb 1) runs again, unsliced */
+            rows[i] = (float)(i % 977) * 0.5f + (float)round;
         if (wb) {
             GKVT_OK(gkv_writeback_start(s, "t", 1000000));
             GKVT_OK(gkv_tensor_push(s, "t", ids, B, rows, sizeof rows, NULL));
-            kv__slice_full_at = 5;
-            GKVT_OK(gkv_writeback_flush(s));
         } else {
-            kv__slice_full_at = 5;
-            GKVT_OK(gkv_tensor_push(s, "t", ids, B, rows, sizeof rows, NULL));
+            /* a direct push adds: a chunk applied twice, or one of an
+             * earlier slice run again, would show */
+            gkv_push_args add = {"add", 0, 0, 0, 0, 0};
+
+            GKVT_OK(gkv_tensor_pull(s, NULL, "t", ids, B, got, sizeof got));
+            for (size_t i = 0; i < B * W; i++) {
+                float r = rows[i];
+                rows[i] = got[i] + r;       /* what the push must leave */
+                got[i] = r;                 /* what it adds */
+            }
+            kv__slice_full_at = at;
+            kv__slice_full_again = again;
+            GKVT_OK(gkv_tensor_push(s, "t", ids, B, got, sizeof got, &add));
+        }
+        if (wb) {
+            kv__slice_full_at = at;
+            kv__slice_full_again = again;   /* the first step in the parent */
+            GKVT_OK(gkv_writeback_flush(s));
         }
         assert_int_equal(kv__slice_full_at, 0);   /* it fired */
+        assert_int_equal(kv__slice_full_again, 0);
+        assert_int_equal(kv__slice_retries - retries, 1);
+        assert_int_equal(kv__slice_reruns - reruns, again);
         if (wb)
             GKVT_OK(gkv_writeback_stop(s, "t"));
         {   /* what the file holds */
@@ -158,6 +185,130 @@ test_slice_full_reruns(void **state)
     gkvt_rmtree(dir);
     kv__wb_slice = old_wb;
     kv__push_slice = old_push;
+}
+
+/* ---- writes past LMDB's dirty list ------------------------------------------
+ * LMDB holds at most 131,072 dirty pages a transaction and spills more to
+ * disk, a slice only its own. A flush and a direct push of 150,000
+ * one-page chunks (more than the list holds), in slices of 1,024 chunks,
+ * run to the end in slices (the parent made to spill between slices past
+ * 32,768 chunks, a slice that cannot spill enough run again in the
+ * parent), and nothing runs again unsliced. Before, each such write ran
+ * twice, the second time as slow as without slices. */
+
+static void
+test_past_dirty_list(void **state)
+{
+    enum { BC = 150000, BW = 128 };   /* chunks; 512-byte rows, 7 a chunk */
+    char *dir = gkvt_mkdtemp("slicebig");
+    uint64_t *ids = malloc(BC * sizeof *ids), rs = gkvt_seed() ^ 23;
+    float *rows = malloc((size_t)BC * BW * 4), *got = malloc((size_t)BC * BW * 4);
+    size_t old_wb = kv__wb_slice, old_push = kv__push_slice;
+    gkv_open_opts o = {.map_size = 4ull << 30};   /* no map growth */
+    char p[4200];
+    struct stat sb;
+    gkv_store *s;
+
+    (void)state;
+    assert_non_null(ids);
+    assert_non_null(rows);
+    assert_non_null(got);
+    kv__wb_slice = kv__push_slice = 1024;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, &o));
+    for (int direct = 0; direct < 2; direct++) {
+        const char *name = direct ? "d" : "e";
+        gkv_tensor_spec sp = gkvt_spec_init(GKV_F32, BW, 0, (uint64_t)BC * 7,
+                                            GKV_INIT_ZEROS);
+        unsigned long retries = kv__slice_retries, reruns = kv__slice_reruns;
+        gkv_tensor_desc d;
+        gkv_txn *tx;
+
+        sp.flags = GKV_TENSOR_HOT;
+        GKVT_OK(gkv_tensor_create(s, name, &sp));
+        GKVT_OK(gkv_tensor_info(s, NULL, name, &d));
+        assert_int_equal(d.chunk_rows, 7);
+        for (size_t c = 0; c < BC; c++) {      /* a row in every chunk */
+            ids[c] = c * 7 + (c + (size_t)direct) % 7;
+            for (size_t k = 0; k < BW; k++) {
+                rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+                rows[c * BW + k] = (float)(rs >> 40) * 0x1p-24f;
+            }
+        }
+        if (direct) {
+            GKVT_OK(gkv_tensor_push(s, name, ids, BC, rows, (size_t)BC * BW * 4,
+                                    NULL));
+        } else {
+            GKVT_OK(gkv_writeback_start(s, name, 1000000));   /* ours */
+            GKVT_OK(gkv_tensor_push(s, name, ids, BC, rows, (size_t)BC * BW * 4,
+                                    NULL));
+            GKVT_OK(gkv_writeback_flush(s));
+        }
+        print_message("  %s: slices run again in the parent: %lu\n",
+                      direct ? "direct push" : "flush", kv__slice_retries - retries);
+        assert_int_equal(kv__slice_reruns, reruns);
+        /* what the file holds */
+        GKVT_OK(gkv_txn_begin(s, &tx));
+        GKVT_OK(gkv_tensor_pull(s, tx, name, ids, BC, got, (size_t)BC * BW * 4));
+        gkv_txn_end(tx);
+        assert_memory_equal(got, rows, (size_t)BC * BW * 4);
+        if (!direct)
+            GKVT_OK(gkv_writeback_stop(s, name));
+    }
+    GKVT_OK(gkv_store_verify(s, NULL, NULL));
+    gkv_store_close(s);
+    /* two tensors of 150,000 one-page chunks: 1.23 GB; what LMDB and the
+     * spilling add (B-tree, free list, pages freed and written) stays small */
+    snprintf(p, sizeof p, "%s/data.mdb", dir);
+    assert_int_equal(stat(p, &sb), 0);
+    print_message("  data.mdb: %.2f GB\n", sb.st_size / 1e9);
+    assert_true((uint64_t)sb.st_size < 2ull * BC * 4096 * 5 / 4);
+    gkvt_rmtree(dir);
+    kv__wb_slice = old_wb;
+    kv__push_slice = old_push;
+    free(ids);
+    free(rows);
+    free(got);
+}
+
+/* A sliced write (every push) first grows a map with less than 32 MiB to
+ * spare past its last page, so that its pokes (slice_poke) have room: a
+ * push of one row, which needs no room, leaves the 8 MiB map larger. */
+static void
+test_tight_map_grown(void **state)
+{
+    char *dir = gkvt_mkdtemp("slicemap");
+    gkv_tensor_spec sp = gkvt_wb_spec(N, W, GKV_TENSOR_HOT);
+    gkv_open_opts o = {.map_size = 8u << 20};
+    gkv_store_stat st0, st1;
+    uint64_t id = 100;
+    float row[W] = {1.5f}, got[W];
+    gkv_store *s;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, &o));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    GKVT_OK(gkv_store_stat_get(s, &st0));
+    assert_true(st0.map_size < st0.used_bytes + (32u << 20));
+    GKVT_OK(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL));
+    GKVT_OK(gkv_store_stat_get(s, &st1));
+    assert_true(st1.map_size >= st1.used_bytes + (32u << 20));
+    GKVT_OK(gkv_tensor_pull(s, NULL, "t", &id, 1, got, sizeof got));
+    assert_memory_equal(got, row, sizeof row);
+    gkv_store_close(s);
+    /* the look at the map before a write reads the file first: data.mdb
+     * cut to nothing under an open handle fails the push (GKV_ECORRUPT),
+     * it does not fault */
+    o.map_size = 0;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_NOSYNC, &o));
+    {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/data.mdb", dir);
+        assert_int_equal(truncate(p, 0), 0);
+    }
+    assert_int_equal(gkv_tensor_push(s, "t", &id, 1, row, sizeof row, NULL),
+                     GKV_ECORRUPT);
+    gkv_store_close(s);
+    gkvt_rmtree(dir);
 }
 
 /* ---- a flush writes the pages of its dirty chunks ---------------------------
@@ -253,7 +404,9 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices_same_bytes),
-        cmocka_unit_test(test_slice_full_reruns),
+        cmocka_unit_test(test_slice_full),
+        cmocka_unit_test(test_past_dirty_list),
+        cmocka_unit_test(test_tight_map_grown),
         cmocka_unit_test(test_flush_writes_dirty_pages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

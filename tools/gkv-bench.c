@@ -224,21 +224,29 @@ fill_rows(float *dst, uint64_t first, uint64_t n, uint32_t d)
             dst[r * d + c] = feat_val(first + r, c);
 }
 
+/* b IDs below n, uniform, from the seeded generator: the same for the
+ * same seed in every run. */
 static uint64_t *
-random_ids(size_t b, uint64_t n)
+random_ids_seeded(size_t b, uint64_t n, uint64_t seed)
 {
     uint64_t *ids = tools__xmalloc(b * sizeof *ids);
     rng_t rng;
 
-    rng_seed(&rng, 42);
+    rng_seed(&rng, seed);
     for (size_t i = 0; i < b; i++)
         ids[i] = rng_below(&rng, (uint32_t)n);
     return ids;
 }
 
+static uint64_t *
+random_ids(size_t b, uint64_t n)
+{
+    return random_ids_seeded(b, n, 42);
+}
+
 /* ---- the summary table ----------------------------------------------------- */
 
-#define MAX_ROWS 64
+#define MAX_ROWS 96
 
 static struct trow {
     char what[64];
@@ -1003,6 +1011,173 @@ bench_flush_stall(const float *m, uint64_t n, uint32_t d, const uint64_t *ids,
     free(t_fl);
 }
 
+/* ---- write-back: batches per flush ---------------------------------------
+ * The sustained figure above is one batch (an assign and an adagrad push
+ * of the same 100,000 random IDs) and the flush after it. A trainer
+ * chooses how often a flush runs (gkv_writeback_start's interval, or
+ * gkv_writeback_flush): here K batches, each to IDs of its own (the
+ * first: the sustained figure's), then one flush; K = 1 is that figure. A chunk that several batches dirty is written once, so a flush's
+ * bytes grow slower than K. Per K: the rate (2 K b rows over the pushes
+ * and the flush) against Redis pipelined SET of b rows timed in the same
+ * rep, and the loss window: the first push is durable only once the flush
+ * commits, so a crash before then loses all K batches (with NOSYNC an OS
+ * crash may lose more). */
+
+static const int wb_ks[] = {1, 2, 4, 8, 16};
+#define N_WB_K (sizeof wb_ks / sizeof *wb_ks)
+
+/* The write-back copy of 'name' (a read without a snapshot) against the
+ * store's bytes (through one): equal once a flush has run. */
+static int
+wb_copy_is_stored(gkv_store *s, const char *name, uint64_t n, size_t rb)
+{
+    float *a = tools__xmalloc(n * rb), *c = tools__xmalloc(n * rb);
+    gkv_txn *tx;
+    int same;
+
+    GKV_CK(s, gkv_tensor_read(s, NULL, name, 0, n, a, n * rb));
+    GKV_CK(s, gkv_txn_begin(s, &tx));
+    GKV_CK(s, gkv_tensor_read(s, tx, name, 0, n, c, n * rb));
+    gkv_txn_end(tx);
+    same = memcmp(a, c, n * rb) == 0;
+    if (!same)
+        tools__note("push: after a flush the stored %s differs from its "
+                    "write-back copy", name);
+    free(a);
+    free(c);
+    return same;
+}
+
+static void
+bench_wb_window(const char *path, uint64_t n, uint32_t d, const uint64_t *ids0,
+                size_t b, const float *rows, const float *grads)
+{
+    const size_t rb = d * sizeof(float);
+    const gkv_push_args assign = {"assign", 0, 0, 0, 0, 0};
+    const gkv_push_args adagrad = {"adagrad", ADAGRAD_LR, ADAGRAD_EPS, 0, 0, 0};
+    const size_t nk = opt.quick ? 3 : N_WB_K;
+    const int kmax = wb_ks[nk - 1];
+    uint64_t *ids[16], dirty[N_WB_K], nch, ndirty = 0;
+    double *t_win[N_WB_K], *t_fl[N_WB_K], *t_redis, redis_med = 0;
+    char what[64], v[40], ref[48], ratio[16];
+    unsigned char *seen;
+    redisContext *rc;
+    int redis_ok = 1, ok = 1, j = 0;
+    uint32_t cr;
+    gkv_store *s;
+
+    /* batch k's IDs, and the chunks the first K batches dirty */
+    s = store_open(path, GKV_NOSYNC, n * rb);
+    cr = tensor_desc(s, "emb").chunk_rows;
+    gkv_store_close(s);
+    nch = (n + cr - 1) / cr;
+    seen = calloc(nch, 1);
+    if (seen == NULL)
+        tools__die("out of memory");
+    for (size_t q = 0; q < nk; q++) {
+        for (; j < wb_ks[q]; j++) {
+            /* batch 0: the IDs of the sustained figure above (and of
+             * Redis's SETs, whose rows are theirs) */
+            ids[j] = random_ids_seeded(b, n, 1000 + j);
+            if (j == 0)
+                memcpy(ids[0], ids0, b * sizeof *ids0);
+            for (size_t i = 0; i < b; i++)
+                if (!seen[ids[j][i] / cr]++)
+                    ndirty++;
+        }
+        dirty[q] = ndirty;
+        t_win[q] = tools__xmalloc(push_reps * sizeof(double));
+        t_fl[q] = tools__xmalloc(push_reps * sizeof(double));
+    }
+    free(seen);
+    t_redis = tools__xmalloc(push_reps * sizeof(double));
+    rc = redis_start();
+    tools__note("push: write-back, 1 to %d batches of %zu IDs per flush (HOT "
+                "chunks, NOSYNC), %d reps", kmax, b, push_reps);
+    for (int r = -1; r < push_reps; r++) {
+        for (size_t q = 0; q < nk; q++) {
+            double t0, tp, t1;
+
+            s = store_open(path, GKV_NOSYNC, n * rb);
+            GKV_CK(s, gkv_store_prefault(s));
+            /* untimed: the copy into RAM; the flushes are ours */
+            GKV_CK(s, gkv_writeback_start(s, "emb", 1000000000u));
+            t0 = tools__now_s();
+            for (int k = 0; k < wb_ks[q]; k++) {
+                GKV_CK(s, gkv_tensor_push(s, "emb", ids[k], b, rows, b * rb, &assign));
+                GKV_CK(s, gkv_tensor_push(s, "emb", ids[k], b, grads, b * rb, &adagrad));
+            }
+            tp = tools__now_s();
+            GKV_CK(s, gkv_writeback_flush(s));
+            t1 = tools__now_s();
+            if (r >= 0) {
+                t_win[q][r] = t1 - t0;
+                t_fl[q][r] = t1 - tp;
+            }
+            if (getenv("GKV_BENCH_VERBOSE"))
+                fprintf(stderr, "  rep %d K=%d: pushes %.3f s, flush %.3f s\n",
+                        r, wb_ks[q], tp - t0, t1 - tp);
+            /* the last flush wrote what the RAM copy holds, rows and state */
+            if (r == push_reps - 1 && q == nk - 1)
+                ok = wb_copy_is_stored(s, "emb", n, rb) &&
+                     wb_copy_is_stored(s, "emb#adagrad_s", n, rb) &&
+                     gkv_store_verify(s, NULL, NULL) == GKV_OK;
+            gkv_store_close(s);
+        }
+        if (rc != NULL) {
+            double sec = redis_set_timed(rc, ids[0], b, rows, rb, &redis_ok);
+            if (r >= 0)
+                t_redis[r] = sec;
+        }
+    }
+    if (rc != NULL) {
+        if (!redis_ok || !redis_check(rc, ids[0], b, rows, rb)) {
+            tools__note("redis: a SET failed or a stored row differs");
+            nfail++;
+        }
+        redis_med = tools__median(t_redis, push_reps);
+        redisFree(rc);
+        redis_stop();
+    }
+    if (!ok) {
+        tools__note("push: write-back batches per flush: the store is not what "
+                    "the pushes made, or verify failed");
+        nfail++;
+    }
+    for (size_t q = 0; q < nk; q++) {
+        double win = tools__median(t_win[q], push_reps);
+        double fl = tools__median(t_fl[q], push_reps);
+        double rate = 2.0 * wb_ks[q] * b / win;
+        /* weights and adagrad state: every dirty chunk, whole */
+        double mb = 2.0 * dirty[q] * (16.0 + cr * rb) / 1e6;
+
+        printf("RESULT wb_window K=%d D=%u N=%llu B=%zu reps=%d chunk_rows=%u "
+               "dirty_chunks=%llu dirty_MB=%.0f flush_s=%.3f "
+               "flush_ms_per_dirty_MB=%.2f window_s=%.3f rows_s=%.3g",
+               wb_ks[q], d, (unsigned long long)n, b, push_reps, cr,
+               (unsigned long long)dirty[q], mb, fl, fl * 1e3 / mb, win, rate);
+        if (rc != NULL)
+            printf(" redis_set_rows_s=%.3g x_redis_set=%.2f", b / redis_med,
+                   rate * redis_med / b);
+        printf(" verify=%s\n", ok ? "ok" : "FAIL");
+        snprintf(what, sizeof what, "  %d batch%s per flush (loss window %.2f s)",
+                 wb_ks[q], wb_ks[q] > 1 ? "es" : "", win);
+        snprintf(v, sizeof v, "%.3f M rows/s", rate / 1e6);
+        if (rc != NULL) {
+            snprintf(ref, sizeof ref, "Redis SET %.3f M/s", b / redis_med / 1e6);
+            snprintf(ratio, sizeof ratio, "%.2fx", rate * redis_med / b);
+        }
+        table_add(what, v, rc != NULL ? ref : "Redis skipped",
+                  rc != NULL ? ratio : "-", "-");
+        free(t_win[q]);
+        free(t_fl[q]);
+    }
+    fflush(stdout);
+    for (int k = 0; k < kmax; k++)
+        free(ids[k]);
+    free(t_redis);
+}
+
 static void
 bench_push(void)
 {
@@ -1261,6 +1436,7 @@ bench_push(void)
     fflush(stdout);
 
     bench_flush_stall(m, n, d, ids, b, rows);
+    bench_wb_window(path[1], n, d, ids, b, rows, grads);
 
     for (size_t q = 0; q < NPUSH_CFG; q++) {
         free(tp[q][ASSIGN]);
@@ -1580,7 +1756,8 @@ usage(FILE *f)
 "          (target >= 0.9x, 1T and 2T) and the naive memcpy gather from RAM\n"
 "  push    gkv_tensor_push (assign, adagrad) of 100,000 random 512 B rows,\n"
 "          default and HOT chunks, NOSYNC, durable and write-back, vs Redis SET\n"
-"          (target >= 4x, assign) and the memcpy gather\n"
+"          (target >= 4x, assign) and the memcpy gather; write-back with 1 to\n"
+"          16 batches per flush (the rate with the flush, the loss window)\n"
 "  import  `kvctl STORE import NAME FILE.npy` of 2,000,000 x 128 f32, vs a\n"
 "          sequential read and a copy+fsync of the file\n"
 "\n"
