@@ -687,6 +687,47 @@ test_truncated_data_mdb(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A data.mdb cut by more than the 64 MiB a sound file may lack is refused
+ * at once, without a walk (the message has no walk's finding after it),
+ * under GKV_NOCHECK too; cut by less, the walk names what is missing. */
+static void
+test_cut_past_slack(void **state)
+{
+    char *dir = gkvt_mkdtemp("cutbig"), p[4200];
+    gkv_store *s = NULL;
+    gkv_tensor_spec sp = {.dtype = GKV_F32, .ndim = 1, .shape = {64},
+                          .lo = 0, .hi = 320000, .init = GKV_INIT_UNIFORM,
+                          .a = 0, .b = 1, .seed = 5};
+    const char *m, *tail = "while copying it)";
+    struct stat sb;
+
+    (void)state;
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));        /* 82 MB of pages */
+    gkv_store_close(s);
+    snprintf(p, sizeof p, "%s/data.mdb", dir);
+    assert_int_equal(stat(p, &sb), 0);
+    assert_true(sb.st_size > (72 << 20));
+    /* within the slack: walked, and the walk's finding follows */
+    assert_int_equal(truncate(p, sb.st_size - (8 << 20)), 0);
+    assert_int_equal(gkv_store_open(&s, dir, GKV_NOCHECK, NULL), GKV_ECORRUPT);
+    m = gkv_store_errmsg(NULL);
+    if (strstr(m, "was cut short") == NULL || strstr(m, "copying it): ") == NULL)
+        fail_msg("message: %s", m);
+    /* past it: at once */
+    assert_int_equal(truncate(p, 1 << 20), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(gkv_store_open(&s, dir, i ? GKV_NOCHECK : GKV_RDONLY,
+                                        NULL), GKV_ECORRUPT);
+        assert_null(s);
+        m = gkv_store_errmsg(NULL);
+        if (strstr(m, "was cut short") == NULL ||
+            strcmp(m + strlen(m) - strlen(tail), tail) != 0)
+            fail_msg("message: %s", m);
+    }
+    gkvt_rmtree(dir);
+}
+
 /* A sound data.mdb may end before its last page: a commit that allocated
  * pages at the end and freed them again leaves them unwritten (here LMDB
  * itself, a value of 8 MiB put and deleted in one transaction while its
@@ -1055,6 +1096,7 @@ main(void)
         cmocka_unit_test(test_empty_data_mdb),
         cmocka_unit_test(test_truncated_data_mdb),
         cmocka_unit_test(test_short_sound_data_mdb),
+        cmocka_unit_test(test_cut_past_slack),
         cmocka_unit_test(test_stat_free_bytes),
         cmocka_unit_test_setup_teardown(test_verify_finds_flipped_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_finds_missing_chunks, setup, teardown),
