@@ -213,6 +213,13 @@ kv__room_bound(const gkv_store *s)
     return room > UINT64_MAX - size ? UINT64_MAX : room + size;
 }
 
+/* Where the pages of ei's newest commit end, in bytes. */
+static uint64_t
+pages_end(const gkv_store *s, const MDB_envinfo *ei)
+{
+    return (uint64_t)(ei->me_last_pgno + 1) * s->st_psize;
+}
+
 /* Grows the map after MDB_MAP_FULL: doubles it (at least +64 MiB) while the
  * filesystem has room for the pages the new size could hold. */
 static gkv_err
@@ -227,7 +234,7 @@ map_grow(gkv_store *s)
      * still grows now (this write needs room) but not again for them */
     reader_sweep(s, 1);
     mdb_env_info(s->st_env, &ei);
-    used = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+    used = pages_end(s, &ei);
     want = ei.me_mapsize * 2;
     if (want < ei.me_mapsize + (64ull << 20))
         want = ei.me_mapsize + (64ull << 20);
@@ -250,15 +257,15 @@ map_grow(gkv_store *s)
     return rc;
 }
 
-/* Adopts a map another process grew. The caller holds one use; step out
- * while resizing, then take it back unconditionally so the caller's
- * kv__leave() stays balanced. */
 /* How far the newest header page's last page may reach past the end of
  * a sound data.mdb: a commit leaves pages it allocated and freed again at
  * the end unwritten (LMDB's own copy stops at the file's end), gkv's
  * slice_poke 8 MiB at most. A file shorter by more was cut short. */
 #define KV_TAIL_SLACK (64ull << 20)
 
+/* Adopts a map another process grew. The caller holds one use; step out
+ * while resizing, then take it back unconditionally so the caller's
+ * kv__leave() stays balanced. */
 static gkv_err
 adopt_map(gkv_store *s)
 {
@@ -283,16 +290,15 @@ adopt_map(gkv_store *s)
                             "reopened", msg);
         }
         if (mdb_env_info(s->st_env, &ei) == 0 && fstat(fd, &st) == 0 &&
-            (uint64_t)st.st_size + KV_TAIL_SLACK <
-                (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
+            (uint64_t)st.st_size + KV_TAIL_SLACK < pages_end(s, &ei)) {
             kv__damaged(s);
             return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its "
                             "header says its pages reach %llu bytes, but "
                             "data.mdb is %llu (changed while open); this "
                             "handle refuses writes until the store is "
                             "repaired and reopened", s->st_path,
-                            (unsigned long long)(ei.me_last_pgno + 1) *
-                            s->st_psize, (unsigned long long)st.st_size);
+                            (unsigned long long)pages_end(s, &ei),
+                            (unsigned long long)st.st_size);
         }
     }
     kv__leave(s);
@@ -606,6 +612,25 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
  * needs a free run of KV_SLICE_POKE_BYTES, maybe at the end. */
 #define KV_SLICE_SPARE (4ull * KV_SLICE_POKE_BYTES)
 
+/* Whether ei's map has less than KV_SLICE_SPARE past its last page. */
+static int
+spare_low(const gkv_store *s, const MDB_envinfo *ei)
+{
+    return ei->me_mapsize < pages_end(s, ei) + KV_SLICE_SPARE;
+}
+
+/* data.mdb's descriptor and fstat, when the file holds both header
+ * pages and is no shorter than this handle has seen it: then the map's
+ * header pages (mdb_env_info) can be read without a fault. */
+static int
+file_whole(gkv_store *s, mdb_filehandle_t *fd, struct stat *st)
+{
+    return mdb_env_get_fd(s->st_env, fd) == 0 && fstat(*fd, st) == 0 &&
+           (uint64_t)st->st_size >= 2ull * s->st_psize &&
+           (uint64_t)st->st_size >= __atomic_load_n(&s->st_fsize,
+                                                    __ATOMIC_ACQUIRE);
+}
+
 /* Before a sliced write: a map with less than KV_SLICE_SPARE to spare past
  * its last page is grown, so that the write's pokes are not skipped
  * (slice_poke). Only where it costs no wait (no transaction of this
@@ -624,17 +649,13 @@ slice_pregrow(gkv_store *s)
     struct stat st;
     int idle;
 
+    /* the header pages read with pread only where the map is to grow:
+     * not at every write */
     if ((s->st_flags & GKV_RDONLY) ||
         __atomic_load_n(&s->st_damaged, __ATOMIC_ACQUIRE) ||
-        mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0 ||
-        (uint64_t)st.st_size < 2ull * s->st_psize ||
-        (uint64_t)st.st_size < __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE) ||
-        kv__walk_meta(s->st_path, fd) != GKV_OK ||
-        mdb_env_info(s->st_env, &ei) != 0 ||
-        ei.me_mapsize >= (uint64_t)(ei.me_last_pgno + 1) * s->st_psize +
-                         KV_SLICE_SPARE ||
-        (uint64_t)st.st_size + KV_TAIL_SLACK <
-            (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
+        !file_whole(s, &fd, &st) || mdb_env_info(s->st_env, &ei) != 0 ||
+        !spare_low(s, &ei) || kv__walk_meta(s->st_path, fd) != GKV_OK ||
+        (uint64_t)st.st_size + KV_TAIL_SLACK < pages_end(s, &ei)) {
         kv__clear(NULL);
         return;
     }
@@ -658,16 +679,14 @@ slice_cover_tail(gkv_store *s)
     mdb_filehandle_t fd;
     MDB_envinfo ei;
     struct stat st;
-    uint64_t end;
+    uint64_t end, size;
 
-    if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0 ||
-        (uint64_t)st.st_size < 2ull * s->st_psize ||
-        (uint64_t)st.st_size < __atomic_load_n(&s->st_fsize, __ATOMIC_ACQUIRE) ||
-        mdb_env_info(s->st_env, &ei) != 0)
+    if (!file_whole(s, &fd, &st) || mdb_env_info(s->st_env, &ei) != 0)
         return;
-    end = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
-    if ((uint64_t)st.st_size < end && end - (uint64_t)st.st_size <= KV_TAIL_SLACK)
-        (void)posix_fallocate(fd, (off_t)st.st_size, (off_t)(end - (uint64_t)st.st_size));
+    end = pages_end(s, &ei);
+    size = (uint64_t)st.st_size;
+    if (size < end && end - size <= KV_TAIL_SLACK)
+        (void)posix_fallocate(fd, (off_t)size, (off_t)(end - size));
 }
 
 gkv_err
@@ -737,20 +756,18 @@ kv__write_named(gkv_store *s, const char *n1, const char *n2, kv_write_fn fn,
 
 /* ---- a write in slices (nested transactions) ---------------------------- */
 
-gkv_err
-kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
+/* Makes sl->txn the next slice (nested: a transaction in sl->parent) or
+ * the parent itself, with a cursor on st_data. */
+static gkv_err
+slice_open(kv_slice *sl, int nested)
 {
+    gkv_store *s = sl->s;
     int mrc;
 
-    sl->s = s;
-    sl->parent = sl->txn = parent;
+    sl->txn = sl->parent;
     sl->cur = NULL;
     sl->n = 0;
-    sl->every = every;
-    sl->mark = 0;
-    sl->in_parent = 0;
-    sl->total = sl->poked = 0;
-    if (every > 0 && (mrc = mdb_txn_begin(s->st_env, parent, 0, &sl->txn)) != 0) {
+    if (nested && (mrc = mdb_txn_begin(s->st_env, sl->parent, 0, &sl->txn)) != 0) {
         sl->txn = NULL;
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
                         "nested transaction: %s", s->st_path, mdb_strerror(mrc));
@@ -761,6 +778,18 @@ kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
                         mdb_strerror(mrc));
     }
     return GKV_OK;
+}
+
+gkv_err
+kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every, kv_slice *sl)
+{
+    sl->s = s;
+    sl->parent = parent;
+    sl->every = every;
+    sl->mark = 0;
+    sl->in_parent = 0;
+    sl->total = sl->poked = 0;
+    return slice_open(sl, every > 0);
 }
 
 /* Makes the parent spill part of its dirty list when its room is low.
@@ -794,9 +823,7 @@ slice_poke(kv_slice *sl)
     MDB_cursor *c;
     int mrc;
 
-    if (mdb_env_info(sl->s->st_env, &ei) != 0 ||
-        ei.me_mapsize < (uint64_t)(ei.me_last_pgno + 1) * sl->s->st_psize +
-                        KV_SLICE_SPARE)
+    if (mdb_env_info(sl->s->st_env, &ei) != 0 || spare_low(sl->s, &ei))
         return GKV_OK;
     if ((mrc = mdb_cursor_open(sl->parent, sl->s->st_data, &c)) == 0) {
         if ((mrc = mdb_cursor_put(c, &k, &d, MDB_RESERVE)) == 0) {
@@ -818,7 +845,6 @@ unsigned long kv__slice_retries, kv__slice_reruns;
 gkv_err
 kv__slice_step(kv_slice *sl, size_t next)
 {
-    size_t total, poked;
     gkv_err rc;
 
     if (sl->every > 0 && kv__slice_full_at > 0 && --kv__slice_full_at == 0) {
@@ -842,20 +868,13 @@ kv__slice_step(kv_slice *sl, size_t next)
             return rc;
         sl->poked = sl->total;
     }
-    total = sl->total;
-    poked = sl->poked;
-    if ((rc = kv__slice_begin(sl->s, sl->parent, sl->every, sl)) == GKV_OK)
-        sl->mark = next;
-    sl->total = total;
-    sl->poked = poked;
-    return rc;
+    sl->mark = next;
+    return slice_open(sl, 1);
 }
 
 gkv_err
 kv__slice_retry(kv_slice *sl, gkv_err rc, size_t *pos)
 {
-    int mrc;
-
     if (rc != KV_ETXNFULL || sl->every == 0 || sl->txn == NULL ||
         sl->txn == sl->parent)
         return rc;
@@ -863,14 +882,9 @@ kv__slice_retry(kv_slice *sl, gkv_err rc, size_t *pos)
      * the slice could not (it needed the room they took, so the parent
      * runs out of room, and spills, within as many steps) */
     kv__slice_end(sl, rc);
-    sl->txn = sl->parent;
     sl->in_parent = sl->n + 1;
-    sl->n = 0;
-    if ((mrc = mdb_cursor_open(sl->txn, sl->s->st_data, &sl->cur)) != 0) {
-        sl->cur = NULL;
-        return kv__fail(sl->s, kv__from_mdb(mrc), "store '%s': %s",
-                        sl->s->st_path, mdb_strerror(mrc));
-    }
+    if ((rc = slice_open(sl, 0)) != GKV_OK)
+        return rc;
     __atomic_add_fetch(&kv__slice_retries, 1, __ATOMIC_RELAXED);
     kv__clear(sl->s);
     *pos = sl->mark;
@@ -1486,8 +1500,8 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
 
         if (mdb_env_info(s->st_env, &ei) == 0 &&
             mdb_env_get_fd(s->st_env, &fd) == 0 && fstat(fd, &fst) == 0 &&
-            (uint64_t)fst.st_size < (uint64_t)(ei.me_last_pgno + 1) * s->st_psize) {
-            uint64_t end = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+            (uint64_t)fst.st_size < pages_end(s, &ei)) {
+            uint64_t end = pages_end(s, &ei);
             int cut = (uint64_t)fst.st_size + KV_TAIL_SLACK < end;
 
             rc = cut ? GKV_ECORRUPT : structure_check(s);
@@ -1733,7 +1747,7 @@ gkv_store_stat_get(gkv_store *s, gkv_store_stat *st)
     mdb_env_info(s->st_env, &ei);
     st->map_size = ei.me_mapsize;
     st->page_size = s->st_psize;
-    st->used_bytes = (uint64_t)(ei.me_last_pgno + 1) * s->st_psize;
+    st->used_bytes = pages_end(s, &ei);
     st->readers = ei.me_numreaders;
     st->max_readers = ei.me_maxreaders;
     rc = kv__guarded(s, sn.txn, stat_fn, &a);

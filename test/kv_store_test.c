@@ -652,6 +652,28 @@ test_stat_free_bytes(void **state)
     gkvt_rmtree(dir);
 }
 
+/* A new store in dir holding tensor "t" of 'rows' rows of 64 f32
+ * (uniform, seeded), closed; the path of its data.mdb to p (4200 bytes)
+ * and, when size is not NULL, the file's size to *size. */
+static void
+cut_store(const char *dir, uint64_t rows, uint64_t seed, char *p,
+          off_t *size)
+{
+    gkv_tensor_spec sp = {.dtype = GKV_F32, .ndim = 1, .shape = {64},
+                          .lo = 0, .hi = rows, .init = GKV_INIT_UNIFORM,
+                          .a = 0, .b = 1, .seed = seed};
+    gkv_store *s = NULL;
+    struct stat sb;
+
+    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+    GKVT_OK(gkv_tensor_create(s, "t", &sp));
+    gkv_store_close(s);
+    snprintf(p, 4200, "%s/data.mdb", dir);
+    assert_int_equal(stat(p, &sb), 0);
+    if (size != NULL)
+        *size = sb.st_size;
+}
+
 /* A data.mdb cut short (a partial copy of a partition) faulted (SIGBUS)
  * on the first read of a missing page, in verify or a server's start; now
  * every open refuses it, naming both sizes. */
@@ -660,17 +682,10 @@ test_truncated_data_mdb(void **state)
 {
     char *dir = gkvt_mkdtemp("cutdb"), p[4200];
     gkv_store *s = NULL;
-    gkv_tensor_spec sp = {.dtype = GKV_F32, .ndim = 1, .shape = {64},
-                          .lo = 0, .hi = 20000, .init = GKV_INIT_UNIFORM,
-                          .a = 0, .b = 1, .seed = 3};
     struct stat sb;
 
     (void)state;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));        /* 5 MB of pages */
-    gkv_store_close(s);
-    snprintf(p, sizeof p, "%s/data.mdb", dir);
-    assert_int_equal(stat(p, &sb), 0);
+    cut_store(dir, 20000, 3, p, &sb.st_size);         /* 5 MB of pages */
     assert_true(sb.st_size > (4 << 20));
     /* one page short is as bad as 40 % */
     assert_int_equal(truncate(p, sb.st_size - 4096), 0);
@@ -695,18 +710,11 @@ test_cut_past_slack(void **state)
 {
     char *dir = gkvt_mkdtemp("cutbig"), p[4200];
     gkv_store *s = NULL;
-    gkv_tensor_spec sp = {.dtype = GKV_F32, .ndim = 1, .shape = {64},
-                          .lo = 0, .hi = 320000, .init = GKV_INIT_UNIFORM,
-                          .a = 0, .b = 1, .seed = 5};
     const char *m, *tail = "while copying it)";
     struct stat sb;
 
     (void)state;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));        /* 82 MB of pages */
-    gkv_store_close(s);
-    snprintf(p, sizeof p, "%s/data.mdb", dir);
-    assert_int_equal(stat(p, &sb), 0);
+    cut_store(dir, 320000, 5, p, &sb.st_size);        /* 82 MB of pages */
     assert_true(sb.st_size > (72 << 20));
     /* within the slack: walked, and the walk's finding follows */
     assert_int_equal(truncate(p, sb.st_size - (8 << 20)), 0);
@@ -741,9 +749,6 @@ test_short_sound_data_mdb(void **state)
 {
     char *dir = gkvt_mkdtemp("shortdb"), p[4200];
     gkv_store *s = NULL, *b = NULL;
-    gkv_tensor_spec sp = {.dtype = GKV_F32, .ndim = 1, .shape = {64},
-                          .lo = 0, .hi = 20000, .init = GKV_INIT_UNIFORM,
-                          .a = 0, .b = 1, .seed = 3};
     gkv_open_opts o = {.map_size = 8u << 20};
     uint64_t id = 7;
     float row[64], got[64];
@@ -755,9 +760,7 @@ test_short_sound_data_mdb(void **state)
     (void)state;
     for (int i = 0; i < 64; i++)
         row[i] = (float)i * 0.25f;
-    GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE, NULL));
-    GKVT_OK(gkv_tensor_create(s, "t", &sp));        /* 5 MB of pages */
-    gkv_store_close(s);
+    cut_store(dir, 20000, 3, p, NULL);                /* 5 MB of pages */
     GKVT_OK(gkv_store_open(&b, dir, 0, &o));        /* an 8 MiB map */
     GKVT_OK(gkv_tensor_pull(b, NULL, "t", &id, 1, got, sizeof got));
     if ((pid = fork()) == 0) {
@@ -786,7 +789,6 @@ test_short_sound_data_mdb(void **state)
         }
         bad = bad || mdb_env_info(env, &ei);
         mdb_env_close(env);
-        snprintf(p, sizeof p, "%s/data.mdb", dir);
         /* exit 2: the file reaches its last page, nothing to test */
         _exit(bad ? 1 : stat(p, &sb) != 0 ? 1 :
               (uint64_t)sb.st_size >= (uint64_t)(ei.me_last_pgno + 1) * 4096 ? 2 : 0);
@@ -803,7 +805,6 @@ test_short_sound_data_mdb(void **state)
     GKVT_OK(gkv_tensor_pull(b, NULL, "t", &id, 1, got, sizeof got));
     assert_memory_equal(got, row, sizeof row);
     gkv_store_close(b);
-    snprintf(p, sizeof p, "%s/data.mdb", dir);
     assert_int_equal(stat(p, &sb), 0);
     for (int i = 0; i < 2; i++) {
         GKVT_OK(gkv_store_open(&s, dir, i ? 0 : GKV_RDONLY, NULL));

@@ -149,22 +149,20 @@ test_slice_full(void **state)
         } else {
             /* a direct push adds: a chunk applied twice, or one of an
              * earlier slice run again, would show */
-            gkv_push_args add = {"add", 0, 0, 0, 0, 0};
-
             GKVT_OK(gkv_tensor_pull(s, NULL, "t", ids, B, got, sizeof got));
             for (size_t i = 0; i < B * W; i++) {
                 float r = rows[i];
                 rows[i] = got[i] + r;       /* what the push must leave */
                 got[i] = r;                 /* what it adds */
             }
-            kv__slice_full_at = at;
-            kv__slice_full_again = again;
-            GKVT_OK(gkv_tensor_push(s, "t", ids, B, got, sizeof got, &add));
         }
+        kv__slice_full_at = at;
+        kv__slice_full_again = again;       /* the first step in the parent */
         if (wb) {
-            kv__slice_full_at = at;
-            kv__slice_full_again = again;   /* the first step in the parent */
             GKVT_OK(gkv_writeback_flush(s));
+        } else {
+            gkv_push_args add = {"add", 0, 0, 0, 0, 0};
+            GKVT_OK(gkv_tensor_push(s, "t", ids, B, got, sizeof got, &add));
         }
         assert_int_equal(kv__slice_full_at, 0);   /* it fired */
         assert_int_equal(kv__slice_full_again, 0);

@@ -926,6 +926,28 @@ small_push(gkv_store *s, uint64_t *rs, uint64_t n, const float *rows, size_t rb)
     return tools__now_s() - t0;
 }
 
+/* The write-back copy of 'name' (a read without a snapshot) against the
+ * store's bytes (through one): equal once a flush has run. */
+static int
+wb_copy_is_stored(gkv_store *s, const char *name, uint64_t n, size_t rb)
+{
+    float *a = tools__xmalloc(n * rb), *c = tools__xmalloc(n * rb);
+    gkv_txn *tx;
+    int same;
+
+    GKV_CK(s, gkv_tensor_read(s, NULL, name, 0, n, a, n * rb));
+    GKV_CK(s, gkv_txn_begin(s, &tx));
+    GKV_CK(s, gkv_tensor_read(s, tx, name, 0, n, c, n * rb));
+    gkv_txn_end(tx);
+    same = memcmp(a, c, n * rb) == 0;
+    if (!same)
+        tools__note("push: after a flush the stored %s differs from its "
+                    "write-back copy", name);
+    free(a);
+    free(c);
+    return same;
+}
+
 static void
 bench_flush_stall(const float *m, uint64_t n, uint32_t d, const uint64_t *ids,
                   size_t b, const float *rows)
@@ -976,18 +998,8 @@ bench_flush_stall(const float *m, uint64_t n, uint32_t d, const uint64_t *ids,
     }
     /* the store after a last flush holds what the pushes made */
     GKV_CK(s, gkv_writeback_flush(s));
-    {
-        float *a = tools__xmalloc(n * rb), *c = tools__xmalloc(n * rb);
-        gkv_txn *tx;
-
-        GKV_CK(s, gkv_tensor_read(s, NULL, "emb", 0, n, a, n * rb));
-        GKV_CK(s, gkv_txn_begin(s, &tx));
-        GKV_CK(s, gkv_tensor_read(s, tx, "emb", 0, n, c, n * rb));
-        gkv_txn_end(tx);
-        ok = memcmp(a, c, n * rb) == 0 && gkv_store_verify(s, NULL, NULL) == GKV_OK;
-        free(a);
-        free(c);
-    }
+    ok = wb_copy_is_stored(s, "emb", n, rb) &&
+         gkv_store_verify(s, NULL, NULL) == GKV_OK;
     gkv_store_close(s);
     rm_tree(path);
     mx = tools__median(t_max, push_reps);
@@ -1026,28 +1038,6 @@ bench_flush_stall(const float *m, uint64_t n, uint32_t d, const uint64_t *ids,
 static const int wb_ks[] = {1, 2, 4, 8, 16};
 #define N_WB_K (sizeof wb_ks / sizeof *wb_ks)
 
-/* The write-back copy of 'name' (a read without a snapshot) against the
- * store's bytes (through one): equal once a flush has run. */
-static int
-wb_copy_is_stored(gkv_store *s, const char *name, uint64_t n, size_t rb)
-{
-    float *a = tools__xmalloc(n * rb), *c = tools__xmalloc(n * rb);
-    gkv_txn *tx;
-    int same;
-
-    GKV_CK(s, gkv_tensor_read(s, NULL, name, 0, n, a, n * rb));
-    GKV_CK(s, gkv_txn_begin(s, &tx));
-    GKV_CK(s, gkv_tensor_read(s, tx, name, 0, n, c, n * rb));
-    gkv_txn_end(tx);
-    same = memcmp(a, c, n * rb) == 0;
-    if (!same)
-        tools__note("push: after a flush the stored %s differs from its "
-                    "write-back copy", name);
-    free(a);
-    free(c);
-    return same;
-}
-
 static void
 bench_wb_window(const char *path, uint64_t n, uint32_t d, const uint64_t *ids0,
                 size_t b, const float *rows, const float *grads)
@@ -1078,9 +1068,12 @@ bench_wb_window(const char *path, uint64_t n, uint32_t d, const uint64_t *ids0,
         for (; j < wb_ks[q]; j++) {
             /* batch 0: the IDs of the sustained figure above (and of
              * Redis's SETs, whose rows are theirs) */
-            ids[j] = random_ids_seeded(b, n, 1000 + j);
-            if (j == 0)
+            if (j == 0) {
+                ids[0] = tools__xmalloc(b * sizeof *ids0);
                 memcpy(ids[0], ids0, b * sizeof *ids0);
+            } else {
+                ids[j] = random_ids_seeded(b, n, 1000 + j);
+            }
             for (size_t i = 0; i < b; i++)
                 if (!seen[ids[j][i] / cr]++)
                     ndirty++;
