@@ -504,6 +504,32 @@ again:
     return rc == GKV_EBUSY ? GKV_OK : rc;
 }
 
+gkv_err
+kv__guard_held(gkv_store *s, MDB_txn *txn)
+{
+    mdb_filehandle_t fd;
+    struct stat st;
+    uint64_t seq;
+
+    if (!(s->st_flags & GKV_GUARD))
+        return GKV_OK;
+    /* with the watch: nothing written since the state last recorded (each
+     * record drains it first), and that state whole: no fstat either */
+    if (s->st_gfd >= 0 && !watch_pending(s) &&
+        !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE))
+        return GKV_OK;
+    seq = __atomic_load_n(&s->st_gseq, __ATOMIC_ACQUIRE);  /* before */
+    if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
+        return GKV_OK;
+    /* with the watch, also a write within the mtime tick of the state
+     * last checked (a snapshot is often held from just before it) */
+    if (s->st_gfd >= 0)
+        return kv__guard_check_slow(s, txn, 0, kv__mtime_ns(&st),
+                                    (uint64_t)st.st_size, seq);
+    return kv__guard_check(s, txn, 0, kv__mtime_ns(&st),
+                           (uint64_t)st.st_size, seq);
+}
+
 void
 kv__guard_committed(gkv_store *s, uint64_t id)
 {

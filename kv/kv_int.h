@@ -448,6 +448,15 @@ kv__guard_check(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
         return GKV_OK;
     return kv__guard_check_slow(s, txn, write, mtime, size, seq);
 }
+/* Before a read through a snapshot the caller holds (a gkv_txn): the
+ * check of kv__guard_check_slow for that snapshot, run when the watch
+ * holds an event (a write since the state last recorded, also within
+ * one mtime tick) or the state is known damaged; without a watch, when
+ * the file's mtime moved (kv__guard_check). A snapshot older than the
+ * state last checked is not walked (a walk follows the header pages'
+ * commits): its reads meet only the fault guard. One ioctl when nothing
+ * changed (an fstat without the watch). No-op without GKV_GUARD. */
+gkv_err kv__guard_held(gkv_store *s, MDB_txn *txn);
 /* After this handle's commit of write transaction 'id' succeeded (before
  * st_gcommitting drops): records the state of data.mdb (an fstat now,
  * 'id') as checked and drains the watch, so that only changes made until

@@ -937,7 +937,7 @@ kv__snap_begin(gkv_store *s, gkv_txn *tx, kv_snap *sn)
             return kv__fail(s, GKV_EINVAL, "transaction belongs to another store");
         sn->txn = tx->tx_txn;
         sn->own = 0;
-        return GKV_OK;
+        return kv__guard_held(s, sn->txn);
     }
     sn->own = 1;
     if ((rc = kv__enter(s)) != GKV_OK)
