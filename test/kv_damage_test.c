@@ -914,6 +914,9 @@ static void write_in_place(const struct fx *f, const void *b, size_t len,
 static void restore_whole(struct fx *f);
 static uint64_t held_behind(const struct fx *f, gkv_store *s, gkv_txn **tx);
 static uint64_t first_leaf(const unsigned char *img);
+static void loop_header(const unsigned char *img, uint64_t pg,
+                        uint16_t hdr[2]);
+static uint64_t leaf_rewritten(const unsigned char *a, const unsigned char *b);
 
 /* The guard itself (GKV_GUARD): data.mdb cut short under a snapshot
  * already begun and older than a commit of the handle (no transaction
@@ -1020,9 +1023,11 @@ test_guard_catches(void **state)
  * found by test_damaged_in_place with seed 15012706687832). The read
  * through that snapshot is checked first (kv__guard_held) and fails with
  * the walk's message naming the page, for each kind of read through a
- * held snapshot, and for a pull when the change left the file's mtime as
- * it was (a write within the tick: the watch sees it); writes are refused
- * after. Each in a child under alarm: a hang fails the test. */
+ * held snapshot (without the check a pull, gkv_tensor_changed and
+ * gkv_row_view loop; a read of a range fails another way), and for a
+ * pull when the change left the file's mtime as it was (a write within
+ * the tick: the watch sees it); writes are refused after. Each in a
+ * child under alarm: a hang fails the test. */
 static void
 test_guard_held_loop(void **state)
 {
@@ -1053,12 +1058,10 @@ test_guard_held_loop(void **state)
                 _exit(3);
             img = file_now(f, &len);
             leaf = first_leaf(img);
-            memcpy(hdr, img + leaf * PSIZE + 10, 4);
-            free(img);
-            if (!(hdr[0] & 0x02))
+            if (!(img[leaf * PSIZE + 10] & 0x02))
                 _exit(3);                   /* not a leaf (P_LEAF) */
-            hdr[0] |= 0x20;                 /* P_LEAF2 */
-            hdr[1] = 2;
+            loop_header(img, leaf, hdr);
+            free(img);
             if (h < 4) {
                 write_in_place(f, hdr, 4, leaf * PSIZE + 10);
             } else {
@@ -1107,6 +1110,145 @@ test_guard_held_loop(void **state)
                      "GKV_ECORRUPT, 5 the page not named, 6 a write "
                      "accepted)", h, WEXITSTATUS(wst));
     }
+}
+
+/* Runs child(f) in a child process under an alarm; fails naming 'what'
+ * when it hangs, dies or exits non-zero. */
+static void
+in_child(struct fx *f, void (*child)(struct fx *), const char *what)
+{
+    pid_t pid;
+    int wst;
+
+    restore_whole(f);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(CASE_S);
+        child(f);
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    if (WIFSIGNALED(wst))
+        fail_msg("%s: %s", what, WTERMSIG(wst) == SIGALRM ? "hung" :
+                 strsignal(WTERMSIG(wst)));
+    if (WEXITSTATUS(wst) != 0)
+        fail_msg("%s: child exit %d", what, WEXITSTATUS(wst));
+}
+
+static void
+bad_kept_child(struct fx *f)
+{
+    uint64_t id = 2399, leaf;
+    float row[4] = {9, 8, 7, 6}, got[16];
+    unsigned char *img0, *img1;
+    uint16_t hdr[2];
+    size_t len;
+    gkv_store *s;
+    gkv_txn *tx;
+
+    if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
+        gkv_txn_begin(s, &tx) != GKV_OK)
+        _exit(3);
+    img0 = file_now(f, &len);
+    if (gkv_tensor_push(s, "plain", &id, 1, row, sizeof row, NULL) != GKV_OK)
+        _exit(3);
+    img1 = file_now(f, &len);
+    if ((leaf = leaf_rewritten(img0, img1)) == 0)
+        _exit(3);
+    loop_header(img1, leaf, hdr);
+    write_in_place(f, hdr, 4, leaf * PSIZE + 10);
+    if (gkv_tensor_pull(s, NULL, "plain", &id, 1, got, 16) != GKV_ECORRUPT)
+        _exit(4);                   /* the new state walked: damaged */
+    hdr[1] = 4;                     /* written again: the watch sees it */
+    write_in_place(f, hdr, 4, leaf * PSIZE + 10);
+    if (gkv_tensor_read(s, tx, "plain", 0, 4, got, 64) != GKV_ECORRUPT)
+        _exit(5);                   /* the older snapshot: refused */
+    if (gkv_tensor_pull(s, NULL, "plain", &id, 1, got, 16) != GKV_ECORRUPT)
+        _exit(6);                   /* and the damaged state still is */
+    gkv_txn_end(tx);
+    gkv_store_close(s);
+    free(img0);
+    free(img1);
+}
+
+/* A state found damaged stays so: a snapshot held from before the commit
+ * whose state was walked and found damaged (a leaf that commit wrote,
+ * made to loop LMDB), then data.mdb written again. The read through the
+ * older snapshot is refused, and neither walks nor records its own
+ * (whole) tree: a record of it would have cleared the damaged state, and
+ * the next fresh read would have met the page and looped. */
+static void
+test_guard_held_bad_kept(void **state)
+{
+    in_child(*state, bad_kept_child,
+             "a read through an older held snapshot of a damaged state");
+}
+
+static void
+held_newer_child(struct fx *f)
+{
+    uint64_t id = 5, id2 = 2399;
+    float row[4] = {9, 8, 7, 6}, got[4];
+    unsigned char *img;
+    uint16_t hdr[2];
+    size_t len;
+    struct stat st;
+    struct timespec ts[2] = {{0, UTIME_OMIT}};
+    char p[4300];
+    gkv_store *s, *o;
+    gkv_txn *tx;
+    int fd;
+
+    snprintf(p, sizeof p, "%s/data.mdb", f->st);
+    if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
+        stat(p, &st) != 0)
+        _exit(3);
+    ts[1] = st.st_mtim;
+    /* another process's commit, its time put back: this handle's next
+     * begin takes it without a record */
+    {
+        pid_t g = fork();
+        int wst;
+
+        if (g == 0) {
+            if (gkv_store_open(&o, f->st, 0, NULL) != GKV_OK ||
+                gkv_tensor_push(o, "plain", &id2, 1, row, sizeof row,
+                                NULL) != GKV_OK)
+                _exit(3);
+            gkv_store_close(o);
+            _exit(0);
+        }
+        if (g < 0 || waitpid(g, &wst, 0) != g || wst != 0)
+            _exit(3);
+    }
+    if ((fd = open(p, O_WRONLY)) < 0 || futimens(fd, ts) != 0)
+        _exit(3);
+    close(fd);
+    if (gkv_txn_begin(s, &tx) != GKV_OK)
+        _exit(3);
+    img = file_now(f, &len);
+    loop_header(img, first_leaf(img), hdr);
+    write_in_place(f, hdr, 4, first_leaf(img) * PSIZE + 10);
+    free(img);
+    if (gkv_tensor_pull(s, tx, "plain", &id, 1, got, sizeof got) !=
+            GKV_ECORRUPT)
+        _exit(4);
+    gkv_txn_end(tx);
+    gkv_store_close(s);
+}
+
+/* A held snapshot newer than the state last recorded: another process's
+ * commit landed with data.mdb's time put back (a commit within the
+ * timestamp tick), so the snapshot's begin took it without a record.
+ * gkv_txn_begin records it (the watch saw the commit), so a page damaged
+ * after it (one LMDB loops on) is walked before the next read through
+ * the snapshot, not taken for that commit. */
+static void
+test_guard_held_newer(void **state)
+{
+    in_child(*state, held_newer_child,
+             "a read through a snapshot newer than the state recorded");
 }
 
 /* Starts gkv-server 'sp' on f->st at a free loopback port (config file
@@ -1318,8 +1460,8 @@ restore_whole(struct fx *f)
 
 /* Begins *tx on s (open with GKV_GUARD), then commits a push of the last
  * row of "plain" through s: the snapshot is then older than the state the
- * guard last checked, and reads through it run no structure walk (a walk
- * follows the header pages' commits: kv__guard_held). Damage written
+ * guard last checked, which it neither walks nor records for such a
+ * snapshot (only the newest state counts: kv__guard_held). Damage written
  * after this meets LMDB itself, and the fault guard. The data tree's root
  * in the snapshot (its pages stay in the file while it is held); 0 when
  * a call failed (no assertion: children call it too). */
@@ -1353,6 +1495,41 @@ first_leaf(const unsigned char *img)
     memcpy(&lo, img + root * PSIZE + off, 2);
     memcpy(&hi, img + root * PSIZE + off + 2, 2);
     return lo | (uint64_t)hi << 16;
+}
+
+/* The header of page pg as 'hdr' (mp_flags, mp_lower) would make LMDB
+ * 0.9 search it without end: P_LEAF2 set, mp_lower below the header
+ * (img: data.mdb as it is, whose page is changed). */
+static void
+loop_header(const unsigned char *img, uint64_t pg, uint16_t hdr[2])
+{
+    memcpy(hdr, img + pg * PSIZE + 10, 4);
+    hdr[0] |= 0x20;                 /* P_LEAF2 */
+    hdr[1] = 2;
+}
+
+/* The child of the data tree's root that differs between images a and b
+ * (the same root layout): the leaf a commit between them wrote anew; 0
+ * when none differs. */
+static uint64_t
+leaf_rewritten(const unsigned char *a, const unsigned char *b)
+{
+    uint64_t ra = gkvt_mdb_db_root(a, "data"), rb = gkvt_mdb_db_root(b, "data");
+    uint16_t la, lb;
+
+    memcpy(&la, a + ra * PSIZE + 12, 2);
+    memcpy(&lb, b + rb * PSIZE + 12, 2);
+    for (unsigned i = 0; la == lb && i < (lb - 16u) / 2; i++) {
+        uint16_t oa, ob, wa[2], wb[2];
+
+        memcpy(&oa, a + ra * PSIZE + 16 + 2 * i, 2);
+        memcpy(&ob, b + rb * PSIZE + 16 + 2 * i, 2);
+        memcpy(wa, a + ra * PSIZE + oa, 4);
+        memcpy(wb, b + rb * PSIZE + ob, 4);
+        if (wa[0] != wb[0] || wa[1] != wb[1])
+            return wb[0] | (uint64_t)wb[1] << 16;
+    }
+    return 0;
 }
 
 /* Sets F_DUPDATA (0x04) on every node of every leaf page under page pg
@@ -1711,6 +1888,8 @@ main(void)
         cmocka_unit_test(test_damaged_in_place),
         cmocka_unit_test(test_guard_catches),
         cmocka_unit_test(test_guard_held_loop),
+        cmocka_unit_test(test_guard_held_bad_kept),
+        cmocka_unit_test(test_guard_held_newer),
         cmocka_unit_test(test_guard_foreign_commit_no_walk),
         cmocka_unit_test(test_guard_damage_not_rewalked),
         cmocka_unit_test(test_guard_tls_initial_exec),
