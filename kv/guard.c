@@ -410,6 +410,7 @@ state_set(gkv_store *s, uint64_t mtime, uint64_t size, uint64_t txn, int bad)
     s->st_gsize = size;
     s->st_gtxn = txn;
     __atomic_store_n(&s->st_gbad, bad, __ATOMIC_RELEASE);
+    __atomic_store_n(&s->st_gunsure, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&s->st_gmtime, mtime, __ATOMIC_RELEASE);
     __atomic_add_fetch(&s->st_gseq, 1, __ATOMIC_RELEASE);
 }
@@ -472,9 +473,16 @@ again:
             size = (uint64_t)st.st_size;
         }
         state_set(s, mtime, size, id, 0);
-    } else if (!s->st_gbad && id < s->st_gtxn) {
+    } else if (id < s->st_gtxn) {
         /* a snapshot older than the state last checked (begun before that
-         * check, checked after it): nothing newer to learn */
+         * check, or held across it): nothing newer to learn, and nothing
+         * to record (only the newest state counts: a walk of this older,
+         * perhaps whole, tree must not clear a newer state found
+         * damaged, which still refuses it) */
+        if (s->st_gbad) {
+            __atomic_add_fetch(&s->st_grefused, 1, __ATOMIC_RELAXED);
+            rc = kv__fail(s, GKV_ECORRUPT, "%s", s->st_gbad_msg);
+        }
     } else if (!write && !s->st_gbad &&
                __atomic_load_n(&s->st_gcommitting, __ATOMIC_ACQUIRE) > 0) {
         /* this handle's own commit in flight (a thread of this process
@@ -493,6 +501,9 @@ again:
         goto again;
     } else {
         __atomic_add_fetch(&s->st_gwalks, 1, __ATOMIC_RELAXED);
+        /* held reads take the slow path (and wait for st_gmu) until the
+         * walk records its state: the events are drained before it */
+        __atomic_store_n(&s->st_gunsure, 1, __ATOMIC_RELEASE);
         (void)watch_drain(s);       /* before the walk it records */
         rc = kv__walk(s, s->st_path, fd, id, NULL);
         if (rc == GKV_OK || rc == GKV_ECORRUPT)
@@ -502,6 +513,34 @@ again:
     }
     pthread_mutex_unlock(&s->st_gmu);
     return rc == GKV_EBUSY ? GKV_OK : rc;
+}
+
+gkv_err
+kv__guard_held(gkv_txn *tx)
+{
+    gkv_store *s = tx->tx_store;
+    mdb_filehandle_t fd;
+    struct stat st;
+    uint64_t seq;
+
+    if (!tx->tx_held || !(s->st_flags & GKV_GUARD))
+        return GKV_OK;
+    /* with the watch: nothing written since the state last recorded (each
+     * record drains it first), and that state whole and settled */
+    if (s->st_gfd >= 0 && !watch_pending(s) &&
+        !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&s->st_gunsure, __ATOMIC_ACQUIRE))
+        return GKV_OK;
+    seq = __atomic_load_n(&s->st_gseq, __ATOMIC_ACQUIRE);  /* before */
+    if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)
+        return GKV_OK;
+    /* with the watch, also a write within the mtime tick of the state
+     * last checked (a snapshot is often held from just before it) */
+    if (s->st_gfd >= 0)
+        return kv__guard_check_slow(s, tx->tx_txn, 0, kv__mtime_ns(&st),
+                                    (uint64_t)st.st_size, seq);
+    return kv__guard_check(s, tx->tx_txn, 0, kv__mtime_ns(&st),
+                           (uint64_t)st.st_size, seq);
 }
 
 void

@@ -284,7 +284,8 @@ gkv_row_view(gkv_txn *tx, const char *name, uint64_t id, const void **row)
                         "borrowed row lives as long as its gkv_txn)");
     s = tx->tx_store;
     kv__clear(s);
-    if ((rc = kv__name_check(s, name, 1)) != GKV_OK)
+    if ((rc = kv__name_check(s, name, 1)) != GKV_OK ||
+        (rc = kv__guard_held(tx)) != GKV_OK)
         return rc;
     rc = kv__guarded(s, tx->tx_txn, view_fn,
                      &(struct view_arg){name, id, row});

@@ -937,7 +937,7 @@ kv__snap_begin(gkv_store *s, gkv_txn *tx, kv_snap *sn)
             return kv__fail(s, GKV_EINVAL, "transaction belongs to another store");
         sn->txn = tx->tx_txn;
         sn->own = 0;
-        return GKV_OK;
+        return kv__guard_held(tx);
     }
     sn->own = 1;
     if ((rc = kv__enter(s)) != GKV_OK)
@@ -979,6 +979,14 @@ gkv_txn_begin(gkv_store *s, gkv_txn **out)
     }
     tx->tx_owner = pthread_self();
     snap_owner_add(s, tx->tx_owner, 1);
+    tx->tx_held = 1;
+    /* a newer commit its begin took without recording it (one that
+     * landed between the begin's fstat and LMDB's begin): recorded now,
+     * so that a change after it is not taken for that commit */
+    if ((rc = kv__guard_held(tx)) != GKV_OK) {
+        gkv_txn_end(tx);
+        return rc;
+    }
     *out = tx;
     return GKV_OK;
 }

@@ -828,6 +828,7 @@ gkv_tensor_changed(gkv_txn *tx, const char *name, uint64_t c0, size_t nc,
         goto out;
     }
     if ((rc = kv__name_check(s, name, 1)) != GKV_OK ||
+        (rc = kv__guard_held(tx)) != GKV_OK ||
         (rc = kv__guarded(s, tx->tx_txn, changed_fn, &a)) != GKV_OK)
         return rc;
 out:

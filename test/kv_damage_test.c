@@ -79,7 +79,7 @@ struct shared {
     volatile long caught;   /* requests a guard failed (run_live_case) */
     volatile long asserted; /* of which an LMDB assertion */
     volatile long held;     /* reads through a snapshot held across the
-                             * damage that the guard failed */
+                             * damage that failed GKV_ECORRUPT */
     volatile long wrong;                     /* a wrong answer: a failure */
     char wrong_msg[512];
 };
@@ -455,12 +455,12 @@ run_live_case(struct fx *f, const struct dcase *c)
                 sh->asserted++;                                             \
         }                                                                   \
     } while (0)
-    /* first through the snapshot begun before the damage: no check runs
-     * when a transaction begins, so LMDB meets the changed pages itself
-     * and only the fault handler (or LMDB's assertion callback) stands
-     * between them and the process. Rows it returns are either the rows
-     * as built or an error; a row changed by the damage is no failure
-     * here (the damage may hit a row's bytes), a crash is */
+    /* first through the snapshot begun before the damage: the check runs
+     * before each read (kv__guard_held; before, LMDB met the changed
+     * pages itself, and some damaged page headers made it loop without a
+     * fault). Rows it returns are either the rows as built or an error; a
+     * row changed by the damage is no failure here (the damage may hit a
+     * row's bytes), a crash or a hang is */
     sh->step = 8;
     for (size_t i = 0; tx != NULL && i < f->nrefs; i++) {
         const struct ref *r = &f->refs[i];
@@ -469,7 +469,7 @@ run_live_case(struct fx *f, const struct dcase *c)
 
         rc = gkv_tensor_read(s, tx, r->name, r->lo, r->hi, rb, n);
         LIVE_RC(rc);
-        if (rc == GKV_ECORRUPT && caught)
+        if (rc == GKV_ECORRUPT)
             sh->held++;
         free(rb);
     }
@@ -750,9 +750,9 @@ test_damaged_in_place(void **state)
     }
     /* the header byte whose change made the next pull abort in LMDB (now
      * the check before a read finds it); and the data tree's root, a
-     * branch page, left with no keys (its mp_lower at the header's end):
-     * a read through the held snapshot fails LMDB's own assertion
-     * "i < NUMKEYS(mp)", which the guard catches */
+     * branch page, left with no keys (its mp_lower at the header's end),
+     * which fails LMDB's own assertion "i < NUMKEYS(mp)" where no check
+     * runs first (test_guard_catches) */
     cs[n++] = (struct dcase){D_XOR, PSIZE + 92, 1, 0x0c, 0};
     cs[n++] = (struct dcase){D_XOR, 92, 1, 0x0c, 0};
     cs[n++] = (struct dcase){D_U16,
@@ -766,12 +766,14 @@ test_damaged_in_place(void **state)
     }
     sweep(f, cs, n, run_live_case);
     print_message("damage in place: %ld cases, the guard caught a fault or "
-                  "an LMDB assertion in %ld (an assertion %ld times; %ld "
-                  "reads through the snapshot held across the damage)\n",
-                  n, f->sh->caught, f->sh->asserted, f->sh->held);
-    /* the handler itself was reached, and LMDB's assertion callback */
+                  "an LMDB assertion in %ld (an assertion %ld times); %ld "
+                  "reads through the snapshot held across the damage "
+                  "refused\n", n, f->sh->caught, f->sh->asserted,
+                  f->sh->held);
+    /* the check before reads through a held snapshot was reached (the
+     * fault handler and LMDB's assertion callback: test_guard_catches,
+     * test_guard_outside_map) */
     assert_true(f->sh->held > 0);
-    assert_true(f->sh->asserted > 0);
     free(cs);
 }
 
@@ -906,12 +908,26 @@ test_damaged_while_open(void **state)
     gkv_store_close(s);
 }
 
+static unsigned char *file_now(const struct fx *f, size_t *len);
+static void write_in_place(const struct fx *f, const void *b, size_t len,
+                           uint64_t off);
+static void restore_whole(struct fx *f);
+static uint64_t held_behind(const struct fx *f, gkv_store *s, gkv_txn **tx);
+static uint64_t first_leaf(const unsigned char *img);
+static void loop_header(const unsigned char *img, uint64_t pg,
+                        uint16_t hdr[2]);
+static uint64_t leaf_rewritten(const unsigned char *a, const unsigned char *b);
+
 /* The guard itself (GKV_GUARD): data.mdb cut short under a snapshot
- * already begun (no transaction begins, so no size check runs) makes the
+ * already begun and older than a commit of the handle (no transaction
+ * begins, so no size check runs, and no walk: held_behind) makes the
  * next read of a missing page SIGBUS inside LMDB's map. The pull fails
  * with GKV_ECORRUPT naming the fault, the process lives, and the handle
- * refuses writes. A fault elsewhere still kills the process as before
- * (the handler passes it on): a child dies of it. (In this process the
+ * refuses writes. The data tree's root, a branch page, left with no keys
+ * under such a snapshot fails LMDB's own assertion "i < NUMKEYS(mp)":
+ * LMDB's assertion callback fails the read the same way, naming LMDB's
+ * message. A fault elsewhere still kills the process as before (the
+ * handler passes it on): a child dies of it. (In this process the
  * handler passes faults outside the map on to cmocka's.) */
 static void
 test_guard_catches(void **state)
@@ -958,7 +974,7 @@ test_guard_catches(void **state)
     assert_int_equal(restore(f, &whole), 0);
     GKVT_OK(gkv_store_open(&s, f->st, GKV_GUARD, NULL));
     GKVT_OK(gkv_store_prefault(s));
-    GKVT_OK(gkv_txn_begin(s, &tx));
+    assert_true(held_behind(f, s, &tx) != 0);
     GKVT_OK(gkv_tensor_pull(s, tx, "plain", ids, 3, got, sizeof got));
     assert_int_equal(truncate(p, 2 * PSIZE), 0);
     assert_int_equal(gkv_tensor_pull(s, tx, "plain", ids, 3, got,
@@ -978,6 +994,261 @@ test_guard_catches(void **state)
     assert_int_equal(gkv_tensor_push(s, "plain", ids, 1, row, sizeof row,
                                      NULL), GKV_ECORRUPT);
     gkv_store_close(s);
+
+    /* LMDB's assertion, under a snapshot held behind a commit */
+    restore_whole(f);
+    GKVT_OK(gkv_store_open(&s, f->st, GKV_GUARD, NULL));
+    {
+        uint64_t root = held_behind(f, s, &tx);
+        uint16_t lower = 16;
+
+        assert_true(root != 0);
+        write_in_place(f, &lower, 2, root * PSIZE + 12);
+    }
+    assert_int_equal(gkv_tensor_pull(s, tx, "plain", ids, 3, got,
+                                     sizeof got), GKV_ECORRUPT);
+    if (strstr(gkv_store_errmsg(s), "changed under this handle (LMDB: ") ==
+            NULL)
+        fail_msg("message: %s", gkv_store_errmsg(s));
+    gkv_txn_end(tx);
+    assert_int_equal(gkv_tensor_push(s, "plain", ids, 1, row, sizeof row,
+                                     NULL), GKV_ECORRUPT);
+    gkv_store_close(s);
+}
+
+/* A snapshot held at the newest commit, then a leaf page of the data
+ * tree changed in place so that LMDB 0.9 searches it without end and
+ * without a fault (P_LEAF2 set and mp_lower below the page header:
+ * NUMKEYS comes out near 2^31 and mdb_node_search's int bounds overflow;
+ * found by test_damaged_in_place with seed 15012706687832). The read
+ * through that snapshot is checked first (kv__guard_held) and fails with
+ * the walk's message naming the page, for each kind of read through a
+ * held snapshot (without the check a pull, gkv_tensor_changed and
+ * gkv_row_view loop; a read of a range fails another way), and for a
+ * pull when the change left the file's mtime as it was (a write within
+ * the tick: the watch sees it); writes are refused after. Each in a
+ * child under alarm: a hang fails the test. */
+static void
+test_guard_held_loop(void **state)
+{
+    struct fx *f = *state;
+
+    for (int h = 0; h < 5; h++) {
+        pid_t pid;
+        int wst;
+
+        restore_whole(f);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            uint64_t id = 5, mark[2] = {0}, leaf;
+            float got[4];
+            const void *view;
+            unsigned char *img;
+            size_t len;
+            uint16_t hdr[2];             /* mp_flags, mp_lower */
+            char want[64];
+            gkv_store *s;
+            gkv_txn *tx;
+            gkv_err rc;
+
+            alarm(CASE_S);
+            if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
+                gkv_txn_begin(s, &tx) != GKV_OK)
+                _exit(3);
+            img = file_now(f, &len);
+            leaf = first_leaf(img);
+            if (!(img[leaf * PSIZE + 10] & 0x02))
+                _exit(3);                   /* not a leaf (P_LEAF) */
+            loop_header(img, leaf, hdr);
+            free(img);
+            if (h < 4) {
+                write_in_place(f, hdr, 4, leaf * PSIZE + 10);
+            } else {
+                char p[4300];
+                struct stat st;
+                int fd;
+
+                snprintf(p, sizeof p, "%s/data.mdb", f->st);
+                if ((fd = open(p, O_WRONLY)) < 0 || fstat(fd, &st) != 0 ||
+                    pwrite(fd, hdr, 4, (off_t)(leaf * PSIZE + 10)) != 4 ||
+                    futimens(fd, (struct timespec[2]){{0, UTIME_OMIT},
+                                                      st.st_mtim}) != 0)
+                    _exit(3);
+                close(fd);
+            }
+            if (h == 0 || h == 4)
+                rc = gkv_tensor_pull(s, tx, "plain", &id, 1, got,
+                                     sizeof got);
+            else if (h == 1)
+                rc = gkv_tensor_read(s, tx, "plain", 0, 4, got, sizeof got);
+            else if (h == 2)
+                rc = gkv_tensor_changed(tx, "plain", 0, 1, mark, NULL, NULL);
+            else
+                rc = gkv_row_view(tx, "plain", id, &view);
+            if (rc != GKV_ECORRUPT)
+                _exit(4);
+            snprintf(want, sizeof want, "data page %llu",
+                     (unsigned long long)leaf);
+            if (strstr(gkv_store_errmsg(s), want) == NULL)
+                _exit(5);
+            gkv_txn_end(tx);
+            if (gkv_tensor_push(s, "plain", &id, 1, got, sizeof got, NULL) !=
+                    GKV_ECORRUPT)
+                _exit(6);
+            gkv_store_close(s);
+            _exit(0);
+        }
+        assert_int_equal(waitpid(pid, &wst, 0), pid);
+        if (WIFSIGNALED(wst))
+            fail_msg("read %d through a snapshot held across a page LMDB "
+                     "loops on: %s", h, WTERMSIG(wst) == SIGALRM ? "hung" :
+                     strsignal(WTERMSIG(wst)));
+        if (WEXITSTATUS(wst) != 0)
+            fail_msg("read %d through a snapshot held across a page LMDB "
+                     "loops on: child exit %d (3 set-up, 4 not "
+                     "GKV_ECORRUPT, 5 the page not named, 6 a write "
+                     "accepted)", h, WEXITSTATUS(wst));
+    }
+}
+
+/* Runs child(f) in a child process under an alarm; fails naming 'what'
+ * when it hangs, dies or exits non-zero. */
+static void
+in_child(struct fx *f, void (*child)(struct fx *), const char *what)
+{
+    pid_t pid;
+    int wst;
+
+    restore_whole(f);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(CASE_S);
+        child(f);
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    if (WIFSIGNALED(wst))
+        fail_msg("%s: %s", what, WTERMSIG(wst) == SIGALRM ? "hung" :
+                 strsignal(WTERMSIG(wst)));
+    if (WEXITSTATUS(wst) != 0)
+        fail_msg("%s: child exit %d", what, WEXITSTATUS(wst));
+}
+
+static void
+bad_kept_child(struct fx *f)
+{
+    uint64_t id = 2399, leaf;
+    float row[4] = {9, 8, 7, 6}, got[16];
+    unsigned char *img0, *img1;
+    uint16_t hdr[2];
+    size_t len;
+    gkv_store *s;
+    gkv_txn *tx;
+
+    if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
+        gkv_txn_begin(s, &tx) != GKV_OK)
+        _exit(3);
+    img0 = file_now(f, &len);
+    if (gkv_tensor_push(s, "plain", &id, 1, row, sizeof row, NULL) != GKV_OK)
+        _exit(3);
+    img1 = file_now(f, &len);
+    if ((leaf = leaf_rewritten(img0, img1)) == 0)
+        _exit(3);
+    loop_header(img1, leaf, hdr);
+    write_in_place(f, hdr, 4, leaf * PSIZE + 10);
+    if (gkv_tensor_pull(s, NULL, "plain", &id, 1, got, 16) != GKV_ECORRUPT)
+        _exit(4);                   /* the new state walked: damaged */
+    hdr[1] = 4;                     /* written again: the watch sees it */
+    write_in_place(f, hdr, 4, leaf * PSIZE + 10);
+    if (gkv_tensor_read(s, tx, "plain", 0, 4, got, 64) != GKV_ECORRUPT)
+        _exit(5);                   /* the older snapshot: refused */
+    if (gkv_tensor_pull(s, NULL, "plain", &id, 1, got, 16) != GKV_ECORRUPT)
+        _exit(6);                   /* and the damaged state still is */
+    gkv_txn_end(tx);
+    gkv_store_close(s);
+    free(img0);
+    free(img1);
+}
+
+/* A state found damaged stays so: a snapshot held from before the commit
+ * whose state was walked and found damaged (a leaf that commit wrote,
+ * made to loop LMDB), then data.mdb written again. The read through the
+ * older snapshot is refused, and neither walks nor records its own
+ * (whole) tree: a record of it would have cleared the damaged state, and
+ * the next fresh read would have met the page and looped. */
+static void
+test_guard_held_bad_kept(void **state)
+{
+    in_child(*state, bad_kept_child,
+             "a read through an older held snapshot of a damaged state");
+}
+
+static void
+held_newer_child(struct fx *f)
+{
+    uint64_t id = 5, id2 = 2399;
+    float row[4] = {9, 8, 7, 6}, got[4];
+    unsigned char *img;
+    uint16_t hdr[2];
+    size_t len;
+    struct stat st;
+    struct timespec ts[2] = {{0, UTIME_OMIT}};
+    char p[4300];
+    gkv_store *s, *o;
+    gkv_txn *tx;
+    int fd;
+
+    snprintf(p, sizeof p, "%s/data.mdb", f->st);
+    if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
+        stat(p, &st) != 0)
+        _exit(3);
+    ts[1] = st.st_mtim;
+    /* another process's commit, its time put back: this handle's next
+     * begin takes it without a record */
+    {
+        pid_t g = fork();
+        int wst;
+
+        if (g == 0) {
+            if (gkv_store_open(&o, f->st, 0, NULL) != GKV_OK ||
+                gkv_tensor_push(o, "plain", &id2, 1, row, sizeof row,
+                                NULL) != GKV_OK)
+                _exit(3);
+            gkv_store_close(o);
+            _exit(0);
+        }
+        if (g < 0 || waitpid(g, &wst, 0) != g || wst != 0)
+            _exit(3);
+    }
+    if ((fd = open(p, O_WRONLY)) < 0 || futimens(fd, ts) != 0)
+        _exit(3);
+    close(fd);
+    if (gkv_txn_begin(s, &tx) != GKV_OK)
+        _exit(3);
+    img = file_now(f, &len);
+    loop_header(img, first_leaf(img), hdr);
+    write_in_place(f, hdr, 4, first_leaf(img) * PSIZE + 10);
+    free(img);
+    if (gkv_tensor_pull(s, tx, "plain", &id, 1, got, sizeof got) !=
+            GKV_ECORRUPT)
+        _exit(4);
+    gkv_txn_end(tx);
+    gkv_store_close(s);
+}
+
+/* A held snapshot newer than the state last recorded: another process's
+ * commit landed with data.mdb's time put back (a commit within the
+ * timestamp tick), so the snapshot's begin took it without a record.
+ * gkv_txn_begin records it (the watch saw the commit), so a page damaged
+ * after it (one LMDB loops on) is walked before the next read through
+ * the snapshot, not taken for that commit. */
+static void
+test_guard_held_newer(void **state)
+{
+    in_child(*state, held_newer_child,
+             "a read through a snapshot newer than the state recorded");
 }
 
 /* Starts gkv-server 'sp' on f->st at a free loopback port (config file
@@ -1187,6 +1458,80 @@ restore_whole(struct fx *f)
     assert_int_equal(restore(f, &whole), 0);
 }
 
+/* Begins *tx on s (open with GKV_GUARD), then commits a push of the last
+ * row of "plain" through s: the snapshot is then older than the state the
+ * guard last checked, which it neither walks nor records for such a
+ * snapshot (only the newest state counts: kv__guard_held). Damage written
+ * after this meets LMDB itself, and the fault guard. The data tree's root
+ * in the snapshot (its pages stay in the file while it is held); 0 when
+ * a call failed (no assertion: children call it too). */
+static uint64_t
+held_behind(const struct fx *f, gkv_store *s, gkv_txn **tx)
+{
+    uint64_t id = 2399, root;
+    float row[4] = {9, 8, 7, 6};
+    unsigned char *img;
+    size_t len;
+
+    if (gkv_txn_begin(s, tx) != GKV_OK)
+        return 0;
+    img = file_now(f, &len);
+    root = gkvt_mdb_db_root(img, "data");
+    free(img);
+    return gkv_tensor_push(s, "plain", &id, 1, row, sizeof row, NULL) ==
+           GKV_OK ? root : 0;
+}
+
+/* The data tree's first leaf page in image img (its root is a branch
+ * page: build_store's 150 small chunks of "plain"): the root's first
+ * child. */
+static uint64_t
+first_leaf(const unsigned char *img)
+{
+    uint64_t root = gkvt_mdb_db_root(img, "data");
+    uint16_t off, lo, hi;
+
+    memcpy(&off, img + root * PSIZE + 16, 2);
+    memcpy(&lo, img + root * PSIZE + off, 2);
+    memcpy(&hi, img + root * PSIZE + off + 2, 2);
+    return lo | (uint64_t)hi << 16;
+}
+
+/* The header of page pg as 'hdr' (mp_flags, mp_lower) would make LMDB
+ * 0.9 search it without end: P_LEAF2 set, mp_lower below the header
+ * (img: data.mdb as it is, whose page is changed). */
+static void
+loop_header(const unsigned char *img, uint64_t pg, uint16_t hdr[2])
+{
+    memcpy(hdr, img + pg * PSIZE + 10, 4);
+    hdr[0] |= 0x20;                 /* P_LEAF2 */
+    hdr[1] = 2;
+}
+
+/* The child of the data tree's root that differs between images a and b
+ * (the same root layout): the leaf a commit between them wrote anew; 0
+ * when none differs. */
+static uint64_t
+leaf_rewritten(const unsigned char *a, const unsigned char *b)
+{
+    uint64_t ra = gkvt_mdb_db_root(a, "data"), rb = gkvt_mdb_db_root(b, "data");
+    uint16_t la, lb;
+
+    memcpy(&la, a + ra * PSIZE + 12, 2);
+    memcpy(&lb, b + rb * PSIZE + 12, 2);
+    for (unsigned i = 0; la == lb && i < (lb - 16u) / 2; i++) {
+        uint16_t oa, ob, wa[2], wb[2];
+
+        memcpy(&oa, a + ra * PSIZE + 16 + 2 * i, 2);
+        memcpy(&ob, b + rb * PSIZE + 16 + 2 * i, 2);
+        memcpy(wa, a + ra * PSIZE + oa, 4);
+        memcpy(wb, b + rb * PSIZE + ob, 4);
+        if (wa[0] != wb[0] || wa[1] != wb[1])
+            return wb[0] | (uint64_t)wb[1] << 16;
+    }
+    return 0;
+}
+
 /* Sets F_DUPDATA (0x04) on every node of every leaf page under page pg
  * of image img: in a database without MDB_DUPSORT, LMDB then follows its
  * cursor's sub-cursor, NULL: a fault outside the map, in liblmdb's code.
@@ -1222,7 +1567,8 @@ dupdata_leaves(unsigned char *img, size_t len, uint64_t pg, int depth)
 /* A child's outcome for test_guard_outside_map. */
 enum { OM_OK = 0, OM_OPEN = 3, OM_RC, OM_NOT_CAUGHT, OM_WRITE };
 
-/* In a child: opens f->st with GKV_GUARD, begins a snapshot, sets
+/* In a child: opens f->st with GKV_GUARD, begins a snapshot held behind
+ * a commit (held_behind: no walk before its reads), sets
  * F_DUPDATA on every leaf node of the data tree in place, then reads
  * through the held snapshot with call 'how' (0 gkv_tensor_read of every
  * tensor, 1 gkv_tensor_pull, 2 gkv_tensor_changed, 3 gkv_row_view).
@@ -1242,10 +1588,10 @@ outside_map_child(struct fx *f, int how)
 
     alarm(CASE_S);
     if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
-        gkv_store_prefault(s) != GKV_OK || gkv_txn_begin(s, &tx) != GKV_OK)
+        gkv_store_prefault(s) != GKV_OK ||
+        (root = held_behind(f, s, &tx)) == 0)
         _exit(OM_OPEN);
     img = file_now(f, &len);
-    root = gkvt_mdb_db_root(img, "data");
     if (dupdata_leaves(img, len, root, 0) < 2)
         _exit(OM_OPEN);
     write_in_place(f, img, len, 0);
@@ -1393,8 +1739,8 @@ test_guard_damage_not_rewalked(void **state)
 {
     struct fx *f = *state;
     char want[64], first[640];
-    uint64_t id = 5, root, leaf, walks;
-    uint16_t fl, lo, hi;
+    uint64_t id = 5, leaf, walks;
+    uint16_t fl;
     float row[4] = {1, 2, 3, 4}, got[4];
     unsigned char *img;
     size_t len;
@@ -1405,16 +1751,7 @@ test_guard_damage_not_rewalked(void **state)
     GKVT_OK(gkv_tensor_pull(s, NULL, "plain", &id, 1, got, sizeof got));
     walks = s->st_gwalks;
     img = file_now(f, &len);
-    root = gkvt_mdb_db_root(img, "data");
-    {
-        /* the root's first child: a leaf page */
-        uint16_t off;
-
-        memcpy(&off, img + root * PSIZE + 16, 2);
-        memcpy(&lo, img + root * PSIZE + off, 2);
-        memcpy(&hi, img + root * PSIZE + off + 2, 2);
-        leaf = lo | (uint64_t)hi << 16;
-    }
+    leaf = first_leaf(img);
     memcpy(&fl, img + leaf * PSIZE + 10, 2);
     assert_true(fl & 0x02);                       /* P_LEAF */
     fl |= 0x10;                                   /* P_DIRTY */
@@ -1550,6 +1887,9 @@ main(void)
         cmocka_unit_test(test_damaged_while_open),
         cmocka_unit_test(test_damaged_in_place),
         cmocka_unit_test(test_guard_catches),
+        cmocka_unit_test(test_guard_held_loop),
+        cmocka_unit_test(test_guard_held_bad_kept),
+        cmocka_unit_test(test_guard_held_newer),
         cmocka_unit_test(test_guard_foreign_commit_no_walk),
         cmocka_unit_test(test_guard_damage_not_rewalked),
         cmocka_unit_test(test_guard_tls_initial_exec),
