@@ -241,8 +241,8 @@ void    kv__snap_end(kv_snap *sn);
  * must be restartable. On any error the store is unchanged. */
 typedef gkv_err (*kv_write_fn)(gkv_store *s, MDB_txn *txn, void *arg);
 gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
-/* kv__write() of a write done in slices (kv__slice_begin) of *every steps
- * (fn reads *every; NULL or 0: no slices). When a step in the parent
+/* kv__write() of a write done in slices (kv__slice_begin) of *every
+ * chunk values (fn reads *every; NULL or 0: no slices). When a step in the parent
  * finds LMDB's dirty list full (KV_ETXNFULL; kv__slice_retry), runs fn
  * once more with *every 0. */
 gkv_err kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg,
@@ -255,7 +255,7 @@ gkv_err kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg,
  * write would be lost at its next flush). */
 gkv_err kv__write_named(gkv_store *s, const char *n1, const char *n2,
                         kv_write_fn fn, void *arg);
-/* The same, in slices of *every steps (kv__write_sliced). */
+/* The same, in slices of *every chunk values (kv__write_sliced). */
 gkv_err kv__write_named_sliced(gkv_store *s, const char *n1, const char *n2,
                                kv_write_fn fn, void *arg, size_t *every);
 /* Waits for LMDB's writer lock once (a write transaction begun and
@@ -279,12 +279,14 @@ gkv_err kv__writer_barrier(gkv_store *s);
  * (sl->cur);
  * kv__slice_step, called after each step, when no pointer into a page
  * of the slice is used any more, with the caller's position of the next
- * step ('next': an index of its own), commits the slice and begins the
- * next every 'every' steps; kv__slice_end commits the last one (rc
+ * step ('next': an index of its own) and the chunk values the step wrote
+ * ('values': each is one entry of LMDB's dirty list, a page or an
+ * overflow value's run), commits the slice and begins the next once the
+ * slice has written 'every' values or more; kv__slice_end commits the last one (rc
  * GKV_OK) or aborts it and returns rc.
  * Past LMDB's 131,072 dirty pages some must be spilled to disk, and LMDB
  * spills only pages of the transaction that needs room: a slice its own,
- * while the parent's full list stays full. So past 32,768 steps,
+ * while the parent's full list stays full. So past 32,768 values,
  * kv__slice_step makes the parent spill between slices when its room is
  * low (store.c, slice_poke); a slice may still find too few pages of its
  * own to spill (MDB_TXN_FULL). So kv__slice_retry, given the rc of a
@@ -304,23 +306,28 @@ typedef struct kv_slice {
     gkv_store *s;
     MDB_txn *parent, *txn;
     MDB_cursor *cur;
-    size_t n, every;
+    size_t n, every;    /* steps in this slice; values a slice writes */
+    size_t run;         /* values written in this slice */
     size_t mark;        /* the caller's position of this slice's first step */
     size_t in_parent;   /* steps still to run in the parent (retry) */
-    size_t total;       /* steps of the slices committed so far */
+    size_t total;       /* values of the slices committed so far */
     size_t poked;       /* total at the last slice_poke */
 } kv_slice;
 gkv_err kv__slice_begin(gkv_store *s, MDB_txn *parent, size_t every,
                         kv_slice *sl);
-gkv_err kv__slice_step(kv_slice *sl, size_t next);
+gkv_err kv__slice_step(kv_slice *sl, size_t next, size_t values);
 gkv_err kv__slice_retry(kv_slice *sl, gkv_err rc, size_t *pos);
 /* Tests only: when set, the step of a sliced write that brings it to 0
  * fails as a full dirty list would (KV_ETXNFULL), after its work, and it
  * is set to kv__slice_full_again (then 0). 0 normally.
  * kv__slice_retries counts the slices kv__slice_retry ran again in the
- * parent, kv__slice_reruns the writes run again unsliced. */
+ * parent, kv__slice_reruns the writes run again unsliced, kv__slice_pokes
+ * the pokes done (store.c, slice_poke); kv__slice_poke_start and
+ * kv__slice_poke_every are its thresholds in chunk values (32,768 and
+ * 16,384). */
 extern size_t kv__slice_full_at, kv__slice_full_again;
-extern unsigned long kv__slice_retries, kv__slice_reruns;
+extern unsigned long kv__slice_retries, kv__slice_reruns, kv__slice_pokes;
+extern size_t kv__slice_poke_start, kv__slice_poke_every;
 gkv_err kv__slice_end(kv_slice *sl, gkv_err rc);
 
 /* Marks s damaged (st_damaged): its writes are refused from now on. */
@@ -629,10 +636,11 @@ typedef struct kv_push {
                                * else averaged */
     gkv_push_fn fn;
     void *ctx;
-    size_t slice;             /* chunks per nested transaction of a push
-                               * to the store (kv__slice_begin; 0: none) */
+    size_t slice;             /* chunk values (the state's included) per
+                               * nested transaction of a push to the
+                               * store (kv__slice_begin; 0: none) */
 } kv_push;
-/* The slice of gkv_tensor_push (16384 chunks; tests set other values). */
+/* The slice of gkv_tensor_push (16384 chunk values; tests set others). */
 extern size_t kv__push_slice;
 
 /* Optimizer state companions of handler k: how many, and the i-th suffix

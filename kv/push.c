@@ -189,10 +189,12 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
         memset(&desc, 0, sizeof desc);
         gkv_tensor_info(s, &(gkv_txn){.tx_store = s, .tx_txn = txn}, a->name, &desc);
     }
-    /* a slice per a->slice chunks (kv__slice_begin): LMDB's sorted dirty
-     * list stays short however fragmented its free list is. A push of one
-     * slice or less is not nested: that would only cost. */
-    if ((rc = kv__slice_begin(s, txn, nc > a->slice ? a->slice : 0,
+    /* a slice per a->slice chunk values written, the state's included
+     * (kv__slice_begin): LMDB's sorted dirty list stays short however
+     * fragmented its free list is. A push of one slice or less is not
+     * nested: that would only cost. */
+    if ((rc = kv__slice_begin(s, txn, nc * (1 + nst) > a->slice ? a->slice
+                                                                 : 0,
                               &sl)) != GKV_OK)
         goto out;
     for (size_t i = 0; i < a->n;) {
@@ -225,7 +227,7 @@ kv__push_fn(gkv_store *s, MDB_txn *txn, void *arg)
             if ((rc = chunk_put(s, sl.cur, &st[k], a->name, c, sval[k])) != GKV_OK)
                 goto failed;
         }
-        if ((rc = kv__slice_step(&sl, e)) != GKV_OK)
+        if ((rc = kv__slice_step(&sl, e, 1 + nst)) != GKV_OK)
             goto failed;
         i = e;
         continue;

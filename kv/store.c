@@ -596,11 +596,12 @@ write_loop(gkv_store *s, kv_write_fn fn, void *arg)
     }
 }
 
-/* A write's dirty pages may near LMDB's 131,072 once this many steps
- * are done (a push's step writes its chunk and up to 3 state chunks):
- * from then on slice_poke runs between slices, at most once every
- * KV_SLICE_POKE_EVERY steps. */
-#define KV_SLICE_POKE_STEPS 32768
+/* A write's dirty list may near LMDB's 131,072 entries once its slices
+ * have written this many chunk values (one entry each: a page, or an
+ * overflow value's run of pages; a push's step writes its chunk and up
+ * to 3 state chunks): from then on slice_poke runs between slices, at
+ * most once every KV_SLICE_POKE_EVERY values. */
+#define KV_SLICE_POKE_START 32768
 #define KV_SLICE_POKE_EVERY 16384
 /* The value slice_poke reserves (2,049 pages with its header): LMDB
  * spills when its room is at most twice that (about 4,100 pages), and
@@ -766,7 +767,7 @@ slice_open(kv_slice *sl, int nested)
 
     sl->txn = sl->parent;
     sl->cur = NULL;
-    sl->n = 0;
+    sl->n = sl->run = 0;
     if (nested && (mrc = mdb_txn_begin(s->st_env, sl->parent, 0, &sl->txn)) != 0) {
         sl->txn = NULL;
         return kv__fail(s, kv__from_mdb(mrc), "store '%s': cannot begin a "
@@ -830,6 +831,7 @@ slice_poke(kv_slice *sl)
             memset(d.mv_data, 0, d.mv_size);
             mrc = mdb_cursor_del(c, 0);
             __atomic_store_n(&sl->s->st_poked, 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&kv__slice_pokes, 1, __ATOMIC_RELAXED);
         }
         mdb_cursor_close(c);
     }
@@ -840,10 +842,12 @@ slice_poke(kv_slice *sl)
 }
 
 size_t kv__slice_full_at, kv__slice_full_again;
-unsigned long kv__slice_retries, kv__slice_reruns;
+unsigned long kv__slice_retries, kv__slice_reruns, kv__slice_pokes;
+size_t kv__slice_poke_start = KV_SLICE_POKE_START;
+size_t kv__slice_poke_every = KV_SLICE_POKE_EVERY;
 
 gkv_err
-kv__slice_step(kv_slice *sl, size_t next)
+kv__slice_step(kv_slice *sl, size_t next, size_t values)
 {
     gkv_err rc;
 
@@ -855,15 +859,17 @@ kv__slice_step(kv_slice *sl, size_t next)
     }
     if (sl->every == 0)
         return GKV_OK;
-    if (sl->in_parent > 0 ? --sl->in_parent > 0 : ++sl->n % sl->every != 0)
+    sl->run += values;
+    if (sl->in_parent > 0 ? --sl->in_parent > 0
+                          : (++sl->n, sl->run < sl->every))
         return GKV_OK;
     /* the slice is whole, or the steps kv__slice_retry ran in the parent
      * are done: the next slice */
     if ((rc = kv__slice_end(sl, GKV_OK)) != GKV_OK)
         return rc;
-    sl->total += sl->every;
-    if (sl->total >= KV_SLICE_POKE_STEPS &&
-        sl->total - sl->poked >= KV_SLICE_POKE_EVERY) {
+    sl->total += sl->run;
+    if (sl->total >= kv__slice_poke_start &&
+        sl->total - sl->poked >= kv__slice_poke_every) {
         if ((rc = slice_poke(sl)) != GKV_OK)
             return rc;
         sl->poked = sl->total;

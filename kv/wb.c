@@ -479,7 +479,7 @@ flush_fn(gkv_store *s, MDB_txn *txn, void *arg)
                        d.mv_size - KV_CHUNK_HDR);
             pthread_mutex_unlock(&s->st_wb_copy_mu);
             kv__chunk_seal(&p->m->r, p->c, d.mv_data);
-            rc = kv__slice_step(&sl, next);
+            rc = kv__slice_step(&sl, next, 1);
         }
         /* a slice that found the dirty list full: its pieces again, from
          * the first, in the parent */

@@ -194,6 +194,93 @@ test_slice_full(void **state)
  * parent), and nothing runs again unsliced. Before, each such write ran
  * twice, the second time as slow as without slices. */
 
+/* The parent's room is made (slice_poke) by the chunk values the slices
+ * wrote, not by their steps: an Adam push writes 4 values a chunk (the
+ * row chunk and 3 state chunks), so it pokes about 4 times as often as
+ * an assign of as many chunks, and its slices hold a quarter of the
+ * chunks. Thresholds lowered (kv__slice_poke_start 64 values, _every
+ * 32, slices of 16): each push touches all 200 chunks (800 values for
+ * Adam: pokes at totals 64, 96, ... 800, i.e. 24; 200 for assign: pokes
+ * at 64, 96, ... 192, i.e. 5). The rows and the Adam state are checked
+ * against a push of the same rows without slices. */
+static void
+test_poke_counts_values(void **state)
+{
+    static uint64_t ids[N];
+    static float rows[N * W];
+    const char *hs[2] = {"assign", "adam"};
+    const unsigned long want[2] = {5, 24};
+    size_t old_push = kv__push_slice, old_start = kv__slice_poke_start,
+           old_every = kv__slice_poke_every;
+    uint64_t rs = gkvt_seed() ^ 41;
+    float *ref[2] = {NULL, NULL};
+
+    (void)state;
+    for (size_t i = 0; i < N; i++) {
+        ids[i] = 100 + i;
+        for (size_t k = 0; k < W; k++) {
+            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+            rows[i * W + k] = (float)(rs >> 40) * 0x1p-24f - 0.5f;
+        }
+    }
+    kv__slice_poke_start = 64;
+    kv__slice_poke_every = 32;
+    for (int sliced = 0; sliced < 2; sliced++) {
+        char *dir = gkvt_mkdtemp("slicepoke");
+        gkv_tensor_spec sp = gkvt_wb_spec(N, W, GKV_TENSOR_HOT);
+        gkv_store *s;
+
+        kv__push_slice = sliced ? 16 : 0;
+        GKVT_OK(gkv_store_open(&s, dir, GKV_CREATE | GKV_NOSYNC, NULL));
+        for (int h = 0; h < 2; h++) {
+            char name[8];
+            unsigned long pokes = kv__slice_pokes;
+            gkv_push_args pa = {hs[h], 0.05, 0, 0, 0, 0};
+            float *got = malloc(2 * (size_t)N * W * sizeof *got);
+            gkv_txn *tx;
+
+            snprintf(name, sizeof name, "t%d", h);
+            GKVT_OK(gkv_tensor_create(s, name, &sp));
+            GKVT_OK(gkv_tensor_push(s, name, ids, N, rows, sizeof rows,
+                                    &pa));
+            if (sliced && kv__slice_pokes - pokes != want[h])
+                fail_msg("%s push of 200 chunks in slices of 16 values: %lu "
+                         "pokes, want %lu", hs[h], kv__slice_pokes - pokes,
+                         want[h]);
+            if (!sliced)
+                assert_int_equal(kv__slice_pokes, pokes);
+            /* the rows, and for Adam its first moment */
+            GKVT_OK(gkv_txn_begin(s, &tx));
+            GKVT_OK(gkv_tensor_read(s, tx, name, 100, 100 + N, got,
+                                    (size_t)N * W * sizeof *got));
+            if (h == 1) {
+                char m[32];
+
+                snprintf(m, sizeof m, "%s#adam_m", name);
+                GKVT_OK(gkv_tensor_read(s, tx, m, 100, 100 + N,
+                                        got + (size_t)N * W,
+                                        (size_t)N * W * sizeof *got));
+            }
+            gkv_txn_end(tx);
+            if (h == 0)
+                assert_memory_equal(got, rows, sizeof rows);
+            if (h == 1 && !sliced)
+                ref[1] = got;
+            else if (h == 1)
+                assert_memory_equal(got, ref[1], 2 * sizeof rows);
+            if (got != ref[1])
+                free(got);
+        }
+        GKVT_OK(gkv_store_verify(s, NULL, NULL));
+        gkv_store_close(s);
+        gkvt_rmtree(dir);
+    }
+    free(ref[1]);
+    kv__push_slice = old_push;
+    kv__slice_poke_start = old_start;
+    kv__slice_poke_every = old_every;
+}
+
 static void
 test_past_dirty_list(void **state)
 {
@@ -403,6 +490,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slices_same_bytes),
         cmocka_unit_test(test_slice_full),
+        cmocka_unit_test(test_poke_counts_values),
         cmocka_unit_test(test_past_dirty_list),
         cmocka_unit_test(test_tight_map_grown),
         cmocka_unit_test(test_flush_writes_dirty_pages),
