@@ -425,10 +425,12 @@ kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
     int events, polled = 0;
 
     /* the fast path of a write (a read's is kv__guard_check, inline):
-     * the watch holds no event, and the state last checked was whole. The
+     * the watch holds no event, and the state last checked was whole and
+     * settled (no walk that drained the watch has yet to record). The
      * watch also sees a change within one mtime tick */
     if (write && s->st_gfd >= 0 && !watch_pending(s) &&
-        !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE))
+        !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE) &&
+        !__atomic_load_n(&s->st_gunsure, __ATOMIC_ACQUIRE))
         return GKV_OK;
     if (mdb_env_get_fd(s->st_env, &fd) != 0)
         return GKV_OK;
@@ -551,6 +553,10 @@ kv__guard_committed(gkv_store *s, uint64_t id)
 
     if (!(s->st_flags & GKV_GUARD) || mdb_env_get_fd(s->st_env, &fd) != 0)
         return;
+    /* the events drained here are gone: until a state is recorded (below,
+     * or by a later check when this records nothing), held reads and
+     * writes take the slow path */
+    __atomic_store_n(&s->st_gunsure, 1, __ATOMIC_RELEASE);
     (void)watch_drain(s);           /* before the fstat it records */
     if (fstat(fd, &st) != 0)
         return;

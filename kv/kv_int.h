@@ -107,10 +107,12 @@ struct gkv_store {
     uint64_t st_gmtime, st_gsize, st_gtxn;
     uint64_t st_gseq;                 /* states recorded: bumped by each */
     int st_gbad;
-    int st_gunsure;               /* __atomic: a walk drained the watch and
-                                   * has recorded nothing yet (under way,
-                                   * or disturbed: GKV_EBUSY); reads through
-                                   * held snapshots take the slow path */
+    int st_gunsure;               /* __atomic: the watch was drained and no
+                                   * state recorded since (a walk under
+                                   * way, or disturbed: GKV_EBUSY; an own
+                                   * commit's record pending, or skipped):
+                                   * reads through held snapshots and
+                                   * writes take the slow path */
     char st_gbad_msg[640];
     /* counts (__atomic), for the tests and gkv_store_stat: structure
      * walks the guard ran, changes it took for newer commits (no walk),
@@ -466,13 +468,14 @@ kv__guard_check(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
  * gkv_txn_begin too, which records a newer commit its begin saw): the
  * check of kv__guard_check_slow for that snapshot, run when the watch
  * holds an event (a write since the state last recorded, also within
- * one mtime tick), the state is known damaged, or a walk is under way or
- * was disturbed (st_gunsure); without a watch, when the file's mtime
- * moved (kv__guard_check). A snapshot older than the state last checked
- * is neither walked nor recorded (only the newest state counts): its
- * reads meet only the fault guard, and are refused while that state is
- * damaged. One ioctl when nothing changed (an fstat without the watch).
- * No-op without GKV_GUARD, and for gkv's own wrappers (tx_held 0). */
+ * one mtime tick), the state is known damaged, or the watch was drained
+ * with no state recorded since (st_gunsure); without a watch, when the
+ * file's mtime moved (kv__guard_check). A snapshot older than the state
+ * last checked is neither walked nor recorded (only the newest state
+ * counts): its reads meet only the fault guard, and are refused while
+ * that state is damaged. One ioctl when nothing changed (an fstat
+ * without the watch). No-op without GKV_GUARD, and for gkv's own
+ * wrappers (tx_held 0). */
 gkv_err kv__guard_held(gkv_txn *tx);
 /* After this handle's commit of write transaction 'id' succeeded (before
  * st_gcommitting drops): records the state of data.mdb (an fstat now,
