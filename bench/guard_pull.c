@@ -8,7 +8,11 @@
  * GKV_GUARD when MODE is 1, without when 0; prints the median over REPS
  * reps (each about 0.2 s of calls) of ns per call. Built against any
  * libgkv.a, also one without GKV_GUARD (then MODE 1 is refused), so that
- * the same source measures main and a branch. With GUARD_PULL_CALLS=N in
+ * the same source measures main and a branch. With GUARD_PULL_HELD=1 in
+ * the environment every pull goes through one gkv_txn begun after the
+ * pre-fault and held to the end (the check of a read through a held
+ * snapshot, kv__guard_held); else each pull begins its own. With
+ * GUARD_PULL_CALLS=N in
  * the environment it makes exactly N calls (after the pre-fault) and
  * prints nothing more: for a count of instructions per call that the
  * machine's load does not change,
@@ -53,6 +57,7 @@ int
 main(int argc, char **argv)
 {
     gkv_store *s;
+    gkv_txn *tx = NULL;
     unsigned flags = 0;
     size_t rows, reps;
     uint64_t *ids, x = 88172645463325252ull;
@@ -102,6 +107,12 @@ main(int argc, char **argv)
     }
     if (gkv_store_prefault(s) != GKV_OK)
         return 1;
+    if (getenv("GUARD_PULL_HELD") != NULL &&
+        atoi(getenv("GUARD_PULL_HELD")) != 0 &&
+        gkv_txn_begin(s, &tx) != GKV_OK) {
+        fprintf(stderr, "txn: %s\n", gkv_store_errmsg(s));
+        return 1;
+    }
     ids = malloc(rows * sizeof *ids);
     dst = malloc(rows * DIM * sizeof *dst);
     ns = malloc(reps * sizeof *ns);
@@ -113,10 +124,11 @@ main(int argc, char **argv)
                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                 ids[i] = x % NROWS;
             }
-            if (gkv_tensor_pull(s, NULL, "t", ids, rows, dst,
+            if (gkv_tensor_pull(s, tx, "t", ids, rows, dst,
                                 rows * DIM * sizeof *dst) != GKV_OK)
                 return 1;
         }
+        gkv_txn_end(tx);
         gkv_store_close(s);
         return 0;
     }
@@ -130,7 +142,7 @@ main(int argc, char **argv)
                     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                     ids[i] = x % NROWS;
                 }
-                if (gkv_tensor_pull(s, NULL, "t", ids, rows, dst,
+                if (gkv_tensor_pull(s, tx, "t", ids, rows, dst,
                                     rows * DIM * sizeof *dst) != GKV_OK) {
                     fprintf(stderr, "pull: %s\n", gkv_store_errmsg(s));
                     return 1;
@@ -141,6 +153,7 @@ main(int argc, char **argv)
     }
     qsort(ns, reps, sizeof *ns, cmp_d);
     printf("%.0f\n", ns[reps / 2]);
+    gkv_txn_end(tx);
     gkv_store_close(s);
     return 0;
 }

@@ -7,8 +7,10 @@
 # Builds bench/guard_pull.c against this tree's build/libgkv.a and against
 # MAIN_CHECKOUT's (a checkout of main with `make build/libgkv.a` done),
 # then alternates, rep by rep in rotating order: main unguarded, this
-# tree unguarded, this tree with GKV_GUARD; 1 and 64 rows per pull; prints
-# each one's median ns per call over REPS (default 9) and every figure.
+# tree unguarded, this tree with GKV_GUARD, main with GKV_GUARD; 1 and 64
+# rows per pull; prints each one's median ns per call over REPS (default
+# 9) and every figure. GUARD_PULL_HELD=1 in the environment: every pull
+# through one held snapshot (guard_pull.c).
 set -eu
 main=$1 reps=${2:-9}
 tmp=$(mktemp -d)
@@ -23,15 +25,16 @@ uptime
 for rows in 1 64; do
     : > "$tmp/out"
     for r in $(seq 1 "$reps"); do
-        for k in 0 1 2; do
-            case $(( (k + r) % 3 )) in
+        for k in 0 1 2 3; do
+            case $(( (k + r) % 4 )) in
             0) echo "main $("$tmp/main" "$tmp/st" 0 "$rows" 5)" ;;
             1) echo "branch $("$tmp/branch" "$tmp/st" 0 "$rows" 5)" ;;
             2) echo "guarded $("$tmp/branch" "$tmp/st" 1 "$rows" 5)" ;;
+            3) echo "main-guarded $("$tmp/main" "$tmp/st" 1 "$rows" 5)" ;;
             esac >> "$tmp/out"
         done
     done
-    for b in main branch guarded; do
+    for b in main branch guarded main-guarded; do
         v=$(awk -v b=$b '$1 == b {print $2}' "$tmp/out" | sort -n | tr '\n' ' ')
         echo "rows=$rows $b median $(echo $v | tr ' ' '\n' |
             awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}') ns/call; all: $v"
