@@ -1609,7 +1609,8 @@ loop_header(const unsigned char *img, uint64_t pg, uint16_t hdr[2])
 static uint64_t
 leaf_rewritten(const unsigned char *a, const unsigned char *b)
 {
-    uint64_t ra = gkvt_mdb_db_root(a, "data"), rb = gkvt_mdb_db_root(b, "data");
+    uint64_t ra = gkvt_mdb_db_root(a, "data");
+    uint64_t rb = gkvt_mdb_db_root(b, "data");
     uint16_t la, lb;
 
     memcpy(&la, a + ra * PSIZE + 12, 2);
