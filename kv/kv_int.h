@@ -244,9 +244,9 @@ void    kv__snap_end(kv_snap *sn);
 typedef gkv_err (*kv_write_fn)(gkv_store *s, MDB_txn *txn, void *arg);
 gkv_err kv__write(gkv_store *s, kv_write_fn fn, void *arg);
 /* kv__write() of a write done in slices (kv__slice_begin) of *every
- * chunk values (fn reads *every; NULL or 0: no slices). When a step in the parent
- * finds LMDB's dirty list full (KV_ETXNFULL; kv__slice_retry), runs fn
- * once more with *every 0. */
+ * chunk values (fn reads *every; NULL or 0: no slices). When a step in
+ * the parent finds LMDB's dirty list full (KV_ETXNFULL; kv__slice_retry),
+ * runs fn once more with *every 0. */
 gkv_err kv__write_sliced(gkv_store *s, kv_write_fn fn, void *arg,
                          size_t *every);
 /* What kv__from_mdb() makes of MDB_TXN_FULL; kv__write returns GKV_EIO. */
@@ -284,8 +284,8 @@ gkv_err kv__writer_barrier(gkv_store *s);
  * step ('next': an index of its own) and the chunk values the step wrote
  * ('values': each is one entry of LMDB's dirty list, a page or an
  * overflow value's run), commits the slice and begins the next once the
- * slice has written 'every' values or more; kv__slice_end commits the last one (rc
- * GKV_OK) or aborts it and returns rc.
+ * slice has written 'every' values or more; kv__slice_end commits the
+ * last one (rc GKV_OK) or aborts it and returns rc.
  * Past LMDB's 131,072 dirty pages some must be spilled to disk, and LMDB
  * spills only pages of the transaction that needs room: a slice its own,
  * while the parent's full list stays full. So past 32,768 values,

@@ -1017,6 +1017,36 @@ test_guard_catches(void **state)
     gkv_store_close(s);
 }
 
+/* Runs child(f, arg) in a child process under an alarm; fails naming
+ * 'what' and arg when it hangs, dies or exits non-zero (the exit code
+ * says which check failed: see each child); skips when it exits
+ * CHILD_SKIP (no inotify watch to be had). */
+#define CHILD_SKIP 77
+static void
+in_child(struct fx *f, void (*child)(struct fx *, int), int arg,
+         const char *what)
+{
+    pid_t pid;
+    int wst;
+
+    restore_whole(f);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(CASE_S);
+        child(f, arg);
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    if (WIFSIGNALED(wst))
+        fail_msg("%s (%d): %s", what, arg, WTERMSIG(wst) == SIGALRM ?
+                 "hung" : strsignal(WTERMSIG(wst)));
+    if (WEXITSTATUS(wst) == CHILD_SKIP)
+        skip();
+    else if (WEXITSTATUS(wst) != 0)
+        fail_msg("%s (%d): child exit %d", what, arg, WEXITSTATUS(wst));
+}
+
 /* A snapshot held at the newest commit, then a leaf page of the data
  * tree changed in place so that LMDB 0.9 searches it without end and
  * without a fault (P_LEAF2 set and mp_lower below the page header:
@@ -1029,120 +1059,77 @@ test_guard_catches(void **state)
  * pull when the change left the file's mtime as it was (a write within
  * the tick: the watch sees it); writes are refused after. Each in a
  * child under alarm: a hang fails the test. */
+/* A child of test_guard_held_loop: read kind h. Exits 3 at set-up, 4
+ * when the read did not fail GKV_ECORRUPT, 5 when its message does not
+ * name the page, 6 when a write was accepted after. */
+static void
+held_loop_child(struct fx *f, int h)
+{
+    uint64_t id = 5, mark[2] = {0}, leaf;
+    float got[4];
+    const void *view;
+    unsigned char *img;
+    size_t len;
+    uint16_t hdr[2];             /* mp_flags, mp_lower */
+    char want[64];
+    gkv_store *s;
+    gkv_txn *tx;
+    gkv_err rc;
+
+    if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
+        gkv_txn_begin(s, &tx) != GKV_OK)
+        _exit(3);
+    img = file_now(f, &len);
+    leaf = first_leaf(img);
+    if (!(img[leaf * PSIZE + 10] & 0x02))
+        _exit(3);                   /* not a leaf (P_LEAF) */
+    loop_header(img, leaf, hdr);
+    free(img);
+    if (h < 4) {
+        write_in_place(f, hdr, 4, leaf * PSIZE + 10);
+    } else {
+        char p[4300];
+        struct stat st;
+        int fd;
+
+        snprintf(p, sizeof p, "%s/data.mdb", f->st);
+        if ((fd = open(p, O_WRONLY)) < 0 || fstat(fd, &st) != 0 ||
+            pwrite(fd, hdr, 4, (off_t)(leaf * PSIZE + 10)) != 4 ||
+            futimens(fd, (struct timespec[2]){{0, UTIME_OMIT},
+                                              st.st_mtim}) != 0)
+            _exit(3);
+        close(fd);
+    }
+    if (h == 0 || h == 4)
+        rc = gkv_tensor_pull(s, tx, "plain", &id, 1, got, sizeof got);
+    else if (h == 1)
+        rc = gkv_tensor_read(s, tx, "plain", 0, 4, got, sizeof got);
+    else if (h == 2)
+        rc = gkv_tensor_changed(tx, "plain", 0, 1, mark, NULL, NULL);
+    else
+        rc = gkv_row_view(tx, "plain", id, &view);
+    if (rc != GKV_ECORRUPT)
+        _exit(4);
+    snprintf(want, sizeof want, "data page %llu", (unsigned long long)leaf);
+    if (strstr(gkv_store_errmsg(s), want) == NULL)
+        _exit(5);
+    gkv_txn_end(tx);
+    if (gkv_tensor_push(s, "plain", &id, 1, got, sizeof got, NULL) !=
+            GKV_ECORRUPT)
+        _exit(6);
+    gkv_store_close(s);
+}
+
 static void
 test_guard_held_loop(void **state)
 {
-    struct fx *f = *state;
-
-    for (int h = 0; h < 5; h++) {
-        pid_t pid;
-        int wst;
-
-        restore_whole(f);
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            uint64_t id = 5, mark[2] = {0}, leaf;
-            float got[4];
-            const void *view;
-            unsigned char *img;
-            size_t len;
-            uint16_t hdr[2];             /* mp_flags, mp_lower */
-            char want[64];
-            gkv_store *s;
-            gkv_txn *tx;
-            gkv_err rc;
-
-            alarm(CASE_S);
-            if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
-                gkv_txn_begin(s, &tx) != GKV_OK)
-                _exit(3);
-            img = file_now(f, &len);
-            leaf = first_leaf(img);
-            if (!(img[leaf * PSIZE + 10] & 0x02))
-                _exit(3);                   /* not a leaf (P_LEAF) */
-            loop_header(img, leaf, hdr);
-            free(img);
-            if (h < 4) {
-                write_in_place(f, hdr, 4, leaf * PSIZE + 10);
-            } else {
-                char p[4300];
-                struct stat st;
-                int fd;
-
-                snprintf(p, sizeof p, "%s/data.mdb", f->st);
-                if ((fd = open(p, O_WRONLY)) < 0 || fstat(fd, &st) != 0 ||
-                    pwrite(fd, hdr, 4, (off_t)(leaf * PSIZE + 10)) != 4 ||
-                    futimens(fd, (struct timespec[2]){{0, UTIME_OMIT},
-                                                      st.st_mtim}) != 0)
-                    _exit(3);
-                close(fd);
-            }
-            if (h == 0 || h == 4)
-                rc = gkv_tensor_pull(s, tx, "plain", &id, 1, got,
-                                     sizeof got);
-            else if (h == 1)
-                rc = gkv_tensor_read(s, tx, "plain", 0, 4, got, sizeof got);
-            else if (h == 2)
-                rc = gkv_tensor_changed(tx, "plain", 0, 1, mark, NULL, NULL);
-            else
-                rc = gkv_row_view(tx, "plain", id, &view);
-            if (rc != GKV_ECORRUPT)
-                _exit(4);
-            snprintf(want, sizeof want, "data page %llu",
-                     (unsigned long long)leaf);
-            if (strstr(gkv_store_errmsg(s), want) == NULL)
-                _exit(5);
-            gkv_txn_end(tx);
-            if (gkv_tensor_push(s, "plain", &id, 1, got, sizeof got, NULL) !=
-                    GKV_ECORRUPT)
-                _exit(6);
-            gkv_store_close(s);
-            _exit(0);
-        }
-        assert_int_equal(waitpid(pid, &wst, 0), pid);
-        if (WIFSIGNALED(wst))
-            fail_msg("read %d through a snapshot held across a page LMDB "
-                     "loops on: %s", h, WTERMSIG(wst) == SIGALRM ? "hung" :
-                     strsignal(WTERMSIG(wst)));
-        if (WEXITSTATUS(wst) != 0)
-            fail_msg("read %d through a snapshot held across a page LMDB "
-                     "loops on: child exit %d (3 set-up, 4 not "
-                     "GKV_ECORRUPT, 5 the page not named, 6 a write "
-                     "accepted)", h, WEXITSTATUS(wst));
-    }
-}
-
-/* Runs child(f) in a child process under an alarm; fails naming 'what'
- * when it hangs, dies or exits non-zero; skips when it exits CHILD_SKIP
- * (no inotify watch to be had). */
-#define CHILD_SKIP 77
-static void
-in_child(struct fx *f, void (*child)(struct fx *), const char *what)
-{
-    pid_t pid;
-    int wst;
-
-    restore_whole(f);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        alarm(CASE_S);
-        child(f);
-        _exit(0);
-    }
-    assert_int_equal(waitpid(pid, &wst, 0), pid);
-    if (WIFSIGNALED(wst))
-        fail_msg("%s: %s", what, WTERMSIG(wst) == SIGALRM ? "hung" :
-                 strsignal(WTERMSIG(wst)));
-    if (WEXITSTATUS(wst) == CHILD_SKIP)
-        skip();
-    else if (WEXITSTATUS(wst) != 0)
-        fail_msg("%s: child exit %d", what, WEXITSTATUS(wst));
+    for (int h = 0; h < 5; h++)
+        in_child(*state, held_loop_child, h, "a read through a snapshot "
+                 "held across a page LMDB loops on");
 }
 
 static void
-bad_kept_child(struct fx *f)
+bad_kept_child(struct fx *f, int unused)
 {
     uint64_t id = 2399, leaf;
     float row[4] = {9, 8, 7, 6}, got[16];
@@ -1186,12 +1173,12 @@ bad_kept_child(struct fx *f)
 static void
 test_guard_held_bad_kept(void **state)
 {
-    in_child(*state, bad_kept_child,
+    in_child(*state, bad_kept_child, 0,
              "a read through an older held snapshot of a damaged state");
 }
 
 static void
-held_newer_child(struct fx *f)
+held_newer_child(struct fx *f, int unused)
 {
     uint64_t id = 5, id2 = 2399;
     float row[4] = {9, 8, 7, 6}, got[4];
@@ -1254,7 +1241,7 @@ held_newer_child(struct fx *f)
 static void
 test_guard_held_newer(void **state)
 {
-    in_child(*state, held_newer_child,
+    in_child(*state, held_newer_child, 0,
              "a read through a snapshot newer than the state recorded");
 }
 
@@ -1290,7 +1277,7 @@ unsure_thread(void *p)
 }
 
 static void
-unsure_child(struct fx *f)
+unsure_child(struct fx *f, int unused)
 {
     struct unsure_arg a[2] = {{.push = 0}, {.push = 1}};
     pthread_t th[2];
@@ -1355,7 +1342,7 @@ unsure_child(struct fx *f)
 static void
 test_guard_unsure_waits(void **state)
 {
-    in_child(*state, unsure_child,
+    in_child(*state, unsure_child, 0,
              "reads and writes while the watch is drained and unrecorded");
 }
 
@@ -1622,7 +1609,8 @@ loop_header(const unsigned char *img, uint64_t pg, uint16_t hdr[2])
 static uint64_t
 leaf_rewritten(const unsigned char *a, const unsigned char *b)
 {
-    uint64_t ra = gkvt_mdb_db_root(a, "data"), rb = gkvt_mdb_db_root(b, "data");
+    uint64_t ra = gkvt_mdb_db_root(a, "data");
+    uint64_t rb = gkvt_mdb_db_root(b, "data");
     uint16_t la, lb;
 
     memcpy(&la, a + ra * PSIZE + 12, 2);
@@ -1694,7 +1682,8 @@ outside_map_child(struct fx *f, int how)
     const void *view;
     gkv_err rc = GKV_OK;
 
-    alarm(CASE_S);
+    signal(SIGSEGV, SIG_DFL);       /* not cmocka's: a program's */
+    signal(SIGBUS, SIG_DFL);
     if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
         gkv_store_prefault(s) != GKV_OK ||
         (root = held_behind(f, s, &tx)) == 0)
@@ -1762,26 +1751,11 @@ test_guard_outside_map(void **state)
         return;
     }
     for (int h = 0; h < 4; h++) {
-        pid_t pid;
-        int wst;
+        char what[128];
 
-        restore_whole(f);
-        pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            signal(SIGSEGV, SIG_DFL);   /* not cmocka's: a program's */
-            signal(SIGBUS, SIG_DFL);
-            outside_map_child(f, h);
-        }
-        assert_int_equal(waitpid(pid, &wst, 0), pid);
-        if (WIFSIGNALED(wst))
-            fail_msg("%s through a held snapshot of a damaged store: died "
-                     "of %s", how[h], strsignal(WTERMSIG(wst)));
-        if (WEXITSTATUS(wst) != OM_OK)
-            fail_msg("%s through a held snapshot of a damaged store: child "
-                     "exit %d (3 open, 4 not GKV_ECORRUPT, 5 not the "
-                     "guard's, 6 a write accepted)", how[h],
-                     WEXITSTATUS(wst));
+        snprintf(what, sizeof what, "%s through a held snapshot of a "
+                 "damaged store", how[h]);
+        in_child(f, outside_map_child, h, what);
     }
 }
 
