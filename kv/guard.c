@@ -525,7 +525,10 @@ kv__guard_held(gkv_txn *tx)
     struct stat st;
     uint64_t seq;
 
-    if (!tx->tx_held || !(s->st_flags & GKV_GUARD))
+    /* not in a child after fork() with its parent's handle: the watch's
+     * descriptor is shared with the parent, whose events a drain here
+     * would take */
+    if (!tx->tx_held || !(s->st_flags & GKV_GUARD) || kv__forked(s))
         return GKV_OK;
     /* with the watch: nothing written since the state last recorded (each
      * record drains it first), and that state whole and settled */
@@ -553,17 +556,18 @@ kv__guard_committed(gkv_store *s, uint64_t id)
 
     if (!(s->st_flags & GKV_GUARD) || mdb_env_get_fd(s->st_env, &fd) != 0)
         return;
-    /* the events drained here are gone: until a state is recorded (below,
-     * or by a later check when this records nothing), held reads and
-     * writes take the slow path */
-    __atomic_store_n(&s->st_gunsure, 1, __ATOMIC_RELEASE);
-    (void)watch_drain(s);           /* before the fstat it records */
-    if (fstat(fd, &st) != 0)
-        return;
     pthread_mutex_lock(&s->st_gmu);
-    /* a state found damaged stays so; an older commit does not go back */
-    if (!s->st_gbad && id >= s->st_gtxn)
-        state_set(s, kv__mtime_ns(&st), (uint64_t)st.st_size, id, 0);
+    /* a state found damaged stays so; an older commit does not go back:
+     * then nothing is drained either (the events stay for the next
+     * check). Held reads and writes take the slow path from the drain to
+     * the record (state_set clears st_gunsure; a failed fstat leaves it
+     * set, and the next check records) */
+    if (!s->st_gbad && id >= s->st_gtxn) {
+        __atomic_store_n(&s->st_gunsure, 1, __ATOMIC_RELEASE);
+        (void)watch_drain(s);       /* before the fstat it records */
+        if (fstat(fd, &st) == 0)
+            state_set(s, kv__mtime_ns(&st), (uint64_t)st.st_size, id, 0);
+    }
     pthread_mutex_unlock(&s->st_gmu);
 }
 

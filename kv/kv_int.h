@@ -436,9 +436,11 @@ gkv_err kv__guard_open(gkv_store *s);
  * inotify watch, which sees a change within one mtime tick too). A
  * change explained by newer commits (the snapshot's transaction is newer
  * than the one last checked, and both header pages pass kv__walk_meta)
- * is taken without a walk; any other change (bytes
- * written with no commit, or after a state found damaged) checks the
- * structure of the snapshot (kv__walk) before LMDB follows any pointer.
+ * is taken without a walk; any other change (bytes written with no
+ * commit, or after a state found damaged) checks the structure of the
+ * snapshot (kv__walk) before LMDB follows any pointer, unless the
+ * snapshot is older than the state last checked: that one is neither
+ * walked nor recorded, and refused while that state is damaged.
  * A state found damaged is remembered (mtime, size, transaction): reads
  * that begin on it again fail at once, with the walk's message, without
  * a walk. GKV_ECORRUPT, the handle marked damaged, when damaged. No-op
@@ -481,7 +483,10 @@ gkv_err kv__guard_held(gkv_txn *tx);
  * st_gcommitting drops): records the state of data.mdb (an fstat now,
  * 'id') as checked and drains the watch, so that only changes made until
  * then are taken as that commit's; a later change with no newer commit
- * is walked. No-op unguarded. */
+ * is walked. Under st_gmu, with st_gunsure set from the drain to the
+ * record. Records and drains nothing when the state is known damaged or
+ * a newer one was recorded meanwhile (the events stay for the next
+ * check). No-op unguarded. */
 void    kv__guard_committed(gkv_store *s, uint64_t id);
 /* After a jump to 'caught' in a write transaction: as kv__guard_caught(),
  * and st_wheld set; the caller must NOT end the transaction (it is

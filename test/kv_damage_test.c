@@ -1079,6 +1079,8 @@ held_loop_child(struct fx *f, int h)
     if (gkv_store_open(&s, f->st, GKV_GUARD, NULL) != GKV_OK ||
         gkv_txn_begin(s, &tx) != GKV_OK)
         _exit(3);
+    if (h == 4 && s->st_gfd < 0)
+        _exit(CHILD_SKIP);          /* the time kept: only the watch sees */
     img = file_now(f, &len);
     leaf = first_leaf(img);
     if (!(img[leaf * PSIZE + 10] & 0x02))
@@ -1206,6 +1208,7 @@ held_newer_child(struct fx *f, int unused)
         int wst;
 
         if (g == 0) {
+            alarm(CASE_S);          /* not inherited across fork() */
             if (gkv_store_open(&o, f->st, 0, NULL) != GKV_OK ||
                 gkv_tensor_push(o, "plain", &id2, 1, row, sizeof row,
                                 NULL) != GKV_OK)
