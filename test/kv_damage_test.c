@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include "gkvt.h"
@@ -1254,8 +1255,27 @@ struct unsure_arg {
     gkv_store *s;
     int push;
     int ready, go, done;            /* __atomic */
+    pid_t tid;
     gkv_err rc;
 };
+
+/* Whether thread tid of this process waits in futex(2) now (a mutex): 1,
+ * 0, or -1 when /proc does not say. */
+static int
+in_futex(pid_t tid)
+{
+    char p[64], b[64];
+    long nr = -1;
+    FILE *fp;
+
+    snprintf(p, sizeof p, "/proc/self/task/%d/syscall", (int)tid);
+    if ((fp = fopen(p, "r")) == NULL)
+        return -1;
+    if (fgets(b, sizeof b, fp) != NULL && b[0] >= '0' && b[0] <= '9')
+        nr = strtol(b, NULL, 10);
+    fclose(fp);
+    return nr < 0 ? -1 : nr == SYS_futex;
+}
 
 static void *
 unsure_thread(void *p)
@@ -1265,6 +1285,7 @@ unsure_thread(void *p)
     float row[4] = {1, 2, 3, 4}, got[4];
     gkv_txn *tx = NULL;
 
+    a->tid = (pid_t)syscall(SYS_gettid);
     a->rc = a->push ? GKV_OK : gkv_txn_begin(a->s, &tx);
     __atomic_store_n(&a->ready, 1, __ATOMIC_RELEASE);
     while (a->rc == GKV_OK && !__atomic_load_n(&a->go, __ATOMIC_ACQUIRE))
@@ -1318,7 +1339,23 @@ unsure_child(struct fx *f, int unused)
         _exit(3);
     for (int i = 0; i < 2; i++)
         __atomic_store_n(&a[i].go, 1, __ATOMIC_RELEASE);
-    usleep(300000);
+    /* until both wait on a mutex (st_gmu), or one got past: then a short
+     * while more (a machine under load may take long to get there; where
+     * /proc does not say, a fixed 300 ms) */
+    for (int k = 0; k < 10000; k++) {
+        int w0 = in_futex(a[0].tid), w1 = in_futex(a[1].tid);
+
+        if (w0 < 0 || w1 < 0) {
+            usleep(300000);
+            break;
+        }
+        if ((w0 && w1) || __atomic_load_n(&a[0].done, __ATOMIC_ACQUIRE) ||
+            (mdb_env_info(s->st_env, &e1) == 0 &&
+             e1.me_last_txnid != e0.me_last_txnid))
+            break;
+        usleep(1000);
+    }
+    usleep(50000);
     /* the pull has not returned; the push has not committed (it would
      * then wait for st_gmu to record its state: not returning tells
      * nothing) */
