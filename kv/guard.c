@@ -347,6 +347,18 @@ watch_pending(gkv_store *s)
     return s->st_gfd < 0 || ioctl(s->st_gfd, FIONREAD, &n) != 0 || n > 0;
 }
 
+/* Whether nothing was written since the state last recorded (each record
+ * drains the watch first), and that state is whole and settled (no drain
+ * waits for its record): the fast test of a write and of a read through
+ * a held snapshot. 0 without a watch. */
+static int
+watch_settled(gkv_store *s)
+{
+    return s->st_gfd >= 0 && !watch_pending(s) &&
+           !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE) &&
+           !__atomic_load_n(&s->st_gunsure, __ATOMIC_ACQUIRE);
+}
+
 /* Reads the events the watch holds; 1 when there were any, 0 when none
  * or without a watch. */
 static int
@@ -428,9 +440,7 @@ kv__guard_check_slow(gkv_store *s, MDB_txn *txn, int write, uint64_t mtime,
      * the watch holds no event, and the state last checked was whole and
      * settled (no walk that drained the watch has yet to record). The
      * watch also sees a change within one mtime tick */
-    if (write && s->st_gfd >= 0 && !watch_pending(s) &&
-        !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE) &&
-        !__atomic_load_n(&s->st_gunsure, __ATOMIC_ACQUIRE))
+    if (write && watch_settled(s))
         return GKV_OK;
     if (mdb_env_get_fd(s->st_env, &fd) != 0)
         return GKV_OK;
@@ -530,11 +540,7 @@ kv__guard_held(gkv_txn *tx)
      * would take */
     if (!tx->tx_held || !(s->st_flags & GKV_GUARD) || kv__forked(s))
         return GKV_OK;
-    /* with the watch: nothing written since the state last recorded (each
-     * record drains it first), and that state whole and settled */
-    if (s->st_gfd >= 0 && !watch_pending(s) &&
-        !__atomic_load_n(&s->st_gbad, __ATOMIC_ACQUIRE) &&
-        !__atomic_load_n(&s->st_gunsure, __ATOMIC_ACQUIRE))
+    if (watch_settled(s))
         return GKV_OK;
     seq = __atomic_load_n(&s->st_gseq, __ATOMIC_ACQUIRE);  /* before */
     if (mdb_env_get_fd(s->st_env, &fd) != 0 || fstat(fd, &st) != 0)

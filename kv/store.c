@@ -263,6 +263,14 @@ map_grow(gkv_store *s)
  * slice_poke 8 MiB at most. A file shorter by more was cut short. */
 #define KV_TAIL_SLACK (64ull << 20)
 
+/* Whether a data.mdb of 'size' bytes ends more than KV_TAIL_SLACK before
+ * the last page of ei's newest commit: cut short. */
+static int
+cut_past_slack(const gkv_store *s, uint64_t size, const MDB_envinfo *ei)
+{
+    return size + KV_TAIL_SLACK < pages_end(s, ei);
+}
+
 /* Adopts a map another process grew. The caller holds one use; step out
  * while resizing, then take it back unconditionally so the caller's
  * kv__leave() stays balanced. */
@@ -290,7 +298,7 @@ adopt_map(gkv_store *s)
                             "reopened", msg);
         }
         if (mdb_env_info(s->st_env, &ei) == 0 && fstat(fd, &st) == 0 &&
-            (uint64_t)st.st_size + KV_TAIL_SLACK < pages_end(s, &ei)) {
+            cut_past_slack(s, (uint64_t)st.st_size, &ei)) {
             kv__damaged(s);
             return kv__fail(s, GKV_ECORRUPT, "store '%s' is damaged: its "
                             "header says its pages reach %llu bytes, but "
@@ -656,7 +664,7 @@ slice_pregrow(gkv_store *s)
         __atomic_load_n(&s->st_damaged, __ATOMIC_ACQUIRE) ||
         !file_whole(s, &fd, &st) || mdb_env_info(s->st_env, &ei) != 0 ||
         !spare_low(s, &ei) || kv__walk_meta(s->st_path, fd) != GKV_OK ||
-        (uint64_t)st.st_size + KV_TAIL_SLACK < pages_end(s, &ei)) {
+        cut_past_slack(s, (uint64_t)st.st_size, &ei)) {
         kv__clear(NULL);
         return;
     }
@@ -1515,8 +1523,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
         if (mdb_env_info(s->st_env, &ei) == 0 &&
             mdb_env_get_fd(s->st_env, &fd) == 0 && fstat(fd, &fst) == 0 &&
             (uint64_t)fst.st_size < pages_end(s, &ei)) {
-            uint64_t end = pages_end(s, &ei);
-            int cut = (uint64_t)fst.st_size + KV_TAIL_SLACK < end;
+            int cut = cut_past_slack(s, (uint64_t)fst.st_size, &ei);
 
             rc = cut ? GKV_ECORRUPT : structure_check(s);
             if (rc == GKV_ECORRUPT) {
@@ -1530,7 +1537,7 @@ gkv_store_open(gkv_store **out, const char *path, unsigned flags,
                               "partial copy, or a disk that filled while "
                               "copying it)%s", path,
                               (unsigned long long)fst.st_size,
-                              (unsigned long long)end, why);
+                              (unsigned long long)pages_end(s, &ei), why);
             }
             if (rc != GKV_OK)
                 goto fail;

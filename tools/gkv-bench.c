@@ -1028,8 +1028,9 @@ bench_flush_stall(const float *m, uint64_t n, uint32_t d, const uint64_t *ids,
  * of the same 100,000 random IDs) and the flush after it. A trainer
  * chooses how often a flush runs (gkv_writeback_start's interval, or
  * gkv_writeback_flush): here K batches, each to IDs of its own (the
- * first: the sustained figure's), then one flush; K = 1 is that figure. A chunk that several batches dirty is written once, so a flush's
- * bytes grow slower than K. Per K: the rate (2 K b rows over the pushes
+ * first: the sustained figure's), then one flush; K = 1 is that figure.
+ * A chunk that several batches dirty is written once, so a flush's bytes
+ * grow slower than K. Per K: the rate (2 K b rows over the pushes
  * and the flush) against Redis pipelined SET of b rows timed in the same
  * rep, and the loss window: the first push is durable only once the flush
  * commits, so a crash before then loses all K batches (with NOSYNC an OS
